@@ -1,0 +1,74 @@
+"""asyncdsl: Hopper kernels in Python, built around asynchronous data movement.
+
+    import asyncdsl as ad
+
+    @ad.kernel(grid=lambda x, y, B: (x.shape[0] // B, x.shape[1] // B))
+    def copy(x, y, B: ad.constexpr):
+        i, j = ad.program_id(0), ad.program_id(1)
+        buf = ad.smem((B, B), x.dtype)
+        bar = ad.barrier()
+        ad.async_copy(x.at[ad.ds(i * B, B), ad.ds(j * B, B)], buf, barrier=bar)
+        bar.wait()
+        ad.async_copy(buf, y.at[ad.ds(i * B, B), ad.ds(j * B, B)])
+        ad.await_async_copy(0)
+"""
+
+from asyncdsl.dtypes import (
+    DType,
+    bfloat16,
+    float8_e4m3fn,
+    float8_e5m2,
+    float16,
+    float32,
+    float64,
+    int8,
+    int16,
+    int32,
+    int64,
+    uint8,
+    uint16,
+    uint32,
+    uint64,
+)
+from asyncdsl.errors import (
+    ArgumentError,
+    AsyncDSLError,
+    CopyError,
+    DeadlockError,
+    InterpretError,
+    RaceError,
+    ResourceError,
+    TraceError,
+    TransformError,
+)
+from asyncdsl.frontend.kernel import Kernel, constexpr, kernel
+from asyncdsl.frontend.ops import (
+    CopyPartition,
+    async_copy,
+    await_async_copy,
+    barrier,
+    cluster_barrier,
+    cluster_cta_id,
+    cluster_id,
+    cta_barrier,
+    fence_async_smem,
+    num_programs,
+    program_id,
+    range,
+    smem,
+    warpgroup_barrier,
+    warpgroup_idx,
+    when,
+)
+from asyncdsl.frontend.refs import ds
+from asyncdsl.frontend.trace import ArraySpec
+from asyncdsl.transforms import (
+    CollapseLeadingIndicesTransform,
+    DropUnitDimsTransform,
+    MemRefTransform,
+    Rounding,
+    TileTransform,
+    TransposeTransform,
+)
+
+__version__ = "0.1.0"

@@ -1,0 +1,160 @@
+"""Element types: one table that ties together numpy, DLPack, the IR and the TMA type codes.
+
+The TMA codes are the values of CUDA's `CUtensorMapDataType`.  Integers default to the unsigned
+code of their width (the copy engine only moves bits, and 64-bit adds and bitwise reductions work
+only on the unsigned codes on the H200); the signed codes are used by signed min/max reductions.
+fp8 types travel as 8-bit integers, like the reference system does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+from xdsl.dialects import builtin
+from xdsl.ir import Attribute
+
+from asyncdsl.errors import ArgumentError
+
+# CUtensorMapDataType values (cuda.h, CUDA 13.0).
+TMA_UINT8, TMA_UINT16, TMA_UINT32, TMA_INT32 = 0, 1, 2, 3
+TMA_UINT64, TMA_INT64, TMA_FLOAT16, TMA_FLOAT32 = 4, 5, 6, 7
+TMA_FLOAT64, TMA_BFLOAT16 = 8, 9
+
+# DLPack type codes.
+_DL_INT, _DL_UINT, _DL_FLOAT, _DL_BFLOAT, _DL_BOOL = 0, 1, 2, 4, 6
+_DL_FLOAT8_E4M3FN, _DL_FLOAT8_E5M2 = 10, 12
+
+
+@dataclass(frozen=True)
+class DType:
+    """An element type a kernel can move.  `bits` may be 4 for packed fp4."""
+
+    name: str
+    bits: int
+    kind: str  # "int", "uint", "float"
+    numpy: np.dtype
+    tma_code: int
+    signed_tma_code: int | None = None
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element (a packed 4-bit type reports 1: two share a byte)."""
+        return max(1, self.bits // 8)
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "float"
+
+    def mlir(self) -> Attribute:
+        return _MLIR_OF[self.name]
+
+    def __repr__(self) -> str:
+        return f"asyncdsl.{self.name}"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def _make(name: str, bits: int, kind: str, np_dtype: Any, code: int, signed: int | None = None) -> DType:
+    return DType(name, bits, kind, np.dtype(np_dtype), code, signed)
+
+
+int8 = _make("int8", 8, "int", np.int8, TMA_UINT8)
+int16 = _make("int16", 16, "int", np.int16, TMA_UINT16)
+int32 = _make("int32", 32, "int", np.int32, TMA_UINT32, TMA_INT32)
+int64 = _make("int64", 64, "int", np.int64, TMA_UINT64, TMA_INT64)
+uint8 = _make("uint8", 8, "uint", np.uint8, TMA_UINT8)
+uint16 = _make("uint16", 16, "uint", np.uint16, TMA_UINT16)
+uint32 = _make("uint32", 32, "uint", np.uint32, TMA_UINT32)
+uint64 = _make("uint64", 64, "uint", np.uint64, TMA_UINT64)
+float16 = _make("float16", 16, "float", np.float16, TMA_FLOAT16)
+bfloat16 = _make("bfloat16", 16, "float", ml_dtypes.bfloat16, TMA_BFLOAT16)
+float32 = _make("float32", 32, "float", np.float32, TMA_FLOAT32)
+float64 = _make("float64", 64, "float", np.float64, TMA_FLOAT64)
+float8_e4m3fn = _make("float8_e4m3fn", 8, "float", ml_dtypes.float8_e4m3fn, TMA_UINT8)
+float8_e5m2 = _make("float8_e5m2", 8, "float", ml_dtypes.float8_e5m2, TMA_UINT8)
+float4_e2m1fn = _make("float4_e2m1fn", 4, "float", ml_dtypes.float4_e2m1fn, TMA_UINT8)
+
+ALL: tuple[DType, ...] = (
+    int8, int16, int32, int64, uint8, uint16, uint32, uint64,
+    float16, bfloat16, float32, float64, float8_e4m3fn, float8_e5m2, float4_e2m1fn,
+)
+_BY_NAME = {d.name: d for d in ALL}
+_ALIASES = {
+    "i8": int8, "i16": int16, "i32": int32, "i64": int64,
+    "u8": uint8, "u16": uint16, "u32": uint32, "u64": uint64,
+    "f16": float16, "half": float16, "bf16": bfloat16, "f32": float32, "float": float32,
+    "f64": float64, "double": float64, "e4m3": float8_e4m3fn, "e5m2": float8_e5m2,
+    "float8_e4m3": float8_e4m3fn, "fp4": float4_e2m1fn,
+}
+_BY_NUMPY = {d.numpy: d for d in ALL}
+
+_MLIR_OF: dict[str, Attribute] = {
+    "int8": builtin.IntegerType(8),
+    "int16": builtin.IntegerType(16),
+    "int32": builtin.IntegerType(32),
+    "int64": builtin.IntegerType(64),
+    "uint8": builtin.IntegerType(8, builtin.Signedness.UNSIGNED),
+    "uint16": builtin.IntegerType(16, builtin.Signedness.UNSIGNED),
+    "uint32": builtin.IntegerType(32, builtin.Signedness.UNSIGNED),
+    "uint64": builtin.IntegerType(64, builtin.Signedness.UNSIGNED),
+    "float16": builtin.Float16Type(),
+    "bfloat16": builtin.BFloat16Type(),
+    "float32": builtin.Float32Type(),
+    "float64": builtin.Float64Type(),
+    "float8_e4m3fn": builtin.Float8E4M3FNType(),
+    "float8_e5m2": builtin.Float8E5M2Type(),
+    "float4_e2m1fn": builtin.Float4E2M1FNType(),
+}
+_BY_MLIR = {v: _BY_NAME[k] for k, v in _MLIR_OF.items()}
+
+
+def from_mlir(attr: Attribute) -> DType:
+    """The DType of an IR element type."""
+    try:
+        return _BY_MLIR[attr]
+    except KeyError:
+        raise ArgumentError(f"element type {attr} is not one asyncdsl can move") from None
+
+
+def from_dlpack(code: int, bits: int) -> DType:
+    """The DType of a DLPack (type code, bits) pair."""
+    table = {
+        (_DL_INT, 8): int8, (_DL_INT, 16): int16, (_DL_INT, 32): int32, (_DL_INT, 64): int64,
+        (_DL_UINT, 8): uint8, (_DL_UINT, 16): uint16, (_DL_UINT, 32): uint32,
+        (_DL_UINT, 64): uint64, (_DL_FLOAT, 16): float16, (_DL_FLOAT, 32): float32,
+        (_DL_FLOAT, 64): float64, (_DL_BFLOAT, 16): bfloat16, (_DL_BOOL, 8): uint8,
+        (_DL_FLOAT8_E4M3FN, 8): float8_e4m3fn, (_DL_FLOAT8_E5M2, 8): float8_e5m2,
+    }
+    try:
+        return table[(code, bits)]
+    except KeyError:
+        raise ArgumentError(f"DLPack dtype (code {code}, {bits} bits) is not supported") from None
+
+
+def as_dtype(value: Any) -> DType:
+    """Accept a DType, a name ("bf16"), a numpy dtype or scalar type, or a torch/JAX/CuPy dtype."""
+    if isinstance(value, DType):
+        return value
+    if isinstance(value, str):
+        found = _BY_NAME.get(value) or _ALIASES.get(value)
+        if found is None:
+            raise ArgumentError(f"unknown dtype {value!r}; known: {', '.join(_BY_NAME)}")
+        return found
+    try:
+        np_dtype = np.dtype(value)
+    except TypeError:
+        # torch.bfloat16 and friends: their str() is "torch.bfloat16".
+        text = str(value).rsplit(".", 1)[-1]
+        if text in _BY_NAME or text in _ALIASES:
+            return as_dtype(text)
+        raise ArgumentError(f"cannot interpret {value!r} as an element type") from None
+    if np_dtype == np.bool_:
+        return uint8
+    found = _BY_NUMPY.get(np_dtype)
+    if found is None:
+        raise ArgumentError(f"numpy dtype {np_dtype} is not supported")
+    return found

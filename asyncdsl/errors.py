@@ -1,0 +1,128 @@
+"""The errors a user of asyncdsl can cause, and where in their source they happened.
+
+Every error raised because of the user's kernel or arguments is an `AsyncDSLError` (a
+`ValueError`), carries the user's source location when one is known, and states the rule that was
+broken with the offending numbers.  Internal bugs stay ordinary Python exceptions.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+
+# Frames inside these directories belong to asyncdsl itself; the first frame outside them is the
+# user's line.  `dialects/` and `passes/` are installed as `asyncdsl.dialects`/`asyncdsl.passes`
+# but live beside the package in a source checkout, so all three roots are listed.
+_PACKAGE_ROOT = os.path.dirname(os.path.abspath(__file__))
+_OWN_ROOTS = tuple(
+    os.path.join(os.path.dirname(_PACKAGE_ROOT), name) + os.sep
+    for name in ("asyncdsl", "dialects", "passes")
+)
+_EXAMPLES_ROOT = os.path.join(_PACKAGE_ROOT, "examples") + os.sep
+
+
+@dataclass(frozen=True)
+class SourceLocation:
+    """A line of the user's Python source."""
+
+    file: str
+    line: int
+    column: int = 0
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+def _is_own_frame(filename: str) -> bool:
+    path = os.path.abspath(filename)
+    if path.startswith(_EXAMPLES_ROOT):
+        return False  # the bundled examples are user code
+    # contextlib's frames sit between a `with asyncdsl.when(...)` line and our code.
+    return path.startswith(_OWN_ROOTS) or "/xdsl/" in path or path.endswith("contextlib.py")
+
+
+def user_location(skip: int = 1) -> SourceLocation | None:
+    """The innermost frame of the caller's stack that is not asyncdsl's own code."""
+    frame = sys._getframe(skip)
+    while frame is not None:
+        if not _is_own_frame(frame.f_code.co_filename):
+            return SourceLocation(frame.f_code.co_filename, frame.f_lineno)
+        frame = frame.f_back
+    return None
+
+
+class AsyncDSLError(ValueError):
+    """Base class of every error the user's kernel or arguments can cause."""
+
+    def __init__(self, message: str, location: SourceLocation | None = None):
+        self.message = message
+        self.location = location
+        super().__init__(f"{location}: {message}" if location else message)
+
+    def at(self, location: SourceLocation | None) -> AsyncDSLError:
+        """The same error attached to `location` (if it has none yet)."""
+        if self.location is not None or location is None:
+            return self
+        return type(self)(self.message, location)
+
+
+class TraceError(AsyncDSLError):
+    """The kernel body used the DSL in a way it does not allow."""
+
+
+class TransformError(AsyncDSLError):
+    """A memref transform was built or applied with parameters it cannot take."""
+
+
+class CopyError(AsyncDSLError):
+    """An async copy that the copy engine (TMA, bulk copy, cp.async) cannot perform."""
+
+
+class ResourceError(AsyncDSLError):
+    """The kernel needs more of a hardware resource (shared memory, registers, ...) than exists."""
+
+
+class ArgumentError(AsyncDSLError):
+    """A kernel was called with arguments it cannot take (device, dtype, shape, layout)."""
+
+
+class UnsupportedTargetError(AsyncDSLError):
+    """The feature exists but not on the architecture the kernel is compiled for."""
+
+
+class CudaError(AsyncDSLError):
+    """A CUDA driver call failed."""
+
+    def __init__(self, message: str, location: SourceLocation | None = None, code: int | None = None):
+        super().__init__(message, location)
+        self.code = code
+
+    def at(self, location: SourceLocation | None) -> AsyncDSLError:
+        if self.location is not None or location is None:
+            return self
+        return CudaError(self.message, location, self.code)
+
+
+class PtxAssemblyError(AsyncDSLError):
+    """ptxas rejected the PTX asyncdsl printed (a compiler bug, reported with the PTX log)."""
+
+
+class InterpretError(AsyncDSLError):
+    """The interpreter found the kernel doing something the hardware would not survive."""
+
+
+class DeadlockError(InterpretError):
+    """Every live warpgroup waits and nothing in flight can wake any of them."""
+
+
+class RaceError(InterpretError):
+    """Shared memory was used while an async copy could still be reading or writing it."""
+
+
+class BarrierError(InterpretError):
+    """An mbarrier was driven past what it allows (more bytes or arrivals than expected)."""
+
+
+class OutOfBoundsError(InterpretError):
+    """A shared- or global-memory access fell outside its buffer."""

@@ -1,0 +1,83 @@
+"""mbarriers as kernel code sees them: a group from `asyncdsl.barrier(...)`, indexable.
+
+A group of one barrier can be used directly (`bar.wait()`); a larger group is indexed with a
+Python int or a traced index (`bars[slot].wait()`). `wait()` tracks the phase for the user; an
+explicit `parity=` overrides it.
+"""
+
+from __future__ import annotations
+
+from xdsl.ir import SSAValue
+
+from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.errors import TraceError, user_location
+from asyncdsl.frontend import tracer as tracing
+from asyncdsl.frontend.scalars import IndexLike, Scalar, index_value, is_index
+
+
+class Barrier:
+    """One mbarrier: barrier group `group`, position `index`."""
+
+    def __init__(self, group: Barriers, index: IndexLike):
+        self.group = group
+        self.index = index
+
+    @property
+    def arrival_count(self) -> int:
+        return self.group.arrival_count
+
+    def operands(self) -> tuple[SSAValue, SSAValue]:
+        return self.group.value, index_value(self.index)
+
+    def wait(self, parity: IndexLike | None = None) -> None:
+        """Every thread of the warpgroup waits until the barrier's phase completes."""
+        tracer = tracing.current("Barrier.wait")
+        barriers, index = self.operands()
+        if parity is not None and not is_index(parity):
+            raise TraceError(f"parity must be 0, 1 or a traced index, got {parity!r}", user_location())
+        if isinstance(parity, int) and parity not in (0, 1):
+            raise TraceError(f"parity must be 0 or 1, got {parity}", user_location())
+        tracer.emit(ir.WaitOp(barriers, index, index_value(parity) if parity is not None else None))
+
+    def arrive(self, count: int = 1) -> None:
+        """The warpgroup arrives `count` times (one thread does it)."""
+        tracing.current("Barrier.arrive").emit(ir.ArriveOp(*self.operands(), count))
+
+    def arrive_expect_tx(self, num_bytes: int) -> None:
+        """One arrival that also announces `num_bytes` of async-copy traffic to come."""
+        if not isinstance(num_bytes, int):
+            raise TraceError(f"expect-tx bytes must be a Python int, got {num_bytes!r}", user_location())
+        tracing.current("Barrier.arrive_expect_tx").emit(ir.ArriveExpectTxOp(*self.operands(), num_bytes))
+
+
+class Barriers(Barrier):
+    """A group of `num` mbarriers sharing one arrival count."""
+
+    def __init__(self, value: SSAValue, num: int, arrival_count: int):
+        self.value = value
+        self.num = num
+        self._arrival_count = arrival_count
+        super().__init__(self, 0)
+
+    @property
+    def arrival_count(self) -> int:
+        return self._arrival_count
+
+    def __len__(self) -> int:
+        return self.num
+
+    def __getitem__(self, index: IndexLike) -> Barrier:
+        if isinstance(index, int) and not isinstance(index, bool):
+            if not -self.num <= index < self.num:
+                raise TraceError(f"barrier index {index} out of range for a group of {self.num}", user_location())
+            return Barrier(self, index % self.num)
+        if isinstance(index, Scalar):
+            return Barrier(self, index)
+        raise TraceError(f"barriers are indexed by an int or a traced index, got {index!r}", user_location())
+
+    def operands(self) -> tuple[SSAValue, SSAValue]:
+        if self.num != 1:
+            raise TraceError(
+                f"this barrier group holds {self.num} barriers; pick one with bars[i]", user_location()
+            )
+        return super().operands()

@@ -1,0 +1,195 @@
+"""`@asyncdsl.kernel`: a Python function becomes a GPU kernel, specialised per call signature.
+
+A call binds the arguments (arrays positionally or by name, `constexpr` parameters by name or
+position), looks up the specialisation for (shapes, dtypes, constexpr values), compiles it on a
+miss, computes the grid, and launches. Outputs are written in place.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from asyncdsl.compiler import CompiledKernel, compile_module
+from asyncdsl.errors import ArgumentError, SourceLocation, TraceError, user_location
+from asyncdsl.frontend.trace import ArraySpec, trace_kernel
+from asyncdsl.frontend.tracer import LaunchShape
+
+INTERPRET_ENV = "ASYNCDSL_INTERPRET"
+
+
+class constexpr:  # noqa: N801 - spelled like Triton's `tl.constexpr`, which users know
+    """Annotation for kernel parameters whose values are known while tracing
+    (`BLOCK: asyncdsl.constexpr`). Each distinct value compiles its own specialisation."""
+
+
+def _is_constexpr(annotation: Any) -> bool:
+    if annotation is constexpr:
+        return True
+    return isinstance(annotation, str) and annotation.split(".")[-1] == "constexpr"
+
+
+def _dims3(value: Any, what: str, location: SourceLocation | None) -> tuple[int, int, int]:
+    dims = (value,) if isinstance(value, int) else tuple(value)
+    if not 1 <= len(dims) <= 3 or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in dims):
+        raise ArgumentError(f"{what} must be 1 to 3 positive ints, got {value!r}", location)
+    return (*dims, *(1,) * (3 - len(dims)))
+
+
+@dataclass(frozen=True)
+class BoundCall:
+    """One call's arguments, split into arrays and constexpr values."""
+
+    arrays: tuple[tuple[str, Any], ...]
+    constexprs: Mapping[str, Any]
+
+    def by_name(self) -> dict[str, Any]:
+        return {**dict(self.arrays), **self.constexprs}
+
+
+class Kernel:
+    """A kernel function and the cache of its compiled specialisations."""
+
+    def __init__(self, fn: Callable, grid, block, cluster, name: str | None):
+        self.fn = fn
+        self.__name__ = fn.__name__
+        self.__doc__ = fn.__doc__
+        self.__wrapped__ = fn
+        self.name = _ptx_identifier(name or fn.__name__)
+        code = fn.__code__
+        self.definition = SourceLocation(code.co_filename, code.co_firstlineno)
+        self._signature = inspect.signature(fn)
+        for param in self._signature.parameters.values():
+            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+                raise TraceError(f"kernel {fn.__name__} cannot take *args or **kwargs", self.definition)
+        self.constexpr_names = tuple(
+            p.name for p in self._signature.parameters.values() if _is_constexpr(p.annotation)
+        )
+        self.array_names = tuple(p for p in self._signature.parameters if p not in self.constexpr_names)
+        self.grid = grid
+        block = _dims3(block, "block", self.definition)
+        threads = block[0] * block[1] * block[2]
+        if block[1:] != (1, 1) or threads % 128 or not 128 <= threads <= 512:
+            raise ArgumentError(
+                f"block must be 128, 256, 384 or 512 threads along x (whole warpgroups), got {block}",
+                self.definition,
+            )
+        self.launch = LaunchShape(block, _dims3(cluster, "cluster", self.definition))
+        cluster_size = self.launch.cluster[0] * self.launch.cluster[1] * self.launch.cluster[2]
+        if cluster_size > 16:
+            raise ArgumentError(f"a cluster holds at most 16 CTAs, got {self.launch.cluster}", self.definition)
+        self._compiled: dict[tuple, CompiledKernel] = {}
+
+    # -- binding ------------------------------------------------------------------------------
+    def bind(self, args: tuple, kwargs: dict, location: SourceLocation | None) -> BoundCall:
+        try:
+            bound = self._signature.bind(*args, **kwargs)
+        except TypeError as error:
+            raise ArgumentError(
+                f"{self.__name__}({', '.join(self._signature.parameters)}): {error}", location
+            ) from None
+        bound.apply_defaults()
+        values = bound.arguments
+        arrays = tuple((n, values[n]) for n in self.array_names)
+        constexprs = {n: values[n] for n in self.constexpr_names}
+        for n, v in constexprs.items():
+            try:
+                hash(v)
+            except TypeError:
+                raise ArgumentError(f"constexpr {n} must be hashable, got {type(v).__name__}", location) from None
+        return BoundCall(arrays, constexprs)
+
+    def specs(self, call: BoundCall, location: SourceLocation | None) -> tuple[ArraySpec, ...]:
+        try:
+            return tuple(ArraySpec.of(a, n) for n, a in call.arrays)
+        except TraceError as error:
+            raise ArgumentError(error.message, location) from None
+
+    # -- compiling ----------------------------------------------------------------------------
+    def specialize(self, specs: tuple[ArraySpec, ...], constexprs: Mapping[str, Any]) -> CompiledKernel:
+        """The compiled kernel for these argument shapes/dtypes and constexpr values (cached)."""
+        key = (specs, tuple(sorted(constexprs.items())))
+        compiled = self._compiled.get(key)
+        if compiled is None:
+            module = trace_kernel(
+                self.fn, self.name, self.array_names, specs, constexprs, self.launch, self.definition
+            )
+            compiled = compile_module(module)
+            self._compiled[key] = compiled
+        return compiled
+
+    def compile(self, *args, **kwargs) -> CompiledKernel:
+        """Compile for arguments like these (arrays of any kind, or `ArraySpec`s)."""
+        location = user_location()
+        call = self.bind(args, kwargs, location)
+        return self.specialize(self.specs(call, location), call.constexprs)
+
+    def ptx(self, *args, **kwargs) -> str:
+        """The PTX this kernel compiles to for arguments like these."""
+        return self.compile(*args, **kwargs).ptx
+
+    def ir(self, *args, after: str | None = None, **kwargs) -> str:
+        """The IR as traced (`after=None`), or after the named pass, for arguments like these."""
+        location = user_location()
+        call = self.bind(args, kwargs, location)
+        module = trace_kernel(
+            self.fn, self.name, self.array_names, self.specs(call, location), call.constexprs,
+            self.launch, self.definition,
+        )
+        stages = dict(compile_module(module, keep_stages=True).stages)
+        stage = after or "trace"
+        if stage not in stages:
+            raise ArgumentError(f"unknown pass {stage!r}; passes: {', '.join(stages)}", location)
+        return stages[stage]
+
+    # -- launching ----------------------------------------------------------------------------
+    def grid_for(self, call: BoundCall, location: SourceLocation | None) -> tuple[int, int, int]:
+        grid = self.grid(**call.by_name()) if callable(self.grid) else self.grid
+        return _dims3(grid, "grid", location)
+
+    def __call__(self, *args, stream=None, **kwargs) -> None:
+        location = user_location()
+        if os.environ.get(INTERPRET_ENV, "") not in ("", "0"):
+            from asyncdsl.interpret.host import interpret_any_arrays
+
+            interpret_any_arrays(self, args, kwargs, location)
+            return
+        from asyncdsl import runtime
+
+        call = self.bind(args, kwargs, location)
+        specs = self.specs(call, location)
+        compiled = self.specialize(specs, call.constexprs)
+        grid = self.grid_for(call, location)
+        try:
+            arrays = [runtime.as_device_array(a, n) for n, a in call.arrays]
+            runtime.load_kernel(compiled.binary).launch(grid, arrays, stream=stream)
+        except ArgumentError as error:
+            raise error.at(location) from None
+
+    def interpret(self, *args, **kwargs) -> None:
+        """Run the kernel on the CPU on numpy arrays (outputs written in place)."""
+        from asyncdsl.interpret.host import interpret_numpy
+
+        interpret_numpy(self, args, kwargs, user_location())
+
+    def __repr__(self) -> str:
+        return f"<asyncdsl.kernel {self.__name__} block={self.launch.block} cluster={self.launch.cluster}>"
+
+
+def _ptx_identifier(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_]", "_", name)
+
+
+def kernel(fn: Callable | None = None, *, grid=(1, 1, 1), block=128, cluster=(1, 1, 1), name: str | None = None):
+    """Decorate a function as a kernel: `@asyncdsl.kernel(grid=..., block=128, cluster=(1, 1, 1))`.
+
+    `grid` is a tuple or a function of the kernel's arguments (by name) returning one.
+    """
+    def wrap(function: Callable) -> Kernel:
+        return Kernel(function, grid, block, cluster, name)
+
+    return wrap(fn) if fn is not None else wrap

@@ -1,0 +1,202 @@
+"""References to memory inside a kernel: GMEM arrays, SMEM buffers, and views of them.
+
+`x.at[...]` takes numpy-style indices: an integer (static or traced) squeezes a dim,
+`asyncdsl.ds(start, size)` takes a window with a static size and a possibly traced start, a
+static slice `a:b` a static window, `:` the whole dim and `...` the dims left over. A GMEM view
+records the slice for `async_copy`; an SMEM view indexes leading dims and is a buffer itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.ir import SSAValue
+
+from asyncdsl import dtypes
+from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.errors import TraceError, user_location
+from asyncdsl.frontend import tracer as tracing
+from asyncdsl.frontend.scalars import IndexLike, Scalar, index_value, is_index
+
+
+@dataclass(frozen=True)
+class ds:  # noqa: N801 - named like the reference system's and numpy's lowercase helpers
+    """A window of `size` elements (static) starting at `start` (static or traced)."""
+
+    start: IndexLike
+    size: int
+
+    def __post_init__(self):
+        if not is_index(self.start):
+            raise TraceError(f"ds start must be an integer or a traced index, got {self.start!r}", user_location())
+        if isinstance(self.size, bool) or not isinstance(self.size, int) or self.size <= 0:
+            raise TraceError(
+                f"ds size must be a positive Python int known while tracing, got {self.size!r}",
+                user_location(),
+            )
+
+
+@dataclass(frozen=True)
+class DimIndex:
+    """How one dim of a ref is indexed: a window (`size` set) or a squeezed position."""
+
+    start: IndexLike
+    size: int | None  # None: squeezed
+
+    @property
+    def squeezed(self) -> bool:
+        return self.size is None
+
+
+def parse_indices(indices: object, shape: tuple[int, ...], what: str) -> tuple[DimIndex, ...]:
+    """Turn the key of `ref.at[key]` into one DimIndex per dim of `shape`."""
+    if not isinstance(indices, tuple):
+        indices = (indices,)
+    ellipses = sum(1 for i in indices if i is Ellipsis)
+    if ellipses > 1:
+        raise TraceError(f"{what}: at most one '...' in an index", user_location())
+    if ellipses:
+        at = indices.index(Ellipsis)
+        fill = len(shape) - (len(indices) - 1)
+        indices = indices[:at] + (slice(None),) * max(fill, 0) + indices[at + 1:]
+    if len(indices) > len(shape):
+        raise TraceError(
+            f"{what}: {len(indices)} indices for a {len(shape)}-d ref of shape {shape}", user_location()
+        )
+    indices = indices + (slice(None),) * (len(shape) - len(indices))
+    return tuple(_parse_one(index, dim, size, what) for dim, (index, size) in enumerate(zip(indices, shape)))
+
+
+def _parse_one(index: object, dim: int, size: int, what: str) -> DimIndex:
+    if isinstance(index, ds):
+        return DimIndex(index.start, index.size)
+    if isinstance(index, slice):
+        if index.step not in (None, 1):
+            raise TraceError(f"{what}: dim {dim}: strided slices are not supported", user_location())
+        for bound in (index.start, index.stop):
+            if bound is not None and not isinstance(bound, int):
+                raise TraceError(
+                    f"{what}: dim {dim}: slice bounds must be Python ints; for a traced start use "
+                    "asyncdsl.ds(start, size)",
+                    user_location(),
+                )
+        start, stop, _ = index.indices(size)
+        if stop <= start:
+            raise TraceError(f"{what}: dim {dim}: empty slice {index} of a dim of size {size}", user_location())
+        return DimIndex(start, stop - start)
+    if is_index(index):
+        if isinstance(index, int) and not -size <= index < size:
+            raise TraceError(f"{what}: index {index} is out of bounds for dim {dim} of size {size}", user_location())
+        if isinstance(index, int) and index < 0:
+            index += size
+        return DimIndex(index, None)
+    raise TraceError(
+        f"{what}: dim {dim}: cannot index with {type(index).__name__} {index!r} (use ints, traced "
+        "indices, static slices or asyncdsl.ds)",
+        user_location(),
+    )
+
+
+class _At:
+    """The `.at` property object: `ref.at[...]` builds a view."""
+
+    def __init__(self, ref):
+        self._ref = ref
+
+    def __getitem__(self, key):
+        return self._ref._view(key)
+
+
+class GmemRef:
+    """A kernel argument: an array in global memory."""
+
+    def __init__(self, value: SSAValue, name: str, shape: tuple[int, ...], dtype: dtypes.DType):
+        self.value = value
+        self.name = name
+        self.shape = shape
+        self.dtype = dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def at(self) -> _At:
+        return _At(self)
+
+    def _view(self, key) -> GmemView:
+        return GmemView(self, parse_indices(key, self.shape, f"{self.name}.at[...]"))
+
+    def whole(self) -> GmemView:
+        return GmemView(self, tuple(DimIndex(0, d) for d in self.shape))
+
+    def __repr__(self) -> str:
+        return f"GmemRef({self.name}: {self.shape} {self.dtype})"
+
+
+@dataclass(frozen=True)
+class GmemView:
+    """A slice of a GMEM array, used as one side of an async copy."""
+
+    ref: GmemRef
+    dims: tuple[DimIndex, ...]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The slice's shape with squeezed dims removed."""
+        return tuple(d.size for d in self.dims if not d.squeezed)
+
+    @property
+    def dtype(self) -> dtypes.DType:
+        return self.ref.dtype
+
+
+class SmemRef:
+    """A buffer in the CTA's shared memory (or a leading-index view of one)."""
+
+    def __init__(self, value: SSAValue, shape: tuple[int, ...], dtype: dtypes.DType):
+        self.value = value
+        self.shape = shape
+        self.dtype = dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        count = 1
+        for d in self.shape:
+            count *= d
+        return count * self.dtype.bits // 8
+
+    @property
+    def at(self) -> _At:
+        return _At(self)
+
+    def _view(self, key) -> SmemRef:
+        dims = parse_indices(key, self.shape, "shared-memory view .at[...]")
+        leading = []
+        for position, dim in enumerate(dims):
+            if dim.squeezed:
+                if position != len(leading):
+                    raise TraceError(
+                        "shared-memory views index leading dims only (the result must stay "
+                        "contiguous); put integer indices first",
+                        user_location(),
+                    )
+                leading.append(dim.start)
+            elif isinstance(dim.start, Scalar) or dim.start != 0 or dim.size != self.shape[position]:
+                raise TraceError(
+                    "shared-memory views take whole trailing dims; windows of a buffer are not "
+                    "contiguous in general",
+                    user_location(),
+                )
+        if not leading:
+            return self
+        tracer = tracing.current("SmemRef.at")
+        op = tracer.emit(ir.SmemViewOp(self.value, [index_value(i) for i in leading]))
+        return SmemRef(op.results[0], self.shape[len(leading):], self.dtype)
+
+    def __repr__(self) -> str:
+        return f"SmemRef({self.shape} {self.dtype})"

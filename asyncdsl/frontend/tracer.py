@@ -1,0 +1,99 @@
+"""The state of one trace: the module being built, where ops go, and the user's source lines.
+
+Every op the frontend builds goes through `Tracer.emit`, which stamps it with the user's source
+location and runs its verifier, turning a verifier failure into a `TraceError` at that line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from xdsl.dialects import arith, builtin
+from xdsl.dialects.builtin import IndexType, IntegerAttr
+from xdsl.ir import Block, Operation, SSAValue
+from xdsl.utils.exceptions import VerifyException
+
+from asyncdsl.errors import SourceLocation, TraceError, user_location
+from asyncdsl.ir_locations import to_ir_location
+
+
+@dataclass(frozen=True)
+class LaunchShape:
+    """What a kernel body may assume about how it is launched."""
+
+    block: tuple[int, int, int]
+    cluster: tuple[int, int, int]
+
+    @property
+    def num_warpgroups(self) -> int:
+        return self.block[0] * self.block[1] * self.block[2] // 128
+
+
+class Tracer:
+    """Builds the body of one kernel function."""
+
+    def __init__(self, body: Block, launch: LaunchShape):
+        self.launch = launch
+        self._blocks = [body]
+        self._prologue_open = True  # allocations are only allowed before the first loop/branch
+
+    @property
+    def block(self) -> Block:
+        return self._blocks[-1]
+
+    @property
+    def at_top_level(self) -> bool:
+        return len(self._blocks) == 1
+
+    def emit(self, op: Operation, location: SourceLocation | None = None) -> Operation:
+        """Append `op` at the current point, located at the user's line, and verify it."""
+        location = location or user_location()
+        if location is not None:
+            op.location = to_ir_location(location)
+        self.block.add_op(op)  # some verifiers look at the parent, so verify in place
+        try:
+            op.verify_()  # this op's own rules; the enclosing block is still being built
+        except VerifyException as error:
+            op.detach()
+            raise TraceError(str(error), location) from None
+        return op
+
+    def constant(self, value: int) -> SSAValue:
+        return self.emit(arith.ConstantOp(IntegerAttr(value, IndexType()))).results[0]
+
+    @contextmanager
+    def inside(self, block: Block) -> Iterator[None]:
+        """Emit into `block` (the body of a loop or branch) for the duration."""
+        self._blocks.append(block)
+        try:
+            yield
+        finally:
+            self._blocks.pop()
+
+
+_active: list[Tracer] = []
+
+
+def current(what: str) -> Tracer:
+    """The tracer of the kernel being traced; `what` names the API for the error message."""
+    if not _active:
+        raise TraceError(
+            f"{what} can only be used inside a function decorated with @asyncdsl.kernel",
+            user_location(),
+        )
+    return _active[-1]
+
+
+@contextmanager
+def tracing(tracer: Tracer) -> Iterator[Tracer]:
+    _active.append(tracer)
+    try:
+        yield tracer
+    finally:
+        _active.pop()
+
+
+def new_module(*ops: Operation) -> builtin.ModuleOp:
+    return builtin.ModuleOp(list(ops))

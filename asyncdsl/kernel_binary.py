@@ -1,0 +1,119 @@
+"""What the compiler hands the runtime: PTX text plus everything needed to launch it.
+
+This is the contract between `passes/` (which decide) and `asyncdsl/runtime` (which executes).
+Shapes in descriptor specs are in array order (outermost dimension first, like numpy); the
+runtime reverses them into the innermost-first order of `cuTensorMapEncode*`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class TiledTensorMapSpec:
+    """The host-side encoding of one tiled TMA descriptor (`cuTensorMapEncodeTiled`).
+
+    The descriptor views the memory of kernel argument `arg_index` (plus `base_offset_bytes`) as
+    an array of `global_dims` elements with byte strides `global_strides`; the innermost stride
+    must equal the element size.  `box_dims` is the box one TMA instruction moves.
+    """
+
+    arg_index: int
+    dtype_code: int  # CUtensorMapDataType
+    element_bytes: int
+    global_dims: tuple[int, ...]
+    global_strides: tuple[int, ...]  # bytes, one per dim, innermost == element_bytes
+    box_dims: tuple[int, ...]
+    element_strides: tuple[int, ...] = ()  # empty means all ones
+    swizzle_bytes: int = 0  # 0, 32, 64 or 128
+    oob_nan: bool = False  # CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA instead of zeros
+    l2_promotion_bytes: int = 0  # 0, 64, 128 or 256
+    base_offset_bytes: int = 0
+
+    @property
+    def rank(self) -> int:
+        return len(self.global_dims)
+
+    @property
+    def box_bytes(self) -> int:
+        count = 1
+        for d in self.box_dims:
+            count *= d
+        return count * self.element_bytes
+
+
+@dataclass(frozen=True)
+class Im2colTensorMapSpec:
+    """The host-side encoding of one im2col TMA descriptor (`cuTensorMapEncodeIm2col`).
+
+    `global_dims` is (N, [D,] [H,] W, C) in array order; the corners have one entry per spatial
+    dim in array order (D, H, W).
+    """
+
+    arg_index: int
+    dtype_code: int
+    element_bytes: int
+    global_dims: tuple[int, ...]
+    global_strides: tuple[int, ...]
+    lower_corner: tuple[int, ...]
+    upper_corner: tuple[int, ...]
+    channels_per_pixel: int
+    pixels_per_column: int
+    element_strides: tuple[int, ...] = ()
+    swizzle_bytes: int = 0
+    oob_nan: bool = False
+    l2_promotion_bytes: int = 0
+    base_offset_bytes: int = 0
+
+    @property
+    def rank(self) -> int:
+        return len(self.global_dims)
+
+
+TensorMapSpec = TiledTensorMapSpec | Im2colTensorMapSpec
+
+
+@dataclass(frozen=True)
+class PointerParam:
+    """A `.u64` kernel parameter: the device address of kernel argument `arg_index`."""
+
+    arg_index: int
+
+
+@dataclass(frozen=True)
+class TensorMapParam:
+    """A 128-byte by-value kernel parameter holding descriptor `descriptor_index`
+    (the `__grid_constant__ CUtensorMap` convention)."""
+
+    descriptor_index: int
+
+
+@dataclass(frozen=True)
+class DescriptorScratchParam:
+    """A `.u64` kernel parameter: a device buffer holding every descriptor of the kernel, each
+    in a 128-byte slot at `slot_offsets[i]` (64-byte aligned), encoded by the host before launch."""
+
+    slot_offsets: tuple[int, ...]
+
+    @property
+    def size_bytes(self) -> int:
+        return (max(self.slot_offsets) + 128) if self.slot_offsets else 0
+
+
+KernelParam = PointerParam | TensorMapParam | DescriptorScratchParam
+
+
+@dataclass(frozen=True)
+class KernelBinary:
+    """A compiled kernel: PTX for one entry point and how to launch it."""
+
+    name: str
+    ptx: str
+    params: tuple[KernelParam, ...]
+    descriptors: tuple[TensorMapSpec, ...]
+    block: tuple[int, int, int]
+    cluster: tuple[int, int, int] = (1, 1, 1)
+    dynamic_smem_bytes: int = 0  # includes the slack for run-time 1024-byte alignment
+    arch: str = "sm_90a"
+    arg_names: tuple[str, ...] = field(default=())

@@ -1,0 +1,1 @@
+"""The IR of asyncdsl: the `asyncdsl` dialect and the `ptx` dialect."""

@@ -1,0 +1,66 @@
+"""The attributes a kernel `func.func` carries, set by the frontend and by passes.
+
+    asyncdsl.kernel            unit: this function is a kernel entry point
+    asyncdsl.block             array<i64: x, y, z>: threads per CTA
+    asyncdsl.cluster           array<i64: x, y, z>: CTAs per cluster
+    asyncdsl.arg_names         the Python names of the array arguments
+    asyncdsl.smem_bytes        shared memory the kernel plans (allocate-smem)
+    asyncdsl.descriptors       the TMA descriptors, numbered (allocate-descriptor-scratch)
+    asyncdsl.descriptor_mode   "grid_constant" (by-value params) or "scratch" (GMEM buffer)
+    asyncdsl.descriptor_slots  byte offset of each descriptor in the scratch
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase, IntegerAttr, StringAttr
+
+from asyncdsl.dialects.asyncdsl_attrs import TmaDescriptorAttr
+
+KERNEL = "asyncdsl.kernel"
+BLOCK = "asyncdsl.block"
+CLUSTER = "asyncdsl.cluster"
+ARG_NAMES = "asyncdsl.arg_names"
+SMEM_BYTES = "asyncdsl.smem_bytes"
+DESCRIPTORS = "asyncdsl.descriptors"
+DESCRIPTOR_MODE = "asyncdsl.descriptor_mode"
+DESCRIPTOR_SLOTS = "asyncdsl.descriptor_slots"
+
+# Dynamic shared memory is requested with this much slack, so the kernel can round its base up to
+# 1024 bytes at run time (not every load path honours `.extern .shared .align 1024`).
+SMEM_ALIGNMENT_SLACK = 1024
+
+
+def dims(fn: func.FuncOp, name: str) -> tuple[int, int, int]:
+    attr = fn.attributes[name]
+    assert isinstance(attr, DenseArrayBase)
+    return tuple(attr.get_values())
+
+
+def smem_bytes(fn: func.FuncOp) -> int:
+    attr = fn.attributes.get(SMEM_BYTES)
+    return attr.value.data if isinstance(attr, IntegerAttr) else 0
+
+
+def arg_names(fn: func.FuncOp) -> tuple[str, ...]:
+    attr = fn.attributes.get(ARG_NAMES)
+    return tuple(a.data for a in attr) if isinstance(attr, ArrayAttr) else ()
+
+
+def descriptors(fn: func.FuncOp) -> list[TmaDescriptorAttr]:
+    attr = fn.attributes.get(DESCRIPTORS)
+    return list(attr.data) if isinstance(attr, ArrayAttr) else []
+
+
+def descriptor_mode(fn: func.FuncOp) -> str:
+    attr = fn.attributes.get(DESCRIPTOR_MODE)
+    return attr.data if isinstance(attr, StringAttr) else "grid_constant"
+
+
+def descriptor_slots(fn: func.FuncOp) -> tuple[int, ...]:
+    attr = fn.attributes.get(DESCRIPTOR_SLOTS)
+    return tuple(attr.get_values()) if isinstance(attr, DenseArrayBase) else ()
+
+
+def kernels(module) -> list[func.FuncOp]:
+    return [op for op in module.ops if isinstance(op, func.FuncOp) and KERNEL in op.attributes]

@@ -1,0 +1,1 @@
+"""The compiler passes, one per module; `pipeline` names the default order."""

@@ -1,0 +1,117 @@
+"""`allocate-smem`: give every shared-memory buffer and barrier group a static offset.
+
+Expects: `asyncdsl.alloc_smem` / `asyncdsl.alloc_barriers` at the top level of each kernel, and
+copies already resolved (so the swizzle each buffer is used with is known).
+Guarantees: each allocation has an `offset` (bytes from the kernel's 1024-aligned shared-memory
+base), buffers used with swizzle S are aligned to the swizzle's repeat (8 rows of S bytes) so
+the pattern starts at the buffer's first row, the kernel carries `asyncdsl.smem_bytes`, and the
+total fits the device, or a `ResourceError` lists every allocation with its source line.
+
+Example:
+
+    %a = "asyncdsl.alloc_smem"() <{alignment = 128 : i64}> : () -> memref<64x64xf32, #asyncdsl.smem>
+    %b = "asyncdsl.alloc_barriers"() <{arrival_count = 1 : i64}> : () -> !asyncdsl.barriers<2>
+
+becomes
+
+    %a = "asyncdsl.alloc_smem"() <{alignment = 128 : i64, offset = 0 : i64}> ...
+    %b = "asyncdsl.alloc_barriers"() <{arrival_count = 1 : i64, offset = 16384 : i64}> ...
+    func.func @k(...) attributes {asyncdsl.smem_bytes = 16400 : i64, ...}
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+
+from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.errors import ResourceError
+from asyncdsl.ir_locations import from_ir_location
+from asyncdsl.dialects import kernel_attrs as attrs
+
+# H200 (and H100): the opt-in maximum of dynamic shared memory per block.
+MAX_SMEM_PER_BLOCK = 232448
+BARRIER_BYTES = 8
+
+
+@dataclass(frozen=True)
+class AllocateSmem(ModulePass):
+    name = "allocate-smem"
+
+    limit_bytes: int = MAX_SMEM_PER_BLOCK
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for fn in attrs.kernels(op):
+            self._allocate(fn)
+
+    def _allocate(self, fn: func.FuncOp) -> None:
+        swizzles = _swizzle_of_buffers(fn)
+        offset = 0
+        plan: list[tuple[Operation, int, int]] = []
+        allocations = [op for op in fn.walk() if isinstance(op, (ir.AllocSmemOp, ir.AllocBarriersOp))]
+        # Buffers first, in program order; barrier groups (8-byte aligned, small) after them.
+        allocations.sort(key=lambda op: isinstance(op, ir.AllocBarriersOp))
+        for alloc in allocations:
+            if isinstance(alloc, ir.AllocSmemOp):
+                size = ir.buffer_bytes(alloc.result.type)
+                alignment = max(alloc.alignment.value.data, 8 * swizzles.get(alloc.result, 0))
+            else:
+                size = BARRIER_BYTES * alloc.result.type.count.data
+                alignment = BARRIER_BYTES
+            offset = -(-offset // alignment) * alignment
+            alloc.properties["offset"] = IntegerAttr(offset, i64)
+            plan.append((alloc, offset, size))
+            offset += size
+        usable = self.limit_bytes - attrs.SMEM_ALIGNMENT_SLACK
+        if offset > usable:
+            raise ResourceError(_overflow_report(fn, plan, offset, usable), _first_overflow(plan, usable))
+        fn.attributes[attrs.SMEM_BYTES] = IntegerAttr(offset, i64)
+
+
+def _swizzle_of_buffers(fn: func.FuncOp) -> dict[SSAValue, int]:
+    """The largest swizzle (bytes) each allocated buffer is copied with, through views."""
+    found: dict[SSAValue, int] = {}
+    for op in fn.walk():
+        if isinstance(op, (ir.TmaLoadOp, ir.TmaStoreOp)):
+            buffer = _root_buffer(op.smem)
+            swizzle = op.descriptor.swizzle_bytes.data
+            found[buffer] = max(found.get(buffer, 0), swizzle)
+    return found
+
+
+def _root_buffer(value: SSAValue) -> SSAValue:
+    while isinstance(value.owner, ir.SmemViewOp):
+        value = value.owner.source
+    return value
+
+
+def _describe(alloc: Operation) -> str:
+    if isinstance(alloc, ir.AllocSmemOp):
+        shape = "x".join(map(str, ir.shape_of(alloc.result)))
+        return f"buffer {shape}x{alloc.result.type.element_type}"
+    return f"{alloc.result.type.count.data} barrier(s)"
+
+
+def _overflow_report(fn: func.FuncOp, plan, total: int, usable: int) -> str:
+    lines = [
+        f"kernel {fn.sym_name.data} needs {total} bytes of shared memory, but a CTA can use "
+        f"{usable} ({MAX_SMEM_PER_BLOCK} per block on H100/H200 minus {attrs.SMEM_ALIGNMENT_SLACK} "
+        "reserved to align the base to 1024 bytes). Allocations:"
+    ]
+    for alloc, offset, size in plan:
+        where = from_ir_location(alloc)
+        lines.append(f"  {_describe(alloc):32s} {size:8d} bytes at offset {offset:6d}  ({where})")
+    lines.append("Use fewer pipeline stages or smaller tiles.")
+    return "\n".join(lines)
+
+
+def _first_overflow(plan, usable: int):
+    for alloc, offset, size in plan:
+        if offset + size > usable:
+            return from_ir_location(alloc)
+    return None

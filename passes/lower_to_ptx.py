@@ -1,0 +1,68 @@
+"""`lower-to-ptx`: every kernel `func.func` becomes a `ptx.kernel` of PTX instructions.
+
+Expects: copies resolved to `asyncdsl.tma_load`/`tma_store` (resolve-transforms), shared memory
+and barriers with offsets (allocate-smem), descriptors numbered (allocate-descriptor-scratch).
+Guarantees: the module holds only `ptx.kernel` ops, which `print_ptx` turns into PTX text.
+
+Example (a 2-D tile load):
+
+    %bars = "asyncdsl.alloc_barriers"() <{arrival_count = 1 : i64, offset = 8192 : i64}>
+    "asyncdsl.tma_load"(%buf, %i, %j, %bars, %c0) <{descriptor = #asyncdsl.tma_desc<...>,
+        descriptor_index = 0 : i64, expect_tx_bytes = 8192 : i64, ...}>
+
+becomes, in the printed PTX,
+
+    @%p1 mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r9], 8192;
+    @%p1 cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+        [%r8], [%rd1, {%r6, %r5}], [%r9];
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+
+from asyncdsl.dialects import ptx
+from asyncdsl.passes.ptx_lowering import copies, scalars, sync  # noqa: F401 - register rules
+from asyncdsl.passes.ptx_lowering.context import KernelLowering
+from asyncdsl.dialects import kernel_attrs as attrs
+from asyncdsl.passes.ptx_lowering.kernel import (
+    emit_epilogue,
+    emit_prologue,
+    kernel_params,
+    param_kinds,
+)
+
+
+@dataclass(frozen=True)
+class LowerToPtx(ModulePass):
+    name = "lower-to-ptx"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for fn in attrs.kernels(op):
+            op.body.block.insert_op_before(lower_kernel(fn), fn)
+            fn.detach()
+            fn.erase()
+
+
+def lower_kernel(fn: func.FuncOp) -> ptx.KernelOp:
+    params = kernel_params(fn)
+    cluster = attrs.dims(fn, attrs.CLUSTER)
+    kernel = ptx.KernelOp(
+        fn.sym_name.data,
+        param_kinds(params),
+        attrs.dims(fn, attrs.BLOCK),
+        cluster if cluster != (1, 1, 1) else None,
+    )
+    lowering = KernelLowering(kernel.body.block)
+    emit_prologue(lowering, fn, params)
+    for inner in fn.body.block.ops:
+        if isinstance(inner, func.ReturnOp):
+            continue
+        lowering.lower(inner)
+    emit_epilogue(lowering, fn)
+    return kernel

@@ -1,0 +1,83 @@
+"""Building `ptx` dialect instructions from Python with PTX-like spelling.
+
+`b.emit("add.s32 {}, {}, {};", "b32", x, 4)` appends `add.s32 %rN, %rX, 4;` with a fresh b32
+result: the first `{}` after the text is the result when a result class is given, register
+arguments become placeholders, ints and strings are printed as they are, and lists are joined
+with commas (for `{c0, c1}` coordinate vectors).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.ir import Block, SSAValue
+
+from asyncdsl.dialects import ptx
+
+
+class PtxBuilder:
+    """Appends instructions to the body of one `ptx.kernel`."""
+
+    def __init__(self, block: Block):
+        self.block = block
+        self._labels = 0
+
+    def emit(
+        self,
+        template: str,
+        result: str | None,
+        *args: SSAValue | int | str | Sequence[SSAValue | int | str],
+        guard: SSAValue | None = None,
+        negate: bool = False,
+    ) -> SSAValue | None:
+        """Append one instruction; returns its result register when `result` names a class."""
+        operands: list[SSAValue] = []
+        offset = 1 if result else 0
+
+        def render(arg) -> str:
+            if isinstance(arg, SSAValue):
+                for i, seen in enumerate(operands):
+                    if seen is arg:
+                        return f"#{{{i + offset}}}"
+                operands.append(arg)
+                return f"#{{{len(operands) - 1 + offset}}}"
+            if isinstance(arg, (list, tuple)):
+                return ", ".join(render(a) for a in arg)
+            return str(arg)
+
+        rendered = [render(a) for a in args]
+        if result:
+            rendered.insert(0, "#{0}")
+        op = ptx.InstrOp(
+            template.format(*rendered),
+            operands,
+            [result] if result else [],
+            guard=guard,
+            guard_negated=negate,
+        )
+        self.block.add_op(op)
+        return op.defs[0] if result else None
+
+    def run(self, template: str, *args, guard: SSAValue | None = None, negate: bool = False) -> None:
+        """Append an instruction without a result."""
+        self.emit(template, None, *args, guard=guard, negate=negate)
+
+    def mov(self, kind: str, source: SSAValue | int | str) -> SSAValue:
+        """A fresh register of class `kind` holding `source`."""
+        spelled = {"pred": "pred", "b16": "b16", "b32": "b32", "b64": "b64", "f32": "f32"}[kind]
+        return self.emit(f"mov.{spelled} {{}}, {{}};", kind, source)
+
+    def assign(self, target: SSAValue, source: SSAValue | int) -> None:
+        """Overwrite register `target` (registers are mutable: loop counters, phase bits)."""
+        kind = target.type.kind.data
+        self.run(f"mov.{kind} {{}}, {{}};", target, source)
+
+    def new_label(self, hint: str) -> str:
+        self._labels += 1
+        return f"L{self._labels}_{hint}"
+
+    def label(self, name: str) -> None:
+        self.block.add_op(ptx.LabelOp(name))
+
+    def branch(self, label: str, condition: SSAValue | None = None, negate: bool = False) -> None:
+        self.run(f"bra ${label};", guard=condition, negate=negate)

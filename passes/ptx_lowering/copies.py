@@ -1,0 +1,75 @@
+"""Lowering of hardware-level copies: TMA tensor loads and stores, and waiting for stores.
+
+The leader thread of the warpgroup issues every copy (and its expect-tx arrival). Coordinates go
+to the instruction innermost first, the reverse of the IR's array order (ptx-hopper.md fact 3).
+"""
+
+from __future__ import annotations
+
+from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.passes.ptx_lowering.context import KernelLowering, lowers
+from asyncdsl.passes.ptx_lowering.sync import barrier_address
+
+
+def _issuer(ctx: KernelLowering, predicate):
+    """The predicate of the thread that issues: the leader, narrowed by the user's predicate."""
+    if predicate is None:
+        return ctx.facts.leader
+    return ctx.b.emit("and.pred {}, {}, {};", "pred", ctx.facts.leader, ctx.reg(predicate))
+
+
+def _coordinates(ctx: KernelLowering, coords) -> list:
+    return [ctx.operand(c) for c in reversed(coords)]
+
+
+def _descriptor(ctx: KernelLowering, op):
+    return ctx.facts.descriptor_addresses[op.descriptor_index.value.data]
+
+
+@lowers(ir.TmaLoadOp)
+def _tma_load(ctx: KernelLowering, op: ir.TmaLoadOp) -> None:
+    b = ctx.b
+    issuer = _issuer(ctx, op.predicate)
+    bar = barrier_address(ctx, op.barriers, op.barrier_index)
+    rank = len(op.coords)
+    expect = op.expect_tx_bytes.value.data
+    if expect:
+        b.run("mbarrier.arrive.expect_tx.shared::cta.b64 _, [{}], {};", bar, expect, guard=issuer)
+    suffix, extra = "", ""
+    if op.multicast_mask is not None:
+        mask = b.emit("mov.b16 {}, {};", "b16", op.multicast_mask.value.data)
+        suffix, extra = ".multicast::cluster", mask
+    template = (
+        f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes{suffix}"
+        " [{}], [{}, {{{}}}], [{}]" + (", {};" if extra else ";")
+    )
+    args = [ctx.reg(op.smem), _descriptor(ctx, op), _coordinates(ctx, op.coords), bar]
+    if extra:
+        args.append(extra)
+    b.run(template, *args, guard=issuer)
+
+
+@lowers(ir.TmaStoreOp)
+def _tma_store(ctx: KernelLowering, op: ir.TmaStoreOp) -> None:
+    b = ctx.b
+    issuer = _issuer(ctx, op.predicate)
+    rank = len(op.coords)
+    if op.reduction is not None:
+        head = f"cp.reduce.async.bulk.tensor.{rank}d.global.shared::cta.{_reduction_op(op.reduction.data)}.tile.bulk_group"
+    else:
+        head = f"cp.async.bulk.tensor.{rank}d.global.shared::cta.tile.bulk_group"
+    b.run(head + " [{}, {{{}}}], [{}];", _descriptor(ctx, op), _coordinates(ctx, op.coords), ctx.reg(op.smem), guard=issuer)
+    if op.commit.value.data:
+        b.run("cp.async.bulk.commit_group;", guard=issuer)
+
+
+def _reduction_op(name: str) -> str:
+    # The element type (and with it signedness) lives in the descriptor; PTX names the op only.
+    return {"umin": "min", "smin": "min", "umax": "max", "smax": "max"}.get(name, name)
+
+
+@lowers(ir.AwaitAsyncCopyOp)
+def _await(ctx: KernelLowering, op: ir.AwaitAsyncCopyOp) -> None:
+    read = ".read" if op.read_only.value.data else ""
+    ctx.b.run(f"cp.async.bulk.wait_group{read} {op.allow_groups.value.data};", guard=ctx.facts.leader)
+    ctx.b.run("bar.sync {}, 128;", ctx.facts.named_barrier)
