@@ -47,6 +47,7 @@ from asyncdsl.frontend.ops import (
     async_copy,
     await_async_copy,
     barrier,
+    cdiv,
     cluster_barrier,
     cluster_cta_id,
     cluster_id,

@@ -31,10 +31,12 @@ from xdsl.irdl import (
     opt_prop_def,
     prop_def,
     region_def,
+    traits_def,
     var_operand_def,
     var_result_def,
 )
 from xdsl.parser import AttrParser
+from xdsl.traits import IsolatedFromAbove, NoTerminator
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
@@ -155,6 +157,7 @@ class KernelOp(IRDLOperation):
     cluster = opt_prop_def(DenseArrayBase)
     uses_dynamic_smem = prop_def(IntegerAttr)
     body = region_def("single_block")
+    traits = traits_def(NoTerminator(), IsolatedFromAbove())
 
     def __init__(
         self,

@@ -132,18 +132,23 @@ class Kernel:
         """The PTX this kernel compiles to for arguments like these."""
         return self.compile(*args, **kwargs).ptx
 
-    def ir(self, *args, after: str | None = None, **kwargs) -> str:
-        """The IR as traced (`after=None`), or after the named pass, for arguments like these."""
+    def stages(self, *args, **kwargs) -> dict[str, str]:
+        """The IR after tracing and after every pass, then the PTX, for arguments like these
+        (`{"trace": ..., "resolve-transforms": ..., ..., "lower-to-ptx": ..., "ptx": ...}`)."""
         location = user_location()
         call = self.bind(args, kwargs, location)
         module = trace_kernel(
             self.fn, self.name, self.array_names, self.specs(call, location), call.constexprs,
             self.launch, self.definition,
         )
-        stages = dict(compile_module(module, keep_stages=True).stages)
+        return dict(compile_module(module, keep_stages=True).stages)
+
+    def ir(self, *args, after: str | None = None, **kwargs) -> str:
+        """The IR as traced (`after=None`), or after the named pass, for arguments like these."""
+        stages = self.stages(*args, **kwargs)
         stage = after or "trace"
         if stage not in stages:
-            raise ArgumentError(f"unknown pass {stage!r}; passes: {', '.join(stages)}", location)
+            raise ArgumentError(f"unknown pass {stage!r}; passes: {', '.join(stages)}", user_location())
         return stages[stage]
 
     # -- launching ----------------------------------------------------------------------------

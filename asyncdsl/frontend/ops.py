@@ -16,11 +16,17 @@ from asyncdsl.errors import TraceError, user_location
 from asyncdsl.frontend import tracer as tracing
 from asyncdsl.frontend.barriers import Barrier, Barriers
 from asyncdsl.frontend.refs import GmemRef, GmemView, SmemRef
+from asyncdsl.ir_locations import to_ir_location
 from asyncdsl.frontend.scalars import IndexLike, Scalar, condition_value, index_value, is_index
 from asyncdsl.transforms import MemRefTransform
 
 # ---------------------------------------------------------------------------------------------
 # Where am I.
+
+
+def cdiv(a: IndexLike, b: IndexLike) -> IndexLike:
+    """Ceiling division, for Python ints (grids) and traced indices alike."""
+    return (a + b - 1) // b
 
 
 def _axis_id(op_class, axis: int, what: str) -> Scalar:
@@ -232,19 +238,24 @@ def range(start: IndexLike, stop: IndexLike | None = None, step: int = 1) -> Ite
     if isinstance(step, bool) or not isinstance(step, int) or step <= 0:
         raise TraceError(f"asyncdsl.range step must be a positive Python int, got {step!r}", user_location())
     location = user_location()
-    body = Block(arg_types=[IndexType()])
+    body = Block([scf.YieldOp()], arg_types=[IndexType()])
+    if location:
+        body.last_op.location = to_ir_location(location)
     loop = scf.ForOp(index_value(start), index_value(stop), index_value(step), [], body)
     tracer.emit(loop, location)
     with tracer.inside(body):
         try:
             yield Scalar(body.args[0])
         except GeneratorExit:
-            raise TraceError(
-                "leaving an asyncdsl.range loop early (break/return) cannot be traced: the loop "
-                "runs on the GPU; use asyncdsl.when to skip work inside it",
-                location,
-            ) from None
-        tracer.emit(scf.YieldOp(), location)
+            # Python closes the generator on `break` without letting it raise: report it at
+            # the next op traced (or at the end of the kernel).
+            tracer.defer_error(
+                TraceError(
+                    "leaving an asyncdsl.range loop early (break/return) cannot be traced: the "
+                    "loop runs on the GPU; use asyncdsl.when to skip work inside it",
+                    location,
+                )
+            )
 
 
 @contextmanager
@@ -253,9 +264,10 @@ def when(condition: Scalar | bool) -> Iterator[None]:
     tracer = tracing.current("asyncdsl.when")
     location = user_location()
     cond = condition_value(condition)
-    then = Block()
+    then = Block([scf.YieldOp()])
+    if location:
+        then.last_op.location = to_ir_location(location)
     branch = scf.IfOp(cond, [], Region(then))
     tracer.emit(branch, location)
     with tracer.inside(then):
         yield
-        tracer.emit(scf.YieldOp(), location)

@@ -65,6 +65,7 @@ def trace_kernel(
     tracer = Tracer(entry, launch)
     with tracing(tracer):
         result = body(**refs, **constexprs)
+        tracer.finish()
         if result is not None:
             raise TraceError(
                 f"kernel {name} returned {type(result).__name__}; kernels write their outputs "

@@ -37,7 +37,10 @@ class Tracer:
     def __init__(self, body: Block, launch: LaunchShape):
         self.launch = launch
         self._blocks = [body]
-        self._prologue_open = True  # allocations are only allowed before the first loop/branch
+        # Loop and branch bodies are built with their terminator in place (their verifiers want
+        # it); ops then go before it.
+        self._terminators: list[Operation | None] = [None]
+        self._deferred: TraceError | None = None
 
     @property
     def block(self) -> Block:
@@ -47,12 +50,26 @@ class Tracer:
     def at_top_level(self) -> bool:
         return len(self._blocks) == 1
 
+    def defer_error(self, error: TraceError) -> None:
+        """Record an error found where it cannot be raised; the next `emit` or `finish` raises it."""
+        self._deferred = self._deferred or error
+
+    def finish(self) -> None:
+        """The body was traced to its end: raise what was deferred."""
+        if self._deferred is not None:
+            raise self._deferred
+
     def emit(self, op: Operation, location: SourceLocation | None = None) -> Operation:
         """Append `op` at the current point, located at the user's line, and verify it."""
+        self.finish()
         location = location or user_location()
         if location is not None:
             op.location = to_ir_location(location)
-        self.block.add_op(op)  # some verifiers look at the parent, so verify in place
+        terminator = self._terminators[-1]
+        if terminator is None:
+            self.block.add_op(op)  # some verifiers look at the parent, so verify in place
+        else:
+            self.block.insert_op_before(op, terminator)
         try:
             op.verify_()  # this op's own rules; the enclosing block is still being built
         except VerifyException as error:
@@ -65,12 +82,14 @@ class Tracer:
 
     @contextmanager
     def inside(self, block: Block) -> Iterator[None]:
-        """Emit into `block` (the body of a loop or branch) for the duration."""
+        """Emit into `block` (the body of a loop or branch), before its terminator."""
         self._blocks.append(block)
+        self._terminators.append(block.last_op)
         try:
             yield
         finally:
             self._blocks.pop()
+            self._terminators.pop()
 
 
 _active: list[Tracer] = []

@@ -1,0 +1,109 @@
+"""The `asyncdsl` command: look at what the compiler makes of a kernel.
+
+    asyncdsl dump FILE.py[:KERNEL] [--after PASS]... [--all] [--ptx]
+    asyncdsl info
+
+`dump` traces the kernel with the example arguments the file declares in
+`EXAMPLE_ARGS = {"kernel_name": (args, kwargs)}` (arrays as `asyncdsl.ArraySpec(shape, dtype)`)
+and prints the IR after tracing and after each pass, and the PTX. With no selection it prints
+everything; `--after` picks passes, `--all` every IR stage, `--ptx` the PTX.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+from pathlib import Path
+
+from asyncdsl.errors import AsyncDSLError
+from asyncdsl.frontend.kernel import Kernel
+from asyncdsl.passes.pipeline import PASS_NAMES
+
+STAGES = ("trace", *PASS_NAMES)
+
+
+def _load(path: Path):
+    spec = importlib.util.spec_from_file_location(f"asyncdsl_dump_{path.stem}", path)
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"asyncdsl dump: cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(path.parent))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.pop(0)
+    return module
+
+
+def _kernels(module, wanted: str | None) -> list[tuple[str, Kernel]]:
+    found = [(name, value) for name, value in vars(module).items() if isinstance(value, Kernel)]
+    if wanted is not None:
+        found = [(name, k) for name, k in found if name == wanted]
+        if not found:
+            raise SystemExit(f"asyncdsl dump: no kernel named {wanted!r} in {module.__file__}")
+    if not found:
+        raise SystemExit(f"asyncdsl dump: {module.__file__} defines no @asyncdsl.kernel")
+    return found
+
+
+def dump(target: str, after: list[str], all_stages: bool, ptx: bool) -> int:
+    path_text, _, kernel_name = target.partition(":")
+    path = Path(path_text)
+    if not path.is_file():
+        raise SystemExit(f"asyncdsl dump: no such file {path}")
+    module = _load(path)
+    examples = getattr(module, "EXAMPLE_ARGS", {})
+    chosen = list(after) or (list(STAGES) if all_stages else [])
+    if not chosen and not ptx:
+        chosen, ptx = list(STAGES), True
+    for name, kernel in _kernels(module, kernel_name or None):
+        if name not in examples:
+            raise SystemExit(
+                f"asyncdsl dump: {path} has no example arguments for {name}; add "
+                f"EXAMPLE_ARGS = {{{name!r}: ((asyncdsl.ArraySpec(shape, dtype), ...), {{constexprs}})}}"
+            )
+        args, kwargs = examples[name]
+        stages = kernel.stages(*args, **kwargs)
+        for stage in chosen:
+            print(f"// ===== {name}: after {stage} =====")
+            print(stages[stage])
+        if ptx:
+            print(f"// ===== {name}: PTX =====")
+            print(stages["ptx"])
+    return 0
+
+
+def info() -> int:
+    from asyncdsl import __version__
+    from asyncdsl.ptxas import find_ptxas
+    from asyncdsl.runtime import has_gpu
+
+    print(f"asyncdsl {__version__}")
+    print(f"ptxas: {find_ptxas() or 'not found'}")
+    print(f"GPU: {'yes' if has_gpu() else 'none (kernels can run with kernel.interpret or ASYNCDSL_INTERPRET=1)'}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="asyncdsl", description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    dump_parser = commands.add_parser("dump", help="print a kernel's IR after each pass and its PTX")
+    dump_parser.add_argument("target", help="FILE.py or FILE.py:KERNEL")
+    dump_parser.add_argument("--after", action="append", default=[], choices=STAGES, metavar="PASS",
+                             help=f"print the IR after PASS (one of: {', '.join(STAGES)}); repeatable")
+    dump_parser.add_argument("--all", action="store_true", help="print the IR after every pass")
+    dump_parser.add_argument("--ptx", action="store_true", help="print the PTX")
+    commands.add_parser("info", help="what this installation can do (ptxas, GPU)")
+    options = parser.parse_args(argv)
+    try:
+        if options.command == "dump":
+            return dump(options.target, options.after, options.all, options.ptx)
+        return info()
+    except AsyncDSLError as error:
+        print(f"asyncdsl: {error}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

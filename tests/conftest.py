@@ -1,0 +1,18 @@
+"""Shared test helpers: tracing kernels without arrays, assembling their PTX."""
+
+from __future__ import annotations
+
+import pytest
+
+from asyncdsl.ptxas import assemble, find_ptxas
+
+
+@pytest.fixture(scope="session")
+def ptxas():
+    """Assemble PTX for sm_90a (the `test` extra installs ptxas; its absence is a failure)."""
+    assert find_ptxas() is not None, "ptxas is required: pip install 'asyncdsl[test]'"
+
+    def run(ptx: str, arch: str = "sm_90a") -> str:
+        return assemble(ptx, arch)[1]
+
+    return run

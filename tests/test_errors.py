@@ -1,0 +1,203 @@
+"""Bad kernels and bad calls fail with the project's errors, naming the rule and the user's line."""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+
+import asyncdsl as ad
+
+F32 = ad.float32
+
+
+def line_of(fn, text: str) -> int:
+    """The absolute line number of the first line of `fn` containing `text`."""
+    lines, first = inspect.getsourcelines(fn)
+    for offset, line in enumerate(lines):
+        if text in line:
+            return first + offset
+    raise AssertionError(f"{text!r} not in {fn.__name__}")
+
+
+def expect(error_type, kernel, args, kwargs, *fragments, line_text: str | None = None):
+    with pytest.raises(error_type) as caught:
+        kernel.compile(*args, **kwargs)
+    message = str(caught.value)
+    for fragment in fragments:
+        assert fragment in message, message
+    if line_text is not None:
+        assert caught.value.location is not None, message
+        assert caught.value.location.file == __file__
+        assert caught.value.location.line == line_of(kernel.fn, line_text), message
+    return caught.value
+
+
+def load_tile(rows: int, cols: int, smem_shape=None, smem_dtype=None, **copy_kwargs):
+    @ad.kernel(grid=(1, 1))
+    def kernel(x):
+        buf = ad.smem(smem_shape or (rows, cols), smem_dtype or x.dtype)
+        bar = ad.barrier()
+        ad.async_copy(x.at[ad.ds(0, rows), ad.ds(0, cols)], buf, barrier=bar, **copy_kwargs)  # the copy
+        bar.wait()
+
+    return kernel
+
+
+def test_box_dimension_over_256():
+    kernel = load_tile(300, 16)
+    error = expect(ad.CopyError, kernel, (ad.ArraySpec((512, 64), F32),), {}, "300", "256", line_text="the copy")
+    assert "dim 0" in str(error)
+
+
+def test_shared_memory_overflow_lists_every_allocation():
+    @ad.kernel
+    def kernel(x):
+        a = ad.smem((128, 256), F32)  # first
+        b = ad.smem((128, 256), F32)  # second
+        bar = ad.barrier()
+        ad.async_copy(x.at[ad.ds(0, 128), ad.ds(0, 256)], a, barrier=bar)
+        ad.async_copy(x.at[ad.ds(0, 128), ad.ds(0, 256)], b, barrier=bar)
+
+    spec = ad.ArraySpec((128, 256), F32)
+    with pytest.raises(ad.ResourceError) as caught:
+        kernel.compile(spec)
+    message = str(caught.value)
+    assert "262152 bytes" in message and "231424" in message
+    assert f"test_errors.py:{line_of(kernel.fn, '# first')}" in message
+    assert f"test_errors.py:{line_of(kernel.fn, '# second')}" in message
+    # The error points at the allocation that no longer fits.
+    assert caught.value.location.line == line_of(kernel.fn, "# second")
+
+
+def test_gmem_stride_not_multiple_of_16_bytes():
+    kernel = load_tile(8, 4)
+    expect(ad.CopyError, kernel, (ad.ArraySpec((64, 3 * 4 + 1), F32),), {}, "stride", "multiple of 16")
+
+
+def test_minor_dimension_bytes_not_multiple_of_16():
+    kernel = load_tile(8, 3)
+    expect(ad.CopyError, kernel, (ad.ArraySpec((64, 64), F32),), {}, "12 bytes", "multiple of 16", line_text="the copy")
+
+
+def test_element_type_mismatch():
+    kernel = load_tile(8, 8, smem_dtype=ad.bfloat16)
+    expect(ad.TraceError, kernel, (ad.ArraySpec((64, 64), F32),), {}, "same element type", "f32", "bf16", line_text="the copy")
+
+
+def test_smem_shape_mismatch():
+    kernel = load_tile(8, 8, smem_shape=(8, 16))
+    expect(ad.CopyError, kernel, (ad.ArraySpec((64, 64), F32),), {}, "(8, 16)", "(8, 8)", line_text="the copy")
+
+
+def test_swizzle_needs_the_minor_dim_to_be_the_swizzle_width():
+    kernel = load_tile(8, 16, swizzle=128)
+    expect(ad.CopyError, kernel, (ad.ArraySpec((64, 64), F32),), {}, "swizzle 128", "64 bytes", line_text="the copy")
+
+
+def test_load_without_barrier():
+    @ad.kernel
+    def kernel(x):
+        buf = ad.smem((8, 8), x.dtype)
+        ad.async_copy(x.at[ad.ds(0, 8), ad.ds(0, 8)], buf)  # no barrier
+
+    expect(ad.TraceError, kernel, (ad.ArraySpec((64, 64), F32),), {}, "needs a barrier", line_text="no barrier")
+
+
+def test_store_with_barrier():
+    @ad.kernel
+    def kernel(x):
+        buf = ad.smem((8, 8), x.dtype)
+        bar = ad.barrier()
+        ad.async_copy(buf, x.at[ad.ds(0, 8), ad.ds(0, 8)], barrier=bar)  # store
+
+    expect(ad.TraceError, kernel, (ad.ArraySpec((64, 64), F32),), {}, "take no barrier", line_text="# store")
+
+
+def test_wrong_argument_count_names_the_call_site():
+    kernel = load_tile(8, 8)
+    with pytest.raises(ad.ArgumentError) as caught:
+        kernel.compile(np.zeros((64, 64), np.float32), np.zeros((64, 64), np.float32))  # two arrays
+    assert "too many positional arguments" in str(caught.value)
+    assert caught.value.location.line == inspect.currentframe().f_lineno - 2
+
+
+def test_missing_constexpr():
+    @ad.kernel
+    def kernel(x, B: ad.constexpr):
+        ad.smem((B, B), x.dtype)
+
+    with pytest.raises(ad.ArgumentError, match="missing a required argument: 'B'"):
+        kernel.compile(ad.ArraySpec((8, 8), F32))
+
+
+def test_traced_value_used_as_python_int():
+    @ad.kernel
+    def kernel(x):
+        n = ad.program_id(0)
+        ad.smem((n, 8), x.dtype)  # traced shape
+
+    expect(ad.TraceError, kernel, (ad.ArraySpec((8, 8), F32),), {}, "positive Python ints", line_text="traced shape")
+
+
+def test_traced_condition_in_python_if():
+    @ad.kernel
+    def kernel(x):
+        if ad.program_id(0) == 0:  # python if
+            pass
+
+    expect(ad.TraceError, kernel, (ad.ArraySpec((8, 8), F32),), {}, "asyncdsl.when", line_text="python if")
+
+
+def test_allocation_inside_a_loop():
+    @ad.kernel
+    def kernel(x):
+        for _ in ad.range(4):
+            ad.smem((8, 8), x.dtype)  # in loop
+
+    expect(ad.TraceError, kernel, (ad.ArraySpec((8, 8), F32),), {}, "top level", line_text="in loop")
+
+
+def test_break_out_of_a_traced_loop():
+    @ad.kernel
+    def kernel(x):
+        for _ in ad.range(4):  # the loop
+            break
+
+    expect(ad.TraceError, kernel, (ad.ArraySpec((8, 8), F32),), {}, "early", line_text="the loop")
+
+
+def test_ops_outside_a_kernel():
+    with pytest.raises(ad.TraceError, match="inside a function decorated with @asyncdsl.kernel"):
+        ad.program_id(0)
+
+
+def test_unsupported_dtype():
+    kernel = load_tile(8, 8)
+    with pytest.raises(ad.ArgumentError, match="complex64"):
+        kernel.compile(np.zeros((8, 8), np.complex64))
+
+
+def test_barrier_index_out_of_range():
+    @ad.kernel
+    def kernel(x):
+        bars = ad.barrier(num=2)
+        bars[2].wait()  # out of range
+
+    expect(ad.TraceError, kernel, (ad.ArraySpec((8, 8), F32),), {}, "out of range", line_text="out of range")
+
+
+def test_indexing_more_dims_than_the_array_has():
+    @ad.kernel
+    def kernel(x):
+        buf = ad.smem((8, 8), x.dtype)
+        bar = ad.barrier()
+        ad.async_copy(x.at[0, 0, 0], buf, barrier=bar)  # too many
+
+    expect(ad.TraceError, kernel, (ad.ArraySpec((8, 8), F32),), {}, "3 indices", line_text="too many")
+
+
+def test_block_must_be_whole_warpgroups():
+    with pytest.raises(ad.ArgumentError, match="whole warpgroups"):
+        ad.kernel(block=96)(lambda x: None)
