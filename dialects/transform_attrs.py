@@ -1,0 +1,202 @@
+"""IR attributes for the memref transforms of `asyncdsl.transforms`.
+
+```
+#asyncdsl.tile<[64, 32]>            #asyncdsl.tile<[64, 32], down>
+#asyncdsl.transpose<[1, 0, 2]>
+#asyncdsl.collapse<[4096, 64]>      #asyncdsl.collapse<[4096, 64], batch_rank = 1>
+#asyncdsl.drop_unit_dims<[0, 2]>
+```
+
+Each attribute verifies by building its transform, so the IR accepts exactly the transforms the
+algebra accepts, with the same error messages.  `to_transform()` gives the transform back;
+`MemRefTransform.to_attr()` goes the other way.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+
+from xdsl.dialects.builtin import ArrayAttr, IntAttr, NoneAttr, StringAttr
+from xdsl.ir import Attribute, ParametrizedAttribute
+from xdsl.irdl import irdl_attr_definition
+from xdsl.parser import AttrParser
+from xdsl.printer import Printer
+from xdsl.utils.exceptions import VerifyException
+
+from asyncdsl.errors import TransformError
+from asyncdsl.transforms import (
+    CollapseLeadingIndicesTransform,
+    DropUnitDimsTransform,
+    MemRefTransform,
+    Rounding,
+    TileTransform,
+    TransposeTransform,
+)
+
+
+def _int_array(values: Sequence[int]) -> ArrayAttr[IntAttr]:
+    return ArrayAttr(IntAttr(v) for v in values)
+
+
+def _ints(array: ArrayAttr[IntAttr]) -> tuple[int, ...]:
+    return tuple(v.data for v in array.data)
+
+
+def _parse_int_list(parser: AttrParser) -> ArrayAttr[IntAttr]:
+    return _int_array(
+        parser.parse_comma_separated_list(
+            parser.Delimiter.SQUARE, lambda: parser.parse_integer(allow_boolean=False)
+        )
+    )
+
+
+def _print_int_list(printer: Printer, values: tuple[int, ...]) -> None:
+    printer.print_string(f"[{', '.join(map(str, values))}]")
+
+
+class TransformAttr(ParametrizedAttribute, ABC):
+    """Base of the transform attributes: one is valid iff its transform can be built."""
+
+    @abstractmethod
+    def to_transform(self) -> MemRefTransform:
+        """The transform this attribute stands for."""
+
+    def verify(self) -> None:
+        try:
+            self.to_transform()
+        except TransformError as error:
+            raise VerifyException(f"{self.name}: {error.message}") from None
+
+
+@irdl_attr_definition
+class TileTransformAttr(TransformAttr):
+    """`#asyncdsl.tile<[tiles...]>` or `#asyncdsl.tile<[tiles...], down>`."""
+
+    name = "asyncdsl.tile"
+
+    tiling: ArrayAttr[IntAttr]
+    rounding: StringAttr | NoneAttr
+
+    def __init__(self, tiling: Sequence[int], rounding: str | None = None):
+        super().__init__(_int_array(tiling), StringAttr(rounding) if rounding else NoneAttr())
+
+    def to_transform(self) -> MemRefTransform:
+        rounding = None
+        if isinstance(self.rounding, StringAttr):
+            try:
+                rounding = Rounding(self.rounding.data)
+            except ValueError:
+                raise TransformError(
+                    f"unknown rounding {self.rounding.data!r}; expected 'down'"
+                ) from None
+        return TileTransform(_ints(self.tiling), rounding)
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        with parser.in_angle_brackets():
+            tiling = _parse_int_list(parser)
+            rounding: StringAttr | NoneAttr = NoneAttr()
+            if parser.parse_optional_punctuation(",") is not None:
+                rounding = StringAttr(parser.parse_identifier(context_msg=" (a rounding mode)"))
+        return (tiling, rounding)
+
+    def print_parameters(self, printer: Printer) -> None:
+        with printer.in_angle_brackets():
+            _print_int_list(printer, _ints(self.tiling))
+            if isinstance(self.rounding, StringAttr):
+                printer.print_string(f", {self.rounding.data}")
+
+
+@irdl_attr_definition
+class TransposeTransformAttr(TransformAttr):
+    """`#asyncdsl.transpose<[permutation...]>`."""
+
+    name = "asyncdsl.transpose"
+
+    permutation: ArrayAttr[IntAttr]
+
+    def __init__(self, permutation: Sequence[int]):
+        super().__init__(_int_array(permutation))
+
+    def to_transform(self) -> MemRefTransform:
+        return TransposeTransform(_ints(self.permutation))
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        with parser.in_angle_brackets():
+            return (_parse_int_list(parser),)
+
+    def print_parameters(self, printer: Printer) -> None:
+        with printer.in_angle_brackets():
+            _print_int_list(printer, _ints(self.permutation))
+
+
+@irdl_attr_definition
+class CollapseTransformAttr(TransformAttr):
+    """`#asyncdsl.collapse<[strides...]>`, with `, batch_rank = k` when batched."""
+
+    name = "asyncdsl.collapse"
+
+    strides: ArrayAttr[IntAttr]
+    batch_rank: IntAttr
+
+    def __init__(self, strides: Sequence[int], batch_rank: int = 0):
+        super().__init__(_int_array(strides), IntAttr(batch_rank))
+
+    def to_transform(self) -> MemRefTransform:
+        return CollapseLeadingIndicesTransform(_ints(self.strides), self.batch_rank.data)
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        with parser.in_angle_brackets():
+            strides = _parse_int_list(parser)
+            batch_rank = 0
+            if parser.parse_optional_punctuation(",") is not None:
+                parser.parse_keyword("batch_rank")
+                parser.parse_punctuation("=")
+                batch_rank = parser.parse_integer(allow_negative=False)
+        return (strides, IntAttr(batch_rank))
+
+    def print_parameters(self, printer: Printer) -> None:
+        with printer.in_angle_brackets():
+            _print_int_list(printer, _ints(self.strides))
+            if self.batch_rank.data:
+                printer.print_string(f", batch_rank = {self.batch_rank.data}")
+
+
+@irdl_attr_definition
+class DropUnitDimsTransformAttr(TransformAttr):
+    """`#asyncdsl.drop_unit_dims<[dims...]>`."""
+
+    name = "asyncdsl.drop_unit_dims"
+
+    unit_dims: ArrayAttr[IntAttr]
+
+    def __init__(self, unit_dims: Sequence[int]):
+        super().__init__(_int_array(unit_dims))
+
+    def to_transform(self) -> MemRefTransform:
+        return DropUnitDimsTransform(_ints(self.unit_dims))
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        with parser.in_angle_brackets():
+            return (_parse_int_list(parser),)
+
+    def print_parameters(self, printer: Printer) -> None:
+        with printer.in_angle_brackets():
+            _print_int_list(printer, _ints(self.unit_dims))
+
+
+TRANSFORM_ATTRS: tuple[type[TransformAttr], ...] = (
+    TileTransformAttr,
+    TransposeTransformAttr,
+    CollapseTransformAttr,
+    DropUnitDimsTransformAttr,
+)
+
+# For op definitions: `prop_def(ArrayAttr[AnyTransformAttr])` holds a transform chain.
+AnyTransformAttr = (
+    TileTransformAttr | TransposeTransformAttr | CollapseTransformAttr | DropUnitDimsTransformAttr
+)
