@@ -60,11 +60,11 @@ def main(shape=(1000, 528)) -> int:
         dst = np.full_like(src, 0x5A, dtype=src.dtype) if dtype.itemsize == 1 else random_array(shape, dtype, rng)
         start = time.perf_counter()
         if has_gpu():
-            from asyncdsl.runtime import DeviceBuffer
+            from asyncdsl.runtime import to_device, to_host
 
-            src_d, dst_d = DeviceBuffer.from_numpy(src), DeviceBuffer.from_numpy(dst)
+            src_d, dst_d = to_device(src), to_device(dst)
             tile_copy(src_d, dst_d, BM=bm, BN=bn)
-            dst = dst_d.to_numpy()
+            dst = to_host(dst_d)
         else:
             tile_copy.interpret(src, dst, BM=bm, BN=bn)
         elapsed = time.perf_counter() - start

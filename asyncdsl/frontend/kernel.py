@@ -170,7 +170,7 @@ class Kernel:
         compiled = self.specialize(specs, call.constexprs)
         grid = self.grid_for(call, location)
         try:
-            arrays = [runtime.as_device_array(a, n) for n, a in call.arrays]
+            arrays = [runtime.device_array(a, n, stream=stream) for n, a in call.arrays]
             runtime.load_kernel(compiled.binary).launch(grid, arrays, stream=stream)
         except ArgumentError as error:
             raise error.at(location) from None

@@ -1,0 +1,53 @@
+"""Device memory of asyncdsl's own, for users without torch, CuPy or JAX.
+
+`to_device(numpy_array)` copies an array to the GPU and returns a `DeviceArray` kernels accept;
+`to_host(device_array)` copies it back. The memory is freed when the last reference goes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from asyncdsl.dtypes import as_dtype
+from asyncdsl.runtime import driver
+from asyncdsl.runtime.arrays import DeviceArray, row_major_strides
+
+
+class _Allocation:
+    """One `cuMemAlloc` block, freed with its owner."""
+
+    def __init__(self, nbytes: int, device: int):
+        driver.activate(device)
+        self.address = int(driver.check(driver.api().cuMemAlloc(max(nbytes, 1)), "cuMemAlloc"))
+
+    def __del__(self) -> None:
+        try:
+            driver.api().cuMemFree(self.address)
+        except Exception:  # noqa: BLE001 - interpreter shutdown may have torn the driver down
+            pass
+
+
+def empty(shape, dtype, device: int = 0) -> DeviceArray:
+    """An uninitialised device array."""
+    element = as_dtype(dtype)
+    shape = tuple(int(d) for d in shape)
+    count = int(np.prod(shape, dtype=np.int64))
+    allocation = _Allocation((count * element.bits + 7) // 8, device)
+    return DeviceArray(allocation.address, shape, row_major_strides(shape), element, device, allocation)
+
+
+def to_device(array: np.ndarray, device: int = 0) -> DeviceArray:
+    """A device copy of a host array (made contiguous first)."""
+    host = np.ascontiguousarray(array)
+    result = empty(host.shape, host.dtype, device)
+    driver.check(driver.api().cuMemcpyHtoD(result.address, host.ctypes.data, host.nbytes), "cuMemcpyHtoD")
+    return result
+
+
+def to_host(array: DeviceArray) -> np.ndarray:
+    """A host copy of a device array (waits for the device to finish its work)."""
+    host = np.empty(array.shape, array.dtype.numpy)
+    driver.activate(array.device)
+    driver.check(driver.api().cuCtxSynchronize(), "cuCtxSynchronize")
+    driver.check(driver.api().cuMemcpyDtoH(host.ctypes.data, array.address, host.nbytes), "cuMemcpyDtoH")
+    return host

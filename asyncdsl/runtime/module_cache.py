@@ -1,0 +1,98 @@
+"""The on-disk cache of compiled cubins, so a kernel is assembled once per machine, not per process.
+
+A cubin is filed under sha256(PTX, arch, driver version, compiler identity), in
+`$ASYNCDSL_CACHE_DIR` or `~/.cache/asyncdsl`.  Writes go to a temporary file in the same directory
+and are renamed into place, so concurrent processes and crashes leave either the whole cubin or
+nothing.  The cache is an optimisation: a directory that cannot be written only costs a warning.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import tempfile
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+CACHE_ENVIRONMENT_VARIABLE = "ASYNCDSL_CACHE_DIR"
+CACHE_FORMAT = "asyncdsl-cubin-1"  # bump when the key or the file layout changes
+_ELF_MAGIC = b"\x7fELF"
+
+
+def cache_directory() -> Path:
+    """Where cubins are kept: `$ASYNCDSL_CACHE_DIR`, else `~/.cache/asyncdsl` (read on every call,
+    so tests and tools can point it elsewhere)."""
+    configured = os.environ.get(CACHE_ENVIRONMENT_VARIABLE)
+    root = Path(configured).expanduser() if configured else Path.home() / ".cache" / "asyncdsl"
+    return root / "cubin"
+
+
+def cubin_key(ptx: str, arch: str, driver_version: int, compiler_identity: str) -> str:
+    """The cache key of one compile: a sha256 hex digest, stable across processes and machines."""
+    digest = hashlib.sha256()
+    for part in (CACHE_FORMAT, arch, str(driver_version), compiler_identity):
+        digest.update(part.encode())
+        digest.update(b"\0")
+    digest.update(ptx.encode())
+    return digest.hexdigest()
+
+
+class CubinCache:
+    """Cubins on disk, one file per key, spread over 256 subdirectories."""
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+
+    def path(self, key: str) -> Path:
+        return self.directory / key[:2] / f"{key}.cubin"
+
+    def load(self, key: str) -> bytes | None:
+        """The cached cubin for `key`, or None if there is none (or only something that is not
+        a cubin, which is then recompiled over)."""
+        try:
+            data = self.path(key).read_bytes()
+        except OSError:
+            return None
+        return data if data.startswith(_ELF_MAGIC) else None
+
+    def store(self, key: str, cubin: bytes) -> None:
+        """Write `cubin` atomically: readers see the old state or the whole new file."""
+        target = self.path(key)
+        temporary = None
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            descriptor, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{key[:16]}.", suffix=".tmp")
+            with os.fdopen(descriptor, "wb") as file:
+                file.write(cubin)
+            os.replace(temporary, target)
+            temporary = None
+        except OSError as error:
+            warnings.warn(f"asyncdsl could not cache a cubin in {self.directory} ({error}); kernels will be "
+                          f"recompiled in every process (set {CACHE_ENVIRONMENT_VARIABLE} to a writable directory)",
+                          RuntimeWarning, stacklevel=2)
+        finally:
+            if temporary is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(temporary)
+
+
+def cached_compile(
+    ptx: str,
+    arch: str,
+    name: str,
+    compile_ptx: Callable[[str, str, str], bytes],
+    compiler_identity: str,
+    driver_version: int,
+    cache: CubinCache,
+) -> tuple[bytes, bool]:
+    """The cubin of `ptx` for `arch`, from `cache` if present, else from `compile_ptx(ptx, arch,
+    name)` and then cached.  Returns (cubin, whether it came from the cache)."""
+    key = cubin_key(ptx, arch, driver_version, compiler_identity)
+    cubin = cache.load(key)
+    if cubin is not None:
+        return cubin, True
+    cubin = compile_ptx(ptx, arch, name)
+    cache.store(key, cubin)
+    return cubin, False

@@ -1,0 +1,126 @@
+"""Kernel parameters: the `void*[]` that `cuLaunchKernelEx` reads, built once per kernel.
+
+Slot i points at the bytes of parameter i.  Pointer and scratch parameters own an 8-byte cell the
+launch overwrites; a by-value tensor map's slot is re-pointed at the cached 128-byte image for the
+argument's address.  The driver copies every parameter during the launch call, so the cells can
+be rewritten by the next launch at once.  Nothing here allocates on a warm launch.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Sequence
+
+from asyncdsl.errors import ArgumentError, user_location
+from asyncdsl.kernel_binary import DescriptorScratchParam, KernelBinary, PointerParam, TensorMapParam
+from asyncdsl.runtime.arrays import DeviceArray
+from asyncdsl.runtime.scratch import DescriptorScratch, ScratchPool
+from asyncdsl.runtime.tensormap import TensorMapCache, describe
+
+
+def argument_count(binary: KernelBinary) -> int:
+    """How many arrays a launch of `binary` takes."""
+    if binary.arg_names:
+        return len(binary.arg_names)
+    used = [param.arg_index for param in binary.params if isinstance(param, PointerParam)]
+    used += [spec.arg_index for spec in binary.descriptors]
+    return max(used, default=-1) + 1
+
+
+class KernelParams:
+    """The parameter block of one loaded kernel, refilled from the arrays of each launch."""
+
+    def __init__(
+        self,
+        binary: KernelBinary,
+        device: int,
+        tensor_maps: Sequence[TensorMapCache],
+        scratch_pool: ScratchPool | None,
+    ):
+        self._kernel = binary.name
+        self._names = binary.arg_names
+        self._device = device
+        self.arg_count = argument_count(binary)
+        self._slots = (ctypes.c_void_p * max(1, len(binary.params)))()
+        self.address = ctypes.addressof(self._slots)  # what cuLaunchKernelEx gets as kernelParams
+        self._cells: list[ctypes.c_uint64] = []
+        self._pointers: list[tuple[ctypes.c_uint64, int]] = []
+        self._maps: list[tuple[int, TensorMapCache, int]] = []
+        self._scratch: list[tuple[ctypes.c_uint64, DescriptorScratch]] = []
+        self.scratches: list[DescriptorScratch] = []
+        for slot, param in enumerate(binary.params):
+            if isinstance(param, PointerParam):
+                self._pointers.append((self._cell(slot), param.arg_index))
+            elif isinstance(param, TensorMapParam):
+                cache = tensor_maps[param.descriptor_index]
+                self._maps.append((slot, cache, cache.spec.arg_index))
+            elif isinstance(param, DescriptorScratchParam):
+                assert scratch_pool is not None, "a scratch parameter needs a pool for its device buffers"
+                scratch = DescriptorScratch(param, tensor_maps, scratch_pool)
+                self.scratches.append(scratch)
+                self._scratch.append((self._cell(slot), scratch))
+            else:
+                raise TypeError(f"unknown kernel parameter {param!r}")
+        # Each argument a descriptor reads must be at least as large as the descriptor's reach.
+        least_bytes: dict[int, tuple[int, str]] = {}
+        for index, cache in enumerate(tensor_maps):
+            held = least_bytes.get(cache.spec.arg_index)
+            if held is None or held[0] < cache.footprint:
+                least_bytes[cache.spec.arg_index] = (cache.footprint, describe(cache.spec, index))
+        self._sized = tuple((arg, least, why) for arg, (least, why) in least_bytes.items())
+
+    def _cell(self, slot: int) -> ctypes.c_uint64:
+        cell = ctypes.c_uint64(0)
+        self._cells.append(cell)
+        self._slots[slot] = ctypes.addressof(cell)
+        return cell
+
+    def pack(self, arrays: Sequence[DeviceArray], stream: int) -> int:
+        """Fill the parameters from `arrays` (launching on `stream`); returns the `void*[]` address."""
+        if len(arrays) != self.arg_count:
+            raise self._count_error(len(arrays))
+        device = self._device
+        for array in arrays:
+            if array.device != device:
+                raise self._device_error(arrays)
+        for arg, least, why in self._sized:
+            if arrays[arg].nbytes < least:
+                raise self._size_error(arrays[arg], arg, least, why)
+        for cell, arg in self._pointers:
+            cell.value = arrays[arg].address
+        slots = self._slots
+        for slot, cache, arg in self._maps:
+            address = arrays[arg].address
+            image = cache.images.get(address)
+            if image is None:
+                image = cache.encode(address)
+            slots[slot] = image.address
+        for cell, scratch in self._scratch:
+            cell.value = scratch.device_address(arrays, stream)
+        return self.address
+
+    def _label(self, arg: int) -> str:
+        return f"argument {self._names[arg]!r}" if arg < len(self._names) else f"argument {arg}"
+
+    def _count_error(self, given: int) -> ArgumentError:
+        names = f" ({', '.join(self._names)})" if self._names else ""
+        return ArgumentError(
+            f"kernel {self._kernel!r} takes {self.arg_count} array(s){names}, but {given} were given",
+            user_location(),
+        )
+
+    def _device_error(self, arrays: Sequence[DeviceArray]) -> ArgumentError:
+        arg = next(index for index, array in enumerate(arrays) if array.device != self._device)
+        return ArgumentError(
+            f"{self._label(arg)} of kernel {self._kernel!r} is on cuda:{arrays[arg].device}, but the kernel "
+            f"was loaded on cuda:{self._device}; move the array (x.to('cuda:{self._device}')) or load the "
+            f"kernel on cuda:{arrays[arg].device}",
+            user_location(),
+        )
+
+    def _size_error(self, array: DeviceArray, arg: int, least: int, why: str) -> ArgumentError:
+        return ArgumentError(
+            f"{self._label(arg)} of kernel {self._kernel!r} holds {array.nbytes} bytes (shape {array.shape}, "
+            f"{array.dtype}), but {why} reaches {least} bytes: the kernel was compiled for a larger array",
+            user_location(),
+        )

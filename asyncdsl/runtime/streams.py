@@ -1,0 +1,71 @@
+"""CUDA streams as the runtime sees them: plain integer handles.
+
+A launch may name its stream as None (the legacy default stream), an integer handle, a
+cuda-python `CUstream`, or any object following one of the common conventions: `__cuda_stream__`
+(cuda.core and newer libraries), `.cuda_stream` (torch.cuda.Stream), `.ptr` (cupy.cuda.Stream).
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+from asyncdsl.errors import ArgumentError, user_location
+from asyncdsl.runtime import driver
+
+DEFAULT_STREAM = 0  # the legacy default stream, as the driver API spells it
+_LEGACY_STREAM = 1  # CU_STREAM_LEGACY: the same stream under another name
+
+
+def stream_handle(stream: Any) -> int:
+    """The integer handle of `stream`; both spellings of the legacy default stream give 0, so
+    handles compare equal exactly when they name the same stream."""
+    if stream is None:
+        return DEFAULT_STREAM
+    if type(stream) is int:
+        return _checked(stream, stream)
+    protocol = getattr(stream, "__cuda_stream__", None)
+    if protocol is not None:
+        _version, handle = protocol()
+        return _checked(int(handle), stream)
+    for attribute in ("cuda_stream", "ptr"):
+        handle = getattr(stream, attribute, None)
+        if isinstance(handle, int):
+            return _checked(handle, stream)
+    if type(stream).__name__ == "CUstream":  # cuda-python's handle type converts with int()
+        return _checked(int(stream), stream)
+    if hasattr(type(stream), "__index__"):  # other integers, such as numpy's
+        return _checked(operator.index(stream), stream)
+    raise ArgumentError(
+        f"cannot use {stream!r} as a CUDA stream: pass None, an integer handle, a cuda-python CUstream, "
+        "or a stream object with __cuda_stream__, .cuda_stream (torch) or .ptr (CuPy)",
+        user_location(),
+    )
+
+
+def _checked(handle: int, stream: Any) -> int:
+    if handle < 0:
+        raise ArgumentError(f"stream handle {handle} (from {stream!r}) is negative", user_location())
+    return DEFAULT_STREAM if handle == _LEGACY_STREAM else handle
+
+
+def dlpack_stream(handle: int) -> int:
+    """The `stream=` value to hand a DLPack producer for a consumer running on `handle`
+    (DLPack forbids 0 and names the legacy default stream 1)."""
+    return _LEGACY_STREAM if handle == DEFAULT_STREAM else handle
+
+
+def wait_for_stream(consumer: int, producer: int) -> None:
+    """Order all work later submitted to `consumer` after the work already submitted to
+    `producer`, without blocking the host (an event recorded on one, waited on by the other)."""
+    if consumer == producer:
+        return
+    cu = driver.api()
+    driver.activate_if_none()
+    event = driver.check(cu.cuEventCreate(int(cu.CUevent_flags.CU_EVENT_DISABLE_TIMING)), "cuEventCreate")
+    try:
+        driver.check(cu.cuEventRecord(event, cu.CUstream(producer)), "cuEventRecord")
+        driver.check(cu.cuStreamWaitEvent(cu.CUstream(consumer), event, 0), "cuStreamWaitEvent")
+    finally:
+        # Destroying a recorded event is safe: the driver releases it once it completes.
+        driver.check(cu.cuEventDestroy(event), "cuEventDestroy")

@@ -1,0 +1,267 @@
+"""TMA descriptors: check a spec against the rules of `cuTensorMapEncode*`, encode it for a base
+address, and remember the result so a repeated launch with the same arrays encodes nothing.
+
+Specs are in array order (outermost dimension first); the driver wants innermost first, with the
+innermost stride implied.  The rules below are CUDA 13.0's (`cuda.h`), re-checked on an H200 where
+the driver only ever answers CUDA_ERROR_INVALID_VALUE: we say which rule broke instead.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from asyncdsl.errors import CopyError, CudaError, user_location
+from asyncdsl.kernel_binary import Im2colTensorMapSpec, TensorMapSpec, TiledTensorMapSpec
+from asyncdsl.runtime import driver
+
+DESCRIPTOR_BYTES = 128
+DESCRIPTOR_ALIGNMENT = 64
+GLOBAL_ADDRESS_ALIGNMENT = 16
+
+# CUtensorMapDataType -> element bytes (the Blackwell-era packed 4/6-bit codes 13..15 are left out).
+_ELEMENT_BYTES = {0: 1, 1: 2, 2: 4, 3: 4, 4: 8, 5: 8, 6: 2, 7: 4, 8: 8, 9: 2, 10: 4, 11: 4, 12: 4}
+_FLOAT_CODES = frozenset({6, 7, 8, 9, 10, 11, 12})
+_SWIZZLE_CODES = {0: 0, 32: 1, 64: 2, 128: 3}  # bytes -> CUtensorMapSwizzle
+_L2_PROMOTION_CODES = {0: 0, 64: 1, 128: 2, 256: 3}  # bytes -> CUtensorMapL2promotion
+_MAX_GLOBAL_DIM = 1 << 32
+_MAX_GLOBAL_STRIDE = 1 << 40
+_MAX_BOX_DIM = 256
+_MAX_ELEMENT_STRIDE = 8
+# im2col corners of a rank-3/4/5 map lie in [-limit, limit - 1].
+_IM2COL_CORNER_LIMIT = {3: 1 << 15, 4: 1 << 7, 5: 1 << 4}
+_MAX_CHANNELS_PER_PIXEL = 256
+_MAX_PIXELS_PER_COLUMN = 1024
+
+
+def describe(spec: TensorMapSpec, index: int) -> str:
+    kind = "im2col" if isinstance(spec, Im2colTensorMapSpec) else "tiled"
+    return f"TMA descriptor {index} ({kind}, argument {spec.arg_index})"
+
+
+def validate_spec(spec: TensorMapSpec, index: int = 0) -> None:
+    """Raise `CopyError` naming the broken rule if the driver would reject `spec`."""
+    where = describe(spec, index)
+
+    def fail(rule: str) -> None:
+        raise CopyError(f"{where}: {rule}", user_location())
+
+    if isinstance(spec, TiledTensorMapSpec):
+        if not 1 <= spec.rank <= 5:
+            fail(f"a tiled TMA descriptor has rank 1 to 5, not {spec.rank} (global dims {spec.global_dims})")
+    elif not 3 <= spec.rank <= 5:
+        fail(f"an im2col TMA descriptor has rank 3 to 5, not {spec.rank} (global dims {spec.global_dims})")
+    if spec.dtype_code not in _ELEMENT_BYTES:
+        fail(f"TMA data type code {spec.dtype_code} is not one Hopper supports (0 to 12)")
+    if spec.element_bytes != _ELEMENT_BYTES[spec.dtype_code]:
+        fail(f"element size {spec.element_bytes} bytes does not match TMA data type code {spec.dtype_code} "
+             f"({_ELEMENT_BYTES[spec.dtype_code]} bytes)")
+    if len(spec.global_strides) != spec.rank:
+        fail(f"{len(spec.global_strides)} global strides for {spec.rank} dims")
+    if spec.global_strides[-1] != spec.element_bytes:
+        fail(f"the innermost global stride is {spec.global_strides[-1]} bytes, but TMA needs it to be the "
+             f"element size ({spec.element_bytes})")
+    for dim, extent in enumerate(spec.global_dims):
+        if not 1 <= extent <= _MAX_GLOBAL_DIM:
+            fail(f"TMA global dimension {extent} along dim {dim} is outside 1 .. 2^32")
+    for dim, stride in enumerate(spec.global_strides[:-1]):
+        if stride % 16:
+            fail(f"TMA global stride {stride} bytes along dim {dim} is not a multiple of 16")
+        if not 0 < stride < _MAX_GLOBAL_STRIDE:
+            fail(f"TMA global stride {stride} bytes along dim {dim} is outside 1 .. 2^40 - 1")
+    if spec.element_strides:
+        if len(spec.element_strides) != spec.rank:
+            fail(f"{len(spec.element_strides)} element strides for {spec.rank} dims")
+        for dim, stride in enumerate(spec.element_strides):
+            if not 1 <= stride <= _MAX_ELEMENT_STRIDE:
+                fail(f"TMA element stride {stride} along dim {dim} is outside 1 .. 8")
+    if spec.swizzle_bytes not in _SWIZZLE_CODES:
+        fail(f"swizzle of {spec.swizzle_bytes} bytes; TMA swizzles 0, 32, 64 or 128 bytes")
+    if spec.l2_promotion_bytes not in _L2_PROMOTION_CODES:
+        fail(f"L2 promotion of {spec.l2_promotion_bytes} bytes; TMA promotes 0, 64, 128 or 256 bytes")
+    if spec.oob_nan and spec.dtype_code not in _FLOAT_CODES:
+        fail(f"NaN out-of-bounds fill needs a floating-point data type, not code {spec.dtype_code}")
+    if spec.base_offset_bytes < 0 or spec.base_offset_bytes % GLOBAL_ADDRESS_ALIGNMENT:
+        fail(f"base offset {spec.base_offset_bytes} bytes is not a non-negative multiple of "
+             f"{GLOBAL_ADDRESS_ALIGNMENT} (TMA global addresses are 16-byte aligned)")
+    if isinstance(spec, TiledTensorMapSpec):
+        _validate_box(spec, fail)
+    else:
+        _validate_im2col(spec, fail)
+
+
+def _validate_box(spec: TiledTensorMapSpec, fail: Callable[[str], None]) -> None:
+    if len(spec.box_dims) != spec.rank:
+        fail(f"{len(spec.box_dims)} box dims for {spec.rank} global dims")
+    for dim, extent in enumerate(spec.box_dims):
+        if not 1 <= extent <= _MAX_BOX_DIM:
+            fail(f"TMA box dimension {extent} {'> 256' if extent > _MAX_BOX_DIM else '< 1'} along dim {dim}")
+    inner_bytes = spec.box_dims[-1] * spec.element_bytes
+    if inner_bytes % 16:
+        fail(f"the innermost box dimension spans {inner_bytes} bytes ({spec.box_dims[-1]} x "
+             f"{spec.element_bytes}); TMA needs a multiple of 16")
+    if spec.swizzle_bytes and inner_bytes > spec.swizzle_bytes:
+        fail(f"the innermost box dimension spans {inner_bytes} bytes, more than the {spec.swizzle_bytes}-byte "
+             "swizzle span; split the box or use a wider swizzle")
+
+
+def _validate_im2col(spec: Im2colTensorMapSpec, fail: Callable[[str], None]) -> None:
+    spatial = spec.rank - 2
+    limit = _IM2COL_CORNER_LIMIT[spec.rank]
+    for which, corner in (("lower", spec.lower_corner), ("upper", spec.upper_corner)):
+        if len(corner) != spatial:
+            fail(f"the {which} corner has {len(corner)} entries; a rank-{spec.rank} im2col map has {spatial} "
+                 "spatial dims")
+        for dim, offset in enumerate(corner):
+            if not -limit <= offset < limit:
+                fail(f"{which} corner offset {offset} along spatial dim {dim} is outside {-limit} .. {limit - 1} "
+                     f"(the range of a rank-{spec.rank} im2col map)")
+    if not 1 <= spec.channels_per_pixel <= _MAX_CHANNELS_PER_PIXEL:
+        fail(f"{spec.channels_per_pixel} channels per pixel is outside 1 .. 256")
+    if not 1 <= spec.pixels_per_column <= _MAX_PIXELS_PER_COLUMN:
+        fail(f"{spec.pixels_per_column} pixels per column is outside 1 .. 1024")
+    inner_bytes = spec.channels_per_pixel * spec.element_bytes
+    if spec.swizzle_bytes and inner_bytes > spec.swizzle_bytes:
+        fail(f"{spec.channels_per_pixel} channels per pixel span {inner_bytes} bytes, more than the "
+             f"{spec.swizzle_bytes}-byte swizzle span")
+
+
+def footprint_bytes(spec: TensorMapSpec) -> int:
+    """How many bytes from the argument's base the descriptor can reach: the least size the
+    argument's buffer must have."""
+    reach = spec.base_offset_bytes + spec.element_bytes
+    for extent, stride in zip(spec.global_dims, spec.global_strides):
+        reach += (extent - 1) * stride
+    return reach
+
+
+@dataclass(frozen=True)
+class EncodeArguments:
+    """The arguments of `cuTensorMapEncodeTiled`/`Im2col` except the address, as plain ints in
+    the driver's innermost-first order."""
+
+    data_type: int
+    rank: int
+    global_dims: tuple[int, ...]
+    global_strides: tuple[int, ...]  # rank - 1 entries: dim 0's stride is implied
+    box_dims: tuple[int, ...]  # tiled only
+    lower_corner: tuple[int, ...]  # im2col only
+    upper_corner: tuple[int, ...]  # im2col only
+    channels_per_pixel: int  # im2col only
+    pixels_per_column: int  # im2col only
+    element_strides: tuple[int, ...]
+    swizzle: int
+    l2_promotion: int
+    oob_fill: int
+
+
+def encode_arguments(spec: TensorMapSpec) -> EncodeArguments:
+    is_im2col = isinstance(spec, Im2colTensorMapSpec)
+    return EncodeArguments(
+        data_type=spec.dtype_code,
+        rank=spec.rank,
+        global_dims=tuple(reversed(spec.global_dims)),
+        global_strides=tuple(reversed(spec.global_strides[:-1])),
+        box_dims=() if is_im2col else tuple(reversed(spec.box_dims)),
+        lower_corner=tuple(reversed(spec.lower_corner)) if is_im2col else (),
+        upper_corner=tuple(reversed(spec.upper_corner)) if is_im2col else (),
+        channels_per_pixel=spec.channels_per_pixel if is_im2col else 0,
+        pixels_per_column=spec.pixels_per_column if is_im2col else 0,
+        element_strides=tuple(reversed(spec.element_strides)) if spec.element_strides else (1,) * spec.rank,
+        swizzle=_SWIZZLE_CODES[spec.swizzle_bytes],
+        l2_promotion=_L2_PROMOTION_CODES[spec.l2_promotion_bytes],
+        oob_fill=1 if spec.oob_nan else 0,
+    )
+
+
+class TensorMapEncoder:
+    """Encodes one validated spec for any base address.  The cuda-python argument objects
+    (`cuuint64_t`/`cuuint32_t` lists: plain ints are rejected) are built once, here."""
+
+    def __init__(self, spec: TensorMapSpec, index: int = 0):
+        validate_spec(spec, index)
+        self.spec = spec
+        self._where = describe(spec, index)
+        cu = driver.api()
+        args = encode_arguments(spec)
+        self._args = args
+        if isinstance(spec, Im2colTensorMapSpec):
+            self._call_name, self._encode = "cuTensorMapEncodeIm2col", cu.cuTensorMapEncodeIm2col
+            shape_of_box = (list(args.lower_corner), list(args.upper_corner), args.channels_per_pixel,
+                            args.pixels_per_column)
+        else:
+            self._call_name, self._encode = "cuTensorMapEncodeTiled", cu.cuTensorMapEncodeTiled
+            shape_of_box = ([cu.cuuint32_t(extent) for extent in args.box_dims],)
+        # The driver's argument order: data type, rank, address, then everything below.
+        self._head = (cu.CUtensorMapDataType(args.data_type), args.rank)
+        self._tail = (
+            [cu.cuuint64_t(extent) for extent in args.global_dims],
+            [cu.cuuint64_t(stride) for stride in args.global_strides],
+            *shape_of_box,
+            [cu.cuuint32_t(stride) for stride in args.element_strides],
+            cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+            cu.CUtensorMapSwizzle(args.swizzle),
+            cu.CUtensorMapL2promotion(args.l2_promotion),
+            cu.CUtensorMapFloatOOBfill(args.oob_fill),
+        )
+
+    def encode(self, global_address: int) -> bytes:
+        """The 128 bytes of the descriptor for a tensor starting at `global_address`."""
+        if global_address % GLOBAL_ADDRESS_ALIGNMENT:
+            raise CopyError(f"{self._where}: global address {global_address:#x} is not 16-byte aligned",
+                            user_location())
+        driver.activate_if_none()  # encoding needs an initialised driver and, to be safe, a context
+        err, tensor_map = self._encode(*self._head, global_address, *self._tail)
+        if err:
+            error = driver.cuda_error(err, self._call_name)
+            raise CudaError(f"{error.message} for {self._where} at {global_address:#x}: {self._args}",
+                            error.location, code=error.code)
+        return ctypes.string_at(tensor_map.getPtr(), DESCRIPTOR_BYTES)
+
+
+class TensorMapImage:
+    """One encoded descriptor in 64-byte aligned host memory (the alignment of `CUtensorMap`)."""
+
+    __slots__ = ("_storage", "address")
+
+    def __init__(self, data: bytes):
+        self._storage = (ctypes.c_ubyte * (DESCRIPTOR_BYTES + DESCRIPTOR_ALIGNMENT - 1))()
+        base = ctypes.addressof(self._storage)
+        self.address = (base + DESCRIPTOR_ALIGNMENT - 1) & ~(DESCRIPTOR_ALIGNMENT - 1)
+        ctypes.memmove(self.address, data, DESCRIPTOR_BYTES)
+
+    def data(self) -> bytes:
+        return ctypes.string_at(self.address, DESCRIPTOR_BYTES)
+
+
+class TensorMapCache:
+    """The encoded images of one descriptor, keyed by the base address of its argument.
+
+    The spec fixes everything but the address, so an address seen before needs no encoding.
+    `images` is read directly by the launch path; `encode_count` lets tests and benchmarks check
+    that warm launches encode nothing."""
+
+    capacity = 4096  # distinct addresses kept before the cache starts over
+
+    def __init__(self, spec: TensorMapSpec, encode: Callable[[int], bytes]):
+        self.spec = spec
+        self.footprint = footprint_bytes(spec)
+        self.images: dict[int, TensorMapImage] = {}
+        self.encode_count = 0
+        self._encode = encode
+
+    def image(self, array_address: int) -> TensorMapImage:
+        image = self.images.get(array_address)
+        if image is None:
+            image = self.encode(array_address)
+        return image
+
+    def encode(self, array_address: int) -> TensorMapImage:
+        """Encode for an address not seen yet (the cold path of `image`)."""
+        if len(self.images) >= self.capacity:
+            self.images.clear()
+        image = TensorMapImage(self._encode(array_address + self.spec.base_offset_bytes))
+        self.encode_count += 1
+        self.images[array_address] = image
+        return image
