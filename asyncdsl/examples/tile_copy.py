@@ -2,7 +2,8 @@
 
 The load completes on an mbarrier (its expect-tx is the whole box, also where the box runs past
 the array's edge: TMA fills those elements with zeros), every thread waits for it, then one thread
-stores the tile back (clipped at the edge) and waits until the store has read shared memory.
+stores the tile back (clipped at the edge) and waits only until the store has read shared
+memory, so the CTA can exit while the writes drain.
 
     python -m asyncdsl.examples.tile_copy          # on the GPU if there is one, else interpreted
 """
@@ -25,7 +26,7 @@ def tile_copy(src, dst, BM: ad.constexpr, BN: ad.constexpr):
     ad.async_copy(src.at[ad.ds(row, BM), ad.ds(col, BN)], tile, barrier=loaded)
     loaded.wait()
     ad.async_copy(tile, dst.at[ad.ds(row, BM), ad.ds(col, BN)])
-    ad.await_async_copy(0)
+    ad.await_async_copy(0, read_only=True)  # SMEM may be released once the store has read it
 
 
 # Arguments `asyncdsl dump` traces the kernel with.

@@ -81,6 +81,7 @@ def device_array(value: Any, name: str | int = 0, *, stream: Any = None) -> Devi
     Raises `ArgumentError` for host arrays, non-contiguous or misaligned arrays and element types
     asyncdsl cannot move."""
     if isinstance(value, DeviceArray):
+        _validated(value.address, value.shape, value.strides, value.dtype, value.device, name, value.owner)
         return value
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(value, torch.Tensor):

@@ -207,20 +207,35 @@ class LoadedKernel:
         `__cuda_stream__`, `.cuda_stream` or `.ptr`).  Asynchronous, like any kernel launch."""
         handle = DEFAULT_STREAM if stream is None else stream_handle(stream)
         with self._lock:
-            config = self._config
-            if grid != self._grid_argument:
-                config.gridDimX, config.gridDimY, config.gridDimZ = launch_grid(grid, self.binary.cluster)
-                # A list could be changed in place before the next launch: remember its value.
-                self._grid_argument = tuple(grid) if isinstance(grid, list) else grid
-            if handle != self._stream:
-                config.hStream = handle
-                self._stream = handle
-            params = self._params.pack(arrays, handle)
+            self._set_grid_and_stream(grid, handle)
+            self._call(self._params.pack(arrays, handle))
+
+    def launch_addresses(self, grid: tuple[int, int, int], addresses: Sequence[int], stream: Any = None) -> None:
+        """`launch` for callers that already checked the arrays against this kernel (count,
+        device, size, layout, alignment) and pass only their addresses: the warm path of a kernel
+        call whose argument shapes were seen before."""
+        handle = DEFAULT_STREAM if stream is None else stream_handle(stream)
+        with self._lock:
+            self._set_grid_and_stream(grid, handle)
+            self._call(self._params.pack_addresses(addresses, handle))
+
+    def _set_grid_and_stream(self, grid: Any, handle: int) -> None:
+        config = self._config
+        if grid != self._grid_argument:
+            config.gridDimX, config.gridDimY, config.gridDimZ = launch_grid(grid, self.binary.cluster)
+            # A list could be changed in place before the next launch: remember its value.
+            self._grid_argument = tuple(grid) if isinstance(grid, list) else grid
+        if handle != self._stream:
+            config.hStream = handle
+            self._stream = handle
+
+    def _call(self, params: int) -> None:
+        config = self._config
+        (err,) = self._launch(config, self._function, params, 0)
+        if err == _CUDA_ERROR_INVALID_CONTEXT:
+            # This thread has no current context (a new thread, or someone popped ours).
+            driver.activate(self.device)
             (err,) = self._launch(config, self._function, params, 0)
-            if err == _CUDA_ERROR_INVALID_CONTEXT:
-                # This thread has no current context (a new thread, or someone popped ours).
-                driver.activate(self.device)
-                (err,) = self._launch(config, self._function, params, 0)
         if err:
             error = driver.cuda_error(err, "cuLaunchKernelEx")
             raise CudaError(f"{error.message} launching kernel {self.name!r} on grid "

@@ -86,17 +86,22 @@ class KernelParams:
         for arg, least, why in self._sized:
             if arrays[arg].nbytes < least:
                 raise self._size_error(arrays[arg], arg, least, why)
+        return self.pack_addresses([array.address for array in arrays], stream)
+
+    def pack_addresses(self, addresses: Sequence[int], stream: int) -> int:
+        """Fill the parameters from argument addresses alone, for arrays whose count, device and
+        size were already checked against this kernel; returns the `void*[]` address."""
         for cell, arg in self._pointers:
-            cell.value = arrays[arg].address
+            cell.value = addresses[arg]
         slots = self._slots
         for slot, cache, arg in self._maps:
-            address = arrays[arg].address
+            address = addresses[arg]
             image = cache.images.get(address)
             if image is None:
                 image = cache.encode(address)
             slots[slot] = image.address
         for cell, scratch in self._scratch:
-            cell.value = scratch.device_address(arrays, stream)
+            cell.value = scratch.device_address(addresses, stream)
         return self.address
 
     def _label(self, arg: int) -> str:

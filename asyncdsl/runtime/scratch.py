@@ -15,7 +15,6 @@ from typing import Protocol
 
 from asyncdsl.kernel_binary import DescriptorScratchParam
 from asyncdsl.runtime import driver
-from asyncdsl.runtime.arrays import DeviceArray
 from asyncdsl.runtime.tensormap import DESCRIPTOR_BYTES, TensorMapCache
 
 
@@ -47,22 +46,24 @@ class DescriptorScratch:
         self._pool = pool
         self._uploaded: dict[tuple[int, ...], UploadedScratch] = {}
 
-    def host_image(self, arrays: Sequence[DeviceArray]) -> bytes:
-        """Every descriptor, encoded for `arrays`, in its slot; the bytes between slots are zero."""
+    def host_image(self, addresses: Sequence[int]) -> bytes:
+        """Every descriptor, encoded for the arguments at `addresses`, in its slot; the bytes
+        between slots are zero."""
         image = bytearray(self.size_bytes)
         for offset, cache in self._slots:
-            image[offset:offset + DESCRIPTOR_BYTES] = cache.image(arrays[cache.spec.arg_index].address).data()
+            image[offset:offset + DESCRIPTOR_BYTES] = cache.image(addresses[cache.spec.arg_index]).data()
         return bytes(image)
 
-    def device_address(self, arrays: Sequence[DeviceArray], stream: int) -> int:
-        """The device address of the scratch for `arrays`, uploading it on `stream` if it is new."""
-        key = tuple([arrays[index].address for index in self._arg_indices])
+    def device_address(self, addresses: Sequence[int], stream: int) -> int:
+        """The device address of the scratch for the arguments at `addresses`, uploading it on
+        `stream` if it is new."""
+        key = tuple([addresses[index] for index in self._arg_indices])
         uploaded = self._uploaded.get(key)
         if uploaded is None:
             if len(self._uploaded) >= self.capacity:
                 self._pool.release_all()
                 self._uploaded.clear()
-            uploaded = self._pool.upload(self.host_image(arrays), stream)
+            uploaded = self._pool.upload(self.host_image(addresses), stream)
             self.upload_count += 1
             self._uploaded[key] = uploaded
         elif stream not in uploaded.streams:

@@ -1,0 +1,103 @@
+"""Calling a kernel: argument binding, specialisation, grids, and the checked-once warm path."""
+
+from __future__ import annotations
+
+import pytest
+
+import asyncdsl as ad
+from asyncdsl import runtime
+from asyncdsl.runtime.arrays import DeviceArray, row_major_strides
+
+
+class RecordingKernel:
+    """Stands in for a loaded kernel: records launches instead of making them."""
+
+    def __init__(self, binary):
+        self.binary = binary
+        self.calls = []
+
+    def launch(self, grid, arrays, stream=None):
+        self.calls.append(("checked", tuple(grid), tuple(a.address for a in arrays)))
+
+    def launch_addresses(self, grid, addresses, stream=None):
+        self.calls.append(("warm", tuple(grid), tuple(addresses)))
+
+
+@pytest.fixture
+def recorded(monkeypatch):
+    loaded: dict = {}
+
+    def load(binary, device=0):
+        return loaded.setdefault(binary, RecordingKernel(binary))
+
+    monkeypatch.setattr(runtime, "load_kernel", load)
+    return loaded
+
+
+def device(shape, address, dtype=ad.float32):
+    return DeviceArray(address, shape, row_major_strides(shape), dtype, 0)
+
+
+@ad.kernel(grid=lambda src, dst, B: (ad.cdiv(src.shape[0], B), ad.cdiv(src.shape[1], B)))
+def copy(src, dst, B: ad.constexpr):
+    tile = ad.smem((B, B), src.dtype)
+    bar = ad.barrier()
+    row, col = ad.program_id(0) * B, ad.program_id(1) * B
+    ad.async_copy(src.at[ad.ds(row, B), ad.ds(col, B)], tile, barrier=bar)
+    bar.wait()
+    ad.async_copy(tile, dst.at[ad.ds(row, B), ad.ds(col, B)])
+
+
+def calls(recorded):
+    return [call for kernel in recorded.values() for call in kernel.calls]
+
+
+def test_first_call_is_checked_then_warm_with_new_addresses(recorded):
+    copy(device((256, 128), 0x10000), device((256, 128), 0x20000), B=64)
+    copy(device((256, 128), 0x30000), device((256, 128), 0x40000), B=64)
+    assert calls(recorded) == [
+        ("checked", (4, 2, 1), (0x10000, 0x20000)),
+        ("warm", (4, 2, 1), (0x30000, 0x40000)),
+    ]
+
+
+def test_new_layout_or_constexpr_takes_the_checked_path_and_specialises(recorded):
+    before = len(copy._compiled)
+    copy(device((512, 128), 0x10000), device((512, 128), 0x20000), B=64)
+    copy(device((512, 128), 0x10000), device((512, 128), 0x20000), B=32)
+    kinds = [call[0] for call in calls(recorded)]
+    assert kinds == ["checked", "checked"]
+    assert len(copy._compiled) == before + 2
+    assert [call[1] for call in calls(recorded)] == [(8, 2, 1), (16, 4, 1)]
+
+
+def test_misaligned_address_is_checked_and_rejected(recorded):
+    copy(device((64, 64), 0x10000), device((64, 64), 0x20000), B=64)
+    with pytest.raises(ad.ArgumentError, match="16-byte"):
+        copy(device((64, 64), 0x10008), device((64, 64), 0x20000), B=64)
+
+
+def test_arrays_by_keyword_take_the_checked_path(recorded):
+    copy(device((64, 64), 0x10000), dst=device((64, 64), 0x20000), B=64)
+    copy(device((64, 64), 0x10000), dst=device((64, 64), 0x20000), B=64)
+    assert [call[0] for call in calls(recorded)] == ["checked", "checked"]
+
+
+def test_host_arrays_are_refused_with_a_pointer_to_interpret(recorded):
+    import numpy as np
+
+    with pytest.raises(ad.ArgumentError, match="interpret"):
+        copy(np.zeros((64, 64), np.float32), np.zeros((64, 64), np.float32), B=64)
+
+
+def test_grid_may_be_a_tuple_or_a_function():
+    fixed = ad.kernel(grid=(3, 2))(lambda x: None)
+    assert fixed.grid_for(fixed.bind((device((8, 8), 0),), {}, None), None) == (3, 2, 1)
+    with pytest.raises(ad.ArgumentError, match="grid"):
+        bad = ad.kernel(grid=lambda x: (0,))(lambda x: None)
+        bad.grid_for(bad.bind((device((8, 8), 0),), {}, None), None)
+
+
+def test_constexpr_by_position_and_by_name_share_a_specialisation():
+    spec = ad.ArraySpec((64, 64), ad.float32)
+    assert copy.compile(spec, spec, 64) is copy.compile(spec, spec, B=64)
