@@ -47,7 +47,7 @@ def test_tile_copy_ptx_has_the_tma_protocol():
     assert load
     assert "and.b32 %r4, %r4, -1024;" in ptx  # run-time 1024-byte alignment of shared memory
     assert "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group" in ptx
-    assert "cp.async.bulk.wait_group 0;" in ptx
+    assert "cp.async.bulk.wait_group.read 0;" in ptx  # await_async_copy(0, read_only=True)
 
 
 def test_cluster_kernel_declares_its_cluster(ptxas):

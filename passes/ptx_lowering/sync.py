@@ -45,9 +45,10 @@ def _smem_view(ctx: KernelLowering, op: ir.SmemViewOp) -> None:
     element_bits = ir.element_bits(op.source.type)
     address = ctx.reg(op.source)
     for position, index in enumerate(op.indices):
-        stride_bytes = element_bits // 8
+        stride_bits = element_bits
         for d in shape[position + 1:]:
-            stride_bytes *= d
+            stride_bits *= d
+        stride_bytes = stride_bits // 8  # whole sub-buffers: packed 4-bit types still fill bytes
         known = ctx.constant(index)
         if known is not None:
             address = ctx.b.emit("add.s32 {}, {}, {};", "b32", address, known * stride_bytes)

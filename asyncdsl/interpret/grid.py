@@ -1,0 +1,143 @@
+"""Running a compiled kernel over its grid: clusters one after another, a cluster all at once.
+
+The module is `CompiledKernel.module`, the IR the GPU's PTX is printed from.  Each CTA starts as
+the lowered prologue leaves it: zeroed shared memory of the planned size and every mbarrier
+initialised.  Each warpgroup runs the kernel's `func.func` on its own xDSL `Interpreter`; at the
+end, a cluster of more than one CTA meets once more before its CTAs exit (the lowered epilogue).
+A launch whose CTAs have one warpgroup and whose clusters have one CTA runs every CTA on the
+caller's thread, reusing one interpreter.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from collections.abc import Iterator, Sequence
+
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.interpreter import Interpreter
+from xdsl.interpreters.arith import ArithFunctions
+from xdsl.interpreters.func import FuncFunctions
+from xdsl.interpreters.scf import ScfFunctions
+
+from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.dialects import kernel_attrs as attrs
+from asyncdsl.errors import AsyncDSLError
+from asyncdsl.interpret.functions import AsyncDslFunctions, origin
+from asyncdsl.interpret.index_arith import IndexArithFunctions
+from asyncdsl.interpret.memory import GlobalArgument
+from asyncdsl.interpret.scheduler import ClusterScheduler, SoloScheduler
+from asyncdsl.interpret.state import BarrierInit, Cta, Launch, Warpgroup
+from asyncdsl.interpret.sync import Rendezvous, RendezvousWait
+from asyncdsl.ir_locations import from_ir_location
+
+# The lowering keeps index values in 32-bit registers; xDSL wraps them the same way.
+INDEX_BITWIDTH = 32
+_STATELESS_FUNCTIONS = (ArithFunctions(), ScfFunctions(), FuncFunctions())
+
+
+def run_kernel(module: ModuleOp, arguments: Sequence[GlobalArgument], grid: tuple[int, int, int]) -> None:
+    """Run the kernel of `module` on `grid` CTAs over `arguments` (written in place)."""
+    (kernel,) = attrs.kernels(module)
+    block = attrs.dims(kernel, attrs.BLOCK)
+    launch = Launch(
+        kernel=kernel.sym_name.data,
+        grid=grid,
+        cluster=attrs.dims(kernel, attrs.CLUSTER),
+        warpgroups_per_cta=block[0] * block[1] * block[2] // 128,
+        smem_bytes=attrs.smem_bytes(kernel),
+        arguments=tuple(arguments),
+    )
+    barriers = [
+        BarrierInit(op.offset.value.data, op.result.type.count.data, op.arrival_count.value.data, origin(op))
+        for op in kernel.walk()
+        if isinstance(op, ir.AllocBarriersOp)
+    ]
+    program = _Program(module, kernel)
+    try:
+        if launch.warpgroups_per_cta == 1 and launch.cluster_size == 1:
+            _run_solo(program, launch, barriers)
+        else:
+            for cluster_id in _positions(tuple(g // c for g, c in zip(grid, launch.cluster))):
+                _run_cluster(program, launch, barriers, cluster_id)
+    except AsyncDSLError as error:
+        # The message and its source line say what the user needs; the interpreter's frames
+        # (and the module dump xDSL notes on the error at every enclosing op) would bury them.
+        if hasattr(error, "__notes__"):
+            del error.__notes__
+        raise error.with_traceback(None) from None
+
+
+def _positions(extent: tuple[int, int, int]) -> Iterator[tuple[int, int, int]]:
+    """Every index of a 3-d extent, x fastest (the hardware's linear order)."""
+    for z, y, x in itertools.product(range(extent[2]), range(extent[1]), range(extent[0])):
+        yield (x, y, z)
+
+
+class _Program:
+    """The kernel of one launch, and interpreters for its warpgroups."""
+
+    def __init__(self, module: ModuleOp, kernel: func.FuncOp):
+        self.module = module
+        self.kernel = kernel
+        self._index_arith = IndexArithFunctions()
+
+    def interpreter(self, functions: AsyncDslFunctions) -> Interpreter:
+        interpreter = Interpreter(self.module, index_bitwidth=INDEX_BITWIDTH)
+        for stateless in _STATELESS_FUNCTIONS:
+            interpreter.register_implementations(stateless)
+        interpreter.register_implementations(self._index_arith, override=True)
+        interpreter.register_implementations(functions)
+        return interpreter
+
+
+def _cluster_barrier(cluster_id: tuple[int, int, int], members: list[Warpgroup]) -> Rendezvous:
+    return Rendezvous(f"barrier.cluster of cluster {cluster_id}", members)
+
+
+def _run_solo(program: _Program, launch: Launch, barriers: list[BarrierInit]) -> None:
+    scheduler = SoloScheduler(launch.kernel)
+    functions = AsyncDslFunctions(warpgroup=None)
+    interpreter = program.interpreter(functions)
+    for program_id in _positions(launch.grid):
+        (warpgroup,) = Cta(launch, program_id, 0, barriers).warpgroups
+        warpgroup.scheduler = scheduler
+        warpgroup.cluster_barrier = _cluster_barrier(program_id, [warpgroup])
+        functions.warpgroup = warpgroup
+        interpreter.call_op(program.kernel, launch.arguments)
+
+
+def _run_cluster(
+    program: _Program,
+    launch: Launch,
+    barriers: list[BarrierInit],
+    cluster_id: tuple[int, int, int],
+) -> None:
+    ctas = [
+        Cta(launch, tuple(c * w + p for c, w, p in zip(cluster_id, launch.cluster, position)), rank, barriers)
+        for rank, position in enumerate(_positions(launch.cluster))
+    ]
+    members = [warpgroup for cta in ctas for warpgroup in cta.warpgroups]
+    cluster_barrier = _cluster_barrier(cluster_id, members)
+    scheduler = ClusterScheduler(launch.kernel)
+    for warpgroup in members:
+        warpgroup.scheduler = scheduler
+        warpgroup.cluster_barrier = cluster_barrier
+        scheduler.spawn(warpgroup.label, functools.partial(_run_warpgroup, program, warpgroup))
+    scheduler.run()
+
+
+def _run_warpgroup(program: _Program, warpgroup: Warpgroup) -> None:
+    launch = warpgroup.cta.launch
+    program.interpreter(AsyncDslFunctions(warpgroup)).call_op(program.kernel, launch.arguments)
+    cluster_barrier = warpgroup.cluster_barrier
+    if launch.cluster_size > 1:
+        generation = cluster_barrier.arrive(warpgroup)
+        what = "the kernel's exit (a cluster meets before its CTAs exit)"
+        warpgroup.wait_until(RendezvousWait(
+            cluster_barrier, generation, what, from_ir_location(program.kernel), at_kernel_exit=True
+        ))
+    warpgroup.exited = True
+    warpgroup.cta.cta_barrier.release_if_complete()
+    cluster_barrier.release_if_complete()

@@ -1,0 +1,94 @@
+"""Global and shared memory of an interpreted launch, and the references kernel code holds.
+
+GMEM is the caller's numpy arrays themselves, seen as flat byte buffers: TMA descriptors view
+the bytes of their argument from its base, and stores write through to the caller's array, so
+bytes no copy touches stay as they were.  SMEM is one zeroed byte buffer per CTA of exactly the
+size `allocate-smem` planned (`asyncdsl.smem_bytes`); every access is checked against it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from asyncdsl.errors import OutOfBoundsError
+
+BARRIER_BYTES = 8
+
+
+@dataclass(frozen=True)
+class GlobalArgument:
+    """One array argument of the kernel: its name and its bytes (a view of the caller's array)."""
+
+    name: str
+    array: np.ndarray
+
+    @property
+    def raw(self) -> np.ndarray:
+        return self.array.reshape(-1).view(np.uint8)
+
+
+class SharedMemory:
+    """The shared memory of one CTA: `size` bytes from the CTA's 1024-aligned base."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self.bytes = np.zeros(size, np.uint8)
+
+    def check(self, start: int, length: int, what: str) -> None:
+        """Raise OutOfBoundsError unless bytes [start, start + length) are inside this SMEM."""
+        if start < 0 or start + length > self.size:
+            raise OutOfBoundsError(
+                f"{what} touches shared memory bytes [{start}, {start + length}), outside the "
+                f"{self.size} bytes the kernel planned (asyncdsl.smem_bytes)"
+            )
+
+
+@dataclass(frozen=True)
+class SmemBuffer:
+    """An SMEM buffer or view as kernel code holds it: where it starts and what it holds."""
+
+    offset: int
+    shape: tuple[int, ...]
+    element_bytes: int
+    origin: str  # the source line of the allocation, for messages
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * self.element_bytes
+
+    def view(self, indices: tuple[int, ...]) -> SmemBuffer:
+        """The sub-buffer at `indices` along the leading dims (as `smem_view` addresses it)."""
+        offset = self.offset
+        stride = self.nbytes
+        for dim, index in enumerate(indices):
+            size = self.shape[dim]
+            stride //= size
+            if not 0 <= index < size:
+                raise OutOfBoundsError(
+                    f"index {index} along dim {dim} of the shared-memory buffer of shape "
+                    f"{self.shape} allocated at {self.origin} (valid: 0 .. {size - 1}): on the GPU "
+                    "the view would overlap other shared memory"
+                )
+            offset += index * stride
+        return SmemBuffer(offset, self.shape[len(indices):], self.element_bytes, self.origin)
+
+
+@dataclass(frozen=True)
+class BarrierGroup:
+    """A group of `count` mbarriers at `offset`, as kernel code holds it."""
+
+    offset: int
+    count: int
+    origin: str
+
+    def address(self, index: int) -> int:
+        """The SMEM offset of barrier `index` of the group."""
+        if not 0 <= index < self.count:
+            raise OutOfBoundsError(
+                f"barrier index {index} is outside the group of {self.count} barrier(s) "
+                f"allocated at {self.origin}: on the GPU it would address other shared memory"
+            )
+        return self.offset + BARRIER_BYTES * index

@@ -1,0 +1,117 @@
+"""The state of an interpreted launch: the launch itself, each CTA, each warpgroup.
+
+A warpgroup is the unit that runs (kernel code describes what one warpgroup does); it keeps
+what the hardware keeps per thread and is uniform across its threads: the tracked phase bit of
+each mbarrier, its bulk-group counters, and what it knows has happened (`clocks`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from asyncdsl.errors import AsyncDSLError, SourceLocation
+from asyncdsl.interpret.clocks import VectorClock, barrier_key, bulk_key
+from asyncdsl.interpret.mbarrier import MBarrier
+from asyncdsl.interpret.memory import BARRIER_BYTES, GlobalArgument, SharedMemory
+from asyncdsl.interpret.races import AsyncAccessLog
+from asyncdsl.interpret.sync import Rendezvous
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What every CTA of one launch shares."""
+
+    kernel: str
+    grid: tuple[int, int, int]
+    cluster: tuple[int, int, int]
+    warpgroups_per_cta: int
+    smem_bytes: int
+    arguments: tuple[GlobalArgument, ...]
+
+    @property
+    def cluster_size(self) -> int:
+        return self.cluster[0] * self.cluster[1] * self.cluster[2]
+
+
+@dataclass(frozen=True)
+class BarrierInit:
+    """One `alloc_barriers` of the kernel, initialised in every CTA before the body runs."""
+
+    offset: int
+    count: int
+    arrival_count: int
+    origin: str
+
+
+class Cta:
+    """One CTA: its ids, shared memory, mbarriers and warpgroups."""
+
+    def __init__(
+        self, launch: Launch, program_id: tuple[int, int, int], rank: int, barriers: list[BarrierInit]
+    ):
+        self.launch = launch
+        self.program_id = program_id
+        self.rank = rank  # position in its cluster (%cluster_ctarank)
+        self.cluster_cta_id = tuple(p % c for p, c in zip(program_id, launch.cluster))
+        self.cluster_id = tuple(p // c for p, c in zip(program_id, launch.cluster))
+        self.label = f"CTA {program_id}"
+        self.smem = SharedMemory(launch.smem_bytes)
+        self.accesses = AsyncAccessLog()
+        self.mbarriers: dict[int, MBarrier] = {}
+        for group in barriers:
+            self._init_barriers(group)
+        self.warpgroups = [Warpgroup(self, index) for index in range(launch.warpgroups_per_cta)]
+        self.cta_barrier = Rendezvous(f"bar.sync 0 of {self.label}", self.warpgroups)
+
+    def _init_barriers(self, group: BarrierInit) -> None:
+        where = f"the barriers allocated at {group.origin}"
+        self.smem.check(group.offset, BARRIER_BYTES * group.count, where)
+        for index in range(group.count):
+            offset = group.offset + BARRIER_BYTES * index
+            name = (
+                f"the mbarrier allocated at {group.origin}"
+                if group.count == 1
+                else f"mbarrier {index} of the group allocated at {group.origin}"
+            )
+            self.mbarriers[offset] = MBarrier(barrier_key(self.rank, offset), name, group.arrival_count)
+
+
+class Warpgroup:
+    """128 threads of a CTA that kernel code describes as one."""
+
+    def __init__(self, cta: Cta, index: int):
+        self.cta = cta
+        self.index = index
+        self.label = f"{cta.label} warpgroup {index}"
+        self.clock = VectorClock()
+        self.bulk_key = bulk_key(cta.rank, index)
+        self.committed_groups = 0
+        self.retired_groups = 0
+        self.exited = False
+        self._parity_bits: dict[int, int] = {}
+        # Set when the cluster is assembled: who runs this warpgroup, and the cluster barrier.
+        self.scheduler = None
+        self.cluster_barrier: Rendezvous | None = None
+
+    def next_parity(self, barrier_offset: int) -> int:
+        """The tracked parity of a wait without one: 0 first, flipped after every wait."""
+        parity = self._parity_bits.get(barrier_offset, 0)
+        self._parity_bits[barrier_offset] = parity ^ 1
+        return parity
+
+    def mbarrier(self, offset: int) -> MBarrier:
+        return self.cta.mbarriers[offset]
+
+    def wait_until(self, blocker) -> None:
+        """Stop here until `blocker` is ready (the scheduler runs others meanwhile)."""
+        self.scheduler.wait_until(self.label, blocker)
+
+    def retire_bulk_groups(self, allow_pending: int) -> None:
+        """All but the newest `allow_pending` committed bulk groups have finished."""
+        self.retired_groups = max(self.retired_groups, self.committed_groups - allow_pending)
+        self.clock.advance(self.bulk_key, self.retired_groups)
+
+    def error(self, error: AsyncDSLError, location: SourceLocation | None) -> AsyncDSLError:
+        """`error` (raised without context by the memory model) naming this warpgroup and line."""
+        message = f"kernel {self.cta.launch.kernel}, {self.label}: {error.message}"
+        return type(error)(message, location or error.location)
