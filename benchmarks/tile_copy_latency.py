@@ -46,11 +46,11 @@ print(t)
 def warm_numbers() -> dict:
     import torch
     import triton
+    from triton_peers import triton_copy
+    from triton_peers import triton_tile_copy as triton_kernel
 
     from asyncdsl.examples.tile_copy import tile_copy
     from asyncdsl.runtime import host_seconds_per_call
-
-    from triton_peers import triton_copy, triton_tile_copy as triton_kernel
 
     x = torch.randn(4096, 4096, device="cuda")
     y = torch.full_like(x, float("nan"))

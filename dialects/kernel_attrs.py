@@ -12,10 +12,9 @@
 
 from __future__ import annotations
 
+from asyncdsl.dialects.asyncdsl_attrs import TmaDescriptorAttr
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase, IntegerAttr, StringAttr
-
-from asyncdsl.dialects.asyncdsl_attrs import TmaDescriptorAttr
 
 KERNEL = "asyncdsl.kernel"
 BLOCK = "asyncdsl.block"

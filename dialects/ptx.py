@@ -36,8 +36,8 @@ from xdsl.irdl import (
     var_result_def,
 )
 from xdsl.parser import AttrParser
-from xdsl.traits import IsolatedFromAbove, NoTerminator
 from xdsl.printer import Printer
+from xdsl.traits import IsolatedFromAbove, NoTerminator
 from xdsl.utils.exceptions import VerifyException
 
 # Register class -> (declaration type, name prefix).

@@ -23,16 +23,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.dialects import kernel_attrs as attrs
 from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
-from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.errors import ResourceError
 from asyncdsl.ir_locations import from_ir_location
-from asyncdsl.dialects import kernel_attrs as attrs
 
 # H200 (and H100): the opt-in maximum of dynamic shared memory per block.
 MAX_SMEM_PER_BLOCK = 232448

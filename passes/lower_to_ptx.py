@@ -21,21 +21,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xdsl.context import Context
-from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp
-from xdsl.passes import ModulePass
-
+from asyncdsl.dialects import kernel_attrs as attrs
 from asyncdsl.dialects import ptx
 from asyncdsl.passes.ptx_lowering import copies, scalars, sync  # noqa: F401 - register rules
 from asyncdsl.passes.ptx_lowering.context import KernelLowering
-from asyncdsl.dialects import kernel_attrs as attrs
 from asyncdsl.passes.ptx_lowering.kernel import (
     emit_epilogue,
     emit_prologue,
     kernel_params,
     param_kinds,
 )
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
 
 
 @dataclass(frozen=True)

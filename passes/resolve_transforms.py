@@ -25,6 +25,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.dialects import kernel_attrs as attrs
+from asyncdsl.dialects.asyncdsl_attrs import TmaDescriptorAttr
 from xdsl.context import Context
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp
@@ -33,9 +36,6 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from asyncdsl import dtypes
-from asyncdsl.dialects import asyncdsl as ir
-from asyncdsl.dialects import kernel_attrs as attrs
-from asyncdsl.dialects.asyncdsl_attrs import TmaDescriptorAttr
 from asyncdsl.errors import AsyncDSLError, CopyError
 from asyncdsl.ir_locations import from_ir_location
 from asyncdsl.tma_plan import TmaCopyPlan, plan_tiled_copy

@@ -35,8 +35,21 @@ from asyncdsl.kernel_binary import (
     TensorMapParam,
     TiledTensorMapSpec,
 )
-from asyncdsl.runtime import arrays, dlpack, driver, launch, module_cache, params, streams, tensormap
-from asyncdsl.runtime import DeviceArray, device_array, has_gpu, host_seconds_per_call, launch_grid
+from asyncdsl.runtime import (
+    DeviceArray,
+    arrays,
+    device_array,
+    dlpack,
+    driver,
+    has_gpu,
+    host_seconds_per_call,
+    launch,
+    launch_grid,
+    module_cache,
+    params,
+    streams,
+    tensormap,
+)
 
 F32 = dtypes.TMA_FLOAT32
 

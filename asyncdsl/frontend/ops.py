@@ -16,8 +16,8 @@ from asyncdsl.errors import TraceError, user_location
 from asyncdsl.frontend import tracer as tracing
 from asyncdsl.frontend.barriers import Barrier, Barriers
 from asyncdsl.frontend.refs import GmemRef, GmemView, SmemRef
-from asyncdsl.ir_locations import to_ir_location
 from asyncdsl.frontend.scalars import IndexLike, Scalar, condition_value, index_value, is_index
+from asyncdsl.ir_locations import to_ir_location
 from asyncdsl.transforms import MemRefTransform
 
 # ---------------------------------------------------------------------------------------------

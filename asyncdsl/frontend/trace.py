@@ -10,10 +10,9 @@ from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase, MemRefType, ModuleO
 from xdsl.ir import Block, Region
 
 from asyncdsl import dtypes
-from asyncdsl.errors import TraceError
-from asyncdsl.frontend.refs import GmemRef
 from asyncdsl.dialects import kernel_attrs as attrs
-from asyncdsl.errors import SourceLocation
+from asyncdsl.errors import SourceLocation, TraceError
+from asyncdsl.frontend.refs import GmemRef
 from asyncdsl.frontend.tracer import LaunchShape, Tracer, tracing
 from asyncdsl.ir_locations import to_ir_location
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from xdsl.interpreter import Interpreter, InterpreterFunctions, PythonValues, impl, register_impls
 from xdsl.dialects.builtin import IndexType
+from xdsl.interpreter import Interpreter, InterpreterFunctions, PythonValues, impl, register_impls
 from xdsl.interpreters.builtin import scalar_attr
 from xdsl.ir import Operation
 

@@ -24,7 +24,12 @@ from asyncdsl.runtime.module_cache import CubinCache, cache_directory, cached_co
 from asyncdsl.runtime.params import KernelParams, argument_count
 from asyncdsl.runtime.scratch import DescriptorScratch, DeviceScratchPool
 from asyncdsl.runtime.streams import DEFAULT_STREAM, stream_handle
-from asyncdsl.runtime.tensormap import DESCRIPTOR_ALIGNMENT, DESCRIPTOR_BYTES, TensorMapCache, TensorMapEncoder
+from asyncdsl.runtime.tensormap import (
+    DESCRIPTOR_ALIGNMENT,
+    DESCRIPTOR_BYTES,
+    TensorMapCache,
+    TensorMapEncoder,
+)
 
 MAX_GRID = (2**31 - 1, 65535, 65535)
 MAX_BLOCK = (1024, 1024, 64)

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.ir import Block, SSAValue
-
 from asyncdsl.dialects import ptx
+from xdsl.ir import Block, SSAValue
 
 
 class PtxBuilder:

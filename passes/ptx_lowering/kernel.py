@@ -16,12 +16,13 @@ multicast into it.
 
 from __future__ import annotations
 
-from xdsl.dialects import func
-
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects import kernel_attrs as attrs
-from asyncdsl.kernel_binary import DescriptorScratchParam, KernelParam, PointerParam, TensorMapParam
 from asyncdsl.passes.ptx_lowering.context import KernelFacts, KernelLowering
+from xdsl.dialects import func
+
+from asyncdsl.kernel_binary import DescriptorScratchParam, KernelParam, PointerParam, TensorMapParam
+
 
 def kernel_params(fn: func.FuncOp) -> tuple[KernelParam, ...]:
     """The kernel's parameters in order (shared by the lowering and the runtime contract)."""

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from gpu_support import hopper_or_skip, random_bytes_array
 
-import asyncdsl as ad
 from asyncdsl.examples.tile_copy import CASES, tile_copy
 from asyncdsl.runtime import clear_loaded_kernels, load_kernel, to_device, to_host
-from gpu_support import hopper_or_skip, random_bytes_array
 
 hopper_or_skip()
 pytestmark = pytest.mark.gpu

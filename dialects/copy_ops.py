@@ -1,0 +1,211 @@
+"""The user-level copy ops of the `asyncdsl` dialect: what the kernel author wrote, before
+`resolve-transforms` decides how the hardware does it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from asyncdsl.dialects.asyncdsl_attrs import BarriersType
+from asyncdsl.dialects.ir_utils import (
+    CLUSTER_DIMS,
+    IMPLEMENTATIONS,
+    OOB_MODES,
+    REDUCTIONS,
+    SWIZZLE_BYTES,
+    bool_prop,
+    int_prop,
+    is_gmem,
+    is_smem,
+    shape_of,
+)
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DenseArrayBase,
+    IndexType,
+    IntegerAttr,
+    IntegerType,
+    MemRefType,
+    StringAttr,
+    i64,
+)
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.irdl import (
+    AttrSizedOperandSegments,
+    IRDLOperation,
+    irdl_op_definition,
+    operand_def,
+    opt_operand_def,
+    opt_prop_def,
+    prop_def,
+    var_operand_def,
+)
+from xdsl.utils.exceptions import VerifyException
+
+
+@irdl_op_definition
+class AsyncCopyOp(IRDLOperation):
+    """An asynchronous copy between a GMEM slice and a whole SMEM buffer, as the user wrote it.
+
+    `starts` has one index per GMEM dim; `slice_sizes[d]` is the window size along dim d or -1
+    when the dim is squeezed (indexed by `starts[d]` and dropped). `transforms` rearrange the
+    slice on its way to SMEM. Loads (GMEM -> SMEM) complete on `barriers[barrier_index]`; stores
+    join the issuing warpgroup's bulk group.
+    """
+
+    name = "asyncdsl.async_copy"
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+
+    source = operand_def(MemRefType)
+    destination = operand_def(MemRefType)
+    starts = var_operand_def(IndexType)
+    barriers = opt_operand_def(BarriersType)
+    barrier_index = opt_operand_def(IndexType)
+    predicate = opt_operand_def(IntegerType)
+
+    slice_sizes = prop_def(DenseArrayBase)
+    transforms = prop_def(ArrayAttr)
+    swizzle = prop_def(IntegerAttr)
+    arrive = prop_def(IntegerAttr)
+    collective = prop_def(ArrayAttr)
+    partition = opt_prop_def(StringAttr)  # "replicated" or "partitioned"
+    partition_axis = opt_prop_def(IntegerAttr)
+    reduction = opt_prop_def(StringAttr)
+    implementation = prop_def(StringAttr)
+    oob = prop_def(StringAttr)
+
+    def __init__(
+        self,
+        source: SSAValue,
+        destination: SSAValue,
+        starts: Sequence[SSAValue],
+        slice_sizes: Sequence[int],
+        *,
+        barriers: SSAValue | None = None,
+        barrier_index: SSAValue | None = None,
+        predicate: SSAValue | None = None,
+        transforms: Sequence[Attribute] = (),
+        swizzle: int = 0,
+        arrive: bool = True,
+        collective: Sequence[str] = (),
+        partition: str | None = None,
+        partition_axis: int | None = None,
+        reduction: str | None = None,
+        implementation: str = "tma",
+        oob: str = "zeros",
+    ):
+        properties: dict[str, Attribute] = {
+            "slice_sizes": DenseArrayBase.from_list(i64, list(slice_sizes)),
+            "transforms": ArrayAttr(transforms),
+            "swizzle": int_prop(swizzle),
+            "arrive": bool_prop(arrive),
+            "collective": ArrayAttr(StringAttr(d) for d in collective),
+            "implementation": StringAttr(implementation),
+            "oob": StringAttr(oob),
+        }
+        if partition is not None:
+            properties["partition"] = StringAttr(partition)
+        if partition_axis is not None:
+            properties["partition_axis"] = int_prop(partition_axis)
+        if reduction is not None:
+            properties["reduction"] = StringAttr(reduction)
+        optional = lambda v: [v] if v is not None else []  # noqa: E731
+        super().__init__(
+            operands=[
+                source, destination, starts,
+                optional(barriers), optional(barrier_index), optional(predicate),
+            ],
+            properties=properties,
+        )
+
+    # Derived views used by passes and the interpreter.
+    @property
+    def is_load(self) -> bool:
+        return is_gmem(self.source.type)
+
+    @property
+    def gmem(self) -> SSAValue:
+        return self.source if self.is_load else self.destination
+
+    @property
+    def smem(self) -> SSAValue:
+        return self.destination if self.is_load else self.source
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        return tuple(self.slice_sizes.get_values())
+
+    @property
+    def cluster_dims(self) -> tuple[str, ...]:
+        return tuple(d.data for d in self.collective)
+
+    def verify_(self) -> None:
+        src, dst = self.source.type, self.destination.type
+        if not ((is_gmem(src) and is_smem(dst)) or (is_smem(src) and is_gmem(dst))):
+            raise VerifyException("async_copy copies between GMEM and SMEM: exactly one side must be each")
+        if src.element_type != dst.element_type:
+            raise VerifyException(
+                f"async_copy needs the same element type on both sides, got {src.element_type} "
+                f"and {dst.element_type}"
+            )
+        rank = len(shape_of(self.gmem))
+        sizes = self.sizes
+        if len(self.starts) != rank or len(sizes) != rank:
+            raise VerifyException(
+                f"the GMEM slice needs one index per dim: the ref has {rank} dims, the slice "
+                f"{len(self.starts)} starts and {len(sizes)} sizes"
+            )
+        if any(s == 0 or s < -1 for s in sizes):
+            raise VerifyException(f"slice sizes must be positive (or -1 for a squeezed dim), got {sizes}")
+        if self.swizzle.value.data not in SWIZZLE_BYTES:
+            raise VerifyException(f"swizzle must be one of {SWIZZLE_BYTES} bytes, got {self.swizzle.value.data}")
+        if self.implementation.data not in IMPLEMENTATIONS:
+            raise VerifyException(f"implementation must be one of {IMPLEMENTATIONS}, got {self.implementation.data!r}")
+        if self.oob.data not in OOB_MODES:
+            raise VerifyException(f"oob must be one of {OOB_MODES}, got {self.oob.data!r}")
+        if (self.barriers is None) != (self.barrier_index is None):
+            raise VerifyException("a barrier needs both the barrier group and the index")
+        dims = self.cluster_dims
+        if any(d not in CLUSTER_DIMS for d in dims) or len(set(dims)) != len(dims):
+            raise VerifyException(f"collective must name distinct cluster dims among {CLUSTER_DIMS}, got {dims}")
+        if self.is_load:
+            if self.barriers is None and self.implementation.data == "tma":
+                raise VerifyException("a GMEM -> SMEM copy needs a barrier to complete on (barrier=...)")
+            if self.reduction is not None:
+                raise VerifyException("reductions apply to SMEM -> GMEM copies only")
+        else:
+            if self.barriers is not None:
+                raise VerifyException(
+                    "SMEM -> GMEM copies take no barrier: they complete through await_async_copy"
+                )
+            if dims:
+                raise VerifyException("only GMEM -> SMEM copies can be collective")
+        if self.reduction is not None and self.reduction.data not in REDUCTIONS:
+            raise VerifyException(f"reduction must be one of {REDUCTIONS}, got {self.reduction.data!r}")
+        if self.partition is not None:
+            if self.partition.data not in ("partitioned", "replicated"):
+                raise VerifyException(f"partition must be 'partitioned' or 'replicated', got {self.partition.data!r}")
+            if not dims:
+                raise VerifyException("only collective loads can be partitioned or replicated")
+            if (self.partition.data == "partitioned") != (self.partition_axis is not None):
+                raise VerifyException("a partitioned copy names exactly one axis (and a replicated one none)")
+
+
+@irdl_op_definition
+class AwaitAsyncCopyOp(IRDLOperation):
+    """Wait until at most `allow_groups` bulk groups of this warpgroup are pending (with
+    `read_only`, only until their SMEM sources may be reused), then sync the warpgroup."""
+
+    name = "asyncdsl.await_async_copy"
+    allow_groups = prop_def(IntegerAttr)
+    read_only = prop_def(IntegerAttr)
+
+    def __init__(self, allow_groups: int = 0, read_only: bool = False):
+        super().__init__(properties={"allow_groups": int_prop(allow_groups), "read_only": bool_prop(read_only)})
+
+    def verify_(self) -> None:
+        if not 0 <= self.allow_groups.value.data <= 63:
+            raise VerifyException(f"allow_groups must be in [0, 63], got {self.allow_groups.value.data}")
+
+
+
+OPERATIONS: tuple[type[Operation], ...] = (AsyncCopyOp, AwaitAsyncCopyOp)
