@@ -1,0 +1,87 @@
+"""Index arithmetic emitted as IR right before an op, for coordinates computed from traced starts."""
+
+from __future__ import annotations
+
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import IndexType, IntegerAttr
+from xdsl.ir import Operation, SSAValue
+from xdsl.rewriter import InsertPoint, Rewriter
+
+
+class IndexBuilder:
+    """Index arithmetic emitted as `arith` ops right before one op, for traced coordinates.
+
+    Supports what the transform algebra uses (`+ - * // %` with ints and each other); plain ints
+    never reach it, so constant parts fold in Python.
+    """
+
+    def __init__(self, anchor: Operation):
+        self._anchor = anchor
+
+    def wrap(self, value: SSAValue | int):
+        return value if isinstance(value, int) else _IrIndex(value, self)
+
+    def emit(self, op: Operation) -> SSAValue:
+        op.location = self._anchor.location
+        Rewriter.insert_op(op, InsertPoint.before(self._anchor))
+        return op.results[0]
+
+    def value(self, index) -> SSAValue:
+        if isinstance(index, _IrIndex):
+            return index.value
+        return self.emit(arith.ConstantOp(IntegerAttr(int(index), IndexType())))
+
+
+class _IrIndex:
+    __slots__ = ("value", "builder")
+
+    def __init__(self, value: SSAValue, builder: IndexBuilder):
+        self.value = value
+        self.builder = builder
+
+    def _binary(self, other, op_class, reverse: bool = False):
+        lhs, rhs = self.value, self.builder.value(other)
+        if reverse:
+            lhs, rhs = rhs, lhs
+        return _IrIndex(self.builder.emit(op_class(lhs, rhs)), self.builder)
+
+    def __add__(self, other):
+        return self if isinstance(other, int) and other == 0 else self._binary(other, arith.AddiOp)
+
+    __radd__ = __add__
+
+    def __sub__(self, other):
+        return self if isinstance(other, int) and other == 0 else self._binary(other, arith.SubiOp)
+
+    def __rsub__(self, other):
+        return self._binary(other, arith.SubiOp, reverse=True)
+
+    def __mul__(self, other):
+        return self if isinstance(other, int) and other == 1 else self._binary(other, arith.MuliOp)
+
+    __rmul__ = __mul__
+
+    def __floordiv__(self, other):
+        return self._binary(other, arith.FloorDivSIOp)
+
+    def __mod__(self, other):
+        return self - (self // other) * other
+
+
+def constant_value(value: SSAValue) -> int | None:
+    """The value of `value` when it is an `arith.constant` index."""
+    owner = value.owner
+    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
+        return owner.value.value.data
+    return None
+
+
+def slice_entries(starts, sizes, builder: IndexBuilder) -> list:
+    """The GMEM slice of a copy op as the copy planners take it: per dim an index (squeezed,
+    size -1) or a window `(start, size)`; constant starts as ints, traced ones wrapped."""
+    entries = []
+    for start, size in zip(starts, sizes):
+        known = constant_value(start)
+        index = known if known is not None else builder.wrap(start)
+        entries.append(index if size == -1 else (index, size))
+    return entries

@@ -1,0 +1,44 @@
+"""Resolving a copy into tiled TMA instructions (`asyncdsl.tma_load` / `asyncdsl.tma_store`)."""
+
+from __future__ import annotations
+
+from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.dialects.asyncdsl_attrs import TmaDescriptorAttr
+from asyncdsl.passes.copy_resolution.index_builder import IndexBuilder, slice_entries
+from xdsl.rewriter import Rewriter
+
+from asyncdsl import dtypes
+from asyncdsl.tma_plan import TmaCopyPlan, plan_tiled_copy
+from asyncdsl.transforms import transform_from_attr
+
+
+def resolve_tma(copy: ir.AsyncCopyOp) -> None:
+    """Replace `copy` by one TMA load or store."""
+    plan = plan_copy(copy)
+    builder = IndexBuilder(copy)
+    coords = [builder.value(c) for c in plan.coords]
+    descriptor = TmaDescriptorAttr.from_spec(plan.tensor_map_spec(copy.gmem.index))
+    predicate = copy.predicate
+    arrive = bool(copy.arrive.value.data)
+    if copy.is_load:
+        new = ir.TmaLoadOp(
+            copy.smem, coords, copy.barriers, copy.barrier_index, descriptor,
+            plan.box_bytes if arrive else 0, predicate=predicate,
+        )
+    else:
+        reduction = copy.reduction.data if copy.reduction is not None else None
+        new = ir.TmaStoreOp(copy.smem, coords, descriptor, commit=arrive, reduction=reduction, predicate=predicate)
+    new.location = copy.location
+    Rewriter.replace_op(copy, new, new_results=[])
+
+
+def plan_copy(copy: ir.AsyncCopyOp) -> TmaCopyPlan:
+    """The tiled TMA plan of a user copy (its slice, transforms, swizzle and SMEM shape)."""
+    return plan_tiled_copy(
+        ir.shape_of(copy.gmem),
+        dtypes.from_mlir(copy.gmem.type.element_type),
+        slice_entries(copy.starts, copy.sizes, IndexBuilder(copy)),
+        tuple(transform_from_attr(t) for t in copy.transforms),
+        copy.swizzle.value.data,
+        ir.shape_of(copy.smem),
+    )
