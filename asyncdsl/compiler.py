@@ -85,7 +85,8 @@ def compile_module(
 
     LowerToPtx().apply(ctx, module)
     record("lower-to-ptx", lambda: ir_text(module))
-    ptx = print_ptx(module)
+    target = binary_facts["arch"]
+    ptx = print_ptx(module, version=attrs.PTX_VERSIONS[target], target=target)
     record("ptx", lambda: ptx)
     binary = KernelBinary(ptx=ptx, **binary_facts)
     return CompiledKernel(traced, interpretable, ptx, binary, stages)
@@ -101,6 +102,7 @@ def _binary_facts(fn) -> dict:
         cluster=attrs.dims(fn, attrs.CLUSTER),
         dynamic_smem_bytes=smem + attrs.SMEM_ALIGNMENT_SLACK if smem else 0,
         arg_names=attrs.arg_names(fn),
+        arch=attrs.arch(fn),
     )
 
 

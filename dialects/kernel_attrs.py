@@ -4,6 +4,7 @@
     asyncdsl.block             array<i64: x, y, z>: threads per CTA
     asyncdsl.cluster           array<i64: x, y, z>: CTAs per cluster
     asyncdsl.arg_names         the Python names of the array arguments
+    asyncdsl.arch              the target, "sm_90a" (Hopper) or "sm_100a" (Blackwell)
     asyncdsl.smem_bytes        shared memory the kernel plans (allocate-smem)
     asyncdsl.descriptors       the TMA descriptors, numbered (allocate-descriptor-scratch)
     asyncdsl.descriptor_mode   "grid_constant" (by-value params) or "scratch" (GMEM buffer)
@@ -20,10 +21,16 @@ KERNEL = "asyncdsl.kernel"
 BLOCK = "asyncdsl.block"
 CLUSTER = "asyncdsl.cluster"
 ARG_NAMES = "asyncdsl.arg_names"
+ARCH = "asyncdsl.arch"
 SMEM_BYTES = "asyncdsl.smem_bytes"
 DESCRIPTORS = "asyncdsl.descriptors"
 DESCRIPTOR_MODE = "asyncdsl.descriptor_mode"
 DESCRIPTOR_SLOTS = "asyncdsl.descriptor_slots"
+
+TARGETS = ("sm_90a", "sm_100a")
+# The lowest PTX ISA version that covers what each target's kernels use (ptx-hopper.md,
+# Appendix A): everything on Hopper needs 8.0; Blackwell's cta_group::2 and gather4 forms 8.6.
+PTX_VERSIONS = {"sm_90a": "8.0", "sm_100a": "8.6"}
 
 # Dynamic shared memory is requested with this much slack, so the kernel can round its base up to
 # 1024 bytes at run time (not every load path honours `.extern .shared .align 1024`).
@@ -34,6 +41,11 @@ def dims(fn: func.FuncOp, name: str) -> tuple[int, int, int]:
     attr = fn.attributes[name]
     assert isinstance(attr, DenseArrayBase)
     return tuple(attr.get_values())
+
+
+def arch(fn: func.FuncOp) -> str:
+    attr = fn.attributes.get(ARCH)
+    return attr.data if isinstance(attr, StringAttr) else "sm_90a"
 
 
 def smem_bytes(fn: func.FuncOp) -> int:

@@ -26,9 +26,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects import kernel_attrs as attrs
-from asyncdsl.passes.copy_resolution import resolve_copy
+from asyncdsl.passes.copy_resolution import RESOLVERS
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
@@ -43,8 +42,8 @@ class ResolveTransforms(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for fn in attrs.kernels(op):
-            for copy in [o for o in fn.walk() if isinstance(o, ir.AsyncCopyOp)]:
+            for copy in [o for o in fn.walk() if type(o) in RESOLVERS]:
                 try:
-                    resolve_copy(copy)
+                    RESOLVERS[type(copy)](copy)
                 except AsyncDSLError as error:
                     raise error.at(from_ir_location(copy)) from None

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from asyncdsl.compiler import CompiledKernel, compile_module
+from asyncdsl.dialects.kernel_attrs import TARGETS
 from asyncdsl.errors import ArgumentError, SourceLocation, TraceError, user_location
 from asyncdsl.frontend.trace import ArraySpec, trace_kernel
 from asyncdsl.frontend.tracer import LaunchShape
@@ -56,7 +57,7 @@ class BoundCall:
 class Kernel:
     """A kernel function and the cache of its compiled specialisations."""
 
-    def __init__(self, fn: Callable, grid, block, cluster, name: str | None):
+    def __init__(self, fn: Callable, grid, block, cluster, name: str | None, arch: str = "sm_90a"):
         self.fn = fn
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
@@ -80,7 +81,9 @@ class Kernel:
                 f"block must be 128, 256, 384 or 512 threads along x (whole warpgroups), got {block}",
                 self.definition,
             )
-        self.launch = LaunchShape(block, _dims3(cluster, "cluster", self.definition))
+        if arch not in TARGETS:
+            raise ArgumentError(f"arch must be one of {TARGETS}, got {arch!r}", self.definition)
+        self.launch = LaunchShape(block, _dims3(cluster, "cluster", self.definition), arch)
         cluster_size = self.launch.cluster[0] * self.launch.cluster[1] * self.launch.cluster[2]
         if cluster_size > 16:
             raise ArgumentError(f"a cluster holds at most 16 CTAs, got {self.launch.cluster}", self.definition)
@@ -240,12 +243,22 @@ def _ptx_identifier(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_]", "_", name)
 
 
-def kernel(fn: Callable | None = None, *, grid=(1, 1, 1), block=128, cluster=(1, 1, 1), name: str | None = None):
+def kernel(
+    fn: Callable | None = None,
+    *,
+    grid=(1, 1, 1),
+    block=128,
+    cluster=(1, 1, 1),
+    name: str | None = None,
+    arch: str = "sm_90a",
+):
     """Decorate a function as a kernel: `@asyncdsl.kernel(grid=..., block=128, cluster=(1, 1, 1))`.
 
-    `grid` is a tuple or a function of the kernel's arguments (by name) returning one.
+    `grid` is a tuple or a function of the kernel's arguments (by name) returning one. `arch`
+    picks the target: "sm_90a" (Hopper, the default) or "sm_100a" (Blackwell-only copy forms;
+    compiles and assembles anywhere, runs only on Blackwell).
     """
     def wrap(function: Callable) -> Kernel:
-        return Kernel(function, grid, block, cluster, name)
+        return Kernel(function, grid, block, cluster, name, arch)
 
     return wrap(fn) if fn is not None else wrap

@@ -54,6 +54,7 @@ def trace_kernel(
     function.attributes[attrs.BLOCK] = DenseArrayBase.from_list(i64, list(launch.block))
     function.attributes[attrs.CLUSTER] = DenseArrayBase.from_list(i64, list(launch.cluster))
     function.attributes[attrs.ARG_NAMES] = ArrayAttr(StringAttr(n) for n in array_names)
+    function.attributes[attrs.ARCH] = StringAttr(launch.arch)
     if definition is not None:
         function.location = to_ir_location(definition)
 

@@ -25,6 +25,7 @@ class LaunchShape:
 
     block: tuple[int, int, int]
     cluster: tuple[int, int, int]
+    arch: str = "sm_90a"
 
     @property
     def num_warpgroups(self) -> int:

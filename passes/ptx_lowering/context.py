@@ -37,6 +37,7 @@ class KernelFacts:
     smem_base: SSAValue  # 1024-aligned shared address of the kernel's shared memory
     descriptor_addresses: list[SSAValue] = field(default_factory=list)
     cluster_size: int = 1
+    arch: str = "sm_90a"
 
 
 class KernelLowering:

@@ -62,7 +62,7 @@ def emit_prologue(ctx: KernelLowering, fn: func.FuncOp, params: tuple[KernelPara
     b.run("and.b32 {}, {}, -1024;", base, base)
 
     addresses = _descriptor_addresses(ctx, params)
-    ctx.facts = KernelFacts(tid, warpgroup, named_barrier, leader, base, addresses, cluster_size)
+    ctx.facts = KernelFacts(tid, warpgroup, named_barrier, leader, base, addresses, cluster_size, attrs.arch(fn))
     for address in addresses:
         b.run("prefetch.tensormap [{}];", address, guard=cta_leader)
 
