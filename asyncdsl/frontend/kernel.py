@@ -20,6 +20,7 @@ from asyncdsl.dialects.kernel_attrs import TARGETS
 from asyncdsl.errors import ArgumentError, SourceLocation, TraceError, user_location
 from asyncdsl.frontend.trace import ArraySpec, trace_kernel
 from asyncdsl.frontend.tracer import LaunchShape
+from asyncdsl.passes.allocate_descriptor_scratch import MODES as DESCRIPTOR_MODES
 from asyncdsl.runtime.arrays import DeviceArray
 
 INTERPRET_ENV = "ASYNCDSL_INTERPRET"
@@ -57,7 +58,16 @@ class BoundCall:
 class Kernel:
     """A kernel function and the cache of its compiled specialisations."""
 
-    def __init__(self, fn: Callable, grid, block, cluster, name: str | None, arch: str = "sm_90a"):
+    def __init__(
+        self,
+        fn: Callable,
+        grid,
+        block,
+        cluster,
+        name: str | None,
+        arch: str = "sm_90a",
+        descriptors: str = "grid_constant",
+    ):
         self.fn = fn
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
@@ -84,6 +94,9 @@ class Kernel:
         if arch not in TARGETS:
             raise ArgumentError(f"arch must be one of {TARGETS}, got {arch!r}", self.definition)
         self.launch = LaunchShape(block, _dims3(cluster, "cluster", self.definition), arch)
+        if descriptors not in DESCRIPTOR_MODES:
+            raise ArgumentError(f"descriptors must be one of {DESCRIPTOR_MODES}, got {descriptors!r}", self.definition)
+        self.descriptor_mode = descriptors
         cluster_size = self.launch.cluster[0] * self.launch.cluster[1] * self.launch.cluster[2]
         if cluster_size > 16:
             raise ArgumentError(f"a cluster holds at most 16 CTAs, got {self.launch.cluster}", self.definition)
@@ -126,7 +139,7 @@ class Kernel:
             module = trace_kernel(
                 self.fn, self.name, self.array_names, specs, constexprs, self.launch, self.definition
             )
-            compiled = compile_module(module)
+            compiled = compile_module(module, descriptor_mode=self.descriptor_mode)
             self._compiled[key] = compiled
         return compiled
 
@@ -149,7 +162,7 @@ class Kernel:
             self.fn, self.name, self.array_names, self.specs(call, location), call.constexprs,
             self.launch, self.definition,
         )
-        return dict(compile_module(module, keep_stages=True).stages)
+        return dict(compile_module(module, descriptor_mode=self.descriptor_mode, keep_stages=True).stages)
 
     def ir(self, *args, after: str | None = None, **kwargs) -> str:
         """The IR as traced (`after=None`), or after the named pass, for arguments like these."""
@@ -251,14 +264,17 @@ def kernel(
     cluster=(1, 1, 1),
     name: str | None = None,
     arch: str = "sm_90a",
+    descriptors: str = "grid_constant",
 ):
     """Decorate a function as a kernel: `@asyncdsl.kernel(grid=..., block=128, cluster=(1, 1, 1))`.
 
     `grid` is a tuple or a function of the kernel's arguments (by name) returning one. `arch`
     picks the target: "sm_90a" (Hopper, the default) or "sm_100a" (Blackwell-only copy forms;
-    compiles and assembles anywhere, runs only on Blackwell).
+    compiles and assembles anywhere, runs only on Blackwell). `descriptors` says where TMA
+    descriptors travel: "grid_constant" (128-byte kernel parameters, the default: nothing to
+    upload per launch) or "scratch" (one GMEM buffer the host fills before launch).
     """
     def wrap(function: Callable) -> Kernel:
-        return Kernel(function, grid, block, cluster, name, arch)
+        return Kernel(function, grid, block, cluster, name, arch, descriptors)
 
     return wrap(fn) if fn is not None else wrap

@@ -1,0 +1,45 @@
+"""Every example's `main()` passes on the GPU, and each example kernel gives the interpreter's
+bytes on the same random inputs (the GPU and the interpreter run the same IR)."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+import numpy as np
+import pytest
+from gpu_support import hopper_or_skip, random_bytes_array
+
+import asyncdsl.examples
+from asyncdsl.runtime import to_device, to_host
+
+hopper_or_skip()
+pytestmark = pytest.mark.gpu
+
+EXAMPLES = [
+    importlib.import_module(f"asyncdsl.examples.{info.name}")
+    for info in pkgutil.iter_modules(asyncdsl.examples.__path__)
+]
+
+
+@pytest.mark.parametrize("module", EXAMPLES, ids=lambda m: m.__name__.rsplit(".", 1)[-1])
+def test_example_main_passes_on_the_gpu(module):
+    assert module.main() == 0
+
+
+@pytest.mark.parametrize(
+    "module,kernel_name",
+    [(m, name) for m in EXAMPLES for name in getattr(m, "EXAMPLE_ARGS", {})],
+    ids=lambda v: v if isinstance(v, str) else v.__name__.rsplit(".", 1)[-1],
+)
+def test_example_kernels_agree_with_the_interpreter(module, kernel_name):
+    rng = np.random.default_rng(5)
+    kernel = getattr(module, kernel_name)
+    specs, constexprs = module.EXAMPLE_ARGS[kernel_name]
+    arrays = [random_bytes_array(spec.shape, spec.dtype, rng) for spec in specs]
+    on_gpu = [to_device(a) for a in arrays]
+    kernel(*on_gpu, **constexprs)
+    interpreted = [a.copy() for a in arrays]
+    kernel.interpret(*interpreted, **constexprs)
+    for index, (device, host) in enumerate(zip(on_gpu, interpreted)):
+        assert np.array_equal(to_host(device).view(np.uint8), host.view(np.uint8)), f"argument {index}"
