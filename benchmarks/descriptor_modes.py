@@ -2,8 +2,11 @@
 
 For kernels using 1, 4 and 16 descriptors (one per array: every CTA loads a 32x32 f32 tile from
 each array and stores it into the next one, rotating the arrays; a load and a store of the same
-box share a descriptor), measures the host time of a warm launch and the device time of the
-kernel in both modes, in one run.
+box share a descriptor), measures in both modes, in one run:
+- the host time of a launch with the same arrays as the last one (descriptors cached);
+- the host time of a launch with arrays at addresses not seen before (descriptors encoded, and
+  for the scratch uploaded), as when a framework hands out fresh tensors every step;
+- the device time of the kernel.
 
     python benchmarks/descriptor_modes.py
 """
@@ -52,6 +55,27 @@ def build(count: int, mode: str):
     return module.rotate_tiles
 
 
+def fresh_address_launch_seconds(kernel, count: int, launches: int = 300) -> float:
+    """Median host time of launches whose arrays were never launched with before."""
+    import statistics
+    import time
+
+    import torch
+
+    # Views into one big buffer: distinct, 16-byte aligned addresses without allocator noise.
+    step = SIZE * SIZE // 64  # elements between consecutive arrays (they overlap; only timing matters)
+    pool = torch.zeros(launches * count * step + SIZE * SIZE, device="cuda")
+    times = []
+    for launch in range(launches):
+        base = (launch * count) * step
+        arrays = [pool[base + k * step: base + k * step + SIZE * SIZE].view(SIZE, SIZE) for k in range(count)]
+        start = time.perf_counter()
+        kernel(*arrays)
+        times.append(time.perf_counter() - start)
+    torch.cuda.synchronize()
+    return statistics.median(times)
+
+
 def main() -> None:
     import torch
 
@@ -71,6 +95,9 @@ def main() -> None:
                 host_seconds_per_call(lambda: kernel(*arrays), repeat=3000) * 1e6
             )
             results[f"{count:2d} descriptors, {mode:13s} kernel us"] = median_gpu_ms(lambda: kernel(*arrays)) * 1e3
+            results[f"{count:2d} descriptors, {mode:13s} host launch, new addresses us"] = (
+                fresh_address_launch_seconds(kernel, count) * 1e6
+            )
     write_result("descriptor_modes", results)
     for key, value in results.items():
         print(f"{key:50s} {value:8.2f}")
