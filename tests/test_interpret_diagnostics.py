@@ -350,3 +350,18 @@ def test_stores_into_read_only_arrays_are_refused():
 
 def test_reduction_stores_are_refused_rather_than_run_as_plain_stores():
     interpret_error(ad.InterpretError, reduces_into_y, "reduction='add'", line="the reduction")
+
+
+def test_traced_division_by_zero_is_reported_at_its_line():
+    @ad.kernel(grid=(1,))
+    def divide(x):
+        buf = ad.smem((8, 8), x.dtype)
+        bar = ad.barrier()
+        row = 8 // ad.program_id(0)  # divides by zero
+        ad.async_copy(x.at[ad.ds(row, 8), :], buf, barrier=bar)
+        bar.wait()
+
+    x = np.zeros((16, 8), np.float32)
+    with pytest.raises(ad.InterpretError, match="division by zero") as caught:
+        divide.interpret(x)
+    assert caught.value.location.line == inspect.getsourcelines(divide.fn)[1] + 4

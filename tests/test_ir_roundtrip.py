@@ -21,6 +21,9 @@ def everything(x, y, B: ad.constexpr):
     full = ad.barrier(arrival_count=1, num=2)
     empty = ad.barrier(arrival_count=1, num=2)
     row = ad.program_id(0) * B
+    with ad.when(wg == 1):  # both slots start empty: the producer's first waits must pass
+        empty[0].arrive()
+        empty[1].arrive()
     for k in ad.range(ad.num_programs(1)):
         slot = k % 2
         with ad.when(wg == 0):
@@ -67,3 +70,12 @@ def test_descriptor_attribute_round_trips_every_field():
 
 def test_barrier_type_prints_its_count():
     assert str(BarriersType(4)) == "!asyncdsl.barriers<4>"
+
+
+def test_the_pipeline_kernel_also_runs():
+    import numpy as np
+
+    x = np.random.default_rng(3).standard_normal((256, 192)).astype(np.float32)
+    y = np.zeros_like(x)
+    everything.interpret(x, y, B=32)
+    assert np.array_equal(y[:128], x[:128]) and not y[128:].any()
