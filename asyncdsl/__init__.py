@@ -16,15 +16,19 @@
 from asyncdsl.dtypes import (
     DType,
     bfloat16,
+    float4_e2m1fn,
     float8_e4m3fn,
     float8_e5m2,
+    float8_e8m0fnu,
     float16,
     float32,
     float64,
+    int4,
     int8,
     int16,
     int32,
     int64,
+    uint4,
     uint8,
     uint16,
     uint32,
@@ -40,12 +44,15 @@ from asyncdsl.errors import (
     ResourceError,
     TraceError,
     TransformError,
+    UnsupportedTargetError,
 )
+from asyncdsl.frontend.im2col import async_copy_im2col
 from asyncdsl.frontend.kernel import Kernel, constexpr, kernel
 from asyncdsl.frontend.ops import (
     CopyPartition,
     async_copy,
     await_async_copy,
+    await_cp_async_copy,
     barrier,
     cdiv,
     cluster_barrier,
@@ -61,7 +68,9 @@ from asyncdsl.frontend.ops import (
     warpgroup_idx,
     when,
 )
+from asyncdsl.frontend.prefetch import async_prefetch
 from asyncdsl.frontend.refs import ds
+from asyncdsl.frontend.row_gather import async_gather, async_scatter
 from asyncdsl.frontend.trace import ArraySpec
 from asyncdsl.transforms import (
     CollapseLeadingIndicesTransform,

@@ -4,6 +4,13 @@ The TMA codes are the values of CUDA's `CUtensorMapDataType`.  Integers default 
 code of their width (the copy engine only moves bits, and 64-bit adds and bitwise reductions work
 only on the unsigned codes on the H200); the signed codes are used by signed min/max reductions.
 fp8 types travel as 8-bit integers, like the reference system does.
+
+4-bit types (`float4_e2m1fn`, `int4`, `uint4`) are packed two per byte in GMEM and SMEM: element
+2k in the low nibble of byte k of the row-major order (the order of CUDA's packed
+`__nv_fp4x2_e2m1`: first element in the low bits).  Hopper's TMA has no 4-bit type, so their copies travel as bytes
+(`asyncdsl.packed_elements`); numpy holds them unpacked, one per byte (ml_dtypes), and
+`packed_elements.pack`/`unpack` convert at the host boundary.  2-bit integers have no Hopper
+copy path at all and are refused by name.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ TMA_FLOAT64, TMA_BFLOAT16 = 8, 9
 
 # DLPack type codes.
 _DL_INT, _DL_UINT, _DL_FLOAT, _DL_BFLOAT, _DL_BOOL = 0, 1, 2, 4, 6
-_DL_FLOAT8_E4M3FN, _DL_FLOAT8_E5M2 = 10, 12
+_DL_FLOAT8_E4M3FN, _DL_FLOAT8_E5M2, _DL_FLOAT8_E8M0FNU = 10, 12, 14
 
 
 @dataclass(frozen=True)
@@ -76,11 +83,15 @@ float32 = _make("float32", 32, "float", np.float32, TMA_FLOAT32)
 float64 = _make("float64", 64, "float", np.float64, TMA_FLOAT64)
 float8_e4m3fn = _make("float8_e4m3fn", 8, "float", ml_dtypes.float8_e4m3fn, TMA_UINT8)
 float8_e5m2 = _make("float8_e5m2", 8, "float", ml_dtypes.float8_e5m2, TMA_UINT8)
+float8_e8m0fnu = _make("float8_e8m0fnu", 8, "float", ml_dtypes.float8_e8m0fnu, TMA_UINT8)
 float4_e2m1fn = _make("float4_e2m1fn", 4, "float", ml_dtypes.float4_e2m1fn, TMA_UINT8)
+int4 = _make("int4", 4, "int", ml_dtypes.int4, TMA_UINT8)
+uint4 = _make("uint4", 4, "uint", ml_dtypes.uint4, TMA_UINT8)
 
 ALL: tuple[DType, ...] = (
     int8, int16, int32, int64, uint8, uint16, uint32, uint64,
-    float16, bfloat16, float32, float64, float8_e4m3fn, float8_e5m2, float4_e2m1fn,
+    float16, bfloat16, float32, float64, float8_e4m3fn, float8_e5m2, float8_e8m0fnu,
+    float4_e2m1fn, int4, uint4,
 )
 _BY_NAME = {d.name: d for d in ALL}
 _ALIASES = {
@@ -88,8 +99,15 @@ _ALIASES = {
     "u8": uint8, "u16": uint16, "u32": uint32, "u64": uint64,
     "f16": float16, "half": float16, "bf16": bfloat16, "f32": float32, "float": float32,
     "f64": float64, "double": float64, "e4m3": float8_e4m3fn, "e5m2": float8_e5m2,
-    "float8_e4m3": float8_e4m3fn, "fp4": float4_e2m1fn,
+    "float8_e4m3": float8_e4m3fn, "e8m0": float8_e8m0fnu, "fp4": float4_e2m1fn,
+    "i4": int4, "u4": uint4,
 }
+# Element types that exist in numpy (ml_dtypes) but that no Hopper copy can move.
+_REFUSED = {
+    "int2": "2-bit integers (int2/uint2) cannot be moved: Hopper's TMA has no 2-bit element "
+    "type, and asyncdsl packs only 4-bit types into bytes",
+}
+_REFUSED["uint2"] = _REFUSED["int2"]
 _BY_NUMPY = {d.numpy: d for d in ALL}
 
 _MLIR_OF: dict[str, Attribute] = {
@@ -107,7 +125,10 @@ _MLIR_OF: dict[str, Attribute] = {
     "float64": builtin.Float64Type(),
     "float8_e4m3fn": builtin.Float8E4M3FNType(),
     "float8_e5m2": builtin.Float8E5M2Type(),
+    "float8_e8m0fnu": builtin.Float8E8M0FNUType(),
     "float4_e2m1fn": builtin.Float4E2M1FNType(),
+    "int4": builtin.IntegerType(4),
+    "uint4": builtin.IntegerType(4, builtin.Signedness.UNSIGNED),
 }
 _BY_MLIR = {v: _BY_NAME[k] for k, v in _MLIR_OF.items()}
 
@@ -128,6 +149,7 @@ def from_dlpack(code: int, bits: int) -> DType:
         (_DL_UINT, 64): uint64, (_DL_FLOAT, 16): float16, (_DL_FLOAT, 32): float32,
         (_DL_FLOAT, 64): float64, (_DL_BFLOAT, 16): bfloat16, (_DL_BOOL, 8): uint8,
         (_DL_FLOAT8_E4M3FN, 8): float8_e4m3fn, (_DL_FLOAT8_E5M2, 8): float8_e5m2,
+        (_DL_FLOAT8_E8M0FNU, 8): float8_e8m0fnu,
     }
     try:
         return table[(code, bits)]
@@ -141,6 +163,8 @@ def as_dtype(value: Any) -> DType:
         return value
     if isinstance(value, str):
         found = _BY_NAME.get(value) or _ALIASES.get(value)
+        if value in _REFUSED:
+            raise ArgumentError(_REFUSED[value])
         if found is None:
             raise ArgumentError(f"unknown dtype {value!r}; known: {', '.join(_BY_NAME)}")
         return found
@@ -156,5 +180,7 @@ def as_dtype(value: Any) -> DType:
         return uint8
     found = _BY_NUMPY.get(np_dtype)
     if found is None:
+        if np_dtype.name in _REFUSED:
+            raise ArgumentError(_REFUSED[np_dtype.name])
         raise ArgumentError(f"numpy dtype {np_dtype} is not supported")
     return found

@@ -19,9 +19,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from asyncdsl.dtypes import DType
+from asyncdsl.dtypes import DType, uint8
 from asyncdsl.errors import CopyError
 from asyncdsl.kernel_binary import TiledTensorMapSpec
+from asyncdsl.packed_elements import as_byte_copy, is_packed
 from asyncdsl.transforms import (
     CollapseLeadingIndicesTransform,
     DropUnitDimsTransform,
@@ -133,8 +134,10 @@ def plan_tiled_copy(
     transformed slice shape; pass None when there is no SMEM side (prefetch).  Raises CopyError
     naming the broken rule, or TransformError for transforms that do not fit the slice.
     """
+    if is_packed(dtype):
+        return _plan_packed_copy(gmem_shape, dtype, gmem_slice, transforms, swizzle_bytes, smem_shape)
     gmem_shape = tuple(gmem_shape)
-    _check_dtype_and_swizzle(dtype, swizzle_bytes)
+    _check_swizzle(swizzle_bytes)
     starts, sizes, squeezed = _parse_slice(gmem_shape, gmem_slice)
     sliced_sizes = tuple(size for dim, size in enumerate(sizes) if dim not in squeezed)
     transformed_shape = apply_chain_shape(transforms, sliced_sizes)
@@ -169,12 +172,26 @@ def plan_tiled_copy(
     )
 
 
-def _check_dtype_and_swizzle(dtype: DType, swizzle_bytes: int) -> None:
-    if dtype.bits < 8:
-        raise CopyError(
-            f"tiled TMA copies of {dtype.bits}-bit elements ({dtype}) are not supported: Hopper "
-            "has no sub-byte TMA element type"
+def _plan_packed_copy(
+    gmem_shape: Sequence[int],
+    dtype: DType,
+    gmem_slice: Sequence[SliceEntry],
+    transforms: Sequence[MemRefTransform],
+    swizzle_bytes: int,
+    smem_shape: Sequence[int] | None,
+) -> TmaCopyPlan:
+    """The plan of a copy of sub-byte elements: that of the same bytes as uint8."""
+    byte_copy = as_byte_copy(gmem_shape, dtype, gmem_slice, transforms, smem_shape)
+    try:
+        return plan_tiled_copy(
+            byte_copy.gmem_shape, uint8, byte_copy.gmem_slice, byte_copy.transforms,
+            swizzle_bytes, byte_copy.smem_shape,
         )
+    except CopyError as error:
+        raise CopyError(f"{error.message} ({byte_copy.note})", error.location) from None
+
+
+def _check_swizzle(swizzle_bytes: int) -> None:
     if swizzle_bytes not in SWIZZLE_SPANS:
         raise CopyError(f"swizzle must be 0, 32, 64 or 128 bytes, got {swizzle_bytes}")
 

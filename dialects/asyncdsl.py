@@ -14,8 +14,20 @@ reports failures at the user's source line, so the rules live in one place.
 
 from __future__ import annotations
 
-from asyncdsl.dialects import copy_ops, core_ops, tma_ops
+from asyncdsl.dialects import (
+    bulk_copy_ops,
+    collective_ops,
+    copy_ops,
+    core_ops,
+    cp_async_ops,
+    im2col_ops,
+    prefetch_ops,
+    row_gather_ops,
+    tma_ops,
+)
 from asyncdsl.dialects.asyncdsl_attrs import ATTRIBUTES
+from asyncdsl.dialects.bulk_copy_ops import BulkLoadOp, BulkStoreOp
+from asyncdsl.dialects.collective_ops import ClusterCollectiveMaskOp, SmemSliceOp
 from asyncdsl.dialects.copy_ops import AsyncCopyOp, AwaitAsyncCopyOp
 from asyncdsl.dialects.core_ops import (
     AllocBarriersOp,
@@ -34,6 +46,8 @@ from asyncdsl.dialects.core_ops import (
     WarpgroupBarrierOp,
     WarpgroupIdxOp,
 )
+from asyncdsl.dialects.cp_async_ops import AwaitCpAsyncCopyOp, CpAsyncLoadOp
+from asyncdsl.dialects.im2col_ops import AsyncCopyIm2colOp, Im2colDescriptorAttr, TmaIm2colLoadOp
 from asyncdsl.dialects.ir_utils import (
     CLUSTER_DIMS,
     IMPLEMENTATIONS,
@@ -49,6 +63,8 @@ from asyncdsl.dialects.ir_utils import (
     shape_of,
     smem_type,
 )
+from asyncdsl.dialects.prefetch_ops import AsyncPrefetchOp, TmaPrefetchOp
+from asyncdsl.dialects.row_gather_ops import AsyncCopyRowsOp, TmaGather4Op, TmaScatter4Op
 from asyncdsl.dialects.tma_ops import TmaLoadOp, TmaStoreOp
 from asyncdsl.dialects.transform_attrs import TRANSFORM_ATTRS
 from xdsl.ir import Dialect, Operation
@@ -59,11 +75,24 @@ __all__ = [
     "AwaitAsyncCopyOp",
     "TmaLoadOp",
     "TmaStoreOp",
+    "BulkLoadOp",
+    "BulkStoreOp",
+    "CpAsyncLoadOp",
+    "AwaitCpAsyncCopyOp",
+    "AsyncPrefetchOp",
+    "TmaPrefetchOp",
+    "AsyncCopyIm2colOp",
+    "Im2colDescriptorAttr",
+    "TmaIm2colLoadOp",
+    "AsyncCopyRowsOp",
+    "TmaGather4Op",
+    "TmaScatter4Op",
     "AllocSmemOp",
     "ArriveExpectTxOp",
     "ArriveOp",
     "CLUSTER_DIMS",
     "ClusterBarrierOp",
+    "ClusterCollectiveMaskOp",
     "ClusterCtaIdOp",
     "ClusterIdOp",
     "CtaBarrierOp",
@@ -74,6 +103,7 @@ __all__ = [
     "ProgramIdOp",
     "REDUCTIONS",
     "SWIZZLE_BYTES",
+    "SmemSliceOp",
     "SmemViewOp",
     "WaitOp",
     "WarpgroupBarrierOp",
@@ -94,6 +124,12 @@ OPERATIONS: tuple[type[Operation], ...] = (
     *core_ops.OPERATIONS,
     *copy_ops.OPERATIONS,
     *tma_ops.OPERATIONS,
+    *bulk_copy_ops.OPERATIONS,
+    *cp_async_ops.OPERATIONS,
+    *prefetch_ops.OPERATIONS,
+    *collective_ops.OPERATIONS,
+    *im2col_ops.OPERATIONS,
+    *row_gather_ops.OPERATIONS,
 )
 
-AsyncDSL = Dialect("asyncdsl", list(OPERATIONS), [*ATTRIBUTES, *TRANSFORM_ATTRS])
+AsyncDSL = Dialect("asyncdsl", list(OPERATIONS), [*ATTRIBUTES, *im2col_ops.ATTRIBUTES, *TRANSFORM_ATTRS])

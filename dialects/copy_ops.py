@@ -26,6 +26,7 @@ from xdsl.dialects.builtin import (
     IntegerType,
     MemRefType,
     StringAttr,
+    i1,
     i64,
 )
 from xdsl.ir import Attribute, Operation, SSAValue
@@ -181,6 +182,13 @@ class AsyncCopyOp(IRDLOperation):
                 raise VerifyException("only GMEM -> SMEM copies can be collective")
         if self.reduction is not None and self.reduction.data not in REDUCTIONS:
             raise VerifyException(f"reduction must be one of {REDUCTIONS}, got {self.reduction.data!r}")
+        if self.reduction is not None and self.implementation.data != "tma":
+            raise VerifyException(
+                f"only TMA copies reduce: reduction={self.reduction.data!r} needs implementation='tma', "
+                f"got {self.implementation.data!r}"
+            )
+        if self.predicate is not None and self.predicate.type != i1:
+            raise VerifyException(f"a copy's predicate is a condition (i1), got {self.predicate.type}")
         if self.partition is not None:
             if self.partition.data not in ("partitioned", "replicated"):
                 raise VerifyException(f"partition must be 'partitioned' or 'replicated', got {self.partition.data!r}")
@@ -188,6 +196,25 @@ class AsyncCopyOp(IRDLOperation):
                 raise VerifyException("only collective loads can be partitioned or replicated")
             if (self.partition.data == "partitioned") != (self.partition_axis is not None):
                 raise VerifyException("a partitioned copy names exactly one axis (and a replicated one none)")
+        if self.implementation.data == "cp_async":
+            self._verify_cp_async()
+
+    def _verify_cp_async(self) -> None:
+        """What the per-thread cp.async fallback cannot do (the reference's restrictions)."""
+        if not self.is_load:
+            raise VerifyException("implementation='cp_async' copies GMEM -> SMEM only; store with TMA")
+        if self.cluster_dims:
+            raise VerifyException("implementation='cp_async' copies cannot be collective: only TMA multicasts")
+        if self.predicate is not None:
+            raise VerifyException(
+                "implementation='cp_async' copies are issued by every thread of the warpgroup and "
+                "take no predicate"
+            )
+        if self.oob.data == "undefined":
+            raise VerifyException(
+                "implementation='cp_async' copies never read out of bounds, so there is nothing for "
+                "oob='undefined' to clamp; keep their slices inside the array"
+            )
 
 
 @irdl_op_definition

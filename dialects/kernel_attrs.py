@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 from asyncdsl.dialects.asyncdsl_attrs import TmaDescriptorAttr
+from asyncdsl.dialects.im2col_ops import Im2colDescriptorAttr
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase, IntegerAttr, StringAttr
 
@@ -58,7 +59,7 @@ def arg_names(fn: func.FuncOp) -> tuple[str, ...]:
     return tuple(a.data for a in attr) if isinstance(attr, ArrayAttr) else ()
 
 
-def descriptors(fn: func.FuncOp) -> list[TmaDescriptorAttr]:
+def descriptors(fn: func.FuncOp) -> list[TmaDescriptorAttr | Im2colDescriptorAttr]:
     attr = fn.attributes.get(DESCRIPTORS)
     return list(attr.data) if isinstance(attr, ArrayAttr) else []
 

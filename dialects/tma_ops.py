@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from asyncdsl.dialects.asyncdsl_attrs import BarriersType, TmaDescriptorAttr
-from asyncdsl.dialects.ir_utils import bool_prop, int_prop, is_smem, shape_of
+from asyncdsl.dialects.ir_utils import CLUSTER_DIMS, bool_prop, buffer_bytes, int_prop, is_smem
 from xdsl.dialects.builtin import (
+    ArrayAttr,
     IndexType,
     IntegerAttr,
     IntegerType,
@@ -27,14 +28,19 @@ from xdsl.irdl import (
 )
 from xdsl.utils.exceptions import VerifyException
 
+from asyncdsl import tma_reductions
+
 
 @irdl_op_definition
 class TmaLoadOp(IRDLOperation):
     """One `cp.async.bulk.tensor` load of the box at `coords` (descriptor dims, array order) into
     `smem`, completing `expect_tx_bytes` on `barriers[barrier_index]` (0: the user arrives).
 
-    `multicast_mask` (bit i = CTA rank i of the cluster) makes the box land in every CTA of the
-    mask at the same offset.
+    `collective` (cluster dims) marks a load of the whole slice that `partition-collectives` has
+    still to split among the CTAs of a cluster. After that pass, `multicast_mask` (an index
+    value, bit i = CTA rank i of the cluster) makes the box land in every CTA of the mask at the
+    same offset, and `partition` ("partitioned" or "replicated") makes it a Blackwell
+    `cta_group::2` load whose bytes complete on the barrier of the pair's CTA at x = 0.
     """
 
     name = "asyncdsl.tma_load"
@@ -45,10 +51,12 @@ class TmaLoadOp(IRDLOperation):
     barriers = operand_def(BarriersType)
     barrier_index = operand_def(IndexType)
     predicate = opt_operand_def(IntegerType)
+    multicast_mask = opt_operand_def(IndexType)
 
     descriptor = prop_def(TmaDescriptorAttr)
     expect_tx_bytes = prop_def(IntegerAttr)
-    multicast_mask = opt_prop_def(IntegerAttr)
+    collective = opt_prop_def(ArrayAttr)
+    partition = opt_prop_def(StringAttr)
     descriptor_index = opt_prop_def(IntegerAttr)
 
     def __init__(
@@ -60,23 +68,44 @@ class TmaLoadOp(IRDLOperation):
         descriptor: TmaDescriptorAttr,
         expect_tx_bytes: int,
         predicate: SSAValue | None = None,
-        multicast_mask: int | None = None,
+        multicast_mask: SSAValue | None = None,
+        collective: Sequence[str] = (),
+        partition: str | None = None,
     ):
         properties: dict[str, Attribute] = {
             "descriptor": descriptor,
             "expect_tx_bytes": int_prop(expect_tx_bytes),
         }
-        if multicast_mask is not None:
-            properties["multicast_mask"] = int_prop(multicast_mask)
+        if collective:
+            properties["collective"] = ArrayAttr(StringAttr(d) for d in collective)
+        if partition is not None:
+            properties["partition"] = StringAttr(partition)
         super().__init__(
-            operands=[smem, coords, barriers, barrier_index, [predicate] if predicate else []],
+            operands=[
+                smem, coords, barriers, barrier_index, [predicate] if predicate else [],
+                [multicast_mask] if multicast_mask else [],
+            ],
             properties=properties,
         )
 
+    @property
+    def cluster_dims(self) -> tuple[str, ...]:
+        return tuple(d.data for d in self.collective) if self.collective is not None else ()
+
     def verify_(self) -> None:
         _verify_tma(self.smem, self.coords, self.descriptor)
-        if self.multicast_mask is not None and not 0 < self.multicast_mask.value.data < 2**16:
-            raise VerifyException(f"multicast mask must be a non-empty 16-bit mask, got {self.multicast_mask.value.data}")
+        dims = self.cluster_dims
+        if self.collective is not None and (
+            not dims or any(d not in CLUSTER_DIMS for d in dims) or len(set(dims)) != len(dims)
+        ):
+            raise VerifyException(f"collective must name distinct cluster dims among {CLUSTER_DIMS}, got {dims}")
+        if self.collective is not None and self.multicast_mask is not None:
+            raise VerifyException("a load still to be split among its collective has no multicast mask yet")
+        if self.partition is not None:
+            if self.partition.data not in ("partitioned", "replicated"):
+                raise VerifyException(f"partition must be 'partitioned' or 'replicated', got {self.partition.data!r}")
+            if self.partition.data == "partitioned" and self.multicast_mask is not None:
+                raise VerifyException("a partitioned load fills only its own CTA: it takes no multicast mask")
 
 
 @irdl_op_definition
@@ -112,6 +141,10 @@ class TmaStoreOp(IRDLOperation):
 
     def verify_(self) -> None:
         _verify_tma(self.smem, self.coords, self.descriptor)
+        if self.reduction is not None:
+            problem = tma_reductions.hardware_violation(self.reduction.data, self.descriptor.dtype_code.data)
+            if problem is not None:
+                raise VerifyException(problem)
 
 
 def _verify_tma(smem: SSAValue, coords: Sequence[SSAValue], descriptor: TmaDescriptorAttr) -> None:
@@ -122,13 +155,12 @@ def _verify_tma(smem: SSAValue, coords: Sequence[SSAValue], descriptor: TmaDescr
         raise VerifyException(f"a rank-{spec.rank} descriptor takes {spec.rank} coordinates, got {len(coords)}")
     if not 1 <= spec.rank <= 5:
         raise VerifyException(f"TMA descriptors have 1 to 5 dims, got {spec.rank}")
-    smem_elems = 1
-    for d in shape_of(smem):
-        smem_elems *= d
-    box_elems = spec.box_bytes // spec.element_bytes
-    if smem_elems != box_elems:
+    # Bytes, not elements: packed 4-bit buffers travel through byte (uint8) descriptors.
+    smem_bytes = buffer_bytes(smem.type)
+    if smem_bytes != spec.box_bytes:
         raise VerifyException(
-            f"the SMEM buffer holds {smem_elems} elements but the TMA box {spec.box_dims} holds {box_elems}"
+            f"the SMEM buffer holds {smem_bytes} bytes but the TMA box {spec.box_dims} of "
+            f"{spec.element_bytes}-byte elements holds {spec.box_bytes}"
         )
 
 

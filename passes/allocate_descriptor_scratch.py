@@ -1,7 +1,7 @@
 """`allocate-descriptor-scratch`: number the kernel's TMA descriptors and decide where they live.
 
-Expects: TMA copies resolved (each `asyncdsl.tma_load`/`tma_store` carries the descriptor the
-host must encode).
+Expects: TMA copies resolved (each hardware copy op, `asyncdsl.tma_load`/`tma_store` and the
+like, carries the descriptor the host must encode in its `descriptor` property).
 Guarantees: identical descriptors (same argument, view, box, swizzle, ...) share one number,
 `descriptor_index`; the kernel lists them in `asyncdsl.descriptors` in that order, says whether
 they travel as by-value kernel parameters (`grid_constant`, the default) or in a GMEM scratch
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects import kernel_attrs as attrs
 from xdsl.context import Context
 from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase, IntegerAttr, ModuleOp, StringAttr, i64
@@ -42,7 +41,7 @@ class AllocateDescriptorScratch(ModulePass):
         for fn in attrs.kernels(op):
             numbered: dict = {}
             for copy in fn.walk():
-                if isinstance(copy, (ir.TmaLoadOp, ir.TmaStoreOp)):
+                if "descriptor" in copy.properties:
                     index = numbered.setdefault(copy.descriptor, len(numbered))
                     copy.properties["descriptor_index"] = IntegerAttr(index, i64)
             fn.attributes[attrs.DESCRIPTORS] = ArrayAttr(list(numbered))

@@ -23,7 +23,17 @@ from dataclasses import dataclass
 
 from asyncdsl.dialects import kernel_attrs as attrs
 from asyncdsl.dialects import ptx
-from asyncdsl.passes.ptx_lowering import copies, scalars, sync  # noqa: F401 - register rules
+from asyncdsl.passes.ptx_lowering import (  # noqa: F401 - register rules
+    bulk_copies,
+    collectives,
+    copies,
+    cp_async,
+    im2col,
+    prefetch,
+    row_gather,
+    scalars,
+    sync,
+)
 from asyncdsl.passes.ptx_lowering.context import KernelLowering
 from asyncdsl.passes.ptx_lowering.kernel import (
     emit_epilogue,

@@ -150,6 +150,31 @@ def async_copy(
     GMEM -> SMEM copies complete on `barrier` (its phase completes once the bytes land; `arrive`
     also makes the warpgroup arrive with expect-tx of those bytes). SMEM -> GMEM copies join the
     warpgroup's bulk group; wait for them with `await_async_copy`.
+
+    `oob` says what a slice past the array's edge gives: "zeros" (the default) zero-fills
+    through a TMA tensor map; "undefined" and "promise_in_bounds" let a slice that is one
+    contiguous run move as a plain bulk copy (any length, no tensor map), clamped at the end of
+    the array under "undefined" (the barrier still completes; SMEM past the clamp keeps what it
+    held). `implementation="cp_async"` copies GMEM -> SMEM with every thread's `cp.async`
+    (plain, or 2-D tiled and swizzled like TMA); with a barrier it counts as one arrival of the
+    warpgroup, as a TMA load does (`arrive=False`: none, the user arrives), and without one it
+    joins the warpgroup's cp.async group, which `await_cp_async_copy` waits for. cp.async writes
+    through the generic proxy: call `fence_async_smem` before a TMA or bulk copy uses the bytes.
+
+    `collective` ("x", "y", "z" or a tuple of them, declared in the kernel's `cluster=`) makes a
+    GMEM -> SMEM copy shared by the CTAs that agree on the other cluster dims: every one of them
+    issues the same copy, loads one part and multicasts it, and each ends up with the whole slice
+    on its own barrier (which expects the whole slice). `partition=CopyPartition.PARTITIONED(axis)`
+    (each CTA of an x-pair gets its half along `axis`) and `CopyPartition.REPLICATED` (both get
+    everything) track the pair's bytes on the barrier of the CTA at x = 0 only: Blackwell
+    `cta_group::2` forms, for kernels with `arch="sm_100a"`.
+
+    `reduction` ("add", "min", "max", "umin", "umax", "smin", "smax", "inc", "dec", "and", "or",
+    "xor") makes an SMEM -> GMEM copy combine each element with the one in GMEM; which dtypes
+    each op takes is `asyncdsl.tma_reductions.ALLOWED`. `predicate` (a traced condition) limits
+    the copy to the warpgroups where it holds; a skipped store still closes its bulk group.
+    `arrive=False` leaves a load's expect-tx to the user (`bar.arrive_expect_tx(n)`) and a
+    store's bulk group open, for a later store to close.
     """
     tracer = tracing.current("asyncdsl.async_copy")
     src, dst = _as_gmem_view(src, "source"), _as_gmem_view(dst, "destination")
@@ -197,6 +222,13 @@ def await_async_copy(allow_groups: int = 0, read_only: bool = False) -> None:
     """Wait until at most `allow_groups` of this warpgroup's SMEM -> GMEM copy groups are still
     pending; with `read_only`, only until their SMEM sources may be overwritten."""
     tracing.current("asyncdsl.await_async_copy").emit(ir.AwaitAsyncCopyOp(allow_groups, read_only))
+
+
+def await_cp_async_copy(allow_groups: int = 0) -> None:
+    """Wait until at most `allow_groups` of this warpgroup's cp.async groups (GMEM -> SMEM
+    copies with `implementation="cp_async"` and no barrier) are still pending, then sync the
+    warpgroup so that every thread sees every thread's chunks."""
+    tracing.current("asyncdsl.await_cp_async_copy").emit(ir.AwaitCpAsyncCopyOp(allow_groups))
 
 
 def fence_async_smem() -> None:

@@ -20,8 +20,12 @@ mbarriers (`mbarrier`) count arrivals, tx bytes and phases exactly; a state wher
 warpgroup waits is a deadlock, since nothing in flight could end it.
 
 Modules: `host` (entry points), `host_arrays` (arguments), `grid` (CTAs, clusters, interpreters),
-`functions` (the ops), `state` (launch, CTA, warpgroup), `scheduler` and `sync` (blocking),
-`mbarrier`, `copies` (TMA data movement), `memory` (GMEM/SMEM and references), `races` and
+`functions` (the ops; `im2col` and `row_gather` add those copy families to it, `diagnosis` names
+the op and warpgroup on errors), `state` (launch, CTA, warpgroup), `scheduler` and `sync` (blocking),
+`mbarrier`, `copies` (TMA data movement), `reductions` (TMA reductions' read-modify-write),
+`prefetch` (L2 prefetches, checked, moving nothing), `bulk_copies` (contiguous bulk copies,
+clamped tails), `cp_async` (the per-thread fallback and its commit groups), `memory` (GMEM/SMEM
+and references), `races` and
 `clocks` (what may be touched when).
 """
 

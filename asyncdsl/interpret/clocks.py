@@ -7,6 +7,9 @@ program order.  Two kinds of event are counted, each under its own key:
   load lands in phase `k` are safe to read once the reader knows `k + 1` completed phases.
 - `bulk_key(cta, warpgroup)`: how many bulk groups (TMA stores) of that warpgroup have finished
   reading shared memory.  The bytes a store reads may be overwritten once the writer knows it.
+- `cp_async_key(cta, warpgroup)`: how many cp.async commit groups of that warpgroup have landed.
+- `proxy_fence_key(cta, warpgroup)`: how many proxy fences (`fence_async_smem`) it has made;
+  generic-proxy writes reach the async proxy through them.
 
 Knowledge travels along the synchronisation edges of the hardware: an mbarrier arrival releases
 the arriver's clock into the barrier and a wait that sees the phase complete acquires it, and
@@ -28,6 +31,16 @@ def barrier_key(cta_rank: int, offset: int) -> Hashable:
 def bulk_key(cta_rank: int, warpgroup: int) -> Hashable:
     """The key counting retired bulk groups of one warpgroup."""
     return ("bulk", cta_rank, warpgroup)
+
+
+def cp_async_key(cta_rank: int, warpgroup: int) -> Hashable:
+    """The key counting awaited cp.async commit groups of one warpgroup."""
+    return ("cp.async", cta_rank, warpgroup)
+
+
+def proxy_fence_key(cta_rank: int, warpgroup: int) -> Hashable:
+    """The key counting the proxy fences one warpgroup has made."""
+    return ("proxy fence", cta_rank, warpgroup)
 
 
 class VectorClock:

@@ -22,34 +22,22 @@ from xdsl.ir import Operation
 
 from asyncdsl import dtypes
 from asyncdsl.dialects import asyncdsl as ir
-from asyncdsl.errors import AsyncDSLError, DeadlockError, InterpretError, OutOfBoundsError
+from asyncdsl.errors import OutOfBoundsError
 from asyncdsl.interpret import copies
+from asyncdsl.interpret.bulk_copies import BulkCopyFunctions
+from asyncdsl.interpret.collectives import CollectiveFunctions
+from asyncdsl.interpret.cp_async import CpAsyncFunctions
+from asyncdsl.interpret.diagnosis import diagnosed as _diagnosed
+from asyncdsl.interpret.diagnosis import origin
+from asyncdsl.interpret.im2col import Im2colFunctions
 from asyncdsl.interpret.memory import BarrierGroup, SmemBuffer
+from asyncdsl.interpret.prefetch import PrefetchFunctions
 from asyncdsl.interpret.races import AsyncRead, AsyncWrite
+from asyncdsl.interpret.reductions import reduce_gmem_box
+from asyncdsl.interpret.row_gather import RowGatherFunctions
 from asyncdsl.interpret.state import Warpgroup
 from asyncdsl.interpret.sync import PhaseWait, Proceed, RendezvousWait
 from asyncdsl.ir_locations import from_ir_location
-
-
-def origin(op: Operation) -> str:
-    """The user's source line of `op`, for messages that point at another op."""
-    location = from_ir_location(op)
-    return str(location) if location is not None else "an unknown line"
-
-
-def _diagnosed(run):
-    """Attach the warpgroup and the op's line to an error of the memory model."""
-
-    @functools.wraps(run)
-    def wrapper(self: AsyncDslFunctions, interpreter: Interpreter, op: Operation, args: PythonValues):
-        try:
-            return run(self, interpreter, op, args)
-        except DeadlockError:
-            raise  # already names every blocked warpgroup
-        except AsyncDSLError as error:
-            raise self.warpgroup.error(error, from_ir_location(op)) from None
-
-    return wrapper
 
 
 @functools.lru_cache(maxsize=8192)
@@ -69,7 +57,10 @@ def _operands(op: Operation, args: PythonValues) -> dict:
 
 @register_impls
 @dataclass
-class AsyncDslFunctions(InterpreterFunctions):
+class AsyncDslFunctions(
+    Im2colFunctions, RowGatherFunctions, CollectiveFunctions, PrefetchFunctions, BulkCopyFunctions,
+    CpAsyncFunctions, InterpreterFunctions
+):
     """The `asyncdsl` ops, executed by `warpgroup`."""
 
     warpgroup: Warpgroup
@@ -99,8 +90,12 @@ class AsyncDslFunctions(InterpreterFunctions):
     @impl(ir.AllocSmemOp)
     @_diagnosed
     def run_alloc_smem(self, interpreter: Interpreter, op: ir.AllocSmemOp, args: PythonValues):
-        element_bytes = dtypes.from_mlir(op.result.type.element_type).itemsize
-        buffer = SmemBuffer(op.offset.value.data, ir.shape_of(op.result), element_bytes, origin(op))
+        element = dtypes.from_mlir(op.result.type.element_type)
+        shape = ir.shape_of(op.result)
+        if element.bits < 8:
+            # Packed elements share bytes: the buffer is held as the bytes of its rows.
+            shape = (*shape[:-1], -(-shape[-1] * element.bits // 8))
+        buffer = SmemBuffer(op.offset.value.data, shape, element.itemsize, origin(op))
         self.warpgroup.cta.smem.check(buffer.offset, buffer.nbytes, f"the buffer allocated at {buffer.origin}")
         return (buffer,)
 
@@ -162,8 +157,8 @@ class AsyncDslFunctions(InterpreterFunctions):
         values = _operands(op, args)
         if op.predicate is not None and not values[op.predicate].value.data:
             return ()
-        if op.multicast_mask is not None:
-            raise InterpretError("the interpreter does not run multicast TMA loads yet")
+        if op.multicast_mask is not None or op.partition is not None:
+            return self.run_collective_load(op, values)
         warpgroup, cta = self.warpgroup, self.warpgroup.cta
         spec = copies.descriptor_spec(op.descriptor)
         barrier = self._barrier(values[op.barriers], values[op.barrier_index])
@@ -184,22 +179,22 @@ class AsyncDslFunctions(InterpreterFunctions):
     @_diagnosed
     def run_tma_store(self, interpreter: Interpreter, op: ir.TmaStoreOp, args: PythonValues):
         values = _operands(op, args)
-        if op.predicate is not None and not values[op.predicate].value.data:
-            return ()
-        if op.reduction is not None:
-            # A plain store would give a wrong answer silently; the reduction's arithmetic
-            # (rounding of 16-bit floats, which op/type pairs fault) is not modelled yet.
-            raise InterpretError(
-                f"the interpreter does not run TMA reduction stores (reduction={op.reduction.data!r}) yet"
-            )
         warpgroup, cta = self.warpgroup, self.warpgroup.cta
+        if op.predicate is not None and not values[op.predicate].value.data:
+            # Skipped, but its commit still closes a (possibly empty) group, as on the GPU.
+            if op.commit.value.data:
+                warpgroup.committed_groups += 1
+            return ()
         spec = copies.descriptor_spec(op.descriptor)
         start, end = self._box_range(values[op.smem], spec, "the TMA store")
         cta.accesses.check_read(start, end, warpgroup.clock, "the TMA store")
         argument = cta.launch.arguments[spec.arg_index]
         coords = [values[c].value.data for c in op.coords]
         box = copies.read_smem_box(cta.smem.bytes, start, spec)
-        copies.write_gmem_box(argument.raw, spec, coords, box, argument.name)
+        if op.reduction is not None:
+            reduce_gmem_box(argument.raw, spec, coords, box, op.reduction.data, argument.name)
+        else:
+            copies.write_gmem_box(argument.raw, spec, coords, box, argument.name)
         # The store belongs to the group the next commit closes.
         group = warpgroup.committed_groups + 1
         cta.accesses.record_read(AsyncRead(start, end, warpgroup.bulk_key, group, warpgroup.label, origin(op)))
@@ -218,8 +213,9 @@ class AsyncDslFunctions(InterpreterFunctions):
     # -- fences and barriers ------------------------------------------------------------------
     @impl(ir.FenceAsyncSmemOp)
     def run_fence_async_smem(self, interpreter: Interpreter, op: ir.FenceAsyncSmemOp, args: PythonValues):
-        # Orders generic-proxy SMEM writes before async-proxy reads; no op writes SMEM through
-        # the generic proxy yet, and the warpgroup's own sync is implicit (it runs as one).
+        # Orders generic-proxy SMEM writes (cp.async) before async-proxy use; the warpgroup's
+        # own sync is implicit (it runs as one).
+        self.warpgroup.fence_proxies()
         return ()
 
     @impl(ir.WarpgroupBarrierOp)

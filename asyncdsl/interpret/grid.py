@@ -118,6 +118,8 @@ def _run_cluster(
         Cta(launch, tuple(c * w + p for c, w, p in zip(cluster_id, launch.cluster, position)), rank, barriers)
         for rank, position in enumerate(_positions(launch.cluster))
     ]
+    for cta in ctas:
+        cta.cluster_ctas = ctas
     members = [warpgroup for cta in ctas for warpgroup in cta.warpgroups]
     cluster_barrier = _cluster_barrier(cluster_id, members)
     scheduler = ClusterScheduler(launch.kernel)

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from asyncdsl import packed_elements
+from asyncdsl.dtypes import as_dtype
 from asyncdsl.errors import SourceLocation
 from asyncdsl.frontend.kernel import BoundCall
 from asyncdsl.interpret.grid import run_kernel
@@ -44,4 +46,13 @@ def _interpret(kernel: Kernel, call: BoundCall, arrays: Sequence[np.ndarray], lo
     numpy_call = BoundCall(tuple(zip(names, arrays)), call.constexprs)
     compiled = kernel.specialize(kernel.specs(numpy_call, location), numpy_call.constexprs)
     grid = launch_grid(kernel.grid_for(numpy_call, location), kernel.launch.cluster)
-    run_kernel(compiled.module, [GlobalArgument(n, a) for n, a in zip(names, arrays)], grid)
+    # 4-bit elements run packed, as on the GPU (`asyncdsl.packed_elements`), and come back unpacked.
+    memory = [packed_elements.pack(a) if _is_packed(a) else a for a in arrays]
+    run_kernel(compiled.module, [GlobalArgument(n, m) for n, m in zip(names, memory)], grid)
+    for array, held in zip(arrays, memory):
+        if held is not array:
+            array[...] = packed_elements.unpack(held, as_dtype(array.dtype), array.shape)
+
+
+def _is_packed(array: np.ndarray) -> bool:
+    return packed_elements.is_packed(as_dtype(array.dtype))

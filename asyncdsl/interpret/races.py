@@ -7,7 +7,11 @@ over the SMEM byte range it touched, with the event after which it is over:
 - a TMA load's write is over when its mbarrier phase has completed: whoever reads those bytes,
   or writes them again, must know that phase (`clocks.barrier_key`);
 - a TMA store's read is over when the issuing warpgroup's `await_async_copy` has retired its
-  bulk group: whoever writes those bytes must know that (`clocks.bulk_key`).
+  bulk group: whoever writes those bytes must know that (`clocks.bulk_key`);
+- a cp.async write (`GenericWrite`) is over when its commit group has been awaited or its
+  mbarrier phase has completed; it is made through the generic proxy, so the async proxy (TMA
+  and bulk copies, the only other SMEM users) must also know of a proxy fence
+  (`fence_async_smem`) made after that by a warpgroup that knew the write was over.
 
 "Know" is the happens-before of `clocks`: waiting on the barrier oneself, or synchronising with
 someone who did.  Byte ranges are intervals: buffers and their views never interleave, and a
@@ -25,7 +29,8 @@ from asyncdsl.interpret.clocks import VectorClock
 
 @dataclass(frozen=True)
 class AsyncWrite:
-    """SMEM bytes [start, end) landed by the TMA load at `origin` in `phase` of a barrier."""
+    """SMEM bytes [start, end) landed by the `copy` (a TMA load, a bulk copy, ...) at `origin`
+    in `phase` of a barrier."""
 
     start: int
     end: int
@@ -33,14 +38,71 @@ class AsyncWrite:
     phase: int
     barrier_name: str
     origin: str
+    copy: str = "TMA load"
 
     def over_for(self, clock: VectorClock) -> bool:
         return clock.knows(self.barrier_key, self.phase + 1)
 
+    def read_too_early(self, what: str, start: int, end: int, clock: VectorClock) -> str:
+        return (
+            f"{what} reads shared memory bytes [{start}, {end}) that the {self.copy} at "
+            f"{self.origin} writes asynchronously, before waiting for phase {self.phase} of "
+            f"{self.barrier_name} that the load completes on (wait on that barrier first, or "
+            "synchronise with a warpgroup that did)"
+        )
+
+    def overwritten_too_early(self, what: str, start: int, end: int, clock: VectorClock) -> str:
+        return (
+            f"{what} writes shared memory bytes [{start}, {end}) that the {self.copy} at "
+            f"{self.origin} may still be writing: wait for phase {self.phase} of "
+            f"{self.barrier_name} first"
+        )
+
+
+@dataclass
+class GenericWrite:
+    """SMEM bytes [start, end) written through the generic proxy by the cp.async copy at
+    `origin`; it is over once `done_key` counts `done` (its commit group awaited, or its
+    barrier phase completed: `how` says which, for messages).  `fenced` is the proxy fence
+    (key, count) after which the async proxy may use the bytes, once a warpgroup made one."""
+
+    start: int
+    end: int
+    done_key: Hashable
+    done: int
+    how: str
+    origin: str
+    fenced: tuple[Hashable, int] | None = None
+
+    def done_for(self, clock: VectorClock) -> bool:
+        return clock.knows(self.done_key, self.done)
+
+    def over_for(self, clock: VectorClock) -> bool:
+        """Over for the async proxy: done, then fenced."""
+        return self.done_for(clock) and self.fenced is not None and clock.knows(*self.fenced)
+
+    def _advice(self, clock: VectorClock) -> str:
+        if not self.done_for(clock):
+            return f"{self.how} first"
+        return "the copy is over, but fence_async_smem() must order it before async-proxy use"
+
+    def read_too_early(self, what: str, start: int, end: int, clock: VectorClock) -> str:
+        return (
+            f"{what} reads shared memory bytes [{start}, {end}) that the cp.async copy at "
+            f"{self.origin} writes through the generic proxy: {self._advice(clock)}"
+        )
+
+    def overwritten_too_early(self, what: str, start: int, end: int, clock: VectorClock) -> str:
+        return (
+            f"{what} writes shared memory bytes [{start}, {end}) that the cp.async copy at "
+            f"{self.origin} may still be writing: {self._advice(clock)}"
+        )
+
 
 @dataclass(frozen=True)
 class AsyncRead:
-    """SMEM bytes [start, end) read by the TMA store at `origin`, in bulk group `group`."""
+    """SMEM bytes [start, end) read by the `copy` (a TMA store, a bulk store) at `origin`, in
+    bulk group `group`."""
 
     start: int
     end: int
@@ -48,6 +110,7 @@ class AsyncRead:
     group: int
     issuer: str
     origin: str
+    copy: str = "TMA store"
 
     def over_for(self, clock: VectorClock) -> bool:
         return clock.knows(self.bulk_key, self.group)
@@ -57,40 +120,44 @@ class AsyncAccessLog:
     """The async accesses to one CTA's shared memory that some warpgroup may not know are over."""
 
     def __init__(self):
-        self._writes: list[AsyncWrite] = []
+        self._writes: list[AsyncWrite | GenericWrite] = []
         self._reads: list[AsyncRead] = []
 
     def check_read(self, start: int, end: int, clock: VectorClock, what: str) -> None:
-        """`what` (by a warpgroup knowing `clock`) reads [start, end): loads must have landed."""
+        """`what` (an async-proxy copy by a warpgroup knowing `clock`) reads [start, end):
+        loads must have landed."""
         for write in self._writes:
             if write.start < end and start < write.end and not write.over_for(clock):
-                raise RaceError(
-                    f"{what} reads shared memory bytes [{max(start, write.start)}, "
-                    f"{min(end, write.end)}) that the TMA load at {write.origin} writes "
-                    f"asynchronously, before waiting for phase {write.phase} of {write.barrier_name} "
-                    "that the load completes on (wait on that barrier first, or synchronise with "
-                    "a warpgroup that did)"
-                )
+                overlap = (max(start, write.start), min(end, write.end))
+                raise RaceError(write.read_too_early(what, *overlap, clock))
 
-    def check_write(self, start: int, end: int, clock: VectorClock, what: str) -> None:
-        """`what` writes [start, end): earlier loads must have landed, stores must have read."""
+    def check_write(self, start: int, end: int, clock: VectorClock, what: str, generic: bool = False) -> None:
+        """`what` writes [start, end): earlier loads must have landed, stores must have read.
+        A `generic`-proxy writer (cp.async) needs no proxy fence after another one."""
         for read in self._reads:
             if read.start < end and start < read.end and not read.over_for(clock):
                 raise RaceError(
                     f"{what} overwrites shared memory bytes [{max(start, read.start)}, "
-                    f"{min(end, read.end)}) that the TMA store at {read.origin} ({read.issuer}) "
+                    f"{min(end, read.end)}) that the {read.copy} at {read.origin} ({read.issuer}) "
                     "may still be reading: that warpgroup's await_async_copy has not retired the "
                     "store's bulk group before this write (read_only=True suffices)"
                 )
         for write in self._writes:
-            if write.start < end and start < write.end and not write.over_for(clock):
-                raise RaceError(
-                    f"{what} writes shared memory bytes [{max(start, write.start)}, "
-                    f"{min(end, write.end)}) that the TMA load at {write.origin} may still be "
-                    f"writing: wait for phase {write.phase} of {write.barrier_name} first"
-                )
+            if write.start < end and start < write.end:
+                same_proxy = generic and isinstance(write, GenericWrite)
+                if not (write.done_for(clock) if same_proxy else write.over_for(clock)):
+                    raise RaceError(
+                        write.overwritten_too_early(what, max(start, write.start), min(end, write.end), clock)
+                    )
 
-    def record_write(self, write: AsyncWrite) -> None:
+    def fence_generic_writes(self, clock: VectorClock, fence: tuple[Hashable, int]) -> None:
+        """A warpgroup knowing `clock` made the proxy fence `fence`: the generic writes it knows
+        are over become usable by the async proxy for whoever knows the fence."""
+        for write in self._writes:
+            if isinstance(write, GenericWrite) and write.fenced is None and write.done_for(clock):
+                write.fenced = fence
+
+    def record_write(self, write: AsyncWrite | GenericWrite) -> None:
         # Accesses the new write covers are over for everyone who passed check_write, and the
         # bytes now hold the new write's data: only the new record matters there.
         self._writes = [w for w in self._writes if not _covers(write, w)]

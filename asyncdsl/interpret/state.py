@@ -2,7 +2,8 @@
 
 A warpgroup is the unit that runs (kernel code describes what one warpgroup does); it keeps
 what the hardware keeps per thread and is uniform across its threads: the tracked phase bit of
-each mbarrier, its bulk-group counters, and what it knows has happened (`clocks`).
+each mbarrier, its bulk-group and cp.async-group counters, its proxy fences, and what it knows
+has happened (`clocks`).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from asyncdsl.errors import AsyncDSLError, SourceLocation
-from asyncdsl.interpret.clocks import VectorClock, barrier_key, bulk_key
+from asyncdsl.interpret.clocks import VectorClock, barrier_key, bulk_key, cp_async_key, proxy_fence_key
 from asyncdsl.interpret.mbarrier import MBarrier
 from asyncdsl.interpret.memory import BARRIER_BYTES, GlobalArgument, SharedMemory
 from asyncdsl.interpret.races import AsyncAccessLog
@@ -52,6 +53,7 @@ class Cta:
         self.launch = launch
         self.program_id = program_id
         self.rank = rank  # position in its cluster (%cluster_ctarank)
+        self.cluster_ctas: list[Cta] = [self]  # its cluster's CTAs by rank (set by `grid`)
         self.cluster_cta_id = tuple(p % c for p, c in zip(program_id, launch.cluster))
         self.cluster_id = tuple(p // c for p, c in zip(program_id, launch.cluster))
         self.label = f"CTA {program_id}"
@@ -87,6 +89,9 @@ class Warpgroup:
         self.bulk_key = bulk_key(cta.rank, index)
         self.committed_groups = 0
         self.retired_groups = 0
+        self.cp_async_key = cp_async_key(cta.rank, index)
+        self.committed_cp_async_groups = 0
+        self.proxy_fences = 0
         self.exited = False
         self._parity_bits: dict[int, int] = {}
         # Set when the cluster is assembled: who runs this warpgroup, and the cluster barrier.
@@ -110,6 +115,18 @@ class Warpgroup:
         """All but the newest `allow_pending` committed bulk groups have finished."""
         self.retired_groups = max(self.retired_groups, self.committed_groups - allow_pending)
         self.clock.advance(self.bulk_key, self.retired_groups)
+
+    def retire_cp_async_groups(self, allow_pending: int) -> None:
+        """All but the newest `allow_pending` committed cp.async groups have landed."""
+        self.clock.advance(self.cp_async_key, self.committed_cp_async_groups - allow_pending)
+
+    def fence_proxies(self) -> None:
+        """`fence.proxy.async`: generic-proxy SMEM writes this warpgroup knows are over reach
+        the async proxy, for whoever learns of this fence."""
+        self.proxy_fences += 1
+        fence = (proxy_fence_key(self.cta.rank, self.index), self.proxy_fences)
+        self.clock.advance(*fence)
+        self.cta.accesses.fence_generic_writes(self.clock, fence)
 
     def error(self, error: AsyncDSLError, location: SourceLocation | None) -> AsyncDSLError:
         """`error` (raised without context by the memory model) naming this warpgroup and line."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from asyncdsl import packed_elements
 from asyncdsl.dtypes import as_dtype
 from asyncdsl.runtime import driver
 from asyncdsl.runtime.arrays import DeviceArray, row_major_strides
@@ -37,17 +38,22 @@ def empty(shape, dtype, device: int = 0) -> DeviceArray:
 
 
 def to_device(array: np.ndarray, device: int = 0) -> DeviceArray:
-    """A device copy of a host array (made contiguous first)."""
+    """A device copy of a host array (made contiguous first; 4-bit elements packed two per byte,
+    see `asyncdsl.packed_elements`)."""
     host = np.ascontiguousarray(array)
     result = empty(host.shape, host.dtype, device)
+    if packed_elements.is_packed(result.dtype):
+        host = packed_elements.pack(host)
     driver.check(driver.api().cuMemcpyHtoD(result.address, host.ctypes.data, host.nbytes), "cuMemcpyHtoD")
     return result
 
 
 def to_host(array: DeviceArray) -> np.ndarray:
-    """A host copy of a device array (waits for the device to finish its work)."""
-    host = np.empty(array.shape, array.dtype.numpy)
+    """A host copy of a device array (waits for the device to finish its work; 4-bit elements
+    come back unpacked, one per byte, as ml_dtypes holds them)."""
+    packed = packed_elements.is_packed(array.dtype)
+    host = np.empty(array.nbytes, np.uint8) if packed else np.empty(array.shape, array.dtype.numpy)
     driver.activate(array.device)
     driver.check(driver.api().cuCtxSynchronize(), "cuCtxSynchronize")
     driver.check(driver.api().cuMemcpyDtoH(host.ctypes.data, array.address, host.nbytes), "cuMemcpyDtoH")
-    return host
+    return packed_elements.unpack(host, array.dtype, array.shape) if packed else host

@@ -8,11 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from xdsl.ir import Operation
-
 from asyncdsl.dialects import asyncdsl as ir
-from asyncdsl.errors import CopyError
+from asyncdsl.passes.copy_resolution.bulk import resolve_bulk, takes_bulk_path
+from asyncdsl.passes.copy_resolution.collective import resolve_collective_copy
+from asyncdsl.passes.copy_resolution.cp_async import resolve_cp_async
+from asyncdsl.passes.copy_resolution.im2col import resolve_im2col
+from asyncdsl.passes.copy_resolution.prefetch import resolve_prefetch
+from asyncdsl.passes.copy_resolution.row_gather import resolve_row_copy
 from asyncdsl.passes.copy_resolution.tma import resolve_tma
+from xdsl.ir import Operation
 
 Resolver = Callable[[Operation], None]
 RESOLVERS: dict[type[Operation], Resolver] = {}
@@ -26,13 +30,26 @@ def resolves(op_class: type[Operation]) -> Callable[[Resolver], Resolver]:
     return register
 
 
+resolves(ir.AsyncCopyIm2colOp)(resolve_im2col)
+resolves(ir.AsyncCopyRowsOp)(resolve_row_copy)
+resolves(ir.AsyncPrefetchOp)(resolve_prefetch)
+
+
 @resolves(ir.AsyncCopyOp)
 def resolve_copy(copy: ir.AsyncCopyOp) -> None:
-    """Replace `copy` by the hardware ops that perform it (raises CopyError if none can)."""
-    if copy.implementation.data != "tma":
-        raise CopyError(f"implementation={copy.implementation.data!r} copies are not supported yet")
-    if copy.oob.data != "zeros":
-        raise CopyError(f"oob={copy.oob.data!r} copies are not supported yet")
+    """Replace `copy` by the hardware ops that perform it (raises CopyError if none can).
+
+    The engine, as the reference picks it: cp.async when asked for; a plain bulk copy when the
+    caller gave up zero fill (`oob` other than "zeros", the default) and the slice is one
+    contiguous run needing no tensor map; tiled TMA (which zero-fills) otherwise.
+    """
     if copy.cluster_dims:
-        raise CopyError("collective copies are not supported yet")
+        resolve_collective_copy(copy)
+        return
+    if copy.implementation.data == "cp_async":
+        resolve_cp_async(copy)
+        return
+    if takes_bulk_path(copy):
+        resolve_bulk(copy)
+        return
     resolve_tma(copy)

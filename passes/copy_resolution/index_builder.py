@@ -85,3 +85,9 @@ def slice_entries(starts, sizes, builder: IndexBuilder) -> list:
         index = known if known is not None else builder.wrap(start)
         entries.append(index if size == -1 else (index, size))
     return entries
+
+
+def static_starts(starts) -> list:
+    """Slice starts as the planners of copies without a tensor map take them: ints where
+    constant, the traced SSA values (only their presence matters) otherwise."""
+    return [known if (known := constant_value(start)) is not None else start for start in starts]

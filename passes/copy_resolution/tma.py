@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects.asyncdsl_attrs import TmaDescriptorAttr
 from asyncdsl.passes.copy_resolution.index_builder import IndexBuilder, slice_entries
+from asyncdsl.passes.copy_resolution.reductions import hardware_reduction
 from xdsl.rewriter import Rewriter
 
 from asyncdsl import dtypes
@@ -14,10 +17,14 @@ from asyncdsl.transforms import transform_from_attr
 
 def resolve_tma(copy: ir.AsyncCopyOp) -> None:
     """Replace `copy` by one TMA load or store."""
+    reduction = hardware_reduction(copy)
     plan = plan_copy(copy)
     builder = IndexBuilder(copy)
     coords = [builder.value(c) for c in plan.coords]
-    descriptor = TmaDescriptorAttr.from_spec(plan.tensor_map_spec(copy.gmem.index))
+    spec = plan.tensor_map_spec(copy.gmem.index)
+    if reduction is not None:
+        spec = replace(spec, dtype_code=reduction.type_code)
+    descriptor = TmaDescriptorAttr.from_spec(spec)
     predicate = copy.predicate
     arrive = bool(copy.arrive.value.data)
     if copy.is_load:
@@ -26,8 +33,10 @@ def resolve_tma(copy: ir.AsyncCopyOp) -> None:
             plan.box_bytes if arrive else 0, predicate=predicate,
         )
     else:
-        reduction = copy.reduction.data if copy.reduction is not None else None
-        new = ir.TmaStoreOp(copy.smem, coords, descriptor, commit=arrive, reduction=reduction, predicate=predicate)
+        new = ir.TmaStoreOp(
+            copy.smem, coords, descriptor, commit=arrive,
+            reduction=reduction.op if reduction is not None else None, predicate=predicate,
+        )
     new.location = copy.location
     Rewriter.replace_op(copy, new, new_results=[])
 

@@ -7,8 +7,11 @@ to the instruction innermost first, the reverse of the IR's array order (ptx-hop
 from __future__ import annotations
 
 from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.passes.ptx_lowering.collectives import collective_load_form
 from asyncdsl.passes.ptx_lowering.context import KernelLowering, lowers
 from asyncdsl.passes.ptx_lowering.sync import barrier_address
+
+from asyncdsl import tma_reductions
 
 
 def _issuer(ctx: KernelLowering, predicate):
@@ -35,18 +38,14 @@ def _tma_load(ctx: KernelLowering, op: ir.TmaLoadOp) -> None:
     expect = op.expect_tx_bytes.value.data
     if expect:
         b.run("mbarrier.arrive.expect_tx.shared::cta.b64 _, [{}], {};", bar, expect, guard=issuer)
-    suffix, extra = "", ""
-    if op.multicast_mask is not None:
-        mask = b.emit("mov.b16 {}, {};", "b16", op.multicast_mask.value.data)
-        suffix, extra = ".multicast::cluster", mask
+    space, suffix, extra = "shared::cluster", "", []
+    if op.multicast_mask is not None or op.partition is not None:
+        space, suffix, bar, extra = collective_load_form(ctx, op, bar)
     template = (
-        f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes{suffix}"
-        " [{}], [{}, {{{}}}], [{}]" + (", {};" if extra else ";")
+        f"cp.async.bulk.tensor.{rank}d.{space}.global.tile.mbarrier::complete_tx::bytes{suffix}"
+        " [{}], [{}, {{{}}}], [{}]" + ", {}" * len(extra) + ";"
     )
-    args = [ctx.reg(op.smem), _descriptor(ctx, op), _coordinates(ctx, op.coords), bar]
-    if extra:
-        args.append(extra)
-    b.run(template, *args, guard=issuer)
+    b.run(template, ctx.reg(op.smem), _descriptor(ctx, op), _coordinates(ctx, op.coords), bar, *extra, guard=issuer)
 
 
 @lowers(ir.TmaStoreOp)
@@ -55,17 +54,16 @@ def _tma_store(ctx: KernelLowering, op: ir.TmaStoreOp) -> None:
     issuer = _issuer(ctx, op.predicate)
     rank = len(op.coords)
     if op.reduction is not None:
-        head = f"cp.reduce.async.bulk.tensor.{rank}d.global.shared::cta.{_reduction_op(op.reduction.data)}.tile.bulk_group"
+        # The element type (and with it signedness) lives in the descriptor; PTX names the op only.
+        ptx_op = tma_reductions.PTX_OP[op.reduction.data]
+        head = f"cp.reduce.async.bulk.tensor.{rank}d.global.shared::cta.{ptx_op}.tile.bulk_group"
     else:
         head = f"cp.async.bulk.tensor.{rank}d.global.shared::cta.tile.bulk_group"
     b.run(head + " [{}, {{{}}}], [{}];", _descriptor(ctx, op), _coordinates(ctx, op.coords), ctx.reg(op.smem), guard=issuer)
     if op.commit.value.data:
-        b.run("cp.async.bulk.commit_group;", guard=issuer)
-
-
-def _reduction_op(name: str) -> str:
-    # The element type (and with it signedness) lives in the descriptor; PTX names the op only.
-    return {"umin": "min", "smin": "min", "umax": "max", "smax": "max"}.get(name, name)
+        # Committed even where the user's predicate skipped the copy (an empty group, as in the
+        # reference), so that await_async_copy(n) counts the same groups in every CTA.
+        b.run("cp.async.bulk.commit_group;", guard=ctx.facts.leader)
 
 
 @lowers(ir.AwaitAsyncCopyOp)

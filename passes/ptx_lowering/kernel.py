@@ -10,8 +10,8 @@ addresses and their prefetch, barrier initialisation by one thread, the fence th
 to the async proxy, and a CTA (or cluster) barrier so nobody uses a barrier before it exists.
 
 Epilogue: the leader waits until its TMA stores have read their shared memory (the CTA's shared
-memory must outlive them), and a cluster meets once more so no CTA exits while a peer may still
-multicast into it.
+memory must outlive them), every thread waits for its cp.async chunks to land, and a cluster
+meets once more so no CTA exits while a peer may still multicast into it.
 """
 
 from __future__ import annotations
@@ -100,8 +100,16 @@ def _descriptor_addresses(ctx: KernelLowering, params: tuple[KernelParam, ...]) 
 
 
 def emit_epilogue(ctx: KernelLowering, fn: func.FuncOp) -> None:
-    if any(isinstance(op, ir.TmaStoreOp) for op in fn.walk()):
+    stores = [op for op in fn.walk() if isinstance(op, (ir.TmaStoreOp, ir.TmaScatter4Op, ir.BulkStoreOp))]
+    if stores:
+        if any(not op.commit.value.data for op in stores):
+            # A store issued with arrive=False joins no group until something commits; close
+            # the last group so that the wait covers it too.
+            ctx.b.run("cp.async.bulk.commit_group;", guard=ctx.facts.leader)
         ctx.b.run("cp.async.bulk.wait_group.read 0;", guard=ctx.facts.leader)
+    if any(isinstance(op, ir.CpAsyncLoadOp) for op in fn.walk()):
+        # cp.async chunks still in flight would land in the shared memory of an exited CTA.
+        ctx.b.run("cp.async.wait_all;")
     if ctx.facts.cluster_size > 1:
         ctx.b.run("barrier.cluster.arrive.release.aligned;")
         ctx.b.run("barrier.cluster.wait.acquire.aligned;")

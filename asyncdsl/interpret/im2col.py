@@ -1,0 +1,48 @@
+"""The interpreter's im2col load (`asyncdsl.tma_load_im2col`), mixed into `AsyncDslFunctions`.
+
+Like every copy here it completes when issued: the pixels the descriptor's walk picks
+(`asyncdsl.im2col_emulation`, zeros outside the image batch) land in the destination as rows of
+channels, swizzled byte for byte like a tiled box of those rows, and their bytes complete on the
+barrier at once; the race log then holds the write until that barrier phase is waited for.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from xdsl.interpreter import Interpreter, PythonValues, impl
+
+from asyncdsl import tma_emulation
+from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.im2col_emulation import load_im2col
+from asyncdsl.interpret import copies
+from asyncdsl.interpret.diagnosis import diagnosed, origin
+from asyncdsl.interpret.races import AsyncWrite
+
+
+class Im2colFunctions:
+    """im2col loads, executed by `self.warpgroup`."""
+
+    @impl(ir.TmaIm2colLoadOp)
+    @diagnosed
+    def run_tma_load_im2col(self, interpreter: Interpreter, op: ir.TmaIm2colLoadOp, args: PythonValues):
+        values = dict(zip(op.operands, args))
+        if op.predicate is not None and not values[op.predicate].value.data:
+            return ()
+        warpgroup, cta = self.warpgroup, self.warpgroup.cta
+        spec = copies.descriptor_spec(op.descriptor)
+        barrier = warpgroup.mbarrier(values[op.barriers].address(values[op.barrier_index].value.data))
+        if op.expect_tx_bytes.value.data:
+            barrier.expect_tx(op.expect_tx_bytes.value.data)
+            barrier.arrive(1, warpgroup.clock)
+        buffer = values[op.smem]
+        start, end = buffer.offset, buffer.offset + buffer.nbytes  # exactly the rows (verified)
+        cta.accesses.check_write(start, end, warpgroup.clock, "the im2col load")
+        argument = cta.launch.arguments[spec.arg_index]
+        rows = load_im2col(
+            argument.raw, spec, [values[c].value.data for c in op.coords], [values[o].value.data for o in op.offsets]
+        )
+        elements = rows.view(np.dtype(f"u{spec.element_bytes}")).reshape(rows.shape[:-1])
+        tma_emulation.box_to_smem_bytes(elements, spec.swizzle_bytes, start, cta.smem.bytes[start:end])
+        phase = barrier.complete_tx(end - start)
+        cta.accesses.record_write(AsyncWrite(start, end, barrier.key, phase, barrier.name, origin(op)))
+        return ()

@@ -1,0 +1,38 @@
+"""The interpreter's L2 prefetch (`asyncdsl.tma_prefetch`), mixed into `AsyncDslFunctions`.
+
+A prefetch moves no data anyone can observe, so it changes nothing here; what is checked is what
+would make the hardware fault: the descriptor must view memory inside its argument.  Its box may
+lie partly or wholly outside the view, as a load's may (nothing is fetched there).
+"""
+
+from __future__ import annotations
+
+from xdsl.interpreter import Interpreter, PythonValues, impl
+
+from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.errors import OutOfBoundsError
+from asyncdsl.interpret import copies
+from asyncdsl.interpret.diagnosis import diagnosed
+
+
+class PrefetchFunctions:
+    """L2 prefetches, executed by `self.warpgroup`."""
+
+    @impl(ir.TmaPrefetchOp)
+    @diagnosed
+    def run_tma_prefetch(self, interpreter: Interpreter, op: ir.TmaPrefetchOp, args: PythonValues):
+        values = dict(zip(op.operands, args))
+        if op.predicate is not None and not values[op.predicate].value.data:
+            return ()
+        spec = copies.descriptor_spec(op.descriptor)
+        argument = self.warpgroup.cta.launch.arguments[spec.arg_index]
+        reach = spec.base_offset_bytes + spec.element_bytes + sum(
+            (dim - 1) * stride for dim, stride in zip(spec.global_dims, spec.global_strides)
+        )
+        if reach > argument.raw.size:
+            raise OutOfBoundsError(
+                f"the TMA prefetch's descriptor views bytes up to {reach} of argument "
+                f"{argument.name!r}, which has {argument.raw.size} (dims {spec.global_dims}, byte "
+                f"strides {spec.global_strides})"
+            )
+        return ()

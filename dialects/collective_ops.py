@@ -1,0 +1,91 @@
+"""Ops of the `asyncdsl` dialect that `partition-collectives` builds around a collective load:
+the multicast mask of the CTA's group, and the part of an SMEM buffer the CTA's copy fills.
+
+    %mask = "asyncdsl.cluster_collective_mask"() <{cluster = array<i64: 2, 2, 1>,
+        collective = ["x"]}> : () -> index                          // 0b0011 or 0b1100
+    %part = "asyncdsl.smem_slice"(%buf, %offset) : (memref<64x64xf32, #asyncdsl.smem>, index)
+        -> memref<32x64xf32, #asyncdsl.smem>                        // bytes [offset, +8192)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from asyncdsl.dialects.ir_utils import CLUSTER_DIMS, buffer_bytes, is_smem, shape_of, smem_type
+from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase, IndexType, MemRefType, StringAttr, i64
+from xdsl.ir import Operation, SSAValue
+from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def, prop_def, result_def
+from xdsl.utils.exceptions import VerifyException
+
+from asyncdsl.cluster_collectives import MAX_MULTICAST_CTAS, CollectiveGroup
+
+
+@irdl_op_definition
+class ClusterCollectiveMaskOp(IRDLOperation):
+    """The multicast mask of this CTA's group in a `cluster` for copies along the `collective`
+    dims: bit r set for each CTA of cluster rank r (`%cluster_ctarank`) sharing this CTA's
+    coordinates along the other dims."""
+
+    name = "asyncdsl.cluster_collective_mask"
+    collective = prop_def(ArrayAttr)
+    cluster = prop_def(DenseArrayBase)
+    result = result_def(IndexType)
+
+    def __init__(self, collective: Sequence[str], cluster: Sequence[int]):
+        super().__init__(
+            properties={
+                "collective": ArrayAttr(StringAttr(d) for d in collective),
+                "cluster": DenseArrayBase.from_list(i64, list(cluster)),
+            },
+            result_types=[IndexType()],
+        )
+
+    def group(self) -> CollectiveGroup:
+        dims = [d.data for d in self.collective]
+        axes = tuple(sorted(CLUSTER_DIMS.index(d) for d in dims))
+        return CollectiveGroup(tuple(self.cluster.get_values()), axes)
+
+    def verify_(self) -> None:
+        cluster = tuple(self.cluster.get_values())
+        if len(cluster) != 3 or any(extent < 1 for extent in cluster):
+            raise VerifyException(f"cluster must be 3 positive extents, got {cluster}")
+        if math.prod(cluster) > MAX_MULTICAST_CTAS:
+            raise VerifyException(
+                f"a multicast mask has {MAX_MULTICAST_CTAS} bits; cluster {cluster} has more CTAs"
+            )
+        dims = [d.data if isinstance(d, StringAttr) else d for d in self.collective]
+        if not dims or any(d not in CLUSTER_DIMS for d in dims) or len(set(dims)) != len(dims):
+            raise VerifyException(
+                f"collective must name distinct cluster dims among {CLUSTER_DIMS}, got {dims}"
+            )
+
+
+@irdl_op_definition
+class SmemSliceOp(IRDLOperation):
+    """The contiguous run of a shared-memory buffer's bytes that starts `offset` bytes in, seen
+    as a buffer of the result's shape (bytes, so that packed sub-byte buffers slice too)."""
+
+    name = "asyncdsl.smem_slice"
+    source = operand_def(MemRefType)
+    offset = operand_def(IndexType)
+    result = result_def(MemRefType)
+
+    def __init__(self, source: SSAValue, offset: SSAValue, shape: Sequence[int]):
+        super().__init__(
+            operands=[source, offset], result_types=[smem_type(shape, source.type.element_type)]
+        )
+
+    def verify_(self) -> None:
+        if not (is_smem(self.source.type) and is_smem(self.result.type)):
+            raise VerifyException("smem_slice takes and gives shared-memory buffers")
+        if self.source.type.element_type != self.result.type.element_type:
+            raise VerifyException("smem_slice keeps the element type")
+        if buffer_bytes(self.result.type) > buffer_bytes(self.source.type):
+            raise VerifyException(
+                f"smem_slice of shape {shape_of(self.result)} does not fit in its source of "
+                f"shape {shape_of(self.source)}"
+            )
+
+
+OPERATIONS: tuple[type[Operation], ...] = (ClusterCollectiveMaskOp, SmemSliceOp)

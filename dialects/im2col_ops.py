@@ -1,0 +1,408 @@
+"""im2col copies in the `asyncdsl` dialect: the user's `async_copy_im2col`, the hardware's
+`cp.async.bulk.tensor ... .im2col` load, and the im2col descriptor the host encodes.
+
+An im2col copy loads, into each row of an SMEM buffer, the channels of one pixel of one
+convolution window of a channels-last image batch (`asyncdsl.im2col_emulation` says which).
+The user-level op keeps what the user wrote; `resolve-transforms` turns it into one
+`asyncdsl.tma_load_im2col` whose `#asyncdsl.im2col_desc` mirrors `Im2colTensorMapSpec`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from asyncdsl.dialects.asyncdsl_attrs import BarriersType
+from asyncdsl.dialects.ir_utils import (
+    SWIZZLE_BYTES,
+    bool_prop,
+    element_bits,
+    int_prop,
+    is_gmem,
+    is_smem,
+    shape_of,
+)
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DenseArrayBase,
+    IndexType,
+    IntAttr,
+    IntegerAttr,
+    IntegerType,
+    MemRefType,
+    i64,
+)
+from xdsl.ir import Attribute, Operation, ParametrizedAttribute, SSAValue
+from xdsl.irdl import (
+    AttrSizedOperandSegments,
+    IRDLOperation,
+    irdl_attr_definition,
+    irdl_op_definition,
+    operand_def,
+    opt_operand_def,
+    opt_prop_def,
+    prop_def,
+    var_operand_def,
+)
+from xdsl.parser import AttrParser
+from xdsl.printer import Printer
+from xdsl.utils.exceptions import VerifyException
+
+from asyncdsl.im2col_emulation import corner_range, offset_bits, offset_range
+from asyncdsl.kernel_binary import Im2colTensorMapSpec
+
+IMAGE_RANKS = (3, 4, 5)  # (N, W, C), (N, H, W, C), (N, D, H, W, C)
+MAX_WINDOW_STRIDE = 8
+MAX_PIXELS = 1024  # rows of the SMEM destination (pixelsPerColumn)
+MAX_CHANNELS = 256  # columns of the SMEM destination (channelsPerPixel)
+GMEM_STRIDE_ALIGNMENT = 16
+
+
+# (keyword, Im2colTensorMapSpec field, is a list) in printing order.
+_DESC_FIELDS = (
+    ("arg", "arg_index", False),
+    ("dtype", "dtype_code", False),
+    ("elem_bytes", "element_bytes", False),
+    ("dims", "global_dims", True),
+    ("strides", "global_strides", True),
+    ("lower", "lower_corner", True),
+    ("upper", "upper_corner", True),
+    ("channels", "channels_per_pixel", False),
+    ("pixels", "pixels_per_column", False),
+    ("elem_strides", "element_strides", True),
+    ("swizzle", "swizzle_bytes", False),
+    ("oob_nan", "oob_nan", False),
+    ("l2_promotion", "l2_promotion_bytes", False),
+    ("offset", "base_offset_bytes", False),
+)
+
+
+@irdl_attr_definition
+class Im2colDescriptorAttr(ParametrizedAttribute):
+    """One im2col TMA descriptor as the host will encode it (see `Im2colTensorMapSpec`), printed
+    with keywords: `#asyncdsl.im2col_desc<arg = 0, dtype = 7, ..., lower = [-1, -1], ...>`."""
+
+    name = "asyncdsl.im2col_desc"
+
+    arg_index: IntAttr
+    dtype_code: IntAttr
+    element_bytes: IntAttr
+    global_dims: ArrayAttr[IntAttr]
+    global_strides: ArrayAttr[IntAttr]
+    lower_corner: ArrayAttr[IntAttr]
+    upper_corner: ArrayAttr[IntAttr]
+    channels_per_pixel: IntAttr
+    pixels_per_column: IntAttr
+    element_strides: ArrayAttr[IntAttr]
+    swizzle_bytes: IntAttr
+    oob_nan: IntAttr
+    l2_promotion_bytes: IntAttr
+    base_offset_bytes: IntAttr
+
+    @staticmethod
+    def from_spec(spec: Im2colTensorMapSpec) -> Im2colDescriptorAttr:
+        values = []
+        for _, field, is_list in _DESC_FIELDS:
+            value = getattr(spec, field)
+            values.append(ArrayAttr(IntAttr(int(v)) for v in value) if is_list else IntAttr(int(value)))
+        return Im2colDescriptorAttr(*values)
+
+    def spec(self) -> Im2colTensorMapSpec:
+        kwargs = {}
+        for _, field, is_list in _DESC_FIELDS:
+            value = getattr(self, field)
+            kwargs[field] = tuple(v.data for v in value) if is_list else value.data
+        kwargs["oob_nan"] = bool(kwargs["oob_nan"])
+        return Im2colTensorMapSpec(**kwargs)
+
+    def print_parameters(self, printer: Printer) -> None:
+        parts = []
+        for keyword, field, is_list in _DESC_FIELDS:
+            value = getattr(self, field)
+            text = "[" + ", ".join(str(v.data) for v in value) + "]" if is_list else str(value.data)
+            parts.append(f"{keyword} = {text}")
+        printer.print_string("<" + ", ".join(parts) + ">")
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> list:
+        values = []
+        with parser.in_angle_brackets():
+            for position, (keyword, _, is_list) in enumerate(_DESC_FIELDS):
+                if position:
+                    parser.parse_punctuation(",")
+                parser.parse_keyword(keyword)
+                parser.parse_punctuation("=")
+                if is_list:
+                    ints = parser.parse_comma_separated_list(parser.Delimiter.SQUARE, parser.parse_integer)
+                    values.append(ArrayAttr(IntAttr(v) for v in ints))
+                else:
+                    values.append(IntAttr(parser.parse_integer()))
+        return values
+
+
+def _constant(value: SSAValue) -> int | None:
+    """The value of an `arith.constant` index (what the frontend makes of a Python int)."""
+    owner = value.owner
+    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
+        return owner.value.value.data
+    return None
+
+
+@irdl_op_definition
+class AsyncCopyIm2colOp(IRDLOperation):
+    """Load the im2col rows of a channels-last image batch into an SMEM buffer, as the user wrote it.
+
+    `source` is the whole image batch `(N, [D,] [H,] W, C)`; `destination` has shape
+    `(*rows, channels)`, its leading dims flattened into the rows (pixels). `starts` is
+    `(n, *window start, c)`: where the walk of windows begins; `offsets` is the filter tap, one
+    per spatial dim. Along spatial dim i windows start at `window_lower[i]`,
+    `window_lower[i] + window_strides[i]`, ... up to `size + window_upper[i] - 1`. The copy
+    completes on `barriers[barrier_index]`; `arrive` makes the warpgroup arrive with expect-tx of
+    its bytes.
+    """
+
+    name = "asyncdsl.async_copy_im2col"
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+
+    source = operand_def(MemRefType)
+    destination = operand_def(MemRefType)
+    starts = var_operand_def(IndexType)
+    offsets = var_operand_def(IndexType)
+    barriers = operand_def(BarriersType)
+    barrier_index = operand_def(IndexType)
+    predicate = opt_operand_def(IntegerType)
+
+    window_lower = prop_def(DenseArrayBase)
+    window_upper = prop_def(DenseArrayBase)
+    window_strides = prop_def(DenseArrayBase)
+    swizzle = prop_def(IntegerAttr)
+    arrive = prop_def(IntegerAttr)
+
+    def __init__(
+        self,
+        source: SSAValue,
+        destination: SSAValue,
+        starts: Sequence[SSAValue],
+        offsets: Sequence[SSAValue],
+        barriers: SSAValue,
+        barrier_index: SSAValue,
+        *,
+        window_bounds: Sequence[tuple[int, int]],
+        window_strides: Sequence[int],
+        swizzle: int = 0,
+        arrive: bool = True,
+        predicate: SSAValue | None = None,
+    ):
+        super().__init__(
+            operands=[
+                source, destination, starts, offsets, barriers, barrier_index,
+                [predicate] if predicate is not None else [],
+            ],
+            properties={
+                "window_lower": DenseArrayBase.from_list(i64, [low for low, _ in window_bounds]),
+                "window_upper": DenseArrayBase.from_list(i64, [high for _, high in window_bounds]),
+                "window_strides": DenseArrayBase.from_list(i64, list(window_strides)),
+                "swizzle": int_prop(swizzle),
+                "arrive": bool_prop(arrive),
+            },
+        )
+
+    @property
+    def lower(self) -> tuple[int, ...]:
+        return tuple(self.window_lower.get_values())
+
+    @property
+    def upper(self) -> tuple[int, ...]:
+        return tuple(self.window_upper.get_values())
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        return tuple(self.window_strides.get_values())
+
+    @property
+    def pixels(self) -> int:
+        """Rows of the destination: one pixel of one window each."""
+        count = 1
+        for d in shape_of(self.destination)[:-1]:
+            count *= d
+        return count
+
+    @property
+    def channels(self) -> int:
+        return shape_of(self.destination)[-1]
+
+    def verify_(self) -> None:
+        if not (is_gmem(self.source.type) and is_smem(self.destination.type)):
+            raise VerifyException(
+                "async_copy_im2col loads from a GMEM image batch (a kernel array argument) into a "
+                "shared-memory buffer"
+            )
+        if self.source.type.element_type != self.destination.type.element_type:
+            raise VerifyException(
+                f"async_copy_im2col needs the same element type on both sides, got "
+                f"{self.source.type.element_type} and {self.destination.type.element_type}"
+            )
+        bits = element_bits(self.source.type)
+        if bits < 8:
+            raise VerifyException(f"im2col TMA has no sub-byte element type: {bits}-bit elements cannot be copied")
+        image = shape_of(self.source)
+        rank = len(image)
+        if rank not in IMAGE_RANKS:
+            raise VerifyException(
+                f"im2col copies read channels-last image batches of rank 3, 4 or 5 ((N, W, C), "
+                f"(N, H, W, C), (N, D, H, W, C)), got rank {rank} (shape {image})"
+            )
+        spatial = rank - 2
+        self._verify_window(image)
+        if len(self.starts) != rank:
+            raise VerifyException(
+                f"start_indices needs {rank} entries (n, {spatial} spatial, c) for a rank-{rank} image "
+                f"batch, got {len(self.starts)}"
+            )
+        if len(self.offsets) != spatial:
+            raise VerifyException(
+                f"filter_offsets needs one entry per spatial dim ({spatial}), got {len(self.offsets)}"
+            )
+        low, high = offset_range(rank)
+        for dim, offset in enumerate(self.offsets):
+            known = _constant(offset)
+            if known is not None and not low <= known <= high:
+                raise VerifyException(
+                    f"filter offset {known} along spatial dim {dim} is outside [{low}, {high}], the "
+                    f"{offset_bits(rank)}-bit range of a rank-{rank} im2col copy"
+                )
+        for dim, (start, first, size, top) in enumerate(zip(self.starts[1:-1], self.lower, image[1:-1], self.upper)):
+            known = _constant(start)
+            last = size - 1 + top
+            if known is not None and not first <= known <= last:
+                raise VerifyException(
+                    f"start index {known} along spatial dim {dim} lies outside the window starts "
+                    f"[{first}, {last}] the window bounds allow: the walk must begin inside them"
+                )
+        self._verify_destination(image, bits)
+
+    def _verify_window(self, image: tuple[int, ...]) -> None:
+        rank = len(image)
+        spatial = rank - 2
+        lower, upper, strides = self.lower, self.upper, self.strides
+        if len(lower) != spatial or len(upper) != spatial:
+            raise VerifyException(
+                f"window_start_bounds needs one (lo, hi) pair per spatial dim ({spatial} for a rank-{rank} "
+                f"image batch), got {len(lower)}"
+            )
+        smallest, largest = corner_range(rank)
+        for dim, (low, high, size) in enumerate(zip(lower, upper, image[1:-1])):
+            if not (smallest <= low <= largest and smallest <= high <= largest):
+                raise VerifyException(
+                    f"window_start_bounds along spatial dim {dim} must be in [{smallest}, {largest}] for "
+                    f"rank {rank}, got ({low}, {high})"
+                )
+            if size + high - low < 1:
+                raise VerifyException(
+                    f"window_start_bounds ({low}, {high}) along spatial dim {dim} of size {size} leave no "
+                    f"window start: [{low}, {size + high - 1}] is empty"
+                )
+        if len(strides) != spatial:
+            raise VerifyException(f"window_strides needs {spatial} entries, got {len(strides)}")
+        for dim, stride in enumerate(strides):
+            if not 1 <= stride <= MAX_WINDOW_STRIDE:
+                raise VerifyException(
+                    f"window stride {stride} along spatial dim {dim} is outside [1, {MAX_WINDOW_STRIDE}]"
+                )
+
+    def _verify_destination(self, image: tuple[int, ...], bits: int) -> None:
+        smem = shape_of(self.destination)
+        if len(smem) < 2:
+            raise VerifyException(
+                f"the im2col destination needs rank >= 2 (rows of pixels, then channels), got shape {smem}"
+            )
+        if not 1 <= self.pixels <= MAX_PIXELS:
+            raise VerifyException(
+                f"the im2col destination has {self.pixels} rows (pixels); one copy loads 1 to {MAX_PIXELS}"
+            )
+        if not 1 <= self.channels <= MAX_CHANNELS:
+            raise VerifyException(
+                f"the im2col destination has {self.channels} columns (channels); one copy loads 1 to "
+                f"{MAX_CHANNELS}"
+            )
+        item = bits // 8
+        pixel_bytes = image[-1] * item
+        if pixel_bytes % GMEM_STRIDE_ALIGNMENT:
+            raise VerifyException(
+                f"GMEM stride {pixel_bytes} bytes between pixels ({image[-1]} channels x {item} bytes) is "
+                f"not a multiple of {GMEM_STRIDE_ALIGNMENT}"
+            )
+        row_bytes = self.channels * item
+        if row_bytes % GMEM_STRIDE_ALIGNMENT:
+            raise VerifyException(
+                f"an im2col row of {self.channels} channels spans {row_bytes} bytes; TMA needs a multiple "
+                f"of {GMEM_STRIDE_ALIGNMENT}"
+            )
+        swizzle = self.swizzle.value.data
+        if swizzle not in SWIZZLE_BYTES:
+            raise VerifyException(f"swizzle must be one of {SWIZZLE_BYTES} bytes, got {swizzle}")
+        if swizzle and row_bytes != swizzle:
+            raise VerifyException(
+                f"swizzle {swizzle} needs each row to span exactly {swizzle} bytes ({swizzle // item} "
+                f"channels), got {self.channels} channels ({row_bytes} bytes)"
+            )
+
+
+@irdl_op_definition
+class TmaIm2colLoadOp(IRDLOperation):
+    """One `cp.async.bulk.tensor ... .im2col` load: the rows the descriptor's walk gives from
+    `coords` (array order `(n, *start, c)`) with im2col `offsets` (array order), into `smem`,
+    completing `expect_tx_bytes` on `barriers[barrier_index]` (0: the user arrives)."""
+
+    name = "asyncdsl.tma_load_im2col"
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+
+    smem = operand_def(MemRefType)
+    coords = var_operand_def(IndexType)
+    offsets = var_operand_def(IndexType)
+    barriers = operand_def(BarriersType)
+    barrier_index = operand_def(IndexType)
+    predicate = opt_operand_def(IntegerType)
+
+    descriptor = prop_def(Im2colDescriptorAttr)
+    expect_tx_bytes = prop_def(IntegerAttr)
+    descriptor_index = opt_prop_def(IntegerAttr)
+
+    def __init__(
+        self,
+        smem: SSAValue,
+        coords: Sequence[SSAValue],
+        offsets: Sequence[SSAValue],
+        barriers: SSAValue,
+        barrier_index: SSAValue,
+        descriptor: Im2colDescriptorAttr,
+        expect_tx_bytes: int,
+        predicate: SSAValue | None = None,
+    ):
+        properties: dict[str, Attribute] = {"descriptor": descriptor, "expect_tx_bytes": int_prop(expect_tx_bytes)}
+        super().__init__(
+            operands=[smem, coords, offsets, barriers, barrier_index, [predicate] if predicate is not None else []],
+            properties=properties,
+        )
+
+    def verify_(self) -> None:
+        spec = self.descriptor.spec()
+        if not is_smem(self.smem.type):
+            raise VerifyException("an im2col load's destination must be a shared-memory buffer")
+        if len(self.coords) != spec.rank or len(self.offsets) != spec.rank - 2:
+            raise VerifyException(
+                f"a rank-{spec.rank} im2col descriptor takes {spec.rank} coordinates and {spec.rank - 2} "
+                f"offsets, got {len(self.coords)} and {len(self.offsets)}"
+            )
+        elements = 1
+        for d in shape_of(self.smem):
+            elements *= d
+        if elements != spec.pixels_per_column * spec.channels_per_pixel:
+            raise VerifyException(
+                f"the SMEM buffer holds {elements} elements but one im2col load delivers "
+                f"{spec.pixels_per_column} pixels x {spec.channels_per_pixel} channels"
+            )
+
+
+ATTRIBUTES = (Im2colDescriptorAttr,)
+OPERATIONS: tuple[type[Operation], ...] = (AsyncCopyIm2colOp, TmaIm2colLoadOp)

@@ -1,0 +1,277 @@
+"""Row gathers and scatters in the `asyncdsl` dialect (Blackwell's `.tile::gather4`/`scatter4`).
+
+A gather loads the rows `rows[0], rows[1], ...` of a column window of a 2-D GMEM array into
+consecutive rows of an SMEM buffer; a scatter stores SMEM rows to those GMEM rows. The row
+indices are data: they live in an SMEM buffer of unsigned integers (typically loaded there by an
+ordinary `async_copy`), and the issuing thread reads them before each instruction.
+
+The user-level `asyncdsl.async_copy_rows` becomes, in `resolve-transforms`, one
+`asyncdsl.tma_gather4` or `asyncdsl.tma_scatter4` per four rows, all through one tiled
+descriptor whose box is a single row of the window.
+"""
+
+from __future__ import annotations
+
+from asyncdsl.dialects.asyncdsl_attrs import BarriersType, TmaDescriptorAttr
+from asyncdsl.dialects.ir_utils import (
+    SWIZZLE_BYTES,
+    bool_prop,
+    element_bits,
+    int_prop,
+    is_gmem,
+    is_smem,
+    shape_of,
+)
+from xdsl.dialects.builtin import IndexType, IntegerAttr, IntegerType, MemRefType, Signedness
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.irdl import (
+    AttrSizedOperandSegments,
+    IRDLOperation,
+    irdl_op_definition,
+    operand_def,
+    opt_operand_def,
+    opt_prop_def,
+    prop_def,
+)
+from xdsl.utils.exceptions import VerifyException
+
+ROWS_PER_INSTRUCTION = 4
+MAX_COLUMNS = 256  # a tiled box dim
+INSTRUCTION_BYTES_ALIGNMENT = 128  # each instruction's SMEM rows must start 128-byte aligned
+GMEM_STRIDE_ALIGNMENT = 16
+ROW_INDEX_BITS = (8, 16, 32)
+
+
+def _row_index_error(type_: Attribute) -> str | None:
+    """Why `type_` cannot hold row indices, or None if it can (unsigned, at most 32 bits)."""
+    if not isinstance(type_, IntegerType):
+        return f"row indices must be unsigned integers (uint8, uint16 or uint32), got {type_}"
+    if type_.signedness.data != Signedness.UNSIGNED:
+        return f"row indices must be unsigned (uint8, uint16 or uint32), got signed {type_}"
+    if type_.width.data not in ROW_INDEX_BITS:
+        return (
+            f"row indices are unsigned integers of at most 32-bit (uint8, uint16 or uint32), got "
+            f"{type_.width.data}-bit {type_}"
+        )
+    return None
+
+
+@irdl_op_definition
+class AsyncCopyRowsOp(IRDLOperation):
+    """A row gather (GMEM -> SMEM) or scatter (SMEM -> GMEM) as the user wrote it.
+
+    The GMEM side is a 2-D array and the column window `[column_start, column_start + columns)`;
+    the SMEM side is a `(len(rows), columns)` buffer; `rows` is a 1-D SMEM buffer of unsigned
+    row indices. Gathers complete on `barriers[barrier_index]` (`arrive`: the warpgroup arrives
+    with expect-tx of every row's bytes); scatters join the warpgroup's bulk group (`arrive`:
+    commit it).
+    """
+
+    name = "asyncdsl.async_copy_rows"
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+
+    source = operand_def(MemRefType)
+    destination = operand_def(MemRefType)
+    rows = operand_def(MemRefType)
+    column_start = operand_def(IndexType)
+    barriers = opt_operand_def(BarriersType)
+    barrier_index = opt_operand_def(IndexType)
+
+    columns = prop_def(IntegerAttr)
+    swizzle = prop_def(IntegerAttr)
+    arrive = prop_def(IntegerAttr)
+
+    def __init__(
+        self,
+        source: SSAValue,
+        destination: SSAValue,
+        rows: SSAValue,
+        column_start: SSAValue,
+        columns: int,
+        *,
+        barriers: SSAValue | None = None,
+        barrier_index: SSAValue | None = None,
+        swizzle: int = 0,
+        arrive: bool = True,
+    ):
+        optional = lambda v: [v] if v is not None else []  # noqa: E731
+        super().__init__(
+            operands=[source, destination, rows, column_start, optional(barriers), optional(barrier_index)],
+            properties={"columns": int_prop(columns), "swizzle": int_prop(swizzle), "arrive": bool_prop(arrive)},
+        )
+
+    @property
+    def is_load(self) -> bool:
+        return is_gmem(self.source.type)
+
+    @property
+    def gmem(self) -> SSAValue:
+        return self.source if self.is_load else self.destination
+
+    @property
+    def smem(self) -> SSAValue:
+        return self.destination if self.is_load else self.source
+
+    @property
+    def row_count(self) -> int:
+        return shape_of(self.rows)[0]
+
+    def verify_(self) -> None:
+        src, dst = self.source.type, self.destination.type
+        if not ((is_gmem(src) and is_smem(dst)) or (is_smem(src) and is_gmem(dst))):
+            raise VerifyException("a row gather/scatter copies between GMEM and SMEM: exactly one side must be each")
+        if src.element_type != dst.element_type:
+            raise VerifyException(
+                f"a row gather/scatter needs the same element type on both sides, got {src.element_type} "
+                f"and {dst.element_type}"
+            )
+        gmem = shape_of(self.gmem)
+        if len(gmem) != 2:
+            raise VerifyException(
+                f"row gathers/scatters (tile::gather4/scatter4) index the rows of a 2-D GMEM array, got "
+                f"rank {len(gmem)} (shape {gmem})"
+            )
+        self._verify_rows()
+        bits = element_bits(self.gmem.type)
+        if bits < 8:
+            raise VerifyException(f"row gathers/scatters have no sub-byte element type: {bits}-bit elements")
+        columns = self.columns.value.data
+        smem = shape_of(self.smem)
+        if smem != (self.row_count, columns):
+            raise VerifyException(
+                f"the SMEM buffer must have shape (rows, columns) = ({self.row_count}, {columns}), got {smem}"
+            )
+        if not 1 <= columns <= MAX_COLUMNS:
+            raise VerifyException(f"a row gather/scatter moves 1 to {MAX_COLUMNS} columns, got {columns}")
+        item = bits // 8
+        row_stride = gmem[1] * item
+        if row_stride % GMEM_STRIDE_ALIGNMENT:
+            raise VerifyException(
+                f"GMEM row stride {row_stride} bytes ({gmem[1]} x {item} bytes) is not a multiple of "
+                f"{GMEM_STRIDE_ALIGNMENT}"
+            )
+        instruction_bytes = ROWS_PER_INSTRUCTION * columns * item
+        if instruction_bytes % INSTRUCTION_BYTES_ALIGNMENT:
+            raise VerifyException(
+                f"each gather4/scatter4 instruction moves {ROWS_PER_INSTRUCTION} rows of {columns * item} "
+                f"bytes = {instruction_bytes} bytes, which must be a multiple of {INSTRUCTION_BYTES_ALIGNMENT} "
+                "(each instruction's SMEM rows start 128-byte aligned)"
+            )
+        swizzle = self.swizzle.value.data
+        if swizzle not in SWIZZLE_BYTES:
+            raise VerifyException(f"swizzle must be one of {SWIZZLE_BYTES} bytes, got {swizzle}")
+        if swizzle and columns * item != swizzle:
+            raise VerifyException(
+                f"swizzle {swizzle} needs each row to span exactly {swizzle} bytes ({swizzle // item} "
+                f"columns), got {columns} columns ({columns * item} bytes)"
+            )
+        if (self.barriers is None) != (self.barrier_index is None):
+            raise VerifyException("a barrier needs both the barrier group and the index")
+        if self.is_load and self.barriers is None:
+            raise VerifyException("a row gather needs a barrier to complete on (barrier=...)")
+        if not self.is_load and self.barriers is not None:
+            raise VerifyException("a row scatter takes no barrier: it completes through await_async_copy")
+
+    def _verify_rows(self) -> None:
+        if not is_smem(self.rows.type) or len(shape_of(self.rows)) != 1:
+            raise VerifyException(
+                f"the row indices must be a 1-D shared-memory buffer, got {self.rows.type}"
+            )
+        problem = _row_index_error(self.rows.type.element_type)
+        if problem:
+            raise VerifyException(problem)
+        if self.row_count % ROWS_PER_INSTRUCTION:
+            raise VerifyException(
+                f"{self.row_count} row indices: a row gather/scatter moves rows in groups of "
+                f"{ROWS_PER_INSTRUCTION} (one gather4/scatter4 instruction each)"
+            )
+
+
+def _verify_row4(op: TmaGather4Op | TmaScatter4Op) -> None:
+    spec = op.descriptor.spec()
+    first = op.first_row.value.data
+    smem = shape_of(op.smem)
+    if spec.rank != 2 or spec.box_dims[0] != 1:
+        raise VerifyException(f"gather4/scatter4 descriptors are 2-D with one-row boxes, got box {spec.box_dims}")
+    if len(smem) != 2 or smem[1] != spec.box_dims[1]:
+        raise VerifyException(f"the SMEM buffer {smem} does not hold rows of the box {spec.box_dims}")
+    if first % ROWS_PER_INSTRUCTION or not 0 <= first <= smem[0] - ROWS_PER_INSTRUCTION:
+        raise VerifyException(f"first_row {first} is not the start of a group of 4 of the {smem[0]} rows")
+    if shape_of(op.rows) != (smem[0],):
+        raise VerifyException(f"{shape_of(op.rows)} row indices for {smem[0]} SMEM rows")
+
+
+@irdl_op_definition
+class TmaGather4Op(IRDLOperation):
+    """One `cp.async.bulk.tensor.2d ... .tile::gather4` load: SMEM rows `first_row .. first_row + 3`
+    of `smem` (the whole destination of the copy) receive the GMEM rows `rows[first_row ..]` of
+    the column window starting at `column` (descriptor dim 1), completing their bytes on
+    `barriers[barrier_index]`."""
+
+    name = "asyncdsl.tma_gather4"
+
+    smem = operand_def(MemRefType)
+    rows = operand_def(MemRefType)
+    column = operand_def(IndexType)
+    barriers = operand_def(BarriersType)
+    barrier_index = operand_def(IndexType)
+
+    descriptor = prop_def(TmaDescriptorAttr)
+    first_row = prop_def(IntegerAttr)
+    descriptor_index = opt_prop_def(IntegerAttr)
+
+    def __init__(
+        self,
+        smem: SSAValue,
+        rows: SSAValue,
+        column: SSAValue,
+        barriers: SSAValue,
+        barrier_index: SSAValue,
+        descriptor: TmaDescriptorAttr,
+        first_row: int,
+    ):
+        super().__init__(
+            operands=[smem, rows, column, barriers, barrier_index],
+            properties={"descriptor": descriptor, "first_row": int_prop(first_row)},
+        )
+
+    def verify_(self) -> None:
+        _verify_row4(self)
+
+
+@irdl_op_definition
+class TmaScatter4Op(IRDLOperation):
+    """One `cp.async.bulk.tensor.2d ... .tile::scatter4` store: SMEM rows `first_row .. first_row + 3`
+    of `smem` go to the GMEM rows `rows[first_row ..]` of the column window starting at `column`,
+    in the issuing warpgroup's bulk group (closed when `commit` is set)."""
+
+    name = "asyncdsl.tma_scatter4"
+
+    smem = operand_def(MemRefType)
+    rows = operand_def(MemRefType)
+    column = operand_def(IndexType)
+
+    descriptor = prop_def(TmaDescriptorAttr)
+    first_row = prop_def(IntegerAttr)
+    commit = prop_def(IntegerAttr)
+    descriptor_index = opt_prop_def(IntegerAttr)
+
+    def __init__(
+        self,
+        smem: SSAValue,
+        rows: SSAValue,
+        column: SSAValue,
+        descriptor: TmaDescriptorAttr,
+        first_row: int,
+        commit: bool,
+    ):
+        super().__init__(
+            operands=[smem, rows, column],
+            properties={"descriptor": descriptor, "first_row": int_prop(first_row), "commit": bool_prop(commit)},
+        )
+
+    def verify_(self) -> None:
+        _verify_row4(self)
+
+
+OPERATIONS: tuple[type[Operation], ...] = (AsyncCopyRowsOp, TmaGather4Op, TmaScatter4Op)
