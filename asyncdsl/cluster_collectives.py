@@ -94,20 +94,16 @@ def _positions(extents: Sequence[int]) -> list[tuple[int, ...]]:
 def collective_group(cluster: Sequence[int], dims: Sequence[str]) -> CollectiveGroup:
     """The group of a copy with `collective=dims` in a kernel of `cluster` (x, y, z extents).
 
-    Every named dim must have more than one CTA in the kernel's cluster: multicasting along a
-    dim the kernel did not declare is a mistake, not a plain load.
+    As in the reference, a named dim along which the cluster has one CTA shares nothing and
+    drops out, so one kernel can be compiled for several cluster shapes; a group of one CTA is a
+    plain copy.
     """
     cluster = tuple(cluster)
     for dim in dims:
         if dim not in CLUSTER_DIMS:
             raise CopyError(f"collective names cluster dims among {CLUSTER_DIMS}, got {tuple(dims)}")
-        if cluster[CLUSTER_DIMS.index(dim)] == 1:
-            raise CopyError(
-                f"collective={tuple(dims)} names cluster dim {dim!r}, but the kernel's cluster "
-                f"{cluster} has 1 CTA along {dim!r}: declare it with "
-                f"@asyncdsl.kernel(cluster=...) or leave {dim!r} out of collective"
-            )
-    return CollectiveGroup(cluster, tuple(sorted(CLUSTER_DIMS.index(d) for d in dims)))
+    axes = sorted(CLUSTER_DIMS.index(d) for d in dims if cluster[CLUSTER_DIMS.index(d)] > 1)
+    return CollectiveGroup(cluster, tuple(axes))
 
 
 def check_leader_tracked(group: CollectiveGroup, partition: str, arch: str) -> None:

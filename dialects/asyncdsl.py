@@ -14,6 +14,8 @@ reports failures at the user's source line, so the rules live in one place.
 
 from __future__ import annotations
 
+from xdsl.ir import Dialect, Operation
+
 from asyncdsl.dialects import (
     bulk_copy_ops,
     collective_ops,
@@ -67,7 +69,6 @@ from asyncdsl.dialects.prefetch_ops import AsyncPrefetchOp, TmaPrefetchOp
 from asyncdsl.dialects.row_gather_ops import AsyncCopyRowsOp, TmaGather4Op, TmaScatter4Op
 from asyncdsl.dialects.tma_ops import TmaLoadOp, TmaStoreOp
 from asyncdsl.dialects.transform_attrs import TRANSFORM_ATTRS
-from xdsl.ir import Dialect, Operation
 
 __all__ = [
     "AllocBarriersOp",

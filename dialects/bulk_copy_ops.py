@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from asyncdsl.dialects.asyncdsl_attrs import BarriersType
-from asyncdsl.dialects.ir_utils import bool_prop, buffer_bytes, is_gmem, is_smem, shape_of
 from xdsl.dialects.builtin import (
     DenseArrayBase,
     IndexType,
@@ -37,6 +35,8 @@ from xdsl.irdl import (
 from xdsl.utils.exceptions import VerifyException
 
 from asyncdsl.bulk_plan import BULK_ALIGNMENT, OOB_MODES
+from asyncdsl.dialects.asyncdsl_attrs import BarriersType
+from asyncdsl.dialects.ir_utils import bool_prop, buffer_bytes, is_gmem, is_smem, shape_of
 
 
 class _BulkCopy(IRDLOperation):

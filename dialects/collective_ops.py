@@ -12,13 +12,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from asyncdsl.dialects.ir_utils import CLUSTER_DIMS, buffer_bytes, is_smem, shape_of, smem_type
 from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase, IndexType, MemRefType, StringAttr, i64
 from xdsl.ir import Operation, SSAValue
 from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def, prop_def, result_def
 from xdsl.utils.exceptions import VerifyException
 
 from asyncdsl.cluster_collectives import MAX_MULTICAST_CTAS, CollectiveGroup
+from asyncdsl.dialects.ir_utils import CLUSTER_DIMS, buffer_bytes, is_smem, shape_of, smem_type
 
 
 @irdl_op_definition

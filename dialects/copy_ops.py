@@ -5,19 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from asyncdsl.dialects.asyncdsl_attrs import BarriersType
-from asyncdsl.dialects.ir_utils import (
-    CLUSTER_DIMS,
-    IMPLEMENTATIONS,
-    OOB_MODES,
-    REDUCTIONS,
-    SWIZZLE_BYTES,
-    bool_prop,
-    int_prop,
-    is_gmem,
-    is_smem,
-    shape_of,
-)
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DenseArrayBase,
@@ -41,6 +28,20 @@ from xdsl.irdl import (
     var_operand_def,
 )
 from xdsl.utils.exceptions import VerifyException
+
+from asyncdsl.dialects.asyncdsl_attrs import BarriersType
+from asyncdsl.dialects.ir_utils import (
+    CLUSTER_DIMS,
+    IMPLEMENTATIONS,
+    OOB_MODES,
+    REDUCTIONS,
+    SWIZZLE_BYTES,
+    bool_prop,
+    int_prop,
+    is_gmem,
+    is_smem,
+    shape_of,
+)
 
 
 @irdl_op_definition

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from asyncdsl.dialects.asyncdsl_attrs import BarriersType
-from asyncdsl.dialects.ir_utils import int_prop, is_smem, shape_of, smem_type
 from xdsl.dialects.builtin import (
     IndexType,
     IntegerAttr,
@@ -24,6 +22,9 @@ from xdsl.irdl import (
     var_operand_def,
 )
 from xdsl.utils.exceptions import VerifyException
+
+from asyncdsl.dialects.asyncdsl_attrs import BarriersType
+from asyncdsl.dialects.ir_utils import int_prop, is_smem, shape_of, smem_type
 
 # ---------------------------------------------------------------------------------------------
 # Identifiers of the running program.

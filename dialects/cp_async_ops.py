@@ -15,16 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from asyncdsl.dialects.asyncdsl_attrs import BarriersType
-from asyncdsl.dialects.ir_utils import (
-    SWIZZLE_BYTES,
-    bool_prop,
-    buffer_bytes,
-    int_prop,
-    is_gmem,
-    is_smem,
-    shape_of,
-)
 from xdsl.dialects.builtin import DenseArrayBase, IndexType, IntegerAttr, MemRefType, i64
 from xdsl.ir import Operation, SSAValue
 from xdsl.irdl import (
@@ -39,6 +29,16 @@ from xdsl.irdl import (
 from xdsl.utils.exceptions import VerifyException
 
 from asyncdsl.cp_async_plan import CHUNK_SIZES, CpAsyncPlan
+from asyncdsl.dialects.asyncdsl_attrs import BarriersType
+from asyncdsl.dialects.ir_utils import (
+    SWIZZLE_BYTES,
+    bool_prop,
+    buffer_bytes,
+    int_prop,
+    is_gmem,
+    is_smem,
+    shape_of,
+)
 
 _LAYOUT_FIELDS = (
     "rows", "row_bytes", "row_stride_bytes", "tile_rows", "tile_row_bytes", "swizzle_bytes", "chunk_bytes",

@@ -11,16 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from asyncdsl.dialects.asyncdsl_attrs import BarriersType
-from asyncdsl.dialects.ir_utils import (
-    SWIZZLE_BYTES,
-    bool_prop,
-    element_bits,
-    int_prop,
-    is_gmem,
-    is_smem,
-    shape_of,
-)
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import (
     ArrayAttr,
@@ -48,6 +38,16 @@ from xdsl.parser import AttrParser
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
+from asyncdsl.dialects.asyncdsl_attrs import BarriersType
+from asyncdsl.dialects.ir_utils import (
+    SWIZZLE_BYTES,
+    bool_prop,
+    element_bits,
+    int_prop,
+    is_gmem,
+    is_smem,
+    shape_of,
+)
 from asyncdsl.im2col_emulation import corner_range, offset_bits, offset_range
 from asyncdsl.kernel_binary import Im2colTensorMapSpec
 

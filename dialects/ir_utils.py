@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from asyncdsl.dialects.asyncdsl_attrs import SMEM, SharedMemorySpaceAttr
 from xdsl.dialects.builtin import BoolAttr, IntegerAttr, MemRefType, i1, i64
 from xdsl.ir import Attribute, SSAValue
 
 from asyncdsl import dtypes
+from asyncdsl.dialects.asyncdsl_attrs import SMEM, SharedMemorySpaceAttr
 
 SWIZZLE_BYTES = (0, 32, 64, 128)
 IMPLEMENTATIONS = ("tma", "cp_async")

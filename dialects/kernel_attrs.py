@@ -13,10 +13,11 @@
 
 from __future__ import annotations
 
-from asyncdsl.dialects.asyncdsl_attrs import TmaDescriptorAttr
-from asyncdsl.dialects.im2col_ops import Im2colDescriptorAttr
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase, IntegerAttr, StringAttr
+
+from asyncdsl.dialects.asyncdsl_attrs import TmaDescriptorAttr
+from asyncdsl.dialects.im2col_ops import Im2colDescriptorAttr
 
 KERNEL = "asyncdsl.kernel"
 BLOCK = "asyncdsl.block"

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from asyncdsl.dialects.asyncdsl_attrs import TmaDescriptorAttr
-from asyncdsl.dialects.ir_utils import SWIZZLE_BYTES, int_prop, is_gmem, shape_of
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DenseArrayBase,
@@ -34,6 +32,9 @@ from xdsl.irdl import (
     var_operand_def,
 )
 from xdsl.utils.exceptions import VerifyException
+
+from asyncdsl.dialects.asyncdsl_attrs import TmaDescriptorAttr
+from asyncdsl.dialects.ir_utils import SWIZZLE_BYTES, int_prop, is_gmem, shape_of
 
 
 @irdl_op_definition

@@ -12,16 +12,6 @@ descriptor whose box is a single row of the window.
 
 from __future__ import annotations
 
-from asyncdsl.dialects.asyncdsl_attrs import BarriersType, TmaDescriptorAttr
-from asyncdsl.dialects.ir_utils import (
-    SWIZZLE_BYTES,
-    bool_prop,
-    element_bits,
-    int_prop,
-    is_gmem,
-    is_smem,
-    shape_of,
-)
 from xdsl.dialects.builtin import IndexType, IntegerAttr, IntegerType, MemRefType, Signedness
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import (
@@ -34,6 +24,17 @@ from xdsl.irdl import (
     prop_def,
 )
 from xdsl.utils.exceptions import VerifyException
+
+from asyncdsl.dialects.asyncdsl_attrs import BarriersType, TmaDescriptorAttr
+from asyncdsl.dialects.ir_utils import (
+    SWIZZLE_BYTES,
+    bool_prop,
+    element_bits,
+    int_prop,
+    is_gmem,
+    is_smem,
+    shape_of,
+)
 
 ROWS_PER_INSTRUCTION = 4
 MAX_COLUMNS = 256  # a tiled box dim

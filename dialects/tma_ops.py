@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from asyncdsl.dialects.asyncdsl_attrs import BarriersType, TmaDescriptorAttr
-from asyncdsl.dialects.ir_utils import CLUSTER_DIMS, bool_prop, buffer_bytes, int_prop, is_smem
 from xdsl.dialects.builtin import (
     ArrayAttr,
     IndexType,
@@ -29,6 +27,8 @@ from xdsl.irdl import (
 from xdsl.utils.exceptions import VerifyException
 
 from asyncdsl import tma_reductions
+from asyncdsl.dialects.asyncdsl_attrs import BarriersType, TmaDescriptorAttr
+from asyncdsl.dialects.ir_utils import CLUSTER_DIMS, bool_prop, buffer_bytes, int_prop, is_smem
 
 
 @irdl_op_definition

@@ -20,10 +20,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from asyncdsl.dialects import kernel_attrs as attrs
 from xdsl.context import Context
 from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase, IntegerAttr, ModuleOp, StringAttr, i64
 from xdsl.passes import ModulePass
+
+from asyncdsl.dialects import kernel_attrs as attrs
 
 MODES = ("grid_constant", "scratch")
 SLOT_BYTES = 128  # one CUtensorMap; slots at multiples of 128 are also 64-byte aligned

@@ -23,14 +23,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from asyncdsl.dialects import asyncdsl as ir
-from asyncdsl.dialects import kernel_attrs as attrs
 from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
+from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.dialects import kernel_attrs as attrs
 from asyncdsl.errors import ResourceError
 from asyncdsl.ir_locations import from_ir_location
 

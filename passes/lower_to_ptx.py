@@ -21,6 +21,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+
 from asyncdsl.dialects import kernel_attrs as attrs
 from asyncdsl.dialects import ptx
 from asyncdsl.passes.ptx_lowering import (  # noqa: F401 - register rules
@@ -41,10 +46,6 @@ from asyncdsl.passes.ptx_lowering.kernel import (
     kernel_params,
     param_kinds,
 )
-from xdsl.context import Context
-from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp
-from xdsl.passes import ModulePass
 
 
 @dataclass(frozen=True)

@@ -40,11 +40,6 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from asyncdsl.dialects import asyncdsl as ir
-from asyncdsl.dialects import kernel_attrs as attrs
-from asyncdsl.dialects.asyncdsl_attrs import TmaDescriptorAttr
-from asyncdsl.passes.copy_resolution.collective import cluster_cta_ids
-from asyncdsl.passes.copy_resolution.index_builder import IndexBuilder, constant_value
 from xdsl.context import Context
 from xdsl.dialects import arith, scf
 from xdsl.dialects.builtin import ModuleOp
@@ -53,8 +48,13 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from asyncdsl.cluster_collectives import CollectiveGroup, collective_group, split_box
+from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.dialects import kernel_attrs as attrs
+from asyncdsl.dialects.asyncdsl_attrs import TmaDescriptorAttr
 from asyncdsl.errors import AsyncDSLError, CopyError
 from asyncdsl.ir_locations import from_ir_location
+from asyncdsl.passes.copy_resolution.collective import cluster_cta_ids
+from asyncdsl.passes.copy_resolution.index_builder import IndexBuilder, constant_value
 from asyncdsl.tma_emulation import SMEM_ALIGNMENT
 
 

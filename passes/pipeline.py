@@ -12,12 +12,13 @@ IR the GPU's PTX is printed from.
 
 from __future__ import annotations
 
+from xdsl.passes import ModulePass
+
 from asyncdsl.passes.allocate_descriptor_scratch import AllocateDescriptorScratch
 from asyncdsl.passes.allocate_smem import AllocateSmem
 from asyncdsl.passes.lower_to_ptx import LowerToPtx
 from asyncdsl.passes.partition_collectives import PartitionCollectives
 from asyncdsl.passes.resolve_transforms import ResolveTransforms
-from xdsl.passes import ModulePass
 
 
 def async_passes(descriptor_mode: str = "grid_constant") -> tuple[ModulePass, ...]:

@@ -26,14 +26,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from asyncdsl.dialects import kernel_attrs as attrs
-from asyncdsl.passes.copy_resolution import RESOLVERS
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
+from asyncdsl.dialects import kernel_attrs as attrs
 from asyncdsl.errors import AsyncDSLError
 from asyncdsl.ir_locations import from_ir_location
+from asyncdsl.passes.copy_resolution import RESOLVERS
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import re
 
-from asyncdsl.dialects import asyncdsl as ir
-
 import asyncdsl as ad
+from asyncdsl.dialects import asyncdsl as ir
 
 BF16 = ad.ArraySpec((256, 256), ad.bfloat16)
 

@@ -54,14 +54,14 @@ def test_the_swizzled_minor_dim_is_never_cut():
     expect(ad.CopyError, kernel, SPEC, {}, "box (1, 32)", "minor dim", "swizzle", line_text="the copy")
 
 
-def test_collective_dim_must_be_in_the_cluster():
-    kernel = collective_load((2, 1, 1), collective="y")
-    expect(ad.CopyError, kernel, SPEC, {}, "'y'", "(2, 1, 1)", "1 CTA along 'y'", line_text="the copy")
+def test_collective_over_dims_of_one_cta_is_a_plain_copy():
+    # As in the reference: one kernel can be compiled for several cluster shapes.
+    from asyncdsl.dialects import asyncdsl as ir
 
-
-def test_collective_needs_a_cluster():
-    kernel = collective_load((1, 1, 1), collective="x")
-    expect(ad.CopyError, kernel, SPEC, {}, "1 CTA along 'x'", line_text="the copy")
+    for cluster, dims in (((2, 1, 1), "y"), ((1, 1, 1), "x"), ((1, 1, 1), ("x", "y"))):
+        module = collective_load(cluster, collective=dims).compile(*SPEC).module
+        (load,) = [op for op in module.walk() if isinstance(op, ir.TmaLoadOp)]
+        assert load.multicast_mask is None and not load.collective
 
 
 def test_unknown_collective_dim():

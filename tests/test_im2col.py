@@ -10,7 +10,6 @@ import re
 
 import numpy as np
 import pytest
-from asyncdsl.dialects.im2col_ops import Im2colDescriptorAttr
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from xdsl.parser import Parser
@@ -18,6 +17,7 @@ from xdsl.parser import Parser
 import asyncdsl as ad
 from asyncdsl import im2col_emulation
 from asyncdsl.compiler import ir_text, make_context
+from asyncdsl.dialects.im2col_ops import Im2colDescriptorAttr
 from asyncdsl.kernel_binary import Im2colTensorMapSpec
 from asyncdsl.runtime import tensormap
 

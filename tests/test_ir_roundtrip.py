@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from asyncdsl.dialects.asyncdsl_attrs import BarriersType, TmaDescriptorAttr
-from asyncdsl.passes.pipeline import PASS_NAMES
 from xdsl.parser import Parser
 
 import asyncdsl as ad
 from asyncdsl.compiler import ir_text, make_context
+from asyncdsl.dialects.asyncdsl_attrs import BarriersType, TmaDescriptorAttr
 from asyncdsl.kernel_binary import TiledTensorMapSpec
+from asyncdsl.passes.pipeline import PASS_NAMES
 
 F32 = ad.ArraySpec((256, 192), ad.float32)
 

@@ -8,8 +8,6 @@ import re
 
 import numpy as np
 import pytest
-from asyncdsl.dialects import asyncdsl as ir
-from asyncdsl.dialects.asyncdsl_attrs import TmaDescriptorAttr
 from reduction_kernels import (
     COLS,
     PAIR_IDS,
@@ -28,6 +26,8 @@ from xdsl.utils.exceptions import VerifyException
 import asyncdsl as ad
 from asyncdsl import dtypes, tma_reductions
 from asyncdsl.compiler import ir_text, make_context
+from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.dialects.asyncdsl_attrs import TmaDescriptorAttr
 from asyncdsl.kernel_binary import TiledTensorMapSpec
 from asyncdsl.tma_reductions import ALLOWED, H200_WORKS, PTX_OP, REFERENCE_ALLOWS
 

@@ -4,12 +4,12 @@ and each rule it enforces, reported at the user's line."""
 from __future__ import annotations
 
 import pytest
-from asyncdsl.dialects import asyncdsl as ir
-from asyncdsl.passes.resolve_transforms import ResolveTransforms
 from xdsl.parser import Parser
 
 import asyncdsl as ad
 from asyncdsl.compiler import ir_text, make_context
+from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.passes.resolve_transforms import ResolveTransforms
 
 KERNEL_HEAD = (
     'func.func @k(%x: memref<{shape}>) attributes {{asyncdsl.kernel, asyncdsl.block = array<i64: 128, 1, 1>, '

@@ -6,7 +6,6 @@ import math
 
 import numpy as np
 import pytest
-from asyncdsl.dialects.transform_attrs import TRANSFORM_ATTRS, AnyTransformAttr, TileTransformAttr
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from xdsl.context import Context
@@ -16,6 +15,7 @@ from xdsl.irdl import IRDLOperation, irdl_op_definition, prop_def
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import VerifyException
 
+from asyncdsl.dialects.transform_attrs import TRANSFORM_ATTRS, AnyTransformAttr, TileTransformAttr
 from asyncdsl.errors import TransformError
 from asyncdsl.transforms import (
     CollapseLeadingIndicesTransform,

@@ -8,15 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from xdsl.ir import Operation
+
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.passes.copy_resolution.bulk import resolve_bulk, takes_bulk_path
-from asyncdsl.passes.copy_resolution.collective import resolve_collective_copy
+from asyncdsl.passes.copy_resolution.collective import is_collective, resolve_collective_copy
 from asyncdsl.passes.copy_resolution.cp_async import resolve_cp_async
 from asyncdsl.passes.copy_resolution.im2col import resolve_im2col
 from asyncdsl.passes.copy_resolution.prefetch import resolve_prefetch
 from asyncdsl.passes.copy_resolution.row_gather import resolve_row_copy
 from asyncdsl.passes.copy_resolution.tma import resolve_tma
-from xdsl.ir import Operation
 
 Resolver = Callable[[Operation], None]
 RESOLVERS: dict[type[Operation], Resolver] = {}
@@ -43,7 +44,7 @@ def resolve_copy(copy: ir.AsyncCopyOp) -> None:
     caller gave up zero fill (`oob` other than "zeros", the default) and the slice is one
     contiguous run needing no tensor map; tiled TMA (which zero-fills) otherwise.
     """
-    if copy.cluster_dims:
+    if is_collective(copy):
         resolve_collective_copy(copy)
         return
     if copy.implementation.data == "cp_async":

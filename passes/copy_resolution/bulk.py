@@ -15,12 +15,12 @@ and buf: 4x256xf32 (one run of 4096 bytes, more than a TMA box could hold along 
 
 from __future__ import annotations
 
-from asyncdsl.dialects import asyncdsl as ir
-from asyncdsl.passes.copy_resolution.index_builder import static_starts
 from xdsl.rewriter import Rewriter
 
 from asyncdsl import dtypes
 from asyncdsl.bulk_plan import check_bulk_copy, is_contiguous_run
+from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.passes.copy_resolution.index_builder import static_starts
 from asyncdsl.transforms import transform_from_attr
 
 

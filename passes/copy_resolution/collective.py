@@ -1,9 +1,9 @@
 """Resolving a collective copy (`collective=`) into one TMA load that `partition-collectives`
 will split among the CTAs of the cluster.
 
-Only the TMA engine multicasts, so any other `implementation` is refused here. The collective is
-checked against the kernel's cluster (every named dim declared with more than one CTA) and, for
-leader-tracked copies (`partition=`), against the Blackwell `cta_group::2` rules.
+Only the TMA engine multicasts, so any other `implementation` is refused here. Cluster dims of
+one CTA drop out of the collective (a copy left with none is an ordinary copy, resolved as one);
+leader-tracked copies (`partition=`) are checked against the Blackwell `cta_group::2` rules.
 
 A `CopyPartition.PARTITIONED(axis)` copy is split here, before the transforms, as the reference
 splits it: the pair's CTA at x = c loads the c-th half of the slice along `axis` (counted over
@@ -17,18 +17,29 @@ collective="x")` becomes `asyncdsl.tma_load` of the 128-row box with `collective
 
 from __future__ import annotations
 
-from asyncdsl.dialects import asyncdsl as ir
-from asyncdsl.dialects import kernel_attrs as attrs
-from asyncdsl.dialects.asyncdsl_attrs import TmaDescriptorAttr
-from asyncdsl.passes.copy_resolution.index_builder import IndexBuilder, slice_entries
 from xdsl.dialects import func
 from xdsl.rewriter import Rewriter
 
 from asyncdsl import dtypes
 from asyncdsl.cluster_collectives import CollectiveGroup, check_leader_tracked, collective_group
+from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.dialects import kernel_attrs as attrs
+from asyncdsl.dialects.asyncdsl_attrs import TmaDescriptorAttr
 from asyncdsl.errors import CopyError
+from asyncdsl.passes.copy_resolution.index_builder import IndexBuilder, slice_entries
 from asyncdsl.tma_plan import plan_tiled_copy
 from asyncdsl.transforms import transform_from_attr
+
+
+def is_collective(copy: ir.AsyncCopyOp) -> bool:
+    """Whether `copy` shares its data with other CTAs: it names cluster dims along which the
+    kernel's cluster has more than one CTA, or asks for a leader-tracked partition."""
+    if not copy.cluster_dims:
+        return False
+    if copy.partition is not None:
+        return True
+    cluster = attrs.dims(enclosing_kernel(copy), attrs.CLUSTER)
+    return collective_group(cluster, copy.cluster_dims).size > 1
 
 
 def resolve_collective_copy(copy: ir.AsyncCopyOp) -> None:

@@ -16,12 +16,12 @@ transforms=TileTransform((8, 64)))` with x: 256x64xbf16 and buf: 8x1x8x64xbf16 b
 
 from __future__ import annotations
 
-from asyncdsl.dialects import asyncdsl as ir
-from asyncdsl.passes.copy_resolution.index_builder import static_starts
 from xdsl.rewriter import Rewriter
 
 from asyncdsl import dtypes
 from asyncdsl.cp_async_plan import plan_cp_async_copy
+from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.passes.copy_resolution.index_builder import static_starts
 from asyncdsl.transforms import transform_from_attr
 
 

@@ -23,10 +23,10 @@ becomes
 
 from __future__ import annotations
 
-from asyncdsl.dialects import asyncdsl as ir
 from xdsl.rewriter import Rewriter
 
 from asyncdsl import dtypes
+from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.kernel_binary import Im2colTensorMapSpec
 from asyncdsl.tma_plan import contiguous_strides
 

@@ -13,12 +13,12 @@ Example: `async_prefetch(x.at[ds(i, 64), :])` with `x: 256x128xf32` becomes
 
 from __future__ import annotations
 
-from asyncdsl.dialects import asyncdsl as ir
-from asyncdsl.dialects.asyncdsl_attrs import TmaDescriptorAttr
-from asyncdsl.passes.copy_resolution.index_builder import IndexBuilder, slice_entries
 from xdsl.rewriter import Rewriter
 
 from asyncdsl import dtypes
+from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.dialects.asyncdsl_attrs import TmaDescriptorAttr
+from asyncdsl.passes.copy_resolution.index_builder import IndexBuilder, slice_entries
 from asyncdsl.tma_plan import plan_tiled_copy
 from asyncdsl.transforms import transform_from_attr
 

@@ -16,9 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from asyncdsl.dialects import asyncdsl as ir
-
 from asyncdsl import dtypes, tma_reductions
+from asyncdsl.dialects import asyncdsl as ir
 
 
 @dataclass(frozen=True)

@@ -18,15 +18,15 @@ idx: 8xui32, buf: 8x64xf32 becomes
 
 from __future__ import annotations
 
-from asyncdsl.dialects import asyncdsl as ir
-from asyncdsl.dialects import kernel_attrs as attrs
-from asyncdsl.dialects.asyncdsl_attrs import TmaDescriptorAttr
-from asyncdsl.dialects.row_gather_ops import ROWS_PER_INSTRUCTION
 from xdsl.dialects import func
 from xdsl.ir import Operation
 from xdsl.rewriter import Rewriter
 
 from asyncdsl import dtypes
+from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.dialects import kernel_attrs as attrs
+from asyncdsl.dialects.asyncdsl_attrs import TmaDescriptorAttr
+from asyncdsl.dialects.row_gather_ops import ROWS_PER_INSTRUCTION
 from asyncdsl.errors import UnsupportedTargetError
 from asyncdsl.kernel_binary import TiledTensorMapSpec
 

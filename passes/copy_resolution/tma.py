@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from xdsl.rewriter import Rewriter
+
+from asyncdsl import dtypes
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects.asyncdsl_attrs import TmaDescriptorAttr
 from asyncdsl.passes.copy_resolution.index_builder import IndexBuilder, slice_entries
 from asyncdsl.passes.copy_resolution.reductions import hardware_reduction
-from xdsl.rewriter import Rewriter
-
-from asyncdsl import dtypes
 from asyncdsl.tma_plan import TmaCopyPlan, plan_tiled_copy
 from asyncdsl.transforms import transform_from_attr
 

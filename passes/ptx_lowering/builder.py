@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from asyncdsl.dialects import ptx
 from xdsl.ir import Block, SSAValue
+
+from asyncdsl.dialects import ptx
 
 
 class PtxBuilder:

@@ -22,14 +22,14 @@ Example (a load of 4096 bytes at a traced offset %rd3 of a 65536-byte array, arr
 
 from __future__ import annotations
 
-from asyncdsl.dialects import asyncdsl as ir
-from asyncdsl.passes.ptx_lowering.context import KernelLowering, lowers
-from asyncdsl.passes.ptx_lowering.gmem_addresses import window_address, window_offset
-from asyncdsl.passes.ptx_lowering.sync import barrier_address
 from xdsl.ir import SSAValue
 
 from asyncdsl import dtypes, gmem_runs
 from asyncdsl.bulk_plan import clamped_bytes
+from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.passes.ptx_lowering.context import KernelLowering, lowers
+from asyncdsl.passes.ptx_lowering.gmem_addresses import window_address, window_offset
+from asyncdsl.passes.ptx_lowering.sync import barrier_address
 
 
 def _issuer(ctx: KernelLowering, predicate: SSAValue | None) -> SSAValue:

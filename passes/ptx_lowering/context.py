@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from asyncdsl.passes.ptx_lowering.builder import PtxBuilder
 from xdsl.ir import Block, Operation, SSAValue
+
+from asyncdsl.passes.ptx_lowering.builder import PtxBuilder
 
 Rule = Callable[["KernelLowering", Operation], None]
 RULES: dict[type[Operation], Rule] = {}

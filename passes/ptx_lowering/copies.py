@@ -6,12 +6,11 @@ to the instruction innermost first, the reverse of the IR's array order (ptx-hop
 
 from __future__ import annotations
 
+from asyncdsl import tma_reductions
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.passes.ptx_lowering.collectives import collective_load_form
 from asyncdsl.passes.ptx_lowering.context import KernelLowering, lowers
 from asyncdsl.passes.ptx_lowering.sync import barrier_address
-
-from asyncdsl import tma_reductions
 
 
 def _issuer(ctx: KernelLowering, predicate):

@@ -30,13 +30,13 @@ $L3_cp_async:
 
 from __future__ import annotations
 
+from xdsl.ir import SSAValue
+
+from asyncdsl.cp_async_plan import SWIZZLE_UNIT, WARPGROUP_THREADS, CpAsyncPlan
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.passes.ptx_lowering.context import KernelLowering, lowers
 from asyncdsl.passes.ptx_lowering.gmem_addresses import wide_product, window_address, window_offset
 from asyncdsl.passes.ptx_lowering.sync import barrier_address
-from xdsl.ir import SSAValue
-
-from asyncdsl.cp_async_plan import SWIZZLE_UNIT, WARPGROUP_THREADS, CpAsyncPlan
 
 
 @lowers(ir.CpAsyncLoadOp)

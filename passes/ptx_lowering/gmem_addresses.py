@@ -18,11 +18,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from asyncdsl.dialects import asyncdsl as ir
-from asyncdsl.passes.ptx_lowering.context import KernelLowering
 from xdsl.ir import BlockArgument, SSAValue
 
 from asyncdsl import dtypes, gmem_runs
+from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.passes.ptx_lowering.context import KernelLowering
 
 _S32_MAX = 2**31 - 1
 

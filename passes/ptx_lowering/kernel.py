@@ -16,12 +16,12 @@ meets once more so no CTA exits while a peer may still multicast into it.
 
 from __future__ import annotations
 
-from asyncdsl.dialects import asyncdsl as ir
-from asyncdsl.dialects import kernel_attrs as attrs
-from asyncdsl.passes.ptx_lowering.context import KernelFacts, KernelLowering
 from xdsl.dialects import func
 
+from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.dialects import kernel_attrs as attrs
 from asyncdsl.kernel_binary import DescriptorScratchParam, KernelParam, PointerParam, TensorMapParam
+from asyncdsl.passes.ptx_lowering.context import KernelFacts, KernelLowering
 
 
 def kernel_params(fn: func.FuncOp) -> tuple[KernelParam, ...]:

@@ -7,9 +7,10 @@ labels and branches; loop counters and loop-carried values are registers updated
 
 from __future__ import annotations
 
-from asyncdsl.passes.ptx_lowering.context import KernelLowering, lowers
 from xdsl.dialects import arith, scf
 from xdsl.dialects.builtin import IndexType, IntegerAttr, IntegerType
+
+from asyncdsl.passes.ptx_lowering.context import KernelLowering, lowers
 
 _COMPARE = {
     "eq": "eq.s32", "ne": "ne.s32", "slt": "lt.s32", "sle": "le.s32", "sgt": "gt.s32",
