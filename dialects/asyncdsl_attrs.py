@@ -8,14 +8,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from xdsl.dialects.builtin import ArrayAttr, IntAttr
 from xdsl.ir import ParametrizedAttribute, TypeAttribute
 from xdsl.irdl import irdl_attr_definition
 from xdsl.parser import AttrParser
 from xdsl.printer import Printer
 
+from asyncdsl.dialects.descriptor_attrs import DescriptorAttr, DescriptorField
 from asyncdsl.kernel_binary import TiledTensorMapSpec
 
 
@@ -50,32 +49,24 @@ class BarriersType(ParametrizedAttribute, TypeAttribute):
             return (IntAttr(parser.parse_integer()),)
 
 
-def _int_array(values: Sequence[int]) -> ArrayAttr[IntAttr]:
-    return ArrayAttr(IntAttr(int(v)) for v in values)
-
-
-def _parse_ints(parser: AttrParser) -> tuple[int, ...]:
-    return tuple(parser.parse_comma_separated_list(parser.Delimiter.SQUARE, parser.parse_integer))
-
-
-# (keyword, TiledTensorMapSpec field, is a list) in printing order.
-_DESC_FIELDS = (
-    ("arg", "arg_index", False),
-    ("dtype", "dtype_code", False),
-    ("elem_bytes", "element_bytes", False),
-    ("dims", "global_dims", True),
-    ("strides", "global_strides", True),
-    ("box", "box_dims", True),
-    ("elem_strides", "element_strides", True),
-    ("swizzle", "swizzle_bytes", False),
-    ("oob_nan", "oob_nan", False),
-    ("l2_promotion", "l2_promotion_bytes", False),
-    ("offset", "base_offset_bytes", False),
+# The keywords of `#asyncdsl.tma_desc`, one per `TiledTensorMapSpec` field, in printing order.
+_TILED_FIELDS = (
+    DescriptorField("arg", "arg_index"),
+    DescriptorField("dtype", "dtype_code"),
+    DescriptorField("elem_bytes", "element_bytes"),
+    DescriptorField("dims", "global_dims", "ints"),
+    DescriptorField("strides", "global_strides", "ints"),
+    DescriptorField("box", "box_dims", "ints"),
+    DescriptorField("elem_strides", "element_strides", "ints"),
+    DescriptorField("swizzle", "swizzle_bytes"),
+    DescriptorField("oob_nan", "oob_nan", "flag"),
+    DescriptorField("l2_promotion", "l2_promotion_bytes"),
+    DescriptorField("offset", "base_offset_bytes"),
 )
 
 
 @irdl_attr_definition
-class TmaDescriptorAttr(ParametrizedAttribute):
+class TmaDescriptorAttr(DescriptorAttr):
     """One tiled TMA descriptor as the host will encode it (see `TiledTensorMapSpec`).
 
     Printed with keywords so that the IR says what the hardware is told:
@@ -83,6 +74,8 @@ class TmaDescriptorAttr(ParametrizedAttribute):
     """
 
     name = "asyncdsl.tma_desc"
+    SPEC = TiledTensorMapSpec
+    FIELDS = _TILED_FIELDS
 
     arg_index: IntAttr
     dtype_code: IntAttr
@@ -95,42 +88,6 @@ class TmaDescriptorAttr(ParametrizedAttribute):
     oob_nan: IntAttr
     l2_promotion_bytes: IntAttr
     base_offset_bytes: IntAttr
-
-    @staticmethod
-    def from_spec(spec: TiledTensorMapSpec) -> TmaDescriptorAttr:
-        values = []
-        for _, field, is_list in _DESC_FIELDS:
-            value = getattr(spec, field)
-            values.append(_int_array(value) if is_list else IntAttr(int(value)))
-        return TmaDescriptorAttr(*values)
-
-    def spec(self) -> TiledTensorMapSpec:
-        kwargs = {}
-        for _, field, is_list in _DESC_FIELDS:
-            value = getattr(self, field)
-            kwargs[field] = tuple(v.data for v in value) if is_list else value.data
-        kwargs["oob_nan"] = bool(kwargs["oob_nan"])
-        return TiledTensorMapSpec(**kwargs)
-
-    def print_parameters(self, printer: Printer) -> None:
-        parts = []
-        for keyword, field, is_list in _DESC_FIELDS:
-            value = getattr(self, field)
-            text = "[" + ", ".join(map(str, [v.data for v in value])) + "]" if is_list else str(value.data)
-            parts.append(f"{keyword} = {text}")
-        printer.print_string("<" + ", ".join(parts) + ">")
-
-    @classmethod
-    def parse_parameters(cls, parser: AttrParser) -> list:
-        values = []
-        with parser.in_angle_brackets():
-            for position, (keyword, _, is_list) in enumerate(_DESC_FIELDS):
-                if position:
-                    parser.parse_punctuation(",")
-                parser.parse_keyword(keyword)
-                parser.parse_punctuation("=")
-                values.append(_int_array(_parse_ints(parser)) if is_list else IntAttr(parser.parse_integer()))
-        return values
 
 
 ATTRIBUTES = (SharedMemorySpaceAttr, BarriersType, TmaDescriptorAttr)

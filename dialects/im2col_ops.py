@@ -22,7 +22,7 @@ from xdsl.dialects.builtin import (
     MemRefType,
     i64,
 )
-from xdsl.ir import Attribute, Operation, ParametrizedAttribute, SSAValue
+from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import (
     AttrSizedOperandSegments,
     IRDLOperation,
@@ -34,11 +34,10 @@ from xdsl.irdl import (
     prop_def,
     var_operand_def,
 )
-from xdsl.parser import AttrParser
-from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
 from asyncdsl.dialects.asyncdsl_attrs import BarriersType
+from asyncdsl.dialects.descriptor_attrs import DescriptorAttr, DescriptorField
 from asyncdsl.dialects.ir_utils import (
     SWIZZLE_BYTES,
     bool_prop,
@@ -58,31 +57,33 @@ MAX_CHANNELS = 256  # columns of the SMEM destination (channelsPerPixel)
 GMEM_STRIDE_ALIGNMENT = 16
 
 
-# (keyword, Im2colTensorMapSpec field, is a list) in printing order.
-_DESC_FIELDS = (
-    ("arg", "arg_index", False),
-    ("dtype", "dtype_code", False),
-    ("elem_bytes", "element_bytes", False),
-    ("dims", "global_dims", True),
-    ("strides", "global_strides", True),
-    ("lower", "lower_corner", True),
-    ("upper", "upper_corner", True),
-    ("channels", "channels_per_pixel", False),
-    ("pixels", "pixels_per_column", False),
-    ("elem_strides", "element_strides", True),
-    ("swizzle", "swizzle_bytes", False),
-    ("oob_nan", "oob_nan", False),
-    ("l2_promotion", "l2_promotion_bytes", False),
-    ("offset", "base_offset_bytes", False),
+# The keywords of `#asyncdsl.im2col_desc`, one per `Im2colTensorMapSpec` field, in printing order.
+_IM2COL_FIELDS = (
+    DescriptorField("arg", "arg_index"),
+    DescriptorField("dtype", "dtype_code"),
+    DescriptorField("elem_bytes", "element_bytes"),
+    DescriptorField("dims", "global_dims", "ints"),
+    DescriptorField("strides", "global_strides", "ints"),
+    DescriptorField("lower", "lower_corner", "ints"),
+    DescriptorField("upper", "upper_corner", "ints"),
+    DescriptorField("channels", "channels_per_pixel"),
+    DescriptorField("pixels", "pixels_per_column"),
+    DescriptorField("elem_strides", "element_strides", "ints"),
+    DescriptorField("swizzle", "swizzle_bytes"),
+    DescriptorField("oob_nan", "oob_nan", "flag"),
+    DescriptorField("l2_promotion", "l2_promotion_bytes"),
+    DescriptorField("offset", "base_offset_bytes"),
 )
 
 
 @irdl_attr_definition
-class Im2colDescriptorAttr(ParametrizedAttribute):
+class Im2colDescriptorAttr(DescriptorAttr):
     """One im2col TMA descriptor as the host will encode it (see `Im2colTensorMapSpec`), printed
     with keywords: `#asyncdsl.im2col_desc<arg = 0, dtype = 7, ..., lower = [-1, -1], ...>`."""
 
     name = "asyncdsl.im2col_desc"
+    SPEC = Im2colTensorMapSpec
+    FIELDS = _IM2COL_FIELDS
 
     arg_index: IntAttr
     dtype_code: IntAttr
@@ -98,46 +99,6 @@ class Im2colDescriptorAttr(ParametrizedAttribute):
     oob_nan: IntAttr
     l2_promotion_bytes: IntAttr
     base_offset_bytes: IntAttr
-
-    @staticmethod
-    def from_spec(spec: Im2colTensorMapSpec) -> Im2colDescriptorAttr:
-        values = []
-        for _, field, is_list in _DESC_FIELDS:
-            value = getattr(spec, field)
-            values.append(ArrayAttr(IntAttr(int(v)) for v in value) if is_list else IntAttr(int(value)))
-        return Im2colDescriptorAttr(*values)
-
-    def spec(self) -> Im2colTensorMapSpec:
-        kwargs = {}
-        for _, field, is_list in _DESC_FIELDS:
-            value = getattr(self, field)
-            kwargs[field] = tuple(v.data for v in value) if is_list else value.data
-        kwargs["oob_nan"] = bool(kwargs["oob_nan"])
-        return Im2colTensorMapSpec(**kwargs)
-
-    def print_parameters(self, printer: Printer) -> None:
-        parts = []
-        for keyword, field, is_list in _DESC_FIELDS:
-            value = getattr(self, field)
-            text = "[" + ", ".join(str(v.data) for v in value) + "]" if is_list else str(value.data)
-            parts.append(f"{keyword} = {text}")
-        printer.print_string("<" + ", ".join(parts) + ">")
-
-    @classmethod
-    def parse_parameters(cls, parser: AttrParser) -> list:
-        values = []
-        with parser.in_angle_brackets():
-            for position, (keyword, _, is_list) in enumerate(_DESC_FIELDS):
-                if position:
-                    parser.parse_punctuation(",")
-                parser.parse_keyword(keyword)
-                parser.parse_punctuation("=")
-                if is_list:
-                    ints = parser.parse_comma_separated_list(parser.Delimiter.SQUARE, parser.parse_integer)
-                    values.append(ArrayAttr(IntAttr(v) for v in ints))
-                else:
-                    values.append(IntAttr(parser.parse_integer()))
-        return values
 
 
 def _constant(value: SSAValue) -> int | None:
