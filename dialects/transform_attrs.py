@@ -69,6 +69,20 @@ class TransformAttr(ParametrizedAttribute, ABC):
             raise VerifyException(f"{self.name}: {error.message}") from None
 
 
+class IntListTransformAttr(TransformAttr, ABC):
+    """Base of the transform attributes whose only parameter is a list of integers, `<[...]>`."""
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        with parser.in_angle_brackets():
+            return (_parse_int_list(parser),)
+
+    def print_parameters(self, printer: Printer) -> None:
+        (values,) = self.parameters
+        with printer.in_angle_brackets():
+            _print_int_list(printer, _ints(values))
+
+
 @irdl_attr_definition
 class TileTransformAttr(TransformAttr):
     """`#asyncdsl.tile<[tiles...]>` or `#asyncdsl.tile<[tiles...], down>`."""
@@ -109,7 +123,7 @@ class TileTransformAttr(TransformAttr):
 
 
 @irdl_attr_definition
-class TransposeTransformAttr(TransformAttr):
+class TransposeTransformAttr(IntListTransformAttr):
     """`#asyncdsl.transpose<[permutation...]>`."""
 
     name = "asyncdsl.transpose"
@@ -121,15 +135,6 @@ class TransposeTransformAttr(TransformAttr):
 
     def to_transform(self) -> MemRefTransform:
         return TransposeTransform(_ints(self.permutation))
-
-    @classmethod
-    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
-        with parser.in_angle_brackets():
-            return (_parse_int_list(parser),)
-
-    def print_parameters(self, printer: Printer) -> None:
-        with printer.in_angle_brackets():
-            _print_int_list(printer, _ints(self.permutation))
 
 
 @irdl_attr_definition
@@ -166,7 +171,7 @@ class CollapseTransformAttr(TransformAttr):
 
 
 @irdl_attr_definition
-class DropUnitDimsTransformAttr(TransformAttr):
+class DropUnitDimsTransformAttr(IntListTransformAttr):
     """`#asyncdsl.drop_unit_dims<[dims...]>`."""
 
     name = "asyncdsl.drop_unit_dims"
@@ -178,15 +183,6 @@ class DropUnitDimsTransformAttr(TransformAttr):
 
     def to_transform(self) -> MemRefTransform:
         return DropUnitDimsTransform(_ints(self.unit_dims))
-
-    @classmethod
-    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
-        with parser.in_angle_brackets():
-            return (_parse_int_list(parser),)
-
-    def print_parameters(self, printer: Printer) -> None:
-        with printer.in_angle_brackets():
-            _print_int_list(printer, _ints(self.unit_dims))
 
 
 TRANSFORM_ATTRS: tuple[type[TransformAttr], ...] = (
