@@ -36,7 +36,14 @@ from xdsl.utils.exceptions import VerifyException
 
 from asyncdsl.bulk_plan import BULK_ALIGNMENT, OOB_MODES
 from asyncdsl.dialects.asyncdsl_attrs import BarriersType
-from asyncdsl.dialects.ir_utils import bool_prop, buffer_bytes, is_gmem, is_smem, shape_of
+from asyncdsl.dialects.ir_utils import (
+    bool_prop,
+    buffer_bytes,
+    is_gmem,
+    is_smem,
+    optional_operand,
+    shape_of,
+)
 
 
 class _BulkCopy(IRDLOperation):
@@ -105,7 +112,7 @@ class BulkLoadOp(_BulkCopy):
         predicate: SSAValue | None = None,
     ):
         super().__init__(
-            operands=[gmem, smem, starts, barriers, barrier_index, [predicate] if predicate else []],
+            operands=[gmem, smem, starts, barriers, barrier_index, optional_operand(predicate)],
             properties={**_properties(sizes, oob), "arrive": bool_prop(arrive)},
         )
 
@@ -136,7 +143,7 @@ class BulkStoreOp(_BulkCopy):
         predicate: SSAValue | None = None,
     ):
         super().__init__(
-            operands=[gmem, smem, starts, [predicate] if predicate else []],
+            operands=[gmem, smem, starts, optional_operand(predicate)],
             properties={**_properties(sizes, oob), "commit": bool_prop(commit)},
         )
 

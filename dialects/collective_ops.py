@@ -18,7 +18,14 @@ from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def, prop_def, 
 from xdsl.utils.exceptions import VerifyException
 
 from asyncdsl.cluster_collectives import MAX_MULTICAST_CTAS, CollectiveGroup
-from asyncdsl.dialects.ir_utils import CLUSTER_DIMS, buffer_bytes, is_smem, shape_of, smem_type
+from asyncdsl.dialects.ir_utils import (
+    CLUSTER_DIMS,
+    buffer_bytes,
+    is_smem,
+    shape_of,
+    smem_type,
+    verify_collective_dims,
+)
 
 
 @irdl_op_definition
@@ -55,10 +62,7 @@ class ClusterCollectiveMaskOp(IRDLOperation):
                 f"a multicast mask has {MAX_MULTICAST_CTAS} bits; cluster {cluster} has more CTAs"
             )
         dims = [d.data if isinstance(d, StringAttr) else d for d in self.collective]
-        if not dims or any(d not in CLUSTER_DIMS for d in dims) or len(set(dims)) != len(dims):
-            raise VerifyException(
-                f"collective must name distinct cluster dims among {CLUSTER_DIMS}, got {dims}"
-            )
+        verify_collective_dims(dims, empty_allowed=False)
 
 
 @irdl_op_definition

@@ -13,7 +13,6 @@ from xdsl.dialects.builtin import (
     IntegerType,
     MemRefType,
     StringAttr,
-    i1,
     i64,
 )
 from xdsl.ir import Attribute, Operation, SSAValue
@@ -31,16 +30,22 @@ from xdsl.utils.exceptions import VerifyException
 
 from asyncdsl.dialects.asyncdsl_attrs import BarriersType
 from asyncdsl.dialects.ir_utils import (
-    CLUSTER_DIMS,
     IMPLEMENTATIONS,
     OOB_MODES,
     REDUCTIONS,
-    SWIZZLE_BYTES,
     bool_prop,
     int_prop,
     is_gmem,
-    is_smem,
+    optional_operand,
     shape_of,
+    verify_allow_groups,
+    verify_barrier_pair,
+    verify_collective_dims,
+    verify_copy_sides,
+    verify_gmem_slice,
+    verify_partition,
+    verify_predicate,
+    verify_swizzle,
 )
 
 
@@ -110,11 +115,10 @@ class AsyncCopyOp(IRDLOperation):
             properties["partition_axis"] = int_prop(partition_axis)
         if reduction is not None:
             properties["reduction"] = StringAttr(reduction)
-        optional = lambda v: [v] if v is not None else []  # noqa: E731
         super().__init__(
             operands=[
                 source, destination, starts,
-                optional(barriers), optional(barrier_index), optional(predicate),
+                optional_operand(barriers), optional_operand(barrier_index), optional_operand(predicate),
             ],
             properties=properties,
         )
@@ -141,34 +145,16 @@ class AsyncCopyOp(IRDLOperation):
         return tuple(d.data for d in self.collective)
 
     def verify_(self) -> None:
-        src, dst = self.source.type, self.destination.type
-        if not ((is_gmem(src) and is_smem(dst)) or (is_smem(src) and is_gmem(dst))):
-            raise VerifyException("async_copy copies between GMEM and SMEM: exactly one side must be each")
-        if src.element_type != dst.element_type:
-            raise VerifyException(
-                f"async_copy needs the same element type on both sides, got {src.element_type} "
-                f"and {dst.element_type}"
-            )
-        rank = len(shape_of(self.gmem))
-        sizes = self.sizes
-        if len(self.starts) != rank or len(sizes) != rank:
-            raise VerifyException(
-                f"the GMEM slice needs one index per dim: the ref has {rank} dims, the slice "
-                f"{len(self.starts)} starts and {len(sizes)} sizes"
-            )
-        if any(s == 0 or s < -1 for s in sizes):
-            raise VerifyException(f"slice sizes must be positive (or -1 for a squeezed dim), got {sizes}")
-        if self.swizzle.value.data not in SWIZZLE_BYTES:
-            raise VerifyException(f"swizzle must be one of {SWIZZLE_BYTES} bytes, got {self.swizzle.value.data}")
+        verify_copy_sides("async_copy", self.source.type, self.destination.type)
+        verify_gmem_slice(len(shape_of(self.gmem)), self.starts, self.sizes)
+        verify_swizzle(self.swizzle.value.data)
         if self.implementation.data not in IMPLEMENTATIONS:
             raise VerifyException(f"implementation must be one of {IMPLEMENTATIONS}, got {self.implementation.data!r}")
         if self.oob.data not in OOB_MODES:
             raise VerifyException(f"oob must be one of {OOB_MODES}, got {self.oob.data!r}")
-        if (self.barriers is None) != (self.barrier_index is None):
-            raise VerifyException("a barrier needs both the barrier group and the index")
+        verify_barrier_pair(self.barriers, self.barrier_index)
         dims = self.cluster_dims
-        if any(d not in CLUSTER_DIMS for d in dims) or len(set(dims)) != len(dims):
-            raise VerifyException(f"collective must name distinct cluster dims among {CLUSTER_DIMS}, got {dims}")
+        verify_collective_dims(dims, empty_allowed=True)
         if self.is_load:
             if self.barriers is None and self.implementation.data == "tma":
                 raise VerifyException("a GMEM -> SMEM copy needs a barrier to complete on (barrier=...)")
@@ -188,11 +174,9 @@ class AsyncCopyOp(IRDLOperation):
                 f"only TMA copies reduce: reduction={self.reduction.data!r} needs implementation='tma', "
                 f"got {self.implementation.data!r}"
             )
-        if self.predicate is not None and self.predicate.type != i1:
-            raise VerifyException(f"a copy's predicate is a condition (i1), got {self.predicate.type}")
+        verify_predicate("a copy", self.predicate)
         if self.partition is not None:
-            if self.partition.data not in ("partitioned", "replicated"):
-                raise VerifyException(f"partition must be 'partitioned' or 'replicated', got {self.partition.data!r}")
+            verify_partition(self.partition)
             if not dims:
                 raise VerifyException("only collective loads can be partitioned or replicated")
             if (self.partition.data == "partitioned") != (self.partition_axis is not None):
@@ -231,8 +215,7 @@ class AwaitAsyncCopyOp(IRDLOperation):
         super().__init__(properties={"allow_groups": int_prop(allow_groups), "read_only": bool_prop(read_only)})
 
     def verify_(self) -> None:
-        if not 0 <= self.allow_groups.value.data <= 63:
-            raise VerifyException(f"allow_groups must be in [0, 63], got {self.allow_groups.value.data}")
+        verify_allow_groups(self.allow_groups.value.data)
 
 
 

@@ -37,7 +37,10 @@ from asyncdsl.dialects.ir_utils import (
     int_prop,
     is_gmem,
     is_smem,
+    optional_operand,
     shape_of,
+    verify_allow_groups,
+    verify_barrier_pair,
 )
 
 _LAYOUT_FIELDS = (
@@ -83,9 +86,8 @@ class CpAsyncLoadOp(IRDLOperation):
         properties = {field: int_prop(getattr(plan, field)) for field in _LAYOUT_FIELDS}
         properties["slice_sizes"] = DenseArrayBase.from_list(i64, list(sizes))
         properties["arrive"] = bool_prop(arrive)
-        optional = lambda v: [v] if v is not None else []  # noqa: E731
         super().__init__(
-            operands=[gmem, smem, starts, optional(barriers), optional(barrier_index)],
+            operands=[gmem, smem, starts, optional_operand(barriers), optional_operand(barrier_index)],
             properties=properties,
         )
 
@@ -104,8 +106,7 @@ class CpAsyncLoadOp(IRDLOperation):
         rank = len(shape_of(self.gmem))
         if len(self.starts) != rank or len(self.sizes) != rank:
             raise VerifyException(f"cp_async_load needs one start and one size per GMEM dim ({rank})")
-        if (self.barriers is None) != (self.barrier_index is None):
-            raise VerifyException("a barrier needs both the barrier group and the index")
+        verify_barrier_pair(self.barriers, self.barrier_index)
         plan = self.plan()
         if plan.chunk_bytes not in CHUNK_SIZES or plan.swizzle_bytes not in SWIZZLE_BYTES:
             raise VerifyException(f"cp_async_load chunks are {CHUNK_SIZES} bytes, swizzles {SWIZZLE_BYTES}")
@@ -132,8 +133,7 @@ class AwaitCpAsyncCopyOp(IRDLOperation):
         super().__init__(properties={"allow_groups": int_prop(allow_groups)})
 
     def verify_(self) -> None:
-        if not 0 <= self.allow_groups.value.data <= 63:
-            raise VerifyException(f"allow_groups must be in [0, 63], got {self.allow_groups.value.data}")
+        verify_allow_groups(self.allow_groups.value.data)
 
 
 OPERATIONS: tuple[type[Operation], ...] = (CpAsyncLoadOp, AwaitCpAsyncCopyOp)

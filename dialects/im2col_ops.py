@@ -39,13 +39,16 @@ from xdsl.utils.exceptions import VerifyException
 from asyncdsl.dialects.asyncdsl_attrs import BarriersType
 from asyncdsl.dialects.descriptor_attrs import DescriptorAttr, DescriptorField
 from asyncdsl.dialects.ir_utils import (
-    SWIZZLE_BYTES,
     bool_prop,
     element_bits,
     int_prop,
     is_gmem,
     is_smem,
+    optional_operand,
     shape_of,
+    verify_same_element_type,
+    verify_swizzle,
+    verify_swizzled_row,
 )
 from asyncdsl.im2col_emulation import corner_range, offset_bits, offset_range
 from asyncdsl.kernel_binary import Im2colTensorMapSpec
@@ -156,8 +159,7 @@ class AsyncCopyIm2colOp(IRDLOperation):
     ):
         super().__init__(
             operands=[
-                source, destination, starts, offsets, barriers, barrier_index,
-                [predicate] if predicate is not None else [],
+                source, destination, starts, offsets, barriers, barrier_index, optional_operand(predicate),
             ],
             properties={
                 "window_lower": DenseArrayBase.from_list(i64, [low for low, _ in window_bounds]),
@@ -198,11 +200,7 @@ class AsyncCopyIm2colOp(IRDLOperation):
                 "async_copy_im2col loads from a GMEM image batch (a kernel array argument) into a "
                 "shared-memory buffer"
             )
-        if self.source.type.element_type != self.destination.type.element_type:
-            raise VerifyException(
-                f"async_copy_im2col needs the same element type on both sides, got "
-                f"{self.source.type.element_type} and {self.destination.type.element_type}"
-            )
+        verify_same_element_type("async_copy_im2col", self.source.type, self.destination.type)
         bits = element_bits(self.source.type)
         if bits < 8:
             raise VerifyException(f"im2col TMA has no sub-byte element type: {bits}-bit elements cannot be copied")
@@ -300,13 +298,8 @@ class AsyncCopyIm2colOp(IRDLOperation):
                 f"of {GMEM_STRIDE_ALIGNMENT}"
             )
         swizzle = self.swizzle.value.data
-        if swizzle not in SWIZZLE_BYTES:
-            raise VerifyException(f"swizzle must be one of {SWIZZLE_BYTES} bytes, got {swizzle}")
-        if swizzle and row_bytes != swizzle:
-            raise VerifyException(
-                f"swizzle {swizzle} needs each row to span exactly {swizzle} bytes ({swizzle // item} "
-                f"channels), got {self.channels} channels ({row_bytes} bytes)"
-            )
+        verify_swizzle(swizzle)
+        verify_swizzled_row(swizzle, self.channels, item, "channels")
 
 
 @irdl_op_definition
@@ -342,7 +335,7 @@ class TmaIm2colLoadOp(IRDLOperation):
     ):
         properties: dict[str, Attribute] = {"descriptor": descriptor, "expect_tx_bytes": int_prop(expect_tx_bytes)}
         super().__init__(
-            operands=[smem, coords, offsets, barriers, barrier_index, [predicate] if predicate is not None else []],
+            operands=[smem, coords, offsets, barriers, barrier_index, optional_operand(predicate)],
             properties=properties,
         )
 

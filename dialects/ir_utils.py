@@ -1,12 +1,14 @@
-"""Helpers shared by the op modules of the `asyncdsl` dialect: property builders, memory-space
-tests, shapes and sizes of memrefs, and the option vocabularies of copies."""
+"""Helpers shared by the op modules of the `asyncdsl` dialect: property and operand builders,
+memory-space tests, shapes and sizes of memrefs, the option vocabularies of copies, and the
+verifier rules that several copy ops share."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects.builtin import BoolAttr, IntegerAttr, MemRefType, i1, i64
+from xdsl.dialects.builtin import BoolAttr, IntegerAttr, MemRefType, StringAttr, i1, i64
 from xdsl.ir import Attribute, SSAValue
+from xdsl.utils.exceptions import VerifyException
 
 from asyncdsl import dtypes
 from asyncdsl.dialects.asyncdsl_attrs import SMEM, SharedMemorySpaceAttr
@@ -15,6 +17,8 @@ SWIZZLE_BYTES = (0, 32, 64, 128)
 IMPLEMENTATIONS = ("tma", "cp_async")
 OOB_MODES = ("zeros", "undefined", "promise_in_bounds")
 CLUSTER_DIMS = ("x", "y", "z")
+PARTITIONS = ("partitioned", "replicated")
+MAX_PENDING_GROUPS = 63  # what `cp.async.bulk.wait_group` and `cp.async.wait_group` can name
 REDUCTIONS = ("add", "min", "max", "umin", "umax", "smin", "smax", "inc", "dec", "and", "or", "xor")
 
 
@@ -24,6 +28,11 @@ def int_prop(value: int) -> IntegerAttr:
 
 def bool_prop(value: bool) -> BoolAttr:
     return IntegerAttr(int(value), i1)
+
+
+def optional_operand(value: SSAValue | None) -> list[SSAValue]:
+    """An optional operand as IRDL's operand list takes it: present or empty."""
+    return [value] if value is not None else []
 
 
 def is_smem(type_: Attribute) -> bool:
@@ -52,3 +61,78 @@ def buffer_bytes(type_: MemRefType) -> int:
     for d in type_.get_shape():
         count *= d
     return count * element_bits(type_) // 8
+
+
+def verify_copy_sides(subject: str, source: MemRefType, destination: MemRefType) -> None:
+    """A copy goes between GMEM and SMEM, one each, and keeps the element type."""
+    if not ((is_gmem(source) and is_smem(destination)) or (is_smem(source) and is_gmem(destination))):
+        raise VerifyException(f"{subject} copies between GMEM and SMEM: exactly one side must be each")
+    verify_same_element_type(subject, source, destination)
+
+
+def verify_same_element_type(subject: str, source: MemRefType, destination: MemRefType) -> None:
+    if source.element_type != destination.element_type:
+        raise VerifyException(
+            f"{subject} needs the same element type on both sides, got {source.element_type} "
+            f"and {destination.element_type}"
+        )
+
+
+def verify_gmem_slice(rank: int, starts: Sequence[SSAValue], sizes: Sequence[int]) -> None:
+    """A slice of a rank-`rank` GMEM ref: one start and one size per dim, -1 for a squeezed dim."""
+    if len(starts) != rank or len(sizes) != rank:
+        raise VerifyException(
+            f"the GMEM slice needs one index per dim: the ref has {rank} dims, the slice "
+            f"{len(starts)} starts and {len(sizes)} sizes"
+        )
+    if any(s == 0 or s < -1 for s in sizes):
+        raise VerifyException(f"slice sizes must be positive (or -1 for a squeezed dim), got {sizes}")
+
+
+def verify_swizzle(swizzle: int) -> None:
+    if swizzle not in SWIZZLE_BYTES:
+        raise VerifyException(f"swizzle must be one of {SWIZZLE_BYTES} bytes, got {swizzle}")
+
+
+def verify_swizzled_row(swizzle: int, count: int, item_bytes: int, unit: str) -> None:
+    """A swizzled SMEM row of `count` `unit`s (columns, channels) spans exactly the swizzle span."""
+    row_bytes = count * item_bytes
+    if swizzle and row_bytes != swizzle:
+        raise VerifyException(
+            f"swizzle {swizzle} needs each row to span exactly {swizzle} bytes ({swizzle // item_bytes} "
+            f"{unit}), got {count} {unit} ({row_bytes} bytes)"
+        )
+
+
+def verify_barrier_pair(barriers: SSAValue | None, barrier_index: SSAValue | None) -> None:
+    if (barriers is None) != (barrier_index is None):
+        raise VerifyException("a barrier needs both the barrier group and the index")
+
+
+def verify_predicate(subject: str, predicate: SSAValue | None) -> None:
+    if predicate is not None and predicate.type != i1:
+        raise VerifyException(f"{subject}'s predicate is a condition (i1), got {predicate.type}")
+
+
+def verify_collective_dims(dims: Sequence[str], *, empty_allowed: bool) -> None:
+    """Collective dims name distinct cluster dims; none at all only where `empty_allowed`."""
+    if (not dims and not empty_allowed) or any(d not in CLUSTER_DIMS for d in dims) or len(set(dims)) != len(dims):
+        raise VerifyException(f"collective must name distinct cluster dims among {CLUSTER_DIMS}, got {dims}")
+
+
+def verify_partition(partition: StringAttr) -> None:
+    if partition.data not in PARTITIONS:
+        raise VerifyException(f"partition must be 'partitioned' or 'replicated', got {partition.data!r}")
+
+
+def verify_allow_groups(allow_groups: int) -> None:
+    if not 0 <= allow_groups <= MAX_PENDING_GROUPS:
+        raise VerifyException(f"allow_groups must be in [0, {MAX_PENDING_GROUPS}], got {allow_groups}")
+
+
+def verify_descriptor_coordinates(rank: int, coords: Sequence[SSAValue]) -> None:
+    """A tiled TMA descriptor has 1 to 5 dims and its instruction one coordinate per dim."""
+    if not 1 <= rank <= 5:
+        raise VerifyException(f"TMA descriptors have 1 to 5 dims, got {rank}")
+    if len(coords) != rank:
+        raise VerifyException(f"a rank-{rank} descriptor takes {rank} coordinates, got {len(coords)}")

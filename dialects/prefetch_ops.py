@@ -17,7 +17,6 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     IntegerType,
     MemRefType,
-    i1,
     i64,
 )
 from xdsl.ir import Attribute, Operation, SSAValue
@@ -34,7 +33,16 @@ from xdsl.irdl import (
 from xdsl.utils.exceptions import VerifyException
 
 from asyncdsl.dialects.asyncdsl_attrs import TmaDescriptorAttr
-from asyncdsl.dialects.ir_utils import SWIZZLE_BYTES, int_prop, is_gmem, shape_of
+from asyncdsl.dialects.ir_utils import (
+    int_prop,
+    is_gmem,
+    optional_operand,
+    shape_of,
+    verify_descriptor_coordinates,
+    verify_gmem_slice,
+    verify_predicate,
+    verify_swizzle,
+)
 
 
 @irdl_op_definition
@@ -67,7 +75,7 @@ class AsyncPrefetchOp(IRDLOperation):
         predicate: SSAValue | None = None,
     ):
         super().__init__(
-            operands=[gmem, starts, [predicate] if predicate is not None else []],
+            operands=[gmem, starts, optional_operand(predicate)],
             properties={
                 "slice_sizes": DenseArrayBase.from_list(i64, list(slice_sizes)),
                 "transforms": ArrayAttr(transforms),
@@ -82,18 +90,9 @@ class AsyncPrefetchOp(IRDLOperation):
     def verify_(self) -> None:
         if not is_gmem(self.gmem.type):
             raise VerifyException("async_prefetch brings GMEM into L2: its source must be a GMEM array")
-        rank = len(shape_of(self.gmem))
-        sizes = self.sizes
-        if len(self.starts) != rank or len(sizes) != rank:
-            raise VerifyException(
-                f"the GMEM slice needs one index per dim: the ref has {rank} dims, the slice "
-                f"{len(self.starts)} starts and {len(sizes)} sizes"
-            )
-        if any(s == 0 or s < -1 for s in sizes):
-            raise VerifyException(f"slice sizes must be positive (or -1 for a squeezed dim), got {sizes}")
-        if self.swizzle.value.data not in SWIZZLE_BYTES:
-            raise VerifyException(f"swizzle must be one of {SWIZZLE_BYTES} bytes, got {self.swizzle.value.data}")
-        _verify_predicate(self.predicate)
+        verify_gmem_slice(len(shape_of(self.gmem)), self.starts, self.sizes)
+        verify_swizzle(self.swizzle.value.data)
+        verify_predicate("a prefetch", self.predicate)
 
 
 @irdl_op_definition
@@ -111,22 +110,13 @@ class TmaPrefetchOp(IRDLOperation):
 
     def __init__(self, coords: Sequence[SSAValue], descriptor: TmaDescriptorAttr, predicate: SSAValue | None = None):
         super().__init__(
-            operands=[coords, [predicate] if predicate is not None else []],
+            operands=[coords, optional_operand(predicate)],
             properties={"descriptor": descriptor},
         )
 
     def verify_(self) -> None:
-        rank = self.descriptor.spec().rank
-        if not 1 <= rank <= 5:
-            raise VerifyException(f"TMA descriptors have 1 to 5 dims, got {rank}")
-        if len(self.coords) != rank:
-            raise VerifyException(f"a rank-{rank} descriptor takes {rank} coordinates, got {len(self.coords)}")
-        _verify_predicate(self.predicate)
-
-
-def _verify_predicate(predicate: SSAValue | None) -> None:
-    if predicate is not None and predicate.type != i1:
-        raise VerifyException(f"a prefetch's predicate is a condition (i1), got {predicate.type}")
+        verify_descriptor_coordinates(self.descriptor.spec().rank, self.coords)
+        verify_predicate("a prefetch", self.predicate)
 
 
 OPERATIONS: tuple[type[Operation], ...] = (AsyncPrefetchOp, TmaPrefetchOp)

@@ -27,13 +27,17 @@ from xdsl.utils.exceptions import VerifyException
 
 from asyncdsl.dialects.asyncdsl_attrs import BarriersType, TmaDescriptorAttr
 from asyncdsl.dialects.ir_utils import (
-    SWIZZLE_BYTES,
     bool_prop,
     element_bits,
     int_prop,
     is_gmem,
     is_smem,
+    optional_operand,
     shape_of,
+    verify_barrier_pair,
+    verify_copy_sides,
+    verify_swizzle,
+    verify_swizzled_row,
 )
 
 ROWS_PER_INSTRUCTION = 4
@@ -95,9 +99,11 @@ class AsyncCopyRowsOp(IRDLOperation):
         swizzle: int = 0,
         arrive: bool = True,
     ):
-        optional = lambda v: [v] if v is not None else []  # noqa: E731
         super().__init__(
-            operands=[source, destination, rows, column_start, optional(barriers), optional(barrier_index)],
+            operands=[
+                source, destination, rows, column_start,
+                optional_operand(barriers), optional_operand(barrier_index),
+            ],
             properties={"columns": int_prop(columns), "swizzle": int_prop(swizzle), "arrive": bool_prop(arrive)},
         )
 
@@ -118,14 +124,7 @@ class AsyncCopyRowsOp(IRDLOperation):
         return shape_of(self.rows)[0]
 
     def verify_(self) -> None:
-        src, dst = self.source.type, self.destination.type
-        if not ((is_gmem(src) and is_smem(dst)) or (is_smem(src) and is_gmem(dst))):
-            raise VerifyException("a row gather/scatter copies between GMEM and SMEM: exactly one side must be each")
-        if src.element_type != dst.element_type:
-            raise VerifyException(
-                f"a row gather/scatter needs the same element type on both sides, got {src.element_type} "
-                f"and {dst.element_type}"
-            )
+        verify_copy_sides("a row gather/scatter", self.source.type, self.destination.type)
         gmem = shape_of(self.gmem)
         if len(gmem) != 2:
             raise VerifyException(
@@ -159,15 +158,9 @@ class AsyncCopyRowsOp(IRDLOperation):
                 "(each instruction's SMEM rows start 128-byte aligned)"
             )
         swizzle = self.swizzle.value.data
-        if swizzle not in SWIZZLE_BYTES:
-            raise VerifyException(f"swizzle must be one of {SWIZZLE_BYTES} bytes, got {swizzle}")
-        if swizzle and columns * item != swizzle:
-            raise VerifyException(
-                f"swizzle {swizzle} needs each row to span exactly {swizzle} bytes ({swizzle // item} "
-                f"columns), got {columns} columns ({columns * item} bytes)"
-            )
-        if (self.barriers is None) != (self.barrier_index is None):
-            raise VerifyException("a barrier needs both the barrier group and the index")
+        verify_swizzle(swizzle)
+        verify_swizzled_row(swizzle, columns, item, "columns")
+        verify_barrier_pair(self.barriers, self.barrier_index)
         if self.is_load and self.barriers is None:
             raise VerifyException("a row gather needs a barrier to complete on (barrier=...)")
         if not self.is_load and self.barriers is not None:

@@ -28,7 +28,16 @@ from xdsl.utils.exceptions import VerifyException
 
 from asyncdsl import tma_reductions
 from asyncdsl.dialects.asyncdsl_attrs import BarriersType, TmaDescriptorAttr
-from asyncdsl.dialects.ir_utils import CLUSTER_DIMS, bool_prop, buffer_bytes, int_prop, is_smem
+from asyncdsl.dialects.ir_utils import (
+    bool_prop,
+    buffer_bytes,
+    int_prop,
+    is_smem,
+    optional_operand,
+    verify_collective_dims,
+    verify_descriptor_coordinates,
+    verify_partition,
+)
 
 
 @irdl_op_definition
@@ -82,8 +91,7 @@ class TmaLoadOp(IRDLOperation):
             properties["partition"] = StringAttr(partition)
         super().__init__(
             operands=[
-                smem, coords, barriers, barrier_index, [predicate] if predicate else [],
-                [multicast_mask] if multicast_mask else [],
+                smem, coords, barriers, barrier_index, optional_operand(predicate), optional_operand(multicast_mask),
             ],
             properties=properties,
         )
@@ -94,16 +102,12 @@ class TmaLoadOp(IRDLOperation):
 
     def verify_(self) -> None:
         _verify_tma(self.smem, self.coords, self.descriptor)
-        dims = self.cluster_dims
-        if self.collective is not None and (
-            not dims or any(d not in CLUSTER_DIMS for d in dims) or len(set(dims)) != len(dims)
-        ):
-            raise VerifyException(f"collective must name distinct cluster dims among {CLUSTER_DIMS}, got {dims}")
+        if self.collective is not None:
+            verify_collective_dims(self.cluster_dims, empty_allowed=False)
         if self.collective is not None and self.multicast_mask is not None:
             raise VerifyException("a load still to be split among its collective has no multicast mask yet")
         if self.partition is not None:
-            if self.partition.data not in ("partitioned", "replicated"):
-                raise VerifyException(f"partition must be 'partitioned' or 'replicated', got {self.partition.data!r}")
+            verify_partition(self.partition)
             if self.partition.data == "partitioned" and self.multicast_mask is not None:
                 raise VerifyException("a partitioned load fills only its own CTA: it takes no multicast mask")
 
@@ -137,7 +141,7 @@ class TmaStoreOp(IRDLOperation):
         properties: dict[str, Attribute] = {"descriptor": descriptor, "commit": bool_prop(commit)}
         if reduction is not None:
             properties["reduction"] = StringAttr(reduction)
-        super().__init__(operands=[smem, coords, [predicate] if predicate else []], properties=properties)
+        super().__init__(operands=[smem, coords, optional_operand(predicate)], properties=properties)
 
     def verify_(self) -> None:
         _verify_tma(self.smem, self.coords, self.descriptor)
@@ -151,10 +155,7 @@ def _verify_tma(smem: SSAValue, coords: Sequence[SSAValue], descriptor: TmaDescr
     spec = descriptor.spec()
     if not is_smem(smem.type):
         raise VerifyException("a TMA copy's SMEM operand must be a shared-memory buffer")
-    if len(coords) != spec.rank:
-        raise VerifyException(f"a rank-{spec.rank} descriptor takes {spec.rank} coordinates, got {len(coords)}")
-    if not 1 <= spec.rank <= 5:
-        raise VerifyException(f"TMA descriptors have 1 to 5 dims, got {spec.rank}")
+    verify_descriptor_coordinates(spec.rank, coords)
     # Bytes, not elements: packed 4-bit buffers travel through byte (uint8) descriptors.
     smem_bytes = buffer_bytes(smem.type)
     if smem_bytes != spec.box_bytes:
@@ -162,7 +163,6 @@ def _verify_tma(smem: SSAValue, coords: Sequence[SSAValue], descriptor: TmaDescr
             f"the SMEM buffer holds {smem_bytes} bytes but the TMA box {spec.box_dims} of "
             f"{spec.element_bytes}-byte elements holds {spec.box_bytes}"
         )
-
 
 
 OPERATIONS: tuple[type[Operation], ...] = (TmaLoadOp, TmaStoreOp)
