@@ -20,15 +20,13 @@ from __future__ import annotations
 from xdsl.dialects import func
 from xdsl.rewriter import Rewriter
 
-from asyncdsl import dtypes
 from asyncdsl.cluster_collectives import CollectiveGroup, check_leader_tracked, collective_group
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects import kernel_attrs as attrs
 from asyncdsl.dialects.asyncdsl_attrs import TmaDescriptorAttr
 from asyncdsl.errors import CopyError
 from asyncdsl.passes.copy_resolution.index_builder import IndexBuilder, slice_entries
-from asyncdsl.tma_plan import plan_tiled_copy
-from asyncdsl.transforms import transform_from_attr
+from asyncdsl.passes.copy_resolution.tma import plan_copy
 
 
 def is_collective(copy: ir.AsyncCopyOp) -> bool:
@@ -58,14 +56,7 @@ def resolve_collective_copy(copy: ir.AsyncCopyOp) -> None:
     entries = slice_entries(copy.starts, copy.sizes, builder)
     if partition == "partitioned":
         entries = _own_half(entries, copy.partition_axis.value.data, group, builder)
-    plan = plan_tiled_copy(
-        ir.shape_of(copy.gmem),
-        dtypes.from_mlir(copy.gmem.type.element_type),
-        entries,
-        tuple(transform_from_attr(t) for t in copy.transforms),
-        copy.swizzle.value.data,
-        ir.shape_of(copy.smem),
-    )
+    plan = plan_copy(copy, entries)
     load = ir.TmaLoadOp(
         copy.smem,
         [builder.value(c) for c in plan.coords],

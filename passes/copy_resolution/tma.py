@@ -18,8 +18,8 @@ from asyncdsl.transforms import transform_from_attr
 def resolve_tma(copy: ir.AsyncCopyOp) -> None:
     """Replace `copy` by one TMA load or store."""
     reduction = hardware_reduction(copy)
-    plan = plan_copy(copy)
     builder = IndexBuilder(copy)
+    plan = plan_copy(copy, slice_entries(copy.starts, copy.sizes, builder))
     coords = [builder.value(c) for c in plan.coords]
     spec = plan.tensor_map_spec(copy.gmem.index)
     if reduction is not None:
@@ -41,12 +41,13 @@ def resolve_tma(copy: ir.AsyncCopyOp) -> None:
     Rewriter.replace_op(copy, new, new_results=[])
 
 
-def plan_copy(copy: ir.AsyncCopyOp) -> TmaCopyPlan:
-    """The tiled TMA plan of a user copy (its slice, transforms, swizzle and SMEM shape)."""
+def plan_copy(copy: ir.AsyncCopyOp, entries: list) -> TmaCopyPlan:
+    """The tiled TMA plan of a user copy of the GMEM slice `entries` (the copy's own, from
+    `slice_entries`, or a CTA's part of it) through its transforms and swizzle into its SMEM buffer."""
     return plan_tiled_copy(
         ir.shape_of(copy.gmem),
         dtypes.from_mlir(copy.gmem.type.element_type),
-        slice_entries(copy.starts, copy.sizes, IndexBuilder(copy)),
+        entries,
         tuple(transform_from_attr(t) for t in copy.transforms),
         copy.swizzle.value.data,
         ir.shape_of(copy.smem),
