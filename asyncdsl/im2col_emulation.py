@@ -31,6 +31,7 @@ import numpy as np
 
 from asyncdsl.errors import InterpretError, OutOfBoundsError
 from asyncdsl.kernel_binary import Im2colTensorMapSpec
+from asyncdsl.tma_emulation import view_extent_bytes
 
 
 def offset_bits(rank: int) -> int:
@@ -124,9 +125,7 @@ def load_im2col(raw: np.ndarray, spec: Im2colTensorMapSpec, coords: Sequence[int
 
 
 def _check_view_fits(raw: np.ndarray, spec: Im2colTensorMapSpec) -> None:
-    last = spec.base_offset_bytes + spec.element_bytes + sum(
-        (dim - 1) * stride for dim, stride in zip(spec.global_dims, spec.global_strides)
-    )
+    last = view_extent_bytes(spec)
     if last > raw.size:
         raise OutOfBoundsError(
             f"the im2col descriptor views bytes up to {last} of a {raw.size}-byte argument "

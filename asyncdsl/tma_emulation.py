@@ -43,6 +43,14 @@ class TensorMapView(Protocol):
     oob_nan: bool
 
 
+def view_extent_bytes(tensor_map: TensorMapView) -> int:
+    """One past the last byte of the argument the map's view reaches (its last element's end):
+    the argument must hold that many bytes, or the hardware reads or writes past it."""
+    return tensor_map.base_offset_bytes + tensor_map.element_bytes + sum(
+        (size - 1) * stride for size, stride in zip(tensor_map.global_dims, tensor_map.global_strides)
+    )
+
+
 def box_shape(tensor_map: TensorMapView) -> tuple[int, ...]:
     """The shape of the array one copy moves.
 
@@ -110,14 +118,7 @@ def _element_buffer(gmem: np.ndarray, tensor_map: TensorMapView, dtype) -> np.nd
         raise ValueError("TMA emulation needs the whole GMEM buffer as a C-contiguous array")
     raw = gmem.reshape(-1).view(np.uint8)
     base = tensor_map.base_offset_bytes
-    extent = (
-        base
-        + tensor_map.element_bytes
-        + sum(
-            (size - 1) * stride
-            for size, stride in zip(tensor_map.global_dims, tensor_map.global_strides)
-        )
-    )
+    extent = view_extent_bytes(tensor_map)
     if extent > raw.size:
         raise OutOfBoundsError(
             f"the tensor map views bytes up to {extent} of a {raw.size}-byte GMEM buffer "

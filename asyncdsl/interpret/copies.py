@@ -57,13 +57,14 @@ def _fast(spec: TiledTensorMapSpec) -> bool:
     return not spec.oob_nan and all(stride == 1 for stride in spec.element_strides)
 
 
-def _check_view_fits(raw: np.ndarray, spec: TiledTensorMapSpec, argument: str) -> None:
-    last = spec.base_offset_bytes + spec.element_bytes + sum(
-        (dim - 1) * stride for dim, stride in zip(spec.global_dims, spec.global_strides)
-    )
+def check_view_fits(
+    raw: np.ndarray, spec: TiledTensorMapSpec, argument: str, descriptor: str = "the TMA descriptor"
+) -> None:
+    """The descriptor's view lies inside `raw` (argument `argument`'s bytes), or the GPU faults."""
+    last = tma_emulation.view_extent_bytes(spec)
     if last > raw.size:
         raise OutOfBoundsError(
-            f"the TMA descriptor views bytes up to {last} of argument {argument!r}, which has "
+            f"{descriptor} views bytes up to {last} of argument {argument!r}, which has "
             f"{raw.size} (dims {spec.global_dims}, byte strides {spec.global_strides})"
         )
 
@@ -83,7 +84,7 @@ def _in_bounds(spec: TiledTensorMapSpec, coords) -> tuple[list[int], list[int]]:
 
 def read_gmem_box(raw: np.ndarray, spec: TiledTensorMapSpec, coords, argument: str) -> np.ndarray:
     """The box at `coords` of the descriptor's view of `raw` (an argument's bytes), as bytes."""
-    _check_view_fits(raw, spec, argument)
+    check_view_fits(raw, spec, argument)
     element = _UINT_OF_SIZE[spec.element_bytes]
     if not _fast(spec):
         box = tma_emulation.load_box(raw, spec, coords, dtype=element)
@@ -98,7 +99,7 @@ def read_gmem_box(raw: np.ndarray, spec: TiledTensorMapSpec, coords, argument: s
 
 def write_gmem_box(raw: np.ndarray, spec: TiledTensorMapSpec, coords, box: np.ndarray, argument: str) -> None:
     """Store `box` (bytes, as `read_gmem_box` returns) at `coords`, clipped at the high end."""
-    _check_view_fits(raw, spec, argument)
+    check_view_fits(raw, spec, argument)
     if not raw.flags.writeable:
         raise ArgumentError(f"TMA store to argument {argument!r}, whose numpy array is read-only")
     for dim, coord in enumerate(coords):

@@ -10,7 +10,6 @@ from __future__ import annotations
 from xdsl.interpreter import Interpreter, PythonValues, impl
 
 from asyncdsl.dialects import asyncdsl as ir
-from asyncdsl.errors import OutOfBoundsError
 from asyncdsl.interpret import copies
 from asyncdsl.interpret.diagnosis import diagnosed
 
@@ -26,13 +25,5 @@ class PrefetchFunctions:
             return ()
         spec = copies.descriptor_spec(op.descriptor)
         argument = self.warpgroup.cta.launch.arguments[spec.arg_index]
-        reach = spec.base_offset_bytes + spec.element_bytes + sum(
-            (dim - 1) * stride for dim, stride in zip(spec.global_dims, spec.global_strides)
-        )
-        if reach > argument.raw.size:
-            raise OutOfBoundsError(
-                f"the TMA prefetch's descriptor views bytes up to {reach} of argument "
-                f"{argument.name!r}, which has {argument.raw.size} (dims {spec.global_dims}, byte "
-                f"strides {spec.global_strides})"
-            )
+        copies.check_view_fits(argument.raw, spec, argument.name, "the TMA prefetch's descriptor")
         return ()
