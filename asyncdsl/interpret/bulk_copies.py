@@ -21,6 +21,7 @@ from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.errors import ArgumentError, InterpretError, OutOfBoundsError
 from asyncdsl.interpret.diagnosis import diagnosed, origin
 from asyncdsl.interpret.memory import GlobalArgument
+from asyncdsl.interpret.operands import barrier_address, operand_values, predicated_off
 from asyncdsl.interpret.races import AsyncRead, AsyncWrite
 
 
@@ -55,15 +56,15 @@ class BulkCopyFunctions:
     @impl(ir.BulkLoadOp)
     @diagnosed
     def run_bulk_load(self, interpreter: Interpreter, op: ir.BulkLoadOp, args: PythonValues):
-        values = dict(zip(op.operands, args))
-        if op.predicate is not None and not values[op.predicate].value.data:
+        values = operand_values(op, args)
+        if predicated_off(op, values):
             return ()
         warpgroup, cta = self.warpgroup, self.warpgroup.cta
         argument = values[op.gmem]
         offset, moved = _moved_range(op, argument, values, "the bulk load")
         start = values[op.smem].offset
         cta.smem.check(start, op.transfer_bytes, "the bulk load")
-        barrier = warpgroup.mbarrier(values[op.barriers].address(values[op.barrier_index].value.data))
+        barrier = warpgroup.mbarrier(barrier_address(op, values))
         if op.arrive.value.data:
             barrier.expect_tx(moved)
             barrier.arrive(1, warpgroup.clock)
@@ -82,13 +83,13 @@ class BulkCopyFunctions:
     @impl(ir.BulkStoreOp)
     @diagnosed
     def run_bulk_store(self, interpreter: Interpreter, op: ir.BulkStoreOp, args: PythonValues):
-        values = dict(zip(op.operands, args))
+        values = operand_values(op, args)
         warpgroup, cta = self.warpgroup, self.warpgroup.cta
         # The store belongs to the group the next commit closes; a skipped store still commits.
         group = warpgroup.committed_groups + 1
         if op.commit.value.data:
             warpgroup.committed_groups = group
-        if op.predicate is not None and not values[op.predicate].value.data:
+        if predicated_off(op, values):
             return ()
         argument = values[op.gmem]
         offset, moved = _moved_range(op, argument, values, "the bulk store")

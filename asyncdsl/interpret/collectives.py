@@ -24,6 +24,7 @@ from asyncdsl.errors import AsyncDSLError, InterpretError, OutOfBoundsError
 from asyncdsl.interpret import copies
 from asyncdsl.interpret.diagnosis import diagnosed, origin
 from asyncdsl.interpret.memory import SmemBuffer
+from asyncdsl.interpret.operands import barrier_address
 from asyncdsl.interpret.races import AsyncWrite
 from asyncdsl.interpret.state import Cta
 
@@ -55,7 +56,7 @@ class CollectiveFunctions:
         """A multicast or leader-tracked `tma_load` (operand values by SSA value)."""
         warpgroup, cta = self.warpgroup, self.warpgroup.cta
         spec = copies.descriptor_spec(op.descriptor)
-        address = values[op.barriers].address(values[op.barrier_index].value.data)
+        address = barrier_address(op, values)
         expect = op.expect_tx_bytes.value.data
         if expect:
             own = cta.mbarriers[address]

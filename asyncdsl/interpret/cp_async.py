@@ -28,6 +28,7 @@ from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.errors import InterpretError, OutOfBoundsError
 from asyncdsl.interpret.copies import SWIZZLE_PERIOD
 from asyncdsl.interpret.diagnosis import diagnosed, origin
+from asyncdsl.interpret.operands import barrier_address, operand_values
 from asyncdsl.interpret.races import GenericWrite
 from asyncdsl.interpret.sync import Proceed
 from asyncdsl.ir_locations import from_ir_location
@@ -51,7 +52,7 @@ class CpAsyncFunctions:
     @impl(ir.CpAsyncLoadOp)
     @diagnosed
     def run_cp_async_load(self, interpreter: Interpreter, op: ir.CpAsyncLoadOp, args: PythonValues):
-        values = dict(zip(op.operands, args))
+        values = operand_values(op, args)
         warpgroup, cta = self.warpgroup, self.warpgroup.cta
         plan = op.plan()
         argument = values[op.gmem]
@@ -79,7 +80,7 @@ class CpAsyncFunctions:
         cta.smem.bytes[start + smem_bytes] = argument.raw[offset + gmem_bytes]
         arrive = bool(op.arrive.value.data)
         if op.barriers is not None:
-            barrier = warpgroup.mbarrier(values[op.barriers].address(values[op.barrier_index].value.data))
+            barrier = warpgroup.mbarrier(barrier_address(op, values))
             phase = barrier.current_phase
             how = f"wait for phase {phase} of {barrier.name}"
             cta.accesses.record_write(GenericWrite(start, end, barrier.key, phase + 1, how, origin(op)))

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from xdsl.dialects.builtin import IndexType
 from xdsl.interpreter import Interpreter, InterpreterFunctions, PythonValues, impl, register_impls
 from xdsl.interpreters.builtin import scalar_attr
-from xdsl.ir import Operation
 
 from asyncdsl import dtypes
 from asyncdsl.dialects import asyncdsl as ir
@@ -31,6 +30,7 @@ from asyncdsl.interpret.diagnosis import diagnosed as _diagnosed
 from asyncdsl.interpret.diagnosis import origin
 from asyncdsl.interpret.im2col import Im2colFunctions
 from asyncdsl.interpret.memory import BarrierGroup, SmemBuffer
+from asyncdsl.interpret.operands import barrier_address, operand_values, predicated_off
 from asyncdsl.interpret.prefetch import PrefetchFunctions
 from asyncdsl.interpret.races import AsyncRead, AsyncWrite
 from asyncdsl.interpret.reductions import reduce_gmem_box
@@ -48,11 +48,6 @@ def _index_attr(value: int, bitwidth: int):
 
 def _index(interpreter: Interpreter, value: int):
     return _index_attr(value, interpreter.index_bitwidth)
-
-
-def _operands(op: Operation, args: PythonValues) -> dict:
-    """Operand values by SSA value, for ops with optional and variadic operand groups."""
-    return dict(zip(op.operands, args))
 
 
 @register_impls
@@ -154,14 +149,14 @@ class AsyncDslFunctions(
     @impl(ir.TmaLoadOp)
     @_diagnosed
     def run_tma_load(self, interpreter: Interpreter, op: ir.TmaLoadOp, args: PythonValues):
-        values = _operands(op, args)
-        if op.predicate is not None and not values[op.predicate].value.data:
+        values = operand_values(op, args)
+        if predicated_off(op, values):
             return ()
         if op.multicast_mask is not None or op.partition is not None:
             return self.run_collective_load(op, values)
         warpgroup, cta = self.warpgroup, self.warpgroup.cta
         spec = copies.descriptor_spec(op.descriptor)
-        barrier = self._barrier(values[op.barriers], values[op.barrier_index])
+        barrier = warpgroup.mbarrier(barrier_address(op, values))
         if op.expect_tx_bytes.value.data:
             barrier.expect_tx(op.expect_tx_bytes.value.data)
             barrier.arrive(1, warpgroup.clock)
@@ -178,9 +173,9 @@ class AsyncDslFunctions(
     @impl(ir.TmaStoreOp)
     @_diagnosed
     def run_tma_store(self, interpreter: Interpreter, op: ir.TmaStoreOp, args: PythonValues):
-        values = _operands(op, args)
+        values = operand_values(op, args)
         warpgroup, cta = self.warpgroup, self.warpgroup.cta
-        if op.predicate is not None and not values[op.predicate].value.data:
+        if predicated_off(op, values):
             # Skipped, but its commit still closes a (possibly empty) group, as on the GPU.
             if op.commit.value.data:
                 warpgroup.committed_groups += 1

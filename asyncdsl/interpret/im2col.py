@@ -16,6 +16,7 @@ from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.im2col_emulation import load_im2col
 from asyncdsl.interpret import copies
 from asyncdsl.interpret.diagnosis import diagnosed, origin
+from asyncdsl.interpret.operands import barrier_address, operand_values, predicated_off
 from asyncdsl.interpret.races import AsyncWrite
 
 
@@ -25,12 +26,12 @@ class Im2colFunctions:
     @impl(ir.TmaIm2colLoadOp)
     @diagnosed
     def run_tma_load_im2col(self, interpreter: Interpreter, op: ir.TmaIm2colLoadOp, args: PythonValues):
-        values = dict(zip(op.operands, args))
-        if op.predicate is not None and not values[op.predicate].value.data:
+        values = operand_values(op, args)
+        if predicated_off(op, values):
             return ()
         warpgroup, cta = self.warpgroup, self.warpgroup.cta
         spec = copies.descriptor_spec(op.descriptor)
-        barrier = warpgroup.mbarrier(values[op.barriers].address(values[op.barrier_index].value.data))
+        barrier = warpgroup.mbarrier(barrier_address(op, values))
         if op.expect_tx_bytes.value.data:
             barrier.expect_tx(op.expect_tx_bytes.value.data)
             barrier.arrive(1, warpgroup.clock)

@@ -12,6 +12,7 @@ from xdsl.interpreter import Interpreter, PythonValues, impl
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.interpret import copies
 from asyncdsl.interpret.diagnosis import diagnosed
+from asyncdsl.interpret.operands import operand_values, predicated_off
 
 
 class PrefetchFunctions:
@@ -20,8 +21,8 @@ class PrefetchFunctions:
     @impl(ir.TmaPrefetchOp)
     @diagnosed
     def run_tma_prefetch(self, interpreter: Interpreter, op: ir.TmaPrefetchOp, args: PythonValues):
-        values = dict(zip(op.operands, args))
-        if op.predicate is not None and not values[op.predicate].value.data:
+        values = operand_values(op, args)
+        if predicated_off(op, values):
             return ()
         spec = copies.descriptor_spec(op.descriptor)
         argument = self.warpgroup.cta.launch.arguments[spec.arg_index]

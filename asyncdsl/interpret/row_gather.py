@@ -20,6 +20,7 @@ from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects.row_gather_ops import ROWS_PER_INSTRUCTION
 from asyncdsl.interpret import copies
 from asyncdsl.interpret.diagnosis import diagnosed, origin
+from asyncdsl.interpret.operands import barrier_address, operand_values
 from asyncdsl.interpret.races import AsyncRead, AsyncWrite
 
 _SIGN = 1 << 31
@@ -48,10 +49,10 @@ class RowGatherFunctions:
     @impl(ir.TmaGather4Op)
     @diagnosed
     def run_tma_gather4(self, interpreter: Interpreter, op: ir.TmaGather4Op, args: PythonValues):
-        values = dict(zip(op.operands, args))
+        values = operand_values(op, args)
         warpgroup, cta = self.warpgroup, self.warpgroup.cta
         spec = copies.descriptor_spec(op.descriptor)
-        barrier = warpgroup.mbarrier(values[op.barriers].address(values[op.barrier_index].value.data))
+        barrier = warpgroup.mbarrier(barrier_address(op, values))
         rows = self._row_coordinates(op, values, "the gather4")
         start, end = self._smem_rows(op, values, spec)
         cta.accesses.check_write(start, end, warpgroup.clock, "the gather4")
@@ -67,7 +68,7 @@ class RowGatherFunctions:
     @impl(ir.TmaScatter4Op)
     @diagnosed
     def run_tma_scatter4(self, interpreter: Interpreter, op: ir.TmaScatter4Op, args: PythonValues):
-        values = dict(zip(op.operands, args))
+        values = operand_values(op, args)
         warpgroup, cta = self.warpgroup, self.warpgroup.cta
         spec = copies.descriptor_spec(op.descriptor)
         rows = self._row_coordinates(op, values, "the scatter4")
