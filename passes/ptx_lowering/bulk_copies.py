@@ -28,15 +28,9 @@ from asyncdsl import dtypes, gmem_runs
 from asyncdsl.bulk_plan import clamped_bytes
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.passes.ptx_lowering.context import KernelLowering, lowers
+from asyncdsl.passes.ptx_lowering.copy_operands import issuer_predicate
 from asyncdsl.passes.ptx_lowering.gmem_addresses import window_address, window_offset
 from asyncdsl.passes.ptx_lowering.sync import barrier_address
-
-
-def _issuer(ctx: KernelLowering, predicate: SSAValue | None) -> SSAValue:
-    """The leader thread, narrowed by the user's predicate."""
-    if predicate is None:
-        return ctx.facts.leader
-    return ctx.b.emit("and.pred {}, {}, {};", "pred", ctx.facts.leader, ctx.reg(predicate))
 
 
 def _moved_bytes(ctx: KernelLowering, op, offset: int | SSAValue) -> int | SSAValue:
@@ -65,7 +59,7 @@ def _when_nonempty(ctx: KernelLowering, issuer: SSAValue, moved: int | SSAValue)
 @lowers(ir.BulkLoadOp)
 def _bulk_load(ctx: KernelLowering, op: ir.BulkLoadOp) -> None:
     b = ctx.b
-    issuer = _issuer(ctx, op.predicate)
+    issuer = issuer_predicate(ctx, op.predicate)
     bar = barrier_address(ctx, op.barriers, op.barrier_index)
     offset = window_offset(ctx, op.gmem, op.starts)
     moved = _moved_bytes(ctx, op, offset)
@@ -90,7 +84,7 @@ def _bulk_load(ctx: KernelLowering, op: ir.BulkLoadOp) -> None:
 @lowers(ir.BulkStoreOp)
 def _bulk_store(ctx: KernelLowering, op: ir.BulkStoreOp) -> None:
     b = ctx.b
-    issuer = _issuer(ctx, op.predicate)
+    issuer = issuer_predicate(ctx, op.predicate)
     offset = window_offset(ctx, op.gmem, op.starts)
     moved = _moved_bytes(ctx, op, offset)
     copier = _when_nonempty(ctx, issuer, moved)

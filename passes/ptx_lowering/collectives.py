@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.passes.ptx_lowering.context import KernelLowering, lowers
+from asyncdsl.passes.ptx_lowering.copy_operands import b16_register
 
 _AXES = "xyz"
 
@@ -58,12 +59,7 @@ def collective_load_form(ctx: KernelLowering, op: ir.TmaLoadOp, barrier) -> tupl
     b = ctx.b
     space, modifiers, extra = "shared::cluster", "", []
     if op.multicast_mask is not None:
-        known = ctx.constant(op.multicast_mask)
-        if known is not None:
-            mask = b.emit("mov.b16 {}, {};", "b16", known)
-        else:
-            mask = b.emit("cvt.u16.u32 {}, {};", "b16", ctx.reg(op.multicast_mask))
-        modifiers, extra = ".multicast::cluster", [mask]
+        modifiers, extra = ".multicast::cluster", [b16_register(ctx, op.multicast_mask)]
     if op.partition is not None:
         if op.partition.data == "partitioned":
             space = "shared::cta"

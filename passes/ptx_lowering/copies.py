@@ -1,7 +1,7 @@
 """Lowering of hardware-level copies: TMA tensor loads and stores, and waiting for stores.
 
-The leader thread of the warpgroup issues every copy (and its expect-tx arrival). Coordinates go
-to the instruction innermost first, the reverse of the IR's array order (ptx-hopper.md fact 3).
+The leader thread of the warpgroup issues every copy (and its expect-tx arrival); coordinates go
+innermost first (`copy_operands`).
 """
 
 from __future__ import annotations
@@ -10,28 +10,14 @@ from asyncdsl import tma_reductions
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.passes.ptx_lowering.collectives import collective_load_form
 from asyncdsl.passes.ptx_lowering.context import KernelLowering, lowers
+from asyncdsl.passes.ptx_lowering.copy_operands import descriptor_address, issuer_predicate, tma_coordinates
 from asyncdsl.passes.ptx_lowering.sync import barrier_address
-
-
-def _issuer(ctx: KernelLowering, predicate):
-    """The predicate of the thread that issues: the leader, narrowed by the user's predicate."""
-    if predicate is None:
-        return ctx.facts.leader
-    return ctx.b.emit("and.pred {}, {}, {};", "pred", ctx.facts.leader, ctx.reg(predicate))
-
-
-def _coordinates(ctx: KernelLowering, coords) -> list:
-    return [ctx.operand(c) for c in reversed(coords)]
-
-
-def _descriptor(ctx: KernelLowering, op):
-    return ctx.facts.descriptor_addresses[op.descriptor_index.value.data]
 
 
 @lowers(ir.TmaLoadOp)
 def _tma_load(ctx: KernelLowering, op: ir.TmaLoadOp) -> None:
     b = ctx.b
-    issuer = _issuer(ctx, op.predicate)
+    issuer = issuer_predicate(ctx, op.predicate)
     bar = barrier_address(ctx, op.barriers, op.barrier_index)
     rank = len(op.coords)
     expect = op.expect_tx_bytes.value.data
@@ -44,13 +30,16 @@ def _tma_load(ctx: KernelLowering, op: ir.TmaLoadOp) -> None:
         f"cp.async.bulk.tensor.{rank}d.{space}.global.tile.mbarrier::complete_tx::bytes{suffix}"
         " [{}], [{}, {{{}}}], [{}]" + ", {}" * len(extra) + ";"
     )
-    b.run(template, ctx.reg(op.smem), _descriptor(ctx, op), _coordinates(ctx, op.coords), bar, *extra, guard=issuer)
+    b.run(
+        template, ctx.reg(op.smem), descriptor_address(ctx, op), tma_coordinates(ctx, op.coords), bar, *extra,
+        guard=issuer,
+    )
 
 
 @lowers(ir.TmaStoreOp)
 def _tma_store(ctx: KernelLowering, op: ir.TmaStoreOp) -> None:
     b = ctx.b
-    issuer = _issuer(ctx, op.predicate)
+    issuer = issuer_predicate(ctx, op.predicate)
     rank = len(op.coords)
     if op.reduction is not None:
         # The element type (and with it signedness) lives in the descriptor; PTX names the op only.
@@ -58,7 +47,10 @@ def _tma_store(ctx: KernelLowering, op: ir.TmaStoreOp) -> None:
         head = f"cp.reduce.async.bulk.tensor.{rank}d.global.shared::cta.{ptx_op}.tile.bulk_group"
     else:
         head = f"cp.async.bulk.tensor.{rank}d.global.shared::cta.tile.bulk_group"
-    b.run(head + " [{}, {{{}}}], [{}];", _descriptor(ctx, op), _coordinates(ctx, op.coords), ctx.reg(op.smem), guard=issuer)
+    b.run(
+        head + " [{}, {{{}}}], [{}];", descriptor_address(ctx, op), tma_coordinates(ctx, op.coords),
+        ctx.reg(op.smem), guard=issuer,
+    )
     if op.commit.value.data:
         # Committed even where the user's predicate skipped the copy (an empty group, as in the
         # reference), so that await_async_copy(n) counts the same groups in every CTA.

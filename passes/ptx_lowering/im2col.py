@@ -16,31 +16,27 @@ from __future__ import annotations
 
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.passes.ptx_lowering.context import KernelLowering, lowers
+from asyncdsl.passes.ptx_lowering.copy_operands import (
+    b16_register,
+    descriptor_address,
+    issuer_predicate,
+    tma_coordinates,
+)
 from asyncdsl.passes.ptx_lowering.sync import barrier_address
-
-
-def _offset_register(ctx: KernelLowering, value):
-    known = ctx.constant(value)
-    if known is not None:
-        return ctx.b.emit("mov.b16 {}, {};", "b16", known)
-    return ctx.b.emit("cvt.u16.u32 {}, {};", "b16", ctx.reg(value))
 
 
 @lowers(ir.TmaIm2colLoadOp)
 def _im2col_load(ctx: KernelLowering, op: ir.TmaIm2colLoadOp) -> None:
     b = ctx.b
-    issuer = ctx.facts.leader
-    if op.predicate is not None:
-        issuer = b.emit("and.pred {}, {}, {};", "pred", issuer, ctx.reg(op.predicate))
+    issuer = issuer_predicate(ctx, op.predicate)
     bar = barrier_address(ctx, op.barriers, op.barrier_index)
     expect = op.expect_tx_bytes.value.data
     if expect:
         b.run("mbarrier.arrive.expect_tx.shared::cta.b64 _, [{}], {};", bar, expect, guard=issuer)
-    coords = [ctx.operand(c) for c in reversed(op.coords)]
-    offsets = [_offset_register(ctx, o) for o in reversed(op.offsets)]
-    descriptor = ctx.facts.descriptor_addresses[op.descriptor_index.value.data]
+    coords = tma_coordinates(ctx, op.coords)
+    offsets = [b16_register(ctx, o) for o in reversed(op.offsets)]
     b.run(
         f"cp.async.bulk.tensor.{len(coords)}d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes"
         " [{}], [{}, {{{}}}], [{}], {{{}}};",
-        ctx.reg(op.smem), descriptor, coords, bar, offsets, guard=issuer,
+        ctx.reg(op.smem), descriptor_address(ctx, op), coords, bar, offsets, guard=issuer,
     )

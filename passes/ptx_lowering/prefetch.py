@@ -14,17 +14,14 @@ from __future__ import annotations
 
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.passes.ptx_lowering.context import KernelLowering, lowers
+from asyncdsl.passes.ptx_lowering.copy_operands import descriptor_address, issuer_predicate, tma_coordinates
 
 
 @lowers(ir.TmaPrefetchOp)
 def _tma_prefetch(ctx: KernelLowering, op: ir.TmaPrefetchOp) -> None:
-    b = ctx.b
-    issuer = ctx.facts.leader
-    if op.predicate is not None:
-        issuer = b.emit("and.pred {}, {}, {};", "pred", issuer, ctx.reg(op.predicate))
-    descriptor = ctx.facts.descriptor_addresses[op.descriptor_index.value.data]
-    coords = [ctx.operand(c) for c in reversed(op.coords)]
-    b.run(
+    issuer = issuer_predicate(ctx, op.predicate)
+    coords = tma_coordinates(ctx, op.coords)
+    ctx.b.run(
         f"cp.async.bulk.prefetch.tensor.{len(coords)}d.L2.global.tile [{{}}, {{{{{{}}}}}}];",
-        descriptor, coords, guard=issuer,
+        descriptor_address(ctx, op), coords, guard=issuer,
     )

@@ -16,6 +16,7 @@ from __future__ import annotations
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects.row_gather_ops import ROWS_PER_INSTRUCTION
 from asyncdsl.passes.ptx_lowering.context import KernelLowering, lowers
+from asyncdsl.passes.ptx_lowering.copy_operands import descriptor_address
 from asyncdsl.passes.ptx_lowering.sync import barrier_address
 
 
@@ -33,8 +34,7 @@ def _operands(ctx: KernelLowering, op: ir.TmaGather4Op | ir.TmaScatter4Op):
     smem = ctx.reg(op.smem)
     if first:
         smem = b.emit("add.s32 {}, {}, {};", "b32", smem, first * row_bytes)
-    descriptor = ctx.facts.descriptor_addresses[op.descriptor_index.value.data]
-    return smem, descriptor, [ctx.operand(op.column), *rows]
+    return smem, descriptor_address(ctx, op), [ctx.operand(op.column), *rows]
 
 
 @lowers(ir.TmaGather4Op)
