@@ -165,21 +165,6 @@ def expected_swizzled_rows(x: np.ndarray, y_shape, swizzle: int, tiled: bool) ->
     return np.concatenate(out)
 
 
-def random_bits(shape, dtype: ad.DType, rng: np.random.Generator) -> np.ndarray:
-    raw = rng.integers(0, 256, size=(*shape, dtype.itemsize), dtype=np.uint8)
-    return raw.view(dtype.numpy).reshape(shape)
-
-
-def poisoned(shape, dtype: ad.DType) -> np.ndarray:
-    out = np.empty(shape, dtype.numpy)
-    out.view(np.uint8)[...] = 0xA5
-    return out
-
-
-def raw(array: np.ndarray) -> bytes:
-    return np.ascontiguousarray(array).view(np.uint8).tobytes()
-
-
 # (x shape, y shape, COL, the chunk the plan must pick): f32 windows whose row stride and start
 # allow 16-, 8- and 4-byte chunks.
 CP_ASYNC_WINDOWS = (

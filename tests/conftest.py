@@ -1,10 +1,13 @@
-"""Shared test helpers: tracing kernels without arrays, assembling their PTX."""
+"""Shared test fixtures: assembling PTX (plain helpers live in support.py)."""
 
 from __future__ import annotations
 
 import pytest
 
 from asyncdsl.ptxas import assemble, find_ptxas
+
+# The shared helpers (support.py) assert too: let pytest explain their failures as it does the tests'.
+pytest.register_assert_rewrite("support")
 
 
 @pytest.fixture(scope="session")

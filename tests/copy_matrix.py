@@ -97,17 +97,6 @@ def round_trip(x, y, CASE: ad.constexpr):
     ad.await_async_copy(0)
 
 
-def random_input(case: Case, rng: np.random.Generator) -> np.ndarray:
-    raw = rng.integers(0, 256, size=(*case.shape, case.dtype.itemsize), dtype=np.uint8)
-    return raw.view(case.dtype.numpy).reshape(case.shape)
-
-
-def poisoned(shape, dtype: ad.DType) -> np.ndarray:
-    out = np.empty(shape, dtype.numpy)
-    out.view(np.uint8)[...] = 0xA5
-    return out
-
-
 def padded_slice(case: Case, x: np.ndarray) -> np.ndarray:
     """x[slice] with squeezed dims removed and zeros wherever the window leaves the array."""
     padded = np.zeros(tuple(e[1] for e in case.slice if isinstance(e, tuple)), x.dtype)

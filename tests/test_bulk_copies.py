@@ -4,7 +4,6 @@ its diagnostics.  Compile-time errors are in test_bulk_cp_async_errors.py."""
 
 from __future__ import annotations
 
-import inspect
 import re
 
 import numpy as np
@@ -16,10 +15,8 @@ from bulk_cp_async_kernels import (
     bulk_tiled_rows,
     expected_clamped_load,
     expected_clamped_store,
-    poisoned,
-    random_bits,
-    raw,
 )
+from support import line_of, poisoned, random_bits, raw
 from xdsl.parser import Parser
 
 import asyncdsl as ad
@@ -31,11 +28,6 @@ from asyncdsl.transforms import apply_chain_array
 RNG = np.random.default_rng(5)
 F32 = ad.float32
 X_LEN, Y_LEN = 1000, 256  # a 4000-byte array and a 1024-byte buffer
-
-
-def line_of(fn, text: str) -> int:
-    lines, first = inspect.getsourcelines(fn)
-    return first + next(i for i, line in enumerate(lines) if text in line)
 
 
 # -- the engine choice --------------------------------------------------------------------------

@@ -3,9 +3,7 @@ errors, naming the rule, the numbers and the user's line."""
 
 from __future__ import annotations
 
-import inspect
-
-import pytest
+import support
 
 import asyncdsl as ad
 
@@ -14,15 +12,7 @@ F32 = ad.float32
 
 def expect(error_type, kernel, specs, *fragments, line_text: str = "# the copy"):
     """Compiling `kernel` raises `error_type` with every fragment, at the line holding `line_text`."""
-    with pytest.raises(error_type) as caught:
-        kernel.compile(*specs)
-    message = str(caught.value)
-    for fragment in fragments:
-        assert fragment in message, message
-    lines, first = inspect.getsourcelines(kernel.fn)
-    line = first + next(i for i, text in enumerate(lines) if line_text in text)
-    assert caught.value.location is not None, message
-    assert (caught.value.location.file, caught.value.location.line) == (__file__, line), message
+    support.expect(error_type, kernel, specs, {}, *fragments, line_text=line_text)
 
 
 def load(shape, window, smem_shape, dtype=F32, barrier=True, **copy_kwargs):

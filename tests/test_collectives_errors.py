@@ -3,28 +3,13 @@ numbers and the user's line."""
 
 from __future__ import annotations
 
-import inspect
-
 import pytest
+from support import expect
 
 import asyncdsl as ad
 
 F32 = ad.float32
 SPEC = (ad.ArraySpec((256, 64), F32),)
-
-
-def expect(error_type, kernel, args, kwargs, *fragments, line_text: str):
-    """Compiling `kernel` raises `error_type` with every fragment, at the line holding `line_text`."""
-    with pytest.raises(error_type) as caught:
-        kernel.compile(*args, **kwargs)
-    message = str(caught.value)
-    for fragment in fragments:
-        assert fragment in message, message
-    lines, first = inspect.getsourcelines(kernel.fn)
-    line = first + next(i for i, text in enumerate(lines) if line_text in text)
-    assert caught.value.location is not None, message
-    assert (caught.value.location.file, caught.value.location.line) == (__file__, line), message
-    return caught.value
 
 
 def collective_load(cluster=(2, 1, 1), rows=64, cols=64, smem_shape=None, arch="sm_90a", **copy_kwargs):

@@ -10,17 +10,16 @@ from copy_matrix import (
     expected_dump,
     expected_round_trip,
     load_and_dump,
-    poisoned,
-    random_input,
     round_trip,
 )
+from support import poisoned, random_bits
 
 RNG = np.random.default_rng(7)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_load_lands_bytes_where_the_reference_says(case):
-    x = random_input(case, RNG)
+    x = random_bits(case.shape, case.dtype, RNG)
     dump = poisoned(case.smem_shape, case.dtype)
     load_and_dump.interpret(x, dump, CASE=case)
     assert np.array_equal(dump.view(np.uint8).reshape(-1), expected_dump(case, x))
@@ -28,7 +27,7 @@ def test_load_lands_bytes_where_the_reference_says(case):
 
 @pytest.mark.parametrize("case", [c for c in CASES if c.stores_in_bounds], ids=lambda c: c.name)
 def test_round_trip_through_the_same_chain(case):
-    x = random_input(case, RNG)
+    x = random_bits(case.shape, case.dtype, RNG)
     y = poisoned(case.shape, case.dtype)
     round_trip.interpret(x, y, CASE=case)
     assert np.array_equal(y.view(np.uint8), expected_round_trip(case, x, poisoned(case.shape, case.dtype)).view(np.uint8))

@@ -14,13 +14,11 @@ from bulk_cp_async_kernels import (
     SWIZZLED_CASES,
     cp_async_window,
     expected_swizzled_rows,
-    poisoned,
-    random_bits,
-    raw,
     swizzled_rows,
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import poisoned, random_bits, raw
 from xdsl.parser import Parser
 
 import asyncdsl as ad

@@ -4,7 +4,6 @@ two per byte (planned as uint8 with the minor dim halved); 2-bit integers are re
 from __future__ import annotations
 
 import ctypes
-import inspect
 import re
 
 import ml_dtypes
@@ -12,6 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import line_of
 
 import asyncdsl as ad
 from asyncdsl import dtypes, packed_elements
@@ -29,11 +29,6 @@ EXPECTED_CODES = {
     "float4_e2m1fn": (0, 1), "int4": (0, 1), "uint4": (0, 1),
 }
 PACKED = [ad.float4_e2m1fn, ad.int4, ad.uint4]
-
-
-def line_of(fn, text: str) -> int:
-    lines, first = inspect.getsourcelines(fn)
-    return first + next(i for i, line in enumerate(lines) if text in line)
 
 
 @ad.kernel(grid=lambda x, y, BM, BN, **_: (x.shape[0] // BM, x.shape[1] // BN))

@@ -6,32 +6,11 @@ import inspect
 
 import numpy as np
 import pytest
+from support import expect, line_of
 
 import asyncdsl as ad
 
 F32 = ad.float32
-
-
-def line_of(fn, text: str) -> int:
-    """The absolute line number of the first line of `fn` containing `text`."""
-    lines, first = inspect.getsourcelines(fn)
-    for offset, line in enumerate(lines):
-        if text in line:
-            return first + offset
-    raise AssertionError(f"{text!r} not in {fn.__name__}")
-
-
-def expect(error_type, kernel, args, kwargs, *fragments, line_text: str | None = None):
-    with pytest.raises(error_type) as caught:
-        kernel.compile(*args, **kwargs)
-    message = str(caught.value)
-    for fragment in fragments:
-        assert fragment in message, message
-    if line_text is not None:
-        assert caught.value.location is not None, message
-        assert caught.value.location.file == __file__
-        assert caught.value.location.line == line_of(kernel.fn, line_text), message
-    return caught.value
 
 
 def load_tile(rows: int, cols: int, smem_shape=None, smem_dtype=None, **copy_kwargs):

@@ -4,7 +4,6 @@ an error for every rule."""
 
 from __future__ import annotations
 
-import inspect
 import itertools
 import re
 
@@ -12,6 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import expect, line_of, random_bits, same_bytes
 from xdsl.parser import Parser
 
 import asyncdsl as ad
@@ -20,12 +20,6 @@ from asyncdsl.compiler import ir_text, make_context
 from asyncdsl.dialects.im2col_ops import Im2colDescriptorAttr
 from asyncdsl.kernel_binary import Im2colTensorMapSpec
 from asyncdsl.runtime import tensormap
-
-
-def random_bits(shape, dtype: ad.DType, seed: int = 0) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    raw = rng.integers(0, 256, size=(*shape, dtype.itemsize), dtype=np.uint8)
-    return raw.view(dtype.numpy).reshape(shape)
 
 
 def window_rows(x, bounds, strides, start, offsets, pixels, channels) -> np.ndarray:
@@ -64,10 +58,6 @@ def run_once(x, pixels, channels, bounds, strides, start, offsets, swizzle=0):
     im2col_once.interpret(x, out, BOUNDS=tuple(bounds), STRIDES=tuple(strides), START=tuple(start),
                           OFFSETS=tuple(offsets), SWIZZLE=swizzle)
     return out
-
-
-def same_bytes(a, b) -> bool:
-    return a.shape == b.shape and a.tobytes() == b.tobytes()
 
 
 # ---------------------------------------------------------------------------------- interpreter
@@ -172,7 +162,7 @@ def test_traced_offset_out_of_range_is_reported_at_the_copy():
     x = random_bits((1, 4, 4, 8), ad.float32)
     with pytest.raises(ad.InterpretError, match=r"offset 256 along spatial dim 0 is outside \[0, 255\]") as caught:
         traced_offsets.interpret(x, np.zeros((8, 8), np.float32), R=256)
-    assert caught.value.location.line == _line_of(traced_offsets.fn, "# traced")
+    assert caught.value.location.line == line_of(traced_offsets.fn, "# traced")
 
 
 @ad.kernel(grid=(1,))
@@ -329,11 +319,6 @@ def test_rank_3_4_5_with_extreme_parameters_assemble(shape, bounds, strides, sta
 # ---------------------------------------------------------------------------------- errors
 
 
-def _line_of(fn, text: str) -> int:
-    lines, first = inspect.getsourcelines(fn)
-    return first + next(i for i, line in enumerate(lines) if text in line)
-
-
 def im2col_kernel(rows_shape=(64, 16), smem_dtype=None, **copy_kwargs):
     arguments = dict(window_start_bounds=((-1, -1), (-1, -1)), start_indices=(0, -1, -1, 0),
                      filter_offsets=(0, 0))
@@ -349,12 +334,7 @@ def im2col_kernel(rows_shape=(64, 16), smem_dtype=None, **copy_kwargs):
 
 
 def expect_error(kernel, image, *fragments, error=ad.TraceError, line_text="# the copy"):
-    with pytest.raises(error) as caught:
-        kernel.compile(image)
-    for fragment in fragments:
-        assert fragment in str(caught.value), str(caught.value)
-    assert caught.value.location is not None and caught.value.location.file == __file__
-    assert caught.value.location.line == _line_of(kernel.fn, line_text)
+    expect(error, kernel, (image,), {}, *fragments, line_text=line_text)
 
 
 IMAGE = ad.ArraySpec((2, 8, 8, 16), ad.float32)
@@ -413,7 +393,7 @@ def test_the_destination_must_be_shared_memory():
 
     with pytest.raises(ad.TraceError, match="destination must be an asyncdsl.smem buffer") as caught:
         kernel.compile(IMAGE, IMAGE)
-    assert caught.value.location.line == _line_of(kernel.fn, "# to gmem")
+    assert caught.value.location.line == line_of(kernel.fn, "# to gmem")
 
 
 def test_window_bounds_must_be_pairs_of_ints():

@@ -6,19 +6,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import random_bits, same_bytes
 
 import asyncdsl as ad
-
-
-def random_bits(shape, dtype: ad.DType, seed: int = 0) -> np.ndarray:
-    """An array of `dtype` with random bytes (NaN payloads and all: copies move bits)."""
-    rng = np.random.default_rng(seed)
-    raw = rng.integers(0, 256, size=(*shape, dtype.itemsize), dtype=np.uint8)
-    return raw.view(dtype.numpy).reshape(shape)
-
-
-def same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
-    return a.shape == b.shape and a.tobytes() == b.tobytes()
 
 
 @ad.kernel(grid=lambda x, y, BM, BN: (ad.cdiv(x.shape[0], BM), ad.cdiv(x.shape[1], BN)))

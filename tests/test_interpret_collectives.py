@@ -13,19 +13,9 @@ from collective_kernels import (
     num_groups,
     rounds_kernel,
 )
+from support import random_bits, same_bytes
 
 import asyncdsl as ad
-
-
-def random_bits(shape, dtype: ad.DType, seed: int = 0) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    raw = rng.integers(0, 256, size=(*shape, dtype.itemsize), dtype=np.uint8)
-    return raw.view(dtype.numpy).reshape(shape)
-
-
-def same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
-    return a.shape == b.shape and a.tobytes() == b.tobytes()
-
 
 SWIZZLED_TILES = {"swizzle": 128, "transforms": (ad.TileTransform((8, 64)),), "smem_shape": (8, 1, 8, 64)}
 

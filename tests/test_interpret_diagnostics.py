@@ -7,20 +7,12 @@ import inspect
 
 import numpy as np
 import pytest
+from support import line_of
 
 import asyncdsl as ad
 from asyncdsl.errors import BarrierError, OutOfBoundsError
 
 B = 32
-
-
-def line_of(kernel, text: str) -> int:
-    """The absolute line number of the first line of the kernel's source containing `text`."""
-    lines, first = inspect.getsourcelines(kernel.fn)
-    for offset, line in enumerate(lines):
-        if text in line:
-            return first + offset
-    raise AssertionError(f"{text!r} not in {kernel.fn.__name__}")
 
 
 def interpret_error(error_type, kernel, *fragments, line: str, shape=(B, B), **constexprs):
@@ -34,7 +26,7 @@ def interpret_error(error_type, kernel, *fragments, line: str, shape=(B, B), **c
     for fragment in (f"kernel {kernel.name}", *fragments):
         assert fragment in message, message
     assert error.location is not None and error.location.file == __file__, message
-    assert error.location.line == line_of(kernel, line), message
+    assert error.location.line == line_of(kernel.fn, line), message
     assert message.startswith(f"{__file__}:{error.location.line}: ")
     return message
 
@@ -116,9 +108,9 @@ def crossed_waits(x, y):
 
 def test_deadlock_lists_every_blocked_warpgroup():
     message = interpret_error(ad.DeadlockError, crossed_waits, line="warpgroup 0 waits")
-    first, second = line_of(crossed_waits, "first = "), line_of(crossed_waits, "second = ")
-    assert f"CTA (0, 0, 0) warpgroup 0 at {__file__}:{line_of(crossed_waits, 'warpgroup 0 waits')}" in message
-    assert f"CTA (0, 0, 0) warpgroup 1 at {__file__}:{line_of(crossed_waits, 'warpgroup 1 waits')}" in message
+    first, second = line_of(crossed_waits.fn, "first = "), line_of(crossed_waits.fn, "second = ")
+    assert f"CTA (0, 0, 0) warpgroup 0 at {__file__}:{line_of(crossed_waits.fn, 'warpgroup 0 waits')}" in message
+    assert f"CTA (0, 0, 0) warpgroup 1 at {__file__}:{line_of(crossed_waits.fn, 'warpgroup 1 waits')}" in message
     assert f"the mbarrier allocated at {__file__}:{first}" in message
     assert f"the mbarrier allocated at {__file__}:{second}" in message
 
@@ -134,7 +126,7 @@ def test_deadlock_in_a_later_cluster_names_its_ctas():
     message = interpret_error(
         ad.DeadlockError, last_cta_waits_forever, "CTA (3, 0, 0) warpgroup 0 at", line="nobody arrives",
     )
-    exit_line = line_of(last_cta_waits_forever, "@ad.kernel")  # where the kernel's code starts
+    exit_line = line_of(last_cta_waits_forever.fn, "@ad.kernel")  # where the kernel's code starts
     assert f"CTA (2, 0, 0) warpgroup 0 at {__file__}:{exit_line}" in message
     assert "waits at the kernel's exit (a cluster meets before its CTAs exit)" in message
     assert "CTA (0, 0, 0)" not in message  # the first cluster finished
@@ -225,7 +217,7 @@ def test_reading_smem_a_load_was_not_waited_for():
         ad.RaceError, stores_before_waiting, "the TMA store reads shared memory bytes [0, 4096)",
         "before waiting for phase 0", line="no wait before",
     )
-    assert f"the TMA load at {__file__}:{line_of(stores_before_waiting, 'the load')}" in message
+    assert f"the TMA load at {__file__}:{line_of(stores_before_waiting.fn, 'the load')}" in message
 
 
 def overwrites_while_storing(await_first: bool):
@@ -250,7 +242,7 @@ def test_overwriting_smem_a_store_may_still_read():
         ad.RaceError, kernel, "the TMA load overwrites shared memory bytes [0, 4096)",
         "read_only=True suffices", line="the second load",
     )
-    assert f"the TMA store at {__file__}:{line_of(kernel, 'the store')}" in message
+    assert f"the TMA store at {__file__}:{line_of(kernel.fn, 'the store')}" in message
 
 
 def test_awaiting_the_store_makes_the_overwrite_safe():

@@ -4,21 +4,16 @@ ptxas, and the interpreter, whose race and deadlock checks hold kernels to the G
 
 from __future__ import annotations
 
-import inspect
 import re
 
 import numpy as np
 import pytest
+from support import line_of
 
 import asyncdsl as ad
 
 R, C = 16, 64
 F32 = ad.float32
-
-
-def line_of(fn, text: str) -> int:
-    lines, first = inspect.getsourcelines(fn)
-    return first + next(i for i, line in enumerate(lines) if text in line)
 
 
 def random_rows(rows: int, seed: int = 0) -> np.ndarray:

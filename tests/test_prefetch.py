@@ -3,11 +3,11 @@ ptxas, the interpreter (checks, moves nothing), and errors at the user's line.""
 
 from __future__ import annotations
 
-import inspect
 import re
 
 import numpy as np
 import pytest
+from support import line_of
 from xdsl.parser import Parser
 
 import asyncdsl as ad
@@ -17,11 +17,6 @@ from asyncdsl.interpret.memory import GlobalArgument
 
 B = 64
 F32 = ad.ArraySpec((256, 128), ad.float32)
-
-
-def line_of(fn, text: str) -> int:
-    lines, first = inspect.getsourcelines(fn)
-    return first + next(i for i, line in enumerate(lines) if text in line)
 
 
 @ad.kernel(grid=lambda x, y: (x.shape[0] // B,))

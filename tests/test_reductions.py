@@ -3,7 +3,6 @@ against an independent numpy reference for every allowed pair, and an error for 
 
 from __future__ import annotations
 
-import inspect
 import re
 
 import numpy as np
@@ -20,6 +19,7 @@ from reduction_kernels import (
     reference_fold,
     reference_step,
 )
+from support import line_of
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import VerifyException
 
@@ -39,11 +39,6 @@ EXTENSIONS = {("add", dtypes.float64)} | {
     (op, dtype) for op in ("min", "max") for dtype in (dtypes.int32, dtypes.int64, dtypes.uint32, dtypes.uint64)
 }
 REFUSED = [(op, dtype) for op in tma_reductions.OPS for dtype in dtypes.ALL if dtype not in ALLOWED[op]]
-
-
-def line_of(fn, text: str) -> int:
-    lines, first = inspect.getsourcelines(fn)
-    return first + next(i for i, line in enumerate(lines) if text in line)
 
 
 def spec_2d(dtype: ad.DType, rows: int = ROWS) -> ad.ArraySpec:

@@ -3,7 +3,7 @@ and each rule it enforces, reported at the user's line."""
 
 from __future__ import annotations
 
-import pytest
+from support import expect
 from xdsl.parser import Parser
 
 import asyncdsl as ad
@@ -102,14 +102,7 @@ def _copy_kernel(smem_shape, index, **options):
 
 
 def _expect(kernel, shape, dtype, *fragments):
-    import inspect
-
-    with pytest.raises(ad.CopyError) as caught:
-        kernel.compile(ad.ArraySpec(shape, dtype))
-    for fragment in fragments:
-        assert fragment in str(caught.value), str(caught.value)
-    lines, first = inspect.getsourcelines(kernel.fn)
-    assert caught.value.location.line == first + next(n for n, line in enumerate(lines) if "the copy" in line)
+    expect(ad.CopyError, kernel, (ad.ArraySpec(shape, dtype),), {}, *fragments, line_text="the copy")
 
 
 def test_rule_at_most_five_dims():

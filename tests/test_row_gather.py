@@ -4,32 +4,17 @@ every rule."""
 
 from __future__ import annotations
 
-import inspect
 import re
 
 import numpy as np
 import pytest
+from support import line_of, random_bits, same_bytes
 from xdsl.parser import Parser
 
 import asyncdsl as ad
 from asyncdsl.compiler import ir_text, make_context
 from asyncdsl.errors import UnsupportedTargetError
 from asyncdsl.kernel_binary import TiledTensorMapSpec
-
-
-def random_bits(shape, dtype: ad.DType, seed: int = 0) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    raw = rng.integers(0, 256, size=(*shape, dtype.itemsize), dtype=np.uint8)
-    return raw.view(dtype.numpy).reshape(shape)
-
-
-def same_bytes(a, b) -> bool:
-    return a.shape == b.shape and a.tobytes() == b.tobytes()
-
-
-def _line_of(fn, text: str) -> int:
-    lines, first = inspect.getsourcelines(fn)
-    return first + next(i for i, line in enumerate(lines) if text in line)
 
 
 @ad.kernel(grid=(1,), arch="sm_100a")
@@ -138,7 +123,7 @@ def test_reading_indices_before_their_load_completes_is_a_race():
         gather_before_the_indices_land.interpret(
             np.zeros((8, 32), np.float32), np.zeros(4, np.uint32), np.zeros((4, 32), np.float32)
         )
-    assert caught.value.location.line == _line_of(gather_before_the_indices_land.fn, "# no wait")
+    assert caught.value.location.line == line_of(gather_before_the_indices_land.fn, "# no wait")
 
 
 # ---------------------------------------------------------------------------------- IR and PTX
@@ -234,7 +219,7 @@ def test_hopper_kernels_are_refused_at_the_copy():
         kernel.compile(spec, spec)
     message = str(caught.value)
     assert "tile::gather4" in message and "sm_90a (Hopper)" in message and 'arch="sm_100a"' in message
-    assert caught.value.location.line == _line_of(kernel.fn, "# gather")
+    assert caught.value.location.line == line_of(kernel.fn, "# gather")
 
 
 def row_kernel(gmem_view=lambda x: x.at[:, ad.ds(0, 32)], index_shape=(8,), index_dtype=ad.uint32,
@@ -280,7 +265,7 @@ def test_every_rule_is_a_trace_error_at_the_copy(array, kernel_kwargs, fragments
     for fragment in fragments:
         assert fragment in str(caught.value), str(caught.value)
     marker = "# the scatter" if kernel_kwargs.get("scatter") else "# the gather"
-    assert caught.value.location.line == _line_of(kernel.fn, marker)
+    assert caught.value.location.line == line_of(kernel.fn, marker)
 
 
 @pytest.mark.parametrize("view, message", [
@@ -291,7 +276,7 @@ def test_gmem_views_pick_columns_only(view, message):
     kernel = row_kernel(gmem_view=view)
     with pytest.raises(ad.TraceError, match=message) as caught:
         kernel.compile(F32)
-    assert caught.value.location.line == _line_of(kernel.fn, "# the gather")
+    assert caught.value.location.line == line_of(kernel.fn, "# the gather")
 
 
 def test_indices_must_be_a_shared_memory_buffer():
@@ -303,4 +288,4 @@ def test_indices_must_be_a_shared_memory_buffer():
 
     with pytest.raises(ad.TraceError, match="row indices from an asyncdsl.smem buffer") as caught:
         kernel.compile(F32, ad.ArraySpec((4,), ad.uint32))
-    assert caught.value.location.line == _line_of(kernel.fn, "# gmem indices")
+    assert caught.value.location.line == line_of(kernel.fn, "# gmem indices")

@@ -15,9 +15,3 @@ def hopper_or_skip() -> None:
         pytest.skip(f"needs a Hopper GPU (sm_90); {device_facts(0)} is not one", allow_module_level=True)
 
 
-def random_bytes_array(shape, dtype, rng):
-    """Random bits of every class the dtype has (a copy moves bytes, so NaNs must survive too)."""
-    import numpy as np
-
-    raw = rng.integers(0, 256, size=(*shape, dtype.itemsize), dtype=np.uint8)
-    return raw.view(dtype.numpy).reshape(shape)

@@ -20,12 +20,10 @@ from bulk_cp_async_kernels import (
     expected_clamped_load,
     expected_clamped_store,
     expected_swizzled_rows,
-    poisoned,
-    random_bits,
-    raw,
     swizzled_rows,
 )
 from gpu_support import hopper_or_skip
+from support import poisoned, random_bits, raw
 
 import asyncdsl as ad
 from asyncdsl.runtime import to_device, to_host

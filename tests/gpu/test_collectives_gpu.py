@@ -20,7 +20,8 @@ from collective_kernels import (
     num_groups,
     rounds_kernel,
 )
-from gpu_support import hopper_or_skip, random_bytes_array
+from gpu_support import hopper_or_skip
+from support import random_bits
 
 import asyncdsl as ad
 from asyncdsl.runtime import to_device, to_host
@@ -55,7 +56,7 @@ def poisoned(shape, dtype: ad.DType) -> np.ndarray:
 def test_multicast_is_bit_exact_and_matches_the_interpreter(cluster, collective, grid, dtype, options):
     dims = (collective,) if isinstance(collective, str) else collective
     kernel = broadcast_kernel(cluster, collective, grid, ROWS, **options)
-    x = random_bytes_array((num_groups(cluster, dims, grid) * ROWS, 64), dtype, RNG)
+    x = random_bits((num_groups(cluster, dims, grid) * ROWS, 64), dtype, RNG)
     out_shape = (grid[0] * grid[1] * ROWS, 64)
 
     y_device = to_device(poisoned(out_shape, dtype))
@@ -72,7 +73,7 @@ def test_many_clusters_of_four():
     """1024 CTAs in 256 clusters of 4, each group multicasting its own swizzled tile."""
     cluster, grid = (4, 1, 1), (256, 4)
     kernel = broadcast_kernel(cluster, "x", grid, ROWS, **SWIZZLED_TILES)
-    x = random_bytes_array((num_groups(cluster, ("x",), grid) * ROWS, 64), ad.bfloat16, RNG)
+    x = random_bits((num_groups(cluster, ("x",), grid) * ROWS, 64), ad.bfloat16, RNG)
     y_device = to_device(poisoned((grid[0] * grid[1] * ROWS, 64), ad.bfloat16))
     kernel(to_device(x), y_device)
     assert to_host(y_device).tobytes() == expected_broadcast(x, cluster, "x", grid, ROWS).tobytes()
@@ -83,7 +84,7 @@ def test_rounds_of_multicast_into_one_buffer():
     between rounds; also through the interpreter."""
     rounds, ctas, rows = 8, 32, 64
     kernel = rounds_kernel(rounds, rows)
-    x = random_bytes_array((rounds * ctas // 2 * rows, 64), ad.float32, RNG)
+    x = random_bits((rounds * ctas // 2 * rows, 64), ad.float32, RNG)
     y_device = to_device(poisoned((rounds * ctas * rows, 64), ad.float32))
     kernel(to_device(x), y_device)
     on_gpu = to_host(y_device)

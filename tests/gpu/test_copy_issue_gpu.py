@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from gpu_support import hopper_or_skip, random_bytes_array
+from gpu_support import hopper_or_skip
+from support import random_bits
 from test_dtype_codes import PACKED, dump_tiled, random_4bit, through_second_slot, tile_round_trip
 from test_predicates_and_arrive import halves_on_one_barrier, odd_ctas_copy, skipped_store_then_reuse
 
@@ -28,7 +29,7 @@ def both(kernel, x: np.ndarray, y: np.ndarray, **constexprs) -> tuple[np.ndarray
 
 
 def test_only_odd_ctas_copy():
-    x = random_bytes_array((64, 64), ad.float32, RNG)
+    x = random_bits((64, 64), ad.float32, RNG)
     y = np.full_like(x, -1.0)
     expected = y.copy()
     expected[16:32], expected[48:64] = x[16:32], x[48:64]
@@ -37,7 +38,7 @@ def test_only_odd_ctas_copy():
 
 
 def test_a_skipped_store_commits_an_empty_group():
-    x = random_bytes_array((32, 64), ad.float32, RNG)
+    x = random_bits((32, 64), ad.float32, RNG)
     y = np.zeros((48, 64), np.float32)
     expected = y.copy()
     expected[:16], expected[32:] = x[:16], x[16:]
@@ -46,7 +47,7 @@ def test_a_skipped_store_commits_an_empty_group():
 
 
 def test_loads_and_stores_without_arrival_or_commit():
-    x = random_bytes_array((128, 64), ad.float32, RNG)
+    x = random_bits((128, 64), ad.float32, RNG)
     for result in both(halves_on_one_barrier, x, np.zeros_like(x)):
         assert result.tobytes() == x.tobytes()
 

@@ -10,11 +10,10 @@ from copy_matrix import (
     expected_dump,
     expected_round_trip,
     load_and_dump,
-    poisoned,
-    random_input,
     round_trip,
 )
 from gpu_support import hopper_or_skip
+from support import poisoned, random_bits
 
 from asyncdsl.runtime import to_device, to_host
 
@@ -25,7 +24,7 @@ RNG = np.random.default_rng(11)
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_load_matches_reference_and_interpreter(case):
-    x = random_input(case, RNG)
+    x = random_bits(case.shape, case.dtype, RNG)
     on_gpu = to_device(poisoned(case.smem_shape, case.dtype))
     load_and_dump(to_device(x), on_gpu, CASE=case)
     interpreted = poisoned(case.smem_shape, case.dtype)
@@ -37,7 +36,7 @@ def test_load_matches_reference_and_interpreter(case):
 
 @pytest.mark.parametrize("case", [c for c in CASES if c.stores_in_bounds], ids=lambda c: c.name)
 def test_round_trip_matches_reference_and_interpreter(case):
-    x = random_input(case, RNG)
+    x = random_bits(case.shape, case.dtype, RNG)
     on_gpu = to_device(poisoned(case.shape, case.dtype))
     round_trip(to_device(x), on_gpu, CASE=case)
     interpreted = poisoned(case.shape, case.dtype)

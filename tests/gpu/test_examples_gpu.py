@@ -8,7 +8,8 @@ import pkgutil
 
 import numpy as np
 import pytest
-from gpu_support import hopper_or_skip, random_bytes_array
+from gpu_support import hopper_or_skip
+from support import random_bits
 
 import asyncdsl.examples
 from asyncdsl.runtime import to_device, to_host
@@ -36,7 +37,7 @@ def test_example_kernels_agree_with_the_interpreter(module, kernel_name):
     rng = np.random.default_rng(5)
     kernel = getattr(module, kernel_name)
     specs, constexprs = module.EXAMPLE_ARGS[kernel_name]
-    arrays = [random_bytes_array(spec.shape, spec.dtype, rng) for spec in specs]
+    arrays = [random_bits(spec.shape, spec.dtype, rng) for spec in specs]
     on_gpu = [to_device(a) for a in arrays]
     kernel(*on_gpu, **constexprs)
     interpreted = [a.copy() for a in arrays]

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from gpu_support import hopper_or_skip, random_bytes_array
+from gpu_support import hopper_or_skip
+from support import random_bits
 
 import asyncdsl as ad
 from asyncdsl.runtime import to_device, to_host
@@ -88,7 +89,7 @@ def run_case(x, pixels, channels, stride, low, high, swizzle, on_gpu: bool) -> n
 
 @pytest.mark.parametrize("shape, dtype, pixels, channels, stride, low, high, swizzle", CASES, ids=IDS)
 def test_windows_match_numpy_im2col_and_the_interpreter(shape, dtype, pixels, channels, stride, low, high, swizzle):
-    x = random_bytes_array(shape, dtype, RNG)
+    x = random_bits(shape, dtype, RNG)
     expected = numpy_windows(x, stride, low, high)
     on_gpu = run_case(x, pixels, channels, stride, low, high, swizzle, on_gpu=True)
     assert on_gpu.view(np.uint8).tobytes() == expected.view(np.uint8).tobytes()

@@ -13,7 +13,8 @@ import statistics
 
 import numpy as np
 import pytest
-from gpu_support import hopper_or_skip, random_bytes_array
+from gpu_support import hopper_or_skip
+from support import random_bits
 
 import asyncdsl as ad
 from asyncdsl.runtime import to_device, to_host
@@ -64,7 +65,7 @@ def predicated_prefetch_copy(x, y):
 
 
 def test_prefetching_copies_are_bit_exact_and_match_the_interpreter():
-    x = random_bytes_array((512, 256), ad.float32, RNG)
+    x = random_bits((512, 256), ad.float32, RNG)
     y_device = to_device(np.zeros_like(x))
     predicated_prefetch_copy(to_device(x), y_device)
     assert to_host(y_device).tobytes() == x.tobytes()
@@ -75,7 +76,7 @@ def test_prefetching_copies_are_bit_exact_and_match_the_interpreter():
 
 @pytest.mark.parametrize("ahead", [0, 2])
 def test_the_ring_copy_is_bit_exact_with_and_without_prefetch(ahead):
-    x = random_bytes_array((256, 1024), ad.bfloat16, RNG)
+    x = random_bits((256, 1024), ad.bfloat16, RNG)
     y_device = to_device(np.zeros_like(x))
     row_band_copy(to_device(x), y_device, B=64, AHEAD=ahead)
     assert to_host(y_device).tobytes() == x.tobytes()

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from gpu_support import hopper_or_skip, random_bytes_array
+from gpu_support import hopper_or_skip
+from support import random_bits
 
 from asyncdsl.examples.tile_copy import CASES, tile_copy
 from asyncdsl.runtime import clear_loaded_kernels, load_kernel, to_device, to_host
@@ -35,7 +36,7 @@ def run_gpu(src: np.ndarray, out: np.ndarray, **constexprs) -> np.ndarray:
 def test_bit_exact_every_dtype_and_ragged_shapes(dtype, bm, bn, shape):
     if shape[1] * dtype.itemsize % 16:
         pytest.skip("rows must be a multiple of 16 bytes for TMA")
-    src = random_bytes_array(shape, dtype, RNG)
+    src = random_bits(shape, dtype, RNG)
     got = run_gpu(src, poisoned_like(src), BM=bm, BN=bn)
     assert got.view(np.uint8).tobytes() == src.view(np.uint8).tobytes()
 
@@ -83,7 +84,7 @@ def test_second_call_hits_the_caches(tmp_path, monkeypatch):
 
 def test_interpreter_and_gpu_agree_byte_for_byte():
     for dtype, bm, bn in CASES:
-        src = random_bytes_array((200, 272), dtype, RNG)
+        src = random_bits((200, 272), dtype, RNG)
         interpreted = poisoned_like(src)
         tile_copy.interpret(src, interpreted, BM=bm, BN=bn)
         on_gpu = run_gpu(src, poisoned_like(src), BM=bm, BN=bn)

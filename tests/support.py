@@ -1,0 +1,63 @@
+"""Helpers the test modules share: arrays of random bits and poisoned outputs (copies move bytes,
+so tests compare bytes), and checks that an error names the rule and the user's line."""
+
+from __future__ import annotations
+
+import inspect
+import sys
+
+import numpy as np
+import pytest
+
+import asyncdsl as ad
+
+POISON = 0xA5  # a byte no copy writes by chance: output bytes a copy should not touch keep it
+
+
+def random_bits(shape, dtype: ad.DType, seed: int | np.random.Generator = 0) -> np.ndarray:
+    """An array of `dtype` with random bytes (NaN payloads and all: copies move bits), from a
+    seed or from a generator the caller keeps drawing from."""
+    rng = np.random.default_rng(seed)
+    raw = rng.integers(0, 256, size=(*shape, dtype.itemsize), dtype=np.uint8)
+    return raw.view(dtype.numpy).reshape(shape)
+
+
+def poisoned(shape, dtype: ad.DType) -> np.ndarray:
+    """An output array whose every byte is POISON."""
+    out = np.empty(shape, dtype.numpy)
+    out.view(np.uint8)[...] = POISON
+    return out
+
+
+def raw(array: np.ndarray) -> bytes:
+    return np.ascontiguousarray(array).view(np.uint8).tobytes()
+
+
+def same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+def line_of(fn, text: str) -> int:
+    """The absolute line number of the first line of `fn`'s source containing `text`."""
+    lines, first = inspect.getsourcelines(fn)
+    for offset, line in enumerate(lines):
+        if text in line:
+            return first + offset
+    raise AssertionError(f"{text!r} not in {fn.__name__}")
+
+
+def expect(error_type, kernel, args, kwargs, *fragments, line_text: str | None = None):
+    """Compiling `kernel(*args, **kwargs)` raises `error_type` with every fragment in its message
+    and, given `line_text`, located at the line of the kernel's source (in the kernel's own
+    module) that holds it. Returns the error."""
+    with pytest.raises(error_type) as caught:
+        kernel.compile(*args, **kwargs)
+    message = str(caught.value)
+    for fragment in fragments:
+        assert fragment in message, message
+    if line_text is not None:
+        location = caught.value.location
+        assert location is not None, message
+        expected = (sys.modules[kernel.fn.__module__].__file__, line_of(kernel.fn, line_text))
+        assert (location.file, location.line) == expected, message
+    return caught.value
