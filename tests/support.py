@@ -61,3 +61,46 @@ def expect(error_type, kernel, args, kwargs, *fragments, line_text: str | None =
         expected = (sys.modules[kernel.fn.__module__].__file__, line_of(kernel.fn, line_text))
         assert (location.file, location.line) == expected, message
     return caught.value
+
+
+class Traced:
+    """A stand-in for a traced index: records arithmetic as an expression, refuses to become an
+    int or a bool (what the transform algebra and the planner must never ask of a traced value)."""
+
+    def __init__(self, expr):
+        self.expr = expr
+
+    def _op(self, op, other):
+        other = other.expr if isinstance(other, Traced) else repr(other)
+        return Traced(f"({self.expr} {op} {other})")
+
+    def __add__(self, other):
+        return self._op("+", other)
+
+    def __sub__(self, other):
+        return self._op("-", other)
+
+    def __mul__(self, other):
+        return self._op("*", other)
+
+    def __floordiv__(self, other):
+        return self._op("//", other)
+
+    def __mod__(self, other):
+        return self._op("%", other)
+
+    def __int__(self):
+        raise AssertionError("a traced index was converted to int")
+
+    __index__ = __int__
+
+    def __bool__(self):
+        raise AssertionError("a traced index was used as a bool")
+
+    def eval(self, **env):
+        return eval(self.expr, {}, env)
+
+
+def evaluated(values, env: dict) -> tuple:
+    """`values` with every Traced one evaluated with the variables `env`."""
+    return tuple(v.eval(**env) if isinstance(v, Traced) else v for v in values)

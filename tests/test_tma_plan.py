@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from support import Traced, evaluated
 
 from asyncdsl import dtypes
 from asyncdsl.errors import CopyError, OutOfBoundsError, TransformError
@@ -236,45 +237,12 @@ def test_traced_starts_give_the_same_coordinates_as_constants():
     assert traced.transforms == static.transforms
     assert (traced.global_dims, traced.box_dims) == (static.global_dims, static.box_dims)
     env = {"i": 1, "j": 4, "k": 8}
-    coords = tuple(c.eval(**env) if isinstance(c, Traced) else c for c in traced.coords)
-    assert coords == static.coords == (1, 1, 1, 0, 0)
+    assert evaluated(traced.coords, env) == static.coords == (1, 1, 1, 0, 0)
 
 
 def test_plan_without_smem_side_for_prefetch():
     plan = plan_tiled_copy((256, 256), dtypes.float16, ((0, 64), (0, 64)), (), 128, None)
     assert plan.smem_shape == (64, 64) and plan.box_dims == (64, 64)
-
-
-class Traced:
-    """A stand-in for a traced index value (see tests/test_transforms.py)."""
-
-    def __init__(self, expr):
-        self.expr = expr
-
-    def _op(self, op, other):
-        other = other.expr if isinstance(other, Traced) else repr(other)
-        return Traced(f"({self.expr} {op} {other})")
-
-    def __add__(self, other):
-        return self._op("+", other)
-
-    def __mul__(self, other):
-        return self._op("*", other)
-
-    def __floordiv__(self, other):
-        return self._op("//", other)
-
-    def __mod__(self, other):
-        return self._op("%", other)
-
-    def __index__(self):
-        raise AssertionError("a traced index was converted to int")
-
-    def __bool__(self):
-        raise AssertionError("a traced index was used as a bool")
-
-    def eval(self, **env):
-        return eval(self.expr, {}, env)
 
 
 # --- one test per rule -------------------------------------------------------------------

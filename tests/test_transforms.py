@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support import Traced, evaluated
 from xdsl.context import Context
 from xdsl.dialects.builtin import ArrayAttr, Builtin, IntAttr, ModuleOp
 from xdsl.ir import Dialect
@@ -246,47 +247,6 @@ def test_tile_example_from_the_docs():
     assert TileTransform((64,), Rounding.DOWN).transform_gmem_shape((100,)) == (1, 64)
 
 
-class Traced:
-    """A stand-in for a traced index: records arithmetic, refuses to become an int."""
-
-    def __init__(self, expr):
-        self.expr = expr
-
-    def _op(self, op, other):
-        other = other.expr if isinstance(other, Traced) else repr(other)
-        return Traced(f"({self.expr} {op} {other})")
-
-    def __add__(self, other):
-        return self._op("+", other)
-
-    def __sub__(self, other):
-        return self._op("-", other)
-
-    def __mul__(self, other):
-        return self._op("*", other)
-
-    def __floordiv__(self, other):
-        return self._op("//", other)
-
-    def __mod__(self, other):
-        return self._op("%", other)
-
-    def __int__(self):
-        raise AssertionError("a traced index was converted to int")
-
-    __index__ = __int__
-
-    def __bool__(self):
-        raise AssertionError("a traced index was used as a bool")
-
-    def eval(self, **env):
-        return eval(self.expr, {}, env)
-
-
-def _evaluate(values, env):
-    return tuple(v.eval(**env) if isinstance(v, Traced) else v for v in values)
-
-
 @pytest.mark.parametrize(
     "transform",
     [
@@ -300,7 +260,7 @@ def _evaluate(values, env):
 def test_transform_index_accepts_traced_values(transform):
     env = {"x": 5, "y": 0, "z": 13}
     traced = transform.transform_index((Traced("x"), Traced("y"), Traced("z")))
-    assert _evaluate(traced, env) == transform.transform_index((5, 0, 13))
+    assert evaluated(traced, env) == transform.transform_index((5, 0, 13))
 
 
 def test_traced_and_constant_indices_mix():
