@@ -66,8 +66,7 @@ class BulkCopyFunctions:
         cta.smem.check(start, op.transfer_bytes, "the bulk load")
         barrier = warpgroup.mbarrier(barrier_address(op, values))
         if op.arrive.value.data:
-            barrier.expect_tx(moved)
-            barrier.arrive(1, warpgroup.clock)
+            barrier.arrive_expect_tx(moved, warpgroup.clock)
         elif moved != op.transfer_bytes:
             barrier.complete_tx(op.transfer_bytes - moved)
         if not moved:

@@ -59,9 +59,7 @@ class CollectiveFunctions:
         address = barrier_address(op, values)
         expect = op.expect_tx_bytes.value.data
         if expect:
-            own = cta.mbarriers[address]
-            own.expect_tx(expect)
-            own.arrive(1, warpgroup.clock)
+            cta.mbarriers[address].arrive_expect_tx(expect, warpgroup.clock)
         what = "the multicast TMA load" if op.multicast_mask is not None else "the partitioned TMA load"
         start, end = self._box_range(values[op.smem], spec, what)
         if op.multicast_mask is not None:

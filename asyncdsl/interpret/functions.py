@@ -118,9 +118,7 @@ class AsyncDslFunctions(
     @impl(ir.ArriveExpectTxOp)
     @_diagnosed
     def run_arrive_expect_tx(self, interpreter: Interpreter, op: ir.ArriveExpectTxOp, args: PythonValues):
-        barrier = self._barrier(*args)
-        barrier.expect_tx(op.bytes.value.data)
-        barrier.arrive(1, self.warpgroup.clock)
+        self._barrier(*args).arrive_expect_tx(op.bytes.value.data, self.warpgroup.clock)
         return ()
 
     @impl(ir.WaitOp)
@@ -158,8 +156,7 @@ class AsyncDslFunctions(
         spec = copies.descriptor_spec(op.descriptor)
         barrier = warpgroup.mbarrier(barrier_address(op, values))
         if op.expect_tx_bytes.value.data:
-            barrier.expect_tx(op.expect_tx_bytes.value.data)
-            barrier.arrive(1, warpgroup.clock)
+            barrier.arrive_expect_tx(op.expect_tx_bytes.value.data, warpgroup.clock)
         start, end = self._box_range(values[op.smem], spec, "the TMA load")
         cta.accesses.check_write(start, end, warpgroup.clock, "the TMA load")
         argument = cta.launch.arguments[spec.arg_index]

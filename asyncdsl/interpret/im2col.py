@@ -33,8 +33,7 @@ class Im2colFunctions:
         spec = copies.descriptor_spec(op.descriptor)
         barrier = warpgroup.mbarrier(barrier_address(op, values))
         if op.expect_tx_bytes.value.data:
-            barrier.expect_tx(op.expect_tx_bytes.value.data)
-            barrier.arrive(1, warpgroup.clock)
+            barrier.arrive_expect_tx(op.expect_tx_bytes.value.data, warpgroup.clock)
         buffer = values[op.smem]
         start, end = buffer.offset, buffer.offset + buffer.nbytes  # exactly the rows (verified)
         cta.accesses.check_write(start, end, warpgroup.clock, "the im2col load")

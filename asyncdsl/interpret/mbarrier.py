@@ -43,9 +43,6 @@ class MBarrier:
         """What `try_wait.parity parity` answers now."""
         return (self.completed_phases & 1) != parity
 
-    def expect_tx(self, num_bytes: int) -> None:
-        self.tx_count += num_bytes
-
     def arrive(self, count: int, clock: VectorClock) -> None:
         """`count` arrivals by a warpgroup that knows `clock` (a release)."""
         if count > self.pending:
@@ -63,6 +60,11 @@ class MBarrier:
                 f"{-self.tx_count} more bytes completed by async copies than expect-tx announced"
             )
         self._complete_if_done()
+
+    def arrive_expect_tx(self, num_bytes: int, clock: VectorClock) -> None:
+        """`mbarrier.arrive.expect_tx`: announce `num_bytes`, then arrive once."""
+        self.tx_count += num_bytes
+        self.arrive(1, clock)
 
     def complete_tx(self, num_bytes: int) -> int:
         """An async copy delivered `num_bytes`; returns the phase they count towards."""
