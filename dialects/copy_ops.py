@@ -33,9 +33,9 @@ from asyncdsl.dialects.ir_utils import (
     IMPLEMENTATIONS,
     OOB_MODES,
     REDUCTIONS,
+    EitherWayCopy,
     bool_prop,
     int_prop,
-    is_gmem,
     optional_operand,
     shape_of,
     verify_allow_groups,
@@ -50,7 +50,7 @@ from asyncdsl.dialects.ir_utils import (
 
 
 @irdl_op_definition
-class AsyncCopyOp(IRDLOperation):
+class AsyncCopyOp(EitherWayCopy, IRDLOperation):
     """An asynchronous copy between a GMEM slice and a whole SMEM buffer, as the user wrote it.
 
     `starts` has one index per GMEM dim; `slice_sizes[d]` is the window size along dim d or -1
@@ -123,19 +123,7 @@ class AsyncCopyOp(IRDLOperation):
             properties=properties,
         )
 
-    # Derived views used by passes and the interpreter.
-    @property
-    def is_load(self) -> bool:
-        return is_gmem(self.source.type)
-
-    @property
-    def gmem(self) -> SSAValue:
-        return self.source if self.is_load else self.destination
-
-    @property
-    def smem(self) -> SSAValue:
-        return self.destination if self.is_load else self.source
-
+    # Derived views used by passes and the interpreter (with `EitherWayCopy`'s).
     @property
     def sizes(self) -> tuple[int, ...]:
         return tuple(self.slice_sizes.get_values())

@@ -63,6 +63,23 @@ def buffer_bytes(type_: MemRefType) -> int:
     return count * element_bits(type_) // 8
 
 
+class EitherWayCopy:
+    """Mixin of the user-level copy ops that go GMEM -> SMEM (a load) or SMEM -> GMEM (a store)
+    between their `source` and `destination` operands."""
+
+    @property
+    def is_load(self) -> bool:
+        return is_gmem(self.source.type)
+
+    @property
+    def gmem(self) -> SSAValue:
+        return self.source if self.is_load else self.destination
+
+    @property
+    def smem(self) -> SSAValue:
+        return self.destination if self.is_load else self.source
+
+
 def verify_copy_sides(subject: str, source: MemRefType, destination: MemRefType) -> None:
     """A copy goes between GMEM and SMEM, one each, and keeps the element type."""
     if not ((is_gmem(source) and is_smem(destination)) or (is_smem(source) and is_gmem(destination))):

@@ -27,10 +27,10 @@ from xdsl.utils.exceptions import VerifyException
 
 from asyncdsl.dialects.asyncdsl_attrs import BarriersType, TmaDescriptorAttr
 from asyncdsl.dialects.ir_utils import (
+    EitherWayCopy,
     bool_prop,
     element_bits,
     int_prop,
-    is_gmem,
     is_smem,
     optional_operand,
     shape_of,
@@ -62,7 +62,7 @@ def _row_index_error(type_: Attribute) -> str | None:
 
 
 @irdl_op_definition
-class AsyncCopyRowsOp(IRDLOperation):
+class AsyncCopyRowsOp(EitherWayCopy, IRDLOperation):
     """A row gather (GMEM -> SMEM) or scatter (SMEM -> GMEM) as the user wrote it.
 
     The GMEM side is a 2-D array and the column window `[column_start, column_start + columns)`;
@@ -106,18 +106,6 @@ class AsyncCopyRowsOp(IRDLOperation):
             ],
             properties={"columns": int_prop(columns), "swizzle": int_prop(swizzle), "arrive": bool_prop(arrive)},
         )
-
-    @property
-    def is_load(self) -> bool:
-        return is_gmem(self.source.type)
-
-    @property
-    def gmem(self) -> SSAValue:
-        return self.source if self.is_load else self.destination
-
-    @property
-    def smem(self) -> SSAValue:
-        return self.destination if self.is_load else self.source
 
     @property
     def row_count(self) -> int:
