@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects import arith
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DenseArrayBase,
@@ -40,6 +39,7 @@ from asyncdsl.dialects.asyncdsl_attrs import BarriersType
 from asyncdsl.dialects.descriptor_attrs import DescriptorAttr, DescriptorField
 from asyncdsl.dialects.ir_utils import (
     bool_prop,
+    constant_value,
     element_bits,
     int_prop,
     is_gmem,
@@ -102,14 +102,6 @@ class Im2colDescriptorAttr(DescriptorAttr):
     oob_nan: IntAttr
     l2_promotion_bytes: IntAttr
     base_offset_bytes: IntAttr
-
-
-def _constant(value: SSAValue) -> int | None:
-    """The value of an `arith.constant` index (what the frontend makes of a Python int)."""
-    owner = value.owner
-    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
-        return owner.value.value.data
-    return None
 
 
 @irdl_op_definition
@@ -224,14 +216,14 @@ class AsyncCopyIm2colOp(IRDLOperation):
             )
         low, high = offset_range(rank)
         for dim, offset in enumerate(self.offsets):
-            known = _constant(offset)
+            known = constant_value(offset)
             if known is not None and not low <= known <= high:
                 raise VerifyException(
                     f"filter offset {known} along spatial dim {dim} is outside [{low}, {high}], the "
                     f"{offset_bits(rank)}-bit range of a rank-{rank} im2col copy"
                 )
         for dim, (start, first, size, top) in enumerate(zip(self.starts[1:-1], self.lower, image[1:-1], self.upper)):
-            known = _constant(start)
+            known = constant_value(start)
             last = size - 1 + top
             if known is not None and not first <= known <= last:
                 raise VerifyException(

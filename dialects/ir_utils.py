@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from xdsl.dialects import arith
 from xdsl.dialects.builtin import BoolAttr, IntegerAttr, MemRefType, StringAttr, i1, i64
 from xdsl.ir import Attribute, SSAValue
 from xdsl.utils.exceptions import VerifyException
@@ -33,6 +34,15 @@ def bool_prop(value: bool) -> BoolAttr:
 def optional_operand(value: SSAValue | None) -> list[SSAValue]:
     """An optional operand as IRDL's operand list takes it: present or empty."""
     return [value] if value is not None else []
+
+
+def constant_value(value: SSAValue) -> int | None:
+    """The value of `value` when it is an `arith.constant` index (what the frontend makes of a
+    Python int)."""
+    owner = value.owner
+    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
+        return owner.value.value.data
+    return None
 
 
 def is_smem(type_: Attribute) -> bool:

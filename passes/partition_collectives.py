@@ -51,10 +51,11 @@ from asyncdsl.cluster_collectives import CollectiveGroup, collective_group, spli
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects import kernel_attrs as attrs
 from asyncdsl.dialects.asyncdsl_attrs import TmaDescriptorAttr
+from asyncdsl.dialects.ir_utils import constant_value
 from asyncdsl.errors import AsyncDSLError, CopyError
 from asyncdsl.ir_locations import from_ir_location
 from asyncdsl.passes.copy_resolution.collective import cluster_cta_ids
-from asyncdsl.passes.copy_resolution.index_builder import IndexBuilder, constant_value
+from asyncdsl.passes.copy_resolution.index_builder import IndexBuilder
 from asyncdsl.tma_emulation import SMEM_ALIGNMENT
 
 

@@ -7,6 +7,8 @@ from xdsl.dialects.builtin import IndexType, IntegerAttr
 from xdsl.ir import Operation, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
+from asyncdsl.dialects.ir_utils import constant_value
+
 
 class IndexBuilder:
     """Index arithmetic emitted as `arith` ops right before one op, for traced coordinates.
@@ -66,14 +68,6 @@ class _IrIndex:
 
     def __mod__(self, other):
         return self - (self // other) * other
-
-
-def constant_value(value: SSAValue) -> int | None:
-    """The value of `value` when it is an `arith.constant` index."""
-    owner = value.owner
-    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
-        return owner.value.value.data
-    return None
 
 
 def slice_entries(starts, sizes, builder: IndexBuilder) -> list:
