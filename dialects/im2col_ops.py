@@ -52,12 +52,12 @@ from asyncdsl.dialects.ir_utils import (
 )
 from asyncdsl.im2col_emulation import corner_range, offset_bits, offset_range
 from asyncdsl.kernel_binary import Im2colTensorMapSpec
+from asyncdsl.tma_plan import GMEM_STRIDE_ALIGNMENT
 
 IMAGE_RANKS = (3, 4, 5)  # (N, W, C), (N, H, W, C), (N, D, H, W, C)
 MAX_WINDOW_STRIDE = 8
 MAX_PIXELS = 1024  # rows of the SMEM destination (pixelsPerColumn)
 MAX_CHANNELS = 256  # columns of the SMEM destination (channelsPerPixel)
-GMEM_STRIDE_ALIGNMENT = 16
 
 
 # The keywords of `#asyncdsl.im2col_desc`, one per `Im2colTensorMapSpec` field, in printing order.

@@ -13,8 +13,9 @@ from xdsl.utils.exceptions import VerifyException
 
 from asyncdsl import dtypes
 from asyncdsl.dialects.asyncdsl_attrs import SMEM, SharedMemorySpaceAttr
+from asyncdsl.tma_plan import MAX_TMA_RANK, SWIZZLE_SPANS
 
-SWIZZLE_BYTES = (0, 32, 64, 128)
+SWIZZLE_BYTES = SWIZZLE_SPANS  # every copy engine here swizzles as TMA does
 IMPLEMENTATIONS = ("tma", "cp_async")
 OOB_MODES = ("zeros", "undefined", "promise_in_bounds")
 CLUSTER_DIMS = ("x", "y", "z")
@@ -159,7 +160,7 @@ def verify_allow_groups(allow_groups: int) -> None:
 
 def verify_descriptor_coordinates(rank: int, coords: Sequence[SSAValue]) -> None:
     """A tiled TMA descriptor has 1 to 5 dims and its instruction one coordinate per dim."""
-    if not 1 <= rank <= 5:
-        raise VerifyException(f"TMA descriptors have 1 to 5 dims, got {rank}")
+    if not 1 <= rank <= MAX_TMA_RANK:
+        raise VerifyException(f"TMA descriptors have 1 to {MAX_TMA_RANK} dims, got {rank}")
     if len(coords) != rank:
         raise VerifyException(f"a rank-{rank} descriptor takes {rank} coordinates, got {len(coords)}")

@@ -39,11 +39,11 @@ from asyncdsl.dialects.ir_utils import (
     verify_swizzle,
     verify_swizzled_row,
 )
+from asyncdsl.tma_plan import GMEM_STRIDE_ALIGNMENT, MAX_BOX_DIM
 
 ROWS_PER_INSTRUCTION = 4
-MAX_COLUMNS = 256  # a tiled box dim
+MAX_COLUMNS = MAX_BOX_DIM  # the row is a tiled box dim
 INSTRUCTION_BYTES_ALIGNMENT = 128  # each instruction's SMEM rows must start 128-byte aligned
-GMEM_STRIDE_ALIGNMENT = 16
 ROW_INDEX_BITS = (8, 16, 32)
 
 
