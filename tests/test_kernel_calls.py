@@ -6,7 +6,8 @@ import pytest
 
 import asyncdsl as ad
 from asyncdsl import runtime
-from asyncdsl.runtime.arrays import DeviceArray, row_major_strides
+from asyncdsl.runtime.arrays import DeviceArray
+from asyncdsl.tma_plan import contiguous_strides
 
 
 class RecordingKernel:
@@ -35,7 +36,7 @@ def recorded(monkeypatch):
 
 
 def device(shape, address, dtype=ad.float32):
-    return DeviceArray(address, shape, row_major_strides(shape), dtype, 0)
+    return DeviceArray(address, shape, contiguous_strides(shape), dtype, 0)
 
 
 @ad.kernel(grid=lambda src, dst, B: (ad.cdiv(src.shape[0], B), ad.cdiv(src.shape[1], B)))

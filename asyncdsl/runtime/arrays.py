@@ -18,6 +18,7 @@ import numpy as np
 from asyncdsl.dtypes import DType, as_dtype, from_dlpack
 from asyncdsl.errors import ArgumentError, user_location
 from asyncdsl.runtime import dlpack, driver, streams
+from asyncdsl.tma_plan import contiguous_strides
 
 TMA_BASE_ALIGNMENT = 16  # bytes; cuTensorMapEncode* rejects anything less
 _torch_dtypes: dict[Any, DType] = {}
@@ -62,15 +63,6 @@ class DeviceArray:
 def argument_label(name: str | int) -> str:
     """How errors name an argument: `argument 'x'` or, by position, `argument 2`."""
     return f"argument {name}" if isinstance(name, int) else f"argument {name!r}"
-
-
-def row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    strides = []
-    step = 1
-    for extent in reversed(shape):
-        strides.append(step)
-        step *= extent
-    return tuple(reversed(strides))
 
 
 def device_array(value: Any, name: str | int = 0, *, stream: Any = None) -> DeviceArray:
@@ -140,7 +132,7 @@ def _from_dlpack(value: Any, name: str | int, stream: Any) -> DeviceArray:
         )
     shown = f"DLPack code {view.type_code}, {view.bits} bits"
     dtype = _checked_dtype(lambda: from_dlpack(view.type_code, view.bits), shown, name)
-    strides = view.strides if view.strides is not None else row_major_strides(view.shape)
+    strides = view.strides if view.strides is not None else contiguous_strides(view.shape)
     return _validated(view.address, view.shape, strides, dtype, view.device_id, name, (value, capsule))
 
 
@@ -154,7 +146,7 @@ def _from_cuda_array_interface(value: Any, interface: dict, name: str | int, str
     dtype = _checked_dtype(lambda: _dtype_from_typestr(typestr), f"typestr {typestr!r}", name)
     byte_strides = interface.get("strides")
     if byte_strides is None:
-        strides = row_major_strides(shape)
+        strides = contiguous_strides(shape)
     elif all(stride % dtype.itemsize == 0 for stride in byte_strides):
         strides = tuple(int(stride) // dtype.itemsize for stride in byte_strides)
     else:
@@ -191,7 +183,7 @@ def _checked_dtype(make: Callable[[], DType], shown: Any, name: str | int) -> DT
 def _layout_error(label: str, shape: tuple[int, ...], found: str) -> ArgumentError:
     return ArgumentError(
         f"{label} is not contiguous (row-major): shape {shape} with {found}, expected element strides "
-        f"{row_major_strides(shape)}; pass a contiguous copy (e.g. x.contiguous() or cupy.ascontiguousarray(x))",
+        f"{contiguous_strides(shape)}; pass a contiguous copy (e.g. x.contiguous() or cupy.ascontiguousarray(x))",
         user_location(),
     )
 

@@ -11,7 +11,8 @@ import numpy as np
 from asyncdsl import packed_elements
 from asyncdsl.dtypes import as_dtype
 from asyncdsl.runtime import driver
-from asyncdsl.runtime.arrays import DeviceArray, row_major_strides
+from asyncdsl.runtime.arrays import DeviceArray
+from asyncdsl.tma_plan import contiguous_strides
 
 
 class _Allocation:
@@ -34,7 +35,7 @@ def empty(shape, dtype, device: int = 0) -> DeviceArray:
     shape = tuple(int(d) for d in shape)
     count = int(np.prod(shape, dtype=np.int64))
     allocation = _Allocation((count * element.bits + 7) // 8, device)
-    return DeviceArray(allocation.address, shape, row_major_strides(shape), element, device, allocation)
+    return DeviceArray(allocation.address, shape, contiguous_strides(shape), element, device, allocation)
 
 
 def to_device(array: np.ndarray, device: int = 0) -> DeviceArray:
