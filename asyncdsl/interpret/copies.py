@@ -162,3 +162,11 @@ def read_smem_box(smem: np.ndarray, offset: int, spec: TiledTensorMapSpec) -> np
         return smem[offset : offset + rows * inner].reshape(shape)
     region = smem[offset : offset + rows * spec.swizzle_bytes].reshape(-1, SWIZZLE_CHUNK)
     return region[chunks].reshape(shape)
+
+
+def write_smem_rows(smem: np.ndarray, start: int, end: int, spec, rows: np.ndarray) -> None:
+    """Lay `rows` (bytes, shape `(*rows, columns, element_bytes)`) into `smem[start:end]` as a TMA
+    load lays a tiled box of those rows: swizzled on their absolute address (im2col rows, gathered
+    rows)."""
+    elements = rows.view(np.dtype(f"u{spec.element_bytes}")).reshape(rows.shape[:-1])
+    tma_emulation.box_to_smem_bytes(elements, spec.swizzle_bytes, start, smem[start:end])

@@ -8,10 +8,8 @@ barrier at once; the race log then holds the write until that barrier phase is w
 
 from __future__ import annotations
 
-import numpy as np
 from xdsl.interpreter import Interpreter, PythonValues, impl
 
-from asyncdsl import tma_emulation
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.im2col_emulation import load_im2col
 from asyncdsl.interpret import copies
@@ -41,8 +39,7 @@ class Im2colFunctions:
         rows = load_im2col(
             argument.raw, spec, [values[c].value.data for c in op.coords], [values[o].value.data for o in op.offsets]
         )
-        elements = rows.view(np.dtype(f"u{spec.element_bytes}")).reshape(rows.shape[:-1])
-        tma_emulation.box_to_smem_bytes(elements, spec.swizzle_bytes, start, cta.smem.bytes[start:end])
+        copies.write_smem_rows(cta.smem.bytes, start, end, spec, rows)
         phase = barrier.complete_tx(end - start)
         cta.accesses.record_write(AsyncWrite(start, end, barrier.key, phase, barrier.name, origin(op)))
         return ()

@@ -59,8 +59,7 @@ class RowGatherFunctions:
         argument = cta.launch.arguments[spec.arg_index]
         column = values[op.column].value.data
         box = np.concatenate([copies.read_gmem_box(argument.raw, spec, (row, column), argument.name) for row in rows])
-        elements = box.view(np.dtype(f"u{spec.element_bytes}")).reshape(box.shape[:-1])
-        tma_emulation.box_to_smem_bytes(elements, spec.swizzle_bytes, start, cta.smem.bytes[start:end])
+        copies.write_smem_rows(cta.smem.bytes, start, end, spec, box)
         phase = barrier.complete_tx(end - start)
         cta.accesses.record_write(AsyncWrite(start, end, barrier.key, phase, barrier.name, origin(op)))
         return ()
