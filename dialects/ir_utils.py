@@ -1,6 +1,7 @@
 """Helpers shared by the op modules of the `asyncdsl` dialect: property and operand builders,
-memory-space tests, shapes and sizes of memrefs, the option vocabularies of copies, and the
-verifier rules that several copy ops share."""
+constant indices, memory-space tests, shapes and sizes of memrefs, the option vocabularies of
+copies, the views of a copy that goes either way (`EitherWayCopy`), and the verifier rules that
+several copy ops share."""
 
 from __future__ import annotations
 
