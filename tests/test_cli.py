@@ -1,0 +1,103 @@
+"""The `asyncdsl` command and the IR dumps: what a kernel author sees of each stage."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import asyncdsl as ad
+from asyncdsl.cli import STAGES, main
+from asyncdsl.examples import tile_copy
+
+EXAMPLE = tile_copy.__file__
+
+
+def test_dump_prints_every_stage_then_the_ptx(capsys):
+    assert main(["dump", EXAMPLE]) == 0
+    out = capsys.readouterr().out
+    headers = [line for line in out.splitlines() if line.startswith("// =====")]
+    assert headers == [f"// ===== tile_copy: after {stage} =====" for stage in STAGES] + ["// ===== tile_copy: PTX ====="]
+    assert '"asyncdsl.async_copy"' in out and '"asyncdsl.tma_load"' in out and ".target sm_90a" in out
+
+
+def test_dump_after_one_pass(capsys):
+    assert main(["dump", f"{EXAMPLE}:tile_copy", "--after", "allocate-smem"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("// =====") == 1
+    assert "asyncdsl.smem_bytes" in out and "offset = 0 : i64" in out
+    assert ".version" not in out
+
+
+def test_dump_ptx_only(capsys):
+    assert main(["dump", EXAMPLE, "--ptx"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("// =====") == 1 and "cp.async.bulk.tensor.2d" in out
+
+
+def test_dump_explains_missing_example_arguments(tmp_path):
+    source = tmp_path / "kernels.py"
+    source.write_text(textwrap.dedent('''
+        import asyncdsl as ad
+
+        @ad.kernel
+        def lonely(x):
+            ad.smem((8, 8), x.dtype)
+    '''))
+    with pytest.raises(SystemExit, match="EXAMPLE_ARGS"):
+        main(["dump", str(source)])
+    with pytest.raises(SystemExit, match="no kernel named 'other'"):
+        main(["dump", f"{source}:other"])
+
+
+def test_dump_reports_kernel_errors_with_their_line(tmp_path, capsys):
+    source = tmp_path / "broken.py"
+    source.write_text(textwrap.dedent('''
+        import asyncdsl as ad
+
+        @ad.kernel
+        def broken(x):
+            buf = ad.smem((8, 8), x.dtype)
+            ad.async_copy(x.at[ad.ds(0, 8), ad.ds(0, 8)], buf)
+
+        EXAMPLE_ARGS = {"broken": ((ad.ArraySpec((8, 8), ad.float32),), {})}
+    '''))
+    assert main(["dump", str(source)]) == 1
+    assert f"{source}:7: " in capsys.readouterr().err
+
+
+def test_info(capsys):
+    assert main(["info"]) == 0
+    out = capsys.readouterr().out
+    assert "ptxas:" in out and "GPU:" in out
+
+
+def test_python_dash_m_entry_point():
+    done = subprocess.run(
+        [sys.executable, "-m", "asyncdsl", "dump", EXAMPLE, "--after", "trace"], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert "asyncdsl.async_copy" in done.stdout
+
+
+def test_dump_env_prints_stages_as_kernels_compile(monkeypatch, capsys):
+    monkeypatch.setenv("ASYNCDSL_DUMP_IR", "1")
+
+    @ad.kernel
+    def fresh(x):
+        ad.smem((8, 8), x.dtype)
+
+    fresh.compile(ad.ArraySpec((8, 8), ad.float32))
+    err = capsys.readouterr().err
+    for stage in (*STAGES, "ptx"):
+        assert f"// ----- asyncdsl: after {stage} -----" in err
+
+
+def test_kernel_ir_after_a_pass_and_unknown_passes():
+    spec = ad.ArraySpec((64, 64), ad.float32)
+    text = tile_copy.tile_copy.ir(spec, spec, BM=32, BN=32, after="resolve-transforms")
+    assert "asyncdsl.tma_store" in text and "asyncdsl.async_copy" not in text
+    with pytest.raises(ad.ArgumentError, match="unknown pass 'fuse'"):
+        tile_copy.tile_copy.ir(spec, spec, BM=32, BN=32, after="fuse")
