@@ -1,8 +1,9 @@
 """Kernel arguments as the interpreter needs them: contiguous numpy arrays it may write into.
 
 `kernel.interpret` takes numpy arrays and writes into them.  Under `ASYNCDSL_INTERPRET=1` an
-ordinary call may pass arrays of other frameworks: torch tensors and CuPy arrays are copied to
-numpy (as raw bits, so bfloat16 and fp8 survive) and copied back in place afterwards; a JAX array
+ordinary call may pass arrays of other frameworks: torch tensors, CuPy arrays and asyncdsl's own
+device arrays are copied to numpy (as raw bits, so bfloat16 and fp8 survive) and copied back in
+place afterwards; a JAX array
 cannot be written in place, so it is refused.  Like a GPU launch, a non-contiguous array is
 refused rather than silently copied.
 """
@@ -18,6 +19,7 @@ import numpy as np
 
 from asyncdsl.dtypes import as_dtype
 from asyncdsl.errors import ArgumentError, SourceLocation
+from asyncdsl.runtime.arrays import DeviceArray
 
 _NUMPY_UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
@@ -56,6 +58,8 @@ def host_copy(name: str, value: Any, location: SourceLocation | None) -> HostCop
     """The numpy stand-in for an argument of any supported framework."""
     if isinstance(value, np.ndarray):
         return HostCopy(numpy_argument(name, value, location), lambda: None)
+    if isinstance(value, DeviceArray):
+        return _device_array_copy(value)
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(value, torch.Tensor):
         return _torch_copy(torch, name, value, location)
@@ -100,3 +104,10 @@ def _cupy_copy(cupy, name: str, array, location: SourceLocation | None) -> HostC
     dtype = as_dtype(array.dtype)
     host = cupy.asnumpy(array.view(_NUMPY_UINT[dtype.itemsize]))
     return HostCopy(host.view(dtype.numpy), lambda: array.view(host.dtype).set(host))
+
+
+def _device_array_copy(array: DeviceArray) -> HostCopy:
+    from asyncdsl.runtime.buffers import copy_to_device, to_host
+
+    host = to_host(array)
+    return HostCopy(host, lambda: copy_to_device(host, array))

@@ -43,10 +43,17 @@ def to_device(array: np.ndarray, device: int = 0) -> DeviceArray:
     see `asyncdsl.packed_elements`)."""
     host = np.ascontiguousarray(array)
     result = empty(host.shape, host.dtype, device)
-    if packed_elements.is_packed(result.dtype):
-        host = packed_elements.pack(host)
-    driver.check(driver.api().cuMemcpyHtoD(result.address, host.ctypes.data, host.nbytes), "cuMemcpyHtoD")
+    copy_to_device(host, result)
     return result
+
+
+def copy_to_device(host: np.ndarray, array: DeviceArray) -> None:
+    """Overwrite `array` with the contents of `host`, an array of its shape and element type."""
+    host = np.ascontiguousarray(host)
+    if packed_elements.is_packed(array.dtype):
+        host = packed_elements.pack(host)
+    driver.activate(array.device)
+    driver.check(driver.api().cuMemcpyHtoD(array.address, host.ctypes.data, host.nbytes), "cuMemcpyHtoD")
 
 
 def to_host(array: DeviceArray) -> np.ndarray:

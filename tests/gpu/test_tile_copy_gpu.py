@@ -9,6 +9,7 @@ import pytest
 from gpu_support import hopper_or_skip
 from support import random_bits
 
+import asyncdsl as ad
 from asyncdsl.examples.tile_copy import CASES, tile_copy
 from asyncdsl.runtime import clear_loaded_kernels, load_kernel, to_device, to_host
 
@@ -89,3 +90,15 @@ def test_interpreter_and_gpu_agree_byte_for_byte():
         tile_copy.interpret(src, interpreted, BM=bm, BN=bn)
         on_gpu = run_gpu(src, poisoned_like(src), BM=bm, BN=bn)
         assert interpreted.view(np.uint8).tobytes() == on_gpu.view(np.uint8).tobytes(), dtype
+
+
+def test_interpret_env_runs_ordinary_calls_on_device_arrays(monkeypatch):
+    src = random_bits((200, 272), ad.bfloat16, RNG)
+    own_src, own_out = to_device(src), to_device(poisoned_like(src))
+    torch_src = torch.from_numpy(src.view(np.int16)).cuda().view(torch.bfloat16)
+    torch_out = torch.zeros_like(torch_src)
+    monkeypatch.setenv("ASYNCDSL_INTERPRET", "1")
+    tile_copy(own_src, own_out, BM=64, BN=128)
+    tile_copy(torch_src, torch_out, BM=64, BN=128)
+    assert to_host(own_out).view(np.uint8).tobytes() == src.view(np.uint8).tobytes()
+    assert torch.equal(torch_out.view(torch.int16).cpu(), torch.from_numpy(src.view(np.int16)))
