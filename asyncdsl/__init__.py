@@ -71,8 +71,8 @@ from asyncdsl.frontend.ops import (
 from asyncdsl.frontend.prefetch import async_prefetch
 from asyncdsl.frontend.refs import ds
 from asyncdsl.frontend.row_gather import async_gather, async_scatter
-from asyncdsl.frontend.trace import ArraySpec
-from asyncdsl.transforms import (
+from asyncdsl.frontend.specialize import ArraySpec
+from asyncdsl.hw.transforms import (
     CollapseLeadingIndicesTransform,
     DropUnitDimsTransform,
     MemRefTransform,

@@ -76,7 +76,7 @@ def dump(target: str, after: list[str], all_stages: bool, ptx: bool) -> int:
 
 def info() -> int:
     from asyncdsl import __version__
-    from asyncdsl.ptxas import find_ptxas
+    from asyncdsl.runtime.ptxas import find_ptxas
     from asyncdsl.runtime import has_gpu
 
     print(f"asyncdsl {__version__}")

@@ -17,7 +17,7 @@ from __future__ import annotations
 from xdsl.ir import Dialect, Operation
 
 from asyncdsl.dialects import (
-    bulk_copy_ops,
+    bulk_ops,
     collective_ops,
     copy_ops,
     core_ops,
@@ -27,8 +27,8 @@ from asyncdsl.dialects import (
     row_gather_ops,
     tma_ops,
 )
-from asyncdsl.dialects.asyncdsl_attrs import ATTRIBUTES
-from asyncdsl.dialects.bulk_copy_ops import BulkLoadOp, BulkStoreOp
+from asyncdsl.dialects.memory_attrs import ATTRIBUTES
+from asyncdsl.dialects.bulk_ops import BulkLoadOp, BulkStoreOp
 from asyncdsl.dialects.collective_ops import ClusterCollectiveMaskOp, SmemSliceOp
 from asyncdsl.dialects.copy_ops import AsyncCopyOp, AwaitAsyncCopyOp
 from asyncdsl.dialects.core_ops import (
@@ -125,7 +125,7 @@ OPERATIONS: tuple[type[Operation], ...] = (
     *core_ops.OPERATIONS,
     *copy_ops.OPERATIONS,
     *tma_ops.OPERATIONS,
-    *bulk_copy_ops.OPERATIONS,
+    *bulk_ops.OPERATIONS,
     *cp_async_ops.OPERATIONS,
     *prefetch_ops.OPERATIONS,
     *collective_ops.OPERATIONS,

@@ -17,7 +17,8 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def, prop_def, result_def
 from xdsl.utils.exceptions import VerifyException
 
-from asyncdsl.cluster_collectives import MAX_MULTICAST_CTAS, CollectiveGroup
+from asyncdsl.hw.collective import CollectiveGroup
+from asyncdsl.hw.limits import MAX_MULTICAST_CTAS
 from asyncdsl.dialects.ir_utils import (
     CLUSTER_DIMS,
     buffer_bytes,

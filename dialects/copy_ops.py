@@ -28,7 +28,7 @@ from xdsl.irdl import (
 )
 from xdsl.utils.exceptions import VerifyException
 
-from asyncdsl.dialects.asyncdsl_attrs import BarriersType
+from asyncdsl.dialects.memory_attrs import BarriersType
 from asyncdsl.dialects.ir_utils import (
     IMPLEMENTATIONS,
     OOB_MODES,

@@ -23,7 +23,7 @@ from xdsl.irdl import (
 )
 from xdsl.utils.exceptions import VerifyException
 
-from asyncdsl.dialects.asyncdsl_attrs import BarriersType
+from asyncdsl.dialects.memory_attrs import BarriersType
 from asyncdsl.dialects.ir_utils import int_prop, is_smem, shape_of, smem_type
 
 # ---------------------------------------------------------------------------------------------

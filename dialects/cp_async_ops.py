@@ -3,7 +3,7 @@
 
 `asyncdsl.cp_async_load` is what `resolve-transforms` makes of `async_copy(...,
 implementation="cp_async")`: the GMEM window as the user gave it (`starts` per dim, `slice_sizes`
-with -1 for squeezed dims) and the layout every thread follows, as `asyncdsl.cp_async_plan`
+with -1 for squeezed dims) and the layout every thread follows, as `asyncdsl.hw.cp_async`
 describes it (rows of the window, tiles and swizzle in SMEM, the chunk each `cp.async` moves).
 It completes either on `barriers[barrier_index]` (every thread's copies are tracked by the
 barrier without changing its arrival count; with `arrive`, the warpgroup then arrives once, as
@@ -28,8 +28,9 @@ from xdsl.irdl import (
 )
 from xdsl.utils.exceptions import VerifyException
 
-from asyncdsl.cp_async_plan import CHUNK_SIZES, CpAsyncPlan
-from asyncdsl.dialects.asyncdsl_attrs import BarriersType
+from asyncdsl.hw.cp_async import CpAsyncPlan
+from asyncdsl.hw.limits import CP_ASYNC_CHUNK_SIZES
+from asyncdsl.dialects.memory_attrs import BarriersType
 from asyncdsl.dialects.ir_utils import (
     SWIZZLE_BYTES,
     bool_prop,
@@ -108,8 +109,8 @@ class CpAsyncLoadOp(IRDLOperation):
             raise VerifyException(f"cp_async_load needs one start and one size per GMEM dim ({rank})")
         verify_barrier_pair(self.barriers, self.barrier_index)
         plan = self.plan()
-        if plan.chunk_bytes not in CHUNK_SIZES or plan.swizzle_bytes not in SWIZZLE_BYTES:
-            raise VerifyException(f"cp_async_load chunks are {CHUNK_SIZES} bytes, swizzles {SWIZZLE_BYTES}")
+        if plan.chunk_bytes not in CP_ASYNC_CHUNK_SIZES or plan.swizzle_bytes not in SWIZZLE_BYTES:
+            raise VerifyException(f"cp_async_load chunks are {CP_ASYNC_CHUNK_SIZES} bytes, swizzles {SWIZZLE_BYTES}")
         if (
             plan.tile_row_bytes % plan.chunk_bytes
             or plan.row_bytes % plan.tile_row_bytes

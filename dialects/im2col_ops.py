@@ -2,7 +2,7 @@
 `cp.async.bulk.tensor ... .im2col` load, and the im2col descriptor the host encodes.
 
 An im2col copy loads, into each row of an SMEM buffer, the channels of one pixel of one
-convolution window of a channels-last image batch (`asyncdsl.im2col_emulation` says which).
+convolution window of a channels-last image batch (`asyncdsl.interpret.im2col_engine` says which).
 The user-level op keeps what the user wrote; `resolve-transforms` turns it into one
 `asyncdsl.tma_load_im2col` whose `#asyncdsl.im2col_desc` mirrors `Im2colTensorMapSpec`.
 """
@@ -35,7 +35,7 @@ from xdsl.irdl import (
 )
 from xdsl.utils.exceptions import VerifyException
 
-from asyncdsl.dialects.asyncdsl_attrs import BarriersType
+from asyncdsl.dialects.memory_attrs import BarriersType
 from asyncdsl.dialects.descriptor_attrs import DescriptorAttr, DescriptorField
 from asyncdsl.dialects.ir_utils import (
     bool_prop,
@@ -50,14 +50,16 @@ from asyncdsl.dialects.ir_utils import (
     verify_swizzle,
     verify_swizzled_row,
 )
-from asyncdsl.im2col_emulation import corner_range, offset_bits, offset_range
+from asyncdsl.hw.im2col import corner_range, offset_bits, offset_range
 from asyncdsl.kernel_binary import Im2colTensorMapSpec
-from asyncdsl.tma_plan import GMEM_STRIDE_ALIGNMENT
+from asyncdsl.hw.limits import (
+    GMEM_STRIDE_ALIGNMENT,
+    IM2COL_IMAGE_RANKS,
+    IM2COL_MAX_CHANNELS,
+    IM2COL_MAX_PIXELS,
+    MAX_ELEMENT_STRIDE,
+)
 
-IMAGE_RANKS = (3, 4, 5)  # (N, W, C), (N, H, W, C), (N, D, H, W, C)
-MAX_WINDOW_STRIDE = 8
-MAX_PIXELS = 1024  # rows of the SMEM destination (pixelsPerColumn)
-MAX_CHANNELS = 256  # columns of the SMEM destination (channelsPerPixel)
 
 
 # The keywords of `#asyncdsl.im2col_desc`, one per `Im2colTensorMapSpec` field, in printing order.
@@ -198,7 +200,7 @@ class AsyncCopyIm2colOp(IRDLOperation):
             raise VerifyException(f"im2col TMA has no sub-byte element type: {bits}-bit elements cannot be copied")
         image = shape_of(self.source)
         rank = len(image)
-        if rank not in IMAGE_RANKS:
+        if rank not in IM2COL_IMAGE_RANKS:
             raise VerifyException(
                 f"im2col copies read channels-last image batches of rank 3, 4 or 5 ((N, W, C), "
                 f"(N, H, W, C), (N, D, H, W, C)), got rank {rank} (shape {image})"
@@ -256,9 +258,9 @@ class AsyncCopyIm2colOp(IRDLOperation):
         if len(strides) != spatial:
             raise VerifyException(f"window_strides needs {spatial} entries, got {len(strides)}")
         for dim, stride in enumerate(strides):
-            if not 1 <= stride <= MAX_WINDOW_STRIDE:
+            if not 1 <= stride <= MAX_ELEMENT_STRIDE:
                 raise VerifyException(
-                    f"window stride {stride} along spatial dim {dim} is outside [1, {MAX_WINDOW_STRIDE}]"
+                    f"window stride {stride} along spatial dim {dim} is outside [1, {MAX_ELEMENT_STRIDE}]"
                 )
 
     def _verify_destination(self, image: tuple[int, ...], bits: int) -> None:
@@ -267,14 +269,14 @@ class AsyncCopyIm2colOp(IRDLOperation):
             raise VerifyException(
                 f"the im2col destination needs rank >= 2 (rows of pixels, then channels), got shape {smem}"
             )
-        if not 1 <= self.pixels <= MAX_PIXELS:
+        if not 1 <= self.pixels <= IM2COL_MAX_PIXELS:
             raise VerifyException(
-                f"the im2col destination has {self.pixels} rows (pixels); one copy loads 1 to {MAX_PIXELS}"
+                f"the im2col destination has {self.pixels} rows (pixels); one copy loads 1 to {IM2COL_MAX_PIXELS}"
             )
-        if not 1 <= self.channels <= MAX_CHANNELS:
+        if not 1 <= self.channels <= IM2COL_MAX_CHANNELS:
             raise VerifyException(
                 f"the im2col destination has {self.channels} columns (channels); one copy loads 1 to "
-                f"{MAX_CHANNELS}"
+                f"{IM2COL_MAX_CHANNELS}"
             )
         item = bits // 8
         pixel_bytes = image[-1] * item

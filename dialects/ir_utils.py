@@ -13,15 +13,14 @@ from xdsl.ir import Attribute, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
 from asyncdsl import dtypes
-from asyncdsl.dialects.asyncdsl_attrs import SMEM, SharedMemorySpaceAttr
-from asyncdsl.tma_plan import MAX_TMA_RANK, SWIZZLE_SPANS
+from asyncdsl.dialects.memory_attrs import SMEM, SharedMemorySpaceAttr
+from asyncdsl.hw.limits import MAX_PENDING_GROUPS, MAX_TMA_RANK, SWIZZLE_SPANS
 
 SWIZZLE_BYTES = SWIZZLE_SPANS  # every copy engine here swizzles as TMA does
 IMPLEMENTATIONS = ("tma", "cp_async")
 OOB_MODES = ("zeros", "undefined", "promise_in_bounds")
 CLUSTER_DIMS = ("x", "y", "z")
 PARTITIONS = ("partitioned", "replicated")
-MAX_PENDING_GROUPS = 63  # what `cp.async.bulk.wait_group` and `cp.async.wait_group` can name
 REDUCTIONS = ("add", "min", "max", "umin", "umax", "smin", "smax", "inc", "dec", "and", "or", "xor")
 
 

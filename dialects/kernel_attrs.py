@@ -16,7 +16,7 @@ from __future__ import annotations
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase, IntegerAttr, StringAttr
 
-from asyncdsl.dialects.asyncdsl_attrs import TmaDescriptorAttr
+from asyncdsl.dialects.memory_attrs import TmaDescriptorAttr
 from asyncdsl.dialects.im2col_ops import Im2colDescriptorAttr
 
 KERNEL = "asyncdsl.kernel"
@@ -34,9 +34,6 @@ TARGETS = ("sm_90a", "sm_100a")
 # Appendix A): everything on Hopper needs 8.0; Blackwell's cta_group::2 and gather4 forms 8.6.
 PTX_VERSIONS = {"sm_90a": "8.0", "sm_100a": "8.6"}
 
-# Dynamic shared memory is requested with this much slack, so the kernel can round its base up to
-# 1024 bytes at run time (not every load path honours `.extern .shared .align 1024`).
-SMEM_ALIGNMENT_SLACK = 1024
 
 
 def dims(fn: func.FuncOp, name: str) -> tuple[int, int, int]:

@@ -32,7 +32,7 @@ from xdsl.irdl import (
 )
 from xdsl.utils.exceptions import VerifyException
 
-from asyncdsl.dialects.asyncdsl_attrs import TmaDescriptorAttr
+from asyncdsl.dialects.memory_attrs import TmaDescriptorAttr
 from asyncdsl.dialects.ir_utils import (
     int_prop,
     is_gmem,

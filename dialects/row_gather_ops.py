@@ -25,7 +25,7 @@ from xdsl.irdl import (
 )
 from xdsl.utils.exceptions import VerifyException
 
-from asyncdsl.dialects.asyncdsl_attrs import BarriersType, TmaDescriptorAttr
+from asyncdsl.dialects.memory_attrs import BarriersType, TmaDescriptorAttr
 from asyncdsl.dialects.ir_utils import (
     EitherWayCopy,
     bool_prop,
@@ -39,11 +39,9 @@ from asyncdsl.dialects.ir_utils import (
     verify_swizzle,
     verify_swizzled_row,
 )
-from asyncdsl.tma_plan import GMEM_STRIDE_ALIGNMENT, MAX_BOX_DIM
+from asyncdsl.hw.limits import GATHER4_ROWS, GATHER4_SMEM_ALIGNMENT, GMEM_STRIDE_ALIGNMENT, MAX_BOX_DIM
 
-ROWS_PER_INSTRUCTION = 4
 MAX_COLUMNS = MAX_BOX_DIM  # the row is a tiled box dim
-INSTRUCTION_BYTES_ALIGNMENT = 128  # each instruction's SMEM rows must start 128-byte aligned
 ROW_INDEX_BITS = (8, 16, 32)
 
 
@@ -138,11 +136,11 @@ class AsyncCopyRowsOp(EitherWayCopy, IRDLOperation):
                 f"GMEM row stride {row_stride} bytes ({gmem[1]} x {item} bytes) is not a multiple of "
                 f"{GMEM_STRIDE_ALIGNMENT}"
             )
-        instruction_bytes = ROWS_PER_INSTRUCTION * columns * item
-        if instruction_bytes % INSTRUCTION_BYTES_ALIGNMENT:
+        instruction_bytes = GATHER4_ROWS * columns * item
+        if instruction_bytes % GATHER4_SMEM_ALIGNMENT:
             raise VerifyException(
-                f"each gather4/scatter4 instruction moves {ROWS_PER_INSTRUCTION} rows of {columns * item} "
-                f"bytes = {instruction_bytes} bytes, which must be a multiple of {INSTRUCTION_BYTES_ALIGNMENT} "
+                f"each gather4/scatter4 instruction moves {GATHER4_ROWS} rows of {columns * item} "
+                f"bytes = {instruction_bytes} bytes, which must be a multiple of {GATHER4_SMEM_ALIGNMENT} "
                 "(each instruction's SMEM rows start 128-byte aligned)"
             )
         swizzle = self.swizzle.value.data
@@ -162,10 +160,10 @@ class AsyncCopyRowsOp(EitherWayCopy, IRDLOperation):
         problem = _row_index_error(self.rows.type.element_type)
         if problem:
             raise VerifyException(problem)
-        if self.row_count % ROWS_PER_INSTRUCTION:
+        if self.row_count % GATHER4_ROWS:
             raise VerifyException(
                 f"{self.row_count} row indices: a row gather/scatter moves rows in groups of "
-                f"{ROWS_PER_INSTRUCTION} (one gather4/scatter4 instruction each)"
+                f"{GATHER4_ROWS} (one gather4/scatter4 instruction each)"
             )
 
 
@@ -177,7 +175,7 @@ def _verify_row4(op: TmaGather4Op | TmaScatter4Op) -> None:
         raise VerifyException(f"gather4/scatter4 descriptors are 2-D with one-row boxes, got box {spec.box_dims}")
     if len(smem) != 2 or smem[1] != spec.box_dims[1]:
         raise VerifyException(f"the SMEM buffer {smem} does not hold rows of the box {spec.box_dims}")
-    if first % ROWS_PER_INSTRUCTION or not 0 <= first <= smem[0] - ROWS_PER_INSTRUCTION:
+    if first % GATHER4_ROWS or not 0 <= first <= smem[0] - GATHER4_ROWS:
         raise VerifyException(f"first_row {first} is not the start of a group of 4 of the {smem[0]} rows")
     if shape_of(op.rows) != (smem[0],):
         raise VerifyException(f"{shape_of(op.rows)} row indices for {smem[0]} SMEM rows")

@@ -26,8 +26,8 @@ from xdsl.irdl import (
 )
 from xdsl.utils.exceptions import VerifyException
 
-from asyncdsl import tma_reductions
-from asyncdsl.dialects.asyncdsl_attrs import BarriersType, TmaDescriptorAttr
+from asyncdsl.hw.reduction import hardware_violation
+from asyncdsl.dialects.memory_attrs import BarriersType, TmaDescriptorAttr
 from asyncdsl.dialects.ir_utils import (
     bool_prop,
     buffer_bytes,
@@ -146,7 +146,7 @@ class TmaStoreOp(IRDLOperation):
     def verify_(self) -> None:
         _verify_tma(self.smem, self.coords, self.descriptor)
         if self.reduction is not None:
-            problem = tma_reductions.hardware_violation(self.reduction.data, self.descriptor.dtype_code.data)
+            problem = hardware_violation(self.reduction.data, self.descriptor.dtype_code.data)
             if problem is not None:
                 raise VerifyException(problem)
 

@@ -1,4 +1,4 @@
-"""IR attributes for the memref transforms of `asyncdsl.transforms`.
+"""IR attributes for the memref transforms of `asyncdsl.hw.transforms`.
 
 ```
 #asyncdsl.tile<[64, 32]>            #asyncdsl.tile<[64, 32], down>
@@ -25,7 +25,7 @@ from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
 from asyncdsl.errors import TransformError
-from asyncdsl.transforms import (
+from asyncdsl.hw.transforms import (
     CollapseLeadingIndicesTransform,
     DropUnitDimsTransform,
     MemRefTransform,

@@ -25,9 +25,9 @@ from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase, IntegerAttr, Module
 from xdsl.passes import ModulePass
 
 from asyncdsl.dialects import kernel_attrs as attrs
+from asyncdsl.hw.limits import DESCRIPTOR_BYTES
 
 MODES = ("grid_constant", "scratch")
-SLOT_BYTES = 128  # one CUtensorMap; slots at multiples of 128 are also 64-byte aligned
 
 
 @dataclass(frozen=True)
@@ -48,5 +48,5 @@ class AllocateDescriptorScratch(ModulePass):
             fn.attributes[attrs.DESCRIPTORS] = ArrayAttr(list(numbered))
             fn.attributes[attrs.DESCRIPTOR_MODE] = StringAttr(self.mode)
             if self.mode == "scratch":
-                slots = [i * SLOT_BYTES for i in range(len(numbered))]
+                slots = [i * DESCRIPTOR_BYTES for i in range(len(numbered))]
                 fn.attributes[attrs.DESCRIPTOR_SLOTS] = DenseArrayBase.from_list(i64, slots)

@@ -32,11 +32,9 @@ from xdsl.passes import ModulePass
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects import kernel_attrs as attrs
 from asyncdsl.errors import ResourceError
+from asyncdsl.hw.limits import BARRIER_BYTES, MAX_SMEM_PER_BLOCK, SMEM_ALIGNMENT_SLACK
 from asyncdsl.ir_locations import from_ir_location
 
-# H200 (and H100): the opt-in maximum of dynamic shared memory per block.
-MAX_SMEM_PER_BLOCK = 232448
-BARRIER_BYTES = 8
 
 
 @dataclass(frozen=True)
@@ -67,7 +65,7 @@ class AllocateSmem(ModulePass):
             alloc.properties["offset"] = IntegerAttr(offset, i64)
             plan.append((alloc, offset, size))
             offset += size
-        usable = self.limit_bytes - attrs.SMEM_ALIGNMENT_SLACK
+        usable = self.limit_bytes - SMEM_ALIGNMENT_SLACK
         if offset > usable:
             raise ResourceError(_overflow_report(fn, plan, offset, usable), _first_overflow(plan, usable))
         fn.attributes[attrs.SMEM_BYTES] = IntegerAttr(offset, i64)
@@ -104,7 +102,7 @@ def _describe(alloc: Operation) -> str:
 def _overflow_report(fn: func.FuncOp, plan, total: int, usable: int) -> str:
     lines = [
         f"kernel {fn.sym_name.data} needs {total} bytes of shared memory, but a CTA can use "
-        f"{usable} ({MAX_SMEM_PER_BLOCK} per block on H100/H200 minus {attrs.SMEM_ALIGNMENT_SLACK} "
+        f"{usable} ({MAX_SMEM_PER_BLOCK} per block on H100/H200 minus {SMEM_ALIGNMENT_SLACK} "
         "reserved to align the base to 1024 bytes). Allocations:"
     ]
     for alloc, offset, size in plan:

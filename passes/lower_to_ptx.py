@@ -28,19 +28,19 @@ from xdsl.passes import ModulePass
 
 from asyncdsl.dialects import kernel_attrs as attrs
 from asyncdsl.dialects import ptx
-from asyncdsl.passes.ptx_lowering import (  # noqa: F401 - register rules
-    bulk_copies,
-    collectives,
-    copies,
+from asyncdsl.passes.to_ptx import (  # noqa: F401 - register rules
+    bulk,
+    collective,
     cp_async,
     im2col,
     prefetch,
     row_gather,
     scalars,
     sync,
+    tma,
 )
-from asyncdsl.passes.ptx_lowering.context import KernelLowering
-from asyncdsl.passes.ptx_lowering.kernel import (
+from asyncdsl.passes.to_ptx.context import KernelLowering
+from asyncdsl.passes.to_ptx.kernel import (
     emit_epilogue,
     emit_prologue,
     kernel_params,

@@ -6,7 +6,7 @@ a partitioned one, which resolution already cut to this CTA's half before the tr
 Guarantees: no load carries `collective` any more, or a CopyError at the copy's line says why
 it cannot be split (no dim divides, a part would not start 128-byte aligned). Each collective
 load (multicast, or `partition = "replicated"`) becomes the load of this CTA's part of the
-transformed box (as `asyncdsl.cluster_collectives.split_box` cuts it): coordinates offset by the
+transformed box (as `asyncdsl.hw.collective.split_box` cuts it): coordinates offset by the
 part's position, which is computed from `asyncdsl.cluster_cta_id` along the collective dims; the
 SMEM destination an `asyncdsl.smem_slice` at the part's offset (128-byte aligned, as TMA needs;
 swizzled rows are never cut, and the swizzle pattern follows the absolute address, so a part
@@ -47,16 +47,16 @@ from xdsl.ir import Block, Region
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from asyncdsl.cluster_collectives import CollectiveGroup, collective_group, split_box
+from asyncdsl.hw.collective import CollectiveGroup, collective_group, split_box
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects import kernel_attrs as attrs
-from asyncdsl.dialects.asyncdsl_attrs import TmaDescriptorAttr
+from asyncdsl.dialects.memory_attrs import TmaDescriptorAttr
 from asyncdsl.dialects.ir_utils import constant_value
 from asyncdsl.errors import AsyncDSLError, CopyError
 from asyncdsl.ir_locations import from_ir_location
-from asyncdsl.passes.copy_resolution.collective import cluster_cta_ids
-from asyncdsl.passes.copy_resolution.index_builder import IndexBuilder
-from asyncdsl.tma_emulation import SMEM_ALIGNMENT
+from asyncdsl.passes.resolve.collective import cluster_cta_ids
+from asyncdsl.passes.resolve.index_builder import IndexBuilder
+from asyncdsl.hw.limits import TMA_SMEM_ALIGNMENT
 
 
 @dataclass(frozen=True)
@@ -113,11 +113,11 @@ def _check_part_alignment(box, group_size: int, element_bytes: int, swizzled: bo
     for position in range(group_size):
         part = split_box(box, group_size, position, swizzled=swizzled, element_bytes=element_bytes)
         offset = part.smem_offset
-        if offset % SMEM_ALIGNMENT:
+        if offset % TMA_SMEM_ALIGNMENT:
             raise CopyError(
                 f"the collective splits the box {tuple(box)} among {group_size} CTAs, so CTA "
                 f"{position} of the group would land its part at byte {offset} of the SMEM "
-                f"buffer; TMA destinations must be {SMEM_ALIGNMENT}-byte aligned (use a box "
+                f"buffer; TMA destinations must be {TMA_SMEM_ALIGNMENT}-byte aligned (use a box "
                 "whose leading dims hold larger parts)"
             )
 

@@ -1,4 +1,4 @@
-"""The default pass pipeline, in order.
+"""The default pass pipeline, in order, and compiling a traced module with it.
 
     resolve-transforms            user copies -> hardware copies (TMA boxes, coordinates, checks)
     partition-collectives         collective copies -> per-CTA slices + multicast masks
@@ -6,20 +6,37 @@
     allocate-descriptor-scratch   number descriptors; by-value params or a GMEM scratch
     lower-to-ptx                  everything -> `ptx.kernel`, printed by `print_ptx`
 
-The interpreter runs the module as it stands after the first four (`ASYNC_PASSES`), which is the
-IR the GPU's PTX is printed from.
+The interpreter runs the module as it stands after the first four (`async_passes`), which is the
+IR the GPU's PTX is printed from.  `compile_module` runs them all and hands back the PTX and the
+`KernelBinary` the runtime launches; `ASYNCDSL_DUMP_IR=1` prints the IR after every pass and the
+PTX to stderr as kernels compile.
 """
 
 from __future__ import annotations
 
-from xdsl.passes import ModulePass
+import io
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
+from xdsl.context import Context
+from xdsl.dialects import arith, builtin, func, scf
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+from xdsl.printer import Printer
+
+from asyncdsl.config import knobs
+from asyncdsl.dialects import kernel_attrs as attrs
+from asyncdsl.dialects.asyncdsl import AsyncDSL
+from asyncdsl.dialects.ptx import Ptx, print_ptx
+from asyncdsl.hw.limits import SMEM_ALIGNMENT_SLACK
+from asyncdsl.kernel_binary import KernelBinary
 from asyncdsl.passes.allocate_descriptor_scratch import AllocateDescriptorScratch
 from asyncdsl.passes.allocate_smem import AllocateSmem
 from asyncdsl.passes.lower_to_ptx import LowerToPtx
 from asyncdsl.passes.partition_collectives import PartitionCollectives
 from asyncdsl.passes.resolve_transforms import ResolveTransforms
-
+from asyncdsl.passes.to_ptx.kernel import kernel_params
 
 def async_passes(descriptor_mode: str = "grid_constant") -> tuple[ModulePass, ...]:
     """The passes that keep the IR in the `asyncdsl` dialect."""
@@ -36,3 +53,87 @@ def default_pipeline(descriptor_mode: str = "grid_constant") -> tuple[ModulePass
 
 
 PASS_NAMES = tuple(p.name for p in default_pipeline())
+
+
+def make_context() -> Context:
+    """An xDSL context that knows every dialect asyncdsl's IR uses (for parsing it back)."""
+    ctx = Context()
+    for dialect in (builtin.Builtin, func.Func, arith.Arith, scf.Scf, AsyncDSL, Ptx):
+        ctx.load_dialect(dialect)
+    return ctx
+
+
+def ir_text(module: ModuleOp) -> str:
+    """The module as text, with source locations, in a form `make_context()` parses back."""
+    stream = io.StringIO()
+    Printer(stream=stream, print_debuginfo=True).print_op(module)
+    return stream.getvalue() + "\n"
+
+
+@dataclass
+class CompiledKernel:
+    """Everything one specialization compiled to."""
+
+    traced: str  # IR text as traced
+    module: ModuleOp  # asyncdsl IR after the asyncdsl-level passes (what the interpreter runs)
+    ptx: str
+    binary: KernelBinary
+    stages: list[tuple[str, str]] = field(default_factory=list)  # (after pass, IR text)
+
+
+def compile_module(
+    module: ModuleOp,
+    *,
+    descriptor_mode: str = "grid_constant",
+    keep_stages: bool = False,
+    on_stage: Callable[[str, str], None] | None = None,
+) -> CompiledKernel:
+    """Run the pipeline on `module` (consumed) and print its PTX."""
+    ctx = make_context()
+    dump = on_stage or (_dump_to_stderr if knobs.dump_ir else None)
+    stages: list[tuple[str, str]] = []
+
+    def record(name: str, text_of: Callable[[], str]) -> None:
+        if keep_stages or dump:
+            text = text_of()
+            if keep_stages:
+                stages.append((name, text))
+            if dump:
+                dump(name, text)
+
+    traced = ir_text(module)
+    record("trace", lambda: traced)
+    for compiler_pass in async_passes(descriptor_mode):
+        compiler_pass.apply(ctx, module)
+        record(compiler_pass.name, lambda: ir_text(module))
+
+    (fn,) = attrs.kernels(module)
+    binary_facts = _binary_facts(fn)
+    interpretable = module.clone()
+
+    LowerToPtx().apply(ctx, module)
+    record("lower-to-ptx", lambda: ir_text(module))
+    target = binary_facts["arch"]
+    ptx = print_ptx(module, version=attrs.PTX_VERSIONS[target], target=target)
+    record("ptx", lambda: ptx)
+    binary = KernelBinary(ptx=ptx, **binary_facts)
+    return CompiledKernel(traced, interpretable, ptx, binary, stages)
+
+
+def _binary_facts(fn) -> dict:
+    smem = attrs.smem_bytes(fn)
+    return dict(
+        name=fn.sym_name.data,
+        params=kernel_params(fn),
+        descriptors=tuple(d.spec() for d in attrs.descriptors(fn)),
+        block=attrs.dims(fn, attrs.BLOCK),
+        cluster=attrs.dims(fn, attrs.CLUSTER),
+        dynamic_smem_bytes=smem + SMEM_ALIGNMENT_SLACK if smem else 0,
+        arg_names=attrs.arg_names(fn),
+        arch=attrs.arch(fn),
+    )
+
+
+def _dump_to_stderr(stage: str, text: str) -> None:
+    print(f"// ----- asyncdsl: after {stage} -----", file=sys.stderr)
+    print(text, file=sys.stderr)

@@ -7,7 +7,7 @@ descriptor (`#asyncdsl.tma_desc`) views the GMEM argument through the commuted t
 squeezed dims collapsed past 5 dims) and whose coordinates are the slice starts pushed through
 that chain. Everything TMA cannot do is rejected here with a `CopyError` at the user's line
 (rank > 5, box > 256, 16-byte stride and minor-dim rules, swizzle width, SMEM shape mismatch).
-The planning itself is `asyncdsl.tma_plan`; `passes/copy_resolution` picks the copy engine
+The planning itself is `asyncdsl.hw.tma`; `passes/copy_resolution` picks the copy engine
 and builds the index arithmetic in IR.
 
 Example: `async_copy(x.at[i, ds(j, 64), :], buf, barrier=bar)` with x: 8x256x128xf32,
@@ -33,7 +33,7 @@ from xdsl.passes import ModulePass
 from asyncdsl.dialects import kernel_attrs as attrs
 from asyncdsl.errors import AsyncDSLError
 from asyncdsl.ir_locations import from_ir_location
-from asyncdsl.passes.copy_resolution import RESOLVERS
+from asyncdsl.passes.resolve import RESOLVERS
 
 
 @dataclass(frozen=True)

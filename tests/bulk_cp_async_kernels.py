@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 import asyncdsl as ad
-from asyncdsl.transforms import apply_chain_array
+from asyncdsl.hw.transforms import apply_chain_array
 
 # -- bulk copies -------------------------------------------------------------------------------
 

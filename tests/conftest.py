@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from asyncdsl.ptxas import assemble, find_ptxas
+from asyncdsl.runtime.ptxas import assemble, find_ptxas
 
 # The shared helpers (support.py) assert too: let pytest explain their failures as it does the tests'.
 pytest.register_assert_rewrite("support")

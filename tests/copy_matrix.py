@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 import asyncdsl as ad
-from asyncdsl.transforms import apply_chain_array, apply_chain_shape
+from asyncdsl.hw.transforms import apply_chain_array, apply_chain_shape
 
 Tile, Transpose = ad.TileTransform, ad.TransposeTransform
 

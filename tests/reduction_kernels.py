@@ -5,7 +5,7 @@ The reference works on Python integers for integer types (wraparound by an expli
 signedness by explicit reinterpretation) and in float64 for floats (rounded once to the element
 type: float64 holds the exact sum of two 16-bit floats, and rounding an f64 sum of two f32 to
 f32 is the correctly rounded f32 sum since 53 >= 2 * 24 + 2), so it shares no code with
-`asyncdsl.tma_reductions.combine`.
+`asyncdsl.hw.reduction.combine`.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from __future__ import annotations
 import numpy as np
 
 import asyncdsl as ad
-from asyncdsl import tma_reductions
+from asyncdsl.hw import reduction
 
 ROWS, COLS = 16, 64
-PAIRS = [(op, dtype) for op, table in tma_reductions.ALLOWED.items() for dtype in table]
+PAIRS = [(op, dtype) for op, table in reduction.ALLOWED.items() for dtype in table]
 PAIR_IDS = [f"{op}-{dtype}" for op, dtype in PAIRS]
 ORDER_FREE_OPS = ("min", "max", "umin", "umax", "smin", "smax", "and", "or", "xor")
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import asyncdsl as ad
-from asyncdsl.cluster_collectives import CollectiveGroup, collective_group, split_box
+from asyncdsl.hw.collective import CollectiveGroup, collective_group, split_box
 
 CLUSTERS = [
     c for c in itertools.product((1, 2, 4), (1, 2, 4), (1, 2)) if math.prod(c) <= 16 and math.prod(c) > 1

@@ -11,7 +11,7 @@ from collective_kernels import broadcast_kernel
 from xdsl.parser import Parser
 
 import asyncdsl as ad
-from asyncdsl.compiler import ir_text, make_context
+from asyncdsl.passes.pipeline import ir_text, make_context
 
 F32 = ad.float32
 BF16 = ad.bfloat16

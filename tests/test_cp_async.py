@@ -22,9 +22,10 @@ from support import poisoned, random_bits, raw
 from xdsl.parser import Parser
 
 import asyncdsl as ad
-from asyncdsl import tma_emulation
-from asyncdsl.compiler import ir_text, make_context
-from asyncdsl.cp_async_plan import CpAsyncPlan, plan_cp_async_copy, swizzled_addresses
+from asyncdsl.interpret import tma
+from asyncdsl.passes.pipeline import ir_text, make_context
+from asyncdsl.hw.cp_async import CpAsyncPlan, plan_cp_async_copy
+from asyncdsl.hw.swizzle import swizzled
 from asyncdsl.errors import OutOfBoundsError
 
 RNG = np.random.default_rng(9)
@@ -76,14 +77,14 @@ def test_tiled_chunks_land_where_a_tma_load_puts_them(rows, col_tiles, swizzle, 
     gmem, smem = plan.chunk_offsets()
     chunk_bytes = np.arange(plan.chunk_bytes)
     source = (gmem[:, None] + chunk_bytes).reshape(-1)
-    target = swizzled_addresses(phase + (smem[:, None] + chunk_bytes).reshape(-1), swizzle) - phase
+    target = swizzled(phase + (smem[:, None] + chunk_bytes).reshape(-1), swizzle) - phase
     # TMA: the tiled box, its rows (of one tile row each) padded to the swizzle span.
     box_shape = (rows // 8 * col_tiles * 8, tile_cols * 2)
-    tma = tma_emulation.smem_byte_offsets(box_shape, 1, swizzle, phase).reshape(rows // 8, col_tiles, 8, -1)
+    tma_bytes = tma.smem_byte_offsets(box_shape, 1, swizzle, phase).reshape(rows // 8, col_tiles, 8, -1)
     element = np.arange(rows * shape[1] * 2).reshape(rows // 8, 8, col_tiles, tile_cols * 2)
     gmem_of_tma = element.transpose(0, 2, 1, 3)  # the tile transform, on byte offsets of the slice
     landed = dict(zip(target.tolist(), source.tolist()))
-    for where, what in zip(tma.reshape(-1).tolist(), gmem_of_tma.reshape(-1).tolist()):
+    for where, what in zip(tma_bytes.reshape(-1).tolist(), gmem_of_tma.reshape(-1).tolist()):
         row, byte = divmod(what, shape[1] * 2)
         assert landed[where] == row * plan.row_stride_bytes + byte
 

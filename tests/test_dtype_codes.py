@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 from support import line_of
 
 import asyncdsl as ad
-from asyncdsl import dtypes, packed_elements
-from asyncdsl.tma_plan import plan_tiled_copy
+from asyncdsl import dtypes
+from asyncdsl.hw import packed
+from asyncdsl.hw.tma import plan_tiled_copy
 
 # CUtensorMapDataType each dtype's plain copies use (cuda.h: UINT8 0, UINT16 1, UINT32 2, INT32 3,
 # UINT64 4, INT64 5, FLOAT16 6, FLOAT32 7, FLOAT64 8, BFLOAT16 9), with its element size.
@@ -98,19 +99,19 @@ def test_2_bit_integers_are_refused_by_name(name):
 
 def test_packed_layout_puts_the_first_element_in_the_low_nibble():
     values = np.array([[0.5, -2.0, 6.0], [1.0, 0.0, -0.5]], ml_dtypes.float4_e2m1fn)
-    packed = packed_elements.pack(values)
+    packed_bytes = packed.pack(values)
     codes = values.reshape(-1).view(np.uint8)  # 0x1, 0xC, 0x7, 0x2, 0x0, 0x9
-    assert packed.tolist() == [codes[0] | codes[1] << 4, codes[2] | codes[3] << 4, codes[4] | codes[5] << 4]
-    assert packed_elements.unpack(packed, ad.float4_e2m1fn, values.shape).tobytes() == values.tobytes()
+    assert packed_bytes.tolist() == [codes[0] | codes[1] << 4, codes[2] | codes[3] << 4, codes[4] | codes[5] << 4]
+    assert packed.unpack(packed_bytes, ad.float4_e2m1fn, values.shape).tobytes() == values.tobytes()
 
 
 @settings(max_examples=50, deadline=None)
 @given(st.sampled_from(PACKED), st.lists(st.integers(1, 7), min_size=1, max_size=3))
 def test_pack_and_unpack_round_trip(dtype, shape):
     values = random_4bit(tuple(shape), dtype, seed=sum(shape))
-    packed = packed_elements.pack(values)
-    assert packed.size == packed_elements.packed_nbytes(shape, dtype) == (values.size + 1) // 2
-    assert packed_elements.unpack(packed, dtype, shape).tobytes() == values.tobytes()
+    packed_bytes = packed.pack(values)
+    assert packed_bytes.size == packed.packed_nbytes(shape, dtype) == (values.size + 1) // 2
+    assert packed.unpack(packed_bytes, dtype, shape).tobytes() == values.tobytes()
 
 
 def test_a_4_bit_copy_is_planned_as_a_byte_copy():
@@ -230,6 +231,6 @@ def test_device_copies_of_4_bit_arrays_are_packed(monkeypatch):
     monkeypatch.setattr(buffers.driver, "activate", lambda device=0: None)
     values = random_4bit((3, 6), ad.float4_e2m1fn, seed=12)
     device = to_device(values)
-    assert device.nbytes == 9 and memory.blocks[device.address].tobytes() == packed_elements.pack(values).tobytes()
+    assert device.nbytes == 9 and memory.blocks[device.address].tobytes() == packed.pack(values).tobytes()
     back = to_host(device)
     assert back.dtype == values.dtype and back.shape == (3, 6) and back.tobytes() == values.tobytes()

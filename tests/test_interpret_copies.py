@@ -1,4 +1,4 @@
-"""The interpreter's fast TMA data movement agrees with `asyncdsl.tma_emulation`, the reference."""
+"""The interpreter's fast TMA data movement agrees with `asyncdsl.interpret.tma_engine`, the reference."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from asyncdsl import tma_emulation
 from asyncdsl.errors import OutOfBoundsError
-from asyncdsl.interpret import copies
+from asyncdsl.interpret import tma
 from asyncdsl.kernel_binary import TiledTensorMapSpec
 
 _UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
@@ -47,8 +46,8 @@ def buffer_for(spec: TiledTensorMapSpec, seed: int) -> np.ndarray:
 def test_loads_agree_with_the_reference(case):
     spec, coords = case
     raw = buffer_for(spec, 1)
-    ours = copies.read_gmem_box(raw, spec, coords, "x")
-    reference = tma_emulation.load_box(raw, spec, coords, dtype=_UINT[spec.element_bytes])
+    ours = tma.read_gmem_box(raw, spec, coords, "x")
+    reference = tma.load_box(raw, spec, coords, dtype=_UINT[spec.element_bytes])
     assert ours.tobytes() == reference.tobytes()
 
 
@@ -59,15 +58,15 @@ def test_stores_agree_with_the_reference(case):
     coords = [max(c, 0) for c in coords]  # negative coordinates fault, tested below
     box = np.random.default_rng(2).integers(0, 256, (*spec.box_dims, spec.element_bytes), dtype=np.uint8)
     ours, reference = buffer_for(spec, 3), buffer_for(spec, 3)
-    copies.write_gmem_box(ours, spec, coords, box, "y")
-    tma_emulation.store_box(reference, spec, coords, box.view(_UINT[spec.element_bytes])[..., 0])
+    tma.write_gmem_box(ours, spec, coords, box, "y")
+    tma.store_box(reference, spec, coords, box.view(_UINT[spec.element_bytes])[..., 0])
     assert ours.tobytes() == reference.tobytes()
 
 
 def test_store_at_negative_coordinates_is_out_of_bounds():
     spec = TiledTensorMapSpec(0, 0, 4, (8, 8), (32, 4), (4, 4))
     with pytest.raises(OutOfBoundsError, match="coordinate -1 along dim 1"):
-        copies.write_gmem_box(np.zeros(256, np.uint8), spec, (0, -1), np.zeros((4, 4, 4), np.uint8), "y")
+        tma.write_gmem_box(np.zeros(256, np.uint8), spec, (0, -1), np.zeros((4, 4, 4), np.uint8), "y")
 
 
 def test_nan_fill_and_element_strides_take_the_reference_path():
@@ -75,7 +74,7 @@ def test_nan_fill_and_element_strides_take_the_reference_path():
         0, 7, 4, (4, 8), (32, 4), (4, 8), element_strides=(2, 1), oob_nan=True
     )
     raw = np.arange(32, dtype=np.float32).view(np.uint8)
-    box = copies.read_gmem_box(raw, spec, (2, 4), "x").view(np.uint32)[..., 0]
+    box = tma.read_gmem_box(raw, spec, (2, 4), "x").view(np.uint32)[..., 0]
     assert box.shape == (2, 8)  # every other row
     assert (box[0, :4] == np.arange(20, 24, dtype=np.float32).view(np.uint32)).all()
     assert (box[0, 4:] == 0x7FF77FF7).all() and (box[1] == 0x7FF77FF7).all()
@@ -91,7 +90,7 @@ def test_smem_layout_agrees_with_the_reference(swizzle, offset):
     box = rng.integers(0, 256, (3, 4, inner_bytes // 2, 2), dtype=np.uint8)
     smem = rng.integers(0, 256, 8192, dtype=np.uint8)
     reference = smem.copy()
-    copies.write_smem_box(smem, offset, spec, box)
-    tma_emulation.box_to_smem_bytes(box.view(np.uint16)[..., 0], swizzle, offset, reference[offset:])
+    tma.write_smem_box(smem, offset, spec, box)
+    tma.box_to_smem_bytes(box.view(np.uint16)[..., 0], swizzle, offset, reference[offset:])
     assert smem.tobytes() == reference.tobytes()  # padding and everything around untouched
-    assert copies.read_smem_box(smem, offset, spec).tobytes() == box.tobytes()
+    assert tma.read_smem_box(smem, offset, spec).tobytes() == box.tobytes()

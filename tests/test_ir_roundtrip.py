@@ -6,8 +6,8 @@ import pytest
 from xdsl.parser import Parser
 
 import asyncdsl as ad
-from asyncdsl.compiler import ir_text, make_context
-from asyncdsl.dialects.asyncdsl_attrs import BarriersType, TmaDescriptorAttr
+from asyncdsl.passes.pipeline import ir_text, make_context
+from asyncdsl.dialects.memory_attrs import BarriersType, TmaDescriptorAttr
 from asyncdsl.kernel_binary import TiledTensorMapSpec
 from asyncdsl.passes.pipeline import PASS_NAMES
 

@@ -7,7 +7,7 @@ import pytest
 import asyncdsl as ad
 from asyncdsl import runtime
 from asyncdsl.runtime.arrays import DeviceArray
-from asyncdsl.tma_plan import contiguous_strides
+from asyncdsl.hw.gmem_runs import contiguous_strides
 
 
 class RecordingKernel:

@@ -11,7 +11,7 @@ from support import line_of
 from xdsl.parser import Parser
 
 import asyncdsl as ad
-from asyncdsl.compiler import ir_text, make_context
+from asyncdsl.passes.pipeline import ir_text, make_context
 from asyncdsl.interpret.grid import run_kernel
 from asyncdsl.interpret.memory import GlobalArgument
 

@@ -11,7 +11,7 @@ import pytest
 import asyncdsl as ad
 import asyncdsl.examples
 from asyncdsl.errors import PtxAssemblyError
-from asyncdsl.ptxas import assemble
+from asyncdsl.runtime.ptxas import assemble
 
 
 def example_kernels():

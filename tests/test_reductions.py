@@ -24,12 +24,14 @@ from xdsl.parser import Parser
 from xdsl.utils.exceptions import VerifyException
 
 import asyncdsl as ad
-from asyncdsl import dtypes, tma_reductions
-from asyncdsl.compiler import ir_text, make_context
+from asyncdsl import dtypes
+from asyncdsl.hw import reduction
+from asyncdsl.passes.pipeline import ir_text, make_context
 from asyncdsl.dialects import asyncdsl as ir
-from asyncdsl.dialects.asyncdsl_attrs import TmaDescriptorAttr
+from asyncdsl.dialects.memory_attrs import TmaDescriptorAttr
 from asyncdsl.kernel_binary import TiledTensorMapSpec
-from asyncdsl.tma_reductions import ALLOWED, H200_WORKS, PTX_OP, REFERENCE_ALLOWS
+from asyncdsl.hw.reduction import ALLOWED, H200_WORKS, PTX_OP, REFERENCE_ALLOWS
+from asyncdsl.interpret.reduction import combine
 
 CTAS = 4
 RNG = np.random.default_rng(5)
@@ -38,7 +40,7 @@ RNG = np.random.default_rng(5)
 EXTENSIONS = {("add", dtypes.float64)} | {
     (op, dtype) for op in ("min", "max") for dtype in (dtypes.int32, dtypes.int64, dtypes.uint32, dtypes.uint64)
 }
-REFUSED = [(op, dtype) for op in tma_reductions.OPS for dtype in dtypes.ALL if dtype not in ALLOWED[op]]
+REFUSED = [(op, dtype) for op in reduction.OPS for dtype in dtypes.ALL if dtype not in ALLOWED[op]]
 
 
 def spec_2d(dtype: ad.DType, rows: int = ROWS) -> ad.ArraySpec:
@@ -53,7 +55,7 @@ def test_every_allowed_pair_runs_on_the_h200_with_its_tensor_map_type(op, dtype)
     hardware_op, code = ALLOWED[op][dtype]
     assert PTX_OP[hardware_op] == PTX_OP[op]
     assert PTX_OP[op] in H200_WORKS[code]
-    assert tma_reductions.hardware_violation(hardware_op, code) is None
+    assert reduction.hardware_violation(hardware_op, code) is None
 
 
 @pytest.mark.parametrize("op, dtype", PAIRS, ids=PAIR_IDS)
@@ -108,7 +110,7 @@ def test_every_other_pair_is_a_copy_error_at_the_users_line(op, dtype):
 )
 def test_refusals_say_why_and_what_works_instead(op, dtype, fragments):
     with pytest.raises(ad.CopyError) as caught:
-        tma_reductions.resolve(op, dtype)
+        reduction.resolve(op, dtype)
     for fragment in fragments:
         assert fragment in str(caught.value)
 
@@ -218,14 +220,14 @@ def test_float_adds_round_each_element_once(dtype):
     d = (RNG.standard_normal(4096) * 8).astype(dtype.numpy)
     s = (RNG.standard_normal(4096) * 8).astype(dtype.numpy)
     code = ALLOWED["add"][dtype][1]
-    assert tma_reductions.combine("add", code, d, s).tobytes() == reference_step("add", dtype, d, s).tobytes()
+    assert combine("add", code, d, s).tobytes() == reference_step("add", dtype, d, s).tobytes()
 
 
 def test_inc_and_dec_follow_atom_inc_and_dec():
     d = np.array([0, 3, 5, 9, 0, 7, 2**32 - 1], np.uint32)
     s = np.array([4, 3, 5, 4, 0, 9, 2**32 - 1], np.uint32)
-    inc = tma_reductions.combine("inc", dtypes.TMA_UINT32, d, s)
-    dec = tma_reductions.combine("dec", dtypes.TMA_UINT32, d, s)
+    inc = combine("inc", dtypes.TMA_UINT32, d, s)
+    dec = combine("dec", dtypes.TMA_UINT32, d, s)
     assert inc.tolist() == [1, 0, 0, 0, 0, 8, 0]
     assert dec.tolist() == [4, 2, 4, 4, 0, 6, 2**32 - 2]
 

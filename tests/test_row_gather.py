@@ -12,7 +12,7 @@ from support import line_of, random_bits, same_bytes
 from xdsl.parser import Parser
 
 import asyncdsl as ad
-from asyncdsl.compiler import ir_text, make_context
+from asyncdsl.passes.pipeline import ir_text, make_context
 from asyncdsl.errors import UnsupportedTargetError
 from asyncdsl.kernel_binary import TiledTensorMapSpec
 

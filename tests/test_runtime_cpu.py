@@ -27,6 +27,7 @@ from asyncdsl.errors import (
     ResourceError,
     UnsupportedTargetError,
 )
+from asyncdsl.hw.tma import view_extent_bytes
 from asyncdsl.kernel_binary import (
     DescriptorScratchParam,
     Im2colTensorMapSpec,
@@ -423,8 +424,8 @@ def test_spec_rules_are_named(spec, message):
 
 
 def test_footprint_is_the_reach_of_the_descriptor():
-    assert tensormap.footprint_bytes(_tiled()) == 256 * 192 * 4
-    assert tensormap.footprint_bytes(_tiled(global_dims=(4, 8), global_strides=(256, 4), base_offset_bytes=64)) \
+    assert view_extent_bytes(_tiled()) == 256 * 192 * 4
+    assert view_extent_bytes(_tiled(global_dims=(4, 8), global_strides=(256, 4), base_offset_bytes=64)) \
         == 64 + 3 * 256 + 7 * 4 + 4
 
 

@@ -1,4 +1,4 @@
-"""The CPU copy engine (asyncdsl.tma_emulation): GMEM boxes and the swizzled SMEM layout."""
+"""The CPU copy engine (asyncdsl.interpret.tma_engine): GMEM boxes and the swizzled SMEM layout."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from asyncdsl import dtypes
 from asyncdsl.errors import CopyError, InterpretError, OutOfBoundsError
 from asyncdsl.kernel_binary import TiledTensorMapSpec
-from asyncdsl.tma_emulation import (
+from asyncdsl.interpret.tma import (
     box_shape,
     box_to_smem_bytes,
     load_box,
@@ -21,7 +21,7 @@ from asyncdsl.tma_emulation import (
     smem_footprint_bytes,
     store_box,
 )
-from asyncdsl.tma_plan import plan_tiled_copy
+from asyncdsl.hw.tma import plan_tiled_copy
 
 
 def spec_2d(rows, cols, box, element_bytes=4, **extra):

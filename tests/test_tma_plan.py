@@ -1,7 +1,7 @@
-"""Planning TMA copies (asyncdsl.tma_plan), checked end to end through the copy-engine emulation.
+"""Planning TMA copies (asyncdsl.hw.tma), checked end to end through the copy-engine emulation.
 
 The key law: for a GMEM array `a`, a slice and a user transform chain, the box the planned
-descriptor moves (emulated by `tma_emulation.load_box`) is exactly `chain(a[slice])`, with zeros
+descriptor moves (emulated by `tma.load_box`) is exactly `chain(a[slice])`, with zeros
 wherever the slice runs out of the array, laid out as the SMEM buffer.  Stores write back exactly
 the in-bounds part.
 """
@@ -19,9 +19,9 @@ from support import Traced, evaluated
 from asyncdsl import dtypes
 from asyncdsl.errors import CopyError, OutOfBoundsError, TransformError
 from asyncdsl.kernel_binary import TiledTensorMapSpec
-from asyncdsl.tma_emulation import load_box, store_box
-from asyncdsl.tma_plan import plan_tiled_copy
-from asyncdsl.transforms import (
+from asyncdsl.interpret.tma import load_box, store_box
+from asyncdsl.hw.tma import plan_tiled_copy
+from asyncdsl.hw.transforms import (
     CollapseLeadingIndicesTransform,
     DropUnitDimsTransform,
     Rounding,

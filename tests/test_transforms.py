@@ -1,4 +1,4 @@
-"""Laws of the memref transform algebra (asyncdsl.transforms) and its IR attributes."""
+"""Laws of the memref transform algebra (asyncdsl.hw.transforms) and its IR attributes."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from asyncdsl.dialects.transform_attrs import TRANSFORM_ATTRS, AnyTransformAttr, TileTransformAttr
 from asyncdsl.errors import TransformError
-from asyncdsl.transforms import (
+from asyncdsl.hw.transforms import (
     CollapseLeadingIndicesTransform,
     DropUnitDimsTransform,
     MemRefTransform,

@@ -8,22 +8,22 @@ miss, computes the grid, and launches. Outputs are written in place.
 from __future__ import annotations
 
 import inspect
-import os
 import re
-import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from asyncdsl.compiler import CompiledKernel, compile_module
+from asyncdsl import interpret as interpreter
+from asyncdsl import runtime
+from asyncdsl.config import knobs
 from asyncdsl.dialects.kernel_attrs import TARGETS
 from asyncdsl.errors import ArgumentError, SourceLocation, TraceError, user_location
-from asyncdsl.frontend.trace import ArraySpec, trace_kernel
+from asyncdsl.frontend.specialize import ArraySpec, trace_kernel
 from asyncdsl.frontend.tracer import LaunchShape
 from asyncdsl.passes.allocate_descriptor_scratch import MODES as DESCRIPTOR_MODES
-from asyncdsl.runtime.arrays import DeviceArray
-
-INTERPRET_ENV = "ASYNCDSL_INTERPRET"
+from asyncdsl.passes.pipeline import CompiledKernel, compile_module
+from asyncdsl.runtime.host_copy import host_copy, numpy_argument
+from asyncdsl.runtime.launch import WarmLaunches
 
 
 class constexpr:  # noqa: N801 - spelled like Triton's `tl.constexpr`, which users know
@@ -101,9 +101,7 @@ class Kernel:
         if cluster_size > 16:
             raise ArgumentError(f"a cluster holds at most 16 CTAs, got {self.launch.cluster}", self.definition)
         self._compiled: dict[tuple, CompiledKernel] = {}
-        self._constexpr_set = frozenset(self.constexpr_names)
-        # Launches already checked, by argument layout: (loaded kernel, grid in blocks).
-        self._warm: dict[tuple, tuple] = {}
+        self._warm = WarmLaunches(len(self.array_names), frozenset(self.constexpr_names))
 
     # -- binding ------------------------------------------------------------------------------
     def bind(self, args: tuple, kwargs: dict, location: SourceLocation | None) -> BoundCall:
@@ -178,24 +176,14 @@ class Kernel:
         return _dims3(grid, "grid", location)
 
     def __call__(self, *args, stream=None, **kwargs) -> None:
-        if os.environ.get(INTERPRET_ENV, "") not in ("", "0"):
-            from asyncdsl.interpret.host import interpret_any_arrays
+        if knobs.interpret:
+            self._interpret_copies(args, kwargs, user_location())
+        elif not self._warm.launch(args, kwargs, stream):
+            self._launch_checked(args, kwargs, stream)
 
-            interpret_any_arrays(self, args, kwargs, user_location())
-            return
-        warm_key = self._warm_key(args, kwargs)
-        if warm_key is not None:
-            entry = self._warm.get(warm_key[0])
-            if entry is not None and not any(address & 15 for address in warm_key[1]):
-                entry[0].launch_addresses(entry[1], warm_key[1], stream)
-                return
-        self._launch_checked(args, kwargs, stream, warm_key)
-
-    def _launch_checked(self, args: tuple, kwargs: dict, stream, warm_key) -> None:
+    def _launch_checked(self, args: tuple, kwargs: dict, stream) -> None:
         """The full path: bind, check every array, compile on a miss, launch; then remember the
         launch for arguments of the same layout."""
-        from asyncdsl import runtime
-
         location = user_location()
         call = self.bind(args, kwargs, location)
         specs = self.specs(call, location)
@@ -207,49 +195,32 @@ class Kernel:
             loaded.launch(grid, arrays, stream=stream)
         except ArgumentError as error:
             raise error.at(location) from None
-        if warm_key is not None:
-            self._warm[warm_key[0]] = (loaded, runtime.launch_grid(grid, compiled.binary.cluster))
-
-    def _warm_key(self, args: tuple, kwargs: dict):
-        """(key, addresses) when every array is passed positionally as a torch tensor or an
-        asyncdsl DeviceArray and every keyword is a constexpr: then a launch seen before with
-        arrays of the same layout (shape, dtype, strides, device) needs no checks but alignment.
-        Grids are assumed to depend on array shapes and constexprs only."""
-        if len(args) != len(self.array_names) or not self._constexpr_set.issuperset(kwargs):
-            return None
-        layouts, addresses = [], []
-        for array in args:
-            probe = _layout_probe(array)
-            if probe is None:
-                return None
-            layouts.append(probe[0])
-            addresses.append(probe[1])
-        try:
-            key = (tuple(layouts), tuple(kwargs.items()))
-            hash(key)
-        except TypeError:
-            return None
-        return key, addresses
+        self._warm.remember(args, kwargs, loaded, runtime.launch_grid(grid, compiled.binary.cluster))
 
     def interpret(self, *args, **kwargs) -> None:
         """Run the kernel on the CPU on numpy arrays (outputs written in place)."""
-        from asyncdsl.interpret.host import interpret_numpy
+        location = user_location()
+        call = self.bind(args, kwargs, location)
+        self._interpret(call, [numpy_argument(name, value, location) for name, value in call.arrays], location)
 
-        interpret_numpy(self, args, kwargs, user_location())
+    def _interpret_copies(self, args: tuple, kwargs: dict, location: SourceLocation | None) -> None:
+        """An ordinary call under ASYNCDSL_INTERPRET=1: arrays of any supported framework are
+        copied to numpy, interpreted, and copied back in place."""
+        call = self.bind(args, kwargs, location)
+        copies = [host_copy(name, value, location) for name, value in call.arrays]
+        self._interpret(call, [copy.array for copy in copies], location)
+        for copy in copies:
+            copy.write_back()
+
+    def _interpret(self, call: BoundCall, arrays: list, location: SourceLocation | None) -> None:
+        names = [name for name, _ in call.arrays]
+        numpy_call = BoundCall(tuple(zip(names, arrays)), call.constexprs)
+        compiled = self.specialize(self.specs(numpy_call, location), numpy_call.constexprs)
+        grid = runtime.launch_grid(self.grid_for(numpy_call, location), self.launch.cluster)
+        interpreter.launch(compiled.module, names, arrays, grid)
 
     def __repr__(self) -> str:
         return f"<asyncdsl.kernel {self.__name__} block={self.launch.block} cluster={self.launch.cluster}>"
-
-
-def _layout_probe(array: Any):
-    """((shape, dtype, strides, device), address) of an array whose checks can be reused, or None
-    for array types that take the full path every time."""
-    if type(array) is DeviceArray:
-        return (array.shape, array.dtype, array.strides, array.device), array.address
-    torch = sys.modules.get("torch")
-    if torch is not None and isinstance(array, torch.Tensor):
-        return (array.shape, array.dtype, array.stride(), array.get_device()), array.data_ptr()
-    return None
 
 
 def _ptx_identifier(name: str) -> str:

@@ -18,7 +18,7 @@ from asyncdsl.frontend.barriers import Barrier, Barriers
 from asyncdsl.frontend.refs import GmemRef, GmemView, SmemRef
 from asyncdsl.frontend.scalars import IndexLike, Scalar, condition_value, index_value, is_index
 from asyncdsl.ir_locations import to_ir_location
-from asyncdsl.transforms import MemRefTransform
+from asyncdsl.hw.transforms import MemRefTransform
 
 # ---------------------------------------------------------------------------------------------
 # Where am I.
@@ -171,7 +171,7 @@ def async_copy(
 
     `reduction` ("add", "min", "max", "umin", "umax", "smin", "smax", "inc", "dec", "and", "or",
     "xor") makes an SMEM -> GMEM copy combine each element with the one in GMEM; which dtypes
-    each op takes is `asyncdsl.tma_reductions.ALLOWED`. `predicate` (a traced condition) limits
+    each op takes is `asyncdsl.hw.reduction.ALLOWED`. `predicate` (a traced condition) limits
     the copy to the warpgroups where it holds; a skipped store still closes its bulk group.
     `arrive=False` leaves a load's expect-tx to the user (`bar.arrive_expect_tx(n)`) and a
     store's bulk group open, for a later store to close.

@@ -9,7 +9,7 @@ from asyncdsl.errors import TraceError, user_location
 from asyncdsl.frontend import tracer as tracing
 from asyncdsl.frontend.refs import GmemRef, GmemView
 from asyncdsl.frontend.scalars import Scalar, condition_value, index_value
-from asyncdsl.transforms import MemRefTransform
+from asyncdsl.hw.transforms import MemRefTransform
 
 
 def async_prefetch(

@@ -19,16 +19,14 @@ wrote) before knowing that copy is over, are errors even though the bytes happen
 mbarriers (`mbarrier`) count arrivals, tx bytes and phases exactly; a state where every live
 warpgroup waits is a deadlock, since nothing in flight could end it.
 
-Modules: `host` (entry points), `host_arrays` (arguments), `grid` (CTAs, clusters, interpreters),
-`functions` (the ops; `im2col` and `row_gather` add those copy families to it, `diagnosis` names
-the op and warpgroup on errors), `state` (launch, CTA, warpgroup), `scheduler` and `sync` (blocking),
-`mbarrier`, `copies` (TMA data movement), `reductions` (TMA reductions' read-modify-write),
-`prefetch` (L2 prefetches, checked, moving nothing), `bulk_copies` (contiguous bulk copies,
-clamped tails), `cp_async` (the per-thread fallback and its commit groups), `memory` (GMEM/SMEM
-and references), `races` and
-`clocks` (what may be touched when).
+Modules: `launch` (the entry point), `grid` (CTAs, clusters, interpreters, and the list of op
+implementations), one module of op implementations per feature (`core`, `sync`, `copy`, `tma`,
+`bulk`, `cp_async`, `collective`, `reduction`, `prefetch`, `im2col`, `row_gather`, `scalars`),
+the machine they run on (`state`: launch, CTA, warpgroup; `memory`: GMEM/SMEM and references;
+`mbarrier`; `scheduler` and `waits`: blocking), and what may be touched when (`races`, `clocks`);
+`diagnosis` names the op and warpgroup on errors.
 """
 
-from asyncdsl.interpret.host import interpret_any_arrays, interpret_numpy
+from asyncdsl.interpret.launch import launch
 
-__all__ = ["interpret_any_arrays", "interpret_numpy"]
+__all__ = ["launch"]

@@ -6,7 +6,7 @@ absolute shared address (the CTA's base is 1024-aligned, so the offset's low bit
 address's), completing when issued like every copy here.  The window must lie inside the array
 (cp.async has no zero fill: OutOfBoundsError) and every chunk's addresses must be aligned to the
 chunk (InterpretError: the GPU faults), which traced starts were assumed to keep (the SMEM side
-always is: see `asyncdsl.cp_async_plan`).
+always is: see `asyncdsl.hw.cp_async`).
 
 cp.async writes SMEM through the generic proxy; its race record (`races.GenericWrite`) is over
 once the warpgroup's `await_cp_async_copy` covers its commit group, or once the phase of its
@@ -22,15 +22,17 @@ from functools import lru_cache
 import numpy as np
 from xdsl.interpreter import Interpreter, PythonValues, impl
 
-from asyncdsl import dtypes, gmem_runs
-from asyncdsl.cp_async_plan import CpAsyncPlan, swizzled_addresses
+from asyncdsl import dtypes
+from asyncdsl.hw import gmem_runs
+from asyncdsl.hw.cp_async import CpAsyncPlan
+from asyncdsl.hw.swizzle import swizzled
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.errors import InterpretError, OutOfBoundsError
-from asyncdsl.interpret.copies import SWIZZLE_PERIOD
+from asyncdsl.hw.limits import SWIZZLE_PERIOD
 from asyncdsl.interpret.diagnosis import diagnosed, origin
 from asyncdsl.interpret.operands import barrier_address, operand_values
 from asyncdsl.interpret.races import GenericWrite
-from asyncdsl.interpret.sync import Proceed
+from asyncdsl.interpret.waits import Proceed
 from asyncdsl.ir_locations import from_ir_location
 
 
@@ -42,7 +44,7 @@ def _byte_maps(plan: CpAsyncPlan, smem_phase: int) -> tuple[np.ndarray, np.ndarr
     within = np.arange(plan.chunk_bytes, dtype=np.int64)
     gmem_bytes = (gmem[:, None] + within).reshape(-1)
     smem_bytes = (smem[:, None] + within).reshape(-1)
-    smem_bytes = swizzled_addresses(smem_phase + smem_bytes, plan.swizzle_bytes) - smem_phase
+    smem_bytes = swizzled(smem_phase + smem_bytes, plan.swizzle_bytes) - smem_phase
     return gmem_bytes, smem_bytes
 
 

@@ -22,9 +22,9 @@ from xdsl.interpreters.builtin import scalar_attr
 from asyncdsl import dtypes
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.errors import OutOfBoundsError
-from asyncdsl.interpret import copies
-from asyncdsl.interpret.bulk_copies import BulkCopyFunctions
-from asyncdsl.interpret.collectives import CollectiveFunctions
+from asyncdsl.interpret import tma
+from asyncdsl.interpret.bulk import BulkCopyFunctions
+from asyncdsl.interpret.collective import CollectiveFunctions
 from asyncdsl.interpret.cp_async import CpAsyncFunctions
 from asyncdsl.interpret.diagnosis import diagnosed as _diagnosed
 from asyncdsl.interpret.diagnosis import origin
@@ -33,10 +33,10 @@ from asyncdsl.interpret.memory import BarrierGroup, SmemBuffer
 from asyncdsl.interpret.operands import barrier_address, operand_values, predicated_off
 from asyncdsl.interpret.prefetch import PrefetchFunctions
 from asyncdsl.interpret.races import AsyncRead, AsyncWrite
-from asyncdsl.interpret.reductions import reduce_gmem_box
+from asyncdsl.interpret.reduction import reduce_gmem_box
 from asyncdsl.interpret.row_gather import RowGatherFunctions
 from asyncdsl.interpret.state import Warpgroup
-from asyncdsl.interpret.sync import PhaseWait, Proceed, RendezvousWait
+from asyncdsl.interpret.waits import PhaseWait, Proceed, RendezvousWait
 from asyncdsl.ir_locations import from_ir_location
 
 
@@ -135,7 +135,7 @@ class AsyncDslFunctions(
 
     # -- copies -------------------------------------------------------------------------------
     def _box_range(self, buffer: SmemBuffer, spec, what: str) -> tuple[int, int]:
-        length = copies.smem_footprint(spec)
+        length = tma.smem_footprint(spec)
         if length > buffer.nbytes:
             raise OutOfBoundsError(
                 f"{what} spans {length} bytes of shared memory but its buffer (allocated at "
@@ -153,7 +153,7 @@ class AsyncDslFunctions(
         if op.multicast_mask is not None or op.partition is not None:
             return self.run_collective_load(op, values)
         warpgroup, cta = self.warpgroup, self.warpgroup.cta
-        spec = copies.descriptor_spec(op.descriptor)
+        spec = tma.descriptor_spec(op.descriptor)
         barrier = warpgroup.mbarrier(barrier_address(op, values))
         if op.expect_tx_bytes.value.data:
             barrier.arrive_expect_tx(op.expect_tx_bytes.value.data, warpgroup.clock)
@@ -161,9 +161,9 @@ class AsyncDslFunctions(
         cta.accesses.check_write(start, end, warpgroup.clock, "the TMA load")
         argument = cta.launch.arguments[spec.arg_index]
         coords = [values[c].value.data for c in op.coords]
-        box = copies.read_gmem_box(argument.raw, spec, coords, argument.name)
-        copies.write_smem_box(cta.smem.bytes, start, spec, box)
-        phase = barrier.complete_tx(copies.box_bytes(spec))
+        box = tma.read_gmem_box(argument.raw, spec, coords, argument.name)
+        tma.write_smem_box(cta.smem.bytes, start, spec, box)
+        phase = barrier.complete_tx(tma.box_bytes(spec))
         cta.accesses.record_write(AsyncWrite(start, end, barrier.key, phase, barrier.name, origin(op)))
         return ()
 
@@ -177,16 +177,16 @@ class AsyncDslFunctions(
             if op.commit.value.data:
                 warpgroup.committed_groups += 1
             return ()
-        spec = copies.descriptor_spec(op.descriptor)
+        spec = tma.descriptor_spec(op.descriptor)
         start, end = self._box_range(values[op.smem], spec, "the TMA store")
         cta.accesses.check_read(start, end, warpgroup.clock, "the TMA store")
         argument = cta.launch.arguments[spec.arg_index]
         coords = [values[c].value.data for c in op.coords]
-        box = copies.read_smem_box(cta.smem.bytes, start, spec)
+        box = tma.read_smem_box(cta.smem.bytes, start, spec)
         if op.reduction is not None:
             reduce_gmem_box(argument.raw, spec, coords, box, op.reduction.data, argument.name)
         else:
-            copies.write_gmem_box(argument.raw, spec, coords, box, argument.name)
+            tma.write_gmem_box(argument.raw, spec, coords, box, argument.name)
         # The store belongs to the group the next commit closes.
         group = warpgroup.committed_groups + 1
         cta.accesses.record_read(AsyncRead(start, end, warpgroup.bulk_key, group, warpgroup.label, origin(op)))

@@ -25,11 +25,11 @@ from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects import kernel_attrs as attrs
 from asyncdsl.errors import AsyncDSLError
 from asyncdsl.interpret.functions import AsyncDslFunctions, origin
-from asyncdsl.interpret.index_arith import IndexArithFunctions
+from asyncdsl.interpret.scalars import IndexArithFunctions
 from asyncdsl.interpret.memory import GlobalArgument
 from asyncdsl.interpret.scheduler import ClusterScheduler, SoloScheduler
 from asyncdsl.interpret.state import BarrierInit, Cta, Launch, Warpgroup
-from asyncdsl.interpret.sync import Rendezvous, RendezvousWait
+from asyncdsl.interpret.waits import Rendezvous, RendezvousWait
 from asyncdsl.ir_locations import from_ir_location
 
 # The lowering keeps index values in 32-bit registers; xDSL wraps them the same way.

@@ -1,7 +1,7 @@
 """The interpreter's im2col load (`asyncdsl.tma_load_im2col`), mixed into `AsyncDslFunctions`.
 
 Like every copy here it completes when issued: the pixels the descriptor's walk picks
-(`asyncdsl.im2col_emulation`, zeros outside the image batch) land in the destination as rows of
+(`asyncdsl.interpret.im2col_engine`, zeros outside the image batch) land in the destination as rows of
 channels, swizzled byte for byte like a tiled box of those rows, and their bytes complete on the
 barrier at once; the race log then holds the write until that barrier phase is waited for.
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 from xdsl.interpreter import Interpreter, PythonValues, impl
 
 from asyncdsl.dialects import asyncdsl as ir
-from asyncdsl.im2col_emulation import load_im2col
-from asyncdsl.interpret import copies
+from asyncdsl.interpret.im2col_engine import load_im2col
+from asyncdsl.interpret import tma
 from asyncdsl.interpret.diagnosis import diagnosed, origin
 from asyncdsl.interpret.operands import barrier_address, operand_values, predicated_off
 from asyncdsl.interpret.races import AsyncWrite
@@ -28,7 +28,7 @@ class Im2colFunctions:
         if predicated_off(op, values):
             return ()
         warpgroup, cta = self.warpgroup, self.warpgroup.cta
-        spec = copies.descriptor_spec(op.descriptor)
+        spec = tma.descriptor_spec(op.descriptor)
         barrier = warpgroup.mbarrier(barrier_address(op, values))
         if op.expect_tx_bytes.value.data:
             barrier.arrive_expect_tx(op.expect_tx_bytes.value.data, warpgroup.clock)
@@ -39,7 +39,7 @@ class Im2colFunctions:
         rows = load_im2col(
             argument.raw, spec, [values[c].value.data for c in op.coords], [values[o].value.data for o in op.offsets]
         )
-        copies.write_smem_rows(cta.smem.bytes, start, end, spec, rows)
+        tma.write_smem_rows(cta.smem.bytes, start, end, spec, rows)
         phase = barrier.complete_tx(end - start)
         cta.accesses.record_write(AsyncWrite(start, end, barrier.key, phase, barrier.name, origin(op)))
         return ()

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from asyncdsl.errors import OutOfBoundsError
+from asyncdsl.hw.limits import BARRIER_BYTES
 
-BARRIER_BYTES = 8
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from xdsl.interpreter import Interpreter, PythonValues, impl
 
 from asyncdsl.dialects import asyncdsl as ir
-from asyncdsl.interpret import copies
+from asyncdsl.interpret import tma
 from asyncdsl.interpret.diagnosis import diagnosed
 from asyncdsl.interpret.operands import operand_values, predicated_off
 
@@ -24,7 +24,7 @@ class PrefetchFunctions:
         values = operand_values(op, args)
         if predicated_off(op, values):
             return ()
-        spec = copies.descriptor_spec(op.descriptor)
+        spec = tma.descriptor_spec(op.descriptor)
         argument = self.warpgroup.cta.launch.arguments[spec.arg_index]
-        copies.check_view_fits(argument.raw, spec, argument.name, "the TMA prefetch's descriptor")
+        tma.check_view_fits(argument.raw, spec, argument.name, "the TMA prefetch's descriptor")
         return ()

@@ -15,10 +15,9 @@ from __future__ import annotations
 import numpy as np
 from xdsl.interpreter import Interpreter, PythonValues, impl
 
-from asyncdsl import tma_emulation
 from asyncdsl.dialects import asyncdsl as ir
-from asyncdsl.dialects.row_gather_ops import ROWS_PER_INSTRUCTION
-from asyncdsl.interpret import copies
+from asyncdsl.hw.limits import GATHER4_ROWS
+from asyncdsl.interpret import tma
 from asyncdsl.interpret.diagnosis import diagnosed, origin
 from asyncdsl.interpret.operands import barrier_address, operand_values
 from asyncdsl.interpret.races import AsyncRead, AsyncWrite
@@ -34,7 +33,7 @@ class RowGatherFunctions:
         cta = self.warpgroup.cta
         index_bytes = ir.element_bits(op.rows.type) // 8
         start = values[op.rows].offset + op.first_row.value.data * index_bytes
-        end = start + ROWS_PER_INSTRUCTION * index_bytes
+        end = start + GATHER4_ROWS * index_bytes
         cta.accesses.check_read(start, end, self.warpgroup.clock, f"{what} reading its row indices")
         indices = cta.smem.bytes[start:end].view(np.dtype(f"u{index_bytes}"))
         return [int(i) - 2 * _SIGN if i >= _SIGN else int(i) for i in indices]
@@ -44,22 +43,22 @@ class RowGatherFunctions:
         """The SMEM byte range [start, end) of the instruction's four rows."""
         row_bytes = spec.box_dims[1] * spec.element_bytes
         start = values[op.smem].offset + op.first_row.value.data * row_bytes
-        return start, start + ROWS_PER_INSTRUCTION * row_bytes
+        return start, start + GATHER4_ROWS * row_bytes
 
     @impl(ir.TmaGather4Op)
     @diagnosed
     def run_tma_gather4(self, interpreter: Interpreter, op: ir.TmaGather4Op, args: PythonValues):
         values = operand_values(op, args)
         warpgroup, cta = self.warpgroup, self.warpgroup.cta
-        spec = copies.descriptor_spec(op.descriptor)
+        spec = tma.descriptor_spec(op.descriptor)
         barrier = warpgroup.mbarrier(barrier_address(op, values))
         rows = self._row_coordinates(op, values, "the gather4")
         start, end = self._smem_rows(op, values, spec)
         cta.accesses.check_write(start, end, warpgroup.clock, "the gather4")
         argument = cta.launch.arguments[spec.arg_index]
         column = values[op.column].value.data
-        box = np.concatenate([copies.read_gmem_box(argument.raw, spec, (row, column), argument.name) for row in rows])
-        copies.write_smem_rows(cta.smem.bytes, start, end, spec, box)
+        box = np.concatenate([tma.read_gmem_box(argument.raw, spec, (row, column), argument.name) for row in rows])
+        tma.write_smem_rows(cta.smem.bytes, start, end, spec, box)
         phase = barrier.complete_tx(end - start)
         cta.accesses.record_write(AsyncWrite(start, end, barrier.key, phase, barrier.name, origin(op)))
         return ()
@@ -69,18 +68,18 @@ class RowGatherFunctions:
     def run_tma_scatter4(self, interpreter: Interpreter, op: ir.TmaScatter4Op, args: PythonValues):
         values = operand_values(op, args)
         warpgroup, cta = self.warpgroup, self.warpgroup.cta
-        spec = copies.descriptor_spec(op.descriptor)
+        spec = tma.descriptor_spec(op.descriptor)
         rows = self._row_coordinates(op, values, "the scatter4")
         start, end = self._smem_rows(op, values, spec)
         cta.accesses.check_read(start, end, warpgroup.clock, "the scatter4")
         element = np.dtype(f"u{spec.element_bytes}")
-        shape = (ROWS_PER_INSTRUCTION, spec.box_dims[1])
-        box = tma_emulation.smem_bytes_to_box(cta.smem.bytes[start:end], shape, element, spec.swizzle_bytes, start)
+        shape = (GATHER4_ROWS, spec.box_dims[1])
+        box = tma.smem_bytes_to_box(cta.smem.bytes[start:end], shape, element, spec.swizzle_bytes, start)
         argument = cta.launch.arguments[spec.arg_index]
         column = values[op.column].value.data
         for position, row in enumerate(rows):
             row_bytes = box[position : position + 1].view(np.uint8).reshape(1, spec.box_dims[1], spec.element_bytes)
-            copies.write_gmem_box(argument.raw, spec, (row, column), row_bytes, argument.name)
+            tma.write_gmem_box(argument.raw, spec, (row, column), row_bytes, argument.name)
         group = warpgroup.committed_groups + 1  # the group the next commit closes
         cta.accesses.record_read(AsyncRead(start, end, warpgroup.bulk_key, group, warpgroup.label, origin(op)))
         if op.commit.value.data:

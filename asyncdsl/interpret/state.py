@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from asyncdsl.errors import AsyncDSLError, SourceLocation
 from asyncdsl.interpret.clocks import VectorClock, barrier_key, bulk_key, cp_async_key, proxy_fence_key
 from asyncdsl.interpret.mbarrier import MBarrier
-from asyncdsl.interpret.memory import BARRIER_BYTES, GlobalArgument, SharedMemory
+from asyncdsl.hw.limits import BARRIER_BYTES
+from asyncdsl.interpret.memory import GlobalArgument, SharedMemory
 from asyncdsl.interpret.races import AsyncAccessLog
-from asyncdsl.interpret.sync import Rendezvous
+from asyncdsl.interpret.waits import Rendezvous
 
 
 @dataclass(frozen=True)

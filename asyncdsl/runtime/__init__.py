@@ -14,7 +14,7 @@ from asyncdsl.runtime.driver import DeviceFacts, device_facts, has_gpu
 from asyncdsl.runtime.launch import LoadedKernel, clear_loaded_kernels, launch_grid, load_kernel
 from asyncdsl.runtime.module_cache import cache_directory
 from asyncdsl.runtime.streams import stream_handle
-from asyncdsl.runtime.tensormap import footprint_bytes, validate_spec
+from asyncdsl.runtime.tensormap import validate_spec
 from asyncdsl.runtime.timing import host_seconds_per_call
 
 __all__ = [
@@ -26,7 +26,6 @@ __all__ = [
     "device_array",
     "device_facts",
     "empty",
-    "footprint_bytes",
     "has_gpu",
     "host_seconds_per_call",
     "launch_grid",

@@ -17,10 +17,10 @@ import numpy as np
 
 from asyncdsl.dtypes import DType, as_dtype, from_dlpack
 from asyncdsl.errors import ArgumentError, user_location
+from asyncdsl.hw.limits import GMEM_ADDRESS_ALIGNMENT
 from asyncdsl.runtime import dlpack, driver, streams
-from asyncdsl.tma_plan import contiguous_strides
+from asyncdsl.hw.gmem_runs import contiguous_strides
 
-TMA_BASE_ALIGNMENT = 16  # bytes; cuTensorMapEncode* rejects anything less
 _torch_dtypes: dict[Any, DType] = {}
 
 
@@ -203,10 +203,10 @@ def _validated(
             if extent != 1 and stride != step:
                 raise _layout_error(argument_label(name), shape, f"element strides {strides}")
             step *= extent
-    if address % TMA_BASE_ALIGNMENT:
+    if address % GMEM_ADDRESS_ALIGNMENT:
         raise ArgumentError(
-            f"{argument_label(name)} starts at address {address:#x}, which is not {TMA_BASE_ALIGNMENT}-byte "
-            f"aligned (it is {address % TMA_BASE_ALIGNMENT} bytes past a boundary; the tensor memory "
+            f"{argument_label(name)} starts at address {address:#x}, which is not {GMEM_ADDRESS_ALIGNMENT}-byte "
+            f"aligned (it is {address % GMEM_ADDRESS_ALIGNMENT} bytes past a boundary; the tensor memory "
             "accelerator needs 16): it is probably a view at an offset, pass a fresh array or a copy",
             user_location(),
         )

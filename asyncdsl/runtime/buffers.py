@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from asyncdsl import packed_elements
+from asyncdsl.hw import packed
 from asyncdsl.dtypes import as_dtype
 from asyncdsl.runtime import driver
 from asyncdsl.runtime.arrays import DeviceArray
-from asyncdsl.tma_plan import contiguous_strides
+from asyncdsl.hw.gmem_runs import contiguous_strides
 
 
 class _Allocation:
@@ -40,7 +40,7 @@ def empty(shape, dtype, device: int = 0) -> DeviceArray:
 
 def to_device(array: np.ndarray, device: int = 0) -> DeviceArray:
     """A device copy of a host array (made contiguous first; 4-bit elements packed two per byte,
-    see `asyncdsl.packed_elements`)."""
+    see `asyncdsl.hw.packed`)."""
     host = np.ascontiguousarray(array)
     result = empty(host.shape, host.dtype, device)
     copy_to_device(host, result)
@@ -50,8 +50,8 @@ def to_device(array: np.ndarray, device: int = 0) -> DeviceArray:
 def copy_to_device(host: np.ndarray, array: DeviceArray) -> None:
     """Overwrite `array` with the contents of `host`, an array of its shape and element type."""
     host = np.ascontiguousarray(host)
-    if packed_elements.is_packed(array.dtype):
-        host = packed_elements.pack(host)
+    if packed.is_packed(array.dtype):
+        host = packed.pack(host)
     driver.activate(array.device)
     driver.check(driver.api().cuMemcpyHtoD(array.address, host.ctypes.data, host.nbytes), "cuMemcpyHtoD")
 
@@ -59,9 +59,9 @@ def copy_to_device(host: np.ndarray, array: DeviceArray) -> None:
 def to_host(array: DeviceArray) -> np.ndarray:
     """A host copy of a device array (waits for the device to finish its work; 4-bit elements
     come back unpacked, one per byte, as ml_dtypes holds them)."""
-    packed = packed_elements.is_packed(array.dtype)
-    host = np.empty(array.nbytes, np.uint8) if packed else np.empty(array.shape, array.dtype.numpy)
+    is_packed = packed.is_packed(array.dtype)
+    host = np.empty(array.nbytes, np.uint8) if is_packed else np.empty(array.shape, array.dtype.numpy)
     driver.activate(array.device)
     driver.check(driver.api().cuCtxSynchronize(), "cuCtxSynchronize")
     driver.check(driver.api().cuMemcpyDtoH(host.ctypes.data, array.address, host.nbytes), "cuMemcpyDtoH")
-    return packed_elements.unpack(host, array.dtype, array.shape) if packed else host
+    return packed.unpack(host, array.dtype, array.shape) if is_packed else host

@@ -11,31 +11,32 @@ from __future__ import annotations
 
 import operator
 import re
+import sys
 import threading
 from collections.abc import Sequence
 from typing import Any, Literal
 
 from asyncdsl.errors import ArgumentError, CudaError, ResourceError, UnsupportedTargetError, user_location
+from asyncdsl.hw.limits import (
+    DESCRIPTOR_ALIGNMENT,
+    DESCRIPTOR_BYTES,
+    GMEM_ADDRESS_ALIGNMENT,
+    MAX_BLOCK,
+    MAX_CLUSTER_SIZE,
+    MAX_GRID,
+    MAX_PORTABLE_CLUSTER_SIZE,
+    MAX_THREADS_PER_BLOCK,
+)
 from asyncdsl.kernel_binary import DescriptorScratchParam, KernelBinary, PointerParam, TensorMapParam
 from asyncdsl.runtime import driver
 from asyncdsl.runtime.arrays import DeviceArray
-from asyncdsl.runtime.compiler import default_compiler
+from asyncdsl.runtime.jit_link import default_compiler
 from asyncdsl.runtime.module_cache import CubinCache, cache_directory, cached_compile
 from asyncdsl.runtime.params import KernelParams, argument_count
 from asyncdsl.runtime.scratch import DescriptorScratch, DeviceScratchPool
 from asyncdsl.runtime.streams import DEFAULT_STREAM, stream_handle
-from asyncdsl.runtime.tensormap import (
-    DESCRIPTOR_ALIGNMENT,
-    DESCRIPTOR_BYTES,
-    TensorMapCache,
-    TensorMapEncoder,
-)
+from asyncdsl.runtime.tensormap import TensorMapCache, TensorMapEncoder
 
-MAX_GRID = (2**31 - 1, 65535, 65535)
-MAX_BLOCK = (1024, 1024, 64)
-MAX_THREADS_PER_BLOCK = 1024
-MAX_PORTABLE_CLUSTER_SIZE = 8
-MAX_CLUSTER_SIZE = 16  # Hopper, with the non-portable cluster size attribute
 _CUDA_ERROR_INVALID_CONTEXT = 201
 
 
@@ -275,3 +276,66 @@ def clear_loaded_kernels() -> None:
     Kernels already handed out keep working; their modules are never unloaded."""
     with _loading:
         _loaded.clear()
+
+
+class WarmLaunches:
+    """The warm path of a kernel's calls: launches already checked, by argument layout.
+
+    When every array of a call is passed positionally as a torch tensor or an asyncdsl
+    `DeviceArray` and every keyword is a constexpr, a call seen before with arrays of the same
+    layout (shape, dtype, strides, device) needs no check but the alignment of the new addresses:
+    it goes straight to `LoadedKernel.launch_addresses`.  Grids are assumed to depend on array
+    shapes and constexprs only (the grid function sees nothing else).
+    """
+
+    def __init__(self, array_count: int, constexpr_names: frozenset[str]):
+        self._array_count = array_count
+        self._constexpr_names = constexpr_names
+        self._launches: dict[tuple, tuple[LoadedKernel, tuple[int, int, int]]] = {}
+
+    def launch(self, args: tuple, kwargs: dict, stream: Any) -> bool:
+        """Launch if this layout was seen before and the addresses are aligned; say whether it did."""
+        found = self._key(args, kwargs)
+        if found is None:
+            return False
+        key, addresses = found
+        entry = self._launches.get(key)
+        if entry is None or any(address % GMEM_ADDRESS_ALIGNMENT for address in addresses):
+            return False
+        loaded, grid = entry
+        loaded.launch_addresses(grid, addresses, stream)
+        return True
+
+    def remember(self, args: tuple, kwargs: dict, loaded: LoadedKernel, grid: tuple[int, int, int]) -> None:
+        """Record a launch the full path just checked, for later calls of the same layout."""
+        found = self._key(args, kwargs)
+        if found is not None:
+            self._launches[found[0]] = (loaded, grid)
+
+    def _key(self, args: tuple, kwargs: dict) -> tuple[tuple, list[int]] | None:
+        if len(args) != self._array_count or not self._constexpr_names.issuperset(kwargs):
+            return None
+        layouts, addresses = [], []
+        for array in args:
+            probe = _layout_probe(array)
+            if probe is None:
+                return None
+            layouts.append(probe[0])
+            addresses.append(probe[1])
+        key = (tuple(layouts), tuple(kwargs.items()))
+        try:
+            hash(key)
+        except TypeError:
+            return None
+        return key, addresses
+
+
+def _layout_probe(array: Any) -> tuple[tuple, int] | None:
+    """((shape, dtype, strides, device), address) of an array whose checks can be reused, or None
+    for array types that take the full path every time."""
+    if type(array) is DeviceArray:
+        return (array.shape, array.dtype, array.strides, array.device), array.address
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(array, torch.Tensor):
+        return (array.shape, array.dtype, array.stride(), array.get_device()), array.data_ptr()
+    return None

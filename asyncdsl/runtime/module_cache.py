@@ -16,7 +16,8 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
-CACHE_ENVIRONMENT_VARIABLE = "ASYNCDSL_CACHE_DIR"
+from asyncdsl.config import CACHE_DIR, knobs
+
 CACHE_FORMAT = "asyncdsl-cubin-1"  # bump when the key or the file layout changes
 _ELF_MAGIC = b"\x7fELF"
 
@@ -24,9 +25,7 @@ _ELF_MAGIC = b"\x7fELF"
 def cache_directory() -> Path:
     """Where cubins are kept: `$ASYNCDSL_CACHE_DIR`, else `~/.cache/asyncdsl` (read on every call,
     so tests and tools can point it elsewhere)."""
-    configured = os.environ.get(CACHE_ENVIRONMENT_VARIABLE)
-    root = Path(configured).expanduser() if configured else Path.home() / ".cache" / "asyncdsl"
-    return root / "cubin"
+    return knobs.cache_dir / "cubin"
 
 
 def cubin_key(ptx: str, arch: str, driver_version: int, compiler_identity: str) -> str:
@@ -70,7 +69,7 @@ class CubinCache:
             temporary = None
         except OSError as error:
             warnings.warn(f"asyncdsl could not cache a cubin in {self.directory} ({error}); kernels will be "
-                          f"recompiled in every process (set {CACHE_ENVIRONMENT_VARIABLE} to a writable directory)",
+                          f"recompiled in every process (set {CACHE_DIR.variable} to a writable directory)",
                           RuntimeWarning, stacklevel=2)
         finally:
             if temporary is not None:

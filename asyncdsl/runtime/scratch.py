@@ -13,9 +13,10 @@ import ctypes
 from collections.abc import Sequence
 from typing import Protocol
 
+from asyncdsl.hw.limits import DESCRIPTOR_BYTES
 from asyncdsl.kernel_binary import DescriptorScratchParam
 from asyncdsl.runtime import driver
-from asyncdsl.runtime.tensormap import DESCRIPTOR_BYTES, TensorMapCache
+from asyncdsl.runtime.tensormap import TensorMapCache
 
 
 class UploadedScratch(Protocol):

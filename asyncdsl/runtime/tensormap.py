@@ -14,25 +14,27 @@ from dataclasses import dataclass
 
 from asyncdsl.errors import CopyError, CudaError, user_location
 from asyncdsl.kernel_binary import Im2colTensorMapSpec, TensorMapSpec, TiledTensorMapSpec
+from asyncdsl.hw.im2col import corner_range
+from asyncdsl.hw.limits import (
+    DESCRIPTOR_ALIGNMENT,
+    DESCRIPTOR_BYTES,
+    GMEM_ADDRESS_ALIGNMENT,
+    IM2COL_MAX_CHANNELS,
+    IM2COL_MAX_PIXELS,
+    MAX_BOX_DIM,
+    MAX_ELEMENT_STRIDE,
+    MAX_GLOBAL_DIM,
+    MAX_GLOBAL_STRIDE,
+)
+from asyncdsl.hw.tma import view_extent_bytes
 from asyncdsl.runtime import driver
 
-DESCRIPTOR_BYTES = 128
-DESCRIPTOR_ALIGNMENT = 64
-GLOBAL_ADDRESS_ALIGNMENT = 16
 
 # CUtensorMapDataType -> element bytes (the Blackwell-era packed 4/6-bit codes 13..15 are left out).
 _ELEMENT_BYTES = {0: 1, 1: 2, 2: 4, 3: 4, 4: 8, 5: 8, 6: 2, 7: 4, 8: 8, 9: 2, 10: 4, 11: 4, 12: 4}
 _FLOAT_CODES = frozenset({6, 7, 8, 9, 10, 11, 12})
 _SWIZZLE_CODES = {0: 0, 32: 1, 64: 2, 128: 3}  # bytes -> CUtensorMapSwizzle
 _L2_PROMOTION_CODES = {0: 0, 64: 1, 128: 2, 256: 3}  # bytes -> CUtensorMapL2promotion
-_MAX_GLOBAL_DIM = 1 << 32
-_MAX_GLOBAL_STRIDE = 1 << 40
-_MAX_BOX_DIM = 256
-_MAX_ELEMENT_STRIDE = 8
-# im2col corners of a rank-3/4/5 map lie in [-limit, limit - 1].
-_IM2COL_CORNER_LIMIT = {3: 1 << 15, 4: 1 << 7, 5: 1 << 4}
-_MAX_CHANNELS_PER_PIXEL = 256
-_MAX_PIXELS_PER_COLUMN = 1024
 
 
 def describe(spec: TensorMapSpec, index: int) -> str:
@@ -63,18 +65,18 @@ def validate_spec(spec: TensorMapSpec, index: int = 0) -> None:
         fail(f"the innermost global stride is {spec.global_strides[-1]} bytes, but TMA needs it to be the "
              f"element size ({spec.element_bytes})")
     for dim, extent in enumerate(spec.global_dims):
-        if not 1 <= extent <= _MAX_GLOBAL_DIM:
+        if not 1 <= extent <= MAX_GLOBAL_DIM:
             fail(f"TMA global dimension {extent} along dim {dim} is outside 1 .. 2^32")
     for dim, stride in enumerate(spec.global_strides[:-1]):
         if stride % 16:
             fail(f"TMA global stride {stride} bytes along dim {dim} is not a multiple of 16")
-        if not 0 < stride < _MAX_GLOBAL_STRIDE:
+        if not 0 < stride < MAX_GLOBAL_STRIDE:
             fail(f"TMA global stride {stride} bytes along dim {dim} is outside 1 .. 2^40 - 1")
     if spec.element_strides:
         if len(spec.element_strides) != spec.rank:
             fail(f"{len(spec.element_strides)} element strides for {spec.rank} dims")
         for dim, stride in enumerate(spec.element_strides):
-            if not 1 <= stride <= _MAX_ELEMENT_STRIDE:
+            if not 1 <= stride <= MAX_ELEMENT_STRIDE:
                 fail(f"TMA element stride {stride} along dim {dim} is outside 1 .. 8")
     if spec.swizzle_bytes not in _SWIZZLE_CODES:
         fail(f"swizzle of {spec.swizzle_bytes} bytes; TMA swizzles 0, 32, 64 or 128 bytes")
@@ -82,9 +84,9 @@ def validate_spec(spec: TensorMapSpec, index: int = 0) -> None:
         fail(f"L2 promotion of {spec.l2_promotion_bytes} bytes; TMA promotes 0, 64, 128 or 256 bytes")
     if spec.oob_nan and spec.dtype_code not in _FLOAT_CODES:
         fail(f"NaN out-of-bounds fill needs a floating-point data type, not code {spec.dtype_code}")
-    if spec.base_offset_bytes < 0 or spec.base_offset_bytes % GLOBAL_ADDRESS_ALIGNMENT:
+    if spec.base_offset_bytes < 0 or spec.base_offset_bytes % GMEM_ADDRESS_ALIGNMENT:
         fail(f"base offset {spec.base_offset_bytes} bytes is not a non-negative multiple of "
-             f"{GLOBAL_ADDRESS_ALIGNMENT} (TMA global addresses are 16-byte aligned)")
+             f"{GMEM_ADDRESS_ALIGNMENT} (TMA global addresses are 16-byte aligned)")
     if isinstance(spec, TiledTensorMapSpec):
         _validate_box(spec, fail)
     else:
@@ -95,8 +97,8 @@ def _validate_box(spec: TiledTensorMapSpec, fail: Callable[[str], None]) -> None
     if len(spec.box_dims) != spec.rank:
         fail(f"{len(spec.box_dims)} box dims for {spec.rank} global dims")
     for dim, extent in enumerate(spec.box_dims):
-        if not 1 <= extent <= _MAX_BOX_DIM:
-            fail(f"TMA box dimension {extent} {'> 256' if extent > _MAX_BOX_DIM else '< 1'} along dim {dim}")
+        if not 1 <= extent <= MAX_BOX_DIM:
+            fail(f"TMA box dimension {extent} {'> 256' if extent > MAX_BOX_DIM else '< 1'} along dim {dim}")
     inner_bytes = spec.box_dims[-1] * spec.element_bytes
     if inner_bytes % 16:
         fail(f"the innermost box dimension spans {inner_bytes} bytes ({spec.box_dims[-1]} x "
@@ -108,32 +110,23 @@ def _validate_box(spec: TiledTensorMapSpec, fail: Callable[[str], None]) -> None
 
 def _validate_im2col(spec: Im2colTensorMapSpec, fail: Callable[[str], None]) -> None:
     spatial = spec.rank - 2
-    limit = _IM2COL_CORNER_LIMIT[spec.rank]
+    lowest, highest = corner_range(spec.rank)
     for which, corner in (("lower", spec.lower_corner), ("upper", spec.upper_corner)):
         if len(corner) != spatial:
             fail(f"the {which} corner has {len(corner)} entries; a rank-{spec.rank} im2col map has {spatial} "
                  "spatial dims")
         for dim, offset in enumerate(corner):
-            if not -limit <= offset < limit:
-                fail(f"{which} corner offset {offset} along spatial dim {dim} is outside {-limit} .. {limit - 1} "
+            if not lowest <= offset <= highest:
+                fail(f"{which} corner offset {offset} along spatial dim {dim} is outside {lowest} .. {highest} "
                      f"(the range of a rank-{spec.rank} im2col map)")
-    if not 1 <= spec.channels_per_pixel <= _MAX_CHANNELS_PER_PIXEL:
+    if not 1 <= spec.channels_per_pixel <= IM2COL_MAX_CHANNELS:
         fail(f"{spec.channels_per_pixel} channels per pixel is outside 1 .. 256")
-    if not 1 <= spec.pixels_per_column <= _MAX_PIXELS_PER_COLUMN:
+    if not 1 <= spec.pixels_per_column <= IM2COL_MAX_PIXELS:
         fail(f"{spec.pixels_per_column} pixels per column is outside 1 .. 1024")
     inner_bytes = spec.channels_per_pixel * spec.element_bytes
     if spec.swizzle_bytes and inner_bytes > spec.swizzle_bytes:
         fail(f"{spec.channels_per_pixel} channels per pixel span {inner_bytes} bytes, more than the "
              f"{spec.swizzle_bytes}-byte swizzle span")
-
-
-def footprint_bytes(spec: TensorMapSpec) -> int:
-    """How many bytes from the argument's base the descriptor can reach: the least size the
-    argument's buffer must have."""
-    reach = spec.base_offset_bytes + spec.element_bytes
-    for extent, stride in zip(spec.global_dims, spec.global_strides):
-        reach += (extent - 1) * stride
-    return reach
 
 
 @dataclass(frozen=True)
@@ -208,7 +201,7 @@ class TensorMapEncoder:
 
     def encode(self, global_address: int) -> bytes:
         """The 128 bytes of the descriptor for a tensor starting at `global_address`."""
-        if global_address % GLOBAL_ADDRESS_ALIGNMENT:
+        if global_address % GMEM_ADDRESS_ALIGNMENT:
             raise CopyError(f"{self._where}: global address {global_address:#x} is not 16-byte aligned",
                             user_location())
         driver.activate_if_none()  # encoding needs an initialised driver and, to be safe, a context
@@ -246,7 +239,7 @@ class TensorMapCache:
 
     def __init__(self, spec: TensorMapSpec, encode: Callable[[int], bytes]):
         self.spec = spec
-        self.footprint = footprint_bytes(spec)
+        self.footprint = view_extent_bytes(spec)
         self.images: dict[int, TensorMapImage] = {}
         self.encode_count = 0
         self._encode = encode

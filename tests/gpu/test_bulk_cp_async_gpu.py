@@ -27,7 +27,7 @@ from support import poisoned, random_bits, raw
 
 import asyncdsl as ad
 from asyncdsl.runtime import to_device, to_host
-from asyncdsl.transforms import apply_chain_array
+from asyncdsl.hw.transforms import apply_chain_array
 
 hopper_or_skip()
 pytestmark = pytest.mark.gpu

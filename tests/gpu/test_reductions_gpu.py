@@ -34,7 +34,7 @@ from reduction_kernels import (
 
 import asyncdsl as ad
 from asyncdsl.runtime import to_device, to_host
-from asyncdsl.tma_reductions import ALLOWED, PTX_OP
+from asyncdsl.hw.reduction import ALLOWED, PTX_OP
 
 hopper_or_skip()
 pytestmark = pytest.mark.gpu

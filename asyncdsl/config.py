@@ -1,0 +1,96 @@
+"""Every `ASYNCDSL_*` environment knob, typed and documented, read in one place.
+
+    from asyncdsl.config import knobs
+    if knobs.interpret: ...
+
+Knobs are read from the environment on every access, so tests and tools can change them while a
+process runs; nothing else in asyncdsl reads `os.environ`.  `KNOBS` lists them for the README and
+`asyncdsl info`.  A value the knob cannot take is an `ArgumentError` naming the variable.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from asyncdsl.errors import ArgumentError
+
+_FALSE = ("", "0", "false", "no", "off")
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One environment variable: its name, what values it takes and what it does."""
+
+    variable: str
+    values: str
+    default: str
+    effect: str
+
+
+INTERPRET = Knob(
+    "ASYNCDSL_INTERPRET", "0/1", "0",
+    "run ordinary kernel calls in the CPU interpreter (torch, CuPy and asyncdsl arrays are copied "
+    "there and back)",
+)
+DUMP_IR = Knob("ASYNCDSL_DUMP_IR", "0/1", "0", "print the IR after every pass and the PTX to stderr as kernels compile")
+DEBUG = Knob(
+    "ASYNCDSL_DEBUG", "0/1", "0",
+    "compile kernels that check at run time what the compiler took on trust (alignment hints, traced "
+    "starts) and raise an error naming the user's line after the launch",
+)
+CACHE_DIR = Knob("ASYNCDSL_CACHE_DIR", "a directory", "~/.cache/asyncdsl", "where compiled cubins are kept")
+PTX_COMPILER = Knob(
+    "ASYNCDSL_PTX_COMPILER", "auto/nvjitlink/driver", "auto",
+    "which in-process compiler turns PTX into a cubin (auto: nvJitLink when it matches the driver)",
+)
+PTXAS = Knob("ASYNCDSL_PTXAS", "a path", "found on the system", "the ptxas binary the tests and `asyncdsl dump` use")
+
+KNOBS: tuple[Knob, ...] = (INTERPRET, DUMP_IR, DEBUG, CACHE_DIR, PTX_COMPILER, PTXAS)
+PTX_COMPILERS = ("auto", "nvjitlink", "driver")
+
+
+def _flag(knob: Knob) -> bool:
+    return os.environ.get(knob.variable, "").strip().lower() not in _FALSE
+
+
+class Knobs:
+    """The current value of every knob (read on each access)."""
+
+    @property
+    def interpret(self) -> bool:
+        return _flag(INTERPRET)
+
+    @property
+    def dump_ir(self) -> bool:
+        return _flag(DUMP_IR)
+
+    @property
+    def debug(self) -> bool:
+        return _flag(DEBUG)
+
+    @property
+    def cache_dir(self) -> Path:
+        configured = os.environ.get(CACHE_DIR.variable)
+        return Path(configured).expanduser() if configured else Path.home() / ".cache" / "asyncdsl"
+
+    @property
+    def ptx_compiler(self) -> str:
+        choice = os.environ.get(PTX_COMPILER.variable, "auto").strip().lower() or "auto"
+        if choice not in PTX_COMPILERS:
+            raise ArgumentError(f"{PTX_COMPILER.variable}={choice!r}: expected 'auto', 'nvjitlink' or 'driver'")
+        return choice
+
+    @property
+    def ptxas(self) -> str | None:
+        return os.environ.get(PTXAS.variable) or None
+
+    @property
+    def cuda_homes(self) -> tuple[str, ...]:
+        """CUDA toolkit roots to look for ptxas in (`CUDA_HOME`, `CUDA_PATH`, `/usr/local/cuda`)."""
+        found = (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda")
+        return tuple(home for home in found if home)
+
+
+knobs = Knobs()

@@ -1,0 +1,1 @@
+"""Hopper facts and planners as plain Python: no IR, no numpy engines."""

@@ -1,0 +1,109 @@
+"""Planning a contiguous bulk copy: one `cp.async.bulk` of consecutive GMEM bytes, no tensor map.
+
+The reference copy engine takes this road when the caller gave up zero fill (`oob` is
+"undefined" or "promise_in_bounds") and nothing needs a tensor map: no swizzle, reduction or
+collective, and the SMEM buffer, filled densely with the transformed slice, holds consecutive
+elements of the GMEM array.  Then the whole copy is one run of bytes from the slice's first
+element, of any length (no 256-element box limit, any rank).
+
+Hardware rules (docs/ptx-hopper.md §3.3): the byte count is a multiple of 16 and both addresses
+are 16-byte aligned.  Static starts are checked here; a traced start is assumed to keep the GMEM
+address 16-byte aligned (the interpreter checks the address it computes; the GPU would fault).
+
+Out of bounds: "promise_in_bounds" moves the whole run (the interpreter reports a broken
+promise).  "undefined" clamps the byte count to what is left of the array after the run's start
+(nothing for a start before the array or past its end) and completes the barrier for the missing
+bytes, so a wait does not hang; the SMEM bytes past the clamp are left as they were.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from asyncdsl.hw import gmem_runs
+from asyncdsl.dtypes import DType
+from asyncdsl.errors import CopyError, TransformError
+from asyncdsl.hw.limits import BULK_ALIGNMENT
+from asyncdsl.hw.transforms import Index, MemRefTransform, apply_chain_array, apply_chain_shape
+
+OOB_MODES = ("undefined", "promise_in_bounds")
+
+
+def is_contiguous_run(
+    gmem_shape: Sequence[int],
+    sizes: Sequence[int],
+    transforms: Sequence[MemRefTransform],
+    smem_shape: Sequence[int],
+) -> bool:
+    """Whether the SMEM buffer, filled densely with `transforms(window)`, holds consecutive
+    elements of the array (False as well when the transformed window is not the buffer's shape:
+    the tensor path then reports that)."""
+    try:
+        transformed = apply_chain_shape(transforms, gmem_runs.sliced_sizes(sizes))
+    except TransformError:
+        return False
+    if transformed != tuple(smem_shape):
+        return False
+    offsets = apply_chain_array(transforms, gmem_runs.window_element_offsets(gmem_shape, sizes))
+    flat = np.ascontiguousarray(offsets).reshape(-1)
+    return offsets.shape == transformed and bool(np.array_equal(flat, np.arange(flat.size)))
+
+
+def clamped_bytes(offset_bytes: int, transfer_bytes: int, array_bytes: int) -> int:
+    """Bytes an "undefined" bulk copy moves from `offset_bytes`: what the array has left there,
+    at most the whole transfer, nothing for an offset outside the array."""
+    if not 0 <= offset_bytes < array_bytes:
+        return 0
+    return min(transfer_bytes, array_bytes - offset_bytes)
+
+
+def check_bulk_copy(
+    gmem_shape: Sequence[int],
+    dtype: DType,
+    starts: Sequence[Index],
+    sizes: Sequence[int],
+    smem_shape: Sequence[int],
+    oob: str,
+) -> None:
+    """Check a window that `is_contiguous_run` accepted against the bulk-copy rules.
+
+    `starts` are ints or traced values, `sizes` -1 for squeezed dims.  (The SMEM address needs
+    no check: a buffer or view of a multiple of 16 bytes is 16-byte aligned, since allocations
+    are and views step by whole sub-buffers.)  Raises CopyError naming the broken rule.
+    """
+    if dtype.bits < 8:
+        raise CopyError(f"bulk copies of {dtype.bits}-bit elements ({dtype}) are not supported")
+    transfer = int(np.prod(smem_shape, dtype=np.int64)) * dtype.itemsize
+    if transfer % BULK_ALIGNMENT:
+        raise CopyError(
+            f"a bulk copy moves a multiple of {BULK_ALIGNMENT} bytes; this slice is {transfer} bytes"
+        )
+    static = gmem_runs.static_offset_bytes(gmem_shape, dtype, starts)
+    if static % BULK_ALIGNMENT:
+        raise CopyError(
+            f"a bulk copy needs a {BULK_ALIGNMENT}-byte aligned GMEM address; the slice starts "
+            f"{static} bytes into the array"
+        )
+    total = gmem_runs.array_bytes(gmem_shape, dtype)
+    traced = bool(gmem_runs.traced_strides(gmem_shape, dtype, starts))
+    if oob == "undefined" and not traced:
+        moved = clamped_bytes(static, transfer, total)
+        if moved % BULK_ALIGNMENT:
+            raise CopyError(
+                f"the slice runs past the end of the {total}-byte array, and the {moved} bytes "
+                f"left are not a multiple of {BULK_ALIGNMENT}, as a bulk copy needs"
+            )
+    if oob == "undefined" and traced and total % BULK_ALIGNMENT:
+        raise CopyError(
+            f"oob='undefined' clamps a bulk copy at the end of the array, whose {total} bytes "
+            f"are not a multiple of {BULK_ALIGNMENT}: a clamped copy could not move a multiple of "
+            f"{BULK_ALIGNMENT}"
+        )
+    if oob == "promise_in_bounds":
+        problems = gmem_runs.out_of_bounds_dims(gmem_shape, starts, sizes)
+        if problems:
+            raise CopyError(
+                "oob='promise_in_bounds' but the slice leaves the array: " + "; ".join(problems)
+            )

@@ -1,0 +1,32 @@
+"""The interpreter's launcher: run a compiled kernel's module over numpy arrays on a grid.
+
+`Kernel` compiles exactly as for a GPU launch (same specialisation cache, same passes) and hands
+this launcher the module after the asyncdsl-level passes, the IR the PTX is printed from, with
+the arguments as C-contiguous numpy arrays (written in place) and the checked grid.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from xdsl.dialects.builtin import ModuleOp
+
+from asyncdsl.dtypes import as_dtype
+from asyncdsl.hw import packed
+from asyncdsl.interpret.grid import run_kernel
+from asyncdsl.interpret.memory import GlobalArgument
+
+
+def launch(module: ModuleOp, names: Sequence[str], arrays: Sequence[np.ndarray], grid: tuple[int, int, int]) -> None:
+    """Run the kernel of `module` on `grid` over `arrays` (argument `names[i]` is `arrays[i]`)."""
+    # 4-bit elements run packed, as on the GPU (`asyncdsl.hw.packed`), and come back unpacked.
+    memory = [packed.pack(a) if _is_packed(a) else a for a in arrays]
+    run_kernel(module, [GlobalArgument(n, m) for n, m in zip(names, memory)], grid)
+    for array, held in zip(arrays, memory):
+        if held is not array:
+            array[...] = packed.unpack(held, as_dtype(array.dtype), array.shape)
+
+
+def _is_packed(array: np.ndarray) -> bool:
+    return packed.is_packed(as_dtype(array.dtype))

@@ -1,0 +1,61 @@
+"""Resolving a copy into one contiguous bulk copy (`asyncdsl.bulk_load` / `asyncdsl.bulk_store`).
+
+The reference copy engine uses plain `cp.async.bulk` (no tensor map) when the caller gave up
+zero fill (`oob` is "undefined" or "promise_in_bounds") and nothing else needs a tensor map: no
+swizzle, reduction or collective, and the transformed slice is one contiguous run of the GMEM
+array (`asyncdsl.hw.bulk`).  Anything else takes the tiled TMA path, whose zero fill is one
+valid outcome of "undefined" and of a kept promise.
+
+Example: `async_copy(x.at[ds(i * 4, 4), :], buf, barrier=bar, oob="undefined")` with x: 64x256xf32
+and buf: 4x256xf32 (one run of 4096 bytes, more than a TMA box could hold along dim 1) becomes
+
+    "asyncdsl.bulk_load"(%x, %buf, %i4, %c0, %bars, %c0) <{slice_sizes = array<i64: 4, 256>,
+        oob = "undefined", arrive = true, ...}>
+"""
+
+from __future__ import annotations
+
+from xdsl.rewriter import Rewriter
+
+from asyncdsl import dtypes
+from asyncdsl.hw.bulk import check_bulk_copy, is_contiguous_run
+from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.passes.resolve.index_builder import static_starts
+from asyncdsl.hw.transforms import transform_from_attr
+
+
+def takes_bulk_path(copy: ir.AsyncCopyOp) -> bool:
+    """Whether the reference would move `copy` with a plain bulk copy."""
+    return (
+        copy.implementation.data == "tma"
+        and copy.oob.data != "zeros"
+        and copy.swizzle.value.data == 0
+        and copy.reduction is None
+        and not copy.cluster_dims
+        and is_contiguous_run(ir.shape_of(copy.gmem), copy.sizes, _transforms(copy), ir.shape_of(copy.smem))
+    )
+
+
+def resolve_bulk(copy: ir.AsyncCopyOp) -> None:
+    """Replace `copy` (for which `takes_bulk_path` holds) by one bulk load or store."""
+    check_bulk_copy(
+        ir.shape_of(copy.gmem),
+        dtypes.from_mlir(copy.gmem.type.element_type),
+        static_starts(copy.starts),
+        copy.sizes,
+        ir.shape_of(copy.smem),
+        copy.oob.data,
+    )
+    arrive = bool(copy.arrive.value.data)
+    window = (copy.gmem, copy.smem, list(copy.starts), copy.sizes)
+    if copy.is_load:
+        barrier = (copy.barriers, copy.barrier_index)
+        new = ir.BulkLoadOp(*window, *barrier, oob=copy.oob.data, arrive=arrive, predicate=copy.predicate)
+    else:
+        new = ir.BulkStoreOp(*window, oob=copy.oob.data, commit=arrive, predicate=copy.predicate)
+    new.location = copy.location
+    Rewriter.replace_op(copy, new, new_results=[])
+
+
+def _transforms(copy: ir.AsyncCopyOp) -> tuple:
+    return tuple(transform_from_attr(t) for t in copy.transforms)

@@ -1,0 +1,72 @@
+"""Lowering of what `partition-collectives` builds: multicast masks, parts of SMEM buffers, and
+the operands of multicast and `cta_group::2` TMA loads.
+
+The mask is `base << shift`: `base` has a bit per CTA of the group at coordinate 0 along the
+other cluster dims (a constant), `shift` is this CTA's rank contribution along those dims, read
+from `%cluster_ctaid` (ranks are `x + y * cx + z * cx * cy`, as `%cluster_ctarank`). The TMA
+takes it as a 16-bit register or an immediate (ptx-hopper.md fact 8):
+
+    mov.u32 %r7, %cluster_ctaid.y;
+    mul.lo.s32 %r8, %r7, 2;
+    mov.b32 %r9, 3;
+    shl.b32 %r10, %r9, %r8;
+    cvt.u16.u32 %rs1, %r10;
+    cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster
+        [%r11], [%rd1, {%r3, %r12}], [%r5], %rs1;
+
+A leader-tracked load (sm_100a) names the barrier of the pair's CTA at x = 0 through `mapa`, and
+a partitioned one writes only its own CTA (`.shared::cta`, PTX 8.6):
+
+    cp.async.bulk.tensor.2d.shared::cta.global.tile.mbarrier::complete_tx::bytes.cta_group::2
+        [%r6], [%rd1, {%r3, %r4}], [%r9];
+"""
+
+from __future__ import annotations
+
+from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.passes.to_ptx.context import KernelLowering, lowers
+from asyncdsl.passes.to_ptx.operands import b16_register
+
+_AXES = "xyz"
+
+
+@lowers(ir.ClusterCollectiveMaskOp)
+def _collective_mask(ctx: KernelLowering, op: ir.ClusterCollectiveMaskOp) -> None:
+    b = ctx.b
+    group = op.group()
+    strides = group.rank_strides
+    shift = None
+    for axis in group.shift_axes:
+        cta = b.emit(f"mov.u32 {{}}, %cluster_ctaid.{_AXES[axis]};", "b32")
+        if shift is None:
+            shift = cta if strides[axis] == 1 else b.emit("mul.lo.s32 {}, {}, {};", "b32", cta, strides[axis])
+        else:
+            shift = b.emit("mad.lo.s32 {}, {}, {}, {};", "b32", cta, strides[axis], shift)
+    if shift is None:
+        ctx.bind(op.result, b.mov("b32", group.base_mask), constant=group.base_mask)
+        return
+    ctx.bind(op.result, b.emit("shl.b32 {}, {}, {};", "b32", b.mov("b32", group.base_mask), shift))
+
+
+@lowers(ir.SmemSliceOp)
+def _smem_slice(ctx: KernelLowering, op: ir.SmemSliceOp) -> None:
+    ctx.bind(op.result, ctx.b.emit("add.s32 {}, {}, {};", "b32", ctx.reg(op.source), ctx.operand(op.offset)))
+
+
+def collective_load_form(ctx: KernelLowering, op: ir.TmaLoadOp, barrier) -> tuple[str, str, object, list]:
+    """(destination state space, instruction modifiers, barrier operand, trailing operands) of a
+    multicast or leader-tracked TMA load whose own CTA's barrier is at `barrier`."""
+    b = ctx.b
+    space, modifiers, extra = "shared::cluster", "", []
+    if op.multicast_mask is not None:
+        modifiers, extra = ".multicast::cluster", [b16_register(ctx, op.multicast_mask)]
+    if op.partition is not None:
+        if op.partition.data == "partitioned":
+            space = "shared::cta"
+        modifiers += ".cta_group::2"
+        # The pair's bytes complete on the barrier of its CTA at x = 0 (rank - x).
+        rank = b.emit("mov.u32 {}, %cluster_ctarank;", "b32")
+        x = b.emit("mov.u32 {}, %cluster_ctaid.x;", "b32")
+        leader = b.emit("sub.s32 {}, {}, {};", "b32", rank, x)
+        barrier = b.emit("mapa.shared::cluster.u32 {}, {}, {};", "b32", barrier, leader)
+    return space, modifiers, barrier, extra

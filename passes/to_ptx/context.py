@@ -1,0 +1,80 @@
+"""The state of lowering one kernel to PTX, and the table of per-op lowering rules.
+
+Rules live in one module per family (`scalars`, `sync`, `copies`) and register themselves with
+`@lowers(OpClass)`. A rule reads its operands' registers with `ctx.reg(value)`, emits through
+`ctx.b`, and binds its results with `ctx.bind(result, register)`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from xdsl.ir import Block, Operation, SSAValue
+
+from asyncdsl.passes.to_ptx.builder import PtxBuilder
+
+Rule = Callable[["KernelLowering", Operation], None]
+RULES: dict[type[Operation], Rule] = {}
+
+
+def lowers(*op_classes: type[Operation]) -> Callable[[Rule], Rule]:
+    def register(rule: Rule) -> Rule:
+        for op_class in op_classes:
+            RULES[op_class] = rule
+        return rule
+
+    return register
+
+
+@dataclass
+class KernelFacts:
+    """What the prologue computed once for the whole kernel."""
+
+    tid: SSAValue
+    warpgroup: SSAValue  # warpgroup index of the thread
+    named_barrier: SSAValue  # 1 + warpgroup index: the warpgroup's `bar.sync` id
+    leader: SSAValue  # predicate: the thread that issues the warpgroup's single-thread work
+    smem_base: SSAValue  # 1024-aligned shared address of the kernel's shared memory
+    descriptor_addresses: list[SSAValue] = field(default_factory=list)
+    cluster_size: int = 1
+    arch: str = "sm_90a"
+
+
+class KernelLowering:
+    """Maps IR values to registers while lowering one kernel body."""
+
+    def __init__(self, block: Block):
+        self.b = PtxBuilder(block)
+        self._registers: dict[SSAValue, SSAValue] = {}
+        self._constants: dict[SSAValue, int] = {}
+        self.facts: KernelFacts | None = None
+        # Per barrier group (its alloc value): the register of phase bits this thread tracks.
+        self.phase_bits: dict[SSAValue, SSAValue] = {}
+
+    def reg(self, value: SSAValue) -> SSAValue:
+        return self._registers[value]
+
+    def bind(self, value: SSAValue, register: SSAValue, constant: int | None = None) -> None:
+        self._registers[value] = register
+        if constant is not None:
+            self._constants[value] = constant
+
+    def constant(self, value: SSAValue) -> int | None:
+        """The value of `value` if it is a compile-time constant."""
+        return self._constants.get(value)
+
+    def operand(self, value: SSAValue) -> SSAValue | int:
+        """An immediate when the value is a known constant, else its register."""
+        known = self.constant(value)
+        return known if known is not None else self.reg(value)
+
+    def lower_block(self, block: Block) -> None:
+        for op in block.ops:
+            self.lower(op)
+
+    def lower(self, op: Operation) -> None:
+        rule = RULES.get(type(op))
+        if rule is None:
+            raise NotImplementedError(f"no PTX lowering rule for {op.name} (an earlier pass should have rewritten it)")
+        rule(self, op)

@@ -1,0 +1,115 @@
+"""The parameter list, prologue and epilogue of a lowered kernel.
+
+Parameters: one `.u64` device address per array argument, then the TMA descriptors, either one
+128-byte by-value parameter each (`__grid_constant__` style) or a single `.u64` pointer to the
+descriptor scratch in global memory.
+
+Prologue: thread ids and the leader predicate, the 1024-aligned shared-memory base (aligned at
+run time: not every load path honours `.extern .shared .align`, ptx-hopper.md fact 1), descriptor
+addresses and their prefetch, barrier initialisation by one thread, the fence that publishes it
+to the async proxy, and a CTA (or cluster) barrier so nobody uses a barrier before it exists.
+
+Epilogue: the leader waits until its TMA stores have read their shared memory (the CTA's shared
+memory must outlive them), every thread waits for its cp.async chunks to land, and a cluster
+meets once more so no CTA exits while a peer may still multicast into it.
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects import func
+
+from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.dialects import kernel_attrs as attrs
+from asyncdsl.kernel_binary import DescriptorScratchParam, KernelParam, PointerParam, TensorMapParam
+from asyncdsl.passes.to_ptx.context import KernelFacts, KernelLowering
+
+
+def kernel_params(fn: func.FuncOp) -> tuple[KernelParam, ...]:
+    """The kernel's parameters in order (shared by the lowering and the runtime contract)."""
+    params: list[KernelParam] = [PointerParam(i) for i in range(len(fn.args))]
+    found = attrs.descriptors(fn)
+    if attrs.descriptor_mode(fn) == "scratch":
+        if found:
+            params.append(DescriptorScratchParam(attrs.descriptor_slots(fn)))
+    else:
+        params.extend(TensorMapParam(i) for i in range(len(found)))
+    return tuple(params)
+
+
+def param_kinds(params: tuple[KernelParam, ...]) -> list[str]:
+    return ["tensor_map" if isinstance(p, TensorMapParam) else "u64" for p in params]
+
+
+def emit_prologue(ctx: KernelLowering, fn: func.FuncOp, params: tuple[KernelParam, ...]) -> None:
+    b = ctx.b
+    block = attrs.dims(fn, attrs.BLOCK)
+    cluster = attrs.dims(fn, attrs.CLUSTER)
+    cluster_size = cluster[0] * cluster[1] * cluster[2]
+
+    tid = b.emit("mov.u32 {}, %tid.x;", "b32")
+    if block[0] > 128:
+        warpgroup = b.emit("shr.u32 {}, {}, 7;", "b32", tid)
+        named_barrier = b.emit("add.u32 {}, {}, 1;", "b32", warpgroup)
+        lane = b.emit("and.b32 {}, {}, 127;", "b32", tid)
+    else:
+        warpgroup = b.mov("b32", 0)
+        named_barrier = b.mov("b32", 1)
+        lane = tid
+    leader = b.emit("setp.eq.u32 {}, {}, 0;", "pred", lane)
+    cta_leader = b.emit("setp.eq.u32 {}, {}, 0;", "pred", tid)
+    base = b.emit("mov.u32 {}, #{{smem}};", "b32")
+    b.run("add.u32 {}, {}, 1023;", base, base)
+    b.run("and.b32 {}, {}, -1024;", base, base)
+
+    addresses = _descriptor_addresses(ctx, params)
+    ctx.facts = KernelFacts(tid, warpgroup, named_barrier, leader, base, addresses, cluster_size, attrs.arch(fn))
+    for address in addresses:
+        b.run("prefetch.tensormap [{}];", address, guard=cta_leader)
+
+    groups = [op for op in fn.walk() if isinstance(op, ir.AllocBarriersOp)]
+    for group in groups:
+        count = group.result.type.count.data
+        arrivals = group.arrival_count.value.data
+        first = b.emit("add.s32 {}, {}, {};", "b32", base, group.offset.value.data)
+        for i in range(count):
+            b.run(f"mbarrier.init.shared::cta.b64 [{{}}+{8 * i}], {arrivals};", first, guard=cta_leader)
+        ctx.phase_bits[group.result] = b.mov("b32", 0)
+    if groups:
+        b.run("fence.mbarrier_init.release.cluster;", guard=cta_leader)
+    if cluster_size > 1:
+        b.run("barrier.cluster.arrive.release.aligned;")
+        b.run("barrier.cluster.wait.acquire.aligned;")
+    elif groups:
+        b.run("bar.sync 0;")
+
+
+def _descriptor_addresses(ctx: KernelLowering, params: tuple[KernelParam, ...]) -> list:
+    b = ctx.b
+    addresses = []
+    for position, param in enumerate(params):
+        if isinstance(param, TensorMapParam):
+            # The map stays where the driver put it; TMA takes its generic address (fact 2).
+            address = b.emit(f"mov.b64 {{}}, #{{{{param:{position}}}}};", "b64")
+            b.run("cvta.param.u64 {}, {};", address, address)
+            addresses.append(address)
+        elif isinstance(param, DescriptorScratchParam):
+            scratch = b.emit(f"ld.param.u64 {{}}, [#{{{{param:{position}}}}}];", "b64")
+            for offset in param.slot_offsets:
+                addresses.append(b.emit("add.s64 {}, {}, {};", "b64", scratch, offset) if offset else scratch)
+    return addresses
+
+
+def emit_epilogue(ctx: KernelLowering, fn: func.FuncOp) -> None:
+    stores = [op for op in fn.walk() if isinstance(op, (ir.TmaStoreOp, ir.TmaScatter4Op, ir.BulkStoreOp))]
+    if stores:
+        if any(not op.commit.value.data for op in stores):
+            # A store issued with arrive=False joins no group until something commits; close
+            # the last group so that the wait covers it too.
+            ctx.b.run("cp.async.bulk.commit_group;", guard=ctx.facts.leader)
+        ctx.b.run("cp.async.bulk.wait_group.read 0;", guard=ctx.facts.leader)
+    if any(isinstance(op, ir.CpAsyncLoadOp) for op in fn.walk()):
+        # cp.async chunks still in flight would land in the shared memory of an exited CTA.
+        ctx.b.run("cp.async.wait_all;")
+    if ctx.facts.cluster_size > 1:
+        ctx.b.run("barrier.cluster.arrive.release.aligned;")
+        ctx.b.run("barrier.cluster.wait.acquire.aligned;")

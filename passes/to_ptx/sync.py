@@ -1,0 +1,141 @@
+"""Lowering of ids, shared-memory addresses, mbarriers and fences.
+
+The warpgroup model: code describes what one warpgroup does. Barrier arrivals and async-copy
+issue are done by the warpgroup's leader thread (one arrival = one warpgroup arrival, so a
+barrier's init count is the `arrival_count` the user gave); waits are done by every thread.
+Before a plain arrive the warpgroup syncs, so that everything its threads did to shared memory
+is ordered before the release.
+"""
+
+from __future__ import annotations
+
+from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.hw.limits import BARRIER_BYTES
+from asyncdsl.passes.to_ptx.context import KernelLowering, lowers
+
+_SPECIAL = {
+    ir.ProgramIdOp: "%ctaid",
+    ir.NumProgramsOp: "%nctaid",
+    ir.ClusterCtaIdOp: "%cluster_ctaid",
+    ir.ClusterIdOp: "%clusterid",
+}
+
+
+@lowers(*_SPECIAL)
+def _special_register(ctx: KernelLowering, op) -> None:
+    axis = "xyz"[op.axis.value.data]
+    ctx.bind(op.result, ctx.b.emit(f"mov.u32 {{}}, {_SPECIAL[type(op)]}.{axis};", "b32"))
+
+
+@lowers(ir.WarpgroupIdxOp)
+def _warpgroup(ctx: KernelLowering, op: ir.WarpgroupIdxOp) -> None:
+    ctx.bind(op.result, ctx.facts.warpgroup)
+
+
+@lowers(ir.AllocSmemOp, ir.AllocBarriersOp)
+def _allocation(ctx: KernelLowering, op) -> None:
+    # Barrier initialisation happens in the prologue (kernel.py); here only the address.
+    offset = op.offset.value.data
+    ctx.bind(op.result, ctx.b.emit("add.s32 {}, {}, {};", "b32", ctx.facts.smem_base, offset))
+
+
+@lowers(ir.SmemViewOp)
+def _smem_view(ctx: KernelLowering, op: ir.SmemViewOp) -> None:
+    shape = ir.shape_of(op.source)
+    element_bits = ir.element_bits(op.source.type)
+    address = ctx.reg(op.source)
+    for position, index in enumerate(op.indices):
+        stride_bits = element_bits
+        for d in shape[position + 1:]:
+            stride_bits *= d
+        stride_bytes = stride_bits // 8  # whole sub-buffers: packed 4-bit types still fill bytes
+        known = ctx.constant(index)
+        if known is not None:
+            address = ctx.b.emit("add.s32 {}, {}, {};", "b32", address, known * stride_bytes)
+        else:
+            address = ctx.b.emit("mad.lo.s32 {}, {}, {}, {};", "b32", ctx.reg(index), stride_bytes, address)
+    ctx.bind(op.result, address)
+
+
+def barrier_address(ctx: KernelLowering, barriers, index):
+    """The shared address of `barriers[index]`."""
+    known = ctx.constant(index)
+    if known is not None:
+        if known == 0:
+            return ctx.reg(barriers)
+        return ctx.b.emit("add.s32 {}, {}, {};", "b32", ctx.reg(barriers), known * BARRIER_BYTES)
+    return ctx.b.emit("mad.lo.s32 {}, {}, {}, {};", "b32", ctx.reg(index), BARRIER_BYTES, ctx.reg(barriers))
+
+
+def _scope(ctx: KernelLowering) -> str:
+    return "cluster" if ctx.facts.cluster_size > 1 else "cta"
+
+
+@lowers(ir.ArriveOp)
+def _arrive(ctx: KernelLowering, op: ir.ArriveOp) -> None:
+    b = ctx.b
+    address = barrier_address(ctx, op.barriers, op.index)
+    b.run("bar.sync {}, 128;", ctx.facts.named_barrier)
+    b.emit(
+        f"mbarrier.arrive.release.{_scope(ctx)}.shared::cta.b64 {{}}, [{{}}], {op.count.value.data};",
+        "b64", address, guard=ctx.facts.leader,
+    )
+
+
+@lowers(ir.ArriveExpectTxOp)
+def _arrive_expect_tx(ctx: KernelLowering, op: ir.ArriveExpectTxOp) -> None:
+    address = barrier_address(ctx, op.barriers, op.index)
+    ctx.b.run(
+        "mbarrier.arrive.expect_tx.shared::cta.b64 _, [{}], {};", address, op.bytes.value.data,
+        guard=ctx.facts.leader,
+    )
+
+
+@lowers(ir.WaitOp)
+def _wait(ctx: KernelLowering, op: ir.WaitOp) -> None:
+    b = ctx.b
+    address = barrier_address(ctx, op.barriers, op.index)
+    if op.parity is not None:
+        parity = ctx.operand(op.parity)
+    else:
+        # Tracked phase: bit i of the group's phase register is the parity barrier i waits for
+        # next; it flips after every wait.
+        bits = ctx.phase_bits[op.barriers]
+        known = ctx.constant(op.index)
+        if known is not None:
+            parity = b.emit("bfe.u32 {}, {}, {}, 1;", "b32", bits, known)
+            b.run("xor.b32 {}, {}, {};", bits, bits, 1 << known)
+        else:
+            position = ctx.reg(op.index)
+            parity = b.emit("bfe.u32 {}, {}, {}, 1;", "b32", bits, position)
+            flip = b.emit("shl.b32 {}, 1, {};", "b32", position)
+            b.run("xor.b32 {}, {}, {};", bits, bits, flip)
+    retry = b.new_label("wait")
+    b.label(retry)
+    done = b.emit(
+        f"mbarrier.try_wait.parity.acquire.{_scope(ctx)}.shared::cta.b64 {{}}, [{{}}], {{}};",
+        "pred", address, parity,
+    )
+    b.branch(retry, done, negate=True)
+
+
+@lowers(ir.FenceAsyncSmemOp)
+def _fence_async(ctx: KernelLowering, op: ir.FenceAsyncSmemOp) -> None:
+    ctx.b.run("fence.proxy.async.shared::cta;")
+    ctx.b.run("bar.sync {}, 128;", ctx.facts.named_barrier)
+
+
+@lowers(ir.WarpgroupBarrierOp)
+def _warpgroup_barrier(ctx: KernelLowering, op) -> None:
+    ctx.b.run("bar.sync {}, 128;", ctx.facts.named_barrier)
+
+
+@lowers(ir.CtaBarrierOp)
+def _cta_barrier(ctx: KernelLowering, op) -> None:
+    ctx.b.run("bar.sync 0;")
+
+
+@lowers(ir.ClusterBarrierOp)
+def _cluster_barrier(ctx: KernelLowering, op) -> None:
+    ctx.b.run("barrier.cluster.arrive.release.aligned;")
+    ctx.b.run("barrier.cluster.wait.acquire.aligned;")

@@ -1,0 +1,64 @@
+"""Lowering of hardware-level copies: TMA tensor loads and stores, and waiting for stores.
+
+The leader thread of the warpgroup issues every copy (and its expect-tx arrival); coordinates go
+innermost first (`copy_operands`).
+"""
+
+from __future__ import annotations
+
+from asyncdsl.hw import reduction
+from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.passes.to_ptx.collective import collective_load_form
+from asyncdsl.passes.to_ptx.context import KernelLowering, lowers
+from asyncdsl.passes.to_ptx.operands import descriptor_address, issuer_predicate, tma_coordinates
+from asyncdsl.passes.to_ptx.sync import barrier_address
+
+
+@lowers(ir.TmaLoadOp)
+def _tma_load(ctx: KernelLowering, op: ir.TmaLoadOp) -> None:
+    b = ctx.b
+    issuer = issuer_predicate(ctx, op.predicate)
+    bar = barrier_address(ctx, op.barriers, op.barrier_index)
+    rank = len(op.coords)
+    expect = op.expect_tx_bytes.value.data
+    if expect:
+        b.run("mbarrier.arrive.expect_tx.shared::cta.b64 _, [{}], {};", bar, expect, guard=issuer)
+    space, suffix, extra = "shared::cluster", "", []
+    if op.multicast_mask is not None or op.partition is not None:
+        space, suffix, bar, extra = collective_load_form(ctx, op, bar)
+    template = (
+        f"cp.async.bulk.tensor.{rank}d.{space}.global.tile.mbarrier::complete_tx::bytes{suffix}"
+        " [{}], [{}, {{{}}}], [{}]" + ", {}" * len(extra) + ";"
+    )
+    b.run(
+        template, ctx.reg(op.smem), descriptor_address(ctx, op), tma_coordinates(ctx, op.coords), bar, *extra,
+        guard=issuer,
+    )
+
+
+@lowers(ir.TmaStoreOp)
+def _tma_store(ctx: KernelLowering, op: ir.TmaStoreOp) -> None:
+    b = ctx.b
+    issuer = issuer_predicate(ctx, op.predicate)
+    rank = len(op.coords)
+    if op.reduction is not None:
+        # The element type (and with it signedness) lives in the descriptor; PTX names the op only.
+        ptx_op = reduction.PTX_OP[op.reduction.data]
+        head = f"cp.reduce.async.bulk.tensor.{rank}d.global.shared::cta.{ptx_op}.tile.bulk_group"
+    else:
+        head = f"cp.async.bulk.tensor.{rank}d.global.shared::cta.tile.bulk_group"
+    b.run(
+        head + " [{}, {{{}}}], [{}];", descriptor_address(ctx, op), tma_coordinates(ctx, op.coords),
+        ctx.reg(op.smem), guard=issuer,
+    )
+    if op.commit.value.data:
+        # Committed even where the user's predicate skipped the copy (an empty group, as in the
+        # reference), so that await_async_copy(n) counts the same groups in every CTA.
+        b.run("cp.async.bulk.commit_group;", guard=ctx.facts.leader)
+
+
+@lowers(ir.AwaitAsyncCopyOp)
+def _await(ctx: KernelLowering, op: ir.AwaitAsyncCopyOp) -> None:
+    read = ".read" if op.read_only.value.data else ""
+    ctx.b.run(f"cp.async.bulk.wait_group{read} {op.allow_groups.value.data};", guard=ctx.facts.leader)
+    ctx.b.run("bar.sync {}, 128;", ctx.facts.named_barrier)
