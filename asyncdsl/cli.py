@@ -76,8 +76,8 @@ def dump(target: str, after: list[str], all_stages: bool, ptx: bool) -> int:
 
 def info() -> int:
     from asyncdsl import __version__
-    from asyncdsl.runtime.ptxas import find_ptxas
     from asyncdsl.runtime import has_gpu
+    from asyncdsl.runtime.ptxas import find_ptxas
 
     print(f"asyncdsl {__version__}")
     print(f"ptxas: {find_ptxas() or 'not found'}")

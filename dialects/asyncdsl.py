@@ -27,7 +27,6 @@ from asyncdsl.dialects import (
     row_gather_ops,
     tma_ops,
 )
-from asyncdsl.dialects.memory_attrs import ATTRIBUTES
 from asyncdsl.dialects.bulk_ops import BulkLoadOp, BulkStoreOp
 from asyncdsl.dialects.collective_ops import ClusterCollectiveMaskOp, SmemSliceOp
 from asyncdsl.dialects.copy_ops import AsyncCopyOp, AwaitAsyncCopyOp
@@ -65,6 +64,7 @@ from asyncdsl.dialects.ir_utils import (
     shape_of,
     smem_type,
 )
+from asyncdsl.dialects.memory_attrs import ATTRIBUTES
 from asyncdsl.dialects.prefetch_ops import AsyncPrefetchOp, TmaPrefetchOp
 from asyncdsl.dialects.row_gather_ops import AsyncCopyRowsOp, TmaGather4Op, TmaScatter4Op
 from asyncdsl.dialects.tma_ops import TmaLoadOp, TmaStoreOp

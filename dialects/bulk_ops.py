@@ -34,9 +34,6 @@ from xdsl.irdl import (
 )
 from xdsl.utils.exceptions import VerifyException
 
-from asyncdsl.hw.bulk import OOB_MODES
-from asyncdsl.hw.limits import BULK_ALIGNMENT
-from asyncdsl.dialects.memory_attrs import BarriersType
 from asyncdsl.dialects.ir_utils import (
     bool_prop,
     buffer_bytes,
@@ -45,6 +42,9 @@ from asyncdsl.dialects.ir_utils import (
     optional_operand,
     shape_of,
 )
+from asyncdsl.dialects.memory_attrs import BarriersType
+from asyncdsl.hw.bulk import OOB_MODES
+from asyncdsl.hw.limits import BULK_ALIGNMENT
 
 
 class _BulkCopy(IRDLOperation):

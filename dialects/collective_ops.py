@@ -17,8 +17,6 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def, prop_def, result_def
 from xdsl.utils.exceptions import VerifyException
 
-from asyncdsl.hw.collective import CollectiveGroup
-from asyncdsl.hw.limits import MAX_MULTICAST_CTAS
 from asyncdsl.dialects.ir_utils import (
     CLUSTER_DIMS,
     buffer_bytes,
@@ -27,6 +25,8 @@ from asyncdsl.dialects.ir_utils import (
     smem_type,
     verify_collective_dims,
 )
+from asyncdsl.hw.collective import CollectiveGroup
+from asyncdsl.hw.limits import MAX_MULTICAST_CTAS
 
 
 @irdl_op_definition

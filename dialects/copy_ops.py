@@ -28,7 +28,6 @@ from xdsl.irdl import (
 )
 from xdsl.utils.exceptions import VerifyException
 
-from asyncdsl.dialects.memory_attrs import BarriersType
 from asyncdsl.dialects.ir_utils import (
     IMPLEMENTATIONS,
     OOB_MODES,
@@ -47,6 +46,7 @@ from asyncdsl.dialects.ir_utils import (
     verify_predicate,
     verify_swizzle,
 )
+from asyncdsl.dialects.memory_attrs import BarriersType
 
 
 @irdl_op_definition

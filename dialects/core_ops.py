@@ -23,8 +23,8 @@ from xdsl.irdl import (
 )
 from xdsl.utils.exceptions import VerifyException
 
-from asyncdsl.dialects.memory_attrs import BarriersType
 from asyncdsl.dialects.ir_utils import int_prop, is_smem, shape_of, smem_type
+from asyncdsl.dialects.memory_attrs import BarriersType
 
 # ---------------------------------------------------------------------------------------------
 # Identifiers of the running program.

@@ -28,9 +28,6 @@ from xdsl.irdl import (
 )
 from xdsl.utils.exceptions import VerifyException
 
-from asyncdsl.hw.cp_async import CpAsyncPlan
-from asyncdsl.hw.limits import CP_ASYNC_CHUNK_SIZES
-from asyncdsl.dialects.memory_attrs import BarriersType
 from asyncdsl.dialects.ir_utils import (
     SWIZZLE_BYTES,
     bool_prop,
@@ -43,6 +40,9 @@ from asyncdsl.dialects.ir_utils import (
     verify_allow_groups,
     verify_barrier_pair,
 )
+from asyncdsl.dialects.memory_attrs import BarriersType
+from asyncdsl.hw.cp_async import CpAsyncPlan
+from asyncdsl.hw.limits import CP_ASYNC_CHUNK_SIZES
 
 _LAYOUT_FIELDS = (
     "rows", "row_bytes", "row_stride_bytes", "tile_rows", "tile_row_bytes", "swizzle_bytes", "chunk_bytes",

@@ -35,7 +35,6 @@ from xdsl.irdl import (
 )
 from xdsl.utils.exceptions import VerifyException
 
-from asyncdsl.dialects.memory_attrs import BarriersType
 from asyncdsl.dialects.descriptor_attrs import DescriptorAttr, DescriptorField
 from asyncdsl.dialects.ir_utils import (
     bool_prop,
@@ -50,8 +49,8 @@ from asyncdsl.dialects.ir_utils import (
     verify_swizzle,
     verify_swizzled_row,
 )
+from asyncdsl.dialects.memory_attrs import BarriersType
 from asyncdsl.hw.im2col import corner_range, offset_bits, offset_range
-from asyncdsl.kernel_binary import Im2colTensorMapSpec
 from asyncdsl.hw.limits import (
     GMEM_STRIDE_ALIGNMENT,
     IM2COL_IMAGE_RANKS,
@@ -59,8 +58,7 @@ from asyncdsl.hw.limits import (
     IM2COL_MAX_PIXELS,
     MAX_ELEMENT_STRIDE,
 )
-
-
+from asyncdsl.kernel_binary import Im2colTensorMapSpec
 
 # The keywords of `#asyncdsl.im2col_desc`, one per `Im2colTensorMapSpec` field, in printing order.
 _IM2COL_FIELDS = (

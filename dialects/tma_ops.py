@@ -26,8 +26,6 @@ from xdsl.irdl import (
 )
 from xdsl.utils.exceptions import VerifyException
 
-from asyncdsl.hw.reduction import hardware_violation
-from asyncdsl.dialects.memory_attrs import BarriersType, TmaDescriptorAttr
 from asyncdsl.dialects.ir_utils import (
     bool_prop,
     buffer_bytes,
@@ -38,6 +36,8 @@ from asyncdsl.dialects.ir_utils import (
     verify_descriptor_coordinates,
     verify_partition,
 )
+from asyncdsl.dialects.memory_attrs import BarriersType, TmaDescriptorAttr
+from asyncdsl.hw.reduction import hardware_violation
 
 
 @irdl_op_definition

@@ -8,8 +8,8 @@
 ```
 
 Each attribute verifies by building its transform, so the IR accepts exactly the transforms the
-algebra accepts, with the same error messages.  `to_transform()` gives the transform back;
-`MemRefTransform.to_attr()` goes the other way.
+algebra accepts, with the same error messages.  `transform_attr` and `transform_from_attr`
+convert between the two (the algebra itself, `asyncdsl.hw.transforms`, knows nothing of the IR).
 """
 
 from __future__ import annotations
@@ -196,3 +196,23 @@ TRANSFORM_ATTRS: tuple[type[TransformAttr], ...] = (
 AnyTransformAttr = (
     TileTransformAttr | TransposeTransformAttr | CollapseTransformAttr | DropUnitDimsTransformAttr
 )
+
+
+def transform_attr(transform: MemRefTransform) -> TransformAttr:
+    """The IR attribute (`#asyncdsl....`) of `transform`."""
+    if isinstance(transform, TileTransform):
+        return TileTransformAttr(transform.tiling, transform.rounding.value if transform.rounding else None)
+    if isinstance(transform, TransposeTransform):
+        return TransposeTransformAttr(transform.permutation)
+    if isinstance(transform, CollapseLeadingIndicesTransform):
+        return CollapseTransformAttr(transform.strides, transform.batch_rank)
+    if isinstance(transform, DropUnitDimsTransform):
+        return DropUnitDimsTransformAttr(transform.unit_dims)
+    raise TransformError(f"{transform!r} is not a memref transform asyncdsl can put in its IR")
+
+
+def transform_from_attr(attr: Attribute) -> MemRefTransform:
+    """The transform an `#asyncdsl.tile/transpose/collapse/drop_unit_dims` attribute stands for."""
+    if not isinstance(attr, TRANSFORM_ATTRS):
+        raise TransformError(f"{attr} is not a memref transform attribute")
+    return attr.to_transform()

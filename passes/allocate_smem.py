@@ -36,7 +36,6 @@ from asyncdsl.hw.limits import BARRIER_BYTES, MAX_SMEM_PER_BLOCK, SMEM_ALIGNMENT
 from asyncdsl.ir_locations import from_ir_location
 
 
-
 @dataclass(frozen=True)
 class AllocateSmem(ModulePass):
     name = "allocate-smem"

@@ -47,16 +47,16 @@ from xdsl.ir import Block, Region
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from asyncdsl.hw.collective import CollectiveGroup, collective_group, split_box
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects import kernel_attrs as attrs
-from asyncdsl.dialects.memory_attrs import TmaDescriptorAttr
 from asyncdsl.dialects.ir_utils import constant_value
+from asyncdsl.dialects.memory_attrs import TmaDescriptorAttr
 from asyncdsl.errors import AsyncDSLError, CopyError
+from asyncdsl.hw.collective import CollectiveGroup, collective_group, split_box
+from asyncdsl.hw.limits import TMA_SMEM_ALIGNMENT
 from asyncdsl.ir_locations import from_ir_location
 from asyncdsl.passes.resolve.collective import cluster_cta_ids
 from asyncdsl.passes.resolve.index_builder import IndexBuilder
-from asyncdsl.hw.limits import TMA_SMEM_ALIGNMENT
 
 
 @dataclass(frozen=True)

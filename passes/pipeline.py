@@ -38,6 +38,7 @@ from asyncdsl.passes.partition_collectives import PartitionCollectives
 from asyncdsl.passes.resolve_transforms import ResolveTransforms
 from asyncdsl.passes.to_ptx.kernel import kernel_params
 
+
 def async_passes(descriptor_mode: str = "grid_constant") -> tuple[ModulePass, ...]:
     """The passes that keep the IR in the `asyncdsl` dialect."""
     return (

@@ -20,10 +20,10 @@ from support import line_of, poisoned, random_bits, raw
 from xdsl.parser import Parser
 
 import asyncdsl as ad
-from asyncdsl.hw.bulk import clamped_bytes, is_contiguous_run
-from asyncdsl.passes.pipeline import ir_text, make_context
 from asyncdsl.errors import OutOfBoundsError
+from asyncdsl.hw.bulk import clamped_bytes, is_contiguous_run
 from asyncdsl.hw.transforms import apply_chain_array
+from asyncdsl.passes.pipeline import ir_text, make_context
 
 RNG = np.random.default_rng(5)
 F32 = ad.float32

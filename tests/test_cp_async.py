@@ -22,11 +22,11 @@ from support import poisoned, random_bits, raw
 from xdsl.parser import Parser
 
 import asyncdsl as ad
-from asyncdsl.interpret import tma
-from asyncdsl.passes.pipeline import ir_text, make_context
+from asyncdsl.errors import OutOfBoundsError
 from asyncdsl.hw.cp_async import CpAsyncPlan, plan_cp_async_copy
 from asyncdsl.hw.swizzle import swizzled
-from asyncdsl.errors import OutOfBoundsError
+from asyncdsl.interpret import tma
+from asyncdsl.passes.pipeline import ir_text, make_context
 
 RNG = np.random.default_rng(9)
 F32, BF16 = ad.float32, ad.bfloat16

@@ -15,10 +15,10 @@ from support import expect, line_of, random_bits, same_bytes
 from xdsl.parser import Parser
 
 import asyncdsl as ad
-from asyncdsl.interpret import im2col_engine
-from asyncdsl.passes.pipeline import ir_text, make_context
 from asyncdsl.dialects.im2col_ops import Im2colDescriptorAttr
+from asyncdsl.interpret import im2col_engine
 from asyncdsl.kernel_binary import Im2colTensorMapSpec
+from asyncdsl.passes.pipeline import ir_text, make_context
 from asyncdsl.runtime import tensormap
 
 

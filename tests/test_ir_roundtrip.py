@@ -6,10 +6,9 @@ import pytest
 from xdsl.parser import Parser
 
 import asyncdsl as ad
-from asyncdsl.passes.pipeline import ir_text, make_context
 from asyncdsl.dialects.memory_attrs import BarriersType, TmaDescriptorAttr
 from asyncdsl.kernel_binary import TiledTensorMapSpec
-from asyncdsl.passes.pipeline import PASS_NAMES
+from asyncdsl.passes.pipeline import PASS_NAMES, ir_text, make_context
 
 F32 = ad.ArraySpec((256, 192), ad.float32)
 

@@ -6,8 +6,8 @@ import pytest
 
 import asyncdsl as ad
 from asyncdsl import runtime
-from asyncdsl.runtime.arrays import DeviceArray
 from asyncdsl.hw.gmem_runs import contiguous_strides
+from asyncdsl.runtime.arrays import DeviceArray
 
 
 class RecordingKernel:

@@ -11,9 +11,9 @@ from support import line_of
 from xdsl.parser import Parser
 
 import asyncdsl as ad
-from asyncdsl.passes.pipeline import ir_text, make_context
 from asyncdsl.interpret.grid import run_kernel
 from asyncdsl.interpret.memory import GlobalArgument
+from asyncdsl.passes.pipeline import ir_text, make_context
 
 B = 64
 F32 = ad.ArraySpec((256, 128), ad.float32)

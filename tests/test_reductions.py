@@ -25,13 +25,13 @@ from xdsl.utils.exceptions import VerifyException
 
 import asyncdsl as ad
 from asyncdsl import dtypes
-from asyncdsl.hw import reduction
-from asyncdsl.passes.pipeline import ir_text, make_context
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects.memory_attrs import TmaDescriptorAttr
-from asyncdsl.kernel_binary import TiledTensorMapSpec
+from asyncdsl.hw import reduction
 from asyncdsl.hw.reduction import ALLOWED, H200_WORKS, PTX_OP, REFERENCE_ALLOWS
 from asyncdsl.interpret.reduction import combine
+from asyncdsl.kernel_binary import TiledTensorMapSpec
+from asyncdsl.passes.pipeline import ir_text, make_context
 
 CTAS = 4
 RNG = np.random.default_rng(5)

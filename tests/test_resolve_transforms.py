@@ -7,8 +7,8 @@ from support import expect
 from xdsl.parser import Parser
 
 import asyncdsl as ad
-from asyncdsl.passes.pipeline import ir_text, make_context
 from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.passes.pipeline import ir_text, make_context
 from asyncdsl.passes.resolve_transforms import ResolveTransforms
 
 KERNEL_HEAD = (

@@ -12,9 +12,9 @@ from support import line_of, random_bits, same_bytes
 from xdsl.parser import Parser
 
 import asyncdsl as ad
-from asyncdsl.passes.pipeline import ir_text, make_context
 from asyncdsl.errors import UnsupportedTargetError
 from asyncdsl.kernel_binary import TiledTensorMapSpec
+from asyncdsl.passes.pipeline import ir_text, make_context
 
 
 @ad.kernel(grid=(1,), arch="sm_100a")

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from asyncdsl import dtypes
 from asyncdsl.errors import CopyError, InterpretError, OutOfBoundsError
-from asyncdsl.kernel_binary import TiledTensorMapSpec
+from asyncdsl.hw.tma import plan_tiled_copy
 from asyncdsl.interpret.tma import (
     box_shape,
     box_to_smem_bytes,
@@ -21,7 +21,7 @@ from asyncdsl.interpret.tma import (
     smem_footprint_bytes,
     store_box,
 )
-from asyncdsl.hw.tma import plan_tiled_copy
+from asyncdsl.kernel_binary import TiledTensorMapSpec
 
 
 def spec_2d(rows, cols, box, element_bytes=4, **extra):

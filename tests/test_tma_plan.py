@@ -18,8 +18,6 @@ from support import Traced, evaluated
 
 from asyncdsl import dtypes
 from asyncdsl.errors import CopyError, OutOfBoundsError, TransformError
-from asyncdsl.kernel_binary import TiledTensorMapSpec
-from asyncdsl.interpret.tma import load_box, store_box
 from asyncdsl.hw.tma import plan_tiled_copy
 from asyncdsl.hw.transforms import (
     CollapseLeadingIndicesTransform,
@@ -29,6 +27,8 @@ from asyncdsl.hw.transforms import (
     TransposeTransform,
     apply_chain_array,
 )
+from asyncdsl.interpret.tma import load_box, store_box
+from asyncdsl.kernel_binary import TiledTensorMapSpec
 
 DTYPES = (dtypes.float32, dtypes.bfloat16, dtypes.uint8)
 

@@ -16,7 +16,13 @@ from xdsl.irdl import IRDLOperation, irdl_op_definition, prop_def
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import VerifyException
 
-from asyncdsl.dialects.transform_attrs import TRANSFORM_ATTRS, AnyTransformAttr, TileTransformAttr
+from asyncdsl.dialects.transform_attrs import (
+    TRANSFORM_ATTRS,
+    AnyTransformAttr,
+    TileTransformAttr,
+    transform_attr,
+    transform_from_attr,
+)
 from asyncdsl.errors import TransformError
 from asyncdsl.hw.transforms import (
     CollapseLeadingIndicesTransform,
@@ -31,7 +37,6 @@ from asyncdsl.hw.transforms import (
     apply_chain_shape,
     apply_chain_strides,
     batch_chain,
-    transform_from_attr,
 )
 
 LAWS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -284,7 +289,7 @@ def _context() -> Context:
 def test_attribute_round_trip(case, leading):
     _, transform = case
     transform = transform.batch(leading)
-    text = str(transform.to_attr())
+    text = str(transform_attr(transform))
     parsed = Parser(_context(), text).parse_attribute()
     assert transform_from_attr(parsed) == transform
 
@@ -303,7 +308,7 @@ def test_attribute_round_trip(case, leading):
 def test_attributes_print_as_documented(text):
     attr = Parser(_context(), text).parse_attribute()
     assert str(attr) == text
-    assert transform_from_attr(attr).to_attr() == attr
+    assert transform_attr(transform_from_attr(attr)) == attr
 
 
 def test_attributes_round_trip_inside_a_module():
@@ -341,7 +346,7 @@ def test_transform_chains_fit_an_op_property():
     ctx.load_dialect(Builtin)
     ctx.load_dialect(Dialect("asyncdsl", [CopyOp], list(TRANSFORM_ATTRS)))
     chain = (TileTransform((8, 16)), TransposeTransform((1, 0, 2, 3)))
-    op = CopyOp.create(properties={"transforms": ArrayAttr([t.to_attr() for t in chain])})
+    op = CopyOp.create(properties={"transforms": ArrayAttr([transform_attr(t) for t in chain])})
     op.verify()
     parsed = Parser(ctx, str(op)).parse_op()
     parsed.verify()
@@ -353,7 +358,7 @@ def test_transform_chains_fit_an_op_property():
 def test_transform_from_attr_rejects_other_attributes():
     with pytest.raises(TransformError, match="not a memref transform attribute"):
         transform_from_attr(IntAttr(3))
-    assert isinstance(TileTransform((4,)).to_attr(), TileTransformAttr)
+    assert isinstance(transform_attr(TileTransform((4,))), TileTransformAttr)
 
 
 # --- construction and application errors -------------------------------------------------

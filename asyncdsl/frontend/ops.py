@@ -12,13 +12,14 @@ from xdsl.ir import Block, Region
 
 from asyncdsl import dtypes
 from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.dialects.transform_attrs import transform_attr
 from asyncdsl.errors import TraceError, user_location
 from asyncdsl.frontend import tracer as tracing
 from asyncdsl.frontend.barriers import Barrier, Barriers
 from asyncdsl.frontend.refs import GmemRef, GmemView, SmemRef
 from asyncdsl.frontend.scalars import IndexLike, Scalar, condition_value, index_value, is_index
-from asyncdsl.ir_locations import to_ir_location
 from asyncdsl.hw.transforms import MemRefTransform
+from asyncdsl.ir_locations import to_ir_location
 
 # ---------------------------------------------------------------------------------------------
 # Where am I.
@@ -205,7 +206,7 @@ def async_copy(
         barriers=barrier_operands[0],
         barrier_index=barrier_operands[1],
         predicate=condition_value(predicate) if predicate is not None else None,
-        transforms=[t.to_attr() for t in transforms],
+        transforms=[transform_attr(t) for t in transforms],
         swizzle=0 if swizzle in (None, 16) else swizzle,
         arrive=arrive,
         collective=tuple(collective or ()),

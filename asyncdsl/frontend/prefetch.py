@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.dialects.transform_attrs import transform_attr
 from asyncdsl.errors import TraceError, user_location
 from asyncdsl.frontend import tracer as tracing
 from asyncdsl.frontend.refs import GmemRef, GmemView
@@ -46,7 +47,7 @@ def async_prefetch(
         src.ref.value,
         [index_value(d.start) for d in src.dims],
         [-1 if d.squeezed else d.size for d in src.dims],
-        transforms=[t.to_attr() for t in transforms],
+        transforms=[transform_attr(t) for t in transforms],
         swizzle=0 if swizzle in (None, 16) else swizzle,
         predicate=condition_value(predicate) if predicate is not None else None,
     )

@@ -22,9 +22,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from asyncdsl.hw import gmem_runs
 from asyncdsl.dtypes import DType
 from asyncdsl.errors import CopyError, TransformError
+from asyncdsl.hw import gmem_runs
 from asyncdsl.hw.limits import BULK_ALIGNMENT
 from asyncdsl.hw.transforms import Index, MemRefTransform, apply_chain_array, apply_chain_shape
 

@@ -36,13 +36,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from asyncdsl.hw import gmem_runs
 from asyncdsl.dtypes import DType
 from asyncdsl.errors import CopyError
-from asyncdsl.hw.limits import CP_ASYNC_CHUNK_SIZES
+from asyncdsl.hw import gmem_runs
 from asyncdsl.hw.gmem_runs import contiguous_strides
+from asyncdsl.hw.limits import CP_ASYNC_CHUNK_SIZES
 from asyncdsl.hw.transforms import Index, MemRefTransform, TileTransform
-
 
 
 @dataclass(frozen=True)

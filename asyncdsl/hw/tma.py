@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 
 from asyncdsl.dtypes import DType, uint8
 from asyncdsl.errors import CopyError
+from asyncdsl.hw.gmem_runs import contiguous_strides
 from asyncdsl.hw.limits import (
     GMEM_STRIDE_ALIGNMENT,
     MAX_BOX_DIM,
@@ -30,8 +31,6 @@ from asyncdsl.hw.limits import (
     MIN_INNER_BOX_BYTES,
     SWIZZLE_SPANS,
 )
-from asyncdsl.kernel_binary import TiledTensorMapSpec
-from asyncdsl.hw.gmem_runs import contiguous_strides
 from asyncdsl.hw.packed import as_byte_copy, is_packed
 from asyncdsl.hw.transforms import (
     CollapseLeadingIndicesTransform,
@@ -44,7 +43,7 @@ from asyncdsl.hw.transforms import (
     apply_chain_shape,
     batch_chain,
 )
-
+from asyncdsl.kernel_binary import TiledTensorMapSpec
 
 # A slice entry: an index (int or traced; the dim is squeezed away) or a window (start, size).
 SliceEntry = Any

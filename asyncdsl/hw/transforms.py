@@ -21,14 +21,11 @@ import operator
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from asyncdsl.errors import TransformError
-
-if TYPE_CHECKING:
-    from xdsl.ir import Attribute
 
 Index = Any  # a plain int, or a traced value (duck typed: + * // % with ints)
 
@@ -108,10 +105,6 @@ class MemRefTransform(ABC):
     @abstractmethod
     def apply_array(self, array: np.ndarray) -> np.ndarray:
         """`array` laid out as the transform says (a view of it where numpy allows)."""
-
-    @abstractmethod
-    def to_attr(self) -> Attribute:
-        """The IR attribute (`#asyncdsl....`) of this transform."""
 
 
 @dataclass(frozen=True)
@@ -212,11 +205,6 @@ class TileTransform(MemRefTransform):
         order = (*range(untiled), *counts, *(c + 1 for c in counts))
         return array.reshape(split_shape).transpose(order)
 
-    def to_attr(self) -> Attribute:
-        from asyncdsl.dialects.transform_attrs import TileTransformAttr
-
-        return TileTransformAttr(self.tiling, self.rounding.value if self.rounding else None)
-
 
 @dataclass(frozen=True)
 class TransposeTransform(MemRefTransform):
@@ -265,11 +253,6 @@ class TransposeTransform(MemRefTransform):
     def apply_array(self, array: np.ndarray) -> np.ndarray:
         self._permute(array.shape)
         return array.transpose(self.permutation)
-
-    def to_attr(self) -> Attribute:
-        from asyncdsl.dialects.transform_attrs import TransposeTransformAttr
-
-        return TransposeTransformAttr(self.permutation)
 
 
 @dataclass(frozen=True)
@@ -353,11 +336,6 @@ class CollapseLeadingIndicesTransform(MemRefTransform):
         strides = self._merge(array.strides, self.common_stride * itemsize)
         return np.lib.stride_tricks.as_strided(array, shape, strides, writeable=False)
 
-    def to_attr(self) -> Attribute:
-        from asyncdsl.dialects.transform_attrs import CollapseTransformAttr
-
-        return CollapseTransformAttr(self.strides, self.batch_rank)
-
 
 @dataclass(frozen=True)
 class DropUnitDimsTransform(MemRefTransform):
@@ -404,11 +382,6 @@ class DropUnitDimsTransform(MemRefTransform):
     def apply_array(self, array: np.ndarray) -> np.ndarray:
         self.transform_shape(array.shape)
         return array[tuple(0 if d in self.unit_dims else slice(None) for d in range(array.ndim))]
-
-    def to_attr(self) -> Attribute:
-        from asyncdsl.dialects.transform_attrs import DropUnitDimsTransformAttr
-
-        return DropUnitDimsTransformAttr(self.unit_dims)
 
 
 TransformChain = tuple[MemRefTransform, ...]
@@ -460,12 +433,3 @@ def apply_chain_array(chain: Sequence[MemRefTransform], array: np.ndarray) -> np
 def batch_chain(chain: Sequence[MemRefTransform], leading_rank: int) -> TransformChain:
     """Every transform of `chain` batched over `leading_rank` leading dims."""
     return tuple(transform.batch(leading_rank) for transform in chain)
-
-
-def transform_from_attr(attr: Attribute) -> MemRefTransform:
-    """The transform an `#asyncdsl.tile/transpose/collapse/drop_unit_dims` attribute stands for."""
-    from asyncdsl.dialects.transform_attrs import TRANSFORM_ATTRS
-
-    if not isinstance(attr, TRANSFORM_ATTRS):
-        raise TransformError(f"{attr} is not a memref transform attribute")
-    return attr.to_transform()

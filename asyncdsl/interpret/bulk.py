@@ -16,11 +16,11 @@ from __future__ import annotations
 from xdsl.interpreter import Interpreter, PythonValues, impl
 
 from asyncdsl import dtypes
+from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.errors import ArgumentError, InterpretError, OutOfBoundsError
 from asyncdsl.hw import gmem_runs
 from asyncdsl.hw.bulk import clamped_bytes
 from asyncdsl.hw.limits import BULK_ALIGNMENT
-from asyncdsl.dialects import asyncdsl as ir
-from asyncdsl.errors import ArgumentError, InterpretError, OutOfBoundsError
 from asyncdsl.interpret.diagnosis import diagnosed, origin
 from asyncdsl.interpret.memory import GlobalArgument
 from asyncdsl.interpret.operands import barrier_address, operand_values, predicated_off

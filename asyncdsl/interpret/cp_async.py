@@ -23,12 +23,12 @@ import numpy as np
 from xdsl.interpreter import Interpreter, PythonValues, impl
 
 from asyncdsl import dtypes
-from asyncdsl.hw import gmem_runs
-from asyncdsl.hw.cp_async import CpAsyncPlan
-from asyncdsl.hw.swizzle import swizzled
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.errors import InterpretError, OutOfBoundsError
+from asyncdsl.hw import gmem_runs
+from asyncdsl.hw.cp_async import CpAsyncPlan
 from asyncdsl.hw.limits import SWIZZLE_PERIOD
+from asyncdsl.hw.swizzle import swizzled
 from asyncdsl.interpret.diagnosis import diagnosed, origin
 from asyncdsl.interpret.operands import barrier_address, operand_values
 from asyncdsl.interpret.races import GenericWrite

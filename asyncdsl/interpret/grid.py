@@ -25,8 +25,8 @@ from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects import kernel_attrs as attrs
 from asyncdsl.errors import AsyncDSLError
 from asyncdsl.interpret.functions import AsyncDslFunctions, origin
-from asyncdsl.interpret.scalars import IndexArithFunctions
 from asyncdsl.interpret.memory import GlobalArgument
+from asyncdsl.interpret.scalars import IndexArithFunctions
 from asyncdsl.interpret.scheduler import ClusterScheduler, SoloScheduler
 from asyncdsl.interpret.state import BarrierInit, Cta, Launch, Warpgroup
 from asyncdsl.interpret.waits import Rendezvous, RendezvousWait

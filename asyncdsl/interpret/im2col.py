@@ -11,9 +11,9 @@ from __future__ import annotations
 from xdsl.interpreter import Interpreter, PythonValues, impl
 
 from asyncdsl.dialects import asyncdsl as ir
-from asyncdsl.interpret.im2col_engine import load_im2col
 from asyncdsl.interpret import tma
 from asyncdsl.interpret.diagnosis import diagnosed, origin
+from asyncdsl.interpret.im2col_engine import load_im2col
 from asyncdsl.interpret.operands import barrier_address, operand_values, predicated_off
 from asyncdsl.interpret.races import AsyncWrite
 

@@ -31,8 +31,8 @@ import numpy as np
 
 from asyncdsl.errors import InterpretError, OutOfBoundsError
 from asyncdsl.hw.im2col import offset_range
-from asyncdsl.kernel_binary import Im2colTensorMapSpec
 from asyncdsl.hw.tma import view_extent_bytes
+from asyncdsl.kernel_binary import Im2colTensorMapSpec
 
 
 def traversal_strides(spec: Im2colTensorMapSpec) -> tuple[int, ...]:

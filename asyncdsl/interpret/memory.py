@@ -17,7 +17,6 @@ from asyncdsl.errors import OutOfBoundsError
 from asyncdsl.hw.limits import BARRIER_BYTES
 
 
-
 @dataclass(frozen=True)
 class GlobalArgument:
     """One array argument of the kernel: its name and its bytes (a view of the caller's array)."""

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from asyncdsl.errors import AsyncDSLError, SourceLocation
+from asyncdsl.hw.limits import BARRIER_BYTES
 from asyncdsl.interpret.clocks import VectorClock, barrier_key, bulk_key, cp_async_key, proxy_fence_key
 from asyncdsl.interpret.mbarrier import MBarrier
-from asyncdsl.hw.limits import BARRIER_BYTES
 from asyncdsl.interpret.memory import GlobalArgument, SharedMemory
 from asyncdsl.interpret.races import AsyncAccessLog
 from asyncdsl.interpret.waits import Rendezvous

@@ -36,7 +36,13 @@ from numpy.lib.stride_tricks import as_strided
 
 from asyncdsl.dialects.memory_attrs import TmaDescriptorAttr
 from asyncdsl.errors import ArgumentError, CopyError, InterpretError, OutOfBoundsError
-from asyncdsl.hw.limits import MIN_INNER_BOX_BYTES, SWIZZLE_CHUNK, SWIZZLE_PERIOD, SWIZZLE_SPANS, TMA_SMEM_ALIGNMENT
+from asyncdsl.hw.limits import (
+    MIN_INNER_BOX_BYTES,
+    SWIZZLE_CHUNK,
+    SWIZZLE_PERIOD,
+    SWIZZLE_SPANS,
+    TMA_SMEM_ALIGNMENT,
+)
 from asyncdsl.hw.swizzle import swizzled
 from asyncdsl.hw.tma import view_extent_bytes
 from asyncdsl.kernel_binary import TiledTensorMapSpec

@@ -17,9 +17,9 @@ import numpy as np
 
 from asyncdsl.dtypes import DType, as_dtype, from_dlpack
 from asyncdsl.errors import ArgumentError, user_location
+from asyncdsl.hw.gmem_runs import contiguous_strides
 from asyncdsl.hw.limits import GMEM_ADDRESS_ALIGNMENT
 from asyncdsl.runtime import dlpack, driver, streams
-from asyncdsl.hw.gmem_runs import contiguous_strides
 
 _torch_dtypes: dict[Any, DType] = {}
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from asyncdsl.hw import packed
 from asyncdsl.dtypes import as_dtype
+from asyncdsl.hw import packed
+from asyncdsl.hw.gmem_runs import contiguous_strides
 from asyncdsl.runtime import driver
 from asyncdsl.runtime.arrays import DeviceArray
-from asyncdsl.hw.gmem_runs import contiguous_strides
 
 
 class _Allocation:

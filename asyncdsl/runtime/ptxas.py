@@ -19,7 +19,6 @@ from asyncdsl.config import PTXAS, knobs
 from asyncdsl.errors import PtxAssemblyError
 
 
-
 @functools.cache
 def find_ptxas() -> str | None:
     """The path of a `ptxas` binary, or None."""

@@ -13,7 +13,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from asyncdsl.errors import CopyError, CudaError, user_location
-from asyncdsl.kernel_binary import Im2colTensorMapSpec, TensorMapSpec, TiledTensorMapSpec
 from asyncdsl.hw.im2col import corner_range
 from asyncdsl.hw.limits import (
     DESCRIPTOR_ALIGNMENT,
@@ -27,8 +26,8 @@ from asyncdsl.hw.limits import (
     MAX_GLOBAL_STRIDE,
 )
 from asyncdsl.hw.tma import view_extent_bytes
+from asyncdsl.kernel_binary import Im2colTensorMapSpec, TensorMapSpec, TiledTensorMapSpec
 from asyncdsl.runtime import driver
-
 
 # CUtensorMapDataType -> element bytes (the Blackwell-era packed 4/6-bit codes 13..15 are left out).
 _ELEMENT_BYTES = {0: 1, 1: 2, 2: 4, 3: 4, 4: 8, 5: 8, 6: 2, 7: 4, 8: 8, 9: 2, 10: 4, 11: 4, 12: 4}

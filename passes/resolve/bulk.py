@@ -18,10 +18,10 @@ from __future__ import annotations
 from xdsl.rewriter import Rewriter
 
 from asyncdsl import dtypes
-from asyncdsl.hw.bulk import check_bulk_copy, is_contiguous_run
 from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.dialects.transform_attrs import transform_from_attr
+from asyncdsl.hw.bulk import check_bulk_copy, is_contiguous_run
 from asyncdsl.passes.resolve.index_builder import static_starts
-from asyncdsl.hw.transforms import transform_from_attr
 
 
 def takes_bulk_path(copy: ir.AsyncCopyOp) -> bool:

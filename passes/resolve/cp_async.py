@@ -19,10 +19,10 @@ from __future__ import annotations
 from xdsl.rewriter import Rewriter
 
 from asyncdsl import dtypes
-from asyncdsl.hw.cp_async import plan_cp_async_copy
 from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.dialects.transform_attrs import transform_from_attr
+from asyncdsl.hw.cp_async import plan_cp_async_copy
 from asyncdsl.passes.resolve.index_builder import static_starts
-from asyncdsl.hw.transforms import transform_from_attr
 
 
 def resolve_cp_async(copy: ir.AsyncCopyOp) -> None:

@@ -27,8 +27,8 @@ from xdsl.rewriter import Rewriter
 
 from asyncdsl import dtypes
 from asyncdsl.dialects import asyncdsl as ir
-from asyncdsl.kernel_binary import Im2colTensorMapSpec
 from asyncdsl.hw.gmem_runs import contiguous_strides
+from asyncdsl.kernel_binary import Im2colTensorMapSpec
 
 
 def resolve_im2col(copy: ir.AsyncCopyIm2colOp) -> None:

@@ -18,9 +18,9 @@ from xdsl.rewriter import Rewriter
 from asyncdsl import dtypes
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects.memory_attrs import TmaDescriptorAttr
-from asyncdsl.passes.resolve.index_builder import IndexBuilder, slice_entries
+from asyncdsl.dialects.transform_attrs import transform_from_attr
 from asyncdsl.hw.tma import plan_tiled_copy
-from asyncdsl.hw.transforms import transform_from_attr
+from asyncdsl.passes.resolve.index_builder import IndexBuilder, slice_entries
 
 
 def resolve_prefetch(prefetch: ir.AsyncPrefetchOp) -> None:

@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from asyncdsl import dtypes
-from asyncdsl.hw import reduction
 from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.hw import reduction
 
 
 @dataclass(frozen=True)

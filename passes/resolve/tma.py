@@ -9,10 +9,10 @@ from xdsl.rewriter import Rewriter
 from asyncdsl import dtypes
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects.memory_attrs import TmaDescriptorAttr
+from asyncdsl.dialects.transform_attrs import transform_from_attr
+from asyncdsl.hw.tma import TmaCopyPlan, plan_tiled_copy
 from asyncdsl.passes.resolve.index_builder import IndexBuilder, slice_entries
 from asyncdsl.passes.resolve.reduction import hardware_reduction
-from asyncdsl.hw.tma import TmaCopyPlan, plan_tiled_copy
-from asyncdsl.hw.transforms import transform_from_attr
 
 
 def resolve_tma(copy: ir.AsyncCopyOp) -> None:

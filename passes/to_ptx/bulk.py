@@ -25,12 +25,12 @@ from __future__ import annotations
 from xdsl.ir import SSAValue
 
 from asyncdsl import dtypes
+from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.hw import gmem_runs
 from asyncdsl.hw.bulk import clamped_bytes
-from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.passes.to_ptx.context import KernelLowering, lowers
-from asyncdsl.passes.to_ptx.operands import issuer_predicate
 from asyncdsl.passes.to_ptx.gmem_addresses import window_address, window_offset
+from asyncdsl.passes.to_ptx.operands import issuer_predicate
 from asyncdsl.passes.to_ptx.sync import barrier_address
 
 

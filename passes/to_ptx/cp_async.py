@@ -32,9 +32,9 @@ from __future__ import annotations
 
 from xdsl.ir import SSAValue
 
+from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.hw.cp_async import CpAsyncPlan
 from asyncdsl.hw.limits import SWIZZLE_CHUNK, WARPGROUP_THREADS
-from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.passes.to_ptx.context import KernelLowering, lowers
 from asyncdsl.passes.to_ptx.gmem_addresses import wide_product, window_address, window_offset
 from asyncdsl.passes.to_ptx.sync import barrier_address

@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from xdsl.ir import BlockArgument, SSAValue
 
 from asyncdsl import dtypes
-from asyncdsl.hw import gmem_runs
 from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.hw import gmem_runs
 from asyncdsl.passes.to_ptx.context import KernelLowering
 
 _S32_MAX = 2**31 - 1

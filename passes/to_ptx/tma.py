@@ -6,8 +6,8 @@ innermost first (`copy_operands`).
 
 from __future__ import annotations
 
-from asyncdsl.hw import reduction
 from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.hw import reduction
 from asyncdsl.passes.to_ptx.collective import collective_load_form
 from asyncdsl.passes.to_ptx.context import KernelLowering, lowers
 from asyncdsl.passes.to_ptx.operands import descriptor_address, issuer_predicate, tma_coordinates

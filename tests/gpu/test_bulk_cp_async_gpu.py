@@ -26,8 +26,8 @@ from gpu_support import hopper_or_skip
 from support import poisoned, random_bits, raw
 
 import asyncdsl as ad
-from asyncdsl.runtime import to_device, to_host
 from asyncdsl.hw.transforms import apply_chain_array
+from asyncdsl.runtime import to_device, to_host
 
 hopper_or_skip()
 pytestmark = pytest.mark.gpu

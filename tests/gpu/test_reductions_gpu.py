@@ -33,8 +33,8 @@ from reduction_kernels import (
 )
 
 import asyncdsl as ad
-from asyncdsl.runtime import to_device, to_host
 from asyncdsl.hw.reduction import ALLOWED, PTX_OP
+from asyncdsl.runtime import to_device, to_host
 
 hopper_or_skip()
 pytestmark = pytest.mark.gpu
