@@ -1,15 +1,30 @@
-"""The `asyncdsl` dialect: shared memory, mbarriers and asynchronous copies.
+"""The `asyncdsl` dialect: one op module per feature, collected here into one xDSL `Dialect`.
 
-Two levels of copy ops live here:
+Two levels of copy ops live in it:
 
-- `asyncdsl.async_copy` is what the user wrote: a GMEM slice (starts + sizes, -1 marking a squeezed
-  dim), a chain of transforms, swizzle, barrier and every knob of the reference system.
-- `asyncdsl.tma_load` / `asyncdsl.tma_store` are what the hardware does: a TMA descriptor (as the
-  host will encode it), coordinates in the descriptor's dims, a box landing in SMEM.
-  `resolve-transforms` rewrites the first into the second.
+- `asyncdsl.async_copy` (and the other user-level copies: im2col, gather/scatter rows,
+  prefetch) is what the user wrote: a GMEM slice (starts + sizes, -1 marking a squeezed dim), a
+  chain of transforms, swizzle, barrier and every knob of JAX Mosaic GPU's copy.
+- `asyncdsl.tma_load` / `tma_store`, `bulk_load` / `bulk_store`, `cp_async_load`, ... are what
+  the hardware does: a TMA descriptor (as the host will encode it) and coordinates in its dims,
+  or a window of consecutive bytes.  `resolve-transforms` rewrites the first into the second.
 
 Verifiers check what can be checked locally; the frontend runs them as each op is built and
-reports failures at the user's source line, so the rules live in one place.
+reports failures at the user's source line, so the rules live in one place.  Kernel code and
+passes import this module as `ir` and find every op and the shared helpers of `ir_utils` here.
+
+| feature | ops module |
+| --- | --- |
+| ids, shared memory | `core_ops` |
+| mbarriers, fences, barriers | `sync_ops` |
+| the user's copy, waiting for stores | `copy_ops` |
+| TMA tensor copies (and reductions) | `tma_ops` |
+| contiguous bulk copies | `bulk_ops` |
+| cp.async | `cp_async_ops` |
+| cluster multicast (built by partition-collectives) | `collective_ops` |
+| L2 prefetch | `prefetch_ops` |
+| im2col | `im2col_ops` |
+| gather4 / scatter4 rows | `row_gather_ops` |
 """
 
 from __future__ import annotations
@@ -22,107 +37,57 @@ from asyncdsl.dialects import (
     copy_ops,
     core_ops,
     cp_async_ops,
+    descriptor_attrs,
     im2col_ops,
+    memory_attrs,
     prefetch_ops,
     row_gather_ops,
+    sync_ops,
     tma_ops,
+    transform_attrs,
 )
 from asyncdsl.dialects.bulk_ops import BulkLoadOp, BulkStoreOp
 from asyncdsl.dialects.collective_ops import ClusterCollectiveMaskOp, SmemSliceOp
 from asyncdsl.dialects.copy_ops import AsyncCopyOp, AwaitAsyncCopyOp
 from asyncdsl.dialects.core_ops import (
-    AllocBarriersOp,
     AllocSmemOp,
-    ArriveExpectTxOp,
-    ArriveOp,
-    ClusterBarrierOp,
     ClusterCtaIdOp,
     ClusterIdOp,
-    CtaBarrierOp,
-    FenceAsyncSmemOp,
     NumProgramsOp,
     ProgramIdOp,
     SmemViewOp,
-    WaitOp,
-    WarpgroupBarrierOp,
     WarpgroupIdxOp,
 )
 from asyncdsl.dialects.cp_async_ops import AwaitCpAsyncCopyOp, CpAsyncLoadOp
 from asyncdsl.dialects.im2col_ops import AsyncCopyIm2colOp, Im2colDescriptorAttr, TmaIm2colLoadOp
-from asyncdsl.dialects.ir_utils import (
-    CLUSTER_DIMS,
-    IMPLEMENTATIONS,
-    OOB_MODES,
-    REDUCTIONS,
-    SWIZZLE_BYTES,
-    bool_prop,
-    buffer_bytes,
-    element_bits,
-    int_prop,
-    is_gmem,
-    is_smem,
-    shape_of,
-    smem_type,
-)
-from asyncdsl.dialects.memory_attrs import ATTRIBUTES
+from asyncdsl.dialects.ir_utils import buffer_bytes, element_bits, is_gmem, is_smem, shape_of
 from asyncdsl.dialects.prefetch_ops import AsyncPrefetchOp, TmaPrefetchOp
 from asyncdsl.dialects.row_gather_ops import AsyncCopyRowsOp, TmaGather4Op, TmaScatter4Op
+from asyncdsl.dialects.sync_ops import (
+    AllocBarriersOp,
+    ArriveExpectTxOp,
+    ArriveOp,
+    ClusterBarrierOp,
+    CtaBarrierOp,
+    FenceAsyncSmemOp,
+    WaitOp,
+    WarpgroupBarrierOp,
+)
 from asyncdsl.dialects.tma_ops import TmaLoadOp, TmaStoreOp
-from asyncdsl.dialects.transform_attrs import TRANSFORM_ATTRS
 
 __all__ = [
-    "AllocBarriersOp",
-    "AsyncCopyOp",
-    "AwaitAsyncCopyOp",
-    "TmaLoadOp",
-    "TmaStoreOp",
-    "BulkLoadOp",
-    "BulkStoreOp",
-    "CpAsyncLoadOp",
-    "AwaitCpAsyncCopyOp",
-    "AsyncPrefetchOp",
-    "TmaPrefetchOp",
-    "AsyncCopyIm2colOp",
-    "Im2colDescriptorAttr",
-    "TmaIm2colLoadOp",
-    "AsyncCopyRowsOp",
-    "TmaGather4Op",
-    "TmaScatter4Op",
-    "AllocSmemOp",
-    "ArriveExpectTxOp",
-    "ArriveOp",
-    "CLUSTER_DIMS",
-    "ClusterBarrierOp",
-    "ClusterCollectiveMaskOp",
-    "ClusterCtaIdOp",
-    "ClusterIdOp",
-    "CtaBarrierOp",
-    "FenceAsyncSmemOp",
-    "IMPLEMENTATIONS",
-    "NumProgramsOp",
-    "OOB_MODES",
-    "ProgramIdOp",
-    "REDUCTIONS",
-    "SWIZZLE_BYTES",
-    "SmemSliceOp",
-    "SmemViewOp",
-    "WaitOp",
-    "WarpgroupBarrierOp",
-    "WarpgroupIdxOp",
-    "bool_prop",
-    "buffer_bytes",
-    "element_bits",
-    "int_prop",
-    "is_gmem",
-    "is_smem",
-    "shape_of",
-    "smem_type",
-    "OPERATIONS",
-    "AsyncDSL",
+    "AllocBarriersOp", "AllocSmemOp", "ArriveExpectTxOp", "ArriveOp", "AsyncCopyIm2colOp", "AsyncCopyOp",
+    "AsyncCopyRowsOp", "AsyncDSL", "AsyncPrefetchOp", "AwaitAsyncCopyOp", "AwaitCpAsyncCopyOp", "BulkLoadOp",
+    "BulkStoreOp", "ClusterBarrierOp", "ClusterCollectiveMaskOp", "ClusterCtaIdOp", "ClusterIdOp",
+    "CpAsyncLoadOp", "CtaBarrierOp", "FenceAsyncSmemOp", "Im2colDescriptorAttr", "NumProgramsOp", "OPERATIONS",
+    "ProgramIdOp", "SmemSliceOp", "SmemViewOp", "TmaGather4Op", "TmaIm2colLoadOp", "TmaLoadOp",
+    "TmaPrefetchOp", "TmaScatter4Op", "TmaStoreOp", "WaitOp", "WarpgroupBarrierOp", "WarpgroupIdxOp",
+    "buffer_bytes", "element_bits", "is_gmem", "is_smem", "shape_of",
 ]
 
 OPERATIONS: tuple[type[Operation], ...] = (
     *core_ops.OPERATIONS,
+    *sync_ops.OPERATIONS,
     *copy_ops.OPERATIONS,
     *tma_ops.OPERATIONS,
     *bulk_ops.OPERATIONS,
@@ -133,4 +98,11 @@ OPERATIONS: tuple[type[Operation], ...] = (
     *row_gather_ops.OPERATIONS,
 )
 
-AsyncDSL = Dialect("asyncdsl", list(OPERATIONS), [*ATTRIBUTES, *im2col_ops.ATTRIBUTES, *TRANSFORM_ATTRS])
+ATTRIBUTES = (
+    *memory_attrs.ATTRIBUTES,
+    *descriptor_attrs.ATTRIBUTES,
+    *transform_attrs.TRANSFORM_ATTRS,
+    *im2col_ops.ATTRIBUTES,
+)
+
+AsyncDSL = Dialect("asyncdsl", list(OPERATIONS), list(ATTRIBUTES))

@@ -1,5 +1,5 @@
-"""Core ops of the `asyncdsl` dialect: program ids, shared memory, mbarriers, fences and CTA-level
-synchronisation."""
+"""Core ops of the `asyncdsl` dialect: where the running program is (program, cluster and
+warpgroup ids) and its shared-memory buffers."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from xdsl.irdl import (
     IRDLOperation,
     irdl_op_definition,
     operand_def,
-    opt_operand_def,
     opt_prop_def,
     prop_def,
     result_def,
@@ -24,7 +23,6 @@ from xdsl.irdl import (
 from xdsl.utils.exceptions import VerifyException
 
 from asyncdsl.dialects.ir_utils import int_prop, is_smem, shape_of, smem_type
-from asyncdsl.dialects.memory_attrs import BarriersType
 
 # ---------------------------------------------------------------------------------------------
 # Identifiers of the running program.
@@ -82,7 +80,7 @@ class WarpgroupIdxOp(IRDLOperation):
 
 
 # ---------------------------------------------------------------------------------------------
-# Shared memory and barriers.
+# Shared memory.
 
 
 @irdl_op_definition
@@ -108,30 +106,6 @@ class AllocSmemOp(IRDLOperation):
             raise VerifyException(f"alignment must be a power of two >= 16, got {alignment}")
         if any(d <= 0 for d in shape_of(self.result)):
             raise VerifyException(f"shared-memory buffers need positive dims, got {shape_of(self.result)}")
-
-
-@irdl_op_definition
-class AllocBarriersOp(IRDLOperation):
-    """`count` mbarriers, each initialised with `arrival_count` before the kernel body runs."""
-
-    name = "asyncdsl.alloc_barriers"
-    arrival_count = prop_def(IntegerAttr)
-    offset = opt_prop_def(IntegerAttr)
-    result = result_def(BarriersType)
-
-    def __init__(self, count: int, arrival_count: int):
-        super().__init__(
-            properties={"arrival_count": int_prop(arrival_count)},
-            result_types=[BarriersType(count)],
-        )
-
-    def verify_(self) -> None:
-        count = self.result.type.count.data
-        arrivals = self.arrival_count.value.data
-        if not 1 <= count <= 32:
-            raise VerifyException(f"a barrier group holds 1 to 32 barriers, got {count}")
-        if not 1 <= arrivals < 2**20:
-            raise VerifyException(f"arrival_count must be in [1, 2^20 - 1], got {arrivals}")
 
 
 @irdl_op_definition
@@ -163,102 +137,6 @@ class SmemViewOp(IRDLOperation):
             raise VerifyException("smem_view result shape must be the source's trailing dims")
 
 
-@irdl_op_definition
-class ArriveOp(IRDLOperation):
-    """The warpgroup arrives `count` times on barrier `barriers[index]` (one elected thread)."""
-
-    name = "asyncdsl.arrive"
-    barriers = operand_def(BarriersType)
-    index = operand_def(IndexType)
-    count = prop_def(IntegerAttr)
-
-    def __init__(self, barriers: SSAValue, index: SSAValue, count: int = 1):
-        super().__init__(operands=[barriers, index], properties={"count": int_prop(count)})
-
-    def verify_(self) -> None:
-        if self.count.value.data < 1:
-            raise VerifyException(f"arrive count must be positive, got {self.count.value.data}")
-
-
-@irdl_op_definition
-class ArriveExpectTxOp(IRDLOperation):
-    """One arrival plus `bytes` expected transaction bytes on `barriers[index]`."""
-
-    name = "asyncdsl.arrive_expect_tx"
-    barriers = operand_def(BarriersType)
-    index = operand_def(IndexType)
-    bytes = prop_def(IntegerAttr)
-
-    def __init__(self, barriers: SSAValue, index: SSAValue, num_bytes: int):
-        super().__init__(operands=[barriers, index], properties={"bytes": int_prop(num_bytes)})
-
-    def verify_(self) -> None:
-        if not 0 <= self.bytes.value.data < 2**20:
-            raise VerifyException(f"expect-tx bytes must be in [0, 2^20), got {self.bytes.value.data}")
-
-
-@irdl_op_definition
-class WaitOp(IRDLOperation):
-    """Every thread of the warpgroup waits for a phase of `barriers[index]` to complete.
-
-    Without `parity`, the phase is tracked for the user: each wait of a warpgroup on a barrier
-    waits for the phase after the one its previous wait on that barrier saw.
-    """
-
-    name = "asyncdsl.wait"
-    barriers = operand_def(BarriersType)
-    index = operand_def(IndexType)
-    parity = opt_operand_def(IndexType)
-
-    def __init__(self, barriers: SSAValue, index: SSAValue, parity: SSAValue | None = None):
-        super().__init__(operands=[barriers, index, [parity] if parity is not None else []])
-
-
-@irdl_op_definition
-class FenceAsyncSmemOp(IRDLOperation):
-    """Make this warpgroup's ordinary SMEM writes visible to the async proxy (TMA, wgmma),
-    then sync the warpgroup (`fence.proxy.async.shared::cta` + warpgroup barrier)."""
-
-    name = "asyncdsl.fence_async_smem"
-
-    def __init__(self):
-        super().__init__()
-
-
-@irdl_op_definition
-class WarpgroupBarrierOp(IRDLOperation):
-    """All 128 threads of the warpgroup meet."""
-
-    name = "asyncdsl.warpgroup_barrier"
-
-    def __init__(self):
-        super().__init__()
-
-
-@irdl_op_definition
-class CtaBarrierOp(IRDLOperation):
-    """All threads of the CTA meet (`bar.sync 0`)."""
-
-    name = "asyncdsl.cta_barrier"
-
-    def __init__(self):
-        super().__init__()
-
-
-@irdl_op_definition
-class ClusterBarrierOp(IRDLOperation):
-    """All threads of every CTA in the cluster meet."""
-
-    name = "asyncdsl.cluster_barrier"
-
-    def __init__(self):
-        super().__init__()
-
-
-
 OPERATIONS: tuple[type[Operation], ...] = (
-    ProgramIdOp, NumProgramsOp, ClusterCtaIdOp, ClusterIdOp, WarpgroupIdxOp,
-    AllocSmemOp, AllocBarriersOp, SmemViewOp,
-    ArriveOp, ArriveExpectTxOp, WaitOp,
-    FenceAsyncSmemOp, WarpgroupBarrierOp, CtaBarrierOp, ClusterBarrierOp,
+    ProgramIdOp, NumProgramsOp, ClusterCtaIdOp, ClusterIdOp, WarpgroupIdxOp, AllocSmemOp, SmemViewOp,
 )

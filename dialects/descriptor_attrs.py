@@ -13,8 +13,11 @@ from typing import Any, ClassVar, Literal, NamedTuple
 
 from xdsl.dialects.builtin import ArrayAttr, IntAttr
 from xdsl.ir import Attribute, ParametrizedAttribute
+from xdsl.irdl import irdl_attr_definition
 from xdsl.parser import AttrParser
 from xdsl.printer import Printer
+
+from asyncdsl.kernel_binary import TiledTensorMapSpec
 
 
 class DescriptorField(NamedTuple):
@@ -75,3 +78,47 @@ class DescriptorAttr(ParametrizedAttribute):
                 else:
                     values.append(IntAttr(parser.parse_integer()))
         return values
+
+
+# The keywords of `#asyncdsl.tma_desc`, one per `TiledTensorMapSpec` field, in printing order.
+_TILED_FIELDS = (
+    DescriptorField("arg", "arg_index"),
+    DescriptorField("dtype", "dtype_code"),
+    DescriptorField("elem_bytes", "element_bytes"),
+    DescriptorField("dims", "global_dims", "ints"),
+    DescriptorField("strides", "global_strides", "ints"),
+    DescriptorField("box", "box_dims", "ints"),
+    DescriptorField("elem_strides", "element_strides", "ints"),
+    DescriptorField("swizzle", "swizzle_bytes"),
+    DescriptorField("oob_nan", "oob_nan", "flag"),
+    DescriptorField("l2_promotion", "l2_promotion_bytes"),
+    DescriptorField("offset", "base_offset_bytes"),
+)
+
+
+@irdl_attr_definition
+class TmaDescriptorAttr(DescriptorAttr):
+    """One tiled TMA descriptor as the host will encode it (see `TiledTensorMapSpec`).
+
+    Printed with keywords so that the IR says what the hardware is told:
+    `#asyncdsl.tma_desc<arg = 0, dtype = 7, elem_bytes = 4, dims = [256, 192], ...>`.
+    """
+
+    name = "asyncdsl.tma_desc"
+    SPEC = TiledTensorMapSpec
+    FIELDS = _TILED_FIELDS
+
+    arg_index: IntAttr
+    dtype_code: IntAttr
+    element_bytes: IntAttr
+    global_dims: ArrayAttr[IntAttr]
+    global_strides: ArrayAttr[IntAttr]
+    box_dims: ArrayAttr[IntAttr]
+    element_strides: ArrayAttr[IntAttr]
+    swizzle_bytes: IntAttr
+    oob_nan: IntAttr
+    l2_promotion_bytes: IntAttr
+    base_offset_bytes: IntAttr
+
+
+ATTRIBUTES = (TmaDescriptorAttr,)

@@ -16,8 +16,8 @@ from __future__ import annotations
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase, IntegerAttr, StringAttr
 
+from asyncdsl.dialects.descriptor_attrs import TmaDescriptorAttr
 from asyncdsl.dialects.im2col_ops import Im2colDescriptorAttr
-from asyncdsl.dialects.memory_attrs import TmaDescriptorAttr
 
 KERNEL = "asyncdsl.kernel"
 BLOCK = "asyncdsl.block"

@@ -32,6 +32,7 @@ from xdsl.irdl import (
 )
 from xdsl.utils.exceptions import VerifyException
 
+from asyncdsl.dialects.descriptor_attrs import TmaDescriptorAttr
 from asyncdsl.dialects.ir_utils import (
     int_prop,
     is_gmem,
@@ -42,7 +43,6 @@ from asyncdsl.dialects.ir_utils import (
     verify_predicate,
     verify_swizzle,
 )
-from asyncdsl.dialects.memory_attrs import TmaDescriptorAttr
 
 
 @irdl_op_definition

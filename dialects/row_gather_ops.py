@@ -25,6 +25,7 @@ from xdsl.irdl import (
 )
 from xdsl.utils.exceptions import VerifyException
 
+from asyncdsl.dialects.descriptor_attrs import TmaDescriptorAttr
 from asyncdsl.dialects.ir_utils import (
     EitherWayCopy,
     bool_prop,
@@ -38,7 +39,7 @@ from asyncdsl.dialects.ir_utils import (
     verify_swizzle,
     verify_swizzled_row,
 )
-from asyncdsl.dialects.memory_attrs import BarriersType, TmaDescriptorAttr
+from asyncdsl.dialects.memory_attrs import BarriersType
 from asyncdsl.hw.limits import GATHER4_ROWS, GATHER4_SMEM_ALIGNMENT, GMEM_STRIDE_ALIGNMENT, MAX_BOX_DIM
 
 MAX_COLUMNS = MAX_BOX_DIM  # the row is a tiled box dim

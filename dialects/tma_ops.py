@@ -26,6 +26,7 @@ from xdsl.irdl import (
 )
 from xdsl.utils.exceptions import VerifyException
 
+from asyncdsl.dialects.descriptor_attrs import TmaDescriptorAttr
 from asyncdsl.dialects.ir_utils import (
     bool_prop,
     buffer_bytes,
@@ -36,7 +37,7 @@ from asyncdsl.dialects.ir_utils import (
     verify_descriptor_coordinates,
     verify_partition,
 )
-from asyncdsl.dialects.memory_attrs import BarriersType, TmaDescriptorAttr
+from asyncdsl.dialects.memory_attrs import BarriersType
 from asyncdsl.hw.reduction import hardware_violation
 
 

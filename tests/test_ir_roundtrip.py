@@ -6,7 +6,8 @@ import pytest
 from xdsl.parser import Parser
 
 import asyncdsl as ad
-from asyncdsl.dialects.memory_attrs import BarriersType, TmaDescriptorAttr
+from asyncdsl.dialects.descriptor_attrs import TmaDescriptorAttr
+from asyncdsl.dialects.memory_attrs import BarriersType
 from asyncdsl.kernel_binary import TiledTensorMapSpec
 from asyncdsl.passes.pipeline import PASS_NAMES, ir_text, make_context
 

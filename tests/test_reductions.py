@@ -26,7 +26,7 @@ from xdsl.utils.exceptions import VerifyException
 import asyncdsl as ad
 from asyncdsl import dtypes
 from asyncdsl.dialects import asyncdsl as ir
-from asyncdsl.dialects.memory_attrs import TmaDescriptorAttr
+from asyncdsl.dialects.descriptor_attrs import TmaDescriptorAttr
 from asyncdsl.hw import reduction
 from asyncdsl.hw.reduction import ALLOWED, H200_WORKS, PTX_OP, REFERENCE_ALLOWS
 from asyncdsl.interpret.reduction import combine

@@ -34,7 +34,7 @@ from typing import Protocol
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from asyncdsl.dialects.memory_attrs import TmaDescriptorAttr
+from asyncdsl.dialects.descriptor_attrs import TmaDescriptorAttr
 from asyncdsl.errors import ArgumentError, CopyError, InterpretError, OutOfBoundsError
 from asyncdsl.hw.limits import (
     MIN_INNER_BOX_BYTES,

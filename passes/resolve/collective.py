@@ -22,7 +22,7 @@ from xdsl.rewriter import Rewriter
 
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects import kernel_attrs as attrs
-from asyncdsl.dialects.memory_attrs import TmaDescriptorAttr
+from asyncdsl.dialects.descriptor_attrs import TmaDescriptorAttr
 from asyncdsl.errors import CopyError
 from asyncdsl.hw.collective import CollectiveGroup, check_leader_tracked, collective_group
 from asyncdsl.passes.resolve.index_builder import IndexBuilder, slice_entries

@@ -17,7 +17,7 @@ from xdsl.rewriter import Rewriter
 
 from asyncdsl import dtypes
 from asyncdsl.dialects import asyncdsl as ir
-from asyncdsl.dialects.memory_attrs import TmaDescriptorAttr
+from asyncdsl.dialects.descriptor_attrs import TmaDescriptorAttr
 from asyncdsl.dialects.transform_attrs import transform_from_attr
 from asyncdsl.hw.tma import plan_tiled_copy
 from asyncdsl.passes.resolve.index_builder import IndexBuilder, slice_entries

@@ -25,7 +25,7 @@ from xdsl.rewriter import Rewriter
 from asyncdsl import dtypes
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects import kernel_attrs as attrs
-from asyncdsl.dialects.memory_attrs import TmaDescriptorAttr
+from asyncdsl.dialects.descriptor_attrs import TmaDescriptorAttr
 from asyncdsl.errors import UnsupportedTargetError
 from asyncdsl.hw.limits import GATHER4_ROWS
 from asyncdsl.kernel_binary import TiledTensorMapSpec
