@@ -28,9 +28,12 @@ from xdsl.passes import ModulePass
 
 from asyncdsl.dialects import kernel_attrs as attrs
 from asyncdsl.dialects import ptx
-from asyncdsl.passes.to_ptx import (  # noqa: F401 - register rules
+from asyncdsl.passes.to_ptx import (
     bulk,
     collective,
+    control,
+    copy,
+    core,
     cp_async,
     im2col,
     prefetch,
@@ -39,13 +42,29 @@ from asyncdsl.passes.to_ptx import (  # noqa: F401 - register rules
     sync,
     tma,
 )
-from asyncdsl.passes.to_ptx.context import KernelLowering
+from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
 from asyncdsl.passes.to_ptx.kernel import (
     emit_epilogue,
     emit_prologue,
     kernel_params,
     param_kinds,
 )
+
+# Every op the pass lowers, by feature (one `passes/to_ptx` module each).
+RULES: Rules = {
+    **scalars.RULES,
+    **control.RULES,
+    **core.RULES,
+    **sync.RULES,
+    **copy.RULES,
+    **tma.RULES,
+    **bulk.RULES,
+    **cp_async.RULES,
+    **collective.RULES,
+    **prefetch.RULES,
+    **im2col.RULES,
+    **row_gather.RULES,
+}
 
 
 @dataclass(frozen=True)
@@ -68,7 +87,7 @@ def lower_kernel(fn: func.FuncOp) -> ptx.KernelOp:
         attrs.dims(fn, attrs.BLOCK),
         cluster if cluster != (1, 1, 1) else None,
     )
-    lowering = KernelLowering(kernel.body.block)
+    lowering = KernelLowering(kernel.body.block, RULES)
     emit_prologue(lowering, fn, params)
     for inner in fn.body.block.ops:
         if isinstance(inner, func.ReturnOp):

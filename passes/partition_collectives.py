@@ -49,8 +49,8 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects import kernel_attrs as attrs
-from asyncdsl.dialects.ir_utils import constant_value
 from asyncdsl.dialects.descriptor_attrs import TmaDescriptorAttr
+from asyncdsl.dialects.ir_utils import constant_value
 from asyncdsl.errors import AsyncDSLError, CopyError
 from asyncdsl.hw.collective import CollectiveGroup, collective_group, split_box
 from asyncdsl.hw.limits import TMA_SMEM_ALIGNMENT

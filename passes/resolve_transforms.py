@@ -30,10 +30,19 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
+from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects import kernel_attrs as attrs
 from asyncdsl.errors import AsyncDSLError
 from asyncdsl.ir_locations import from_ir_location
-from asyncdsl.passes.resolve import RESOLVERS
+from asyncdsl.passes.resolve import copy, im2col, prefetch, row_gather
+
+# The user-level copy ops and what replaces each by hardware copies.
+RESOLVERS = {
+    ir.AsyncCopyOp: copy.resolve_copy,
+    ir.AsyncCopyIm2colOp: im2col.resolve_im2col,
+    ir.AsyncCopyRowsOp: row_gather.resolve_row_copy,
+    ir.AsyncPrefetchOp: prefetch.resolve_prefetch,
+}
 
 
 @dataclass(frozen=True)
@@ -42,8 +51,8 @@ class ResolveTransforms(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for fn in attrs.kernels(op):
-            for copy in [o for o in fn.walk() if type(o) in RESOLVERS]:
+            for user_copy in [o for o in fn.walk() if type(o) in RESOLVERS]:
                 try:
-                    RESOLVERS[type(copy)](copy)
+                    RESOLVERS[type(user_copy)](user_copy)
                 except AsyncDSLError as error:
-                    raise error.at(from_ir_location(copy)) from None
+                    raise error.at(from_ir_location(user_copy)) from None

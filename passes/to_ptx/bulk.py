@@ -28,7 +28,7 @@ from asyncdsl import dtypes
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.hw import gmem_runs
 from asyncdsl.hw.bulk import clamped_bytes
-from asyncdsl.passes.to_ptx.context import KernelLowering, lowers
+from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
 from asyncdsl.passes.to_ptx.gmem_addresses import window_address, window_offset
 from asyncdsl.passes.to_ptx.operands import issuer_predicate
 from asyncdsl.passes.to_ptx.sync import barrier_address
@@ -57,7 +57,6 @@ def _when_nonempty(ctx: KernelLowering, issuer: SSAValue, moved: int | SSAValue)
     return ctx.b.emit("and.pred {}, {}, {};", "pred", issuer, nonempty)
 
 
-@lowers(ir.BulkLoadOp)
 def _bulk_load(ctx: KernelLowering, op: ir.BulkLoadOp) -> None:
     b = ctx.b
     issuer = issuer_predicate(ctx, op.predicate)
@@ -82,7 +81,6 @@ def _bulk_load(ctx: KernelLowering, op: ir.BulkLoadOp) -> None:
         )
 
 
-@lowers(ir.BulkStoreOp)
 def _bulk_store(ctx: KernelLowering, op: ir.BulkStoreOp) -> None:
     b = ctx.b
     issuer = issuer_predicate(ctx, op.predicate)
@@ -98,3 +96,6 @@ def _bulk_store(ctx: KernelLowering, op: ir.BulkStoreOp) -> None:
         # Committed even where nothing was stored (an empty group), so that await_async_copy(n)
         # counts the same groups in every CTA, as for TMA stores.
         b.run("cp.async.bulk.commit_group;", guard=ctx.facts.leader)
+
+
+RULES: Rules = {ir.BulkLoadOp: _bulk_load, ir.BulkStoreOp: _bulk_store}

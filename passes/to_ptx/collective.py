@@ -24,13 +24,12 @@ a partitioned one writes only its own CTA (`.shared::cta`, PTX 8.6):
 from __future__ import annotations
 
 from asyncdsl.dialects import asyncdsl as ir
-from asyncdsl.passes.to_ptx.context import KernelLowering, lowers
+from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
 from asyncdsl.passes.to_ptx.operands import b16_register
 
 _AXES = "xyz"
 
 
-@lowers(ir.ClusterCollectiveMaskOp)
 def _collective_mask(ctx: KernelLowering, op: ir.ClusterCollectiveMaskOp) -> None:
     b = ctx.b
     group = op.group()
@@ -48,7 +47,6 @@ def _collective_mask(ctx: KernelLowering, op: ir.ClusterCollectiveMaskOp) -> Non
     ctx.bind(op.result, b.emit("shl.b32 {}, {}, {};", "b32", b.mov("b32", group.base_mask), shift))
 
 
-@lowers(ir.SmemSliceOp)
 def _smem_slice(ctx: KernelLowering, op: ir.SmemSliceOp) -> None:
     ctx.bind(op.result, ctx.b.emit("add.s32 {}, {}, {};", "b32", ctx.reg(op.source), ctx.operand(op.offset)))
 
@@ -70,3 +68,6 @@ def collective_load_form(ctx: KernelLowering, op: ir.TmaLoadOp, barrier) -> tupl
         leader = b.emit("sub.s32 {}, {}, {};", "b32", rank, x)
         barrier = b.emit("mapa.shared::cluster.u32 {}, {}, {};", "b32", barrier, leader)
     return space, modifiers, barrier, extra
+
+
+RULES: Rules = {ir.ClusterCollectiveMaskOp: _collective_mask, ir.SmemSliceOp: _smem_slice}

@@ -1,8 +1,8 @@
-"""The state of lowering one kernel to PTX, and the table of per-op lowering rules.
+"""The state of lowering one kernel to PTX.
 
-Rules live in one module per family (`scalars`, `sync`, `copies`) and register themselves with
-`@lowers(OpClass)`. A rule reads its operands' registers with `ctx.reg(value)`, emits through
-`ctx.b`, and binds its results with `ctx.bind(result, register)`.
+Rules live in one module per feature, each listing them in its `RULES` table; `lower-to-ptx`
+merges the tables in one visible list.  A rule reads its operands' registers with
+`ctx.reg(value)`, emits through `ctx.b`, and binds its results with `ctx.bind(result, register)`.
 """
 
 from __future__ import annotations
@@ -15,16 +15,7 @@ from xdsl.ir import Block, Operation, SSAValue
 from asyncdsl.passes.to_ptx.builder import PtxBuilder
 
 Rule = Callable[["KernelLowering", Operation], None]
-RULES: dict[type[Operation], Rule] = {}
-
-
-def lowers(*op_classes: type[Operation]) -> Callable[[Rule], Rule]:
-    def register(rule: Rule) -> Rule:
-        for op_class in op_classes:
-            RULES[op_class] = rule
-        return rule
-
-    return register
+Rules = dict[type[Operation], Rule]
 
 
 @dataclass
@@ -44,8 +35,9 @@ class KernelFacts:
 class KernelLowering:
     """Maps IR values to registers while lowering one kernel body."""
 
-    def __init__(self, block: Block):
+    def __init__(self, block: Block, rules: Rules):
         self.b = PtxBuilder(block)
+        self._rules = rules
         self._registers: dict[SSAValue, SSAValue] = {}
         self._constants: dict[SSAValue, int] = {}
         self.facts: KernelFacts | None = None
@@ -74,7 +66,7 @@ class KernelLowering:
             self.lower(op)
 
     def lower(self, op: Operation) -> None:
-        rule = RULES.get(type(op))
+        rule = self._rules.get(type(op))
         if rule is None:
             raise NotImplementedError(f"no PTX lowering rule for {op.name} (an earlier pass should have rewritten it)")
         rule(self, op)

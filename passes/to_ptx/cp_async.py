@@ -35,12 +35,11 @@ from xdsl.ir import SSAValue
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.hw.cp_async import CpAsyncPlan
 from asyncdsl.hw.limits import SWIZZLE_CHUNK, WARPGROUP_THREADS
-from asyncdsl.passes.to_ptx.context import KernelLowering, lowers
+from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
 from asyncdsl.passes.to_ptx.gmem_addresses import wide_product, window_address, window_offset
 from asyncdsl.passes.to_ptx.sync import barrier_address
 
 
-@lowers(ir.CpAsyncLoadOp)
 def _cp_async_load(ctx: KernelLowering, op: ir.CpAsyncLoadOp) -> None:
     b = ctx.b
     plan = op.plan()
@@ -94,7 +93,9 @@ def _smem_offset(ctx: KernelLowering, plan: CpAsyncPlan, row: SSAValue, byte: SS
     return b.emit("mad.lo.u32 {}, {}, {}, {};", "b32", tile, tile_bytes, offset)
 
 
-@lowers(ir.AwaitCpAsyncCopyOp)
 def _await_cp_async(ctx: KernelLowering, op: ir.AwaitCpAsyncCopyOp) -> None:
     ctx.b.run(f"cp.async.wait_group {op.allow_groups.value.data};")
     ctx.b.run("bar.sync {}, 128;", ctx.facts.named_barrier)
+
+
+RULES: Rules = {ir.CpAsyncLoadOp: _cp_async_load, ir.AwaitCpAsyncCopyOp: _await_cp_async}

@@ -15,7 +15,7 @@ registers:
 from __future__ import annotations
 
 from asyncdsl.dialects import asyncdsl as ir
-from asyncdsl.passes.to_ptx.context import KernelLowering, lowers
+from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
 from asyncdsl.passes.to_ptx.operands import (
     b16_register,
     descriptor_address,
@@ -25,7 +25,6 @@ from asyncdsl.passes.to_ptx.operands import (
 from asyncdsl.passes.to_ptx.sync import barrier_address
 
 
-@lowers(ir.TmaIm2colLoadOp)
 def _im2col_load(ctx: KernelLowering, op: ir.TmaIm2colLoadOp) -> None:
     b = ctx.b
     issuer = issuer_predicate(ctx, op.predicate)
@@ -40,3 +39,6 @@ def _im2col_load(ctx: KernelLowering, op: ir.TmaIm2colLoadOp) -> None:
         " [{}], [{}, {{{}}}], [{}], {{{}}};",
         ctx.reg(op.smem), descriptor_address(ctx, op), coords, bar, offsets, guard=issuer,
     )
+
+
+RULES: Rules = {ir.TmaIm2colLoadOp: _im2col_load}

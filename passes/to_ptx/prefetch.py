@@ -13,11 +13,10 @@ becomes
 from __future__ import annotations
 
 from asyncdsl.dialects import asyncdsl as ir
-from asyncdsl.passes.to_ptx.context import KernelLowering, lowers
+from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
 from asyncdsl.passes.to_ptx.operands import descriptor_address, issuer_predicate, tma_coordinates
 
 
-@lowers(ir.TmaPrefetchOp)
 def _tma_prefetch(ctx: KernelLowering, op: ir.TmaPrefetchOp) -> None:
     issuer = issuer_predicate(ctx, op.predicate)
     coords = tma_coordinates(ctx, op.coords)
@@ -25,3 +24,6 @@ def _tma_prefetch(ctx: KernelLowering, op: ir.TmaPrefetchOp) -> None:
         f"cp.async.bulk.prefetch.tensor.{len(coords)}d.L2.global.tile [{{}}, {{{{{{}}}}}}];",
         descriptor_address(ctx, op), coords, guard=issuer,
     )
+
+
+RULES: Rules = {ir.TmaPrefetchOp: _tma_prefetch}

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.hw.limits import GATHER4_ROWS
-from asyncdsl.passes.to_ptx.context import KernelLowering, lowers
+from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
 from asyncdsl.passes.to_ptx.operands import descriptor_address
 from asyncdsl.passes.to_ptx.sync import barrier_address
 
@@ -37,7 +37,6 @@ def _operands(ctx: KernelLowering, op: ir.TmaGather4Op | ir.TmaScatter4Op):
     return smem, descriptor_address(ctx, op), [ctx.operand(op.column), *rows]
 
 
-@lowers(ir.TmaGather4Op)
 def _gather4(ctx: KernelLowering, op: ir.TmaGather4Op) -> None:
     smem, descriptor, coords = _operands(ctx, op)
     bar = barrier_address(ctx, op.barriers, op.barrier_index)
@@ -48,7 +47,6 @@ def _gather4(ctx: KernelLowering, op: ir.TmaGather4Op) -> None:
     )
 
 
-@lowers(ir.TmaScatter4Op)
 def _scatter4(ctx: KernelLowering, op: ir.TmaScatter4Op) -> None:
     smem, descriptor, coords = _operands(ctx, op)
     ctx.b.run(
@@ -57,3 +55,6 @@ def _scatter4(ctx: KernelLowering, op: ir.TmaScatter4Op) -> None:
     )
     if op.commit.value.data:
         ctx.b.run("cp.async.bulk.commit_group;", guard=ctx.facts.leader)
+
+
+RULES: Rules = {ir.TmaGather4Op: _gather4, ir.TmaScatter4Op: _scatter4}

@@ -1,60 +1,19 @@
-"""Lowering of ids, shared-memory addresses, mbarriers and fences.
+"""Lowering of mbarriers, fences and barriers.
 
 The warpgroup model: code describes what one warpgroup does. Barrier arrivals and async-copy
 issue are done by the warpgroup's leader thread (one arrival = one warpgroup arrival, so a
 barrier's init count is the `arrival_count` the user gave); waits are done by every thread.
 Before a plain arrive the warpgroup syncs, so that everything its threads did to shared memory
-is ordered before the release.
+is ordered before the release.  Barrier groups are initialised in the kernel prologue
+(`kernel.py`); their op only yields the group's address.
 """
 
 from __future__ import annotations
 
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.hw.limits import BARRIER_BYTES
-from asyncdsl.passes.to_ptx.context import KernelLowering, lowers
-
-_SPECIAL = {
-    ir.ProgramIdOp: "%ctaid",
-    ir.NumProgramsOp: "%nctaid",
-    ir.ClusterCtaIdOp: "%cluster_ctaid",
-    ir.ClusterIdOp: "%clusterid",
-}
-
-
-@lowers(*_SPECIAL)
-def _special_register(ctx: KernelLowering, op) -> None:
-    axis = "xyz"[op.axis.value.data]
-    ctx.bind(op.result, ctx.b.emit(f"mov.u32 {{}}, {_SPECIAL[type(op)]}.{axis};", "b32"))
-
-
-@lowers(ir.WarpgroupIdxOp)
-def _warpgroup(ctx: KernelLowering, op: ir.WarpgroupIdxOp) -> None:
-    ctx.bind(op.result, ctx.facts.warpgroup)
-
-
-@lowers(ir.AllocSmemOp, ir.AllocBarriersOp)
-def _allocation(ctx: KernelLowering, op) -> None:
-    # Barrier initialisation happens in the prologue (kernel.py); here only the address.
-    offset = op.offset.value.data
-    ctx.bind(op.result, ctx.b.emit("add.s32 {}, {}, {};", "b32", ctx.facts.smem_base, offset))
-
-
-@lowers(ir.SmemViewOp)
-def _smem_view(ctx: KernelLowering, op: ir.SmemViewOp) -> None:
-    shape = ir.shape_of(op.source)
-    element_bits = ir.element_bits(op.source.type)
-    address = ctx.reg(op.source)
-    for position, index in enumerate(op.indices):
-        stride_bits = element_bits
-        for d in shape[position + 1:]:
-            stride_bits *= d
-        stride_bytes = stride_bits // 8  # whole sub-buffers: packed 4-bit types still fill bytes
-        known = ctx.constant(index)
-        if known is not None:
-            address = ctx.b.emit("add.s32 {}, {}, {};", "b32", address, known * stride_bytes)
-        else:
-            address = ctx.b.emit("mad.lo.s32 {}, {}, {}, {};", "b32", ctx.reg(index), stride_bytes, address)
-    ctx.bind(op.result, address)
+from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
+from asyncdsl.passes.to_ptx.core import allocation_address
 
 
 def barrier_address(ctx: KernelLowering, barriers, index):
@@ -71,7 +30,6 @@ def _scope(ctx: KernelLowering) -> str:
     return "cluster" if ctx.facts.cluster_size > 1 else "cta"
 
 
-@lowers(ir.ArriveOp)
 def _arrive(ctx: KernelLowering, op: ir.ArriveOp) -> None:
     b = ctx.b
     address = barrier_address(ctx, op.barriers, op.index)
@@ -82,7 +40,6 @@ def _arrive(ctx: KernelLowering, op: ir.ArriveOp) -> None:
     )
 
 
-@lowers(ir.ArriveExpectTxOp)
 def _arrive_expect_tx(ctx: KernelLowering, op: ir.ArriveExpectTxOp) -> None:
     address = barrier_address(ctx, op.barriers, op.index)
     ctx.b.run(
@@ -91,7 +48,6 @@ def _arrive_expect_tx(ctx: KernelLowering, op: ir.ArriveExpectTxOp) -> None:
     )
 
 
-@lowers(ir.WaitOp)
 def _wait(ctx: KernelLowering, op: ir.WaitOp) -> None:
     b = ctx.b
     address = barrier_address(ctx, op.barriers, op.index)
@@ -119,23 +75,31 @@ def _wait(ctx: KernelLowering, op: ir.WaitOp) -> None:
     b.branch(retry, done, negate=True)
 
 
-@lowers(ir.FenceAsyncSmemOp)
 def _fence_async(ctx: KernelLowering, op: ir.FenceAsyncSmemOp) -> None:
     ctx.b.run("fence.proxy.async.shared::cta;")
     ctx.b.run("bar.sync {}, 128;", ctx.facts.named_barrier)
 
 
-@lowers(ir.WarpgroupBarrierOp)
 def _warpgroup_barrier(ctx: KernelLowering, op) -> None:
     ctx.b.run("bar.sync {}, 128;", ctx.facts.named_barrier)
 
 
-@lowers(ir.CtaBarrierOp)
 def _cta_barrier(ctx: KernelLowering, op) -> None:
     ctx.b.run("bar.sync 0;")
 
 
-@lowers(ir.ClusterBarrierOp)
 def _cluster_barrier(ctx: KernelLowering, op) -> None:
     ctx.b.run("barrier.cluster.arrive.release.aligned;")
     ctx.b.run("barrier.cluster.wait.acquire.aligned;")
+
+
+RULES: Rules = {
+    ir.AllocBarriersOp: allocation_address,
+    ir.ArriveOp: _arrive,
+    ir.ArriveExpectTxOp: _arrive_expect_tx,
+    ir.WaitOp: _wait,
+    ir.FenceAsyncSmemOp: _fence_async,
+    ir.WarpgroupBarrierOp: _warpgroup_barrier,
+    ir.CtaBarrierOp: _cta_barrier,
+    ir.ClusterBarrierOp: _cluster_barrier,
+}

@@ -1,4 +1,4 @@
-"""Lowering of hardware-level copies: TMA tensor loads and stores, and waiting for stores.
+"""Lowering of TMA tensor loads and stores (and reductions).
 
 The leader thread of the warpgroup issues every copy (and its expect-tx arrival); coordinates go
 innermost first (`copy_operands`).
@@ -9,12 +9,11 @@ from __future__ import annotations
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.hw import reduction
 from asyncdsl.passes.to_ptx.collective import collective_load_form
-from asyncdsl.passes.to_ptx.context import KernelLowering, lowers
+from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
 from asyncdsl.passes.to_ptx.operands import descriptor_address, issuer_predicate, tma_coordinates
 from asyncdsl.passes.to_ptx.sync import barrier_address
 
 
-@lowers(ir.TmaLoadOp)
 def _tma_load(ctx: KernelLowering, op: ir.TmaLoadOp) -> None:
     b = ctx.b
     issuer = issuer_predicate(ctx, op.predicate)
@@ -36,7 +35,6 @@ def _tma_load(ctx: KernelLowering, op: ir.TmaLoadOp) -> None:
     )
 
 
-@lowers(ir.TmaStoreOp)
 def _tma_store(ctx: KernelLowering, op: ir.TmaStoreOp) -> None:
     b = ctx.b
     issuer = issuer_predicate(ctx, op.predicate)
@@ -57,8 +55,4 @@ def _tma_store(ctx: KernelLowering, op: ir.TmaStoreOp) -> None:
         b.run("cp.async.bulk.commit_group;", guard=ctx.facts.leader)
 
 
-@lowers(ir.AwaitAsyncCopyOp)
-def _await(ctx: KernelLowering, op: ir.AwaitAsyncCopyOp) -> None:
-    read = ".read" if op.read_only.value.data else ""
-    ctx.b.run(f"cp.async.bulk.wait_group{read} {op.allow_groups.value.data};", guard=ctx.facts.leader)
-    ctx.b.run("bar.sync {}, 128;", ctx.facts.named_barrier)
+RULES: Rules = {ir.TmaLoadOp: _tma_load, ir.TmaStoreOp: _tma_store}

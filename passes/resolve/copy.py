@@ -1,0 +1,28 @@
+"""Which copy engine performs a user's `asyncdsl.async_copy`, as JAX Mosaic GPU picks it."""
+
+from __future__ import annotations
+
+from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.passes.resolve.bulk import resolve_bulk, takes_bulk_path
+from asyncdsl.passes.resolve.collective import is_collective, resolve_collective_copy
+from asyncdsl.passes.resolve.cp_async import resolve_cp_async
+from asyncdsl.passes.resolve.tma import resolve_tma
+
+
+def resolve_copy(copy: ir.AsyncCopyOp) -> None:
+    """Replace `copy` by the hardware ops that perform it (raises CopyError if none can).
+
+    The engine, as the reference picks it: cp.async when asked for; a plain bulk copy when the
+    caller gave up zero fill (`oob` other than "zeros", the default) and the slice is one
+    contiguous run needing no tensor map; tiled TMA (which zero-fills) otherwise.
+    """
+    if is_collective(copy):
+        resolve_collective_copy(copy)
+        return
+    if copy.implementation.data == "cp_async":
+        resolve_cp_async(copy)
+        return
+    if takes_bulk_path(copy):
+        resolve_bulk(copy)
+        return
+    resolve_tma(copy)
