@@ -2,7 +2,7 @@
 `cp.async.bulk.tensor ... .im2col` load, and the im2col descriptor the host encodes.
 
 An im2col copy loads, into each row of an SMEM buffer, the channels of one pixel of one
-convolution window of a channels-last image batch (`asyncdsl.interpret.im2col_engine` says which).
+convolution window of a channels-last image batch (`asyncdsl.interpret.im2col` says which).
 The user-level op keeps what the user wrote; `resolve-transforms` turns it into one
 `asyncdsl.tma_load_im2col` whose `#asyncdsl.im2col_desc` mirrors `Im2colTensorMapSpec`.
 """

@@ -16,7 +16,7 @@ from xdsl.parser import Parser
 
 import asyncdsl as ad
 from asyncdsl.dialects.im2col_ops import Im2colDescriptorAttr
-from asyncdsl.interpret import im2col_engine
+from asyncdsl.interpret import im2col
 from asyncdsl.kernel_binary import Im2colTensorMapSpec
 from asyncdsl.passes.pipeline import ir_text, make_context
 from asyncdsl.runtime import tensormap
@@ -187,8 +187,8 @@ def odometer_rows(x, spec: Im2colTensorMapSpec, coords, offsets) -> np.ndarray:
     """The walk as the PTX ISA words it, one window at a time: W steps by its stride, wrapping to
     the lower corner past the upper one and carrying into H, D and finally the image index."""
     n, *position, c0 = coords
-    box = im2col_engine.bounding_box(spec)
-    strides = im2col_engine.traversal_strides(spec)
+    box = im2col.bounding_box(spec)
+    strides = im2col.traversal_strides(spec)
     rows = np.zeros((spec.pixels_per_column, spec.channels_per_pixel), x.dtype)
     for row in range(spec.pixels_per_column):
         pixel = [p + o for p, o in zip(position, offsets)]
@@ -232,7 +232,7 @@ def test_vectorised_walk_matches_the_one_window_at_a_time_walk(case):
         global_strides=tuple(int(s) for s in x.strides), lower_corner=tuple(lower), upper_corner=tuple(upper),
         channels_per_pixel=per_pixel, pixels_per_column=pixels, element_strides=(1, *strides, 1),
     )
-    rows = im2col_engine.load_im2col(x.reshape(-1).view(np.uint8), spec, coords, offsets)
+    rows = im2col.load_im2col(x.reshape(-1).view(np.uint8), spec, coords, offsets)
     assert same_bytes(rows.view(np.int32).reshape(pixels, per_pixel), odometer_rows(x, spec, coords, offsets))
 
 

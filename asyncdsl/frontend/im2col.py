@@ -10,7 +10,7 @@
     )
 
 Row i of `rows` receives channels `c .. c + 63` of the tap's pixel in the i-th window after the
-first, windows walking W, then H, then the image index (`asyncdsl.interpret.im2col_engine`).
+first, windows walking W, then H, then the image index (`asyncdsl.interpret.im2col`).
 """
 
 from __future__ import annotations

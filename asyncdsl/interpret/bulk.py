@@ -1,5 +1,4 @@
-"""The interpreter's contiguous bulk copies (`asyncdsl.bulk_load` / `bulk_store`), mixed into
-`AsyncDslFunctions`.
+"""The interpreter's contiguous bulk copies (`asyncdsl.bulk_load` / `bulk_store`), one set of the interpreter's op implementations.
 
 A bulk copy moves the bytes of its SMEM buffer from or to the argument's bytes at the window's
 first element, as the lowering addresses them (`asyncdsl.hw.gmem_runs`), completing when issued
@@ -13,7 +12,7 @@ cover the bytes actually moved: a load's on its barrier phase, a store's on its 
 
 from __future__ import annotations
 
-from xdsl.interpreter import Interpreter, PythonValues, impl
+from xdsl.interpreter import Interpreter, PythonValues, impl, register_impls
 
 from asyncdsl import dtypes
 from asyncdsl.dialects import asyncdsl as ir
@@ -22,6 +21,7 @@ from asyncdsl.hw import gmem_runs
 from asyncdsl.hw.bulk import clamped_bytes
 from asyncdsl.hw.limits import BULK_ALIGNMENT
 from asyncdsl.interpret.diagnosis import diagnosed, origin
+from asyncdsl.interpret.functions import WarpgroupFunctions
 from asyncdsl.interpret.memory import GlobalArgument
 from asyncdsl.interpret.operands import barrier_address, operand_values, predicated_off
 from asyncdsl.interpret.races import AsyncRead, AsyncWrite
@@ -52,7 +52,8 @@ def _moved_range(op, argument: GlobalArgument, values: dict, what: str) -> tuple
     return offset, moved
 
 
-class BulkCopyFunctions:
+@register_impls
+class BulkFunctions(WarpgroupFunctions):
     """Bulk loads and stores, executed by `self.warpgroup`."""
 
     @impl(ir.BulkLoadOp)

@@ -1,5 +1,4 @@
-"""The interpreter's cp.async fallback (`asyncdsl.cp_async_load`, `await_cp_async_copy`), mixed
-into `AsyncDslFunctions`.
+"""The interpreter's cp.async fallback (`asyncdsl.cp_async_load`, `await_cp_async_copy`).
 
 Every chunk of the copy lands where `CpAsyncPlan.chunk_offsets` puts it, swizzled on its
 absolute shared address (the CTA's base is 1024-aligned, so the offset's low bits are the
@@ -20,7 +19,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 import numpy as np
-from xdsl.interpreter import Interpreter, PythonValues, impl
+from xdsl.interpreter import Interpreter, PythonValues, impl, register_impls
 
 from asyncdsl import dtypes
 from asyncdsl.dialects import asyncdsl as ir
@@ -30,6 +29,7 @@ from asyncdsl.hw.cp_async import CpAsyncPlan
 from asyncdsl.hw.limits import SWIZZLE_PERIOD
 from asyncdsl.hw.swizzle import swizzled
 from asyncdsl.interpret.diagnosis import diagnosed, origin
+from asyncdsl.interpret.functions import WarpgroupFunctions
 from asyncdsl.interpret.operands import barrier_address, operand_values
 from asyncdsl.interpret.races import GenericWrite
 from asyncdsl.interpret.waits import Proceed
@@ -48,7 +48,8 @@ def _byte_maps(plan: CpAsyncPlan, smem_phase: int) -> tuple[np.ndarray, np.ndarr
     return gmem_bytes, smem_bytes
 
 
-class CpAsyncFunctions:
+@register_impls
+class CpAsyncFunctions(WarpgroupFunctions):
     """cp.async copies and their waits, executed by `self.warpgroup`."""
 
     @impl(ir.CpAsyncLoadOp)

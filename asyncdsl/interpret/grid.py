@@ -24,17 +24,42 @@ from xdsl.interpreters.scf import ScfFunctions
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects import kernel_attrs as attrs
 from asyncdsl.errors import AsyncDSLError
-from asyncdsl.interpret.functions import AsyncDslFunctions, origin
+from asyncdsl.interpret.bulk import BulkFunctions
+from asyncdsl.interpret.collective import CollectiveFunctions
+from asyncdsl.interpret.copy import CopyFunctions
+from asyncdsl.interpret.core import CoreFunctions
+from asyncdsl.interpret.cp_async import CpAsyncFunctions
+from asyncdsl.interpret.diagnosis import origin
+from asyncdsl.interpret.functions import WarpgroupFunctions
+from asyncdsl.interpret.im2col import Im2colFunctions
 from asyncdsl.interpret.memory import GlobalArgument
+from asyncdsl.interpret.prefetch import PrefetchFunctions
+from asyncdsl.interpret.row_gather import RowGatherFunctions
 from asyncdsl.interpret.scalars import IndexArithFunctions
 from asyncdsl.interpret.scheduler import ClusterScheduler, SoloScheduler
 from asyncdsl.interpret.state import BarrierInit, Cta, Launch, Warpgroup
+from asyncdsl.interpret.sync import SyncFunctions
+from asyncdsl.interpret.tma import TmaFunctions
 from asyncdsl.interpret.waits import Rendezvous, RendezvousWait
 from asyncdsl.ir_locations import from_ir_location
 
 # The lowering keeps index values in 32-bit registers; xDSL wraps them the same way.
 INDEX_BITWIDTH = 32
 _STATELESS_FUNCTIONS = (ArithFunctions(), ScfFunctions(), FuncFunctions())
+
+# The `asyncdsl` ops a warpgroup runs, one set per feature (each module of this package).
+FUNCTIONS: tuple[type[WarpgroupFunctions], ...] = (
+    CoreFunctions,
+    SyncFunctions,
+    CopyFunctions,
+    TmaFunctions,
+    BulkFunctions,
+    CpAsyncFunctions,
+    CollectiveFunctions,
+    PrefetchFunctions,
+    Im2colFunctions,
+    RowGatherFunctions,
+)
 
 
 def run_kernel(module: ModuleOp, arguments: Sequence[GlobalArgument], grid: tuple[int, int, int]) -> None:
@@ -83,13 +108,17 @@ class _Program:
         self.kernel = kernel
         self._index_arith = IndexArithFunctions()
 
-    def interpreter(self, functions: AsyncDslFunctions) -> Interpreter:
+    def interpreter(self, warpgroup: Warpgroup | None) -> tuple[Interpreter, list[WarpgroupFunctions]]:
+        """An interpreter running as `warpgroup`, and its function sets (whose `warpgroup` a
+        caller reusing the interpreter for another warpgroup switches)."""
         interpreter = Interpreter(self.module, index_bitwidth=INDEX_BITWIDTH)
         for stateless in _STATELESS_FUNCTIONS:
             interpreter.register_implementations(stateless)
         interpreter.register_implementations(self._index_arith, override=True)
-        interpreter.register_implementations(functions)
-        return interpreter
+        function_sets = [function_set(warpgroup) for function_set in FUNCTIONS]
+        for function_set in function_sets:
+            interpreter.register_implementations(function_set)
+        return interpreter, function_sets
 
 
 def _cluster_barrier(cluster_id: tuple[int, int, int], members: list[Warpgroup]) -> Rendezvous:
@@ -98,13 +127,13 @@ def _cluster_barrier(cluster_id: tuple[int, int, int], members: list[Warpgroup])
 
 def _run_solo(program: _Program, launch: Launch, barriers: list[BarrierInit]) -> None:
     scheduler = SoloScheduler(launch.kernel)
-    functions = AsyncDslFunctions(warpgroup=None)
-    interpreter = program.interpreter(functions)
+    interpreter, function_sets = program.interpreter(None)
     for program_id in _positions(launch.grid):
         (warpgroup,) = Cta(launch, program_id, 0, barriers).warpgroups
         warpgroup.scheduler = scheduler
         warpgroup.cluster_barrier = _cluster_barrier(program_id, [warpgroup])
-        functions.warpgroup = warpgroup
+        for function_set in function_sets:
+            function_set.warpgroup = warpgroup
         interpreter.call_op(program.kernel, launch.arguments)
 
 
@@ -132,7 +161,8 @@ def _run_cluster(
 
 def _run_warpgroup(program: _Program, warpgroup: Warpgroup) -> None:
     launch = warpgroup.cta.launch
-    program.interpreter(AsyncDslFunctions(warpgroup)).call_op(program.kernel, launch.arguments)
+    interpreter, _ = program.interpreter(warpgroup)
+    interpreter.call_op(program.kernel, launch.arguments)
     cluster_barrier = warpgroup.cluster_barrier
     if launch.cluster_size > 1:
         generation = cluster_barrier.arrive(warpgroup)

@@ -1,9 +1,6 @@
-"""TMA reductions on a GMEM argument's bytes: read the box, combine, write back.
-
-The copy engine does a read-modify-write of each in-bounds element of the box; elements past the
-high end are skipped like those of a store, and negative coordinates fault like a store's.  The
-arithmetic (`combine`) is typed by the descriptor's tensor-map type, which is where the hardware
-takes signedness and width from.
+"""The arithmetic of TMA reductions on numpy arrays (`combine`), typed by the descriptor's
+tensor-map type, which is where the hardware takes signedness and width from.  The
+read-modify-write of a box is `tma.py`'s.
 
 Arithmetic (`combine`), per element `d` (GMEM) and `s` (SMEM): integer add wraps around; float
 add rounds once to the element type (16-bit floats: the exact sum rounded to nearest even, which
@@ -31,20 +28,6 @@ from asyncdsl.dtypes import (
     bfloat16,
 )
 from asyncdsl.hw.reduction import PTX_OP
-from asyncdsl.interpret import tma
-from asyncdsl.kernel_binary import TiledTensorMapSpec
-
-
-def reduce_gmem_box(
-    raw: np.ndarray, spec: TiledTensorMapSpec, coords, box: np.ndarray, op: str, argument: str
-) -> None:
-    """Combine `box` (bytes, as `tma.read_smem_box` returns) into the box at `coords` of the
-    descriptor's view of `raw` with reduction `op`."""
-    current = tma.read_gmem_box(raw, spec, coords, argument)  # zeros where out of bounds
-    combined = combine(op, spec.dtype_code, current, box)
-    result = np.ascontiguousarray(combined).view(np.uint8).reshape(box.shape)
-    tma.write_gmem_box(raw, spec, coords, result, argument)  # clipped; faults below zero
-
 
 NUMPY_TYPES: dict[int, np.dtype] = {
     TMA_FLOAT16: np.dtype(np.float16),

@@ -1,5 +1,4 @@
-"""The interpreter's row gathers and scatters (`asyncdsl.tma_gather4` / `tma_scatter4`), mixed
-into `AsyncDslFunctions`.
+"""The interpreter's row gathers and scatters (`asyncdsl.tma_gather4` / `tma_scatter4`).
 
 Each instruction reads its four row indices from the SMEM index buffer (a read the race log
 checks: indices a TMA load brought must have been waited for), then moves four rows of the
@@ -13,19 +12,21 @@ swizzled like a tiled box.
 from __future__ import annotations
 
 import numpy as np
-from xdsl.interpreter import Interpreter, PythonValues, impl
+from xdsl.interpreter import Interpreter, PythonValues, impl, register_impls
 
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.hw.limits import GATHER4_ROWS
 from asyncdsl.interpret import tma
 from asyncdsl.interpret.diagnosis import diagnosed, origin
+from asyncdsl.interpret.functions import WarpgroupFunctions
 from asyncdsl.interpret.operands import barrier_address, operand_values
 from asyncdsl.interpret.races import AsyncRead, AsyncWrite
 
 _SIGN = 1 << 31
 
 
-class RowGatherFunctions:
+@register_impls
+class RowGatherFunctions(WarpgroupFunctions):
     """gather4/scatter4 instructions, executed by `self.warpgroup`."""
 
     def _row_coordinates(self, op: ir.TmaGather4Op | ir.TmaScatter4Op, values: dict, what: str) -> list[int]:

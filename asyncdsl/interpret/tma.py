@@ -33,9 +33,11 @@ from typing import Protocol
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
+from xdsl.interpreter import Interpreter, PythonValues, impl, register_impls
 
+from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects.descriptor_attrs import TmaDescriptorAttr
-from asyncdsl.errors import ArgumentError, CopyError, InterpretError, OutOfBoundsError
+from asyncdsl.errors import ArgumentError, AsyncDSLError, CopyError, InterpretError, OutOfBoundsError
 from asyncdsl.hw.limits import (
     MIN_INNER_BOX_BYTES,
     SWIZZLE_CHUNK,
@@ -45,6 +47,14 @@ from asyncdsl.hw.limits import (
 )
 from asyncdsl.hw.swizzle import swizzled
 from asyncdsl.hw.tma import view_extent_bytes
+from asyncdsl.interpret.collective import multicast_destinations, pair_leader
+from asyncdsl.interpret.diagnosis import diagnosed, origin
+from asyncdsl.interpret.functions import WarpgroupFunctions
+from asyncdsl.interpret.memory import SmemBuffer
+from asyncdsl.interpret.operands import barrier_address, operand_values, predicated_off
+from asyncdsl.interpret.races import AsyncRead, AsyncWrite
+from asyncdsl.interpret.reduction import combine
+from asyncdsl.interpret.state import Warpgroup
 from asyncdsl.kernel_binary import TiledTensorMapSpec
 
 _UINT_OF_SIZE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
@@ -379,3 +389,105 @@ def write_smem_rows(smem: np.ndarray, start: int, end: int, spec, rows: np.ndarr
     rows)."""
     elements = rows.view(np.dtype(f"u{spec.element_bytes}")).reshape(rows.shape[:-1])
     box_to_smem_bytes(elements, spec.swizzle_bytes, start, smem[start:end])
+
+
+def smem_box_range(warpgroup: Warpgroup, buffer: SmemBuffer, spec: TiledTensorMapSpec, what: str) -> tuple[int, int]:
+    """The bytes [start, end) of shared memory a box of `spec` spans in `buffer`, checked."""
+    length = smem_footprint(spec)
+    if length > buffer.nbytes:
+        raise OutOfBoundsError(
+            f"{what} spans {length} bytes of shared memory but its buffer (allocated at "
+            f"{buffer.origin}) holds {buffer.nbytes}"
+        )
+    warpgroup.cta.smem.check(buffer.offset, length, what)
+    return buffer.offset, buffer.offset + length
+
+
+def reduce_gmem_box(
+    raw: np.ndarray, spec: TiledTensorMapSpec, coords, box: np.ndarray, op: str, argument: str
+) -> None:
+    """Combine `box` (bytes, as `read_smem_box` returns) into the box at `coords` of the
+    descriptor's view of `raw` with reduction `op`: the copy engine's read-modify-write of each
+    in-bounds element (past the high end skipped, negative coordinates faulting, as a store)."""
+    current = read_gmem_box(raw, spec, coords, argument)  # zeros where out of bounds
+    combined = combine(op, spec.dtype_code, current, box)
+    result = np.ascontiguousarray(combined).view(np.uint8).reshape(box.shape)
+    write_gmem_box(raw, spec, coords, result, argument)
+
+
+@register_impls
+class TmaFunctions(WarpgroupFunctions):
+    """TMA tensor loads (plain, multicast and leader-tracked) and stores (and reductions).
+
+    A multicast load (`multicast_mask`) reads its box once and, for every CTA of the mask, writes
+    it at the same SMEM offset and completes its bytes on that CTA's barrier at the same offset.  A
+    leader-tracked load (`partition`) completes every destination's bytes on the barrier of the
+    pair's CTA at x = 0 instead; a partitioned one writes only its own CTA.  Each destination's race
+    log records the write with the barrier phase that completes it.
+    """
+
+    @impl(ir.TmaLoadOp)
+    @diagnosed
+    def run_tma_load(self, interpreter: Interpreter, op: ir.TmaLoadOp, args: PythonValues):
+        values = operand_values(op, args)
+        if predicated_off(op, values):
+            return ()
+        warpgroup, cta = self.warpgroup, self.warpgroup.cta
+        spec = descriptor_spec(op.descriptor)
+        address = barrier_address(op, values)
+        if op.expect_tx_bytes.value.data:
+            warpgroup.mbarrier(address).arrive_expect_tx(op.expect_tx_bytes.value.data, warpgroup.clock)
+        collective = op.multicast_mask is not None or op.partition is not None
+        if op.multicast_mask is not None:
+            what = "the multicast TMA load"
+            destinations = multicast_destinations(cta, values[op.multicast_mask].value.data)
+        else:
+            what = "the partitioned TMA load" if collective else "the TMA load"
+            destinations = [cta]
+        tracker = pair_leader(cta) if op.partition is not None else None
+        start, end = smem_box_range(warpgroup, values[op.smem], spec, what)
+        for destination in destinations:
+            target = f"{what} into {destination.label}" if collective else what
+            destination.accesses.check_write(start, end, warpgroup.clock, target)
+        argument = cta.launch.arguments[spec.arg_index]
+        box = read_gmem_box(argument.raw, spec, [values[c].value.data for c in op.coords], argument.name)
+        for destination in destinations:
+            write_smem_box(destination.smem.bytes, start, spec, box)
+            owner = tracker or destination
+            barrier = owner.mbarriers[address]
+            try:
+                phase = barrier.complete_tx(box_bytes(spec))
+            except AsyncDSLError as error:
+                if not collective:
+                    raise
+                raise type(error)(f"in {owner.label}: {error.message}") from None
+            name = barrier.name if owner is cta else f"{barrier.name} in {owner.label}"
+            destination.accesses.record_write(AsyncWrite(start, end, barrier.key, phase, name, origin(op)))
+        return ()
+
+    @impl(ir.TmaStoreOp)
+    @diagnosed
+    def run_tma_store(self, interpreter: Interpreter, op: ir.TmaStoreOp, args: PythonValues):
+        values = operand_values(op, args)
+        warpgroup, cta = self.warpgroup, self.warpgroup.cta
+        if predicated_off(op, values):
+            # Skipped, but its commit still closes a (possibly empty) group, as on the GPU.
+            if op.commit.value.data:
+                warpgroup.committed_groups += 1
+            return ()
+        spec = descriptor_spec(op.descriptor)
+        start, end = smem_box_range(warpgroup, values[op.smem], spec, "the TMA store")
+        cta.accesses.check_read(start, end, warpgroup.clock, "the TMA store")
+        argument = cta.launch.arguments[spec.arg_index]
+        coords = [values[c].value.data for c in op.coords]
+        box = read_smem_box(cta.smem.bytes, start, spec)
+        if op.reduction is not None:
+            reduce_gmem_box(argument.raw, spec, coords, box, op.reduction.data, argument.name)
+        else:
+            write_gmem_box(argument.raw, spec, coords, box, argument.name)
+        # The store belongs to the group the next commit closes.
+        group = warpgroup.committed_groups + 1
+        cta.accesses.record_read(AsyncRead(start, end, warpgroup.bulk_key, group, warpgroup.label, origin(op)))
+        if op.commit.value.data:
+            warpgroup.committed_groups = group
+        return ()
