@@ -46,32 +46,24 @@ from asyncdsl.errors import (
     TransformError,
     UnsupportedTargetError,
 )
-from asyncdsl.frontend.im2col import async_copy_im2col
-from asyncdsl.frontend.kernel import Kernel, constexpr, kernel
-from asyncdsl.frontend.ops import (
-    CopyPartition,
-    async_copy,
-    await_async_copy,
-    await_cp_async_copy,
-    barrier,
+from asyncdsl.frontend.control import range, when
+from asyncdsl.frontend.copy import CopyPartition, async_copy, await_async_copy, await_cp_async_copy
+from asyncdsl.frontend.core import (
     cdiv,
-    cluster_barrier,
     cluster_cta_id,
     cluster_id,
-    cta_barrier,
-    fence_async_smem,
     num_programs,
     program_id,
-    range,
     smem,
-    warpgroup_barrier,
     warpgroup_idx,
-    when,
 )
+from asyncdsl.frontend.im2col import async_copy_im2col
+from asyncdsl.frontend.kernel import Kernel, constexpr, kernel
 from asyncdsl.frontend.prefetch import async_prefetch
 from asyncdsl.frontend.refs import ds
 from asyncdsl.frontend.row_gather import async_gather, async_scatter
 from asyncdsl.frontend.specialize import ArraySpec
+from asyncdsl.frontend.sync import barrier, cluster_barrier, cta_barrier, fence_async_smem, warpgroup_barrier
 from asyncdsl.hw.transforms import (
     CollapseLeadingIndicesTransform,
     DropUnitDimsTransform,

@@ -9,7 +9,7 @@ fp8 types travel as 8-bit integers, like the reference system does.
 2k in the low nibble of byte k of the row-major order (the order of CUDA's packed
 `__nv_fp4x2_e2m1`: first element in the low bits).  Hopper's TMA has no 4-bit type, so their copies travel as bytes
 (`asyncdsl.hw.packed`); numpy holds them unpacked, one per byte (ml_dtypes), and
-`packed_elements.pack`/`unpack` convert at the host boundary.  2-bit integers have no Hopper
+`hw.packed.pack`/`unpack` convert at the host boundary.  2-bit integers have no Hopper
 copy path at all and are refused by name.
 """
 

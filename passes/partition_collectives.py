@@ -79,7 +79,7 @@ def _partition(load: ir.TmaLoadOp, group: CollectiveGroup) -> None:
     partition = load.partition.data if load.partition is not None else None
     if partition is not None:
         _leader_arrives(load, builder, index, load.expect_tx_bytes.value.data * group.size)
-    if partition == "partitioned":  # already this CTA's half (copy_resolution.collective)
+    if partition == "partitioned":  # already this CTA's half (resolve/collective.py)
         _replace(load, load.smem, list(load.coords), load.descriptor, 0, None, partition)
         return
     spec = load.descriptor.spec()

@@ -7,8 +7,8 @@ descriptor (`#asyncdsl.tma_desc`) views the GMEM argument through the commuted t
 squeezed dims collapsed past 5 dims) and whose coordinates are the slice starts pushed through
 that chain. Everything TMA cannot do is rejected here with a `CopyError` at the user's line
 (rank > 5, box > 256, 16-byte stride and minor-dim rules, swizzle width, SMEM shape mismatch).
-The planning itself is `asyncdsl.hw.tma`; `passes/copy_resolution` picks the copy engine
-and builds the index arithmetic in IR.
+The planning itself is `asyncdsl.hw` (one planner per copy engine); `passes/resolve` picks the
+engine (`copy.py`) and builds the index arithmetic in IR, one module per engine.
 
 Example: `async_copy(x.at[i, ds(j, 64), :], buf, barrier=bar)` with x: 8x256x128xf32,
 buf: 64x128xf32 (dim 0 squeezed, then unit-dropped):

@@ -20,9 +20,9 @@ from collections.abc import Sequence
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.errors import TraceError, user_location
 from asyncdsl.frontend import tracer as tracing
-from asyncdsl.frontend.barriers import Barrier
 from asyncdsl.frontend.refs import GmemRef, GmemView, SmemRef
 from asyncdsl.frontend.scalars import IndexLike, Scalar, condition_value, index_value
+from asyncdsl.frontend.sync import Barrier
 
 
 def _image_batch(src: object) -> GmemRef:

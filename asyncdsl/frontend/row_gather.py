@@ -23,9 +23,9 @@ from __future__ import annotations
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.errors import TraceError, user_location
 from asyncdsl.frontend import tracer as tracing
-from asyncdsl.frontend.barriers import Barrier
 from asyncdsl.frontend.refs import GmemRef, GmemView, SmemRef
 from asyncdsl.frontend.scalars import index_value
+from asyncdsl.frontend.sync import Barrier
 
 
 def _column_window(side: object, what: str) -> tuple[GmemRef, object, int]:

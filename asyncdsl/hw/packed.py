@@ -92,7 +92,7 @@ def as_byte_copy(
 ) -> ByteCopy:
     """Restate the copy of `transforms(gmem[gmem_slice])` (4-bit `dtype`) as a uint8 copy.
 
-    Arguments are those of `tma_plan.plan_tiled_copy`.  Raises CopyError when a minor-dim extent
+    Arguments are those of `hw.tma.plan_tiled_copy`.  Raises CopyError when a minor-dim extent
     or start is not a whole number of bytes, or a transform moves the minor dim.
     """
     per_byte = elements_per_byte(dtype)

@@ -88,7 +88,7 @@ class TmaCopyPlan:
         return count * self.element_bytes
 
     # The plan's view always starts at the buffer's base (transforms never offset it), steps by
-    # one element in every dim and fills out-of-bounds loads with zeros; tma_emulation reads
+    # one element in every dim and fills out-of-bounds loads with zeros; the interpreter reads
     # these like those of a TiledTensorMapSpec.
     base_offset_bytes: ClassVar[int] = 0
     element_strides: ClassVar[tuple[int, ...]] = ()

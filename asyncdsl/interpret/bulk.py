@@ -3,7 +3,7 @@
 A bulk copy moves the bytes of its SMEM buffer from or to the argument's bytes at the window's
 first element, as the lowering addresses them (`asyncdsl.hw.gmem_runs`), completing when issued
 like every copy here.  Under oob="undefined" the byte count is clamped exactly as on the GPU
-(`bulk_plan.clamped_bytes`): SMEM past the clamp keeps what it held and a load completes the
+(`hw.bulk.clamped_bytes`): SMEM past the clamp keeps what it held and a load completes the
 missing bytes on its barrier (a load that arrives announces only the bytes it moves).  Under
 oob="promise_in_bounds" a window leaving the array is an OutOfBoundsError.  A GMEM address the
 GPU would fault on (not 16-byte aligned, from a traced start) is an InterpretError.  Race records

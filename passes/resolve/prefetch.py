@@ -1,6 +1,6 @@
 """Resolving an L2 prefetch (`asyncdsl.async_prefetch`) into one `asyncdsl.tma_prefetch`.
 
-The slice is planned exactly like the GMEM side of a tiled TMA load (`tma_plan.plan_tiled_copy`,
+The slice is planned exactly like the GMEM side of a tiled TMA load (`hw.tma.plan_tiled_copy`,
 without an SMEM side), so a prefetch and a later load of the same slice, transforms and swizzle
 carry equal descriptors, which `allocate-descriptor-scratch` then numbers once. The same TMA
 rules apply (box dims, 16-byte strides, swizzle width) and are reported the same way.

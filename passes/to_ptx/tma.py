@@ -1,7 +1,7 @@
 """Lowering of TMA tensor loads and stores (and reductions).
 
 The leader thread of the warpgroup issues every copy (and its expect-tx arrival); coordinates go
-innermost first (`copy_operands`).
+innermost first (`operands`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""mbarriers as kernel code sees them: a group from `asyncdsl.barrier(...)`, indexable.
+"""Synchronisation in kernel code: mbarrier groups from `asyncdsl.barrier(...)`, fences, and
+warpgroup-, CTA- and cluster-wide barriers.
 
 A group of one barrier can be used directly (`bar.wait()`); a larger group is indexed with a
 Python int or a traced index (`bars[slot].wait()`). `wait()` tracks the phase for the user; an
@@ -12,6 +13,7 @@ from xdsl.ir import SSAValue
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.errors import TraceError, user_location
 from asyncdsl.frontend import tracer as tracing
+from asyncdsl.frontend.core import allocation_tracer
 from asyncdsl.frontend.scalars import IndexLike, Scalar, index_value, is_index
 
 
@@ -81,3 +83,35 @@ class Barriers(Barrier):
                 f"this barrier group holds {self.num} barriers; pick one with bars[i]", user_location()
             )
         return super().operands()
+
+
+def barrier(arrival_count: int = 1, num: int = 1) -> Barriers:
+    """`num` mbarriers, each completing a phase after `arrival_count` arrivals (plus any
+    expected async-copy bytes). Index the group for one barrier: `bars[i]`."""
+    tracer = allocation_tracer("asyncdsl.barrier")
+    for name, value in (("arrival_count", arrival_count), ("num", num)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TraceError(f"asyncdsl.barrier: {name} must be a Python int, got {value!r}", user_location())
+    op = tracer.emit(ir.AllocBarriersOp(num, arrival_count))
+    return Barriers(op.results[0], num, arrival_count)
+
+
+def fence_async_smem() -> None:
+    """Make SMEM written by ordinary stores visible to TMA and tensor cores, then sync the
+    warpgroup. Call it between writing a buffer and an async copy that reads it."""
+    tracing.current("asyncdsl.fence_async_smem").emit(ir.FenceAsyncSmemOp())
+
+
+def warpgroup_barrier() -> None:
+    """All threads of the warpgroup meet."""
+    tracing.current("asyncdsl.warpgroup_barrier").emit(ir.WarpgroupBarrierOp())
+
+
+def cta_barrier() -> None:
+    """All threads of the CTA meet."""
+    tracing.current("asyncdsl.cta_barrier").emit(ir.CtaBarrierOp())
+
+
+def cluster_barrier() -> None:
+    """All threads of every CTA in the cluster meet."""
+    tracing.current("asyncdsl.cluster_barrier").emit(ir.ClusterBarrierOp())

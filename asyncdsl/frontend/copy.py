@@ -1,105 +1,19 @@
-"""The operations kernel code calls: ids, shared memory, barriers, copies, control flow."""
+"""Asynchronous copies in kernel code: `async_copy` between a GMEM slice and an SMEM buffer,
+and waiting for them."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from xdsl.dialects import scf
-from xdsl.dialects.builtin import IndexType
-from xdsl.ir import Block, Region
-
-from asyncdsl import dtypes
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects.transform_attrs import transform_attr
 from asyncdsl.errors import TraceError, user_location
 from asyncdsl.frontend import tracer as tracing
-from asyncdsl.frontend.barriers import Barrier, Barriers
 from asyncdsl.frontend.refs import GmemRef, GmemView, SmemRef
-from asyncdsl.frontend.scalars import IndexLike, Scalar, condition_value, index_value, is_index
+from asyncdsl.frontend.scalars import Scalar, condition_value, index_value
+from asyncdsl.frontend.sync import Barrier
 from asyncdsl.hw.transforms import MemRefTransform
-from asyncdsl.ir_locations import to_ir_location
-
-# ---------------------------------------------------------------------------------------------
-# Where am I.
-
-
-def cdiv(a: IndexLike, b: IndexLike) -> IndexLike:
-    """Ceiling division, for Python ints (grids) and traced indices alike."""
-    return (a + b - 1) // b
-
-
-def _axis_id(op_class, axis: int, what: str) -> Scalar:
-    if axis not in (0, 1, 2):
-        raise TraceError(f"{what}: axis must be 0, 1 or 2, got {axis!r}", user_location())
-    return Scalar(tracing.current(what).emit(op_class(axis)).results[0])
-
-
-def program_id(axis: int) -> Scalar:
-    """Index of this CTA in the grid along `axis`."""
-    return _axis_id(ir.ProgramIdOp, axis, "asyncdsl.program_id")
-
-
-def num_programs(axis: int) -> Scalar:
-    """Number of CTAs in the grid along `axis`."""
-    return _axis_id(ir.NumProgramsOp, axis, "asyncdsl.num_programs")
-
-
-def cluster_cta_id(axis: int) -> Scalar:
-    """Index of this CTA inside its cluster along `axis`."""
-    return _axis_id(ir.ClusterCtaIdOp, axis, "asyncdsl.cluster_cta_id")
-
-
-def cluster_id(axis: int) -> Scalar:
-    """Index of this CTA's cluster in the grid along `axis`."""
-    return _axis_id(ir.ClusterIdOp, axis, "asyncdsl.cluster_id")
-
-
-def warpgroup_idx() -> Scalar:
-    """Index of the executing warpgroup in its CTA (for producer/consumer roles)."""
-    return Scalar(tracing.current("asyncdsl.warpgroup_idx").emit(ir.WarpgroupIdxOp()).results[0])
-
-
-# ---------------------------------------------------------------------------------------------
-# Shared memory and barriers.
-
-
-def _allocation_tracer(what: str) -> tracing.Tracer:
-    tracer = tracing.current(what)
-    if not tracer.at_top_level:
-        raise TraceError(
-            f"{what} allocates for the whole kernel: call it at the top level of the kernel, not "
-            "inside asyncdsl.range or asyncdsl.when",
-            user_location(),
-        )
-    return tracer
-
-
-def smem(shape: Sequence[int] | int, dtype) -> SmemRef:
-    """A buffer of `shape` elements of `dtype` in the CTA's shared memory."""
-    tracer = _allocation_tracer("asyncdsl.smem")
-    shape = (shape,) if isinstance(shape, int) else tuple(shape)
-    if not shape or any(isinstance(d, bool) or not isinstance(d, int) or d <= 0 for d in shape):
-        raise TraceError(f"asyncdsl.smem needs a shape of positive Python ints, got {shape!r}", user_location())
-    element = dtypes.as_dtype(dtype)
-    op = tracer.emit(ir.AllocSmemOp(shape, element.mlir()))
-    return SmemRef(op.results[0], shape, element)
-
-
-def barrier(arrival_count: int = 1, num: int = 1) -> Barriers:
-    """`num` mbarriers, each completing a phase after `arrival_count` arrivals (plus any
-    expected async-copy bytes). Index the group for one barrier: `bars[i]`."""
-    tracer = _allocation_tracer("asyncdsl.barrier")
-    for name, value in (("arrival_count", arrival_count), ("num", num)):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TraceError(f"asyncdsl.barrier: {name} must be a Python int, got {value!r}", user_location())
-    op = tracer.emit(ir.AllocBarriersOp(num, arrival_count))
-    return Barriers(op.results[0], num, arrival_count)
-
-
-# ---------------------------------------------------------------------------------------------
-# Copies.
 
 
 @dataclass(frozen=True)
@@ -230,77 +144,3 @@ def await_cp_async_copy(allow_groups: int = 0) -> None:
     copies with `implementation="cp_async"` and no barrier) are still pending, then sync the
     warpgroup so that every thread sees every thread's chunks."""
     tracing.current("asyncdsl.await_cp_async_copy").emit(ir.AwaitCpAsyncCopyOp(allow_groups))
-
-
-def fence_async_smem() -> None:
-    """Make SMEM written by ordinary stores visible to TMA and tensor cores, then sync the
-    warpgroup. Call it between writing a buffer and an async copy that reads it."""
-    tracing.current("asyncdsl.fence_async_smem").emit(ir.FenceAsyncSmemOp())
-
-
-def warpgroup_barrier() -> None:
-    """All threads of the warpgroup meet."""
-    tracing.current("asyncdsl.warpgroup_barrier").emit(ir.WarpgroupBarrierOp())
-
-
-def cta_barrier() -> None:
-    """All threads of the CTA meet."""
-    tracing.current("asyncdsl.cta_barrier").emit(ir.CtaBarrierOp())
-
-
-def cluster_barrier() -> None:
-    """All threads of every CTA in the cluster meet."""
-    tracing.current("asyncdsl.cluster_barrier").emit(ir.ClusterBarrierOp())
-
-
-# ---------------------------------------------------------------------------------------------
-# Control flow.
-
-
-def range(start: IndexLike, stop: IndexLike | None = None, step: int = 1) -> Iterator[Scalar]:  # noqa: A001
-    """A loop executed on the GPU (`scf.for`): its body is traced once with a traced index.
-
-    Use Python's own `range` to unroll a loop while tracing instead.
-    """
-    tracer = tracing.current("asyncdsl.range")
-    if stop is None:
-        start, stop = 0, start
-    for name, bound in (("start", start), ("stop", stop)):
-        if not is_index(bound):
-            raise TraceError(f"asyncdsl.range {name} must be an int or a traced index, got {bound!r}", user_location())
-    if isinstance(step, bool) or not isinstance(step, int) or step <= 0:
-        raise TraceError(f"asyncdsl.range step must be a positive Python int, got {step!r}", user_location())
-    location = user_location()
-    body = Block([scf.YieldOp()], arg_types=[IndexType()])
-    if location:
-        body.last_op.location = to_ir_location(location)
-    loop = scf.ForOp(index_value(start), index_value(stop), index_value(step), [], body)
-    tracer.emit(loop, location)
-    with tracer.inside(body):
-        try:
-            yield Scalar(body.args[0])
-        except GeneratorExit:
-            # Python closes the generator on `break` without letting it raise: report it at
-            # the next op traced (or at the end of the kernel).
-            tracer.defer_error(
-                TraceError(
-                    "leaving an asyncdsl.range loop early (break/return) cannot be traced: the "
-                    "loop runs on the GPU; use asyncdsl.when to skip work inside it",
-                    location,
-                )
-            )
-
-
-@contextmanager
-def when(condition: Scalar | bool) -> Iterator[None]:
-    """Run the block only where `condition` holds (`scf.if`), uniformly per warpgroup."""
-    tracer = tracing.current("asyncdsl.when")
-    location = user_location()
-    cond = condition_value(condition)
-    then = Block([scf.YieldOp()])
-    if location:
-        then.last_op.location = to_ir_location(location)
-    branch = scf.IfOp(cond, [], Region(then))
-    tracer.emit(branch, location)
-    with tracer.inside(then):
-        yield

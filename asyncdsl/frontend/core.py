@@ -1,0 +1,70 @@
+"""Kernel code's core operations: where the running program is, and shared-memory buffers."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from asyncdsl import dtypes
+from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.errors import TraceError, user_location
+from asyncdsl.frontend import tracer as tracing
+from asyncdsl.frontend.refs import SmemRef
+from asyncdsl.frontend.scalars import IndexLike, Scalar
+
+
+def cdiv(a: IndexLike, b: IndexLike) -> IndexLike:
+    """Ceiling division, for Python ints (grids) and traced indices alike."""
+    return (a + b - 1) // b
+
+
+def _axis_id(op_class, axis: int, what: str) -> Scalar:
+    if axis not in (0, 1, 2):
+        raise TraceError(f"{what}: axis must be 0, 1 or 2, got {axis!r}", user_location())
+    return Scalar(tracing.current(what).emit(op_class(axis)).results[0])
+
+
+def program_id(axis: int) -> Scalar:
+    """Index of this CTA in the grid along `axis`."""
+    return _axis_id(ir.ProgramIdOp, axis, "asyncdsl.program_id")
+
+
+def num_programs(axis: int) -> Scalar:
+    """Number of CTAs in the grid along `axis`."""
+    return _axis_id(ir.NumProgramsOp, axis, "asyncdsl.num_programs")
+
+
+def cluster_cta_id(axis: int) -> Scalar:
+    """Index of this CTA inside its cluster along `axis`."""
+    return _axis_id(ir.ClusterCtaIdOp, axis, "asyncdsl.cluster_cta_id")
+
+
+def cluster_id(axis: int) -> Scalar:
+    """Index of this CTA's cluster in the grid along `axis`."""
+    return _axis_id(ir.ClusterIdOp, axis, "asyncdsl.cluster_id")
+
+
+def warpgroup_idx() -> Scalar:
+    """Index of the executing warpgroup in its CTA (for producer/consumer roles)."""
+    return Scalar(tracing.current("asyncdsl.warpgroup_idx").emit(ir.WarpgroupIdxOp()).results[0])
+
+
+def allocation_tracer(what: str) -> tracing.Tracer:
+    tracer = tracing.current(what)
+    if not tracer.at_top_level:
+        raise TraceError(
+            f"{what} allocates for the whole kernel: call it at the top level of the kernel, not "
+            "inside asyncdsl.range or asyncdsl.when",
+            user_location(),
+        )
+    return tracer
+
+
+def smem(shape: Sequence[int] | int, dtype) -> SmemRef:
+    """A buffer of `shape` elements of `dtype` in the CTA's shared memory."""
+    tracer = allocation_tracer("asyncdsl.smem")
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    if not shape or any(isinstance(d, bool) or not isinstance(d, int) or d <= 0 for d in shape):
+        raise TraceError(f"asyncdsl.smem needs a shape of positive Python ints, got {shape!r}", user_location())
+    element = dtypes.as_dtype(dtype)
+    op = tracer.emit(ir.AllocSmemOp(shape, element.mlir()))
+    return SmemRef(op.results[0], shape, element)
