@@ -40,6 +40,7 @@ from asyncdsl.dialects import (
     descriptor_attrs,
     im2col_ops,
     memory_attrs,
+    option_attrs,
     prefetch_ops,
     row_gather_ops,
     sync_ops,
@@ -101,6 +102,7 @@ OPERATIONS: tuple[type[Operation], ...] = (
 ATTRIBUTES = (
     *memory_attrs.ATTRIBUTES,
     *descriptor_attrs.ATTRIBUTES,
+    *option_attrs.ATTRIBUTES,
     *transform_attrs.TRANSFORM_ATTRS,
     *im2col_ops.ATTRIBUTES,
 )

@@ -19,7 +19,6 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     IntegerType,
     MemRefType,
-    StringAttr,
     i64,
 )
 from xdsl.ir import Operation, SSAValue
@@ -43,8 +42,9 @@ from asyncdsl.dialects.ir_utils import (
     shape_of,
 )
 from asyncdsl.dialects.memory_attrs import BarriersType
-from asyncdsl.hw.bulk import OOB_MODES
+from asyncdsl.dialects.option_attrs import OobAttr
 from asyncdsl.hw.limits import BULK_ALIGNMENT
+from asyncdsl.hw.options import BULK_OOB_MODES, Oob
 
 
 class _BulkCopy(IRDLOperation):
@@ -52,7 +52,7 @@ class _BulkCopy(IRDLOperation):
     declared by each op, in order: `gmem`, `smem`, `starts`, then its own.)"""
 
     slice_sizes = prop_def(DenseArrayBase)
-    oob = prop_def(StringAttr)
+    oob = prop_def(OobAttr)
 
     @property
     def sizes(self) -> tuple[int, ...]:
@@ -71,8 +71,8 @@ class _BulkCopy(IRDLOperation):
         rank = len(shape_of(self.gmem))
         if len(self.starts) != rank or len(self.sizes) != rank:
             raise VerifyException(f"{self.name} needs one start and one size per GMEM dim ({rank})")
-        if self.oob.data not in OOB_MODES:
-            raise VerifyException(f"{self.name} takes oob in {OOB_MODES}, got {self.oob.data!r}")
+        if self.oob.data not in BULK_OOB_MODES:
+            raise VerifyException(f"{self.name} takes oob in {tuple(map(str, BULK_OOB_MODES))}, got {str(self.oob.data)!r}")
         if self.transfer_bytes % BULK_ALIGNMENT:
             raise VerifyException(
                 f"{self.name} moves a multiple of {BULK_ALIGNMENT} bytes, not {self.transfer_bytes}"
@@ -80,7 +80,7 @@ class _BulkCopy(IRDLOperation):
 
 
 def _properties(sizes: Sequence[int], oob: str) -> dict:
-    return {"slice_sizes": DenseArrayBase.from_list(i64, list(sizes)), "oob": StringAttr(oob)}
+    return {"slice_sizes": DenseArrayBase.from_list(i64, list(sizes)), "oob": OobAttr(Oob(oob))}
 
 
 @irdl_op_definition

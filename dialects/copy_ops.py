@@ -29,9 +29,6 @@ from xdsl.irdl import (
 from xdsl.utils.exceptions import VerifyException
 
 from asyncdsl.dialects.ir_utils import (
-    IMPLEMENTATIONS,
-    OOB_MODES,
-    REDUCTIONS,
     EitherWayCopy,
     bool_prop,
     int_prop,
@@ -42,11 +39,12 @@ from asyncdsl.dialects.ir_utils import (
     verify_collective_dims,
     verify_copy_sides,
     verify_gmem_slice,
-    verify_partition,
     verify_predicate,
     verify_swizzle,
 )
 from asyncdsl.dialects.memory_attrs import BarriersType
+from asyncdsl.dialects.option_attrs import ImplementationAttr, OobAttr, PartitionAttr, ReductionAttr
+from asyncdsl.hw.options import Implementation, Oob, Partition, Reduction
 
 
 @irdl_op_definition
@@ -74,11 +72,11 @@ class AsyncCopyOp(EitherWayCopy, IRDLOperation):
     swizzle = prop_def(IntegerAttr)
     arrive = prop_def(IntegerAttr)
     collective = prop_def(ArrayAttr)
-    partition = opt_prop_def(StringAttr)  # "replicated" or "partitioned"
+    partition = opt_prop_def(PartitionAttr)
     partition_axis = opt_prop_def(IntegerAttr)
-    reduction = opt_prop_def(StringAttr)
-    implementation = prop_def(StringAttr)
-    oob = prop_def(StringAttr)
+    reduction = opt_prop_def(ReductionAttr)
+    implementation = prop_def(ImplementationAttr)
+    oob = prop_def(OobAttr)
 
     def __init__(
         self,
@@ -98,7 +96,7 @@ class AsyncCopyOp(EitherWayCopy, IRDLOperation):
         partition_axis: int | None = None,
         reduction: str | None = None,
         implementation: str = "tma",
-        oob: str = "zeros",
+        oob: str = Oob.ZEROS,
     ):
         properties: dict[str, Attribute] = {
             "slice_sizes": DenseArrayBase.from_list(i64, list(slice_sizes)),
@@ -106,15 +104,15 @@ class AsyncCopyOp(EitherWayCopy, IRDLOperation):
             "swizzle": int_prop(swizzle),
             "arrive": bool_prop(arrive),
             "collective": ArrayAttr(StringAttr(d) for d in collective),
-            "implementation": StringAttr(implementation),
-            "oob": StringAttr(oob),
+            "implementation": ImplementationAttr(Implementation(implementation)),
+            "oob": OobAttr(Oob(oob)),
         }
         if partition is not None:
-            properties["partition"] = StringAttr(partition)
+            properties["partition"] = PartitionAttr(Partition(partition))
         if partition_axis is not None:
             properties["partition_axis"] = int_prop(partition_axis)
         if reduction is not None:
-            properties["reduction"] = StringAttr(reduction)
+            properties["reduction"] = ReductionAttr(Reduction(reduction))
         super().__init__(
             operands=[
                 source, destination, starts,
@@ -136,15 +134,11 @@ class AsyncCopyOp(EitherWayCopy, IRDLOperation):
         verify_copy_sides("async_copy", self.source.type, self.destination.type)
         verify_gmem_slice(len(shape_of(self.gmem)), self.starts, self.sizes)
         verify_swizzle(self.swizzle.value.data)
-        if self.implementation.data not in IMPLEMENTATIONS:
-            raise VerifyException(f"implementation must be one of {IMPLEMENTATIONS}, got {self.implementation.data!r}")
-        if self.oob.data not in OOB_MODES:
-            raise VerifyException(f"oob must be one of {OOB_MODES}, got {self.oob.data!r}")
         verify_barrier_pair(self.barriers, self.barrier_index)
         dims = self.cluster_dims
         verify_collective_dims(dims, empty_allowed=True)
         if self.is_load:
-            if self.barriers is None and self.implementation.data == "tma":
+            if self.barriers is None and self.implementation.data == Implementation.TMA:
                 raise VerifyException("a GMEM -> SMEM copy needs a barrier to complete on (barrier=...)")
             if self.reduction is not None:
                 raise VerifyException("reductions apply to SMEM -> GMEM copies only")
@@ -155,21 +149,18 @@ class AsyncCopyOp(EitherWayCopy, IRDLOperation):
                 )
             if dims:
                 raise VerifyException("only GMEM -> SMEM copies can be collective")
-        if self.reduction is not None and self.reduction.data not in REDUCTIONS:
-            raise VerifyException(f"reduction must be one of {REDUCTIONS}, got {self.reduction.data!r}")
-        if self.reduction is not None and self.implementation.data != "tma":
+        if self.reduction is not None and self.implementation.data != Implementation.TMA:
             raise VerifyException(
                 f"only TMA copies reduce: reduction={self.reduction.data!r} needs implementation='tma', "
                 f"got {self.implementation.data!r}"
             )
         verify_predicate("a copy", self.predicate)
         if self.partition is not None:
-            verify_partition(self.partition)
             if not dims:
                 raise VerifyException("only collective loads can be partitioned or replicated")
-            if (self.partition.data == "partitioned") != (self.partition_axis is not None):
+            if (self.partition.data == Partition.PARTITIONED) != (self.partition_axis is not None):
                 raise VerifyException("a partitioned copy names exactly one axis (and a replicated one none)")
-        if self.implementation.data == "cp_async":
+        if self.implementation.data == Implementation.CP_ASYNC:
             self._verify_cp_async()
 
     def _verify_cp_async(self) -> None:
@@ -183,7 +174,7 @@ class AsyncCopyOp(EitherWayCopy, IRDLOperation):
                 "implementation='cp_async' copies are issued by every thread of the warpgroup and "
                 "take no predicate"
             )
-        if self.oob.data == "undefined":
+        if self.oob.data == Oob.UNDEFINED:
             raise VerifyException(
                 "implementation='cp_async' copies never read out of bounds, so there is nothing for "
                 "oob='undefined' to clamp; keep their slices inside the array"

@@ -1,27 +1,22 @@
 """Helpers shared by the op modules of the `asyncdsl` dialect: property and operand builders,
-constant indices, memory-space tests, shapes and sizes of memrefs, the option vocabularies of
-copies, the views of a copy that goes either way (`EitherWayCopy`), and the verifier rules that
-several copy ops share."""
+constant indices, memory-space tests, shapes and sizes of memrefs, the views of a copy that goes
+either way (`EitherWayCopy`), and the verifier rules that several copy ops share."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import BoolAttr, IntegerAttr, MemRefType, StringAttr, i1, i64
+from xdsl.dialects.builtin import BoolAttr, IntegerAttr, MemRefType, i1, i64
 from xdsl.ir import Attribute, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
 from asyncdsl import dtypes
 from asyncdsl.dialects.memory_attrs import SMEM, SharedMemorySpaceAttr
+from asyncdsl.hw.collective import CLUSTER_DIMS
 from asyncdsl.hw.limits import MAX_PENDING_GROUPS, MAX_TMA_RANK, SWIZZLE_SPANS
 
 SWIZZLE_BYTES = SWIZZLE_SPANS  # every copy engine here swizzles as TMA does
-IMPLEMENTATIONS = ("tma", "cp_async")
-OOB_MODES = ("zeros", "undefined", "promise_in_bounds")
-CLUSTER_DIMS = ("x", "y", "z")
-PARTITIONS = ("partitioned", "replicated")
-REDUCTIONS = ("add", "min", "max", "umin", "umax", "smin", "smax", "inc", "dec", "and", "or", "xor")
 
 
 def int_prop(value: int) -> IntegerAttr:
@@ -146,11 +141,6 @@ def verify_collective_dims(dims: Sequence[str], *, empty_allowed: bool) -> None:
     """Collective dims name distinct cluster dims; none at all only where `empty_allowed`."""
     if (not dims and not empty_allowed) or any(d not in CLUSTER_DIMS for d in dims) or len(set(dims)) != len(dims):
         raise VerifyException(f"collective must name distinct cluster dims among {CLUSTER_DIMS}, got {dims}")
-
-
-def verify_partition(partition: StringAttr) -> None:
-    if partition.data not in PARTITIONS:
-        raise VerifyException(f"partition must be 'partitioned' or 'replicated', got {partition.data!r}")
 
 
 def verify_allow_groups(allow_groups: int) -> None:

@@ -4,7 +4,7 @@
     asyncdsl.block             array<i64: x, y, z>: threads per CTA
     asyncdsl.cluster           array<i64: x, y, z>: CTAs per cluster
     asyncdsl.arg_names         the Python names of the array arguments
-    asyncdsl.arch              the target, "sm_90a" (Hopper) or "sm_100a" (Blackwell)
+    asyncdsl.arch              the target, #asyncdsl<arch sm_90a> (Hopper) or sm_100a (Blackwell)
     asyncdsl.smem_bytes        shared memory the kernel plans (allocate-smem)
     asyncdsl.descriptors       the TMA descriptors, numbered (allocate-descriptor-scratch)
     asyncdsl.descriptor_mode   "grid_constant" (by-value params) or "scratch" (GMEM buffer)
@@ -18,6 +18,8 @@ from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase, IntegerAttr, String
 
 from asyncdsl.dialects.descriptor_attrs import TmaDescriptorAttr
 from asyncdsl.dialects.im2col_ops import Im2colDescriptorAttr
+from asyncdsl.dialects.option_attrs import ArchAttr
+from asyncdsl.hw.options import Arch
 
 KERNEL = "asyncdsl.kernel"
 BLOCK = "asyncdsl.block"
@@ -29,11 +31,6 @@ DESCRIPTORS = "asyncdsl.descriptors"
 DESCRIPTOR_MODE = "asyncdsl.descriptor_mode"
 DESCRIPTOR_SLOTS = "asyncdsl.descriptor_slots"
 
-TARGETS = ("sm_90a", "sm_100a")
-# The lowest PTX ISA version that covers what each target's kernels use (ptx-hopper.md,
-# Appendix A): everything on Hopper needs 8.0; Blackwell's cta_group::2 and gather4 forms 8.6.
-PTX_VERSIONS = {"sm_90a": "8.0", "sm_100a": "8.6"}
-
 
 
 def dims(fn: func.FuncOp, name: str) -> tuple[int, int, int]:
@@ -42,9 +39,9 @@ def dims(fn: func.FuncOp, name: str) -> tuple[int, int, int]:
     return tuple(attr.get_values())
 
 
-def arch(fn: func.FuncOp) -> str:
+def arch(fn: func.FuncOp) -> Arch:
     attr = fn.attributes.get(ARCH)
-    return attr.data if isinstance(attr, StringAttr) else "sm_90a"
+    return attr.data if isinstance(attr, ArchAttr) else Arch.SM_90A
 
 
 def smem_bytes(fn: func.FuncOp) -> int:

@@ -35,9 +35,10 @@ from asyncdsl.dialects.ir_utils import (
     optional_operand,
     verify_collective_dims,
     verify_descriptor_coordinates,
-    verify_partition,
 )
 from asyncdsl.dialects.memory_attrs import BarriersType
+from asyncdsl.dialects.option_attrs import PartitionAttr, ReductionAttr
+from asyncdsl.hw.options import Partition, Reduction
 from asyncdsl.hw.reduction import hardware_violation
 
 
@@ -66,7 +67,7 @@ class TmaLoadOp(IRDLOperation):
     descriptor = prop_def(TmaDescriptorAttr)
     expect_tx_bytes = prop_def(IntegerAttr)
     collective = opt_prop_def(ArrayAttr)
-    partition = opt_prop_def(StringAttr)
+    partition = opt_prop_def(PartitionAttr)
     descriptor_index = opt_prop_def(IntegerAttr)
 
     def __init__(
@@ -89,7 +90,7 @@ class TmaLoadOp(IRDLOperation):
         if collective:
             properties["collective"] = ArrayAttr(StringAttr(d) for d in collective)
         if partition is not None:
-            properties["partition"] = StringAttr(partition)
+            properties["partition"] = PartitionAttr(Partition(partition))
         super().__init__(
             operands=[
                 smem, coords, barriers, barrier_index, optional_operand(predicate), optional_operand(multicast_mask),
@@ -108,8 +109,7 @@ class TmaLoadOp(IRDLOperation):
         if self.collective is not None and self.multicast_mask is not None:
             raise VerifyException("a load still to be split among its collective has no multicast mask yet")
         if self.partition is not None:
-            verify_partition(self.partition)
-            if self.partition.data == "partitioned" and self.multicast_mask is not None:
+            if self.partition.data == Partition.PARTITIONED and self.multicast_mask is not None:
                 raise VerifyException("a partitioned load fills only its own CTA: it takes no multicast mask")
 
 
@@ -127,7 +127,7 @@ class TmaStoreOp(IRDLOperation):
 
     descriptor = prop_def(TmaDescriptorAttr)
     commit = prop_def(IntegerAttr)
-    reduction = opt_prop_def(StringAttr)
+    reduction = opt_prop_def(ReductionAttr)
     descriptor_index = opt_prop_def(IntegerAttr)
 
     def __init__(
@@ -141,7 +141,7 @@ class TmaStoreOp(IRDLOperation):
     ):
         properties: dict[str, Attribute] = {"descriptor": descriptor, "commit": bool_prop(commit)}
         if reduction is not None:
-            properties["reduction"] = StringAttr(reduction)
+            properties["reduction"] = ReductionAttr(Reduction(reduction))
         super().__init__(operands=[smem, coords, optional_operand(predicate)], properties=properties)
 
     def verify_(self) -> None:

@@ -54,6 +54,7 @@ from asyncdsl.dialects.ir_utils import constant_value
 from asyncdsl.errors import AsyncDSLError, CopyError
 from asyncdsl.hw.collective import CollectiveGroup, collective_group, split_box
 from asyncdsl.hw.limits import TMA_SMEM_ALIGNMENT
+from asyncdsl.hw.options import Partition
 from asyncdsl.ir_locations import from_ir_location
 from asyncdsl.passes.resolve.collective import cluster_cta_ids
 from asyncdsl.passes.resolve.index_builder import IndexBuilder
@@ -79,7 +80,7 @@ def _partition(load: ir.TmaLoadOp, group: CollectiveGroup) -> None:
     partition = load.partition.data if load.partition is not None else None
     if partition is not None:
         _leader_arrives(load, builder, index, load.expect_tx_bytes.value.data * group.size)
-    if partition == "partitioned":  # already this CTA's half (resolve/collective.py)
+    if partition == Partition.PARTITIONED:  # already this CTA's half (resolve/collective.py)
         _replace(load, load.smem, list(load.coords), load.descriptor, 0, None, partition)
         return
     spec = load.descriptor.spec()
@@ -98,7 +99,7 @@ def _partition(load: ir.TmaLoadOp, group: CollectiveGroup) -> None:
     mask = builder.emit(ir.ClusterCollectiveMaskOp(group.dims, group.cluster))
     descriptor = TmaDescriptorAttr.from_spec(dataclasses.replace(spec, box_dims=part.box))
     # Every CTA of the group expects the whole slice: each part lands in every barrier.
-    expect = 0 if partition == "replicated" else load.expect_tx_bytes.value.data
+    expect = 0 if partition == Partition.REPLICATED else load.expect_tx_bytes.value.data
     _replace(load, smem, coords, descriptor, expect, mask, partition)
 
 

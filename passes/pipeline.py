@@ -30,6 +30,7 @@ from asyncdsl.dialects import kernel_attrs as attrs
 from asyncdsl.dialects.asyncdsl import AsyncDSL
 from asyncdsl.dialects.ptx import Ptx, print_ptx
 from asyncdsl.hw.limits import SMEM_ALIGNMENT_SLACK
+from asyncdsl.hw.options import PTX_VERSIONS
 from asyncdsl.kernel_binary import KernelBinary
 from asyncdsl.passes.allocate_descriptor_scratch import AllocateDescriptorScratch
 from asyncdsl.passes.allocate_smem import AllocateSmem
@@ -115,7 +116,7 @@ def compile_module(
     LowerToPtx().apply(ctx, module)
     record("lower-to-ptx", lambda: ir_text(module))
     target = binary_facts["arch"]
-    ptx = print_ptx(module, version=attrs.PTX_VERSIONS[target], target=target)
+    ptx = print_ptx(module, version=PTX_VERSIONS[target], target=target)
     record("ptx", lambda: ptx)
     binary = KernelBinary(ptx=ptx, **binary_facts)
     return CompiledKernel(traced, interpretable, ptx, binary, stages)

@@ -137,7 +137,7 @@ def test_partitioned_load_is_a_cta_group_2_load_on_the_leaders_barrier(ptxas):
     assert "box = [32, 64]" in stages["resolve-transforms"]
     split = stages["partition-collectives"]
     assert re.search(r'"asyncdsl.arrive_expect_tx"\(%\d+, %\d+\) <\{bytes = 16384 : i64\}>', split)
-    assert "scf.if" in split and 'partition = "partitioned"' in split
+    assert "scf.if" in split and 'partition = #asyncdsl<partition partitioned>' in split
     ptx = stages["ptx"]
     assert ".target sm_100a" in ptx
     assert re.search(r"mapa\.shared::cluster\.u32 (%r\d+), %r\d+, %r\d+;", ptx)

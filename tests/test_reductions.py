@@ -21,7 +21,7 @@ from reduction_kernels import (
 )
 from support import line_of
 from xdsl.parser import Parser
-from xdsl.utils.exceptions import VerifyException
+from xdsl.utils.exceptions import ParseError, VerifyException
 
 import asyncdsl as ad
 from asyncdsl import dtypes
@@ -156,12 +156,20 @@ def _store_with(reduction: str, code: int) -> ir.TmaStoreOp:
         ("add", dtypes.TMA_INT64, "reduction 'add' on a tensor map of type INT64 faults on the H200"),
         ("smin", dtypes.TMA_UINT64, "'smin' needs a signed integer tensor map (INT32/INT64), got UINT64"),
         ("umax", dtypes.TMA_INT64, "'umax' needs an unsigned integer tensor map (UINT32/UINT64), got INT64"),
-        ("mul", dtypes.TMA_UINT64, "reduction must be one of"),
     ],
 )
 def test_the_hardware_store_verifies_its_reduction_against_its_descriptor(reduction, code, message):
     with pytest.raises(VerifyException, match=re.escape(message)):
         _store_with(reduction, code).verify_()
+
+
+def test_the_ir_cannot_hold_an_unknown_reduction():
+    with pytest.raises(ValueError, match="'mul' is not a valid Reduction"):
+        _store_with("mul", dtypes.TMA_UINT64)
+    text = str(_store_with("smin", dtypes.TMA_INT64))
+    assert "#asyncdsl<reduction smin>" in text
+    with pytest.raises(ParseError, match="mul"):
+        Parser(make_context(), text.replace("reduction smin", "reduction mul")).parse_op()
 
 
 # -- IR and PTX -------------------------------------------------------------------------------
@@ -172,7 +180,7 @@ def test_the_store_carries_the_hardware_op_and_the_descriptor_its_type(op, dtype
     hardware_op, code = ALLOWED[op][dtype]
     resolved = reduce_tiles.ir(spec_2d(dtype, CTAS * ROWS), spec_2d(dtype), OP=op, after="resolve-transforms")
     store = next(line for line in resolved.splitlines() if '"asyncdsl.tma_store"' in line)
-    assert f'reduction = "{hardware_op}"' in store
+    assert f'reduction = #asyncdsl<reduction {hardware_op}>' in store
     assert f"dtype = {code}," in store
 
 

@@ -10,9 +10,11 @@ from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects.transform_attrs import transform_attr
 from asyncdsl.errors import TraceError, user_location
 from asyncdsl.frontend import tracer as tracing
+from asyncdsl.frontend.options import option
 from asyncdsl.frontend.refs import GmemRef, GmemView, SmemRef
 from asyncdsl.frontend.scalars import Scalar, condition_value, index_value
 from asyncdsl.frontend.sync import Barrier
+from asyncdsl.hw.options import Implementation, Oob, Partition, Reduction
 from asyncdsl.hw.transforms import MemRefTransform
 
 
@@ -26,7 +28,7 @@ class Partitioned:
 class CopyPartition:
     """How a collective load is split among the CTAs of a cluster (Blackwell `cta_group::2`)."""
 
-    REPLICATED = "replicated"
+    REPLICATED = Partition.REPLICATED
 
     @staticmethod
     def PARTITIONED(axis: int) -> Partitioned:  # noqa: N802 - mirrors the reference system's API
@@ -106,9 +108,10 @@ def async_copy(
     if isinstance(collective, str):
         collective = (collective,)
     if isinstance(partition, Partitioned):
-        partition_name, partition_axis = "partitioned", partition.axis
+        partition_kind, partition_axis = Partition.PARTITIONED, partition.axis
     else:
-        partition_name, partition_axis = partition, None
+        partition_kind = None if partition is None else option(Partition, partition, "partition")
+        partition_axis = None
     if predicate is not None and not (isinstance(predicate, Scalar) and predicate.is_condition):
         raise TraceError("predicate must be a traced condition (e.g. asyncdsl.program_id(0) == 0)", user_location())
     barrier_operands = barrier.operands() if barrier is not None else (None, None)
@@ -124,11 +127,11 @@ def async_copy(
         swizzle=0 if swizzle in (None, 16) else swizzle,
         arrive=arrive,
         collective=tuple(collective or ()),
-        partition=partition_name,
+        partition=partition_kind,
         partition_axis=partition_axis,
-        reduction=reduction,
-        implementation=implementation,
-        oob=oob,
+        reduction=None if reduction is None else option(Reduction, reduction, "reduction"),
+        implementation=option(Implementation, implementation, "implementation"),
+        oob=option(Oob, oob, "oob"),
     )
     tracer.emit(op)
 

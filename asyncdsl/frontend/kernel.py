@@ -16,10 +16,11 @@ from typing import Any
 from asyncdsl import interpret as interpreter
 from asyncdsl import runtime
 from asyncdsl.config import knobs
-from asyncdsl.dialects.kernel_attrs import TARGETS
 from asyncdsl.errors import ArgumentError, SourceLocation, TraceError, user_location
+from asyncdsl.frontend.options import option
 from asyncdsl.frontend.specialize import ArraySpec, trace_kernel
 from asyncdsl.frontend.tracer import LaunchShape
+from asyncdsl.hw.options import Arch
 from asyncdsl.passes.allocate_descriptor_scratch import MODES as DESCRIPTOR_MODES
 from asyncdsl.passes.pipeline import CompiledKernel, compile_module
 from asyncdsl.runtime.host_copy import host_copy, numpy_argument
@@ -91,9 +92,8 @@ class Kernel:
                 f"block must be 128, 256, 384 or 512 threads along x (whole warpgroups), got {block}",
                 self.definition,
             )
-        if arch not in TARGETS:
-            raise ArgumentError(f"arch must be one of {TARGETS}, got {arch!r}", self.definition)
-        self.launch = LaunchShape(block, _dims3(cluster, "cluster", self.definition), arch)
+        target = option(Arch, arch, "arch", ArgumentError, self.definition)
+        self.launch = LaunchShape(block, _dims3(cluster, "cluster", self.definition), target)
         if descriptors not in DESCRIPTOR_MODES:
             raise ArgumentError(f"descriptors must be one of {DESCRIPTOR_MODES}, got {descriptors!r}", self.definition)
         self.descriptor_mode = descriptors

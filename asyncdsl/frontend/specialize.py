@@ -11,6 +11,7 @@ from xdsl.ir import Block, Region
 
 from asyncdsl import dtypes
 from asyncdsl.dialects import kernel_attrs as attrs
+from asyncdsl.dialects.option_attrs import ArchAttr
 from asyncdsl.errors import SourceLocation, TraceError
 from asyncdsl.frontend.refs import GmemRef
 from asyncdsl.frontend.tracer import LaunchShape, Tracer, tracing
@@ -54,7 +55,7 @@ def trace_kernel(
     function.attributes[attrs.BLOCK] = DenseArrayBase.from_list(i64, list(launch.block))
     function.attributes[attrs.CLUSTER] = DenseArrayBase.from_list(i64, list(launch.cluster))
     function.attributes[attrs.ARG_NAMES] = ArrayAttr(StringAttr(n) for n in array_names)
-    function.attributes[attrs.ARCH] = StringAttr(launch.arch)
+    function.attributes[attrs.ARCH] = ArchAttr(launch.arch)
     if definition is not None:
         function.location = to_ir_location(definition)
 

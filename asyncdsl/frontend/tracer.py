@@ -16,6 +16,7 @@ from xdsl.ir import Block, Operation, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
 from asyncdsl.errors import SourceLocation, TraceError, user_location
+from asyncdsl.hw.options import Arch
 from asyncdsl.ir_locations import to_ir_location
 
 
@@ -25,7 +26,7 @@ class LaunchShape:
 
     block: tuple[int, int, int]
     cluster: tuple[int, int, int]
-    arch: str = "sm_90a"
+    arch: Arch = Arch.SM_90A
 
     @property
     def num_warpgroups(self) -> int:

@@ -26,9 +26,8 @@ from asyncdsl.dtypes import DType
 from asyncdsl.errors import CopyError, TransformError
 from asyncdsl.hw import gmem_runs
 from asyncdsl.hw.limits import BULK_ALIGNMENT
+from asyncdsl.hw.options import Oob
 from asyncdsl.hw.transforms import Index, MemRefTransform, apply_chain_array, apply_chain_shape
-
-OOB_MODES = ("undefined", "promise_in_bounds")
 
 
 def is_contiguous_run(
@@ -65,7 +64,7 @@ def check_bulk_copy(
     starts: Sequence[Index],
     sizes: Sequence[int],
     smem_shape: Sequence[int],
-    oob: str,
+    oob: Oob,
 ) -> None:
     """Check a window that `is_contiguous_run` accepted against the bulk-copy rules.
 
@@ -88,20 +87,20 @@ def check_bulk_copy(
         )
     total = gmem_runs.array_bytes(gmem_shape, dtype)
     traced = bool(gmem_runs.traced_strides(gmem_shape, dtype, starts))
-    if oob == "undefined" and not traced:
+    if oob == Oob.UNDEFINED and not traced:
         moved = clamped_bytes(static, transfer, total)
         if moved % BULK_ALIGNMENT:
             raise CopyError(
                 f"the slice runs past the end of the {total}-byte array, and the {moved} bytes "
                 f"left are not a multiple of {BULK_ALIGNMENT}, as a bulk copy needs"
             )
-    if oob == "undefined" and traced and total % BULK_ALIGNMENT:
+    if oob == Oob.UNDEFINED and traced and total % BULK_ALIGNMENT:
         raise CopyError(
             f"oob='undefined' clamps a bulk copy at the end of the array, whose {total} bytes "
             f"are not a multiple of {BULK_ALIGNMENT}: a clamped copy could not move a multiple of "
             f"{BULK_ALIGNMENT}"
         )
-    if oob == "promise_in_bounds":
+    if oob == Oob.PROMISE_IN_BOUNDS:
         problems = gmem_runs.out_of_bounds_dims(gmem_shape, starts, sizes)
         if problems:
             raise CopyError(

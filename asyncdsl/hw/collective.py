@@ -27,10 +27,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from asyncdsl.errors import CopyError, UnsupportedTargetError
+from asyncdsl.hw.options import BLACKWELL, Partition
 from asyncdsl.hw.transforms import Index
 
 CLUSTER_DIMS = ("x", "y", "z")
-LEADER_TRACKED_ARCH = "sm_100a"  # cta_group::2 exists from Blackwell on
 
 
 @dataclass(frozen=True)
@@ -105,14 +105,14 @@ def collective_group(cluster: Sequence[int], dims: Sequence[str]) -> CollectiveG
     return CollectiveGroup(cluster, tuple(axes))
 
 
-def check_leader_tracked(group: CollectiveGroup, partition: str, arch: str) -> None:
+def check_leader_tracked(group: CollectiveGroup, partition: Partition, arch: Arch) -> None:
     """Raise unless a `partition` ("partitioned"/"replicated") load can be emitted: Blackwell's
     `cta_group::2` forms, which pair the 2 CTAs along x."""
-    spelled = "PARTITIONED(axis)" if partition == "partitioned" else "REPLICATED"
-    if arch != LEADER_TRACKED_ARCH:
+    spelled = "PARTITIONED(axis)" if partition == Partition.PARTITIONED else "REPLICATED"
+    if arch != BLACKWELL:
         raise UnsupportedTargetError(
             f"partition=CopyPartition.{spelled} loads use the cta_group::2 TMA forms, which "
-            f"Hopper lacks: compile with @asyncdsl.kernel(arch={LEADER_TRACKED_ARCH!r}) (this "
+            f"Hopper lacks: compile with @asyncdsl.kernel(arch={str(BLACKWELL)!r}) (this "
             f"kernel targets {arch})"
         )
     if group.axes != (0,) or group.size != 2:

@@ -50,8 +50,9 @@ from asyncdsl.dtypes import (
     uint64,
 )
 from asyncdsl.errors import CopyError
+from asyncdsl.hw.options import Reduction
 
-OPS = ("add", "min", "max", "umin", "umax", "smin", "smax", "inc", "dec", "and", "or", "xor")
+OPS = tuple(Reduction)
 
 # The PTX op of each reduction: signedness lives in the tensor map, not in the instruction.
 PTX_OP = {op: {"umin": "min", "smin": "min", "umax": "max", "smax": "max"}.get(op, op) for op in OPS}
@@ -140,7 +141,7 @@ def resolve(op: str, dtype: DType) -> tuple[str, int]:
     Raises CopyError naming why the pair is refused and what the dtype allows instead.
     """
     if op not in ALLOWED:
-        raise CopyError(f"reduction must be one of {OPS}, got {op!r}")
+        raise CopyError(f"reduction must be one of {tuple(map(str, OPS))}, got {op!r}")
     found = ALLOWED[op].get(dtype)
     if found is not None:
         return found
@@ -169,7 +170,7 @@ def _natural_type(op: str, dtype: DType) -> int:
 def hardware_violation(op: str, type_code: int) -> str | None:
     """Why a `tma_store` reducing with `op` through a map of `type_code` is wrong, or None."""
     if op not in OPS:
-        return f"reduction must be one of {OPS}, got {op!r}"
+        return f"reduction must be one of {tuple(map(str, OPS))}, got {op!r}"
     ptx_op = PTX_OP[op]
     if ptx_op not in H200_WORKS.get(type_code, frozenset()):
         return (

@@ -20,6 +20,7 @@ from asyncdsl.errors import ArgumentError, InterpretError, OutOfBoundsError
 from asyncdsl.hw import gmem_runs
 from asyncdsl.hw.bulk import clamped_bytes
 from asyncdsl.hw.limits import BULK_ALIGNMENT
+from asyncdsl.hw.options import Oob
 from asyncdsl.interpret.diagnosis import diagnosed, origin
 from asyncdsl.interpret.functions import WarpgroupFunctions
 from asyncdsl.interpret.memory import GlobalArgument
@@ -33,7 +34,7 @@ def _moved_range(op, argument: GlobalArgument, values: dict, what: str) -> tuple
     dtype = dtypes.from_mlir(op.gmem.type.element_type)
     starts = [values[start].value.data for start in op.starts]
     offset = gmem_runs.start_offset_bytes(shape, dtype, starts)
-    if op.oob.data == "promise_in_bounds":
+    if op.oob.data == Oob.PROMISE_IN_BOUNDS:
         problems = gmem_runs.out_of_bounds_dims(shape, starts, op.sizes)
         if problems:
             raise OutOfBoundsError(

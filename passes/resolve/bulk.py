@@ -21,14 +21,15 @@ from asyncdsl import dtypes
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects.transform_attrs import transform_from_attr
 from asyncdsl.hw.bulk import check_bulk_copy, is_contiguous_run
+from asyncdsl.hw.options import Implementation, Oob
 from asyncdsl.passes.resolve.index_builder import static_starts
 
 
 def takes_bulk_path(copy: ir.AsyncCopyOp) -> bool:
     """Whether the reference would move `copy` with a plain bulk copy."""
     return (
-        copy.implementation.data == "tma"
-        and copy.oob.data != "zeros"
+        copy.implementation.data == Implementation.TMA
+        and copy.oob.data != Oob.ZEROS
         and copy.swizzle.value.data == 0
         and copy.reduction is None
         and not copy.cluster_dims

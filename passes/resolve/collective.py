@@ -25,6 +25,7 @@ from asyncdsl.dialects import kernel_attrs as attrs
 from asyncdsl.dialects.descriptor_attrs import TmaDescriptorAttr
 from asyncdsl.errors import CopyError
 from asyncdsl.hw.collective import CollectiveGroup, check_leader_tracked, collective_group
+from asyncdsl.hw.options import Implementation, Partition
 from asyncdsl.passes.resolve.index_builder import IndexBuilder, slice_entries
 from asyncdsl.passes.resolve.tma import plan_copy
 
@@ -42,7 +43,7 @@ def is_collective(copy: ir.AsyncCopyOp) -> bool:
 
 def resolve_collective_copy(copy: ir.AsyncCopyOp) -> None:
     """Replace the collective `copy` by one TMA load carrying its collective."""
-    if copy.implementation.data != "tma":
+    if copy.implementation.data != Implementation.TMA:
         raise CopyError(
             f"collective copies multicast through TMA: implementation={copy.implementation.data!r} "
             "cannot be collective"
@@ -54,7 +55,7 @@ def resolve_collective_copy(copy: ir.AsyncCopyOp) -> None:
         check_leader_tracked(group, partition, attrs.arch(kernel))
     builder = IndexBuilder(copy)
     entries = slice_entries(copy.starts, copy.sizes, builder)
-    if partition == "partitioned":
+    if partition == Partition.PARTITIONED:
         entries = _own_half(entries, copy.partition_axis.value.data, group, builder)
     plan = plan_copy(copy, entries)
     load = ir.TmaLoadOp(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.hw.options import Implementation
 from asyncdsl.passes.resolve.bulk import resolve_bulk, takes_bulk_path
 from asyncdsl.passes.resolve.collective import is_collective, resolve_collective_copy
 from asyncdsl.passes.resolve.cp_async import resolve_cp_async
@@ -19,7 +20,7 @@ def resolve_copy(copy: ir.AsyncCopyOp) -> None:
     if is_collective(copy):
         resolve_collective_copy(copy)
         return
-    if copy.implementation.data == "cp_async":
+    if copy.implementation.data == Implementation.CP_ASYNC:
         resolve_cp_async(copy)
         return
     if takes_bulk_path(copy):

@@ -28,15 +28,14 @@ from asyncdsl.dialects import kernel_attrs as attrs
 from asyncdsl.dialects.descriptor_attrs import TmaDescriptorAttr
 from asyncdsl.errors import UnsupportedTargetError
 from asyncdsl.hw.limits import GATHER4_ROWS
+from asyncdsl.hw.options import BLACKWELL
 from asyncdsl.kernel_binary import TiledTensorMapSpec
-
-TARGETS = ("sm_100a",)
 
 
 def resolve_row_copy(copy: ir.AsyncCopyRowsOp) -> None:
     """Replace `copy` by its gather4/scatter4 instructions (and the gather's one arrival)."""
     arch = attrs.arch(_kernel_of(copy))
-    if arch not in TARGETS:
+    if arch != BLACKWELL:
         kind = "gathers" if copy.is_load else "scatters"
         raise UnsupportedTargetError(
             f"row {kind} use Blackwell's .tile::gather4/.tile::scatter4 TMA instructions, which {arch} "

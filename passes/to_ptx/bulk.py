@@ -28,6 +28,7 @@ from asyncdsl import dtypes
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.hw import gmem_runs
 from asyncdsl.hw.bulk import clamped_bytes
+from asyncdsl.hw.options import Oob
 from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
 from asyncdsl.passes.to_ptx.gmem_addresses import window_address, window_offset
 from asyncdsl.passes.to_ptx.operands import issuer_predicate
@@ -37,7 +38,7 @@ from asyncdsl.passes.to_ptx.sync import barrier_address
 def _moved_bytes(ctx: KernelLowering, op, offset: int | SSAValue) -> int | SSAValue:
     """The bytes the copy moves: an int, or a b32 register when clamped at a traced offset."""
     transfer = op.transfer_bytes
-    if op.oob.data == "promise_in_bounds":
+    if op.oob.data == Oob.PROMISE_IN_BOUNDS:
         return transfer
     array = gmem_runs.array_bytes(ir.shape_of(op.gmem), dtypes.from_mlir(op.gmem.type.element_type))
     if isinstance(offset, int):
@@ -66,7 +67,7 @@ def _bulk_load(ctx: KernelLowering, op: ir.BulkLoadOp) -> None:
     transfer = op.transfer_bytes
     if op.arrive.value.data:
         b.run("mbarrier.arrive.expect_tx.shared::cta.b64 _, [{}], {};", bar, moved, guard=issuer)
-    elif op.oob.data == "undefined":
+    elif op.oob.data == Oob.UNDEFINED:
         if isinstance(moved, int):
             missing = transfer - moved
         else:

@@ -24,6 +24,7 @@ a partitioned one writes only its own CTA (`.shared::cta`, PTX 8.6):
 from __future__ import annotations
 
 from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.hw.options import Partition
 from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
 from asyncdsl.passes.to_ptx.operands import b16_register
 
@@ -59,7 +60,7 @@ def collective_load_form(ctx: KernelLowering, op: ir.TmaLoadOp, barrier) -> tupl
     if op.multicast_mask is not None:
         modifiers, extra = ".multicast::cluster", [b16_register(ctx, op.multicast_mask)]
     if op.partition is not None:
-        if op.partition.data == "partitioned":
+        if op.partition.data == Partition.PARTITIONED:
             space = "shared::cta"
         modifiers += ".cta_group::2"
         # The pair's bytes complete on the barrier of its CTA at x = 0 (rank - x).

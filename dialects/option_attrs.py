@@ -1,0 +1,46 @@
+"""The options of copies and kernels as IR attributes, mirroring the enums of `asyncdsl.hw.options`.
+
+    #asyncdsl<implementation cp_async>    #asyncdsl<oob promise_in_bounds>
+    #asyncdsl<reduction smin>             #asyncdsl<partition replicated>
+    #asyncdsl<arch sm_100a>
+
+An attribute holds a member of its enum, which compares equal to its string, so passes read
+`op.oob.data == Oob.UNDEFINED` (or the plain string).  A value outside the enum cannot be built
+or parsed: the frontend turns the user's strings into members first (`frontend/options.py`).
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects.utils import EnumAttribute
+from xdsl.ir import SpacedOpaqueSyntaxAttribute
+from xdsl.irdl import irdl_attr_definition
+
+from asyncdsl.hw.options import Arch, Implementation, Oob, Partition, Reduction
+
+
+@irdl_attr_definition
+class ImplementationAttr(EnumAttribute[Implementation], SpacedOpaqueSyntaxAttribute):
+    name = "asyncdsl.implementation"
+
+
+@irdl_attr_definition
+class OobAttr(EnumAttribute[Oob], SpacedOpaqueSyntaxAttribute):
+    name = "asyncdsl.oob"
+
+
+@irdl_attr_definition
+class ReductionAttr(EnumAttribute[Reduction], SpacedOpaqueSyntaxAttribute):
+    name = "asyncdsl.reduction"
+
+
+@irdl_attr_definition
+class PartitionAttr(EnumAttribute[Partition], SpacedOpaqueSyntaxAttribute):
+    name = "asyncdsl.partition"
+
+
+@irdl_attr_definition
+class ArchAttr(EnumAttribute[Arch], SpacedOpaqueSyntaxAttribute):
+    name = "asyncdsl.arch"
+
+
+ATTRIBUTES = (ImplementationAttr, OobAttr, ReductionAttr, PartitionAttr, ArchAttr)
