@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from asyncdsl.errors import CopyError, UnsupportedTargetError
-from asyncdsl.hw.options import BLACKWELL, Partition
+from asyncdsl.hw.options import BLACKWELL, Arch, Partition
 from asyncdsl.hw.transforms import Index
 
 CLUSTER_DIMS = ("x", "y", "z")
