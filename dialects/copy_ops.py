@@ -6,7 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects.builtin import (
+    I64,
     ArrayAttr,
+    BoolAttr,
     DenseArrayBase,
     IndexType,
     IntegerAttr,
@@ -187,8 +189,10 @@ class AwaitAsyncCopyOp(IRDLOperation):
     `read_only`, only until their SMEM sources may be reused), then sync the warpgroup."""
 
     name = "asyncdsl.await_async_copy"
-    allow_groups = prop_def(IntegerAttr)
-    read_only = prop_def(IntegerAttr)
+    allow_groups = prop_def(IntegerAttr[I64])
+    read_only = prop_def(BoolAttr)
+
+    assembly_format = "`pending` $allow_groups `read_only` $read_only attr-dict"
 
     def __init__(self, allow_groups: int = 0, read_only: bool = False):
         super().__init__(properties={"allow_groups": int_prop(allow_groups), "read_only": bool_prop(read_only)})

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects.builtin import (
+    I64,
     IndexType,
     IntegerAttr,
     MemRefType,
@@ -29,8 +30,10 @@ from asyncdsl.dialects.ir_utils import int_prop, is_smem, shape_of, smem_type
 
 
 class _AxisIdOp(IRDLOperation):
-    axis = prop_def(IntegerAttr)
+    axis = prop_def(IntegerAttr[I64])
     result = result_def(IndexType)
+
+    assembly_format = "$axis attr-dict"  # %0 = asyncdsl.program_id 0
 
     def __init__(self, axis: int):
         super().__init__(properties={"axis": int_prop(axis)}, result_types=[IndexType()])
@@ -75,6 +78,8 @@ class WarpgroupIdxOp(IRDLOperation):
     name = "asyncdsl.warpgroup_idx"
     result = result_def(IndexType)
 
+    assembly_format = "attr-dict"
+
     def __init__(self):
         super().__init__(result_types=[IndexType()])
 
@@ -88,9 +93,11 @@ class AllocSmemOp(IRDLOperation):
     """A shared-memory buffer of the CTA. `allocate-smem` fills in `offset`."""
 
     name = "asyncdsl.alloc_smem"
-    alignment = prop_def(IntegerAttr)
-    offset = opt_prop_def(IntegerAttr)
+    alignment = prop_def(IntegerAttr[I64])
+    offset = opt_prop_def(IntegerAttr[I64])
     result = result_def(MemRefType)
+
+    assembly_format = "`align` $alignment (`offset` $offset^)? attr-dict `:` type($result)"
 
     def __init__(self, shape: Sequence[int], element_type: Attribute, alignment: int = 128):
         super().__init__(
@@ -116,6 +123,8 @@ class SmemViewOp(IRDLOperation):
     source = operand_def(MemRefType)
     indices = var_operand_def(IndexType)
     result = result_def(MemRefType)
+
+    assembly_format = "$source `[` $indices `]` attr-dict `:` type($source) `->` type($result)"
 
     def __init__(self, source: SSAValue, indices: Sequence[SSAValue]):
         shape = shape_of(source)[len(indices):]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects.builtin import DenseArrayBase, IndexType, IntegerAttr, MemRefType, i64
+from xdsl.dialects.builtin import I64, DenseArrayBase, IndexType, IntegerAttr, MemRefType, i64
 from xdsl.ir import Operation, SSAValue
 from xdsl.irdl import (
     AttrSizedOperandSegments,
@@ -128,7 +128,9 @@ class AwaitCpAsyncCopyOp(IRDLOperation):
     then sync the warpgroup (`cp.async.wait_group` + warpgroup barrier)."""
 
     name = "asyncdsl.await_cp_async_copy"
-    allow_groups = prop_def(IntegerAttr)
+    allow_groups = prop_def(IntegerAttr[I64])
+
+    assembly_format = "`pending` $allow_groups attr-dict"
 
     def __init__(self, allow_groups: int = 0):
         super().__init__(properties={"allow_groups": int_prop(allow_groups)})

@@ -3,7 +3,7 @@ generic-to-async proxy fence, and warpgroup-, CTA- and cluster-wide barriers."""
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import IndexType, IntegerAttr
+from xdsl.dialects.builtin import I64, IndexType, IntegerAttr
 from xdsl.ir import Operation, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
@@ -26,9 +26,11 @@ class AllocBarriersOp(IRDLOperation):
     """`count` mbarriers, each initialised with `arrival_count` before the kernel body runs."""
 
     name = "asyncdsl.alloc_barriers"
-    arrival_count = prop_def(IntegerAttr)
-    offset = opt_prop_def(IntegerAttr)
+    arrival_count = prop_def(IntegerAttr[I64])
+    offset = opt_prop_def(IntegerAttr[I64])
     result = result_def(BarriersType)
+
+    assembly_format = "`arrivals` $arrival_count (`offset` $offset^)? attr-dict `:` type($result)"
 
     def __init__(self, count: int, arrival_count: int):
         super().__init__(
@@ -52,7 +54,9 @@ class ArriveOp(IRDLOperation):
     name = "asyncdsl.arrive"
     barriers = operand_def(BarriersType)
     index = operand_def(IndexType)
-    count = prop_def(IntegerAttr)
+    count = prop_def(IntegerAttr[I64])
+
+    assembly_format = "$barriers `[` $index `]` `count` $count attr-dict `:` type($barriers)"
 
     def __init__(self, barriers: SSAValue, index: SSAValue, count: int = 1):
         super().__init__(operands=[barriers, index], properties={"count": int_prop(count)})
@@ -69,7 +73,9 @@ class ArriveExpectTxOp(IRDLOperation):
     name = "asyncdsl.arrive_expect_tx"
     barriers = operand_def(BarriersType)
     index = operand_def(IndexType)
-    bytes = prop_def(IntegerAttr)
+    bytes = prop_def(IntegerAttr[I64])
+
+    assembly_format = "$barriers `[` $index `]` `bytes` $bytes attr-dict `:` type($barriers)"
 
     def __init__(self, barriers: SSAValue, index: SSAValue, num_bytes: int):
         super().__init__(operands=[barriers, index], properties={"bytes": int_prop(num_bytes)})
@@ -92,6 +98,8 @@ class WaitOp(IRDLOperation):
     index = operand_def(IndexType)
     parity = opt_operand_def(IndexType)
 
+    assembly_format = "$barriers `[` $index `]` (`parity` $parity^)? attr-dict `:` type($barriers)"
+
     def __init__(self, barriers: SSAValue, index: SSAValue, parity: SSAValue | None = None):
         super().__init__(operands=[barriers, index, [parity] if parity is not None else []])
 
@@ -102,6 +110,7 @@ class FenceAsyncSmemOp(IRDLOperation):
     then sync the warpgroup (`fence.proxy.async.shared::cta` + warpgroup barrier)."""
 
     name = "asyncdsl.fence_async_smem"
+    assembly_format = "attr-dict"
 
     def __init__(self):
         super().__init__()
@@ -112,6 +121,7 @@ class WarpgroupBarrierOp(IRDLOperation):
     """All 128 threads of the warpgroup meet."""
 
     name = "asyncdsl.warpgroup_barrier"
+    assembly_format = "attr-dict"
 
     def __init__(self):
         super().__init__()
@@ -122,6 +132,7 @@ class CtaBarrierOp(IRDLOperation):
     """All threads of the CTA meet (`bar.sync 0`)."""
 
     name = "asyncdsl.cta_barrier"
+    assembly_format = "attr-dict"
 
     def __init__(self):
         super().__init__()
@@ -132,6 +143,7 @@ class ClusterBarrierOp(IRDLOperation):
     """All threads of every CTA in the cluster meet."""
 
     name = "asyncdsl.cluster_barrier"
+    assembly_format = "attr-dict"
 
     def __init__(self):
         super().__init__()

@@ -153,7 +153,7 @@ def test_swizzled_buffers_are_aligned_to_the_swizzle_repeat():
     specs = (ad.ArraySpec((32, 128), BF16), ad.ArraySpec((2, 2, 2, 8, 64), BF16))
     constexprs = dict(SWIZZLE=128, TILED=True, BARRIER=False, ENGINE="cp_async")
     ir = swizzled_rows.ir(*specs, **constexprs, after="allocate-smem")
-    assert re.search(r"alloc_smem\"\(\) <\{alignment = 128 : i64, offset = 0 : i64\}>", ir)
+    assert re.search(r"asyncdsl.alloc_smem align 128 offset 0 :", ir)
 
 
 # -- the interpreter against numpy --------------------------------------------------------------
