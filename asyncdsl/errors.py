@@ -75,6 +75,10 @@ class TransformError(AsyncDSLError):
     """A memref transform was built or applied with parameters it cannot take."""
 
 
+class LayoutError(AsyncDSLError):
+    """A register layout was built with parameters it cannot take, or given a tile it cannot hold."""
+
+
 class CopyError(AsyncDSLError):
     """An async copy that the copy engine (TMA, bulk copy, cp.async) cannot perform."""
 

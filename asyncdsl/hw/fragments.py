@@ -1,0 +1,651 @@
+"""Register layouts: which thread of a warpgroup holds which element of a tile, in which register.
+
+A register tile is one value spread over the 128 threads of a warpgroup (4 warps of 32 lanes).
+Its layout says, for thread `t`, register `r` and vector lane `v`, which element of the logical
+tile sits there.  The wgmma accumulator (`WGMMA`) is the layout the tensor cores impose; on a
+64×16 tile (`tN.rK`: thread N, register K; each register a vector of two adjacent columns):
+
+               cols 0-1  2-3    4-5    6-7    8-9    10-11  12-13  14-15
+    row  0     t0.r0     t1.r0  t2.r0  t3.r0  t0.r2  t1.r2  t2.r2  t3.r2
+    row  1     t4.r0     t5.r0  t6.r0  t7.r0  t4.r2  ...
+     ...
+    row  7     t28.r0    ...                                       t31.r2
+    row  8     t0.r1     t1.r1  t2.r1  t3.r1  t0.r3  ...
+     ...
+    row 15     t28.r1    ...                                       t31.r3
+    rows 16-31: warp 1 (t32-t63) alike; rows 32-47 warp 2; rows 48-63 warp 3
+
+In PTX's numbering of the f32 accumulators, register `r`, vector lane `v` is `d[2r + v]`
+(docs/ptx-hopper.md §6.3); columns 16-31 continue with r4 … r7, and so on.
+
+The formalism is JAX Mosaic GPU's `TiledLayout`: a `Tiling` cuts the trailing dims of the tile
+into nested tiles; each dim this makes is then either split over the 4 warps (`warp_dims`), split
+over the 32 lanes (`lane_dims`), the per-register vector (`vector_dim`), or enumerated in each
+thread's registers (every other dim, and the dims in front of the tiling).  `Replicated(n)` in the
+warp or lane dims spends `n` warps or lanes on copies of the same data.  Two more kinds:
+`SplatLayout` (every element equal, one register) and `StridedLayout` (the tile flattened and dealt
+`vec` elements at a time to the 128 threads in turn).
+
+Register arrays have the shape `registers_shape(shape)`: the tiled dims (warp, lane and vector dims
+kept as 1s, so positions line up with the tiled shape) and then the vector length.  "Register
+order" is row-major order over all but that last dim.  Layouts are frozen dataclasses compared by
+value (they become parts of cache keys); a `TiledLayout` must be in canonical form, which
+`TiledLayout.canonical` builds, so equal meanings compare equal.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+import operator
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from asyncdsl.errors import LayoutError
+
+WARPS = 4
+WARP_LANES = 32
+THREADS = WARPS * WARP_LANES
+
+
+def _int_tuple(values: object, what: str) -> tuple[int, ...]:
+    try:
+        return tuple(operator.index(v) for v in values)
+    except TypeError:
+        raise LayoutError(f"{what} must be a sequence of integers, got {values!r}") from None
+
+
+def _tile_shape(shape: object) -> tuple[int, ...]:
+    result = _int_tuple(shape, "a tile shape")
+    if any(s < 1 for s in result):
+        raise LayoutError(f"tile dims must be positive, got {result}")
+    return result
+
+
+def _axes(axes: int | Sequence[int], rank: int) -> tuple[int, ...]:
+    """`axes` (an int or ints, negative counting from the end) as sorted non-negative axes."""
+    listed = (axes,) if isinstance(axes, int) else _int_tuple(axes, "reduction axes")
+    result = sorted({a + rank if a < 0 else a for a in listed})
+    if len(result) != len(listed) or any(not 0 <= a < rank for a in result):
+        raise LayoutError(f"axes {tuple(listed)} are not distinct axes of a rank-{rank} tile")
+    return tuple(result)
+
+
+def _digits(number: np.ndarray, sizes: Sequence[int]) -> list[np.ndarray]:
+    """`number` written in the mixed radix `sizes`, most significant digit first."""
+    place = math.prod(sizes)
+    digits = []
+    for size in sizes:
+        place //= size
+        digits.append(number // place % size)
+    return digits
+
+
+# Row-major flat indices by plain arithmetic: numpy 2.4's ravel_multi_index and unravel_index
+# give wrong answers past 8192 elements for index arrays whose last dim has size 1.
+def flat_index(coordinates: np.ndarray, shape: Sequence[int]) -> np.ndarray:
+    """The row-major flat index of each coordinate (last axis) in a tile of `shape`."""
+    strides = [math.prod(shape[a + 1 :]) for a in range(len(shape))]
+    return coordinates @ np.array(strides, dtype=np.int64)
+
+
+def coordinates_of(flat: np.ndarray, shape: Sequence[int]) -> np.ndarray:
+    """The coordinates (a new last axis) of row-major flat indices in a tile of `shape`."""
+    return np.stack(_digits(flat, shape), axis=-1)
+
+
+class _Queries:
+    """What every layout answers alike, from its `check_holds`, `coordinates` and `replication`."""
+
+    def can_hold(self, shape: Sequence[int]) -> bool:
+        try:
+            self.check_holds(shape)
+        except LayoutError:
+            return False
+        return True
+
+    def holders(self, shape: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """Per element, every (thread, slot) holding it: two int arrays of shape
+        `(*shape, replication)`, threads ascending; a slot is a flat index into the register array."""
+        shape = _tile_shape(shape)
+        per_thread = self.coordinates(shape).reshape(THREADS, -1, len(shape))
+        order = np.argsort(flat_index(per_thread, shape).reshape(-1), kind="stable")  # threads ascending
+        slots, copies = per_thread.shape[1], self.replication
+        return (order // slots).reshape(*shape, copies), (order % slots).reshape(*shape, copies)
+
+
+@dataclass(frozen=True)
+class Replicated:
+    """A warp or lane dim that spends `times` warps or lanes on copies of the same registers."""
+
+    times: int
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.times, int) or self.times < 1:
+            raise LayoutError(f"Replicated needs a positive integer, got {self.times!r}")
+
+    def __repr__(self) -> str:
+        return f"Replicated({self.times})"
+
+
+class TiledDim(NamedTuple):
+    """One dim a tiling makes inside its base tile: it walks `axis` (of the tiled trailing dims,
+    0 first) in `size` steps of `stride` elements."""
+
+    axis: int
+    size: int
+    stride: int
+
+
+@dataclass(frozen=True)
+class Tiling:
+    """Nested tiles applied to the trailing dims of a tile, each within the tile before it.
+
+    A tile `(t1, t2)` turns trailing dims `(s1, s2)` into `(s1 // t1, s2 // t2, t1, t2)`: which
+    tile, then where in it.  The next tile applies to the trailing dims of that result, so it
+    subdivides the tile just made and never has more dims than it.  The first tile is the base
+    tile: a shape can be tiled when the base tile divides its trailing dims.
+    """
+
+    tiles: tuple[tuple[int, ...], ...]
+
+    def __post_init__(self) -> None:
+        try:
+            tiles = tuple(_int_tuple(tile, "a tile") for tile in self.tiles)
+        except TypeError:
+            raise LayoutError(f"a tiling is a sequence of tiles, got {self.tiles!r}") from None
+        object.__setattr__(self, "tiles", tiles)
+        if not tiles or not all(tiles) or any(t < 1 for tile in tiles for t in tile):
+            raise LayoutError(f"a tiling needs one or more tiles of positive sizes, got {tiles}")
+        for outer, inner in itertools.pairwise(tiles):
+            if len(inner) > len(outer):
+                raise LayoutError(f"tile {inner} has more dims than the tile {outer} it subdivides")
+        self.dims  # noqa: B018 -- checks that every tile divides the one before it
+
+    def __repr__(self) -> str:
+        return f"Tiling({self.tiles!r})"
+
+    @property
+    def rank(self) -> int:
+        """How many trailing dims of a tile the tiling cuts."""
+        return len(self.tiles[0])
+
+    @functools.cached_property
+    def dims(self) -> tuple[TiledDim, ...]:
+        """The dims the tiles make inside one base tile, major to minor."""
+        dims = [TiledDim(axis, size, 1) for axis, size in enumerate(self.tiles[0])]
+        for tile in self.tiles[1:]:
+            cut = dims[len(dims) - len(tile) :]
+            if any(d.size % t for d, t in zip(cut, tile)):
+                raise LayoutError(
+                    f"tile {tile} does not divide the {tuple(d.size for d in cut)} tile it subdivides"
+                )
+            dims[len(dims) - len(tile) :] = [
+                *(TiledDim(d.axis, d.size // t, d.stride * t) for d, t in zip(cut, tile)),
+                *(TiledDim(d.axis, t, d.stride) for d, t in zip(cut, tile)),
+            ]
+        return tuple(dims)
+
+    def canonical(self) -> Tiling:
+        """The same cuts without tiles, or leading tile dims, that split nothing."""
+        kept = [self.tiles[0]]
+        for tile in self.tiles[1:]:
+            # A leading 1 leaves its dim whole and in place; a tile equal to the end of the
+            # previous one only adds dims of size 1.
+            first = next((i for i, t in enumerate(tile) if t != 1), len(tile) - 1)
+            tile = tile[first:]
+            if kept[-1][len(kept[-1]) - len(tile) :] != tile:
+                kept.append(tile)
+        return Tiling(tuple(kept))
+
+
+Entry = int | Replicated
+
+
+def _entry_size(entry: Entry, dims: Sequence[TiledDim]) -> int:
+    return entry.times if isinstance(entry, Replicated) else dims[entry].size
+
+
+def _checked_parts(tiling, warp_dims, lane_dims, vector_dim):
+    """Validated, normalised constructor arguments of a TiledLayout (canonical or not)."""
+    if not isinstance(tiling, Tiling):
+        tiling = Tiling(tiling)
+    dims = tiling.dims
+    entries = []
+    for name, given, total in (("warp_dims", warp_dims, WARPS), ("lane_dims", lane_dims, WARP_LANES)):
+        listed = tuple(e if isinstance(e, Replicated) else operator.index(e)
+                       for e in ((given,) if isinstance(given, (int, Replicated)) else given))
+        if any(not isinstance(e, Replicated) and not -len(dims) <= e < 0 for e in listed) or (
+            math.prod(_entry_size(e, dims) for e in listed) != total
+        ):
+            raise LayoutError(
+                f"{name} {listed} must be negative dims of the tiled shape {tuple(d.size for d in dims)}"
+                f" (or Replicated) whose sizes multiply to {total}"
+            )
+        entries.append(listed)
+    vector_dim = operator.index(vector_dim)
+    if not -len(dims) <= vector_dim < 0:
+        raise LayoutError(f"vector_dim {vector_dim} is not a negative dim of {len(dims)} tiled dims")
+    partitioned = [e for e in (*entries[0], *entries[1]) if not isinstance(e, Replicated)]
+    if len(set(partitioned + [vector_dim])) != len(partitioned) + 1:
+        raise LayoutError(
+            f"a dim may be split over warps, over lanes or be the vector, only one of them:"
+            f" warp_dims {entries[0]}, lane_dims {entries[1]}, vector_dim {vector_dim}"
+        )
+    return tiling, entries[0], entries[1], vector_dim
+
+
+def _canonical_parts(tiling, warp_dims, lane_dims, vector_dim):
+    """The canonical spelling of a TiledLayout: the same thread -> element map, written one way."""
+    tiling, warp_dims, lane_dims, vector_dim = _checked_parts(tiling, warp_dims, lane_dims, vector_dim)
+    old = tiling.dims
+    new_tiling = tiling.canonical()
+    unit_vector = old[vector_dim].size == 1
+    # A vector of one element sits on the last dim, which a trailing (1,) tile provides; a longer
+    # vector has no use for that tile.
+    if unit_vector and new_tiling.dims[-1].size != 1:
+        new_tiling = Tiling((*new_tiling.tiles, (1,)))
+    elif not unit_vector and len(new_tiling.tiles) > 1 and new_tiling.tiles[-1] == (1,):
+        new_tiling = Tiling(new_tiling.tiles[:-1])
+    new = new_tiling.dims
+    # Canonicalisation only adds or drops dims of size 1, so the others keep their order.
+    moved = dict(
+        zip(
+            (i - len(old) for i, d in enumerate(old) if d.size > 1),
+            (i - len(new) for i, d in enumerate(new) if d.size > 1),
+        )
+    )
+
+    def entries(listed: tuple[Entry, ...]) -> tuple[Entry, ...]:
+        result: list[Entry] = []
+        for entry in listed:
+            if isinstance(entry, Replicated):
+                if entry.times == 1:
+                    continue
+                if result and isinstance(result[-1], Replicated):  # adjacent copies are one factor
+                    entry = Replicated(result.pop().times * entry.times)
+                result.append(entry)
+            elif old[entry].size > 1:
+                result.append(moved[entry])
+        return tuple(result)
+
+    return new_tiling, entries(warp_dims), entries(lane_dims), -1 if unit_vector else moved[vector_dim]
+
+
+@dataclass(frozen=True)
+class TiledLayout(_Queries):
+    """A register layout from a tiling: some tiled dims over warps, some over lanes, one vector.
+
+    `warp_dims` and `lane_dims` list negative positions in the tiled shape (or `Replicated`),
+    major to minor: the warp index (0-3) is written in the mixed radix of the warp dims' sizes,
+    the lane index (0-31) in that of the lane dims.  `vector_dim` is the dim each register holds
+    whole.  Every other tiled dim, and every dim in front of the tiling, is enumerated in each
+    thread's registers.
+    """
+
+    tiling: Tiling
+    warp_dims: tuple[Entry, ...]
+    lane_dims: tuple[Entry, ...]
+    vector_dim: int = -1
+
+    def __post_init__(self) -> None:
+        parts = _checked_parts(self.tiling, self.warp_dims, self.lane_dims, self.vector_dim)
+        for name, value in zip(("tiling", "warp_dims", "lane_dims", "vector_dim"), parts):
+            object.__setattr__(self, name, value)
+        canonical = _canonical_parts(*parts)
+        if canonical != parts:
+            raise LayoutError(
+                f"{self!r} is not in canonical form; the same layout is written"
+                f" {TiledLayout(*canonical)!r} (TiledLayout.canonical builds it from either)"
+            )
+
+    @classmethod
+    def canonical(cls, tiling, warp_dims, lane_dims, vector_dim=-1) -> TiledLayout:
+        """The layout these arguments describe, rewritten in canonical form."""
+        return cls(*_canonical_parts(tiling, warp_dims, lane_dims, vector_dim))
+
+    def __str__(self) -> str:
+        return _NAME_OF.get(self) or repr(self)
+
+    @property
+    def vector_length(self) -> int:
+        """Elements per register (per vector)."""
+        return self.tiling.dims[self.vector_dim].size
+
+    @property
+    def warp_sizes(self) -> tuple[int, ...]:
+        """The sizes of the warp dims: the warp index (0-3) in this mixed radix, major first."""
+        return tuple(_entry_size(e, self.tiling.dims) for e in self.warp_dims)
+
+    @property
+    def lane_sizes(self) -> tuple[int, ...]:
+        """The sizes of the lane dims: the lane index (0-31) in this mixed radix, major first."""
+        return tuple(_entry_size(e, self.tiling.dims) for e in self.lane_dims)
+
+    @property
+    def replication(self) -> int:
+        """How many threads hold each element."""
+        return math.prod(e.times for e in (*self.warp_dims, *self.lane_dims) if isinstance(e, Replicated))
+
+    def check_holds(self, shape: Sequence[int]) -> None:
+        """Raise a LayoutError unless a tile of `shape` can be laid out this way."""
+        shape = _tile_shape(shape)
+        base = self.tiling.tiles[0]
+        if len(shape) < len(base) or any(s % b for s, b in zip(shape[len(shape) - len(base) :], base)):
+            raise LayoutError(
+                f"layout {self} cannot hold a tile of shape {shape}: its base tile {base} must"
+                f" divide the tile's last {len(base)} dim(s)"
+            )
+
+    def registers_shape(self, shape: Sequence[int]) -> tuple[int, ...]:
+        """Each thread's register array for a tile of `shape`: tiled dims, then the vector."""
+        self.check_holds(shape)
+        shape = tuple(shape)
+        base = self.tiling.tiles[0]
+        lead = len(shape) - len(base)
+        counts = tuple(s // b for s, b in zip(shape[lead:], base))
+        dims = self.tiling.dims
+        spread = {e % len(dims) for e in (*self.warp_dims, *self.lane_dims, self.vector_dim)
+                  if not isinstance(e, Replicated)}
+        inner = tuple(1 if i in spread else d.size for i, d in enumerate(dims))
+        return (*shape[:lead], *counts, *inner, self.vector_length)
+
+    def coordinates(self, shape: Sequence[int]) -> np.ndarray:
+        """The element each thread holds in each register slot: an int array of shape
+        `(128, *registers_shape(shape), rank)`; `[t, *r, v]` is thread t's register r, lane v.
+        Read-only (it is cached)."""
+        return _tiled_coordinates(self, _tile_shape(shape))
+
+    def replica_threads(self) -> np.ndarray:
+        """`[t]`: the threads whose registers equal thread t's (t among them), ascending: (128, replication)."""
+        thread = np.arange(THREADS)
+        primary = thread.copy()  # the copy whose replicated digits are all 0
+        for entries, sizes, index, unit in ((self.warp_dims, self.warp_sizes, thread // WARP_LANES, WARP_LANES),
+                                            (self.lane_dims, self.lane_sizes, thread % WARP_LANES, 1)):
+            places = [unit * math.prod(sizes[i + 1 :]) for i in range(len(sizes))]
+            for entry, digit, place in zip(entries, _digits(index, sizes), places):
+                if isinstance(entry, Replicated):
+                    primary -= digit * place
+        groups, group_of = np.unique(primary, return_inverse=True)
+        members = np.lexsort((thread, primary)).reshape(len(groups), -1)
+        return members[group_of]
+
+    def reduce(self, shape: Sequence[int], axes: int | Sequence[int]) -> Layout:
+        """The layout of the tile left by reducing a `shape` tile over `axes`: each thread keeps
+        the results for the elements it held, so the lanes and warps that shared a reduced dim
+        end up holding copies.  Reducing every axis leaves a splat."""
+        self.check_holds(shape)
+        axes = _axes(axes, len(shape))
+        lead = len(shape) - self.tiling.rank
+        if len(axes) == len(shape):
+            return SplatLayout()
+        tiled_axes = [a - lead for a in axes if a >= lead]
+        if len(tiled_axes) == self.tiling.rank:
+            raise LayoutError(
+                f"reducing a {tuple(shape)} tile in layout {self} over axes {axes} would leave"
+                f" dims {tuple(shape[:lead])} that no tiling describes; reduce them too or relayout"
+            )
+        layout = self
+        for axis in reversed(tiled_axes):
+            layout = layout._without_axis(axis)
+        return layout
+
+    def _without_axis(self, axis: int) -> TiledLayout:
+        """This layout for tiles that lack tiled axis `axis`: its dims become copies."""
+        rank, tiles = self.tiling.rank, []
+        for tile in self.tiling.tiles:
+            position = axis - (rank - len(tile))  # a tile covers the last len(tile) axes
+            if position >= 0:
+                tile = tile[:position] + tile[position + 1 :]
+                if not tile:
+                    break  # every later tile only subdivides the removed axis
+            tiles.append(tile)
+        dims = self.tiling.dims
+        # If the vector loses its dim it becomes one element, on a dim of size 1 made for it.
+        lost_vector = dims[self.vector_dim].axis == axis
+        if lost_vector:
+            tiles.append((1,))
+        kept = [i - len(dims) for i, d in enumerate(dims) if d.axis != axis]
+        moved = {old: new - len(kept) - lost_vector for new, old in enumerate(kept)}
+
+        def entries(listed: tuple[Entry, ...]) -> tuple[Entry, ...]:
+            return tuple(e if isinstance(e, Replicated) else moved.get(e, Replicated(dims[e].size))
+                         for e in listed)
+
+        vector_dim = -1 if lost_vector else moved[self.vector_dim]
+        return TiledLayout.canonical(tiles, entries(self.warp_dims), entries(self.lane_dims), vector_dim)
+
+    def broadcast_in_dim(self, shape: Sequence[int], dims: Sequence[int], like: Layout | None = None) -> Layout:
+        """The layout of this tile broadcast to `shape` (its axis i becoming axis `dims[i]`) with
+        no data movement: one whose reduction over the new axes is this layout.  Tried: `like`
+        if given, else the named layouts, then this layout itself (for new leading dims)."""
+        shape, dims = _tile_shape(shape), _int_tuple(dims, "broadcast dims")
+        new_axes = [a for a in range(len(shape)) if a not in dims]
+        if list(dims) != sorted(set(dims)) or len(new_axes) + len(dims) != len(shape):
+            raise LayoutError(f"broadcast dims {dims} must be increasing axes of the {shape} result")
+        self.check_holds(tuple(shape[d] for d in dims))
+        # The named layouts come first: a layout can also take new leading dims itself, but for
+        # a row or column that would give every thread a register per row (or column).
+        candidates = [like] if like is not None else [*NAMED_LAYOUTS.values(), self]
+        for candidate in candidates:
+            try:
+                if candidate.reduce(shape, new_axes) == self:
+                    return candidate
+            except LayoutError:
+                continue  # it cannot hold the result, or leaves untiled dims when reduced
+        wanted = f"layout {like}" if like is not None else "a layout"
+        raise LayoutError(
+            f"{wanted} for the {shape} broadcast of a tile in layout {self} would move data:"
+            f" reducing it over axes {tuple(new_axes)} must give {self}"
+        )
+
+
+@functools.lru_cache(maxsize=256)
+def _tiled_coordinates(layout: TiledLayout, shape: tuple[int, ...]) -> np.ndarray:
+    registers = layout.registers_shape(shape)
+    dims, base = layout.tiling.dims, layout.tiling.tiles[0]
+    rank = len(registers) + 1  # (thread, *register dims, vector lane)
+
+    def along(values: np.ndarray, axis: int) -> np.ndarray:
+        return values.reshape([-1 if a == axis else 1 for a in range(rank)])
+
+    index = [along(np.arange(size), 1 + p) for p, size in enumerate(registers[:-1])]
+    first = len(registers) - 1 - len(dims)  # where the tiling's dims start among the register dims
+    thread = along(np.arange(THREADS), 0)
+    for entries, sizes, number in ((layout.warp_dims, layout.warp_sizes, thread // WARP_LANES),
+                                   (layout.lane_dims, layout.lane_sizes, thread % WARP_LANES)):
+        for entry, digit in zip(entries, _digits(number, sizes)):
+            if not isinstance(entry, Replicated):
+                index[first + len(dims) + entry] = index[first + len(dims) + entry] + digit
+    vector = first + len(dims) + layout.vector_dim
+    index[vector] = index[vector] + along(np.arange(layout.vector_length), rank - 1)
+    lead = len(shape) - len(base)
+    coordinates = index[:lead]
+    for axis, size in enumerate(base):
+        coordinate = index[lead + axis] * size
+        for p, d in enumerate(dims):
+            if d.axis == axis:
+                coordinate = coordinate + index[first + p] * d.stride
+        coordinates.append(coordinate)
+    full = (THREADS, *registers)
+    result = np.stack([np.broadcast_to(c, full) for c in coordinates], axis=-1)
+    result.flags.writeable = False
+    return result
+
+
+@dataclass(frozen=True)
+class SplatLayout(_Queries):
+    """Every element of the tile is the same value; each thread keeps it in one register.
+
+    Any shape fits, and a splat broadcasts to any layout for free.  It has no per-element map:
+    each thread's one register stands for every element."""
+
+    vector_length = 1
+    replication = THREADS
+
+    def __str__(self) -> str:
+        return "splat"
+
+    def check_holds(self, shape: Sequence[int]) -> None:
+        _tile_shape(shape)
+
+    def registers_shape(self, shape: Sequence[int]) -> tuple[int, ...]:
+        self.check_holds(shape)
+        return (1,)
+
+    def coordinates(self, shape: Sequence[int]) -> np.ndarray:
+        raise LayoutError("a splat tile holds one value for all its elements; it has no per-element map")
+
+    def holders(self, shape: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        shape = _tile_shape(shape)
+        threads = np.broadcast_to(np.arange(THREADS), (*shape, THREADS))
+        return threads, np.zeros_like(threads)
+
+    def replica_threads(self) -> np.ndarray:
+        return np.broadcast_to(np.arange(THREADS), (THREADS, THREADS))
+
+    def reduce(self, shape: Sequence[int], axes: int | Sequence[int]) -> Layout:
+        _axes(axes, len(_tile_shape(shape)))
+        return self
+
+    def broadcast_in_dim(self, shape: Sequence[int], dims: Sequence[int], like: Layout | None = None) -> Layout:
+        result = self if like is None else like
+        result.check_holds(shape)
+        return result
+
+
+@dataclass(frozen=True)
+class StridedLayout(_Queries):
+    """The tile flattened (row-major) and dealt out `vec` elements at a time, thread 0 to 127 in
+    turn: thread t's register r holds flat elements `(128 r + t) vec … (128 r + t) vec + vec - 1`.
+    The layout of plain elementwise kernels: each register is one vector load or store."""
+
+    vec: int
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.vec, int) or self.vec < 1:
+            raise LayoutError(f"a strided layout needs a positive vector length, got {self.vec!r}")
+
+    def __str__(self) -> str:
+        return f"strided({self.vec})"
+
+    @property
+    def vector_length(self) -> int:
+        return self.vec
+
+    replication = 1
+
+    def check_holds(self, shape: Sequence[int]) -> None:
+        size = math.prod(_tile_shape(shape))
+        if size % (THREADS * self.vec):
+            raise LayoutError(
+                f"layout {self} cannot hold a tile of shape {tuple(shape)}: its {size} elements are"
+                f" not a multiple of {THREADS * self.vec} (128 threads × {self.vec})"
+            )
+
+    def registers_shape(self, shape: Sequence[int]) -> tuple[int, ...]:
+        self.check_holds(shape)
+        return (math.prod(shape) // (THREADS * self.vec), self.vec)
+
+    def coordinates(self, shape: Sequence[int]) -> np.ndarray:
+        registers, vec = self.registers_shape(shape)
+        flat = (np.arange(registers)[None, :, None] * THREADS + np.arange(THREADS)[:, None, None]) * vec
+        return coordinates_of(flat + np.arange(vec)[None, None, :], tuple(shape))
+
+    def replica_threads(self) -> np.ndarray:
+        return np.arange(THREADS)[:, None]
+
+    def as_tiled(self) -> TiledLayout:
+        """The same map as a TiledLayout of the flattened tile (what its reductions follow)."""
+        vec = self.vec
+        return TiledLayout.canonical(Tiling(((THREADS * vec,), (WARP_LANES * vec,), (vec,))), (-3,), (-2,), -1)
+
+    def reduce(self, shape: Sequence[int], axes: int | Sequence[int]) -> Layout:
+        self.check_holds(shape)
+        if len(_axes(axes, len(shape))) != len(shape):
+            raise LayoutError(
+                f"a tile in layout {self} reduces over all its axes at once (to a splat), not over"
+                f" {axes}; relayout it first"
+            )
+        return SplatLayout()
+
+    def broadcast_in_dim(self, shape: Sequence[int], dims: Sequence[int], like: Layout | None = None) -> Layout:
+        # New leading dims repeat the flattened tile, so every thread repeats its own registers.
+        shape, dims = _tile_shape(shape), _int_tuple(dims, "broadcast dims")
+        if dims != tuple(range(len(shape) - len(dims), len(shape))) or like not in (None, self):
+            raise LayoutError(
+                f"a tile in layout {self} broadcasts without data movement only to new leading"
+                f" dims and in the same layout, not to {shape} along {dims} in {like}"
+            )
+        self.check_holds(tuple(shape[d] for d in dims))
+        return self
+
+
+Layout = TiledLayout | SplatLayout | StridedLayout
+
+
+def strided(vec: int) -> StridedLayout:
+    """The strided layout with `vec` elements per register."""
+    return StridedLayout(vec)
+
+
+# The named layouts (docs/compute-design.md §A.2).  The wgmma accumulator: 64-row strips, one per
+# warp of 16 rows; each warp's 8x8 blocks spread over its lanes 4 to a row, two columns a lane.
+WGMMA = TiledLayout(Tiling(((64, 8), (16, 8), (8, 8), (2,))), warp_dims=(-7,), lane_dims=(-3, -2), vector_dim=-1)
+# WGMMA reduced over columns: one value per row, copied in the 4 lanes that shared the row.
+WGMMA_ROW = TiledLayout(Tiling(((64,), (16,), (8,), (1,))), warp_dims=(-4,), lane_dims=(-2, Replicated(4)))
+# WGMMA reduced over rows: column pairs per lane, copied in every warp and in the 8 lanes of a column.
+WGMMA_COL = TiledLayout(Tiling(((8,), (2,))), warp_dims=(Replicated(4),), lane_dims=(Replicated(8), -2))
+# WGMMA with each 2x2 block transposed: a register holds two rows of one column.  Lanes l and
+# l ^ 4 share the same 2x2 blocks in both layouts, so converting takes one shuffle.
+WGMMA_TRANSPOSED = TiledLayout(
+    Tiling(((64, 8), (16, 8), (8, 8), (2, 2), (2, 1))), warp_dims=(-10,), lane_dims=(-6, -3, -5), vector_dim=-2
+)
+NAMED_LAYOUTS: dict[str, TiledLayout] = {
+    "wgmma": WGMMA,
+    "wgmma_row": WGMMA_ROW,
+    "wgmma_col": WGMMA_COL,
+    "wgmma_transposed": WGMMA_TRANSPOSED,
+}
+_NAME_OF = {layout: name for name, layout in NAMED_LAYOUTS.items()}
+
+
+def relayout_sources(source: Layout, target: Layout, shape: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Where a relayout from `source` to `target` takes each register slot of `target` from: two int
+    arrays `(threads, slots)` of shape `(128, *target.registers_shape(shape))`, slots flat.  Each
+    picks the thread itself if it holds the element, else a thread of the same warp (a shuffle),
+    else the lowest thread holding it (a trip through SMEM)."""
+    if isinstance(target, SplatLayout) and not isinstance(source, SplatLayout):
+        raise LayoutError(f"relayout from {source} to splat would drop all but one value")
+    shape = _tile_shape(shape)
+    threads, slots = source.holders(shape)
+    if isinstance(target, SplatLayout):
+        return np.arange(THREADS)[:, None], np.zeros((THREADS, 1), dtype=int)
+    wanted = target.coordinates(shape)
+    candidates = threads[tuple(np.moveaxis(wanted, -1, 0))]  # (128, *registers, copies)
+    me = np.arange(THREADS).reshape((THREADS,) + (1,) * (candidates.ndim - 1))
+    distance = np.where(candidates == me, 0, np.where(candidates // WARP_LANES == me // WARP_LANES, 1, 2))
+    choice = np.expand_dims(np.argmin(distance, axis=-1), -1)
+    chosen_slots = slots[tuple(np.moveaxis(wanted, -1, 0))]
+    return (np.take_along_axis(candidates, choice, -1)[..., 0],
+            np.take_along_axis(chosen_slots, choice, -1)[..., 0])
+
+
+def wgmma_a_registers(shape: Sequence[int]) -> np.ndarray:
+    """The registers of an (M, K) tile in `WGMMA` layout that form wgmma's register A operand:
+    `[m, j, i]` is the flat register (register order) that is `a<i>` of k16 step `j` for rows
+    `64 m …`.  Each holds two adjacent columns, vector lane 0 the lower: for 16-bit data the two
+    halves of the `.b32` (lane 0 low); from f32, `a<i> = cvt.rn.bf16x2.f32(lane 1, lane 0)`.
+
+    Why it is free: WGMMA's register order is (64-row block, 8-column block, 8-row half), so the
+    two column blocks × two row halves of a k16 step are 4 consecutive registers in a0…a3 order
+    (docs/ptx-hopper.md §6.3, §6.4); f32 accumulator registers 8j … 8j+7 are step j's operand."""
+    shape = _tile_shape(shape)
+    if len(shape) != 2 or shape[0] % 64 or shape[1] % 16:
+        raise LayoutError(f"a wgmma A operand is an (M, K) tile with M % 64 == 0 and K % 16 == 0, got {shape}")
+    rows, columns = shape
+    return np.arange(rows * columns // (2 * THREADS)).reshape(rows // 64, columns // 16, 4)

@@ -1,0 +1,402 @@
+"""Laws of the register layouts (asyncdsl.hw.fragments).
+
+The references here are written from the definitions, not from the module: the accumulator and
+A-operand fragments from the formulas of docs/ptx-hopper.md §6.3/§6.4, tiled layouts by applying
+the tiles one after another and undoing them in reverse, strided layouts from their one-line rule.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from asyncdsl.errors import LayoutError
+from asyncdsl.hw.fragments import (
+    NAMED_LAYOUTS,
+    WGMMA,
+    WGMMA_COL,
+    WGMMA_ROW,
+    WGMMA_TRANSPOSED,
+    Replicated,
+    SplatLayout,
+    StridedLayout,
+    TiledLayout,
+    Tiling,
+    relayout_sources,
+    strided,
+    wgmma_a_registers,
+)
+
+LAWS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+THREAD = np.arange(128)
+WARP, LANE = THREAD // 32, THREAD % 32
+
+
+# ---------------------------------------------------------------- references from the definitions
+
+
+def accumulator_reference(rows: int, columns: int) -> np.ndarray:
+    """§6.3: thread t's f32 accumulator d[i] of each 64-row block; (128, rows // 64, columns // 2, 2)."""
+    w, lane = WARP[:, None, None], LANE[:, None, None]
+    block = np.arange(rows // 64)[None, :, None]
+    i = np.arange(columns // 2)[None, None, :]
+    row = 64 * block + 16 * w + lane // 4 + 8 * ((i // 2) % 2)
+    col = 8 * (i // 4) + 2 * (lane % 4) + i % 2
+    return np.stack(np.broadcast_arrays(row, col), axis=-1)
+
+
+def a_fragment_reference(rows: int, columns: int) -> np.ndarray:
+    """§6.4: a0..a3 of k16 step j, low and high half; (128, rows // 64, columns // 16, 4, 2, 2)."""
+    shape = (128, rows // 64, columns // 16, 4, 2)
+    t, block, step, register, half = np.indices(shape)
+    r0, c0 = 16 * (t // 32) + (t % 32) // 4, 2 * (t % 4)
+    row = 64 * block + r0 + 8 * (register % 2)  # a1, a3: row r0 + 8
+    col = 16 * step + c0 + 8 * (register // 2) + half  # a2, a3: columns c0 + 8, c0 + 9
+    return np.stack([row, col], axis=-1)
+
+
+def tiled_shape(tiles, shape) -> list[int]:
+    for tile in tiles:
+        k = len(tile)
+        shape = [*shape[: len(shape) - k], *(s // t for s, t in zip(shape[len(shape) - k :], tile)), *tile]
+    return list(shape)
+
+
+def reference_coordinates(tiles, warp_dims, lane_dims, vector_dim, shape) -> np.ndarray:
+    """Thread t, register slot s (register-major, vector lane minor) -> element: (128, slots, rank)."""
+    tiled = tiled_shape(tiles, shape)
+    n = len(tiled)
+    spread = {n + e for e in (*warp_dims, *lane_dims) if not isinstance(e, Replicated)} | {n + vector_dim}
+    registers = [1 if p in spread else s for p, s in enumerate(tiled)]
+    grid = np.indices((128, *registers, tiled[vector_dim])).reshape(len(registers) + 2, 128, -1)
+    index = [grid[1 + p] for p in range(n)]
+    for entries, number in ((warp_dims, grid[0] // 32), (lane_dims, grid[0] % 32)):
+        sizes = [e.times if isinstance(e, Replicated) else tiled[e] for e in entries]
+        for j, entry in enumerate(entries):
+            digit = number // math.prod(sizes[j + 1 :]) % sizes[j]
+            if not isinstance(entry, Replicated):
+                index[n + entry] = index[n + entry] + digit
+    index[n + vector_dim] = index[n + vector_dim] + grid[-1]
+    for tile in reversed(tiles):  # untile: outer * tile + inner
+        k = len(tile)
+        m = len(index) - 2 * k
+        index = index[:m] + [index[m + i] * tile[i] + index[m + k + i] for i in range(k)]
+    return np.stack(index, axis=-1)
+
+
+def flat_index(coordinates, shape):
+    return sum(coordinates[..., a] * math.prod(shape[a + 1 :]) for a in range(len(shape)))
+
+
+def unravel(flat, shape):
+    return np.stack([flat // math.prod(shape[a + 1 :]) % shape[a] for a in range(len(shape))], axis=-1)
+
+
+def per_thread_elements(layout, shape) -> list[set]:
+    coordinates = layout.coordinates(shape).reshape(128, -1, len(shape))
+    return [set(map(tuple, c.tolist())) for c in coordinates]
+
+
+# ------------------------------------------------------------------------------- strategies
+
+
+@st.composite
+def raw_layouts(draw):
+    """Arguments of a TiledLayout, canonical or not: a random tiling and a random split of its
+    dims over warps, lanes and the vector, padded with Replicated where the sizes fall short."""
+    rank = draw(st.integers(1, 2))
+    # Base tiles of 128 elements or more can fill the warps and lanes without copies.
+    total = draw(st.one_of(st.integers(7, 10), st.integers(0, 10)))
+    first = draw(st.integers(max(0, total - 6), min(total, 6))) if rank == 2 else total
+    exponents = (first, total - first) if rank == 2 else (total,)
+    tiles = [tuple(2**e for e in exponents)]
+    for _ in range(draw(st.sampled_from([0, 1, 2, 2, 3, 3]))):
+        cut = tiles[-1][len(tiles[-1]) - draw(st.integers(1, len(tiles[-1]))) :]
+        tiles.append(tuple(2 ** draw(st.integers(0, size.bit_length() - 1)) for size in cut))
+    sizes = tiled_shape(tiles, tiles[0])[rank:]
+    n = len(sizes)
+    order = list(draw(st.permutations(range(n))))
+    vector, free = order[0], order[1:]
+
+    def split(total):
+        entries = []
+        for p in list(free):
+            if total % sizes[p] == 0 and draw(st.integers(0, 3)) > 0:
+                entries.append(p - n)
+                free.remove(p)
+                total //= sizes[p]
+        if total > 1:
+            entries.insert(draw(st.integers(0, len(entries))), Replicated(total))
+        return tuple(entries)
+
+    return tiles, split(4), split(32), vector - n
+
+
+named_layouts = st.sampled_from(
+    [(layout.tiling.tiles, layout.warp_dims, layout.lane_dims, layout.vector_dim) for layout in NAMED_LAYOUTS.values()]
+)
+
+
+@st.composite
+def layouts_and_shapes(draw):
+    tiles, warp_dims, lane_dims, vector_dim = draw(st.one_of(named_layouts, raw_layouts()))
+    layout = TiledLayout.canonical(Tiling(tiles), warp_dims, lane_dims, vector_dim)
+    lead = draw(st.lists(st.integers(1, 2), max_size=1))
+    shape = (*lead, *(b * draw(st.integers(1, 2)) for b in tiles[0]))
+    return layout, shape, (tiles, warp_dims, lane_dims, vector_dim)
+
+
+wgmma_shapes = st.tuples(st.sampled_from([64, 128, 192]), st.integers(1, 32).map(lambda n: 8 * n))
+
+
+# ------------------------------------------------------------------- the hardware's fragments
+
+
+@LAWS
+@given(wgmma_shapes)
+def test_wgmma_is_the_accumulator_fragment(shape):
+    rows, columns = shape
+    ours = WGMMA.coordinates(shape).reshape(128, rows // 64, columns // 2, 2)
+    assert np.array_equal(ours, accumulator_reference(rows, columns))
+
+
+@LAWS
+@given(st.sampled_from([64, 128]), st.integers(1, 8).map(lambda k: 16 * k))
+def test_wgmma_a_registers_are_the_a_operand_fragment(rows, columns):
+    registers = WGMMA.coordinates((rows, columns)).reshape(128, -1, 2, 2)
+    ours = registers[:, wgmma_a_registers((rows, columns))]
+    assert np.array_equal(ours, a_fragment_reference(rows, columns))
+
+
+def test_accumulator_registers_8j_to_8j7_are_the_a_operand_of_step_j():
+    # docs/compute-design.md §A.2: a<i> of step j = cvt(d[8j + 2i + 1], d[8j + 2i]).
+    a = wgmma_a_registers((64, 64))[0]
+    f32_registers = 2 * a[..., None] + np.arange(2)  # register r, vector lane v is d[2r + v]
+    assert np.array_equal(f32_registers.reshape(4, 8), np.arange(32).reshape(4, 8))
+
+
+def test_wgmma_a_registers_refuse_shapes_wgmma_cannot_feed():
+    for shape in [(64, 8), (32, 16), (64, 16, 2)]:
+        with pytest.raises(LayoutError, match="A operand"):
+            wgmma_a_registers(shape)
+
+
+# ------------------------------------------------------------------------ the tiled algebra
+
+
+@LAWS
+@given(layouts_and_shapes())
+def test_coordinates_follow_the_tiling_step_by_step(case):
+    layout, shape, raw = case
+    ours = layout.coordinates(shape).reshape(128, -1, len(shape))
+    assert np.array_equal(ours, reference_coordinates(*raw, shape))
+
+
+@LAWS
+@given(layouts_and_shapes())
+def test_canonical_form_is_required_and_idempotent(case):
+    layout, _, (tiles, warp_dims, lane_dims, vector_dim) = case
+    assert TiledLayout.canonical(layout.tiling, layout.warp_dims, layout.lane_dims, layout.vector_dim) == layout
+    written = (Tiling(tiles), warp_dims, lane_dims, vector_dim)
+    if written != (layout.tiling, layout.warp_dims, layout.lane_dims, layout.vector_dim):
+        with pytest.raises(LayoutError, match="not in canonical form"):
+            TiledLayout(*written)
+
+
+@LAWS
+@given(layouts_and_shapes())
+def test_every_element_is_held_replication_times(case):
+    layout, shape, _ = case
+    coordinates = layout.coordinates(shape)
+    registers = layout.registers_shape(shape)
+    assert coordinates.shape == (128, *registers, len(shape))
+    assert registers[-1] == layout.vector_length
+    flat = flat_index(coordinates, shape)
+    assert np.array_equal(np.bincount(flat.ravel(), minlength=math.prod(shape)),
+                          np.full(math.prod(shape), layout.replication))
+    threads, slots = layout.holders(shape)
+    held = coordinates.reshape(128, -1, len(shape))[threads, slots]
+    assert np.array_equal(held, np.broadcast_to(np.stack(np.indices(shape), -1)[..., None, :], held.shape))
+
+
+@LAWS
+@given(layouts_and_shapes())
+def test_replicas_hold_identical_registers(case):
+    layout, shape, _ = case
+    replicas = layout.replica_threads()
+    assert replicas.shape == (128, layout.replication)
+    held = [c.tobytes() for c in layout.coordinates(shape)]
+    for t in range(128):
+        assert replicas[t].tolist() == [u for u in range(128) if held[u] == held[t]]
+
+
+@LAWS
+@given(layouts_and_shapes(), st.data())
+def test_reduce_leaves_each_thread_the_projections_of_its_elements(case, data):
+    layout, shape, _ = case
+    axes = data.draw(st.sets(st.sampled_from(range(len(shape))), min_size=1))
+    kept = [a for a in range(len(shape)) if a not in axes]
+    tiled_axes = {a for a in axes if a >= len(shape) - layout.tiling.rank}
+    if len(tiled_axes) == layout.tiling.rank and kept:
+        with pytest.raises(LayoutError, match="no tiling describes"):
+            layout.reduce(shape, axes)
+        return
+    reduced = layout.reduce(shape, sorted(axes))
+    if not kept:
+        assert reduced == SplatLayout()
+        return
+    reduced_shape = tuple(shape[a] for a in kept)
+    projections = [{tuple(e[a] for a in kept) for e in elements} for elements in per_thread_elements(layout, shape)]
+    assert per_thread_elements(reduced, reduced_shape) == projections
+    assert reduced.broadcast_in_dim(shape, kept, like=layout) == layout
+
+
+@pytest.mark.parametrize("axis, reduced", [(1, WGMMA_ROW), (0, WGMMA_COL), (-1, WGMMA_ROW)])
+def test_wgmma_reduces_to_row_and_column_layouts_and_broadcasts_back(axis, reduced):
+    assert WGMMA.reduce((128, 64), axis) == reduced
+    kept = [0] if axis % 2 else [1]
+    assert reduced.broadcast_in_dim((128, 64), kept) == WGMMA
+    assert WGMMA.reduce((128, 64), (0, 1)) == SplatLayout()
+
+
+def test_broadcast_that_would_move_data_is_refused():
+    with pytest.raises(LayoutError, match="would move data"):
+        WGMMA_ROW.broadcast_in_dim((64, 64), (0,), like=WGMMA_TRANSPOSED)
+    with pytest.raises(LayoutError, match="would move data"):
+        WGMMA_COL.broadcast_in_dim((64, 64), (1,), like=WGMMA_TRANSPOSED)
+
+
+def test_new_leading_dims_keep_a_layout():
+    assert WGMMA.broadcast_in_dim((3, 64, 16), (1, 2)) == WGMMA
+    assert strided(4).broadcast_in_dim((3, 512), (1,)) == strided(4)
+    assert SplatLayout().broadcast_in_dim((64, 16), (), like=WGMMA) == WGMMA
+    with pytest.raises(LayoutError, match="new leading"):
+        strided(4).broadcast_in_dim((512, 3), (0,))
+
+
+def test_wgmma_transposed_swaps_2x2_blocks_between_lanes_l_and_l_xor_4():
+    shape = (128, 32)
+    for source, target in [(WGMMA, WGMMA_TRANSPOSED), (WGMMA_TRANSPOSED, WGMMA)]:
+        threads, _ = relayout_sources(source, target, shape)
+        own = THREAD.reshape((128,) + (1,) * (threads.ndim - 1))
+        assert np.all((threads == own) | (threads == own ^ 4))
+    assert WGMMA_TRANSPOSED.vector_length == 2
+    pair = WGMMA_TRANSPOSED.coordinates(shape)[0].reshape(-1, 2, 2)[0]
+    assert pair.tolist() == [[0, 0], [1, 0]]  # a register holds two rows of one column
+
+
+@LAWS
+@given(st.sampled_from([WGMMA, WGMMA_TRANSPOSED, strided(1), strided(2), SplatLayout()]),
+       st.sampled_from([WGMMA, WGMMA_TRANSPOSED, strided(2), strided(8)]),
+       st.integers(1, 2), st.integers(1, 4))
+def test_relayout_sources_hold_each_element_nearest_first(source, target, blocks, columns):
+    shape = (64 * blocks, 16 * columns)
+    threads, slots = relayout_sources(source, target, shape)
+    wanted = target.coordinates(shape)
+    assert threads.shape == slots.shape == wanted.shape[:-1]
+    if not isinstance(source, SplatLayout):
+        got = source.coordinates(shape).reshape(128, -1, 2)[threads, slots]
+        assert np.array_equal(got, wanted)
+        own = per_thread_elements(source, shape)
+        for t in range(0, 128, 37):  # where the thread holds the element itself, it is its own source
+            mine = np.array([tuple(e) in own[t] for e in wanted[t].reshape(-1, 2).tolist()])
+            assert np.array_equal(mine, threads[t].reshape(-1) == t)
+
+
+# ----------------------------------------------------------------------- splat and strided
+
+
+@LAWS
+@given(st.lists(st.integers(1, 12), min_size=1, max_size=3).map(tuple), st.sampled_from([1, 2, 4, 8]))
+def test_strided_layout_deals_vec_elements_round_robin(shape, vec):
+    layout = StridedLayout(vec)
+    size = math.prod(shape)
+    if size % (128 * vec):
+        assert not layout.can_hold(shape)
+        with pytest.raises(LayoutError, match=f"not a multiple of {128 * vec}"):
+            layout.registers_shape(shape)
+        shape = (*shape[:-1], shape[-1] * 128 * vec // math.gcd(size, 128 * vec))
+        size = math.prod(shape)
+    registers = size // (128 * vec)
+    assert layout.registers_shape(shape) == (registers, vec)
+    r, t, v = np.indices((registers, 128, vec))
+    reference = unravel((128 * r + t) * vec + v, shape).transpose(1, 0, 2, 3)
+    assert np.array_equal(layout.coordinates(shape), reference)
+    tiled = layout.as_tiled().coordinates((size,)).reshape(128, registers, vec)
+    assert np.array_equal(unravel(tiled, shape), reference)
+    assert layout.reduce(shape, range(len(shape))) == SplatLayout()
+    if len(shape) > 1:
+        with pytest.raises(LayoutError, match="over all its axes"):
+            layout.reduce(shape, 0)
+
+
+def test_splat_holds_any_shape_in_one_register():
+    splat = SplatLayout()
+    assert splat.registers_shape((7, 3)) == (1,) and splat.replication == 128
+    assert splat.reduce((7, 3), 1) == splat
+    threads, slots = splat.holders((2, 3))
+    assert threads.shape == (2, 3, 128) and not slots.any()
+    with pytest.raises(LayoutError, match="no per-element map"):
+        splat.coordinates((2, 3))
+
+
+# ------------------------------------------------------------------ names, values, validation
+
+
+def test_named_layouts_print_short_names_and_compare_by_value():
+    assert [str(layout) for layout in NAMED_LAYOUTS.values()] == list(NAMED_LAYOUTS)
+    rebuilt = TiledLayout(Tiling([[64, 8], [16, 8], [8, 8], [2]]), [-7], [-3, -2], -1)
+    assert rebuilt == WGMMA and hash(rebuilt) == hash(WGMMA) and str(rebuilt) == "wgmma"
+    assert {WGMMA: 1}[rebuilt] == 1
+    assert str(strided(4)) == "strided(4)" and strided(4) == StridedLayout(4)
+    assert str(SplatLayout()) == "splat"
+    other = WGMMA_TRANSPOSED.reduce((64, 64), 1)
+    assert str(other) == repr(other).replace("Replicated(times=", "Replicated(")
+    assert str(other).startswith("TiledLayout(tiling=Tiling(((64,), (16,), (8,), (2,))), warp_dims=(-4,)")
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        ((Tiling(((64, 8),)), (-1,), (-2,), -1), "warp_dims"),
+        (((), (-1,), (-2,), -1), "one or more tiles"),
+        ((((8,), (16,)), (Replicated(4),), (Replicated(32),), -1), "does not divide"),
+        ((((8,), (4, 2)), (Replicated(4),), (Replicated(32),), -1), "more dims"),
+        ((((64, 8), (16, 8), (8, 8)), (-6,), (-2, Replicated(4)), -2), "only one of them"),
+        ((((64,), (16,)), (-2,), (Replicated(32),), 0), "vector_dim"),
+        ((((64,), (16,)), (1,), (Replicated(32),), -1), "negative dims"),
+        ((((64, 8), (16, 8), (8, 8), (1, 2)), (-8,), (-4, -3), -1), "not in canonical form"),
+    ],
+)
+def test_invalid_layouts_are_layout_errors(arguments, message):
+    with pytest.raises(LayoutError, match=message):
+        TiledLayout(*arguments)
+
+
+@LAWS
+@given(layouts_and_shapes(), st.lists(st.integers(1, 70), min_size=1, max_size=3).map(tuple))
+def test_shapes_a_layout_cannot_hold_are_refused(case, shape):
+    layout, _, (tiles, *_) = case
+    base = tiles[0]
+    fits = len(shape) >= len(base) and all(s % b == 0 for s, b in zip(shape[len(shape) - len(base) :], base))
+    assert layout.can_hold(shape) == fits
+    if not fits:
+        with pytest.raises(LayoutError, match=re.escape(f"cannot hold a tile of shape {shape}")):
+            layout.registers_shape(shape)
+        with pytest.raises(LayoutError, match="cannot hold"):
+            layout.reduce(shape, 0)
+
+
+def test_errors_name_the_layout_and_the_rule():
+    with pytest.raises(LayoutError, match=r"wgmma cannot hold a tile of shape \(32, 64\): its base tile \(64, 8\)"):
+        WGMMA.registers_shape((32, 64))
+    with pytest.raises(LayoutError, match="not distinct axes"):
+        WGMMA.reduce((64, 64), (1, -1))
+    with pytest.raises(LayoutError, match="positive"):
+        WGMMA.registers_shape((0, 8))
