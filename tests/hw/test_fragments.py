@@ -1,4 +1,4 @@
-"""Laws of the register layouts (asyncdsl.hw.fragments).
+"""Laws of the register layouts (asyncdsl.hw.fragments) and their reduction trees.
 
 The references here are written from the definitions, not from the module: the accumulator and
 A-operand fragments from the formulas of docs/ptx-hopper.md §6.3/§6.4, tiled layouts by applying
@@ -31,6 +31,7 @@ from asyncdsl.hw.fragments import (
     strided,
     wgmma_a_registers,
 )
+from asyncdsl.hw.reduction_tree import reduction_tree
 
 LAWS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -88,6 +89,33 @@ def reference_coordinates(tiles, warp_dims, lane_dims, vector_dim, shape) -> np.
         m = len(index) - 2 * k
         index = index[:m] + [index[m + i] * tile[i] + index[m + k + i] for i in range(k)]
     return np.stack(index, axis=-1)
+
+
+def follow(tree, layout, shape, tile, op):
+    """Walk a reduction tree the way the interpreter does: per-thread values in, per-thread out."""
+    values = tile[tuple(np.moveaxis(layout.coordinates(shape), -1, 0))].reshape(128, -1, layout.vector_length)
+    results = []
+    for terms in tree.register_terms:
+        acc = values[:, terms[0]]
+        for register in terms[1:]:
+            acc = op(acc, values[:, register])
+        if tree.fold_vector:
+            lanes = acc[:, 0]
+            for v in range(1, acc.shape[1]):
+                lanes = op(lanes, acc[:, v])
+            acc = lanes[:, None]
+        results.append(acc)
+    out = np.stack(results, axis=1)
+    for mask in tree.lane_xors:
+        out = op(out, out[THREAD ^ mask])
+    if tree.warp_groups:
+        scratch = out.reshape(4, 32, *out.shape[1:]).copy()  # what the warps wrote, before any reads
+        group_of = {w: group for group in tree.warp_groups for w in group}
+        members = np.array([group_of[w] for w in WARP])  # each thread's group, in fold order
+        out = scratch[members[:, 0], LANE]
+        for k in range(1, members.shape[1]):
+            out = op(out, scratch[members[:, k], LANE])
+    return out.reshape(128, *tree.result.registers_shape(tree.result_shape))
 
 
 def flat_index(coordinates, shape):
@@ -344,6 +372,61 @@ def test_splat_holds_any_shape_in_one_register():
     assert threads.shape == (2, 3, 128) and not slots.any()
     with pytest.raises(LayoutError, match="no per-element map"):
         splat.coordinates((2, 3))
+
+
+# ------------------------------------------------------------------------------- reductions
+
+
+@LAWS
+@given(layouts_and_shapes(), st.data())
+def test_reduction_tree_sums_each_element_once_and_leaves_copies_equal(case, data):
+    layout, shape, _ = case
+    axes = sorted(data.draw(st.sets(st.sampled_from(range(len(shape))), min_size=1)))
+    kept = [a for a in range(len(shape)) if a not in axes]
+    if kept and all(a in axes for a in range(len(shape) - layout.tiling.rank, len(shape))):
+        return  # refused, as test_reduce_leaves_each_thread_the_projections_of_its_elements checks
+    check_tree(layout, shape, axes, data.draw(st.randoms()))
+
+
+@LAWS
+@given(st.sampled_from([1, 2, 4]), st.integers(1, 3), st.randoms())
+def test_strided_reduction_tree_sums_everything(vec, registers, random):
+    check_tree(strided(vec), (registers * vec, 128), [0, 1], random)
+
+
+def check_tree(layout, shape, axes, random):
+    tree = reduction_tree(layout, shape, axes)
+    tile = np.array([random.randrange(-(2**20), 2**20) for _ in range(math.prod(shape))]).reshape(shape)
+    for values, op, total in [(tile, np.add, np.sum), (tile, np.maximum, np.max), (np.ones_like(tile), np.add, np.sum)]:
+        got = follow(tree, layout, shape, values, op)
+        expected = np.asarray(total(values, axis=tuple(axes)))
+        if isinstance(tree.result, SplatLayout):
+            assert np.all(got == expected)
+        else:
+            wanted = expected[tuple(np.moveaxis(tree.result.coordinates(tree.result_shape), -1, 0))]
+            assert np.array_equal(got, wanted)
+
+
+def test_wgmma_row_sum_order():
+    tree = reduction_tree(WGMMA, (64, 32), 1)
+    # Registers of each 8-row half, in register order, one chain per vector lane; then the two
+    # lanes; then the 4 lanes of a row: xor 1, xor 2.  No warp stage.
+    assert tree.register_terms == ((0, 2, 4, 6), (1, 3, 5, 7))
+    assert tree.fold_vector and tree.lane_xors == (1, 2) and tree.warp_groups == ()
+    assert tree.result == WGMMA_ROW and tree.scratch_shape == ()
+
+
+def test_wgmma_column_sum_crosses_lanes_and_warps():
+    tree = reduction_tree(WGMMA, (128, 16), 0)
+    assert tree.register_terms == ((0, 1, 4, 5), (2, 3, 6, 7))
+    assert not tree.fold_vector and tree.lane_xors == (4, 8, 16)
+    assert tree.warp_groups == ((0, 1, 2, 3),) and tree.scratch_shape == (4, 32, 2, 2)
+    assert tree.result == WGMMA_COL
+
+
+def test_splat_has_no_reduction_tree():
+    with pytest.raises(LayoutError, match="one value"):
+        reduction_tree(SplatLayout(), (4, 4), 0)
 
 
 # ------------------------------------------------------------------ names, values, validation
