@@ -237,6 +237,20 @@ def test_canonical_form_is_required_and_idempotent(case):
             TiledLayout(*written)
 
 
+@pytest.mark.parametrize(
+    "spelling, layout",
+    [
+        ((((64, 8), (16, 8), (8, 8), (1, 2)), (-8,), (-4, -3), -1), WGMMA),  # a leading 1 in a tile
+        ((((64, 8), (16, 8), (8, 8), (2,), (1,)), (-8,), (-4, -3), -2), WGMMA),  # a (1,) nobody uses
+        ((((64, 8), (64, 8), (16, 8), (8, 8), (2,)), (-7,), (-3, -2), -1), WGMMA),  # a tile repeated
+        ((((8,), (2,)), (Replicated(2), Replicated(2)), (Replicated(8), -2), -1), WGMMA_COL),
+        ((((64,), (64,), (16,), (8,), (1,)), (-4,), (-2, Replicated(4)), -5), WGMMA_ROW),  # a size-1 vector
+    ],
+)
+def test_spellings_of_one_layout_share_its_canonical_form(spelling, layout):
+    assert TiledLayout.canonical(*spelling) == layout
+
+
 @LAWS
 @given(layouts_and_shapes())
 def test_every_element_is_held_replication_times(case):
@@ -319,22 +333,31 @@ def test_wgmma_transposed_swaps_2x2_blocks_between_lanes_l_and_l_xor_4():
     assert pair.tolist() == [[0, 0], [1, 0]]  # a register holds two rows of one column
 
 
+TILES_2D = [WGMMA, WGMMA_TRANSPOSED, strided(1), strided(2), strided(8), SplatLayout()]
+TILES_1D = [WGMMA_ROW, WGMMA_COL, strided(1), strided(2), SplatLayout()]
+relayouts = st.one_of(
+    st.tuples(st.sampled_from(TILES_2D), st.sampled_from(TILES_2D[:-1]),
+              st.tuples(st.integers(1, 2).map(lambda b: 64 * b), st.integers(1, 4).map(lambda c: 16 * c))),
+    st.tuples(st.sampled_from(TILES_1D), st.sampled_from(TILES_1D[:-1]), st.integers(1, 3).map(lambda k: (256 * k,))),
+)
+
+
 @LAWS
-@given(st.sampled_from([WGMMA, WGMMA_TRANSPOSED, strided(1), strided(2), SplatLayout()]),
-       st.sampled_from([WGMMA, WGMMA_TRANSPOSED, strided(2), strided(8)]),
-       st.integers(1, 2), st.integers(1, 4))
-def test_relayout_sources_hold_each_element_nearest_first(source, target, blocks, columns):
-    shape = (64 * blocks, 16 * columns)
+@given(relayouts)
+def test_relayout_sources_hold_each_element_nearest_first(case):
+    source, target, shape = case
     threads, slots = relayout_sources(source, target, shape)
     wanted = target.coordinates(shape)
     assert threads.shape == slots.shape == wanted.shape[:-1]
     if not isinstance(source, SplatLayout):
-        got = source.coordinates(shape).reshape(128, -1, 2)[threads, slots]
+        got = source.coordinates(shape).reshape(128, -1, len(shape))[threads, slots]
         assert np.array_equal(got, wanted)
-        own = per_thread_elements(source, shape)
-        for t in range(0, 128, 37):  # where the thread holds the element itself, it is its own source
-            mine = np.array([tuple(e) in own[t] for e in wanted[t].reshape(-1, 2).tolist()])
-            assert np.array_equal(mine, threads[t].reshape(-1) == t)
+    # The thread itself where it holds the element, else a lane of its warp where one does.
+    holders = source.holders(shape)[0][tuple(np.moveaxis(wanted, -1, 0))]
+    me = THREAD.reshape((128,) + (1,) * (threads.ndim - 1))
+    own, in_warp = (holders == me[..., None]).any(-1), (holders // 32 == me[..., None] // 32).any(-1)
+    assert np.array_equal(threads == me, own)
+    assert np.all((threads // 32 == me // 32) == in_warp)
 
 
 # ----------------------------------------------------------------------- splat and strided
