@@ -16,7 +16,7 @@ tile sits there.  The wgmma accumulator (`WGMMA`) is the layout the tensor cores
     rows 16-31: warp 1 (t32-t63) alike; rows 32-47 warp 2; rows 48-63 warp 3
 
 In PTX's numbering of the f32 accumulators, register `r`, vector lane `v` is `d[2r + v]`
-(docs/ptx-hopper.md §6.3); columns 16-31 continue with r4 … r7, and so on.
+(docs/hardware.md §14.3); columns 16-31 continue with r4 … r7, and so on.
 
 The formalism is JAX Mosaic GPU's `TiledLayout`: a `Tiling` cuts the trailing dims of the tile
 into nested tiles; each dim this makes is then either split over the 4 warps (`warp_dims`), split
@@ -36,66 +36,29 @@ value (they become parts of cache keys); a `TiledLayout` must be in canonical fo
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import numpy as np
 
 from asyncdsl.errors import LayoutError
-
-WARPS = 4
-WARP_LANES = 32
-THREADS = WARPS * WARP_LANES
-
-
-def _int_tuple(values: object, what: str) -> tuple[int, ...]:
-    try:
-        return tuple(operator.index(v) for v in values)
-    except TypeError:
-        raise LayoutError(f"{what} must be a sequence of integers, got {values!r}") from None
-
-
-def _tile_shape(shape: object) -> tuple[int, ...]:
-    result = _int_tuple(shape, "a tile shape")
-    if any(s < 1 for s in result):
-        raise LayoutError(f"tile dims must be positive, got {result}")
-    return result
-
-
-def _axes(axes: int | Sequence[int], rank: int) -> tuple[int, ...]:
-    """`axes` (an int or ints, negative counting from the end) as sorted non-negative axes."""
-    listed = (axes,) if isinstance(axes, int) else _int_tuple(axes, "reduction axes")
-    result = sorted({a + rank if a < 0 else a for a in listed})
-    if len(result) != len(listed) or any(not 0 <= a < rank for a in result):
-        raise LayoutError(f"axes {tuple(listed)} are not distinct axes of a rank-{rank} tile")
-    return tuple(result)
-
-
-def _digits(number: np.ndarray, sizes: Sequence[int]) -> list[np.ndarray]:
-    """`number` written in the mixed radix `sizes`, most significant digit first."""
-    place = math.prod(sizes)
-    digits = []
-    for size in sizes:
-        place //= size
-        digits.append(number // place % size)
-    return digits
-
-
-# Row-major flat indices by plain arithmetic: numpy 2.4's ravel_multi_index and unravel_index
-# give wrong answers past 8192 elements for index arrays whose last dim has size 1.
-def flat_index(coordinates: np.ndarray, shape: Sequence[int]) -> np.ndarray:
-    """The row-major flat index of each coordinate (last axis) in a tile of `shape`."""
-    strides = [math.prod(shape[a + 1 :]) for a in range(len(shape))]
-    return coordinates @ np.array(strides, dtype=np.int64)
-
-
-def coordinates_of(flat: np.ndarray, shape: Sequence[int]) -> np.ndarray:
-    """The coordinates (a new last axis) of row-major flat indices in a tile of `shape`."""
-    return np.stack(_digits(flat, shape), axis=-1)
+from asyncdsl.hw.tiling import (
+    THREADS,
+    WARP_LANES,
+    WARPS,
+    Entry,
+    Replicated,
+    Tiling,
+    coordinates_of,
+    entry_size,
+    flat_index,
+    int_tuple,
+    mixed_radix_digits,
+    reduction_axes,
+    tile_shape,
+)
 
 
 class _Queries:
@@ -111,103 +74,11 @@ class _Queries:
     def holders(self, shape: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
         """Per element, every (thread, slot) holding it: two int arrays of shape
         `(*shape, replication)`, threads ascending; a slot is a flat index into the register array."""
-        shape = _tile_shape(shape)
+        shape = tile_shape(shape)
         per_thread = self.coordinates(shape).reshape(THREADS, -1, len(shape))
         order = np.argsort(flat_index(per_thread, shape).reshape(-1), kind="stable")  # threads ascending
         slots, copies = per_thread.shape[1], self.replication
         return (order // slots).reshape(*shape, copies), (order % slots).reshape(*shape, copies)
-
-
-@dataclass(frozen=True)
-class Replicated:
-    """A warp or lane dim that spends `times` warps or lanes on copies of the same registers."""
-
-    times: int
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.times, int) or self.times < 1:
-            raise LayoutError(f"Replicated needs a positive integer, got {self.times!r}")
-
-    def __repr__(self) -> str:
-        return f"Replicated({self.times})"
-
-
-class TiledDim(NamedTuple):
-    """One dim a tiling makes inside its base tile: it walks `axis` (of the tiled trailing dims,
-    0 first) in `size` steps of `stride` elements."""
-
-    axis: int
-    size: int
-    stride: int
-
-
-@dataclass(frozen=True)
-class Tiling:
-    """Nested tiles applied to the trailing dims of a tile, each within the tile before it.
-
-    A tile `(t1, t2)` turns trailing dims `(s1, s2)` into `(s1 // t1, s2 // t2, t1, t2)`: which
-    tile, then where in it.  The next tile applies to the trailing dims of that result, so it
-    subdivides the tile just made and never has more dims than it.  The first tile is the base
-    tile: a shape can be tiled when the base tile divides its trailing dims.
-    """
-
-    tiles: tuple[tuple[int, ...], ...]
-
-    def __post_init__(self) -> None:
-        try:
-            tiles = tuple(_int_tuple(tile, "a tile") for tile in self.tiles)
-        except TypeError:
-            raise LayoutError(f"a tiling is a sequence of tiles, got {self.tiles!r}") from None
-        object.__setattr__(self, "tiles", tiles)
-        if not tiles or not all(tiles) or any(t < 1 for tile in tiles for t in tile):
-            raise LayoutError(f"a tiling needs one or more tiles of positive sizes, got {tiles}")
-        for outer, inner in itertools.pairwise(tiles):
-            if len(inner) > len(outer):
-                raise LayoutError(f"tile {inner} has more dims than the tile {outer} it subdivides")
-        self.dims  # noqa: B018 -- checks that every tile divides the one before it
-
-    def __repr__(self) -> str:
-        return f"Tiling({self.tiles!r})"
-
-    @property
-    def rank(self) -> int:
-        """How many trailing dims of a tile the tiling cuts."""
-        return len(self.tiles[0])
-
-    @functools.cached_property
-    def dims(self) -> tuple[TiledDim, ...]:
-        """The dims the tiles make inside one base tile, major to minor."""
-        dims = [TiledDim(axis, size, 1) for axis, size in enumerate(self.tiles[0])]
-        for tile in self.tiles[1:]:
-            cut = dims[len(dims) - len(tile) :]
-            if any(d.size % t for d, t in zip(cut, tile)):
-                raise LayoutError(
-                    f"tile {tile} does not divide the {tuple(d.size for d in cut)} tile it subdivides"
-                )
-            dims[len(dims) - len(tile) :] = [
-                *(TiledDim(d.axis, d.size // t, d.stride * t) for d, t in zip(cut, tile)),
-                *(TiledDim(d.axis, t, d.stride) for d, t in zip(cut, tile)),
-            ]
-        return tuple(dims)
-
-    def canonical(self) -> Tiling:
-        """The same cuts without tiles, or leading tile dims, that split nothing."""
-        kept = [self.tiles[0]]
-        for tile in self.tiles[1:]:
-            # A leading 1 leaves its dim whole and in place; a tile equal to the end of the
-            # previous one only adds dims of size 1.
-            first = next((i for i, t in enumerate(tile) if t != 1), len(tile) - 1)
-            tile = tile[first:]
-            if kept[-1][len(kept[-1]) - len(tile) :] != tile:
-                kept.append(tile)
-        return Tiling(tuple(kept))
-
-
-Entry = int | Replicated
-
-
-def _entry_size(entry: Entry, dims: Sequence[TiledDim]) -> int:
-    return entry.times if isinstance(entry, Replicated) else dims[entry].size
 
 
 def _checked_parts(tiling, warp_dims, lane_dims, vector_dim):
@@ -220,7 +91,7 @@ def _checked_parts(tiling, warp_dims, lane_dims, vector_dim):
         listed = tuple(e if isinstance(e, Replicated) else operator.index(e)
                        for e in ((given,) if isinstance(given, (int, Replicated)) else given))
         if any(not isinstance(e, Replicated) and not -len(dims) <= e < 0 for e in listed) or (
-            math.prod(_entry_size(e, dims) for e in listed) != total
+            math.prod(entry_size(e, dims) for e in listed) != total
         ):
             raise LayoutError(
                 f"{name} {listed} must be negative dims of the tiled shape {tuple(d.size for d in dims)}"
@@ -319,12 +190,12 @@ class TiledLayout(_Queries):
     @property
     def warp_sizes(self) -> tuple[int, ...]:
         """The sizes of the warp dims: the warp index (0-3) in this mixed radix, major first."""
-        return tuple(_entry_size(e, self.tiling.dims) for e in self.warp_dims)
+        return tuple(entry_size(e, self.tiling.dims) for e in self.warp_dims)
 
     @property
     def lane_sizes(self) -> tuple[int, ...]:
         """The sizes of the lane dims: the lane index (0-31) in this mixed radix, major first."""
-        return tuple(_entry_size(e, self.tiling.dims) for e in self.lane_dims)
+        return tuple(entry_size(e, self.tiling.dims) for e in self.lane_dims)
 
     @property
     def replication(self) -> int:
@@ -333,7 +204,7 @@ class TiledLayout(_Queries):
 
     def check_holds(self, shape: Sequence[int]) -> None:
         """Raise a LayoutError unless a tile of `shape` can be laid out this way."""
-        shape = _tile_shape(shape)
+        shape = tile_shape(shape)
         base = self.tiling.tiles[0]
         if len(shape) < len(base) or any(s % b for s, b in zip(shape[len(shape) - len(base) :], base)):
             raise LayoutError(
@@ -358,7 +229,7 @@ class TiledLayout(_Queries):
         """The element each thread holds in each register slot: an int array of shape
         `(128, *registers_shape(shape), rank)`; `[t, *r, v]` is thread t's register r, lane v.
         Read-only (it is cached)."""
-        return _tiled_coordinates(self, _tile_shape(shape))
+        return _tiled_coordinates(self, tile_shape(shape))
 
     def replica_threads(self) -> np.ndarray:
         """`[t]`: the threads whose registers equal thread t's (t among them), ascending: (128, replication)."""
@@ -367,7 +238,7 @@ class TiledLayout(_Queries):
         for entries, sizes, index, unit in ((self.warp_dims, self.warp_sizes, thread // WARP_LANES, WARP_LANES),
                                             (self.lane_dims, self.lane_sizes, thread % WARP_LANES, 1)):
             places = [unit * math.prod(sizes[i + 1 :]) for i in range(len(sizes))]
-            for entry, digit, place in zip(entries, _digits(index, sizes), places):
+            for entry, digit, place in zip(entries, mixed_radix_digits(index, sizes), places):
                 if isinstance(entry, Replicated):
                     primary -= digit * place
         groups, group_of = np.unique(primary, return_inverse=True)
@@ -379,7 +250,7 @@ class TiledLayout(_Queries):
         the results for the elements it held, so the lanes and warps that shared a reduced dim
         end up holding copies.  Reducing every axis leaves a splat."""
         self.check_holds(shape)
-        axes = _axes(axes, len(shape))
+        axes = reduction_axes(axes, len(shape))
         lead = len(shape) - self.tiling.rank
         if len(axes) == len(shape):
             return SplatLayout()
@@ -423,7 +294,7 @@ class TiledLayout(_Queries):
         """The layout of this tile broadcast to `shape` (its axis i becoming axis `dims[i]`) with
         no data movement: one whose reduction over the new axes is this layout.  Tried: `like`
         if given, else the named layouts, then this layout itself (for new leading dims)."""
-        shape, dims = _tile_shape(shape), _int_tuple(dims, "broadcast dims")
+        shape, dims = tile_shape(shape), int_tuple(dims, "broadcast dims")
         new_axes = [a for a in range(len(shape)) if a not in dims]
         if list(dims) != sorted(set(dims)) or len(new_axes) + len(dims) != len(shape):
             raise LayoutError(f"broadcast dims {dims} must be increasing axes of the {shape} result")
@@ -458,7 +329,7 @@ def _tiled_coordinates(layout: TiledLayout, shape: tuple[int, ...]) -> np.ndarra
     thread = along(np.arange(THREADS), 0)
     for entries, sizes, number in ((layout.warp_dims, layout.warp_sizes, thread // WARP_LANES),
                                    (layout.lane_dims, layout.lane_sizes, thread % WARP_LANES)):
-        for entry, digit in zip(entries, _digits(number, sizes)):
+        for entry, digit in zip(entries, mixed_radix_digits(number, sizes)):
             if not isinstance(entry, Replicated):
                 index[first + len(dims) + entry] = index[first + len(dims) + entry] + digit
     vector = first + len(dims) + layout.vector_dim
@@ -491,7 +362,7 @@ class SplatLayout(_Queries):
         return "splat"
 
     def check_holds(self, shape: Sequence[int]) -> None:
-        _tile_shape(shape)
+        tile_shape(shape)
 
     def registers_shape(self, shape: Sequence[int]) -> tuple[int, ...]:
         self.check_holds(shape)
@@ -501,7 +372,7 @@ class SplatLayout(_Queries):
         raise LayoutError("a splat tile holds one value for all its elements; it has no per-element map")
 
     def holders(self, shape: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
-        shape = _tile_shape(shape)
+        shape = tile_shape(shape)
         threads = np.broadcast_to(np.arange(THREADS), (*shape, THREADS))
         return threads, np.zeros_like(threads)
 
@@ -509,7 +380,7 @@ class SplatLayout(_Queries):
         return np.broadcast_to(np.arange(THREADS), (THREADS, THREADS))
 
     def reduce(self, shape: Sequence[int], axes: int | Sequence[int]) -> Layout:
-        _axes(axes, len(_tile_shape(shape)))
+        reduction_axes(axes, len(tile_shape(shape)))
         return self
 
     def broadcast_in_dim(self, shape: Sequence[int], dims: Sequence[int], like: Layout | None = None) -> Layout:
@@ -540,7 +411,7 @@ class StridedLayout(_Queries):
     replication = 1
 
     def check_holds(self, shape: Sequence[int]) -> None:
-        size = math.prod(_tile_shape(shape))
+        size = math.prod(tile_shape(shape))
         if size % (THREADS * self.vec):
             raise LayoutError(
                 f"layout {self} cannot hold a tile of shape {tuple(shape)}: its {size} elements are"
@@ -566,7 +437,7 @@ class StridedLayout(_Queries):
 
     def reduce(self, shape: Sequence[int], axes: int | Sequence[int]) -> Layout:
         self.check_holds(shape)
-        if len(_axes(axes, len(shape))) != len(shape):
+        if len(reduction_axes(axes, len(shape))) != len(shape):
             raise LayoutError(
                 f"a tile in layout {self} reduces over all its axes at once (to a splat), not over"
                 f" {axes}; relayout it first"
@@ -575,7 +446,7 @@ class StridedLayout(_Queries):
 
     def broadcast_in_dim(self, shape: Sequence[int], dims: Sequence[int], like: Layout | None = None) -> Layout:
         # New leading dims repeat the flattened tile, so every thread repeats its own registers.
-        shape, dims = _tile_shape(shape), _int_tuple(dims, "broadcast dims")
+        shape, dims = tile_shape(shape), int_tuple(dims, "broadcast dims")
         if dims != tuple(range(len(shape) - len(dims), len(shape))) or like not in (None, self):
             raise LayoutError(
                 f"a tile in layout {self} broadcasts without data movement only to new leading"
@@ -621,7 +492,7 @@ def relayout_sources(source: Layout, target: Layout, shape: Sequence[int]) -> tu
     else the lowest thread holding it (a trip through SMEM)."""
     if isinstance(target, SplatLayout) and not isinstance(source, SplatLayout):
         raise LayoutError(f"relayout from {source} to splat would drop all but one value")
-    shape = _tile_shape(shape)
+    shape = tile_shape(shape)
     threads, slots = source.holders(shape)
     if isinstance(target, SplatLayout):
         return np.arange(THREADS)[:, None], np.zeros((THREADS, 1), dtype=int)
@@ -643,8 +514,8 @@ def wgmma_a_registers(shape: Sequence[int]) -> np.ndarray:
 
     Why it is free: WGMMA's register order is (64-row block, 8-column block, 8-row half), so the
     two column blocks × two row halves of a k16 step are 4 consecutive registers in a0…a3 order
-    (docs/ptx-hopper.md §6.3, §6.4); f32 accumulator registers 8j … 8j+7 are step j's operand."""
-    shape = _tile_shape(shape)
+    (docs/hardware.md §14.3, §14.4); f32 accumulator registers 8j … 8j+7 are step j's operand."""
+    shape = tile_shape(shape)
     if len(shape) != 2 or shape[0] % 64 or shape[1] % 16:
         raise LayoutError(f"a wgmma A operand is an (M, K) tile with M % 64 == 0 and K % 16 == 0, got {shape}")
     rows, columns = shape
