@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from gpu_support import hopper_or_skip
+from packed_kernels import PACKED, dump_tiled, random_4bit, through_second_slot, tile_round_trip
+from predicate_kernels import halves_on_one_barrier, odd_ctas_copy, skipped_store_then_reuse
 from support import random_bits
-from test_dtype_codes import PACKED, dump_tiled, random_4bit, through_second_slot, tile_round_trip
-from test_predicates_and_arrive import halves_on_one_barrier, odd_ctas_copy, skipped_store_then_reuse
 
 import asyncdsl as ad
 from asyncdsl.runtime import to_device, to_host

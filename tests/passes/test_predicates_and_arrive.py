@@ -8,33 +8,26 @@ import re
 
 import numpy as np
 import pytest
+from predicate_kernels import (
+    C,
+    R,
+    halves_on_one_barrier,
+    odd_ctas_copy,
+    random_rows,
+    skipped_store_then_reuse,
+)
 from support import line_of
 
 import asyncdsl as ad
 
-R, C = 16, 64
 F32 = ad.float32
 
 
-def random_rows(rows: int, seed: int = 0) -> np.ndarray:
-    return np.random.default_rng(seed).standard_normal((rows, C)).astype(np.float32)
 
 
 # -- predicates -------------------------------------------------------------------------------
 
 
-@ad.kernel(grid=(4,))
-def odd_ctas_copy(x, y):
-    """Only odd CTAs load and store their rows; even ones skip both (and their wait)."""
-    i = ad.program_id(0)
-    odd = i % 2 == 1
-    tile = ad.smem((R, C), x.dtype)
-    bar = ad.barrier()
-    ad.async_copy(x.at[ad.ds(i * R, R), :], tile, barrier=bar, predicate=odd)
-    with ad.when(odd):
-        bar.wait()
-    ad.async_copy(tile, y.at[ad.ds(i * R, R), :], predicate=odd)
-    ad.await_async_copy(0)
 
 
 def test_only_ctas_where_the_predicate_holds_copy():
@@ -71,21 +64,6 @@ def test_predicated_copies_are_guarded_by_leader_and_predicate_but_commit_by_the
     ptxas(ptx)
 
 
-@ad.kernel(grid=(1,))
-def skipped_store_then_reuse(x, y, PREDICATE: ad.constexpr):
-    """A store skipped by its predicate still closes a group: await_async_copy(1) then retires the
-    store before it, whose SMEM the next load overwrites."""
-    tile = ad.smem((R, C), x.dtype)
-    bars = ad.barrier(num=2)
-    ad.async_copy(x.at[ad.ds(0, R), :], tile, barrier=bars[0])
-    bars[0].wait()
-    ad.async_copy(tile, y.at[ad.ds(0, R), :])  # group 1
-    ad.async_copy(tile, y.at[ad.ds(R, R), :], predicate=ad.program_id(0) == PREDICATE)  # group 2
-    ad.await_async_copy(1, read_only=True)
-    ad.async_copy(x.at[ad.ds(R, R), :], tile, barrier=bars[1])  # overwrites the tile
-    bars[1].wait()
-    ad.async_copy(tile, y.at[ad.ds(2 * R, R), :])
-    ad.await_async_copy(0)
 
 
 def test_a_skipped_store_still_commits_its_group():
@@ -116,20 +94,6 @@ def test_copy_predicates_must_be_conditions():
 # -- arrive=False -----------------------------------------------------------------------------
 
 
-@ad.kernel(grid=lambda x, y: (x.shape[0] // (2 * R),))
-def halves_on_one_barrier(x, y):
-    """Two loads complete on one barrier that one arrive_expect_tx announces; two stores make one
-    bulk group, closed by the second."""
-    row = ad.program_id(0) * 2 * R
-    top, bottom = ad.smem((R, C), x.dtype), ad.smem((R, C), x.dtype)
-    bar = ad.barrier()
-    bar.arrive_expect_tx(2 * R * C * 4)
-    ad.async_copy(x.at[ad.ds(row, R), :], top, barrier=bar, arrive=False)
-    ad.async_copy(x.at[ad.ds(row + R, R), :], bottom, barrier=bar, arrive=False)
-    bar.wait()
-    ad.async_copy(top, y.at[ad.ds(row, R), :], arrive=False)
-    ad.async_copy(bottom, y.at[ad.ds(row + R, R), :])
-    ad.await_async_copy(0)
 
 
 def test_loads_without_arrival_complete_on_the_users_announcement():

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from packed_kernels import PACKED, dump_tiled, random_4bit, through_second_slot, tile_round_trip
 from support import line_of
 
 import asyncdsl as ad
@@ -29,36 +30,12 @@ EXPECTED_CODES = {
     # 4-bit types move as their packed bytes: Hopper has no 4-bit TMA type.
     "float4_e2m1fn": (0, 1), "int4": (0, 1), "uint4": (0, 1),
 }
-PACKED = [ad.float4_e2m1fn, ad.int4, ad.uint4]
 
 
-@ad.kernel(grid=lambda x, y, BM, BN, **_: (x.shape[0] // BM, x.shape[1] // BN))
-def tile_round_trip(x, y, BM: ad.constexpr, BN: ad.constexpr, TILE: ad.constexpr = None, SWIZZLE: ad.constexpr = 0):
-    """Each CTA loads a (BM, BN) tile (through TileTransform(TILE)) and stores it back the same way."""
-    rows, cols = ad.ds(ad.program_id(0) * BM, BM), ad.ds(ad.program_id(1) * BN, BN)
-    transforms = (ad.TileTransform(TILE),) if TILE else ()
-    shape = (BM // TILE[0], BN // TILE[1], *TILE) if TILE else (BM, BN)
-    tile = ad.smem(shape, x.dtype)
-    bar = ad.barrier()
-    ad.async_copy(x.at[rows, cols], tile, barrier=bar, transforms=transforms, swizzle=SWIZZLE)  # the load
-    bar.wait()
-    ad.async_copy(tile, y.at[rows, cols], transforms=transforms, swizzle=SWIZZLE)
-    ad.await_async_copy(0)
 
 
-@ad.kernel(grid=(1,))
-def dump_tiled(x, y, TILE: ad.constexpr):
-    """Loads all of x through TileTransform(TILE) and stores the SMEM buffer as it lies into y."""
-    tile = ad.smem(y.shape, x.dtype)
-    bar = ad.barrier()
-    ad.async_copy(x.at[...], tile, barrier=bar, transforms=ad.TileTransform(TILE))
-    bar.wait()
-    ad.async_copy(tile, y.at[...])
-    ad.await_async_copy(0)
 
 
-def random_4bit(shape, dtype: ad.DType, seed: int = 0) -> np.ndarray:
-    return np.random.default_rng(seed).integers(0, 16, size=shape, dtype=np.uint8).view(dtype.numpy)
 
 
 # -- type codes -------------------------------------------------------------------------------
@@ -176,14 +153,6 @@ def test_an_odd_4_bit_window_is_a_copy_error_at_the_users_line():
     assert caught.value.location.line == line_of(tile_round_trip.fn, "# the load")
 
 
-@ad.kernel(grid=(1,))
-def through_second_slot(x, y):
-    slots = ad.smem((2, *x.shape), x.dtype)
-    bar = ad.barrier()
-    ad.async_copy(x.at[...], slots.at[1], barrier=bar)
-    bar.wait()
-    ad.async_copy(slots.at[1], y.at[...])
-    ad.await_async_copy(0)
 
 
 def test_views_of_4_bit_buffers_step_by_packed_bytes():

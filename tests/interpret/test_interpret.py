@@ -9,17 +9,7 @@ from hypothesis import strategies as st
 from support import random_bits, same_bytes
 
 import asyncdsl as ad
-
-
-@ad.kernel(grid=lambda x, y, BM, BN: (ad.cdiv(x.shape[0], BM), ad.cdiv(x.shape[1], BN)))
-def tile_copy(x, y, BM: ad.constexpr, BN: ad.constexpr):
-    row, col = ad.program_id(0) * BM, ad.program_id(1) * BN
-    tile = ad.smem((BM, BN), x.dtype)
-    loaded = ad.barrier()
-    ad.async_copy(x.at[ad.ds(row, BM), ad.ds(col, BN)], tile, barrier=loaded)
-    loaded.wait()
-    ad.async_copy(tile, y.at[ad.ds(row, BM), ad.ds(col, BN)])
-    ad.await_async_copy(0)
+from asyncdsl.examples.tile_copy import tile_copy
 
 
 @pytest.mark.parametrize(

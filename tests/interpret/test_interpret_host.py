@@ -13,24 +13,14 @@ import pytest
 
 import asyncdsl as ad
 import asyncdsl.examples
-
-
-@ad.kernel(grid=lambda x, y, B: (ad.cdiv(x.shape[0], B), ad.cdiv(x.shape[1], B)))
-def tile_copy(x, y, B: ad.constexpr):
-    row, col = ad.program_id(0) * B, ad.program_id(1) * B
-    tile = ad.smem((B, B), x.dtype)
-    loaded = ad.barrier()
-    ad.async_copy(x.at[ad.ds(row, B), ad.ds(col, B)], tile, barrier=loaded)
-    loaded.wait()
-    ad.async_copy(tile, y.at[ad.ds(row, B), ad.ds(col, B)])
-    ad.await_async_copy(0)
+from asyncdsl.examples.tile_copy import tile_copy
 
 
 def test_interpret_env_runs_ordinary_calls_on_numpy(monkeypatch):
     monkeypatch.setenv("ASYNCDSL_INTERPRET", "1")
     x = np.arange(64 * 96, dtype=np.float32).reshape(64, 96)
     y = np.zeros_like(x)
-    tile_copy(x, y, B=32)
+    tile_copy(x, y, BM=32, BN=32)
     assert np.array_equal(x, y)
 
 
@@ -39,7 +29,7 @@ def test_interpret_env_copies_torch_tensors_back_in_place(monkeypatch):
     monkeypatch.setenv("ASYNCDSL_INTERPRET", "1")
     x = torch.randn(64, 64).to(torch.bfloat16)
     y = torch.zeros_like(x)
-    tile_copy(x, y, B=32)
+    tile_copy(x, y, BM=32, BN=32)
     assert torch.equal(x, y)
 
 
@@ -53,20 +43,20 @@ def test_interpret_env_refuses_jax_arrays(monkeypatch):
     fake_jax.Array = Array
     monkeypatch.setitem(sys.modules, "jax", fake_jax)
     monkeypatch.setenv("ASYNCDSL_INTERPRET", "1")
-    with pytest.raises(ad.ArgumentError, match="argument 'y' is a JAX array, which cannot be written in place"):
-        tile_copy(np.zeros((32, 32), np.float32), Array(), B=32)
+    with pytest.raises(ad.ArgumentError, match="argument 'dst' is a JAX array, which cannot be written in place"):
+        tile_copy(np.zeros((32, 32), np.float32), Array(), BM=32, BN=32)
 
 
 def test_interpret_takes_numpy_arrays_only():
-    with pytest.raises(ad.ArgumentError, match="argument 'x' is a builtins.list; kernel.interpret runs on numpy"):
-        tile_copy.interpret([[0.0] * 32] * 32, np.zeros((32, 32), np.float32), B=32)
+    with pytest.raises(ad.ArgumentError, match="argument 'src' is a builtins.list; kernel.interpret runs on numpy"):
+        tile_copy.interpret([[0.0] * 32] * 32, np.zeros((32, 32), np.float32), BM=32, BN=32)
 
 
 def test_interpret_refuses_non_contiguous_arrays():
     x = np.zeros((64, 32), np.float32)
     y = np.zeros((64, 64), np.float32)[:, :32]
-    with pytest.raises(ad.ArgumentError, match="argument 'y' is not contiguous"):
-        tile_copy.interpret(x, y, B=32)
+    with pytest.raises(ad.ArgumentError, match="argument 'dst' is not contiguous"):
+        tile_copy.interpret(x, y, BM=32, BN=32)
 
 
 def test_grid_must_be_whole_clusters():
@@ -94,9 +84,9 @@ def test_every_example_matches_numpy_in_the_interpreter(example, monkeypatch):
 def test_a_4096_square_f32_copy_takes_seconds():
     x = np.random.default_rng(0).standard_normal((4096, 4096), dtype=np.float32)
     y = np.zeros_like(x)
-    tile_copy.interpret(x[:128, :128].copy(), y[:128, :128].copy(), B=128)  # compile outside the timing
+    tile_copy.interpret(x[:128, :128].copy(), y[:128, :128].copy(), BM=128, BN=128)  # compile outside the timing
     start = time.perf_counter()
-    tile_copy.interpret(x, y, B=128)  # 1024 CTAs
+    tile_copy.interpret(x, y, BM=128, BN=128)  # 1024 CTAs
     elapsed = time.perf_counter() - start
     print(f"\n4096x4096 f32 tile copy, 1024 CTAs of 128x128, interpreted in {elapsed:.2f} s")
     assert np.array_equal(x, y)
