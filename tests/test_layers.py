@@ -1,0 +1,172 @@
+"""The layout rules of docs/architecture.md, read from the code's own imports (ast).
+
+The folder is the layer and layers import only downward:
+
+    ground floor  asyncdsl.{errors, dtypes, kernel_binary, ir_locations, config}
+    hw            the ground floor
+    dialects      hw and the ground floor
+    passes        dialects, hw, the ground floor
+    interpret     dialects, hw, the ground floor
+    runtime       hw and the ground floor
+    frontend      everything below it
+
+Every import counts, also one inside a function.  Also checked: no import cycle between modules
+(imports only for type checking, under `if TYPE_CHECKING:`, cannot form one at run time),
+no module over 600 lines, `os.environ` only in config.py, and no import kept only for its side
+effects (a `noqa: F401` outside the package's public `__init__`).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCES = {"asyncdsl": ROOT / "asyncdsl", "asyncdsl.dialects": ROOT / "dialects", "asyncdsl.passes": ROOT / "passes"}
+GROUND = {"asyncdsl.errors", "asyncdsl.dtypes", "asyncdsl.kernel_binary", "asyncdsl.ir_locations", "asyncdsl.config"}
+# Which layers each layer may import (besides itself and the ground floor).
+ALLOWED = {
+    "ground": set(),
+    "hw": set(),
+    "dialects": {"hw"},
+    "passes": {"dialects", "hw"},
+    "interpret": {"dialects", "hw"},
+    "runtime": {"hw"},
+    "frontend": {"dialects", "hw", "passes", "interpret", "runtime"},
+    "top": {"dialects", "hw", "passes", "interpret", "runtime", "frontend", "examples"},
+    "examples": {"dialects", "hw", "passes", "interpret", "runtime", "frontend", "top"},
+}
+MAX_LINES = 600
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for package, folder in SOURCES.items():
+        for path in folder.rglob("*.py"):
+            parts = list(path.relative_to(folder).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join([package, *parts])] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def layer(module: str) -> str:
+    if module in GROUND:
+        return "ground"
+    parts = module.split(".")
+    if len(parts) > 1 and parts[1] in ("hw", "dialects", "passes", "interpret", "runtime", "frontend", "examples"):
+        return parts[1]
+    return "top"  # asyncdsl itself, cli, __main__
+
+
+def _type_checking_blocks(tree: ast.AST) -> set[int]:
+    """The ids of the nodes under `if TYPE_CHECKING:`."""
+    inside = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            inside |= {id(child) for statement in node.body for child in ast.walk(statement)}
+    return inside
+
+
+def imports(module: str, *, run_time_only: bool = False) -> set[str]:
+    """The asyncdsl modules `module` imports (a name imported from a package counts as its
+    submodule when it is one); with `run_time_only`, not those under `if TYPE_CHECKING:`."""
+    tree = ast.parse(MODULES[module].read_text())
+    skipped = _type_checking_blocks(tree) if run_time_only else set()
+    found = set()
+    package = module if MODULES[module].name == "__init__.py" else module.rsplit(".", 1)[0]
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            for alias in node.names:
+                candidate = f"{base}.{alias.name}"
+                found.add(candidate if candidate in MODULES else base)
+    return {name for name in found if name in MODULES and name != module}
+
+
+GRAPH = {module: imports(module) for module in MODULES}
+RUN_TIME_GRAPH = {module: imports(module, run_time_only=True) for module in MODULES}
+
+
+def test_the_import_graph_is_read():
+    # A few edges the code certainly has: a scanner that found none would pass every rule.
+    assert "asyncdsl.passes.pipeline" in GRAPH["asyncdsl.frontend.kernel"]
+    assert "asyncdsl.hw.limits" in GRAPH["asyncdsl.hw.tma"]
+    assert "asyncdsl.dialects.asyncdsl" in GRAPH["asyncdsl.interpret.tma"]
+    assert layer("asyncdsl.runtime.launch") == "runtime" and layer("asyncdsl.errors") == "ground"
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_layers_import_only_downward(module):
+    own = layer(module)
+    allowed = ALLOWED[own] | {own, "ground"}
+    wrong = sorted(f"{target} ({layer(target)})" for target in GRAPH[module] if layer(target) not in allowed)
+    assert not wrong, f"{module} ({own}) may import {sorted(allowed)} only, but imports {wrong}"
+
+
+def test_no_import_cycles():
+    # Tarjan's strongly connected components over the module graph.
+    index, low, stack, on_stack, cycles = {}, {}, [], set(), []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in RUN_TIME_GRAPH[node]:
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            # A package's __init__ importing its own submodules is not a cycle of two modules.
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for module in sorted(RUN_TIME_GRAPH):
+        if module not in index:
+            visit(module)
+    assert not cycles, f"import cycles: {cycles}"
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_modules_stay_small(module):
+    lines = len(MODULES[module].read_text().splitlines())
+    assert lines <= MAX_LINES, f"{module} has {lines} lines; split it by concept (at most {MAX_LINES})"
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_the_environment_is_read_in_config_only(module):
+    if module == "asyncdsl.config":
+        return
+    tree = ast.parse(MODULES[module].read_text())
+    reads = [node.lineno for node in ast.walk(tree)
+             if isinstance(node, ast.Attribute) and node.attr in ("environ", "getenv")]
+    assert not reads, f"{module} reads the environment at lines {reads}; add a knob to asyncdsl/config.py"
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_nothing_is_imported_for_its_side_effects(module):
+    if module == "asyncdsl":
+        return  # the public API re-exports
+    text = MODULES[module].read_text()
+    assert "noqa: F401" not in text, f"{module} keeps an import only for its side effects"
