@@ -4,7 +4,7 @@ shared by the CPU tests (IR, PTX, interpreter) and the GPU tests (tests/gpu).
 Every kernel dumps what landed in shared memory to an output array with a plain bulk store, so
 the tests see the SMEM bytes themselves (swizzle, untouched tails and all).  The references are
 written from first principles: numpy slicing, `apply_chain_array` for tiles, and the swizzle
-formula of the hardware (docs/ptx-hopper.md §5); they share no code with the planners.
+formula of the hardware (docs/hardware.md §4.1); they share no code with the planners.
 Kernels take `TRACED` to compute their starts on the GPU (`program_id(0)` is 0 there) instead
 of knowing them while tracing, so both the static and the run-time address paths are exercised.
 """

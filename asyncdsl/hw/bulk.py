@@ -6,7 +6,7 @@ collective, and the SMEM buffer, filled densely with the transformed slice, hold
 elements of the GMEM array.  Then the whole copy is one run of bytes from the slice's first
 element, of any length (no 256-element box limit, any rank).
 
-Hardware rules (docs/ptx-hopper.md §3.3): the byte count is a multiple of 16 and both addresses
+Hardware rules (docs/hardware.md §8): the byte count is a multiple of 16 and both addresses
 are 16-byte aligned.  Static starts are checked here; a traced start is assumed to keep the GMEM
 address 16-byte aligned (the interpreter checks the address it computes; the GPU would fault).
 

@@ -3,7 +3,7 @@
 A collective load names cluster dims (`collective=("x",)`); the CTAs that share their
 coordinates along every *other* cluster dim form one group and issue the same copy. Each loads
 one part of the box and multicasts it to the whole group, so every member ends up with the whole
-box (docs/mosaic-launch-context.md §7).
+box (docs/reference-semantics.md §5).
 
 - `CollectiveGroup.index`: a CTA's position in its group, collective dims in x, y, z order, the
   first fastest (`x + y * cx` for `("x", "y")`).

@@ -1,6 +1,6 @@
 """Planning a cp.async copy: the warpgroup's threads move a GMEM window in 4-, 8- or 16-byte chunks.
 
-Ampere's per-thread `cp.async` (docs/ptx-hopper.md §3.8) is the fallback copy engine,
+Ampere's per-thread `cp.async` (docs/hardware.md §9) is the fallback copy engine,
 `async_copy(..., implementation="cp_async")`: GMEM -> SMEM only, no tensor map, no zero fill.
 
 A copy is `rows` GMEM rows of `row_bytes` consecutive bytes, `row_stride_bytes` apart, from the

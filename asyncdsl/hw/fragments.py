@@ -464,7 +464,7 @@ def strided(vec: int) -> StridedLayout:
     return StridedLayout(vec)
 
 
-# The named layouts (docs/compute-design.md §A.2).  The wgmma accumulator: 64-row strips, one per
+# The named layouts, JAX Mosaic GPU's (docs/hardware.md §14.3).  The wgmma accumulator: 64-row strips, one per
 # warp of 16 rows; each warp's 8x8 blocks spread over its lanes 4 to a row, two columns a lane.
 WGMMA = TiledLayout(Tiling(((64, 8), (16, 8), (8, 8), (2,))), warp_dims=(-7,), lane_dims=(-3, -2), vector_dim=-1)
 # WGMMA reduced over columns: one value per row, copied in the 4 lanes that shared the row.

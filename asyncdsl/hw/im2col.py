@@ -2,7 +2,7 @@
 
 An im2col load of a rank-`r` image batch (N, spatial dims..., C) takes one 16-bit field that the
 hardware shares among the `r - 2` spatial dims: each spatial dim's filter offset (unsigned) and
-bounding-box corner (signed) get `16 // (r - 2)` bits (docs/hardware.md, im2col).  The walk of
+bounding-box corner (signed) get `16 // (r - 2)` bits (docs/hardware.md §10.1–§10.2).  The walk of
 window starts itself is the interpreter's (`asyncdsl.interpret.im2col`).
 """
 

@@ -12,7 +12,7 @@ Three tables, side by side, so that every refusal can say why:
 - `REFERENCE_ALLOWS`: the reference system's table (Mosaic GPU's
   `_is_tma_reduction_op_supported`) restated for asyncdsl's dtypes.  Its integers are signless,
   so its i32 covers int32 and uint32.
-- `H200_WORKS`: what an H200 did with each tensor-map type and PTX op (docs/ptx-hopper.md §3.4);
+- `H200_WORKS`: what an H200 did with each tensor-map type and PTX op (docs/hardware.md §6.2);
   every pair not listed died with CUDA_ERROR_ILLEGAL_INSTRUCTION although ptxas accepts them all.
 
 `ALLOWED` is the reference's table with two departures, both where the H200 works:
@@ -65,7 +65,7 @@ TYPE_NAMES = {
 _SIGNED_TYPES = {TMA_INT32, TMA_INT64}
 _UNSIGNED_TYPES = {TMA_UINT32, TMA_UINT64}
 
-# docs/ptx-hopper.md §3.4: per tensor-map type, the PTX ops that worked on the H200.
+# docs/hardware.md §6.2: per tensor-map type, the PTX ops that worked on the H200.
 H200_WORKS: dict[int, frozenset[str]] = {
     TMA_FLOAT32: frozenset({"add"}),
     TMA_FLOAT16: frozenset({"add", "min", "max"}),
@@ -153,7 +153,7 @@ def resolve(op: str, dtype: DType) -> tuple[str, int]:
         reasons.append(
             f"it faults on the H200 (.{PTX_OP[op]} on a tensor map of type "
             f"{TYPE_NAMES.get(code, code)} died with CUDA_ERROR_ILLEGAL_INSTRUCTION, "
-            "docs/ptx-hopper.md §3.4)"
+            "docs/hardware.md §6.2)"
         )
     others = [name for name, table in ALLOWED.items() if dtype in table]
     instead = f"allowed for {dtype}: {', '.join(others)}" if others else f"no reduction works on {dtype}"
@@ -175,7 +175,7 @@ def hardware_violation(op: str, type_code: int) -> str | None:
     if ptx_op not in H200_WORKS.get(type_code, frozenset()):
         return (
             f"reduction {op!r} on a tensor map of type {TYPE_NAMES.get(type_code, type_code)} "
-            "faults on the H200 (docs/ptx-hopper.md §3.4)"
+            "faults on the H200 (docs/hardware.md §6.2)"
         )
     # The map's type is what decides signedness: a name saying otherwise would lie.
     if op in ("smin", "smax") and type_code not in _SIGNED_TYPES:

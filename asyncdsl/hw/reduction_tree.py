@@ -1,4 +1,4 @@
-"""The order in which a warpgroup reduces a register tile, as data (docs/compute-design.md §A.6).
+"""The order in which a warpgroup reduces a register tile, as data (the order a float reduction must follow on the GPU and in the interpreter alike).
 
 Float addition is not associative, so the order of a reduction is part of its meaning: the PTX
 lowering and the interpreter both walk the same `ReductionTree`, which makes their float results

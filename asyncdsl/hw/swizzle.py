@@ -3,7 +3,7 @@
 A swizzle of `S` bytes (32, 64 or 128) moves each 16-byte chunk of shared memory by XOR-ing bits
 4.. of its absolute address with bits 7..: `A ^ (((A >> 7) & (S/16 - 1)) << 4)`.  Rows of a
 swizzled box are padded to `S` bytes, and the pattern repeats every 8 rows of `S` bytes, which
-is why swizzled buffers are aligned to that repeat (docs/hardware.md, swizzle).
+is why swizzled buffers are aligned to that repeat (docs/hardware.md §4.1–§4.2).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ transforms: squeezed (integer-indexed) dims go to the front with a transpose, ev
 transform is batched over them, and the window starts and sizes go through `transform_index` and
 `transform_shape`.  Dims of size 1 in both the view and the box are then dropped, and if more
 than 5 dims remain the squeezed dims are collapsed into one.  What is left must obey the
-`cuTensorMapEncodeTiled` rules (docs/ptx-hopper.md §4.1), checked here so the user sees the rule
+`cuTensorMapEncodeTiled` rules (docs/hardware.md §5.1), checked here so the user sees the rule
 and the numbers instead of a bare CUDA_ERROR_INVALID_VALUE.
 
 Everything is plain tuples: this runs at compile time for every copy.

@@ -3,7 +3,7 @@ that land in several CTAs of a cluster or complete on another CTA's barrier.
 
 A multicast load (`multicast_mask`) reads its box once and, for every CTA of the mask, writes it
 at the same SMEM offset and completes its bytes on that CTA's barrier at the same offset, as the
-hardware does (ptx-hopper.md §3.1). A leader-tracked load (`partition`, Blackwell
+hardware does (docs/hardware.md §7.2). A leader-tracked load (`partition`, Blackwell
 `cta_group::2`) completes every destination's bytes on the barrier of the pair's CTA at x = 0
 instead; a partitioned one writes only its own CTA. Each destination's race log records the write
 with the barrier phase that completes it, so a warpgroup of any destination CTA that reads those

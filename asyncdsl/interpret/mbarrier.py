@@ -1,4 +1,4 @@
-"""The mbarrier object as docs/ptx-hopper.md §2.1 describes it.
+"""The mbarrier object as docs/hardware.md §2.1 describes it.
 
 State: the number of completed phases (its low bit is the parity the hardware keeps), the arrivals
 still pending in the current phase, and the tx-count (bytes announced by expect-tx and not yet

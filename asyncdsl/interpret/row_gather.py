@@ -5,7 +5,7 @@ checks: indices a TMA load brought must have been waited for), then moves four r
 column window like four one-row tiled boxes: a gather zero-fills rows past the array, a
 scatter skips them. The indices reach the instruction as its 32-bit coordinates, which TMA
 reads as signed: an index of 2^31 or more is a negative row, zeros for a gather and a fault for
-a scatter (ptx-hopper.md §3.6). In SMEM the four rows are consecutive rows of the buffer,
+a scatter (docs/hardware.md §3.3, §11). In SMEM the four rows are consecutive rows of the buffer,
 swizzled like a tiled box.
 """
 

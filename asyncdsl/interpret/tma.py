@@ -6,7 +6,7 @@ A TMA copy is two independent steps, and so is its emulation:
    `global_dims` elements with byte strides `global_strides` (array order, outermost first), and
    one instruction moves the box of `box_dims` elements whose origin is at `coords` in that view.
    Loads zero-fill what lies outside the view, negative coordinates included; stores skip what
-   lies past the high end and fault at negative coordinates (docs/hardware.md, TMA bounds).
+   lies past the high end and fault at negative coordinates (docs/hardware.md §3.3).
 2. SMEM side (`box_to_smem_bytes`, `smem_bytes_to_box`): where each byte of the box lands in
    shared memory.  Box rows are padded to the swizzle span and each 16-byte chunk moves by the
    swizzle of its absolute shared address (`asyncdsl.hw.swizzle`).

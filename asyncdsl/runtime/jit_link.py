@@ -1,7 +1,7 @@
 """PTX to cubin, in process: nvJitLink when its library is present and matches the driver's major
 version, else the driver's own linker (`cuLink*`).
 
-Neither path honours `.extern .shared .align` (ptx-hopper fact 1); asyncdsl's PTX aligns its
+Neither path honours `.extern .shared .align` (docs/hardware.md §1.1); asyncdsl's PTX aligns its
 dynamic shared memory at run time, so both give correct cubins.  `ASYNCDSL_PTX_COMPILER` may force
 one (`nvjitlink` or `driver`); the default is `auto`.
 """

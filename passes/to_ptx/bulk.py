@@ -1,5 +1,5 @@
 """Lowering of contiguous bulk copies (`asyncdsl.bulk_load` / `asyncdsl.bulk_store`) to
-non-tensor `cp.async.bulk` (ptx-hopper.md §3.3), issued by the warpgroup's leader thread.
+non-tensor `cp.async.bulk` (docs/hardware.md §8), issued by the warpgroup's leader thread.
 
 The byte count is the SMEM buffer's, or under oob="undefined" what is left of the array from the
 window's start, computed at run time when a start is traced as the reference does it:

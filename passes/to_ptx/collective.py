@@ -4,7 +4,7 @@ the operands of multicast and `cta_group::2` TMA loads.
 The mask is `base << shift`: `base` has a bit per CTA of the group at coordinate 0 along the
 other cluster dims (a constant), `shift` is this CTA's rank contribution along those dims, read
 from `%cluster_ctaid` (ranks are `x + y * cx + z * cx * cy`, as `%cluster_ctarank`). The TMA
-takes it as a 16-bit register or an immediate (ptx-hopper.md fact 8):
+takes it as a 16-bit register or an immediate (docs/hardware.md §7.1):
 
     mov.u32 %r7, %cluster_ctaid.y;
     mul.lo.s32 %r8, %r7, 2;

@@ -12,7 +12,7 @@ as `asyncdsl.hw.cp_async.CpAsyncPlan.chunk_offsets` defines them:
                                                               absolute shared address)
 
 and issues `cp.async.cg` (16-byte chunks, L2 only) or `cp.async.ca` (8 or 4 bytes).
-Completion (ptx-hopper.md §3.8): with a barrier, each thread's `cp.async.mbarrier.arrive` (the
+Completion (docs/hardware.md §9): with a barrier, each thread's `cp.async.mbarrier.arrive` (the
 form without `.noinc`) makes the barrier track that thread's copies at no net change of its
 arrival count, and the leader then arrives once for the warpgroup (after a warpgroup barrier, so
 every thread's tracking is in place first): the user's `arrival_count` counts warpgroup copies,

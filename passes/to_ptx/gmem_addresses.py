@@ -2,7 +2,7 @@
 
 A kernel argument arrives as a `.u64` parameter holding its device address (parameter i is
 array i, `kernel.kernel_params`); `cvta.to.global.u64` makes it the global-space address that
-`cp.async.bulk` and `cp.async` take (ptx-hopper.md §1.2, §3.3).  The window's first element lies
+`cp.async.bulk` and `cp.async` take (docs/hardware.md §13.2, §8).  The window's first element lies
 `sum(start[d] * byte_stride[d])` bytes further; each traced start is widened to 64 bits as it is
 multiplied (`mul.wide.s32`), so arrays past 2^31 bytes address correctly.
 

@@ -2,7 +2,7 @@
 
 The leader thread (narrowed by the user's predicate) arrives with expect-tx of the load's bytes
 and issues it. Coordinates and im2col offsets go innermost first, like every TMA coordinate
-(ptx-hopper.md fact 3; CUTLASS orders the offsets the same way, W first); the offsets are 16-bit
+(docs/hardware.md §3.1, §10.1; CUTLASS orders the offsets the same way, W first); the offsets are 16-bit
 registers:
 
     mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r9], 32768;

@@ -5,7 +5,7 @@ Parameters: one `.u64` device address per array argument, then the TMA descripto
 descriptor scratch in global memory.
 
 Prologue: thread ids and the leader predicate, the 1024-aligned shared-memory base (aligned at
-run time: not every load path honours `.extern .shared .align`, ptx-hopper.md fact 1), descriptor
+run time: not every load path honours `.extern .shared .align`, docs/hardware.md §1.1), descriptor
 addresses and their prefetch, barrier initialisation by one thread, the fence that publishes it
 to the async proxy, and a CTA (or cluster) barrier so nobody uses a barrier before it exists.
 

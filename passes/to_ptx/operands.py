@@ -3,7 +3,7 @@ prefetches, im2col, gather4/scatter4, bulk copies) build alike.
 
 - The issuer: the warpgroup's leader thread, narrowed by the user's predicate where the op has one.
 - TMA coordinates go to the instruction innermost first, the reverse of the IR's array order
-  (ptx-hopper.md fact 3); the descriptor is the address the kernel prologue computed for its slot.
+  (docs/hardware.md §3.1); the descriptor is the address the kernel prologue computed for its slot.
 - 16-bit operands (im2col offsets, multicast masks) are an immediate moved into a b16 register or
   the low half of the value's b32 register.
 """

@@ -1,7 +1,7 @@
 """Lowering of L2 prefetches: one `cp.async.bulk.prefetch.tensor` by the warpgroup's leader.
 
 The leader (narrowed by the user's predicate) issues it; nothing completes on a barrier or joins
-a bulk group, so nothing waits for it. Coordinates go innermost first (ptx-hopper.md fact 3).
+a bulk group, so nothing waits for it. Coordinates go innermost first (docs/hardware.md §3.1).
 
     "asyncdsl.tma_prefetch"(%i, %c0) <{descriptor_index = 0 : i64, ...}>
 

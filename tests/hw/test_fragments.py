@@ -1,7 +1,7 @@
 """Laws of the register layouts (asyncdsl.hw.fragments) and their reduction trees.
 
 The references here are written from the definitions, not from the module: the accumulator and
-A-operand fragments from the formulas of docs/ptx-hopper.md §6.3/§6.4, tiled layouts by applying
+A-operand fragments from the formulas of docs/hardware.md §14.3/§14.4, tiled layouts by applying
 the tiles one after another and undoing them in reverse, strided layouts from their one-line rule.
 """
 
@@ -203,7 +203,7 @@ def test_wgmma_a_registers_are_the_a_operand_fragment(rows, columns):
 
 
 def test_accumulator_registers_8j_to_8j7_are_the_a_operand_of_step_j():
-    # docs/compute-design.md §A.2: a<i> of step j = cvt(d[8j + 2i + 1], d[8j + 2i]).
+    # docs/hardware.md §14.4: a<i> of step j = cvt(d[8j + 2i + 1], d[8j + 2i]).
     a = wgmma_a_registers((64, 64))[0]
     f32_registers = 2 * a[..., None] + np.arange(2)  # register r, vector lane v is d[2r + v]
     assert np.array_equal(f32_registers.reshape(4, 8), np.arange(32).reshape(4, 8))

@@ -158,7 +158,7 @@ def dump_swizzled(x, y, LOAD: ad.constexpr, STORE: ad.constexpr):
 
 
 def swizzled_offset(row: int, byte: int, span: int) -> int:
-    """docs/ptx-hopper.md §5: where TMA puts byte `byte` of box row `row` (tile at a 1024-aligned base)."""
+    """docs/hardware.md §4.1: where TMA puts byte `byte` of box row `row` (tile at a 1024-aligned base)."""
     address = row * span + byte
     return address ^ (((address >> 7) & (span // 16 - 1)) << 4)
 

@@ -126,7 +126,7 @@ def test_plan_and_its_tensor_map_spec_emulate_alike():
 
 
 def reference_smem_image(box_rows: np.ndarray, span: int, base: int) -> np.ndarray:
-    """docs/ptx-hopper.md §5 chunk by chunk: rows padded to `span`, then the address XOR."""
+    """docs/hardware.md §4.1 chunk by chunk: rows padded to `span`, then the address XOR."""
     rows, inner = box_rows.shape
     pitch = span if span else inner
     image = np.zeros(rows * pitch, dtype=np.uint8)
