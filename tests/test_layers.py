@@ -170,3 +170,22 @@ def test_nothing_is_imported_for_its_side_effects(module):
         return  # the public API re-exports
     text = MODULES[module].read_text()
     assert "noqa: F401" not in text, f"{module} keeps an import only for its side effects"
+
+
+def test_the_readme_layout_matches_the_tree():
+    readme = (ROOT / "README.md").read_text()
+    assert readme.index("## Layout") < readme.index("## Features")
+    section = readme[readme.index("## Layout") : readme.index("## Configuration")]
+    block = section.split("```")[1]
+    listed = {line.split()[0].rstrip("/") for line in block.splitlines() if line.strip()}
+    packages = {str(path.parent.relative_to(ROOT)) for path in MODULES.values()}
+    tree = packages | {"tests", "benchmarks", "docs"}
+    assert listed == tree, f"README's Layout lists {sorted(listed)}, the tree has {sorted(tree)}"
+
+
+def test_the_readme_lists_every_knob():
+    from asyncdsl.config import KNOBS
+
+    readme = (ROOT / "README.md").read_text()
+    for knob in KNOBS:
+        assert f"`{knob.variable}`" in readme, f"README's Configuration table lacks {knob.variable}"
