@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from asyncdsl import dtypes
 from asyncdsl.dialects import asyncdsl as ir
-from asyncdsl.errors import TraceError, user_location
+from asyncdsl.errors import ArgumentError, TraceError, user_location
 from asyncdsl.frontend import tracer as tracing
 from asyncdsl.frontend.refs import SmemRef
 from asyncdsl.frontend.scalars import IndexLike, Scalar
@@ -65,6 +65,9 @@ def smem(shape: Sequence[int] | int, dtype) -> SmemRef:
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
     if not shape or any(isinstance(d, bool) or not isinstance(d, int) or d <= 0 for d in shape):
         raise TraceError(f"asyncdsl.smem needs a shape of positive Python ints, got {shape!r}", user_location())
-    element = dtypes.as_dtype(dtype)
+    try:
+        element = dtypes.as_dtype(dtype)
+    except ArgumentError as error:
+        raise TraceError(f"asyncdsl.smem: {error.message}", user_location()) from None
     op = tracer.emit(ir.AllocSmemOp(shape, element.mlir()))
     return SmemRef(op.results[0], shape, element)

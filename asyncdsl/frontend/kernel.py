@@ -8,6 +8,7 @@ miss, computes the grid, and launches. Outputs are written in place.
 from __future__ import annotations
 
 import inspect
+import operator
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from asyncdsl import runtime
 from asyncdsl.config import knobs
 from asyncdsl.errors import ArgumentError, SourceLocation, TraceError, user_location
 from asyncdsl.frontend.options import option
-from asyncdsl.frontend.specialize import ArraySpec, trace_kernel
+from asyncdsl.frontend.specialize import ArraySpec, refuse_python_numbers, trace_kernel
 from asyncdsl.frontend.tracer import LaunchShape
 from asyncdsl.hw.options import Arch
 from asyncdsl.passes.allocate_descriptor_scratch import MODES as DESCRIPTOR_MODES
@@ -39,8 +40,12 @@ def _is_constexpr(annotation: Any) -> bool:
 
 
 def _dims3(value: Any, what: str, location: SourceLocation | None) -> tuple[int, int, int]:
-    dims = (value,) if isinstance(value, int) else tuple(value)
-    if not 1 <= len(dims) <= 3 or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in dims):
+    """1 to 3 positive integers (numpy integers too) as (x, y, z)."""
+    try:
+        dims = (operator.index(value),) if not isinstance(value, (tuple, list)) else tuple(map(operator.index, value))
+    except TypeError:
+        dims = ()
+    if not 1 <= len(dims) <= 3 or any(isinstance(d, bool) or d < 1 for d in dims):
         raise ArgumentError(f"{what} must be 1 to 3 positive ints, got {value!r}", location)
     return (*dims, *(1,) * (3 - len(dims)))
 
@@ -172,7 +177,21 @@ class Kernel:
 
     # -- launching ----------------------------------------------------------------------------
     def grid_for(self, call: BoundCall, location: SourceLocation | None) -> tuple[int, int, int]:
-        grid = self.grid(**call.by_name()) if callable(self.grid) else self.grid
+        if not callable(self.grid):
+            return _dims3(self.grid, "grid", location)
+        try:
+            grid = self.grid(**call.by_name())
+        except TypeError as error:
+            wanted = ", ".join(self._signature.parameters)
+            try:
+                inspect.signature(self.grid).bind(**call.by_name())
+            except TypeError:
+                raise ArgumentError(
+                    f"the grid function of kernel {self.__name__} is called with the kernel's arguments by "
+                    f"name ({wanted}) and cannot take them: {error}; give it those parameters (or **kwargs)",
+                    location,
+                ) from None
+            raise
         return _dims3(grid, "grid", location)
 
     def __call__(self, *args, stream=None, **kwargs) -> None:
@@ -201,6 +220,11 @@ class Kernel:
         """Run the kernel on the CPU on numpy arrays (outputs written in place)."""
         location = user_location()
         call = self.bind(args, kwargs, location)
+        try:
+            for name, value in call.arrays:
+                refuse_python_numbers(name, value)
+        except TraceError as error:
+            raise ArgumentError(error.message, location) from None
         self._interpret(call, [numpy_argument(name, value, location) for name, value in call.arrays], location)
 
     def _interpret_copies(self, args: tuple, kwargs: dict, location: SourceLocation | None) -> None:

@@ -19,14 +19,18 @@ from asyncdsl.frontend import tracer as tracing
 from asyncdsl.frontend.scalars import IndexLike, Scalar, index_value, is_index
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class ds:  # noqa: N801 - named like the reference system's and numpy's lowercase helpers
     """A window of `size` elements (static) starting at `start` (static or traced)."""
 
     start: IndexLike
     size: int
 
-    def __post_init__(self):
+    # Written out rather than generated: errors name the first frame outside asyncdsl, which for a
+    # generated __init__ would be its "<string>" source instead of the user's line.
+    def __init__(self, start: IndexLike, size: int):
+        object.__setattr__(self, "start", start)
+        object.__setattr__(self, "size", size)
         if not is_index(self.start):
             raise TraceError(f"ds start must be an integer or a traced index, got {self.start!r}", user_location())
         if isinstance(self.size, bool) or not isinstance(self.size, int) or self.size <= 0:
@@ -48,15 +52,24 @@ class DimIndex:
         return self.size is None
 
 
-def parse_indices(indices: object, shape: tuple[int, ...], what: str) -> tuple[DimIndex, ...]:
-    """Turn the key of `ref.at[key]` into one DimIndex per dim of `shape`."""
+def parse_indices(
+    indices: object, shape: tuple[int, ...], what: str, *, coordinates: bool
+) -> tuple[DimIndex, ...]:
+    """Turn the key of `ref.at[key]` into one DimIndex per dim of `shape`.
+
+    With `coordinates` (GMEM refs), an integer index is a TMA coordinate like a traced one: any
+    value, a negative or too large one lying outside the array (loads read zeros there), never
+    wrapped the way Python wraps negative indices, so a value folded while tracing means what the
+    same value computed on the GPU means.  Without it (SMEM views) indices are Python's, in bounds.
+    """
     if not isinstance(indices, tuple):
         indices = (indices,)
-    ellipses = sum(1 for i in indices if i is Ellipsis)
-    if ellipses > 1:
+    # By identity: `==` on a traced index builds a comparison instead of answering.
+    positions = [position for position, index in enumerate(indices) if index is Ellipsis]
+    if len(positions) > 1:
         raise TraceError(f"{what}: at most one '...' in an index", user_location())
-    if ellipses:
-        at = indices.index(Ellipsis)
+    if positions:
+        at = positions[0]
         fill = len(shape) - (len(indices) - 1)
         indices = indices[:at] + (slice(None),) * max(fill, 0) + indices[at + 1:]
     if len(indices) > len(shape):
@@ -64,10 +77,12 @@ def parse_indices(indices: object, shape: tuple[int, ...], what: str) -> tuple[D
             f"{what}: {len(indices)} indices for a {len(shape)}-d ref of shape {shape}", user_location()
         )
     indices = indices + (slice(None),) * (len(shape) - len(indices))
-    return tuple(_parse_one(index, dim, size, what) for dim, (index, size) in enumerate(zip(indices, shape)))
+    return tuple(
+        _parse_one(index, dim, size, what, coordinates) for dim, (index, size) in enumerate(zip(indices, shape))
+    )
 
 
-def _parse_one(index: object, dim: int, size: int, what: str) -> DimIndex:
+def _parse_one(index: object, dim: int, size: int, what: str, coordinates: bool) -> DimIndex:
     if isinstance(index, ds):
         return DimIndex(index.start, index.size)
     if isinstance(index, slice):
@@ -85,6 +100,8 @@ def _parse_one(index: object, dim: int, size: int, what: str) -> DimIndex:
             raise TraceError(f"{what}: dim {dim}: empty slice {index} of a dim of size {size}", user_location())
         return DimIndex(start, stop - start)
     if is_index(index):
+        if coordinates:
+            return DimIndex(index, None)
         if isinstance(index, int) and not -size <= index < size:
             raise TraceError(f"{what}: index {index} is out of bounds for dim {dim} of size {size}", user_location())
         if isinstance(index, int) and index < 0:
@@ -125,7 +142,7 @@ class GmemRef:
         return _At(self)
 
     def _view(self, key) -> GmemView:
-        return GmemView(self, parse_indices(key, self.shape, f"{self.name}.at[...]"))
+        return GmemView(self, parse_indices(key, self.shape, f"{self.name}.at[...]", coordinates=True))
 
     def whole(self) -> GmemView:
         return GmemView(self, tuple(DimIndex(0, d) for d in self.shape))
@@ -175,7 +192,7 @@ class SmemRef:
         return _At(self)
 
     def _view(self, key) -> SmemRef:
-        dims = parse_indices(key, self.shape, "shared-memory view .at[...]")
+        dims = parse_indices(key, self.shape, "shared-memory view .at[...]", coordinates=False)
         leading = []
         for position, dim in enumerate(dims):
             if dim.squeezed:

@@ -134,6 +134,13 @@ class Scalar:
             user_location(),
         )
 
+    def __iter__(self):
+        raise TraceError(
+            "a value computed on the GPU cannot be iterated while tracing; loop on the GPU with "
+            "`for i in asyncdsl.range(n):` (or over a Python range to unroll)",
+            user_location(),
+        )
+
     def __index__(self) -> int:
         raise TraceError(
             "a value computed on the GPU cannot be used as a Python int (shape, range bound or "

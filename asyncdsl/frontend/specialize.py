@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ast
+import inspect
+import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -12,7 +15,7 @@ from xdsl.ir import Block, Region
 from asyncdsl import dtypes
 from asyncdsl.dialects import kernel_attrs as attrs
 from asyncdsl.dialects.option_attrs import ArchAttr
-from asyncdsl.errors import SourceLocation, TraceError
+from asyncdsl.errors import ArgumentError, SourceLocation, TraceError
 from asyncdsl.frontend.refs import GmemRef
 from asyncdsl.frontend.tracer import LaunchShape, Tracer, tracing
 from asyncdsl.ir_locations import to_ir_location
@@ -29,13 +32,39 @@ class ArraySpec:
     def of(array: object, name: str) -> ArraySpec:
         if isinstance(array, ArraySpec):
             return array
+        refuse_python_numbers(name, array)
         shape, dtype = getattr(array, "shape", None), getattr(array, "dtype", None)
         if shape is None or dtype is None:
             raise TraceError(f"argument {name!r} must be an array (with .shape and .dtype), got {type(array).__name__}")
         shape = tuple(int(d) for d in shape)
         if not shape:
             raise TraceError(f"argument {name!r} is a 0-d array; kernels take arrays of rank >= 1")
-        return ArraySpec(shape, dtypes.as_dtype(dtype))
+        try:
+            return ArraySpec(shape, dtypes.as_dtype(dtype))
+        except ArgumentError as error:
+            raise TraceError(f"argument {name!r}: {error.message}") from None
+
+
+def _return_statement(body: Callable) -> SourceLocation | None:
+    """The line of the first `return <value>` in `body`'s source (for the error that names it)."""
+    try:
+        lines, first = inspect.getsourcelines(body)
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+    except (OSError, TypeError, SyntaxError):
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Return) and node.value is not None:
+            return SourceLocation(body.__code__.co_filename, first + node.lineno - 1)
+    return None
+
+
+def refuse_python_numbers(name: str, value: object) -> None:
+    """A Python number where the kernel takes an array: say how to pass it instead."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        raise TraceError(
+            f"argument {name!r} is a Python {type(value).__name__}, but the kernel takes an array there; "
+            f"annotate the parameter `{name}: asyncdsl.constexpr` to compile with its value"
+        )
 
 
 def trace_kernel(
@@ -71,7 +100,7 @@ def trace_kernel(
             raise TraceError(
                 f"kernel {name} returned {type(result).__name__}; kernels write their outputs "
                 "into array arguments and return nothing",
-                definition,
+                _return_statement(body) or definition,
             )
         tracer.emit(func.ReturnOp(), definition)
     return ModuleOp([function])

@@ -19,13 +19,14 @@ import enum
 import math
 import operator
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from asyncdsl.errors import TransformError
+from asyncdsl.errors import TransformError, user_location
 
 Index = Any  # a plain int, or a traced value (duck typed: + * // % with ints)
 
@@ -47,6 +48,15 @@ def _int_tuple(values: Any, what: str, minimum: int) -> tuple[int, ...]:
         bound = "positive" if minimum == 1 else f"at least {minimum}"
         raise TransformError(f"{what} must be {bound}, got {result}")
     return result
+
+
+@contextmanager
+def _at_the_users_line() -> Iterator[None]:
+    """Name the user's line on errors of a transform's constructor (called from user code)."""
+    try:
+        yield
+    except TransformError as error:
+        raise error.at(user_location()) from None
 
 
 def _check_rank(transform: MemRefTransform, shape: Sequence[Any], min_rank: int) -> None:
@@ -107,7 +117,7 @@ class MemRefTransform(ABC):
         """`array` laid out as the transform says (a view of it where numpy allows)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class TileTransform(MemRefTransform):
     """Tiles the trailing `len(tiling)` dims: tile counts first, then the tile itself.
 
@@ -120,18 +130,20 @@ class TileTransform(MemRefTransform):
     tiling: tuple[int, ...]
     rounding: Rounding | None = None
 
-    def __post_init__(self) -> None:
-        tiling = _int_tuple(self.tiling, "tile sizes", 1)
-        if not tiling:
-            raise TransformError("a tiling needs at least one dim, got ()")
-        object.__setattr__(self, "tiling", tiling)
-        if self.rounding is Rounding.UP:
-            raise TransformError(
-                "Rounding.UP is not implemented: tile with Rounding.DOWN (drops the partial "
-                "tile) or copy full tiles that run past the end of the array (zero-filled)"
-            )
-        if self.rounding is not None and not isinstance(self.rounding, Rounding):
-            raise TransformError(f"rounding must be None or Rounding.DOWN, got {self.rounding!r}")
+    # Constructors are written out (not generated) so that errors name the user's line.
+    def __init__(self, tiling: Sequence[int], rounding: Rounding | None = None):
+        with _at_the_users_line():
+            object.__setattr__(self, "tiling", _int_tuple(tiling, "tile sizes", 1))
+            object.__setattr__(self, "rounding", rounding)
+            if not self.tiling:
+                raise TransformError("a tiling needs at least one dim, got ()")
+            if rounding is Rounding.UP:
+                raise TransformError(
+                    "Rounding.UP is not implemented: tile with Rounding.DOWN (drops the partial "
+                    "tile) or copy full tiles that run past the end of the array (zero-filled)"
+                )
+            if rounding is not None and not isinstance(rounding, Rounding):
+                raise TransformError(f"rounding must be None or Rounding.DOWN, got {rounding!r}")
 
     def __str__(self) -> str:
         return f"tile{self.tiling}"
@@ -206,22 +218,23 @@ class TileTransform(MemRefTransform):
         return array.reshape(split_shape).transpose(order)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class TransposeTransform(MemRefTransform):
     """Permutes dims: dim `d` of the result is dim `permutation[d]` of the input."""
 
     permutation: tuple[int, ...]
 
-    def __post_init__(self) -> None:
-        permutation = _int_tuple(self.permutation, "permutation entries", 0)
-        for dim in permutation:
-            if permutation.count(dim) > 1:
-                raise TransformError(f"permutation {permutation} repeats dim {dim}")
-        if sorted(permutation) != list(range(len(permutation))):
-            raise TransformError(
-                f"permutation {permutation} is not a permutation of 0..{len(permutation) - 1}"
-            )
-        object.__setattr__(self, "permutation", permutation)
+    def __init__(self, permutation: Sequence[int]):
+        with _at_the_users_line():
+            permutation = _int_tuple(permutation, "permutation entries", 0)
+            for dim in permutation:
+                if permutation.count(dim) > 1:
+                    raise TransformError(f"permutation {permutation} repeats dim {dim}")
+            if sorted(permutation) != list(range(len(permutation))):
+                raise TransformError(
+                    f"permutation {permutation} is not a permutation of 0..{len(permutation) - 1}"
+                )
+            object.__setattr__(self, "permutation", permutation)
 
     def __str__(self) -> str:
         return f"transpose{self.permutation}"
@@ -255,7 +268,7 @@ class TransposeTransform(MemRefTransform):
         return array.transpose(self.permutation)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class CollapseLeadingIndicesTransform(MemRefTransform):
     """Merges `len(strides)` dims, after `batch_rank` leading dims, into one.
 
@@ -268,13 +281,14 @@ class CollapseLeadingIndicesTransform(MemRefTransform):
     strides: tuple[int, ...]
     batch_rank: int = 0
 
-    def __post_init__(self) -> None:
-        strides = _int_tuple(self.strides, "collapsed strides", 1)
-        if not strides:
-            raise TransformError("collapsing needs at least one dim, got no strides")
-        object.__setattr__(self, "strides", strides)
-        if type(self.batch_rank) is not int or self.batch_rank < 0:
-            raise TransformError(f"batch_rank must be a non-negative int, got {self.batch_rank}")
+    def __init__(self, strides: Sequence[int], batch_rank: int = 0):
+        with _at_the_users_line():
+            object.__setattr__(self, "strides", _int_tuple(strides, "collapsed strides", 1))
+            object.__setattr__(self, "batch_rank", batch_rank)
+            if not self.strides:
+                raise TransformError("collapsing needs at least one dim, got no strides")
+            if type(batch_rank) is not int or batch_rank < 0:
+                raise TransformError(f"batch_rank must be a non-negative int, got {batch_rank}")
 
     def __str__(self) -> str:
         return f"collapse{self.strides}"
@@ -337,17 +351,18 @@ class CollapseLeadingIndicesTransform(MemRefTransform):
         return np.lib.stride_tricks.as_strided(array, shape, strides, writeable=False)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class DropUnitDimsTransform(MemRefTransform):
     """Removes the size-1 dims at positions `unit_dims` (kept sorted)."""
 
     unit_dims: tuple[int, ...]
 
-    def __post_init__(self) -> None:
-        dims = _int_tuple(self.unit_dims, "unit dims", 0)
-        if len(set(dims)) != len(dims):
-            raise TransformError(f"unit dims must be distinct, got {dims}")
-        object.__setattr__(self, "unit_dims", tuple(sorted(dims)))
+    def __init__(self, unit_dims: Sequence[int]):
+        with _at_the_users_line():
+            dims = _int_tuple(unit_dims, "unit dims", 0)
+            if len(set(dims)) != len(dims):
+                raise TransformError(f"unit dims must be distinct, got {dims}")
+            object.__setattr__(self, "unit_dims", tuple(sorted(dims)))
 
     def __str__(self) -> str:
         return f"drop_unit_dims{self.unit_dims}"

@@ -203,11 +203,17 @@ def _validated(
             if extent != 1 and stride != step:
                 raise _layout_error(argument_label(name), shape, f"element strides {strides}")
             step *= extent
+    check_alignment(address, name)
+    return DeviceArray(address, shape, strides, dtype, device, owner)
+
+
+def check_alignment(address: int, name: str | int, location=None) -> None:
+    """An argument's base address must be 16-byte aligned (TMA and bulk copies need it): the same
+    rule on the GPU and in the interpreter."""
     if address % GMEM_ADDRESS_ALIGNMENT:
         raise ArgumentError(
             f"{argument_label(name)} starts at address {address:#x}, which is not {GMEM_ADDRESS_ALIGNMENT}-byte "
             f"aligned (it is {address % GMEM_ADDRESS_ALIGNMENT} bytes past a boundary; the tensor memory "
             "accelerator needs 16): it is probably a view at an offset, pass a fresh array or a copy",
-            user_location(),
+            location or user_location(),
         )
-    return DeviceArray(address, shape, strides, dtype, device, owner)

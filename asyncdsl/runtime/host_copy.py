@@ -18,7 +18,7 @@ import numpy as np
 
 from asyncdsl.dtypes import as_dtype
 from asyncdsl.errors import ArgumentError, SourceLocation
-from asyncdsl.runtime.arrays import DeviceArray
+from asyncdsl.runtime.arrays import DeviceArray, check_alignment
 from asyncdsl.runtime.buffers import copy_to_device, to_host
 
 _NUMPY_UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
@@ -43,6 +43,7 @@ def numpy_argument(name: str, value: Any, location: SourceLocation | None) -> np
         )
     if not value.flags.c_contiguous:
         raise _not_contiguous(name, value.shape, location)
+    check_alignment(value.ctypes.data, name, location)
     return value
 
 
@@ -59,6 +60,7 @@ def host_copy(name: str, value: Any, location: SourceLocation | None) -> HostCop
     if isinstance(value, np.ndarray):
         return HostCopy(numpy_argument(name, value, location), lambda: None)
     if isinstance(value, DeviceArray):
+        check_alignment(value.address, name, location)
         return _device_array_copy(value)
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(value, torch.Tensor):
@@ -84,6 +86,7 @@ def host_copy(name: str, value: Any, location: SourceLocation | None) -> HostCop
 def _torch_copy(torch, name: str, tensor, location: SourceLocation | None) -> HostCopy:
     if not tensor.is_contiguous():
         raise _not_contiguous(name, tensor.shape, location)
+    check_alignment(tensor.data_ptr(), name, location)
     dtype = as_dtype(tensor.dtype)
     # Through a same-width integer view: numpy has no bfloat16/fp8, torch no ml_dtypes.
     bits_dtype = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[dtype.itemsize]
@@ -101,6 +104,7 @@ def _torch_copy(torch, name: str, tensor, location: SourceLocation | None) -> Ho
 def _cupy_copy(cupy, name: str, array, location: SourceLocation | None) -> HostCopy:
     if not array.flags.c_contiguous:
         raise _not_contiguous(name, array.shape, location)
+    check_alignment(array.data.ptr, name, location)
     dtype = as_dtype(array.dtype)
     host = cupy.asnumpy(array.view(_NUMPY_UINT[dtype.itemsize]))
     return HostCopy(host.view(dtype.numpy), lambda: array.view(host.dtype).set(host))

@@ -3,7 +3,10 @@
 A cubin is filed under sha256(PTX, arch, driver version, compiler identity), in
 `$ASYNCDSL_CACHE_DIR` or `~/.cache/asyncdsl`.  Writes go to a temporary file in the same directory
 and are renamed into place, so concurrent processes and crashes leave either the whole cubin or
-nothing.  The cache is an optimisation: a directory that cannot be written only costs a warning.
+nothing.  Each file holds a header with the cubin's length and sha256 ahead of it, checked on every
+read: a file truncated or altered by anything else (a full disk, a copy gone wrong) is a miss, and
+the recompiled cubin replaces it.  The cache is an optimisation: a directory that cannot be
+written only costs a warning.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import struct
 import tempfile
 import warnings
 from collections.abc import Callable
@@ -18,8 +22,9 @@ from pathlib import Path
 
 from asyncdsl.config import CACHE_DIR, knobs
 
-CACHE_FORMAT = "asyncdsl-cubin-1"  # bump when the key or the file layout changes
-_ELF_MAGIC = b"\x7fELF"
+CACHE_FORMAT = "asyncdsl-cubin-2"  # bump when the key or the file layout changes
+_HEADER = struct.Struct("<16sQ32s")  # magic, cubin length, sha256 of the cubin
+_MAGIC = b"asyncdsl-cubin-2"
 
 
 def cache_directory() -> Path:
@@ -48,13 +53,19 @@ class CubinCache:
         return self.directory / key[:2] / f"{key}.cubin"
 
     def load(self, key: str) -> bytes | None:
-        """The cached cubin for `key`, or None if there is none (or only something that is not
-        a cubin, which is then recompiled over)."""
+        """The cached cubin for `key`, or None if there is none or the file fails its check
+        (a short, long or altered file, which is then recompiled over)."""
         try:
             data = self.path(key).read_bytes()
         except OSError:
             return None
-        return data if data.startswith(_ELF_MAGIC) else None
+        if len(data) < _HEADER.size:
+            return None
+        magic, length, digest = _HEADER.unpack_from(data)
+        cubin = data[_HEADER.size :]
+        if magic != _MAGIC or length != len(cubin) or hashlib.sha256(cubin).digest() != digest:
+            return None
+        return cubin
 
     def store(self, key: str, cubin: bytes) -> None:
         """Write `cubin` atomically: readers see the old state or the whole new file."""
@@ -64,6 +75,7 @@ class CubinCache:
             target.parent.mkdir(parents=True, exist_ok=True)
             descriptor, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{key[:16]}.", suffix=".tmp")
             with os.fdopen(descriptor, "wb") as file:
+                file.write(_HEADER.pack(_MAGIC, len(cubin), hashlib.sha256(cubin).digest()))
                 file.write(cubin)
             os.replace(temporary, target)
             temporary = None

@@ -475,7 +475,7 @@ PTX = ".version 8.0\n.target sm_90a\n.address_size 64\n"
 
 def test_cubin_key_is_stable_and_covers_every_input():
     key = module_cache.cubin_key(".version 8.0\n", "sm_90a", 13000, "nvjitlink-13.0")
-    assert key == "2e1d4f50f77a5a903f8335db50915d08245a0f0f495c5687aa69e43a18fa578a"
+    assert key == "c2ea08d22c7e25bdf4b65cebc7d7c603167d31f5d25442dec8f23120d0651c1c"
     variants = {
         module_cache.cubin_key(".version 8.1\n", "sm_90a", 13000, "nvjitlink-13.0"),
         module_cache.cubin_key(".version 8.0\n", "sm_90", 13000, "nvjitlink-13.0"),
@@ -513,7 +513,8 @@ def test_second_compile_hits_the_disk_cache(tmp_path):
     cubin, hit = _compile(compiler, tmp_path)
     assert (cubin, hit, compiler.calls) == (b"\x7fELFsm_90a:k:45", False, 1)
     key = module_cache.cubin_key(PTX, "sm_90a", 13000, "fake-1")
-    assert (tmp_path / key[:2] / f"{key}.cubin").read_bytes() == cubin
+    stored = (tmp_path / key[:2] / f"{key}.cubin").read_bytes()
+    assert stored.endswith(cubin) and stored.startswith(b"asyncdsl-cubin-2")  # a checked header, then the cubin
     assert not [path for path in tmp_path.rglob("*") if path.suffix == ".tmp"]
     again, hit = _compile(compiler, tmp_path)  # a new CubinCache: no state but the files
     assert (again, hit, compiler.calls) == (cubin, True, 1)
@@ -528,6 +529,26 @@ def test_a_corrupt_cache_file_is_recompiled(tmp_path):
     (tmp_path / key[:2] / f"{key}.cubin").write_bytes(b"garbage")
     again, hit = _compile(compiler, tmp_path)
     assert (again, hit, compiler.calls) == (cubin, False, 2)
+    assert _compile(compiler, tmp_path)[1] is True
+
+
+@pytest.mark.parametrize("damage", ["truncated", "flipped byte", "extended", "bare ELF"])
+def test_a_damaged_cache_file_is_a_miss_and_is_replaced(tmp_path, damage):
+    compiler = _FakeCompiler()
+    cubin, _ = _compile(compiler, tmp_path)
+    key = module_cache.cubin_key(PTX, "sm_90a", 13000, "fake-1")
+    path = tmp_path / key[:2] / f"{key}.cubin"
+    stored = path.read_bytes()
+    damaged = {
+        "truncated": stored[:-3],  # still a header and the start of an ELF image
+        "flipped byte": stored[:-1] + bytes([stored[-1] ^ 1]),
+        "extended": stored + b"\0",
+        "bare ELF": cubin,  # a file in the old format, no header
+    }[damage]
+    path.write_bytes(damaged)
+    again, hit = _compile(compiler, tmp_path)
+    assert (again, hit, compiler.calls) == (cubin, False, 2)
+    assert path.read_bytes() == stored
     assert _compile(compiler, tmp_path)[1] is True
 
 
