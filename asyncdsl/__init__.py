@@ -36,6 +36,7 @@ from asyncdsl.dtypes import (
 )
 from asyncdsl.errors import (
     ArgumentError,
+    AssumptionError,
     AsyncDSLError,
     CopyError,
     DeadlockError,
@@ -46,6 +47,7 @@ from asyncdsl.errors import (
     TransformError,
     UnsupportedTargetError,
 )
+from asyncdsl.frontend.assume import multiple_of
 from asyncdsl.frontend.control import range, when
 from asyncdsl.frontend.copy import CopyPartition, async_copy, await_async_copy, await_cp_async_copy
 from asyncdsl.frontend.core import (

@@ -112,6 +112,12 @@ class PtxAssemblyError(AsyncDSLError):
     """ptxas rejected the PTX asyncdsl printed (a compiler bug, reported with the PTX log)."""
 
 
+class AssumptionError(AsyncDSLError):
+    """Something the compiler took on trust is false at run time: a hint (`asyncdsl.multiple_of`),
+    or what a copy needs of a traced value (its alignment, its range).  Raised by the interpreter,
+    and after a GPU launch of a kernel compiled with ASYNCDSL_DEBUG=1."""
+
+
 class InterpretError(AsyncDSLError):
     """The interpreter found the kernel doing something the hardware would not survive."""
 

@@ -101,7 +101,25 @@ class DescriptorScratchParam:
         return (max(self.slot_offsets) + 128) if self.slot_offsets else 0
 
 
-KernelParam = PointerParam | TensorMapParam | DescriptorScratchParam
+@dataclass(frozen=True)
+class RuntimeCheck:
+    """An assumption a debug-mode kernel checks at run time: what its failure means, and where."""
+
+    message: str
+    file: str
+    line: int
+
+
+@dataclass(frozen=True)
+class ErrorBufferParam:
+    """A `.u64` kernel parameter of a debug-mode kernel: 16 bytes of device memory, zeroed before
+    each launch, where the first failing check writes its number (1 + its index in `checks`) and
+    the CTA's x, y, z (four u32)."""
+
+    checks: tuple[RuntimeCheck, ...]
+
+
+KernelParam = PointerParam | TensorMapParam | DescriptorScratchParam | ErrorBufferParam
 
 
 @dataclass(frozen=True)

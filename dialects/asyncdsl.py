@@ -25,6 +25,7 @@ passes import this module as `ir` and find every op and the shared helpers of `i
 | L2 prefetch | `prefetch_ops` |
 | im2col | `im2col_ops` |
 | gather4 / scatter4 rows | `row_gather_ops` |
+| hints and the compiler's run-time checks | `assume_ops` |
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from __future__ import annotations
 from xdsl.ir import Dialect, Operation
 
 from asyncdsl.dialects import (
+    assume_ops,
     bulk_ops,
     collective_ops,
     copy_ops,
@@ -47,6 +49,7 @@ from asyncdsl.dialects import (
     tma_ops,
     transform_attrs,
 )
+from asyncdsl.dialects.assume_ops import CheckOp, MultipleOfOp, check_message
 from asyncdsl.dialects.bulk_ops import BulkLoadOp, BulkStoreOp
 from asyncdsl.dialects.collective_ops import ClusterCollectiveMaskOp, SmemSliceOp
 from asyncdsl.dialects.copy_ops import AsyncCopyOp, AwaitAsyncCopyOp
@@ -79,11 +82,11 @@ from asyncdsl.dialects.tma_ops import TmaLoadOp, TmaStoreOp
 __all__ = [
     "AllocBarriersOp", "AllocSmemOp", "ArriveExpectTxOp", "ArriveOp", "AsyncCopyIm2colOp", "AsyncCopyOp",
     "AsyncCopyRowsOp", "AsyncDSL", "AsyncPrefetchOp", "AwaitAsyncCopyOp", "AwaitCpAsyncCopyOp", "BulkLoadOp",
-    "BulkStoreOp", "ClusterBarrierOp", "ClusterCollectiveMaskOp", "ClusterCtaIdOp", "ClusterIdOp",
-    "CpAsyncLoadOp", "CtaBarrierOp", "FenceAsyncSmemOp", "Im2colDescriptorAttr", "NumProgramsOp", "OPERATIONS",
+    "BulkStoreOp", "CheckOp", "ClusterBarrierOp", "ClusterCollectiveMaskOp", "ClusterCtaIdOp", "ClusterIdOp",
+    "CpAsyncLoadOp", "CtaBarrierOp", "FenceAsyncSmemOp", "Im2colDescriptorAttr", "MultipleOfOp", "NumProgramsOp", "OPERATIONS",
     "ProgramIdOp", "SmemSliceOp", "SmemViewOp", "TmaGather4Op", "TmaIm2colLoadOp", "TmaLoadOp",
     "TmaPrefetchOp", "TmaScatter4Op", "TmaStoreOp", "WaitOp", "WarpgroupBarrierOp", "WarpgroupIdxOp",
-    "buffer_bytes", "element_bits", "is_gmem", "is_smem", "shape_of",
+    "buffer_bytes", "check_message", "element_bits", "is_gmem", "is_smem", "shape_of",
 ]
 
 OPERATIONS: tuple[type[Operation], ...] = (
@@ -97,6 +100,7 @@ OPERATIONS: tuple[type[Operation], ...] = (
     *collective_ops.OPERATIONS,
     *im2col_ops.OPERATIONS,
     *row_gather_ops.OPERATIONS,
+    *assume_ops.OPERATIONS,
 )
 
 ATTRIBUTES = (

@@ -9,6 +9,7 @@
     asyncdsl.descriptors       the TMA descriptors, numbered (allocate-descriptor-scratch)
     asyncdsl.descriptor_mode   "grid_constant" (by-value params) or "scratch" (GMEM buffer)
     asyncdsl.descriptor_slots  byte offset of each descriptor in the scratch
+    asyncdsl.debug             unit: check at run time what the compiler took on trust (ASYNCDSL_DEBUG)
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ SMEM_BYTES = "asyncdsl.smem_bytes"
 DESCRIPTORS = "asyncdsl.descriptors"
 DESCRIPTOR_MODE = "asyncdsl.descriptor_mode"
 DESCRIPTOR_SLOTS = "asyncdsl.descriptor_slots"
+DEBUG = "asyncdsl.debug"
 
 
 
@@ -67,6 +69,10 @@ def descriptor_mode(fn: func.FuncOp) -> str:
 def descriptor_slots(fn: func.FuncOp) -> tuple[int, ...]:
     attr = fn.attributes.get(DESCRIPTOR_SLOTS)
     return tuple(attr.get_values()) if isinstance(attr, DenseArrayBase) else ()
+
+
+def debug(fn: func.FuncOp) -> bool:
+    return DEBUG in fn.attributes
 
 
 def kernels(module) -> list[func.FuncOp]:

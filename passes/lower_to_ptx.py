@@ -29,6 +29,7 @@ from xdsl.passes import ModulePass
 from asyncdsl.dialects import kernel_attrs as attrs
 from asyncdsl.dialects import ptx
 from asyncdsl.passes.to_ptx import (
+    assume,
     bulk,
     collective,
     control,
@@ -64,6 +65,7 @@ RULES: Rules = {
     **prefetch.RULES,
     **im2col.RULES,
     **row_gather.RULES,
+    **assume.RULES,
 }
 
 

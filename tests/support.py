@@ -4,6 +4,7 @@ so tests compare bytes), and checks that an error names the rule and the user's 
 from __future__ import annotations
 
 import inspect
+import math
 import sys
 
 import numpy as np
@@ -65,29 +66,36 @@ def expect(error_type, kernel, args, kwargs, *fragments, line_text: str | None =
 
 class Traced:
     """A stand-in for a traced index: records arithmetic as an expression, refuses to become an
-    int or a bool (what the transform algebra and the planner must never ask of a traced value)."""
+    int or a bool (what the transform algebra and the planner must never ask of a traced value),
+    and knows what it is a multiple of as the compiler's analysis would (`known_divisor`)."""
 
-    def __init__(self, expr):
+    def __init__(self, expr, known_divisor: int = 1):
         self.expr = expr
+        self.known_divisor = known_divisor
 
-    def _op(self, op, other):
-        other = other.expr if isinstance(other, Traced) else repr(other)
-        return Traced(f"({self.expr} {op} {other})")
+    def _op(self, op, other, divisor):
+        text = other.expr if isinstance(other, Traced) else repr(other)
+        return Traced(f"({self.expr} {op} {text})", divisor)
+
+    @staticmethod
+    def _divisor(other):
+        return other.known_divisor if isinstance(other, Traced) else abs(other)
 
     def __add__(self, other):
-        return self._op("+", other)
+        return self._op("+", other, math.gcd(self.known_divisor, self._divisor(other)))
 
     def __sub__(self, other):
-        return self._op("-", other)
+        return self._op("-", other, math.gcd(self.known_divisor, self._divisor(other)))
 
     def __mul__(self, other):
-        return self._op("*", other)
+        return self._op("*", other, self.known_divisor * self._divisor(other))
 
     def __floordiv__(self, other):
-        return self._op("//", other)
+        d = self.known_divisor
+        return self._op("//", other, d // other if isinstance(other, int) and d % other == 0 else 1)
 
     def __mod__(self, other):
-        return self._op("%", other)
+        return self._op("%", other, math.gcd(self.known_divisor, other) if isinstance(other, int) else 1)
 
     def __int__(self):
         raise AssertionError("a traced index was converted to int")

@@ -136,11 +136,12 @@ class Kernel:
     # -- compiling ----------------------------------------------------------------------------
     def specialize(self, specs: tuple[ArraySpec, ...], constexprs: Mapping[str, Any]) -> CompiledKernel:
         """The compiled kernel for these argument shapes/dtypes and constexpr values (cached)."""
-        key = (specs, tuple(sorted(constexprs.items())))
+        debug = knobs.debug
+        key = (specs, tuple(sorted(constexprs.items())), debug)
         compiled = self._compiled.get(key)
         if compiled is None:
             module = trace_kernel(
-                self.fn, self.name, self.array_names, specs, constexprs, self.launch, self.definition
+                self.fn, self.name, self.array_names, specs, constexprs, self.launch, self.definition, debug
             )
             compiled = compile_module(module, descriptor_mode=self.descriptor_mode)
             self._compiled[key] = compiled
@@ -163,7 +164,7 @@ class Kernel:
         call = self.bind(args, kwargs, location)
         module = trace_kernel(
             self.fn, self.name, self.array_names, self.specs(call, location), call.constexprs,
-            self.launch, self.definition,
+            self.launch, self.definition, knobs.debug,
         )
         return dict(compile_module(module, descriptor_mode=self.descriptor_mode, keep_stages=True).stages)
 

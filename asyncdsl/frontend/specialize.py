@@ -75,6 +75,7 @@ def trace_kernel(
     constexprs: Mapping[str, object],
     launch: LaunchShape,
     definition: SourceLocation | None,
+    debug: bool = False,
 ) -> ModuleOp:
     """Build the module of one specialization of `body`."""
     arg_types = [MemRefType(a.dtype.mlir(), list(a.shape)) for a in arrays]
@@ -85,6 +86,8 @@ def trace_kernel(
     function.attributes[attrs.CLUSTER] = DenseArrayBase.from_list(i64, list(launch.cluster))
     function.attributes[attrs.ARG_NAMES] = ArrayAttr(StringAttr(n) for n in array_names)
     function.attributes[attrs.ARCH] = ArchAttr(launch.arch)
+    if debug:
+        function.attributes[attrs.DEBUG] = UnitAttr()
     if definition is not None:
         function.location = to_ir_location(definition)
 

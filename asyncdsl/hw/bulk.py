@@ -27,7 +27,7 @@ from asyncdsl.errors import CopyError, TransformError
 from asyncdsl.hw import gmem_runs
 from asyncdsl.hw.limits import BULK_ALIGNMENT
 from asyncdsl.hw.options import Oob
-from asyncdsl.hw.transforms import Index, MemRefTransform, apply_chain_array, apply_chain_shape
+from asyncdsl.hw.transforms import Index, MemRefTransform
 
 
 def is_contiguous_run(
@@ -38,16 +38,27 @@ def is_contiguous_run(
 ) -> bool:
     """Whether the SMEM buffer, filled densely with `transforms(window)`, holds consecutive
     elements of the array (False as well when the transformed window is not the buffer's shape:
-    the tensor path then reports that)."""
+    the tensor path then reports that).
+
+    Decided on shapes and strides alone (the window is a strided view of the array, and so is
+    every transform of it), so a window of any size costs the same."""
+    shape = gmem_runs.sliced_sizes(sizes)
+    strides = tuple(
+        stride for stride, size in zip(gmem_runs.contiguous_strides(gmem_shape), sizes) if size != gmem_runs.SQUEEZED
+    )
     try:
-        transformed = apply_chain_shape(transforms, gmem_runs.sliced_sizes(sizes))
+        for transform in transforms:
+            shape, strides = transform.transform_shape(shape), transform.transform_strides(strides)
     except TransformError:
         return False
-    if transformed != tuple(smem_shape):
+    if shape != tuple(smem_shape):
         return False
-    offsets = apply_chain_array(transforms, gmem_runs.window_element_offsets(gmem_shape, sizes))
-    flat = np.ascontiguousarray(offsets).reshape(-1)
-    return offsets.shape == transformed and bool(np.array_equal(flat, np.arange(flat.size)))
+    expected = 1
+    for size, stride in zip(reversed(shape), reversed(strides)):
+        if size != 1 and stride != expected:
+            return False
+        expected *= size
+    return True
 
 
 def clamped_bytes(offset_bytes: int, transfer_bytes: int, array_bytes: int) -> int:

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
-
 from asyncdsl.dtypes import DType
 from asyncdsl.hw.transforms import Index, linear_combination
 
@@ -65,18 +63,6 @@ def traced_strides(shape: Sequence[int], dtype: DType, starts: Sequence[Index]) 
 def sliced_sizes(sizes: Sequence[int]) -> tuple[int, ...]:
     """The window's shape with squeezed dims removed: the shape transforms apply to."""
     return tuple(size for size in sizes if size != SQUEEZED)
-
-
-def window_element_offsets(shape: Sequence[int], sizes: Sequence[int]) -> np.ndarray:
-    """Element offset of every element of the window from its first element, shaped like the
-    window without its squeezed dims."""
-    strides = contiguous_strides(shape)
-    kept = [(size, stride) for size, stride in zip(sizes, strides) if size != SQUEEZED]
-    offsets = np.zeros((), np.int64)
-    for position, (size, stride) in enumerate(kept):
-        axis = (1,) * position + (size,) + (1,) * (len(kept) - position - 1)
-        offsets = offsets + (np.arange(size, dtype=np.int64) * stride).reshape(axis)
-    return np.broadcast_to(offsets, tuple(size for size, _ in kept))
 
 
 def strided_rows(shape: Sequence[int], sizes: Sequence[int]) -> tuple[int, int, int] | None:

@@ -35,6 +35,7 @@ from asyncdsl.hw.transforms import (
     TileTransform,
     TransposeTransform,
     apply_chain_shape,
+    divisor_of,
 )
 
 _NIBBLE = 0x0F
@@ -119,6 +120,12 @@ def as_byte_copy(
         raise CopyError(rule.format(f"the slice's minor window (size {size})"))
     if type(start) is int and start % per_byte:
         raise CopyError(rule.format(f"the slice's start along the minor dim ({start})"))
+    if type(start) is not int and divisor_of(start) % per_byte:
+        raise CopyError(
+            rule.format("the slice's start along the minor dim")
+            + f"; it is computed on the GPU and asyncdsl can only prove it a multiple of {divisor_of(start)}: "
+            f"if it always is a multiple of {per_byte}, say so with asyncdsl.multiple_of(start, {per_byte})"
+        )
 
     sliced = tuple(entry[1] for entry in gmem_slice if type(entry) is tuple)
     transformed = apply_chain_shape(transforms, sliced)
@@ -127,7 +134,6 @@ def as_byte_copy(
             f"SMEM buffer shape {tuple(smem_shape)} does not match the transformed slice shape "
             f"{transformed}"
         )
-    # A traced start is trusted to be a whole number of bytes, like traced tile-aligned starts.
     byte_slice = (*gmem_slice[:-1], (start // per_byte, size // per_byte))
     byte_transforms = _byte_transforms(transforms, sliced, per_byte, rule)
     return ByteCopy(

@@ -42,6 +42,7 @@ from asyncdsl.hw.transforms import (
     TransposeTransform,
     apply_chain_shape,
     batch_chain,
+    divisor_of,
 )
 from asyncdsl.kernel_binary import TiledTensorMapSpec
 
@@ -59,7 +60,10 @@ class TmaCopyPlan:
     `smem_shape` is the transformed slice shape without squeezed dims: the SMEM buffer's shape,
     holding the box's elements in the same order.  `transforms` is the chain actually applied to
     the GMEM array: the squeezed-dims transpose, the batched user transforms, and the automatic
-    unit-dim drop and collapse.
+    unit-dim drop and collapse.  `assumed_in_range` lists the traced indices the plan merged
+    into one dim (past 5 dims), with the size each must stay below (and at least 0): merged, an
+    index outside its dim would alias another element instead of reading zeros, so the compiler
+    checks them at run time.
     """
 
     dtype: DType
@@ -70,6 +74,7 @@ class TmaCopyPlan:
     smem_shape: tuple[int, ...]
     transforms: TransformChain
     swizzle_bytes: int = 0
+    assumed_in_range: tuple[tuple[Index, int], ...] = ()
 
     @property
     def rank(self) -> int:
@@ -155,8 +160,12 @@ def plan_tiled_copy(
     if drop:
         chain += (drop,)
         view = view.push(drop)
+    assumed_in_range: tuple[tuple[Index, int], ...] = ()
     if view.rank > MAX_TMA_RANK and view.squeezed > 1:
         collapse = _collapse_squeezed(view)
+        assumed_in_range = tuple(
+            (view.starts[dim], view.dims[dim]) for dim in range(view.squeezed) if type(view.starts[dim]) is not int
+        )
         chain += (collapse,)
         view = view.push(collapse)
     _check_view(view, dtype, swizzle_bytes)
@@ -169,6 +178,7 @@ def plan_tiled_copy(
         smem_shape=transformed_shape,
         transforms=chain,
         swizzle_bytes=swizzle_bytes,
+        assumed_in_range=assumed_in_range,
     )
 
 
@@ -275,7 +285,7 @@ class _View:
 
     def _check_tile_aligned(self, tile: TileTransform) -> None:
         # A window that starts inside a tile would need two boxes; the instruction takes one.
-        # Traced starts cannot be checked here and are trusted to be aligned.
+        # A traced start must be provably aligned (or promised so with asyncdsl.multiple_of).
         first = self.rank - len(tile.tiling)
         for dim, (start, size) in enumerate(zip(self.starts[first:], tile.tiling), start=first):
             if type(start) is int and start % size:
@@ -283,20 +293,26 @@ class _View:
                     f"slice start {start} along dim {dim} is not a multiple of its tile {size}: "
                     "a tiled TMA box must start on a tile boundary"
                 )
+            known = divisor_of(start)
+            if type(start) is not int and known % size:
+                raise CopyError(
+                    f"the slice start along dim {dim} is computed on the GPU and must be a multiple of "
+                    f"its tile {size} (a tiled TMA box starts on a tile boundary), but asyncdsl can "
+                    f"only prove it a multiple of {known}; if it always is one, say so with "
+                    f"asyncdsl.multiple_of(start, {size})"
+                )
 
     def unit_dims(self) -> DropUnitDimsTransform | None:
         """The dims of size 1 in both the view and the box that can be dropped, if any.
 
-        A static non-zero start along such a dim puts the whole box out of bounds, which only
-        the dim itself can express, so it stays; a traced start is assumed to be 0 (in bounds).
+        Only a dim whose start is the constant 0 goes: any other start puts the whole box out of
+        bounds, which only the dim itself can express (a traced start may be 1 at run time).
         Dropping every dim would leave no descriptor, so the innermost one is always kept.
         """
         dims = tuple(
             dim
             for dim in range(self.rank)
-            if self.dims[dim] == 1
-            and self.box[dim] == 1
-            and not (type(self.starts[dim]) is int and self.starts[dim] != 0)
+            if self.dims[dim] == 1 and self.box[dim] == 1 and type(self.starts[dim]) is int and self.starts[dim] == 0
         )
         if len(dims) == self.rank:
             dims = dims[:-1]

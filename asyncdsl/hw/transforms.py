@@ -31,6 +31,18 @@ from asyncdsl.errors import TransformError, user_location
 Index = Any  # a plain int, or a traced value (duck typed: + * // % with ints)
 
 
+def divisor_of(index: Index) -> int:
+    """The largest number `index` is known to be a multiple of (0 for the int 0).
+
+    A traced index reports what the compiler proved of it as `known_divisor` (from the arithmetic
+    that computed it and the user's `asyncdsl.multiple_of` hints); one that does not is known to
+    be a multiple of 1 only.
+    """
+    if type(index) is int:
+        return abs(index)
+    return getattr(index, "known_divisor", 1)
+
+
 class Rounding(enum.Enum):
     """What a tiling does with a GMEM dim that its tile does not divide."""
 

@@ -43,7 +43,7 @@ class CollectiveFunctions(WarpgroupFunctions):
     def run_smem_slice(self, interpreter: Interpreter, op: ir.SmemSliceOp, args: PythonValues):
         source, offset = args
         start = source.offset + offset.value.data
-        part = SmemBuffer(start, ir.shape_of(op.result), source.element_bytes, source.origin)
+        part = SmemBuffer.of_type(start, op.result.type, source.origin)
         if offset.value.data < 0 or part.offset + part.nbytes > source.offset + source.nbytes:
             raise OutOfBoundsError(
                 f"the part at byte {offset.value.data} of {part.nbytes} bytes lies outside the "

@@ -5,7 +5,6 @@ from __future__ import annotations
 from xdsl.interpreter import Interpreter, PythonValues, impl, register_impls
 
 from asyncdsl.dialects import asyncdsl as ir
-from asyncdsl.dtypes import from_mlir
 from asyncdsl.interpret.diagnosis import diagnosed, origin
 from asyncdsl.interpret.functions import WarpgroupFunctions, index_value
 from asyncdsl.interpret.memory import SmemBuffer
@@ -38,12 +37,7 @@ class CoreFunctions(WarpgroupFunctions):
     @impl(ir.AllocSmemOp)
     @diagnosed
     def run_alloc_smem(self, interpreter: Interpreter, op: ir.AllocSmemOp, args: PythonValues):
-        element = from_mlir(op.result.type.element_type)
-        shape = ir.shape_of(op.result)
-        if element.bits < 8:
-            # Packed elements share bytes: the buffer is held as the bytes of its rows.
-            shape = (*shape[:-1], -(-shape[-1] * element.bits // 8))
-        buffer = SmemBuffer(op.offset.value.data, shape, element.itemsize, origin(op))
+        buffer = SmemBuffer.of_type(op.offset.value.data, op.result.type, origin(op))
         self.warpgroup.cta.smem.check(buffer.offset, buffer.nbytes, f"the buffer allocated at {buffer.origin}")
         return (buffer,)
 

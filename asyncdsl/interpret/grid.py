@@ -24,6 +24,7 @@ from xdsl.interpreters.scf import ScfFunctions
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects import kernel_attrs as attrs
 from asyncdsl.errors import AsyncDSLError
+from asyncdsl.interpret.assume import AssumeFunctions
 from asyncdsl.interpret.bulk import BulkFunctions
 from asyncdsl.interpret.collective import CollectiveFunctions
 from asyncdsl.interpret.copy import CopyFunctions
@@ -59,6 +60,7 @@ FUNCTIONS: tuple[type[WarpgroupFunctions], ...] = (
     PrefetchFunctions,
     Im2colFunctions,
     RowGatherFunctions,
+    AssumeFunctions,
 )
 
 

@@ -12,7 +12,9 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from xdsl.dialects.builtin import MemRefType
 
+from asyncdsl import dtypes
 from asyncdsl.errors import OutOfBoundsError
 from asyncdsl.hw.limits import BARRIER_BYTES
 
@@ -47,12 +49,24 @@ class SharedMemory:
 
 @dataclass(frozen=True)
 class SmemBuffer:
-    """An SMEM buffer or view as kernel code holds it: where it starts and what it holds."""
+    """An SMEM buffer or view as kernel code holds it: where it starts and what it holds.
+
+    Packed sub-byte elements share bytes, so such a buffer is held as the bytes of its rows:
+    `shape` counts bytes along the last dim (`of_type` makes one from an IR memref type).
+    """
 
     offset: int
     shape: tuple[int, ...]
     element_bytes: int
     origin: str  # the source line of the allocation, for messages
+
+    @staticmethod
+    def of_type(offset: int, memref: MemRefType, origin: str) -> SmemBuffer:
+        element = dtypes.from_mlir(memref.element_type)
+        shape = tuple(memref.get_shape())
+        if element.bits < 8:
+            shape = (*shape[:-1], -(-shape[-1] * element.bits // 8))
+        return SmemBuffer(offset, shape, element.itemsize, origin)
 
     @property
     def nbytes(self) -> int:

@@ -12,7 +12,13 @@ import ctypes
 from collections.abc import Sequence
 
 from asyncdsl.errors import ArgumentError, user_location
-from asyncdsl.kernel_binary import DescriptorScratchParam, KernelBinary, PointerParam, TensorMapParam
+from asyncdsl.kernel_binary import (
+    DescriptorScratchParam,
+    ErrorBufferParam,
+    KernelBinary,
+    PointerParam,
+    TensorMapParam,
+)
 from asyncdsl.runtime.arrays import DeviceArray
 from asyncdsl.runtime.scratch import DescriptorScratch, ScratchPool
 from asyncdsl.runtime.tensormap import TensorMapCache, describe
@@ -36,6 +42,7 @@ class KernelParams:
         device: int,
         tensor_maps: Sequence[TensorMapCache],
         scratch_pool: ScratchPool | None,
+        error_buffer: int = 0,
     ):
         self._kernel = binary.name
         self._names = binary.arg_names
@@ -59,6 +66,8 @@ class KernelParams:
                 scratch = DescriptorScratch(param, tensor_maps, scratch_pool)
                 self.scratches.append(scratch)
                 self._scratch.append((self._cell(slot), scratch))
+            elif isinstance(param, ErrorBufferParam):
+                self._cell(slot).value = error_buffer  # the same buffer for every launch
             else:
                 raise TypeError(f"unknown kernel parameter {param!r}")
         # Each argument a descriptor reads must be at least as large as the descriptor's reach.

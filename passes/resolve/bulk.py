@@ -21,8 +21,10 @@ from asyncdsl import dtypes
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects.transform_attrs import transform_from_attr
 from asyncdsl.hw.bulk import check_bulk_copy, is_contiguous_run
+from asyncdsl.hw.limits import BULK_ALIGNMENT
 from asyncdsl.hw.options import Implementation, Oob
-from asyncdsl.passes.resolve.index_builder import static_starts
+from asyncdsl.passes.resolve.checks import Conditions, check_window
+from asyncdsl.passes.resolve.index_builder import IndexBuilder, static_starts, traced_starts
 
 
 def takes_bulk_path(copy: ir.AsyncCopyOp) -> bool:
@@ -38,17 +40,20 @@ def takes_bulk_path(copy: ir.AsyncCopyOp) -> bool:
 
 
 def resolve_bulk(copy: ir.AsyncCopyOp) -> None:
-    """Replace `copy` (for which `takes_bulk_path` holds) by one bulk load or store."""
-    check_bulk_copy(
-        ir.shape_of(copy.gmem),
-        dtypes.from_mlir(copy.gmem.type.element_type),
-        static_starts(copy.starts),
-        copy.sizes,
-        ir.shape_of(copy.smem),
-        copy.oob.data,
+    """Replace `copy` (for which `takes_bulk_path` holds) by one bulk load or store, with the
+    run-time checks of its traced starts (a 16-byte aligned address; inside the array under
+    "promise_in_bounds"), which move a failing window to the array's start instead of faulting."""
+    shape, dtype = ir.shape_of(copy.gmem), dtypes.from_mlir(copy.gmem.type.element_type)
+    check_bulk_copy(shape, dtype, static_starts(copy.starts), copy.sizes, ir.shape_of(copy.smem), copy.oob.data)
+    builder = IndexBuilder(copy)
+    conditions = Conditions(builder)
+    starts = traced_starts(copy.starts, builder)
+    check_window(
+        conditions, shape, dtype, starts, copy.sizes, BULK_ALIGNMENT,
+        copy.oob.data == Oob.PROMISE_IN_BOUNDS, "a bulk copy (cp.async.bulk)",
     )
     arrive = bool(copy.arrive.value.data)
-    window = (copy.gmem, copy.smem, list(copy.starts), copy.sizes)
+    window = (copy.gmem, copy.smem, conditions.guarded_starts(list(copy.starts)), copy.sizes)
     if copy.is_load:
         barrier = (copy.barriers, copy.barrier_index)
         new = ir.BulkLoadOp(*window, *barrier, oob=copy.oob.data, arrive=arrive, predicate=copy.predicate)

@@ -22,7 +22,8 @@ from asyncdsl import dtypes
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects.transform_attrs import transform_from_attr
 from asyncdsl.hw.cp_async import plan_cp_async_copy
-from asyncdsl.passes.resolve.index_builder import static_starts
+from asyncdsl.passes.resolve.checks import Conditions, check_window
+from asyncdsl.passes.resolve.index_builder import IndexBuilder, static_starts, traced_starts
 
 
 def resolve_cp_async(copy: ir.AsyncCopyOp) -> None:
@@ -36,8 +37,15 @@ def resolve_cp_async(copy: ir.AsyncCopyOp) -> None:
         copy.swizzle.value.data,
         ir.shape_of(copy.smem),
     )
+    builder = IndexBuilder(copy)
+    conditions = Conditions(builder)
+    starts = traced_starts(copy.starts, builder)
+    check_window(
+        conditions, ir.shape_of(copy.gmem), dtypes.from_mlir(copy.gmem.type.element_type), starts, copy.sizes,
+        plan.chunk_bytes, True, f"cp.async (in {plan.chunk_bytes}-byte chunks)",
+    )
     new = ir.CpAsyncLoadOp(
-        copy.gmem, copy.smem, list(copy.starts), copy.sizes, plan,
+        copy.gmem, copy.smem, conditions.guarded_starts(list(copy.starts)), copy.sizes, plan,
         barriers=copy.barriers, barrier_index=copy.barrier_index, arrive=bool(copy.arrive.value.data),
     )
     new.location = copy.location

@@ -8,6 +8,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from asyncdsl.dialects.ir_utils import constant_value
+from asyncdsl.passes.resolve.divisibility import known_divisor
 
 
 class IndexBuilder:
@@ -40,6 +41,11 @@ class _IrIndex:
     def __init__(self, value: SSAValue, builder: IndexBuilder):
         self.value = value
         self.builder = builder
+
+    @property
+    def known_divisor(self) -> int:
+        """What the planners may assume of this traced index (`hw.transforms.divisor_of`)."""
+        return known_divisor(self.value)
 
     def _binary(self, other, op_class, reverse: bool = False):
         lhs, rhs = self.value, self.builder.value(other)
@@ -79,6 +85,11 @@ def slice_entries(starts, sizes, builder: IndexBuilder) -> list:
         index = known if known is not None else builder.wrap(start)
         entries.append(index if size == -1 else (index, size))
     return entries
+
+
+def traced_starts(starts, builder: IndexBuilder) -> list:
+    """Slice starts as index arithmetic can use them: ints where constant, traced ones wrapped."""
+    return [known if (known := constant_value(start)) is not None else builder.wrap(start) for start in starts]
 
 
 def static_starts(starts) -> list:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from xdsl.dialects.builtin import IntegerType
 from xdsl.ir import Block, Operation, SSAValue
 
 from asyncdsl.passes.to_ptx.builder import PtxBuilder
@@ -30,14 +31,17 @@ class KernelFacts:
     descriptor_addresses: list[SSAValue] = field(default_factory=list)
     cluster_size: int = 1
     arch: str = "sm_90a"
+    error_buffer: SSAValue | None = None  # debug mode: where failed run-time checks are reported
 
 
 class KernelLowering:
     """Maps IR values to registers while lowering one kernel body."""
 
-    def __init__(self, block: Block, rules: Rules):
+    def __init__(self, block: Block, rules: Rules, check_ids: dict[Operation, int] | None = None):
         self.b = PtxBuilder(block)
         self._rules = rules
+        # Debug mode: the number each run-time check reports when it fails (none: checks vanish).
+        self.check_ids = check_ids or {}
         self._registers: dict[SSAValue, SSAValue] = {}
         self._constants: dict[SSAValue, int] = {}
         self.facts: KernelFacts | None = None
@@ -45,10 +49,23 @@ class KernelLowering:
         self.phase_bits: dict[SSAValue, SSAValue] = {}
 
     def reg(self, value: SSAValue) -> SSAValue:
-        return self._registers[value]
+        register = self._registers.get(value)
+        if register is None:
+            # A constant bound without a register (a check that always passes) is materialised
+            # where something needs it as a register.
+            constant = self._constants[value]
+            if isinstance(value.type, IntegerType) and value.type.width.data == 1:
+                register = self.b.emit("setp.ne.u32 {}, {}, 0;", "pred", self.b.mov("b32", int(bool(constant))))
+            else:
+                register = self.b.mov("b32", constant)
+            self._registers[value] = register
+        return register
 
-    def bind(self, value: SSAValue, register: SSAValue, constant: int | None = None) -> None:
-        self._registers[value] = register
+    def bind(self, value: SSAValue, register: SSAValue | None, constant: int | None = None) -> None:
+        """`value` lives in `register`; a known `constant` may stand alone (no register until used)."""
+        assert register is not None or constant is not None
+        if register is not None:
+            self._registers[value] = register
         if constant is not None:
             self._constants[value] = constant
 

@@ -20,7 +20,15 @@ from xdsl.dialects import func
 
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects import kernel_attrs as attrs
-from asyncdsl.kernel_binary import DescriptorScratchParam, KernelParam, PointerParam, TensorMapParam
+from asyncdsl.ir_locations import from_ir_location
+from asyncdsl.kernel_binary import (
+    DescriptorScratchParam,
+    ErrorBufferParam,
+    KernelParam,
+    PointerParam,
+    RuntimeCheck,
+    TensorMapParam,
+)
 from asyncdsl.passes.to_ptx.context import KernelFacts, KernelLowering
 
 
@@ -33,7 +41,22 @@ def kernel_params(fn: func.FuncOp) -> tuple[KernelParam, ...]:
             params.append(DescriptorScratchParam(attrs.descriptor_slots(fn)))
     else:
         params.extend(TensorMapParam(i) for i in range(len(found)))
+    if attrs.debug(fn):
+        checks = runtime_checks(fn)
+        if checks:
+            params.append(ErrorBufferParam(tuple(_described(check) for check in checks)))
     return tuple(params)
+
+
+def runtime_checks(fn: func.FuncOp) -> list:
+    """The kernel's hints and checks, in the order that numbers them (1, 2, ...)."""
+    return [op for op in fn.walk() if isinstance(op, (ir.CheckOp, ir.MultipleOfOp))]
+
+
+def _described(op) -> RuntimeCheck:
+    location = from_ir_location(op)
+    file, line = (location.file, location.line) if location is not None else ("<unknown>", 0)
+    return RuntimeCheck(ir.check_message(op), file, line)
 
 
 def param_kinds(params: tuple[KernelParam, ...]) -> list[str]:
@@ -63,6 +86,10 @@ def emit_prologue(ctx: KernelLowering, fn: func.FuncOp, params: tuple[KernelPara
 
     addresses = _descriptor_addresses(ctx, params)
     ctx.facts = KernelFacts(tid, warpgroup, named_barrier, leader, base, addresses, cluster_size, attrs.arch(fn))
+    for position, param in enumerate(params):
+        if isinstance(param, ErrorBufferParam):
+            ctx.facts.error_buffer = b.emit(f"ld.param.u64 {{}}, [#{{{{param:{position}}}}}];", "b64")
+            ctx.check_ids = {op: number for number, op in enumerate(runtime_checks(fn), start=1)}
     for address in addresses:
         b.run("prefetch.tensormap [{}];", address, guard=cta_leader)
 

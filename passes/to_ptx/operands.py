@@ -17,7 +17,7 @@ from asyncdsl.passes.to_ptx.context import KernelLowering
 
 def issuer_predicate(ctx: KernelLowering, predicate: SSAValue | None) -> SSAValue:
     """The predicate of the thread that issues: the leader, narrowed by the user's predicate."""
-    if predicate is None:
+    if predicate is None or ctx.constant(predicate) == 1:
         return ctx.facts.leader
     return ctx.b.emit("and.pred {}, {}, {};", "pred", ctx.facts.leader, ctx.reg(predicate))
 

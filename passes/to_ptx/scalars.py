@@ -47,6 +47,12 @@ def _binary(instruction: str):
 def _logic(ctx: KernelLowering, op) -> None:
     name = {arith.AndIOp: "and", arith.OrIOp: "or", arith.XOrIOp: "xor"}[type(op)]
     kind = register_kind(op.result.type)
+    if name == "and" and kind == "pred":
+        # `x and true` is x: what a run-time check that always passes leaves behind.
+        for known, other in ((op.lhs, op.rhs), (op.rhs, op.lhs)):
+            if ctx.constant(known) == 1:
+                _alias(ctx, op.result, other)
+                return
     spelled = "pred" if kind == "pred" else "b32"
     ctx.bind(op.result, ctx.b.emit(f"{name}.{spelled} {{}}, {{}}, {{}};", kind, ctx.reg(op.lhs), ctx.reg(op.rhs)))
 
@@ -76,7 +82,17 @@ def _compare(ctx: KernelLowering, op: arith.CmpiOp) -> None:
     ctx.bind(op.result, ctx.b.emit(f"setp.{_COMPARE[predicate]} {{}}, {{}}, {{}};", "pred", ctx.reg(op.lhs), ctx.operand(op.rhs)))
 
 
+def _alias(ctx: KernelLowering, result, value) -> None:
+    """`result` is `value` (no instruction)."""
+    known = ctx.constant(value)
+    ctx.bind(result, None if known is not None else ctx.reg(value), constant=known)
+
+
 def _select(ctx: KernelLowering, op: arith.SelectOp) -> None:
+    known = ctx.constant(op.cond)
+    if known is not None:
+        _alias(ctx, op.result, op.lhs if known else op.rhs)
+        return
     kind = register_kind(op.result.type)
     condition = ctx.reg(op.cond)
     if kind == "pred":

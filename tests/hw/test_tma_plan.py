@@ -232,12 +232,20 @@ def test_traced_starts_give_the_same_coordinates_as_constants():
     chain = (TileTransform((4, 8)),)
     shape = (16, 3, 32)
     static = plan_tiled_copy(shape, dtypes.float32, ((4, 8), 1, (8, 16)), chain)
-    traced_slice = ((Traced("j"), 8), Traced("i"), (Traced("k"), 16))
+    traced_slice = ((Traced("j", known_divisor=4), 8), Traced("i"), (Traced("k", known_divisor=8), 16))
     traced = plan_tiled_copy(shape, dtypes.float32, traced_slice, chain)
     assert traced.transforms == static.transforms
     assert (traced.global_dims, traced.box_dims) == (static.global_dims, static.box_dims)
     env = {"i": 1, "j": 4, "k": 8}
     assert evaluated(traced.coords, env) == static.coords == (1, 1, 1, 0, 0)
+
+
+@pytest.mark.parametrize("known", [1, 2, 4])
+def test_a_traced_start_not_provably_on_a_tile_boundary_is_refused_with_the_hint(known):
+    chain = (TileTransform((4, 8)),)
+    with pytest.raises(CopyError, match=rf"only prove it a multiple of {known}; .*asyncdsl.multiple_of\(start, 8\)"):
+        plan_tiled_copy((16, 32), dtypes.float32, ((0, 8), (Traced("k", known_divisor=known), 16)), chain)
+    plan_tiled_copy((16, 32), dtypes.float32, ((0, 8), (Traced("k", known_divisor=8 * known), 16)), chain)
 
 
 def test_plan_without_smem_side_for_prefetch():

@@ -39,4 +39,8 @@ def test_ptx_assembles(case, ptxas):
 
     x = ad.ArraySpec(case.shape, case.dtype)
     ptxas(load_and_dump.ptx(x, ad.ArraySpec(case.smem_shape, case.dtype), CASE=case))
-    ptxas(round_trip.ptx(x, x, CASE=case))
+    if case.stores_in_bounds or case.dynamic:
+        ptxas(round_trip.ptx(x, x, CASE=case))
+    else:  # a static negative store start is refused: the H200 faults on it
+        with pytest.raises(ad.CopyError, match="stores at negative coordinates fault on the H200"):
+            round_trip.ptx(x, x, CASE=case)

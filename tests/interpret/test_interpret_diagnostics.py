@@ -10,7 +10,7 @@ import pytest
 from support import line_of
 
 import asyncdsl as ad
-from asyncdsl.errors import BarrierError, OutOfBoundsError
+from asyncdsl.errors import AssumptionError, BarrierError, OutOfBoundsError
 
 B = 32
 
@@ -314,8 +314,8 @@ def stores_above_the_array(x, y):
 
 def test_store_at_negative_coordinates_faults():
     interpret_error(
-        OutOfBoundsError, stores_above_the_array, "CTA (0, 0, 0)", "coordinate -32 along dim 0",
-        "fault on the H200", line="row -32",
+        AssumptionError, stores_above_the_array, "CTA (0, 0, 0)", "coordinate along dim 0 of its view is negative",
+        "fault on the", "(found -32)", line="row -32",
     )
 
 

@@ -1,0 +1,51 @@
+"""Lowering of hints and run-time checks (`asyncdsl.multiple_of`, `asyncdsl.check`).
+
+Without ASYNCDSL_DEBUG they cost nothing: a hint is its operand and a check a constant true,
+which the guards built on it fold away.  In debug mode each computes its condition and, where it
+fails, the warpgroup's leader claims the kernel's error buffer with a compare-and-swap (the first
+failure of the launch wins) and writes its CTA's id there; the runtime reads the buffer after the
+launch and raises an AssumptionError naming the check's line.  The kernel runs on: the check's
+guard keeps the copy it protects from faulting.
+"""
+
+from __future__ import annotations
+
+from xdsl.ir import SSAValue
+
+from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
+
+
+def _multiple_of(ctx: KernelLowering, op: ir.MultipleOfOp) -> None:
+    known = ctx.constant(op.value)
+    ctx.bind(op.result, None if known is not None else ctx.reg(op.value), constant=known)
+    number = ctx.check_ids.get(op)
+    if number is None or known is not None:
+        return
+    remainder = ctx.b.emit("rem.s32 {}, {}, {};", "b32", ctx.reg(op.value), op.divisor.value.data)
+    _report_unless(ctx, ctx.b.emit("setp.eq.s32 {}, {}, 0;", "pred", remainder), number)
+
+
+def _check(ctx: KernelLowering, op: ir.CheckOp) -> None:
+    number = ctx.check_ids.get(op)
+    if number is None:
+        ctx.bind(op.result, None, constant=1)
+        return
+    holds = ctx.reg(op.condition)
+    _report_unless(ctx, holds, number)
+    ctx.bind(op.result, holds)
+
+
+def _report_unless(ctx: KernelLowering, holds: SSAValue, number: int) -> None:
+    b, buffer = ctx.b, ctx.facts.error_buffer
+    failed = b.emit("not.pred {}, {};", "pred", holds)
+    b.run("and.pred {}, {}, {};", failed, failed, ctx.facts.leader)
+    previous = b.mov("b32", 1)
+    b.run(f"atom.global.cas.b32 {{}}, [{{}}], 0, {number};", previous, buffer, guard=failed)
+    first = b.emit("setp.eq.and.u32 {}, {}, 0, {};", "pred", previous, failed)
+    for offset, axis in ((4, "x"), (8, "y"), (12, "z")):
+        cta = b.emit(f"mov.u32 {{}}, %ctaid.{axis};", "b32")
+        b.run(f"st.global.u32 [{{}}+{offset}], {{}};", buffer, cta, guard=first)
+
+
+RULES: Rules = {ir.MultipleOfOp: _multiple_of, ir.CheckOp: _check}
