@@ -4,7 +4,7 @@
     %ok = asyncdsl.check %c "message" of %x, %y        // the compiler's assumption %c about %x, %y
 
 `multiple_of` is `asyncdsl.multiple_of(value, n)` in kernel code (Triton's `tl.multiple_of`): its
-result is its operand, and the divisibility analysis (`passes/resolve/divisibility.py`) may use
+result is its operand, and the divisibility analysis (`passes/resolve/index_facts.py`) may use
 the hint to prove a traced start tile-aligned.  `check` is built by `resolve-transforms` for an
 assumption a copy needs but the compiler cannot prove (a traced TMA store coordinate is not
 negative, a bulk copy's traced address is 16-byte aligned, ...); its result is its condition, which

@@ -8,6 +8,7 @@ miss, computes the grid, and launches. Outputs are written in place.
 from __future__ import annotations
 
 import inspect
+import numbers
 import operator
 import re
 from collections.abc import Callable, Mapping
@@ -119,7 +120,8 @@ class Kernel:
         bound.apply_defaults()
         values = bound.arguments
         arrays = tuple((n, values[n]) for n in self.array_names)
-        constexprs = {n: values[n] for n in self.constexpr_names}
+        # numpy scalars mean their Python values (shapes, sizes and cache keys want those).
+        constexprs = {n: _python_scalar(values[n]) for n in self.constexpr_names}
         for n, v in constexprs.items():
             try:
                 hash(v)
@@ -246,6 +248,14 @@ class Kernel:
 
     def __repr__(self) -> str:
         return f"<asyncdsl.kernel {self.__name__} block={self.launch.block} cluster={self.launch.cluster}>"
+
+
+def _python_scalar(value: Any) -> Any:
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
+    if isinstance(value, numbers.Real) and not isinstance(value, float):
+        return float(value)
+    return value
 
 
 def _ptx_identifier(name: str) -> str:

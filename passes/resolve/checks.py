@@ -4,7 +4,7 @@ Each check is an `asyncdsl.check` of a condition built in IR right before the co
 the condition, which the copy uses as a guard (a store skipped, a window moved to the array's
 start) so that a broken assumption reports an error instead of faulting the GPU.  The interpreter
 always evaluates checks; the GPU does under ASYNCDSL_DEBUG=1 and otherwise folds them away.
-What the divisibility analysis proves (`known_divisor`) needs no check.
+What the compiler proves of an index (`index_facts.py`) needs no check.
 """
 
 from __future__ import annotations
@@ -44,8 +44,11 @@ class Conditions:
         self._checks.append(self._builder.emit(ir.CheckOp(combined, message, reported)))
 
     def at_least(self, index: Index, bound: int) -> list[SSAValue]:
-        """`index >= bound` where it is traced (a static index needs no run-time check)."""
-        return [] if type(index) is int else [_compare(self._builder, index, "sge", bound)]
+        """`index >= bound` where it is traced, unless proved (`bound` 0 and the index provably
+        not negative); a static index needs no run-time check."""
+        if type(index) is int or (bound == 0 and index.known_non_negative):
+            return []
+        return [_compare(self._builder, index, "sge", bound)]
 
     def below(self, index: Index, bound: int) -> list[SSAValue]:
         return [] if type(index) is int else [_compare(self._builder, index, "slt", bound)]

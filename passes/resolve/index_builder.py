@@ -8,7 +8,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from asyncdsl.dialects.ir_utils import constant_value
-from asyncdsl.passes.resolve.divisibility import known_divisor
+from asyncdsl.passes.resolve.index_facts import known_divisor, known_non_negative
 
 
 class IndexBuilder:
@@ -46,6 +46,10 @@ class _IrIndex:
     def known_divisor(self) -> int:
         """What the planners may assume of this traced index (`hw.transforms.divisor_of`)."""
         return known_divisor(self.value)
+
+    @property
+    def known_non_negative(self) -> bool:
+        return known_non_negative(self.value)
 
     def _binary(self, other, op_class, reverse: bool = False):
         lhs, rhs = self.value, self.builder.value(other)

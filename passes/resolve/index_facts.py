@@ -1,5 +1,6 @@
-"""What the compiler can prove about a traced index: the largest number it is known to be a
-multiple of, read from the arithmetic that computed it.
+"""What the compiler can prove about a traced index, read from the arithmetic that computed it:
+the largest number it is a multiple of (`known_divisor`), and whether it cannot be negative
+(`known_non_negative`).
 
     pid * 64 + 128          -> 64        (a multiple of 64 plus a multiple of 128)
     pid * 64 + 1            -> 1
@@ -63,6 +64,61 @@ def _compute(value: SSAValue, seen: dict[SSAValue, int]) -> int:
     if isinstance(op, ir.MultipleOfOp):
         return math.lcm(of(op.value), op.divisor.value.data)
     return 1
+
+
+def known_non_negative(value: SSAValue) -> bool:
+    """Whether `value` is provably at least 0 (ids, counts, and sums, products and floor
+    quotients of such; a Python-style remainder by a positive constant)."""
+    return _non_negative(value, set())
+
+
+_IDS = (ir.ProgramIdOp, ir.NumProgramsOp, ir.ClusterCtaIdOp, ir.ClusterIdOp, ir.WarpgroupIdxOp)
+
+
+def _non_negative(value: SSAValue, visiting: set[SSAValue]) -> bool:
+    if value in visiting:
+        return False
+    visiting = visiting | {value}
+
+    def of(operand: SSAValue) -> bool:
+        return _non_negative(operand, visiting)
+
+    if isinstance(value, BlockArgument):
+        loop = value.block.parent_op()
+        # A counter from a non-negative start that only steps up.
+        return isinstance(loop, scf.ForOp) and value.index == 0 and of(loop.lb) and (_constant(loop.step) or 0) > 0
+    op = value.owner
+    constant = _constant(value)
+    if constant is not None:
+        return constant >= 0
+    if isinstance(op, _IDS):
+        return True
+    if isinstance(op, (arith.AddiOp, arith.MuliOp, arith.MaxSIOp, arith.MinSIOp, arith.SelectOp)):
+        if isinstance(op, arith.MaxSIOp):
+            return of(op.lhs) or of(op.rhs)
+        return of(op.lhs) and of(op.rhs)
+    if isinstance(op, (arith.FloorDivSIOp, arith.DivSIOp)):
+        return of(op.lhs) and (_constant(op.rhs) or 0) > 0
+    if isinstance(op, arith.SubiOp):
+        return _is_python_remainder(op)
+    if isinstance(op, ir.MultipleOfOp):
+        return of(op.value)
+    return False
+
+
+def _is_python_remainder(op: arith.SubiOp) -> bool:
+    """`a - (a // c) * c` with c > 0: how traced `%` is computed, always in [0, c)."""
+    product = op.rhs.owner
+    if not isinstance(product, arith.MuliOp):
+        return False
+    quotient, divisor = product.lhs.owner, _constant(product.rhs)
+    return (
+        isinstance(quotient, arith.FloorDivSIOp)
+        and quotient.lhs == op.lhs
+        and divisor is not None
+        and divisor > 0
+        and _constant(quotient.rhs) == divisor
+    )
 
 
 def _constant(value: SSAValue) -> int | None:

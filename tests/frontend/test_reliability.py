@@ -1,0 +1,309 @@
+"""Regressions of the differential fuzz: kernels that once gave wrong bytes without an error, or
+refused valid input, or failed with Python's errors instead of a sentence at the user's line."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from reliability_kernels import (
+    folded_negative_row,
+    hinted_tiles,
+    multicast_tile,
+    row_past_a_unit_dim,
+    store_past_a_unit_dim,
+    stores_above,
+)
+from support import line_of, random_bits
+
+import asyncdsl as ad
+from asyncdsl.config import knobs
+from asyncdsl.runtime.ptxas import assemble
+
+F32 = ad.float32
+
+
+# -- 1. a traced index on a unit dim ---------------------------------------------------------------
+
+
+def test_a_traced_index_past_a_unit_dim_reads_zeros():
+    x = random_bits((1, 16), F32, 1)
+    y = np.full((2, 16), 7.0, np.float32)
+    row_past_a_unit_dim.interpret(x, y)
+    assert not y.any()
+
+
+def test_a_traced_store_past_a_unit_dim_writes_nothing():
+    x = random_bits((2, 16), F32, 1)
+    y = random_bits((1, 16), F32, 2)
+    before = y.copy()
+    store_past_a_unit_dim.interpret(x, y)
+    assert y.tobytes() == before.tobytes()
+
+
+def test_the_unit_dim_stays_in_the_tensor_map():
+    ir = row_past_a_unit_dim.ir(ad.ArraySpec((1, 16), F32), ad.ArraySpec((2, 16), F32), after="resolve-transforms")
+    load = next(line for line in ir.splitlines() if "asyncdsl.tma_load" in line)
+    assert "dims = [1, 16]" in load and "box = [1, 16]" in load
+
+
+# -- 2. and 3. traced starts on tiles and of 4-bit copies ---------------------------------------------
+
+
+@ad.kernel(grid=(2,))
+def tile_off_by_one(x, y):
+    buf = ad.smem((1, 1, 8, 16), x.dtype)
+    bar = ad.barrier()
+    ad.async_copy(x.at[ad.ds(ad.program_id(0) * 8 + 1, 8), :], buf, barrier=bar, transforms=ad.TileTransform((8, 16)))  # the load
+    bar.wait()
+
+
+@ad.kernel(grid=(2,))
+def odd_4_bit_start(x, y):
+    buf = ad.smem((32,), x.dtype)
+    bar = ad.barrier()
+    ad.async_copy(x.at[ad.ds(ad.program_id(0) + 1, 32)], buf, barrier=bar)  # the load
+    bar.wait()
+
+
+@pytest.mark.parametrize(
+    "kernel, spec, wanted",
+    [
+        (tile_off_by_one, ad.ArraySpec((32, 16), F32), "must be a multiple of its tile 8"),
+        (odd_4_bit_start, ad.ArraySpec((64,), ad.int4), "must be a multiple of 2 elements"),
+    ],
+)
+def test_a_traced_start_that_cannot_be_proved_aligned_is_refused_with_the_hint(kernel, spec, wanted):
+    with pytest.raises(ad.CopyError) as caught:
+        kernel.compile(spec, spec)
+    message = str(caught.value)
+    assert wanted in message and "asyncdsl.multiple_of(start," in message
+    assert caught.value.location.line == line_of(kernel.fn, "# the load")
+
+
+def test_a_provable_start_needs_no_hint():
+    x = random_bits((32, 16), F32, 3)
+    y = np.zeros_like(x)
+    hinted_tiles.interpret(x, y, OFFSET=0, HINT=True)
+    assert y[:16].tobytes() == x[:16].tobytes()
+    with pytest.raises(ad.CopyError, match="asyncdsl.multiple_of"):
+        hinted_tiles.compile(ad.ArraySpec((32, 16), F32), ad.ArraySpec((32, 16), F32), OFFSET=0, HINT=False)
+
+
+def test_a_false_hint_is_an_error_at_its_line():
+    x = random_bits((32, 16), F32, 3)
+    with pytest.raises(ad.AssumptionError, match=r"promised a multiple of 8, but the value is 4") as caught:
+        hinted_tiles.interpret(x, np.zeros_like(x), OFFSET=4)
+    assert caught.value.location.line == line_of(hinted_tiles.fn, "# the hint")
+
+
+def test_a_static_hint_is_checked_while_tracing():
+    @ad.kernel(grid=(1,))
+    def static_hint(x):
+        ad.multiple_of(12, 8)  # the hint
+
+    with pytest.raises(ad.TraceError, match="12 is not a multiple of 8") as caught:
+        static_hint.compile(ad.ArraySpec((16,), F32))
+    assert caught.value.location.line == line_of(static_hint.fn, "# the hint")
+
+
+# -- 4. debug mode ---------------------------------------------------------------------------------
+
+
+def test_debug_mode_compiles_checks_that_assemble(monkeypatch, ptxas):
+    specs = (ad.ArraySpec((32, 16), F32),) * 2
+    plain = hinted_tiles.ptx(*specs, OFFSET=0)
+    monkeypatch.setenv("ASYNCDSL_DEBUG", "1")
+    assert knobs.debug
+    checked = hinted_tiles.ptx(*specs, OFFSET=0)
+    assert "atom.global.cas.b32" in checked and "atom" not in plain
+    ptxas(checked)
+    binary = hinted_tiles.compile(*specs, OFFSET=0).binary
+    (report,) = [param for param in binary.params if type(param).__name__ == "ErrorBufferParam"]
+    (hint,) = report.checks  # the store's coordinates are provably not negative: no check for them
+    assert "promised a multiple of 8" in hint.message and hint.line == line_of(hinted_tiles.fn, "# the hint")
+
+
+def test_without_debug_mode_checks_lower_to_nothing():
+    specs = (ad.ArraySpec((32, 16), F32),) * 2
+    ptx = stores_above.ptx(*specs)
+    assert "atom" not in ptx and "param_4" not in ptx  # no error buffer parameter either
+
+
+# -- 5. negative indices are coordinates -----------------------------------------------------------
+
+
+def test_a_folded_negative_index_reads_zeros_like_a_traced_one():
+    x = random_bits((4, 16), F32, 4)
+    y = np.full((1, 16), 3.0, np.float32)
+    folded_negative_row.interpret(x, y)
+    assert not y.any()
+
+
+# -- 6. 4-bit multicast ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [ad.float4_e2m1fn, ad.int4, ad.uint4, ad.int8])
+def test_multicast_of_4_bit_elements_lands_in_both_ctas(dtype):
+    raw = np.random.default_rng(5).integers(0, 16, (16, 256)).astype(np.uint8)
+    x = raw.view(dtype.numpy)
+    y = np.zeros((32, 256), dtype.numpy)
+    multicast_tile.interpret(x, y)
+    assert y.view(np.uint8).tobytes() == np.concatenate([raw, raw]).tobytes()
+
+
+# -- 7. an ellipsis after a traced index -----------------------------------------------------------
+
+
+def test_ellipsis_after_a_traced_index():
+    @ad.kernel(grid=(4,))
+    def rows(x, y):
+        buf = ad.smem((16,), x.dtype)
+        bar = ad.barrier()
+        ad.async_copy(x.at[ad.program_id(0), ...], buf, barrier=bar)
+        bar.wait()
+        ad.async_copy(buf, y.at[ad.program_id(0), ...])
+        ad.await_async_copy(0)
+
+    x = random_bits((4, 16), F32, 6)
+    y = np.zeros_like(x)
+    rows.interpret(x, y)
+    assert y.tobytes() == x.tobytes()
+
+
+# -- 8. static negative store starts ---------------------------------------------------------------
+
+
+def test_a_static_negative_store_start_is_refused_at_its_line():
+    @ad.kernel(grid=(1,))
+    def negative_store(x, y):
+        buf = ad.smem((16,), x.dtype)
+        bar = ad.barrier()
+        ad.async_copy(x.at[ad.ds(0, 16)], buf, barrier=bar)
+        bar.wait()
+        ad.async_copy(buf, y.at[ad.ds(-8, 16)])  # the store
+
+    with pytest.raises(ad.CopyError, match="negative coordinates fault on the H200") as caught:
+        negative_store.compile(ad.ArraySpec((64,), F32), ad.ArraySpec((64,), F32))
+    assert caught.value.location.line == line_of(negative_store.fn, "# the store")
+
+
+def test_a_traced_negative_store_coordinate_is_an_assumption_error():
+    x = random_bits((16, 16), F32, 7)
+    with pytest.raises(ad.AssumptionError, match=r"negative.*\(found -16\)") as caught:
+        stores_above.interpret(x, np.zeros((32, 16), np.float32))
+    assert caught.value.location.line == line_of(stores_above.fn, "# the store")
+
+
+# -- 9. huge shapes fail fast with a sentence ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "shape, window, wanted",
+    [
+        ((32768, 32768), (32768, 32768), "TMA box dimension"),
+        ((2**31, 16), (256, 16), None),
+        ((2**33, 16), (256, 16), r"at least 2\^32"),
+    ],
+)
+def test_huge_shapes_compile_or_fail_quickly(shape, window, wanted):
+    @ad.kernel(grid=(1,))
+    def big(x, y):
+        buf = ad.smem(window, x.dtype)
+        bar = ad.barrier()
+        ad.async_copy(x.at[ad.ds(0, window[0]), :], buf, barrier=bar)
+        bar.wait()
+
+    import time
+
+    start = time.perf_counter()
+    specs = (ad.ArraySpec(shape, ad.int8), ad.ArraySpec((16,), ad.int8))
+    if wanted is None:
+        assemble(big.ptx(*specs))
+    else:
+        with pytest.raises(ad.AsyncDSLError, match=wanted):
+            big.compile(*specs)
+    assert time.perf_counter() - start < 5
+
+
+# -- 10. and 11. errors name the user's line in a sentence -----------------------------------------
+
+
+def test_construction_errors_of_transforms_and_windows_name_the_line():
+    @ad.kernel(grid=(1,))
+    def bad(x, WHICH: ad.constexpr):
+        if WHICH == "tile":
+            ad.TileTransform((0, 64))  # the error
+        elif WHICH == "transpose":
+            ad.TransposeTransform((0, 0))  # the error
+        elif WHICH == "rounding":
+            ad.TileTransform((8, 64), rounding="sideways")  # the error
+        elif WHICH == "ds":
+            ad.ds(0, 0)  # the error
+        elif WHICH == "dtype":
+            ad.smem((16,), np.complex64)  # the error
+        elif WHICH == "iterate":
+            for _ in ad.program_id(0):  # the error
+                pass
+
+    for which in ("tile", "transpose", "rounding", "ds", "dtype", "iterate"):
+        with pytest.raises(ad.AsyncDSLError) as caught:
+            bad.compile(ad.ArraySpec((16,), F32), WHICH=which)
+        assert caught.value.location is not None, which
+        assert caught.value.location.file == __file__, which
+        assert caught.value.location.line == line_of(bad.fn, "# the error") + 2 * (
+            ("tile", "transpose", "rounding", "ds", "dtype", "iterate").index(which)
+        ), which
+
+
+def test_a_kernel_that_returns_a_value_is_told_at_the_return():
+    @ad.kernel(grid=(1,))
+    def returns(x):
+        return 3  # the return
+
+    with pytest.raises(ad.TraceError, match="returned int") as caught:
+        returns.compile(ad.ArraySpec((16,), F32))
+    assert caught.value.location.line == line_of(returns.fn, "# the return")
+
+
+def test_a_grid_function_with_other_names_is_told_so():
+    @ad.kernel(grid=lambda a, b: (1,))
+    def named(x, y):
+        pass
+
+    with pytest.raises(ad.ArgumentError, match=r"grid function .* by name \(x, y\) and cannot take them"):
+        named.interpret(np.zeros(16, np.float32), np.zeros(16, np.float32))
+
+
+def test_a_python_number_where_an_array_goes_suggests_constexpr():
+    @ad.kernel(grid=(1,))
+    def takes_n(x, n):
+        pass
+
+    with pytest.raises(ad.ArgumentError, match=r"argument 'n' is a Python int.*`n: asyncdsl.constexpr`"):
+        takes_n.interpret(np.zeros(16, np.float32), 3)
+
+
+def test_numpy_integers_are_grids_and_constexprs():
+    @ad.kernel(grid=lambda x, y, B: (np.int64(x.shape[0] // B),))
+    def copy_rows(x, y, B: ad.constexpr):
+        buf = ad.smem((B,), x.dtype)
+        bar = ad.barrier()
+        ad.async_copy(x.at[ad.ds(ad.program_id(0) * B, B)], buf, barrier=bar)
+        bar.wait()
+        ad.async_copy(buf, y.at[ad.ds(ad.program_id(0) * B, B)])
+        ad.await_async_copy(0)
+
+    x = random_bits((64,), F32, 8)
+    y = np.zeros_like(x)
+    copy_rows.interpret(x, y, B=np.int64(16))
+    assert y.tobytes() == x.tobytes()
+
+
+# -- 12. alignment ---------------------------------------------------------------------------------
+
+
+def test_the_interpreter_refuses_a_misaligned_array_as_the_gpu_does():
+    x = np.zeros(65, np.float32)[1:]
+    assert x.ctypes.data % 16  # a view 4 bytes into its buffer
+    with pytest.raises(ad.ArgumentError, match="not 16-byte aligned"):
+        folded_negative_row.interpret(x.reshape(4, 16), np.zeros((1, 16), np.float32))
