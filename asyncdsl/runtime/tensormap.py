@@ -187,9 +187,13 @@ class TensorMapEncoder:
             shape_of_box = ([cu.cuuint32_t(extent) for extent in args.box_dims],)
         # The driver's argument order: data type, rank, address, then everything below.
         self._head = (cu.CUtensorMapDataType(args.data_type), args.rank)
+        # A rank-1 map has no strides to pass, but cuda-python turns an empty list into a null
+        # pointer, which the driver refuses (CUDA_ERROR_INVALID_VALUE, seen on the H200): pass one
+        # stride it does not read, the array's whole extent rounded to 16 bytes.
+        strides = args.global_strides or (-(-args.global_dims[0] * _ELEMENT_BYTES[args.data_type] // 16) * 16,)
         self._tail = (
             [cu.cuuint64_t(extent) for extent in args.global_dims],
-            [cu.cuuint64_t(stride) for stride in args.global_strides],
+            [cu.cuuint64_t(stride) for stride in strides],
             *shape_of_box,
             [cu.cuuint32_t(stride) for stride in args.element_strides],
             cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,

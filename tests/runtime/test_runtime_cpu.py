@@ -450,6 +450,13 @@ def test_encoder_builds_driver_arguments_and_checks_the_address():
         tensormap.TensorMapEncoder(_tiled(box_dims=(300, 32)))
 
 
+def test_a_rank_1_map_passes_the_driver_one_stride():
+    # An empty list reaches the driver as a null pointer, which it refuses even at rank 1 (H200).
+    encoder = tensormap.TensorMapEncoder(_tiled(global_dims=(20,), global_strides=(4,), box_dims=(16,)))
+    dims, strides = encoder._tail[:2]
+    assert [int(d) for d in dims] == [20] and [int(s) for s in strides] == [80]
+
+
 def _fake_image(index, address):
     """128 recognisable bytes standing for descriptor `index` encoded at `address`."""
     return struct.pack("<QQ", index, address) * 8
