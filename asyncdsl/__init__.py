@@ -41,6 +41,7 @@ from asyncdsl.errors import (
     CopyError,
     DeadlockError,
     InterpretError,
+    LayoutError,
     RaceError,
     ResourceError,
     TraceError,
@@ -66,6 +67,24 @@ from asyncdsl.frontend.refs import ds
 from asyncdsl.frontend.row_gather import async_gather, async_scatter
 from asyncdsl.frontend.specialize import ArraySpec
 from asyncdsl.frontend.sync import barrier, cluster_barrier, cta_barrier, fence_async_smem, warpgroup_barrier
+from asyncdsl.frontend.tile_access import load, store
+from asyncdsl.frontend.tiles import (
+    RegisterTile,
+    cos,
+    exp2,
+    fma,
+    full,
+    iota,
+    log2,
+    maximum,
+    minimum,
+    rsqrt,
+    sin,
+    tanh,
+    where,
+    zeros,
+)
+from asyncdsl.hw.fragments import WGMMA, WGMMA_COL, WGMMA_ROW, WGMMA_TRANSPOSED, strided
 from asyncdsl.hw.transforms import (
     CollapseLeadingIndicesTransform,
     DropUnitDimsTransform,

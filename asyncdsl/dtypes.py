@@ -88,6 +88,9 @@ float4_e2m1fn = _make("float4_e2m1fn", 4, "float", ml_dtypes.float4_e2m1fn, TMA_
 int4 = _make("int4", 4, "int", ml_dtypes.int4, TMA_UINT8)
 uint4 = _make("uint4", 4, "uint", ml_dtypes.uint4, TMA_UINT8)
 
+# The element type of comparison results (masks): register tiles only, never copied or passed.
+BOOL = DType("bool", 1, "bool", np.dtype(np.bool_), TMA_UINT8)
+
 ALL: tuple[DType, ...] = (
     int8, int16, int32, int64, uint8, uint16, uint32, uint64,
     float16, bfloat16, float32, float64, float8_e4m3fn, float8_e5m2, float8_e8m0fnu,
@@ -129,8 +132,9 @@ _MLIR_OF: dict[str, Attribute] = {
     "float4_e2m1fn": builtin.Float4E2M1FNType(),
     "int4": builtin.IntegerType(4),
     "uint4": builtin.IntegerType(4, builtin.Signedness.UNSIGNED),
+    "bool": builtin.IntegerType(1),
 }
-_BY_MLIR = {v: _BY_NAME[k] for k, v in _MLIR_OF.items()}
+_BY_MLIR = {v: _BY_NAME.get(k, BOOL) for k, v in _MLIR_OF.items()}
 
 
 def from_mlir(attr: Attribute) -> DType:

@@ -26,6 +26,8 @@ passes import this module as `ir` and find every op and the shared helpers of `i
 | im2col | `im2col_ops` |
 | gather4 / scatter4 rows | `row_gather_ops` |
 | hints and the compiler's run-time checks | `assume_ops` |
+| register tiles: making, broadcasting, reducing, relayouts | `tiles_ops` (elementwise math is `arith`/`math` on vectors) |
+| register tiles to and from shared memory | `tile_access_ops` |
 """
 
 from __future__ import annotations
@@ -41,11 +43,14 @@ from asyncdsl.dialects import (
     cp_async_ops,
     descriptor_attrs,
     im2col_ops,
+    layout_attrs,
     memory_attrs,
     option_attrs,
     prefetch_ops,
     row_gather_ops,
     sync_ops,
+    tile_access_ops,
+    tiles_ops,
     tma_ops,
     transform_attrs,
 )
@@ -77,14 +82,16 @@ from asyncdsl.dialects.sync_ops import (
     WaitOp,
     WarpgroupBarrierOp,
 )
+from asyncdsl.dialects.tile_access_ops import LoadSmemOp, StoreSmemOp
+from asyncdsl.dialects.tiles_ops import BroadcastInDimOp, FullOp, IotaOp, ReduceOp, RelayoutOp, SplatOp
 from asyncdsl.dialects.tma_ops import TmaLoadOp, TmaStoreOp
 
 __all__ = [
     "AllocBarriersOp", "AllocSmemOp", "ArriveExpectTxOp", "ArriveOp", "AsyncCopyIm2colOp", "AsyncCopyOp",
-    "AsyncCopyRowsOp", "AsyncDSL", "AsyncPrefetchOp", "AwaitAsyncCopyOp", "AwaitCpAsyncCopyOp", "BulkLoadOp",
+    "AsyncCopyRowsOp", "AsyncDSL", "BroadcastInDimOp", "AsyncPrefetchOp", "AwaitAsyncCopyOp", "AwaitCpAsyncCopyOp", "BulkLoadOp",
     "BulkStoreOp", "CheckOp", "ClusterBarrierOp", "ClusterCollectiveMaskOp", "ClusterCtaIdOp", "ClusterIdOp",
-    "CpAsyncLoadOp", "CtaBarrierOp", "FenceAsyncSmemOp", "Im2colDescriptorAttr", "MultipleOfOp", "NumProgramsOp", "OPERATIONS",
-    "ProgramIdOp", "SmemSliceOp", "SmemViewOp", "TmaGather4Op", "TmaIm2colLoadOp", "TmaLoadOp",
+    "CpAsyncLoadOp", "CtaBarrierOp", "FenceAsyncSmemOp", "FullOp", "IotaOp", "LoadSmemOp", "Im2colDescriptorAttr", "MultipleOfOp", "NumProgramsOp", "OPERATIONS",
+    "ProgramIdOp", "ReduceOp", "RelayoutOp", "SmemSliceOp", "SplatOp", "StoreSmemOp", "SmemViewOp", "TmaGather4Op", "TmaIm2colLoadOp", "TmaLoadOp",
     "TmaPrefetchOp", "TmaScatter4Op", "TmaStoreOp", "WaitOp", "WarpgroupBarrierOp", "WarpgroupIdxOp",
     "buffer_bytes", "check_message", "element_bits", "is_gmem", "is_smem", "shape_of",
 ]
@@ -101,6 +108,8 @@ OPERATIONS: tuple[type[Operation], ...] = (
     *im2col_ops.OPERATIONS,
     *row_gather_ops.OPERATIONS,
     *assume_ops.OPERATIONS,
+    *tiles_ops.OPERATIONS,
+    *tile_access_ops.OPERATIONS,
 )
 
 ATTRIBUTES = (
@@ -109,6 +118,7 @@ ATTRIBUTES = (
     *option_attrs.ATTRIBUTES,
     *transform_attrs.TRANSFORM_ATTRS,
     *im2col_ops.ATTRIBUTES,
+    *layout_attrs.ATTRIBUTES,
 )
 
 AsyncDSL = Dialect("asyncdsl", list(OPERATIONS), list(ATTRIBUTES))

@@ -15,7 +15,7 @@ from xdsl.dialects.utils import EnumAttribute
 from xdsl.ir import SpacedOpaqueSyntaxAttribute
 from xdsl.irdl import irdl_attr_definition
 
-from asyncdsl.hw.options import Arch, Implementation, Oob, Partition, Reduction
+from asyncdsl.hw.options import Arch, Implementation, Oob, Partition, Reduction, TileReduction
 
 
 @irdl_attr_definition
@@ -39,8 +39,13 @@ class PartitionAttr(EnumAttribute[Partition], SpacedOpaqueSyntaxAttribute):
 
 
 @irdl_attr_definition
+class TileReductionAttr(EnumAttribute[TileReduction], SpacedOpaqueSyntaxAttribute):
+    name = "asyncdsl.tile_reduction"
+
+
+@irdl_attr_definition
 class ArchAttr(EnumAttribute[Arch], SpacedOpaqueSyntaxAttribute):
     name = "asyncdsl.arch"
 
 
-ATTRIBUTES = (ImplementationAttr, OobAttr, ReductionAttr, PartitionAttr, ArchAttr)
+ATTRIBUTES = (ImplementationAttr, OobAttr, ReductionAttr, PartitionAttr, TileReductionAttr, ArchAttr)

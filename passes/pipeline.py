@@ -1,5 +1,6 @@
 """The default pass pipeline, in order, and compiling a traced module with it.
 
+    infer-layouts                 every register tile gets a register layout
     resolve-transforms            user copies -> hardware copies (TMA boxes, coordinates, checks)
     partition-collectives         collective copies -> per-CTA slices + multicast masks
     allocate-smem                 static offsets for buffers and barriers, budget check
@@ -20,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
-from xdsl.dialects import arith, builtin, func, scf
+from xdsl.dialects import arith, builtin, func, math, scf
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.printer import Printer
@@ -34,6 +35,7 @@ from asyncdsl.hw.options import PTX_VERSIONS
 from asyncdsl.kernel_binary import KernelBinary
 from asyncdsl.passes.allocate_descriptor_scratch import AllocateDescriptorScratch
 from asyncdsl.passes.allocate_smem import AllocateSmem
+from asyncdsl.passes.infer_layouts import InferLayouts
 from asyncdsl.passes.lower_to_ptx import LowerToPtx
 from asyncdsl.passes.partition_collectives import PartitionCollectives
 from asyncdsl.passes.resolve_transforms import ResolveTransforms
@@ -43,6 +45,7 @@ from asyncdsl.passes.to_ptx.kernel import kernel_params
 def async_passes(descriptor_mode: str = "grid_constant") -> tuple[ModulePass, ...]:
     """The passes that keep the IR in the `asyncdsl` dialect."""
     return (
+        InferLayouts(),
         ResolveTransforms(),
         PartitionCollectives(),
         AllocateSmem(),
@@ -60,7 +63,7 @@ PASS_NAMES = tuple(p.name for p in default_pipeline())
 def make_context() -> Context:
     """An xDSL context that knows every dialect asyncdsl's IR uses (for parsing it back)."""
     ctx = Context()
-    for dialect in (builtin.Builtin, func.Func, arith.Arith, scf.Scf, AsyncDSL, Ptx):
+    for dialect in (builtin.Builtin, func.Func, arith.Arith, math.Math, scf.Scf, AsyncDSL, Ptx):
         ctx.load_dialect(dialect)
     return ctx
 

@@ -17,6 +17,8 @@ from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.errors import TraceError, user_location
 from asyncdsl.frontend import tracer as tracing
 from asyncdsl.frontend.scalars import IndexLike, Scalar, index_value, is_index
+from asyncdsl.frontend.tiles import RegisterTile, layout_argument
+from asyncdsl.hw.fragments import Layout
 
 
 @dataclass(frozen=True, init=False)
@@ -214,6 +216,41 @@ class SmemRef:
         tracer = tracing.current("SmemRef.at")
         op = tracer.emit(ir.SmemViewOp(self.value, [index_value(i) for i in leading]))
         return SmemRef(op.results[0], self.shape[len(leading):], self.dtype)
+
+    # -- register tiles: `tile = buf[...]`, `buf[...] = tile` ----------------------------------------
+    def __getitem__(self, key) -> RegisterTile:
+        self._whole(key, "reading a shared-memory buffer into registers")
+        return self.load()
+
+    def __setitem__(self, key, tile) -> None:
+        self._whole(key, "writing registers to a shared-memory buffer")
+        self.store(tile)
+
+    def _whole(self, key, what: str) -> None:
+        if key is not Ellipsis and key != (Ellipsis,) and key != (slice(None),) * self.ndim:
+            raise TraceError(
+                f"{what} takes the whole buffer (buf[...]); index leading dims with buf.at[i] first",
+                user_location(),
+            )
+
+    def load(self, layout: Layout | None = None) -> RegisterTile:
+        """The buffer's contents as a register tile (in `layout`, or one inferred)."""
+        layout = layout_argument(layout, "asyncdsl.load")
+        op = tracing.current("asyncdsl.load").emit(ir.LoadSmemOp(self.value, layout))
+        return RegisterTile(op.results[0], self.dtype)
+
+    def store(self, tile) -> None:
+        """Write register tile `tile` (of this buffer's shape and dtype) into the buffer."""
+        what = "asyncdsl.store"
+        if not isinstance(tile, RegisterTile):
+            raise TraceError(f"{what} writes a register tile into the buffer, got {tile!r}", user_location())
+        if tile.shape != self.shape or tile.dtype != self.dtype:
+            raise TraceError(
+                f"{what}: a {tile.shape} {tile.dtype} tile does not fit a {self.shape} {self.dtype} buffer "
+                "(astype or index the buffer first)",
+                user_location(),
+            )
+        tracing.current(what).emit(ir.StoreSmemOp(tile.use(what), self.value))
 
     def __repr__(self) -> str:
         return f"SmemRef({self.shape} {self.dtype})"

@@ -52,6 +52,11 @@ class Tracer:
     def at_top_level(self) -> bool:
         return len(self._blocks) == 1
 
+    def visible(self, block: Block) -> bool:
+        """Whether values defined in `block` can be used at the current point: `block` is the
+        current one or encloses it (a loop or branch body ends when its tracing does)."""
+        return block in self._blocks
+
     def defer_error(self, error: TraceError) -> None:
         """Record an error found where it cannot be raised; the next `emit` or `finish` raises it."""
         self._deferred = self._deferred or error

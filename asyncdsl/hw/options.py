@@ -66,6 +66,14 @@ class Partition(Option):
     REPLICATED = "replicated"
 
 
+class TileReduction(Option):
+    """How a register tile is reduced along its axes (`tile.sum(axis)`, `.max`, `.min`)."""
+
+    SUM = "sum"
+    MAX = "max"
+    MIN = "min"
+
+
 class Arch(Option):
     """A target: Hopper (the default) or Blackwell, whose copy forms asyncdsl emits and assembles."""
 

@@ -1,0 +1,440 @@
+"""Register tiles in kernel code: warpgroup values spread over the 128 threads' registers.
+
+    x = buf[...]                                   # a whole SMEM buffer into registers
+    y = (x.astype(ad.float32) * scale + 1.0)       # elementwise, numpy broadcasting
+    m = y.max(axis=1)                              # a (rows,) tile: reductions in a fixed order
+    out[...] = (y - m[:, None]).astype(ad.bfloat16)
+
+A `RegisterTile` is immutable, like a numpy array: operators make new tiles (`arith`/`math` ops on
+`vector` values).  Arithmetic follows IEEE round-to-nearest-even with no contraction (`a * b + c`
+rounds twice; `asyncdsl.fma` rounds once); 16-bit floats compute each op exactly rounded to their
+own type.  Operands combine by numpy's broadcasting rules; a Python number or a traced scalar
+becomes a tile of the other operand's dtype; two tiles must have the same dtype (`astype` first).
+
+A tile is made in the body it is traced in (`asyncdsl.range`, `asyncdsl.when`): using it after
+that body is an error, since the loop's body is traced once; state that crosses loops lives in
+`asyncdsl.registers`.  Layouts (`asyncdsl.WGMMA`, `asyncdsl.strided(4)`, ...) are given where
+they matter and inferred elsewhere (`passes/infer_layouts.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects import arith
+from xdsl.dialects import math as xmath
+from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, VectorType
+from xdsl.ir import Block, SSAValue
+
+from asyncdsl import dtypes
+from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.errors import ArgumentError, TraceError, user_location
+from asyncdsl.frontend import tracer as tracing
+from asyncdsl.frontend.scalars import Scalar
+from asyncdsl.hw.fragments import Layout
+from asyncdsl.hw.options import TileReduction
+
+Number = int | float
+
+
+def _dtype(value, what: str) -> dtypes.DType:
+    try:
+        return dtypes.as_dtype(value)
+    except ArgumentError as error:
+        raise TraceError(f"{what}: {error.message}", user_location()) from None
+
+
+def _shape(shape, what: str) -> tuple[int, ...]:
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    if not shape or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in shape):
+        raise TraceError(f"{what} needs a shape of positive Python ints, got {shape!r}", user_location())
+    return shape
+
+
+def layout_argument(layout, what: str) -> Layout | None:
+    """`layout` checked to be a register layout (or None: inferred)."""
+    if layout is not None and not isinstance(layout, Layout):
+        raise TraceError(f"{what}: layout must be an asyncdsl layout (asyncdsl.WGMMA, asyncdsl.strided(4), ...), got {layout!r}", user_location())
+    return layout
+
+
+def _emit(op, what: str) -> SSAValue:
+    return tracing.current(what).emit(op).results[0]
+
+
+class RegisterTile:
+    """A warpgroup's tile of `shape` elements of `dtype`, held in registers."""
+
+    __slots__ = ("value", "dtype", "shape", "_block")
+
+    def __init__(self, value: SSAValue, dtype: dtypes.DType):
+        self.value = value
+        self.dtype = dtype
+        self.shape = tuple(value.type.get_shape())
+        self._block: Block = tracing.current("a register tile").block
+
+    def __repr__(self) -> str:
+        return f"RegisterTile({self.shape} {self.dtype})"
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def use(self, what: str) -> SSAValue:
+        """This tile's IR value, checked to be visible where it is used."""
+        if not tracing.current(what).visible(self._block):
+            raise TraceError(
+                f"{what}: this register tile was made inside an asyncdsl.range or asyncdsl.when body "
+                "and cannot be used after it (the body is traced once); keep the value in an "
+                "asyncdsl.registers(...) variable instead",
+                user_location(),
+            )
+        return self.value
+
+    # -- elementwise arithmetic ------------------------------------------------------------------
+    def _binary(self, other, float_op, int_op, reverse: bool = False, what: str = "arithmetic on register tiles"):
+        lhs, rhs = _coerced(self, other, what)
+        if reverse:
+            lhs, rhs = rhs, lhs
+        op_class = float_op if lhs.dtype.is_float else int_op
+        if op_class is None:
+            raise TraceError(f"{what} is not defined for {lhs.dtype} tiles", user_location())
+        return RegisterTile(_emit(op_class(lhs.use(what), rhs.use(what)), what), lhs.dtype)
+
+    def __add__(self, other):
+        return self._binary(other, arith.AddfOp, arith.AddiOp)
+
+    def __radd__(self, other):
+        return self._binary(other, arith.AddfOp, arith.AddiOp, reverse=True)
+
+    def __sub__(self, other):
+        return self._binary(other, arith.SubfOp, arith.SubiOp)
+
+    def __rsub__(self, other):
+        return self._binary(other, arith.SubfOp, arith.SubiOp, reverse=True)
+
+    def __mul__(self, other):
+        return self._binary(other, arith.MulfOp, arith.MuliOp)
+
+    def __rmul__(self, other):
+        return self._binary(other, arith.MulfOp, arith.MuliOp, reverse=True)
+
+    def __truediv__(self, other):
+        return self._binary(other, arith.DivfOp, None, what="division of register tiles (for integers use //)")
+
+    def __rtruediv__(self, other):
+        return self._binary(other, arith.DivfOp, None, reverse=True, what="division of register tiles")
+
+    def __and__(self, other):
+        return self._binary(other, None, arith.AndIOp, what="& of register tiles")
+
+    def __or__(self, other):
+        return self._binary(other, None, arith.OrIOp, what="| of register tiles")
+
+    def __xor__(self, other):
+        return self._binary(other, None, arith.XOrIOp, what="^ of register tiles")
+
+    def __neg__(self):
+        if self.dtype.is_float:
+            return RegisterTile(_emit(arith.NegfOp(self.use("-tile")), "-tile"), self.dtype)
+        return 0 - self
+
+    def __abs__(self):
+        op = xmath.AbsFOp if self.dtype.is_float else xmath.AbsIOp
+        return RegisterTile(_emit(op(self.use("abs(tile)")), "abs(tile)"), self.dtype)
+
+    # -- comparisons make bool tiles -------------------------------------------------------------
+    def _compare(self, other, float_predicate: str, int_predicate: str):
+        lhs, rhs = _coerced(self, other, "comparison of register tiles")
+        if lhs.dtype.is_float:
+            op = arith.CmpfOp(lhs.use("comparison"), rhs.use("comparison"), float_predicate)
+        else:
+            op = arith.CmpiOp(lhs.use("comparison"), rhs.use("comparison"), int_predicate)
+        return RegisterTile(_emit(op, "comparison of register tiles"), dtypes.BOOL)
+
+    def __lt__(self, other):
+        return self._compare(other, "olt", "ult" if self.dtype.kind == "uint" else "slt")
+
+    def __le__(self, other):
+        return self._compare(other, "ole", "ule" if self.dtype.kind == "uint" else "sle")
+
+    def __gt__(self, other):
+        return self._compare(other, "ogt", "ugt" if self.dtype.kind == "uint" else "sgt")
+
+    def __ge__(self, other):
+        return self._compare(other, "oge", "uge" if self.dtype.kind == "uint" else "sge")
+
+    def __eq__(self, other):  # type: ignore[override]
+        return self._compare(other, "oeq", "eq")
+
+    def __ne__(self, other):  # type: ignore[override]
+        return self._compare(other, "une", "ne")
+
+    __hash__ = object.__hash__
+
+    def __bool__(self) -> bool:
+        raise TraceError(
+            "a register tile has no Python truth value; select elementwise with asyncdsl.where(mask, a, b)",
+            user_location(),
+        )
+
+    # -- conversions -----------------------------------------------------------------------------
+    def astype(self, dtype) -> RegisterTile:
+        """The tile converted elementwise: floats round to nearest even, floats to integers
+        truncate toward zero (saturating; NaN gives 0), integers to floats round."""
+        target = _dtype(dtype, "astype")
+        if target == self.dtype:
+            return self
+        value = self.use("astype")
+        result = VectorType(target.mlir(), self.shape)
+        if self.dtype.is_float and target.is_float:
+            op_class = arith.ExtFOp if target.bits > self.dtype.bits else arith.TruncFOp
+        elif self.dtype.is_float:
+            op_class = arith.FPToUIOp if target.kind == "uint" else arith.FPToSIOp
+        elif target.is_float:
+            op_class = arith.UIToFPOp if self.dtype.kind == "uint" else arith.SIToFPOp
+        elif target.bits > self.dtype.bits:
+            op_class = arith.ExtUIOp if self.dtype.kind in ("uint", "bool") else arith.ExtSIOp
+        else:
+            op_class = arith.TruncIOp
+        return RegisterTile(_emit(op_class(value, result), "astype"), target)
+
+    def to_layout(self, layout: Layout) -> RegisterTile:
+        """The same tile in register layout `layout` (data moves between threads)."""
+        layout = layout_argument(layout, "to_layout")
+        return RegisterTile(_emit(ir.RelayoutOp(self.use("to_layout"), layout), "to_layout"), self.dtype)
+
+    # -- reductions ------------------------------------------------------------------------------
+    def _reduce(self, kind: TileReduction, axis) -> RegisterTile:
+        what = f"tile.{kind}"
+        axes = tuple(range(self.ndim)) if axis is None else ((axis,) if isinstance(axis, int) else tuple(axis))
+        normalized = sorted({a + self.ndim if isinstance(a, int) and a < 0 else a for a in axes})
+        if len(normalized) != len(axes) or any(not isinstance(a, int) or not 0 <= a < self.ndim for a in normalized):
+            raise TraceError(f"{what}: axis {axis!r} is not one or more distinct axes of a {self.shape} tile", user_location())
+        if len(normalized) == self.ndim:
+            raise TraceError(f"{what}: a reduction must leave at least one axis of the {self.shape} tile", user_location())
+        if kind == TileReduction.SUM and self.dtype == dtypes.BOOL:
+            raise TraceError(f"{what} of a bool tile: astype an integer type first", user_location())
+        return RegisterTile(_emit(ir.ReduceOp(self.use(what), kind, normalized), what), self.dtype)
+
+    def sum(self, axis) -> RegisterTile:
+        return self._reduce(TileReduction.SUM, axis)
+
+    def max(self, axis) -> RegisterTile:
+        return self._reduce(TileReduction.MAX, axis)
+
+    def min(self, axis) -> RegisterTile:
+        return self._reduce(TileReduction.MIN, axis)
+
+    # -- new axes: tile[:, None] -----------------------------------------------------------------
+    def __getitem__(self, key) -> RegisterTile:
+        key = key if isinstance(key, tuple) else (key,)
+        if any(k is not None and k != slice(None) for k in key) or sum(k is not None for k in key) != self.ndim:
+            raise TraceError(
+                "register tiles are indexed only to add axes, numpy style (tile[:, None]); they do not slice",
+                user_location(),
+            )
+        shape = []
+        dims = []
+        for k in key:
+            if k is None:
+                shape.append(1)
+            else:
+                dims.append(len(shape))
+                shape.append(self.shape[len(dims) - 1])
+        return _broadcast(self, tuple(shape), tuple(dims))
+
+
+def _broadcast(tile: RegisterTile, shape: tuple[int, ...], dims: tuple[int, ...]) -> RegisterTile:
+    if shape == tile.shape:
+        return tile
+    result = VectorType(tile.dtype.mlir(), shape)
+    return RegisterTile(_emit(ir.BroadcastInDimOp(tile.use("broadcasting"), result, dims), "broadcasting"), tile.dtype)
+
+
+def broadcast_to(tile: RegisterTile, shape: Sequence[int]) -> RegisterTile:
+    """`tile` repeated to `shape` by numpy's rules (trailing dims aligned, size-1 dims stretched)."""
+    shape = tuple(shape)
+    if len(shape) < tile.ndim or any(s not in (1, t) for s, t in zip(tile.shape[::-1], shape[::-1])):
+        raise TraceError(f"cannot broadcast a {tile.shape} tile to {shape}", user_location())
+    if tile.shape == shape:
+        return tile
+    offset = len(shape) - tile.ndim
+    stretched = [d for d, size in enumerate(tile.shape) if size != shape[offset + d]]
+    if not stretched:
+        return _broadcast(tile, shape, tuple(range(offset, len(shape))))
+    # `m[:, None]` then `+ x`: the size-1 dims were added by broadcasting, so broadcast the
+    # original tile straight to `shape` (the (64, 1) step never needs a layout of its own).
+    maker = tile.value.owner
+    if isinstance(maker, ir.BroadcastInDimOp):
+        dims = tuple(offset + d for d in maker.dims.get_values())
+        source = RegisterTile(maker.operand, tile.dtype)
+        if all(d not in dims for d in (offset + s for s in stretched)) and all(
+            source.shape[i] == shape[d] for i, d in enumerate(dims)
+        ):
+            if not maker.result.uses:
+                maker.detach()
+                maker.erase()
+            return _broadcast(source, shape, dims)
+    raise TraceError(
+        f"broadcasting the size-1 dims of a {tile.shape} tile to {shape} is supported when they were "
+        "added by indexing (tile[:, None]); make the tile without them",
+        user_location(),
+    )
+
+
+def _coerced(tile: RegisterTile, other, what: str) -> tuple[RegisterTile, RegisterTile]:
+    """`tile` and `other` as two tiles of one dtype and one (broadcast) shape."""
+    if isinstance(other, RegisterTile):
+        if other.dtype != tile.dtype:
+            raise TraceError(
+                f"{what}: a {tile.dtype} tile and a {other.dtype} tile; convert one with .astype(...) first",
+                user_location(),
+            )
+        shape = _broadcast_shape(tile.shape, other.shape, what)
+        return broadcast_to(tile, shape), broadcast_to(other, shape)
+    return tile, full(tile.shape, other, tile.dtype)
+
+
+def _broadcast_shape(a: tuple[int, ...], b: tuple[int, ...], what: str) -> tuple[int, ...]:
+    result = []
+    for x, y in zip((1,) * (len(b) - len(a)) + a, (1,) * (len(a) - len(b)) + b):
+        if x != y and 1 not in (x, y):
+            raise TraceError(f"{what}: shapes {a} and {b} do not broadcast", user_location())
+        result.append(max(x, y))
+    return tuple(result)
+
+
+# -- making tiles ----------------------------------------------------------------------------------
+
+
+def full(shape, value, dtype, layout: Layout | None = None) -> RegisterTile:
+    """A tile of `shape` whose every element is `value`: a Python number, or a traced scalar."""
+    what = "asyncdsl.full"
+    shape, element, layout = _shape(shape, what), _dtype(dtype, what), layout_argument(layout, what)
+    result = VectorType(element.mlir(), shape)
+    if isinstance(value, Scalar):
+        scalar = _scalar_as(value, element, what)
+        return RegisterTile(_emit(ir.SplatOp(scalar, result, layout), what), element)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TraceError(f"{what}: the value must be a Python number or a traced scalar, got {value!r}", user_location())
+    if element.is_float:
+        attr = FloatAttr(float(value), element.mlir())
+    else:
+        if not float(value).is_integer():
+            raise TraceError(f"{what}: {value!r} is not an integer, but the tile holds {element}", user_location())
+        attr = IntegerAttr(int(value), element.mlir())
+    return RegisterTile(_emit(ir.FullOp(attr, result, layout), what), element)
+
+
+def zeros(shape, dtype, layout: Layout | None = None) -> RegisterTile:
+    return full(shape, 0, dtype, layout)
+
+
+def iota(shape, dtype, dim: int, layout: Layout | None = None) -> RegisterTile:
+    """A tile of integers holding each element's index along `dim`."""
+    what = "asyncdsl.iota"
+    shape, element, layout = _shape(shape, what), _dtype(dtype, what), layout_argument(layout, what)
+    if element.is_float or element == dtypes.BOOL:
+        raise TraceError(f"{what} makes integer tiles, not {element} (astype after)", user_location())
+    if not isinstance(dim, int) or not -len(shape) <= dim < len(shape):
+        raise TraceError(f"{what}: dim {dim!r} is not a dim of shape {shape}", user_location())
+    op = ir.IotaOp(VectorType(element.mlir(), shape), dim % len(shape), layout)
+    return RegisterTile(_emit(op, what), element)
+
+
+def _scalar_as(scalar: Scalar, element: dtypes.DType, what: str) -> SSAValue:
+    """A traced index scalar converted to `element`."""
+    if scalar.is_condition or not isinstance(scalar.value.type, IndexType):
+        raise TraceError(f"{what}: only traced index values become tiles, got {scalar!r}", user_location())
+    tracer = tracing.current(what)
+    as_int = tracer.emit(arith.IndexCastOp(scalar.value, dtypes.int32.mlir())).results[0]
+    if element.is_float:
+        return tracer.emit(arith.SIToFPOp(as_int, element.mlir())).results[0]
+    if element.bits == 32:
+        return as_int
+    op = arith.ExtSIOp if element.bits > 32 else arith.TruncIOp
+    return tracer.emit(op(as_int, element.mlir())).results[0]
+
+
+# -- functions -------------------------------------------------------------------------------------
+
+
+def _tile(value, what: str) -> RegisterTile:
+    if not isinstance(value, RegisterTile):
+        raise TraceError(f"{what} takes a register tile, got {value!r}", user_location())
+    return value
+
+
+def where(mask: RegisterTile, a, b) -> RegisterTile:
+    """Elementwise `a` where `mask` holds, else `b` (numpy's `where`)."""
+    what = "asyncdsl.where"
+    mask = _tile(mask, what)
+    if mask.dtype != dtypes.BOOL:
+        raise TraceError(f"{what}: the mask is a {mask.dtype} tile, not a bool one (a comparison)", user_location())
+    template = a if isinstance(a, RegisterTile) else b
+    if not isinstance(template, RegisterTile):
+        raise TraceError(f"{what}: at least one of the two values must be a register tile", user_location())
+    a, b = _coerced(template, a, what)[1], _coerced(template, b, what)[1]
+    shape = _broadcast_shape(mask.shape, a.shape, what)
+    mask, a, b = broadcast_to(mask, shape), broadcast_to(a, shape), broadcast_to(b, shape)
+    return RegisterTile(_emit(arith.SelectOp(mask.use(what), a.use(what), b.use(what)), what), a.dtype)
+
+
+def maximum(a, b) -> RegisterTile:
+    """Elementwise maximum; NaN if either is NaN (numpy's `maximum`)."""
+    template = _tile(a if isinstance(a, RegisterTile) else b, "asyncdsl.maximum")
+    lhs, rhs = _coerced(template, a, "asyncdsl.maximum")[1], _coerced(template, b, "asyncdsl.maximum")[1]
+    return lhs._binary(rhs, arith.MaximumfOp, arith.MaxUIOp if lhs.dtype.kind == "uint" else arith.MaxSIOp)
+
+
+def minimum(a, b) -> RegisterTile:
+    """Elementwise minimum; NaN if either is NaN (numpy's `minimum`)."""
+    template = _tile(a if isinstance(a, RegisterTile) else b, "asyncdsl.minimum")
+    lhs, rhs = _coerced(template, a, "asyncdsl.minimum")[1], _coerced(template, b, "asyncdsl.minimum")[1]
+    return lhs._binary(rhs, arith.MinimumfOp, arith.MinUIOp if lhs.dtype.kind == "uint" else arith.MinSIOp)
+
+
+def fma(a, b, c) -> RegisterTile:
+    """`a * b + c` rounded once."""
+    template = _tile(next((v for v in (a, b, c) if isinstance(v, RegisterTile)), a), "asyncdsl.fma")
+    values = [_coerced(template, v, "asyncdsl.fma")[1] for v in (a, b, c)]
+    if not template.dtype.is_float:
+        raise TraceError(f"asyncdsl.fma is for float tiles, not {template.dtype}", user_location())
+    shape = values[0].shape
+    for v in values[1:]:
+        shape = _broadcast_shape(shape, v.shape, "asyncdsl.fma")
+    a, b, c = (broadcast_to(v, shape) for v in values)
+    return RegisterTile(_emit(xmath.FmaOp(a.use("fma"), b.use("fma"), c.use("fma")), "asyncdsl.fma"), template.dtype)
+
+
+def _approximate(op_class, name: str, exact_available: bool):
+    def function(x: RegisterTile, approx: bool = False) -> RegisterTile:
+        what = f"asyncdsl.{name}"
+        x = _tile(x, what)
+        if x.dtype != dtypes.float32:
+            raise TraceError(f"{what} computes on float32 tiles; astype(asyncdsl.float32) first (got {x.dtype})", user_location())
+        if not approx and not exact_available:
+            raise TraceError(f"{what} has only a hardware approximation: call it with approx=True", user_location())
+        flags = arith.FastMathFlagsAttr("afn" if approx else "none")
+        return RegisterTile(_emit(op_class(x.use(what), flags), what), x.dtype)
+
+    function.__name__ = name
+    function.__doc__ = (
+        f"Elementwise {name} of a float32 tile. approx=True: the hardware approximation (flushing "
+        "subnormals); the default " + ("is within the bound docs/hardware.md states." if exact_available else "is refused.")
+    )
+    return function
+
+
+exp2 = _approximate(xmath.Exp2Op, "exp2", True)
+log2 = _approximate(xmath.Log2Op, "log2", True)
+rsqrt = _approximate(xmath.RsqrtOp, "rsqrt", True)
+tanh = _approximate(xmath.TanhOp, "tanh", False)
+sin = _approximate(xmath.SinOp, "sin", False)
+cos = _approximate(xmath.CosOp, "cos", False)
+
+__all__ = [
+    "RegisterTile", "broadcast_to", "cos", "exp2", "fma", "full", "iota", "log2", "maximum", "minimum",
+    "rsqrt", "sin", "tanh", "where", "zeros",
+]

@@ -1,0 +1,265 @@
+"""`infer-layouts`: give every register tile a register layout.
+
+Expects: register tiles as traced (`vector` values made by `asyncdsl` tile ops, `arith`/`math`
+on vectors), some with the layout the user gave (`layout = ...` on the op that makes them,
+`asyncdsl.relayout`).
+Guarantees: every op that makes a tile carries its layout as the discardable attribute
+`asyncdsl.layout`, the layouts hold the tiles' shapes, elementwise ops see one layout (or splats),
+broadcasts and reductions move no data; or a `LayoutError` at the user's line says what clashed.
+
+The rules, in program order:
+
+- A layout the user gave is used as given.  `full` and `splat` without one are *splats*: one
+  register per thread standing for every element, which combines with any layout for free.
+- The operands and result of an elementwise op share one layout: tiles that meet in one
+  are a *class* (union-find) and get a layout together.  Two different given layouts in one
+  class are an error; `tile.to_layout(...)` is the way to combine them.
+- A class with no given layout takes, when its first tile is made: the layout a broadcast into
+  it implies (the operand's, stretched with no data movement), else for a class some tile of
+  which is reduced over some axes, the row layout (warps over rows, lanes over 16-byte column
+  vectors: the reduction is lane shuffles) or else `WGMMA`, else `strided(v)` with the widest
+  16-byte vector that fits (each register one vector load or store).
+- A reduction's result has the layout `Layout.reduce` gives; a broadcast's operand must be its
+  result's layout reduced over the new axes (checked).
+
+Example:
+
+    %t = asyncdsl.load_smem %buf : memref<64x256xf32, #asyncdsl.smem> -> vector<64x256xf32>
+    %m = asyncdsl.reduce max %t {axes = array<i64: 1>} : vector<64x256xf32> -> vector<64xf32>
+
+becomes
+
+    %t = asyncdsl.load_smem %buf {asyncdsl.layout = #asyncdsl.layout<"tiled [[4, 128], ...]">} ...
+    %m = asyncdsl.reduce max %t {asyncdsl.layout = #asyncdsl.layout<"tiled [[4], ...]">, ...} ...
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp, VectorType
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+
+from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.dialects import kernel_attrs as attrs
+from asyncdsl.dialects.layout_attrs import INFERRED, LayoutAttr
+from asyncdsl.dialects.tiles_ops import tile_shape
+from asyncdsl.errors import LayoutError
+from asyncdsl.hw.fragments import WGMMA, Layout, SplatLayout, StridedLayout, TiledLayout
+from asyncdsl.hw.tiling import THREADS, WARP_LANES, WARPS, Tiling
+from asyncdsl.ir_locations import from_ir_location
+
+SPLAT = SplatLayout()
+VECTOR_BYTES = 16  # the widest ld/st.shared and ld/st.global
+
+
+def is_tile(value: SSAValue) -> bool:
+    return isinstance(value.type, VectorType)
+
+
+def is_elementwise(op: Operation) -> bool:
+    """`arith` and `math` ops on tiles: every operand and the result share a layout."""
+    return op.dialect_name() in ("arith", "math") and any(is_tile(r) for r in op.results)
+
+
+def element_bytes(value: SSAValue) -> float:
+    return ir.element_bits(value.type) / 8
+
+
+def row_layout(shape: tuple[int, ...], element_bytes: float) -> TiledLayout | None:
+    """Warps over rows, a warp's lanes over one row in vectors of up to 16 bytes: reducing
+    over the last axis is five lane shuffles and no shared memory.  None if it cannot hold `shape`."""
+    if len(shape) < 2:
+        return None
+    rows, columns = shape[-2:]
+    vector = max(1, int(VECTOR_BYTES // element_bytes))
+    while vector > 1 and columns % (WARP_LANES * vector):
+        vector //= 2
+    if rows % WARPS or columns % (WARP_LANES * vector):
+        return None
+    return TiledLayout.canonical(Tiling(((WARPS, WARP_LANES * vector), (1, vector))), (-4,), (-3,), -1)
+
+
+def strided_layout(shape: tuple[int, ...], element_bytes: float) -> StridedLayout | None:
+    """The strided layout with the widest vector (up to 16 bytes) that holds `shape`."""
+    size = math.prod(shape)
+    vector = max(1, int(VECTOR_BYTES // element_bytes))
+    while vector >= 1:
+        if size % (THREADS * vector) == 0:
+            return StridedLayout(vector)
+        vector //= 2
+    return None
+
+
+class _Classes:
+    """Union-find over tiles that must share a layout, with what each class was given."""
+
+    def __init__(self) -> None:
+        self.parent: dict[SSAValue, SSAValue] = {}
+        self.layout: dict[SSAValue, Layout] = {}  # decided layouts, by class root
+        self.given: dict[SSAValue, tuple[Layout, Operation]] = {}  # by class root
+        self.members: dict[SSAValue, list[SSAValue]] = {}
+
+    def root(self, value: SSAValue) -> SSAValue:
+        self.parent.setdefault(value, value)
+        self.members.setdefault(value, [value])
+        while self.parent[value] is not value:
+            self.parent[value] = self.parent[self.parent[value]]
+            value = self.parent[value]
+        return value
+
+    def give(self, value: SSAValue, layout: Layout, op: Operation) -> None:
+        self._merge_given(self.root(value), (layout, op))
+
+    def union(self, a: SSAValue, b: SSAValue) -> None:
+        a, b = self.root(a), self.root(b)
+        if a is b:
+            return
+        self.parent[b] = a
+        self.members[a] += self.members.pop(b)
+        if b in self.given:
+            self._merge_given(a, self.given.pop(b))
+
+    def _merge_given(self, root: SSAValue, given: tuple[Layout, Operation]) -> None:
+        if root in self.given and self.given[root][0] != given[0]:
+            (first, first_op), (second, second_op) = self.given[root], given
+            raise LayoutError(
+                f"tiles in layouts {first} (given at {from_ir_location(first_op)}) and {second} meet in "
+                "elementwise math; convert one with tile.to_layout(...)",
+                from_ir_location(second_op),
+            )
+        self.given[root] = given
+
+
+@dataclass(frozen=True)
+class InferLayouts(ModulePass):
+    name = "infer-layouts"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for fn in attrs.kernels(op):
+            _infer(fn)
+
+
+def _infer(fn: func.FuncOp) -> None:
+    ops = [op for op in fn.walk() if any(is_tile(v) for v in (*op.results, *op.operands))]
+    classes = _Classes()
+    reduced: set[SSAValue] = set()  # roots of classes some tile of which is reduced
+    splats: set[SSAValue] = set()
+    for op in ops:
+        given = _given_layout(op)
+        if given is not None:
+            classes.give(op.results[0], given, op)
+        elif isinstance(op, (ir.FullOp, ir.SplatOp)) or (isinstance(op, ir.BroadcastInDimOp) and op.operand in splats):
+            splats.add(op.results[0])
+        if is_elementwise(op):
+            tiles = [v for v in (*op.operands, *op.results) if is_tile(v) and v not in splats]
+            for other in tiles[1:]:
+                classes.union(tiles[0], other)
+            if not tiles:  # splats only: a splat result
+                splats.update(r for r in op.results if is_tile(r))
+    for op in ops:
+        if isinstance(op, ir.ReduceOp):
+            reduced.add(op.operand)
+
+    decided: dict[SSAValue, Layout] = {}
+
+    def decide(value: SSAValue, op: Operation) -> Layout:
+        if value in splats:
+            return SPLAT
+        root = classes.root(value)
+        if root not in classes.layout:
+            classes.layout[root] = _choose(classes, root, reduced, decided, op)
+        return classes.layout[root]
+
+    for op in ops:
+        for result in op.results:
+            if not is_tile(result):
+                continue
+            if isinstance(op, ir.ReduceOp):
+                layout = _reduced(decided[op.operand], op)
+            elif isinstance(op, ir.BroadcastInDimOp) and decided[op.operand] == SPLAT:
+                layout = SPLAT
+                splats.add(result)
+            else:
+                layout = decide(result, op)
+            _check_holds(layout, result, op)
+            decided[result] = layout
+            op.attributes[INFERRED] = LayoutAttr(layout)
+        if isinstance(op, ir.BroadcastInDimOp) and decided[op.results[0]] != SPLAT:
+            _check_broadcast(op, decided)
+
+
+def _given_layout(op: Operation) -> Layout | None:
+    attr = op.properties.get("layout")
+    return attr.layout if isinstance(attr, LayoutAttr) else None
+
+
+def _choose(classes: _Classes, root: SSAValue, reduced: set[SSAValue], decided: dict, op: Operation) -> Layout:
+    if root in classes.given:
+        return classes.given[root][0]
+    members = classes.members[root]
+    shape = tile_shape(members[0])
+    size = element_bytes(members[0])
+    for member in members:  # a broadcast into the class: keep its operand's registers in place
+        maker = member.owner
+        if isinstance(maker, ir.BroadcastInDimOp) and maker.operand in decided:
+            source = decided[maker.operand]
+            try:
+                return source.broadcast_in_dim(shape, tuple(maker.dims.get_values()))
+            except LayoutError:
+                continue
+    if any(member in reduced for member in members):
+        for candidate in (row_layout(shape, size), WGMMA):
+            if candidate is not None and candidate.can_hold(shape):
+                return candidate
+        raise LayoutError(
+            f"no default register layout of a {shape} tile can reduce it; give one (layout=asyncdsl.WGMMA, ...)",
+            from_ir_location(op),
+        )
+    layout = strided_layout(shape, size)
+    if layout is None:
+        raise LayoutError(
+            f"a {shape} tile has {math.prod(shape)} elements, not a multiple of the warpgroup's 128 threads; "
+            "register tiles must give every thread the same number of elements",
+            from_ir_location(op),
+        )
+    return layout
+
+
+def _reduced(layout: Layout, op: ir.ReduceOp) -> Layout:
+    axes = tuple(op.axes.get_values())
+    shape = tile_shape(op.operand)
+    if layout == SPLAT:
+        return SPLAT
+    try:
+        return layout.reduce(shape, axes)
+    except LayoutError as error:
+        raise LayoutError(f"reducing a {shape} tile over axes {axes}: {error.message}", from_ir_location(op)) from None
+
+
+def _check_holds(layout: Layout, value: SSAValue, op: Operation) -> None:
+    try:
+        layout.check_holds(tile_shape(value))
+    except LayoutError as error:
+        raise LayoutError(error.message, from_ir_location(op)) from None
+
+
+def _check_broadcast(op: ir.BroadcastInDimOp, decided: dict[SSAValue, Layout]) -> None:
+    shape = tile_shape(op.result)
+    dims = tuple(op.dims.get_values())
+    new_axes = tuple(a for a in range(len(shape)) if a not in dims)
+    result, operand = decided[op.result], decided[op.operand]
+    try:
+        fits = result.reduce(shape, new_axes) == operand
+    except LayoutError:
+        fits = False
+    if not fits:
+        raise LayoutError(
+            f"broadcasting a tile in layout {operand} to {shape} where the result is in layout {result} "
+            "would move data between threads; convert with to_layout(...) first",
+            from_ir_location(op),
+        )
