@@ -1,0 +1,312 @@
+"""The arithmetic of register-tile elements, bit for bit (docs/register-tiles.md), as numpy functions.
+
+Every function takes and returns numpy arrays (0-d ones too) of the tile dtypes: float32,
+bfloat16, float16, float8_e4m3fn, float8_e5m2 (ml_dtypes), int/uint 8-32, bool.  What the GPU
+does, and how it is computed here:
+
+- A float op is the exact result rounded once to nearest even in the operands' dtype.  The exact
+  result is held in float64 as an error-free pair (a product of two elements of at most 24 bits is
+  exact in float64's 53; a sum is `two_sum`), squeezed to one float64 by rounding to odd, then
+  rounded to the dtype; rounding to odd first makes the second rounding equal a direct one as
+  long as the intermediate has two bits more than the target (53 and 24 >= 24 + 2, 11 + 2, 8 + 2).
+  Python's `math.fma` (3.13) is not needed, nor available on the 3.11 floor.
+- A NaN that arithmetic or a narrowing conversion produces is `canonical_nan(dtype)`.
+- Integers wrap; which ops read them signed is the caller's choice (the IR op says it).
+- The float conversions saturate where the hardware does: float8 to its largest finite value
+  (`.satfinite`), integers to their range with NaN to 0 (`cvt.rzi`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import ml_dtypes
+import numpy as np
+
+_BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+_E4M3 = np.dtype(ml_dtypes.float8_e4m3fn)
+_E5M2 = np.dtype(ml_dtypes.float8_e5m2)
+
+
+@dataclass(frozen=True)
+class FloatFormat:
+    """The bit fields of a float dtype."""
+
+    bits: int
+    mantissa: int  # explicit mantissa bits
+    nan: int  # the canonical NaN's bit pattern
+
+    @property
+    def unsigned(self) -> np.dtype:
+        return np.dtype(f"uint{self.bits}")
+
+    @property
+    def sign(self) -> int:
+        return 1 << (self.bits - 1)
+
+
+# The canonical NaNs: what PTX documents for f32 and the 16-bit types; for float8, the NaN with
+# every exponent and mantissa bit set (e4m3fn has no other).  To be confirmed on the H200.
+FORMATS: dict[np.dtype, FloatFormat] = {
+    np.dtype(np.float32): FloatFormat(32, 23, 0x7FFFFFFF),
+    np.dtype(np.float16): FloatFormat(16, 10, 0x7FFF),
+    _BFLOAT16: FloatFormat(16, 7, 0x7FFF),
+    _E4M3: FloatFormat(8, 3, 0x7F),
+    _E5M2: FloatFormat(8, 2, 0x7F),
+}
+SATURATING = {_E4M3: 448.0, _E5M2: 57344.0}  # float8 conversions clamp to these (`.satfinite`)
+
+Predicate = str  # an `arith.cmpf` / `arith.cmpi` predicate name
+
+
+def is_float(dtype: np.dtype) -> bool:
+    return np.dtype(dtype) in FORMATS
+
+
+def canonical_nan(dtype: np.dtype) -> np.ndarray:
+    """The NaN the GPU's arithmetic produces in `dtype` (a 0-d array)."""
+    form = FORMATS[np.dtype(dtype)]
+    return np.array(form.nan, form.unsigned).view(dtype)
+
+
+def _bits(x: np.ndarray) -> np.ndarray:
+    return x.view(FORMATS[x.dtype].unsigned)
+
+
+def _canonical(x: np.ndarray) -> np.ndarray:
+    return np.where(np.isnan(x), canonical_nan(x.dtype), x)
+
+
+def _wide(x: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore"):  # ml_dtypes warns on NaNs it converts exactly
+        return np.asarray(x).astype(np.float64)
+
+
+# -- rounding ----------------------------------------------------------------------------------
+
+
+def _odd(rounded: np.ndarray, inexact: np.ndarray, toward_positive: np.ndarray) -> np.ndarray:
+    """`rounded` (a nearest rounding) turned into the rounding to odd: an inexact result whose
+    last bit is even moves one step toward the exact value (the neighbour with an odd last bit)."""
+    even = (rounded.view(f"uint{rounded.dtype.itemsize * 8}") & 1) == 0
+    toward = np.where(toward_positive, np.inf, -np.inf).astype(rounded.dtype)
+    return np.where(inexact & even & np.isfinite(rounded), np.nextafter(rounded, toward), rounded)
+
+
+def _two_sum(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """s = a + b rounded, and e with s + e == a + b exactly (Knuth; float64, no overflow here)."""
+    s = a + b
+    virtual_b = s - a
+    e = (a - (s - virtual_b)) + (b - virtual_b)
+    return s, e
+
+
+def _sum_to_odd(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a + b (float64) rounded to odd."""
+    s, e = _two_sum(a, b)
+    return _odd(s, e != 0, e > 0)
+
+
+def round_float(exact: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """`exact` (float64: the exact value, or its rounding to odd) rounded to nearest even into
+    the float `dtype`: overflow to ±inf (float8: saturated), NaN canonical."""
+    dtype = np.dtype(dtype)
+    with np.errstate(over="ignore", invalid="ignore"):
+        if dtype == np.float32:
+            return _canonical(np.asarray(exact.astype(np.float32)))
+        if dtype in SATURATING:
+            exact = np.clip(exact, -SATURATING[dtype], SATURATING[dtype])
+        single = exact.astype(np.float32)
+        # float32 keeps 24 bits, enough to round to odd in before rounding to a 16- or 8-bit type.
+        single = _odd(single, single.astype(np.float64) != exact, exact > single)
+        return _canonical(np.asarray(single.astype(dtype)))
+
+
+# -- float arithmetic -------------------------------------------------------------------------
+
+
+def add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if not is_float(a.dtype):
+        return _wrapping(np.add, a, b)
+    with np.errstate(invalid="ignore"):
+        return round_float(_sum_to_odd(_wide(a), _wide(b)), a.dtype)
+
+
+def subtract(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if not is_float(a.dtype):
+        return _wrapping(np.subtract, a, b)
+    with np.errstate(invalid="ignore"):
+        return round_float(_sum_to_odd(_wide(a), -_wide(b)), a.dtype)
+
+
+def multiply(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if not is_float(a.dtype):
+        return _wrapping(np.multiply, a, b)
+    with np.errstate(invalid="ignore"):
+        return round_float(_wide(a) * _wide(b), a.dtype)  # exact: at most 48 significant bits
+
+
+def divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """`div.rn.f32`; 16-bit floats divide their float32 widenings and round once more, which is
+    their exact quotient rounded once (24 >= 2 * 11 + 2)."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
+        quotient = np.asarray(a.astype(np.float32) / b.astype(np.float32))
+        return round_float(quotient.astype(np.float64), a.dtype)
+
+
+def fma(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """a * b + c rounded once: the product is exact in float64, the sum an error-free pair."""
+    with np.errstate(invalid="ignore"):
+        return round_float(_sum_to_odd(_wide(a) * _wide(b), _wide(c)), a.dtype)
+
+
+def _extremum(a: np.ndarray, b: np.ndarray, larger: bool, signed: bool) -> np.ndarray:
+    if not is_float(a.dtype):
+        wa, wb = _as_integers(a, signed), _as_integers(b, signed)
+        return np.where(wa > wb if larger else wa < wb, a, b)
+    wa, wb = _wide(a), _wide(b)
+    picked = np.where(wa > wb if larger else wa < wb, a, b)
+    # Equal values have equal bits except ±0, where max takes +0 (sign bits and-ed) and min -0.
+    merged = _bits(a) & _bits(b) if larger else _bits(a) | _bits(b)
+    result = np.where(wa == wb, merged.view(a.dtype), picked)
+    return np.where(np.isnan(wa) | np.isnan(wb), canonical_nan(a.dtype), result)
+
+
+def maximum(a: np.ndarray, b: np.ndarray, signed: bool = True) -> np.ndarray:
+    """`max.NaN` for floats (NaN if either is, -0 < +0); `max.s32`/`max.u32` for integers."""
+    return _extremum(a, b, True, signed)
+
+
+def minimum(a: np.ndarray, b: np.ndarray, signed: bool = True) -> np.ndarray:
+    """`min.NaN` for floats (NaN if either is, -0 < +0); `min.s32`/`min.u32` for integers."""
+    return _extremum(a, b, False, signed)
+
+
+def negate(x: np.ndarray) -> np.ndarray:
+    """A float with its sign bit flipped (NaNs too: `neg` is a bit operation)."""
+    form = FORMATS[x.dtype]
+    return np.asarray(_bits(x) ^ form.unsigned.type(form.sign)).view(x.dtype)
+
+
+def absolute(x: np.ndarray) -> np.ndarray:
+    """A float with its sign bit cleared; an integer's `abs.s32` (read signed, wrapping)."""
+    if not is_float(x.dtype):
+        signed = _as_integers(x, True)
+        return _from_integers(np.where(signed < 0, -signed, signed), x.dtype)
+    form = FORMATS[x.dtype]
+    return np.asarray(_bits(x) & form.unsigned.type(form.sign - 1)).view(x.dtype)
+
+
+# The float predicates of `arith.cmpf` (o: ordered, false when either is NaN; u: unordered, true).
+_FLOAT_PREDICATES = {
+    "false": lambda a, b: np.zeros(np.broadcast(a, b).shape, bool),
+    "oeq": np.equal, "ogt": np.greater, "oge": np.greater_equal, "olt": np.less,
+    "ole": np.less_equal, "one": lambda a, b: (a < b) | (a > b),
+    "ord": lambda a, b: ~(np.isnan(a) | np.isnan(b)),
+    "ueq": lambda a, b: ~((a < b) | (a > b)), "ugt": lambda a, b: ~(a <= b),
+    "uge": lambda a, b: ~(a < b), "ult": lambda a, b: ~(a >= b), "ule": lambda a, b: ~(a > b),
+    "une": np.not_equal, "uno": lambda a, b: np.isnan(a) | np.isnan(b),
+    "true": lambda a, b: np.ones(np.broadcast(a, b).shape, bool),
+}
+_INT_PREDICATES = {
+    "eq": np.equal, "ne": np.not_equal, "slt": np.less, "sle": np.less_equal, "sgt": np.greater,
+    "sge": np.greater_equal, "ult": np.less, "ule": np.less_equal, "ugt": np.greater, "uge": np.greater_equal,
+}
+
+
+def compare(predicate: Predicate, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """A bool array: `arith.cmpf` predicates on floats, `arith.cmpi` ones (`s`/`u`: read signed
+    or unsigned) on integers."""
+    if is_float(a.dtype):
+        with np.errstate(invalid="ignore"):
+            return np.asarray(_FLOAT_PREDICATES[predicate](_wide(a), _wide(b)))
+    signed = not predicate.startswith("u")
+    return np.asarray(_INT_PREDICATES[predicate](_as_integers(a, signed), _as_integers(b, signed)))
+
+
+# -- integers ----------------------------------------------------------------------------------
+
+
+def _as_integers(x: np.ndarray, signed: bool) -> np.ndarray:
+    """The values of an integer (or bool: i1) array as int64, read signed or unsigned."""
+    if x.dtype == np.bool_:
+        return x.astype(np.int64) * (-1 if signed else 1)  # i1 true is -1 signed
+    return x.view(f"{'int' if signed else 'uint'}{x.dtype.itemsize * 8}").astype(np.int64)
+
+
+def _from_integers(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """int64 `values` wrapped to the width of the integer `dtype` (bool: the low bit)."""
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return np.asarray((values & 1) == 1)
+    return np.asarray(values.astype(f"uint{dtype.itemsize * 8}")).view(dtype)
+
+
+def _wrapping(ufunc, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return _from_integers(ufunc(_as_integers(a, False), _as_integers(b, False)), a.dtype)
+
+
+# -- conversions -------------------------------------------------------------------------------
+
+
+def float_to_float(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Round to nearest even (exact when widening); a NaN widened keeps its sign and payload
+    (the mantissa bits, shifted to the top), a NaN narrowed becomes the canonical NaN."""
+    dtype = np.dtype(dtype)
+    result = round_float(_wide(x), dtype)
+    if dtype.itemsize <= x.dtype.itemsize:
+        return result
+    source, target = FORMATS[x.dtype], FORMATS[dtype]
+    bits = _bits(x).astype(target.unsigned)
+    sign = (bits >> (source.bits - 1)) << (target.bits - 1)
+    exponent = (target.sign - 1) & ~((1 << target.mantissa) - 1)
+    payload = (bits & ((1 << source.mantissa) - 1)) << (target.mantissa - source.mantissa)
+    widened = np.asarray(sign | exponent | payload).astype(target.unsigned).view(dtype)
+    return np.where(np.isnan(x), widened, result)
+
+
+def float_to_int(x: np.ndarray, dtype: np.dtype, signed: bool) -> np.ndarray:
+    """Truncate toward zero, saturate to the signed or unsigned range of `dtype`'s width, NaN to 0."""
+    bits = np.dtype(dtype).itemsize * 8
+    low, high = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+    with np.errstate(invalid="ignore"):
+        values = np.clip(np.trunc(_wide(x)), low, high)
+        values = np.where(np.isnan(values), 0, values).astype(np.int64)
+    return _from_integers(values, dtype)
+
+
+def int_to_float(x: np.ndarray, dtype: np.dtype, signed: bool) -> np.ndarray:
+    """The integer (read signed or unsigned) rounded to nearest even."""
+    return round_float(_as_integers(x, signed).astype(np.float64), dtype)  # exact: at most 32 bits
+
+
+def int_to_int(x: np.ndarray, dtype: np.dtype, signed: bool) -> np.ndarray:
+    """Sign- or zero-extended (as `signed` says), or truncated to the low bits of `dtype`."""
+    return _from_integers(_as_integers(x, signed), dtype)
+
+
+# -- approximate functions ---------------------------------------------------------------------
+
+APPROXIMATED = {
+    "exp2": np.exp2,
+    "log2": np.log2,
+    "rsqrt": lambda x: 1.0 / np.sqrt(x),
+    "tanh": np.tanh,
+    "sin": np.sin,
+    "cos": np.cos,
+}
+_SMALLEST_NORMAL = float(np.finfo(np.float32).tiny)
+
+
+def _flushed(x: np.ndarray) -> np.ndarray:
+    return np.where(np.abs(x) < _SMALLEST_NORMAL, np.copysign(0.0, x), x).astype(x.dtype)
+
+
+def approximate(name: str, x: np.ndarray, ftz: bool) -> np.ndarray:
+    """The float64 function `name` of float32 `x`, rounded to float32; `ftz` flushes subnormal
+    inputs and results to zero of the same sign (the `.ftz` forms).  The GPU's `.approx`
+    instructions are within a measured bound of this, not equal to it."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
+        wide = _wide(_flushed(x) if ftz else x)
+        result = round_float(np.asarray(APPROXIMATED[name](wide)), np.float32)
+        return _canonical(_flushed(result)) if ftz else result
