@@ -40,6 +40,7 @@ from asyncdsl.interpret.scalars import IndexArithFunctions
 from asyncdsl.interpret.scheduler import ClusterScheduler, SoloScheduler
 from asyncdsl.interpret.state import BarrierInit, Cta, Launch, Warpgroup
 from asyncdsl.interpret.sync import SyncFunctions
+from asyncdsl.interpret.tiles import TileFunctions
 from asyncdsl.interpret.tma import TmaFunctions
 from asyncdsl.interpret.waits import Rendezvous, RendezvousWait
 from asyncdsl.ir_locations import from_ir_location
@@ -61,6 +62,7 @@ FUNCTIONS: tuple[type[WarpgroupFunctions], ...] = (
     Im2colFunctions,
     RowGatherFunctions,
     AssumeFunctions,
+    TileFunctions,
 )
 
 
@@ -119,7 +121,8 @@ class _Program:
         interpreter.register_implementations(self._index_arith, override=True)
         function_sets = [function_set(warpgroup) for function_set in FUNCTIONS]
         for function_set in function_sets:
-            interpreter.register_implementations(function_set)
+            # Tiles take `arith` over from xDSL and `scalars.py`, handing index arithmetic back.
+            interpreter.register_implementations(function_set, override=isinstance(function_set, TileFunctions))
         return interpreter, function_sets
 
 
