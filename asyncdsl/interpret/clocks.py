@@ -10,6 +10,9 @@ program order.  Two kinds of event are counted, each under its own key:
 - `cp_async_key(cta, warpgroup)`: how many cp.async commit groups of that warpgroup have landed.
 - `proxy_fence_key(cta, warpgroup)`: how many proxy fences (`fence_async_smem`) it has made;
   generic-proxy writes reach the async proxy through them.
+- `shared_access_key(cta, warpgroup)`: how many register-tile loads and stores (`ld/st.shared`)
+  it has made.  They are over for the warpgroup itself at once, and for others once they have
+  synchronised with it since.
 
 Knowledge travels along the synchronisation edges of the hardware: an mbarrier arrival releases
 the arriver's clock into the barrier and a wait that sees the phase complete acquires it, and
@@ -41,6 +44,11 @@ def cp_async_key(cta_rank: int, warpgroup: int) -> Hashable:
 def proxy_fence_key(cta_rank: int, warpgroup: int) -> Hashable:
     """The key counting the proxy fences one warpgroup has made."""
     return ("proxy fence", cta_rank, warpgroup)
+
+
+def shared_access_key(cta_rank: int, warpgroup: int) -> Hashable:
+    """The key counting the register-tile loads and stores one warpgroup has made."""
+    return ("ld/st.shared", cta_rank, warpgroup)
 
 
 class VectorClock:

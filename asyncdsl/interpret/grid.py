@@ -40,6 +40,7 @@ from asyncdsl.interpret.scalars import IndexArithFunctions
 from asyncdsl.interpret.scheduler import ClusterScheduler, SoloScheduler
 from asyncdsl.interpret.state import BarrierInit, Cta, Launch, Warpgroup
 from asyncdsl.interpret.sync import SyncFunctions
+from asyncdsl.interpret.tile_access import TileAccessFunctions
 from asyncdsl.interpret.tiles import TileFunctions
 from asyncdsl.interpret.tma import TmaFunctions
 from asyncdsl.interpret.waits import Rendezvous, RendezvousWait
@@ -63,6 +64,7 @@ FUNCTIONS: tuple[type[WarpgroupFunctions], ...] = (
     RowGatherFunctions,
     AssumeFunctions,
     TileFunctions,
+    TileAccessFunctions,
 )
 
 

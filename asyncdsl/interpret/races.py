@@ -1,4 +1,4 @@
-"""Shared-memory races between warpgroups and the copy engine.
+"""Shared-memory races between warpgroups (their register-tile loads and stores) and the copy engine.
 
 The interpreter completes every async copy when it is issued (see `asyncdsl.interpret`), so a
 race never shows up in the data; it shows up here instead.  Each async access leaves a record
@@ -10,8 +10,13 @@ over the SMEM byte range it touched, with the event after which it is over:
   bulk group: whoever writes those bytes must know that (`clocks.bulk_key`);
 - a cp.async write (`GenericWrite`) is over when its commit group has been awaited or its
   mbarrier phase has completed; it is made through the generic proxy, so the async proxy (TMA
-  and bulk copies, the only other SMEM users) must also know of a proxy fence
-  (`fence_async_smem`) made after that by a warpgroup that knew the write was over.
+  and bulk copies) must also know of a proxy fence (`fence_async_smem`) made after that by a
+  warpgroup that knew the write was over;
+- a register-tile store (`ld/st.shared`, also a `GenericWrite`) is over at once for the
+  warpgroup that made it and for whoever synchronises with that warpgroup afterwards
+  (`clocks.shared_access_key`), and needs the same proxy fence before async-proxy use; a
+  register-tile load (`GenericRead`) is over alike, and whoever overwrites the bytes (a TMA load
+  into the same buffer, say) must know it.  Generic-proxy accesses need no fence between them.
 
 "Know" is the happens-before of `clocks`: waiting on the barrier oneself, or synchronising with
 someone who did.  Byte ranges are intervals: buffers and their views never interleave, and a
@@ -61,10 +66,11 @@ class AsyncWrite:
 
 @dataclass
 class GenericWrite:
-    """SMEM bytes [start, end) written through the generic proxy by the cp.async copy at
-    `origin`; it is over once `done_key` counts `done` (its commit group awaited, or its
-    barrier phase completed: `how` says which, for messages).  `fenced` is the proxy fence
-    (key, count) after which the async proxy may use the bytes, once a warpgroup made one."""
+    """SMEM bytes [start, end) written through the generic proxy by the `writer` (a cp.async
+    copy, a register-tile store) at `origin`; it is over once `done_key` counts `done` (its
+    commit group awaited, its barrier phase completed, the store made: `how` says what to wait
+    for, for messages).  `fenced` is the proxy fence (key, count) after which the async proxy
+    may use the bytes, once a warpgroup made one."""
 
     start: int
     end: int
@@ -73,6 +79,7 @@ class GenericWrite:
     how: str
     origin: str
     fenced: tuple[Hashable, int] | None = None
+    writer: str = "cp.async copy"
 
     def done_for(self, clock: VectorClock) -> bool:
         return clock.knows(self.done_key, self.done)
@@ -84,17 +91,17 @@ class GenericWrite:
     def _advice(self, clock: VectorClock) -> str:
         if not self.done_for(clock):
             return f"{self.how} first"
-        return "the copy is over, but fence_async_smem() must order it before async-proxy use"
+        return f"the {self.writer} is over, but fence_async_smem() must order it before async-proxy use"
 
     def read_too_early(self, what: str, start: int, end: int, clock: VectorClock) -> str:
         return (
-            f"{what} reads shared memory bytes [{start}, {end}) that the cp.async copy at "
+            f"{what} reads shared memory bytes [{start}, {end}) that the {self.writer} at "
             f"{self.origin} writes through the generic proxy: {self._advice(clock)}"
         )
 
     def overwritten_too_early(self, what: str, start: int, end: int, clock: VectorClock) -> str:
         return (
-            f"{what} writes shared memory bytes [{start}, {end}) that the cp.async copy at "
+            f"{what} writes shared memory bytes [{start}, {end}) that the {self.writer} at "
             f"{self.origin} may still be writing: {self._advice(clock)}"
         )
 
@@ -112,36 +119,69 @@ class AsyncRead:
     origin: str
     copy: str = "TMA store"
 
+    @property
+    def key(self) -> Hashable:
+        return self.bulk_key
+
     def over_for(self, clock: VectorClock) -> bool:
         return clock.knows(self.bulk_key, self.group)
 
+    def overwritten_too_early(self, what: str, start: int, end: int) -> str:
+        return (
+            f"{what} overwrites shared memory bytes [{start}, {end}) that the {self.copy} at "
+            f"{self.origin} ({self.issuer}) may still be reading: that warpgroup's "
+            "await_async_copy has not retired the store's bulk group before this write "
+            "(read_only=True suffices)"
+        )
+
+
+@dataclass(frozen=True)
+class GenericRead:
+    """SMEM bytes [start, end) read into registers by `reader` at `origin`: its `count`-th
+    access counted under `key` (`clocks.shared_access_key`), over for whoever knows that."""
+
+    start: int
+    end: int
+    key: Hashable
+    count: int
+    reader: str
+    origin: str
+
+    def over_for(self, clock: VectorClock) -> bool:
+        return clock.knows(self.key, self.count)
+
+    def overwritten_too_early(self, what: str, start: int, end: int) -> str:
+        return (
+            f"{what} overwrites shared memory bytes [{start}, {end}) that {self.reader} reads "
+            f"into registers at {self.origin}: synchronise with that warpgroup after its read "
+            "first (a CTA barrier, or an mbarrier it arrives on)"
+        )
+
 
 class AsyncAccessLog:
-    """The async accesses to one CTA's shared memory that some warpgroup may not know are over."""
+    """The async accesses to one CTA's shared memory, and the generic-proxy ones (cp.async,
+    register tiles), that some warpgroup may not know are over."""
 
     def __init__(self):
         self._writes: list[AsyncWrite | GenericWrite] = []
-        self._reads: list[AsyncRead] = []
+        self._reads: list[AsyncRead | GenericRead] = []
 
-    def check_read(self, start: int, end: int, clock: VectorClock, what: str) -> None:
-        """`what` (an async-proxy copy by a warpgroup knowing `clock`) reads [start, end):
-        loads must have landed."""
+    def check_read(self, start: int, end: int, clock: VectorClock, what: str, generic: bool = False) -> None:
+        """`what` (by a warpgroup knowing `clock`) reads [start, end): loads must have landed.
+        A `generic`-proxy reader (ld.shared) needs no proxy fence after a generic write."""
         for write in self._writes:
-            if write.start < end and start < write.end and not write.over_for(clock):
+            same_proxy = generic and isinstance(write, GenericWrite)
+            over = write.done_for(clock) if same_proxy else write.over_for(clock)
+            if write.start < end and start < write.end and not over:
                 overlap = (max(start, write.start), min(end, write.end))
                 raise RaceError(write.read_too_early(what, *overlap, clock))
 
     def check_write(self, start: int, end: int, clock: VectorClock, what: str, generic: bool = False) -> None:
         """`what` writes [start, end): earlier loads must have landed, stores must have read.
-        A `generic`-proxy writer (cp.async) needs no proxy fence after another one."""
+        A `generic`-proxy writer (cp.async, st.shared) needs no proxy fence after another one."""
         for read in self._reads:
             if read.start < end and start < read.end and not read.over_for(clock):
-                raise RaceError(
-                    f"{what} overwrites shared memory bytes [{max(start, read.start)}, "
-                    f"{min(end, read.end)}) that the {read.copy} at {read.origin} ({read.issuer}) "
-                    "may still be reading: that warpgroup's await_async_copy has not retired the "
-                    "store's bulk group before this write (read_only=True suffices)"
-                )
+                raise RaceError(read.overwritten_too_early(what, max(start, read.start), min(end, read.end)))
         for write in self._writes:
             if write.start < end and start < write.end:
                 same_proxy = generic and isinstance(write, GenericWrite)
@@ -164,11 +204,10 @@ class AsyncAccessLog:
         self._reads = [r for r in self._reads if not _covers(write, r)]
         self._writes.append(write)
 
-    def record_read(self, read: AsyncRead) -> None:
-        # A later group of the same warpgroup retires after (and so implies) an earlier one.
-        self._reads = [
-            r for r in self._reads if not (_covers(read, r) and r.bulk_key == read.bulk_key)
-        ]
+    def record_read(self, read: AsyncRead | GenericRead) -> None:
+        # A later group (or access) of the same warpgroup is over after (and so implies) an
+        # earlier one.
+        self._reads = [r for r in self._reads if not (_covers(read, r) and r.key == read.key)]
         self._reads.append(read)
 
 

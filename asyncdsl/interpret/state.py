@@ -2,8 +2,8 @@
 
 A warpgroup is the unit that runs (kernel code describes what one warpgroup does); it keeps
 what the hardware keeps per thread and is uniform across its threads: the tracked phase bit of
-each mbarrier, its bulk-group and cp.async-group counters, its proxy fences, and what it knows
-has happened (`clocks`).
+each mbarrier, its bulk-group and cp.async-group counters, its proxy fences, its count of
+register-tile loads and stores, and what it knows has happened (`clocks`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,14 @@ from dataclasses import dataclass
 
 from asyncdsl.errors import AsyncDSLError, SourceLocation
 from asyncdsl.hw.limits import BARRIER_BYTES
-from asyncdsl.interpret.clocks import VectorClock, barrier_key, bulk_key, cp_async_key, proxy_fence_key
+from asyncdsl.interpret.clocks import (
+    VectorClock,
+    barrier_key,
+    bulk_key,
+    cp_async_key,
+    proxy_fence_key,
+    shared_access_key,
+)
 from asyncdsl.interpret.mbarrier import MBarrier
 from asyncdsl.interpret.memory import GlobalArgument, SharedMemory
 from asyncdsl.interpret.races import AsyncAccessLog
@@ -93,6 +100,8 @@ class Warpgroup:
         self.cp_async_key = cp_async_key(cta.rank, index)
         self.committed_cp_async_groups = 0
         self.proxy_fences = 0
+        self.shared_key = shared_access_key(cta.rank, index)
+        self.shared_accesses = 0
         self.exited = False
         self._parity_bits: dict[int, int] = {}
         # Set when the cluster is assembled: who runs this warpgroup, and the cluster barrier.
@@ -128,6 +137,13 @@ class Warpgroup:
         fence = (proxy_fence_key(self.cta.rank, self.index), self.proxy_fences)
         self.clock.advance(*fence)
         self.cta.accesses.fence_generic_writes(self.clock, fence)
+
+    def access_shared(self) -> int:
+        """One more register-tile load or store: its number under `shared_key`, which this
+        warpgroup knows at once (it is interpreted as one)."""
+        self.shared_accesses += 1
+        self.clock.advance(self.shared_key, self.shared_accesses)
+        return self.shared_accesses
 
     def error(self, error: AsyncDSLError, location: SourceLocation | None) -> AsyncDSLError:
         """`error` (raised without context by the memory model) naming this warpgroup and line."""

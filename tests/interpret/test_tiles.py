@@ -1,8 +1,14 @@
-"""Register tiles in the interpreter: every elementwise op on every dtype it is defined for, and
-the errors at the op's line.
+"""Register tiles in the interpreter: every elementwise op on every dtype it is defined for,
+reductions in the order of their tree, splats from traced scalars, loads and stores with the race
+checks the GPU needs, and the errors at the user's line.
 
 References are independent of the interpreter: elementwise results come from
-numerics_reference.py (exact Fractions rounded by the textbook rule, one element at a time).
+numerics_reference.py (exact Fractions rounded by the textbook rule, one element at a time);
+reductions from a walk of `hw.reduction_tree` written here, thread by thread in plain Python,
+read back through `layout.holders`.
+
+`interpret` runs the asyncdsl-level passes and the interpreter only: `kernel.interpret` also
+prints PTX, and the PTX lowering of tiles lands separately.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import ml_dtypes
 import numerics_reference as ref
 import numpy as np
 import pytest
+from support import line_of
 from xdsl.dialects import arith, func
 from xdsl.dialects import math as xmath
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, IntegerAttr, ModuleOp, StringAttr, VectorType
@@ -23,15 +30,36 @@ from xdsl.interpreters.func import FuncFunctions
 from xdsl.ir import Block, Region
 
 import asyncdsl as ad
-from asyncdsl import dtypes
+from asyncdsl import dtypes, runtime
+from asyncdsl.config import knobs
 from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.dialects.layout_attrs import layout_of
+from asyncdsl.frontend.specialize import trace_kernel
+from asyncdsl.hw.fragments import TiledLayout
 from asyncdsl.hw.options import TileReduction
+from asyncdsl.hw.reduction_tree import reduction_tree
+from asyncdsl.interpret import launch
 from asyncdsl.interpret.scalars import IndexArithFunctions
 from asyncdsl.interpret.state import Cta, Launch
 from asyncdsl.interpret.tiles import TileFunctions
+from asyncdsl.passes.pipeline import async_passes, make_context
 
 RNG = np.random.default_rng(7)
 I32, U32, BOOL = np.dtype(np.int32), np.dtype(np.uint32), np.dtype(np.bool_)
+
+
+def interpret(kernel, *arrays, **constexprs) -> ModuleOp:
+    """Trace `kernel`, run the asyncdsl-level passes, and interpret it over `arrays`; the module
+    it ran."""
+    call = kernel.bind(arrays, constexprs, None)
+    module = trace_kernel(kernel.fn, kernel.name, kernel.array_names, kernel.specs(call, None),
+                          call.constexprs, kernel.launch, kernel.definition, knobs.debug)
+    context = make_context()
+    for compiler_pass in async_passes(kernel.descriptor_mode):
+        compiler_pass.apply(context, module)
+    grid = runtime.launch_grid(kernel.grid_for(call, None), kernel.launch.cluster)
+    launch(module, [name for name, _ in call.arrays], [array for _, array in call.arrays], grid)
+    return module
 
 
 # -- elementwise ops, one op at a time -----------------------------------------------------------
@@ -241,3 +269,344 @@ def test_a_reduction_without_its_operands_layout_is_an_error_at_the_op():
     with pytest.raises(ad.InterpretError, match="infer-layouts") as caught:
         run_op(lambda x, t: ir.ReduceOp(x, TileReduction.SUM, [1]), np.zeros((8, 16), np.float32))
     assert caught.value.location.line == LINE
+
+
+# -- reductions: the tree's order, thread by thread -------------------------------------------------
+
+
+def tree_reference(values: np.ndarray, layout, axes: tuple[int, ...], combine):
+    """`values` reduced by walking `hw.reduction_tree` in plain Python, each thread on its own
+    registers (`layout.coordinates`), then read back through the result layout's `holders`, all
+    of whose copies must agree."""
+    tree = reduction_tree(layout, values.shape, axes)
+    vector = layout.vector_length
+    coordinates = layout.coordinates(values.shape).reshape(128, -1, vector, values.ndim)
+    threads = []
+    for thread in range(128):
+        registers = [[values[tuple(c)].item() for c in register] for register in coordinates[thread]]
+        results = []
+        for terms in tree.register_terms:
+            accumulator = list(registers[terms[0]])
+            for term in terms[1:]:
+                accumulator = [combine(x, y) for x, y in zip(accumulator, registers[term])]
+            if tree.fold_vector:
+                folded = accumulator[0]
+                for lane in accumulator[1:]:
+                    folded = combine(folded, lane)
+                accumulator = [folded]
+            results.append(accumulator)
+        threads.append(results)
+    for mask in tree.lane_xors:
+        threads = [[[combine(own, other) for own, other in zip(mine, theirs)]
+                    for mine, theirs in zip(threads[t], threads[t ^ mask])] for t in range(128)]
+    for group in tree.warp_groups:
+        for lane in range(32):
+            total = threads[group[0] * 32 + lane]
+            for warp in group[1:]:
+                total = [[combine(x, y) for x, y in zip(a, b)] for a, b in zip(total, threads[warp * 32 + lane])]
+            for warp in group:
+                threads[warp * 32 + lane] = total
+    flat = [[value for register in thread for value in register] for thread in threads]
+    holders, slots = tree.result.holders(tree.result_shape)
+    expected = []
+    for index in np.ndindex(tree.result_shape):
+        copies = [flat[t][s] for t, s in zip(holders[index], slots[index])]
+        assert len({repr(c) for c in copies}) == 1, f"copies of result {index} disagree: {copies}"
+        expected.append(copies[0])
+    return expected
+
+
+def combiner(kind: str, dtype: np.dtype):
+    """The elementwise op a reduction of `kind` folds with, on Python numbers."""
+    if dtype in (I32, U32):
+        wrap = (lambda v: (v + 2**31) % 2**32 - 2**31) if dtype == I32 else (lambda v: v % 2**32)
+        return {"sum": lambda x, y: wrap(x + y), "max": max, "min": min}[kind]
+    if kind == "sum":
+        if dtype == ref.F32:  # numpy's float32 scalars add by IEEE, a third derivation
+            def add(x, y):
+                with np.errstate(over="ignore"):
+                    return math.nan if math.isnan(x + y) else float(np.float32(x) + np.float32(y))
+
+            return add
+        return lambda x, y: ref.add(x, y, dtype)
+    return ref.maximum if kind == "max" else ref.minimum
+
+
+@ad.kernel(grid=(1,))
+def reduce_tile(x, y, LAYOUT: ad.constexpr, KIND: ad.constexpr, AXIS: ad.constexpr):
+    buf = ad.smem(x.shape, x.dtype)
+    out = ad.smem(y.shape, y.dtype)
+    loaded = ad.barrier()
+    ad.async_copy(x.at[...], buf, barrier=loaded)
+    loaded.wait()
+    tile = ad.load(buf, layout=LAYOUT)
+    out[...] = getattr(tile, KIND)(axis=AXIS)
+    ad.fence_async_smem()
+    ad.async_copy(out, y.at[...])
+    ad.await_async_copy(0)
+
+
+def reduction_input(dtype: np.dtype, shape=(64, 128)) -> np.ndarray:
+    if dtype in (I32, U32):
+        return ints(dtype).reshape(-1)[RNG.integers(0, 128, shape)]
+    values = RNG.standard_normal(shape) * 2.0 ** RNG.integers(-10, 10, shape)  # sums depend on the order
+    special = ref.float_values(dtype, 0, RNG)
+    picks = RNG.random(shape) < 0.02
+    values = values.astype(dtype)
+    values[picks] = special[RNG.integers(0, special.size, picks.sum())]
+    return values
+
+
+ROW = None  # no layout given: infer-layouts picks the row layout (warps over rows, lanes over columns)
+CASES = [
+    # (layout given, axis): the row layout folds vectors and lanes; WGMMA over columns folds
+    # registers, vectors and 2 lane bits; WGMMA over rows needs 3 lane bits and the warps.
+    (ROW, 1), (ad.WGMMA, 1), (ad.WGMMA, 0),
+]
+
+
+def check_reduction(dtype, layout, axis, kind, values=None):
+    x = reduction_input(dtype) if values is None else values
+    y = np.zeros(x.shape[1 - axis], dtype)
+    module = interpret(reduce_tile, x, y, LAYOUT=layout, KIND=kind, AXIS=axis)
+    (reduce,) = [op for op in module.walk() if isinstance(op, ir.ReduceOp)]
+    ran = layout_of(reduce.operand)
+    assert ran == layout if layout is not None else isinstance(ran, TiledLayout)
+    expected = tree_reference(x, ran, (axis,), combiner(kind, dtype))
+    if dtype in (I32, U32):
+        assert y.tolist() == [int(v) for v in np.array(expected, np.int64).astype(dtype)]
+    else:
+        assert ref.same_bits(y, ref.to_array(expected, dtype))
+    return x, y
+
+
+@pytest.mark.parametrize("dtype", ref.FLOATS, ids=str)
+@pytest.mark.parametrize("layout, axis", CASES, ids=["row-axis1", "wgmma-axis1", "wgmma-axis0"])
+def test_float_sums_follow_the_reduction_tree(dtype, layout, axis):
+    x, y = check_reduction(dtype, layout, axis, "sum")
+    if dtype == ref.F32 and layout is ROW:
+        sequential = x[:, 0].copy()
+        with np.errstate(invalid="ignore", over="ignore"):
+            for column in range(1, x.shape[1]):
+                sequential = sequential + x[:, column]
+        assert not ref.same_bits(y, sequential), "the input should make the order matter"
+
+
+@pytest.mark.parametrize("kind", ["max", "min"])
+@pytest.mark.parametrize("layout, axis", [(ROW, 1), (ad.WGMMA, 0)], ids=["row-axis1", "wgmma-axis0"])
+def test_float_extrema_propagate_nan_and_order_signed_zeros(kind, layout, axis):
+    x = reduction_input(ref.BF16)
+    x[:, :8] = [0.0, -0.0, np.inf, -np.inf, 1.0, -1.0, 0.0, -0.0]
+    x[3, 5] = x[17, 40] = np.nan
+    x[40:44, :] = -0.0
+    x[44:48, :] = 0.0
+    x[48:52, :] = np.where(RNG.random((4, 128)) < 0.5, 0.0, -0.0)
+    check_reduction(ref.BF16, layout, axis, kind, x)
+
+
+@pytest.mark.parametrize("dtype", [I32, U32], ids=str)
+@pytest.mark.parametrize("kind", ["sum", "max", "min"])
+def test_integer_reductions(dtype, kind):
+    check_reduction(dtype, ad.WGMMA, 0, kind)
+
+
+@ad.kernel(grid=(1,))
+def reduce_splat(y, VALUE: ad.constexpr):
+    out = ad.smem(y.shape, y.dtype)
+    out[...] = ad.full((64, 256), VALUE, y.dtype).sum(axis=1)
+    ad.fence_async_smem()
+    ad.async_copy(out, y.at[...])
+    ad.await_async_copy(0)
+
+
+def test_a_splat_reduces_by_folding_its_value_once_per_element():
+    # In bfloat16, 0.1 added to itself 255 times stalls where the step falls below half an ulp.
+    y = np.zeros(64, ml_dtypes.bfloat16)
+    interpret(reduce_splat, y, VALUE=0.1)
+    total = step = float(np.array(0.1).astype(ml_dtypes.bfloat16))
+    for _ in range(255):
+        total = ref.add(total, step, ref.BF16)
+    assert (y.astype(np.float64) == total).all() and total != 256 * step
+
+
+# -- making tiles: constants, traced scalars, iota, broadcasts, layouts ------------------------------
+
+
+@ad.kernel(grid=(2,))
+def splat_program_id(y, DTYPE: ad.constexpr):
+    out = ad.smem((64, 128), y.dtype)
+    out[...] = ad.full((64, 128), ad.program_id(0) * 300 - 129, DTYPE)  # index -> i32 -> DTYPE
+    ad.fence_async_smem()
+    ad.async_copy(out, y.at[ad.ds(ad.program_id(0) * 64, 64), :])
+    ad.await_async_copy(0)
+
+
+@pytest.mark.parametrize("dtype", [ad.float32, ad.bfloat16, ad.float16, ad.float8_e4m3fn, ad.int32, ad.int8, ad.int16, ad.uint8], ids=str)
+def test_a_traced_index_becomes_a_tile_of_any_dtype(dtype):
+    y = np.zeros((128, 128), dtype.numpy)
+    interpret(splat_program_id, y, DTYPE=dtype)
+    for program, value in ((0, -129), (1, 171)):
+        if dtype.is_float:
+            expected = ref.round_fraction(Fraction(value), np.dtype(dtype.numpy))
+        else:
+            expected = int(np.array(value % 2**dtype.bits, f"uint{dtype.bits}").view(dtype.numpy))
+        assert (y[64 * program : 64 * program + 64].astype(np.float64) == expected).all()
+
+
+@ad.kernel(grid=(1,))
+def made_tiles(x, y, z):
+    buf = ad.smem(x.shape, x.dtype)
+    indices = ad.smem(z.shape, z.dtype)
+    loaded = ad.barrier()
+    ad.async_copy(x.at[...], buf, barrier=loaded)
+    loaded.wait()
+    t = buf[...]
+    row_max = ad.maximum(t, -1.0).max(axis=1)
+    shifted = (t - row_max[:, None]) * 0.5
+    buf[...] = ad.fma(shifted, 2.0, ad.full((64, 128), 0.25, ad.float32)).to_layout(ad.WGMMA)
+    rows = (ad.iota((64, 128), ad.int32, 0, layout=ad.WGMMA) * 1000).max(axis=1)
+    columns = ad.iota((64, 128), ad.int32, 1, layout=ad.WGMMA)
+    indices[...] = columns - rows[:, None]
+    ad.fence_async_smem()
+    ad.async_copy(buf, y.at[...])
+    ad.async_copy(indices, z.at[...])
+    ad.await_async_copy(0)
+
+
+def test_iota_broadcasts_constants_and_relayouts_compose():
+    x = (RNG.standard_normal((64, 128)) * 4).astype(np.float32)
+    y, z = np.zeros_like(x), np.zeros((64, 128), np.int32)
+    interpret(made_tiles, x, y, z)
+    shifted = (x - np.maximum(x, np.float32(-1)).max(axis=1, keepdims=True)) * np.float32(0.5)
+    expected = (shifted.astype(np.float64) * 2 + 0.25).astype(np.float32)  # the product is exact: fma rounds once
+    assert ref.same_bits(y, expected)
+    assert np.array_equal(z, np.arange(128)[None, :] - np.arange(64)[:, None] * 1000)
+
+
+@ad.kernel(grid=lambda x, y: (x.shape[0] // 64,))
+def softmax(x, y):
+    row = ad.program_id(0) * 64
+    buf = ad.smem((64, 256), ad.float32)
+    bar = ad.barrier()
+    ad.async_copy(x.at[ad.ds(row, 64), :], buf, barrier=bar)
+    bar.wait()
+    t = buf[...]
+    m = t.max(axis=1)
+    e = ad.exp2((t - m[:, None]) * 1.4426950408889634)
+    buf[...] = e / e.sum(axis=1)[:, None]
+    ad.fence_async_smem()
+    ad.async_copy(buf, y.at[ad.ds(row, 64), :])
+    ad.await_async_copy(0)
+
+
+def test_softmax():
+    x = (RNG.standard_normal((128, 256)) * 3).astype(np.float32)
+    y = np.zeros_like(x)
+    interpret(softmax, x, y)
+    expected = np.exp(x - x.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(y, expected / expected.sum(axis=1, keepdims=True), rtol=2e-6, atol=1e-9)
+
+
+# -- loads and stores: the races the GPU would have --------------------------------------------------
+
+
+def race(kernel, *fragments: str, line: str, **constexprs) -> str:
+    x = np.ones((64, 128), np.float32)
+    with pytest.raises(ad.RaceError) as caught:
+        interpret(kernel, x, np.zeros_like(x), **constexprs)
+    message = str(caught.value)
+    for fragment in fragments:
+        assert fragment in message, message
+    assert caught.value.location.line == line_of(kernel.fn, line), message
+    return message
+
+
+@ad.kernel(grid=(1,))
+def store_then_tma_store(x, y, FENCE: ad.constexpr):
+    buf = ad.smem(x.shape, x.dtype)
+    buf[...] = ad.full(x.shape, 3.0, x.dtype)
+    if FENCE:
+        ad.fence_async_smem()
+    ad.async_copy(buf, y.at[...])  # the TMA store
+    ad.await_async_copy(0)
+
+
+def test_a_tma_store_of_stored_registers_needs_the_proxy_fence():
+    line = line_of(store_then_tma_store.fn, "buf[...] = ")
+    race(store_then_tma_store, f"register-tile store at {__file__}:{line}",
+         "fence_async_smem() must order it before async-proxy use", line="the TMA store", FENCE=False)
+    x, y = np.ones((64, 128), np.float32), np.zeros((64, 128), np.float32)
+    interpret(store_then_tma_store, x, y, FENCE=True)
+    assert (y == 3.0).all()
+
+
+@ad.kernel(grid=(1,))
+def load_before_the_wait(x, y):
+    buf = ad.smem(x.shape, x.dtype)
+    loaded = ad.barrier()
+    ad.async_copy(x.at[...], buf, barrier=loaded)
+    buf[...]  # too early
+    loaded.wait()
+
+
+def test_reading_a_tma_destination_before_its_wait_is_a_race():
+    race(load_before_the_wait, "the register-tile load reads shared memory bytes [0, 32768)",
+         "before waiting for phase 0", line="too early")
+
+
+@ad.kernel(grid=(1,))
+def overwrite_while_storing(x, y):
+    buf = ad.smem(x.shape, x.dtype)
+    buf[...] = ad.full(x.shape, 1.0, x.dtype)
+    ad.fence_async_smem()
+    ad.async_copy(buf, y.at[...])
+    buf[...] = ad.full(x.shape, 2.0, x.dtype)  # the store may still be reading
+    ad.await_async_copy(0)
+
+
+def test_overwriting_what_a_tma_store_reads_is_a_race():
+    race(overwrite_while_storing, "may still be reading", line="may still be reading")
+
+
+@ad.kernel(grid=(1,), block=256)
+def handed_over(x, y, EARLY: ad.constexpr):
+    buf = ad.smem(x.shape, x.dtype)
+    ready = ad.barrier()
+    with ad.when(ad.warpgroup_idx() == 0):
+        if EARLY:
+            ready.arrive()  # before the store: warpgroup 1 learns nothing of it
+        buf[...] = ad.full(x.shape, 5.0, x.dtype)
+        if not EARLY:
+            ready.arrive()
+    with ad.when(ad.warpgroup_idx() == 1):
+        ready.wait()
+        buf[...]  # warpgroup 1 reads
+
+
+def test_a_warpgroup_reads_another_ones_store_only_after_synchronising():
+    race(handed_over, "CTA (0, 0, 0) warpgroup 1", "register-tile store", "synchronise with CTA (0, 0, 0) warpgroup 0",
+         line="warpgroup 1 reads", EARLY=True)
+    interpret(handed_over, np.ones((64, 128), np.float32), np.zeros((64, 128), np.float32), EARLY=False)
+
+
+@ad.kernel(grid=(1,), block=256)
+def stage_reused(x, y, EARLY: ad.constexpr):
+    buf = ad.smem(x.shape, x.dtype)
+    full, empty = ad.barrier(), ad.barrier()
+    with ad.when(ad.warpgroup_idx() == 0):
+        ad.async_copy(x.at[...], buf, barrier=full)
+        empty.wait()
+        ad.async_copy(x.at[...], buf, barrier=full)  # the producer refills the stage
+    with ad.when(ad.warpgroup_idx() == 1):
+        full.wait()
+        if EARLY:
+            empty.arrive()  # released before reading it
+        buf[...]  # the consumer reads the stage
+        if not EARLY:
+            empty.arrive()
+
+
+def test_a_tma_load_refilling_a_stage_must_know_the_consumer_read_it():
+    race(stage_reused, "overwrites shared memory bytes [0, 32768)", "CTA (0, 0, 0) warpgroup 1 reads into registers",
+         line="the producer refills", EARLY=True)
+    interpret(stage_reused, np.ones((64, 128), np.float32), np.zeros((64, 128), np.float32), EARLY=False)
