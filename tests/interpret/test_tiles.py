@@ -1,14 +1,13 @@
 """Register tiles in the interpreter: every elementwise op on every dtype it is defined for,
-reductions in the order of their tree, splats from traced scalars, loads and stores with the race
-checks the GPU needs, and the errors at the user's line.
+reductions in the order of their tree, splats from traced scalars and the other ways of making
+tiles, and the errors at the op's line (loads and stores: test_tile_access.py).
 
 References are independent of the interpreter: elementwise results come from
 numerics_reference.py (exact Fractions rounded by the textbook rule, one element at a time);
 reductions from a walk of `hw.reduction_tree` written here, thread by thread in plain Python,
 read back through `layout.holders`.
 
-`interpret` runs the asyncdsl-level passes and the interpreter only: `kernel.interpret` also
-prints PTX, and the PTX lowering of tiles lands separately.
+Kernels run through `tile_support.interpret` (the asyncdsl-level passes, then the interpreter).
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ import ml_dtypes
 import numerics_reference as ref
 import numpy as np
 import pytest
-from support import line_of
+from tile_support import interpret
 from xdsl.dialects import arith, func
 from xdsl.dialects import math as xmath
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, IntegerAttr, ModuleOp, StringAttr, VectorType
@@ -30,36 +29,18 @@ from xdsl.interpreters.func import FuncFunctions
 from xdsl.ir import Block, Region
 
 import asyncdsl as ad
-from asyncdsl import dtypes, runtime
-from asyncdsl.config import knobs
+from asyncdsl import dtypes
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects.layout_attrs import layout_of
-from asyncdsl.frontend.specialize import trace_kernel
 from asyncdsl.hw.fragments import TiledLayout
 from asyncdsl.hw.options import TileReduction
 from asyncdsl.hw.reduction_tree import reduction_tree
-from asyncdsl.interpret import launch
 from asyncdsl.interpret.scalars import IndexArithFunctions
 from asyncdsl.interpret.state import Cta, Launch
 from asyncdsl.interpret.tiles import TileFunctions
-from asyncdsl.passes.pipeline import async_passes, make_context
 
 RNG = np.random.default_rng(7)
 I32, U32, BOOL = np.dtype(np.int32), np.dtype(np.uint32), np.dtype(np.bool_)
-
-
-def interpret(kernel, *arrays, **constexprs) -> ModuleOp:
-    """Trace `kernel`, run the asyncdsl-level passes, and interpret it over `arrays`; the module
-    it ran."""
-    call = kernel.bind(arrays, constexprs, None)
-    module = trace_kernel(kernel.fn, kernel.name, kernel.array_names, kernel.specs(call, None),
-                          call.constexprs, kernel.launch, kernel.definition, knobs.debug)
-    context = make_context()
-    for compiler_pass in async_passes(kernel.descriptor_mode):
-        compiler_pass.apply(context, module)
-    grid = runtime.launch_grid(kernel.grid_for(call, None), kernel.launch.cluster)
-    launch(module, [name for name, _ in call.arrays], [array for _, array in call.arrays], grid)
-    return module
 
 
 # -- elementwise ops, one op at a time -----------------------------------------------------------
@@ -505,108 +486,3 @@ def test_softmax():
     interpret(softmax, x, y)
     expected = np.exp(x - x.max(axis=1, keepdims=True))
     np.testing.assert_allclose(y, expected / expected.sum(axis=1, keepdims=True), rtol=2e-6, atol=1e-9)
-
-
-# -- loads and stores: the races the GPU would have --------------------------------------------------
-
-
-def race(kernel, *fragments: str, line: str, **constexprs) -> str:
-    x = np.ones((64, 128), np.float32)
-    with pytest.raises(ad.RaceError) as caught:
-        interpret(kernel, x, np.zeros_like(x), **constexprs)
-    message = str(caught.value)
-    for fragment in fragments:
-        assert fragment in message, message
-    assert caught.value.location.line == line_of(kernel.fn, line), message
-    return message
-
-
-@ad.kernel(grid=(1,))
-def store_then_tma_store(x, y, FENCE: ad.constexpr):
-    buf = ad.smem(x.shape, x.dtype)
-    buf[...] = ad.full(x.shape, 3.0, x.dtype)
-    if FENCE:
-        ad.fence_async_smem()
-    ad.async_copy(buf, y.at[...])  # the TMA store
-    ad.await_async_copy(0)
-
-
-def test_a_tma_store_of_stored_registers_needs_the_proxy_fence():
-    line = line_of(store_then_tma_store.fn, "buf[...] = ")
-    race(store_then_tma_store, f"register-tile store at {__file__}:{line}",
-         "fence_async_smem() must order it before async-proxy use", line="the TMA store", FENCE=False)
-    x, y = np.ones((64, 128), np.float32), np.zeros((64, 128), np.float32)
-    interpret(store_then_tma_store, x, y, FENCE=True)
-    assert (y == 3.0).all()
-
-
-@ad.kernel(grid=(1,))
-def load_before_the_wait(x, y):
-    buf = ad.smem(x.shape, x.dtype)
-    loaded = ad.barrier()
-    ad.async_copy(x.at[...], buf, barrier=loaded)
-    buf[...]  # too early
-    loaded.wait()
-
-
-def test_reading_a_tma_destination_before_its_wait_is_a_race():
-    race(load_before_the_wait, "the register-tile load reads shared memory bytes [0, 32768)",
-         "before waiting for phase 0", line="too early")
-
-
-@ad.kernel(grid=(1,))
-def overwrite_while_storing(x, y):
-    buf = ad.smem(x.shape, x.dtype)
-    buf[...] = ad.full(x.shape, 1.0, x.dtype)
-    ad.fence_async_smem()
-    ad.async_copy(buf, y.at[...])
-    buf[...] = ad.full(x.shape, 2.0, x.dtype)  # the store may still be reading
-    ad.await_async_copy(0)
-
-
-def test_overwriting_what_a_tma_store_reads_is_a_race():
-    race(overwrite_while_storing, "may still be reading", line="may still be reading")
-
-
-@ad.kernel(grid=(1,), block=256)
-def handed_over(x, y, EARLY: ad.constexpr):
-    buf = ad.smem(x.shape, x.dtype)
-    ready = ad.barrier()
-    with ad.when(ad.warpgroup_idx() == 0):
-        if EARLY:
-            ready.arrive()  # before the store: warpgroup 1 learns nothing of it
-        buf[...] = ad.full(x.shape, 5.0, x.dtype)
-        if not EARLY:
-            ready.arrive()
-    with ad.when(ad.warpgroup_idx() == 1):
-        ready.wait()
-        buf[...]  # warpgroup 1 reads
-
-
-def test_a_warpgroup_reads_another_ones_store_only_after_synchronising():
-    race(handed_over, "CTA (0, 0, 0) warpgroup 1", "register-tile store", "synchronise with CTA (0, 0, 0) warpgroup 0",
-         line="warpgroup 1 reads", EARLY=True)
-    interpret(handed_over, np.ones((64, 128), np.float32), np.zeros((64, 128), np.float32), EARLY=False)
-
-
-@ad.kernel(grid=(1,), block=256)
-def stage_reused(x, y, EARLY: ad.constexpr):
-    buf = ad.smem(x.shape, x.dtype)
-    full, empty = ad.barrier(), ad.barrier()
-    with ad.when(ad.warpgroup_idx() == 0):
-        ad.async_copy(x.at[...], buf, barrier=full)
-        empty.wait()
-        ad.async_copy(x.at[...], buf, barrier=full)  # the producer refills the stage
-    with ad.when(ad.warpgroup_idx() == 1):
-        full.wait()
-        if EARLY:
-            empty.arrive()  # released before reading it
-        buf[...]  # the consumer reads the stage
-        if not EARLY:
-            empty.arrive()
-
-
-def test_a_tma_load_refilling_a_stage_must_know_the_consumer_read_it():
-    race(stage_reused, "overwrites shared memory bytes [0, 32768)", "CTA (0, 0, 0) warpgroup 1 reads into registers",
-         line="the producer refills", EARLY=True)
-    interpret(stage_reused, np.ones((64, 128), np.float32), np.zeros((64, 128), np.float32), EARLY=False)
