@@ -309,4 +309,4 @@ def approximate(name: str, x: np.ndarray, ftz: bool) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
         wide = _wide(_flushed(x) if ftz else x)
         result = round_float(np.asarray(APPROXIMATED[name](wide)), np.float32)
-        return _canonical(_flushed(result)) if ftz else result
+        return _flushed(result) if ftz else result

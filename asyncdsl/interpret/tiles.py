@@ -44,6 +44,8 @@ from asyncdsl.interpret.diagnosis import diagnosed
 from asyncdsl.interpret.functions import WarpgroupFunctions
 from asyncdsl.interpret.scalars import IndexArithFunctions
 
+# The owners of index arithmetic, for the ops handed back to them (the ones used are stateless:
+# the launch's own IndexArithFunctions keeps its constants).
 _ARITH = ArithFunctions()
 _INDEX_ARITH = IndexArithFunctions()
 
