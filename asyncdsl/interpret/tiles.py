@@ -78,7 +78,9 @@ def _array(value, type_: Attribute, op: Operation) -> np.ndarray:
         return value
     dtype = element_dtype(type_, op)
     if isinstance(value, FloatAttr):
-        return numerics.round_float(np.array(value.value.data, np.float64), dtype)
+        # xDSL rounds a float attribute to its type when it is made, so this is exact.
+        exact = np.array(value.value.data, np.float64)
+        return numerics.canonical_nan(dtype) if np.isnan(exact) else exact.astype(dtype)
     return numerics.int_to_int(np.array(value.value.data, np.int64), dtype, signed=True)
 
 

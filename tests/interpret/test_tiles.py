@@ -515,3 +515,20 @@ def test_softmax():
     interpret(softmax, x, y)
     expected = np.exp(x - x.max(axis=1, keepdims=True))
     np.testing.assert_allclose(y, expected / expected.sum(axis=1, keepdims=True), rtol=2e-6, atol=1e-9)
+
+
+@ad.kernel(grid=(1,))
+def constant(y, VALUE: ad.constexpr):
+    out = ad.smem(y.shape, y.dtype)
+    out[...] = ad.full(y.shape, VALUE, y.dtype)
+    ad.fence_async_smem()
+    ad.async_copy(out, y.at[...])
+    ad.await_async_copy(0)
+
+
+@pytest.mark.parametrize("dtype, mantissa", [(ref.BF16, 7), (ref.F16, 10), (ref.F32, 23)], ids=str)
+def test_a_constant_is_its_python_value_rounded_once(dtype, mantissa):
+    y = np.zeros((64, 128), dtype)
+    just_above_a_midpoint = 1 + 2.0 ** -(mantissa + 1) + 2.0**-40
+    interpret(constant, y, VALUE=just_above_a_midpoint)
+    assert (y.astype(np.float64) == 1 + 2.0**-mantissa).all()
