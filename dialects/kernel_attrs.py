@@ -9,6 +9,8 @@
     asyncdsl.descriptors       the TMA descriptors, numbered (allocate-descriptor-scratch)
     asyncdsl.descriptor_mode   "grid_constant" (by-value params) or "scratch" (GMEM buffer)
     asyncdsl.descriptor_slots  byte offset of each descriptor in the scratch
+    asyncdsl.tile_scratch      array<i64: offset, bytes>: shared memory each warpgroup's register
+                               tiles exchange data through (reductions across warps, relayouts)
     asyncdsl.debug             unit: check at run time what the compiler took on trust (ASYNCDSL_DEBUG)
 """
 
@@ -32,6 +34,7 @@ DESCRIPTORS = "asyncdsl.descriptors"
 DESCRIPTOR_MODE = "asyncdsl.descriptor_mode"
 DESCRIPTOR_SLOTS = "asyncdsl.descriptor_slots"
 DEBUG = "asyncdsl.debug"
+TILE_SCRATCH = "asyncdsl.tile_scratch"
 
 
 
@@ -69,6 +72,12 @@ def descriptor_mode(fn: func.FuncOp) -> str:
 def descriptor_slots(fn: func.FuncOp) -> tuple[int, ...]:
     attr = fn.attributes.get(DESCRIPTOR_SLOTS)
     return tuple(attr.get_values()) if isinstance(attr, DenseArrayBase) else ()
+
+
+def tile_scratch(fn: func.FuncOp) -> tuple[int, int] | None:
+    """(offset, bytes per warpgroup) of the register tiles' shared-memory scratch, if any."""
+    attr = fn.attributes.get(TILE_SCRATCH)
+    return tuple(attr.get_values()) if isinstance(attr, DenseArrayBase) else None
 
 
 def debug(fn: func.FuncOp) -> bool:

@@ -49,12 +49,11 @@ from asyncdsl.dialects import kernel_attrs as attrs
 from asyncdsl.dialects.layout_attrs import INFERRED, LayoutAttr
 from asyncdsl.dialects.tiles_ops import tile_shape
 from asyncdsl.errors import LayoutError
-from asyncdsl.hw.fragments import WGMMA, Layout, SplatLayout, StridedLayout, TiledLayout
-from asyncdsl.hw.tiling import THREADS, WARP_LANES, WARPS, Tiling
+from asyncdsl.hw.fragments import WGMMA, Layout, SplatLayout
+from asyncdsl.hw.layout_choice import row_layout, strided_layout
 from asyncdsl.ir_locations import from_ir_location
 
 SPLAT = SplatLayout()
-VECTOR_BYTES = 16  # the widest ld/st.shared and ld/st.global
 
 
 def is_tile(value: SSAValue) -> bool:
@@ -62,37 +61,14 @@ def is_tile(value: SSAValue) -> bool:
 
 
 def is_elementwise(op: Operation) -> bool:
-    """`arith` and `math` ops on tiles: every operand and the result share a layout."""
-    return op.dialect_name() in ("arith", "math") and any(is_tile(r) for r in op.results)
+    """`arith` and `math` ops on tiles, compare, select and convert: every operand and the
+    result share a layout."""
+    elementwise = op.dialect_name() in ("arith", "math") or isinstance(op, (ir.CompareOp, ir.SelectOp, ir.ConvertOp))
+    return elementwise and any(is_tile(r) for r in op.results)
 
 
 def element_bytes(value: SSAValue) -> float:
     return ir.element_bits(value.type) / 8
-
-
-def row_layout(shape: tuple[int, ...], element_bytes: float) -> TiledLayout | None:
-    """Warps over rows, a warp's lanes over one row in vectors of up to 16 bytes: reducing
-    over the last axis is five lane shuffles and no shared memory.  None if it cannot hold `shape`."""
-    if len(shape) < 2:
-        return None
-    rows, columns = shape[-2:]
-    vector = max(1, int(VECTOR_BYTES // element_bytes))
-    while vector > 1 and columns % (WARP_LANES * vector):
-        vector //= 2
-    if rows % WARPS or columns % (WARP_LANES * vector):
-        return None
-    return TiledLayout.canonical(Tiling(((WARPS, WARP_LANES * vector), (1, vector))), (-4,), (-3,), -1)
-
-
-def strided_layout(shape: tuple[int, ...], element_bytes: float) -> StridedLayout | None:
-    """The strided layout with the widest vector (up to 16 bytes) that holds `shape`."""
-    size = math.prod(shape)
-    vector = max(1, int(VECTOR_BYTES // element_bytes))
-    while vector >= 1:
-        if size % (THREADS * vector) == 0:
-            return StridedLayout(vector)
-        vector //= 2
-    return None
 
 
 class _Classes:

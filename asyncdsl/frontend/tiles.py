@@ -36,6 +36,27 @@ from asyncdsl.hw.options import TileReduction
 
 Number = int | float
 
+# What a register tile can hold (docs/register-tiles.md): the types PTX computes on, and the
+# narrow types it only loads, stores and converts.
+COMPUTE_DTYPES = (dtypes.float32, dtypes.bfloat16, dtypes.float16, dtypes.int32)
+TILE_DTYPES = (*COMPUTE_DTYPES, dtypes.float8_e4m3fn, dtypes.float8_e5m2, dtypes.int8, dtypes.int16, dtypes.BOOL)
+
+
+def _tile_dtype(dtype: dtypes.DType, what: str) -> dtypes.DType:
+    if dtype not in TILE_DTYPES:
+        names = ", ".join(d.name for d in TILE_DTYPES if d != dtypes.BOOL)
+        raise TraceError(f"{what}: register tiles hold {names} (and bool masks), not {dtype}", user_location())
+    return dtype
+
+
+def _computable(tile: RegisterTile, what: str, allow_bool: bool = False) -> None:
+    if tile.dtype not in COMPUTE_DTYPES and not (allow_bool and tile.dtype == dtypes.BOOL):
+        raise TraceError(
+            f"{what} on {tile.dtype} tiles: arithmetic is on float32, bfloat16, float16 and int32 "
+            "tiles; astype one of them first",
+            user_location(),
+        )
+
 
 def _dtype(value, what: str) -> dtypes.DType:
     try:
@@ -69,7 +90,7 @@ class RegisterTile:
 
     def __init__(self, value: SSAValue, dtype: dtypes.DType):
         self.value = value
-        self.dtype = dtype
+        self.dtype = _tile_dtype(dtype, "a register tile")
         self.shape = tuple(value.type.get_shape())
         self._block: Block = tracing.current("a register tile").block
 
@@ -94,6 +115,7 @@ class RegisterTile:
     # -- elementwise arithmetic ------------------------------------------------------------------
     def _binary(self, other, float_op, int_op, reverse: bool = False, what: str = "arithmetic on register tiles"):
         lhs, rhs = _coerced(self, other, what)
+        _computable(lhs, what, allow_bool=float_op is None)
         if reverse:
             lhs, rhs = rhs, lhs
         op_class = float_op if lhs.dtype.is_float else int_op
@@ -135,40 +157,40 @@ class RegisterTile:
         return self._binary(other, None, arith.XOrIOp, what="^ of register tiles")
 
     def __neg__(self):
+        _computable(self, "-tile")
         if self.dtype.is_float:
             return RegisterTile(_emit(arith.NegfOp(self.use("-tile")), "-tile"), self.dtype)
         return 0 - self
 
     def __abs__(self):
+        _computable(self, "abs(tile)")
         op = xmath.AbsFOp if self.dtype.is_float else xmath.AbsIOp
         return RegisterTile(_emit(op(self.use("abs(tile)")), "abs(tile)"), self.dtype)
 
     # -- comparisons make bool tiles -------------------------------------------------------------
-    def _compare(self, other, float_predicate: str, int_predicate: str):
-        lhs, rhs = _coerced(self, other, "comparison of register tiles")
-        if lhs.dtype.is_float:
-            op = arith.CmpfOp(lhs.use("comparison"), rhs.use("comparison"), float_predicate)
-        else:
-            op = arith.CmpiOp(lhs.use("comparison"), rhs.use("comparison"), int_predicate)
-        return RegisterTile(_emit(op, "comparison of register tiles"), dtypes.BOOL)
+    def _compare(self, predicate: str, other):
+        what = "comparison of register tiles"
+        lhs, rhs = _coerced(self, other, what)
+        _computable(lhs, what)
+        return RegisterTile(_emit(ir.CompareOp(predicate, lhs.use(what), rhs.use(what)), what), dtypes.BOOL)
 
     def __lt__(self, other):
-        return self._compare(other, "olt", "ult" if self.dtype.kind == "uint" else "slt")
+        return self._compare("lt", other)
 
     def __le__(self, other):
-        return self._compare(other, "ole", "ule" if self.dtype.kind == "uint" else "sle")
+        return self._compare("le", other)
 
     def __gt__(self, other):
-        return self._compare(other, "ogt", "ugt" if self.dtype.kind == "uint" else "sgt")
+        return self._compare("gt", other)
 
     def __ge__(self, other):
-        return self._compare(other, "oge", "uge" if self.dtype.kind == "uint" else "sge")
+        return self._compare("ge", other)
 
     def __eq__(self, other):  # type: ignore[override]
-        return self._compare(other, "oeq", "eq")
+        return self._compare("eq", other)
 
     def __ne__(self, other):  # type: ignore[override]
-        return self._compare(other, "une", "ne")
+        return self._compare("ne", other)
 
     __hash__ = object.__hash__
 
@@ -180,24 +202,16 @@ class RegisterTile:
 
     # -- conversions -----------------------------------------------------------------------------
     def astype(self, dtype) -> RegisterTile:
-        """The tile converted elementwise: floats round to nearest even, floats to integers
-        truncate toward zero (saturating; NaN gives 0), integers to floats round."""
-        target = _dtype(dtype, "astype")
+        """The tile converted elementwise: floats round to nearest even (to float8: saturating),
+        floats to integers truncate toward zero (saturating; NaN gives 0), integers to floats
+        round, integers wrap (docs/register-tiles.md)."""
+        target = _tile_dtype(_dtype(dtype, "astype"), "astype")
+        if target == dtypes.BOOL:
+            raise TraceError("astype(bool): compare instead (tile != 0)", user_location())
         if target == self.dtype:
             return self
         value = self.use("astype")
-        result = VectorType(target.mlir(), self.shape)
-        if self.dtype.is_float and target.is_float:
-            op_class = arith.ExtFOp if target.bits > self.dtype.bits else arith.TruncFOp
-        elif self.dtype.is_float:
-            op_class = arith.FPToUIOp if target.kind == "uint" else arith.FPToSIOp
-        elif target.is_float:
-            op_class = arith.UIToFPOp if self.dtype.kind == "uint" else arith.SIToFPOp
-        elif target.bits > self.dtype.bits:
-            op_class = arith.ExtUIOp if self.dtype.kind in ("uint", "bool") else arith.ExtSIOp
-        else:
-            op_class = arith.TruncIOp
-        return RegisterTile(_emit(op_class(value, result), "astype"), target)
+        return RegisterTile(_emit(ir.ConvertOp(value, VectorType(target.mlir(), self.shape)), "astype"), target)
 
     def to_layout(self, layout: Layout) -> RegisterTile:
         """The same tile in register layout `layout` (data moves between threads)."""
@@ -213,8 +227,7 @@ class RegisterTile:
             raise TraceError(f"{what}: axis {axis!r} is not one or more distinct axes of a {self.shape} tile", user_location())
         if len(normalized) == self.ndim:
             raise TraceError(f"{what}: a reduction must leave at least one axis of the {self.shape} tile", user_location())
-        if kind == TileReduction.SUM and self.dtype == dtypes.BOOL:
-            raise TraceError(f"{what} of a bool tile: astype an integer type first", user_location())
+        _computable(self, what)
         return RegisterTile(_emit(ir.ReduceOp(self.use(what), kind, normalized), what), self.dtype)
 
     def sum(self, axis) -> RegisterTile:
@@ -311,7 +324,9 @@ def _broadcast_shape(a: tuple[int, ...], b: tuple[int, ...], what: str) -> tuple
 def full(shape, value, dtype, layout: Layout | None = None) -> RegisterTile:
     """A tile of `shape` whose every element is `value`: a Python number, or a traced scalar."""
     what = "asyncdsl.full"
-    shape, element, layout = _shape(shape, what), _dtype(dtype, what), layout_argument(layout, what)
+    shape, element, layout = _shape(shape, what), _tile_dtype(_dtype(dtype, what), what), layout_argument(layout, what)
+    if element == dtypes.BOOL:
+        raise TraceError(f"{what} makes number tiles; a bool tile comes from a comparison", user_location())
     result = VectorType(element.mlir(), shape)
     if isinstance(value, Scalar):
         scalar = _scalar_as(value, element, what)
@@ -335,8 +350,8 @@ def iota(shape, dtype, dim: int, layout: Layout | None = None) -> RegisterTile:
     """A tile of integers holding each element's index along `dim`."""
     what = "asyncdsl.iota"
     shape, element, layout = _shape(shape, what), _dtype(dtype, what), layout_argument(layout, what)
-    if element.is_float or element == dtypes.BOOL:
-        raise TraceError(f"{what} makes integer tiles, not {element} (astype after)", user_location())
+    if element != dtypes.int32:
+        raise TraceError(f"{what} makes int32 tiles, not {element} (astype after)", user_location())
     if not isinstance(dim, int) or not -len(shape) <= dim < len(shape):
         raise TraceError(f"{what}: dim {dim!r} is not a dim of shape {shape}", user_location())
     op = ir.IotaOp(VectorType(element.mlir(), shape), dim % len(shape), layout)
@@ -349,12 +364,9 @@ def _scalar_as(scalar: Scalar, element: dtypes.DType, what: str) -> SSAValue:
         raise TraceError(f"{what}: only traced index values become tiles, got {scalar!r}", user_location())
     tracer = tracing.current(what)
     as_int = tracer.emit(arith.IndexCastOp(scalar.value, dtypes.int32.mlir())).results[0]
-    if element.is_float:
-        return tracer.emit(arith.SIToFPOp(as_int, element.mlir())).results[0]
-    if element.bits == 32:
+    if element == dtypes.int32:
         return as_int
-    op = arith.ExtSIOp if element.bits > 32 else arith.TruncIOp
-    return tracer.emit(op(as_int, element.mlir())).results[0]
+    return tracer.emit(ir.ConvertOp(as_int, element.mlir())).results[0]
 
 
 # -- functions -------------------------------------------------------------------------------------
@@ -378,21 +390,21 @@ def where(mask: RegisterTile, a, b) -> RegisterTile:
     a, b = _coerced(template, a, what)[1], _coerced(template, b, what)[1]
     shape = _broadcast_shape(mask.shape, a.shape, what)
     mask, a, b = broadcast_to(mask, shape), broadcast_to(a, shape), broadcast_to(b, shape)
-    return RegisterTile(_emit(arith.SelectOp(mask.use(what), a.use(what), b.use(what)), what), a.dtype)
+    return RegisterTile(_emit(ir.SelectOp(mask.use(what), a.use(what), b.use(what)), what), a.dtype)
 
 
 def maximum(a, b) -> RegisterTile:
     """Elementwise maximum; NaN if either is NaN (numpy's `maximum`)."""
     template = _tile(a if isinstance(a, RegisterTile) else b, "asyncdsl.maximum")
     lhs, rhs = _coerced(template, a, "asyncdsl.maximum")[1], _coerced(template, b, "asyncdsl.maximum")[1]
-    return lhs._binary(rhs, arith.MaximumfOp, arith.MaxUIOp if lhs.dtype.kind == "uint" else arith.MaxSIOp)
+    return lhs._binary(rhs, arith.MaximumfOp, arith.MaxSIOp)
 
 
 def minimum(a, b) -> RegisterTile:
     """Elementwise minimum; NaN if either is NaN (numpy's `minimum`)."""
     template = _tile(a if isinstance(a, RegisterTile) else b, "asyncdsl.minimum")
     lhs, rhs = _coerced(template, a, "asyncdsl.minimum")[1], _coerced(template, b, "asyncdsl.minimum")[1]
-    return lhs._binary(rhs, arith.MinimumfOp, arith.MinUIOp if lhs.dtype.kind == "uint" else arith.MinSIOp)
+    return lhs._binary(rhs, arith.MinimumfOp, arith.MinSIOp)
 
 
 def fma(a, b, c) -> RegisterTile:
@@ -416,7 +428,7 @@ def _approximate(op_class, name: str, exact_available: bool):
             raise TraceError(f"{what} computes on float32 tiles; astype(asyncdsl.float32) first (got {x.dtype})", user_location())
         if not approx and not exact_available:
             raise TraceError(f"{what} has only a hardware approximation: call it with approx=True", user_location())
-        flags = arith.FastMathFlagsAttr("afn" if approx else "none")
+        flags = arith.FastMathFlagsAttr(["afn"] if approx else "none")
         return RegisterTile(_emit(op_class(x.use(what), flags), what), x.dtype)
 
     function.__name__ = name

@@ -73,25 +73,30 @@ def emit_prologue(ctx: KernelLowering, fn: func.FuncOp, params: tuple[KernelPara
     if block[0] > 128:
         warpgroup = b.emit("shr.u32 {}, {}, 7;", "b32", tid)
         named_barrier = b.emit("add.u32 {}, {}, 1;", "b32", warpgroup)
-        lane = b.emit("and.b32 {}, {}, 127;", "b32", tid)
+        thread = b.emit("and.b32 {}, {}, 127;", "b32", tid)
     else:
         warpgroup = b.mov("b32", 0)
         named_barrier = b.mov("b32", 1)
-        lane = tid
-    leader = b.emit("setp.eq.u32 {}, {}, 0;", "pred", lane)
+        thread = tid
+    leader = b.emit("setp.eq.u32 {}, {}, 0;", "pred", thread)
     cta_leader = b.emit("setp.eq.u32 {}, {}, 0;", "pred", tid)
     base = b.emit("mov.u32 {}, #{{smem}};", "b32")
     b.run("add.u32 {}, {}, 1023;", base, base)
     b.run("and.b32 {}, {}, -1024;", base, base)
 
     addresses = _descriptor_addresses(ctx, params)
-    ctx.facts = KernelFacts(tid, warpgroup, named_barrier, leader, base, addresses, cluster_size, attrs.arch(fn))
+    ctx.facts = KernelFacts(tid, thread, warpgroup, named_barrier, leader, base, addresses, cluster_size, attrs.arch(fn))
     for position, param in enumerate(params):
         if isinstance(param, ErrorBufferParam):
             ctx.facts.error_buffer = b.emit(f"ld.param.u64 {{}}, [#{{{{param:{position}}}}}];", "b64")
             ctx.check_ids = {op: number for number, op in enumerate(runtime_checks(fn), start=1)}
     for address in addresses:
         b.run("prefetch.tensormap [{}];", address, guard=cta_leader)
+    scratch = attrs.tile_scratch(fn)
+    if scratch is not None:
+        offset, size = scratch
+        ctx.facts.tile_scratch = b.emit("mad.lo.s32 {}, {}, {}, {};", "b32", warpgroup, size, base)
+        b.run("add.s32 {}, {}, {};", ctx.facts.tile_scratch, ctx.facts.tile_scratch, offset)
 
     groups = [op for op in fn.walk() if isinstance(op, ir.AllocBarriersOp)]
     for group in groups:
