@@ -29,6 +29,7 @@ passes import this module as `ir` and find every op and the shared helpers of `i
 | register tiles: making, broadcasting, reducing, relayouts | `tiles_ops` (elementwise math is `arith`/`math` on vectors) |
 | comparisons, select and conversions of tiles (what `arith` has for scalars only) | `tile_math_ops` |
 | register tiles to and from shared memory | `tile_access_ops` |
+| mutable register tiles (`asyncdsl.registers`) | `registers_ops` |
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from asyncdsl.dialects import (
     memory_attrs,
     option_attrs,
     prefetch_ops,
+    registers_ops,
     row_gather_ops,
     sync_ops,
     tile_access_ops,
@@ -73,6 +75,7 @@ from asyncdsl.dialects.cp_async_ops import AwaitCpAsyncCopyOp, CpAsyncLoadOp
 from asyncdsl.dialects.im2col_ops import AsyncCopyIm2colOp, Im2colDescriptorAttr, TmaIm2colLoadOp
 from asyncdsl.dialects.ir_utils import buffer_bytes, element_bits, is_gmem, is_smem, shape_of
 from asyncdsl.dialects.prefetch_ops import AsyncPrefetchOp, TmaPrefetchOp
+from asyncdsl.dialects.registers_ops import AllocRegistersOp, ReadRegistersOp, WriteRegistersOp
 from asyncdsl.dialects.row_gather_ops import AsyncCopyRowsOp, TmaGather4Op, TmaScatter4Op
 from asyncdsl.dialects.sync_ops import (
     AllocBarriersOp,
@@ -98,7 +101,7 @@ from asyncdsl.dialects.tiles_ops import (
 from asyncdsl.dialects.tma_ops import TmaLoadOp, TmaStoreOp
 
 __all__ = [
-    "AllocBarriersOp", "AllocSmemOp", "ArriveExpectTxOp", "ArriveOp", "AsyncCopyIm2colOp", "AsyncCopyOp",
+    "AllocBarriersOp", "AllocRegistersOp", "ReadRegistersOp", "WriteRegistersOp", "AllocSmemOp", "ArriveExpectTxOp", "ArriveOp", "AsyncCopyIm2colOp", "AsyncCopyOp",
     "AsyncCopyRowsOp", "AsyncDSL", "BroadcastInDimOp", "AsyncPrefetchOp", "AwaitAsyncCopyOp", "AwaitCpAsyncCopyOp", "BulkLoadOp",
     "BulkStoreOp", "CheckOp", "CompareOp", "ConvertOp", "ClusterBarrierOp", "ClusterCollectiveMaskOp", "ClusterCtaIdOp", "ClusterIdOp",
     "CpAsyncLoadOp", "CtaBarrierOp", "FenceAsyncSmemOp", "FullOp", "IotaOp", "LoadSmemOp", "Im2colDescriptorAttr", "MultipleOfOp", "NumProgramsOp", "OPERATIONS",
@@ -122,6 +125,7 @@ OPERATIONS: tuple[type[Operation], ...] = (
     *tiles_ops.OPERATIONS,
     *tile_math_ops.OPERATIONS,
     *tile_access_ops.OPERATIONS,
+    *registers_ops.OPERATIONS,
 )
 
 ATTRIBUTES = (

@@ -14,12 +14,13 @@ takes scalars (a traced index, cast to i32, becoming a tile's dtype).
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import IntegerType, StringAttr, VectorType
+from xdsl.dialects.builtin import IntegerType, VectorType
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def, prop_def, result_def
 from xdsl.utils.exceptions import VerifyException
 
-PREDICATES = ("lt", "le", "gt", "ge", "eq", "ne")  # `ne` is true when either float is NaN
+from asyncdsl.dialects.option_attrs import ComparisonAttr
+from asyncdsl.hw.options import Comparison
 
 
 def _shape(type_: Attribute) -> tuple[int, ...] | None:
@@ -35,23 +36,21 @@ class CompareOp(IRDLOperation):
     """`lhs <predicate> rhs` elementwise: a bool tile."""
 
     name = "asyncdsl.compare"
-    predicate = prop_def(StringAttr)
+    predicate = prop_def(ComparisonAttr)
     lhs = operand_def(VectorType)
     rhs = operand_def(VectorType)
     result = result_def(VectorType)
 
     assembly_format = "$predicate $lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)"
 
-    def __init__(self, predicate: str, lhs: SSAValue, rhs: SSAValue):
+    def __init__(self, predicate: Comparison | str, lhs: SSAValue, rhs: SSAValue):
         super().__init__(
             operands=[lhs, rhs],
-            properties={"predicate": StringAttr(predicate)},
+            properties={"predicate": ComparisonAttr(Comparison(predicate))},
             result_types=[VectorType(IntegerType(1), lhs.type.get_shape())],
         )
 
     def verify_(self) -> None:
-        if self.predicate.data not in PREDICATES:
-            raise VerifyException(f"compare predicate {self.predicate.data!r} is not one of {PREDICATES}")
         if self.lhs.type != self.rhs.type:
             raise VerifyException(f"compare of a {self.lhs.type} and a {self.rhs.type}")
         if _shape(self.result.type) != _shape(self.lhs.type) or self.result.type.element_type != IntegerType(1):

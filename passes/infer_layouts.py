@@ -47,7 +47,7 @@ from xdsl.passes import ModulePass
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects import kernel_attrs as attrs
 from asyncdsl.dialects.layout_attrs import INFERRED, LayoutAttr
-from asyncdsl.dialects.tiles_ops import tile_shape
+from asyncdsl.dialects.memory_attrs import RegistersType
 from asyncdsl.errors import LayoutError
 from asyncdsl.hw.fragments import WGMMA, Layout, SplatLayout
 from asyncdsl.hw.layout_choice import row_layout, strided_layout
@@ -57,7 +57,16 @@ SPLAT = SplatLayout()
 
 
 def is_tile(value: SSAValue) -> bool:
-    return isinstance(value.type, VectorType)
+    """A register tile, or a mutable one (`asyncdsl.registers`): both get a layout."""
+    return isinstance(value.type, (VectorType, RegistersType))
+
+
+def _tile_type(value: SSAValue) -> VectorType:
+    return value.type.tile if isinstance(value.type, RegistersType) else value.type
+
+
+def _shape(value: SSAValue) -> tuple[int, ...]:
+    return tuple(_tile_type(value).get_shape())
 
 
 def is_elementwise(op: Operation) -> bool:
@@ -68,7 +77,7 @@ def is_elementwise(op: Operation) -> bool:
 
 
 def element_bytes(value: SSAValue) -> float:
-    return ir.element_bits(value.type) / 8
+    return ir.element_bits(_tile_type(value)) / 8
 
 
 class _Classes:
@@ -137,6 +146,11 @@ def _infer(fn: func.FuncOp) -> None:
                 classes.union(tiles[0], other)
             if not tiles:  # splats only: a splat result
                 splats.update(r for r in op.results if is_tile(r))
+        # A register ref, every tile read from it and every tile written to it share a layout.
+        if isinstance(op, ir.ReadRegistersOp):
+            classes.union(op.ref, op.result)
+        elif isinstance(op, ir.WriteRegistersOp) and op.value not in splats:
+            classes.union(op.ref, op.value)
     for op in ops:
         if isinstance(op, ir.ReduceOp):
             reduced.add(op.operand)
@@ -178,7 +192,7 @@ def _choose(classes: _Classes, root: SSAValue, reduced: set[SSAValue], decided: 
     if root in classes.given:
         return classes.given[root][0]
     members = classes.members[root]
-    shape = tile_shape(members[0])
+    shape = _shape(members[0])
     size = element_bytes(members[0])
     for member in members:  # a broadcast into the class: keep its operand's registers in place
         maker = member.owner
@@ -208,7 +222,7 @@ def _choose(classes: _Classes, root: SSAValue, reduced: set[SSAValue], decided: 
 
 def _reduced(layout: Layout, op: ir.ReduceOp) -> Layout:
     axes = tuple(op.axes.get_values())
-    shape = tile_shape(op.operand)
+    shape = _shape(op.operand)
     if layout == SPLAT:
         return SPLAT
     try:
@@ -219,13 +233,13 @@ def _reduced(layout: Layout, op: ir.ReduceOp) -> Layout:
 
 def _check_holds(layout: Layout, value: SSAValue, op: Operation) -> None:
     try:
-        layout.check_holds(tile_shape(value))
+        layout.check_holds(_shape(value))
     except LayoutError as error:
         raise LayoutError(error.message, from_ir_location(op)) from None
 
 
 def _check_broadcast(op: ir.BroadcastInDimOp, decided: dict[SSAValue, Layout]) -> None:
-    shape = tile_shape(op.result)
+    shape = _shape(op.result)
     dims = tuple(op.dims.get_values())
     new_axes = tuple(a for a in range(len(shape)) if a not in dims)
     result, operand = decided[op.result], decided[op.operand]

@@ -38,6 +38,7 @@ from asyncdsl.passes.to_ptx import (
     cp_async,
     im2col,
     prefetch,
+    registers,
     row_gather,
     scalars,
     sync,
@@ -71,6 +72,7 @@ RULES: Rules = {
     **assume.RULES,
     **tiles.RULES,
     **tile_access.RULES,
+    **registers.RULES,
 }
 # `arith` and `math` ops on tiles and non-index scalars are per-element rules; the index
 # arithmetic among them keeps its rule (`scalars.py`), chosen per op by its operand types.

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 from xdsl.dialects import arith
 from xdsl.dialects import math as xmath
 from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, VectorType
@@ -49,6 +50,14 @@ def _tile_dtype(dtype: dtypes.DType, what: str) -> dtypes.DType:
     return dtype
 
 
+def dtype_argument(value, what: str) -> dtypes.DType:
+    """`value` as the dtype of a register tile that holds numbers."""
+    dtype = _tile_dtype(_dtype(value, what), what)
+    if dtype == dtypes.BOOL:
+        raise TraceError(f"{what} makes number tiles; a bool tile comes from a comparison", user_location())
+    return dtype
+
+
 def _computable(tile: RegisterTile, what: str, allow_bool: bool = False) -> None:
     if tile.dtype not in COMPUTE_DTYPES and not (allow_bool and tile.dtype == dtypes.BOOL):
         raise TraceError(
@@ -59,13 +68,15 @@ def _computable(tile: RegisterTile, what: str, allow_bool: bool = False) -> None
 
 
 def _dtype(value, what: str) -> dtypes.DType:
+    if value is bool or value is np.bool_:
+        return dtypes.BOOL  # numpy's bool means uint8 for arrays; for a tile it means a mask
     try:
         return dtypes.as_dtype(value)
     except ArgumentError as error:
         raise TraceError(f"{what}: {error.message}", user_location()) from None
 
 
-def _shape(shape, what: str) -> tuple[int, ...]:
+def shape_argument(shape, what: str) -> tuple[int, ...]:
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
     if not shape or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in shape):
         raise TraceError(f"{what} needs a shape of positive Python ints, got {shape!r}", user_location())
@@ -324,9 +335,7 @@ def _broadcast_shape(a: tuple[int, ...], b: tuple[int, ...], what: str) -> tuple
 def full(shape, value, dtype, layout: Layout | None = None) -> RegisterTile:
     """A tile of `shape` whose every element is `value`: a Python number, or a traced scalar."""
     what = "asyncdsl.full"
-    shape, element, layout = _shape(shape, what), _tile_dtype(_dtype(dtype, what), what), layout_argument(layout, what)
-    if element == dtypes.BOOL:
-        raise TraceError(f"{what} makes number tiles; a bool tile comes from a comparison", user_location())
+    shape, element, layout = shape_argument(shape, what), dtype_argument(dtype, what), layout_argument(layout, what)
     result = VectorType(element.mlir(), shape)
     if isinstance(value, Scalar):
         scalar = _scalar_as(value, element, what)
@@ -349,7 +358,7 @@ def zeros(shape, dtype, layout: Layout | None = None) -> RegisterTile:
 def iota(shape, dtype, dim: int, layout: Layout | None = None) -> RegisterTile:
     """A tile of integers holding each element's index along `dim`."""
     what = "asyncdsl.iota"
-    shape, element, layout = _shape(shape, what), _dtype(dtype, what), layout_argument(layout, what)
+    shape, element, layout = shape_argument(shape, what), _dtype(dtype, what), layout_argument(layout, what)
     if element != dtypes.int32:
         raise TraceError(f"{what} makes int32 tiles, not {element} (astype after)", user_location())
     if not isinstance(dim, int) or not -len(shape) <= dim < len(shape):

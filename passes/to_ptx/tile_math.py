@@ -96,7 +96,7 @@ def _integer(template: str) -> ElementRule:
 
 def _compare(ctx, op, element, regs):
     # Ordered float comparisons (false on NaN) except `ne`, which is true on NaN (`neu`).
-    predicate = op.predicate.data
+    predicate = op.predicate.data.value
     suffix = float_suffix(element)
     if suffix is not None:
         spelled = "neu" if predicate == "ne" else predicate
@@ -183,6 +183,10 @@ def _convert(ctx, op, element, regs):
         return b.emit(f"cvt.rzi.s{_bits(element)}.f32 {{}}, {{}};", target_kind, wide)
     if source_kind == "pred":
         value = b.emit("selp.b32 {}, 1, 0, {};", "b32", value)
+        source = IntegerType(32)
+    if target_float and _bits(source) < 32:
+        # PTX converts only 32- and 64-bit integers to floats; widening first is exact.
+        value = b.emit(f"cvt.s32.s{_bits(source)} {{}}, {{}};", "b32", value)
         source = IntegerType(32)
     if target_float:
         suffix = float_suffix(element) or "f32"
