@@ -132,13 +132,14 @@ class InferLayouts(ModulePass):
 def _infer(fn: func.FuncOp) -> None:
     ops = [op for op in fn.walk() if any(is_tile(v) for v in (*op.results, *op.operands))]
     classes = _Classes()
-    reduced: set[SSAValue] = set()  # roots of classes some tile of which is reduced
     splats: set[SSAValue] = set()
     for op in ops:
         given = _given_layout(op)
         if given is not None:
             classes.give(op.results[0], given, op)
-        elif isinstance(op, (ir.FullOp, ir.SplatOp)) or (isinstance(op, ir.BroadcastInDimOp) and op.operand in splats):
+        elif isinstance(op, (ir.FullOp, ir.SplatOp)) or (
+            isinstance(op, (ir.BroadcastInDimOp, ir.ReduceOp)) and op.operand in splats
+        ):
             splats.add(op.results[0])
         if is_elementwise(op):
             tiles = [v for v in (*op.operands, *op.results) if is_tile(v) and v not in splats]
@@ -151,73 +152,105 @@ def _infer(fn: func.FuncOp) -> None:
             classes.union(op.ref, op.result)
         elif isinstance(op, ir.WriteRegistersOp) and op.value not in splats:
             classes.union(op.ref, op.value)
-    for op in ops:
-        if isinstance(op, ir.ReduceOp):
-            reduced.add(op.operand)
-
-    decided: dict[SSAValue, Layout] = {}
-
-    def decide(value: SSAValue, op: Operation) -> Layout:
-        if value in splats:
-            return SPLAT
-        root = classes.root(value)
-        if root not in classes.layout:
-            classes.layout[root] = _choose(classes, root, reduced, decided, op)
-        return classes.layout[root]
-
+    solver = _Solver(classes, splats, {op.operand for op in ops if isinstance(op, ir.ReduceOp)})
     for op in ops:
         for result in op.results:
-            if not is_tile(result):
+            if is_tile(result):
+                layout = solver.layout_of(result)
+                _check_holds(layout, result, op)
+                op.attributes[INFERRED] = LayoutAttr(layout)
+        if isinstance(op, ir.ReduceOp) and op.result not in splats:
+            _check_reduction(op, solver)
+        if isinstance(op, ir.BroadcastInDimOp) and op.result not in splats:
+            _check_broadcast(op, solver)
+
+
+class _Unresolved(Exception):
+    """A class's layout depends on itself through a reduction or a broadcast: try another rule."""
+
+
+class _Solver:
+    """Every tile's layout, worked out on demand: a reduction's class from its operand's, a class
+    fed by a broadcast from the broadcast operand's, else by the defaults (module docstring)."""
+
+    def __init__(self, classes: _Classes, splats: set[SSAValue], reduced: set[SSAValue]):
+        self.classes = classes
+        self.splats = splats
+        self.reduced = reduced
+        self._working: set[SSAValue] = set()
+
+    def layout_of(self, value: SSAValue) -> Layout:
+        if value in self.splats:
+            return SPLAT
+        root = self.classes.root(value)
+        if root not in self.classes.layout:
+            if root in self._working:
+                raise _Unresolved
+            nested = bool(self._working)
+            self._working.add(root)
+            try:
+                self.classes.layout[root] = self._choose(root, nested)
+            finally:
+                self._working.discard(root)
+        return self.classes.layout[root]
+
+    def _choose(self, root: SSAValue, nested: bool) -> Layout:
+        classes = self.classes
+        if root in classes.given:
+            return classes.given[root][0]
+        members = classes.members[root]
+        shape, size = _shape(members[0]), min(element_bytes(m) for m in members)
+        waiting = False  # on a class still being chosen (this one's layout decides it, or the reverse)
+        for member in members:
+            maker = member.owner
+            try:
+                if isinstance(maker, ir.ReduceOp):  # the layout its operand's reduction leaves
+                    return _reduced(self.layout_of(maker.operand), maker)
+                if isinstance(maker, ir.BroadcastInDimOp):  # keep the operand's registers in place
+                    return _broadcast_layout(self.layout_of(maker.operand), shape, tuple(maker.dims.get_values()), size)
+            except _Unresolved:
+                waiting = True
                 continue
-            if isinstance(op, ir.ReduceOp):
-                layout = _reduced(decided[op.operand], op)
-            elif isinstance(op, ir.BroadcastInDimOp) and decided[op.operand] == SPLAT:
-                layout = SPLAT
-                splats.add(result)
-            else:
-                layout = decide(result, op)
-            _check_holds(layout, result, op)
-            decided[result] = layout
-            op.attributes[INFERRED] = LayoutAttr(layout)
-        if isinstance(op, ir.BroadcastInDimOp) and decided[op.results[0]] != SPLAT:
-            _check_broadcast(op, decided)
+            except LayoutError:
+                if isinstance(maker, ir.ReduceOp):
+                    raise  # the reduction itself is impossible: say so at its line
+                continue
+        if waiting and nested:
+            raise _Unresolved  # let the class being chosen outside pick first, then derive this one
+        where = from_ir_location(members[0].owner) if isinstance(members[0].owner, Operation) else None
+        if any(member in self.reduced for member in members):
+            for candidate in (row_layout(shape, size), WGMMA):
+                if candidate is not None and candidate.can_hold(shape):
+                    return candidate
+            raise LayoutError(
+                f"no default register layout of a {shape} tile can reduce it; give one (layout=asyncdsl.WGMMA, ...)",
+                where,
+            )
+        layout = strided_layout(shape, size)
+        if layout is None:
+            raise LayoutError(
+                f"a {shape} tile has {math.prod(shape)} elements, not a multiple of the warpgroup's 128 threads; "
+                "register tiles must give every thread the same number of elements",
+                where,
+            )
+        return layout
+
+
+def _broadcast_layout(operand: Layout, shape: tuple[int, ...], dims: tuple[int, ...], size: float) -> Layout:
+    """A layout of the broadcast result that holds the operand's elements where it has them:
+    the row layout first (a row reduction broadcast back, as in a softmax), then the named ones."""
+    row = row_layout(shape, size)
+    if row is not None:
+        try:
+            return operand.broadcast_in_dim(shape, dims, like=row)
+        except LayoutError:
+            pass
+    return operand.broadcast_in_dim(shape, dims)
 
 
 def _given_layout(op: Operation) -> Layout | None:
     attr = op.properties.get("layout")
     return attr.layout if isinstance(attr, LayoutAttr) else None
-
-
-def _choose(classes: _Classes, root: SSAValue, reduced: set[SSAValue], decided: dict, op: Operation) -> Layout:
-    if root in classes.given:
-        return classes.given[root][0]
-    members = classes.members[root]
-    shape = _shape(members[0])
-    size = element_bytes(members[0])
-    for member in members:  # a broadcast into the class: keep its operand's registers in place
-        maker = member.owner
-        if isinstance(maker, ir.BroadcastInDimOp) and maker.operand in decided:
-            source = decided[maker.operand]
-            try:
-                return source.broadcast_in_dim(shape, tuple(maker.dims.get_values()))
-            except LayoutError:
-                continue
-    if any(member in reduced for member in members):
-        for candidate in (row_layout(shape, size), WGMMA):
-            if candidate is not None and candidate.can_hold(shape):
-                return candidate
-        raise LayoutError(
-            f"no default register layout of a {shape} tile can reduce it; give one (layout=asyncdsl.WGMMA, ...)",
-            from_ir_location(op),
-        )
-    layout = strided_layout(shape, size)
-    if layout is None:
-        raise LayoutError(
-            f"a {shape} tile has {math.prod(shape)} elements, not a multiple of the warpgroup's 128 threads; "
-            "register tiles must give every thread the same number of elements",
-            from_ir_location(op),
-        )
-    return layout
 
 
 def _reduced(layout: Layout, op: ir.ReduceOp) -> Layout:
@@ -238,11 +271,22 @@ def _check_holds(layout: Layout, value: SSAValue, op: Operation) -> None:
         raise LayoutError(error.message, from_ir_location(op)) from None
 
 
-def _check_broadcast(op: ir.BroadcastInDimOp, decided: dict[SSAValue, Layout]) -> None:
+def _check_reduction(op: ir.ReduceOp, solver: _Solver) -> None:
+    expected = _reduced(solver.layout_of(op.operand), op)
+    found = solver.layout_of(op.result)
+    if found != expected:
+        raise LayoutError(
+            f"this reduction leaves its result in layout {expected}, but the result meets tiles in layout "
+            f"{found}; convert one with to_layout(...)",
+            from_ir_location(op),
+        )
+
+
+def _check_broadcast(op: ir.BroadcastInDimOp, solver: _Solver) -> None:
     shape = _shape(op.result)
     dims = tuple(op.dims.get_values())
     new_axes = tuple(a for a in range(len(shape)) if a not in dims)
-    result, operand = decided[op.result], decided[op.operand]
+    result, operand = solver.layout_of(op.result), solver.layout_of(op.operand)
     try:
         fits = result.reduce(shape, new_axes) == operand
     except LayoutError:

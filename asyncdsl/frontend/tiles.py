@@ -97,13 +97,26 @@ def _emit(op, what: str) -> SSAValue:
 class RegisterTile:
     """A warpgroup's tile of `shape` elements of `dtype`, held in registers."""
 
-    __slots__ = ("value", "dtype", "shape", "_block")
+    __slots__ = ("value", "dtype", "shape", "_block", "view")
 
     def __init__(self, value: SSAValue, dtype: dtypes.DType):
-        self.value = value
+        self.value: SSAValue | None = value
         self.dtype = _tile_dtype(dtype, "a register tile")
         self.shape = tuple(value.type.get_shape())
         self._block: Block = tracing.current("a register tile").block
+        # `tile[:, None]` is a view: (the tile, where its axes sit). It needs no layout of its own:
+        # elementwise math runs on the tile and broadcasting reads the tile directly.
+        self.view: tuple[RegisterTile, tuple[int, ...]] | None = None
+
+    def _expanded(self, shape: tuple[int, ...], dims: tuple[int, ...]) -> RegisterTile:
+        """A view of this tile with size-1 axes added: its axis i at `dims[i]` of `shape`."""
+        view = object.__new__(RegisterTile)
+        view.value, view.dtype, view.shape, view._block = None, self.dtype, shape, self._block
+        view.view = (self, dims)
+        return view
+
+    def _view_key(self):
+        return (self.shape, self.view[1]) if self.view is not None else None
 
     def __repr__(self) -> str:
         return f"RegisterTile({self.shape} {self.dtype})"
@@ -121,6 +134,9 @@ class RegisterTile:
                 "asyncdsl.registers(...) variable instead",
                 user_location(),
             )
+        if self.value is None:  # a view used as a tile of its own shape
+            source, dims = self.view
+            self.value = _broadcast(source, self.shape, dims).value
         return self.value
 
     # -- elementwise arithmetic ------------------------------------------------------------------
@@ -132,7 +148,7 @@ class RegisterTile:
         op_class = float_op if lhs.dtype.is_float else int_op
         if op_class is None:
             raise TraceError(f"{what} is not defined for {lhs.dtype} tiles", user_location())
-        return RegisterTile(_emit(op_class(lhs.use(what), rhs.use(what)), what), lhs.dtype)
+        return _elementwise(what, op_class, (lhs, rhs), lhs.dtype)
 
     def __add__(self, other):
         return self._binary(other, arith.AddfOp, arith.AddiOp)
@@ -170,20 +186,20 @@ class RegisterTile:
     def __neg__(self):
         _computable(self, "-tile")
         if self.dtype.is_float:
-            return RegisterTile(_emit(arith.NegfOp(self.use("-tile")), "-tile"), self.dtype)
+            return _elementwise("-tile", arith.NegfOp, (self,), self.dtype)
         return 0 - self
 
     def __abs__(self):
         _computable(self, "abs(tile)")
         op = xmath.AbsFOp if self.dtype.is_float else xmath.AbsIOp
-        return RegisterTile(_emit(op(self.use("abs(tile)")), "abs(tile)"), self.dtype)
+        return _elementwise("abs(tile)", op, (self,), self.dtype)
 
     # -- comparisons make bool tiles -------------------------------------------------------------
     def _compare(self, predicate: str, other):
         what = "comparison of register tiles"
         lhs, rhs = _coerced(self, other, what)
         _computable(lhs, what)
-        return RegisterTile(_emit(ir.CompareOp(predicate, lhs.use(what), rhs.use(what)), what), dtypes.BOOL)
+        return _elementwise(what, lambda a, b: ir.CompareOp(predicate, a, b), (lhs, rhs), dtypes.BOOL)
 
     def __lt__(self, other):
         return self._compare("lt", other)
@@ -221,8 +237,9 @@ class RegisterTile:
             raise TraceError("astype(bool): compare instead (tile != 0)", user_location())
         if target == self.dtype:
             return self
-        value = self.use("astype")
-        return RegisterTile(_emit(ir.ConvertOp(value, VectorType(target.mlir(), self.shape)), "astype"), target)
+        return _elementwise(
+            "astype", lambda value: ir.ConvertOp(value, VectorType(target.mlir(), value.type.get_shape())), (self,), target
+        )
 
     def to_layout(self, layout: Layout) -> RegisterTile:
         """The same tile in register layout `layout` (data moves between threads)."""
@@ -266,7 +283,12 @@ class RegisterTile:
             else:
                 dims.append(len(shape))
                 shape.append(self.shape[len(dims) - 1])
-        return _broadcast(self, tuple(shape), tuple(dims))
+        if len(shape) == self.ndim:
+            return self
+        if self.view is not None:  # a view of a view: compose the axis maps
+            source, inner = self.view
+            return source._expanded(tuple(shape), tuple(dims[i] for i in inner))
+        return self._expanded(tuple(shape), tuple(dims))
 
 
 def _broadcast(tile: RegisterTile, shape: tuple[int, ...], dims: tuple[int, ...]) -> RegisterTile:
@@ -284,27 +306,26 @@ def broadcast_to(tile: RegisterTile, shape: Sequence[int]) -> RegisterTile:
     if tile.shape == shape:
         return tile
     offset = len(shape) - tile.ndim
-    stretched = [d for d, size in enumerate(tile.shape) if size != shape[offset + d]]
-    if not stretched:
-        return _broadcast(tile, shape, tuple(range(offset, len(shape))))
-    # `m[:, None]` then `+ x`: the size-1 dims were added by broadcasting, so broadcast the
-    # original tile straight to `shape` (the (64, 1) step never needs a layout of its own).
-    maker = tile.value.owner
-    if isinstance(maker, ir.BroadcastInDimOp):
-        dims = tuple(offset + d for d in maker.dims.get_values())
-        source = RegisterTile(maker.operand, tile.dtype)
-        if all(d not in dims for d in (offset + s for s in stretched)) and all(
-            source.shape[i] == shape[d] for i, d in enumerate(dims)
-        ):
-            if not maker.result.uses:
-                maker.detach()
-                maker.erase()
-            return _broadcast(source, shape, dims)
-    raise TraceError(
-        f"broadcasting the size-1 dims of a {tile.shape} tile to {shape} is supported when they were "
-        "added by indexing (tile[:, None]); make the tile without them",
-        user_location(),
-    )
+    source, dims = tile.view if tile.view is not None else (tile, tuple(range(tile.ndim)))
+    dims = tuple(offset + d for d in dims)
+    if any(size != shape[d] for size, d in zip(source.shape, dims)):
+        raise TraceError(
+            f"broadcasting the size-1 dims of a {source.shape} tile to {shape} is supported when they were "
+            "added by indexing (tile[:, None]); make the tile without them",
+            user_location(),
+        )
+    return _broadcast(source, shape, dims)
+
+
+def _elementwise(what: str, make_op, operands: tuple[RegisterTile, ...], dtype: dtypes.DType) -> RegisterTile:
+    """The tile `make_op(*values)` makes from `operands` (tiles of one shape).  When they are
+    all the same view (`m[:, None]`), the op runs on the viewed tiles and the result is that view."""
+    keys = {t._view_key() for t in operands}
+    if len(keys) == 1 and operands[0].view is not None:
+        sources = [t.view[0] for t in operands]
+        result = RegisterTile(_emit(make_op(*(t.use(what) for t in sources)), what), dtype)
+        return result._expanded(operands[0].shape, operands[0].view[1])
+    return RegisterTile(_emit(make_op(*(t.use(what) for t in operands)), what), dtype)
 
 
 def _coerced(tile: RegisterTile, other, what: str) -> tuple[RegisterTile, RegisterTile]:
@@ -316,7 +337,12 @@ def _coerced(tile: RegisterTile, other, what: str) -> tuple[RegisterTile, Regist
                 user_location(),
             )
         shape = _broadcast_shape(tile.shape, other.shape, what)
+        if tile._view_key() is not None and tile._view_key() == other._view_key():
+            return tile, other
         return broadcast_to(tile, shape), broadcast_to(other, shape)
+    if tile.view is not None:  # a number or scalar with a view: the same view of a splat
+        source, dims = tile.view
+        return tile, full(source.shape, other, tile.dtype)._expanded(tile.shape, dims)
     return tile, full(tile.shape, other, tile.dtype)
 
 
@@ -399,7 +425,7 @@ def where(mask: RegisterTile, a, b) -> RegisterTile:
     a, b = _coerced(template, a, what)[1], _coerced(template, b, what)[1]
     shape = _broadcast_shape(mask.shape, a.shape, what)
     mask, a, b = broadcast_to(mask, shape), broadcast_to(a, shape), broadcast_to(b, shape)
-    return RegisterTile(_emit(ir.SelectOp(mask.use(what), a.use(what), b.use(what)), what), a.dtype)
+    return _elementwise(what, ir.SelectOp, (mask, a, b), a.dtype)
 
 
 def maximum(a, b) -> RegisterTile:
@@ -426,7 +452,7 @@ def fma(a, b, c) -> RegisterTile:
     for v in values[1:]:
         shape = _broadcast_shape(shape, v.shape, "asyncdsl.fma")
     a, b, c = (broadcast_to(v, shape) for v in values)
-    return RegisterTile(_emit(xmath.FmaOp(a.use("fma"), b.use("fma"), c.use("fma")), "asyncdsl.fma"), template.dtype)
+    return _elementwise("asyncdsl.fma", xmath.FmaOp, (a, b, c), template.dtype)
 
 
 def _approximate(op_class, name: str, exact_available: bool):
@@ -438,7 +464,7 @@ def _approximate(op_class, name: str, exact_available: bool):
         if not approx and not exact_available:
             raise TraceError(f"{what} has only a hardware approximation: call it with approx=True", user_location())
         flags = arith.FastMathFlagsAttr(["afn"] if approx else "none")
-        return RegisterTile(_emit(op_class(x.use(what), flags), what), x.dtype)
+        return _elementwise(what, lambda value: op_class(value, flags), (x,), x.dtype)
 
     function.__name__ = name
     function.__doc__ = (
