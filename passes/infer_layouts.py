@@ -178,6 +178,7 @@ class _Solver:
         self.splats = splats
         self.reduced = reduced
         self._working: set[SSAValue] = set()
+        self._waiting = False
 
     def layout_of(self, value: SSAValue) -> Layout:
         if value in self.splats:
@@ -186,12 +187,13 @@ class _Solver:
         if root not in self.classes.layout:
             if root in self._working:
                 raise _Unresolved
-            nested = bool(self._working)
+            nested, outer_waiting = bool(self._working), self._waiting
             self._working.add(root)
             try:
                 self.classes.layout[root] = self._choose(root, nested)
             finally:
                 self._working.discard(root)
+                self._waiting = outer_waiting  # the choice that asked for this one goes on
         return self.classes.layout[root]
 
     def _choose(self, root: SSAValue, nested: bool) -> Layout:
@@ -200,40 +202,87 @@ class _Solver:
             return classes.given[root][0]
         members = classes.members[root]
         shape, size = _shape(members[0]), min(element_bytes(m) for m in members)
-        waiting = False  # on a class still being chosen (this one's layout decides it, or the reverse)
-        for member in members:
-            maker = member.owner
-            try:
-                if isinstance(maker, ir.ReduceOp):  # the layout its operand's reduction leaves
-                    return _reduced(self.layout_of(maker.operand), maker)
-                if isinstance(maker, ir.BroadcastInDimOp):  # keep the operand's registers in place
-                    return _broadcast_layout(self.layout_of(maker.operand), shape, tuple(maker.dims.get_values()), size)
-            except _Unresolved:
-                waiting = True
-                continue
-            except LayoutError:
-                if isinstance(maker, ir.ReduceOp):
-                    raise  # the reduction itself is impossible: say so at its line
-                continue
-        if waiting and nested:
+        self._waiting = False
+        for rule in (self._from_reductions, self._from_broadcast_results, self._for_reductions,
+                     self._from_broadcast_operands):
+            layout = rule(members, shape, size)
+            if layout is not None:
+                return layout
+        if self._waiting and nested:
             raise _Unresolved  # let the class being chosen outside pick first, then derive this one
-        where = from_ir_location(members[0].owner) if isinstance(members[0].owner, Operation) else None
-        if any(member in self.reduced for member in members):
-            for candidate in (row_layout(shape, size), WGMMA):
-                if candidate is not None and candidate.can_hold(shape):
-                    return candidate
-            raise LayoutError(
-                f"no default register layout of a {shape} tile can reduce it; give one (layout=asyncdsl.WGMMA, ...)",
-                where,
-            )
         layout = strided_layout(shape, size)
         if layout is None:
             raise LayoutError(
                 f"a {shape} tile has {math.prod(shape)} elements, not a multiple of the warpgroup's 128 threads; "
                 "register tiles must give every thread the same number of elements",
-                where,
+                _where(members),
             )
         return layout
+
+    def _derived(self, derive) -> Layout | None:
+        try:
+            return derive()
+        except _Unresolved:
+            self._waiting = True  # on a class still being chosen
+            return None
+
+    def _from_reductions(self, members, shape, size) -> Layout | None:
+        """A reduction's result: the layout its operand's reduction leaves (or its error)."""
+        for member in members:
+            if isinstance(member.owner, ir.ReduceOp):
+                layout = self._derived(lambda op=member.owner: _reduced(self.layout_of(op.operand), op))
+                if layout is not None:
+                    return layout
+        return None
+
+    def _from_broadcast_results(self, members, shape, size) -> Layout | None:
+        """A tile broadcast into another class: that class's layout without the new axes."""
+        for member in members:
+            for use in member.uses:
+                op = use.operation
+                if isinstance(op, ir.BroadcastInDimOp) and op.result not in self.splats:
+                    result = self._derived(lambda op=op: self.layout_of(op.result))
+                    if result is not None:
+                        try:
+                            return result.reduce(_shape(op.result), _new_axes(op))
+                        except LayoutError:
+                            continue
+        return None
+
+    def _for_reductions(self, members, shape, size) -> Layout | None:
+        """A class that is reduced: the row layout (lane shuffles) or WGMMA."""
+        if not any(member in self.reduced for member in members):
+            return None
+        for candidate in (row_layout(shape, size), WGMMA):
+            if candidate is not None and candidate.can_hold(shape):
+                return candidate
+        raise LayoutError(
+            f"no default register layout of a {shape} tile can reduce it; give one (layout=asyncdsl.WGMMA, ...)",
+            _where(members),
+        )
+
+    def _from_broadcast_operands(self, members, shape, size) -> Layout | None:
+        """A class fed by a broadcast: the operand's registers kept in place."""
+        for member in members:
+            op = member.owner
+            if isinstance(op, ir.BroadcastInDimOp):
+                operand = self._derived(lambda op=op: self.layout_of(op.operand))
+                if operand is not None:
+                    try:
+                        return _broadcast_layout(operand, shape, tuple(op.dims.get_values()), size)
+                    except LayoutError:
+                        continue
+        return None
+
+
+def _where(members: list[SSAValue]):
+    owner = members[0].owner
+    return from_ir_location(owner) if isinstance(owner, Operation) else None
+
+
+def _new_axes(op: ir.BroadcastInDimOp) -> tuple[int, ...]:
+    dims = tuple(op.dims.get_values())
+    return tuple(a for a in range(len(_shape(op.result))) if a not in dims)
 
 
 def _broadcast_layout(operand: Layout, shape: tuple[int, ...], dims: tuple[int, ...], size: float) -> Layout:
