@@ -3,8 +3,9 @@
 `load_kernel` does everything that can be done once: check the binary against the device, get a
 cubin (disk cache or compile), load it, set the function's shared-memory limit, validate every
 descriptor spec, and build the launch configuration and parameter block.  `LoadedKernel.launch`
-is the warm path: refill the parameters (cached tensor maps, cached scratch uploads), touch the
-launch configuration only where the grid or stream changed, and call `cuLaunchKernelEx`.
+is the warm path: refill the parameters (cached tensor maps, cached scratch uploads, the runtime
+scalars' values), touch the launch configuration only where the grid or stream changed, and call
+`cuLaunchKernelEx`.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from asyncdsl.kernel_binary import (
     ErrorBufferParam,
     KernelBinary,
     PointerParam,
+    ScalarParam,
     TensorMapParam,
 )
 from asyncdsl.runtime import driver
@@ -106,6 +108,11 @@ def check_binary(binary: KernelBinary) -> None:
                     later - earlier < DESCRIPTOR_BYTES for earlier, later in zip(ordered, ordered[1:])):
                 raise ValueError(f"kernel {name!r}: scratch slots {offsets} are not 64-byte aligned, disjoint "
                                  "128-byte slots")
+    scalars = [param for param in binary.params if isinstance(param, ScalarParam)]
+    if [param.scalar_index for param in scalars] != list(range(len(scalars))):
+        raise ValueError(f"kernel {name!r}: scalar parameters {scalars} are not numbered 0, 1, ... in order")
+    if any(param.kind not in ("int", "float") for param in scalars):
+        raise ValueError(f"kernel {name!r}: a scalar parameter of unknown kind in {scalars}")
     arg_count = argument_count(binary)
     if any(spec.arg_index >= arg_count for spec in binary.descriptors):
         raise ValueError(f"kernel {name!r}: a descriptor reads an argument beyond its {arg_count} arguments")
@@ -219,23 +226,28 @@ class LoadedKernel:
             config.numAttrs = 0
         return config
 
-    def launch(self, grid: Any, arrays: Sequence[DeviceArray], stream: Any = None) -> None:
-        """Launch on `grid` (blocks, not clusters) with `arrays` as the kernel's arguments, on
+    def launch(
+        self, grid: Any, arrays: Sequence[DeviceArray], stream: Any = None, scalars: Sequence[int | float] = ()
+    ) -> None:
+        """Launch on `grid` (blocks, not clusters) with `arrays` and the runtime `scalars` (ints
+        and floats, in the order of the kernel's scalar parameters) as the kernel's arguments, on
         `stream` (None: the legacy default stream; an int handle; a `CUstream`; or an object with
         `__cuda_stream__`, `.cuda_stream` or `.ptr`).  Asynchronous, like any kernel launch."""
         handle = DEFAULT_STREAM if stream is None else stream_handle(stream)
         with self._lock:
             self._set_grid_and_stream(grid, handle)
-            self._call(self._params.pack(arrays, handle))
+            self._call(self._params.pack(arrays, handle, scalars))
 
-    def launch_addresses(self, grid: tuple[int, int, int], addresses: Sequence[int], stream: Any = None) -> None:
+    def launch_addresses(
+        self, grid: Any, addresses: Sequence[int], stream: Any = None, scalars: Sequence[int | float] = ()
+    ) -> None:
         """`launch` for callers that already checked the arrays against this kernel (count,
-        device, size, layout, alignment) and pass only their addresses: the warm path of a kernel
-        call whose argument shapes were seen before."""
+        device, size, layout, alignment) and pass only their addresses, and as many scalars as it
+        takes: the warm path of a kernel call whose argument shapes were seen before."""
         handle = DEFAULT_STREAM if stream is None else stream_handle(stream)
         with self._lock:
             self._set_grid_and_stream(grid, handle)
-            self._call(self._params.pack_addresses(addresses, handle))
+            self._call(self._params.pack_addresses(addresses, handle, scalars))
 
     def _set_grid_and_stream(self, grid: Any, handle: int) -> None:
         config = self._config
