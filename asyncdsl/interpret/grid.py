@@ -36,7 +36,7 @@ from asyncdsl.interpret.im2col import Im2colFunctions
 from asyncdsl.interpret.memory import GlobalArgument
 from asyncdsl.interpret.prefetch import PrefetchFunctions
 from asyncdsl.interpret.row_gather import RowGatherFunctions
-from asyncdsl.interpret.scalars import IndexArithFunctions
+from asyncdsl.interpret.scalars import FloatArithFunctions, IndexArithFunctions
 from asyncdsl.interpret.scheduler import ClusterScheduler, SoloScheduler
 from asyncdsl.interpret.state import BarrierInit, Cta, Launch, Warpgroup
 from asyncdsl.interpret.sync import SyncFunctions
@@ -46,7 +46,7 @@ from asyncdsl.ir_locations import from_ir_location
 
 # The lowering keeps index values in 32-bit registers; xDSL wraps them the same way.
 INDEX_BITWIDTH = 32
-_STATELESS_FUNCTIONS = (ArithFunctions(), ScfFunctions(), FuncFunctions())
+_STATELESS_FUNCTIONS = (ArithFunctions(), FloatArithFunctions(), ScfFunctions(), FuncFunctions())
 
 # The `asyncdsl` ops a warpgroup runs, one set per feature (each module of this package).
 FUNCTIONS: tuple[type[WarpgroupFunctions], ...] = (
