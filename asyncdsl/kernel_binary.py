@@ -125,6 +125,9 @@ class ErrorBufferParam:
 
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+# Kernels are specialized on whether each int argument is a multiple of this (Triton's choice: 16
+# bytes is what TMA and bulk copies need of addresses), never on the value.
+INT_SPECIALIZATION_DIVISOR = 16
 # The least magnitude that rounds to infinity in float32 (halfway past the largest finite value).
 _FLOAT32_OVERFLOW = 2.0**128 - 2.0**103
 
