@@ -3,7 +3,7 @@
     asyncdsl.kernel            unit: this function is a kernel entry point
     asyncdsl.block             array<i64: x, y, z>: threads per CTA
     asyncdsl.cluster           array<i64: x, y, z>: CTAs per cluster
-    asyncdsl.arg_names         the Python names of the array arguments
+    asyncdsl.arg_names         the Python names of the arguments (arrays first, then runtime scalars)
     asyncdsl.arch              the target, #asyncdsl<arch sm_90a> (Hopper) or sm_100a (Blackwell)
     asyncdsl.smem_bytes        shared memory the kernel plans (allocate-smem)
     asyncdsl.descriptors       the TMA descriptors, numbered (allocate-descriptor-scratch)
@@ -12,6 +12,10 @@
     asyncdsl.tile_scratch      array<i64: offset, bytes>: shared memory each warpgroup's register
                                tiles exchange data through (reductions across warps, relayouts)
     asyncdsl.debug             unit: check at run time what the compiler took on trust (ASYNCDSL_DEBUG)
+
+and on an `index` argument (a runtime int):
+
+    asyncdsl.divisor           i64: the value is a multiple of it (the call's specialization)
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ DESCRIPTOR_MODE = "asyncdsl.descriptor_mode"
 DESCRIPTOR_SLOTS = "asyncdsl.descriptor_slots"
 DEBUG = "asyncdsl.debug"
 TILE_SCRATCH = "asyncdsl.tile_scratch"
-
+ARG_DIVISOR = "asyncdsl.divisor"
 
 
 def dims(fn: func.FuncOp, name: str) -> tuple[int, int, int]:
@@ -57,6 +61,14 @@ def smem_bytes(fn: func.FuncOp) -> int:
 def arg_names(fn: func.FuncOp) -> tuple[str, ...]:
     attr = fn.attributes.get(ARG_NAMES)
     return tuple(a.data for a in attr) if isinstance(attr, ArrayAttr) else ()
+
+
+def arg_divisor(fn: func.FuncOp, index: int) -> int:
+    """What argument `index` is known to be a multiple of (1: nothing known)."""
+    if fn.arg_attrs is None:
+        return 1
+    attr = fn.arg_attrs.data[index].data.get(ARG_DIVISOR)
+    return attr.value.data if isinstance(attr, IntegerAttr) else 1
 
 
 def descriptors(fn: func.FuncOp) -> list[TmaDescriptorAttr | Im2colDescriptorAttr]:

@@ -31,7 +31,7 @@ from asyncdsl import dtypes
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.errors import ArgumentError, TraceError, user_location
 from asyncdsl.frontend import tracer as tracing
-from asyncdsl.frontend.scalars import Scalar
+from asyncdsl.frontend.scalars import FloatScalar, Scalar
 from asyncdsl.hw.fragments import Layout
 from asyncdsl.hw.options import TileReduction
 
@@ -359,11 +359,12 @@ def _broadcast_shape(a: tuple[int, ...], b: tuple[int, ...], what: str) -> tuple
 
 
 def full(shape, value, dtype, layout: Layout | None = None) -> RegisterTile:
-    """A tile of `shape` whose every element is `value`: a Python number, or a traced scalar."""
+    """A tile of `shape` whose every element is `value`: a Python number, or a traced scalar
+    (an index, or a float, which fills float tiles only)."""
     what = "asyncdsl.full"
     shape, element, layout = shape_argument(shape, what), dtype_argument(dtype, what), layout_argument(layout, what)
     result = VectorType(element.mlir(), shape)
-    if isinstance(value, Scalar):
+    if isinstance(value, (Scalar, FloatScalar)):
         scalar = _scalar_as(value, element, what)
         return RegisterTile(_emit(ir.SplatOp(scalar, result, layout), what), element)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -393,11 +394,21 @@ def iota(shape, dtype, dim: int, layout: Layout | None = None) -> RegisterTile:
     return RegisterTile(_emit(op, what), element)
 
 
-def _scalar_as(scalar: Scalar, element: dtypes.DType, what: str) -> SSAValue:
-    """A traced index scalar converted to `element`."""
+def _scalar_as(scalar: Scalar | FloatScalar, element: dtypes.DType, what: str) -> SSAValue:
+    """A traced index or float32 scalar converted to `element` (a float rounded to nearest even)."""
+    tracer = tracing.current(what)
+    if isinstance(scalar, FloatScalar):
+        if not element.is_float:
+            # As with a Python float: a value that may not be whole cannot fill an integer tile.
+            raise TraceError(
+                f"{what}: a traced float cannot become a {element} tile; astype the tile to a float type first",
+                user_location(),
+            )
+        if element == dtypes.float32:
+            return scalar.value
+        return tracer.emit(ir.ConvertOp(scalar.value, element.mlir())).results[0]
     if scalar.is_condition or not isinstance(scalar.value.type, IndexType):
         raise TraceError(f"{what}: only traced index values become tiles, got {scalar!r}", user_location())
-    tracer = tracing.current(what)
     as_int = tracer.emit(arith.IndexCastOp(scalar.value, dtypes.int32.mlir())).results[0]
     if element == dtypes.int32:
         return as_int
