@@ -7,7 +7,12 @@ runtime reverses them into the innermost-first order of `cuTensorMapEncode*`.
 
 from __future__ import annotations
 
+import ctypes
+import math
+import numbers
 from dataclasses import dataclass, field
+
+from asyncdsl.errors import ArgumentError, user_location
 
 
 @dataclass(frozen=True)
@@ -119,7 +124,56 @@ class ErrorBufferParam:
     checks: tuple[RuntimeCheck, ...]
 
 
-KernelParam = PointerParam | TensorMapParam | DescriptorScratchParam | ErrorBufferParam
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+# Kernels are specialized on whether each int argument is a multiple of this (Triton's choice: 16
+# bytes is what TMA and bulk copies need of addresses), never on the value.
+INT_SPECIALIZATION_DIVISOR = 16
+# The least magnitude that rounds to infinity in float32 (halfway past the largest finite value).
+_FLOAT32_OVERFLOW = 2.0**128 - 2.0**103
+
+
+def scalar_argument(kind: str, value: object, name: str) -> int | float:
+    """`value` as kernel `int`/`float` argument `name` receives it: an int in the signed 32-bit
+    range (the lowering's index registers), or a float rounded to float32.  Anything else, or a
+    number that does not fit, is an `ArgumentError` naming the argument."""
+    # `type(...) is` first: this runs on every warm launch, and the ABC checks are slower.
+    if kind == "int":
+        if type(value) is int or (isinstance(value, numbers.Integral) and not isinstance(value, bool)):
+            number = int(value)
+            if INT32_MIN <= number <= INT32_MAX:
+                return number
+            raise ArgumentError(
+                f"argument {name!r} is {number}, outside the kernel's 32-bit int parameters "
+                f"({INT32_MIN} .. {INT32_MAX})",
+                user_location(),
+            )
+    elif type(value) is float or (isinstance(value, numbers.Real) and not isinstance(value, bool)):
+        number = float(value)
+        if math.isfinite(number) and abs(number) >= _FLOAT32_OVERFLOW:
+            raise ArgumentError(
+                f"argument {name!r} is {number!r}, beyond the float32 range of the kernel's float "
+                "parameters (it would round to infinity)",
+                user_location(),
+            )
+        return ctypes.c_float(number).value
+    shown = f" {value!r}" if isinstance(value, numbers.Number) else ""
+    raise ArgumentError(
+        f"argument {name!r} of the kernel is a runtime {kind}, but got {type(value).__name__}{shown}",
+        user_location(),
+    )
+
+
+@dataclass(frozen=True)
+class ScalarParam:
+    """A 4-byte by-value kernel parameter: runtime scalar `scalar_index` of a launch (the kernel's
+    argument `name`), `.s32` for kind "int" and `.f32` for kind "float"."""
+
+    scalar_index: int
+    kind: str  # "int" or "float"
+    name: str
+
+
+KernelParam = PointerParam | TensorMapParam | DescriptorScratchParam | ErrorBufferParam | ScalarParam
 
 
 @dataclass(frozen=True)
@@ -134,4 +188,4 @@ class KernelBinary:
     cluster: tuple[int, int, int] = (1, 1, 1)
     dynamic_smem_bytes: int = 0  # includes the slack for run-time 1024-byte alignment
     arch: str = "sm_90a"
-    arg_names: tuple[str, ...] = field(default=())
+    arg_names: tuple[str, ...] = field(default=())  # the array arguments' (a ScalarParam names its own)

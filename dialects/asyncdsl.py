@@ -27,7 +27,9 @@ passes import this module as `ir` and find every op and the shared helpers of `i
 | gather4 / scatter4 rows | `row_gather_ops` |
 | hints and the compiler's run-time checks | `assume_ops` |
 | register tiles: making, broadcasting, reducing, relayouts | `tiles_ops` (elementwise math is `arith`/`math` on vectors) |
+| comparisons, select and conversions of tiles (what `arith` has for scalars only) | `tile_math_ops` |
 | register tiles to and from shared memory | `tile_access_ops` |
+| mutable register tiles (`asyncdsl.registers`) | `registers_ops` |
 """
 
 from __future__ import annotations
@@ -47,9 +49,11 @@ from asyncdsl.dialects import (
     memory_attrs,
     option_attrs,
     prefetch_ops,
+    registers_ops,
     row_gather_ops,
     sync_ops,
     tile_access_ops,
+    tile_math_ops,
     tiles_ops,
     tma_ops,
     transform_attrs,
@@ -71,6 +75,7 @@ from asyncdsl.dialects.cp_async_ops import AwaitCpAsyncCopyOp, CpAsyncLoadOp
 from asyncdsl.dialects.im2col_ops import AsyncCopyIm2colOp, Im2colDescriptorAttr, TmaIm2colLoadOp
 from asyncdsl.dialects.ir_utils import buffer_bytes, element_bits, is_gmem, is_smem, shape_of
 from asyncdsl.dialects.prefetch_ops import AsyncPrefetchOp, TmaPrefetchOp
+from asyncdsl.dialects.registers_ops import AllocRegistersOp, ReadRegistersOp, WriteRegistersOp
 from asyncdsl.dialects.row_gather_ops import AsyncCopyRowsOp, TmaGather4Op, TmaScatter4Op
 from asyncdsl.dialects.sync_ops import (
     AllocBarriersOp,
@@ -83,17 +88,26 @@ from asyncdsl.dialects.sync_ops import (
     WarpgroupBarrierOp,
 )
 from asyncdsl.dialects.tile_access_ops import LoadSmemOp, StoreSmemOp
-from asyncdsl.dialects.tiles_ops import BroadcastInDimOp, FullOp, IotaOp, ReduceOp, RelayoutOp, SplatOp
+from asyncdsl.dialects.tile_math_ops import CompareOp, ConvertOp, SelectOp
+from asyncdsl.dialects.tiles_ops import (
+    BroadcastInDimOp,
+    FullOp,
+    IotaOp,
+    ReduceOp,
+    RelayoutOp,
+    SplatOp,
+    scratch_bytes,
+)
 from asyncdsl.dialects.tma_ops import TmaLoadOp, TmaStoreOp
 
 __all__ = [
-    "AllocBarriersOp", "AllocSmemOp", "ArriveExpectTxOp", "ArriveOp", "AsyncCopyIm2colOp", "AsyncCopyOp",
+    "AllocBarriersOp", "AllocRegistersOp", "ReadRegistersOp", "WriteRegistersOp", "AllocSmemOp", "ArriveExpectTxOp", "ArriveOp", "AsyncCopyIm2colOp", "AsyncCopyOp",
     "AsyncCopyRowsOp", "AsyncDSL", "BroadcastInDimOp", "AsyncPrefetchOp", "AwaitAsyncCopyOp", "AwaitCpAsyncCopyOp", "BulkLoadOp",
-    "BulkStoreOp", "CheckOp", "ClusterBarrierOp", "ClusterCollectiveMaskOp", "ClusterCtaIdOp", "ClusterIdOp",
+    "BulkStoreOp", "CheckOp", "CompareOp", "ConvertOp", "ClusterBarrierOp", "ClusterCollectiveMaskOp", "ClusterCtaIdOp", "ClusterIdOp",
     "CpAsyncLoadOp", "CtaBarrierOp", "FenceAsyncSmemOp", "FullOp", "IotaOp", "LoadSmemOp", "Im2colDescriptorAttr", "MultipleOfOp", "NumProgramsOp", "OPERATIONS",
-    "ProgramIdOp", "ReduceOp", "RelayoutOp", "SmemSliceOp", "SplatOp", "StoreSmemOp", "SmemViewOp", "TmaGather4Op", "TmaIm2colLoadOp", "TmaLoadOp",
+    "ProgramIdOp", "ReduceOp", "RelayoutOp", "SelectOp", "SmemSliceOp", "SplatOp", "StoreSmemOp", "SmemViewOp", "TmaGather4Op", "TmaIm2colLoadOp", "TmaLoadOp",
     "TmaPrefetchOp", "TmaScatter4Op", "TmaStoreOp", "WaitOp", "WarpgroupBarrierOp", "WarpgroupIdxOp",
-    "buffer_bytes", "check_message", "element_bits", "is_gmem", "is_smem", "shape_of",
+    "buffer_bytes", "check_message", "element_bits", "is_gmem", "is_smem", "scratch_bytes", "shape_of",
 ]
 
 OPERATIONS: tuple[type[Operation], ...] = (
@@ -109,7 +123,9 @@ OPERATIONS: tuple[type[Operation], ...] = (
     *row_gather_ops.OPERATIONS,
     *assume_ops.OPERATIONS,
     *tiles_ops.OPERATIONS,
+    *tile_math_ops.OPERATIONS,
     *tile_access_ops.OPERATIONS,
+    *registers_ops.OPERATIONS,
 )
 
 ATTRIBUTES = (

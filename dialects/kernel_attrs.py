@@ -3,13 +3,19 @@
     asyncdsl.kernel            unit: this function is a kernel entry point
     asyncdsl.block             array<i64: x, y, z>: threads per CTA
     asyncdsl.cluster           array<i64: x, y, z>: CTAs per cluster
-    asyncdsl.arg_names         the Python names of the array arguments
+    asyncdsl.arg_names         the Python names of the arguments (arrays first, then runtime scalars)
     asyncdsl.arch              the target, #asyncdsl<arch sm_90a> (Hopper) or sm_100a (Blackwell)
     asyncdsl.smem_bytes        shared memory the kernel plans (allocate-smem)
     asyncdsl.descriptors       the TMA descriptors, numbered (allocate-descriptor-scratch)
     asyncdsl.descriptor_mode   "grid_constant" (by-value params) or "scratch" (GMEM buffer)
     asyncdsl.descriptor_slots  byte offset of each descriptor in the scratch
+    asyncdsl.tile_scratch      array<i64: offset, bytes>: shared memory each warpgroup's register
+                               tiles exchange data through (reductions across warps, relayouts)
     asyncdsl.debug             unit: check at run time what the compiler took on trust (ASYNCDSL_DEBUG)
+
+and on an `index` argument (a runtime int):
+
+    asyncdsl.divisor           i64: the value is a multiple of it (the call's specialization)
 """
 
 from __future__ import annotations
@@ -32,7 +38,8 @@ DESCRIPTORS = "asyncdsl.descriptors"
 DESCRIPTOR_MODE = "asyncdsl.descriptor_mode"
 DESCRIPTOR_SLOTS = "asyncdsl.descriptor_slots"
 DEBUG = "asyncdsl.debug"
-
+TILE_SCRATCH = "asyncdsl.tile_scratch"
+ARG_DIVISOR = "asyncdsl.divisor"
 
 
 def dims(fn: func.FuncOp, name: str) -> tuple[int, int, int]:
@@ -56,6 +63,14 @@ def arg_names(fn: func.FuncOp) -> tuple[str, ...]:
     return tuple(a.data for a in attr) if isinstance(attr, ArrayAttr) else ()
 
 
+def arg_divisor(fn: func.FuncOp, index: int) -> int:
+    """What argument `index` is known to be a multiple of (1: nothing known)."""
+    if fn.arg_attrs is None:
+        return 1
+    attr = fn.arg_attrs.data[index].data.get(ARG_DIVISOR)
+    return attr.value.data if isinstance(attr, IntegerAttr) else 1
+
+
 def descriptors(fn: func.FuncOp) -> list[TmaDescriptorAttr | Im2colDescriptorAttr]:
     attr = fn.attributes.get(DESCRIPTORS)
     return list(attr.data) if isinstance(attr, ArrayAttr) else []
@@ -69,6 +84,12 @@ def descriptor_mode(fn: func.FuncOp) -> str:
 def descriptor_slots(fn: func.FuncOp) -> tuple[int, ...]:
     attr = fn.attributes.get(DESCRIPTOR_SLOTS)
     return tuple(attr.get_values()) if isinstance(attr, DenseArrayBase) else ()
+
+
+def tile_scratch(fn: func.FuncOp) -> tuple[int, int] | None:
+    """(offset, bytes per warpgroup) of the register tiles' shared-memory scratch, if any."""
+    attr = fn.attributes.get(TILE_SCRATCH)
+    return tuple(attr.get_values()) if isinstance(attr, DenseArrayBase) else None
 
 
 def debug(fn: func.FuncOp) -> bool:

@@ -15,7 +15,7 @@ from xdsl.dialects.utils import EnumAttribute
 from xdsl.ir import SpacedOpaqueSyntaxAttribute
 from xdsl.irdl import irdl_attr_definition
 
-from asyncdsl.hw.options import Arch, Implementation, Oob, Partition, Reduction, TileReduction
+from asyncdsl.hw.options import Arch, Comparison, Implementation, Oob, Partition, Reduction, TileReduction
 
 
 @irdl_attr_definition
@@ -44,8 +44,13 @@ class TileReductionAttr(EnumAttribute[TileReduction], SpacedOpaqueSyntaxAttribut
 
 
 @irdl_attr_definition
+class ComparisonAttr(EnumAttribute[Comparison], SpacedOpaqueSyntaxAttribute):
+    name = "asyncdsl.comparison"
+
+
+@irdl_attr_definition
 class ArchAttr(EnumAttribute[Arch], SpacedOpaqueSyntaxAttribute):
     name = "asyncdsl.arch"
 
 
-ATTRIBUTES = (ImplementationAttr, OobAttr, ReductionAttr, PartitionAttr, TileReductionAttr, ArchAttr)
+ATTRIBUTES = (ImplementationAttr, OobAttr, ReductionAttr, PartitionAttr, TileReductionAttr, ComparisonAttr, ArchAttr)

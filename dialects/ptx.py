@@ -50,7 +50,7 @@ REGISTER_CLASSES = {
     "f64": (".f64", "%fd"),
 }
 
-PARAM_KINDS = ("u64", "tensor_map")
+PARAM_KINDS = ("u64", "s32", "f32", "tensor_map")
 
 _PLACEHOLDER = re.compile(r"#\{(\d+|param:\d+|smem)\}")
 
@@ -223,7 +223,7 @@ def _print_kernel(kernel: KernelOp) -> list[str]:
         if kind.data == "tensor_map":
             params.append(f"    .param .align 64 .b8 {pname}[128]")
         else:
-            params.append(f"    .param .u64 {pname}")
+            params.append(f"    .param .{kind.data} {pname}")
     lines = [f".visible .entry {name}("]
     lines.append(",\n".join(params))
     lines.append(")")

@@ -17,6 +17,7 @@ tile one.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from xdsl.dialects.builtin import (
@@ -41,10 +42,12 @@ from xdsl.irdl import (
 )
 from xdsl.utils.exceptions import VerifyException
 
-from asyncdsl.dialects.layout_attrs import LayoutAttr
+from asyncdsl.dialects.ir_utils import element_bits
+from asyncdsl.dialects.layout_attrs import LayoutAttr, layout_of
 from asyncdsl.dialects.option_attrs import TileReductionAttr
-from asyncdsl.hw.fragments import Layout
+from asyncdsl.hw.fragments import Layout, SplatLayout
 from asyncdsl.hw.options import TileReduction
+from asyncdsl.hw.reduction_tree import reduction_tree
 
 
 def tile_shape(value: SSAValue) -> tuple[int, ...]:
@@ -188,6 +191,25 @@ class RelayoutOp(IRDLOperation):
 
     def __init__(self, operand: SSAValue, layout: Layout):
         super().__init__(operands=[operand], properties={"layout": LayoutAttr(layout)}, result_types=[operand.type])
+
+
+def scratch_bytes(op: Operation) -> int:
+    """The shared memory (bytes, per warpgroup) `op` exchanges register data through; needs
+    the layouts infer-layouts records."""
+    if isinstance(op, ReduceOp):
+        layout = layout_of(op.operand)
+        if layout is None or isinstance(layout, SplatLayout):
+            return 0
+        tree = reduction_tree(layout, tile_shape(op.operand), tuple(op.axes.get_values()))
+        return math.prod(tree.scratch_shape) * _register_bytes(op.operand) if tree.scratch_shape else 0
+    if isinstance(op, RelayoutOp) and layout_of(op.operand) != op.layout.layout:
+        return math.prod(tile_shape(op.operand)) * _register_bytes(op.operand)
+    return 0
+
+
+def _register_bytes(value: SSAValue) -> int:
+    """Bytes one element takes in scratch: 4, or 2 for the 16-bit (and narrower) types."""
+    return 4 if element_bits(value.type) >= 32 else 2
 
 
 def is_float_tile(value: SSAValue) -> bool:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
+from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, ModuleOp, i64
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
@@ -34,6 +34,8 @@ from asyncdsl.dialects import kernel_attrs as attrs
 from asyncdsl.errors import ResourceError
 from asyncdsl.hw.limits import BARRIER_BYTES, MAX_SMEM_PER_BLOCK, SMEM_ALIGNMENT_SLACK
 from asyncdsl.ir_locations import from_ir_location
+
+TILE_SCRATCH_ALIGNMENT = 16  # the widest shared-memory access
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,16 @@ class AllocateSmem(ModulePass):
             alloc.properties["offset"] = IntegerAttr(offset, i64)
             plan.append((alloc, offset, size))
             offset += size
+        scratch = max((ir.scratch_bytes(op) for op in fn.walk()), default=0)
+        if scratch:
+            # One scratch per warpgroup: each exchanges its own tiles' data, at its own pace.
+            block = attrs.dims(fn, attrs.BLOCK)
+            warpgroups = block[0] * block[1] * block[2] // 128
+            scratch = -(-scratch // TILE_SCRATCH_ALIGNMENT) * TILE_SCRATCH_ALIGNMENT
+            offset = -(-offset // TILE_SCRATCH_ALIGNMENT) * TILE_SCRATCH_ALIGNMENT
+            fn.attributes[attrs.TILE_SCRATCH] = DenseArrayBase.from_list(i64, [offset, scratch])
+            plan.append((fn, offset, scratch * warpgroups))
+            offset += scratch * warpgroups
         usable = self.limit_bytes - SMEM_ALIGNMENT_SLACK
         if offset > usable:
             raise ResourceError(_overflow_report(fn, plan, offset, usable), _first_overflow(plan, usable))
@@ -92,6 +104,8 @@ def _root_buffer(value: SSAValue) -> SSAValue:
 
 
 def _describe(alloc: Operation) -> str:
+    if isinstance(alloc, func.FuncOp):
+        return "register tile scratch"
     if isinstance(alloc, ir.AllocSmemOp):
         shape = "x".join(map(str, ir.shape_of(alloc.result)))
         return f"buffer {shape}x{alloc.result.type.element_type}"

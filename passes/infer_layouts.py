@@ -47,52 +47,37 @@ from xdsl.passes import ModulePass
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects import kernel_attrs as attrs
 from asyncdsl.dialects.layout_attrs import INFERRED, LayoutAttr
-from asyncdsl.dialects.tiles_ops import tile_shape
+from asyncdsl.dialects.memory_attrs import RegistersType
 from asyncdsl.errors import LayoutError
-from asyncdsl.hw.fragments import WGMMA, Layout, SplatLayout, StridedLayout, TiledLayout
-from asyncdsl.hw.tiling import THREADS, WARP_LANES, WARPS, Tiling
+from asyncdsl.hw.fragments import WGMMA, Layout, SplatLayout
+from asyncdsl.hw.layout_choice import row_layout, strided_layout
 from asyncdsl.ir_locations import from_ir_location
 
 SPLAT = SplatLayout()
-VECTOR_BYTES = 16  # the widest ld/st.shared and ld/st.global
 
 
 def is_tile(value: SSAValue) -> bool:
-    return isinstance(value.type, VectorType)
+    """A register tile, or a mutable one (`asyncdsl.registers`): both get a layout."""
+    return isinstance(value.type, (VectorType, RegistersType))
+
+
+def _tile_type(value: SSAValue) -> VectorType:
+    return value.type.tile if isinstance(value.type, RegistersType) else value.type
+
+
+def _shape(value: SSAValue) -> tuple[int, ...]:
+    return tuple(_tile_type(value).get_shape())
 
 
 def is_elementwise(op: Operation) -> bool:
-    """`arith` and `math` ops on tiles: every operand and the result share a layout."""
-    return op.dialect_name() in ("arith", "math") and any(is_tile(r) for r in op.results)
+    """`arith` and `math` ops on tiles, compare, select and convert: every operand and the
+    result share a layout."""
+    elementwise = op.dialect_name() in ("arith", "math") or isinstance(op, (ir.CompareOp, ir.SelectOp, ir.ConvertOp))
+    return elementwise and any(is_tile(r) for r in op.results)
 
 
 def element_bytes(value: SSAValue) -> float:
-    return ir.element_bits(value.type) / 8
-
-
-def row_layout(shape: tuple[int, ...], element_bytes: float) -> TiledLayout | None:
-    """Warps over rows, a warp's lanes over one row in vectors of up to 16 bytes: reducing
-    over the last axis is five lane shuffles and no shared memory.  None if it cannot hold `shape`."""
-    if len(shape) < 2:
-        return None
-    rows, columns = shape[-2:]
-    vector = max(1, int(VECTOR_BYTES // element_bytes))
-    while vector > 1 and columns % (WARP_LANES * vector):
-        vector //= 2
-    if rows % WARPS or columns % (WARP_LANES * vector):
-        return None
-    return TiledLayout.canonical(Tiling(((WARPS, WARP_LANES * vector), (1, vector))), (-4,), (-3,), -1)
-
-
-def strided_layout(shape: tuple[int, ...], element_bytes: float) -> StridedLayout | None:
-    """The strided layout with the widest vector (up to 16 bytes) that holds `shape`."""
-    size = math.prod(shape)
-    vector = max(1, int(VECTOR_BYTES // element_bytes))
-    while vector >= 1:
-        if size % (THREADS * vector) == 0:
-            return StridedLayout(vector)
-        vector //= 2
-    return None
+    return ir.element_bits(_tile_type(value)) / 8
 
 
 class _Classes:
@@ -147,13 +132,14 @@ class InferLayouts(ModulePass):
 def _infer(fn: func.FuncOp) -> None:
     ops = [op for op in fn.walk() if any(is_tile(v) for v in (*op.results, *op.operands))]
     classes = _Classes()
-    reduced: set[SSAValue] = set()  # roots of classes some tile of which is reduced
     splats: set[SSAValue] = set()
     for op in ops:
         given = _given_layout(op)
         if given is not None:
             classes.give(op.results[0], given, op)
-        elif isinstance(op, (ir.FullOp, ir.SplatOp)) or (isinstance(op, ir.BroadcastInDimOp) and op.operand in splats):
+        elif isinstance(op, (ir.FullOp, ir.SplatOp)) or (
+            isinstance(op, (ir.BroadcastInDimOp, ir.ReduceOp)) and op.operand in splats
+        ):
             splats.add(op.results[0])
         if is_elementwise(op):
             tiles = [v for v in (*op.operands, *op.results) if is_tile(v) and v not in splats]
@@ -161,36 +147,154 @@ def _infer(fn: func.FuncOp) -> None:
                 classes.union(tiles[0], other)
             if not tiles:  # splats only: a splat result
                 splats.update(r for r in op.results if is_tile(r))
-    for op in ops:
-        if isinstance(op, ir.ReduceOp):
-            reduced.add(op.operand)
-
-    decided: dict[SSAValue, Layout] = {}
-
-    def decide(value: SSAValue, op: Operation) -> Layout:
-        if value in splats:
-            return SPLAT
-        root = classes.root(value)
-        if root not in classes.layout:
-            classes.layout[root] = _choose(classes, root, reduced, decided, op)
-        return classes.layout[root]
-
+        # A register ref, every tile read from it and every tile written to it share a layout.
+        if isinstance(op, ir.ReadRegistersOp):
+            classes.union(op.ref, op.result)
+        elif isinstance(op, ir.WriteRegistersOp) and op.value not in splats:
+            classes.union(op.ref, op.value)
+    solver = _Solver(classes, splats, {op.operand for op in ops if isinstance(op, ir.ReduceOp)})
     for op in ops:
         for result in op.results:
-            if not is_tile(result):
-                continue
-            if isinstance(op, ir.ReduceOp):
-                layout = _reduced(decided[op.operand], op)
-            elif isinstance(op, ir.BroadcastInDimOp) and decided[op.operand] == SPLAT:
-                layout = SPLAT
-                splats.add(result)
-            else:
-                layout = decide(result, op)
-            _check_holds(layout, result, op)
-            decided[result] = layout
-            op.attributes[INFERRED] = LayoutAttr(layout)
-        if isinstance(op, ir.BroadcastInDimOp) and decided[op.results[0]] != SPLAT:
-            _check_broadcast(op, decided)
+            if is_tile(result):
+                layout = solver.layout_of(result)
+                _check_holds(layout, result, op)
+                op.attributes[INFERRED] = LayoutAttr(layout)
+        if isinstance(op, ir.ReduceOp) and op.result not in splats:
+            _check_reduction(op, solver)
+        if isinstance(op, ir.BroadcastInDimOp) and op.result not in splats:
+            _check_broadcast(op, solver)
+
+
+class _Unresolved(Exception):
+    """A class's layout depends on itself through a reduction or a broadcast: try another rule."""
+
+
+class _Solver:
+    """Every tile's layout, worked out on demand: a reduction's class from its operand's, a class
+    fed by a broadcast from the broadcast operand's, else by the defaults (module docstring)."""
+
+    def __init__(self, classes: _Classes, splats: set[SSAValue], reduced: set[SSAValue]):
+        self.classes = classes
+        self.splats = splats
+        self.reduced = reduced
+        self._working: set[SSAValue] = set()
+        self._waiting = False
+
+    def layout_of(self, value: SSAValue) -> Layout:
+        if value in self.splats:
+            return SPLAT
+        root = self.classes.root(value)
+        if root not in self.classes.layout:
+            if root in self._working:
+                raise _Unresolved
+            nested, outer_waiting = bool(self._working), self._waiting
+            self._working.add(root)
+            try:
+                self.classes.layout[root] = self._choose(root, nested)
+            finally:
+                self._working.discard(root)
+                self._waiting = outer_waiting  # the choice that asked for this one goes on
+        return self.classes.layout[root]
+
+    def _choose(self, root: SSAValue, nested: bool) -> Layout:
+        classes = self.classes
+        if root in classes.given:
+            return classes.given[root][0]
+        members = classes.members[root]
+        shape, size = _shape(members[0]), min(element_bytes(m) for m in members)
+        self._waiting = False
+        for rule in (self._from_reductions, self._from_broadcast_results, self._for_reductions,
+                     self._from_broadcast_operands):
+            layout = rule(members, shape, size)
+            if layout is not None:
+                return layout
+        if self._waiting and nested:
+            raise _Unresolved  # let the class being chosen outside pick first, then derive this one
+        layout = strided_layout(shape, size)
+        if layout is None:
+            raise LayoutError(
+                f"a {shape} tile has {math.prod(shape)} elements, not a multiple of the warpgroup's 128 threads; "
+                "register tiles must give every thread the same number of elements",
+                _where(members),
+            )
+        return layout
+
+    def _derived(self, derive) -> Layout | None:
+        try:
+            return derive()
+        except _Unresolved:
+            self._waiting = True  # on a class still being chosen
+            return None
+
+    def _from_reductions(self, members, shape, size) -> Layout | None:
+        """A reduction's result: the layout its operand's reduction leaves (or its error)."""
+        for member in members:
+            if isinstance(member.owner, ir.ReduceOp):
+                layout = self._derived(lambda op=member.owner: _reduced(self.layout_of(op.operand), op))
+                if layout is not None:
+                    return layout
+        return None
+
+    def _from_broadcast_results(self, members, shape, size) -> Layout | None:
+        """A tile broadcast into another class: that class's layout without the new axes."""
+        for member in members:
+            for use in member.uses:
+                op = use.operation
+                if isinstance(op, ir.BroadcastInDimOp) and op.result not in self.splats:
+                    result = self._derived(lambda op=op: self.layout_of(op.result))
+                    if result is not None:
+                        try:
+                            return result.reduce(_shape(op.result), _new_axes(op))
+                        except LayoutError:
+                            continue
+        return None
+
+    def _for_reductions(self, members, shape, size) -> Layout | None:
+        """A class that is reduced: the row layout (lane shuffles) or WGMMA."""
+        if not any(member in self.reduced for member in members):
+            return None
+        for candidate in (row_layout(shape, size), WGMMA):
+            if candidate is not None and candidate.can_hold(shape):
+                return candidate
+        raise LayoutError(
+            f"no default register layout of a {shape} tile can reduce it; give one (layout=asyncdsl.WGMMA, ...)",
+            _where(members),
+        )
+
+    def _from_broadcast_operands(self, members, shape, size) -> Layout | None:
+        """A class fed by a broadcast: the operand's registers kept in place."""
+        for member in members:
+            op = member.owner
+            if isinstance(op, ir.BroadcastInDimOp):
+                operand = self._derived(lambda op=op: self.layout_of(op.operand))
+                if operand is not None:
+                    try:
+                        return _broadcast_layout(operand, shape, tuple(op.dims.get_values()), size)
+                    except LayoutError:
+                        continue
+        return None
+
+
+def _where(members: list[SSAValue]):
+    owner = members[0].owner
+    return from_ir_location(owner) if isinstance(owner, Operation) else None
+
+
+def _new_axes(op: ir.BroadcastInDimOp) -> tuple[int, ...]:
+    dims = tuple(op.dims.get_values())
+    return tuple(a for a in range(len(_shape(op.result))) if a not in dims)
+
+
+def _broadcast_layout(operand: Layout, shape: tuple[int, ...], dims: tuple[int, ...], size: float) -> Layout:
+    """A layout of the broadcast result that holds the operand's elements where it has them:
+    the row layout first (a row reduction broadcast back, as in a softmax), then the named ones."""
+    row = row_layout(shape, size)
+    if row is not None:
+        try:
+            return operand.broadcast_in_dim(shape, dims, like=row)
+        except LayoutError:
+            pass
+    return operand.broadcast_in_dim(shape, dims)
 
 
 def _given_layout(op: Operation) -> Layout | None:
@@ -198,41 +302,9 @@ def _given_layout(op: Operation) -> Layout | None:
     return attr.layout if isinstance(attr, LayoutAttr) else None
 
 
-def _choose(classes: _Classes, root: SSAValue, reduced: set[SSAValue], decided: dict, op: Operation) -> Layout:
-    if root in classes.given:
-        return classes.given[root][0]
-    members = classes.members[root]
-    shape = tile_shape(members[0])
-    size = element_bytes(members[0])
-    for member in members:  # a broadcast into the class: keep its operand's registers in place
-        maker = member.owner
-        if isinstance(maker, ir.BroadcastInDimOp) and maker.operand in decided:
-            source = decided[maker.operand]
-            try:
-                return source.broadcast_in_dim(shape, tuple(maker.dims.get_values()))
-            except LayoutError:
-                continue
-    if any(member in reduced for member in members):
-        for candidate in (row_layout(shape, size), WGMMA):
-            if candidate is not None and candidate.can_hold(shape):
-                return candidate
-        raise LayoutError(
-            f"no default register layout of a {shape} tile can reduce it; give one (layout=asyncdsl.WGMMA, ...)",
-            from_ir_location(op),
-        )
-    layout = strided_layout(shape, size)
-    if layout is None:
-        raise LayoutError(
-            f"a {shape} tile has {math.prod(shape)} elements, not a multiple of the warpgroup's 128 threads; "
-            "register tiles must give every thread the same number of elements",
-            from_ir_location(op),
-        )
-    return layout
-
-
 def _reduced(layout: Layout, op: ir.ReduceOp) -> Layout:
     axes = tuple(op.axes.get_values())
-    shape = tile_shape(op.operand)
+    shape = _shape(op.operand)
     if layout == SPLAT:
         return SPLAT
     try:
@@ -243,16 +315,27 @@ def _reduced(layout: Layout, op: ir.ReduceOp) -> Layout:
 
 def _check_holds(layout: Layout, value: SSAValue, op: Operation) -> None:
     try:
-        layout.check_holds(tile_shape(value))
+        layout.check_holds(_shape(value))
     except LayoutError as error:
         raise LayoutError(error.message, from_ir_location(op)) from None
 
 
-def _check_broadcast(op: ir.BroadcastInDimOp, decided: dict[SSAValue, Layout]) -> None:
-    shape = tile_shape(op.result)
+def _check_reduction(op: ir.ReduceOp, solver: _Solver) -> None:
+    expected = _reduced(solver.layout_of(op.operand), op)
+    found = solver.layout_of(op.result)
+    if found != expected:
+        raise LayoutError(
+            f"this reduction leaves its result in layout {expected}, but the result meets tiles in layout "
+            f"{found}; convert one with to_layout(...)",
+            from_ir_location(op),
+        )
+
+
+def _check_broadcast(op: ir.BroadcastInDimOp, solver: _Solver) -> None:
+    shape = _shape(op.result)
     dims = tuple(op.dims.get_values())
     new_axes = tuple(a for a in range(len(shape)) if a not in dims)
-    result, operand = decided[op.result], decided[op.operand]
+    result, operand = solver.layout_of(op.result), solver.layout_of(op.operand)
     try:
         fits = result.reduce(shape, new_axes) == operand
     except LayoutError:

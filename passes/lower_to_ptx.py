@@ -38,9 +38,13 @@ from asyncdsl.passes.to_ptx import (
     cp_async,
     im2col,
     prefetch,
+    registers,
     row_gather,
     scalars,
     sync,
+    tile_access,
+    tile_math,
+    tiles,
     tma,
 )
 from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
@@ -66,7 +70,13 @@ RULES: Rules = {
     **im2col.RULES,
     **row_gather.RULES,
     **assume.RULES,
+    **tiles.RULES,
+    **tile_access.RULES,
+    **registers.RULES,
 }
+# `arith` and `math` ops on tiles and non-index scalars are per-element rules; the index
+# arithmetic among them keeps its rule (`scalars.py`), chosen per op by its operand types.
+RULES.update({op_class: tile_math.elementwise(rule, RULES.get(op_class)) for op_class, rule in tile_math.ELEMENT_RULES.items()})
 
 
 @dataclass(frozen=True)

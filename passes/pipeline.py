@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects import arith, builtin, func, math, scf
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import MemRefType, ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.printer import Printer
 
@@ -134,7 +134,10 @@ def _binary_facts(fn) -> dict:
         block=attrs.dims(fn, attrs.BLOCK),
         cluster=attrs.dims(fn, attrs.CLUSTER),
         dynamic_smem_bytes=smem + SMEM_ALIGNMENT_SLACK if smem else 0,
-        arg_names=attrs.arg_names(fn),
+        # The arrays' names, which a launch takes in this order (scalar parameters name themselves).
+        arg_names=tuple(
+            name for name, arg in zip(attrs.arg_names(fn), fn.args) if isinstance(arg.type, MemRefType)
+        ),
         arch=attrs.arch(fn),
     )
 

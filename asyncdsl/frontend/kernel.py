@@ -1,8 +1,10 @@
 """`@asyncdsl.kernel`: a Python function becomes a GPU kernel, specialised per call signature.
 
-A call binds the arguments (arrays positionally or by name, `constexpr` parameters by name or
-position), looks up the specialisation for (shapes, dtypes, constexpr values), compiles it on a
-miss, computes the grid, and launches. Outputs are written in place.
+A call binds the arguments (by position or name), looks up the specialisation for (shapes,
+dtypes, scalar kinds, constexpr values), compiles it on a miss, computes the grid, and launches.
+Outputs are written in place.  A parameter annotated `constexpr` is compiled in; one annotated
+`int` or `float`, or given a Python or numpy number, is a runtime scalar: a kernel parameter
+whose value never recompiles (only whether an int is a multiple of 16 does); any other is an array.
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ from asyncdsl import runtime
 from asyncdsl.config import knobs
 from asyncdsl.errors import ArgumentError, SourceLocation, TraceError, user_location
 from asyncdsl.frontend.options import option
-from asyncdsl.frontend.specialize import ArraySpec, refuse_python_numbers, trace_kernel
+from asyncdsl.frontend.specialize import ArraySpec, ScalarSpec, scalar_kind, trace_kernel
 from asyncdsl.frontend.tracer import LaunchShape
 from asyncdsl.hw.options import Arch
+from asyncdsl.kernel_binary import scalar_argument
 from asyncdsl.passes.allocate_descriptor_scratch import MODES as DESCRIPTOR_MODES
 from asyncdsl.passes.pipeline import CompiledKernel, compile_module
 from asyncdsl.runtime.host_copy import host_copy, numpy_argument
@@ -34,10 +37,16 @@ class constexpr:  # noqa: N801 - spelled like Triton's `tl.constexpr`, which use
     (`BLOCK: asyncdsl.constexpr`). Each distinct value compiles its own specialisation."""
 
 
-def _is_constexpr(annotation: Any) -> bool:
+def _declared(annotation: Any) -> str | None:
+    """What a parameter's annotation fixes: "constexpr", a runtime "int" or "float", or None (the
+    value decides).  Annotations may be strings (`from __future__ import annotations`)."""
     if annotation is constexpr:
-        return True
-    return isinstance(annotation, str) and annotation.split(".")[-1] == "constexpr"
+        return "constexpr"
+    if annotation is int or annotation is float:
+        return annotation.__name__
+    if isinstance(annotation, str) and annotation.split(".")[-1] in ("constexpr", "int", "float"):
+        return annotation.split(".")[-1]
+    return None
 
 
 def _dims3(value: Any, what: str, location: SourceLocation | None) -> tuple[int, int, int]:
@@ -53,13 +62,29 @@ def _dims3(value: Any, what: str, location: SourceLocation | None) -> tuple[int,
 
 @dataclass(frozen=True)
 class BoundCall:
-    """One call's arguments, split into arrays and constexpr values."""
+    """One call's arguments: the runtime ones (arrays and scalars, in signature order) with the
+    kind of each ("int", "float", or None for an array), and the constexpr values."""
 
-    arrays: tuple[tuple[str, Any], ...]
+    runtime: tuple[tuple[str, Any], ...]
+    kinds: tuple[str | None, ...]
     constexprs: Mapping[str, Any]
 
     def by_name(self) -> dict[str, Any]:
-        return {**dict(self.arrays), **self.constexprs}
+        return {**dict(self.runtime), **self.constexprs}
+
+    def arrays(self) -> list[tuple[str, Any]]:
+        return [argument for argument, kind in zip(self.runtime, self.kinds) if kind is None]
+
+    def scalars(self) -> list[int | float]:
+        """The scalar arguments as the kernel receives them (ints checked, floats in float32)."""
+        return [
+            scalar_argument(kind, value, name) for (name, value), kind in zip(self.runtime, self.kinds) if kind
+        ]
+
+    def with_arrays(self, arrays: Mapping[str, Any]) -> BoundCall:
+        """This call with the arrays named in `arrays` replaced."""
+        runtime = tuple((name, arrays.get(name, value)) for name, value in self.runtime)
+        return BoundCall(runtime, self.kinds, self.constexprs)
 
 
 class Kernel:
@@ -86,10 +111,10 @@ class Kernel:
         for param in self._signature.parameters.values():
             if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
                 raise TraceError(f"kernel {fn.__name__} cannot take *args or **kwargs", self.definition)
-        self.constexpr_names = tuple(
-            p.name for p in self._signature.parameters.values() if _is_constexpr(p.annotation)
-        )
-        self.array_names = tuple(p for p in self._signature.parameters if p not in self.constexpr_names)
+        declared = {p.name: _declared(p.annotation) for p in self._signature.parameters.values()}
+        self.constexpr_names = tuple(n for n, kind in declared.items() if kind == "constexpr")
+        self.runtime_names = tuple(n for n, kind in declared.items() if kind != "constexpr")
+        self._scalar_kinds = {n: kind for n, kind in declared.items() if kind in ("int", "float")}
         self.grid = grid
         block = _dims3(block, "block", self.definition)
         threads = block[0] * block[1] * block[2]
@@ -107,7 +132,9 @@ class Kernel:
         if cluster_size > 16:
             raise ArgumentError(f"a cluster holds at most 16 CTAs, got {self.launch.cluster}", self.definition)
         self._compiled: dict[tuple, CompiledKernel] = {}
-        self._warm = WarmLaunches(len(self.array_names), frozenset(self.constexpr_names))
+        self._warm = WarmLaunches(
+            tuple(self._signature.parameters), frozenset(self.constexpr_names), grid if callable(grid) else None
+        )
 
     # -- binding ------------------------------------------------------------------------------
     def bind(self, args: tuple, kwargs: dict, location: SourceLocation | None) -> BoundCall:
@@ -119,7 +146,11 @@ class Kernel:
             ) from None
         bound.apply_defaults()
         values = bound.arguments
-        arrays = tuple((n, values[n]) for n in self.array_names)
+        runtime_values = tuple((n, values[n]) for n in self.runtime_names)
+        try:
+            kinds = tuple(self._scalar_kinds.get(n) or scalar_kind(values[n], n) for n in self.runtime_names)
+        except ArgumentError as error:
+            raise error.at(location) from None
         # numpy scalars mean their Python values (shapes, sizes and cache keys want those).
         constexprs = {n: _python_scalar(values[n]) for n in self.constexpr_names}
         for n, v in constexprs.items():
@@ -127,30 +158,37 @@ class Kernel:
                 hash(v)
             except TypeError:
                 raise ArgumentError(f"constexpr {n} must be hashable, got {type(v).__name__}", location) from None
-        return BoundCall(arrays, constexprs)
+        return BoundCall(runtime_values, kinds, constexprs)
 
-    def specs(self, call: BoundCall, location: SourceLocation | None) -> tuple[ArraySpec, ...]:
+    def specs(self, call: BoundCall, location: SourceLocation | None) -> tuple[ArraySpec | ScalarSpec, ...]:
         try:
-            return tuple(ArraySpec.of(a, n) for n, a in call.arrays)
+            return tuple(
+                ArraySpec.of(v, n) if kind is None else ScalarSpec.of(kind, v, n)
+                for (n, v), kind in zip(call.runtime, call.kinds)
+            )
         except TraceError as error:
             raise ArgumentError(error.message, location) from None
+        except ArgumentError as error:
+            raise error.at(location) from None
 
     # -- compiling ----------------------------------------------------------------------------
-    def specialize(self, specs: tuple[ArraySpec, ...], constexprs: Mapping[str, Any]) -> CompiledKernel:
-        """The compiled kernel for these argument shapes/dtypes and constexpr values (cached)."""
+    def specialize(self, specs: tuple[ArraySpec | ScalarSpec, ...], constexprs: Mapping[str, Any]) -> CompiledKernel:
+        """The compiled kernel for these argument specs and constexpr values (cached: a scalar's
+        spec holds its kind and divisibility, never its value)."""
         debug = knobs.debug
         key = (specs, tuple(sorted(constexprs.items())), debug)
         compiled = self._compiled.get(key)
         if compiled is None:
             module = trace_kernel(
-                self.fn, self.name, self.array_names, specs, constexprs, self.launch, self.definition, debug
+                self.fn, self.name, self.runtime_names, specs, constexprs, self.launch, self.definition, debug
             )
             compiled = compile_module(module, descriptor_mode=self.descriptor_mode)
             self._compiled[key] = compiled
         return compiled
 
     def compile(self, *args, **kwargs) -> CompiledKernel:
-        """Compile for arguments like these (arrays of any kind, or `ArraySpec`s)."""
+        """Compile for arguments like these: arrays of any kind or `ArraySpec`s; for runtime
+        scalars a number (an int's divisibility by 16 is compiled in) or the type `int`/`float`."""
         location = user_location()
         call = self.bind(args, kwargs, location)
         return self.specialize(self.specs(call, location), call.constexprs)
@@ -165,7 +203,7 @@ class Kernel:
         location = user_location()
         call = self.bind(args, kwargs, location)
         module = trace_kernel(
-            self.fn, self.name, self.array_names, self.specs(call, location), call.constexprs,
+            self.fn, self.name, self.runtime_names, self.specs(call, location), call.constexprs,
             self.launch, self.definition, knobs.debug,
         )
         return dict(compile_module(module, descriptor_mode=self.descriptor_mode, keep_stages=True).stages)
@@ -212,9 +250,9 @@ class Kernel:
         compiled = self.specialize(specs, call.constexprs)
         grid = self.grid_for(call, location)
         try:
-            arrays = [runtime.device_array(a, n, stream=stream) for n, a in call.arrays]
+            arrays = [runtime.device_array(a, n, stream=stream) for n, a in call.arrays()]
             loaded = runtime.load_kernel(compiled.binary)
-            loaded.launch(grid, arrays, stream=stream)
+            loaded.launch(grid, arrays, stream=stream, scalars=call.scalars())
         except ArgumentError as error:
             raise error.at(location) from None
         self._warm.remember(args, kwargs, loaded, runtime.launch_grid(grid, compiled.binary.cluster))
@@ -223,28 +261,23 @@ class Kernel:
         """Run the kernel on the CPU on numpy arrays (outputs written in place)."""
         location = user_location()
         call = self.bind(args, kwargs, location)
-        try:
-            for name, value in call.arrays:
-                refuse_python_numbers(name, value)
-        except TraceError as error:
-            raise ArgumentError(error.message, location) from None
-        self._interpret(call, [numpy_argument(name, value, location) for name, value in call.arrays], location)
+        self._interpret(call.with_arrays({n: numpy_argument(n, a, location) for n, a in call.arrays()}), location)
 
     def _interpret_copies(self, args: tuple, kwargs: dict, location: SourceLocation | None) -> None:
         """An ordinary call under ASYNCDSL_INTERPRET=1: arrays of any supported framework are
         copied to numpy, interpreted, and copied back in place."""
         call = self.bind(args, kwargs, location)
-        copies = [host_copy(name, value, location) for name, value in call.arrays]
-        self._interpret(call, [copy.array for copy in copies], location)
-        for copy in copies:
+        copies = {name: host_copy(name, value, location) for name, value in call.arrays()}
+        self._interpret(call.with_arrays({name: copy.array for name, copy in copies.items()}), location)
+        for copy in copies.values():
             copy.write_back()
 
-    def _interpret(self, call: BoundCall, arrays: list, location: SourceLocation | None) -> None:
-        names = [name for name, _ in call.arrays]
-        numpy_call = BoundCall(tuple(zip(names, arrays)), call.constexprs)
-        compiled = self.specialize(self.specs(numpy_call, location), numpy_call.constexprs)
-        grid = runtime.launch_grid(self.grid_for(numpy_call, location), self.launch.cluster)
-        interpreter.launch(compiled.module, names, arrays, grid)
+    def _interpret(self, call: BoundCall, location: SourceLocation | None) -> None:
+        """Interpret `call`, whose arrays are C-contiguous numpy arrays."""
+        compiled = self.specialize(self.specs(call, location), call.constexprs)
+        grid = runtime.launch_grid(self.grid_for(call, location), self.launch.cluster)
+        arrays = call.arrays()
+        interpreter.launch(compiled.module, [n for n, _ in arrays], [a for _, a in arrays], grid, call.scalars())
 
     def __repr__(self) -> str:
         return f"<asyncdsl.kernel {self.__name__} block={self.launch.block} cluster={self.launch.cluster}>"

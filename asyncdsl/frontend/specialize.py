@@ -1,15 +1,34 @@
-"""Running a kernel body once with tracer objects to build its `func.func`."""
+"""Running a kernel body once with tracer objects to build its `func.func`.
+
+What a specialization knows of each argument that is not a constexpr is its spec: an array's
+shape and dtype (`ArraySpec`), or a runtime scalar's kind (`ScalarSpec`), which for an int also
+says whether the value is a multiple of 16.  The kernel function takes the arrays first (memrefs),
+then the scalars (`index` for ints, `f32` for floats), each in the order of the signature.
+"""
 
 from __future__ import annotations
 
 import ast
 import inspect
+import numbers
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase, MemRefType, ModuleOp, StringAttr, UnitAttr, i64
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DenseArrayBase,
+    DictionaryAttr,
+    IndexType,
+    IntegerAttr,
+    MemRefType,
+    ModuleOp,
+    StringAttr,
+    UnitAttr,
+    f32,
+    i64,
+)
 from xdsl.ir import Block, Region
 
 from asyncdsl import dtypes
@@ -17,8 +36,10 @@ from asyncdsl.dialects import kernel_attrs as attrs
 from asyncdsl.dialects.option_attrs import ArchAttr
 from asyncdsl.errors import ArgumentError, SourceLocation, TraceError
 from asyncdsl.frontend.refs import GmemRef
+from asyncdsl.frontend.scalars import FloatScalar, Scalar
 from asyncdsl.frontend.tracer import LaunchShape, Tracer, tracing
 from asyncdsl.ir_locations import to_ir_location
+from asyncdsl.kernel_binary import INT_SPECIALIZATION_DIVISOR, scalar_argument
 
 
 @dataclass(frozen=True)
@@ -32,7 +53,6 @@ class ArraySpec:
     def of(array: object, name: str) -> ArraySpec:
         if isinstance(array, ArraySpec):
             return array
-        refuse_python_numbers(name, array)
         shape, dtype = getattr(array, "shape", None), getattr(array, "dtype", None)
         if shape is None or dtype is None:
             raise TraceError(f"argument {name!r} must be an array (with .shape and .dtype), got {type(array).__name__}")
@@ -58,46 +78,96 @@ def _return_statement(body: Callable) -> SourceLocation | None:
     return None
 
 
-def refuse_python_numbers(name: str, value: object) -> None:
-    """A Python number where the kernel takes an array: say how to pass it instead."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        raise TraceError(
-            f"argument {name!r} is a Python {type(value).__name__}, but the kernel takes an array there; "
-            f"annotate the parameter `{name}: asyncdsl.constexpr` to compile with its value"
+@dataclass(frozen=True)
+class ScalarSpec:
+    """What tracing needs to know of a runtime scalar argument: "int" or "float", and the number
+    an int is known to be a multiple of (`INT_SPECIALIZATION_DIVISOR` or 1).
+
+    As Triton does, an int that is a multiple of 16 compiles a kernel that knows it (what TMA and
+    bulk copies need proven of starts); every other int value shares one kernel."""
+
+    kind: str
+    divisor: int = 1
+
+    @staticmethod
+    def of(kind: str, value: object, name: str) -> ScalarSpec:
+        """The spec of `value` passed as runtime `kind` argument `name`: a number, or the type
+        `int`/`float` itself for "some value" (as in `kernel.ptx(x, n=int)`)."""
+        if value is int or value is float:
+            if kind == "int" and value is float:
+                raise ArgumentError(f"argument {name!r} of the kernel is a runtime int, but got the type float")
+            return ScalarSpec(kind)
+        number = scalar_argument(kind, value, name)
+        divisible = kind == "int" and number % INT_SPECIALIZATION_DIVISOR == 0
+        return ScalarSpec(kind, INT_SPECIALIZATION_DIVISOR if divisible else 1)
+
+
+def scalar_kind(value: object, name: str) -> str | None:
+    """The runtime kind a value passed for an unannotated parameter makes it: "int" for an
+    integer, "float" for another real number (numpy's too, and the types themselves), None for
+    anything else (an array)."""
+    if isinstance(value, bool):
+        raise ArgumentError(
+            f"argument {name!r} is a bool; runtime scalars are ints and floats: pass int({name}), or annotate "
+            f"the parameter `{name}: asyncdsl.constexpr` to compile with its value"
         )
+    if value is int or isinstance(value, numbers.Integral):
+        return "int"
+    if value is float or isinstance(value, numbers.Real):
+        return "float"
+    return None
+
+
+def _arg_type(spec: ArraySpec | ScalarSpec):
+    if isinstance(spec, ArraySpec):
+        return MemRefType(spec.dtype.mlir(), list(spec.shape))
+    return IndexType() if spec.kind == "int" else f32
+
+
+def _arg_attributes(spec: ArraySpec | ScalarSpec) -> DictionaryAttr:
+    if isinstance(spec, ScalarSpec) and spec.divisor > 1:
+        return DictionaryAttr({attrs.ARG_DIVISOR: IntegerAttr(spec.divisor, i64)})
+    return DictionaryAttr({})
 
 
 def trace_kernel(
     body: Callable,
     name: str,
-    array_names: Sequence[str],
-    arrays: Sequence[ArraySpec],
+    arg_names: Sequence[str],
+    specs: Sequence[ArraySpec | ScalarSpec],
     constexprs: Mapping[str, object],
     launch: LaunchShape,
     definition: SourceLocation | None,
     debug: bool = False,
 ) -> ModuleOp:
-    """Build the module of one specialization of `body`."""
-    arg_types = [MemRefType(a.dtype.mlir(), list(a.shape)) for a in arrays]
+    """Build the module of one specialization of `body` (`specs[i]` is argument `arg_names[i]`)."""
+    # Arrays first: their argument index is the kernel parameter and launch argument they are.
+    order = sorted(range(len(specs)), key=lambda i: isinstance(specs[i], ScalarSpec))
+    arg_types = [_arg_type(specs[i]) for i in order]
     entry = Block(arg_types=arg_types)
-    function = func.FuncOp(name, (arg_types, []), Region(entry))
+    function = func.FuncOp(
+        name, (arg_types, []), Region(entry), arg_attrs=ArrayAttr(_arg_attributes(specs[i]) for i in order)
+    )
     function.attributes[attrs.KERNEL] = UnitAttr()
     function.attributes[attrs.BLOCK] = DenseArrayBase.from_list(i64, list(launch.block))
     function.attributes[attrs.CLUSTER] = DenseArrayBase.from_list(i64, list(launch.cluster))
-    function.attributes[attrs.ARG_NAMES] = ArrayAttr(StringAttr(n) for n in array_names)
+    function.attributes[attrs.ARG_NAMES] = ArrayAttr(StringAttr(arg_names[i]) for i in order)
     function.attributes[attrs.ARCH] = ArchAttr(launch.arch)
     if debug:
         function.attributes[attrs.DEBUG] = UnitAttr()
     if definition is not None:
         function.location = to_ir_location(definition)
 
-    refs = {
-        arg_name: GmemRef(value, arg_name, spec.shape, spec.dtype)
-        for arg_name, value, spec in zip(array_names, entry.args, arrays)
-    }
+    arguments = {}
+    for position, value in zip(order, entry.args):
+        arg_name, spec = arg_names[position], specs[position]
+        if isinstance(spec, ArraySpec):
+            arguments[arg_name] = GmemRef(value, arg_name, spec.shape, spec.dtype)
+        else:
+            arguments[arg_name] = Scalar(value) if spec.kind == "int" else FloatScalar(value)
     tracer = Tracer(entry, launch)
     with tracing(tracer):
-        result = body(**refs, **constexprs)
+        result = body(**arguments, **constexprs)
         tracer.finish()
         if result is not None:
             raise TraceError(

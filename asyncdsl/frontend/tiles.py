@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 from xdsl.dialects import arith
 from xdsl.dialects import math as xmath
 from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, VectorType
@@ -30,21 +31,52 @@ from asyncdsl import dtypes
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.errors import ArgumentError, TraceError, user_location
 from asyncdsl.frontend import tracer as tracing
-from asyncdsl.frontend.scalars import Scalar
+from asyncdsl.frontend.scalars import FloatScalar, Scalar
 from asyncdsl.hw.fragments import Layout
 from asyncdsl.hw.options import TileReduction
 
 Number = int | float
 
+# What a register tile can hold (docs/register-tiles.md): the types PTX computes on, and the
+# narrow types it only loads, stores and converts.
+COMPUTE_DTYPES = (dtypes.float32, dtypes.bfloat16, dtypes.float16, dtypes.int32)
+TILE_DTYPES = (*COMPUTE_DTYPES, dtypes.float8_e4m3fn, dtypes.float8_e5m2, dtypes.int8, dtypes.int16, dtypes.BOOL)
+
+
+def _tile_dtype(dtype: dtypes.DType, what: str) -> dtypes.DType:
+    if dtype not in TILE_DTYPES:
+        names = ", ".join(d.name for d in TILE_DTYPES if d != dtypes.BOOL)
+        raise TraceError(f"{what}: register tiles hold {names} (and bool masks), not {dtype}", user_location())
+    return dtype
+
+
+def dtype_argument(value, what: str) -> dtypes.DType:
+    """`value` as the dtype of a register tile that holds numbers."""
+    dtype = _tile_dtype(_dtype(value, what), what)
+    if dtype == dtypes.BOOL:
+        raise TraceError(f"{what} makes number tiles; a bool tile comes from a comparison", user_location())
+    return dtype
+
+
+def _computable(tile: RegisterTile, what: str, allow_bool: bool = False) -> None:
+    if tile.dtype not in COMPUTE_DTYPES and not (allow_bool and tile.dtype == dtypes.BOOL):
+        raise TraceError(
+            f"{what} on {tile.dtype} tiles: arithmetic is on float32, bfloat16, float16 and int32 "
+            "tiles; astype one of them first",
+            user_location(),
+        )
+
 
 def _dtype(value, what: str) -> dtypes.DType:
+    if value is bool or value is np.bool_:
+        return dtypes.BOOL  # numpy's bool means uint8 for arrays; for a tile it means a mask
     try:
         return dtypes.as_dtype(value)
     except ArgumentError as error:
         raise TraceError(f"{what}: {error.message}", user_location()) from None
 
 
-def _shape(shape, what: str) -> tuple[int, ...]:
+def shape_argument(shape, what: str) -> tuple[int, ...]:
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
     if not shape or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in shape):
         raise TraceError(f"{what} needs a shape of positive Python ints, got {shape!r}", user_location())
@@ -65,13 +97,26 @@ def _emit(op, what: str) -> SSAValue:
 class RegisterTile:
     """A warpgroup's tile of `shape` elements of `dtype`, held in registers."""
 
-    __slots__ = ("value", "dtype", "shape", "_block")
+    __slots__ = ("value", "dtype", "shape", "_block", "view")
 
     def __init__(self, value: SSAValue, dtype: dtypes.DType):
-        self.value = value
-        self.dtype = dtype
+        self.value: SSAValue | None = value
+        self.dtype = _tile_dtype(dtype, "a register tile")
         self.shape = tuple(value.type.get_shape())
         self._block: Block = tracing.current("a register tile").block
+        # `tile[:, None]` is a view: (the tile, where its axes sit). It needs no layout of its own:
+        # elementwise math runs on the tile and broadcasting reads the tile directly.
+        self.view: tuple[RegisterTile, tuple[int, ...]] | None = None
+
+    def _expanded(self, shape: tuple[int, ...], dims: tuple[int, ...]) -> RegisterTile:
+        """A view of this tile with size-1 axes added: its axis i at `dims[i]` of `shape`."""
+        view = object.__new__(RegisterTile)
+        view.value, view.dtype, view.shape, view._block = None, self.dtype, shape, self._block
+        view.view = (self, dims)
+        return view
+
+    def _view_key(self):
+        return (self.shape, self.view[1]) if self.view is not None else None
 
     def __repr__(self) -> str:
         return f"RegisterTile({self.shape} {self.dtype})"
@@ -89,17 +134,21 @@ class RegisterTile:
                 "asyncdsl.registers(...) variable instead",
                 user_location(),
             )
+        if self.value is None:  # a view used as a tile of its own shape
+            source, dims = self.view
+            self.value = _broadcast(source, self.shape, dims).value
         return self.value
 
     # -- elementwise arithmetic ------------------------------------------------------------------
     def _binary(self, other, float_op, int_op, reverse: bool = False, what: str = "arithmetic on register tiles"):
         lhs, rhs = _coerced(self, other, what)
+        _computable(lhs, what, allow_bool=float_op is None)
         if reverse:
             lhs, rhs = rhs, lhs
         op_class = float_op if lhs.dtype.is_float else int_op
         if op_class is None:
             raise TraceError(f"{what} is not defined for {lhs.dtype} tiles", user_location())
-        return RegisterTile(_emit(op_class(lhs.use(what), rhs.use(what)), what), lhs.dtype)
+        return _elementwise(what, op_class, (lhs, rhs), lhs.dtype)
 
     def __add__(self, other):
         return self._binary(other, arith.AddfOp, arith.AddiOp)
@@ -135,40 +184,40 @@ class RegisterTile:
         return self._binary(other, None, arith.XOrIOp, what="^ of register tiles")
 
     def __neg__(self):
+        _computable(self, "-tile")
         if self.dtype.is_float:
-            return RegisterTile(_emit(arith.NegfOp(self.use("-tile")), "-tile"), self.dtype)
+            return _elementwise("-tile", arith.NegfOp, (self,), self.dtype)
         return 0 - self
 
     def __abs__(self):
+        _computable(self, "abs(tile)")
         op = xmath.AbsFOp if self.dtype.is_float else xmath.AbsIOp
-        return RegisterTile(_emit(op(self.use("abs(tile)")), "abs(tile)"), self.dtype)
+        return _elementwise("abs(tile)", op, (self,), self.dtype)
 
     # -- comparisons make bool tiles -------------------------------------------------------------
-    def _compare(self, other, float_predicate: str, int_predicate: str):
-        lhs, rhs = _coerced(self, other, "comparison of register tiles")
-        if lhs.dtype.is_float:
-            op = arith.CmpfOp(lhs.use("comparison"), rhs.use("comparison"), float_predicate)
-        else:
-            op = arith.CmpiOp(lhs.use("comparison"), rhs.use("comparison"), int_predicate)
-        return RegisterTile(_emit(op, "comparison of register tiles"), dtypes.BOOL)
+    def _compare(self, predicate: str, other):
+        what = "comparison of register tiles"
+        lhs, rhs = _coerced(self, other, what)
+        _computable(lhs, what)
+        return _elementwise(what, lambda a, b: ir.CompareOp(predicate, a, b), (lhs, rhs), dtypes.BOOL)
 
     def __lt__(self, other):
-        return self._compare(other, "olt", "ult" if self.dtype.kind == "uint" else "slt")
+        return self._compare("lt", other)
 
     def __le__(self, other):
-        return self._compare(other, "ole", "ule" if self.dtype.kind == "uint" else "sle")
+        return self._compare("le", other)
 
     def __gt__(self, other):
-        return self._compare(other, "ogt", "ugt" if self.dtype.kind == "uint" else "sgt")
+        return self._compare("gt", other)
 
     def __ge__(self, other):
-        return self._compare(other, "oge", "uge" if self.dtype.kind == "uint" else "sge")
+        return self._compare("ge", other)
 
     def __eq__(self, other):  # type: ignore[override]
-        return self._compare(other, "oeq", "eq")
+        return self._compare("eq", other)
 
     def __ne__(self, other):  # type: ignore[override]
-        return self._compare(other, "une", "ne")
+        return self._compare("ne", other)
 
     __hash__ = object.__hash__
 
@@ -180,24 +229,17 @@ class RegisterTile:
 
     # -- conversions -----------------------------------------------------------------------------
     def astype(self, dtype) -> RegisterTile:
-        """The tile converted elementwise: floats round to nearest even, floats to integers
-        truncate toward zero (saturating; NaN gives 0), integers to floats round."""
-        target = _dtype(dtype, "astype")
+        """The tile converted elementwise: floats round to nearest even (to float8: saturating),
+        floats to integers truncate toward zero (saturating; NaN gives 0), integers to floats
+        round, integers wrap (docs/register-tiles.md)."""
+        target = _tile_dtype(_dtype(dtype, "astype"), "astype")
+        if target == dtypes.BOOL:
+            raise TraceError("astype(bool): compare instead (tile != 0)", user_location())
         if target == self.dtype:
             return self
-        value = self.use("astype")
-        result = VectorType(target.mlir(), self.shape)
-        if self.dtype.is_float and target.is_float:
-            op_class = arith.ExtFOp if target.bits > self.dtype.bits else arith.TruncFOp
-        elif self.dtype.is_float:
-            op_class = arith.FPToUIOp if target.kind == "uint" else arith.FPToSIOp
-        elif target.is_float:
-            op_class = arith.UIToFPOp if self.dtype.kind == "uint" else arith.SIToFPOp
-        elif target.bits > self.dtype.bits:
-            op_class = arith.ExtUIOp if self.dtype.kind in ("uint", "bool") else arith.ExtSIOp
-        else:
-            op_class = arith.TruncIOp
-        return RegisterTile(_emit(op_class(value, result), "astype"), target)
+        return _elementwise(
+            "astype", lambda value: ir.ConvertOp(value, VectorType(target.mlir(), value.type.get_shape())), (self,), target
+        )
 
     def to_layout(self, layout: Layout) -> RegisterTile:
         """The same tile in register layout `layout` (data moves between threads)."""
@@ -213,8 +255,7 @@ class RegisterTile:
             raise TraceError(f"{what}: axis {axis!r} is not one or more distinct axes of a {self.shape} tile", user_location())
         if len(normalized) == self.ndim:
             raise TraceError(f"{what}: a reduction must leave at least one axis of the {self.shape} tile", user_location())
-        if kind == TileReduction.SUM and self.dtype == dtypes.BOOL:
-            raise TraceError(f"{what} of a bool tile: astype an integer type first", user_location())
+        _computable(self, what)
         return RegisterTile(_emit(ir.ReduceOp(self.use(what), kind, normalized), what), self.dtype)
 
     def sum(self, axis) -> RegisterTile:
@@ -242,7 +283,12 @@ class RegisterTile:
             else:
                 dims.append(len(shape))
                 shape.append(self.shape[len(dims) - 1])
-        return _broadcast(self, tuple(shape), tuple(dims))
+        if len(shape) == self.ndim:
+            return self
+        if self.view is not None:  # a view of a view: compose the axis maps
+            source, inner = self.view
+            return source._expanded(tuple(shape), tuple(dims[i] for i in inner))
+        return self._expanded(tuple(shape), tuple(dims))
 
 
 def _broadcast(tile: RegisterTile, shape: tuple[int, ...], dims: tuple[int, ...]) -> RegisterTile:
@@ -260,27 +306,26 @@ def broadcast_to(tile: RegisterTile, shape: Sequence[int]) -> RegisterTile:
     if tile.shape == shape:
         return tile
     offset = len(shape) - tile.ndim
-    stretched = [d for d, size in enumerate(tile.shape) if size != shape[offset + d]]
-    if not stretched:
-        return _broadcast(tile, shape, tuple(range(offset, len(shape))))
-    # `m[:, None]` then `+ x`: the size-1 dims were added by broadcasting, so broadcast the
-    # original tile straight to `shape` (the (64, 1) step never needs a layout of its own).
-    maker = tile.value.owner
-    if isinstance(maker, ir.BroadcastInDimOp):
-        dims = tuple(offset + d for d in maker.dims.get_values())
-        source = RegisterTile(maker.operand, tile.dtype)
-        if all(d not in dims for d in (offset + s for s in stretched)) and all(
-            source.shape[i] == shape[d] for i, d in enumerate(dims)
-        ):
-            if not maker.result.uses:
-                maker.detach()
-                maker.erase()
-            return _broadcast(source, shape, dims)
-    raise TraceError(
-        f"broadcasting the size-1 dims of a {tile.shape} tile to {shape} is supported when they were "
-        "added by indexing (tile[:, None]); make the tile without them",
-        user_location(),
-    )
+    source, dims = tile.view if tile.view is not None else (tile, tuple(range(tile.ndim)))
+    dims = tuple(offset + d for d in dims)
+    if any(size != shape[d] for size, d in zip(source.shape, dims)):
+        raise TraceError(
+            f"broadcasting the size-1 dims of a {source.shape} tile to {shape} is supported when they were "
+            "added by indexing (tile[:, None]); make the tile without them",
+            user_location(),
+        )
+    return _broadcast(source, shape, dims)
+
+
+def _elementwise(what: str, make_op, operands: tuple[RegisterTile, ...], dtype: dtypes.DType) -> RegisterTile:
+    """The tile `make_op(*values)` makes from `operands` (tiles of one shape).  When they are
+    all the same view (`m[:, None]`), the op runs on the viewed tiles and the result is that view."""
+    keys = {t._view_key() for t in operands}
+    if len(keys) == 1 and operands[0].view is not None:
+        sources = [t.view[0] for t in operands]
+        result = RegisterTile(_emit(make_op(*(t.use(what) for t in sources)), what), dtype)
+        return result._expanded(operands[0].shape, operands[0].view[1])
+    return RegisterTile(_emit(make_op(*(t.use(what) for t in operands)), what), dtype)
 
 
 def _coerced(tile: RegisterTile, other, what: str) -> tuple[RegisterTile, RegisterTile]:
@@ -292,7 +337,12 @@ def _coerced(tile: RegisterTile, other, what: str) -> tuple[RegisterTile, Regist
                 user_location(),
             )
         shape = _broadcast_shape(tile.shape, other.shape, what)
+        if tile._view_key() is not None and tile._view_key() == other._view_key():
+            return tile, other
         return broadcast_to(tile, shape), broadcast_to(other, shape)
+    if tile.view is not None:  # a number or scalar with a view: the same view of a splat
+        source, dims = tile.view
+        return tile, full(source.shape, other, tile.dtype)._expanded(tile.shape, dims)
     return tile, full(tile.shape, other, tile.dtype)
 
 
@@ -309,11 +359,12 @@ def _broadcast_shape(a: tuple[int, ...], b: tuple[int, ...], what: str) -> tuple
 
 
 def full(shape, value, dtype, layout: Layout | None = None) -> RegisterTile:
-    """A tile of `shape` whose every element is `value`: a Python number, or a traced scalar."""
+    """A tile of `shape` whose every element is `value`: a Python number, or a traced scalar
+    (an index, or a float, which fills float tiles only)."""
     what = "asyncdsl.full"
-    shape, element, layout = _shape(shape, what), _dtype(dtype, what), layout_argument(layout, what)
+    shape, element, layout = shape_argument(shape, what), dtype_argument(dtype, what), layout_argument(layout, what)
     result = VectorType(element.mlir(), shape)
-    if isinstance(value, Scalar):
+    if isinstance(value, (Scalar, FloatScalar)):
         scalar = _scalar_as(value, element, what)
         return RegisterTile(_emit(ir.SplatOp(scalar, result, layout), what), element)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -334,27 +385,34 @@ def zeros(shape, dtype, layout: Layout | None = None) -> RegisterTile:
 def iota(shape, dtype, dim: int, layout: Layout | None = None) -> RegisterTile:
     """A tile of integers holding each element's index along `dim`."""
     what = "asyncdsl.iota"
-    shape, element, layout = _shape(shape, what), _dtype(dtype, what), layout_argument(layout, what)
-    if element.is_float or element == dtypes.BOOL:
-        raise TraceError(f"{what} makes integer tiles, not {element} (astype after)", user_location())
+    shape, element, layout = shape_argument(shape, what), _dtype(dtype, what), layout_argument(layout, what)
+    if element != dtypes.int32:
+        raise TraceError(f"{what} makes int32 tiles, not {element} (astype after)", user_location())
     if not isinstance(dim, int) or not -len(shape) <= dim < len(shape):
         raise TraceError(f"{what}: dim {dim!r} is not a dim of shape {shape}", user_location())
     op = ir.IotaOp(VectorType(element.mlir(), shape), dim % len(shape), layout)
     return RegisterTile(_emit(op, what), element)
 
 
-def _scalar_as(scalar: Scalar, element: dtypes.DType, what: str) -> SSAValue:
-    """A traced index scalar converted to `element`."""
+def _scalar_as(scalar: Scalar | FloatScalar, element: dtypes.DType, what: str) -> SSAValue:
+    """A traced index or float32 scalar converted to `element` (a float rounded to nearest even)."""
+    tracer = tracing.current(what)
+    if isinstance(scalar, FloatScalar):
+        if not element.is_float:
+            # As with a Python float: a value that may not be whole cannot fill an integer tile.
+            raise TraceError(
+                f"{what}: a traced float cannot become a {element} tile; astype the tile to a float type first",
+                user_location(),
+            )
+        if element == dtypes.float32:
+            return scalar.value
+        return tracer.emit(ir.ConvertOp(scalar.value, element.mlir())).results[0]
     if scalar.is_condition or not isinstance(scalar.value.type, IndexType):
         raise TraceError(f"{what}: only traced index values become tiles, got {scalar!r}", user_location())
-    tracer = tracing.current(what)
     as_int = tracer.emit(arith.IndexCastOp(scalar.value, dtypes.int32.mlir())).results[0]
-    if element.is_float:
-        return tracer.emit(arith.SIToFPOp(as_int, element.mlir())).results[0]
-    if element.bits == 32:
+    if element == dtypes.int32:
         return as_int
-    op = arith.ExtSIOp if element.bits > 32 else arith.TruncIOp
-    return tracer.emit(op(as_int, element.mlir())).results[0]
+    return tracer.emit(ir.ConvertOp(as_int, element.mlir())).results[0]
 
 
 # -- functions -------------------------------------------------------------------------------------
@@ -378,21 +436,21 @@ def where(mask: RegisterTile, a, b) -> RegisterTile:
     a, b = _coerced(template, a, what)[1], _coerced(template, b, what)[1]
     shape = _broadcast_shape(mask.shape, a.shape, what)
     mask, a, b = broadcast_to(mask, shape), broadcast_to(a, shape), broadcast_to(b, shape)
-    return RegisterTile(_emit(arith.SelectOp(mask.use(what), a.use(what), b.use(what)), what), a.dtype)
+    return _elementwise(what, ir.SelectOp, (mask, a, b), a.dtype)
 
 
 def maximum(a, b) -> RegisterTile:
     """Elementwise maximum; NaN if either is NaN (numpy's `maximum`)."""
     template = _tile(a if isinstance(a, RegisterTile) else b, "asyncdsl.maximum")
     lhs, rhs = _coerced(template, a, "asyncdsl.maximum")[1], _coerced(template, b, "asyncdsl.maximum")[1]
-    return lhs._binary(rhs, arith.MaximumfOp, arith.MaxUIOp if lhs.dtype.kind == "uint" else arith.MaxSIOp)
+    return lhs._binary(rhs, arith.MaximumfOp, arith.MaxSIOp)
 
 
 def minimum(a, b) -> RegisterTile:
     """Elementwise minimum; NaN if either is NaN (numpy's `minimum`)."""
     template = _tile(a if isinstance(a, RegisterTile) else b, "asyncdsl.minimum")
     lhs, rhs = _coerced(template, a, "asyncdsl.minimum")[1], _coerced(template, b, "asyncdsl.minimum")[1]
-    return lhs._binary(rhs, arith.MinimumfOp, arith.MinUIOp if lhs.dtype.kind == "uint" else arith.MinSIOp)
+    return lhs._binary(rhs, arith.MinimumfOp, arith.MinSIOp)
 
 
 def fma(a, b, c) -> RegisterTile:
@@ -405,7 +463,7 @@ def fma(a, b, c) -> RegisterTile:
     for v in values[1:]:
         shape = _broadcast_shape(shape, v.shape, "asyncdsl.fma")
     a, b, c = (broadcast_to(v, shape) for v in values)
-    return RegisterTile(_emit(xmath.FmaOp(a.use("fma"), b.use("fma"), c.use("fma")), "asyncdsl.fma"), template.dtype)
+    return _elementwise("asyncdsl.fma", xmath.FmaOp, (a, b, c), template.dtype)
 
 
 def _approximate(op_class, name: str, exact_available: bool):
@@ -416,8 +474,8 @@ def _approximate(op_class, name: str, exact_available: bool):
             raise TraceError(f"{what} computes on float32 tiles; astype(asyncdsl.float32) first (got {x.dtype})", user_location())
         if not approx and not exact_available:
             raise TraceError(f"{what} has only a hardware approximation: call it with approx=True", user_location())
-        flags = arith.FastMathFlagsAttr("afn" if approx else "none")
-        return RegisterTile(_emit(op_class(x.use(what), flags), what), x.dtype)
+        flags = arith.FastMathFlagsAttr(["afn"] if approx else "none")
+        return _elementwise(what, lambda value: op_class(value, flags), (x,), x.dtype)
 
     function.__name__ = name
     function.__doc__ = (

@@ -74,6 +74,18 @@ class TileReduction(Option):
     MIN = "min"
 
 
+class Comparison(Option):
+    """An elementwise comparison of register tiles; floats compare ordered (false on NaN)
+    except NE, which holds when either is NaN (numpy's `!=`)."""
+
+    LT = "lt"
+    LE = "le"
+    GT = "gt"
+    GE = "ge"
+    EQ = "eq"
+    NE = "ne"
+
+
 class Arch(Option):
     """A target: Hopper (the default) or Blackwell, whose copy forms asyncdsl emits and assembles."""
 

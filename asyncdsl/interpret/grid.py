@@ -18,6 +18,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.interpreter import Interpreter
 from xdsl.interpreters.arith import ArithFunctions
+from xdsl.interpreters.builtin import scalar_attr
 from xdsl.interpreters.func import FuncFunctions
 from xdsl.interpreters.scf import ScfFunctions
 
@@ -36,7 +37,7 @@ from asyncdsl.interpret.im2col import Im2colFunctions
 from asyncdsl.interpret.memory import GlobalArgument
 from asyncdsl.interpret.prefetch import PrefetchFunctions
 from asyncdsl.interpret.row_gather import RowGatherFunctions
-from asyncdsl.interpret.scalars import IndexArithFunctions
+from asyncdsl.interpret.scalars import FloatArithFunctions, IndexArithFunctions
 from asyncdsl.interpret.scheduler import ClusterScheduler, SoloScheduler
 from asyncdsl.interpret.state import BarrierInit, Cta, Launch, Warpgroup
 from asyncdsl.interpret.sync import SyncFunctions
@@ -48,7 +49,7 @@ from asyncdsl.ir_locations import from_ir_location
 
 # The lowering keeps index values in 32-bit registers; xDSL wraps them the same way.
 INDEX_BITWIDTH = 32
-_STATELESS_FUNCTIONS = (ArithFunctions(), ScfFunctions(), FuncFunctions())
+_STATELESS_FUNCTIONS = (ArithFunctions(), FloatArithFunctions(), ScfFunctions(), FuncFunctions())
 
 # The `asyncdsl` ops a warpgroup runs, one set per feature (each module of this package).
 FUNCTIONS: tuple[type[WarpgroupFunctions], ...] = (
@@ -68,10 +69,18 @@ FUNCTIONS: tuple[type[WarpgroupFunctions], ...] = (
 )
 
 
-def run_kernel(module: ModuleOp, arguments: Sequence[GlobalArgument], grid: tuple[int, int, int]) -> None:
-    """Run the kernel of `module` on `grid` CTAs over `arguments` (written in place)."""
+def run_kernel(
+    module: ModuleOp,
+    arguments: Sequence[GlobalArgument],
+    grid: tuple[int, int, int],
+    scalars: Sequence[int | float] = (),
+) -> None:
+    """Run the kernel of `module` on `grid` CTAs over `arguments` (written in place) and the
+    runtime `scalars`, the kernel's arguments after its arrays."""
     (kernel,) = attrs.kernels(module)
     block = attrs.dims(kernel, attrs.BLOCK)
+    scalar_args = kernel.args[len(arguments):]
+    values = tuple(scalar_attr(v, arg.type, INDEX_BITWIDTH) for v, arg in zip(scalars, scalar_args, strict=True))
     launch = Launch(
         kernel=kernel.sym_name.data,
         grid=grid,
@@ -79,6 +88,7 @@ def run_kernel(module: ModuleOp, arguments: Sequence[GlobalArgument], grid: tupl
         warpgroups_per_cta=block[0] * block[1] * block[2] // 128,
         smem_bytes=attrs.smem_bytes(kernel),
         arguments=tuple(arguments),
+        scalars=values,
     )
     barriers = [
         BarrierInit(op.offset.value.data, op.result.type.count.data, op.arrival_count.value.data, origin(op))
@@ -141,7 +151,7 @@ def _run_solo(program: _Program, launch: Launch, barriers: list[BarrierInit]) ->
         warpgroup.cluster_barrier = _cluster_barrier(program_id, [warpgroup])
         for function_set in function_sets:
             function_set.warpgroup = warpgroup
-        interpreter.call_op(program.kernel, launch.arguments)
+        interpreter.call_op(program.kernel, launch.call_arguments)
 
 
 def _run_cluster(
@@ -169,7 +179,7 @@ def _run_cluster(
 def _run_warpgroup(program: _Program, warpgroup: Warpgroup) -> None:
     launch = warpgroup.cta.launch
     interpreter, _ = program.interpreter(warpgroup)
-    interpreter.call_op(program.kernel, launch.arguments)
+    interpreter.call_op(program.kernel, launch.call_arguments)
     cluster_barrier = warpgroup.cluster_barrier
     if launch.cluster_size > 1:
         generation = cluster_barrier.arrive(warpgroup)

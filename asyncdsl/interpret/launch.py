@@ -2,7 +2,8 @@
 
 `Kernel` compiles exactly as for a GPU launch (same specialisation cache, same passes) and hands
 this launcher the module after the asyncdsl-level passes, the IR the PTX is printed from, with
-the arguments as C-contiguous numpy arrays (written in place) and the checked grid.
+the array arguments as C-contiguous numpy arrays (written in place), the runtime scalars as the
+kernel receives them (ints in 32 bits, floats rounded to float32), and the checked grid.
 """
 
 from __future__ import annotations
@@ -18,11 +19,18 @@ from asyncdsl.interpret.grid import run_kernel
 from asyncdsl.interpret.memory import GlobalArgument
 
 
-def launch(module: ModuleOp, names: Sequence[str], arrays: Sequence[np.ndarray], grid: tuple[int, int, int]) -> None:
-    """Run the kernel of `module` on `grid` over `arrays` (argument `names[i]` is `arrays[i]`)."""
+def launch(
+    module: ModuleOp,
+    names: Sequence[str],
+    arrays: Sequence[np.ndarray],
+    grid: tuple[int, int, int],
+    scalars: Sequence[int | float] = (),
+) -> None:
+    """Run the kernel of `module` on `grid` over `arrays` (argument `names[i]` is `arrays[i]`) and
+    the runtime `scalars` (the kernel's arguments after its arrays)."""
     # 4-bit elements run packed, as on the GPU (`asyncdsl.hw.packed`), and come back unpacked.
     memory = [packed.pack(a) if _is_packed(a) else a for a in arrays]
-    run_kernel(module, [GlobalArgument(n, m) for n, m in zip(names, memory)], grid)
+    run_kernel(module, [GlobalArgument(n, m) for n, m in zip(names, memory)], grid, scalars)
     for array, held in zip(arrays, memory):
         if held is not array:
             array[...] = packed.unpack(held, as_dtype(array.dtype), array.shape)

@@ -1,4 +1,4 @@
-"""The index arithmetic of `arith` that xDSL's `ArithFunctions` lacks or makes slow.
+"""The scalar arithmetic of `arith` that xDSL's `ArithFunctions` lacks or makes slow.
 
 xDSL's implementations are used for everything they cover: their index semantics match the
 lowering's 32-bit registers (wrapping, `floordivsi` flooring, `divsi`/`remsi` truncating, signed
@@ -6,14 +6,20 @@ and unsigned `cmpi`).  Added here: `arith.minsi`/`arith.maxsi`, which the fronte
 `Scalar.min`/`max`; `arith.constant` remembered per op (xDSL builds a new attribute on every
 run, which was most of the time a small kernel took); and a diagnostic for division by zero,
 which xDSL asserts on and the GPU silently answers with garbage.
+
+Float32 scalars (a kernel's `float` arguments): xDSL's `addf`, `subf`, `mulf` and `cmpf` compute in
+Python floats and round to the result type (`FloatAttr`), which is IEEE float32 arithmetic (a
+double-precision result rounded again to float32 is the correctly rounded float32 result for
+these ops and for division); added here are `divf` (by zero too), `negf` and `sitofp`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import IndexType
+from xdsl.dialects.builtin import FloatAttr, IndexType
 from xdsl.interpreter import Interpreter, InterpreterFunctions, PythonValues, impl, register_impls
 from xdsl.interpreters.arith import ArithFunctions
 from xdsl.interpreters.builtin import scalar_attr
@@ -78,3 +84,22 @@ class IndexArithFunctions(InterpreterFunctions):
     def run_floordivsi(self, interpreter: Interpreter, op: arith.FloorDivSIOp, args: PythonValues):
         _nonzero_divisor(op, args)
         return _ARITH.run_floordivsi(interpreter, op, args).values
+
+
+@register_impls
+class FloatArithFunctions(InterpreterFunctions):
+    """Float32 scalar ops xDSL lacks (stateless)."""
+
+    @impl(arith.DivfOp)
+    def run_divf(self, interpreter: Interpreter, op: arith.DivfOp, args: PythonValues):
+        with np.errstate(all="ignore"):  # x / 0 is an infinity or NaN, as on the GPU
+            quotient = np.float64(args[0].value.data) / np.float64(args[1].value.data)
+        return (FloatAttr(float(quotient), op.result.type),)
+
+    @impl(arith.NegfOp)
+    def run_negf(self, interpreter: Interpreter, op: arith.NegfOp, args: PythonValues):
+        return (FloatAttr(-args[0].value.data, op.result.type),)
+
+    @impl(arith.SIToFPOp)
+    def run_sitofp(self, interpreter: Interpreter, op: arith.SIToFPOp, args: PythonValues):
+        return (FloatAttr(float(args[0].value.data), op.result.type),)

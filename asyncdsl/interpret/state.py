@@ -36,6 +36,12 @@ class Launch:
     warpgroups_per_cta: int
     smem_bytes: int
     arguments: tuple[GlobalArgument, ...]
+    scalars: tuple = ()  # the runtime scalar arguments, as xDSL's interpreter values
+
+    @property
+    def call_arguments(self) -> tuple:
+        """What the kernel function is called with: its arrays, then its scalars."""
+        return (*self.arguments, *self.scalars)
 
     @property
     def cluster_size(self) -> int:

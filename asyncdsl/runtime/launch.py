@@ -3,8 +3,9 @@
 `load_kernel` does everything that can be done once: check the binary against the device, get a
 cubin (disk cache or compile), load it, set the function's shared-memory limit, validate every
 descriptor spec, and build the launch configuration and parameter block.  `LoadedKernel.launch`
-is the warm path: refill the parameters (cached tensor maps, cached scratch uploads), touch the
-launch configuration only where the grid or stream changed, and call `cuLaunchKernelEx`.
+is the warm path: refill the parameters (cached tensor maps, cached scratch uploads, the runtime
+scalars' values), touch the launch configuration only where the grid or stream changed, and call
+`cuLaunchKernelEx`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import operator
 import re
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from asyncdsl.config import knobs
@@ -29,10 +30,12 @@ from asyncdsl.hw.limits import (
     MAX_THREADS_PER_BLOCK,
 )
 from asyncdsl.kernel_binary import (
+    INT_SPECIALIZATION_DIVISOR,
     DescriptorScratchParam,
     ErrorBufferParam,
     KernelBinary,
     PointerParam,
+    ScalarParam,
     TensorMapParam,
 )
 from asyncdsl.runtime import driver
@@ -106,6 +109,11 @@ def check_binary(binary: KernelBinary) -> None:
                     later - earlier < DESCRIPTOR_BYTES for earlier, later in zip(ordered, ordered[1:])):
                 raise ValueError(f"kernel {name!r}: scratch slots {offsets} are not 64-byte aligned, disjoint "
                                  "128-byte slots")
+    scalars = [param for param in binary.params if isinstance(param, ScalarParam)]
+    if [param.scalar_index for param in scalars] != list(range(len(scalars))):
+        raise ValueError(f"kernel {name!r}: scalar parameters {scalars} are not numbered 0, 1, ... in order")
+    if any(param.kind not in ("int", "float") for param in scalars):
+        raise ValueError(f"kernel {name!r}: a scalar parameter of unknown kind in {scalars}")
     arg_count = argument_count(binary)
     if any(spec.arg_index >= arg_count for spec in binary.descriptors):
         raise ValueError(f"kernel {name!r}: a descriptor reads an argument beyond its {arg_count} arguments")
@@ -219,23 +227,28 @@ class LoadedKernel:
             config.numAttrs = 0
         return config
 
-    def launch(self, grid: Any, arrays: Sequence[DeviceArray], stream: Any = None) -> None:
-        """Launch on `grid` (blocks, not clusters) with `arrays` as the kernel's arguments, on
+    def launch(
+        self, grid: Any, arrays: Sequence[DeviceArray], stream: Any = None, scalars: Sequence[int | float] = ()
+    ) -> None:
+        """Launch on `grid` (blocks, not clusters) with `arrays` and the runtime `scalars` (ints
+        and floats, in the order of the kernel's scalar parameters) as the kernel's arguments, on
         `stream` (None: the legacy default stream; an int handle; a `CUstream`; or an object with
         `__cuda_stream__`, `.cuda_stream` or `.ptr`).  Asynchronous, like any kernel launch."""
         handle = DEFAULT_STREAM if stream is None else stream_handle(stream)
         with self._lock:
             self._set_grid_and_stream(grid, handle)
-            self._call(self._params.pack(arrays, handle))
+            self._call(self._params.pack(arrays, handle, scalars))
 
-    def launch_addresses(self, grid: tuple[int, int, int], addresses: Sequence[int], stream: Any = None) -> None:
+    def launch_addresses(
+        self, grid: Any, addresses: Sequence[int], stream: Any = None, scalars: Sequence[int | float] = ()
+    ) -> None:
         """`launch` for callers that already checked the arrays against this kernel (count,
-        device, size, layout, alignment) and pass only their addresses: the warm path of a kernel
-        call whose argument shapes were seen before."""
+        device, size, layout, alignment) and pass only their addresses, and as many scalars as it
+        takes: the warm path of a kernel call whose argument shapes were seen before."""
         handle = DEFAULT_STREAM if stream is None else stream_handle(stream)
         with self._lock:
             self._set_grid_and_stream(grid, handle)
-            self._call(self._params.pack_addresses(addresses, handle))
+            self._call(self._params.pack_addresses(addresses, handle, scalars))
 
     def _set_grid_and_stream(self, grid: Any, handle: int) -> None:
         config = self._config
@@ -297,16 +310,22 @@ def clear_loaded_kernels() -> None:
 class WarmLaunches:
     """The warm path of a kernel's calls: launches already checked, by argument layout.
 
-    When every array of a call is passed positionally as a torch tensor or an asyncdsl
-    `DeviceArray` and every keyword is a constexpr, a call seen before with arrays of the same
-    layout (shape, dtype, strides, device) needs no check but the alignment of the new addresses:
-    it goes straight to `LoadedKernel.launch_addresses`.  Grids are assumed to depend on array
-    shapes and constexprs only (the grid function sees nothing else).
+    When every parameter of a call is given (by position or name, no default left to fill), every
+    array is a torch tensor or an asyncdsl `DeviceArray` and every runtime scalar a Python int or
+    float, a call seen before with arrays of the same layout (shape, dtype, strides, device),
+    scalars of the same class (int or float; for an int, whether it is a multiple of
+    `INT_SPECIALIZATION_DIVISOR`, which the kernel is specialized on) and the same constexprs needs
+    no check but the alignment of the new addresses: it goes straight to
+    `LoadedKernel.launch_addresses`, which checks that the scalars' values fit.  Grids are assumed
+    to depend on array shapes and constexprs only, except that a grid function is called again on
+    a launch with scalars (it may read them).
     """
 
-    def __init__(self, array_count: int, constexpr_names: frozenset[str]):
-        self._array_count = array_count
-        self._constexpr_names = constexpr_names
+    def __init__(self, params: tuple[str, ...], constexpr_names: frozenset[str], grid_function: Callable | None):
+        self._params = params
+        self._positions = {name: position for position, name in enumerate(params)}
+        self._constexpr = tuple(name in constexpr_names for name in params)
+        self._grid_function = grid_function
         self._launches: dict[tuple, tuple[LoadedKernel, tuple[int, int, int]]] = {}
 
     def launch(self, args: tuple, kwargs: dict, stream: Any) -> bool:
@@ -314,12 +333,14 @@ class WarmLaunches:
         found = self._key(args, kwargs)
         if found is None:
             return False
-        key, addresses = found
+        key, addresses, scalars, values = found
         entry = self._launches.get(key)
         if entry is None or any(address % GMEM_ADDRESS_ALIGNMENT for address in addresses):
             return False
         loaded, grid = entry
-        loaded.launch_addresses(grid, addresses, stream)
+        if scalars and self._grid_function is not None:
+            grid = self._grid_function(**dict(zip(self._params, values)))
+        loaded.launch_addresses(grid, addresses, stream, scalars)
         return True
 
     def remember(self, args: tuple, kwargs: dict, loaded: LoadedKernel, grid: tuple[int, int, int]) -> None:
@@ -328,22 +349,46 @@ class WarmLaunches:
         if found is not None:
             self._launches[found[0]] = (loaded, grid)
 
-    def _key(self, args: tuple, kwargs: dict) -> tuple[tuple, list[int]] | None:
-        if len(args) != self._array_count or not self._constexpr_names.issuperset(kwargs):
+    def _key(self, args: tuple, kwargs: dict) -> tuple[tuple, list[int], list[int | float], list] | None:
+        """(key, array addresses, scalar values, every argument in signature order), or None for a
+        call the full path takes."""
+        given = len(args)
+        if given + len(kwargs) != len(self._params):
             return None
-        layouts, addresses = [], []
-        for array in args:
-            probe = _layout_probe(array)
-            if probe is None:
-                return None
-            layouts.append(probe[0])
-            addresses.append(probe[1])
-        key = (tuple(layouts), tuple(kwargs.items()), knobs.debug)  # debug mode compiles another kernel
+        values = args
+        if kwargs:
+            values = [*args, *(None,) * len(kwargs)]
+            for name, value in kwargs.items():
+                position = self._positions.get(name, -1)
+                if position < given:  # unknown, or also given by position: the full path says so
+                    return None
+                values[position] = value
+        parts, addresses, scalars = [], [], []
+        for value, constexpr in zip(values, self._constexpr):
+            kind = type(value)
+            if constexpr:
+                parts.append(value)
+            elif kind is DeviceArray:  # the common case, probed inline: this runs on every launch
+                parts.append((value.shape, value.dtype, value.strides, value.device))
+                addresses.append(value.address)
+            elif kind is int:
+                parts.append(("int", value % INT_SPECIALIZATION_DIVISOR == 0))
+                scalars.append(value)
+            elif kind is float:
+                parts.append(("float",))
+                scalars.append(value)
+            else:
+                probe = _layout_probe(value)
+                if probe is None:
+                    return None
+                parts.append(probe[0])
+                addresses.append(probe[1])
+        key = (tuple(parts), knobs.debug)  # debug mode compiles another kernel
         try:
             hash(key)
         except TypeError:
             return None
-        return key, addresses
+        return key, addresses, scalars, values
 
 
 def _layout_probe(array: Any) -> tuple[tuple, int] | None:

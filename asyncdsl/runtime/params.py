@@ -1,9 +1,11 @@
 """Kernel parameters: the `void*[]` that `cuLaunchKernelEx` reads, built once per kernel.
 
 Slot i points at the bytes of parameter i.  Pointer and scratch parameters own an 8-byte cell the
-launch overwrites; a by-value tensor map's slot is re-pointed at the cached 128-byte image for the
-argument's address.  The driver copies every parameter during the launch call, so the cells can
-be rewritten by the next launch at once.  Nothing here allocates on a warm launch.
+launch overwrites, runtime scalars a 4-byte one (int32 or float32, checked to fit on every launch,
+warm ones included: a scalar's value is not part of any cache key); a by-value tensor map's slot
+is re-pointed at the cached 128-byte image for the argument's address.  The driver copies every
+parameter during the launch call, so the cells can be rewritten by the next launch at once.
+Nothing here allocates on a warm launch.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from asyncdsl.kernel_binary import (
     ErrorBufferParam,
     KernelBinary,
     PointerParam,
+    ScalarParam,
     TensorMapParam,
+    scalar_argument,
 )
 from asyncdsl.runtime.arrays import DeviceArray
 from asyncdsl.runtime.scratch import DescriptorScratch, ScratchPool
@@ -54,6 +58,7 @@ class KernelParams:
         self._pointers: list[tuple[ctypes.c_uint64, int]] = []
         self._maps: list[tuple[int, TensorMapCache, int]] = []
         self._scratch: list[tuple[ctypes.c_uint64, DescriptorScratch]] = []
+        self._scalars: list[tuple[ctypes.c_int32 | ctypes.c_float, ScalarParam]] = []
         self.scratches: list[DescriptorScratch] = []
         for slot, param in enumerate(binary.params):
             if isinstance(param, PointerParam):
@@ -68,6 +73,10 @@ class KernelParams:
                 self._scratch.append((self._cell(slot), scratch))
             elif isinstance(param, ErrorBufferParam):
                 self._cell(slot).value = error_buffer  # the same buffer for every launch
+            elif isinstance(param, ScalarParam):
+                cell = ctypes.c_int32(0) if param.kind == "int" else ctypes.c_float(0.0)
+                self._slots[slot] = ctypes.addressof(cell)
+                self._scalars.append((cell, param))
             else:
                 raise TypeError(f"unknown kernel parameter {param!r}")
         # Each argument a descriptor reads must be at least as large as the descriptor's reach.
@@ -77,6 +86,7 @@ class KernelParams:
             if held is None or held[0] < cache.footprint:
                 least_bytes[cache.spec.arg_index] = (cache.footprint, describe(cache.spec, index))
         self._sized = tuple((arg, least, why) for arg, (least, why) in least_bytes.items())
+        self.scalar_names = tuple(param.name for _, param in self._scalars)  # in order (check_binary)
 
     def _cell(self, slot: int) -> ctypes.c_uint64:
         cell = ctypes.c_uint64(0)
@@ -84,10 +94,17 @@ class KernelParams:
         self._slots[slot] = ctypes.addressof(cell)
         return cell
 
-    def pack(self, arrays: Sequence[DeviceArray], stream: int) -> int:
-        """Fill the parameters from `arrays` (launching on `stream`); returns the `void*[]` address."""
+    def pack(self, arrays: Sequence[DeviceArray], stream: int, scalars: Sequence[int | float] = ()) -> int:
+        """Fill the parameters from `arrays` and the runtime `scalars` (launching on `stream`);
+        returns the `void*[]` address."""
         if len(arrays) != self.arg_count:
             raise self._count_error(len(arrays))
+        if len(scalars) != len(self.scalar_names):
+            raise ArgumentError(
+                f"kernel {self._kernel!r} takes {len(self.scalar_names)} scalar(s) "
+                f"({', '.join(self.scalar_names)}), but {len(scalars)} were given",
+                user_location(),
+            )
         device = self._device
         for array in arrays:
             if array.device != device:
@@ -95,11 +112,14 @@ class KernelParams:
         for arg, least, why in self._sized:
             if arrays[arg].nbytes < least:
                 raise self._size_error(arrays[arg], arg, least, why)
-        return self.pack_addresses([array.address for array in arrays], stream)
+        return self.pack_addresses([array.address for array in arrays], stream, scalars)
 
-    def pack_addresses(self, addresses: Sequence[int], stream: int) -> int:
+    def pack_addresses(self, addresses: Sequence[int], stream: int, scalars: Sequence[int | float] = ()) -> int:
         """Fill the parameters from argument addresses alone, for arrays whose count, device and
-        size were already checked against this kernel; returns the `void*[]` address."""
+        size were already checked against this kernel, and from as many `scalars` as the kernel
+        takes (each checked to fit); returns the `void*[]` address."""
+        for cell, param in self._scalars:
+            cell.value = scalar_argument(param.kind, scalars[param.scalar_index], param.name)
         for cell, arg in self._pointers:
             cell.value = addresses[arg]
         slots = self._slots

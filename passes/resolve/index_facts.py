@@ -7,6 +7,7 @@ the largest number it is a multiple of (`known_divisor`), and whether it cannot 
     (pid * 64) // 8         -> 8
     multiple_of(off, 64)    -> 64        (the user's hint, checked at run time)
     for i in range(0, n, 16): i -> 16
+    n * 4                   -> 64        (n a runtime int argument whose value was a multiple of 16)
 
 `known_divisor` returns 0 for the constant 0 (a multiple of everything): gcd and lcm treat it so.
 Everything it does not understand (a program id, a loop bound, a value from memory) is a multiple
@@ -17,11 +18,12 @@ from __future__ import annotations
 
 import math
 
-from xdsl.dialects import arith, scf
+from xdsl.dialects import arith, func, scf
 from xdsl.dialects.builtin import IntegerAttr
 from xdsl.ir import Block, BlockArgument, SSAValue
 
 from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.dialects import kernel_attrs as attrs
 
 
 def known_divisor(value: SSAValue) -> int:
@@ -39,6 +41,9 @@ def _divisor(value: SSAValue, seen: dict[SSAValue, int]) -> int:
 
 def _compute(value: SSAValue, seen: dict[SSAValue, int]) -> int:
     if isinstance(value, BlockArgument):
+        owner = value.block.parent_op()
+        if isinstance(owner, func.FuncOp):
+            return attrs.arg_divisor(owner, value.index)  # a runtime int, specialized per call
         return _loop_counter(value, seen)
     op = value.owner
 

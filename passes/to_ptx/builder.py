@@ -58,6 +58,16 @@ class PtxBuilder:
         self.block.add_op(op)
         return op.defs[0] if result else None
 
+    def emit_many(self, template: str, kinds: Sequence[str], *args: SSAValue | int | str) -> list[SSAValue]:
+        """Append one instruction with several results (a vector load, unpacking a word): the
+        first `len(kinds)` `{}` are the results, the rest the arguments as in `emit`."""
+        results = [f"#{{{i}}}" for i in range(len(kinds))]
+        operands = [a for a in args if isinstance(a, SSAValue)]
+        rendered = iter(f"#{{{len(kinds) + operands.index(a)}}}" if isinstance(a, SSAValue) else str(a) for a in args)
+        op = ptx.InstrOp(template.format(*results, *rendered), operands, list(kinds))
+        self.block.add_op(op)
+        return list(op.defs)
+
     def run(self, template: str, *args, guard: SSAValue | None = None, negate: bool = False) -> None:
         """Append an instruction without a result."""
         self.emit(template, None, *args, guard=guard, negate=negate)

@@ -24,6 +24,7 @@ class KernelFacts:
     """What the prologue computed once for the whole kernel."""
 
     tid: SSAValue
+    thread: SSAValue  # the thread's index in its warpgroup (0-127)
     warpgroup: SSAValue  # warpgroup index of the thread
     named_barrier: SSAValue  # 1 + warpgroup index: the warpgroup's `bar.sync` id
     leader: SSAValue  # predicate: the thread that issues the warpgroup's single-thread work
@@ -32,6 +33,7 @@ class KernelFacts:
     cluster_size: int = 1
     arch: str = "sm_90a"
     error_buffer: SSAValue | None = None  # debug mode: where failed run-time checks are reported
+    tile_scratch: SSAValue | None = None  # this warpgroup's shared scratch for register tiles
 
 
 class KernelLowering:
@@ -44,6 +46,8 @@ class KernelLowering:
         self.check_ids = check_ids or {}
         self._registers: dict[SSAValue, SSAValue] = {}
         self._constants: dict[SSAValue, int] = {}
+        # Register tiles: each value's `tile_registers.TileRegisters` (its registers by layout).
+        self.tiles: dict[SSAValue, object] = {}
         self.facts: KernelFacts | None = None
         # Per barrier group (its alloc value): the register of phase bits this thread tracks.
         self.phase_bits: dict[SSAValue, SSAValue] = {}

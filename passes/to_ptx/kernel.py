@@ -1,13 +1,15 @@
 """The parameter list, prologue and epilogue of a lowered kernel.
 
-Parameters: one `.u64` device address per array argument, then the TMA descriptors, either one
-128-byte by-value parameter each (`__grid_constant__` style) or a single `.u64` pointer to the
-descriptor scratch in global memory.
+Parameters: one `.u64` device address per array argument, one `.s32` or `.f32` value per runtime
+scalar argument (int or float), then the TMA descriptors, either one 128-byte by-value parameter
+each (`__grid_constant__` style) or a single `.u64` pointer to the descriptor scratch in global
+memory.  Kernel argument i is parameter i: the function takes its arrays first, then its scalars.
 
-Prologue: thread ids and the leader predicate, the 1024-aligned shared-memory base (aligned at
-run time: not every load path honours `.extern .shared .align`, docs/hardware.md §1.1), descriptor
-addresses and their prefetch, barrier initialisation by one thread, the fence that publishes it
-to the async proxy, and a CTA (or cluster) barrier so nobody uses a barrier before it exists.
+Prologue: the scalar arguments loaded into registers, thread ids and the leader predicate, the
+1024-aligned shared-memory base (aligned at run time: not every load path honours `.extern
+.shared .align`, docs/hardware.md §1.1), descriptor addresses and their prefetch, barrier
+initialisation by one thread, the fence that publishes it to the async proxy, and a CTA (or
+cluster) barrier so nobody uses a barrier before it exists.
 
 Epilogue: the leader waits until its TMA stores have read their shared memory (the CTA's shared
 memory must outlive them), every thread waits for its cp.async chunks to land, and a cluster
@@ -17,6 +19,7 @@ meets once more so no CTA exits while a peer may still multicast into it.
 from __future__ import annotations
 
 from xdsl.dialects import func
+from xdsl.dialects.builtin import IndexType, MemRefType
 
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects import kernel_attrs as attrs
@@ -27,6 +30,7 @@ from asyncdsl.kernel_binary import (
     KernelParam,
     PointerParam,
     RuntimeCheck,
+    ScalarParam,
     TensorMapParam,
 )
 from asyncdsl.passes.to_ptx.context import KernelFacts, KernelLowering
@@ -34,7 +38,18 @@ from asyncdsl.passes.to_ptx.context import KernelFacts, KernelLowering
 
 def kernel_params(fn: func.FuncOp) -> tuple[KernelParam, ...]:
     """The kernel's parameters in order (shared by the lowering and the runtime contract)."""
-    params: list[KernelParam] = [PointerParam(i) for i in range(len(fn.args))]
+    names = attrs.arg_names(fn)
+    params: list[KernelParam] = []
+    arrays = 0
+    for i, arg in enumerate(fn.args):
+        if isinstance(arg.type, MemRefType):
+            assert arrays == i, "a kernel takes its arrays first"
+            params.append(PointerParam(i))
+            arrays += 1
+        else:
+            kind = "int" if isinstance(arg.type, IndexType) else "float"
+            name = names[i] if i < len(names) else f"argument {i}"  # IR written by hand may lack names
+            params.append(ScalarParam(i - arrays, kind, name))
     found = attrs.descriptors(fn)
     if attrs.descriptor_mode(fn) == "scratch":
         if found:
@@ -59,8 +74,18 @@ def _described(op) -> RuntimeCheck:
     return RuntimeCheck(ir.check_message(op), file, line)
 
 
+_SCALAR_PARAM_KINDS = {"int": "s32", "float": "f32"}
+
+
 def param_kinds(params: tuple[KernelParam, ...]) -> list[str]:
-    return ["tensor_map" if isinstance(p, TensorMapParam) else "u64" for p in params]
+    def kind(param: KernelParam) -> str:
+        if isinstance(param, TensorMapParam):
+            return "tensor_map"
+        if isinstance(param, ScalarParam):
+            return _SCALAR_PARAM_KINDS[param.kind]
+        return "u64"
+
+    return [kind(p) for p in params]
 
 
 def emit_prologue(ctx: KernelLowering, fn: func.FuncOp, params: tuple[KernelParam, ...]) -> None:
@@ -69,29 +94,42 @@ def emit_prologue(ctx: KernelLowering, fn: func.FuncOp, params: tuple[KernelPara
     cluster = attrs.dims(fn, attrs.CLUSTER)
     cluster_size = cluster[0] * cluster[1] * cluster[2]
 
+    for position, param in enumerate(params):
+        if isinstance(param, ScalarParam):
+            # Kernel argument `position` lives in a register from here on: an index in a b32
+            # register like every other index, a float in an f32 one.
+            kind = _SCALAR_PARAM_KINDS[param.kind]
+            register = "b32" if param.kind == "int" else "f32"
+            ctx.bind(fn.args[position], b.emit(f"ld.param.{kind} {{}}, [#{{{{param:{position}}}}}];", register))
+
     tid = b.emit("mov.u32 {}, %tid.x;", "b32")
     if block[0] > 128:
         warpgroup = b.emit("shr.u32 {}, {}, 7;", "b32", tid)
         named_barrier = b.emit("add.u32 {}, {}, 1;", "b32", warpgroup)
-        lane = b.emit("and.b32 {}, {}, 127;", "b32", tid)
+        thread = b.emit("and.b32 {}, {}, 127;", "b32", tid)
     else:
         warpgroup = b.mov("b32", 0)
         named_barrier = b.mov("b32", 1)
-        lane = tid
-    leader = b.emit("setp.eq.u32 {}, {}, 0;", "pred", lane)
+        thread = tid
+    leader = b.emit("setp.eq.u32 {}, {}, 0;", "pred", thread)
     cta_leader = b.emit("setp.eq.u32 {}, {}, 0;", "pred", tid)
     base = b.emit("mov.u32 {}, #{{smem}};", "b32")
     b.run("add.u32 {}, {}, 1023;", base, base)
     b.run("and.b32 {}, {}, -1024;", base, base)
 
     addresses = _descriptor_addresses(ctx, params)
-    ctx.facts = KernelFacts(tid, warpgroup, named_barrier, leader, base, addresses, cluster_size, attrs.arch(fn))
+    ctx.facts = KernelFacts(tid, thread, warpgroup, named_barrier, leader, base, addresses, cluster_size, attrs.arch(fn))
     for position, param in enumerate(params):
         if isinstance(param, ErrorBufferParam):
             ctx.facts.error_buffer = b.emit(f"ld.param.u64 {{}}, [#{{{{param:{position}}}}}];", "b64")
             ctx.check_ids = {op: number for number, op in enumerate(runtime_checks(fn), start=1)}
     for address in addresses:
         b.run("prefetch.tensormap [{}];", address, guard=cta_leader)
+    scratch = attrs.tile_scratch(fn)
+    if scratch is not None:
+        offset, size = scratch
+        ctx.facts.tile_scratch = b.emit("mad.lo.s32 {}, {}, {}, {};", "b32", warpgroup, size, base)
+        b.run("add.s32 {}, {}, {};", ctx.facts.tile_scratch, ctx.facts.tile_scratch, offset)
 
     groups = [op for op in fn.walk() if isinstance(op, ir.AllocBarriersOp)]
     for group in groups:

@@ -1,19 +1,32 @@
-"""Lowering of index arithmetic and conditions (`arith`).
+"""Lowering of index arithmetic, conditions and float32 scalars' constants, comparisons and
+conversions from ints (`arith`).
 
 Index values live in 32-bit registers as signed integers (coordinates and loop counters on the
-GPU are far below 2^31); conditions live in predicate registers.
+GPU are far below 2^31; runtime int arguments are checked to fit at the call); conditions live in
+predicate registers; float32 scalars (runtime float arguments and arithmetic on them) in f32
+registers.  Their arithmetic is lowered like one element of a register tile (`tile_math.py`:
+IEEE `.rn` instructions, no contraction, no flush to zero), as the interpreter computes it.
 """
 
 from __future__ import annotations
 
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import IndexType, IntegerAttr, IntegerType
+from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, IntegerType
 
 from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
+from asyncdsl.passes.to_ptx.tiles import constant_register
 
 _COMPARE = {
     "eq": "eq.s32", "ne": "ne.s32", "slt": "lt.s32", "sle": "le.s32", "sgt": "gt.s32",
     "sge": "ge.s32", "ult": "lt.u32", "ule": "le.u32", "ugt": "gt.u32", "uge": "ge.u32",
+}
+
+
+# arith.cmpf predicates (but the constant false/true) as PTX float comparisons: the plain ones are
+# ordered (false when either operand is NaN), the `u` ones unordered (true then).
+_COMPARE_FLOAT = {
+    "oeq": "eq", "ogt": "gt", "oge": "ge", "olt": "lt", "ole": "le", "one": "ne", "ord": "num",
+    "ueq": "equ", "ugt": "gtu", "uge": "geu", "ult": "ltu", "ule": "leu", "une": "neu", "uno": "nan",
 }
 
 
@@ -27,6 +40,9 @@ def register_kind(type_) -> str:
 
 def _constant(ctx: KernelLowering, op: arith.ConstantOp) -> None:
     value = op.value
+    if isinstance(value, FloatAttr):
+        ctx.bind(op.result, constant_register(ctx, value, op.result.type))  # a float32 scalar
+        return
     assert isinstance(value, IntegerAttr)
     number = value.value.data
     if register_kind(op.result.type) == "pred":
@@ -82,6 +98,15 @@ def _compare(ctx: KernelLowering, op: arith.CmpiOp) -> None:
     ctx.bind(op.result, ctx.b.emit(f"setp.{_COMPARE[predicate]} {{}}, {{}}, {{}};", "pred", ctx.reg(op.lhs), ctx.operand(op.rhs)))
 
 
+def _compare_float(ctx: KernelLowering, op: arith.CmpfOp) -> None:
+    predicate = _COMPARE_FLOAT[arith.CMPF_COMPARISON_OPERATIONS[op.predicate.value.data]]
+    ctx.bind(op.result, ctx.b.emit(f"setp.{predicate}.f32 {{}}, {{}}, {{}};", "pred", ctx.reg(op.lhs), ctx.reg(op.rhs)))
+
+
+def _int_to_float(ctx: KernelLowering, op: arith.SIToFPOp) -> None:
+    ctx.bind(op.result, ctx.b.emit("cvt.rn.f32.s32 {}, {};", "f32", ctx.reg(op.input)))
+
+
 def _alias(ctx: KernelLowering, result, value) -> None:
     """`result` is `value` (no instruction)."""
     known = ctx.constant(value)
@@ -120,4 +145,6 @@ RULES: Rules = {
     arith.FloorDivSIOp: _floordiv,
     arith.CmpiOp: _compare,
     arith.SelectOp: _select,
+    arith.CmpfOp: _compare_float,
+    arith.SIToFPOp: _int_to_float,
 }

@@ -11,17 +11,20 @@ from asyncdsl.runtime.arrays import DeviceArray
 
 
 class RecordingKernel:
-    """Stands in for a loaded kernel: records launches instead of making them."""
+    """Stands in for a loaded kernel: records launches instead of making them (the scalars of
+    kernels that take some)."""
 
     def __init__(self, binary):
         self.binary = binary
         self.calls = []
 
-    def launch(self, grid, arrays, stream=None):
-        self.calls.append(("checked", tuple(grid), tuple(a.address for a in arrays)))
+    def launch(self, grid, arrays, stream=None, scalars=()):
+        scalars = (tuple(scalars),) if scalars else ()
+        self.calls.append(("checked", tuple(grid), tuple(a.address for a in arrays), *scalars))
 
-    def launch_addresses(self, grid, addresses, stream=None):
-        self.calls.append(("warm", tuple(grid), tuple(addresses)))
+    def launch_addresses(self, grid, addresses, stream=None, scalars=()):
+        scalars = (tuple(scalars),) if scalars else ()
+        self.calls.append(("warm", tuple(grid), tuple(addresses), *scalars))
 
 
 @pytest.fixture
@@ -78,10 +81,15 @@ def test_misaligned_address_is_checked_and_rejected(recorded):
         copy(device((64, 64), 0x10008), device((64, 64), 0x20000), B=64)
 
 
-def test_arrays_by_keyword_take_the_checked_path(recorded):
-    copy(device((64, 64), 0x10000), dst=device((64, 64), 0x20000), B=64)
-    copy(device((64, 64), 0x10000), dst=device((64, 64), 0x20000), B=64)
-    assert [call[0] for call in calls(recorded)] == ["checked", "checked"]
+def test_arguments_by_keyword_or_position_take_the_warm_path_alike(recorded):
+    copy(device((128, 64), 0x10000), dst=device((128, 64), 0x20000), B=64)
+    copy(src=device((128, 64), 0x30000), B=64, dst=device((128, 64), 0x40000))
+    copy(device((128, 64), 0x50000), device((128, 64), 0x60000), 64)
+    assert calls(recorded) == [
+        ("checked", (2, 1, 1), (0x10000, 0x20000)),
+        ("warm", (2, 1, 1), (0x30000, 0x40000)),
+        ("warm", (2, 1, 1), (0x50000, 0x60000)),
+    ]
 
 
 def test_host_arrays_are_refused_with_a_pointer_to_interpret(recorded):

@@ -274,13 +274,15 @@ def test_a_grid_function_with_other_names_is_told_so():
         named.interpret(np.zeros(16, np.float32), np.zeros(16, np.float32))
 
 
-def test_a_python_number_where_an_array_goes_suggests_constexpr():
+def test_a_runtime_int_used_as_a_python_int_suggests_constexpr():
     @ad.kernel(grid=(1,))
     def takes_n(x, n):
-        pass
+        for _ in range(n):  # the loop
+            pass
 
-    with pytest.raises(ad.ArgumentError, match=r"argument 'n' is a Python int.*`n: asyncdsl.constexpr`"):
+    with pytest.raises(ad.TraceError, match=r"argument 'n' is a runtime int.*`n: asyncdsl.constexpr`") as caught:
         takes_n.interpret(np.zeros(16, np.float32), 3)
+    assert caught.value.location.line == line_of(takes_n.fn, "# the loop")
 
 
 def test_numpy_integers_are_grids_and_constexprs():

@@ -43,4 +43,15 @@ def test_example_kernels_agree_with_the_interpreter(module, kernel_name):
     interpreted = [a.copy() for a in arrays]
     kernel.interpret(*interpreted, **constexprs)
     for index, (device, host) in enumerate(zip(on_gpu, interpreted)):
-        assert np.array_equal(to_host(device).view(np.uint8), host.view(np.uint8)), f"argument {index}"
+        gpu = to_host(device)
+        if getattr(module, "APPROXIMATE", False):
+            # Hardware approximations (ex2.approx, ...) differ from the interpreter's correctly
+            # rounded functions by a few float32 ulps: at most one ulp of the 16-bit output.
+            wide_gpu, wide_cpu = gpu.astype(np.float64), host.astype(np.float64)
+            assert np.array_equal(np.isnan(wide_gpu), np.isnan(wide_cpu)), f"argument {index}: NaNs"
+            finite = np.isfinite(wide_cpu) & np.isfinite(wide_gpu)
+            assert np.array_equal(wide_gpu[~finite], wide_cpu[~finite], equal_nan=True), f"argument {index}: inf"
+            close = np.abs(wide_gpu - wide_cpu) <= 2 ** -7 * np.abs(wide_cpu) + 2 ** -126
+            assert close[finite].all(), f"argument {index}"
+        else:
+            assert np.array_equal(gpu.view(np.uint8), host.view(np.uint8)), f"argument {index}"

@@ -79,3 +79,52 @@ def test_the_pipeline_kernel_also_runs():
     y = np.zeros_like(x)
     everything.interpret(x, y, B=32)
     assert np.array_equal(y[:128], x[:128]) and not y[128:].any()
+
+
+# -- register tiles: every tile op, through every stage ---------------------------------------------
+
+
+@ad.kernel(grid=(1,))
+def tile_everything(x, y, z):
+    buf = ad.smem((64, 128), ad.bfloat16)
+    out = ad.smem((64, 128), ad.float32)
+    small = ad.smem((64, 128), ad.float8_e4m3fn)
+    bar = ad.barrier()
+    ad.async_copy(x.at[:, :], buf, barrier=bar)
+    bar.wait()
+    total = ad.registers((64, 128), ad.float32, layout=ad.WGMMA)
+    t = buf.load(layout=ad.WGMMA).astype(ad.float32)
+    total[...] = ad.zeros((64, 128), ad.float32)
+    for _ in ad.range(2):
+        total[...] = ad.fma(total[...], t, ad.full((64, 128), ad.program_id(0), ad.float32))
+    s = total[...]
+    m = ad.where(s > 0.5, ad.exp2(s, approx=True), -abs(s))
+    r = m.sum(axis=1)[:, None] + ad.iota((64, 128), ad.int32, dim=1).astype(ad.float32)
+    out[...] = ad.maximum(r, m).to_layout(ad.strided(4)) / 3.0
+    small[...] = out[...].astype(ad.float8_e4m3fn)
+    ad.fence_async_smem()
+    ad.async_copy(out, y.at[:, :])
+    ad.async_copy(small, z.at[:, :])
+    ad.await_async_copy(0)
+
+
+TILE_STAGES = tile_everything.stages(
+    ad.ArraySpec((64, 128), ad.bfloat16), ad.ArraySpec((64, 128), ad.float32), ad.ArraySpec((64, 128), ad.float8_e4m3fn)
+)
+
+
+@pytest.mark.parametrize("stage", ["trace", *PASS_NAMES])
+def test_every_tile_op_round_trips(stage):
+    text = TILE_STAGES[stage]
+    parsed = Parser(make_context(), text).parse_module()
+    parsed.verify()
+    assert ir_text(parsed) == text
+
+
+def test_tile_ops_print_readably():
+    text = TILE_STAGES["infer-layouts"]
+    for fragment in ("asyncdsl.load_smem", "layout <wgmma>", "asyncdsl.reduce sum",
+                     "asyncdsl.compare gt", "asyncdsl.select", "asyncdsl.convert", "asyncdsl.iota dim 1",
+                     "asyncdsl.alloc_registers", "!asyncdsl.registers<vector<64x128xf32>>",
+                     "asyncdsl.relayout", "math.exp2", "fastmath<afn>", "asyncdsl.layout = #asyncdsl.layout<wgmma_row>"):
+        assert fragment in text, fragment

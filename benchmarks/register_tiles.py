@@ -1,0 +1,165 @@
+"""Fused row and elementwise kernels on register tiles (the four examples) against torch eager,
+torch.compile and Triton kernels in the tutorials' style, in one run, with the device-copy
+bandwidth of the same run as the roofline.  TB/s = bytes read + written / median device time.
+
+    python benchmarks/register_tiles.py [softmax rms_norm swiglu rowwise_fp8_quant]
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+from common import median_gpu_ms, write_result  # noqa: E402
+
+WORKLOADS = {
+    "softmax": ((8192, 4096), (4096, 16384)),
+    "rms_norm": ((8192, 4096), (8192, 8192)),
+    "swiglu": ((16384, 8192),),
+    "rowwise_fp8_quant": ((8192, 4096), (8192, 8192)),
+}
+
+
+def _copy_tbps(nbytes: int) -> float:
+    """torch copy_ of nbytes/2 bytes: read + write nbytes, the same traffic as the workload."""
+    import torch
+
+    x = torch.empty(nbytes // 4, dtype=torch.uint8, device="cuda")
+    y = torch.empty_like(x)
+    return nbytes / median_gpu_ms(lambda: y.copy_(x)) / 1e9
+
+
+def _softmax(shape):
+    import torch
+    import torch.nn.functional as F
+    from triton_peers import triton_softmax
+
+    from asyncdsl.examples.softmax import config, softmax
+
+    x = torch.randn(shape, device="cuda", dtype=torch.bfloat16) * 3
+    y = torch.empty_like(x)
+    expected = F.softmax(x.float(), dim=1).to(torch.bfloat16)
+    compiled = torch.compile(lambda t: F.softmax(t, dim=1))
+    runs = {
+        "asyncdsl": lambda: softmax(x, y, **config(shape[1])),
+        "torch eager": lambda: y.copy_(F.softmax(x, dim=1)),
+        "torch.compile": lambda: y.copy_(compiled(x)),
+        "triton": lambda: triton_softmax(x, y),
+    }
+    return runs, y, expected, 2 * x.numel() * 2, {"atol": 2 ** -8, "rtol": 0}
+
+
+def _rms_norm(shape):
+    import torch
+    from triton_peers import triton_rms_norm
+
+    from asyncdsl.examples.rms_norm import config, rms_norm
+
+    eps = 1e-6
+    x = torch.randn(shape, device="cuda", dtype=torch.bfloat16)
+    w = (1 + 0.1 * torch.randn(shape[1], device="cuda")).to(torch.bfloat16)
+    y = torch.empty_like(x)
+
+    def eager(t):
+        wide = t.float()
+        return (wide * torch.rsqrt(wide.pow(2).mean(dim=1, keepdim=True) + eps) * w.float()).to(torch.bfloat16)
+
+    expected = eager(x)
+    compiled = torch.compile(eager)
+    runs = {
+        "asyncdsl": lambda: rms_norm(x, w, y, **config(shape[1], eps)),
+        "torch eager": lambda: y.copy_(eager(x)),
+        "torch.compile": lambda: y.copy_(compiled(x)),
+        "triton": lambda: triton_rms_norm(x, w, y, eps),
+    }
+    return runs, y, expected, 2 * x.numel() * 2 + shape[1] * 2, {"atol": 2 ** -6, "rtol": 2 ** -7}
+
+
+def _swiglu(shape):
+    import torch
+    import torch.nn.functional as F
+    from triton_peers import triton_swiglu
+
+    from asyncdsl.examples.swiglu import CONFIG, swiglu
+
+    a, b = (torch.randn(shape, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    y = torch.empty_like(a)
+    expected = (F.silu(a.float()) * b.float()).to(torch.bfloat16)
+    compiled = torch.compile(lambda p, q: F.silu(p) * q)
+    runs = {
+        "asyncdsl": lambda: swiglu(a, b, y, **CONFIG),
+        "torch eager": lambda: torch.mul(F.silu(a), b, out=y),
+        "torch.compile": lambda: y.copy_(compiled(a, b)),
+        "triton": lambda: triton_swiglu(a, b, y),
+    }
+    return runs, y, expected, 3 * a.numel() * 2, {"atol": 2 ** -6, "rtol": 2 ** -6}
+
+
+def _rowwise_fp8_quant(shape):
+    import torch
+    from triton_peers import triton_rowwise_fp8
+
+    from asyncdsl.examples.rowwise_fp8_quant import config, rowwise_fp8_quant
+
+    x = torch.randn(shape, device="cuda", dtype=torch.bfloat16) * 10
+    q = torch.empty(shape, device="cuda", dtype=torch.float8_e4m3fn)
+    scales = torch.empty(shape[0], device="cuda", dtype=torch.float32)
+
+    def eager(t):
+        wide = t.float()
+        amax = wide.abs().amax(dim=1, keepdim=True)
+        factor = torch.where(amax > 0, 448.0 / amax, torch.zeros_like(amax))
+        return (wide * factor).clamp(-448, 448).to(torch.float8_e4m3fn), (amax / 448.0).squeeze(1)
+
+    compiled = torch.compile(eager)
+    expected = eager(x)[0]
+
+    def into(fn):
+        def run():
+            out_q, out_s = fn(x)
+            q.copy_(out_q)
+            scales.copy_(out_s)
+        return run
+
+    runs = {
+        "asyncdsl": lambda: rowwise_fp8_quant(x, q, scales, **config(shape[1])),
+        "torch eager": into(eager),
+        "torch.compile": into(compiled),
+        "triton": lambda: triton_rowwise_fp8(x, q, scales),
+    }
+    return runs, q, expected, x.numel() * 3 + shape[0] * 4, {"atol": 0, "rtol": 0.07}  # one e4m3 step
+
+
+BUILDERS = {"softmax": _softmax, "rms_norm": _rms_norm, "swiglu": _swiglu, "rowwise_fp8_quant": _rowwise_fp8_quant}
+
+
+def main(names) -> None:
+    import torch
+
+    results = {}
+    for name in names:
+        for shape in WORKLOADS[name]:
+            runs, out, expected, nbytes, tolerance = BUILDERS[name](shape)
+            row = {}
+            for peer, fn in runs.items():
+                out.zero_()
+                fn()
+                torch.cuda.synchronize()
+                torch.testing.assert_close(out.float(), expected.float(), **tolerance, msg=f"{name} {shape} {peer}")
+                row[peer] = nbytes / median_gpu_ms(fn) / 1e9
+            row["device copy"] = _copy_tbps(nbytes)
+            best_peer = max(row["torch.compile"], row["triton"])
+            row["asyncdsl / best of triton, torch.compile"] = row["asyncdsl"] / best_peer
+            row["asyncdsl / device copy"] = row["asyncdsl"] / row["device copy"]
+            results[f"{name} {shape[0]}x{shape[1]} bf16 (TB/s)"] = row
+    write_result("register_tiles", results)
+    for key, row in results.items():
+        print(key)
+        for peer, value in row.items():
+            print(f"    {peer:42s} {value:6.3f}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:] or list(WORKLOADS))

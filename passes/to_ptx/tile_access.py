@@ -1,0 +1,245 @@
+"""Lowering of register tiles to and from shared memory (`load_smem`, `store_smem`).
+
+A buffer holds its tile row-major.  Each thread moves its register vectors: the address of
+thread t's register r, lane v is `base + (thread_term(t) + slot_offset(r) + v) · element bytes`,
+where the thread term is linear in t's bits (`tile_registers.thread_coefficients`), so one PTX
+sequence serves all 128 threads.  A register's vector is contiguous; it moves in the widest
+aligned pieces up to 16 bytes (`ld/st.shared.v4.b32`).  16-bit elements pack two to a 32-bit
+word (`mov.b32 {lo, hi}`), 8-bit ones four (`prmt`, `bfe`).
+
+Stores are followed by a warpgroup barrier and preceded by one: a store in one layout and a load
+in another exchange elements between threads, which must not overtake each other's reads and
+writes.  Layouts that replicate elements store each element once (from the lowest replica).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from xdsl.dialects.builtin import VectorType
+from xdsl.ir import SSAValue
+
+from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.dialects.layout_attrs import layout_of
+from asyncdsl.hw.fragments import Layout, SplatLayout
+from asyncdsl.hw.layout_choice import strided_layout
+from asyncdsl.hw.tiling import THREADS, flat_index
+from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
+from asyncdsl.passes.to_ptx.tile_registers import (
+    bind_tile,
+    register_kind,
+    thread_coefficients,
+    thread_term,
+    tile_of,
+    uniform,
+)
+
+MAX_ACCESS_BYTES = 16
+
+
+def buffer_alignment(value: SSAValue) -> int:
+    """The alignment (bytes) the address of SMEM buffer `value` is known to have."""
+    owner = value.owner
+    if isinstance(owner, ir.SmemViewOp):
+        shape = ir.shape_of(owner.source)
+        bits = ir.element_bits(owner.source.type)
+        alignment = buffer_alignment(owner.source)
+        for position in range(len(owner.indices)):
+            stride = math.prod(shape[position + 1:]) * bits // 8
+            alignment = math.gcd(alignment, stride)
+        return alignment
+    if isinstance(owner, ir.AllocSmemOp):
+        return owner.alignment.value.data
+    return 1
+
+
+class TileAddresses:
+    """Where each register vector of a `shape` tile in `layout` sits in a row-major buffer."""
+
+    def __init__(self, layout: Layout, shape: tuple[int, ...], element_bytes: int):
+        coordinates = layout.coordinates(shape)  # (128, *registers, vector lane, rank)
+        flat = flat_index(coordinates, shape).reshape(THREADS, -1, layout.vector_length)
+        if not (np.diff(flat, axis=-1) == 1).all():
+            raise AssertionError(f"layout {layout}: a register's vector lanes are not adjacent elements")
+        first = flat[:, :, 0]
+        per_thread = first[:, 0] - first[0, 0]
+        self.coefficients = thread_coefficients(per_thread, f"the address of a tile in layout {layout}")
+        self.slot_offsets = uniform(first - per_thread[:, None], "a register's address in a tile")
+        self.vector = layout.vector_length
+        self.element_bytes = element_bytes
+        self.primary = _primary_threads(layout)
+
+    def piece_bytes(self, base_alignment: int) -> int:
+        """The widest access every vector splits into, aligned for every thread and register."""
+        offsets = [*self.slot_offsets, *self.coefficients]
+        alignment = base_alignment
+        for offset in offsets:
+            if offset:
+                alignment = math.gcd(alignment, offset * self.element_bytes)
+        size = self.vector * self.element_bytes
+        piece = min(MAX_ACCESS_BYTES, alignment, size & -size)
+        return max(piece, 1)
+
+
+def _primary_threads(layout: Layout) -> np.ndarray | None:
+    """Threads that hold the first copy of their elements (None: every thread does)."""
+    if layout.replication == 1:
+        return None
+    replicas = layout.replica_threads()
+    return replicas[:, 0] == np.arange(THREADS)
+
+
+def _thread_base(ctx: KernelLowering, base: SSAValue, addresses: TileAddresses) -> SSAValue:
+    term = thread_term(ctx, addresses.coefficients)
+    if isinstance(term, int):
+        return base
+    scaled = ctx.b.emit("mul.lo.s32 {}, {}, {};", "b32", term, addresses.element_bytes) if addresses.element_bytes != 1 else term
+    return ctx.b.emit("add.s32 {}, {}, {};", "b32", base, scaled)
+
+
+def _primary_guard(ctx: KernelLowering, layout: Layout) -> SSAValue | None:
+    """A predicate true in the threads that hold the first copy of each element they hold."""
+    primary = _primary_threads(layout)
+    if primary is None:
+        return None
+    # Replica digits are bit fields of the thread index: the first copy has them all zero.
+    replicated_bits = [bit for bit in range(7) if not primary[1 << bit]]
+    if not all(primary[t] == all(not (t >> bit) & 1 for bit in replicated_bits) for t in range(THREADS)):
+        raise AssertionError(f"layout {layout}: replicas are not a set of thread bits")
+    mask = sum(1 << bit for bit in replicated_bits)
+    bits = ctx.b.emit("and.b32 {}, {}, {};", "b32", ctx.facts.thread, mask)
+    return ctx.b.emit("setp.eq.u32 {}, {}, 0;", "pred", bits)
+
+
+# -- moving one vector ---------------------------------------------------------------------------
+
+
+def _split_words(ctx: KernelLowering, words: list[SSAValue], element_bytes: int) -> list[SSAValue]:
+    """The elements packed in 32-bit `words`, lowest address first, one `.b16` register each."""
+    b = ctx.b
+    out: list[SSAValue] = []
+    for word in words:
+        if element_bytes == 2:
+            out += b.emit_many("mov.b32 {{{}, {}}}, {};", ["b16", "b16"], word)
+        else:
+            for byte in range(4):
+                bits = b.emit("bfe.u32 {}, {}, {}, 8;", "b32", word, 8 * byte)
+                out.append(b.emit("cvt.u16.u32 {}, {};", "b16", bits))
+    return out
+
+
+def _pack_words(ctx: KernelLowering, elements: list[SSAValue], element_bytes: int) -> list[SSAValue]:
+    """`elements` (lowest address first) packed into 32-bit words."""
+    b = ctx.b
+    words = []
+    per_word = 4 // element_bytes
+    for start in range(0, len(elements), per_word):
+        group = elements[start:start + per_word]
+        if element_bytes == 2:
+            words.append(b.emit("mov.b32 {}, {{{}, {}}};", "b32", *group))
+            continue
+        word = b.emit("cvt.u32.u16 {}, {};", "b32", group[0])
+        for position, element in enumerate(group[1:], start=1):
+            wide = b.emit("cvt.u32.u16 {}, {};", "b32", element)
+            word = b.emit("bfi.b32 {}, {}, {}, {}, 8;", "b32", wide, word, 8 * position)
+        words.append(word)
+    return words
+
+
+def _address(offset: int) -> str:
+    return f"[{{}}+{offset}]" if offset else "[{}]"
+
+
+def _load_piece(ctx: KernelLowering, address: SSAValue, offset: int, piece: int, element_bytes: int, kind: str) -> list[SSAValue]:
+    b = ctx.b
+    if piece < 4:  # one 8- or 16-bit element
+        return [b.emit(f"ld.shared.{'u8' if piece == 1 else 'b16'} {{}}, {_address(offset)};", "b16", address)]
+    count = piece // 4
+    word_kind = "f32" if kind == "f32" else "b32"
+    if count == 1:
+        template = f"ld.shared.{word_kind} {{}}, {_address(offset)};"
+    else:
+        targets = ", ".join(["{}"] * count)
+        template = f"ld.shared.v{count}.{word_kind} {{{{{targets}}}}}, {_address(offset)};"
+    words = b.emit_many(template, [word_kind] * count, address)
+    return words if element_bytes == 4 else _split_words(ctx, words, element_bytes)
+
+
+def _store_piece(ctx: KernelLowering, address: SSAValue, offset: int, elements: list[SSAValue], element_bytes: int,
+                 kind: str, guard: SSAValue | None) -> None:
+    b = ctx.b
+    piece = len(elements) * element_bytes
+    if piece < 4:
+        b.run(f"st.shared.{'u8' if piece == 1 else 'b16'} {_address(offset)}, {{}};", address, elements[0], guard=guard)
+        return
+    words = elements if element_bytes == 4 else _pack_words(ctx, elements, element_bytes)
+    word_type = "f32" if kind == "f32" else "b32"
+    listed = ", ".join(["{}"] * len(words))
+    vector = f".v{len(words)}" if len(words) > 1 else ""
+    operand = f"{{{{{listed}}}}}" if len(words) > 1 else listed
+    b.run(f"st.shared{vector}.{word_type} {_address(offset)}, {operand};", address, *words, guard=guard)
+
+
+# -- whole tiles ---------------------------------------------------------------------------------
+
+
+def read_tile(ctx: KernelLowering, base: SSAValue, alignment: int, layout: Layout, shape, element) -> np.ndarray:
+    """The registers of a `shape` tile in `layout` read from the row-major buffer at `base`."""
+    element_bytes = ir.element_bits(_vector_of(element)) // 8
+    kind = register_kind(element)
+    addresses = TileAddresses(layout, shape, element_bytes)
+    piece = addresses.piece_bytes(alignment)
+    address = _thread_base(ctx, base, addresses)
+    per_piece = piece // element_bytes
+    registers = []
+    for slot_offset in addresses.slot_offsets:
+        for lane in range(0, addresses.vector, per_piece):
+            offset = (int(slot_offset) + lane) * element_bytes
+            registers += _load_piece(ctx, address, offset, piece, element_bytes, kind)
+    return np.array(registers, dtype=object).reshape(layout.registers_shape(shape))
+
+
+def write_tile(ctx: KernelLowering, base: SSAValue, alignment: int, layout: Layout, shape, element, regs: np.ndarray) -> None:
+    """Write the registers `regs` of a `shape` tile in `layout` to the row-major buffer at `base`."""
+    element_bytes = ir.element_bits(_vector_of(element)) // 8
+    kind = register_kind(element)
+    addresses = TileAddresses(layout, shape, element_bytes)
+    piece = addresses.piece_bytes(alignment)
+    address = _thread_base(ctx, base, addresses)
+    guard = _primary_guard(ctx, layout)
+    per_piece = piece // element_bytes
+    vectors = regs.reshape(-1, addresses.vector)
+    for slot_offset, vector in zip(addresses.slot_offsets, vectors):
+        for lane in range(0, addresses.vector, per_piece):
+            offset = (int(slot_offset) + lane) * element_bytes
+            _store_piece(ctx, address, offset, list(vector[lane:lane + per_piece]), element_bytes, kind, guard)
+
+
+def _vector_of(element) -> VectorType:
+    return VectorType(element, [1])
+
+
+def _load(ctx: KernelLowering, op: ir.LoadSmemOp) -> None:
+    layout = layout_of(op.result)
+    shape = tuple(op.result.type.get_shape())
+    regs = read_tile(ctx, ctx.reg(op.smem), buffer_alignment(op.smem), layout, shape, op.result.type.element_type)
+    bind_tile(ctx, op.result, regs)
+
+
+def _store(ctx: KernelLowering, op: ir.StoreSmemOp) -> None:
+    tile = tile_of(ctx, op.value)
+    layout, regs = tile.layout, tile.regs
+    if isinstance(layout, SplatLayout):
+        layout = strided_layout(tile.shape, ir.element_bits(op.value.type) / 8)
+        regs = tile.expanded(layout)
+    b = ctx.b
+    b.run("bar.sync {}, 128;", ctx.facts.named_barrier)
+    write_tile(ctx, ctx.reg(op.smem), buffer_alignment(op.smem), layout, tile.shape, op.value.type.element_type, regs)
+    b.run("bar.sync {}, 128;", ctx.facts.named_barrier)
+
+
+RULES: Rules = {
+    ir.LoadSmemOp: _load,
+    ir.StoreSmemOp: _store,
+}

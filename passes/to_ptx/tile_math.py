@@ -1,0 +1,266 @@
+"""Lowering of elementwise math on register tiles (`arith`/`math` on vectors): one instruction
+(or a short fixed sequence) per element register, as docs/register-tiles.md specifies.
+
+The same rules lower the non-index scalars the frontend makes on the way to a splat (a traced
+index cast to i32, then to the tile's dtype) and float scalars: a scalar is one register.
+Index arithmetic stays with `scalars.py`; `ELEMENTWISE` rules hand index operations to it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from xdsl.dialects import arith
+from xdsl.dialects import math as xmath
+from xdsl.dialects.builtin import Float32Type, IndexType, IntegerType, VectorType
+from xdsl.ir import Attribute, Operation, SSAValue
+
+from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.dialects.layout_attrs import layout_of
+from asyncdsl.passes.to_ptx.context import KernelLowering, Rule
+from asyncdsl.passes.to_ptx.tile_registers import (
+    bind_tile,
+    element_of,
+    float_suffix,
+    register_kind,
+    tile_of,
+)
+
+ElementRule = Callable[[KernelLowering, Operation, Attribute, list[SSAValue]], SSAValue]
+
+SIGN_BIT = {"f32": 0x80000000, "b32": 0x80000000, "b16": 0x8000}
+
+
+def _bits(element: Attribute) -> int:
+    return 1 if register_kind(element) == "pred" else ir.element_bits(VectorType(element, [1]))
+
+
+def _int_type(element: Attribute) -> str:
+    return f"s{_bits(element)}"
+
+
+def _binary_float(name: str) -> ElementRule:
+    def rule(ctx, op, element, regs):
+        suffix = float_suffix(element)
+        return ctx.b.emit(f"{name}.rn.{suffix} {{}}, {{}}, {{}};", register_kind(element), *regs)
+
+    return rule
+
+
+def _divide(ctx, op, element, regs):
+    suffix = float_suffix(element)
+    b = ctx.b
+    if suffix == "f32":
+        return b.emit("div.rn.f32 {}, {}, {};", "f32", *regs)
+    # No 16-bit division: the f32 quotient of the widened operands, rounded once more, is the
+    # correctly rounded 16-bit quotient (24 >= 2 * 11 + 2 bits; docs/register-tiles.md).
+    wide = [b.emit(f"cvt.f32.{suffix} {{}}, {{}};", "f32", r) for r in regs]
+    quotient = b.emit("div.rn.f32 {}, {}, {};", "f32", *wide)
+    return b.emit(f"cvt.rn.{suffix}.f32 {{}}, {{}};", "b16", quotient)
+
+
+def _fma(ctx, op, element, regs):
+    suffix = float_suffix(element)
+    return ctx.b.emit(f"fma.rn.{suffix} {{}}, {{}}, {{}}, {{}};", register_kind(element), *regs)
+
+
+def _sign_bit(instruction: str, invert: bool):
+    def rule(ctx, op, element, regs):
+        kind = register_kind(element)
+        mask = SIGN_BIT[kind]
+        mask = (~mask) & ((1 << (16 if kind == "b16" else 32)) - 1) if invert else mask
+        width = 16 if kind == "b16" else 32
+        return ctx.b.emit(f"{instruction}.b{width} {{}}, {{}}, {mask:#x};", kind, regs[0])
+
+    return rule
+
+
+def _nan_extremum(name: str) -> ElementRule:
+    def rule(ctx, op, element, regs):
+        suffix = float_suffix(element)
+        return ctx.b.emit(f"{name}.NaN.{suffix} {{}}, {{}}, {{}};", register_kind(element), *regs)
+
+    return rule
+
+
+def _integer(template: str) -> ElementRule:
+    def rule(ctx, op, element, regs):
+        kind = register_kind(element)
+        width = _bits(element)
+        text = template.format(s=f"s{width}", b="pred" if kind == "pred" else f"b{width}")
+        return ctx.b.emit(text + " {}, {}, {};", kind, *regs)
+
+    return rule
+
+
+def _compare(ctx, op, element, regs):
+    # Ordered float comparisons (false on NaN) except `ne`, which is true on NaN (`neu`).
+    predicate = op.predicate.data.value
+    suffix = float_suffix(element)
+    if suffix is not None:
+        spelled = "neu" if predicate == "ne" else predicate
+        return ctx.b.emit(f"setp.{spelled}.{suffix} {{}}, {{}}, {{}};", "pred", *regs)
+    kind = "b" if predicate in ("eq", "ne") else "s"
+    return ctx.b.emit(f"setp.{predicate}.{kind}{_bits(element)} {{}}, {{}}, {{}};", "pred", *regs)
+
+
+def _select(ctx, op, element, regs):
+    condition, yes, no = regs
+    kind = register_kind(element)
+    b = ctx.b
+    if kind == "pred":
+        taken = b.emit("and.pred {}, {}, {};", "pred", condition, yes)
+        other = b.emit("not.pred {}, {};", "pred", condition)
+        other = b.emit("and.pred {}, {}, {};", "pred", other, no)
+        return b.emit("or.pred {}, {}, {};", "pred", taken, other)
+    type_ = {"f32": "f32", "b32": "b32", "b16": "b16", "b64": "b64"}[kind]
+    return b.emit(f"selp.{type_} {{}}, {{}}, {{}}, {{}};", kind, yes, no, condition)
+
+
+def _approximate(name: str, ftz_only: bool = False) -> ElementRule:
+    def rule(ctx, op, element, regs):
+        approx = "afn" in str(op.fastmath) if hasattr(op, "fastmath") else False
+        ftz = ".ftz" if approx or ftz_only else ""
+        return ctx.b.emit(f"{name}.approx{ftz}.f32 {{}}, {{}};", "f32", regs[0])
+
+    return rule
+
+
+def _tanh(ctx, op, element, regs):
+    return ctx.b.emit("tanh.approx.f32 {}, {};", "f32", regs[0])
+
+
+# -- conversions -------------------------------------------------------------------------------
+
+_FLOAT8 = {"f8E4M3FN": "e4m3", "f8E5M2": "e5m2"}
+
+
+def _float8_name(element: Attribute) -> str | None:
+    return _FLOAT8.get(element.name.removeprefix("builtin.")) if hasattr(element, "name") else None
+
+
+def to_f32(ctx: KernelLowering, element: Attribute, reg: SSAValue) -> SSAValue:
+    """An exact f32 copy of a float element (every float type asyncdsl computes on widens exactly)."""
+    b = ctx.b
+    if isinstance(element, Float32Type):
+        return reg
+    suffix = float_suffix(element)
+    if suffix is not None:
+        return b.emit(f"cvt.f32.{suffix} {{}}, {{}};", "f32", reg)
+    pair = b.emit(f"cvt.rn.f16x2.{_float8_name(element)}x2 {{}}, {{}};", "b32", reg)
+    half = b.emit("cvt.u16.u32 {}, {};", "b16", pair)  # the low byte's value, as f16
+    return b.emit("cvt.f32.f16 {}, {};", "f32", half)
+
+
+def from_f32(ctx: KernelLowering, element: Attribute, reg: SSAValue) -> SSAValue:
+    """`reg` rounded to nearest even into `element` (float8: saturating to the finite range)."""
+    b = ctx.b
+    if isinstance(element, Float32Type):
+        return reg
+    suffix = float_suffix(element)
+    if suffix is not None:
+        return b.emit(f"cvt.rn.{suffix}.f32 {{}}, {{}};", "b16", reg)
+    zero = b.mov("f32", "0f00000000")
+    # The pair's second operand lands in the low byte: the element's byte.
+    return b.emit(f"cvt.rn.satfinite.{_float8_name(element)}x2.f32 {{}}, {{}}, {{}};", "b16", zero, reg)
+
+
+def _convert(ctx, op, element, regs):
+    """docs/register-tiles.md, Conversions: ints are signed, bools unsigned; floats widen
+    exactly to f32 first, so every float conversion is one rounding."""
+    source = element_of(op.value)
+    b = ctx.b
+    value = regs[0]
+    source_kind, target_kind = register_kind(source), register_kind(element)
+    source_float = not isinstance(source, IntegerType)
+    target_float = not isinstance(element, IntegerType)
+    if source_float and target_float:
+        return from_f32(ctx, element, to_f32(ctx, source, value))
+    if source_float:
+        wide = to_f32(ctx, source, value)
+        # Float to integer saturates to the destination's range and takes NaN to 0 (PTX cvt).
+        return b.emit(f"cvt.rzi.s{_bits(element)}.f32 {{}}, {{}};", target_kind, wide)
+    if source_kind == "pred":
+        value = b.emit("selp.b32 {}, 1, 0, {};", "b32", value)
+        source = IntegerType(32)
+    if target_float and _bits(source) < 32:
+        # PTX converts only 32- and 64-bit integers to floats; widening first is exact.
+        value = b.emit(f"cvt.s32.s{_bits(source)} {{}}, {{}};", "b32", value)
+        source = IntegerType(32)
+    if target_float:
+        suffix = float_suffix(element) or "f32"
+        rounded = b.emit(f"cvt.rn.{suffix}.s{_bits(source)} {{}}, {{}};", "f32" if suffix == "f32" else "b16", value)
+        return rounded if float_suffix(element) else from_f32(ctx, element, rounded)
+    if _bits(element) > _bits(source):
+        return b.emit(f"cvt.s{_bits(element)}.s{_bits(source)} {{}}, {{}};", target_kind, value)
+    # Narrowing keeps the low bits; narrow integers sit in the low bits of their register and
+    # every use widens them with an explicit cvt from the narrow type.
+    return b.emit(f"cvt.u{max(_bits(element), 16)}.u{_bits(source)} {{}}, {{}};", target_kind, value)
+
+
+def _index_cast(ctx, op, element, regs):
+    return regs[0]  # index values already live in 32-bit registers
+
+
+ELEMENT_RULES: dict[type[Operation], ElementRule] = {
+    arith.AddfOp: _binary_float("add"),
+    arith.SubfOp: _binary_float("sub"),
+    arith.MulfOp: _binary_float("mul"),
+    arith.DivfOp: _divide,
+    arith.NegfOp: _sign_bit("xor", invert=False),
+    xmath.AbsFOp: _sign_bit("and", invert=True),
+    xmath.FmaOp: _fma,
+    arith.MaximumfOp: _nan_extremum("max"),
+    arith.MinimumfOp: _nan_extremum("min"),
+    arith.AddiOp: _integer("add.{s}"),
+    arith.SubiOp: _integer("sub.{s}"),
+    arith.MuliOp: _integer("mul.lo.{s}"),
+    arith.AndIOp: _integer("and.{b}"),
+    arith.OrIOp: _integer("or.{b}"),
+    arith.XOrIOp: _integer("xor.{b}"),
+    arith.MaxSIOp: _integer("max.{s}"),
+    arith.MinSIOp: _integer("min.{s}"),
+    xmath.AbsIOp: lambda ctx, op, element, regs: ctx.b.emit(f"abs.{_int_type(element)} {{}}, {{}};", register_kind(element), regs[0]),
+    xmath.Exp2Op: _approximate("ex2"),
+    xmath.Log2Op: _approximate("lg2"),
+    xmath.RsqrtOp: _approximate("rsqrt"),
+    xmath.SinOp: _approximate("sin", ftz_only=True),
+    xmath.CosOp: _approximate("cos", ftz_only=True),
+    xmath.TanhOp: _tanh,
+    arith.IndexCastOp: _index_cast,
+    ir.CompareOp: _compare,
+    ir.SelectOp: _select,
+    ir.ConvertOp: _convert,
+}
+
+
+def _is_index_op(op: Operation) -> bool:
+    return all(isinstance(v.type, (IndexType,)) or (isinstance(v.type, IntegerType) and v.type.width.data == 1)
+               for v in (*op.operands, *op.results)) and not isinstance(op, arith.IndexCastOp)
+
+
+def elementwise(rule: ElementRule, index_rule: Rule | None) -> Rule:
+    """The lowering of one `arith`/`math` op class: per element for tiles and non-index scalars,
+    `index_rule` for index arithmetic and conditions."""
+
+    def lower(ctx: KernelLowering, op: Operation) -> None:
+        result = op.results[0]
+        if not isinstance(result.type, VectorType):
+            if index_rule is not None and _is_index_op(op):
+                index_rule(ctx, op)
+                return
+            element = result.type
+            ctx.bind(result, rule(ctx, op, element, [ctx.reg(v) for v in op.operands]))
+            return
+        layout = layout_of(result)
+        operands = [tile_of(ctx, v).expanded(layout) for v in op.operands]
+        element = result.type.element_type
+        if isinstance(op, ir.CompareOp):
+            element = op.lhs.type.element_type
+        out = np.empty(layout.registers_shape(tuple(result.type.get_shape())), dtype=object)
+        for position in np.ndindex(out.shape):
+            out[position] = rule(ctx, op, element, [array[position] for array in operands])
+        bind_tile(ctx, result, out)
+
+    return lower

@@ -1,0 +1,180 @@
+"""Misused register tiles are TraceErrors at the user's line, saying the rule."""
+
+from __future__ import annotations
+
+import pytest
+from support import line_of
+
+import asyncdsl as ad
+
+F32 = ad.ArraySpec((64, 128), ad.float32)
+
+
+def _expect(kernel, line_text: str, *fragments, spec=F32):
+    with pytest.raises(ad.TraceError) as caught:
+        kernel.compile(spec, spec)
+    error = caught.value
+    for fragment in fragments:
+        assert fragment in error.message, (fragment, error.message)
+    source = getattr(kernel.fn, "body", kernel.fn)  # a `_kernel`'s lines are in its body
+    assert error.location is not None and error.location.line == line_of(source, line_text), error
+    return error
+
+
+def _kernel(body):
+    """A kernel that loads x into `buf`, runs `body(buf, tile)`, and stores buf to y."""
+
+    def traced(x, y):
+        buf = ad.smem(x.shape, x.dtype)
+        bar = ad.barrier()
+        ad.async_copy(x.at[:, :], buf, barrier=bar)
+        bar.wait()
+        body(buf, buf[...])
+        ad.fence_async_smem()
+        ad.async_copy(buf, y.at[:, :])
+        ad.await_async_copy(0)
+
+    traced.__name__ = body.__name__
+    traced.body = body
+    return ad.kernel(grid=(1,))(traced)
+
+
+def test_a_tile_made_in_a_loop_and_used_after_it_says_to_use_registers():
+    @ad.kernel(grid=(1,))
+    def escaping(x, y):
+        buf = ad.smem(x.shape, x.dtype)
+        t = buf[...]
+        for _ in ad.range(2):
+            t = t + 1.0
+        buf[...] = t  # used after the loop
+        ad.fence_async_smem()
+        ad.async_copy(buf, y.at[:, :])
+        ad.await_async_copy(0)
+
+    _expect(escaping, "# used after the loop", "asyncdsl.registers", "traced once")
+
+
+def test_a_tile_has_no_truth_value():
+    def truthy(buf, t):
+        if t > 0:  # noqa: SIM102
+            pass
+
+    _expect(_kernel(truthy), "if t > 0", "no Python truth value", "asyncdsl.where")
+
+
+def test_mixing_dtypes_asks_for_astype():
+    def mixed(buf, t):
+        buf[...] = t + t.astype(ad.bfloat16).astype(ad.float32).astype(ad.bfloat16)
+
+    _expect(_kernel(mixed), "buf[...] = t + t.astype", "float32 tile and a bfloat16 tile", ".astype(")
+
+
+def test_shapes_that_do_not_broadcast():
+    def unbroadcastable(buf, t):
+        buf[...] = t + t.sum(axis=1)
+
+    _expect(_kernel(unbroadcastable), "t + t.sum(axis=1)", "do not broadcast")
+
+
+def test_storing_a_tile_of_the_wrong_dtype():
+    def wrong_store(buf, t):
+        buf[...] = t.astype(ad.bfloat16)
+
+    _expect(_kernel(wrong_store), "buf[...] = t.astype", "does not fit", "float32")
+
+
+def test_partial_reads_of_a_buffer_say_to_use_views():
+    def partial(buf, t):
+        buf[...] = buf[0:32, :] + 1.0
+
+    _expect(_kernel(partial), "buf[0:32, :]", "whole buffer", "buf.at[i]")
+
+
+def test_arithmetic_on_narrow_types_asks_for_astype():
+    def narrow(buf, t):
+        buf[...] = (t.astype(ad.int8) + 1).astype(ad.float32)
+
+    _expect(_kernel(narrow), "t.astype(ad.int8) + 1", "arithmetic is on float32, bfloat16, float16 and int32", "astype")
+
+
+def test_unsigned_tiles_are_refused():
+    def unsigned(buf, t):
+        buf[...] = t.astype(ad.uint32).astype(ad.float32)
+
+    _expect(_kernel(unsigned), "t.astype(ad.uint32)", "register tiles hold", "uint32")
+
+
+def test_astype_bool_says_to_compare():
+    def to_bool(buf, t):
+        t.astype(bool)
+
+    _expect(_kernel(to_bool), "t.astype(bool)", "compare instead")
+
+
+def test_exact_transcendentals_that_do_not_exist_say_approx():
+    def exact_tanh(buf, t):
+        buf[...] = ad.tanh(t)
+
+    _expect(_kernel(exact_tanh), "ad.tanh(t)", "approx=True")
+
+
+def test_transcendentals_want_float32():
+    def bf16_exp(buf, t):
+        ad.exp2(t.astype(ad.bfloat16))
+
+    _expect(_kernel(bf16_exp), "ad.exp2(t.astype", "float32", "astype")
+
+
+def test_reductions_must_leave_an_axis_and_name_real_axes():
+    def everything(buf, t):
+        t.sum(axis=(0, 1))
+
+    def bad_axis(buf, t):
+        t.max(axis=2)
+
+    _expect(_kernel(everything), "t.sum(axis=(0, 1))", "at least one axis")
+    _expect(_kernel(bad_axis), "t.max(axis=2)", "axis 2")
+
+
+def test_tiles_do_not_slice():
+    def sliced(buf, t):
+        t[0:2, :]
+
+    _expect(_kernel(sliced), "t[0:2, :]", "only to add axes")
+
+
+def test_iota_makes_int32_and_full_makes_numbers():
+    def float_iota(buf, t):
+        ad.iota((64, 128), ad.float32, dim=0)
+
+    def bool_full(buf, t):
+        ad.full((64, 128), 1, bool)
+
+    _expect(_kernel(float_iota), "ad.iota((64, 128), ad.float32", "int32")
+    _expect(_kernel(bool_full), "ad.full((64, 128), 1, bool)", "comparison")
+
+
+def test_a_layout_argument_must_be_a_layout():
+    def wrong_layout(buf, t):
+        ad.load(buf, layout="wgmma")
+
+    _expect(_kernel(wrong_layout), 'layout="wgmma"', "asyncdsl.WGMMA")
+
+
+def test_registers_are_allocated_at_the_top_level_and_hold_tiles():
+    @ad.kernel(grid=(1,))
+    def nested(x, y):
+        with ad.when(ad.program_id(0) == 0):
+            ad.registers((64, 128), ad.float32)
+
+    def not_a_tile(buf, t):
+        acc = ad.registers((64, 128), ad.float32)
+        acc[...] = 1.0
+
+    _expect(nested, "ad.registers((64, 128)", "top level")
+    _expect(_kernel(not_a_tile), "acc[...] = 1.0", "must be a register tile")
+
+
+def test_tiles_outside_a_kernel_say_where_they_belong():
+    with pytest.raises(ad.TraceError, match="inside a function decorated with @asyncdsl.kernel"):
+        ad.zeros((64, 128), ad.float32)

@@ -1,0 +1,69 @@
+"""Every register-tile kernel the project builds assembles with ptxas for sm_90a: each
+elementwise op, conversion and reduction for each dtype and register layout."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from tile_kernels import (
+    APPROX_OPS,
+    COMPUTE,
+    LAYOUTS,
+    REDUCIBLE,
+    C,
+    R,
+    accumulate,
+    broadcast_back,
+    convert,
+    op_matrix,
+    ops_of,
+    reductions,
+    relayout,
+)
+
+import asyncdsl as ad
+from asyncdsl.runtime.ptxas import assemble
+
+STORAGE = (ad.float8_e4m3fn, ad.float8_e5m2, ad.int8, ad.int16)
+
+
+def _spec(dtype, *shape):
+    return ad.ArraySpec(shape or (R, C), dtype)
+
+
+@pytest.mark.parametrize("dtype", COMPUTE, ids=str)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_every_elementwise_op_assembles(ptxas, dtype, layout):
+    ops = tuple(ops_of(dtype)) + (tuple(APPROX_OPS) if dtype == ad.float32 else ())
+    ptx = op_matrix.ptx(_spec(dtype), _spec(dtype), _spec(dtype), _spec(dtype, len(ops), R, C), OPS=ops, LAYOUT=layout)
+    ptxas(ptx)
+    for instruction in ("add.rn" if dtype != ad.int32 else "add.s32", "max", "setp", "selp"):
+        assert instruction in ptx
+
+
+@pytest.mark.parametrize("dtype", COMPUTE, ids=str)
+@pytest.mark.parametrize("layout", REDUCIBLE)
+def test_reductions_and_their_broadcasts_assemble_without_spills(dtype, layout):
+    ptx = reductions.ptx(_spec(dtype), _spec(dtype, 3, R), _spec(dtype, 3, C), LAYOUT=layout)
+    assert "shfl.sync.bfly.b32" in ptx and "bar.sync" in ptx
+    assemble(ptx)
+    log = assemble(broadcast_back.ptx(_spec(dtype), _spec(dtype), LAYOUT=layout), verbose=True)[1]
+    assert " 0 bytes spill stores" in log, log
+
+
+@pytest.mark.parametrize("source, target", [
+    (s, t) for s, t in itertools.product(COMPUTE + STORAGE, repeat=2) if s != t
+], ids=str)
+def test_every_conversion_assembles(ptxas, source, target):
+    ptxas(convert.ptx(_spec(source), _spec(target), LAYOUT="row"))
+
+
+@pytest.mark.parametrize("source, target", itertools.product(LAYOUTS, repeat=2))
+def test_relayouts_assemble(ptxas, source, target):
+    ptxas(relayout.ptx(_spec(ad.float32), _spec(ad.float32), SOURCE=source, TARGET=target))
+
+
+def test_a_register_accumulator_across_a_loop_stays_in_registers():
+    log = assemble(accumulate.ptx(_spec(ad.bfloat16, 4, R, C), _spec(ad.float32)), verbose=True)[1]
+    assert " 0 bytes spill stores" in log, log

@@ -1,0 +1,202 @@
+"""Register-tile kernels shared by the CPU suites (tracing, layouts, PTX, interpreter) and the GPU
+suite (bit-exact against the interpreter): every elementwise op, every conversion and every
+reduction, for each dtype and register layout, plus a loop that accumulates in registers."""
+
+from __future__ import annotations
+
+import operator
+
+import ml_dtypes
+import numpy as np
+
+import asyncdsl as ad
+
+R, C = 64, 128  # a tile every layout below holds
+LAYOUTS = {"wgmma": ad.WGMMA, "strided": ad.strided(4), "row": None}  # None: inferred (row layout)
+REDUCIBLE = ("wgmma", "row")  # a strided tile reduces over all its axes only
+COMPUTE = (ad.float32, ad.bfloat16, ad.float16, ad.int32)
+
+
+def _where_less(a, b, c):
+    return ad.where(a < b, a, c)
+
+
+def _compare(op):
+    def make(a, b, c):
+        return ad.where(op(a, b), ad.full(a.shape, 1, a.dtype), ad.zeros(a.shape, a.dtype))
+
+    return make
+
+
+# Each takes three tiles of one dtype and gives a tile of that dtype.
+FLOAT_OPS = {
+    "add": lambda a, b, c: a + b,
+    "sub": lambda a, b, c: a - b,
+    "mul": lambda a, b, c: a * b,
+    "div": lambda a, b, c: a / b,
+    "fma": lambda a, b, c: ad.fma(a, b, c),
+    "mul_add": lambda a, b, c: a * b + c,
+    "neg": lambda a, b, c: -a,
+    "abs": lambda a, b, c: abs(a),
+    "maximum": lambda a, b, c: ad.maximum(a, b),
+    "minimum": lambda a, b, c: ad.minimum(a, b),
+    "scalar": lambda a, b, c: 2.5 * a - 1.0,
+    "where_less": _where_less,
+    **{f"cmp_{name}": _compare(op) for name, op in (
+        ("lt", operator.lt), ("le", operator.le), ("gt", operator.gt), ("ge", operator.ge),
+        ("eq", operator.eq), ("ne", operator.ne))},
+}
+INT_OPS = {
+    "add": lambda a, b, c: a + b,
+    "sub": lambda a, b, c: a - b,
+    "mul": lambda a, b, c: a * b,
+    "neg": lambda a, b, c: -a,
+    "abs": lambda a, b, c: abs(a),
+    "and": lambda a, b, c: a & b,
+    "or": lambda a, b, c: a | b,
+    "xor": lambda a, b, c: a ^ b,
+    "maximum": lambda a, b, c: ad.maximum(a, b),
+    "minimum": lambda a, b, c: ad.minimum(a, b),
+    "scalar": lambda a, b, c: 3 * a - 7,
+    "where_less": _where_less,
+    **{f"cmp_{name}": _compare(op) for name, op in (
+        ("lt", operator.lt), ("le", operator.le), ("gt", operator.gt), ("ge", operator.ge),
+        ("eq", operator.eq), ("ne", operator.ne))},
+}
+APPROX_OPS = {  # float32 only; within a bound, not bit-exact
+    "exp2": lambda a, b, c: ad.exp2(a),
+    "exp2_approx": lambda a, b, c: ad.exp2(a, approx=True),
+    "log2": lambda a, b, c: ad.log2(a),
+    "log2_approx": lambda a, b, c: ad.log2(a, approx=True),
+    "rsqrt": lambda a, b, c: ad.rsqrt(a),
+    "rsqrt_approx": lambda a, b, c: ad.rsqrt(a, approx=True),
+    "tanh": lambda a, b, c: ad.tanh(a, approx=True),
+    "sin": lambda a, b, c: ad.sin(a, approx=True),
+    "cos": lambda a, b, c: ad.cos(a, approx=True),
+}
+
+
+def ops_of(dtype) -> dict:
+    return INT_OPS if dtype == ad.int32 else FLOAT_OPS
+
+
+@ad.kernel(grid=(1,))
+def op_matrix(a, b, c, out, OPS: ad.constexpr, LAYOUT: ad.constexpr):
+    """out[i] = OPS[i](a, b, c), the operands read in register layout LAYOUT."""
+    table = {**FLOAT_OPS, **APPROX_OPS} if a.dtype != ad.int32 else INT_OPS
+    bufs = [ad.smem((R, C), a.dtype) for _ in range(3)]
+    result = ad.smem((R, C), a.dtype)
+    bar = ad.barrier()
+    for source, buf in zip((a, b, c), bufs):
+        ad.async_copy(source.at[:, :], buf, barrier=bar, arrive=False)
+    bar.arrive_expect_tx(3 * R * C * a.dtype.itemsize)
+    bar.wait()
+    x, y, z = (buf.load(layout=LAYOUTS[LAYOUT]) for buf in bufs)
+    for position, name in enumerate(OPS):
+        result[...] = table[name](x, y, z)
+        ad.fence_async_smem()
+        ad.async_copy(result, out.at[position])
+        ad.await_async_copy(0, read_only=True)
+
+
+@ad.kernel(grid=(1,))
+def convert(a, out, LAYOUT: ad.constexpr):
+    """out = a.astype(out.dtype), read in LAYOUT."""
+    source = ad.smem((R, C), a.dtype)
+    target = ad.smem((R, C), out.dtype)
+    bar = ad.barrier()
+    ad.async_copy(a.at[:, :], source, barrier=bar)
+    bar.wait()
+    target[...] = source.load(layout=LAYOUTS[LAYOUT]).astype(out.dtype)
+    ad.fence_async_smem()
+    ad.async_copy(target, out.at[:, :])
+    ad.await_async_copy(0)
+
+
+@ad.kernel(grid=(1,))
+def reductions(a, rows, columns, LAYOUT: ad.constexpr):
+    """rows[k] = reduction k (sum, max, min) over axis 1; columns[k] over axis 0."""
+    source = ad.smem((R, C), a.dtype)
+    row_out = ad.smem((R,), a.dtype)
+    column_out = ad.smem((C,), a.dtype)
+    bar = ad.barrier()
+    ad.async_copy(a.at[:, :], source, barrier=bar)
+    bar.wait()
+    x = source.load(layout=LAYOUTS[LAYOUT])
+    for position, kind in enumerate(("sum", "max", "min")):
+        row_out[...] = getattr(x, kind)(axis=1)
+        column_out[...] = getattr(x, kind)(axis=0)
+        ad.fence_async_smem()
+        ad.async_copy(row_out, rows.at[position])
+        ad.async_copy(column_out, columns.at[position])
+        ad.await_async_copy(0, read_only=True)
+
+
+@ad.kernel(grid=(1,))
+def broadcast_back(a, out, LAYOUT: ad.constexpr):
+    """out = (a - a.max(axis=1)[:, None]) * a.sum(axis=0)[None, :]: broadcasts of reductions."""
+    source = ad.smem((R, C), a.dtype)
+    bar = ad.barrier()
+    ad.async_copy(a.at[:, :], source, barrier=bar)
+    bar.wait()
+    x = source.load(layout=LAYOUTS[LAYOUT])
+    source[...] = (x - x.max(axis=1)[:, None]) * x.sum(axis=0)[None, :]
+    ad.fence_async_smem()
+    ad.async_copy(source, out.at[:, :])
+    ad.await_async_copy(0)
+
+
+@ad.kernel(grid=(1,))
+def relayout(a, out, SOURCE: ad.constexpr, TARGET: ad.constexpr):
+    """out = a, through registers in SOURCE then TARGET layout, plus its iota coordinates."""
+    source = ad.smem((R, C), a.dtype)
+    bar = ad.barrier()
+    ad.async_copy(a.at[:, :], source, barrier=bar)
+    bar.wait()
+    x = source.load(layout=LAYOUTS[SOURCE]).to_layout(LAYOUTS[TARGET] or ad.WGMMA)
+    column = ad.iota((R, C), ad.int32, dim=1, layout=LAYOUTS[TARGET] or ad.WGMMA)
+    source[...] = x + column.astype(a.dtype)
+    ad.fence_async_smem()
+    ad.async_copy(source, out.at[:, :])
+    ad.await_async_copy(0)
+
+
+@ad.kernel(grid=(1,))
+def accumulate(x, y):
+    """y = sum over k of x[k] (bf16 stages, float32 sum in registers across a loop), scaled by
+    the program id through a splat of a traced index."""
+    stages = ad.smem(x.shape, x.dtype)
+    out = ad.smem(y.shape, y.dtype)
+    bar = ad.barrier()
+    ad.async_copy(x.at[:, :, :], stages, barrier=bar)
+    bar.wait()
+    total = ad.registers(y.shape, ad.float32)
+    total[...] = ad.zeros(y.shape, ad.float32)
+    for k in ad.range(x.shape[0]):
+        total[...] = total[...] + stages.at[k][...].astype(ad.float32)
+    out[...] = total[...] * ad.full(y.shape, ad.program_id(0) + 2, ad.float32)
+    ad.fence_async_smem()
+    ad.async_copy(out, y.at[:, :])
+    ad.await_async_copy(0)
+
+
+def special_values(dtype: ad.DType, shape, seed: int) -> np.ndarray:
+    """Random values of `dtype` with ±0, ±inf, NaN, subnormals and extremes mixed in (floats),
+    or the full int32 range with its extremes."""
+    rng = np.random.default_rng(seed)
+    count = int(np.prod(shape))
+    if dtype == ad.int32:
+        values = rng.integers(-(2**31), 2**31, count, dtype=np.int64)
+        values[rng.random(count) < 0.5] //= 2**20  # small values too, so products stay in range often
+        values[:8] = [0, 1, -1, 2**31 - 1, -(2**31), 7, -7, 3]
+        return values.astype(np.int32).reshape(shape)
+    info = ml_dtypes.finfo(dtype.numpy)
+    values = (rng.standard_normal(count) * 4).astype(np.float64)
+    specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, float(info.smallest_subnormal),
+                         -float(info.smallest_subnormal), float(info.max), -float(info.max),
+                         float(info.tiny), 1.0, -1.0, 0.5])
+    picks = rng.random(count) < 0.15
+    values[picks] = rng.choice(specials, int(picks.sum()))
+    tiny = rng.random(count) < 0.05
+    values[tiny] *= float(info.tiny)  # subnormal results and operands
+    return values.astype(dtype.numpy).reshape(shape)
