@@ -11,7 +11,8 @@ does, and how it is computed here:
   long as the intermediate has two bits more than the target (53 and 24 >= 24 + 2, 11 + 2, 8 + 2).
   Python's `math.fma` (3.13) is not needed, nor available on the 3.11 floor.
 - A NaN that arithmetic or a narrowing conversion produces is `canonical_nan(dtype)`.
-- Integers wrap; which ops read them signed is the caller's choice (the IR op says it).
+- Integers wrap, and read signed or unsigned by their dtype (int8-32 signed, uint8-32 unsigned);
+  a bool (i1) reads as 0 or 1.
 - The float conversions saturate where the hardware does: float8 to its largest finite value
   (`.satfinite`), integers to their range with NaN to 0 (`cvt.rzi`).
 """
@@ -55,8 +56,6 @@ FORMATS: dict[np.dtype, FloatFormat] = {
     _E5M2: FloatFormat(8, 2, 0x7F),
 }
 SATURATING = {_E4M3: 448.0, _E5M2: 57344.0}  # float8 conversions clamp to these (`.satfinite`)
-
-Predicate = str  # an `arith.cmpf` / `arith.cmpi` predicate name
 
 
 def is_float(dtype: np.dtype) -> bool:
@@ -160,10 +159,9 @@ def fma(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
         return round_float(_sum_to_odd(_wide(a) * _wide(b), _wide(c)), a.dtype)
 
 
-def _extremum(a: np.ndarray, b: np.ndarray, larger: bool, signed: bool) -> np.ndarray:
+def _extremum(a: np.ndarray, b: np.ndarray, larger: bool) -> np.ndarray:
     if not is_float(a.dtype):
-        wa, wb = _as_integers(a, signed), _as_integers(b, signed)
-        return np.where(wa > wb if larger else wa < wb, a, b)
+        return np.asarray(np.maximum(a, b) if larger else np.minimum(a, b))
     wa, wb = _wide(a), _wide(b)
     picked = np.where(wa > wb if larger else wa < wb, a, b)
     # Equal values have equal bits except ±0, where max takes +0 (sign bits and-ed) and min -0.
@@ -172,14 +170,14 @@ def _extremum(a: np.ndarray, b: np.ndarray, larger: bool, signed: bool) -> np.nd
     return np.where(np.isnan(wa) | np.isnan(wb), canonical_nan(a.dtype), result)
 
 
-def maximum(a: np.ndarray, b: np.ndarray, signed: bool = True) -> np.ndarray:
+def maximum(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """`max.NaN` for floats (NaN if either is, -0 < +0); `max.s32`/`max.u32` for integers."""
-    return _extremum(a, b, True, signed)
+    return _extremum(a, b, True)
 
 
-def minimum(a: np.ndarray, b: np.ndarray, signed: bool = True) -> np.ndarray:
+def minimum(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """`min.NaN` for floats (NaN if either is, -0 < +0); `min.s32`/`min.u32` for integers."""
-    return _extremum(a, b, False, signed)
+    return _extremum(a, b, False)
 
 
 def negate(x: np.ndarray) -> np.ndarray:
@@ -191,47 +189,33 @@ def negate(x: np.ndarray) -> np.ndarray:
 def absolute(x: np.ndarray) -> np.ndarray:
     """A float with its sign bit cleared; an integer's `abs.s32` (read signed, wrapping)."""
     if not is_float(x.dtype):
-        signed = _as_integers(x, True)
+        signed = x.view(f"int{x.dtype.itemsize * 8}").astype(np.int64)
         return _from_integers(np.where(signed < 0, -signed, signed), x.dtype)
     form = FORMATS[x.dtype]
     return np.asarray(_bits(x) & form.unsigned.type(form.sign - 1)).view(x.dtype)
 
 
-# The float predicates of `arith.cmpf` (o: ordered, false when either is NaN; u: unordered, true).
-_FLOAT_PREDICATES = {
-    "false": lambda a, b: np.zeros(np.broadcast(a, b).shape, bool),
-    "oeq": np.equal, "ogt": np.greater, "oge": np.greater_equal, "olt": np.less,
-    "ole": np.less_equal, "one": lambda a, b: (a < b) | (a > b),
-    "ord": lambda a, b: ~(np.isnan(a) | np.isnan(b)),
-    "ueq": lambda a, b: ~((a < b) | (a > b)), "ugt": lambda a, b: ~(a <= b),
-    "uge": lambda a, b: ~(a < b), "ult": lambda a, b: ~(a >= b), "ule": lambda a, b: ~(a > b),
-    "une": np.not_equal, "uno": lambda a, b: np.isnan(a) | np.isnan(b),
-    "true": lambda a, b: np.ones(np.broadcast(a, b).shape, bool),
-}
-_INT_PREDICATES = {
-    "eq": np.equal, "ne": np.not_equal, "slt": np.less, "sle": np.less_equal, "sgt": np.greater,
-    "sge": np.greater_equal, "ult": np.less, "ule": np.less_equal, "ugt": np.greater, "uge": np.greater_equal,
-}
+_RELATIONS = {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
+              "eq": np.equal, "ne": np.not_equal}
 
 
-def compare(predicate: Predicate, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """A bool array: `arith.cmpf` predicates on floats, `arith.cmpi` ones (`s`/`u`: read signed
-    or unsigned) on integers."""
+def compare(comparison: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """A bool array: `a <comparison> b`, for `hw.options.Comparison`'s lt, le, gt, ge, eq, ne.
+    Floats compare ordered, false when either is NaN, except `ne`, true then (numpy's operators
+    do exactly this)."""
+    relation = _RELATIONS[comparison]
     if is_float(a.dtype):
         with np.errstate(invalid="ignore"):
-            return np.asarray(_FLOAT_PREDICATES[predicate](_wide(a), _wide(b)))
-    signed = not predicate.startswith("u")
-    return np.asarray(_INT_PREDICATES[predicate](_as_integers(a, signed), _as_integers(b, signed)))
+            return np.asarray(relation(_wide(a), _wide(b)))
+    return np.asarray(relation(_as_integers(a), _as_integers(b)))
 
 
 # -- integers ----------------------------------------------------------------------------------
 
 
-def _as_integers(x: np.ndarray, signed: bool) -> np.ndarray:
-    """The values of an integer (or bool: i1) array as int64, read signed or unsigned."""
-    if x.dtype == np.bool_:
-        return x.astype(np.int64) * (-1 if signed else 1)  # i1 true is -1 signed
-    return x.view(f"{'int' if signed else 'uint'}{x.dtype.itemsize * 8}").astype(np.int64)
+def _as_integers(x: np.ndarray) -> np.ndarray:
+    """The values of an integer (or bool: 0 and 1) array as int64."""
+    return np.asarray(x).astype(np.int64)
 
 
 def _from_integers(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
@@ -243,7 +227,7 @@ def _from_integers(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
 
 
 def _wrapping(ufunc, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return _from_integers(ufunc(_as_integers(a, False), _as_integers(b, False)), a.dtype)
+    return _from_integers(ufunc(_as_integers(a), _as_integers(b)), a.dtype)
 
 
 # -- conversions -------------------------------------------------------------------------------
@@ -265,24 +249,24 @@ def float_to_float(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return np.where(np.isnan(x), widened, result)
 
 
-def float_to_int(x: np.ndarray, dtype: np.dtype, signed: bool) -> np.ndarray:
-    """Truncate toward zero, saturate to the signed or unsigned range of `dtype`'s width, NaN to 0."""
-    bits = np.dtype(dtype).itemsize * 8
-    low, high = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+def float_to_int(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Truncate toward zero, saturate to the range of the integer `dtype`, NaN to 0."""
+    low, high = np.iinfo(dtype).min, np.iinfo(dtype).max
     with np.errstate(invalid="ignore"):
         values = np.clip(np.trunc(_wide(x)), low, high)
         values = np.where(np.isnan(values), 0, values).astype(np.int64)
     return _from_integers(values, dtype)
 
 
-def int_to_float(x: np.ndarray, dtype: np.dtype, signed: bool) -> np.ndarray:
-    """The integer (read signed or unsigned) rounded to nearest even."""
-    return round_float(_as_integers(x, signed).astype(np.float64), dtype)  # exact: at most 32 bits
+def int_to_float(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """The integer rounded to nearest even."""
+    return round_float(_as_integers(x).astype(np.float64), dtype)  # exact: at most 32 bits
 
 
-def int_to_int(x: np.ndarray, dtype: np.dtype, signed: bool) -> np.ndarray:
-    """Sign- or zero-extended (as `signed` says), or truncated to the low bits of `dtype`."""
-    return _from_integers(_as_integers(x, signed), dtype)
+def int_to_int(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """The integer wrapped to `dtype`: sign- or zero-extended by the source's signedness, or
+    truncated to the low bits (a bool is 0 or 1; to bool, the low bit)."""
+    return _from_integers(_as_integers(x), dtype)
 
 
 # -- approximate functions ---------------------------------------------------------------------

@@ -36,12 +36,14 @@ from asyncdsl.interpret.functions import WarpgroupFunctions
 from asyncdsl.interpret.im2col import Im2colFunctions
 from asyncdsl.interpret.memory import GlobalArgument
 from asyncdsl.interpret.prefetch import PrefetchFunctions
+from asyncdsl.interpret.registers import RegistersFunctions
 from asyncdsl.interpret.row_gather import RowGatherFunctions
 from asyncdsl.interpret.scalars import FloatArithFunctions, IndexArithFunctions
 from asyncdsl.interpret.scheduler import ClusterScheduler, SoloScheduler
 from asyncdsl.interpret.state import BarrierInit, Cta, Launch, Warpgroup
 from asyncdsl.interpret.sync import SyncFunctions
 from asyncdsl.interpret.tile_access import TileAccessFunctions
+from asyncdsl.interpret.tile_math import TileMathFunctions
 from asyncdsl.interpret.tiles import TileFunctions
 from asyncdsl.interpret.tma import TmaFunctions
 from asyncdsl.interpret.waits import Rendezvous, RendezvousWait
@@ -65,7 +67,9 @@ FUNCTIONS: tuple[type[WarpgroupFunctions], ...] = (
     RowGatherFunctions,
     AssumeFunctions,
     TileFunctions,
+    TileMathFunctions,
     TileAccessFunctions,
+    RegistersFunctions,
 )
 
 
@@ -133,8 +137,8 @@ class _Program:
         interpreter.register_implementations(self._index_arith, override=True)
         function_sets = [function_set(warpgroup) for function_set in FUNCTIONS]
         for function_set in function_sets:
-            # Tiles take `arith` over from xDSL and `scalars.py`, handing index arithmetic back.
-            interpreter.register_implementations(function_set, override=isinstance(function_set, TileFunctions))
+            # Tile math takes `arith` over from xDSL and `scalars.py`, handing scalar ops back.
+            interpreter.register_implementations(function_set, override=isinstance(function_set, TileMathFunctions))
         return interpreter, function_sets
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from support import line_of
-from tile_support import interpret
 
 import asyncdsl as ad
 
@@ -16,7 +15,7 @@ def race(kernel, *fragments: str, line: str, **constexprs) -> str:
     """Interpreting `kernel` raises a RaceError saying `fragments`, at the line holding `line`."""
     x = np.ones((64, 128), np.float32)
     with pytest.raises(ad.RaceError) as caught:
-        interpret(kernel, x, np.zeros_like(x), **constexprs)
+        kernel.interpret(x, np.zeros_like(x), **constexprs)
     message = str(caught.value)
     for fragment in fragments:
         assert fragment in message, message
@@ -40,7 +39,7 @@ def test_a_tma_store_of_stored_registers_needs_the_proxy_fence():
     race(store_then_tma_store, f"register-tile store at {__file__}:{line}",
          "fence_async_smem() must order it before async-proxy use", line="the TMA store", FENCE=False)
     x, y = np.ones((64, 128), np.float32), np.zeros((64, 128), np.float32)
-    interpret(store_then_tma_store, x, y, FENCE=True)
+    store_then_tma_store.interpret(x, y, FENCE=True)
     assert (y == 3.0).all()
 
 
@@ -90,7 +89,7 @@ def handed_over(x, y, EARLY: ad.constexpr):
 def test_a_warpgroup_reads_another_ones_store_only_after_synchronising():
     race(handed_over, "CTA (0, 0, 0) warpgroup 1", "register-tile store", "synchronise with CTA (0, 0, 0) warpgroup 0",
          line="warpgroup 1 reads", EARLY=True)
-    interpret(handed_over, np.ones((64, 128), np.float32), np.zeros((64, 128), np.float32), EARLY=False)
+    handed_over.interpret(np.ones((64, 128), np.float32), np.zeros((64, 128), np.float32), EARLY=False)
 
 
 @ad.kernel(grid=(1,), block=256)
@@ -113,4 +112,4 @@ def stage_reused(x, y, EARLY: ad.constexpr):
 def test_a_tma_load_refilling_a_stage_must_know_the_consumer_read_it():
     race(stage_reused, "overwrites shared memory bytes [0, 32768)", "CTA (0, 0, 0) warpgroup 1 reads into registers",
          line="the producer refills", EARLY=True)
-    interpret(stage_reused, np.ones((64, 128), np.float32), np.zeros((64, 128), np.float32), EARLY=False)
+    stage_reused.interpret(np.ones((64, 128), np.float32), np.zeros((64, 128), np.float32), EARLY=False)

@@ -1,0 +1,51 @@
+"""The interpreter's mutable register tiles (`asyncdsl.registers`): a cell per allocation.
+
+Each warpgroup's interpreter makes its own cell when it runs `alloc_registers` (registers are
+per thread); a write replaces the cell's tile (tiles are never changed in place) and a read gives
+the last one written, as the GPU's registers do across loop iterations.  Reading a cell never
+written is an InterpretError: on the GPU it would read whatever the registers held.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from xdsl.interpreter import Interpreter, PythonValues, impl, register_impls
+
+from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.errors import InterpretError
+from asyncdsl.interpret.diagnosis import diagnosed, origin
+from asyncdsl.interpret.functions import WarpgroupFunctions
+
+
+class RegisterCell:
+    """A mutable register tile: the tile it holds now (None before the first write)."""
+
+    def __init__(self, origin: str):
+        self.origin = origin
+        self.tile: np.ndarray | None = None
+
+
+@register_impls
+class RegistersFunctions(WarpgroupFunctions):
+    """Allocating, reading and writing mutable register tiles."""
+
+    @impl(ir.AllocRegistersOp)
+    def run_alloc_registers(self, interpreter: Interpreter, op: ir.AllocRegistersOp, args: PythonValues):
+        return (RegisterCell(origin(op)),)
+
+    @impl(ir.ReadRegistersOp)
+    @diagnosed
+    def run_read_registers(self, interpreter: Interpreter, op: ir.ReadRegistersOp, args: PythonValues):
+        (cell,) = args
+        if cell.tile is None:
+            raise InterpretError(
+                f"reads the registers allocated at {cell.origin} before anything was written to them "
+                "(on the GPU: whatever they held); write them first"
+            )
+        return (cell.tile,)
+
+    @impl(ir.WriteRegistersOp)
+    def run_write_registers(self, interpreter: Interpreter, op: ir.WriteRegistersOp, args: PythonValues):
+        tile, cell = args
+        cell.tile = tile
+        return ()

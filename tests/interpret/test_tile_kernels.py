@@ -1,0 +1,146 @@
+"""The register-tile kernels the GPU suite compares bit for bit against the interpreter
+(tests/tile_kernels.py), run in the interpreter against independent references: so that a GPU
+difference points at the GPU side or the lowering, not at the interpreter.
+
+Elementwise results are checked on the first rows (every op, every dtype; the references are
+plain Python, one element at a time).  The interpreter's elementwise results do not depend on
+the layout (a tile is its logical array), so one layout stands for all here; compiling these
+kernels (PTX included) is most of what this module costs."""
+
+from __future__ import annotations
+
+import math
+
+import ml_dtypes
+import numerics_reference as ref
+import numpy as np
+import pytest
+from tile_kernels import (
+    APPROX_OPS,
+    COMPUTE,
+    C,
+    R,
+    accumulate,
+    broadcast_back,
+    op_matrix,
+    ops_of,
+    relayout,
+    special_values,
+)
+
+import asyncdsl as ad
+
+CHECKED_ROWS = 2
+
+
+def _float_reference(name: str, dtype):
+    """One element of FLOAT_OPS[name] (Python floats in, a Python float out; NaN: canonical)."""
+    def where(mask, x, y):
+        return x if mask else y
+
+    ops = {
+        "add": lambda a, b, c: ref.add(a, b, dtype),
+        "sub": lambda a, b, c: ref.subtract(a, b, dtype),
+        "mul": lambda a, b, c: ref.multiply(a, b, dtype),
+        "div": lambda a, b, c: ref.divide(a, b, dtype),
+        "fma": lambda a, b, c: ref.fma(a, b, c, dtype),
+        "mul_add": lambda a, b, c: ref.add(ref.multiply(a, b, dtype), c, dtype),
+        "maximum": lambda a, b, c: ref.maximum(a, b),
+        "minimum": lambda a, b, c: ref.minimum(a, b),
+        "scalar": lambda a, b, c: ref.subtract(ref.multiply(2.5, a, dtype), 1.0, dtype),
+        **{f"cmp_{name}": (lambda p: lambda a, b, c: float(ref.compare(p, a, b)))(predicate) for name, predicate in (
+            ("lt", "olt"), ("le", "ole"), ("gt", "ogt"), ("ge", "oge"), ("eq", "oeq"), ("ne", "une"))},
+    }
+    return ops.get(name)
+
+
+def _int_reference(name: str):
+    def wrap(v):
+        return (v + 2**31) % 2**32 - 2**31
+
+    return {
+        "add": lambda a, b, c: wrap(a + b), "sub": lambda a, b, c: wrap(a - b), "mul": lambda a, b, c: wrap(a * b),
+        "neg": lambda a, b, c: wrap(-a), "abs": lambda a, b, c: wrap(abs(a)), "and": lambda a, b, c: a & b,
+        "or": lambda a, b, c: a | b, "xor": lambda a, b, c: a ^ b, "maximum": lambda a, b, c: max(a, b),
+        "minimum": lambda a, b, c: min(a, b), "scalar": lambda a, b, c: wrap(3 * a - 7),
+        "where_less": lambda a, b, c: a if a < b else c,
+        **{f"cmp_{name}": (lambda op: lambda a, b, c: int(op(a, b)))(op) for name, op in (
+            ("lt", int.__lt__), ("le", int.__le__), ("gt", int.__gt__), ("ge", int.__ge__),
+            ("eq", int.__eq__), ("ne", int.__ne__))},
+    }[name]
+
+
+def _bit_moves(name: str, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray | None:
+    """The float ops that move bits (NaN payloads included) rather than compute."""
+    sign = np.array(1 << (8 * a.dtype.itemsize - 1)).astype(ref.unsigned(a.dtype))
+    if name == "neg":
+        return (ref.bits(a) ^ sign).view(a.dtype)
+    if name == "abs":
+        return (ref.bits(a) & (sign - 1)).view(a.dtype)
+    if name == "where_less":
+        less = a.astype(np.float64) < b.astype(np.float64)
+        return np.where(less, a, c)
+    return None
+
+
+@pytest.mark.parametrize("dtype", COMPUTE, ids=str)
+def test_every_exact_op(dtype):
+    ops = tuple(ops_of(dtype))
+    a, b, c = (special_values(dtype, (R, C), seed) for seed in (1, 2, 3))
+    out = np.zeros((len(ops), R, C), dtype.numpy)
+    op_matrix.interpret(a, b, c, out, OPS=ops, LAYOUT="wgmma")
+    rows = (slice(0, CHECKED_ROWS),)
+    for position, name in enumerate(ops):
+        got = out[position][rows]
+        if dtype == ad.int32:
+            reference = _int_reference(name)
+            expected = [reference(*map(int, xs)) for xs in zip(a[rows].flat, b[rows].flat, c[rows].flat)]
+            assert got.reshape(-1).tolist() == expected, name
+            continue
+        moved = _bit_moves(name, a[rows], b[rows], c[rows])
+        if moved is not None:
+            assert ref.same_bits(got, moved), name
+            continue
+        expected = ref.reference_array(_float_reference(name, dtype.numpy), dtype.numpy, a[rows], b[rows], c[rows])
+        assert ref.same_bits(got, expected.reshape(got.shape)), name
+
+
+def test_approximate_ops_are_the_float64_functions_rounded():
+    a = np.random.default_rng(7).uniform(-30, 30, (R, C)).astype(np.float32)
+    ops = tuple(APPROX_OPS)
+    out = np.zeros((len(ops), R, C), np.float32)
+    op_matrix.interpret(a, a, a, out, OPS=ops, LAYOUT="strided")
+    functions = {"exp2": np.exp2, "log2": np.log2, "rsqrt": lambda v: 1 / np.sqrt(v),
+                 "tanh": np.tanh, "sin": np.sin, "cos": np.cos}
+    with np.errstate(all="ignore"):
+        for position, name in enumerate(ops):
+            expected = functions[name.removesuffix("_approx")](a.astype(np.float64)).astype(np.float32)
+            same = (out[position] == expected) | (np.isnan(out[position]) & np.isnan(expected))
+            assert same.all(), name
+
+
+@pytest.mark.parametrize("layout", ["wgmma", "row"])
+def test_broadcasts_of_reductions(layout):
+    a = special_values(ad.int32, (R, C), 5)  # integer sums: any order gives the same wrapped result
+    out = np.zeros((R, C), np.int32)
+    broadcast_back.interpret(a, out, LAYOUT=layout)
+    wide = a.astype(np.int64)
+    expected = (wide - wide.max(axis=1, keepdims=True)) * wide.sum(axis=0, keepdims=True)
+    assert np.array_equal(out, ((expected + 2**31) % 2**32 - 2**31).astype(np.int32))
+
+
+@pytest.mark.parametrize("source, target", [("wgmma", "strided"), ("strided", "row"), ("row", "wgmma")])
+def test_relayouts_and_iota(source, target):
+    a = np.random.default_rng(6).standard_normal((R, C)).astype(np.float32)
+    out = np.zeros_like(a)
+    relayout.interpret(a, out, SOURCE=source, TARGET=target)
+    assert np.array_equal(out, a + np.arange(C, dtype=np.float32)[None, :])
+
+
+def test_a_register_accumulator_across_a_loop():
+    x = np.random.default_rng(8).standard_normal((4, R, C)).astype(ml_dtypes.bfloat16)
+    out = np.zeros((R, C), np.float32)
+    accumulate.interpret(x, out)
+    wide = x.astype(np.float32)
+    assert np.array_equal(out, (((wide[0] + wide[1]) + wide[2]) + wide[3]) * np.float32(2))
+    assert not math.isnan(float(out.sum()))
