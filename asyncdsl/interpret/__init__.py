@@ -19,14 +19,15 @@ wrote) before knowing that copy is over, are errors even though the bytes happen
 mbarriers (`mbarrier`) count arrivals, tx bytes and phases exactly; a state where every live
 warpgroup waits is a deadlock, since nothing in flight could end it.
 
-Register tiles are numpy arrays of their logical shape (`tiles`, with the element arithmetic of
-`hw.numerics`), loaded and stored whole through shared memory (`tile_access`); those loads and
-stores are generic-proxy accesses, raced against everything else like the copies.
+Register tiles are numpy arrays of their logical shape (`tiles`; elementwise math in `tile_math`,
+with the element arithmetic of `hw.numerics`; mutable ones in `registers`), loaded and stored
+whole through shared memory (`tile_access`); those loads and stores are generic-proxy accesses,
+raced against everything else like the copies.
 
 Modules: `launch` (the entry point), `grid` (CTAs, clusters, interpreters, and the list of op
 implementations), one module of op implementations per feature (`core`, `sync`, `copy`, `tma`,
 `bulk`, `cp_async`, `collective`, `reduction`, `prefetch`, `im2col`, `row_gather`, `scalars`,
-`tiles`, `tile_access`),
+`tiles`, `tile_math`, `tile_access`, `registers`),
 the machine they run on (`state`: launch, CTA, warpgroup; `memory`: GMEM/SMEM and references;
 `mbarrier`; `scheduler` and `waits`: blocking), and what may be touched when (`races`, `clocks`);
 `diagnosis` names the op and warpgroup on errors.
