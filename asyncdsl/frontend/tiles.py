@@ -19,8 +19,10 @@ they matter and inferred elsewhere (`passes/infer_layouts.py`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
+import ml_dtypes
 import numpy as np
 from xdsl.dialects import arith
 from xdsl.dialects import math as xmath
@@ -370,6 +372,10 @@ def full(shape, value, dtype, layout: Layout | None = None) -> RegisterTile:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TraceError(f"{what}: the value must be a Python number or a traced scalar, got {value!r}", user_location())
     if element.is_float:
+        if element.bits == 8 and math.isfinite(value):
+            # Float8 conversions saturate (docs/register-tiles.md); so do float8 constants.
+            limit = float(ml_dtypes.finfo(element.numpy).max)
+            value = min(max(float(value), -limit), limit)
         attr = FloatAttr(float(value), element.mlir())
     else:
         if not float(value).is_integer():

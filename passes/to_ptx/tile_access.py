@@ -229,14 +229,32 @@ def _load(ctx: KernelLowering, op: ir.LoadSmemOp) -> None:
 
 def _store(ctx: KernelLowering, op: ir.StoreSmemOp) -> None:
     tile = tile_of(ctx, op.value)
+    element = op.value.type.element_type
     layout, regs = tile.layout, tile.regs
-    if isinstance(layout, SplatLayout):
-        layout = strided_layout(tile.shape, ir.element_bits(op.value.type) / 8)
-        regs = tile.expanded(layout)
     b = ctx.b
     b.run("bar.sync {}, 128;", ctx.facts.named_barrier)
-    write_tile(ctx, ctx.reg(op.smem), buffer_alignment(op.smem), layout, tile.shape, op.value.type.element_type, regs)
+    if isinstance(layout, SplatLayout):
+        layout = strided_layout(tile.shape, ir.element_bits(op.value.type) / 8)
+        if layout is None:
+            _store_splat_elementwise(ctx, op, tile.flat()[0], math.prod(tile.shape))
+        else:
+            write_tile(ctx, ctx.reg(op.smem), buffer_alignment(op.smem), layout, tile.shape, element, tile.expanded(layout))
+    else:
+        write_tile(ctx, ctx.reg(op.smem), buffer_alignment(op.smem), layout, tile.shape, element, regs)
     b.run("bar.sync {}, 128;", ctx.facts.named_barrier)
+
+
+def _store_splat_elementwise(ctx: KernelLowering, op: ir.StoreSmemOp, value: SSAValue, count: int) -> None:
+    """A splat of `count` elements, a count no strided layout holds: thread t writes elements
+    t, t + 128, ... below `count`, one at a time."""
+    b = ctx.b
+    element_bytes = ir.element_bits(op.value.type) // 8
+    address = b.emit("mad.lo.s32 {}, {}, {}, {};", "b32", ctx.facts.thread, element_bytes, ctx.reg(op.smem))
+    for start in range(0, count, THREADS):
+        guard = None
+        if start + THREADS > count:
+            guard = b.emit("setp.lt.u32 {}, {}, {};", "pred", ctx.facts.thread, count - start)
+        _store_piece(ctx, address, start * element_bytes, [value], element_bytes, register_kind(op.value.type.element_type), guard)
 
 
 RULES: Rules = {
