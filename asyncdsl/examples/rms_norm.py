@@ -23,7 +23,8 @@ MAX_CHUNK = 256  # a TMA box spans at most 256 elements per dim
 
 
 def config(n: int, eps: float = 1e-6) -> dict:
-    return {"EPS": eps, "ROWS": 4, "CHUNK": min(n, MAX_CHUNK)}
+    # At most 32 KiB of rows in shared memory per CTA (plus the weight): several CTAs per SM.
+    return {"EPS": eps, "ROWS": 4 if n <= 4096 else 2, "CHUNK": min(n, MAX_CHUNK)}
 
 
 @ad.kernel(grid=lambda x, w, y, EPS, ROWS, CHUNK: (ad.cdiv(x.shape[0], ROWS),))

@@ -25,9 +25,9 @@ MAX_CHUNK = 256  # a TMA box spans at most 256 elements per dim
 
 
 def config(n: int) -> dict:
-    """ROWS and CHUNK for rows of n elements: rows in shared memory up to 64 KiB per CTA."""
-    chunk = min(n, MAX_CHUNK)
-    return {"ROWS": 8 if n <= 2048 else 4, "CHUNK": chunk}
+    """ROWS and CHUNK for rows of n elements: at most 64 KiB of rows in shared memory per CTA,
+    so that several CTAs per SM overlap one another's loads, math and stores."""
+    return {"ROWS": 4 if n <= 8192 else 2, "CHUNK": min(n, MAX_CHUNK)}
 
 
 @ad.kernel(grid=lambda x, y, ROWS, CHUNK: (ad.cdiv(x.shape[0], ROWS),))

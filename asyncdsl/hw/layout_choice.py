@@ -12,18 +12,23 @@ VECTOR_BYTES = 16  # the widest ld/st.shared and ld/st.global
 
 
 def row_layout(shape: tuple[int, ...], element_bytes: float) -> TiledLayout | None:
-    """Warps over rows, a warp's lanes over one row in vectors of up to 16 bytes: reducing
-    over the last axis is five lane shuffles and no shared memory, and a warp's load of a row
-    is 32 adjacent vectors.  None if it cannot hold `shape`."""
+    """Warps over rows (as many of the 4 as the rows allow; the rest split the columns), a
+    warp's lanes over a row in vectors of up to 16 bytes: reducing over the last axis is lane
+    shuffles (and, with fewer than 4 rows, one exchange between warps), and a warp's load of a
+    row is 32 adjacent vectors.  None if it cannot hold `shape`."""
     if len(shape) < 2:
         return None
     rows, columns = shape[-2:]
+    row_warps = next(w for w in (WARPS, 2, 1) if rows % w == 0)
+    column_warps = WARPS // row_warps
     vector = max(1, int(VECTOR_BYTES // element_bytes))
-    while vector > 1 and columns % (WARP_LANES * vector):
+    while vector > 1 and columns % (column_warps * WARP_LANES * vector):
         vector //= 2
-    if rows % WARPS or columns % (WARP_LANES * vector):
+    if columns % (column_warps * WARP_LANES * vector):
         return None
-    return TiledLayout.canonical(Tiling(((WARPS, WARP_LANES * vector), (1, vector))), (-4,), (-3,), -1)
+    lane_span = WARP_LANES * vector
+    tiling = Tiling(((row_warps, column_warps * lane_span), (1, lane_span), (1, vector)))
+    return TiledLayout.canonical(tiling, (-6, -5), (-3,), -1)
 
 
 def strided_layout(shape: tuple[int, ...], element_bytes: float) -> StridedLayout | None:

@@ -234,11 +234,13 @@ def _wrapping(ufunc, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def float_to_float(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """Round to nearest even (exact when widening); a NaN widened keeps its sign and payload
-    (the mantissa bits, shifted to the top), a NaN narrowed becomes the canonical NaN."""
+    """Round to nearest even (exact when widening).  NaNs become the canonical NaN, except a
+    bfloat16 NaN widened to float32, which keeps its sign and payload (the mantissa bits,
+    shifted to the top): on the H200 `cvt.f32.bf16` is a shift and `cvt.f32.f16` and the
+    float8 conversions canonicalise (measured: docs/register-tiles.md, NaNs)."""
     dtype = np.dtype(dtype)
     result = round_float(_wide(x), dtype)
-    if dtype.itemsize <= x.dtype.itemsize:
+    if dtype.itemsize <= x.dtype.itemsize or x.dtype != np.dtype(ml_dtypes.bfloat16):
         return result
     source, target = FORMATS[x.dtype], FORMATS[dtype]
     bits = _bits(x).astype(target.unsigned)

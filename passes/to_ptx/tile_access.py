@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from xdsl.dialects import func
 from xdsl.dialects.builtin import VectorType
 from xdsl.ir import SSAValue
 
@@ -232,7 +233,9 @@ def _store(ctx: KernelLowering, op: ir.StoreSmemOp) -> None:
     element = op.value.type.element_type
     layout, regs = tile.layout, tile.regs
     b = ctx.b
-    b.run("bar.sync {}, 128;", ctx.facts.named_barrier)
+    private = _thread_private(op)
+    if not private:
+        b.run("bar.sync {}, 128;", ctx.facts.named_barrier)
     if isinstance(layout, SplatLayout):
         layout = strided_layout(tile.shape, ir.element_bits(op.value.type) / 8)
         if layout is None:
@@ -241,7 +244,40 @@ def _store(ctx: KernelLowering, op: ir.StoreSmemOp) -> None:
             write_tile(ctx, ctx.reg(op.smem), buffer_alignment(op.smem), layout, tile.shape, element, tile.expanded(layout))
     else:
         write_tile(ctx, ctx.reg(op.smem), buffer_alignment(op.smem), layout, tile.shape, element, regs)
-    b.run("bar.sync {}, 128;", ctx.facts.named_barrier)
+    if not private:
+        b.run("bar.sync {}, 128;", ctx.facts.named_barrier)
+
+
+def _root_buffer(value: SSAValue) -> SSAValue:
+    while isinstance(value.owner, ir.SmemViewOp):
+        value = value.owner.source
+    return value
+
+
+def _thread_private(op: ir.StoreSmemOp) -> bool:
+    """Whether every register-tile access to this store's buffer (through any view) has the
+    same shape and an unreplicated layout: then each thread only ever touches its own elements,
+    and the store needs no barrier around it (async readers and writers synchronise through
+    fences and mbarriers as usual)."""
+    root = _root_buffer(op.smem)
+    kernel = op.parent_op()
+    while kernel is not None and not isinstance(kernel, func.FuncOp):
+        kernel = kernel.parent_op()
+    seen = set()
+    for access in kernel.walk():
+        if isinstance(access, ir.LoadSmemOp):
+            tile, smem = access.result, access.smem
+        elif isinstance(access, ir.StoreSmemOp):
+            tile, smem = access.value, access.smem
+        else:
+            continue
+        if _root_buffer(smem) is not root:
+            continue
+        layout = layout_of(tile)
+        if layout is None or isinstance(layout, SplatLayout) or layout.replication != 1:
+            return False
+        seen.add((layout, tuple(tile.type.get_shape())))
+    return len(seen) == 1
 
 
 def _store_splat_elementwise(ctx: KernelLowering, op: ir.StoreSmemOp, value: SSAValue, count: int) -> None:

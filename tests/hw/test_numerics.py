@@ -8,6 +8,7 @@ import itertools
 import math
 from fractions import Fraction
 
+import ml_dtypes
 import numerics_reference as ref
 import numpy as np
 import pytest
@@ -166,9 +167,10 @@ def test_float_conversions_round_once_and_saturate_float8(source, target):
     expected = ref.to_array([_converted(float(x), source, target) for x in values[finite]], target)
     assert ref.same_bits(result[finite], expected)
     nan_bits = ref.bits(result[~finite]).astype(np.int64)
-    if target.itemsize <= source.itemsize:
+    if target.itemsize <= source.itemsize or source != np.dtype(ml_dtypes.bfloat16):
+        # The H200 canonicalises NaNs in every conversion but bfloat16 -> float32 (a shift).
         assert (nan_bits == ref.CANONICAL_NAN[target]).all()
-    else:  # widened: the sign and the payload (mantissa bits, moved to the top) kept
+    else:  # bfloat16 widened: the sign and the payload (mantissa bits, moved to the top) kept
         source_bits = ref.bits(values[~finite]).astype(np.int64)
         (source_mantissa, *_), (target_mantissa, *_) = ref.FORMATS[source], ref.FORMATS[target]
         shift, width = target_mantissa - source_mantissa, target.itemsize * 8
