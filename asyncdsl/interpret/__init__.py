@@ -20,7 +20,7 @@ mbarriers (`mbarrier`) count arrivals, tx bytes and phases exactly; a state wher
 warpgroup waits is a deadlock, since nothing in flight could end it.
 
 Register tiles are numpy arrays of their logical shape (`tiles`; elementwise math in `tile_math`,
-with the element arithmetic of `hw.numerics`; mutable ones in `registers`), loaded and stored
+with the element arithmetic of `numerics`; mutable ones in `registers`), loaded and stored
 whole through shared memory (`tile_access`); those loads and stores are generic-proxy accesses,
 raced against everything else like the copies.
 

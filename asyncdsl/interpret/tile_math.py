@@ -1,7 +1,7 @@
 """The interpreter's elementwise math on register tiles: `arith`/`math` on `vector` values and
 `asyncdsl.compare`, `select` and `convert` (docs/register-tiles.md).
 
-Each op computes with the element arithmetic of `hw.numerics` on the tiles' arrays (`tiles`
+Each op computes with the element arithmetic of `numerics` on the tiles' arrays (`tiles`
 says what a tile's value is); integers read signed or unsigned by their dtype, bools as 0 or 1.
 
 xDSL runs one implementation per op class, and `arith` also carries scalar arithmetic (index
@@ -25,7 +25,7 @@ from xdsl.interpreters.arith import ArithFunctions
 from xdsl.ir import Attribute, Operation
 
 from asyncdsl.dialects import asyncdsl as ir
-from asyncdsl.hw import numerics
+from asyncdsl.interpret import numerics
 from asyncdsl.interpret.diagnosis import diagnosed
 from asyncdsl.interpret.functions import WarpgroupFunctions
 from asyncdsl.interpret.scalars import FloatArithFunctions, IndexArithFunctions

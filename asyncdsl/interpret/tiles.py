@@ -6,7 +6,7 @@ float8, bool for i1), whatever its layout: a layout says which thread holds whic
 changes no element, so making, broadcasting and relayouting tiles is plain numpy.  Reductions are
 the exception: a float result depends on the order, so `reduce` walks `hw.reduction_tree` over
 the layout infer-layouts recorded, for all 128 threads at once, exactly as the GPU does.  The
-element arithmetic is `hw.numerics` (docs/register-tiles.md); elementwise math is `tile_math`.
+element arithmetic is `numerics` (docs/register-tiles.md); elementwise math is `tile_math`.
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from asyncdsl import dtypes
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects.layout_attrs import layout_of
 from asyncdsl.errors import ArgumentError, InterpretError
-from asyncdsl.hw import numerics
 from asyncdsl.hw.fragments import SplatLayout
 from asyncdsl.hw.options import TileReduction
 from asyncdsl.hw.reduction_tree import reduction_tree
 from asyncdsl.hw.tiling import THREADS, WARP_LANES, WARPS
+from asyncdsl.interpret import numerics
 from asyncdsl.interpret.diagnosis import diagnosed
 from asyncdsl.interpret.functions import WarpgroupFunctions
 

@@ -1,4 +1,4 @@
-"""The element arithmetic of register tiles (asyncdsl.hw.numerics), bit for bit, against the
+"""The element arithmetic of register tiles (asyncdsl.interpret.numerics), bit for bit, against the
 independent references of numerics_reference.py (exact Fractions rounded by the textbook rule),
 on special values (±0, ±inf, NaN, subnormals, extremes) and random ones."""
 
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from asyncdsl.hw import numerics
+from asyncdsl.interpret import numerics
 
 RNG = np.random.default_rng(20261201)
 COUNT = 400
