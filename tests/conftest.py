@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from asyncdsl.frontend import kernel as kernel_module
 from asyncdsl.runtime.ptxas import assemble, find_ptxas
 
 # The shared helpers (support.py) assert too: let pytest explain their failures as it does the tests'.
@@ -19,3 +20,17 @@ def ptxas():
         return assemble(ptx, arch)[1]
 
     return run
+
+
+@pytest.fixture
+def compilations(monkeypatch):
+    """How many modules the kernels compile from here on (a one-element list)."""
+    count = [0]
+    compile_module = kernel_module.compile_module
+
+    def counting(*args, **kwargs):
+        count[0] += 1
+        return compile_module(*args, **kwargs)
+
+    monkeypatch.setattr(kernel_module, "compile_module", counting)
+    return count

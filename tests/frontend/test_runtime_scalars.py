@@ -10,7 +10,6 @@ from support import expect
 
 import asyncdsl as ad
 from asyncdsl import runtime
-from asyncdsl.frontend import kernel as kernel_module
 from asyncdsl.hw.gmem_runs import contiguous_strides
 from asyncdsl.runtime.arrays import DeviceArray
 from asyncdsl.runtime.module_cache import cubin_key
@@ -46,20 +45,6 @@ def gated(x, y, scale: float, threshold):
 
 def _signature_line(ir: str) -> str:
     return next(line for line in ir.splitlines() if "func.func" in line)
-
-
-@pytest.fixture
-def compilations(monkeypatch):
-    """How many modules the kernels compile from here on."""
-    count = [0]
-    compile_module = kernel_module.compile_module
-
-    def counting(*args, **kwargs):
-        count[0] += 1
-        return compile_module(*args, **kwargs)
-
-    monkeypatch.setattr(kernel_module, "compile_module", counting)
-    return count
 
 
 # -- which parameters are scalars ------------------------------------------------------------------

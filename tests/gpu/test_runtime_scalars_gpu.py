@@ -17,27 +17,12 @@ from support import random_bits
 
 import asyncdsl as ad
 from asyncdsl import runtime
-from asyncdsl.frontend import kernel as kernel_module
 from asyncdsl.runtime import clear_loaded_kernels, load_kernel, to_device, to_host
 
 hopper_or_skip()
 pytestmark = pytest.mark.gpu
 
 B = 16
-
-
-@pytest.fixture
-def compilations(monkeypatch):
-    """How many modules kernels compile from here on."""
-    count = [0]
-    compile_module = kernel_module.compile_module
-
-    def counting(*args, **kwargs):
-        count[0] += 1
-        return compile_module(*args, **kwargs)
-
-    monkeypatch.setattr(kernel_module, "compile_module", counting)
-    return count
 
 
 @ad.kernel(grid=lambda x, y, row0, count: (max(count, 1),))

@@ -12,7 +12,6 @@ import pytest
 from support import random_bits
 
 import asyncdsl as ad
-from asyncdsl.frontend import kernel as kernel_module
 
 B = 16
 
@@ -52,19 +51,6 @@ def expected_copy(x, row0, count, step=B):
         low, high = max(start, 0), min(start + B, x.shape[0])
         y[low:high] = x[low:high]
     return y
-
-
-@pytest.fixture
-def compilations(monkeypatch):
-    count = [0]
-    compile_module = kernel_module.compile_module
-
-    def counting(*args, **kwargs):
-        count[0] += 1
-        return compile_module(*args, **kwargs)
-
-    monkeypatch.setattr(kernel_module, "compile_module", counting)
-    return count
 
 
 def test_offsets_counts_and_grids_from_runtime_ints(compilations):
