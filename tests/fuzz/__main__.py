@@ -41,14 +41,20 @@ def main(argv: list[str] | None = None) -> int:
         print(result.detail)
         return 0 if result.outcome in ("ok", "clean_error") else 1
 
-    run = run_indexed
+    run, start_method = run_indexed, "fork"
     if args.gpu:
+        from asyncdsl.runtime import has_gpu
+
         from .gpu import run_on_gpu
 
-        run = run_on_gpu
-    jobs = args.jobs or (1 if args.gpu else cpu_count())
+        if not has_gpu():
+            print("--gpu: no usable CUDA GPU here (asyncdsl.runtime.has_gpu() is False)", file=sys.stderr)
+            return 2
+        run, start_method = run_on_gpu, "spawn"
+    jobs = args.jobs or cpu_count()
     summary = Summary(args.seed)
-    for index, result in run_cases(args.seed, range(args.start, args.start + args.cases), jobs, args.budget, run):
+    indices = range(args.start, args.start + args.cases)
+    for index, result in run_cases(args.seed, indices, jobs, args.budget, run, start_method):
         summary.add(index, result)
     if args.show:
         print(summary.shown(args.show))

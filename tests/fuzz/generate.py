@@ -412,6 +412,9 @@ def _tma_case(d: Draw, name: str, direction: str, reduction: str | None = None) 
 
 
 def _bulk_case(d: Draw, name: str) -> Case:
+    """A window that is one contiguous run of the array (leading indices, one window, whole
+    trailing dims), moved with oob="undefined" or "promise_in_bounds": a plain bulk copy of any
+    length.  Some windows are not runs, and take the TMA path."""
     c = d.c
     dtype = weighted(c, DTYPE_WEIGHTS[:15] + (("int4", 0.3),))
     direction = "store" if c.chance(0.35) else "load"
@@ -421,16 +424,23 @@ def _bulk_case(d: Draw, name: str) -> Case:
         return replace(case, oob=c.choice(["undefined", "promise_in_bounds"]))
     rank = weighted(c, [(1, 3), (2, 4), (3, 2), (4, 1)])
     item = ELEMENT_TYPES[dtype].numpy.itemsize
-    shape = [c.choice([1, 2, 3, 4, 8, 16, 32, 64]) for _ in range(rank - 1)]
-    shape.append(c.choice([16, 32, 64, 128, 256, 1024]) // item * c.choice([1, 1, 2, 3]) + (c.integer(0, 3) if c.chance(0.1) else 0))
+    granule = max(1, 16 // item)
+    last = granule * c.choice([1, 2, 4, 8, 16, 64])
+    if c.chance(0.08):
+        last += c.integer(1, 3)  # rows of no whole 16 bytes
+    shape = [c.choice([1, 2, 3, 4, 8, 16, 32]) for _ in range(rank - 1)] + [last]
+    while math.prod(shape) > MAX_ELEMENTS:
+        shape[0] = max(1, shape[0] // 2)
     squeezed = c.integer(0, rank - 1)
-    key: list[Entry] = [Squeeze(d.squeeze_index(shape[k]) if c.chance(0.5) else Const(c.integer(0, shape[k] - 1)))
+    key: list[Entry] = [Squeeze(d.squeeze_index(shape[k]) if c.chance(0.3) else Const(c.integer(0, shape[k] - 1)))
                         for k in range(squeezed)]
-    lead = shape[squeezed]
-    size = c.choice([s for s in (1, 2, 4, 8, 16, 64, 128) if s <= max(lead, 1)] or [1])
-    if rank == 1 or c.chance(0.2):
-        size = c.choice([size, lead, max(1, lead // 2)])
-    trailing = shape[squeezed + 1:]
+    lead, trailing = shape[squeezed], shape[squeezed + 1:]
+    if not trailing:  # the window is along the minor dim: whole 16-byte units, mostly
+        size = granule * c.choice([1, 2, 4, 8, 16, 64]) + (c.integer(1, 3) if c.chance(0.08) else 0)
+    else:
+        size = c.choice([1, 2, 4, 8, 16, 64])
+    row_bytes = math.prod(trailing) * item
+    size = max(1, min(size, 48 * 1024 // row_bytes))
     kind = weighted(c, [("inside", 5), ("past-end", 2), ("negative", 1), ("traced", 3)])
     if kind == "inside":
         start: expr.Expr = Const(c.integer(0, max(0, lead - size)))
@@ -439,18 +449,15 @@ def _bulk_case(d: Draw, name: str) -> Case:
     elif kind == "negative":
         start = Const(-c.integer(1, size))
     else:
-        start = d.traced_start(size, 1)
+        start = d.traced_start(size, granule if not trailing else 1)
     key.append(Window(start, size))
     key += [Span()] * len(trailing)
     window = [size, *trailing]
     chain: tuple[Transform, ...] = ()
     if len(trailing) == 1 and c.chance(0.3):
         chain = (Tile((c.choice(_divisors(size)), trailing[0])),)
-    smem_shape = _smem_shape(c, chain, window)
-    if math.prod(smem_shape) * item > 64 * 1024:
-        smem_shape = tuple(window[:1]) + tuple(1 for _ in window[1:])
     kwargs = dict(transforms=chain, grid=d.grid, oob=c.choice(["undefined", "undefined", "promise_in_bounds"]))
-    return Case(name, direction, dtype, tuple(shape), tuple(_hide_full_dims(c, key)), smem_shape,
+    return Case(name, direction, dtype, tuple(shape), tuple(_hide_full_dims(c, key)), _smem_shape(c, chain, window),
                 **_features(d, kwargs, direction))
 
 
@@ -483,7 +490,11 @@ def _cp_async_case(d: Draw, name: str) -> Case:
             swizzle = tile_cols * item
             if style == "swizzled" and c.chance(0.5):
                 chain = (Tile((c.choice([r for r in (1, 2, 4, 8) if rows % r == 0]), tile_cols)),)
-    row_start = Const(c.integer(0, max(0, rows_total - rows))) if c.chance(0.6) else d.traced_start(rows, 1)
+    rows_total = max(rows_total, 4 * rows)
+    shape = (*shape[:-2], rows_total, shape[-1])
+    row_start: expr.Expr = Const(c.integer(0, rows_total - rows))
+    if c.chance(0.4):
+        row_start = Binary("*", d.cta_id(), Const(rows)) if c.chance(0.85) else d.traced_start(rows, 1)
     col_start = Const(c.integer(0, max(0, cols_total - cols)) if c.chance(0.8) else 0)
     if c.chance(0.05):
         col_start = Const(cols_total - cols + c.integer(1, 4))  # past the end
@@ -515,9 +526,9 @@ def _collective_case(d: Draw, name: str, partition: bool = False) -> Case:
     d.uniform_ids = d.uniform_ids or [CtaId("cluster_id", 0)]
     dtype = weighted(c, DTYPE_WEIGHTS) if c.chance(0.75) else c.choice(["float4_e2m1fn", "int4", "uint4"])
     rows_total = c.choice([16, 32, 64])
-    inner = unit(dtype) * c.choice([1, 2, 4, 8])
+    inner = unit(dtype) * c.choice([1, 2, 4, 4, 8])
     shape = (rows_total, inner) if c.chance(0.7) else (c.choice([2, 3]), rows_total, inner)
-    tile_rows = c.choice([1, 2, 4, 8])
+    tile_rows = c.choice([1, 2, 4, 8, 8])
     rows = group * tile_rows * c.choice([1, 2])
     if c.chance(0.1):
         rows += 1  # nothing to split evenly

@@ -44,9 +44,13 @@ def _worker(connection: Connection, budget: float, run: Callable[[int, int, str,
                 break
             seed, index = request
             try:
-                connection.send(run(seed, index, directory, budget))
+                result = run(seed, index, directory, budget)
             except Exception:  # noqa: BLE001 - the parent reports the fuzzer's own failures
                 connection.send(traceback.format_exc())
+                continue
+            connection.send(result)
+            if result.fatal:
+                break
     finally:
         shutil.rmtree(directory, ignore_errors=True)
         connection.close()
@@ -67,9 +71,12 @@ def run_cases(
     jobs: int = 1,
     budget: float = 20.0,
     run: Callable[[int, int, str, float], Result] = run_indexed,
+    start_method: str = "fork",
 ) -> Iterator[tuple[int, Result]]:
-    """Yield (index, result) for every case index, in completion order."""
-    context = multiprocessing.get_context("fork")
+    """Yield (index, result) for every case index, in completion order.  `run` must be a
+    module-level function under the "spawn" start method (which GPU runs need: CUDA does not
+    survive a fork)."""
+    context = multiprocessing.get_context(start_method)
     pending = list(indices)[::-1]
     slots: list[_Slot] = []
 
@@ -120,8 +127,8 @@ def run_cases(
                         raise FuzzerError(f"case {seed}:{index}:\n{answer}")
                     slot.index = None
                     yield index, answer
-                    if slot.served >= CASES_PER_WORKER:
-                        retire(slot, kill=False)
+                    if slot.served >= CASES_PER_WORKER or answer.fatal:
+                        retire(slot, kill=answer.fatal)
                 elif slot.index is not None and time.monotonic() - slot.started > budget + GRACE_SECONDS:
                     index = slot.index
                     retire(slot, kill=True)

@@ -20,6 +20,7 @@ import os
 import signal
 import sys
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,6 +35,7 @@ from .render import Source, render
 from .toolchain import assemble_ptx
 
 OUTCOMES = ("ok", "clean_error", "internal", "hang", "mismatch", "ptxas_reject")
+GPU_OUTCOMES = ("ok", "internal", "hang", "mismatch", "skipped")  # with --gpu: GPU against interpreter
 FAILURES = ("internal", "hang", "mismatch", "ptxas_reject")
 HINTS = hasattr(ad, "multiple_of")
 
@@ -49,7 +51,9 @@ class Result:
     detail: str  # the error, or why the outcome is a failure
     source: str
     scenario: str
-    stage: str = ""  # where it ended: import, compile, ptxas, interpret, compare
+    stage: str = ""  # where it ended: import, compile, ptxas, interpret, compare, device
+    cpu_outcome: str = ""  # on the GPU: the outcome of the interpreter's run against the model
+    fatal: bool = False  # the device may be unusable now: the worker must not run another case
 
 
 def _on_alarm(signum, frame):
@@ -90,7 +94,12 @@ def arguments(case: Case, expectation: Expectation | None) -> list:
     return [a.copy() for a in expectation.arrays]
 
 
-def run_case(case: Case, directory: str, budget: float, seed_values: tuple[int, ...]) -> Result:
+def run_case(
+    case: Case, directory: str, budget: float, seed_values: tuple[int, ...], on_device: Callable | None = None
+) -> Result:
+    """Run `case` and name its outcome.  With `on_device(module, expectation, interpreted)`,
+    a case the interpreter ran (and that is safe on a GPU) is also run there: `on_device`
+    returns the Result of comparing the GPU's bytes with the interpreter's."""
     expectation = None if case.compile_only else expect(case, np.random.default_rng(seed_values))
     source = render(case, expectation.announce if expectation else 0)
     path = os.path.join(directory, f"case_{case.name.replace(':', '_')}.py")
@@ -113,15 +122,41 @@ def run_case(case: Case, directory: str, budget: float, seed_values: tuple[int, 
         module.interpret_case(*args)
         signal.setitimer(signal.ITIMER_REAL, 0)
         stage = "compare"
-        return _judge_run(case, expectation, args, source)
+        result = _judge_run(case, expectation, args, source)
+        if on_device is None:
+            return result
+        if result.outcome not in ("ok", "mismatch") or expectation.must_fail or not expectation.gpu_safe:
+            return _skipped(result, "not run on the GPU")
+        stage = "device"
+        signal.setitimer(signal.ITIMER_REAL, budget)
+        device = on_device(module, expectation, args)
+        device.name, device.source, device.scenario = case.name, source.text, case.aims[0]
+        device.cpu_outcome = result.outcome
+        if result.outcome != "ok":
+            device.detail += f"\n(the interpreter differs from the model: {result.detail})"
+        return device
     except CaseTimeout:
-        return Result(case.name, "hang", f"ran past {budget} s while in {stage}", source.text, case.aims[0], stage)
+        result = Result(case.name, "hang", f"ran past {budget} s while in {stage}", source.text, case.aims[0], stage)
+        if on_device is None or stage == "device":
+            result.fatal = on_device is not None
+            return result
+        return _skipped(result, "not run on the GPU")
     except Exception as error:  # noqa: BLE001 - every exception is classified
         signal.setitimer(signal.ITIMER_REAL, 0)
-        return _judge_error(case, expectation, error, stage, path, source)
+        if stage == "device":
+            detail = f"the GPU run failed: {type(error).__name__}: {error}"
+            return Result(case.name, "internal", detail, source.text, case.aims[0], stage, fatal=True)
+        result = _judge_error(case, expectation, error, stage, path, source)
+        return result if on_device is None else _skipped(result, "not run on the GPU")
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         sys.modules.pop(module_name, None)
+
+
+def _skipped(result: Result, why: str) -> Result:
+    result.cpu_outcome, result.outcome = result.outcome, "skipped"
+    result.detail = f"{why}: {result.cpu_outcome}: {result.detail}"
+    return result
 
 
 def _judge_error(case, expectation, error, stage, path, source) -> Result:

@@ -29,7 +29,15 @@ class Summary:
 
     def line(self) -> str:
         counts = self.counts
-        return f"cases={len(self.results)} " + " ".join(f"{o}={counts[o]}" for o in OUTCOMES)
+        line = f"cases={len(self.results)} " + " ".join(f"{o}={counts[o]}" for o in OUTCOMES)
+        if counts["skipped"]:  # a GPU run: also how many cases the GPU did not run
+            model = sum(1 for r in self.results.values() if r.cpu_outcome == "mismatch")
+            line += f" skipped={counts['skipped']} interpreter_vs_model_mismatch={model}"
+        return line
+
+    @property
+    def ran_on_gpu(self) -> int:
+        return sum(1 for r in self.results.values() if r.stage == "device")
 
     def shown(self, per_class: int) -> str:
         """Source and error of the first `per_class` failures of each class."""
