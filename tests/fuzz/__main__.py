@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         print(result.detail)
         return 0 if result.outcome in ("ok", "clean_error") else 1
 
-    run, start_method = run_indexed, "fork"
+    run = run_indexed
     if args.gpu:
         from asyncdsl.runtime import has_gpu
 
@@ -50,11 +50,11 @@ def main(argv: list[str] | None = None) -> int:
         if not has_gpu():
             print("--gpu: no usable CUDA GPU here (asyncdsl.runtime.has_gpu() is False)", file=sys.stderr)
             return 2
-        run, start_method = run_on_gpu, "spawn"
+        run = run_on_gpu
     jobs = args.jobs or cpu_count()
     summary = Summary(args.seed)
     indices = range(args.start, args.start + args.cases)
-    for index, result in run_cases(args.seed, indices, jobs, args.budget, run, start_method):
+    for index, result in run_cases(args.seed, indices, jobs, args.budget, run, on_gpu=args.gpu):
         summary.add(index, result)
     if args.show:
         print(summary.shown(args.show))

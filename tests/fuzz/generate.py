@@ -429,8 +429,9 @@ def _bulk_case(d: Draw, name: str) -> Case:
     if c.chance(0.08):
         last += c.integer(1, 3)  # rows of no whole 16 bytes
     shape = [c.choice([1, 2, 3, 4, 8, 16, 32]) for _ in range(rank - 1)] + [last]
-    while math.prod(shape) > MAX_ELEMENTS:
-        shape[0] = max(1, shape[0] // 2)
+    while math.prod(shape) > MAX_ELEMENTS and max(shape[:-1], default=1) > 1:
+        largest = shape.index(max(shape[:-1]))
+        shape[largest] //= 2
     squeezed = c.integer(0, rank - 1)
     key: list[Entry] = [Squeeze(d.squeeze_index(shape[k]) if c.chance(0.3) else Const(c.integer(0, shape[k] - 1)))
                         for k in range(squeezed)]

@@ -4,7 +4,7 @@ Each case runs through the interpreter first (against the model, as on the CPU);
 interpreter ran, that must not fail and that would not fault a GPU (no store at a negative
 coordinate) is then launched on the GPU with the same inputs.  Contested output elements (two
 CTAs storing different bytes there, in an order the GPU does not fix) are not compared.
-Needs a process that has not touched CUDA before forking: `pool.run_cases(..., "spawn")`.
+Workers are spawned for it: `pool.run_cases(..., run_on_gpu, on_gpu=True)`.
 """
 
 from __future__ import annotations

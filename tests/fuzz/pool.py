@@ -31,11 +31,14 @@ class FuzzerError(Exception):
     """The fuzzer itself failed on a case (not asyncdsl): its own bug, reported loudly."""
 
 
-def _worker(connection: Connection, budget: float, run: Callable[[int, int, str, float], Result]) -> None:
-    try:
-        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT_BYTES, resource.RLIM_INFINITY))
-    except (ValueError, OSError):
-        pass
+def _worker(
+    connection: Connection, budget: float, run: Callable[[int, int, str, float], Result], limit_memory: bool
+) -> None:
+    if limit_memory:
+        try:
+            resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT_BYTES, resource.RLIM_INFINITY))
+        except (ValueError, OSError):
+            pass
     directory = tempfile.mkdtemp(prefix="asyncdsl-fuzz-")
     try:
         for _ in range(CASES_PER_WORKER):
@@ -71,18 +74,18 @@ def run_cases(
     jobs: int = 1,
     budget: float = 20.0,
     run: Callable[[int, int, str, float], Result] = run_indexed,
-    start_method: str = "fork",
+    on_gpu: bool = False,
 ) -> Iterator[tuple[int, Result]]:
-    """Yield (index, result) for every case index, in completion order.  `run` must be a
-    module-level function under the "spawn" start method (which GPU runs need: CUDA does not
-    survive a fork)."""
-    context = multiprocessing.get_context(start_method)
+    """Yield (index, result) for every case index, in completion order.  GPU workers are
+    spawned, not forked (CUDA does not survive a fork), so `run` must be a module-level
+    function then, and run without the memory limit (CUDA reserves much address space)."""
+    context = multiprocessing.get_context("spawn" if on_gpu else "fork")
     pending = list(indices)[::-1]
     slots: list[_Slot] = []
 
     def start() -> _Slot:
         parent, child = context.Pipe()
-        process = context.Process(target=_worker, args=(child, budget, run), daemon=True)
+        process = context.Process(target=_worker, args=(child, budget, run, not on_gpu), daemon=True)
         process.start()
         child.close()
         return _Slot(process, parent)

@@ -26,7 +26,7 @@ def test_gpu_bytes_equal_the_interpreters():
     start = 0
     while summary.ran_on_gpu < MIN_GPU_CASES and start < MAX_CASES:
         batch = range(start, start + BATCH)
-        for index, result in run_cases(SEED, batch, min(8, cpu_count()), BUDGET, run_on_gpu, "spawn"):
+        for index, result in run_cases(SEED, batch, min(8, cpu_count()), BUDGET, run_on_gpu, on_gpu=True):
             summary.add(index, result)
         start += BATCH
     print(summary.line())
