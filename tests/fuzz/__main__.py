@@ -29,6 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=float, default=20.0, help="seconds a case may take (default 20)")
     parser.add_argument("--show", type=int, default=0, help="print the first N failures of each class")
     parser.add_argument("--patterns", action="store_true", help="count outcomes per known bug pattern")
+    parser.add_argument("--report", help="write every result that is not ok to this file, one JSON object a line")
     parser.add_argument("--case", help="run the one case S:I and print it")
     parser.add_argument("--gpu", action="store_true", help="run on the GPU and compare with the interpreter")
     args = parser.parse_args(argv)
@@ -56,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     indices = range(args.start, args.start + args.cases)
     for index, result in run_cases(args.seed, indices, jobs, args.budget, run, on_gpu=args.gpu):
         summary.add(index, result)
+    if args.report:
+        summary.write_report(args.report)
     if args.show:
         print(summary.shown(args.show))
     if args.patterns:

@@ -148,14 +148,30 @@ def _check_tma(case: Case, dims: tuple[Dim, ...]) -> None:
         shape[-1] //= 2  # a box of bytes
     if not case.collective and max(shape) > MAX_BOX:
         raise UserError(f"TMA box {tuple(shape)} over {MAX_BOX}")
-    if inner_bytes % 16:
+    # A minor dim of 1 may be dropped as a unit dim, leaving another dim minor: no verdict then.
+    if case.smem_shape[-1] > 1 and inner_bytes % 16:
         raise UserError(f"minor box dim of {inner_bytes} bytes")
-    if swizzle_bytes(case) and inner_bytes != case.swizzle:
+    if case.smem_shape[-1] > 1 and swizzle_bytes(case) and inner_bytes != case.swizzle:
         raise UserError(f"swizzle {case.swizzle} with a minor dim of {inner_bytes} bytes")
     if case.direction == "store":
         for dim in dims:
             if not dim.squeezed and not dim.traced and dim.start.value < 0:
                 raise UserError(f"store window at literal negative start {dim.start.value}")
+    _check_minor_coordinate(case, dims)
+
+
+def _check_minor_coordinate(case: Case, dims: tuple[Dim, ...]) -> None:
+    """The box's minor coordinate must fall on a 16-byte boundary of the row: the H200 faults
+    (CUDA_ERROR_ILLEGAL_INSTRUCTION) on loads and stores that start elsewhere.  Under a tiling of
+    the minor dim that coordinate is the offset inside a tile, 0 for a tile-aligned start."""
+    minor = len(dims) - 1
+    if case.gmem_shape[minor] == 1 or dims[minor].squeezed or minor in dict((d, t) for d, t, _ in tiled_dims(case.transforms, window_gmem_dims(dims))):
+        return
+    bits = case.element.bits
+    _breaks_at_run_time(
+        case, dims[minor].start, lambda v: v * bits % 128,
+        "minor window start {} is not on a 16-byte boundary (TMA faults there)",
+    )
 
 
 def _out_of_bounds(case: Case, dims: tuple[Dim, ...], cta: expr.Cta) -> bool:

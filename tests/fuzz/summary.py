@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from .generate import case_for
 from .patterns import patterns
@@ -50,6 +51,14 @@ class Summary:
                     f"{result.source}\n----- {result.detail}\n"
                 )
         return "\n".join(blocks)
+
+    def write_report(self, path: str) -> None:
+        with open(path, "w") as file:
+            for index, result in sorted(self.results.items()):
+                if result.outcome != "ok":
+                    entry = asdict(result)
+                    entry["patterns"] = patterns(case_for(self.seed, index, HINTS))
+                    file.write(json.dumps(entry) + "\n")
 
     def by_pattern(self) -> str:
         """For each known bug pattern: how many cases showed it, and how they ended."""
