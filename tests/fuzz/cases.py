@@ -89,6 +89,10 @@ class Case:
     aims: tuple[str, ...] = field(default=())  # what the generator steered towards
 
     @property
+    def scenario(self) -> str:
+        return self.aims[0] if self.aims else ""
+
+    @property
     def element(self) -> ElementType:
         return ELEMENT_TYPES[self.dtype]
 

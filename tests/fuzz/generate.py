@@ -564,7 +564,10 @@ def _collective_case(d: Draw, name: str, partition: bool = False) -> Case:
 def _huge_case(d: Draw, name: str) -> Case:
     """Arrays far too large to run: compiling must stay quick and end cleanly either way."""
     c = d.c
-    kind = c.choice(["bulk-window", "long-1d", "too-long", "huge-2d-tiled", "huge-store", "huge-buffer"])
+    kind = c.choice([
+        "bulk-window", "long-1d", "too-long", "huge-2d-tiled", "huge-store", "huge-buffer", "int32-coordinate",
+        "dim-2^63", "bulk-2^31",
+    ])
     d.grid = (2, 1, 1)
     pid = CtaId("program_id", 0)
     if kind == "bulk-window":
@@ -582,6 +585,17 @@ def _huge_case(d: Draw, name: str) -> Case:
         key = (Window(Binary("*", pid, Const(8)), 8), Window(Const(0), 64))
         return Case(name, c.choice(["load", "store"]), "bfloat16", shape, key, (1, 1, 8, 64),
                     transforms=(Tile((8, 64)),), swizzle=128, grid=d.grid, compile_only=True)
+    if kind == "int32-coordinate":  # TMA coordinates are signed 32-bit
+        shape = ((1 << 31) + 64,)
+        return Case(name, c.choice(["load", "store"]), "int8", shape, (Window(Const((1 << 31) + 16), 16),), (16,),
+                    grid=d.grid, compile_only=True)
+    if kind == "dim-2^63":
+        shape = (1 << 63, 16)
+        return Case(name, "load", "int8", shape, (Window(Const(0), 8), Span()), (8, 16), grid=d.grid, compile_only=True)
+    if kind == "bulk-2^31":
+        shape = (1 << 31,)
+        return Case(name, "load", "int8", shape, (Window(Const(0), 1 << 31),), shape, grid=d.grid,
+                    oob="promise_in_bounds", compile_only=True)
     if kind == "huge-store":
         shape = (1 << 20, 1 << 12)
         key = (Window(Binary("*", pid, Const(16)), 16), Window(Const(1 << 11), 32))

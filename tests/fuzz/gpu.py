@@ -20,7 +20,7 @@ from .run import HINTS, Result, run_case
 def run_on_gpu(seed: int, index: int, directory: str, budget: float) -> Result:
     case = case_for(seed, index, HINTS)
     if case.compile_only or case.arch != "sm_90a":
-        return Result(case.name, "skipped", "compile-only case", "", case.aims[0], "", cpu_outcome="ok")
+        return Result(case.name, "skipped", "compile-only case", "", case.scenario, "", cpu_outcome="ok")
     return run_case(case, directory, budget, (seed, index), on_device=_launch_and_compare)
 
 

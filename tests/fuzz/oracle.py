@@ -11,7 +11,7 @@ from . import expr
 from .cases import Case
 from .layout import byte_size
 from .model import Outcome, load_outcome, make_inputs, store_outcome
-from .rules import certainly_valid, check, engine
+from .rules import certainly_valid, check, check_compile_only, engine
 from .window import Dim, UserError, resolve_key
 
 
@@ -48,3 +48,14 @@ def expect(case: Case, rng: np.random.Generator) -> Expectation:
     # A store at a negative coordinate faults on the H200; the GPU test leaves those out.
     gpu_safe = not (case.direction == "store" and chosen != "bulk" and _negative_coordinates(case, dims))
     return Expectation(arrays, output, outcome, None, certainly_valid(case, dims, chosen), announce, gpu_safe, chosen)
+
+
+def expect_compile_only(case: Case) -> Expectation:
+    """For arrays too large to run: only whether the case must be refused."""
+    try:
+        dims = resolve_key(case)
+        if case.implementation == "tma" and case.oob == "zeros":
+            check_compile_only(case, dims)
+    except UserError as error:
+        return Expectation([], 1, None, error, None, 0, False, None)
+    return Expectation([], 1, None, None, None, 0, False, None)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from . import expr
 from .cases import Case, Rest, Squeeze, Window
 from .layout import tiled_dims
+from .rules import engine
 from .window import UserError, resolve_key, window_gmem_dims
 
 
@@ -15,7 +16,7 @@ def _folded(value: expr.Expr) -> bool:
 
 def patterns(case: Case) -> list[str]:
     found = []
-    if case.aims and case.aims[0] == "huge":
+    if case.scenario == "huge":
         found.append("huge-shape")
     if case.collective and case.element.packed:
         found.append("4bit-multicast")
@@ -30,14 +31,19 @@ def patterns(case: Case) -> list[str]:
     except UserError:
         return found
     ctas = expr.ctas(case.grid, case.cluster)
-    tiles = {d: t for d, t, _ in tiled_dims(case.transforms, window_gmem_dims(dims))}
+    cuts = {d: (t, down) for d, t, down in tiled_dims(case.transforms, window_gmem_dims(dims))}
+    tiles = {d: t for d, (t, _) in cuts.items()}
     for d, (dim, size) in enumerate(zip(dims, case.gmem_shape)):
         values = [expr.evaluate(dim.start, cta) for cta in ctas]
         traced = expr.static_value(dim.start) is None
         if _folded(dim.start) and min(values) < 0:
             found.append("folded-negative-index")
-        if traced and (size == 1 or size <= tiles.get(d, 0)):
-            found.append("traced-start-on-unit-dim")
+        tile, down = cuts.get(d, (0, False))
+        if traced and (size == 1 or size <= tile or (down and size // tile == 1)):
+            found.append("traced-start-on-unit-dim")  # a dim of one element, or of one tile
+        minor = d == len(dims) - 1 and not dim.squeezed and d not in tiles and size > 1
+        if minor and engine(case, dims) == "tma" and any(v * case.element.bits % 128 for v in values):
+            found.append("minor-start-off-16-bytes")
         if traced and d in tiles and any(v % tiles[d] for v in values):
             found.append("traced-misaligned-tile-start")
         if traced and case.element.packed and d == len(dims) - 1 and any(v % 2 for v in values):

@@ -158,6 +158,9 @@ def _check_tma(case: Case, dims: tuple[Dim, ...]) -> None:
             if not dim.squeezed and not dim.traced and dim.start.value < 0:
                 raise UserError(f"store window at literal negative start {dim.start.value}")
     _check_minor_coordinate(case, dims)
+    for dim in dims:
+        if not dim.traced and not -(1 << 31) <= dim.start.value < 1 << 31:
+            raise UserError(f"start {dim.start.value} does not fit the signed 32-bit coordinates of TMA")
 
 
 def _check_minor_coordinate(case: Case, dims: tuple[Dim, ...]) -> None:
@@ -227,6 +230,11 @@ def _check_cp_async(case: Case, dims: tuple[Dim, ...]) -> None:
         row = tile.tiling[1] if tile else shape[1]
         if swizzle_bytes(case) and row * case.element.numpy.itemsize != case.swizzle:
             raise UserError("cp.async swizzle with rows of another width")
+
+
+def check_compile_only(case: Case, dims: tuple[Dim, ...]) -> None:
+    """The TMA rules, for a tensor copy too large to run (`engine` would build its arrays)."""
+    _check_tma(case, dims)
 
 
 def check(case: Case, dims: tuple[Dim, ...], chosen: str) -> dict[int, int]:
@@ -301,7 +309,7 @@ def certainly_valid(case: Case, dims: tuple[Dim, ...], chosen: str) -> str | Non
 
 
 def _tma_certain(case: Case, dims: tuple[Dim, ...]) -> str | None:
-    if not _sound_layout(case, dims):
+    if not _sound_layout(case, dims) or case.smem_shape[-1] == 1:
         return None
     for gmem_dim, tile, _ in tiled_dims(case.transforms, window_gmem_dims(dims)):
         if not expr.obviously_multiple(dims[gmem_dim].start, tile):

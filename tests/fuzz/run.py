@@ -30,7 +30,7 @@ import asyncdsl as ad
 from .cases import Case
 from .generate import case_for
 from .model import element_bytes
-from .oracle import Expectation, expect
+from .oracle import Expectation, expect, expect_compile_only
 from .render import Source, render
 from .toolchain import assemble_ptx
 
@@ -100,8 +100,11 @@ def run_case(
     """Run `case` and name its outcome.  With `on_device(module, expectation, interpreted)`,
     a case the interpreter ran (and that is safe on a GPU) is also run there: `on_device`
     returns the Result of comparing the GPU's bytes with the interpreter's."""
-    expectation = None if case.compile_only else expect(case, np.random.default_rng(seed_values))
-    source = render(case, expectation.announce if expectation else 0)
+    if case.compile_only:
+        expectation = expect_compile_only(case)
+    else:
+        expectation = expect(case, np.random.default_rng(seed_values))
+    source = render(case, expectation.announce)
     path = os.path.join(directory, f"case_{case.name.replace(':', '_')}.py")
     with open(path, "w") as file:
         file.write(source.text)
@@ -117,7 +120,10 @@ def run_case(
         stage = "ptxas"
         assemble_ptx(compiled.ptx, case.arch)
         if case.compile_only:
-            return Result(case.name, "ok", "compiled and assembled", source.text, case.aims[0], stage)
+            if expectation.must_fail is not None:
+                detail = f"compiled, though it must be refused: {expectation.must_fail.reason}"
+                return Result(case.name, "mismatch", detail, source.text, case.scenario, stage)
+            return Result(case.name, "ok", "compiled and assembled", source.text, case.scenario, stage)
         stage = "interpret"
         module.interpret_case(*args)
         signal.setitimer(signal.ITIMER_REAL, 0)
@@ -130,7 +136,7 @@ def run_case(
         stage = "device"
         signal.setitimer(signal.ITIMER_REAL, budget)
         device = on_device(module, expectation, args)
-        device.name, device.source, device.scenario = case.name, source.text, case.aims[0]
+        device.name, device.source, device.scenario = case.name, source.text, case.scenario
         device.cpu_outcome = result.outcome
         if result.outcome != "ok":
             device.detail += f"\n(the interpreter differs from the model: {result.detail})"
@@ -140,7 +146,7 @@ def run_case(
                 device.outcome = "skipped"
         return device
     except CaseTimeout:
-        result = Result(case.name, "hang", f"ran past {budget} s while in {stage}", source.text, case.aims[0], stage)
+        result = Result(case.name, "hang", f"ran past {budget} s while in {stage}", source.text, case.scenario, stage)
         if on_device is None or stage == "device":
             result.fatal = on_device is not None
             return result
@@ -149,7 +155,7 @@ def run_case(
         signal.setitimer(signal.ITIMER_REAL, 0)
         if stage == "device":
             detail = f"the GPU run failed: {type(error).__name__}: {error}"
-            return Result(case.name, "internal", detail, source.text, case.aims[0], stage, fatal=True)
+            return Result(case.name, "internal", detail, source.text, case.scenario, stage, fatal=True)
         result = _judge_error(case, expectation, error, stage, path, source)
         return result if on_device is None else _skipped(result, "not run on the GPU")
     finally:
@@ -165,15 +171,15 @@ def _skipped(result: Result, why: str) -> Result:
 
 def _judge_error(case, expectation, error, stage, path, source) -> Result:
     detail = f"{type(error).__name__}: {error}"
-    scenario = case.aims[0]
+    scenario = case.scenario
     if stage == "ptxas" and isinstance(error, ad.AsyncDSLError):
         return Result(case.name, "ptxas_reject", detail, source.text, scenario, stage)
     if not is_clean(error, path, source):
         trace = "".join(traceback.format_exception(error)[-6:])
         return Result(case.name, "internal", f"{detail}\n{trace}", source.text, scenario, stage)
-    if expectation is not None and expectation.must_pass:
+    if expectation.must_pass:
         return Result(case.name, "mismatch", f"refused {expectation.must_pass}: {detail}", source.text, scenario, stage)
-    must_fail = expectation.must_fail if expectation is not None else None
+    must_fail = expectation.must_fail
     if must_fail is not None and must_fail.compile_time and stage == "interpret":
         why = f"compiled, though it must be refused while compiling ({must_fail.reason}); then {detail}"
         return Result(case.name, "mismatch", why, source.text, scenario, stage)
@@ -181,7 +187,7 @@ def _judge_error(case, expectation, error, stage, path, source) -> Result:
 
 
 def _judge_run(case, expectation: Expectation, args, source) -> Result:
-    scenario = case.aims[0]
+    scenario = case.scenario
     if expectation.must_fail is not None:
         detail = f"ran, though it must fail: {expectation.must_fail.reason}"
         return Result(case.name, "mismatch", detail, source.text, scenario, "compare")
