@@ -9,6 +9,7 @@ fails instead of swapping) costs only its case, reported `internal`.
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
 import os
 import resource
@@ -20,7 +21,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 
-from .run import Result, run_indexed
+from .cases import Case
+from .run import Result, run_case, run_indexed
 
 GRACE_SECONDS = 15  # past the budget before the parent kills a worker
 CASES_PER_WORKER = 400  # then a fresh worker: memory stays bounded
@@ -139,6 +141,17 @@ def run_cases(
     finally:
         for slot in list(slots):
             retire(slot, kill=True)
+
+
+def run_isolated(case: Case, budget: float = 20.0) -> Result:
+    """One given case in a worker of its own: memory-limited and killable like the pool's."""
+    for _, result in run_cases(0, [0], 1, budget, functools.partial(_run_given, case)):
+        return result
+    raise FuzzerError(f"no result for case {case.name}")
+
+
+def _run_given(case: Case, seed: int, index: int, directory: str, budget: float) -> Result:
+    return run_case(case, directory, budget, (seed, index))
 
 
 def _died(seed: int, index: int, process: multiprocessing.Process) -> Result:

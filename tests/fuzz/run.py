@@ -19,6 +19,7 @@ import importlib.util
 import os
 import signal
 import sys
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -54,6 +55,7 @@ class Result:
     stage: str = ""  # where it ended: import, compile, ptxas, interpret, compare, device
     cpu_outcome: str = ""  # on the GPU: the outcome of the interpreter's run against the model
     fatal: bool = False  # the device may be unusable now: the worker must not run another case
+    seconds: float = 0.0
 
 
 def _on_alarm(signum, frame):
@@ -211,5 +213,8 @@ def describe_difference(expectation: Expectation, output: np.ndarray) -> str:
 
 
 def run_indexed(seed: int, index: int, directory: str, budget: float) -> Result:
+    started = time.monotonic()
     case = case_for(seed, index, HINTS)
-    return run_case(case, directory, budget, (seed, index))
+    result = run_case(case, directory, budget, (seed, index))
+    result.seconds = time.monotonic() - started
+    return result

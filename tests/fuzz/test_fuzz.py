@@ -3,19 +3,17 @@ clean error at the user's line.  `python -m tests.fuzz` runs any other slice."""
 
 from __future__ import annotations
 
-import tempfile
-
 import pytest
 from hypothesis import Phase, given, settings
 
 from .generate import cases
-from .pool import cpu_count, run_cases
-from .run import FAILURES, HINTS, run_case
+from .pool import cpu_count, run_cases, run_isolated
+from .run import FAILURES, HINTS
 from .summary import Summary
 from .toolchain import have_ptxas
 
 SEED = 1
-CASES = 600
+CASES = 800
 BUDGET = 20.0
 
 pytestmark = pytest.mark.skipif(not have_ptxas(), reason="ptxas not found (the test extra installs it)")
@@ -34,6 +32,5 @@ def test_fixed_seed_slice():
 @settings(max_examples=60, deadline=None, derandomize=True, database=None, phases=[Phase.generate])
 @given(case=cases(HINTS))
 def test_hypothesis_cases(case):
-    with tempfile.TemporaryDirectory(prefix="asyncdsl-fuzz-") as directory:
-        result = run_case(case, directory, BUDGET, (0,))
+    result = run_isolated(case, BUDGET)
     assert result.outcome not in FAILURES, f"{result.outcome}: {result.detail}\n{result.source}"
