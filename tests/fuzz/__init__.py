@@ -18,8 +18,8 @@ Under compute-sanitizer (memcheck follows the worker processes the fuzzer spawns
     compute-sanitizer --tool memcheck --target-processes all --error-exitcode 9 \\
         python -m tests.fuzz --gpu --cases 50 --seed 3 --jobs 1 --budget 120
 
-Modules: `cases` (a case as data), `expr` (index expressions), `generate` (drawing cases, from a
-seed or through hypothesis), `render` (kernel source), `layout`, `window`, `semantics`, `model`,
+Modules: `cases` (a case as data), `expr` (index expressions), `generate`, `draw` and `scenarios`
+(drawing cases, from a seed or through hypothesis), `render` (kernel source), `layout`, `window`, `semantics`, `model`,
 `rules` and `oracle` (the reference model, which shares no code with asyncdsl's planners or
 interpreter), `run` (one case and its outcome), `pool` (worker processes, hard time limits),
 `gpu` (cases on the GPU), `patterns` (known bug classes, for the summary), `summary`, and
