@@ -35,6 +35,18 @@ from .semantics import ORDER_DEPENDENT, poison, random_elements, reduce
 from .window import Dim, UserError, window_shape
 
 
+class Unmodelled(Exception):
+    """The model has no answer for this case (a swizzle whose pattern leaves the buffer: the
+    documented layouts have rows of exactly the swizzle's span); any run that ends is accepted."""
+
+
+def swizzled(length: int, swizzle: int, offset: int) -> np.ndarray:
+    permutation = swizzle_permutation(length, swizzle, offset)
+    if permutation.size and (permutation.min() < 0 or permutation.max() >= length):
+        raise Unmodelled(f"a {swizzle}-byte swizzle of a {length}-byte buffer at offset {offset}")
+    return permutation
+
+
 @dataclass
 class Outcome:
     """What a run of the case may leave in its output array."""
@@ -131,7 +143,7 @@ def predicate_holds(case: Case, cta: expr.Cta) -> bool:
 def smem_image(case: Case, window: np.ndarray, offset: int) -> np.ndarray:
     """The bytes a tensor (TMA or cp.async) load of `window` leaves at `offset` in the buffer."""
     logical = packed_bytes(transformed(case.transforms, window), case.element)
-    return logical[swizzle_permutation(logical.size, case.swizzle or 0, offset)]
+    return logical[swizzled(logical.size, case.swizzle or 0, offset)]
 
 
 def tensor_load_window(case, dims, x, cta, sizes) -> np.ndarray:
@@ -192,7 +204,7 @@ def store_window(case: Case, dims, src_slab: np.ndarray, offset: int) -> np.ndar
     raw = packed_bytes(src_slab, element)
     length = byte_size(case.smem_shape, element)
     physical = raw[offset: offset + length]
-    logical = physical[swizzle_permutation(length, case.swizzle or 0, offset)]
+    logical = physical[swizzled(length, case.swizzle or 0, offset)]
     smem = unpacked(logical, element, transformed_shape(case.transforms, window_shape(dims)))
     shape = window_shape(dims)
     window = np.empty(math.prod(shape), element.numpy)
