@@ -18,6 +18,7 @@ import numpy as np
 from . import expr
 from .cases import Case
 from .layout import Transpose, Unfit, byte_size, tiled_dims, transformed, transformed_shape
+from .model import bulk_moved, flat_run, predicate_holds
 from .render import HARNESS_RANK
 from .semantics import reduction_allowed
 from .window import Dim, UserError, window_gmem_dims, window_shape
@@ -67,7 +68,8 @@ def engine(case: Case, dims: tuple[Dim, ...]) -> str:
 
 
 def _ctas(case: Case) -> list[expr.Cta]:
-    return expr.ctas(case.grid, case.cluster)
+    """The CTAs that issue the copy: those where its predicate holds."""
+    return [cta for cta in expr.ctas(case.grid, case.cluster) if predicate_holds(case, cta)]
 
 
 def _breaks_at_run_time(case: Case, start: expr.Expr, bad, reason: str) -> None:
@@ -80,6 +82,19 @@ def _breaks_at_run_time(case: Case, start: expr.Expr, bad, reason: str) -> None:
         value = expr.evaluate(start, cta)
         if bad(value):
             raise UserError(reason.format(value) + f" (CTA {cta.program_id})", compile_time=False)
+
+
+def _check_hints(case: Case, dims: tuple[Dim, ...]) -> None:
+    """`ad.multiple_of(value, n)` is checked where it is computed, copy or no copy."""
+    for dim in dims:
+        for hint in expr.hints(dim.start):
+            for cta in expr.ctas(case.grid, case.cluster):
+                value = expr.evaluate(hint.value, cta)
+                if value % hint.multiple:
+                    raise UserError(
+                        f"hint: {value} is not a multiple of {hint.multiple} (CTA {cta.program_id})",
+                        compile_time=False,
+                    )
 
 
 def _check_common(case: Case, dims: tuple[Dim, ...]) -> None:
@@ -193,8 +208,6 @@ def _check_in_bounds(case: Case, dims: tuple[Dim, ...], what: str) -> None:
 
 
 def _check_bulk(case: Case, dims: tuple[Dim, ...]) -> None:
-    from .model import bulk_moved, flat_run
-
     if case.element.packed:
         raise UserError("bulk copies of 4-bit elements")
     transfer = byte_size(case.smem_shape, case.element)
@@ -240,6 +253,7 @@ def check_compile_only(case: Case, dims: tuple[Dim, ...]) -> None:
 def check(case: Case, dims: tuple[Dim, ...], chosen: str) -> dict[int, int]:
     """Raise UserError if the case breaks a rule; returns the GMEM dims rounding cuts short."""
     _check_common(case, dims)
+    _check_hints(case, dims)
     if case.element.packed:
         _check_packed(case, dims)
     if chosen == "tma":
@@ -268,8 +282,10 @@ def _harness_fits(case: Case) -> bool:
         return False
     if element.packed:
         slab = list(shape[max(0, len(shape) - HARNESS_RANK):])
+        several = len(slab) < len(shape)
         slab[-1] //= 2
-        return max(slab) <= MAX_BOX and slab[-1] % 16 == 0
+        aligned = not several or byte_size(slab, element) * 2 % TMA_SMEM_ALIGNMENT == 0
+        return max(slab) <= MAX_BOX and slab[-1] % 16 == 0 and aligned
     return True
 
 
