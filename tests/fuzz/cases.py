@@ -86,6 +86,9 @@ class Case:
     arrive: bool = True  # False: the kernel announces the bytes itself (loads)
     barrier: bool = True  # cp.async only: False completes in a commit group
     compile_only: bool = False  # arrays too large to run: compile and assemble only
+    # A misuse of the API spliced into the source: (where, text), where is "copy-option" (one
+    # more keyword of the copy), "key" (the whole index key), "transforms" or "kernel-option".
+    misuse: tuple[str, str] | None = None
     aims: tuple[str, ...] = field(default=())  # what the generator steered towards
 
     @property

@@ -17,11 +17,11 @@ from dataclasses import replace
 
 from .cases import REDUCTIONS, Case
 from .draw import Chooser, Draw, HypothesisChooser, RandomChooser, weighted
-from .scenarios import bulk_case, collective_case, cp_async_case, huge_case, tma_case
+from .scenarios import bulk_case, collective_case, cp_async_case, huge_case, misuse_case, tma_case
 
 SCENARIOS = (
     ("load", 38), ("store", 18), ("reduce", 9), ("bulk", 11), ("cp_async", 8), ("collective", 11),
-    ("huge", 2), ("partition", 3),
+    ("huge", 2), ("partition", 3), ("misuse", 4),
 )
 
 
@@ -39,6 +39,8 @@ def draw_case(c: Chooser, name: str, hints: bool) -> Case:
         case = cp_async_case(d, name)
     elif scenario == "collective":
         case = collective_case(d, name)
+    elif scenario == "misuse":
+        case = misuse_case(d, name)
     elif scenario == "partition":
         case = collective_case(d, name, partition=True)
     else:

@@ -37,6 +37,9 @@ def expect(case: Case, rng: np.random.Generator) -> Expectation:
     arrays = make_inputs(case, rng)
     output = 1
     announce = byte_size(case.smem_shape, case.element)
+    if case.misuse:
+        misuse = UserError(f"the API is misused: {case.misuse[1]}")
+        return Expectation(arrays, output, None, misuse, None, announce, False, None)
     try:
         dims = resolve_key(case)
         chosen = engine(case, dims)

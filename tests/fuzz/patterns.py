@@ -18,6 +18,8 @@ def patterns(case: Case) -> list[str]:
     found = []
     if case.compile_only:  # arrays too large for the model's geometry
         return ["huge-shape"] if case.scenario == "huge" else []
+    if case.misuse:
+        return ["api-misuse"]
     if case.collective and case.element.packed:
         found.append("4bit-multicast")
     key = case.key or ()

@@ -102,6 +102,10 @@ def _copy_options(case: Case, barrier: str | None) -> str:
         options.append(f"oob={case.oob!r}")
     if not case.arrive:
         options.append("arrive=False")
+    if case.misuse and case.misuse[0] == "transforms":
+        options = [o for o in options if not o.startswith("transforms=")] + [f"transforms={case.misuse[1]}"]
+    if case.misuse and case.misuse[0] == "copy-option":
+        options.append(case.misuse[1])
     return ", ".join(options)
 
 
@@ -153,7 +157,8 @@ def render(case: Case, expected_bytes: int) -> Source:
     names = array_names(case)
     smem_side = f"buf.at[{expr.render(case.slot)}]" if case.slots else "buf"
     gmem_array = names[0] if case.direction == "load" else names[1]
-    gmem_side = gmem_array if case.key is None else f"{gmem_array}.at[{render_key(case)}]"
+    key = case.misuse[1] if case.misuse and case.misuse[0] == "key" else render_key(case) if case.key else None
+    gmem_side = gmem_array if key is None else f"{gmem_array}.at[{key}]"
     body = [_cta_line(case), f"buf = ad.smem({case.buffer_shape!r}, {gmem_array}.dtype)"]
     predicated = case.predicate is not None
     if case.direction == "load":
@@ -190,13 +195,14 @@ def render(case: Case, expected_bytes: int) -> Source:
         copy_index = len(body)
     body.append("ad.await_async_copy(0)")
 
+    kernel_option = f", {case.misuse[1]}" if case.misuse and case.misuse[0] == "kernel-option" else ""
     header = [
         f'"""Fuzz case {case.name} (generated)."""',
         "",
         "import asyncdsl as ad",
         "",
         "",
-        f"@ad.kernel(grid={case.grid!r}, cluster={case.cluster!r}, arch={case.arch!r})",
+        f"@ad.kernel(grid={case.grid!r}, cluster={case.cluster!r}, arch={case.arch!r}{kernel_option})",
         f"def {KERNEL_NAME}({', '.join(names)}):",
     ]
     first = 6  # the decorator

@@ -331,3 +331,61 @@ def huge_case(d: Draw, name: str) -> Case:
                 shape, grid=d.grid, compile_only=True)
 
 
+
+
+# Each misuse: (where, text, what the base case must leave out so the keyword is not repeated).
+MISUSES = (
+    ("transforms", "(ad.TransposeTransform((0, 0)),)", None),
+    ("transforms", "(ad.TransposeTransform((1, 2)),)", None),
+    ("transforms", "(ad.TileTransform((0, 8)),)", None),
+    ("transforms", "(ad.TileTransform((-8,)),)", None),
+    ("transforms", "(ad.TileTransform((8, 16), ad.Rounding.UP),)", None),
+    ("transforms", "(ad.TileTransform(8),)", None),
+    ("transforms", "((8, 16),)", None),
+    ("transforms", "ad.TileTransform", None),
+    ("key", "ad.ds(0.5, 8)", None),
+    ("key", "ad.ds(0, 0)", None),
+    ("key", "ad.ds(0, -8)", None),
+    ("key", "ad.ds(0, True)", None),
+    ("key", "ad.ds(0, 8.0)", None),
+    ("key", "::2", None),
+    ("key", "None", None),
+    ("key", "[0, 1]", None),
+    ("key", "1.5", None),
+    ("key", "..., ...", None),
+    ("key", "ad.program_id(0) == 0", None),
+    ("copy-option", "swizzle='128'", "swizzle"),
+    ("copy-option", "swizzle=256", "swizzle"),
+    ("copy-option", "swizzle=-32", "swizzle"),
+    ("copy-option", "swizzle=64.0", "swizzle"),
+    ("copy-option", "collective='w'", "collective"),
+    ("copy-option", "reduction='mul'", "reduction"),
+    ("copy-option", "reduction=1", "reduction"),
+    ("copy-option", "oob='clamp'", "oob"),
+    ("copy-option", "oob=None", "oob"),
+    ("copy-option", "implementation='wgmma'", "implementation"),
+    ("copy-option", "predicate=True", "predicate"),
+    ("copy-option", "predicate=ad.program_id(0)", "predicate"),
+    ("copy-option", "partition='halves'", "partition"),
+    ("copy-option", "arrive='no'", "arrive"),
+    ("kernel-option", "block=96", None),
+    ("kernel-option", "descriptors='texture'", None),
+)
+NEUTRAL = {
+    "swizzle": {"swizzle": None}, "collective": {"collective": (), "cluster": (1, 1, 1)},
+    "reduction": {"reduction": None}, "oob": {"oob": "zeros"}, "implementation": {"implementation": "tma"},
+    "predicate": {"predicate": None}, "partition": {"partition": None}, "arrive": {"arrive": True},
+}
+
+
+def misuse_case(d: Draw, name: str) -> Case:
+    """A plain copy with one argument the API must refuse, cleanly and at the user's line."""
+    c = d.c
+    case = tma_case(d, name, c.choice(["load", "store"]))
+    where, text, keyword = c.choice(MISUSES)
+    if where == "key" and case.key is None:
+        case = replace(case, key=(Span(),))
+    changes = dict(NEUTRAL.get(keyword, {}))
+    if keyword == "collective" or case.collective:
+        changes.update(collective=(), cluster=(1, 1, 1))
+    return replace(case, misuse=(where, text), **changes)
