@@ -11,7 +11,7 @@ clean `AsyncDSLError` naming a line of the case's file.  Anything else is a fail
     python -m tests.fuzz --cases 500 --seed 2 --show 3    # the source and error of 3 failures per class
     python -m tests.fuzz --cases 2000 --seed 1 --patterns # outcomes per known bug pattern
     python -m tests.fuzz --case 1:283                     # one case, printed
-    python -m tests.fuzz --gpu --cases 2000 --seed 7      # on a Hopper GPU: its bytes against the interpreter's
+    python -m tests.fuzz --gpu --cases 2000 --seed 7      # on a Hopper GPU, against the interpreter
 
 Under compute-sanitizer (memcheck follows the worker processes the fuzzer spawns):
 
@@ -19,7 +19,8 @@ Under compute-sanitizer (memcheck follows the worker processes the fuzzer spawns
         python -m tests.fuzz --gpu --cases 50 --seed 3 --jobs 1 --budget 120
 
 Modules: `cases` (a case as data), `expr` (index expressions), `generate`, `draw` and `scenarios`
-(drawing cases, from a seed or through hypothesis), `render` (kernel source), `layout`, `window`, `semantics`, `model`,
+(drawing cases, from a seed or through hypothesis), `render` (kernel source), `layout`, `window`,
+`semantics`, `model`,
 `rules` and `oracle` (the reference model, which shares no code with asyncdsl's planners or
 interpreter), `run` (one case and its outcome), `pool` (worker processes, hard time limits),
 `gpu` (cases on the GPU), `patterns` (known bug classes, for the summary), `summary`, and

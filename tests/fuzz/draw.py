@@ -76,7 +76,10 @@ DTYPE_WEIGHTS = (
     ("float8_e4m3fn", 1), ("float8_e5m2", 1), ("float8_e8m0fnu", 1),
     ("float4_e2m1fn", 2), ("int4", 1.5), ("uint4", 1.5),
 )
-GRIDS = (((1, 1, 1), 3), ((2, 1, 1), 4), ((3, 1, 1), 1), ((4, 1, 1), 2), ((1, 2, 1), 2), ((2, 2, 1), 2), ((1, 1, 2), 1))
+GRIDS = (
+    ((1, 1, 1), 3), ((2, 1, 1), 4), ((3, 1, 1), 1), ((4, 1, 1), 2), ((1, 2, 1), 2), ((2, 2, 1), 2),
+    ((1, 1, 2), 1),
+)
 MAX_ELEMENTS = 1 << 15
 
 
@@ -230,9 +233,13 @@ class Draw:
             round_down = True
         return Tile(tuple(tiling), round_down)
 
-    def transforms(self, window: Sequence[int], dtype: str, gmem_sizes: Sequence[int | None]) -> tuple[Transform, ...]:
+    def transforms(
+        self, window: Sequence[int], dtype: str, gmem_sizes: Sequence[int | None]
+    ) -> tuple[Transform, ...]:
         c = self.c
-        kind = weighted(c, [("none", 5), ("tile", 4), ("transpose", 1.5), ("transpose-tile", 1.5), ("tile-transpose", 1.5)])
+        kind = weighted(c, [
+            ("none", 5), ("tile", 4), ("transpose", 1.5), ("transpose-tile", 1.5), ("tile-transpose", 1.5),
+        ])
         shape, sizes = list(window), list(gmem_sizes)
         chain: list[Transform] = []
         if kind.startswith("transpose") and len(shape) >= 2:

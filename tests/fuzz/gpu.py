@@ -43,5 +43,5 @@ def _launch_and_compare(module, expectation: Expectation, interpreted: list[np.n
         f"interpreter {want_bytes[i].tobytes().hex()}"
         for i in wrong[:6]
     )
-    detail = f"{wrong.size} of {want.size} output elements differ between the GPU and the interpreter ({shown})"
+    detail = f"{wrong.size} of {want.size} output elements differ between GPU and interpreter ({shown})"
     return Result("", "mismatch", detail, "", "", "device")

@@ -40,7 +40,8 @@ def _types() -> dict[str, ElementType]:
         ("int64", np.int64, "int"), ("uint64", np.uint64, "uint"), ("float16", np.float16, "float"),
         ("bfloat16", ml_dtypes.bfloat16, "float"), ("float32", np.float32, "float"),
         ("float64", np.float64, "float"), ("float8_e4m3fn", ml_dtypes.float8_e4m3fn, "float"),
-        ("float8_e5m2", ml_dtypes.float8_e5m2, "float"), ("float8_e8m0fnu", ml_dtypes.float8_e8m0fnu, "float"),
+        ("float8_e5m2", ml_dtypes.float8_e5m2, "float"),
+        ("float8_e8m0fnu", ml_dtypes.float8_e8m0fnu, "float"),
     ):
         dtype = np.dtype(numpy_type)
         table[name] = ElementType(name, dtype, dtype.itemsize * 8, kind)

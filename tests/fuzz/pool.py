@@ -137,7 +137,8 @@ def run_cases(
                 elif slot.index is not None and time.monotonic() - slot.started > budget + GRACE_SECONDS:
                     index = slot.index
                     retire(slot, kill=True)
-                    yield index, Result(f"{seed}:{index}", "hang", f"killed after {budget + GRACE_SECONDS} s", "", "", "")
+                    killed = f"killed after {budget + GRACE_SECONDS} s"
+                    yield index, Result(f"{seed}:{index}", "hang", killed, "", "", "")
     finally:
         for slot in list(slots):
             retire(slot, kill=True)

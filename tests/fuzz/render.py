@@ -157,7 +157,9 @@ def render(case: Case, expected_bytes: int) -> Source:
     names = array_names(case)
     smem_side = f"buf.at[{expr.render(case.slot)}]" if case.slots else "buf"
     gmem_array = names[0] if case.direction == "load" else names[1]
-    key = case.misuse[1] if case.misuse and case.misuse[0] == "key" else render_key(case) if case.key else None
+    key = render_key(case) if case.key else None
+    if case.misuse and case.misuse[0] == "key":
+        key = case.misuse[1]
     gmem_side = gmem_array if key is None else f"{gmem_array}.at[{key}]"
     body = [_cta_line(case), f"buf = ad.smem({case.buffer_shape!r}, {gmem_array}.dtype)"]
     predicated = case.predicate is not None

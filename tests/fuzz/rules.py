@@ -17,7 +17,7 @@ import numpy as np
 
 from . import expr
 from .cases import Case
-from .layout import Transpose, Unfit, byte_size, tiled_dims, transformed, transformed_shape
+from .layout import Tile, Transpose, Unfit, byte_size, tiled_dims, transformed, transformed_shape
 from .model import bulk_moved, flat_run, predicate_holds
 from .render import HARNESS_RANK
 from .semantics import reduction_allowed
@@ -62,7 +62,8 @@ def engine(case: Case, dims: tuple[Dim, ...]) -> str:
     if case.implementation == "cp_async":
         return "cp_async"
     plain = swizzle_bytes(case) == 0 and case.swizzle in SWIZZLES
-    if case.oob != "zeros" and plain and not case.reduction and not case.collective and contiguous_run(case, dims):
+    tensor_only = case.oob == "zeros" or not plain or case.reduction or case.collective
+    if not tensor_only and contiguous_run(case, dims):
         return "bulk"
     return "tma"
 
@@ -183,7 +184,8 @@ def _check_minor_coordinate(case: Case, dims: tuple[Dim, ...]) -> None:
     (CUDA_ERROR_ILLEGAL_INSTRUCTION) on loads and stores that start elsewhere.  Under a tiling of
     the minor dim that coordinate is the offset inside a tile, 0 for a tile-aligned start."""
     minor = len(dims) - 1
-    if case.gmem_shape[minor] == 1 or dims[minor].squeezed or minor in dict((d, t) for d, t, _ in tiled_dims(case.transforms, window_gmem_dims(dims))):
+    tiled = {d for d, _, _ in tiled_dims(case.transforms, window_gmem_dims(dims))}
+    if case.gmem_shape[minor] == 1 or dims[minor].squeezed or minor in tiled:
         return
     bits = case.element.bits
     _breaks_at_run_time(
@@ -236,7 +238,10 @@ def _check_cp_async(case: Case, dims: tuple[Dim, ...]) -> None:
     shape = window_shape(dims)
     if case.transforms or swizzle_bytes(case):
         tile = case.transforms[0] if case.transforms else None
-        if len(case.transforms) > 1 or isinstance(tile, Transpose) or (tile and (len(tile.tiling) != 2 or tile.round_down)):
+        plain_2d_tile = tile is None or (
+            isinstance(tile, Tile) and len(tile.tiling) == 2 and not tile.round_down
+        )
+        if len(case.transforms) > 1 or not plain_2d_tile:
             raise UserError("cp.async takes no transforms or one 2-D tiling")
         if len(shape) != 2 or window_gmem_dims(dims)[-1] != len(case.gmem_shape) - 1:
             raise UserError("tiled/swizzled cp.async needs a 2-D window of the array's minor dim")

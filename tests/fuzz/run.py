@@ -91,7 +91,8 @@ def arguments(case: Case, expectation: Expectation | None) -> list:
 
         dtype = getattr(ad, case.dtype)
         slab = (case.num_ctas, *case.buffer_shape)
-        shapes = {"x": case.gmem_shape, "y": case.gmem_shape, "dump": slab, "src": slab, "fill": case.buffer_shape}
+        gmem = case.gmem_shape
+        shapes = {"x": gmem, "y": gmem, "dump": slab, "src": slab, "fill": case.buffer_shape}
         return [ad.ArraySpec(shapes[name], dtype) for name in array_names(case)]
     return [a.copy() for a in expectation.arrays]
 
@@ -133,7 +134,8 @@ def run_case(
         result = _judge_run(case, expectation, args, source)
         if on_device is None:
             return result
-        if result.outcome not in ("ok", "mismatch") or expectation.outcome is None or not expectation.gpu_safe:
+        ran = result.outcome in ("ok", "mismatch") and expectation.outcome is not None
+        if not ran or not expectation.gpu_safe:
             return _skipped(result, "not run on the GPU")
         stage = "device"
         signal.setitimer(signal.ITIMER_REAL, budget)
@@ -148,7 +150,8 @@ def run_case(
                 device.outcome = "skipped"
         return device
     except CaseTimeout:
-        result = Result(case.name, "hang", f"ran past {budget} s while in {stage}", source.text, case.scenario, stage)
+        detail = f"ran past {budget} s while in {stage}"
+        result = Result(case.name, "hang", detail, source.text, case.scenario, stage)
         if on_device is None or stage == "device":
             result.fatal = on_device is not None
             return result
@@ -180,7 +183,8 @@ def _judge_error(case, expectation, error, stage, path, source) -> Result:
         trace = "".join(traceback.format_exception(error)[-6:])
         return Result(case.name, "internal", f"{detail}\n{trace}", source.text, scenario, stage)
     if expectation.must_pass:
-        return Result(case.name, "mismatch", f"refused {expectation.must_pass}: {detail}", source.text, scenario, stage)
+        detail = f"refused {expectation.must_pass}: {detail}"
+        return Result(case.name, "mismatch", detail, source.text, scenario, stage)
     must_fail = expectation.must_fail
     if must_fail is not None and must_fail.compile_time and stage == "interpret":
         why = f"compiled, though it must be refused while compiling ({must_fail.reason}); then {detail}"
@@ -198,7 +202,8 @@ def _judge_run(case, expectation: Expectation, args, source) -> Result:
         return Result(case.name, "ok", "not modelled", source.text, scenario, "compare")
     if expectation.outcome.accepts(output):
         return Result(case.name, "ok", "", source.text, scenario, "compare")
-    return Result(case.name, "mismatch", describe_difference(expectation, output), source.text, scenario, "compare")
+    detail = describe_difference(expectation, output)
+    return Result(case.name, "mismatch", detail, source.text, scenario, "compare")
 
 
 def describe_difference(expectation: Expectation, output: np.ndarray) -> str:

@@ -158,8 +158,10 @@ def bulk_case(d: Draw, name: str) -> Case:
         largest = shape.index(max(shape[:-1]))
         shape[largest] //= 2
     squeezed = c.integer(0, rank - 1)
-    key: list[Entry] = [Squeeze(d.squeeze_index(shape[k]) if c.chance(0.3) else Const(c.integer(0, shape[k] - 1)))
-                        for k in range(squeezed)]
+    key: list[Entry] = [
+        Squeeze(d.squeeze_index(shape[k]) if c.chance(0.3) else Const(c.integer(0, shape[k] - 1)))
+        for k in range(squeezed)
+    ]
     lead, trailing = shape[squeezed], shape[squeezed + 1:]
     if not trailing:  # the window is along the minor dim: whole 16-byte units, mostly
         size = granule * c.choice([1, 2, 4, 8, 16, 64]) + (c.integer(1, 3) if c.chance(0.08) else 0)
@@ -182,9 +184,12 @@ def bulk_case(d: Draw, name: str) -> Case:
     chain: tuple[Transform, ...] = ()
     if len(trailing) == 1 and c.chance(0.3):
         chain = (Tile((c.choice(divisors(size)), trailing[0])),)
-    kwargs = dict(transforms=chain, grid=d.grid, oob=c.choice(["undefined", "undefined", "promise_in_bounds"]))
-    return Case(name, direction, dtype, tuple(shape), tuple(hide_full_dims(c, key)), smem_shape_for(c, chain, window),
-                **_features(d, kwargs, direction))
+    oob = c.choice(["undefined", "undefined", "promise_in_bounds"])
+    kwargs = dict(transforms=chain, grid=d.grid, oob=oob)
+    key = hide_full_dims(c, key)
+    smem_shape = smem_shape_for(c, chain, window)
+    features = _features(d, kwargs, direction)
+    return Case(name, direction, dtype, tuple(shape), tuple(key), smem_shape, **features)
 
 
 def cp_async_case(d: Draw, name: str) -> Case:
@@ -264,10 +269,13 @@ def collective_case(d: Draw, name: str, partition: bool = False) -> Case:
     cols = inner if chain or c.chance(0.5) else max(unit(dtype), inner // 2)
     row_start: expr.Expr = Const(c.integer(0, rows_total // tile_rows) * tile_rows)
     if c.chance(0.5):
-        row_start = Binary("*", c.choice(d.uniform_ids), Const(rows if not chain else tile_rows * c.choice([1, 2])))
+        base = c.choice(d.uniform_ids)
+        step = rows if not chain else tile_rows * c.choice([1, 2])
+        row_start = Binary("*", base, Const(step))
     key: list[Entry] = [Window(row_start, rows), Window(Const(0), cols)]
     if len(shape) == 3:
-        key.insert(0, Squeeze(Const(c.integer(0, shape[0] - 1)) if c.chance(0.5) else c.choice(d.uniform_ids)))
+        index = Const(c.integer(0, shape[0] - 1)) if c.chance(0.5) else c.choice(d.uniform_ids)
+        key.insert(0, Squeeze(index))
     smem_shape = smem_shape_for(c, chain, (rows, cols))
     kwargs = dict(transforms=chain, swizzle=d.swizzle(smem_shape, dtype), grid=d.grid, cluster=d.cluster,
                   collective=collective)
@@ -290,8 +298,8 @@ def huge_case(d: Draw, name: str) -> Case:
     """Arrays far too large to run: compiling must stay quick and end cleanly either way."""
     c = d.c
     kind = c.choice([
-        "bulk-window", "long-1d", "too-long", "huge-2d-tiled", "huge-store", "huge-buffer", "int32-coordinate",
-        "dim-2^63", "bulk-2^31",
+        "bulk-window", "long-1d", "too-long", "huge-2d-tiled", "huge-store", "huge-buffer",
+        "int32-coordinate", "dim-2^63", "bulk-2^31",
     ])
     d.grid = (2, 1, 1)
     pid = CtaId("program_id", 0)
@@ -312,11 +320,13 @@ def huge_case(d: Draw, name: str) -> Case:
                     transforms=(Tile((8, 64)),), swizzle=128, grid=d.grid, compile_only=True)
     if kind == "int32-coordinate":  # TMA coordinates are signed 32-bit
         shape = ((1 << 31) + 64,)
-        return Case(name, c.choice(["load", "store"]), "int8", shape, (Window(Const((1 << 31) + 16), 16),), (16,),
-                    grid=d.grid, compile_only=True)
+        key = (Window(Const((1 << 31) + 16), 16),)
+        direction = c.choice(["load", "store"])
+        return Case(name, direction, "int8", shape, key, (16,), grid=d.grid, compile_only=True)
     if kind == "dim-2^63":
         shape = (1 << 63, 16)
-        return Case(name, "load", "int8", shape, (Window(Const(0), 8), Span()), (8, 16), grid=d.grid, compile_only=True)
+        key = (Window(Const(0), 8), Span())
+        return Case(name, "load", "int8", shape, key, (8, 16), grid=d.grid, compile_only=True)
     if kind == "bulk-2^31":
         shape = (1 << 31,)
         return Case(name, "load", "int8", shape, (Window(Const(0), 1 << 31),), shape, grid=d.grid,
