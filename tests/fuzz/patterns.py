@@ -54,6 +54,13 @@ def patterns(case: Case) -> list[str]:
             found.append("literal-negative-store-start")
         if case.direction == "store" and expr.is_traced(dim.start) and min(values) < 0:
             found.append("traced-negative-store-start")
+    squeezed = [d for d, dim in enumerate(dims) if dim.squeezed]
+    if len(squeezed) >= 2 and len(squeezed) + len(case.smem_shape) > 5 and any(
+        expr.is_traced(dims[d].start)
+        and not all(0 <= expr.evaluate(dims[d].start, cta) < case.gmem_shape[d] for cta in ctas)
+        for d in squeezed
+    ):
+        found.append("collapsed-squeezes-out-of-bounds")  # past 5 dims, squeezed dims merge
     if any(isinstance(e, Window) and e.size > 256 for e in key):
         found.append("box-over-256")
     return sorted(set(found))

@@ -68,9 +68,11 @@ def engine(case: Case, dims: tuple[Dim, ...]) -> str:
     return "tma"
 
 
-def _ctas(case: Case) -> list[expr.Cta]:
-    """The CTAs that issue the copy: those where its predicate holds."""
-    return [cta for cta in expr.ctas(case.grid, case.cluster) if predicate_holds(case, cta)]
+def _ctas(case: Case, literal: bool = False) -> list[expr.Cta]:
+    """The CTAs whose values a rule checks: those where the copy's predicate holds, or all of
+    them for a rule on literal values (checked while compiling, predicate or not)."""
+    everyone = expr.ctas(case.grid, case.cluster)
+    return everyone if literal else [cta for cta in everyone if predicate_holds(case, cta)]
 
 
 def _breaks_at_run_time(case: Case, start: expr.Expr, bad, reason: str) -> None:
@@ -204,7 +206,7 @@ def _out_of_bounds(case: Case, dims: tuple[Dim, ...], cta: expr.Cta) -> bool:
 
 def _check_in_bounds(case: Case, dims: tuple[Dim, ...], what: str) -> None:
     literal = all(not d.traced for d in dims)
-    for cta in _ctas(case):
+    for cta in _ctas(case, literal):
         if _out_of_bounds(case, dims, cta):
             raise UserError(f"{what} leaves the array", compile_time=literal)
 
@@ -221,7 +223,7 @@ def _check_bulk(case: Case, dims: tuple[Dim, ...]) -> None:
         _check_in_bounds(case, dims, "a bulk copy promised in bounds")
     elif not literal and total % 16:
         raise UserError(f"oob='undefined' bulk copy with traced starts on an array of {total} bytes")
-    for cta in _ctas(case):
+    for cta in _ctas(case, literal):
         offset, moved = bulk_moved(case, dims, cta)
         if moved and offset % 16 or (literal and flat_run(case, dims, cta) % 16):
             raise UserError(f"bulk copy at byte offset {offset}", compile_time=literal)
