@@ -1,0 +1,93 @@
+"""What `x.at[key]` selects, per CTA: the reference's reading of the indexing rules.
+
+- an int literal keeps Python's meaning (`-1` is the last row; out of range is an error);
+- a computed index or start (anything written with the CTA's ids, even if it folds to a
+  constant while tracing) is a coordinate: negative or past the end is out of bounds, where
+  loads read zeros and stores write nothing;
+- `ad.ds(start, size)` is a window of `size` from `start` (a literal start too may leave the
+  array: loads zero-fill there);
+- a static slice `lo:hi` and `...` follow numpy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import expr
+from .cases import Case, Rest, Span, Squeeze, Window
+
+
+class UserError(Exception):
+    """The case breaks a rule of the API: no run may succeed.  `compile_time`: the rule can be
+    checked while compiling, so the compiler must be the one to refuse."""
+
+    def __init__(self, reason: str, compile_time: bool = True):
+        super().__init__(reason)
+        self.reason = reason
+        self.compile_time = compile_time
+
+
+@dataclass(frozen=True)
+class Dim:
+    """How one GMEM dim is indexed: a window (`size` set) or a squeezed index."""
+
+    start: expr.Expr  # the window's start or the index (literal negatives already wrapped)
+    size: int | None  # None: squeezed
+
+    @property
+    def squeezed(self) -> bool:
+        return self.size is None
+
+    @property
+    def traced(self) -> bool:
+        return expr.is_traced(self.start)
+
+    @property
+    def extent(self) -> int:
+        return 1 if self.size is None else self.size
+
+
+def resolve_key(case: Case) -> tuple[Dim, ...]:
+    """One Dim per GMEM dim; raises UserError for keys numpy-style indexing refuses."""
+    shape = case.gmem_shape
+    if case.key is None:
+        return tuple(Dim(expr.Const(0), size) for size in shape)
+    entries = list(case.key)
+    rests = sum(isinstance(e, Rest) for e in entries)
+    if rests > 1:
+        raise UserError("more than one '...' in an index")
+    if rests:
+        at = next(i for i, e in enumerate(entries) if isinstance(e, Rest))
+        fill = max(0, len(shape) - (len(entries) - 1))
+        entries[at : at + 1] = [Span()] * fill
+    if len(entries) > len(shape):
+        raise UserError(f"{len(entries)} indices for a {len(shape)}-d array")
+    entries += [Span()] * (len(shape) - len(entries))
+    dims = []
+    for entry, size in zip(entries, shape):
+        if isinstance(entry, Squeeze):
+            index = entry.index
+            if isinstance(index, expr.Const) and not expr.is_traced(index):
+                if not -size <= index.value < size:
+                    raise UserError(f"index {index.value} out of range for a dim of {size}")
+                index = expr.Const(index.value % size)
+            dims.append(Dim(index, None))
+        elif isinstance(entry, Window):
+            dims.append(Dim(entry.start, entry.size))
+        else:
+            assert isinstance(entry, Span)
+            lo, hi, _ = slice(entry.lo, entry.hi).indices(size)
+            if hi <= lo:
+                raise UserError(f"empty slice {entry.lo}:{entry.hi} of a dim of {size}")
+            dims.append(Dim(expr.Const(lo), hi - lo))
+    return tuple(dims)
+
+
+def window_shape(dims: tuple[Dim, ...]) -> tuple[int, ...]:
+    """The window's shape with squeezed dims gone: what the transforms see."""
+    return tuple(d.size for d in dims if not d.squeezed)
+
+
+def window_gmem_dims(dims: tuple[Dim, ...]) -> list[int]:
+    """The GMEM dim of each window dim."""
+    return [i for i, d in enumerate(dims) if not d.squeezed]
