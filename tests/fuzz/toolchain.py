@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from asyncdsl.ptxas import assemble, find_ptxas
+from asyncdsl.runtime.ptxas import assemble, find_ptxas
 
 
 def have_ptxas() -> bool:
