@@ -15,6 +15,7 @@ Everything is plain tuples: this runs at compile time for every copy.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -23,6 +24,7 @@ from asyncdsl.dtypes import DType, uint8
 from asyncdsl.errors import CopyError
 from asyncdsl.hw.gmem_runs import contiguous_strides
 from asyncdsl.hw.limits import (
+    GMEM_ADDRESS_ALIGNMENT,
     GMEM_STRIDE_ALIGNMENT,
     MAX_BOX_DIM,
     MAX_GLOBAL_DIM,
@@ -156,6 +158,7 @@ def plan_tiled_copy(
     view = _View(gmem_shape, contiguous_strides(gmem_shape), starts, sizes, len(squeezed))
     for transform in chain:
         view = view.push(transform)
+    _check_minor_start(gmem_shape, dtype, starts, squeezed)  # after the tile rule, which is more specific
     drop = view.unit_dims()
     if drop:
         chain += (drop,)
@@ -199,6 +202,31 @@ def _plan_packed_copy(
         )
     except CopyError as error:
         raise CopyError(f"{error.message} ({byte_copy.note})", error.location) from None
+
+
+def _check_minor_start(gmem_shape: tuple[int, ...], dtype: DType, starts, squeezed) -> None:
+    """A box must start on a 16-byte boundary of the minor dim: off it, the H200 faults
+    (CUDA_ERROR_ILLEGAL_INSTRUCTION; docs/hardware.md §3.3).  A traced start must be provably
+    aligned, or promised so with asyncdsl.multiple_of."""
+    dim = len(gmem_shape) - 1
+    if dim in squeezed:
+        return  # a squeezed minor dim fails the 16-byte box rule instead
+    start = starts[dim]
+    step = GMEM_ADDRESS_ALIGNMENT // math.gcd(GMEM_ADDRESS_ALIGNMENT, dtype.itemsize)
+    if type(start) is int and start % step:
+        raise CopyError(
+            f"the slice starts at element {start} of the minor dim ({start * dtype.itemsize} bytes): a TMA box "
+            f"must start on a 16-byte boundary there (a multiple of {step} {dtype} elements); off it, the "
+            "H200 faults"
+        )
+    known = divisor_of(start)
+    if type(start) is not int and known % step:
+        raise CopyError(
+            f"the slice start along the minor dim is computed on the GPU and must be a multiple of {step} "
+            f"{dtype} elements (a TMA box starts on a 16-byte boundary there; off it, the H200 faults), but "
+            f"asyncdsl can only prove it a multiple of {known}; if it always is one, say so with "
+            f"asyncdsl.multiple_of(start, {step})"
+        )
 
 
 def _check_swizzle(swizzle_bytes: int) -> None:

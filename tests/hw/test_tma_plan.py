@@ -150,7 +150,8 @@ def copy_cases(draw):
             continue
         tile = tiles.get(dim, 1)
         granule = tile if dim in tiles or dim != rank - 1 else vector
-        start = tile * draw(st.integers(-2, -(-size // tile) + 1))
+        step = granule if dim == rank - 1 else tile  # a box starts on a 16-byte boundary of the minor dim
+        start = step * draw(st.integers(-2, -(-size // step) + 1))
         gmem_slice.append((start, granule * draw(st.integers(1, 3))))
     return dtype, shape, tuple(gmem_slice), tuple(chain)
 
@@ -348,3 +349,19 @@ def test_transforms_that_do_not_fit_the_slice_raise_transform_errors():
         plan_tiled_copy((4, 64), F32, (1, (0, 64)), (TileTransform((2, 16)),))
     with pytest.raises(TransformError, match=r"not a multiple of the tiling \(64,\)"):
         plan_tiled_copy((128,), F32, ((0, 48),), (TileTransform((64,)),))
+
+
+@pytest.mark.parametrize("dtype, bad, good", [
+    (dtypes.float32, 1, 4), (dtypes.float32, 6, 12), (dtypes.uint8, 8, 16), (dtypes.bfloat16, 4, -8),
+])
+def test_a_box_starts_on_a_16_byte_boundary_of_the_minor_dim(dtype, bad, good):
+    shape = (8, 64)
+    plan_tiled_copy(shape, dtype, ((0, 8), (good, 16)), smem_shape=(8, 16))
+    with pytest.raises(CopyError, match=rf"starts at element {bad} of the minor dim .* 16-byte boundary"):
+        plan_tiled_copy(shape, dtype, ((0, 8), (bad, 16)), smem_shape=(8, 16))
+
+
+def test_a_traced_minor_start_must_be_provably_on_a_16_byte_boundary():
+    plan_tiled_copy((8, 64), dtypes.float32, ((0, 8), (Traced("s", 4), 16)), smem_shape=(8, 16))
+    with pytest.raises(CopyError, match=r"only prove it a multiple of 2; .*asyncdsl.multiple_of\(start, 4\)"):
+        plan_tiled_copy((8, 64), dtypes.float32, ((0, 8), (Traced("s", 2), 16)), smem_shape=(8, 16))
