@@ -28,7 +28,7 @@ passes import this module as `ir` and find every op and the shared helpers of `i
 | hints and the compiler's run-time checks | `assume_ops` |
 | register tiles: making, broadcasting, reducing, relayouts | `tiles_ops` (elementwise math is `arith`/`math` on vectors) |
 | comparisons, select and conversions of tiles (what `arith` has for scalars only) | `tile_math_ops` |
-| register tiles to and from shared memory | `tile_access_ops` |
+| register tiles to and from shared memory, masked GMEM windows | `tile_access_ops` |
 | mutable register tiles (`asyncdsl.registers`) | `registers_ops` |
 """
 
@@ -87,7 +87,7 @@ from asyncdsl.dialects.sync_ops import (
     WaitOp,
     WarpgroupBarrierOp,
 )
-from asyncdsl.dialects.tile_access_ops import LoadSmemOp, StoreSmemOp
+from asyncdsl.dialects.tile_access_ops import SQUEEZED, LoadGmemOp, LoadSmemOp, StoreGmemOp, StoreSmemOp
 from asyncdsl.dialects.tile_math_ops import CompareOp, ConvertOp, SelectOp
 from asyncdsl.dialects.tiles_ops import (
     BroadcastInDimOp,
@@ -104,8 +104,8 @@ __all__ = [
     "AllocBarriersOp", "AllocRegistersOp", "ReadRegistersOp", "WriteRegistersOp", "AllocSmemOp", "ArriveExpectTxOp", "ArriveOp", "AsyncCopyIm2colOp", "AsyncCopyOp",
     "AsyncCopyRowsOp", "AsyncDSL", "BroadcastInDimOp", "AsyncPrefetchOp", "AwaitAsyncCopyOp", "AwaitCpAsyncCopyOp", "BulkLoadOp",
     "BulkStoreOp", "CheckOp", "CompareOp", "ConvertOp", "ClusterBarrierOp", "ClusterCollectiveMaskOp", "ClusterCtaIdOp", "ClusterIdOp",
-    "CpAsyncLoadOp", "CtaBarrierOp", "FenceAsyncSmemOp", "FullOp", "IotaOp", "LoadSmemOp", "Im2colDescriptorAttr", "MultipleOfOp", "NumProgramsOp", "OPERATIONS",
-    "ProgramIdOp", "ReduceOp", "RelayoutOp", "SelectOp", "SmemSliceOp", "SplatOp", "StoreSmemOp", "SmemViewOp", "TmaGather4Op", "TmaIm2colLoadOp", "TmaLoadOp",
+    "CpAsyncLoadOp", "CtaBarrierOp", "FenceAsyncSmemOp", "FullOp", "IotaOp", "LoadGmemOp", "LoadSmemOp", "Im2colDescriptorAttr", "MultipleOfOp", "NumProgramsOp", "OPERATIONS",
+    "ProgramIdOp", "ReduceOp", "RelayoutOp", "SelectOp", "SmemSliceOp", "SplatOp", "SQUEEZED", "StoreGmemOp", "StoreSmemOp", "SmemViewOp", "TmaGather4Op", "TmaIm2colLoadOp", "TmaLoadOp",
     "TmaPrefetchOp", "TmaScatter4Op", "TmaStoreOp", "WaitOp", "WarpgroupBarrierOp", "WarpgroupIdxOp",
     "buffer_bytes", "check_message", "element_bits", "is_gmem", "is_smem", "scratch_bytes", "shape_of",
 ]

@@ -1,6 +1,6 @@
 """Register tiles to and from memory: a whole shared-memory buffer (or view) read into a tile or
-written from one, by every thread of the warpgroup at once (ordinary loads and stores, not the
-copy engine).
+written from one, and a window of a GMEM array read or written element by element with a mask,
+by every thread of the warpgroup at once (ordinary loads and stores, not the copy engine).
 
     %t = asyncdsl.load_smem %buf : memref<64x256xbf16, #asyncdsl.smem> -> vector<64x256xbf16>
     asyncdsl.store_smem %t, %buf : vector<64x256xbf16>, memref<64x256xbf16, #asyncdsl.smem>
@@ -8,18 +8,48 @@ copy engine).
 The tile has the buffer's shape and element type.  A load takes the layout it is given (`layout`)
 or the one `infer-layouts` picks; a store writes a tile in whatever layout it has.  Stores are
 generic-proxy writes: a TMA store or wgmma that reads the bytes needs `fence_async_smem` first.
+
+    %t = asyncdsl.load_gmem %x[%i, %c0] mask %m : vector<64x100xi1> other 0.0 : memref<1000x100xf32> -> vector<64x100xf32>
+    asyncdsl.store_gmem %t, %y[%i, %c0] : vector<64x100xf32>, memref<1000x100xf32>
+
+GMEM windows are what TMA cannot move (rows whose stride is not a multiple of 16 bytes, windows
+that start anywhere): elements outside the array are never touched.
 """
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import MemRefType, VectorType
+from collections.abc import Sequence
+
+from xdsl.dialects.builtin import (
+    DenseArrayBase,
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    IntegerType,
+    MemRefType,
+    VectorType,
+    i64,
+)
 from xdsl.ir import Operation, SSAValue
-from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def, opt_prop_def, result_def
+from xdsl.irdl import (
+    AttrSizedOperandSegments,
+    IRDLOperation,
+    ParsePropInAttrDict,
+    irdl_op_definition,
+    operand_def,
+    opt_operand_def,
+    opt_prop_def,
+    prop_def,
+    result_def,
+    var_operand_def,
+)
 from xdsl.utils.exceptions import VerifyException
 
 from asyncdsl.dialects.ir_utils import is_smem
 from asyncdsl.dialects.layout_attrs import LayoutAttr
 from asyncdsl.hw.fragments import Layout
+
+SQUEEZED = -1  # the size of an indexed (squeezed) dim in a GMEM window
 
 
 def _same_tile(buffer: MemRefType, tile: VectorType, what: str) -> None:
@@ -71,4 +101,87 @@ class StoreSmemOp(IRDLOperation):
         _same_tile(self.smem.type, self.value.type, "store_smem")
 
 
-OPERATIONS: tuple[type[Operation], ...] = (LoadSmemOp, StoreSmemOp)
+
+
+def _gmem_tile_shape(gmem: MemRefType, sizes: Sequence[int]) -> tuple[int, ...]:
+    return tuple(size for size in sizes if size != SQUEEZED)
+
+
+def _check_gmem_window(op, gmem: MemRefType, tile: VectorType, mask: SSAValue | None, what: str) -> None:
+    sizes = tuple(op.sizes.get_values())
+    shape = tuple(gmem.get_shape())
+    if len(sizes) != len(shape) or len(op.starts) != len(shape):
+        raise VerifyException(f"{what}: one start and one size per dim of the {shape} array")
+    if any(size != SQUEEZED and not 0 < size for size in sizes):
+        raise VerifyException(f"{what}: window sizes {sizes} must be positive (or -1 for an index)")
+    if _gmem_tile_shape(gmem, sizes) != tuple(tile.get_shape()) or tile.element_type != gmem.element_type:
+        raise VerifyException(f"{what}: the tile ({tile}) must have the window's shape and the array's element type")
+    if mask is not None and mask.type != VectorType(IntegerType(1), tile.get_shape()):
+        raise VerifyException(f"{what}: the mask must be a bool tile of the window's shape")
+
+
+@irdl_op_definition
+class LoadGmemOp(IRDLOperation):
+    """The window of GMEM array `gmem` at `starts` (sizes `sizes`, -1 for an index) as a tile:
+    elements outside the array, or where `mask` is false, are never read and hold `other`."""
+
+    name = "asyncdsl.load_gmem"
+    gmem = operand_def(MemRefType)
+    starts = var_operand_def(IndexType)
+    mask = opt_operand_def(VectorType)
+    sizes = prop_def(DenseArrayBase)
+    other = prop_def(FloatAttr | IntegerAttr)
+    layout = opt_prop_def(LayoutAttr)
+    result = result_def(VectorType)
+
+    irdl_options = (AttrSizedOperandSegments(as_property=True), ParsePropInAttrDict())
+    assembly_format = (
+        "$gmem `[` $starts `]` (`mask` $mask^ `:` type($mask))? `other` $other (`layout` $layout^)? attr-dict "
+        "`:` type($gmem) `->` type($result)"
+    )
+
+    def __init__(self, gmem: SSAValue, starts: Sequence[SSAValue], sizes: Sequence[int], other, mask=None, layout=None):
+        element = gmem.type.element_type
+        super().__init__(
+            operands=[gmem, list(starts), [mask] if mask is not None else []],
+            properties={
+                "sizes": DenseArrayBase.from_list(i64, list(sizes)), "other": other,
+                **({"layout": LayoutAttr(layout)} if layout is not None else {}),
+            },
+            result_types=[VectorType(element, _gmem_tile_shape(gmem.type, sizes))],
+        )
+
+    def verify_(self) -> None:
+        _check_gmem_window(self, self.gmem.type, self.result.type, self.mask, "load_gmem")
+        if self.other.type != self.result.type.element_type:
+            raise VerifyException(f"load_gmem: `other` is a {self.other.type}, the tile holds {self.result.type.element_type}")
+
+
+@irdl_op_definition
+class StoreGmemOp(IRDLOperation):
+    """Write tile `value` into the window of `gmem` at `starts`, except where it lies outside
+    the array or `mask` is false (those elements are left alone)."""
+
+    name = "asyncdsl.store_gmem"
+    value = operand_def(VectorType)
+    gmem = operand_def(MemRefType)
+    starts = var_operand_def(IndexType)
+    mask = opt_operand_def(VectorType)
+    sizes = prop_def(DenseArrayBase)
+
+    irdl_options = (AttrSizedOperandSegments(as_property=True), ParsePropInAttrDict())
+    assembly_format = (
+        "$value `,` $gmem `[` $starts `]` (`mask` $mask^ `:` type($mask))? attr-dict `:` type($value) `,` type($gmem)"
+    )
+
+    def __init__(self, value: SSAValue, gmem: SSAValue, starts: Sequence[SSAValue], sizes: Sequence[int], mask=None):
+        super().__init__(
+            operands=[value, gmem, list(starts), [mask] if mask is not None else []],
+            properties={"sizes": DenseArrayBase.from_list(i64, list(sizes))},
+        )
+
+    def verify_(self) -> None:
+        _check_gmem_window(self, self.gmem.type, self.value.type, self.mask, "store_gmem")
+
+
+OPERATIONS: tuple[type[Operation], ...] = (LoadSmemOp, StoreSmemOp, LoadGmemOp, StoreGmemOp)

@@ -147,6 +147,11 @@ def _infer(fn: func.FuncOp) -> None:
                 classes.union(tiles[0], other)
             if not tiles:  # splats only: a splat result
                 splats.update(r for r in op.results if is_tile(r))
+        # A GMEM window's tile and its mask share a layout (each thread masks its own elements).
+        if isinstance(op, (ir.LoadGmemOp, ir.StoreGmemOp)) and op.mask is not None and op.mask not in splats:
+            tile = op.result if isinstance(op, ir.LoadGmemOp) else op.value
+            if tile not in splats:
+                classes.union(tile, op.mask)
         # A register ref, every tile read from it and every tile written to it share a layout.
         if isinstance(op, ir.ReadRegistersOp):
             classes.union(op.ref, op.result)

@@ -43,6 +43,7 @@ from asyncdsl.passes.to_ptx import (
     scalars,
     sync,
     tile_access,
+    tile_gmem,
     tile_math,
     tiles,
     tma,
@@ -72,6 +73,7 @@ RULES: Rules = {
     **assume.RULES,
     **tiles.RULES,
     **tile_access.RULES,
+    **tile_gmem.RULES,
     **registers.RULES,
 }
 # `arith` and `math` ops on tiles and non-index scalars are per-element rules; the index

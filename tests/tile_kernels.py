@@ -200,3 +200,33 @@ def special_values(dtype: ad.DType, shape, seed: int) -> np.ndarray:
     tiny = rng.random(count) < 0.05
     values[tiny] *= float(info.tiny)  # subnormal results and operands
     return values.astype(dtype.numpy).reshape(shape)
+
+
+@ad.kernel(grid=lambda x, y, ROWS, COLUMNS: (ad.cdiv(x.shape[0], ROWS),))
+def masked_rows(x, y, ROWS: ad.constexpr, COLUMNS: ad.constexpr):
+    """y = where(x > 0, 2x, -1) on rows of any length (a stride TMA cannot take): a (ROWS, COLUMNS)
+    window per CTA, read and written element by element; the window runs past the last row and
+    the row's end, where nothing is read (those elements hold `other`) or written; odd columns
+    are masked off in the store."""
+    window = x.at[ad.ds(ad.program_id(0) * ROWS, ROWS), ad.ds(0, COLUMNS)]
+    t = ad.load(window, other=-3.0)
+    columns = ad.iota(t.shape, ad.int32, dim=1)
+    doubled = ad.where(t > 0.0, t * 2.0, ad.full(t.shape, -1.0, t.dtype))
+    ad.store(y.at[ad.ds(ad.program_id(0) * ROWS, ROWS), ad.ds(0, COLUMNS)], doubled, mask=(columns & 1) == 0)
+
+
+def masked_rows_reference(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    out = y.copy()
+    doubled = np.where(x > 0, x * np.float32(2), np.float32(-1)).astype(x.dtype)
+    out[:, 0::2] = doubled[:, 0::2]
+    return out
+
+
+@ad.kernel(grid=(1,))
+def gmem_round_trip(x, y, LAYOUT: ad.constexpr):
+    """y[1:] = x[1:] * 2 (a literal window inside the array: vector accesses) and y[0] = x[0, ::]
+    read through a squeezed index."""
+    rows, columns = x.shape
+    body = ad.load(x.at[ad.ds(1, rows - 1), :], layout=LAYOUTS[LAYOUT])
+    ad.store(y.at[ad.ds(1, rows - 1), :], body * 2)
+    ad.store(y.at[0, :], ad.load(x.at[ad.program_id(0), :]))

@@ -1,35 +1,80 @@
 """Moving register tiles to and from memory: `asyncdsl.load` and `asyncdsl.store`.
 
-    x = ad.load(buf.at[stage], layout=ad.WGMMA)    # the same as buf.at[stage][...], in WGMMA layout
-    ad.store(out_buf, y)                          # the same as out_buf[...] = y
+    x = ad.load(buf.at[stage], layout=ad.WGMMA)         # a whole SMEM buffer (or view), like buf.at[stage][...]
+    ad.store(out_buf, y)                                # the same as out_buf[...] = y
+    r = ad.load(x.at[ad.ds(row, 64), :], mask=m, other=0.0)   # a GMEM window, element by element
+    ad.store(y.at[ad.ds(row, 64), :], r, mask=m)
 
-Shared memory is read and written whole (a buffer or a leading-index view of one) by ordinary
-loads and stores of the 128 threads: generic-proxy accesses, so a TMA store of what they wrote
-needs `asyncdsl.fence_async_smem()` first.
+Shared memory is read and written whole by ordinary loads and stores of the 128 threads:
+generic-proxy accesses, so a TMA store of what they wrote needs `asyncdsl.fence_async_smem()`
+first.  A GMEM window is what TMA cannot move: rows whose stride is not a multiple of 16 bytes,
+windows that start anywhere, elements chosen by a mask.  Elements outside the array are never
+touched: a load gives `other` there (as where `mask` is false), a store leaves them alone.
 """
 
 from __future__ import annotations
 
+from asyncdsl import dtypes
+from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.errors import TraceError, user_location
-from asyncdsl.frontend.refs import SmemRef
-from asyncdsl.frontend.tiles import RegisterTile
+from asyncdsl.frontend import tracer as tracing
+from asyncdsl.frontend.refs import GmemRef, GmemView, SmemRef
+from asyncdsl.frontend.scalars import index_value
+from asyncdsl.frontend.tiles import RegisterTile, constant_attr, layout_argument
 from asyncdsl.hw.fragments import Layout
 
 
-def _smem(ref, what: str) -> SmemRef:
-    if not isinstance(ref, SmemRef):
+def _window(view) -> GmemView:
+    return view.whole() if isinstance(view, GmemRef) else view
+
+
+def _mask(mask, shape: tuple[int, ...], what: str):
+    if mask is None:
+        return None
+    if not isinstance(mask, RegisterTile) or mask.dtype != dtypes.BOOL or mask.shape != shape:
+        raise TraceError(f"{what}: mask must be a bool tile of the window's shape {shape} (a comparison)", user_location())
+    return mask.use(what)
+
+
+def _gmem_operands(view: GmemView):
+    return [index_value(d.start) for d in view.dims], [ir.SQUEEZED if d.squeezed else d.size for d in view.dims]
+
+
+def load(ref, layout: Layout | None = None, mask=None, other=0):
+    """The contents of a shared-memory buffer, or of a GMEM window (elements outside the array,
+    or where `mask` is false, are `other`), as a register tile in `layout` (or inferred)."""
+    what = "asyncdsl.load"
+    if isinstance(ref, SmemRef):
+        if mask is not None:
+            raise TraceError(f"{what}: a shared-memory buffer is read whole; mask is for GMEM windows", user_location())
+        return ref.load(layout)
+    if not isinstance(ref, (GmemView, GmemRef)):
+        raise TraceError(f"{what} reads a shared-memory buffer or a GMEM window (x.at[...]), got {ref!r}", user_location())
+    view = _window(ref)
+    layout = layout_argument(layout, what)
+    starts, sizes = _gmem_operands(view)
+    other_attr = constant_attr(other, view.dtype, f"{what}: other")
+    op = ir.LoadGmemOp(view.ref.value, starts, sizes, other_attr, _mask(mask, view.shape, what), layout)
+    return RegisterTile(tracing.current(what).emit(op).results[0], view.dtype)
+
+
+def store(ref, tile, mask=None) -> None:
+    """Write `tile` into a shared-memory buffer (same shape and dtype), or into a GMEM window,
+    except outside the array or where `mask` is false."""
+    what = "asyncdsl.store"
+    if isinstance(ref, SmemRef):
+        if mask is not None:
+            raise TraceError(f"{what}: a shared-memory buffer is written whole; mask is for GMEM windows", user_location())
+        ref.store(tile)
+        return
+    if not isinstance(ref, (GmemView, GmemRef)):
+        raise TraceError(f"{what} writes a shared-memory buffer or a GMEM window (y.at[...]), got {ref!r}", user_location())
+    view = _window(ref)
+    if not isinstance(tile, RegisterTile) or tile.shape != view.shape or tile.dtype != view.dtype:
         raise TraceError(
-            f"{what} moves register tiles to and from shared-memory buffers (asyncdsl.smem), got {ref!r}",
+            f"{what}: the value must be a {view.shape} {view.dtype} register tile for this window, got {tile!r}",
             user_location(),
         )
-    return ref
-
-
-def load(ref: SmemRef, layout: Layout | None = None) -> RegisterTile:
-    """The contents of shared-memory buffer `ref` as a register tile, in `layout` (or inferred)."""
-    return _smem(ref, "asyncdsl.load").load(layout)
-
-
-def store(ref: SmemRef, tile: RegisterTile) -> None:
-    """Write `tile` into shared-memory buffer `ref` (same shape and dtype)."""
-    _smem(ref, "asyncdsl.store").store(tile)
+    starts, sizes = _gmem_operands(view)
+    op = ir.StoreGmemOp(tile.use(what), view.ref.value, starts, sizes, _mask(mask, view.shape, what))
+    tracing.current(what).emit(op)

@@ -360,15 +360,9 @@ def _broadcast_shape(a: tuple[int, ...], b: tuple[int, ...], what: str) -> tuple
 # -- making tiles ----------------------------------------------------------------------------------
 
 
-def full(shape, value, dtype, layout: Layout | None = None) -> RegisterTile:
-    """A tile of `shape` whose every element is `value`: a Python number, or a traced scalar
-    (an index, or a float, which fills float tiles only)."""
-    what = "asyncdsl.full"
-    shape, element, layout = shape_argument(shape, what), dtype_argument(dtype, what), layout_argument(layout, what)
-    result = VectorType(element.mlir(), shape)
-    if isinstance(value, (Scalar, FloatScalar)):
-        scalar = _scalar_as(value, element, what)
-        return RegisterTile(_emit(ir.SplatOp(scalar, result, layout), what), element)
+def constant_attr(value, element: dtypes.DType, what: str) -> FloatAttr | IntegerAttr:
+    """Python number `value` as an element of `element` (floats rounded to nearest even, float8
+    saturating), as the IR holds constants."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TraceError(f"{what}: the value must be a Python number or a traced scalar, got {value!r}", user_location())
     if element.is_float:
@@ -381,6 +375,19 @@ def full(shape, value, dtype, layout: Layout | None = None) -> RegisterTile:
         if not float(value).is_integer():
             raise TraceError(f"{what}: {value!r} is not an integer, but the tile holds {element}", user_location())
         attr = IntegerAttr(int(value), element.mlir())
+    return attr
+
+
+def full(shape, value, dtype, layout: Layout | None = None) -> RegisterTile:
+    """A tile of `shape` whose every element is `value`: a Python number, or a traced scalar
+    (an index, or a float, which fills float tiles only)."""
+    what = "asyncdsl.full"
+    shape, element, layout = shape_argument(shape, what), dtype_argument(dtype, what), layout_argument(layout, what)
+    result = VectorType(element.mlir(), shape)
+    if isinstance(value, (Scalar, FloatScalar)):
+        scalar = _scalar_as(value, element, what)
+        return RegisterTile(_emit(ir.SplatOp(scalar, result, layout), what), element)
+    attr = constant_attr(value, element, what)
     return RegisterTile(_emit(ir.FullOp(attr, result, layout), what), element)
 
 

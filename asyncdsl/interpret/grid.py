@@ -43,6 +43,7 @@ from asyncdsl.interpret.scheduler import ClusterScheduler, SoloScheduler
 from asyncdsl.interpret.state import BarrierInit, Cta, Launch, Warpgroup
 from asyncdsl.interpret.sync import SyncFunctions
 from asyncdsl.interpret.tile_access import TileAccessFunctions
+from asyncdsl.interpret.tile_gmem import TileGmemFunctions
 from asyncdsl.interpret.tile_math import TileMathFunctions
 from asyncdsl.interpret.tiles import TileFunctions
 from asyncdsl.interpret.tma import TmaFunctions
@@ -69,6 +70,7 @@ FUNCTIONS: tuple[type[WarpgroupFunctions], ...] = (
     TileFunctions,
     TileMathFunctions,
     TileAccessFunctions,
+    TileGmemFunctions,
     RegistersFunctions,
 )
 

@@ -99,7 +99,7 @@ def _thread_base(ctx: KernelLowering, base: SSAValue, addresses: TileAddresses) 
     return ctx.b.emit("add.s32 {}, {}, {};", "b32", base, scaled)
 
 
-def _primary_guard(ctx: KernelLowering, layout: Layout) -> SSAValue | None:
+def primary_guard(ctx: KernelLowering, layout: Layout) -> SSAValue | None:
     """A predicate true in the threads that hold the first copy of each element they hold."""
     primary = _primary_threads(layout)
     if primary is None:
@@ -152,34 +152,38 @@ def _address(offset: int) -> str:
     return f"[{{}}+{offset}]" if offset else "[{}]"
 
 
-def _load_piece(ctx: KernelLowering, address: SSAValue, offset: int, piece: int, element_bytes: int, kind: str) -> list[SSAValue]:
+def load_piece(ctx: KernelLowering, address: SSAValue, offset: int, piece: int, element_bytes: int, kind: str,
+               space: str = "shared") -> list[SSAValue]:
+    """One aligned access of `piece` bytes at `address + offset` in state space `space`, as
+    one register per element."""
     b = ctx.b
     if piece < 4:  # one 8- or 16-bit element
-        return [b.emit(f"ld.shared.{'u8' if piece == 1 else 'b16'} {{}}, {_address(offset)};", "b16", address)]
+        return [b.emit(f"ld.{space}.{'u8' if piece == 1 else 'b16'} {{}}, {_address(offset)};", "b16", address)]
     count = piece // 4
     word_kind = "f32" if kind == "f32" else "b32"
     if count == 1:
-        template = f"ld.shared.{word_kind} {{}}, {_address(offset)};"
+        template = f"ld.{space}.{word_kind} {{}}, {_address(offset)};"
     else:
         targets = ", ".join(["{}"] * count)
-        template = f"ld.shared.v{count}.{word_kind} {{{{{targets}}}}}, {_address(offset)};"
+        template = f"ld.{space}.v{count}.{word_kind} {{{{{targets}}}}}, {_address(offset)};"
     words = b.emit_many(template, [word_kind] * count, address)
     return words if element_bytes == 4 else _split_words(ctx, words, element_bytes)
 
 
-def _store_piece(ctx: KernelLowering, address: SSAValue, offset: int, elements: list[SSAValue], element_bytes: int,
-                 kind: str, guard: SSAValue | None) -> None:
+def store_piece(ctx: KernelLowering, address: SSAValue, offset: int, elements: list[SSAValue], element_bytes: int,
+                kind: str, guard: SSAValue | None, space: str = "shared") -> None:
+    """Store `elements` (one register each) as one aligned access at `address + offset`."""
     b = ctx.b
     piece = len(elements) * element_bytes
     if piece < 4:
-        b.run(f"st.shared.{'u8' if piece == 1 else 'b16'} {_address(offset)}, {{}};", address, elements[0], guard=guard)
+        b.run(f"st.{space}.{'u8' if piece == 1 else 'b16'} {_address(offset)}, {{}};", address, elements[0], guard=guard)
         return
     words = elements if element_bytes == 4 else _pack_words(ctx, elements, element_bytes)
     word_type = "f32" if kind == "f32" else "b32"
     listed = ", ".join(["{}"] * len(words))
     vector = f".v{len(words)}" if len(words) > 1 else ""
     operand = f"{{{{{listed}}}}}" if len(words) > 1 else listed
-    b.run(f"st.shared{vector}.{word_type} {_address(offset)}, {operand};", address, *words, guard=guard)
+    b.run(f"st.{space}{vector}.{word_type} {_address(offset)}, {operand};", address, *words, guard=guard)
 
 
 # -- whole tiles ---------------------------------------------------------------------------------
@@ -197,7 +201,7 @@ def read_tile(ctx: KernelLowering, base: SSAValue, alignment: int, layout: Layou
     for slot_offset in addresses.slot_offsets:
         for lane in range(0, addresses.vector, per_piece):
             offset = (int(slot_offset) + lane) * element_bytes
-            registers += _load_piece(ctx, address, offset, piece, element_bytes, kind)
+            registers += load_piece(ctx, address, offset, piece, element_bytes, kind)
     return np.array(registers, dtype=object).reshape(layout.registers_shape(shape))
 
 
@@ -208,13 +212,13 @@ def write_tile(ctx: KernelLowering, base: SSAValue, alignment: int, layout: Layo
     addresses = TileAddresses(layout, shape, element_bytes)
     piece = addresses.piece_bytes(alignment)
     address = _thread_base(ctx, base, addresses)
-    guard = _primary_guard(ctx, layout)
+    guard = primary_guard(ctx, layout)
     per_piece = piece // element_bytes
     vectors = regs.reshape(-1, addresses.vector)
     for slot_offset, vector in zip(addresses.slot_offsets, vectors):
         for lane in range(0, addresses.vector, per_piece):
             offset = (int(slot_offset) + lane) * element_bytes
-            _store_piece(ctx, address, offset, list(vector[lane:lane + per_piece]), element_bytes, kind, guard)
+            store_piece(ctx, address, offset, list(vector[lane:lane + per_piece]), element_bytes, kind, guard)
 
 
 def _vector_of(element) -> VectorType:
@@ -290,7 +294,7 @@ def _store_splat_elementwise(ctx: KernelLowering, op: ir.StoreSmemOp, value: SSA
         guard = None
         if start + THREADS > count:
             guard = b.emit("setp.lt.u32 {}, {}, {};", "pred", ctx.facts.thread, count - start)
-        _store_piece(ctx, address, start * element_bytes, [value], element_bytes, register_kind(op.value.type.element_type), guard)
+        store_piece(ctx, address, start * element_bytes, [value], element_bytes, register_kind(op.value.type.element_type), guard)
 
 
 RULES: Rules = {

@@ -24,6 +24,9 @@ from tile_kernels import (
     accumulate,
     broadcast_back,
     convert,
+    gmem_round_trip,
+    masked_rows,
+    masked_rows_reference,
     op_matrix,
     ops_of,
     reductions,
@@ -32,6 +35,7 @@ from tile_kernels import (
 )
 
 import asyncdsl as ad
+from asyncdsl.dtypes import as_dtype
 from asyncdsl.runtime import to_device, to_host
 
 hopper_or_skip()
@@ -153,3 +157,18 @@ def test_a_register_accumulator_across_a_loop():
     wide = x.astype(np.float32)
     expected = (((wide[0] + wide[1]) + wide[2]) + wide[3]) * np.float32(2)
     assert np.array_equal(gpu, expected)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16], ids=lambda d: np.dtype(d).name)
+def test_masked_gmem_windows_touch_only_what_they_may(dtype):
+    x = special_values(as_dtype(dtype), (100, 37), 9)
+    y = np.full_like(x, 7.0)
+    (gpu,), (cpu,) = _both(masked_rows, [x], [y], ROWS=8, COLUMNS=64)
+    assert gpu.tobytes() == cpu.tobytes() == masked_rows_reference(x, y).tobytes()
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_gmem_windows_inside_the_array_move_in_vectors(layout):
+    x = special_values(ad.bfloat16, (65, 128), 10)
+    (gpu,), (cpu,) = _both(gmem_round_trip, [x], [np.zeros_like(x)], LAYOUT=layout)
+    assert gpu.tobytes() == cpu.tobytes()

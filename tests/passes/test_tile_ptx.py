@@ -16,6 +16,8 @@ from tile_kernels import (
     accumulate,
     broadcast_back,
     convert,
+    gmem_round_trip,
+    masked_rows,
     op_matrix,
     ops_of,
     reductions,
@@ -67,3 +69,13 @@ def test_relayouts_assemble(ptxas, source, target):
 def test_a_register_accumulator_across_a_loop_stays_in_registers():
     log = assemble(accumulate.ptx(_spec(ad.bfloat16, 4, R, C), _spec(ad.float32)), verbose=True)[1]
     assert " 0 bytes spill stores" in log, log
+
+
+@pytest.mark.parametrize("dtype", [ad.float32, ad.bfloat16, ad.int32], ids=str)
+def test_gmem_windows_assemble_and_move_in_vectors_when_they_stay_inside(ptxas, dtype):
+    spec = _spec(dtype, 100, 37)
+    ptxas(masked_rows.ptx(spec, spec, ROWS=8, COLUMNS=64))
+    inside = _spec(dtype, 65, 128)
+    ptx = gmem_round_trip.ptx(inside, inside, LAYOUT="row")
+    ptxas(ptx)
+    assert "ld.global.v4" in ptx and "st.global.v4" in ptx

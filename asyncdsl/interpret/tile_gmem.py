@@ -1,0 +1,69 @@
+"""The interpreter's register-tile accesses to GMEM windows: `asyncdsl.load_gmem`, `store_gmem`.
+
+Element e of the tile is the array's element at `starts + e` (squeezed dims at their index);
+elements outside the array, or where the mask is false, are never touched: a load gives the op's
+`other` there, a store leaves the array alone (docs/register-tiles.md, Memory).  GMEM accesses
+are not race-checked (README, Known limits).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from xdsl.interpreter import Interpreter, PythonValues, impl, register_impls
+
+from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.interpret.diagnosis import diagnosed
+from asyncdsl.interpret.functions import WarpgroupFunctions
+from asyncdsl.interpret.memory import GlobalArgument
+from asyncdsl.interpret.operands import operand_values
+from asyncdsl.interpret.tiles import element_dtype
+
+
+def _window(op, values: dict, mask) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
+    """The array indices of every element of the window (tile-shaped, one per array dim) and
+    where the element may be touched (inside the array, and the mask)."""
+    shape = tuple(op.gmem.type.get_shape())
+    sizes = tuple(op.sizes.get_values())
+    tile_shape = tuple(size for size in sizes if size != ir.SQUEEZED)
+    grids = iter(np.indices(tile_shape, dtype=np.int64)) if tile_shape else iter(())
+    indices, allowed = [], np.ones(tile_shape, dtype=bool)
+    for start, size, extent in zip(op.starts, sizes, shape):
+        first = values[start].value.data
+        index = np.full(tile_shape, first, np.int64) if size == ir.SQUEEZED else first + next(grids)
+        allowed &= (index >= 0) & (index < extent)
+        indices.append(np.where(allowed, index, 0))
+    if mask is not None:
+        allowed &= np.asarray(mask, dtype=bool)
+    return tuple(np.where(allowed, i, 0) for i in indices), allowed
+
+
+def _array(argument: GlobalArgument, op, tile) -> np.ndarray:
+    """The argument's elements, as the array the window indexes (a view: stores write through)."""
+    dtype = element_dtype(tile.type, op)
+    return argument.raw.view(dtype).reshape(tuple(op.gmem.type.get_shape()))
+
+
+@register_impls
+class TileGmemFunctions(WarpgroupFunctions):
+    """Register tiles to and from GMEM windows, executed by `self.warpgroup`."""
+
+    @impl(ir.LoadGmemOp)
+    @diagnosed
+    def run_load_gmem(self, interpreter: Interpreter, op: ir.LoadGmemOp, args: PythonValues):
+        values = operand_values(op, args)
+        mask = values[op.mask] if op.mask is not None else None
+        array = _array(values[op.gmem], op, op.result)
+        indices, allowed = _window(op, values, mask)
+        other = np.asarray(op.other.value.data).astype(array.dtype)
+        return (np.where(allowed, array[indices], other).astype(array.dtype),)
+
+    @impl(ir.StoreGmemOp)
+    @diagnosed
+    def run_store_gmem(self, interpreter: Interpreter, op: ir.StoreGmemOp, args: PythonValues):
+        values = operand_values(op, args)
+        mask = values[op.mask] if op.mask is not None else None
+        array = _array(values[op.gmem], op, op.value)
+        indices, allowed = _window(op, values, mask)
+        tile = np.broadcast_to(np.asarray(values[op.value], dtype=array.dtype), allowed.shape)
+        array[tuple(i[allowed] for i in indices)] = tile[allowed]
+        return ()

@@ -1,0 +1,211 @@
+"""Lowering of register tiles to and from GMEM windows (`load_gmem`, `store_gmem`).
+
+Element e of the tile sits at `starts + e` in the array (squeezed dims at their index).  In the
+layout, each element's coordinates are a per-thread part (linear in the thread's bits) plus a
+per-register constant, so one PTX sequence addresses all 128 threads: the window's base address
+(`gmem_addresses`), plus the thread's offset, plus an immediate per register.
+
+An element outside the array, or whose mask is false, is never touched: a load leaves `other`
+in its register, a store skips it.  Each element then gets a predicate (`coordinate < dim`,
+unsigned, catches negative coordinates too) and moves alone.  A window that provably stays in
+the array, with no mask, moves in vectors of up to 16 bytes where its alignment allows.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from xdsl.ir import SSAValue
+
+from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.dialects.layout_attrs import layout_of
+from asyncdsl.errors import LayoutError
+from asyncdsl.hw.fragments import Layout, SplatLayout
+from asyncdsl.hw.gmem_runs import contiguous_strides
+from asyncdsl.hw.layout_choice import strided_layout
+from asyncdsl.hw.tiling import THREADS
+from asyncdsl.ir_locations import from_ir_location
+from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
+from asyncdsl.passes.to_ptx.gmem_addresses import wide_product, window_address, window_offset
+from asyncdsl.passes.to_ptx.tile_access import MAX_ACCESS_BYTES, load_piece, primary_guard, store_piece
+from asyncdsl.passes.to_ptx.tile_registers import (
+    bind_tile,
+    register_kind,
+    thread_coefficients,
+    thread_term,
+    tile_of,
+    uniform,
+)
+from asyncdsl.passes.to_ptx.tiles import constant_register
+
+_S32 = 2**31
+
+
+class _Window:
+    """Where each element of a tile in `layout` sits in the GMEM window of `op`: per GMEM dim, the
+    thread coefficients and per-element constants of its coordinate, and of the flat offset."""
+
+    def __init__(self, op, layout: Layout, tile_shape: tuple[int, ...]):
+        self.shape = tuple(op.gmem.type.get_shape())
+        self.sizes = tuple(op.sizes.get_values())
+        self.element_bytes = ir.element_bits(op.gmem.type) // 8
+        coordinates = layout.coordinates(tile_shape).reshape(THREADS, -1, len(tile_shape))
+        axis = iter(range(len(tile_shape)))
+        per_dim = [np.zeros(coordinates.shape[:2], dtype=np.int64) if size == ir.SQUEEZED else coordinates[..., next(axis)]
+                   for size in self.sizes]
+        self.dims = [self._affine(c, f"the coordinate along dim {d}") for d, c in enumerate(per_dim)]
+        offset = sum(c * stride for c, stride in zip(per_dim, contiguous_strides(self.shape)))
+        self.offset = self._affine(offset, "the element offset")
+        self.vector = layout.vector_length
+
+    @staticmethod
+    def _affine(per_element: np.ndarray, what: str) -> tuple[list[int], np.ndarray]:
+        thread = per_element[:, 0] - per_element[0, 0]
+        return thread_coefficients(thread, what), uniform(per_element - thread[:, None], what)
+
+    def in_bounds(self, ctx: KernelLowering, op) -> list[tuple[int, SSAValue | None, int]]:
+        """The dims whose coordinate needs a run-time check: (dim, coordinate base register or
+        None for a constant base, constant base)."""
+        checks = []
+        for dim, (start, size, extent) in enumerate(zip(op.starts, self.sizes, self.shape)):
+            known = ctx.constant(start)
+            width = 1 if size == ir.SQUEEZED else size
+            if known is not None and 0 <= known and known + width <= extent:
+                continue  # the whole window lies inside this dim
+            coefficients, _ = self.dims[dim]
+            term = thread_term(ctx, coefficients)
+            if known is not None and isinstance(term, int):
+                checks.append((dim, None, known + term))
+                continue
+            base = ctx.reg(start) if known is None else ctx.b.mov("b32", known)
+            if not isinstance(term, int):
+                base = ctx.b.emit("add.s32 {}, {}, {};", "b32", base, term)
+            checks.append((dim, base, 0))
+        return checks
+
+
+def _predicates(ctx: KernelLowering, window: _Window, checks, mask_regs: list[SSAValue] | None, count: int):
+    """One predicate per element (None: always moves), in register order."""
+    b = ctx.b
+    out: list[SSAValue | None] = []
+    for element in range(count):
+        predicate = mask_regs[element] if mask_regs is not None else None
+        for dim, base, constant in checks:
+            extent = window.shape[dim]
+            value = constant + int(window.dims[dim][1][element])
+            if base is None:
+                if not 0 <= value < extent:
+                    predicate = b.emit("setp.ne.u32 {}, 0, 0;", "pred")  # never: out of bounds
+                continue
+            coordinate = b.emit("add.s32 {}, {}, {};", "b32", base, value) if value else base
+            inside = b.emit("setp.lt.u32 {}, {}, {};", "pred", coordinate, extent)
+            predicate = inside if predicate is None else b.emit("and.pred {}, {}, {};", "pred", predicate, inside)
+        out.append(predicate)
+    return out
+
+
+def _thread_address(ctx: KernelLowering, op, window: _Window) -> SSAValue:
+    base = window_address(ctx, op.gmem, window_offset(ctx, op.gmem, list(op.starts)))
+    term = thread_term(ctx, window.offset[0])
+    if isinstance(term, int):
+        return base
+    return ctx.b.emit("add.s64 {}, {}, {};", "b64", base, wide_product(ctx, term, window.element_bytes, signed=True))
+
+
+def _element_address(ctx: KernelLowering, address: SSAValue, offset: int) -> tuple[SSAValue, int]:
+    """(register, immediate) addressing `address + offset`, the immediate within 32 bits."""
+    if -_S32 <= offset < _S32:
+        return address, offset
+    return ctx.b.emit("add.s64 {}, {}, {};", "b64", address, offset), 0
+
+
+def _vector_piece(ctx: KernelLowering, op, window: _Window) -> int:
+    """The widest access (bytes) every register vector splits into, 1 element if the vector's
+    elements are not adjacent in GMEM."""
+    constants = window.offset[1].reshape(-1, window.vector)
+    if window.vector > 1 and not (np.diff(constants, axis=-1) == 1).all():
+        return window.element_bytes
+    if any(ctx.constant(start) is None for start in op.starts):
+        return window.element_bytes  # a traced start: its alignment is not known here
+    alignment = MAX_ACCESS_BYTES  # the runtime checks every array is 16-byte aligned
+    static = sum(ctx.constant(start) * stride for start, stride in zip(op.starts, contiguous_strides(window.shape)))
+    static *= window.element_bytes
+    for value in (static, *(c * window.element_bytes for c in constants[:, 0]),
+                  *(c * window.element_bytes for c in window.offset[0])):
+        if value:
+            alignment = math.gcd(alignment, int(value))
+    size = window.vector * window.element_bytes
+    return max(min(alignment, size & -size), window.element_bytes)
+
+
+def _tile_layout(op, value: SSAValue) -> Layout:
+    layout = layout_of(value)
+    if isinstance(layout, SplatLayout):
+        layout = layout_of(op.mask) if op.mask is not None else None
+        layout = layout or strided_layout(tuple(value.type.get_shape()), ir.element_bits(value.type) / 8)
+        if layout is None:
+            raise LayoutError("a splat stored to a GMEM window this small needs a mask to give it a layout",
+                              from_ir_location(op))
+    return layout
+
+
+def _load(ctx: KernelLowering, op: ir.LoadGmemOp) -> None:
+    layout = layout_of(op.result)
+    shape = tuple(op.result.type.get_shape())
+    element = op.result.type.element_type
+    window = _Window(op, layout, shape)
+    kind, size = register_kind(element), window.element_bytes
+    checks = window.in_bounds(ctx, op)
+    address = _thread_address(ctx, op, window)
+    count = len(window.offset[1])
+    registers: list[SSAValue] = []
+    if not checks and op.mask is None:
+        piece = _vector_piece(ctx, op, window)
+        per_piece = piece // size
+        for first in range(0, count, per_piece):
+            where, immediate = _element_address(ctx, address, int(window.offset[1][first]) * size)
+            registers += load_piece(ctx, where, immediate, piece, size, kind, space="global")
+    else:
+        mask = tile_of(ctx, op.mask).expanded(layout).reshape(-1).tolist() if op.mask is not None else None
+        other = constant_register(ctx, op.other, element)
+        width = {"f32": "f32", "b32": "b32", "b64": "b64"}.get(kind, "u8" if size == 1 else "b16")
+        for element_index, predicate in enumerate(_predicates(ctx, window, checks, mask, count)):
+            register = ctx.b.mov(kind, other)
+            where, immediate = _element_address(ctx, address, int(window.offset[1][element_index]) * size)
+            ctx.b.run(f"ld.global.{width} {{}}, [{{}}+{immediate}];", register, where, guard=predicate)
+            registers.append(register)
+    bind_tile(ctx, op.result, np.array(registers, dtype=object).reshape(layout.registers_shape(shape)))
+
+
+def _store(ctx: KernelLowering, op: ir.StoreGmemOp) -> None:
+    tile = tile_of(ctx, op.value)
+    layout = _tile_layout(op, op.value)
+    shape = tuple(op.value.type.get_shape())
+    element = op.value.type.element_type
+    window = _Window(op, layout, shape)
+    kind, size = register_kind(element), window.element_bytes
+    values = tile.expanded(layout).reshape(-1).tolist()
+    checks = window.in_bounds(ctx, op)
+    address = _thread_address(ctx, op, window)
+    if not checks and op.mask is None and layout.replication == 1:
+        piece = _vector_piece(ctx, op, window)
+        per_piece = piece // size
+        for first in range(0, len(values), per_piece):
+            where, immediate = _element_address(ctx, address, int(window.offset[1][first]) * size)
+            store_piece(ctx, where, immediate, values[first:first + per_piece], size, kind, None, space="global")
+        return
+    mask = tile_of(ctx, op.mask).expanded(layout).reshape(-1).tolist() if op.mask is not None else None
+    primary = primary_guard(ctx, layout)  # replicated layouts: each element from one thread
+    for index, predicate in enumerate(_predicates(ctx, window, checks, mask, len(values))):
+        if primary is not None:
+            predicate = primary if predicate is None else ctx.b.emit("and.pred {}, {}, {};", "pred", predicate, primary)
+        where, immediate = _element_address(ctx, address, int(window.offset[1][index]) * size)
+        store_piece(ctx, where, immediate, [values[index]], size, kind, predicate, space="global")
+
+
+RULES: Rules = {
+    ir.LoadGmemOp: _load,
+    ir.StoreGmemOp: _store,
+}
+

@@ -1,0 +1,70 @@
+"""Register tiles to and from GMEM windows: elements outside the array or masked off are never
+touched, against numpy; misuse is a TraceError at the line."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+from support import line_of
+from tile_kernels import LAYOUTS, gmem_round_trip, masked_rows, masked_rows_reference
+
+import asyncdsl as ad
+
+
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16, np.float16])
+@pytest.mark.parametrize("shape", [(100, 37), (8, 64), (13, 5)])
+def test_masked_windows_touch_only_elements_inside_the_array_and_the_mask(dtype, shape):
+    x = np.random.default_rng(1).standard_normal(shape).astype(dtype)
+    before = np.full_like(x, 7.0)
+    y = before.copy()
+    masked_rows.interpret(x, y, ROWS=8, COLUMNS=64)
+    assert y.tobytes() == masked_rows_reference(x, before).tobytes()
+
+
+def test_a_load_outside_the_array_gives_other():
+    @ad.kernel(grid=(1,))
+    def shifted(x, y):
+        t = ad.load(x.at[ad.ds(ad.program_id(0) - 2, 4), ad.ds(-3, 128)], other=5.0)
+        ad.store(y.at[:, :], t)
+
+    x = np.arange(4 * 125, dtype=np.float32).reshape(4, 125)
+    y = np.zeros((4, 128), np.float32)
+    shifted.interpret(x, y)
+    expected = np.full((4, 128), 5.0, np.float32)
+    expected[2:, 3:] = x[:2, :]
+    assert np.array_equal(y, expected)
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16, np.int32])
+def test_windows_inside_the_array_round_trip_in_every_layout(layout, dtype):
+    x = (np.random.default_rng(2).standard_normal((65, 128)) * 100).astype(dtype)
+    y = np.zeros_like(x)
+    gmem_round_trip.interpret(x, y, LAYOUT=layout)
+    expected = (x * dtype(2)).astype(dtype)
+    expected[0] = x[0]
+    assert y.tobytes() == expected.tobytes()
+
+
+def test_misuse_is_an_error_at_the_line():
+    @ad.kernel(grid=(1,))
+    def bad_mask(x, y):
+        t = ad.load(x.at[:, :])
+        ad.store(y.at[:, :], t, mask=t)  # not a bool tile
+
+    @ad.kernel(grid=(1,))
+    def bad_value(x, y):
+        ad.store(y.at[:, :], ad.zeros((64, 64), ad.float32))  # not the window's shape
+
+    @ad.kernel(grid=(1,))
+    def smem_mask(x, y):
+        buf = ad.smem((64, 128), x.dtype)
+        ad.load(buf, mask=ad.load(x.at[:, :]) > 0)
+
+    spec = ad.ArraySpec((64, 128), ad.float32)
+    for kernel, text, fragment in ((bad_mask, "mask=t", "bool tile"), (bad_value, "ad.zeros((64, 64)", r"\(64, 128\) float32"),
+                                   (smem_mask, "ad.load(buf, mask=", "mask is for GMEM windows")):
+        with pytest.raises(ad.TraceError, match=fragment) as caught:
+            kernel.compile(spec, spec)
+        assert caught.value.location.line == line_of(kernel, text)
