@@ -309,3 +309,49 @@ def test_the_interpreter_refuses_a_misaligned_array_as_the_gpu_does():
     assert x.ctypes.data % 16  # a view 4 bytes into its buffer
     with pytest.raises(ad.ArgumentError, match="not 16-byte aligned"):
         folded_negative_row.interpret(x.reshape(4, 16), np.zeros((1, 16), np.float32))
+
+
+# -- 13. misused copy options are TraceErrors at the line, not Python's errors ---------------------
+
+
+@pytest.mark.parametrize(
+    "option, wanted",
+    [
+        (dict(swizzle="128"), "swizzle must be one of"),  # once AttributeError
+        (dict(swizzle=64.0), "swizzle must be one of"),  # once AttributeError
+        (dict(swizzle=True), "swizzle must be one of"),
+        (dict(swizzle=48), "swizzle must be one of"),
+        (dict(arrive="no"), "arrive must be True or False"),  # once ValueError
+        (dict(arrive=None), "arrive must be True or False"),
+        (dict(transforms=ad.TileTransform), "not the class"),  # once TypeError: not iterable
+        (dict(transforms=8), "transforms must be"),
+        (dict(collective=1), "collective must name cluster dims"),
+        (dict(collective=("x", 2)), "collective must name cluster dims"),
+        (dict(reduction=("add",)), "reduction must be one of"),
+        (dict(oob=3), "oob must be one of"),
+    ],
+)
+def test_a_misused_copy_option_is_a_trace_error_at_the_copy(option, wanted):
+    @ad.kernel(grid=(1,))
+    def store(x, y, OPTION: ad.constexpr):
+        buf = ad.smem((16,), x.dtype)
+        bar = ad.barrier()
+        ad.async_copy(x.at[ad.ds(0, 16)], buf, barrier=bar)
+        bar.wait()
+        ad.async_copy(buf, y.at[ad.ds(0, 16)], **dict(OPTION))  # the copy
+
+    specs = (ad.ArraySpec((64,), F32),) * 2
+    with pytest.raises(ad.TraceError, match=wanted) as caught:
+        store.compile(*specs, OPTION=tuple(option.items()))
+    assert caught.value.location.line == line_of(store.fn, "# the copy")
+
+
+@pytest.mark.parametrize("option", [dict(swizzle="64"), dict(transforms=ad.TileTransform)])
+def test_a_misused_prefetch_option_is_a_trace_error(option):
+    @ad.kernel(grid=(1,))
+    def prefetch(x, OPTION: ad.constexpr):
+        ad.async_prefetch(x.at[ad.ds(0, 16)], **dict(OPTION))  # the prefetch
+
+    with pytest.raises(ad.TraceError) as caught:
+        prefetch.compile(ad.ArraySpec((64,), F32), OPTION=tuple(option.items()))
+    assert caught.value.location.line == line_of(prefetch.fn, "# the prefetch")
