@@ -91,6 +91,10 @@ def check_bulk_copy(
             f"a bulk copy moves a multiple of {BULK_ALIGNMENT} bytes; this slice is {transfer} bytes"
         )
     static = gmem_runs.static_offset_bytes(gmem_shape, dtype, starts)
+    if not -(1 << 63) <= static < 1 << 63:
+        raise CopyError(
+            f"the slice starts {static} bytes into the array, beyond the 64-bit addresses of a bulk copy"
+        )
     if static % BULK_ALIGNMENT:
         raise CopyError(
             f"a bulk copy needs a {BULK_ALIGNMENT}-byte aligned GMEM address; the slice starts "

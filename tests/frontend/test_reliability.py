@@ -355,3 +355,39 @@ def test_a_misused_prefetch_option_is_a_trace_error(option):
     with pytest.raises(ad.TraceError) as caught:
         prefetch.compile(ad.ArraySpec((64,), F32), OPTION=tuple(option.items()))
     assert caught.value.location.line == line_of(prefetch.fn, "# the prefetch")
+
+
+# -- 14. numbers past the coordinates' and registers' range ---------------------------------------
+
+
+@ad.kernel(grid=(1,))
+def window_at(x, START: ad.constexpr, TRACED: ad.constexpr, OOB: ad.constexpr = "zeros"):
+    buf = ad.smem((16,), x.dtype)
+    bar = ad.barrier()
+    start = ad.program_id(0) + START if TRACED else START  # the start
+    ad.async_copy(x.at[ad.ds(start, 16)], buf, barrier=bar, oob=OOB)  # the copy
+    bar.wait()
+
+
+def test_a_static_tma_start_past_32_bits_is_refused_at_the_copy():
+    # It once compiled to a wrapped coordinate: another element.
+    spec = ad.ArraySpec(((1 << 31) + 64,), ad.int8)
+    with pytest.raises(ad.CopyError, match="signed 32-bit coordinates of TMA") as caught:
+        window_at.compile(spec, START=(1 << 31) + 16, TRACED=False)
+    assert caught.value.location.line == line_of(window_at.fn, "# the copy")
+
+
+def test_a_python_int_past_32_bits_in_traced_index_arithmetic_is_refused():
+    # It once wrapped silently in the 32-bit index registers, on the GPU and in the interpreter.
+    spec = ad.ArraySpec((1 << 20,), ad.int8)
+    with pytest.raises(ad.TraceError, match="does not fit traced index arithmetic") as caught:
+        window_at.compile(spec, START=1 << 40, TRACED=True, OOB="undefined")
+    assert caught.value.location.line == line_of(window_at.fn, "# the start")
+
+
+def test_a_bulk_start_past_64_bit_addresses_is_refused():
+    # It once printed a constant ptxas refused.
+    spec = ad.ArraySpec((1 << 20,), ad.int8)
+    with pytest.raises(ad.CopyError, match="beyond the 64-bit addresses") as caught:
+        window_at.compile(spec, START=1 << 70, TRACED=False, OOB="undefined")
+    assert caught.value.location.line == line_of(window_at.fn, "# the copy")
