@@ -13,11 +13,18 @@ address 16-byte aligned (the interpreter checks the address it computes; the GPU
 Out of bounds: "promise_in_bounds" moves the whole run (the interpreter reports a broken
 promise).  "undefined" clamps the byte count to what is left of the array after the run's start
 (nothing for a start before the array or past its end) and completes the barrier for the missing
-bytes, so a wait does not hang; the SMEM bytes past the clamp are left as they were.
+bytes, so a wait does not hang; the SMEM bytes past the clamp are left as they were.  A load's
+window elements outside the array are undefined (the run may hold other elements there).  A store
+must not write outside its window, so under "undefined" it is allowed only where the clamped run
+lies in the window's part inside the array (`clamped_store_stays_in_window`): a window out of
+bounds along an inner dim, or past the end of a dim where the array goes on, would overwrite other
+elements; such a static window is refused, a traced one checked at run time (the store skipped).
 """
 
 from __future__ import annotations
 
+import math
+import operator
 from collections.abc import Sequence
 
 import numpy as np
@@ -27,7 +34,7 @@ from asyncdsl.errors import CopyError, TransformError
 from asyncdsl.hw import gmem_runs
 from asyncdsl.hw.limits import BULK_ALIGNMENT
 from asyncdsl.hw.options import Oob
-from asyncdsl.hw.transforms import Index, MemRefTransform
+from asyncdsl.hw.transforms import Index, MemRefTransform, linear_combination
 
 
 def is_contiguous_run(
@@ -69,6 +76,60 @@ def clamped_bytes(offset_bytes: int, transfer_bytes: int, array_bytes: int) -> i
     return min(transfer_bytes, array_bytes - offset_bytes)
 
 
+class StaticLogic:
+    """The comparisons `clamped_store_stays_in_window` makes, on ints (the resolver's own version
+    emits them as IR for traced starts)."""
+
+    COMPARE = {"<": operator.lt, "<=": operator.le, ">=": operator.ge, "==": operator.eq}
+
+    def compare(self, index: int, relation: str, bound: int) -> bool:
+        return self.COMPARE[relation](index, bound)
+
+    def all(self, conditions: Sequence[bool]) -> bool:
+        return all(conditions)
+
+    def any(self, conditions: Sequence[bool]) -> bool:
+        return any(conditions)
+
+
+def clamped_store_stays_in_window(
+    gmem_shape: Sequence[int], starts: Sequence[Index], sizes: Sequence[int], logic=StaticLogic()
+):
+    """Whether an oob="undefined" bulk store of a contiguous-run window writes only elements of its
+    window: what the run clamped at the array's end (`clamped_bytes`) writes must lie in the window's
+    part inside the array.
+
+    The run holds the window's elements in order from `offset = sum(start[d] * stride[d])` of the
+    flat array; the clamp keeps those before the array's end (nothing for an offset outside the
+    array).  So the store stays in its window when the offset is outside the array, or when the
+    window's first out-of-bounds element (in order) lies past the array's end: every dim starts
+    inside the array, and along a dim d the window runs past, its first element past the dim's
+    end, `size_d - start_d` rows of `prod(width[d + 1:])` elements into the run, is at or past
+    the array's end.
+
+    `starts` are ints or traced values, `sizes` -1 for squeezed dims; `logic` makes the comparisons
+    (`StaticLogic` for ints: returns a bool).
+    """
+    widths = [1 if size == gmem_runs.SQUEEZED else size for size in sizes]
+    strides = gmem_runs.contiguous_strides(gmem_shape)
+    total = math.prod(gmem_shape)
+    offset = linear_combination(tuple(starts), strides)
+    conditions = []
+    for dim, (start, width, extent) in enumerate(zip(starts, widths, gmem_shape)):
+        conditions += [logic.compare(start, ">=", 0), logic.compare(start, "<", extent)]
+        if type(start) is int and start + width <= extent:
+            continue
+        # offset + (extent - start) * row >= total, with the traced terms kept on the left
+        row = math.prod(widths[dim + 1:])
+        terms = [(s, t - (row if d == dim else 0)) for d, (s, t) in enumerate(zip(starts, strides))]
+        past_end = linear_combination(*zip(*[(s, t) for s, t in terms if t])) if any(t for _, t in terms) else 0
+        conditions.append(
+            logic.any([logic.compare(start, "<=", extent - width), logic.compare(past_end, ">=", total - extent * row)])
+        )
+    nothing_written = [logic.compare(offset, "<", 0), logic.compare(offset, ">=", total)]
+    return logic.any([*nothing_written, logic.all(conditions)])
+
+
 def check_bulk_copy(
     gmem_shape: Sequence[int],
     dtype: DType,
@@ -76,6 +137,7 @@ def check_bulk_copy(
     sizes: Sequence[int],
     smem_shape: Sequence[int],
     oob: Oob,
+    store: bool = False,
 ) -> None:
     """Check a window that `is_contiguous_run` accepted against the bulk-copy rules.
 
@@ -109,6 +171,13 @@ def check_bulk_copy(
                 f"the slice runs past the end of the {total}-byte array, and the {moved} bytes "
                 f"left are not a multiple of {BULK_ALIGNMENT}, as a bulk copy needs"
             )
+    if oob == Oob.UNDEFINED and store and not traced and not clamped_store_stays_in_window(gmem_shape, starts, sizes):
+        raise CopyError(
+            "oob='undefined' clamps a bulk store at the end of the array, but this slice leaves the array "
+            "elsewhere (" + "; ".join(gmem_runs.out_of_bounds_dims(gmem_shape, starts, sizes)) + "): its run "
+            "of bytes would overwrite elements outside the slice; keep the slice inside the array, or let it "
+            "run past the array's end only"
+        )
     if oob == Oob.UNDEFINED and traced and total % BULK_ALIGNMENT:
         raise CopyError(
             f"oob='undefined' clamps a bulk copy at the end of the array, whose {total} bytes "

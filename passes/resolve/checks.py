@@ -1,10 +1,12 @@
 """Run-time checks of what a copy needs of its traced indices and the compiler cannot prove.
 
 Each check is an `asyncdsl.check` of a condition built in IR right before the copy; its result is
-the condition, which the copy uses as a guard (a store skipped, a window moved to the array's
-start) so that a broken assumption reports an error instead of faulting the GPU.  The interpreter
-always evaluates checks; the GPU does under ASYNCDSL_DEBUG=1 and otherwise folds them away.
-What the compiler proves of an index (`index_facts.py`) needs no check.
+the condition, which the copy uses as a guard (a store skipped, a load's window moved to the
+array's start) so that a broken assumption reports an error instead of faulting the GPU or writing
+the wrong bytes.  A copy's `predicate=` limits its checks as it limits the copy: where the copy
+is skipped anyway, nothing is checked.  The interpreter always evaluates checks; the GPU does under
+ASYNCDSL_DEBUG=1 and otherwise folds them away.  What the compiler proves of an index
+(`index_facts.py`) needs no check.
 """
 
 from __future__ import annotations
@@ -12,11 +14,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects import arith
+from xdsl.dialects.builtin import IntegerAttr, i1
 from xdsl.ir import SSAValue
 
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects.ir_utils import constant_value
 from asyncdsl.hw import gmem_runs
+from asyncdsl.hw.bulk import clamped_store_stays_in_window
 from asyncdsl.hw.transforms import Index, divisor_of
 from asyncdsl.passes.resolve.index_builder import IndexBuilder
 
@@ -26,10 +30,12 @@ def _compare(builder: IndexBuilder, index: Index, predicate: str, bound: int) ->
 
 
 class Conditions:
-    """The conditions one copy's checks accumulate, emitted before `builder`'s anchor."""
+    """The conditions one copy's checks accumulate, emitted before `builder`'s anchor; with the
+    copy's `predicate`, each holds wherever the predicate does not."""
 
-    def __init__(self, builder: IndexBuilder):
+    def __init__(self, builder: IndexBuilder, predicate: SSAValue | None = None):
         self._builder = builder
+        self._predicate = predicate
         self._checks: list[SSAValue] = []
 
     def require(self, conditions: Sequence[SSAValue], message: str, values: Sequence[Index] = ()) -> None:
@@ -40,6 +46,8 @@ class Conditions:
         combined = conditions[0]
         for condition in conditions[1:]:
             combined = self._builder.emit(arith.AndIOp(combined, condition))
+        if self._predicate is not None:  # a copy its predicate skips needs nothing
+            combined = self._builder.emit(arith.SelectOp(self._predicate, combined, self._true()))
         reported = [self._builder.value(value) for value in values if type(value) is not int]
         self._checks.append(self._builder.emit(ir.CheckOp(combined, message, reported)))
 
@@ -59,6 +67,36 @@ class Conditions:
             return []
         remainder = self._builder.wrap(self._builder.value(index)) % divisor
         return [_compare(self._builder, remainder, "eq", 0)]
+
+    def _true(self) -> SSAValue:
+        return self._builder.emit(arith.ConstantOp(IntegerAttr(1, i1)))
+
+    def compare(self, index: Index, relation: str, bound: int) -> bool | SSAValue:
+        """`index <relation> bound`: a bool for a static index, else the comparison in IR."""
+        if type(index) is int:
+            return {"<": index < bound, "<=": index <= bound, ">=": index >= bound, "==": index == bound}[relation]
+        predicate = {"<": "slt", "<=": "sle", ">=": "sge", "==": "eq"}[relation]
+        return _compare(self._builder, index, predicate, bound)
+
+    def all(self, conditions) -> bool | SSAValue:
+        """The conjunction, folded where a part is static."""
+        if any(condition is False for condition in conditions):
+            return False
+        return self._combine([c for c in conditions if c is not True], arith.AndIOp, True)
+
+    def any(self, conditions) -> bool | SSAValue:
+        """The disjunction, folded where a part is static."""
+        if any(condition is True for condition in conditions):
+            return True
+        return self._combine([c for c in conditions if c is not False], arith.OrIOp, False)
+
+    def _combine(self, values: list[SSAValue], op_class, empty: bool) -> bool | SSAValue:
+        if not values:
+            return empty
+        combined = values[0]
+        for value in values[1:]:
+            combined = self._builder.emit(op_class(combined, value))
+        return combined
 
     def guard(self) -> SSAValue | None:
         """All checks together: the condition under which the copy may run as planned."""
@@ -114,3 +152,22 @@ def check_window(
             f"window of {width} outside the dim of size {extent}",
             [start],
         )
+
+
+def check_clamped_store(
+    conditions: Conditions, shape: Sequence[int], starts: Sequence[Index], sizes: Sequence[int], engine: str
+) -> None:
+    """What an oob="undefined" bulk store of a window with traced starts needs: the run of bytes
+    it writes, clamped at the array's end, is empty or the window's part inside the array
+    (`hw.bulk.clamped_store_stays_in_window`; static windows are checked while compiling)."""
+    holds = clamped_store_stays_in_window(shape, starts, sizes, conditions)
+    if holds is True:
+        return
+    assert holds is not False, "a window with a traced start writes at a traced offset"
+    conditions.require(
+        [holds],
+        f"{engine} under oob='undefined' writes its slice's run of bytes up to the array's end, but its "
+        "traced start puts the slice outside the array where that run holds other elements: it would "
+        "overwrite them, so the store was skipped",
+        [start for start in starts if type(start) is not int],
+    )

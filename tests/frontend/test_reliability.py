@@ -3,15 +3,19 @@ refused valid input, or failed with Python's errors instead of a sentence at the
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from reliability_kernels import (
+    bulk_store_rows,
     folded_negative_row,
     hinted_tiles,
     multicast_tile,
     row_past_a_unit_dim,
     store_past_a_unit_dim,
     stores_above,
+    stores_below_a_guard,
 )
 from support import line_of, random_bits
 
@@ -391,3 +395,65 @@ def test_a_bulk_start_past_64_bit_addresses_is_refused():
     with pytest.raises(ad.CopyError, match="beyond the 64-bit addresses") as caught:
         window_at.compile(spec, START=1 << 70, TRACED=False, OOB="undefined")
     assert caught.value.location.line == line_of(window_at.fn, "# the copy")
+
+
+# -- 15. a bulk store under oob="undefined" writes only inside its slice --------------------------
+
+
+def rows_and_slabs(ctas: int):
+    return random_bits((ctas, 2, 16), F32, 9), random_bits((4, 4, 16), F32, 10)
+
+
+def test_a_static_bulk_store_whose_run_leaves_its_slice_is_refused():
+    x, y = rows_and_slabs(1)
+    with pytest.raises(ad.CopyError, match="would overwrite elements outside the slice") as caught:
+        bulk_store_rows.interpret(x, y, SLAB=1, ROW=3, STEP=0)
+    assert caught.value.location.line == line_of(bulk_store_rows.fn, "# the store")
+
+
+def test_a_static_bulk_store_past_the_arrays_end_is_clamped():
+    x, y = rows_and_slabs(1)
+    expected = y.copy()
+    expected[3, 3] = x[0, 0]
+    bulk_store_rows.interpret(x, y, SLAB=3, ROW=3, STEP=0)
+    assert y.tobytes() == expected.tobytes()
+
+
+def test_a_traced_bulk_store_whose_run_leaves_its_slice_is_an_assumption_error():
+    x, y = rows_and_slabs(2)
+    with pytest.raises(ad.AssumptionError, match=r"would overwrite them, so the store was skipped \(found 3\)") as caught:
+        bulk_store_rows.interpret(x, y, SLAB=1, ROW=1, STEP=2)
+    assert caught.value.location.line == line_of(bulk_store_rows.fn, "# the store")
+
+
+def test_traced_bulk_stores_inside_or_past_the_end_run():
+    x, y = rows_and_slabs(2)
+    expected = y.copy()
+    expected[3, 1:3], expected[3, 3] = x[0], x[1, 0]  # CTA 1's second row is past the array's end
+    bulk_store_rows.interpret(x, y, SLAB=3, ROW=1, STEP=2)
+    assert y.tobytes() == expected.tobytes()
+    x, y = rows_and_slabs(2)
+    expected = y.copy()
+    expected[1, 1:3] = x[0]  # CTA 1 leaves the slab: its predicate skips it, so nothing is checked
+    bulk_store_rows.interpret(x, y, SLAB=1, ROW=1, STEP=2, GUARD=True)
+    assert y.tobytes() == expected.tobytes()
+
+
+def test_a_predicated_off_store_is_not_checked():
+    x = random_bits((16, 16), F32, 11)
+    y = random_bits((32, 16), F32, 12)
+    expected = y.copy()
+    expected[:16] = x
+    stores_below_a_guard.interpret(x, y)
+    assert y.tobytes() == expected.tobytes()
+
+
+def test_debug_mode_skips_the_bulk_store_that_leaves_its_slice(monkeypatch, ptxas):
+    specs = (ad.ArraySpec((2, 2, 16), F32), ad.ArraySpec((4, 4, 16), F32))
+    monkeypatch.setenv("ASYNCDSL_DEBUG", "1")
+    ptx = bulk_store_rows.ptx(*specs, SLAB=1, ROW=1, STEP=2)
+    ptxas(ptx)
+    assert re.search(r"@%p\d+ cp\.async\.bulk\.global\.shared::cta\.bulk_group", ptx)
+    binary = bulk_store_rows.compile(*specs, SLAB=1, ROW=1, STEP=2).binary
+    (report,) = [param for param in binary.params if type(param).__name__ == "ErrorBufferParam"]
+    assert any("would overwrite them" in check.message for check in report.checks)
