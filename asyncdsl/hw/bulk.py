@@ -78,9 +78,11 @@ def clamped_bytes(offset_bytes: int, transfer_bytes: int, array_bytes: int) -> i
 
 class StaticLogic:
     """The comparisons `clamped_store_stays_in_window` makes, on ints (the resolver's own version
-    emits them as IR for traced starts)."""
+    emits them as IR for traced starts).  `index_bits`: how wide the index arithmetic that
+    computes offsets is (None: Python's unbounded ints)."""
 
     COMPARE = {"<": operator.lt, "<=": operator.le, ">=": operator.ge, "==": operator.eq}
+    index_bits: int | None = None
 
     def compare(self, index: int, relation: str, bound: int) -> bool:
         return self.COMPARE[relation](index, bound)
@@ -100,34 +102,32 @@ def clamped_store_stays_in_window(
     part inside the array.
 
     The run holds the window's elements in order from `offset = sum(start[d] * stride[d])` of the
-    flat array; the clamp keeps those before the array's end (nothing for an offset outside the
-    array).  So the store stays in its window when the offset is outside the array, or when the
-    window's first out-of-bounds element (in order) lies past the array's end: every dim starts
-    inside the array, and along a dim d the window runs past, its first element past the dim's
-    end, `size_d - start_d` rows of `prod(width[d + 1:])` elements into the run, is at or past
-    the array's end.
+    flat array, and the clamp keeps those before the array's end (nothing for an offset outside
+    the array).  So the store stays in its window when the offset lies outside the array, or when
+    every dim starts inside the array and the window runs past a dim's end only where all the
+    dims before it start at their last index (what lies past is then past the array's end).
 
     `starts` are ints or traced values, `sizes` -1 for squeezed dims; `logic` makes the comparisons
-    (`StaticLogic` for ints: returns a bool).
+    (`StaticLogic` for ints: returns a bool).  Offsets computed in `logic.index_bits`-bit index
+    arithmetic are compared only for an array of fewer elements than that range: its wrapped
+    value is then exact wherever the window starts inside the array, so the verdict never lets a
+    store out of its window (for larger arrays a window outside the array is refused even where
+    it would write nothing).
     """
     widths = [1 if size == gmem_runs.SQUEEZED else size for size in sizes]
-    strides = gmem_runs.contiguous_strides(gmem_shape)
-    total = math.prod(gmem_shape)
-    offset = linear_combination(tuple(starts), strides)
-    conditions = []
+    inside = []
     for dim, (start, width, extent) in enumerate(zip(starts, widths, gmem_shape)):
-        conditions += [logic.compare(start, ">=", 0), logic.compare(start, "<", extent)]
+        inside += [logic.compare(start, ">=", 0), logic.compare(start, "<", extent)]
         if type(start) is int and start + width <= extent:
             continue
-        # offset + (extent - start) * row >= total, with the traced terms kept on the left
-        row = math.prod(widths[dim + 1:])
-        terms = [(s, t - (row if d == dim else 0)) for d, (s, t) in enumerate(zip(starts, strides))]
-        past_end = linear_combination(*zip(*[(s, t) for s, t in terms if t])) if any(t for _, t in terms) else 0
-        conditions.append(
-            logic.any([logic.compare(start, "<=", extent - width), logic.compare(past_end, ">=", total - extent * row)])
-        )
-    nothing_written = [logic.compare(offset, "<", 0), logic.compare(offset, ">=", total)]
-    return logic.any([*nothing_written, logic.all(conditions)])
+        last_run = logic.all([logic.compare(starts[d], "==", gmem_shape[d] - 1) for d in range(dim)])
+        inside.append(logic.any([logic.compare(start, "<=", extent - width), last_run]))
+    total = math.prod(gmem_shape)
+    nothing_written = []
+    if logic.index_bits is None or total < 1 << (logic.index_bits - 1):
+        offset = linear_combination(tuple(starts), gmem_runs.contiguous_strides(gmem_shape))
+        nothing_written = [logic.compare(offset, "<", 0), logic.compare(offset, ">=", total)]
+    return logic.any([*nothing_written, logic.all(inside)])
 
 
 def check_bulk_copy(

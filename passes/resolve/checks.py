@@ -20,9 +20,12 @@ from xdsl.ir import SSAValue
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects.ir_utils import constant_value
 from asyncdsl.hw import gmem_runs
-from asyncdsl.hw.bulk import clamped_store_stays_in_window
+from asyncdsl.hw.bulk import StaticLogic, clamped_store_stays_in_window
 from asyncdsl.hw.transforms import Index, divisor_of
 from asyncdsl.passes.resolve.index_builder import IndexBuilder
+
+INDEX_BITS = 32
+_RELATIONS = StaticLogic.COMPARE
 
 
 def _compare(builder: IndexBuilder, index: Index, predicate: str, bound: int) -> SSAValue:
@@ -56,10 +59,19 @@ class Conditions:
         not negative); a static index needs no run-time check."""
         if type(index) is int or (bound == 0 and index.known_non_negative):
             return []
-        return [_compare(self._builder, index, "sge", bound)]
+        return self._traced(self.compare(index, ">=", bound))
 
     def below(self, index: Index, bound: int) -> list[SSAValue]:
-        return [] if type(index) is int else [_compare(self._builder, index, "slt", bound)]
+        return [] if type(index) is int else self._traced(self.compare(index, "<", bound))
+
+    def _traced(self, condition: bool | SSAValue) -> list[SSAValue]:
+        """A condition on a traced index as `require` takes it (one that its range decides
+        becomes nothing to check, or a constant failure)."""
+        if condition is True:
+            return []
+        if condition is False:
+            return [self._builder.emit(arith.ConstantOp(IntegerAttr(0, i1)))]
+        return [condition]
 
     def multiple(self, index: Index, divisor: int) -> list[SSAValue]:
         """`index % divisor == 0` unless it is proved (`known_divisor`)."""
@@ -71,10 +83,16 @@ class Conditions:
     def _true(self) -> SSAValue:
         return self._builder.emit(arith.ConstantOp(IntegerAttr(1, i1)))
 
+    index_bits = INDEX_BITS  # traced indices are signed 32-bit, on the GPU and in the interpreter
+
     def compare(self, index: Index, relation: str, bound: int) -> bool | SSAValue:
-        """`index <relation> bound`: a bool for a static index, else the comparison in IR."""
+        """`index <relation> bound`: a bool for a static index, or for a bound outside the
+        range of a traced one (which decides it), else the comparison in IR."""
         if type(index) is int:
-            return {"<": index < bound, "<=": index <= bound, ">=": index >= bound, "==": index == bound}[relation]
+            return _RELATIONS[relation](index, bound)
+        low, high = -(1 << (INDEX_BITS - 1)), (1 << (INDEX_BITS - 1)) - 1
+        if not low <= bound <= high:
+            return _RELATIONS[relation](low if bound > high else high, bound)
         predicate = {"<": "slt", "<=": "sle", ">=": "sge", "==": "eq"}[relation]
         return _compare(self._builder, index, predicate, bound)
 
