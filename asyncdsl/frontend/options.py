@@ -47,7 +47,7 @@ def swizzle_bytes(value: object) -> int:
 
 def flag(value: object, what: str) -> bool:
     """A yes/no option (`arrive=`): a Python bool, known while tracing."""
-    if isinstance(value, bool) or type(value).__name__ == "bool_":  # numpy's bool too
+    if isinstance(value, bool) or type(value).__name__ in ("bool", "bool_"):  # numpy's bool too
         return bool(value)
     raise TraceError(f"{what} must be True or False (a Python bool known while tracing), got {value!r}", user_location())
 

@@ -350,6 +350,22 @@ def test_a_misused_copy_option_is_a_trace_error_at_the_copy(option, wanted):
     assert caught.value.location.line == line_of(store.fn, "# the copy")
 
 
+def test_numpy_scalars_are_options_too():
+    @ad.kernel(grid=(1,))
+    def store(x, y):
+        buf = ad.smem((16,), x.dtype)
+        bar = ad.barrier()
+        ad.async_copy(x.at[ad.ds(0, 16)], buf, barrier=bar, swizzle=np.int64(16))
+        bar.wait()
+        ad.async_copy(buf, y.at[ad.ds(0, 16)], arrive=np.True_)
+        ad.await_async_copy(0)
+
+    x = random_bits((64,), F32, 13)
+    y = np.zeros_like(x)
+    store.interpret(x, y)
+    assert y[:16].tobytes() == x[:16].tobytes()
+
+
 @pytest.mark.parametrize("option", [dict(swizzle="64"), dict(transforms=ad.TileTransform)])
 def test_a_misused_prefetch_option_is_a_trace_error(option):
     @ad.kernel(grid=(1,))
