@@ -45,6 +45,7 @@ from asyncdsl.dialects.ir_utils import (
     is_smem,
     optional_operand,
     shape_of,
+    verify_coordinates,
     verify_same_element_type,
     verify_swizzle,
     verify_swizzled_row,
@@ -210,6 +211,7 @@ class AsyncCopyIm2colOp(IRDLOperation):
                 f"start_indices needs {rank} entries (n, {spatial} spatial, c) for a rank-{rank} image "
                 f"batch, got {len(self.starts)}"
             )
+        verify_coordinates(self.starts, "start index")
         if len(self.offsets) != spatial:
             raise VerifyException(
                 f"filter_offsets needs one entry per spatial dim ({spatial}), got {len(self.offsets)}"

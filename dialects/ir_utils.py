@@ -14,7 +14,7 @@ from xdsl.utils.exceptions import VerifyException
 from asyncdsl import dtypes
 from asyncdsl.dialects.memory_attrs import SMEM, SharedMemorySpaceAttr
 from asyncdsl.hw.collective import CLUSTER_DIMS
-from asyncdsl.hw.limits import MAX_PENDING_GROUPS, MAX_TMA_RANK, SWIZZLE_SPANS
+from asyncdsl.hw.limits import MAX_PENDING_GROUPS, MAX_TMA_RANK, SWIZZLE_SPANS, TMA_COORDINATE_BITS
 
 SWIZZLE_BYTES = SWIZZLE_SPANS  # every copy engine here swizzles as TMA does
 
@@ -110,6 +110,19 @@ def verify_gmem_slice(rank: int, starts: Sequence[SSAValue], sizes: Sequence[int
         )
     if any(s == 0 or s < -1 for s in sizes):
         raise VerifyException(f"slice sizes must be positive (or -1 for a squeezed dim), got {sizes}")
+
+
+def verify_coordinates(values: Sequence[SSAValue], what: str) -> None:
+    """Constant TMA coordinates fit signed 32 bits (docs/hardware.md §3.1): one that does not
+    would wrap to another element."""
+    low, high = -(1 << (TMA_COORDINATE_BITS - 1)), 1 << (TMA_COORDINATE_BITS - 1)
+    for position, value in enumerate(values):
+        known = constant_value(value)
+        if known is not None and not low <= known < high:
+            raise VerifyException(
+                f"{what}{f' {position}' if len(values) > 1 else ''} is {known}, which does not fit the signed "
+                f"{TMA_COORDINATE_BITS}-bit coordinates of TMA ({low} .. {high - 1})"
+            )
 
 
 def verify_swizzle(swizzle: int) -> None:

@@ -35,6 +35,7 @@ from asyncdsl.dialects.ir_utils import (
     optional_operand,
     shape_of,
     verify_barrier_pair,
+    verify_coordinates,
     verify_copy_sides,
     verify_swizzle,
     verify_swizzled_row,
@@ -130,6 +131,7 @@ class AsyncCopyRowsOp(EitherWayCopy, IRDLOperation):
             )
         if not 1 <= columns <= MAX_COLUMNS:
             raise VerifyException(f"a row gather/scatter moves 1 to {MAX_COLUMNS} columns, got {columns}")
+        verify_coordinates([self.column_start], "column start")
         item = bits // 8
         row_stride = gmem[1] * item
         if row_stride % GMEM_STRIDE_ALIGNMENT:

@@ -76,3 +76,31 @@ def stores_above(x, y):
     bar.wait()
     ad.async_copy(buf, y.at[ad.ds(ad.program_id(0) * 16 - 16, 16), :])  # the store
     ad.await_async_copy(0)
+
+
+@ad.kernel(grid=lambda x, y, SLAB, ROW, STEP, GUARD=False: (x.shape[0],))
+def bulk_store_rows(x, y, SLAB: ad.constexpr, ROW: ad.constexpr, STEP: ad.constexpr, GUARD: ad.constexpr = False):
+    """y (4, 4, 16): CTA i stores x[i] (2 rows of 16) at rows ROW + STEP * i and the next of
+    y[SLAB] with oob="undefined", one bulk store of a 128-byte run.  Past the end of the slab's
+    rows that run goes on into slab SLAB + 1 (it once overwrote it there); only in the last slab
+    does the clamp at the array's end cut it.  GUARD skips the CTAs whose rows leave the slab."""
+    buf = ad.smem((2, 16), x.dtype)
+    bar = ad.barrier()
+    ad.async_copy(x.at[ad.program_id(0)], buf, barrier=bar, oob="promise_in_bounds")
+    bar.wait()
+    row = ad.program_id(0) * STEP + ROW
+    guard = row <= y.shape[1] - 2 if GUARD else None
+    ad.async_copy(buf, y.at[SLAB, ad.ds(row, 2), :], oob="undefined", predicate=guard)  # the store
+    ad.await_async_copy(0)
+
+
+@ad.kernel(grid=(2,))
+def stores_below_a_guard(x, y):
+    """CTA i stores x (16, 16) at rows 16 * i - 16 of y, where i >= 1: CTA 0's window starts at -16,
+    which TMA cannot store to, but its predicate skips it (it was once reported all the same)."""
+    buf = ad.smem((16, 16), x.dtype)
+    bar = ad.barrier()
+    ad.async_copy(x, buf, barrier=bar)
+    bar.wait()
+    ad.async_copy(buf, y.at[ad.ds(ad.program_id(0) * 16 - 16, 16), :], predicate=ad.program_id(0) >= 1)  # the store
+    ad.await_async_copy(0)

@@ -10,7 +10,7 @@ from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects.transform_attrs import transform_attr
 from asyncdsl.errors import TraceError, user_location
 from asyncdsl.frontend import tracer as tracing
-from asyncdsl.frontend.options import option
+from asyncdsl.frontend.options import cluster_dims, flag, option, swizzle_bytes, transform_chain
 from asyncdsl.frontend.refs import GmemRef, GmemView, SmemRef
 from asyncdsl.frontend.scalars import Scalar, condition_value, index_value
 from asyncdsl.frontend.sync import Barrier
@@ -100,13 +100,9 @@ def async_copy(
     gmem = src if isinstance(src, GmemView) else dst
     if barrier is not None and not isinstance(barrier, Barrier):
         raise TraceError(f"barrier must come from asyncdsl.barrier(...), got {barrier!r}", user_location())
-    if isinstance(transforms, MemRefTransform):
-        transforms = (transforms,)
-    for t in transforms:
-        if not isinstance(t, MemRefTransform):
-            raise TraceError(f"transforms must be asyncdsl transforms (TileTransform, ...), got {t!r}", user_location())
-    if isinstance(collective, str):
-        collective = (collective,)
+    transforms = transform_chain(transforms)
+    collective = cluster_dims(collective)
+    swizzle, arrive = swizzle_bytes(swizzle), flag(arrive, "arrive")
     if isinstance(partition, Partitioned):
         partition_kind, partition_axis = Partition.PARTITIONED, partition.axis
     else:
@@ -124,9 +120,9 @@ def async_copy(
         barrier_index=barrier_operands[1],
         predicate=condition_value(predicate) if predicate is not None else None,
         transforms=[transform_attr(t) for t in transforms],
-        swizzle=0 if swizzle in (None, 16) else swizzle,
+        swizzle=swizzle,
         arrive=arrive,
-        collective=tuple(collective or ()),
+        collective=collective,
         partition=partition_kind,
         partition_axis=partition_axis,
         reduction=None if reduction is None else option(Reduction, reduction, "reduction"),

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.errors import TraceError, user_location
 from asyncdsl.frontend import tracer as tracing
+from asyncdsl.frontend.options import flag, swizzle_bytes
 from asyncdsl.frontend.refs import GmemRef, GmemView, SmemRef
 from asyncdsl.frontend.scalars import IndexLike, Scalar, condition_value, index_value
 from asyncdsl.frontend.sync import Barrier
@@ -118,8 +119,8 @@ def async_copy_im2col(
             barrier_index,
             window_bounds=bounds,
             window_strides=strides,
-            swizzle=0 if swizzle in (None, 16) else swizzle,
-            arrive=arrive,
+            swizzle=swizzle_bytes(swizzle),
+            arrive=flag(arrive, "arrive"),
             predicate=condition_value(predicate) if predicate is not None else None,
         )
     )

@@ -8,6 +8,7 @@ from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects.transform_attrs import transform_attr
 from asyncdsl.errors import TraceError, user_location
 from asyncdsl.frontend import tracer as tracing
+from asyncdsl.frontend.options import swizzle_bytes, transform_chain
 from asyncdsl.frontend.refs import GmemRef, GmemView
 from asyncdsl.frontend.scalars import Scalar, condition_value, index_value
 from asyncdsl.hw.transforms import MemRefTransform
@@ -34,13 +35,7 @@ def async_prefetch(
             f"async_prefetch takes a kernel array argument (optionally .at[...]), got {type(src).__name__}",
             user_location(),
         )
-    if isinstance(transforms, MemRefTransform):
-        transforms = (transforms,)
-    for transform in transforms:
-        if not isinstance(transform, MemRefTransform):
-            raise TraceError(
-                f"transforms must be asyncdsl transforms (TileTransform, ...), got {transform!r}", user_location()
-            )
+    transforms, swizzle = transform_chain(transforms), swizzle_bytes(swizzle)
     if predicate is not None and not (isinstance(predicate, Scalar) and predicate.is_condition):
         raise TraceError("predicate must be a traced condition (e.g. asyncdsl.program_id(0) == 0)", user_location())
     op = ir.AsyncPrefetchOp(
@@ -48,7 +43,7 @@ def async_prefetch(
         [index_value(d.start) for d in src.dims],
         [-1 if d.squeezed else d.size for d in src.dims],
         transforms=[transform_attr(t) for t in transforms],
-        swizzle=0 if swizzle in (None, 16) else swizzle,
+        swizzle=swizzle,
         predicate=condition_value(predicate) if predicate is not None else None,
     )
     tracer.emit(op)

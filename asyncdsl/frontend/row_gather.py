@@ -23,6 +23,7 @@ from __future__ import annotations
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.errors import TraceError, user_location
 from asyncdsl.frontend import tracer as tracing
+from asyncdsl.frontend.options import flag, swizzle_bytes
 from asyncdsl.frontend.refs import GmemRef, GmemView, SmemRef
 from asyncdsl.frontend.scalars import index_value
 from asyncdsl.frontend.sync import Barrier
@@ -81,8 +82,8 @@ def async_gather(src, dst: SmemRef, *, rows: SmemRef, barrier: Barrier, swizzle:
     barriers, barrier_index = barrier.operands()
     tracer.emit(ir.AsyncCopyRowsOp(
         array.value, dst.value, _row_indices(rows, "async_gather").value, index_value(column), columns,
-        barriers=barriers, barrier_index=barrier_index, swizzle=0 if swizzle in (None, 16) else swizzle,
-        arrive=arrive,
+        barriers=barriers, barrier_index=barrier_index, swizzle=swizzle_bytes(swizzle),
+        arrive=flag(arrive, "arrive"),
     ))
 
 
@@ -100,5 +101,5 @@ def async_scatter(src: SmemRef, dst, *, rows: SmemRef, swizzle: int | None = Non
                          user_location())
     tracer.emit(ir.AsyncCopyRowsOp(
         src.value, array.value, _row_indices(rows, "async_scatter").value, index_value(column), columns,
-        swizzle=0 if swizzle in (None, 16) else swizzle, arrive=arrive,
+        swizzle=swizzle_bytes(swizzle), arrive=flag(arrive, "arrive"),
     ))

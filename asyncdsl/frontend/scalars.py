@@ -21,6 +21,7 @@ from xdsl.ir import BlockArgument, SSAValue
 from asyncdsl.dialects import kernel_attrs as attrs
 from asyncdsl.errors import TraceError, user_location
 from asyncdsl.frontend import tracer as tracing
+from asyncdsl.kernel_binary import INT32_MAX, INT32_MIN
 
 IndexLike = Union[int, "Scalar"]
 FloatLike = Union[int, float, "Scalar", "FloatScalar"]
@@ -61,7 +62,7 @@ class Scalar:
 
     # -- arithmetic ---------------------------------------------------------------------------
     def _binary(self, other: IndexLike, op_class, reverse: bool = False) -> Scalar:
-        lhs, rhs = index_value(self), index_value(other)
+        lhs, rhs = index_value(self), _operand(other)
         if reverse:
             lhs, rhs = rhs, lhs
         return Scalar(_emit(op_class(lhs, rhs)).results[0])
@@ -122,7 +123,7 @@ class Scalar:
         return self - (self // other) * other
 
     def __rmod__(self, other: IndexLike) -> Scalar:
-        return Scalar(index_value(other)) % self
+        return Scalar(_operand(other)) % self
 
     def __neg__(self) -> Scalar:
         return 0 - self
@@ -138,7 +139,7 @@ class Scalar:
 
     # -- comparisons produce conditions -------------------------------------------------------
     def _compare(self, other: IndexLike, predicate: str) -> Scalar:
-        return Scalar(_emit(arith.CmpiOp(index_value(self), index_value(other), predicate)).results[0])
+        return Scalar(_emit(arith.CmpiOp(index_value(self), _operand(other), predicate)).results[0])
 
     @_promoting
     def __lt__(self, other: IndexLike) -> Scalar:
@@ -338,6 +339,18 @@ def _emit(op):
 def _check_divisor(divisor: IndexLike) -> None:
     if isinstance(divisor, int) and divisor == 0:
         raise TraceError("division by zero in index arithmetic", user_location())
+
+
+def _operand(value: IndexLike) -> SSAValue:
+    """The IR value of the other operand of traced index arithmetic, which is signed 32-bit on
+    the GPU and in the interpreter alike: a Python int that does not fit would wrap silently."""
+    if isinstance(value, int) and not isinstance(value, bool) and not INT32_MIN <= value <= INT32_MAX:
+        raise TraceError(
+            f"{value} does not fit traced index arithmetic, which is signed 32-bit as on the GPU "
+            f"({INT32_MIN} .. {INT32_MAX})",
+            user_location(),
+        )
+    return index_value(value)
 
 
 def index_value(value: IndexLike) -> SSAValue:

@@ -40,6 +40,7 @@ GMEM_STRIDE_ALIGNMENT = 16  # bytes, for every stride but the innermost
 GMEM_ADDRESS_ALIGNMENT = 16  # bytes: the base address a tensor map views
 MIN_INNER_BOX_BYTES = 16  # the minor box dim must span a multiple of this
 MAX_GLOBAL_DIM = 1 << 32  # elements along one dim of a tensor map's view
+TMA_COORDINATE_BITS = 32  # a box origin's coordinates are signed 32-bit (docs/hardware.md §3.1)
 MAX_GLOBAL_STRIDE = 1 << 40  # bytes
 MAX_ELEMENT_STRIDE = 8  # traversal stride of a tensor map
 DESCRIPTOR_BYTES = 128  # one CUtensorMap

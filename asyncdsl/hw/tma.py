@@ -32,6 +32,7 @@ from asyncdsl.hw.limits import (
     MAX_TMA_RANK,
     MIN_INNER_BOX_BYTES,
     SWIZZLE_SPANS,
+    TMA_COORDINATE_BITS,
 )
 from asyncdsl.hw.packed import as_byte_copy, is_packed
 from asyncdsl.hw.transforms import (
@@ -229,6 +230,18 @@ def _check_minor_start(gmem_shape: tuple[int, ...], dtype: DType, starts, squeez
         )
 
 
+def _check_coordinates(starts: Sequence[Index]) -> None:
+    """A box's origin travels as signed 32-bit coordinates (docs/hardware.md §3.1): a static one
+    that does not fit would wrap to another element."""
+    low, high = -(1 << (TMA_COORDINATE_BITS - 1)), 1 << (TMA_COORDINATE_BITS - 1)
+    for dim, start in enumerate(starts):
+        if type(start) is int and not low <= start < high:
+            raise CopyError(
+                f"the TMA box starts at coordinate {start} along dim {dim} of its view, which does not fit "
+                f"the signed {TMA_COORDINATE_BITS}-bit coordinates of TMA ({low} .. {high - 1})"
+            )
+
+
 def _check_swizzle(swizzle_bytes: int) -> None:
     if swizzle_bytes not in SWIZZLE_SPANS:
         raise CopyError(f"swizzle must be 0, 32, 64 or 128 bytes, got {swizzle_bytes}")
@@ -383,6 +396,7 @@ def _check_view(view: _View, dtype: DType, swizzle_bytes: int) -> None:
     for dim, size in enumerate(view.dims):
         if size >= MAX_GLOBAL_DIM:
             raise CopyError(f"TMA view dim {dim} has {size} elements, at least 2^32")
+    _check_coordinates(view.starts)
     if view.strides[-1] != 1:
         raise CopyError(
             f"the innermost dim of the transformed GMEM view has stride {view.strides[-1]} "

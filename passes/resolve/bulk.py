@@ -23,7 +23,7 @@ from asyncdsl.dialects.transform_attrs import transform_from_attr
 from asyncdsl.hw.bulk import check_bulk_copy, is_contiguous_run
 from asyncdsl.hw.limits import BULK_ALIGNMENT
 from asyncdsl.hw.options import Implementation, Oob
-from asyncdsl.passes.resolve.checks import Conditions, check_window
+from asyncdsl.passes.resolve.checks import Conditions, check_clamped_store, check_window
 from asyncdsl.passes.resolve.index_builder import IndexBuilder, static_starts, traced_starts
 
 
@@ -42,23 +42,32 @@ def takes_bulk_path(copy: ir.AsyncCopyOp) -> bool:
 def resolve_bulk(copy: ir.AsyncCopyOp) -> None:
     """Replace `copy` (for which `takes_bulk_path` holds) by one bulk load or store, with the
     run-time checks of its traced starts (a 16-byte aligned address; inside the array under
-    "promise_in_bounds"), which move a failing window to the array's start instead of faulting."""
+    "promise_in_bounds"; for a store under "undefined", a clamped run that stays in the window).
+    A failing check moves a load's window to the array's start and skips a store, instead of
+    faulting or writing other elements."""
     shape, dtype = ir.shape_of(copy.gmem), dtypes.from_mlir(copy.gmem.type.element_type)
-    check_bulk_copy(shape, dtype, static_starts(copy.starts), copy.sizes, ir.shape_of(copy.smem), copy.oob.data)
-    builder = IndexBuilder(copy)
-    conditions = Conditions(builder)
-    starts = traced_starts(copy.starts, builder)
-    check_window(
-        conditions, shape, dtype, starts, copy.sizes, BULK_ALIGNMENT,
-        copy.oob.data == Oob.PROMISE_IN_BOUNDS, "a bulk copy (cp.async.bulk)",
+    check_bulk_copy(
+        shape, dtype, static_starts(copy.starts), copy.sizes, ir.shape_of(copy.smem), copy.oob.data,
+        store=not copy.is_load,
     )
+    builder = IndexBuilder(copy)
+    conditions = Conditions(builder, copy.predicate)
+    starts = traced_starts(copy.starts, builder)
+    engine = "a bulk copy (cp.async.bulk)" if copy.is_load else "a bulk store (cp.async.bulk)"
+    check_window(
+        conditions, shape, dtype, starts, copy.sizes, BULK_ALIGNMENT, copy.oob.data == Oob.PROMISE_IN_BOUNDS, engine,
+    )
+    if not copy.is_load and copy.oob.data == Oob.UNDEFINED and any(type(s) is not int for s in starts):
+        check_clamped_store(conditions, shape, starts, copy.sizes, engine)
     arrive = bool(copy.arrive.value.data)
-    window = (copy.gmem, copy.smem, conditions.guarded_starts(list(copy.starts)), copy.sizes)
     if copy.is_load:
+        window = (copy.gmem, copy.smem, conditions.guarded_starts(list(copy.starts)), copy.sizes)
         barrier = (copy.barriers, copy.barrier_index)
         new = ir.BulkLoadOp(*window, *barrier, oob=copy.oob.data, arrive=arrive, predicate=copy.predicate)
     else:
-        new = ir.BulkStoreOp(*window, oob=copy.oob.data, commit=arrive, predicate=copy.predicate)
+        window = (copy.gmem, copy.smem, list(copy.starts), copy.sizes)
+        predicate = conditions.guarded_predicate(copy.predicate)
+        new = ir.BulkStoreOp(*window, oob=copy.oob.data, commit=arrive, predicate=predicate)
     new.location = copy.location
     Rewriter.replace_op(copy, new, new_results=[])
 

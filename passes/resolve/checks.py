@@ -1,10 +1,12 @@
 """Run-time checks of what a copy needs of its traced indices and the compiler cannot prove.
 
 Each check is an `asyncdsl.check` of a condition built in IR right before the copy; its result is
-the condition, which the copy uses as a guard (a store skipped, a window moved to the array's
-start) so that a broken assumption reports an error instead of faulting the GPU.  The interpreter
-always evaluates checks; the GPU does under ASYNCDSL_DEBUG=1 and otherwise folds them away.
-What the compiler proves of an index (`index_facts.py`) needs no check.
+the condition, which the copy uses as a guard (a store skipped, a load's window moved to the
+array's start) so that a broken assumption reports an error instead of faulting the GPU or writing
+the wrong bytes.  A copy's `predicate=` limits its checks as it limits the copy: where the copy
+is skipped anyway, nothing is checked.  The interpreter always evaluates checks; the GPU does under
+ASYNCDSL_DEBUG=1 and otherwise folds them away.  What the compiler proves of an index
+(`index_facts.py`) needs no check.
 """
 
 from __future__ import annotations
@@ -12,13 +14,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects import arith
+from xdsl.dialects.builtin import IntegerAttr, i1
 from xdsl.ir import SSAValue
 
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects.ir_utils import constant_value
 from asyncdsl.hw import gmem_runs
+from asyncdsl.hw.bulk import StaticLogic, clamped_store_stays_in_window
 from asyncdsl.hw.transforms import Index, divisor_of
 from asyncdsl.passes.resolve.index_builder import IndexBuilder
+
+INDEX_BITS = 32
+_RELATIONS = StaticLogic.COMPARE
 
 
 def _compare(builder: IndexBuilder, index: Index, predicate: str, bound: int) -> SSAValue:
@@ -26,10 +33,12 @@ def _compare(builder: IndexBuilder, index: Index, predicate: str, bound: int) ->
 
 
 class Conditions:
-    """The conditions one copy's checks accumulate, emitted before `builder`'s anchor."""
+    """The conditions one copy's checks accumulate, emitted before `builder`'s anchor; with the
+    copy's `predicate`, each holds wherever the predicate does not."""
 
-    def __init__(self, builder: IndexBuilder):
+    def __init__(self, builder: IndexBuilder, predicate: SSAValue | None = None):
         self._builder = builder
+        self._predicate = predicate
         self._checks: list[SSAValue] = []
 
     def require(self, conditions: Sequence[SSAValue], message: str, values: Sequence[Index] = ()) -> None:
@@ -40,6 +49,8 @@ class Conditions:
         combined = conditions[0]
         for condition in conditions[1:]:
             combined = self._builder.emit(arith.AndIOp(combined, condition))
+        if self._predicate is not None:  # a copy its predicate skips needs nothing
+            combined = self._builder.emit(arith.SelectOp(self._predicate, combined, self._true()))
         reported = [self._builder.value(value) for value in values if type(value) is not int]
         self._checks.append(self._builder.emit(ir.CheckOp(combined, message, reported)))
 
@@ -48,10 +59,19 @@ class Conditions:
         not negative); a static index needs no run-time check."""
         if type(index) is int or (bound == 0 and index.known_non_negative):
             return []
-        return [_compare(self._builder, index, "sge", bound)]
+        return self._traced(self.compare(index, ">=", bound))
 
     def below(self, index: Index, bound: int) -> list[SSAValue]:
-        return [] if type(index) is int else [_compare(self._builder, index, "slt", bound)]
+        return [] if type(index) is int else self._traced(self.compare(index, "<", bound))
+
+    def _traced(self, condition: bool | SSAValue) -> list[SSAValue]:
+        """A condition on a traced index as `require` takes it (one that its range decides
+        becomes nothing to check, or a constant failure)."""
+        if condition is True:
+            return []
+        if condition is False:
+            return [self._builder.emit(arith.ConstantOp(IntegerAttr(0, i1)))]
+        return [condition]
 
     def multiple(self, index: Index, divisor: int) -> list[SSAValue]:
         """`index % divisor == 0` unless it is proved (`known_divisor`)."""
@@ -59,6 +79,42 @@ class Conditions:
             return []
         remainder = self._builder.wrap(self._builder.value(index)) % divisor
         return [_compare(self._builder, remainder, "eq", 0)]
+
+    def _true(self) -> SSAValue:
+        return self._builder.emit(arith.ConstantOp(IntegerAttr(1, i1)))
+
+    index_bits = INDEX_BITS  # traced indices are signed 32-bit, on the GPU and in the interpreter
+
+    def compare(self, index: Index, relation: str, bound: int) -> bool | SSAValue:
+        """`index <relation> bound`: a bool for a static index, or for a bound outside the
+        range of a traced one (which decides it), else the comparison in IR."""
+        if type(index) is int:
+            return _RELATIONS[relation](index, bound)
+        low, high = -(1 << (INDEX_BITS - 1)), (1 << (INDEX_BITS - 1)) - 1
+        if not low <= bound <= high:
+            return _RELATIONS[relation](low if bound > high else high, bound)
+        predicate = {"<": "slt", "<=": "sle", ">=": "sge", "==": "eq"}[relation]
+        return _compare(self._builder, index, predicate, bound)
+
+    def all(self, conditions) -> bool | SSAValue:
+        """The conjunction, folded where a part is static."""
+        if any(condition is False for condition in conditions):
+            return False
+        return self._combine([c for c in conditions if c is not True], arith.AndIOp, True)
+
+    def any(self, conditions) -> bool | SSAValue:
+        """The disjunction, folded where a part is static."""
+        if any(condition is True for condition in conditions):
+            return True
+        return self._combine([c for c in conditions if c is not False], arith.OrIOp, False)
+
+    def _combine(self, values: list[SSAValue], op_class, empty: bool) -> bool | SSAValue:
+        if not values:
+            return empty
+        combined = values[0]
+        for value in values[1:]:
+            combined = self._builder.emit(op_class(combined, value))
+        return combined
 
     def guard(self) -> SSAValue | None:
         """All checks together: the condition under which the copy may run as planned."""
@@ -114,3 +170,22 @@ def check_window(
             f"window of {width} outside the dim of size {extent}",
             [start],
         )
+
+
+def check_clamped_store(
+    conditions: Conditions, shape: Sequence[int], starts: Sequence[Index], sizes: Sequence[int], engine: str
+) -> None:
+    """What an oob="undefined" bulk store of a window with traced starts needs: the run of bytes
+    it writes, clamped at the array's end, is empty or the window's part inside the array
+    (`hw.bulk.clamped_store_stays_in_window`; static windows are checked while compiling)."""
+    holds = clamped_store_stays_in_window(shape, starts, sizes, conditions)
+    if holds is True:
+        return
+    assert holds is not False, "a window with a traced start writes at a traced offset"
+    conditions.require(
+        [holds],
+        f"{engine} under oob='undefined' writes its slice's run of bytes up to the array's end, but its "
+        "traced start puts the slice outside the array where that run holds other elements: it would "
+        "overwrite them, so the store was skipped",
+        [start for start in starts if type(start) is not int],
+    )

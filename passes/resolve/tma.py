@@ -25,7 +25,7 @@ def resolve_tma(copy: ir.AsyncCopyOp) -> None:
     reduction = hardware_reduction(copy)
     builder = IndexBuilder(copy)
     plan = plan_copy(copy, slice_entries(copy.starts, copy.sizes, builder))
-    conditions = Conditions(builder)
+    conditions = Conditions(builder, copy.predicate)
     check_merged_indices(conditions, plan)
     if not copy.is_load:
         check_store_coordinates(conditions, plan)

@@ -3,15 +3,19 @@ refused valid input, or failed with Python's errors instead of a sentence at the
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from reliability_kernels import (
+    bulk_store_rows,
     folded_negative_row,
     hinted_tiles,
     multicast_tile,
     row_past_a_unit_dim,
     store_past_a_unit_dim,
     stores_above,
+    stores_below_a_guard,
 )
 from support import line_of, random_bits
 
@@ -309,3 +313,163 @@ def test_the_interpreter_refuses_a_misaligned_array_as_the_gpu_does():
     assert x.ctypes.data % 16  # a view 4 bytes into its buffer
     with pytest.raises(ad.ArgumentError, match="not 16-byte aligned"):
         folded_negative_row.interpret(x.reshape(4, 16), np.zeros((1, 16), np.float32))
+
+
+# -- 13. misused copy options are TraceErrors at the line, not Python's errors ---------------------
+
+
+@pytest.mark.parametrize(
+    "option, wanted",
+    [
+        (dict(swizzle="128"), "swizzle must be one of"),  # once AttributeError
+        (dict(swizzle=64.0), "swizzle must be one of"),  # once AttributeError
+        (dict(swizzle=True), "swizzle must be one of"),
+        (dict(swizzle=48), "swizzle must be one of"),
+        (dict(arrive="no"), "arrive must be True or False"),  # once ValueError
+        (dict(arrive=None), "arrive must be True or False"),
+        (dict(transforms=ad.TileTransform), "not the class"),  # once TypeError: not iterable
+        (dict(transforms=8), "transforms must be"),
+        (dict(collective=1), "collective must name cluster dims"),
+        (dict(collective=("x", 2)), "collective must name cluster dims"),
+        (dict(reduction=("add",)), "reduction must be one of"),
+        (dict(oob=3), "oob must be one of"),
+    ],
+)
+def test_a_misused_copy_option_is_a_trace_error_at_the_copy(option, wanted):
+    @ad.kernel(grid=(1,))
+    def store(x, y, OPTION: ad.constexpr):
+        buf = ad.smem((16,), x.dtype)
+        bar = ad.barrier()
+        ad.async_copy(x.at[ad.ds(0, 16)], buf, barrier=bar)
+        bar.wait()
+        ad.async_copy(buf, y.at[ad.ds(0, 16)], **dict(OPTION))  # the copy
+
+    specs = (ad.ArraySpec((64,), F32),) * 2
+    with pytest.raises(ad.TraceError, match=wanted) as caught:
+        store.compile(*specs, OPTION=tuple(option.items()))
+    assert caught.value.location.line == line_of(store.fn, "# the copy")
+
+
+def test_numpy_scalars_are_options_too():
+    @ad.kernel(grid=(1,))
+    def store(x, y):
+        buf = ad.smem((16,), x.dtype)
+        bar = ad.barrier()
+        ad.async_copy(x.at[ad.ds(0, 16)], buf, barrier=bar, swizzle=np.int64(16))
+        bar.wait()
+        ad.async_copy(buf, y.at[ad.ds(0, 16)], arrive=np.True_)
+        ad.await_async_copy(0)
+
+    x = random_bits((64,), F32, 13)
+    y = np.zeros_like(x)
+    store.interpret(x, y)
+    assert y[:16].tobytes() == x[:16].tobytes()
+
+
+@pytest.mark.parametrize("option", [dict(swizzle="64"), dict(transforms=ad.TileTransform)])
+def test_a_misused_prefetch_option_is_a_trace_error(option):
+    @ad.kernel(grid=(1,))
+    def prefetch(x, OPTION: ad.constexpr):
+        ad.async_prefetch(x.at[ad.ds(0, 16)], **dict(OPTION))  # the prefetch
+
+    with pytest.raises(ad.TraceError) as caught:
+        prefetch.compile(ad.ArraySpec((64,), F32), OPTION=tuple(option.items()))
+    assert caught.value.location.line == line_of(prefetch.fn, "# the prefetch")
+
+
+# -- 14. numbers past the coordinates' and registers' range ---------------------------------------
+
+
+@ad.kernel(grid=(1,))
+def window_at(x, START: ad.constexpr, TRACED: ad.constexpr, OOB: ad.constexpr = "zeros"):
+    buf = ad.smem((16,), x.dtype)
+    bar = ad.barrier()
+    start = ad.program_id(0) + START if TRACED else START  # the start
+    ad.async_copy(x.at[ad.ds(start, 16)], buf, barrier=bar, oob=OOB)  # the copy
+    bar.wait()
+
+
+def test_a_static_tma_start_past_32_bits_is_refused_at_the_copy():
+    # It once compiled to a wrapped coordinate: another element.
+    spec = ad.ArraySpec(((1 << 31) + 64,), ad.int8)
+    with pytest.raises(ad.CopyError, match="signed 32-bit coordinates of TMA") as caught:
+        window_at.compile(spec, START=(1 << 31) + 16, TRACED=False)
+    assert caught.value.location.line == line_of(window_at.fn, "# the copy")
+
+
+def test_a_python_int_past_32_bits_in_traced_index_arithmetic_is_refused():
+    # It once wrapped silently in the 32-bit index registers, on the GPU and in the interpreter.
+    spec = ad.ArraySpec((1 << 20,), ad.int8)
+    with pytest.raises(ad.TraceError, match="does not fit traced index arithmetic") as caught:
+        window_at.compile(spec, START=1 << 40, TRACED=True, OOB="undefined")
+    assert caught.value.location.line == line_of(window_at.fn, "# the start")
+
+
+def test_a_bulk_start_past_64_bit_addresses_is_refused():
+    # It once printed a constant ptxas refused.
+    spec = ad.ArraySpec((1 << 20,), ad.int8)
+    with pytest.raises(ad.CopyError, match="beyond the 64-bit addresses") as caught:
+        window_at.compile(spec, START=1 << 70, TRACED=False, OOB="undefined")
+    assert caught.value.location.line == line_of(window_at.fn, "# the copy")
+
+
+# -- 15. a bulk store under oob="undefined" writes only inside its slice --------------------------
+
+
+def rows_and_slabs(ctas: int):
+    return random_bits((ctas, 2, 16), F32, 9), random_bits((4, 4, 16), F32, 10)
+
+
+def test_a_static_bulk_store_whose_run_leaves_its_slice_is_refused():
+    x, y = rows_and_slabs(1)
+    with pytest.raises(ad.CopyError, match="would overwrite elements outside the slice") as caught:
+        bulk_store_rows.interpret(x, y, SLAB=1, ROW=3, STEP=0)
+    assert caught.value.location.line == line_of(bulk_store_rows.fn, "# the store")
+
+
+def test_a_static_bulk_store_past_the_arrays_end_is_clamped():
+    x, y = rows_and_slabs(1)
+    expected = y.copy()
+    expected[3, 3] = x[0, 0]
+    bulk_store_rows.interpret(x, y, SLAB=3, ROW=3, STEP=0)
+    assert y.tobytes() == expected.tobytes()
+
+
+def test_a_traced_bulk_store_whose_run_leaves_its_slice_is_an_assumption_error():
+    x, y = rows_and_slabs(2)
+    with pytest.raises(ad.AssumptionError, match=r"would overwrite them, so the store was skipped \(found 3\)") as caught:
+        bulk_store_rows.interpret(x, y, SLAB=1, ROW=1, STEP=2)
+    assert caught.value.location.line == line_of(bulk_store_rows.fn, "# the store")
+
+
+def test_traced_bulk_stores_inside_or_past_the_end_run():
+    x, y = rows_and_slabs(2)
+    expected = y.copy()
+    expected[3, 1:3], expected[3, 3] = x[0], x[1, 0]  # CTA 1's second row is past the array's end
+    bulk_store_rows.interpret(x, y, SLAB=3, ROW=1, STEP=2)
+    assert y.tobytes() == expected.tobytes()
+    x, y = rows_and_slabs(2)
+    expected = y.copy()
+    expected[1, 1:3] = x[0]  # CTA 1 leaves the slab: its predicate skips it, so nothing is checked
+    bulk_store_rows.interpret(x, y, SLAB=1, ROW=1, STEP=2, GUARD=True)
+    assert y.tobytes() == expected.tobytes()
+
+
+def test_a_predicated_off_store_is_not_checked():
+    x = random_bits((16, 16), F32, 11)
+    y = random_bits((32, 16), F32, 12)
+    expected = y.copy()
+    expected[:16] = x
+    stores_below_a_guard.interpret(x, y)
+    assert y.tobytes() == expected.tobytes()
+
+
+def test_debug_mode_skips_the_bulk_store_that_leaves_its_slice(monkeypatch, ptxas):
+    specs = (ad.ArraySpec((2, 2, 16), F32), ad.ArraySpec((4, 4, 16), F32))
+    monkeypatch.setenv("ASYNCDSL_DEBUG", "1")
+    ptx = bulk_store_rows.ptx(*specs, SLAB=1, ROW=1, STEP=2)
+    ptxas(ptx)
+    assert re.search(r"@%p\d+ cp\.async\.bulk\.global\.shared::cta\.bulk_group", ptx)
+    binary = bulk_store_rows.compile(*specs, SLAB=1, ROW=1, STEP=2).binary
+    (report,) = [param for param in binary.params if type(param).__name__ == "ErrorBufferParam"]
+    assert any("would overwrite them" in check.message for check in report.checks)

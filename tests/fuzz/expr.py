@@ -135,21 +135,39 @@ def hints(expr: Expr) -> list[Hint]:
 
 
 def known_divisor(expr: Expr) -> int:
-    """A number that divides the value of `expr` in every CTA, from its form alone (0: the
-    value is 0).  `ad.multiple_of` counts as the promise it is."""
-    if isinstance(expr, Const):
-        return abs(expr.value)
+    """The number asyncdsl's divisibility analysis proves divides the value of `expr` in every CTA
+    (0: the value is 0), from its form alone, as the README documents it: a literal is a multiple
+    of itself, an id of 1; sums and differences of the gcd, products of the product, a floor
+    division by a literal of the quotient when it divides, Python's `a % c` (`a - (a // c) * c`)
+    of their gcd; `ad.multiple_of` counts as the promise it is.  What the frontend folds while
+    tracing is the literal it folds to."""
+    folded = static_value(expr)
+    if folded is not None:
+        return abs(folded)
     if isinstance(expr, CtaId):
         return 1
     if isinstance(expr, Hint):
-        inner = known_divisor(expr.value)
-        return 0 if inner == 0 else math.lcm(inner, expr.multiple)
+        return math.lcm(known_divisor(expr.value), expr.multiple)
     lhs, rhs = known_divisor(expr.lhs), known_divisor(expr.rhs)
+    divisor = static_value(expr.rhs)
     if expr.op in ("+", "-"):
         return math.gcd(lhs, rhs)
     if expr.op == "*":
         return lhs * rhs
-    return 1
+    if expr.op == "//":
+        if lhs == 0:
+            return 0
+        return lhs // abs(divisor) if divisor and lhs % divisor == 0 else 1
+    if not divisor:
+        return 1
+    quotient = lhs // abs(divisor) if lhs % divisor == 0 else 1 if lhs else 0
+    return math.gcd(lhs, quotient * abs(divisor))
+
+
+def provably_multiple(expr: Expr, n: int) -> bool:
+    """Whether asyncdsl can prove the value a multiple of `n`: the literal it folds to is one, or
+    the divisibility analysis (`known_divisor`) says so."""
+    return known_divisor(expr) % n == 0
 
 
 def obviously_multiple(expr: Expr, n: int) -> bool:

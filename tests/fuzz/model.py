@@ -1,13 +1,17 @@
 """The reference model: what a case's kernel must leave in its output array, or that it must fail.
 
-Written from the documented semantics (README, tracker), not from asyncdsl's planners or its
-interpreter.  Per CTA, a load zero-fills the parts of its window outside the array (an array
+Written from the documented semantics (README, docs/, tracker), not from asyncdsl's planners or
+its interpreter.  Per CTA, a load zero-fills the parts of its window outside the array (an array
 cut short by a rounding-down tiling included), lays the window out through the transforms,
 packs 4-bit elements, swizzles bytes by their SMEM address and lands in its buffer; a store
 does the reverse and writes only the in-bounds elements (or combines them, for a reduction).
 A bulk copy (oob "undefined"/"promise_in_bounds" on a window that is one contiguous run) moves
-flat bytes, clamped at the end of the array under "undefined".  A collective load gives every
-CTA of its group the whole window.  A predicated-off copy does nothing.
+flat bytes, clamped at the end of the array under "undefined" (nothing for a run that starts
+outside the array; the buffer keeps what it held past the clamp); what a load leaves in the
+window's elements outside the array is undefined, so the model does not compare them.  A
+collective load gives every CTA of its group the whole window.  A predicated-off copy does
+nothing.  Which copies must fail instead (a store at a negative coordinate, a bulk store whose
+clamped run would leave its window, ...) is `rules.py`'s.
 
 `rules.py` says which cases must fail and which must succeed; this module computes results.
 """
@@ -173,11 +177,24 @@ def bulk_moved(case: Case, dims, cta) -> tuple[int, int]:
     return offset, min(transfer, total - offset)
 
 
+def undefined_elements(case: Case, dims, cta: expr.Cta) -> np.ndarray:
+    """Which buffer elements a bulk load under oob="undefined" leaves undefined: those of window
+    elements outside the array (the run of bytes holds other elements there, or nothing).  The
+    buffer holds the transformed window, which is one contiguous run."""
+    inside, _ = window_mask(dims, starts_of(dims, cta), list(case.gmem_shape))
+    inside = np.ascontiguousarray(transformed(case.transforms, inside)).reshape(-1)
+    undefined = np.zeros(math.prod(case.buffer_shape), bool)
+    first = slot_offset(case, cta) // case.element.numpy.itemsize
+    undefined[first: first + inside.size] = ~inside
+    return undefined.reshape(case.buffer_shape)
+
+
 def load_outcome(case: Case, dims, engine: str, arrays, cut: dict[int, int]) -> Outcome:
     x, dump = arrays[0], arrays[1].copy()
     element = case.element
     sizes = extents(case, cut)
     x_bytes = packed_bytes(x, element)
+    dont_care = np.zeros(dump.shape, bool)
     for cta in expr.ctas(case.grid, case.cluster):
         if case.needs_fill:
             buffer = packed_bytes(arrays[2], element)
@@ -188,11 +205,13 @@ def load_outcome(case: Case, dims, engine: str, arrays, cut: dict[int, int]) -> 
             if engine == "bulk":
                 start, moved = bulk_moved(case, dims, cta)
                 buffer[offset: offset + moved] = x_bytes[start: start + moved]
+                if case.oob == "undefined":
+                    dont_care[cta.linear] = undefined_elements(case, dims, cta)
             else:
                 image = smem_image(case, tensor_load_window(case, dims, x, cta, sizes), offset)
                 buffer[offset: offset + image.size] = image
         dump[cta.linear] = unpacked(buffer, element, case.buffer_shape)
-    return Outcome([dump])
+    return Outcome([dump], dont_care if dont_care.any() else None)
 
 
 # -- stores -------------------------------------------------------------------------------------
@@ -220,8 +239,6 @@ def store_outcome(case: Case, dims, engine: str, arrays, cut: dict[int, int]) ->
     flat = result.reshape(-1)
     writers = np.zeros(y.size, np.int64)
     contested = np.zeros(y.size, bool)
-    # A store at a computed negative coordinate: TMA clips it, or it may be skipped whole.
-    skippable = np.zeros(y.size, bool)
     for cta in expr.ctas(case.grid, case.cluster):
         if not predicate_holds(case, cta):
             continue
@@ -237,8 +254,6 @@ def store_outcome(case: Case, dims, engine: str, arrays, cut: dict[int, int]) ->
             window = store_window(case, dims, src[cta.linear], offset)
             targets = np.ravel_multi_index(tuple(i[inside] for i in index), y.shape)
             values = window[inside]
-            if any(s < 0 for s in starts):
-                skippable[targets] = True
         previous = flat[targets].copy()
         if case.reduction:
             flat[targets] = reduce(case.reduction, element, previous, values)
@@ -249,9 +264,4 @@ def store_outcome(case: Case, dims, engine: str, arrays, cut: dict[int, int]) ->
             contested[targets] |= (writers[targets] > 0) & differs.any(axis=1)
             flat[targets] = values
         writers[targets] += 1
-    outcome = Outcome([result], contested.reshape(y.shape) if contested.any() else None)
-    if skippable.any():
-        skipped = result.copy()
-        skipped.reshape(-1)[skippable] = y.reshape(-1)[skippable]
-        outcome.alternatives.append(skipped)
-    return outcome
+    return Outcome([result], contested.reshape(y.shape) if contested.any() else None)

@@ -10,7 +10,7 @@ import numpy as np
 from . import expr
 from .cases import Case
 from .layout import byte_size
-from .model import Outcome, Unmodelled, load_outcome, make_inputs, store_outcome
+from .model import Outcome, Unmodelled, load_outcome, make_inputs, predicate_holds, store_outcome
 from .rules import certainly_valid, check, check_compile_only, engine
 from .window import Dim, UserError, resolve_key
 
@@ -28,8 +28,12 @@ class Expectation:
 
 
 def _negative_coordinates(case: Case, dims: tuple[Dim, ...]) -> bool:
+    """Whether a CTA that runs the copy (its predicate holds) has a negative coordinate."""
     return any(
-        expr.evaluate(dim.start, cta) < 0 for cta in expr.ctas(case.grid, case.cluster) for dim in dims
+        expr.evaluate(dim.start, cta) < 0
+        for cta in expr.ctas(case.grid, case.cluster)
+        if predicate_holds(case, cta)
+        for dim in dims
     )
 
 

@@ -1,12 +1,28 @@
 """Which copy engine a case takes, which rules it breaks, and whether it must succeed.
 
-The rules are the documented ones (README, tracker): TMA boxes of at most 256 per dim whose
-minor dim spans a multiple of 16 bytes (exactly the swizzle, when swizzled), tiles that divide
-the window and start on tile boundaries, 4-bit minor windows of whole bytes, the reduction
-table, bulk copies of whole 16-byte units, cp.async windows inside the array, stores that
-start at a literal negative coordinate refused while compiling.  `check` raises `UserError`
-for a case that breaks one (no run may then succeed).  `certainly_valid` is conservative the
-other way: when it gives a reason, the case obeys every rule, so a clean error is still wrong.
+The rules are the documented ones (README, docs/hardware.md, tracker), each checked where
+asyncdsl checks it: while compiling (what the frontend sees as literals, and what the
+divisibility analysis can prove of traced values) or at run time (a traced value in a CTA where
+the copy's predicate holds, or a false `ad.multiple_of` wherever it is computed).
+
+- TMA boxes of at most 256 per dim whose minor dim spans a multiple of 16 bytes (exactly the
+  swizzle, when swizzled); tiles that divide the window and start on tile boundaries; 4-bit
+  minor windows of whole bytes;
+- a box starts on a 16-byte boundary of the GMEM minor dim (docs/hardware.md §3.3): a literal
+  start must be a multiple of 16 bytes there, a traced one provably so (`expr.known_divisor`,
+  the documented divisibility analysis, or an `ad.multiple_of` hint), else a compile-time error;
+- TMA coordinates are signed 32-bit (docs/hardware.md §3.1): a literal start or index whose
+  coordinate does not fit is refused while compiling;
+- a TMA store (or reduction) at a negative coordinate faults on the H200: refused while compiling
+  for a literal start or index, an error at run time for a traced one;
+- bulk copies of whole 16-byte units at 16-byte aligned addresses; under "undefined" a store's
+  run clamped at the array's end must stay inside its window (it must not overwrite other
+  elements); "promise_in_bounds" and cp.async windows inside the array;
+- the reduction table.
+
+`check` raises `UserError` for a case that breaks a rule (no run may then succeed), rules checked
+while compiling before those checked at run time.  `certainly_valid` is conservative the other
+way: when it gives a reason, the case obeys every rule, so a clean error is still wrong.
 """
 
 from __future__ import annotations
@@ -18,7 +34,7 @@ import numpy as np
 from . import expr
 from .cases import Case
 from .layout import Tile, Transpose, Unfit, byte_size, tiled_dims, transformed, transformed_shape
-from .model import bulk_moved, flat_run, predicate_holds
+from .model import bulk_moved, flat_run, predicate_holds, window_mask
 from .render import HARNESS_RANK
 from .semantics import reduction_allowed
 from .window import Dim, UserError, window_gmem_dims, window_shape
@@ -27,6 +43,8 @@ SMEM_BUDGET = 200 * 1024  # comfortably under the 227 KiB a CTA may use, alignme
 MAX_BOX = 256
 SWIZZLES = (None, 0, 16, 32, 64, 128)
 TMA_SMEM_ALIGNMENT = 128  # bytes: where a TMA copy may land in shared memory
+COORDINATES = (-(1 << 31), 1 << 31)  # TMA coordinates are signed 32-bit
+BULK_ALIGNMENT = 16  # bytes
 
 
 def slot_bytes(case: Case) -> int:
@@ -68,36 +86,30 @@ def engine(case: Case, dims: tuple[Dim, ...]) -> str:
     return "tma"
 
 
-def _ctas(case: Case, literal: bool = False) -> list[expr.Cta]:
-    """The CTAs whose values a rule checks: those where the copy's predicate holds, or all of
-    them for a rule on literal values (checked while compiling, predicate or not)."""
-    everyone = expr.ctas(case.grid, case.cluster)
-    return everyone if literal else [cta for cta in everyone if predicate_holds(case, cta)]
+def _ctas(case: Case) -> list[expr.Cta]:
+    """The CTAs whose values a run-time check of the copy sees: those where its predicate holds
+    (a copy the predicate skips is not checked)."""
+    return [cta for cta in expr.ctas(case.grid, case.cluster) if predicate_holds(case, cta)]
 
 
-def _breaks_at_run_time(case: Case, start: expr.Expr, bad, reason: str) -> None:
-    """Raise if `start` is `bad` in some CTA: while compiling for a literal, else at run time."""
-    if not expr.is_traced(start):
-        if bad(start.value):
-            raise UserError(reason.format(start.value))
-        return
-    for cta in _ctas(case):
-        value = expr.evaluate(start, cta)
-        if bad(value):
-            raise UserError(reason.format(value) + f" (CTA {cta.program_id})", compile_time=False)
+def _literal(start: expr.Expr) -> int | None:
+    """The int asyncdsl sees while compiling (a literal, or arithmetic the frontend folds)."""
+    return expr.static_value(start)
 
 
-def _check_hints(case: Case, dims: tuple[Dim, ...]) -> None:
-    """`ad.multiple_of(value, n)` is checked where it is computed, copy or no copy."""
-    for dim in dims:
-        for hint in expr.hints(dim.start):
-            for cta in expr.ctas(case.grid, case.cluster):
-                value = expr.evaluate(hint.value, cta)
-                if value % hint.multiple:
-                    raise UserError(
-                        f"hint: {value} is not a multiple of {hint.multiple} (CTA {cta.program_id})",
-                        compile_time=False,
-                    )
+def _must_divide(start: expr.Expr, n: int, reason: str) -> None:
+    """A start that must be a multiple of `n`: checked while compiling, on the literal or on what
+    the divisibility analysis proves of a traced value (a false hint fails at run time instead:
+    `_check_hints`)."""
+    value = _literal(start)
+    if value is not None:
+        if value % n:
+            raise UserError(reason.format(value))
+    elif not expr.provably_multiple(start, n):
+        raise UserError(reason.format(f"a traced value only provably a multiple of {expr.known_divisor(start)}"))
+
+
+# -- rules checked while compiling --------------------------------------------------------------
 
 
 def _check_common(case: Case, dims: tuple[Dim, ...]) -> None:
@@ -128,7 +140,7 @@ def _check_packed(case: Case, dims: tuple[Dim, ...]) -> None:
         raise UserError("4-bit copies must take a window of the minor dim, not index it")
     if minor.size % 2:
         raise UserError("4-bit minor window of odd size")
-    _breaks_at_run_time(case, minor.start, lambda v: v % 2, "4-bit minor window starting at odd {}")
+    _must_divide(minor.start, 2, "4-bit minor window starting at {}, not a whole byte")
     rank = len(window_shape(dims))
     for transform in case.transforms:
         if isinstance(transform, Transpose):
@@ -151,11 +163,18 @@ def _tiling_cuts(case: Case, dims: tuple[Dim, ...]) -> dict[int, int]:
             if not round_down:
                 raise UserError(f"GMEM dim {gmem_dim} of {size} is no multiple of its tile {tile}")
             cut[gmem_dim] = size // tile * tile
-        _breaks_at_run_time(
-            case, dims[gmem_dim].start, lambda v, t=tile: v % t,
-            f"start {{}} along dim {gmem_dim} is not on a boundary of its tile {tile}",
-        )
+        _must_divide(dims[gmem_dim].start, tile, f"start {{}} along dim {gmem_dim} is not on a boundary of its tile {tile}")
     return cut
+
+
+def _coordinate(case: Case, dims: tuple[Dim, ...], dim: int, start: int) -> int:
+    """The TMA coordinate of a literal start: in tiles along a tiled dim, in bytes along the
+    minor dim of 4-bit elements (copied as bytes), else the start itself."""
+    tiles = {d: t for d, t, _ in tiled_dims(case.transforms, window_gmem_dims(dims))}
+    if dim == len(dims) - 1 and case.element.packed:
+        start //= 2
+        tiles = {d: t // 2 for d, t in tiles.items()}
+    return start // tiles.get(dim, 1)
 
 
 def _check_tma(case: Case, dims: tuple[Dim, ...]) -> None:
@@ -171,64 +190,72 @@ def _check_tma(case: Case, dims: tuple[Dim, ...]) -> None:
         raise UserError(f"minor box dim of {inner_bytes} bytes")
     if case.smem_shape[-1] > 1 and swizzle_bytes(case) and inner_bytes != case.swizzle:
         raise UserError(f"swizzle {case.swizzle} with a minor dim of {inner_bytes} bytes")
-    if case.direction == "store":
-        for dim in dims:
-            if not dim.squeezed and not dim.traced and dim.start.value < 0:
-                raise UserError(f"store window at literal negative start {dim.start.value}")
-    _check_minor_coordinate(case, dims)
-    for dim in dims:
-        if not dim.traced and not -(1 << 31) <= dim.start.value < 1 << 31:
-            raise UserError(f"start {dim.start.value} does not fit the signed 32-bit coordinates of TMA")
+    for dim, d in enumerate(dims):
+        value = _literal(d.start)
+        if value is None:
+            continue
+        if case.direction == "store" and value < 0:
+            raise UserError(f"store at literal negative coordinate {value} along dim {dim} (the H200 faults)")
+        coordinate = _coordinate(case, dims, dim, value)
+        if not COORDINATES[0] <= coordinate < COORDINATES[1]:
+            raise UserError(f"start {value} does not fit the signed 32-bit coordinates of TMA")
+    minor = dims[-1]
+    if not minor.squeezed:  # a box starts on a 16-byte boundary of the minor dim (docs/hardware.md §3.3)
+        step = 128 // math.gcd(128, element.bits)
+        _must_divide(minor.start, step, f"minor window start {{}} is not on a 16-byte boundary ({step} elements)")
 
 
-def _check_minor_coordinate(case: Case, dims: tuple[Dim, ...]) -> None:
-    """The box's minor coordinate must fall on a 16-byte boundary of the row: the H200 faults
-    (CUDA_ERROR_ILLEGAL_INSTRUCTION) on loads and stores that start elsewhere.  Under a tiling of
-    the minor dim that coordinate is the offset inside a tile, 0 for a tile-aligned start."""
-    minor = len(dims) - 1
-    tiled = {d for d, _, _ in tiled_dims(case.transforms, window_gmem_dims(dims))}
-    if case.gmem_shape[minor] == 1 or dims[minor].squeezed or minor in tiled:
-        return
-    bits = case.element.bits
-    _breaks_at_run_time(
-        case, dims[minor].start, lambda v: v * bits % 128,
-        "minor window start {} is not on a 16-byte boundary (TMA faults there)",
-    )
+def _check_static_bounds(case: Case, dims: tuple[Dim, ...], what: str) -> None:
+    """A window that must lie inside the array: its literal starts are checked while compiling."""
+    for dim, (d, size) in enumerate(zip(dims, case.gmem_shape)):
+        value = _literal(d.start)
+        if value is not None and (value < 0 or value + d.extent > size):
+            raise UserError(f"{what} leaves the array along dim {dim}")
 
 
-def _out_of_bounds(case: Case, dims: tuple[Dim, ...], cta: expr.Cta) -> bool:
-    for dim, size in zip(dims, case.gmem_shape):
-        start = expr.evaluate(dim.start, cta)
-        if start < 0 or start + dim.extent > size:
-            return True
-    return False
+def _literal_bulk_offset(case: Case, dims: tuple[Dim, ...]) -> int:
+    """The bytes the literal starts contribute to a bulk copy's GMEM address."""
+    strides = [math.prod(case.gmem_shape[d + 1:]) for d in range(len(dims))]
+    return sum((_literal(d.start) or 0) * stride for d, stride in zip(dims, strides)) * case.element.numpy.itemsize
 
 
-def _check_in_bounds(case: Case, dims: tuple[Dim, ...], what: str) -> None:
-    literal = all(not d.traced for d in dims)
-    for cta in _ctas(case, literal):
-        if _out_of_bounds(case, dims, cta):
-            raise UserError(f"{what} leaves the array", compile_time=literal)
+def _all_literal(dims: tuple[Dim, ...]) -> bool:
+    return all(_literal(d.start) is not None for d in dims)
 
 
 def _check_bulk(case: Case, dims: tuple[Dim, ...]) -> None:
     if case.element.packed:
         raise UserError("bulk copies of 4-bit elements")
     transfer = byte_size(case.smem_shape, case.element)
-    if transfer % 16:
+    if transfer % BULK_ALIGNMENT:
         raise UserError(f"bulk copy of {transfer} bytes")
-    literal = all(expr.static_value(d.start) is not None for d in dims)  # as the frontend sees them
+    if _literal_bulk_offset(case, dims) % BULK_ALIGNMENT:
+        raise UserError("bulk copy whose literal starts put it off a 16-byte boundary")
     total = byte_size(case.gmem_shape, case.element)
+    literal = _all_literal(dims)
     if case.oob == "promise_in_bounds":
-        _check_in_bounds(case, dims, "a bulk copy promised in bounds")
-    elif not literal and total % 16:
+        _check_static_bounds(case, dims, "a bulk copy promised in bounds")
+    elif not literal and total % BULK_ALIGNMENT:
         raise UserError(f"oob='undefined' bulk copy with traced starts on an array of {total} bytes")
-    for cta in _ctas(case, literal):
-        offset, moved = bulk_moved(case, dims, cta)
-        if moved and offset % 16 or (literal and flat_run(case, dims, cta) % 16):
-            raise UserError(f"bulk copy at byte offset {offset}", compile_time=literal)
-        if moved % 16:
-            raise UserError(f"bulk copy clamped to {moved} bytes", compile_time=literal)
+    if not literal:
+        return
+    cta = expr.ctas(case.grid, case.cluster)[0]  # literal starts: the same window everywhere
+    _, moved = bulk_moved(case, dims, cta)
+    if moved % BULK_ALIGNMENT:
+        raise UserError(f"bulk copy clamped to {moved} bytes")
+    if case.direction == "store" and case.oob == "undefined" and _writes_outside(case, dims, cta):
+        raise UserError("bulk store whose clamped run writes outside its window")
+
+
+def _writes_outside(case: Case, dims: tuple[Dim, ...], cta: expr.Cta) -> bool:
+    """Whether a bulk store's run of bytes, clamped at the array's end, holds an element that
+    is not in the window's part inside the array (it would overwrite another element)."""
+    offset, moved = bulk_moved(case, dims, cta)
+    item = case.element.numpy.itemsize
+    written = np.arange(offset // item, (offset + moved) // item)
+    inside, index = window_mask(dims, [expr.evaluate(d.start, cta) for d in dims], list(case.gmem_shape))
+    window = np.ravel_multi_index(tuple(i[inside] for i in index), case.gmem_shape)
+    return not np.isin(written, window).all()
 
 
 def _check_cp_async(case: Case, dims: tuple[Dim, ...]) -> None:
@@ -236,7 +263,7 @@ def _check_cp_async(case: Case, dims: tuple[Dim, ...]) -> None:
         raise UserError("cp.async copies of 4-bit elements")
     if case.direction == "store" or case.collective or case.predicate is not None or case.oob == "undefined":
         raise UserError("cp.async copies are unpredicated, non-collective loads without oob='undefined'")
-    _check_in_bounds(case, dims, "a cp.async copy")
+    _check_static_bounds(case, dims, "a cp.async copy")
     shape = window_shape(dims)
     if case.transforms or swizzle_bytes(case):
         tile = case.transforms[0] if case.transforms else None
@@ -252,6 +279,60 @@ def _check_cp_async(case: Case, dims: tuple[Dim, ...]) -> None:
             raise UserError("cp.async swizzle with rows of another width")
 
 
+# -- rules checked at run time ------------------------------------------------------------------
+
+
+def _check_hints(case: Case, dims: tuple[Dim, ...]) -> None:
+    """`ad.multiple_of(value, n)` is checked where it is computed, copy or no copy."""
+    for dim in dims:
+        for hint in expr.hints(dim.start):
+            for cta in expr.ctas(case.grid, case.cluster):
+                value = expr.evaluate(hint.value, cta)
+                if value % hint.multiple:
+                    raise UserError(
+                        f"hint: {value} is not a multiple of {hint.multiple} (CTA {cta.program_id})",
+                        compile_time=False,
+                    )
+
+
+def _run_time_failure(case: Case, reason: str, broken) -> None:
+    """Raise if `broken(cta)` in a CTA where the copy runs (a run-time check)."""
+    for cta in _ctas(case):
+        if broken(cta):
+            raise UserError(f"{reason} (CTA {cta.program_id})", compile_time=False)
+
+
+def _out_of_bounds(case: Case, dims: tuple[Dim, ...], cta: expr.Cta) -> bool:
+    for dim, size in zip(dims, case.gmem_shape):
+        start = expr.evaluate(dim.start, cta)
+        if start < 0 or start + dim.extent > size:
+            return True
+    return False
+
+
+def _check_at_run_time(case: Case, dims: tuple[Dim, ...], chosen: str) -> None:
+    _check_hints(case, dims)
+    if chosen == "tma" and case.direction == "store":
+        negative = [d for d in dims if _literal(d.start) is None]
+        _run_time_failure(
+            case, "a TMA store at a traced negative coordinate (the H200 faults; the store is skipped)",
+            lambda cta: any(expr.evaluate(d.start, cta) < 0 for d in negative),
+        )
+    in_bounds = chosen == "cp_async" or (chosen == "bulk" and case.oob == "promise_in_bounds")
+    if in_bounds:
+        _run_time_failure(case, f"a {chosen} window leaves the array", lambda cta: _out_of_bounds(case, dims, cta))
+    if chosen == "bulk":
+        _run_time_failure(
+            case, "a bulk copy at a traced address off 16 bytes",
+            lambda cta: flat_run(case, dims, cta) % BULK_ALIGNMENT,
+        )
+        if case.direction == "store" and case.oob == "undefined":
+            _run_time_failure(
+                case, "a bulk store whose clamped run leaves its window (the store is skipped)",
+                lambda cta: _writes_outside(case, dims, cta),
+            )
+
+
 def check_compile_only(case: Case, dims: tuple[Dim, ...]) -> None:
     """The TMA rules, for a tensor copy too large to run (`engine` would build its arrays)."""
     _check_tma(case, dims)
@@ -260,18 +341,18 @@ def check_compile_only(case: Case, dims: tuple[Dim, ...]) -> None:
 def check(case: Case, dims: tuple[Dim, ...], chosen: str) -> dict[int, int]:
     """Raise UserError if the case breaks a rule; returns the GMEM dims rounding cuts short."""
     _check_common(case, dims)
-    _check_hints(case, dims)
     if case.element.packed:
         _check_packed(case, dims)
+    cut = {}
     if chosen == "tma":
         cut = _tiling_cuts(case, dims)
         _check_tma(case, dims)
-        return cut
-    if chosen == "bulk":
+    elif chosen == "bulk":
         _check_bulk(case, dims)
     else:
         _check_cp_async(case, dims)
-    return {}
+    _check_at_run_time(case, dims, chosen)
+    return cut
 
 
 # -- certainly valid ----------------------------------------------------------------------------
@@ -335,9 +416,9 @@ def _tma_certain(case: Case, dims: tuple[Dim, ...]) -> str | None:
     if not _sound_layout(case, dims) or case.smem_shape[-1] == 1:
         return None
     for gmem_dim, tile, _ in tiled_dims(case.transforms, window_gmem_dims(dims)):
-        if not expr.obviously_multiple(dims[gmem_dim].start, tile):
+        if not expr.provably_multiple(dims[gmem_dim].start, tile):
             return None
-    if case.element.packed and not expr.obviously_multiple(dims[-1].start, 2):
+    if case.element.packed and not expr.provably_multiple(dims[-1].start, 2):
         return None
     if case.direction == "store" and case.oob != "zeros":
         return None
@@ -357,8 +438,7 @@ def _static_starts(dims: tuple[Dim, ...]) -> bool:
 
 
 def _bulk_certain(case: Case, dims: tuple[Dim, ...]) -> str | None:
-    if not _static_starts(dims):
-        return None
+    # Traced starts too: every rule of bulk copies, run-time checks included, is `check`'s.
     return "a bulk copy of whole, aligned 16-byte units"
 
 

@@ -1,12 +1,12 @@
 """What `x.at[key]` selects, per CTA: the reference's reading of the indexing rules.
 
-- an int literal keeps Python's meaning (`-1` is the last row; out of range is an error);
-- a computed index or start (anything written with the CTA's ids, even if it folds to a
-  constant while tracing) is a coordinate: negative or past the end is out of bounds, where
-  loads read zeros and stores write nothing;
-- `ad.ds(start, size)` is a window of `size` from `start` (a literal start too may leave the
-  array: loads zero-fill there);
-- a static slice `lo:hi` and `...` follow numpy.
+- an integer index and an `ad.ds(start, size)` start are TMA coordinates, literal or computed
+  alike (README, docs/hardware.md §3.3): never wrapped the way Python wraps negative indices; a
+  negative one, or one past the dim, is out of bounds: loads read zeros there (`x.at[-1, :]`
+  reads zeros), stores clip what lies past the high end (a store at a negative coordinate is
+  refused instead: `rules.py`);
+- `ad.ds(start, size)` is a window of `size` from `start`, which may leave the array;
+- a static slice `lo:hi` and `...` follow numpy (negative bounds count from the end).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ class UserError(Exception):
 class Dim:
     """How one GMEM dim is indexed: a window (`size` set) or a squeezed index."""
 
-    start: expr.Expr  # the window's start or the index (literal negatives already wrapped)
+    start: expr.Expr  # the window's start or the index: a coordinate, never wrapped
     size: int | None  # None: squeezed
 
     @property
@@ -66,12 +66,7 @@ def resolve_key(case: Case) -> tuple[Dim, ...]:
     dims = []
     for entry, size in zip(entries, shape):
         if isinstance(entry, Squeeze):
-            index = entry.index
-            if isinstance(index, expr.Const) and not expr.is_traced(index):
-                if not -size <= index.value < size:
-                    raise UserError(f"index {index.value} out of range for a dim of {size}")
-                index = expr.Const(index.value % size)
-            dims.append(Dim(index, None))
+            dims.append(Dim(entry.index, None))
         elif isinstance(entry, Window):
             dims.append(Dim(entry.start, entry.size))
         else:

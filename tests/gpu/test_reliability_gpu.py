@@ -7,12 +7,14 @@ import numpy as np
 import pytest
 from gpu_support import hopper_or_skip
 from reliability_kernels import (
+    bulk_store_rows,
     folded_negative_row,
     hinted_tiles,
     multicast_tile,
     row_past_a_unit_dim,
     store_past_a_unit_dim,
     stores_above,
+    stores_below_a_guard,
 )
 from support import line_of, random_bits
 
@@ -82,3 +84,30 @@ def test_debug_mode_skips_a_negative_store_and_says_so(monkeypatch):
     assert caught.value.location.line == line_of(stores_above.fn, "# the store")
     result = to_host(on_gpu)  # CTA 1 stored rows 0..15; CTA 0's store at row -16 was skipped
     assert result[:16].tobytes() == x.tobytes() and (result[16:] == 5.0).all()
+
+
+def test_a_predicated_off_negative_store_is_skipped_without_a_report(monkeypatch):
+    monkeypatch.setenv("ASYNCDSL_DEBUG", "1")
+    x, y = random_bits((16, 16), F32, 11), random_bits((32, 16), F32, 12)
+    (gpu,), (cpu,) = both(stores_below_a_guard, [x], [y])
+    assert gpu[:16].tobytes() == x.tobytes() and gpu.tobytes() == cpu.tobytes()
+
+
+def test_bulk_stores_clamped_at_the_arrays_end_match_the_interpreter():
+    x, y = random_bits((2, 2, 16), F32, 9), random_bits((4, 4, 16), F32, 10)
+    (gpu,), (cpu,) = both(bulk_store_rows, [x], [y], SLAB=3, ROW=1, STEP=2)
+    assert gpu.tobytes() == cpu.tobytes()
+    assert gpu[3, 3].tobytes() == x[1, 0].tobytes() and gpu[:3].tobytes() == y[:3].tobytes()
+
+
+def test_debug_mode_skips_a_bulk_store_that_would_leave_its_slice(monkeypatch):
+    monkeypatch.setenv("ASYNCDSL_DEBUG", "1")
+    x, y = random_bits((2, 2, 16), F32, 9), random_bits((4, 4, 16), F32, 10)
+    on_gpu = to_device(y)
+    with pytest.raises(ad.AssumptionError, match=r"CTA \(1, 0, 0\): a bulk store .* would overwrite them") as caught:
+        bulk_store_rows(to_device(x), on_gpu, SLAB=1, ROW=1, STEP=2)
+    assert caught.value.location.line == line_of(bulk_store_rows.fn, "# the store")
+    result = to_host(on_gpu)  # CTA 0 stored rows 1..2 of slab 1; CTA 1's store (rows 3..4) was skipped
+    expected = y.copy()
+    expected[1, 1:3] = x[0]
+    assert result.tobytes() == expected.tobytes()

@@ -365,3 +365,22 @@ def test_a_traced_minor_start_must_be_provably_on_a_16_byte_boundary():
     plan_tiled_copy((8, 64), dtypes.float32, ((0, 8), (Traced("s", 4), 16)), smem_shape=(8, 16))
     with pytest.raises(CopyError, match=r"only prove it a multiple of 2; .*asyncdsl.multiple_of\(start, 4\)"):
         plan_tiled_copy((8, 64), dtypes.float32, ((0, 8), (Traced("s", 2), 16)), smem_shape=(8, 16))
+
+
+@pytest.mark.parametrize("start", [(1 << 31) + 16, 1 << 40, -(1 << 31) - 16])
+def test_a_static_coordinate_that_does_not_fit_32_bits_is_refused(start):
+    # It once compiled to a coordinate wrapped to another element.
+    shape = ((1 << 32) - 16,)
+    with pytest.raises(CopyError, match=rf"coordinate {start} along dim 0 .* signed 32-bit"):
+        plan_tiled_copy(shape, dtypes.int8, ((start, 16),), smem_shape=(16,))
+    with pytest.raises(CopyError, match=rf"coordinate {start} along dim 0"):
+        plan_tiled_copy((*shape, 16), dtypes.int8, (start, (0, 16)), smem_shape=(16,))
+
+
+def test_coordinates_at_the_ends_of_the_32_bit_range_are_planned():
+    shape = ((1 << 32) - 16,)
+    for start in ((1 << 31) - 16, -(1 << 31)):
+        assert plan_tiled_copy(shape, dtypes.int8, ((start, 16),), smem_shape=(16,)).coords == (start,)
+    # The coordinate is the tile's, not the element's: a tiled start past 2^31 fits.
+    plan = plan_tiled_copy(shape, dtypes.int8, (((1 << 31) + 16, 16),), (TileTransform((16,)),), smem_shape=(1, 16))
+    assert plan.coords[0] == ((1 << 31) + 16) // 16

@@ -293,3 +293,26 @@ def test_reading_a_bulk_load_before_its_wait_is_a_race():
     message = str(caught.value)
     assert "the bulk store reads shared memory bytes [0, 256)" in message
     assert f"the bulk load at {__file__}:{line_of(reads_before_the_wait.fn, 'the load')}" in message
+
+
+@ad.kernel(grid=(2,))
+def store_far_in(x, y, OOB: ad.constexpr):
+    """CTA i stores x at element 2^31 - 64 + 64 i of y: a traced start far into a huge array."""
+    buf = ad.smem(x.shape, x.dtype)
+    bar = ad.barrier()
+    ad.async_copy(x, buf, barrier=bar, oob="promise_in_bounds")
+    bar.wait()
+    ad.async_copy(buf, y.at[ad.ds(ad.program_id(0) * 64 + (2**31 - 64), 64)], oob=OOB)
+    ad.await_async_copy(0)
+
+
+@pytest.mark.parametrize("oob", ["undefined", "promise_in_bounds"])
+def test_checks_on_arrays_past_32_bit_indices_compare_within_32_bits(oob, monkeypatch, ptxas):
+    # The bound of a traced start in a dim of 2^32 + 64 elements was once printed as a 64-bit
+    # immediate of a 32-bit comparison (ptxas took it, cut to 32 bits: a false failure).
+    monkeypatch.setenv("ASYNCDSL_DEBUG", "1")
+    ptx = store_far_in.ptx(ad.ArraySpec((64,), ad.int8), ad.ArraySpec(((1 << 32) + 64,), ad.int8), OOB=oob)
+    ptxas(ptx)
+    for line in ptx.splitlines():
+        if "setp" in line and ".s32" in line:
+            assert all(-(2**31) <= int(n) < 2**31 for n in re.findall(r"(?<![%\w])-?\d+", line.split(",", 1)[1])), line

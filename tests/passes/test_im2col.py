@@ -361,6 +361,7 @@ IMAGE = ad.ArraySpec((2, 8, 8, 16), ad.float32)
      dict(window_start_bounds=((0, 0),), start_indices=(0, 0, 0), filter_offsets=(65536,)),
      ["filter offset 65536", "[0, 65535]", "16-bit range of a rank-3"]),
     (IMAGE, dict(start_indices=(0, -2, 0, 0)), ["start index -2 along spatial dim 0", "[-1, 6]"]),
+    (IMAGE, dict(start_indices=(1 << 40, 0, 0, 0)), ["start index 0 is 1099511627776", "signed 32-bit"]),  # it wrapped
     (IMAGE, dict(rows_shape=(1024,)), ["rank >= 2"]),
     (IMAGE, dict(rows_shape=(2, 513, 16)), ["1026 rows (pixels)", "1 to 1024"]),
     (ad.ArraySpec((2, 8, 8, 512), ad.int8), dict(rows_shape=(4, 272)), ["272 columns (channels)", "1 to 256"]),

@@ -257,6 +257,8 @@ F32 = ad.ArraySpec((64, 64), ad.float32)
     (F32, dict(swizzle=64), ["swizzle 64 needs each row to span exactly 64 bytes (16 columns)", "128 bytes"]),
     (F32, dict(scatter=True, rows_shape=(8, 16)), ["shape (rows, columns) = (8, 32)"]),
     (ad.ArraySpec((64, 64), ad.int4), dict(rows_shape=(8, 32)), ["sub-byte", "4-bit"]),
+    (ad.ArraySpec((64, 64), ad.float32), dict(gmem_view=lambda x: x.at[:, ad.ds((1 << 31) + 32, 32)]),
+     ["column start is 2147483680", "signed 32-bit coordinates"]),  # it once compiled, wrapped
 ])
 def test_every_rule_is_a_trace_error_at_the_copy(array, kernel_kwargs, fragments):
     kernel = row_kernel(**kernel_kwargs)
