@@ -1,11 +1,12 @@
 """Lowering of hints and run-time checks (`asyncdsl.multiple_of`, `asyncdsl.check`).
 
-Without ASYNCDSL_DEBUG they cost nothing: a hint is its operand and a check a constant true,
-which the guards built on it fold away.  In debug mode each computes its condition and, where it
-fails, the warpgroup's leader claims the kernel's error buffer with a compare-and-swap (the first
-failure of the launch wins) and writes its CTA's id there; the runtime reads the buffer after the
-launch and raises an AssumptionError naming the check's line.  The kernel runs on: the check's
-guard keeps the copy it protects from faulting.
+A check's condition always guards the copy it protects (a store skipped, a window moved to the
+array's start), so a broken assumption never faults the GPU nor writes outside the copy's slice:
+an integer compare per copy with traced starts.  Without ASYNCDSL_DEBUG nothing is reported and a
+hint is its operand.  In debug mode hints are checked too, and where a condition fails the
+warpgroup's leader claims the kernel's error buffer with a compare-and-swap (the first failure of
+the launch wins) and writes its CTA's id there; the runtime reads the buffer after the launch and
+raises an AssumptionError naming the check's line.
 """
 
 from __future__ import annotations
@@ -27,12 +28,10 @@ def _multiple_of(ctx: KernelLowering, op: ir.MultipleOfOp) -> None:
 
 
 def _check(ctx: KernelLowering, op: ir.CheckOp) -> None:
-    number = ctx.check_ids.get(op)
-    if number is None:
-        ctx.bind(op.result, None, constant=1)
-        return
     holds = ctx.reg(op.condition)
-    _report_unless(ctx, holds, number)
+    number = ctx.check_ids.get(op)
+    if number is not None:
+        _report_unless(ctx, holds, number)
     ctx.bind(op.result, holds)
 
 
