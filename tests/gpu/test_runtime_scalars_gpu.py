@@ -13,6 +13,7 @@ import math
 import numpy as np
 import pytest
 from gpu_support import hopper_or_skip
+from scalar_kernels import B, copy_tiles, expected_copy
 from support import random_bits
 
 import asyncdsl as ad
@@ -21,30 +22,6 @@ from asyncdsl.runtime import clear_loaded_kernels, load_kernel, to_device, to_ho
 
 hopper_or_skip()
 pytestmark = pytest.mark.gpu
-
-B = 16
-
-
-@ad.kernel(grid=lambda x, y, row0, count: (max(count, 1),))
-def copy_tiles(x, y, row0: int, count):
-    """CTA i copies rows [row0 + i * B, row0 + (i + 1) * B) of x to y, if i < count."""
-    i = ad.program_id(0)
-    buf = ad.smem((B, x.shape[1]), x.dtype)
-    bar = ad.barrier()
-    with ad.when(i < count):
-        rows = ad.ds(row0 + i * B, B)
-        ad.async_copy(x.at[rows, :], buf, barrier=bar)
-        bar.wait()
-        ad.async_copy(buf, y.at[rows, :])
-        ad.await_async_copy(0)
-
-
-def expected_copy(x, row0, count):
-    y = np.zeros_like(x)
-    for i in range(count):
-        y[row0 + i * B:row0 + (i + 1) * B] = x[row0 + i * B:row0 + (i + 1) * B]
-    return y
-
 
 def test_many_offsets_and_counts_one_compile_no_new_descriptors(compilations):
     x = random_bits((200, 64), ad.float32, 11)

@@ -9,48 +9,10 @@ import math
 
 import numpy as np
 import pytest
+from scalar_kernels import B, copy_loop, copy_tiles, expected_copy
 from support import random_bits
 
 import asyncdsl as ad
-
-B = 16
-
-
-@ad.kernel(grid=lambda x, y, row0, count: (max(count, 1),))
-def copy_tiles(x, y, row0: int, count):
-    """CTA i copies rows [row0 + i * B, row0 + (i + 1) * B) of x to y, if i < count."""
-    i = ad.program_id(0)
-    buf = ad.smem((B, x.shape[1]), x.dtype)
-    bar = ad.barrier()
-    with ad.when(i < count):
-        rows = ad.ds(row0 + i * B, B)
-        ad.async_copy(x.at[rows, :], buf, barrier=bar)
-        bar.wait()
-        ad.async_copy(buf, y.at[rows, :])
-        ad.await_async_copy(0)
-
-
-@ad.kernel(grid=(1,))
-def copy_loop(x, y, row0: int, count: int, step: int):
-    """One CTA copies `count` tiles of B rows, `step` rows apart, from row `row0` on."""
-    buf = ad.smem((B, x.shape[1]), x.dtype)
-    bar = ad.barrier()
-    for i in ad.range(count):
-        rows = ad.ds(row0 + i * step, B)
-        ad.async_copy(x.at[rows, :], buf, barrier=bar)
-        bar.wait()
-        ad.async_copy(buf, y.at[rows, :])
-        ad.await_async_copy(0)
-
-
-def expected_copy(x, row0, count, step=B):
-    """y after copying `count` windows of B rows: TMA zero-fills rows past the array and clips."""
-    y = np.zeros_like(x)
-    for i in range(count):
-        start = row0 + i * step
-        low, high = max(start, 0), min(start + B, x.shape[0])
-        y[low:high] = x[low:high]
-    return y
 
 
 def test_offsets_counts_and_grids_from_runtime_ints(compilations):
