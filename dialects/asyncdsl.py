@@ -34,7 +34,7 @@ passes import this module as `ir` and find every op and the shared helpers of `i
 
 from __future__ import annotations
 
-from xdsl.ir import Dialect, Operation
+from xdsl.ir import Dialect, Operation, SSAValue
 
 from asyncdsl.dialects import (
     assume_ops,
@@ -107,7 +107,7 @@ __all__ = [
     "CpAsyncLoadOp", "CtaBarrierOp", "FenceAsyncSmemOp", "FullOp", "IotaOp", "LoadGmemOp", "LoadSmemOp", "Im2colDescriptorAttr", "MultipleOfOp", "NumProgramsOp", "OPERATIONS",
     "ProgramIdOp", "ReduceOp", "RelayoutOp", "SelectOp", "SmemSliceOp", "SplatOp", "SQUEEZED", "StoreGmemOp", "StoreSmemOp", "SmemViewOp", "TmaGather4Op", "TmaIm2colLoadOp", "TmaLoadOp",
     "TmaPrefetchOp", "TmaScatter4Op", "TmaStoreOp", "WaitOp", "WarpgroupBarrierOp", "WarpgroupIdxOp",
-    "buffer_bytes", "check_message", "element_bits", "is_gmem", "is_smem", "scratch_bytes", "shape_of",
+    "buffer_bytes", "check_message", "element_bits", "is_gmem", "is_smem", "root_buffer", "scratch_bytes", "shape_of",
 ]
 
 OPERATIONS: tuple[type[Operation], ...] = (
@@ -138,3 +138,11 @@ ATTRIBUTES = (
 )
 
 AsyncDSL = Dialect("asyncdsl", list(OPERATIONS), list(ATTRIBUTES))
+
+
+def root_buffer(value: SSAValue) -> SSAValue:
+    """The shared-memory allocation a buffer value views (through leading-index views and the
+    per-CTA slices of collective copies)."""
+    while isinstance(value.owner, (SmemViewOp, SmemSliceOp)):
+        value = value.owner.source
+    return value

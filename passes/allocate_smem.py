@@ -88,19 +88,14 @@ def _swizzle_of_buffers(fn: func.FuncOp) -> dict[SSAValue, int]:
     for op in fn.walk():
         # Every hardware copy with an SMEM side and a descriptor (tiled, im2col, gather4, ...).
         if "descriptor" in op.properties and hasattr(op, "smem"):
-            buffer = _root_buffer(op.smem)
+            buffer = ir.root_buffer(op.smem)
             swizzle = op.descriptor.swizzle_bytes.data
             found[buffer] = max(found.get(buffer, 0), swizzle)
         elif isinstance(op, ir.CpAsyncLoadOp):  # swizzles in software, the same pattern
-            buffer = _root_buffer(op.smem)
+            buffer = ir.root_buffer(op.smem)
             found[buffer] = max(found.get(buffer, 0), op.swizzle_bytes.value.data)
     return found
 
-
-def _root_buffer(value: SSAValue) -> SSAValue:
-    while isinstance(value.owner, (ir.SmemViewOp, ir.SmemSliceOp)):
-        value = value.owner.source
-    return value
 
 
 def _describe(alloc: Operation) -> str:

@@ -44,3 +44,17 @@ def expected_copy(x, row0, count, step=B):
         low, high = max(start, 0), min(start + B, x.shape[0])
         y[low:high] = x[low:high]
     return y
+
+
+@ad.kernel(grid=(1,))
+def scale_tile(x, y, scale: float, shift: int):
+    """y = x * scale + shift where x > scale, else -scale / 2 (register tiles, float32)."""
+    buf = ad.smem((64, 64), ad.float32)
+    bar = ad.barrier()
+    ad.async_copy(x, buf, barrier=bar)
+    bar.wait()
+    t = buf[...]
+    buf[...] = ad.where(t > scale, t * scale + shift, ad.full((64, 64), -scale / 2.0, ad.float32))
+    ad.fence_async_smem()
+    ad.async_copy(buf, y)
+    ad.await_async_copy(0)

@@ -252,18 +252,13 @@ def _store(ctx: KernelLowering, op: ir.StoreSmemOp) -> None:
         b.run("bar.sync {}, 128;", ctx.facts.named_barrier)
 
 
-def _root_buffer(value: SSAValue) -> SSAValue:
-    while isinstance(value.owner, ir.SmemViewOp):
-        value = value.owner.source
-    return value
-
 
 def _thread_private(op: ir.StoreSmemOp) -> bool:
     """Whether every register-tile access to this store's buffer (through any view) has the
     same shape and an unreplicated layout: then each thread only ever touches its own elements,
     and the store needs no barrier around it (async readers and writers synchronise through
     fences and mbarriers as usual)."""
-    root = _root_buffer(op.smem)
+    root = ir.root_buffer(op.smem)
     kernel = op.parent_op()
     while kernel is not None and not isinstance(kernel, func.FuncOp):
         kernel = kernel.parent_op()
@@ -275,7 +270,7 @@ def _thread_private(op: ir.StoreSmemOp) -> bool:
             tile, smem = access.value, access.smem
         else:
             continue
-        if _root_buffer(smem) is not root:
+        if ir.root_buffer(smem) is not root:
             continue
         layout = layout_of(tile)
         if layout is None or isinstance(layout, SplatLayout) or layout.replication != 1:

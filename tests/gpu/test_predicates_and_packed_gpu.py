@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from gpu_support import hopper_or_skip
+from gpu_support import gpu_and_interpreter, hopper_or_skip
 from packed_kernels import PACKED, dump_tiled, random_4bit, through_second_slot, tile_round_trip
 from predicate_kernels import halves_on_one_barrier, odd_ctas_copy, skipped_store_then_reuse
 from support import random_bits
 
 import asyncdsl as ad
-from asyncdsl.runtime import to_device, to_host
 
 hopper_or_skip()
 pytestmark = pytest.mark.gpu
@@ -21,11 +20,8 @@ RNG = np.random.default_rng(31)
 
 def both(kernel, x: np.ndarray, y: np.ndarray, **constexprs) -> tuple[np.ndarray, np.ndarray]:
     """(GPU result, interpreter result) of `kernel` writing into copies of `y`."""
-    y_device = to_device(y)
-    kernel(to_device(x), y_device, **constexprs)
-    interpreted = y.copy()
-    kernel.interpret(x, interpreted, **constexprs)
-    return to_host(y_device), interpreted
+    (gpu,), (interpreted,) = gpu_and_interpreter(kernel, [x], [y], **constexprs)
+    return gpu, interpreted
 
 
 def test_only_odd_ctas_copy():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from gpu_support import gpu_and_interpreter as both
 from gpu_support import hopper_or_skip
 from reliability_kernels import (
     bulk_store_rows,
@@ -24,15 +25,6 @@ from asyncdsl.runtime import to_device, to_host
 hopper_or_skip()
 pytestmark = pytest.mark.gpu
 F32 = ad.float32
-
-
-def both(kernel, inputs, outputs, **constexprs):
-    """The outputs after a GPU launch and after the interpreter, from the same inputs."""
-    on_gpu = [to_device(a) for a in (*inputs, *outputs)]
-    kernel(*on_gpu, **constexprs)
-    interpreted = [a.copy() for a in outputs]
-    kernel.interpret(*inputs, *interpreted, **constexprs)
-    return [to_host(a) for a in on_gpu[len(inputs):]], interpreted
 
 
 def test_a_traced_index_past_a_unit_dim_reads_zeros():

@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pytest
 from gpu_support import hopper_or_skip
-from scalar_kernels import B, copy_tiles, expected_copy
+from scalar_kernels import B, copy_tiles, expected_copy, scale_tile
 from support import random_bits
 
 import asyncdsl as ad
@@ -85,20 +85,6 @@ def test_float_scalar_arithmetic_is_float32_on_the_gpu(compilations):
             neighbour = float(np.nextafter(np.float32(expected), np.float32(np.inf)))
             assert not copies(s, t, n, neighbour), (s, t, n, neighbour)
     assert compilations[0] == 2  # n = 0 is a multiple of 16, the others are not
-
-
-@ad.kernel(grid=(1,))
-def scale_tile(x, y, scale: float, shift: int):
-    """y = x * scale + shift where x > scale, else -scale / 2 (register tiles, float32)."""
-    buf = ad.smem((64, 64), ad.float32)
-    bar = ad.barrier()
-    ad.async_copy(x, buf, barrier=bar)
-    bar.wait()
-    t = buf[...]
-    buf[...] = ad.where(t > scale, t * scale + shift, ad.full((64, 64), -scale / 2.0, ad.float32))
-    ad.fence_async_smem()
-    ad.async_copy(buf, y)
-    ad.await_async_copy(0)
 
 
 def test_a_runtime_float_scales_register_tiles(compilations):

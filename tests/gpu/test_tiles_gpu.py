@@ -13,7 +13,7 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 import pytest
-from gpu_support import hopper_or_skip
+from gpu_support import gpu_and_interpreter, hopper_or_skip
 from tile_kernels import (
     APPROX_OPS,
     COMPUTE,
@@ -36,7 +36,6 @@ from tile_kernels import (
 
 import asyncdsl as ad
 from asyncdsl.dtypes import as_dtype
-from asyncdsl.runtime import to_device, to_host
 
 hopper_or_skip()
 pytestmark = pytest.mark.gpu
@@ -49,14 +48,6 @@ APPROX_BOUNDS = {  # name: (ulps, absolute)
     "log2": (2, 2.0 ** -21), "log2_approx": (2, 2.0 ** -21), "tanh": (128, 2.0 ** -21),
     "sin": (0, 2.0 ** -16), "cos": (0, 2.0 ** -16),
 }
-
-
-def _both(kernel, inputs, outputs, **constexprs):
-    on_gpu = [to_device(a) for a in (*inputs, *outputs)]
-    kernel(*on_gpu, **constexprs)
-    interpreted = [a.copy() for a in outputs]
-    kernel.interpret(*inputs, *interpreted, **constexprs)
-    return [to_host(a) for a in on_gpu[len(inputs):]], interpreted
 
 
 def _first_difference(gpu: np.ndarray, cpu: np.ndarray, inputs) -> str:
@@ -72,7 +63,7 @@ def test_every_exact_op_is_bit_exact(dtype, layout):
     ops = tuple(ops_of(dtype))
     inputs = [special_values(dtype, (R, C), seed) for seed in (1, 2, 3)]
     out = np.zeros((len(ops), R, C), dtype.numpy)
-    (gpu,), (cpu,) = _both(op_matrix, inputs, [out], OPS=ops, LAYOUT=layout)
+    (gpu,), (cpu,) = gpu_and_interpreter(op_matrix, inputs, [out], OPS=ops, LAYOUT=layout)
     for position, name in enumerate(ops):
         same = gpu[position].view(f"u{gpu.itemsize}") == cpu[position].view(f"u{cpu.itemsize}")
         assert same.all(), f"{name}: {_first_difference(gpu[position], cpu[position], inputs)}"
@@ -95,7 +86,7 @@ def test_approximate_functions_stay_within_their_bounds():
         rng.uniform(-30, 30, R * C // 2), np.exp2(rng.uniform(-126, 127, R * C // 2)),
     ]).astype(np.float32).reshape(R, C)
     out = np.zeros((len(ops), R, C), np.float32)
-    (gpu,), (cpu,) = _both(op_matrix, [a, a, a], [out], OPS=ops, LAYOUT="strided")
+    (gpu,), (cpu,) = gpu_and_interpreter(op_matrix, [a, a, a], [out], OPS=ops, LAYOUT="strided")
     measured = {}
     for position, name in enumerate(ops):
         domain = np.isfinite(cpu[position]) & (np.abs(cpu[position]) >= 2.0 ** -126)
@@ -123,7 +114,7 @@ def test_every_conversion_is_bit_exact(source, target):
         a = raw.astype(f"u{source.itemsize}").view(source.numpy)
     else:
         a = special_values(source, (R, C), 4)
-    (gpu,), (cpu,) = _both(convert, [a], [np.zeros((R, C), target.numpy)], LAYOUT="row")
+    (gpu,), (cpu,) = gpu_and_interpreter(convert, [a], [np.zeros((R, C), target.numpy)], LAYOUT="row")
     same = gpu.view(f"u{gpu.itemsize}") == cpu.view(f"u{cpu.itemsize}")
     assert same.all(), _first_difference(gpu, cpu, [a])
 
@@ -135,24 +126,24 @@ def test_reductions_follow_the_tree_bit_for_bit(dtype, layout):
     if dtype != ad.int32:
         a[np.isnan(a.astype(np.float32))] = 0  # NaN rows would hide the order of the sums
     outs = [np.zeros((3, R), dtype.numpy), np.zeros((3, C), dtype.numpy)]
-    gpu, cpu = _both(reductions, [a], outs, LAYOUT=layout)
+    gpu, cpu = gpu_and_interpreter(reductions, [a], outs, LAYOUT=layout)
     for g, c, what in zip(gpu, cpu, ("rows", "columns")):
         assert (g.view(f"u{g.itemsize}") == c.view(f"u{c.itemsize}")).all(), (what, _first_difference(g, c, [a]))
-    (gpu,), (cpu,) = _both(broadcast_back, [a], [np.zeros((R, C), dtype.numpy)], LAYOUT=layout)
+    (gpu,), (cpu,) = gpu_and_interpreter(broadcast_back, [a], [np.zeros((R, C), dtype.numpy)], LAYOUT=layout)
     assert (gpu.view(f"u{gpu.itemsize}") == cpu.view(f"u{cpu.itemsize}")).all(), _first_difference(gpu, cpu, [a])
 
 
 @pytest.mark.parametrize("source, target", itertools.product(LAYOUTS, repeat=2))
 def test_relayouts_and_iota_are_exact(source, target):
     a = np.random.default_rng(6).standard_normal((R, C)).astype(np.float32)
-    (gpu,), (cpu,) = _both(relayout, [a], [np.zeros_like(a)], SOURCE=source, TARGET=target)
+    (gpu,), (cpu,) = gpu_and_interpreter(relayout, [a], [np.zeros_like(a)], SOURCE=source, TARGET=target)
     assert gpu.tobytes() == cpu.tobytes()
     assert np.array_equal(gpu, a + np.arange(C, dtype=np.float32)[None, :])
 
 
 def test_a_register_accumulator_across_a_loop():
     x = np.random.default_rng(8).standard_normal((4, R, C)).astype(ml_dtypes.bfloat16)
-    (gpu,), (cpu,) = _both(accumulate, [x], [np.zeros((R, C), np.float32)])
+    (gpu,), (cpu,) = gpu_and_interpreter(accumulate, [x], [np.zeros((R, C), np.float32)])
     assert gpu.tobytes() == cpu.tobytes()
     wide = x.astype(np.float32)
     expected = (((wide[0] + wide[1]) + wide[2]) + wide[3]) * np.float32(2)
@@ -163,12 +154,12 @@ def test_a_register_accumulator_across_a_loop():
 def test_masked_gmem_windows_touch_only_what_they_may(dtype):
     x = special_values(as_dtype(dtype), (100, 37), 9)
     y = np.full_like(x, 7.0)
-    (gpu,), (cpu,) = _both(masked_rows, [x], [y], ROWS=8, COLUMNS=64)
+    (gpu,), (cpu,) = gpu_and_interpreter(masked_rows, [x], [y], ROWS=8, COLUMNS=64)
     assert gpu.tobytes() == cpu.tobytes() == masked_rows_reference(x, y).tobytes()
 
 
 @pytest.mark.parametrize("layout", list(LAYOUTS))
 def test_gmem_windows_inside_the_array_move_in_vectors(layout):
     x = special_values(ad.bfloat16, (65, 128), 10)
-    (gpu,), (cpu,) = _both(gmem_round_trip, [x], [np.zeros_like(x)], LAYOUT=layout)
+    (gpu,), (cpu,) = gpu_and_interpreter(gmem_round_trip, [x], [np.zeros_like(x)], LAYOUT=layout)
     assert gpu.tobytes() == cpu.tobytes()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from scalar_kernels import scale_tile
 from xdsl.parser import Parser
 
 import asyncdsl as ad
@@ -91,18 +92,6 @@ def test_float_scalar_arithmetic_constants_and_comparisons(ptxas):
 
 
 def test_scalars_meet_register_tiles_in_ptx(ptxas):
-    @ad.kernel(grid=(1,))
-    def scale_tile(x, y, scale: float, shift: int):
-        buf = ad.smem((64, 64), ad.float32)
-        bar = ad.barrier()
-        ad.async_copy(x, buf, barrier=bar)
-        bar.wait()
-        t = buf[...]
-        buf[...] = ad.where(t > scale, t * scale + shift, ad.full((64, 64), -scale / 2.0, ad.float32))
-        ad.fence_async_smem()
-        ad.async_copy(buf, y)
-        ad.await_async_copy(0)
-
     spec = ad.ArraySpec((64, 64), ad.float32)
     ptx = scale_tile.ptx(spec, spec, 0.5, 3)
     assert "setp.gt.f32" in ptx and "ld.param.f32 %f1" in ptx
