@@ -22,7 +22,6 @@ from collections.abc import Sequence
 
 from xdsl.dialects.builtin import (
     I64,
-    AnyFloat,
     DenseArrayBase,
     FloatAttr,
     IntegerAttr,
@@ -210,10 +209,6 @@ def scratch_bytes(op: Operation) -> int:
 def _register_bytes(value: SSAValue) -> int:
     """Bytes one element takes in scratch: 4, or 2 for the 16-bit (and narrower) types."""
     return 4 if element_bits(value.type) >= 32 else 2
-
-
-def is_float_tile(value: SSAValue) -> bool:
-    return isinstance(value.type, VectorType) and isinstance(value.type.element_type, AnyFloat)
 
 
 OPERATIONS: tuple[type[Operation], ...] = (FullOp, SplatOp, IotaOp, BroadcastInDimOp, ReduceOp, RelayoutOp)

@@ -7,20 +7,22 @@ Guarantees: every op that makes a tile carries its layout as the discardable att
 `asyncdsl.layout`, the layouts hold the tiles' shapes, elementwise ops see one layout (or splats),
 broadcasts and reductions move no data; or a `LayoutError` at the user's line says what clashed.
 
-The rules, in program order:
+The rules:
 
 - A layout the user gave is used as given.  `full` and `splat` without one are *splats*: one
   register per thread standing for every element, which combines with any layout for free.
-- The operands and result of an elementwise op share one layout: tiles that meet in one
-  are a *class* (union-find) and get a layout together.  Two different given layouts in one
-  class are an error; `tile.to_layout(...)` is the way to combine them.
-- A class with no given layout takes, when its first tile is made: the layout a broadcast into
-  it implies (the operand's, stretched with no data movement), else for a class some tile of
-  which is reduced over some axes, the row layout (warps over rows, lanes over 16-byte column
-  vectors: the reduction is lane shuffles) or else `WGMMA`, else `strided(v)` with the widest
-  16-byte vector that fits (each register one vector load or store).
-- A reduction's result has the layout `Layout.reduce` gives; a broadcast's operand must be its
-  result's layout reduced over the new axes (checked).
+- The operands and result of an elementwise op (and a register ref with what is read from and
+  written to it, a GMEM window's tile with its mask) share one layout: tiles that meet are a
+  *class* (union-find) and get a layout together.  Two different given layouts in one class are
+  an error; `tile.to_layout(...)` is the way to combine them.
+- A class without a given layout takes, in this order (each worked out on demand, so program
+  order does not matter): the layout its reduction leaves (a class made by `reduce`); the
+  layout of the class it is broadcast into, without the new axes; for a class reduced over some
+  axes, the row layout (warps over rows, lanes over 16-byte column vectors: the reduction is lane
+  shuffles) or else `WGMMA`; the layout a broadcast into it implies (the operand's, kept in
+  place); else `strided(v)` with the widest 16-byte vector that fits.  A class whose choice
+  depends on one still being chosen waits for it.
+- Every reduction and broadcast is then checked to move no data.
 
 Example:
 
@@ -338,11 +340,9 @@ def _check_reduction(op: ir.ReduceOp, solver: _Solver) -> None:
 
 def _check_broadcast(op: ir.BroadcastInDimOp, solver: _Solver) -> None:
     shape = _shape(op.result)
-    dims = tuple(op.dims.get_values())
-    new_axes = tuple(a for a in range(len(shape)) if a not in dims)
     result, operand = solver.layout_of(op.result), solver.layout_of(op.operand)
     try:
-        fits = result.reduce(shape, new_axes) == operand
+        fits = result.reduce(shape, _new_axes(op)) == operand
     except LayoutError:
         fits = False
     if not fits:

@@ -126,8 +126,7 @@ def _vector_piece(ctx: KernelLowering, op, window: _Window) -> int:
     constants = window.offset[1].reshape(-1, window.vector)
     if window.vector > 1 and not (np.diff(constants, axis=-1) == 1).all():
         return window.element_bytes
-    if any(ctx.constant(start) is None for start in op.starts):
-        return window.element_bytes  # a traced start: its alignment is not known here
+    # Only windows with constant starts get here (a traced start needs bounds checks).
     alignment = MAX_ACCESS_BYTES  # the runtime checks every array is 16-byte aligned
     static = sum(ctx.constant(start) * stride for start, stride in zip(op.starts, contiguous_strides(window.shape)))
     static *= window.element_bytes

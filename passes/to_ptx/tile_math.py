@@ -120,7 +120,7 @@ def _select(ctx, op, element, regs):
 
 def _approximate(name: str, ftz_only: bool = False) -> ElementRule:
     def rule(ctx, op, element, regs):
-        approx = "afn" in str(op.fastmath) if hasattr(op, "fastmath") else False
+        approx = "afn" in op.fastmath.data  # the frontend's approx=True
         ftz = ".ftz" if approx or ftz_only else ""
         return ctx.b.emit(f"{name}.approx{ftz}.f32 {{}}, {{}};", "f32", regs[0])
 
