@@ -130,7 +130,7 @@ def _split_words(ctx: KernelLowering, words: list[SSAValue], element_bytes: int)
     return out
 
 
-def _pack_words(ctx: KernelLowering, elements: list[SSAValue], element_bytes: int) -> list[SSAValue]:
+def pack_words(ctx: KernelLowering, elements: list[SSAValue], element_bytes: int) -> list[SSAValue]:
     """`elements` (lowest address first) packed into 32-bit words."""
     b = ctx.b
     words = []
@@ -153,20 +153,29 @@ def _address(offset: int) -> str:
 
 
 def load_piece(ctx: KernelLowering, address: SSAValue, offset: int, piece: int, element_bytes: int, kind: str,
-               space: str = "shared") -> list[SSAValue]:
+               space: str = "shared", guard: SSAValue | None = None, other: SSAValue | None = None) -> list[SSAValue]:
     """One aligned access of `piece` bytes at `address + offset` in state space `space`, as
-    one register per element."""
+    one register per element; with `guard`, only where it holds (elsewhere each element is
+    `other`)."""
     b = ctx.b
     if piece < 4:  # one 8- or 16-bit element
-        return [b.emit(f"ld.{space}.{'u8' if piece == 1 else 'b16'} {{}}, {_address(offset)};", "b16", address)]
+        template = f"ld.{space}.{'u8' if piece == 1 else 'b16'} {{}}, {_address(offset)};"
+        if guard is None:
+            return [b.emit(template, "b16", address)]
+        element = b.mov("b16", other)
+        b.run(template, element, address, guard=guard)
+        return [element]
     count = piece // 4
     word_kind = "f32" if kind == "f32" else "b32"
-    if count == 1:
-        template = f"ld.{space}.{word_kind} {{}}, {_address(offset)};"
-    else:
-        targets = ", ".join(["{}"] * count)
-        template = f"ld.{space}.v{count}.{word_kind} {{{{{targets}}}}}, {_address(offset)};"
-    words = b.emit_many(template, [word_kind] * count, address)
+    targets = ", ".join(["{}"] * count)
+    destination = f"{{{{{targets}}}}}" if count > 1 else "{}"
+    template = f"ld.{space}{f'.v{count}' if count > 1 else ''}.{word_kind} {destination}, {_address(offset)};"
+    if guard is None:
+        words = b.emit_many(template, [word_kind] * count, address)
+    else:  # the fallback words first, then the load over them where the guard holds
+        fallback = other if element_bytes == 4 else pack_words(ctx, [other] * (4 // element_bytes), element_bytes)[0]
+        words = [b.mov(word_kind, fallback) for _ in range(count)]
+        b.run(template, *words, address, guard=guard)
     return words if element_bytes == 4 else _split_words(ctx, words, element_bytes)
 
 
@@ -178,7 +187,7 @@ def store_piece(ctx: KernelLowering, address: SSAValue, offset: int, elements: l
     if piece < 4:
         b.run(f"st.{space}.{'u8' if piece == 1 else 'b16'} {_address(offset)}, {{}};", address, elements[0], guard=guard)
         return
-    words = elements if element_bytes == 4 else _pack_words(ctx, elements, element_bytes)
+    words = elements if element_bytes == 4 else pack_words(ctx, elements, element_bytes)
     word_type = "f32" if kind == "f32" else "b32"
     listed = ", ".join(["{}"] * len(words))
     vector = f".v{len(words)}" if len(words) > 1 else ""

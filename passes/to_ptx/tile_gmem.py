@@ -6,9 +6,12 @@ per-register constant, so one PTX sequence addresses all 128 threads: the window
 (`gmem_addresses`), plus the thread's offset, plus an immediate per register.
 
 An element outside the array, or whose mask is false, is never touched: a load leaves `other`
-in its register, a store skips it.  Each element then gets a predicate (`coordinate < dim`,
-unsigned, catches negative coordinates too) and moves alone.  A window that provably stays in
-the array, with no mask, moves in vectors of up to 16 bytes where its alignment allows.
+in its register, a store skips it.  Each element gets a predicate (`coordinate < dim`, unsigned,
+catches negative coordinates too).  Without a mask, elements move in vectors of up to 16 bytes
+where the alignment allows and where one predicate serves the whole vector: when every checked
+dim has the same coordinate in all of its elements (a window of whole rows at a traced row: the
+vector runs along the row, the check is on the row index), or no dim needs a check at all.
+Otherwise each element moves alone.
 """
 
 from __future__ import annotations
@@ -85,11 +88,11 @@ class _Window:
         return checks
 
 
-def _predicates(ctx: KernelLowering, window: _Window, checks, mask_regs: list[SSAValue] | None, count: int):
-    """One predicate per element (None: always moves), in register order."""
+def _predicates(ctx: KernelLowering, window: _Window, checks, mask_regs: list[SSAValue] | None, elements):
+    """One predicate per element of `elements` (register order indices; None: always moves)."""
     b = ctx.b
     out: list[SSAValue | None] = []
-    for element in range(count):
+    for element in elements:
         predicate = mask_regs[element] if mask_regs is not None else None
         for dim, base, constant in checks:
             extent = window.shape[dim]
@@ -120,17 +123,24 @@ def _element_address(ctx: KernelLowering, address: SSAValue, offset: int) -> tup
     return ctx.b.emit("add.s64 {}, {}, {};", "b64", address, offset), 0
 
 
-def _vector_piece(ctx: KernelLowering, op, window: _Window) -> int:
-    """The widest access (bytes) every register vector splits into, 1 element if the vector's
-    elements are not adjacent in GMEM."""
+def _vector_piece(ctx: KernelLowering, op, window: _Window, checks) -> int:
+    """The widest access (bytes) every register vector splits into: one element if the vector's
+    elements are not adjacent in GMEM or if a checked dim varies along it."""
     constants = window.offset[1].reshape(-1, window.vector)
     if window.vector > 1 and not (np.diff(constants, axis=-1) == 1).all():
         return window.element_bytes
-    # Only windows with constant starts get here (a traced start needs bounds checks).
+    for dim, _, _ in checks:
+        if window.vector > 1 and (np.diff(window.dims[dim][1].reshape(-1, window.vector), axis=-1) != 0).any():
+            return window.element_bytes
     alignment = MAX_ACCESS_BYTES  # the runtime checks every array is 16-byte aligned
-    static = sum(ctx.constant(start) * stride for start, stride in zip(op.starts, contiguous_strides(window.shape)))
-    static *= window.element_bytes
-    for value in (static, *(c * window.element_bytes for c in constants[:, 0]),
+    static = 0
+    for start, stride in zip(op.starts, contiguous_strides(window.shape)):
+        known = ctx.constant(start)
+        if known is None:  # a traced start moves the window by whole strides
+            alignment = math.gcd(alignment, stride * window.element_bytes)
+        else:
+            static += known * stride
+    for value in (static * window.element_bytes, *(c * window.element_bytes for c in constants[:, 0]),
                   *(c * window.element_bytes for c in window.offset[0])):
         if value:
             alignment = math.gcd(alignment, int(value))
@@ -159,17 +169,19 @@ def _load(ctx: KernelLowering, op: ir.LoadGmemOp) -> None:
     address = _thread_address(ctx, op, window)
     count = len(window.offset[1])
     registers: list[SSAValue] = []
-    if not checks and op.mask is None:
-        piece = _vector_piece(ctx, op, window)
+    piece = _vector_piece(ctx, op, window, checks) if op.mask is None else size
+    if piece > size or (not checks and op.mask is None):
         per_piece = piece // size
-        for first in range(0, count, per_piece):
+        firsts = range(0, count, per_piece)
+        other = constant_register(ctx, op.other, element) if checks else None
+        for first, predicate in zip(firsts, _predicates(ctx, window, checks, None, firsts)):
             where, immediate = _element_address(ctx, address, int(window.offset[1][first]) * size)
-            registers += load_piece(ctx, where, immediate, piece, size, kind, space="global")
+            registers += load_piece(ctx, where, immediate, piece, size, kind, space="global", guard=predicate, other=other)
     else:
         mask = tile_of(ctx, op.mask).expanded(layout).reshape(-1).tolist() if op.mask is not None else None
         other = constant_register(ctx, op.other, element)
         width = {"f32": "f32", "b32": "b32", "b64": "b64"}.get(kind, "u8" if size == 1 else "b16")
-        for element_index, predicate in enumerate(_predicates(ctx, window, checks, mask, count)):
+        for element_index, predicate in enumerate(_predicates(ctx, window, checks, mask, range(count))):
             register = ctx.b.mov(kind, other)
             where, immediate = _element_address(ctx, address, int(window.offset[1][element_index]) * size)
             ctx.b.run(f"ld.global.{width} {{}}, [{{}}+{immediate}];", register, where, guard=predicate)
@@ -187,16 +199,17 @@ def _store(ctx: KernelLowering, op: ir.StoreGmemOp) -> None:
     values = tile.expanded(layout).reshape(-1).tolist()
     checks = window.in_bounds(ctx, op)
     address = _thread_address(ctx, op, window)
-    if not checks and op.mask is None and layout.replication == 1:
-        piece = _vector_piece(ctx, op, window)
+    piece = _vector_piece(ctx, op, window, checks) if op.mask is None and layout.replication == 1 else size
+    if piece > size or (not checks and op.mask is None and layout.replication == 1):
         per_piece = piece // size
-        for first in range(0, len(values), per_piece):
+        firsts = range(0, len(values), per_piece)
+        for first, predicate in zip(firsts, _predicates(ctx, window, checks, None, firsts)):
             where, immediate = _element_address(ctx, address, int(window.offset[1][first]) * size)
-            store_piece(ctx, where, immediate, values[first:first + per_piece], size, kind, None, space="global")
+            store_piece(ctx, where, immediate, values[first:first + per_piece], size, kind, predicate, space="global")
         return
     mask = tile_of(ctx, op.mask).expanded(layout).reshape(-1).tolist() if op.mask is not None else None
     primary = primary_guard(ctx, layout)  # replicated layouts: each element from one thread
-    for index, predicate in enumerate(_predicates(ctx, window, checks, mask, len(values))):
+    for index, predicate in enumerate(_predicates(ctx, window, checks, mask, range(len(values)))):
         if primary is not None:
             predicate = primary if predicate is None else ctx.b.emit("and.pred {}, {}, {};", "pred", predicate, primary)
         where, immediate = _element_address(ctx, address, int(window.offset[1][index]) * size)
