@@ -82,14 +82,14 @@ def _swiglu(shape):
     import torch.nn.functional as F
     from triton_peers import triton_swiglu
 
-    from asyncdsl.examples.swiglu import CONFIG, swiglu
+    from asyncdsl.examples.swiglu import config, swiglu
 
     a, b = (torch.randn(shape, device="cuda", dtype=torch.bfloat16) for _ in range(2))
     y = torch.empty_like(a)
     expected = (F.silu(a.float()) * b.float()).to(torch.bfloat16)
     compiled = torch.compile(lambda p, q: F.silu(p) * q)
     runs = {
-        "asyncdsl": lambda: swiglu(a, b, y, **CONFIG),
+        "asyncdsl": lambda: swiglu(a, b, y, **config(shape[1])),
         "torch eager": lambda: torch.mul(F.silu(a), b, out=y),
         "torch.compile": lambda: y.copy_(compiled(a, b)),
         "triton": lambda: triton_swiglu(a, b, y),

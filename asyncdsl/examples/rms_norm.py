@@ -1,16 +1,19 @@
 """Fused RMSNorm with a weight: y = x / sqrt(mean(x², axis=1) + eps) * w, bfloat16 in and out.
 
-One warpgroup per ROWS rows: TMA brings the rows and the weight into shared memory in CHUNK-wide
-pieces; one sweep sums squares elementwise in float32 registers (reduced across lanes once), a
-second scales, weights and rounds each piece back in place for the TMA store.  The weight piece
-is broadcast over the rows with no data movement: its layout is the rows' layout without the row
-axis (infer-layouts derives it).
+Each CTA (one warpgroup) takes ROWS whole rows: one contiguous run of the array, moved in and out
+by a single bulk copy each way (`oob="undefined"`: no tensor map), and the weight by another.
+Rows of up to CHUNK elements are read into registers once: the sum of squares (float32,
+reduced across lanes once), the scale, the weight and the rounding all happen there, and the
+weight's tile is broadcast over the rows with no data movement (infer-layouts gives it the rows'
+layout without the row axis).  Longer rows are split into CHUNK-wide pieces by the copies'
+`TileTransform` and take two sweeps over shared memory.
 
     python -m asyncdsl.examples.rms_norm     # on the GPU if there is one, else interpreted
 """
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 
@@ -19,41 +22,48 @@ import numpy as np
 
 import asyncdsl as ad
 
-MAX_CHUNK = 256  # a TMA box spans at most 256 elements per dim
+CHUNK = 4096  # elements of a row one pass holds in registers
 
 
 def config(n: int, eps: float = 1e-6) -> dict:
-    # At most 32 KiB of rows in shared memory per CTA (plus the weight): several CTAs per SM.
-    return {"EPS": eps, "ROWS": 4 if n <= 4096 else 2, "CHUNK": min(n, MAX_CHUNK)}
+    # 16 KiB of rows per CTA when they fit in registers at once, else one row in pieces.
+    return {"EPS": eps, "ROWS": max(1, 8192 // n) if n <= CHUNK else 1, "CHUNK": n if n <= CHUNK else math.gcd(n, CHUNK)}
 
 
 @ad.kernel(grid=lambda x, w, y, EPS, ROWS, CHUNK: (ad.cdiv(x.shape[0], ROWS),))
 def rms_norm(x, w, y, EPS: ad.constexpr, ROWS: ad.constexpr, CHUNK: ad.constexpr):
     n = x.shape[1]
-    chunks = n // CHUNK
-    row = ad.program_id(0) * ROWS
-    rows = ad.smem((chunks, ROWS, CHUNK), x.dtype)
-    weight = ad.smem((chunks, CHUNK), w.dtype)
+    count = n // CHUNK
+    rows = ad.ds(ad.program_id(0) * ROWS, ROWS)
+    # Whole rows as they lie in the array, or (one row) split into pieces: buf.at[0, c] is piece c.
+    pieces, weight_pieces = ((), ()) if count == 1 else (ad.TileTransform((1, CHUNK)), ad.TileTransform((CHUNK,)))
+    buf = ad.smem((ROWS, n) if count == 1 else (1, count, 1, CHUNK), x.dtype)
+    weight = ad.smem((count, CHUNK), w.dtype)
     landed = ad.barrier()
-    for c in range(chunks):
-        ad.async_copy(x.at[ad.ds(row, ROWS), ad.ds(c * CHUNK, CHUNK)], rows.at[c], barrier=landed, arrive=False)
-        ad.async_copy(w.at[ad.ds(c * CHUNK, CHUNK)], weight.at[c], barrier=landed, arrive=False)
+    ad.async_copy(x.at[rows, :], buf, barrier=landed, transforms=pieces, oob="undefined", arrive=False)
+    ad.async_copy(w, weight if count > 1 else weight.at[0], barrier=landed, transforms=weight_pieces,
+                  oob="undefined", arrive=False)
     landed.arrive_expect_tx(ROWS * n * x.dtype.itemsize + n * w.dtype.itemsize)
     landed.wait()
 
-    squares = ad.registers((ROWS, CHUNK), ad.float32)
-    squares[...] = ad.zeros((ROWS, CHUNK), ad.float32)
-    for c in ad.range(chunks):
-        v = rows.at[c][...].astype(ad.float32)
-        squares[...] = ad.fma(v, v, squares[...])
-    scale = ad.rsqrt(squares[...].sum(axis=1) * (1.0 / n) + EPS)[:, None]
-    for c in ad.range(chunks):
-        v = rows.at[c][...].astype(ad.float32) * scale
-        rows.at[c][...] = (v * weight.at[c][...].astype(ad.float32)[None, :]).astype(y.dtype)
+    if count == 1:
+        v = buf[...].astype(ad.float32)
+        scale = ad.rsqrt((v * v).sum(axis=1) * (1.0 / n) + EPS)[:, None]
+        buf[...] = (v * scale * weight.at[0][...].astype(ad.float32)[None, :]).astype(y.dtype)
+    else:
+        row = buf.at[0]
+        squares = ad.registers((1, CHUNK), ad.float32)
+        squares[...] = ad.zeros((1, CHUNK), ad.float32)
+        for c in ad.range(count):
+            v = row.at[c][...].astype(ad.float32)
+            squares[...] = ad.fma(v, v, squares[...])
+        scale = ad.rsqrt(squares[...].sum(axis=1) * (1.0 / n) + EPS)[:, None]
+        for c in ad.range(count):
+            v = row.at[c][...].astype(ad.float32) * scale
+            row.at[c][...] = (v * weight.at[c][...].astype(ad.float32)[None, :]).astype(y.dtype)
 
     ad.fence_async_smem()
-    for c in range(chunks):
-        ad.async_copy(rows.at[c], y.at[ad.ds(row, ROWS), ad.ds(c * CHUNK, CHUNK)])
+    ad.async_copy(buf, y.at[rows, :], transforms=pieces, oob="undefined")
     ad.await_async_copy(0)
 
 

@@ -1,16 +1,20 @@
 """Row-wise FP8 quantisation: per row, scale = max|x| / 448, q = x / scale as float8_e4m3fn
 (saturating), for FP8 training and inference.  Outputs q (M, N) and the scales (M,) in float32.
 
-One warpgroup per ROWS rows: TMA brings them into shared memory; one sweep takes the running
-absolute maximum elementwise in registers (reduced across lanes once), a second multiplies by
-448 / max and converts (`cvt.rn.satfinite.e4m3x2`) into a float8 buffer that TMA stores.
-An all-zero row gets scale 0 and zeros (no division by zero).
+Each CTA (one warpgroup) takes ROWS whole rows, moved in by one bulk copy (one contiguous run of
+the array; `oob="undefined"`: no tensor map) and out as float8 by another.  Rows of up to CHUNK
+elements are read into registers once: the absolute maximum (reduced across lanes once), the
+factor 448 / max and the conversion (`cvt.rn.satfinite.e4m3x2`) all happen there.  Longer rows
+are split into CHUNK-wide pieces by the copies' `TileTransform` and take two sweeps.  The scales
+are written by the threads (`asyncdsl.store` to a GMEM window): a few bytes per CTA, less than a
+bulk copy moves.  An all-zero row gets scale 0 and zeros (no division by zero).
 
     python -m asyncdsl.examples.rowwise_fp8_quant     # on the GPU if there is one, else interpreted
 """
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 
@@ -20,41 +24,46 @@ import numpy as np
 import asyncdsl as ad
 
 E4M3_MAX = 448.0
-MAX_CHUNK = 256
+CHUNK = 4096  # elements of a row one pass holds in registers
 
 
 def config(n: int) -> dict:
-    # 4 rows: the TMA store of their float32 scales is the 16 bytes a box needs at least.
-    return {"ROWS": 4, "CHUNK": min(n, MAX_CHUNK)}
+    # 16 KiB of rows per CTA when they fit in registers at once, else one row in pieces.
+    return {"ROWS": max(1, 8192 // n) if n <= CHUNK else 1, "CHUNK": n if n <= CHUNK else math.gcd(n, CHUNK)}
 
 
 @ad.kernel(grid=lambda x, q, scales, ROWS, CHUNK: (ad.cdiv(x.shape[0], ROWS),))
 def rowwise_fp8_quant(x, q, scales, ROWS: ad.constexpr, CHUNK: ad.constexpr):
-    chunks = x.shape[1] // CHUNK
-    row = ad.program_id(0) * ROWS
-    rows = ad.smem((chunks, ROWS, CHUNK), x.dtype)
-    quantised = ad.smem((chunks, ROWS, CHUNK), q.dtype)
-    row_scales = ad.smem((ROWS,), scales.dtype)
+    n = x.shape[1]
+    count = n // CHUNK
+    rows = ad.ds(ad.program_id(0) * ROWS, ROWS)
+    # Whole rows as they lie in the arrays, or (one row) split into pieces: .at[0, c] is piece c.
+    pieces = () if count == 1 else ad.TileTransform((1, CHUNK))
+    shape = (ROWS, n) if count == 1 else (1, count, 1, CHUNK)
+    buf, quantised = ad.smem(shape, x.dtype), ad.smem(shape, q.dtype)
     landed = ad.barrier()
-    for c in range(chunks):
-        ad.async_copy(x.at[ad.ds(row, ROWS), ad.ds(c * CHUNK, CHUNK)], rows.at[c], barrier=landed, arrive=False)
-    landed.arrive_expect_tx(ROWS * x.shape[1] * x.dtype.itemsize)
+    ad.async_copy(x.at[rows, :], buf, barrier=landed, transforms=pieces, oob="undefined")
     landed.wait()
 
-    peak = ad.registers((ROWS, CHUNK), ad.float32)
-    peak[...] = ad.zeros((ROWS, CHUNK), ad.float32)
-    for c in ad.range(chunks):
-        peak[...] = ad.maximum(peak[...], abs(rows.at[c][...].astype(ad.float32)))
-    amax = peak[...].max(axis=1)
-    row_scales[...] = amax * (1.0 / E4M3_MAX)
-    factor = ad.where(amax > 0.0, E4M3_MAX / amax, 0.0)[:, None]
-    for c in ad.range(chunks):
-        quantised.at[c][...] = (rows.at[c][...].astype(ad.float32) * factor).astype(q.dtype)
+    if count == 1:
+        v = buf[...].astype(ad.float32)
+        amax = abs(v).max(axis=1)
+        factor = ad.where(amax > 0.0, E4M3_MAX / amax, 0.0)[:, None]
+        quantised[...] = (v * factor).astype(q.dtype)
+    else:
+        row, out = buf.at[0], quantised.at[0]
+        peak = ad.registers((1, CHUNK), ad.float32)
+        peak[...] = ad.zeros((1, CHUNK), ad.float32)
+        for c in ad.range(count):
+            peak[...] = ad.maximum(peak[...], abs(row.at[c][...].astype(ad.float32)))
+        amax = peak[...].max(axis=1)
+        factor = ad.where(amax > 0.0, E4M3_MAX / amax, 0.0)[:, None]
+        for c in ad.range(count):
+            out.at[c][...] = (row.at[c][...].astype(ad.float32) * factor).astype(q.dtype)
 
     ad.fence_async_smem()
-    for c in range(chunks):
-        ad.async_copy(quantised.at[c], q.at[ad.ds(row, ROWS), ad.ds(c * CHUNK, CHUNK)])
-    ad.async_copy(row_scales, scales.at[ad.ds(row, ROWS)])
+    ad.async_copy(quantised, q.at[rows, :], transforms=pieces, oob="undefined")
+    ad.store(scales.at[rows], amax * (1.0 / E4M3_MAX))
     ad.await_async_copy(0)
 
 

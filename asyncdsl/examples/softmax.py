@@ -1,17 +1,22 @@
 """Row softmax of a (M, N) bfloat16 matrix in one pass over HBM.
 
-Each CTA (one warpgroup) takes ROWS rows: TMA brings them into shared memory in (ROWS, CHUNK)
-pieces, and three sweeps over shared memory do the rest: the row maximum, the sum of
-exponentials, and the normalised output, written back in place and stored by TMA.  Running
-maxima and sums stay elementwise in registers (`asyncdsl.registers`) across the chunks, so each
-row is reduced across lanes once per sweep, not once per chunk.  Exponentials use `ex2.approx`
-(as Triton and torch do); everything else rounds as IEEE says (docs/register-tiles.md).
+Each CTA (one warpgroup) takes ROWS whole rows: they are one contiguous run of the array, so a
+single bulk copy (`oob="undefined"`: no tensor map, no 256-element box limit) brings them into
+shared memory and a single one writes the result back.  Rows of up to CHUNK elements are read
+into registers once (32 floats per thread for a 4096-wide row): maximum, exponentials, sum and
+scaling all happen there.  Longer rows are split into CHUNK-wide pieces by the copy's
+`TileTransform((1, CHUNK))` (the same bytes, viewed as pieces) and take three sweeps over shared
+memory: the running maximum and the sum of exponentials stay elementwise in registers
+(`asyncdsl.registers`), so each row is reduced across lanes once per sweep.  Exponentials use
+`ex2.approx` (as Triton and torch do); everything else rounds as IEEE says
+(docs/register-tiles.md).
 
     python -m asyncdsl.examples.softmax     # on the GPU if there is one, else interpreted
 """
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 
@@ -21,43 +26,51 @@ import numpy as np
 import asyncdsl as ad
 
 LOG2E = 1.4426950408889634
-MAX_CHUNK = 256  # a TMA box spans at most 256 elements per dim
+CHUNK = 4096  # elements of a row one pass holds in registers: 32 floats per thread
 
 
 def config(n: int) -> dict:
-    """ROWS and CHUNK for rows of n elements: at most 64 KiB of rows in shared memory per CTA,
-    so that several CTAs per SM overlap one another's loads, math and stores."""
-    return {"ROWS": 4 if n <= 8192 else 2, "CHUNK": min(n, MAX_CHUNK)}
+    """ROWS and CHUNK for rows of n elements: 16 KiB of rows per CTA when they fit in registers
+    at once (enough CTAs per SM to overlap one another's copies and math), else one row in pieces that divide it."""
+    return {"ROWS": max(1, 8192 // n) if n <= CHUNK else 1, "CHUNK": n if n <= CHUNK else math.gcd(n, CHUNK)}
 
 
 @ad.kernel(grid=lambda x, y, ROWS, CHUNK: (ad.cdiv(x.shape[0], ROWS),))
 def softmax(x, y, ROWS: ad.constexpr, CHUNK: ad.constexpr):
-    chunks = x.shape[1] // CHUNK
-    row = ad.program_id(0) * ROWS
-    rows = ad.smem((chunks, ROWS, CHUNK), x.dtype)
+    n = x.shape[1]
+    rows = ad.ds(ad.program_id(0) * ROWS, ROWS)
+    # Whole rows as they lie in the array, or (one row) split into pieces: buf.at[0, c] is piece c.
+    pieces = () if n == CHUNK else ad.TileTransform((1, CHUNK))
+    buf = ad.smem((ROWS, n) if n == CHUNK else (1, n // CHUNK, 1, CHUNK), x.dtype)
     landed = ad.barrier()
-    for c in range(chunks):
-        ad.async_copy(x.at[ad.ds(row, ROWS), ad.ds(c * CHUNK, CHUNK)], rows.at[c], barrier=landed, arrive=False)
-    landed.arrive_expect_tx(ROWS * x.shape[1] * x.dtype.itemsize)
+    ad.async_copy(x.at[rows, :], buf, barrier=landed, transforms=pieces, oob="undefined")
     landed.wait()
-
-    acc = ad.registers((ROWS, CHUNK), ad.float32)
-    acc[...] = ad.full((ROWS, CHUNK), -np.inf, ad.float32)
-    for c in ad.range(chunks):
-        acc[...] = ad.maximum(acc[...], rows.at[c][...].astype(ad.float32))
-    shift = acc[...].max(axis=1)[:, None] * LOG2E
-    acc[...] = ad.zeros((ROWS, CHUNK), ad.float32)
-    for c in ad.range(chunks):
-        acc[...] = acc[...] + ad.exp2(rows.at[c][...].astype(ad.float32) * LOG2E - shift, approx=True)
-    scale = 1.0 / acc[...].sum(axis=1)[:, None]
-    for c in ad.range(chunks):
-        e = ad.exp2(rows.at[c][...].astype(ad.float32) * LOG2E - shift, approx=True)
-        rows.at[c][...] = (e * scale).astype(y.dtype)
-
+    if n == CHUNK:
+        v = buf[...].astype(ad.float32)
+        shift = v.max(axis=1)[:, None] * LOG2E
+        e = ad.exp2(v * LOG2E - shift, approx=True)
+        buf[...] = (e * (1.0 / e.sum(axis=1)[:, None])).astype(y.dtype)
+    else:
+        _softmax_in_pieces(buf.at[0], n // CHUNK, CHUNK, y.dtype)
     ad.fence_async_smem()
-    for c in range(chunks):
-        ad.async_copy(rows.at[c], y.at[ad.ds(row, ROWS), ad.ds(c * CHUNK, CHUNK)])
+    ad.async_copy(buf, y.at[rows, :], transforms=pieces, oob="undefined")
     ad.await_async_copy(0)
+
+
+def _softmax_in_pieces(row, count: int, chunk: int, dtype) -> None:
+    """Softmax of one row held as `count` (1, chunk) pieces, in place: three sweeps."""
+    acc = ad.registers((1, chunk), ad.float32)
+    acc[...] = ad.full((1, chunk), -np.inf, ad.float32)
+    for c in ad.range(count):
+        acc[...] = ad.maximum(acc[...], row.at[c][...].astype(ad.float32))
+    shift = acc[...].max(axis=1)[:, None] * LOG2E
+    acc[...] = ad.zeros((1, chunk), ad.float32)
+    for c in ad.range(count):
+        acc[...] = acc[...] + ad.exp2(row.at[c][...].astype(ad.float32) * LOG2E - shift, approx=True)
+    scale = 1.0 / acc[...].sum(axis=1)[:, None]
+    for c in ad.range(count):
+        e = ad.exp2(row.at[c][...].astype(ad.float32) * LOG2E - shift, approx=True)
+        row.at[c][...] = (e * scale).astype(dtype)
 
 
 def reference(x: np.ndarray) -> np.ndarray:
