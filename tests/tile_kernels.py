@@ -230,3 +230,12 @@ def gmem_round_trip(x, y, LAYOUT: ad.constexpr):
     body = ad.load(x.at[ad.ds(1, rows - 1), :], layout=LAYOUTS[LAYOUT])
     ad.store(y.at[ad.ds(1, rows - 1), :], body * 2)
     ad.store(y.at[0, :], ad.load(x.at[ad.program_id(0), :]))
+
+
+@ad.kernel(grid=lambda x, y, EXTRA: (x.shape[0] + EXTRA,))
+def rows_past_the_end(x, y, EXTRA: ad.constexpr):
+    """y[i] = x[i] * 2 + 1 by CTA i, with EXTRA CTAs past the last row: whole-row windows at a
+    traced row move in guarded vectors; past the end nothing is read (the load gives -1) or
+    written."""
+    row = ad.ds(ad.program_id(0), 1)
+    ad.store(y.at[row, :], ad.load(x.at[row, :], other=-1.0) * 2 + 1)

@@ -27,6 +27,7 @@ from tile_kernels import (
     gmem_round_trip,
     masked_rows,
     masked_rows_reference,
+    rows_past_the_end,
     op_matrix,
     ops_of,
     reductions,
@@ -162,4 +163,12 @@ def test_masked_gmem_windows_touch_only_what_they_may(dtype):
 def test_gmem_windows_inside_the_array_move_in_vectors(layout):
     x = special_values(ad.bfloat16, (65, 128), 10)
     (gpu,), (cpu,) = gpu_and_interpreter(gmem_round_trip, [x], [np.zeros_like(x)], LAYOUT=layout)
+    assert gpu.tobytes() == cpu.tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16], ids=lambda d: np.dtype(d).name)
+def test_whole_row_windows_at_traced_rows_match_the_interpreter(dtype):
+    x = special_values(as_dtype(dtype), (40, 1024), 11)
+    y = np.full_like(x, 7.0)
+    (gpu,), (cpu,) = gpu_and_interpreter(rows_past_the_end, [x], [y], EXTRA=3)
     assert gpu.tobytes() == cpu.tobytes()

@@ -79,3 +79,33 @@ def test_gmem_windows_assemble_and_move_in_vectors_when_they_stay_inside(ptxas, 
     ptx = gmem_round_trip.ptx(inside, inside, LAYOUT="row")
     ptxas(ptx)
     assert "ld.global.v4" in ptx and "st.global.v4" in ptx
+
+
+@ad.kernel(grid=lambda x, y: (x.shape[0],))
+def _row_per_cta(x, y):
+    row = ad.ds(ad.program_id(0), 1)
+    ad.store(y.at[row, :], ad.load(x.at[row, :], other=0.0) * 2)
+
+
+@ad.kernel(grid=lambda x, y: (x.shape[0],))
+def _shifted_columns(x, y):
+    columns = ad.ds(ad.program_id(0), x.shape[1])
+    ad.store(y.at[:, columns], ad.load(x.at[:, columns], other=0.0) * 2)
+
+
+def test_a_window_at_a_traced_row_moves_in_guarded_vectors(ptxas):
+    spec = ad.ArraySpec((64, 1024), ad.bfloat16)
+    ptx = _row_per_cta.ptx(spec, spec)
+    ptxas(ptx)
+    loads = [line for line in ptx.splitlines() if "ld.global" in line]
+    stores = [line for line in ptx.splitlines() if "st.global" in line]
+    # 1024 bf16 over 128 threads: one 16-byte vector each way, behind the row's bounds check
+    assert len(loads) == len(stores) == 1 and "v4" in loads[0] and "v4" in stores[0]
+    assert loads[0].lstrip().startswith("@") and stores[0].lstrip().startswith("@")
+
+
+def test_a_traced_start_along_the_vector_moves_element_by_element(ptxas):
+    spec = ad.ArraySpec((8, 256), ad.bfloat16)
+    ptx = _shifted_columns.ptx(spec, spec)
+    ptxas(ptx)
+    assert "ld.global.v" not in ptx and "st.global.v" not in ptx
