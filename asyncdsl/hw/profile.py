@@ -1,0 +1,121 @@
+"""The on-device profiler's buffer: what one warpgroup writes, and reading it back.
+
+A profiled kernel takes one GMEM buffer holding a record per (CTA, warpgroup), in the order
+`cta * warpgroups_per_cta + warpgroup` (CTAs linear, x fastest).  The warpgroup's leader thread
+writes it: a header at kernel entry and exit, and one event per region entry or exit.  Counts are
+u32 words, little-endian:
+
+    word  0-1   %globaltimer at kernel entry (ns, u64)
+    word  2-3   %clock64 at kernel entry (SM cycles, u64)
+    word  4-5   %globaltimer at exit
+    word  6-7   %clock64 at exit
+    word  8     %smid
+    word  9     linear CTA id
+    word 10     warpgroup index
+    word 11     events the warpgroup recorded, dropped ones included
+    word 12...  events: (tag, %clock low 32 bits); tag = region number + (exit << 31)
+
+An event past the record's capacity is counted and dropped, never written: the buffer is never
+written past its end, and the host reports the overflow.  Events carry cycles because reading
+%clock costs one instruction; the entry/exit pairs turn cycles into nanoseconds on the one time
+base %globaltimer gives every SM (docs/hardware.md, "Profiler clocks").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+HEADER_WORDS = 12
+EVENT_WORDS = 2
+EXIT_BIT = 1 << 31
+MAX_REGION_NAMES = EXIT_BIT  # region numbers are the tag's low 31 bits
+MAX_EVENTS_PER_WARPGROUP = 2**27  # keeps a record's byte size and the event count in 32 bits
+DEFAULT_EVENTS_PER_WARPGROUP = 1024
+
+# Byte offsets of the header fields (the lowering writes them, `decode_records` reads them).
+ENTRY_TIMER, ENTRY_CLOCK, EXIT_TIMER, EXIT_CLOCK = 0, 8, 16, 24
+SM_ID, CTA_ID, WARPGROUP, EVENT_COUNT = 32, 36, 40, 44
+EVENTS = 4 * HEADER_WORDS
+
+
+def record_bytes(events_per_warpgroup: int) -> int:
+    """The bytes of one (CTA, warpgroup) record: a multiple of 8, so 64-bit fields stay aligned."""
+    return 4 * (HEADER_WORDS + EVENT_WORDS * events_per_warpgroup)
+
+
+def buffer_bytes(events_per_warpgroup: int, ctas: int, warpgroups_per_cta: int) -> int:
+    return record_bytes(events_per_warpgroup) * ctas * warpgroups_per_cta
+
+
+def tag(region: int, exit: bool) -> int:
+    """The first word of an event: which region, and whether the warpgroup enters or leaves it."""
+    return region | (EXIT_BIT if exit else 0)
+
+
+@dataclass(frozen=True)
+class RegionEvent:
+    """A warpgroup entering (`exit` False) or leaving region number `region` at `time`."""
+
+    region: int
+    exit: bool
+    time: float
+
+
+@dataclass(frozen=True)
+class WarpgroupRecord:
+    """What one warpgroup of one CTA recorded, its times in the profile's unit (ns on the GPU,
+    logical ticks in the interpreter).  `recorded` counts every event the warpgroup reached,
+    also those dropped past the capacity (then it exceeds `len(events)`)."""
+
+    cta: int
+    warpgroup: int
+    sm: int | None  # None in the interpreter, which has no SMs
+    start: float
+    end: float
+    events: tuple[RegionEvent, ...]
+    recorded: int
+
+
+def decode_records(
+    words: np.ndarray, events_per_warpgroup: int, ctas: int, warpgroups_per_cta: int
+) -> list[WarpgroupRecord]:
+    """The records of a GPU buffer (u32 `words`), on one nanosecond time base starting at 0, the
+    earliest kernel entry of any warpgroup.
+
+    Cycles become nanoseconds at one rate for the whole launch, total nanoseconds over total
+    cycles of every warpgroup's lifetime: the SMs share one clock frequency, and pooling keeps the
+    rate accurate when %globaltimer ticks coarsely on short-lived warpgroups.  A record whose
+    header does not name its own CTA and warpgroup means the kernel did not write it (ValueError:
+    a lowering bug, never the user's)."""
+    per_record = HEADER_WORDS + EVENT_WORDS * events_per_warpgroup
+    count = ctas * warpgroups_per_cta
+    table = np.asarray(words, dtype=np.uint32)[: per_record * count].reshape(count, per_record)
+    wide = table[:, :8].copy().view(np.uint64)  # entry timer, entry clock, exit timer, exit clock
+    timers_ns = wide[:, [0, 2]].astype(np.int64)
+    clocks = wide[:, [1, 3]].astype(np.int64)
+    cycles = int((clocks[:, 1] - clocks[:, 0]).sum())
+    ns_per_cycle = float((timers_ns[:, 1] - timers_ns[:, 0]).sum()) / cycles if cycles > 0 else 0.0
+    origin = int(timers_ns[:, 0].min())
+    records = []
+    for index in range(count):
+        row = table[index]
+        cta, warpgroup = divmod(index, warpgroups_per_cta)
+        if (int(row[CTA_ID // 4]), int(row[WARPGROUP // 4])) != (cta, warpgroup) or timers_ns[index, 0] == 0:
+            raise ValueError(f"profile record {index} (CTA {cta}, warpgroup {warpgroup}) was not written by the kernel")
+        recorded = int(row[EVENT_COUNT // 4])
+        entry_ns, entry_clock = int(timers_ns[index, 0]) - origin, int(clocks[index, 0])
+        events, clock, low = [], entry_clock, entry_clock & 0xFFFFFFFF
+        for slot in range(min(recorded, events_per_warpgroup)):
+            word_tag, stamp = int(row[HEADER_WORDS + 2 * slot]), int(row[HEADER_WORDS + 2 * slot + 1])
+            # Events are in program order, so each clock follows the last one: unwrap the low word.
+            clock += (stamp - low) & 0xFFFFFFFF
+            low = stamp
+            time = entry_ns + (clock - entry_clock) * ns_per_cycle
+            events.append(RegionEvent(word_tag & ~EXIT_BIT, bool(word_tag & EXIT_BIT), time))
+        records.append(WarpgroupRecord(
+            cta, warpgroup, int(row[SM_ID // 4]), float(entry_ns), float(int(timers_ns[index, 1]) - origin),
+            tuple(events), recorded,
+        ))
+    return records
