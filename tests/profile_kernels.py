@@ -14,7 +14,7 @@ PRODUCER_REGIONS = ("wait slot", "load")
 CONSUMER_REGIONS = ("wait tile", "store")
 
 
-@ad.kernel(grid=lambda src, dst, BM, BN, STAGES, CTAS: (CTAS,))
+@ad.kernel(grid=lambda src, dst, BM, BN, STAGES, CTAS: (CTAS,), profile_events=4096)
 def profiled_pipelined_copy(src, dst, BM: ad.constexpr, BN: ad.constexpr, STAGES: ad.constexpr, CTAS: ad.constexpr):
     tiles_per_row = ad.cdiv(src.shape[1], BN)
     tiles = ad.cdiv(src.shape[0], BM) * tiles_per_row

@@ -86,36 +86,46 @@ def decode_records(
 
     Cycles become nanoseconds at one rate for the whole launch, total nanoseconds over total
     cycles of every warpgroup's lifetime: the SMs share one clock frequency, and pooling keeps the
-    rate accurate when %globaltimer ticks coarsely on short-lived warpgroups.  A record whose
-    header does not name its own CTA and warpgroup means the kernel did not write it (ValueError:
-    a lowering bug, never the user's)."""
+    rate accurate when %globaltimer ticks coarsely on short-lived warpgroups.  The warpgroups of a
+    CTA share one SM and its cycle counter, so they share one anchor on the nanosecond base (the
+    first of them to enter): their events order exactly as the SM saw them, which a producer and
+    its consumers are compared by.  A record whose header does not name its own CTA and warpgroup
+    means the kernel did not write it (ValueError: a lowering bug, never the user's)."""
     per_record = HEADER_WORDS + EVENT_WORDS * events_per_warpgroup
     count = ctas * warpgroups_per_cta
     table = np.asarray(words, dtype=np.uint32)[: per_record * count].reshape(count, per_record)
-    wide = table[:, :8].copy().view(np.uint64)  # entry timer, entry clock, exit timer, exit clock
-    timers_ns = wide[:, [0, 2]].astype(np.int64)
-    clocks = wide[:, [1, 3]].astype(np.int64)
-    cycles = int((clocks[:, 1] - clocks[:, 0]).sum())
-    ns_per_cycle = float((timers_ns[:, 1] - timers_ns[:, 0]).sum()) / cycles if cycles > 0 else 0.0
-    origin = int(timers_ns[:, 0].min())
+    wide = table[:, :8].copy().view(np.uint64).astype(np.int64)  # entry timer, entry clock, exit timer, exit clock
+    for index in range(count):
+        cta, warpgroup = divmod(index, warpgroups_per_cta)
+        if (int(table[index, CTA_ID // 4]), int(table[index, WARPGROUP // 4])) != (cta, warpgroup) or wide[index, 0] == 0:
+            raise ValueError(f"profile record {index} (CTA {cta}, warpgroup {warpgroup}) was not written by the kernel")
+    cycles = int((wide[:, 3] - wide[:, 1]).sum())
+    ns_per_cycle = float((wide[:, 2] - wide[:, 0]).sum()) / cycles if cycles > 0 else 0.0
+    first = wide[:, 1].reshape(ctas, warpgroups_per_cta).argmin(axis=1)  # each CTA's first warpgroup in
+    anchors = wide[np.arange(ctas) * warpgroups_per_cta + first][:, :2]  # its (timer, clock) at entry
+    # %globaltimer counts from the epoch (~2^60 ns): subtract in integers before going to floats.
+    base_ns = int(anchors[:, 0].min())
+
+    def nanoseconds(cta: int, clock: int) -> float:
+        anchor_ns, anchor_clock = anchors[cta]
+        return float(int(anchor_ns) - base_ns) + (clock - int(anchor_clock)) * ns_per_cycle
+
+    origin = min(nanoseconds(index // warpgroups_per_cta, int(wide[index, 1])) for index in range(count))
     records = []
     for index in range(count):
         row = table[index]
         cta, warpgroup = divmod(index, warpgroups_per_cta)
-        if (int(row[CTA_ID // 4]), int(row[WARPGROUP // 4])) != (cta, warpgroup) or timers_ns[index, 0] == 0:
-            raise ValueError(f"profile record {index} (CTA {cta}, warpgroup {warpgroup}) was not written by the kernel")
         recorded = int(row[EVENT_COUNT // 4])
-        entry_ns, entry_clock = int(timers_ns[index, 0]) - origin, int(clocks[index, 0])
+        entry_clock = int(wide[index, 1])
         events, clock, low = [], entry_clock, entry_clock & 0xFFFFFFFF
         for slot in range(min(recorded, events_per_warpgroup)):
             word_tag, stamp = int(row[HEADER_WORDS + 2 * slot]), int(row[HEADER_WORDS + 2 * slot + 1])
             # Events are in program order, so each clock follows the last one: unwrap the low word.
             clock += (stamp - low) & 0xFFFFFFFF
             low = stamp
-            time = entry_ns + (clock - entry_clock) * ns_per_cycle
-            events.append(RegionEvent(word_tag & ~EXIT_BIT, bool(word_tag & EXIT_BIT), time))
+            events.append(RegionEvent(word_tag & ~EXIT_BIT, bool(word_tag & EXIT_BIT), nanoseconds(cta, clock) - origin))
         records.append(WarpgroupRecord(
-            cta, warpgroup, int(row[SM_ID // 4]), float(entry_ns), float(int(timers_ns[index, 1]) - origin),
-            tuple(events), recorded,
+            cta, warpgroup, int(row[SM_ID // 4]), nanoseconds(cta, entry_clock) - origin,
+            nanoseconds(cta, int(wide[index, 3])) - origin, tuple(events), recorded,
         ))
     return records

@@ -35,19 +35,35 @@ def buffer(ctas=2, warpgroups=2):
 
 def test_records_come_back_on_one_nanosecond_time_base():
     words = buffer()
-    start = 1_700_000_000_000_000_000
+    start = 1_790_000_000_123_456_789  # %globaltimer counts from the epoch: beyond float64's integers
     for index in range(4):
         cta, warpgroup = divmod(index, 2)
-        write_record(words, index, cta=cta, warpgroup=warpgroup, sm=10 + cta, entry_ns=start + 100 * index,
-                     entry_clock=5_000 * (index + 1), cycles=2_000,
+        # Each CTA on its own SM (its own cycle counter); its second warpgroup enters 100 ns later.
+        write_record(words, index, cta=cta, warpgroup=warpgroup, sm=10 + cta, entry_ns=start + 300 * cta + 100 * warpgroup,
+                     entry_clock=10**6 * (cta + 1) + 200 * warpgroup, cycles=2_000,
                      events=[(0, False, 200), (1, False, 400), (1, True, 600), (0, True, 1_000)])
     records = layout.decode_records(words, CAPACITY, 2, 2)
     assert [(r.cta, r.warpgroup, r.sm) for r in records] == [(0, 0, 10), (0, 1, 10), (1, 0, 11), (1, 1, 11)]
     last = records[3]
-    assert last.start == 300 and last.end == 300 + 1_000  # relative to the earliest entry
+    assert last.start == 400 and last.end == 400 + 1_000  # relative to the earliest entry
     assert [(e.region, e.exit, e.time) for e in last.events] == [
-        (0, False, 400.0), (1, False, 500.0), (1, True, 600.0), (0, True, 800.0)]
+        (0, False, 500.0), (1, False, 600.0), (1, True, 700.0), (0, True, 900.0)]
     assert last.recorded == 4
+
+
+def test_the_warpgroups_of_a_cta_share_its_cycle_counter():
+    """A coarse %globaltimer must not reorder a producer's and a consumer's events: within a CTA
+    times come from the SM's cycle counter, anchored once."""
+    words = buffer(1, 2)
+    start = 1_790_000_000_000_000_000
+    # Both warpgroups read the same timer value (it ticked coarsely), 400 cycles apart on the SM.
+    write_record(words, 0, cta=0, warpgroup=0, sm=1, entry_ns=start, entry_clock=1_000, cycles=10_000,
+                 events=[(0, False, 100), (0, True, 500)])
+    write_record(words, 1, cta=0, warpgroup=1, sm=1, entry_ns=start, entry_clock=1_400, cycles=10_000,
+                 events=[(1, False, 150), (1, True, 300)])
+    first, second = layout.decode_records(words, CAPACITY, 1, 2)
+    assert second.start == 200.0  # 400 cycles after the first, not at the same timer value
+    assert first.events[1].time < second.events[0].time  # cycle 1_500 before cycle 1_550
 
 
 def test_the_low_clock_word_is_unwrapped_in_program_order():
