@@ -18,7 +18,7 @@ u32 words, little-endian:
 An event past the record's capacity is counted and dropped, never written: the buffer is never
 written past its end, and the host reports the overflow.  Events carry cycles because reading
 %clock costs one instruction; the entry/exit pairs turn cycles into nanoseconds on the one time
-base %globaltimer gives every SM (docs/hardware.md, "Profiler clocks").
+base %globaltimer gives every SM (docs/hardware.md §15).
 """
 
 from __future__ import annotations
@@ -103,7 +103,8 @@ def decode_records(
     ns_per_cycle = float((wide[:, 2] - wide[:, 0]).sum()) / cycles if cycles > 0 else 0.0
     first = wide[:, 1].reshape(ctas, warpgroups_per_cta).argmin(axis=1)  # each CTA's first warpgroup in
     anchors = wide[np.arange(ctas) * warpgroups_per_cta + first][:, :2]  # its (timer, clock) at entry
-    # %globaltimer counts from the epoch (~2^60 ns): subtract in integers before going to floats.
+    # %globaltimer's start value is not stated and may exceed float64's exact integers: subtract
+    # it in integers before going to floats (docs/hardware.md §15).
     base_ns = int(anchors[:, 0].min())
 
     def nanoseconds(cta: int, clock: int) -> float:

@@ -47,7 +47,8 @@ def test_a_record_per_cta_on_a_real_sm(pipelined):
     profile, ctas = pipelined
     assert profile.unit == "ns"
     assert sorted(track.cta for track in profile.tracks) == list(range(ctas))
-    assert all(0 <= track.sm < device_facts(0).multiprocessor_count for track in profile.tracks)
+    # %smid numbering may have gaps (docs/hardware.md §15): count SMs, do not bound their ids.
+    assert 1 < len({track.sm for track in profile.tracks}) <= device_facts(0).multiprocessor_count
 
 
 def test_regions_nest_and_follow_the_program(pipelined):

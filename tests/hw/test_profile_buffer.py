@@ -35,7 +35,7 @@ def buffer(ctas=2, warpgroups=2):
 
 def test_records_come_back_on_one_nanosecond_time_base():
     words = buffer()
-    start = 1_790_000_000_123_456_789  # %globaltimer counts from the epoch: beyond float64's integers
+    start = 1_790_000_000_123_456_789  # a start value beyond float64's exact integers
     for index in range(4):
         cta, warpgroup = divmod(index, 2)
         # Each CTA on its own SM (its own cycle counter); its second warpgroup enters 100 ns later.
