@@ -69,11 +69,12 @@ class Profile:
         self.warpgroups_per_cta = warpgroups_per_cta
         self.event_ns = event_ns  # the kernel's time by CUDA events around the launch (GPU only)
         self.tracks: dict[Track, tuple[float, float]] = {}
-        self.spans: list[Span] = []
+        self._spans: dict[Track, list[Span]] = {}
         for record in records:
             track = Track(record.cta, record.warpgroup, record.sm)
             self.tracks[track] = (record.start, record.end)
-            self.spans.extend(_nested_spans(record, track, region_names))
+            self._spans[track] = _nested_spans(record, track, region_names)
+        self.spans: list[Span] = [span for spans in self._spans.values() for span in spans]
 
     @property
     def start(self) -> float:
@@ -93,7 +94,7 @@ class Profile:
 
     def spans_of(self, track: Track) -> list[Span]:
         """The spans of one warpgroup, in the order it entered them."""
-        return [span for span in self.spans if span.track == track]
+        return list(self._spans[track])
 
     # -- reports --------------------------------------------------------------------------------
     def summary_rows(self) -> list[dict]:

@@ -8,10 +8,12 @@ import re
 import numpy as np
 import pytest
 from profile_kernels import profiled_pipelined_copy, specialized_copy
+from xdsl.parser import Parser
 
 import asyncdsl as ad
 from asyncdsl.errors import ArgumentError, ResourceError, TraceError
 from asyncdsl.hw import profile as layout
+from asyncdsl.passes.pipeline import PASS_NAMES, ir_text, make_context
 
 SPEC = ad.ArraySpec((64, 128), ad.float32)
 PIPELINED = {"BM": 64, "BN": 64, "STAGES": 3, "CTAS": 4}
@@ -132,3 +134,13 @@ def test_profiled_and_plain_kernels_are_separate_specialisations():
     assert compiled is not plain
     assert type(compiled.binary.params[-1]).__name__ == "ProfileBufferParam"
     assert compiled.binary.params[-1].region_names == ("wait slot", "load", "wait tile", "store")
+
+
+@pytest.mark.parametrize("stage", ["trace", *PASS_NAMES])
+def test_profiled_ir_round_trips(stage):
+    text = specialized_copy.stages(SPEC, SPEC, B=32, profile=True)[stage]
+    parsed = Parser(make_context(), text).parse_module()
+    parsed.verify()
+    assert ir_text(parsed) == text
+    # The markers survive every asyncdsl-level pass; lower-to-ptx turns them into stamps.
+    assert text.count("asyncdsl.region_begin") == (0 if stage == "lower-to-ptx" else 4)
