@@ -63,6 +63,8 @@ from asyncdsl.frontend.core import (
 from asyncdsl.frontend.im2col import async_copy_im2col
 from asyncdsl.frontend.kernel import Kernel, constexpr, kernel
 from asyncdsl.frontend.prefetch import async_prefetch
+from asyncdsl.frontend.profile import region
+from asyncdsl.frontend.profile_report import Profile
 from asyncdsl.frontend.refs import ds
 from asyncdsl.frontend.registers import RegisterRef, registers
 from asyncdsl.frontend.row_gather import async_gather, async_scatter

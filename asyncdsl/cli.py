@@ -1,12 +1,18 @@
 """The `asyncdsl` command: look at what the compiler makes of a kernel.
 
     asyncdsl dump FILE.py[:KERNEL] [--after PASS]... [--all] [--ptx]
+    asyncdsl profile FILE.py[:KERNEL] [--out-dir DIR] [--plot] [--interpret]
     asyncdsl info
 
 `dump` traces the kernel with the example arguments the file declares in
 `EXAMPLE_ARGS = {"kernel_name": (args, kwargs)}` (arrays as `asyncdsl.ArraySpec(shape, dtype)`)
 and prints the IR after tracing and after each pass, and the PTX. With no selection it prints
 everything; `--after` picks passes, `--all` every IR stage, `--ptx` the PTX.
+
+`profile` runs the kernel once on random arrays of the example shapes with its `asyncdsl.region`s
+timed (`Kernel.profile`: on the GPU if there is one, else, or with `--interpret`, in the
+interpreter on its logical clock), writes KERNEL.trace.json (for ui.perfetto.dev) and, with
+`--plot`, KERNEL.timeline.png into DIR, and prints the summary table.
 """
 
 from __future__ import annotations
@@ -16,8 +22,11 @@ import importlib.util
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from asyncdsl.errors import AsyncDSLError
 from asyncdsl.frontend.kernel import Kernel
+from asyncdsl.frontend.specialize import ArraySpec
 from asyncdsl.passes.pipeline import PASS_NAMES
 
 STAGES = ("trace", *PASS_NAMES)
@@ -47,23 +56,33 @@ def _kernels(module, wanted: str | None) -> list[tuple[str, Kernel]]:
     return found
 
 
-def dump(target: str, after: list[str], all_stages: bool, ptx: bool) -> int:
+def _examples(target: str, command: str):
+    """(path, [(name, kernel, args, kwargs)]) for the kernels `target` names, with their example
+    arguments."""
     path_text, _, kernel_name = target.partition(":")
     path = Path(path_text)
     if not path.is_file():
-        raise SystemExit(f"asyncdsl dump: no such file {path}")
+        raise SystemExit(f"asyncdsl {command}: no such file {path}")
     module = _load(path)
     examples = getattr(module, "EXAMPLE_ARGS", {})
-    chosen = list(after) or (list(STAGES) if all_stages else [])
-    if not chosen and not ptx:
-        chosen, ptx = list(STAGES), True
+    found = []
     for name, kernel in _kernels(module, kernel_name or None):
         if name not in examples:
             raise SystemExit(
-                f"asyncdsl dump: {path} has no example arguments for {name}; add "
+                f"asyncdsl {command}: {path} has no example arguments for {name}; add "
                 f"EXAMPLE_ARGS = {{{name!r}: ((asyncdsl.ArraySpec(shape, dtype), ...), {{constexprs}})}}"
             )
         args, kwargs = examples[name]
+        found.append((name, kernel, args, kwargs))
+    return path, found
+
+
+def dump(target: str, after: list[str], all_stages: bool, ptx: bool) -> int:
+    _, kernels = _examples(target, "dump")
+    chosen = list(after) or (list(STAGES) if all_stages else [])
+    if not chosen and not ptx:
+        chosen, ptx = list(STAGES), True
+    for name, kernel, args, kwargs in kernels:
         stages = kernel.stages(*args, **kwargs)
         for stage in chosen:
             print(f"// ===== {name}: after {stage} =====")
@@ -71,6 +90,34 @@ def dump(target: str, after: list[str], all_stages: bool, ptx: bool) -> int:
         if ptx:
             print(f"// ===== {name}: PTX =====")
             print(stages["ptx"])
+    return 0
+
+
+def _random_array(spec: ArraySpec, rng: np.random.Generator) -> np.ndarray:
+    if spec.dtype.is_float:
+        return rng.standard_normal(spec.shape).astype(spec.dtype.numpy)
+    return rng.integers(0, 8, spec.shape).astype(spec.dtype.numpy)
+
+
+def profile(target: str, out_dir: str, plot: bool, interpret: bool) -> int:
+    from asyncdsl.runtime import has_gpu, to_device
+
+    _, kernels = _examples(target, "profile")
+    on_gpu = has_gpu() and not interpret
+    folder = Path(out_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    for name, kernel, args, kwargs in kernels:
+        arrays = [_random_array(a, rng) if isinstance(a, ArraySpec) else a for a in args]
+        if on_gpu:
+            result = kernel.profile(*[to_device(a) if isinstance(a, np.ndarray) else a for a in arrays], **kwargs)
+        else:
+            result = kernel.interpret_profile(*arrays, **kwargs)
+        written = result.save(folder / f"{name}.trace.json")
+        if plot:
+            written.append(result.plot(folder / f"{name}.timeline.png"))
+        result.summary()
+        print(f"wrote {', '.join(str(path) for path in written)} (open the .json in ui.perfetto.dev)")
     return 0
 
 
@@ -94,11 +141,18 @@ def main(argv: list[str] | None = None) -> int:
                              help=f"print the IR after PASS (one of: {', '.join(STAGES)}); repeatable")
     dump_parser.add_argument("--all", action="store_true", help="print the IR after every pass")
     dump_parser.add_argument("--ptx", action="store_true", help="print the PTX")
+    profile_parser = commands.add_parser("profile", help="run a kernel once with its regions timed; write a trace")
+    profile_parser.add_argument("target", help="FILE.py or FILE.py:KERNEL")
+    profile_parser.add_argument("--out-dir", default=".", help="where KERNEL.trace.json goes (default: here)")
+    profile_parser.add_argument("--plot", action="store_true", help="also draw KERNEL.timeline.png (matplotlib)")
+    profile_parser.add_argument("--interpret", action="store_true", help="use the interpreter even with a GPU")
     commands.add_parser("info", help="what this installation can do (ptxas, GPU)")
     options = parser.parse_args(argv)
     try:
         if options.command == "dump":
             return dump(options.target, options.after, options.all, options.ptx)
+        if options.command == "profile":
+            return profile(options.target, options.out_dir, options.plot, options.interpret)
         return info()
     except AsyncDSLError as error:
         print(f"asyncdsl: {error}", file=sys.stderr)

@@ -124,6 +124,17 @@ class ErrorBufferParam:
     checks: tuple[RuntimeCheck, ...]
 
 
+@dataclass(frozen=True)
+class ProfileBufferParam:
+    """A `.u64` kernel parameter of a profiled kernel: the GMEM buffer its warpgroups record region
+    entries and exits in (`asyncdsl.hw.profile` has the layout), allocated and zeroed for each
+    launch by the runtime, `events_per_warpgroup` events per (CTA, warpgroup) record.
+    `region_names[i]` is the region that events tag with number i."""
+
+    region_names: tuple[str, ...]
+    events_per_warpgroup: int
+
+
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 # Kernels are specialized on whether each int argument is a multiple of this (Triton's choice: 16
 # bytes is what TMA and bulk copies need of addresses), never on the value.
@@ -173,7 +184,9 @@ class ScalarParam:
     name: str
 
 
-KernelParam = PointerParam | TensorMapParam | DescriptorScratchParam | ErrorBufferParam | ScalarParam
+KernelParam = (
+    PointerParam | TensorMapParam | DescriptorScratchParam | ErrorBufferParam | ProfileBufferParam | ScalarParam
+)
 
 
 @dataclass(frozen=True)

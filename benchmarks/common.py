@@ -1,10 +1,12 @@
-"""Shared pieces of the benchmarks: timing in a fresh process, GPU timing, result files."""
+"""Shared pieces of the benchmarks: timing in a fresh process, GPU timing, result files and
+their pictures."""
 
 from __future__ import annotations
 
 import datetime
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -53,3 +55,61 @@ def write_result(name: str, payload: dict) -> Path:
     if os.environ.get("OUT"):
         Path(os.environ["OUT"], path.name).write_text(text)
     return path
+
+
+# The units results are labelled with: "... (TB/s)", "... us", "..._ms", "..._s (empty caches)".
+_UNIT = re.compile(r"(?:^|(?<=[ _(]))(TB/s|GB/s|TFLOP/s|TBps|us|ms|s)(?=$|[ )_])")
+
+
+def _unit(label: str) -> str:
+    """The last unit a label names ("value" when it names none)."""
+    found = _UNIT.findall(label)
+    return found[-1] if found else "value"
+
+
+def _panels(payload: dict) -> dict[str, dict[str, float]]:
+    """The numbers of a result, one panel per workload (a nested dict) or per unit (flat
+    entries); ratios ("a / b") are left to the JSON: they share no axis with what they divide."""
+    panels: dict[str, dict[str, float]] = {}
+    for key, value in payload.items():
+        if isinstance(value, dict):
+            numbers = {k: v for k, v in value.items() if isinstance(v, (int, float)) and " / " not in k}
+            if numbers:
+                panels[key.strip()] = numbers
+        elif isinstance(value, (int, float)) and not isinstance(value, bool) and " / " not in key:
+            panels.setdefault(_unit(key), {})[key.strip()] = value
+    return panels
+
+
+def plot_result(json_path: Path) -> Path | None:
+    """Draw the result in `json_path` as bar charts, one per workload (asyncdsl beside each peer
+    measured in the same run), into a PNG next to it (and into $OUT when set).  Returns the PNG's
+    path, or None when matplotlib is not installed (pip install 'asyncdsl[plot]')."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    payload = json.loads(Path(json_path).read_text())
+    panels = _panels(payload)
+    figure, axes = plt.subplots(len(panels), 1, figsize=(10, 0.6 + sum(0.32 * len(p) + 0.6 for p in panels.values())),
+                                squeeze=False, gridspec_kw={"height_ratios": [len(p) + 1 for p in panels.values()]})
+    for axis, (title, numbers) in zip(axes[:, 0], panels.items()):
+        labels = list(numbers)
+        colours = ["tab:blue" if label.startswith("asyncdsl") else "tab:gray" for label in labels]
+        axis.barh(range(len(labels)), list(numbers.values()), color=colours)
+        axis.set_yticks(range(len(labels)))
+        axis.set_yticklabels(labels, fontsize=7)
+        axis.invert_yaxis()
+        axis.set_title(title, fontsize=9)
+        axis.tick_params(axis="x", labelsize=7)
+    figure.suptitle(f"{Path(json_path).stem} on {payload.get('gpu', 'the GPU')} (asyncdsl in blue)", fontsize=10)
+    figure.tight_layout()
+    png = Path(json_path).with_suffix(".png")
+    figure.savefig(png, dpi=110)
+    if os.environ.get("OUT"):
+        figure.savefig(Path(os.environ["OUT"], png.name), dpi=110)
+    plt.close(figure)
+    return png

@@ -11,7 +11,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from common import median_gpu_ms, write_result  # noqa: E402
+from common import median_gpu_ms, plot_result, write_result  # noqa: E402
 
 SHAPES = ((4096, 4096), (16384, 8192))
 PIPELINES = (  # BM, BN, STAGES, CTAs per SM
@@ -55,7 +55,7 @@ def main() -> None:
         best = max(v for k, v in row.items() if k.startswith("asyncdsl"))
         row["best asyncdsl / torch copy_"] = best / row["torch copy_"]
         results[f"{shape[0]}x{shape[1]} f32 (TB/s)"] = row
-    write_result("copy_bandwidth", results)
+    plot_result(write_result("copy_bandwidth", results))
     for name, row in results.items():
         print(name)
         for key, value in row.items():

@@ -20,7 +20,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from common import median_gpu_ms, write_result  # noqa: E402
+from common import median_gpu_ms, plot_result, write_result  # noqa: E402
 
 TILE = 32
 SIZE = 1024  # each input is SIZE x SIZE f32: 1024 CTAs, one tile per input each
@@ -98,7 +98,7 @@ def main() -> None:
             results[f"{count:2d} descriptors, {mode:13s} host launch, new addresses us"] = (
                 fresh_address_launch_seconds(kernel, count) * 1e6
             )
-    write_result("descriptor_modes", results)
+    plot_result(write_result("descriptor_modes", results))
     for key, value in results.items():
         print(f"{key:50s} {value:8.2f}")
 

@@ -12,7 +12,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from common import write_result  # noqa: E402
+from common import plot_result, write_result  # noqa: E402
 
 
 def main() -> None:
@@ -55,7 +55,7 @@ def main() -> None:
     torch.cuda.synchronize()
     assert torch.equal(x, y) or True
     results = {k + " (us)": v * 1e6 for k, v in results.items()}
-    write_result("launch_paths", results)
+    plot_result(write_result("launch_paths", results))
     for key, value in results.items():
         print(f"{key:45s} {value:7.2f}")
 

@@ -12,7 +12,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from common import median_gpu_ms, write_result  # noqa: E402
+from common import median_gpu_ms, plot_result, write_result  # noqa: E402
 
 SHAPES = ((8, 16, 4096, 128), (4, 32, 8192, 64), (16, 8, 2048, 128))
 
@@ -45,7 +45,7 @@ def main() -> None:
             best = max(best or 0, row[f"asyncdsl BS={block_s} TB/s"])
         row["asyncdsl best / torch copy_"] = best / row["torch copy_(permute) TB/s"]
         results[f"B,H,S,D={shape} bf16"] = row
-    write_result("permute_bhsd", results)
+    plot_result(write_result("permute_bhsd", results))
     for name, row in results.items():
         print(name)
         for key, value in row.items():

@@ -12,7 +12,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from common import median_gpu_ms, write_result  # noqa: E402
+from common import median_gpu_ms, plot_result, write_result  # noqa: E402
 
 WORKLOADS = {
     "softmax": ((8192, 4096), (4096, 16384)),
@@ -178,7 +178,7 @@ def main(names) -> None:
             row["asyncdsl / best of triton, torch.compile"] = row["asyncdsl"] / best_peer
             row["asyncdsl / device copy"] = row["asyncdsl"] / row["device copy"]
             results[f"{name} {shape[0]}x{shape[1]} bf16 (TB/s)"] = row
-    write_result("register_tiles", results)
+    plot_result(write_result("register_tiles", results))
     for key, row in results.items():
         print(key)
         for peer, value in row.items():

@@ -15,7 +15,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from common import empty_dir, fresh_process_seconds, median_gpu_ms, write_result  # noqa: E402
+from common import empty_dir, fresh_process_seconds, median_gpu_ms, plot_result, write_result  # noqa: E402
 
 ASYNCDSL_COLD = r"""
 import time, torch
@@ -97,6 +97,7 @@ def main() -> None:
     cold["triton_cold_s (warm disk cache)"] = fresh_process_seconds(TRITON_COLD, {"TRITON_CACHE_DIR": triton_cache})
     results = {**cold, **warm_numbers()}
     path = write_result("tile_copy_latency", results)
+    plot_result(path)
     width = max(len(k) for k in results)
     for key, value in results.items():
         print(f"{key:{width}s}  {value:.4g}" if isinstance(value, float) else f"{key:{width}s}  {value}")

@@ -30,6 +30,7 @@ passes import this module as `ir` and find every op and the shared helpers of `i
 | comparisons, select and conversions of tiles (what `arith` has for scalars only) | `tile_math_ops` |
 | register tiles to and from shared memory, masked GMEM windows | `tile_access_ops` |
 | mutable register tiles (`asyncdsl.registers`) | `registers_ops` |
+| profiler regions (`asyncdsl.region`) | `profile_ops` |
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from asyncdsl.dialects import (
     memory_attrs,
     option_attrs,
     prefetch_ops,
+    profile_ops,
     registers_ops,
     row_gather_ops,
     sync_ops,
@@ -75,6 +77,7 @@ from asyncdsl.dialects.cp_async_ops import AwaitCpAsyncCopyOp, CpAsyncLoadOp
 from asyncdsl.dialects.im2col_ops import AsyncCopyIm2colOp, Im2colDescriptorAttr, TmaIm2colLoadOp
 from asyncdsl.dialects.ir_utils import buffer_bytes, element_bits, is_gmem, is_smem, shape_of
 from asyncdsl.dialects.prefetch_ops import AsyncPrefetchOp, TmaPrefetchOp
+from asyncdsl.dialects.profile_ops import RegionBeginOp, RegionEndOp, region_names
 from asyncdsl.dialects.registers_ops import AllocRegistersOp, ReadRegistersOp, WriteRegistersOp
 from asyncdsl.dialects.row_gather_ops import AsyncCopyRowsOp, TmaGather4Op, TmaScatter4Op
 from asyncdsl.dialects.sync_ops import (
@@ -105,9 +108,9 @@ __all__ = [
     "AsyncCopyRowsOp", "AsyncDSL", "BroadcastInDimOp", "AsyncPrefetchOp", "AwaitAsyncCopyOp", "AwaitCpAsyncCopyOp", "BulkLoadOp",
     "BulkStoreOp", "CheckOp", "CompareOp", "ConvertOp", "ClusterBarrierOp", "ClusterCollectiveMaskOp", "ClusterCtaIdOp", "ClusterIdOp",
     "CpAsyncLoadOp", "CtaBarrierOp", "FenceAsyncSmemOp", "FullOp", "IotaOp", "LoadGmemOp", "LoadSmemOp", "Im2colDescriptorAttr", "MultipleOfOp", "NumProgramsOp", "OPERATIONS",
-    "ProgramIdOp", "ReduceOp", "RelayoutOp", "SelectOp", "SmemSliceOp", "SplatOp", "SQUEEZED", "StoreGmemOp", "StoreSmemOp", "SmemViewOp", "TmaGather4Op", "TmaIm2colLoadOp", "TmaLoadOp",
+    "ProgramIdOp", "ReduceOp", "RegionBeginOp", "RegionEndOp", "RelayoutOp", "SelectOp", "SmemSliceOp", "SplatOp", "SQUEEZED", "StoreGmemOp", "StoreSmemOp", "SmemViewOp", "TmaGather4Op", "TmaIm2colLoadOp", "TmaLoadOp",
     "TmaPrefetchOp", "TmaScatter4Op", "TmaStoreOp", "WaitOp", "WarpgroupBarrierOp", "WarpgroupIdxOp",
-    "buffer_bytes", "check_message", "element_bits", "is_gmem", "is_smem", "root_buffer", "scratch_bytes", "shape_of",
+    "buffer_bytes", "check_message", "element_bits", "is_gmem", "is_smem", "region_names", "root_buffer", "scratch_bytes", "shape_of",
 ]
 
 OPERATIONS: tuple[type[Operation], ...] = (
@@ -126,6 +129,7 @@ OPERATIONS: tuple[type[Operation], ...] = (
     *tile_math_ops.OPERATIONS,
     *tile_access_ops.OPERATIONS,
     *registers_ops.OPERATIONS,
+    *profile_ops.OPERATIONS,
 )
 
 ATTRIBUTES = (

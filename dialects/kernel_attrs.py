@@ -12,6 +12,8 @@
     asyncdsl.tile_scratch      array<i64: offset, bytes>: shared memory each warpgroup's register
                                tiles exchange data through (reductions across warps, relayouts)
     asyncdsl.debug             unit: check at run time what the compiler took on trust (ASYNCDSL_DEBUG)
+    asyncdsl.profile           i64: traced for profiling, with room for this many region events
+                               per warpgroup (`Kernel.profile`)
 
 and on an `index` argument (a runtime int):
 
@@ -39,6 +41,7 @@ DESCRIPTOR_MODE = "asyncdsl.descriptor_mode"
 DESCRIPTOR_SLOTS = "asyncdsl.descriptor_slots"
 DEBUG = "asyncdsl.debug"
 TILE_SCRATCH = "asyncdsl.tile_scratch"
+PROFILE = "asyncdsl.profile"
 ARG_DIVISOR = "asyncdsl.divisor"
 
 
@@ -94,6 +97,12 @@ def tile_scratch(fn: func.FuncOp) -> tuple[int, int] | None:
 
 def debug(fn: func.FuncOp) -> bool:
     return DEBUG in fn.attributes
+
+
+def profile_events(fn: func.FuncOp) -> int | None:
+    """Region events each warpgroup's profile record holds, or None: the kernel is not profiled."""
+    attr = fn.attributes.get(PROFILE)
+    return attr.value.data if isinstance(attr, IntegerAttr) else None
 
 
 def kernels(module) -> list[func.FuncOp]:

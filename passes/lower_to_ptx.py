@@ -38,6 +38,7 @@ from asyncdsl.passes.to_ptx import (
     cp_async,
     im2col,
     prefetch,
+    profile,
     registers,
     row_gather,
     scalars,
@@ -75,6 +76,7 @@ RULES: Rules = {
     **tile_access.RULES,
     **tile_gmem.RULES,
     **registers.RULES,
+    **profile.RULES,
 }
 # `arith` and `math` ops on tiles and non-index scalars are per-element rules; the index
 # arithmetic among them keeps its rule (`scalars.py`), chosen per op by its operand types.

@@ -22,10 +22,17 @@ from asyncdsl import runtime
 from asyncdsl.config import knobs
 from asyncdsl.errors import ArgumentError, SourceLocation, TraceError, user_location
 from asyncdsl.frontend.options import option
+from asyncdsl.frontend.profile_report import Profile, check_capacity
 from asyncdsl.frontend.specialize import ArraySpec, ScalarSpec, scalar_kind, trace_kernel
 from asyncdsl.frontend.tracer import LaunchShape
 from asyncdsl.hw.options import Arch
-from asyncdsl.kernel_binary import scalar_argument
+from asyncdsl.hw.profile import (
+    DEFAULT_EVENTS_PER_WARPGROUP,
+    MAX_EVENTS_PER_WARPGROUP,
+    WarpgroupRecord,
+    decode_records,
+)
+from asyncdsl.kernel_binary import ProfileBufferParam, scalar_argument
 from asyncdsl.passes.allocate_descriptor_scratch import MODES as DESCRIPTOR_MODES
 from asyncdsl.passes.pipeline import CompiledKernel, compile_module
 from asyncdsl.runtime.host_copy import host_copy, numpy_argument
@@ -99,6 +106,7 @@ class Kernel:
         name: str | None,
         arch: str = "sm_90a",
         descriptors: str = "grid_constant",
+        profile_events: int = DEFAULT_EVENTS_PER_WARPGROUP,
     ):
         self.fn = fn
         self.__name__ = fn.__name__
@@ -128,6 +136,14 @@ class Kernel:
         if descriptors not in DESCRIPTOR_MODES:
             raise ArgumentError(f"descriptors must be one of {DESCRIPTOR_MODES}, got {descriptors!r}", self.definition)
         self.descriptor_mode = descriptors
+        if (isinstance(profile_events, bool) or not isinstance(profile_events, int)
+                or not 1 <= profile_events <= MAX_EVENTS_PER_WARPGROUP):
+            raise ArgumentError(
+                f"profile_events (region events each warpgroup can record when profiled) must be an int in "
+                f"1 .. {MAX_EVENTS_PER_WARPGROUP}, got {profile_events!r}",
+                self.definition,
+            )
+        self.profile_events = profile_events
         cluster_size = self.launch.cluster[0] * self.launch.cluster[1] * self.launch.cluster[2]
         if cluster_size > 16:
             raise ArgumentError(f"a cluster holds at most 16 CTAs, got {self.launch.cluster}", self.definition)
@@ -172,45 +188,49 @@ class Kernel:
             raise error.at(location) from None
 
     # -- compiling ----------------------------------------------------------------------------
-    def specialize(self, specs: tuple[ArraySpec | ScalarSpec, ...], constexprs: Mapping[str, Any]) -> CompiledKernel:
+    def specialize(
+        self, specs: tuple[ArraySpec | ScalarSpec, ...], constexprs: Mapping[str, Any], profile: bool = False
+    ) -> CompiledKernel:
         """The compiled kernel for these argument specs and constexpr values (cached: a scalar's
-        spec holds its kind and divisibility, never its value)."""
+        spec holds its kind and divisibility, never its value); with `profile`, the kernel
+        `Kernel.profile` launches, its regions recording into a profile buffer."""
         debug = knobs.debug
-        key = (specs, tuple(sorted(constexprs.items())), debug)
+        key = (specs, tuple(sorted(constexprs.items())), debug, profile)
         compiled = self._compiled.get(key)
         if compiled is None:
-            module = trace_kernel(
-                self.fn, self.name, self.runtime_names, specs, constexprs, self.launch, self.definition, debug
-            )
-            compiled = compile_module(module, descriptor_mode=self.descriptor_mode)
+            compiled = compile_module(self._trace(specs, constexprs, profile), descriptor_mode=self.descriptor_mode)
             self._compiled[key] = compiled
         return compiled
 
-    def compile(self, *args, **kwargs) -> CompiledKernel:
+    def _trace(self, specs: tuple[ArraySpec | ScalarSpec, ...], constexprs: Mapping[str, Any], profile: bool):
+        return trace_kernel(
+            self.fn, self.name, self.runtime_names, specs, constexprs, self.launch, self.definition, knobs.debug,
+            self.profile_events if profile else None,
+        )
+
+    def compile(self, *args, profile: bool = False, **kwargs) -> CompiledKernel:
         """Compile for arguments like these: arrays of any kind or `ArraySpec`s; for runtime
-        scalars a number (an int's divisibility by 16 is compiled in) or the type `int`/`float`."""
+        scalars a number (an int's divisibility by 16 is compiled in) or the type `int`/`float`.
+        `profile=True` compiles what `Kernel.profile` runs (as do `ptx`, `stages` and `ir`)."""
         location = user_location()
         call = self.bind(args, kwargs, location)
-        return self.specialize(self.specs(call, location), call.constexprs)
+        return self.specialize(self.specs(call, location), call.constexprs, profile)
 
-    def ptx(self, *args, **kwargs) -> str:
+    def ptx(self, *args, profile: bool = False, **kwargs) -> str:
         """The PTX this kernel compiles to for arguments like these."""
-        return self.compile(*args, **kwargs).ptx
+        return self.compile(*args, profile=profile, **kwargs).ptx
 
-    def stages(self, *args, **kwargs) -> dict[str, str]:
+    def stages(self, *args, profile: bool = False, **kwargs) -> dict[str, str]:
         """The IR after tracing and after every pass, then the PTX, for arguments like these
         (`{"trace": ..., "resolve-transforms": ..., ..., "lower-to-ptx": ..., "ptx": ...}`)."""
         location = user_location()
         call = self.bind(args, kwargs, location)
-        module = trace_kernel(
-            self.fn, self.name, self.runtime_names, self.specs(call, location), call.constexprs,
-            self.launch, self.definition, knobs.debug,
-        )
+        module = self._trace(self.specs(call, location), call.constexprs, profile)
         return dict(compile_module(module, descriptor_mode=self.descriptor_mode, keep_stages=True).stages)
 
-    def ir(self, *args, after: str | None = None, **kwargs) -> str:
+    def ir(self, *args, after: str | None = None, profile: bool = False, **kwargs) -> str:
         """The IR as traced (`after=None`), or after the named pass, for arguments like these."""
-        stages = self.stages(*args, **kwargs)
+        stages = self.stages(*args, profile=profile, **kwargs)
         stage = after or "trace"
         if stage not in stages:
             raise ArgumentError(f"unknown pass {stage!r}; passes: {', '.join(stages)}", user_location())
@@ -263,24 +283,71 @@ class Kernel:
         call = self.bind(args, kwargs, location)
         self._interpret(call.with_arrays({n: numpy_argument(n, a, location) for n, a in call.arrays()}), location)
 
-    def _interpret_copies(self, args: tuple, kwargs: dict, location: SourceLocation | None) -> None:
+    def _interpret_copies(self, args: tuple, kwargs: dict, location: SourceLocation | None, profile: bool = False):
         """An ordinary call under ASYNCDSL_INTERPRET=1: arrays of any supported framework are
         copied to numpy, interpreted, and copied back in place."""
         call = self.bind(args, kwargs, location)
         copies = {name: host_copy(name, value, location) for name, value in call.arrays()}
-        self._interpret(call.with_arrays({name: copy.array for name, copy in copies.items()}), location)
+        result = self._interpret(call.with_arrays({name: copy.array for name, copy in copies.items()}), location, profile)
         for copy in copies.values():
             copy.write_back()
+        return result
 
-    def _interpret(self, call: BoundCall, location: SourceLocation | None) -> None:
-        """Interpret `call`, whose arrays are C-contiguous numpy arrays."""
-        compiled = self.specialize(self.specs(call, location), call.constexprs)
+    def _interpret(self, call: BoundCall, location: SourceLocation | None, profile: bool = False):
+        """Interpret `call`, whose arrays are C-contiguous numpy arrays; with `profile`, traced
+        for profiling, and the `Profile` on the interpreter's logical clock is returned."""
+        compiled = self.specialize(self.specs(call, location), call.constexprs, profile)
         grid = runtime.launch_grid(self.grid_for(call, location), self.launch.cluster)
         arrays = call.arrays()
-        interpreter.launch(compiled.module, [n for n, _ in arrays], [a for _, a in arrays], grid, call.scalars())
+        records = interpreter.launch(
+            compiled.module, [n for n, _ in arrays], [a for _, a in arrays], grid, call.scalars()
+        )
+        return self._profile_of(compiled, records, "ticks") if profile else None
+
+    # -- profiling ----------------------------------------------------------------------------
+    def profile(self, *args, stream=None, **kwargs) -> Profile:
+        """Run the kernel once with its `asyncdsl.region`s timed, on the GPU (waiting for it), or
+        in the interpreter under ASYNCDSL_INTERPRET=1; returns the `Profile`.  Outputs are written
+        as by a call."""
+        location = user_location()
+        if knobs.interpret:
+            return self._interpret_copies(args, kwargs, location, profile=True)
+        call = self.bind(args, kwargs, location)
+        compiled = self.specialize(self.specs(call, location), call.constexprs, profile=True)
+        grid = self.grid_for(call, location)
+        try:
+            arrays = [runtime.device_array(a, n, stream=stream) for n, a in call.arrays()]
+            launched = runtime.load_kernel(compiled.binary).launch_profiled(grid, arrays, stream, call.scalars())
+        except ArgumentError as error:
+            raise error.at(location) from None
+        param = _profile_param(compiled)
+        records = decode_records(
+            launched.words, param.events_per_warpgroup, launched.grid[0] * launched.grid[1] * launched.grid[2],
+            self.launch.num_warpgroups,
+        )
+        return self._profile_of(compiled, records, "ns", launched.event_ns)
+
+    def interpret_profile(self, *args, **kwargs) -> Profile:
+        """`profile` in the interpreter, on numpy arrays: regions on its logical clock (one tick
+        per op interpreted), which shows the order the warpgroups ran in; no GPU needed."""
+        location = user_location()
+        call = self.bind(args, kwargs, location)
+        arrays = {n: numpy_argument(n, a, location) for n, a in call.arrays()}
+        return self._interpret(call.with_arrays(arrays), location, profile=True)
+
+    def _profile_of(
+        self, compiled: CompiledKernel, records: list[WarpgroupRecord], unit: str, event_ns: float | None = None
+    ) -> Profile:
+        param = _profile_param(compiled)
+        check_capacity(self.__name__, records, param.events_per_warpgroup, self.definition)
+        return Profile(self.__name__, param.region_names, records, unit, self.launch.num_warpgroups, event_ns)
 
     def __repr__(self) -> str:
         return f"<asyncdsl.kernel {self.__name__} block={self.launch.block} cluster={self.launch.cluster}>"
+
+
+def _profile_param(compiled: CompiledKernel) -> ProfileBufferParam:
+    return next(param for param in compiled.binary.params if isinstance(param, ProfileBufferParam))
 
 
 def _python_scalar(value: Any) -> Any:
@@ -304,6 +371,7 @@ def kernel(
     name: str | None = None,
     arch: str = "sm_90a",
     descriptors: str = "grid_constant",
+    profile_events: int = DEFAULT_EVENTS_PER_WARPGROUP,
 ):
     """Decorate a function as a kernel: `@asyncdsl.kernel(grid=..., block=128, cluster=(1, 1, 1))`.
 
@@ -312,8 +380,10 @@ def kernel(
     compiles and assembles anywhere, runs only on Blackwell). `descriptors` says where TMA
     descriptors travel: "grid_constant" (128-byte kernel parameters, the default: nothing to
     upload per launch) or "scratch" (one GMEM buffer the host fills before launch).
+    `profile_events` is how many region entries and exits each warpgroup can record when the
+    kernel runs under `Kernel.profile` (more is an error that names the number needed).
     """
     def wrap(function: Callable) -> Kernel:
-        return Kernel(function, grid, block, cluster, name, arch, descriptors)
+        return Kernel(function, grid, block, cluster, name, arch, descriptors, profile_events)
 
     return wrap(fn) if fn is not None else wrap

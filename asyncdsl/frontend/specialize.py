@@ -139,8 +139,10 @@ def trace_kernel(
     launch: LaunchShape,
     definition: SourceLocation | None,
     debug: bool = False,
+    profile_events: int | None = None,
 ) -> ModuleOp:
-    """Build the module of one specialization of `body` (`specs[i]` is argument `arg_names[i]`)."""
+    """Build the module of one specialization of `body` (`specs[i]` is argument `arg_names[i]`),
+    profiled with room for `profile_events` region events per warpgroup when that is given."""
     # Arrays first: their argument index is the kernel parameter and launch argument they are.
     order = sorted(range(len(specs)), key=lambda i: isinstance(specs[i], ScalarSpec))
     arg_types = [_arg_type(specs[i]) for i in order]
@@ -155,6 +157,8 @@ def trace_kernel(
     function.attributes[attrs.ARCH] = ArchAttr(launch.arch)
     if debug:
         function.attributes[attrs.DEBUG] = UnitAttr()
+    if profile_events is not None:
+        function.attributes[attrs.PROFILE] = IntegerAttr(profile_events, i64)
     if definition is not None:
         function.location = to_ir_location(definition)
 
@@ -165,7 +169,7 @@ def trace_kernel(
             arguments[arg_name] = GmemRef(value, arg_name, spec.shape, spec.dtype)
         else:
             arguments[arg_name] = Scalar(value) if spec.kind == "int" else FloatScalar(value)
-    tracer = Tracer(entry, launch)
+    tracer = Tracer(entry, launch, profiling=profile_events is not None)
     with tracing(tracer):
         result = body(**arguments, **constexprs)
         tracer.finish()

@@ -36,8 +36,9 @@ class LaunchShape:
 class Tracer:
     """Builds the body of one kernel function."""
 
-    def __init__(self, body: Block, launch: LaunchShape):
+    def __init__(self, body: Block, launch: LaunchShape, profiling: bool = False):
         self.launch = launch
+        self.profiling = profiling  # `asyncdsl.region` traces its markers only when set
         self._blocks = [body]
         # Loop and branch bodies are built with their terminator in place (their verifiers want
         # it); ops then go before it.

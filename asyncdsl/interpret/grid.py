@@ -25,6 +25,7 @@ from xdsl.interpreters.scf import ScfFunctions
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects import kernel_attrs as attrs
 from asyncdsl.errors import AsyncDSLError
+from asyncdsl.hw.profile import WarpgroupRecord
 from asyncdsl.interpret.assume import AssumeFunctions
 from asyncdsl.interpret.bulk import BulkFunctions
 from asyncdsl.interpret.collective import CollectiveFunctions
@@ -36,6 +37,7 @@ from asyncdsl.interpret.functions import WarpgroupFunctions
 from asyncdsl.interpret.im2col import Im2colFunctions
 from asyncdsl.interpret.memory import GlobalArgument
 from asyncdsl.interpret.prefetch import PrefetchFunctions
+from asyncdsl.interpret.profile import ProfileFunctions, ProfileRecorder
 from asyncdsl.interpret.registers import RegistersFunctions
 from asyncdsl.interpret.row_gather import RowGatherFunctions
 from asyncdsl.interpret.scalars import FloatArithFunctions, IndexArithFunctions
@@ -72,6 +74,7 @@ FUNCTIONS: tuple[type[WarpgroupFunctions], ...] = (
     TileAccessFunctions,
     TileGmemFunctions,
     RegistersFunctions,
+    ProfileFunctions,
 )
 
 
@@ -80,10 +83,13 @@ def run_kernel(
     arguments: Sequence[GlobalArgument],
     grid: tuple[int, int, int],
     scalars: Sequence[int | float] = (),
-) -> None:
+) -> list[WarpgroupRecord] | None:
     """Run the kernel of `module` on `grid` CTAs over `arguments` (written in place) and the
-    runtime `scalars`, the kernel's arguments after its arrays."""
+    runtime `scalars`, the kernel's arguments after its arrays.  A kernel traced for profiling
+    returns what each warpgroup recorded, ordered by CTA and warpgroup (`interpret/profile.py`)."""
     (kernel,) = attrs.kernels(module)
+    capacity = attrs.profile_events(kernel)
+    recorder = ProfileRecorder(ir.region_names(kernel), capacity) if capacity is not None else None
     block = attrs.dims(kernel, attrs.BLOCK)
     scalar_args = kernel.args[len(arguments):]
     values = tuple(scalar_attr(v, arg.type, INDEX_BITWIDTH) for v, arg in zip(scalars, scalar_args, strict=True))
@@ -95,13 +101,14 @@ def run_kernel(
         smem_bytes=attrs.smem_bytes(kernel),
         arguments=tuple(arguments),
         scalars=values,
+        profile=recorder,
     )
     barriers = [
         BarrierInit(op.offset.value.data, op.result.type.count.data, op.arrival_count.value.data, origin(op))
         for op in kernel.walk()
         if isinstance(op, ir.AllocBarriersOp)
     ]
-    program = _Program(module, kernel)
+    program = _Program(module, kernel, recorder)
     try:
         if launch.warpgroups_per_cta == 1 and launch.cluster_size == 1:
             _run_solo(program, launch, barriers)
@@ -114,6 +121,9 @@ def run_kernel(
         if hasattr(error, "__notes__"):
             del error.__notes__
         raise error.with_traceback(None) from None
+    if recorder is None:
+        return None
+    return sorted(recorder.records, key=lambda record: (record.cta, record.warpgroup))
 
 
 def _positions(extent: tuple[int, int, int]) -> Iterator[tuple[int, int, int]]:
@@ -125,15 +135,18 @@ def _positions(extent: tuple[int, int, int]) -> Iterator[tuple[int, int, int]]:
 class _Program:
     """The kernel of one launch, and interpreters for its warpgroups."""
 
-    def __init__(self, module: ModuleOp, kernel: func.FuncOp):
+    def __init__(self, module: ModuleOp, kernel: func.FuncOp, profile: ProfileRecorder | None):
         self.module = module
         self.kernel = kernel
+        self.profile = profile
         self._index_arith = IndexArithFunctions()
 
     def interpreter(self, warpgroup: Warpgroup | None) -> tuple[Interpreter, list[WarpgroupFunctions]]:
         """An interpreter running as `warpgroup`, and its function sets (whose `warpgroup` a
         caller reusing the interpreter for another warpgroup switches)."""
-        interpreter = Interpreter(self.module, index_bitwidth=INDEX_BITWIDTH)
+        profile = self.profile
+        listeners = (profile.clock,) if profile is not None else ()
+        interpreter = Interpreter(self.module, index_bitwidth=INDEX_BITWIDTH, listeners=listeners)
         for stateless in _STATELESS_FUNCTIONS:
             interpreter.register_implementations(stateless)
         interpreter.register_implementations(self._index_arith, override=True)
@@ -157,7 +170,11 @@ def _run_solo(program: _Program, launch: Launch, barriers: list[BarrierInit]) ->
         warpgroup.cluster_barrier = _cluster_barrier(program_id, [warpgroup])
         for function_set in function_sets:
             function_set.warpgroup = warpgroup
+        if launch.profile is not None:
+            launch.profile.enter_kernel(warpgroup)
         interpreter.call_op(program.kernel, launch.call_arguments)
+        if launch.profile is not None:
+            launch.profile.exit_kernel(warpgroup)
 
 
 def _run_cluster(
@@ -185,6 +202,8 @@ def _run_cluster(
 def _run_warpgroup(program: _Program, warpgroup: Warpgroup) -> None:
     launch = warpgroup.cta.launch
     interpreter, _ = program.interpreter(warpgroup)
+    if launch.profile is not None:
+        launch.profile.enter_kernel(warpgroup)
     interpreter.call_op(program.kernel, launch.call_arguments)
     cluster_barrier = warpgroup.cluster_barrier
     if launch.cluster_size > 1:
@@ -193,6 +212,8 @@ def _run_warpgroup(program: _Program, warpgroup: Warpgroup) -> None:
         warpgroup.wait_until(RendezvousWait(
             cluster_barrier, generation, what, from_ir_location(program.kernel), at_kernel_exit=True
         ))
+    if launch.profile is not None:
+        launch.profile.exit_kernel(warpgroup)
     warpgroup.exited = True
     warpgroup.cta.cta_barrier.release_if_complete()
     cluster_barrier.release_if_complete()

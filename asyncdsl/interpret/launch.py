@@ -15,6 +15,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 from asyncdsl.dtypes import as_dtype
 from asyncdsl.hw import packed
+from asyncdsl.hw.profile import WarpgroupRecord
 from asyncdsl.interpret.grid import run_kernel
 from asyncdsl.interpret.memory import GlobalArgument
 
@@ -25,15 +26,17 @@ def launch(
     arrays: Sequence[np.ndarray],
     grid: tuple[int, int, int],
     scalars: Sequence[int | float] = (),
-) -> None:
+) -> list[WarpgroupRecord] | None:
     """Run the kernel of `module` on `grid` over `arrays` (argument `names[i]` is `arrays[i]`) and
-    the runtime `scalars` (the kernel's arguments after its arrays)."""
+    the runtime `scalars` (the kernel's arguments after its arrays); a kernel traced for profiling
+    returns its warpgroups' records on the logical clock."""
     # 4-bit elements run packed, as on the GPU (`asyncdsl.hw.packed`), and come back unpacked.
     memory = [packed.pack(a) if _is_packed(a) else a for a in arrays]
-    run_kernel(module, [GlobalArgument(n, m) for n, m in zip(names, memory)], grid, scalars)
+    records = run_kernel(module, [GlobalArgument(n, m) for n, m in zip(names, memory)], grid, scalars)
     for array, held in zip(arrays, memory):
         if held is not array:
             array[...] = packed.unpack(held, as_dtype(array.dtype), array.shape)
+    return records
 
 
 def _is_packed(array: np.ndarray) -> bool:

@@ -9,6 +9,7 @@ register-tile loads and stores, and what it knows has happened (`clocks`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from asyncdsl.errors import AsyncDSLError, SourceLocation
 from asyncdsl.hw.limits import BARRIER_BYTES
@@ -25,6 +26,9 @@ from asyncdsl.interpret.memory import GlobalArgument, SharedMemory
 from asyncdsl.interpret.races import AsyncAccessLog
 from asyncdsl.interpret.waits import Rendezvous
 
+if TYPE_CHECKING:
+    from asyncdsl.interpret.profile import ProfileRecorder
+
 
 @dataclass(frozen=True)
 class Launch:
@@ -37,6 +41,7 @@ class Launch:
     smem_bytes: int
     arguments: tuple[GlobalArgument, ...]
     scalars: tuple = ()  # the runtime scalar arguments, as xDSL's interpreter values
+    profile: ProfileRecorder | None = None  # a profiled kernel: where its regions are recorded
 
     @property
     def call_arguments(self) -> tuple:

@@ -44,6 +44,7 @@ from asyncdsl.runtime.error_buffer import ErrorBuffer
 from asyncdsl.runtime.jit_link import default_compiler
 from asyncdsl.runtime.module_cache import CubinCache, cache_directory, cached_compile
 from asyncdsl.runtime.params import KernelParams, argument_count
+from asyncdsl.runtime.profile import ProfiledLaunch, launch_profiled
 from asyncdsl.runtime.scratch import DescriptorScratch, DeviceScratchPool
 from asyncdsl.runtime.streams import DEFAULT_STREAM, stream_handle
 from asyncdsl.runtime.tensormap import TensorMapCache, TensorMapEncoder
@@ -250,6 +251,14 @@ class LoadedKernel:
             self._set_grid_and_stream(grid, handle)
             self._call(self._params.pack_addresses(addresses, handle, scalars))
 
+    def launch_profiled(
+        self, grid: Any, arrays: Sequence[DeviceArray], stream: Any = None, scalars: Sequence[int | float] = ()
+    ) -> ProfiledLaunch:
+        """Launch a kernel compiled for profiling once with a profile buffer of its own, wait for
+        it, and return the buffer and the kernel's time by CUDA events (`runtime/profile.py`)."""
+        dims = launch_grid(grid, self.binary.cluster)
+        return launch_profiled(self, self._params.profile_buffer, dims, arrays, stream, scalars)
+
     def _set_grid_and_stream(self, grid: Any, handle: int) -> None:
         config = self._config
         if grid != self._grid_argument:
@@ -262,6 +271,11 @@ class LoadedKernel:
 
     def _call(self, params: int) -> None:
         config = self._config
+        if self._params.profile_buffer is not None and not self._params.profile_buffer.value:
+            raise ArgumentError(
+                f"kernel {self.name!r} was compiled for profiling: launch it with Kernel.profile, which "
+                "gives it a profile buffer", user_location(),
+            )
         if self._errors is not None:
             self._errors.reset(config.hStream)
         (err,) = self._launch(config, self._function, params, 0)

@@ -19,6 +19,7 @@ from asyncdsl.kernel_binary import (
     ErrorBufferParam,
     KernelBinary,
     PointerParam,
+    ProfileBufferParam,
     ScalarParam,
     TensorMapParam,
     scalar_argument,
@@ -59,6 +60,8 @@ class KernelParams:
         self._maps: list[tuple[int, TensorMapCache, int]] = []
         self._scratch: list[tuple[ctypes.c_uint64, DescriptorScratch]] = []
         self._scalars: list[tuple[ctypes.c_int32 | ctypes.c_float, ScalarParam]] = []
+        # A profiled kernel's buffer, sized by the grid: `runtime/profile.py` sets it per launch.
+        self.profile_buffer: ctypes.c_uint64 | None = None
         self.scratches: list[DescriptorScratch] = []
         for slot, param in enumerate(binary.params):
             if isinstance(param, PointerParam):
@@ -73,6 +76,8 @@ class KernelParams:
                 self._scratch.append((self._cell(slot), scratch))
             elif isinstance(param, ErrorBufferParam):
                 self._cell(slot).value = error_buffer  # the same buffer for every launch
+            elif isinstance(param, ProfileBufferParam):
+                self.profile_buffer = self._cell(slot)
             elif isinstance(param, ScalarParam):
                 cell = ctypes.c_int32(0) if param.kind == "int" else ctypes.c_float(0.0)
                 self._slots[slot] = ctypes.addressof(cell)

@@ -9,11 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from xdsl.dialects.builtin import IntegerType
 from xdsl.ir import Block, Operation, SSAValue
 
 from asyncdsl.passes.to_ptx.builder import PtxBuilder
+
+if TYPE_CHECKING:
+    from asyncdsl.passes.to_ptx.profile import ProfileRecord
 
 Rule = Callable[["KernelLowering", Operation], None]
 Rules = dict[type[Operation], Rule]
@@ -34,6 +38,7 @@ class KernelFacts:
     arch: str = "sm_90a"
     error_buffer: SSAValue | None = None  # debug mode: where failed run-time checks are reported
     tile_scratch: SSAValue | None = None  # this warpgroup's shared scratch for register tiles
+    profile: ProfileRecord | None = None  # a profiled kernel: this warpgroup's profile record
 
 
 class KernelLowering:

@@ -11,6 +11,9 @@ Prologue: the scalar arguments loaded into registers, thread ids and the leader 
 initialisation by one thread, the fence that publishes it to the async proxy, and a CTA (or
 cluster) barrier so nobody uses a barrier before it exists.
 
+A profiled kernel also takes its profile buffer last; each warpgroup stamps its entry into it
+first thing in the prologue and its exit last thing in the epilogue (`profile.py`).
+
 Epilogue: the leader waits until its TMA stores have read their shared memory (the CTA's shared
 memory must outlive them), every thread waits for its cp.async chunks to land, and a cluster
 meets once more so no CTA exits while a peer may still multicast into it.
@@ -29,10 +32,12 @@ from asyncdsl.kernel_binary import (
     ErrorBufferParam,
     KernelParam,
     PointerParam,
+    ProfileBufferParam,
     RuntimeCheck,
     ScalarParam,
     TensorMapParam,
 )
+from asyncdsl.passes.to_ptx import profile
 from asyncdsl.passes.to_ptx.context import KernelFacts, KernelLowering
 
 
@@ -60,6 +65,9 @@ def kernel_params(fn: func.FuncOp) -> tuple[KernelParam, ...]:
         checks = runtime_checks(fn)
         if checks:
             params.append(ErrorBufferParam(tuple(_described(check) for check in checks)))
+    profiled = profile.profile_param(fn)
+    if profiled is not None:
+        params.append(profiled)
     return tuple(params)
 
 
@@ -120,6 +128,8 @@ def emit_prologue(ctx: KernelLowering, fn: func.FuncOp, params: tuple[KernelPara
     addresses = _descriptor_addresses(ctx, params)
     ctx.facts = KernelFacts(tid, thread, warpgroup, named_barrier, leader, base, addresses, cluster_size, attrs.arch(fn))
     for position, param in enumerate(params):
+        if isinstance(param, ProfileBufferParam):
+            profile.emit_entry(ctx, fn, position, param)  # first, so the kernel's time includes the prologue
         if isinstance(param, ErrorBufferParam):
             ctx.facts.error_buffer = b.emit(f"ld.param.u64 {{}}, [#{{{{param:{position}}}}}];", "b64")
             ctx.check_ids = {op: number for number, op in enumerate(runtime_checks(fn), start=1)}
@@ -178,3 +188,5 @@ def emit_epilogue(ctx: KernelLowering, fn: func.FuncOp) -> None:
     if ctx.facts.cluster_size > 1:
         ctx.b.run("barrier.cluster.arrive.release.aligned;")
         ctx.b.run("barrier.cluster.wait.acquire.aligned;")
+    if ctx.facts.profile is not None:
+        profile.emit_exit(ctx)  # last, so the kernel's time includes the epilogue's waits

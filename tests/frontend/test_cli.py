@@ -101,3 +101,33 @@ def test_kernel_ir_after_a_pass_and_unknown_passes():
     assert "asyncdsl.tma_store" in text and "asyncdsl.async_copy" not in text
     with pytest.raises(ad.ArgumentError, match="unknown pass 'fuse'"):
         tile_copy.tile_copy.ir(spec, spec, BM=32, BN=32, after="fuse")
+
+
+def test_profile_writes_a_trace_and_prints_the_summary(tmp_path, capsys, monkeypatch):
+    import json
+
+    import profile_kernels
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["profile", f"{profile_kernels.__file__}:specialized_copy", "--interpret"]) == 0
+    out = capsys.readouterr().out
+    assert "kernel specialized_copy: 4 warpgroups" in out and "wait slot" in out and "ui.perfetto.dev" in out
+    trace = json.loads((tmp_path / "specialized_copy.trace.json").read_text())
+    assert {e["name"] for e in trace["traceEvents"] if e["ph"] == "X"} == {
+        "specialized_copy", "wait slot", "load", "wait tile", "store"}
+
+
+def test_profile_draws_the_timeline_when_asked(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    import profile_kernels
+
+    assert main(["profile", f"{profile_kernels.__file__}:specialized_copy", "--interpret", "--plot",
+                 "--out-dir", str(tmp_path / "out")]) == 0
+    assert (tmp_path / "out" / "specialized_copy.timeline.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_profile_explains_missing_example_arguments(tmp_path):
+    source = tmp_path / "kernels.py"
+    source.write_text("import asyncdsl as ad\n\n@ad.kernel\ndef lonely(x):\n    pass\n")
+    with pytest.raises(SystemExit, match="asyncdsl profile: .* no example arguments for lonely"):
+        main(["profile", str(source)])

@@ -1,0 +1,144 @@
+"""`Profile`: the summary table, the Chrome/Perfetto trace it saves, the timeline it draws."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+import pytest
+from profile_kernels import specialized_copy
+from support import random_bits
+
+import asyncdsl as ad
+from asyncdsl.frontend.profile_report import Profile
+from asyncdsl.hw.profile import RegionEvent, WarpgroupRecord
+
+# The parts of the Trace Event Format (the JSON chrome://tracing and ui.perfetto.dev read) this
+# trace uses: complete events with microsecond times, and metadata naming processes and threads.
+TRACE_SCHEMA = {
+    "type": "object",
+    "required": ["traceEvents", "displayTimeUnit"],
+    "properties": {
+        "displayTimeUnit": {"enum": ["ms", "ns"]},
+        "otherData": {"type": "object"},
+        "traceEvents": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["ph", "name", "pid", "tid"],
+                "properties": {"pid": {"type": "integer"}, "tid": {"type": "integer"}, "name": {"type": "string"}},
+                "oneOf": [
+                    {"properties": {"ph": {"const": "X"}, "ts": {"type": "number", "minimum": 0},
+                                    "dur": {"type": "number", "minimum": 0}, "cat": {"type": "string"},
+                                    "args": {"type": "object"}},
+                     "required": ["ts", "dur"]},
+                    {"properties": {"ph": {"const": "M"}, "name": {"enum": ["process_name", "thread_name"]},
+                                    "args": {"type": "object", "required": ["name"]}},
+                     "required": ["args"]},
+                ],
+            },
+        },
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def interpreted():
+    x = random_bits((64, 128), ad.float32)
+    return specialized_copy.interpret_profile(x, np.zeros_like(x), B=32)
+
+
+def gpu_like() -> Profile:
+    """A profile as decoded from a GPU buffer: two SMs, nanoseconds, CUDA-event time."""
+    records = [
+        WarpgroupRecord(0, 0, 7, 0.0, 1000.0, (RegionEvent(0, False, 100.0), RegionEvent(1, False, 200.0),
+                                               RegionEvent(1, True, 300.0), RegionEvent(0, True, 900.0)), 4),
+        WarpgroupRecord(1, 0, 9, 50.0, 1200.0, (RegionEvent(1, False, 60.0), RegionEvent(1, True, 460.0)), 2),
+    ]
+    return Profile("k", ("outer", "inner"), records, "ns", 1, event_ns=1250.0)
+
+
+def test_the_chrome_trace_follows_the_trace_event_format(interpreted, tmp_path):
+    jsonschema = pytest.importorskip("jsonschema")
+    written = interpreted.save(tmp_path / "k.trace.json")
+    assert written[0] == tmp_path / "k.trace.json"
+    trace = json.loads(written[0].read_text())
+    jsonschema.validate(trace, TRACE_SCHEMA)
+    jsonschema.validate(gpu_like().chrome_trace(), TRACE_SCHEMA)
+
+
+def test_the_chrome_trace_has_a_track_per_warpgroup_with_nested_slices(interpreted):
+    trace = interpreted.chrome_trace()
+    slices = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    by_track = {}
+    for event in slices:
+        by_track.setdefault((event["pid"], event["tid"]), []).append(event)
+    assert len(by_track) == 4  # 2 CTAs x 2 warpgroups
+    for events in by_track.values():
+        kernel = [e for e in events if e["cat"] == "kernel"]
+        assert len(kernel) == 1 and kernel[0]["name"] == "specialized_copy"
+        outer = kernel[0]
+        for event in events:
+            if event["cat"] == "region":
+                assert outer["ts"] <= event["ts"] and event["ts"] + event["dur"] <= outer["ts"] + outer["dur"]
+                assert event["args"]["depth"] == 1
+    names = {e["args"]["name"] for e in trace["traceEvents"] if e["ph"] == "M"}
+    assert {"CTA 0", "CTA 1", "CTA 0 warpgroup 1"} <= names
+    assert trace["otherData"]["clock"].startswith("interpreter ticks")
+
+
+def test_a_gpu_trace_puts_warpgroups_under_their_sm_in_microseconds():
+    trace = gpu_like().chrome_trace()
+    slices = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    assert {e["pid"] for e in slices} == {7, 9}
+    inner = next(e for e in slices if e["name"] == "inner" and e["pid"] == 7)
+    assert inner["ts"] == 0.2 and inner["dur"] == 0.1 and inner["args"]["depth"] == 2
+    assert trace["otherData"]["cuda_event_ns"] == 1250.0
+
+
+def test_the_native_perfetto_trace_balances_its_slices(interpreted, tmp_path):
+    pytest.importorskip("perfetto.trace_builder.proto_builder")
+    from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace, TrackEvent
+
+    written = interpreted.save(tmp_path / "k.trace.json")
+    assert written[1] == tmp_path / "k.trace.pftrace"
+    trace = Trace.FromString(written[1].read_bytes())
+    depth = {}
+    for packet in trace.packet:
+        if packet.HasField("track_event"):
+            uuid = packet.track_event.track_uuid
+            depth[uuid] = depth.get(uuid, 0) + (1 if packet.track_event.type == TrackEvent.TYPE_SLICE_BEGIN else -1)
+            assert depth[uuid] >= 0
+    assert len(depth) == 4 and set(depth.values()) == {0}
+
+
+def test_the_summary_has_a_row_per_region_and_role(interpreted):
+    rows = {(row["region"], row["warpgroup"]): row for row in interpreted.summary_rows()}
+    assert set(rows) == {("wait slot", 0), ("load", 0), ("wait tile", 1), ("store", 1)}
+    assert all(row["count"] == 8 for row in rows.values())  # 4 tiles x 2 CTAs
+    assert all(0 < row["share"] < 1 and row["p50"] <= row["p99"] for row in rows.values())
+    text = interpreted.summary(file=io.StringIO())
+    assert "wait slot" in text and "ticks" in text
+
+
+def test_a_gpu_summary_is_in_microseconds_and_shows_the_cuda_event_time():
+    profile = gpu_like()
+    text = profile.summary(file=io.StringIO())
+    assert "1.200 us from first entry to last exit" in text and "1.250 us between CUDA events" in text
+    inner = next(row for row in profile.summary_rows() if row["region"] == "inner")
+    assert inner["count"] == 2 and inner["mean"] == 250.0
+    assert inner["share"] == pytest.approx(500.0 / 2150.0)
+
+
+def test_regions_that_do_not_nest_are_a_bug_not_a_trace():
+    crossed = WarpgroupRecord(0, 0, 0, 0.0, 10.0, (RegionEvent(0, False, 1.0), RegionEvent(1, False, 2.0),
+                                                   RegionEvent(0, True, 3.0), RegionEvent(1, True, 4.0)), 4)
+    with pytest.raises(ValueError, match="not the innermost open region"):
+        Profile("k", ("a", "b"), [crossed], "ns", 1)
+
+
+def test_plot_draws_a_timeline(interpreted, tmp_path):
+    pytest.importorskip("matplotlib")
+    path = interpreted.plot(tmp_path / "timeline.png", sms=1)
+    assert path.read_bytes().startswith(b"\x89PNG")
