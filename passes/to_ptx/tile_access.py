@@ -23,6 +23,7 @@ from xdsl.ir import SSAValue
 
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects.layout_attrs import layout_of
+from asyncdsl.errors import LayoutError
 from asyncdsl.hw.fragments import Layout, SplatLayout
 from asyncdsl.hw.layout_choice import strided_layout
 from asyncdsl.hw.tiling import THREADS, flat_index
@@ -189,6 +190,11 @@ def store_piece(ctx: KernelLowering, address: SSAValue, offset: int, elements: l
 # -- whole tiles ---------------------------------------------------------------------------------
 
 
+def _row_major(smem: SSAValue) -> None:
+    if ir.smem_layout(smem.type) is not None:
+        raise LayoutError("register loads and stores of a buffer that carries transforms or a swizzle are not lowered yet")
+
+
 def read_tile(ctx: KernelLowering, base: SSAValue, alignment: int, layout: Layout, shape, element) -> np.ndarray:
     """The registers of a `shape` tile in `layout` read from the row-major buffer at `base`."""
     element_bytes = ir.element_bits(_vector_of(element)) // 8
@@ -226,6 +232,7 @@ def _vector_of(element) -> VectorType:
 
 
 def _load(ctx: KernelLowering, op: ir.LoadSmemOp) -> None:
+    _row_major(op.smem)
     layout = layout_of(op.result)
     shape = tuple(op.result.type.get_shape())
     regs = read_tile(ctx, ctx.reg(op.smem), buffer_alignment(op.smem), layout, shape, op.result.type.element_type)
@@ -233,6 +240,7 @@ def _load(ctx: KernelLowering, op: ir.LoadSmemOp) -> None:
 
 
 def _store(ctx: KernelLowering, op: ir.StoreSmemOp) -> None:
+    _row_major(op.smem)
     tile = tile_of(ctx, op.value)
     element = op.value.type.element_type
     layout, regs = tile.layout, tile.regs

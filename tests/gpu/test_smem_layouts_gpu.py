@@ -1,0 +1,23 @@
+"""Shared-memory buffers that carry their layout, on the H200: copies through them, and register
+tiles read and written through their transforms and swizzle, give the interpreter's bytes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from gpu_support import gpu_and_interpreter, hopper_or_skip
+from smem_layout_kernels import SWIZZLES, copy_through_layout
+from support import random_bits
+
+import asyncdsl as ad
+
+hopper_or_skip()
+pytestmark = pytest.mark.gpu
+
+
+@pytest.mark.parametrize("dtype", (ad.float32, ad.bfloat16, ad.int8), ids=str)
+@pytest.mark.parametrize("swizzle", SWIZZLES)
+def test_a_copy_in_and_out_of_a_laid_out_buffer_is_the_identity(dtype, swizzle):
+    x = random_bits((64, 128), dtype, 3)
+    (gpu,), (cpu,) = gpu_and_interpreter(copy_through_layout, [x], [np.zeros_like(x)], SWIZZLE=swizzle)
+    assert gpu.tobytes() == x.tobytes() == cpu.tobytes()
