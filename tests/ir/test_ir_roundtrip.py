@@ -139,6 +139,7 @@ def laid_out(x, y):
     bar = ad.barrier()
     ad.async_copy(x.at[:, :], ring.at[1], barrier=bar)
     bar.wait()
+    ring.at[0][...] = ring.at[1].load(layout=ad.WGMMA)
     ad.fence_async_smem()
     ad.async_copy(ring.at[0], y.at[:, :])
     ad.await_async_copy(0)
