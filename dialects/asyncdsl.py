@@ -75,7 +75,15 @@ from asyncdsl.dialects.core_ops import (
 )
 from asyncdsl.dialects.cp_async_ops import AwaitCpAsyncCopyOp, CpAsyncLoadOp
 from asyncdsl.dialects.im2col_ops import AsyncCopyIm2colOp, Im2colDescriptorAttr, TmaIm2colLoadOp
-from asyncdsl.dialects.ir_utils import buffer_bytes, element_bits, is_gmem, is_smem, shape_of
+from asyncdsl.dialects.ir_utils import (
+    buffer_bytes,
+    element_bits,
+    is_gmem,
+    is_smem,
+    logical_shape,
+    shape_of,
+    smem_layout,
+)
 from asyncdsl.dialects.prefetch_ops import AsyncPrefetchOp, TmaPrefetchOp
 from asyncdsl.dialects.profile_ops import RegionBeginOp, RegionEndOp, region_names
 from asyncdsl.dialects.registers_ops import AllocRegistersOp, ReadRegistersOp, WriteRegistersOp
@@ -111,6 +119,7 @@ __all__ = [
     "ProgramIdOp", "ReduceOp", "RegionBeginOp", "RegionEndOp", "RelayoutOp", "SelectOp", "SmemSliceOp", "SplatOp", "SQUEEZED", "StoreGmemOp", "StoreSmemOp", "SmemViewOp", "TmaGather4Op", "TmaIm2colLoadOp", "TmaLoadOp",
     "TmaPrefetchOp", "TmaScatter4Op", "TmaStoreOp", "WaitOp", "WarpgroupBarrierOp", "WarpgroupIdxOp",
     "buffer_bytes", "check_message", "element_bits", "is_gmem", "is_smem", "region_names", "root_buffer", "scratch_bytes", "shape_of",
+    "logical_shape", "smem_layout",
 ]
 
 OPERATIONS: tuple[type[Operation], ...] = (

@@ -23,7 +23,9 @@ from xdsl.irdl import (
 )
 from xdsl.utils.exceptions import VerifyException
 
-from asyncdsl.dialects.ir_utils import int_prop, is_smem, shape_of, smem_type
+from asyncdsl.dialects.ir_utils import element_bits, int_prop, is_smem, shape_of, smem_layout, smem_type
+from asyncdsl.errors import TransformError
+from asyncdsl.hw.smem_layout import SmemLayout
 
 # ---------------------------------------------------------------------------------------------
 # Identifiers of the running program.
@@ -90,7 +92,8 @@ class WarpgroupIdxOp(IRDLOperation):
 
 @irdl_op_definition
 class AllocSmemOp(IRDLOperation):
-    """A shared-memory buffer of the CTA. `allocate-smem` fills in `offset`."""
+    """A shared-memory buffer of the CTA. `allocate-smem` fills in `offset`.  A buffer with a
+    layout has the physical shape the layout derives from its logical one."""
 
     name = "asyncdsl.alloc_smem"
     alignment = prop_def(IntegerAttr[I64])
@@ -99,10 +102,11 @@ class AllocSmemOp(IRDLOperation):
 
     assembly_format = "`align` $alignment (`offset` $offset^)? attr-dict `:` type($result)"
 
-    def __init__(self, shape: Sequence[int], element_type: Attribute, alignment: int = 128):
+    def __init__(self, shape: Sequence[int], element_type: Attribute, alignment: int = 128,
+                 layout: SmemLayout | None = None):
         super().__init__(
             properties={"alignment": int_prop(alignment)},
-            result_types=[smem_type(shape, element_type)],
+            result_types=[smem_type(shape, element_type, layout)],
         )
 
     def verify_(self) -> None:
@@ -113,6 +117,20 @@ class AllocSmemOp(IRDLOperation):
             raise VerifyException(f"alignment must be a power of two >= 16, got {alignment}")
         if any(d <= 0 for d in shape_of(self.result)):
             raise VerifyException(f"shared-memory buffers need positive dims, got {shape_of(self.result)}")
+        layout = smem_layout(self.result.type)
+        if layout is None:
+            return
+        if layout.physical_shape != shape_of(self.result):
+            raise VerifyException(
+                f"a buffer of logical shape {layout.logical_shape} has the physical shape {layout.physical_shape}, "
+                f"not {shape_of(self.result)}"
+            )
+        try:
+            layout.check_element(element_bits(self.result.type))
+        except TransformError as error:
+            raise VerifyException(error.message) from None
+        if alignment % layout.alignment:
+            raise VerifyException(f"a buffer swizzled by {layout.swizzle_bytes} bytes is aligned to {layout.alignment}")
 
 
 @irdl_op_definition
@@ -128,9 +146,11 @@ class SmemViewOp(IRDLOperation):
 
     def __init__(self, source: SSAValue, indices: Sequence[SSAValue]):
         shape = shape_of(source)[len(indices):]
+        layout = smem_layout(source.type)
+        view = None if layout is None else layout.view(len(indices))
         super().__init__(
             operands=[source, indices],
-            result_types=[smem_type(shape, source.type.element_type)],
+            result_types=[smem_type(shape, source.type.element_type, view)],
         )
 
     def verify_(self) -> None:
@@ -144,6 +164,13 @@ class SmemViewOp(IRDLOperation):
             )
         if shape_of(self.result) != source_shape[len(self.indices):]:
             raise VerifyException("smem_view result shape must be the source's trailing dims")
+        layout = smem_layout(self.source.type)
+        try:
+            expected = None if layout is None else layout.view(len(self.indices))
+        except TransformError as error:
+            raise VerifyException(f"smem_view: {error.message}") from None
+        if smem_layout(self.result.type) != expected:
+            raise VerifyException(f"smem_view of a buffer laid out as {layout} must carry the view's layout {expected}")
 
 
 OPERATIONS: tuple[type[Operation], ...] = (

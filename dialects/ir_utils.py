@@ -15,6 +15,7 @@ from asyncdsl import dtypes
 from asyncdsl.dialects.memory_attrs import SMEM, SharedMemorySpaceAttr
 from asyncdsl.hw.collective import CLUSTER_DIMS
 from asyncdsl.hw.limits import MAX_PENDING_GROUPS, MAX_TMA_RANK, SWIZZLE_SPANS, TMA_COORDINATE_BITS
+from asyncdsl.hw.smem_layout import SmemLayout
 
 SWIZZLE_BYTES = SWIZZLE_SPANS  # every copy engine here swizzles as TMA does
 
@@ -49,8 +50,20 @@ def is_gmem(type_: Attribute) -> bool:
     return isinstance(type_, MemRefType) and not is_smem(type_)
 
 
-def smem_type(shape: Sequence[int], element_type: Attribute) -> MemRefType:
-    return MemRefType(element_type, list(shape), memory_space=SMEM)
+def smem_type(shape: Sequence[int], element_type: Attribute, layout: SmemLayout | None = None) -> MemRefType:
+    """A shared-memory buffer of `shape` (the physical one when `layout` is given)."""
+    return MemRefType(element_type, list(shape), memory_space=SMEM if layout is None else SharedMemorySpaceAttr(layout))
+
+
+def smem_layout(type_: MemRefType) -> SmemLayout | None:
+    """The layout a shared-memory buffer carries (None: row-major in its memref shape)."""
+    return type_.memory_space.layout
+
+
+def logical_shape(type_: MemRefType) -> tuple[int, ...]:
+    """The shape kernel code sees of a shared-memory buffer (the memref's unless it has a layout)."""
+    layout = smem_layout(type_)
+    return tuple(type_.get_shape()) if layout is None else layout.logical_shape
 
 
 def shape_of(value: SSAValue) -> tuple[int, ...]:

@@ -5,7 +5,8 @@ by every thread of the warpgroup at once (ordinary loads and stores, not the cop
     %t = asyncdsl.load_smem %buf : memref<64x256xbf16, #asyncdsl.smem> -> vector<64x256xbf16>
     asyncdsl.store_smem %t, %buf : vector<64x256xbf16>, memref<64x256xbf16, #asyncdsl.smem>
 
-The tile has the buffer's shape and element type.  A load takes the layout it is given (`layout`)
+The tile has the buffer's shape (its logical one when it carries a layout, `hw.smem_layout`) and
+element type.  A load takes the layout it is given (`layout`)
 or the one `infer-layouts` picks; a store writes a tile in whatever layout it has.  Stores are
 generic-proxy writes: a TMA store or wgmma that reads the bytes needs `fence_async_smem` first.
 
@@ -45,7 +46,7 @@ from xdsl.irdl import (
 )
 from xdsl.utils.exceptions import VerifyException
 
-from asyncdsl.dialects.ir_utils import is_smem
+from asyncdsl.dialects.ir_utils import is_smem, logical_shape
 from asyncdsl.dialects.layout_attrs import LayoutAttr
 from asyncdsl.hw.fragments import Layout
 
@@ -55,9 +56,10 @@ SQUEEZED = -1  # the size of an indexed (squeezed) dim in a GMEM window
 def _same_tile(buffer: MemRefType, tile: VectorType, what: str) -> None:
     if not is_smem(buffer):
         raise VerifyException(f"{what} takes a shared-memory buffer")
-    if tuple(buffer.get_shape()) != tuple(tile.get_shape()) or buffer.element_type != tile.element_type:
+    if logical_shape(buffer) != tuple(tile.get_shape()) or buffer.element_type != tile.element_type:
         raise VerifyException(
-            f"{what} moves a whole buffer: the tile ({tile}) must have the buffer's shape and element type ({buffer})"
+            f"{what} moves a whole buffer: the tile ({tile}) must have the buffer's (logical) shape and element "
+            f"type ({buffer})"
         )
 
 
@@ -77,7 +79,7 @@ class LoadSmemOp(IRDLOperation):
         super().__init__(
             operands=[smem],
             properties={"layout": LayoutAttr(layout)} if layout is not None else {},
-            result_types=[VectorType(buffer.element_type, buffer.get_shape())],
+            result_types=[VectorType(buffer.element_type, logical_shape(buffer))],
         )
 
     def verify_(self) -> None:

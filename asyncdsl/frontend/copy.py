@@ -15,6 +15,7 @@ from asyncdsl.frontend.refs import GmemRef, GmemView, SmemRef
 from asyncdsl.frontend.scalars import Scalar, condition_value, index_value
 from asyncdsl.frontend.sync import Barrier
 from asyncdsl.hw.options import Implementation, Oob, Partition, Reduction
+from asyncdsl.hw.smem_layout import describe_chain
 from asyncdsl.hw.transforms import MemRefTransform
 
 
@@ -47,13 +48,35 @@ def _as_gmem_view(side: object, name: str) -> GmemView | SmemRef:
     )
 
 
+def _copy_layout(smem: SmemRef, transforms, swizzle) -> tuple[tuple[MemRefTransform, ...], int]:
+    """The transforms and swizzle of a copy to or from `smem`: the buffer's when it carries a
+    layout (the copy may repeat them, not change them), else the copy's own."""
+    given_chain = None if transforms is None else transform_chain(transforms)
+    given_swizzle = None if swizzle is None else swizzle_bytes(swizzle)
+    layout = smem.layout
+    if layout is None:
+        return given_chain or (), given_swizzle or 0
+    if (given_chain is not None and given_chain != layout.transforms) or (
+        given_swizzle is not None and given_swizzle != layout.swizzle_bytes
+    ):
+        passed = describe_chain(given_chain if given_chain is not None else layout.transforms)
+        passed_swizzle = given_swizzle if given_swizzle is not None else layout.swizzle_bytes
+        raise TraceError(
+            f"async_copy passes transforms {passed} and swizzle {passed_swizzle}, but the buffer allocated at "
+            f"{smem.origin} carries transforms {describe_chain(layout.transforms)} and swizzle "
+            f"{layout.swizzle_bytes}; leave them off the copy, which takes the buffer's",
+            user_location(),
+        )
+    return layout.transforms, layout.swizzle_bytes
+
+
 def async_copy(
     src,
     dst,
     *,
     barrier: Barrier | None = None,
     swizzle: int | None = None,
-    transforms: MemRefTransform | Sequence[MemRefTransform] = (),
+    transforms: MemRefTransform | Sequence[MemRefTransform] | None = None,
     arrive: bool = True,
     collective: str | Sequence[str] | None = None,
     partition: Partitioned | str | None = None,
@@ -63,6 +86,11 @@ def async_copy(
     oob: str = "zeros",
 ) -> None:
     """Start an asynchronous copy between a GMEM slice and an SMEM buffer.
+
+    A buffer allocated with transforms or a swizzle (`asyncdsl.smem(..., transforms=, swizzle=)`)
+    lends them to the copy, and the GMEM slice has its logical shape; a copy that passes other
+    ones is an error.  Otherwise the copy's own `transforms` and `swizzle` lay the slice out
+    in the buffer (which then has the transformed shape).
 
     GMEM -> SMEM copies complete on `barrier` (its phase completes once the bytes land; `arrive`
     also makes the warpgroup arrive with expect-tx of those bytes). SMEM -> GMEM copies join the
@@ -100,9 +128,9 @@ def async_copy(
     gmem = src if isinstance(src, GmemView) else dst
     if barrier is not None and not isinstance(barrier, Barrier):
         raise TraceError(f"barrier must come from asyncdsl.barrier(...), got {barrier!r}", user_location())
-    transforms = transform_chain(transforms)
+    transforms, swizzle = _copy_layout(src if isinstance(src, SmemRef) else dst, transforms, swizzle)
     collective = cluster_dims(collective)
-    swizzle, arrive = swizzle_bytes(swizzle), flag(arrive, "arrive")
+    arrive = flag(arrive, "arrive")
     if isinstance(partition, Partitioned):
         partition_kind, partition_axis = Partition.PARTITIONED, partition.axis
     else:

@@ -6,10 +6,13 @@ from collections.abc import Sequence
 
 from asyncdsl import dtypes
 from asyncdsl.dialects import asyncdsl as ir
-from asyncdsl.errors import ArgumentError, TraceError, user_location
+from asyncdsl.errors import ArgumentError, TraceError, TransformError, user_location
 from asyncdsl.frontend import tracer as tracing
+from asyncdsl.frontend.options import swizzle_bytes, transform_chain
 from asyncdsl.frontend.refs import SmemRef
 from asyncdsl.frontend.scalars import IndexLike, Scalar
+from asyncdsl.hw.smem_layout import make_layout
+from asyncdsl.hw.transforms import MemRefTransform
 
 
 def cdiv(a: IndexLike, b: IndexLike) -> IndexLike:
@@ -59,15 +62,38 @@ def allocation_tracer(what: str) -> tracing.Tracer:
     return tracer
 
 
-def smem(shape: Sequence[int] | int, dtype) -> SmemRef:
-    """A buffer of `shape` elements of `dtype` in the CTA's shared memory."""
-    tracer = allocation_tracer("asyncdsl.smem")
+def smem(
+    shape: Sequence[int] | int,
+    dtype,
+    *,
+    transforms: MemRefTransform | Sequence[MemRefTransform] = (),
+    swizzle: int | None = None,
+) -> SmemRef:
+    """A buffer of `shape` elements of `dtype` in the CTA's shared memory.
+
+    With `transforms` and/or `swizzle`, `shape` is the logical shape and the buffer carries its
+    layout (`asyncdsl.hw.smem_layout`): memory holds the shape the transforms make of it, with
+    its bytes swizzled; copies take the transforms and swizzle from the buffer, and register
+    loads and stores address it through them.  Without, the buffer is row-major in `shape`.
+    """
+    what = "asyncdsl.smem"
+    tracer = allocation_tracer(what)
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
     if not shape or any(isinstance(d, bool) or not isinstance(d, int) or d <= 0 for d in shape):
-        raise TraceError(f"asyncdsl.smem needs a shape of positive Python ints, got {shape!r}", user_location())
+        raise TraceError(f"{what} needs a shape of positive Python ints, got {shape!r}", user_location())
     try:
         element = dtypes.as_dtype(dtype)
     except ArgumentError as error:
-        raise TraceError(f"asyncdsl.smem: {error.message}", user_location()) from None
-    op = tracer.emit(ir.AllocSmemOp(shape, element.mlir()))
-    return SmemRef(op.results[0], shape, element)
+        raise TraceError(f"{what}: {error.message}", user_location()) from None
+    try:
+        layout = make_layout(shape, transform_chain(transforms), swizzle_bytes(swizzle))
+        if layout is not None:
+            layout.check_element(element.bits)
+    except TransformError as error:
+        raise TraceError(f"{what}: {error.message}", user_location()) from None
+    if layout is None:
+        op = tracer.emit(ir.AllocSmemOp(shape, element.mlir()))
+    else:
+        alignment = max(128, layout.alignment)
+        op = tracer.emit(ir.AllocSmemOp(layout.physical_shape, element.mlir(), alignment, layout))
+    return SmemRef(op.results[0], shape, element, layout, user_location())

@@ -91,6 +91,7 @@ def async_copy_im2col(
             f"async_copy_im2col destination must be an asyncdsl.smem buffer, got {type(dst).__name__}",
             user_location(),
         )
+    dst.plain("async_copy_im2col")
     if not isinstance(barrier, Barrier):
         raise TraceError(f"barrier must come from asyncdsl.barrier(...), got {barrier!r}", user_location())
     if not isinstance(window_start_bounds, Sequence) or any(

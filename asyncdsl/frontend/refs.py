@@ -14,11 +14,12 @@ from xdsl.ir import SSAValue
 
 from asyncdsl import dtypes
 from asyncdsl.dialects import asyncdsl as ir
-from asyncdsl.errors import TraceError, user_location
+from asyncdsl.errors import SourceLocation, TraceError, TransformError, user_location
 from asyncdsl.frontend import tracer as tracing
 from asyncdsl.frontend.scalars import IndexLike, Scalar, index_value, is_index
 from asyncdsl.frontend.tiles import RegisterTile, layout_argument
 from asyncdsl.hw.fragments import Layout
+from asyncdsl.hw.smem_layout import SmemLayout
 
 
 @dataclass(frozen=True, init=False)
@@ -171,12 +172,19 @@ class GmemView:
 
 
 class SmemRef:
-    """A buffer in the CTA's shared memory (or a leading-index view of one)."""
+    """A buffer in the CTA's shared memory (or a leading-index view of one).
 
-    def __init__(self, value: SSAValue, shape: tuple[int, ...], dtype: dtypes.DType):
+    `shape` is the logical shape; a buffer allocated with transforms or a swizzle carries them
+    in `layout` (None: row-major in `shape`), and `origin` is the line that allocated it.
+    """
+
+    def __init__(self, value: SSAValue, shape: tuple[int, ...], dtype: dtypes.DType,
+                 layout: SmemLayout | None = None, origin: SourceLocation | None = None):
         self.value = value
         self.shape = shape
         self.dtype = dtype
+        self.layout = layout
+        self.origin = origin
 
     @property
     def ndim(self) -> int:
@@ -187,11 +195,21 @@ class SmemRef:
         count = 1
         for d in self.shape:
             count *= d
-        return count * self.dtype.bits // 8
+        return count * self.dtype.bits // 8  # a layout is a bijection: as many bytes as logical elements
 
     @property
     def at(self) -> _At:
         return _At(self)
+
+    def plain(self, what: str) -> SmemRef:
+        """This buffer, checked to carry no layout (for copies that lay out rows themselves)."""
+        if self.layout is not None:
+            raise TraceError(
+                f"{what} takes a buffer allocated without transforms or swizzle; the one allocated at "
+                f"{self.origin} carries them",
+                user_location(),
+            )
+        return self
 
     def _view(self, key) -> SmemRef:
         dims = parse_indices(key, self.shape, "shared-memory view .at[...]", coordinates=False)
@@ -213,9 +231,17 @@ class SmemRef:
                 )
         if not leading:
             return self
+        view_layout = None
+        if self.layout is not None:
+            try:
+                view_layout = self.layout.view(len(leading))
+            except TransformError as error:
+                raise TraceError(
+                    f"shared-memory view of the buffer allocated at {self.origin}: {error.message}", user_location()
+                ) from None
         tracer = tracing.current("SmemRef.at")
         op = tracer.emit(ir.SmemViewOp(self.value, [index_value(i) for i in leading]))
-        return SmemRef(op.results[0], self.shape[len(leading):], self.dtype)
+        return SmemRef(op.results[0], self.shape[len(leading):], self.dtype, view_layout, self.origin)
 
     # -- register tiles: `tile = buf[...]`, `buf[...] = tile` ----------------------------------------
     def __getitem__(self, key) -> RegisterTile:

@@ -60,7 +60,7 @@ def _row_indices(rows: object, what: str) -> SmemRef:
             f"{type(rows).__name__}",
             user_location(),
         )
-    return rows
+    return rows.plain(what)
 
 
 def async_gather(src, dst: SmemRef, *, rows: SmemRef, barrier: Barrier, swizzle: int | None = None,
@@ -81,7 +81,7 @@ def async_gather(src, dst: SmemRef, *, rows: SmemRef, barrier: Barrier, swizzle:
         raise TraceError(f"barrier must come from asyncdsl.barrier(...), got {barrier!r}", user_location())
     barriers, barrier_index = barrier.operands()
     tracer.emit(ir.AsyncCopyRowsOp(
-        array.value, dst.value, _row_indices(rows, "async_gather").value, index_value(column), columns,
+        array.value, dst.plain("async_gather").value, _row_indices(rows, "async_gather").value, index_value(column), columns,
         barriers=barriers, barrier_index=barrier_index, swizzle=swizzle_bytes(swizzle),
         arrive=flag(arrive, "arrive"),
     ))
@@ -100,6 +100,6 @@ def async_scatter(src: SmemRef, dst, *, rows: SmemRef, swizzle: int | None = Non
         raise TraceError(f"async_scatter source must be an asyncdsl.smem buffer, got {type(src).__name__}",
                          user_location())
     tracer.emit(ir.AsyncCopyRowsOp(
-        src.value, array.value, _row_indices(rows, "async_scatter").value, index_value(column), columns,
+        src.plain("async_scatter").value, array.value, _row_indices(rows, "async_scatter").value, index_value(column), columns,
         swizzle=swizzle_bytes(swizzle), arrive=flag(arrive, "arrive"),
     ))

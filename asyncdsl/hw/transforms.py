@@ -125,6 +125,12 @@ class MemRefTransform(ABC):
         """The same transform on a ref with `leading_rank` extra leading dims left in place."""
 
     @abstractmethod
+    def unbatch(self, leading_rank: int) -> MemRefTransform:
+        """The transform whose `batch(leading_rank)` is this one: how it acts on the trailing
+        dims of a ref whose first `leading_rank` dims it leaves in place (an SMEM view indexing
+        them).  TransformError when it moves, merges or drops one of those dims."""
+
+    @abstractmethod
     def apply_array(self, array: np.ndarray) -> np.ndarray:
         """`array` laid out as the transform says (a view of it where numpy allows)."""
 
@@ -218,6 +224,9 @@ class TileTransform(MemRefTransform):
     def batch(self, leading_rank: int) -> MemRefTransform:
         return self  # it only touches trailing dims
 
+    def unbatch(self, leading_rank: int) -> MemRefTransform:
+        return self  # whether the trailing dims still hold the tiled ones is the shape's business
+
     def apply_array(self, array: np.ndarray) -> np.ndarray:
         kept, tiles = self._gmem_tiles(array.shape)
         untiled = array.ndim - len(self.tiling)
@@ -274,6 +283,11 @@ class TransposeTransform(MemRefTransform):
         return TransposeTransform(
             (*range(leading_rank), *(p + leading_rank for p in self.permutation))
         )
+
+    def unbatch(self, leading_rank: int) -> MemRefTransform:
+        if self.permutation[:leading_rank] != tuple(range(leading_rank)) or len(self.permutation) == leading_rank:
+            raise TransformError(f"{self} moves one of the leading {leading_rank} dim(s)")
+        return TransposeTransform(tuple(p - leading_rank for p in self.permutation[leading_rank:]))
 
     def apply_array(self, array: np.ndarray) -> np.ndarray:
         self._permute(array.shape)
@@ -350,6 +364,11 @@ class CollapseLeadingIndicesTransform(MemRefTransform):
     def batch(self, leading_rank: int) -> MemRefTransform:
         return replace(self, batch_rank=self.batch_rank + leading_rank)
 
+    def unbatch(self, leading_rank: int) -> MemRefTransform:
+        if self.batch_rank < leading_rank:
+            raise TransformError(f"{self} merges one of the leading {leading_rank} dim(s)")
+        return replace(self, batch_rank=self.batch_rank - leading_rank)
+
     def apply_array(self, array: np.ndarray) -> np.ndarray:
         shape = self.transform_gmem_shape(array.shape)
         itemsize = array.itemsize
@@ -406,6 +425,11 @@ class DropUnitDimsTransform(MemRefTransform):
     def batch(self, leading_rank: int) -> MemRefTransform:
         return DropUnitDimsTransform(tuple(d + leading_rank for d in self.unit_dims))
 
+    def unbatch(self, leading_rank: int) -> MemRefTransform:
+        if any(d < leading_rank for d in self.unit_dims):
+            raise TransformError(f"{self} drops one of the leading {leading_rank} dim(s)")
+        return DropUnitDimsTransform(tuple(d - leading_rank for d in self.unit_dims))
+
     def apply_array(self, array: np.ndarray) -> np.ndarray:
         self.transform_shape(array.shape)
         return array[tuple(0 if d in self.unit_dims else slice(None) for d in range(array.ndim))]
@@ -460,3 +484,9 @@ def apply_chain_array(chain: Sequence[MemRefTransform], array: np.ndarray) -> np
 def batch_chain(chain: Sequence[MemRefTransform], leading_rank: int) -> TransformChain:
     """Every transform of `chain` batched over `leading_rank` leading dims."""
     return tuple(transform.batch(leading_rank) for transform in chain)
+
+
+def unbatch_chain(chain: Sequence[MemRefTransform], leading_rank: int) -> TransformChain:
+    """Every transform of `chain` unbatched from `leading_rank` leading dims (the inverse of
+    `batch_chain`); TransformError when one of them touches those dims."""
+    return tuple(transform.unbatch(leading_rank) for transform in chain)

@@ -1,7 +1,9 @@
 """The interpreter's register-tile loads and stores: `asyncdsl.load_smem` and `store_smem`.
 
-A tile moves to or from its shared-memory buffer whole, row-major, whatever its layout (the
-layout only says which thread moves which bytes).  These are ordinary `ld/st.shared`: accesses
+A tile moves to or from its shared-memory buffer whole, whatever its register layout (which only
+says which thread moves which bytes): row-major, or through the buffer's own layout when it
+carries one, each logical element at the physical place its transform chain gives
+(`apply_chain_index`), its bytes at their swizzled absolute address (`hw.swizzle`).  These are ordinary `ld/st.shared`: accesses
 through the generic proxy, which the race log (`races`) checks and records as the GPU needs:
 
 - a load must not read bytes a TMA load (or other async write) is still landing, nor bytes
@@ -27,6 +29,15 @@ from asyncdsl.interpret.races import GenericRead, GenericWrite
 from asyncdsl.interpret.tiles import element_dtype
 
 
+def _byte_addresses(memref, buffer: SmemBuffer) -> np.ndarray | None:
+    """Where each byte of each logical element of a laid-out buffer lies in the CTA's shared
+    memory (None for a row-major buffer, which holds its tile as it stands)."""
+    layout = ir.smem_layout(memref)
+    if layout is None:
+        return None
+    return layout.byte_addresses(buffer.offset, buffer.element_bytes)
+
+
 @register_impls
 class TileAccessFunctions(WarpgroupFunctions):
     """Register tiles to and from shared memory, executed by `self.warpgroup`."""
@@ -43,7 +54,12 @@ class TileAccessFunctions(WarpgroupFunctions):
         what = "the register-tile load"
         start, end = self._bytes(args[0], what)
         cta.accesses.check_read(start, end, warpgroup.clock, what, generic=True)
-        tile = cta.smem.bytes[start:end].view(dtype).reshape(tuple(op.result.type.get_shape())).copy()
+        shape = tuple(op.result.type.get_shape())
+        addresses = _byte_addresses(op.smem.type, args[0])
+        if addresses is None:
+            tile = cta.smem.bytes[start:end].view(dtype).reshape(shape).copy()
+        else:
+            tile = np.ascontiguousarray(cta.smem.bytes[addresses]).view(dtype).reshape(shape)
         count = warpgroup.access_shared()
         cta.accesses.record_read(GenericRead(start, end, warpgroup.shared_key, count, warpgroup.label, origin(op)))
         return (tile,)
@@ -57,7 +73,11 @@ class TileAccessFunctions(WarpgroupFunctions):
         what = "the register-tile store"
         start, end = self._bytes(buffer, what)
         cta.accesses.check_write(start, end, warpgroup.clock, what, generic=True)
-        cta.smem.bytes[start:end] = np.ascontiguousarray(tile, dtype).reshape(-1).view(np.uint8)
+        addresses = _byte_addresses(op.smem.type, buffer)
+        if addresses is None:
+            cta.smem.bytes[start:end] = np.ascontiguousarray(tile, dtype).reshape(-1).view(np.uint8)
+        else:
+            cta.smem.bytes[addresses] = np.ascontiguousarray(tile, dtype).view(np.uint8).reshape(addresses.shape)
         count = warpgroup.access_shared()
         how = f"synchronise with {warpgroup.label} after that store (a CTA barrier, or an mbarrier it arrives on)"
         write = GenericWrite(start, end, warpgroup.shared_key, count, how, origin(op), writer="register-tile store")

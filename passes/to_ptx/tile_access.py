@@ -1,10 +1,9 @@
 """Lowering of register tiles to and from shared memory (`load_smem`, `store_smem`).
 
-A buffer holds its tile row-major.  Each thread moves its register vectors: the address of
-thread t's register r, lane v is `base + (thread_term(t) + slot_offset(r) + v) · element bytes`,
-where the thread term is linear in t's bits (`tile_registers.thread_coefficients`), so one PTX
-sequence serves all 128 threads.  A register's vector is contiguous; it moves in the widest
-aligned pieces up to 16 bytes (`ld/st.shared.v4.b32`).  16-bit elements pack two to a 32-bit
+A buffer holds its tile row-major, or through the layout it carries (transforms and swizzle).
+Each thread moves its register vectors in the widest aligned pieces up to 16 bytes
+(`ld/st.shared.v4.b32`) at the addresses `smem_addresses` plans: a thread term linear in the
+thread's bits plus a constant per piece, swizzled when the buffer is.  16-bit elements pack two to a 32-bit
 word (`mov.b32 {lo, hi}`), 8-bit ones four (`prmt`, `bfe`).
 
 Stores are followed by a warpgroup barrier and preceded by one: a store in one layout and a load
@@ -25,18 +24,11 @@ from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects.layout_attrs import layout_of
 from asyncdsl.hw.fragments import Layout, SplatLayout
 from asyncdsl.hw.layout_choice import strided_layout
-from asyncdsl.hw.tiling import THREADS, flat_index
+from asyncdsl.hw.smem_layout import SmemLayout
+from asyncdsl.hw.tiling import THREADS
 from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
-from asyncdsl.passes.to_ptx.tile_registers import (
-    bind_tile,
-    register_kind,
-    thread_coefficients,
-    thread_term,
-    tile_of,
-    uniform,
-)
-
-MAX_ACCESS_BYTES = 16
+from asyncdsl.passes.to_ptx.smem_addresses import AccessPlan, piece_addresses
+from asyncdsl.passes.to_ptx.tile_registers import bind_tile, register_kind, tile_of
 
 
 def buffer_alignment(value: SSAValue) -> int:
@@ -55,48 +47,12 @@ def buffer_alignment(value: SSAValue) -> int:
     return 1
 
 
-class TileAddresses:
-    """Where each register vector of a `shape` tile in `layout` sits in a row-major buffer."""
-
-    def __init__(self, layout: Layout, shape: tuple[int, ...], element_bytes: int):
-        coordinates = layout.coordinates(shape)  # (128, *registers, vector lane, rank)
-        flat = flat_index(coordinates, shape).reshape(THREADS, -1, layout.vector_length)
-        if not (np.diff(flat, axis=-1) == 1).all():
-            raise AssertionError(f"layout {layout}: a register's vector lanes are not adjacent elements")
-        first = flat[:, :, 0]
-        per_thread = first[:, 0] - first[0, 0]
-        self.coefficients = thread_coefficients(per_thread, f"the address of a tile in layout {layout}")
-        self.slot_offsets = uniform(first - per_thread[:, None], "a register's address in a tile")
-        self.vector = layout.vector_length
-        self.element_bytes = element_bytes
-        self.primary = _primary_threads(layout)
-
-    def piece_bytes(self, base_alignment: int) -> int:
-        """The widest access every vector splits into, aligned for every thread and register."""
-        offsets = [*self.slot_offsets, *self.coefficients]
-        alignment = base_alignment
-        for offset in offsets:
-            if offset:
-                alignment = math.gcd(alignment, offset * self.element_bytes)
-        size = self.vector * self.element_bytes
-        piece = min(MAX_ACCESS_BYTES, alignment, size & -size)
-        return max(piece, 1)
-
-
 def _primary_threads(layout: Layout) -> np.ndarray | None:
     """Threads that hold the first copy of their elements (None: every thread does)."""
     if layout.replication == 1:
         return None
     replicas = layout.replica_threads()
     return replicas[:, 0] == np.arange(THREADS)
-
-
-def _thread_base(ctx: KernelLowering, base: SSAValue, addresses: TileAddresses) -> SSAValue:
-    term = thread_term(ctx, addresses.coefficients)
-    if isinstance(term, int):
-        return base
-    scaled = ctx.b.emit("mul.lo.s32 {}, {}, {};", "b32", term, addresses.element_bytes) if addresses.element_bytes != 1 else term
-    return ctx.b.emit("add.s32 {}, {}, {};", "b32", base, scaled)
 
 
 def primary_guard(ctx: KernelLowering, layout: Layout) -> SSAValue | None:
@@ -198,36 +154,30 @@ def store_piece(ctx: KernelLowering, address: SSAValue, offset: int, elements: l
 # -- whole tiles ---------------------------------------------------------------------------------
 
 
-def read_tile(ctx: KernelLowering, base: SSAValue, alignment: int, layout: Layout, shape, element) -> np.ndarray:
-    """The registers of a `shape` tile in `layout` read from the row-major buffer at `base`."""
+def read_tile(ctx: KernelLowering, base: SSAValue, alignment: int, layout: Layout, shape, element,
+              buffer_layout: SmemLayout | None = None) -> np.ndarray:
+    """The registers of a `shape` tile in `layout` read from the buffer at `base` (row-major, or
+    laid out by `buffer_layout`)."""
     element_bytes = ir.element_bits(_vector_of(element)) // 8
     kind = register_kind(element)
-    addresses = TileAddresses(layout, shape, element_bytes)
-    piece = addresses.piece_bytes(alignment)
-    address = _thread_base(ctx, base, addresses)
-    per_piece = piece // element_bytes
+    plan = AccessPlan(layout, shape, element_bytes, buffer_layout or SmemLayout(shape, (), 0), alignment)
     registers = []
-    for slot_offset in addresses.slot_offsets:
-        for lane in range(0, addresses.vector, per_piece):
-            offset = (int(slot_offset) + lane) * element_bytes
-            registers += load_piece(ctx, address, offset, piece, element_bytes, kind)
+    for address, offset in piece_addresses(ctx, base, plan):
+        registers += load_piece(ctx, address, offset, plan.piece_bytes, element_bytes, kind)
     return np.array(registers, dtype=object).reshape(layout.registers_shape(shape))
 
 
-def write_tile(ctx: KernelLowering, base: SSAValue, alignment: int, layout: Layout, shape, element, regs: np.ndarray) -> None:
-    """Write the registers `regs` of a `shape` tile in `layout` to the row-major buffer at `base`."""
+def write_tile(ctx: KernelLowering, base: SSAValue, alignment: int, layout: Layout, shape, element, regs: np.ndarray,
+               buffer_layout: SmemLayout | None = None) -> None:
+    """Write the registers `regs` of a `shape` tile in `layout` to the buffer at `base`."""
     element_bytes = ir.element_bits(_vector_of(element)) // 8
     kind = register_kind(element)
-    addresses = TileAddresses(layout, shape, element_bytes)
-    piece = addresses.piece_bytes(alignment)
-    address = _thread_base(ctx, base, addresses)
+    plan = AccessPlan(layout, shape, element_bytes, buffer_layout or SmemLayout(shape, (), 0), alignment)
     guard = primary_guard(ctx, layout)
-    per_piece = piece // element_bytes
-    vectors = regs.reshape(-1, addresses.vector)
-    for slot_offset, vector in zip(addresses.slot_offsets, vectors):
-        for lane in range(0, addresses.vector, per_piece):
-            offset = (int(slot_offset) + lane) * element_bytes
-            store_piece(ctx, address, offset, list(vector[lane:lane + per_piece]), element_bytes, kind, guard)
+    vectors = regs.reshape(-1, plan.vector)
+    for piece, (address, offset) in zip(plan.pieces, piece_addresses(ctx, base, plan)):
+        elements = list(vectors[piece.slot][piece.lane:piece.lane + piece.lanes])
+        store_piece(ctx, address, offset, elements, element_bytes, kind, guard)
 
 
 def _vector_of(element) -> VectorType:
@@ -237,7 +187,8 @@ def _vector_of(element) -> VectorType:
 def _load(ctx: KernelLowering, op: ir.LoadSmemOp) -> None:
     layout = layout_of(op.result)
     shape = tuple(op.result.type.get_shape())
-    regs = read_tile(ctx, ctx.reg(op.smem), buffer_alignment(op.smem), layout, shape, op.result.type.element_type)
+    regs = read_tile(ctx, ctx.reg(op.smem), buffer_alignment(op.smem), layout, shape, op.result.type.element_type,
+                     ir.smem_layout(op.smem.type))
     bind_tile(ctx, op.result, regs)
 
 
@@ -254,9 +205,11 @@ def _store(ctx: KernelLowering, op: ir.StoreSmemOp) -> None:
         if layout is None:
             _store_splat_elementwise(ctx, op, tile.flat()[0], math.prod(tile.shape))
         else:
-            write_tile(ctx, ctx.reg(op.smem), buffer_alignment(op.smem), layout, tile.shape, element, tile.expanded(layout))
+            write_tile(ctx, ctx.reg(op.smem), buffer_alignment(op.smem), layout, tile.shape, element,
+                       tile.expanded(layout), ir.smem_layout(op.smem.type))
     else:
-        write_tile(ctx, ctx.reg(op.smem), buffer_alignment(op.smem), layout, tile.shape, element, regs)
+        write_tile(ctx, ctx.reg(op.smem), buffer_alignment(op.smem), layout, tile.shape, element, regs,
+                   ir.smem_layout(op.smem.type))
     if not private:
         b.run("bar.sync {}, 128;", ctx.facts.named_barrier)
 

@@ -31,7 +31,8 @@ from asyncdsl.hw.tiling import THREADS
 from asyncdsl.ir_locations import from_ir_location
 from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
 from asyncdsl.passes.to_ptx.gmem_addresses import wide_product, window_address, window_offset
-from asyncdsl.passes.to_ptx.tile_access import MAX_ACCESS_BYTES, load_piece, primary_guard, store_piece
+from asyncdsl.passes.to_ptx.smem_addresses import MAX_ACCESS_BYTES
+from asyncdsl.passes.to_ptx.tile_access import load_piece, primary_guard, store_piece
 from asyncdsl.passes.to_ptx.tile_registers import (
     bind_tile,
     register_kind,

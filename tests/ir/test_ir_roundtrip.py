@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from xdsl.parser import Parser
+from xdsl.utils.exceptions import VerifyException
 
 import asyncdsl as ad
 from asyncdsl.dialects.descriptor_attrs import TmaDescriptorAttr
@@ -128,3 +131,49 @@ def test_tile_ops_print_readably():
                      "asyncdsl.alloc_registers", "!asyncdsl.registers<vector<64x128xf32>>",
                      "asyncdsl.relayout", "math.exp2", "fastmath<afn>", "asyncdsl.layout = #asyncdsl.layout<wgmma_row>"):
         assert fragment in text, fragment
+
+
+@ad.kernel(grid=(1,))
+def laid_out(x, y):
+    ring = ad.smem((2, 64, 128), ad.bfloat16, transforms=ad.TileTransform((8, 64)), swizzle=128)
+    bar = ad.barrier()
+    ad.async_copy(x.at[:, :], ring.at[1], barrier=bar)
+    bar.wait()
+    ring.at[0][...] = ring.at[1].load(layout=ad.WGMMA)
+    ad.fence_async_smem()
+    ad.async_copy(ring.at[0], y.at[:, :])
+    ad.await_async_copy(0)
+
+
+LAID_OUT_STAGES = laid_out.stages(ad.ArraySpec((64, 128), ad.bfloat16), ad.ArraySpec((64, 128), ad.bfloat16))
+
+
+@pytest.mark.parametrize("stage", ["trace", *PASS_NAMES])
+def test_buffers_carrying_their_layout_round_trip(stage):
+    text = LAID_OUT_STAGES[stage]
+    parsed = Parser(make_context(), text).parse_module()
+    parsed.verify()
+    assert ir_text(parsed) == text
+
+
+def test_a_buffer_layout_prints_in_its_memory_space():
+    text = LAID_OUT_STAGES["trace"]
+    layout = "#asyncdsl.smem<[2, 64, 128], [#asyncdsl.tile<[8, 64]>], swizzle = 128>"
+    assert f"memref<2x8x2x8x64xbf16, {layout}>" in text
+    view = "#asyncdsl.smem<[64, 128], [#asyncdsl.tile<[8, 64]>], swizzle = 128>"
+    assert f"memref<8x2x8x64xbf16, {view}>" in text
+    assert "align 1024" in text  # the swizzle's repeat
+
+
+@pytest.mark.parametrize("text,message", [
+    ('"asyncdsl.alloc_smem"() <{alignment = 1024 : i64}> : () -> memref<64x128xbf16, '
+     '#asyncdsl.smem<[64, 128], [#asyncdsl.tile<[8, 64]>], swizzle = 128>>', "has the physical shape (8, 2, 8, 64)"),
+    ('"asyncdsl.alloc_smem"() <{alignment = 128 : i64}> : () -> memref<8x2x8x64xbf16, '
+     '#asyncdsl.smem<[64, 128], [#asyncdsl.tile<[8, 64]>], swizzle = 128>>', "aligned to 1024"),
+    ('"asyncdsl.alloc_smem"() <{alignment = 1024 : i64}> : () -> memref<8x4x8x32xbf16, '
+     '#asyncdsl.smem<[64, 128], [#asyncdsl.tile<[8, 32]>], swizzle = 128>>', "rows of exactly 128 bytes"),
+])
+def test_alloc_smem_verifies_the_layout_against_its_shape(text, message):
+    op = Parser(make_context(), text).parse_operation()
+    with pytest.raises(VerifyException, match=re.escape(message)):
+        op.verify()

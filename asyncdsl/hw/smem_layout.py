@@ -1,0 +1,122 @@
+"""The layout a shared-memory buffer carries: the logical shape kernel code indexes, the
+transform chain that lays it out in memory (`hw.transforms`) and the swizzle of its bytes
+(`hw.swizzle`).
+
+    SmemLayout((4, 128, 64), (TileTransform((8, 64)),), 128)
+    # physical shape (4, 16, 1, 8, 64): element [s, r, c] sits at physical index
+    # [s, r // 8, c // 64, r % 8, c % 64], and its bytes move by the 128-byte swizzle of their
+    # absolute shared address.
+
+The physical shape is what the memory holds row-major (what a TMA copy with the same transforms
+and swizzle fills); the logical shape is what register tiles and copies see.  A view indexing
+leading dims (`buf.at[slot]`) has the chain unbatched from those dims, which therefore must be
+dims the chain leaves in place.  The layout is a bijection: rounding tilings (which drop
+elements) are refused, so every logical element has its own physical place and back.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from asyncdsl.errors import TransformError
+from asyncdsl.hw.limits import SWIZZLE_SPANS
+from asyncdsl.hw.swizzle import repeat_bytes, swizzled
+from asyncdsl.hw.transforms import (
+    CollapseLeadingIndicesTransform,
+    MemRefTransform,
+    TileTransform,
+    TransformChain,
+    apply_chain_index,
+    apply_chain_shape,
+    unbatch_chain,
+)
+
+
+@dataclass(frozen=True)
+class SmemLayout:
+    """How a buffer of `logical_shape` lies in shared memory (see the module docstring)."""
+
+    logical_shape: tuple[int, ...]
+    transforms: TransformChain
+    swizzle_bytes: int
+
+    def __post_init__(self) -> None:
+        for transform in self.transforms:
+            if isinstance(transform, TileTransform) and transform.rounding is not None:
+                raise TransformError(f"{transform} drops elements; a shared-memory buffer's tiling must divide its shape")
+            if isinstance(transform, CollapseLeadingIndicesTransform):
+                raise TransformError(f"{transform} merges squeezed dims of copies; a buffer's layout cannot use it")
+        if self.swizzle_bytes not in SWIZZLE_SPANS:
+            raise TransformError(f"swizzle must be one of {SWIZZLE_SPANS} bytes, got {self.swizzle_bytes}")
+        apply_chain_shape(self.transforms, self.logical_shape)  # TransformError when the chain does not fit
+
+    @property
+    def physical_shape(self) -> tuple[int, ...]:
+        return apply_chain_shape(self.transforms, self.logical_shape)
+
+    def check_element(self, element_bits: int) -> None:
+        """The rules that need the element size: whole bytes, and swizzled rows (the physical
+        last dim) spanning exactly the swizzle, as TMA lays them."""
+        if element_bits < 8:
+            raise TransformError(f"{element_bits}-bit elements pack several to a byte; such a buffer cannot carry a layout")
+        row_bytes = self.physical_shape[-1] * element_bits // 8
+        if self.swizzle_bytes and row_bytes != self.swizzle_bytes:
+            raise TransformError(
+                f"swizzle {self.swizzle_bytes} needs rows of exactly {self.swizzle_bytes} bytes, but the physical "
+                f"shape {self.physical_shape} has rows of {row_bytes} bytes (tile the last dim by "
+                f"{self.swizzle_bytes * 8 // element_bits})"
+            )
+
+    @property
+    def alignment(self) -> int:
+        """The alignment the buffer needs so its swizzle pattern starts at its first row."""
+        return repeat_bytes(self.swizzle_bytes) if self.swizzle_bytes else 1
+
+    def view(self, leading_rank: int) -> SmemLayout:
+        """The layout of the view indexing the first `leading_rank` logical dims."""
+        if leading_rank == 0:
+            return self
+        refusal = (
+            f"the transforms {describe_chain(self.transforms)} lay out the leading {leading_rank} dim(s) of "
+            f"{self.logical_shape} together with the others, so a view cannot index them"
+        )
+        try:
+            view = SmemLayout(
+                self.logical_shape[leading_rank:], unbatch_chain(self.transforms, leading_rank), self.swizzle_bytes
+            )
+        except TransformError as error:
+            raise TransformError(f"{refusal} ({error.message})") from None
+        if view.physical_shape != self.physical_shape[leading_rank:]:
+            raise TransformError(refusal)
+        return view
+
+    def element_offsets(self, indices: Sequence[np.ndarray]) -> np.ndarray:
+        """The physical (row-major) element offset of each logical index (one array per dim)."""
+        physical = apply_chain_index(self.transforms, tuple(np.asarray(i) for i in indices))
+        shape = self.physical_shape
+        strides = [math.prod(shape[d + 1:]) for d in range(len(shape))]
+        return sum(np.asarray(i, dtype=np.int64) * s for i, s in zip(physical, strides, strict=True))
+
+    def byte_addresses(self, base: int, element_bytes: int) -> np.ndarray:
+        """The absolute shared address of every byte of every logical element, for a buffer at
+        `base`: shape `logical_shape + (element_bytes,)`."""
+        offsets = self.element_offsets(np.indices(self.logical_shape))
+        linear = base + offsets[..., None] * element_bytes + np.arange(element_bytes)
+        return swizzled(linear, self.swizzle_bytes)
+
+
+def describe_chain(chain: TransformChain) -> str:
+    return "(" + ", ".join(str(t) for t in chain) + ")" if chain else "()"
+
+
+def make_layout(
+    logical_shape: Sequence[int], transforms: Sequence[MemRefTransform], swizzle_bytes: int
+) -> SmemLayout | None:
+    """The layout of a buffer allocated with these, or None for a plain row-major one."""
+    if not transforms and not swizzle_bytes:
+        return None
+    return SmemLayout(tuple(logical_shape), tuple(transforms), swizzle_bytes)
