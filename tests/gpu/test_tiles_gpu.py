@@ -27,11 +27,11 @@ from tile_kernels import (
     gmem_round_trip,
     masked_rows,
     masked_rows_reference,
-    rows_past_the_end,
     op_matrix,
     ops_of,
     reductions,
     relayout,
+    rows_past_the_end,
     special_values,
 )
 
