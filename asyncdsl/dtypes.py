@@ -58,6 +58,11 @@ class DType:
     def mlir(self) -> Attribute:
         return _MLIR_OF[self.name]
 
+    def __hash__(self) -> int:
+        # The name alone identifies a DType; the generated hash of every field costs more than
+        # the rest of a warm kernel call's layout key.
+        return hash(self.name)
+
     def __repr__(self) -> str:
         return f"asyncdsl.{self.name}"
 

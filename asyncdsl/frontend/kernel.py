@@ -29,7 +29,8 @@ from asyncdsl.kernel_binary import scalar_argument
 from asyncdsl.passes.allocate_descriptor_scratch import MODES as DESCRIPTOR_MODES
 from asyncdsl.passes.pipeline import CompiledKernel, compile_module
 from asyncdsl.runtime.host_copy import host_copy, numpy_argument
-from asyncdsl.runtime.launch import WarmLaunches
+from asyncdsl.runtime.streams import DEFAULT_STREAM, current_stream_source, stream_handle
+from asyncdsl.runtime.warm_path import WarmLaunches
 
 
 class constexpr:  # noqa: N801 - spelled like Triton's `tl.constexpr`, which users know
@@ -236,6 +237,9 @@ class Kernel:
         return _dims3(grid, "grid", location)
 
     def __call__(self, *args, stream=None, **kwargs) -> None:
+        """Launch on the GPU.  `stream` (a handle or a stream object of any library) says where;
+        without it the kernel runs on the current stream of the library the arrays come from
+        (torch's, then CuPy's), else on the legacy default stream."""
         if knobs.interpret:
             self._interpret_copies(args, kwargs, user_location())
         elif not self._warm.launch(args, kwargs, stream):
@@ -249,13 +253,19 @@ class Kernel:
         specs = self.specs(call, location)
         compiled = self.specialize(specs, call.constexprs)
         grid = self.grid_for(call, location)
+        stream_source = current_stream_source([a for _, a in call.arrays()])
         try:
-            arrays = [runtime.device_array(a, n, stream=stream) for n, a in call.arrays()]
+            if stream is not None:
+                handle = stream_handle(stream)
+            else:
+                handle = DEFAULT_STREAM if stream_source is None else stream_source()
+            arrays = [runtime.device_array(a, n, stream=handle) for n, a in call.arrays()]
             loaded = runtime.load_kernel(compiled.binary)
-            loaded.launch(grid, arrays, stream=stream, scalars=call.scalars())
+            loaded.launch(grid, arrays, stream=handle, scalars=call.scalars())
         except ArgumentError as error:
             raise error.at(location) from None
-        self._warm.remember(args, kwargs, loaded, runtime.launch_grid(grid, compiled.binary.cluster))
+        grid = runtime.launch_grid(grid, compiled.binary.cluster)
+        self._warm.remember(args, kwargs, loaded, grid, stream_source)
 
     def interpret(self, *args, **kwargs) -> None:
         """Run the kernel on the CPU on numpy arrays (outputs written in place)."""
