@@ -115,7 +115,7 @@ class Kernel:
         declared = {p.name: _declared(p.annotation) for p in self._signature.parameters.values()}
         self.constexpr_names = tuple(n for n, kind in declared.items() if kind == "constexpr")
         self.runtime_names = tuple(n for n, kind in declared.items() if kind != "constexpr")
-        self._scalar_kinds = {n: kind for n, kind in declared.items() if kind in ("int", "float")}
+        self.scalar_kinds = {n: kind for n, kind in declared.items() if kind in ("int", "float")}
         self.grid = grid
         block = _dims3(block, "block", self.definition)
         threads = block[0] * block[1] * block[2]
@@ -149,7 +149,7 @@ class Kernel:
         values = bound.arguments
         runtime_values = tuple((n, values[n]) for n in self.runtime_names)
         try:
-            kinds = tuple(self._scalar_kinds.get(n) or scalar_kind(values[n], n) for n in self.runtime_names)
+            kinds = tuple(self.scalar_kinds.get(n) or scalar_kind(values[n], n) for n in self.runtime_names)
         except ArgumentError as error:
             raise error.at(location) from None
         # numpy scalars mean their Python values (shapes, sizes and cache keys want those).
