@@ -17,7 +17,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from asyncdsl import interpret as interpreter
 from asyncdsl import runtime
 from asyncdsl.config import knobs
 from asyncdsl.errors import ArgumentError, SourceLocation, TraceError, user_location
@@ -286,8 +285,10 @@ class Kernel:
         """Interpret `call`, whose arrays are C-contiguous numpy arrays."""
         compiled = self.specialize(self.specs(call, location), call.constexprs)
         grid = runtime.launch_grid(self.grid_for(call, location), self.launch.cluster)
+        from asyncdsl import interpret  # the interpreter's engine loads only for interpreted calls
+
         arrays = call.arrays()
-        interpreter.launch(compiled.module, [n for n, _ in arrays], [a for _, a in arrays], grid, call.scalars())
+        interpret.launch(compiled.module, [n for n, _ in arrays], [a for _, a in arrays], grid, call.scalars())
 
     def __repr__(self) -> str:
         return f"<asyncdsl.kernel {self.__name__} block={self.launch.block} cluster={self.launch.cluster}>"
