@@ -6,7 +6,8 @@ Rows (median host microseconds per call; the GPU is never waited for):
 - the kernels of benchmarks/descriptor_modes.py with 1, 4 and 16 tensor maps, same arrays and
   new addresses;
 - what the call is made of: the prepared launch alone (runtime, no frontend) and cuda-python's
-  bare `cuLaunchKernelEx` with the same configuration and parameters (the floor);
+  bare `cuLaunchKernelEx` with the same configuration and parameters (the floor), and the same
+  driver call through ctypes (how much of the floor is cuda-python's argument conversion);
 - Triton's TMA tile copy with host descriptors built once and built per call, and `torch.add`.
 
 A cProfile of the warm call (same arrays) is stored with the results: where the time goes.
@@ -17,6 +18,7 @@ A cProfile of the warm call (same arrays) is stored with the results: where the 
 from __future__ import annotations
 
 import cProfile
+import ctypes
 import os
 import pstats
 import statistics
@@ -89,6 +91,11 @@ def main() -> None:
     prepared.launch(addresses, 0)
     cu = driver.api()
     bare = (prepared._config, prepared._function, prepared._params_address)
+    raw_launch = ctypes.CDLL("libcuda.so.1").cuLaunchKernelEx
+    raw_launch.argtypes = [ctypes.c_void_p] * 4
+    raw_launch.restype = ctypes.c_int
+    raw = (prepared._config.getPtr(), int(prepared._function), prepared._params_address, None)
+    assert raw_launch(*raw) == 0
 
     pairs = new_address_pairs(torch, 3000)
     encodes_before = [cache.encode_count for cache in loaded.tensor_maps]
@@ -116,6 +123,7 @@ def main() -> None:
         "asyncdsl prepared launch alone (runtime, same arrays)": host_seconds_per_call(
             lambda: prepared.launch(addresses, 0)),
         "cuda-python cuLaunchKernelEx (the floor)": host_seconds_per_call(lambda: cu.cuLaunchKernelEx(*bare, 0)),
+        "ctypes cuLaunchKernelEx (no cuda-python conversion)": host_seconds_per_call(lambda: raw_launch(*raw)),
         "Triton tile copy, descriptors built once": host_seconds_per_call(
             lambda: triton_tile_copy[(1, 1)](source_descriptor, target_descriptor, 128, 128)),
         "Triton tile copy, descriptors built per call": host_seconds_per_call(lambda: triton_copy(x, y)),
