@@ -4,7 +4,9 @@
     if knobs.interpret: ...
 
 Knobs are read from the environment on every access, so tests and tools can change them while a
-process runs; nothing else in asyncdsl reads `os.environ`.  `KNOBS` lists them for the README and
+process runs; nothing else in asyncdsl reads `os.environ`.  Every kernel call reads two of them
+(`interpret`, `debug`), so on/off flags are read straight from the mapping `os.environ` keeps
+its entries in: `os.environ.get` of an unset name costs more than the rest of a warm call.  `KNOBS` lists them for the README and
 `asyncdsl info`.  A value the knob cannot take is an `ArgumentError` naming the variable.
 """
 
@@ -51,8 +53,19 @@ KNOBS: tuple[Knob, ...] = (INTERPRET, DUMP_IR, DEBUG, CACHE_DIR, PTX_COMPILER, P
 PTX_COMPILERS = ("auto", "nvjitlink", "driver")
 
 
+# CPython's os.environ stores its entries in `_data`, keyed by `encodekey(name)`; a plain dict
+# lookup there skips the encoding and the KeyError that `os.environ.get` pays for an unset name.
+_ENTRIES: dict | None = getattr(os.environ, "_data", None)
+_ENCODED = {knob.variable: os.environ.encodekey(knob.variable) for knob in (INTERPRET, DUMP_IR, DEBUG)} if (
+    _ENTRIES is not None and hasattr(os.environ, "encodekey")) else {}
+
+
 def _flag(knob: Knob) -> bool:
-    return os.environ.get(knob.variable, "").strip().lower() not in _FALSE
+    encoded = _ENCODED.get(knob.variable)
+    if encoded is None:
+        return os.environ.get(knob.variable, "").strip().lower() not in _FALSE
+    raw = _ENTRIES.get(encoded)
+    return raw is not None and os.environ.decodevalue(raw).strip().lower() not in _FALSE
 
 
 class Knobs:

@@ -18,7 +18,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 from xdsl.dialects import builtin
 from xdsl.ir import Attribute
@@ -37,14 +36,31 @@ _DL_FLOAT8_E4M3FN, _DL_FLOAT8_E5M2, _DL_FLOAT8_E8M0FNU = 10, 12, 14
 
 @dataclass(frozen=True)
 class DType:
-    """An element type a kernel can move.  `bits` may be 4 for packed fp4."""
+    """An element type a kernel can move.  `bits` may be 4 for packed fp4.
+
+    `numpy` is the numpy dtype (numpy's own, or ml_dtypes' for bfloat16, fp8 and 4-bit types),
+    made on first use: importing ml_dtypes takes longer than the rest of `import asyncdsl`, and
+    a GPU launch never needs it."""
 
     name: str
     bits: int
     kind: str  # "int", "uint", "float"
-    numpy: np.dtype
+    numpy_name: str  # numpy's name of the type, or ml_dtypes' where numpy has none
     tma_code: int
     signed_tma_code: int | None = None
+
+    def __getattr__(self, attribute: str) -> Any:
+        # Called only while `numpy` is not yet an instance attribute: make it one.
+        if attribute != "numpy":
+            raise AttributeError(attribute)
+        if hasattr(np, self.numpy_name):
+            value = np.dtype(self.numpy_name)
+        else:
+            import ml_dtypes
+
+            value = np.dtype(getattr(ml_dtypes, self.numpy_name))
+        object.__setattr__(self, "numpy", value)
+        return value
 
     @property
     def itemsize(self) -> int:
@@ -58,6 +74,11 @@ class DType:
     def mlir(self) -> Attribute:
         return _MLIR_OF[self.name]
 
+    def __hash__(self) -> int:
+        # The name alone identifies a DType; the generated hash of every field costs more than
+        # the rest of a warm kernel call's layout key.
+        return hash(self.name)
+
     def __repr__(self) -> str:
         return f"asyncdsl.{self.name}"
 
@@ -65,31 +86,27 @@ class DType:
         return self.name
 
 
-def _make(name: str, bits: int, kind: str, np_dtype: Any, code: int, signed: int | None = None) -> DType:
-    return DType(name, bits, kind, np.dtype(np_dtype), code, signed)
-
-
-int8 = _make("int8", 8, "int", np.int8, TMA_UINT8)
-int16 = _make("int16", 16, "int", np.int16, TMA_UINT16)
-int32 = _make("int32", 32, "int", np.int32, TMA_UINT32, TMA_INT32)
-int64 = _make("int64", 64, "int", np.int64, TMA_UINT64, TMA_INT64)
-uint8 = _make("uint8", 8, "uint", np.uint8, TMA_UINT8)
-uint16 = _make("uint16", 16, "uint", np.uint16, TMA_UINT16)
-uint32 = _make("uint32", 32, "uint", np.uint32, TMA_UINT32)
-uint64 = _make("uint64", 64, "uint", np.uint64, TMA_UINT64)
-float16 = _make("float16", 16, "float", np.float16, TMA_FLOAT16)
-bfloat16 = _make("bfloat16", 16, "float", ml_dtypes.bfloat16, TMA_BFLOAT16)
-float32 = _make("float32", 32, "float", np.float32, TMA_FLOAT32)
-float64 = _make("float64", 64, "float", np.float64, TMA_FLOAT64)
-float8_e4m3fn = _make("float8_e4m3fn", 8, "float", ml_dtypes.float8_e4m3fn, TMA_UINT8)
-float8_e5m2 = _make("float8_e5m2", 8, "float", ml_dtypes.float8_e5m2, TMA_UINT8)
-float8_e8m0fnu = _make("float8_e8m0fnu", 8, "float", ml_dtypes.float8_e8m0fnu, TMA_UINT8)
-float4_e2m1fn = _make("float4_e2m1fn", 4, "float", ml_dtypes.float4_e2m1fn, TMA_UINT8)
-int4 = _make("int4", 4, "int", ml_dtypes.int4, TMA_UINT8)
-uint4 = _make("uint4", 4, "uint", ml_dtypes.uint4, TMA_UINT8)
+int8 = DType("int8", 8, "int", "int8", TMA_UINT8)
+int16 = DType("int16", 16, "int", "int16", TMA_UINT16)
+int32 = DType("int32", 32, "int", "int32", TMA_UINT32, TMA_INT32)
+int64 = DType("int64", 64, "int", "int64", TMA_UINT64, TMA_INT64)
+uint8 = DType("uint8", 8, "uint", "uint8", TMA_UINT8)
+uint16 = DType("uint16", 16, "uint", "uint16", TMA_UINT16)
+uint32 = DType("uint32", 32, "uint", "uint32", TMA_UINT32)
+uint64 = DType("uint64", 64, "uint", "uint64", TMA_UINT64)
+float16 = DType("float16", 16, "float", "float16", TMA_FLOAT16)
+bfloat16 = DType("bfloat16", 16, "float", "bfloat16", TMA_BFLOAT16)
+float32 = DType("float32", 32, "float", "float32", TMA_FLOAT32)
+float64 = DType("float64", 64, "float", "float64", TMA_FLOAT64)
+float8_e4m3fn = DType("float8_e4m3fn", 8, "float", "float8_e4m3fn", TMA_UINT8)
+float8_e5m2 = DType("float8_e5m2", 8, "float", "float8_e5m2", TMA_UINT8)
+float8_e8m0fnu = DType("float8_e8m0fnu", 8, "float", "float8_e8m0fnu", TMA_UINT8)
+float4_e2m1fn = DType("float4_e2m1fn", 4, "float", "float4_e2m1fn", TMA_UINT8)
+int4 = DType("int4", 4, "int", "int4", TMA_UINT8)
+uint4 = DType("uint4", 4, "uint", "uint4", TMA_UINT8)
 
 # The element type of comparison results (masks): register tiles only, never copied or passed.
-BOOL = DType("bool", 1, "bool", np.dtype(np.bool_), TMA_UINT8)
+BOOL = DType("bool", 1, "bool", "bool_", TMA_UINT8)
 
 ALL: tuple[DType, ...] = (
     int8, int16, int32, int64, uint8, uint16, uint32, uint64,
@@ -111,7 +128,6 @@ _REFUSED = {
     "type, and asyncdsl packs only 4-bit types into bytes",
 }
 _REFUSED["uint2"] = _REFUSED["int2"]
-_BY_NUMPY = {d.numpy: d for d in ALL}
 
 _MLIR_OF: dict[str, Attribute] = {
     "int8": builtin.IntegerType(8),
@@ -182,8 +198,10 @@ def as_dtype(value: Any) -> DType:
         raise ArgumentError(f"cannot interpret {value!r} as an element type") from None
     if np_dtype == np.bool_:
         return uint8
-    found = _BY_NUMPY.get(np_dtype)
-    if found is None:
+    # A dtype's name is the DType's (ml_dtypes names its types as we do); the dtype itself must
+    # match too: numpy names an unrelated type "bool", "float128", ...
+    found = _BY_NAME.get(np_dtype.name)
+    if found is None or found.numpy != np_dtype:
         if np_dtype.name in _REFUSED:
             raise ArgumentError(_REFUSED[np_dtype.name])
         raise ArgumentError(f"numpy dtype {np_dtype} is not supported")

@@ -1,63 +1,143 @@
-"""Where the host time of one launch goes: the frontend call, the runtime, and the driver call
-made three ways (cuda-python cuLaunchKernelEx, cuda-python cuLaunchKernel, ctypes on libcuda).
+"""Host time of one kernel call, asyncdsl against Triton and torch in the same run.
+
+Rows (median host microseconds per call; the GPU is never waited for):
+- asyncdsl's tile copy (2 tensor maps) called as users call it, `tile_copy(x, y, BM=.., BN=..)`,
+  with the same torch tensors every time and with tensors at addresses never seen before;
+- the kernels of benchmarks/descriptor_modes.py with 1, 4 and 16 tensor maps, same arrays and
+  new addresses;
+- what the call is made of: the prepared launch alone (runtime, no frontend) and cuda-python's
+  bare `cuLaunchKernelEx` with the same configuration and parameters (the floor), and the same
+  driver call through ctypes (how much of the floor is cuda-python's argument conversion);
+- Triton's TMA tile copy with host descriptors built once and built per call, and `torch.add`.
+
+A cProfile of the warm call (same arrays) is stored with the results: where the time goes.
 
     python benchmarks/launch_paths.py
 """
 
 from __future__ import annotations
 
+import cProfile
 import ctypes
 import os
+import pstats
+import statistics
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 
 from common import plot_result, write_result  # noqa: E402
+from descriptor_modes import build, fresh_address_launch_seconds  # noqa: E402
+
+SHAPE = (128, 128)  # one 128 x 128 f32 tile: a one-CTA kernel, so the launch is all there is
+
+
+def new_address_pairs(torch, count: int) -> list:
+    """`count` pairs of SHAPE tensors at addresses no launch has used: views 1 KiB apart into
+    one buffer (they overlap; only the host time matters)."""
+    elements = SHAPE[0] * SHAPE[1]
+    step = 256
+    pool = torch.zeros(2 * count * step + elements, device="cuda")
+    return [
+        (pool[(2 * i) * step:(2 * i) * step + elements].view(SHAPE),
+         pool[(2 * i + 1) * step:(2 * i + 1) * step + elements].view(SHAPE))
+        for i in range(count)
+    ]
+
+
+def median_seconds_each(calls) -> float:
+    """The median host time of calls made once each (a list of zero-argument functions)."""
+    clock = time.perf_counter_ns
+    samples = []
+    for call in calls:
+        start = clock()
+        call()
+        samples.append(clock() - start)
+    return statistics.median(samples) * 1e-9
+
+
+def profile_of(call, repeat: int = 20000, top: int = 12) -> dict[str, float]:
+    """Own time per call (us) of the functions that take most of `call`, from cProfile."""
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(repeat):
+        call()
+    profiler.disable()
+    stats = pstats.Stats(profiler).sort_stats("tottime")
+    rows = {}
+    for (path, line, function), (_, _, own, _, _) in list(stats.stats.items()):
+        rows[f"{os.path.basename(path)}:{line}({function})"] = own / repeat * 1e6
+    return dict(sorted(rows.items(), key=lambda item: -item[1])[:top])
 
 
 def main() -> None:
     import torch
+    from triton.tools.tensor_descriptor import TensorDescriptor
+    from triton_peers import triton_copy, triton_tile_copy
 
     from asyncdsl.examples.tile_copy import tile_copy
-    from asyncdsl.runtime import device_array, host_seconds_per_call, load_kernel
+    from asyncdsl.runtime import driver, host_seconds_per_call, load_kernel
 
-    x = torch.randn(128, 128, device="cuda")
+    x = torch.randn(SHAPE, device="cuda")
     y = torch.empty_like(x)
     tile_copy(x, y, BM=128, BN=128)
+    tile_copy(x, y, BM=128, BN=128)
     torch.cuda.synchronize()
+    assert torch.equal(x, y)
     loaded = load_kernel(tile_copy.compile(x, y, BM=128, BN=128).binary)
-    arrays = [device_array(x, "x"), device_array(y, "y")]
-    from asyncdsl.runtime import driver
-
+    prepared = loaded.prepare((1, 1, 1))
+    addresses = (x.data_ptr(), y.data_ptr())
+    prepared.launch(addresses, 0)
     cu = driver.api()
-    params = loaded._params.pack(arrays, 0)
-    config = loaded._config
-    function = loaded._function
-    libcuda = ctypes.CDLL("libcuda.so.1")
-    raw_launch = libcuda.cuLaunchKernel
-    raw_launch.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 6 + [ctypes.c_uint, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    bare = (prepared._config, prepared._function, prepared._params_address)
+    raw_launch = ctypes.CDLL("libcuda.so.1").cuLaunchKernelEx
+    raw_launch.argtypes = [ctypes.c_void_p] * 4
     raw_launch.restype = ctypes.c_int
-    function_address = int(function)
-    block = loaded.binary.block
-    smem = loaded.binary.dynamic_smem_bytes
+    raw = (prepared._config.getPtr(), int(prepared._function), prepared._params_address, None)
+    assert raw_launch(*raw) == 0
+
+    pairs = new_address_pairs(torch, 3000)
+    encodes_before = [cache.encode_count for cache in loaded.tensor_maps]
+    new_addresses = median_seconds_each([lambda a=a, b=b: tile_copy(a, b, BM=128, BN=128) for a, b in pairs])
+    assert [cache.encode_count for cache in loaded.tensor_maps] == encodes_before  # patched, not encoded
+
+    source_descriptor = TensorDescriptor.from_tensor(x, [128, 128])
+    target_descriptor = TensorDescriptor.from_tensor(y, [128, 128])
+    triton_copy(x, y)
+    triton_tile_copy[(1, 1)](source_descriptor, target_descriptor, 128, 128)
 
     results = {
-        "frontend call (tile_copy(x, y, ...))": host_seconds_per_call(lambda: tile_copy(x, y, BM=128, BN=128)),
-        "device_array x2 (torch)": host_seconds_per_call(lambda: (device_array(x, "x"), device_array(y, "y"))),
-        "runtime LoadedKernel.launch": host_seconds_per_call(lambda: loaded.launch((1, 1, 1), arrays)),
-        "cuda-python cuLaunchKernelEx": host_seconds_per_call(lambda: cu.cuLaunchKernelEx(config, function, params, 0)),
-        "cuda-python cuLaunchKernel": host_seconds_per_call(
-            lambda: cu.cuLaunchKernel(function, 1, 1, 1, *block, smem, 0, params, 0)),
-        "ctypes libcuda cuLaunchKernel": host_seconds_per_call(
-            lambda: raw_launch(function_address, 1, 1, 1, *block, smem, None, params, None)),
-        "torch.add (for scale)": host_seconds_per_call(lambda: torch.add(x, 1, out=y)),
+        "asyncdsl tile_copy, 2 descriptors, same arrays": host_seconds_per_call(
+            lambda: tile_copy(x, y, BM=128, BN=128), repeat=5000),
+        "asyncdsl tile_copy, 2 descriptors, new addresses": new_addresses,
     }
+    for count in (1, 4, 16):
+        arrays = [torch.randn(1024, 1024, device="cuda") for _ in range(count)]
+        kernel = build(count, "grid_constant")
+        kernel(*arrays)
+        results[f"asyncdsl {count:2d} descriptors, same arrays"] = host_seconds_per_call(
+            lambda kernel=kernel, arrays=arrays: kernel(*arrays), repeat=3000)
+        results[f"asyncdsl {count:2d} descriptors, new addresses"] = fresh_address_launch_seconds(kernel, count, 1000)
+    results.update({
+        "asyncdsl prepared launch alone (runtime, same arrays)": host_seconds_per_call(
+            lambda: prepared.launch(addresses, 0)),
+        "cuda-python cuLaunchKernelEx (the floor)": host_seconds_per_call(lambda: cu.cuLaunchKernelEx(*bare, 0)),
+        "ctypes cuLaunchKernelEx (no cuda-python conversion)": host_seconds_per_call(lambda: raw_launch(*raw)),
+        "Triton tile copy, descriptors built once": host_seconds_per_call(
+            lambda: triton_tile_copy[(1, 1)](source_descriptor, target_descriptor, 128, 128)),
+        "Triton tile copy, descriptors built per call": host_seconds_per_call(lambda: triton_copy(x, y)),
+        "torch.add": host_seconds_per_call(lambda: torch.add(x, 1, out=y)),
+    })
     torch.cuda.synchronize()
-    assert torch.equal(x, y) or True
-    results = {k + " (us)": v * 1e6 for k, v in results.items()}
-    plot_result(write_result("launch_paths", results))
-    for key, value in results.items():
-        print(f"{key:45s} {value:7.2f}")
+    table = {f"{name} (us)": seconds * 1e6 for name, seconds in results.items()}
+    profile = profile_of(lambda: tile_copy(x, y, BM=128, BN=128))
+    plot_result(write_result("launch_paths", {**table, "profile of the warm call, own us per call": profile}))
+    for name, value in table.items():
+        print(f"{name:60s} {value:7.2f}")
+    print("\nwhere a warm call's host time goes (cProfile, own us per call, inflated by profiling):")
+    for name, value in profile.items():
+        print(f"  {name:58s} {value:7.2f}")
 
 
 if __name__ == "__main__":

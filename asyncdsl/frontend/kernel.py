@@ -17,7 +17,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from asyncdsl import interpret as interpreter
 from asyncdsl import runtime
 from asyncdsl.config import knobs
 from asyncdsl.errors import ArgumentError, SourceLocation, TraceError, user_location
@@ -36,7 +35,8 @@ from asyncdsl.kernel_binary import ProfileBufferParam, scalar_argument
 from asyncdsl.passes.allocate_descriptor_scratch import MODES as DESCRIPTOR_MODES
 from asyncdsl.passes.pipeline import CompiledKernel, compile_module
 from asyncdsl.runtime.host_copy import host_copy, numpy_argument
-from asyncdsl.runtime.launch import WarmLaunches
+from asyncdsl.runtime.streams import DEFAULT_STREAM, current_stream_source, stream_handle
+from asyncdsl.runtime.warm_path import WarmLaunches
 
 
 class constexpr:  # noqa: N801 - spelled like Triton's `tl.constexpr`, which users know
@@ -122,7 +122,7 @@ class Kernel:
         declared = {p.name: _declared(p.annotation) for p in self._signature.parameters.values()}
         self.constexpr_names = tuple(n for n, kind in declared.items() if kind == "constexpr")
         self.runtime_names = tuple(n for n, kind in declared.items() if kind != "constexpr")
-        self._scalar_kinds = {n: kind for n, kind in declared.items() if kind in ("int", "float")}
+        self.scalar_kinds = {n: kind for n, kind in declared.items() if kind in ("int", "float")}
         self.grid = grid
         block = _dims3(block, "block", self.definition)
         threads = block[0] * block[1] * block[2]
@@ -164,7 +164,7 @@ class Kernel:
         values = bound.arguments
         runtime_values = tuple((n, values[n]) for n in self.runtime_names)
         try:
-            kinds = tuple(self._scalar_kinds.get(n) or scalar_kind(values[n], n) for n in self.runtime_names)
+            kinds = tuple(self.scalar_kinds.get(n) or scalar_kind(values[n], n) for n in self.runtime_names)
         except ArgumentError as error:
             raise error.at(location) from None
         # numpy scalars mean their Python values (shapes, sizes and cache keys want those).
@@ -256,6 +256,9 @@ class Kernel:
         return _dims3(grid, "grid", location)
 
     def __call__(self, *args, stream=None, **kwargs) -> None:
+        """Launch on the GPU.  `stream` (a handle or a stream object of any library) says where;
+        without it the kernel runs on the current stream of the library the arrays come from
+        (torch's, then CuPy's), else on the legacy default stream."""
         if knobs.interpret:
             self._interpret_copies(args, kwargs, user_location())
         elif not self._warm.launch(args, kwargs, stream):
@@ -269,13 +272,19 @@ class Kernel:
         specs = self.specs(call, location)
         compiled = self.specialize(specs, call.constexprs)
         grid = self.grid_for(call, location)
+        stream_source = current_stream_source([a for _, a in call.arrays()])
         try:
-            arrays = [runtime.device_array(a, n, stream=stream) for n, a in call.arrays()]
+            if stream is not None:
+                handle = stream_handle(stream)
+            else:
+                handle = DEFAULT_STREAM if stream_source is None else stream_source()
+            arrays = [runtime.device_array(a, n, stream=handle) for n, a in call.arrays()]
             loaded = runtime.load_kernel(compiled.binary)
-            loaded.launch(grid, arrays, stream=stream, scalars=call.scalars())
+            loaded.launch(grid, arrays, stream=handle, scalars=call.scalars())
         except ArgumentError as error:
             raise error.at(location) from None
-        self._warm.remember(args, kwargs, loaded, runtime.launch_grid(grid, compiled.binary.cluster))
+        grid = runtime.launch_grid(grid, compiled.binary.cluster)
+        self._warm.remember(args, kwargs, loaded, grid, stream_source)
 
     def interpret(self, *args, **kwargs) -> None:
         """Run the kernel on the CPU on numpy arrays (outputs written in place)."""
@@ -298,8 +307,10 @@ class Kernel:
         for profiling, and the `Profile` on the interpreter's logical clock is returned."""
         compiled = self.specialize(self.specs(call, location), call.constexprs, profile)
         grid = runtime.launch_grid(self.grid_for(call, location), self.launch.cluster)
+        from asyncdsl import interpret  # the interpreter's engine loads only for interpreted calls
+
         arrays = call.arrays()
-        records = interpreter.launch(
+        records = interpret.launch(
             compiled.module, [n for n, _ in arrays], [a for _, a in arrays], grid, call.scalars()
         )
         return self._profile_of(compiled, records, "ticks") if profile else None

@@ -22,7 +22,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-import ml_dtypes
 import numpy as np
 from xdsl.dialects import arith
 from xdsl.dialects import math as xmath
@@ -368,6 +367,8 @@ def constant_attr(value, element: dtypes.DType, what: str) -> FloatAttr | Intege
     if element.is_float:
         if element.bits == 8 and math.isfinite(value):
             # Float8 conversions saturate (docs/register-tiles.md); so do float8 constants.
+            import ml_dtypes  # only float8 kernels pay for importing it
+
             limit = float(ml_dtypes.finfo(element.numpy).max)
             value = min(max(float(value), -limit), limit)
         attr = FloatAttr(float(value), element.mlir())

@@ -15,6 +15,8 @@ from typing import Any
 
 from asyncdsl.errors import ArgumentError, CudaError, user_location
 
+CUDA_ERROR_INVALID_CONTEXT = 201  # the calling thread has no current context
+
 _lock = threading.RLock()
 _driver_module: ModuleType | None = None
 _initialized = False

@@ -3,26 +3,25 @@
 `load_kernel` does everything that can be done once: check the binary against the device, get a
 cubin (disk cache or compile), load it, set the function's shared-memory limit, validate every
 descriptor spec, and build the launch configuration and parameter block.  `LoadedKernel.launch`
-is the warm path: refill the parameters (cached tensor maps, cached scratch uploads, the runtime
-scalars' values), touch the launch configuration only where the grid or stream changed, and call
-`cuLaunchKernelEx`.
+checks the arrays, refills the parameters (cached tensor maps, cached scratch uploads, the runtime
+scalars' values), touches the launch configuration only where the grid or stream changed, and
+calls `cuLaunchKernelEx`.  `LoadedKernel.prepare` makes a `PreparedLaunch`: a parameter block and
+launch configuration of its own, which the warm path of kernel calls keeps per argument layout
+and refills only where a call differs from the one before.
 """
 
 from __future__ import annotations
 
 import operator
 import re
-import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Literal
 
-from asyncdsl.config import knobs
 from asyncdsl.errors import ArgumentError, CudaError, ResourceError, UnsupportedTargetError, user_location
 from asyncdsl.hw.limits import (
     DESCRIPTOR_ALIGNMENT,
     DESCRIPTOR_BYTES,
-    GMEM_ADDRESS_ALIGNMENT,
     MAX_BLOCK,
     MAX_CLUSTER_SIZE,
     MAX_GRID,
@@ -30,7 +29,6 @@ from asyncdsl.hw.limits import (
     MAX_THREADS_PER_BLOCK,
 )
 from asyncdsl.kernel_binary import (
-    INT_SPECIALIZATION_DIVISOR,
     DescriptorScratchParam,
     ErrorBufferParam,
     KernelBinary,
@@ -48,8 +46,6 @@ from asyncdsl.runtime.profile import ProfiledLaunch, launch_profiled
 from asyncdsl.runtime.scratch import DescriptorScratch, DeviceScratchPool
 from asyncdsl.runtime.streams import DEFAULT_STREAM, stream_handle
 from asyncdsl.runtime.tensormap import TensorMapCache, TensorMapEncoder
-
-_CUDA_ERROR_INVALID_CONTEXT = 201
 
 
 def launch_grid(grid: Any, cluster: tuple[int, int, int] = (1, 1, 1)) -> tuple[int, int, int]:
@@ -149,9 +145,9 @@ class LoadedKernel:
         self.binary = binary
         self.name = binary.name
         self.device = device
-        self.tensor_maps = [
-            TensorMapCache(spec, TensorMapEncoder(spec, index).encode) for index, spec in enumerate(binary.descriptors)
-        ]
+        encoders = [TensorMapEncoder(spec, index) for index, spec in enumerate(binary.descriptors)]
+        self.tensor_maps = [TensorMapCache(encoder.spec, encoder.encode, encoder.replace_address)
+                            for encoder in encoders]
         cu = driver.api()
         driver.activate(device)
         compiler = default_compiler(device)
@@ -165,11 +161,10 @@ class LoadedKernel:
         self._configure_function(facts)
         reports = [param for param in binary.params if isinstance(param, ErrorBufferParam)]
         self._errors = ErrorBuffer(reports[0], binary.name, device) if reports else None
-        self._params = KernelParams(
-            binary, device, self.tensor_maps, DeviceScratchPool(device), self._errors.address if self._errors else 0
-        )
+        self._scratch_pool = DeviceScratchPool(device)
+        self._params = self.new_params()
         self.scratches: list[DescriptorScratch] = self._params.scratches
-        self._config = self._launch_config()
+        self._config = self.new_launch_config()
         self._launch = cu.cuLaunchKernelEx
         self._lock = threading.Lock()
         self._grid_argument: Any = None
@@ -211,7 +206,13 @@ class LoadedKernel:
         if cluster_size > MAX_PORTABLE_CLUSTER_SIZE:
             set_(attribute.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
 
-    def _launch_config(self) -> Any:
+    def new_params(self) -> KernelParams:
+        """A parameter block of this kernel (sharing its descriptor caches and scratch buffers)."""
+        error_buffer = self._errors.address if self._errors else 0
+        return KernelParams(self.binary, self.device, self.tensor_maps, self._scratch_pool, error_buffer)
+
+    def new_launch_config(self) -> Any:
+        """A `CUlaunchConfig` of this kernel on the legacy default stream, its grid not set yet."""
         cu = driver.api()
         config = cu.CUlaunchConfig()
         config.blockDimX, config.blockDimY, config.blockDimZ = self.binary.block
@@ -235,21 +236,19 @@ class LoadedKernel:
         and floats, in the order of the kernel's scalar parameters) as the kernel's arguments, on
         `stream` (None: the legacy default stream; an int handle; a `CUstream`; or an object with
         `__cuda_stream__`, `.cuda_stream` or `.ptr`).  Asynchronous, like any kernel launch."""
+        if self._params.profile_buffer is not None and not self._params.profile_buffer.value:
+            raise ArgumentError(
+                f"kernel {self.name!r} was compiled for profiling: launch it with Kernel.profile, which "
+                "gives it a profile buffer", user_location(),
+            )
         handle = DEFAULT_STREAM if stream is None else stream_handle(stream)
         with self._lock:
             self._set_grid_and_stream(grid, handle)
-            self._call(self._params.pack(arrays, handle, scalars))
+            self.run(self._config, self._params.pack(arrays, handle, scalars))
 
-    def launch_addresses(
-        self, grid: Any, addresses: Sequence[int], stream: Any = None, scalars: Sequence[int | float] = ()
-    ) -> None:
-        """`launch` for callers that already checked the arrays against this kernel (count,
-        device, size, layout, alignment) and pass only their addresses, and as many scalars as it
-        takes: the warm path of a kernel call whose argument shapes were seen before."""
-        handle = DEFAULT_STREAM if stream is None else stream_handle(stream)
-        with self._lock:
-            self._set_grid_and_stream(grid, handle)
-            self._call(self._params.pack_addresses(addresses, handle, scalars))
+    def prepare(self, grid: Any) -> PreparedLaunch:
+        """A launch of this kernel on `grid` with a parameter block of its own (see `PreparedLaunch`)."""
+        return PreparedLaunch(self, grid)
 
     def launch_profiled(
         self, grid: Any, arrays: Sequence[DeviceArray], stream: Any = None, scalars: Sequence[int | float] = ()
@@ -269,30 +268,88 @@ class LoadedKernel:
             config.hStream = handle
             self._stream = handle
 
-    def _call(self, params: int) -> None:
-        config = self._config
-        if self._params.profile_buffer is not None and not self._params.profile_buffer.value:
-            raise ArgumentError(
-                f"kernel {self.name!r} was compiled for profiling: launch it with Kernel.profile, which "
-                "gives it a profile buffer", user_location(),
-            )
+    def run(self, config: Any, params: int) -> None:
+        """`cuLaunchKernelEx` with `config` and the parameter block at `params`; in debug mode, the
+        error buffer cleared before and read after."""
         if self._errors is not None:
             self._errors.reset(config.hStream)
         (err,) = self._launch(config, self._function, params, 0)
-        if err == _CUDA_ERROR_INVALID_CONTEXT:
-            # This thread has no current context (a new thread, or someone popped ours).
+        if err:
+            self.retry_failed_launch(err, config, params)
+        if self._errors is not None:
+            self._errors.raise_if_failed(config.hStream)
+
+    def retry_failed_launch(self, err: Any, config: Any, params: int) -> None:
+        """After a launch that failed with `err`: launch again if only the thread's current context
+        was missing (a new thread, or someone popped ours); raise `CudaError` otherwise."""
+        if err == driver.CUDA_ERROR_INVALID_CONTEXT:
             driver.activate(self.device)
             (err,) = self._launch(config, self._function, params, 0)
         if err:
             error = driver.cuda_error(err, "cuLaunchKernelEx")
             raise CudaError(f"{error.message} launching kernel {self.name!r} on grid "
-                              f"({config.gridDimX}, {config.gridDimY}, {config.gridDimZ})",
-                              error.location, code=error.code)
-        if self._errors is not None:
-            self._errors.raise_if_failed(config.hStream)
+                            f"({config.gridDimX}, {config.gridDimY}, {config.gridDimZ})",
+                            error.location, code=error.code)
 
     def __repr__(self) -> str:
         return f"LoadedKernel({self.name!r}, device=cuda:{self.device}, cubin from {self.cubin_source})"
+
+
+class PreparedLaunch:
+    """One kernel on one grid with a parameter block and launch configuration of its own.
+
+    The warm path of kernel calls keeps one per argument layout, so a call like the one before
+    (same arrays, same stream) writes nothing but its runtime scalars before `cuLaunchKernelEx`,
+    and one with arrays at other addresses only re-points the descriptor slots at cached images
+    (or at images patched with `cuTensorMapReplaceAddress`).  The driver copies the parameters
+    during the launch call, so the next launch may rewrite them at once; that also makes a launch
+    captured in a CUDA graph keep the by-value descriptors it was captured with."""
+
+    def __init__(self, loaded: LoadedKernel, grid: Any):
+        self.loaded = loaded
+        self._params = loaded.new_params()
+        self._params_address = self._params.address
+        self._config = loaded.new_launch_config()
+        self._grid: Any = None
+        self._set_grid(grid)
+        self._addresses: tuple[int, ...] | None = None
+        self._stream = DEFAULT_STREAM
+        self._function = loaded._function
+        self._launch = loaded._launch
+        self._checks_errors = loaded._errors is not None
+        self._lock = threading.Lock()
+
+    def _set_grid(self, grid: Any) -> None:
+        config = self._config
+        config.gridDimX, config.gridDimY, config.gridDimZ = launch_grid(grid, self.loaded.binary.cluster)
+        self._grid = tuple(grid) if isinstance(grid, list) else grid
+
+    def launch(
+        self, addresses: tuple[int, ...], stream: int, scalars: Sequence[int | float] = (), grid: Any = None
+    ) -> None:
+        """Launch with the arrays at `addresses` (already checked against this layout), on the
+        stream handle `stream`, with the runtime `scalars`, on `grid` (None: the grid it has)."""
+        self._lock.acquire()  # half the cost of `with`, on every warm call
+        try:
+            if scalars:
+                self._params.fill_scalars(scalars)
+            if grid is not None and grid != self._grid:
+                self._set_grid(grid)
+            if addresses != self._addresses or stream != self._stream:
+                if stream != self._stream:
+                    self._config.hStream = stream
+                    self._stream = stream
+                self._addresses = None  # a fill that raises half way must be redone
+                self._params.fill_addresses(addresses, stream)
+                self._addresses = addresses
+            if self._checks_errors:
+                self.loaded.run(self._config, self._params_address)
+                return
+            (err,) = self._launch(self._config, self._function, self._params_address, 0)
+            if err:
+                self.loaded.retry_failed_launch(err, self._config, self._params_address)
+        finally:
+            self._lock.release()
 
 
 _loaded: dict[tuple[KernelBinary, int], LoadedKernel] = {}
@@ -319,98 +376,3 @@ def clear_loaded_kernels() -> None:
     Kernels already handed out keep working; their modules are never unloaded."""
     with _loading:
         _loaded.clear()
-
-
-class WarmLaunches:
-    """The warm path of a kernel's calls: launches already checked, by argument layout.
-
-    When every parameter of a call is given (by position or name, no default left to fill), every
-    array is a torch tensor or an asyncdsl `DeviceArray` and every runtime scalar a Python int or
-    float, a call seen before with arrays of the same layout (shape, dtype, strides, device),
-    scalars of the same class (int or float; for an int, whether it is a multiple of
-    `INT_SPECIALIZATION_DIVISOR`, which the kernel is specialized on) and the same constexprs needs
-    no check but the alignment of the new addresses: it goes straight to
-    `LoadedKernel.launch_addresses`, which checks that the scalars' values fit.  Grids are assumed
-    to depend on array shapes and constexprs only, except that a grid function is called again on
-    a launch with scalars (it may read them).
-    """
-
-    def __init__(self, params: tuple[str, ...], constexpr_names: frozenset[str], grid_function: Callable | None):
-        self._params = params
-        self._positions = {name: position for position, name in enumerate(params)}
-        self._constexpr = tuple(name in constexpr_names for name in params)
-        self._grid_function = grid_function
-        self._launches: dict[tuple, tuple[LoadedKernel, tuple[int, int, int]]] = {}
-
-    def launch(self, args: tuple, kwargs: dict, stream: Any) -> bool:
-        """Launch if this layout was seen before and the addresses are aligned; say whether it did."""
-        found = self._key(args, kwargs)
-        if found is None:
-            return False
-        key, addresses, scalars, values = found
-        entry = self._launches.get(key)
-        if entry is None or any(address % GMEM_ADDRESS_ALIGNMENT for address in addresses):
-            return False
-        loaded, grid = entry
-        if scalars and self._grid_function is not None:
-            grid = self._grid_function(**dict(zip(self._params, values)))
-        loaded.launch_addresses(grid, addresses, stream, scalars)
-        return True
-
-    def remember(self, args: tuple, kwargs: dict, loaded: LoadedKernel, grid: tuple[int, int, int]) -> None:
-        """Record a launch the full path just checked, for later calls of the same layout."""
-        found = self._key(args, kwargs)
-        if found is not None:
-            self._launches[found[0]] = (loaded, grid)
-
-    def _key(self, args: tuple, kwargs: dict) -> tuple[tuple, list[int], list[int | float], list] | None:
-        """(key, array addresses, scalar values, every argument in signature order), or None for a
-        call the full path takes."""
-        given = len(args)
-        if given + len(kwargs) != len(self._params):
-            return None
-        values = args
-        if kwargs:
-            values = [*args, *(None,) * len(kwargs)]
-            for name, value in kwargs.items():
-                position = self._positions.get(name, -1)
-                if position < given:  # unknown, or also given by position: the full path says so
-                    return None
-                values[position] = value
-        parts, addresses, scalars = [], [], []
-        for value, constexpr in zip(values, self._constexpr):
-            kind = type(value)
-            if constexpr:
-                parts.append(value)
-            elif kind is DeviceArray:  # the common case, probed inline: this runs on every launch
-                parts.append((value.shape, value.dtype, value.strides, value.device))
-                addresses.append(value.address)
-            elif kind is int:
-                parts.append(("int", value % INT_SPECIALIZATION_DIVISOR == 0))
-                scalars.append(value)
-            elif kind is float:
-                parts.append(("float",))
-                scalars.append(value)
-            else:
-                probe = _layout_probe(value)
-                if probe is None:
-                    return None
-                parts.append(probe[0])
-                addresses.append(probe[1])
-        key = (tuple(parts), knobs.debug)  # debug mode compiles another kernel
-        try:
-            hash(key)
-        except TypeError:
-            return None
-        return key, addresses, scalars, values
-
-
-def _layout_probe(array: Any) -> tuple[tuple, int] | None:
-    """((shape, dtype, strides, device), address) of an array whose checks can be reused, or None
-    for array types that take the full path every time."""
-    if type(array) is DeviceArray:
-        return (array.shape, array.dtype, array.strides, array.device), array.address
-    torch = sys.modules.get("torch")
-    if torch is not None and isinstance(array, torch.Tensor):
-        return (array.shape, array.dtype, array.stride(), array.get_device()), array.data_ptr()
-    return None

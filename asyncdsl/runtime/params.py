@@ -3,7 +3,7 @@
 Slot i points at the bytes of parameter i.  Pointer and scratch parameters own an 8-byte cell the
 launch overwrites, runtime scalars a 4-byte one (int32 or float32, checked to fit on every launch,
 warm ones included: a scalar's value is not part of any cache key); a by-value tensor map's slot
-is re-pointed at the cached 128-byte image for the argument's address.  The driver copies every
+is re-pointed at the cached 128-byte image for the argument's address, whose slab it holds.  The driver copies every
 parameter during the launch call, so the cells can be rewritten by the next launch at once.
 Nothing here allocates on a warm launch.
 """
@@ -26,7 +26,7 @@ from asyncdsl.kernel_binary import (
 )
 from asyncdsl.runtime.arrays import DeviceArray
 from asyncdsl.runtime.scratch import DescriptorScratch, ScratchPool
-from asyncdsl.runtime.tensormap import TensorMapCache, describe
+from asyncdsl.runtime.tensormap import TensorMapCache, TensorMapImage, describe
 
 
 def argument_count(binary: KernelBinary) -> int:
@@ -84,6 +84,7 @@ class KernelParams:
                 self._scalars.append((cell, param))
             else:
                 raise TypeError(f"unknown kernel parameter {param!r}")
+        self._held: list[TensorMapImage | None] = [None] * len(self._maps)
         # Each argument a descriptor reads must be at least as large as the descriptor's reach.
         least_bytes: dict[int, tuple[int, str]] = {}
         for index, cache in enumerate(tensor_maps):
@@ -123,20 +124,30 @@ class KernelParams:
         """Fill the parameters from argument addresses alone, for arrays whose count, device and
         size were already checked against this kernel, and from as many `scalars` as the kernel
         takes (each checked to fit); returns the `void*[]` address."""
+        self.fill_scalars(scalars)
+        self.fill_addresses(addresses, stream)
+        return self.address
+
+    def fill_scalars(self, scalars: Sequence[int | float]) -> None:
+        """Write the runtime scalars' cells (each value checked to fit its parameter)."""
         for cell, param in self._scalars:
             cell.value = scalar_argument(param.kind, scalars[param.scalar_index], param.name)
+
+    def fill_addresses(self, addresses: Sequence[int], stream: int) -> None:
+        """Write every parameter that depends on the arrays' addresses (and, for a descriptor
+        scratch, on the stream its upload must precede)."""
         for cell, arg in self._pointers:
             cell.value = addresses[arg]
-        slots = self._slots
-        for slot, cache, arg in self._maps:
+        slots, held = self._slots, self._held
+        for index, (slot, cache, arg) in enumerate(self._maps):
             address = addresses[arg]
             image = cache.images.get(address)
             if image is None:
                 image = cache.encode(address)
             slots[slot] = image.address
+            held[index] = image  # the slot points into the image's slab: keep it alive
         for cell, scratch in self._scratch:
             cell.value = scratch.device_address(addresses, stream)
-        return self.address
 
     def _label(self, arg: int) -> str:
         return f"argument {self._names[arg]!r}" if arg < len(self._names) else f"argument {arg}"

@@ -3,11 +3,19 @@
 A launch may name its stream as None (the legacy default stream), an integer handle, a
 cuda-python `CUstream`, or any object following one of the common conventions: `__cuda_stream__`
 (cuda.core and newer libraries), `.cuda_stream` (torch.cuda.Stream), `.ptr` (cupy.cuda.Stream).
+
+A kernel call that names no stream runs where the library its arrays come from would run its
+own work (`current_stream_source`): torch's current stream when any array is a torch tensor
+(under `torch.cuda.graph` that is the capturing stream), else CuPy's current stream when any is
+a CuPy array, else the legacy default stream.
 """
 
 from __future__ import annotations
 
+import functools
 import operator
+import sys
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from asyncdsl.errors import ArgumentError, user_location
@@ -41,6 +49,32 @@ def stream_handle(stream: Any) -> int:
         "or a stream object with __cuda_stream__, .cuda_stream (torch) or .ptr (CuPy)",
         user_location(),
     )
+
+
+def current_stream_source(arrays: Sequence[Any]) -> Callable[[], int] | None:
+    """A function that returns the handle of the current stream of the library `arrays` come
+    from (torch, then CuPy), or None when no argument is one of theirs: the legacy default stream.
+
+    The function, not the handle, is what a warm call keeps: the current stream changes with
+    `with torch.cuda.stream(...)`, graph capture, or `with cupy.cuda.Stream():`."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        for array in arrays:
+            if isinstance(array, torch.Tensor) and array.is_cuda:
+                return _torch_current_stream(torch, array.get_device())
+    cupy = sys.modules.get("cupy")
+    if cupy is not None and any(isinstance(array, cupy.ndarray) for array in arrays):
+        return lambda: cupy.cuda.get_current_stream().ptr
+    return None
+
+
+def _torch_current_stream(torch: Any, device: int) -> Callable[[], int]:
+    # torch's own launchers read the raw handle without building a Stream object (a tenth of the
+    # cost); the public spelling is the fallback for builds without it.
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return functools.partial(raw, device)
+    return lambda: torch.cuda.current_stream(device).cuda_stream
 
 
 def _checked(handle: int, stream: Any) -> int:

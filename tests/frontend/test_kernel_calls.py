@@ -22,9 +22,19 @@ class RecordingKernel:
         scalars = (tuple(scalars),) if scalars else ()
         self.calls.append(("checked", tuple(grid), tuple(a.address for a in arrays), *scalars))
 
-    def launch_addresses(self, grid, addresses, stream=None, scalars=()):
+    def prepare(self, grid):
+        return RecordingLaunch(self, grid)
+
+
+class RecordingLaunch:
+    """Stands in for a prepared launch: records its launches in its kernel's calls."""
+
+    def __init__(self, kernel, grid):
+        self.kernel, self.grid = kernel, grid
+
+    def launch(self, addresses, stream, scalars=(), grid=None):
         scalars = (tuple(scalars),) if scalars else ()
-        self.calls.append(("warm", tuple(grid), tuple(addresses), *scalars))
+        self.kernel.calls.append(("warm", tuple(grid or self.grid), tuple(addresses), *scalars))
 
 
 @pytest.fixture

@@ -222,8 +222,16 @@ class RecordingKernel:
     def launch(self, grid, arrays, stream=None, scalars=()):
         self.calls.append(("checked", runtime.launch_grid(grid), tuple(a.address for a in arrays), tuple(scalars)))
 
-    def launch_addresses(self, grid, addresses, stream=None, scalars=()):
-        self.calls.append(("warm", runtime.launch_grid(grid), tuple(addresses), tuple(scalars)))
+    def prepare(self, grid):
+        return RecordingLaunch(self, grid)
+
+
+class RecordingLaunch:
+    def __init__(self, kernel, grid):
+        self.kernel, self.grid = kernel, grid
+
+    def launch(self, addresses, stream, scalars=(), grid=None):
+        self.kernel.calls.append(("warm", runtime.launch_grid(grid or self.grid), tuple(addresses), tuple(scalars)))
 
 
 @pytest.fixture

@@ -1,0 +1,137 @@
+"""The warm path of a kernel's calls: launches already checked, kept by argument layout.
+
+The first call of a layout takes the full path (bind, check every array, compile on a miss,
+launch) and `remember`s it: a `PreparedLaunch` of its own and where its stream comes from.  A
+later call is warm when every parameter is given (by position or name, no default left to fill),
+every array is an asyncdsl `DeviceArray` or a torch tensor and every runtime scalar a Python int
+or float, and the call has the layout of one seen before: arrays of the same shape, dtype and
+device (and contiguous), scalars of the same class (int or float; for an int, whether it is a
+multiple of `INT_SPECIALIZATION_DIVISOR`, which the kernel is specialized on), the same
+constexprs and debug mode.  What the layout does not fix is still checked on every warm call:
+each address's 16-byte alignment (a misaligned one takes the full path, which names it) and that
+each scalar fits its parameter (`PreparedLaunch`).  Grids are assumed to depend on array shapes
+and constexprs only, except that a grid function is called again on a launch with scalars (it
+may read them).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from asyncdsl.config import knobs
+from asyncdsl.hw.limits import GMEM_ADDRESS_ALIGNMENT
+from asyncdsl.kernel_binary import INT_SPECIALIZATION_DIVISOR
+from asyncdsl.runtime.arrays import DeviceArray
+from asyncdsl.runtime.launch import LoadedKernel, PreparedLaunch
+from asyncdsl.runtime.streams import DEFAULT_STREAM, stream_handle
+
+_ALIGNMENT_BITS = GMEM_ADDRESS_ALIGNMENT - 1
+
+
+class WarmLaunches:
+    """The prepared launches of one kernel, by argument layout."""
+
+    def __init__(self, params: tuple[str, ...], constexpr_names: frozenset[str], grid_function: Callable | None):
+        self._params = params
+        self._positions = {name: position for position, name in enumerate(params)}
+        self._constexpr = tuple(name in constexpr_names for name in params)
+        self._grid_function = grid_function
+        self._launches: dict[tuple, tuple[PreparedLaunch, Callable[[], int] | None]] = {}
+        # torch.Tensor, once a remembered call brought one (torch is never imported here).
+        self._tensor_type: type | None = None
+
+    def launch(self, args: tuple, kwargs: dict, stream: Any) -> bool:
+        """Launch if this layout was seen before and the addresses are aligned; say whether it did."""
+        found = self._key(args, kwargs)
+        if found is None:
+            return False
+        key, addresses, scalars, values = found
+        try:
+            entry = self._launches.get(key)
+        except TypeError:  # an unhashable constexpr: the full path says what is wrong with it
+            return False
+        if entry is None:
+            return False
+        prepared, stream_source = entry
+        if stream is not None:
+            handle = stream_handle(stream)
+        else:
+            handle = DEFAULT_STREAM if stream_source is None else stream_source()
+        grid = None
+        if scalars and self._grid_function is not None:
+            grid = self._grid_function(**dict(zip(self._params, values)))
+        prepared.launch(addresses, handle, scalars, grid)
+        return True
+
+    def remember(
+        self,
+        args: tuple,
+        kwargs: dict,
+        loaded: LoadedKernel,
+        grid: tuple[int, int, int],
+        stream_source: Callable[[], int] | None,
+    ) -> None:
+        """Record a launch the full path just checked, for later calls of the same layout;
+        `stream_source` gives the stream such a call runs on when it names none."""
+        if self._tensor_type is None:
+            self._tensor_type = getattr(sys.modules.get("torch"), "Tensor", None)
+        found = self._key(args, kwargs)
+        if found is None:
+            return
+        try:
+            hash(found[0])
+        except TypeError:
+            return
+        self._launches[found[0]] = (loaded.prepare(grid), stream_source)
+
+    def _key(self, args: tuple, kwargs: dict) -> tuple[tuple, tuple[int, ...], list, Any] | None:
+        """(layout key, array addresses, scalar values, every argument in signature order), or
+        None for a call the full path takes.  Runs on every call: kept to plain loops."""
+        given = len(args)
+        if given + len(kwargs) != len(self._params):
+            return None
+        values = args
+        if kwargs:
+            values = [*args, *(None,) * len(kwargs)]
+            for name, value in kwargs.items():
+                position = self._positions.get(name, -1)
+                if position < given:  # unknown, or also given by position: the full path says so
+                    return None
+                values[position] = value
+        tensor_type = self._tensor_type
+        parts, addresses, scalars = [], [], []
+        address_bits = 0
+        for value, constexpr in zip(values, self._constexpr):
+            if constexpr:
+                parts.append(value)
+                continue
+            kind = type(value)
+            if kind is int:
+                parts.append(value % INT_SPECIALIZATION_DIVISOR == 0)
+                scalars.append(value)
+            elif kind is float:
+                parts.append(float)
+                scalars.append(value)
+            elif kind is DeviceArray:
+                parts.append((value.shape, value.dtype, value.strides, value.device))
+                address = value.address
+                address_bits |= address
+                addresses.append(address)
+            elif tensor_type is not None and isinstance(value, tensor_type):
+                # A contiguous tensor's strides follow from its shape (extent-1 dims aside, which
+                # no kernel reads), so shape, dtype and device fix its layout.
+                if not value.is_contiguous():
+                    return None
+                parts.append((value.shape, value.dtype, value.get_device()))
+                address = value.data_ptr()
+                address_bits |= address
+                addresses.append(address)
+            else:
+                return None
+        if address_bits & _ALIGNMENT_BITS:
+            return None
+        parts.append(knobs.debug)  # debug mode compiles another kernel
+        return tuple(parts), tuple(addresses), scalars, values
+

@@ -1,0 +1,127 @@
+"""asyncdsl kernels as torch operators, for models that run under `torch.compile` and CUDA graphs.
+
+    import asyncdsl.torch
+
+    copy_tiles = asyncdsl.torch.custom_op(
+        tile_copy, "my_models::copy_tiles", outputs={"dst": lambda src: torch.empty_like(src)}, BM=64, BN=64
+    )
+    y = copy_tiles(x)                       # eager, or inside a torch.compile(fullgraph=True) model
+
+`custom_op` registers the kernel with `torch.library` (a schema, an implementation that
+launches it, and a fake implementation that only makes the outputs), so the compiler traces
+through the call without a graph break and never looks inside.  The operator's parameters are the
+kernel's runtime parameters in order, without the `outputs`: arrays become `Tensor`, parameters
+annotated `int` or `float` become scalars.  Constexprs are fixed when the operator is made.
+Launches run on torch's current stream, so calls inside `torch.cuda.graph(...)` are captured.
+On CPU tensors the operator runs the kernel in the interpreter under `ASYNCDSL_INTERPRET=1`
+(and is refused otherwise, as any kernel call on host arrays is).
+
+torch is imported by this module only: `import asyncdsl` never imports it.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import torch
+
+from asyncdsl.errors import ArgumentError
+from asyncdsl.frontend.kernel import Kernel
+
+_SCHEMA_TYPES = {"int": "int", "float": "float"}
+
+
+def custom_op(
+    kernel: Kernel,
+    name: str,
+    *,
+    outputs: Mapping[str, Callable[..., torch.Tensor]] | None = None,
+    mutates: Sequence[str] = (),
+    **constexprs: Any,
+) -> Callable[..., Any]:
+    """Register `kernel` as the torch operator `name` ("namespace::operator") and return it.
+
+    `outputs` maps each array parameter the operator allocates (and returns, in this order) to a
+    function that makes it: it receives the operator's arguments by name and returns a new
+    tensor (`lambda x, **_: torch.empty_like(x)`); it also runs on the fake tensors
+    `torch.compile` traces with.  `mutates` names the input arrays the kernel writes in place.
+    `constexprs` gives every constexpr parameter its value."""
+    if not isinstance(kernel, Kernel):
+        raise ArgumentError(f"custom_op takes an @asyncdsl.kernel, not {type(kernel).__qualname__}")
+    outputs = dict(outputs or {})
+    arrays = [n for n in kernel.runtime_names if n not in kernel.scalar_kinds]
+    for what, names in (("outputs", outputs), ("mutates", mutates)):
+        for unknown in [n for n in names if n not in arrays]:
+            raise ArgumentError(f"custom_op {name!r}: {what} names {unknown!r}, which is not an array parameter of "
+                                f"kernel {kernel.__name__} (its arrays: {', '.join(arrays)}; scalars must be "
+                                "annotated int or float)")
+    if set(outputs) & set(mutates):
+        raise ArgumentError(f"custom_op {name!r}: {sorted(set(outputs) & set(mutates))} are both outputs (made by "
+                            "the operator) and mutated inputs")
+    if set(constexprs) != set(kernel.constexpr_names):
+        raise ArgumentError(f"custom_op {name!r}: kernel {kernel.__name__} has constexprs "
+                            f"({', '.join(kernel.constexpr_names) or 'none'}), given "
+                            f"({', '.join(constexprs) or 'none'}); the operator fixes every one")
+    inputs = tuple(n for n in kernel.runtime_names if n not in outputs)
+    for allocate in outputs.values():
+        _check_allocator(name, allocate, inputs)
+    output_names = tuple(outputs)
+    schema = _schema(kernel, inputs, output_names, tuple(mutates))
+
+    def made_outputs(values: dict[str, Any]) -> dict[str, torch.Tensor]:
+        return {output: allocate(**values) for output, allocate in outputs.items()}
+
+    def returned(made: dict[str, torch.Tensor]) -> Any:
+        if not output_names:
+            return None
+        if len(output_names) == 1:
+            return made[output_names[0]]
+        return tuple(made[output] for output in output_names)
+
+    def launch(*args: Any) -> Any:
+        values = dict(zip(inputs, args))
+        made = made_outputs(values)
+        kernel(**values, **made, **constexprs)
+        return returned(made)
+
+    def fake(*args: Any) -> Any:
+        return returned(made_outputs(dict(zip(inputs, args))))
+
+    operator = torch.library.custom_op(name, launch, mutates_args=tuple(mutates), schema=schema)
+    operator.register_fake(fake)
+    return operator
+
+
+def _schema(kernel: Kernel, inputs: tuple[str, ...], outputs: tuple[str, ...], mutates: tuple[str, ...]) -> str:
+    """The operator's schema: `(Tensor x, Tensor(a!) y, int n) -> Tensor`."""
+    aliases = iter("abcdefghijklmnopqrstuvwxyz")
+    parameters = []
+    for input_name in inputs:
+        kind = kernel.scalar_kinds.get(input_name)
+        if kind is not None:
+            parameters.append(f"{_SCHEMA_TYPES[kind]} {input_name}")
+        elif input_name in mutates:
+            parameters.append(f"Tensor({next(aliases)}!) {input_name}")
+        else:
+            parameters.append(f"Tensor {input_name}")
+    results = "()" if not outputs else "Tensor" if len(outputs) == 1 else f"({', '.join(['Tensor'] * len(outputs))})"
+    return f"({', '.join(parameters)}) -> {results}"
+
+
+def _check_allocator(name: str, allocate: Any, inputs: tuple[str, ...]) -> None:
+    """An output's allocator must take the operator's arguments by name (as a grid function does)."""
+    if not callable(allocate):
+        raise ArgumentError(f"custom_op {name!r}: an output's value must be a function that makes the tensor, "
+                            f"not {type(allocate).__qualname__}")
+    try:
+        signature = inspect.signature(allocate)
+    except ValueError:  # a builtin without a signature (torch.empty_like): its call will tell
+        return
+    try:
+        signature.bind(**dict.fromkeys(inputs))
+    except TypeError as error:
+        raise ArgumentError(f"custom_op {name!r}: an output allocator is called with the operator's arguments by "
+                            f"name ({', '.join(inputs)}) and cannot take them: {error}; give it those parameters "
+                            "(or **kwargs)") from None
