@@ -87,6 +87,7 @@ from asyncdsl.frontend.tiles import (
     where,
     zeros,
 )
+from asyncdsl.frontend.wgmma import wgmma, wgmma_wait
 from asyncdsl.hw.fragments import WGMMA, WGMMA_COL, WGMMA_ROW, WGMMA_TRANSPOSED, strided
 from asyncdsl.hw.transforms import (
     CollapseLeadingIndicesTransform,

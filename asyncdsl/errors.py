@@ -79,6 +79,10 @@ class LayoutError(AsyncDSLError):
     """A register layout was built with parameters it cannot take, or given a tile it cannot hold."""
 
 
+class MmaError(AsyncDSLError):
+    """A wgmma the tensor cores cannot perform: its types, shapes or operand layouts."""
+
+
 class CopyError(AsyncDSLError):
     """An async copy that the copy engine (TMA, bulk copy, cp.async) cannot perform."""
 

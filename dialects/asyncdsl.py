@@ -31,6 +31,7 @@ passes import this module as `ir` and find every op and the shared helpers of `i
 | register tiles to and from shared memory, masked GMEM windows | `tile_access_ops` |
 | mutable register tiles (`asyncdsl.registers`) | `registers_ops` |
 | profiler regions (`asyncdsl.region`) | `profile_ops` |
+| warpgroup matrix multiply (`asyncdsl.wgmma`, `wgmma_wait`) | `wgmma_ops` |
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ from asyncdsl.dialects import (
     tiles_ops,
     tma_ops,
     transform_attrs,
+    wgmma_ops,
 )
 from asyncdsl.dialects.assume_ops import CheckOp, MultipleOfOp, check_message
 from asyncdsl.dialects.bulk_ops import BulkLoadOp, BulkStoreOp
@@ -110,16 +112,79 @@ from asyncdsl.dialects.tiles_ops import (
     scratch_bytes,
 )
 from asyncdsl.dialects.tma_ops import TmaLoadOp, TmaStoreOp
+from asyncdsl.dialects.wgmma_ops import WgmmaOp, WgmmaOperandAttr, WgmmaWaitOp
 
 __all__ = [
-    "AllocBarriersOp", "AllocRegistersOp", "ReadRegistersOp", "WriteRegistersOp", "AllocSmemOp", "ArriveExpectTxOp", "ArriveOp", "AsyncCopyIm2colOp", "AsyncCopyOp",
-    "AsyncCopyRowsOp", "AsyncDSL", "BroadcastInDimOp", "AsyncPrefetchOp", "AwaitAsyncCopyOp", "AwaitCpAsyncCopyOp", "BulkLoadOp",
-    "BulkStoreOp", "CheckOp", "CompareOp", "ConvertOp", "ClusterBarrierOp", "ClusterCollectiveMaskOp", "ClusterCtaIdOp", "ClusterIdOp",
-    "CpAsyncLoadOp", "CtaBarrierOp", "FenceAsyncSmemOp", "FullOp", "IotaOp", "LoadGmemOp", "LoadSmemOp", "Im2colDescriptorAttr", "MultipleOfOp", "NumProgramsOp", "OPERATIONS",
-    "ProgramIdOp", "ReduceOp", "RegionBeginOp", "RegionEndOp", "RelayoutOp", "SelectOp", "SmemSliceOp", "SplatOp", "SQUEEZED", "StoreGmemOp", "StoreSmemOp", "SmemViewOp", "TmaGather4Op", "TmaIm2colLoadOp", "TmaLoadOp",
-    "TmaPrefetchOp", "TmaScatter4Op", "TmaStoreOp", "WaitOp", "WarpgroupBarrierOp", "WarpgroupIdxOp",
-    "buffer_bytes", "check_message", "element_bits", "is_gmem", "is_smem", "region_names", "root_buffer", "scratch_bytes", "shape_of",
-    "logical_shape", "smem_layout",
+    "OPERATIONS",
+    "SQUEEZED",
+    "AllocBarriersOp",
+    "AllocRegistersOp",
+    "AllocSmemOp",
+    "ArriveExpectTxOp",
+    "ArriveOp",
+    "AsyncCopyIm2colOp",
+    "AsyncCopyOp",
+    "AsyncCopyRowsOp",
+    "AsyncDSL",
+    "AsyncPrefetchOp",
+    "AwaitAsyncCopyOp",
+    "AwaitCpAsyncCopyOp",
+    "BroadcastInDimOp",
+    "BulkLoadOp",
+    "BulkStoreOp",
+    "CheckOp",
+    "ClusterBarrierOp",
+    "ClusterCollectiveMaskOp",
+    "ClusterCtaIdOp",
+    "ClusterIdOp",
+    "CompareOp",
+    "ConvertOp",
+    "CpAsyncLoadOp",
+    "CtaBarrierOp",
+    "FenceAsyncSmemOp",
+    "FullOp",
+    "Im2colDescriptorAttr",
+    "IotaOp",
+    "LoadGmemOp",
+    "LoadSmemOp",
+    "MultipleOfOp",
+    "NumProgramsOp",
+    "ProgramIdOp",
+    "ReadRegistersOp",
+    "ReduceOp",
+    "RegionBeginOp",
+    "RegionEndOp",
+    "RelayoutOp",
+    "SelectOp",
+    "SmemSliceOp",
+    "SmemViewOp",
+    "SplatOp",
+    "StoreGmemOp",
+    "StoreSmemOp",
+    "TmaGather4Op",
+    "TmaIm2colLoadOp",
+    "TmaLoadOp",
+    "TmaPrefetchOp",
+    "TmaScatter4Op",
+    "TmaStoreOp",
+    "WaitOp",
+    "WarpgroupBarrierOp",
+    "WarpgroupIdxOp",
+    "WgmmaOp",
+    "WgmmaOperandAttr",
+    "WgmmaWaitOp",
+    "WriteRegistersOp",
+    "buffer_bytes",
+    "check_message",
+    "element_bits",
+    "is_gmem",
+    "is_smem",
+    "logical_shape",
+    "region_names",
+    "root_buffer",
+    "scratch_bytes",
+    "shape_of",
+    "smem_layout",
 ]
 
 OPERATIONS: tuple[type[Operation], ...] = (
@@ -139,6 +204,7 @@ OPERATIONS: tuple[type[Operation], ...] = (
     *tile_access_ops.OPERATIONS,
     *registers_ops.OPERATIONS,
     *profile_ops.OPERATIONS,
+    *wgmma_ops.OPERATIONS,
 )
 
 ATTRIBUTES = (
@@ -148,6 +214,7 @@ ATTRIBUTES = (
     *transform_attrs.TRANSFORM_ATTRS,
     *im2col_ops.ATTRIBUTES,
     *layout_attrs.ATTRIBUTES,
+    *wgmma_ops.ATTRIBUTES,
 )
 
 AsyncDSL = Dialect("asyncdsl", list(OPERATIONS), list(ATTRIBUTES))

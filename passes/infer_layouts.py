@@ -154,6 +154,11 @@ def _infer(fn: func.FuncOp) -> None:
             tile = op.result if isinstance(op, ir.LoadGmemOp) else op.value
             if tile not in splats:
                 classes.union(tile, op.mask)
+        # wgmma's accumulator and register A are in the layout the tensor cores impose.
+        if isinstance(op, ir.WgmmaOp):
+            classes.give(op.acc, WGMMA, op)
+            if op.a_in_registers and op.a not in splats:
+                classes.give(op.a, WGMMA, op)
         # A register ref, every tile read from it and every tile written to it share a layout.
         if isinstance(op, ir.ReadRegistersOp):
             classes.union(op.ref, op.result)

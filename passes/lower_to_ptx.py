@@ -48,6 +48,7 @@ from asyncdsl.passes.to_ptx import (
     tile_math,
     tiles,
     tma,
+    wgmma,
 )
 from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
 from asyncdsl.passes.to_ptx.kernel import (
@@ -77,6 +78,7 @@ RULES: Rules = {
     **tile_gmem.RULES,
     **registers.RULES,
     **profile.RULES,
+    **wgmma.RULES,
 }
 # `arith` and `math` ops on tiles and non-index scalars are per-element rules; the index
 # arithmetic among them keeps its rule (`scalars.py`), chosen per op by its operand types.

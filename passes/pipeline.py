@@ -1,13 +1,14 @@
 """The default pass pipeline, in order, and compiling a traced module with it.
 
     infer-layouts                 every register tile gets a register layout
+    plan-smem-access              descriptor constants of every wgmma operand in shared memory
     resolve-transforms            user copies -> hardware copies (TMA boxes, coordinates, checks)
     partition-collectives         collective copies -> per-CTA slices + multicast masks
     allocate-smem                 static offsets for buffers and barriers, budget check
     allocate-descriptor-scratch   number descriptors; by-value params or a GMEM scratch
     lower-to-ptx                  everything -> `ptx.kernel`, printed by `print_ptx`
 
-The interpreter runs the module as it stands after the first four (`async_passes`), which is the
+The interpreter runs the module as it stands after every pass but the last (`async_passes`), which is the
 IR the GPU's PTX is printed from.  `compile_module` runs them all and hands back the PTX and the
 `KernelBinary` the runtime launches; `ASYNCDSL_DUMP_IR=1` prints the IR after every pass and the
 PTX to stderr as kernels compile.
@@ -38,6 +39,7 @@ from asyncdsl.passes.allocate_smem import AllocateSmem
 from asyncdsl.passes.infer_layouts import InferLayouts
 from asyncdsl.passes.lower_to_ptx import LowerToPtx
 from asyncdsl.passes.partition_collectives import PartitionCollectives
+from asyncdsl.passes.plan_smem_access import PlanSmemAccess
 from asyncdsl.passes.resolve_transforms import ResolveTransforms
 from asyncdsl.passes.to_ptx.kernel import kernel_params
 
@@ -46,6 +48,7 @@ def async_passes(descriptor_mode: str = "grid_constant") -> tuple[ModulePass, ..
     """The passes that keep the IR in the `asyncdsl` dialect."""
     return (
         InferLayouts(),
+        PlanSmemAccess(),
         ResolveTransforms(),
         PartitionCollectives(),
         AllocateSmem(),

@@ -23,7 +23,7 @@ from asyncdsl.hw.smem_layout import SmemLayout
 
 
 @dataclass(frozen=True, init=False)
-class ds:  # noqa: N801 - named like the reference system's and numpy's lowercase helpers
+class ds:
     """A window of `size` elements (static) starting at `start` (static or traced)."""
 
     start: IndexLike
@@ -171,6 +171,19 @@ class GmemView:
         return self.ref.dtype
 
 
+class TransposedSmem:
+    """`buf.T`: a 2-d shared-memory buffer seen as its transpose.  Only wgmma reads it so (the
+    tensor cores take either major of a 16-bit operand); nothing moves."""
+
+    def __init__(self, ref: SmemRef):
+        self.ref = ref
+        self.shape = (ref.shape[1], ref.shape[0])
+        self.dtype = ref.dtype
+
+    def __repr__(self) -> str:
+        return f"{self.ref!r}.T"
+
+
 class SmemRef:
     """A buffer in the CTA's shared memory (or a leading-index view of one).
 
@@ -200,6 +213,13 @@ class SmemRef:
     @property
     def at(self) -> _At:
         return _At(self)
+
+    @property
+    def T(self) -> TransposedSmem:
+        """This 2-d buffer read as its transpose (by `asyncdsl.wgmma`, which can)."""
+        if self.ndim != 2:
+            raise TraceError(f".T transposes a 2-d buffer; this one has shape {self.shape}", user_location())
+        return TransposedSmem(self)
 
     def plain(self, what: str) -> SmemRef:
         """This buffer, checked to carry no layout (for copies that lay out rows themselves)."""

@@ -9,18 +9,56 @@
 A register tile made inside an `asyncdsl.range` or `asyncdsl.when` body cannot be used after it
 (the body is traced once); a `registers` variable can: it is the same registers on every
 iteration, written in place.  Reads see the last write before them in program order.
+
+A wgmma (`frontend.wgmma`) writes its accumulator ref asynchronously: until a `wgmma_wait`
+retires it, reading or writing the ref is an error at the line that does it (on the GPU, ptxas
+would serialize the pipeline or the read would see a partial sum).
 """
 
 from __future__ import annotations
 
+from weakref import WeakKeyDictionary
+
 from xdsl.dialects.builtin import VectorType
+from xdsl.ir import SSAValue
 
 from asyncdsl.dialects import asyncdsl as ir
-from asyncdsl.errors import TraceError, user_location
+from asyncdsl.errors import SourceLocation, TraceError, user_location
 from asyncdsl.frontend import tracer as tracing
 from asyncdsl.frontend.core import allocation_tracer
 from asyncdsl.frontend.tiles import RegisterTile, dtype_argument, layout_argument, shape_argument
 from asyncdsl.hw.fragments import Layout
+
+
+class InFlight:
+    """The wgmma groups of the kernel being traced that no wait has retired, oldest first: the
+    register ref each writes and the line that issued it.  Program order stands for time."""
+
+    def __init__(self) -> None:
+        self._groups: list[tuple[SSAValue, SourceLocation | None]] = []
+
+    def issue(self, ref: RegisterRef, location: SourceLocation | None) -> None:
+        self._groups.append((ref.value, location))
+
+    def retire(self, pending: int) -> None:
+        """All but the newest `pending` groups are done."""
+        self._groups = self._groups[len(self._groups) - pending:] if pending else []
+
+    def check_settled(self, ref: RegisterRef, what: str) -> None:
+        for written, location in self._groups:
+            if written is ref.value:
+                raise TraceError(
+                    f"{what}: the wgmma at {location} may still be writing these registers; "
+                    "asyncdsl.wgmma_wait(0) (or a count that retires that wgmma) first",
+                    user_location(),
+                )
+
+
+_IN_FLIGHT: WeakKeyDictionary[tracing.Tracer, InFlight] = WeakKeyDictionary()
+
+
+def in_flight(tracer: tracing.Tracer) -> InFlight:
+    return _IN_FLIGHT.setdefault(tracer, InFlight())
 
 
 class RegisterRef:
@@ -40,7 +78,9 @@ class RegisterRef:
 
     def __getitem__(self, key) -> RegisterTile:
         self._whole(key, "reading registers")
-        op = tracing.current("reading registers").emit(ir.ReadRegistersOp(self.value))
+        tracer = tracing.current("reading registers")
+        in_flight(tracer).check_settled(self, "reading registers")
+        op = tracer.emit(ir.ReadRegistersOp(self.value))
         return RegisterTile(op.results[0], self.dtype)
 
     def __setitem__(self, key, tile) -> None:
@@ -52,7 +92,9 @@ class RegisterRef:
             raise TraceError(
                 f"{what}: a {tile.shape} {tile.dtype} tile does not fit {self!r} (astype first)", user_location()
             )
-        tracing.current(what).emit(ir.WriteRegistersOp(tile.use(what), self.value))
+        tracer = tracing.current(what)
+        in_flight(tracer).check_settled(self, what)
+        tracer.emit(ir.WriteRegistersOp(tile.use(what), self.value))
 
 
 def registers(shape, dtype, layout: Layout | None = None) -> RegisterRef:

@@ -10,6 +10,8 @@ program order.  Two kinds of event are counted, each under its own key:
 - `cp_async_key(cta, warpgroup)`: how many cp.async commit groups of that warpgroup have landed.
 - `proxy_fence_key(cta, warpgroup)`: how many proxy fences (`fence_async_smem`) it has made;
   generic-proxy writes reach the async proxy through them.
+- `wgmma_key(cta, warpgroup)`: how many wgmma groups of that warpgroup have retired (a
+  `wgmma_wait`); the operand bytes a group reads may be overwritten once the writer knows it.
 - `shared_access_key(cta, warpgroup)`: how many register-tile loads and stores (`ld/st.shared`)
   it has made.  They are over for the warpgroup itself at once, and for others once they have
   synchronised with it since.
@@ -44,6 +46,11 @@ def cp_async_key(cta_rank: int, warpgroup: int) -> Hashable:
 def proxy_fence_key(cta_rank: int, warpgroup: int) -> Hashable:
     """The key counting the proxy fences one warpgroup has made."""
     return ("proxy fence", cta_rank, warpgroup)
+
+
+def wgmma_key(cta_rank: int, warpgroup: int) -> Hashable:
+    """The key counting retired wgmma groups of one warpgroup."""
+    return ("wgmma", cta_rank, warpgroup)
 
 
 def shared_access_key(cta_rank: int, warpgroup: int) -> Hashable:

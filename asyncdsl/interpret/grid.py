@@ -50,6 +50,7 @@ from asyncdsl.interpret.tile_math import TileMathFunctions
 from asyncdsl.interpret.tiles import TileFunctions
 from asyncdsl.interpret.tma import TmaFunctions
 from asyncdsl.interpret.waits import Rendezvous, RendezvousWait
+from asyncdsl.interpret.wgmma import WgmmaFunctions
 from asyncdsl.ir_locations import from_ir_location
 
 # The lowering keeps index values in 32-bit registers; xDSL wraps them the same way.
@@ -75,6 +76,7 @@ FUNCTIONS: tuple[type[WarpgroupFunctions], ...] = (
     TileGmemFunctions,
     RegistersFunctions,
     ProfileFunctions,
+    WgmmaFunctions,
 )
 
 

@@ -20,6 +20,7 @@ from asyncdsl.interpret.clocks import (
     cp_async_key,
     proxy_fence_key,
     shared_access_key,
+    wgmma_key,
 )
 from asyncdsl.interpret.mbarrier import MBarrier
 from asyncdsl.interpret.memory import GlobalArgument, SharedMemory
@@ -113,6 +114,9 @@ class Warpgroup:
         self.proxy_fences = 0
         self.shared_key = shared_access_key(cta.rank, index)
         self.shared_accesses = 0
+        self.wgmma_key = wgmma_key(cta.rank, index)
+        self.wgmma_issued = 0
+        self.wgmma_retired = 0
         self.exited = False
         self._parity_bits: dict[int, int] = {}
         # Set when the cluster is assembled: who runs this warpgroup, and the cluster barrier.
@@ -140,6 +144,11 @@ class Warpgroup:
     def retire_cp_async_groups(self, allow_pending: int) -> None:
         """All but the newest `allow_pending` committed cp.async groups have landed."""
         self.clock.advance(self.cp_async_key, self.committed_cp_async_groups - allow_pending)
+
+    def retire_wgmma_groups(self, allow_pending: int) -> None:
+        """All but the newest `allow_pending` wgmma groups have finished."""
+        self.wgmma_retired = max(self.wgmma_retired, self.wgmma_issued - allow_pending)
+        self.clock.advance(self.wgmma_key, self.wgmma_retired)
 
     def fence_proxies(self) -> None:
         """`fence.proxy.async`: generic-proxy SMEM writes this warpgroup knows are over reach

@@ -1,0 +1,254 @@
+"""wgmma, Hopper's warpgroup matrix multiply: what it takes, and how its operands are described.
+
+One `wgmma.mma_async` multiplies an (64, K) A by a (K, N) B into a 64×N accumulator of the
+warpgroup, K being 16 for 16-bit inputs, 8 for tf32 and 32 for 8-bit ones (docs/hardware.md §14).
+An `asyncdsl.wgmma` of an (M, K) A is one instruction per 64-row group and per K step.
+
+Operands in shared memory are given to the tensor cores by 64-bit *matrix descriptors*: a start
+address, two byte strides (LBO, SBO) and a swizzle mode.  The hardware reads an operand as
+8-row × swizzle-span "atoms", the same bytes a TMA copy writes into a buffer tiled `(8, S)`
+(S = swizzle bytes / element bytes) with that swizzle, so a buffer's `SmemLayout` decides its
+descriptors.  The contiguous dim of the stored operand decides its *major*:
+
+- K-major (A stored (M, K), B stored (N, K)): each row of an atom is 8.. consecutive K; atoms of
+  8 MN rows follow each other at SBO; a K step moves the start address 32 bytes along the row
+  (and to the next K atom after the swizzle span).  LBO is unused.
+- MN-major (A stored (K, M), B stored (K, N)): each atom row is S consecutive MN elements of one
+  K; 8 K rows make an atom; MN atoms follow each other at LBO and 8-K groups at SBO.  Only 16-bit
+  types can be read this way (the instruction's transpose bit).
+
+`OperandPlan` is what `plan-smem-access` computes from a layout; `decode_descriptor` and
+`operand_addresses` are the independent reading of a descriptor *as the hardware does*, which
+the interpreter uses, so a wrong plan gives wrong numbers on the CPU as well as on the GPU.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from asyncdsl import dtypes
+from asyncdsl.dtypes import DType
+from asyncdsl.errors import MmaError
+from asyncdsl.hw.smem_layout import SmemLayout
+from asyncdsl.hw.swizzle import swizzled
+from asyncdsl.hw.transforms import TileTransform
+
+INSTRUCTION_M = 64  # rows of one instruction's accumulator
+MAX_N = 256
+K_STEP_BYTES = 32  # every instruction's K (16, 8 or 32 elements) spans 32 bytes of an operand row
+DESCRIPTOR_SWIZZLE_CODES = {128: 1, 64: 2, 32: 3}  # bits 62-63; 0 is the unswizzled layout
+_SWIZZLE_OF_CODE = {code: span for span, code in DESCRIPTOR_SWIZZLE_CODES.items()}
+_FIELD = 0x3FFF  # addresses and strides are 14-bit fields in units of 16 bytes
+# N the 8-bit integer instructions take (PTX ISA: "wgmma.mma_async" shapes).
+_INTEGER_N = frozenset((8, 16, 24, *range(32, MAX_N + 1, 16)))
+
+
+@dataclass(frozen=True)
+class MmaTypes:
+    """One supported (accumulator, A, B) type triple and the instruction that multiplies it."""
+
+    accumulator: DType
+    a: DType
+    b: DType
+    k: int  # the instruction's K
+    ptx: str  # type suffix of the instruction, e.g. "f32.bf16.bf16"
+
+    @property
+    def transposable(self) -> bool:
+        """Only 16-bit inputs may be MN-major (PTX ISA: imm-trans-a/b)."""
+        return self.a.bits == 16
+
+    @property
+    def integer(self) -> bool:
+        return self.accumulator.kind == "int"
+
+    def check_n(self, n: int) -> None:
+        if not (8 <= n <= MAX_N and n % 8 == 0) or (self.integer and n not in _INTEGER_N):
+            allowed = "8, 16, 24 or a multiple of 16 up to 256" if self.integer else "a multiple of 8 from 8 to 256"
+            raise MmaError(f"a {self.ptx} wgmma's N (the accumulator's columns) must be {allowed}, got {n}")
+
+
+_FP8 = (dtypes.float8_e4m3fn, dtypes.float8_e5m2)
+_PTX_NAME = {
+    dtypes.bfloat16: "bf16", dtypes.float16: "f16", dtypes.float32: "tf32",
+    dtypes.float8_e4m3fn: "e4m3", dtypes.float8_e5m2: "e5m2", dtypes.int8: "s8", dtypes.uint8: "u8",
+}
+
+
+def _table() -> dict[tuple[DType, DType, DType], MmaTypes]:
+    pairs = [(dtypes.bfloat16, dtypes.bfloat16, 16), (dtypes.float16, dtypes.float16, 16),
+             (dtypes.float32, dtypes.float32, 8)]
+    pairs += [(a, b, 32) for a in _FP8 for b in _FP8]
+    table = {
+        (dtypes.float32, a, b): MmaTypes(dtypes.float32, a, b, k, f"f32.{_PTX_NAME[a]}.{_PTX_NAME[b]}")
+        for a, b, k in pairs
+    }
+    for a in (dtypes.int8, dtypes.uint8):
+        for b in (dtypes.int8, dtypes.uint8):
+            table[dtypes.int32, a, b] = MmaTypes(dtypes.int32, a, b, 32, f"s32.{_PTX_NAME[a]}.{_PTX_NAME[b]}")
+    return table
+
+
+SUPPORTED_TYPES = _table()
+
+
+def mma_types(accumulator: DType, a: DType, b: DType) -> MmaTypes:
+    """The instruction for these types, or an MmaError listing what the tensor cores take."""
+    found = SUPPORTED_TYPES.get((accumulator, a, b))
+    if found is not None:
+        return found
+    if accumulator == dtypes.float16:
+        raise MmaError("float16 accumulators are not supported; accumulate in float32 and convert (astype)")
+    listed = "; ".join(
+        f"{acc} += {x} @ {y}" for acc, x, y in (
+            (dtypes.float32, "bfloat16", "bfloat16"), (dtypes.float32, "float16", "float16"),
+            (dtypes.float32, "float32 (as tf32)", "float32"), (dtypes.float32, "float8 e4m3/e5m2", "float8 e4m3/e5m2"),
+            (dtypes.int32, "int8/uint8", "int8/uint8"),
+        )
+    )
+    raise MmaError(f"wgmma cannot compute {accumulator} += {a} @ {b}; the tensor cores take: {listed}")
+
+
+# -- descriptors ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Descriptor:
+    """The fields of a shared-memory matrix descriptor (PTX ISA, "Matrix Descriptor Format")."""
+
+    start: int  # shared address of the operand's first atom, a multiple of 16
+    lbo: int  # bytes
+    sbo: int  # bytes
+    swizzle: int  # bytes: 32, 64 or 128 (0: the unswizzled layout)
+    base_offset: int = 0
+
+
+def encode_descriptor(start: int, lbo: int, sbo: int, swizzle: int) -> int:
+    """The 64-bit descriptor of an operand at shared address `start`."""
+    for name, value in (("start address", start), ("LBO", lbo), ("SBO", sbo)):
+        if value % 16 or not 0 <= value >> 4 <= (_FIELD if name != "start address" else 0x3FFFF >> 4):
+            raise MmaError(f"a wgmma descriptor's {name} must be a multiple of 16 that fits its field, got {value}")
+    return (start >> 4) | ((lbo >> 4) << 16) | ((sbo >> 4) << 32) | (DESCRIPTOR_SWIZZLE_CODES[swizzle] << 62)
+
+
+def decode_descriptor(descriptor: int) -> Descriptor:
+    code = descriptor >> 62
+    return Descriptor(
+        start=(descriptor & _FIELD) << 4,
+        lbo=((descriptor >> 16) & _FIELD) << 4,
+        sbo=((descriptor >> 32) & _FIELD) << 4,
+        swizzle=_SWIZZLE_OF_CODE.get(code, 0),
+        base_offset=(descriptor >> 49) & 0x7,
+    )
+
+
+def operand_addresses(descriptor: int, k_major: bool, element_bytes: int, mn: int, k: int) -> np.ndarray:
+    """The absolute shared address of every byte of the (mn, k) operand one instruction reads
+    through `descriptor`: shape `(mn, k, element_bytes)`.  The hardware's canonical layouts
+    (PTX ISA, "Shared Memory Matrix Layout"): rows of `swizzle` bytes, 8 rows an atom, the
+    16-byte chunks of each row XOR-ed with the row's index within the atom (`hw.swizzle`)."""
+    fields = decode_descriptor(descriptor)
+    if not fields.swizzle or fields.base_offset:
+        raise MmaError("the interpreter reads swizzled wgmma operands that start on a pattern boundary only")
+    span = fields.swizzle
+    per_row = span // element_bytes
+    m_index = np.arange(mn)[:, None]
+    k_index = np.arange(k)[None, :]
+    if k_major:  # rows are MN, K runs along the row; 8-row groups at SBO
+        offsets = (m_index % 8) * span + (m_index // 8) * fields.sbo + k_index * element_bytes
+    else:  # rows are K, MN runs along the row; MN atoms at LBO, 8-K groups at SBO
+        offsets = ((m_index % per_row) * element_bytes + (m_index // per_row) * fields.lbo
+                   + (k_index % 8) * span + (k_index // 8) * fields.sbo)
+    linear = fields.start + offsets[..., None] + np.arange(element_bytes)
+    return swizzled(linear, span)
+
+
+# -- planning from a buffer's layout ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OperandPlan:
+    """How one SMEM operand of an `asyncdsl.wgmma` is described to the tensor cores.
+
+    The descriptor of the instruction for 64-row group `g` (A only) and K step `j` is that of
+    `buffer address + mn_offsets[g] + k_offsets[j]` with these strides."""
+
+    k_major: bool
+    swizzle: int
+    lbo: int
+    sbo: int
+    k_offsets: tuple[int, ...]
+    mn_offsets: tuple[int, ...]
+
+    def descriptor(self, address: int, group: int, step: int) -> int:
+        return encode_descriptor(address + self.mn_offsets[group] + self.k_offsets[step], self.lbo, self.sbo, self.swizzle)
+
+    @property
+    def constant_bits(self) -> int:
+        """The descriptor without its start address: what the PTX ORs onto `address >> 4`."""
+        return encode_descriptor(0, self.lbo, self.sbo, self.swizzle)
+
+
+def wanted_layout(element: DType) -> str:
+    options = ", ".join(
+        f"transforms=TileTransform((8, {span // element.itemsize})), swizzle={span}" for span in (128, 64, 32)
+    )
+    return f"one of: {options}"
+
+
+def plan_operand(layout: SmemLayout | None, stored: tuple[int, int], element: DType, k_is_column: bool,
+                 types: MmaTypes, what: str) -> OperandPlan:
+    """The plan of an operand whose buffer holds a `stored` (rows, columns) matrix laid out as
+    `layout`; `k_is_column` says whether K is the stored matrix's column (contiguous) dim."""
+    rows, columns = stored
+    wanted = wanted_layout(element)
+    if layout is None or not layout.swizzle_bytes:
+        raise MmaError(f"{what} in shared memory must carry a swizzled layout the tensor cores read: {wanted}")
+    span = layout.swizzle_bytes
+    per_row = span // element.itemsize
+    if layout.transforms != (TileTransform((8, per_row)),) or len(layout.logical_shape) != 2:
+        raise MmaError(f"{what} is laid out as {layout}; the tensor cores read {wanted}")
+    atom = 8 * span  # bytes of one (8, per_row) tile
+    row_group = (columns // per_row) * atom  # bytes between consecutive 8-row groups
+    if k_is_column:
+        k_extent, mn_extent = columns, rows
+        k_offsets = tuple((k // per_row) * atom + (k % per_row) * element.itemsize
+                          for k in range(0, k_extent, types.k))
+        mn_offsets = tuple((m // 8) * row_group for m in range(0, mn_extent, INSTRUCTION_M))
+        return OperandPlan(True, span, 16, row_group, k_offsets, mn_offsets)
+    if not types.transposable:
+        raise MmaError(
+            f"{what}: {element} operands must have K as their contiguous dim (only 16-bit types can be "
+            "transposed); store it the other way round, or pass the buffer's .T"
+        )
+    k_extent, mn_extent = rows, columns
+    k_offsets = tuple((k // 8) * row_group for k in range(0, k_extent, types.k))
+    mn_offsets = tuple((m // per_row) * atom for m in range(0, mn_extent, INSTRUCTION_M))
+    # With one MN atom the hardware never uses LBO; the whole buffer's size is what the verified
+    # recipe (docs/hardware.md §14.2) put there.
+    lbo = atom if columns > per_row else rows * columns * element.itemsize
+    return OperandPlan(False, span, lbo, row_group, k_offsets, mn_offsets)
+
+
+def check_shapes(acc: tuple[int, ...], a: tuple[int, int], b: tuple[int, int], types: MmaTypes) -> None:
+    """The shape rules: acc (M, N), a (M, K), b (K, N); M a multiple of 64; N per the type; K a
+    multiple of the instruction's."""
+    if len(acc) != 2:
+        raise MmaError(f"a wgmma accumulator is an (M, N) tile, got shape {acc}")
+    m, n = acc
+    if m % INSTRUCTION_M or m == 0:
+        raise MmaError(f"a wgmma accumulator's M must be a multiple of {INSTRUCTION_M}, got {m}")
+    types.check_n(n)
+    if a[0] != m or b[1] != n or a[1] != b[0]:
+        raise MmaError(f"wgmma shapes do not agree: acc {acc} += a {a} @ b {b} (need (M, N) += (M, K) @ (K, N))")
+    k = a[1]
+    if k % types.k or k == 0:
+        raise MmaError(f"a {types.ptx} wgmma's K must be a multiple of {types.k}, got {k}")
+
+
+def register_count(acc: tuple[int, int]) -> int:
+    """32-bit accumulator registers per thread."""
+    return math.prod(acc) // 128
