@@ -86,3 +86,38 @@ def triton_rowwise_fp8(x, q, scales) -> None:
     n = x.shape[1]
     block = triton.next_power_of_2(n)
     _fp8_rows[(x.shape[0],)](x, q, scales, n, BLOCK=block, num_warps=8 if block <= 4096 else 16)
+
+
+# -- matmul: a persistent TMA matmul in the style of Triton's tutorial 09 (the configuration that
+# measured best here: 128x256x64, 4 stages, 8 warps), grouped tile order.
+
+
+@triton.jit
+def _matmul_persistent(a_desc, b_desc, c_desc, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                       GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr):
+    m_tiles = tl.cdiv(M, BM)
+    n_tiles = tl.cdiv(N, BN)
+    k_tiles = tl.cdiv(K, BK)
+    per_group = GROUP_M * n_tiles
+    for tile in tl.range(tl.program_id(0), m_tiles * n_tiles, NUM_SMS, flatten=True):
+        group = tile // per_group
+        first_m = group * GROUP_M
+        rows = min(m_tiles - first_m, GROUP_M)
+        pid_m = first_m + (tile % rows)
+        pid_n = (tile % per_group) // rows
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for kk in range(k_tiles):
+            a = a_desc.load([pid_m * BM, kk * BK])
+            b = b_desc.load([kk * BK, pid_n * BN])
+            acc = tl.dot(a, b, acc)
+        c_desc.store([pid_m * BM, pid_n * BN], acc.to(tl.bfloat16))
+
+
+def triton_matmul(a, b, c, BM: int = 128, BN: int = 256, BK: int = 64, stages: int = 4, num_sms: int = 132) -> None:
+    a_desc = TensorDescriptor.from_tensor(a, [BM, BK])
+    b_desc = TensorDescriptor.from_tensor(b, [BK, BN])
+    c_desc = TensorDescriptor.from_tensor(c, [BM, BN])
+    m, k = a.shape
+    n = b.shape[1]
+    grid = (min(num_sms, triton.cdiv(m, BM) * triton.cdiv(n, BN)),)
+    _matmul_persistent[grid](a_desc, b_desc, c_desc, m, n, k, BM, BN, BK, 8, num_sms, num_stages=stages, num_warps=8)

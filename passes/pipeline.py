@@ -28,6 +28,7 @@ from xdsl.passes import ModulePass
 from xdsl.printer import Printer
 
 from asyncdsl.config import knobs
+from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects import kernel_attrs as attrs
 from asyncdsl.dialects.asyncdsl import AsyncDSL
 from asyncdsl.dialects.ptx import Ptx, print_ptx
@@ -118,11 +119,13 @@ def compile_module(
     (fn,) = attrs.kernels(module)
     binary_facts = _binary_facts(fn)
     interpretable = module.clone()
+    target = binary_facts["arch"]
+    version = max([PTX_VERSIONS[target], *(op.types.ptx_version for op in fn.walk() if isinstance(op, ir.WgmmaOp))],
+                  key=lambda v: tuple(map(int, v.split("."))))
 
     LowerToPtx().apply(ctx, module)
     record("lower-to-ptx", lambda: ir_text(module))
-    target = binary_facts["arch"]
-    ptx = print_ptx(module, version=PTX_VERSIONS[target], target=target)
+    ptx = print_ptx(module, version=version, target=target)
     record("ptx", lambda: ptx)
     binary = KernelBinary(ptx=ptx, **binary_facts)
     return CompiledKernel(traced, interpretable, ptx, binary, stages)

@@ -32,7 +32,7 @@ import numpy as np
 from asyncdsl import dtypes
 from asyncdsl.dtypes import DType
 from asyncdsl.errors import MmaError
-from asyncdsl.hw.smem_layout import SmemLayout
+from asyncdsl.hw.smem_layout import SmemLayout, describe_chain
 from asyncdsl.hw.swizzle import swizzled
 from asyncdsl.hw.transforms import TileTransform
 
@@ -64,6 +64,11 @@ class MmaTypes:
     @property
     def integer(self) -> bool:
         return self.accumulator.kind == "int"
+
+    @property
+    def ptx_version(self) -> str:
+        """The PTX ISA version the instruction needs: mixing s8 and u8 came in 8.4."""
+        return "8.4" if self.integer and self.a != self.b else "8.0"
 
     def check_n(self, n: int) -> None:
         if not (8 <= n <= MAX_N and n % 8 == 0) or (self.integer and n not in _INTEGER_N):
@@ -210,7 +215,10 @@ def plan_operand(layout: SmemLayout | None, stored: tuple[int, int], element: DT
     span = layout.swizzle_bytes
     per_row = span // element.itemsize
     if layout.transforms != (TileTransform((8, per_row)),) or len(layout.logical_shape) != 2:
-        raise MmaError(f"{what} is laid out as {layout}; the tensor cores read {wanted}")
+        raise MmaError(
+            f"{what} is laid out with transforms {describe_chain(layout.transforms)} and swizzle {span} over "
+            f"{layout.logical_shape}; the tensor cores read a 2-d buffer laid out as {wanted}"
+        )
     atom = 8 * span  # bytes of one (8, per_row) tile
     row_group = (columns // per_row) * atom  # bytes between consecutive 8-row groups
     if k_is_column:

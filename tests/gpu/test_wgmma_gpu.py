@@ -1,0 +1,89 @@
+"""wgmma on the H200: every case of the shape matrix (operand majors, swizzles, N, M, register A,
+bf16/f16/tf32/fp8/int8) gives the interpreter's bits and numpy's product on integer inputs; on
+random bf16 inputs the interpreter's model of the tensor cores' arithmetic is measured against
+the GPU (the rate goes to $OUT/wgmma_numerics.json); the bf16 GEMM example is exact on integer
+inputs and as accurate as cuBLAS on random ones."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+from gpu_support import hopper_or_skip
+from wgmma_kernels import CASES, Case, integer_inputs, random_bf16_inputs, reference, run
+
+from asyncdsl.runtime import to_device, to_host
+
+hopper_or_skip()
+
+
+def _on_gpu(case: Case, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    c = to_device(np.zeros((case.m, case.n), case.acc_dtype.numpy))
+    run(case, to_device(a), to_device(b), c, interpret=False)
+    return to_host(c)
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_integer_products_are_exact_on_the_gpu_and_in_the_interpreter(case):
+    a, b = integer_inputs(case, seed=7)
+    gpu = _on_gpu(case, a, b)
+    interpreted = np.zeros((case.m, case.n), case.acc_dtype.numpy)
+    run(case, a, b, interpreted, interpret=True)
+    np.testing.assert_array_equal(gpu, reference(case, a, b).astype(case.acc_dtype.numpy))
+    assert gpu.tobytes() == interpreted.tobytes()
+
+
+def test_the_interpreter_models_the_tensor_cores_rounding():
+    """Random bf16 dot products of length 64 and 256: how often the interpreter's bits equal the
+    GPU's, and how far apart they are otherwise (in float32 ulps)."""
+    report = {}
+    for case in (Case(64, 256, 64), Case(128, 256, 256, b_k_major=True)):
+        equal, total, worst = 0, 0, 0
+        for seed in range(4):
+            a, b = random_bf16_inputs(case, seed)
+            gpu = _on_gpu(case, a, b)
+            interpreted = np.zeros((case.m, case.n), np.float32)
+            run(case, a, b, interpreted, interpret=True)
+            equal += int((gpu.view(np.int32) == interpreted.view(np.int32)).sum())
+            total += gpu.size
+            ulps = np.abs(gpu.view(np.int32).astype(np.int64) - interpreted.view(np.int32).astype(np.int64))
+            worst = max(worst, int(np.percentile(ulps, 99)))
+            # Both are float32 sums of the same exact products: never far from float64's.
+            exact = reference(case, a, b)
+            scale = np.abs(a.astype(np.float64)).max() * np.abs(b.astype(np.float64)).max() * case.k
+            assert np.abs(gpu - exact).max() <= 1e-5 * scale
+        report[str(case)] = {"bit_identical": equal / total, "outputs": total, "p99_ulps": worst}
+    out = os.environ.get("OUT")
+    if out:
+        Path(out, "wgmma_numerics.json").write_text(json.dumps(report, indent=1))
+    print(report)
+    assert all(r["bit_identical"] > 0.5 for r in report.values()), report
+
+
+def test_the_gemm_example_is_exact_on_integers_and_as_accurate_as_cublas():
+    import torch
+
+    from asyncdsl.examples.matmul import matmul
+
+    m, n, k = 768, 1024, 640
+    rng = np.random.default_rng(3)
+    a = rng.integers(-3, 4, (m, k)).astype(ml_dtypes.bfloat16)
+    b = rng.integers(-3, 4, (k, n)).astype(ml_dtypes.bfloat16)
+    c = to_device(np.full((m, n), np.nan, ml_dtypes.bfloat16))
+    matmul(to_device(a), to_device(b), c, CTAS=7)
+    expected = (a.astype(np.float64) @ b.astype(np.float64)).astype(ml_dtypes.bfloat16)
+    assert to_host(c).view(np.uint16).tolist() == expected.view(np.uint16).tolist()
+
+    m = n = k = 2048
+    a_t = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    b_t = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+    c_t = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    matmul(a_t, b_t, c_t, CTAS=132)
+    exact = a_t.double() @ b_t.double()
+    ours = (c_t.double() - exact).norm() / exact.norm()
+    cublas = ((a_t @ b_t).double() - exact).norm() / exact.norm()
+    assert ours <= 1.5 * cublas, (float(ours), float(cublas))

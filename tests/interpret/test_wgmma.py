@@ -1,0 +1,112 @@
+"""The interpreter's wgmma: integer products are numpy's, bit for bit, for every case of the
+shape matrix; the numerics model keeps its promises (exact on small integers, truncation toward
+zero, tf32 reads 10 mantissa bits); the GEMM example is exact on a small problem; and the
+asynchronous rules are enforced: operand bytes overwritten before a `wgmma_wait` retired the
+wgmma are a RaceError, accumulating into registers nothing wrote is an InterpretError."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+from wgmma_kernels import CASES, integer_inputs, reference, run
+
+import asyncdsl as ad
+from asyncdsl import TileTransform
+from asyncdsl.interpret.mma_numerics import integer_step, mma_step
+
+LAYOUT = dict(transforms=TileTransform((8, 64)), swizzle=128)
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_integer_products_are_exact(case):
+    a, b = integer_inputs(case, seed=5)
+    c = np.zeros((case.m, case.n), case.acc_dtype.numpy)
+    run(case, a, b, c, interpret=True)
+    np.testing.assert_array_equal(c, reference(case, a, b))
+
+
+def test_the_model_truncates_aligned_terms_toward_zero():
+    # 1 + 16 products of 2**-26: each is below the 26-bit quantum (2**-25) of the largest term,
+    # the accumulator 1.0, so each is truncated away, while the exact sum 1 + 2**-22 is a float32.
+    a = np.full((1, 16), 2.0 ** -13, np.float32)
+    b = np.full((16, 1), 2.0 ** -13, np.float32)
+    acc = np.ones((1, 1), np.float32)
+    assert mma_step(acc, a, b, accumulate=True)[0, 0] == np.float32(1.0)
+    # Negative sums truncate toward zero too.
+    assert mma_step(-acc, a, -b, accumulate=True)[0, 0] == np.float32(-1.0)
+    # Without accumulation the old value is ignored, whatever it is.
+    assert mma_step(np.full((1, 1), np.nan, np.float32), a, b, accumulate=False)[0, 0] == np.float32(2.0 ** -22)
+
+
+def test_the_model_is_exact_on_small_integers():
+    rng = np.random.default_rng(0)
+    a = rng.integers(-100, 100, (64, 16)).astype(np.float32)
+    b = rng.integers(-100, 100, (16, 32)).astype(np.float32)
+    acc = rng.integers(-10 ** 6, 10 ** 6, (64, 32)).astype(np.float32)
+    np.testing.assert_array_equal(mma_step(acc, a, b, True), acc + a.astype(np.float64) @ b)
+
+
+def test_tf32_reads_ten_mantissa_bits():
+    a = np.array([[1.0 + 2.0 ** -10 + 2.0 ** -11]], np.float32)  # the 2**-11 bit is not read
+    assert mma_step(np.zeros((1, 1), np.float32), a, np.ones((1, 1), np.float32), False, tf32=True)[0, 0] == \
+        np.float32(1.0 + 2.0 ** -10)
+
+
+def test_integer_accumulation_wraps():
+    a = np.full((1, 32), 127, np.int8)
+    b = np.full((32, 1), 127, np.int8)
+    acc = np.full((1, 1), 2 ** 31 - 1, np.int32)
+    assert integer_step(acc, a, b, True)[0, 0] == np.int32(-(2 ** 31) + 32 * 127 * 127 - 1)
+
+
+def test_the_gemm_example_is_exact_in_the_interpreter():
+    from asyncdsl.examples.matmul import main
+
+    assert main((256, 512, 192)) == 0
+
+
+@ad.kernel(grid=(1,), block=128)
+def _refill_too_early(a, b, c):
+    a_s = ad.smem(a.shape, a.dtype, **LAYOUT)
+    b_s = ad.smem(b.shape, b.dtype, **LAYOUT)
+    landed = ad.barrier(arrival_count=2)
+    ad.async_copy(a, a_s, barrier=landed)
+    ad.async_copy(b, b_s, barrier=landed)
+    landed.wait()
+    acc = ad.registers((64, 64), ad.float32, layout=ad.WGMMA)
+    ad.wgmma(acc, a_s, b_s, accumulate=False)
+    again = ad.barrier()
+    ad.async_copy(a, a_s, barrier=again)  # the wgmma may still be reading a_s
+    again.wait()
+    ad.wgmma_wait(0)
+    ad.store(c, acc[...])
+
+
+@ad.kernel(grid=(1,), block=128)
+def _accumulate_into_nothing(a, b, c):
+    a_s = ad.smem(a.shape, a.dtype, **LAYOUT)
+    b_s = ad.smem(b.shape, b.dtype, **LAYOUT)
+    landed = ad.barrier(arrival_count=2)
+    ad.async_copy(a, a_s, barrier=landed)
+    ad.async_copy(b, b_s, barrier=landed)
+    landed.wait()
+    acc = ad.registers((64, 64), ad.float32, layout=ad.WGMMA)
+    ad.wgmma(acc, a_s, b_s)
+    ad.wgmma_wait(0)
+    ad.store(c, acc[...])
+
+
+def _operands():
+    a = np.ones((64, 64), ml_dtypes.bfloat16)
+    return a, a.copy(), np.zeros((64, 64), np.float32)
+
+
+def test_refilling_an_operand_before_the_wgmma_retired_is_a_race():
+    with pytest.raises(ad.RaceError, match="wgmma at .* may still be reading"):
+        _refill_too_early.interpret(*_operands())
+
+
+def test_accumulating_into_unwritten_registers_is_an_error():
+    with pytest.raises(ad.InterpretError, match="accumulate=False"):
+        _accumulate_into_nothing.interpret(*_operands())
