@@ -17,8 +17,10 @@ from common import median_gpu_ms, plot_result, write_result  # noqa: E402
 
 SHAPES = ((8192, 8192, 8192), (4096, 8192, 4096))
 CONFIGS = (
-    {"BM": 128, "BN": 256, "BK": 64, "STAGES": 3},
-    {"BM": 128, "BN": 128, "BK": 64, "STAGES": 5},
+    {"BM": 128, "BN": 256, "BK": 64, "STAGES": 3, "EPILOGUE": "tma", "SNAKE": 16},
+    {"BM": 128, "BN": 256, "BK": 64, "STAGES": 3, "EPILOGUE": "tma64", "SNAKE": 16},
+    {"BM": 128, "BN": 256, "BK": 64, "STAGES": 4, "EPILOGUE": "tma64", "SNAKE": 16},
+    {"BM": 128, "BN": 256, "BK": 64, "STAGES": 4, "EPILOGUE": "tma64", "SNAKE": 8},
 )
 
 
@@ -59,7 +61,8 @@ def measure(m: int, n: int, k: int) -> dict:
     for config in CONFIGS:
         c.fill_(float("nan"))
         ms = median_gpu_ms(lambda config=config: matmul(a, b, c, CTAS=sms, **config))
-        name = "asyncdsl " + "x".join(str(config[key]) for key in ("BM", "BN", "BK")) + f" s{config['STAGES']}"
+        name = ("asyncdsl " + "x".join(str(config[key]) for key in ("BM", "BN", "BK"))
+                + f" s{config['STAGES']} {config['EPILOGUE']} snake{config['SNAKE']}")
         sweep[name] = _tflops(m, n, k, ms)
         if exact is not None:
             errors[name] = _relative_error(c, exact)

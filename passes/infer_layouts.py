@@ -51,7 +51,7 @@ from asyncdsl.dialects import kernel_attrs as attrs
 from asyncdsl.dialects.layout_attrs import INFERRED, LayoutAttr
 from asyncdsl.dialects.memory_attrs import RegistersType
 from asyncdsl.errors import LayoutError
-from asyncdsl.hw.fragments import WGMMA, Layout, SplatLayout
+from asyncdsl.hw.fragments import WGMMA, Layout, SplatLayout, register_window
 from asyncdsl.hw.layout_choice import row_layout, strided_layout
 from asyncdsl.ir_locations import from_ir_location
 
@@ -171,6 +171,8 @@ def _infer(fn: func.FuncOp) -> None:
                 layout = solver.layout_of(result)
                 _check_holds(layout, result, op)
                 op.attributes[INFERRED] = LayoutAttr(layout)
+        if isinstance(op, ir.ReadRegistersOp) and op.window_offsets is not None:
+            _check_window(op, solver)
         if isinstance(op, ir.ReduceOp) and op.result not in splats:
             _check_reduction(op, solver)
         if isinstance(op, ir.BroadcastInDimOp) and op.result not in splats:
@@ -328,6 +330,14 @@ def _reduced(layout: Layout, op: ir.ReduceOp) -> Layout:
 def _check_holds(layout: Layout, value: SSAValue, op: Operation) -> None:
     try:
         layout.check_holds(_shape(value))
+    except LayoutError as error:
+        raise LayoutError(error.message, from_ir_location(op)) from None
+
+
+def _check_window(op: ir.ReadRegistersOp, solver: _Solver) -> None:
+    """A window of a register ref is registers the ref holds: whole tiles of its layout."""
+    try:
+        register_window(solver.layout_of(op.ref), _shape(op.ref), op.window_offsets, _shape(op.result))
     except LayoutError as error:
         raise LayoutError(error.message, from_ir_location(op)) from None
 

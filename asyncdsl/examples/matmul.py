@@ -35,27 +35,30 @@ TENSOR_CORE_LAYOUT = dict(transforms=TileTransform((8, 64)), swizzle=128)  # 64 
 
 @ad.kernel(grid=lambda a, b, c, CTAS, **_: (CTAS,), block=384)
 def matmul(a, b, c, CTAS: ad.constexpr, BM: ad.constexpr = 128, BN: ad.constexpr = 256, BK: ad.constexpr = 64,
-           STAGES: ad.constexpr = 3):
+           STAGES: ad.constexpr = 3, EPILOGUE: ad.constexpr = "tma", SNAKE: ad.constexpr = 0):
     M, K = a.shape
     N = b.shape[1]
     half = BM // 2
-    n_tiles = ad.cdiv(N, BN)
-    tiles = ad.cdiv(M, BM) * n_tiles
+    m_tiles, n_tiles = ad.cdiv(M, BM), ad.cdiv(N, BN)
+    tiles = m_tiles * n_tiles
     k_steps = ad.cdiv(K, BK)
     cta = ad.program_id(0)
     mine = (tiles - cta + CTAS - 1) // CTAS  # tiles cta, cta + CTAS, ...
 
     a_ring = ad.smem((STAGES, 2, half, BK), a.dtype, **TENSOR_CORE_LAYOUT)  # [slot][consumer]
     b_ring = ad.smem((STAGES, BK, BN), b.dtype, **TENSOR_CORE_LAYOUT)
-    c_out = ad.smem((2, half, BN), c.dtype, **TENSOR_CORE_LAYOUT)  # [consumer]
+    if EPILOGUE == "tma":  # c through shared memory and TMA stores; else stored from registers
+        c_out = ad.smem((2, half, BN), c.dtype, **TENSOR_CORE_LAYOUT)  # [consumer]
+    elif EPILOGUE == "tma64":  # the same, 64 columns at a time through two slots per consumer
+        c_out = ad.smem((2, 2, half, 64), c.dtype, **TENSOR_CORE_LAYOUT)  # [consumer][slot]
     full = ad.barrier(arrival_count=3, num=STAGES)  # the copies of the two a halves and of b
     empty = ad.barrier(arrival_count=2, num=STAGES)  # both consumers released the slot
     acc = ad.registers((half, BN), ad.float32, layout=ad.WGMMA)  # a consumer's part of the tile
     role = ad.warpgroup_idx()
 
     def origin(t):
-        tile = cta + t * CTAS
-        return tile // n_tiles * BM, tile % n_tiles * BN
+        m, n = tile_position(cta + t * CTAS, m_tiles, n_tiles, SNAKE)
+        return m * BM, n * BN
 
     with ad.when(role == 2):  # the producer
         for t in ad.range(mine):
@@ -83,11 +86,36 @@ def matmul(a, b, c, CTAS: ad.constexpr, BM: ad.constexpr = 128, BN: ad.constexpr
                     empty[(step - 1) % STAGES].arrive()
             ad.wgmma_wait(0)
             empty[(t * k_steps + k_steps - 1) % STAGES].arrive()
-            ad.await_async_copy(0, read_only=True)  # the previous tile's store has read c_out
-            c_out.at[role][...] = acc[...].astype(c.dtype)
-            ad.fence_async_smem()
-            ad.async_copy(c_out.at[role], c.at[ad.ds(row + role * half, half), ad.ds(col, BN)])
-        ad.await_async_copy(0)
+            mine_of_c = c.at[ad.ds(row + role * half, half), ad.ds(col, BN)]
+            if EPILOGUE == "tma":
+                ad.await_async_copy(0, read_only=True)  # the previous tile's store has read c_out
+                c_out.at[role][...] = acc[...].astype(c.dtype)
+                ad.fence_async_smem()
+                ad.async_copy(c_out.at[role], mine_of_c)
+            elif EPILOGUE == "tma64":
+                for j in range(BN // 64):
+                    ad.await_async_copy(1, read_only=True)  # the store two slices ago has read this slot
+                    c_out.at[role, j % 2][...] = acc[:, j * 64:(j + 1) * 64].astype(c.dtype)
+                    ad.fence_async_smem()
+                    ad.async_copy(c_out.at[role, j % 2],
+                                  c.at[ad.ds(row + role * half, half), ad.ds(col + j * 64, 64)])
+            else:
+                ad.store(mine_of_c, acc[...].astype(c.dtype))
+        if EPILOGUE != "direct":
+            ad.await_async_copy(0)
+
+
+def tile_position(tile, m_tiles: int, n_tiles: int, width: int):
+    """Where tile number `tile` lies, (m, n).  Row by row when `width` is 0 (or does not divide
+    the rows of tiles); else a "planar snake": bands of `width` tile rows walked column by column,
+    down each column of the band, every other band backwards, so the CTAs running at once work
+    on a compact patch of c and share their slices of a and b in L2."""
+    if not width or m_tiles % width:
+        return tile // n_tiles, tile % n_tiles
+    band, within = tile // (width * n_tiles), tile % (width * n_tiles)
+    column = within // width
+    backwards = band % 2
+    return band * width + within % width, column + backwards * (n_tiles - 1 - 2 * column)
 
 
 EXAMPLE_ARGS = {

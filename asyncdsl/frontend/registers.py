@@ -5,6 +5,7 @@
     for k in ad.range(steps):
         acc[...] = acc[...] + buf.at[k][...].astype(ad.float32)   # the previous iteration's value
     out[...] = acc[...].astype(ad.bfloat16)
+    half = acc[:, 64:128]          # a window: the registers that hold it (whole tiles of the layout)
 
 A register tile made inside an `asyncdsl.range` or `asyncdsl.when` body cannot be used after it
 (the body is traced once); a `registers` variable can: it is the same registers on every
@@ -76,11 +77,31 @@ class RegisterRef:
         if key is not Ellipsis and key != (Ellipsis,):
             raise TraceError(f"{what} takes the whole tile: ref[...]", user_location())
 
+    def _window(self, key) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+        """`ref[...]`: None (the whole tile); `ref[a:b, c:d]`: (offsets, shape) of the window."""
+        if key is Ellipsis or key == (Ellipsis,):
+            return None
+        key = key if isinstance(key, tuple) else (key,)
+        if len(key) != len(self.shape) or not all(
+            isinstance(k, slice) and k.step is None
+            and all(b is None or (isinstance(b, int) and not isinstance(b, bool)) for b in (k.start, k.stop))
+            for k in key
+        ):
+            raise TraceError(
+                f"registers are read whole (ref[...]) or in a window of Python-int slices, one per dim "
+                f"(ref[0:64, 128:192]); got {key!r}", user_location(),
+            )
+        bounds = [k.indices(size) for k, size in zip(key, self.shape)]
+        if any(start >= stop or stop > size or k.start is not None and k.start < 0 or k.stop is not None and k.stop > size
+               for (start, stop, _), size, k in zip(bounds, self.shape, key)):
+            raise TraceError(f"the window {key!r} is empty or outside the {self.shape} registers", user_location())
+        return tuple(start for start, _, _ in bounds), tuple(stop - start for start, stop, _ in bounds)
+
     def __getitem__(self, key) -> RegisterTile:
-        self._whole(key, "reading registers")
+        window = self._window(key)
         tracer = tracing.current("reading registers")
         in_flight(tracer).check_settled(self, "reading registers")
-        op = tracer.emit(ir.ReadRegistersOp(self.value))
+        op = tracer.emit(ir.ReadRegistersOp(self.value, window))
         return RegisterTile(op.results[0], self.dtype)
 
     def __setitem__(self, key, tile) -> None:

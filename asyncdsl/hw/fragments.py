@@ -506,6 +506,29 @@ def relayout_sources(source: Layout, target: Layout, shape: Sequence[int]) -> tu
             np.take_along_axis(chosen_slots, choice, -1)[..., 0])
 
 
+def register_window(layout: Layout, shape: Sequence[int], offsets: Sequence[int], window: Sequence[int]) -> tuple:
+    """The index (slices) of a `shape` tile's register array that holds the tile's `window`
+    (shape) at `offsets`, itself a tile in `layout`: the window must be made of whole base tiles
+    of a tiled layout, whose register arrays enumerate base tiles in their leading dims."""
+    if not isinstance(layout, TiledLayout):
+        raise LayoutError(f"a window of registers needs a tiled layout, not {layout}")
+    shape, offsets, window = tuple(shape), tuple(offsets), tuple(window)
+    base = layout.tiling.tiles[0]
+    lead = len(shape) - len(base)
+    for dim, tile in zip(range(lead, len(shape)), base):
+        if offsets[dim] % tile or window[dim] % tile:
+            raise LayoutError(
+                f"the window at {offsets} of shape {window} cuts the {base} tiles of layout {layout} "
+                f"along dim {dim}: offsets and sizes there must be multiples of {tile}"
+            )
+    inner = len(layout.registers_shape(shape)) - len(shape)
+    return (
+        *(slice(o, o + w) for o, w in zip(offsets[:lead], window[:lead])),
+        *(slice(o // t, (o + w) // t) for o, w, t in zip(offsets[lead:], window[lead:], base)),
+        *(slice(None),) * inner,
+    )
+
+
 def wgmma_a_registers(shape: Sequence[int]) -> np.ndarray:
     """The registers of an (M, K) tile in `WGMMA` layout that form wgmma's register A operand:
     `[m, j, i]` is the flat register (register order) that is `a<i>` of k16 step `j` for rows

@@ -54,7 +54,11 @@ class RegistersFunctions(WarpgroupFunctions):
                 f"reads the registers allocated at {cell.origin} before anything was written to them "
                 "(on the GPU: whatever they held); write them first"
             )
-        return (cell.tile,)
+        offsets = op.window_offsets
+        if offsets is None:
+            return (cell.tile,)
+        shape = op.result.type.get_shape()
+        return (cell.tile[tuple(slice(o, o + s) for o, s in zip(offsets, shape))],)
 
     @impl(ir.WriteRegistersOp)
     @diagnosed

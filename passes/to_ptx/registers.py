@@ -8,6 +8,7 @@ import numpy as np
 
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects.layout_attrs import layout_of
+from asyncdsl.hw.fragments import register_window
 from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
 from asyncdsl.passes.to_ptx.tile_registers import TileRegisters, bind_tile, register_kind, tile_of
 
@@ -33,8 +34,11 @@ def _write(ctx: KernelLowering, op: ir.WriteRegistersOp) -> None:
 
 def _read(ctx: KernelLowering, op: ir.ReadRegistersOp) -> None:
     ref = tile_of(ctx, op.ref)
-    copies = np.array([ctx.b.mov(r.type.kind.data, r) for r in ref.regs.reshape(-1)], dtype=object)
-    bind_tile(ctx, op.result, copies.reshape(ref.regs.shape))
+    regs = ref.regs
+    if op.window_offsets is not None:
+        regs = regs[register_window(ref.layout, ref.shape, op.window_offsets, tuple(op.result.type.get_shape()))]
+    copies = np.array([ctx.b.mov(r.type.kind.data, r) for r in regs.reshape(-1)], dtype=object)
+    bind_tile(ctx, op.result, copies.reshape(regs.shape))
 
 
 RULES: Rules = {
