@@ -31,6 +31,7 @@ passes import this module as `ir` and find every op and the shared helpers of `i
 | register tiles to and from shared memory, masked GMEM windows | `tile_access_ops` |
 | mutable register tiles (`asyncdsl.registers`) | `registers_ops` |
 | profiler regions (`asyncdsl.region`) | `profile_ops` |
+| warpgroup roles and their register counts (`asyncdsl.warpgroup_role`) | `roles_ops` |
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from asyncdsl.dialects import (
     prefetch_ops,
     profile_ops,
     registers_ops,
+    roles_ops,
     row_gather_ops,
     sync_ops,
     tile_access_ops,
@@ -87,6 +89,7 @@ from asyncdsl.dialects.ir_utils import (
 from asyncdsl.dialects.prefetch_ops import AsyncPrefetchOp, TmaPrefetchOp
 from asyncdsl.dialects.profile_ops import RegionBeginOp, RegionEndOp, region_names
 from asyncdsl.dialects.registers_ops import AllocRegistersOp, ReadRegistersOp, WriteRegistersOp
+from asyncdsl.dialects.roles_ops import WarpgroupRoleOp
 from asyncdsl.dialects.row_gather_ops import AsyncCopyRowsOp, TmaGather4Op, TmaScatter4Op
 from asyncdsl.dialects.sync_ops import (
     AllocBarriersOp,
@@ -117,7 +120,7 @@ __all__ = [
     "BulkStoreOp", "CheckOp", "CompareOp", "ConvertOp", "ClusterBarrierOp", "ClusterCollectiveMaskOp", "ClusterCtaIdOp", "ClusterIdOp",
     "CpAsyncLoadOp", "CtaBarrierOp", "FenceAsyncSmemOp", "FullOp", "IotaOp", "LoadGmemOp", "LoadSmemOp", "Im2colDescriptorAttr", "MultipleOfOp", "NumProgramsOp", "OPERATIONS",
     "ProgramIdOp", "ReduceOp", "RegionBeginOp", "RegionEndOp", "RelayoutOp", "SelectOp", "SmemSliceOp", "SplatOp", "SQUEEZED", "StoreGmemOp", "StoreSmemOp", "SmemViewOp", "TmaGather4Op", "TmaIm2colLoadOp", "TmaLoadOp",
-    "TmaPrefetchOp", "TmaScatter4Op", "TmaStoreOp", "WaitOp", "WarpgroupBarrierOp", "WarpgroupIdxOp",
+    "TmaPrefetchOp", "TmaScatter4Op", "TmaStoreOp", "WaitOp", "WarpgroupBarrierOp", "WarpgroupIdxOp", "WarpgroupRoleOp",
     "buffer_bytes", "check_message", "element_bits", "is_gmem", "is_smem", "region_names", "root_buffer", "scratch_bytes", "shape_of",
     "logical_shape", "smem_layout",
 ]
@@ -139,6 +142,7 @@ OPERATIONS: tuple[type[Operation], ...] = (
     *tile_access_ops.OPERATIONS,
     *registers_ops.OPERATIONS,
     *profile_ops.OPERATIONS,
+    *roles_ops.OPERATIONS,
 )
 
 ATTRIBUTES = (
