@@ -64,7 +64,7 @@ from asyncdsl.dialects import (
 )
 from asyncdsl.dialects.assume_ops import CheckOp, MultipleOfOp, check_message
 from asyncdsl.dialects.bulk_ops import BulkLoadOp, BulkStoreOp
-from asyncdsl.dialects.collective_ops import ClusterCollectiveMaskOp, SmemSliceOp
+from asyncdsl.dialects.collective_ops import ClusterArriveOp, ClusterCollectiveMaskOp, SmemSliceOp
 from asyncdsl.dialects.copy_ops import AsyncCopyOp, AwaitAsyncCopyOp
 from asyncdsl.dialects.core_ops import (
     AllocSmemOp,
@@ -117,7 +117,7 @@ from asyncdsl.dialects.tma_ops import TmaLoadOp, TmaStoreOp
 __all__ = [
     "AllocBarriersOp", "AllocRegistersOp", "ReadRegistersOp", "WriteRegistersOp", "AllocSmemOp", "ArriveExpectTxOp", "ArriveOp", "AsyncCopyIm2colOp", "AsyncCopyOp",
     "AsyncCopyRowsOp", "AsyncDSL", "BroadcastInDimOp", "AsyncPrefetchOp", "AwaitAsyncCopyOp", "AwaitCpAsyncCopyOp", "BulkLoadOp",
-    "BulkStoreOp", "CheckOp", "CompareOp", "ConvertOp", "ClusterBarrierOp", "ClusterCollectiveMaskOp", "ClusterCtaIdOp", "ClusterIdOp",
+    "BulkStoreOp", "CheckOp", "CompareOp", "ConvertOp", "ClusterArriveOp", "ClusterBarrierOp", "ClusterCollectiveMaskOp", "ClusterCtaIdOp", "ClusterIdOp",
     "CpAsyncLoadOp", "CtaBarrierOp", "FenceAsyncSmemOp", "FullOp", "IotaOp", "LoadGmemOp", "LoadSmemOp", "Im2colDescriptorAttr", "MultipleOfOp", "NumProgramsOp", "OPERATIONS",
     "ProgramIdOp", "ReduceOp", "RegionBeginOp", "RegionEndOp", "RelayoutOp", "SelectOp", "SmemSliceOp", "SplatOp", "SQUEEZED", "StoreGmemOp", "StoreSmemOp", "SmemViewOp", "TmaGather4Op", "TmaIm2colLoadOp", "TmaLoadOp",
     "TmaPrefetchOp", "TmaScatter4Op", "TmaStoreOp", "WaitOp", "WarpgroupBarrierOp", "WarpgroupIdxOp", "WarpgroupRoleOp",
