@@ -62,11 +62,13 @@ from asyncdsl.frontend.core import (
 )
 from asyncdsl.frontend.im2col import async_copy_im2col
 from asyncdsl.frontend.kernel import Kernel, constexpr, kernel
+from asyncdsl.frontend.persistent import PersistentGrid, persistent_grid
 from asyncdsl.frontend.prefetch import async_prefetch
 from asyncdsl.frontend.profile import region
 from asyncdsl.frontend.profile_report import Profile
 from asyncdsl.frontend.refs import ds
 from asyncdsl.frontend.registers import RegisterRef, registers
+from asyncdsl.frontend.roles import warpgroup_role
 from asyncdsl.frontend.row_gather import async_gather, async_scatter
 from asyncdsl.frontend.specialize import ArraySpec
 from asyncdsl.frontend.sync import barrier, cluster_barrier, cta_barrier, fence_async_smem, warpgroup_barrier

@@ -32,6 +32,7 @@ passes import this module as `ir` and find every op and the shared helpers of `i
 | mutable register tiles (`asyncdsl.registers`) | `registers_ops` |
 | profiler regions (`asyncdsl.region`) | `profile_ops` |
 | warpgroup matrix multiply (`asyncdsl.wgmma`, `wgmma_wait`) | `wgmma_ops` |
+| warpgroup roles and their register counts (`asyncdsl.warpgroup_role`) | `roles_ops` |
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ from asyncdsl.dialects import (
     prefetch_ops,
     profile_ops,
     registers_ops,
+    roles_ops,
     row_gather_ops,
     sync_ops,
     tile_access_ops,
@@ -64,7 +66,7 @@ from asyncdsl.dialects import (
 )
 from asyncdsl.dialects.assume_ops import CheckOp, MultipleOfOp, check_message
 from asyncdsl.dialects.bulk_ops import BulkLoadOp, BulkStoreOp
-from asyncdsl.dialects.collective_ops import ClusterCollectiveMaskOp, SmemSliceOp
+from asyncdsl.dialects.collective_ops import ClusterArriveOp, ClusterCollectiveMaskOp, SmemSliceOp
 from asyncdsl.dialects.copy_ops import AsyncCopyOp, AwaitAsyncCopyOp
 from asyncdsl.dialects.core_ops import (
     AllocSmemOp,
@@ -89,6 +91,7 @@ from asyncdsl.dialects.ir_utils import (
 from asyncdsl.dialects.prefetch_ops import AsyncPrefetchOp, TmaPrefetchOp
 from asyncdsl.dialects.profile_ops import RegionBeginOp, RegionEndOp, region_names
 from asyncdsl.dialects.registers_ops import AllocRegistersOp, ReadRegistersOp, WriteRegistersOp
+from asyncdsl.dialects.roles_ops import WarpgroupRoleOp
 from asyncdsl.dialects.row_gather_ops import AsyncCopyRowsOp, TmaGather4Op, TmaScatter4Op
 from asyncdsl.dialects.sync_ops import (
     AllocBarriersOp,
@@ -133,6 +136,7 @@ __all__ = [
     "BulkLoadOp",
     "BulkStoreOp",
     "CheckOp",
+    "ClusterArriveOp",
     "ClusterBarrierOp",
     "ClusterCollectiveMaskOp",
     "ClusterCtaIdOp",
@@ -170,6 +174,7 @@ __all__ = [
     "WaitOp",
     "WarpgroupBarrierOp",
     "WarpgroupIdxOp",
+    "WarpgroupRoleOp",
     "WgmmaOp",
     "WgmmaOperandAttr",
     "WgmmaWaitOp",
@@ -205,6 +210,7 @@ OPERATIONS: tuple[type[Operation], ...] = (
     *registers_ops.OPERATIONS,
     *profile_ops.OPERATIONS,
     *wgmma_ops.OPERATIONS,
+    *roles_ops.OPERATIONS,
 )
 
 ATTRIBUTES = (

@@ -5,6 +5,11 @@ the multicast mask of the CTA's group, and the part of an SMEM buffer the CTA's 
         collective = ["x"]}> : () -> index                          // 0b0011 or 0b1100
     %part = "asyncdsl.smem_slice"(%buf, %offset) : (memref<64x64xf32, #asyncdsl.smem>, index)
         -> memref<32x64xf32, #asyncdsl.smem>                        // bytes [offset, +8192)
+
+and the arrival of `bar.arrive(collective=...)` on the same barrier in every CTA of the group:
+
+    "asyncdsl.cluster_arrive"(%bars, %i) <{cluster = array<i64: 2, 1, 1>, collective = ["x"],
+        count = 1 : i64}> : (!asyncdsl.barriers<4>, index) -> ()
 """
 
 from __future__ import annotations
@@ -12,7 +17,16 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase, IndexType, MemRefType, StringAttr, i64
+from xdsl.dialects.builtin import (
+    I64,
+    ArrayAttr,
+    DenseArrayBase,
+    IndexType,
+    IntegerAttr,
+    MemRefType,
+    StringAttr,
+    i64,
+)
 from xdsl.ir import Operation, SSAValue
 from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def, prop_def, result_def
 from xdsl.utils.exceptions import VerifyException
@@ -20,13 +34,32 @@ from xdsl.utils.exceptions import VerifyException
 from asyncdsl.dialects.ir_utils import (
     CLUSTER_DIMS,
     buffer_bytes,
+    int_prop,
     is_smem,
     shape_of,
     smem_type,
     verify_collective_dims,
 )
+from asyncdsl.dialects.memory_attrs import BarriersType
 from asyncdsl.hw.collective import CollectiveGroup
 from asyncdsl.hw.limits import MAX_MULTICAST_CTAS
+
+
+def _group(collective: ArrayAttr, cluster: DenseArrayBase) -> CollectiveGroup:
+    axes = tuple(sorted(CLUSTER_DIMS.index(d.data) for d in collective))
+    return CollectiveGroup(tuple(cluster.get_values()), axes)
+
+
+def _verify_group(collective: ArrayAttr, cluster_attr: DenseArrayBase) -> None:
+    cluster = tuple(cluster_attr.get_values())
+    if len(cluster) != 3 or any(extent < 1 for extent in cluster):
+        raise VerifyException(f"cluster must be 3 positive extents, got {cluster}")
+    if math.prod(cluster) > MAX_MULTICAST_CTAS:
+        raise VerifyException(
+            f"a multicast mask has {MAX_MULTICAST_CTAS} bits; cluster {cluster} has more CTAs"
+        )
+    dims = [d.data if isinstance(d, StringAttr) else d for d in collective]
+    verify_collective_dims(dims, empty_allowed=False)
 
 
 @irdl_op_definition
@@ -50,20 +83,44 @@ class ClusterCollectiveMaskOp(IRDLOperation):
         )
 
     def group(self) -> CollectiveGroup:
-        dims = [d.data for d in self.collective]
-        axes = tuple(sorted(CLUSTER_DIMS.index(d) for d in dims))
-        return CollectiveGroup(tuple(self.cluster.get_values()), axes)
+        return _group(self.collective, self.cluster)
 
     def verify_(self) -> None:
-        cluster = tuple(self.cluster.get_values())
-        if len(cluster) != 3 or any(extent < 1 for extent in cluster):
-            raise VerifyException(f"cluster must be 3 positive extents, got {cluster}")
-        if math.prod(cluster) > MAX_MULTICAST_CTAS:
-            raise VerifyException(
-                f"a multicast mask has {MAX_MULTICAST_CTAS} bits; cluster {cluster} has more CTAs"
-            )
-        dims = [d.data if isinstance(d, StringAttr) else d for d in self.collective]
-        verify_collective_dims(dims, empty_allowed=False)
+        _verify_group(self.collective, self.cluster)
+
+
+@irdl_op_definition
+class ClusterArriveOp(IRDLOperation):
+    """The warpgroup arrives `count` times on `barriers[index]` of every CTA of this CTA's group
+    in a `cluster` along the `collective` dims (this CTA included): the CTAs a collective copy
+    along those dims multicasts to.  One elected thread issues the remote arrivals."""
+
+    name = "asyncdsl.cluster_arrive"
+    barriers = operand_def(BarriersType)
+    index = operand_def(IndexType)
+    count = prop_def(IntegerAttr[I64])
+    collective = prop_def(ArrayAttr)
+    cluster = prop_def(DenseArrayBase)
+
+    def __init__(
+        self, barriers: SSAValue, index: SSAValue, count: int, collective: Sequence[str], cluster: Sequence[int]
+    ):
+        super().__init__(
+            operands=[barriers, index],
+            properties={
+                "count": int_prop(count),
+                "collective": ArrayAttr(StringAttr(d) for d in collective),
+                "cluster": DenseArrayBase.from_list(i64, list(cluster)),
+            },
+        )
+
+    def group(self) -> CollectiveGroup:
+        return _group(self.collective, self.cluster)
+
+    def verify_(self) -> None:
+        _verify_group(self.collective, self.cluster)
+        if self.count.value.data < 1:
+            raise VerifyException(f"arrive count must be positive, got {self.count.value.data}")
 
 
 @irdl_op_definition
@@ -93,4 +150,4 @@ class SmemSliceOp(IRDLOperation):
             )
 
 
-OPERATIONS: tuple[type[Operation], ...] = (ClusterCollectiveMaskOp, SmemSliceOp)
+OPERATIONS: tuple[type[Operation], ...] = (ClusterCollectiveMaskOp, ClusterArriveOp, SmemSliceOp)

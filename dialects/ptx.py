@@ -155,6 +155,9 @@ class KernelOp(IRDLOperation):
     param_kinds = prop_def(ArrayAttr)
     reqntid = prop_def(DenseArrayBase)
     cluster = opt_prop_def(DenseArrayBase)
+    # `.maxnreg`: with `setmaxnreg` in the body, ptxas needs the count at entry stated; `.reqntid`
+    # alone left it undetermined (C7508) whenever the kernel needed fewer registers than the cap.
+    maxnreg = opt_prop_def(IntegerAttr)
     uses_dynamic_smem = prop_def(IntegerAttr)
     body = region_def("single_block")
     traits = traits_def(NoTerminator(), IsolatedFromAbove())
@@ -166,6 +169,7 @@ class KernelOp(IRDLOperation):
         reqntid: Sequence[int],
         cluster: Sequence[int] | None = None,
         uses_dynamic_smem: bool = True,
+        maxnreg: int | None = None,
     ):
         properties: dict[str, Attribute] = {
             "sym_name": StringAttr(name),
@@ -175,6 +179,8 @@ class KernelOp(IRDLOperation):
         }
         if cluster is not None:
             properties["cluster"] = DenseArrayBase.from_list(i64, list(cluster))
+        if maxnreg is not None:
+            properties["maxnreg"] = IntegerAttr(maxnreg, i64)
         super().__init__(properties=properties, regions=[Region(Block())])
 
     def verify_(self) -> None:
@@ -229,6 +235,8 @@ def _print_kernel(kernel: KernelOp) -> list[str]:
     lines.append(")")
     x, y, z = kernel.reqntid.get_values()
     lines.append(f".reqntid {x}, {y}, {z}")
+    if kernel.maxnreg is not None:
+        lines.append(f".maxnreg {kernel.maxnreg.value.data}")
     if kernel.cluster is not None:
         cx, cy, cz = kernel.cluster.get_values()
         lines.append(".explicitcluster")

@@ -3,7 +3,9 @@ generic-to-async proxy fence, and warpgroup-, CTA- and cluster-wide barriers."""
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import I64, IndexType, IntegerAttr
+from collections.abc import Sequence
+
+from xdsl.dialects.builtin import I64, ArrayAttr, IndexType, IntegerAttr, StringAttr
 from xdsl.ir import Operation, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
@@ -16,7 +18,7 @@ from xdsl.irdl import (
 )
 from xdsl.utils.exceptions import VerifyException
 
-from asyncdsl.dialects.ir_utils import int_prop
+from asyncdsl.dialects.ir_utils import int_prop, verify_collective_dims
 from asyncdsl.dialects.memory_attrs import BarriersType
 from asyncdsl.hw.limits import MAX_ARRIVAL_COUNT, MAX_BARRIERS_PER_GROUP, MAX_EXPECT_TX_BYTES
 
@@ -49,21 +51,38 @@ class AllocBarriersOp(IRDLOperation):
 
 @irdl_op_definition
 class ArriveOp(IRDLOperation):
-    """The warpgroup arrives `count` times on barrier `barriers[index]` (one elected thread)."""
+    """The warpgroup arrives `count` times on barrier `barriers[index]` (one elected thread).
+
+    With `collective` (cluster dims), it arrives on the barrier at the same offset in every CTA
+    of this CTA's group along those dims (the CTAs a collective copy multicasts to, this one
+    included); `partition-collectives` rewrites it into `asyncdsl.cluster_arrive`.
+    """
 
     name = "asyncdsl.arrive"
     barriers = operand_def(BarriersType)
     index = operand_def(IndexType)
     count = prop_def(IntegerAttr[I64])
+    collective = opt_prop_def(ArrayAttr)
 
-    assembly_format = "$barriers `[` $index `]` `count` $count attr-dict `:` type($barriers)"
+    assembly_format = (
+        "$barriers `[` $index `]` `count` $count (`collective` $collective^)? attr-dict `:` type($barriers)"
+    )
 
-    def __init__(self, barriers: SSAValue, index: SSAValue, count: int = 1):
-        super().__init__(operands=[barriers, index], properties={"count": int_prop(count)})
+    def __init__(self, barriers: SSAValue, index: SSAValue, count: int = 1, collective: Sequence[str] = ()):
+        properties = {"count": int_prop(count)}
+        if collective:
+            properties["collective"] = ArrayAttr(StringAttr(d) for d in collective)
+        super().__init__(operands=[barriers, index], properties=properties)
+
+    @property
+    def cluster_dims(self) -> tuple[str, ...]:
+        return tuple(d.data for d in self.collective) if self.collective is not None else ()
 
     def verify_(self) -> None:
         if self.count.value.data < 1:
             raise VerifyException(f"arrive count must be positive, got {self.count.value.data}")
+        if self.collective is not None:
+            verify_collective_dims(self.cluster_dims, empty_allowed=False)
 
 
 @irdl_op_definition

@@ -40,6 +40,7 @@ from asyncdsl.passes.to_ptx import (
     prefetch,
     profile,
     registers,
+    roles,
     row_gather,
     scalars,
     sync,
@@ -79,6 +80,7 @@ RULES: Rules = {
     **registers.RULES,
     **profile.RULES,
     **wgmma.RULES,
+    **roles.RULES,
 }
 # `arith` and `math` ops on tiles and non-index scalars are per-element rules; the index
 # arithmetic among them keeps its rule (`scalars.py`), chosen per op by its operand types.
@@ -99,11 +101,13 @@ class LowerToPtx(ModulePass):
 def lower_kernel(fn: func.FuncOp) -> ptx.KernelOp:
     params = kernel_params(fn)
     cluster = attrs.dims(fn, attrs.CLUSTER)
+    block = attrs.dims(fn, attrs.BLOCK)
     kernel = ptx.KernelOp(
         fn.sym_name.data,
         param_kinds(params),
-        attrs.dims(fn, attrs.BLOCK),
+        block,
         cluster if cluster != (1, 1, 1) else None,
+        maxnreg=roles.entry_registers(fn, block[0] * block[1] * block[2]),
     )
     lowering = KernelLowering(kernel.body.block, RULES)
     emit_prologue(lowering, fn, params)

@@ -3,7 +3,7 @@
 Expects: TMA loads resolved (`resolve-transforms`); a load with `collective` (cluster dims, which
 the kernel's `asyncdsl.cluster` declares) moves the whole slice in every CTA of its group, except
 a partitioned one, which resolution already cut to this CTA's half before the transforms.
-Guarantees: no load carries `collective` any more, or a CopyError at the copy's line says why
+Guarantees: no load or arrive carries `collective` any more, or a CopyError at the copy's line says why
 it cannot be split (no dim divides, a part would not start 128-byte aligned). Each collective
 load (multicast, or `partition = "replicated"`) becomes the load of this CTA's part of the
 transformed box (as `asyncdsl.hw.collective.split_box` cuts it): coordinates offset by the
@@ -15,7 +15,9 @@ lands exactly where the whole box would put it); the descriptor's box the part's
 expect-tx of the whole slice: each CTA's barrier receives every part. A leader-tracked load
 (`partition`) arrives on the barrier only in the pair's CTA at x = 0, in an `scf.if`, with every
 byte the pair's loads complete there (the halves of a partitioned load; both copies of a
-replicated one), and its own op expects nothing.
+replicated one), and its own op expects nothing.  An arrive with `collective`
+(`bar.arrive(collective="x")`) becomes `asyncdsl.cluster_arrive` over the same group: one arrival
+on the barrier at that offset in every CTA the group's copies multicast to.
 
 Example: `cluster=(2, 2, 1)`, a 64x64xf32 box multicast along x
 
@@ -72,6 +74,22 @@ class PartitionCollectives(ModulePass):
                     _partition(load, collective_group(cluster, load.cluster_dims))
                 except AsyncDSLError as error:
                     raise error.at(from_ir_location(load)) from None
+            for arrive in [o for o in fn.walk() if isinstance(o, ir.ArriveOp) and o.collective is not None]:
+                try:
+                    _cluster_arrive(arrive, collective_group(cluster, arrive.cluster_dims))
+                except AsyncDSLError as error:
+                    raise error.at(from_ir_location(arrive)) from None
+
+
+def _cluster_arrive(arrive: ir.ArriveOp, group: CollectiveGroup) -> None:
+    """An arrival on the barrier in every CTA of the group; a group of one CTA (dims along which
+    the cluster has one CTA drop out, as for copies) arrives here only."""
+    if group.size > 1:
+        new = ir.ClusterArriveOp(arrive.barriers, arrive.index, arrive.count.value.data, group.dims, group.cluster)
+    else:
+        new = ir.ArriveOp(arrive.barriers, arrive.index, arrive.count.value.data)
+    new.location = arrive.location
+    Rewriter.replace_op(arrive, new, new_results=[])
 
 
 def _partition(load: ir.TmaLoadOp, group: CollectiveGroup) -> None:

@@ -21,6 +21,7 @@ from asyncdsl import runtime
 from asyncdsl.config import knobs
 from asyncdsl.errors import ArgumentError, SourceLocation, TraceError, user_location
 from asyncdsl.frontend.options import option
+from asyncdsl.frontend.persistent import PersistentGrid
 from asyncdsl.frontend.profile_report import Profile, check_capacity
 from asyncdsl.frontend.specialize import ArraySpec, ScalarSpec, scalar_kind, trace_kernel
 from asyncdsl.frontend.tracer import LaunchShape
@@ -237,7 +238,13 @@ class Kernel:
         return stages[stage]
 
     # -- launching ----------------------------------------------------------------------------
-    def grid_for(self, call: BoundCall, location: SourceLocation | None) -> tuple[int, int, int]:
+    def grid_for(self, call: BoundCall, location: SourceLocation | None, loaded=None) -> tuple[int, int, int]:
+        """The grid of a launch of `call`; a persistent one is the interpreter's unless `loaded`
+        (the loaded kernel) says what the device holds."""
+        if isinstance(self.grid, PersistentGrid):
+            if loaded is None:
+                return self.grid.interpreted(self.launch.cluster)
+            return runtime.persistent_grid(loaded)
         if not callable(self.grid):
             return _dims3(self.grid, "grid", location)
         try:
@@ -271,7 +278,8 @@ class Kernel:
         call = self.bind(args, kwargs, location)
         specs = self.specs(call, location)
         compiled = self.specialize(specs, call.constexprs)
-        grid = self.grid_for(call, location)
+        persistent = isinstance(self.grid, PersistentGrid)
+        grid = None if persistent else self.grid_for(call, location)
         stream_source = current_stream_source([a for _, a in call.arrays()])
         try:
             if stream is not None:
@@ -280,6 +288,8 @@ class Kernel:
                 handle = DEFAULT_STREAM if stream_source is None else stream_source()
             arrays = [runtime.device_array(a, n, stream=handle) for n, a in call.arrays()]
             loaded = runtime.load_kernel(compiled.binary)
+            if persistent:
+                grid = self.grid_for(call, location, loaded)
             loaded.launch(grid, arrays, stream=handle, scalars=call.scalars())
         except ArgumentError as error:
             raise error.at(location) from None
@@ -325,10 +335,14 @@ class Kernel:
             return self._interpret_copies(args, kwargs, location, profile=True)
         call = self.bind(args, kwargs, location)
         compiled = self.specialize(self.specs(call, location), call.constexprs, profile=True)
-        grid = self.grid_for(call, location)
+        persistent = isinstance(self.grid, PersistentGrid)
+        grid = None if persistent else self.grid_for(call, location)
         try:
             arrays = [runtime.device_array(a, n, stream=stream) for n, a in call.arrays()]
-            launched = runtime.load_kernel(compiled.binary).launch_profiled(grid, arrays, stream, call.scalars())
+            loaded = runtime.load_kernel(compiled.binary)
+            if persistent:
+                grid = self.grid_for(call, location, loaded)
+            launched = loaded.launch_profiled(grid, arrays, stream, call.scalars())
         except ArgumentError as error:
             raise error.at(location) from None
         param = _profile_param(compiled)
@@ -386,7 +400,9 @@ def kernel(
 ):
     """Decorate a function as a kernel: `@asyncdsl.kernel(grid=..., block=128, cluster=(1, 1, 1))`.
 
-    `grid` is a tuple or a function of the kernel's arguments (by name) returning one. `arch`
+    `grid` is a tuple, a function of the kernel's arguments (by name) returning one, or
+    `asyncdsl.persistent_grid` (as many CTAs as fit on the device at once, in whole clusters:
+    `asyncdsl.frontend.persistent`). `arch`
     picks the target: "sm_90a" (Hopper, the default) or "sm_100a" (Blackwell-only copy forms;
     compiles and assembles anywhere, runs only on Blackwell). `descriptors` says where TMA
     descriptors travel: "grid_constant" (128-byte kernel parameters, the default: nothing to

@@ -36,6 +36,7 @@ from asyncdsl.dialects import kernel_attrs as attrs
 from asyncdsl.dialects.option_attrs import ArchAttr
 from asyncdsl.errors import ArgumentError, SourceLocation, TraceError
 from asyncdsl.frontend.refs import GmemRef
+from asyncdsl.frontend.roles import check_roles
 from asyncdsl.frontend.scalars import FloatScalar, Scalar
 from asyncdsl.frontend.tracer import LaunchShape, Tracer, tracing
 from asyncdsl.ir_locations import to_ir_location
@@ -173,6 +174,7 @@ def trace_kernel(
     with tracing(tracer):
         result = body(**arguments, **constexprs)
         tracer.finish()
+        check_roles(entry, launch)
         if result is not None:
             raise TraceError(
                 f"kernel {name} returned {type(result).__name__}; kernels write their outputs "

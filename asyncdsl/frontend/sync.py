@@ -8,13 +8,17 @@ explicit `parity=` overrides it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from xdsl.ir import SSAValue
 
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.errors import TraceError, user_location
 from asyncdsl.frontend import tracer as tracing
 from asyncdsl.frontend.core import allocation_tracer
+from asyncdsl.frontend.options import cluster_dims
 from asyncdsl.frontend.scalars import IndexLike, Scalar, index_value, is_index
+from asyncdsl.hw.collective import CLUSTER_DIMS
 
 
 class Barrier:
@@ -41,9 +45,29 @@ class Barrier:
             raise TraceError(f"parity must be 0 or 1, got {parity}", user_location())
         tracer.emit(ir.WaitOp(barriers, index, index_value(parity) if parity is not None else None))
 
-    def arrive(self, count: int = 1) -> None:
-        """The warpgroup arrives `count` times (one thread does it)."""
-        tracing.current("Barrier.arrive").emit(ir.ArriveOp(*self.operands(), count))
+    def arrive(self, count: int = 1, collective: str | Sequence[str] | None = None) -> None:
+        """The warpgroup arrives `count` times (one thread does it).
+
+        With `collective` ("x", "y", "z" or a tuple of them), it arrives `count` times on this
+        barrier in every CTA of the collective: the CTAs a `collective=` copy over those cluster
+        dims multicasts to, this one included.  That is how consumers tell the producers of
+        every CTA that multicasts into their buffers that a slot is free.  Each dim must be one
+        along which the kernel's cluster has more than one CTA.
+        """
+        tracer = tracing.current("Barrier.arrive")
+        if isinstance(count, bool) or not isinstance(count, int):
+            raise TraceError(f"arrive count must be a Python int, got {count!r}", user_location())
+        dims = cluster_dims(collective)
+        cluster = tracer.launch.cluster
+        for dim in dims:
+            if dim in CLUSTER_DIMS and cluster[CLUSTER_DIMS.index(dim)] == 1:
+                raise TraceError(
+                    f"arrive(collective={collective!r}): the kernel's cluster {cluster} has one CTA "
+                    f"along {dim}, so there is no other CTA to arrive in (declare cluster= on the "
+                    "kernel, or arrive without collective)",
+                    user_location(),
+                )
+        tracer.emit(ir.ArriveOp(*self.operands(), count, dims))
 
     def arrive_expect_tx(self, num_bytes: int) -> None:
         """One arrival that also announces `num_bytes` of async-copy traffic to come."""

@@ -43,6 +43,9 @@ class Tracer:
         # Loop and branch bodies are built with their terminator in place (their verifiers want
         # it); ops then go before it.
         self._terminators: list[Operation | None] = [None]
+        # Whether each open block runs once per warpgroup where its parent does (a warpgroup
+        # role's body), so that what is allocated there is allocated once, as at the top level.
+        self._runs_once: list[bool] = [True]
         self._deferred: TraceError | None = None
 
     @property
@@ -50,8 +53,14 @@ class Tracer:
         return self._blocks[-1]
 
     @property
+    def kernel_body(self) -> Block:
+        return self._blocks[0]
+
+    @property
     def at_top_level(self) -> bool:
-        return len(self._blocks) == 1
+        """Whether code here runs once per warpgroup: in the kernel's body, or in a warpgroup
+        role's (no loop or branch around it)."""
+        return all(self._runs_once)
 
     def visible(self, block: Block) -> bool:
         """Whether values defined in `block` can be used at the current point: `block` is the
@@ -89,15 +98,18 @@ class Tracer:
         return self.emit(arith.ConstantOp(IntegerAttr(value, IndexType()))).results[0]
 
     @contextmanager
-    def inside(self, block: Block) -> Iterator[None]:
-        """Emit into `block` (the body of a loop or branch), before its terminator."""
+    def inside(self, block: Block, runs_once: bool = False) -> Iterator[None]:
+        """Emit into `block` (the body of a loop or branch), before its terminator; `runs_once`
+        says that a warpgroup running the enclosing code runs the block once (a role's body)."""
         self._blocks.append(block)
         self._terminators.append(block.last_op)
+        self._runs_once.append(runs_once)
         try:
             yield
         finally:
             self._blocks.pop()
             self._terminators.pop()
+            self._runs_once.pop()
 
 
 _active: list[Tracer] = []

@@ -16,6 +16,12 @@ MAX_PORTABLE_CLUSTER_SIZE = 8
 MAX_CLUSTER_SIZE = 16  # with the non-portable cluster size attribute
 MAX_MULTICAST_CTAS = 16  # the TMA multicast ctaMask operand has 16 bits
 
+# -- Registers (ptxas with .reqntid; setmaxnreg, PTX ISA sm_90a) ------------------------------
+REGISTERS_PER_CTA = 65536  # the register file a CTA's threads share (one SM's)
+MAX_REGISTERS_PER_THREAD = 255  # what ptxas gives one thread at most
+REGISTER_ALLOCATION_UNIT = 8  # per-thread counts come in steps of 8 (ptxas, setmaxnreg)
+SETMAXNREG_RANGE = (24, 256)  # setmaxnreg's immediate: a multiple of 8 in this range
+
 # -- Shared memory --------------------------------------------------------------------------
 MAX_SMEM_PER_BLOCK = 232448  # the opt-in maximum of dynamic shared memory per block (H100/H200)
 # Dynamic shared memory is requested with this much slack, so the kernel can round its base up to

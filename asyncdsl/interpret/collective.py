@@ -9,6 +9,9 @@ instead; a partitioned one writes only its own CTA. Each destination's race log 
 with the barrier phase that completes it, so a warpgroup of any destination CTA that reads those
 bytes must know that phase (its own wait, or a cluster barrier after one).
 
+An arrival with `collective` (`asyncdsl.cluster_arrive`) counts on the barrier at the same offset
+in every CTA of the group, as the lowering's remote `mbarrier.arrive` through `mapa` does.
+
 `CollectiveFunctions` implements the ops `partition-collectives` builds; the collective forms of
 `tma_load` are `tma.TmaFunctions.run_tma_load`'s, with the destinations and tracker named here.
 """
@@ -37,6 +40,18 @@ class CollectiveFunctions(WarpgroupFunctions):
     ):
         mask = op.group().mask(self.warpgroup.cta.cluster_cta_id)
         return (scalar_attr(mask, IndexType(), interpreter.index_bitwidth),)
+
+    @impl(ir.ClusterArriveOp)
+    @diagnosed
+    def run_cluster_arrive(self, interpreter: Interpreter, op: ir.ClusterArriveOp, args: PythonValues):
+        # The arrival lands on the barrier at the same offset in each CTA of the group, with
+        # what this warpgroup knows (a release at cluster scope).
+        group, index = args
+        address = group.address(index.value.data)
+        cta = self.warpgroup.cta
+        for target in multicast_destinations(cta, op.group().mask(cta.cluster_cta_id)):
+            target.mbarriers[address].arrive(op.count.value.data, self.warpgroup.clock)
+        return ()
 
     @impl(ir.SmemSliceOp)
     @diagnosed

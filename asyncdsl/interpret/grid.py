@@ -39,6 +39,7 @@ from asyncdsl.interpret.memory import GlobalArgument
 from asyncdsl.interpret.prefetch import PrefetchFunctions
 from asyncdsl.interpret.profile import ProfileFunctions, ProfileRecorder
 from asyncdsl.interpret.registers import RegistersFunctions
+from asyncdsl.interpret.roles import RolesFunctions
 from asyncdsl.interpret.row_gather import RowGatherFunctions
 from asyncdsl.interpret.scalars import FloatArithFunctions, IndexArithFunctions
 from asyncdsl.interpret.scheduler import ClusterScheduler, SoloScheduler
@@ -77,6 +78,7 @@ FUNCTIONS: tuple[type[WarpgroupFunctions], ...] = (
     RegistersFunctions,
     ProfileFunctions,
     WgmmaFunctions,
+    RolesFunctions,
 )
 
 

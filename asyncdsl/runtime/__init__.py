@@ -13,6 +13,7 @@ from asyncdsl.runtime.buffers import empty, to_device, to_host
 from asyncdsl.runtime.driver import DeviceFacts, device_facts, has_gpu
 from asyncdsl.runtime.launch import LoadedKernel, clear_loaded_kernels, launch_grid, load_kernel
 from asyncdsl.runtime.module_cache import cache_directory
+from asyncdsl.runtime.persistent import persistent_grid
 from asyncdsl.runtime.streams import stream_handle
 from asyncdsl.runtime.tensormap import validate_spec
 from asyncdsl.runtime.timing import host_seconds_per_call
@@ -30,6 +31,7 @@ __all__ = [
     "host_seconds_per_call",
     "launch_grid",
     "load_kernel",
+    "persistent_grid",
     "stream_handle",
     "to_device",
     "to_host",

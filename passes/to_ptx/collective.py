@@ -19,21 +19,30 @@ a partitioned one writes only its own CTA (`.shared::cta`, PTX 8.6):
 
     cp.async.bulk.tensor.2d.shared::cta.global.tile.mbarrier::complete_tx::bytes.cta_group::2
         [%r6], [%rd1, {%r3, %r4}], [%r9];
+
+An arrival on a barrier in every CTA of the group (`bar.arrive(collective=...)`) maps the
+barrier's address into each target CTA and arrives there (docs/hardware.md §7.4):
+
+    mapa.shared::cluster.u32 %r12, %r9, 1;
+    @%p1 mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%r12], 1;
 """
 
 from __future__ import annotations
 
 from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.hw.collective import CollectiveGroup
 from asyncdsl.hw.options import Partition
 from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
 from asyncdsl.passes.to_ptx.operands import b16_register
+from asyncdsl.passes.to_ptx.sync import barrier_address
 
 _AXES = "xyz"
 
 
-def _collective_mask(ctx: KernelLowering, op: ir.ClusterCollectiveMaskOp) -> None:
+def _group_shift(ctx: KernelLowering, group: CollectiveGroup):
+    """The rank of the first CTA of this CTA's group (its rank contribution along the other
+    cluster dims), or None when that is 0 in every CTA."""
     b = ctx.b
-    group = op.group()
     strides = group.rank_strides
     shift = None
     for axis in group.shift_axes:
@@ -42,10 +51,40 @@ def _collective_mask(ctx: KernelLowering, op: ir.ClusterCollectiveMaskOp) -> Non
             shift = cta if strides[axis] == 1 else b.emit("mul.lo.s32 {}, {}, {};", "b32", cta, strides[axis])
         else:
             shift = b.emit("mad.lo.s32 {}, {}, {}, {};", "b32", cta, strides[axis], shift)
+    return shift
+
+
+def _collective_mask(ctx: KernelLowering, op: ir.ClusterCollectiveMaskOp) -> None:
+    b = ctx.b
+    group = op.group()
+    shift = _group_shift(ctx, group)
     if shift is None:
         ctx.bind(op.result, b.mov("b32", group.base_mask), constant=group.base_mask)
         return
     ctx.bind(op.result, b.emit("shl.b32 {}, {}, {};", "b32", b.mov("b32", group.base_mask), shift))
+
+
+def _cluster_arrive(ctx: KernelLowering, op: ir.ClusterArriveOp) -> None:
+    """The leader arrives on the barrier's copy in each CTA of the group (its own included): the
+    barrier's shared::cta address mapped to each target rank's shared::cluster window (`mapa`),
+    then a remote arrive with release at cluster scope.  As for a plain arrive, the warpgroup
+    syncs first, so that what its threads did is ordered before the release."""
+    b = ctx.b
+    group = op.group()
+    address = barrier_address(ctx, op.barriers, op.index)
+    b.run("bar.sync {}, 128;", ctx.facts.named_barrier)
+    shift = _group_shift(ctx, group)
+    leader = ctx.facts.leader
+    count = op.count.value.data
+    for rank in range(group.cluster[0] * group.cluster[1] * group.cluster[2]):
+        if not group.base_mask >> rank & 1:
+            continue
+        if shift is None:
+            target = rank
+        else:
+            target = shift if rank == 0 else b.emit("add.s32 {}, {}, {};", "b32", shift, rank)
+        remote = b.emit("mapa.shared::cluster.u32 {}, {}, {};", "b32", address, target)
+        b.run(f"mbarrier.arrive.release.cluster.shared::cluster.b64 _, [{{}}], {count};", remote, guard=leader)
 
 
 def _smem_slice(ctx: KernelLowering, op: ir.SmemSliceOp) -> None:
@@ -71,4 +110,8 @@ def collective_load_form(ctx: KernelLowering, op: ir.TmaLoadOp, barrier) -> tupl
     return space, modifiers, barrier, extra
 
 
-RULES: Rules = {ir.ClusterCollectiveMaskOp: _collective_mask, ir.SmemSliceOp: _smem_slice}
+RULES: Rules = {
+    ir.ClusterCollectiveMaskOp: _collective_mask,
+    ir.ClusterArriveOp: _cluster_arrive,
+    ir.SmemSliceOp: _smem_slice,
+}

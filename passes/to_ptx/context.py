@@ -39,6 +39,7 @@ class KernelFacts:
     error_buffer: SSAValue | None = None  # debug mode: where failed run-time checks are reported
     tile_scratch: SSAValue | None = None  # this warpgroup's shared scratch for register tiles
     profile: ProfileRecord | None = None  # a profiled kernel: this warpgroup's profile record
+    threads: int = 128  # threads per CTA (`.reqntid`), which fixes each thread's registers at entry
 
 
 class KernelLowering:

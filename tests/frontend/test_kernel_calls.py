@@ -120,3 +120,33 @@ def test_grid_may_be_a_tuple_or_a_function():
 def test_constexpr_by_position_and_by_name_share_a_specialisation():
     spec = ad.ArraySpec((64, 64), ad.float32)
     assert copy.compile(spec, spec, 64) is copy.compile(spec, spec, B=64)
+
+
+def test_a_persistent_grid_comes_from_the_loaded_kernel_once_per_layout(recorded, monkeypatch):
+    asked = []
+
+    def persistent_grid(loaded):
+        asked.append(loaded)
+        return (132, 1, 1)
+
+    monkeypatch.setattr(runtime, "persistent_grid", persistent_grid)
+
+    @ad.kernel(grid=ad.persistent_grid, cluster=(2, 1, 1))
+    def strided(src, dst):
+        tile = ad.smem((8, 8), src.dtype)
+        bar = ad.barrier()
+        programs = ad.num_programs(0)
+        for i in ad.range((src.shape[0] // 8 - ad.program_id(0) + programs - 1) // programs):
+            rows = ad.ds((ad.program_id(0) + i * programs) * 8, 8)
+            ad.async_copy(src.at[rows, :], tile, barrier=bar)
+            bar.wait()
+            ad.async_copy(tile, dst.at[rows, :])
+            ad.await_async_copy(0)
+
+    strided(device((64, 8), 0x10000), device((64, 8), 0x20000))
+    strided(device((64, 8), 0x30000), device((64, 8), 0x40000))
+    assert calls(recorded) == [
+        ("checked", (132, 1, 1), (0x10000, 0x20000)),
+        ("warm", (132, 1, 1), (0x30000, 0x40000)),
+    ]
+    assert len(asked) == 1 and asked[0] is next(iter(recorded.values()))

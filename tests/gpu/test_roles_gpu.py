@@ -1,0 +1,48 @@
+"""Warpgroup roles with setmaxnreg, cluster-wide arrivals and persistent grids on the H200,
+bit-exact against numpy and against the interpreter on the same inputs.
+
+    python3 -m pytest -q tests/gpu/test_roles_gpu.py
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from gpu_support import gpu_and_interpreter, hopper_or_skip
+from roles_kernels import expected_multicast_ring, multicast_ring, persistent_copy, producer_consumer
+from support import random_bits, same_bytes
+
+import asyncdsl as ad
+from asyncdsl import runtime
+from asyncdsl.runtime import device_facts, to_device, to_host
+
+hopper_or_skip()
+pytestmark = pytest.mark.gpu
+
+
+def test_producer_and_consumer_roles_with_setmaxnreg():
+    x = random_bits((8 * 4 * 64, 64), ad.float32, seed=11)  # 8 CTAs of 4 tiles
+    (on_gpu,), (interpreted,) = gpu_and_interpreter(producer_consumer, [x], [np.zeros_like(x)])
+    assert same_bytes(on_gpu, x) and same_bytes(interpreted, x)
+
+
+def test_collective_arrivals_let_both_producers_refill_the_slot():
+    x = random_bits((4 * 3 * 64, 64), ad.float32, seed=12)  # 4 clusters of 3 steps
+    (on_gpu,), (interpreted,) = gpu_and_interpreter(multicast_ring, [x], [np.zeros((2 * x.shape[0], 64), np.float32)])
+    expected = expected_multicast_ring(x)
+    assert same_bytes(on_gpu, expected) and same_bytes(interpreted, expected)
+
+
+def test_persistent_grid_fills_the_device_in_whole_clusters():
+    x = random_bits((5000, 32), ad.float32, seed=13)
+    seen = np.full((1024, 128), -1, np.int32)
+    arrays = [to_device(a) for a in (x, np.zeros_like(x), seen)]
+    persistent_copy(*arrays)
+    y, seen = to_host(arrays[1]), to_host(arrays[2])
+    assert same_bytes(y, x)
+    compiled = persistent_copy.compile(*arrays)
+    grid = runtime.persistent_grid(runtime.load_kernel(compiled.binary))
+    programs = grid[0]
+    # 128-thread CTAs with a few KiB of shared memory: the SMs hold several clusters of 2 each.
+    assert programs % 2 == 0 and programs >= device_facts(0).multiprocessor_count
+    assert (seen[:programs] == programs).all() and (seen[programs:] == -1).all()

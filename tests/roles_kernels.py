@@ -1,0 +1,85 @@
+"""Kernels for the warpgroup-role, cluster-arrival and persistent-grid tests (CPU and GPU).
+
+- `producer_consumer`: 384 threads, roles 40/232/232 (CUTLASS's budget): warpgroup 2 loads
+  tiles through a ring of two slots, warpgroups 0 and 1 each store half of every tile.  The
+  output is the input, so a role that ran in the wrong warpgroups shows in the bytes (or as a
+  deadlock in the interpreter).
+- `multicast_ring`: a 2-CTA cluster; each CTA's producer multicasts half of every tile into both
+  CTAs' single slot, so the slot may be refilled only when the consumers of *both* CTAs have
+  released it: they arrive with `collective="x"` on the `empty` barrier of every CTA.  CTA x of
+  each cluster stores the tile at rows (2 * tile + x) * 64, so every tile appears twice.
+- `persistent_copy`: `grid=asyncdsl.persistent_grid`; CTA p copies rows p, p + n, p + 2n, ...
+  (n = `num_programs(0)`) and fills row p of `seen` with n.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import asyncdsl as ad
+
+TILE = 64
+
+
+@ad.kernel(grid=lambda x, y, STEPS: (x.shape[0] // (TILE * STEPS),), block=384)
+def producer_consumer(x, y, STEPS: ad.constexpr = 4):
+    half = TILE // 2
+    ring = ad.smem((2, 2, half, TILE), x.dtype)  # [slot][half of the tile]
+    full = ad.barrier(arrival_count=2, num=2)  # the two halves' copies
+    empty = ad.barrier(arrival_count=2, num=2)  # the two consumers
+    first = ad.program_id(0) * STEPS
+    with ad.warpgroup_role(2, registers=40):  # the producer
+        for step in ad.range(STEPS):
+            slot = step % 2
+            with ad.when(step >= 2):
+                empty[slot].wait()
+            for h in range(2):
+                rows = ad.ds((first + step) * TILE + h * half, half)
+                ad.async_copy(x.at[rows, :], ring.at[slot, h], barrier=full[slot])
+    with ad.warpgroup_role((0, 1), registers=232):  # the consumers, half a tile each
+        wg = ad.warpgroup_idx()
+        for step in ad.range(STEPS):
+            slot = step % 2
+            full[slot].wait()
+            ad.async_copy(ring.at[slot, wg], y.at[ad.ds((first + step) * TILE + wg * half, half), :])
+            ad.await_async_copy(0, read_only=True)
+            empty[slot].arrive()
+        ad.await_async_copy(0)
+
+
+@ad.kernel(grid=lambda x, y, STEPS: (2 * x.shape[0] // (TILE * STEPS),), block=256, cluster=(2, 1, 1))
+def multicast_ring(x, y, STEPS: ad.constexpr = 3):
+    slot = ad.smem((TILE, TILE), x.dtype)
+    full = ad.barrier()
+    empty = ad.barrier(arrival_count=2)  # one consumer in each of the 2 CTAs
+    tile0 = ad.cluster_id(0) * STEPS
+    rank = ad.cluster_cta_id(0)
+    with ad.warpgroup_role(1, registers=40):  # the producer
+        for step in ad.range(STEPS):
+            empty.wait()
+            ad.async_copy(x.at[ad.ds((tile0 + step) * TILE, TILE), :], slot, barrier=full, collective="x")
+    with ad.warpgroup_role(0, registers=232):  # the consumer
+        empty.arrive(collective="x")  # the slot starts free in both CTAs
+        for step in ad.range(STEPS):
+            full.wait()
+            ad.async_copy(slot, y.at[ad.ds(((tile0 + step) * 2 + rank) * TILE, TILE), :])
+            ad.await_async_copy(0, read_only=True)
+            empty.arrive(collective="x")
+
+
+def expected_multicast_ring(x: np.ndarray) -> np.ndarray:
+    return np.repeat(x.reshape(-1, 1, TILE, x.shape[1]), 2, axis=1).reshape(-1, x.shape[1])
+
+
+@ad.kernel(grid=ad.persistent_grid, block=128, cluster=(2, 1, 1))
+def persistent_copy(x, y, seen):
+    program, programs = ad.program_id(0), ad.num_programs(0)
+    row = ad.smem((1, x.shape[1]), x.dtype)
+    bar = ad.barrier()
+    for i in ad.range((x.shape[0] - program + programs - 1) // programs):
+        r = program + i * programs
+        ad.async_copy(x.at[ad.ds(r, 1), :], row, barrier=bar)
+        bar.wait()
+        ad.async_copy(row, y.at[ad.ds(r, 1), :])
+        ad.await_async_copy(0)
+    ad.store(seen.at[ad.ds(program, 1), :], ad.full((1, seen.shape[1]), programs, seen.dtype))
