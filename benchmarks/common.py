@@ -45,6 +45,52 @@ def median_gpu_ms(fn, warmup: int = 25, rep: int = 200) -> float:
     return triton.testing.do_bench(fn, warmup=warmup, rep=rep, return_mode="median")
 
 
+def back_to_back_ms(fn, launches: int = 20, repeats: int = 10, warmup: int = 5) -> float:
+    """Median over `repeats` of the device time of `launches` calls in a row, per call, with no
+    cache flush between them: kernel time as a profiler sums it (how Mosaic GPU's own timing,
+    `profiler.measure`, counts), next to `median_gpu_ms`'s flushed single calls."""
+    import statistics
+
+    import torch
+
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(launches):
+            fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / launches)
+    return statistics.median(times)
+
+
+def interleaved_ms(contenders: dict, rounds: int = 5, launches: int = 20) -> dict[str, float]:
+    """Per contender (name -> (run, wait)), the median over `rounds` of the wall time of
+    `launches` launches in a row, per launch; the contenders take turns in every round, so each
+    meets the same GPU clocks and power state (a long run of one kernel heats the GPU and lowers
+    its clocks for whoever comes next; a rested GPU starts slow).  Kernels of a millisecond or
+    more hide the host's launch costs; a round starts from an idle queue."""
+    import statistics
+    import time
+
+    for run, wait in contenders.values():  # warm-up round
+        for _ in range(3):
+            run()
+        wait()
+    times: dict[str, list[float]] = {name: [] for name in contenders}
+    for _ in range(rounds):
+        for name, (run, wait) in contenders.items():
+            start = time.perf_counter()
+            for _ in range(launches):
+                run()
+            wait()
+            times[name].append((time.perf_counter() - start) * 1e3 / launches)
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
 def write_result(name: str, payload: dict) -> Path:
     """Write `payload` with the date and GPU to results/NAME-DATE.json (and $OUT when set)."""
     payload = {"date": datetime.date.today().isoformat(), "gpu": gpu_name(), **payload}

@@ -25,10 +25,11 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     MemRefType,
     StringAttr,
+    UnitAttr,
     i64,
 )
 from xdsl.ir import Operation, SSAValue
-from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def, prop_def, result_def
+from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def, opt_prop_def, prop_def, result_def
 from xdsl.utils.exceptions import VerifyException
 
 from asyncdsl.dialects.ir_utils import (
@@ -101,9 +102,11 @@ class ClusterArriveOp(IRDLOperation):
     count = prop_def(IntegerAttr[I64])
     collective = prop_def(ArrayAttr)
     cluster = prop_def(DenseArrayBase)
+    unsynced = opt_prop_def(UnitAttr)  # as for `asyncdsl.arrive`
 
     def __init__(
-        self, barriers: SSAValue, index: SSAValue, count: int, collective: Sequence[str], cluster: Sequence[int]
+        self, barriers: SSAValue, index: SSAValue, count: int, collective: Sequence[str], cluster: Sequence[int],
+        sync: bool = True,
     ):
         super().__init__(
             operands=[barriers, index],
@@ -111,6 +114,7 @@ class ClusterArriveOp(IRDLOperation):
                 "count": int_prop(count),
                 "collective": ArrayAttr(StringAttr(d) for d in collective),
                 "cluster": DenseArrayBase.from_list(i64, list(cluster)),
+                **({} if sync else {"unsynced": UnitAttr()}),
             },
         )
 

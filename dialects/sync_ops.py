@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects.builtin import I64, ArrayAttr, IndexType, IntegerAttr, StringAttr
+from xdsl.dialects.builtin import I64, ArrayAttr, IndexType, IntegerAttr, StringAttr, UnitAttr
 from xdsl.ir import Operation, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
@@ -56,6 +56,10 @@ class ArriveOp(IRDLOperation):
     With `collective` (cluster dims), it arrives on the barrier at the same offset in every CTA
     of this CTA's group along those dims (the CTAs a collective copy multicasts to, this one
     included); `partition-collectives` rewrites it into `asyncdsl.cluster_arrive`.
+
+    The warpgroup's threads meet first (so that their own shared-memory reads are over before
+    the arrival releases the bytes), unless `unsynced`: for a release of what only the tensor
+    cores read, whose `wgmma_wait` already ended the reads.
     """
 
     name = "asyncdsl.arrive"
@@ -63,15 +67,20 @@ class ArriveOp(IRDLOperation):
     index = operand_def(IndexType)
     count = prop_def(IntegerAttr[I64])
     collective = opt_prop_def(ArrayAttr)
+    unsynced = opt_prop_def(UnitAttr)
 
     assembly_format = (
-        "$barriers `[` $index `]` `count` $count (`collective` $collective^)? attr-dict `:` type($barriers)"
+        "$barriers `[` $index `]` `count` $count (`collective` $collective^)? (`unsynced` $unsynced^)? attr-dict "
+        "`:` type($barriers)"
     )
 
-    def __init__(self, barriers: SSAValue, index: SSAValue, count: int = 1, collective: Sequence[str] = ()):
+    def __init__(self, barriers: SSAValue, index: SSAValue, count: int = 1, collective: Sequence[str] = (),
+                 sync: bool = True):
         properties = {"count": int_prop(count)}
         if collective:
             properties["collective"] = ArrayAttr(StringAttr(d) for d in collective)
+        if not sync:
+            properties["unsynced"] = UnitAttr()
         super().__init__(operands=[barriers, index], properties=properties)
 
     @property

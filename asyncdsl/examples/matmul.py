@@ -33,76 +33,95 @@ from asyncdsl import TileTransform
 TENSOR_CORE_LAYOUT = dict(transforms=TileTransform((8, 64)), swizzle=128)  # 64 bf16: one 128-byte row
 
 
-@ad.kernel(grid=lambda a, b, c, CTAS, **_: (CTAS,), block=384)
+@ad.kernel(grid=lambda a, b, c, CTAS, **_: (CTAS,), block=384, profile_events=16384)
 def matmul(a, b, c, CTAS: ad.constexpr, BM: ad.constexpr = 128, BN: ad.constexpr = 256, BK: ad.constexpr = 64,
-           STAGES: ad.constexpr = 3, EPILOGUE: ad.constexpr = "tma", SNAKE: ad.constexpr = 0):
+           STAGES: ad.constexpr = 3, SPLIT: ad.constexpr = "m", EPILOGUE: ad.constexpr = "tma",
+           SNAKE: ad.constexpr = 16, REGISTERS: ad.constexpr = (40, 232), IN_FLIGHT: ad.constexpr = 1):
     M, K = a.shape
     N = b.shape[1]
-    half = BM // 2
     m_tiles, n_tiles = ad.cdiv(M, BM), ad.cdiv(N, BN)
     tiles = m_tiles * n_tiles
     k_steps = ad.cdiv(K, BK)
     cta = ad.program_id(0)
     mine = (tiles - cta + CTAS - 1) // CTAS  # tiles cta, cta + CTAS, ...
+    # Each consumer computes half the tile: the top or bottom rows (SPLIT "m": each reads its half
+    # of the a slice and all of b) or the left or right columns ("n": all of a, half of b).
+    a_parts, b_parts = (2, 1) if SPLIT == "m" else (1, 2)
+    part = (BM // a_parts, BN // b_parts)  # one consumer's accumulator
 
-    a_ring = ad.smem((STAGES, 2, half, BK), a.dtype, **TENSOR_CORE_LAYOUT)  # [slot][consumer]
-    b_ring = ad.smem((STAGES, BK, BN), b.dtype, **TENSOR_CORE_LAYOUT)
-    if EPILOGUE == "tma":  # c through shared memory and TMA stores; else stored from registers
-        c_out = ad.smem((2, half, BN), c.dtype, **TENSOR_CORE_LAYOUT)  # [consumer]
-    elif EPILOGUE == "tma64":  # the same, 64 columns at a time through two slots per consumer
-        c_out = ad.smem((2, 2, half, 64), c.dtype, **TENSOR_CORE_LAYOUT)  # [consumer][slot]
-    full = ad.barrier(arrival_count=3, num=STAGES)  # the copies of the two a halves and of b
+    a_ring = ad.smem((STAGES, a_parts, part[0], BK), a.dtype, **TENSOR_CORE_LAYOUT)  # [slot][part]
+    b_ring = ad.smem((STAGES, b_parts, BK, part[1]), b.dtype, **TENSOR_CORE_LAYOUT)
+    if EPILOGUE == "tma":  # the whole part through shared memory and one TMA store
+        c_out = ad.smem((2, 1, *part), c.dtype, **TENSOR_CORE_LAYOUT)  # [consumer][slot]
+    else:  # "tma64": 64 x 64 pieces at a time through two slots per consumer (less shared memory)
+        c_out = ad.smem((2, 2, 64, 64), c.dtype, **TENSOR_CORE_LAYOUT)
+    full = ad.barrier(arrival_count=a_parts + b_parts, num=STAGES)  # every copy into the slot landed
     empty = ad.barrier(arrival_count=2, num=STAGES)  # both consumers released the slot
-    acc = ad.registers((half, BN), ad.float32, layout=ad.WGMMA)  # a consumer's part of the tile
-    role = ad.warpgroup_idx()
+    producer_registers, consumer_registers = REGISTERS or (None, None)
 
     def origin(t):
         m, n = tile_position(cta + t * CTAS, m_tiles, n_tiles, SNAKE)
         return m * BM, n * BN
 
-    with ad.when(role == 2):  # the producer
+    with ad.warpgroup_role(2, registers=producer_registers):
         for t in ad.range(mine):
             row, col = origin(t)
             for kk in ad.range(k_steps):
                 step = t * k_steps + kk
                 slot = step % STAGES
-                with ad.when(step >= STAGES):
+                with ad.region("wait free"), ad.when(step >= STAGES):
                     empty[slot].wait()
-                for h in range(2):
-                    ad.async_copy(a.at[ad.ds(row + h * half, half), ad.ds(kk * BK, BK)], a_ring.at[slot, h],
+                for h in range(a_parts):
+                    ad.async_copy(a.at[ad.ds(row + h * part[0], part[0]), ad.ds(kk * BK, BK)], a_ring.at[slot, h],
                                   barrier=full[slot])
-                ad.async_copy(b.at[ad.ds(kk * BK, BK), ad.ds(col, BN)], b_ring.at[slot], barrier=full[slot])
+                for h in range(b_parts):
+                    ad.async_copy(b.at[ad.ds(kk * BK, BK), ad.ds(col + h * part[1], part[1])], b_ring.at[slot, h],
+                                  barrier=full[slot])
 
-    with ad.when(role < 2):  # the consumers
+    with ad.warpgroup_role((0, 1), registers=consumer_registers):
+        me = ad.warpgroup_idx()
+        acc = ad.registers(part, ad.float32, layout=ad.WGMMA)
         for t in ad.range(mine):
             row, col = origin(t)
+            if SPLIT == "m":
+                row = row + me * part[0]
+            else:
+                col = col + me * part[1]
             for kk in ad.range(k_steps):
                 step = t * k_steps + kk
                 slot = step % STAGES
-                full[slot].wait()
-                ad.wgmma(acc, a_ring.at[slot, role], b_ring.at[slot], accumulate=kk > 0)
-                ad.wgmma_wait(1)  # the previous step's wgmma is done: its slot can be refilled
-                with ad.when(kk > 0):
-                    empty[(step - 1) % STAGES].arrive()
-            ad.wgmma_wait(0)
-            empty[(t * k_steps + k_steps - 1) % STAGES].arrive()
-            mine_of_c = c.at[ad.ds(row + role * half, half), ad.ds(col, BN)]
-            if EPILOGUE == "tma":
-                ad.await_async_copy(0, read_only=True)  # the previous tile's store has read c_out
-                c_out.at[role][...] = acc[...].astype(c.dtype)
-                ad.fence_async_smem()
-                ad.async_copy(c_out.at[role], mine_of_c)
-            elif EPILOGUE == "tma64":
-                for j in range(BN // 64):
-                    ad.await_async_copy(1, read_only=True)  # the store two slices ago has read this slot
-                    c_out.at[role, j % 2][...] = acc[:, j * 64:(j + 1) * 64].astype(c.dtype)
+                with ad.region("wait loaded"):
+                    full[slot].wait()
+                ad.wgmma(acc, a_ring.at[slot, me if a_parts == 2 else 0], b_ring.at[slot, me if b_parts == 2 else 0],
+                         accumulate=kk > 0)
+                # Only the tensor cores read the slots, and a wgmma_wait ends their reads: the
+                # releases need no meeting of the warpgroup's threads (sync=False).
+                if IN_FLIGHT:  # keep this wgmma running; the previous one is done: refill its slot
+                    with ad.region("wait mma"):
+                        ad.wgmma_wait(1)
+                    with ad.when(kk > 0):
+                        empty[(step - 1) % STAGES].arrive(sync=False)
+                else:  # wait for this one and refill its slot at once
+                    ad.wgmma_wait(0)
+                    empty[slot].arrive(sync=False)
+            with ad.region("epilogue"):
+                if IN_FLIGHT:
+                    ad.wgmma_wait(0)
+                    empty[(t * k_steps + k_steps - 1) % STAGES].arrive(sync=False)
+                if EPILOGUE == "tma":
+                    ad.await_async_copy(0, read_only=True)  # the previous tile's store has read c_out
+                    c_out.at[me, 0][...] = acc[...].astype(c.dtype)
                     ad.fence_async_smem()
-                    ad.async_copy(c_out.at[role, j % 2],
-                                  c.at[ad.ds(row + role * half, half), ad.ds(col + j * 64, 64)])
-            else:
-                ad.store(mine_of_c, acc[...].astype(c.dtype))
-        if EPILOGUE != "direct":
-            ad.await_async_copy(0)
+                    ad.async_copy(c_out.at[me, 0], c.at[ad.ds(row, part[0]), ad.ds(col, part[1])])
+                else:
+                    pieces = [(i, j) for i in range(part[0] // 64) for j in range(part[1] // 64)]
+                    for number, (i, j) in enumerate(pieces):
+                        slot = number % 2
+                        ad.await_async_copy(1, read_only=True)  # the store two pieces ago has read this slot
+                        c_out.at[me, slot][...] = acc[i * 64:(i + 1) * 64, j * 64:(j + 1) * 64].astype(c.dtype)
+                        ad.fence_async_smem()
+                        ad.async_copy(c_out.at[me, slot], c.at[ad.ds(row + i * 64, 64), ad.ds(col + j * 64, 64)])
+        ad.await_async_copy(0)
 
 
 def tile_position(tile, m_tiles: int, n_tiles: int, width: int):

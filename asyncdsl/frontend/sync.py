@@ -45,8 +45,13 @@ class Barrier:
             raise TraceError(f"parity must be 0 or 1, got {parity}", user_location())
         tracer.emit(ir.WaitOp(barriers, index, index_value(parity) if parity is not None else None))
 
-    def arrive(self, count: int = 1, collective: str | Sequence[str] | None = None) -> None:
-        """The warpgroup arrives `count` times (one thread does it).
+    def arrive(self, count: int = 1, collective: str | Sequence[str] | None = None, sync: bool = True) -> None:
+        """The warpgroup arrives `count` times (one thread does it, after the warpgroup's threads
+        meet, so that what each of them read of shared memory is over before the arrival frees it).
+
+        `sync=False` skips the meeting: for a release of buffers only the tensor cores read,
+        whose `asyncdsl.wgmma_wait` already ended those reads (the consumer of a wgmma pipeline);
+        the interpreter refuses it after the warpgroup's own register-tile loads.
 
         With `collective` ("x", "y", "z" or a tuple of them), it arrives `count` times on this
         barrier in every CTA of the collective: the CTAs a `collective=` copy over those cluster
@@ -67,7 +72,9 @@ class Barrier:
                     "kernel, or arrive without collective)",
                     user_location(),
                 )
-        tracer.emit(ir.ArriveOp(*self.operands(), count, dims))
+        if not isinstance(sync, bool):
+            raise TraceError(f"arrive sync must be a Python bool, got {sync!r}", user_location())
+        tracer.emit(ir.ArriveOp(*self.operands(), count, dims, sync=sync))
 
     def arrive_expect_tx(self, num_bytes: int) -> None:
         """One arrival that also announces `num_bytes` of async-copy traffic to come."""

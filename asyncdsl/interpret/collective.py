@@ -28,6 +28,7 @@ from asyncdsl.interpret.diagnosis import diagnosed
 from asyncdsl.interpret.functions import WarpgroupFunctions
 from asyncdsl.interpret.memory import SmemBuffer
 from asyncdsl.interpret.state import Cta
+from asyncdsl.interpret.sync import synced
 
 
 @register_impls
@@ -46,6 +47,7 @@ class CollectiveFunctions(WarpgroupFunctions):
     def run_cluster_arrive(self, interpreter: Interpreter, op: ir.ClusterArriveOp, args: PythonValues):
         # The arrival lands on the barrier at the same offset in each CTA of the group, with
         # what this warpgroup knows (a release at cluster scope).
+        synced(self.warpgroup, op)
         group, index = args
         address = group.address(index.value.data)
         cta = self.warpgroup.cta

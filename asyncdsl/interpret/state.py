@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from asyncdsl.errors import AsyncDSLError, SourceLocation
+from asyncdsl.errors import AsyncDSLError, InterpretError, SourceLocation
 from asyncdsl.hw.limits import BARRIER_BYTES
 from asyncdsl.interpret.clocks import (
     VectorClock,
@@ -114,6 +114,9 @@ class Warpgroup:
         self.proxy_fences = 0
         self.shared_key = shared_access_key(cta.rank, index)
         self.shared_accesses = 0
+        # The line of a register-tile load whose reads no warpgroup barrier has ended since:
+        # an arrival without one (`arrive(sync=False)`) must not free what it read.
+        self.unsynced_load: str | None = None
         self.wgmma_key = wgmma_key(cta.rank, index)
         self.wgmma_issued = 0
         self.wgmma_retired = 0
@@ -144,6 +147,16 @@ class Warpgroup:
     def retire_cp_async_groups(self, allow_pending: int) -> None:
         """All but the newest `allow_pending` committed cp.async groups have landed."""
         self.clock.advance(self.cp_async_key, self.committed_cp_async_groups - allow_pending)
+
+    def check_unsynced_arrive(self) -> None:
+        """An arrival without the warpgroup's threads meeting first: refused while one of them
+        may still be reading shared memory for a register-tile load."""
+        if self.unsynced_load is not None:
+            raise InterpretError(
+                f"arrives with sync=False after the register-tile load at {self.unsynced_load}, whose reads "
+                "no warpgroup barrier has ended: some thread may still be reading what the arrival frees "
+                "(arrive with sync=True)"
+            )
 
     def retire_wgmma_groups(self, allow_pending: int) -> None:
         """All but the newest `allow_pending` wgmma groups have finished."""

@@ -18,6 +18,14 @@ from asyncdsl.interpret.waits import PhaseWait, RendezvousWait
 from asyncdsl.ir_locations import from_ir_location
 
 
+def synced(warpgroup, op) -> None:
+    """The warpgroup's threads meet before an arrival unless it is `unsynced` (then, checked)."""
+    if op.unsynced is None:
+        warpgroup.unsynced_load = None
+    else:
+        warpgroup.check_unsynced_arrive()
+
+
 @register_impls
 class SyncFunctions(WarpgroupFunctions):
     """mbarriers, fences, and warpgroup, CTA and cluster barriers."""
@@ -33,6 +41,7 @@ class SyncFunctions(WarpgroupFunctions):
     @impl(ir.ArriveOp)
     @diagnosed
     def run_arrive(self, interpreter: Interpreter, op: ir.ArriveOp, args: PythonValues):
+        synced(self.warpgroup, op)
         self._barrier(*args).arrive(op.count.value.data, self.warpgroup.clock)
         return ()
 
@@ -59,16 +68,19 @@ class SyncFunctions(WarpgroupFunctions):
         # Orders generic-proxy SMEM writes (cp.async) before async-proxy use; the warpgroup's
         # own sync is implicit (it runs as one).
         self.warpgroup.fence_proxies()
+        self.warpgroup.unsynced_load = None
         return ()
 
     @impl(ir.WarpgroupBarrierOp)
     def run_warpgroup_barrier(self, interpreter: Interpreter, op: ir.WarpgroupBarrierOp, args: PythonValues):
         # A warpgroup is interpreted as one: its threads are always together.
+        self.warpgroup.unsynced_load = None
         return ()
 
     @impl(ir.CtaBarrierOp)
     @diagnosed
     def run_cta_barrier(self, interpreter: Interpreter, op: ir.CtaBarrierOp, args: PythonValues):
+        self.warpgroup.unsynced_load = None
         rendezvous = self.warpgroup.cta.cta_barrier
         generation = rendezvous.arrive(self.warpgroup)
         self.warpgroup.wait_until(RendezvousWait(rendezvous, generation, "cta_barrier", from_ir_location(op)))
@@ -77,6 +89,7 @@ class SyncFunctions(WarpgroupFunctions):
     @impl(ir.ClusterBarrierOp)
     @diagnosed
     def run_cluster_barrier(self, interpreter: Interpreter, op: ir.ClusterBarrierOp, args: PythonValues):
+        self.warpgroup.unsynced_load = None
         rendezvous = self.warpgroup.cluster_barrier
         generation = rendezvous.arrive(self.warpgroup)
         self.warpgroup.wait_until(RendezvousWait(rendezvous, generation, "cluster_barrier", from_ir_location(op)))

@@ -62,6 +62,7 @@ class TileAccessFunctions(WarpgroupFunctions):
             tile = np.ascontiguousarray(cta.smem.bytes[addresses]).view(dtype).reshape(shape)
         count = warpgroup.access_shared()
         cta.accesses.record_read(GenericRead(start, end, warpgroup.shared_key, count, warpgroup.label, origin(op)))
+        warpgroup.unsynced_load = origin(op)
         return (tile,)
 
     @impl(ir.StoreSmemOp)
@@ -82,4 +83,5 @@ class TileAccessFunctions(WarpgroupFunctions):
         how = f"synchronise with {warpgroup.label} after that store (a CTA barrier, or an mbarrier it arrives on)"
         write = GenericWrite(start, end, warpgroup.shared_key, count, how, origin(op), writer="register-tile store")
         cta.accesses.record_write(write)
+        warpgroup.unsynced_load = None  # the store's trailing warpgroup barrier
         return ()

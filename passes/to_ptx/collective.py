@@ -72,7 +72,8 @@ def _cluster_arrive(ctx: KernelLowering, op: ir.ClusterArriveOp) -> None:
     b = ctx.b
     group = op.group()
     address = barrier_address(ctx, op.barriers, op.index)
-    b.run("bar.sync {}, 128;", ctx.facts.named_barrier)
+    if op.unsynced is None:
+        b.run("bar.sync {}, 128;", ctx.facts.named_barrier)
     shift = _group_shift(ctx, group)
     leader = ctx.facts.leader
     count = op.count.value.data

@@ -33,7 +33,8 @@ def _scope(ctx: KernelLowering) -> str:
 def _arrive(ctx: KernelLowering, op: ir.ArriveOp) -> None:
     b = ctx.b
     address = barrier_address(ctx, op.barriers, op.index)
-    b.run("bar.sync {}, 128;", ctx.facts.named_barrier)
+    if op.unsynced is None:
+        b.run("bar.sync {}, 128;", ctx.facts.named_barrier)
     b.emit(
         f"mbarrier.arrive.release.{_scope(ctx)}.shared::cta.b64 {{}}, [{{}}], {op.count.value.data};",
         "b64", address, guard=ctx.facts.leader,
