@@ -27,6 +27,7 @@ from asyncdsl.hw.fragments import (
     StridedLayout,
     TiledLayout,
     Tiling,
+    register_window,
     relayout_sources,
     strided,
     wgmma_a_registers,
@@ -506,3 +507,31 @@ def test_errors_name_the_layout_and_the_rule():
         WGMMA.reduce((64, 64), (1, -1))
     with pytest.raises(LayoutError, match="positive"):
         WGMMA.registers_shape((0, 8))
+
+
+@LAWS
+@given(st.sampled_from(["wgmma", "wgmma_transposed", "strided"]), st.integers(1, 3), st.integers(1, 4), st.data())
+def test_a_window_of_registers_holds_the_window_of_the_tile(name, row_blocks, column_blocks, data):
+    """The registers `register_window` picks hold, thread by thread and slot by slot, the
+    window's elements: the window's own coordinates shifted by its offsets."""
+    layout = {"wgmma": WGMMA, "wgmma_transposed": WGMMA_TRANSPOSED, "strided": None}[name]
+    if layout is None:
+        with pytest.raises(LayoutError, match="needs a tiled layout"):
+            register_window(strided(4), (64, 64), (0, 0), (64, 32))
+        return
+    base = layout.tiling.tiles[0]
+    shape = (base[0] * row_blocks, base[1] * column_blocks * 2)
+    rows = data.draw(st.integers(1, row_blocks)) * base[0]
+    columns = data.draw(st.integers(1, column_blocks * 2)) * base[1]
+    offsets = (data.draw(st.integers(0, (shape[0] - rows) // base[0])) * base[0],
+               data.draw(st.integers(0, (shape[1] - columns) // base[1])) * base[1])
+    whole = layout.coordinates(shape)  # (128, *registers, 2)
+    picked = whole[(slice(None), *register_window(layout, shape, offsets, (rows, columns)))]
+    np.testing.assert_array_equal(picked, layout.coordinates((rows, columns)) + np.array(offsets))
+
+
+def test_a_window_that_cuts_the_layouts_tiles_is_refused():
+    with pytest.raises(LayoutError, match="multiples of 8"):
+        register_window(WGMMA, (64, 64), (0, 4), (64, 8))
+    with pytest.raises(LayoutError, match="multiples of 64"):
+        register_window(WGMMA, (128, 64), (32, 0), (64, 64))

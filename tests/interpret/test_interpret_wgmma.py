@@ -110,3 +110,34 @@ def test_refilling_an_operand_before_the_wgmma_retired_is_a_race():
 def test_accumulating_into_unwritten_registers_is_an_error():
     with pytest.raises(ad.InterpretError, match="accumulate=False"):
         _accumulate_into_nothing.interpret(*_operands())
+
+
+@ad.kernel(grid=(1,), block=128)
+def _windows_and_releases(a, b, c, d, LOAD_FIRST: ad.constexpr):
+    a_s = ad.smem(a.shape, a.dtype, **LAYOUT)
+    b_s = ad.smem(b.shape, b.dtype, **LAYOUT)
+    landed = ad.barrier(arrival_count=2)
+    done = ad.barrier()
+    ad.async_copy(a, a_s, barrier=landed)
+    ad.async_copy(b, b_s, barrier=landed)
+    landed.wait()
+    if LOAD_FIRST:
+        ad.store(d, ad.load(a_s).astype(ad.float32))  # a register-tile read of a_s
+    acc = ad.registers((64, 128), ad.float32, layout=ad.WGMMA)
+    ad.wgmma(acc, a_s, b_s, accumulate=False)
+    ad.wgmma_wait(0)
+    done.arrive(sync=False)  # fine unless the warpgroup itself read a_s (LOAD_FIRST)
+    ad.store(c, acc[:, 64:128])
+
+
+def test_a_window_of_registers_and_a_release_without_a_meeting():
+    a = np.arange(64 * 64).reshape(64, 64).astype(ml_dtypes.bfloat16) % 7
+    b = np.ones((64, 128), ml_dtypes.bfloat16)
+    c, d = np.zeros((64, 64), np.float32), np.zeros((64, 64), np.float32)
+    _windows_and_releases.interpret(a, b, c, d, False)
+    np.testing.assert_array_equal(c, (a.astype(np.float64) @ b.astype(np.float64))[:, 64:])
+    ptx = _windows_and_releases.ptx(a, b, c, d, False)
+    arrive = ptx.index("mbarrier.arrive.release")
+    assert "bar.sync" not in ptx[ptx.rindex("wgmma.wait_group", 0, arrive):arrive]
+    with pytest.raises(ad.InterpretError, match="sync=False after the register-tile load"):
+        _windows_and_releases.interpret(a, b, c, d, True)
