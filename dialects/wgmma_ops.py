@@ -137,7 +137,7 @@ class WgmmaOp(IRDLOperation):
             stored = tuple(logical_shape(value.type))
             # A is (M, K): K is the stored column unless transposed; B is (K, N): the reverse.
             plans.append(plan_operand(smem_layout(value.type), stored, _dtype(value.type),
-                                      k_is_column != transposed, types, role))
+                                      k_is_column != transposed, types, role, whole_mn=role == "wgmma's B"))
         return plans[0], plans[1]
 
     def verify_(self) -> None:

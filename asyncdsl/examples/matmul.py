@@ -14,7 +14,7 @@ c with a stride.  Each CTA has three warpgroups:
   tile's slices.
 
 Tiles past the edges of a, b and c are handled by TMA: loads zero-fill past the end (so ragged
-K adds zeros), stores skip it.
+K adds zeros), stores skip it.  TMA needs rows of a multiple of 16 bytes: K and N multiples of 8.
 
     python -m asyncdsl.examples.matmul      # on the GPU if there is one, else interpreted
 """
@@ -30,7 +30,11 @@ import numpy as np
 import asyncdsl as ad
 from asyncdsl import TileTransform
 
-TENSOR_CORE_LAYOUT = dict(transforms=TileTransform((8, 64)), swizzle=128)  # 64 bf16: one 128-byte row
+def tensor_core_layout(rows: int) -> dict:
+    """Columns of 64 bf16 (one 128-byte swizzled row each), one column after the other: how the
+    tensor cores read an operand, and what one TMA box per column lands (arrays that are not a
+    whole number of tiles are copied so, `passes/resolve/tile_boxes.py`)."""
+    return dict(transforms=TileTransform((rows, 64)), swizzle=128)
 
 
 @ad.kernel(grid=lambda a, b, c, CTAS, **_: (CTAS,), block=384, profile_events=16384)
@@ -49,12 +53,12 @@ def matmul(a, b, c, CTAS: ad.constexpr, BM: ad.constexpr = 128, BN: ad.constexpr
     a_parts, b_parts = (2, 1) if SPLIT == "m" else (1, 2)
     part = (BM // a_parts, BN // b_parts)  # one consumer's accumulator
 
-    a_ring = ad.smem((STAGES, a_parts, part[0], BK), a.dtype, **TENSOR_CORE_LAYOUT)  # [slot][part]
-    b_ring = ad.smem((STAGES, b_parts, BK, part[1]), b.dtype, **TENSOR_CORE_LAYOUT)
+    a_ring = ad.smem((STAGES, a_parts, part[0], BK), a.dtype, **tensor_core_layout(part[0]))  # [slot][part]
+    b_ring = ad.smem((STAGES, b_parts, BK, part[1]), b.dtype, **tensor_core_layout(BK))
     if EPILOGUE == "tma":  # the whole part through shared memory and one TMA store
-        c_out = ad.smem((2, 1, *part), c.dtype, **TENSOR_CORE_LAYOUT)  # [consumer][slot]
+        c_out = ad.smem((2, 1, *part), c.dtype, **tensor_core_layout(part[0]))  # [consumer][slot]
     else:  # "tma64": 64 x 64 pieces at a time through two slots per consumer (less shared memory)
-        c_out = ad.smem((2, 2, 64, 64), c.dtype, **TENSOR_CORE_LAYOUT)
+        c_out = ad.smem((2, 2, 64, 64), c.dtype, **tensor_core_layout(64))
     full = ad.barrier(arrival_count=a_parts + b_parts, num=STAGES)  # every copy into the slot landed
     empty = ad.barrier(arrival_count=2, num=STAGES)  # both consumers released the slot
     producer_registers, consumer_registers = REGISTERS or (None, None)

@@ -34,7 +34,6 @@ from asyncdsl.dtypes import DType
 from asyncdsl.errors import MmaError
 from asyncdsl.hw.smem_layout import SmemLayout, describe_chain
 from asyncdsl.hw.swizzle import swizzled
-from asyncdsl.hw.transforms import TileTransform
 
 INSTRUCTION_M = 64  # rows of one instruction's accumulator
 MAX_N = 256
@@ -205,40 +204,61 @@ def wanted_layout(element: DType) -> str:
 
 
 def plan_operand(layout: SmemLayout | None, stored: tuple[int, int], element: DType, k_is_column: bool,
-                 types: MmaTypes, what: str) -> OperandPlan:
+                 types: MmaTypes, what: str, whole_mn: bool = False) -> OperandPlan:
     """The plan of an operand whose buffer holds a `stored` (rows, columns) matrix laid out as
-    `layout`; `k_is_column` says whether K is the stored matrix's column (contiguous) dim."""
+    `layout`; `k_is_column` says whether K is the stored matrix's column (contiguous) dim;
+    `whole_mn`: one instruction reads all of MN (B, whose MN is N), else 64 rows each (A).
+
+    Any layout whose bytes are what the hardware reads is accepted: rows of one swizzle span
+    (S elements), 8 rows an atom, and within what one instruction reads, atoms at one stride
+    along MN and one along K.  `TileTransform((8, S))` is the usual one; `TileTransform((R, S))`
+    (whole columns of atoms, which a TMA box per column fills) and a plain swizzled buffer S
+    wide are others.  The strides and each instruction's start are read off the layout and
+    every element is checked."""
     rows, columns = stored
     wanted = wanted_layout(element)
-    if layout is None or not layout.swizzle_bytes:
+    if layout is None or not layout.swizzle_bytes or len(layout.logical_shape) != 2:
         raise MmaError(f"{what} in shared memory must carry a swizzled layout the tensor cores read: {wanted}")
-    span = layout.swizzle_bytes
-    per_row = span // element.itemsize
-    if layout.transforms != (TileTransform((8, per_row)),) or len(layout.logical_shape) != 2:
-        raise MmaError(
-            f"{what} is laid out with transforms {describe_chain(layout.transforms)} and swizzle {span} over "
-            f"{layout.logical_shape}; the tensor cores read a 2-d buffer laid out as {wanted}"
-        )
-    atom = 8 * span  # bytes of one (8, per_row) tile
-    row_group = (columns // per_row) * atom  # bytes between consecutive 8-row groups
-    if k_is_column:
-        k_extent, mn_extent = columns, rows
-        k_offsets = tuple((k // per_row) * atom + (k % per_row) * element.itemsize
-                          for k in range(0, k_extent, types.k))
-        mn_offsets = tuple((m // 8) * row_group for m in range(0, mn_extent, INSTRUCTION_M))
-        return OperandPlan(True, span, 16, row_group, k_offsets, mn_offsets)
-    if not types.transposable:
+    if not k_is_column and not types.transposable:
         raise MmaError(
             f"{what}: {element} operands must have K as their contiguous dim (only 16-bit types can be "
             "transposed); store it the other way round, or pass the buffer's .T"
         )
-    k_extent, mn_extent = rows, columns
-    k_offsets = tuple((k // 8) * row_group for k in range(0, k_extent, types.k))
-    mn_offsets = tuple((m // per_row) * atom for m in range(0, mn_extent, INSTRUCTION_M))
-    # With one MN atom the hardware never uses LBO; the whole buffer's size is what the verified
-    # recipe (docs/hardware.md §14.2) put there.
-    lbo = atom if columns > per_row else rows * columns * element.itemsize
-    return OperandPlan(False, span, lbo, row_group, k_offsets, mn_offsets)
+    span = layout.swizzle_bytes
+    per_row = span // element.itemsize
+    offsets = layout.element_offsets(np.indices(stored)) * element.itemsize  # bytes, before the swizzle
+    if not k_is_column:
+        offsets = offsets.T  # as (MN, K)
+    mn_extent, k_extent = offsets.shape
+    group_rows = mn_extent if whole_mn or mn_extent % INSTRUCTION_M else INSTRUCTION_M
+    k_steps = range(0, k_extent, types.k)
+    groups = range(0, mn_extent, group_rows)
+    first = offsets[:group_rows, :types.k]
+    if k_is_column:  # atoms: 8 MN rows x per_row K; 8-row groups at SBO
+        lbo, sbo = 16, (int(first[8, 0] - first[0, 0]) if group_rows > 8 else 8 * span)
+    else:  # atoms: per_row MN x 8 K rows; MN atoms at LBO, 8-deep K groups at SBO
+        lbo = int(first[per_row, 0] - first[0, 0]) if group_rows > per_row else rows * columns * element.itemsize
+        sbo = int(first[0, 8] - first[0, 0]) if types.k > 8 else 8 * span
+    mn = np.arange(group_rows)[:, None]
+    k = np.arange(types.k)[None, :]
+    if k_is_column:
+        canonical = (mn % 8) * span + (mn // 8) * sbo + k * element.itemsize
+    else:
+        canonical = (mn % per_row) * element.itemsize + (mn // per_row) * lbo + (k % 8) * span + (k // 8) * sbo
+    for g in groups:
+        for j in k_steps:
+            block = offsets[g:g + group_rows, j:j + types.k]
+            base = int(block[0, 0])
+            # An instruction's atoms start on a swizzle-pattern boundary (K-major steps move along a row).
+            atom_start = base - base % span if k_is_column else base
+            if atom_start % (8 * span) or not np.array_equal(block - base, canonical):
+                raise MmaError(
+                    f"{what} is laid out with transforms {describe_chain(layout.transforms)} and swizzle {span} over "
+                    f"{layout.logical_shape}; the tensor cores read a 2-d buffer laid out as {wanted}"
+                )
+    k_offsets = tuple(int(offsets[0, j]) for j in k_steps)
+    mn_offsets = tuple(int(offsets[g, 0]) for g in groups)
+    return OperandPlan(k_is_column, span, lbo, sbo, k_offsets, mn_offsets)
 
 
 def check_shapes(acc: tuple[int, ...], a: tuple[int, int], b: tuple[int, int], types: MmaTypes) -> None:

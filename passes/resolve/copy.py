@@ -7,6 +7,7 @@ from asyncdsl.hw.options import Implementation
 from asyncdsl.passes.resolve.bulk import resolve_bulk, takes_bulk_path
 from asyncdsl.passes.resolve.collective import is_collective, resolve_collective_copy
 from asyncdsl.passes.resolve.cp_async import resolve_cp_async
+from asyncdsl.passes.resolve.tile_boxes import needs_tile_boxes, resolve_tile_boxes
 from asyncdsl.passes.resolve.tma import resolve_tma
 
 
@@ -15,7 +16,8 @@ def resolve_copy(copy: ir.AsyncCopyOp) -> None:
 
     The engine, as the reference picks it: cp.async when asked for; a plain bulk copy when the
     caller gave up zero fill (`oob` other than "zeros", the default) and the slice is one
-    contiguous run needing no tensor map; tiled TMA (which zero-fills) otherwise.
+    contiguous run needing no tensor map; tiled TMA (which zero-fills) otherwise, one box per
+    layout tile when the array does not divide into the tiling (`tile_boxes.py`).
     """
     if is_collective(copy):
         resolve_collective_copy(copy)
@@ -25,5 +27,8 @@ def resolve_copy(copy: ir.AsyncCopyOp) -> None:
         return
     if takes_bulk_path(copy):
         resolve_bulk(copy)
+        return
+    if needs_tile_boxes(copy):
+        resolve_tile_boxes(copy, resolve_tma)
         return
     resolve_tma(copy)

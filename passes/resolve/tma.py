@@ -18,10 +18,11 @@ from asyncdsl.passes.resolve.index_builder import IndexBuilder, slice_entries
 from asyncdsl.passes.resolve.reduction import hardware_reduction
 
 
-def resolve_tma(copy: ir.AsyncCopyOp) -> None:
+def resolve_tma(copy: ir.AsyncCopyOp) -> ir.TmaLoadOp | ir.TmaStoreOp:
     """Replace `copy` by one TMA load or store, with the run-time checks of what it assumes of
     its traced indices (`checks.py`): those a plan merged stay inside their dims, and a store's
-    coordinates are not negative (the H200 faults on such stores, so a failing one is skipped)."""
+    coordinates are not negative (the H200 faults on such stores, so a failing one is skipped).
+    Returns the new op."""
     reduction = hardware_reduction(copy)
     builder = IndexBuilder(copy)
     plan = plan_copy(copy, slice_entries(copy.starts, copy.sizes, builder))
@@ -49,6 +50,7 @@ def resolve_tma(copy: ir.AsyncCopyOp) -> None:
         )
     new.location = copy.location
     Rewriter.replace_op(copy, new, new_results=[])
+    return new
 
 
 def check_merged_indices(conditions: Conditions, plan: TmaCopyPlan) -> None:

@@ -47,8 +47,8 @@ def test_touching_an_accumulator_in_flight_is_an_error_naming_the_wgmma(what):
 
 
 @ad.kernel(grid=(1,), block=128)
-def unreadable(a, b, c, ROWS: ad.constexpr, SWIZZLE: ad.constexpr):
-    a_s = ad.smem(a.shape, a.dtype, transforms=TileTransform((ROWS, 64)), swizzle=SWIZZLE)
+def unreadable(a, b, c, SWIZZLE: ad.constexpr):
+    a_s = ad.smem(a.shape, a.dtype, transforms=ad.TransposeTransform((1, 0)), swizzle=SWIZZLE)
     b_s = ad.smem(b.shape, b.dtype, **LAYOUT)
     acc = ad.registers((64, 64), ad.float32, layout=ad.WGMMA)
     ad.wgmma(acc, a_s, b_s, accumulate=False)  # the wgmma
@@ -56,8 +56,9 @@ def unreadable(a, b, c, ROWS: ad.constexpr, SWIZZLE: ad.constexpr):
 
 
 def test_a_layout_the_tensor_cores_cannot_read_names_the_ones_they_can():
-    _expect(unreadable, "the wgmma", "tile(16, 64)", "TileTransform((8, 64)), swizzle=128", ROWS=16, SWIZZLE=128)
-    _expect(unreadable, "the wgmma", "must carry a swizzled layout", ROWS=8, SWIZZLE=0)
+    _expect(unreadable, "the wgmma", "transforms (transpose(1, 0))", "TileTransform((8, 64)), swizzle=128",
+            SWIZZLE=128)
+    _expect(unreadable, "the wgmma", "must carry a swizzled layout", SWIZZLE=0)
 
 
 @ad.kernel(grid=(1,), block=128)

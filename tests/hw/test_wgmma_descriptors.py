@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from asyncdsl import dtypes
 from asyncdsl.errors import MmaError
 from asyncdsl.hw.smem_layout import SmemLayout
-from asyncdsl.hw.transforms import TileTransform
+from asyncdsl.hw.transforms import TileTransform, TransposeTransform
 from asyncdsl.hw.wgmma import (
     SUPPORTED_TYPES,
     Descriptor,
@@ -40,8 +40,8 @@ def test_decoding_undoes_encoding(start, lbo, sbo, swizzle):
     assert decode_descriptor(descriptor) == Descriptor(start << 4, lbo << 4, sbo << 4, swizzle)
 
 
-def _layout(stored, element, swizzle):
-    return SmemLayout(stored, (TileTransform((8, swizzle // element.itemsize)),), swizzle)
+def _layout(stored, element, swizzle, tile_rows: int = 8):
+    return SmemLayout(stored, (TileTransform((tile_rows, swizzle // element.itemsize)),), swizzle)
 
 
 @st.composite
@@ -58,20 +58,24 @@ def operands(draw):
     k = k_unit * draw(st.integers(1, 3))
     stored = (mn, k) if k_major else (k, mn)
     base = 1024 * draw(st.integers(0, 8))  # buffers start on a swizzle-pattern boundary
-    return types, element, swizzle, k_major, mn, k, stored, base
+    # Tiles of 8 rows, or whole columns of atoms (what one TMA box per column fills).
+    tile_rows = draw(st.sampled_from([8, stored[0]]))
+    whole_mn = draw(st.booleans())
+    return types, element, swizzle, k_major, mn, k, stored, base, tile_rows, whole_mn
 
 
 @LAWS
 @given(operands())
 def test_the_planned_descriptors_read_each_element_where_the_layout_put_it(operand):
-    types, element, swizzle, k_major, mn, k, stored, base = operand
-    layout = _layout(stored, element, swizzle)
-    plan = plan_operand(layout, stored, element, k_major, types, "operand")
+    types, element, swizzle, k_major, mn, k, stored, base, tile_rows, whole_mn = operand
+    layout = _layout(stored, element, swizzle, tile_rows)
+    plan = plan_operand(layout, stored, element, k_major, types, "operand", whole_mn=whole_mn)
     where = layout.byte_addresses(base, element.itemsize)  # (*stored, bytes)
     if not k_major:
         where = where.transpose(1, 0, 2)  # as (mn, k)
-    groups = range(len(plan.mn_offsets)) if mn % 64 == 0 else [0]
-    rows = 64 if mn % 64 == 0 else mn
+    rows = mn if whole_mn or mn % 64 else 64
+    groups = range(mn // rows)
+    assert len(plan.mn_offsets) == len(groups)
     for group in groups:
         for step in range(k // types.k):
             read = operand_addresses(plan.descriptor(base, group, step), plan.k_major, element.itemsize, rows, types.k)
@@ -86,7 +90,8 @@ def test_the_planned_descriptors_read_each_element_where_the_layout_put_it(opera
     ((64, 64), 128, False, 0x4000004002000000, 2048),  # B MN-major, 128-byte swizzle: +128 per k16
 ])
 def test_the_recipes_run_on_the_h200_come_out_byte_for_byte(stored, swizzle, k_is_column, high, advance):
-    plan = plan_operand(_layout(stored, dtypes.bfloat16, swizzle), stored, dtypes.bfloat16, k_is_column, BF16, "B")
+    plan = plan_operand(_layout(stored, dtypes.bfloat16, swizzle), stored, dtypes.bfloat16, k_is_column, BF16, "B",
+                        whole_mn=True)
     assert plan.constant_bits == high
     assert plan.descriptor(0x400, 0, 0) == high | (0x400 >> 4)
     if advance is not None:
@@ -95,10 +100,17 @@ def test_the_recipes_run_on_the_h200_come_out_byte_for_byte(stored, swizzle, k_i
 
 def test_layouts_the_tensor_cores_cannot_read_are_refused_with_the_one_they_can():
     element = dtypes.bfloat16
-    for layout in (None, SmemLayout((64, 64), (), 128), SmemLayout((64, 64), (TileTransform((8, 32)),), 0),
-                   SmemLayout((64, 64), (TileTransform((16, 64)),), 128)):
+    for layout in (None, SmemLayout((64, 64), (TileTransform((8, 32)),), 0),
+                   SmemLayout((64, 64), (TransposeTransform((1, 0)),), 128)):  # M contiguous, K-major wanted
         with pytest.raises(MmaError, match=r"TileTransform\(\(8, 64\)\), swizzle=128"):
             plan_operand(layout, (64, 64), element, True, BF16, "wgmma's A")
+
+
+def test_layouts_with_the_same_bytes_plan_alike():
+    element = dtypes.bfloat16
+    plans = {plan_operand(layout, (64, 64), element, True, BF16, "wgmma's A") for layout in (
+        SmemLayout((64, 64), (), 128), _layout((64, 64), element, 128), _layout((64, 64), element, 128, 64))}
+    assert len(plans) == 1
 
 
 def test_only_16_bit_operands_may_be_mn_major():

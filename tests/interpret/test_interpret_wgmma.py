@@ -60,10 +60,11 @@ def test_integer_accumulation_wraps():
     assert integer_step(acc, a, b, True)[0, 0] == np.int32(-(2 ** 31) + 32 * 127 * 127 - 1)
 
 
-def test_the_gemm_example_is_exact_in_the_interpreter():
+@pytest.mark.parametrize("shape", [(256, 512, 192), (300, 504, 200)])
+def test_the_gemm_example_is_exact_in_the_interpreter(shape):
     from asyncdsl.examples.matmul import main
 
-    assert main((256, 512, 192)) == 0
+    assert main(shape) == 0
 
 
 @ad.kernel(grid=(1,), block=128)

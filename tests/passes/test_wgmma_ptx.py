@@ -51,4 +51,21 @@ def test_the_plan_of_each_operand_is_in_the_ir():
     planned = stages["plan-smem-access"]
     assert "#asyncdsl.wgmma_operand<k_major = 1, swizzle = 128, lbo = 16, sbo = 1024, k_offsets = [0, 32, 64, 96]" \
         in planned
-    assert "#asyncdsl.wgmma_operand<k_major = 0, swizzle = 128, lbo = 1024, sbo = 4096" in planned
+    # b's buffer is columns of 64 (TileTransform((64, 64))): N atoms 8 KiB apart, 8-deep K groups 1 KiB.
+    assert "#asyncdsl.wgmma_operand<k_major = 0, swizzle = 128, lbo = 8192, sbo = 1024" in planned
+
+
+def test_a_tiled_copy_from_an_array_that_is_not_whole_tiles_goes_one_box_per_column():
+    from asyncdsl.examples.matmul import matmul
+
+    a = np.zeros((300, 200), ml_dtypes.bfloat16)
+    b = np.zeros((200, 504), ml_dtypes.bfloat16)
+    c = np.zeros((300, 504), ml_dtypes.bfloat16)
+    resolved = matmul.stages(a, b, c, CTAS=2)["resolve-transforms"]
+    loads = [line for line in resolved.splitlines() if "asyncdsl.tma_load" in line]
+    # a: one box per consumer half (a single column of tiles); b: one box per 64-column stripe
+    # (4), of which only the first announces the slot's bytes.
+    assert len(loads) == 2 + 4, loads
+    announced = [int(re.search(r"expect_tx_bytes = (\d+)", line).group(1)) for line in loads]
+    assert announced == [8192, 8192, 32768, 0, 0, 0], announced
+    assert "dims = [300, 200]" in resolved and "dims = [200, 504]" in resolved  # the arrays as they are, untiled

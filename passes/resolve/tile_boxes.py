@@ -1,0 +1,105 @@
+"""Copies into (or out of) a tiled buffer whose GMEM array does not divide into the tiling: one
+TMA box per run of contiguous tiles, through the untiled tensor map.
+
+A tiled TMA copy views the whole GMEM array through the tiling (`hw.tma`), which needs every dim
+of the array to be a whole number of tiles: a partial tile at the array's edge would otherwise
+read past the end of a tile dim that TMA cannot bound.  A buffer tiled `TileTransform((r, c))`
+over a 2-d window is, in shared memory, its (r, c) tiles one after another (row of tiles by row
+of tiles).  Each tile is exactly what a 2-d box of (r, c) elements lands, with the same swizzle,
+so the copy becomes one box per tile at the tile's byte offset, from the array as it is: boxes
+past the array's edge are zero-filled (loads) or clipped (stores) by TMA itself.  Tiles one
+above the other in a single column of tiles are one contiguous run and go as one box.
+
+The first load of the group announces every box's bytes on the barrier (one arrival, as the
+copy would make); a store commits its bulk group after the last box.
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import IndexType, IntegerAttr
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from asyncdsl import dtypes
+from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.dialects.ir_utils import bool_prop, int_prop
+from asyncdsl.dialects.transform_attrs import transform_from_attr
+from asyncdsl.hw.limits import MAX_BOX_DIM
+from asyncdsl.hw.transforms import TileTransform
+
+
+def _tiling(copy: ir.AsyncCopyOp) -> tuple[int, int] | None:
+    transforms = [transform_from_attr(t) for t in copy.transforms]
+    if len(transforms) != 1 or not isinstance(transforms[0], TileTransform):
+        return None
+    tile = transforms[0]
+    return tile.tiling if len(tile.tiling) == 2 and tile.rounding is None else None
+
+
+def needs_tile_boxes(copy: ir.AsyncCopyOp) -> bool:
+    """A 2-d window copied through one 2-d tiling whose tiles the GMEM array's last two dims do
+    not divide (the only case the tiled view refuses)."""
+    tiling = _tiling(copy)
+    sizes = copy.sizes
+    if tiling is None or len(sizes) < 2 or ir.SQUEEZED in sizes[-2:] or any(s != ir.SQUEEZED for s in sizes[:-2]):
+        return False
+    array = ir.shape_of(copy.gmem)[-2:]
+    return any(size > tile and size % tile for size, tile in zip(array, tiling))
+
+
+def _runs(window: tuple[int, int], tiling: tuple[int, int]) -> list[tuple[int, int, int]]:
+    """(first row, first column, rows) of each box: a whole column of tiles when there is only
+    one column (it is contiguous), else each tile."""
+    rows, columns = window
+    r, c = tiling
+    if columns == c:
+        return [(start, 0, min(MAX_BOX_DIM // r * r, rows - start)) for start in range(0, rows, MAX_BOX_DIM // r * r)]
+    return [(i, j, r) for i in range(0, rows, r) for j in range(0, columns, c)]
+
+
+def _index(anchor, value: int):
+    op = arith.ConstantOp(IntegerAttr(value, IndexType()))
+    Rewriter.insert_op(op, InsertPoint.before(anchor))
+    return op.results[0]
+
+
+def _shifted(anchor, start, by: int):
+    if not by:
+        return start
+    op = arith.AddiOp(start, _index(anchor, by))
+    Rewriter.insert_op(op, InsertPoint.before(anchor))
+    return op.results[0]
+
+
+def resolve_tile_boxes(copy: ir.AsyncCopyOp, resolve_box) -> None:
+    """Replace `copy` by one untiled copy per run of tiles, each resolved by `resolve_box`
+    (which replaces it by its hardware op and returns that)."""
+    r, c = _tiling(copy)
+    window = tuple(copy.sizes[-2:])
+    element = dtypes.from_mlir(copy.gmem.type.element_type)
+    columns_of_tiles = window[1] // c
+    boxes = []
+    for row, column, rows in _runs(window, (r, c)):
+        offset = ((row // r) * columns_of_tiles + column // c) * r * c * element.itemsize
+        part = ir.SmemSliceOp(copy.smem, _index(copy, offset), (rows, c))
+        Rewriter.insert_op(part, InsertPoint.before(copy))
+        starts = [*copy.starts[:-2], _shifted(copy, copy.starts[-2], row), _shifted(copy, copy.starts[-1], column)]
+        gmem_sizes = [*copy.sizes[:-2], rows, c]
+        source, destination = (copy.gmem, part.result) if copy.is_load else (part.result, copy.gmem)
+        box = ir.AsyncCopyOp(
+            source, destination, starts, gmem_sizes, barriers=copy.barriers, barrier_index=copy.barrier_index,
+            predicate=copy.predicate, swizzle=copy.swizzle.value.data, arrive=bool(copy.arrive.value.data),
+            oob=copy.oob.data, reduction=copy.reduction.data if copy.reduction is not None else None,
+        )
+        box.location = copy.location
+        Rewriter.insert_op(box, InsertPoint.before(copy))
+        boxes.append(resolve_box(box))
+    Rewriter.erase_op(copy)
+    if copy.is_load:
+        total = sum(b.expect_tx_bytes.value.data for b in boxes)
+        for number, load in enumerate(boxes):
+            load.expect_tx_bytes = int_prop(total if number == 0 else 0)
+    else:
+        committing = bool(boxes[-1].commit.value.data)
+        for number, store in enumerate(boxes):
+            store.commit = bool_prop(committing and number == len(boxes) - 1)
