@@ -10,18 +10,32 @@ conditions compare.  asyncdsl's configurations (`CONFIGS`) are all contenders; t
 reported with each one's figure.
 
     python benchmarks/matmul.py [MxNxK ...]
+    python benchmarks/matmul.py --table     # the 23 shapes of TABLE, fewer rounds, into matmul_table-DATE.json
+    python benchmarks/matmul.py --table-small   # only its rows timed on the device (below)
 """
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from common import interleaved_ms, plot_result, write_result  # noqa: E402
+from common import interleaved_ms, median_gpu_ms, plot_result, write_result  # noqa: E402
 
 SHAPES = ((8192, 8192, 8192), (4096, 8192, 4096))
+# Square sizes, the projections of an 8B-parameter LLM (N, K) at several token counts M, and
+# arrays that are not whole tiles.
+TABLE = (
+    *((s, s, s) for s in (1024, 2048, 4096, 8192, 16384)),
+    *((m, n, k) for m in (128, 512, 2048, 8192) for n, k in ((4096, 4096), (14336, 4096), (4096, 14336), (128256, 4096))),
+    (3000, 4104, 2056), (1000, 1000, 1000),
+)
+TABLE_CONFIGS = (
+    {"STAGES": 4, "SPLIT": "m", "EPILOGUE": "tma64", "IN_FLIGHT": 1},
+    {"BN": 128, "STAGES": 4, "SPLIT": "m", "EPILOGUE": "tma64", "IN_FLIGHT": 1},
+)
 CONFIGS = (
     {"STAGES": 3, "SPLIT": "m", "EPILOGUE": "tma", "IN_FLIGHT": 1},
     {"STAGES": 4, "SPLIT": "m", "EPILOGUE": "tma64", "IN_FLIGHT": 1},
@@ -37,7 +51,13 @@ def _relative_error(c, exact) -> float:
     return float((c.float() - exact).norm() / exact.norm())
 
 
-def measure(m: int, n: int, k: int) -> dict:
+# Below this many FLOPs a launch takes well under a millisecond, and wall-clock rounds would time
+# the hosts' launch costs: such rows are timed on the device (CUDA events with a cache flush
+# between single launches, `median_gpu_ms`; Mosaic by its own CUPTI profiler).
+DEVICE_TIMED_FLOPS = 2 * 8192 * 4096 * 4096 + 1  # 0.4 ms at 700 TFLOP/s: 20 us of host time a launch would be 5 %
+
+
+def measure(m: int, n: int, k: int, configs=CONFIGS, rounds: int = 7, launches: int = 20) -> dict:
     import torch
     from triton_peers import triton_matmul
 
@@ -66,33 +86,53 @@ def measure(m: int, n: int, k: int) -> dict:
             contenders["mosaic pallas"] = runner
     except Exception as error:  # noqa: BLE001 - a peer that cannot run is reported, not fatal
         print(f"mosaic peer unavailable: {error}")
-    for config in CONFIGS:
+    for config in configs:
         name = "asyncdsl " + " ".join(f"{key.lower()}={value}" for key, value in config.items())
         contenders[name] = on_torch_stream(name, lambda c, config=config: matmul(a, b, c, CTAS=sms, **config))
-    tflops = {name: _tflops(m, n, k, ms) for name, ms in interleaved_ms(contenders, rounds=7).items()}
+    if 2 * m * n * k < DEVICE_TIMED_FLOPS:
+        timing = "device: CUDA events around single launches after a cache flush (Mosaic: CUPTI)"
+        times = {name: median_gpu_ms(run) for name, (run, _) in contenders.items() if name != "mosaic pallas"}
+        if "mosaic pallas" in contenders:
+            from mosaic_peer import mosaic_matmul_ms
+
+            times["mosaic pallas"] = mosaic_matmul_ms(m, n, k)
+    else:
+        timing = f"wall clock of {launches} launches in a row, contenders taking turns, median of {rounds} rounds"
+        times = interleaved_ms(contenders, rounds, launches)
+    tflops = {name: _tflops(m, n, k, ms) for name, ms in times.items()}
     errors = {name: _relative_error(c, exact) for name, c in outputs.items()}
     sweep = {name: value for name, value in tflops.items() if name.startswith("asyncdsl")}
     best = max(sweep, key=sweep.get)
     row = {name: value for name, value in tflops.items() if name not in sweep}
     row["asyncdsl"] = sweep[best]
     peers = max(v for key, v in row.items() if key in ("cuBLAS (torch)", "mosaic pallas"))
-    return {"TFLOP/s": row, "asyncdsl sweep TFLOP/s": sweep, "best config": best,
+    return {"TFLOP/s": row, "asyncdsl sweep TFLOP/s": sweep, "best config": best, "timing": timing,
             "ratio to max(cuBLAS, mosaic)": row["asyncdsl"] / peers,
             "ratio to cuBLAS": row["asyncdsl"] / row["cuBLAS (torch)"],
             "relative error vs float32": errors}
 
 
 def main(argv: list[str]) -> None:
-    shapes = [tuple(int(x) for x in s.split("x")) for s in argv] or SHAPES
+    table = "--table" in argv or "--table-small" in argv
+    shapes = [tuple(int(x) for x in s.split("x")) for s in argv if not s.startswith("--")] or SHAPES
+    if table:
+        small = "--table-small" in argv  # only the device-timed rows
+        shapes = [s for s in TABLE if not small or 2 * math.prod(s) < DEVICE_TIMED_FLOPS]
     payload: dict = {"unit": "TFLOP/s"}
     details = {}
     for m, n, k in shapes:
         name = f"{m}x{n}x{k}"
-        details[name] = measure(m, n, k)
+        details[name] = (measure(m, n, k, TABLE_CONFIGS, rounds=5, launches=10) if table else measure(m, n, k))
         payload[f"{name} (TFLOP/s)"] = {**details[name]["TFLOP/s"], **details[name]["asyncdsl sweep TFLOP/s"]}
-        print(name, details[name], flush=True)
+        row = details[name]["TFLOP/s"]
+        print(name, " ".join(f"{key}={value:.0f}" for key, value in row.items()),
+              f"asyncdsl/cuBLAS={details[name]['ratio to cuBLAS']:.3f}", flush=True)
     payload["details"] = details
-    path = write_result("matmul", payload)
+    if table:
+        ratios = [d["ratio to cuBLAS"] for d in details.values()]
+        payload["geometric mean of asyncdsl / cuBLAS"] = math.prod(ratios) ** (1 / len(ratios))
+        payload["rows at >= 0.95x cuBLAS"] = sum(r >= 0.95 for r in ratios)
+    path = write_result("matmul_table" if table else "matmul", payload)
     plot_result(path)
     print(path)
 

@@ -150,7 +150,8 @@ class Kernel:
             raise ArgumentError(f"a cluster holds at most 16 CTAs, got {self.launch.cluster}", self.definition)
         self._compiled: dict[tuple, CompiledKernel] = {}
         self._warm = WarmLaunches(
-            tuple(self._signature.parameters), frozenset(self.constexpr_names), grid if callable(grid) else None
+            tuple(self._signature.parameters), frozenset(self.constexpr_names), grid if callable(grid) else None,
+            {name: p.default for name, p in self._signature.parameters.items() if p.default is not p.empty},
         )
 
     # -- binding ------------------------------------------------------------------------------

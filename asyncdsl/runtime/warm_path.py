@@ -2,8 +2,8 @@
 
 The first call of a layout takes the full path (bind, check every array, compile on a miss,
 launch) and `remember`s it: a `PreparedLaunch` of its own and where its stream comes from.  A
-later call is warm when every parameter is given (by position or name, no default left to fill),
-every array is an asyncdsl `DeviceArray` or a torch tensor and every runtime scalar a Python int
+later call is warm when every parameter is given (by position or name) or has a default, every
+array is an asyncdsl `DeviceArray` or a torch tensor and every runtime scalar a Python int
 or float, and the call has the layout of one seen before: arrays of the same shape, dtype and
 device (and contiguous), scalars of the same class (int or float; for an int, whether it is a
 multiple of `INT_SPECIALIZATION_DIVISOR`, which the kernel is specialized on), the same
@@ -28,13 +28,17 @@ from asyncdsl.runtime.launch import LoadedKernel, PreparedLaunch
 from asyncdsl.runtime.streams import DEFAULT_STREAM, stream_handle
 
 _ALIGNMENT_BITS = GMEM_ADDRESS_ALIGNMENT - 1
+_NONE = object()  # no default
 
 
 class WarmLaunches:
     """The prepared launches of one kernel, by argument layout."""
 
-    def __init__(self, params: tuple[str, ...], constexpr_names: frozenset[str], grid_function: Callable | None):
+    def __init__(self, params: tuple[str, ...], constexpr_names: frozenset[str], grid_function: Callable | None,
+                 defaults: dict[str, Any] | None = None):
         self._params = params
+        # Each parameter's default (`_NONE` where it has none), to fill what a call leaves out.
+        self._defaults = tuple((defaults or {}).get(name, _NONE) for name in params)
         self._positions = {name: position for position, name in enumerate(params)}
         self._constexpr = tuple(name in constexpr_names for name in params)
         self._grid_function = grid_function
@@ -90,16 +94,18 @@ class WarmLaunches:
         """(layout key, array addresses, scalar values, every argument in signature order), or
         None for a call the full path takes.  Runs on every call: kept to plain loops."""
         given = len(args)
-        if given + len(kwargs) != len(self._params):
-            return None
         values = args
-        if kwargs:
-            values = [*args, *(None,) * len(kwargs)]
+        if kwargs or given != len(self._params):
+            if given > len(self._params):
+                return None
+            values = [*args, *self._defaults[given:]]
             for name, value in kwargs.items():
                 position = self._positions.get(name, -1)
                 if position < given:  # unknown, or also given by position: the full path says so
                     return None
                 values[position] = value
+            if any(value is _NONE for value in values):  # neither given nor defaulted: the full path says so
+                return None
         tensor_type = self._tensor_type
         parts, addresses, scalars = [], [], []
         address_bits = 0

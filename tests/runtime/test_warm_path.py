@@ -171,6 +171,17 @@ def test_other_calls_take_the_full_path(args, kwargs):
     assert loaded.launches == []
 
 
+def test_parameters_left_to_their_defaults_launch_warm():
+    loaded = RecordingLoadedKernel()
+    warm = WarmLaunches(("src", "dst", "n", "B"), frozenset({"B"}), None, {"B": 64})
+    warm.remember((_array(0x10000), _array(0x20000), 32), {}, loaded, (2, 1, 1), None)
+    assert warm.launch((_array(0x30000), _array(0x40000), 48), {}, None)  # B left to its default
+    assert warm.launch((_array(0x30000), _array(0x40000)), {"n": 16, "B": 64}, None)  # the same layout
+    assert not warm.launch((_array(0x30000), _array(0x40000), 48), {"B": 32}, None)  # another constexpr
+    assert not warm.launch((_array(0x30000), _array(0x40000)), {}, None)  # n has no default
+    assert [call["n"] for call in loaded.launches] == [48, 16]
+
+
 def test_the_grid_function_sees_new_scalars():
     loaded = RecordingLoadedKernel()
     warm = _warm(lambda src, dst, n, B: (n // 16,))
