@@ -16,9 +16,11 @@ reported with each one's figure.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import sys
+from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(__file__))
 
@@ -112,6 +114,36 @@ def measure(m: int, n: int, k: int, configs=CONFIGS, rounds: int = 7, launches: 
             "relative error vs float32": errors}
 
 
+def plot_ratios(json_path: Path) -> Path | None:
+    """One picture of a table run: each contender's TFLOP/s over cuBLAS's, per shape."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    payload = json.loads(Path(json_path).read_text())
+    shapes = list(payload["details"])
+    names = ("asyncdsl", "mosaic pallas", "triton")
+    figure, axis = plt.subplots(figsize=(11, 4.5))
+    for offset, name in enumerate(names):
+        ratios = [payload["details"][s]["TFLOP/s"].get(name, 0) / payload["details"][s]["TFLOP/s"]["cuBLAS (torch)"]
+                  for s in shapes]
+        axis.bar([i + (offset - 1) * 0.27 for i in range(len(shapes))], ratios, 0.27, label=name,
+                 color={"asyncdsl": "tab:blue", "mosaic pallas": "tab:orange", "triton": "tab:gray"}[name])
+    axis.axhline(1.0, color="black", linewidth=0.8)
+    axis.set_xticks(range(len(shapes)))
+    axis.set_xticklabels(shapes, rotation=60, ha="right", fontsize=7)
+    axis.set_ylabel("TFLOP/s / cuBLAS (same run)")
+    axis.legend(fontsize=8)
+    axis.set_title(f"bf16 GEMM on {payload.get('gpu', 'the GPU')}, {payload.get('date', '')}", fontsize=10)
+    figure.tight_layout()
+    png = Path(json_path).with_name(Path(json_path).stem + "-ratios.png")
+    figure.savefig(png, dpi=110)
+    return png
+
+
 def main(argv: list[str]) -> None:
     table = "--table" in argv or "--table-small" in argv
     shapes = [tuple(int(x) for x in s.split("x")) for s in argv if not s.startswith("--")] or SHAPES
@@ -134,6 +166,8 @@ def main(argv: list[str]) -> None:
         payload["rows at >= 0.95x cuBLAS"] = sum(r >= 0.95 for r in ratios)
     path = write_result("matmul_table" if table else "matmul", payload)
     plot_result(path)
+    if table:
+        plot_ratios(path)
     print(path)
 
 
