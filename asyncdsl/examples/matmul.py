@@ -4,8 +4,9 @@ A persistent, warp-specialized kernel.  CTAS CTAs (about one per SM) walk the (B
 c with a stride.  Each CTA has three warpgroups:
 
 - warpgroup 2, the producer, streams (BM, BK) slices of a and (BK, BN) slices of b into a ring of
-  STAGES shared-memory slots by TMA, laid out as the tensor cores read them (`TileTransform((8,
-  64))`, 128-byte swizzle); before refilling a slot it waits until both consumers released it;
+  STAGES shared-memory slots by TMA (`asyncdsl.Pipeline` keeps the ring's barriers), laid out as
+  the tensor cores read them (columns of 64 bf16, 128-byte swizzle); before refilling a slot it
+  waits until both consumers released it;
 - warpgroups 0 and 1, the consumers, each own BM/2 rows of the tile: for every slot they wait
   until it landed, issue one `wgmma` over it (64 x BN x BK), and release the slot the *previous*
   wgmma read once `wgmma_wait(1)` says it is done, so one wgmma is always in flight;
@@ -59,8 +60,7 @@ def matmul(a, b, c, CTAS: ad.constexpr, BM: ad.constexpr = 128, BN: ad.constexpr
         c_out = ad.smem((2, 1, *part), c.dtype, **tensor_core_layout(part[0]))  # [consumer][slot]
     else:  # "tma64": 64 x 64 pieces at a time through two slots per consumer (less shared memory)
         c_out = ad.smem((2, 2, 64, 64), c.dtype, **tensor_core_layout(64))
-    full = ad.barrier(arrival_count=a_parts + b_parts, num=STAGES)  # every copy into the slot landed
-    empty = ad.barrier(arrival_count=2, num=STAGES)  # both consumers released the slot
+    ring = ad.Pipeline(STAGES, loads=a_parts + b_parts, consumers=2)  # the slots of a_ring and b_ring
     producer_registers, consumer_registers = REGISTERS or (None, None)
 
     def origin(t):
@@ -71,16 +71,13 @@ def matmul(a, b, c, CTAS: ad.constexpr, BM: ad.constexpr = 128, BN: ad.constexpr
         for t in ad.range(mine):
             row, col = origin(t)
             for kk in ad.range(k_steps):
-                step = t * k_steps + kk
-                slot = step % STAGES
-                with ad.region("wait free"), ad.when(step >= STAGES):
-                    empty[slot].wait()
+                slot, landed = ring.produce(t * k_steps + kk)
                 for h in range(a_parts):
                     ad.async_copy(a.at[ad.ds(row + h * part[0], part[0]), ad.ds(kk * BK, BK)], a_ring.at[slot, h],
-                                  barrier=full[slot])
+                                  barrier=landed)
                 for h in range(b_parts):
                     ad.async_copy(b.at[ad.ds(kk * BK, BK), ad.ds(col + h * part[1], part[1])], b_ring.at[slot, h],
-                                  barrier=full[slot])
+                                  barrier=landed)
 
     with ad.warpgroup_role((0, 1), registers=consumer_registers):
         me = ad.warpgroup_idx()
@@ -93,25 +90,21 @@ def matmul(a, b, c, CTAS: ad.constexpr, BM: ad.constexpr = 128, BN: ad.constexpr
                 col = col + me * part[1]
             for kk in ad.range(k_steps):
                 step = t * k_steps + kk
-                slot = step % STAGES
-                with ad.region("wait loaded"):
-                    full[slot].wait()
+                slot = ring.consume(step)
                 ad.wgmma(acc, a_ring.at[slot, me if a_parts == 2 else 0], b_ring.at[slot, me if b_parts == 2 else 0],
                          accumulate=kk > 0)
-                # Only the tensor cores read the slots, and a wgmma_wait ends their reads: the
-                # releases need no meeting of the warpgroup's threads (sync=False).
                 if IN_FLIGHT:  # keep this wgmma running; the previous one is done: refill its slot
                     with ad.region("wait mma"):
                         ad.wgmma_wait(1)
                     with ad.when(kk > 0):
-                        empty[(step - 1) % STAGES].arrive(sync=False)
+                        ring.release(step - 1)
                 else:  # wait for this one and refill its slot at once
                     ad.wgmma_wait(0)
-                    empty[slot].arrive(sync=False)
+                    ring.release(step)
             with ad.region("epilogue"):
                 if IN_FLIGHT:
                     ad.wgmma_wait(0)
-                    empty[(t * k_steps + k_steps - 1) % STAGES].arrive(sync=False)
+                    ring.release(t * k_steps + k_steps - 1)
                 if EPILOGUE == "tma":
                     ad.await_async_copy(0, read_only=True)  # the previous tile's store has read c_out
                     c_out.at[me, 0][...] = acc[...].astype(c.dtype)
