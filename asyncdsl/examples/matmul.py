@@ -40,7 +40,7 @@ def tensor_core_layout(rows: int) -> dict:
 
 @ad.kernel(grid=lambda a, b, c, CTAS, **_: (CTAS,), block=384, profile_events=16384)
 def matmul(a, b, c, CTAS: ad.constexpr, BM: ad.constexpr = 128, BN: ad.constexpr = 256, BK: ad.constexpr = 64,
-           STAGES: ad.constexpr = 3, SPLIT: ad.constexpr = "m", EPILOGUE: ad.constexpr = "tma",
+           STAGES: ad.constexpr = 4, SPLIT: ad.constexpr = "m", EPILOGUE: ad.constexpr = "tma64",
            SNAKE: ad.constexpr = 16, REGISTERS: ad.constexpr = (40, 232), IN_FLIGHT: ad.constexpr = 1):
     M, K = a.shape
     N = b.shape[1]

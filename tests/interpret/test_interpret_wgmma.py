@@ -67,6 +67,13 @@ def test_the_gemm_example_is_exact_in_the_interpreter(shape):
     assert main(shape) == 0
 
 
+@pytest.mark.parametrize("shape", [(256, 512, 256), (300, 264, 384)])
+def test_the_fp8_gemm_example_is_exact_in_the_interpreter(shape):
+    from asyncdsl.examples.matmul_fp8 import main
+
+    assert main(shape) == 0
+
+
 @ad.kernel(grid=(1,), block=128)
 def _refill_too_early(a, b, c):
     a_s = ad.smem(a.shape, a.dtype, **LAYOUT)

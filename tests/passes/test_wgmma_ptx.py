@@ -43,6 +43,17 @@ def test_the_gemm_example_assembles_clean_and_compiles_fast():
     assert "wgmma.wait_group.sync.aligned 1;" in text
 
 
+def test_the_fp8_gemm_example_assembles_clean():
+    from asyncdsl.examples.matmul_fp8 import matmul_fp8
+
+    m = n = k = 8192
+    a = np.zeros((m, k), ml_dtypes.float8_e4m3fn)
+    text = matmul_fp8.ptx(a, a, np.zeros(m, np.float32), np.zeros(n, np.float32), np.zeros((m, n), ml_dtypes.bfloat16),
+                          CTAS=132)
+    _clean(text)
+    assert "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3" in text
+
+
 def test_the_plan_of_each_operand_is_in_the_ir():
     from asyncdsl.examples.matmul import matmul
 
