@@ -62,8 +62,8 @@ from asyncdsl.frontend.core import (
 )
 from asyncdsl.frontend.im2col import async_copy_im2col
 from asyncdsl.frontend.kernel import Kernel, constexpr, kernel
-from asyncdsl.frontend.pipeline import Pipeline
 from asyncdsl.frontend.persistent import PersistentGrid, persistent_grid
+from asyncdsl.frontend.pipeline import Pipeline
 from asyncdsl.frontend.prefetch import async_prefetch
 from asyncdsl.frontend.profile import region
 from asyncdsl.frontend.profile_report import Profile

@@ -42,7 +42,7 @@ def _columns_of_atoms(rows: int) -> dict:
 @ad.kernel(grid=lambda q, k, v, o, BQ, **_: (q.shape[2] // (2 * BQ), q.shape[0] * q.shape[1]), block=384)
 def attention(q, k, v, o, BQ: ad.constexpr = 64, BK: ad.constexpr = 128, STAGES: ad.constexpr = 2,
               CAUSAL: ad.constexpr = False):
-    B, H, S, D = q.shape
+    _, H, S, D = q.shape
     scale = LOG2E / math.sqrt(D)
     head = ad.program_id(1)
     b, h = head // H, head % H
@@ -73,11 +73,11 @@ def attention(q, k, v, o, BQ: ad.constexpr = 64, BK: ad.constexpr = 128, STAGES:
         me = ad.warpgroup_idx()
         s = ad.registers((BQ, BK), ad.float32, layout=ad.WGMMA)
         acc = ad.registers((BQ, D), ad.float32, layout=ad.WGMMA)
-        m = ad.registers((BQ,), ad.float32, layout=ad.WGMMA_ROW)
-        l = ad.registers((BQ,), ad.float32, layout=ad.WGMMA_ROW)  # noqa: E741 - the paper's name
+        row_max = ad.registers((BQ,), ad.float32, layout=ad.WGMMA_ROW)  # the paper's m
+        row_sum = ad.registers((BQ,), ad.float32, layout=ad.WGMMA_ROW)  # and l
         acc[...] = ad.zeros((BQ, D), ad.float32)
-        m[...] = ad.full((BQ,), -math.inf, ad.float32)
-        l[...] = ad.zeros((BQ,), ad.float32)
+        row_max[...] = ad.full((BQ,), -math.inf, ad.float32)
+        row_sum[...] = ad.zeros((BQ,), ad.float32)
         rows = first_row + me * BQ + ad.iota((BQ, BK), ad.int32, 0)
         q_landed.wait()
         for j in ad.range(blocks):
@@ -90,17 +90,17 @@ def attention(q, k, v, o, BQ: ad.constexpr = 64, BK: ad.constexpr = 128, STAGES:
             if CAUSAL:
                 columns = j * BK + ad.iota((BQ, BK), ad.int32, 1)
                 x = ad.where(columns > rows, -math.inf, x)
-            m_new = ad.maximum(m[...], x.max(axis=1))
-            alpha = ad.exp2(m[...] - m_new, approx=True)
-            p = ad.exp2(x - m_new[:, None], approx=True)
-            l[...] = l[...] * alpha + p.sum(axis=1)
+            new_max = ad.maximum(row_max[...], x.max(axis=1))
+            alpha = ad.exp2(row_max[...] - new_max, approx=True)
+            p = ad.exp2(x - new_max[:, None], approx=True)
+            row_sum[...] = row_sum[...] * alpha + p.sum(axis=1)
             acc[...] = acc[...] * alpha[:, None]
-            m[...] = m_new
+            row_max[...] = new_max
             v_full[slot].wait()
             ad.wgmma(acc, p.astype(v.dtype), v_ring.at[slot])
             ad.wgmma_wait(0)
             v_empty[slot].arrive(sync=False)
-        o_s.at[me][...] = (acc[...] / l[...][:, None]).astype(o.dtype)
+        o_s.at[me][...] = (acc[...] / row_sum[...][:, None]).astype(o.dtype)
         ad.fence_async_smem()
         ad.async_copy(o_s.at[me], o.at[b, h, ad.ds(first_row + me * BQ, BQ), :])
         ad.await_async_copy(0)

@@ -31,6 +31,7 @@ import numpy as np
 import asyncdsl as ad
 from asyncdsl import TileTransform
 
+
 def tensor_core_layout(rows: int) -> dict:
     """Columns of 64 bf16 (one 128-byte swizzled row each), one column after the other: how the
     tensor cores read an operand, and what one TMA box per column lands (arrays that are not a
