@@ -55,6 +55,7 @@ from asyncdsl.frontend.core import (
     cdiv,
     cluster_cta_id,
     cluster_id,
+    cluster_shape,
     num_programs,
     program_id,
     smem,

@@ -42,6 +42,7 @@ CONFIGS = (
     {"STAGES": 3, "SPLIT": "m", "EPILOGUE": "tma", "IN_FLIGHT": 1},
     {"STAGES": 4, "SPLIT": "m", "EPILOGUE": "tma64", "IN_FLIGHT": 1},
     {"STAGES": 4, "SPLIT": "m", "EPILOGUE": "tma64", "IN_FLIGHT": 0},
+    {"CLUSTER": 2, "STAGES": 4, "SPLIT": "m", "EPILOGUE": "tma64", "IN_FLIGHT": 1},
 )
 
 
@@ -63,7 +64,7 @@ def measure(m: int, n: int, k: int, configs=CONFIGS, rounds: int = 7, launches: 
     import torch
     from triton_peers import triton_matmul
 
-    from asyncdsl.examples.matmul import matmul
+    from asyncdsl.examples.matmul import matmul, matmul_2cta
     from asyncdsl.runtime import device_facts
 
     sms = device_facts(0).multiprocessor_count
@@ -90,7 +91,10 @@ def measure(m: int, n: int, k: int, configs=CONFIGS, rounds: int = 7, launches: 
         print(f"mosaic peer unavailable: {error}")
     for config in configs:
         name = "asyncdsl " + " ".join(f"{key.lower()}={value}" for key, value in config.items())
-        contenders[name] = on_torch_stream(name, lambda c, config=config: matmul(a, b, c, CTAS=sms, **config))
+        kernel = matmul_2cta if config.get("CLUSTER", 1) == 2 else matmul
+        constexprs = {key: value for key, value in config.items() if key != "CLUSTER"}
+        contenders[name] = on_torch_stream(
+            name, lambda c, kernel=kernel, constexprs=constexprs: kernel(a, b, c, CTAS=sms // 2 * 2, **constexprs))
     if 2 * m * n * k < DEVICE_TIMED_FLOPS:
         timing = "device: CUDA events around single launches after a cache flush (Mosaic: CUPTI)"
         times = {name: median_gpu_ms(run) for name, (run, _) in contenders.items() if name != "mosaic pallas"}

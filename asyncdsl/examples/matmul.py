@@ -45,11 +45,14 @@ def matmul(a, b, c, CTAS: ad.constexpr, BM: ad.constexpr = 128, BN: ad.constexpr
            SNAKE: ad.constexpr = 16, REGISTERS: ad.constexpr = (40, 232), IN_FLIGHT: ad.constexpr = 1):
     M, K = a.shape
     N = b.shape[1]
-    m_tiles, n_tiles = ad.cdiv(M, BM), ad.cdiv(N, BN)
+    # CTAs along the cluster's x dim work on tiles one above the other and share each b slice:
+    # each loads part of it and multicasts it to all (`matmul_2cta`); alone, a CTA loads it all.
+    pair = ad.cluster_shape()[0]
+    m_tiles, n_tiles = ad.cdiv(M, BM * pair), ad.cdiv(N, BN)  # tiles of the cluster
     tiles = m_tiles * n_tiles
     k_steps = ad.cdiv(K, BK)
-    cta = ad.program_id(0)
-    mine = (tiles - cta + CTAS - 1) // CTAS  # tiles cta, cta + CTAS, ...
+    cluster, clusters = (ad.program_id(0), CTAS) if pair == 1 else (ad.cluster_id(0), CTAS // pair)
+    mine = (tiles - cluster + clusters - 1) // clusters  # tiles cluster, cluster + clusters, ...
     # Each consumer computes half the tile: the top or bottom rows (SPLIT "m": each reads its half
     # of the a slice and all of b) or the left or right columns ("n": all of a, half of b).
     a_parts, b_parts = (2, 1) if SPLIT == "m" else (1, 2)
@@ -61,12 +64,15 @@ def matmul(a, b, c, CTAS: ad.constexpr, BM: ad.constexpr = 128, BN: ad.constexpr
         c_out = ad.smem((2, 1, *part), c.dtype, **tensor_core_layout(part[0]))  # [consumer][slot]
     else:  # "tma64": 64 x 64 pieces at a time through two slots per consumer (less shared memory)
         c_out = ad.smem((2, 2, 64, 64), c.dtype, **tensor_core_layout(64))
-    ring = ad.Pipeline(STAGES, loads=a_parts + b_parts, consumers=2)  # the slots of a_ring and b_ring
+    # The slots of a_ring and b_ring.
+    ring = ad.Pipeline(STAGES, loads=a_parts + b_parts, consumers=2, collective="x" if pair > 1 else None)
     producer_registers, consumer_registers = REGISTERS or (None, None)
 
     def origin(t):
-        m, n = tile_position(cta + t * CTAS, m_tiles, n_tiles, SNAKE)
-        return m * BM, n * BN
+        m, n = tile_position(cluster + t * clusters, m_tiles, n_tiles, SNAKE)
+        if pair == 1:
+            return m * BM, n * BN
+        return (m * pair + ad.cluster_cta_id(0)) * BM, n * BN
 
     with ad.warpgroup_role(2, registers=producer_registers):
         for t in ad.range(mine):
@@ -78,7 +84,7 @@ def matmul(a, b, c, CTAS: ad.constexpr, BM: ad.constexpr = 128, BN: ad.constexpr
                                   barrier=landed)
                 for h in range(b_parts):
                     ad.async_copy(b.at[ad.ds(kk * BK, BK), ad.ds(col + h * part[1], part[1])], b_ring.at[slot, h],
-                                  barrier=landed)
+                                  barrier=landed, collective="x" if pair > 1 else None)
 
     with ad.warpgroup_role((0, 1), registers=consumer_registers):
         me = ad.warpgroup_idx()
@@ -120,6 +126,11 @@ def matmul(a, b, c, CTAS: ad.constexpr, BM: ad.constexpr = 128, BN: ad.constexpr
                         ad.fence_async_smem()
                         ad.async_copy(c_out.at[me, slot], c.at[ad.ds(row + i * 64, 64), ad.ds(col + j * 64, 64)])
         ad.await_async_copy(0)
+
+
+# The same kernel in clusters of two CTAs along M, which share (multicast) every slice of b.
+matmul_2cta = ad.kernel(grid=lambda a, b, c, CTAS, **_: (CTAS,), block=384, cluster=(2, 1, 1),
+                        profile_events=16384)(matmul.fn)
 
 
 def tile_position(tile, m_tiles: int, n_tiles: int, width: int):

@@ -46,6 +46,12 @@ def cluster_id(axis: int) -> Scalar:
     return _axis_id(ir.ClusterIdOp, axis, "asyncdsl.cluster_id")
 
 
+def cluster_shape() -> tuple[int, int, int]:
+    """The kernel's cluster dims (`cluster=` of `asyncdsl.kernel`), as Python ints: a kernel body
+    decorated with several cluster shapes can lay out its work for each."""
+    return tracing.current("asyncdsl.cluster_shape").launch.cluster
+
+
 def warpgroup_idx() -> Scalar:
     """Index of the executing warpgroup in its CTA (for producer/consumer roles)."""
     return Scalar(tracing.current("asyncdsl.warpgroup_idx").emit(ir.WarpgroupIdxOp()).results[0])

@@ -13,6 +13,10 @@
             with ad.when(step > 0):
                 ring.release(step - 1)                     # the previous slot's wgmma is done
 
+With `collective="x"` the producers of the CTAs along the cluster's x dim fill each other's
+slots (multicast copies), so consumers release a slot in all of those CTAs and each `empty`
+barrier waits for every one of their consumers.
+
 Step `i` uses slot `i % stages`.  Two barrier groups make the ring: `full` (one arrival per copy
 into a slot, plus the copies' bytes) and `empty` (one arrival per consumer warpgroup).  The
 producer fills the first `stages` slots without waiting and afterwards waits on `empty` before
@@ -36,13 +40,23 @@ from asyncdsl.frontend.sync import Barrier, barrier
 class Pipeline:
     """`stages` slots filled by `loads` copies each and released by `consumers` warpgroups."""
 
-    def __init__(self, stages: int, loads: int = 1, consumers: int = 1):
+    def __init__(self, stages: int, loads: int = 1, consumers: int = 1, collective: str | None = None):
         for name, value in (("stages", stages), ("loads", loads), ("consumers", consumers)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise TraceError(f"asyncdsl.Pipeline: {name} must be a Python int >= 1, got {value!r}", user_location())
         self.stages = stages
+        # With `collective` (a cluster dim the producers multicast along), every CTA's producer
+        # writes into every CTA's slots: a slot is free when the consumers of all of them released it.
+        self.collective = collective
+        sharing = 1
+        if collective is not None:
+            cluster = tracing.current("asyncdsl.Pipeline").launch.cluster
+            if collective not in ("x", "y", "z"):
+                raise TraceError(f"asyncdsl.Pipeline: collective must be 'x', 'y' or 'z', got {collective!r}",
+                                 user_location())
+            sharing = cluster["xyz".index(collective)]
         self.full = barrier(arrival_count=loads, num=stages)
-        self.empty = barrier(arrival_count=consumers, num=stages)
+        self.empty = barrier(arrival_count=consumers * sharing, num=stages)
         self._slots: dict = {}  # a traced step's value -> the slot computed from it
 
     def _slot(self, step):
@@ -74,4 +88,4 @@ class Pipeline:
     def release(self, step, after_wgmma: bool = True) -> None:
         """For a consumer: step's slot may be refilled (see the module docstring on `after_wgmma`)."""
         slot_barrier: Barrier = self.empty[self._slot(step)]
-        slot_barrier.arrive(sync=not after_wgmma)
+        slot_barrier.arrive(collective=self.collective, sync=not after_wgmma)

@@ -41,8 +41,8 @@ def is_collective(copy: ir.AsyncCopyOp) -> bool:
     return collective_group(cluster, copy.cluster_dims).size > 1
 
 
-def resolve_collective_copy(copy: ir.AsyncCopyOp) -> None:
-    """Replace the collective `copy` by one TMA load carrying its collective."""
+def resolve_collective_copy(copy: ir.AsyncCopyOp) -> ir.TmaLoadOp:
+    """Replace the collective `copy` by one TMA load carrying its collective (returned)."""
     if copy.implementation.data != Implementation.TMA:
         raise CopyError(
             f"collective copies multicast through TMA: implementation={copy.implementation.data!r} "
@@ -71,6 +71,7 @@ def resolve_collective_copy(copy: ir.AsyncCopyOp) -> None:
     )
     load.location = copy.location
     Rewriter.replace_op(copy, load, new_results=[])
+    return load
 
 
 def cluster_cta_ids(builder: IndexBuilder, group: CollectiveGroup) -> list:

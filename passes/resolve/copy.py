@@ -20,7 +20,10 @@ def resolve_copy(copy: ir.AsyncCopyOp) -> None:
     layout tile when the array does not divide into the tiling (`tile_boxes.py`).
     """
     if is_collective(copy):
-        resolve_collective_copy(copy)
+        if needs_tile_boxes(copy):
+            resolve_tile_boxes(copy, resolve_collective_copy)
+        else:
+            resolve_collective_copy(copy)
         return
     if copy.implementation.data == Implementation.CP_ASYNC:
         resolve_cp_async(copy)

@@ -11,7 +11,8 @@ past the array's edge are zero-filled (loads) or clipped (stores) by TMA itself.
 above the other in a single column of tiles are one contiguous run and go as one box.
 
 The first load of the group announces every box's bytes on the barrier (one arrival, as the
-copy would make); a store commits its bulk group after the last box.
+copy would make); a store commits its bulk group after the last box.  A collective load's boxes
+are each split among the CTAs of the collective and multicast, as the whole copy would be.
 """
 
 from __future__ import annotations
@@ -90,6 +91,9 @@ def resolve_tile_boxes(copy: ir.AsyncCopyOp, resolve_box) -> None:
             source, destination, starts, gmem_sizes, barriers=copy.barriers, barrier_index=copy.barrier_index,
             predicate=copy.predicate, swizzle=copy.swizzle.value.data, arrive=bool(copy.arrive.value.data),
             oob=copy.oob.data, reduction=copy.reduction.data if copy.reduction is not None else None,
+            collective=copy.cluster_dims, implementation=copy.implementation.data,
+            partition=copy.partition.data if copy.partition is not None else None,
+            partition_axis=copy.partition_axis.value.data if copy.partition_axis is not None else None,
         )
         box.location = copy.location
         Rewriter.insert_op(box, InsertPoint.before(copy))

@@ -72,15 +72,16 @@ GEMM_CASES = [  # (m, n, k, config): whole tiles, and arrays of any M with K and
 ]
 
 
+@pytest.mark.parametrize("two_ctas", [False, True], ids=["1cta", "2cta"])
 @pytest.mark.parametrize("m,n,k,config", GEMM_CASES)
-def test_the_gemm_example_is_exact_on_integers(m, n, k, config):
-    from asyncdsl.examples.matmul import matmul
+def test_the_gemm_example_is_exact_on_integers(m, n, k, config, two_ctas):
+    from asyncdsl.examples.matmul import matmul, matmul_2cta
 
     rng = np.random.default_rng(3)
     a = rng.integers(-3, 4, (m, k)).astype(ml_dtypes.bfloat16)
     b = rng.integers(-3, 4, (k, n)).astype(ml_dtypes.bfloat16)
     c = to_device(np.full((m, n), np.nan, ml_dtypes.bfloat16))
-    matmul(to_device(a), to_device(b), c, CTAS=7, **config)
+    (matmul_2cta if two_ctas else matmul)(to_device(a), to_device(b), c, CTAS=8 if two_ctas else 7, **config)
     expected = (a.astype(np.float64) @ b.astype(np.float64)).astype(ml_dtypes.bfloat16)
     assert to_host(c).view(np.uint16).tolist() == expected.view(np.uint16).tolist()
 

@@ -67,6 +67,22 @@ def test_the_gemm_example_is_exact_in_the_interpreter(shape):
     assert main(shape) == 0
 
 
+@pytest.mark.parametrize("shape,config", [((512, 512, 192), {}), ((300, 504, 200), {"STAGES": 3, "EPILOGUE": "tma"})])
+def test_the_two_cta_gemm_multicasts_b_and_is_exact(shape, config):
+    from asyncdsl.examples.matmul import matmul_2cta
+
+    m, n, k = shape
+    rng = np.random.default_rng(2)
+    a = rng.integers(-3, 4, (m, k)).astype(ml_dtypes.bfloat16)
+    b = rng.integers(-3, 4, (k, n)).astype(ml_dtypes.bfloat16)
+    c = np.full((m, n), np.nan, ml_dtypes.bfloat16)
+    matmul_2cta.interpret(a, b, c, CTAS=4, SNAKE=0, **config)
+    expected = (a.astype(np.float64) @ b.astype(np.float64)).astype(ml_dtypes.bfloat16)
+    assert np.array_equal(c.view(np.uint16), expected.view(np.uint16))
+    ptx = matmul_2cta.ptx(a, b, c, CTAS=4, SNAKE=0, **config)
+    assert ".multicast::cluster" in ptx and "mbarrier.arrive.release.cluster.shared::cluster" in ptx
+
+
 @pytest.mark.parametrize("shape", [(256, 512, 256), (300, 264, 384)])
 def test_the_fp8_gemm_example_is_exact_in_the_interpreter(shape):
     from asyncdsl.examples.matmul_fp8 import main

@@ -43,6 +43,13 @@ def test_the_gemm_example_assembles_clean_and_compiles_fast():
     assert "wgmma.wait_group.sync.aligned 1;" in text
 
 
+def test_the_two_cta_gemm_assembles_clean():
+    from asyncdsl.examples.matmul import matmul_2cta
+
+    a = np.zeros((8192, 8192), ml_dtypes.bfloat16)
+    _clean(matmul_2cta.ptx(a, a, a, CTAS=132))
+
+
 def test_the_fp8_gemm_example_assembles_clean():
     from asyncdsl.examples.matmul_fp8 import matmul_fp8
 
