@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import ml_dtypes
 import numpy as np
+from hypothesis import strategies as st
 
 import asyncdsl as ad
 from asyncdsl import TileTransform
@@ -124,3 +125,23 @@ CASES = tuple(
     + [Case(64, n, 128, x, y, b_k_major=True) for x, y, n in ((ad.int8, ad.int8, 64), (ad.uint8, ad.int8, 48),
                                                               (ad.int8, ad.uint8, 128), (ad.uint8, ad.uint8, 256))]
 )
+
+
+@st.composite
+def cases(draw):
+    """Any single-wgmma kernel the tensor cores can run: types, majors, swizzle, M, N, K, register A."""
+    kinds = [(ad.bfloat16, ad.bfloat16), (ad.float16, ad.float16), (ad.float32, ad.float32),
+             (ad.float8_e4m3fn, ad.float8_e5m2), (ad.int8, ad.uint8)]
+    a_dtype, b_dtype = draw(st.sampled_from(kinds))
+    sixteen = a_dtype.bits == 16
+    swizzle = draw(st.sampled_from((32, 64, 128)))
+    per_row = swizzle // a_dtype.itemsize
+    a_k_major = not sixteen or draw(st.booleans())
+    b_k_major = not sixteen or draw(st.booleans())
+    in_registers = sixteen and a_k_major and draw(st.booleans())
+    instruction_k = {16: 16, 32: 8, 8: 32}[a_dtype.bits]
+    k = max(instruction_k, per_row if (a_k_major or b_k_major) else 8) * draw(st.integers(1, 2))
+    n_unit = per_row if not b_k_major else (16 if a_dtype.kind == "int" else 8)
+    n = n_unit * draw(st.integers(1, 256 // n_unit))
+    m = 64 * draw(st.integers(1, 2))
+    return Case(m, n, k, a_dtype, b_dtype, a_k_major, b_k_major, swizzle, in_registers)

@@ -14,7 +14,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 from gpu_support import hopper_or_skip
-from wgmma_kernels import CASES, Case, integer_inputs, random_bf16_inputs, reference, run
+from wgmma_kernels import CASES, Case, cases, integer_inputs, random_bf16_inputs, reference, run
 
 from asyncdsl.runtime import to_device, to_host
 
@@ -100,3 +100,19 @@ def test_the_gemm_example_is_as_accurate_as_cublas():
     ours = (c_t.double() - exact).norm() / exact.norm()
     cublas = ((a_t @ b_t).double() - exact).norm() / exact.norm()
     assert ours <= 1.5 * cublas, (float(ours), float(cublas))
+
+
+def test_random_wgmmas_match_the_interpreter():
+    """The interpreter's random-case strategy, replayed on the GPU: 40 drawn kernels (types,
+    majors, swizzles, M, N, K, register A), GPU bits equal to the interpreter's on integers."""
+    from hypothesis import HealthCheck, given, settings
+
+    @settings(max_examples=40, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(cases())
+    def check(case):
+        a, b = integer_inputs(case, seed=case.n)
+        interpreted = np.zeros((case.m, case.n), case.acc_dtype.numpy)
+        run(case, a, b, interpreted, interpret=True)
+        assert _on_gpu(case, a, b).tobytes() == interpreted.tobytes(), str(case)
+
+    check()

@@ -9,7 +9,8 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
-from wgmma_kernels import CASES, integer_inputs, reference, run
+from hypothesis import HealthCheck, given, settings
+from wgmma_kernels import CASES, cases, integer_inputs, ptx, reference, run
 
 import asyncdsl as ad
 from asyncdsl import TileTransform
@@ -165,3 +166,15 @@ def test_a_window_of_registers_and_a_release_without_a_meeting():
     assert "bar.sync" not in ptx[ptx.rindex("wgmma.wait_group", 0, arrive):arrive]
     with pytest.raises(ad.InterpretError, match="sync=False after the register-tile load"):
         _windows_and_releases.interpret(a, b, c, d, True)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases())
+def test_any_wgmma_is_exact_on_integers_and_assembles(case):
+    from asyncdsl.runtime.ptxas import assemble
+
+    a, b = integer_inputs(case, seed=case.n)
+    c = np.zeros((case.m, case.n), case.acc_dtype.numpy)
+    run(case, a, b, c, interpret=True)
+    np.testing.assert_array_equal(c, reference(case, a, b))
+    assemble(ptx(case))
