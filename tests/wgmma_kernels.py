@@ -142,6 +142,7 @@ def cases(draw):
     instruction_k = {16: 16, 32: 8, 8: 32}[a_dtype.bits]
     k = max(instruction_k, per_row if (a_k_major or b_k_major) else 8) * draw(st.integers(1, 2))
     n_unit = per_row if not b_k_major else (16 if a_dtype.kind == "int" else 8)
-    n = n_unit * draw(st.integers(1, 256 // n_unit))
     m = 64 * draw(st.integers(1, 2))
+    widest = 256 if m == 64 else 224  # M x N / 128 accumulator registers must leave room (hw.wgmma)
+    n = n_unit * draw(st.integers(1, widest // n_unit))
     return Case(m, n, k, a_dtype, b_dtype, a_k_major, b_k_major, swizzle, in_registers)

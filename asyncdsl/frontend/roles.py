@@ -20,7 +20,8 @@ from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.errors import TraceError, user_location
 from asyncdsl.frontend import tracer as tracing
 from asyncdsl.frontend.tracer import LaunchShape
-from asyncdsl.hw.roles import Role, check_budget, check_disjoint, check_registers, check_warpgroups
+from asyncdsl.hw.limits import WARPGROUP_THREADS
+from asyncdsl.hw.roles import Role, check_budget, check_disjoint, check_registers, check_warpgroups, register_cap
 from asyncdsl.ir_locations import from_ir_location
 
 
@@ -94,6 +95,16 @@ def _roles(body: Block) -> list[ir.WarpgroupRoleOp]:
 
 def _role(op: ir.WarpgroupRoleOp) -> Role:
     return Role(op.warpgroup_indices, op.register_count)
+
+
+def register_budget(tracer: tracing.Tracer) -> tuple[int, str]:
+    """The per-thread registers of the code being traced, and whose they are: its role's
+    `registers`, else what ptxas gives every thread of the CTA."""
+    role = _enclosing_role(tracer.block)
+    if role is not None and role.register_count is not None:
+        return role.register_count, f"the role of warpgroups {role.warpgroup_indices}"
+    threads = tracer.launch.num_warpgroups * WARPGROUP_THREADS
+    return register_cap(threads), f"this {threads}-thread CTA"
 
 
 def _enclosing_role(block: Block) -> ir.WarpgroupRoleOp | None:

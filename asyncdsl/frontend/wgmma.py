@@ -10,6 +10,10 @@ holding the transpose of the operand (K contiguous in B, M in A) is passed as `b
 must be laid out the way the tensor cores read them (`TileTransform((8, S))` with an S-element
 swizzle span, `hw.wgmma`), which is also how a TMA copy with the same layout fills them.
 
+The accumulators a role's wgmmas use must fit its registers with room for the rest
+(`hw.wgmma.check_accumulator_budget`): an accumulator ptxas cannot keep in registers serializes
+the wgmma pipeline and spills, so it is a trace-time error at the wgmma that adds it.
+
 A wgmma runs asynchronously: until a `wgmma_wait` retires it, its accumulator must not be read
 or written by ordinary code (a trace-time error, at the line that does it) and its operand
 buffers must not be overwritten (the interpreter's race check).  `wgmma_wait(n)` retires all but
@@ -19,15 +23,23 @@ order, so a wait inside an `asyncdsl.when` counts as if it always ran.
 
 from __future__ import annotations
 
+from weakref import WeakKeyDictionary
+
 from xdsl.ir import SSAValue
 
 from asyncdsl.dialects import asyncdsl as ir
-from asyncdsl.errors import TraceError, user_location
+from asyncdsl.errors import MmaError, TraceError, user_location
 from asyncdsl.frontend import tracer as tracing
 from asyncdsl.frontend.refs import SmemRef, TransposedSmem
 from asyncdsl.frontend.registers import RegisterRef, in_flight
+from asyncdsl.frontend.roles import register_budget
 from asyncdsl.frontend.scalars import condition_value
 from asyncdsl.frontend.tiles import RegisterTile
+from asyncdsl.hw.wgmma import check_accumulator_budget, register_count
+
+# Per kernel being traced, per role (named as `register_budget` names it): each accumulator
+# its wgmmas use, and the registers a thread gives it.
+_ACCUMULATORS: WeakKeyDictionary = WeakKeyDictionary()
 
 
 def _operand(value, name: str, registers_allowed: bool) -> tuple[SSAValue, bool]:
@@ -56,6 +68,14 @@ def wgmma(acc: RegisterRef, a, b, accumulate=True) -> None:
     location = user_location()
     tracer.emit(ir.WgmmaOp(acc.value, a_value, b_value, condition_value(accumulate), a_transposed, b_transposed),
                 location)
+    budget, where = register_budget(tracer)
+    accumulators = _ACCUMULATORS.setdefault(tracer, {}).setdefault(where, {})
+    line = f" (line {location.line})" if location is not None else ""
+    accumulators.setdefault(acc.value, (f"{acc.shape[0]}x{acc.shape[1]}{line}", register_count(acc.shape)))
+    try:
+        check_accumulator_budget(dict(accumulators.values()), budget, where)
+    except MmaError as error:
+        raise TraceError(error.message, location) from None
     in_flight(tracer).issue(acc, location)
 
 

@@ -280,3 +280,22 @@ def check_shapes(acc: tuple[int, ...], a: tuple[int, int], b: tuple[int, int], t
 def register_count(acc: tuple[int, int]) -> int:
     """32-bit accumulator registers per thread."""
     return math.prod(acc) // 128
+
+
+# Registers a warpgroup needs besides its accumulators (descriptors, addresses, loop state,
+# barrier phases): what ptxas -v showed the GEMM and attention kernels use beyond theirs.
+ACCUMULATOR_RESERVE = 24
+
+
+def check_accumulator_budget(accumulators: dict[str, int], budget: int, where: str) -> None:
+    """Refuse accumulators (name -> registers per thread) that cannot stay in the warpgroup's
+    `budget`: ptxas would serialize the wgmma pipeline and spill (advisory C7511)."""
+    total = sum(accumulators.values())
+    if total + ACCUMULATOR_RESERVE > budget:
+        listed = ", ".join(f"{name}: {count}" for name, count in accumulators.items())
+        raise MmaError(
+            f"the wgmma accumulators take {total} registers per thread ({listed}); with about "
+            f"{ACCUMULATOR_RESERVE} more for everything else that exceeds the {budget} each thread of {where} "
+            "has (ptxas would serialize the wgmmas and spill): split the tile over more warpgroups, use a "
+            "smaller N, or give the role more registers (asyncdsl.warpgroup_role(..., registers=))"
+        )

@@ -91,3 +91,19 @@ def not_registers(a, b, c):
 
 def test_the_accumulator_must_be_registers():
     _expect(not_registers, "the wgmma", "acc must be registers")
+
+
+@ad.kernel(grid=(1,), block=128)
+def too_wide(a, b, c, N: ad.constexpr):
+    a_s = ad.smem(a.shape, a.dtype, **LAYOUT)
+    b_s = ad.smem(b.shape, b.dtype, **LAYOUT)
+    acc = ad.registers((128, N), ad.float32, layout=ad.WGMMA)
+    ad.wgmma(acc, a_s, b_s, accumulate=False)  # the wgmma
+    ad.wgmma_wait(0)
+
+
+def test_an_accumulator_that_cannot_stay_in_registers_is_an_error():
+    args = (ad.ArraySpec((128, 64), ad.bfloat16), ad.ArraySpec((64, 256), ad.bfloat16), F32)
+    _expect(too_wide, "the wgmma", "take 256 registers per thread", "the 255 each thread of this 128-thread CTA",
+            "split the tile", args=args, N=256)
+    too_wide.compile(ad.ArraySpec((128, 64), ad.bfloat16), ad.ArraySpec((64, 192), ad.bfloat16), F32, N=192)
