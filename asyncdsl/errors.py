@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import traceback
 from dataclasses import dataclass
 
 # Frames inside these directories belong to asyncdsl itself; the first frame outside them is the
@@ -50,6 +51,15 @@ def user_location(skip: int = 1) -> SourceLocation | None:
             return SourceLocation(frame.f_code.co_filename, frame.f_lineno)
         frame = frame.f_back
     return None
+
+
+def raising_location(error: BaseException) -> SourceLocation | None:
+    """The innermost frame of user code in the traceback of `error` (where kernel code raised it)."""
+    found = None
+    for frame, line in traceback.walk_tb(error.__traceback__):
+        if not _is_own_frame(frame.f_code.co_filename):
+            found = SourceLocation(frame.f_code.co_filename, line)
+    return found
 
 
 class AsyncDSLError(ValueError):

@@ -42,17 +42,23 @@ def tensor_core_layout(rows: int) -> dict:
 @ad.kernel(grid=lambda a, b, c, CTAS, **_: (CTAS,), block=384, profile_events=16384)
 def matmul(a, b, c, CTAS: ad.constexpr, BM: ad.constexpr = 128, BN: ad.constexpr = 256, BK: ad.constexpr = 64,
            STAGES: ad.constexpr = 4, SPLIT: ad.constexpr = "m", EPILOGUE: ad.constexpr = "tma64",
-           SNAKE: ad.constexpr = 16, REGISTERS: ad.constexpr = (40, 232), IN_FLIGHT: ad.constexpr = 1):
+           SNAKE: ad.constexpr = 16, REGISTERS: ad.constexpr = (40, 232), IN_FLIGHT: ad.constexpr = 1,
+           SPLIT_K: ad.constexpr = 1):
     M, K = a.shape
     N = b.shape[1]
     # CTAs along the cluster's x dim work on tiles one above the other and share each b slice:
     # each loads part of it and multicasts it to all (`matmul_2cta`); alone, a CTA loads it all.
     pair = ad.cluster_shape()[0]
     m_tiles, n_tiles = ad.cdiv(M, BM * pair), ad.cdiv(N, BN)  # tiles of the cluster
-    tiles = m_tiles * n_tiles
-    k_steps = ad.cdiv(K, BK)
+    # Split K: SPLIT_K units per tile each add its share of K into a float32 c (TMA reduce-add),
+    # so that small problems keep every SM busy.  Each unit takes the same number of K steps;
+    # the last one's past the end of K read zeros (TMA zero fill), which add nothing.
+    units = m_tiles * n_tiles * SPLIT_K
+    k_steps = ad.cdiv(K, BK) if SPLIT_K == 1 else ad.cdiv(ad.cdiv(K, BK), SPLIT_K)  # per unit
+    if SPLIT_K > 1 and c.dtype != ad.float32:
+        raise ad.TraceError(f"SPLIT_K={SPLIT_K} adds the splits' parts into c, which must be float32, not {c.dtype}")
     cluster, clusters = (ad.program_id(0), CTAS) if pair == 1 else (ad.cluster_id(0), CTAS // pair)
-    mine = (tiles - cluster + clusters - 1) // clusters  # tiles cluster, cluster + clusters, ...
+    mine = (units - cluster + clusters - 1) // clusters  # units cluster, cluster + clusters, ...
     # Each consumer computes half the tile: the top or bottom rows (SPLIT "m": each reads its half
     # of the a slice and all of b) or the left or right columns ("n": all of a, half of b).
     a_parts, b_parts = (2, 1) if SPLIT == "m" else (1, 2)
@@ -60,7 +66,9 @@ def matmul(a, b, c, CTAS: ad.constexpr, BM: ad.constexpr = 128, BN: ad.constexpr
 
     a_ring = ad.smem((STAGES, a_parts, part[0], BK), a.dtype, **tensor_core_layout(part[0]))  # [slot][part]
     b_ring = ad.smem((STAGES, b_parts, BK, part[1]), b.dtype, **tensor_core_layout(BK))
-    if EPILOGUE == "tma":  # the whole part through shared memory and one TMA store
+    if SPLIT_K > 1:  # float32 64 x 32 pieces (128-byte rows), added into c through two slots each
+        c_out = ad.smem((2, 2, 64, 32), c.dtype, transforms=TileTransform((64, 32)), swizzle=128)
+    elif EPILOGUE == "tma":  # the whole part through shared memory and one TMA store
         c_out = ad.smem((2, 1, *part), c.dtype, **tensor_core_layout(part[0]))  # [consumer][slot]
     else:  # "tma64": 64 x 64 pieces at a time through two slots per consumer (less shared memory)
         c_out = ad.smem((2, 2, 64, 64), c.dtype, **tensor_core_layout(64))
@@ -69,28 +77,32 @@ def matmul(a, b, c, CTAS: ad.constexpr, BM: ad.constexpr = 128, BN: ad.constexpr
     producer_registers, consumer_registers = REGISTERS or (None, None)
 
     def origin(t):
-        m, n = tile_position(cluster + t * clusters, m_tiles, n_tiles, SNAKE)
+        """The first row and column of unit t's tile, and its first K step."""
+        unit = cluster + t * clusters
+        tile, first_step = (unit, 0) if SPLIT_K == 1 else (unit // SPLIT_K, unit % SPLIT_K * k_steps)
+        m, n = tile_position(tile, m_tiles, n_tiles, SNAKE)
         if pair == 1:
-            return m * BM, n * BN
-        return (m * pair + ad.cluster_cta_id(0)) * BM, n * BN
+            return m * BM, n * BN, first_step
+        return (m * pair + ad.cluster_cta_id(0)) * BM, n * BN, first_step
 
     with ad.warpgroup_role(2, registers=producer_registers):
         for t in ad.range(mine):
-            row, col = origin(t)
+            row, col, first_step = origin(t)
             for kk in ad.range(k_steps):
                 slot, landed = ring.produce(t * k_steps + kk)
+                k_step = kk if SPLIT_K == 1 else first_step + kk
                 for h in range(a_parts):
-                    ad.async_copy(a.at[ad.ds(row + h * part[0], part[0]), ad.ds(kk * BK, BK)], a_ring.at[slot, h],
+                    ad.async_copy(a.at[ad.ds(row + h * part[0], part[0]), ad.ds(k_step * BK, BK)], a_ring.at[slot, h],
                                   barrier=landed)
                 for h in range(b_parts):
-                    ad.async_copy(b.at[ad.ds(kk * BK, BK), ad.ds(col + h * part[1], part[1])], b_ring.at[slot, h],
+                    ad.async_copy(b.at[ad.ds(k_step * BK, BK), ad.ds(col + h * part[1], part[1])], b_ring.at[slot, h],
                                   barrier=landed, collective="x" if pair > 1 else None)
 
     with ad.warpgroup_role((0, 1), registers=consumer_registers):
         me = ad.warpgroup_idx()
         acc = ad.registers(part, ad.float32, layout=ad.WGMMA)
         for t in ad.range(mine):
-            row, col = origin(t)
+            row, col, _ = origin(t)
             if SPLIT == "m":
                 row = row + me * part[0]
             else:
@@ -112,7 +124,16 @@ def matmul(a, b, c, CTAS: ad.constexpr, BM: ad.constexpr = 128, BN: ad.constexpr
                 if IN_FLIGHT:
                     ad.wgmma_wait(0)
                     ring.release(t * k_steps + k_steps - 1)
-                if EPILOGUE == "tma":
+                if SPLIT_K > 1:
+                    pieces = [(i, j) for i in range(part[0] // 64) for j in range(part[1] // 32)]
+                    for number, (i, j) in enumerate(pieces):
+                        slot = number % 2
+                        ad.await_async_copy(1, read_only=True)  # the add two pieces ago has read this slot
+                        c_out.at[me, slot][...] = acc[i * 64:(i + 1) * 64, j * 32:(j + 1) * 32]
+                        ad.fence_async_smem()
+                        ad.async_copy(c_out.at[me, slot], c.at[ad.ds(row + i * 64, 64), ad.ds(col + j * 32, 32)],
+                                      reduction="add")
+                elif EPILOGUE == "tma":
                     ad.await_async_copy(0, read_only=True)  # the previous tile's store has read c_out
                     c_out.at[me, 0][...] = acc[...].astype(c.dtype)
                     ad.fence_async_smem()

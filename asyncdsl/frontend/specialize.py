@@ -34,7 +34,7 @@ from xdsl.ir import Block, Region
 from asyncdsl import dtypes
 from asyncdsl.dialects import kernel_attrs as attrs
 from asyncdsl.dialects.option_attrs import ArchAttr
-from asyncdsl.errors import ArgumentError, SourceLocation, TraceError
+from asyncdsl.errors import ArgumentError, AsyncDSLError, SourceLocation, TraceError, raising_location
 from asyncdsl.frontend.refs import GmemRef
 from asyncdsl.frontend.roles import check_roles
 from asyncdsl.frontend.scalars import FloatScalar, Scalar
@@ -172,7 +172,12 @@ def trace_kernel(
             arguments[arg_name] = Scalar(value) if spec.kind == "int" else FloatScalar(value)
     tracer = Tracer(entry, launch, profiling=profile_events is not None)
     with tracing(tracer):
-        result = body(**arguments, **constexprs)
+        try:
+            result = body(**arguments, **constexprs)
+        except AsyncDSLError as error:
+            # Kernel code may raise the project's errors itself (a constexpr it cannot take):
+            # give them the line that raised them.
+            raise error.at(raising_location(error)) from None
         tracer.finish()
         check_roles(entry, launch)
         if result is not None:

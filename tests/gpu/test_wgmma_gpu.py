@@ -86,6 +86,19 @@ def test_the_gemm_example_is_exact_on_integers(m, n, k, config, two_ctas):
     assert to_host(c).view(np.uint16).tolist() == expected.view(np.uint16).tolist()
 
 
+@pytest.mark.parametrize("two_ctas", [False, True], ids=["1cta", "2cta"])
+def test_split_k_adds_every_part(two_ctas):
+    from asyncdsl.examples.matmul import matmul, matmul_2cta
+
+    m, n, k = 200, 264, 1000
+    rng = np.random.default_rng(5)
+    a = rng.integers(-3, 4, (m, k)).astype(ml_dtypes.bfloat16)
+    b = rng.integers(-3, 4, (k, n)).astype(ml_dtypes.bfloat16)
+    c = to_device(np.zeros((m, n), np.float32))
+    (matmul_2cta if two_ctas else matmul)(to_device(a), to_device(b), c, CTAS=8, SPLIT_K=3)
+    np.testing.assert_array_equal(to_host(c), a.astype(np.float64) @ b.astype(np.float64))
+
+
 def test_the_gemm_example_is_as_accurate_as_cublas():
     import torch
 

@@ -84,6 +84,29 @@ def test_the_two_cta_gemm_multicasts_b_and_is_exact(shape, config):
     assert ".multicast::cluster" in ptx and "mbarrier.arrive.release.cluster.shared::cluster" in ptx
 
 
+@pytest.mark.parametrize("two_ctas,shape,split_k", [(False, (128, 512, 640), 4), (False, (200, 264, 456), 3),
+                                                     (True, (256, 256, 512), 2)])
+def test_split_k_adds_every_part_into_a_float32_c(two_ctas, shape, split_k):
+    from asyncdsl.examples.matmul import matmul, matmul_2cta
+
+    m, n, k = shape
+    rng = np.random.default_rng(4)
+    a = rng.integers(-3, 4, (m, k)).astype(ml_dtypes.bfloat16)
+    b = rng.integers(-3, 4, (k, n)).astype(ml_dtypes.bfloat16)
+    c = np.zeros((m, n), np.float32)
+    (matmul_2cta if two_ctas else matmul).interpret(a, b, c, CTAS=4 if two_ctas else 6, SNAKE=0, SPLIT_K=split_k)
+    np.testing.assert_array_equal(c, a.astype(np.float64) @ b.astype(np.float64))
+
+
+def test_split_k_wants_a_float32_c_and_says_so_at_the_kernels_line():
+    from asyncdsl.examples import matmul as example
+
+    with pytest.raises(ad.TraceError, match="must be float32, not bfloat16") as caught:
+        example.matmul.compile(ad.ArraySpec((128, 64), ad.bfloat16), ad.ArraySpec((64, 256), ad.bfloat16),
+                               ad.ArraySpec((128, 256), ad.bfloat16), CTAS=4, SPLIT_K=2)
+    assert caught.value.location.file == example.__file__
+
+
 @pytest.mark.parametrize("shape", [(256, 512, 256), (300, 264, 384)])
 def test_the_fp8_gemm_example_is_exact_in_the_interpreter(shape):
     from asyncdsl.examples.matmul_fp8 import main

@@ -43,6 +43,16 @@ def test_the_gemm_example_assembles_clean_and_compiles_fast():
     assert "wgmma.wait_group.sync.aligned 1;" in text
 
 
+def test_the_split_k_gemm_assembles_clean_and_adds_by_tma():
+    from asyncdsl.examples.matmul import matmul
+
+    a = np.zeros((128, 4096), ml_dtypes.bfloat16)
+    b = np.zeros((4096, 4096), ml_dtypes.bfloat16)
+    text = matmul.ptx(a, b, np.zeros((128, 4096), np.float32), CTAS=132, SPLIT_K=4)
+    _clean(text)
+    assert "cp.reduce.async.bulk.tensor" in text and ".add." in text
+
+
 def test_the_two_cta_gemm_assembles_clean():
     from asyncdsl.examples.matmul import matmul_2cta
 
