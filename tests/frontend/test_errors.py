@@ -180,3 +180,15 @@ def test_indexing_more_dims_than_the_array_has():
 def test_block_must_be_whole_warpgroups():
     with pytest.raises(ad.ArgumentError, match="whole warpgroups"):
         ad.kernel(block=96)(lambda x: None)
+
+
+@ad.kernel(grid=(1,))
+def _refuses_its_constexpr(x, N: ad.constexpr):
+    if N > 4:
+        raise ad.TraceError(f"N={N} is too large for this kernel")  # the refusal
+
+
+def test_an_error_kernel_code_raises_itself_carries_its_line():
+    with pytest.raises(ad.TraceError, match="N=8 is too large") as caught:
+        _refuses_its_constexpr.compile(ad.ArraySpec((8,), ad.float32), N=8)
+    assert caught.value.location.line == line_of(_refuses_its_constexpr.fn, "the refusal")
