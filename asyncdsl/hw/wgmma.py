@@ -37,7 +37,6 @@ from asyncdsl.hw.swizzle import swizzled
 
 INSTRUCTION_M = 64  # rows of one instruction's accumulator
 MAX_N = 256
-K_STEP_BYTES = 32  # every instruction's K (16, 8 or 32 elements) spans 32 bytes of an operand row
 DESCRIPTOR_SWIZZLE_CODES = {128: 1, 64: 2, 32: 3}  # bits 62-63; 0 is the unswizzled layout
 _SWIZZLE_OF_CODE = {code: span for span, code in DESCRIPTOR_SWIZZLE_CODES.items()}
 _FIELD = 0x3FFF  # addresses and strides are 14-bit fields in units of 16 bytes
