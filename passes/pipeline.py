@@ -83,11 +83,16 @@ def ir_text(module: ModuleOp) -> str:
 class CompiledKernel:
     """Everything one specialization compiled to."""
 
-    traced: str  # IR text as traced
+    traced_module: ModuleOp  # the IR as traced (a copy; printed only when asked for)
     module: ModuleOp  # asyncdsl IR after the asyncdsl-level passes (what the interpreter runs)
     ptx: str
     binary: KernelBinary
     stages: list[tuple[str, str]] = field(default_factory=list)  # (after pass, IR text)
+
+    @property
+    def traced(self) -> str:
+        """The IR text as traced."""
+        return ir_text(self.traced_module)
 
 
 def compile_module(
@@ -110,8 +115,8 @@ def compile_module(
             if dump:
                 dump(name, text)
 
-    traced = ir_text(module)
-    record("trace", lambda: traced)
+    traced = module.clone()  # printing it costs several times more, and is rarely wanted
+    record("trace", lambda: ir_text(traced))
     for compiler_pass in async_passes(descriptor_mode):
         compiler_pass.apply(ctx, module)
         record(compiler_pass.name, lambda: ir_text(module))
