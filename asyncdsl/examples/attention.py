@@ -117,8 +117,9 @@ def reference(q, k, v, causal: bool) -> np.ndarray:
     return (weights / weights.sum(axis=-1, keepdims=True)) @ v64
 
 
-# ex2.approx on the GPU, exact exp2 in the interpreter: outputs agree to about a bf16 ulp.
-APPROXIMATE = True
+# ex2.approx on the GPU, exact exp2 in the interpreter: probabilities may round to neighbouring
+# bf16 values, so outputs (of magnitude below 1) agree to a few bf16 ulps.
+TOLERANCE = (2e-2, 0.0)
 
 
 def example_inputs(specs, rng) -> list[np.ndarray]:
