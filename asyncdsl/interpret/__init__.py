@@ -33,6 +33,6 @@ the machine they run on (`state`: launch, CTA, warpgroup; `memory`: GMEM/SMEM an
 `diagnosis` names the op and warpgroup on errors.
 """
 
-from asyncdsl.interpret.launch import launch
+from asyncdsl.interpret.launch import launch, launch_devices
 
-__all__ = ["launch"]
+__all__ = ["launch", "launch_devices"]
