@@ -6,12 +6,22 @@ import numpy as np
 import pytest
 
 import asyncdsl as ad
-from asyncdsl.examples import all_gather
+from asyncdsl.examples import all_gather, reduce_scatter
 
 
 @pytest.mark.parametrize("devices", [2, 4])
 def test_all_gather_is_bit_exact(devices):
     assert all_gather.run(devices)
+
+
+@pytest.mark.parametrize("devices", [2, 4])
+def test_reduce_scatter_is_bit_exact(devices):
+    assert reduce_scatter.run(devices)
+
+
+def test_example_mains_pass():
+    assert all_gather.main() == 0
+    assert reduce_scatter.main() == 0
 
 
 def test_all_gather_of_bfloat16_rows_is_bit_exact():
