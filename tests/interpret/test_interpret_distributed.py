@@ -188,3 +188,30 @@ def test_a_multi_device_kernel_has_no_gpu_code_yet():
     )
     with pytest.raises(ad.NotOnGpuYetError, match="needs NVSHMEM peer addresses"):
         compiled.for_gpu()
+
+
+def test_clusters_and_warpgroups_of_several_devices_run_together():
+    @ad.kernel(grid=(2,), cluster=(2,), block=256)
+    def exchange(x, out, flags):
+        # Warpgroup 0 of CTA c sends rows 2c, 2c + 1 to the other device and flags 2c there;
+        # warpgroup 1 flags 2c + 1, then waits for both flags of its CTA from the other device.
+        c, w, other = ad.program_id(0), ad.warpgroup_idx(), 1 - ad.device_id()
+        buf = ad.smem((2, 16), ad.float32)
+        loaded = ad.barrier()
+        with ad.when(w == 0):
+            ad.async_copy(x.at[ad.ds(c * 2, 2), :], buf, barrier=loaded)
+            loaded.wait()
+            ad.async_copy(buf, out.peer(other).at[ad.ds(c * 2, 2), :])
+            ad.await_async_copy()
+        ad.signal(flags.peer(other).at[c * 2 + w], 1)
+        with ad.when(w == 1):
+            ad.wait_signal(flags.at[c * 2], "eq", 1)
+            ad.wait_signal(flags.at[c * 2 + 1], "eq", 1)
+
+    xs = [np.arange(64, dtype=np.float32).reshape(4, 16) + 100 * d for d in range(2)]
+    outs = [np.zeros((4, 16), np.float32) for _ in range(2)]
+    flags = [np.zeros(4, np.int32) for _ in range(2)]
+    exchange.interpret(xs, outs, flags, devices=2)
+    np.testing.assert_array_equal(outs[0], xs[1])
+    np.testing.assert_array_equal(outs[1], xs[0])
+    assert all((f == 1).all() for f in flags)
