@@ -42,6 +42,7 @@ from asyncdsl.errors import (
     DeadlockError,
     InterpretError,
     LayoutError,
+    NotOnGpuYetError,
     RaceError,
     ResourceError,
     TraceError,
@@ -61,6 +62,7 @@ from asyncdsl.frontend.core import (
     smem,
     warpgroup_idx,
 )
+from asyncdsl.frontend.distributed import device_id, num_devices, signal, wait_signal
 from asyncdsl.frontend.im2col import async_copy_im2col
 from asyncdsl.frontend.kernel import Kernel, constexpr, kernel
 from asyncdsl.frontend.persistent import PersistentGrid, persistent_grid

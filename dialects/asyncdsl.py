@@ -33,6 +33,7 @@ passes import this module as `ir` and find every op and the shared helpers of `i
 | profiler regions (`asyncdsl.region`) | `profile_ops` |
 | warpgroup matrix multiply (`asyncdsl.wgmma`, `wgmma_wait`) | `wgmma_ops` |
 | warpgroup roles and their register counts (`asyncdsl.warpgroup_role`) | `roles_ops` |
+| several devices: device id, signals and their waits (peer copies: `peer` on the copy ops) | `distributed_ops` |
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from asyncdsl.dialects import (
     core_ops,
     cp_async_ops,
     descriptor_attrs,
+    distributed_ops,
     im2col_ops,
     layout_attrs,
     memory_attrs,
@@ -78,6 +80,7 @@ from asyncdsl.dialects.core_ops import (
     WarpgroupIdxOp,
 )
 from asyncdsl.dialects.cp_async_ops import AwaitCpAsyncCopyOp, CpAsyncLoadOp
+from asyncdsl.dialects.distributed_ops import DeviceIdOp, SignalOp, WaitSignalOp
 from asyncdsl.dialects.im2col_ops import AsyncCopyIm2colOp, Im2colDescriptorAttr, TmaIm2colLoadOp
 from asyncdsl.dialects.ir_utils import (
     buffer_bytes,
@@ -145,6 +148,7 @@ __all__ = [
     "ConvertOp",
     "CpAsyncLoadOp",
     "CtaBarrierOp",
+    "DeviceIdOp",
     "FenceAsyncSmemOp",
     "FullOp",
     "Im2colDescriptorAttr",
@@ -160,6 +164,7 @@ __all__ = [
     "RegionEndOp",
     "RelayoutOp",
     "SelectOp",
+    "SignalOp",
     "SmemSliceOp",
     "SmemViewOp",
     "SplatOp",
@@ -172,6 +177,7 @@ __all__ = [
     "TmaScatter4Op",
     "TmaStoreOp",
     "WaitOp",
+    "WaitSignalOp",
     "WarpgroupBarrierOp",
     "WarpgroupIdxOp",
     "WarpgroupRoleOp",
@@ -211,6 +217,7 @@ OPERATIONS: tuple[type[Operation], ...] = (
     *profile_ops.OPERATIONS,
     *wgmma_ops.OPERATIONS,
     *roles_ops.OPERATIONS,
+    *distributed_ops.OPERATIONS,
 )
 
 ATTRIBUTES = (

@@ -68,6 +68,7 @@ class AsyncCopyOp(EitherWayCopy, IRDLOperation):
     barriers = opt_operand_def(BarriersType)
     barrier_index = opt_operand_def(IndexType)
     predicate = opt_operand_def(IntegerType)
+    peer = opt_operand_def(IndexType)  # the device whose array the GMEM side is (`distributed_ops`)
 
     slice_sizes = prop_def(DenseArrayBase)
     transforms = prop_def(ArrayAttr)
@@ -99,6 +100,7 @@ class AsyncCopyOp(EitherWayCopy, IRDLOperation):
         reduction: str | None = None,
         implementation: str = "tma",
         oob: str = Oob.ZEROS,
+        peer: SSAValue | None = None,
     ):
         properties: dict[str, Attribute] = {
             "slice_sizes": DenseArrayBase.from_list(i64, list(slice_sizes)),
@@ -119,6 +121,7 @@ class AsyncCopyOp(EitherWayCopy, IRDLOperation):
             operands=[
                 source, destination, starts,
                 optional_operand(barriers), optional_operand(barrier_index), optional_operand(predicate),
+                optional_operand(peer),
             ],
             properties=properties,
         )
@@ -164,6 +167,8 @@ class AsyncCopyOp(EitherWayCopy, IRDLOperation):
                 raise VerifyException("a partitioned copy names exactly one axis (and a replicated one none)")
         if self.implementation.data == Implementation.CP_ASYNC:
             self._verify_cp_async()
+        if self.peer is not None and (dims or self.implementation.data != Implementation.TMA):
+            raise VerifyException("a copy to or from a peer device's array is a plain (not collective) TMA copy")
 
     def _verify_cp_async(self) -> None:
         """What the per-thread cp.async fallback cannot do (the reference's restrictions)."""

@@ -14,6 +14,7 @@
     asyncdsl.debug             unit: check at run time what the compiler took on trust (ASYNCDSL_DEBUG)
     asyncdsl.profile           i64: traced for profiling, with room for this many region events
                                per warpgroup (`Kernel.profile`)
+    asyncdsl.devices           i64: traced for this many devices (`distributed_ops`); absent: one
 
 and on an `index` argument (a runtime int):
 
@@ -43,12 +44,19 @@ DEBUG = "asyncdsl.debug"
 TILE_SCRATCH = "asyncdsl.tile_scratch"
 PROFILE = "asyncdsl.profile"
 ARG_DIVISOR = "asyncdsl.divisor"
+DEVICES = "asyncdsl.devices"
 
 
 def dims(fn: func.FuncOp, name: str) -> tuple[int, int, int]:
     attr = fn.attributes[name]
     assert isinstance(attr, DenseArrayBase)
     return tuple(attr.get_values())
+
+
+def devices(fn: func.FuncOp) -> int:
+    """How many devices the kernel was traced for (1 unless `asyncdsl.devices` says more)."""
+    attr = fn.attributes.get(DEVICES)
+    return attr.value.data if isinstance(attr, IntegerAttr) else 1
 
 
 def arch(fn: func.FuncOp) -> Arch:

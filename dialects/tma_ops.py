@@ -63,6 +63,7 @@ class TmaLoadOp(IRDLOperation):
     barrier_index = operand_def(IndexType)
     predicate = opt_operand_def(IntegerType)
     multicast_mask = opt_operand_def(IndexType)
+    peer = opt_operand_def(IndexType)  # the device whose array the descriptor views (`distributed_ops`)
 
     descriptor = prop_def(TmaDescriptorAttr)
     expect_tx_bytes = prop_def(IntegerAttr)
@@ -82,6 +83,7 @@ class TmaLoadOp(IRDLOperation):
         multicast_mask: SSAValue | None = None,
         collective: Sequence[str] = (),
         partition: str | None = None,
+        peer: SSAValue | None = None,
     ):
         properties: dict[str, Attribute] = {
             "descriptor": descriptor,
@@ -94,6 +96,7 @@ class TmaLoadOp(IRDLOperation):
         super().__init__(
             operands=[
                 smem, coords, barriers, barrier_index, optional_operand(predicate), optional_operand(multicast_mask),
+                optional_operand(peer),
             ],
             properties=properties,
         )
@@ -124,6 +127,7 @@ class TmaStoreOp(IRDLOperation):
     smem = operand_def(MemRefType)
     coords = var_operand_def(IndexType)
     predicate = opt_operand_def(IntegerType)
+    peer = opt_operand_def(IndexType)  # the device whose array the descriptor views (`distributed_ops`)
 
     descriptor = prop_def(TmaDescriptorAttr)
     commit = prop_def(IntegerAttr)
@@ -138,11 +142,14 @@ class TmaStoreOp(IRDLOperation):
         commit: bool = True,
         reduction: str | None = None,
         predicate: SSAValue | None = None,
+        peer: SSAValue | None = None,
     ):
         properties: dict[str, Attribute] = {"descriptor": descriptor, "commit": bool_prop(commit)}
         if reduction is not None:
             properties["reduction"] = ReductionAttr(Reduction(reduction))
-        super().__init__(operands=[smem, coords, optional_operand(predicate)], properties=properties)
+        super().__init__(
+            operands=[smem, coords, optional_operand(predicate), optional_operand(peer)], properties=properties
+        )
 
     def verify_(self) -> None:
         _verify_tma(self.smem, self.coords, self.descriptor)

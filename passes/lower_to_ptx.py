@@ -36,6 +36,7 @@ from asyncdsl.passes.to_ptx import (
     copy,
     core,
     cp_async,
+    distributed,
     im2col,
     prefetch,
     profile,
@@ -81,6 +82,7 @@ RULES: Rules = {
     **profile.RULES,
     **wgmma.RULES,
     **roles.RULES,
+    **distributed.RULES,
 }
 # `arith` and `math` ops on tiles and non-index scalars are per-element rules; the index
 # arithmetic among them keeps its rule (`scalars.py`), chosen per op by its operand types.

@@ -32,6 +32,7 @@ from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects import kernel_attrs as attrs
 from asyncdsl.dialects.asyncdsl import AsyncDSL
 from asyncdsl.dialects.ptx import Ptx, print_ptx
+from asyncdsl.errors import NotOnGpuYetError
 from asyncdsl.hw.limits import SMEM_ALIGNMENT_SLACK
 from asyncdsl.hw.options import PTX_VERSIONS
 from asyncdsl.kernel_binary import KernelBinary
@@ -86,8 +87,16 @@ class CompiledKernel:
     traced_module: ModuleOp  # the IR as traced (a copy; printed only when asked for)
     module: ModuleOp  # asyncdsl IR after the asyncdsl-level passes (what the interpreter runs)
     ptx: str
-    binary: KernelBinary
+    binary: KernelBinary | None
     stages: list[tuple[str, str]] = field(default_factory=list)  # (after pass, IR text)
+    # Why there is no PTX: a feature only the interpreter runs yet (`binary` is None then).
+    gpu_error: NotOnGpuYetError | None = None
+
+    def for_gpu(self) -> CompiledKernel:
+        """This kernel, which has PTX; raises `gpu_error` if it has none."""
+        if self.gpu_error is not None:
+            raise self.gpu_error
+        return self
 
     @property
     def traced(self) -> str:
@@ -128,7 +137,10 @@ def compile_module(
     version = max([PTX_VERSIONS[target], *(op.types.ptx_version for op in fn.walk() if isinstance(op, ir.WgmmaOp))],
                   key=lambda v: tuple(map(int, v.split("."))))
 
-    LowerToPtx().apply(ctx, module)
+    try:
+        LowerToPtx().apply(ctx, module)
+    except NotOnGpuYetError as error:
+        return CompiledKernel(traced, interpretable, "", None, stages, gpu_error=error)
     record("lower-to-ptx", lambda: ir_text(module))
     ptx = print_ptx(module, version=version, target=target)
     record("ptx", lambda: ptx)

@@ -118,6 +118,8 @@ def async_copy(
     "xor") makes an SMEM -> GMEM copy combine each element with the one in GMEM; which dtypes
     each op takes is `asyncdsl.hw.reduction.ALLOWED`. `predicate` (a traced condition) limits
     the copy to the warpgroups where it holds; a skipped store still closes its bulk group.
+    A side may be a peer device's array (`x.peer(pe)`, in a kernel run on several devices):
+    the copy then moves through tiled TMA, never collective.
     `arrive=False` leaves a load's expect-tx to the user (`bar.arrive_expect_tx(n)`) and a
     store's bulk group open, for a later store to close.
     """
@@ -139,9 +141,10 @@ def async_copy(
     if predicate is not None and not (isinstance(predicate, Scalar) and predicate.is_condition):
         raise TraceError("predicate must be a traced condition (e.g. asyncdsl.program_id(0) == 0)", user_location())
     barrier_operands = barrier.operands() if barrier is not None else (None, None)
+    peer = gmem.ref.peer_index
     op = ir.AsyncCopyOp(
-        src.value if isinstance(src, SmemRef) else gmem.ref.value,
-        dst.value if isinstance(dst, SmemRef) else gmem.ref.value,
+        src.value if isinstance(src, SmemRef) else gmem.ref.argument,
+        dst.value if isinstance(dst, SmemRef) else gmem.ref.argument,
         [index_value(d.start) for d in gmem.dims],
         [-1 if d.squeezed else d.size for d in gmem.dims],
         barriers=barrier_operands[0],
@@ -156,6 +159,7 @@ def async_copy(
         reduction=None if reduction is None else option(Reduction, reduction, "reduction"),
         implementation=option(Implementation, implementation, "implementation"),
         oob=option(Oob, oob, "oob"),
+        peer=None if peer is None else index_value(peer),
     )
     tracer.emit(op)
 

@@ -14,12 +14,13 @@ import numbers
 import operator
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from asyncdsl import runtime
 from asyncdsl.config import knobs
 from asyncdsl.errors import ArgumentError, SourceLocation, TraceError, user_location
+from asyncdsl.frontend.distributed import symmetric_arrays
 from asyncdsl.frontend.options import option
 from asyncdsl.frontend.persistent import PersistentGrid
 from asyncdsl.frontend.profile_report import Profile, check_capacity
@@ -191,23 +192,28 @@ class Kernel:
 
     # -- compiling ----------------------------------------------------------------------------
     def specialize(
-        self, specs: tuple[ArraySpec | ScalarSpec, ...], constexprs: Mapping[str, Any], profile: bool = False
+        self, specs: tuple[ArraySpec | ScalarSpec, ...], constexprs: Mapping[str, Any], profile: bool = False,
+        devices: int = 1,
     ) -> CompiledKernel:
         """The compiled kernel for these argument specs and constexpr values (cached: a scalar's
         spec holds its kind and divisibility, never its value); with `profile`, the kernel
-        `Kernel.profile` launches, its regions recording into a profile buffer."""
+        `Kernel.profile` launches, its regions recording into a profile buffer; traced for
+        `devices` devices (`asyncdsl.num_devices()`)."""
         debug = knobs.debug
-        key = (specs, tuple(sorted(constexprs.items())), debug, profile)
+        key = (specs, tuple(sorted(constexprs.items())), debug, profile, devices)
         compiled = self._compiled.get(key)
         if compiled is None:
-            compiled = compile_module(self._trace(specs, constexprs, profile), descriptor_mode=self.descriptor_mode)
+            module = self._trace(specs, constexprs, profile, devices)
+            compiled = compile_module(module, descriptor_mode=self.descriptor_mode)
             self._compiled[key] = compiled
         return compiled
 
-    def _trace(self, specs: tuple[ArraySpec | ScalarSpec, ...], constexprs: Mapping[str, Any], profile: bool):
+    def _trace(
+        self, specs: tuple[ArraySpec | ScalarSpec, ...], constexprs: Mapping[str, Any], profile: bool, devices: int = 1
+    ):
         return trace_kernel(
-            self.fn, self.name, self.runtime_names, specs, constexprs, self.launch, self.definition, knobs.debug,
-            self.profile_events if profile else None,
+            self.fn, self.name, self.runtime_names, specs, constexprs, replace(self.launch, devices=devices),
+            self.definition, knobs.debug, self.profile_events if profile else None,
         )
 
     def compile(self, *args, profile: bool = False, **kwargs) -> CompiledKernel:
@@ -220,7 +226,7 @@ class Kernel:
 
     def ptx(self, *args, profile: bool = False, **kwargs) -> str:
         """The PTX this kernel compiles to for arguments like these."""
-        return self.compile(*args, profile=profile, **kwargs).ptx
+        return self.compile(*args, profile=profile, **kwargs).for_gpu().ptx
 
     def stages(self, *args, profile: bool = False, **kwargs) -> dict[str, str]:
         """The IR after tracing and after every pass, then the PTX, for arguments like these
@@ -278,7 +284,7 @@ class Kernel:
         location = user_location()
         call = self.bind(args, kwargs, location)
         specs = self.specs(call, location)
-        compiled = self.specialize(specs, call.constexprs)
+        compiled = self.specialize(specs, call.constexprs).for_gpu()
         persistent = isinstance(self.grid, PersistentGrid)
         grid = None if persistent else self.grid_for(call, location)
         stream_source = current_stream_source([a for _, a in call.arrays()])
@@ -297,11 +303,35 @@ class Kernel:
         grid = runtime.launch_grid(grid, compiled.binary.cluster)
         self._warm.remember(args, kwargs, loaded, grid, stream_source)
 
-    def interpret(self, *args, **kwargs) -> None:
-        """Run the kernel on the CPU on numpy arrays (outputs written in place)."""
+    def interpret(self, *args, devices: int | None = None, **kwargs) -> None:
+        """Run the kernel on the CPU on numpy arrays (outputs written in place).
+
+        `devices=N` emulates N devices running the kernel at once (`asyncdsl.device_id()` 0 ..
+        N - 1, `asyncdsl.num_devices()` N): each array argument is then a sequence of N arrays
+        of one shape and dtype, array i living on device i (the symmetric heap `x.peer(pe)`
+        addresses); scalars are the same on every device."""
         location = user_location()
         call = self.bind(args, kwargs, location)
-        self._interpret(call.with_arrays({n: numpy_argument(n, a, location) for n, a in call.arrays()}), location)
+        if devices is None:
+            self._interpret(call.with_arrays({n: numpy_argument(n, a, location) for n, a in call.arrays()}), location)
+            return
+        per_device = symmetric_arrays(call.arrays(), devices, location)
+        first = call.with_arrays({name: arrays[0] for name, arrays in per_device.items()})
+        for device in range(1, devices):
+            other = call.with_arrays({name: arrays[device] for name, arrays in per_device.items()})
+            if self.specs(other, location) != self.specs(first, location):
+                raise ArgumentError(
+                    f"the arrays of device {device} differ in shape or dtype from device 0's: symmetric "
+                    "arguments have one shape and dtype on every device", location,
+                )
+        compiled = self.specialize(self.specs(first, location), call.constexprs, devices=devices)
+        grid = runtime.launch_grid(self.grid_for(first, location), self.launch.cluster)
+        from asyncdsl import interpret  # the interpreter's engine loads only for interpreted calls
+
+        interpret.launch_devices(
+            compiled.module, list(per_device), [list(arrays) for arrays in zip(*per_device.values())], grid,
+            call.scalars(),
+        )
 
     def _interpret_copies(self, args: tuple, kwargs: dict, location: SourceLocation | None, profile: bool = False):
         """An ordinary call under ASYNCDSL_INTERPRET=1: arrays of any supported framework are
@@ -335,7 +365,7 @@ class Kernel:
         if knobs.interpret:
             return self._interpret_copies(args, kwargs, location, profile=True)
         call = self.bind(args, kwargs, location)
-        compiled = self.specialize(self.specs(call, location), call.constexprs, profile=True)
+        compiled = self.specialize(self.specs(call, location), call.constexprs, profile=True).for_gpu()
         persistent = isinstance(self.grid, PersistentGrid)
         grid = None if persistent else self.grid_for(call, location)
         try:

@@ -128,13 +128,41 @@ class _At:
 
 
 class GmemRef:
-    """A kernel argument: an array in global memory."""
+    """A kernel argument: an array in global memory (this device's, or with `peer` the same
+    symmetric array on device `peer`: `x.peer(pe)`)."""
 
-    def __init__(self, value: SSAValue, name: str, shape: tuple[int, ...], dtype: dtypes.DType):
-        self.value = value
+    def __init__(self, value: SSAValue, name: str, shape: tuple[int, ...], dtype: dtypes.DType,
+                 peer: IndexLike | None = None):
+        self.argument = value
         self.name = name
         self.shape = shape
         self.dtype = dtype
+        self.peer_index = peer
+
+    @property
+    def value(self) -> SSAValue:
+        """The argument, for the APIs that address this device's memory only."""
+        if self.peer_index is not None:
+            raise TraceError(
+                f"{self.name}.peer(...) is a peer device's array: only asyncdsl.async_copy (TMA) and "
+                "asyncdsl.signal address one", user_location(),
+            )
+        return self.argument
+
+    def peer(self, pe: IndexLike) -> GmemRef:
+        """The same (symmetric) array on device `pe` (a Python int or a traced index), for
+        `async_copy` (TMA, reductions included) and `signal`."""
+        if self.peer_index is not None:
+            raise TraceError(f"{self.name}.peer(...) is already a peer's array; call peer on the argument", user_location())
+        devices = tracing.current(f"{self.name}.peer").launch.devices
+        if not is_index(pe):
+            raise TraceError(f"{self.name}.peer(pe): pe must be a Python int or a traced index, got {pe!r}", user_location())
+        if isinstance(pe, int) and not 0 <= pe < devices:
+            raise TraceError(
+                f"{self.name}.peer({pe}): the kernel runs on {devices} device(s) (asyncdsl.num_devices()), "
+                f"so a peer is 0 .. {devices - 1}", user_location(),
+            )
+        return GmemRef(self.argument, self.name, self.shape, self.dtype, pe)
 
     @property
     def ndim(self) -> int:
@@ -151,7 +179,8 @@ class GmemRef:
         return GmemView(self, tuple(DimIndex(0, d) for d in self.shape))
 
     def __repr__(self) -> str:
-        return f"GmemRef({self.name}: {self.shape} {self.dtype})"
+        where = "" if self.peer_index is None else f" on peer {self.peer_index!r}"
+        return f"GmemRef({self.name}: {self.shape} {self.dtype}{where})"
 
 
 @dataclass(frozen=True)
@@ -169,6 +198,11 @@ class GmemView:
     @property
     def dtype(self) -> dtypes.DType:
         return self.ref.dtype
+
+    def peer(self, pe: IndexLike) -> GmemView:
+        raise TraceError(
+            f"take the peer's array first, then slice it: {self.ref.name}.peer(pe).at[...]", user_location()
+        )
 
 
 class TransposedSmem:
@@ -198,6 +232,12 @@ class SmemRef:
         self.dtype = dtype
         self.layout = layout
         self.origin = origin
+
+    def peer(self, pe: IndexLike):
+        raise TraceError(
+            "shared memory belongs to one CTA of one device: only kernel array arguments (the symmetric "
+            "heap) have a peer's copy, x.peer(pe)", user_location(),
+        )
 
     @property
     def ndim(self) -> int:

@@ -156,6 +156,8 @@ def trace_kernel(
     function.attributes[attrs.CLUSTER] = DenseArrayBase.from_list(i64, list(launch.cluster))
     function.attributes[attrs.ARG_NAMES] = ArrayAttr(StringAttr(arg_names[i]) for i in order)
     function.attributes[attrs.ARCH] = ArchAttr(launch.arch)
+    if launch.devices > 1:
+        function.attributes[attrs.DEVICES] = IntegerAttr(launch.devices, i64)
     if debug:
         function.attributes[attrs.DEBUG] = UnitAttr()
     if profile_events is not None:

@@ -27,6 +27,7 @@ class LaunchShape:
     block: tuple[int, int, int]
     cluster: tuple[int, int, int]
     arch: Arch = Arch.SM_90A
+    devices: int = 1  # how many devices run it at once (`asyncdsl.num_devices()`)
 
     @property
     def num_warpgroups(self) -> int:

@@ -7,7 +7,9 @@ It runs `CompiledKernel.module`, the IR after the asyncdsl-level passes that the
 from, on xDSL's `Interpreter`, so it checks the compiler along with the kernel.
 
 Concurrency (`scheduler`): all warpgroups of all CTAs of a cluster are live at once, one runs at a
-time, and each is switched out at every blocking point; clusters run one after another.
+time, and each is switched out at every blocking point; clusters run one after another, except
+on several emulated devices (`launch_devices`, `distributed`), where every CTA of every device is
+live at once so that devices can wait for each other's signals.
 
 Completion model: an async copy completes when it is issued.  A TMA load reads GMEM, lands in
 SMEM (zero-filled out of bounds, swizzled byte for byte) and completes its bytes on the mbarrier
@@ -27,12 +29,12 @@ raced against everything else like the copies.
 Modules: `launch` (the entry point), `grid` (CTAs, clusters, interpreters, and the list of op
 implementations), one module of op implementations per feature (`core`, `sync`, `copy`, `tma`,
 `bulk`, `cp_async`, `collective`, `reduction`, `prefetch`, `im2col`, `row_gather`, `scalars`,
-`tiles`, `tile_math`, `tile_access`, `registers`),
+`tiles`, `tile_math`, `tile_access`, `registers`, `distributed`),
 the machine they run on (`state`: launch, CTA, warpgroup; `memory`: GMEM/SMEM and references;
 `mbarrier`; `scheduler` and `waits`: blocking), and what may be touched when (`races`, `clocks`);
 `diagnosis` names the op and warpgroup on errors.
 """
 
-from asyncdsl.interpret.launch import launch
+from asyncdsl.interpret.launch import launch, launch_devices
 
-__all__ = ["launch"]
+__all__ = ["launch", "launch_devices"]

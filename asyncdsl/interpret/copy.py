@@ -23,4 +23,8 @@ class CopyFunctions(WarpgroupFunctions):
         self.warpgroup.wait_until(Proceed("awaits its bulk copies", from_ir_location(op)))
         # Stores write GMEM when issued, so `read_only` or not, the groups are done.
         self.warpgroup.retire_bulk_groups(op.allow_groups.value.data)
+        if not op.read_only.value.data:
+            warpgroup = self.warpgroup
+            awaited = warpgroup.committed_groups - op.allow_groups.value.data
+            warpgroup.writes_awaited_groups = max(warpgroup.writes_awaited_groups, awaited)
         return ()

@@ -5,7 +5,8 @@ the lowered prologue leaves it: zeroed shared memory of the planned size and eve
 initialised.  Each warpgroup runs the kernel's `func.func` on its own xDSL `Interpreter`; at the
 end, a cluster of more than one CTA meets once more before its CTAs exit (the lowered epilogue).
 A launch whose CTAs have one warpgroup and whose clusters have one CTA runs every CTA on the
-caller's thread, reusing one interpreter.
+caller's thread, reusing one interpreter.  A launch on several devices (`run_devices`) runs every
+CTA of every device at once in one scheduler, so that devices can wait for each other's signals.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from asyncdsl.interpret.copy import CopyFunctions
 from asyncdsl.interpret.core import CoreFunctions
 from asyncdsl.interpret.cp_async import CpAsyncFunctions
 from asyncdsl.interpret.diagnosis import origin
+from asyncdsl.interpret.distributed import DistributedFunctions
 from asyncdsl.interpret.functions import WarpgroupFunctions
 from asyncdsl.interpret.im2col import Im2colFunctions
 from asyncdsl.interpret.memory import GlobalArgument
@@ -43,7 +45,7 @@ from asyncdsl.interpret.roles import RolesFunctions
 from asyncdsl.interpret.row_gather import RowGatherFunctions
 from asyncdsl.interpret.scalars import FloatArithFunctions, IndexArithFunctions
 from asyncdsl.interpret.scheduler import ClusterScheduler, SoloScheduler
-from asyncdsl.interpret.state import BarrierInit, Cta, Launch, Warpgroup
+from asyncdsl.interpret.state import BarrierInit, Cta, Devices, Launch, Warpgroup
 from asyncdsl.interpret.sync import SyncFunctions
 from asyncdsl.interpret.tile_access import TileAccessFunctions
 from asyncdsl.interpret.tile_gmem import TileGmemFunctions
@@ -79,7 +81,50 @@ FUNCTIONS: tuple[type[WarpgroupFunctions], ...] = (
     ProfileFunctions,
     WgmmaFunctions,
     RolesFunctions,
+    DistributedFunctions,
 )
+
+
+def _launch(
+    kernel: func.FuncOp,
+    arguments: Sequence[GlobalArgument],
+    grid: tuple[int, int, int],
+    scalars: Sequence[int | float],
+    recorder: ProfileRecorder | None,
+    device: int = 0,
+    devices: Devices | None = None,
+) -> Launch:
+    block = attrs.dims(kernel, attrs.BLOCK)
+    scalar_args = kernel.args[len(arguments):]
+    values = tuple(scalar_attr(v, arg.type, INDEX_BITWIDTH) for v, arg in zip(scalars, scalar_args, strict=True))
+    return Launch(
+        kernel=kernel.sym_name.data,
+        grid=grid,
+        cluster=attrs.dims(kernel, attrs.CLUSTER),
+        warpgroups_per_cta=block[0] * block[1] * block[2] // 128,
+        smem_bytes=attrs.smem_bytes(kernel),
+        arguments=tuple(arguments),
+        scalars=values,
+        profile=recorder,
+        device=device,
+        devices=devices,
+    )
+
+
+def _barriers(kernel: func.FuncOp) -> list[BarrierInit]:
+    return [
+        BarrierInit(op.offset.value.data, op.result.type.count.data, op.arrival_count.value.data, origin(op))
+        for op in kernel.walk()
+        if isinstance(op, ir.AllocBarriersOp)
+    ]
+
+
+def _reported(error: AsyncDSLError) -> AsyncDSLError:
+    """The error without the interpreter's frames: the message and its source line say what the
+    user needs (the module dump xDSL notes on the error at every enclosing op would bury them)."""
+    if hasattr(error, "__notes__"):
+        del error.__notes__
+    return error.with_traceback(None)
 
 
 def run_kernel(
@@ -92,26 +137,14 @@ def run_kernel(
     runtime `scalars`, the kernel's arguments after its arrays.  A kernel traced for profiling
     returns what each warpgroup recorded, ordered by CTA and warpgroup (`interpret/profile.py`)."""
     (kernel,) = attrs.kernels(module)
+    if attrs.devices(kernel) > 1:
+        raise AsyncDSLError(
+            f"kernel {kernel.sym_name.data} was traced for {attrs.devices(kernel)} devices: run it on that many"
+        )
     capacity = attrs.profile_events(kernel)
     recorder = ProfileRecorder(ir.region_names(kernel), capacity) if capacity is not None else None
-    block = attrs.dims(kernel, attrs.BLOCK)
-    scalar_args = kernel.args[len(arguments):]
-    values = tuple(scalar_attr(v, arg.type, INDEX_BITWIDTH) for v, arg in zip(scalars, scalar_args, strict=True))
-    launch = Launch(
-        kernel=kernel.sym_name.data,
-        grid=grid,
-        cluster=attrs.dims(kernel, attrs.CLUSTER),
-        warpgroups_per_cta=block[0] * block[1] * block[2] // 128,
-        smem_bytes=attrs.smem_bytes(kernel),
-        arguments=tuple(arguments),
-        scalars=values,
-        profile=recorder,
-    )
-    barriers = [
-        BarrierInit(op.offset.value.data, op.result.type.count.data, op.arrival_count.value.data, origin(op))
-        for op in kernel.walk()
-        if isinstance(op, ir.AllocBarriersOp)
-    ]
+    launch = _launch(kernel, arguments, grid, scalars, recorder)
+    barriers = _barriers(kernel)
     program = _Program(module, kernel, recorder)
     try:
         if launch.warpgroups_per_cta == 1 and launch.cluster_size == 1:
@@ -120,14 +153,45 @@ def run_kernel(
             for cluster_id in _positions(tuple(g // c for g, c in zip(grid, launch.cluster))):
                 _run_cluster(program, launch, barriers, cluster_id)
     except AsyncDSLError as error:
-        # The message and its source line say what the user needs; the interpreter's frames
-        # (and the module dump xDSL notes on the error at every enclosing op) would bury them.
-        if hasattr(error, "__notes__"):
-            del error.__notes__
-        raise error.with_traceback(None) from None
+        raise _reported(error) from None
     if recorder is None:
         return None
     return sorted(recorder.records, key=lambda record: (record.cta, record.warpgroup))
+
+
+def run_devices(
+    module: ModuleOp,
+    arguments: Sequence[Sequence[GlobalArgument]],
+    grid: tuple[int, int, int],
+    scalars: Sequence[int | float] = (),
+) -> None:
+    """Run the kernel of `module` on as many devices as `arguments` has entries (device d's
+    arrays, written in place), each on `grid` CTAs with the same `scalars`: every CTA of every
+    device is live at once in one scheduler (`distributed.py`)."""
+    (kernel,) = attrs.kernels(module)
+    if attrs.devices(kernel) != len(arguments):
+        raise AsyncDSLError(
+            f"kernel {kernel.sym_name.data} was traced for {attrs.devices(kernel)} device(s), "
+            f"run on {len(arguments)}"
+        )
+    if attrs.profile_events(kernel) is not None:
+        raise AsyncDSLError("profiling a launch on several devices is not supported")
+    devices = Devices(tuple(tuple(device) for device in arguments))
+    barriers = _barriers(kernel)
+    program = _Program(module, kernel, None)
+    scheduler = ClusterScheduler(kernel.sym_name.data)
+    for device, device_arguments in enumerate(devices.arguments):
+        launch = _launch(kernel, device_arguments, grid, scalars, None, device, devices)
+        for cluster_id in _positions(tuple(g // c for g, c in zip(grid, launch.cluster))):
+            members = _cluster_members(launch, barriers, cluster_id, scheduler)
+            devices.warpgroups[device].extend(members)
+    try:
+        for group in devices.warpgroups:
+            for warpgroup in group:
+                scheduler.spawn(warpgroup.label, functools.partial(_run_warpgroup, program, warpgroup))
+        scheduler.run()
+    except AsyncDSLError as error:
+        raise _reported(error) from None
 
 
 def _positions(extent: tuple[int, int, int]) -> Iterator[tuple[int, int, int]]:
@@ -161,7 +225,7 @@ class _Program:
         return interpreter, function_sets
 
 
-def _cluster_barrier(cluster_id: tuple[int, int, int], members: list[Warpgroup]) -> Rendezvous:
+def _cluster_barrier(cluster_id: tuple[int, int, int] | str, members: list[Warpgroup]) -> Rendezvous:
     return Rendezvous(f"barrier.cluster of cluster {cluster_id}", members)
 
 
@@ -181,12 +245,10 @@ def _run_solo(program: _Program, launch: Launch, barriers: list[BarrierInit]) ->
             launch.profile.exit_kernel(warpgroup)
 
 
-def _run_cluster(
-    program: _Program,
-    launch: Launch,
-    barriers: list[BarrierInit],
-    cluster_id: tuple[int, int, int],
-) -> None:
+def _cluster_members(
+    launch: Launch, barriers: list[BarrierInit], cluster_id: tuple[int, int, int], scheduler: ClusterScheduler
+) -> list[Warpgroup]:
+    """The warpgroups of cluster `cluster_id`, its CTAs made and its barrier set up."""
     ctas = [
         Cta(launch, tuple(c * w + p for c, w, p in zip(cluster_id, launch.cluster, position)), rank, barriers)
         for rank, position in enumerate(_positions(launch.cluster))
@@ -194,11 +256,22 @@ def _run_cluster(
     for cta in ctas:
         cta.cluster_ctas = ctas
     members = [warpgroup for cta in ctas for warpgroup in cta.warpgroups]
-    cluster_barrier = _cluster_barrier(cluster_id, members)
-    scheduler = ClusterScheduler(launch.kernel)
+    where = cluster_id if launch.devices is None else f"{cluster_id} of device {launch.device}"
+    cluster_barrier = _cluster_barrier(where, members)
     for warpgroup in members:
         warpgroup.scheduler = scheduler
         warpgroup.cluster_barrier = cluster_barrier
+    return members
+
+
+def _run_cluster(
+    program: _Program,
+    launch: Launch,
+    barriers: list[BarrierInit],
+    cluster_id: tuple[int, int, int],
+) -> None:
+    scheduler = ClusterScheduler(launch.kernel)
+    for warpgroup in _cluster_members(launch, barriers, cluster_id, scheduler):
         scheduler.spawn(warpgroup.label, functools.partial(_run_warpgroup, program, warpgroup))
     scheduler.run()
 

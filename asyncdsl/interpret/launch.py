@@ -14,9 +14,10 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
 from asyncdsl.dtypes import as_dtype
+from asyncdsl.errors import ArgumentError
 from asyncdsl.hw import packed
 from asyncdsl.hw.profile import WarpgroupRecord
-from asyncdsl.interpret.grid import run_kernel
+from asyncdsl.interpret.grid import run_devices, run_kernel
 from asyncdsl.interpret.memory import GlobalArgument
 
 
@@ -41,3 +42,17 @@ def launch(
 
 def _is_packed(array: np.ndarray) -> bool:
     return packed.is_packed(as_dtype(array.dtype))
+
+
+def launch_devices(
+    module: ModuleOp,
+    names: Sequence[str],
+    arrays: Sequence[Sequence[np.ndarray]],
+    grid: tuple[int, int, int],
+    scalars: Sequence[int | float] = (),
+) -> None:
+    """Run the kernel of `module` on `len(arrays)` emulated devices at once: `arrays[d][i]` is
+    argument `names[i]` on device d (`interpret/distributed.py`)."""
+    if any(_is_packed(a) for device in arrays for a in device):
+        raise ArgumentError("4-bit arrays are not supported on several devices yet")
+    run_devices(module, [[GlobalArgument(n, a) for n, a in zip(names, device)] for device in arrays], grid, scalars)

@@ -8,10 +8,10 @@ register-tile loads and stores, and what it knows has happened (`clocks`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from asyncdsl.errors import AsyncDSLError, InterpretError, SourceLocation
+from asyncdsl.errors import AsyncDSLError, InterpretError, OutOfBoundsError, SourceLocation
 from asyncdsl.hw.limits import BARRIER_BYTES
 from asyncdsl.interpret.clocks import (
     VectorClock,
@@ -31,6 +31,18 @@ if TYPE_CHECKING:
     from asyncdsl.interpret.profile import ProfileRecorder
 
 
+@dataclass
+class Devices:
+    """The devices of a launch on several (`interpret/distributed.py`): each one's arguments (the
+    symmetric heap, by device) and its warpgroups (filled as CTAs are made)."""
+
+    arguments: tuple[tuple[GlobalArgument, ...], ...]
+    warpgroups: list[list[Warpgroup]] = field(default_factory=list)
+
+    def __post_init__(self):
+        self.warpgroups = [[] for _ in self.arguments]
+
+
 @dataclass(frozen=True)
 class Launch:
     """What every CTA of one launch shares."""
@@ -43,6 +55,25 @@ class Launch:
     arguments: tuple[GlobalArgument, ...]
     scalars: tuple = ()  # the runtime scalar arguments, as xDSL's interpreter values
     profile: ProfileRecorder | None = None  # a profiled kernel: where its regions are recorded
+    device: int = 0  # this launch's device, among `devices`
+    devices: Devices | None = None  # a launch on several devices: all of them
+
+    def argument(self, index: int, peer: int | None) -> GlobalArgument:
+        """Array argument `index` of this device (`peer` None) or of device `peer`."""
+        if peer is None:
+            return self.arguments[index]
+        count = 1 if self.devices is None else len(self.devices.arguments)
+        if not 0 <= peer < count:
+            raise OutOfBoundsError(
+                f"peer {peer} is not a device of the launch, which runs on {count} (0 .. {count - 1})"
+            )
+        return (self.arguments if self.devices is None else self.devices.arguments[peer])[index]
+
+    def exited_devices(self) -> list[bool]:
+        """For each device of a multi-device launch, whether all its warpgroups have exited."""
+        if self.devices is None:
+            return []
+        return [all(w.exited for w in group) for group in self.devices.warpgroups]
 
     @property
     def call_arguments(self) -> tuple:
@@ -76,7 +107,7 @@ class Cta:
         self.cluster_ctas: list[Cta] = [self]  # its cluster's CTAs by rank (set by `grid`)
         self.cluster_cta_id = tuple(p % c for p, c in zip(program_id, launch.cluster))
         self.cluster_id = tuple(p // c for p, c in zip(program_id, launch.cluster))
-        self.label = f"CTA {program_id}"
+        self.label = f"CTA {program_id}" if launch.devices is None else f"device {launch.device} CTA {program_id}"
         self.smem = SharedMemory(launch.smem_bytes)
         self.accesses = AsyncAccessLog()
         self.mbarriers: dict[int, MBarrier] = {}
@@ -109,6 +140,7 @@ class Warpgroup:
         self.bulk_key = bulk_key(cta.rank, index)
         self.committed_groups = 0
         self.retired_groups = 0
+        self.writes_awaited_groups = 0  # committed bulk groups whose GMEM writes are awaited
         self.cp_async_key = cp_async_key(cta.rank, index)
         self.committed_cp_async_groups = 0
         self.proxy_fences = 0

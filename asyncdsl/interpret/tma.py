@@ -49,6 +49,7 @@ from asyncdsl.hw.swizzle import swizzled
 from asyncdsl.hw.tma import view_extent_bytes
 from asyncdsl.interpret.collective import multicast_destinations, pair_leader
 from asyncdsl.interpret.diagnosis import diagnosed, origin
+from asyncdsl.interpret.distributed import peer_of
 from asyncdsl.interpret.functions import WarpgroupFunctions
 from asyncdsl.interpret.memory import SmemBuffer
 from asyncdsl.interpret.operands import barrier_address, operand_values, predicated_off
@@ -449,7 +450,7 @@ class TmaFunctions(WarpgroupFunctions):
         for destination in destinations:
             target = f"{what} into {destination.label}" if collective else what
             destination.accesses.check_write(start, end, warpgroup.clock, target)
-        argument = cta.launch.arguments[spec.arg_index]
+        argument = cta.launch.argument(spec.arg_index, peer_of(op, values))
         box = read_gmem_box(argument.raw, spec, [values[c].value.data for c in op.coords], argument.name)
         for destination in destinations:
             write_smem_box(destination.smem.bytes, start, spec, box)
@@ -478,7 +479,7 @@ class TmaFunctions(WarpgroupFunctions):
         spec = descriptor_spec(op.descriptor)
         start, end = smem_box_range(warpgroup, values[op.smem], spec, "the TMA store")
         cta.accesses.check_read(start, end, warpgroup.clock, "the TMA store")
-        argument = cta.launch.arguments[spec.arg_index]
+        argument = cta.launch.argument(spec.arg_index, peer_of(op, values))
         coords = [values[c].value.data for c in op.coords]
         box = read_smem_box(cta.smem.bytes, start, spec)
         if op.reduction is not None:

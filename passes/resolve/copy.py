@@ -17,7 +17,8 @@ def resolve_copy(copy: ir.AsyncCopyOp) -> None:
     The engine, as the reference picks it: cp.async when asked for; a plain bulk copy when the
     caller gave up zero fill (`oob` other than "zeros", the default) and the slice is one
     contiguous run needing no tensor map; tiled TMA (which zero-fills) otherwise, one box per
-    layout tile when the array does not divide into the tiling (`tile_boxes.py`).
+    layout tile when the array does not divide into the tiling (`tile_boxes.py`).  A copy to or
+    from a peer device's array (`peer`) always takes tiled TMA.
     """
     if is_collective(copy):
         if needs_tile_boxes(copy):
@@ -28,7 +29,7 @@ def resolve_copy(copy: ir.AsyncCopyOp) -> None:
     if copy.implementation.data == Implementation.CP_ASYNC:
         resolve_cp_async(copy)
         return
-    if takes_bulk_path(copy):
+    if copy.peer is None and takes_bulk_path(copy):
         resolve_bulk(copy)
         return
     if needs_tile_boxes(copy):

@@ -40,13 +40,13 @@ def resolve_tma(copy: ir.AsyncCopyOp) -> ir.TmaLoadOp | ir.TmaStoreOp:
     if copy.is_load:
         new = ir.TmaLoadOp(
             copy.smem, coords, copy.barriers, copy.barrier_index, descriptor,
-            plan.box_bytes if arrive else 0, predicate=predicate,
+            plan.box_bytes if arrive else 0, predicate=predicate, peer=copy.peer,
         )
     else:
         new = ir.TmaStoreOp(
             copy.smem, coords, descriptor, commit=arrive,
             reduction=reduction.op if reduction is not None else None,
-            predicate=conditions.guarded_predicate(predicate),
+            predicate=conditions.guarded_predicate(predicate), peer=copy.peer,
         )
     new.location = copy.location
     Rewriter.replace_op(copy, new, new_results=[])

@@ -10,11 +10,14 @@ from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.hw import reduction
 from asyncdsl.passes.to_ptx.collective import collective_load_form
 from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
+from asyncdsl.passes.to_ptx.distributed import not_on_gpu_yet
 from asyncdsl.passes.to_ptx.operands import descriptor_address, issuer_predicate, tma_coordinates
 from asyncdsl.passes.to_ptx.sync import barrier_address
 
 
 def _tma_load(ctx: KernelLowering, op: ir.TmaLoadOp) -> None:
+    if op.peer is not None:
+        raise not_on_gpu_yet(op, "a TMA load from a peer device's array")
     b = ctx.b
     issuer = issuer_predicate(ctx, op.predicate)
     bar = barrier_address(ctx, op.barriers, op.barrier_index)
@@ -36,6 +39,8 @@ def _tma_load(ctx: KernelLowering, op: ir.TmaLoadOp) -> None:
 
 
 def _tma_store(ctx: KernelLowering, op: ir.TmaStoreOp) -> None:
+    if op.peer is not None:
+        raise not_on_gpu_yet(op, "a TMA store to a peer device's array")
     b = ctx.b
     issuer = issuer_predicate(ctx, op.predicate)
     rank = len(op.coords)

@@ -38,7 +38,7 @@ SQUEEZED_LOAD = """
     %c0 = arith.constant 0 : index
     "asyncdsl.async_copy"(%x, %buf, %i, %j, %c0, %bars, %c0) <{slice_sizes = array<i64: -1, 64, 128>,
         transforms = [], swizzle = 0 : i64, arrive = true, collective = [], implementation = #asyncdsl<implementation tma>,
-        oob = #asyncdsl<oob zeros>, operandSegmentSizes = array<i32: 1, 1, 3, 1, 1, 0>}>
+        oob = #asyncdsl<oob zeros>, operandSegmentSizes = array<i32: 1, 1, 3, 1, 1, 0, 0>}>
         : (memref<8x256x128xf32>, memref<64x128xf32, #asyncdsl.smem>, index, index, index, !asyncdsl.barriers<1>, index) -> ()
 """
 
@@ -64,7 +64,7 @@ TILED_SWIZZLED_LOAD = """
     %c0 = arith.constant 0 : index
     "asyncdsl.async_copy"(%x, %buf, %row, %c0, %bars, %c0) <{slice_sizes = array<i64: 64, 128>,
         transforms = [#asyncdsl.tile<[8, 64]>], swizzle = 128 : i64, arrive = true, collective = [],
-        implementation = #asyncdsl<implementation tma>, oob = #asyncdsl<oob zeros>, operandSegmentSizes = array<i32: 1, 1, 2, 1, 1, 0>}>
+        implementation = #asyncdsl<implementation tma>, oob = #asyncdsl<oob zeros>, operandSegmentSizes = array<i32: 1, 1, 2, 1, 1, 0, 0>}>
         : (memref<256x512xbf16>, memref<8x2x8x64xbf16, #asyncdsl.smem>, index, index, !asyncdsl.barriers<1>, index) -> ()
 """
 

@@ -1,0 +1,112 @@
+"""Ops for kernels that run on several devices at once and touch each other's memory.
+
+Every array argument is symmetric: each device holds one of the same shape at the same place of
+its symmetric heap (NVSHMEM's model), so "argument `x` on device `pe`" names memory.  The IR
+says so with an optional `peer` index operand on the ops that address a GMEM argument: the
+user's `async_copy` and the `tma_load` / `tma_store` it resolves into, and the signal below.
+Without it the op addresses this device's array, as always.
+
+    asyncdsl.device_id               this device's rank (an index, 0 .. devices - 1)
+    asyncdsl.signal                  one 32-bit cell of a GMEM argument (on `peer`, else here)
+                                     set to / increased by `value`, with release semantics
+    asyncdsl.wait_signal             spin until this device's cell compares `cmp` ("eq", "ge")
+                                     with `value`, with acquire semantics
+
+How many devices a kernel is traced for is the kernel attribute `asyncdsl.devices`
+(`kernel_attrs.devices`, 1 when absent); `asyncdsl.num_devices()` is that Python int.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects.builtin import IndexType, MemRefType, StringAttr
+from xdsl.ir import Operation, SSAValue
+from xdsl.irdl import (
+    AttrSizedOperandSegments,
+    IRDLOperation,
+    irdl_op_definition,
+    operand_def,
+    opt_operand_def,
+    prop_def,
+    result_def,
+    var_operand_def,
+)
+from xdsl.utils.exceptions import VerifyException
+
+from asyncdsl.dialects.ir_utils import is_gmem, optional_operand, shape_of
+
+SIGNAL_OPS = ("set", "add")
+WAIT_COMPARISONS = ("eq", "ge")
+
+
+@irdl_op_definition
+class DeviceIdOp(IRDLOperation):
+    """This device's rank among the devices the kernel runs on."""
+
+    name = "asyncdsl.device_id"
+    result = result_def(IndexType)
+
+    assembly_format = "attr-dict"
+
+    def __init__(self):
+        super().__init__(result_types=[IndexType()])
+
+
+def _verify_cell(flags: SSAValue, indices: Sequence[SSAValue], what: str) -> None:
+    if not isinstance(flags.type, MemRefType) or not is_gmem(flags.type):
+        raise VerifyException(f"{what} addresses a GMEM array argument")
+    if len(indices) != len(shape_of(flags)):
+        raise VerifyException(f"{what} takes one index per dim of its array ({len(shape_of(flags))}), got {len(indices)}")
+    element = flags.type.element_type
+    if getattr(element, "width", None) is None or element.width.data != 32:
+        raise VerifyException(f"{what} addresses 32-bit integer cells, not {element}")
+
+
+@irdl_op_definition
+class SignalOp(IRDLOperation):
+    """Set (`op = "set"`) or add to (`"add"`) the 32-bit cell `flags[indices]` on device `peer`
+    (this device without it), after everything this warpgroup did before (release)."""
+
+    name = "asyncdsl.signal"
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+
+    flags = operand_def(MemRefType)
+    indices = var_operand_def(IndexType)
+    value = operand_def(IndexType)
+    peer = opt_operand_def(IndexType)
+    op = prop_def(StringAttr)
+
+    def __init__(self, flags: SSAValue, indices: Sequence[SSAValue], value: SSAValue, op: str,
+                 peer: SSAValue | None = None):
+        super().__init__(operands=[flags, indices, value, optional_operand(peer)], properties={"op": StringAttr(op)})
+
+    def verify_(self) -> None:
+        _verify_cell(self.flags, self.indices, "a signal")
+        if self.op.data not in SIGNAL_OPS:
+            raise VerifyException(f"a signal sets or adds ({', '.join(SIGNAL_OPS)}), not {self.op.data!r}")
+
+
+@irdl_op_definition
+class WaitSignalOp(IRDLOperation):
+    """Spin until this device's 32-bit cell `flags[indices]` compares `cmp` with `value`
+    (unsigned), then see everything the signaller did before its signal (acquire)."""
+
+    name = "asyncdsl.wait_signal"
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+
+    flags = operand_def(MemRefType)
+    indices = var_operand_def(IndexType)
+    value = operand_def(IndexType)
+    cmp = prop_def(StringAttr)
+
+    def __init__(self, flags: SSAValue, indices: Sequence[SSAValue], value: SSAValue, cmp: str):
+        super().__init__(operands=[flags, indices, value], properties={"cmp": StringAttr(cmp)})
+
+    def verify_(self) -> None:
+        _verify_cell(self.flags, self.indices, "a signal wait")
+        if self.cmp.data not in WAIT_COMPARISONS:
+            raise VerifyException(f"a signal wait compares with {', '.join(WAIT_COMPARISONS)}, not {self.cmp.data!r}")
+
+
+OPERATIONS: tuple[type[Operation], ...] = (DeviceIdOp, SignalOp, WaitSignalOp)
