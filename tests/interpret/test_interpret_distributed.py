@@ -215,3 +215,17 @@ def test_clusters_and_warpgroups_of_several_devices_run_together():
     np.testing.assert_array_equal(outs[0], xs[1])
     np.testing.assert_array_equal(outs[1], xs[0])
     assert all((f == 1).all() for f in flags)
+
+
+@pytest.mark.parametrize("devices", [2, 4])
+def test_the_all_gather_matmul_is_exact(devices):
+    from asyncdsl.examples.all_gather_matmul import run
+
+    assert run(devices, rows=128, k=128, n=256, seed=devices)
+
+
+def test_the_all_gather_matmul_wants_whole_tiles_of_rows():
+    from asyncdsl.examples.all_gather_matmul import run
+
+    with pytest.raises(ad.TraceError, match="whole 128-row tiles"):
+        run(2, rows=64)
