@@ -12,6 +12,9 @@ reported with each one's figure.
     python benchmarks/matmul.py [MxNxK ...]
     python benchmarks/matmul.py --table     # the 23 shapes of TABLE, fewer rounds, into matmul_table-DATE.json
     python benchmarks/matmul.py --table-small   # only its rows timed on the device (below)
+
+In the table, problems with fewer 128x256 tiles than SMs also get a split-K contender: its parts
+add into a float32 c, and its time includes zeroing c before each call.
 """
 
 from __future__ import annotations

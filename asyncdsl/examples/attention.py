@@ -43,6 +43,9 @@ def _columns_of_atoms(rows: int) -> dict:
 def attention(q, k, v, o, BQ: ad.constexpr = 64, BK: ad.constexpr = 128, STAGES: ad.constexpr = 2,
               CAUSAL: ad.constexpr = False):
     _, H, S, D = q.shape
+    if S % (2 * BQ) or S % BK:
+        raise ad.TraceError(f"the sequence length {S} must be a multiple of {2 * BQ} (query rows of a CTA) and of "
+                            f"{BK} (keys of a block)")
     scale = LOG2E / math.sqrt(D)
     head = ad.program_id(1)
     b, h = head // H, head % H

@@ -7,9 +7,10 @@ c with a stride.  Each CTA has three warpgroups:
   STAGES shared-memory slots by TMA (`asyncdsl.Pipeline` keeps the ring's barriers), laid out as
   the tensor cores read them (columns of 64 bf16, 128-byte swizzle); before refilling a slot it
   waits until both consumers released it;
-- warpgroups 0 and 1, the consumers, each own BM/2 rows of the tile: for every slot they wait
-  until it landed, issue one `wgmma` over it (64 x BN x BK), and release the slot the *previous*
-  wgmma read once `wgmma_wait(1)` says it is done, so one wgmma is always in flight;
+- warpgroups 0 and 1, the consumers, each own half of the tile (BM/2 rows, or BN/2 columns with
+  SPLIT "n"): for every slot they wait until it landed, issue one `wgmma` over their half of it,
+  and release the slot the *previous* wgmma read once `wgmma_wait(1)` says it is done, so one
+  wgmma is always in flight;
 - after a tile's last slot each consumer converts its accumulator to bf16, writes it to its own
   shared-memory buffer and stores it by TMA, while the producer is already loading the next
   tile's slices.
@@ -55,6 +56,8 @@ def matmul(a, b, c, CTAS: ad.constexpr, BM: ad.constexpr = 128, BN: ad.constexpr
     # the last one's past the end of K read zeros (TMA zero fill), which add nothing.
     units = m_tiles * n_tiles * SPLIT_K
     k_steps = ad.cdiv(K, BK) if SPLIT_K == 1 else ad.cdiv(ad.cdiv(K, BK), SPLIT_K)  # per unit
+    if IN_FLIGHT not in (0, 1):
+        raise ad.TraceError(f"IN_FLIGHT says whether one wgmma stays in flight: 0 or 1, got {IN_FLIGHT!r}")
     if SPLIT_K > 1 and c.dtype != ad.float32:
         raise ad.TraceError(f"SPLIT_K={SPLIT_K} adds the splits' parts into c, which must be float32, not {c.dtype}")
     cluster, clusters = (ad.program_id(0), CTAS) if pair == 1 else (ad.cluster_id(0), CTAS // pair)
@@ -126,6 +129,7 @@ def matmul(a, b, c, CTAS: ad.constexpr, BM: ad.constexpr = 128, BN: ad.constexpr
                     ring.release(t * k_steps + k_steps - 1)
                 if SPLIT_K > 1:
                     pieces = [(i, j) for i in range(part[0] // 64) for j in range(part[1] // 32)]
+                    settle_slots(len(pieces))
                     for number, (i, j) in enumerate(pieces):
                         slot = number % 2
                         ad.await_async_copy(1, read_only=True)  # the add two pieces ago has read this slot
@@ -140,6 +144,7 @@ def matmul(a, b, c, CTAS: ad.constexpr, BM: ad.constexpr = 128, BN: ad.constexpr
                     ad.async_copy(c_out.at[me, 0], c.at[ad.ds(row, part[0]), ad.ds(col, part[1])])
                 else:
                     pieces = [(i, j) for i in range(part[0] // 64) for j in range(part[1] // 64)]
+                    settle_slots(len(pieces))
                     for number, (i, j) in enumerate(pieces):
                         slot = number % 2
                         ad.await_async_copy(1, read_only=True)  # the store two pieces ago has read this slot
@@ -152,6 +157,14 @@ def matmul(a, b, c, CTAS: ad.constexpr, BM: ad.constexpr = 128, BN: ad.constexpr
 # The same kernel in clusters of two CTAs along M, which share (multicast) every slice of b.
 matmul_2cta = ad.kernel(grid=lambda a, b, c, CTAS, **_: (CTAS,), block=384, cluster=(2, 1, 1),
                         profile_events=16384)(matmul.fn)
+
+
+def settle_slots(pieces: int) -> None:
+    """Before a tile's epilogue pieces go through two SMEM slots: the slots restart at 0 each tile,
+    so after an odd number of pieces the previous tile's last store may still read slot 0 (each
+    piece only waits for the store two pieces before it): wait for all of them then."""
+    if pieces % 2:
+        ad.await_async_copy(0, read_only=True)
 
 
 def tile_position(tile, m_tiles: int, n_tiles: int, width: int):

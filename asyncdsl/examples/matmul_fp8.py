@@ -24,7 +24,7 @@ import numpy as np
 
 import asyncdsl as ad
 from asyncdsl import TileTransform
-from asyncdsl.examples.matmul import tile_position
+from asyncdsl.examples.matmul import settle_slots, tile_position
 
 
 def _rows_of_128_bytes(rows: int, columns: int) -> dict:
@@ -79,6 +79,7 @@ def matmul_fp8(a, b, a_scale, b_scale, c, CTAS: ad.constexpr, BM: ad.constexpr =
             ad.wgmma_wait(0)
             ring.release(t * k_steps + k_steps - 1)
             row_scale = ad.load(a_scale.at[ad.ds(row, half)], layout=ad.WGMMA_ROW, other=0.0)
+            settle_slots(BN // 64)
             for j in range(BN // 64):
                 column_scale = ad.load(b_scale.at[ad.ds(col + j * 64, 64)], layout=ad.WGMMA_COL, other=0.0)
                 piece = acc[:, j * 64:(j + 1) * 64] * row_scale[:, None] * column_scale[None, :]

@@ -200,7 +200,9 @@ class Kernel:
         `Kernel.profile` launches, its regions recording into a profile buffer; traced for
         `devices` devices (`asyncdsl.num_devices()`)."""
         debug = knobs.debug
-        key = (specs, tuple(sorted(constexprs.items())), debug, profile, devices)
+        # With each value's type: 1, 1.0 and True are equal keys but may trace different kernels.
+        constexpr_key = tuple(sorted((name, type(value), value) for name, value in constexprs.items()))
+        key = (specs, constexpr_key, debug, profile, devices)
         compiled = self._compiled.get(key)
         if compiled is None:
             module = self._trace(specs, constexprs, profile, devices)

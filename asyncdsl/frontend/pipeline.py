@@ -1,17 +1,20 @@
 """A ring of shared-memory slots between a producer and its consumers: `asyncdsl.Pipeline`.
 
-    ring = ad.Pipeline(stages=4, loads=3, consumers=2)     # call at the kernel's top level
+    ring = ad.Pipeline(stages=4, loads=2, consumers=2)     # call at the kernel's top level
     with ad.warpgroup_role(2):                             # the producer
         for step in ad.range(steps):
             slot, landed = ring.produce(step)              # waits until the slot is free again
             ad.async_copy(a.at[...], a_ring.at[slot], barrier=landed)   # `loads` copies a slot
+            ad.async_copy(b.at[...], b_ring.at[slot], barrier=landed)
     with ad.warpgroup_role((0, 1)):                        # the consumers
         for step in ad.range(steps):
             slot = ring.consume(step)                      # waits until the slot's copies landed
-            ad.wgmma(acc, a_ring.at[slot], b_ring.at[slot])
+            ad.wgmma(acc, a_ring.at[slot], b_ring.at[slot], accumulate=step > 0)
             ad.wgmma_wait(1)
             with ad.when(step > 0):
                 ring.release(step - 1)                     # the previous slot's wgmma is done
+        ad.wgmma_wait(0)
+        ring.release(steps - 1)                            # every slot is released once
 
 With `collective="x"` the producers of the CTAs along the cluster's x dim fill each other's
 slots (multicast copies), so consumers release a slot in all of those CTAs and each `empty`

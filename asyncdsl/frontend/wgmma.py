@@ -73,7 +73,7 @@ def wgmma(acc: RegisterRef, a, b, accumulate=True) -> None:
     line = f" (line {location.line})" if location is not None else ""
     accumulators.setdefault(acc.value, (f"{acc.shape[0]}x{acc.shape[1]}{line}", register_count(acc.shape)))
     try:
-        check_accumulator_budget(dict(accumulators.values()), budget, where)
+        check_accumulator_budget(list(accumulators.values()), budget, where)
     except MmaError as error:
         raise TraceError(error.message, location) from None
     in_flight(tracer).issue(acc, location)

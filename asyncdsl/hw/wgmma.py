@@ -257,6 +257,14 @@ def plan_operand(layout: SmemLayout | None, stored: tuple[int, int], element: DT
                 )
     k_offsets = tuple(int(offsets[0, j]) for j in k_steps)
     mn_offsets = tuple(int(offsets[g, 0]) for g in groups)
+    # Descriptors start at mn_offsets[g] + k_offsets[j]: that must be where block (g, j) starts.
+    for g, mn_offset in zip(groups, mn_offsets):
+        for j, k_offset in zip(k_steps, k_offsets):
+            if int(offsets[g, j]) != mn_offset + k_offset:
+                raise MmaError(
+                    f"{what} is laid out with transforms {describe_chain(layout.transforms)} over {layout.logical_shape}: "
+                    f"its instructions do not start at a row offset plus a column offset; the tensor cores read {wanted}"
+                )
     return OperandPlan(k_is_column, span, lbo, sbo, k_offsets, mn_offsets)
 
 
@@ -286,12 +294,12 @@ def register_count(acc: tuple[int, int]) -> int:
 ACCUMULATOR_RESERVE = 24
 
 
-def check_accumulator_budget(accumulators: dict[str, int], budget: int, where: str) -> None:
-    """Refuse accumulators (name -> registers per thread) that cannot stay in the warpgroup's
-    `budget`: ptxas would serialize the wgmma pipeline and spill (advisory C7511)."""
-    total = sum(accumulators.values())
+def check_accumulator_budget(accumulators: list[tuple[str, int]], budget: int, where: str) -> None:
+    """Refuse accumulators ((name, registers per thread) each) that cannot stay in the
+    warpgroup's `budget`: ptxas would serialize the wgmma pipeline and spill (advisory C7511)."""
+    total = sum(count for _, count in accumulators)
     if total + ACCUMULATOR_RESERVE > budget:
-        listed = ", ".join(f"{name}: {count}" for name, count in accumulators.items())
+        listed = ", ".join(f"{name}: {count}" for name, count in accumulators)
         raise MmaError(
             f"the wgmma accumulators take {total} registers per thread ({listed}); with about "
             f"{ACCUMULATOR_RESERVE} more for everything else that exceeds the {budget} each thread of {where} "

@@ -111,7 +111,7 @@ class WarmLaunches:
         address_bits = 0
         for value, constexpr in zip(values, self._constexpr):
             if constexpr:
-                parts.append(value)
+                parts.append((type(value), value))  # 1, 1.0 and True are equal but trace differently
                 continue
             kind = type(value)
             if kind is int:

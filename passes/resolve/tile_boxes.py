@@ -25,6 +25,7 @@ from asyncdsl import dtypes
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects.ir_utils import bool_prop, int_prop
 from asyncdsl.dialects.transform_attrs import transform_from_attr
+from asyncdsl.errors import CopyError
 from asyncdsl.hw.limits import MAX_BOX_DIM
 from asyncdsl.hw.transforms import TileTransform
 
@@ -53,8 +54,10 @@ def _runs(window: tuple[int, int], tiling: tuple[int, int]) -> list[tuple[int, i
     one column (it is contiguous), else each tile."""
     rows, columns = window
     r, c = tiling
-    if columns == c:
-        return [(start, 0, min(MAX_BOX_DIM // r * r, rows - start)) for start in range(0, rows, MAX_BOX_DIM // r * r)]
+    if columns == c:  # contiguous rows: boxes of up to 256 of them (a multiple of 8: whole swizzle repeats)
+        return [(start, 0, min(MAX_BOX_DIM, rows - start)) for start in range(0, rows, MAX_BOX_DIM)]
+    if r > MAX_BOX_DIM:
+        raise CopyError(f"a tile of {r} rows is taller than a TMA box ({MAX_BOX_DIM} rows) can be")
     return [(i, j, r) for i in range(0, rows, r) for j in range(0, columns, c)]
 
 
@@ -81,7 +84,10 @@ def resolve_tile_boxes(copy: ir.AsyncCopyOp, resolve_box) -> None:
     columns_of_tiles = window[1] // c
     boxes = []
     for row, column, rows in _runs(window, (r, c)):
-        offset = ((row // r) * columns_of_tiles + column // c) * r * c * element.itemsize
+        # A single column of tiles is its rows one after another; else tile (i, j) is number
+        # i * columns_of_tiles + j.
+        tile_number = (row // r) * columns_of_tiles + column // c
+        offset = (row * c if columns_of_tiles == 1 else tile_number * r * c) * element.itemsize
         part = ir.SmemSliceOp(copy.smem, _index(copy, offset), (rows, c))
         Rewriter.insert_op(part, InsertPoint.before(copy))
         starts = [*copy.starts[:-2], _shifted(copy, copy.starts[-2], row), _shifted(copy, copy.starts[-1], column)]

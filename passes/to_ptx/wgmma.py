@@ -21,7 +21,7 @@ import numpy as np
 from xdsl.ir import SSAValue
 
 from asyncdsl.dialects import asyncdsl as ir
-from asyncdsl.hw.fragments import wgmma_a_registers
+from asyncdsl.hw.fragments import WGMMA, wgmma_a_registers
 from asyncdsl.hw.wgmma import INSTRUCTION_M, OperandPlan
 from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
 from asyncdsl.passes.to_ptx.tile_registers import tile_of
@@ -49,7 +49,7 @@ class _Descriptors:
 def _register_a(ctx: KernelLowering, op: ir.WgmmaOp) -> np.ndarray:
     """The packed `.b32` registers of a register A: `[group, step, i]` is `a<i>`."""
     tile = tile_of(ctx, op.a)
-    pairs = tile.regs.reshape(-1, 2)
+    pairs = tile.expanded(WGMMA).reshape(-1, 2)  # a splat (a constant A) repeats its one register
     order = wgmma_a_registers(tile.shape)
     packed = {}
     words = np.empty(order.shape, dtype=object)

@@ -107,3 +107,18 @@ def test_an_accumulator_that_cannot_stay_in_registers_is_an_error():
     _expect(too_wide, "the wgmma", "take 256 registers per thread", "the 255 each thread of this 128-thread CTA",
             "split the tile", args=args, N=256)
     too_wide.compile(ad.ArraySpec((128, 64), ad.bfloat16), ad.ArraySpec((64, 192), ad.bfloat16), F32, N=192)
+
+
+@ad.kernel(grid=(1,), block=128)
+def two_from_one_line(a, b, c):
+    a_s = ad.smem(a.shape, a.dtype, **LAYOUT)
+    b_s = ad.smem(b.shape, b.dtype, **LAYOUT)
+    accumulators = [ad.registers((64, 256), ad.float32, layout=ad.WGMMA) for _ in range(2)]
+    for acc in accumulators:
+        ad.wgmma(acc, a_s, b_s, accumulate=False)  # the wgmma
+    ad.wgmma_wait(0)
+
+
+def test_accumulators_issued_from_one_line_are_counted_each():
+    _expect(two_from_one_line, "the wgmma", "take 256 registers per thread",
+            args=(BF16, ad.ArraySpec((64, 256), ad.bfloat16), ad.ArraySpec((64, 256), ad.float32)))

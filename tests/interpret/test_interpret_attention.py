@@ -30,3 +30,11 @@ def test_attention_assembles_without_spills_or_advisories(head_dim, causal):
     _, log = assemble(attention.ptx(x, x, x, x, CAUSAL=causal), verbose=True)
     assert not re.search(r"C75\d\d", log), log
     assert re.findall(r"(\d+) bytes spill stores", log) == ["0"], log
+
+
+def test_a_sequence_that_is_not_whole_blocks_is_refused():
+    import asyncdsl as ad
+
+    x = np.zeros((1, 1, 192, 64), ml_dtypes.bfloat16)
+    with pytest.raises(ad.TraceError, match="sequence length 192 must be a multiple of 128"):
+        attention.ptx(x, x, x, x)

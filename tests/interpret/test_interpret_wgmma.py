@@ -201,3 +201,39 @@ def test_any_wgmma_is_exact_on_integers_and_assembles(case):
     run(case, a, b, c, interpret=True)
     np.testing.assert_array_equal(c, reference(case, a, b))
     assemble(ptx(case))
+
+
+@ad.kernel(grid=(1,), block=128)
+def _constant_a(b, c):
+    b_s = ad.smem(b.shape, b.dtype, **LAYOUT)
+    landed = ad.barrier()
+    ad.async_copy(b, b_s, barrier=landed)
+    landed.wait()
+    acc = ad.registers((64, 64), ad.float32, layout=ad.WGMMA)
+    ad.wgmma(acc, ad.full((64, 64), 1.0, ad.bfloat16), b_s, accumulate=False)  # a constant register A
+    ad.wgmma_wait(0)
+    ad.store(c, acc[...])
+
+
+def test_a_constant_register_a_is_every_register_of_the_layout():
+    from asyncdsl.runtime.ptxas import assemble
+
+    b = np.random.default_rng(6).integers(-3, 4, (64, 64)).astype(ml_dtypes.bfloat16)
+    c = np.zeros((64, 64), np.float32)
+    _constant_a.interpret(b, c)
+    np.testing.assert_array_equal(c, np.ones((64, 64)) @ b.astype(np.float64))
+    assemble(_constant_a.ptx(b, c))
+
+
+@pytest.mark.parametrize("block_n", [64, 192])
+def test_an_odd_number_of_epilogue_pieces_does_not_race_the_next_tile(block_n):
+    from asyncdsl.examples.matmul import matmul
+
+    m, n, k = 128, 3 * block_n, 64
+    rng = np.random.default_rng(7)
+    a = rng.integers(-3, 4, (m, k)).astype(ml_dtypes.bfloat16)
+    b = rng.integers(-3, 4, (k, n)).astype(ml_dtypes.bfloat16)
+    c = np.zeros((m, n), ml_dtypes.bfloat16)
+    matmul.interpret(a, b, c, CTAS=1, BN=block_n, SNAKE=0)  # one CTA walks three tiles
+    expected = (a.astype(np.float64) @ b.astype(np.float64)).astype(ml_dtypes.bfloat16)
+    assert np.array_equal(c.view(np.uint16), expected.view(np.uint16))
