@@ -28,15 +28,9 @@ import ml_dtypes
 import numpy as np
 
 import asyncdsl as ad
-from asyncdsl import TileTransform
+from asyncdsl.examples.matmul import tensor_core_layout
 
 LOG2E = 1.4426950408889634
-
-
-def _columns_of_atoms(rows: int) -> dict:
-    """Columns of 64 bf16 (one 128-byte swizzled row each), one after the other: how the tensor
-    cores read an operand and what one TMA box per column lands."""
-    return dict(transforms=TileTransform((rows, 64)), swizzle=128)
 
 
 @ad.kernel(grid=lambda q, k, v, o, BQ, **_: (q.shape[2] // (2 * BQ), q.shape[0] * q.shape[1]), block=384)
@@ -53,10 +47,10 @@ def attention(q, k, v, o, BQ: ad.constexpr = 64, BK: ad.constexpr = 128, STAGES:
     # Causal: the key blocks up to and including the CTA's last query row.
     blocks = (first_row + 2 * BQ + BK - 1) // BK if CAUSAL else S // BK
 
-    q_s = ad.smem((2, BQ, D), q.dtype, **_columns_of_atoms(BQ))  # [consumer]
-    k_ring = ad.smem((STAGES, BK, D), k.dtype, **_columns_of_atoms(BK))
-    v_ring = ad.smem((STAGES, BK, D), v.dtype, **_columns_of_atoms(BK))
-    o_s = ad.smem((2, BQ, D), o.dtype, **_columns_of_atoms(BQ))
+    q_s = ad.smem((2, BQ, D), q.dtype, **tensor_core_layout(BQ))  # [consumer]
+    k_ring = ad.smem((STAGES, BK, D), k.dtype, **tensor_core_layout(BK))
+    v_ring = ad.smem((STAGES, BK, D), v.dtype, **tensor_core_layout(BK))
+    o_s = ad.smem((2, BQ, D), o.dtype, **tensor_core_layout(BQ))
     q_landed = ad.barrier(arrival_count=2)
     k_full, v_full = ad.barrier(num=STAGES), ad.barrier(num=STAGES)
     k_empty, v_empty = ad.barrier(arrival_count=2, num=STAGES), ad.barrier(arrival_count=2, num=STAGES)

@@ -33,11 +33,12 @@ import asyncdsl as ad
 from asyncdsl import TileTransform
 
 
-def tensor_core_layout(rows: int) -> dict:
-    """Columns of 64 bf16 (one 128-byte swizzled row each), one column after the other: how the
-    tensor cores read an operand, and what one TMA box per column lands (arrays that are not a
-    whole number of tiles are copied so, `passes/resolve/tile_boxes.py`)."""
-    return dict(transforms=TileTransform((rows, 64)), swizzle=128)
+def tensor_core_layout(rows: int, columns: int = 64) -> dict:
+    """Columns of `columns` elements (one 128-byte swizzled row each: 64 bf16, 128 fp8, 32 f32),
+    one column after the other: how the tensor cores read an operand, and what one TMA box per
+    column lands (arrays that are not a whole number of tiles are copied so,
+    `passes/resolve/tile_boxes.py`)."""
+    return dict(transforms=TileTransform((rows, columns)), swizzle=128)
 
 
 @ad.kernel(grid=lambda a, b, c, CTAS, **_: (CTAS,), block=384, profile_events=16384)
@@ -70,7 +71,7 @@ def matmul(a, b, c, CTAS: ad.constexpr, BM: ad.constexpr = 128, BN: ad.constexpr
     a_ring = ad.smem((STAGES, a_parts, part[0], BK), a.dtype, **tensor_core_layout(part[0]))  # [slot][part]
     b_ring = ad.smem((STAGES, b_parts, BK, part[1]), b.dtype, **tensor_core_layout(BK))
     if SPLIT_K > 1:  # float32 64 x 32 pieces (128-byte rows), added into c through two slots each
-        c_out = ad.smem((2, 2, 64, 32), c.dtype, transforms=TileTransform((64, 32)), swizzle=128)
+        c_out = ad.smem((2, 2, 64, 32), c.dtype, **tensor_core_layout(64, 32))
     elif EPILOGUE == "tma":  # the whole part through shared memory and one TMA store
         c_out = ad.smem((2, 1, *part), c.dtype, **tensor_core_layout(part[0]))  # [consumer][slot]
     else:  # "tma64": 64 x 64 pieces at a time through two slots per consumer (less shared memory)

@@ -23,13 +23,7 @@ import ml_dtypes
 import numpy as np
 
 import asyncdsl as ad
-from asyncdsl import TileTransform
-from asyncdsl.examples.matmul import settle_slots, tile_position
-
-
-def _rows_of_128_bytes(rows: int, columns: int) -> dict:
-    """Columns of `columns` elements (128 bytes), one after the other, 128-byte swizzle."""
-    return dict(transforms=TileTransform((rows, columns)), swizzle=128)
+from asyncdsl.examples.matmul import settle_slots, tensor_core_layout, tile_position
 
 
 @ad.kernel(grid=lambda a, b, a_scale, b_scale, c, CTAS, **_: (CTAS,), block=384)
@@ -44,9 +38,9 @@ def matmul_fp8(a, b, a_scale, b_scale, c, CTAS: ad.constexpr, BM: ad.constexpr =
     cta = ad.program_id(0)
     mine = (m_tiles * n_tiles - cta + CTAS - 1) // CTAS
 
-    a_ring = ad.smem((STAGES, 2, half, BK), a.dtype, **_rows_of_128_bytes(half, BK))  # [slot][consumer]
-    b_ring = ad.smem((STAGES, BN, BK), b.dtype, **_rows_of_128_bytes(BN, BK))
-    c_out = ad.smem((2, 2, 64, 64), c.dtype, **_rows_of_128_bytes(64, 64))  # [consumer][slot]
+    a_ring = ad.smem((STAGES, 2, half, BK), a.dtype, **tensor_core_layout(half, BK))  # [slot][consumer]
+    b_ring = ad.smem((STAGES, BN, BK), b.dtype, **tensor_core_layout(BN, BK))
+    c_out = ad.smem((2, 2, 64, 64), c.dtype, **tensor_core_layout(64, 64))  # [consumer][slot]
     ring = ad.Pipeline(STAGES, loads=3, consumers=2)
 
     def origin(t):
