@@ -45,28 +45,6 @@ def median_gpu_ms(fn, warmup: int = 25, rep: int = 200) -> float:
     return triton.testing.do_bench(fn, warmup=warmup, rep=rep, return_mode="median")
 
 
-def back_to_back_ms(fn, launches: int = 20, repeats: int = 10, warmup: int = 5) -> float:
-    """Median over `repeats` of the device time of `launches` calls in a row, per call, with no
-    cache flush between them: kernel time as a profiler sums it (how Mosaic GPU's own timing,
-    `profiler.measure`, counts), next to `median_gpu_ms`'s flushed single calls."""
-    import statistics
-
-    import torch
-
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(launches):
-            fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / launches)
-    return statistics.median(times)
-
-
 def interleaved_ms(contenders: dict, rounds: int = 5, launches: int = 20) -> dict[str, float]:
     """Per contender (name -> (run, wait)), the median over `rounds` of the wall time of
     `launches` launches in a row, per launch; the contenders take turns in every round, so each

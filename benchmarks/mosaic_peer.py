@@ -129,43 +129,9 @@ def _median_ms(f, a, b) -> float:
     return statistics.median(walls)
 
 
-def mosaic_matmul_runner(m: int, n: int, k: int, config: dict | None = None):
-    """(run, wait) for the Mosaic kernel on random normal (m,k)@(k,n) bf16 inputs, compiled and
-    checked: `run()` launches once (asynchronously), `wait()` blocks until the last launch ended;
-    None (with a printed reason) when it can't run.  For timing it among other kernels under the
-    same clock and power conditions (`common.interleaved_ms`)."""
-    problem = _gpu_problem()
-    if problem:
-        print(f"mosaic_peer: {problem}")
-        return None
-    import jax
-    import jax.numpy as jnp
-
-    try:
-        f = _jitted(_tuning_config(config))
-        a = jax.random.normal(jax.random.key(0), (m, k), jnp.bfloat16)
-        b = jax.random.normal(jax.random.key(1), (k, n), jnp.bfloat16)
-        out = jax.block_until_ready(f(a, b))
-    except Exception as e:  # noqa: BLE001 - shape not tileable, SMEM overflow, lowering errors
-        print(f"mosaic_peer: kernel can't run for {m}x{n}x{k}: {type(e).__name__}: {e}")
-        return None
-    _check(out, a, b)
-    last = [out]
-
-    def run() -> None:
-        last[0] = f(a, b)
-
-    def wait() -> None:
-        jax.block_until_ready(last[0])
-
-    return run, wait
-
-
-def mosaic_matmul_ms(m: int, n: int, k: int, config: dict | None = None) -> float | None:
-    """Median device time (ms) of JAX Mosaic GPU's Pallas `hopper_matmul_mgpu` kernel for
-    (m,k)@(k,n) bf16 -> bf16 on random normal inputs, at its best configuration measured on this
-    H200 (BEST) unless `config` overrides; None (with a printed reason) when jax or the kernel can't
-    run."""
+def _prepared(m: int, n: int, k: int, config: dict | None):
+    """(the compiled kernel, a, b) on random normal bf16 inputs, compiled and checked; None (with
+    a printed reason) when it can't run."""
     problem = _gpu_problem()
     if problem:
         print(f"mosaic_peer: {problem}")
@@ -182,7 +148,40 @@ def mosaic_matmul_ms(m: int, n: int, k: int, config: dict | None = None) -> floa
         print(f"mosaic_peer: kernel can't run for {m}x{n}x{k}: {type(e).__name__}: {e}")
         return None
     _check(out, a, b)
-    del out
+    return f, a, b
+
+
+def mosaic_matmul_runner(m: int, n: int, k: int, config: dict | None = None):
+    """(run, wait) for the Mosaic kernel on random normal (m,k)@(k,n) bf16 inputs, compiled and
+    checked: `run()` launches once (asynchronously), `wait()` blocks until the last launch ended;
+    None (with a printed reason) when it can't run.  For timing it among other kernels under the
+    same clock and power conditions (`common.interleaved_ms`)."""
+    prepared = _prepared(m, n, k, config)
+    if prepared is None:
+        return None
+    import jax
+
+    f, a, b = prepared
+    last = [None]
+
+    def run() -> None:
+        last[0] = f(a, b)
+
+    def wait() -> None:
+        jax.block_until_ready(last[0])
+
+    return run, wait
+
+
+def mosaic_matmul_ms(m: int, n: int, k: int, config: dict | None = None) -> float | None:
+    """Median device time (ms) of JAX Mosaic GPU's Pallas `hopper_matmul_mgpu` kernel for
+    (m,k)@(k,n) bf16 -> bf16 on random normal inputs, at its best configuration measured on this
+    H200 (BEST) unless `config` overrides; None (with a printed reason) when jax or the kernel can't
+    run."""
+    prepared = _prepared(m, n, k, config)
+    if prepared is None:
+        return None
+    f, a, b = prepared
     return _median_ms(f, a, b)
 
 
