@@ -136,29 +136,6 @@ class AsyncRead:
 
 
 @dataclass(frozen=True)
-class WgmmaRead:
-    """SMEM bytes [start, end) an operand of the wgmma at `origin` reads, in the issuing
-    warpgroup's wgmma group `group` (counted under `key`, `clocks.wgmma_key`)."""
-
-    start: int
-    end: int
-    key: Hashable
-    group: int
-    issuer: str
-    origin: str
-
-    def over_for(self, clock: VectorClock) -> bool:
-        return clock.knows(self.key, self.group)
-
-    def overwritten_too_early(self, what: str, start: int, end: int) -> str:
-        return (
-            f"{what} overwrites shared memory bytes [{start}, {end}) that the wgmma at {self.origin} "
-            f"({self.issuer}) may still be reading: release the buffer only after a wgmma_wait that "
-            "retires that wgmma"
-        )
-
-
-@dataclass(frozen=True)
 class GenericRead:
     """SMEM bytes [start, end) read into registers by `reader` at `origin`: its `count`-th
     access counted under `key` (`clocks.shared_access_key`), over for whoever knows that."""
@@ -181,13 +158,27 @@ class GenericRead:
         )
 
 
+@dataclass(frozen=True)
+class WgmmaRead(GenericRead):
+    """SMEM bytes an operand of the wgmma at `origin` reads: over as a register read is, except
+    that `count` numbers the issuing warpgroup's wgmma groups (`clocks.wgmma_key`), which a
+    `wgmma_wait` retires."""
+
+    def overwritten_too_early(self, what: str, start: int, end: int) -> str:
+        return (
+            f"{what} overwrites shared memory bytes [{start}, {end}) that the wgmma at {self.origin} "
+            f"({self.reader}) may still be reading: release the buffer only after a wgmma_wait that "
+            "retires that wgmma"
+        )
+
+
 class AsyncAccessLog:
     """The async accesses to one CTA's shared memory, and the generic-proxy ones (cp.async,
     register tiles), that some warpgroup may not know are over."""
 
     def __init__(self):
         self._writes: list[AsyncWrite | GenericWrite] = []
-        self._reads: list[AsyncRead | GenericRead | WgmmaRead] = []
+        self._reads: list[AsyncRead | GenericRead] = []
 
     def check_read(self, start: int, end: int, clock: VectorClock, what: str, generic: bool = False) -> None:
         """`what` (by a warpgroup knowing `clock`) reads [start, end): loads must have landed.
@@ -227,7 +218,7 @@ class AsyncAccessLog:
         self._reads = [r for r in self._reads if not _covers(write, r)]
         self._writes.append(write)
 
-    def record_read(self, read: AsyncRead | GenericRead | WgmmaRead) -> None:
+    def record_read(self, read: AsyncRead | GenericRead) -> None:
         # A later group (or access) of the same warpgroup is over after (and so implies) an
         # earlier one.
         self._reads = [r for r in self._reads if not (_covers(read, r) and r.key == read.key)]
