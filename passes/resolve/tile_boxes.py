@@ -17,8 +17,6 @@ are each split among the CTAs of the collective and multicast, as the whole copy
 
 from __future__ import annotations
 
-from xdsl.dialects import arith
-from xdsl.dialects.builtin import IndexType, IntegerAttr
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from asyncdsl import dtypes
@@ -28,6 +26,7 @@ from asyncdsl.dialects.transform_attrs import transform_from_attr
 from asyncdsl.errors import CopyError
 from asyncdsl.hw.limits import MAX_BOX_DIM
 from asyncdsl.hw.transforms import TileTransform
+from asyncdsl.passes.resolve.index_builder import IndexBuilder
 
 
 def _tiling(copy: ir.AsyncCopyOp) -> tuple[int, int] | None:
@@ -61,20 +60,6 @@ def _runs(window: tuple[int, int], tiling: tuple[int, int]) -> list[tuple[int, i
     return [(i, j, r) for i in range(0, rows, r) for j in range(0, columns, c)]
 
 
-def _index(anchor, value: int):
-    op = arith.ConstantOp(IntegerAttr(value, IndexType()))
-    Rewriter.insert_op(op, InsertPoint.before(anchor))
-    return op.results[0]
-
-
-def _shifted(anchor, start, by: int):
-    if not by:
-        return start
-    op = arith.AddiOp(start, _index(anchor, by))
-    Rewriter.insert_op(op, InsertPoint.before(anchor))
-    return op.results[0]
-
-
 def resolve_tile_boxes(copy: ir.AsyncCopyOp, resolve_box) -> None:
     """Replace `copy` by one untiled copy per run of tiles, each resolved by `resolve_box`
     (which replaces it by its hardware op and returns that)."""
@@ -82,15 +67,17 @@ def resolve_tile_boxes(copy: ir.AsyncCopyOp, resolve_box) -> None:
     window = tuple(copy.sizes[-2:])
     element = dtypes.from_mlir(copy.gmem.type.element_type)
     columns_of_tiles = window[1] // c
+    builder = IndexBuilder(copy)
+    row_start, column_start = (builder.wrap(start) for start in copy.starts[-2:])
     boxes = []
     for row, column, rows in _runs(window, (r, c)):
         # A single column of tiles is its rows one after another; else tile (i, j) is number
         # i * columns_of_tiles + j.
         tile_number = (row // r) * columns_of_tiles + column // c
         offset = (row * c if columns_of_tiles == 1 else tile_number * r * c) * element.itemsize
-        part = ir.SmemSliceOp(copy.smem, _index(copy, offset), (rows, c))
+        part = ir.SmemSliceOp(copy.smem, builder.value(offset), (rows, c))
         Rewriter.insert_op(part, InsertPoint.before(copy))
-        starts = [*copy.starts[:-2], _shifted(copy, copy.starts[-2], row), _shifted(copy, copy.starts[-1], column)]
+        starts = [*copy.starts[:-2], builder.value(row_start + row), builder.value(column_start + column)]
         gmem_sizes = [*copy.sizes[:-2], rows, c]
         source, destination = (copy.gmem, part.result) if copy.is_load else (part.result, copy.gmem)
         box = ir.AsyncCopyOp(
