@@ -244,26 +244,23 @@ def plan_operand(layout: SmemLayout | None, stored: tuple[int, int], element: DT
         canonical = (mn % 8) * span + (mn // 8) * sbo + k * element.itemsize
     else:
         canonical = (mn % per_row) * element.itemsize + (mn // per_row) * lbo + (k % 8) * span + (k // 8) * sbo
-    for g in groups:
-        for j in k_steps:
+    k_offsets = tuple(int(offsets[0, j]) for j in k_steps)
+    mn_offsets = tuple(int(offsets[g, 0]) for g in groups)
+    for g, mn_offset in zip(groups, mn_offsets):
+        for j, k_offset in zip(k_steps, k_offsets):
             block = offsets[g:g + group_rows, j:j + types.k]
             base = int(block[0, 0])
+            if base != mn_offset + k_offset:  # where the descriptor of block (g, j) will start
+                raise MmaError(
+                    f"{what} is laid out with transforms {describe_chain(layout.transforms)} over {layout.logical_shape}: "
+                    f"its instructions do not start at a row offset plus a column offset; the tensor cores read {wanted}"
+                )
             # An instruction's atoms start on a swizzle-pattern boundary (K-major steps move along a row).
             atom_start = base - base % span if k_is_column else base
             if atom_start % (8 * span) or not np.array_equal(block - base, canonical):
                 raise MmaError(
                     f"{what} is laid out with transforms {describe_chain(layout.transforms)} and swizzle {span} over "
                     f"{layout.logical_shape}; the tensor cores read a 2-d buffer laid out as {wanted}"
-                )
-    k_offsets = tuple(int(offsets[0, j]) for j in k_steps)
-    mn_offsets = tuple(int(offsets[g, 0]) for g in groups)
-    # Descriptors start at mn_offsets[g] + k_offsets[j]: that must be where block (g, j) starts.
-    for g, mn_offset in zip(groups, mn_offsets):
-        for j, k_offset in zip(k_steps, k_offsets):
-            if int(offsets[g, j]) != mn_offset + k_offset:
-                raise MmaError(
-                    f"{what} is laid out with transforms {describe_chain(layout.transforms)} over {layout.logical_shape}: "
-                    f"its instructions do not start at a row offset plus a column offset; the tensor cores read {wanted}"
                 )
     return OperandPlan(k_is_column, span, lbo, sbo, k_offsets, mn_offsets)
 
