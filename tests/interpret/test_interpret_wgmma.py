@@ -115,7 +115,7 @@ def test_the_fp8_gemm_example_is_exact_in_the_interpreter(shape):
 
 
 @ad.kernel(grid=(1,), block=128)
-def _refill_too_early(a, b, c):
+def _misused(a, b, c, MISTAKE: ad.constexpr):
     a_s = ad.smem(a.shape, a.dtype, **LAYOUT)
     b_s = ad.smem(b.shape, b.dtype, **LAYOUT)
     landed = ad.barrier(arrival_count=2)
@@ -123,24 +123,11 @@ def _refill_too_early(a, b, c):
     ad.async_copy(b, b_s, barrier=landed)
     landed.wait()
     acc = ad.registers((64, 64), ad.float32, layout=ad.WGMMA)
-    ad.wgmma(acc, a_s, b_s, accumulate=False)
-    again = ad.barrier()
-    ad.async_copy(a, a_s, barrier=again)  # the wgmma may still be reading a_s
-    again.wait()
-    ad.wgmma_wait(0)
-    ad.store(c, acc[...])
-
-
-@ad.kernel(grid=(1,), block=128)
-def _accumulate_into_nothing(a, b, c):
-    a_s = ad.smem(a.shape, a.dtype, **LAYOUT)
-    b_s = ad.smem(b.shape, b.dtype, **LAYOUT)
-    landed = ad.barrier(arrival_count=2)
-    ad.async_copy(a, a_s, barrier=landed)
-    ad.async_copy(b, b_s, barrier=landed)
-    landed.wait()
-    acc = ad.registers((64, 64), ad.float32, layout=ad.WGMMA)
-    ad.wgmma(acc, a_s, b_s)
+    ad.wgmma(acc, a_s, b_s, accumulate=MISTAKE == "accumulate into nothing")
+    if MISTAKE == "refill too early":
+        again = ad.barrier()
+        ad.async_copy(a, a_s, barrier=again)  # the wgmma may still be reading a_s
+        again.wait()
     ad.wgmma_wait(0)
     ad.store(c, acc[...])
 
@@ -152,12 +139,12 @@ def _operands():
 
 def test_refilling_an_operand_before_the_wgmma_retired_is_a_race():
     with pytest.raises(ad.RaceError, match="wgmma at .* may still be reading"):
-        _refill_too_early.interpret(*_operands())
+        _misused.interpret(*_operands(), MISTAKE="refill too early")
 
 
 def test_accumulating_into_unwritten_registers_is_an_error():
     with pytest.raises(ad.InterpretError, match="accumulate=False"):
-        _accumulate_into_nothing.interpret(*_operands())
+        _misused.interpret(*_operands(), MISTAKE="accumulate into nothing")
 
 
 @ad.kernel(grid=(1,), block=128)
