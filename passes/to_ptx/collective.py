@@ -67,11 +67,18 @@ def _collective_mask(ctx: KernelLowering, op: ir.ClusterCollectiveMaskOp) -> Non
 def _cluster_arrive(ctx: KernelLowering, op: ir.ClusterArriveOp) -> None:
     """The leader arrives on the barrier's copy in each CTA of the group (its own included): the
     barrier's shared::cta address mapped to each target rank's shared::cluster window (`mapa`),
-    then a remote arrive with release at cluster scope.  As for a plain arrive, the warpgroup
-    syncs first, so that what its threads did is ordered before the release."""
+    then a remote arrive.  As for a plain arrive, the warpgroup syncs first, so that what its
+    threads did is ordered before a release at cluster scope.
+
+    An unsynced arrival (`arrive(sync=False)`) publishes nothing its threads wrote: it only says
+    that reads the tensor cores made, already ended by `wgmma_wait`, are over.  It releases at
+    CTA scope (the instruction's default, as CUTLASS's cluster pipelines do): a cluster-scope
+    release makes the thread wait until its earlier writes are visible to the whole cluster,
+    which halved the speed of the 2-CTA GEMM on the H200 (docs/hardware.md §7.4)."""
     b = ctx.b
     group = op.group()
     address = barrier_address(ctx, op.barriers, op.index)
+    scope = "cta" if op.unsynced is not None else "cluster"
     if op.unsynced is None:
         b.run("bar.sync {}, 128;", ctx.facts.named_barrier)
     shift = _group_shift(ctx, group)
@@ -85,7 +92,7 @@ def _cluster_arrive(ctx: KernelLowering, op: ir.ClusterArriveOp) -> None:
         else:
             target = shift if rank == 0 else b.emit("add.s32 {}, {}, {};", "b32", shift, rank)
         remote = b.emit("mapa.shared::cluster.u32 {}, {}, {};", "b32", address, target)
-        b.run(f"mbarrier.arrive.release.cluster.shared::cluster.b64 _, [{{}}], {count};", remote, guard=leader)
+        b.run(f"mbarrier.arrive.release.{scope}.shared::cluster.b64 _, [{{}}], {count};", remote, guard=leader)
 
 
 def _smem_slice(ctx: KernelLowering, op: ir.SmemSliceOp) -> None:

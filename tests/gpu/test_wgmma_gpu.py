@@ -41,7 +41,7 @@ def test_the_interpreter_models_the_tensor_cores_rounding():
     """Random bf16 dot products of length 64 and 256: how often the interpreter's bits equal the
     GPU's, and how far apart they are otherwise (in float32 ulps)."""
     report = {}
-    for case in (Case(64, 256, 64), Case(128, 256, 256, b_k_major=True)):
+    for case in (Case(64, 256, 64), Case(64, 256, 256, b_k_major=True)):
         equal, total, worst = 0, 0, 0
         for seed in range(4):
             a, b = random_bf16_inputs(case, seed)

@@ -81,7 +81,7 @@ def test_the_two_cta_gemm_multicasts_b_and_is_exact(shape, config):
     expected = (a.astype(np.float64) @ b.astype(np.float64)).astype(ml_dtypes.bfloat16)
     assert np.array_equal(c.view(np.uint16), expected.view(np.uint16))
     ptx = matmul_2cta.ptx(a, b, c, CTAS=4, SNAKE=0, **config)
-    assert ".multicast::cluster" in ptx and "mbarrier.arrive.release.cluster.shared::cluster" in ptx
+    assert ".multicast::cluster" in ptx and "mbarrier.arrive.release.cta.shared::cluster" in ptx
 
 
 @pytest.mark.parametrize("two_ctas,shape,split_k", [(False, (128, 512, 640), 4), (False, (200, 264, 456), 3),

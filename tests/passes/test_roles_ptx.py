@@ -127,6 +127,20 @@ def test_collective_arrive_keeps_its_count():
     assemble(ptx)
 
 
+@pytest.mark.parametrize("sync,scope", [(True, "cluster"), (False, "cta")])
+def test_a_collective_arrive_releases_at_cluster_scope_only_when_it_publishes_writes(sync, scope):
+    @ad.kernel(grid=(2,), cluster=(2, 1, 1))
+    def kernel(x):
+        bar = ad.barrier(arrival_count=2)
+        bar.arrive(collective="x", sync=sync)
+        bar.wait()
+
+    ptx = kernel.ptx(X)
+    assert ptx.count(f"mbarrier.arrive.release.{scope}.shared::cluster.b64 _, [") == 2
+    assert ("bar.sync" in ptx) == sync
+    assemble(ptx)
+
+
 def test_collective_arrive_becomes_cluster_arrive_after_partition_collectives():
     text = multicast_ring.ir(X, ad.ArraySpec((1024, 64), ad.float32), after="partition-collectives")
     assert '"asyncdsl.cluster_arrive"' in text and 'collective = ["x"]' in text
