@@ -50,7 +50,10 @@ def interleaved_ms(contenders: dict, rounds: int = 5, launches: int = 20) -> dic
     `launches` launches in a row, per launch; the contenders take turns in every round, so each
     meets the same GPU clocks and power state (a long run of one kernel heats the GPU and lowers
     its clocks for whoever comes next; a rested GPU starts slow).  Kernels of a millisecond or
-    more hide the host's launch costs; a round starts from an idle queue."""
+    more hide the host's launch costs; a round starts from an idle queue.  Each round takes the
+    contenders in a new (seeded) random order: a kernel that draws less power leaves the GPU's
+    clocks higher for the one after it, so no contender may always follow the same one."""
+    import random
     import statistics
     import time
 
@@ -59,8 +62,11 @@ def interleaved_ms(contenders: dict, rounds: int = 5, launches: int = 20) -> dic
             run()
         wait()
     times: dict[str, list[float]] = {name: [] for name in contenders}
+    order, shuffle = list(contenders), random.Random(0).shuffle
     for _ in range(rounds):
-        for name, (run, wait) in contenders.items():
+        shuffle(order)
+        for name in order:
+            run, wait = contenders[name]
             start = time.perf_counter()
             for _ in range(launches):
                 run()
