@@ -41,7 +41,7 @@ def tensor_core_layout(rows: int, columns: int = 64) -> dict:
     return dict(transforms=TileTransform((rows, columns)), swizzle=128)
 
 
-@ad.kernel(grid=lambda a, b, c, CTAS, **_: (CTAS,), block=384, profile_events=16384)
+@ad.kernel(grid=lambda a, b, c, CTAS, **_: (CTAS,), block=384, profile_events=32768)
 def matmul(a, b, c, CTAS: ad.constexpr, BM: ad.constexpr = 128, BN: ad.constexpr = 256, BK: ad.constexpr = 64,
            STAGES: ad.constexpr = 4, SPLIT: ad.constexpr = "m", EPILOGUE: ad.constexpr = "tma64",
            SNAKE: ad.constexpr = 16, REGISTERS: ad.constexpr = (40, 232), IN_FLIGHT: ad.constexpr = 1,
@@ -95,12 +95,13 @@ def matmul(a, b, c, CTAS: ad.constexpr, BM: ad.constexpr = 128, BN: ad.constexpr
             for kk in ad.range(k_steps):
                 slot, landed = ring.produce(t * k_steps + kk)
                 k_step = kk if SPLIT_K == 1 else first_step + kk
-                for h in range(a_parts):
-                    ad.async_copy(a.at[ad.ds(row + h * part[0], part[0]), ad.ds(k_step * BK, BK)], a_ring.at[slot, h],
-                                  barrier=landed)
-                for h in range(b_parts):
-                    ad.async_copy(b.at[ad.ds(k_step * BK, BK), ad.ds(col + h * part[1], part[1])], b_ring.at[slot, h],
-                                  barrier=landed, collective="x" if pair > 1 else None)
+                with ad.region("load"):
+                    for h in range(a_parts):
+                        ad.async_copy(a.at[ad.ds(row + h * part[0], part[0]), ad.ds(k_step * BK, BK)],
+                                      a_ring.at[slot, h], barrier=landed)
+                    for h in range(b_parts):
+                        ad.async_copy(b.at[ad.ds(k_step * BK, BK), ad.ds(col + h * part[1], part[1])],
+                                      b_ring.at[slot, h], barrier=landed, collective="x" if pair > 1 else None)
 
     with ad.warpgroup_role((0, 1), registers=consumer_registers):
         me = ad.warpgroup_idx()
@@ -113,17 +114,19 @@ def matmul(a, b, c, CTAS: ad.constexpr, BM: ad.constexpr = 128, BN: ad.constexpr
                 col = col + me * part[1]
             for kk in ad.range(k_steps):
                 step = t * k_steps + kk
-                slot = ring.consume(step)
-                ad.wgmma(acc, a_ring.at[slot, me if a_parts == 2 else 0], b_ring.at[slot, me if b_parts == 2 else 0],
-                         accumulate=kk > 0)
-                if IN_FLIGHT:  # keep this wgmma running; the previous one is done: refill its slot
-                    with ad.region("wait mma"):
-                        ad.wgmma_wait(1)
-                    with ad.when(kk > 0):
-                        ring.release(step - 1)
-                else:  # wait for this one and refill its slot at once
-                    ad.wgmma_wait(0)
-                    ring.release(step)
+                with ad.region("k step"):
+                    slot = ring.consume(step)
+                    with ad.region("mma"):
+                        ad.wgmma(acc, a_ring.at[slot, me if a_parts == 2 else 0],
+                                 b_ring.at[slot, me if b_parts == 2 else 0], accumulate=kk > 0)
+                    with ad.region("wait mma"):  # keep this wgmma running (IN_FLIGHT) or not
+                        ad.wgmma_wait(IN_FLIGHT)
+                    with ad.region("release"):  # the slot of the wgmma that is done may be refilled
+                        if IN_FLIGHT:
+                            with ad.when(kk > 0):
+                                ring.release(step - 1)
+                        else:
+                            ring.release(step)
             with ad.region("epilogue"):
                 if IN_FLIGHT:
                     ad.wgmma_wait(0)
@@ -157,7 +160,7 @@ def matmul(a, b, c, CTAS: ad.constexpr, BM: ad.constexpr = 128, BN: ad.constexpr
 
 # The same kernel in clusters of two CTAs along M, which share (multicast) every slice of b.
 matmul_2cta = ad.kernel(grid=lambda a, b, c, CTAS, **_: (CTAS,), block=384, cluster=(2, 1, 1),
-                        profile_events=16384)(matmul.fn)
+                        profile_events=32768)(matmul.fn)
 
 
 def settle_slots(pieces: int) -> None:

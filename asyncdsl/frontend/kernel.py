@@ -30,8 +30,8 @@ from asyncdsl.hw.options import Arch
 from asyncdsl.hw.profile import (
     DEFAULT_EVENTS_PER_WARPGROUP,
     MAX_EVENTS_PER_WARPGROUP,
-    WarpgroupRecord,
     decode_records,
+    recorded_counts,
 )
 from asyncdsl.kernel_binary import ProfileBufferParam, scalar_argument
 from asyncdsl.passes.allocate_descriptor_scratch import MODES as DESCRIPTOR_MODES
@@ -356,7 +356,12 @@ class Kernel:
         records = interpret.launch(
             compiled.module, [n for n, _ in arrays], [a for _, a in arrays], grid, call.scalars()
         )
-        return self._profile_of(compiled, records, "ticks") if profile else None
+        if not profile:
+            return None
+        param = _profile_param(compiled)
+        check_capacity(self.__name__, [record.recorded for record in records], self.launch.num_warpgroups,
+                       param.events_per_warpgroup, self.definition)
+        return Profile(self.__name__, param.region_names, records, "ticks", self.launch.num_warpgroups)
 
     # -- profiling ----------------------------------------------------------------------------
     def profile(self, *args, stream=None, **kwargs) -> Profile:
@@ -379,11 +384,12 @@ class Kernel:
         except ArgumentError as error:
             raise error.at(location) from None
         param = _profile_param(compiled)
-        records = decode_records(
-            launched.words, param.events_per_warpgroup, launched.grid[0] * launched.grid[1] * launched.grid[2],
-            self.launch.num_warpgroups,
-        )
-        return self._profile_of(compiled, records, "ns", launched.event_ns)
+        shape = (param.events_per_warpgroup, launched.grid[0] * launched.grid[1] * launched.grid[2],
+                 self.launch.num_warpgroups)
+        check_capacity(self.__name__, recorded_counts(launched.words, *shape).tolist(), self.launch.num_warpgroups,
+                       param.events_per_warpgroup, self.definition)
+        return Profile(self.__name__, param.region_names, lambda: decode_records(launched.words, *shape), "ns",
+                       self.launch.num_warpgroups, launched.event_ns)
 
     def interpret_profile(self, *args, **kwargs) -> Profile:
         """`profile` in the interpreter, on numpy arrays: regions on its logical clock (one tick
@@ -392,13 +398,6 @@ class Kernel:
         call = self.bind(args, kwargs, location)
         arrays = {n: numpy_argument(n, a, location) for n, a in call.arrays()}
         return self._interpret(call.with_arrays(arrays), location, profile=True)
-
-    def _profile_of(
-        self, compiled: CompiledKernel, records: list[WarpgroupRecord], unit: str, event_ns: float | None = None
-    ) -> Profile:
-        param = _profile_param(compiled)
-        check_capacity(self.__name__, records, param.events_per_warpgroup, self.definition)
-        return Profile(self.__name__, param.region_names, records, unit, self.launch.num_warpgroups, event_ns)
 
     def __repr__(self) -> str:
         return f"<asyncdsl.kernel {self.__name__} block={self.launch.block} cluster={self.launch.cluster}>"

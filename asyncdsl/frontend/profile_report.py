@@ -14,8 +14,9 @@ entered, in program order, with their nesting depth.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import TextIO
 
@@ -59,22 +60,42 @@ class Profile:
         self,
         kernel: str,
         region_names: Sequence[str],
-        records: Sequence[WarpgroupRecord],
+        records: Sequence[WarpgroupRecord] | Callable[[], Sequence[WarpgroupRecord]],
         unit: str,
         warpgroups_per_cta: int,
         event_ns: float | None = None,
     ):
+        """`records` may be a function giving them: a GPU profile decodes its buffer (millions of
+        events for a GEMM, seconds of host time) only when something looks at the regions, so
+        `event_ns` costs nothing to read."""
         self.kernel = kernel
         self.unit = unit  # "ns" (GPU) or "ticks" (interpreter)
         self.warpgroups_per_cta = warpgroups_per_cta
         self.event_ns = event_ns  # the kernel's time by CUDA events around the launch (GPU only)
-        self.tracks: dict[Track, tuple[float, float]] = {}
-        self._spans: dict[Track, list[Span]] = {}
+        self._region_names = region_names
+        self._records = records
+
+    @cached_property
+    def _decoded(self) -> tuple[dict[Track, tuple[float, float]], dict[Track, list[Span]]]:
+        records = self._records() if callable(self._records) else self._records
+        tracks: dict[Track, tuple[float, float]] = {}
+        spans: dict[Track, list[Span]] = {}
         for record in records:
             track = Track(record.cta, record.warpgroup, record.sm)
-            self.tracks[track] = (record.start, record.end)
-            self._spans[track] = _nested_spans(record, track, region_names)
-        self.spans: list[Span] = [span for spans in self._spans.values() for span in spans]
+            tracks[track] = (record.start, record.end)
+            spans[track] = _nested_spans(record, track, self._region_names)
+        self._records = ()  # decoded: the raw records are not needed again
+        return tracks, spans
+
+    @property
+    def tracks(self) -> dict[Track, tuple[float, float]]:
+        """Each warpgroup's (kernel entry, kernel exit)."""
+        return self._decoded[0]
+
+    @cached_property
+    def spans(self) -> list[Span]:
+        """Every region execution, track by track."""
+        return [span for spans in self._decoded[1].values() for span in spans]
 
     @property
     def start(self) -> float:
@@ -94,7 +115,7 @@ class Profile:
 
     def spans_of(self, track: Track) -> list[Span]:
         """The spans of one warpgroup, in the order it entered them."""
-        return list(self._spans[track])
+        return list(self._decoded[1][track])
 
     # -- reports --------------------------------------------------------------------------------
     def summary_rows(self) -> list[dict]:
@@ -179,18 +200,20 @@ def _nested_spans(record: WarpgroupRecord, track: Track, region_names: Sequence[
 
 
 def check_capacity(
-    kernel: str, records: Sequence[WarpgroupRecord], capacity: int, definition: SourceLocation | None
+    kernel: str, recorded: Sequence[int], warpgroups_per_cta: int, capacity: int, definition: SourceLocation | None
 ) -> None:
     """Raise if a warpgroup reached more region events than its record holds (they were dropped,
-    never written past the buffer), naming the capacity that would hold them all."""
-    overflowed = [record for record in records if record.recorded > capacity]
+    never written past the buffer), naming the capacity that would hold them all.  `recorded`
+    holds each record's count, in record order (CTA by CTA, warpgroup by warpgroup)."""
+    overflowed = [index for index, count in enumerate(recorded) if count > capacity]
     if not overflowed:
         return
-    worst = max(overflowed, key=lambda record: record.recorded)
+    worst = max(overflowed, key=lambda index: recorded[index])
+    cta, warpgroup = divmod(worst, warpgroups_per_cta)
     raise ResourceError(
-        f"kernel {kernel}: CTA {worst.cta} warpgroup {worst.warpgroup} reached {worst.recorded} region events "
+        f"kernel {kernel}: CTA {cta} warpgroup {warpgroup} reached {recorded[worst]} region events "
         f"(entries and exits), more than the {capacity} a warpgroup's profile record holds ({len(overflowed)} "
         f"warpgroup(s) overflowed; the events past the end were dropped); profile with "
-        f"@asyncdsl.kernel(..., profile_events={worst.recorded}) or more",
+        f"@asyncdsl.kernel(..., profile_events={recorded[worst]}) or more",
         definition,
     )

@@ -24,6 +24,7 @@ base %globaltimer gives every SM (docs/hardware.md §15).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -54,9 +55,9 @@ def tag(region: int, exit: bool) -> int:
     return region | (EXIT_BIT if exit else 0)
 
 
-@dataclass(frozen=True)
-class RegionEvent:
-    """A warpgroup entering (`exit` False) or leaving region number `region` at `time`."""
+class RegionEvent(NamedTuple):
+    """A warpgroup entering (`exit` False) or leaving region number `region` at `time`.  A named
+    tuple: a GEMM's profile holds millions of them, and tuples are the cheapest to make."""
 
     region: int
     exit: bool
@@ -76,6 +77,15 @@ class WarpgroupRecord:
     end: float
     events: tuple[RegionEvent, ...]
     recorded: int
+
+
+def recorded_counts(words: np.ndarray, events_per_warpgroup: int, ctas: int, warpgroups_per_cta: int) -> np.ndarray:
+    """How many region events each (CTA, warpgroup) record of a GPU buffer reached, dropped ones
+    included, in record order: read off the headers alone, without decoding the events."""
+    per_record = HEADER_WORDS + EVENT_WORDS * events_per_warpgroup
+    count = ctas * warpgroups_per_cta
+    table = np.asarray(words, dtype=np.uint32)[: per_record * count].reshape(count, per_record)
+    return table[:, EVENT_COUNT // 4].astype(np.int64)
 
 
 def decode_records(
@@ -118,13 +128,16 @@ def decode_records(
         cta, warpgroup = divmod(index, warpgroups_per_cta)
         recorded = int(row[EVENT_COUNT // 4])
         entry_clock = int(wide[index, 1])
-        events, clock, low = [], entry_clock, entry_clock & 0xFFFFFFFF
-        for slot in range(min(recorded, events_per_warpgroup)):
-            word_tag, stamp = int(row[HEADER_WORDS + 2 * slot]), int(row[HEADER_WORDS + 2 * slot + 1])
-            # Events are in program order, so each clock follows the last one: unwrap the low word.
-            clock += (stamp - low) & 0xFFFFFFFF
-            low = stamp
-            events.append(RegionEvent(word_tag & ~EXIT_BIT, bool(word_tag & EXIT_BIT), nanoseconds(cta, clock) - origin))
+        kept = min(recorded, events_per_warpgroup)
+        tags = row[HEADER_WORDS:HEADER_WORDS + 2 * kept:2]
+        stamps = row[HEADER_WORDS + 1:HEADER_WORDS + 2 * kept:2].astype(np.int64)
+        # Events are in program order, so each clock follows the last one: unwrap the low words.
+        previous = np.concatenate(([entry_clock & 0xFFFFFFFF], stamps[:-1]))
+        clocks = entry_clock + np.cumsum((stamps - previous) & 0xFFFFFFFF)
+        anchor_ns, anchor_clock = anchors[cta]
+        times = float(int(anchor_ns) - base_ns) + (clocks - int(anchor_clock)) * ns_per_cycle - origin
+        events = tuple(map(RegionEvent, (tags & ~np.uint32(EXIT_BIT)).tolist(), (tags >> 31).astype(bool).tolist(),
+                           times.tolist()))
         records.append(WarpgroupRecord(
             cta, warpgroup, int(row[SM_ID // 4]), nanoseconds(cta, entry_clock) - origin,
             nanoseconds(cta, int(wide[index, 3])) - origin, tuple(events), recorded,

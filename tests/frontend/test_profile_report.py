@@ -135,7 +135,20 @@ def test_regions_that_do_not_nest_are_a_bug_not_a_trace():
     crossed = WarpgroupRecord(0, 0, 0, 0.0, 10.0, (RegionEvent(0, False, 1.0), RegionEvent(1, False, 2.0),
                                                    RegionEvent(0, True, 3.0), RegionEvent(1, True, 4.0)), 4)
     with pytest.raises(ValueError, match="not the innermost open region"):
-        Profile("k", ("a", "b"), [crossed], "ns", 1)
+        Profile("k", ("a", "b"), [crossed], "ns", 1).summary_rows()
+
+
+def test_a_profile_decodes_its_records_only_when_its_regions_are_looked_at():
+    decoded = []
+
+    def records():
+        decoded.append(True)
+        return [WarpgroupRecord(0, 0, 3, 0.0, 10.0, (RegionEvent(0, False, 1.0), RegionEvent(0, True, 4.0)), 2)]
+
+    profile = Profile("k", ("a",), records, "ns", 1, event_ns=12.0)
+    assert profile.event_ns == 12.0 and not decoded
+    assert [(span.name, span.start, span.end) for span in profile.spans] == [("a", 1.0, 4.0)]
+    assert profile.total == 10.0 and len(decoded) == 1  # decoded once
 
 
 def test_plot_draws_a_timeline(interpreted, tmp_path):
