@@ -2,7 +2,8 @@
 plainly and profiled (its regions timed: a dozen per K step of a CTA, from the producer's
 "wait free" and "load" to each consumer's "k step", "wait loaded", "mma", "wait mma" and
 "release"), taking turns in a random order each round, each launch alone between two CUDA events
-on an idle stream (what `kernel.profile` records around its launch).  Also: how far the trace's
+enqueued while the stream is held (as `kernel.profile` records them, `runtime/profile.py`), so
+that neither includes the host's launch time.  Also: how far the trace's
 span (first warpgroup entry to last exit) is from the events' time, in the last profiled run.
 
     python benchmarks/profiler_overhead.py [MxNxK ...]
@@ -21,6 +22,7 @@ from common import plot_result, write_result  # noqa: E402
 
 SHAPES = ((8192, 8192, 8192), (4096, 8192, 4096))
 ROUNDS = 15
+HOLD_CYCLES = 1_000_000  # about 0.5 ms of the SMs' clock
 
 
 def measure(m: int, n: int, k: int) -> dict:
@@ -37,6 +39,7 @@ def measure(m: int, n: int, k: int) -> dict:
 
     def plain() -> float:
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(HOLD_CYCLES)  # the GPU is busy while the host launches: the events time the kernel
         start.record()
         matmul(a, b, c, CTAS=ctas)
         end.record()
@@ -46,6 +49,7 @@ def measure(m: int, n: int, k: int) -> dict:
     profiles = []  # the regions are decoded only for the last one (seconds of host time each)
 
     def profiled() -> float:
+        torch.cuda._sleep(HOLD_CYCLES)  # as for `plain`: the same idle time before the kernel
         profiles[:] = [matmul.profile(a, b, c, CTAS=ctas)]
         return profiles[0].event_ns * 1e-6
 
