@@ -15,6 +15,8 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from asyncdsl.errors import ArgumentError
+
 if TYPE_CHECKING:
     from asyncdsl.frontend.profile_report import Profile, Track
 
@@ -119,7 +121,7 @@ def _native_trace(profile: Profile, builder) -> bytes:
     return builder.serialize()
 
 
-def plot(profile: Profile, path: Path, sms: int) -> Path:
+def plot(profile: Profile, path: Path, sms: int, window: tuple[float, float] | None = None) -> Path:
     try:
         import matplotlib
 
@@ -127,6 +129,9 @@ def plot(profile: Profile, path: Path, sms: int) -> Path:
         import matplotlib.pyplot as plt
     except ImportError:
         raise ImportError("Profile.plot needs matplotlib: pip install 'asyncdsl[plot]'") from None
+    if window is not None:
+        if len(window) != 2 or not window[0] < window[1]:
+            raise ArgumentError(f"Profile.plot: window must be (first, last) with first < last, got {window!r}")
     shown = sorted({_process(profile, track) for track in profile.tracks})[:sms]
     chosen = {pid for pid, _ in shown}
     tracks = sorted((t for t in profile.tracks if _process(profile, t)[0] in chosen), key=_sort_key)
@@ -140,13 +145,17 @@ def plot(profile: Profile, path: Path, sms: int) -> Path:
         start, end = profile.tracks[track]
         axes.barh(row, (end - start) * scale, left=(start - origin) * scale, height=0.9, color="0.9")
         for span in profile.spans_of(track):
+            left, width = (span.start - origin) * scale, span.duration * scale
+            if window is not None and (left + width < window[0] or left > window[1]):
+                continue  # not drawn: a GEMM's whole trace is millions of bars
             height = 0.8 * (1 - span.depth / (deepest + 1))
-            axes.barh(row, span.duration * scale, left=(span.start - origin) * scale, height=height,
-                      color=colours[span.name])
+            axes.barh(row, width, left=left, height=height, color=colours[span.name])
     axes.set_yticks(range(len(tracks)))
     axes.set_yticklabels([t.label() if t.sm is None else f"SM {t.sm} · {t.label()}" for t in tracks], fontsize=7)
     axes.invert_yaxis()
     axes.set_xlabel(unit)
+    if window is not None:
+        axes.set_xlim(*window)
     axes.set_title(f"{profile.kernel}: {', '.join(name for _, name in shown)}")
     handles = [plt.Rectangle((0, 0), 1, 1, color=colours[name]) for name in names]
     if handles:

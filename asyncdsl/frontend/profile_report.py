@@ -169,12 +169,14 @@ class Profile:
 
         return save(self, Path(path))
 
-    def plot(self, path: str | Path, sms: int = 4) -> Path:
+    def plot(self, path: str | Path, sms: int = 4, window: tuple[float, float] | None = None) -> Path:
         """Draw the timelines of the warpgroups on the first `sms` SMs (in the interpreter, CTAs)
-        into an image at `path` (needs matplotlib: pip install 'asyncdsl[plot]')."""
+        into an image at `path` (needs matplotlib: pip install 'asyncdsl[plot]').  `window`
+        (first, last), in µs on the GPU and ticks in the interpreter from the profile's start,
+        draws only that stretch: a few K steps of a GEMM instead of its whole run."""
         from asyncdsl.frontend.profile_export import plot
 
-        return plot(self, Path(path), sms)
+        return plot(self, Path(path), sms, window)
 
     def __repr__(self) -> str:
         return (f"<Profile of {self.kernel}: {len(self.tracks)} warpgroups, {len(self.spans)} spans, "

@@ -155,3 +155,27 @@ def test_plot_draws_a_timeline(interpreted, tmp_path):
     pytest.importorskip("matplotlib")
     path = interpreted.plot(tmp_path / "timeline.png", sms=1)
     assert path.read_bytes().startswith(b"\x89PNG")
+
+
+def test_plot_draws_only_the_window_asked_for(interpreted, tmp_path):
+    pytest.importorskip("matplotlib")
+    import matplotlib.pyplot as plt
+
+    drawn = []
+    real_barh = plt.Axes.barh
+
+    def barh(axes, *args, **kwargs):
+        drawn.append(kwargs.get("left"))
+        return real_barh(axes, *args, **kwargs)
+
+    plt.Axes.barh = barh
+    try:
+        interpreted.plot(tmp_path / "all.png", sms=1)
+        everything = len(drawn)
+        drawn.clear()
+        interpreted.plot(tmp_path / "window.png", sms=1, window=(0.0, 1.0))
+    finally:
+        plt.Axes.barh = real_barh
+    assert 0 < len(drawn) < everything
+    with pytest.raises(ad.ArgumentError, match="window must be"):
+        interpreted.plot(tmp_path / "bad.png", window=(5.0, 5.0))
