@@ -5,15 +5,20 @@ owns 2·BQ query rows of one (batch, head) and has three warpgroups:
 
 - warpgroup 2, the producer, loads the CTA's q rows once, then streams (BK, D) blocks of k and
   v by TMA through a ring of STAGES slots; a slot is refilled once both consumers released it;
-- warpgroups 0 and 1, the consumers, each own BQ query rows.  For every k/v block: s = q @ kᵀ
-  (one wgmma, k read K-major through `k_s.T`), then the online softmax in registers (a running
-  row maximum m and sum l; the old output scaled by 2^(m_old - m_new)), then o += p @ v with p
-  straight from registers as wgmma's A operand (bf16, the accumulator's own layout);
-- at the end each consumer divides by l and stores its rows through shared memory by TMA.
+- warpgroups 0 and 1, the consumers, each own BQ query rows.  For block j: s = q @ k_jᵀ (one
+  wgmma, k read K-major through `k_s.T`) is issued, then o += p_{j-1} @ v_{j-1} (p straight from
+  registers as wgmma's A operand); once s is done, the online softmax of s (a running row maximum
+  m and sum l) runs while that second wgmma does, and o is scaled by 2^(m_old - m_new) after it.
+  Tried on the H200 and slower: the consumers taking turns to issue (a pair of mbarriers passing
+  the turn: two thirds of the speed), and two score buffers so that a block's softmax overlaps
+  the next block's scores (ptxas then needs more registers than the consumers have at 128 keys a
+  block, and at 64 the smaller wgmmas lose more than the overlap gains);
+- at the end each consumer divides by l and stores its rows by TMA through its q buffer.
 
-Exponentials are base 2 with log2(e)/√D folded into one scale, `ex2.approx` on the GPU (the
-interpreter's exact exp2 differs in the last bits).  Causal attention stops at the diagonal
-block and masks inside it.
+Blocks of 128 keys up to D = 128, of 64 above (the scores and the output share the registers).
+Exponentials are base 2 with log2(e)/√D folded into one scale applied by an fma, `ex2.approx` on
+the GPU (the interpreter's exact exp2 differs in the last bits).  Causal attention stops at the diagonal: only
+the blocks that cross it are masked, and the CTAs with the most blocks start first.
 
     python -m asyncdsl.examples.attention    # on the GPU if there is one, else interpreted
 """
@@ -33,24 +38,32 @@ from asyncdsl.examples.matmul import tensor_core_layout
 LOG2E = 1.4426950408889634
 
 
-@ad.kernel(grid=lambda q, k, v, o, BQ, **_: (q.shape[2] // (2 * BQ), q.shape[0] * q.shape[1]), block=384)
-def attention(q, k, v, o, BQ: ad.constexpr = 64, BK: ad.constexpr = 128, STAGES: ad.constexpr = 2,
+def _grid(q, k, v, o, BQ, **_):
+    return (q.shape[2] // (2 * BQ), q.shape[0] * q.shape[1])
+
+
+@ad.kernel(grid=_grid, block=384)
+def attention(q, k, v, o, BQ: ad.constexpr = 64, BK: ad.constexpr = None, STAGES: ad.constexpr = 2,
               CAUSAL: ad.constexpr = False):
     _, H, S, D = q.shape
+    BK = BK or (128 if D <= 128 else 64)  # the scores of a block and the output share the registers
     if S % (2 * BQ) or S % BK:
         raise ad.TraceError(f"the sequence length {S} must be a multiple of {2 * BQ} (query rows of a CTA) and of "
                             f"{BK} (keys of a block)")
     scale = LOG2E / math.sqrt(D)
     head = ad.program_id(1)
     b, h = head // H, head % H
-    first_row = ad.program_id(0) * (2 * BQ)
-    # Causal: the key blocks up to and including the CTA's last query row.
+    row_blocks = S // (2 * BQ)
+    # Causal CTAs differ in work (the later rows see more keys): the longest start first.
+    first_row = ((row_blocks - 1 - ad.program_id(0)) if CAUSAL else ad.program_id(0)) * (2 * BQ)
+    # Causal: the key blocks up to and including the CTA's last query row; those from
+    # `first_masked` on cross the diagonal and are masked, the others are not.
     blocks = (first_row + 2 * BQ + BK - 1) // BK if CAUSAL else S // BK
+    first_masked = blocks - ad.cdiv(2 * BQ, BK)
 
-    q_s = ad.smem((2, BQ, D), q.dtype, **tensor_core_layout(BQ))  # [consumer]
+    q_s = ad.smem((2, BQ, D), q.dtype, **tensor_core_layout(BQ))  # [consumer]; the output goes out through it
     k_ring = ad.smem((STAGES, BK, D), k.dtype, **tensor_core_layout(BK))
     v_ring = ad.smem((STAGES, BK, D), v.dtype, **tensor_core_layout(BK))
-    o_s = ad.smem((2, BQ, D), o.dtype, **tensor_core_layout(BQ))
     q_landed = ad.barrier(arrival_count=2)
     k_full, v_full = ad.barrier(num=STAGES), ad.barrier(num=STAGES)
     k_empty, v_empty = ad.barrier(arrival_count=2, num=STAGES), ad.barrier(arrival_count=2, num=STAGES)
@@ -62,44 +75,78 @@ def attention(q, k, v, o, BQ: ad.constexpr = 64, BK: ad.constexpr = 128, STAGES:
             slot = j % STAGES
             with ad.when(j >= STAGES):
                 k_empty[slot].wait()
-                v_empty[slot].wait()
             ad.async_copy(k.at[b, h, ad.ds(j * BK, BK), :], k_ring.at[slot], barrier=k_full[slot])
+            with ad.when(j >= STAGES):
+                v_empty[slot].wait()
             ad.async_copy(v.at[b, h, ad.ds(j * BK, BK), :], v_ring.at[slot], barrier=v_full[slot])
 
     with ad.warpgroup_role((0, 1), registers=232):
         me = ad.warpgroup_idx()
-        s = ad.registers((BQ, BK), ad.float32, layout=ad.WGMMA)
+        s = ad.registers((BQ, BK), ad.float32, layout=ad.WGMMA)  # q @ kᵀ of one block
+        p = ad.registers((BQ, BK), v.dtype, layout=ad.WGMMA)  # its probabilities, A of p @ v
         acc = ad.registers((BQ, D), ad.float32, layout=ad.WGMMA)
         row_max = ad.registers((BQ,), ad.float32, layout=ad.WGMMA_ROW)  # the paper's m
         row_sum = ad.registers((BQ,), ad.float32, layout=ad.WGMMA_ROW)  # and l
         acc[...] = ad.zeros((BQ, D), ad.float32)
         row_max[...] = ad.full((BQ,), -math.inf, ad.float32)
         row_sum[...] = ad.zeros((BQ,), ad.float32)
-        rows = first_row + me * BQ + ad.iota((BQ, BK), ad.int32, 0)
-        q_landed.wait()
-        for j in ad.range(blocks):
-            slot = j % STAGES
-            k_full[slot].wait()
-            ad.wgmma(s, q_s.at[me], k_ring.at[slot].T, accumulate=False)
-            ad.wgmma_wait(0)
-            k_empty[slot].arrive(sync=False)
-            x = s[...] * scale
-            if CAUSAL:
-                columns = j * BK + ad.iota((BQ, BK), ad.int32, 1)
-                x = ad.where(columns > rows, -math.inf, x)
+
+        def scores(j):
+            """Issue s = q @ k_jᵀ (k read K-major through the transposed view)."""
+            k_full[j % STAGES].wait()
+            ad.wgmma(s, q_s.at[me], k_ring.at[j % STAGES].T, accumulate=False)
+
+        def softmax(j, masked: bool):
+            """The online softmax of block j's scores: the new row maximum (of the unscaled
+            scores) and sum; returns the probabilities (bf16) and the factor the output so far
+            must be scaled by.  2^(scale·x - scale·max) is one fma and one ex2 an element."""
+            x = s[...]
+            if masked:
+                rows = first_row + me * BQ + ad.iota((BQ, BK), ad.int32, 0)
+                x = ad.where(j * BK + ad.iota((BQ, BK), ad.int32, 1) > rows, -math.inf, x)
             new_max = ad.maximum(row_max[...], x.max(axis=1))
-            alpha = ad.exp2(row_max[...] - new_max, approx=True)
-            p = ad.exp2(x - new_max[:, None], approx=True)
-            row_sum[...] = row_sum[...] * alpha + p.sum(axis=1)
-            acc[...] = acc[...] * alpha[:, None]
+            alpha = ad.exp2((row_max[...] - new_max) * scale, approx=True)
+            probabilities = ad.exp2(ad.fma(x, scale, (new_max * -scale)[:, None]), approx=True)
+            row_sum[...] = row_sum[...] * alpha + probabilities.sum(axis=1)
             row_max[...] = new_max
-            v_full[slot].wait()
-            ad.wgmma(acc, p.astype(v.dtype), v_ring.at[slot])
+            return probabilities.astype(v.dtype), alpha
+
+        def step(j, masked: bool):
+            """Block j while block j - 1's p @ v runs: issue s_j, then o += p_{j-1} @ v_{j-1};
+            the softmax of s_j overlaps that wgmma, whose end it waits for to scale o."""
+            scores(j)
+            v_full[(j - 1) % STAGES].wait()
+            ad.wgmma(acc, p[...], v_ring.at[(j - 1) % STAGES])
+            ad.wgmma_wait(1)  # s_j is done, p_{j-1} @ v_{j-1} may still run
+            k_empty[j % STAGES].arrive(sync=False)
+            probabilities, alpha = softmax(j, masked)
             ad.wgmma_wait(0)
-            v_empty[slot].arrive(sync=False)
-        o_s.at[me][...] = (acc[...] / row_sum[...][:, None]).astype(o.dtype)
+            v_empty[(j - 1) % STAGES].arrive(sync=False)
+            p[...] = probabilities
+            acc[...] = acc[...] * alpha[:, None]
+
+        q_landed.wait()
+        scores(0)
+        ad.wgmma_wait(0)
+        k_empty[0].arrive(sync=False)
+        p[...], _ = softmax(0, masked=CAUSAL)
+        if CAUSAL:
+            # Block 0 crosses the diagonal in the first CTAs (it was masked above): start after it.
+            for j in ad.range(1, first_masked):
+                step(j, masked=False)
+            for j in ad.range(first_masked.max(1), blocks):
+                step(j, masked=True)
+        else:
+            for j in ad.range(1, blocks):
+                step(j, masked=False)
+        last = (blocks - 1) % STAGES
+        v_full[last].wait()
+        ad.wgmma(acc, p[...], v_ring.at[last])
+        ad.wgmma_wait(0)
+        v_empty[last].arrive(sync=False)
+        q_s.at[me][...] = (acc[...] / row_sum[...][:, None]).astype(o.dtype)
         ad.fence_async_smem()
-        ad.async_copy(o_s.at[me], o.at[b, h, ad.ds(first_row + me * BQ, BQ), :])
+        ad.async_copy(q_s.at[me], o.at[b, h, ad.ds(first_row + me * BQ, BQ), :])
         ad.await_async_copy(0)
 
 

@@ -1,5 +1,6 @@
 """The attention example in the interpreter against float64 attention: causal and not, head
-dims 64 and 128, several CTAs and heads; and its kernel assembles with no spill or advisory."""
+dims 64, 128 and 256 (blocks of 64 keys, so two blocks cross the diagonal), several CTAs and
+heads; and its kernel assembles with no spill or advisory."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from asyncdsl.runtime.ptxas import assemble
 
 
 @pytest.mark.parametrize("shape,causal", [((1, 2, 256, 64), False), ((1, 2, 256, 64), True),
-                                          ((2, 1, 256, 128), True)])
+                                          ((2, 1, 256, 128), True), ((1, 1, 384, 256), True),
+                                          ((1, 1, 256, 256), False)])
 def test_attention_matches_float64(shape, causal):
     rng = np.random.default_rng(1)
     q, k, v = (rng.standard_normal(shape).astype(ml_dtypes.bfloat16) for _ in range(3))
@@ -24,7 +26,7 @@ def test_attention_matches_float64(shape, causal):
     np.testing.assert_allclose(o.astype(np.float64), reference(q, k, v, causal), atol=2e-2, rtol=0)
 
 
-@pytest.mark.parametrize("head_dim,causal", [(128, False), (128, True), (64, False)])
+@pytest.mark.parametrize("head_dim,causal", [(128, False), (128, True), (64, False), (256, True)])
 def test_attention_assembles_without_spills_or_advisories(head_dim, causal):
     x = np.zeros((4, 32, 4096, head_dim), ml_dtypes.bfloat16)
     _, log = assemble(attention.ptx(x, x, x, x, CAUSAL=causal), verbose=True)
