@@ -42,14 +42,20 @@ DEBUG = Knob(
     "compile kernels that check at run time what the compiler took on trust (alignment hints, traced "
     "starts) and raise an error naming the user's line after the launch",
 )
-CACHE_DIR = Knob("ASYNCDSL_CACHE_DIR", "a directory", "~/.cache/asyncdsl", "where compiled cubins are kept")
+CACHE_DIR = Knob("ASYNCDSL_CACHE_DIR", "a directory", "~/.cache/asyncdsl",
+                 "where compiled cubins and kernels are kept")
+KERNEL_CACHE = Knob(
+    "ASYNCDSL_KERNEL_CACHE", "0/1", "1",
+    "take kernels an earlier process compiled from the same code and argument layout from the disk "
+    "without tracing them (0: trace in every process, for kernels whose trace reads more than code)",
+)
 PTX_COMPILER = Knob(
     "ASYNCDSL_PTX_COMPILER", "auto/nvjitlink/driver", "auto",
     "which in-process compiler turns PTX into a cubin (auto: nvJitLink when it matches the driver)",
 )
 PTXAS = Knob("ASYNCDSL_PTXAS", "a path", "found on the system", "the ptxas binary the tests and `asyncdsl dump` use")
 
-KNOBS: tuple[Knob, ...] = (INTERPRET, DUMP_IR, DEBUG, CACHE_DIR, PTX_COMPILER, PTXAS)
+KNOBS: tuple[Knob, ...] = (INTERPRET, DUMP_IR, DEBUG, CACHE_DIR, KERNEL_CACHE, PTX_COMPILER, PTXAS)
 PTX_COMPILERS = ("auto", "nvjitlink", "driver")
 
 
@@ -82,6 +88,10 @@ class Knobs:
     @property
     def debug(self) -> bool:
         return _flag(DEBUG)
+
+    @property
+    def kernel_cache(self) -> bool:
+        return os.environ.get(KERNEL_CACHE.variable, "1").strip().lower() not in _FALSE
 
     @property
     def cache_dir(self) -> Path:

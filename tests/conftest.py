@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from asyncdsl.frontend import kernel as kernel_module
@@ -9,6 +11,10 @@ from asyncdsl.runtime.ptxas import assemble, find_ptxas
 
 # The shared helpers (support.py) assert too: let pytest explain their failures as it does the tests'.
 pytest.register_assert_rewrite("support")
+
+# Tests count compilations and traces: kernels an earlier test (or run) compiled must not come
+# from the disk.  The tests of that cache turn it on for themselves, in a directory of their own.
+os.environ.setdefault("ASYNCDSL_KERNEL_CACHE", "0")
 
 
 @pytest.fixture(scope="session")

@@ -9,6 +9,7 @@ whose value never recompiles (only whether an int is a multiple of 16 does); any
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import numbers
 import operator
@@ -20,6 +21,7 @@ from typing import Any
 from asyncdsl import runtime
 from asyncdsl.config import knobs
 from asyncdsl.errors import ArgumentError, SourceLocation, TraceError, user_location
+from asyncdsl.frontend.code_digest import code_digest
 from asyncdsl.frontend.distributed import symmetric_arrays
 from asyncdsl.frontend.options import option
 from asyncdsl.frontend.persistent import PersistentGrid
@@ -33,7 +35,7 @@ from asyncdsl.hw.profile import (
     decode_records,
     recorded_counts,
 )
-from asyncdsl.kernel_binary import ProfileBufferParam, scalar_argument
+from asyncdsl.kernel_binary import KernelBinary, ProfileBufferParam, scalar_argument
 from asyncdsl.passes.allocate_descriptor_scratch import MODES as DESCRIPTOR_MODES
 from asyncdsl.passes.pipeline import CompiledKernel, compile_module
 from asyncdsl.runtime.host_copy import host_copy, numpy_argument
@@ -150,6 +152,7 @@ class Kernel:
         if cluster_size > 16:
             raise ArgumentError(f"a cluster holds at most 16 CTAs, got {self.launch.cluster}", self.definition)
         self._compiled: dict[tuple, CompiledKernel] = {}
+        self._binaries: dict[tuple, KernelBinary] = {}
         self._warm = WarmLaunches(
             tuple(self._signature.parameters), frozenset(self.constexpr_names), grid if callable(grid) else None,
             {name: p.default for name, p in self._signature.parameters.items() if p.default is not p.empty},
@@ -199,16 +202,49 @@ class Kernel:
         spec holds its kind and divisibility, never its value); with `profile`, the kernel
         `Kernel.profile` launches, its regions recording into a profile buffer; traced for
         `devices` devices (`asyncdsl.num_devices()`)."""
-        debug = knobs.debug
-        # With each value's type: 1, 1.0 and True are equal keys but may trace different kernels.
-        constexpr_key = tuple(sorted((name, type(value), value) for name, value in constexprs.items()))
-        key = (specs, constexpr_key, debug, profile, devices)
+        key = _specialization(specs, constexprs, profile, devices)
         compiled = self._compiled.get(key)
         if compiled is None:
             module = self._trace(specs, constexprs, profile, devices)
             compiled = compile_module(module, descriptor_mode=self.descriptor_mode)
             self._compiled[key] = compiled
         return compiled
+
+    def binary(
+        self, specs: tuple[ArraySpec | ScalarSpec, ...], constexprs: Mapping[str, Any], profile: bool = False
+    ) -> KernelBinary:
+        """What the GPU runs for these specs and constexprs: compiled in this process, else taken
+        from the kernels earlier processes compiled from the same code (`runtime/binary_cache.py`:
+        no tracing, no passes), else compiled now and filed there."""
+        key = _specialization(specs, constexprs, profile, 1)
+        binary = self._binaries.get(key)
+        if binary is not None:
+            return binary
+        compiled = self._compiled.get(key)
+        disk_key = None if compiled is not None or not knobs.kernel_cache else self._disk_key(specs, constexprs, profile)
+        if disk_key is not None:
+            binary = runtime.BinaryCache().load(disk_key)
+        if binary is None:
+            binary = self.specialize(specs, constexprs, profile).for_gpu().binary
+            if disk_key is not None:
+                runtime.BinaryCache().store(disk_key, binary)
+        self._binaries[key] = binary
+        return binary
+
+    def _disk_key(self, specs: tuple, constexprs: Mapping[str, Any], profile: bool) -> str | None:
+        """The key of a specialisation across processes: the code (`code_digest`), this kernel and
+        its options, the specs and the constexprs by type and repr; None when a constexpr's repr
+        names an object's address (it would differ in every process)."""
+        code = code_digest(self.fn.__code__.co_filename)
+        values = repr(sorted((name, type(value).__qualname__, repr(value)) for name, value in constexprs.items()))
+        if code is None or " at 0x" in values:
+            return None
+        digest = hashlib.sha256()
+        for part in (runtime.BINARY_FORMAT, code, self.fn.__module__, self.fn.__qualname__, self.name,
+                     repr(self.launch), self.descriptor_mode, str(self.profile_events if profile else None),
+                     repr(specs), values, str(knobs.debug)):
+            digest.update(part.encode() + b"\0")
+        return digest.hexdigest()
 
     def _trace(
         self, specs: tuple[ArraySpec | ScalarSpec, ...], constexprs: Mapping[str, Any], profile: bool, devices: int = 1
@@ -286,7 +322,7 @@ class Kernel:
         location = user_location()
         call = self.bind(args, kwargs, location)
         specs = self.specs(call, location)
-        compiled = self.specialize(specs, call.constexprs).for_gpu()
+        binary = self.binary(specs, call.constexprs)
         persistent = isinstance(self.grid, PersistentGrid)
         grid = None if persistent else self.grid_for(call, location)
         stream_source = current_stream_source([a for _, a in call.arrays()])
@@ -296,13 +332,13 @@ class Kernel:
             else:
                 handle = DEFAULT_STREAM if stream_source is None else stream_source()
             arrays = [runtime.device_array(a, n, stream=handle) for n, a in call.arrays()]
-            loaded = runtime.load_kernel(compiled.binary)
+            loaded = runtime.load_kernel(binary)
             if persistent:
                 grid = self.grid_for(call, location, loaded)
             loaded.launch(grid, arrays, stream=handle, scalars=call.scalars())
         except ArgumentError as error:
             raise error.at(location) from None
-        grid = runtime.launch_grid(grid, compiled.binary.cluster)
+        grid = runtime.launch_grid(grid, binary.cluster)
         self._warm.remember(args, kwargs, loaded, grid, stream_source)
 
     def interpret(self, *args, devices: int | None = None, **kwargs) -> None:
@@ -358,7 +394,7 @@ class Kernel:
         )
         if not profile:
             return None
-        param = _profile_param(compiled)
+        param = _profile_param(compiled.binary)
         check_capacity(self.__name__, [record.recorded for record in records], self.launch.num_warpgroups,
                        param.events_per_warpgroup, self.definition)
         return Profile(self.__name__, param.region_names, records, "ticks", self.launch.num_warpgroups)
@@ -372,18 +408,18 @@ class Kernel:
         if knobs.interpret:
             return self._interpret_copies(args, kwargs, location, profile=True)
         call = self.bind(args, kwargs, location)
-        compiled = self.specialize(self.specs(call, location), call.constexprs, profile=True).for_gpu()
+        binary = self.binary(self.specs(call, location), call.constexprs, profile=True)
         persistent = isinstance(self.grid, PersistentGrid)
         grid = None if persistent else self.grid_for(call, location)
         try:
             arrays = [runtime.device_array(a, n, stream=stream) for n, a in call.arrays()]
-            loaded = runtime.load_kernel(compiled.binary)
+            loaded = runtime.load_kernel(binary)
             if persistent:
                 grid = self.grid_for(call, location, loaded)
             launched = loaded.launch_profiled(grid, arrays, stream, call.scalars())
         except ArgumentError as error:
             raise error.at(location) from None
-        param = _profile_param(compiled)
+        param = _profile_param(binary)
         shape = (param.events_per_warpgroup, launched.grid[0] * launched.grid[1] * launched.grid[2],
                  self.launch.num_warpgroups)
         check_capacity(self.__name__, recorded_counts(launched.words, *shape).tolist(), self.launch.num_warpgroups,
@@ -403,8 +439,15 @@ class Kernel:
         return f"<asyncdsl.kernel {self.__name__} block={self.launch.block} cluster={self.launch.cluster}>"
 
 
-def _profile_param(compiled: CompiledKernel) -> ProfileBufferParam:
-    return next(param for param in compiled.binary.params if isinstance(param, ProfileBufferParam))
+def _profile_param(binary: KernelBinary) -> ProfileBufferParam:
+    return next(param for param in binary.params if isinstance(param, ProfileBufferParam))
+
+
+def _specialization(specs: tuple, constexprs: Mapping[str, Any], profile: bool, devices: int) -> tuple:
+    """The in-process key of a specialisation.  Constexprs go with their types: 1, 1.0 and True
+    are equal keys but may trace different kernels."""
+    constexpr_key = tuple(sorted((name, type(value), value) for name, value in constexprs.items()))
+    return (specs, constexpr_key, knobs.debug, profile, devices)
 
 
 def _python_scalar(value: Any) -> Any:

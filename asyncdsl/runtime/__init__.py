@@ -9,6 +9,7 @@ raising on machines that have no driver or no GPU.
 """
 
 from asyncdsl.runtime.arrays import DeviceArray, device_array
+from asyncdsl.runtime.binary_cache import BINARY_FORMAT, BinaryCache
 from asyncdsl.runtime.buffers import empty, to_device, to_host
 from asyncdsl.runtime.driver import DeviceFacts, device_facts, has_gpu
 from asyncdsl.runtime.launch import LoadedKernel, clear_loaded_kernels, launch_grid, load_kernel
@@ -19,6 +20,8 @@ from asyncdsl.runtime.tensormap import validate_spec
 from asyncdsl.runtime.timing import host_seconds_per_call
 
 __all__ = [
+    "BINARY_FORMAT",
+    "BinaryCache",
     "DeviceArray",
     "DeviceFacts",
     "LoadedKernel",

@@ -23,8 +23,7 @@ from pathlib import Path
 from asyncdsl.config import CACHE_DIR, knobs
 
 CACHE_FORMAT = "asyncdsl-cubin-2"  # bump when the key or the file layout changes
-_HEADER = struct.Struct("<16sQ32s")  # magic, cubin length, sha256 of the cubin
-_MAGIC = b"asyncdsl-cubin-2"
+_HEADER = struct.Struct("<16sQ32s")  # magic, payload length, sha256 of the payload
 
 
 def cache_directory() -> Path:
@@ -43,18 +42,23 @@ def cubin_key(ptx: str, arch: str, driver_version: int, compiler_identity: str) 
     return digest.hexdigest()
 
 
-class CubinCache:
-    """Cubins on disk, one file per key, spread over 256 subdirectories."""
+class ChecksummedFiles:
+    """Byte strings on disk, one file per key (spread over 256 subdirectories), each behind a
+    header with its kind (`magic`, 16 bytes), length and sha256; what it holds is `what` (for the
+    warning when a file cannot be written)."""
 
-    def __init__(self, directory: Path):
+    def __init__(self, directory: Path, suffix: str, magic: bytes, what: str):
         self.directory = directory
+        self._suffix = suffix
+        self._magic = magic.ljust(16, b"\0")
+        self._what = what
 
     def path(self, key: str) -> Path:
-        return self.directory / key[:2] / f"{key}.cubin"
+        return self.directory / key[:2] / f"{key}{self._suffix}"
 
     def load(self, key: str) -> bytes | None:
-        """The cached cubin for `key`, or None if there is none or the file fails its check
-        (a short, long or altered file, which is then recompiled over)."""
+        """The bytes filed under `key`, or None if there are none or the file fails its check
+        (a short, long or altered file, which is then written over)."""
         try:
             data = self.path(key).read_bytes()
         except OSError:
@@ -62,31 +66,38 @@ class CubinCache:
         if len(data) < _HEADER.size:
             return None
         magic, length, digest = _HEADER.unpack_from(data)
-        cubin = data[_HEADER.size :]
-        if magic != _MAGIC or length != len(cubin) or hashlib.sha256(cubin).digest() != digest:
+        payload = data[_HEADER.size :]
+        if magic != self._magic or length != len(payload) or hashlib.sha256(payload).digest() != digest:
             return None
-        return cubin
+        return payload
 
-    def store(self, key: str, cubin: bytes) -> None:
-        """Write `cubin` atomically: readers see the old state or the whole new file."""
+    def store(self, key: str, payload: bytes) -> None:
+        """Write `payload` atomically: readers see the old state or the whole new file."""
         target = self.path(key)
         temporary = None
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             descriptor, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{key[:16]}.", suffix=".tmp")
             with os.fdopen(descriptor, "wb") as file:
-                file.write(_HEADER.pack(_MAGIC, len(cubin), hashlib.sha256(cubin).digest()))
-                file.write(cubin)
+                file.write(_HEADER.pack(self._magic, len(payload), hashlib.sha256(payload).digest()))
+                file.write(payload)
             os.replace(temporary, target)
             temporary = None
         except OSError as error:
-            warnings.warn(f"asyncdsl could not cache a cubin in {self.directory} ({error}); kernels will be "
+            warnings.warn(f"asyncdsl could not cache {self._what} in {self.directory} ({error}); kernels will be "
                           f"recompiled in every process (set {CACHE_DIR.variable} to a writable directory)",
-                          RuntimeWarning, stacklevel=2)
+                          RuntimeWarning, stacklevel=3)
         finally:
             if temporary is not None:
                 with contextlib.suppress(OSError):
                     os.unlink(temporary)
+
+
+class CubinCache(ChecksummedFiles):
+    """Cubins on disk by `cubin_key`."""
+
+    def __init__(self, directory: Path):
+        super().__init__(directory, ".cubin", b"asyncdsl-cubin-2", "a cubin")
 
 
 def cached_compile(

@@ -1,0 +1,79 @@
+"""What a kernel's trace depends on besides its arguments, the code, as one digest: part of the
+key under which compiled kernels are kept on disk (`runtime/binary_cache.py`), so that a process
+skips tracing only when the code is what it was when the kernel was compiled.
+
+Tracing runs the kernel function's Python, which may call helpers anywhere in the user's code and
+read its globals, through asyncdsl's frontend and passes.  The digest covers every loaded module
+that is asyncdsl's or lies outside the standard library and the site-packages directories (the
+user's code, whatever imported it), and the kernel's own file: each file's path, size and
+modification time, taken when this process first looks at the module (its code was loaded from
+the file then, not from a later edit); the Python version; and which installation of xDSL, numpy
+and ml_dtypes is loaded.
+Other third-party packages are taken not to change traces.  A kernel defined where there is no
+file (an interactive session) has no digest and is traced in every process.  What a trace reads
+besides code (environment variables, files, random numbers) is not seen: for such kernels set
+ASYNCDSL_KERNEL_CACHE=0.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import sysconfig
+from types import ModuleType
+
+# The standard library and site-packages, as configured and with links resolved: a module's
+# __file__ is compared as given (resolving every path would cost ~10 ms a process).
+_THIRD_PARTY = tuple({
+    form + os.sep
+    for path in {sysconfig.get_paths()[name] for name in ("stdlib", "platstdlib", "purelib", "platlib")}
+    for form in (os.path.abspath(path), os.path.realpath(path))
+})
+# Module name -> (path, size, mtime_ns) of its file, or None when it is not the user's or
+# asyncdsl's code; filled as modules are first seen.
+_seen: dict[str, tuple[str, int, int] | None] = {}
+
+
+def _file_identity(path: str) -> tuple[str, int, int] | None:
+    try:
+        status = os.stat(path)
+    except OSError:
+        return None
+    return path, status.st_size, status.st_mtime_ns
+
+
+def _identity(name: str, module: ModuleType) -> tuple[str, int, int] | None:
+    path = getattr(module, "__file__", None)
+    if not isinstance(path, str):
+        return None
+    ours = name == "asyncdsl" or name.startswith("asyncdsl.")
+    if not ours and path.startswith(_THIRD_PARTY):
+        return None
+    return _file_identity(path)
+
+
+def _installed(name: str) -> str:
+    """Which installation of package `name` is loaded: its __init__'s path, size and modification
+    time (rewritten by every install; cheaper than xDSL's lazily computed __version__)."""
+    module = sys.modules.get(name)
+    path = getattr(module, "__file__", None)
+    return str(_file_identity(path)) if isinstance(path, str) else ""
+
+
+def code_digest(kernel_file: str) -> str | None:
+    """The digest of the code loaded now, with the kernel's own file `kernel_file`; None when that
+    file does not exist (no digest can vouch for the kernel's code)."""
+    own = _file_identity(kernel_file)
+    if own is None:
+        return None
+    for name, module in list(sys.modules.items()):
+        if name not in _seen and module is not None:
+            _seen[name] = _identity(name, module)
+    files = sorted({identity for identity in _seen.values() if identity is not None} | {own})
+    digest = hashlib.sha256()
+    for part in (sys.version, _installed("xdsl"), _installed("numpy"), _installed("ml_dtypes")):
+        digest.update(part.encode() + b"\0")
+    for path, size, mtime in files:
+        digest.update(f"{path}\0{size}\0{mtime}\0".encode())
+    return digest.hexdigest()

@@ -1,0 +1,82 @@
+"""How long the first GEMM call of a process takes to launch, asyncdsl against Triton's persistent
+TMA matmul, in one run: host seconds from the first call to its return (the launch enqueued),
+measured inside a fresh process after its imports (no Python start-up, no import time), median
+of 3 processes each:
+
+- empty caches: trace, passes, PTX, cubin, load, tensor maps, launch (Triton: its JIT compile);
+- warm disk cache: a second process over the caches the first filled (asyncdsl takes the
+  compiled kernel from disk without tracing it, `runtime/binary_cache.py`);
+- warm disk cache with ASYNCDSL_KERNEL_CACHE=0: the cubin alone from disk, traced again.
+
+    python benchmarks/compile_latency.py
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+from common import empty_dir, fresh_process_seconds, plot_result, write_result  # noqa: E402
+
+FIRST_CALL = r"""
+import time, torch
+from asyncdsl.examples.matmul import matmul
+a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+c = torch.empty(8192, 8192, device="cuda", dtype=torch.bfloat16)
+torch.cuda.synchronize()
+t0 = time.perf_counter()
+matmul(a, b, c, CTAS=torch.cuda.get_device_properties(0).multi_processor_count)
+t = time.perf_counter() - t0
+torch.cuda.synchronize()
+assert torch.isfinite(c[:64, :64].float()).all()
+print(t)
+"""
+
+TRITON_FIRST_CALL = r"""
+import time, torch
+from triton_peers import triton_matmul
+a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+c = torch.empty(8192, 8192, device="cuda", dtype=torch.bfloat16)
+torch.cuda.synchronize()
+t0 = time.perf_counter()
+triton_matmul(a, b, c, num_sms=torch.cuda.get_device_properties(0).multi_processor_count)
+t = time.perf_counter() - t0
+torch.cuda.synchronize()
+print(t)
+"""
+
+PROCESSES = 3
+
+
+def median_seconds(code: str, env: dict) -> float:
+    return statistics.median(fresh_process_seconds(code, env) for _ in range(PROCESSES))
+
+
+def main() -> None:
+    results: dict = {}
+    cold = [fresh_process_seconds(FIRST_CALL, {"ASYNCDSL_CACHE_DIR": empty_dir()}) for _ in range(PROCESSES)]
+    results["asyncdsl, empty caches (s)"] = statistics.median(cold)
+    cache = empty_dir()
+    fresh_process_seconds(FIRST_CALL, {"ASYNCDSL_CACHE_DIR": cache})
+    results["asyncdsl, warm disk cache (s)"] = median_seconds(FIRST_CALL, {"ASYNCDSL_CACHE_DIR": cache})
+    results["asyncdsl, warm cubin cache, traced again (s)"] = median_seconds(
+        FIRST_CALL, {"ASYNCDSL_CACHE_DIR": cache, "ASYNCDSL_KERNEL_CACHE": "0"})
+    triton_cold = [fresh_process_seconds(TRITON_FIRST_CALL, {"TRITON_CACHE_DIR": empty_dir()}) for _ in range(PROCESSES)]
+    results["Triton, empty caches (s)"] = statistics.median(triton_cold)
+    triton_cache = empty_dir()
+    fresh_process_seconds(TRITON_FIRST_CALL, {"TRITON_CACHE_DIR": triton_cache})
+    results["Triton, warm disk cache (s)"] = median_seconds(TRITON_FIRST_CALL, {"TRITON_CACHE_DIR": triton_cache})
+    path = write_result("compile_latency", {"bf16 GEMM 8192^3, first call (s)": results})
+    plot_result(path)
+    for key, value in results.items():
+        print(f"{key:48s} {value * 1e3:9.2f} ms")
+    print(path)
+
+
+if __name__ == "__main__":
+    main()

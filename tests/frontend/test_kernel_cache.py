@@ -1,0 +1,136 @@
+"""The disk cache of compiled kernels (`runtime/binary_cache.py`, keyed by `Kernel._disk_key`
+with `frontend/code_digest.py`): a fresh process takes a kernel compiled before from the disk
+without tracing it; a change of code, argument layout, constexpr or option compiles again; a
+file that is not a kernel binary is a miss."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import asyncdsl as ad
+from asyncdsl.frontend import code_digest as digest_module
+from asyncdsl.runtime.binary_cache import BinaryCache
+
+X = ad.ArraySpec((256, 64), ad.float32)
+
+
+@pytest.fixture
+def kernel_cache(tmp_path, monkeypatch):
+    """The kernel cache on, in a directory of this test's own."""
+    monkeypatch.setenv("ASYNCDSL_KERNEL_CACHE", "1")
+    monkeypatch.setenv("ASYNCDSL_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache" / "binary"
+
+
+def copy_kernel():
+    """A new Kernel object for the same function each call (what a new process makes)."""
+
+    def tile_copy(x, y, BM: ad.constexpr):
+        buf = ad.smem((BM, 64), x.dtype)
+        bar = ad.barrier()
+        ad.async_copy(x.at[ad.ds(ad.program_id(0) * BM, BM), :], buf, barrier=bar)
+        bar.wait()
+        ad.async_copy(buf, y.at[ad.ds(ad.program_id(0) * BM, BM), :])
+        ad.await_async_copy(0)
+
+    return ad.kernel(grid=(2,), block=128)(tile_copy)
+
+
+def test_a_new_kernel_object_takes_the_binary_from_disk_without_tracing(kernel_cache, compilations):
+    first = copy_kernel().binary((X, X), {"BM": 128})
+    assert compilations[0] == 1 and len(list(kernel_cache.rglob("*.kernel"))) == 1
+    again = copy_kernel()
+    assert again.binary((X, X), {"BM": 128}) == first
+    assert compilations[0] == 1 and not again._compiled  # nothing traced
+
+
+@pytest.mark.parametrize("change", ["constexpr", "layout", "profile", "debug"])
+def test_what_the_trace_depends_on_compiles_again(kernel_cache, compilations, monkeypatch, change):
+    copy_kernel().binary((X, X), {"BM": 128})
+    specs, constexprs, profile = (X, X), {"BM": 128}, False
+    if change == "constexpr":
+        constexprs = {"BM": 64}
+    elif change == "layout":
+        specs = (ad.ArraySpec((512, 64), ad.float32), X)
+    elif change == "profile":
+        profile = True
+    else:
+        monkeypatch.setenv("ASYNCDSL_DEBUG", "1")
+    copy_kernel().binary(specs, constexprs, profile)
+    assert compilations[0] == 2
+
+
+def test_equal_constexprs_of_other_types_are_other_kernels(kernel_cache):
+    kernel = copy_kernel()
+    keys = {kernel._disk_key((X, X), {"BM": value}, False) for value in (1, 1.0, True)}
+    assert len(keys) == 3
+
+
+def test_an_edited_source_file_is_new_code(tmp_path, monkeypatch):
+    module = tmp_path / "user_helpers.py"
+    module.write_text("SCALE = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(digest_module, "_seen", {})
+    import user_helpers  # noqa: F401 - a module of the user's, loaded
+
+    before = digest_module.code_digest(__file__)
+    module.write_text("SCALE = 22\n")
+    monkeypatch.setattr(digest_module, "_seen", {})  # a new process sees the file as it is now
+    assert digest_module.code_digest(__file__) != before
+    monkeypatch.delitem(sys.modules, "user_helpers")
+
+
+def test_a_kernel_without_a_source_file_or_with_an_address_in_a_constexpr_is_not_filed(kernel_cache, compilations):
+    assert digest_module.code_digest("<stdin>") is None
+
+    class Opaque:  # repr names the object's address: different in every process
+        def __hash__(self):
+            return 1
+
+    @ad.kernel(grid=(1,), block=128)
+    def ignores(x, TAG: ad.constexpr):
+        bar = ad.barrier()
+        bar.arrive()
+        bar.wait()
+
+    ignores.binary((X,), {"TAG": Opaque()})
+    assert not kernel_cache.exists() or not list(kernel_cache.rglob("*.kernel"))
+
+
+def test_a_file_that_is_not_a_kernel_binary_is_a_miss(tmp_path):
+    cache = BinaryCache(tmp_path)
+    binary = copy_kernel().binary((X, X), {"BM": 128})
+    cache.store("aa" * 32, binary)
+    assert cache.load("aa" * 32) == binary
+    path = cache._files.path("aa" * 32)
+    path.write_bytes(path.read_bytes()[:-1])  # truncated: fails its checksum
+    assert cache.load("aa" * 32) is None
+    # A well-formed file whose pickle would call something: refused by the unpickler.
+    cache._files.store("bb" * 32, pickle.dumps(print))
+    assert cache.load("bb" * 32) is None
+    cache._files.store("cc" * 32, pickle.dumps(("not", "a", "binary")))
+    assert cache.load("cc" * 32) is None
+
+
+def test_a_second_process_does_not_trace(tmp_path):
+    script = tmp_path / "second_process.py"
+    script.write_text(textwrap.dedent("""
+        import sys
+        import asyncdsl as ad
+        from asyncdsl.examples.matmul import matmul
+        specs = (ad.ArraySpec((256, 320), ad.bfloat16), ad.ArraySpec((320, 512), ad.bfloat16),
+                 ad.ArraySpec((256, 512), ad.bfloat16))
+        binary = matmul.binary(specs, {"CTAS": 3})
+        print("traced" if matmul._compiled else "from disk", len(binary.ptx))
+    """))
+    env = {**os.environ, "ASYNCDSL_KERNEL_CACHE": "1", "ASYNCDSL_CACHE_DIR": str(tmp_path / "cache")}
+    runs = [subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, check=True).stdout
+            for _ in range(2)]
+    assert runs[0].split()[0] == "traced" and runs[1].startswith("from disk"), runs
+    assert runs[0].split()[-1] == runs[1].split()[-1]  # the same PTX
