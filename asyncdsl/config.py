@@ -110,6 +110,11 @@ class Knobs:
         return os.environ.get(PTXAS.variable) or None
 
     @property
+    def library_paths(self) -> tuple[str, ...]:
+        """The folders `LD_LIBRARY_PATH` names (where the loader also finds CUDA libraries)."""
+        return tuple(path for path in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if path)
+
+    @property
     def cuda_homes(self) -> tuple[str, ...]:
         """CUDA toolkit roots to look for ptxas in (`CUDA_HOME`, `CUDA_PATH`, `/usr/local/cuda`)."""
         found = (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda")

@@ -1,7 +1,7 @@
 """How long the first GEMM call of a process takes to launch, asyncdsl against Triton's persistent
 TMA matmul, in one run: host seconds from the first call to its return (the launch enqueued),
-measured inside a fresh process after its imports (no Python start-up, no import time), median
-of 3 processes each:
+measured inside a fresh process after its imports (no Python start-up, no import time: also not
+cuda-python's, which asyncdsl otherwise imports on its first launch), median of 3 processes each:
 
 - empty caches: trace, passes, PTX, cubin, load, tensor maps, launch (Triton: its JIT compile);
 - warm disk cache: a second process over the caches the first filled (asyncdsl takes the
@@ -24,6 +24,8 @@ from common import empty_dir, fresh_process_seconds, plot_result, write_result  
 FIRST_CALL = r"""
 import time, torch
 from asyncdsl.examples.matmul import matmul
+from asyncdsl.runtime import driver
+driver.api()  # cuda-python's import (~80 ms) is import time, as torch's and triton's are
 a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
 b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
 c = torch.empty(8192, 8192, device="cuda", dtype=torch.bfloat16)

@@ -4,11 +4,20 @@ version, else the driver's own linker (`cuLink*`).
 Neither path honours `.extern .shared .align` (docs/hardware.md §1.1); asyncdsl's PTX aligns its
 dynamic shared memory at run time, so both give correct cubins.  `ASYNCDSL_PTX_COMPILER` may force
 one (`nvjitlink` or `driver`); the default is `auto`.
+
+Loading nvJitLink (`cuda.bindings.nvjitlink` and the library finder it imports) costs 20-70 ms, so
+the cubin cache is keyed by `installed_compilers()`, which reads what decides the compiler and what
+it makes (the knob, the driver version, the libnvJitLink files the loader can find and the
+cuda-bindings installation) from the file system alone: a process whose cubins are all on disk
+never loads a compiler.
 """
 
 from __future__ import annotations
 
 import ctypes
+import glob
+import os
+import sys
 import threading
 from typing import Protocol
 
@@ -20,10 +29,7 @@ _ERROR_LOG_BYTES = 1 << 16
 
 
 class PtxCompiler(Protocol):
-    """Turns the PTX of one kernel into a cubin for `arch`.  `identity` names the compiler and
-    its version: cubins from different identities never share a cache entry."""
-
-    identity: str
+    """Turns the PTX of one kernel into a cubin for `arch` (cached under `installed_compilers`)."""
 
     def compile(self, ptx: str, arch: str, name: str) -> bytes: ...
 
@@ -36,7 +42,6 @@ class NvJitLinkCompiler:
 
         self._nvjitlink = nvjitlink
         self.version = tuple(nvjitlink.version())  # raises when libnvJitLink cannot be loaded
-        self.identity = f"nvjitlink-{self.version[0]}.{self.version[1]}"
 
     def compile(self, ptx: str, arch: str, name: str) -> bytes:
         nvjitlink = self._nvjitlink
@@ -65,7 +70,6 @@ class DriverLinkerCompiler:
 
     def __init__(self, device: int):
         self._device = device
-        self.identity = f"driver-linker-{driver.driver_version()}"
 
     def compile(self, ptx: str, arch: str, name: str) -> bytes:
         cu = driver.api()
@@ -107,6 +111,36 @@ def _text(log: bytearray) -> str:
 
 _compilers: dict[tuple[str, int], PtxCompiler] = {}
 _lock = threading.Lock()
+_installed: dict[int, str] = {}
+
+
+def installed_compilers(driver_version: int) -> str:
+    """Names everything `default_compiler` depends on, without loading a compiler: the knob, the
+    driver version, every libnvJitLink the nvidia-* wheels on sys.path, LD_LIBRARY_PATH or a CUDA
+    toolkit hold (path, size, modification time) and the cuda-bindings installation.  Two
+    processes with equal names make the same compiler; an upgrade of any of them changes it."""
+    known = _installed.get(driver_version)
+    if known is None:
+        try:
+            choice = knobs.ptx_compiler
+        except ArgumentError as error:
+            raise error.at(user_location()) from None
+        folders = [os.path.join(entry, "nvidia", "*", "lib") for entry in sys.path if entry]
+        folders += knobs.library_paths
+        folders += [os.path.join(home, lib) for home in knobs.cuda_homes for lib in ("lib64", "lib")]
+        libraries = sorted({path for folder in folders if folder
+                            for path in glob.glob(os.path.join(folder, "libnvJitLink.so*"))})
+        bindings = getattr(sys.modules.get("cuda.bindings"), "__file__", None)
+        files = [*libraries, *([bindings] if bindings else [])]
+        stats = []
+        for path in files:
+            try:
+                status = os.stat(path)
+            except OSError:
+                continue
+            stats.append(f"{path}:{status.st_size}:{status.st_mtime_ns}")
+        known = _installed[driver_version] = "|".join([choice, str(driver_version), *stats])
+    return known
 
 
 def default_compiler(device: int = 0) -> PtxCompiler:

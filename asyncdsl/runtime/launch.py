@@ -39,7 +39,7 @@ from asyncdsl.kernel_binary import (
 from asyncdsl.runtime import driver
 from asyncdsl.runtime.arrays import DeviceArray
 from asyncdsl.runtime.error_buffer import ErrorBuffer
-from asyncdsl.runtime.jit_link import default_compiler
+from asyncdsl.runtime.jit_link import default_compiler, installed_compilers
 from asyncdsl.runtime.module_cache import CubinCache, cache_directory, cached_compile
 from asyncdsl.runtime.params import KernelParams, argument_count
 from asyncdsl.runtime.profile import ProfiledLaunch, launch_profiled
@@ -150,9 +150,9 @@ class LoadedKernel:
                             for encoder in encoders]
         cu = driver.api()
         driver.activate(device)
-        compiler = default_compiler(device)
-        cubin, from_disk = cached_compile(binary.ptx, binary.arch, binary.name, compiler.compile,
-                                          compiler.identity, facts.driver_version, CubinCache(cache_directory()))
+        cubin, from_disk = cached_compile(
+            binary.ptx, binary.arch, binary.name, lambda ptx, arch, name: default_compiler(device).compile(ptx, arch, name),
+            installed_compilers(facts.driver_version), facts.driver_version, CubinCache(cache_directory()))
         self.cubin_source: Literal["compiled", "disk"] = "disk" if from_disk else "compiled"
         # Modules stay loaded for the life of the process: a queued launch may still need one.
         self._module = driver.check(cu.cuModuleLoadData(cubin), "cuModuleLoadData")

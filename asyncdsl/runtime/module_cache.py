@@ -1,6 +1,6 @@
 """The on-disk cache of compiled cubins, so a kernel is assembled once per machine, not per process.
 
-A cubin is filed under sha256(PTX, arch, driver version, compiler identity), in
+A cubin is filed under sha256(PTX, arch, driver version, installed compilers), in
 `$ASYNCDSL_CACHE_DIR` or `~/.cache/asyncdsl`.  Writes go to a temporary file in the same directory
 and are renamed into place, so concurrent processes and crashes leave either the whole cubin or
 nothing.  Each file holds a header with the cubin's length and sha256 ahead of it, checked on every
@@ -22,7 +22,7 @@ from pathlib import Path
 
 from asyncdsl.config import CACHE_DIR, knobs
 
-CACHE_FORMAT = "asyncdsl-cubin-2"  # bump when the key or the file layout changes
+CACHE_FORMAT = "asyncdsl-cubin-3"  # bump when the key or the file layout changes
 _HEADER = struct.Struct("<16sQ32s")  # magic, payload length, sha256 of the payload
 
 
@@ -32,10 +32,11 @@ def cache_directory() -> Path:
     return knobs.cache_dir / "cubin"
 
 
-def cubin_key(ptx: str, arch: str, driver_version: int, compiler_identity: str) -> str:
-    """The cache key of one compile: a sha256 hex digest, stable across processes and machines."""
+def cubin_key(ptx: str, arch: str, driver_version: int, compilers: str) -> str:
+    """The cache key of one compile (`compilers`: `jit_link.installed_compilers`): a sha256 hex
+    digest, stable across processes and machines."""
     digest = hashlib.sha256()
-    for part in (CACHE_FORMAT, arch, str(driver_version), compiler_identity):
+    for part in (CACHE_FORMAT, arch, str(driver_version), compilers):
         digest.update(part.encode())
         digest.update(b"\0")
     digest.update(ptx.encode())
@@ -105,13 +106,13 @@ def cached_compile(
     arch: str,
     name: str,
     compile_ptx: Callable[[str, str, str], bytes],
-    compiler_identity: str,
+    compilers: str,
     driver_version: int,
     cache: CubinCache,
 ) -> tuple[bytes, bool]:
     """The cubin of `ptx` for `arch`, from `cache` if present, else from `compile_ptx(ptx, arch,
     name)` and then cached.  Returns (cubin, whether it came from the cache)."""
-    key = cubin_key(ptx, arch, driver_version, compiler_identity)
+    key = cubin_key(ptx, arch, driver_version, compilers)
     cubin = cache.load(key)
     if cubin is not None:
         return cubin, True

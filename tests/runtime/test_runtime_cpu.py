@@ -482,7 +482,7 @@ PTX = ".version 8.0\n.target sm_90a\n.address_size 64\n"
 
 def test_cubin_key_is_stable_and_covers_every_input():
     key = module_cache.cubin_key(".version 8.0\n", "sm_90a", 13000, "nvjitlink-13.0")
-    assert key == "c2ea08d22c7e25bdf4b65cebc7d7c603167d31f5d25442dec8f23120d0651c1c"
+    assert key == "b75be58f648c55056becbb70fccdf8326fbad13cd69d24fdd9a16feeadb174b5"
     variants = {
         module_cache.cubin_key(".version 8.1\n", "sm_90a", 13000, "nvjitlink-13.0"),
         module_cache.cubin_key(".version 8.0\n", "sm_90", 13000, "nvjitlink-13.0"),
@@ -500,8 +500,6 @@ def test_cache_directory_follows_the_environment(monkeypatch, tmp_path):
 
 
 class _FakeCompiler:
-    identity = "fake-1"
-
     def __init__(self):
         self.calls = 0
 
@@ -511,7 +509,7 @@ class _FakeCompiler:
 
 
 def _compile(compiler, directory, ptx=PTX):
-    return module_cache.cached_compile(ptx, "sm_90a", "k", compiler.compile, compiler.identity, 13000,
+    return module_cache.cached_compile(ptx, "sm_90a", "k", compiler.compile, "fake-1", 13000,
                                        module_cache.CubinCache(directory))
 
 
@@ -916,3 +914,21 @@ def test_a_failed_launch_names_the_kernel(fake_driver):
                                         r"'touch' on grid \(2, 1, 1\)") as caught:
         kernel.launch(2, [DeviceArray(0x7F0000040000, (4,), (1,), dtypes.float32, 0)])
     assert caught.value.code == 700
+
+
+def test_the_installed_compilers_are_named_without_loading_one(monkeypatch, tmp_path):
+    """The cubin key names the compiler installation from the file system alone (loading
+    nvJitLink costs tens of milliseconds a process); a new libnvJitLink changes the name."""
+    from asyncdsl.runtime import jit_link
+
+    library = tmp_path / "nvidia" / "cu13" / "lib" / "libnvJitLink.so.13"
+    library.parent.mkdir(parents=True)
+    library.write_bytes(b"old")
+    monkeypatch.setattr(jit_link.sys, "path", [str(tmp_path)])
+    monkeypatch.setattr(jit_link, "_installed", {})
+    monkeypatch.setattr(jit_link, "default_compiler", lambda device=0: pytest.fail("a compiler was loaded"))
+    before = jit_link.installed_compilers(13000)
+    assert str(library) in before and jit_link.installed_compilers(13000) is before  # once a process
+    library.write_bytes(b"upgraded")
+    monkeypatch.setattr(jit_link, "_installed", {})
+    assert jit_link.installed_compilers(13000) not in (before, jit_link.installed_compilers(12080))
