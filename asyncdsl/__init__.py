@@ -13,6 +13,10 @@
         ad.await_async_copy(0)
 """
 
+from __future__ import annotations
+
+import importlib
+
 from asyncdsl.dtypes import (
     DType,
     bfloat16,
@@ -49,59 +53,195 @@ from asyncdsl.errors import (
     TransformError,
     UnsupportedTargetError,
 )
-from asyncdsl.frontend.assume import multiple_of
-from asyncdsl.frontend.control import range, when
-from asyncdsl.frontend.copy import CopyPartition, async_copy, await_async_copy, await_cp_async_copy
-from asyncdsl.frontend.core import (
-    cdiv,
-    cluster_cta_id,
-    cluster_id,
-    cluster_shape,
-    num_programs,
-    program_id,
-    smem,
-    warpgroup_idx,
-)
-from asyncdsl.frontend.distributed import device_id, num_devices, signal, wait_signal
-from asyncdsl.frontend.im2col import async_copy_im2col
 from asyncdsl.frontend.kernel import Kernel, constexpr, kernel
 from asyncdsl.frontend.persistent import PersistentGrid, persistent_grid
-from asyncdsl.frontend.pipeline import Pipeline
-from asyncdsl.frontend.prefetch import async_prefetch
-from asyncdsl.frontend.profile import region
-from asyncdsl.frontend.profile_report import Profile
-from asyncdsl.frontend.refs import ds
-from asyncdsl.frontend.registers import RegisterRef, registers
-from asyncdsl.frontend.roles import warpgroup_role
-from asyncdsl.frontend.row_gather import async_gather, async_scatter
-from asyncdsl.frontend.specialize import ArraySpec
-from asyncdsl.frontend.sync import barrier, cluster_barrier, cta_barrier, fence_async_smem, warpgroup_barrier
-from asyncdsl.frontend.tile_access import load, store
-from asyncdsl.frontend.tiles import (
-    RegisterTile,
-    cos,
-    exp2,
-    fma,
-    full,
-    iota,
-    log2,
-    maximum,
-    minimum,
-    rsqrt,
-    sin,
-    tanh,
-    where,
-    zeros,
-)
-from asyncdsl.frontend.wgmma import wgmma, wgmma_wait
-from asyncdsl.hw.fragments import WGMMA, WGMMA_COL, WGMMA_ROW, WGMMA_TRANSPOSED, strided
-from asyncdsl.hw.transforms import (
-    CollapseLeadingIndicesTransform,
-    DropUnitDimsTransform,
-    MemRefTransform,
-    Rounding,
-    TileTransform,
-    TransposeTransform,
-)
+from asyncdsl.frontend.specs import ArraySpec
+
+# What kernel bodies call comes with the compiler (xDSL, the dialects, the passes): loaded on first
+# use, so that `import asyncdsl` and launches of kernels compiled by earlier processes (their
+# binaries come from the disk, `runtime/binary_cache.py`) never load it.
+_LAZY = {
+    "multiple_of": "asyncdsl.frontend.assume",
+    "range": "asyncdsl.frontend.control",
+    "when": "asyncdsl.frontend.control",
+    "CopyPartition": "asyncdsl.frontend.copy",
+    "async_copy": "asyncdsl.frontend.copy",
+    "await_async_copy": "asyncdsl.frontend.copy",
+    "await_cp_async_copy": "asyncdsl.frontend.copy",
+    "cdiv": "asyncdsl.frontend.core",
+    "cluster_cta_id": "asyncdsl.frontend.core",
+    "cluster_id": "asyncdsl.frontend.core",
+    "cluster_shape": "asyncdsl.frontend.core",
+    "num_programs": "asyncdsl.frontend.core",
+    "program_id": "asyncdsl.frontend.core",
+    "smem": "asyncdsl.frontend.core",
+    "warpgroup_idx": "asyncdsl.frontend.core",
+    "device_id": "asyncdsl.frontend.distributed",
+    "num_devices": "asyncdsl.frontend.distributed",
+    "signal": "asyncdsl.frontend.distributed",
+    "wait_signal": "asyncdsl.frontend.distributed",
+    "async_copy_im2col": "asyncdsl.frontend.im2col",
+    "Pipeline": "asyncdsl.frontend.pipeline",
+    "async_prefetch": "asyncdsl.frontend.prefetch",
+    "region": "asyncdsl.frontend.profile",
+    "Profile": "asyncdsl.frontend.profile_report",
+    "ds": "asyncdsl.frontend.refs",
+    "RegisterRef": "asyncdsl.frontend.registers",
+    "registers": "asyncdsl.frontend.registers",
+    "warpgroup_role": "asyncdsl.frontend.roles",
+    "async_gather": "asyncdsl.frontend.row_gather",
+    "async_scatter": "asyncdsl.frontend.row_gather",
+    "barrier": "asyncdsl.frontend.sync",
+    "cluster_barrier": "asyncdsl.frontend.sync",
+    "cta_barrier": "asyncdsl.frontend.sync",
+    "fence_async_smem": "asyncdsl.frontend.sync",
+    "warpgroup_barrier": "asyncdsl.frontend.sync",
+    "load": "asyncdsl.frontend.tile_access",
+    "store": "asyncdsl.frontend.tile_access",
+    "RegisterTile": "asyncdsl.frontend.tiles",
+    "cos": "asyncdsl.frontend.tiles",
+    "exp2": "asyncdsl.frontend.tiles",
+    "fma": "asyncdsl.frontend.tiles",
+    "full": "asyncdsl.frontend.tiles",
+    "iota": "asyncdsl.frontend.tiles",
+    "log2": "asyncdsl.frontend.tiles",
+    "maximum": "asyncdsl.frontend.tiles",
+    "minimum": "asyncdsl.frontend.tiles",
+    "rsqrt": "asyncdsl.frontend.tiles",
+    "sin": "asyncdsl.frontend.tiles",
+    "tanh": "asyncdsl.frontend.tiles",
+    "where": "asyncdsl.frontend.tiles",
+    "zeros": "asyncdsl.frontend.tiles",
+    "wgmma": "asyncdsl.frontend.wgmma",
+    "wgmma_wait": "asyncdsl.frontend.wgmma",
+    "WGMMA": "asyncdsl.hw.fragments",
+    "WGMMA_COL": "asyncdsl.hw.fragments",
+    "WGMMA_ROW": "asyncdsl.hw.fragments",
+    "WGMMA_TRANSPOSED": "asyncdsl.hw.fragments",
+    "strided": "asyncdsl.hw.fragments",
+    "CollapseLeadingIndicesTransform": "asyncdsl.hw.transforms",
+    "DropUnitDimsTransform": "asyncdsl.hw.transforms",
+    "MemRefTransform": "asyncdsl.hw.transforms",
+    "Rounding": "asyncdsl.hw.transforms",
+    "TileTransform": "asyncdsl.hw.transforms",
+    "TransposeTransform": "asyncdsl.hw.transforms",
+}
 
 __version__ = "0.1.0"
+__all__ = [
+    "WGMMA",
+    "WGMMA_COL",
+    "WGMMA_ROW",
+    "WGMMA_TRANSPOSED",
+    "ArgumentError",
+    "ArraySpec",
+    "AssumptionError",
+    "AsyncDSLError",
+    "CollapseLeadingIndicesTransform",
+    "CopyError",
+    "CopyPartition",
+    "DType",
+    "DeadlockError",
+    "DropUnitDimsTransform",
+    "InterpretError",
+    "Kernel",
+    "LayoutError",
+    "MemRefTransform",
+    "NotOnGpuYetError",
+    "PersistentGrid",
+    "Pipeline",
+    "Profile",
+    "RaceError",
+    "RegisterRef",
+    "RegisterTile",
+    "ResourceError",
+    "Rounding",
+    "TileTransform",
+    "TraceError",
+    "TransformError",
+    "TransposeTransform",
+    "UnsupportedTargetError",
+    "async_copy",
+    "async_copy_im2col",
+    "async_gather",
+    "async_prefetch",
+    "async_scatter",
+    "await_async_copy",
+    "await_cp_async_copy",
+    "barrier",
+    "bfloat16",
+    "cdiv",
+    "cluster_barrier",
+    "cluster_cta_id",
+    "cluster_id",
+    "cluster_shape",
+    "constexpr",
+    "cos",
+    "cta_barrier",
+    "device_id",
+    "ds",
+    "exp2",
+    "fence_async_smem",
+    "float4_e2m1fn",
+    "float8_e4m3fn",
+    "float8_e5m2",
+    "float8_e8m0fnu",
+    "float16",
+    "float32",
+    "float64",
+    "fma",
+    "full",
+    "int4",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "iota",
+    "kernel",
+    "load",
+    "log2",
+    "maximum",
+    "minimum",
+    "multiple_of",
+    "num_devices",
+    "num_programs",
+    "persistent_grid",
+    "program_id",
+    "range",
+    "region",
+    "registers",
+    "rsqrt",
+    "signal",
+    "sin",
+    "smem",
+    "store",
+    "strided",
+    "tanh",
+    "uint4",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "wait_signal",
+    "warpgroup_barrier",
+    "warpgroup_idx",
+    "warpgroup_role",
+    "wgmma",
+    "wgmma_wait",
+    "when",
+    "where",
+    "zeros",
+]
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'asyncdsl' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # the next access is a plain lookup
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

@@ -26,7 +26,7 @@ import numpy as np
 
 from asyncdsl.errors import AsyncDSLError
 from asyncdsl.frontend.kernel import Kernel
-from asyncdsl.frontend.specialize import ArraySpec
+from asyncdsl.frontend.specs import ArraySpec
 from asyncdsl.passes.pipeline import PASS_NAMES
 
 STAGES = ("trace", *PASS_NAMES)

@@ -15,14 +15,16 @@ copy path at all and are refused by name.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from xdsl.dialects import builtin
-from xdsl.ir import Attribute
 
 from asyncdsl.errors import ArgumentError
+
+if TYPE_CHECKING:
+    from xdsl.ir import Attribute
 
 # CUtensorMapDataType values (cuda.h, CUDA 13.0).
 TMA_UINT8, TMA_UINT16, TMA_UINT32, TMA_INT32 = 0, 1, 2, 3
@@ -72,7 +74,7 @@ class DType:
         return self.kind == "float"
 
     def mlir(self) -> Attribute:
-        return _MLIR_OF[self.name]
+        return _mlir_types()[self.name]
 
     def __hash__(self) -> int:
         # The name alone identifies a DType; the generated hash of every field costs more than
@@ -129,34 +131,44 @@ _REFUSED = {
 }
 _REFUSED["uint2"] = _REFUSED["int2"]
 
-_MLIR_OF: dict[str, Attribute] = {
-    "int8": builtin.IntegerType(8),
-    "int16": builtin.IntegerType(16),
-    "int32": builtin.IntegerType(32),
-    "int64": builtin.IntegerType(64),
-    "uint8": builtin.IntegerType(8, builtin.Signedness.UNSIGNED),
-    "uint16": builtin.IntegerType(16, builtin.Signedness.UNSIGNED),
-    "uint32": builtin.IntegerType(32, builtin.Signedness.UNSIGNED),
-    "uint64": builtin.IntegerType(64, builtin.Signedness.UNSIGNED),
-    "float16": builtin.Float16Type(),
-    "bfloat16": builtin.BFloat16Type(),
-    "float32": builtin.Float32Type(),
-    "float64": builtin.Float64Type(),
-    "float8_e4m3fn": builtin.Float8E4M3FNType(),
-    "float8_e5m2": builtin.Float8E5M2Type(),
-    "float8_e8m0fnu": builtin.Float8E8M0FNUType(),
-    "float4_e2m1fn": builtin.Float4E2M1FNType(),
-    "int4": builtin.IntegerType(4),
-    "uint4": builtin.IntegerType(4, builtin.Signedness.UNSIGNED),
-    "bool": builtin.IntegerType(1),
-}
-_BY_MLIR = {v: _BY_NAME.get(k, BOOL) for k, v in _MLIR_OF.items()}
+@functools.cache
+def _mlir_types() -> dict[str, Attribute]:
+    """Each DType's IR element type, made when IR is first built: xDSL is not imported by
+    `import asyncdsl` (a process launching kernels compiled earlier never builds IR)."""
+    from xdsl.dialects import builtin
+
+    return {
+        "int8": builtin.IntegerType(8),
+        "int16": builtin.IntegerType(16),
+        "int32": builtin.IntegerType(32),
+        "int64": builtin.IntegerType(64),
+        "uint8": builtin.IntegerType(8, builtin.Signedness.UNSIGNED),
+        "uint16": builtin.IntegerType(16, builtin.Signedness.UNSIGNED),
+        "uint32": builtin.IntegerType(32, builtin.Signedness.UNSIGNED),
+        "uint64": builtin.IntegerType(64, builtin.Signedness.UNSIGNED),
+        "float16": builtin.Float16Type(),
+        "bfloat16": builtin.BFloat16Type(),
+        "float32": builtin.Float32Type(),
+        "float64": builtin.Float64Type(),
+        "float8_e4m3fn": builtin.Float8E4M3FNType(),
+        "float8_e5m2": builtin.Float8E5M2Type(),
+        "float8_e8m0fnu": builtin.Float8E8M0FNUType(),
+        "float4_e2m1fn": builtin.Float4E2M1FNType(),
+        "int4": builtin.IntegerType(4),
+        "uint4": builtin.IntegerType(4, builtin.Signedness.UNSIGNED),
+        "bool": builtin.IntegerType(1),
+    }
+
+
+@functools.cache
+def _by_mlir() -> dict[Attribute, DType]:
+    return {v: _BY_NAME.get(k, BOOL) for k, v in _mlir_types().items()}
 
 
 def from_mlir(attr: Attribute) -> DType:
     """The DType of an IR element type."""
     try:
-        return _BY_MLIR[attr]
+        return _by_mlir()[attr]
     except KeyError:
         raise ArgumentError(f"element type {attr} is not one asyncdsl can move") from None
 

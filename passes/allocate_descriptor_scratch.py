@@ -26,8 +26,7 @@ from xdsl.passes import ModulePass
 
 from asyncdsl.dialects import kernel_attrs as attrs
 from asyncdsl.hw.limits import DESCRIPTOR_BYTES
-
-MODES = ("grid_constant", "scratch")
+from asyncdsl.hw.options import DESCRIPTOR_MODES as MODES
 
 
 @dataclass(frozen=True)

@@ -3,12 +3,12 @@ key under which compiled kernels are kept on disk (`runtime/binary_cache.py`), s
 skips tracing only when the code is what it was when the kernel was compiled.
 
 Tracing runs the kernel function's Python, which may call helpers anywhere in the user's code and
-read its globals, through asyncdsl's frontend and passes.  The digest covers every loaded module
-that is asyncdsl's or lies outside the standard library and the site-packages directories (the
-user's code, whatever imported it), and the kernel's own file: each file's path, size and
-modification time, taken when this process first looks at the module (its code was loaded from
-the file then, not from a later edit); the Python version; and which installation of xDSL, numpy
-and ml_dtypes is loaded.
+read its globals, through asyncdsl's frontend and passes.  The digest covers every source file of
+asyncdsl (loaded or not), every loaded module outside the standard library and the site-packages
+directories (the user's code, whatever imported it) and the kernel's own file: each file's path,
+size and modification time, taken when this process first looks at it (a module's code was loaded
+from the file then, not from a later edit); the Python version; and which installation of xDSL,
+numpy and ml_dtypes the process finds.
 Other third-party packages are taken not to change traces.  A kernel defined where there is no
 file (an interactive session) has no digest and is traced in every process.  What a trace reads
 besides code (environment variables, files, random numbers) is not seen: for such kernels set
@@ -17,7 +17,9 @@ ASYNCDSL_KERNEL_CACHE=0.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import importlib.util
 import os
 import sys
 import sysconfig
@@ -45,19 +47,34 @@ def _file_identity(path: str) -> tuple[str, int, int] | None:
 
 def _identity(name: str, module: ModuleType) -> tuple[str, int, int] | None:
     path = getattr(module, "__file__", None)
-    if not isinstance(path, str):
-        return None
-    ours = name == "asyncdsl" or name.startswith("asyncdsl.")
-    if not ours and path.startswith(_THIRD_PARTY):
-        return None
+    if not isinstance(path, str) or name == "asyncdsl" or name.startswith("asyncdsl.") or path.startswith(_THIRD_PARTY):
+        return None  # asyncdsl's own files are all counted (`_asyncdsl_files`), loaded or not
     return _file_identity(path)
 
 
+@functools.cache
+def _asyncdsl_files() -> tuple[tuple[str, int, int], ...]:
+    """Every source file of asyncdsl (with its dialects and passes), loaded or not: which of them
+    a process has imported depends on what it traced so far, the trace does not."""
+    folders = list(sys.modules["asyncdsl"].__path__)
+    for package in ("asyncdsl.dialects", "asyncdsl.passes"):
+        spec = importlib.util.find_spec(package)  # finds it without running it
+        folders += list(spec.submodule_search_locations or ()) if spec is not None else []
+    files = []
+    for folder in folders:
+        for root, directories, names in os.walk(folder):
+            directories[:] = [d for d in directories if d != "__pycache__"]
+            files += [_file_identity(os.path.join(root, name)) for name in names if name.endswith(".py")]
+    return tuple(sorted(identity for identity in files if identity is not None))
+
+
+@functools.cache
 def _installed(name: str) -> str:
-    """Which installation of package `name` is loaded: its __init__'s path, size and modification
-    time (rewritten by every install; cheaper than xDSL's lazily computed __version__)."""
-    module = sys.modules.get(name)
-    path = getattr(module, "__file__", None)
+    """Which installation of package `name` this process finds, loaded or not: its __init__'s
+    path, size and modification time (rewritten by every install; cheaper than xDSL's lazily
+    computed __version__)."""
+    spec = importlib.util.find_spec(name)
+    path = spec.origin if spec is not None else None
     return str(_file_identity(path)) if isinstance(path, str) else ""
 
 
@@ -70,7 +87,7 @@ def code_digest(kernel_file: str) -> str | None:
     for name, module in list(sys.modules.items()):
         if name not in _seen and module is not None:
             _seen[name] = _identity(name, module)
-    files = sorted({identity for identity in _seen.values() if identity is not None} | {own})
+    files = sorted({identity for identity in _seen.values() if identity is not None} | {own} | set(_asyncdsl_files()))
     digest = hashlib.sha256()
     for part in (sys.version, _installed("xdsl"), _installed("numpy"), _installed("ml_dtypes")):
         digest.update(part.encode() + b"\0")

@@ -16,19 +16,17 @@ import operator
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from asyncdsl import runtime
 from asyncdsl.config import knobs
 from asyncdsl.errors import ArgumentError, SourceLocation, TraceError, user_location
 from asyncdsl.frontend.code_digest import code_digest
-from asyncdsl.frontend.distributed import symmetric_arrays
 from asyncdsl.frontend.options import option
 from asyncdsl.frontend.persistent import PersistentGrid
 from asyncdsl.frontend.profile_report import Profile, check_capacity
-from asyncdsl.frontend.specialize import ArraySpec, ScalarSpec, scalar_kind, trace_kernel
-from asyncdsl.frontend.tracer import LaunchShape
-from asyncdsl.hw.options import Arch
+from asyncdsl.frontend.specs import ArraySpec, LaunchShape, ScalarSpec, scalar_kind
+from asyncdsl.hw.options import DESCRIPTOR_MODES, Arch
 from asyncdsl.hw.profile import (
     DEFAULT_EVENTS_PER_WARPGROUP,
     MAX_EVENTS_PER_WARPGROUP,
@@ -36,11 +34,28 @@ from asyncdsl.hw.profile import (
     recorded_counts,
 )
 from asyncdsl.kernel_binary import KernelBinary, ProfileBufferParam, scalar_argument
-from asyncdsl.passes.allocate_descriptor_scratch import MODES as DESCRIPTOR_MODES
-from asyncdsl.passes.pipeline import CompiledKernel, compile_module
 from asyncdsl.runtime.host_copy import host_copy, numpy_argument
 from asyncdsl.runtime.streams import DEFAULT_STREAM, current_stream_source, stream_handle
 from asyncdsl.runtime.warm_path import WarmLaunches
+
+if TYPE_CHECKING:
+    from asyncdsl.passes.pipeline import CompiledKernel
+
+
+# The compiler (xDSL, the dialects, the passes) loads when a kernel is first traced: `import
+# asyncdsl` and launches of kernels compiled by earlier processes never need it.
+def trace_kernel(*args, **kwargs):
+    """`frontend.specialize.trace_kernel`, imported on first use."""
+    from asyncdsl.frontend.specialize import trace_kernel as trace
+
+    return trace(*args, **kwargs)
+
+
+def compile_module(*args, **kwargs) -> CompiledKernel:
+    """`passes.pipeline.compile_module`, imported on first use."""
+    from asyncdsl.passes.pipeline import compile_module as run
+
+    return run(*args, **kwargs)
 
 
 class constexpr:  # noqa: N801 - spelled like Triton's `tl.constexpr`, which users know
@@ -353,6 +368,8 @@ class Kernel:
         if devices is None:
             self._interpret(call.with_arrays({n: numpy_argument(n, a, location) for n, a in call.arrays()}), location)
             return
+        from asyncdsl.frontend.distributed import symmetric_arrays
+
         per_device = symmetric_arrays(call.arrays(), devices, location)
         first = call.with_arrays({name: arrays[0] for name, arrays in per_device.items()})
         for device in range(1, devices):

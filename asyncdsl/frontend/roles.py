@@ -19,7 +19,7 @@ from xdsl.ir import Block
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.errors import TraceError, user_location
 from asyncdsl.frontend import tracer as tracing
-from asyncdsl.frontend.tracer import LaunchShape
+from asyncdsl.frontend.specs import LaunchShape
 from asyncdsl.hw.limits import WARPGROUP_THREADS
 from asyncdsl.hw.roles import Role, check_budget, check_disjoint, check_registers, check_warpgroups, register_cap
 from asyncdsl.ir_locations import from_ir_location

@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import ast
 import inspect
-import numbers
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 
 from xdsl.dialects import func
 from xdsl.dialects.builtin import (
@@ -31,39 +29,15 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Block, Region
 
-from asyncdsl import dtypes
 from asyncdsl.dialects import kernel_attrs as attrs
 from asyncdsl.dialects.option_attrs import ArchAttr
-from asyncdsl.errors import ArgumentError, AsyncDSLError, SourceLocation, TraceError, raising_location
+from asyncdsl.errors import AsyncDSLError, SourceLocation, TraceError, raising_location
 from asyncdsl.frontend.refs import GmemRef
 from asyncdsl.frontend.roles import check_roles
 from asyncdsl.frontend.scalars import FloatScalar, Scalar
-from asyncdsl.frontend.tracer import LaunchShape, Tracer, tracing
+from asyncdsl.frontend.specs import ArraySpec, LaunchShape, ScalarSpec
+from asyncdsl.frontend.tracer import Tracer, tracing
 from asyncdsl.ir_locations import to_ir_location
-from asyncdsl.kernel_binary import INT_SPECIALIZATION_DIVISOR, scalar_argument
-
-
-@dataclass(frozen=True)
-class ArraySpec:
-    """What tracing needs to know of an array argument: its shape and element type."""
-
-    shape: tuple[int, ...]
-    dtype: dtypes.DType
-
-    @staticmethod
-    def of(array: object, name: str) -> ArraySpec:
-        if isinstance(array, ArraySpec):
-            return array
-        shape, dtype = getattr(array, "shape", None), getattr(array, "dtype", None)
-        if shape is None or dtype is None:
-            raise TraceError(f"argument {name!r} must be an array (with .shape and .dtype), got {type(array).__name__}")
-        shape = tuple(int(d) for d in shape)
-        if not shape:
-            raise TraceError(f"argument {name!r} is a 0-d array; kernels take arrays of rank >= 1")
-        try:
-            return ArraySpec(shape, dtypes.as_dtype(dtype))
-        except ArgumentError as error:
-            raise TraceError(f"argument {name!r}: {error.message}") from None
 
 
 def _return_statement(body: Callable) -> SourceLocation | None:
@@ -76,46 +50,6 @@ def _return_statement(body: Callable) -> SourceLocation | None:
     for node in ast.walk(tree):
         if isinstance(node, ast.Return) and node.value is not None:
             return SourceLocation(body.__code__.co_filename, first + node.lineno - 1)
-    return None
-
-
-@dataclass(frozen=True)
-class ScalarSpec:
-    """What tracing needs to know of a runtime scalar argument: "int" or "float", and the number
-    an int is known to be a multiple of (`INT_SPECIALIZATION_DIVISOR` or 1).
-
-    As Triton does, an int that is a multiple of 16 compiles a kernel that knows it (what TMA and
-    bulk copies need proven of starts); every other int value shares one kernel."""
-
-    kind: str
-    divisor: int = 1
-
-    @staticmethod
-    def of(kind: str, value: object, name: str) -> ScalarSpec:
-        """The spec of `value` passed as runtime `kind` argument `name`: a number, or the type
-        `int`/`float` itself for "some value" (as in `kernel.ptx(x, n=int)`)."""
-        if value is int or value is float:
-            if kind == "int" and value is float:
-                raise ArgumentError(f"argument {name!r} of the kernel is a runtime int, but got the type float")
-            return ScalarSpec(kind)
-        number = scalar_argument(kind, value, name)
-        divisible = kind == "int" and number % INT_SPECIALIZATION_DIVISOR == 0
-        return ScalarSpec(kind, INT_SPECIALIZATION_DIVISOR if divisible else 1)
-
-
-def scalar_kind(value: object, name: str) -> str | None:
-    """The runtime kind a value passed for an unannotated parameter makes it: "int" for an
-    integer, "float" for another real number (numpy's too, and the types themselves), None for
-    anything else (an array)."""
-    if isinstance(value, bool):
-        raise ArgumentError(
-            f"argument {name!r} is a bool; runtime scalars are ints and floats: pass int({name}), or annotate "
-            f"the parameter `{name}: asyncdsl.constexpr` to compile with its value"
-        )
-    if value is int or isinstance(value, numbers.Integral):
-        return "int"
-    if value is float or isinstance(value, numbers.Real):
-        return "float"
     return None
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 from xdsl.dialects import arith, builtin
 from xdsl.dialects.builtin import IndexType, IntegerAttr
@@ -16,22 +15,8 @@ from xdsl.ir import Block, Operation, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
 from asyncdsl.errors import SourceLocation, TraceError, user_location
-from asyncdsl.hw.options import Arch
+from asyncdsl.frontend.specs import LaunchShape
 from asyncdsl.ir_locations import to_ir_location
-
-
-@dataclass(frozen=True)
-class LaunchShape:
-    """What a kernel body may assume about how it is launched."""
-
-    block: tuple[int, int, int]
-    cluster: tuple[int, int, int]
-    arch: Arch = Arch.SM_90A
-    devices: int = 1  # how many devices run it at once (`asyncdsl.num_devices()`)
-
-    @property
-    def num_warpgroups(self) -> int:
-        return self.block[0] * self.block[1] * self.block[2] // 128
 
 
 class Tracer:

@@ -97,3 +97,7 @@ class Arch(Option):
 # everything on Hopper needs 8.0; Blackwell's cta_group::2 and gather4 forms 8.6.
 PTX_VERSIONS = {Arch.SM_90A: "8.0", Arch.SM_100A: "8.6"}
 BLACKWELL = Arch.SM_100A  # the first target with cta_group::2 copies and gather4/scatter4
+
+# Where a kernel's TMA descriptors travel: by-value kernel parameters (the default) or a GMEM
+# scratch the host fills before launch (`passes/allocate_descriptor_scratch.py`).
+DESCRIPTOR_MODES = ("grid_constant", "scratch")
