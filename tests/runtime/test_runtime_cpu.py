@@ -932,3 +932,98 @@ def test_the_installed_compilers_are_named_without_loading_one(monkeypatch, tmp_
     library.write_bytes(b"upgraded")
     monkeypatch.setattr(jit_link, "_installed", {})
     assert jit_link.installed_compilers(13000) not in (before, jit_link.installed_compilers(12080))
+
+
+class _ProfilingDriver(_RecordingDriver):
+    """The recording driver with what a profiled launch adds: memory, events, stream memory
+    operations (the gate that holds the stream while the events and the launch are enqueued)."""
+
+    def __init__(self, **options):
+        super().__init__(**options)
+        self.gate = None
+
+    def cuMemAlloc(self, size):
+        self._record("cuMemAlloc", size)
+        return (self.success, self._real.CUdeviceptr(0x7000 if size == 4 else 0x9000))
+
+    def cuMemsetD32(self, address, value, count):
+        self._record("cuMemsetD32", int(address), value)
+        return (self.success,)
+
+    def cuMemsetD32Async(self, address, value, count, stream):
+        self._record("cuMemsetD32Async", int(address))
+        return (self.success,)
+
+    def cuStreamCreate(self, flags):
+        self._record("cuStreamCreate", int(flags))
+        return (self.success, self._real.CUstream(0x55))
+
+    def cuStreamWaitValue32(self, stream, address, value, flags):
+        self._record("cuStreamWaitValue32", int(stream), int(address), value)
+        return (self.success,)
+
+    def cuStreamWriteValue32(self, stream, address, value, flags):
+        self._record("cuStreamWriteValue32", int(stream), int(address), value)
+        return (self.success,)
+
+    def cuEventCreate(self, flags):
+        return (self.success, self._real.CUevent(0x60 + len(self.calls)))
+
+    def cuEventRecord(self, event, stream):
+        self._record("cuEventRecord", int(stream))
+        return (self.success,)
+
+    def cuEventSynchronize(self, event):
+        self._record("cuEventSynchronize")
+        return (self.success,)
+
+    def cuEventElapsedTime(self, start, end):
+        return (self.success, 1.5)
+
+    def cuMemcpyDtoH(self, destination, source, size):
+        return (self.success,)
+
+    def cuEventDestroy(self, event):
+        return (self.success,)
+
+    def cuMemFree(self, address):
+        self._record("cuMemFree", int(address))
+        return (self.success,)
+
+
+def test_a_profiled_launch_holds_its_stream_until_the_events_and_the_launch_are_enqueued(
+        fake_driver, monkeypatch):
+    from asyncdsl.kernel_binary import ProfileBufferParam
+    from asyncdsl.runtime import profile
+
+    fake_driver()  # the loader's calls, then the profiling driver for the launches
+    profiling = _ProfilingDriver()
+    monkeypatch.setattr(driver, "_driver_module", profiling)
+    monkeypatch.setattr(profile, "_gates", {})
+    kernel = launch.load_kernel(_pointer_binary(params=(ProfileBufferParam(("a",), 4),), arg_names=()))
+    for number in (1, 2):
+        profiling.calls.clear()
+        launched = kernel.launch_profiled((1, 1, 1), [], stream=0x33)
+        names = [name for name, _ in profiling.calls]
+        start = names.index("cuStreamWaitValue32")
+        assert names[start:start + 4] == ["cuStreamWaitValue32", "cuEventRecord", "cuLaunchKernelEx", "cuEventRecord"]
+        assert names[start + 4:start + 6] == ["cuStreamWriteValue32", "cuEventSynchronize"]
+        wait, write = profiling.calls[start][1], profiling.calls[start + 4][1]
+        assert wait == (0x33, 0x7000, number) and write == (0x55, 0x7000, number)  # numbers only grow
+        assert launched.event_ns == 1.5e6
+
+
+def test_a_profiled_launch_that_fails_still_opens_its_stream(fake_driver, monkeypatch):
+    from asyncdsl.kernel_binary import ProfileBufferParam
+    from asyncdsl.runtime import profile
+
+    fake_driver()
+    failing = _ProfilingDriver(launch_results=[1])  # CUDA_ERROR_INVALID_VALUE
+    monkeypatch.setattr(driver, "_driver_module", failing)
+    monkeypatch.setattr(profile, "_gates", {})
+    kernel = launch.load_kernel(_pointer_binary(params=(ProfileBufferParam(("a",), 4),), arg_names=()))
+    with pytest.raises(CudaError):
+        kernel.launch_profiled((1, 1, 1), [], stream=0x33)
+    names = [name for name, _ in failing.calls]
+    assert "cuStreamWriteValue32" in names and names.index("cuStreamWriteValue32") > names.index("cuLaunchKernelEx")
+    assert ("cuMemFree", (0x9000,)) in failing.calls
