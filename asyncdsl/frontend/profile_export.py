@@ -138,7 +138,7 @@ def plot(profile: Profile, path: Path, sms: int, window: tuple[float, float] | N
     names = profile.region_names()
     colours = {name: plt.get_cmap("tab10")(i % 10) for i, name in enumerate(names)}
     scale, unit = (1e-3, "us") if profile.unit == "ns" else (1.0, "ticks")
-    deepest = max((span.depth for span in profile.spans), default=0) + 1
+    deepest = profile.max_depth() + 1
     figure, axes = plt.subplots(figsize=(12, 0.5 + 0.45 * len(tracks)))
     origin = profile.start
     for row, track in enumerate(tracks):

@@ -23,7 +23,7 @@ from typing import TextIO
 import numpy as np
 
 from asyncdsl.errors import ResourceError, SourceLocation
-from asyncdsl.hw.profile import WarpgroupRecord
+from asyncdsl.hw.profile import EventColumns, WarpgroupRecord
 
 
 @dataclass(frozen=True)
@@ -76,10 +76,10 @@ class Profile:
         self._records = records
 
     @cached_property
-    def _decoded(self) -> tuple[dict[Track, tuple[float, float]], dict[Track, list[Span]]]:
+    def _decoded(self) -> tuple[dict[Track, tuple[float, float]], dict[Track, _SpanColumns]]:
         records = self._records() if callable(self._records) else self._records
         tracks: dict[Track, tuple[float, float]] = {}
-        spans: dict[Track, list[Span]] = {}
+        spans: dict[Track, _SpanColumns] = {}
         for record in records:
             track = Track(record.cta, record.warpgroup, record.sm)
             tracks[track] = (record.start, record.end)
@@ -94,8 +94,9 @@ class Profile:
 
     @cached_property
     def spans(self) -> list[Span]:
-        """Every region execution, track by track."""
-        return [span for spans in self._decoded[1].values() for span in spans]
+        """Every region execution, track by track (an object each: for a GEMM's millions,
+        `summary_rows` and `spans_of` are the cheaper questions)."""
+        return [span for track in self._decoded[1] for span in self.spans_of(track)]
 
     @property
     def start(self) -> float:
@@ -111,27 +112,46 @@ class Profile:
         return self.end - self.start
 
     def region_names(self) -> list[str]:
-        return list(dict.fromkeys(span.name for span in self.spans))
+        """The regions recorded, in the order they first appear, track by track."""
+        seen: dict[str, None] = {}
+        for columns in self._decoded[1].values():
+            numbers, first = np.unique(columns.regions, return_index=True)
+            for number in numbers[np.argsort(first)]:
+                seen.setdefault(self._region_names[number])
+        return list(seen)
+
+    def max_depth(self) -> int:
+        """How deep the deepest region nests (0: none inside another)."""
+        return max((int(c.depths.max()) for c in self._decoded[1].values() if len(c.depths)), default=0)
 
     def spans_of(self, track: Track) -> list[Span]:
         """The spans of one warpgroup, in the order it entered them."""
-        return list(self._decoded[1][track])
+        c = self._decoded[1][track]
+        names = self._region_names
+        return [Span(names[region], track, start, end, depth)
+                for region, start, end, depth in zip(c.regions.tolist(), c.starts.tolist(), c.ends.tolist(),
+                                                     c.depths.tolist())]
 
     # -- reports --------------------------------------------------------------------------------
     def summary_rows(self) -> list[dict]:
         """Per region and warpgroup index (a role): count, mean, p50, p99 of the durations, and
-        the share of those warpgroups' kernel time spent in the region."""
+        the share of those warpgroups' kernel time spent in the region; rows in the order the
+        regions first appear."""
         lifetime: dict[int, float] = {}
         for track, (start, end) in self.tracks.items():
             lifetime[track.warpgroup] = lifetime.get(track.warpgroup, 0.0) + end - start
-        grouped: dict[tuple[str, int], list[float]] = {}
-        for span in self.spans:
-            grouped.setdefault((span.name, span.track.warpgroup), []).append(span.duration)
+        grouped: dict[tuple[str, int], list[np.ndarray]] = {}
+        for track, columns in self._decoded[1].items():
+            numbers, first = np.unique(columns.regions, return_index=True)
+            durations = columns.ends - columns.starts
+            for number in numbers[np.argsort(first)]:
+                key = (self._region_names[number], track.warpgroup)
+                grouped.setdefault(key, []).append(durations[columns.regions == number])
         rows = []
-        for (name, warpgroup), durations in grouped.items():
-            values = np.asarray(durations)
+        for (name, warpgroup), parts in grouped.items():
+            values = np.concatenate(parts)
             rows.append({
-                "region": name, "warpgroup": warpgroup, "count": len(durations),
+                "region": name, "warpgroup": warpgroup, "count": len(values),
                 "mean": float(values.mean()), "p50": float(np.percentile(values, 50)),
                 "p99": float(np.percentile(values, 99)),
                 "share": float(values.sum()) / lifetime[warpgroup] if lifetime[warpgroup] else 0.0,
@@ -179,26 +199,45 @@ class Profile:
         return plot(self, Path(path), sms, window)
 
     def __repr__(self) -> str:
-        return (f"<Profile of {self.kernel}: {len(self.tracks)} warpgroups, {len(self.spans)} spans, "
+        return (f"<Profile of {self.kernel}: {len(self.tracks)} warpgroups, {sum(len(c.starts) for c in self._decoded[1].values())} spans, "
                 f"{self.total:.0f} {self.unit}>")
 
 
-def _nested_spans(record: WarpgroupRecord, track: Track, region_names: Sequence[str]) -> list[Span]:
-    """The spans of one record: its events pair up as a stack (the frontend nests them)."""
-    spans, open_regions = [], []
-    for event in record.events:
-        if not event.exit:
-            open_regions.append(event)
-            continue
-        if not open_regions or open_regions[-1].region != event.region:
-            raise ValueError(f"profile of {track.label()}: region {region_names[event.region]!r} ends "
-                             "where it was not the innermost open region")
-        begin = open_regions.pop()
-        spans.append(Span(region_names[begin.region], track, begin.time, event.time, len(open_regions)))
-    if open_regions:
+@dataclass(frozen=True, eq=False)
+class _SpanColumns:
+    """One warpgroup's spans as arrays, ordered by start (outer before inner at one time)."""
+
+    regions: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
+    depths: np.ndarray
+
+
+def _nested_spans(record: WarpgroupRecord, track: Track, region_names: Sequence[str]) -> _SpanColumns:
+    """The spans of one record: its events pair up as a stack (the frontend nests them).  In
+    arrays: each event's level is the depth of the region it opens or closes; in a well-nested
+    record the events of one level alternate entry, exit, each pair naming one region."""
+    events = EventColumns.of(record.events)
+    exits = events.exits
+    depth_after = np.cumsum(np.where(exits, -1, 1))
+    if len(depth_after) and (depth_after.min() < 0):
+        bad = int(np.argmax(depth_after < 0))
+        raise ValueError(f"profile of {track.label()}: region {region_names[int(events.regions[bad])]!r} ends "
+                         "where it was not the innermost open region")
+    if len(depth_after) and depth_after[-1] != 0:
         raise ValueError(f"profile of {track.label()}: regions left open at the kernel's exit")
-    spans.sort(key=lambda span: (span.start, span.depth))
-    return spans
+    level = np.where(exits, depth_after + 1, depth_after)
+    order = np.lexsort((np.arange(len(level)), level))
+    opened, closed = order[0::2], order[1::2]
+    crossed = exits[opened] | ~exits[closed] | (events.regions[opened] != events.regions[closed])
+    if crossed.any():
+        bad = int(closed[np.argmax(crossed)])
+        raise ValueError(f"profile of {track.label()}: region {region_names[int(events.regions[bad])]!r} ends "
+                         "where it was not the innermost open region")
+    starts, depths = events.times[opened], level[opened] - 1
+    chronological = np.lexsort((depths, starts))
+    return _SpanColumns(events.regions[opened][chronological], starts[chronological],
+                        events.times[closed][chronological], depths[chronological])
 
 
 def check_capacity(

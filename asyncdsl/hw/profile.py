@@ -23,6 +23,7 @@ base %globaltimer gives every SM (docs/hardware.md §15).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -56,12 +57,36 @@ def tag(region: int, exit: bool) -> int:
 
 
 class RegionEvent(NamedTuple):
-    """A warpgroup entering (`exit` False) or leaving region number `region` at `time`.  A named
-    tuple: a GEMM's profile holds millions of them, and tuples are the cheapest to make."""
+    """A warpgroup entering (`exit` False) or leaving region number `region` at `time`."""
 
     region: int
     exit: bool
     time: float
+
+
+class EventColumns(Sequence):
+    """A record's events as three arrays, region numbers, exit flags and times, in program order:
+    what the GPU decoder makes (a GEMM's profile holds millions of events, too many to make an
+    object each); indexing gives `RegionEvent`s.  `of` turns any sequence of events into one."""
+
+    def __init__(self, regions: np.ndarray, exits: np.ndarray, times: np.ndarray):
+        self.regions, self.exits, self.times = regions, exits, times
+
+    @staticmethod
+    def of(events: Sequence[RegionEvent]) -> EventColumns:
+        if isinstance(events, EventColumns):
+            return events
+        return EventColumns(np.array([e.region for e in events], dtype=np.int64),
+                            np.array([e.exit for e in events], dtype=bool),
+                            np.array([e.time for e in events], dtype=np.float64))
+
+    def __len__(self) -> int:
+        return len(self.regions)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        return RegionEvent(int(self.regions[index]), bool(self.exits[index]), float(self.times[index]))
 
 
 @dataclass(frozen=True)
@@ -75,7 +100,7 @@ class WarpgroupRecord:
     sm: int | None  # None in the interpreter, which has no SMs
     start: float
     end: float
-    events: tuple[RegionEvent, ...]
+    events: Sequence[RegionEvent]  # a tuple, or the decoder's `EventColumns`
     recorded: int
 
 
@@ -136,10 +161,9 @@ def decode_records(
         clocks = entry_clock + np.cumsum((stamps - previous) & 0xFFFFFFFF)
         anchor_ns, anchor_clock = anchors[cta]
         times = float(int(anchor_ns) - base_ns) + (clocks - int(anchor_clock)) * ns_per_cycle - origin
-        events = tuple(map(RegionEvent, (tags & ~np.uint32(EXIT_BIT)).tolist(), (tags >> 31).astype(bool).tolist(),
-                           times.tolist()))
+        events = EventColumns((tags & ~np.uint32(EXIT_BIT)).astype(np.int64), (tags >> 31).astype(bool), times)
         records.append(WarpgroupRecord(
             cta, warpgroup, int(row[SM_ID // 4]), nanoseconds(cta, entry_clock) - origin,
-            nanoseconds(cta, int(wide[index, 3])) - origin, tuple(events), recorded,
+            nanoseconds(cta, int(wide[index, 3])) - origin, events, recorded,
         ))
     return records

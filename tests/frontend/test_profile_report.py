@@ -7,6 +7,8 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from profile_kernels import specialized_copy
 from support import random_bits
 
@@ -179,3 +181,56 @@ def test_plot_draws_only_the_window_asked_for(interpreted, tmp_path):
     assert 0 < len(drawn) < everything
     with pytest.raises(ad.ArgumentError, match="window must be"):
         interpreted.plot(tmp_path / "bad.png", window=(5.0, 5.0))
+
+
+def _stack_spans(events):
+    """The spans of a record by the obvious stack walk: (region, start, end, depth), by start."""
+    spans, open_regions = [], []
+    for event in events:
+        if not event.exit:
+            open_regions.append(event)
+            continue
+        if not open_regions or open_regions[-1].region != event.region:
+            return None
+        begin = open_regions.pop()
+        spans.append((begin.region, begin.time, event.time, len(open_regions)))
+    return None if open_regions else sorted(spans, key=lambda span: (span[1], span[3]))
+
+
+@st.composite
+def _event_sequences(draw):
+    """Events of a warpgroup: well nested (regions in regions, 3 names), sometimes with one event
+    changed (a region left open, closed twice or under another name), times non-decreasing."""
+    events, stack, time = [], [], 0.0
+    for _ in range(draw(st.integers(0, 40))):
+        time += draw(st.sampled_from([0.0, 1.0, 2.5]))
+        if stack and draw(st.booleans()):
+            events.append(RegionEvent(stack.pop(), True, time))
+        else:
+            region = draw(st.integers(0, 2))
+            stack.append(region)
+            events.append(RegionEvent(region, False, time))
+    while stack:
+        time += 1.0
+        events.append(RegionEvent(stack.pop(), True, time))
+    if events and draw(st.booleans()):
+        index = draw(st.integers(0, len(events) - 1))
+        region, exit, at = events[index]
+        events[index] = draw(st.sampled_from([RegionEvent((region + 1) % 3, exit, at), RegionEvent(region, not exit, at)]))
+    return events
+
+
+@given(_event_sequences())
+@settings(max_examples=300, deadline=None)
+def test_the_array_pairing_of_events_is_the_stack_walks(events):
+    record = WarpgroupRecord(0, 1, 0, 0.0, 1000.0, tuple(events), len(events))
+    expected = _stack_spans(events)
+    profile = Profile("k", ("a", "b", "c"), [record], "ns", 2)
+    if expected is None:
+        with pytest.raises(ValueError, match="innermost open region|left open"):
+            profile.summary_rows()
+        return
+    (track,) = profile.tracks
+    spans = [(("a", "b", "c").index(s.name), s.start, s.end, s.depth) for s in profile.spans_of(track)]
+    assert sorted(spans, key=lambda span: (span[1], span[3])) == expected
+    assert [(s[1], s[3]) for s in spans] == [(e[1], e[3]) for e in expected]  # ordered by start, then depth
