@@ -111,7 +111,7 @@ def _text(log: bytearray) -> str:
 
 _compilers: dict[tuple[str, int], PtxCompiler] = {}
 _lock = threading.Lock()
-_installed: dict[int, str] = {}
+_installed: dict[tuple[str, int], str] = {}  # (the knob's choice, driver version) -> name
 
 
 def installed_compilers(driver_version: int) -> str:
@@ -119,12 +119,12 @@ def installed_compilers(driver_version: int) -> str:
     driver version, every libnvJitLink the nvidia-* wheels on sys.path, LD_LIBRARY_PATH or a CUDA
     toolkit hold (path, size, modification time) and the cuda-bindings installation.  Two
     processes with equal names make the same compiler; an upgrade of any of them changes it."""
-    known = _installed.get(driver_version)
+    try:
+        choice = knobs.ptx_compiler
+    except ArgumentError as error:
+        raise error.at(user_location()) from None
+    known = _installed.get((choice, driver_version))
     if known is None:
-        try:
-            choice = knobs.ptx_compiler
-        except ArgumentError as error:
-            raise error.at(user_location()) from None
         folders = [os.path.join(entry, "nvidia", "*", "lib") for entry in sys.path if entry]
         folders += knobs.library_paths
         folders += [os.path.join(home, lib) for home in knobs.cuda_homes for lib in ("lib64", "lib")]
@@ -139,7 +139,7 @@ def installed_compilers(driver_version: int) -> str:
             except OSError:
                 continue
             stats.append(f"{path}:{status.st_size}:{status.st_mtime_ns}")
-        known = _installed[driver_version] = "|".join([choice, str(driver_version), *stats])
+        known = _installed[(choice, driver_version)] = "|".join([choice, str(driver_version), *stats])
     return known
 
 

@@ -1027,3 +1027,14 @@ def test_a_profiled_launch_that_fails_still_opens_its_stream(fake_driver, monkey
     names = [name for name, _ in failing.calls]
     assert "cuStreamWriteValue32" in names and names.index("cuStreamWriteValue32") > names.index("cuLaunchKernelEx")
     assert ("cuMemFree", (0x9000,)) in failing.calls
+
+
+def test_the_compiler_knob_is_part_of_the_installed_compilers_name(monkeypatch):
+    from asyncdsl.runtime import jit_link
+
+    monkeypatch.setattr(jit_link, "_installed", {})
+    names = set()
+    for choice in ("auto", "nvjitlink", "driver"):
+        monkeypatch.setenv("ASYNCDSL_PTX_COMPILER", choice)
+        names.add(jit_link.installed_compilers(13000))
+    assert len(names) == 3
