@@ -33,12 +33,23 @@ def _thread(profile: Profile, track: Track) -> int:
     return track.cta * profile.warpgroups_per_cta + track.warpgroup
 
 
-def chrome_trace(profile: Profile) -> dict:
-    """The profile as a Trace Event Format object (what `Profile.save` writes)."""
+def shown_tracks(profile: Profile, sms: int | None) -> list[Track]:
+    """The tracks on the first `sms` SMs (CTAs in the interpreter), all of them for None, in
+    SM, CTA, warpgroup order."""
+    if sms is not None and (isinstance(sms, bool) or not isinstance(sms, int) or sms < 1):
+        raise ArgumentError(f"sms must be a positive int (how many SMs to show) or None, got {sms!r}")
+    chosen = sorted({_process(profile, track)[0] for track in profile.tracks})[:sms]
+    return sorted((t for t in profile.tracks if _process(profile, t)[0] in set(chosen)), key=_sort_key)
+
+
+def chrome_trace(profile: Profile, sms: int | None = None) -> dict:
+    """The profile as a Trace Event Format object (what `Profile.save` writes), of the first `sms`
+    SMs only when given (a GEMM's whole trace is millions of slices)."""
     scale = _US_PER_UNIT[profile.unit]
     origin = profile.start
     events, processes = [], {}
-    for track, (start, end) in sorted(profile.tracks.items(), key=lambda item: _sort_key(item[0])):
+    for track in shown_tracks(profile, sms):
+        start, end = profile.tracks[track]
         pid, process_name = _process(profile, track)
         tid = _thread(profile, track)
         processes[pid] = process_name
@@ -66,20 +77,20 @@ def _slice(name: str, category: str, pid: int, tid: int, start: float, duration:
             "ts": round(start * scale, 3), "dur": round(duration * scale, 3), "args": args}
 
 
-def save(profile: Profile, path: Path) -> list[Path]:
-    path.write_text(json.dumps(chrome_trace(profile)))
+def save(profile: Profile, path: Path, sms: int | None = None) -> list[Path]:
+    path.write_text(json.dumps(chrome_trace(profile, sms)))
     written = [path]
     try:
         from perfetto.trace_builder.proto_builder import TraceProtoBuilder
     except ImportError:
         return written
     native = path.with_suffix(".pftrace")
-    native.write_bytes(_native_trace(profile, TraceProtoBuilder()))
+    native.write_bytes(_native_trace(profile, TraceProtoBuilder(), sms))
     written.append(native)
     return written
 
 
-def _native_trace(profile: Profile, builder) -> bytes:
+def _native_trace(profile: Profile, builder, sms: int | None = None) -> bytes:
     """Perfetto's protobuf trace: a track per warpgroup under a track per SM (or CTA), slices as
     begin/end track events in nanoseconds (one per tick in the interpreter)."""
     from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TrackEvent
@@ -105,7 +116,8 @@ def _native_trace(profile: Profile, builder) -> bytes:
         if name is not None:
             packet.track_event.name = name
 
-    for number, (track, (start, end)) in enumerate(sorted(profile.tracks.items(), key=lambda i: _sort_key(i[0]))):
+    for number, track in enumerate(shown_tracks(profile, sms)):
+        start, end = profile.tracks[track]
         pid, process_name = _process(profile, track)
         if pid not in parents:
             parents[pid] = 1 + len(parents)
@@ -132,9 +144,8 @@ def plot(profile: Profile, path: Path, sms: int, window: tuple[float, float] | N
     if window is not None:
         if len(window) != 2 or not window[0] < window[1]:
             raise ArgumentError(f"Profile.plot: window must be (first, last) with first < last, got {window!r}")
-    shown = sorted({_process(profile, track) for track in profile.tracks})[:sms]
-    chosen = {pid for pid, _ in shown}
-    tracks = sorted((t for t in profile.tracks if _process(profile, t)[0] in chosen), key=_sort_key)
+    tracks = shown_tracks(profile, sms)
+    shown = sorted({_process(profile, track) for track in tracks})
     names = profile.region_names()
     colours = {name: plt.get_cmap("tab10")(i % 10) for i, name in enumerate(names)}
     scale, unit = (1e-3, "us") if profile.unit == "ns" else (1.0, "ticks")

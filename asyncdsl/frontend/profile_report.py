@@ -176,18 +176,19 @@ class Profile:
         print(text, file=file or sys.stdout)
         return text
 
-    def chrome_trace(self) -> dict:
+    def chrome_trace(self, sms: int | None = None) -> dict:
         from asyncdsl.frontend.profile_export import chrome_trace
 
-        return chrome_trace(self)
+        return chrome_trace(self, sms)
 
-    def save(self, path: str | Path) -> list[Path]:
+    def save(self, path: str | Path, sms: int | None = None) -> list[Path]:
         """Write the Chrome/Perfetto trace JSON to `path` (ui.perfetto.dev and chrome://tracing open
         it) and, when the `perfetto` package is installed, Perfetto's native trace beside it
-        (`.pftrace`).  Returns the paths written."""
+        (`.pftrace`); with `sms`, of the warpgroups on the first `sms` SMs (CTAs in the
+        interpreter) only.  Returns the paths written."""
         from asyncdsl.frontend.profile_export import save
 
-        return save(self, Path(path))
+        return save(self, Path(path), sms)
 
     def plot(self, path: str | Path, sms: int = 4, window: tuple[float, float] | None = None) -> Path:
         """Draw the timelines of the warpgroups on the first `sms` SMs (in the interpreter, CTAs)

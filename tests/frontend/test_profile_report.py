@@ -234,3 +234,14 @@ def test_the_array_pairing_of_events_is_the_stack_walks(events):
     spans = [(("a", "b", "c").index(s.name), s.start, s.end, s.depth) for s in profile.spans_of(track)]
     assert sorted(spans, key=lambda span: (span[1], span[3])) == expected
     assert [(s[1], s[3]) for s in spans] == [(e[1], e[3]) for e in expected]  # ordered by start, then depth
+
+
+def test_a_trace_of_the_first_sms_only(interpreted, tmp_path):
+    everything = interpreted.chrome_trace()["traceEvents"]
+    first = interpreted.chrome_trace(sms=1)["traceEvents"]
+    assert {e["pid"] for e in everything} == {0, 1} and {e["pid"] for e in first} == {0}
+    assert [e for e in everything if e["pid"] == 0] == first
+    (path, *_) = interpreted.save(tmp_path / "first.json", sms=1)
+    assert json.loads(path.read_text())["traceEvents"] == first
+    with pytest.raises(ad.ArgumentError, match="sms must be"):
+        interpreted.chrome_trace(sms=0)
