@@ -3,6 +3,7 @@
     asyncdsl dump FILE.py[:KERNEL] [--after PASS]... [--all] [--ptx]
     asyncdsl profile FILE.py[:KERNEL] [--out-dir DIR] [--plot] [--interpret]
     asyncdsl info
+    asyncdsl cache [--clear]
 
 `dump` traces the kernel with the example arguments the file declares in
 `EXAMPLE_ARGS = {"kernel_name": (args, kwargs)}` (arrays as `asyncdsl.ArraySpec(shape, dtype)`)
@@ -13,6 +14,10 @@ everything; `--after` picks passes, `--all` every IR stage, `--ptx` the PTX.
 timed (`Kernel.profile`: on the GPU if there is one, else, or with `--interpret`, in the
 interpreter on its logical clock), writes KERNEL.trace.json (for ui.perfetto.dev) and, with
 `--plot`, KERNEL.timeline.png into DIR, and prints the summary table.
+
+`cache` says what the disk caches hold (cubins, and compiled kernels that later processes launch
+without tracing) and, with `--clear`, empties them: only asyncdsl's own folders in
+$ASYNCDSL_CACHE_DIR, whatever else that directory holds.
 """
 
 from __future__ import annotations
@@ -132,6 +137,26 @@ def info() -> int:
     return 0
 
 
+def cache(clear: bool) -> int:
+    import shutil
+
+    from asyncdsl.config import KERNEL_CACHE, knobs
+    from asyncdsl.runtime import cache_directory
+    from asyncdsl.runtime.binary_cache import binary_directory
+
+    for what, folder in (("cubins", cache_directory()), ("compiled kernels", binary_directory())):
+        files = [path for path in folder.rglob("*") if path.is_file()] if folder.is_dir() else []
+        size = sum(path.stat().st_size for path in files)
+        print(f"{what}: {len(files)} files, {size / 2**20:.1f} MiB in {folder}")
+        if clear and folder.is_dir():
+            shutil.rmtree(folder)
+    if clear:
+        print("cleared")
+    print(f"compiled kernels are {'taken' if knobs.kernel_cache else 'not taken'} from the disk "
+          f"({KERNEL_CACHE.variable}={'1' if knobs.kernel_cache else '0'})")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="asyncdsl", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -147,12 +172,16 @@ def main(argv: list[str] | None = None) -> int:
     profile_parser.add_argument("--plot", action="store_true", help="also draw KERNEL.timeline.png (matplotlib)")
     profile_parser.add_argument("--interpret", action="store_true", help="use the interpreter even with a GPU")
     commands.add_parser("info", help="what this installation can do (ptxas, GPU)")
+    cache_parser = commands.add_parser("cache", help="what the disk caches hold; --clear empties them")
+    cache_parser.add_argument("--clear", action="store_true", help="remove the cached cubins and kernels")
     options = parser.parse_args(argv)
     try:
         if options.command == "dump":
             return dump(options.target, options.after, options.all, options.ptx)
         if options.command == "profile":
             return profile(options.target, options.out_dir, options.plot, options.interpret)
+        if options.command == "cache":
+            return cache(options.clear)
         return info()
     except AsyncDSLError as error:
         print(f"asyncdsl: {error}", file=sys.stderr)

@@ -131,3 +131,24 @@ def test_profile_explains_missing_example_arguments(tmp_path):
     source.write_text("import asyncdsl as ad\n\n@ad.kernel\ndef lonely(x):\n    pass\n")
     with pytest.raises(SystemExit, match="asyncdsl profile: .* no example arguments for lonely"):
         main(["profile", str(source)])
+
+
+def test_cache_counts_what_the_disk_holds_and_clears_only_its_own_folders(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("ASYNCDSL_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("ASYNCDSL_KERNEL_CACHE", "1")
+    @ad.kernel(grid=(1,), block=128)
+    def touch(x):
+        bar = ad.barrier()
+        bar.arrive()
+        bar.wait()
+
+    touch.binary((ad.ArraySpec((256, 128), ad.float32),), {})  # compiled and filed on disk
+    (tmp_path / "someone-elses.txt").write_text("keep me")
+    assert main(["cache"]) == 0
+    out = capsys.readouterr().out
+    assert "cubins: 0 files" in out and "compiled kernels: 1 files" in out and "ASYNCDSL_KERNEL_CACHE=1" in out
+    assert main(["cache", "--clear"]) == 0
+    assert "cleared" in capsys.readouterr().out
+    assert not (tmp_path / "binary").exists() and (tmp_path / "someone-elses.txt").read_text() == "keep me"
+    main(["cache"])
+    assert "compiled kernels: 0 files" in capsys.readouterr().out
