@@ -19,9 +19,9 @@ from asyncdsl.interpret.operands import operand_values
 from asyncdsl.interpret.tiles import element_dtype
 
 
-def _window(op, values: dict, mask) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
+def _window(op, values: dict) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
     """The array indices of every element of the window (tile-shaped, one per array dim) and
-    where the element may be touched (inside the array, and the mask)."""
+    where the element may be touched (inside the array, and the op's mask if it has one)."""
     shape = tuple(op.gmem.type.get_shape())
     sizes = tuple(op.sizes.get_values())
     tile_shape = tuple(size for size in sizes if size != ir.SQUEEZED)
@@ -32,8 +32,8 @@ def _window(op, values: dict, mask) -> tuple[tuple[np.ndarray, ...], np.ndarray]
         index = np.full(tile_shape, first, np.int64) if size == ir.SQUEEZED else first + next(grids)
         allowed &= (index >= 0) & (index < extent)
         indices.append(np.where(allowed, index, 0))
-    if mask is not None:
-        allowed &= np.asarray(mask, dtype=bool)
+    if op.mask is not None:
+        allowed &= np.asarray(values[op.mask], dtype=bool)
     return tuple(np.where(allowed, i, 0) for i in indices), allowed
 
 
@@ -51,9 +51,8 @@ class TileGmemFunctions(WarpgroupFunctions):
     @diagnosed
     def run_load_gmem(self, interpreter: Interpreter, op: ir.LoadGmemOp, args: PythonValues):
         values = operand_values(op, args)
-        mask = values[op.mask] if op.mask is not None else None
         array = _array(values[op.gmem], op, op.result)
-        indices, allowed = _window(op, values, mask)
+        indices, allowed = _window(op, values)
         other = np.asarray(op.other.value.data).astype(array.dtype)
         return (np.where(allowed, array[indices], other).astype(array.dtype),)
 
@@ -61,9 +60,8 @@ class TileGmemFunctions(WarpgroupFunctions):
     @diagnosed
     def run_store_gmem(self, interpreter: Interpreter, op: ir.StoreGmemOp, args: PythonValues):
         values = operand_values(op, args)
-        mask = values[op.mask] if op.mask is not None else None
         array = _array(values[op.gmem], op, op.value)
-        indices, allowed = _window(op, values, mask)
+        indices, allowed = _window(op, values)
         tile = np.broadcast_to(np.asarray(values[op.value], dtype=array.dtype), allowed.shape)
         array[tuple(i[allowed] for i in indices)] = tile[allowed]
         return ()
