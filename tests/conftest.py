@@ -6,6 +6,7 @@ import os
 
 import pytest
 
+from asyncdsl import runtime
 from asyncdsl.frontend import kernel as kernel_module
 from asyncdsl.runtime.ptxas import assemble, find_ptxas
 
@@ -40,3 +41,42 @@ def compilations(monkeypatch):
 
     monkeypatch.setattr(kernel_module, "compile_module", counting)
     return count
+
+
+class RecordingKernel:
+    """Stands in for a loaded kernel: records launches instead of making them, as (path, grid,
+    addresses[, scalars]): "checked" for the full path, "warm" for a prepared launch; grids as
+    the three dims a launch takes; scalars only for kernels that take some."""
+
+    def __init__(self, binary):
+        self.binary = binary
+        self.calls = []
+
+    def record(self, path, grid, addresses, scalars):
+        scalars = (tuple(scalars),) if scalars else ()
+        self.calls.append((path, runtime.launch_grid(grid), tuple(addresses), *scalars))
+
+    def launch(self, grid, arrays, stream=None, scalars=()):
+        self.record("checked", grid, (a.address for a in arrays), scalars)
+
+    def prepare(self, grid):
+        return RecordingLaunch(self, grid)
+
+
+class RecordingLaunch:
+    """Stands in for a prepared launch: records its launches in its kernel's calls."""
+
+    def __init__(self, kernel, grid):
+        self.kernel, self.grid = kernel, grid
+
+    def launch(self, addresses, stream, scalars=(), grid=None):
+        self.kernel.record("warm", grid or self.grid, addresses, scalars)
+
+
+@pytest.fixture
+def recorded(monkeypatch):
+    """Kernel calls load `RecordingKernel`s (by binary) instead of loading anything."""
+    loaded: dict = {}
+    monkeypatch.setattr(runtime, "load_kernel", lambda binary, device=0: loaded.setdefault(binary, RecordingKernel(binary)))
+    return loaded
+

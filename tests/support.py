@@ -15,6 +15,15 @@ import asyncdsl as ad
 POISON = 0xA5  # a byte no copy writes by chance: output bytes a copy should not touch keep it
 
 
+def device_array(shape, address: int, dtype: ad.DType = ad.float32):
+    """A contiguous `DeviceArray` at a made-up address: what launch-path tests pass where no GPU
+    memory is touched."""
+    from asyncdsl.hw.gmem_runs import contiguous_strides
+    from asyncdsl.runtime.arrays import DeviceArray
+
+    return DeviceArray(address, tuple(shape), contiguous_strides(tuple(shape)), dtype, 0)
+
+
 def random_bits(shape, dtype: ad.DType, seed: int | np.random.Generator = 0) -> np.ndarray:
     """An array of `dtype` with random bytes (NaN payloads and all: copies move bits), from a
     seed or from a generator the caller keeps drawing from."""

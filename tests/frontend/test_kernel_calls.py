@@ -3,53 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from support import device_array
 
 import asyncdsl as ad
 from asyncdsl import runtime
-from asyncdsl.hw.gmem_runs import contiguous_strides
-from asyncdsl.runtime.arrays import DeviceArray
-
-
-class RecordingKernel:
-    """Stands in for a loaded kernel: records launches instead of making them (the scalars of
-    kernels that take some)."""
-
-    def __init__(self, binary):
-        self.binary = binary
-        self.calls = []
-
-    def launch(self, grid, arrays, stream=None, scalars=()):
-        scalars = (tuple(scalars),) if scalars else ()
-        self.calls.append(("checked", tuple(grid), tuple(a.address for a in arrays), *scalars))
-
-    def prepare(self, grid):
-        return RecordingLaunch(self, grid)
-
-
-class RecordingLaunch:
-    """Stands in for a prepared launch: records its launches in its kernel's calls."""
-
-    def __init__(self, kernel, grid):
-        self.kernel, self.grid = kernel, grid
-
-    def launch(self, addresses, stream, scalars=(), grid=None):
-        scalars = (tuple(scalars),) if scalars else ()
-        self.kernel.calls.append(("warm", tuple(grid or self.grid), tuple(addresses), *scalars))
-
-
-@pytest.fixture
-def recorded(monkeypatch):
-    loaded: dict = {}
-
-    def load(binary, device=0):
-        return loaded.setdefault(binary, RecordingKernel(binary))
-
-    monkeypatch.setattr(runtime, "load_kernel", load)
-    return loaded
-
-
-def device(shape, address, dtype=ad.float32):
-    return DeviceArray(address, shape, contiguous_strides(shape), dtype, 0)
 
 
 @ad.kernel(grid=lambda src, dst, B: (ad.cdiv(src.shape[0], B), ad.cdiv(src.shape[1], B)))
@@ -67,8 +24,8 @@ def calls(recorded):
 
 
 def test_first_call_is_checked_then_warm_with_new_addresses(recorded):
-    copy(device((256, 128), 0x10000), device((256, 128), 0x20000), B=64)
-    copy(device((256, 128), 0x30000), device((256, 128), 0x40000), B=64)
+    copy(device_array((256, 128), 0x10000), device_array((256, 128), 0x20000), B=64)
+    copy(device_array((256, 128), 0x30000), device_array((256, 128), 0x40000), B=64)
     assert calls(recorded) == [
         ("checked", (4, 2, 1), (0x10000, 0x20000)),
         ("warm", (4, 2, 1), (0x30000, 0x40000)),
@@ -77,8 +34,8 @@ def test_first_call_is_checked_then_warm_with_new_addresses(recorded):
 
 def test_new_layout_or_constexpr_takes_the_checked_path_and_specialises(recorded):
     before = len(copy._compiled)
-    copy(device((512, 128), 0x10000), device((512, 128), 0x20000), B=64)
-    copy(device((512, 128), 0x10000), device((512, 128), 0x20000), B=32)
+    copy(device_array((512, 128), 0x10000), device_array((512, 128), 0x20000), B=64)
+    copy(device_array((512, 128), 0x10000), device_array((512, 128), 0x20000), B=32)
     kinds = [call[0] for call in calls(recorded)]
     assert kinds == ["checked", "checked"]
     assert len(copy._compiled) == before + 2
@@ -86,15 +43,15 @@ def test_new_layout_or_constexpr_takes_the_checked_path_and_specialises(recorded
 
 
 def test_misaligned_address_is_checked_and_rejected(recorded):
-    copy(device((64, 64), 0x10000), device((64, 64), 0x20000), B=64)
+    copy(device_array((64, 64), 0x10000), device_array((64, 64), 0x20000), B=64)
     with pytest.raises(ad.ArgumentError, match="16-byte"):
-        copy(device((64, 64), 0x10008), device((64, 64), 0x20000), B=64)
+        copy(device_array((64, 64), 0x10008), device_array((64, 64), 0x20000), B=64)
 
 
 def test_arguments_by_keyword_or_position_take_the_warm_path_alike(recorded):
-    copy(device((128, 64), 0x10000), dst=device((128, 64), 0x20000), B=64)
-    copy(src=device((128, 64), 0x30000), B=64, dst=device((128, 64), 0x40000))
-    copy(device((128, 64), 0x50000), device((128, 64), 0x60000), 64)
+    copy(device_array((128, 64), 0x10000), dst=device_array((128, 64), 0x20000), B=64)
+    copy(src=device_array((128, 64), 0x30000), B=64, dst=device_array((128, 64), 0x40000))
+    copy(device_array((128, 64), 0x50000), device_array((128, 64), 0x60000), 64)
     assert calls(recorded) == [
         ("checked", (2, 1, 1), (0x10000, 0x20000)),
         ("warm", (2, 1, 1), (0x30000, 0x40000)),
@@ -111,10 +68,10 @@ def test_host_arrays_are_refused_with_a_pointer_to_interpret(recorded):
 
 def test_grid_may_be_a_tuple_or_a_function():
     fixed = ad.kernel(grid=(3, 2))(lambda x: None)
-    assert fixed.grid_for(fixed.bind((device((8, 8), 0),), {}, None), None) == (3, 2, 1)
+    assert fixed.grid_for(fixed.bind((device_array((8, 8), 0),), {}, None), None) == (3, 2, 1)
     with pytest.raises(ad.ArgumentError, match="grid"):
         bad = ad.kernel(grid=lambda x: (0,))(lambda x: None)
-        bad.grid_for(bad.bind((device((8, 8), 0),), {}, None), None)
+        bad.grid_for(bad.bind((device_array((8, 8), 0),), {}, None), None)
 
 
 def test_constexpr_by_position_and_by_name_share_a_specialisation():
@@ -143,8 +100,8 @@ def test_a_persistent_grid_comes_from_the_loaded_kernel_once_per_layout(recorded
             ad.async_copy(tile, dst.at[rows, :])
             ad.await_async_copy(0)
 
-    strided(device((64, 8), 0x10000), device((64, 8), 0x20000))
-    strided(device((64, 8), 0x30000), device((64, 8), 0x40000))
+    strided(device_array((64, 8), 0x10000), device_array((64, 8), 0x20000))
+    strided(device_array((64, 8), 0x30000), device_array((64, 8), 0x40000))
     assert calls(recorded) == [
         ("checked", (132, 1, 1), (0x10000, 0x20000)),
         ("warm", (132, 1, 1), (0x30000, 0x40000)),

@@ -6,12 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from support import expect
+from support import device_array, expect
 
 import asyncdsl as ad
-from asyncdsl import runtime
-from asyncdsl.hw.gmem_runs import contiguous_strides
-from asyncdsl.runtime.arrays import DeviceArray
 from asyncdsl.runtime.module_cache import cubin_key
 
 F32 = ad.ArraySpec((256, 64), ad.float32)
@@ -214,37 +211,6 @@ def test_the_interpreter_checks_scalars_as_the_gpu_does():
 # -- the warm path ---------------------------------------------------------------------------------
 
 
-class RecordingKernel:
-    def __init__(self, binary):
-        self.binary = binary
-        self.calls = []
-
-    def launch(self, grid, arrays, stream=None, scalars=()):
-        self.calls.append(("checked", runtime.launch_grid(grid), tuple(a.address for a in arrays), tuple(scalars)))
-
-    def prepare(self, grid):
-        return RecordingLaunch(self, grid)
-
-
-class RecordingLaunch:
-    def __init__(self, kernel, grid):
-        self.kernel, self.grid = kernel, grid
-
-    def launch(self, addresses, stream, scalars=(), grid=None):
-        self.kernel.calls.append(("warm", runtime.launch_grid(grid or self.grid), tuple(addresses), tuple(scalars)))
-
-
-@pytest.fixture
-def recorded(monkeypatch):
-    loaded: dict = {}
-    monkeypatch.setattr(runtime, "load_kernel", lambda binary, device=0: loaded.setdefault(binary, RecordingKernel(binary)))
-    return loaded
-
-
-def _device(shape, address):
-    return DeviceArray(address, shape, contiguous_strides(shape), ad.float32, 0)
-
-
 def per_tile_kernel():
     """A fresh kernel (its own warm path): one CTA per tile, and the grid reads the runtime `count`."""
 
@@ -264,7 +230,7 @@ def per_tile_kernel():
 
 def test_new_scalar_values_launch_warm_without_compiling(recorded, compilations):
     per_tile = per_tile_kernel()
-    x, y = _device((256, 64), 0x10000), _device((256, 64), 0x80000)
+    x, y = device_array((256, 64), 0x10000), device_array((256, 64), 0x80000)
     per_tile(x, y, 0, 4, 1.0)
     per_tile(x, y, 32, 2, -0.5)
     per_tile(x, y, row0=64, count=3, scale=2.5)  # by name: warm too
@@ -281,7 +247,7 @@ def test_new_scalar_values_launch_warm_without_compiling(recorded, compilations)
 
 def test_an_int_of_the_other_divisibility_compiles_once_more_then_is_warm(recorded, compilations):
     per_tile = per_tile_kernel()
-    x, y = _device((256, 64), 0x20000), _device((256, 64), 0x90000)
+    x, y = device_array((256, 64), 0x20000), device_array((256, 64), 0x90000)
     per_tile(x, y, 48, 1, 1.0)
     per_tile(x, y, 8, 1, 1.0)
     per_tile(x, y, 24, 1, 1.0)
@@ -293,7 +259,7 @@ def test_an_int_of_the_other_divisibility_compiles_once_more_then_is_warm(record
 
 def test_numpy_scalars_take_the_checked_path_and_do_not_compile(recorded, compilations):
     per_tile = per_tile_kernel()
-    x, y = _device((256, 64), 0x30000), _device((256, 64), 0xA0000)
+    x, y = device_array((256, 64), 0x30000), device_array((256, 64), 0xA0000)
     per_tile(x, y, 0, 2, 1.0)
     per_tile(x, y, np.int64(0), 2, np.float32(1.0))
     calls = [call for kernel in recorded.values() for call in kernel.calls]

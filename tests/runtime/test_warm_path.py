@@ -14,13 +14,12 @@ import sys
 import types
 
 import pytest
+from support import device_array
 
 from asyncdsl import dtypes
 from asyncdsl.errors import ArgumentError, CudaError
-from asyncdsl.hw.gmem_runs import contiguous_strides
 from asyncdsl.kernel_binary import KernelBinary, PointerParam, ScalarParam, TensorMapParam, TiledTensorMapSpec
 from asyncdsl.runtime import launch, streams, tensormap
-from asyncdsl.runtime.arrays import DeviceArray
 from asyncdsl.runtime.warm_path import WarmLaunches
 
 pytest.importorskip("cuda.bindings")  # launch configurations are cuda-python objects (no GPU needed)
@@ -77,7 +76,7 @@ class RecordingLoadedKernel:
 
 
 def _array(address, shape=(64, 32)):
-    return DeviceArray(address, shape, contiguous_strides(shape), dtypes.float32, 0)
+    return device_array(shape, address)
 
 
 def test_a_prepared_launch_refills_only_what_changed():
