@@ -104,12 +104,16 @@ class WarpgroupRecord:
     recorded: int
 
 
+def _record_table(words: np.ndarray, events_per_warpgroup: int, records: int) -> np.ndarray:
+    """A GPU buffer's u32 words as one row per (CTA, warpgroup) record."""
+    per_record = HEADER_WORDS + EVENT_WORDS * events_per_warpgroup
+    return np.asarray(words, dtype=np.uint32)[: per_record * records].reshape(records, per_record)
+
+
 def recorded_counts(words: np.ndarray, events_per_warpgroup: int, ctas: int, warpgroups_per_cta: int) -> np.ndarray:
     """How many region events each (CTA, warpgroup) record of a GPU buffer reached, dropped ones
     included, in record order: read off the headers alone, without decoding the events."""
-    per_record = HEADER_WORDS + EVENT_WORDS * events_per_warpgroup
-    count = ctas * warpgroups_per_cta
-    table = np.asarray(words, dtype=np.uint32)[: per_record * count].reshape(count, per_record)
+    table = _record_table(words, events_per_warpgroup, ctas * warpgroups_per_cta)
     return table[:, EVENT_COUNT // 4].astype(np.int64)
 
 
@@ -126,9 +130,8 @@ def decode_records(
     first of them to enter): their events order exactly as the SM saw them, which a producer and
     its consumers are compared by.  A record whose header does not name its own CTA and warpgroup
     means the kernel did not write it (ValueError: a lowering bug, never the user's)."""
-    per_record = HEADER_WORDS + EVENT_WORDS * events_per_warpgroup
     count = ctas * warpgroups_per_cta
-    table = np.asarray(words, dtype=np.uint32)[: per_record * count].reshape(count, per_record)
+    table = _record_table(words, events_per_warpgroup, count)
     wide = table[:, :8].copy().view(np.uint64).astype(np.int64)  # entry timer, entry clock, exit timer, exit clock
     for index in range(count):
         cta, warpgroup = divmod(index, warpgroups_per_cta)
