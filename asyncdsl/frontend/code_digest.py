@@ -25,6 +25,8 @@ import sys
 import sysconfig
 from types import ModuleType
 
+from asyncdsl.runtime.module_cache import file_identity
+
 # The standard library and site-packages, as configured and with links resolved: a module's
 # __file__ is compared as given (resolving every path would cost ~10 ms a process).
 _THIRD_PARTY = tuple({
@@ -37,19 +39,11 @@ _THIRD_PARTY = tuple({
 _seen: dict[str, tuple[str, int, int] | None] = {}
 
 
-def _file_identity(path: str) -> tuple[str, int, int] | None:
-    try:
-        status = os.stat(path)
-    except OSError:
-        return None
-    return path, status.st_size, status.st_mtime_ns
-
-
 def _identity(name: str, module: ModuleType) -> tuple[str, int, int] | None:
     path = getattr(module, "__file__", None)
     if not isinstance(path, str) or name == "asyncdsl" or name.startswith("asyncdsl.") or path.startswith(_THIRD_PARTY):
         return None  # asyncdsl's own files are all counted (`_asyncdsl_files`), loaded or not
-    return _file_identity(path)
+    return file_identity(path)
 
 
 @functools.cache
@@ -64,7 +58,7 @@ def _asyncdsl_files() -> tuple[tuple[str, int, int], ...]:
     for folder in folders:
         for root, directories, names in os.walk(folder):
             directories[:] = [d for d in directories if d != "__pycache__"]
-            files += [_file_identity(os.path.join(root, name)) for name in names if name.endswith(".py")]
+            files += [file_identity(os.path.join(root, name)) for name in names if name.endswith(".py")]
     return tuple(sorted(identity for identity in files if identity is not None))
 
 
@@ -75,13 +69,13 @@ def _installed(name: str) -> str:
     computed __version__)."""
     spec = importlib.util.find_spec(name)
     path = spec.origin if spec is not None else None
-    return str(_file_identity(path)) if isinstance(path, str) else ""
+    return str(file_identity(path)) if isinstance(path, str) else ""
 
 
 def code_digest(kernel_file: str) -> str | None:
     """The digest of the code loaded now, with the kernel's own file `kernel_file`; None when that
     file does not exist (no digest can vouch for the kernel's code)."""
-    own = _file_identity(kernel_file)
+    own = file_identity(kernel_file)
     if own is None:
         return None
     for name, module in list(sys.modules.items()):

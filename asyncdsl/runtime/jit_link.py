@@ -24,6 +24,7 @@ from typing import Protocol
 from asyncdsl.config import PTX_COMPILER, knobs
 from asyncdsl.errors import ArgumentError, CudaError, PtxAssemblyError, user_location
 from asyncdsl.runtime import driver
+from asyncdsl.runtime.module_cache import file_identity
 
 _ERROR_LOG_BYTES = 1 << 16
 
@@ -132,13 +133,7 @@ def installed_compilers(driver_version: int) -> str:
                             for path in glob.glob(os.path.join(folder, "libnvJitLink.so*"))})
         bindings = getattr(sys.modules.get("cuda.bindings"), "__file__", None)
         files = [*libraries, *([bindings] if bindings else [])]
-        stats = []
-        for path in files:
-            try:
-                status = os.stat(path)
-            except OSError:
-                continue
-            stats.append(f"{path}:{status.st_size}:{status.st_mtime_ns}")
+        stats = [":".join(map(str, identity)) for identity in map(file_identity, files) if identity is not None]
         known = _installed[(choice, driver_version)] = "|".join([choice, str(driver_version), *stats])
     return known
 

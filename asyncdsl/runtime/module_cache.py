@@ -43,6 +43,16 @@ def cubin_key(ptx: str, arch: str, driver_version: int, compilers: str) -> str:
     return digest.hexdigest()
 
 
+def file_identity(path: str) -> tuple[str, int, int] | None:
+    """(path, size, modification time) of a file, None if it cannot be read: what cache keys name
+    an installed file or a source file by (rewritten files change it; reading them is not needed)."""
+    try:
+        status = os.stat(path)
+    except OSError:
+        return None
+    return path, status.st_size, status.st_mtime_ns
+
+
 class ChecksummedFiles:
     """Byte strings on disk, one file per key (spread over 256 subdirectories), each behind a
     header with its kind (`magic`, 16 bytes), length and sha256; what it holds is `what` (for the
