@@ -17,6 +17,7 @@ passes import this module as `ir` and find every op and the shared helpers of `i
 | --- | --- |
 | ids, shared memory | `core_ops` |
 | mbarriers, fences, barriers | `sync_ops` |
+| warpgroups taking turns (named barriers) | `turns_ops` |
 | the user's copy, waiting for stores | `copy_ops` |
 | TMA tensor copies (and reductions) | `tma_ops` |
 | contiguous bulk copies | `bulk_ops` |
@@ -64,6 +65,7 @@ from asyncdsl.dialects import (
     tiles_ops,
     tma_ops,
     transform_attrs,
+    turns_ops,
     wgmma_ops,
 )
 from asyncdsl.dialects.assume_ops import CheckOp, MultipleOfOp, check_message
@@ -118,6 +120,7 @@ from asyncdsl.dialects.tiles_ops import (
     scratch_bytes,
 )
 from asyncdsl.dialects.tma_ops import TmaLoadOp, TmaStoreOp
+from asyncdsl.dialects.turns_ops import AllocTurnsOp, PassTurnOp, TakeTurnOp
 from asyncdsl.dialects.wgmma_ops import WgmmaOp, WgmmaOperandAttr, WgmmaWaitOp
 
 __all__ = [
@@ -126,6 +129,7 @@ __all__ = [
     "AllocBarriersOp",
     "AllocRegistersOp",
     "AllocSmemOp",
+    "AllocTurnsOp",
     "ArriveExpectTxOp",
     "ArriveOp",
     "AsyncCopyIm2colOp",
@@ -157,6 +161,7 @@ __all__ = [
     "LoadSmemOp",
     "MultipleOfOp",
     "NumProgramsOp",
+    "PassTurnOp",
     "ProgramIdOp",
     "ReadRegistersOp",
     "ReduceOp",
@@ -170,6 +175,7 @@ __all__ = [
     "SplatOp",
     "StoreGmemOp",
     "StoreSmemOp",
+    "TakeTurnOp",
     "TmaGather4Op",
     "TmaIm2colLoadOp",
     "TmaLoadOp",
@@ -201,6 +207,7 @@ __all__ = [
 OPERATIONS: tuple[type[Operation], ...] = (
     *core_ops.OPERATIONS,
     *sync_ops.OPERATIONS,
+    *turns_ops.OPERATIONS,
     *copy_ops.OPERATIONS,
     *tma_ops.OPERATIONS,
     *bulk_ops.OPERATIONS,

@@ -50,6 +50,7 @@ from asyncdsl.passes.to_ptx import (
     tile_math,
     tiles,
     tma,
+    turns,
     wgmma,
 )
 from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
@@ -66,6 +67,7 @@ RULES: Rules = {
     **control.RULES,
     **core.RULES,
     **sync.RULES,
+    **turns.RULES,
     **copy.RULES,
     **tma.RULES,
     **bulk.RULES,

@@ -10,9 +10,14 @@
   each cluster stores the tile at rows (2 * tile + x) * 64, so every tile appears twice.
 - `persistent_copy`: `grid=asyncdsl.persistent_grid`; CTA p copies rows p, p + n, p + 2n, ...
   (n = `num_programs(0)`) and fills row p of `seen` with n.
+- `turn_order`: warpgroups 0 and 1 take turns updating one shared row, v = 3 v + (w + 1) in the
+  turn of warpgroup w; the result depends on the order of the updates, and without the turns
+  (`TAKE_TURNS=False`) they race.  Warpgroup 0 takes one more turn to store the row.
 """
 
 from __future__ import annotations
+
+from contextlib import nullcontext
 
 import numpy as np
 
@@ -83,3 +88,29 @@ def persistent_copy(x, y, seen):
         ad.async_copy(row, y.at[ad.ds(r, 1), :])
         ad.await_async_copy(0)
     ad.store(seen.at[ad.ds(program, 1), :], ad.full((1, seen.shape[1]), programs, seen.dtype))
+
+
+@ad.kernel(grid=(1,), block=256)
+def turn_order(x, y, TURNS: ad.constexpr = 3, TAKE_TURNS: ad.constexpr = True):
+    turns = ad.turns((0, 1))
+    row = ad.smem(x.shape, x.dtype)
+    landed = ad.barrier()
+    with ad.warpgroup_role((0, 1)):
+        me = ad.warpgroup_idx()
+        with ad.when(me == 0):
+            ad.async_copy(x.at[:, :], row, barrier=landed)
+            landed.wait()
+        for _ in ad.range(TURNS):
+            with turns.turn() if TAKE_TURNS else nullcontext():
+                row[...] = row[...] * 3.0 + ad.full(x.shape, me + 1, x.dtype)
+        with ad.when(me == 0), turns.turn():
+            ad.fence_async_smem()
+            ad.async_copy(row, y.at[:, :])
+            ad.await_async_copy(0)
+
+
+def expected_turn_order(x: np.ndarray, turns: int = 3) -> np.ndarray:
+    v = x.astype(np.float64)
+    for _ in range(turns):
+        v = (v * 3 + 1) * 3 + 2
+    return v.astype(x.dtype)

@@ -41,7 +41,7 @@ def warpgroup_role(warpgroups: int | tuple[int, ...], registers: int | None = No
     location = user_location()
     indices = _indices(warpgroups)
     role = Role(indices, registers)
-    enclosing = _enclosing_role(tracer.block)
+    enclosing = enclosing_role(tracer.block)
     if enclosing is not None:
         raise TraceError(
             f"roles may not nest: this role (warpgroups {indices}) is inside the role of warpgroups "
@@ -100,14 +100,14 @@ def _role(op: ir.WarpgroupRoleOp) -> Role:
 def register_budget(tracer: tracing.Tracer) -> tuple[int, str]:
     """The per-thread registers of the code being traced, and whose they are: its role's
     `registers`, else what ptxas gives every thread of the CTA."""
-    role = _enclosing_role(tracer.block)
+    role = enclosing_role(tracer.block)
     if role is not None and role.register_count is not None:
         return role.register_count, f"the role of warpgroups {role.warpgroup_indices}"
     threads = tracer.launch.num_warpgroups * WARPGROUP_THREADS
     return register_cap(threads), f"this {threads}-thread CTA"
 
 
-def _enclosing_role(block: Block) -> ir.WarpgroupRoleOp | None:
+def enclosing_role(block: Block) -> ir.WarpgroupRoleOp | None:
     parent = block.parent_op()
     while parent is not None and not isinstance(parent, ir.WarpgroupRoleOp):
         parent = parent.parent_op()

@@ -30,6 +30,7 @@ SMEM_BASE_ALIGNMENT = 1024
 SMEM_ALIGNMENT_SLACK = SMEM_BASE_ALIGNMENT
 TMA_SMEM_ALIGNMENT = 128  # shared-memory operands of TMA tensor copies
 BARRIER_BYTES = 8  # one mbarrier object
+NAMED_BARRIERS = 16  # bar.sync ids 0..15 per CTA: 0 for the CTA, 1 + w for warpgroup w, then turns
 MAX_BARRIERS_PER_GROUP = 32  # asyncdsl's own cap on one `ad.barrier(num=...)` group
 MAX_ARRIVAL_COUNT = 2**20 - 1  # mbarrier.init's expected-arrival count
 MAX_EXPECT_TX_BYTES = 2**20 - 1  # the tx-count an mbarrier phase can expect

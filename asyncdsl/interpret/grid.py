@@ -52,6 +52,7 @@ from asyncdsl.interpret.tile_gmem import TileGmemFunctions
 from asyncdsl.interpret.tile_math import TileMathFunctions
 from asyncdsl.interpret.tiles import TileFunctions
 from asyncdsl.interpret.tma import TmaFunctions
+from asyncdsl.interpret.turns import TurnsFunctions
 from asyncdsl.interpret.waits import Rendezvous, RendezvousWait
 from asyncdsl.interpret.wgmma import WgmmaFunctions
 from asyncdsl.ir_locations import from_ir_location
@@ -64,6 +65,7 @@ _STATELESS_FUNCTIONS = (ArithFunctions(), FloatArithFunctions(), ScfFunctions(),
 FUNCTIONS: tuple[type[WarpgroupFunctions], ...] = (
     CoreFunctions,
     SyncFunctions,
+    TurnsFunctions,
     CopyFunctions,
     TmaFunctions,
     BulkFunctions,

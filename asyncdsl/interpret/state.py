@@ -29,6 +29,7 @@ from asyncdsl.interpret.waits import Rendezvous
 
 if TYPE_CHECKING:
     from asyncdsl.interpret.profile import ProfileRecorder
+    from asyncdsl.interpret.turns import TurnToken
 
 
 @dataclass
@@ -115,6 +116,7 @@ class Cta:
             self._init_barriers(group)
         self.warpgroups = [Warpgroup(self, index) for index in range(launch.warpgroups_per_cta)]
         self.cta_barrier = Rendezvous(f"bar.sync 0 of {self.label}", self.warpgroups)
+        self.turns: dict[int, TurnToken] = {}  # by first named barrier (`interpret/turns.py`)
 
     def _init_barriers(self, group: BarrierInit) -> None:
         where = f"the barriers allocated at {group.origin}"

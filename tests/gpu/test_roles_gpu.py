@@ -9,7 +9,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from gpu_support import gpu_and_interpreter, hopper_or_skip
-from roles_kernels import expected_multicast_ring, multicast_ring, persistent_copy, producer_consumer
+from roles_kernels import (
+    expected_multicast_ring,
+    expected_turn_order,
+    multicast_ring,
+    persistent_copy,
+    producer_consumer,
+    turn_order,
+)
 from support import random_bits, same_bytes
 
 import asyncdsl as ad
@@ -46,3 +53,10 @@ def test_persistent_grid_fills_the_device_in_whole_clusters():
     # 128-thread CTAs with a few KiB of shared memory: the SMs hold several clusters of 2 each.
     assert programs % 2 == 0 and programs >= device_facts(0).multiprocessor_count
     assert (seen[:programs] == programs).all() and (seen[programs:] == -1).all()
+
+
+def test_warpgroups_take_turns_in_order():
+    x = (np.arange(8 * 64) % 7).astype(np.float32).reshape(8, 64)
+    (on_gpu,), (interpreted,) = gpu_and_interpreter(turn_order, [x], [np.zeros_like(x)], TURNS=5)
+    expected = expected_turn_order(x, 5)
+    assert same_bytes(on_gpu, expected) and same_bytes(interpreted, expected)

@@ -7,7 +7,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from roles_kernels import expected_multicast_ring, multicast_ring, persistent_copy, producer_consumer
+from roles_kernels import (
+    expected_multicast_ring,
+    expected_turn_order,
+    multicast_ring,
+    persistent_copy,
+    producer_consumer,
+    turn_order,
+)
 from support import random_bits, same_bytes
 
 import asyncdsl as ad
@@ -140,3 +147,29 @@ def test_persistent_grid_rejects_a_bad_cluster_count():
     with pytest.raises(ad.ArgumentError, match="interpret_clusters must be a positive int"):
         ad.PersistentGrid(interpret_clusters=0)
     assert repr(ad.persistent_grid) == "asyncdsl.persistent_grid"
+
+
+def test_warpgroups_taking_turns_update_in_turn_order():
+    x = (np.arange(8 * 64) % 7).astype(np.float32).reshape(8, 64)
+    y = np.zeros_like(x)
+    turn_order.interpret(x, y, TURNS=4)
+    np.testing.assert_array_equal(y, expected_turn_order(x, 4))
+
+
+def test_updates_without_turns_race():
+    x = np.ones((8, 64), np.float32)
+    with pytest.raises(ad.RaceError, match="warpgroup 1"):
+        turn_order.interpret(x, np.zeros_like(x), TAKE_TURNS=False)
+
+
+def test_a_party_taking_a_turn_too_many_deadlocks_naming_the_holder():
+    @ad.kernel(block=256)
+    def kernel(x):
+        turns = ad.turns((0, 1))
+        with ad.warpgroup_role((0, 1)):
+            for _ in ad.range(2 + ad.warpgroup_idx()):  # warpgroup 1 takes a third turn
+                with turns.turn():
+                    ad.warpgroup_barrier()
+
+    with pytest.raises(ad.DeadlockError, match="warpgroup 0, whose turn it is, has exited without passing it"):
+        kernel.interpret(np.zeros((8, 64), np.float32))

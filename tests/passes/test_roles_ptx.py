@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from roles_kernels import multicast_ring, persistent_copy, producer_consumer
+from roles_kernels import multicast_ring, persistent_copy, producer_consumer, turn_order
 
 import asyncdsl as ad
 from asyncdsl.dialects import asyncdsl as ir
@@ -163,3 +163,16 @@ def test_plain_arrive_is_unchanged(count):
     ptx = kernel.ptx(X)
     assert re.search(rf"mbarrier\.arrive\.release\.cta\.shared::cta\.b64 %rd\d+, \[%r\d+\], {count};", ptx), ptx
     assert "mapa" not in ptx and ptx.count("mbarrier.arrive.release") == 1
+
+
+def test_turns_are_named_barriers_after_the_warpgroups_own():
+    ptx = turn_order.ptx(ad.ArraySpec((8, 64), ad.float32), ad.ArraySpec((8, 64), ad.float32))
+    # 2 warpgroups: bar.sync 0, ids 1 and 2 are theirs, the turns take 3 and 4.  Warpgroup 1
+    # hands warpgroup 0 its first turn; then each waits on its own and arrives on the other's.
+    prime = re.search(r"setp\.eq\.u32 (%p\d+), %r\d+, 1;\n\s+@\1 bar\.arrive 3, 256;", ptx)
+    assert prime, ptx
+    assert re.search(r"add\.u32 (%r\d+), %r\d+, 3;\n\s+bar\.sync \1, 256;", ptx), ptx
+    assert re.search(r"selp\.u32 %r\d+, 0, %r\d+, %p\d+;\n\s+add\.u32 (%r\d+), %r\d+, 3;\n\s+bar\.arrive \1, 256;", ptx), ptx
+    assert ptx.index("bar.arrive 3, 256;") < ptx.index("bar.sync %r")
+    log = ptxas_log(ptx)
+    assert "warning" not in log.lower(), log
