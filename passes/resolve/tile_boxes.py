@@ -37,15 +37,21 @@ def _tiling(copy: ir.AsyncCopyOp) -> tuple[int, int] | None:
     return tile.tiling if len(tile.tiling) == 2 and tile.rounding is None else None
 
 
+def _window_dims(copy: ir.AsyncCopyOp) -> tuple[int, int] | None:
+    """The GMEM dims of a 2-d window: the two that are not squeezed (others may sit between
+    them: the rows of one head in a (B, S, H, D) array)."""
+    dims = tuple(d for d, size in enumerate(copy.sizes) if size != ir.SQUEEZED)
+    return dims if len(dims) == 2 else None
+
+
 def needs_tile_boxes(copy: ir.AsyncCopyOp) -> bool:
-    """A 2-d window copied through one 2-d tiling whose tiles the GMEM array's last two dims do
+    """A 2-d window copied through one 2-d tiling whose tiles the GMEM array's window dims do
     not divide (the only case the tiled view refuses)."""
-    tiling = _tiling(copy)
-    sizes = copy.sizes
-    if tiling is None or len(sizes) < 2 or ir.SQUEEZED in sizes[-2:] or any(s != ir.SQUEEZED for s in sizes[:-2]):
+    tiling, dims = _tiling(copy), _window_dims(copy)
+    if tiling is None or dims is None:
         return False
-    array = ir.shape_of(copy.gmem)[-2:]
-    return any(size > tile and size % tile for size, tile in zip(array, tiling))
+    shape = ir.shape_of(copy.gmem)
+    return any(shape[d] > tile and shape[d] % tile for d, tile in zip(dims, tiling))
 
 
 def _runs(window: tuple[int, int], tiling: tuple[int, int]) -> list[tuple[int, int, int]]:
@@ -64,11 +70,12 @@ def resolve_tile_boxes(copy: ir.AsyncCopyOp, resolve_box) -> None:
     """Replace `copy` by one untiled copy per run of tiles, each resolved by `resolve_box`
     (which replaces it by its hardware op and returns that)."""
     r, c = _tiling(copy)
-    window = tuple(copy.sizes[-2:])
+    row_dim, column_dim = _window_dims(copy)
+    window = (copy.sizes[row_dim], copy.sizes[column_dim])
     element = dtypes.from_mlir(copy.gmem.type.element_type)
     columns_of_tiles = window[1] // c
     builder = IndexBuilder(copy)
-    row_start, column_start = (builder.wrap(start) for start in copy.starts[-2:])
+    row_start, column_start = (builder.wrap(copy.starts[d]) for d in (row_dim, column_dim))
     boxes = []
     for row, column, rows in _runs(window, (r, c)):
         # A single column of tiles is its rows one after another; else tile (i, j) is number
@@ -77,8 +84,9 @@ def resolve_tile_boxes(copy: ir.AsyncCopyOp, resolve_box) -> None:
         offset = (row * c if columns_of_tiles == 1 else tile_number * r * c) * element.itemsize
         part = ir.SmemSliceOp(copy.smem, builder.value(offset), (rows, c))
         Rewriter.insert_op(part, InsertPoint.before(copy))
-        starts = [*copy.starts[:-2], builder.value(row_start + row), builder.value(column_start + column)]
-        gmem_sizes = [*copy.sizes[:-2], rows, c]
+        starts, gmem_sizes = list(copy.starts), list(copy.sizes)
+        starts[row_dim], starts[column_dim] = builder.value(row_start + row), builder.value(column_start + column)
+        gmem_sizes[row_dim], gmem_sizes[column_dim] = rows, c
         source, destination = (copy.gmem, part.result) if copy.is_load else (part.result, copy.gmem)
         box = ir.AsyncCopyOp(
             source, destination, starts, gmem_sizes, barriers=copy.barriers, barrier_index=copy.barrier_index,
