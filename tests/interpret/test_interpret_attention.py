@@ -1,6 +1,8 @@
 """The attention example in the interpreter against float64 attention: causal and not, head
 dims 64, 128 and 256 (blocks of 64 keys, so two blocks cross the diagonal), several CTAs and
-heads; and its kernel assembles with no spill or advisory."""
+heads, both layouts, grouped k/v heads, sequences that are not whole blocks (and keys that
+outnumber the queries), and the log-sum-exp output; consumers taking turns give the same bytes;
+bad shapes are refused at trace time; the kernel assembles with no spill or advisory."""
 
 from __future__ import annotations
 
@@ -10,33 +12,83 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+import asyncdsl as ad
 from asyncdsl.examples.attention import attention, reference
 from asyncdsl.runtime.ptxas import assemble
+
+
+def run(q_shape, kv_heads, causal, layout="BHSD", kv_len=None, seed=1, **constexprs):
+    """Interpret attention on random inputs; returns (o, lse) and the float64 reference's."""
+    rng = np.random.default_rng(seed)
+    kv_shape = list(q_shape)
+    kv_shape[layout.index("H")] = kv_heads
+    kv_shape[layout.index("S")] = kv_len or q_shape[layout.index("S")]
+    q = rng.standard_normal(q_shape).astype(ml_dtypes.bfloat16)
+    k, v = (rng.standard_normal(kv_shape).astype(ml_dtypes.bfloat16) for _ in range(2))
+    b, s, h = (q_shape[layout.index(axis)] for axis in "BSH")
+    o, lse = np.full(q_shape, np.nan, ml_dtypes.bfloat16), np.full((b, h, s), np.nan, np.float32)
+    attention.interpret(q, k, v, o, lse, CAUSAL=causal, LAYOUT=layout, **constexprs)
+    return (o, lse), reference(q, k, v, causal, layout)
+
+
+def check(got, expected):
+    (o, lse), (expected_o, expected_lse) = got, expected
+    # p and o are bf16: a few bf16 ulps of values of magnitude up to about 1.
+    np.testing.assert_allclose(o.astype(np.float64), expected_o, atol=2e-2, rtol=0)
+    np.testing.assert_allclose(lse, expected_lse, atol=1e-3, rtol=0)
 
 
 @pytest.mark.parametrize("shape,causal", [((1, 2, 256, 64), False), ((1, 2, 256, 64), True),
                                           ((2, 1, 256, 128), True), ((1, 1, 384, 256), True),
                                           ((1, 1, 256, 256), False)])
 def test_attention_matches_float64(shape, causal):
-    rng = np.random.default_rng(1)
-    q, k, v = (rng.standard_normal(shape).astype(ml_dtypes.bfloat16) for _ in range(3))
-    o = np.full(shape, np.nan, ml_dtypes.bfloat16)
-    attention.interpret(q, k, v, o, CAUSAL=causal)
-    # p and o are bf16: a few bf16 ulps of values of magnitude up to about 1.
-    np.testing.assert_allclose(o.astype(np.float64), reference(q, k, v, causal), atol=2e-2, rtol=0)
+    check(*run(shape, shape[1], causal))
 
 
-@pytest.mark.parametrize("head_dim,causal", [(128, False), (128, True), (64, False), (256, True)])
-def test_attention_assembles_without_spills_or_advisories(head_dim, causal):
-    x = np.zeros((4, 32, 4096, head_dim), ml_dtypes.bfloat16)
-    _, log = assemble(attention.ptx(x, x, x, x, CAUSAL=causal), verbose=True)
+@pytest.mark.parametrize("causal", [False, True])
+def test_grouped_query_attention_in_the_bshd_layout(causal):
+    check(*run((1, 256, 4, 64), 2, causal, layout="BSHD"))
+
+
+@pytest.mark.parametrize("q_shape,layout,causal", [((1, 2, 200, 64), "BHSD", True), ((1, 200, 2, 64), "BSHD", False),
+                                                   ((1, 1, 70, 128), "BHSD", False), ((1, 1, 300, 256), "BHSD", True)])
+def test_sequences_that_are_not_whole_blocks(q_shape, layout, causal):
+    check(*run(q_shape, 1, causal, layout=layout))
+
+
+def test_more_keys_than_queries_not_whole_blocks():
+    check(*run((1, 1, 128, 64), 1, False, kv_len=333))
+
+
+def test_taking_turns_gives_the_same_bytes():
+    (o, lse), _ = run((1, 1, 256, 64), 1, True)
+    (o_turns, lse_turns), _ = run((1, 1, 256, 64), 1, True, TURNS=True)
+    assert np.array_equal(o.view(np.uint16), o_turns.view(np.uint16)) and np.array_equal(lse, lse_turns)
+
+
+@pytest.mark.parametrize("shapes,fragment", [
+    (((1, 2, 128, 64), (1, 3, 128, 64)), "2 query heads cannot be grouped over 3"),
+    (((1, 1, 128, 64), (1, 1, 256, 64)), "causal attention takes as many keys as queries"),
+])
+def test_bad_shapes_are_refused_while_tracing(shapes, fragment):
+    q_shape, kv_shape = shapes
+    q, kv = ad.ArraySpec(q_shape, ad.bfloat16), ad.ArraySpec(kv_shape, ad.bfloat16)
+    lse = ad.ArraySpec((q_shape[0], q_shape[1], q_shape[2]), ad.float32)
+    with pytest.raises(ad.TraceError, match=fragment):
+        attention.ptx(q, kv, kv, q, lse, CAUSAL=True)
+
+
+def test_a_mismatched_output_is_refused_while_tracing():
+    x = ad.ArraySpec((1, 1, 128, 64), ad.bfloat16)
+    with pytest.raises(ad.TraceError, match=r"lse has shape \(1, 128\), expected \(1, 1, 128\)"):
+        attention.ptx(x, x, x, x, ad.ArraySpec((1, 128), ad.float32))
+
+
+@pytest.mark.parametrize("head_dim,causal,layout", [(128, False, "BHSD"), (128, True, "BSHD"), (64, False, "BHSD"),
+                                                    (256, True, "BHSD")])
+def test_attention_assembles_without_spills_or_advisories(head_dim, causal, layout):
+    x = ad.ArraySpec((4, 32, 4096, head_dim) if layout == "BHSD" else (4, 4096, 32, head_dim), ad.bfloat16)
+    lse = ad.ArraySpec((4, 32, 4096), ad.float32)
+    _, log = assemble(attention.ptx(x, x, x, x, lse, CAUSAL=causal, LAYOUT=layout), verbose=True)
     assert not re.search(r"C75\d\d", log), log
     assert re.findall(r"(\d+) bytes spill stores", log) == ["0"], log
-
-
-def test_a_sequence_that_is_not_whole_blocks_is_refused():
-    import asyncdsl as ad
-
-    x = np.zeros((1, 1, 192, 64), ml_dtypes.bfloat16)
-    with pytest.raises(ad.TraceError, match="sequence length 192 must be a multiple of 128"):
-        attention.ptx(x, x, x, x)
