@@ -1,24 +1,40 @@
 """Attention forward on the tensor cores (FlashAttention's online softmax), bf16 in and out.
 
-o = softmax(q @ kᵀ / √D) @ v for q, k, v, o of shape (B, H, S, D), optionally causal.  Each CTA
-owns 2·BQ query rows of one (batch, head) and has three warpgroups:
+o = softmax(q @ kᵀ / √D) @ v, optionally causal, for q, o of shape (B, H, S, D) and k, v of
+shape (B, H_KV, S_KV, D) (`LAYOUT="BHSD"`), or the same with S before H (`"BSHD"`: TMA addresses
+either, nothing is transposed).  H_KV may divide H (grouped-query attention: query head h reads
+k/v head h // (H / H_KV)); S and S_KV need not be multiples of the blocks (TMA fills rows past
+the end with zeros, the keys there are masked on the last block only, rows past the end are not
+stored); S_KV may differ from S when not causal.  `lse` (B, H, S) float32 receives each row's
+log-sum-exp of the scaled scores (natural log), what a backward pass needs.
+
+Each CTA owns 2·BQ query rows of one (batch, head) and has three warpgroups:
 
 - warpgroup 2, the producer, loads the CTA's q rows once, then streams (BK, D) blocks of k and
   v by TMA through a ring of STAGES slots; a slot is refilled once both consumers released it;
 - warpgroups 0 and 1, the consumers, each own BQ query rows.  For block j: s = q @ k_jᵀ (one
   wgmma, k read K-major through `k_s.T`) is issued, then o += p_{j-1} @ v_{j-1} (p straight from
   registers as wgmma's A operand); once s is done, the online softmax of s (a running row maximum
-  m and sum l) runs while that second wgmma does, and o is scaled by 2^(m_old - m_new) after it.
-  Tried on the H200 and slower: the consumers taking turns to issue (a pair of mbarriers passing
-  the turn: two thirds of the speed), and two score buffers so that a block's softmax overlaps
-  the next block's scores (ptxas then needs more registers than the consumers have at 128 keys a
-  block, and at 64 the smaller wgmmas lose more than the overlap gains);
-- at the end each consumer divides by l and stores its rows by TMA through its q buffer.
+  m and sum l) runs while that second wgmma does, and o is scaled by 2^(m_old - m_new) after it;
+- at the end each consumer stores its rows' log-sum-exp, scales its rows by 1/l and stores them
+  by TMA through its q buffer.
 
 Blocks of 128 keys up to D = 128, of 64 above (the scores and the output share the registers).
 Exponentials are base 2 with log2(e)/√D folded into one scale applied by an fma, `ex2.approx` on
-the GPU (the interpreter's exact exp2 differs in the last bits).  Causal attention stops at the diagonal: only
-the blocks that cross it are masked, and the CTAs with the most blocks start first.
+the GPU (the interpreter's exact exp2 differs in the last bits).  Causal attention stops at the
+diagonal: only the blocks that cross it are masked, and the CTAs with the most blocks start first.
+
+What the profiler shows (4·32·8192·128, one block of one consumer, µs): issuing s 0.69, issuing
+p @ v 0.62, softmax 0.75-0.81, waits 0.05: the two consumers issue together and then both do
+their softmax, and ptxas puts the wait for p @ v before most exponentials (SASS: the
+`WARPGROUP.DEPBAR` follows the row maximum), so the softmax overlaps little tensor-core work.
+Measured on the H200 and slower, so not the default: the consumers taking turns to issue
+(`TURNS=True`, `asyncdsl.turns`: 368 against 538 TFLOP/s at D = 128, 222 against 334 at D = 256;
+with an mbarrier pair before it, two thirds of the speed); q as wgmma's register operand (442
+against 525 at D = 128, +2 % at D = 64); blocks of 80 keys at D = 256 (288 against 309), of 160
+or 176 at D = 128 (a tenth of the speed), three or four stages (445 against 501); two score
+buffers (ptxas then needs more registers than the consumers have).  Double-buffering p or
+releasing v one block later leaves ptxas's early wait where it is (SASS, not run).
 
     python -m asyncdsl.examples.attention    # on the GPU if there is one, else interpreted
 """
