@@ -6,9 +6,10 @@ cores idle during it.  Taking turns to issue staggers them: while one does its s
 other's matrix products run (FlashAttention-3's warpgroup scheduling).
 
 The warpgroups of a group take turns in order, the first warpgroup first, cyclically: a `with
-turns.turn():` body starts once the previous warpgroup's turn has ended.  Each party must take
-as many turns as the others (a party that takes one more than the party before it waits for
-ever; the interpreter reports that as a deadlock).  Named barriers carry the turn: each group
+turns.turn():` body starts once the previous warpgroup's turn has ended.  Along the order no
+party may take more turns than the one before it, and the first at most one more than the last
+(of an odd number of tiles, the first takes the extra one); a party that takes more waits for
+ever, which the interpreter reports as a deadlock.  Named barriers carry the turn: each group
 takes one per warpgroup, after `bar.sync` 0 and the warpgroups' own barriers, 16 in all.
 """
 

@@ -1,7 +1,7 @@
 """The interpreter's turn-taking: a token that passes from warpgroup to warpgroup.
 
-The GPU counts named-barrier arrivals; with every party taking as many turns as the others that
-is a token held by one party at a time, first by the first, which is what is modelled here.
+The GPU counts named-barrier arrivals; while no party takes more turns than the one before it
+that is a token held by one party at a time, first by the first, which is what is modelled here.
 Passing the turn releases what the passer knows and taking it acquires that (an arrival on a
 named barrier synchronizes with the wait it completes).  A party that waits for a turn that never
 comes (its predecessor exited) is a deadlock the scheduler reports, with the holder named.
@@ -51,7 +51,7 @@ class TurnWait:
         holder = self.warpgroup.cta.warpgroups[self.token.holder]
         state = "has exited without passing it" if holder.exited else "has not passed it yet"
         return (f"waits for its turn among the warpgroups taking turns at {self.token.where}; warpgroup "
-                f"{holder.index}, whose turn it is, {state} (every party must take as many turns as the others)")
+                f"{holder.index}, whose turn it is, {state} (no party may take more turns than the one before it)")
 
 
 @register_impls
