@@ -144,11 +144,15 @@ def plot(profile: Profile, path: Path, sms: int, window: tuple[float, float] | N
     if window is not None:
         if len(window) != 2 or not window[0] < window[1]:
             raise ArgumentError(f"Profile.plot: window must be (first, last) with first < last, got {window!r}")
+    scale, unit = (1e-3, "us") if profile.unit == "ns" else (1.0, "ticks")
     tracks = shown_tracks(profile, sms)
+    if window is not None:
+        # Only the warpgroups alive in the window: an SM runs many CTAs one after another.
+        tracks = [t for t in tracks if (profile.tracks[t][0] - profile.start) * scale <= window[1]
+                  and (profile.tracks[t][1] - profile.start) * scale >= window[0]]
     shown = sorted({_process(profile, track) for track in tracks})
     names = profile.region_names()
     colours = {name: plt.get_cmap("tab10")(i % 10) for i, name in enumerate(names)}
-    scale, unit = (1e-3, "us") if profile.unit == "ns" else (1.0, "ticks")
     deepest = profile.max_depth() + 1
     figure, axes = plt.subplots(figsize=(12, 0.5 + 0.45 * len(tracks)))
     origin = profile.start

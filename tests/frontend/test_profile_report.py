@@ -183,6 +183,31 @@ def test_plot_draws_only_the_window_asked_for(interpreted, tmp_path):
         interpreted.plot(tmp_path / "bad.png", window=(5.0, 5.0))
 
 
+def test_a_windowed_plot_shows_only_the_warpgroups_alive_in_it(tmp_path):
+    pytest.importorskip("matplotlib")
+    import matplotlib.pyplot as plt
+
+    # Two CTAs one after the other on SM 0, in ns: a window over the second shows its track only.
+    spans = (RegionEvent(0, False, 1000.0), RegionEvent(0, True, 2000.0))
+    records = [WarpgroupRecord(0, 0, 0, 0.0, 5000.0, spans, 2),
+               WarpgroupRecord(1, 0, 0, 6000.0, 9000.0, tuple(RegionEvent(0, e.exit, e.time + 6000.0) for e in spans), 2)]
+    profile = Profile("k", ("a",), records, "ns", 1)
+    labels = []
+    real = plt.Axes.set_yticklabels
+
+    def set_yticklabels(axes, names, **kwargs):
+        labels.append(list(names))
+        return real(axes, names, **kwargs)
+
+    plt.Axes.set_yticklabels = set_yticklabels
+    try:
+        profile.plot(tmp_path / "window.png", sms=1, window=(6.5, 8.0))
+        profile.plot(tmp_path / "all.png", sms=1)
+    finally:
+        plt.Axes.set_yticklabels = real
+    assert labels == [["SM 0 · CTA 1 warpgroup 0"], ["SM 0 · CTA 0 warpgroup 0", "SM 0 · CTA 1 warpgroup 0"]]
+
+
 def _stack_spans(events):
     """The spans of a record by the obvious stack walk: (region, start, end, depth), by start."""
     spans, open_regions = [], []
