@@ -80,34 +80,60 @@ class AccessPlan:
             Piece(index // (self.vector // lanes), index % (self.vector // lanes) * lanes, lanes, int(offset))
             for index, offset in enumerate(constants)
         ]
-        self.mode, self.split = self._mode(base_alignment)
-
-    def _mode(self, base_alignment: int) -> tuple[AddressMode, list[tuple[int, int]]]:
-        """The address mode, and for XOR the (X, R) pair of each piece."""
-        if not self.swizzle:
-            return AddressMode.LINEAR, []
-        if base_alignment % repeat_bytes(self.swizzle):
-            return AddressMode.RUNTIME, []
-        thread_part = swizzled(self.thread_offsets, self.swizzle)
-        thread_bits = int(np.bitwise_or.reduce(thread_part))
-        split = []
-        for piece in self.pieces:
-            moved = int(swizzled(piece.offset, self.swizzle))
-            split.append((moved & thread_bits, moved & ~thread_bits))
-        for piece, (xor, rest) in zip(self.pieces, split):
-            if not ((thread_part ^ xor) + rest == swizzled(self.thread_offsets + piece.offset, self.swizzle)).all():
-                return AddressMode.RUNTIME, []
-        return AddressMode.XOR, split
+        self.mode, self.split = address_mode(self.thread_offsets, [p.offset for p in self.pieces], self.swizzle,
+                                             base_alignment)
 
     def address(self, thread: int, piece: int, base: int) -> int:
         """The address PTX computes for `piece` of `thread` with the buffer at `base`."""
-        linear = int(self.thread_offsets[thread]) + self.pieces[piece].offset
-        if self.mode is AddressMode.LINEAR:
-            return base + linear
-        if self.mode is AddressMode.XOR:
-            xor, rest = self.split[piece]
-            return base + ((int(swizzled(int(self.thread_offsets[thread]), self.swizzle)) ^ xor) + rest)
-        return int(swizzled(base + linear, self.swizzle))
+        return planned_address(self, thread, piece, base)
+
+
+class LaneAddresses:
+    """Addresses `base + thread_offsets[t] + constants[i]` (swizzled when the buffer is), one per
+    constant, computed like an `AccessPlan`'s pieces: what `piece_addresses` emits for them."""
+
+    def __init__(self, thread_offsets: np.ndarray, constants: list[int], swizzle: int, base_alignment: int, what: str):
+        self.thread_offsets = np.asarray(thread_offsets, dtype=np.int64)
+        self.coefficients = thread_coefficients(self.thread_offsets - self.thread_offsets[0], what)
+        self.thread_offsets = self.thread_offsets - self.thread_offsets[0]
+        constants = [int(c) + int(np.asarray(thread_offsets)[0]) for c in constants]
+        self.pieces = [Piece(-1, 0, 0, c) for c in constants]
+        self.swizzle = swizzle
+        self.mode, self.split = address_mode(self.thread_offsets, constants, swizzle, base_alignment)
+
+    def address(self, thread: int, index: int, base: int) -> int:
+        return planned_address(self, thread, index, base)
+
+
+def address_mode(thread_offsets: np.ndarray, constants: list[int], swizzle: int,
+                 base_alignment: int) -> tuple[AddressMode, list[tuple[int, int]]]:
+    """The address mode of accesses at `thread_offsets[t] + constants[i]`, and for XOR the
+    (X, R) pair of each constant."""
+    if not swizzle:
+        return AddressMode.LINEAR, []
+    if base_alignment % repeat_bytes(swizzle):
+        return AddressMode.RUNTIME, []
+    thread_part = swizzled(thread_offsets, swizzle)
+    thread_bits = int(np.bitwise_or.reduce(thread_part))
+    split = []
+    for constant in constants:
+        moved = int(swizzled(constant, swizzle))
+        split.append((moved & thread_bits, moved & ~thread_bits))
+    for constant, (xor, rest) in zip(constants, split):
+        if not ((thread_part ^ xor) + rest == swizzled(thread_offsets + constant, swizzle)).all():
+            return AddressMode.RUNTIME, []
+    return AddressMode.XOR, split
+
+
+def planned_address(plan, thread: int, index: int, base: int) -> int:
+    """The address PTX computes for access `index` of `thread` with the buffer at `base`."""
+    linear = int(plan.thread_offsets[thread]) + plan.pieces[index].offset
+    if plan.mode is AddressMode.LINEAR:
+        return base + linear
+    if plan.mode is AddressMode.XOR:
+        xor, rest = plan.split[index]
+        return base + ((int(swizzled(int(plan.thread_offsets[thread]), plan.swizzle)) ^ xor) + rest)
+    return int(swizzled(base + linear, plan.swizzle))
 
 
 def _piece_bytes(byte_offsets: np.ndarray, element_bytes: int, base_alignment: int) -> int:
@@ -127,7 +153,7 @@ def _piece_bytes(byte_offsets: np.ndarray, element_bytes: int, base_alignment: i
     return piece
 
 
-def piece_addresses(ctx: KernelLowering, base: SSAValue, plan: AccessPlan) -> list[tuple[SSAValue, int]]:
+def piece_addresses(ctx: KernelLowering, base: SSAValue, plan: AccessPlan | LaneAddresses) -> list[tuple[SSAValue, int]]:
     """For each piece of `plan`, a register and an immediate offset whose sum is its address."""
     b = ctx.b
     term = thread_term(ctx, plan.coefficients)

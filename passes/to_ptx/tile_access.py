@@ -28,6 +28,7 @@ from asyncdsl.hw.smem_layout import SmemLayout
 from asyncdsl.hw.tiling import THREADS
 from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
 from asyncdsl.passes.to_ptx.smem_addresses import AccessPlan, piece_addresses
+from asyncdsl.passes.to_ptx.smem_matrices import MatrixPlan, matrix_plan
 from asyncdsl.passes.to_ptx.tile_registers import bind_tile, register_kind, tile_of
 
 
@@ -161,10 +162,45 @@ def read_tile(ctx: KernelLowering, base: SSAValue, alignment: int, layout: Layou
     element_bytes = ir.element_bits(_vector_of(element)) // 8
     kind = register_kind(element)
     plan = AccessPlan(layout, shape, element_bytes, buffer_layout or SmemLayout(shape, (), 0), alignment)
-    registers = []
-    for address, offset in piece_addresses(ctx, base, plan):
-        registers += load_piece(ctx, address, offset, plan.piece_bytes, element_bytes, kind)
+    matrices = matrix_plan(plan, element_bytes, layout.replication != 1, alignment)
+    if matrices is not None:
+        registers = _load_matrices(ctx, base, plan, matrices)
+    else:
+        registers = []
+        for address, offset in piece_addresses(ctx, base, plan):
+            registers += load_piece(ctx, address, offset, plan.piece_bytes, element_bytes, kind)
     return np.array(registers, dtype=object).reshape(layout.registers_shape(shape))
+
+
+def _load_matrices(ctx: KernelLowering, base: SSAValue, plan: AccessPlan, matrices: MatrixPlan) -> list[SSAValue]:
+    """The plan's pieces by `ldmatrix`, one 16-bit register per element in piece order."""
+    words: list[SSAValue | None] = [None] * len(plan.pieces)
+    addresses = piece_addresses(ctx, base, matrices.addresses)
+    for access in matrices.accesses:
+        address, offset = addresses[access.address]
+        count = len(access.pieces)
+        targets = ", ".join(["{}"] * count)
+        loaded = ctx.b.emit_many(
+            f"ldmatrix.sync.aligned.m8n8.x{count}.shared.b16 {{{{{targets}}}}}, {_address(offset)};",
+            ["b32"] * count, address)
+        for piece, word in zip(access.pieces, loaded):
+            words[piece] = word
+    return _split_words(ctx, words, 2)
+
+
+def _store_matrices(ctx: KernelLowering, base: SSAValue, plan: AccessPlan, matrices: MatrixPlan,
+                    vectors: np.ndarray) -> None:
+    """The plan's pieces by `stmatrix`, each piece one 32-bit word of two elements."""
+    addresses = piece_addresses(ctx, base, matrices.addresses)
+    for access in matrices.accesses:
+        address, offset = addresses[access.address]
+        words = []
+        for index in access.pieces:
+            piece = plan.pieces[index]
+            words += pack_words(ctx, list(vectors[piece.slot][piece.lane:piece.lane + piece.lanes]), 2)
+        listed = ", ".join(["{}"] * len(words))
+        ctx.b.run(f"stmatrix.sync.aligned.m8n8.x{len(words)}.shared.b16 {_address(offset)}, {{{{{listed}}}}};",
+                  address, *words)
 
 
 def write_tile(ctx: KernelLowering, base: SSAValue, alignment: int, layout: Layout, shape, element, regs: np.ndarray,
@@ -173,8 +209,12 @@ def write_tile(ctx: KernelLowering, base: SSAValue, alignment: int, layout: Layo
     element_bytes = ir.element_bits(_vector_of(element)) // 8
     kind = register_kind(element)
     plan = AccessPlan(layout, shape, element_bytes, buffer_layout or SmemLayout(shape, (), 0), alignment)
-    guard = primary_guard(ctx, layout)
     vectors = regs.reshape(-1, plan.vector)
+    matrices = matrix_plan(plan, element_bytes, layout.replication != 1, alignment)
+    if matrices is not None:
+        _store_matrices(ctx, base, plan, matrices, vectors)
+        return
+    guard = primary_guard(ctx, layout)
     for piece, (address, offset) in zip(plan.pieces, piece_addresses(ctx, base, plan)):
         elements = list(vectors[piece.slot][piece.lane:piece.lane + piece.lanes])
         store_piece(ctx, address, offset, elements, element_bytes, kind, guard)

@@ -1,0 +1,90 @@
+"""16-bit register tiles moved to and from shared memory as 8×8 matrices (`stmatrix`, `ldmatrix`).
+
+`stmatrix.sync.aligned.m8n8.x{1,2,4}.shared.b16` stores up to four 8×8 matrices of 16-bit
+elements for a warp in one instruction (PTX ISA, *Warp Level Matrix Store Instruction*), and
+`ldmatrix` loads them: lane l holds, as one 32-bit register per matrix, the two elements at row
+l / 4, columns 2 (l % 4) and 2 (l % 4) + 1 of each matrix, and lane l gives the address of row
+l % 8 of matrix l / 8 (each row 16 contiguous bytes).  A register tile's 4-byte pieces
+(`smem_addresses.AccessPlan`) are such matrices when in every warp the four threads 4r .. 4r + 3
+hold the four consecutive words of one 16-byte row, for r = 0 .. 7: the wgmma fragment layouts
+do, the accumulator's and the A operand's.  One instruction then does what four `st.shared.b32`
+or `ld.shared.b32` did, at the rows' addresses: lane l's is piece m's address in thread
+4 (l % 8) of its warp, m the matrix it names, computed like any piece's address (a thread term
+linear in l's bits, the swizzle as `smem_addresses` applies it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from asyncdsl.hw.tiling import THREADS
+from asyncdsl.passes.to_ptx.smem_addresses import AccessPlan, AddressMode, LaneAddresses
+
+WARP = 32
+ROW_BYTES = 16  # one row of an 8×8 matrix of 16-bit elements
+WORD = 4
+
+
+@dataclass(frozen=True)
+class MatrixAccess:
+    """One instruction: the plan's pieces it moves (matrix i is piece `pieces[i]`) and the index
+    of its lanes' address in `MatrixPlan.addresses`."""
+
+    pieces: tuple[int, ...]
+    address: int
+
+
+@dataclass(frozen=True)
+class MatrixPlan:
+    accesses: list[MatrixAccess]
+    addresses: LaneAddresses
+
+
+def _rows_are_matrices(addresses: np.ndarray) -> bool:
+    """Whether every piece is an 8×8 matrix: in each warp, threads 4r .. 4r + 3 hold the words of
+    one 16-byte aligned row, in order (`addresses`: thread × piece, relative to an aligned base)."""
+    by_warp = addresses.reshape(THREADS // WARP, 8, 4, -1)  # warp, row, word in the row, piece
+    rows = by_warp[:, :, :1, :]
+    return bool((by_warp == rows + WORD * np.arange(4)[None, None, :, None]).all() and (rows % ROW_BYTES == 0).all())
+
+
+def matrix_plan(plan: AccessPlan, element_bytes: int, replicated: bool, base_alignment: int) -> MatrixPlan | None:
+    """The stmatrix/ldmatrix form of `plan`'s accesses, or None where it does not apply: elements
+    that are not 16-bit, pieces that are not single words of 8×8 matrices, replicated layouts
+    (a store writes each element once), or addresses swizzled per access at run time."""
+    if element_bytes != 2 or plan.piece_bytes != WORD or replicated or plan.mode is AddressMode.RUNTIME:
+        return None
+    if base_alignment % ROW_BYTES:
+        return None
+    count = len(plan.pieces)
+    unswizzled = np.array([[int(plan.thread_offsets[t]) + piece.offset for piece in plan.pieces] for t in range(THREADS)])
+    physical = np.array([[plan.address(t, p, 0) for p in range(count)] for t in range(THREADS)])
+    if not _rows_are_matrices(physical):
+        return None
+    lanes = np.arange(THREADS)
+    row_holder = (lanes & ~(WARP - 1)) | ((lanes & 7) << 2)  # thread 4 (l % 8) of l's warp
+    groups, start = [], 0
+    while start < count:
+        size = next(n for n in (4, 2, 1) if start + n <= count)
+        groups.append(tuple(range(start, start + size)))
+        start += size
+    # Lane l's address for group g: matrix (l / 8) mod |g|, whose row l % 8 thread 4 (l % 8) holds.
+    # One thread term serves every group whose matrices are spaced alike.
+    accesses, offsets_by_term, constants = [], {}, []
+    for group in groups:
+        matrix = (lanes >> 3) % len(group)
+        linear = unswizzled[row_holder, np.array(group)[matrix]]
+        term = tuple(linear - linear[0])
+        if term not in offsets_by_term:
+            offsets_by_term[term] = len(offsets_by_term)
+        if len(offsets_by_term) > 1:
+            return None  # groups needing different lane terms: not worth the extra registers
+        constants.append(int(linear[0]))
+        accesses.append(MatrixAccess(group, len(constants) - 1))
+    thread_offsets = np.array(next(iter(offsets_by_term)))
+    addresses = LaneAddresses(thread_offsets, constants, plan.swizzle, base_alignment, "a matrix row's address")
+    if addresses.mode is AddressMode.RUNTIME:
+        return None
+    return MatrixPlan(accesses, addresses)
