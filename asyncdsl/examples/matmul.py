@@ -203,11 +203,17 @@ def example_inputs(specs, rng) -> list[np.ndarray]:
 
 
 def main(shape=(256, 512, 320)) -> int:
+    return check_exact(matmul, shape, interpreted_ctas=3)
+
+
+def check_exact(kernel, shape, interpreted_ctas: int) -> int:
+    """Run a bf16 GEMM kernel (a, b, c, CTAS=...) on small integers (every sum exact, so the
+    result is a @ b whatever the order of addition), on the GPU if there is one (a CTA per SM),
+    else in the interpreter; compare with numpy bit for bit and say so."""
     from asyncdsl.runtime import has_gpu
 
     m, n, k = shape
     rng = np.random.default_rng(0)
-    # Small integers: every sum is exact, so the result is a @ b whatever the order of addition.
     a = rng.integers(-3, 4, (m, k)).astype(ml_dtypes.bfloat16)
     b = rng.integers(-3, 4, (k, n)).astype(ml_dtypes.bfloat16)
     c = np.full((m, n), np.nan, ml_dtypes.bfloat16)
@@ -216,14 +222,14 @@ def main(shape=(256, 512, 320)) -> int:
         from asyncdsl.runtime import device_facts, to_device, to_host
 
         c_d = to_device(c)
-        matmul(to_device(a), to_device(b), c_d, CTAS=device_facts(0).multiprocessor_count)
+        kernel(to_device(a), to_device(b), c_d, CTAS=device_facts(0).multiprocessor_count)
         c, where = to_host(c_d), "GPU"
     else:
-        matmul.interpret(a, b, c, CTAS=3)
+        kernel.interpret(a, b, c, CTAS=interpreted_ctas)
         where = "interpreter"
     expected = (a.astype(np.float64) @ b.astype(np.float64)).astype(ml_dtypes.bfloat16)
     ok = np.array_equal(c.view(np.uint16), expected.view(np.uint16))
-    print(f"matmul {m}x{n}x{k} on the {where}: {'exact' if ok else 'MISMATCH'} "
+    print(f"{kernel.__name__} {m}x{n}x{k} on the {where}: {'exact' if ok else 'MISMATCH'} "
           f"({(time.perf_counter() - start) * 1e3:.1f} ms incl. compile)")
     return 0 if ok else 1
 

@@ -24,13 +24,15 @@ kernel either way: 679 / 670 against 662 / 657 at 4096 x 8192 x 4096, 659 / 640 
 from __future__ import annotations
 
 import sys
-import time
-
-import ml_dtypes
-import numpy as np
 
 import asyncdsl as ad
-from asyncdsl.examples.matmul import example_inputs, settle_slots, tensor_core_layout, tile_position
+from asyncdsl.examples.matmul import (
+    check_exact,
+    example_inputs,
+    settle_slots,
+    tensor_core_layout,
+    tile_position,
+)
 
 __all__ = ["EXAMPLE_ARGS", "example_inputs", "main", "matmul_pingpong"]
 
@@ -105,29 +107,7 @@ EXAMPLE_ARGS = {
 
 
 def main(shape=(192, 512, 320)) -> int:
-    from asyncdsl.runtime import has_gpu
-
-    m, n, k = shape
-    rng = np.random.default_rng(0)
-    # Small integers: every sum is exact, so the result is a @ b whatever the order of addition.
-    a = rng.integers(-3, 4, (m, k)).astype(ml_dtypes.bfloat16)
-    b = rng.integers(-3, 4, (k, n)).astype(ml_dtypes.bfloat16)
-    c = np.full((m, n), np.nan, ml_dtypes.bfloat16)
-    start = time.perf_counter()
-    if has_gpu():
-        from asyncdsl.runtime import device_facts, to_device, to_host
-
-        c_d = to_device(c)
-        matmul_pingpong(to_device(a), to_device(b), c_d, CTAS=device_facts(0).multiprocessor_count)
-        c, where = to_host(c_d), "GPU"
-    else:
-        matmul_pingpong.interpret(a, b, c, CTAS=2)
-        where = "interpreter"
-    expected = (a.astype(np.float64) @ b.astype(np.float64)).astype(ml_dtypes.bfloat16)
-    ok = np.array_equal(c.view(np.uint16), expected.view(np.uint16))
-    print(f"matmul_pingpong {m}x{n}x{k} on the {where}: {'exact' if ok else 'MISMATCH'} "
-          f"({(time.perf_counter() - start) * 1e3:.1f} ms incl. compile)")
-    return 0 if ok else 1
+    return check_exact(matmul_pingpong, shape, interpreted_ctas=2)
 
 
 if __name__ == "__main__":
