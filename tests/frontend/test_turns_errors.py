@@ -59,7 +59,7 @@ def test_a_turn_inside_a_turn_of_the_same_group_would_wait_for_itself():
     @ad.kernel(block=256)
     def kernel(x):
         turns = ad.turns((0, 1))
-        with ad.warpgroup_role((0, 1)), turns.turn():  # noqa: SIM117 - the inner turn has its own line
+        with ad.warpgroup_role((0, 1)), turns.turn():  # noqa: SIM117 - a line of its own for the nested one
             with turns.turn():  # the inner turn
                 pass
 
