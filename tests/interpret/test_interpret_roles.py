@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from roles_kernels import (
     expected_multicast_ring,
     expected_turn_order,
@@ -173,3 +175,30 @@ def test_a_party_taking_a_turn_too_many_deadlocks_naming_the_holder():
 
     with pytest.raises(ad.DeadlockError, match="warpgroup 0, whose turn it is, has exited without passing it"):
         kernel.interpret(np.zeros((8, 64), np.float32))
+
+
+@ad.kernel(block=384)
+def turn_counts(x, COUNTS: ad.constexpr):
+    turns = ad.turns(tuple(range(len(COUNTS))))
+    for warpgroup, count in enumerate(COUNTS):
+        with ad.warpgroup_role(warpgroup):
+            for _ in ad.range(count):
+                with turns.turn():
+                    ad.warpgroup_barrier()
+
+
+def turns_complete(counts: tuple[int, ...]) -> bool:
+    """The rule `asyncdsl.turns` documents: along the order no party takes more turns than the
+    one before it, and the first at most one more than the last."""
+    return all(b <= a for a, b in zip(counts, counts[1:])) and counts[0] <= counts[-1] + 1
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(0, 3), min_size=2, max_size=3).map(tuple))
+def test_turns_complete_exactly_when_the_counts_follow_the_rule(counts):
+    x = np.zeros((8, 64), np.float32)
+    if turns_complete(counts):
+        turn_counts.interpret(x, COUNTS=counts)
+    else:
+        with pytest.raises(ad.DeadlockError, match="whose turn it is"):
+            turn_counts.interpret(x, COUNTS=counts)
