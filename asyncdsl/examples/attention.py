@@ -83,6 +83,9 @@ def attention(q, k, v, o, lse, BQ: ad.constexpr = 64, BK: ad.constexpr = None, S
     for name, array in (("v", v), ("o", o), ("lse", lse)):
         if array.shape != expected[name]:
             raise ad.TraceError(f"{name} has shape {array.shape}, expected {expected[name]} ({LAYOUT} layout)")
+    if D % 64 or not 64 <= D <= 256:
+        raise ad.TraceError(f"head dim {D}: this kernel takes 64, 128, 192 or 256 (columns of 64 elements, "
+                            "one 128-byte swizzled row each; a wgmma's N is at most 256)")
     if H % H_KV:
         raise ad.TraceError(f"{H} query heads cannot be grouped over {H_KV} key/value heads (not a divisor)")
     if CAUSAL and S_KV != S:

@@ -40,7 +40,7 @@ def check(got, expected):
 
 @pytest.mark.parametrize("shape,causal", [((1, 2, 256, 64), False), ((1, 2, 256, 64), True),
                                           ((2, 1, 256, 128), True), ((1, 1, 384, 256), True),
-                                          ((1, 1, 256, 256), False)])
+                                          ((1, 1, 256, 256), False), ((1, 1, 256, 192), True)])
 def test_attention_matches_float64(shape, causal):
     check(*run(shape, shape[1], causal))
 
@@ -78,6 +78,13 @@ def test_bad_shapes_are_refused_while_tracing(shapes, fragment):
         attention.ptx(q, kv, kv, q, lse, CAUSAL=True)
 
 
+@pytest.mark.parametrize("head_dim", [32, 96, 320])
+def test_head_dims_the_kernel_does_not_take_are_refused(head_dim):
+    x = ad.ArraySpec((1, 1, 128, head_dim), ad.bfloat16)
+    with pytest.raises(ad.TraceError, match=f"head dim {head_dim}: this kernel takes 64, 128, 192 or 256"):
+        attention.ptx(x, x, x, x, ad.ArraySpec((1, 1, 128), ad.float32))
+
+
 def test_a_mismatched_output_is_refused_while_tracing():
     x = ad.ArraySpec((1, 1, 128, 64), ad.bfloat16)
     with pytest.raises(ad.TraceError, match=r"lse has shape \(1, 128\), expected \(1, 1, 128\)"):
@@ -85,7 +92,7 @@ def test_a_mismatched_output_is_refused_while_tracing():
 
 
 @pytest.mark.parametrize("head_dim,causal,layout", [(128, False, "BHSD"), (128, True, "BSHD"), (64, False, "BHSD"),
-                                                    (256, True, "BHSD")])
+                                                    (256, True, "BHSD"), (192, False, "BSHD")])
 def test_attention_assembles_without_spills_or_advisories(head_dim, causal, layout):
     x = ad.ArraySpec((4, 32, 4096, head_dim) if layout == "BHSD" else (4, 4096, 32, head_dim), ad.bfloat16)
     lse = ad.ArraySpec((4, 32, 4096), ad.float32)
