@@ -51,7 +51,8 @@ def test_grouped_query_attention_in_the_bshd_layout(causal):
 
 
 @pytest.mark.parametrize("q_shape,layout,causal", [((1, 2, 200, 64), "BHSD", True), ((1, 200, 2, 64), "BSHD", False),
-                                                   ((1, 1, 70, 128), "BHSD", False), ((1, 1, 300, 256), "BHSD", True)])
+                                                   ((1, 1, 70, 128), "BHSD", False), ((1, 1, 300, 256), "BHSD", True),
+                                                   ((1, 1, 1, 64), "BHSD", False), ((1, 17, 1, 64), "BSHD", True)])
 def test_sequences_that_are_not_whole_blocks(q_shape, layout, causal):
     check(*run(q_shape, 1, causal, layout=layout))
 
