@@ -147,20 +147,28 @@ def matmul(a, b, c, CTAS: ad.constexpr, BM: ad.constexpr = 128, BN: ad.constexpr
                     ad.fence_async_smem()
                     ad.async_copy(c_out.at[me, 0], c.at[ad.ds(row, part[0]), ad.ds(col, part[1])])
                 else:
-                    pieces = [(i, j) for i in range(part[0] // 64) for j in range(part[1] // 64)]
-                    settle_slots(len(pieces))
-                    for number, (i, j) in enumerate(pieces):
-                        slot = number % 2
-                        ad.await_async_copy(1, read_only=True)  # the store two pieces ago has read this slot
-                        c_out.at[me, slot][...] = acc[i * 64:(i + 1) * 64, j * 64:(j + 1) * 64].astype(c.dtype)
-                        ad.fence_async_smem()
-                        ad.async_copy(c_out.at[me, slot], c.at[ad.ds(row + i * 64, 64), ad.ds(col + j * 64, 64)])
+                    store_in_pieces(acc, c_out, me, c, row, col)
         ad.await_async_copy(0)
 
 
 # The same kernel in clusters of two CTAs along M, which share (multicast) every slice of b.
 matmul_2cta = ad.kernel(grid=lambda a, b, c, CTAS, **_: (CTAS,), block=384, cluster=(2, 1, 1),
                         profile_events=32768)(matmul.fn)
+
+
+def store_in_pieces(acc, c_out, me, c, row: int, col: int) -> None:
+    """Store consumer `me`'s accumulator `acc` (float32 registers) at (row, col) of c, converted
+    to c's dtype, in 64 x 64 pieces through its two SMEM slots `c_out.at[me, 0 or 1]`: each piece
+    waits only for the store two pieces before it, so stores overlap the next conversions."""
+    rows, columns = acc.shape
+    pieces = [(i, j) for i in range(rows // 64) for j in range(columns // 64)]
+    settle_slots(len(pieces))
+    for number, (i, j) in enumerate(pieces):
+        slot = number % 2
+        ad.await_async_copy(1, read_only=True)  # the store two pieces ago has read this slot
+        c_out.at[me, slot][...] = acc[i * 64:(i + 1) * 64, j * 64:(j + 1) * 64].astype(c.dtype)
+        ad.fence_async_smem()
+        ad.async_copy(c_out.at[me, slot], c.at[ad.ds(row + i * 64, 64), ad.ds(col + j * 64, 64)])
 
 
 def settle_slots(pieces: int) -> None:

@@ -29,7 +29,7 @@ import asyncdsl as ad
 from asyncdsl.examples.matmul import (
     check_exact,
     example_inputs,
-    settle_slots,
+    store_in_pieces,
     tensor_core_layout,
     tile_position,
 )
@@ -86,14 +86,7 @@ def matmul_pingpong(a, b, c, CTAS: ad.constexpr, BM: ad.constexpr = 128, BN: ad.
             with ad.region("epilogue"):
                 ad.wgmma_wait(0)
                 ring.release(first + k_steps - 1)
-                pieces = [(r, j) for r in range(BM // 64) for j in range(BN // 64)]
-                settle_slots(len(pieces))
-                for number, (r, j) in enumerate(pieces):
-                    slot = number % 2
-                    ad.await_async_copy(1, read_only=True)  # the store two pieces ago has read this slot
-                    c_out.at[me, slot][...] = acc[r * 64:(r + 1) * 64, j * 64:(j + 1) * 64].astype(c.dtype)
-                    ad.fence_async_smem()
-                    ad.async_copy(c_out.at[me, slot], c.at[ad.ds(row + r * 64, 64), ad.ds(col + j * 64, 64)])
+                store_in_pieces(acc, c_out, me, c, row, col)
         ad.await_async_copy(0)
 
 
