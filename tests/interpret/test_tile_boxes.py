@@ -29,3 +29,26 @@ def test_a_tiled_round_trip_through_a_ragged_array_is_exact(rows, tile_rows, col
     _round_trip.interpret(x, y, ROWS=rows, TILE_ROWS=tile_rows, COLUMNS=columns)
     assert np.array_equal(y[:rows, :columns].view(np.uint16), x[:rows, :columns].view(np.uint16))
     assert not y[rows:].any() and not y[:, columns:].any()
+
+
+@ad.kernel(grid=(1,), block=128)
+def _one_head(x, y, START: ad.constexpr, HEAD: ad.constexpr):
+    """Rows START.. of head HEAD of a (B, S, H, D) array: a window whose dims (S and D) have the
+    squeezed head between them, through a tiled, swizzled buffer."""
+    buf = ad.smem((64, x.shape[3]), x.dtype, transforms=TileTransform((64, 64)), swizzle=128)
+    landed = ad.barrier()
+    ad.async_copy(x.at[0, ad.ds(START, 64), HEAD, :], buf, barrier=landed)
+    landed.wait()
+    ad.async_copy(buf, y.at[0, ad.ds(START, 64), HEAD, :])
+    ad.await_async_copy(0)
+
+
+@pytest.mark.parametrize("sequence,start", [(100, 64), (70, 0), (64, 0)])
+def test_rows_of_one_head_of_a_bshd_array_copy_as_boxes(sequence, start):
+    x = np.random.default_rng(sequence).standard_normal((1, sequence, 3, 128)).astype(ml_dtypes.bfloat16)
+    y = np.zeros_like(x)
+    _one_head.interpret(x, y, START=start, HEAD=1)
+    rows = slice(start, min(start + 64, sequence))
+    assert np.array_equal(y[0, rows, 1].view(np.uint16), x[0, rows, 1].view(np.uint16))
+    y[0, rows, 1] = 0
+    assert not y.any()  # nothing else written, nothing past the sequence's end
