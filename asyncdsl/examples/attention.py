@@ -119,7 +119,7 @@ def attention(q, k, v, o, lse, BQ: ad.constexpr = 64, BK: ad.constexpr = None, S
     q_landed = ad.barrier(arrival_count=2)
     k_full, v_full = ad.barrier(num=STAGES), ad.barrier(num=STAGES)
     k_empty, v_empty = ad.barrier(arrival_count=2, num=STAGES), ad.barrier(arrival_count=2, num=STAGES)
-    issue_order = ad.turns((0, 1))
+    issue_order = ad.turns((0, 1)) if TURNS else None  # the consumers' turns to issue (`TURNS`)
 
     with ad.warpgroup_role(2, registers=40):
         for half in range(2):
