@@ -18,7 +18,7 @@ linear in t's bits (one PTX sequence for all 128 threads) and S a constant.  The
   X, and R is an immediate.  The decomposition is checked for every thread and piece.
 - RUNTIME (otherwise): each piece's absolute address is computed and swizzled in PTX.
 
-`AccessPlan.address` evaluates exactly what the emitted PTX computes, so tests compare it with
+`AccessPlan.addresses` evaluates exactly what the emitted PTX computes, so tests compare it with
 the layout's own mapping for every thread and register.
 """
 
@@ -83,9 +83,9 @@ class AccessPlan:
         self.mode, self.split = address_mode(self.thread_offsets, [p.offset for p in self.pieces], self.swizzle,
                                              base_alignment)
 
-    def address(self, thread: int, piece: int, base: int) -> int:
-        """The address PTX computes for `piece` of `thread` with the buffer at `base`."""
-        return planned_address(self, thread, piece, base)
+    def addresses(self, base: int) -> np.ndarray:
+        """The address PTX computes for each thread (row) and piece (column), the buffer at `base`."""
+        return planned_addresses(self, base)
 
 
 class LaneAddresses:
@@ -93,16 +93,18 @@ class LaneAddresses:
     constant, computed like an `AccessPlan`'s pieces: what `piece_addresses` emits for them."""
 
     def __init__(self, thread_offsets: np.ndarray, constants: list[int], swizzle: int, base_alignment: int, what: str):
-        self.thread_offsets = np.asarray(thread_offsets, dtype=np.int64)
-        self.coefficients = thread_coefficients(self.thread_offsets - self.thread_offsets[0], what)
-        self.thread_offsets = self.thread_offsets - self.thread_offsets[0]
-        constants = [int(c) + int(np.asarray(thread_offsets)[0]) for c in constants]
-        self.pieces = [Piece(-1, 0, 0, c) for c in constants]
+        offsets = np.asarray(thread_offsets, dtype=np.int64)
+        shift = int(offsets[0])  # thread 0's part goes into the constants, as in `AccessPlan`
+        self.thread_offsets = offsets - shift
+        self.coefficients = thread_coefficients(self.thread_offsets, what)
+        self.pieces = [Piece(-1, 0, 0, int(c) + shift) for c in constants]
         self.swizzle = swizzle
-        self.mode, self.split = address_mode(self.thread_offsets, constants, swizzle, base_alignment)
+        self.mode, self.split = address_mode(self.thread_offsets, [p.offset for p in self.pieces], swizzle,
+                                             base_alignment)
 
-    def address(self, thread: int, index: int, base: int) -> int:
-        return planned_address(self, thread, index, base)
+    def addresses(self, base: int) -> np.ndarray:
+        """The address PTX computes for each thread (row) and constant (column), the buffer at `base`."""
+        return planned_addresses(self, base)
 
 
 def address_mode(thread_offsets: np.ndarray, constants: list[int], swizzle: int,
@@ -125,15 +127,17 @@ def address_mode(thread_offsets: np.ndarray, constants: list[int], swizzle: int,
     return AddressMode.XOR, split
 
 
-def planned_address(plan, thread: int, index: int, base: int) -> int:
-    """The address PTX computes for access `index` of `thread` with the buffer at `base`."""
-    linear = int(plan.thread_offsets[thread]) + plan.pieces[index].offset
+def planned_addresses(plan: AccessPlan | LaneAddresses, base: int) -> np.ndarray:
+    """What PTX computes for every thread (row) and access (column) of `plan` with the buffer at
+    `base`, in its address mode."""
+    threads = plan.thread_offsets.astype(np.int64)[:, None]
+    constants = np.array([piece.offset for piece in plan.pieces], dtype=np.int64)[None, :]
     if plan.mode is AddressMode.LINEAR:
-        return base + linear
+        return base + threads + constants
     if plan.mode is AddressMode.XOR:
-        xor, rest = plan.split[index]
-        return base + ((int(swizzled(int(plan.thread_offsets[thread]), plan.swizzle)) ^ xor) + rest)
-    return int(swizzled(base + linear, plan.swizzle))
+        xor, rest = (np.array(part, dtype=np.int64)[None, :] for part in zip(*plan.split))
+        return base + ((swizzled(threads, plan.swizzle) ^ xor) + rest)
+    return swizzled(base + threads + constants, plan.swizzle)
 
 
 def _piece_bytes(byte_offsets: np.ndarray, element_bytes: int, base_alignment: int) -> int:

@@ -59,10 +59,9 @@ def matrix_plan(plan: AccessPlan, element_bytes: int, replicated: bool, base_ali
     if base_alignment % ROW_BYTES:
         return None
     count = len(plan.pieces)
-    unswizzled = np.array([[int(plan.thread_offsets[t]) + piece.offset for piece in plan.pieces] for t in range(THREADS)])
-    physical = np.array([[plan.address(t, p, 0) for p in range(count)] for t in range(THREADS)])
-    if not _rows_are_matrices(physical):
+    if not _rows_are_matrices(plan.addresses(0)):
         return None
+    unswizzled = plan.thread_offsets.astype(np.int64)[:, None] + np.array([piece.offset for piece in plan.pieces])
     lanes = np.arange(THREADS)
     row_holder = (lanes & ~(WARP - 1)) | ((lanes & 7) << 2)  # thread 4 (l % 8) of l's warp
     groups, start = [], 0
@@ -71,20 +70,18 @@ def matrix_plan(plan: AccessPlan, element_bytes: int, replicated: bool, base_ali
         groups.append(tuple(range(start, start + size)))
         start += size
     # Lane l's address for group g: matrix (l / 8) mod |g|, whose row l % 8 thread 4 (l % 8) holds.
-    # One thread term serves every group whose matrices are spaced alike.
-    accesses, offsets_by_term, constants = [], {}, []
+    # One thread term must serve every group (their matrices spaced alike), else no extra registers.
+    lane_term, accesses, constants = None, [], []
     for group in groups:
         matrix = (lanes >> 3) % len(group)
         linear = unswizzled[row_holder, np.array(group)[matrix]]
-        term = tuple(linear - linear[0])
-        if term not in offsets_by_term:
-            offsets_by_term[term] = len(offsets_by_term)
-        if len(offsets_by_term) > 1:
-            return None  # groups needing different lane terms: not worth the extra registers
+        if lane_term is None:
+            lane_term = linear - linear[0]
+        elif not (linear - linear[0] == lane_term).all():
+            return None
         constants.append(int(linear[0]))
         accesses.append(MatrixAccess(group, len(constants) - 1))
-    thread_offsets = np.array(next(iter(offsets_by_term)))
-    addresses = LaneAddresses(thread_offsets, constants, plan.swizzle, base_alignment, "a matrix row's address")
+    addresses = LaneAddresses(lane_term, constants, plan.swizzle, base_alignment, "a matrix row's address")
     if addresses.mode is AddressMode.RUNTIME:
         return None
     return MatrixPlan(accesses, addresses)

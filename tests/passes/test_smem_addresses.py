@@ -55,9 +55,10 @@ def test_every_thread_reaches_each_element_where_the_layout_puts_it(access):
     plan = AccessPlan(register_layout, shape, element_bytes, layout, alignment)
     expected = layout.byte_addresses(base, element_bytes)  # (*shape, element bytes)
     coordinates = register_layout.coordinates(shape).reshape(THREADS, -1, plan.vector, len(shape))
+    addresses = plan.addresses(base)
     for thread in range(THREADS):
         for index, piece in enumerate(plan.pieces):
-            address = plan.address(thread, index, base)
+            address = int(addresses[thread, index])
             assert address % plan.piece_bytes == 0
             assert address // 16 == (address + plan.piece_bytes - 1) // 16  # one swizzle chunk
             for lane in range(piece.lanes):

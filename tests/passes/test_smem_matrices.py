@@ -27,12 +27,13 @@ def stmatrix_destinations(plan, matrices, base):
     l's register i goes to row l / 4 of matrix i, word l % 4, that row's address given by lane
     8 i + l / 4 of the same warp."""
     placed = {}
+    rows = matrices.addresses.addresses(base)
     for access in matrices.accesses:
         for warp in range(THREADS // 32):
             for i, piece in enumerate(access.pieces):
                 for lane in range(32):
                     row_lane = warp * 32 + 8 * i + lane // 4
-                    row = matrices.addresses.address(row_lane, access.address, base)
+                    row = int(rows[row_lane, access.address])
                     placed[(warp * 32 + lane, piece)] = row + 4 * (lane % 4)
     return placed
 
@@ -47,8 +48,9 @@ def test_matrix_rows_put_every_word_where_the_word_accesses_do(access):
         return
     placed = stmatrix_destinations(plan, matrices, base)
     assert len(placed) == THREADS * len(plan.pieces)  # every word, once
+    words = plan.addresses(base)
     for (thread, piece), address in placed.items():
-        assert address == plan.address(thread, piece, base)
+        assert address == words[thread, piece]
 
 
 @st.composite
@@ -74,8 +76,9 @@ def test_wgmma_tiles_moved_as_matrices_land_where_their_words_do(tile):
     if matrices is None:  # swizzled per access at run time (a base below the swizzle's repeat)
         assert layout.swizzle_bytes and alignment < 1024
         return
+    words = plan.addresses(base)
     for (thread, piece), address in stmatrix_destinations(plan, matrices, base).items():
-        assert address == plan.address(thread, piece, base)
+        assert address == words[thread, piece]
 
 
 def test_the_wgmma_layouts_of_16_bit_tiles_move_as_matrices():
