@@ -152,8 +152,7 @@ def plot_ratios(json_path: Path) -> Path | None:
     names = [name for name in ("asyncdsl", "mosaic pallas", "triton") if any(name in row for row in rows)]
     figure, axis = plt.subplots(figsize=(11, 4.5))
     for offset, name in enumerate(names):
-        ratios = [payload["details"][s]["TFLOP/s"].get(name, 0) / payload["details"][s]["TFLOP/s"]["cuBLAS (torch)"]
-                  for s in shapes]
+        ratios = [row.get(name, 0) / row["cuBLAS (torch)"] for row in rows]
         width = 0.8 / len(names)
         axis.bar([i + (offset - (len(names) - 1) / 2) * width for i in range(len(shapes))], ratios, width, label=name,
                  color={"asyncdsl": "tab:blue", "mosaic pallas": "tab:orange", "triton": "tab:gray"}[name])
