@@ -109,9 +109,8 @@ class UnsupportedTargetError(AsyncDSLError):
     """The feature exists but not on the architecture the kernel is compiled for."""
 
 
-class NotOnGpuYetError(UnsupportedTargetError):
-    """The interpreter runs the feature but the GPU lowering lacks it (multi-device kernels):
-    compiling keeps the error and raises it for GPU launches and PTX only."""
+class DistributedError(AsyncDSLError):
+    """Running on several GPUs failed: NVSHMEM missing, not started, or not able to reach a peer."""
 
 
 class CudaError(AsyncDSLError):

@@ -35,6 +35,10 @@ class TiledTensorMapSpec:
     oob_nan: bool = False  # CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA instead of zeros
     l2_promotion_bytes: int = 0  # 0, 64, 128 or 256
     base_offset_bytes: int = 0
+    # -1: the argument's own memory.  pe >= 0: the same symmetric array on device pe, at the
+    # address its NVSHMEM heap is mapped to here (`runtime/symmetric.py`); a copy that names a
+    # peer uses descriptors for pe = 0 .. devices - 1 in consecutive scratch slots.
+    peer: int = -1
 
     @property
     def rank(self) -> int:
@@ -135,6 +139,19 @@ class ProfileBufferParam:
     events_per_warpgroup: int
 
 
+@dataclass(frozen=True)
+class PeerTableParam:
+    """A `.u64` kernel parameter of a kernel that uses `device_id` or addresses a peer: the
+    device address of this device's peer table, `devices + 1` 64-bit words: its rank, then for
+    every device pe the byte offset from a symmetric array's address here to the address device
+    pe's copy is mapped at (`runtime/symmetric.py` builds it).  `arg_indices` are the arguments
+    the kernel addresses on peers (signals through the offsets, TMA copies through descriptors
+    encoded on the peers' addresses): the runtime checks they lie on the symmetric heap."""
+
+    devices: int
+    arg_indices: tuple[int, ...]
+
+
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 # Kernels are specialized on whether each int argument is a multiple of this (Triton's choice: 16
 # bytes is what TMA and bulk copies need of addresses), never on the value.
@@ -186,6 +203,7 @@ class ScalarParam:
 
 KernelParam = (
     PointerParam | TensorMapParam | DescriptorScratchParam | ErrorBufferParam | ProfileBufferParam | ScalarParam
+    | PeerTableParam
 )
 
 

@@ -22,11 +22,14 @@ from asyncdsl.kernel_binary import TiledTensorMapSpec
 
 class DescriptorField(NamedTuple):
     """One spec field: the keyword the IR prints, the field's name (also the attribute
-    parameter's name), and how it is held: one integer, a list of them, or a flag kept as 0/1."""
+    parameter's name), and how it is held: one integer, a list of them, or a flag kept as 0/1.
+    A field with a `default` comes after those without; it is printed only when it differs
+    from it, so the common case reads as before."""
 
     keyword: str
     name: str
     kind: Literal["int", "ints", "flag"] = "int"
+    default: int | None = None
 
 
 class DescriptorAttr(ParametrizedAttribute):
@@ -59,6 +62,8 @@ class DescriptorAttr(ParametrizedAttribute):
         parts = []
         for field in self.FIELDS:
             value = getattr(self, field.name)
+            if field.default is not None and value.data == field.default:
+                continue
             text = "[" + ", ".join(str(v.data) for v in value) + "]" if field.kind == "ints" else str(value.data)
             parts.append(f"{field.keyword} = {text}")
         printer.print_string("<" + ", ".join(parts) + ">")
@@ -68,7 +73,11 @@ class DescriptorAttr(ParametrizedAttribute):
         values: list[Attribute] = []
         with parser.in_angle_brackets():
             for position, field in enumerate(cls.FIELDS):
-                if position:
+                if field.default is not None:
+                    if parser.parse_optional_punctuation(",") is None:
+                        values.append(IntAttr(field.default))
+                        continue
+                elif position:
                     parser.parse_punctuation(",")
                 parser.parse_keyword(field.keyword)
                 parser.parse_punctuation("=")
@@ -93,6 +102,7 @@ _TILED_FIELDS = (
     DescriptorField("oob_nan", "oob_nan", "flag"),
     DescriptorField("l2_promotion", "l2_promotion_bytes"),
     DescriptorField("offset", "base_offset_bytes"),
+    DescriptorField("peer", "peer", default=-1),
 )
 
 
@@ -119,6 +129,7 @@ class TmaDescriptorAttr(DescriptorAttr):
     oob_nan: IntAttr
     l2_promotion_bytes: IntAttr
     base_offset_bytes: IntAttr
+    peer: IntAttr
 
 
 ATTRIBUTES = (TmaDescriptorAttr,)

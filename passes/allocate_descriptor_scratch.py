@@ -14,11 +14,18 @@ Example: two loads of the same tile shape from argument 0 and one store to argum
         asyncdsl.descriptors = [#asyncdsl.tma_desc<arg = 0, ...>, #asyncdsl.tma_desc<arg = 1, ...>]}
     "asyncdsl.tma_load"(...) <{descriptor_index = 0 : i64, ...}>   (both loads)
     "asyncdsl.tma_store"(...) <{descriptor_index = 1 : i64, ...}>
+
+A copy to or from a peer device's array (its `peer` operand set) gets one descriptor per device
+of the kernel, numbered consecutively (`peer = 0`, `peer = 1`, ...; the host encodes each on the
+address that device's copy of the argument is mapped at), and its `descriptor_index` is the
+first: the lowering adds 128 bytes per device to that slot's address.  Such a kernel keeps its
+descriptors in the scratch whatever the mode asked, since only there are they consecutive in
+memory a traced device index can select from.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase, IntegerAttr, ModuleOp, StringAttr, i64
@@ -40,12 +47,27 @@ class AllocateDescriptorScratch(ModulePass):
             raise ValueError(f"descriptor mode must be one of {MODES}, got {self.mode!r}")
         for fn in attrs.kernels(op):
             numbered: dict = {}
+            peer_groups: dict = {}
             for copy in fn.walk():
-                if "descriptor" in copy.properties:
+                if "descriptor" not in copy.properties:
+                    continue
+                if getattr(copy, "peer", None) is None:
                     index = numbered.setdefault(copy.descriptor, len(numbered))
-                    copy.properties["descriptor_index"] = IntegerAttr(index, i64)
+                else:
+                    index = peer_groups.get(copy.descriptor)
+                    if index is None:
+                        index = peer_groups[copy.descriptor] = len(numbered)
+                        for pe in range(attrs.devices(fn)):
+                            numbered[_on_peer(copy.descriptor, pe)] = len(numbered)
+                copy.properties["descriptor_index"] = IntegerAttr(index, i64)
+            mode = "scratch" if peer_groups else self.mode
             fn.attributes[attrs.DESCRIPTORS] = ArrayAttr(list(numbered))
-            fn.attributes[attrs.DESCRIPTOR_MODE] = StringAttr(self.mode)
-            if self.mode == "scratch":
+            fn.attributes[attrs.DESCRIPTOR_MODE] = StringAttr(mode)
+            if mode == "scratch":
                 slots = [i * DESCRIPTOR_BYTES for i in range(len(numbered))]
                 fn.attributes[attrs.DESCRIPTOR_SLOTS] = DenseArrayBase.from_list(i64, slots)
+
+
+def _on_peer(descriptor, pe: int):
+    """`descriptor` (of an argument) as the host encodes it for device `pe`'s copy."""
+    return type(descriptor).from_spec(replace(descriptor.spec(), peer=pe))

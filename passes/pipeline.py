@@ -32,7 +32,6 @@ from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects import kernel_attrs as attrs
 from asyncdsl.dialects.asyncdsl import AsyncDSL
 from asyncdsl.dialects.ptx import Ptx, print_ptx
-from asyncdsl.errors import NotOnGpuYetError
 from asyncdsl.hw.limits import SMEM_ALIGNMENT_SLACK
 from asyncdsl.hw.options import PTX_VERSIONS
 from asyncdsl.kernel_binary import KernelBinary
@@ -87,16 +86,8 @@ class CompiledKernel:
     traced_module: ModuleOp  # the IR as traced (a copy; printed only when asked for)
     module: ModuleOp  # asyncdsl IR after the asyncdsl-level passes (what the interpreter runs)
     ptx: str
-    binary: KernelBinary | None
+    binary: KernelBinary
     stages: list[tuple[str, str]] = field(default_factory=list)  # (after pass, IR text)
-    # Why there is no PTX: a feature only the interpreter runs yet (`binary` is None then).
-    gpu_error: NotOnGpuYetError | None = None
-
-    def for_gpu(self) -> CompiledKernel:
-        """This kernel, which has PTX; raises `gpu_error` if it has none."""
-        if self.gpu_error is not None:
-            raise self.gpu_error
-        return self
 
     @property
     def traced(self) -> str:
@@ -137,10 +128,7 @@ def compile_module(
     version = max([PTX_VERSIONS[target], *(op.types.ptx_version for op in fn.walk() if isinstance(op, ir.WgmmaOp))],
                   key=lambda v: tuple(map(int, v.split("."))))
 
-    try:
-        LowerToPtx().apply(ctx, module)
-    except NotOnGpuYetError as error:
-        return CompiledKernel(traced, interpretable, "", None, stages, gpu_error=error)
+    LowerToPtx().apply(ctx, module)
     record("lower-to-ptx", lambda: ir_text(module))
     ptx = print_ptx(module, version=version, target=target)
     record("ptx", lambda: ptx)

@@ -9,8 +9,8 @@ devices, so the next peer's rows arrive while the current ones are multiplied.  
 the bf16 GEMM's (`matmul.py`): a producer and two consumer warpgroups over an `asyncdsl.Pipeline`,
 wgmma, a TMA-store epilogue; the shards must be ready before the launch (no signals needed).
 
-Interpreter only for now (`kernel.interpret(..., devices=N)`): on the GPU, reading a peer's
-memory needs NVSHMEM's symmetric heap (docs/distributed.md).
+`kernel.interpret(..., devices=N)` emulates N devices; on GPUs it runs in an NVSHMEM job
+(`asyncdsl.distributed`, docs/distributed.md), `a` on the symmetric heap.
 
     python -m asyncdsl.examples.all_gather_matmul
 """
@@ -23,6 +23,7 @@ import ml_dtypes
 import numpy as np
 
 import asyncdsl as ad
+import asyncdsl.distributed as dist
 from asyncdsl.examples.matmul import settle_slots, tensor_core_layout, tile_position
 
 
@@ -99,12 +100,37 @@ def run(devices: int, rows: int = 128, k: int = 192, n: int = 256, seed: int = 0
     return all(out.view(np.uint16).tobytes() == e.view(np.uint16).tobytes() for out, e in zip(outs, expected))
 
 
+def on_gpus(rows: int = 256, k: int = 512, n: int = 512, seed: int = 0) -> bool:
+    """In an NVSHMEM job: the fused kernel on small-integer shards and this PE's own weights;
+    whether its output is exactly numpy's product of the gathered rows."""
+    import torch
+
+    devices, rank = dist.world_size(), dist.rank()
+    rng = np.random.default_rng(seed)
+    shards = [rng.integers(-3, 4, (rows, k)).astype(np.float32) for _ in range(devices)]
+    weights = rng.integers(-3, 4, (k, n)).astype(np.float32) + rank  # each PE's own b
+    a = dist.symmetric_like(torch.from_numpy(shards[rank]).to("cuda", torch.bfloat16))
+    b = torch.from_numpy(weights).to("cuda", torch.bfloat16)
+    c = torch.full((devices * rows, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+    dist.barrier()  # every shard is in place before anyone reads it
+    all_gather_matmul(a, b, c, CTAS=8)
+    torch.cuda.synchronize()
+    expected = torch.from_numpy(np.concatenate(shards).astype(np.float64) @ weights).to(torch.bfloat16)
+    dist.barrier()  # nobody frees its shard while a peer may still read it
+    return bool(torch.equal(c.cpu(), expected))
+
+
 def main() -> int:
     failures = 0
     for devices in (2, 4):
         ok = run(devices)
         failures += not ok
         print(f"all_gather_matmul on {devices} emulated devices: {'exact' if ok else 'MISMATCH'}")
+    gpus = dist.gpus_available()
+    if gpus:
+        ok = all(dist.spawn(on_gpus, gpus))
+        failures += not ok
+        print(f"all_gather_matmul on {gpus} GPU(s) (NVSHMEM): {'exact' if ok else 'MISMATCH'}")
     return 1 if failures else 0
 
 

@@ -230,23 +230,27 @@ class Kernel:
     ) -> KernelBinary:
         """What the GPU runs for these specs and constexprs: compiled in this process, else taken
         from the kernels earlier processes compiled from the same code (`runtime/binary_cache.py`:
-        no tracing, no passes), else compiled now and filed there."""
-        key = _specialization(specs, constexprs, profile, 1)
+        no tracing, no passes), else compiled now and filed there.  Traced for the devices of
+        this process's NVSHMEM job (`asyncdsl.distributed`; one without it)."""
+        devices = runtime.world_size()
+        key = _specialization(specs, constexprs, profile, devices)
         binary = self._binaries.get(key)
         if binary is not None:
             return binary
         compiled = self._compiled.get(key)
-        disk_key = None if compiled is not None or not knobs.kernel_cache else self._disk_key(specs, constexprs, profile)
+        disk_key = None
+        if compiled is None and knobs.kernel_cache:
+            disk_key = self._disk_key(specs, constexprs, profile, devices)
         if disk_key is not None:
             binary = runtime.BinaryCache().load(disk_key)
         if binary is None:
-            binary = self.specialize(specs, constexprs, profile).for_gpu().binary
+            binary = self.specialize(specs, constexprs, profile, devices).binary
             if disk_key is not None:
                 runtime.BinaryCache().store(disk_key, binary)
         self._binaries[key] = binary
         return binary
 
-    def _disk_key(self, specs: tuple, constexprs: Mapping[str, Any], profile: bool) -> str | None:
+    def _disk_key(self, specs: tuple, constexprs: Mapping[str, Any], profile: bool, devices: int) -> str | None:
         """The key of a specialisation across processes: the code (`code_digest`), this kernel and
         its options, the specs and the constexprs by type and repr; None when a constexpr's repr
         names an object's address (it would differ in every process)."""
@@ -257,7 +261,7 @@ class Kernel:
         digest = hashlib.sha256()
         for part in (runtime.BINARY_FORMAT, code, self.fn.__module__, self.fn.__qualname__, self.name,
                      repr(self.launch), self.descriptor_mode, str(self.profile_events if profile else None),
-                     repr(specs), values, str(knobs.debug)):
+                     repr(specs), values, str(knobs.debug), str(devices)):
             digest.update(part.encode() + b"\0")
         return digest.hexdigest()
 
@@ -279,7 +283,7 @@ class Kernel:
 
     def ptx(self, *args, profile: bool = False, **kwargs) -> str:
         """The PTX this kernel compiles to for arguments like these."""
-        return self.compile(*args, profile=profile, **kwargs).for_gpu().ptx
+        return self.compile(*args, profile=profile, **kwargs).ptx
 
     def stages(self, *args, profile: bool = False, **kwargs) -> dict[str, str]:
         """The IR after tracing and after every pass, then the PTX, for arguments like these

@@ -16,6 +16,7 @@ from asyncdsl.runtime.launch import LoadedKernel, clear_loaded_kernels, launch_g
 from asyncdsl.runtime.module_cache import cache_directory
 from asyncdsl.runtime.persistent import persistent_grid
 from asyncdsl.runtime.streams import stream_handle
+from asyncdsl.runtime.symmetric import world_size
 from asyncdsl.runtime.tensormap import validate_spec
 from asyncdsl.runtime.timing import host_seconds_per_call
 
@@ -39,4 +40,5 @@ __all__ = [
     "to_device",
     "to_host",
     "validate_spec",
+    "world_size",
 ]

@@ -22,7 +22,7 @@ from asyncdsl.hw import options
 from asyncdsl.kernel_binary import KernelBinary
 from asyncdsl.runtime.module_cache import ChecksummedFiles
 
-BINARY_FORMAT = "asyncdsl-binary-1"  # part of every key: bump when KernelBinary's fields change
+BINARY_FORMAT = "asyncdsl-binary-2"  # part of every key: bump when KernelBinary's fields change
 _RECORDS = frozenset(name for name, value in vars(kernel_binary).items() if isinstance(value, type)
                      and value.__module__ == kernel_binary.__name__)
 _BUILTINS = frozenset({"tuple", "list", "dict", "frozenset", "set", "int", "float", "str", "bytes", "bool"})

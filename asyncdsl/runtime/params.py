@@ -18,12 +18,14 @@ from asyncdsl.kernel_binary import (
     DescriptorScratchParam,
     ErrorBufferParam,
     KernelBinary,
+    PeerTableParam,
     PointerParam,
     ProfileBufferParam,
     ScalarParam,
     TensorMapParam,
     scalar_argument,
 )
+from asyncdsl.runtime import symmetric
 from asyncdsl.runtime.arrays import DeviceArray
 from asyncdsl.runtime.scratch import DescriptorScratch, ScratchPool
 from asyncdsl.runtime.tensormap import TensorMapCache, TensorMapImage, describe
@@ -62,6 +64,7 @@ class KernelParams:
         self._scalars: list[tuple[ctypes.c_int32 | ctypes.c_float, ScalarParam]] = []
         # A profiled kernel's buffer, sized by the grid: `runtime/profile.py` sets it per launch.
         self.profile_buffer: ctypes.c_uint64 | None = None
+        self._peer_table: tuple[ctypes.c_uint64, PeerTableParam] | None = None
         self.scratches: list[DescriptorScratch] = []
         for slot, param in enumerate(binary.params):
             if isinstance(param, PointerParam):
@@ -78,6 +81,8 @@ class KernelParams:
                 self._cell(slot).value = error_buffer  # the same buffer for every launch
             elif isinstance(param, ProfileBufferParam):
                 self.profile_buffer = self._cell(slot)
+            elif isinstance(param, PeerTableParam):
+                self._peer_table = (self._cell(slot), param)
             elif isinstance(param, ScalarParam):
                 cell = ctypes.c_int32(0) if param.kind == "int" else ctypes.c_float(0.0)
                 self._slots[slot] = ctypes.addressof(cell)
@@ -136,6 +141,12 @@ class KernelParams:
     def fill_addresses(self, addresses: Sequence[int], stream: int) -> None:
         """Write every parameter that depends on the arrays' addresses (and, for a descriptor
         scratch, on the stream its upload must precede)."""
+        if self._peer_table is not None:
+            # Checked first: a peer's descriptor or cell is only right for a symmetric array.
+            cell, param = self._peer_table
+            for arg in param.arg_indices:
+                symmetric.check_symmetric(addresses[arg], self._label(arg))
+            cell.value = symmetric.peer_table(param.devices, self._device, self._kernel)
         for cell, arg in self._pointers:
             cell.value = addresses[arg]
         slots, held = self._slots, self._held

@@ -28,7 +28,7 @@ from asyncdsl.hw.limits import (
 )
 from asyncdsl.hw.tma import view_extent_bytes
 from asyncdsl.kernel_binary import Im2colTensorMapSpec, TensorMapSpec, TiledTensorMapSpec
-from asyncdsl.runtime import driver
+from asyncdsl.runtime import driver, symmetric
 
 # CUtensorMapDataType -> element bytes (the Blackwell-era packed 4/6-bit codes 13..15 are left out).
 _ELEMENT_BYTES = {0: 1, 1: 2, 2: 4, 3: 4, 4: 8, 5: 8, 6: 2, 7: 4, 8: 8, 9: 2, 10: 4, 11: 4, 12: 4}
@@ -303,7 +303,11 @@ class TensorMapCache:
         """The image for an address not seen yet (the cold path of `image`)."""
         if len(self.images) >= self.capacity:
             self.images.clear()  # images still pointed at stay alive through their slabs
-        global_address = array_address + self.spec.base_offset_bytes
+        spec = self.spec
+        on_peer = isinstance(spec, TiledTensorMapSpec) and spec.peer >= 0
+        located = array_address if not on_peer else symmetric.peer_address(
+            array_address, spec.peer, f"argument {spec.arg_index}")
+        global_address = located + spec.base_offset_bytes
         template = self._template
         if template is None or self._replace_address is None:
             image = self._new_image(self._encode(global_address))

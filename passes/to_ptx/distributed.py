@@ -1,57 +1,93 @@
-"""Lowering of the multi-device ops: the device id, signals and their waits.
+"""Lowering of the multi-device ops: the device id, signals and their waits, peer addresses.
+
+A kernel that asks its rank or signals a peer takes the address of its device's peer table
+(`PeerTableParam`, built by `runtime/symmetric.py`): 64-bit words, the rank first, then for
+every device pe the byte offset from an array of the symmetric heap here to the address pe's copy
+of it is mapped at (NVSHMEM maps every peer's heap into this process, each at its own base).
+A peer's cell is the local cell's address plus its offset; a peer TMA copy selects its
+descriptor among the consecutive per-device ones (`allocate_descriptor_scratch.py`) by adding
+128 bytes per device.
 
 A signal is a system-scope release by the warpgroup's leader, after the warpgroup meets (so
-that what every thread did before is ordered before it); a wait is a system-scope acquire that
-every thread spins on.  Example, `signal(flags.at[i], 1, op="add")` then
+that what every thread did before is ordered before it) and after a proxy fence (so that the
+TMA stores it announces, generic-proxy ordered by their `wait_group`, are covered too); a wait
+is a system-scope acquire that every thread spins on, then a proxy fence so the TMA loads that
+follow see what the signaller wrote.  Example, `signal(flags.peer(pe).at[i], 1, op="add")` then
 `wait_signal(flags.at[j], "ge", 2)`:
 
+    ld.global.nc.s64 %rd7, [%rd5+8*pe+8];      // pe's offset in the peer table
+    add.s64 %rd8, %rd3, %rd7;
     bar.sync %r5, 128;
-    @%p1 red.release.sys.global.add.u32 [%rd3], 1;
+    @%p1 fence.proxy.async.global;
+    @%p1 red.release.sys.global.add.u32 [%rd8], 1;
     L1_signal:
     ld.acquire.sys.global.u32 %r9, [%rd6];
     setp.ge.u32 %p2, %r9, 2;
     @!%p2 bra $L1_signal;
-
-What the GPU cannot do yet, for want of NVSHMEM (the symmetric heap and its peer addresses):
-launch on several devices, so `device_id` is 0 in a kernel traced for one device and a kernel
-traced for more does not lower; and address a peer's array (a `peer` signal or TMA copy).  Both
-raise `NotOnGpuYetError` here, which the kernel keeps for its GPU launches: the
-interpreter runs such kernels all the same.
+    fence.proxy.async.global;
 """
 
 from __future__ import annotations
 
 from xdsl.dialects import func
+from xdsl.ir import BlockArgument, SSAValue
 
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects import kernel_attrs as attrs
-from asyncdsl.errors import NotOnGpuYetError
-from asyncdsl.ir_locations import from_ir_location
+from asyncdsl.hw.limits import DESCRIPTOR_BYTES
+from asyncdsl.kernel_binary import PeerTableParam
 from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
 from asyncdsl.passes.to_ptx.gmem_addresses import window_address, window_offset
 
-
-def not_on_gpu_yet(op, what: str) -> NotOnGpuYetError:
-    """The error of a multi-device feature the GPU lowering lacks (kept for GPU launches)."""
-    return NotOnGpuYetError(
-        f"{what} is not supported on the GPU yet: needs NVSHMEM peer addresses (the symmetric heap); "
-        "run it with kernel.interpret(..., devices=N)",
-        from_ir_location(op),
-    )
+_WORD = 8  # bytes per peer-table entry
 
 
-def _kernel_of(op) -> func.FuncOp:
-    parent = op.parent_op()
-    while not isinstance(parent, func.FuncOp):
-        parent = parent.parent_op()
-    return parent
+def peer_table_param(fn: func.FuncOp) -> PeerTableParam | None:
+    """The peer table parameter of a kernel that reads its rank or addresses a peer (else None),
+    naming the arguments it addresses on peers (the runtime checks they are symmetric)."""
+    needed, on_peers = False, set()
+    for op in fn.walk():
+        if isinstance(op, ir.DeviceIdOp):
+            needed = True
+        elif isinstance(op, ir.SignalOp) and op.peer is not None:
+            needed = True
+            assert isinstance(op.flags, BlockArgument), "a signal's flags are a kernel argument"
+            on_peers.add(op.flags.index)
+        elif isinstance(op, (ir.TmaLoadOp, ir.TmaStoreOp)) and op.peer is not None:
+            needed = True
+            on_peers.add(op.descriptor.arg_index.data)
+    return PeerTableParam(attrs.devices(fn), tuple(sorted(on_peers))) if needed else None
+
+
+def _peer_table(ctx: KernelLowering) -> SSAValue:
+    table = ctx.facts.peer_table
+    assert table is not None, "the kernel's parameters include the peer table (peer_table_param)"
+    return table
 
 
 def _device_id(ctx: KernelLowering, op: ir.DeviceIdOp) -> None:
-    devices = attrs.devices(_kernel_of(op))
-    if devices > 1:
-        raise not_on_gpu_yet(op, f"a kernel traced for {devices} devices")
-    ctx.bind(op.result, ctx.b.mov("b32", 0), constant=0)
+    ctx.bind(op.result, ctx.b.emit("ld.global.nc.u32 {}, [{}];", "b32", _peer_table(ctx)))
+
+
+def peer_offset(ctx: KernelLowering, pe: SSAValue) -> SSAValue:
+    """The byte offset (b64) from a symmetric address here to device `pe`'s copy."""
+    b, table = ctx.b, _peer_table(ctx)
+    known = ctx.constant(pe)
+    if known is not None:
+        return b.emit(f"ld.global.nc.s64 {{}}, [{{}}+{_WORD * (known + 1)}];", "b64", table)
+    entry = b.emit(f"mul.wide.u32 {{}}, {{}}, {_WORD};", "b64", ctx.reg(pe))
+    b.run("add.s64 {}, {}, {};", entry, entry, table)
+    return b.emit(f"ld.global.nc.s64 {{}}, [{{}}+{_WORD}];", "b64", entry)
+
+
+def peer_descriptor_address(ctx: KernelLowering, op) -> SSAValue:
+    """The descriptor of a peer TMA copy: device `op.peer`'s among its consecutive slots."""
+    first = ctx.facts.descriptor_addresses[op.descriptor_index.value.data]
+    known = ctx.constant(op.peer)
+    if known is not None:
+        return ctx.b.emit("add.s64 {}, {}, {};", "b64", first, known * DESCRIPTOR_BYTES) if known else first
+    offset = ctx.b.emit(f"mul.wide.u32 {{}}, {{}}, {DESCRIPTOR_BYTES};", "b64", ctx.reg(op.peer))
+    return ctx.b.emit("add.s64 {}, {}, {};", "b64", first, offset)
 
 
 def _cell_address(ctx: KernelLowering, op):
@@ -59,11 +95,12 @@ def _cell_address(ctx: KernelLowering, op):
 
 
 def _signal(ctx: KernelLowering, op: ir.SignalOp) -> None:
-    if op.peer is not None:
-        raise not_on_gpu_yet(op, "a signal to a peer device")
     b = ctx.b
     address = _cell_address(ctx, op)
+    if op.peer is not None:
+        address = b.emit("add.s64 {}, {}, {};", "b64", address, peer_offset(ctx, op.peer))
     b.run("bar.sync {}, 128;", ctx.facts.named_barrier)
+    b.run("fence.proxy.async.global;", guard=ctx.facts.leader)
     form = "st.release.sys.global.u32" if op.op.data == "set" else "red.release.sys.global.add.u32"
     b.run(form + " [{}], {};", address, ctx.operand(op.value), guard=ctx.facts.leader)
 
@@ -77,6 +114,7 @@ def _wait_signal(ctx: KernelLowering, op: ir.WaitSignalOp) -> None:
     held = b.emit("ld.acquire.sys.global.u32 {}, [{}];", "b32", address)
     done = b.emit(f"setp.{op.cmp.data}.u32 {{}}, {{}}, {{}};", "pred", held, expected)
     b.branch(retry, done, negate=True)
+    b.run("fence.proxy.async.global;")
 
 
 RULES: Rules = {

@@ -3,7 +3,8 @@
 Parameters: one `.u64` device address per array argument, one `.s32` or `.f32` value per runtime
 scalar argument (int or float), then the TMA descriptors, either one 128-byte by-value parameter
 each (`__grid_constant__` style) or a single `.u64` pointer to the descriptor scratch in global
-memory.  Kernel argument i is parameter i: the function takes its arrays first, then its scalars.
+memory, then (a kernel that asks its rank or signals a peer) the `.u64` address of the peer
+table.  Kernel argument i is parameter i: the function takes its arrays first, then its scalars.
 
 Prologue: the scalar arguments loaded into registers, thread ids and the leader predicate, the
 1024-aligned shared-memory base (aligned at run time: not every load path honours `.extern
@@ -31,13 +32,14 @@ from asyncdsl.kernel_binary import (
     DescriptorScratchParam,
     ErrorBufferParam,
     KernelParam,
+    PeerTableParam,
     PointerParam,
     ProfileBufferParam,
     RuntimeCheck,
     ScalarParam,
     TensorMapParam,
 )
-from asyncdsl.passes.to_ptx import profile
+from asyncdsl.passes.to_ptx import distributed, profile
 from asyncdsl.passes.to_ptx.context import KernelFacts, KernelLowering
 
 
@@ -61,6 +63,9 @@ def kernel_params(fn: func.FuncOp) -> tuple[KernelParam, ...]:
             params.append(DescriptorScratchParam(attrs.descriptor_slots(fn)))
     else:
         params.extend(TensorMapParam(i) for i in range(len(found)))
+    peer_table = distributed.peer_table_param(fn)
+    if peer_table is not None:
+        params.append(peer_table)
     if attrs.debug(fn):
         checks = runtime_checks(fn)
         if checks:
@@ -134,6 +139,8 @@ def emit_prologue(ctx: KernelLowering, fn: func.FuncOp, params: tuple[KernelPara
         if isinstance(param, ErrorBufferParam):
             ctx.facts.error_buffer = b.emit(f"ld.param.u64 {{}}, [#{{{{param:{position}}}}}];", "b64")
             ctx.check_ids = {op: number for number, op in enumerate(runtime_checks(fn), start=1)}
+        if isinstance(param, PeerTableParam):
+            ctx.facts.peer_table = b.emit(f"ld.param.u64 {{}}, [#{{{{param:{position}}}}}];", "b64")
     for address in addresses:
         b.run("prefetch.tensormap [{}];", address, guard=cta_leader)
     scratch = attrs.tile_scratch(fn)

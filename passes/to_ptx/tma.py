@@ -10,14 +10,16 @@ from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.hw import reduction
 from asyncdsl.passes.to_ptx.collective import collective_load_form
 from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
-from asyncdsl.passes.to_ptx.distributed import not_on_gpu_yet
+from asyncdsl.passes.to_ptx.distributed import peer_descriptor_address
 from asyncdsl.passes.to_ptx.operands import descriptor_address, issuer_predicate, tma_coordinates
 from asyncdsl.passes.to_ptx.sync import barrier_address
 
 
+def _descriptor(ctx: KernelLowering, op):
+    return descriptor_address(ctx, op) if op.peer is None else peer_descriptor_address(ctx, op)
+
+
 def _tma_load(ctx: KernelLowering, op: ir.TmaLoadOp) -> None:
-    if op.peer is not None:
-        raise not_on_gpu_yet(op, "a TMA load from a peer device's array")
     b = ctx.b
     issuer = issuer_predicate(ctx, op.predicate)
     bar = barrier_address(ctx, op.barriers, op.barrier_index)
@@ -33,14 +35,12 @@ def _tma_load(ctx: KernelLowering, op: ir.TmaLoadOp) -> None:
         " [{}], [{}, {{{}}}], [{}]" + ", {}" * len(extra) + ";"
     )
     b.run(
-        template, ctx.reg(op.smem), descriptor_address(ctx, op), tma_coordinates(ctx, op.coords), bar, *extra,
+        template, ctx.reg(op.smem), _descriptor(ctx, op), tma_coordinates(ctx, op.coords), bar, *extra,
         guard=issuer,
     )
 
 
 def _tma_store(ctx: KernelLowering, op: ir.TmaStoreOp) -> None:
-    if op.peer is not None:
-        raise not_on_gpu_yet(op, "a TMA store to a peer device's array")
     b = ctx.b
     issuer = issuer_predicate(ctx, op.predicate)
     rank = len(op.coords)
@@ -51,7 +51,7 @@ def _tma_store(ctx: KernelLowering, op: ir.TmaStoreOp) -> None:
     else:
         head = f"cp.async.bulk.tensor.{rank}d.global.shared::cta.tile.bulk_group"
     b.run(
-        head + " [{}, {{{}}}], [{}];", descriptor_address(ctx, op), tma_coordinates(ctx, op.coords),
+        head + " [{}, {{{}}}], [{}];", _descriptor(ctx, op), tma_coordinates(ctx, op.coords),
         ctx.reg(op.smem), guard=issuer,
     )
     if op.commit.value.data:

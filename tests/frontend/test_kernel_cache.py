@@ -68,7 +68,7 @@ def test_what_the_trace_depends_on_compiles_again(kernel_cache, compilations, mo
 
 def test_equal_constexprs_of_other_types_are_other_kernels(kernel_cache):
     kernel = copy_kernel()
-    keys = {kernel._disk_key((X, X), {"BM": value}, False) for value in (1, 1.0, True)}
+    keys = {kernel._disk_key((X, X), {"BM": value}, False, 1) for value in (1, 1.0, True)}
     assert len(keys) == 3
 
 

@@ -174,20 +174,21 @@ def test_wait_on_a_peer_flag_and_wrong_flag_types_are_trace_errors():
 
 def test_per_device_arguments_are_checked():
     with pytest.raises(ad.ArgumentError, match="list of 2 arrays"):
-        all_gather.all_gather.interpret(np.zeros((8, 16), np.float32), [], [], devices=2)
+        all_gather.all_gather.interpret(np.zeros((8, 16), np.float32), [], [], 1, devices=2)
     shards = [np.zeros((8, 16), np.float32), np.zeros((8, 32), np.float32)]
-    outs = [np.zeros((16, 16), np.float32)] * 2
+    outs = [np.zeros((2, 8, 16), np.float32)] * 2
     with pytest.raises(ad.ArgumentError, match="device 1 differ"):
-        all_gather.all_gather.interpret(shards, outs, [np.zeros(2, np.int32)] * 2, devices=2)
+        all_gather.all_gather.interpret(shards, outs, [np.zeros(2, np.int32)] * 2, 1, devices=2)
 
 
-def test_a_multi_device_kernel_has_no_gpu_code_yet():
-    spec = ad.ArraySpec((8, 16), ad.float32)
-    compiled = all_gather.all_gather.specialize(
-        (spec, ad.ArraySpec((16, 16), ad.float32), ad.ArraySpec((2,), ad.int32)), {}, devices=2
-    )
-    with pytest.raises(ad.NotOnGpuYetError, match="needs NVSHMEM peer addresses"):
-        compiled.for_gpu()
+def test_collective_outputs_of_the_wrong_shape_are_trace_errors():
+    shards = [np.zeros((8, 16), np.float32)] * 2
+    with pytest.raises(ad.TraceError, match=r"takes out of shape \(2, 8, 16\)"):
+        all_gather.all_gather.interpret(shards, [np.zeros((16, 16), np.float32)] * 2, [np.zeros(2, np.int32)] * 2, 1,
+                                        devices=2)
+    with pytest.raises(ad.TraceError, match=r"takes x of shape \(2, 8, 16\)"):
+        reduce_scatter.reduce_scatter.interpret([np.zeros((16, 16), np.float32)] * 2, [np.zeros((8, 16), np.float32)] * 2,
+                                                [np.zeros(2, np.int32)] * 2, 1, devices=2)
 
 
 def test_clusters_and_warpgroups_of_several_devices_run_together():

@@ -69,6 +69,15 @@ def test_descriptor_attribute_round_trips_every_field():
     text = str(attr)
     assert "swizzle = 128" in text and "dims = [7, 1024, 64]" in text
     assert Parser(make_context(), text).parse_attribute() == attr
+    assert "peer" not in text  # the argument's own memory: the default is not printed
+
+
+def test_peer_descriptor_attribute_round_trips():
+    spec = TiledTensorMapSpec(0, 7, 4, (64, 64), (256, 4), (64, 64), peer=3)
+    attr = TmaDescriptorAttr.from_spec(spec)
+    assert str(attr).endswith("offset = 0, peer = 3>")
+    assert Parser(make_context(), str(attr)).parse_attribute() == attr
+    assert attr.spec() == spec
 
 
 def test_barrier_type_prints_its_count():
