@@ -13,8 +13,8 @@ reported with each one's figure.
     python benchmarks/matmul.py --table     # the 23 shapes of TABLE, fewer rounds, into matmul_table-DATE.json
     python benchmarks/matmul.py --table-small   # only its rows timed on the device (below)
 
-In the table, problems with fewer 128x256 tiles than SMs also get a split-K contender: its parts
-add into a float32 c, and its time includes zeroing c before each call.
+In the table, problems with fewer 128x256 tiles than SMs also get 128x64 tiles and a split-K
+contender: its parts add into a float32 c, and its time includes zeroing c before each call.
 """
 
 from __future__ import annotations
@@ -40,6 +40,12 @@ TABLE = (
 TABLE_CONFIGS = (
     {"STAGES": 4, "SPLIT": "m", "EPILOGUE": "tma64", "IN_FLIGHT": 1},
     {"BN": 128, "STAGES": 4, "SPLIT": "m", "EPILOGUE": "tma64", "IN_FLIGHT": 1},
+    {"CLUSTER": 2, "STAGES": 4, "SPLIT": "m", "EPILOGUE": "tma64", "IN_FLIGHT": 1},  # b shared by a pair
+    {"SCHEDULE": "pingpong", "BM": 128, "BN": 128, "STAGES": 4},
+)
+# Problems with fewer 128x256 tiles than SMs also try narrower tiles and split K.
+FEW_TILES_CONFIGS = (
+    {"BN": 64, "STAGES": 4, "SPLIT": "m", "EPILOGUE": "tma64", "IN_FLIGHT": 1},
 )
 CONFIGS = (
     {"STAGES": 3, "SPLIT": "m", "EPILOGUE": "tma", "IN_FLIGHT": 1},
@@ -98,8 +104,8 @@ def measure(m: int, n: int, k: int, configs=CONFIGS, rounds: int = 7, launches: 
     except Exception as error:  # noqa: BLE001 - a peer that cannot run is reported, not fatal
         print(f"mosaic peer unavailable: {error}")
     tiles = -(-m // 128) * -(-n // 256)
-    if configs is TABLE_CONFIGS and tiles < sms:  # too few tiles for the SMs: split K as well
-        configs = (*configs, {**configs[0], "SPLIT_K": min(8, -(-sms // tiles))})
+    if configs is TABLE_CONFIGS and tiles < sms:  # too few tiles for the SMs: narrower, and split K
+        configs = (*configs, *FEW_TILES_CONFIGS, {**configs[0], "SPLIT_K": min(8, -(-sms // tiles))})
     for config in configs:
         name = "asyncdsl " + " ".join(f"{key.lower()}={value}" for key, value in config.items())
         kernel = matmul_2cta if config.get("CLUSTER", 1) == 2 else matmul

@@ -10,6 +10,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from wgmma_kernels import CASES, cases, integer_inputs, ptx, reference, run
 
 import asyncdsl as ad
@@ -222,5 +223,31 @@ def test_an_odd_number_of_epilogue_pieces_does_not_race_the_next_tile(block_n):
     b = rng.integers(-3, 4, (k, n)).astype(ml_dtypes.bfloat16)
     c = np.zeros((m, n), ml_dtypes.bfloat16)
     matmul.interpret(a, b, c, CTAS=1, BN=block_n, SNAKE=0)  # one CTA walks three tiles
+    expected = (a.astype(np.float64) @ b.astype(np.float64)).astype(ml_dtypes.bfloat16)
+    assert np.array_equal(c.view(np.uint16), expected.view(np.uint16))
+
+
+@given(st.integers(1, 40), st.integers(1, 40), st.sampled_from([0, 1, 2, 3, 8, 16]))
+def test_the_tile_order_is_row_by_row_or_a_planar_snake_with_a_short_last_band(m_tiles, n_tiles, width):
+    from asyncdsl.examples.matmul import tile_position
+
+    if width == 0:
+        expected = [(m, n) for m in range(m_tiles) for n in range(n_tiles)]
+    else:
+        expected = []
+        for band, first in enumerate(range(0, m_tiles, width)):
+            columns = range(n_tiles) if band % 2 == 0 else reversed(range(n_tiles))
+            expected += [(m, n) for n in columns for m in range(first, min(first + width, m_tiles))]
+    assert [tile_position(t, m_tiles, n_tiles, width) for t in range(m_tiles * n_tiles)] == expected
+
+
+def test_a_gemm_whose_last_band_of_tile_rows_is_short_is_exact():
+    from asyncdsl.examples.matmul import matmul
+
+    rng = np.random.default_rng(0)
+    a = rng.integers(-3, 4, (300, 200)).astype(ml_dtypes.bfloat16)
+    b = rng.integers(-3, 4, (200, 504)).astype(ml_dtypes.bfloat16)
+    c = np.full((300, 504), np.nan, ml_dtypes.bfloat16)
+    matmul.interpret(a, b, c, CTAS=2, SNAKE=2)  # 3 rows of tiles: a band of 2, then one of 1 (traced)
     expected = (a.astype(np.float64) @ b.astype(np.float64)).astype(ml_dtypes.bfloat16)
     assert np.array_equal(c.view(np.uint16), expected.view(np.uint16))
