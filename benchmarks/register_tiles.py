@@ -82,14 +82,14 @@ def _swiglu(shape):
     import torch.nn.functional as F
     from triton_peers import triton_swiglu
 
-    from asyncdsl.examples.swiglu import config, swiglu
+    from asyncdsl.examples.swiglu import swiglu
 
     a, b = (torch.randn(shape, device="cuda", dtype=torch.bfloat16) for _ in range(2))
     y = torch.empty_like(a)
     expected = (F.silu(a.float()) * b.float()).to(torch.bfloat16)
     compiled = torch.compile(lambda p, q: F.silu(p) * q)
     runs = {
-        "asyncdsl": lambda: swiglu(a, b, y, **config(shape[1])),
+        "asyncdsl": lambda: swiglu(a, b, y),
         "torch eager": lambda: torch.mul(F.silu(a), b, out=y),
         "torch.compile": lambda: y.copy_(compiled(a, b)),
         "triton": lambda: triton_swiglu(a, b, y),
@@ -101,7 +101,7 @@ def _rowwise_fp8_quant(shape):
     import torch
     from triton_peers import triton_rowwise_fp8
 
-    from asyncdsl.examples.rowwise_fp8_quant import config, rowwise_fp8_quant
+    from asyncdsl.examples.rowwise_fp8_quant import rowwise_fp8_quant
 
     x = torch.randn(shape, device="cuda", dtype=torch.bfloat16) * 10
     q = torch.empty(shape, device="cuda", dtype=torch.float8_e4m3fn)
@@ -124,7 +124,7 @@ def _rowwise_fp8_quant(shape):
         return run
 
     runs = {
-        "asyncdsl": lambda: rowwise_fp8_quant(x, q, scales, **config(shape[1])),
+        "asyncdsl": lambda: rowwise_fp8_quant(x, q, scales),
         "torch eager": into(eager),
         "torch.compile": into(compiled),
         "triton": lambda: triton_rowwise_fp8(x, q, scales),

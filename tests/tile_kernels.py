@@ -239,3 +239,12 @@ def rows_past_the_end(x, y, EXTRA: ad.constexpr):
     written."""
     row = ad.ds(ad.program_id(0), 1)
     ad.store(y.at[row, :], ad.load(x.at[row, :], other=-1.0) * 2 + 1)
+
+
+@ad.kernel(grid=lambda x, y, WIDTH: (x.shape[0], ad.cdiv(x.shape[1], WIDTH) + 1))
+def column_blocks(x, y, WIDTH: ad.constexpr):
+    """y = x * 2 + 1 by blocks of WIDTH columns at traced starts (program_id * WIDTH: multiples of
+    the vector), one block column past the end: where rows are a multiple of 8 elements the
+    blocks move in guarded vectors, whole vectors inside or outside the row."""
+    window = (ad.ds(ad.program_id(0), 1), ad.ds(ad.program_id(1) * WIDTH, WIDTH))
+    ad.store(y.at[window], ad.load(x.at[window], layout=ad.strided(8), other=-1.0) * 2 + 1)

@@ -437,10 +437,12 @@ class StridedLayout(_Queries):
 
     def reduce(self, shape: Sequence[int], axes: int | Sequence[int]) -> Layout:
         self.check_holds(shape)
-        if len(reduction_axes(axes, len(shape))) != len(shape):
+        reduced = reduction_axes(axes, len(shape))
+        # Every axis longer than 1 at once (what stays are unit axes: the flattened tile is the same).
+        if any(extent > 1 for axis, extent in enumerate(shape) if axis not in reduced):
             raise LayoutError(
-                f"a tile in layout {self} reduces over all its axes at once (to a splat), not over"
-                f" {axes}; relayout it first"
+                f"a tile in layout {self} reduces over all its axes longer than 1 at once (to a splat), not"
+                f" over {axes}; relayout it first"
             )
         return SplatLayout()
 

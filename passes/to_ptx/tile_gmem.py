@@ -10,8 +10,10 @@ in its register, a store skips it.  Each element gets a predicate (`coordinate <
 catches negative coordinates too).  Without a mask, elements move in vectors of up to 16 bytes
 where the alignment allows and where one predicate serves the whole vector: when every checked
 dim has the same coordinate in all of its elements (a window of whole rows at a traced row: the
-vector runs along the row, the check is on the row index), or no dim needs a check at all.
-Otherwise each element moves alone.
+vector runs along the row, the check is on the row index), or runs along the vector from a
+multiple of its length in a dim whose extent is one too (a window at a traced column the index
+facts prove a multiple of 8, say, in rows of a multiple of 8: a vector is all inside or all
+outside), or no dim needs a check at all.  Otherwise each element moves alone.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from asyncdsl.hw.gmem_runs import contiguous_strides
 from asyncdsl.hw.layout_choice import strided_layout
 from asyncdsl.hw.tiling import THREADS
 from asyncdsl.ir_locations import from_ir_location
+from asyncdsl.passes.resolve.index_facts import known_divisor
 from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
 from asyncdsl.passes.to_ptx.gmem_addresses import wide_product, window_address, window_offset
 from asyncdsl.passes.to_ptx.smem_addresses import MAX_ACCESS_BYTES
@@ -131,14 +134,14 @@ def _vector_piece(ctx: KernelLowering, op, window: _Window, checks) -> int:
     if window.vector > 1 and not (np.diff(constants, axis=-1) == 1).all():
         return window.element_bytes
     for dim, _, _ in checks:
-        if window.vector > 1 and (np.diff(window.dims[dim][1].reshape(-1, window.vector), axis=-1) != 0).any():
+        if window.vector > 1 and not _whole_vectors_in_or_out(ctx, op, window, dim):
             return window.element_bytes
     alignment = MAX_ACCESS_BYTES  # the runtime checks every array is 16-byte aligned
     static = 0
     for start, stride in zip(op.starts, contiguous_strides(window.shape)):
         known = ctx.constant(start)
-        if known is None:  # a traced start moves the window by whole strides
-            alignment = math.gcd(alignment, stride * window.element_bytes)
+        if known is None:  # a traced start moves the window by a multiple of its divisor's strides
+            alignment = math.gcd(alignment, (known_divisor(start) or 1) * stride * window.element_bytes)
         else:
             static += known * stride
     for value in (static * window.element_bytes, *(c * window.element_bytes for c in constants[:, 0]),
@@ -147,6 +150,26 @@ def _vector_piece(ctx: KernelLowering, op, window: _Window, checks) -> int:
             alignment = math.gcd(alignment, int(value))
     size = window.vector * window.element_bytes
     return max(min(alignment, size & -size), window.element_bytes)
+
+
+def _whole_vectors_in_or_out(ctx: KernelLowering, op, window: _Window, dim: int) -> bool:
+    """Whether the check of `dim` holds for all of each register vector or for none of it, so
+    that one predicate (its first element's) serves the vector: the dim's coordinate is the same
+    along every vector, or it runs through v consecutive values from a multiple of v (v the
+    vector length) in a dim whose extent is a multiple of v (the window's start a known multiple
+    of v: a constant, or a traced value the index facts prove one)."""
+    coefficients, constants = window.dims[dim]
+    along = constants.reshape(-1, window.vector)
+    if not (np.diff(along, axis=-1) != 0).any():
+        return True
+    vector = window.vector
+    if window.shape[dim] % vector or not (np.diff(along, axis=-1) == 1).all() or (along[:, 0] % vector).any():
+        return False
+    if any(c % vector for c in coefficients):
+        return False
+    start = op.starts[dim]
+    known = ctx.constant(start)
+    return known % vector == 0 if known is not None else known_divisor(start) % vector == 0
 
 
 def _tile_layout(op, value: SSAValue) -> Layout:

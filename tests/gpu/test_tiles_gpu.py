@@ -23,6 +23,7 @@ from tile_kernels import (
     R,
     accumulate,
     broadcast_back,
+    column_blocks,
     convert,
     gmem_round_trip,
     masked_rows,
@@ -171,4 +172,12 @@ def test_whole_row_windows_at_traced_rows_match_the_interpreter(dtype):
     x = special_values(as_dtype(dtype), (40, 1024), 11)
     y = np.full_like(x, 7.0)
     (gpu,), (cpu,) = gpu_and_interpreter(rows_past_the_end, [x], [y], EXTRA=3)
+    assert gpu.tobytes() == cpu.tobytes()
+
+
+@pytest.mark.parametrize("columns", [1000, 1001], ids=["vectors", "elements"])
+def test_column_blocks_at_traced_starts_match_the_interpreter(columns):
+    x = special_values(ad.bfloat16, (6, columns), 12)
+    y = np.full_like(x, 7.0)
+    (gpu,), (cpu,) = gpu_and_interpreter(column_blocks, [x], [y], WIDTH=1024)
     assert gpu.tobytes() == cpu.tobytes()

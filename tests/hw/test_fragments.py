@@ -535,3 +535,11 @@ def test_a_window_that_cuts_the_layouts_tiles_is_refused():
         register_window(WGMMA, (64, 64), (0, 4), (64, 8))
     with pytest.raises(LayoutError, match="multiples of 64"):
         register_window(WGMMA, (128, 64), (32, 0), (64, 64))
+
+
+def test_a_strided_tile_reduces_over_every_axis_longer_than_one():
+    layout = StridedLayout(8)
+    assert layout.reduce((1, 1024), 1) == SplatLayout()  # the unit row axis may stay
+    assert layout.reduce((2, 1024), (0, 1)) == SplatLayout()
+    with pytest.raises(LayoutError, match="longer than 1"):
+        layout.reduce((2, 1024), 1)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import itertools
 
+import ml_dtypes
+import numpy as np
 import pytest
 from tile_kernels import (
     APPROX_OPS,
@@ -15,6 +17,7 @@ from tile_kernels import (
     R,
     accumulate,
     broadcast_back,
+    column_blocks,
     convert,
     gmem_round_trip,
     masked_rows,
@@ -109,3 +112,23 @@ def test_a_traced_start_along_the_vector_moves_element_by_element(ptxas):
     ptx = _shifted_columns.ptx(spec, spec)
     ptxas(ptx)
     assert "ld.global.v" not in ptx and "st.global.v" not in ptx
+
+
+def test_a_traced_start_proved_a_multiple_of_the_vector_moves_in_guarded_vectors(ptxas):
+    # Columns from program_id * 1024 in rows of 1000 (a multiple of 8): each vector of 8 is
+    # wholly inside the row or wholly past its end, so its first element's check serves it.
+    spec = ad.ArraySpec((4, 1000), ad.bfloat16)
+    ptx = column_blocks.ptx(spec, spec, WIDTH=1024)
+    ptxas(ptx)
+    loads = [line for line in ptx.splitlines() if "ld.global" in line]
+    assert loads and all("v4" in line and line.lstrip().startswith("@") for line in loads)
+    # Rows of 1001: a vector may straddle the end, so elements move one by one.
+    odd = ad.ArraySpec((4, 1001), ad.bfloat16)
+    assert "ld.global.v" not in column_blocks.ptx(odd, odd, WIDTH=1024)
+
+
+def test_guarded_column_vectors_agree_with_numpy_in_the_interpreter():
+    x = (np.arange(3 * 1000) % 97).astype(np.float32).reshape(3, 1000).astype(ml_dtypes.bfloat16)  # exact sums
+    y = np.full_like(x, np.nan)
+    column_blocks.interpret(x, y, WIDTH=1024)
+    assert np.array_equal(y.astype(np.float32), x.astype(np.float32) * 2 + 1)
