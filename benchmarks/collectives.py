@@ -1,6 +1,7 @@
 """All-gather and reduce-scatter of bf16 across the GPUs of this host: asyncdsl's kernels
 (`examples/all_gather.py`, `examples/reduce_scatter.py`, in an NVSHMEM job) against NCCL
-(`torch.distributed`, the same processes, the same run).  Algorithm bandwidth: the bytes of one
+(`torch.distributed`, the same processes, the same run); and the all-gather fused with the GEMM
+(`examples/all_gather_matmul.py`) against NCCL's all-gather followed by cuBLAS.  Algorithm bandwidth: the bytes of one
 device's gathered output (all-gather) or of one device's input (reduce-scatter) over the median
 device time of a call, per call timed over a run of calls that all devices start together.
 
@@ -25,6 +26,7 @@ COLUMNS = 4096
 ALL_GATHER = {"BM": 128, "BN": 128, "STAGES": 4}
 REDUCE_SCATTER = {"BM": 32, "BN": 128, "STAGES": 2}
 ROUNDS, CALLS = 7, 10
+FUSED_ROWS, FUSED_K, FUSED_N = 8192, 4096, 4096  # the gathered a (rows split over the devices), b
 
 
 def _timed(contenders: dict) -> dict[str, float]:
@@ -102,6 +104,41 @@ def _one_size(mib: int, flags, ready, epochs: dict) -> dict:
     }
 
 
+def _fused_gemm(rows: int, k: int, n_columns: int) -> dict:
+    """The all-gather fused with the GEMM (`examples/all_gather_matmul.py`: c = gathered a @ b,
+    every device its own b) against NCCL's all-gather followed by cuBLAS, TFLOP/s per device."""
+    import torch
+    import torch.distributed as td
+
+    import asyncdsl.distributed as dist
+    from asyncdsl.examples.all_gather_matmul import all_gather_matmul
+
+    n, device = dist.world_size(), torch.device("cuda", torch.cuda.current_device())
+    ctas = torch.cuda.get_device_properties(device).multi_processor_count
+    shard = dist.symmetric_like(torch.randn((rows, k), device=device).to(torch.bfloat16))
+    b = torch.randn((k, n_columns), device=device).to(torch.bfloat16)
+    c, c_peer = (torch.empty((n * rows, n_columns), dtype=torch.bfloat16, device=device) for _ in range(2))
+    gathered = torch.empty((n * rows, k), dtype=torch.bfloat16, device=device)
+    dist.barrier()
+
+    def nccl_then_cublas():
+        td.all_gather_into_tensor(gathered, shard)
+        torch.matmul(gathered, b, out=c_peer)
+
+    ms = _timed({"asyncdsl": lambda: all_gather_matmul(shard, b, c, CTAS=ctas), "NCCL + cuBLAS": nccl_then_cublas})
+    torch.cuda.synchronize()
+    error = ((c.float() - c_peer.float()).norm() / c_peer.float().norm()).item()
+    dist.barrier()
+    dist.free(shard)
+    tflops = 2 * n * rows * k * n_columns / 1e12
+    return {
+        "fused asyncdsl (TFLOP/s)": tflops / ms["asyncdsl"] * 1e3,
+        "NCCL all-gather + cuBLAS (TFLOP/s)": tflops / ms["NCCL + cuBLAS"] * 1e3,
+        "asyncdsl / (NCCL + cuBLAS)": ms["NCCL + cuBLAS"] / ms["asyncdsl"],
+        "relative difference of the products": error,
+    }
+
+
 def work(sizes: tuple[int, ...], port: int) -> dict:
     """One rank: NCCL joins the NVSHMEM job's processes; both collectives at every size."""
     import torch
@@ -117,6 +154,8 @@ def work(sizes: tuple[int, ...], port: int) -> dict:
     ready.zero_()
     epochs = {"gather": 0, "scatter": 0}
     table = {f"{mib} MiB": _one_size(mib, flags, ready, epochs) for mib in sizes}
+    table[f"all-gather GEMM {FUSED_ROWS}x{FUSED_K}x{FUSED_N}"] = _fused_gemm(
+        FUSED_ROWS // dist.world_size(), FUSED_K, FUSED_N)
     td.destroy_process_group()
     return table
 
@@ -140,6 +179,10 @@ def main() -> None:
     plot_result(path)
     print(f"{'size':>9} {'AG asyncdsl':>12} {'AG NCCL':>9} {'ratio':>6} {'RS asyncdsl':>12} {'RS NCCL':>9} {'ratio':>6}")
     for size, row in table.items():
+        if "fused asyncdsl (TFLOP/s)" in row:
+            print(f"{size}: fused {row['fused asyncdsl (TFLOP/s)']:.0f} TFLOP/s, NCCL + cuBLAS "
+                  f"{row['NCCL all-gather + cuBLAS (TFLOP/s)']:.0f} ({row['asyncdsl / (NCCL + cuBLAS)']:.2f}x)")
+            continue
         print(f"{size:>9} {row['all-gather asyncdsl (GB/s)']:12.0f} {row['all-gather NCCL (GB/s)']:9.0f} "
               f"{row['all-gather asyncdsl / NCCL']:6.2f} {row['reduce-scatter asyncdsl (GB/s)']:12.0f} "
               f"{row['reduce-scatter NCCL (GB/s)']:9.0f} {row['reduce-scatter asyncdsl / NCCL']:6.2f}")

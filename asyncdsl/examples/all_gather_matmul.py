@@ -51,7 +51,7 @@ def all_gather_matmul(a, b, c, CTAS: ad.constexpr, BM: ad.constexpr = 128, BN: a
         """Unit t's source device (own shard first, then round the ring) and tile in that shard."""
         unit = cta + t * CTAS
         shard = unit // (m_tiles * n_tiles)
-        m, n = tile_position(unit % (m_tiles * n_tiles), m_tiles, n_tiles, 0)
+        m, n = tile_position(unit % (m_tiles * n_tiles), m_tiles, n_tiles, 16)  # a planar snake per shard
         return (rank + shard) % devices, m * BM, n * BN
 
     with ad.warpgroup_role(2, registers=40):
