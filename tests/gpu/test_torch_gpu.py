@@ -86,34 +86,40 @@ def test_custom_op_in_a_cuda_graph():
         assert torch.equal(y, scale_reference(x, 0.5, 2))
 
 
-class Model(torch.nn.Module):
+class Hidden(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.linear = torch.nn.Linear(64, 64, device="cuda")
 
     def forward(self, x):
-        h = scale(torch.relu(self.linear(x)), 0.125, 1)
+        return torch.relu(self.linear(x))
+
+
+class Model(Hidden):
+    def forward(self, x):
+        h = scale(super().forward(x), 0.125, 1)
         out = torch.empty_like(h)
         copy_into(h * 2, out)
         return out - 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="on the H200 the compiled model's output differs from eager in some elements (cause not found yet)",
-)
 @pytest.mark.parametrize("mode", [None, "reduce-overhead"])
 def test_a_model_compiles_with_fullgraph_and_matches_eager(mode):
     torch.manual_seed(0)
     model = Model()
     compiled = torch.compile(model, fullgraph=True, mode=mode)
+    # The model's torch part compiled alone: Inductor's linear + relu is not eager's to the bit
+    # (measured on the H200: up to 5e-7 apart), so the asyncdsl ops are checked on its output.
+    plain = Hidden()
+    plain.load_state_dict(model.state_dict())
+    hidden = torch.compile(plain, fullgraph=True, mode=mode)
     with torch.no_grad():
         for seed in range(3):
             x = torch.randn(64, 64, device="cuda", generator=torch.Generator("cuda").manual_seed(seed))
             got = compiled(x).clone()
-            h = torch.relu(model.linear(x))
+            h = hidden(x).clone()
             assert torch.equal(got, scale_reference(h, 0.125, 1) * 2 - 1)
-            assert torch.equal(got, model(x))
+            torch.testing.assert_close(got, model(x), rtol=1e-5, atol=1e-5)
 
 
 def test_new_addresses_patch_one_encoding_and_copy_right():
