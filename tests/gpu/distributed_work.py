@@ -28,3 +28,40 @@ def off_heap_refusal() -> str:
     except ad.ArgumentError as error:
         return str(error)
     return "launched"
+
+
+def peer_reduce_add() -> bool:
+    """Each PE adds its int32 tile into every PE's `total` with a TMA reduce-add across devices,
+    then counts itself in on every PE's flag; whether `total` is the sum of all the tiles."""
+    import numpy as np
+    import torch
+
+    import asyncdsl as ad
+    import asyncdsl.distributed as dist
+
+    @ad.kernel(grid=(1,), block=128)
+    def add_everywhere(tile, total, arrived):
+        devices = ad.num_devices()
+        buf = ad.smem(tile.shape, tile.dtype)
+        landed = ad.barrier()
+        ad.async_copy(tile, buf, barrier=landed)
+        landed.wait()
+        for pe in range(devices):
+            ad.async_copy(buf, total.peer(pe), reduction="add")
+        ad.await_async_copy()
+        for pe in range(devices):
+            ad.signal(arrived.peer(pe).at[0], 1, op="add")
+        ad.wait_signal(arrived.at[0], "ge", devices)
+
+    devices, rank = dist.world_size(), dist.rank()
+    tiles = [np.random.default_rng(pe).integers(-1000, 1000, (64, 64), dtype=np.int32) for pe in range(devices)]
+    tile = dist.symmetric_like(torch.from_numpy(tiles[rank]).cuda())
+    total, arrived = dist.symmetric_empty((64, 64), torch.int32), dist.symmetric_empty((1,), torch.int32)
+    total.zero_()
+    arrived.zero_()
+    dist.barrier()  # every total is zero before anyone adds into it
+    add_everywhere(tile, total, arrived)
+    torch.cuda.synchronize()
+    ok = np.array_equal(total.cpu().numpy(), np.sum(tiles, axis=0))
+    dist.barrier()
+    return ok

@@ -62,6 +62,15 @@ def test_the_distributed_examples_are_exact_in_an_nvshmem_job(job):
 
 
 @needs_nvshmem
+@pytest.mark.parametrize("job", JOBS)
+def test_tma_reduce_adds_into_every_peer(job):
+    devices = JOBS[job]
+    if max(devices) >= device_count():
+        pytest.skip(f"needs {max(devices) + 1} GPUs")
+    assert all(dist.spawn(distributed_work.peer_reduce_add, len(devices), devices=devices))
+
+
+@needs_nvshmem
 def test_an_array_off_the_symmetric_heap_is_refused():
     (message,) = dist.spawn(distributed_work.off_heap_refusal, 1)
     assert "argument 'out'" in message and "not on the NVSHMEM symmetric heap" in message
