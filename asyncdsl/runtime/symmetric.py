@@ -74,7 +74,11 @@ def start(rank: int, size: int, device: int, unique_id: bytes) -> World:
     if len(unique_id) != uid._data.itemsize:
         raise DistributedError(f"an NVSHMEM job id is {uid._data.itemsize} bytes, got {len(unique_id)}", user_location())
     ctypes.memmove(uid.ptr, unique_id, len(unique_id))
-    core.init(device=gpu, uid=uid, rank=rank, nranks=size, initializer_method="uid")
+    try:
+        core.init(device=gpu, uid=uid, rank=rank, nranks=size, initializer_method="uid")
+    except Exception as error:  # nvshmem4py's own error types, reported as ours
+        raise DistributedError(f"NVSHMEM did not start PE {rank} of {size} on cuda:{device}: {error}",
+                               user_location()) from error
     probe = bindings.malloc(8)  # collective: every PE allocates it at the same heap offset
     offsets = []
     for pe in range(size):
