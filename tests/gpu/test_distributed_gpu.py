@@ -51,23 +51,26 @@ def test_device_id_is_zero_without_nvshmem():
 JOBS = {"one PE": [0], "two PEs on one GPU": [0, 0], "two GPUs": [0, 1]}
 
 
-@needs_nvshmem
-@pytest.mark.parametrize("job", JOBS)
-def test_the_distributed_examples_are_exact_in_an_nvshmem_job(job):
+def _in_job(job: str, work) -> list:
+    """`work`'s results from every process of an NVSHMEM job laid out as `JOBS[job]` says (the
+    test skips where this machine has too few GPUs)."""
     devices = JOBS[job]
     if max(devices) >= device_count():
         pytest.skip(f"needs {max(devices) + 1} GPUs")
-    results = dist.spawn(distributed_work.examples, len(devices), devices=devices)
+    return dist.spawn(work, len(devices), devices=devices)
+
+
+@needs_nvshmem
+@pytest.mark.parametrize("job", JOBS)
+def test_the_distributed_examples_are_exact_in_an_nvshmem_job(job):
+    results = _in_job(job, distributed_work.examples)
     assert all(all(result.values()) for result in results), results
 
 
 @needs_nvshmem
 @pytest.mark.parametrize("job", JOBS)
 def test_tma_reduce_adds_into_every_peer(job):
-    devices = JOBS[job]
-    if max(devices) >= device_count():
-        pytest.skip(f"needs {max(devices) + 1} GPUs")
-    assert all(dist.spawn(distributed_work.peer_reduce_add, len(devices), devices=devices))
+    assert all(_in_job(job, distributed_work.peer_reduce_add))
 
 
 @needs_nvshmem
