@@ -58,27 +58,19 @@ def finalize() -> None:
     symmetric.stop()
 
 
-def _world() -> symmetric.World:
-    world = symmetric.world()
-    if world is None:
-        raise DistributedError("no NVSHMEM job runs in this process: call asyncdsl.distributed.init() first",
-                               user_location())
-    return world
-
-
 def rank() -> int:
     """This process's PE number (what `ad.device_id()` is in its kernels)."""
-    return _world().rank
+    return symmetric.running().rank
 
 
 def world_size() -> int:
     """How many PEs the job has (what `ad.num_devices()` is in kernels launched here)."""
-    return _world().size
+    return symmetric.running().size
 
 
 def barrier() -> None:
     """Wait until every PE gets here, with all of its GPU work before finished and visible."""
-    _world()
+    symmetric.running()
     import torch
 
     torch.cuda.synchronize()

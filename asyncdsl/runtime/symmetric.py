@@ -120,12 +120,17 @@ def stop() -> None:
     core.finalize()
 
 
-def allocate(shape: tuple[int, ...], torch_dtype: Any) -> Any:
-    """A torch tensor on the symmetric heap (collective)."""
-    world = _world
-    if world is None:
+def running() -> World:
+    """This process's job; a DistributedError saying how to start one if there is none."""
+    if _world is None:
         raise DistributedError("no NVSHMEM job runs in this process: call asyncdsl.distributed.init() first",
                                user_location())
+    return _world
+
+
+def allocate(shape: tuple[int, ...], torch_dtype: Any) -> Any:
+    """A torch tensor on the symmetric heap (collective)."""
+    world = running()
     core, _ = nvshmem()
     array = core.tensor(shape, dtype=torch_dtype)
     world.allocations.append(array)
