@@ -36,20 +36,15 @@ def rowwise_fp8_quant(x, q, scales, CHUNK: ad.constexpr = CHUNK):
     # Windows of whole 1024-element steps (8 per thread: one 16-byte vector) covering the row.
     width = min(CHUNK, ad.cdiv(n, 1024) * 1024)
     windows = [(row, ad.ds(start, width)) for start in range(0, n, width)]
-    if len(windows) == 1:
-        v = ad.load(x.at[windows[0]]).astype(ad.float32)
-        peak = abs(v)
-    else:
-        peak = abs(ad.load(x.at[windows[0]]).astype(ad.float32))
-        for window in windows[1:]:
-            peak = ad.maximum(peak, abs(ad.load(x.at[window]).astype(ad.float32)))
+    first = ad.load(x.at[windows[0]]).astype(ad.float32)
+    peak = abs(first)
+    for window in windows[1:]:
+        peak = ad.maximum(peak, abs(ad.load(x.at[window]).astype(ad.float32)))
     amax = peak.max(axis=1)
     factor = ad.where(amax > 0.0, E4M3_MAX / amax, 0.0)[:, None]
-    if len(windows) == 1:
-        ad.store(q.at[windows[0]], (v * factor).astype(q.dtype))
-    else:
-        for window in windows:
-            ad.store(q.at[window], (ad.load(x.at[window]).astype(ad.float32) * factor).astype(q.dtype))
+    for window in windows:  # a row in one window is still in registers; longer ones are read again
+        v = first if len(windows) == 1 else ad.load(x.at[window]).astype(ad.float32)
+        ad.store(q.at[window], (v * factor).astype(q.dtype))
     ad.store(scales.at[row], amax * (1.0 / E4M3_MAX))
 
 
