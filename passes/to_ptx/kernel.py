@@ -3,7 +3,7 @@
 Parameters: one `.u64` device address per array argument, one `.s32` or `.f32` value per runtime
 scalar argument (int or float), then the TMA descriptors, either one 128-byte by-value parameter
 each (`__grid_constant__` style) or a single `.u64` pointer to the descriptor scratch in global
-memory, then (a kernel that asks its rank or signals a peer) the `.u64` address of the peer
+memory, then (a kernel that asks its rank or addresses a peer) the `.u64` address of the peer
 table.  Kernel argument i is parameter i: the function takes its arrays first, then its scalars.
 
 Prologue: the scalar arguments loaded into registers, thread ids and the leader predicate, the
