@@ -13,8 +13,9 @@ reported with each one's figure.
     python benchmarks/matmul.py --table     # the 23 shapes of TABLE, fewer rounds, into matmul_table-DATE.json
     python benchmarks/matmul.py --table-small   # only its rows timed on the device (below)
 
-In the table, problems with fewer 128x256 tiles than SMs also get 128x64 tiles and a split-K
-contender: its parts add into a float32 c, and its time includes zeroing c before each call.
+In the table, problems with fewer 128x256 tiles than SMs also get 128x64 tiles and split-K
+contenders (`matmul_split_k`: the units of a tile add up in order into the bf16 c, through a
+float32 partial array and flags allocated once, which the kernel leaves ready for the next call).
 """
 
 from __future__ import annotations
@@ -47,10 +48,23 @@ TABLE_CONFIGS = (
     # 64-column chunks does not split between two CTAs.
     {"BN": 192, "STAGES": 4, "SPLIT": "m", "EPILOGUE": "tma64", "IN_FLIGHT": 1},
 )
-# Problems with fewer 128x256 tiles than SMs also try narrower tiles and split K.
+# Problems with fewer 128x256 tiles than SMs also try narrower tiles, deeper rings and split K.
+# A CTA with few tiles waits on memory: the slices in flight (a ring of STAGES) bound its
+# bandwidth, and narrower tiles have smaller slices, so more of them fit (measured on the H200:
+# 128x64 tiles with 8 stages 0.93x cuBLAS at 1024^3 against 0.88x with 4; 128x128 ping-pong with
+# 6 stages 1.00x at 512x4096x4096 against 0.86x).
 FEW_TILES_CONFIGS = (
     {"BN": 64, "STAGES": 4, "SPLIT": "m", "EPILOGUE": "tma64", "IN_FLIGHT": 1},
+    {"BN": 64, "STAGES": 8, "SPLIT": "m", "EPILOGUE": "tma64", "IN_FLIGHT": 1},
+    {"BN": 128, "STAGES": 6, "SPLIT": "m", "EPILOGUE": "tma64", "IN_FLIGHT": 1},
+    {"SCHEDULE": "pingpong", "BM": 128, "BN": 128, "STAGES": 5},
+    {"SCHEDULE": "pingpong", "BM": 128, "BN": 128, "STAGES": 6},
 )
+# Split K: with tiles BN wide (and the deepest ring that fits beside them), as many units per
+# tile as fit in one wave, at most MAX_SPLIT_K (each unit waits for the one before it to pass on
+# the sum).
+SPLIT_K_STAGES = {64: 8, 128: 6, 256: 4}
+MAX_SPLIT_K = 4
 CONFIGS = (
     {"STAGES": 3, "SPLIT": "m", "EPILOGUE": "tma", "IN_FLIGHT": 1},
     {"STAGES": 4, "SPLIT": "m", "EPILOGUE": "tma64", "IN_FLIGHT": 1},
@@ -81,7 +95,7 @@ def measure(m: int, n: int, k: int, configs=CONFIGS, rounds: int = 7, launches: 
     import torch
     from triton_peers import triton_matmul
 
-    from asyncdsl.examples.matmul import matmul, matmul_2cta
+    from asyncdsl.examples.matmul import matmul, matmul_2cta, matmul_split_k, split_k_flags
     from asyncdsl.examples.matmul_pingpong import matmul_pingpong
     from asyncdsl.runtime import device_facts
 
@@ -109,18 +123,22 @@ def measure(m: int, n: int, k: int, configs=CONFIGS, rounds: int = 7, launches: 
         print(f"mosaic peer unavailable: {error}")
     tiles = -(-m // 128) * -(-n // 256)
     if configs is TABLE_CONFIGS and tiles < sms:  # too few tiles for the SMs: narrower, and split K
-        configs = (*configs, *FEW_TILES_CONFIGS, {**configs[0], "SPLIT_K": min(8, -(-sms // tiles))})
+        configs = (*configs, *FEW_TILES_CONFIGS)
+        partial = torch.empty(m, n, device="cuda", dtype=torch.float32)
+        for bn, stages in SPLIT_K_STAGES.items():
+            splits = min(MAX_SPLIT_K, sms // (-(-m // 128) * -(-n // bn)))
+            if splits < 2:
+                continue
+            flags = torch.zeros(split_k_flags(m, n, bn), device="cuda", dtype=torch.int32)
+            name = f"asyncdsl split_k={splits} bn={bn} stages={stages}"
+            contenders[name] = on_torch_stream(name, lambda c, bn=bn, splits=splits, stages=stages, flags=flags: (
+                matmul_split_k(a, b, c, partial, flags, CTAS=sms, SPLIT_K=splits, BN=bn, STAGES=stages)))
     for config in configs:
         name = "asyncdsl " + " ".join(f"{key.lower()}={value}" for key, value in config.items())
         kernel = matmul_2cta if config.get("CLUSTER", 1) == 2 else matmul
         if config.get("SCHEDULE") == "pingpong":
             kernel = matmul_pingpong
         constexprs = {key: value for key, value in config.items() if key not in ("CLUSTER", "SCHEDULE")}
-        if constexprs.get("SPLIT_K", 1) > 1:  # the parts add into a float32 c that starts at zero
-            contenders[name] = on_torch_stream(
-                name, lambda c, kernel=kernel, constexprs=constexprs: (c.zero_(), kernel(a, b, c, CTAS=sms, **constexprs)),
-                dtype=torch.float32)
-            continue
         contenders[name] = on_torch_stream(
             name, lambda c, kernel=kernel, constexprs=constexprs: kernel(a, b, c, CTAS=sms // 2 * 2, **constexprs))
     if 2 * m * n * k < DEVICE_TIMED_FLOPS:

@@ -46,6 +46,28 @@ def matmul(a, b, c, CTAS: ad.constexpr, BM: ad.constexpr = 128, BN: ad.constexpr
            STAGES: ad.constexpr = 4, SPLIT: ad.constexpr = "m", EPILOGUE: ad.constexpr = "tma64",
            SNAKE: ad.constexpr = 16, REGISTERS: ad.constexpr = (40, 232), IN_FLIGHT: ad.constexpr = 1,
            SPLIT_K: ad.constexpr = 1):
+    gemm(a, b, c, CTAS, BM, BN, BK, STAGES, SPLIT, EPILOGUE, SNAKE, REGISTERS, IN_FLIGHT, SPLIT_K)
+
+
+@ad.kernel(grid=lambda a, b, c, partial, flags, CTAS, **_: (CTAS,), block=384, profile_events=32768)
+def matmul_split_k(a, b, c, partial, flags, CTAS: ad.constexpr, SPLIT_K: ad.constexpr = 2, BN: ad.constexpr = 256,
+                   STAGES: ad.constexpr = 4):
+    """c = a @ b for problems with fewer tiles than SMs: SPLIT_K units per tile each take an equal
+    share of K, and the units of a tile add up in order (`add_in_order`) through `partial`, a
+    float32 array of c's shape, and `flags`, int32 zeros, one per half tile (`split_k_flags`),
+    which the kernel leaves at zero.  The sum is the same on every run; c is bfloat16 or float16."""
+    gemm(a, b, c, CTAS, 128, BN, 64, STAGES, "m", "tma64", 16, (40, 232), 1, SPLIT_K, running=(partial, flags))
+
+
+def split_k_flags(m: int, n: int, bn: int = 256) -> int:
+    """How many int32 flags `matmul_split_k` needs for an (m, n) c with (128, bn) tiles: one per
+    consumer's half of a tile (the halves of the last row of tiles count even past m)."""
+    return 2 * -(-m // 128) * -(-n // bn)
+
+
+def gemm(a, b, c, CTAS, BM, BN, BK, STAGES, SPLIT, EPILOGUE, SNAKE, REGISTERS, IN_FLIGHT, SPLIT_K, running=None):
+    """The body of the GEMM kernels (see the module's docstring); `running` (partial, flags)
+    makes the units of a split tile add up in order instead of into a float32 c."""
     M, K = a.shape
     N = b.shape[1]
     # CTAs along the cluster's x dim work on tiles one above the other and share each b slice:
@@ -59,18 +81,21 @@ def matmul(a, b, c, CTAS: ad.constexpr, BM: ad.constexpr = 128, BN: ad.constexpr
     k_steps = ad.cdiv(K, BK) if SPLIT_K == 1 else ad.cdiv(ad.cdiv(K, BK), SPLIT_K)  # per unit
     if IN_FLIGHT not in (0, 1):
         raise ad.TraceError(f"IN_FLIGHT says whether one wgmma stays in flight: 0 or 1, got {IN_FLIGHT!r}")
-    if SPLIT_K > 1 and c.dtype != ad.float32:
-        raise ad.TraceError(f"SPLIT_K={SPLIT_K} adds the splits' parts into c, which must be float32, not {c.dtype}")
+    if SPLIT_K > 1 and running is None and c.dtype != ad.float32:
+        raise ad.TraceError(f"SPLIT_K={SPLIT_K} adds the splits' parts into c, which must be float32, not {c.dtype} "
+                            "(matmul_split_k ends in any dtype)")
     cluster, clusters = (ad.program_id(0), CTAS) if pair == 1 else (ad.cluster_id(0), CTAS // pair)
     mine = (units - cluster + clusters - 1) // clusters  # units cluster, cluster + clusters, ...
     # Each consumer computes half the tile: the top or bottom rows (SPLIT "m": each reads its half
     # of the a slice and all of b) or the left or right columns ("n": all of a, half of b).
     a_parts, b_parts = (2, 1) if SPLIT == "m" else (1, 2)
     part = (BM // a_parts, BN // b_parts)  # one consumer's accumulator
+    if running is not None:
+        check_running(running, c, 2 * m_tiles * n_tiles, SPLIT_K, units, clusters)
 
     a_ring = ad.smem((STAGES, a_parts, part[0], BK), a.dtype, **tensor_core_layout(part[0]))  # [slot][part]
     b_ring = ad.smem((STAGES, b_parts, BK, part[1]), b.dtype, **tensor_core_layout(BK))
-    if SPLIT_K > 1:  # float32 64 x 32 pieces (128-byte rows), added into c through two slots each
+    if SPLIT_K > 1 and running is None:  # float32 64 x 32 pieces (128-byte rows), added into c through two slots each
         c_out = ad.smem((2, 2, 64, 32), c.dtype, **tensor_core_layout(64, 32))
     elif EPILOGUE == "tma":  # the whole part through shared memory and one TMA store
         c_out = ad.smem((2, 1, *part), c.dtype, **tensor_core_layout(part[0]))  # [consumer][slot]
@@ -81,20 +106,20 @@ def matmul(a, b, c, CTAS: ad.constexpr, BM: ad.constexpr = 128, BN: ad.constexpr
     producer_registers, consumer_registers = REGISTERS or (None, None)
 
     def origin(t):
-        """The first row and column of unit t's tile, and its first K step."""
+        """The first row and column of unit t's tile, and which share of K the unit takes."""
         unit = cluster + t * clusters
-        tile, first_step = (unit, 0) if SPLIT_K == 1 else (unit // SPLIT_K, unit % SPLIT_K * k_steps)
+        tile, split = (unit, 0) if SPLIT_K == 1 else (unit // SPLIT_K, unit % SPLIT_K)
         m, n = tile_position(tile, m_tiles, n_tiles, SNAKE)
         if pair == 1:
-            return m * BM, n * BN, first_step
-        return (m * pair + ad.cluster_cta_id(0)) * BM, n * BN, first_step
+            return m * BM, n * BN, split
+        return (m * pair + ad.cluster_cta_id(0)) * BM, n * BN, split
 
     with ad.warpgroup_role(2, registers=producer_registers):
         for t in ad.range(mine):
-            row, col, first_step = origin(t)
+            row, col, split = origin(t)
             for kk in ad.range(k_steps):
                 slot, landed = ring.produce(t * k_steps + kk)
-                k_step = kk if SPLIT_K == 1 else first_step + kk
+                k_step = kk if SPLIT_K == 1 else split * k_steps + kk
                 with ad.region("load"):
                     for h in range(a_parts):
                         ad.async_copy(a.at[ad.ds(row + h * part[0], part[0]), ad.ds(k_step * BK, BK)],
@@ -107,7 +132,7 @@ def matmul(a, b, c, CTAS: ad.constexpr, BM: ad.constexpr = 128, BN: ad.constexpr
         me = ad.warpgroup_idx()
         acc = ad.registers(part, ad.float32, layout=ad.WGMMA)
         for t in ad.range(mine):
-            row, col, _ = origin(t)
+            row, col, split = origin(t)
             if SPLIT == "m":
                 row = row + me * part[0]
             else:
@@ -131,7 +156,11 @@ def matmul(a, b, c, CTAS: ad.constexpr, BM: ad.constexpr = 128, BN: ad.constexpr
                 if IN_FLIGHT:
                     ad.wgmma_wait(0)
                     ring.release(t * k_steps + k_steps - 1)
-                if SPLIT_K > 1:
+                if running is not None:
+                    partial, flags = running
+                    half = (row // part[0]) * ad.cdiv(N, part[1]) + col // part[1]  # this consumer's flag
+                    add_in_order(acc, partial, flags.at[half], split, SPLIT_K, c, c_out, me, row, col)
+                elif SPLIT_K > 1:
                     pieces = [(i, j) for i in range(part[0] // 64) for j in range(part[1] // 32)]
                     settle_slots(len(pieces))
                     for number, (i, j) in enumerate(pieces):
@@ -156,19 +185,75 @@ matmul_2cta = ad.kernel(grid=lambda a, b, c, CTAS, **_: (CTAS,), block=384, clus
                         profile_events=32768)(matmul.fn)
 
 
-def store_in_pieces(acc, c_out, me, c, row: int, col: int) -> None:
+def store_in_pieces(acc, c_out, me, c, row: int, col: int, piece=None) -> None:
     """Store consumer `me`'s accumulator `acc` (float32 registers) at (row, col) of c, converted
     to c's dtype, in 64 x 64 pieces through its two SMEM slots `c_out.at[me, 0 or 1]`: each piece
-    waits only for the store two pieces before it, so stores overlap the next conversions."""
+    waits only for the store two pieces before it, so stores overlap the next conversions.
+    `piece(i, j)`, if given, is what to store in place of the accumulator's rows 64i.., columns 64j..."""
     rows, columns = acc.shape
     pieces = [(i, j) for i in range(rows // 64) for j in range(columns // 64)]
+    piece = piece or (lambda i, j: acc[i * 64:(i + 1) * 64, j * 64:(j + 1) * 64])
     settle_slots(len(pieces))
     for number, (i, j) in enumerate(pieces):
         slot = number % 2
         ad.await_async_copy(1, read_only=True)  # the store two pieces ago has read this slot
-        c_out.at[me, slot][...] = acc[i * 64:(i + 1) * 64, j * 64:(j + 1) * 64].astype(c.dtype)
+        c_out.at[me, slot][...] = piece(i, j).astype(c.dtype)
         ad.fence_async_smem()
         ad.async_copy(c_out.at[me, slot], c.at[ad.ds(row + i * 64, 64), ad.ds(col + j * 64, 64)])
+
+
+def check_running(running, c, halves: int, splits: int, units: int, ctas: int) -> None:
+    """What `matmul_split_k` asks of its arguments (`halves`: of tiles, one flag each), checked
+    when it is traced."""
+    partial, flags = running
+    if splits < 2:
+        raise ad.TraceError(f"SPLIT_K={splits}: matmul_split_k splits K in two or more parts (matmul takes whole K)")
+    if c.dtype not in (ad.bfloat16, ad.float16):  # 64 x 64 pieces of 128-byte rows
+        raise ad.TraceError(f"c must be bfloat16 or float16 (matmul with SPLIT_K adds into a float32 c), got {c.dtype}")
+    if partial.dtype != ad.float32 or partial.shape != c.shape:
+        raise ad.TraceError(f"partial must be a float32 array of c's shape {c.shape}, got {partial.dtype} "
+                            f"{partial.shape}")
+    if flags.dtype != ad.int32 or len(flags.shape) != 1 or flags.shape[0] < halves:
+        raise ad.TraceError(f"flags must be int32 zeros, one per half tile: shape ({halves},) or longer "
+                            f"(split_k_flags), got {flags.dtype} {flags.shape}")
+    if units > ctas:
+        # A unit waits for the one before it; with a unit per CTA, that one started no later.
+        raise ad.TraceError(f"SPLIT_K={splits} makes {units} units of work for {ctas} CTAS: matmul_split_k "
+                            "takes one unit per CTA (fewer splits, or wider tiles)")
+
+
+def add_in_order(acc, partial, flag, split, splits: int, c, c_out, me, row, col) -> None:
+    """Split-K's sum, in the order of the splits whatever order they finish in: unit `split` of a
+    tile waits until `flag` says the splits before it are in `partial`, adds its accumulator to
+    their sum (float32, ((p0 + p1) + p2) + ...), and passes the sum on through `partial` and the
+    flag, or, the last, sets the flag back to zero for the next launch and stores the sum to c."""
+    rows, columns = acc.shape
+    pieces = [(i, j) for i in range(rows // 64) for j in range(columns // 64)]
+
+    def own(i, j):
+        return acc[i * 64:(i + 1) * 64, j * 64:(j + 1) * 64]
+
+    def window(i, j):
+        return partial.at[ad.ds(row + i * 64, 64), ad.ds(col + j * 64, 64)]
+
+    def so_far(i, j):  # the earlier splits' sum plus this one's part
+        return ad.load(window(i, j), layout=ad.WGMMA) + own(i, j)
+
+    with ad.region("split-K sum"):
+        with ad.when(split == 0):
+            for i, j in pieces:
+                ad.store(window(i, j), own(i, j))
+            ad.signal(flag, 1)
+        with ad.when(split > 0):
+            ad.wait_signal(flag, "ge", split)
+            if splits > 2:  # the splits between the first and the last
+                with ad.when(split < splits - 1):
+                    for i, j in pieces:
+                        ad.store(window(i, j), so_far(i, j))
+                    ad.signal(flag, split + 1)
+            with ad.when(split == splits - 1):
+                ad.signal(flag, 0)  # the last use of the flag in this launch: ready for the next one
+                store_in_pieces(acc, c_out, me, c, row, col, so_far)
 
 
 def settle_slots(pieces: int) -> None:

@@ -108,6 +108,60 @@ def test_split_k_wants_a_float32_c_and_says_so_at_the_kernels_line():
     assert caught.value.location.file == example.__file__
 
 
+@pytest.mark.parametrize("shape,split_k,bn,ctas", [((128, 256, 640), 2, 256, 4), ((200, 264, 456), 3, 128, 20),
+                                                   ((128, 128, 512), 4, 64, 8), ((300, 512, 640), 2, 256, 12)])
+def test_split_k_in_order_ends_in_bf16_and_leaves_the_flags_at_zero(shape, split_k, bn, ctas):
+    from asyncdsl.examples.matmul import matmul_split_k, split_k_flags
+
+    m, n, k = shape
+    rng = np.random.default_rng(6)
+    a = rng.integers(-3, 4, (m, k)).astype(ml_dtypes.bfloat16)
+    b = rng.integers(-3, 4, (k, n)).astype(ml_dtypes.bfloat16)
+    c = np.full((m, n), np.nan, ml_dtypes.bfloat16)
+    partial = np.full((m, n), np.nan, np.float32)
+    flags = np.zeros(split_k_flags(m, n, bn), np.int32)
+    matmul_split_k.interpret(a, b, c, partial, flags, CTAS=ctas, SPLIT_K=split_k, BN=bn)
+    expected = (a.astype(np.float64) @ b.astype(np.float64)).astype(ml_dtypes.bfloat16)
+    assert np.array_equal(c.view(np.uint16), expected.view(np.uint16))
+    assert not flags.any()
+
+
+def test_split_k_in_order_sums_the_splits_in_their_order():
+    """Parts p0 = 1 + 2^-8, p1 = p2 = 2^-24 (each one exact product): in float32 (p0 + p1) + p2
+    ties back to p0 twice, which rounds to 1.0 in bf16; summed any other way (p1 + p2 first, or
+    from the last split down) it is p0 + 2^-23, which rounds up to 1 + 2^-7."""
+    from asyncdsl.examples.matmul import matmul_split_k, split_k_flags
+
+    m, n, k = 128, 64, 192  # three splits of one 64-deep K step each
+    a = np.zeros((m, k), ml_dtypes.bfloat16)
+    b = np.zeros((k, n), ml_dtypes.bfloat16)
+    a[:, 0], a[:, 1], b[0], b[1] = 1, 2.0 ** -8, 1, 1
+    for s in (1, 2):
+        a[:, 64 * s], b[64 * s] = 2.0 ** -12, 2.0 ** -12
+    c = np.full((m, n), np.nan, ml_dtypes.bfloat16)
+    flags = np.zeros(split_k_flags(m, n, 64), np.int32)
+    matmul_split_k.interpret(a, b, c, np.full((m, n), np.nan, np.float32), flags, CTAS=3, SPLIT_K=3, BN=64)
+    assert (c.astype(np.float32) == 1.0).all()
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"SPLIT_K": 1}, "splits K in two or more parts"),
+    ({"partial": ad.ArraySpec((128, 256), ad.bfloat16)}, "partial must be a float32 array"),
+    ({"flags": ad.ArraySpec((1,), ad.int32)}, r"one per half tile: shape \(2,\)"),
+    ({"CTAS": 2, "SPLIT_K": 4}, "takes one unit per CTA"),
+    ({"c": ad.ArraySpec((128, 256), ad.float32)}, "c must be bfloat16 or float16"),
+])
+def test_split_k_in_order_says_what_its_arguments_lack(change, message):
+    from asyncdsl.examples import matmul as example
+
+    arguments = {"a": ad.ArraySpec((128, 512), ad.bfloat16), "b": ad.ArraySpec((512, 256), ad.bfloat16),
+                 "c": ad.ArraySpec((128, 256), ad.bfloat16), "partial": ad.ArraySpec((128, 256), ad.float32),
+                 "flags": ad.ArraySpec((2,), ad.int32), "CTAS": 8, "SPLIT_K": 2, **change}
+    with pytest.raises(ad.TraceError, match=message) as caught:
+        example.matmul_split_k.compile(**arguments)
+    assert caught.value.location.file == example.__file__
+
+
 @pytest.mark.parametrize("shape", [(256, 512, 256), (300, 264, 384)])
 def test_the_fp8_gemm_example_is_exact_in_the_interpreter(shape):
     from asyncdsl.examples.matmul_fp8 import main

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from wgmma_kernels import CASES, ptx
 
+import asyncdsl as ad
 from asyncdsl.runtime.ptxas import assemble
 
 
@@ -47,6 +48,19 @@ def test_the_split_k_gemm_assembles_clean_and_adds_by_tma():
     text = matmul.ptx(a, b, np.zeros((128, 4096), np.float32), CTAS=132, SPLIT_K=4)
     _clean(text)
     assert "cp.reduce.async.bulk.tensor" in text and ".add." in text
+
+
+@pytest.mark.parametrize("shape,bn", [((128, 4096, 4096), 64), ((512, 4096, 4096), 256), ((1024, 1024, 1024), 128)])
+def test_the_in_order_split_k_gemm_assembles_clean_and_passes_the_sum_by_flags(shape, bn):
+    from asyncdsl.examples.matmul import matmul_split_k, split_k_flags
+
+    m, n, k = shape
+    text = matmul_split_k.ptx(ad.ArraySpec((m, k), ad.bfloat16), ad.ArraySpec((k, n), ad.bfloat16),
+                              ad.ArraySpec((m, n), ad.bfloat16), ad.ArraySpec((m, n), ad.float32),
+                              ad.ArraySpec((split_k_flags(m, n, bn),), ad.int32), CTAS=132, SPLIT_K=2, BN=bn)
+    _clean(text)
+    assert "ld.acquire.sys.global.u32" in text and "st.release.sys.global.u32" in text
+    assert "ld.global.v2.f32" in text and "st.global.v2.f32" in text  # the sum moves in vectors
 
 
 def test_the_two_cta_gemm_assembles_clean():
