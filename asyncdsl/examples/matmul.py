@@ -18,6 +18,10 @@ c with a stride.  Each CTA has three warpgroups:
 Tiles past the edges of a, b and c are handled by TMA: loads zero-fill past the end (so ragged
 K adds zeros), stores skip it.  TMA needs rows of a multiple of 16 bytes: K and N multiples of 8.
 
+Problems with fewer tiles than SMs split K: `SPLIT_K` units per tile, each adding its share into
+a float32 c by TMA reduce-add (`matmul`), or, ending in bf16, adding up in the order of the
+splits through a float32 partial array (`matmul_split_k`, `add_in_order`).
+
     python -m asyncdsl.examples.matmul      # on the GPU if there is one, else interpreted
 """
 
