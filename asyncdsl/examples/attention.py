@@ -29,7 +29,12 @@ p @ v 0.62, softmax 0.75-0.81, waits 0.05: the two consumers issue together and 
 their softmax.  ptxas had also put the wait for p @ v before most exponentials (SASS: the
 `WARPGROUP.DEPBAR` followed the row maximum), so the softmax overlapped little tensor-core work;
 a warpgroup barrier before the wait keeps it after them: +10 % at D = 128 (479 → 531 TFLOP/s
-non-causal, same run), +2 % at D = 64, unchanged at D = 256.
+non-causal, same run), +2 % at D = 64, unchanged at D = 256.  Profiled again after it: a block
+takes 2.4 µs, of which issuing s and p @ v 1.3 (an issuing warp stalls until the tensor cores
+take each wgmma, so issuing lasts about as long as the products run) and the softmax 0.81 with
+the tensor cores idle.  Taking turns would fill that time, but one warpgroup alone issues its
+m64n128k16 products at about half the rate two do together (with turns: issuing s 1.24 µs,
+block 2.62 µs), so it loses more than it gains.
 Measured on the H200 and slower, so not the default: the consumers taking turns to issue
 (`TURNS=True`, `asyncdsl.turns`: 368 against 538 TFLOP/s at D = 128, 222 against 334 at D = 256;
 with an mbarrier pair before it, two thirds of the speed); q as wgmma's register operand (442
