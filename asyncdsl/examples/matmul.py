@@ -296,16 +296,26 @@ EXAMPLE_ARGS = {
          ad.ArraySpec((256, 512), ad.bfloat16)),
         {"CTAS": 3},
     ),
+    "matmul_split_k": (
+        (ad.ArraySpec((200, 320), ad.bfloat16), ad.ArraySpec((320, 264), ad.bfloat16),
+         ad.ArraySpec((200, 264), ad.bfloat16), ad.ArraySpec((200, 264), ad.float32),
+         ad.ArraySpec((split_k_flags(200, 264, 128),), ad.int32)),
+        {"CTAS": 18, "SPLIT_K": 3, "BN": 128},
+    ),
 }
 
 
 def example_inputs(specs, rng) -> list[np.ndarray]:
     """Inputs on which the interpreter gives the GPU's bits: small integers (every sum exact),
-    for a and b; c starts as NaN."""
-    a, b, c = specs
-    return [rng.integers(-3, 4, a.shape).astype(ml_dtypes.bfloat16),
-            rng.integers(-3, 4, b.shape).astype(ml_dtypes.bfloat16),
-            np.full(c.shape, np.nan, ml_dtypes.bfloat16)]
+    for a and b; c (and the split-K partial sums) start as NaN, the split-K flags at zero."""
+    a, b, c, *running = specs
+    inputs = [rng.integers(-3, 4, a.shape).astype(ml_dtypes.bfloat16),
+              rng.integers(-3, 4, b.shape).astype(ml_dtypes.bfloat16),
+              np.full(c.shape, np.nan, ml_dtypes.bfloat16)]
+    if running:
+        partial, flags = running
+        inputs += [np.full(partial.shape, np.nan, np.float32), np.zeros(flags.shape, np.int32)]
+    return inputs
 
 
 def main(shape=(256, 512, 320)) -> int:
