@@ -203,7 +203,8 @@ def attention(q, k, v, o, lse, BQ: ad.constexpr = 64, BK: ad.constexpr = None, S
                 with ad.region("wait pv"):
                     # ptxas moves a wgmma wait up to where its scheduler likes it, here above
                     # most exponentials, which then no longer overlap p @ v; it moves nothing
-                    # across a barrier (SASS: the WARPGROUP.DEPBAR now follows the last MUFU.EX2).
+                    # across a barrier (SASS: the WARPGROUP.DEPBAR now follows the last MUFU.EX2;
+                    # docs/hardware.md §14.6).
                     ad.warpgroup_barrier()
                     ad.wgmma_wait(0)
                 v_empty[(j - 1) % STAGES].arrive(sync=False)

@@ -230,7 +230,8 @@ def add_in_order(acc, partial, flag, split, splits: int, c, c_out, me, row, col)
     """Split-K's sum, in the order of the splits whatever order they finish in: unit `split` of a
     tile waits until `flag` says the splits before it are in `partial`, adds its accumulator to
     their sum (float32, ((p0 + p1) + p2) + ...), and passes the sum on through `partial` and the
-    flag, or, the last, sets the flag back to zero for the next launch and stores the sum to c."""
+    flag, or, the last, sets the flag back to zero for the next launch and stores the sum to c
+    (docs/hardware.md §17: the memory ordering, and why one unit per CTA)."""
     rows, columns = acc.shape
     pieces = [(i, j) for i in range(rows // 64) for j in range(columns // 64)]
 
