@@ -87,7 +87,7 @@ def gemm(a, b, c, CTAS, BM, BN, BK, STAGES, SPLIT, EPILOGUE, SNAKE, REGISTERS, I
         raise ad.TraceError(f"IN_FLIGHT says whether one wgmma stays in flight: 0 or 1, got {IN_FLIGHT!r}")
     if SPLIT_K > 1 and running is None and c.dtype != ad.float32:
         raise ad.TraceError(f"SPLIT_K={SPLIT_K} adds the splits' parts into c, which must be float32, not {c.dtype} "
-                            "(matmul_split_k ends in any dtype)")
+                            "(matmul_split_k ends in bfloat16 or float16)")
     cluster, clusters = (ad.program_id(0), CTAS) if pair == 1 else (ad.cluster_id(0), CTAS // pair)
     mine = (units - cluster + clusters - 1) // clusters  # units cluster, cluster + clusters, ...
     # Each consumer computes half the tile: the top or bottom rows (SPLIT "m": each reads its half
