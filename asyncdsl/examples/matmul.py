@@ -59,7 +59,9 @@ def matmul_split_k(a, b, c, partial, flags, CTAS: ad.constexpr, SPLIT_K: ad.cons
     """c = a @ b for problems with fewer tiles than SMs: SPLIT_K units per tile each take an equal
     share of K, and the units of a tile add up in order (`add_in_order`) through `partial`, a
     float32 array of c's shape, and `flags`, int32 zeros, one per half tile (`split_k_flags`),
-    which the kernel leaves at zero.  The sum is the same on every run; c is bfloat16 or float16."""
+    which the kernel leaves at zero.  The sum is the same on every run; c is bfloat16 or float16.
+    Launches that may run at the same time (other streams) need partial and flags of their own;
+    a launch that did not finish (an error) may leave flags set: zero them before the next."""
     gemm(a, b, c, CTAS, 128, BN, 64, STAGES, "m", "tma64", 16, (40, 232), 1, SPLIT_K, running=(partial, flags))
 
 
