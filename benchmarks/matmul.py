@@ -20,6 +20,7 @@ float32 partial array and flags allocated once, which the kernel leaves ready fo
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -60,9 +61,9 @@ FEW_TILES_CONFIGS = (
     {"SCHEDULE": "pingpong", "BM": 128, "BN": 128, "STAGES": 5},
     {"SCHEDULE": "pingpong", "BM": 128, "BN": 128, "STAGES": 6},
 )
-# Split K: with tiles BN wide (and the deepest ring that fits beside them), as many units per
-# tile as fit in one wave, at most MAX_SPLIT_K (each unit waits for the one before it to pass on
-# the sum).
+# Split K: with tiles BN wide (and the deepest ring that fits beside them), alone or in CTA pairs
+# side by side sharing each a slice, as many units per tile as fit in one wave, at most
+# MAX_SPLIT_K (each unit waits for the one before it to pass on the sum).
 SPLIT_K_STAGES = {64: 8, 128: 6, 256: 4}
 MAX_SPLIT_K = 4
 CONFIGS = (
@@ -95,7 +96,13 @@ def measure(m: int, n: int, k: int, configs=CONFIGS, rounds: int = 7, launches: 
     import torch
     from triton_peers import triton_matmul
 
-    from asyncdsl.examples.matmul import matmul, matmul_2cta, matmul_split_k, split_k_flags
+    from asyncdsl.examples.matmul import (
+        matmul,
+        matmul_2cta,
+        matmul_split_k,
+        matmul_split_k_2cta,
+        split_k_flags,
+    )
     from asyncdsl.examples.matmul_pingpong import matmul_pingpong
     from asyncdsl.runtime import device_facts
 
@@ -125,14 +132,15 @@ def measure(m: int, n: int, k: int, configs=CONFIGS, rounds: int = 7, launches: 
     if configs is TABLE_CONFIGS and tiles < sms:  # too few tiles for the SMs: narrower, and split K
         configs = (*configs, *FEW_TILES_CONFIGS)
         partial = torch.empty(m, n, device="cuda", dtype=torch.float32)
-        for bn, stages in SPLIT_K_STAGES.items():
-            splits = min(MAX_SPLIT_K, sms // (-(-m // 128) * -(-n // bn)))
+        for (bn, stages), pair in itertools.product(SPLIT_K_STAGES.items(), (1, 2)):
+            splits = min(MAX_SPLIT_K, sms // pair // (-(-m // 128) * -(-n // (bn * pair))))
             if splits < 2:
                 continue
-            flags = torch.zeros(split_k_flags(m, n, bn), device="cuda", dtype=torch.int32)
-            name = f"asyncdsl split_k={splits} bn={bn} stages={stages}"
-            contenders[name] = on_torch_stream(name, lambda c, bn=bn, splits=splits, stages=stages, flags=flags: (
-                matmul_split_k(a, b, c, partial, flags, CTAS=sms, SPLIT_K=splits, BN=bn, STAGES=stages)))
+            flags = torch.zeros(split_k_flags(m, n, bn, pair), device="cuda", dtype=torch.int32)
+            kernel = matmul_split_k if pair == 1 else matmul_split_k_2cta
+            name = f"asyncdsl split_k={splits} bn={bn} stages={stages}" + (" cluster=2 share=a" if pair == 2 else "")
+            contenders[name] = on_torch_stream(name, lambda c, kernel=kernel, bn=bn, splits=splits, stages=stages, flags=flags: (
+                kernel(a, b, c, partial, flags, CTAS=sms // 2 * 2, SPLIT_K=splits, BN=bn, STAGES=stages)))
     for config in configs:
         name = "asyncdsl " + " ".join(f"{key.lower()}={value}" for key, value in config.items())
         kernel = matmul_2cta if config.get("CLUSTER", 1) == 2 else matmul

@@ -49,8 +49,8 @@ def tensor_core_layout(rows: int, columns: int = 64) -> dict:
 def matmul(a, b, c, CTAS: ad.constexpr, BM: ad.constexpr = 128, BN: ad.constexpr = 256, BK: ad.constexpr = 64,
            STAGES: ad.constexpr = 4, SPLIT: ad.constexpr = "m", EPILOGUE: ad.constexpr = "tma64",
            SNAKE: ad.constexpr = 16, REGISTERS: ad.constexpr = (40, 232), IN_FLIGHT: ad.constexpr = 1,
-           SPLIT_K: ad.constexpr = 1):
-    gemm(a, b, c, CTAS, BM, BN, BK, STAGES, SPLIT, EPILOGUE, SNAKE, REGISTERS, IN_FLIGHT, SPLIT_K)
+           SPLIT_K: ad.constexpr = 1, SHARE: ad.constexpr = "b"):
+    gemm(a, b, c, CTAS, BM, BN, BK, STAGES, SPLIT, EPILOGUE, SNAKE, REGISTERS, IN_FLIGHT, SPLIT_K, SHARE)
 
 
 @ad.kernel(grid=lambda a, b, c, partial, flags, CTAS, **_: (CTAS,), block=384, profile_events=32768)
@@ -61,25 +61,33 @@ def matmul_split_k(a, b, c, partial, flags, CTAS: ad.constexpr, SPLIT_K: ad.cons
     float32 array of c's shape, and `flags`, int32 zeros, one per half tile (`split_k_flags`),
     which the kernel leaves at zero.  The sum is the same on every run; c is bfloat16 or float16.
     Launches that may run at the same time (other streams) need partial and flags of their own;
-    a launch that did not finish (an error) may leave flags set: zero them before the next."""
-    gemm(a, b, c, CTAS, 128, BN, 64, STAGES, "m", "tma64", 16, (40, 232), 1, SPLIT_K, running=(partial, flags))
+    a launch that did not finish (an error) may leave flags set: zero them before the next.
+    In clusters of two (`matmul_split_k_2cta`) the CTAs of a pair take tiles side by side and
+    share each a slice, which few rows of a make most of the traffic."""
+    gemm(a, b, c, CTAS, 128, BN, 64, STAGES, "m", "tma64", 16, (40, 232), 1, SPLIT_K, "a", running=(partial, flags))
 
 
-def split_k_flags(m: int, n: int, bn: int = 256) -> int:
-    """How many int32 flags `matmul_split_k` needs for an (m, n) c with (128, bn) tiles: one per
-    consumer's half of a tile (the halves of the last row of tiles count even past m)."""
-    return 2 * -(-m // 128) * -(-n // bn)
+def split_k_flags(m: int, n: int, bn: int = 256, pair: int = 1) -> int:
+    """How many int32 flags `matmul_split_k` needs for an (m, n) c with (128, bn) tiles, taken by
+    CTA pairs side by side when `pair` is 2: one per consumer's half of a tile (the halves past
+    the end of c count)."""
+    return 2 * -(-m // 128) * -(-n // (bn * pair)) * pair
 
 
-def gemm(a, b, c, CTAS, BM, BN, BK, STAGES, SPLIT, EPILOGUE, SNAKE, REGISTERS, IN_FLIGHT, SPLIT_K, running=None):
+def gemm(a, b, c, CTAS, BM, BN, BK, STAGES, SPLIT, EPILOGUE, SNAKE, REGISTERS, IN_FLIGHT, SPLIT_K, SHARE="b",
+         running=None):
     """The body of the GEMM kernels (see the module's docstring); `running` (partial, flags)
     makes the units of a split tile add up in order instead of into a float32 c."""
     M, K = a.shape
     N = b.shape[1]
-    # CTAs along the cluster's x dim work on tiles one above the other and share each b slice:
-    # each loads part of it and multicasts it to all (`matmul_2cta`); alone, a CTA loads it all.
+    # CTAs along the cluster's x dim work on tiles one above the other and share each b slice
+    # (SHARE "b"), or on tiles side by side sharing each a slice ("a"): each loads part of the
+    # slice and multicasts it to all (`matmul_2cta`); alone, a CTA loads it all.
     pair = ad.cluster_shape()[0]
-    m_tiles, n_tiles = ad.cdiv(M, BM * pair), ad.cdiv(N, BN)  # tiles of the cluster
+    if SHARE not in ("a", "b"):
+        raise ad.TraceError(f"SHARE says which operand the CTAs of a cluster share: 'a' or 'b', got {SHARE!r}")
+    share_a = pair > 1 and SHARE == "a"
+    m_tiles, n_tiles = (ad.cdiv(M, BM), ad.cdiv(N, BN * pair)) if share_a else (ad.cdiv(M, BM * pair), ad.cdiv(N, BN))
     # Split K: SPLIT_K units per tile each add its share of K into a float32 c (TMA reduce-add),
     # so that small problems keep every SM busy.  Each unit takes the same number of K steps;
     # the last one's past the end of K read zeros (TMA zero fill), which add nothing.
@@ -96,8 +104,11 @@ def gemm(a, b, c, CTAS, BM, BN, BK, STAGES, SPLIT, EPILOGUE, SNAKE, REGISTERS, I
     # of the a slice and all of b) or the left or right columns ("n": all of a, half of b).
     a_parts, b_parts = (2, 1) if SPLIT == "m" else (1, 2)
     part = (BM // a_parts, BN // b_parts)  # one consumer's accumulator
+    # Where each consumer's part lies among all of them (with the parts past the end of c), which
+    # numbers its split-K flag: rows and columns of parts.
+    part_rows, part_columns = m_tiles * a_parts * (1 if share_a else pair), n_tiles * b_parts * (pair if share_a else 1)
     if running is not None:
-        check_running(running, c, 2 * m_tiles * n_tiles, SPLIT_K, units, clusters)
+        check_running(running, c, part_rows * part_columns, SPLIT_K, units, clusters, pair)
 
     a_ring = ad.smem((STAGES, a_parts, part[0], BK), a.dtype, **tensor_core_layout(part[0]))  # [slot][part]
     b_ring = ad.smem((STAGES, b_parts, BK, part[1]), b.dtype, **tensor_core_layout(BK))
@@ -118,6 +129,8 @@ def gemm(a, b, c, CTAS, BM, BN, BK, STAGES, SPLIT, EPILOGUE, SNAKE, REGISTERS, I
         m, n = tile_position(tile, m_tiles, n_tiles, SNAKE)
         if pair == 1:
             return m * BM, n * BN, split
+        if share_a:
+            return m * BM, (n * pair + ad.cluster_cta_id(0)) * BN, split
         return (m * pair + ad.cluster_cta_id(0)) * BM, n * BN, split
 
     with ad.warpgroup_role(2, registers=producer_registers):
@@ -129,10 +142,11 @@ def gemm(a, b, c, CTAS, BM, BN, BK, STAGES, SPLIT, EPILOGUE, SNAKE, REGISTERS, I
                 with ad.region("load"):
                     for h in range(a_parts):
                         ad.async_copy(a.at[ad.ds(row + h * part[0], part[0]), ad.ds(k_step * BK, BK)],
-                                      a_ring.at[slot, h], barrier=landed)
+                                      a_ring.at[slot, h], barrier=landed, collective="x" if share_a else None)
                     for h in range(b_parts):
                         ad.async_copy(b.at[ad.ds(k_step * BK, BK), ad.ds(col + h * part[1], part[1])],
-                                      b_ring.at[slot, h], barrier=landed, collective="x" if pair > 1 else None)
+                                      b_ring.at[slot, h], barrier=landed,
+                                      collective="x" if pair > 1 and not share_a else None)
 
     with ad.warpgroup_role((0, 1), registers=consumer_registers):
         me = ad.warpgroup_idx()
@@ -164,7 +178,7 @@ def gemm(a, b, c, CTAS, BM, BN, BK, STAGES, SPLIT, EPILOGUE, SNAKE, REGISTERS, I
                     ring.release(t * k_steps + k_steps - 1)
                 if running is not None:
                     partial, flags = running
-                    half = (row // part[0]) * ad.cdiv(N, part[1]) + col // part[1]  # this consumer's flag
+                    half = (row // part[0]) * part_columns + col // part[1]  # this consumer's flag
                     add_in_order(acc, partial, flags.at[half], split, SPLIT_K, c, c_out, me, row, col)
                 elif SPLIT_K > 1:
                     pieces = [(i, j) for i in range(part[0] // 64) for j in range(part[1] // 32)]
@@ -186,9 +200,12 @@ def gemm(a, b, c, CTAS, BM, BN, BK, STAGES, SPLIT, EPILOGUE, SNAKE, REGISTERS, I
         ad.await_async_copy(0)
 
 
-# The same kernel in clusters of two CTAs along M, which share (multicast) every slice of b.
+# The same kernels in clusters of two CTAs, which share (multicast) every slice of b (tiles one
+# above the other) or, for split K, of a (tiles side by side).
 matmul_2cta = ad.kernel(grid=lambda a, b, c, CTAS, **_: (CTAS,), block=384, cluster=(2, 1, 1),
                         profile_events=32768)(matmul.fn)
+matmul_split_k_2cta = ad.kernel(grid=lambda a, b, c, partial, flags, CTAS, **_: (CTAS,), block=384, cluster=(2, 1, 1),
+                                profile_events=32768)(matmul_split_k.fn)
 
 
 def store_in_pieces(acc, c_out, me, c, row: int, col: int, piece=None) -> None:
@@ -208,7 +225,7 @@ def store_in_pieces(acc, c_out, me, c, row: int, col: int, piece=None) -> None:
         ad.async_copy(c_out.at[me, slot], c.at[ad.ds(row + i * 64, 64), ad.ds(col + j * 64, 64)])
 
 
-def check_running(running, c, halves: int, splits: int, units: int, ctas: int) -> None:
+def check_running(running, c, halves: int, splits: int, units: int, clusters: int, pair: int) -> None:
     """What `matmul_split_k` asks of its arguments (`halves`: of tiles, one flag each), checked
     when it is traced."""
     partial, flags = running
@@ -222,10 +239,11 @@ def check_running(running, c, halves: int, splits: int, units: int, ctas: int) -
     if flags.dtype != ad.int32 or len(flags.shape) != 1 or flags.shape[0] < halves:
         raise ad.TraceError(f"flags must be int32 zeros, one per half tile: shape ({halves},) or longer "
                             f"(split_k_flags), got {flags.dtype} {flags.shape}")
-    if units > ctas:
+    if units > clusters:
         # A unit waits for the one before it; with a unit per CTA, that one started no later.
-        raise ad.TraceError(f"SPLIT_K={splits} makes {units} units of work for {ctas} CTAS: matmul_split_k "
-                            "takes one unit per CTA (fewer splits, or wider tiles)")
+        what = f"{clusters} CTAs" if pair == 1 else f"{clusters} clusters of {pair} CTAs"
+        raise ad.TraceError(f"SPLIT_K={splits} makes {units} units of work for {what}: matmul_split_k takes one "
+                            "unit per CTA (or cluster): fewer splits, or wider tiles")
 
 
 def add_in_order(acc, partial, flag, split, splits: int, c, c_out, me, row, col) -> None:

@@ -99,14 +99,19 @@ def test_split_k_adds_every_part(two_ctas):
     np.testing.assert_array_equal(to_host(c), a.astype(np.float64) @ b.astype(np.float64))
 
 
-@pytest.mark.parametrize("shape,split_k,bn", [((200, 264, 1000), 3, 64), ((300, 512, 640), 2, 256), ((128, 4096, 4096), 2, 64),
-                                               ((512, 1024, 2056), 2, 256), ((1000, 1000, 1000), 2, 128)])
-def test_split_k_in_order_ends_in_bf16_on_every_launch(shape, split_k, bn):
+@pytest.mark.parametrize("shape,split_k,bn,pair", [((200, 264, 1000), 3, 64, 1), ((300, 512, 640), 2, 256, 1),
+                                                    ((128, 4096, 4096), 2, 64, 1), ((512, 1024, 2056), 2, 256, 1),
+                                                    ((1000, 1000, 1000), 2, 128, 1), ((200, 264, 1000), 3, 64, 2),
+                                                    ((128, 4096, 4096), 2, 64, 2)])
+def test_split_k_in_order_ends_in_bf16_on_every_launch(shape, split_k, bn, pair):
     """Exact on small integers, twice in a row (the flags are back at zero after each launch),
-    and on random normal inputs the same bits on every launch (the order of the sum is fixed)."""
+    and on random normal inputs the same bits on every launch (the order of the sum is fixed);
+    alone and in CTA pairs sharing a."""
     import torch
 
-    from asyncdsl.examples.matmul import matmul_split_k, split_k_flags
+    from asyncdsl.examples.matmul import matmul_split_k, matmul_split_k_2cta, split_k_flags
+
+    kernel = matmul_split_k if pair == 1 else matmul_split_k_2cta
 
     m, n, k = shape
     rng = np.random.default_rng(8)
@@ -114,12 +119,12 @@ def test_split_k_in_order_ends_in_bf16_on_every_launch(shape, split_k, bn):
     b = rng.integers(-3, 4, (k, n)).astype(ml_dtypes.bfloat16)
     expected = (a.astype(np.float64) @ b.astype(np.float64)).astype(ml_dtypes.bfloat16)
     partial = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float32)
-    flags = torch.zeros(split_k_flags(m, n, bn), device="cuda", dtype=torch.int32)
+    flags = torch.zeros(split_k_flags(m, n, bn, pair), device="cuda", dtype=torch.int32)
     for _ in range(2):
         c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
-        matmul_split_k(torch.from_numpy(a.view(np.int16)).cuda().view(torch.bfloat16),
-                       torch.from_numpy(b.view(np.int16)).cuda().view(torch.bfloat16), c, partial, flags,
-                       CTAS=132, SPLIT_K=split_k, BN=bn)
+        kernel(torch.from_numpy(a.view(np.int16)).cuda().view(torch.bfloat16),
+               torch.from_numpy(b.view(np.int16)).cuda().view(torch.bfloat16), c, partial, flags,
+               CTAS=132, SPLIT_K=split_k, BN=bn)
         assert c.cpu().view(torch.int16).numpy().tolist() == expected.view(np.int16).tolist()
         assert not flags.any()
     a_t = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
@@ -127,7 +132,7 @@ def test_split_k_in_order_ends_in_bf16_on_every_launch(shape, split_k, bn):
     results = []
     for _ in range(3):
         c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
-        matmul_split_k(a_t, b_t, c, partial, flags, CTAS=132, SPLIT_K=split_k, BN=bn)
+        kernel(a_t, b_t, c, partial, flags, CTAS=132, SPLIT_K=split_k, BN=bn)
         results.append(c.view(torch.int16).clone())
     assert all(torch.equal(results[0], other) for other in results[1:])
     exact = a_t.double() @ b_t.double()

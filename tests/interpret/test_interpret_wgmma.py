@@ -126,6 +126,45 @@ def test_split_k_in_order_ends_in_bf16_and_leaves_the_flags_at_zero(shape, split
     assert not flags.any()
 
 
+@pytest.mark.parametrize("shape,split_k,bn,ctas", [((128, 256, 640), 2, 64, 8), ((200, 264, 456), 3, 64, 36)])
+def test_split_k_in_order_in_cta_pairs_sharing_a(shape, split_k, bn, ctas):
+    from asyncdsl.examples.matmul import matmul_split_k_2cta, split_k_flags
+
+    m, n, k = shape
+    rng = np.random.default_rng(9)
+    a = rng.integers(-3, 4, (m, k)).astype(ml_dtypes.bfloat16)
+    b = rng.integers(-3, 4, (k, n)).astype(ml_dtypes.bfloat16)
+    c = np.full((m, n), np.nan, ml_dtypes.bfloat16)
+    flags = np.zeros(split_k_flags(m, n, bn, pair=2), np.int32)
+    matmul_split_k_2cta.interpret(a, b, c, np.full((m, n), np.nan, np.float32), flags, CTAS=ctas, SPLIT_K=split_k,
+                                  BN=bn)
+    expected = (a.astype(np.float64) @ b.astype(np.float64)).astype(ml_dtypes.bfloat16)
+    assert np.array_equal(c.view(np.uint16), expected.view(np.uint16))
+    assert not flags.any()
+
+
+def test_cta_pairs_can_share_a_instead_of_b():
+    from asyncdsl.examples.matmul import matmul_2cta
+
+    m, n, k = 256, 520, 320  # the last pair of tiles side by side runs past n
+    rng = np.random.default_rng(10)
+    a = rng.integers(-3, 4, (m, k)).astype(ml_dtypes.bfloat16)
+    b = rng.integers(-3, 4, (k, n)).astype(ml_dtypes.bfloat16)
+    c = np.full((m, n), np.nan, ml_dtypes.bfloat16)
+    matmul_2cta.interpret(a, b, c, CTAS=4, SHARE="a", SNAKE=0)
+    expected = (a.astype(np.float64) @ b.astype(np.float64)).astype(ml_dtypes.bfloat16)
+    assert np.array_equal(c.view(np.uint16), expected.view(np.uint16))
+
+
+def test_sharing_something_else_than_a_or_b_is_refused_at_the_kernels_line():
+    from asyncdsl.examples import matmul as example
+
+    with pytest.raises(ad.TraceError, match="SHARE says which operand the CTAs of a cluster share") as caught:
+        example.matmul_2cta.compile(ad.ArraySpec((256, 64), ad.bfloat16), ad.ArraySpec((64, 256), ad.bfloat16),
+                                    ad.ArraySpec((256, 256), ad.bfloat16), CTAS=4, SHARE="c")
+    assert caught.value.location.file == example.__file__
+
+
 def test_split_k_in_order_sums_the_splits_in_their_order():
     """Parts p0 = 1 + 2^-8, p1 = p2 = 2^-24 (each one exact product): in float32 (p0 + p1) + p2
     ties back to p0 twice, which rounds to 1.0 in bf16; summed any other way (p1 + p2 first, or
@@ -148,7 +187,7 @@ def test_split_k_in_order_sums_the_splits_in_their_order():
     ({"SPLIT_K": 1}, "splits K in two or more parts"),
     ({"partial": ad.ArraySpec((128, 256), ad.bfloat16)}, "partial must be a float32 array"),
     ({"flags": ad.ArraySpec((1,), ad.int32)}, r"one per half tile: shape \(2,\)"),
-    ({"CTAS": 2, "SPLIT_K": 4}, "takes one unit per CTA"),
+    ({"CTAS": 2, "SPLIT_K": 4}, "4 units of work for 2 CTAs: matmul_split_k takes one unit per CTA"),
     ({"c": ad.ArraySpec((128, 256), ad.float32)}, "c must be bfloat16 or float16"),
 ])
 def test_split_k_in_order_says_what_its_arguments_lack(change, message):

@@ -63,6 +63,18 @@ def test_the_in_order_split_k_gemm_assembles_clean_and_passes_the_sum_by_flags(s
     assert "ld.global.v2.f32" in text and "st.global.v2.f32" in text  # the sum moves in vectors
 
 
+def test_the_in_order_split_k_gemm_in_cta_pairs_multicasts_a():
+    from asyncdsl.examples.matmul import matmul_split_k_2cta, split_k_flags
+
+    m, n, k = 128, 4096, 4096
+    text = matmul_split_k_2cta.ptx(ad.ArraySpec((m, k), ad.bfloat16), ad.ArraySpec((k, n), ad.bfloat16),
+                                   ad.ArraySpec((m, n), ad.bfloat16), ad.ArraySpec((m, n), ad.float32),
+                                   ad.ArraySpec((split_k_flags(m, n, 64, pair=2),), ad.int32), CTAS=132, SPLIT_K=2,
+                                   BN=64, STAGES=8)
+    _clean(text)
+    assert ".multicast::cluster" in text and ".reqnctapercluster 2, 1, 1" in text
+
+
 def test_the_two_cta_gemm_assembles_clean():
     from asyncdsl.examples.matmul import matmul_2cta
 
