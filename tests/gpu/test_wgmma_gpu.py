@@ -16,7 +16,7 @@ import pytest
 from gpu_support import hopper_or_skip
 from wgmma_kernels import CASES, Case, cases, integer_inputs, random_bf16_inputs, reference, run
 
-from asyncdsl.runtime import to_device, to_host
+from asyncdsl.runtime import device_facts, to_device, to_host
 
 hopper_or_skip()
 
@@ -112,7 +112,7 @@ def test_split_k_in_order_ends_in_bf16_on_every_launch(shape, split_k, bn, pair)
     from asyncdsl.examples.matmul import matmul_split_k, matmul_split_k_2cta, split_k_flags
 
     kernel = matmul_split_k if pair == 1 else matmul_split_k_2cta
-
+    ctas = device_facts(0).multiprocessor_count // 2 * 2
     m, n, k = shape
     rng = np.random.default_rng(8)
     a = rng.integers(-3, 4, (m, k)).astype(ml_dtypes.bfloat16)
@@ -124,7 +124,7 @@ def test_split_k_in_order_ends_in_bf16_on_every_launch(shape, split_k, bn, pair)
         c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
         kernel(torch.from_numpy(a.view(np.int16)).cuda().view(torch.bfloat16),
                torch.from_numpy(b.view(np.int16)).cuda().view(torch.bfloat16), c, partial, flags,
-               CTAS=132, SPLIT_K=split_k, BN=bn)
+               CTAS=ctas, SPLIT_K=split_k, BN=bn)
         assert c.cpu().view(torch.int16).numpy().tolist() == expected.view(np.int16).tolist()
         assert not flags.any()
     a_t = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
@@ -132,7 +132,7 @@ def test_split_k_in_order_ends_in_bf16_on_every_launch(shape, split_k, bn, pair)
     results = []
     for _ in range(3):
         c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
-        kernel(a_t, b_t, c, partial, flags, CTAS=132, SPLIT_K=split_k, BN=bn)
+        kernel(a_t, b_t, c, partial, flags, CTAS=ctas, SPLIT_K=split_k, BN=bn)
         results.append(c.view(torch.int16).clone())
     assert all(torch.equal(results[0], other) for other in results[1:])
     exact = a_t.double() @ b_t.double()
