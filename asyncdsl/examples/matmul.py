@@ -178,8 +178,8 @@ def gemm(a, b, c, CTAS, BM, BN, BK, STAGES, SPLIT, EPILOGUE, SNAKE, REGISTERS, I
                     ring.release(t * k_steps + k_steps - 1)
                 if running is not None:
                     partial, flags = running
-                    half = (row // part[0]) * part_columns + col // part[1]  # this consumer's flag
-                    add_in_order(acc, partial, flags.at[half], split, SPLIT_K, c, c_out, me, row, col)
+                    flag = flags.at[part_number(row, col, part, part_columns)]
+                    add_in_order(acc, partial, flag, split, SPLIT_K, c, c_out, me, row, col)
                 elif SPLIT_K > 1:
                     pieces = [(i, j) for i in range(part[0] // 64) for j in range(part[1] // 32)]
                     settle_slots(len(pieces))
@@ -244,6 +244,12 @@ def check_running(running, c, halves: int, splits: int, units: int, clusters: in
         what = f"{clusters} CTAs" if pair == 1 else f"{clusters} clusters of {pair} CTAs"
         raise ad.TraceError(f"SPLIT_K={splits} makes {units} units of work for {what}: matmul_split_k takes one "
                             "unit per CTA (or cluster): fewer splits, or wider tiles")
+
+
+def part_number(row, col, part: tuple[int, int], columns: int):
+    """The number of the consumer's part of c at (row, col) among `columns` parts a row: row by
+    row, so each part of each tile (those past the end of c included) has its own."""
+    return (row // part[0]) * columns + col // part[1]
 
 
 def add_in_order(acc, partial, flag, split, splits: int, c, c_out, me, row, col) -> None:

@@ -357,3 +357,17 @@ def test_the_gemm_with_192_wide_tiles_is_exact(two_ctas):
     (matmul_2cta if two_ctas else matmul).interpret(a, b, c, CTAS=4, BN=192)
     expected = (a.astype(np.float64) @ b.astype(np.float64)).astype(ml_dtypes.bfloat16)
     assert np.array_equal(c.view(np.uint16), expected.view(np.uint16))
+
+
+@given(st.integers(1, 1100), st.integers(8, 2100), st.sampled_from([64, 128, 256]), st.sampled_from([1, 2]))
+def test_every_consumer_part_of_a_split_k_tile_has_a_flag_of_its_own(m, n, bn, pair):
+    """The flag numbers `matmul_split_k` gives the consumers' parts of its tiles (128 x bn,
+    two 64-row parts each; pairs of CTAs side by side) are distinct and below split_k_flags."""
+    from asyncdsl.examples.matmul import part_number, split_k_flags
+
+    m_tiles, n_tiles = -(-m // 128), -(-n // (bn * pair))
+    columns = n_tiles * pair
+    numbers = [part_number(tile_m * 128 + me * 64, (tile_n * pair + cta) * bn, (64, bn), columns)
+               for tile_m in range(m_tiles) for tile_n in range(n_tiles) for cta in range(pair) for me in range(2)]
+    assert len(set(numbers)) == len(numbers)
+    assert min(numbers) == 0 and max(numbers) == split_k_flags(m, n, bn, pair) - 1
