@@ -108,10 +108,12 @@ def test_split_k_wants_a_float32_c_and_says_so_at_the_kernels_line():
     assert caught.value.location.file == example.__file__
 
 
-@pytest.mark.parametrize("shape,split_k,bn,ctas", [((128, 256, 640), 2, 256, 4), ((200, 264, 456), 3, 128, 20),
-                                                   ((128, 128, 512), 4, 64, 8), ((300, 512, 640), 2, 256, 12)])
-def test_split_k_in_order_ends_in_bf16_and_leaves_the_flags_at_zero(shape, split_k, bn, ctas):
-    from asyncdsl.examples.matmul import matmul_split_k, split_k_flags
+@pytest.mark.parametrize("shape,split_k,bn,ctas,pair", [((128, 256, 640), 2, 256, 4, 1), ((200, 264, 456), 3, 128, 20, 1),
+                                                        ((128, 128, 512), 4, 64, 8, 1), ((300, 512, 640), 2, 256, 12, 1),
+                                                        ((128, 256, 640), 2, 64, 8, 2), ((200, 264, 456), 3, 64, 36, 2)])
+def test_split_k_in_order_ends_in_bf16_and_leaves_the_flags_at_zero(shape, split_k, bn, ctas, pair):
+    """Alone, and in CTA pairs side by side sharing a (`pair` 2)."""
+    from asyncdsl.examples.matmul import matmul_split_k, matmul_split_k_2cta, split_k_flags
 
     m, n, k = shape
     rng = np.random.default_rng(6)
@@ -119,25 +121,9 @@ def test_split_k_in_order_ends_in_bf16_and_leaves_the_flags_at_zero(shape, split
     b = rng.integers(-3, 4, (k, n)).astype(ml_dtypes.bfloat16)
     c = np.full((m, n), np.nan, ml_dtypes.bfloat16)
     partial = np.full((m, n), np.nan, np.float32)
-    flags = np.zeros(split_k_flags(m, n, bn), np.int32)
-    matmul_split_k.interpret(a, b, c, partial, flags, CTAS=ctas, SPLIT_K=split_k, BN=bn)
-    expected = (a.astype(np.float64) @ b.astype(np.float64)).astype(ml_dtypes.bfloat16)
-    assert np.array_equal(c.view(np.uint16), expected.view(np.uint16))
-    assert not flags.any()
-
-
-@pytest.mark.parametrize("shape,split_k,bn,ctas", [((128, 256, 640), 2, 64, 8), ((200, 264, 456), 3, 64, 36)])
-def test_split_k_in_order_in_cta_pairs_sharing_a(shape, split_k, bn, ctas):
-    from asyncdsl.examples.matmul import matmul_split_k_2cta, split_k_flags
-
-    m, n, k = shape
-    rng = np.random.default_rng(9)
-    a = rng.integers(-3, 4, (m, k)).astype(ml_dtypes.bfloat16)
-    b = rng.integers(-3, 4, (k, n)).astype(ml_dtypes.bfloat16)
-    c = np.full((m, n), np.nan, ml_dtypes.bfloat16)
-    flags = np.zeros(split_k_flags(m, n, bn, pair=2), np.int32)
-    matmul_split_k_2cta.interpret(a, b, c, np.full((m, n), np.nan, np.float32), flags, CTAS=ctas, SPLIT_K=split_k,
-                                  BN=bn)
+    flags = np.zeros(split_k_flags(m, n, bn, pair), np.int32)
+    kernel = matmul_split_k if pair == 1 else matmul_split_k_2cta
+    kernel.interpret(a, b, c, partial, flags, CTAS=ctas, SPLIT_K=split_k, BN=bn)
     expected = (a.astype(np.float64) @ b.astype(np.float64)).astype(ml_dtypes.bfloat16)
     assert np.array_equal(c.view(np.uint16), expected.view(np.uint16))
     assert not flags.any()
