@@ -69,6 +69,7 @@ GEMM_CASES = [  # (m, n, k, config): whole tiles, and arrays of any M with K and
     (300, 504, 200, {}),
     (1000, 264, 136, {"STAGES": 4, "EPILOGUE": "tma64"}),
     (136, 200, 72, {"SPLIT": "n", "STAGES": 4, "EPILOGUE": "tma64", "IN_FLIGHT": 0}),
+    (520, 1000, 200, {"BN": 192, "SHARE": "a"}),  # in pairs: 128 x 384 side by side, past n
 ]
 
 

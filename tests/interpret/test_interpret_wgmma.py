@@ -332,15 +332,15 @@ def test_a_gemm_whose_last_band_of_tile_rows_is_short_is_exact():
     assert np.array_equal(c.view(np.uint16), expected.view(np.uint16))
 
 
-@pytest.mark.parametrize("two_ctas", [False, True])
-def test_the_gemm_with_192_wide_tiles_is_exact(two_ctas):
+@pytest.mark.parametrize("two_ctas,share", [(False, "b"), (True, "b"), (True, "a")])
+def test_the_gemm_with_192_wide_tiles_is_exact(two_ctas, share):
     from asyncdsl.examples.matmul import matmul, matmul_2cta
 
     rng = np.random.default_rng(1)
     a = rng.integers(-3, 4, (512, 128)).astype(ml_dtypes.bfloat16)
     b = rng.integers(-3, 4, (128, 400)).astype(ml_dtypes.bfloat16)
     c = np.full((512, 400), np.nan, ml_dtypes.bfloat16)
-    (matmul_2cta if two_ctas else matmul).interpret(a, b, c, CTAS=4, BN=192)
+    (matmul_2cta if two_ctas else matmul).interpret(a, b, c, CTAS=4, BN=192, SHARE=share)
     expected = (a.astype(np.float64) @ b.astype(np.float64)).astype(ml_dtypes.bfloat16)
     assert np.array_equal(c.view(np.uint16), expected.view(np.uint16))
 

@@ -75,11 +75,12 @@ def test_the_in_order_split_k_gemm_in_cta_pairs_multicasts_a():
     assert ".multicast::cluster" in text and ".reqnctapercluster 2, 1, 1" in text
 
 
-def test_the_two_cta_gemm_assembles_clean():
+@pytest.mark.parametrize("config", [{}, {"BN": 192, "SHARE": "a"}], ids=["share_b", "share_a_192"])
+def test_the_two_cta_gemm_assembles_clean(config):
     from asyncdsl.examples.matmul import matmul_2cta
 
     a = np.zeros((8192, 8192), ml_dtypes.bfloat16)
-    _clean(matmul_2cta.ptx(a, a, a, CTAS=132))
+    _clean(matmul_2cta.ptx(a, a, a, CTAS=132, **config))
 
 
 def test_the_fp8_gemm_example_assembles_clean():
