@@ -55,16 +55,16 @@ def matmul(a, b, c, CTAS: ad.constexpr, BM: ad.constexpr = 128, BN: ad.constexpr
 
 @ad.kernel(grid=lambda a, b, c, partial, flags, CTAS, **_: (CTAS,), block=384, profile_events=32768)
 def matmul_split_k(a, b, c, partial, flags, CTAS: ad.constexpr, SPLIT_K: ad.constexpr = 2, BN: ad.constexpr = 256,
-                   STAGES: ad.constexpr = 4):
-    """c = a @ b for problems with fewer tiles than SMs: SPLIT_K units per tile each take an equal
-    share of K, and the units of a tile add up in order (`add_in_order`) through `partial`, a
+                   STAGES: ad.constexpr = 4, BK: ad.constexpr = 64):
+    """c = a @ b for problems with fewer tiles than SMs: SPLIT_K units per (128, BN) tile each take
+    an equal share of K (in slices BK deep, STAGES of them in flight), and the units of a tile add up in order (`add_in_order`) through `partial`, a
     float32 array of c's shape, and `flags`, int32 zeros, one per half tile (`split_k_flags`),
     which the kernel leaves at zero.  The sum is the same on every run; c is bfloat16 or float16.
     Launches that may run at the same time (other streams) need partial and flags of their own;
     a launch that did not finish (an error) may leave flags set: zero them before the next.
     In clusters of two (`matmul_split_k_2cta`) the CTAs of a pair take tiles side by side and
     share each a slice, which few rows of a make most of the traffic."""
-    gemm(a, b, c, CTAS, 128, BN, 64, STAGES, "m", "tma64", 16, (40, 232), 1, SPLIT_K, "a", running=(partial, flags))
+    gemm(a, b, c, CTAS, 128, BN, BK, STAGES, "m", "tma64", 16, (40, 232), 1, SPLIT_K, "a", running=(partial, flags))
 
 
 def split_k_flags(m: int, n: int, bn: int = 256, pair: int = 1) -> int:

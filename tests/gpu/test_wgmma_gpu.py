@@ -70,6 +70,7 @@ GEMM_CASES = [  # (m, n, k, config): whole tiles, and arrays of any M with K and
     (1000, 264, 136, {"STAGES": 4, "EPILOGUE": "tma64"}),
     (136, 200, 72, {"SPLIT": "n", "STAGES": 4, "EPILOGUE": "tma64", "IN_FLIGHT": 0}),
     (520, 1000, 200, {"BN": 192, "SHARE": "a"}),  # in pairs: 128 x 384 side by side, past n
+    (300, 200, 328, {"BN": 64, "BK": 128}),  # slices 128 deep, the last one ragged
 ]
 
 
@@ -100,11 +101,11 @@ def test_split_k_adds_every_part(two_ctas):
     np.testing.assert_array_equal(to_host(c), a.astype(np.float64) @ b.astype(np.float64))
 
 
-@pytest.mark.parametrize("shape,split_k,bn,pair", [((200, 264, 1000), 3, 64, 1), ((300, 512, 640), 2, 256, 1),
-                                                    ((128, 4096, 4096), 2, 64, 1), ((512, 1024, 2056), 2, 256, 1),
-                                                    ((1000, 1000, 1000), 2, 128, 1), ((200, 264, 1000), 3, 64, 2),
-                                                    ((128, 4096, 4096), 2, 64, 2)])
-def test_split_k_in_order_ends_in_bf16_on_every_launch(shape, split_k, bn, pair):
+@pytest.mark.parametrize("shape,split_k,bn,pair,bk", [
+    ((200, 264, 1000), 3, 64, 1, 64), ((300, 512, 640), 2, 256, 1, 64), ((128, 4096, 4096), 2, 64, 1, 64),
+    ((512, 1024, 2056), 2, 256, 1, 64), ((1000, 1000, 1000), 2, 128, 1, 64), ((200, 264, 1000), 3, 64, 2, 64),
+    ((128, 4096, 4096), 2, 64, 2, 64), ((128, 4096, 4104), 2, 64, 1, 128), ((200, 264, 1000), 3, 64, 2, 128)])
+def test_split_k_in_order_ends_in_bf16_on_every_launch(shape, split_k, bn, pair, bk):
     """Exact on small integers, twice in a row (the flags are back at zero after each launch),
     and on random normal inputs the same bits on every launch (the order of the sum is fixed);
     alone and in CTA pairs sharing a."""
@@ -125,7 +126,7 @@ def test_split_k_in_order_ends_in_bf16_on_every_launch(shape, split_k, bn, pair)
         c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
         kernel(torch.from_numpy(a.view(np.int16)).cuda().view(torch.bfloat16),
                torch.from_numpy(b.view(np.int16)).cuda().view(torch.bfloat16), c, partial, flags,
-               CTAS=ctas, SPLIT_K=split_k, BN=bn)
+               CTAS=ctas, SPLIT_K=split_k, BN=bn, BK=bk)
         assert c.cpu().view(torch.int16).numpy().tolist() == expected.view(np.int16).tolist()
         assert not flags.any()
     a_t = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
@@ -133,7 +134,7 @@ def test_split_k_in_order_ends_in_bf16_on_every_launch(shape, split_k, bn, pair)
     results = []
     for _ in range(3):
         c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
-        kernel(a_t, b_t, c, partial, flags, CTAS=ctas, SPLIT_K=split_k, BN=bn)
+        kernel(a_t, b_t, c, partial, flags, CTAS=ctas, SPLIT_K=split_k, BN=bn, BK=bk)
         results.append(c.view(torch.int16).clone())
     assert all(torch.equal(results[0], other) for other in results[1:])
     exact = a_t.double() @ b_t.double()

@@ -108,11 +108,12 @@ def test_split_k_wants_a_float32_c_and_says_so_at_the_kernels_line():
     assert caught.value.location.file == example.__file__
 
 
-@pytest.mark.parametrize("shape,split_k,bn,ctas,pair", [((128, 256, 640), 2, 256, 4, 1), ((200, 264, 456), 3, 128, 20, 1),
-                                                        ((128, 128, 512), 4, 64, 8, 1), ((300, 512, 640), 2, 256, 12, 1),
-                                                        ((128, 256, 640), 2, 64, 8, 2), ((200, 264, 456), 3, 64, 36, 2)])
-def test_split_k_in_order_ends_in_bf16_and_leaves_the_flags_at_zero(shape, split_k, bn, ctas, pair):
-    """Alone, and in CTA pairs side by side sharing a (`pair` 2)."""
+@pytest.mark.parametrize("shape,split_k,bn,ctas,pair,bk", [
+    ((128, 256, 640), 2, 256, 4, 1, 64), ((200, 264, 456), 3, 128, 20, 1, 64), ((128, 128, 512), 4, 64, 8, 1, 64),
+    ((300, 512, 640), 2, 256, 12, 1, 64), ((128, 256, 640), 2, 64, 8, 2, 64), ((200, 264, 456), 3, 64, 36, 2, 64),
+    ((200, 264, 456), 2, 64, 20, 1, 128), ((128, 256, 712), 2, 64, 8, 2, 128)])
+def test_split_k_in_order_ends_in_bf16_and_leaves_the_flags_at_zero(shape, split_k, bn, ctas, pair, bk):
+    """Alone, and in CTA pairs side by side sharing a (`pair` 2); slices 64 or 128 deep in K."""
     from asyncdsl.examples.matmul import matmul_split_k, matmul_split_k_2cta, split_k_flags
 
     m, n, k = shape
@@ -123,7 +124,7 @@ def test_split_k_in_order_ends_in_bf16_and_leaves_the_flags_at_zero(shape, split
     partial = np.full((m, n), np.nan, np.float32)
     flags = np.zeros(split_k_flags(m, n, bn, pair), np.int32)
     kernel = matmul_split_k if pair == 1 else matmul_split_k_2cta
-    kernel.interpret(a, b, c, partial, flags, CTAS=ctas, SPLIT_K=split_k, BN=bn)
+    kernel.interpret(a, b, c, partial, flags, CTAS=ctas, SPLIT_K=split_k, BN=bn, BK=bk)
     expected = (a.astype(np.float64) @ b.astype(np.float64)).astype(ml_dtypes.bfloat16)
     assert np.array_equal(c.view(np.uint16), expected.view(np.uint16))
     assert not flags.any()
@@ -328,6 +329,19 @@ def test_a_gemm_whose_last_band_of_tile_rows_is_short_is_exact():
     b = rng.integers(-3, 4, (200, 504)).astype(ml_dtypes.bfloat16)
     c = np.full((300, 504), np.nan, ml_dtypes.bfloat16)
     matmul.interpret(a, b, c, CTAS=2, SNAKE=2)  # 3 rows of tiles: a band of 2, then one of 1 (traced)
+    expected = (a.astype(np.float64) @ b.astype(np.float64)).astype(ml_dtypes.bfloat16)
+    assert np.array_equal(c.view(np.uint16), expected.view(np.uint16))
+
+
+@pytest.mark.parametrize("two_ctas", [False, True])
+def test_the_gemm_with_slices_128_deep_in_k_is_exact(two_ctas):
+    from asyncdsl.examples.matmul import matmul, matmul_2cta
+
+    rng = np.random.default_rng(2)
+    a = rng.integers(-3, 4, (300, 328)).astype(ml_dtypes.bfloat16)  # K: two slices and a ragged one
+    b = rng.integers(-3, 4, (328, 200)).astype(ml_dtypes.bfloat16)
+    c = np.full((300, 200), np.nan, ml_dtypes.bfloat16)
+    (matmul_2cta if two_ctas else matmul).interpret(a, b, c, CTAS=4, BN=64, BK=128, STAGES=4)
     expected = (a.astype(np.float64) @ b.astype(np.float64)).astype(ml_dtypes.bfloat16)
     assert np.array_equal(c.view(np.uint16), expected.view(np.uint16))
 

@@ -50,14 +50,16 @@ def test_the_split_k_gemm_assembles_clean_and_adds_by_tma():
     assert "cp.reduce.async.bulk.tensor" in text and ".add." in text
 
 
-@pytest.mark.parametrize("shape,bn", [((128, 4096, 4096), 64), ((512, 4096, 4096), 256), ((1024, 1024, 1024), 128)])
-def test_the_in_order_split_k_gemm_assembles_clean_and_passes_the_sum_by_flags(shape, bn):
+@pytest.mark.parametrize("shape,bn,bk,stages", [((128, 4096, 4096), 64, 64, 8), ((128, 4096, 4096), 64, 128, 4),
+                                                 ((512, 4096, 4096), 256, 64, 4), ((1024, 1024, 1024), 128, 64, 6)])
+def test_the_in_order_split_k_gemm_assembles_clean_and_passes_the_sum_by_flags(shape, bn, bk, stages):
     from asyncdsl.examples.matmul import matmul_split_k, split_k_flags
 
     m, n, k = shape
     text = matmul_split_k.ptx(ad.ArraySpec((m, k), ad.bfloat16), ad.ArraySpec((k, n), ad.bfloat16),
                               ad.ArraySpec((m, n), ad.bfloat16), ad.ArraySpec((m, n), ad.float32),
-                              ad.ArraySpec((split_k_flags(m, n, bn),), ad.int32), CTAS=132, SPLIT_K=2, BN=bn)
+                              ad.ArraySpec((split_k_flags(m, n, bn),), ad.int32), CTAS=132, SPLIT_K=2, BN=bn, BK=bk,
+                              STAGES=stages)
     _clean(text)
     assert "ld.acquire.sys.global.u32" in text and "st.release.sys.global.u32" in text
     assert "ld.global.v2.f32" in text and "st.global.v2.f32" in text  # the sum moves in vectors
@@ -75,7 +77,8 @@ def test_the_in_order_split_k_gemm_in_cta_pairs_multicasts_a():
     assert ".multicast::cluster" in text and ".reqnctapercluster 2, 1, 1" in text
 
 
-@pytest.mark.parametrize("config", [{}, {"BN": 192, "SHARE": "a"}], ids=["share_b", "share_a_192"])
+@pytest.mark.parametrize("config", [{}, {"BN": 192, "SHARE": "a"}, {"BN": 64, "BK": 128, "STAGES": 4}],
+                         ids=["share_b", "share_a_192", "bk128"])
 def test_the_two_cta_gemm_assembles_clean(config):
     from asyncdsl.examples.matmul import matmul_2cta
 
