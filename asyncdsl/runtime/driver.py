@@ -8,6 +8,7 @@ JAX use too, so pointers they hand us are valid in the context our kernels run i
 
 from __future__ import annotations
 
+import ctypes
 import threading
 from dataclasses import dataclass
 from types import ModuleType
@@ -73,6 +74,30 @@ def check(result: tuple, call: str) -> Any:
     if len(result) == 2:
         return result[1]
     return result[1:]
+
+
+_entry_points: dict[str, Any] = {}
+
+
+def entry_point(symbol: str, *argtypes: Any) -> Any:
+    """The driver function `symbol` (found with `cuGetProcAddress`, as the CUDA 12.0 header
+    declares it) as a ctypes function of `argtypes` returning its CUresult as an int.
+
+    For calls made per launch, where cuda-python's conversion of the arguments costs several
+    times the call itself (a cuda-python `cuTensorMapReplaceAddress` takes a few microseconds;
+    benchmarks/launch_paths.py).  ctypes releases the GIL during the call, as cuda-python does."""
+    function = _entry_points.get(symbol)
+    if function is None:
+        initialize()
+        cu = api()
+        err, address, status = cu.cuGetProcAddress(symbol.encode(), 12000, cu.CUflags.CU_GET_PROC_ADDRESS_DEFAULT)
+        if err:
+            raise cuda_error(err, f"cuGetProcAddress({symbol})")
+        if not address or status != cu.CUdriverProcAddressQueryResult.CU_GET_PROC_ADDRESS_SUCCESS:
+            raise CudaError(f"the CUDA driver has no {symbol} ({status!r})", user_location())
+        function = ctypes.CFUNCTYPE(ctypes.c_int, *argtypes)(int(address))
+        _entry_points[symbol] = function
+    return function
 
 
 def initialize() -> None:

@@ -222,12 +222,11 @@ class TensorMapEncoder:
         if global_address % GMEM_ADDRESS_ALIGNMENT:
             raise CopyError(f"{self._where}: global address {global_address:#x} is not 16-byte aligned",
                             user_location())
-        cu = driver.api()
-        tensor_map = cu.CUtensorMap(image_address)  # a view of our memory, not a copy
-        (err,) = cu.cuTensorMapReplaceAddress(tensor_map, global_address)
+        replace = driver.entry_point("cuTensorMapReplaceAddress", ctypes.c_void_p, ctypes.c_void_p)
+        err = replace(image_address, global_address)
         if err == driver.CUDA_ERROR_INVALID_CONTEXT:  # a thread with no current context yet
             driver.activate_if_none()
-            (err,) = cu.cuTensorMapReplaceAddress(tensor_map, global_address)
+            err = replace(image_address, global_address)
         if err:
             error = driver.cuda_error(err, "cuTensorMapReplaceAddress")
             raise CudaError(f"{error.message} for {self._where} at {global_address:#x}", error.location,
