@@ -9,13 +9,13 @@ import pytest
 
 pytest.importorskip("cuda.bindings")
 
-from test_runtime_cpu import _pointer_binary, _RecordingDriver, fake_driver  # noqa: F401
+from fake_driver import RecordingDriver, pointer_binary
 
 from asyncdsl.errors import ResourceError
 from asyncdsl.runtime import driver, launch, persistent
 
 
-class _OccupancyDriver(_RecordingDriver):
+class _OccupancyDriver(RecordingDriver):
     """Also answers the occupancy queries (the H200's 132 SMs; one 384-thread CTA per SM)."""
 
     def __init__(self, clusters=66, blocks_per_sm=1, **options):
@@ -36,7 +36,7 @@ class _OccupancyDriver(_RecordingDriver):
 
 
 @pytest.fixture
-def occupancy(fake_driver, monkeypatch):  # noqa: F811 - the fixture imported above
+def occupancy(fake_driver, monkeypatch):
     def install(**options):
         fake_driver()  # the loader's calls answered and recorded ...
         replacement = _OccupancyDriver(**options)  # ... and the occupancy queries too
@@ -48,7 +48,7 @@ def occupancy(fake_driver, monkeypatch):  # noqa: F811 - the fixture imported ab
 
 def test_clusters_come_from_max_active_clusters_with_the_kernels_configuration(occupancy):
     fake = occupancy(clusters=66)
-    kernel = launch.load_kernel(_pointer_binary(block=(384, 1, 1), dynamic_smem_bytes=205824, cluster=(2, 1, 1)))
+    kernel = launch.load_kernel(pointer_binary(block=(384, 1, 1), dynamic_smem_bytes=205824, cluster=(2, 1, 1)))
     assert persistent.persistent_grid(kernel) == (132, 1, 1)
     assert persistent.persistent_grid(kernel) == (132, 1, 1)  # cached: asked once
     queries = [args for name, args in fake.calls if name.startswith("cuOccupancy")]
@@ -57,13 +57,13 @@ def test_clusters_come_from_max_active_clusters_with_the_kernels_configuration(o
 
 def test_clusters_lie_along_x_and_a_2d_cluster_keeps_its_y_extent(occupancy):
     occupancy(clusters=30)
-    kernel = launch.load_kernel(_pointer_binary(cluster=(2, 2, 1)))
+    kernel = launch.load_kernel(pointer_binary(cluster=(2, 2, 1)))
     assert persistent.persistent_grid(kernel) == (60, 2, 1)
 
 
 def test_single_ctas_are_blocks_per_sm_times_sms(occupancy):
     fake = occupancy(blocks_per_sm=2)
-    kernel = launch.load_kernel(_pointer_binary(block=(256, 1, 1), dynamic_smem_bytes=9216))
+    kernel = launch.load_kernel(pointer_binary(block=(256, 1, 1), dynamic_smem_bytes=9216))
     assert persistent.persistent_grid(kernel) == (264, 1, 1)  # 2 x 132 SMs
     queries = [args for name, args in fake.calls if name.startswith("cuOccupancy")]
     assert queries == [(0x200, 256, 9216)]
@@ -71,6 +71,6 @@ def test_single_ctas_are_blocks_per_sm_times_sms(occupancy):
 
 def test_a_kernel_that_does_not_fit_has_no_persistent_grid(occupancy):
     occupancy(clusters=0)
-    kernel = launch.load_kernel(_pointer_binary(cluster=(2, 1, 1)))
+    kernel = launch.load_kernel(pointer_binary(cluster=(2, 1, 1)))
     with pytest.raises(ResourceError, match="not even one cluster"):
         persistent.persistent_grid(kernel)

@@ -1,0 +1,244 @@
+"""`LoadedKernel` and profiled launches against a fake driver module: loading, configuring,
+launching, retries, errors, and the installed-compilers name."""
+
+from __future__ import annotations
+
+import ctypes
+
+import pytest
+from fake_driver import RecordingDriver, pointer_binary
+from runtime_fakes import TorchLikeStream, tiled_spec
+
+from asyncdsl import dtypes
+from asyncdsl.errors import (
+    ArgumentError,
+    CopyError,
+    CudaError,
+    ResourceError,
+)
+from asyncdsl.runtime import (
+    DeviceArray,
+    driver,
+    launch,
+    tensormap,
+)
+
+
+def test_loaded_kernel_loads_configures_and_launches(fake_driver):
+    fake = fake_driver()
+    kernel = launch.load_kernel(pointer_binary(dynamic_smem_bytes=205824, cluster=(2, 1, 1)))
+    assert kernel.cubin_source == "compiled" and launch.load_kernel(pointer_binary(
+        dynamic_smem_bytes=205824, cluster=(2, 1, 1))) is kernel
+    assert ("cuFuncSetAttribute", ("CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES", 205824)) in fake.calls
+    assert (kernel.static_shared_bytes, kernel.registers_per_thread) == (16, 40)
+    x = DeviceArray(0x7F0000040000, (256,), (1,), dtypes.float32, 0)
+    kernel.launch((6, 4), [x])
+    kernel.launch((6, 4), [x], stream=TorchLikeStream())
+    launches = [args for name, args in fake.calls if name == "cuLaunchKernelEx"]
+    assert launches == [((6, 4, 1), 0, 205824, ((2, 1, 1),), x.address),
+                        ((6, 4, 1), 0x1234, 205824, ((2, 1, 1),), x.address)]
+    with pytest.raises(ArgumentError, match="not a whole number of clusters"):
+        kernel.launch((5, 4), [x])
+    launch.clear_loaded_kernels()
+    assert launch.load_kernel(pointer_binary(dynamic_smem_bytes=205824, cluster=(2, 1, 1))).cubin_source == "disk"
+
+
+def test_small_kernels_keep_the_default_shared_memory_limit(fake_driver):
+    fake = fake_driver()
+    kernel = launch.load_kernel(pointer_binary(dynamic_smem_bytes=9216))
+    assert not [call for call in fake.calls if call[0] == "cuFuncSetAttribute"]
+    kernel.launch(3, [DeviceArray(0x7F0000040000, (4,), (1,), dtypes.float32, 0)])
+    assert [args[3] for name, args in fake.calls if name == "cuLaunchKernelEx"] == [()]  # no cluster attribute
+
+
+def test_big_clusters_are_allowed_explicitly(fake_driver):
+    fake = fake_driver()
+    launch.load_kernel(pointer_binary(cluster=(16, 1, 1)))
+    assert ("cuFuncSetAttribute", ("CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED", 1)) in fake.calls
+
+
+def test_shared_memory_beyond_the_device_limit_is_a_resource_error(fake_driver):
+    fake_driver(static_shared=1024)
+    with pytest.raises(ResourceError, match=r"needs 232000 bytes of dynamic shared memory .* \+ 1024 static = "
+                                            r"233024 bytes per block, but cuda:0 .* allows at most 232448"):
+        launch.load_kernel(pointer_binary(dynamic_smem_bytes=232000))
+
+
+def test_a_launch_without_a_current_context_is_retried(fake_driver):
+    fake = fake_driver(launch_results=[201])  # CUDA_ERROR_INVALID_CONTEXT, then success
+    kernel = launch.load_kernel(pointer_binary())
+    fake.calls.clear()
+    kernel.launch(1, [DeviceArray(0x7F0000040000, (4,), (1,), dtypes.float32, 0)])
+    assert [name for name, _ in fake.calls] == ["cuLaunchKernelEx", "cuCtxSetCurrent", "cuLaunchKernelEx"]
+
+
+def test_a_failed_launch_names_the_kernel(fake_driver):
+    fake_driver(launch_results=[700])  # CUDA_ERROR_ILLEGAL_ADDRESS
+    kernel = launch.load_kernel(pointer_binary())
+    with pytest.raises(CudaError, match=r"cuLaunchKernelEx failed: CUDA_ERROR_ILLEGAL_ADDRESS.* launching kernel "
+                                        r"'touch' on grid \(2, 1, 1\)") as caught:
+        kernel.launch(2, [DeviceArray(0x7F0000040000, (4,), (1,), dtypes.float32, 0)])
+    assert caught.value.code == 700
+
+
+def test_the_installed_compilers_are_named_without_loading_one(monkeypatch, tmp_path):
+    """The cubin key names the compiler installation from the file system alone (loading
+    nvJitLink costs tens of milliseconds a process); a new libnvJitLink changes the name."""
+    from asyncdsl.runtime import jit_link
+
+    library = tmp_path / "nvidia" / "cu13" / "lib" / "libnvJitLink.so.13"
+    library.parent.mkdir(parents=True)
+    library.write_bytes(b"old")
+    monkeypatch.setattr(jit_link.sys, "path", [str(tmp_path)])
+    monkeypatch.setattr(jit_link, "_installed", {})
+    monkeypatch.setattr(jit_link, "default_compiler", lambda device=0: pytest.fail("a compiler was loaded"))
+    before = jit_link.installed_compilers(13000)
+    assert str(library) in before and jit_link.installed_compilers(13000) is before  # once a process
+    library.write_bytes(b"upgraded")
+    monkeypatch.setattr(jit_link, "_installed", {})
+    assert jit_link.installed_compilers(13000) not in (before, jit_link.installed_compilers(12080))
+
+
+class _ProfilingDriver(RecordingDriver):
+    """The recording driver with what a profiled launch adds: memory, events, stream memory
+    operations (the gate that holds the stream while the events and the launch are enqueued)."""
+
+    def __init__(self, **options):
+        super().__init__(**options)
+        self.gate = None
+
+    def cuMemAlloc(self, size):
+        self._record("cuMemAlloc", size)
+        return (self.success, self._real.CUdeviceptr(0x7000 if size == 4 else 0x9000))
+
+    def cuMemsetD32(self, address, value, count):
+        self._record("cuMemsetD32", int(address), value)
+        return (self.success,)
+
+    def cuMemsetD32Async(self, address, value, count, stream):
+        self._record("cuMemsetD32Async", int(address))
+        return (self.success,)
+
+    def cuStreamCreate(self, flags):
+        self._record("cuStreamCreate", int(flags))
+        return (self.success, self._real.CUstream(0x55))
+
+    def cuStreamWaitValue32(self, stream, address, value, flags):
+        self._record("cuStreamWaitValue32", int(stream), int(address), value)
+        return (self.success,)
+
+    def cuStreamWriteValue32(self, stream, address, value, flags):
+        self._record("cuStreamWriteValue32", int(stream), int(address), value)
+        return (self.success,)
+
+    def cuEventCreate(self, flags):
+        return (self.success, self._real.CUevent(0x60 + len(self.calls)))
+
+    def cuEventRecord(self, event, stream):
+        self._record("cuEventRecord", int(stream))
+        return (self.success,)
+
+    def cuEventSynchronize(self, event):
+        self._record("cuEventSynchronize")
+        return (self.success,)
+
+    def cuEventElapsedTime(self, start, end):
+        return (self.success, 1.5)
+
+    def cuMemcpyDtoH(self, destination, source, size):
+        return (self.success,)
+
+    def cuEventDestroy(self, event):
+        return (self.success,)
+
+    def cuMemFree(self, address):
+        self._record("cuMemFree", int(address))
+        return (self.success,)
+
+
+def test_a_profiled_launch_holds_its_stream_until_the_events_and_the_launch_are_enqueued(
+        fake_driver, monkeypatch):
+    from asyncdsl.kernel_binary import ProfileBufferParam
+    from asyncdsl.runtime import profile
+
+    fake_driver()  # the loader's calls, then the profiling driver for the launches
+    profiling = _ProfilingDriver()
+    monkeypatch.setattr(driver, "_driver_module", profiling)
+    monkeypatch.setattr(profile, "_gates", {})
+    kernel = launch.load_kernel(pointer_binary(params=(ProfileBufferParam(("a",), 4),), arg_names=()))
+    for number in (1, 2):
+        profiling.calls.clear()
+        launched = kernel.launch_profiled((1, 1, 1), [], stream=0x33)
+        names = [name for name, _ in profiling.calls]
+        start = names.index("cuStreamWaitValue32")
+        assert names[start:start + 4] == ["cuStreamWaitValue32", "cuEventRecord", "cuLaunchKernelEx", "cuEventRecord"]
+        assert names[start + 4:start + 6] == ["cuStreamWriteValue32", "cuEventSynchronize"]
+        wait, write = profiling.calls[start][1], profiling.calls[start + 4][1]
+        assert wait == (0x33, 0x7000, number) and write == (0x55, 0x7000, number)  # numbers only grow
+        assert launched.event_ns == 1.5e6
+
+
+def test_a_profiled_launch_that_fails_still_opens_its_stream(fake_driver, monkeypatch):
+    from asyncdsl.kernel_binary import ProfileBufferParam
+    from asyncdsl.runtime import profile
+
+    fake_driver()
+    failing = _ProfilingDriver(launch_results=[1])  # CUDA_ERROR_INVALID_VALUE
+    monkeypatch.setattr(driver, "_driver_module", failing)
+    monkeypatch.setattr(profile, "_gates", {})
+    kernel = launch.load_kernel(pointer_binary(params=(ProfileBufferParam(("a",), 4),), arg_names=()))
+    with pytest.raises(CudaError):
+        kernel.launch_profiled((1, 1, 1), [], stream=0x33)
+    names = [name for name, _ in failing.calls]
+    assert "cuStreamWriteValue32" in names and names.index("cuStreamWriteValue32") > names.index("cuLaunchKernelEx")
+    assert ("cuMemFree", (0x9000,)) in failing.calls
+
+
+def test_the_compiler_knob_is_part_of_the_installed_compilers_name(monkeypatch):
+    from asyncdsl.runtime import jit_link
+
+    monkeypatch.setattr(jit_link, "_installed", {})
+    names = set()
+    for choice in ("auto", "nvjitlink", "driver"):
+        monkeypatch.setenv("ASYNCDSL_PTX_COMPILER", choice)
+        names.add(jit_link.installed_compilers(13000))
+    assert len(names) == 3
+
+
+# ------------------------------------------------------------------------- driver entry points
+
+REPLACE_ADDRESS = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+
+
+def test_a_tensor_map_is_pointed_at_a_new_address_through_the_drivers_own_entry_point(fake_driver):
+    fake = fake_driver()
+    results, seen = [201, 0, 0], []  # CUDA_ERROR_INVALID_CONTEXT first: no current context yet
+
+    def replace(image, address):
+        seen.append((image, address))
+        return results.pop(0)
+
+    fake.entry_points["cuTensorMapReplaceAddress"] = function = REPLACE_ADDRESS(replace)
+    encoder = tensormap.TensorMapEncoder(tiled_spec())
+    encoder.replace_address(0x7000, 0x7F0000010000)
+    assert seen == [(0x7000, 0x7F0000010000)] * 2  # again, once the context is current
+    assert ("cuCtxSetCurrent", (fake.CUcontext(0x300),)) in fake.calls
+    encoder.replace_address(0x7080, 0x7F0000020000)
+    assert seen[-1] == (0x7080, 0x7F0000020000)
+    lookups = [args for name, args in fake.calls if name == "cuGetProcAddress"]
+    assert lookups == [("cuTensorMapReplaceAddress", 12000, fake.CUdriverProcAddress_flags.CU_GET_PROC_ADDRESS_DEFAULT)]
+    del function
+
+
+def test_a_failed_or_missing_entry_point_is_a_cuda_error(fake_driver):
+    fake = fake_driver()
+    encoder = tensormap.TensorMapEncoder(tiled_spec())
+    with pytest.raises(CudaError, match="the CUDA driver has no cuTensorMapReplaceAddress"):
+        encoder.replace_address(0x7000, 0x7F0000010000)
+    driver._entry_points.clear()
+    fake.entry_points["cuTensorMapReplaceAddress"] = function = REPLACE_ADDRESS(lambda image, address: 1)
+    with pytest.raises(CudaError, match=r"cuTensorMapReplaceAddress failed: CUDA_ERROR_INVALID_VALUE.* at 0x7f0000010000"):
+        encoder.replace_address(0x7000, 0x7F0000010000)
+    with pytest.raises(CopyError, match="not 16-byte aligned"):
+        encoder.replace_address(0x7000, 0x7F0000010008)
+    del function
