@@ -48,9 +48,11 @@ TABLE_CONFIGS = (
     # tiles, four waves of 132, against 408 = 3.1 waves).  In CTA pairs they go side by side,
     # sharing a (a b slice of three 64-column chunks does not split between two CTAs): 264 pairs,
     # four waves of 66 (measured on the H200 at 3000x4104x2056: 0.89x cuBLAS, against 0.77x alone
-    # and 0.83x for pairs of 128x256 tiles sharing b).
+    # and 0.83x for pairs of 128x256 tiles sharing b), walked in bands 4 tiles wide (three
+    # repeats in one run: 0.91-0.92x, against 0.89-0.90x in the default bands of 16).
     {"BN": 192, "STAGES": 4, "SPLIT": "m", "EPILOGUE": "tma64", "IN_FLIGHT": 1},
-    {"CLUSTER": 2, "BN": 192, "SHARE": "a", "STAGES": 4, "SPLIT": "m", "EPILOGUE": "tma64", "IN_FLIGHT": 1},
+    {"CLUSTER": 2, "BN": 192, "SHARE": "a", "SNAKE": 4, "STAGES": 4, "SPLIT": "m", "EPILOGUE": "tma64",
+     "IN_FLIGHT": 1},
 )
 # Problems with fewer 128x256 tiles than SMs also try narrower tiles, deeper rings and split K.
 # A CTA with few tiles waits on memory: the slices in flight (a ring of STAGES) bound its
