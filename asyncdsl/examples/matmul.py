@@ -83,6 +83,7 @@ def gemm(a, b, c, CTAS, BM, BN, BK, STAGES, SPLIT, EPILOGUE, SNAKE, REGISTERS, I
     # CTAs along the cluster's x dim work on tiles one above the other and share each b slice
     # (SHARE "b"), or on tiles side by side sharing each a slice ("a"): each loads part of the
     # slice and multicasts it to all (`matmul_2cta`); alone, a CTA loads it all.
+    check_config(BM, BN, BK, STAGES, SPLIT, EPILOGUE, SPLIT_K)
     pair = ad.cluster_shape()[0]
     if SHARE not in ("a", "b"):
         raise ad.TraceError(f"SHARE says which operand the CTAs of a cluster share: 'a' or 'b', got {SHARE!r}")
@@ -208,6 +209,21 @@ matmul_split_k_2cta = ad.kernel(grid=lambda a, b, c, partial, flags, CTAS, **_: 
                                 profile_events=32768)(matmul_split_k.fn)
 
 
+def check_config(BM, BN, BK, STAGES, SPLIT, EPILOGUE, SPLIT_K) -> None:
+    """Refuse, at trace time, a configuration the kernel cannot be built for."""
+    for name, value in (("BM", BM), ("BN", BN), ("BK", BK)):
+        if not isinstance(value, int) or value <= 0 or value % 64:
+            raise ad.TraceError(f"{name} must be a positive multiple of 64 (the tensor cores read columns of 64 "
+                                f"elements), got {value!r}")
+    for name, value in (("STAGES", STAGES), ("SPLIT_K", SPLIT_K)):
+        if not isinstance(value, int) or value < 1:
+            raise ad.TraceError(f"{name} must be a positive int, got {value!r}")
+    if SPLIT not in ("m", "n"):
+        raise ad.TraceError(f"SPLIT says how the consumers halve a tile, by rows 'm' or columns 'n', got {SPLIT!r}")
+    if EPILOGUE not in ("tma", "tma64"):
+        raise ad.TraceError(f"EPILOGUE is 'tma' (the whole part at once) or 'tma64' (64 x 64 pieces), got {EPILOGUE!r}")
+
+
 def store_in_pieces(acc, c_out, me, c, row: int, col: int, piece=None) -> None:
     """Store consumer `me`'s accumulator `acc` (float32 registers) at (row, col) of c, converted
     to c's dtype, in 64 x 64 pieces through its two SMEM slots `c_out.at[me, 0 or 1]`: each piece
@@ -302,6 +318,9 @@ def tile_position(tile, m_tiles: int, n_tiles: int, width: int):
     compact patch of c and share their slices of a and b in L2.  (Row by row, a few rows of tiles
     and many columns, M = 512 say, have every CTA of a wave on another column of b, each column
     read from memory once per row of tiles.)"""
+    if not isinstance(width, int) or width < 0:
+        raise ad.TraceError(f"SNAKE is the width of the bands of tiles (0: row by row), a non-negative int, "
+                            f"got {width!r}")
     if not width:
         return tile // n_tiles, tile % n_tiles
     band, within = tile // (width * n_tiles), tile % (width * n_tiles)

@@ -152,6 +152,21 @@ def test_sharing_something_else_than_a_or_b_is_refused_at_the_kernels_line():
     assert caught.value.location.file == example.__file__
 
 
+@pytest.mark.parametrize("config,message", [
+    ({"BK": 96}, "BK must be a positive multiple of 64 .* got 96"), ({"BK": 0}, "BK must be a positive multiple"),
+    ({"BN": 160}, "BN must be a positive multiple of 64"), ({"STAGES": 0}, "STAGES must be a positive int"),
+    ({"SPLIT": "k"}, "SPLIT says how the consumers halve a tile"), ({"EPILOGUE": "st"}, "EPILOGUE is 'tma'"),
+    ({"SNAKE": -1}, "SNAKE is the width of the bands of tiles .* got -1"),
+])
+def test_a_configuration_the_gemm_cannot_be_built_for_is_refused_at_the_kernels_line(config, message):
+    from asyncdsl.examples import matmul as example
+
+    spec = ad.ArraySpec((256, 256), ad.bfloat16)
+    with pytest.raises(ad.TraceError, match=message) as caught:
+        example.matmul.compile(spec, spec, spec, CTAS=4, **config)
+    assert caught.value.location.file == example.__file__
+
+
 def test_split_k_in_order_sums_the_splits_in_their_order():
     """Parts p0 = 1 + 2^-8, p1 = p2 = 2^-24 (each one exact product): in float32 (p0 + p1) + p2
     ties back to p0 twice, which rounds to 1.0 in bf16; summed any other way (p1 + p2 first, or
