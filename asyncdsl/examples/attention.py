@@ -88,7 +88,11 @@ LAYOUTS = ("BHSD", "BSHD")
 def attention(q, k, v, o, lse, BQ: ad.constexpr = 64, BK: ad.constexpr = None, STAGES: ad.constexpr = 2,
               CAUSAL: ad.constexpr = False, LAYOUT: ad.constexpr = "BHSD", TURNS: ad.constexpr = False):
     (B, H, S, D), (H_KV, S_KV) = _shape(q, k, LAYOUT)
-    BK = BK or (128 if D <= 128 else 64)  # the scores of a block and the output share the registers
+    if BK is None:
+        BK = 128 if D <= 128 else 64  # the scores of a block and the output share the registers
+    elif not isinstance(BK, int) or BK <= 0 or BK % 16:
+        raise ad.TraceError(f"BK, the keys of a block, must be a positive multiple of 16 (p @ v takes them 16 "
+                            f"at a time), got {BK!r}")
     expected = {"q": q.shape, "k": k.shape, "v": k.shape, "o": q.shape, "lse": (B, H, S)}
     for name, array in (("v", v), ("o", o), ("lse", lse)):
         if array.shape != expected[name]:

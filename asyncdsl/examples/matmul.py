@@ -209,15 +209,21 @@ matmul_split_k_2cta = ad.kernel(grid=lambda a, b, c, partial, flags, CTAS, **_: 
                                 profile_events=32768)(matmul_split_k.fn)
 
 
-def check_config(BM, BN, BK, STAGES, SPLIT, EPILOGUE, SPLIT_K) -> None:
-    """Refuse, at trace time, a configuration the kernel cannot be built for."""
+def check_tiles(BM, BN, BK, STAGES) -> None:
+    """Refuse, at trace time, tiles and rings a bf16 GEMM cannot be built with."""
     for name, value in (("BM", BM), ("BN", BN), ("BK", BK)):
         if not isinstance(value, int) or value <= 0 or value % 64:
             raise ad.TraceError(f"{name} must be a positive multiple of 64 (the tensor cores read columns of 64 "
                                 f"elements), got {value!r}")
-    for name, value in (("STAGES", STAGES), ("SPLIT_K", SPLIT_K)):
-        if not isinstance(value, int) or value < 1:
-            raise ad.TraceError(f"{name} must be a positive int, got {value!r}")
+    if not isinstance(STAGES, int) or STAGES < 1:
+        raise ad.TraceError(f"STAGES must be a positive int, got {STAGES!r}")
+
+
+def check_config(BM, BN, BK, STAGES, SPLIT, EPILOGUE, SPLIT_K) -> None:
+    """Refuse, at trace time, a configuration the kernel cannot be built for."""
+    check_tiles(BM, BN, BK, STAGES)
+    if not isinstance(SPLIT_K, int) or SPLIT_K < 1:
+        raise ad.TraceError(f"SPLIT_K must be a positive int, got {SPLIT_K!r}")
     if SPLIT not in ("m", "n"):
         raise ad.TraceError(f"SPLIT says how the consumers halve a tile, by rows 'm' or columns 'n', got {SPLIT!r}")
     if EPILOGUE not in ("tma", "tma64"):

@@ -28,6 +28,7 @@ import sys
 import asyncdsl as ad
 from asyncdsl.examples.matmul import (
     check_exact,
+    check_tiles,
     example_inputs,
     store_in_pieces,
     tensor_core_layout,
@@ -40,6 +41,7 @@ __all__ = ["EXAMPLE_ARGS", "example_inputs", "main", "matmul_pingpong"]
 @ad.kernel(grid=lambda a, b, c, CTAS, **_: (CTAS,), block=384, profile_events=32768)
 def matmul_pingpong(a, b, c, CTAS: ad.constexpr, BM: ad.constexpr = 128, BN: ad.constexpr = 128,
                     BK: ad.constexpr = 64, STAGES: ad.constexpr = 4, SNAKE: ad.constexpr = 16):
+    check_tiles(BM, BN, BK, STAGES)
     M, K = a.shape
     N = b.shape[1]
     m_tiles, n_tiles = ad.cdiv(M, BM), ad.cdiv(N, BN)

@@ -86,6 +86,13 @@ def test_head_dims_the_kernel_does_not_take_are_refused(head_dim):
         attention.ptx(x, x, x, x, ad.ArraySpec((1, 1, 128), ad.float32))
 
 
+@pytest.mark.parametrize("block", [0, 40, -16])
+def test_key_blocks_that_are_not_whole_k16_steps_are_refused(block):
+    x = ad.ArraySpec((1, 1, 128, 64), ad.bfloat16)
+    with pytest.raises(ad.TraceError, match=f"BK, the keys of a block, must be a positive multiple of 16 .* got {block}"):
+        attention.ptx(x, x, x, x, ad.ArraySpec((1, 1, 128), ad.float32), BK=block)
+
+
 def test_a_mismatched_output_is_refused_while_tracing():
     x = ad.ArraySpec((1, 1, 128, 64), ad.bfloat16)
     with pytest.raises(ad.TraceError, match=r"lse has shape \(1, 128\), expected \(1, 1, 128\)"):

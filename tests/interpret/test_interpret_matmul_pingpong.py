@@ -7,6 +7,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+import asyncdsl as ad
 from asyncdsl.examples.matmul_pingpong import matmul_pingpong
 
 
@@ -21,3 +22,13 @@ def test_pingpong_gemm_is_exact(shape, ctas, tile):
     matmul_pingpong.interpret(a, b, c, CTAS=ctas, BM=tile[0], BN=tile[1])
     expected = (a.astype(np.float64) @ b.astype(np.float64)).astype(ml_dtypes.bfloat16)
     assert np.array_equal(c.view(np.uint16), expected.view(np.uint16))
+
+
+@pytest.mark.parametrize("config,message", [({"BK": 0}, "BK must be a positive multiple of 64"),
+                                            ({"BN": 96}, "BN must be a positive multiple of 64"),
+                                            ({"STAGES": 0}, "STAGES must be a positive int"),
+                                            ({"SNAKE": -2}, "SNAKE is the width of the bands of tiles")])
+def test_tiles_the_pingpong_gemm_cannot_be_built_with_are_refused(config, message):
+    spec = ad.ArraySpec((256, 256), ad.bfloat16)
+    with pytest.raises(ad.TraceError, match=message):
+        matmul_pingpong.compile(spec, spec, spec, CTAS=2, **config)
