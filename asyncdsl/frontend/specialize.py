@@ -114,6 +114,12 @@ def trace_kernel(
             # Kernel code may raise the project's errors itself (a constexpr it cannot take):
             # give them the line that raised them.
             raise error.at(raising_location(error)) from None
+        except Exception as error:  # noqa: BLE001 - any other failure of the kernel's Python
+            # A TypeError or a ZeroDivisionError of kernel code run on a constexpr it cannot take
+            # (BK=0, BN=None) is the user's error too: name the kernel line that raised it; the
+            # original stays chained for a bug inside asyncdsl itself.
+            raise TraceError(f"{type(error).__name__} while tracing kernel {name}: {error}",
+                             raising_location(error) or definition) from error
         tracer.finish()
         check_roles(entry, launch)
         if result is not None:

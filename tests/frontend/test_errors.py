@@ -192,3 +192,17 @@ def test_an_error_kernel_code_raises_itself_carries_its_line():
     with pytest.raises(ad.TraceError, match="N=8 is too large") as caught:
         _refuses_its_constexpr.compile(ad.ArraySpec((8,), ad.float32), N=8)
     assert caught.value.location.line == line_of(_refuses_its_constexpr.fn, "the refusal")
+
+
+@ad.kernel(grid=(1,))
+def _divides_by_its_constexpr(x, CHUNK: ad.constexpr):
+    pieces = x.shape[0] // CHUNK  # the division
+    del pieces
+
+
+def test_a_python_error_of_kernel_code_is_a_trace_error_at_its_line_with_the_original_chained():
+    with pytest.raises(ad.TraceError, match="ZeroDivisionError while tracing kernel _divides_by_its_constexpr: "
+                                            "integer division or modulo by zero") as caught:
+        _divides_by_its_constexpr.compile(ad.ArraySpec((8,), ad.float32), CHUNK=0)
+    assert caught.value.location.line == line_of(_divides_by_its_constexpr.fn, "the division")
+    assert isinstance(caught.value.__cause__, ZeroDivisionError)

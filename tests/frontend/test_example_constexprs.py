@@ -1,0 +1,38 @@
+"""Every example kernel, given a constexpr it cannot take (zero, negative, odd, huge, a string,
+None, a float), refuses it with one of the project's errors, never Python's own: the examples are
+what users copy and call with their own values first."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+
+import pytest
+
+import asyncdsl as ad
+import asyncdsl.examples
+
+EXAMPLES = [importlib.import_module(f"asyncdsl.examples.{info.name}")
+            for info in pkgutil.iter_modules(asyncdsl.examples.__path__)]
+KERNELS = [(module, name) for module in EXAMPLES for name in getattr(module, "EXAMPLE_ARGS", {})]
+BAD_VALUES = (0, -1, 3, 1000, "x", None, 2.5)
+
+
+def _constexprs(kernel) -> list[str]:
+    return [name for name, parameter in inspect.signature(kernel.fn).parameters.items()
+            if "constexpr" in str(parameter.annotation)]
+
+
+@pytest.mark.parametrize("module,kernel_name", KERNELS, ids=[name for _, name in KERNELS])
+def test_a_constexpr_an_example_cannot_take_is_refused_with_the_projects_error(module, kernel_name):
+    kernel = getattr(module, kernel_name)
+    specs, constexprs = module.EXAMPLE_ARGS[kernel_name]
+    names = _constexprs(kernel)
+    assert names, f"{kernel_name} has no constexprs to try"
+    for name in names:
+        for value in BAD_VALUES:
+            try:
+                kernel.compile(*specs, **{**constexprs, name: value})
+            except ad.AsyncDSLError as error:
+                assert error.location is not None, f"{kernel_name}({name}={value!r}): {error} names no line"
