@@ -36,8 +36,10 @@ the tensor cores idle.  Taking turns would fill that time, but one warpgroup alo
 m64n128k16 products at about half the rate two do together (with turns: issuing s 1.24 µs,
 block 2.62 µs), so it loses more than it gains.  At D = 256 (blocks of 64 keys) a block takes
 3.4 µs and issuing s 1.54 of it against 0.59 for p @ v, the same arithmetic: s is sixteen
-m64n64k16 products from shared memory, each ~88 cycles for 32 cycles of arithmetic, and wider
-blocks do not fit (128 keys: 320 KiB of shared memory for two stages).
+m64n64k16 products from shared memory, each ~88 cycles for 32 cycles of arithmetic here, and
+wider blocks do not fit (128 keys: 320 KiB of shared memory for two stages).  The same sixteen
+products with nothing beside them run at 93 % of the tensor cores' peak
+(`benchmarks/wgmma_chains.py`): what slows them here runs beside them; their width does not.
 Measured on the H200 and slower, so not the default: the consumers taking turns to issue
 (`TURNS=True`, `asyncdsl.turns`: 368 against 538 TFLOP/s at D = 128, 222 against 334 at D = 256;
 with an mbarrier pair before it, two thirds of the speed); q as wgmma's register operand (442

@@ -5,6 +5,8 @@ shows the descriptor plan of each operand."""
 from __future__ import annotations
 
 import re
+import sys
+from pathlib import Path
 
 import ml_dtypes
 import numpy as np
@@ -13,6 +15,8 @@ from wgmma_kernels import CASES, ptx
 
 import asyncdsl as ad
 from asyncdsl.runtime.ptxas import assemble
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
 def _clean(text: str) -> str:
@@ -123,3 +127,17 @@ def test_a_tiled_copy_from_an_array_that_is_not_whole_tiles_goes_one_box_per_col
     announced = [int(re.search(r"expect_tx_bytes = (\d+)", line).group(1)) for line in loads]
     assert announced == [8192, 8192, 32768, 0, 0, 0], announced
     assert "dims = [300, 200]" in resolved and "dims = [200, 504]" in resolved  # the arrays as they are, untiled
+
+
+def test_the_wgmma_chain_benchmark_kernels_assemble_clean():
+    """benchmarks/wgmma_chains.py: every variant it times."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import wgmma_chains
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    for n, chains, whole in wgmma_chains.VARIANTS:
+        text = wgmma_chains.chains.ptx(ad.ArraySpec((132, 128, n), ad.float32), CTAS=132, N=n, REPS=4000,
+                                       CHAINS=chains, WHOLE=whole)
+        _clean(text)
+        assert text.count("wgmma.mma_async") == 16

@@ -1,0 +1,84 @@
+"""How fast the tensor cores take m64nNk16 wgmmas from shared memory, one accumulator chain against
+chains interleaved: two warpgroups per SM, one CTA per SM, each warpgroup issuing REPS runs of 16
+wgmmas (K = 256) and waiting for each run.  The reference is the H200's dense bf16 peak
+(989 TFLOP/s), not a peer system: the question is whether small-N products in a chain keep the
+tensor cores busy (docs/hardware.md §14.6).
+
+Variants: `whole`, one `asyncdsl.wgmma` over a (64, 256) a and a K-major (256, N) b in 128-byte
+swizzled columns of 64 (one fence, sixteen instructions, one commit); `chains=c`, sixteen
+single-k16 wgmmas over separate 16-wide buffers (32-byte swizzle), their accumulators taking
+turns among c of them (a fence and a commit each).
+
+    python benchmarks/wgmma_chains.py
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+import asyncdsl as ad  # noqa: E402
+from asyncdsl import TileTransform  # noqa: E402
+from asyncdsl.examples.matmul import tensor_core_layout  # noqa: E402
+
+REPS = 4000
+VARIANTS = ((64, 1, True), (64, 1, False), (64, 2, False), (64, 4, False), (128, 1, True), (128, 2, False),
+            (256, 1, True))  # (N, chains, whole)
+
+
+@ad.kernel(grid=lambda x, CTAS, **_: (CTAS,), block=256)
+def chains(x, CTAS: ad.constexpr, CHAINS: ad.constexpr, N: ad.constexpr, REPS: ad.constexpr,
+           WHOLE: ad.constexpr = False):
+    """x (CTAS, 128, N) receives the sums of the accumulators (so nothing is optimised away);
+    shared memory is never written: the products' values do not matter, only their time."""
+    if WHOLE:
+        a_whole = ad.smem((2, 64, 256), ad.bfloat16, **tensor_core_layout(64))
+        b_whole = ad.smem((N, 256), ad.bfloat16, **tensor_core_layout(N))
+    else:
+        a_k16 = ad.smem((2, 16, 64, 16), ad.bfloat16, transforms=TileTransform((64, 16)), swizzle=32)
+        b_k16 = ad.smem((16, N, 16), ad.bfloat16, transforms=TileTransform((N, 16)), swizzle=32)
+    with ad.warpgroup_role((0, 1)):
+        me = ad.warpgroup_idx()
+        accs = [ad.registers((64, N), ad.float32, layout=ad.WGMMA) for _ in range(CHAINS)]
+        for acc in accs:
+            acc[...] = ad.zeros((64, N), ad.float32)
+        for _ in ad.range(REPS):
+            if WHOLE:
+                ad.wgmma(accs[0], a_whole.at[me], b_whole.T)
+            else:
+                for k in range(16 // CHAINS):
+                    for c, acc in enumerate(accs):
+                        step = k * CHAINS + c
+                        ad.wgmma(acc, a_k16.at[me, step], b_k16.at[step].T)
+            ad.wgmma_wait(0)
+        total = accs[0][...]
+        for acc in accs[1:]:
+            total = total + acc[...]
+        ad.store(x.at[ad.program_id(0), ad.ds(me * 64, 64), :], total)
+
+
+def main() -> None:
+    import torch
+    from common import median_gpu_ms, plot_result, write_result
+
+    from asyncdsl.runtime import device_facts
+
+    sms = device_facts(0).multiprocessor_count
+    results = {}
+    for n, chain_count, whole in VARIANTS:
+        x = torch.empty(sms, 128, n, device="cuda", dtype=torch.float32)
+        launch = lambda x=x, n=n, c=chain_count, w=whole: chains(x, CTAS=sms, N=n, REPS=REPS, CHAINS=c, WHOLE=w)
+        launch()
+        ms = median_gpu_ms(launch, warmup=5, rep=50)
+        flop = sms * 2 * REPS * 16 * 64 * n * 16 * 2
+        name = f"m64n{n}k16, " + ("one wgmma of 16 steps" if whole else f"{chain_count} chain(s) of single steps")
+        results[name] = flop / ms / 1e9
+        print(f"{name:50s} {results[name]:6.0f} TFLOP/s")
+    plot_result(write_result("wgmma_chains", {"tensor-core rate (TFLOP/s)": results,
+                                              "dense bf16 peak (TFLOP/s)": 989}))
+
+
+if __name__ == "__main__":
+    main()
