@@ -57,9 +57,9 @@ def matmul(a, b, c, CTAS: ad.constexpr, BM: ad.constexpr = 128, BN: ad.constexpr
 def matmul_split_k(a, b, c, partial, flags, CTAS: ad.constexpr, SPLIT_K: ad.constexpr = 2, BN: ad.constexpr = 256,
                    STAGES: ad.constexpr = 4, BK: ad.constexpr = 64):
     """c = a @ b for problems with fewer tiles than SMs: SPLIT_K units per (128, BN) tile each take
-    an equal share of K (in slices BK deep, STAGES of them in flight), and the units of a tile add up in order (`add_in_order`) through `partial`, a
-    float32 array of c's shape, and `flags`, int32 zeros, one per half tile (`split_k_flags`),
-    which the kernel leaves at zero.  The sum is the same on every run; c is bfloat16 or float16.
+    an equal share of K (in slices BK deep, STAGES of them in flight), and the units of a tile add
+    up in order (`add_in_order`) through `partial`, a float32 array of c's shape, and `flags`,
+    int32 zeros, one per half tile (`split_k_flags`), which the kernel leaves at zero.  The sum is the same on every run; c is bfloat16 or float16.
     Launches that may run at the same time (other streams) need partial and flags of their own;
     a launch that did not finish (an error) may leave flags set: zero them before the next.
     In clusters of two (`matmul_split_k_2cta`) the CTAs of a pair take tiles side by side and
@@ -225,9 +225,11 @@ def check_config(BM, BN, BK, STAGES, SPLIT, EPILOGUE, SPLIT_K) -> None:
     if not isinstance(SPLIT_K, int) or SPLIT_K < 1:
         raise ad.TraceError(f"SPLIT_K must be a positive int, got {SPLIT_K!r}")
     if SPLIT not in ("m", "n"):
-        raise ad.TraceError(f"SPLIT says how the consumers halve a tile, by rows 'm' or columns 'n', got {SPLIT!r}")
+        raise ad.TraceError(f"SPLIT says how the consumers halve a tile, by rows 'm' or columns 'n', "
+                            f"got {SPLIT!r}")
     if EPILOGUE not in ("tma", "tma64"):
-        raise ad.TraceError(f"EPILOGUE is 'tma' (the whole part at once) or 'tma64' (64 x 64 pieces), got {EPILOGUE!r}")
+        raise ad.TraceError(f"EPILOGUE is 'tma' (the whole part at once) or 'tma64' (64 x 64 pieces), "
+                            f"got {EPILOGUE!r}")
 
 
 def store_in_pieces(acc, c_out, me, c, row: int, col: int, piece=None) -> None:

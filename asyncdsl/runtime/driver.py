@@ -90,7 +90,8 @@ def entry_point(symbol: str, *argtypes: Any) -> Any:
     if function is None:
         initialize()
         cu = api()
-        err, address, status = cu.cuGetProcAddress(symbol.encode(), 12000, cu.CUdriverProcAddress_flags.CU_GET_PROC_ADDRESS_DEFAULT)
+        default = cu.CUdriverProcAddress_flags.CU_GET_PROC_ADDRESS_DEFAULT
+        err, address, status = cu.cuGetProcAddress(symbol.encode(), 12000, default)
         if err:
             raise cuda_error(err, f"cuGetProcAddress({symbol})")
         if not address or status != cu.CUdriverProcAddressQueryResult.CU_GET_PROC_ADDRESS_SUCCESS:
