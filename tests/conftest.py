@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from hypothesis import settings
 
 from asyncdsl import runtime
 from asyncdsl.frontend import kernel as kernel_module
@@ -16,6 +17,12 @@ pytest.register_assert_rewrite("support")
 # Tests count compilations and traces: kernels an earlier test (or run) compiled must not come
 # from the disk.  The tests of that cache turn it on for themselves, in a directory of their own.
 os.environ.setdefault("ASYNCDSL_KERNEL_CACHE", "0")
+
+# Hypothesis's per-example deadline (200 ms) times the machine, not the law: in a parallel run on
+# a small CI machine one slow example of a law that holds fails it.  Examples stay bounded by
+# each test's max_examples.
+settings.register_profile("asyncdsl", deadline=None)
+settings.load_profile("asyncdsl")
 
 
 @pytest.fixture(scope="session")
