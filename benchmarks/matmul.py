@@ -12,6 +12,8 @@ reported with each one's figure.
     python benchmarks/matmul.py [MxNxK ...]
     python benchmarks/matmul.py --table     # the 23 shapes of TABLE, fewer rounds, into matmul_table-DATE.json
     python benchmarks/matmul.py --table-small   # only its rows timed on the device (below)
+    python benchmarks/matmul.py --table 1000x1000x1000 128x4096x4096   # those rows, the table's
+                                            # contenders, into matmul_table_rows-DATE.json
 
 In the table, problems with fewer 128x256 tiles than SMs also get 128x64 tiles and split-K
 contenders (`matmul_split_k`: the units of a tile add up in order into the bf16 c, through a
@@ -214,8 +216,10 @@ def plot_ratios(json_path: Path) -> Path | None:
 
 def main(argv: list[str]) -> None:
     table = "--table" in argv or "--table-small" in argv
-    shapes = [tuple(int(x) for x in s.split("x")) for s in argv if not s.startswith("--")] or SHAPES
-    if table:
+    given = [tuple(int(x) for x in s.split("x")) for s in argv if not s.startswith("--")]
+    shapes = given or SHAPES
+    whole_table = table and not given  # the geometric mean and the row count cover the whole table
+    if whole_table:
         small = "--table-small" in argv  # only the device-timed rows
         shapes = [s for s in TABLE if not small or 2 * math.prod(s) < DEVICE_TIMED_FLOPS]
     payload: dict = {"unit": "TFLOP/s"}
@@ -228,11 +232,11 @@ def main(argv: list[str]) -> None:
         print(name, " ".join(f"{key}={value:.0f}" for key, value in row.items()),
               f"asyncdsl/cuBLAS={details[name]['ratio to cuBLAS']:.3f}", flush=True)
     payload["details"] = details
-    if table:
+    if whole_table:
         ratios = [d["ratio to cuBLAS"] for d in details.values()]
         payload["geometric mean of asyncdsl / cuBLAS"] = math.prod(ratios) ** (1 / len(ratios))
         payload["rows at >= 0.95x cuBLAS"] = sum(r >= 0.95 for r in ratios)
-    path = write_result("matmul_table" if table else "matmul", payload)
+    path = write_result("matmul_table" if whole_table else "matmul_table_rows" if table else "matmul", payload)
     plot_result(path)
     if table:
         plot_ratios(path)
