@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from asyncdsl import runtime
 from asyncdsl.config import knobs
-from asyncdsl.errors import ArgumentError, SourceLocation, TraceError, user_location
+from asyncdsl.errors import ArgumentError, AsyncDSLError, SourceLocation, TraceError, user_location
 from asyncdsl.frontend.code_digest import code_digest
 from asyncdsl.frontend.options import option
 from asyncdsl.frontend.persistent import PersistentGrid
@@ -313,17 +313,21 @@ class Kernel:
             return _dims3(self.grid, "grid", location)
         try:
             grid = self.grid(**call.by_name())
-        except TypeError as error:
-            wanted = ", ".join(self._signature.parameters)
-            try:
-                inspect.signature(self.grid).bind(**call.by_name())
-            except TypeError:
-                raise ArgumentError(
-                    f"the grid function of kernel {self.__name__} is called with the kernel's arguments by "
-                    f"name ({wanted}) and cannot take them: {error}; give it those parameters (or **kwargs)",
-                    location,
-                ) from None
-            raise
+        except AsyncDSLError as error:
+            raise error.at(location) from None
+        except Exception as error:  # noqa: BLE001 - the user's function failed: say so at the call
+            if isinstance(error, TypeError):
+                wanted = ", ".join(self._signature.parameters)
+                try:
+                    inspect.signature(self.grid).bind(**call.by_name())
+                except TypeError:
+                    raise ArgumentError(
+                        f"the grid function of kernel {self.__name__} is called with the kernel's arguments by "
+                        f"name ({wanted}) and cannot take them: {error}; give it those parameters (or **kwargs)",
+                        location,
+                    ) from None
+            raise ArgumentError(f"the grid function of kernel {self.__name__} raised {type(error).__name__}: "
+                                f"{error}", location) from error
         return _dims3(grid, "grid", location)
 
     def __call__(self, *args, stream=None, **kwargs) -> None:

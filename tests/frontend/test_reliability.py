@@ -3,6 +3,7 @@ refused valid input, or failed with Python's errors instead of a sentence at the
 
 from __future__ import annotations
 
+import inspect
 import re
 
 import numpy as np
@@ -276,6 +277,17 @@ def test_a_grid_function_with_other_names_is_told_so():
 
     with pytest.raises(ad.ArgumentError, match=r"grid function .* by name \(x, y\) and cannot take them"):
         named.interpret(np.zeros(16, np.float32), np.zeros(16, np.float32))
+
+
+def test_a_grid_function_that_fails_is_an_argument_error_at_the_call():
+    @ad.kernel(grid=lambda x, BLOCK: (x.shape[0] // BLOCK,))
+    def blocks(x, BLOCK: ad.constexpr):
+        pass
+
+    with pytest.raises(ad.ArgumentError, match="the grid function of kernel blocks raised ZeroDivisionError") as caught:
+        blocks.interpret(np.zeros(16, np.float32), BLOCK=0)  # the call
+    assert caught.value.location.line == inspect.currentframe().f_lineno - 1
+    assert isinstance(caught.value.__cause__, ZeroDivisionError)
 
 
 def test_a_runtime_int_used_as_a_python_int_suggests_constexpr():
