@@ -322,7 +322,7 @@ def test_an_odd_number_of_epilogue_pieces_does_not_race_the_next_tile(block_n):
     assert np.array_equal(c.view(np.uint16), expected.view(np.uint16))
 
 
-@given(st.integers(1, 40), st.integers(1, 40), st.sampled_from([0, 1, 2, 3, 8, 16]))
+@given(st.integers(1, 40), st.integers(1, 40), st.sampled_from([0, 1, 2, 3, 4, 8, 16]))
 def test_the_tile_order_is_row_by_row_or_a_planar_snake_with_a_short_last_band(m_tiles, n_tiles, width):
     from asyncdsl.examples.matmul import tile_position
 
