@@ -12,9 +12,7 @@ import pytest
 from runtime_fakes import TorchLikeStream
 
 from asyncdsl import dtypes
-from asyncdsl.errors import (
-    ArgumentError,
-)
+from asyncdsl.errors import ArgumentError
 from asyncdsl.runtime import (
     DeviceArray,
     arrays,

@@ -5,9 +5,7 @@ from __future__ import annotations
 import pytest
 from runtime_fakes import PTX, FakeCompiler
 
-from asyncdsl.runtime import (
-    module_cache,
-)
+from asyncdsl.runtime import module_cache
 
 # ---------------------------------------------------------------------------------- cubin cache
 

@@ -7,16 +7,10 @@ import pytest
 from runtime_fakes import fake_image, tiled_spec
 
 from asyncdsl import dtypes
-from asyncdsl.errors import (
-    CopyError,
-)
+from asyncdsl.errors import CopyError
 from asyncdsl.hw.tma import view_extent_bytes
-from asyncdsl.kernel_binary import (
-    Im2colTensorMapSpec,
-)
-from asyncdsl.runtime import (
-    tensormap,
-)
+from asyncdsl.kernel_binary import Im2colTensorMapSpec
+from asyncdsl.runtime import tensormap
 
 F32 = dtypes.TMA_FLOAT32
 
