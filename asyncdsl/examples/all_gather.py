@@ -23,6 +23,7 @@ import numpy as np
 
 import asyncdsl as ad
 import asyncdsl.distributed as dist
+from asyncdsl.examples.pipelined_copy import strided_tiles
 
 
 @ad.kernel(grid=lambda shard, out, flags, epoch, CTAS, **_: (CTAS,), block=128)
@@ -33,16 +34,9 @@ def all_gather(shard, out, flags, epoch: int, CTAS: ad.constexpr = 1, BM: ad.con
     if out.shape != (devices, rows, columns) or flags.shape != (devices,):
         raise ad.TraceError(f"all_gather of {rows}x{columns} shards on {devices} devices takes out of shape "
                             f"{(devices, rows, columns)} and flags of shape {(devices,)}")
-    tiles_per_row = ad.cdiv(columns, BN)
-    tiles = ad.cdiv(rows, BM) * tiles_per_row
-    cta = ad.program_id(0)
-    mine = (tiles - cta + CTAS - 1) // CTAS  # tiles cta, cta + CTAS, ...
+    mine, window = strided_tiles(ad.program_id(0), rows, columns, BM, BN, CTAS)
     ring = ad.smem((STAGES, BM, BN), shard.dtype)
     landed = ad.barrier(num=STAGES)
-
-    def window(t):
-        tile = cta + t * CTAS
-        return ad.ds(tile // tiles_per_row * BM, BM), ad.ds(tile % tiles_per_row * BN, BN)
 
     for t in range(STAGES):  # fill the ring
         with ad.when(mine > t):

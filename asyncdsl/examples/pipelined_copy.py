@@ -20,18 +20,26 @@ import numpy as np
 import asyncdsl as ad
 
 
-@ad.kernel(grid=lambda src, dst, BM, BN, STAGES, CTAS: (CTAS,))
-def pipelined_copy(src, dst, BM: ad.constexpr, BN: ad.constexpr, STAGES: ad.constexpr, CTAS: ad.constexpr):
-    tiles_per_row = ad.cdiv(src.shape[1], BN)
-    tiles = ad.cdiv(src.shape[0], BM) * tiles_per_row
-    cta = ad.program_id(0)
-    mine = (tiles - cta + CTAS - 1) // CTAS  # tiles cta, cta + CTAS, cta + 2 * CTAS, ...
-    ring = ad.smem((STAGES, BM, BN), src.dtype)
-    landed = ad.barrier(num=STAGES)
+def strided_tiles(cta, rows: int, columns: int, BM: int, BN: int, CTAS: int):
+    """The (BM, BN) tiles of a rows x columns array that CTA `cta` takes when CTAS CTAs walk them
+    with a stride (tiles cta, cta + CTAS, cta + 2 * CTAS, ... in row-major order): how many it
+    has, and `window(t)`, the rows and columns of its t-th as two slices."""
+    tiles_per_row = ad.cdiv(columns, BN)
+    tiles = ad.cdiv(rows, BM) * tiles_per_row
+    mine = (tiles - cta + CTAS - 1) // CTAS
 
     def window(t):
         tile = cta + t * CTAS
         return ad.ds(tile // tiles_per_row * BM, BM), ad.ds(tile % tiles_per_row * BN, BN)
+
+    return mine, window
+
+
+@ad.kernel(grid=lambda src, dst, BM, BN, STAGES, CTAS: (CTAS,))
+def pipelined_copy(src, dst, BM: ad.constexpr, BN: ad.constexpr, STAGES: ad.constexpr, CTAS: ad.constexpr):
+    mine, window = strided_tiles(ad.program_id(0), *src.shape, BM, BN, CTAS)
+    ring = ad.smem((STAGES, BM, BN), src.dtype)
+    landed = ad.barrier(num=STAGES)
 
     for t in range(STAGES):  # fill the ring (unrolled while tracing)
         with ad.when(mine > t):

@@ -27,6 +27,7 @@ import numpy as np
 
 import asyncdsl as ad
 import asyncdsl.distributed as dist
+from asyncdsl.examples.pipelined_copy import strided_tiles
 
 
 @ad.kernel(grid=lambda x, out, ready, epoch, CTAS, **_: (CTAS,), block=128)
@@ -44,16 +45,10 @@ def reduce_scatter(x, out, ready, epoch: int, CTAS: ad.constexpr = 1, BM: ad.con
     for pe in range(devices):
         ad.wait_signal(ready.at[pe], "ge", epoch)
 
-    tiles_per_row = ad.cdiv(columns, BN)
-    tiles = ad.cdiv(rows, BM) * tiles_per_row
-    mine = (tiles - cta + CTAS - 1) // CTAS
+    mine, window = strided_tiles(cta, rows, columns, BM, BN, CTAS)
     ring = ad.smem((STAGES, devices, BM, BN), x.dtype)
     result = ad.smem((BM, BN), out.dtype)
     landed = ad.barrier(num=STAGES)
-
-    def window(t):
-        tile = cta + t * CTAS
-        return ad.ds(tile // tiles_per_row * BM, BM), ad.ds(tile % tiles_per_row * BN, BN)
 
     def load(t):
         slot = t % STAGES
