@@ -59,11 +59,12 @@ def matmul_split_k(a, b, c, partial, flags, CTAS: ad.constexpr, SPLIT_K: ad.cons
     """c = a @ b for problems with fewer tiles than SMs: SPLIT_K units per (128, BN) tile each take
     an equal share of K (in slices BK deep, STAGES of them in flight), and the units of a tile add
     up in order (`add_in_order`) through `partial`, a float32 array of c's shape, and `flags`,
-    int32 zeros, one per half tile (`split_k_flags`), which the kernel leaves at zero.  The sum is the same on every run; c is bfloat16 or float16.
-    Launches that may run at the same time (other streams) need partial and flags of their own;
-    a launch that did not finish (an error) may leave flags set: zero them before the next.
-    In clusters of two (`matmul_split_k_2cta`) the CTAs of a pair take tiles side by side and
-    share each a slice, which few rows of a make most of the traffic."""
+    int32 zeros, one per half tile (`split_k_flags`), which the kernel leaves at zero.  The sum is
+    the same on every run; c is bfloat16 or float16.  Launches that may run at the same time
+    (other streams) need partial and flags of their own; a launch that did not finish (an error)
+    may leave flags set: zero them before the next.  In clusters of two (`matmul_split_k_2cta`)
+    the CTAs of a pair take tiles side by side and share each a slice, which few rows of a make
+    most of the traffic."""
     gemm(a, b, c, CTAS, 128, BN, BK, STAGES, "m", "tma64", 16, (40, 232), 1, SPLIT_K, "a", running=(partial, flags))
 
 
@@ -232,16 +233,26 @@ def check_config(BM, BN, BK, STAGES, SPLIT, EPILOGUE, SPLIT_K) -> None:
                             f"got {EPILOGUE!r}")
 
 
+def pieces(acc) -> list[tuple[int, int]]:
+    """The 64 x 64 pieces of a consumer's accumulator, (i, j) for rows 64i.., columns 64j.., row by row."""
+    rows, columns = acc.shape
+    return [(i, j) for i in range(rows // 64) for j in range(columns // 64)]
+
+
+def piece_of(acc, i: int, j: int):
+    """Piece (i, j) of `acc` (`pieces`)."""
+    return acc[i * 64:(i + 1) * 64, j * 64:(j + 1) * 64]
+
+
 def store_in_pieces(acc, c_out, me, c, row: int, col: int, piece=None) -> None:
     """Store consumer `me`'s accumulator `acc` (float32 registers) at (row, col) of c, converted
     to c's dtype, in 64 x 64 pieces through its two SMEM slots `c_out.at[me, 0 or 1]`: each piece
     waits only for the store two pieces before it, so stores overlap the next conversions.
-    `piece(i, j)`, if given, is what to store in place of the accumulator's rows 64i.., columns 64j..."""
-    rows, columns = acc.shape
-    pieces = [(i, j) for i in range(rows // 64) for j in range(columns // 64)]
-    piece = piece or (lambda i, j: acc[i * 64:(i + 1) * 64, j * 64:(j + 1) * 64])
-    settle_slots(len(pieces))
-    for number, (i, j) in enumerate(pieces):
+    `piece(i, j)`, if given, is what to store in place of the accumulator's piece (i, j)."""
+    every = pieces(acc)
+    piece = piece or (lambda i, j: piece_of(acc, i, j))
+    settle_slots(len(every))
+    for number, (i, j) in enumerate(every):
         slot = number % 2
         ad.await_async_copy(1, read_only=True)  # the store two pieces ago has read this slot
         c_out.at[me, slot][...] = piece(i, j).astype(c.dtype)
@@ -282,28 +293,22 @@ def add_in_order(acc, partial, flag, split, splits: int, c, c_out, me, row, col)
     their sum (float32, ((p0 + p1) + p2) + ...), and passes the sum on through `partial` and the
     flag, or, the last, sets the flag back to zero for the next launch and stores the sum to c
     (docs/hardware.md §17: the memory ordering, and why one unit per CTA)."""
-    rows, columns = acc.shape
-    pieces = [(i, j) for i in range(rows // 64) for j in range(columns // 64)]
-
-    def own(i, j):
-        return acc[i * 64:(i + 1) * 64, j * 64:(j + 1) * 64]
-
     def window(i, j):
         return partial.at[ad.ds(row + i * 64, 64), ad.ds(col + j * 64, 64)]
 
     def so_far(i, j):  # the earlier splits' sum plus this one's part
-        return ad.load(window(i, j), layout=ad.WGMMA) + own(i, j)
+        return ad.load(window(i, j), layout=ad.WGMMA) + piece_of(acc, i, j)
 
     with ad.region("split-K sum"):
         with ad.when(split == 0):
-            for i, j in pieces:
-                ad.store(window(i, j), own(i, j))
+            for i, j in pieces(acc):
+                ad.store(window(i, j), piece_of(acc, i, j))
             ad.signal(flag, 1)
         with ad.when(split > 0):
             ad.wait_signal(flag, "ge", split)
             if splits > 2:  # the splits between the first and the last
                 with ad.when(split < splits - 1):
-                    for i, j in pieces:
+                    for i, j in pieces(acc):
                         ad.store(window(i, j), so_far(i, j))
                     ad.signal(flag, split + 1)
             with ad.when(split == splits - 1):
