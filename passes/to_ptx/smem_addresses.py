@@ -127,17 +127,21 @@ def address_mode(thread_offsets: np.ndarray, constants: list[int], swizzle: int,
     return AddressMode.XOR, split
 
 
+def unswizzled_offsets(plan: AccessPlan | LaneAddresses) -> np.ndarray:
+    """Every thread's (row) offset of every access (column) of `plan` before the swizzle."""
+    threads = plan.thread_offsets.astype(np.int64)[:, None]
+    return threads + np.array([piece.offset for piece in plan.pieces], dtype=np.int64)[None, :]
+
+
 def planned_addresses(plan: AccessPlan | LaneAddresses, base: int) -> np.ndarray:
     """What PTX computes for every thread (row) and access (column) of `plan` with the buffer at
     `base`, in its address mode."""
-    threads = plan.thread_offsets.astype(np.int64)[:, None]
-    constants = np.array([piece.offset for piece in plan.pieces], dtype=np.int64)[None, :]
     if plan.mode is AddressMode.LINEAR:
-        return base + threads + constants
+        return base + unswizzled_offsets(plan)
     if plan.mode is AddressMode.XOR:
         xor, rest = (np.array(part, dtype=np.int64)[None, :] for part in zip(*plan.split))
-        return base + ((swizzled(threads, plan.swizzle) ^ xor) + rest)
-    return swizzled(base + threads + constants, plan.swizzle)
+        return base + ((swizzled(plan.thread_offsets.astype(np.int64)[:, None], plan.swizzle) ^ xor) + rest)
+    return swizzled(base + unswizzled_offsets(plan), plan.swizzle)
 
 
 def _piece_bytes(byte_offsets: np.ndarray, element_bytes: int, base_alignment: int) -> int:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from asyncdsl.hw.tiling import THREADS
-from asyncdsl.passes.to_ptx.smem_addresses import AccessPlan, AddressMode, LaneAddresses
+from asyncdsl.passes.to_ptx.smem_addresses import AccessPlan, AddressMode, LaneAddresses, unswizzled_offsets
 
 WARP = 32
 ROW_BYTES = 16  # one row of an 8×8 matrix of 16-bit elements
@@ -61,7 +61,7 @@ def matrix_plan(plan: AccessPlan, element_bytes: int, replicated: bool, base_ali
     count = len(plan.pieces)
     if not _rows_are_matrices(plan.addresses(0)):
         return None
-    unswizzled = plan.thread_offsets.astype(np.int64)[:, None] + np.array([piece.offset for piece in plan.pieces])
+    unswizzled = unswizzled_offsets(plan)
     lanes = np.arange(THREADS)
     row_holder = (lanes & ~(WARP - 1)) | ((lanes & 7) << 2)  # thread 4 (l % 8) of l's warp
     groups, start = [], 0
