@@ -136,8 +136,9 @@ def test_the_wgmma_chain_benchmark_kernels_assemble_clean():
         import wgmma_chains
     finally:
         sys.path.remove(str(BENCHMARKS))
-    for n, chains, whole in wgmma_chains.VARIANTS:
+    for n, chains, whole, wgs, a_registers in wgmma_chains.VARIANTS:
         text = wgmma_chains.chains.ptx(ad.ArraySpec((132, 128, n), ad.float32), CTAS=132, N=n, REPS=4000,
-                                       CHAINS=chains, WHOLE=whole)
+                                       CHAINS=chains, WHOLE=whole, WGS=wgs, A_REGISTERS=a_registers)
         _clean(text)
         assert text.count("wgmma.mma_async") == 16
+
