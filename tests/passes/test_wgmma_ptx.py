@@ -142,3 +142,18 @@ def test_the_wgmma_chain_benchmark_kernels_assemble_clean():
         _clean(text)
         assert text.count("wgmma.mma_async") == 16
 
+
+def test_the_attention_mix_benchmark_kernels_assemble_clean():
+    """benchmarks/attention_mix.py: both launch shapes, with and without the running maximum,
+    issue the same sixteen wgmmas a block; only the 384-thread one hands registers over."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import attention_mix
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    for kernel in (attention_mix.fed, attention_mix.producer):
+        for online in (False, True):
+            text = kernel.ptx(ad.ArraySpec((132, 128, 128), ad.float32), REPS=4000, ONLINE=online)
+            _clean(text)
+            assert text.count("wgmma.mma_async") == 16
+            assert ("setmaxnreg" in text) == (kernel is attention_mix.producer)
