@@ -8,45 +8,48 @@ the end with zeros, the keys there are masked on the last block only, rows past 
 stored); S_KV may differ from S when not causal.  `lse` (B, H, S) float32 receives each row's
 log-sum-exp of the scaled scores (natural log), what a backward pass needs.
 
-Each CTA owns 2·BQ query rows of one (batch, head) and has three warpgroups:
+Each CTA owns 2·BQ query rows of one (batch, head).  Two consumer warpgroups (0 and 1) each own
+BQ of them; k and v stream by TMA through a ring of STAGES slots, a slot refilled once both
+consumers released it.  Two launch shapes of the same code feed that ring:
 
-- warpgroup 2, the producer, loads the CTA's q rows once, then streams (BK, D) blocks of k and
-  v by TMA through a ring of STAGES slots; a slot is refilled once both consumers released it;
-- warpgroups 0 and 1, the consumers, each own BQ query rows.  For block j: s = q @ k_jᵀ (one
-  wgmma, k read K-major through `k_s.T`) is issued, then o += p_{j-1} @ v_{j-1} (p straight from
-  registers as wgmma's A operand); once s is done, the online softmax of s (a running row maximum
-  m and sum l) runs while that second wgmma does, and o is scaled by 2^(m_old - m_new) after it;
-- at the end each consumer stores its rows' log-sum-exp, scales its rows by 1/l and stores them
-  by TMA through its q buffer.
+- `attention` (384 threads): warpgroup 2, the producer, loads q once and then streams k and v;
+  it hands registers to the consumers (40 kept, 232 each for them, `setmaxnreg`);
+- `attention_fed` (256 threads): no producer; consumer warpgroup 0 also issues the loads, at
+  the start of each block (the slots of blocks j - 1 and j - 2 refilled), and no registers
+  change hands (ptxas gives every thread up to 255).
+`attention_for(D)` picks the faster for a head dim: `attention` up to D = 128, `attention_fed`
+above (measured on the H200, see below).
+
+For block j a consumer issues s = q @ k_jᵀ (one wgmma, k read K-major through `k_s.T`), then
+o += p_{j-1} @ v_{j-1} (p straight from registers as wgmma's A operand); once s is done, the
+online softmax of s (a running row maximum m and sum l) runs while that second wgmma does, and o
+is scaled by 2^(m_old - m_new) after it.  At the end each consumer stores its rows' log-sum-exp,
+scales its rows by 1/l and stores them by TMA through its q buffer.
 
 Blocks of 128 keys up to D = 128, of 64 above (the scores and the output share the registers).
 Exponentials are base 2 with log2(e)/√D folded into one scale applied by an fma, `ex2.approx` on
 the GPU (the interpreter's exact exp2 differs in the last bits).  Causal attention stops at the
 diagonal: only the blocks that cross it are masked, and the CTAs with the most blocks start first.
 
-What the profiler showed (4·32·8192·128, one block of one consumer, µs): issuing s 0.69, issuing
-p @ v 0.62, softmax 0.75-0.81, waits 0.05: the two consumers issue together and then both do
-their softmax.  ptxas had also put the wait for p @ v before most exponentials (SASS: the
-`WARPGROUP.DEPBAR` followed the row maximum), so the softmax overlapped little tensor-core work;
-a warpgroup barrier before the wait keeps it after them: +10 % at D = 128 (479 → 531 TFLOP/s
-non-causal, same run), +2 % at D = 64, unchanged at D = 256.  Profiled again after it: a block
-takes 2.4 µs, of which issuing s and p @ v 1.3 (an issuing warp stalls until the tensor cores
-take each wgmma, so issuing lasts about as long as the products run) and the softmax 0.81 with
-the tensor cores idle.  Taking turns would fill that time, but one warpgroup alone issues its
-m64n128k16 products at about half the rate two do together (with turns: issuing s 1.24 µs,
-block 2.62 µs), so it loses more than it gains.  At D = 256 (blocks of 64 keys) a block takes
-3.4 µs and issuing s 1.54 of it against 0.59 for p @ v, the same arithmetic: s is sixteen
-m64n64k16 products from shared memory, each ~88 cycles for 32 cycles of arithmetic here, and
-wider blocks do not fit (128 keys: 320 KiB of shared memory for two stages).  The same sixteen
-products with nothing beside them run at 93 % of the tensor cores' peak
-(`benchmarks/wgmma_chains.py`): what slows them here runs beside them; their width does not.
-Measured on the H200 and slower, so not the default: the consumers taking turns to issue
-(`TURNS=True`, `asyncdsl.turns`: 368 against 538 TFLOP/s at D = 128, 222 against 334 at D = 256;
-with an mbarrier pair before it, two thirds of the speed); q as wgmma's register operand (442
-against 525 at D = 128, +2 % at D = 64); blocks of 80 keys at D = 256 (288 against 309), of 160
-or 176 at D = 128 (a tenth of the speed), three or four stages (445 against 501); two score
-buffers (ptxas then needs more registers than the consumers have).  Double-buffering p or
-releasing v one block later leaves ptxas's early wait where it is (SASS, not run).
+Measured on the H200 (docs/hardware.md §14.7): the consumers' mix of wgmmas, s from shared
+memory beside p @ v from registers, runs at about half the tensor cores' rate in a 384-thread
+CTA whose consumers took registers by `setmaxnreg`, and at 80-90 % of it in a 256-thread CTA
+without, with the same SASS loop and no loads at all (`benchmarks/attention_mix.py`).  Hence
+the fed form: at D = 256, 517 against 313 TFLOP/s in the same rounds (`benchmarks/attention.py
+--forms`); at D = 128 the two are within 2 % (either ahead, in three runs) and at D = 64 the
+producer form is faster (405 against 353), where a block's products are half as long and the
+refills on warpgroup 0's path count more.  Where a block goes (profiler,
+4·32·8192·128, either form): the two consumers issue s and p @ v together (1.3 µs: an issuing
+warp stalls until the tensor cores take each wgmma, so issuing lasts as long as the products
+run), then both do their softmax (0.6-0.8 µs) with the tensor cores idle.  A warpgroup barrier
+before the wait for p @ v keeps ptxas from hoisting that wait above the exponentials (+10 % at
+D = 128).  Measured and slower, so not the default: the consumers taking turns to issue
+(`TURNS=True`, `asyncdsl.turns`: 375-408 against 549 TFLOP/s at D = 128 in the fed form, where
+warpgroup 0's refill then waits for the other's p @ v; 368 against 538 with the producer); q as
+wgmma's register operand (442 against 525); blocks of 80 keys at D = 256, of 160 or 176 at
+D = 128; three stages (447 against 549, fed: the ring index modulo 3 costs 220 integer
+instructions a block) or four at D = 64 (no change); refilling after issuing instead of before
+(506 against 549).
 
     python -m asyncdsl.examples.attention    # on the GPU if there is one, else interpreted
 """
@@ -86,9 +89,22 @@ def _grid(q, k, v, o, lse, BQ, LAYOUT, **_):
 LAYOUTS = ("BHSD", "BSHD")
 
 
-@ad.kernel(grid=_grid, block=384)
+@ad.kernel(grid=_grid, block=384, profile_events=1536)
 def attention(q, k, v, o, lse, BQ: ad.constexpr = 64, BK: ad.constexpr = None, STAGES: ad.constexpr = 2,
               CAUSAL: ad.constexpr = False, LAYOUT: ad.constexpr = "BHSD", TURNS: ad.constexpr = False):
+    """A producer warpgroup streams k and v; the fastest form up to D = 128."""
+    _attention(q, k, v, o, lse, BQ, BK, STAGES, CAUSAL, LAYOUT, TURNS, producer=True)
+
+
+@ad.kernel(grid=_grid, block=256, profile_events=1536)
+def attention_fed(q, k, v, o, lse, BQ: ad.constexpr = 64, BK: ad.constexpr = None, STAGES: ad.constexpr = 2,
+                  CAUSAL: ad.constexpr = False, LAYOUT: ad.constexpr = "BHSD", TURNS: ad.constexpr = False):
+    """Consumer warpgroup 0 also streams k and v (no producer, no register hand-over); the fastest
+    form at D = 256."""
+    _attention(q, k, v, o, lse, BQ, BK, STAGES, CAUSAL, LAYOUT, TURNS, producer=False)
+
+
+def _attention(q, k, v, o, lse, BQ, BK, STAGES, CAUSAL, LAYOUT, TURNS, producer: bool):
     (B, H, S, D), (H_KV, S_KV) = _shape(q, k, LAYOUT)
     if BK is None:
         BK = 128 if D <= 128 else 64  # the scores of a block and the output share the registers
@@ -137,21 +153,46 @@ def attention(q, k, v, o, lse, BQ: ad.constexpr = 64, BK: ad.constexpr = None, S
     k_empty, v_empty = ad.barrier(arrival_count=2, num=STAGES), ad.barrier(arrival_count=2, num=STAGES)
     issue_order = ad.turns((0, 1)) if TURNS else None  # the consumers' turns to issue (`TURNS`)
 
-    with ad.warpgroup_role(2, registers=40):
-        for half in range(2):
-            ad.async_copy(rows(q, h, first_row + half * BQ, BQ), q_s.at[half], barrier=q_landed)
-        for j in ad.range(blocks):
-            slot = j % STAGES
-            with ad.region("wait k slot"), ad.when(j >= STAGES):
-                k_empty[slot].wait()
-            ad.async_copy(rows(k, h_kv, j * BK, BK), k_ring.at[slot], barrier=k_full[slot])
-            with ad.region("wait v slot"), ad.when(j >= STAGES):
-                v_empty[slot].wait()
-            ad.async_copy(rows(v, h_kv, j * BK, BK), v_ring.at[slot], barrier=v_full[slot])
+    def load_k(j):
+        ad.async_copy(rows(k, h_kv, j * BK, BK), k_ring.at[j % STAGES], barrier=k_full[j % STAGES])
 
-    with ad.warpgroup_role((0, 1), registers=232):
+    def load_v(j):
+        ad.async_copy(rows(v, h_kv, j * BK, BK), v_ring.at[j % STAGES], barrier=v_full[j % STAGES])
+
+    if producer:
+        with ad.warpgroup_role(2, registers=40):
+            for half in range(2):
+                ad.async_copy(rows(q, h, first_row + half * BQ, BQ), q_s.at[half], barrier=q_landed)
+            for j in ad.range(blocks):
+                with ad.region("wait k slot"), ad.when(j >= STAGES):
+                    k_empty[j % STAGES].wait()
+                load_k(j)
+                with ad.region("wait v slot"), ad.when(j >= STAGES):
+                    v_empty[j % STAGES].wait()
+                load_v(j)
+
+    with ad.warpgroup_role((0, 1), registers=232 if producer else None):
         me = ad.warpgroup_idx()
         my_first_row = first_row + me * BQ
+        feeds = me == 0  # without a producer, warpgroup 0 also keeps the k, v ring filled
+
+        def refill(j):
+            """At the start of block j (warpgroup 0): the k slot of block j - 1 receives block
+            j - 1 + STAGES once both consumers have its scores, the v slot of block j - 2 block
+            j - 2 + STAGES once both have added its p @ v (in block j - 1)."""
+            with ad.region("refill"):
+                for used, empty, load in ((j - 1, k_empty, load_k), (j - 2, v_empty, load_v)):
+                    with ad.when(feeds & (used >= 0) & (used + STAGES < blocks)):
+                        empty[used % STAGES].wait()
+                        load(used + STAGES)
+
+        if not producer:
+            ad.async_copy(rows(q, h, my_first_row, BQ), q_s.at[me], barrier=q_landed)
+            with ad.when(feeds):
+                for j in range(STAGES):
+                    with ad.when(j < blocks):
+                        load_k(j)
+                        load_v(j)
         s = ad.registers((BQ, BK), ad.float32, layout=ad.WGMMA)  # q @ kᵀ of one block
         p = ad.registers((BQ, BK), v.dtype, layout=ad.WGMMA)  # its probabilities, A of p @ v
         acc = ad.registers((BQ, D), ad.float32, layout=ad.WGMMA)
@@ -195,6 +236,8 @@ def attention(q, k, v, o, lse, BQ: ad.constexpr = 64, BK: ad.constexpr = None, S
             """Block j while block j - 1's p @ v runs: issue s_j, then o += p_{j-1} @ v_{j-1};
             the softmax of s_j overlaps that wgmma, whose end it waits for to scale o."""
             with ad.region("block"):
+                if not producer:
+                    refill(j)
                 with turn():
                     with ad.region("issue s"):
                         scores(j)
@@ -251,6 +294,11 @@ def attention(q, k, v, o, lse, BQ: ad.constexpr = 64, BK: ad.constexpr = None, S
         ad.await_async_copy(0)
 
 
+def attention_for(head_dim: int) -> ad.Kernel:
+    """The faster form of this kernel for a head dim on the H200 (see the module docstring)."""
+    return attention if head_dim <= 128 else attention_fed
+
+
 def reference(q, k, v, causal: bool, layout: str = "BHSD") -> tuple[np.ndarray, np.ndarray]:
     """Attention in float64 from the bf16 inputs: the output (in `layout`) and the log-sum-exp
     of each row's scores, (B, H, S)."""
@@ -284,6 +332,10 @@ EXAMPLE_ARGS = {
         (*(ad.ArraySpec((1, 2, 256, 64), ad.bfloat16) for _ in range(4)), ad.ArraySpec((1, 2, 256), ad.float32)),
         {"CAUSAL": True},
     ),
+    "attention_fed": (
+        (*(ad.ArraySpec((1, 1, 200, 256), ad.bfloat16) for _ in range(4)), ad.ArraySpec((1, 1, 200), ad.float32)),
+        {"CAUSAL": True},
+    ),
 }
 
 
@@ -303,10 +355,11 @@ def main(q_shape=(1, 200, 4, 64), kv_heads: int = 2, causal: bool = True, layout
         from asyncdsl.runtime import to_device, to_host
 
         o_d, lse_d = to_device(o), to_device(lse)
-        attention(to_device(q), to_device(k), to_device(v), o_d, lse_d, CAUSAL=causal, LAYOUT=layout)
+        attention_for(q_shape[-1])(to_device(q), to_device(k), to_device(v), o_d, lse_d, CAUSAL=causal,
+                                   LAYOUT=layout)
         o, lse, where = to_host(o_d), to_host(lse_d), "GPU"
     else:
-        attention.interpret(q, k, v, o, lse, CAUSAL=causal, LAYOUT=layout)
+        attention_for(q_shape[-1]).interpret(q, k, v, o, lse, CAUSAL=causal, LAYOUT=layout)
         where = "interpreter"
     expected_o, expected_lse = reference(q, k, v, causal, layout)
     error = np.abs(o.astype(np.float64) - expected_o).max()
