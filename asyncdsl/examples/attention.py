@@ -99,7 +99,7 @@ def attention(q, k, v, o, lse, BQ: ad.constexpr = 64, BK: ad.constexpr = None, S
 @ad.kernel(grid=_grid, block=256, profile_events=1536)
 def attention_fed(q, k, v, o, lse, BQ: ad.constexpr = 64, BK: ad.constexpr = None, STAGES: ad.constexpr = 2,
                   CAUSAL: ad.constexpr = False, LAYOUT: ad.constexpr = "BHSD", TURNS: ad.constexpr = False):
-    """Consumer warpgroup 0 also streams k and v (no producer, no register hand-over); the fastest
+    """Consumer warpgroup 0 also streams k and v (no producer, no register hand-over): the faster
     form at D = 256."""
     _attention(q, k, v, o, lse, BQ, BK, STAGES, CAUSAL, LAYOUT, TURNS, producer=False)
 
