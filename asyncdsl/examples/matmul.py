@@ -182,16 +182,8 @@ def gemm(a, b, c, CTAS, BM, BN, BK, STAGES, SPLIT, EPILOGUE, SNAKE, REGISTERS, I
                     partial, flags = running
                     flag = flags.at[part_number(row, col, part, part_columns)]
                     add_in_order(acc, partial, flag, split, SPLIT_K, c, c_out, me, row, col)
-                elif SPLIT_K > 1:
-                    pieces = [(i, j) for i in range(part[0] // 64) for j in range(part[1] // 32)]
-                    settle_slots(len(pieces))
-                    for number, (i, j) in enumerate(pieces):
-                        slot = number % 2
-                        ad.await_async_copy(1, read_only=True)  # the add two pieces ago has read this slot
-                        c_out.at[me, slot][...] = acc[i * 64:(i + 1) * 64, j * 32:(j + 1) * 32]
-                        ad.fence_async_smem()
-                        ad.async_copy(c_out.at[me, slot], c.at[ad.ds(row + i * 64, 64), ad.ds(col + j * 32, 32)],
-                                      reduction="add")
+                elif SPLIT_K > 1:  # float32 pieces 32 wide (128-byte rows), added into c
+                    store_in_pieces(acc, c_out, me, c, row, col, width=32, reduction="add")
                 elif EPILOGUE == "tma":
                     ad.await_async_copy(0, read_only=True)  # the previous tile's store has read c_out
                     c_out.at[me, 0][...] = acc[...].astype(c.dtype)
@@ -233,31 +225,35 @@ def check_config(BM, BN, BK, STAGES, SPLIT, EPILOGUE, SPLIT_K) -> None:
                             f"got {EPILOGUE!r}")
 
 
-def pieces(acc) -> list[tuple[int, int]]:
-    """The 64 x 64 pieces of a consumer's accumulator, (i, j) for rows 64i.., columns 64j.., row by row."""
+def pieces(acc, width: int = 64) -> list[tuple[int, int]]:
+    """The 64 x `width` pieces of a consumer's accumulator, (i, j) for rows 64i.., columns
+    width·j.., row by row."""
     rows, columns = acc.shape
-    return [(i, j) for i in range(rows // 64) for j in range(columns // 64)]
+    return [(i, j) for i in range(rows // 64) for j in range(columns // width)]
 
 
-def piece_of(acc, i: int, j: int):
+def piece_of(acc, i: int, j: int, width: int = 64):
     """Piece (i, j) of `acc` (`pieces`)."""
-    return acc[i * 64:(i + 1) * 64, j * 64:(j + 1) * 64]
+    return acc[i * 64:(i + 1) * 64, j * width:(j + 1) * width]
 
 
-def store_in_pieces(acc, c_out, me, c, row: int, col: int, piece=None) -> None:
+def store_in_pieces(acc, c_out, me, c, row: int, col: int, piece=None, width: int = 64,
+                    reduction: str | None = None) -> None:
     """Store consumer `me`'s accumulator `acc` (float32 registers) at (row, col) of c, converted
-    to c's dtype, in 64 x 64 pieces through its two SMEM slots `c_out.at[me, 0 or 1]`: each piece
-    waits only for the store two pieces before it, so stores overlap the next conversions.
-    `piece(i, j)`, if given, is what to store in place of the accumulator's piece (i, j)."""
-    every = pieces(acc)
-    piece = piece or (lambda i, j: piece_of(acc, i, j))
+    to c's dtype, in 64 x `width` pieces through its two SMEM slots `c_out.at[me, 0 or 1]`: each
+    piece waits only for the store two pieces before it, so stores overlap the next conversions.
+    `piece(i, j)`, if given, is what to store in place of the accumulator's piece (i, j);
+    `reduction` ("add") combines each piece with what c holds (`async_copy`'s reduction)."""
+    every = pieces(acc, width)
+    piece = piece or (lambda i, j: piece_of(acc, i, j, width))
     settle_slots(len(every))
     for number, (i, j) in enumerate(every):
         slot = number % 2
         ad.await_async_copy(1, read_only=True)  # the store two pieces ago has read this slot
         c_out.at[me, slot][...] = piece(i, j).astype(c.dtype)
         ad.fence_async_smem()
-        ad.async_copy(c_out.at[me, slot], c.at[ad.ds(row + i * 64, 64), ad.ds(col + j * 64, 64)])
+        ad.async_copy(c_out.at[me, slot], c.at[ad.ds(row + i * 64, 64), ad.ds(col + j * width, width)],
+                      reduction=reduction)
 
 
 def check_running(running, c, halves: int, splits: int, units: int, clusters: int, pair: int) -> None:
