@@ -184,7 +184,7 @@ def _attention(q, k, v, o, lse, BQ, BK, STAGES, CAUSAL, LAYOUT, TURNS, producer:
                 with ad.region("refill"):
                     for used, empty, load in ((j - 1, k_empty, load_k), (j - 2, v_empty, load_v)):
                         with ad.when(feeds & (used >= 0) & (used + STAGES < blocks)):
-                            empty[used % STAGES].wait()
+                            empty[(used + STAGES) % STAGES].wait()  # j - 2 may be -1 to the compiler
                             load(used + STAGES)
 
             ad.async_copy(rows(q, h, my_first_row, BQ), q_s.at[me], barrier=q_landed)

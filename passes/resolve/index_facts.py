@@ -1,6 +1,6 @@
 """What the compiler can prove about a traced index, read from the arithmetic that computed it:
 the largest number it is a multiple of (`known_divisor`), and whether it cannot be negative
-(`known_non_negative`).
+(`known_non_negative`, from `known_lower_bound`).
 
     pid * 64 + 128          -> 64        (a multiple of 64 plus a multiple of 128)
     pid * 64 + 1            -> 1
@@ -72,43 +72,79 @@ def _compute(value: SSAValue, seen: dict[SSAValue, int]) -> int:
 
 
 def known_non_negative(value: SSAValue) -> bool:
-    """Whether `value` is provably at least 0 (ids, counts, and sums, products and floor
-    quotients of such; a Python-style remainder by a positive constant)."""
-    return _non_negative(value, set())
+    """Whether `value` is provably at least 0."""
+    bound = known_lower_bound(value)
+    return bound is not None and bound >= 0
+
+
+def known_lower_bound(value: SSAValue) -> int | None:
+    """The least value this analysis proves `value` cannot go below (None: none proved).
+
+        pid, a count, warpgroup_idx()        -> 0
+        for j in range(1, n): j - 1          -> 0      (a counter from 1 that only steps up)
+        first.max(1)                         -> 1
+        x % 3                                -> 0      (Python's remainder by a positive constant)
+        (j + 5) // 2                         -> 3      (floor quotients of bounded values)
+
+    The slot of a ring, `j % stages`, is then an unsigned remainder (no sign fix-up), which the
+    PTX lowering uses (`passes/to_ptx/scalars.py`).
+    """
+    return _lower_bound(value, frozenset())
 
 
 _IDS = (ir.ProgramIdOp, ir.NumProgramsOp, ir.ClusterCtaIdOp, ir.ClusterIdOp, ir.WarpgroupIdxOp)
 
 
-def _non_negative(value: SSAValue, visiting: set[SSAValue]) -> bool:
+def _lower_bound(value: SSAValue, visiting: frozenset[SSAValue]) -> int | None:
     if value in visiting:
-        return False
+        return None  # defined through itself: proves nothing
     visiting = visiting | {value}
 
-    def of(operand: SSAValue) -> bool:
-        return _non_negative(operand, visiting)
+    def of(operand: SSAValue) -> int | None:
+        return _lower_bound(operand, visiting)
 
     if isinstance(value, BlockArgument):
         loop = value.block.parent_op()
-        # A counter from a non-negative start that only steps up.
-        return isinstance(loop, scf.ForOp) and value.index == 0 and of(loop.lb) and (_constant(loop.step) or 0) > 0
+        # A counter that only steps up never goes below its start.
+        if isinstance(loop, scf.ForOp) and value.index == 0 and (_constant(loop.step) or 0) > 0:
+            return of(loop.lb)
+        return None
     op = value.owner
     constant = _constant(value)
     if constant is not None:
-        return constant >= 0
+        return constant
     if isinstance(op, _IDS):
-        return True
-    if isinstance(op, (arith.AddiOp, arith.MuliOp, arith.MaxSIOp, arith.MinSIOp, arith.SelectOp)):
-        if isinstance(op, arith.MaxSIOp):
-            return of(op.lhs) or of(op.rhs)
-        return of(op.lhs) and of(op.rhs)
-    if isinstance(op, (arith.FloorDivSIOp, arith.DivSIOp)):
-        return of(op.lhs) and (_constant(op.rhs) or 0) > 0
-    if isinstance(op, arith.SubiOp):
-        return _is_python_remainder(op)
+        return 0
     if isinstance(op, ir.MultipleOfOp):
         return of(op.value)
-    return False
+    if isinstance(op, arith.MaxSIOp):
+        bounds = [b for b in (of(op.lhs), of(op.rhs)) if b is not None]
+        return max(bounds) if bounds else None
+    if isinstance(op, arith.SubiOp):
+        if _is_python_remainder(op):
+            return 0
+        lhs, subtrahend = of(op.lhs), _constant(op.rhs)
+        return None if lhs is None or subtrahend is None else lhs - subtrahend
+    if not isinstance(op, _BINARY):
+        return None
+    lhs, rhs = of(op.lhs), of(op.rhs)
+    if lhs is None or rhs is None:
+        return None
+    if isinstance(op, arith.AddiOp):
+        return lhs + rhs
+    if isinstance(op, (arith.MinSIOp, arith.SelectOp)):
+        return min(lhs, rhs)
+    if isinstance(op, arith.MuliOp):
+        return lhs * rhs if lhs >= 0 and rhs >= 0 else None  # the least product of non-negatives
+    divisor = _constant(op.rhs)
+    if divisor is None or divisor <= 0:
+        return None
+    if isinstance(op, arith.FloorDivSIOp):
+        return lhs // divisor
+    return lhs // divisor if lhs >= 0 else -(-lhs // divisor)  # DivSIOp truncates toward zero
+
+
+_BINARY = (arith.AddiOp, arith.MinSIOp, arith.SelectOp, arith.MuliOp, arith.FloorDivSIOp, arith.DivSIOp)
 
 
 def _is_python_remainder(op: arith.SubiOp) -> bool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, IntegerType
 
+from asyncdsl.passes.resolve.index_facts import known_non_negative
 from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
 from asyncdsl.passes.to_ptx.tiles import constant_register
 
@@ -80,6 +81,12 @@ def _floordiv(ctx: KernelLowering, op: arith.FloorDivSIOp) -> None:
     if divisor is not None and divisor > 0 and divisor & (divisor - 1) == 0:
         # An arithmetic shift right is a floor division by a power of two.
         ctx.bind(op.result, b.emit("shr.s32 {}, {}, {};", "b32", lhs, divisor.bit_length() - 1))
+        return
+    if divisor is not None and divisor > 0 and known_non_negative(op.lhs):
+        # Floor and truncation agree on a dividend that cannot be negative (a ring's slot
+        # `j % stages` of a loop counter): ptxas turns an unsigned division by a constant into a
+        # multiply-high and a shift, with no sign fix-up.
+        ctx.bind(op.result, b.emit("div.u32 {}, {}, {};", "b32", lhs, divisor))
         return
     rhs = ctx.operand(op.rhs)
     quotient = b.emit("div.s32 {}, {}, {};", "b32", lhs, rhs)
