@@ -130,6 +130,11 @@ class PtxAssemblyError(AsyncDSLError):
     """ptxas rejected the PTX asyncdsl printed (a compiler bug, reported with the PTX log)."""
 
 
+class PerformanceWarning(UserWarning):
+    """The kernel runs, correctly, but the compiler said it will be slower than it could be (one
+    of ptxas's "Potential Performance Loss" advisories: wgmma serialised, `setmaxnreg` ignored)."""
+
+
 class AssumptionError(AsyncDSLError):
     """Something the compiler took on trust is false at run time: a hint (`asyncdsl.multiple_of`),
     or what a copy needs of a traced value (its alignment, its range).  Raised by the interpreter,

@@ -1,8 +1,9 @@
-"""PTX to cubin, in process: nvJitLink when its library is present and matches the driver's major
-version, else the driver's own linker (`cuLink*`).
+"""PTX to a loadable image, in process: a cubin from nvJitLink when its library is present and
+matches the driver's major version, else (and for kernels with `setmaxnreg`, see
+`DriverJitCompiler`) the PTX itself, compiled by the driver's JIT as it loads.
 
-Neither path honours `.extern .shared .align` (docs/hardware.md §1.1); asyncdsl's PTX aligns its
-dynamic shared memory at run time, so both give correct cubins.  `ASYNCDSL_PTX_COMPILER` may force
+No path honours `.extern .shared .align` (docs/hardware.md §1.1); asyncdsl's PTX aligns its
+dynamic shared memory at run time, so all give correct code.  `ASYNCDSL_PTX_COMPILER` may force
 one (`nvjitlink` or `driver`); the default is `auto`.
 
 Loading nvJitLink (`cuda.bindings.nvjitlink` and the library finder it imports) costs 20-70 ms, so
@@ -19,10 +20,11 @@ import glob
 import os
 import sys
 import threading
+import warnings
 from typing import Protocol
 
 from asyncdsl.config import PTX_COMPILER, knobs
-from asyncdsl.errors import ArgumentError, CudaError, PtxAssemblyError, user_location
+from asyncdsl.errors import ArgumentError, CudaError, PerformanceWarning, PtxAssemblyError, user_location
 from asyncdsl.runtime import driver
 from asyncdsl.runtime.module_cache import file_identity
 
@@ -53,6 +55,9 @@ class NvJitLinkCompiler:
             nvjitlink.complete(handle)
             cubin = bytearray(nvjitlink.get_linked_cubin_size(handle))
             nvjitlink.get_linked_cubin(handle, cubin)
+            info = bytearray(nvjitlink.get_info_log_size(handle))
+            nvjitlink.get_info_log(handle, info)
+            warn_of_advisories(name, _text(info))
         except nvjitlink.nvJitLinkError as error:
             log = bytearray(nvjitlink.get_error_log_size(handle))
             nvjitlink.get_error_log(handle, log)
@@ -65,9 +70,23 @@ class NvJitLinkCompiler:
         return bytes(cubin)
 
 
-class DriverLinkerCompiler:
-    """The driver's linker (`cuLinkCreate`/`cuLinkAddData`/`cuLinkComplete`), compiling for the
-    device of the current context."""
+class DriverJitCompiler:
+    """The driver's JIT on the PTX itself (`cuModuleLoadDataEx`), compiling for the device of the
+    current context.
+
+    The JIT compiles a PTX module as a whole program; nvJitLink and the driver's linker
+    (`cuLink*`) compile each PTX input as one unit of a program to be linked, and in that mode
+    ptxas drops `setmaxnreg` ("(C7504) 'setmaxnreg' ignored to maintain compatibility across
+    compilation units"): a kernel whose warpgroup roles hand registers over then keeps the
+    entry's count in every role (168 at 384 threads), and its wgmmas may be serialised (C7512).
+    Measured on the H200 (docs/hardware.md §14.7): the attention's wgmma mix in a 384-thread CTA,
+    493 TFLOP/s through nvJitLink, 886 through the JIT.  So such kernels come here.
+
+    The image it returns is the PTX (`cuModuleLoadData` takes PTX as well as cubins): the driver
+    keeps the machine code it made in its own disk cache, so loading the image again in another
+    process does not compile it again.  The first load here reads the JIT's logs: errors raise,
+    ptxas's performance advisories warn (`PerformanceWarning`).
+    """
 
     def __init__(self, device: int):
         self._device = device
@@ -75,35 +94,29 @@ class DriverLinkerCompiler:
     def compile(self, ptx: str, arch: str, name: str) -> bytes:
         cu = driver.api()
         driver.activate(self._device)
-        data = ptx.encode() + b"\0"  # the driver reads PTX as a C string
-        state = driver.check(cu.cuLinkCreate(0, [], []), "cuLinkCreate")
-        try:
-            result = cu.cuLinkAddData(state, cu.CUjitInputType.CU_JIT_INPUT_PTX, data, len(data),
-                                      f"{name}.ptx".encode(), 0, [], [])
-            if not result[0]:
-                result = cu.cuLinkComplete(state)
-            if result[0]:
-                raise PtxAssemblyError(
-                    f"the CUDA driver rejected the PTX of kernel {name!r} for {arch} "
-                    f"({driver.cuda_error(result[0], 'cuLink').message}):\n{self._error_log(data)}",
-                    user_location(),
-                )
-            image_address, size = result[1], result[2]
-            # The image belongs to the link state: copy it out before destroying the state.
-            return ctypes.string_at(int(image_address), size)
-        finally:
-            driver.check(cu.cuLinkDestroy(state), "cuLinkDestroy")
+        image = ptx.encode() + b"\0"  # the driver reads PTX as a C string
+        info, errors = bytearray(_ERROR_LOG_BYTES), bytearray(_ERROR_LOG_BYTES)
+        option = cu.CUjit_option
+        options = [option.CU_JIT_INFO_LOG_BUFFER, option.CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
+                   option.CU_JIT_ERROR_LOG_BUFFER, option.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES]
+        result = cu.cuModuleLoadDataEx(image, len(options), options, [info, len(info), errors, len(errors)])
+        if result[0]:
+            raise PtxAssemblyError(
+                f"the CUDA driver rejected the PTX of kernel {name!r} for {arch} "
+                f"({driver.cuda_error(result[0], 'cuModuleLoadDataEx').message}):\n{_text(errors)}",
+                user_location(),
+            )
+        driver.check(cu.cuModuleUnload(result[1]), "cuModuleUnload")
+        warn_of_advisories(name, _text(info))
+        return image
 
-    def _error_log(self, data: bytes) -> str:
-        """The JIT's error log for `data`, from a second, one-shot compile: `cuLinkCreate` would
-        write the log size back into an option array that cuda-python frees after the call."""
-        cu = driver.api()
-        log = bytearray(_ERROR_LOG_BYTES)
-        options = [cu.CUjit_option.CU_JIT_ERROR_LOG_BUFFER, cu.CUjit_option.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES]
-        result = cu.cuModuleLoadDataEx(data, len(options), options, [log, len(log)])
-        if not result[0]:
-            driver.check(cu.cuModuleUnload(result[1]), "cuModuleUnload")
-        return _text(log)
+
+def warn_of_advisories(name: str, log: str) -> None:
+    """A `PerformanceWarning` for each "Potential Performance Loss" line of a compiler's log
+    (ptxas's C75xx advisories: wgmma serialised, `setmaxnreg` ignored, ...)."""
+    for line in log.splitlines():
+        if "Potential Performance Loss" in line:
+            warnings.warn(f"kernel {name!r}: {line.split(':', 1)[-1].strip()}", PerformanceWarning, stacklevel=2)
 
 
 def _text(log: bytearray) -> str:
@@ -116,7 +129,7 @@ _installed: dict[tuple[str, int], str] = {}  # (the knob's choice, driver versio
 
 
 def installed_compilers(driver_version: int) -> str:
-    """Names everything `default_compiler` depends on, without loading a compiler: the knob, the
+    """Names everything `compiler_for` depends on, without loading a compiler: the knob, the
     driver version, every libnvJitLink the nvidia-* wheels on sys.path, LD_LIBRARY_PATH or a CUDA
     toolkit hold (path, size, modification time) and the cuda-bindings installation.  Two
     processes with equal names make the same compiler; an upgrade of any of them changes it."""
@@ -138,12 +151,18 @@ def installed_compilers(driver_version: int) -> str:
     return known
 
 
-def default_compiler(device: int = 0) -> PtxCompiler:
-    """The compiler `ASYNCDSL_PTX_COMPILER` asks for (`auto`, `nvjitlink` or `driver`), made once."""
+def compiler_for(ptx: str, device: int = 0) -> PtxCompiler:
+    """The compiler `ASYNCDSL_PTX_COMPILER` asks for (`auto`, `nvjitlink` or `driver`), made once
+    per process.  `auto` takes nvJitLink (a cubin, no context needed) when it matches the driver's
+    major version, but the driver's JIT for a kernel that sets its roles' registers
+    (`setmaxnreg`), which only a whole-program compile keeps; `nvjitlink` takes it for every kernel
+    (a dropped `setmaxnreg` then warns)."""
     try:
         choice = knobs.ptx_compiler
     except ArgumentError as error:
         raise error.at(user_location()) from None
+    if choice == "auto" and "setmaxnreg" in ptx:
+        choice = "driver"
     with _lock:
         compiler = _compilers.get((choice, device))
         if compiler is None:
@@ -164,4 +183,4 @@ def _make_compiler(choice: str, device: int) -> PtxCompiler:
             # A cubin from a newer major version than the driver's may not load; then use the driver.
             if choice == "nvjitlink" or nvjitlink.version[0] == driver.driver_version() // 1000:
                 return nvjitlink
-    return DriverLinkerCompiler(device)
+    return DriverJitCompiler(device)

@@ -39,7 +39,7 @@ from asyncdsl.kernel_binary import (
 from asyncdsl.runtime import driver
 from asyncdsl.runtime.arrays import DeviceArray
 from asyncdsl.runtime.error_buffer import ErrorBuffer
-from asyncdsl.runtime.jit_link import default_compiler, installed_compilers
+from asyncdsl.runtime.jit_link import compiler_for, installed_compilers
 from asyncdsl.runtime.module_cache import CubinCache, cache_directory, cached_compile
 from asyncdsl.runtime.params import KernelParams, argument_count
 from asyncdsl.runtime.profile import ProfiledLaunch, launch_profiled
@@ -150,12 +150,13 @@ class LoadedKernel:
                             for encoder in encoders]
         cu = driver.api()
         driver.activate(device)
-        cubin, from_disk = cached_compile(
-            binary.ptx, binary.arch, binary.name, lambda ptx, arch, name: default_compiler(device).compile(ptx, arch, name),
+        image, from_disk = cached_compile(  # a cubin, or PTX for the driver's JIT (`jit_link.py`)
+            binary.ptx, binary.arch, binary.name,
+            lambda ptx, arch, name: compiler_for(ptx, device).compile(ptx, arch, name),
             installed_compilers(facts.driver_version), facts.driver_version, CubinCache(cache_directory()))
         self.cubin_source: Literal["compiled", "disk"] = "disk" if from_disk else "compiled"
         # Modules stay loaded for the life of the process: a queued launch may still need one.
-        self._module = driver.check(cu.cuModuleLoadData(cubin), "cuModuleLoadData")
+        self._module = driver.check(cu.cuModuleLoadData(image), "cuModuleLoadData")
         self._function = driver.check(cu.cuModuleGetFunction(self._module, binary.name.encode()),
                                       f"cuModuleGetFunction({binary.name!r})")
         self._configure_function(facts)
@@ -184,6 +185,8 @@ class LoadedKernel:
         dynamic = binary.dynamic_smem_bytes
         self.static_shared_bytes = get(attribute.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)
         self.registers_per_thread = get(attribute.CU_FUNC_ATTRIBUTE_NUM_REGS)
+        # Local memory a thread uses: spilled registers, or a stack; 0 for every kernel asyncdsl makes.
+        self.local_bytes_per_thread = get(attribute.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)
         limit = facts.max_shared_memory_per_block_optin
         if dynamic + self.static_shared_bytes > limit:
             raise ResourceError(

@@ -6,7 +6,8 @@ and are renamed into place, so concurrent processes and crashes leave either the
 nothing.  Each file holds a header with the cubin's length and sha256 ahead of it, checked on every
 read: a file truncated or altered by anything else (a full disk, a copy gone wrong) is a miss, and
 the recompiled cubin replaces it.  The cache is an optimisation: a directory that cannot be
-written only costs a warning.
+written only costs a warning.  A kernel the driver's JIT compiles (`jit_link.DriverJitCompiler`)
+is filed as its PTX, the image that JIT loads (and caches the machine code of itself).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 
 from asyncdsl.config import CACHE_DIR, knobs
 
-CACHE_FORMAT = "asyncdsl-cubin-3"  # bump when the key or the file layout changes
+CACHE_FORMAT = "asyncdsl-cubin-4"  # bump when the key, the file layout or what a compiler makes changes
 _HEADER = struct.Struct("<16sQ32s")  # magic, payload length, sha256 of the payload
 
 

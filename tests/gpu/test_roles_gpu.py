@@ -60,3 +60,36 @@ def test_warpgroups_take_turns_in_order():
     (on_gpu,), (interpreted,) = gpu_and_interpreter(turn_order, [x], [np.zeros_like(x)], TURNS=5)
     expected = expected_turn_order(x, 5)
     assert same_bytes(on_gpu, expected) and same_bytes(interpreted, expected)
+
+
+@pytest.mark.parametrize("compiler", ["auto", "nvjitlink"])
+def test_the_register_hand_over_survives_the_runtimes_compiler(monkeypatch, tmp_path, compiler):
+    """The attention's producer form (two consumers at 232 registers) as the runtime loads it.
+    By default no thread spills and no advisory is raised; nvJitLink compiles PTX as one unit of
+    a program to be linked, drops `setmaxnreg` there, and the runtime says so."""
+    import warnings
+
+    from asyncdsl.examples.attention import attention
+    from asyncdsl.runtime.jit_link import NvJitLinkCompiler
+
+    if compiler == "nvjitlink":
+        try:
+            NvJitLinkCompiler()
+        except Exception as error:  # noqa: BLE001
+            pytest.skip(f"nvJitLink is not available: {error}")
+    monkeypatch.setenv("ASYNCDSL_PTX_COMPILER", compiler)
+    monkeypatch.setenv("ASYNCDSL_CACHE_DIR", str(tmp_path))
+    specs = [ad.ArraySpec((1, 2, 256, 128), ad.bfloat16)] * 4 + [ad.ArraySpec((1, 2, 256), ad.float32)]
+    binary = attention.compile(*specs).binary
+    runtime.clear_loaded_kernels()
+    try:
+        if compiler == "auto":
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", ad.PerformanceWarning)
+                kernel = runtime.load_kernel(binary)
+            assert kernel.local_bytes_per_thread == 0
+        else:
+            with pytest.warns(ad.PerformanceWarning, match="setmaxnreg"):
+                runtime.load_kernel(binary)
+    finally:
+        runtime.clear_loaded_kernels()

@@ -12,7 +12,7 @@ from asyncdsl.runtime import module_cache
 
 def test_cubin_key_is_stable_and_covers_every_input():
     key = module_cache.cubin_key(".version 8.0\n", "sm_90a", 13000, "nvjitlink-13.0")
-    assert key == "b75be58f648c55056becbb70fccdf8326fbad13cd69d24fdd9a16feeadb174b5"
+    assert key == "0522788a24ee58d5bf9c15befd355e5865e2ba2d39e81e685417293d9e9ebcea"
     variants = {
         module_cache.cubin_key(".version 8.1\n", "sm_90a", 13000, "nvjitlink-13.0"),
         module_cache.cubin_key(".version 8.0\n", "sm_90", 13000, "nvjitlink-13.0"),

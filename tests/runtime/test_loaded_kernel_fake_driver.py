@@ -9,6 +9,7 @@ import pytest
 from fake_driver import RecordingDriver, pointer_binary
 from runtime_fakes import TorchLikeStream, tiled_spec
 
+import asyncdsl as ad
 from asyncdsl import dtypes
 from asyncdsl.errors import (
     ArgumentError,
@@ -91,7 +92,7 @@ def test_the_installed_compilers_are_named_without_loading_one(monkeypatch, tmp_
     library.write_bytes(b"old")
     monkeypatch.setattr(jit_link.sys, "path", [str(tmp_path)])
     monkeypatch.setattr(jit_link, "_installed", {})
-    monkeypatch.setattr(jit_link, "default_compiler", lambda device=0: pytest.fail("a compiler was loaded"))
+    monkeypatch.setattr(jit_link, "compiler_for", lambda ptx, device=0: pytest.fail("a compiler was loaded"))
     before = jit_link.installed_compilers(13000)
     assert str(library) in before and jit_link.installed_compilers(13000) is before  # once a process
     library.write_bytes(b"upgraded")
@@ -203,6 +204,39 @@ def test_the_compiler_knob_is_part_of_the_installed_compilers_name(monkeypatch):
         monkeypatch.setenv("ASYNCDSL_PTX_COMPILER", choice)
         names.add(jit_link.installed_compilers(13000))
     assert len(names) == 3
+
+
+class _FakeNvJitLink:
+    version = (13, 0)
+
+
+@pytest.mark.parametrize("choice, ptx, expected", [
+    ("auto", "mov.u32 %r1, %tid.x;", "nvjitlink"),
+    ("auto", "setmaxnreg.inc.sync.aligned.u32 232;", "driver"),  # only a whole-program compile keeps it
+    ("nvjitlink", "setmaxnreg.inc.sync.aligned.u32 232;", "nvjitlink"),  # asked for: it warns instead
+    ("driver", "mov.u32 %r1, %tid.x;", "driver"),
+])
+def test_kernels_that_hand_registers_over_go_to_the_drivers_jit(monkeypatch, choice, ptx, expected):
+    from asyncdsl.runtime import driver as runtime_driver
+    from asyncdsl.runtime import jit_link
+
+    monkeypatch.setattr(jit_link, "_compilers", {})
+    monkeypatch.setattr(jit_link, "NvJitLinkCompiler", _FakeNvJitLink)
+    monkeypatch.setattr(runtime_driver, "driver_version", lambda: 13000)
+    monkeypatch.setenv("ASYNCDSL_PTX_COMPILER", choice)
+    compiler = jit_link.compiler_for(ptx, device=0)
+    assert isinstance(compiler, _FakeNvJitLink if expected == "nvjitlink" else jit_link.DriverJitCompiler)
+
+
+def test_a_compilers_performance_advisories_are_warnings():
+    from asyncdsl.runtime.jit_link import warn_of_advisories
+
+    log = ("ptxas info    : (C7504) Potential Performance Loss: 'setmaxnreg' ignored to maintain compatibility "
+           "across compilation units.\nptxas info    : Used 168 registers")
+    with pytest.warns(ad.PerformanceWarning, match=r"kernel 'mix'.*'setmaxnreg' ignored") as caught:
+        warn_of_advisories("mix", log)
+    assert len(caught) == 1
+    warn_of_advisories("mix", "ptxas info    : Used 168 registers")  # nothing to say: no warning
 
 
 # ------------------------------------------------------------------------- driver entry points
