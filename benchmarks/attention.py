@@ -10,7 +10,6 @@ Errors are measured against float64 attention computed on the GPU for a sample o
 absolute difference over them.
 
     python benchmarks/attention.py [BxHxSxD ...]
-    python benchmarks/attention.py --forms [BxHxSxD ...]   # the example's two forms beside cuDNN
 """
 
 from __future__ import annotations
@@ -48,7 +47,7 @@ def measure(shape: tuple[int, int, int, int], causal: bool) -> dict:
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    from asyncdsl.examples.attention import attention_for
+    from asyncdsl.examples.attention import attention
 
     b, h, s, d = shape
     q, k, v = (torch.randn(shape, device="cuda", dtype=torch.bfloat16) for _ in range(3))
@@ -68,7 +67,6 @@ def measure(shape: tuple[int, int, int, int], causal: bool) -> dict:
         contenders[name] = (sdpa, torch.cuda.synchronize)
     out = outputs["asyncdsl"] = torch.full(shape, float("nan"), device="cuda", dtype=torch.bfloat16)
     lse = torch.full((b, h, s), float("nan"), device="cuda", dtype=torch.float32)
-    attention = attention_for(d)
     contenders["asyncdsl"] = (lambda: attention(q, k, v, out, lse, CAUSAL=causal), torch.cuda.synchronize)
     mosaic = None
     try:
@@ -90,48 +88,11 @@ def measure(shape: tuple[int, int, int, int], causal: bool) -> dict:
     tflops = {name: flops / ms / 1e9 for name, ms in times.items()}
     best_peer = max(value for name, value in tflops.items() if name != "asyncdsl")
     return {"TFLOP/s": tflops, "ratio to the best peer": tflops["asyncdsl"] / best_peer,
-            "asyncdsl kernel": attention.__name__,
             "max abs error vs float64 (sampled rows)": errors,
             **({"mosaic configuration": mosaic_config} if mosaic is not None else {})}
 
 
-def forms(shapes) -> None:
-    """Both forms of the example (`attention` with a producer warpgroup, `attention_fed` without)
-    beside cuDNN, in the same rounds: the measurement behind `attention_for`."""
-    import torch
-    import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    from asyncdsl.examples.attention import attention, attention_fed, attention_for
-
-    payload: dict = {"unit": "TFLOP/s", "what": "the attention example's two forms beside cuDNN SDPA, non-causal"}
-    for shape in shapes:
-        b, h, s, d = shape
-        q, k, v = (torch.randn(shape, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-        out = torch.empty_like(q)
-        lse = torch.empty((b, h, s), device="cuda", dtype=torch.float32)
-
-        def cudnn(q=q, k=k, v=v):
-            with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
-                return F.scaled_dot_product_attention(q, k, v)
-        contenders = {"torch SDPA cuDNN": (cudnn, torch.cuda.synchronize)}
-        for kernel in (attention, attention_fed):
-            arguments = (q, k, v, out, lse)
-            kernel(*arguments)  # compile before timing
-            contenders[f"asyncdsl {kernel.__name__}"] = (lambda kernel=kernel, a=arguments: kernel(*a),
-                                                         torch.cuda.synchronize)
-        times = interleaved_ms(contenders, rounds=5, launches=10)
-        name = "x".join(map(str, shape))
-        payload[f"{name} (TFLOP/s)"] = {n: 4 * b * h * s * s * d / ms / 1e9 for n, ms in times.items()}
-        payload[f"{name} chosen form"] = attention_for(d).__name__
-        print(name, {n: round(v) for n, v in payload[f"{name} (TFLOP/s)"].items()}, flush=True)
-    plot_result(write_result("attention_forms", payload))
-
-
 def main(argv: list[str]) -> None:
-    if argv[:1] == ["--forms"]:
-        forms([tuple(int(x) for x in a.split("x")) for a in argv[1:]] or SHAPES)
-        return
     shapes = [tuple(int(x) for x in a.split("x")) for a in argv] or SHAPES
     payload: dict = {"unit": "TFLOP/s"}
     details = {}

@@ -8,17 +8,10 @@ the end with zeros, the keys there are masked on the last block only, rows past 
 stored); S_KV may differ from S when not causal.  `lse` (B, H, S) float32 receives each row's
 log-sum-exp of the scaled scores (natural log), what a backward pass needs.
 
-Each CTA owns 2·BQ query rows of one (batch, head).  Two consumer warpgroups (0 and 1) each own
-BQ of them; k and v stream by TMA through a ring of STAGES slots, a slot refilled once both
-consumers released it.  Two launch shapes of the same code feed that ring:
-
-- `attention` (384 threads): warpgroup 2, the producer, loads q once and then streams k and v;
-  it hands registers to the consumers (40 kept, 232 each for them, `setmaxnreg`);
-- `attention_fed` (256 threads): no producer; consumer warpgroup 0 also issues the loads, at
-  the start of each block (the slots of blocks j - 1 and j - 2 refilled), and no registers
-  change hands (ptxas gives every thread up to 255).
-`attention_for(D)` picks the faster for a head dim: `attention` up to D = 128, `attention_fed`
-above (measured on the H200, see below).
+Each CTA owns 2·BQ query rows of one (batch, head): two consumer warpgroups (0 and 1) each own
+BQ of them, and a producer warpgroup (2) loads q once, then streams k and v by TMA through a
+ring of STAGES slots, a slot refilled once both consumers released it.  The producer keeps 40
+registers a thread and hands the rest to the consumers (232 each, `setmaxnreg`).
 
 For block j a consumer issues s = q @ k_jᵀ (one wgmma, k read K-major through `k_s.T`), then
 o += p_{j-1} @ v_{j-1} (p straight from registers as wgmma's A operand); once s is done, the
@@ -26,30 +19,21 @@ online softmax of s (a running row maximum m and sum l) runs while that second w
 is scaled by 2^(m_old - m_new) after it.  At the end each consumer stores its rows' log-sum-exp,
 scales its rows by 1/l and stores them by TMA through its q buffer.
 
-Blocks of 128 keys up to D = 128, of 64 above (the scores and the output share the registers).
-Exponentials are base 2 with log2(e)/√D folded into one scale applied by an fma, `ex2.approx` on
-the GPU (the interpreter's exact exp2 differs in the last bits).  Causal attention stops at the
-diagonal: only the blocks that cross it are masked, and the CTAs with the most blocks start first.
+Blocks of 192 keys at D = 64, 128 up to D = 128, 64 above (the scores of a block and the output
+share the registers).  Exponentials are base 2 with log2(e)/√D folded into one scale applied by
+an fma, `ex2.approx` on the GPU (the interpreter's exact exp2 differs in the last bits).  Causal
+attention stops at the diagonal: only the blocks that cross it are masked, and the CTAs with the
+most blocks start first.
 
-Measured on the H200 (docs/hardware.md §14.7): the consumers' mix of wgmmas, s from shared
-memory beside p @ v from registers, runs at about half the tensor cores' rate in a 384-thread
-CTA whose consumers took registers by `setmaxnreg`, and at 80-90 % of it in a 256-thread CTA
-without, with the same SASS loop and no loads at all (`benchmarks/attention_mix.py`).  Hence
-the fed form: at D = 256, 517 against 313 TFLOP/s in the same rounds (`benchmarks/attention.py
---forms`); at D = 128 the two are within 2 % (either ahead, in three runs) and at D = 64 the
-producer form is faster (405 against 353), where a block's products are half as long and the
-refills on warpgroup 0's path count more.  Where a block goes (profiler,
-4·32·8192·128, either form): the two consumers issue s and p @ v together (1.3 µs: an issuing
-warp stalls until the tensor cores take each wgmma, so issuing lasts as long as the products
-run), then both do their softmax (0.6-0.8 µs) with the tensor cores idle.  A warpgroup barrier
-before the wait for p @ v keeps ptxas from hoisting that wait above the exponentials (+10 % at
-D = 128).  Measured and slower, so not the default: the consumers taking turns to issue
-(`TURNS=True`, `asyncdsl.turns`: 375-408 against 549 TFLOP/s at D = 128 in the fed form, where
-warpgroup 0's refill then waits for the other's p @ v; 368 against 538 with the producer); q as
-wgmma's register operand (442 against 525); blocks of 80 keys at D = 256, of 160 or 176 at
-D = 128; three stages (447 against 549, fed: the ring index modulo 3 costs 220 integer
-instructions a block) or four at D = 64 (no change); refilling after issuing instead of before
-(506 against 549).
+Measured on the H200 (`benchmarks/attention.py`, cuDNN in the same run): at or above cuDNN at
+D = 64, 128 and 256, causal or not.  A warpgroup barrier before the wait for p @ v keeps ptxas
+from hoisting that wait above the exponentials (+10 % at D = 128, docs/hardware.md §14.6).
+The register hand-over only holds when the kernel is compiled as a whole program: through
+nvJitLink the consumers kept 168 registers and ran at half the rate (docs/hardware.md §14.7; the
+runtime compiles such kernels with the driver's JIT).  Measured and slower, so not the default:
+the consumers taking turns to issue (`TURNS=True`, `asyncdsl.turns`: 627 against 676 TFLOP/s at
+D = 128 with three stages); blocks of 256 keys at D = 64 (421 against 475 for 192); q as wgmma's
+register operand; three stages (no gain at D = 64 or 128, run to run within 5 %).
 
     python -m asyncdsl.examples.attention    # on the GPU if there is one, else interpreted
 """
@@ -92,22 +76,10 @@ LAYOUTS = ("BHSD", "BSHD")
 @ad.kernel(grid=_grid, block=384, profile_events=1536)
 def attention(q, k, v, o, lse, BQ: ad.constexpr = 64, BK: ad.constexpr = None, STAGES: ad.constexpr = 2,
               CAUSAL: ad.constexpr = False, LAYOUT: ad.constexpr = "BHSD", TURNS: ad.constexpr = False):
-    """A producer warpgroup streams k and v: the faster form at D = 64, as fast as the other at 128."""
-    _attention(q, k, v, o, lse, BQ, BK, STAGES, CAUSAL, LAYOUT, TURNS, producer=True)
-
-
-@ad.kernel(grid=_grid, block=256, profile_events=1536)
-def attention_fed(q, k, v, o, lse, BQ: ad.constexpr = 64, BK: ad.constexpr = None, STAGES: ad.constexpr = 2,
-                  CAUSAL: ad.constexpr = False, LAYOUT: ad.constexpr = "BHSD", TURNS: ad.constexpr = False):
-    """Consumer warpgroup 0 also streams k and v (no producer, no register hand-over): the faster
-    form at D = 256."""
-    _attention(q, k, v, o, lse, BQ, BK, STAGES, CAUSAL, LAYOUT, TURNS, producer=False)
-
-
-def _attention(q, k, v, o, lse, BQ, BK, STAGES, CAUSAL, LAYOUT, TURNS, producer: bool):
+    """o = softmax(q kᵀ / √D) v and the rows' log-sum-exp (see the module's docstring)."""
     (B, H, S, D), (H_KV, S_KV) = _shape(q, k, LAYOUT)
     if BK is None:
-        BK = 128 if D <= 128 else 64  # the scores of a block and the output share the registers
+        BK = {64: 192, 128: 128}.get(D, 64)  # the scores of a block and the output share the registers
     elif not isinstance(BK, int) or BK <= 0 or BK % 16:
         raise ad.TraceError(f"BK, the keys of a block, must be a positive multiple of 16 (p @ v takes them 16 "
                             f"at a time), got {BK!r}")
@@ -159,40 +131,20 @@ def _attention(q, k, v, o, lse, BQ, BK, STAGES, CAUSAL, LAYOUT, TURNS, producer:
     def load_v(j):
         ad.async_copy(rows(v, h_kv, j * BK, BK), v_ring.at[j % STAGES], barrier=v_full[j % STAGES])
 
-    if producer:
-        with ad.warpgroup_role(2, registers=40):
-            for half in range(2):
-                ad.async_copy(rows(q, h, first_row + half * BQ, BQ), q_s.at[half], barrier=q_landed)
-            for j in ad.range(blocks):
-                with ad.region("wait k slot"), ad.when(j >= STAGES):
-                    k_empty[j % STAGES].wait()
-                load_k(j)
-                with ad.region("wait v slot"), ad.when(j >= STAGES):
-                    v_empty[j % STAGES].wait()
-                load_v(j)
+    with ad.warpgroup_role(2, registers=40):
+        for half in range(2):
+            ad.async_copy(rows(q, h, first_row + half * BQ, BQ), q_s.at[half], barrier=q_landed)
+        for j in ad.range(blocks):
+            with ad.region("wait k slot"), ad.when(j >= STAGES):
+                k_empty[j % STAGES].wait()
+            load_k(j)
+            with ad.region("wait v slot"), ad.when(j >= STAGES):
+                v_empty[j % STAGES].wait()
+            load_v(j)
 
-    with ad.warpgroup_role((0, 1), registers=232 if producer else None):
+    with ad.warpgroup_role((0, 1), registers=232):
         me = ad.warpgroup_idx()
         my_first_row = first_row + me * BQ
-        if not producer:
-            feeds = me == 0  # warpgroup 0 also keeps the k, v ring filled
-
-            def refill(j):
-                """At the start of block j (warpgroup 0): the k slot of block j - 1 receives
-                block j - 1 + STAGES once both consumers have its scores, the v slot of block
-                j - 2 block j - 2 + STAGES once both have added its p @ v (in block j - 1)."""
-                with ad.region("refill"):
-                    for used, empty, load in ((j - 1, k_empty, load_k), (j - 2, v_empty, load_v)):
-                        with ad.when(feeds & (used >= 0) & (used + STAGES < blocks)):
-                            empty[(used + STAGES) % STAGES].wait()  # j - 2 may be -1 to the compiler
-                            load(used + STAGES)
-
-            ad.async_copy(rows(q, h, my_first_row, BQ), q_s.at[me], barrier=q_landed)
-            with ad.when(feeds):
-                for j in range(STAGES):
-                    with ad.when(j < blocks):
-                        load_k(j)
-                        load_v(j)
         s = ad.registers((BQ, BK), ad.float32, layout=ad.WGMMA)  # q @ kᵀ of one block
         p = ad.registers((BQ, BK), v.dtype, layout=ad.WGMMA)  # its probabilities, A of p @ v
         acc = ad.registers((BQ, D), ad.float32, layout=ad.WGMMA)
@@ -236,8 +188,6 @@ def _attention(q, k, v, o, lse, BQ, BK, STAGES, CAUSAL, LAYOUT, TURNS, producer:
             """Block j while block j - 1's p @ v runs: issue s_j, then o += p_{j-1} @ v_{j-1};
             the softmax of s_j overlaps that wgmma, whose end it waits for to scale o."""
             with ad.region("block"):
-                if not producer:
-                    refill(j)
                 with turn():
                     with ad.region("issue s"):
                         scores(j)
@@ -294,11 +244,6 @@ def _attention(q, k, v, o, lse, BQ, BK, STAGES, CAUSAL, LAYOUT, TURNS, producer:
         ad.await_async_copy(0)
 
 
-def attention_for(head_dim: int) -> ad.Kernel:
-    """The faster form of this kernel for a head dim on the H200 (see the module docstring)."""
-    return attention if head_dim <= 128 else attention_fed
-
-
 def reference(q, k, v, causal: bool, layout: str = "BHSD") -> tuple[np.ndarray, np.ndarray]:
     """Attention in float64 from the bf16 inputs: the output (in `layout`) and the log-sum-exp
     of each row's scores, (B, H, S)."""
@@ -332,10 +277,6 @@ EXAMPLE_ARGS = {
         (*(ad.ArraySpec((1, 2, 256, 64), ad.bfloat16) for _ in range(4)), ad.ArraySpec((1, 2, 256), ad.float32)),
         {"CAUSAL": True},
     ),
-    "attention_fed": (
-        (*(ad.ArraySpec((1, 1, 200, 256), ad.bfloat16) for _ in range(4)), ad.ArraySpec((1, 1, 200), ad.float32)),
-        {"CAUSAL": True},
-    ),
 }
 
 
@@ -355,11 +296,11 @@ def main(q_shape=(1, 200, 4, 64), kv_heads: int = 2, causal: bool = True, layout
         from asyncdsl.runtime import to_device, to_host
 
         o_d, lse_d = to_device(o), to_device(lse)
-        attention_for(q_shape[-1])(to_device(q), to_device(k), to_device(v), o_d, lse_d, CAUSAL=causal,
+        attention(to_device(q), to_device(k), to_device(v), o_d, lse_d, CAUSAL=causal,
                                    LAYOUT=layout)
         o, lse, where = to_host(o_d), to_host(lse_d), "GPU"
     else:
-        attention_for(q_shape[-1]).interpret(q, k, v, o, lse, CAUSAL=causal, LAYOUT=layout)
+        attention.interpret(q, k, v, o, lse, CAUSAL=causal, LAYOUT=layout)
         where = "interpreter"
     expected_o, expected_lse = reference(q, k, v, causal, layout)
     error = np.abs(o.astype(np.float64) - expected_o).max()

@@ -1,9 +1,8 @@
-"""The attention example in the interpreter against float64 attention, in both of its forms
-(with a producer warpgroup, and fed by a consumer): causal and not, head dims 64, 128 and 256
-(blocks of 64 keys, so two blocks cross the diagonal), several CTAs and heads, both layouts,
-grouped k/v heads, sequences that are not whole blocks (and keys that outnumber the queries),
-and the log-sum-exp output; consumers taking turns give the same bytes; bad shapes are refused
-at trace time; both forms assemble with no spill or advisory."""
+"""The attention example in the interpreter against float64 attention: causal and not, head dims
+64, 128, 192 and 256 (blocks of 192, 128 and 64 keys, and others chosen), several CTAs and
+heads, both layouts, grouped k/v heads, sequences that are not whole blocks (and keys that
+outnumber the queries), and the log-sum-exp output; consumers taking turns give the same bytes;
+bad shapes are refused at trace time; the kernel assembles with no spill or advisory."""
 
 from __future__ import annotations
 
@@ -14,13 +13,10 @@ import numpy as np
 import pytest
 
 import asyncdsl as ad
-from asyncdsl.examples.attention import attention, attention_fed, attention_for, reference
+from asyncdsl.examples.attention import attention, reference
 from asyncdsl.runtime.ptxas import assemble
 
-FORMS = pytest.mark.parametrize("kernel", [attention, attention_fed], ids=lambda kernel: kernel.__name__)
-
-
-def run(q_shape, kv_heads, causal, layout="BHSD", kv_len=None, seed=1, kernel=attention, **constexprs):
+def run(q_shape, kv_heads, causal, layout="BHSD", kv_len=None, seed=1, **constexprs):
     """Interpret attention on random inputs; returns (o, lse) and the float64 reference's."""
     rng = np.random.default_rng(seed)
     kv_shape = list(q_shape)
@@ -30,7 +26,7 @@ def run(q_shape, kv_heads, causal, layout="BHSD", kv_len=None, seed=1, kernel=at
     k, v = (rng.standard_normal(kv_shape).astype(ml_dtypes.bfloat16) for _ in range(2))
     b, s, h = (q_shape[layout.index(axis)] for axis in "BSH")
     o, lse = np.full(q_shape, np.nan, ml_dtypes.bfloat16), np.full((b, h, s), np.nan, np.float32)
-    kernel.interpret(q, k, v, o, lse, CAUSAL=causal, LAYOUT=layout, **constexprs)
+    attention.interpret(q, k, v, o, lse, CAUSAL=causal, LAYOUT=layout, **constexprs)
     return (o, lse), reference(q, k, v, causal, layout)
 
 
@@ -44,34 +40,36 @@ def check(got, expected):
 @pytest.mark.parametrize("shape,causal", [((1, 2, 256, 64), False), ((1, 2, 256, 64), True),
                                           ((2, 1, 256, 128), True), ((1, 1, 384, 256), True),
                                           ((1, 1, 256, 256), False), ((1, 1, 256, 192), True)])
-@FORMS
-def test_attention_matches_float64(shape, causal, kernel):
-    check(*run(shape, shape[1], causal, kernel=kernel))
+def test_attention_matches_float64(shape, causal):
+    check(*run(shape, shape[1], causal))
 
 
-@FORMS
 @pytest.mark.parametrize("causal", [False, True])
-def test_grouped_query_attention_in_the_bshd_layout(causal, kernel):
-    check(*run((1, 256, 4, 64), 2, causal, layout="BSHD", kernel=kernel))
+def test_grouped_query_attention_in_the_bshd_layout(causal):
+    check(*run((1, 256, 4, 64), 2, causal, layout="BSHD"))
 
 
 @pytest.mark.parametrize("q_shape,layout,causal", [((1, 2, 200, 64), "BHSD", True), ((1, 200, 2, 64), "BSHD", False),
                                                    ((1, 1, 70, 128), "BHSD", False), ((1, 1, 300, 256), "BHSD", True),
                                                    ((1, 1, 1, 64), "BHSD", False), ((1, 17, 1, 64), "BSHD", True)])
-@FORMS
-def test_sequences_that_are_not_whole_blocks(q_shape, layout, causal, kernel):
-    check(*run(q_shape, 1, causal, layout=layout, kernel=kernel))
+def test_sequences_that_are_not_whole_blocks(q_shape, layout, causal):
+    check(*run(q_shape, 1, causal, layout=layout))
 
 
-@FORMS
-def test_more_keys_than_queries_not_whole_blocks(kernel):
-    check(*run((1, 1, 128, 64), 1, False, kv_len=333, kernel=kernel))
+@pytest.mark.parametrize("block", [64, 128, 192])
+def test_causal_blocks_narrower_or_wider_than_a_ctas_rows(block):
+    """Key blocks of 64 (two cross a CTA's diagonal), 128 (one) and 192 (wider than the CTA's
+    128 rows: one block crosses two CTAs' diagonals)."""
+    check(*run((1, 1, 448, 64), 1, True, BK=block))
 
 
-@FORMS
-def test_taking_turns_gives_the_same_bytes(kernel):
-    (o, lse), _ = run((1, 1, 256, 64), 1, True, kernel=kernel)
-    (o_turns, lse_turns), _ = run((1, 1, 256, 64), 1, True, kernel=kernel, TURNS=True)
+def test_more_keys_than_queries_not_whole_blocks():
+    check(*run((1, 1, 128, 64), 1, False, kv_len=333))
+
+
+def test_taking_turns_gives_the_same_bytes():
+    (o, lse), _ = run((1, 1, 256, 64), 1, True)
+    (o_turns, lse_turns), _ = run((1, 1, 256, 64), 1, True, TURNS=True)
     assert np.array_equal(o.view(np.uint16), o_turns.view(np.uint16)) and np.array_equal(lse, lse_turns)
 
 
@@ -109,16 +107,9 @@ def test_a_mismatched_output_is_refused_while_tracing():
 
 @pytest.mark.parametrize("head_dim,causal,layout", [(128, False, "BHSD"), (128, True, "BSHD"), (64, False, "BHSD"),
                                                     (256, True, "BHSD"), (192, False, "BSHD")])
-@FORMS
-def test_attention_assembles_without_spills_or_advisories(head_dim, causal, layout, kernel):
+def test_attention_assembles_without_spills_or_advisories(head_dim, causal, layout):
     x = ad.ArraySpec((4, 32, 4096, head_dim) if layout == "BHSD" else (4, 4096, 32, head_dim), ad.bfloat16)
     lse = ad.ArraySpec((4, 32, 4096), ad.float32)
-    _, log = assemble(kernel.ptx(x, x, x, x, lse, CAUSAL=causal, LAYOUT=layout), verbose=True)
+    _, log = assemble(attention.ptx(x, x, x, x, lse, CAUSAL=causal, LAYOUT=layout), verbose=True)
     assert not re.search(r"C75\d\d", log), log
     assert re.findall(r"(\d+) bytes spill stores", log) == ["0"], log
-
-
-@pytest.mark.parametrize("head_dim,kernel", [(64, attention), (128, attention), (192, attention_fed),
-                                             (256, attention_fed)])
-def test_each_head_dim_gets_the_form_measured_faster(head_dim, kernel):
-    assert attention_for(head_dim) is kernel
