@@ -10,7 +10,9 @@ warpgroups: shared memory is never written (only time matters).
 
 With `online`, the softmax keeps the running maximum and sum the attention keeps.  The reference
 is the H200's dense bf16 peak (989 TFLOP/s), not a peer system: the question is how fast the same
-instructions run in each launch shape (docs/hardware.md §14.7).
+instructions run in each launch shape.  They run at the same rate once the kernel is compiled as
+a whole program (the driver's JIT); through nvJitLink, which drops `setmaxnreg`, the producer
+shape ran at half (docs/hardware.md §14.7).
 
     python benchmarks/attention_mix.py
 """

@@ -80,7 +80,7 @@ class DriverJitCompiler:
     compilation units"): a kernel whose warpgroup roles hand registers over then keeps the
     entry's count in every role (168 at 384 threads), and its wgmmas may be serialised (C7512).
     Measured on the H200 (docs/hardware.md §14.7): the attention's wgmma mix in a 384-thread CTA,
-    493 TFLOP/s through nvJitLink, 886 through the JIT.  So such kernels come here.
+    515 TFLOP/s through nvJitLink, 886 through the JIT, in one process.  So such kernels come here.
 
     The image it returns is the PTX (`cuModuleLoadData` takes PTX as well as cubins): the driver
     keeps the machine code it made in its own disk cache, so loading the image again in another
