@@ -51,7 +51,8 @@ KERNEL_CACHE = Knob(
 )
 PTX_COMPILER = Knob(
     "ASYNCDSL_PTX_COMPILER", "auto/nvjitlink/driver", "auto",
-    "which in-process compiler turns PTX into a cubin (auto: nvJitLink when it matches the driver)",
+    "which in-process compiler turns PTX into machine code (auto: nvJitLink when it matches the driver, but the "
+    "driver's JIT for kernels with setmaxnreg, which only a whole-program compile keeps)",
 )
 PTXAS = Knob("ASYNCDSL_PTXAS", "a path", "found on the system", "the ptxas binary the tests and `asyncdsl dump` use")
 
