@@ -83,8 +83,9 @@ class DriverJitCompiler:
     515 TFLOP/s through nvJitLink, 886 through the JIT, in one process.  So such kernels come here.
 
     The image it returns is the PTX (`cuModuleLoadData` takes PTX as well as cubins): the driver
-    keeps the machine code it made in its own disk cache, so loading the image again in another
-    process does not compile it again.  The first load here reads the JIT's logs: errors raise,
+    keeps the machine code it made in its own disk cache (`CUDA_CACHE_PATH`), so loading the image
+    again, here or in another process, does not compile it again (with `CUDA_CACHE_DISABLE=1`
+    every load compiles: the GEMM's warm first call then costs a JIT compile, not 8 ms).  The first load here reads the JIT's logs: errors raise,
     ptxas's performance advisories warn (`PerformanceWarning`).
     """
 
