@@ -15,7 +15,6 @@ never loads a compiler.
 
 from __future__ import annotations
 
-import ctypes
 import glob
 import os
 import sys
@@ -85,8 +84,9 @@ class DriverJitCompiler:
     The image it returns is the PTX (`cuModuleLoadData` takes PTX as well as cubins): the driver
     keeps the machine code it made in its own disk cache (`CUDA_CACHE_PATH`), so loading the image
     again, here or in another process, does not compile it again (with `CUDA_CACHE_DISABLE=1`
-    every load compiles: the GEMM's warm first call then costs a JIT compile, not 8 ms).  The first load here reads the JIT's logs: errors raise,
-    ptxas's performance advisories warn (`PerformanceWarning`).
+    every load compiles: the GEMM's warm first call then costs a JIT compile, not 8 ms).  The
+    first load here reads the JIT's logs: errors raise, ptxas's performance advisories warn
+    (`PerformanceWarning`).
     """
 
     def __init__(self, device: int):
