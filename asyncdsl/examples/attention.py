@@ -33,7 +33,8 @@ nvJitLink the consumers kept 168 registers and ran at half the rate (docs/hardwa
 runtime compiles such kernels with the driver's JIT).  Measured and slower, so not the default:
 the consumers taking turns to issue (`TURNS=True`, `asyncdsl.turns`: 627 against 676 TFLOP/s at
 D = 128 with three stages); blocks of 256 keys at D = 64 (421 against 475 for 192); q as wgmma's
-register operand; three stages (no gain at D = 64 or 128, run to run within 5 %).
+register operand (measured before the register fix only); three stages (no gain at D = 64
+or 128, run to run within 5 %).
 
     python -m asyncdsl.examples.attention    # on the GPU if there is one, else interpreted
 """
