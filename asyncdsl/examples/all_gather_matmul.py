@@ -24,7 +24,7 @@ import numpy as np
 
 import asyncdsl as ad
 import asyncdsl.distributed as dist
-from asyncdsl.examples.matmul import settle_slots, tensor_core_layout, tile_position
+from asyncdsl.examples.matmul import store_in_pieces, tensor_core_layout, tile_position
 
 
 @ad.kernel(grid=lambda a, b, c, CTAS, **_: (CTAS,), block=384)
@@ -79,12 +79,7 @@ def all_gather_matmul(a, b, c, CTAS: ad.constexpr, BM: ad.constexpr = 128, BN: a
                     ring.release(step - 1)
             ad.wgmma_wait(0)
             ring.release(t * k_steps + k_steps - 1)
-            settle_slots(BN // 64)
-            for j in range(BN // 64):
-                ad.await_async_copy(1, read_only=True)  # the store two pieces ago has read this slot
-                c_out.at[me, j % 2][...] = acc[:, j * 64:(j + 1) * 64].astype(c.dtype)
-                ad.fence_async_smem()
-                ad.async_copy(c_out.at[me, j % 2], c.at[ad.ds(out_row, half), ad.ds(col + j * 64, 64)])
+            store_in_pieces(acc, c_out, me, c, out_row, col)
         ad.await_async_copy(0)
 
 
