@@ -6,6 +6,9 @@ cuda-python's, which asyncdsl otherwise imports on its first launch), median of 
 - empty caches: trace, passes, PTX, cubin, load, tensor maps, launch (Triton: its JIT compile);
   the driver's JIT cache (`CUDA_CACHE_PATH`) empty too, since a kernel with `setmaxnreg` is
   compiled by that JIT (`runtime/jit_link.py`);
+- empty caches, the compiler imported before the call (xDSL, the dialects and the passes load
+  with the first trace otherwise): what the first call costs beyond imports, i.e. trace,
+  passes, PTX, the JIT compile, load and launch;
 - warm disk cache: a second process over the caches the first filled (asyncdsl takes the
   compiled kernel from disk without tracing it, `runtime/binary_cache.py`);
 - warm disk cache with ASYNCDSL_KERNEL_CACHE=0: the cubin alone from disk, traced again.
@@ -40,6 +43,11 @@ assert torch.isfinite(c[:64, :64].float()).all()
 print(t)
 """
 
+# The same first call with the compiler's modules imported beforehand (what `import asyncdsl`
+# leaves to the first trace), so that the time is trace, passes, PTX, JIT compile, load, launch.
+FIRST_CALL_COMPILER_IMPORTED = FIRST_CALL.replace(
+    "a = torch.randn", "import asyncdsl.frontend.specialize, asyncdsl.passes.pipeline\na = torch.randn", 1)
+
 TRITON_FIRST_CALL = r"""
 import time, torch
 from triton_peers import triton_matmul
@@ -66,6 +74,10 @@ def main() -> None:
     cold = [fresh_process_seconds(FIRST_CALL, {"ASYNCDSL_CACHE_DIR": empty_dir(), "CUDA_CACHE_PATH": empty_dir()})
             for _ in range(PROCESSES)]
     results["asyncdsl, empty caches (s)"] = statistics.median(cold)
+    results["asyncdsl, empty caches, compiler imported (s)"] = statistics.median(
+        fresh_process_seconds(FIRST_CALL_COMPILER_IMPORTED, {"ASYNCDSL_CACHE_DIR": empty_dir(),
+                                                             "CUDA_CACHE_PATH": empty_dir()})
+        for _ in range(PROCESSES))
     caches = {"ASYNCDSL_CACHE_DIR": empty_dir(), "CUDA_CACHE_PATH": empty_dir()}
     fresh_process_seconds(FIRST_CALL, caches)
     results["asyncdsl, warm disk cache (s)"] = median_seconds(FIRST_CALL, caches)
