@@ -69,16 +69,18 @@ def median_seconds(code: str, env: dict) -> float:
     return statistics.median(fresh_process_seconds(code, env) for _ in range(PROCESSES))
 
 
+def empty_caches() -> dict:
+    """asyncdsl's disk caches and the driver's JIT cache, all new and empty."""
+    return {"ASYNCDSL_CACHE_DIR": empty_dir(), "CUDA_CACHE_PATH": empty_dir()}
+
+
 def main() -> None:
     results: dict = {}
-    cold = [fresh_process_seconds(FIRST_CALL, {"ASYNCDSL_CACHE_DIR": empty_dir(), "CUDA_CACHE_PATH": empty_dir()})
-            for _ in range(PROCESSES)]
-    results["asyncdsl, empty caches (s)"] = statistics.median(cold)
-    results["asyncdsl, empty caches, compiler imported (s)"] = statistics.median(
-        fresh_process_seconds(FIRST_CALL_COMPILER_IMPORTED, {"ASYNCDSL_CACHE_DIR": empty_dir(),
-                                                             "CUDA_CACHE_PATH": empty_dir()})
-        for _ in range(PROCESSES))
-    caches = {"ASYNCDSL_CACHE_DIR": empty_dir(), "CUDA_CACHE_PATH": empty_dir()}
+    cold = (("empty caches", FIRST_CALL), ("empty caches, compiler imported", FIRST_CALL_COMPILER_IMPORTED))
+    for name, code in cold:
+        results[f"asyncdsl, {name} (s)"] = statistics.median(
+            fresh_process_seconds(code, empty_caches()) for _ in range(PROCESSES))
+    caches = empty_caches()
     fresh_process_seconds(FIRST_CALL, caches)
     results["asyncdsl, warm disk cache (s)"] = median_seconds(FIRST_CALL, caches)
     results["asyncdsl, warm cubin cache, traced again (s)"] = median_seconds(

@@ -297,8 +297,7 @@ def main(q_shape=(1, 200, 4, 64), kv_heads: int = 2, causal: bool = True, layout
         from asyncdsl.runtime import to_device, to_host
 
         o_d, lse_d = to_device(o), to_device(lse)
-        attention(to_device(q), to_device(k), to_device(v), o_d, lse_d, CAUSAL=causal,
-                                   LAYOUT=layout)
+        attention(to_device(q), to_device(k), to_device(v), o_d, lse_d, CAUSAL=causal, LAYOUT=layout)
         o, lse, where = to_host(o_d), to_host(lse_d), "GPU"
     else:
         attention.interpret(q, k, v, o, lse, CAUSAL=causal, LAYOUT=layout)

@@ -64,7 +64,7 @@ def test_warpgroups_take_turns_in_order():
 
 @pytest.mark.parametrize("compiler", ["auto", "nvjitlink"])
 def test_the_register_hand_over_survives_the_runtimes_compiler(monkeypatch, tmp_path, compiler):
-    """The attention's producer form (two consumers at 232 registers) as the runtime loads it.
+    """The attention kernel (a producer and two consumers at 232 registers) as the runtime loads it.
     By default no thread spills and no advisory is raised; nvJitLink compiles PTX as one unit of
     a program to be linked, drops `setmaxnreg` there, and the runtime says so."""
     import warnings
