@@ -58,8 +58,9 @@ def matmul_split_k(a, b, c, partial, flags, CTAS: ad.constexpr, SPLIT_K: ad.cons
                    STAGES: ad.constexpr = 4, BK: ad.constexpr = 64):
     """c = a @ b for problems with fewer tiles than SMs: SPLIT_K units per (128, BN) tile each take
     an equal share of K (in slices BK deep, STAGES of them in flight), and the units of a tile add
-    up in order (`add_in_order`) through `partial`, a float32 array of c's shape, and `flags`,
-    int32 zeros, one per half tile (`split_k_flags`), which the kernel leaves at zero.  The sum is
+    up in order (`add_in_order`) through `partial`, float32 (SPLIT_K - 1, *c.shape) (a slot for
+    each unit but the last), and `flags`, int32 zeros, one per half tile (`split_k_flags`), which
+    the kernel leaves at zero.  The sum is
     the same on every run; c is bfloat16 or float16.  Launches that may run at the same time
     (other streams) need partial and flags of their own; a launch that did not finish (an error)
     may leave flags set: zero them before the next.  In clusters of two (`matmul_split_k_2cta`)
@@ -264,8 +265,10 @@ def check_running(running, c, halves: int, splits: int, units: int, clusters: in
         raise ad.TraceError(f"SPLIT_K={splits}: matmul_split_k splits K in two or more parts (matmul takes whole K)")
     if c.dtype not in (ad.bfloat16, ad.float16):  # 64 x 64 pieces of 128-byte rows
         raise ad.TraceError(f"c must be bfloat16 or float16 (matmul with SPLIT_K adds into a float32 c), got {c.dtype}")
-    if partial.dtype != ad.float32 or partial.shape != c.shape:
-        raise ad.TraceError(f"partial must be a float32 array of c's shape {c.shape}, got {partial.dtype} "
+    if partial.dtype != ad.float32 or len(partial.shape) != 3 or partial.shape[1:] != c.shape \
+            or partial.shape[0] < splits - 1:
+        raise ad.TraceError(f"partial must be a float32 array of SPLIT_K - 1 slots of c's shape: "
+                            f"({splits - 1}, {c.shape[0]}, {c.shape[1]}) or more slots, got {partial.dtype} "
                             f"{partial.shape}")
     if flags.dtype != ad.int32 or len(flags.shape) != 1 or flags.shape[0] < halves:
         raise ad.TraceError(f"flags must be int32 zeros, one per half tile: shape ({halves},) or longer "
@@ -284,32 +287,31 @@ def part_number(row, col, part: tuple[int, int], columns: int):
 
 
 def add_in_order(acc, partial, flag, split, splits: int, c, c_out, me, row, col) -> None:
-    """Split-K's sum, in the order of the splits whatever order they finish in: unit `split` of a
-    tile waits until `flag` says the splits before it are in `partial`, adds its accumulator to
-    their sum (float32, ((p0 + p1) + p2) + ...), and passes the sum on through `partial` and the
-    flag, or, the last, sets the flag back to zero for the next launch and stores the sum to c
+    """Split-K's sum, in the order of the splits whatever order they finish in: every unit but
+    the last writes its accumulator into its own slot of `partial` (`partial.at[split]`) and
+    counts itself in on `flag`; the last waits until the `splits - 1` others are in, sets the
+    flag back to zero for the next launch and stores ((p0 + p1) + ...) + its own to c.  One
+    hand-over per tile whatever the number of splits: the others write at the same time, where
+    passing a running sum from unit to unit took `splits - 1` hand-overs one after the other
     (docs/hardware.md §17: the memory ordering, and why one unit per CTA)."""
-    def window(i, j):
-        return partial.at[ad.ds(row + i * 64, 64), ad.ds(col + j * 64, 64)]
+    def window(s, i, j):
+        return partial.at[s, ad.ds(row + i * 64, 64), ad.ds(col + j * 64, 64)]
 
-    def so_far(i, j):  # the earlier splits' sum plus this one's part
-        return ad.load(window(i, j), layout=ad.WGMMA) + piece_of(acc, i, j)
+    def total(i, j):  # the other splits' parts in their order, then this one's
+        running = ad.load(window(0, i, j), layout=ad.WGMMA)
+        for s in range(1, splits - 1):
+            running = running + ad.load(window(s, i, j), layout=ad.WGMMA)
+        return running + piece_of(acc, i, j)
 
     with ad.region("split-K sum"):
-        with ad.when(split == 0):
+        with ad.when(split < splits - 1):
             for i, j in pieces(acc):
-                ad.store(window(i, j), piece_of(acc, i, j))
-            ad.signal(flag, 1)
-        with ad.when(split > 0):
-            ad.wait_signal(flag, "ge", split)
-            if splits > 2:  # the splits between the first and the last
-                with ad.when(split < splits - 1):
-                    for i, j in pieces(acc):
-                        ad.store(window(i, j), so_far(i, j))
-                    ad.signal(flag, split + 1)
-            with ad.when(split == splits - 1):
-                ad.signal(flag, 0)  # the last use of the flag in this launch: ready for the next one
-                store_in_pieces(acc, c_out, me, c, row, col, so_far)
+                ad.store(window(split, i, j), piece_of(acc, i, j))
+            ad.signal(flag, 1, op="add")
+        with ad.when(split == splits - 1):
+            ad.wait_signal(flag, "ge", splits - 1)
+            ad.signal(flag, 0)  # every other unit is in: ready for the next launch
+            store_in_pieces(acc, c_out, me, c, row, col, total)
 
 
 def settle_slots(pieces: int) -> None:
@@ -353,7 +355,7 @@ EXAMPLE_ARGS = {
     ),
     "matmul_split_k": (
         (ad.ArraySpec((200, 320), ad.bfloat16), ad.ArraySpec((320, 264), ad.bfloat16),
-         ad.ArraySpec((200, 264), ad.bfloat16), ad.ArraySpec((200, 264), ad.float32),
+         ad.ArraySpec((200, 264), ad.bfloat16), ad.ArraySpec((2, 200, 264), ad.float32),
          ad.ArraySpec((split_k_flags(200, 264, 128),), ad.int32)),
         {"CTAS": 18, "SPLIT_K": 3, "BN": 128},
     ),

@@ -120,7 +120,7 @@ def test_split_k_in_order_ends_in_bf16_on_every_launch(shape, split_k, bn, pair,
     a = rng.integers(-3, 4, (m, k)).astype(ml_dtypes.bfloat16)
     b = rng.integers(-3, 4, (k, n)).astype(ml_dtypes.bfloat16)
     expected = (a.astype(np.float64) @ b.astype(np.float64)).astype(ml_dtypes.bfloat16)
-    partial = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float32)
+    partial = torch.full((split_k - 1, m, n), float("nan"), device="cuda", dtype=torch.float32)
     flags = torch.zeros(split_k_flags(m, n, bn, pair), device="cuda", dtype=torch.int32)
     for _ in range(2):
         c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)

@@ -121,7 +121,7 @@ def test_split_k_in_order_ends_in_bf16_and_leaves_the_flags_at_zero(shape, split
     a = rng.integers(-3, 4, (m, k)).astype(ml_dtypes.bfloat16)
     b = rng.integers(-3, 4, (k, n)).astype(ml_dtypes.bfloat16)
     c = np.full((m, n), np.nan, ml_dtypes.bfloat16)
-    partial = np.full((m, n), np.nan, np.float32)
+    partial = np.full((split_k - 1, m, n), np.nan, np.float32)
     flags = np.zeros(split_k_flags(m, n, bn, pair), np.int32)
     kernel = matmul_split_k if pair == 1 else matmul_split_k_2cta
     kernel.interpret(a, b, c, partial, flags, CTAS=ctas, SPLIT_K=split_k, BN=bn, BK=bk)
@@ -181,22 +181,24 @@ def test_split_k_in_order_sums_the_splits_in_their_order():
         a[:, 64 * s], b[64 * s] = 2.0 ** -12, 2.0 ** -12
     c = np.full((m, n), np.nan, ml_dtypes.bfloat16)
     flags = np.zeros(split_k_flags(m, n, 64), np.int32)
-    matmul_split_k.interpret(a, b, c, np.full((m, n), np.nan, np.float32), flags, CTAS=3, SPLIT_K=3, BN=64)
+    matmul_split_k.interpret(a, b, c, np.full((2, m, n), np.nan, np.float32), flags, CTAS=3, SPLIT_K=3, BN=64)
     assert (c.astype(np.float32) == 1.0).all()
 
 
 @pytest.mark.parametrize("change,message", [
     ({"SPLIT_K": 1}, "splits K in two or more parts"),
-    ({"partial": ad.ArraySpec((128, 256), ad.bfloat16)}, "partial must be a float32 array"),
+    ({"partial": ad.ArraySpec((1, 128, 256), ad.bfloat16)}, "partial must be a float32 array"),
+    ({"partial": ad.ArraySpec((128, 256), ad.float32)}, r"SPLIT_K - 1 slots of c's shape: \(1, 128, 256\)"),
+    ({"SPLIT_K": 3, "partial": ad.ArraySpec((1, 128, 256), ad.float32)}, r"\(2, 128, 256\) or more slots"),
     ({"flags": ad.ArraySpec((1,), ad.int32)}, r"one per half tile: shape \(2,\)"),
-    ({"CTAS": 2, "SPLIT_K": 4}, "4 units of work for 2 CTAs: matmul_split_k takes one unit per CTA"),
+    ({"CTAS": 2, "SPLIT_K": 4, "partial": ad.ArraySpec((3, 128, 256), ad.float32)}, "4 units of work for 2 CTAs: matmul_split_k takes one unit per CTA"),
     ({"c": ad.ArraySpec((128, 256), ad.float32)}, "c must be bfloat16 or float16"),
 ])
 def test_split_k_in_order_says_what_its_arguments_lack(change, message):
     from asyncdsl.examples import matmul as example
 
     arguments = {"a": ad.ArraySpec((128, 512), ad.bfloat16), "b": ad.ArraySpec((512, 256), ad.bfloat16),
-                 "c": ad.ArraySpec((128, 256), ad.bfloat16), "partial": ad.ArraySpec((128, 256), ad.float32),
+                 "c": ad.ArraySpec((128, 256), ad.bfloat16), "partial": ad.ArraySpec((1, 128, 256), ad.float32),
                  "flags": ad.ArraySpec((2,), ad.int32), "CTAS": 8, "SPLIT_K": 2, **change}
     with pytest.raises(ad.TraceError, match=message) as caught:
         example.matmul_split_k.compile(**arguments)

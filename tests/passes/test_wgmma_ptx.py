@@ -61,11 +61,13 @@ def test_the_in_order_split_k_gemm_assembles_clean_and_passes_the_sum_by_flags(s
 
     m, n, k = shape
     text = matmul_split_k.ptx(ad.ArraySpec((m, k), ad.bfloat16), ad.ArraySpec((k, n), ad.bfloat16),
-                              ad.ArraySpec((m, n), ad.bfloat16), ad.ArraySpec((m, n), ad.float32),
+                              ad.ArraySpec((m, n), ad.bfloat16), ad.ArraySpec((1, m, n), ad.float32),
                               ad.ArraySpec((split_k_flags(m, n, bn),), ad.int32), CTAS=132, SPLIT_K=2, BN=bn, BK=bk,
                               STAGES=stages)
     _clean(text)
-    assert "ld.acquire.sys.global.u32" in text and "st.release.sys.global.u32" in text
+    # The first units count themselves in, the last waits for them and sets the flag back.
+    assert "red.release.sys.global.add.u32" in text and "ld.acquire.sys.global.u32" in text
+    assert "st.release.sys.global.u32" in text
     assert "ld.global.v2.f32" in text and "st.global.v2.f32" in text  # the sum moves in vectors
 
 
@@ -74,7 +76,7 @@ def test_the_in_order_split_k_gemm_in_cta_pairs_multicasts_a():
 
     m, n, k = 128, 4096, 4096
     text = matmul_split_k_2cta.ptx(ad.ArraySpec((m, k), ad.bfloat16), ad.ArraySpec((k, n), ad.bfloat16),
-                                   ad.ArraySpec((m, n), ad.bfloat16), ad.ArraySpec((m, n), ad.float32),
+                                   ad.ArraySpec((m, n), ad.bfloat16), ad.ArraySpec((1, m, n), ad.float32),
                                    ad.ArraySpec((split_k_flags(m, n, 64, pair=2),), ad.int32), CTAS=132, SPLIT_K=2,
                                    BN=64, STAGES=8)
     _clean(text)
