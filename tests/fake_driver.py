@@ -15,10 +15,11 @@ class RecordingDriver:
     """`cuda.bindings.driver` with its enums and structs, but every call the loader and the launch
     path make answered here and recorded (so LoadedKernel runs end to end without a GPU)."""
 
-    def __init__(self, static_shared=16, launch_results=()):
+    def __init__(self, static_shared=16, launch_results=(), local_bytes=0):
         self._real = driver.api()
         self.calls = []
         self.static_shared = static_shared
+        self.local_bytes = local_bytes
         self.launch_results = list(launch_results)
         self.success = self._real.CUresult.CUDA_SUCCESS
         self.entry_points = {}  # name -> a ctypes function, what cuGetProcAddress finds
@@ -50,6 +51,11 @@ class RecordingDriver:
         self._record("cuModuleLoadData", image)
         return (self.success, self._real.CUmodule(0x100))
 
+    def cuModuleLoadDataEx(self, image, count, options, values):
+        """The driver's JIT: compiles and loads in one call (its logs stay empty here)."""
+        self._record("cuModuleLoadDataEx", image)
+        return (self.success, self._real.CUmodule(0x180))
+
     def cuModuleGetFunction(self, module, name):
         self._record("cuModuleGetFunction", name)
         return (self.success, self._real.CUfunction(0x200))
@@ -57,7 +63,7 @@ class RecordingDriver:
     def cuFuncGetAttribute(self, which, function):
         values = {"CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES": self.static_shared, "CU_FUNC_ATTRIBUTE_NUM_REGS": 40,
                   "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES": 49152 - self.static_shared,
-                  "CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK": 1024, "CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES": 0}
+                  "CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK": 1024, "CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES": self.local_bytes}
         return (self.success, values[which.name])
 
     def cuFuncSetAttribute(self, function, which, value):

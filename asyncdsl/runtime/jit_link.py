@@ -85,8 +85,9 @@ class DriverJitCompiler:
     keeps the machine code it made in its own disk cache (`CUDA_CACHE_PATH`), so loading the image
     again, here or in another process, does not compile it again (with `CUDA_CACHE_DISABLE=1`
     every load compiles: the GEMM's warm first call then costs a JIT compile, not 8 ms).  The
-    first load here reads the JIT's logs: errors raise, ptxas's performance advisories warn
-    (`PerformanceWarning`).
+    load here reads the JIT's logs (errors raise, ptxas's performance advisories warn:
+    `PerformanceWarning`) and keeps the module for `load_image`, so the kernel's loader does not
+    load it a second time.
     """
 
     def __init__(self, device: int):
@@ -107,9 +108,24 @@ class DriverJitCompiler:
                 f"({driver.cuda_error(result[0], 'cuModuleLoadDataEx').message}):\n{_text(errors)}",
                 user_location(),
             )
-        driver.check(cu.cuModuleUnload(result[1]), "cuModuleUnload")
+        with _lock:
+            _jit_loaded[(self._device, image)] = result[1]
         warn_of_advisories(name, _text(info))
         return image
+
+
+_jit_loaded: dict[tuple[int, bytes], object] = {}  # (device, PTX image) -> the module its compile loaded
+
+
+def load_image(image: bytes, device: int):
+    """The module of `image` (a cubin, or PTX for the driver's JIT) in `device`'s context, which
+    must be current: the one `DriverJitCompiler` loaded while compiling it, if it did, else newly
+    loaded."""
+    with _lock:
+        module = _jit_loaded.pop((device, image), None)
+    if module is not None:
+        return module
+    return driver.check(driver.api().cuModuleLoadData(image), "cuModuleLoadData")
 
 
 def warn_of_advisories(name: str, log: str) -> None:

@@ -15,10 +15,18 @@ from __future__ import annotations
 import operator
 import re
 import threading
+import warnings
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from asyncdsl.errors import ArgumentError, CudaError, ResourceError, UnsupportedTargetError, user_location
+from asyncdsl.errors import (
+    ArgumentError,
+    CudaError,
+    PerformanceWarning,
+    ResourceError,
+    UnsupportedTargetError,
+    user_location,
+)
 from asyncdsl.hw.limits import (
     DESCRIPTOR_ALIGNMENT,
     DESCRIPTOR_BYTES,
@@ -39,7 +47,7 @@ from asyncdsl.kernel_binary import (
 from asyncdsl.runtime import driver
 from asyncdsl.runtime.arrays import DeviceArray
 from asyncdsl.runtime.error_buffer import ErrorBuffer
-from asyncdsl.runtime.jit_link import compiler_for, installed_compilers
+from asyncdsl.runtime.jit_link import compiler_for, installed_compilers, load_image
 from asyncdsl.runtime.module_cache import CubinCache, cache_directory, cached_compile
 from asyncdsl.runtime.params import KernelParams, argument_count
 from asyncdsl.runtime.profile import ProfiledLaunch, launch_profiled
@@ -156,7 +164,7 @@ class LoadedKernel:
             installed_compilers(facts.driver_version), facts.driver_version, CubinCache(cache_directory()))
         self.cubin_source: Literal["compiled", "disk"] = "disk" if from_disk else "compiled"
         # Modules stay loaded for the life of the process: a queued launch may still need one.
-        self._module = driver.check(cu.cuModuleLoadData(image), "cuModuleLoadData")
+        self._module = load_image(image, device)
         self._function = driver.check(cu.cuModuleGetFunction(self._module, binary.name.encode()),
                                       f"cuModuleGetFunction({binary.name!r})")
         self._configure_function(facts)
@@ -185,8 +193,12 @@ class LoadedKernel:
         dynamic = binary.dynamic_smem_bytes
         self.static_shared_bytes = get(attribute.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)
         self.registers_per_thread = get(attribute.CU_FUNC_ATTRIBUTE_NUM_REGS)
-        # Local memory a thread uses: spilled registers, or a stack; 0 for every kernel asyncdsl makes.
+        # Local memory a thread uses: spilled registers, or a stack; every access is a trip to memory.
         self.local_bytes_per_thread = get(attribute.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)
+        if self.local_bytes_per_thread:
+            warnings.warn(f"kernel {self.name!r} uses {self.local_bytes_per_thread} bytes of local memory a thread "
+                          f"(spilled registers, or a stack): each access is a trip to memory",
+                          PerformanceWarning, stacklevel=2)
         limit = facts.max_shared_memory_per_block_optin
         if dynamic + self.static_shared_bytes > limit:
             raise ResourceError(

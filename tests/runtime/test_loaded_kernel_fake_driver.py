@@ -52,6 +52,16 @@ def test_small_kernels_keep_the_default_shared_memory_limit(fake_driver):
     assert [args[3] for name, args in fake.calls if name == "cuLaunchKernelEx"] == [()]  # no cluster attribute
 
 
+def test_a_kernel_with_local_memory_loads_with_a_performance_warning(fake_driver, recwarn):
+    fake_driver(local_bytes=8)
+    with pytest.warns(ad.PerformanceWarning, match=r"kernel 'touch' uses 8 bytes of local memory a thread"):
+        assert launch.load_kernel(pointer_binary()).local_bytes_per_thread == 8
+    launch.clear_loaded_kernels()
+    fake_driver()
+    launch.load_kernel(pointer_binary())
+    assert not [w for w in recwarn if issubclass(w.category, ad.PerformanceWarning)]
+
+
 def test_big_clusters_are_allowed_explicitly(fake_driver):
     fake = fake_driver()
     launch.load_kernel(pointer_binary(cluster=(16, 1, 1)))
@@ -226,6 +236,24 @@ def test_kernels_that_hand_registers_over_go_to_the_drivers_jit(monkeypatch, cho
     monkeypatch.setenv("ASYNCDSL_PTX_COMPILER", choice)
     compiler = jit_link.compiler_for(ptx, device=0)
     assert isinstance(compiler, _FakeNvJitLink if expected == "nvjitlink" else jit_link.DriverJitCompiler)
+
+
+def test_a_kernel_compiled_by_the_drivers_jit_is_loaded_once(fake_driver, monkeypatch):
+    """The JIT loads the module as it compiles: the kernel takes that module instead of loading
+    the PTX again; from the disk cache, in a new process, the PTX is loaded once."""
+    from asyncdsl.runtime import jit_link
+
+    fake = fake_driver()
+    monkeypatch.setattr(launch, "compiler_for", lambda ptx, device: jit_link.DriverJitCompiler(device))
+    kernel = launch.load_kernel(pointer_binary())
+    loads = [(name, args[0]) for name, args in fake.calls if name.startswith("cuModuleLoad")]
+    assert kernel.cubin_source == "compiled" and [name for name, _ in loads] == ["cuModuleLoadDataEx"]
+    assert loads[0][1] == pointer_binary().ptx.encode() + b"\0"  # the image is the PTX, a C string
+    assert not jit_link._jit_loaded  # handed over, nothing kept
+    launch.clear_loaded_kernels()
+    fake.calls.clear()
+    assert launch.load_kernel(pointer_binary()).cubin_source == "disk"
+    assert [name for name, _ in fake.calls if name.startswith("cuModuleLoad")] == ["cuModuleLoadData"]
 
 
 def test_a_compilers_performance_advisories_are_warnings():
