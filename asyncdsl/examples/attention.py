@@ -126,22 +126,17 @@ def attention(q, k, v, o, lse, BQ: ad.constexpr = 64, BK: ad.constexpr = None, S
     k_empty, v_empty = ad.barrier(arrival_count=2, num=STAGES), ad.barrier(arrival_count=2, num=STAGES)
     issue_order = ad.turns((0, 1)) if TURNS else None  # the consumers' turns to issue (`TURNS`)
 
-    def load_k(j):
-        ad.async_copy(rows(k, h_kv, j * BK, BK), k_ring.at[j % STAGES], barrier=k_full[j % STAGES])
-
-    def load_v(j):
-        ad.async_copy(rows(v, h_kv, j * BK, BK), v_ring.at[j % STAGES], barrier=v_full[j % STAGES])
-
     with ad.warpgroup_role(2, registers=40):
         for half in range(2):
             ad.async_copy(rows(q, h, first_row + half * BQ, BQ), q_s.at[half], barrier=q_landed)
         for j in ad.range(blocks):
+            slot = j % STAGES
             with ad.region("wait k slot"), ad.when(j >= STAGES):
-                k_empty[j % STAGES].wait()
-            load_k(j)
+                k_empty[slot].wait()
+            ad.async_copy(rows(k, h_kv, j * BK, BK), k_ring.at[slot], barrier=k_full[slot])
             with ad.region("wait v slot"), ad.when(j >= STAGES):
-                v_empty[j % STAGES].wait()
-            load_v(j)
+                v_empty[slot].wait()
+            ad.async_copy(rows(v, h_kv, j * BK, BK), v_ring.at[slot], barrier=v_full[slot])
 
     with ad.warpgroup_role((0, 1), registers=232):
         me = ad.warpgroup_idx()
