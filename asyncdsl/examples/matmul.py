@@ -60,12 +60,11 @@ def matmul_split_k(a, b, c, partial, flags, CTAS: ad.constexpr, SPLIT_K: ad.cons
     an equal share of K (in slices BK deep, STAGES of them in flight), and the units of a tile add
     up in order (`add_in_order`) through `partial`, float32 (SPLIT_K - 1, *c.shape) (a slot for
     each unit but the last), and `flags`, int32 zeros, one per half tile (`split_k_flags`), which
-    the kernel leaves at zero.  The sum is
-    the same on every run; c is bfloat16 or float16.  Launches that may run at the same time
-    (other streams) need partial and flags of their own; a launch that did not finish (an error)
-    may leave flags set: zero them before the next.  In clusters of two (`matmul_split_k_2cta`)
-    the CTAs of a pair take tiles side by side and share each a slice, which few rows of a make
-    most of the traffic."""
+    the kernel leaves at zero.  The sum is the same on every run; c is bfloat16 or float16.
+    Launches that may run at the same time (other streams) need partial and flags of their own; a
+    launch that did not finish (an error) may leave flags set: zero them before the next.  In
+    clusters of two (`matmul_split_k_2cta`) the CTAs of a pair take tiles side by side and share
+    each a slice, which few rows of a make most of the traffic."""
     gemm(a, b, c, CTAS, 128, BN, BK, STAGES, "m", "tma64", 16, (40, 232), 1, SPLIT_K, "a", running=(partial, flags))
 
 
