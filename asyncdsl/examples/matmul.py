@@ -273,7 +273,8 @@ def check_running(running, c, halves: int, splits: int, units: int, clusters: in
         raise ad.TraceError(f"flags must be int32 zeros, one per half tile: shape ({halves},) or longer "
                             f"(split_k_flags), got {flags.dtype} {flags.shape}")
     if units > clusters:
-        # A unit waits for the one before it; with a unit per CTA, that one started no later.
+        # The last unit of a tile waits for the others, which come before it; with a unit per CTA,
+        # they started no later.
         what = f"{clusters} CTAs" if pair == 1 else f"{clusters} clusters of {pair} CTAs"
         raise ad.TraceError(f"SPLIT_K={splits} makes {units} units of work for {what}: matmul_split_k takes one "
                             "unit per CTA (or cluster): fewer splits, or wider tiles")
