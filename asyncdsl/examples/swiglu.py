@@ -1,16 +1,19 @@
 """SwiGLU's gate: y = silu(a) * b = a * sigmoid(a) * b, bfloat16, elementwise over large tensors.
 
-Each CTA (one warpgroup) takes one row, CHUNK elements at a time, and moves it between GMEM and
-registers directly (`asyncdsl.load` / `asyncdsl.store` of a window of whole rows: 16-byte
+Each CTA (one warpgroup) takes CHUNK elements of one row and moves them between GMEM and
+registers directly (`asyncdsl.load` / `asyncdsl.store` of a window of the row: 16-byte
 `ld/st.global.v4` per thread when the rows are whole 16-byte vectors, no shared memory, no
-barrier).  A row's last chunk may run past its end: those elements are never touched (one
+barrier).  The last chunk of a row may run past its end: those elements are never touched (one
 predicate per vector), so any row length works.  The math runs in float32 registers (silu(a) =
 a / (1 + 2^(-a·log2 e)): one `ex2.approx` and one IEEE division per element), rounded once.
 
-Measured on the H200 against the bulk-copy version this replaced (a row's pieces through shared
-memory): about 2 % faster (`benchmarks/register_tiles.py` has the same-run comparison with Triton).  The
-sigmoid as 1/2 + tanh(a/2)/2 (one `tanh.approx` and an fma) is refused: for negative a,
-1 + tanh(a/2) cancels to within `tanh.approx`'s absolute error (7e-6), so the small sigmoid of
+Measured on the H200 (16384 x 8192, same run, CUDA events, an L2 flush before each launch):
+CTAs numbered chunk first, so that consecutive CTAs read consecutive memory, ran at 4.23 TB/s
+where one CTA a row walking its four chunks ran at 4.17-4.18 (the rows of concurrent CTAs 16 KB
+apart), a grid numbered row first at 4.02, 4096-element chunks (114 registers) at 3.93, and
+`div.full.f32` for the division (32 registers instead of 64) changed nothing (docs/hardware.md
+§19).  The sigmoid as 1/2 + tanh(a/2)/2 (one `tanh.approx` and an fma) is refused: for negative
+a, 1 + tanh(a/2) cancels to within `tanh.approx`'s absolute error (7e-6), so the small sigmoid of
 a < -8 came out wrong by several bfloat16 ulps.
 
     python -m asyncdsl.examples.swiglu     # on the GPU if there is one, else interpreted
@@ -30,15 +33,18 @@ LOG2E = 1.4426950408889634
 CHUNK = 2048  # elements of a row per step: 16 of each input per thread (2 vectors of 8)
 
 
-@ad.kernel(grid=lambda a, b, y, **_: (a.shape[0],), block=128)
+@ad.kernel(grid=lambda a, b, y, CHUNK=CHUNK, **_: (a.shape[0] * -(-a.shape[1] // CHUNK),), block=128)
 def swiglu(a, b, y, CHUNK: ad.constexpr = CHUNK):
-    row = ad.ds(ad.program_id(0), 1)
-    for start in range(0, a.shape[1], CHUNK):
-        window = (row, ad.ds(start, CHUNK))
-        g = ad.load(a.at[window], layout=ad.strided(8)).astype(ad.float32)
-        up = ad.load(b.at[window], layout=ad.strided(8)).astype(ad.float32)
-        silu = g / (1.0 + ad.exp2(g * -LOG2E, approx=True))
-        ad.store(y.at[window], (silu * up).astype(y.dtype))
+    # CTA k takes chunk k % chunks of row k // chunks: CTAs launched one after the other read
+    # memory one after the other, as CTAs each walking a row would not (one grid dimension: rows
+    # may outnumber a second dimension's 65535).
+    chunks = ad.cdiv(a.shape[1], CHUNK)
+    cta = ad.program_id(0)
+    window = (ad.ds(cta // chunks, 1), ad.ds(cta % chunks * CHUNK, CHUNK))
+    g = ad.load(a.at[window], layout=ad.strided(8)).astype(ad.float32)
+    up = ad.load(b.at[window], layout=ad.strided(8)).astype(ad.float32)
+    silu = g / (1.0 + ad.exp2(g * -LOG2E, approx=True))
+    ad.store(y.at[window], (silu * up).astype(y.dtype))
 
 
 def reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
