@@ -102,6 +102,12 @@ class LowerToPtx(ModulePass):
             fn.erase()
 
 
+def lower_module(module: ModuleOp) -> ModuleOp:
+    """The `ptx.kernel` of every kernel of `module` in a new module; `module` is left as it was
+    (the rules only read the IR they lower), for the interpreter to run."""
+    return ModuleOp([lower_kernel(fn) for fn in attrs.kernels(module)])
+
+
 def lower_kernel(fn: func.FuncOp) -> ptx.KernelOp:
     params = kernel_params(fn)
     cluster = attrs.dims(fn, attrs.CLUSTER)

@@ -11,7 +11,8 @@
 The interpreter runs the module as it stands after every pass but the last (`async_passes`), which is the
 IR the GPU's PTX is printed from.  `compile_module` runs them all and hands back the PTX and the
 `KernelBinary` the runtime launches; `ASYNCDSL_DUMP_IR=1` prints the IR after every pass and the
-PTX to stderr as kernels compile.
+PTX to stderr as kernels compile.  It lowers to PTX into a module of its own (`lower_module`), so the
+interpreter's module is the very one the passes ran on: a compile copies no IR.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from asyncdsl.kernel_binary import KernelBinary
 from asyncdsl.passes.allocate_descriptor_scratch import AllocateDescriptorScratch
 from asyncdsl.passes.allocate_smem import AllocateSmem
 from asyncdsl.passes.infer_layouts import InferLayouts
-from asyncdsl.passes.lower_to_ptx import LowerToPtx
+from asyncdsl.passes.lower_to_ptx import LowerToPtx, lower_module
 from asyncdsl.passes.partition_collectives import PartitionCollectives
 from asyncdsl.passes.plan_smem_access import PlanSmemAccess
 from asyncdsl.passes.resolve_transforms import ResolveTransforms
@@ -83,26 +84,27 @@ def ir_text(module: ModuleOp) -> str:
 class CompiledKernel:
     """Everything one specialization compiled to."""
 
-    traced_module: ModuleOp  # the IR as traced (a copy; printed only when asked for)
     module: ModuleOp  # asyncdsl IR after the asyncdsl-level passes (what the interpreter runs)
     ptx: str
     binary: KernelBinary
+    trace: Callable[[], ModuleOp]  # traces the kernel again (the passes consumed what it traced)
     stages: list[tuple[str, str]] = field(default_factory=list)  # (after pass, IR text)
 
     @property
     def traced(self) -> str:
-        """The IR text as traced."""
-        return ir_text(self.traced_module)
+        """The IR text as traced: traced again, as it is rarely wanted and a copy kept for it would
+        cost every compile (tracing is deterministic)."""
+        return ir_text(self.trace())
 
 
 def compile_module(
-    module: ModuleOp,
+    trace: Callable[[], ModuleOp],
     *,
     descriptor_mode: str = "grid_constant",
     keep_stages: bool = False,
     on_stage: Callable[[str, str], None] | None = None,
 ) -> CompiledKernel:
-    """Run the pipeline on `module` (consumed) and print its PTX."""
+    """Run the pipeline on the module `trace` builds and print its PTX."""
     ctx = make_context()
     dump = on_stage or (_dump_to_stderr if knobs.dump_ir else None)
     stages: list[tuple[str, str]] = []
@@ -115,25 +117,24 @@ def compile_module(
             if dump:
                 dump(name, text)
 
-    traced = module.clone()  # printing it costs several times more, and is rarely wanted
-    record("trace", lambda: ir_text(traced))
+    module = trace()
+    record("trace", lambda: ir_text(module))
     for compiler_pass in async_passes(descriptor_mode):
         compiler_pass.apply(ctx, module)
         record(compiler_pass.name, lambda: ir_text(module))
 
     (fn,) = attrs.kernels(module)
     binary_facts = _binary_facts(fn)
-    interpretable = module.clone()
     target = binary_facts["arch"]
     version = max([PTX_VERSIONS[target], *(op.types.ptx_version for op in fn.walk() if isinstance(op, ir.WgmmaOp))],
                   key=lambda v: tuple(map(int, v.split("."))))
 
-    LowerToPtx().apply(ctx, module)
-    record("lower-to-ptx", lambda: ir_text(module))
-    ptx = print_ptx(module, version=version, target=target)
+    lowered = lower_module(module)
+    record("lower-to-ptx", lambda: ir_text(lowered))
+    ptx = print_ptx(lowered, version=version, target=target)
     record("ptx", lambda: ptx)
     binary = KernelBinary(ptx=ptx, **binary_facts)
-    return CompiledKernel(traced, interpretable, ptx, binary, stages)
+    return CompiledKernel(module, ptx, binary, trace, stages)
 
 
 def _binary_facts(fn) -> dict:

@@ -16,6 +16,7 @@ import operator
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from asyncdsl import runtime
@@ -39,6 +40,8 @@ from asyncdsl.runtime.streams import DEFAULT_STREAM, current_stream_source, stre
 from asyncdsl.runtime.warm_path import WarmLaunches
 
 if TYPE_CHECKING:
+    from xdsl.dialects.builtin import ModuleOp
+
     from asyncdsl.passes.pipeline import CompiledKernel
 
 
@@ -220,8 +223,8 @@ class Kernel:
         key = _specialization(specs, constexprs, profile, devices)
         compiled = self._compiled.get(key)
         if compiled is None:
-            module = self._trace(specs, constexprs, profile, devices)
-            compiled = compile_module(module, descriptor_mode=self.descriptor_mode)
+            compiled = compile_module(self._tracing(specs, constexprs, profile, devices),
+                                      descriptor_mode=self.descriptor_mode)
             self._compiled[key] = compiled
         return compiled
 
@@ -265,12 +268,14 @@ class Kernel:
             digest.update(part.encode() + b"\0")
         return digest.hexdigest()
 
-    def _trace(
+    def _tracing(
         self, specs: tuple[ArraySpec | ScalarSpec, ...], constexprs: Mapping[str, Any], profile: bool, devices: int = 1
-    ):
-        return trace_kernel(
-            self.fn, self.name, self.runtime_names, specs, constexprs, replace(self.launch, devices=devices),
-            self.definition, knobs.debug, self.profile_events if profile else None,
+    ) -> Callable[[], ModuleOp]:
+        """What traces this specialisation's module, each time it is called (in the debug mode of now)."""
+        return partial(
+            trace_kernel, self.fn, self.name, self.runtime_names, specs, constexprs,
+            replace(self.launch, devices=devices), self.definition, knobs.debug,
+            self.profile_events if profile else None,
         )
 
     def compile(self, *args, profile: bool = False, **kwargs) -> CompiledKernel:
@@ -290,8 +295,8 @@ class Kernel:
         (`{"trace": ..., "resolve-transforms": ..., ..., "lower-to-ptx": ..., "ptx": ...}`)."""
         location = user_location()
         call = self.bind(args, kwargs, location)
-        module = self._trace(self.specs(call, location), call.constexprs, profile)
-        return dict(compile_module(module, descriptor_mode=self.descriptor_mode, keep_stages=True).stages)
+        trace = self._tracing(self.specs(call, location), call.constexprs, profile)
+        return dict(compile_module(trace, descriptor_mode=self.descriptor_mode, keep_stages=True).stages)
 
     def ir(self, *args, after: str | None = None, profile: bool = False, **kwargs) -> str:
         """The IR as traced (`after=None`), or after the named pass, for arguments like these."""
