@@ -21,7 +21,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, SSAValue
 
-from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl import dtypes
 from asyncdsl.dialects.layout_attrs import layout_of
 from asyncdsl.errors import LayoutError
 from asyncdsl.hw.fragments import Layout, SplatLayout
@@ -57,7 +57,7 @@ def register_kind(element: Attribute) -> str:
         return "f32"
     if isinstance(element, IntegerType) and element.width.data == 1:
         return "pred"
-    bits = ir.element_bits(VectorType(element, [1]))
+    bits = dtypes.from_mlir(element).bits
     if bits == 64:
         return "b64"
     return "b32" if bits == 32 else "b16"
