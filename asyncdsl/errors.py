@@ -7,6 +7,7 @@ broken with the offending numbers.  Internal bugs stay ordinary Python exception
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import traceback
@@ -35,6 +36,7 @@ class SourceLocation:
         return f"{self.file}:{self.line}"
 
 
+@functools.cache  # per source file: tracing asks for every op, of each frame on the stack
 def _is_own_frame(filename: str) -> bool:
     path = os.path.abspath(filename)
     if path.startswith(_EXAMPLES_ROOT):

@@ -3,12 +3,15 @@ report errors at the line that caused them."""
 
 from __future__ import annotations
 
+import functools
+
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, StringAttr
 from xdsl.ir import Operation
 
 from asyncdsl.errors import SourceLocation
 
 
+@functools.lru_cache(maxsize=4096)  # attributes are immutable: each traced op of a line can share it
 def to_ir_location(location: SourceLocation) -> FileLineColLoc:
     return FileLineColLoc(StringAttr(location.file), IntAttr(location.line), IntAttr(location.column))
 
