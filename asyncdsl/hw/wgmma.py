@@ -24,6 +24,7 @@ the interpreter uses, so a wrong plan gives wrong numbers on the CPU as well as 
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -202,6 +203,9 @@ def wanted_layout(element: DType) -> str:
     return f"one of: {options}"
 
 
+# Cached: it checks every element of the buffer, and the op's verifier and `plan-smem-access` both ask
+# for the same operands' plans (every argument is an immutable value).
+@functools.lru_cache(maxsize=256)
 def plan_operand(layout: SmemLayout | None, stored: tuple[int, int], element: DType, k_is_column: bool,
                  types: MmaTypes, what: str, whole_mn: bool = False) -> OperandPlan:
     """The plan of an operand whose buffer holds a `stored` (rows, columns) matrix laid out as
