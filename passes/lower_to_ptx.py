@@ -28,6 +28,7 @@ from xdsl.passes import ModulePass
 
 from asyncdsl.dialects import kernel_attrs as attrs
 from asyncdsl.dialects import ptx
+from asyncdsl.kernel_binary import KernelParam
 from asyncdsl.passes.to_ptx import (
     assume,
     bulk,
@@ -102,14 +103,10 @@ class LowerToPtx(ModulePass):
             fn.erase()
 
 
-def lower_module(module: ModuleOp) -> ModuleOp:
-    """The `ptx.kernel` of every kernel of `module` in a new module; `module` is left as it was
-    (the rules only read the IR they lower), for the interpreter to run."""
-    return ModuleOp([lower_kernel(fn) for fn in attrs.kernels(module)])
-
-
-def lower_kernel(fn: func.FuncOp) -> ptx.KernelOp:
-    params = kernel_params(fn)
+def lower_kernel(fn: func.FuncOp, params: tuple[KernelParam, ...] | None = None) -> ptx.KernelOp:
+    """`fn` as a `ptx.kernel`; `fn` is left as it was (the rules only read the IR they lower).
+    `params` are its `kernel_params` when the caller has them already."""
+    params = kernel_params(fn) if params is None else params
     cluster = attrs.dims(fn, attrs.CLUSTER)
     block = attrs.dims(fn, attrs.BLOCK)
     kernel = ptx.KernelOp(

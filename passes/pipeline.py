@@ -11,7 +11,7 @@
 The interpreter runs the module as it stands after every pass but the last (`async_passes`), which is the
 IR the GPU's PTX is printed from.  `compile_module` runs them all and hands back the PTX and the
 `KernelBinary` the runtime launches; `ASYNCDSL_DUMP_IR=1` prints the IR after every pass and the
-PTX to stderr as kernels compile.  It lowers to PTX into a module of its own (`lower_module`), so the
+PTX to stderr as kernels compile.  It lowers to PTX into a module of its own, so the
 interpreter's module is the very one the passes ran on: a compile copies no IR.
 """
 
@@ -39,7 +39,7 @@ from asyncdsl.kernel_binary import KernelBinary
 from asyncdsl.passes.allocate_descriptor_scratch import AllocateDescriptorScratch
 from asyncdsl.passes.allocate_smem import AllocateSmem
 from asyncdsl.passes.infer_layouts import InferLayouts
-from asyncdsl.passes.lower_to_ptx import LowerToPtx, lower_module
+from asyncdsl.passes.lower_to_ptx import LowerToPtx, lower_kernel
 from asyncdsl.passes.partition_collectives import PartitionCollectives
 from asyncdsl.passes.plan_smem_access import PlanSmemAccess
 from asyncdsl.passes.resolve_transforms import ResolveTransforms
@@ -129,7 +129,8 @@ def compile_module(
     version = max([PTX_VERSIONS[target], *(op.types.ptx_version for op in fn.walk() if isinstance(op, ir.WgmmaOp))],
                   key=lambda v: tuple(map(int, v.split("."))))
 
-    lowered = lower_module(module)
+    # The PTX goes in a module of its own, leaving `module` to the interpreter.
+    lowered = ModuleOp([lower_kernel(fn, binary_facts["params"])])
     record("lower-to-ptx", lambda: ir_text(lowered))
     ptx = print_ptx(lowered, version=version, target=target)
     record("ptx", lambda: ptx)
