@@ -35,14 +35,17 @@ class PtxBuilder:
         offset = 1 if result else 0
 
         def render(arg) -> str:
+            # Immediates first: they are common, and `isinstance` against `SSAValue` (an ABC) is slow.
+            if isinstance(arg, (int, str)):
+                return str(arg)
+            if isinstance(arg, (list, tuple)):
+                return ", ".join([render(a) for a in arg])
             if isinstance(arg, SSAValue):
                 for i, seen in enumerate(operands):
                     if seen is arg:
                         return f"#{{{i + offset}}}"
                 operands.append(arg)
                 return f"#{{{len(operands) - 1 + offset}}}"
-            if isinstance(arg, (list, tuple)):
-                return ", ".join(render(a) for a in arg)
             return str(arg)
 
         rendered = [render(a) for a in args]
@@ -56,7 +59,7 @@ class PtxBuilder:
             guard_negated=negate,
         )
         self.block.add_op(op)
-        return op.defs[0] if result else None
+        return op.results[0] if result else None
 
     def emit_many(self, template: str, kinds: Sequence[str], *args: SSAValue | int | str) -> list[SSAValue]:
         """Append one instruction with several results (a vector load, unpacking a word): the
@@ -66,7 +69,7 @@ class PtxBuilder:
         rendered = iter(f"#{{{len(kinds) + operands.index(a)}}}" if isinstance(a, SSAValue) else str(a) for a in args)
         op = ptx.InstrOp(template.format(*results, *rendered), operands, list(kinds))
         self.block.add_op(op)
-        return list(op.defs)
+        return list(op.results)
 
     def run(self, template: str, *args, guard: SSAValue | None = None, negate: bool = False) -> None:
         """Append an instruction without a result."""
