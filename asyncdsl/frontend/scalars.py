@@ -65,7 +65,8 @@ class Scalar:
         lhs, rhs = index_value(self), _operand(other)
         if reverse:
             lhs, rhs = rhs, lhs
-        return Scalar(_emit(op_class(lhs, rhs)).results[0])
+        op = tracing.current("arithmetic on traced values").emit_valid(op_class(lhs, rhs))  # both indices
+        return Scalar(op.results[0])
 
     @_promoting
     def __add__(self, other: IndexLike) -> Scalar:

@@ -6,6 +6,7 @@ location and runs its verifier, turning a verifier failure into a `TraceError` a
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -64,6 +65,22 @@ class Tracer:
 
     def emit(self, op: Operation, location: SourceLocation | None = None) -> Operation:
         """Append `op` at the current point, located at the user's line, and verify it."""
+        location = self._append(op, location)
+        try:
+            op.verify_()  # this op's own rules; the enclosing block is still being built
+        except VerifyException as error:
+            op.detach()
+            raise TraceError(str(error), location) from None
+        return op
+
+    def emit_valid(self, op: Operation) -> Operation:
+        """`emit` for an op that is valid by construction: index arithmetic, whose operands were
+        checked to be indices.  Those are most of a kernel's ops, and their generic verifier costs
+        as much again as building them."""
+        self._append(op, None)
+        return op
+
+    def _append(self, op: Operation, location: SourceLocation | None) -> SourceLocation | None:
         self.finish()
         location = location or user_location()
         if location is not None:
@@ -73,15 +90,10 @@ class Tracer:
             self.block.add_op(op)  # some verifiers look at the parent, so verify in place
         else:
             self.block.insert_op_before(op, terminator)
-        try:
-            op.verify_()  # this op's own rules; the enclosing block is still being built
-        except VerifyException as error:
-            op.detach()
-            raise TraceError(str(error), location) from None
-        return op
+        return location
 
     def constant(self, value: int) -> SSAValue:
-        return self.emit(arith.ConstantOp(IntegerAttr(value, IndexType()))).results[0]
+        return self.emit_valid(arith.ConstantOp(_index_attr(value), _INDEX)).results[0]
 
     @contextmanager
     def inside(self, block: Block, runs_once: bool = False) -> Iterator[None]:
@@ -96,6 +108,14 @@ class Tracer:
             self._blocks.pop()
             self._terminators.pop()
             self._runs_once.pop()
+
+
+_INDEX = IndexType()
+
+
+@functools.lru_cache(maxsize=1024)  # attributes are immutable, and checking one's value costs microseconds
+def _index_attr(value: int) -> IntegerAttr:
+    return IntegerAttr(value, _INDEX)
 
 
 _active: list[Tracer] = []
