@@ -20,6 +20,10 @@ class IndexBuilder:
 
     def __init__(self, anchor: Operation):
         self._anchor = anchor
+        # What the index analyses found, shared by the queries on this op's indices: they mostly
+        # ask about the same arithmetic.
+        self.divisors: dict[SSAValue, int] = {}
+        self.lower_bounds: dict[SSAValue, int | None] = {}
 
     def wrap(self, value: SSAValue | int):
         return value if isinstance(value, int) else _IrIndex(value, self)
@@ -45,11 +49,11 @@ class _IrIndex:
     @property
     def known_divisor(self) -> int:
         """What the planners may assume of this traced index (`hw.transforms.divisor_of`)."""
-        return known_divisor(self.value)
+        return known_divisor(self.value, self.builder.divisors)
 
     @property
     def known_non_negative(self) -> bool:
-        return known_non_negative(self.value)
+        return known_non_negative(self.value, self.builder.lower_bounds)
 
     def _binary(self, other, op_class, reverse: bool = False):
         lhs, rhs = self.value, self.builder.value(other)

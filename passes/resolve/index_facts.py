@@ -26,9 +26,11 @@ from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects import kernel_attrs as attrs
 
 
-def known_divisor(value: SSAValue) -> int:
-    """The largest d this analysis proves `value` a multiple of (0: `value` is the constant 0)."""
-    return _divisor(value, {})
+def known_divisor(value: SSAValue, seen: dict[SSAValue, int] | None = None) -> int:
+    """The largest d this analysis proves `value` a multiple of (0: `value` is the constant 0).
+    `seen` holds what earlier queries found, to share among queries on the same IR (what a
+    value was computed from never changes once it is built)."""
+    return _divisor(value, {} if seen is None else seen)
 
 
 def _divisor(value: SSAValue, seen: dict[SSAValue, int]) -> int:
@@ -71,13 +73,13 @@ def _compute(value: SSAValue, seen: dict[SSAValue, int]) -> int:
     return 1
 
 
-def known_non_negative(value: SSAValue) -> bool:
-    """Whether `value` is provably at least 0."""
-    bound = known_lower_bound(value)
+def known_non_negative(value: SSAValue, seen: dict[SSAValue, int | None] | None = None) -> bool:
+    """Whether `value` is provably at least 0 (`seen` as for `known_divisor`)."""
+    bound = known_lower_bound(value, seen)
     return bound is not None and bound >= 0
 
 
-def known_lower_bound(value: SSAValue) -> int | None:
+def known_lower_bound(value: SSAValue, seen: dict[SSAValue, int | None] | None = None) -> int | None:
     """The least value this analysis proves `value` cannot go below (None: none proved).
 
         pid, a count, warpgroup_idx()        -> 0
@@ -89,19 +91,23 @@ def known_lower_bound(value: SSAValue) -> int | None:
     The slot of a ring, `j % stages`, is then an unsigned remainder (no sign fix-up), which the
     PTX lowering uses (`passes/to_ptx/scalars.py`).
     """
-    return _lower_bound(value, frozenset())
+    return _lower_bound(value, {} if seen is None else seen)
 
 
 _IDS = (ir.ProgramIdOp, ir.NumProgramsOp, ir.ClusterCtaIdOp, ir.ClusterIdOp, ir.WarpgroupIdxOp)
 
 
-def _lower_bound(value: SSAValue, visiting: frozenset[SSAValue]) -> int | None:
-    if value in visiting:
-        return None  # defined through itself: proves nothing
-    visiting = visiting | {value}
+def _lower_bound(value: SSAValue, seen: dict[SSAValue, int | None]) -> int | None:
+    if value in seen:
+        return seen[value]
+    seen[value] = None  # a value defined through itself proves nothing
+    seen[value] = bound = _compute_lower_bound(value, seen)
+    return bound
 
+
+def _compute_lower_bound(value: SSAValue, seen: dict[SSAValue, int | None]) -> int | None:
     def of(operand: SSAValue) -> int | None:
-        return _lower_bound(operand, visiting)
+        return _lower_bound(operand, seen)
 
     if isinstance(value, BlockArgument):
         loop = value.block.parent_op()
