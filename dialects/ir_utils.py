@@ -4,6 +4,7 @@ either way (`EitherWayCopy`), and the verifier rules that several copy ops share
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 from xdsl.dialects import arith
@@ -52,12 +53,24 @@ def is_gmem(type_: Attribute) -> bool:
 
 def smem_type(shape: Sequence[int], element_type: Attribute, layout: SmemLayout | None = None) -> MemRefType:
     """A shared-memory buffer of `shape` (the physical one when `layout` is given)."""
+    return _smem_type(tuple(shape), element_type, layout)
+
+
+# Both cached: a kernel's buffers and their views share a few types, and converting between a layout
+# and its attribute checks the layout each time (types, attributes and layouts are immutable values).
+@functools.lru_cache(maxsize=1024)
+def _smem_type(shape: tuple[int, ...], element_type: Attribute, layout: SmemLayout | None) -> MemRefType:
     return MemRefType(element_type, list(shape), memory_space=SMEM if layout is None else SharedMemorySpaceAttr(layout))
 
 
 def smem_layout(type_: MemRefType) -> SmemLayout | None:
     """The layout a shared-memory buffer carries (None: row-major in its memref shape)."""
-    return type_.memory_space.layout
+    return _layout(type_.memory_space)
+
+
+@functools.lru_cache(maxsize=1024)
+def _layout(space: SharedMemorySpaceAttr) -> SmemLayout | None:
+    return space.layout
 
 
 def logical_shape(type_: MemRefType) -> tuple[int, ...]:
