@@ -114,7 +114,8 @@ class InstrOp(IRDLOperation):
         # time of IRDL's generic one, which does nothing more for this op (one variadic operand
         # and one variadic result list need no segment sizes; no property has a default).
         Operation.__init__(
-            self, operands=operands, result_types=[_REGISTER_TYPES[k] for k in result_kinds], properties=properties,
+            self, operands=operands, result_types=[_REGISTER_TYPES[k] for k in result_kinds],
+            properties=properties,
             location=UNKNOWN_LOC,  # xDSL's default, given: looking it up costs a fifth of the constructor
         )
 
