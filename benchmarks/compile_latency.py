@@ -9,6 +9,9 @@ cuda-python's, which asyncdsl otherwise imports on its first launch), median of 
 - empty caches, the compiler imported before the call (xDSL, the dialects and the passes load
   with the first trace otherwise): what the first call costs beyond imports, i.e. trace,
   passes, PTX, the JIT compile, load and launch;
+- empty caches, after another kernel: the same first call of the GEMM in a process that first ran
+  an unrelated kernel (the softmax example): what compiling one more kernel costs once the
+  compiler, the driver's JIT and the launch path are loaded;
 - warm disk cache: a second process over the caches the first filled (asyncdsl takes the
   compiled kernel from disk without tracing it, `runtime/binary_cache.py`);
 - warm disk cache with ASYNCDSL_KERNEL_CACHE=0: the cubin alone from disk, traced again.
@@ -48,6 +51,13 @@ print(t)
 FIRST_CALL_COMPILER_IMPORTED = FIRST_CALL.replace(
     "a = torch.randn", "import asyncdsl.frontend.specialize, asyncdsl.passes.pipeline\na = torch.randn", 1)
 
+# The same first call after an unrelated kernel (softmax, register tiles: no wgmma) ran in the process.
+FIRST_CALL_AFTER_ANOTHER = FIRST_CALL.replace("a = torch.randn", """from asyncdsl.examples.softmax import config, softmax
+x = torch.randn(256, 1024, device="cuda", dtype=torch.bfloat16)
+softmax(x, torch.empty_like(x), **config(1024))
+torch.cuda.synchronize()
+a = torch.randn""", 1)
+
 TRITON_FIRST_CALL = r"""
 import time, torch
 from triton_peers import triton_matmul
@@ -76,7 +86,8 @@ def empty_caches() -> dict:
 
 def main() -> None:
     results: dict = {}
-    cold = (("empty caches", FIRST_CALL), ("empty caches, compiler imported", FIRST_CALL_COMPILER_IMPORTED))
+    cold = (("empty caches", FIRST_CALL), ("empty caches, compiler imported", FIRST_CALL_COMPILER_IMPORTED),
+            ("empty caches, after another kernel", FIRST_CALL_AFTER_ANOTHER))
     for name, code in cold:
         results[f"asyncdsl, {name} (s)"] = statistics.median(
             fresh_process_seconds(code, empty_caches()) for _ in range(PROCESSES))
