@@ -107,3 +107,31 @@ def test_a_persistent_grid_comes_from_the_loaded_kernel_once_per_layout(recorded
         ("warm", (132, 1, 1), (0x30000, 0x40000)),
     ]
     assert len(asked) == 1 and asked[0] is next(iter(recorded.values()))
+
+
+def test_the_garbage_collector_waits_while_a_kernel_compiles():
+    """A compile holds Python's cyclic collector off (its collections, in a process holding many
+    objects, cost more than the compile) and gives it back after, also when the trace fails; a
+    collector the caller turned off stays off."""
+    import gc
+
+    seen = []
+
+    @ad.kernel(grid=(1,))
+    def probe(x, FAIL: ad.constexpr):
+        seen.append(gc.isenabled())
+        if FAIL:
+            raise ad.TraceError("refused on purpose")
+
+    x = ad.ArraySpec((64,), ad.float32)
+    assert gc.isenabled()
+    probe.compile(x, FAIL=False)
+    with pytest.raises(ad.TraceError, match="on purpose"):
+        probe.compile(x, FAIL=True)
+    assert seen == [False, False] and gc.isenabled()
+    gc.disable()
+    try:
+        probe.compile(x, FAIL=0)  # another specialisation (an int), compiled
+        assert seen[-1] is False and not gc.isenabled()
+    finally:
+        gc.enable()
