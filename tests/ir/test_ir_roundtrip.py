@@ -186,3 +186,19 @@ def test_alloc_smem_verifies_the_layout_against_its_shape(text, message):
     op = Parser(make_context(), text).parse_operation()
     with pytest.raises(VerifyException, match=re.escape(message)):
         op.verify()
+
+
+def test_the_printed_trace_run_through_the_pass_list_prints_the_kernels_ptx():
+    """The pipeline as xDSL module passes (`default_pipeline`, `LowerToPtx` in place), run on the
+    traced IR parsed back from its text, gives the PTX `compile_module` gives (which lowers into
+    a module of its own)."""
+    from asyncdsl.dialects.ptx import print_ptx
+    from asyncdsl.passes.pipeline import default_pipeline
+
+    expected = everything.ptx(F32, F32, B=32)
+    version = re.search(r"^\.version (\S+)$", expected, re.M).group(1)
+    ctx = make_context()
+    module = Parser(ctx, STAGES["trace"]).parse_module()
+    for compiler_pass in default_pipeline():
+        compiler_pass.apply(ctx, module)
+    assert print_ptx(module, version=version, target="sm_90a") == expected
