@@ -58,6 +58,9 @@ class KernelLowering:
         self.facts: KernelFacts | None = None
         # Per barrier group (its alloc value): the register of phase bits this thread tracks.
         self.phase_bits: dict[SSAValue, SSAValue] = {}
+        # What a rule found about the whole kernel, kept for its next use (keyed by the rule's
+        # own function): one walk of the kernel instead of one per op.
+        self.analyses: dict[object, object] = {}
 
     def reg(self, value: SSAValue) -> SSAValue:
         register = self._registers.get(value)

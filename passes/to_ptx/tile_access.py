@@ -237,7 +237,7 @@ def _store(ctx: KernelLowering, op: ir.StoreSmemOp) -> None:
     element = op.value.type.element_type
     layout, regs = tile.layout, tile.regs
     b = ctx.b
-    private = _thread_private(op)
+    private = _thread_private(ctx, op)
     if not private:
         b.run("bar.sync {}, 128;", ctx.facts.named_barrier)
     if isinstance(layout, SplatLayout):
@@ -255,16 +255,25 @@ def _store(ctx: KernelLowering, op: ir.StoreSmemOp) -> None:
 
 
 
-def _thread_private(op: ir.StoreSmemOp) -> bool:
+def _thread_private(ctx: KernelLowering, op: ir.StoreSmemOp) -> bool:
     """Whether every register-tile access to this store's buffer (through any view) has the
     same shape and an unreplicated layout: then each thread only ever touches its own elements,
     and the store needs no barrier around it (async readers and writers synchronise through
-    fences and mbarriers as usual)."""
-    root = ir.root_buffer(op.smem)
-    kernel = op.parent_op()
-    while kernel is not None and not isinstance(kernel, func.FuncOp):
-        kernel = kernel.parent_op()
-    seen = set()
+    fences and mbarriers as usual).  Found for all buffers in one walk of the kernel, at its
+    first store."""
+    private = ctx.analyses.get(_thread_private)
+    if private is None:
+        kernel = op.parent_op()
+        while kernel is not None and not isinstance(kernel, func.FuncOp):
+            kernel = kernel.parent_op()
+        private = ctx.analyses[_thread_private] = _thread_private_buffers(kernel)
+    return ir.root_buffer(op.smem) in private
+
+
+def _thread_private_buffers(kernel: func.FuncOp) -> frozenset[SSAValue]:
+    """The root buffers whose register-tile accesses all have one shape and one unreplicated
+    layout."""
+    seen: dict[SSAValue, set] = {}  # root buffer -> its accesses' (layout, shape); None: shared
     for access in kernel.walk():
         if isinstance(access, ir.LoadSmemOp):
             tile, smem = access.result, access.smem
@@ -272,13 +281,13 @@ def _thread_private(op: ir.StoreSmemOp) -> bool:
             tile, smem = access.value, access.smem
         else:
             continue
-        if ir.root_buffer(smem) is not root:
-            continue
+        root = ir.root_buffer(smem)
         layout = layout_of(tile)
         if layout is None or isinstance(layout, SplatLayout) or layout.replication != 1:
-            return False
-        seen.add((layout, tuple(tile.type.get_shape())))
-    return len(seen) == 1
+            seen[root] = None
+        elif seen.get(root, set()) is not None:
+            seen.setdefault(root, set()).add((layout, tuple(tile.type.get_shape())))
+    return frozenset(root for root, kinds in seen.items() if kinds is not None and len(kinds) == 1)
 
 
 def _store_splat_elementwise(ctx: KernelLowering, op: ir.StoreSmemOp, value: SSAValue, count: int) -> None:
