@@ -196,7 +196,7 @@ def test_the_printed_trace_run_through_the_pass_list_prints_the_kernels_ptx():
     from asyncdsl.passes.pipeline import default_pipeline
 
     expected = everything.ptx(F32, F32, B=32)
-    version = re.search(r"^\.version (\S+)$", expected, re.M).group(1)
+    version = re.search(r"^\.version (\S+)$", expected, re.MULTILINE).group(1)
     ctx = make_context()
     module = Parser(ctx, STAGES["trace"]).parse_module()
     for compiler_pass in default_pipeline():
