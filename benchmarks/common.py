@@ -45,6 +45,23 @@ def median_gpu_ms(fn, warmup: int = 25, rep: int = 200) -> float:
     return triton.testing.do_bench(fn, warmup=warmup, rep=rep, return_mode="median")
 
 
+def rounds_of_gpu_ms(contenders: dict, rounds: int = 5, warmup: int = 10, rep: int = 100) -> dict[str, float]:
+    """Per contender (name -> fn), the median over `rounds` of its `median_gpu_ms` (each launch
+    after an L2 flush), the contenders taking turns in a new (seeded) random order every round:
+    a drift of the GPU's clocks over the run falls on all of them alike instead of on whoever
+    was timed first or last."""
+    import random
+    import statistics
+
+    times: dict[str, list[float]] = {name: [] for name in contenders}
+    order, shuffle = list(contenders), random.Random(0).shuffle
+    for _ in range(rounds):
+        shuffle(order)
+        for name in order:
+            times[name].append(median_gpu_ms(contenders[name], warmup=warmup, rep=rep))
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
 def interleaved_ms(contenders: dict, rounds: int = 5, launches: int = 20) -> dict[str, float]:
     """Per contender (name -> (run, wait)), the median over `rounds` of the wall time of
     `launches` launches in a row, per launch; the contenders take turns in every round, so each

@@ -1,6 +1,8 @@
 """Fused row and elementwise kernels on register tiles (the four examples) against torch eager,
 torch.compile and Triton kernels in the tutorials' style, in one run, with the device-copy
-bandwidth of the same run as the roofline.  TB/s = bytes read + written / median device time.
+bandwidth of the same run as the roofline.  TB/s = bytes read + written / device time: each
+contender's median over single launches after an L2 flush, the median of that over 5 rounds in
+which the contenders take turns in random order (`common.rounds_of_gpu_ms`).
 
     python benchmarks/register_tiles.py [softmax rms_norm swiglu rowwise_fp8_quant]
 """
@@ -12,7 +14,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from common import median_gpu_ms, plot_result, write_result  # noqa: E402
+from common import median_gpu_ms, plot_result, rounds_of_gpu_ms, write_result  # noqa: E402
 
 WORKLOADS = {
     "softmax": ((8192, 4096), (4096, 16384)),
@@ -169,7 +171,8 @@ def main(names) -> None:
                     row[f"{peer} MISMATCH"] = f"{int(bad.sum())} elements, e.g. {where}: " + ", ".join(
                         f"{out[tuple(i)].float().item()} vs {expected[tuple(i)].float().item()}" for i in where
                     ) + f" ({str(error).splitlines()[0]})"
-                row[peer] = nbytes / median_gpu_ms(fn) / 1e9
+            for peer, ms in rounds_of_gpu_ms(runs).items():
+                row[peer] = nbytes / ms / 1e9
                 print(name, shape, peer, f"{row[peer]:.3f} TB/s", flush=True)
             if exact_check is not None:
                 row["asyncdsl elements differing from numpy"] = exact_check()
