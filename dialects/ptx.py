@@ -24,7 +24,18 @@ from xdsl.dialects.builtin import (
     StringAttr,
     i64,
 )
-from xdsl.ir import Attribute, Block, Dialect, Operation, ParametrizedAttribute, Region, SSAValue, TypeAttribute
+from xdsl.ir import (
+    Attribute,
+    Block,
+    Dialect,
+    OpResult,
+    ParametrizedAttribute,
+    Region,
+    SSAValue,
+    SSAValues,
+    TypeAttribute,
+    Use,
+)
 from xdsl.irdl import (
     IRDLOperation,
     irdl_attr_definition,
@@ -110,14 +121,18 @@ class InstrOp(IRDLOperation):
         if guard is not None:
             properties["guard_negated"] = _GUARD_NEGATED[bool(guard_negated)]
             operands = (guard, *operands)
-        # A kernel has thousands of these: the plain Operation constructor takes a quarter of the
-        # time of IRDL's generic one, which does nothing more for this op (one variadic operand
-        # and one variadic result list need no segment sizes; no property has a default).
-        Operation.__init__(
-            self, operands=operands, result_types=[_REGISTER_TYPES[k] for k in result_kinds],
-            properties=properties,
-            location=UNKNOWN_LOC,  # xDSL's default, given: looking it up costs a fifth of the constructor
-        )
+        # A kernel has thousands of these, so the fields are set here directly: xDSL's constructor
+        # (pinned to 0.75) costs twice as much doing general work this op never needs (successor and
+        # region lists, whose class defaults are empty, a location lookup, IRDL's default filling:
+        # no property has a default). The operand uses are linked as its `operands` setter does.
+        self._operands = SSAValues(operands)
+        self._operand_uses = uses = tuple([Use(self, index) for index in range(len(operands))])
+        for operand, use in zip(operands, uses):
+            operand.add_use(use)
+        self.results = SSAValues([OpResult(_REGISTER_TYPES[k], self, i) for i, k in enumerate(result_kinds)])
+        self.properties = properties
+        self.attributes = {}
+        self.location = UNKNOWN_LOC
 
     # `args` and `defs` are all the operands and results: these read them as such, which costs a
     # fraction of IRDL's accessors (printing reads every instruction's).
