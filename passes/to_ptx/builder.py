@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.ir import Block, SSAValue
+from xdsl.ir import Block, OpResult, SSAValue
 
 from asyncdsl.dialects import ptx
 
@@ -33,22 +33,7 @@ class PtxBuilder:
         """Append one instruction; returns its result register when `result` names a class."""
         operands: list[SSAValue] = []
         offset = 1 if result else 0
-
-        def render(arg) -> str:
-            # Immediates first: they are common, and `isinstance` against `SSAValue` (an ABC) is slow.
-            if isinstance(arg, (int, str)):
-                return str(arg)
-            if isinstance(arg, (list, tuple)):
-                return ", ".join([render(a) for a in arg])
-            if isinstance(arg, SSAValue):
-                for i, seen in enumerate(operands):
-                    if seen is arg:
-                        return f"#{{{i + offset}}}"
-                operands.append(arg)
-                return f"#{{{len(operands) - 1 + offset}}}"
-            return str(arg)
-
-        rendered = [render(a) for a in args]
+        rendered = [_render(arg, operands, offset) for arg in args]
         if result:
             rendered.insert(0, "#{0}")
         op = ptx.InstrOp(
@@ -94,3 +79,21 @@ class PtxBuilder:
 
     def branch(self, label: str, condition: SSAValue | None = None, negate: bool = False) -> None:
         self.run(f"bra ${label};", guard=condition, negate=negate)
+
+
+def _render(arg: SSAValue | int | str | Sequence, operands: list[SSAValue], offset: int) -> str:
+    """`arg` as instruction text; a register becomes the placeholder of its place in `operands`
+    (appended when new), numbered after the `offset` results."""
+    # Immediates first: they are common. A register is tested by its class before `isinstance`
+    # against `SSAValue`, an ABC whose check costs more than the rest of this function.
+    if isinstance(arg, (int, str)):
+        return str(arg)
+    if type(arg) is OpResult or isinstance(arg, SSAValue):
+        for i, seen in enumerate(operands):
+            if seen is arg:
+                return f"#{{{i + offset}}}"
+        operands.append(arg)
+        return f"#{{{len(operands) - 1 + offset}}}"
+    if isinstance(arg, (list, tuple)):
+        return ", ".join([_render(a, operands, offset) for a in arg])
+    return str(arg)
