@@ -12,6 +12,7 @@ flat list of these ops. The printer (`print_ptx`) assigns register names and wri
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 
@@ -285,16 +286,16 @@ def _print_kernel(kernel: KernelOp) -> list[str]:
 
 def _format_instr(op: InstrOp, kernel: str, names: _RegisterNames) -> str:
     registers = op.registers
-
-    def substitute(match: re.Match[str]) -> str:
-        key = match.group(1)
-        if key == "smem":
-            return SMEM_SYMBOL
-        if key.startswith("param:"):
-            return _param_name(kernel, int(key[6:]))
-        return names.name(registers[int(key)])
-
-    text = _PLACEHOLDER.sub(substitute, op.text.data)
+    pieces = list(_pieces(op.text.data))
+    for i in range(1, len(pieces), 2):
+        key = pieces[i]
+        if type(key) is int:
+            pieces[i] = names.name(registers[key])
+        elif key == "smem":
+            pieces[i] = SMEM_SYMBOL
+        else:
+            pieces[i] = _param_name(kernel, int(key[6:]))
+    text = "".join(pieces)
     guard = op.guard
     if guard is not None:
         bang = "!" if op.guard_negated.value.data else ""
@@ -302,20 +303,34 @@ def _format_instr(op: InstrOp, kernel: str, names: _RegisterNames) -> str:
     return text
 
 
+@functools.lru_cache(maxsize=4096)
+def _pieces(text: str) -> tuple[str | int, ...]:
+    """`text` split at its placeholders: literal text at even positions, between them the keys, a
+    register's as its index. Cached: a kernel repeats few instruction texts many times, and
+    splitting each anew cost a third of the printing."""
+    pieces: list[str | int] = _PLACEHOLDER.split(text)
+    for i in range(1, len(pieces), 2):
+        if pieces[i].isdigit():
+            pieces[i] = int(pieces[i])
+    return tuple(pieces)
+
+
 class _RegisterNames:
     """Assigns `%r1`, `%rd1`, `%p1`, ... to registers in order of first appearance."""
 
     def __init__(self) -> None:
-        self._names: dict[SSAValue, str] = {}
+        # Keyed by `id`: an SSA value hashes by its id too, but through a Python-level `__hash__`
+        # called for every register every instruction names. The printed kernel keeps them alive.
+        self._names: dict[int, str] = {}
         self._counts = {kind: 0 for kind in REGISTER_CLASSES}
 
     def name(self, value: SSAValue) -> str:
-        found = self._names.get(value)
+        found = self._names.get(id(value))
         if found is None:
             kind = value.type.kind.data
             self._counts[kind] += 1
             found = f"{REGISTER_CLASSES[kind][1]}{self._counts[kind]}"
-            self._names[value] = found
+            self._names[id(value)] = found
         return found
 
     def declarations(self) -> list[str]:
