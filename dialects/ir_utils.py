@@ -8,7 +8,7 @@ import functools
 from collections.abc import Sequence
 
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import BoolAttr, IntegerAttr, MemRefType, i1, i64
+from xdsl.dialects.builtin import BoolAttr, IndexType, IntegerAttr, MemRefType, i1, i64
 from xdsl.ir import Attribute, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
@@ -41,6 +41,19 @@ def constant_value(value: SSAValue) -> int | None:
     if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
         return owner.value.value.data
     return None
+
+
+_INDEX = IndexType()
+
+
+def index_constant(value: int) -> arith.ConstantOp:
+    """An `arith.constant` of index type (how the IR spells a Python int)."""
+    return arith.ConstantOp(_index_attr(value), _INDEX)
+
+
+@functools.lru_cache(maxsize=1024)  # attributes are immutable, and checking one's value costs microseconds
+def _index_attr(value: int) -> IntegerAttr:
+    return IntegerAttr(value, _INDEX)
 
 
 def is_smem(type_: Attribute) -> bool:

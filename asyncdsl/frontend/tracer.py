@@ -6,15 +6,14 @@ location and runs its verifier, turning a verifier failure into a `TraceError` a
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from xdsl.dialects import arith, builtin
-from xdsl.dialects.builtin import IndexType, IntegerAttr
+from xdsl.dialects import builtin
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
+from asyncdsl.dialects.ir_utils import index_constant
 from asyncdsl.errors import SourceLocation, TraceError, user_location
 from asyncdsl.frontend.specs import LaunchShape
 from asyncdsl.ir_locations import to_ir_location
@@ -93,7 +92,7 @@ class Tracer:
         return location
 
     def constant(self, value: int) -> SSAValue:
-        return self.emit_valid(arith.ConstantOp(_index_attr(value), _INDEX)).results[0]
+        return self.emit_valid(index_constant(value)).results[0]
 
     @contextmanager
     def inside(self, block: Block, runs_once: bool = False) -> Iterator[None]:
@@ -108,14 +107,6 @@ class Tracer:
             self._blocks.pop()
             self._terminators.pop()
             self._runs_once.pop()
-
-
-_INDEX = IndexType()
-
-
-@functools.lru_cache(maxsize=1024)  # attributes are immutable, and checking one's value costs microseconds
-def _index_attr(value: int) -> IntegerAttr:
-    return IntegerAttr(value, _INDEX)
 
 
 _active: list[Tracer] = []

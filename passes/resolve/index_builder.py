@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import IndexType, IntegerAttr
 from xdsl.ir import Operation, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from asyncdsl.dialects.ir_utils import constant_value
+from asyncdsl.dialects.ir_utils import constant_value, index_constant
 from asyncdsl.passes.resolve.index_facts import known_divisor, known_non_negative
 
 
@@ -36,7 +35,7 @@ class IndexBuilder:
     def value(self, index) -> SSAValue:
         if isinstance(index, _IrIndex):
             return index.value
-        return self.emit(arith.ConstantOp(IntegerAttr(int(index), IndexType())))
+        return self.emit(index_constant(int(index)))
 
 
 class _IrIndex:
