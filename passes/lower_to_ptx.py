@@ -109,18 +109,19 @@ def lower_kernel(fn: func.FuncOp, params: tuple[KernelParam, ...] | None = None)
     params = kernel_params(fn) if params is None else params
     cluster = attrs.dims(fn, attrs.CLUSTER)
     block = attrs.dims(fn, attrs.BLOCK)
+    kernel_ops = list(fn.walk())
     kernel = ptx.KernelOp(
         fn.sym_name.data,
         param_kinds(params),
         block,
         cluster if cluster != (1, 1, 1) else None,
-        maxnreg=roles.entry_registers(fn, block[0] * block[1] * block[2]),
+        maxnreg=roles.entry_registers(kernel_ops, block[0] * block[1] * block[2]),
     )
-    lowering = KernelLowering(kernel.body.block, RULES)
+    lowering = KernelLowering(kernel.body.block, RULES, kernel_ops)
     emit_prologue(lowering, fn, params)
     for inner in fn.body.block.ops:
         if isinstance(inner, func.ReturnOp):
             continue
         lowering.lower(inner)
-    emit_epilogue(lowering, fn)
+    emit_epilogue(lowering)
     return kernel

@@ -7,7 +7,7 @@ merges the tables in one visible list.  A rule reads its operands' registers wit
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -46,9 +46,13 @@ class KernelFacts:
 class KernelLowering:
     """Maps IR values to registers while lowering one kernel body."""
 
-    def __init__(self, block: Block, rules: Rules, check_ids: dict[Operation, int] | None = None):
+    def __init__(self, block: Block, rules: Rules, kernel_ops: Sequence[Operation],
+                 check_ids: dict[Operation, int] | None = None):
         self.b = PtxBuilder(block)
         self._rules = rules
+        # Every op of the kernel in walk order, walked once: the prologue, the epilogue and some
+        # rules each look for ops of a few kinds anywhere in it (`ops_of`).
+        self._kernel_ops = kernel_ops
         # Debug mode: the number each run-time check reports when it fails (none: checks vanish).
         self.check_ids = check_ids or {}
         self._registers: dict[SSAValue, SSAValue] = {}
@@ -61,6 +65,10 @@ class KernelLowering:
         # What a rule found about the whole kernel, kept for its next use (keyed by the rule's
         # own function): one walk of the kernel instead of one per op.
         self.analyses: dict[object, object] = {}
+
+    def ops_of(self, *classes: type[Operation]) -> list[Operation]:
+        """The kernel's ops of these classes, in walk order."""
+        return [op for op in self._kernel_ops if isinstance(op, classes)]
 
     def reg(self, value: SSAValue) -> SSAValue:
         register = self._registers.get(value)

@@ -149,7 +149,7 @@ def emit_prologue(ctx: KernelLowering, fn: func.FuncOp, params: tuple[KernelPara
         ctx.facts.tile_scratch = b.emit("mad.lo.s32 {}, {}, {}, {};", "b32", warpgroup, size, base)
         b.run("add.s32 {}, {}, {};", ctx.facts.tile_scratch, ctx.facts.tile_scratch, offset)
 
-    groups = [op for op in fn.walk() if isinstance(op, ir.AllocBarriersOp)]
+    groups = ctx.ops_of(ir.AllocBarriersOp)
     for group in groups:
         count = group.result.type.count.data
         arrivals = group.arrival_count.value.data
@@ -182,15 +182,15 @@ def _descriptor_addresses(ctx: KernelLowering, params: tuple[KernelParam, ...]) 
     return addresses
 
 
-def emit_epilogue(ctx: KernelLowering, fn: func.FuncOp) -> None:
-    stores = [op for op in fn.walk() if isinstance(op, (ir.TmaStoreOp, ir.TmaScatter4Op, ir.BulkStoreOp))]
+def emit_epilogue(ctx: KernelLowering) -> None:
+    stores = ctx.ops_of(ir.TmaStoreOp, ir.TmaScatter4Op, ir.BulkStoreOp)
     if stores:
         if any(not op.commit.value.data for op in stores):
             # A store issued with arrive=False joins no group until something commits; close
             # the last group so that the wait covers it too.
             ctx.b.run("cp.async.bulk.commit_group;", guard=ctx.facts.leader)
         ctx.b.run("cp.async.bulk.wait_group.read 0;", guard=ctx.facts.leader)
-    if any(isinstance(op, ir.CpAsyncLoadOp) for op in fn.walk()):
+    if ctx.ops_of(ir.CpAsyncLoadOp):
         # cp.async chunks still in flight would land in the shared memory of an exited CTA.
         ctx.b.run("cp.async.wait_all;")
     if ctx.facts.cluster_size > 1:

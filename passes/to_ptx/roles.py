@@ -18,7 +18,9 @@ instruction.
 
 from __future__ import annotations
 
-from xdsl.dialects import func
+from collections.abc import Iterable
+
+from xdsl.ir import Operation
 
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.hw.limits import WARPGROUP_THREADS
@@ -26,9 +28,10 @@ from asyncdsl.hw.roles import register_cap, setmaxnreg_direction
 from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
 
 
-def entry_registers(fn: func.FuncOp, threads: int) -> int | None:
-    """The `.maxnreg` of a kernel of `threads` threads: the cap when a role sets registers."""
-    if any(isinstance(op, ir.WarpgroupRoleOp) and op.registers is not None for op in fn.walk()):
+def entry_registers(kernel_ops: Iterable[Operation], threads: int) -> int | None:
+    """The `.maxnreg` of a kernel of `threads` threads (`kernel_ops`: all its ops): the cap when a
+    role sets registers."""
+    if any(isinstance(op, ir.WarpgroupRoleOp) and op.registers is not None for op in kernel_ops):
         return register_cap(threads)
     return None
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from xdsl.dialects import func
 from xdsl.dialects.builtin import VectorType
 from xdsl.ir import SSAValue
 
@@ -259,28 +258,23 @@ def _thread_private(ctx: KernelLowering, op: ir.StoreSmemOp) -> bool:
     """Whether every register-tile access to this store's buffer (through any view) has the
     same shape and an unreplicated layout: then each thread only ever touches its own elements,
     and the store needs no barrier around it (async readers and writers synchronise through
-    fences and mbarriers as usual).  Found for all buffers in one walk of the kernel, at its
-    first store."""
+    fences and mbarriers as usual).  Found for all buffers at once, at the kernel's first store."""
     private = ctx.analyses.get(_thread_private)
     if private is None:
-        kernel = op.parent_op()
-        while kernel is not None and not isinstance(kernel, func.FuncOp):
-            kernel = kernel.parent_op()
-        private = ctx.analyses[_thread_private] = _thread_private_buffers(kernel)
+        accesses = ctx.ops_of(ir.LoadSmemOp, ir.StoreSmemOp)
+        private = ctx.analyses[_thread_private] = _thread_private_buffers(accesses)
     return ir.root_buffer(op.smem) in private
 
 
-def _thread_private_buffers(kernel: func.FuncOp) -> frozenset[SSAValue]:
+def _thread_private_buffers(accesses: list[ir.LoadSmemOp | ir.StoreSmemOp]) -> frozenset[SSAValue]:
     """The root buffers whose register-tile accesses all have one shape and one unreplicated
     layout."""
     seen: dict[SSAValue, set] = {}  # root buffer -> its accesses' (layout, shape); None: shared
-    for access in kernel.walk():
+    for access in accesses:
         if isinstance(access, ir.LoadSmemOp):
             tile, smem = access.result, access.smem
-        elif isinstance(access, ir.StoreSmemOp):
-            tile, smem = access.value, access.smem
         else:
-            continue
+            tile, smem = access.value, access.smem
         root = ir.root_buffer(smem)
         layout = layout_of(tile)
         if layout is None or isinstance(layout, SplatLayout) or layout.replication != 1:
