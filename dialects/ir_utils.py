@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import BoolAttr, IndexType, IntegerAttr, MemRefType, i1, i64
-from xdsl.ir import Attribute, SSAValue
+from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
 from asyncdsl import dtypes
@@ -44,11 +44,25 @@ def constant_value(value: SSAValue) -> int | None:
 
 
 _INDEX = IndexType()
+_NO_OVERFLOW = {"overflowFlags": arith.IntegerOverflowAttr("none")}
 
 
+# Index constants and arithmetic are most of a kernel's ops.  `create` builds them with the
+# operands, result type and properties their IRDL constructors give them, without those
+# constructors' generic argument matching, which costs twice as much as the op itself.
 def index_constant(value: int) -> arith.ConstantOp:
     """An `arith.constant` of index type (how the IR spells a Python int)."""
-    return arith.ConstantOp(_index_attr(value), _INDEX)
+    properties = {"value": _index_attr(value)}
+    return arith.ConstantOp.create(result_types=(_INDEX,), properties=properties)
+
+
+def index_binary(
+    op_class: type[arith.SignlessIntegerBinaryOperation], lhs: SSAValue, rhs: SSAValue
+) -> Operation:
+    """`op_class(lhs, rhs)` (an `arith` integer operation) on two index values."""
+    overflows = issubclass(op_class, arith.SignlessIntegerBinaryOperationWithOverflow)
+    properties = _NO_OVERFLOW if overflows else {}
+    return op_class.create(operands=(lhs, rhs), result_types=(lhs.type,), properties=properties)
 
 
 @functools.lru_cache(maxsize=1024)  # attributes are immutable, and checking one's value costs microseconds

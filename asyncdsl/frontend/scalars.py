@@ -19,6 +19,7 @@ from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerType, f32, i32
 from xdsl.ir import BlockArgument, SSAValue
 
 from asyncdsl.dialects import kernel_attrs as attrs
+from asyncdsl.dialects.ir_utils import index_binary
 from asyncdsl.errors import TraceError, user_location
 from asyncdsl.frontend import tracer as tracing
 from asyncdsl.kernel_binary import INT32_MAX, INT32_MIN
@@ -65,7 +66,8 @@ class Scalar:
         lhs, rhs = index_value(self), _operand(other)
         if reverse:
             lhs, rhs = rhs, lhs
-        op = tracing.current("arithmetic on traced values").emit_valid(op_class(lhs, rhs))  # both indices
+        tracer = tracing.current("arithmetic on traced values")
+        op = tracer.emit_valid(index_binary(op_class, lhs, rhs))  # both indices
         return Scalar(op.results[0])
 
     @_promoting
