@@ -21,10 +21,14 @@ from asyncdsl.hw.smem_layout import SmemLayout
 SWIZZLE_BYTES = SWIZZLE_SPANS  # every copy engine here swizzles as TMA does
 
 
+# Cached like the index attributes below: an op's properties repeat few values, and building an
+# attribute checks its value each time (attributes are immutable, so ops can share one).
+@functools.lru_cache(maxsize=1024, typed=True)
 def int_prop(value: int) -> IntegerAttr:
     return IntegerAttr(value, i64)
 
 
+@functools.lru_cache(maxsize=4, typed=True)
 def bool_prop(value: bool) -> BoolAttr:
     return IntegerAttr(int(value), i1)
 

@@ -16,6 +16,7 @@ elements) are refused, so every logical element has its own physical place and b
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -80,19 +81,7 @@ class SmemLayout:
         """The layout of the view indexing the first `leading_rank` logical dims."""
         if leading_rank == 0:
             return self
-        refusal = (
-            f"the transforms {describe_chain(self.transforms)} lay out the leading {leading_rank} dim(s) of "
-            f"{self.logical_shape} together with the others, so a view cannot index them"
-        )
-        try:
-            view = SmemLayout(
-                self.logical_shape[leading_rank:], unbatch_chain(self.transforms, leading_rank), self.swizzle_bytes
-            )
-        except TransformError as error:
-            raise TransformError(f"{refusal} ({error.message})") from None
-        if view.physical_shape != self.physical_shape[leading_rank:]:
-            raise TransformError(refusal)
-        return view
+        return _view(self, leading_rank)
 
     def element_offsets(self, indices: Sequence[np.ndarray]) -> np.ndarray:
         """The physical (row-major) element offset of each logical index (one array per dim)."""
@@ -107,6 +96,24 @@ class SmemLayout:
         offsets = self.element_offsets(np.indices(self.logical_shape))
         linear = base + offsets[..., None] * element_bytes + np.arange(element_bytes)
         return swizzled(linear, self.swizzle_bytes)
+
+
+# A kernel views its few buffers many times, and tracing builds each view, then verifies it by
+# building it again (layouts are immutable values, and a refused view raises and is not cached).
+@functools.lru_cache(maxsize=1024)
+def _view(layout: SmemLayout, leading_rank: int) -> SmemLayout:
+    refusal = (
+        f"the transforms {describe_chain(layout.transforms)} lay out the leading {leading_rank} dim(s) of "
+        f"{layout.logical_shape} together with the others, so a view cannot index them"
+    )
+    try:
+        chain = unbatch_chain(layout.transforms, leading_rank)
+        view = SmemLayout(layout.logical_shape[leading_rank:], chain, layout.swizzle_bytes)
+    except TransformError as error:
+        raise TransformError(f"{refusal} ({error.message})") from None
+    if view.physical_shape != layout.physical_shape[leading_rank:]:
+        raise TransformError(refusal)
+    return view
 
 
 def describe_chain(chain: TransformChain) -> str:
