@@ -269,19 +269,16 @@ def _thread_private(ctx: KernelLowering, op: ir.StoreSmemOp) -> bool:
 def _thread_private_buffers(accesses: list[ir.LoadSmemOp | ir.StoreSmemOp]) -> frozenset[SSAValue]:
     """The root buffers whose register-tile accesses all have one shape and one unreplicated
     layout."""
-    seen: dict[SSAValue, set] = {}  # root buffer -> its accesses' (layout, shape); None: shared
+    kinds: dict[SSAValue, set | None] = {}  # root buffer -> its accesses' (layout, shape); None: shared
     for access in accesses:
-        if isinstance(access, ir.LoadSmemOp):
-            tile, smem = access.result, access.smem
-        else:
-            tile, smem = access.value, access.smem
-        root = ir.root_buffer(smem)
+        tile = access.result if isinstance(access, ir.LoadSmemOp) else access.value
+        root = ir.root_buffer(access.smem)
         layout = layout_of(tile)
         if layout is None or isinstance(layout, SplatLayout) or layout.replication != 1:
-            seen[root] = None
-        elif seen.get(root, set()) is not None:
-            seen.setdefault(root, set()).add((layout, tuple(tile.type.get_shape())))
-    return frozenset(root for root, kinds in seen.items() if kinds is not None and len(kinds) == 1)
+            kinds[root] = None
+        elif (known := kinds.setdefault(root, set())) is not None:
+            known.add((layout, tuple(tile.type.get_shape())))
+    return frozenset(root for root, known in kinds.items() if known is not None and len(known) == 1)
 
 
 def _store_splat_elementwise(ctx: KernelLowering, op: ir.StoreSmemOp, value: SSAValue, count: int) -> None:
