@@ -32,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from common import interleaved_ms, median_gpu_ms, plot_result, write_result  # noqa: E402
+from common import interleaved_ms, plot_result, rounds_of_gpu_ms, write_result  # noqa: E402
 
 SHAPES = ((8192, 8192, 8192), (4096, 8192, 4096))
 # Square sizes, the projections of an 8B-parameter LLM (N, K) at several token counts M, and
@@ -84,6 +84,14 @@ FEW_TILES_CONFIGS = (
     # events: 0.93x cuBLAS against 0.81x alone; at 1024^3 0.87x against 0.94x alone).
     {"CLUSTER": 2, "BN": 64, "BK": 128, "SHARE": "a", "SNAKE": 4, "STAGES": 4, "SPLIT": "m", "EPILOGUE": "tma64",
      "IN_FLIGHT": 1},
+    # One consumer warpgroup a CTA owning whole tiles (`matmul_narrow`), the tiles cuBLAS picks
+    # for these rows (its kernel names, same run): at M = 128, 64x64 tiles make 128 CTAs without
+    # splitting K (0.99x cuBLAS at 128x4096x4096 against 0.90x for split K); 128x64 tiles with 8
+    # stages 0.99-1.03x at 1024^3 against 0.89x for two consumers; pairs of 64x128 tiles one above
+    # the other sharing b 0.96x at 1000^3 against 0.94x (two runs, CUDA events, contenders taking turns).
+    {"CONSUMERS": 1, "BM": 64, "BN": 64, "BK": 128, "STAGES": 6},
+    {"CONSUMERS": 1, "BM": 128, "BN": 64, "STAGES": 8},
+    {"CONSUMERS": 1, "CLUSTER": 2, "BM": 64, "BN": 128, "BK": 128, "STAGES": 4},
 )
 # Split K: with tiles BN wide and slices BK deep (and the deepest ring that fits beside them),
 # alone or in CTA pairs side by side sharing each a slice, as many units per tile as fit in one
@@ -111,20 +119,23 @@ def _relative_error(c, exact) -> float:
 
 # Below this many FLOPs a launch takes well under a millisecond, and wall-clock rounds would time
 # the hosts' launch costs: such rows are timed on the device (CUDA events with a cache flush
-# between single launches, `median_gpu_ms`; Mosaic by its own CUPTI profiler).  Above it, launches
+# between single launches, the contenders taking turns, `rounds_of_gpu_ms`; Mosaic by its own CUPTI
+# profiler).  Above it, launches
 # in a row let each host enqueue the next launch while the GPU runs the last (every contender's
 # run() is asynchronous), and the interleaved rounds give all contenders the same clocks: the
 # device-timed method runs each contender alone, Mosaic's profiler back to back without an L2 flush.
 DEVICE_TIMED_FLOPS = 2 * 4096 * 4096 * 4096 + 1  # 0.2 ms at 700 TFLOP/s
 
 
-def measure(m: int, n: int, k: int, configs=CONFIGS, rounds: int = 7, launches: int = 20) -> dict:
+def measure(m: int, n: int, k: int, configs=CONFIGS, rounds: int = 7, launches: int = 20, device_ms: int = 100) -> dict:
     import torch
     from triton_peers import triton_matmul
 
     from asyncdsl.examples.matmul import (
         matmul,
         matmul_2cta,
+        matmul_narrow,
+        matmul_narrow_2cta,
         matmul_split_k,
         matmul_split_k_2cta,
         split_k_flags,
@@ -169,15 +180,21 @@ def measure(m: int, n: int, k: int, configs=CONFIGS, rounds: int = 7, launches: 
                 kernel(a, b, c, partial, flags, CTAS=sms // 2 * 2, SPLIT_K=splits, BN=bn, BK=bk, STAGES=stages)))
     for config in configs:
         name = "asyncdsl " + " ".join(f"{key.lower()}={value}" for key, value in config.items())
-        kernel = matmul_2cta if config.get("CLUSTER", 1) == 2 else matmul
+        pair = config.get("CLUSTER", 1) == 2
+        if config.get("CONSUMERS") == 1:
+            kernel = matmul_narrow_2cta if pair else matmul_narrow
+        else:
+            kernel = matmul_2cta if pair else matmul
         if config.get("SCHEDULE") == "pingpong":
             kernel = matmul_pingpong
-        constexprs = {key: value for key, value in config.items() if key not in ("CLUSTER", "SCHEDULE")}
+        constexprs = {key: value for key, value in config.items() if key not in ("CLUSTER", "SCHEDULE", "CONSUMERS")}
         contenders[name] = on_torch_stream(
             name, lambda c, kernel=kernel, constexprs=constexprs: kernel(a, b, c, CTAS=sms // 2 * 2, **constexprs))
     if 2 * m * n * k < DEVICE_TIMED_FLOPS:
-        timing = "device: CUDA events around single launches after a cache flush (Mosaic: CUPTI)"
-        times = {name: median_gpu_ms(run) for name, (run, _) in contenders.items() if name != "mosaic pallas"}
+        timing = ("device: CUDA events around single launches after a cache flush, median of 5 rounds in which the "
+                  "contenders take turns (Mosaic: CUPTI)")
+        times = rounds_of_gpu_ms({name: run for name, (run, _) in contenders.items() if name != "mosaic pallas"},
+                                 rep=device_ms)
         if "mosaic pallas" in contenders:
             from mosaic_peer import mosaic_matmul_ms
 
@@ -242,7 +259,7 @@ def main(argv: list[str]) -> None:
     details = {}
     for m, n, k in shapes:
         name = f"{m}x{n}x{k}"
-        details[name] = (measure(m, n, k, TABLE_CONFIGS, rounds=5, launches=10) if table else measure(m, n, k))
+        details[name] = (measure(m, n, k, TABLE_CONFIGS, rounds=5, launches=10, device_ms=30) if table else measure(m, n, k))
         payload[f"{name} (TFLOP/s)"] = {**details[name]["TFLOP/s"], **details[name]["asyncdsl sweep TFLOP/s"]}
         row = details[name]["TFLOP/s"]
         print(name, " ".join(f"{key}={value:.0f}" for key, value in row.items()),

@@ -20,7 +20,9 @@ K adds zeros), stores skip it.  TMA needs rows of a multiple of 16 bytes: K and 
 
 Problems with fewer tiles than SMs split K: `SPLIT_K` units per tile, each adding its share into
 a float32 c by TMA reduce-add (`matmul`), or, ending in bf16, adding up in the order of the
-splits through a float32 partial array (`matmul_split_k`, `add_in_order`).
+splits through a float32 partial array (`matmul_split_k`, `add_in_order`).  Or they take
+smaller tiles: in `matmul_narrow` (256 threads) one consumer warpgroup owns each whole tile, 64
+rows by default, so that 128 rows of a make as many tiles as there are SMs.
 
     python -m asyncdsl.examples.matmul      # on the GPU if there is one, else interpreted
 """
@@ -76,9 +78,11 @@ def split_k_flags(m: int, n: int, bn: int = 256, pair: int = 1) -> int:
 
 
 def gemm(a, b, c, CTAS, BM, BN, BK, STAGES, SPLIT, EPILOGUE, SNAKE, REGISTERS, IN_FLIGHT, SPLIT_K, SHARE="b",
-         running=None):
+         running=None, consumers=2):
     """The body of the GEMM kernels (see the module's docstring); `running` (partial, flags)
-    makes the units of a split tile add up in order instead of into a float32 c."""
+    makes the units of a split tile add up in order instead of into a float32 c; with one
+    consumer warpgroup (`consumers`, in a block of 256 threads) it owns the whole tile (SPLIT
+    does not apply), warpgroup 1 is the producer."""
     M, K = a.shape
     N = b.shape[1]
     # CTAs along the cluster's x dim work on tiles one above the other and share each b slice
@@ -104,7 +108,7 @@ def gemm(a, b, c, CTAS, BM, BN, BK, STAGES, SPLIT, EPILOGUE, SNAKE, REGISTERS, I
     mine = (units - cluster + clusters - 1) // clusters  # units cluster, cluster + clusters, ...
     # Each consumer computes half the tile: the top or bottom rows (SPLIT "m": each reads its half
     # of the a slice and all of b) or the left or right columns ("n": all of a, half of b).
-    a_parts, b_parts = (2, 1) if SPLIT == "m" else (1, 2)
+    a_parts, b_parts = (1, 1) if consumers == 1 else (2, 1) if SPLIT == "m" else (1, 2)
     part = (BM // a_parts, BN // b_parts)  # one consumer's accumulator
     # Where each consumer's part lies among all of them (with the parts past the end of c), which
     # numbers its split-K flag: rows and columns of parts.
@@ -115,13 +119,13 @@ def gemm(a, b, c, CTAS, BM, BN, BK, STAGES, SPLIT, EPILOGUE, SNAKE, REGISTERS, I
     a_ring = ad.smem((STAGES, a_parts, part[0], BK), a.dtype, **tensor_core_layout(part[0]))  # [slot][part]
     b_ring = ad.smem((STAGES, b_parts, BK, part[1]), b.dtype, **tensor_core_layout(BK))
     if SPLIT_K > 1 and running is None:  # float32 64 x 32 pieces (128-byte rows), added into c through two slots each
-        c_out = ad.smem((2, 2, 64, 32), c.dtype, **tensor_core_layout(64, 32))
+        c_out = ad.smem((consumers, 2, 64, 32), c.dtype, **tensor_core_layout(64, 32))
     elif EPILOGUE == "tma":  # the whole part through shared memory and one TMA store
-        c_out = ad.smem((2, 1, *part), c.dtype, **tensor_core_layout(part[0]))  # [consumer][slot]
+        c_out = ad.smem((consumers, 1, *part), c.dtype, **tensor_core_layout(part[0]))  # [consumer][slot]
     else:  # "tma64": 64 x 64 pieces at a time through two slots per consumer (less shared memory)
-        c_out = ad.smem((2, 2, 64, 64), c.dtype, **tensor_core_layout(64))
+        c_out = ad.smem((consumers, 2, 64, 64), c.dtype, **tensor_core_layout(64))
     # The slots of a_ring and b_ring.
-    ring = ad.Pipeline(STAGES, loads=a_parts + b_parts, consumers=2, collective="x" if pair > 1 else None)
+    ring = ad.Pipeline(STAGES, loads=a_parts + b_parts, consumers=consumers, collective="x" if pair > 1 else None)
     producer_registers, consumer_registers = REGISTERS or (None, None)
 
     def origin(t):
@@ -135,7 +139,7 @@ def gemm(a, b, c, CTAS, BM, BN, BK, STAGES, SPLIT, EPILOGUE, SNAKE, REGISTERS, I
             return m * BM, (n * pair + ad.cluster_cta_id(0)) * BN, split
         return (m * pair + ad.cluster_cta_id(0)) * BM, n * BN, split
 
-    with ad.warpgroup_role(2, registers=producer_registers):
+    with ad.warpgroup_role(consumers, registers=producer_registers):
         for t in ad.range(mine):
             row, col, split = origin(t)
             for kk in ad.range(k_steps):
@@ -150,14 +154,14 @@ def gemm(a, b, c, CTAS, BM, BN, BK, STAGES, SPLIT, EPILOGUE, SNAKE, REGISTERS, I
                                       b_ring.at[slot, h], barrier=landed,
                                       collective="x" if pair > 1 and not share_a else None)
 
-    with ad.warpgroup_role((0, 1), registers=consumer_registers):
+    with ad.warpgroup_role(tuple(range(consumers)), registers=consumer_registers):
         me = ad.warpgroup_idx()
         acc = ad.registers(part, ad.float32, layout=ad.WGMMA)
         for t in ad.range(mine):
             row, col, split = origin(t)
-            if SPLIT == "m":
+            if a_parts == 2:
                 row = row + me * part[0]
-            else:
+            elif b_parts == 2:
                 col = col + me * part[1]
             for kk in ad.range(k_steps):
                 step = t * k_steps + kk
@@ -201,6 +205,22 @@ matmul_2cta = ad.kernel(grid=lambda a, b, c, CTAS, **_: (CTAS,), block=384, clus
 matmul_split_k_2cta = ad.kernel(grid=lambda a, b, c, partial, flags, CTAS, **_: (CTAS,), block=384, cluster=(2, 1, 1),
                                 profile_events=32768)(matmul_split_k.fn)
 
+
+
+@ad.kernel(grid=lambda a, b, c, CTAS, **_: (CTAS,), block=256, profile_events=32768)
+def matmul_narrow(a, b, c, CTAS: ad.constexpr, BM: ad.constexpr = 64, BN: ad.constexpr = 64, BK: ad.constexpr = 64,
+                  STAGES: ad.constexpr = 12, SNAKE: ad.constexpr = 16, IN_FLIGHT: ad.constexpr = 1,
+                  SHARE: ad.constexpr = "b"):
+    """c = a @ b with one consumer warpgroup a CTA (warpgroup 1 the producer), which owns whole
+    (BM, BN) tiles, 64 rows by default: problems of few rows (M = 128) make as many tiles as there
+    are SMs without splitting K, and a deep ring of small slices keeps each SM's loads in flight.
+    In clusters of two (`matmul_narrow_2cta`) the CTAs of a pair take tiles one above the other
+    and share each b slice (SHARE "b") or side by side sharing a ("a")."""
+    gemm(a, b, c, CTAS, BM, BN, BK, STAGES, "m", "tma64", SNAKE, None, IN_FLIGHT, 1, SHARE, consumers=1)
+
+
+matmul_narrow_2cta = ad.kernel(grid=lambda a, b, c, CTAS, **_: (CTAS,), block=256, cluster=(2, 1, 1),
+                               profile_events=32768)(matmul_narrow.fn)
 
 def check_tiles(BM, BN, BK, STAGES) -> None:
     """Refuse, at trace time, tiles and rings a bf16 GEMM cannot be built with."""
@@ -358,6 +378,16 @@ EXAMPLE_ARGS = {
          ad.ArraySpec((200, 264), ad.bfloat16), ad.ArraySpec((2, 200, 264), ad.float32),
          ad.ArraySpec((split_k_flags(200, 264, 128),), ad.int32)),
         {"CTAS": 18, "SPLIT_K": 3, "BN": 128},
+    ),
+    "matmul_narrow": (
+        (ad.ArraySpec((200, 320), ad.bfloat16), ad.ArraySpec((320, 264), ad.bfloat16),
+         ad.ArraySpec((200, 264), ad.bfloat16)),
+        {"CTAS": 5, "BK": 128, "STAGES": 3},
+    ),
+    "matmul_narrow_2cta": (
+        (ad.ArraySpec((200, 320), ad.bfloat16), ad.ArraySpec((320, 264), ad.bfloat16),
+         ad.ArraySpec((200, 264), ad.bfloat16)),
+        {"CTAS": 4, "BN": 128, "STAGES": 3},
     ),
 }
 

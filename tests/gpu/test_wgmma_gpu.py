@@ -89,6 +89,24 @@ def test_the_gemm_example_is_exact_on_integers(m, n, k, config, two_ctas):
 
 
 @pytest.mark.parametrize("two_ctas", [False, True], ids=["1cta", "2cta"])
+@pytest.mark.parametrize("m,n,k,config", [
+    (200, 264, 328, {"BK": 128, "STAGES": 6}),
+    (1000, 1000, 1000, {"BM": 128, "BN": 64, "STAGES": 8}),
+    (136, 520, 4096, {"BN": 128, "BK": 128, "STAGES": 4, "SHARE": "a"}),
+])
+def test_the_one_consumer_gemm_is_exact_on_integers(m, n, k, config, two_ctas):
+    from asyncdsl.examples.matmul import matmul_narrow, matmul_narrow_2cta
+
+    rng = np.random.default_rng(4)
+    a = rng.integers(-3, 4, (m, k)).astype(ml_dtypes.bfloat16)
+    b = rng.integers(-3, 4, (k, n)).astype(ml_dtypes.bfloat16)
+    c = to_device(np.full((m, n), np.nan, ml_dtypes.bfloat16))
+    (matmul_narrow_2cta if two_ctas else matmul_narrow)(to_device(a), to_device(b), c, CTAS=8 if two_ctas else 7,
+                                                        **config)
+    expected = (a.astype(np.float64) @ b.astype(np.float64)).astype(ml_dtypes.bfloat16)
+    assert to_host(c).view(np.uint16).tolist() == expected.view(np.uint16).tolist()
+
+@pytest.mark.parametrize("two_ctas", [False, True], ids=["1cta", "2cta"])
 def test_split_k_adds_every_part(two_ctas):
     from asyncdsl.examples.matmul import matmul, matmul_2cta
 

@@ -363,6 +363,24 @@ def test_the_gemm_with_slices_128_deep_in_k_is_exact(two_ctas):
     assert np.array_equal(c.view(np.uint16), expected.view(np.uint16))
 
 
+@pytest.mark.parametrize("two_ctas,shape,config", [
+    (False, (200, 264, 328), {"BK": 128, "STAGES": 3}),  # 64-row tiles, every dim ragged
+    (False, (300, 200, 136), {"BM": 128, "BN": 64, "STAGES": 4}),
+    (True, (200, 264, 200), {"BN": 128, "STAGES": 3}),  # pairs one above the other sharing b
+    (True, (136, 520, 136), {"BM": 128, "BN": 64, "STAGES": 3, "SHARE": "a"}),  # side by side sharing a
+])
+def test_the_one_consumer_gemm_is_exact(two_ctas, shape, config):
+    from asyncdsl.examples.matmul import matmul_narrow, matmul_narrow_2cta
+
+    m, n, k = shape
+    rng = np.random.default_rng(6)
+    a = rng.integers(-3, 4, (m, k)).astype(ml_dtypes.bfloat16)
+    b = rng.integers(-3, 4, (k, n)).astype(ml_dtypes.bfloat16)
+    c = np.full((m, n), np.nan, ml_dtypes.bfloat16)
+    (matmul_narrow_2cta if two_ctas else matmul_narrow).interpret(a, b, c, CTAS=4, SNAKE=0, **config)
+    expected = (a.astype(np.float64) @ b.astype(np.float64)).astype(ml_dtypes.bfloat16)
+    assert np.array_equal(c.view(np.uint16), expected.view(np.uint16))
+
 @pytest.mark.parametrize("two_ctas,share", [(False, "b"), (True, "b"), (True, "a")])
 def test_the_gemm_with_192_wide_tiles_is_exact(two_ctas, share):
     from asyncdsl.examples.matmul import matmul, matmul_2cta

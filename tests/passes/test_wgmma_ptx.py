@@ -92,6 +92,23 @@ def test_the_two_cta_gemm_assembles_clean(config):
     _clean(matmul_2cta.ptx(a, a, a, CTAS=132, **config))
 
 
+@pytest.mark.parametrize("shape,two_ctas,config", [
+    ((128, 4096, 4096), False, {"BK": 128, "STAGES": 6}),
+    ((1024, 1024, 1024), False, {"BM": 128, "BN": 64, "STAGES": 8}),
+    ((1000, 1000, 1000), True, {"BN": 128, "BK": 128, "STAGES": 4}),
+], ids=["64x64", "128x64", "pairs_64x128"])
+def test_the_one_consumer_gemm_assembles_clean_in_256_threads(shape, two_ctas, config):
+    from asyncdsl.examples.matmul import matmul_narrow, matmul_narrow_2cta
+
+    m, n, k = shape
+    text = (matmul_narrow_2cta if two_ctas else matmul_narrow).ptx(
+        np.zeros((m, k), ml_dtypes.bfloat16), np.zeros((k, n), ml_dtypes.bfloat16), np.zeros((m, n), ml_dtypes.bfloat16),
+        CTAS=132, **config)
+    _clean(text)
+    assert ".reqntid 256, 1, 1" in text or ".maxntid 256, 1, 1" in text
+    # One consumer owns the whole tile: one wgmma per k16 of a slot, BM / 64 rows of them.
+    assert text.count("wgmma.mma_async") == config.get("BK", 64) // 16 * config.get("BM", 64) // 64
+
 def test_the_fp8_gemm_example_assembles_clean():
     from asyncdsl.examples.matmul_fp8 import matmul_fp8
 
