@@ -118,16 +118,16 @@ def _relative_error(c, exact) -> float:
 
 
 # Below this many FLOPs a launch takes well under a millisecond, and wall-clock rounds would time
-# the hosts' launch costs: such rows are timed on the device (CUDA events with a cache flush
-# between single launches, the contenders taking turns, `rounds_of_gpu_ms`; Mosaic by its own CUPTI
-# profiler).  Above it, launches
-# in a row let each host enqueue the next launch while the GPU runs the last (every contender's
-# run() is asynchronous), and the interleaved rounds give all contenders the same clocks: the
-# device-timed method runs each contender alone, Mosaic's profiler back to back without an L2 flush.
+# the hosts' launch costs: such rows are timed on the device (CUDA events around single launches
+# after a cache flush, the contenders taking turns over rounds, `rounds_of_gpu_ms`; Mosaic by its
+# own CUPTI profiler, back to back without an L2 flush).  Above it, launches in a row let each host
+# enqueue the next launch while the GPU runs the last (every contender's run() is asynchronous),
+# and the interleaved rounds give all contenders the same clocks.
 DEVICE_TIMED_FLOPS = 2 * 4096 * 4096 * 4096 + 1  # 0.2 ms at 700 TFLOP/s
 
 
-def measure(m: int, n: int, k: int, configs=CONFIGS, rounds: int = 7, launches: int = 20, device_ms: int = 100) -> dict:
+def measure(m: int, n: int, k: int, configs=CONFIGS, rounds: int = 7, launches: int = 20,
+            device_ms: int = 100) -> dict:
     import torch
     from triton_peers import triton_matmul
 
@@ -187,12 +187,13 @@ def measure(m: int, n: int, k: int, configs=CONFIGS, rounds: int = 7, launches: 
             kernel = matmul_2cta if pair else matmul
         if config.get("SCHEDULE") == "pingpong":
             kernel = matmul_pingpong
-        constexprs = {key: value for key, value in config.items() if key not in ("CLUSTER", "SCHEDULE", "CONSUMERS")}
+        constexprs = {key: value for key, value in config.items()
+                      if key not in ("CLUSTER", "SCHEDULE", "CONSUMERS")}
         contenders[name] = on_torch_stream(
             name, lambda c, kernel=kernel, constexprs=constexprs: kernel(a, b, c, CTAS=sms // 2 * 2, **constexprs))
     if 2 * m * n * k < DEVICE_TIMED_FLOPS:
-        timing = ("device: CUDA events around single launches after a cache flush, median of 5 rounds in which the "
-                  "contenders take turns (Mosaic: CUPTI)")
+        timing = ("device: CUDA events around single launches after a cache flush, median of 5 rounds in "
+                  "which the contenders take turns (Mosaic: CUPTI)")
         times = rounds_of_gpu_ms({name: run for name, (run, _) in contenders.items() if name != "mosaic pallas"},
                                  rep=device_ms)
         if "mosaic pallas" in contenders:
@@ -259,7 +260,8 @@ def main(argv: list[str]) -> None:
     details = {}
     for m, n, k in shapes:
         name = f"{m}x{n}x{k}"
-        details[name] = (measure(m, n, k, TABLE_CONFIGS, rounds=5, launches=10, device_ms=30) if table else measure(m, n, k))
+        details[name] = (measure(m, n, k, TABLE_CONFIGS, rounds=5, launches=10, device_ms=30) if table
+                         else measure(m, n, k))
         payload[f"{name} (TFLOP/s)"] = {**details[name]["TFLOP/s"], **details[name]["asyncdsl sweep TFLOP/s"]}
         row = details[name]["TFLOP/s"]
         print(name, " ".join(f"{key}={value:.0f}" for key, value in row.items()),

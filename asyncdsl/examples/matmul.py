@@ -125,7 +125,8 @@ def gemm(a, b, c, CTAS, BM, BN, BK, STAGES, SPLIT, EPILOGUE, SNAKE, REGISTERS, I
     else:  # "tma64": 64 x 64 pieces at a time through two slots per consumer (less shared memory)
         c_out = ad.smem((consumers, 2, 64, 64), c.dtype, **tensor_core_layout(64))
     # The slots of a_ring and b_ring.
-    ring = ad.Pipeline(STAGES, loads=a_parts + b_parts, consumers=consumers, collective="x" if pair > 1 else None)
+    ring = ad.Pipeline(STAGES, loads=a_parts + b_parts, consumers=consumers,
+                       collective="x" if pair > 1 else None)
     producer_registers, consumer_registers = REGISTERS or (None, None)
 
     def origin(t):
@@ -206,11 +207,10 @@ matmul_split_k_2cta = ad.kernel(grid=lambda a, b, c, partial, flags, CTAS, **_: 
                                 profile_events=32768)(matmul_split_k.fn)
 
 
-
 @ad.kernel(grid=lambda a, b, c, CTAS, **_: (CTAS,), block=256, profile_events=32768)
-def matmul_narrow(a, b, c, CTAS: ad.constexpr, BM: ad.constexpr = 64, BN: ad.constexpr = 64, BK: ad.constexpr = 64,
-                  STAGES: ad.constexpr = 12, SNAKE: ad.constexpr = 16, IN_FLIGHT: ad.constexpr = 1,
-                  SHARE: ad.constexpr = "b"):
+def matmul_narrow(a, b, c, CTAS: ad.constexpr, BM: ad.constexpr = 64, BN: ad.constexpr = 64,
+                  BK: ad.constexpr = 64, STAGES: ad.constexpr = 12, SNAKE: ad.constexpr = 16,
+                  IN_FLIGHT: ad.constexpr = 1, SHARE: ad.constexpr = "b"):
     """c = a @ b with one consumer warpgroup a CTA (warpgroup 1 the producer), which owns whole
     (BM, BN) tiles, 64 rows by default: problems of few rows (M = 128) make as many tiles as there
     are SMs without splitting K, and a deep ring of small slices keeps each SM's loads in flight.
@@ -221,6 +221,7 @@ def matmul_narrow(a, b, c, CTAS: ad.constexpr, BM: ad.constexpr = 64, BN: ad.con
 
 matmul_narrow_2cta = ad.kernel(grid=lambda a, b, c, CTAS, **_: (CTAS,), block=256, cluster=(2, 1, 1),
                                profile_events=32768)(matmul_narrow.fn)
+
 
 def check_tiles(BM, BN, BK, STAGES) -> None:
     """Refuse, at trace time, tiles and rings a bf16 GEMM cannot be built with."""

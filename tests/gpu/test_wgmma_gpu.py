@@ -101,8 +101,8 @@ def test_the_one_consumer_gemm_is_exact_on_integers(m, n, k, config, two_ctas):
     a = rng.integers(-3, 4, (m, k)).astype(ml_dtypes.bfloat16)
     b = rng.integers(-3, 4, (k, n)).astype(ml_dtypes.bfloat16)
     c = to_device(np.full((m, n), np.nan, ml_dtypes.bfloat16))
-    (matmul_narrow_2cta if two_ctas else matmul_narrow)(to_device(a), to_device(b), c, CTAS=8 if two_ctas else 7,
-                                                        **config)
+    kernel = matmul_narrow_2cta if two_ctas else matmul_narrow
+    kernel(to_device(a), to_device(b), c, CTAS=8 if two_ctas else 7, **config)
     expected = (a.astype(np.float64) @ b.astype(np.float64)).astype(ml_dtypes.bfloat16)
     assert to_host(c).view(np.uint16).tolist() == expected.view(np.uint16).tolist()
 

@@ -101,9 +101,8 @@ def test_the_one_consumer_gemm_assembles_clean_in_256_threads(shape, two_ctas, c
     from asyncdsl.examples.matmul import matmul_narrow, matmul_narrow_2cta
 
     m, n, k = shape
-    text = (matmul_narrow_2cta if two_ctas else matmul_narrow).ptx(
-        np.zeros((m, k), ml_dtypes.bfloat16), np.zeros((k, n), ml_dtypes.bfloat16), np.zeros((m, n), ml_dtypes.bfloat16),
-        CTAS=132, **config)
+    a, b, c = (np.zeros(shape, ml_dtypes.bfloat16) for shape in ((m, k), (k, n), (m, n)))
+    text = (matmul_narrow_2cta if two_ctas else matmul_narrow).ptx(a, b, c, CTAS=132, **config)
     _clean(text)
     assert ".reqntid 256, 1, 1" in text or ".maxntid 256, 1, 1" in text
     # One consumer owns the whole tile: one wgmma per k16 of a slot, BM / 64 rows of them.
