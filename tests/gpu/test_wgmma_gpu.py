@@ -106,6 +106,7 @@ def test_the_one_consumer_gemm_is_exact_on_integers(m, n, k, config, two_ctas):
     expected = (a.astype(np.float64) @ b.astype(np.float64)).astype(ml_dtypes.bfloat16)
     assert to_host(c).view(np.uint16).tolist() == expected.view(np.uint16).tolist()
 
+
 @pytest.mark.parametrize("two_ctas", [False, True], ids=["1cta", "2cta"])
 def test_split_k_adds_every_part(two_ctas):
     from asyncdsl.examples.matmul import matmul, matmul_2cta

@@ -381,6 +381,7 @@ def test_the_one_consumer_gemm_is_exact(two_ctas, shape, config):
     expected = (a.astype(np.float64) @ b.astype(np.float64)).astype(ml_dtypes.bfloat16)
     assert np.array_equal(c.view(np.uint16), expected.view(np.uint16))
 
+
 @pytest.mark.parametrize("two_ctas,share", [(False, "b"), (True, "b"), (True, "a")])
 def test_the_gemm_with_192_wide_tiles_is_exact(two_ctas, share):
     from asyncdsl.examples.matmul import matmul, matmul_2cta
