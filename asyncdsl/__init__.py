@@ -54,6 +54,7 @@ from asyncdsl.errors import (
     TransformError,
     UnsupportedTargetError,
 )
+from asyncdsl.frontend.autotune import Autotuned, Choice, autotune
 from asyncdsl.frontend.kernel import Kernel, constexpr, kernel
 from asyncdsl.frontend.persistent import PersistentGrid, persistent_grid
 from asyncdsl.frontend.specs import ArraySpec
@@ -140,6 +141,8 @@ __all__ = [
     "ArraySpec",
     "AssumptionError",
     "AsyncDSLError",
+    "Autotuned",
+    "Choice",
     "CollapseLeadingIndicesTransform",
     "CopyError",
     "CopyPartition",
@@ -171,6 +174,7 @@ __all__ = [
     "async_gather",
     "async_prefetch",
     "async_scatter",
+    "autotune",
     "await_async_copy",
     "await_cp_async_copy",
     "barrier",

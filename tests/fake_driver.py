@@ -23,6 +23,7 @@ class RecordingDriver:
         self.launch_results = list(launch_results)
         self.success = self._real.CUresult.CUDA_SUCCESS
         self.entry_points = {}  # name -> a ctypes function, what cuGetProcAddress finds
+        self.elapsed = []  # what cuEventElapsedTime answers, in order
 
     def __getattr__(self, name):
         return getattr(self._real, name)
@@ -68,6 +69,40 @@ class RecordingDriver:
 
     def cuFuncSetAttribute(self, function, which, value):
         self._record("cuFuncSetAttribute", which.name, value)
+        return (self.success,)
+
+    def cuMemAlloc(self, nbytes):
+        self._record("cuMemAlloc", nbytes)
+        return (self.success, 0x7F0000100000)
+
+    def cuMemFree(self, address):
+        return (self.success,)
+
+    def cuMemsetD32Async(self, address, value, count, stream):
+        self._record("cuMemsetD32Async", address, value, count, int(stream))
+        return (self.success,)
+
+    def cuMemcpyDtoDAsync(self, target, source, nbytes, stream):
+        self._record("cuMemcpyDtoDAsync", target, source, nbytes, int(stream))
+        return (self.success,)
+
+    def cuEventCreate(self, flags):
+        self._event_count = getattr(self, "_event_count", 0) + 1
+        return (self.success, f"event{self._event_count}")
+
+    def cuEventRecord(self, event, stream):
+        self._record("cuEventRecord", event, int(stream))
+        return (self.success,)
+
+    def cuEventSynchronize(self, event):
+        return (self.success,)
+
+    def cuEventElapsedTime(self, start, end):
+        """The next of `elapsed` (milliseconds), which a test sets."""
+        return (self.success, self.elapsed.pop(0))
+
+    def cuEventDestroy(self, event):
+        self._record("cuEventDestroy", event)
         return (self.success,)
 
     def cuLaunchKernelEx(self, config, function, kernel_params, extra):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from asyncdsl.dtypes import as_dtype
+from asyncdsl.errors import ArgumentError
 from asyncdsl.hw import packed
 from asyncdsl.hw.gmem_runs import contiguous_strides
 from asyncdsl.runtime import driver
@@ -65,3 +66,18 @@ def to_host(array: DeviceArray) -> np.ndarray:
     driver.check(driver.api().cuCtxSynchronize(), "cuCtxSynchronize")
     driver.check(driver.api().cuMemcpyDtoH(host.ctypes.data, array.address, host.nbytes), "cuMemcpyDtoH")
     return packed.unpack(host, array.dtype, array.shape) if is_packed else host
+
+
+def copy_on_stream(source: DeviceArray, target: DeviceArray, stream: int) -> None:
+    """Overwrite `target` with `source`'s bytes, ordered on `stream` (an integer handle): two
+    row-major arrays of one size on one device."""
+    for array in (source, target):
+        if array.strides != contiguous_strides(array.shape):
+            raise ArgumentError(f"copy_on_stream takes row-major arrays, got strides {array.strides} "
+                                f"for shape {array.shape}")
+    if source.nbytes != target.nbytes or source.device != target.device:
+        raise ArgumentError(f"copy_on_stream: {source} and {target} differ in size or device")
+    driver.activate(target.device)
+    cu = driver.api()
+    driver.check(cu.cuMemcpyDtoDAsync(target.address, source.address, source.nbytes, cu.CUstream(stream)),
+                 "cuMemcpyDtoDAsync")

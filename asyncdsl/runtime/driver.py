@@ -178,6 +178,7 @@ class DeviceFacts:
     max_shared_memory_per_block_optin: int
     multiprocessor_count: int
     driver_version: int  # 1000 * major + 10 * minor, e.g. 13000 for CUDA 13.0
+    l2_cache_bytes: int = 0
 
     def __str__(self) -> str:
         major, minor = self.compute_capability
@@ -213,6 +214,7 @@ def device_facts(device: int = 0) -> DeviceFacts:
         max_shared_memory_per_block_optin=query("CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"),
         multiprocessor_count=query("CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT"),
         driver_version=driver_version(),
+        l2_cache_bytes=query("CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE"),
     )
     _facts[device] = facts
     return facts

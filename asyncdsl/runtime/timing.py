@@ -1,10 +1,14 @@
-"""Host-side timing of calls such as kernel launches (benchmarks proper live in `benchmarks/`)."""
+"""Timing of calls such as kernel launches, on the host or on the GPU (benchmarks proper, with
+their peers, live in `benchmarks/`)."""
 
 from __future__ import annotations
 
 import statistics
 import time
 from collections.abc import Callable
+
+from asyncdsl.runtime import driver
+from asyncdsl.runtime.buffers import empty
 
 
 def host_seconds_per_call(call: Callable[[], object], *, repeat: int = 2000, warmup: int = 50) -> float:
@@ -22,3 +26,43 @@ def host_seconds_per_call(call: Callable[[], object], *, repeat: int = 2000, war
         call()
         samples.append(clock() - start)
     return statistics.median(samples) * 1e-9
+
+
+def device_milliseconds(call: Callable[[], object], stream: int, *, device: int = 0, warmup: int = 2,
+                        repeat: int = 10) -> float:
+    """The median GPU time of one `call()`, which enqueues its work on `stream` (an integer
+    handle), between two CUDA events recorded there, in milliseconds.
+
+    Before each timed call the stream overwrites twice the L2 cache's size of scratch memory
+    (outside the events), so every call finds its inputs in device memory, not in L2 from the
+    call before: the state a kernel meets after other work."""
+    cu = driver.api()
+    driver.activate(device)
+    handle = cu.CUstream(stream)
+    flush = _flush_buffer(2 * max(driver.device_facts(device).l2_cache_bytes, 1 << 20), device)
+    start, end = (driver.check(cu.cuEventCreate(0), "cuEventCreate") for _ in range(2))
+    try:
+        for _ in range(warmup):
+            call()
+        samples = []
+        for _ in range(repeat):
+            driver.check(cu.cuMemsetD32Async(flush.address, 0, flush.nbytes // 4, handle), "cuMemsetD32Async")
+            driver.check(cu.cuEventRecord(start, handle), "cuEventRecord")
+            call()
+            driver.check(cu.cuEventRecord(end, handle), "cuEventRecord")
+            driver.check(cu.cuEventSynchronize(end), "cuEventSynchronize")
+            samples.append(driver.check(cu.cuEventElapsedTime(start, end), "cuEventElapsedTime"))
+    finally:
+        cu.cuEventDestroy(start)
+        cu.cuEventDestroy(end)
+    return statistics.median(samples)
+
+
+_flush_buffers: dict = {}  # device -> the scratch `device_milliseconds` overwrites between calls
+
+
+def _flush_buffer(nbytes: int, device: int):
+    buffer = _flush_buffers.get(device)
+    if buffer is None or buffer.nbytes < nbytes:
+        buffer = _flush_buffers[device] = empty((nbytes // 4,), "uint32", device)
+    return buffer

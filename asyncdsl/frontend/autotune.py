@@ -1,0 +1,187 @@
+"""Autotuning: one call that stands for several kernels or constexpr settings, tries each on the
+first call for each argument layout, times them on the GPU and runs the fastest from then on.
+
+    tuned = ad.autotune([ad.Choice(matmul, BN=64, BK=128, STAGES=4),
+                         ad.Choice(matmul_narrow, BK=128, STAGES=6),
+                         ad.Choice(matmul_2cta)])
+    tuned(a, b, c, CTAS=132)        # first call for these shapes: tries each, keeps the fastest
+    tuned.chosen(a, b, c, CTAS=132) # the Choice it runs for arguments like these
+    tuned.timings                   # per key: each choice's milliseconds, or why it did not run
+
+A call's key is what a kernel is specialised on: each array argument's shape and dtype, every
+other argument's value (`key=`, a function of the call's arguments, replaces it).  A choice that
+does not compile for the arguments (a trace error, shared memory it cannot have) is left out and
+its reason kept; the others run `warmup` times, then `repeat` times each between CUDA events
+after an L2 flush (`runtime.timing.device_milliseconds`), the median counting.  Arguments the
+kernels update in place (`c += a @ b`) are named in `restore`: they are saved before the trials
+and put back after each choice's, so the call that follows the tuning sees them as they were.
+In the interpreter, or without a GPU, nothing is timed: the first choice that compiles runs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from asyncdsl import runtime
+from asyncdsl.config import knobs
+from asyncdsl.errors import ArgumentError, AsyncDSLError, user_location
+from asyncdsl.frontend.kernel import Kernel
+from asyncdsl.runtime.buffers import copy_on_stream, empty
+from asyncdsl.runtime.streams import DEFAULT_STREAM, current_stream_source, stream_handle
+from asyncdsl.runtime.timing import device_milliseconds
+
+
+class Choice:
+    """A kernel with some of its constexprs fixed: one candidate of an autotuned call."""
+
+    __slots__ = ("constexprs", "kernel")
+
+    def __init__(self, kernel: Kernel, **constexprs: Any):
+        if not isinstance(kernel, Kernel):
+            raise ArgumentError(f"asyncdsl.Choice takes an @asyncdsl.kernel, got {kernel!r}", user_location())
+        self.kernel = kernel
+        self.constexprs = constexprs
+
+    @property
+    def name(self) -> str:
+        settings = ", ".join(f"{name}={value!r}" for name, value in self.constexprs.items())
+        return f"{self.kernel.__name__}({settings})"
+
+    def __repr__(self) -> str:
+        return f"Choice({self.name})"
+
+    def arguments(self, kwargs: dict) -> dict:
+        """The call's keyword arguments with this choice's constexprs; naming one of them twice is
+        an error (which value was meant?)."""
+        clash = sorted(set(kwargs) & set(self.constexprs))
+        if clash:
+            raise ArgumentError(f"{self.name} fixes {', '.join(clash)}; the call may not pass "
+                                f"{'it' if len(clash) == 1 else 'them'} too", user_location())
+        return {**kwargs, **self.constexprs}
+
+    def __call__(self, *args: Any, stream: Any = None, **kwargs: Any) -> None:
+        self.kernel(*args, stream=stream, **self.arguments(kwargs))
+
+
+class Autotuned:
+    """The call `autotune` returns (see the module's docstring)."""
+
+    def __init__(self, choices: Iterable[Choice], key: Callable[..., Any] | None = None,
+                 restore: Sequence[str] = (), warmup: int = 2, repeat: int = 10):
+        self.choices = tuple(choices)
+        if not self.choices or not all(isinstance(choice, Choice) for choice in self.choices):
+            raise ArgumentError(f"asyncdsl.autotune takes a non-empty list of asyncdsl.Choice, got {choices!r}",
+                                user_location())
+        if isinstance(restore, str) or not all(isinstance(name, str) for name in restore):
+            raise ArgumentError(f"restore names the arguments to put back after each trial: a tuple of "
+                                f"names, got {restore!r}", user_location())
+        for name, value in (("warmup", warmup), ("repeat", repeat)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < (0 if name == "warmup" else 1):
+                raise ArgumentError(f"asyncdsl.autotune: {name} must be an int >= {0 if name == 'warmup' else 1}, "
+                                    f"got {value!r}", user_location())
+        self.key = key
+        self.restore = tuple(restore)
+        self.warmup, self.repeat = warmup, repeat
+        self.timings: dict[Any, dict[str, float | str]] = {}
+        self._chosen: dict[Any, Choice] = {}
+
+    def __repr__(self) -> str:
+        return f"<asyncdsl.autotune of {len(self.choices)} choices, {len(self._chosen)} keys tuned>"
+
+    def __call__(self, *args: Any, stream: Any = None, **kwargs: Any) -> None:
+        self.chosen(*args, stream=stream, **kwargs)(*args, stream=stream, **kwargs)
+
+    def chosen(self, *args: Any, stream: Any = None, **kwargs: Any) -> Choice:
+        """The choice calls with arguments like these run; the first such call tunes."""
+        key = self.key(*args, **kwargs) if self.key is not None else _layout_key(args, kwargs)
+        choice = self._chosen.get(key)
+        if choice is None:
+            choice = self._chosen[key] = self._tune(key, args, kwargs, stream)
+        return choice
+
+    def _tune(self, key: Any, args: tuple, kwargs: dict, stream: Any) -> Choice:
+        timings = self.timings[key] = {}
+        compiled = []
+        for choice in self.choices:
+            try:
+                choice.kernel.compile(*args, **choice.arguments(kwargs))
+            except AsyncDSLError as error:
+                timings[choice.name] = f"does not compile: {error}"
+            else:
+                compiled.append(choice)
+        if not compiled:
+            raise ArgumentError("no choice of this autotuned call compiles for these arguments:\n  " + "\n  ".join(
+                f"{name}: {reason}" for name, reason in timings.items()), user_location())
+        if knobs.interpret or not runtime.has_gpu():
+            timings[compiled[0].name] = "chosen without timing (no GPU)"
+            return compiled[0]
+        handle = self._stream(compiled[0], args, kwargs, stream)
+        saved = self._save(compiled[0], args, kwargs, handle)
+        best, best_ms = None, math.inf
+        for choice in compiled:
+            try:
+                ms = device_milliseconds(lambda choice=choice: choice(*args, stream=handle, **kwargs), handle,
+                                         warmup=self.warmup, repeat=self.repeat)
+            except AsyncDSLError as error:  # compiled, but the device refused it (resources, say)
+                timings[choice.name] = f"did not run: {error}"
+                continue
+            finally:
+                for original, array in saved:
+                    copy_on_stream(original, array, handle)
+            timings[choice.name] = ms
+            if ms < best_ms:
+                best, best_ms = choice, ms
+        if best is None:
+            raise ArgumentError("no choice of this autotuned call ran on the GPU:\n  " + "\n  ".join(
+                f"{name}: {reason}" for name, reason in timings.items()), user_location())
+        return best
+
+    def _stream(self, choice: Choice, args: tuple, kwargs: dict, stream: Any) -> int:
+        """The stream the kernels will run on, as `Kernel.__call__` picks it."""
+        if stream is not None:
+            return stream_handle(stream)
+        call = choice.kernel.bind(args, choice.arguments(kwargs), user_location())
+        source = current_stream_source([array for _, array in call.arrays()])
+        return DEFAULT_STREAM if source is None else source()
+
+    def _save(self, choice: Choice, args: tuple, kwargs: dict, stream: int) -> list:
+        """(copy, array) for each argument named in `restore`, the copy made on `stream`."""
+        if not self.restore:
+            return []
+        arrays = dict(choice.kernel.bind(args, choice.arguments(kwargs), user_location()).arrays())
+        unknown = [name for name in self.restore if name not in arrays]
+        if unknown:
+            raise ArgumentError(f"restore names {', '.join(unknown)}, not array arguments of "
+                                f"{choice.kernel.__name__} ({', '.join(arrays)})", user_location())
+        saved = []
+        for name in self.restore:
+            array = runtime.device_array(arrays[name], name, stream=stream)
+            original = empty(array.shape, array.dtype, array.device)
+            copy_on_stream(array, original, stream)
+            saved.append((original, array))
+        return saved
+
+
+def autotune(choices: Iterable[Choice], key: Callable[..., Any] | None = None, restore: Sequence[str] = (),
+             warmup: int = 2, repeat: int = 10) -> Autotuned:
+    """One call standing for several kernels or constexpr settings (`Choice`s), which runs the one
+    measured fastest for each argument layout (see `asyncdsl.frontend.autotune`)."""
+    return Autotuned(choices, key, restore, warmup, repeat)
+
+
+def _layout_key(args: tuple, kwargs: dict) -> tuple:
+    """Arrays by shape and dtype, everything else by value (its repr when it cannot be hashed)."""
+    def describe(value: Any) -> Any:
+        shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
+        if shape is not None and dtype is not None:
+            return "array", tuple(int(extent) for extent in shape), str(dtype)
+        try:
+            hash(value)
+        except TypeError:
+            return repr(value)
+        return value
+
+    return tuple(describe(value) for value in args) + tuple(
+        (name, describe(value)) for name, value in sorted(kwargs.items()))
