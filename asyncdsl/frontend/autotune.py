@@ -117,13 +117,13 @@ class Autotuned:
         if knobs.interpret or not runtime.has_gpu():
             timings[compiled[0].name] = "chosen without timing (no GPU)"
             return compiled[0]
-        handle = self._stream(compiled[0], args, kwargs, stream)
+        handle, device = self._stream(compiled[0], args, kwargs, stream)
         saved = self._save(compiled[0], args, kwargs, handle)
         best, best_ms = None, math.inf
         for choice in compiled:
             try:
                 ms = device_milliseconds(lambda choice=choice: choice(*args, stream=handle, **kwargs), handle,
-                                         warmup=self.warmup, repeat=self.repeat)
+                                         device=device, warmup=self.warmup, repeat=self.repeat)
             except AsyncDSLError as error:  # compiled, but the device refused it (resources, say)
                 timings[choice.name] = f"did not run: {error}"
                 continue
@@ -138,13 +138,17 @@ class Autotuned:
                 f"{name}: {reason}" for name, reason in timings.items()), user_location())
         return best
 
-    def _stream(self, choice: Choice, args: tuple, kwargs: dict, stream: Any) -> int:
-        """The stream the kernels will run on, as `Kernel.__call__` picks it."""
+    def _stream(self, choice: Choice, args: tuple, kwargs: dict, stream: Any) -> tuple[int, int]:
+        """The stream the kernels will run on, as `Kernel.__call__` picks it, and the device of
+        their arrays."""
+        arrays = [array for _, array in choice.kernel.bind(args, choice.arguments(kwargs), user_location()).arrays()]
         if stream is not None:
-            return stream_handle(stream)
-        call = choice.kernel.bind(args, choice.arguments(kwargs), user_location())
-        source = current_stream_source([array for _, array in call.arrays()])
-        return DEFAULT_STREAM if source is None else source()
+            handle = stream_handle(stream)
+        else:
+            source = current_stream_source(arrays)
+            handle = DEFAULT_STREAM if source is None else source()
+        device = runtime.device_array(arrays[0], stream=handle).device if arrays else 0
+        return handle, device
 
     def _save(self, choice: Choice, args: tuple, kwargs: dict, stream: int) -> list:
         """(copy, array) for each argument named in `restore`, the copy made on `stream`."""

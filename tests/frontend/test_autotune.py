@@ -9,6 +9,8 @@ import pytest
 
 import asyncdsl as ad
 import asyncdsl.frontend.autotune as autotune_module
+from asyncdsl import dtypes
+from asyncdsl.runtime import DeviceArray
 
 
 @ad.kernel(grid=lambda x, y, B: (x.shape[0] // B, x.shape[1] // B))
@@ -27,6 +29,12 @@ def _arrays(shape=(64, 64)):
     return x, np.zeros_like(x)
 
 
+def _device_arrays(shape=(64, 64)):
+    """Two arrays as the GPU path sees them (nothing is launched: the timer stands in)."""
+    return tuple(DeviceArray(address, shape, (shape[1], 1), dtypes.float32, 0)
+                 for address in (0x7F0000000000, 0x7F0000100000))
+
+
 @pytest.fixture
 def interpreted(monkeypatch):
     monkeypatch.setenv("ASYNCDSL_INTERPRET", "1")
@@ -37,7 +45,7 @@ def stand_in_gpu(monkeypatch):
     """A GPU as far as the tuner asks, with a timer that gives the next of `times` (or raises it)."""
     times: list = []
 
-    def timer(call, stream, warmup, repeat):
+    def timer(call, stream, device, warmup, repeat):
         value = times.pop(0)
         if isinstance(value, Exception):
             raise value
@@ -84,7 +92,7 @@ def test_on_the_gpu_the_fastest_choice_is_kept_and_every_time_recorded(stand_in_
     stand_in_gpu.extend([3.0, 1.0, 2.0])
     choices = [ad.Choice(copy, B=16), ad.Choice(copy, B=32), ad.Choice(copy, B=64)]
     tuned = ad.autotune(choices)
-    x, y = _arrays()
+    x, y = _device_arrays()
     assert tuned.chosen(x, y) is choices[1]
     assert tuned.timings[next(iter(tuned.timings))] == {"copy(B=16)": 3.0, "copy(B=32)": 1.0, "copy(B=64)": 2.0}
     assert tuned.chosen(x, y) is choices[1] and not stand_in_gpu  # no second tuning
@@ -93,7 +101,7 @@ def test_on_the_gpu_the_fastest_choice_is_kept_and_every_time_recorded(stand_in_
 def test_a_choice_the_device_refuses_is_left_out(stand_in_gpu):
     stand_in_gpu.extend([ad.ResourceError("too much shared memory"), 5.0])
     tuned = ad.autotune([ad.Choice(copy, B=16), ad.Choice(copy, B=32)])
-    assert tuned.chosen(*_arrays()).constexprs == {"B": 32}
+    assert tuned.chosen(*_device_arrays()).constexprs == {"B": 32}
     (timings,) = tuned.timings.values()
     assert timings["copy(B=16)"] == "did not run: too much shared memory"
 
@@ -107,7 +115,7 @@ def test_when_nothing_compiles_the_error_lists_every_reason(interpreted):
 def test_restore_must_name_array_arguments(stand_in_gpu):
     tuned = ad.autotune([ad.Choice(copy, B=16)], restore=("z",))
     with pytest.raises(ad.ArgumentError, match="restore names z, not array arguments of copy"):
-        tuned.chosen(*_arrays())
+        tuned.chosen(*_device_arrays())
 
 
 def test_a_constexpr_fixed_by_the_choice_may_not_be_passed_again(interpreted):

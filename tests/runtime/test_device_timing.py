@@ -49,3 +49,26 @@ def test_copy_on_stream_copies_row_major_arrays_of_one_size(fake_driver):
         copy_on_stream(DeviceArray(a.address, (4, 8), (1, 4), dtypes.float32, 0), b, 0)
     with pytest.raises(ArgumentError, match="differ in size"):
         copy_on_stream(a, DeviceArray(b.address, (16,), (1,), dtypes.float32, 0), 0)
+
+
+def test_the_autotuner_puts_restored_arguments_back_after_each_choice(fake_driver, monkeypatch):
+    import asyncdsl as ad
+    import asyncdsl.frontend.autotune as autotune_module
+
+    @ad.kernel(grid=(1,))
+    def fill(y, V: ad.constexpr):
+        buf = ad.smem((64,), y.dtype)
+        buf[...] = ad.full((64,), V, y.dtype)
+        ad.fence_async_smem()
+        ad.async_copy(buf, y.at[ad.ds(0, 64)])
+        ad.await_async_copy(0)
+
+    fake = fake_driver()
+    monkeypatch.setattr(autotune_module.runtime, "has_gpu", lambda: True)
+    monkeypatch.setattr(autotune_module, "device_milliseconds", lambda call, stream, **_: 1.0)
+    y = DeviceArray(0x7F0000200000, (64,), (1,), dtypes.float32, 0)
+    tuned = ad.autotune([ad.Choice(fill, V=1.0), ad.Choice(fill, V=2.0)], restore=("y",))
+    tuned.chosen(y)
+    copies = [args for name, args in fake.calls if name == "cuMemcpyDtoDAsync"]
+    saved = copies[0][0]  # the copy y was saved into
+    assert copies == [(saved, y.address, 256, 0), (y.address, saved, 256, 0), (y.address, saved, 256, 0)]
