@@ -141,7 +141,8 @@ class Autotuned:
     def _stream(self, choice: Choice, args: tuple, kwargs: dict, stream: Any) -> tuple[int, int]:
         """The stream the kernels will run on, as `Kernel.__call__` picks it, and the device of
         their arrays."""
-        arrays = [array for _, array in choice.kernel.bind(args, choice.arguments(kwargs), user_location()).arrays()]
+        call = choice.kernel.bind(args, choice.arguments(kwargs), user_location())
+        arrays = [array for _, array in call.arrays()]
         if stream is not None:
             handle = stream_handle(stream)
         else:
