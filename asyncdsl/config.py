@@ -54,9 +54,13 @@ PTX_COMPILER = Knob(
     "which in-process compiler turns PTX into machine code (auto: nvJitLink when it matches the driver, but the "
     "driver's JIT for kernels with setmaxnreg, which only a whole-program compile keeps)",
 )
+PRINT_AUTOTUNING = Knob(
+    "ASYNCDSL_PRINT_AUTOTUNING", "0/1", "0",
+    "print to stderr what each `asyncdsl.autotune` call measured for a new argument layout, and its choice",
+)
 PTXAS = Knob("ASYNCDSL_PTXAS", "a path", "found on the system", "the ptxas binary the tests and `asyncdsl dump` use")
 
-KNOBS: tuple[Knob, ...] = (INTERPRET, DUMP_IR, DEBUG, CACHE_DIR, KERNEL_CACHE, PTX_COMPILER, PTXAS)
+KNOBS: tuple[Knob, ...] = (INTERPRET, DUMP_IR, DEBUG, CACHE_DIR, KERNEL_CACHE, PTX_COMPILER, PRINT_AUTOTUNING, PTXAS)
 PTX_COMPILERS = ("auto", "nvjitlink", "driver")
 
 
@@ -89,6 +93,10 @@ class Knobs:
     @property
     def debug(self) -> bool:
         return _flag(DEBUG)
+
+    @property
+    def print_autotuning(self) -> bool:
+        return _flag(PRINT_AUTOTUNING)
 
     @property
     def kernel_cache(self) -> bool:

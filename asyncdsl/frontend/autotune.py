@@ -21,6 +21,7 @@ In the interpreter, or without a GPU, nothing is timed: the first choice that co
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -99,7 +100,16 @@ class Autotuned:
         choice = self._chosen.get(key)
         if choice is None:
             choice = self._chosen[key] = self._tune(key, args, kwargs, stream)
+            if knobs.print_autotuning:
+                print(self.report(key), file=sys.stderr)
         return choice
+
+    def report(self, key: Any) -> str:
+        """What the tuning for `key` measured, a line per choice, and what it chose."""
+        lines = [f"asyncdsl.autotune {key}: {self._chosen[key].name}"]
+        for name, result in self.timings[key].items():
+            lines.append(f"  {result:10.4f} ms  {name}" if isinstance(result, float) else f"  {name}: {result}")
+        return "\n".join(lines)
 
     def _tune(self, key: Any, args: tuple, kwargs: dict, stream: Any) -> Choice:
         timings = self.timings[key] = {}

@@ -98,6 +98,18 @@ def test_on_the_gpu_the_fastest_choice_is_kept_and_every_time_recorded(stand_in_
     assert tuned.chosen(x, y) is choices[1] and not stand_in_gpu  # no second tuning
 
 
+def test_the_tuning_is_printed_when_asked(stand_in_gpu, monkeypatch, capsys):
+    monkeypatch.setenv("ASYNCDSL_PRINT_AUTOTUNING", "1")
+    stand_in_gpu.extend([2.5, 0.5])
+    tuned = ad.autotune([ad.Choice(copy, B=7), ad.Choice(copy, B=16), ad.Choice(copy, B=32)])
+    tuned.chosen(*_device_arrays())
+    tuned.chosen(*_device_arrays())  # tuned already: nothing more printed
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("asyncdsl.autotune (") and lines[0].endswith(": copy(B=32)")
+    assert lines[1].startswith("  copy(B=7): does not compile:")
+    assert lines[2:] == ["      2.5000 ms  copy(B=16)", "      0.5000 ms  copy(B=32)"]
+
+
 def test_a_choice_the_device_refuses_is_left_out(stand_in_gpu):
     stand_in_gpu.extend([ad.ResourceError("too much shared memory"), 5.0])
     tuned = ad.autotune([ad.Choice(copy, B=16), ad.Choice(copy, B=32)])
