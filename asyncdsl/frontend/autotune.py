@@ -9,13 +9,14 @@ first call for each argument layout, times them on the GPU and runs the fastest 
     tuned.timings                   # per key: each choice's milliseconds, or why it did not run
 
 A call's key is what a kernel is specialised on: each array argument's shape and dtype, every
-other argument's value (`key=`, a function of the call's arguments, replaces it).  A choice that
-does not compile for the arguments (a trace error, shared memory it cannot have) is left out and
-its reason kept; the others run `warmup` times, then `repeat` times each between CUDA events
-after an L2 flush (`runtime.timing.device_milliseconds`), the median counting.  Arguments the
-kernels update in place (`c += a @ b`) are named in `restore`: they are saved before the trials
-and put back after each choice's, so the call that follows the tuning sees them as they were.
-In the interpreter, or without a GPU, nothing is timed: the first choice that compiles runs.
+other argument's value (`key=`, a function of the call's arguments returning something hashable,
+replaces it).  A choice that does not compile for the arguments (a trace error, shared memory it
+cannot have) is left out and its reason kept; the others run `warmup` times, then `repeat` times
+each between CUDA events after an L2 flush (`runtime.timing.device_milliseconds`), the median
+counting.  Arguments the kernels update in place (`c += a @ b`) are named in `restore`: they are
+saved before the trials and put back after each choice's, so the call that follows the tuning
+sees them as they were.  In the interpreter, or without a GPU, nothing is timed: the first choice
+that compiles runs.
 """
 
 from __future__ import annotations
