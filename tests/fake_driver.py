@@ -24,6 +24,7 @@ class RecordingDriver:
         self.success = self._real.CUresult.CUDA_SUCCESS
         self.entry_points = {}  # name -> a ctypes function, what cuGetProcAddress finds
         self.elapsed = []  # what cuEventElapsedTime answers, in order
+        self.events_created = 0
 
     def __getattr__(self, name):
         return getattr(self._real, name)
@@ -71,30 +72,55 @@ class RecordingDriver:
         self._record("cuFuncSetAttribute", which.name, value)
         return (self.success,)
 
-    def cuMemAlloc(self, nbytes):
-        self._record("cuMemAlloc", nbytes)
-        return (self.success, 0x7F0000100000)
+    # Memory, stream memory operations and events: what timed and profiled launches add.
+    def cuMemAlloc(self, size):
+        self._record("cuMemAlloc", size)
+        return (self.success, self._real.CUdeviceptr(self.allocation_address(size)))
+
+    def allocation_address(self, size):
+        return 0x7F0000100000
 
     def cuMemFree(self, address):
+        self._record("cuMemFree", int(address))
+        return (self.success,)
+
+    def cuMemsetD32(self, address, value, count):
+        self._record("cuMemsetD32", int(address), value)
         return (self.success,)
 
     def cuMemsetD32Async(self, address, value, count, stream):
-        self._record("cuMemsetD32Async", address, value, count, int(stream))
+        self._record("cuMemsetD32Async", int(address), value, count, int(stream))
         return (self.success,)
 
     def cuMemcpyDtoDAsync(self, target, source, nbytes, stream):
-        self._record("cuMemcpyDtoDAsync", target, source, nbytes, int(stream))
+        self._record("cuMemcpyDtoDAsync", int(target), int(source), nbytes, int(stream))
+        return (self.success,)
+
+    def cuMemcpyDtoH(self, destination, source, size):
+        return (self.success,)
+
+    def cuStreamCreate(self, flags):
+        self._record("cuStreamCreate", int(flags))
+        return (self.success, self._real.CUstream(0x55))
+
+    def cuStreamWaitValue32(self, stream, address, value, flags):
+        self._record("cuStreamWaitValue32", int(stream), int(address), value)
+        return (self.success,)
+
+    def cuStreamWriteValue32(self, stream, address, value, flags):
+        self._record("cuStreamWriteValue32", int(stream), int(address), value)
         return (self.success,)
 
     def cuEventCreate(self, flags):
-        self._event_count = getattr(self, "_event_count", 0) + 1
-        return (self.success, f"event{self._event_count}")
+        self.events_created += 1
+        return (self.success, self._real.CUevent(0x60 + self.events_created))
 
     def cuEventRecord(self, event, stream):
-        self._record("cuEventRecord", event, int(stream))
+        self._record("cuEventRecord", int(event), int(stream))
         return (self.success,)
 
     def cuEventSynchronize(self, event):
+        self._record("cuEventSynchronize")
         return (self.success,)
 
     def cuEventElapsedTime(self, start, end):
@@ -102,7 +128,7 @@ class RecordingDriver:
         return (self.success, self.elapsed.pop(0))
 
     def cuEventDestroy(self, event):
-        self._record("cuEventDestroy", event)
+        self._record("cuEventDestroy", int(event))
         return (self.success,)
 
     def cuLaunchKernelEx(self, config, function, kernel_params, extra):

@@ -23,8 +23,8 @@ def test_each_timed_call_follows_a_flush_and_sits_between_two_events(fake_driver
     flush = timed[0][1]
     assert flush[1:] == (0, 2 * (1 << 20) // 4, 0x55)  # twice the L2 (1 MiB at least), on the stream
     assert [name for name, _ in timed] == ["cuMemsetD32Async", "cuEventRecord", "cuEventRecord"] * 3
-    assert [args[0] for name, args in timed if name == "cuEventRecord"] == ["event1", "event2"] * 3
-    assert sorted(args[0] for name, args in fake.calls if name == "cuEventDestroy") == ["event1", "event2"]
+    assert [args for name, args in timed if name == "cuEventRecord"] == [(0x61, 0x55), (0x62, 0x55)] * 3
+    assert sorted(args[0] for name, args in fake.calls if name == "cuEventDestroy") == [0x61, 0x62]
 
 
 def test_the_events_are_destroyed_when_the_call_raises(fake_driver, monkeypatch):

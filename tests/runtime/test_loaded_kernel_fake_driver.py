@@ -111,60 +111,11 @@ def test_the_installed_compilers_are_named_without_loading_one(monkeypatch, tmp_
 
 
 class _ProfilingDriver(RecordingDriver):
-    """The recording driver with what a profiled launch adds: memory, events, stream memory
-    operations (the gate that holds the stream while the events and the launch are enqueued)."""
+    """The recording driver telling a profiled launch's two allocations apart: the gate's 4-byte
+    counter (which holds the stream while the events and the launch are enqueued) and the buffer."""
 
-    def __init__(self, **options):
-        super().__init__(**options)
-        self.gate = None
-
-    def cuMemAlloc(self, size):
-        self._record("cuMemAlloc", size)
-        return (self.success, self._real.CUdeviceptr(0x7000 if size == 4 else 0x9000))
-
-    def cuMemsetD32(self, address, value, count):
-        self._record("cuMemsetD32", int(address), value)
-        return (self.success,)
-
-    def cuMemsetD32Async(self, address, value, count, stream):
-        self._record("cuMemsetD32Async", int(address))
-        return (self.success,)
-
-    def cuStreamCreate(self, flags):
-        self._record("cuStreamCreate", int(flags))
-        return (self.success, self._real.CUstream(0x55))
-
-    def cuStreamWaitValue32(self, stream, address, value, flags):
-        self._record("cuStreamWaitValue32", int(stream), int(address), value)
-        return (self.success,)
-
-    def cuStreamWriteValue32(self, stream, address, value, flags):
-        self._record("cuStreamWriteValue32", int(stream), int(address), value)
-        return (self.success,)
-
-    def cuEventCreate(self, flags):
-        return (self.success, self._real.CUevent(0x60 + len(self.calls)))
-
-    def cuEventRecord(self, event, stream):
-        self._record("cuEventRecord", int(stream))
-        return (self.success,)
-
-    def cuEventSynchronize(self, event):
-        self._record("cuEventSynchronize")
-        return (self.success,)
-
-    def cuEventElapsedTime(self, start, end):
-        return (self.success, 1.5)
-
-    def cuMemcpyDtoH(self, destination, source, size):
-        return (self.success,)
-
-    def cuEventDestroy(self, event):
-        return (self.success,)
-
-    def cuMemFree(self, address):
-        self._record("cuMemFree", int(address))
-        return (self.success,)
+    def allocation_address(self, size):
+        return 0x7000 if size == 4 else 0x9000
 
 
 def test_a_profiled_launch_holds_its_stream_until_the_events_and_the_launch_are_enqueued(
@@ -174,6 +125,7 @@ def test_a_profiled_launch_holds_its_stream_until_the_events_and_the_launch_are_
 
     fake_driver()  # the loader's calls, then the profiling driver for the launches
     profiling = _ProfilingDriver()
+    profiling.elapsed = [1.5, 1.5]
     monkeypatch.setattr(driver, "_driver_module", profiling)
     monkeypatch.setattr(profile, "_gates", {})
     kernel = launch.load_kernel(pointer_binary(params=(ProfileBufferParam(("a",), 4),), arg_names=()))
