@@ -10,18 +10,17 @@ import pytest
 import asyncdsl as ad
 import asyncdsl.frontend.autotune as autotune_module
 from asyncdsl import dtypes
+from asyncdsl.examples.tile_copy import tile_copy
 from asyncdsl.runtime import DeviceArray
 
 
-@ad.kernel(grid=lambda x, y, B: (x.shape[0] // B, x.shape[1] // B))
-def copy(x, y, B: ad.constexpr):
-    i, j = ad.program_id(0), ad.program_id(1)
-    buf = ad.smem((B, B), x.dtype)
-    bar = ad.barrier()
-    ad.async_copy(x.at[ad.ds(i * B, B), ad.ds(j * B, B)], buf, barrier=bar)
-    bar.wait()
-    ad.async_copy(buf, y.at[ad.ds(i * B, B), ad.ds(j * B, B)])
-    ad.await_async_copy(0)
+def square(b: int) -> ad.Choice:
+    """The tile copy example in b x b tiles."""
+    return ad.Choice(tile_copy, BM=b, BN=b)
+
+
+def named(b: int) -> str:
+    return square(b).name
 
 
 def _arrays(shape=(64, 64)):
@@ -58,31 +57,31 @@ def stand_in_gpu(monkeypatch):
 
 
 def test_in_the_interpreter_the_first_choice_that_compiles_runs(interpreted):
-    # B = 7: a box row of 28 bytes, which TMA refuses (rows are multiples of 16 bytes).
-    tuned = ad.autotune([ad.Choice(copy, B=7), ad.Choice(copy, B=16), ad.Choice(copy, B=32)])
+    # 7 x 7 tiles: a box row of 28 bytes, which TMA refuses (rows are multiples of 16 bytes).
+    tuned = ad.autotune([square(7), square(16), square(32)])
     x, y = _arrays()
     tuned(x, y)
     np.testing.assert_array_equal(y, x)
-    assert tuned.chosen(x, y).constexprs == {"B": 16}
+    assert tuned.chosen(x, y).constexprs == {"BM": 16, "BN": 16}
     (timings,) = tuned.timings.values()
-    assert timings["copy(B=7)"].startswith("does not compile:") and "16" in timings["copy(B=7)"]
-    assert timings["copy(B=16)"] == "chosen without timing (no GPU)"
-    assert "copy(B=32)" not in timings
+    assert timings[named(7)].startswith("does not compile:") and "16" in timings[named(7)]
+    assert timings[named(16)] == "chosen without timing (no GPU)"
+    assert named(32) not in timings
 
 
 def test_each_argument_layout_is_tuned_once(interpreted):
-    tuned = ad.autotune([ad.Choice(copy, B=16), ad.Choice(copy, B=32)])
+    tuned = ad.autotune([square(16), square(32)])
     for shape in ((64, 64), (64, 64), (32, 64), (64, 64)):
         tuned(*_arrays(shape))
     assert len(tuned.timings) == 2
-    by_dtype = ad.autotune([ad.Choice(copy, B=16)])
+    by_dtype = ad.autotune([square(16)])
     by_dtype(*_arrays())
     by_dtype(np.zeros((64, 64), np.float16), np.zeros((64, 64), np.float16))
     assert len(by_dtype.timings) == 2
 
 
 def test_a_key_function_decides_which_calls_share_a_choice(interpreted):
-    tuned = ad.autotune([ad.Choice(copy, B=16)], key=lambda x, y: x.shape[1])
+    tuned = ad.autotune([square(16)], key=lambda x, y: x.shape[1])
     tuned(*_arrays((64, 64)))
     tuned(*_arrays((32, 64)))
     assert list(tuned.timings) == [64]
@@ -90,59 +89,60 @@ def test_a_key_function_decides_which_calls_share_a_choice(interpreted):
 
 def test_on_the_gpu_the_fastest_choice_is_kept_and_every_time_recorded(stand_in_gpu):
     stand_in_gpu.extend([3.0, 1.0, 2.0])
-    choices = [ad.Choice(copy, B=16), ad.Choice(copy, B=32), ad.Choice(copy, B=64)]
+    choices = [square(16), square(32), square(64)]
     tuned = ad.autotune(choices)
     x, y = _device_arrays()
     assert tuned.chosen(x, y) is choices[1]
-    assert tuned.timings[next(iter(tuned.timings))] == {"copy(B=16)": 3.0, "copy(B=32)": 1.0, "copy(B=64)": 2.0}
+    assert tuned.timings[next(iter(tuned.timings))] == {named(16): 3.0, named(32): 1.0, named(64): 2.0}
     assert tuned.chosen(x, y) is choices[1] and not stand_in_gpu  # no second tuning
 
 
 def test_the_tuning_is_printed_when_asked(stand_in_gpu, monkeypatch, capsys):
     monkeypatch.setenv("ASYNCDSL_PRINT_AUTOTUNING", "1")
     stand_in_gpu.extend([2.5, 0.5])
-    tuned = ad.autotune([ad.Choice(copy, B=7), ad.Choice(copy, B=16), ad.Choice(copy, B=32)])
+    tuned = ad.autotune([square(7), square(16), square(32)])
     tuned.chosen(*_device_arrays())
     tuned.chosen(*_device_arrays())  # tuned already: nothing more printed
     lines = capsys.readouterr().err.splitlines()
-    assert lines[0].startswith("asyncdsl.autotune (") and lines[0].endswith(": copy(B=32)")
-    assert lines[1].startswith("  copy(B=7): does not compile:")
-    assert lines[2:] == ["      2.5000 ms  copy(B=16)", "      0.5000 ms  copy(B=32)"]
+    assert lines[0].startswith("asyncdsl.autotune (") and lines[0].endswith(": " + named(32))
+    assert lines[1].startswith(f"  {named(7)}: does not compile:")
+    assert lines[2:] == [f"      2.5000 ms  {named(16)}", f"      0.5000 ms  {named(32)}"]
 
 
 def test_a_choice_the_device_refuses_is_left_out(stand_in_gpu):
     stand_in_gpu.extend([ad.ResourceError("too much shared memory"), 5.0])
-    tuned = ad.autotune([ad.Choice(copy, B=16), ad.Choice(copy, B=32)])
-    assert tuned.chosen(*_device_arrays()).constexprs == {"B": 32}
+    tuned = ad.autotune([square(16), square(32)])
+    assert tuned.chosen(*_device_arrays()).constexprs == {"BM": 32, "BN": 32}
     (timings,) = tuned.timings.values()
-    assert timings["copy(B=16)"] == "did not run: too much shared memory"
+    assert timings[named(16)] == "did not run: too much shared memory"
 
 
 def test_when_nothing_compiles_the_error_lists_every_reason(interpreted):
-    tuned = ad.autotune([ad.Choice(copy, B=7), ad.Choice(copy, B=6)])
-    with pytest.raises(ad.ArgumentError, match=r"no choice .* compiles(.|\n)*copy\(B=7\)(.|\n)*copy\(B=6\)"):
+    tuned = ad.autotune([square(7), square(6)])
+    reasons = r"no choice .* compiles(.|\n)*tile_copy\(BM=7, BN=7\): (.|\n)*tile_copy\(BM=6, BN=6\): "
+    with pytest.raises(ad.ArgumentError, match=reasons):
         tuned(*_arrays())
 
 
 def test_restore_must_name_array_arguments(stand_in_gpu):
-    tuned = ad.autotune([ad.Choice(copy, B=16)], restore=("z",))
-    with pytest.raises(ad.ArgumentError, match="restore names z, not array arguments of copy"):
+    tuned = ad.autotune([square(16)], restore=("z",))
+    with pytest.raises(ad.ArgumentError, match="restore names z, not array arguments of tile_copy"):
         tuned.chosen(*_device_arrays())
 
 
 def test_a_constexpr_fixed_by_the_choice_may_not_be_passed_again(interpreted):
-    tuned = ad.autotune([ad.Choice(copy, B=16)])
-    with pytest.raises(ad.ArgumentError, match="copy\\(B=16\\) fixes B"):
-        tuned(*_arrays(), B=32)
+    tuned = ad.autotune([square(16)])
+    with pytest.raises(ad.ArgumentError, match="tile_copy\\(BM=16, BN=16\\) fixes BM"):
+        tuned(*_arrays(), BM=32)
 
 
 @pytest.mark.parametrize("make,message", [
     (lambda: ad.Choice(print, B=1), "takes an @asyncdsl.kernel"),
     (lambda: ad.autotune([]), "non-empty list of asyncdsl.Choice"),
-    (lambda: ad.autotune([copy]), "non-empty list of asyncdsl.Choice"),
-    (lambda: ad.autotune([ad.Choice(copy)], restore="y"), "a tuple of names"),
-    (lambda: ad.autotune([ad.Choice(copy)], repeat=0), "repeat must be an int >= 1"),
-    (lambda: ad.autotune([ad.Choice(copy)], warmup=-1), "warmup must be an int >= 0"),
+    (lambda: ad.autotune([tile_copy]), "non-empty list of asyncdsl.Choice"),
+    (lambda: ad.autotune([square(16)], restore="y"), "a tuple of names"),
+    (lambda: ad.autotune([square(16)], repeat=0), "repeat must be an int >= 1"),
+    (lambda: ad.autotune([square(16)], warmup=-1), "warmup must be an int >= 0"),
 ])
 def test_bad_use_is_refused_at_the_users_line(make, message):
     with pytest.raises(ad.ArgumentError, match=message) as raised:
