@@ -74,15 +74,15 @@ class Autotuned:
                  restore: Sequence[str] = (), warmup: int = 2, repeat: int = 10):
         self.choices = tuple(choices)
         if not self.choices or not all(isinstance(choice, Choice) for choice in self.choices):
-            raise ArgumentError(f"asyncdsl.autotune takes a non-empty list of asyncdsl.Choice, got {choices!r}",
-                                user_location())
+            raise ArgumentError(f"asyncdsl.autotune takes a non-empty list of asyncdsl.Choice, "
+                                f"got {choices!r}", user_location())
         if isinstance(restore, str) or not all(isinstance(name, str) for name in restore):
             raise ArgumentError(f"restore names the arguments to put back after each trial: a tuple of "
                                 f"names, got {restore!r}", user_location())
-        for name, value in (("warmup", warmup), ("repeat", repeat)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < (0 if name == "warmup" else 1):
-                raise ArgumentError(f"asyncdsl.autotune: {name} must be an int >= {0 if name == 'warmup' else 1}, "
-                                    f"got {value!r}", user_location())
+        for name, value, least in (("warmup", warmup, 0), ("repeat", repeat, 1)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ArgumentError(f"asyncdsl.autotune: {name} must be an int >= {least}, got {value!r}",
+                                    user_location())
         self.key = key
         self.restore = tuple(restore)
         self.warmup, self.repeat = warmup, repeat
@@ -109,7 +109,8 @@ class Autotuned:
         """What the tuning for `key` measured, a line per choice, and what it chose."""
         lines = [f"asyncdsl.autotune {key}: {self._chosen[key].name}"]
         for name, result in self.timings[key].items():
-            lines.append(f"  {result:10.4f} ms  {name}" if isinstance(result, float) else f"  {name}: {result}")
+            timed = isinstance(result, float)
+            lines.append(f"  {result:10.4f} ms  {name}" if timed else f"  {name}: {result}")
         return "\n".join(lines)
 
     def _tune(self, key: Any, args: tuple, kwargs: dict, stream: Any) -> Choice:
@@ -123,13 +124,15 @@ class Autotuned:
             else:
                 compiled.append(choice)
         if not compiled:
-            raise ArgumentError("no choice of this autotuned call compiles for these arguments:\n  " + "\n  ".join(
-                f"{name}: {reason}" for name, reason in timings.items()), user_location())
+            raise _none_left("compiles for these arguments", timings)
         if knobs.interpret or not runtime.has_gpu():
             timings[compiled[0].name] = "chosen without timing (no GPU)"
             return compiled[0]
-        handle, device = self._stream(compiled[0], args, kwargs, stream)
-        saved = self._save(compiled[0], args, kwargs, handle)
+        first = compiled[0]  # every choice takes the same arguments
+        arrays = dict(first.kernel.bind(args, first.arguments(kwargs), user_location()).arrays())
+        handle = _stream(arrays.values(), stream)
+        device = runtime.device_array(next(iter(arrays.values())), stream=handle).device if arrays else 0
+        saved = self._save(arrays, first.kernel.__name__, handle)
         best, best_ms = None, math.inf
         for choice in compiled:
             try:
@@ -145,32 +148,16 @@ class Autotuned:
             if ms < best_ms:
                 best, best_ms = choice, ms
         if best is None:
-            raise ArgumentError("no choice of this autotuned call ran on the GPU:\n  " + "\n  ".join(
-                f"{name}: {reason}" for name, reason in timings.items()), user_location())
+            raise _none_left("ran on the GPU", timings)
         return best
 
-    def _stream(self, choice: Choice, args: tuple, kwargs: dict, stream: Any) -> tuple[int, int]:
-        """The stream the kernels will run on, as `Kernel.__call__` picks it, and the device of
-        their arrays."""
-        call = choice.kernel.bind(args, choice.arguments(kwargs), user_location())
-        arrays = [array for _, array in call.arrays()]
-        if stream is not None:
-            handle = stream_handle(stream)
-        else:
-            source = current_stream_source(arrays)
-            handle = DEFAULT_STREAM if source is None else source()
-        device = runtime.device_array(arrays[0], stream=handle).device if arrays else 0
-        return handle, device
-
-    def _save(self, choice: Choice, args: tuple, kwargs: dict, stream: int) -> list:
-        """(copy, array) for each argument named in `restore`, the copy made on `stream`."""
-        if not self.restore:
-            return []
-        arrays = dict(choice.kernel.bind(args, choice.arguments(kwargs), user_location()).arrays())
+    def _save(self, arrays: dict, kernel_name: str, stream: int) -> list:
+        """(copy, array) for each of the call's `arrays` (name -> array) named in `restore`, the
+        copy made on `stream`."""
         unknown = [name for name in self.restore if name not in arrays]
         if unknown:
             raise ArgumentError(f"restore names {', '.join(unknown)}, not array arguments of "
-                                f"{choice.kernel.__name__} ({', '.join(arrays)})", user_location())
+                                f"{kernel_name} ({', '.join(arrays)})", user_location())
         saved = []
         for name in self.restore:
             array = runtime.device_array(arrays[name], name, stream=stream)
@@ -178,6 +165,20 @@ class Autotuned:
             copy_on_stream(array, original, stream)
             saved.append((original, array))
         return saved
+
+
+def _none_left(what: str, timings: dict) -> ArgumentError:
+    """The error of a tuning that has no choice left, with every choice's reason."""
+    reasons = "\n  ".join(f"{name}: {reason}" for name, reason in timings.items())
+    return ArgumentError(f"no choice of this autotuned call {what}:\n  {reasons}", user_location())
+
+
+def _stream(arrays: Iterable[Any], stream: Any) -> int:
+    """The stream a kernel call with these arrays runs on, as `Kernel.__call__` picks it."""
+    if stream is not None:
+        return stream_handle(stream)
+    source = current_stream_source(list(arrays))
+    return DEFAULT_STREAM if source is None else source()
 
 
 def autotune(choices: Iterable[Choice], key: Callable[..., Any] | None = None, restore: Sequence[str] = (),
