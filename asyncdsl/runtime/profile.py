@@ -30,6 +30,7 @@ from asyncdsl.kernel_binary import ProfileBufferParam
 from asyncdsl.runtime import driver
 from asyncdsl.runtime.arrays import DeviceArray
 from asyncdsl.runtime.streams import stream_handle
+from asyncdsl.runtime.timing import GpuStopwatch
 
 if TYPE_CHECKING:
     from asyncdsl.runtime.launch import LoadedKernel
@@ -104,27 +105,23 @@ def launch_profiled(
     handle = stream_handle(stream)
     cu = driver.api()
     driver.activate(kernel.device)
-    with _one_at_a_time:
+    with _one_at_a_time, GpuStopwatch() as stopwatch:
         address = int(driver.check(cu.cuMemAlloc(size), "cuMemAlloc"))
-        start, end = (driver.check(cu.cuEventCreate(0), "cuEventCreate") for _ in range(2))
         gate = _gates.get(kernel.device) or _gates.setdefault(kernel.device, _Gate(cu))
         try:
             driver.check(cu.cuMemsetD32Async(address, 0, size // 4, handle), "cuMemsetD32Async")
             cell.value = address
             number = gate.hold(handle)
             try:
-                driver.check(cu.cuEventRecord(start, cu.CUstream(handle)), "cuEventRecord")
+                stopwatch.start(handle)
                 kernel.launch(grid, arrays, stream, scalars)
-                driver.check(cu.cuEventRecord(end, cu.CUstream(handle)), "cuEventRecord")
+                stopwatch.stop(handle)
             finally:
                 gate.open(number)
-            driver.check(cu.cuEventSynchronize(end), "cuEventSynchronize")
-            milliseconds = driver.check(cu.cuEventElapsedTime(start, end), "cuEventElapsedTime")
+            milliseconds = stopwatch.milliseconds()
             words = np.empty(size // 4, dtype=np.uint32)
             driver.check(cu.cuMemcpyDtoH(words.ctypes.data, address, size), "cuMemcpyDtoH")
         finally:
             cell.value = 0
-            cu.cuEventDestroy(start)
-            cu.cuEventDestroy(end)
             cu.cuMemFree(address)
-    return ProfiledLaunch(words, grid, float(milliseconds) * 1e6)
+    return ProfiledLaunch(words, grid, milliseconds * 1e6)

@@ -40,22 +40,45 @@ def device_milliseconds(call: Callable[[], object], stream: int, *, device: int 
     driver.activate(device)
     handle = cu.CUstream(stream)
     flush = _flush_buffer(2 * max(driver.device_facts(device).l2_cache_bytes, 1 << 20), device)
-    start, end = (driver.check(cu.cuEventCreate(0), "cuEventCreate") for _ in range(2))
-    try:
+    with GpuStopwatch() as stopwatch:
         for _ in range(warmup):
             call()
         samples = []
         for _ in range(repeat):
             driver.check(cu.cuMemsetD32Async(flush.address, 0, flush.nbytes // 4, handle), "cuMemsetD32Async")
-            driver.check(cu.cuEventRecord(start, handle), "cuEventRecord")
+            stopwatch.start(stream)
             call()
-            driver.check(cu.cuEventRecord(end, handle), "cuEventRecord")
-            driver.check(cu.cuEventSynchronize(end), "cuEventSynchronize")
-            samples.append(driver.check(cu.cuEventElapsedTime(start, end), "cuEventElapsedTime"))
-    finally:
-        cu.cuEventDestroy(start)
-        cu.cuEventDestroy(end)
+            stopwatch.stop(stream)
+            samples.append(stopwatch.milliseconds())
     return statistics.median(samples)
+
+
+class GpuStopwatch:
+    """Two CUDA events that time work on a stream: `start` and `stop` record them there (the
+    stream an integer handle), `milliseconds` waits for the stop and answers the GPU time between.
+    Used in a `with` block, which destroys the events."""
+
+    def __init__(self) -> None:
+        self._cu = cu = driver.api()
+        self._start, self._stop = (driver.check(cu.cuEventCreate(0), "cuEventCreate") for _ in range(2))
+
+    def __enter__(self) -> GpuStopwatch:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._cu.cuEventDestroy(self._start)
+        self._cu.cuEventDestroy(self._stop)
+
+    def start(self, stream: int) -> None:
+        driver.check(self._cu.cuEventRecord(self._start, self._cu.CUstream(stream)), "cuEventRecord")
+
+    def stop(self, stream: int) -> None:
+        driver.check(self._cu.cuEventRecord(self._stop, self._cu.CUstream(stream)), "cuEventRecord")
+
+    def milliseconds(self) -> float:
+        cu = self._cu
+        driver.check(cu.cuEventSynchronize(self._stop), "cuEventSynchronize")
+        return float(driver.check(cu.cuEventElapsedTime(self._start, self._stop), "cuEventElapsedTime"))
 
 
 _flush_buffers: dict = {}  # device -> the scratch `device_milliseconds` overwrites between calls
