@@ -17,7 +17,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from common import median_gpu_ms, plot_result, rounds_of_gpu_ms, write_result  # noqa: E402
 
 WORKLOADS = {
-    "softmax": ((8192, 4096), (4096, 16384)),
+    "softmax": ((8192, 4096), (4096, 8192), (4096, 16384)),
     "rms_norm": ((8192, 4096), (8192, 8192)),
     "swiglu": ((16384, 8192),),
     "rowwise_fp8_quant": ((8192, 4096), (8192, 8192)),

@@ -1,12 +1,13 @@
 """Fused RMSNorm with a weight: y = x / sqrt(mean(x², axis=1) + eps) * w, bfloat16 in and out.
 
-Each CTA (one warpgroup) takes ROWS whole rows: one contiguous run of the array, moved in and out
-by a single bulk copy each way (`oob="undefined"`: no tensor map), and the weight by another.
+Each CTA (one warpgroup) takes ROWS whole rows: one contiguous run of the array, brought in by a
+single bulk copy (`oob="undefined"`: no tensor map), and the weight by another.
 Rows of up to CHUNK elements are read into registers once: the sum of squares (float32,
 reduced across lanes once), the scale, the weight and the rounding all happen there, and the
 weight's tile is broadcast over the rows with no data movement (infer-layouts gives it the rows'
 layout without the row axis).  Longer rows are split into CHUNK-wide pieces by the copies'
-`TileTransform` and take two sweeps over shared memory.
+`TileTransform` and take two sweeps over shared memory.  The result goes from registers straight
+to y (vector `st.global`), as in `examples/softmax.py`.
 
     python -m asyncdsl.examples.rms_norm     # on the GPU if there is one, else interpreted
 """
@@ -49,7 +50,7 @@ def rms_norm(x, w, y, EPS: ad.constexpr, ROWS: ad.constexpr, CHUNK: ad.constexpr
     if count == 1:
         v = buf[...].astype(ad.float32)
         scale = ad.rsqrt((v * v).sum(axis=1) * (1.0 / n) + EPS)[:, None]
-        buf[...] = (v * scale * weight.at[0][...].astype(ad.float32)[None, :]).astype(y.dtype)
+        ad.store(y.at[rows, :], (v * scale * weight.at[0][...].astype(ad.float32)[None, :]).astype(y.dtype))
     else:
         row = buf.at[0]
         squares = ad.registers((1, CHUNK), ad.float32)
@@ -60,11 +61,7 @@ def rms_norm(x, w, y, EPS: ad.constexpr, ROWS: ad.constexpr, CHUNK: ad.constexpr
         scale = ad.rsqrt(squares[...].sum(axis=1) * (1.0 / n) + EPS)[:, None]
         for c in ad.range(count):
             v = row.at[c][...].astype(ad.float32) * scale
-            row.at[c][...] = (v * weight.at[c][...].astype(ad.float32)[None, :]).astype(y.dtype)
-
-    ad.fence_async_smem()
-    ad.async_copy(buf, y.at[rows, :], transforms=pieces, oob="undefined")
-    ad.await_async_copy(0)
+            ad.store(y.at[rows, ad.ds(c * CHUNK, CHUNK)], (v * weight.at[c][...].astype(ad.float32)[None, :]).astype(y.dtype))
 
 
 def reference(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:

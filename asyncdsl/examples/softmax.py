@@ -2,14 +2,15 @@
 
 Each CTA (one warpgroup) takes ROWS whole rows: they are one contiguous run of the array, so a
 single bulk copy (`oob="undefined"`: no tensor map, no 256-element box limit) brings them into
-shared memory and a single one writes the result back.  Rows of up to CHUNK elements are read
-into registers once (32 floats per thread for a 4096-wide row): maximum, exponentials, sum and
-scaling all happen there.  Longer rows are split into CHUNK-wide pieces by the copy's
-`TileTransform((1, CHUNK))` (the same bytes, viewed as pieces) and take three sweeps over shared
-memory: the running maximum and the sum of exponentials stay elementwise in registers
-(`asyncdsl.registers`), so each row is reduced across lanes once per sweep.  Exponentials use
-`ex2.approx` (as Triton and torch do); everything else rounds as IEEE says
-(docs/register-tiles.md).
+shared memory.  Rows of up to CHUNK elements are read into registers once (64 floats per thread
+for an 8192-wide row): maximum, exponentials, sum and scaling all happen there.  Longer rows are
+split into CHUNK-wide pieces by the copy's `TileTransform((1, CHUNK))` (the same bytes, viewed as
+pieces) and take three sweeps over shared memory: the running maximum and the sum of
+exponentials stay elementwise in registers (`asyncdsl.registers`), so each row is reduced across
+lanes once per sweep.  The result goes from registers straight to y (vector `st.global`): nothing
+is written back to shared memory and nothing waits for a TMA store before the CTA leaves (up to
+2 % faster on the H200, docs/hardware.md §19).  Exponentials use `ex2.approx` (as Triton
+and torch do); everything else rounds as IEEE says (docs/register-tiles.md).
 
     python -m asyncdsl.examples.softmax     # on the GPU if there is one, else interpreted
 """
@@ -26,13 +27,15 @@ import numpy as np
 import asyncdsl as ad
 
 LOG2E = 1.4426950408889634
-CHUNK = 4096  # elements of a row one pass holds in registers: 32 floats per thread
+CHUNK = 8192  # elements of a row one pass holds in registers: 64 floats per thread
 
 
 def config(n: int) -> dict:
-    """ROWS and CHUNK for rows of n elements: 16 KiB of rows per CTA when they fit in registers
-    at once (enough CTAs per SM to overlap one another's copies and math), else one row in pieces that divide it."""
-    return {"ROWS": max(1, 8192 // n) if n <= CHUNK else 1, "CHUNK": n if n <= CHUNK else math.gcd(n, CHUNK)}
+    """ROWS and CHUNK for rows of n elements: 4 KiB of rows per CTA, or one row when it is
+    longer (small CTAs, many to an SM, overlap one another's copies and math: 1-5 % faster on the
+    H200 than 16 KiB, docs/hardware.md §19), held in registers at once when it fits, else in
+    pieces that divide it."""
+    return {"ROWS": max(1, 2048 // n), "CHUNK": n if n <= CHUNK else math.gcd(n, CHUNK)}
 
 
 @ad.kernel(grid=lambda x, y, ROWS, CHUNK: (ad.cdiv(x.shape[0], ROWS),))
@@ -49,16 +52,14 @@ def softmax(x, y, ROWS: ad.constexpr, CHUNK: ad.constexpr):
         v = buf[...].astype(ad.float32)
         shift = v.max(axis=1)[:, None] * LOG2E
         e = ad.exp2(v * LOG2E - shift, approx=True)
-        buf[...] = (e * (1.0 / e.sum(axis=1)[:, None])).astype(y.dtype)
+        ad.store(y.at[rows, :], (e * (1.0 / e.sum(axis=1)[:, None])).astype(y.dtype))  # rows past M untouched
     else:
-        _softmax_in_pieces(buf.at[0], n // CHUNK, CHUNK, y.dtype)
-    ad.fence_async_smem()
-    ad.async_copy(buf, y.at[rows, :], transforms=pieces, oob="undefined")
-    ad.await_async_copy(0)
+        _softmax_in_pieces(buf.at[0], y, rows, n // CHUNK, CHUNK)
 
 
-def _softmax_in_pieces(row, count: int, chunk: int, dtype) -> None:
-    """Softmax of one row held as `count` (1, chunk) pieces, in place: three sweeps."""
+def _softmax_in_pieces(row, y, rows, count: int, chunk: int) -> None:
+    """Softmax of one row held as `count` (1, chunk) pieces, into its `rows` (a one-row slice) of
+    y: three sweeps."""
     acc = ad.registers((1, chunk), ad.float32)
     acc[...] = ad.full((1, chunk), -np.inf, ad.float32)
     for c in ad.range(count):
@@ -70,7 +71,7 @@ def _softmax_in_pieces(row, count: int, chunk: int, dtype) -> None:
     scale = 1.0 / acc[...].sum(axis=1)[:, None]
     for c in ad.range(count):
         e = ad.exp2(row.at[c][...].astype(ad.float32) * LOG2E - shift, approx=True)
-        row.at[c][...] = (e * scale).astype(dtype)
+        ad.store(y.at[rows, ad.ds(c * chunk, chunk)], (e * scale).astype(y.dtype))
 
 
 def reference(x: np.ndarray) -> np.ndarray:
