@@ -52,9 +52,9 @@ FIRST_CALL_COMPILER_IMPORTED = FIRST_CALL.replace(
     "a = torch.randn", "import asyncdsl.frontend.specialize, asyncdsl.passes.pipeline\na = torch.randn", 1)
 
 # The same first call after an unrelated kernel (softmax, register tiles: no wgmma) ran in the process.
-FIRST_CALL_AFTER_ANOTHER = FIRST_CALL.replace("a = torch.randn", """from asyncdsl.examples.softmax import config, softmax
+FIRST_CALL_AFTER_ANOTHER = FIRST_CALL.replace("a = torch.randn", """from asyncdsl.examples.softmax import softmax
 x = torch.randn(256, 1024, device="cuda", dtype=torch.bfloat16)
-softmax(x, torch.empty_like(x), **config(1024))
+softmax(x, torch.empty_like(x))
 torch.cuda.synchronize()
 a = torch.randn""", 1)
 
