@@ -1,13 +1,16 @@
 """Fused RMSNorm with a weight: y = x / sqrt(mean(x², axis=1) + eps) * w, bfloat16 in and out.
 
-Each CTA (one warpgroup) takes ROWS whole rows: one contiguous run of the array, brought in by a
+`rms_norm(x, w, y)` (below) picks the kernel and configuration for the rows' length.  In
+`rms_norm_rows` each CTA (one warpgroup) takes ROWS whole rows: one contiguous run of the array, brought in by a
 single bulk copy (`oob="undefined"`: no tensor map), and the weight by another.
 Rows of up to CHUNK elements are read into registers once: the sum of squares (float32,
 reduced across lanes once), the scale, the weight and the rounding all happen there, and the
 weight's tile is broadcast over the rows with no data movement (infer-layouts gives it the rows'
 layout without the row axis).  Longer rows are split into CHUNK-wide pieces by the copies'
 `TileTransform` and take two sweeps over shared memory.  The result goes from registers straight
-to y (vector `st.global`), as in `examples/softmax.py`.
+to y (vector `st.global`), as in `examples/softmax.py`.  Rows of other lengths (not a multiple of
+128 elements, which the register layouts need, or long rows that only small pieces divide) go to
+`rms_norm_padded`, which reads rows and weight from GMEM into registers padded with zeros.
 
     python -m asyncdsl.examples.rms_norm     # on the GPU if there is one, else interpreted
 """
@@ -27,12 +30,27 @@ CHUNK = 4096  # elements of a row one pass holds in registers
 
 
 def config(n: int, eps: float = 1e-6) -> dict:
-    # 16 KiB of rows per CTA when they fit in registers at once, else one row in pieces.
+    """`rms_norm_rows`' constexprs: 16 KiB of rows per CTA when they fit in registers at once,
+    else one row in pieces."""
     return {"EPS": eps, "ROWS": max(1, 8192 // n) if n <= CHUNK else 1, "CHUNK": n if n <= CHUNK else math.gcd(n, CHUNK)}
 
 
+def choose(n: int, eps: float = 1e-6) -> tuple[ad.Kernel, dict]:
+    """The kernel and constexprs for rows of n elements."""
+    if n % 128 == 0 and (n <= CHUNK or math.gcd(n, CHUNK) >= 1024):  # whole rows, or large pieces
+        return rms_norm_rows, config(n, eps)
+    width = ad.cdiv(n, 128) * 128 if n <= CHUNK else CHUNK
+    return rms_norm_padded, {"EPS": eps, "ROWS": max(1, 8192 // width), "WIDTH": width}
+
+
+def rms_norm(x, w, y, eps: float = 1e-6, stream=None) -> None:
+    """RMSNorm of x's rows with weight w into y, with the kernel and configuration for their length."""
+    kernel, constexprs = choose(x.shape[1], eps)
+    kernel(x, w, y, **constexprs, stream=stream)
+
+
 @ad.kernel(grid=lambda x, w, y, EPS, ROWS, CHUNK: (ad.cdiv(x.shape[0], ROWS),))
-def rms_norm(x, w, y, EPS: ad.constexpr, ROWS: ad.constexpr, CHUNK: ad.constexpr):
+def rms_norm_rows(x, w, y, EPS: ad.constexpr, ROWS: ad.constexpr, CHUNK: ad.constexpr):
     n = x.shape[1]
     count = n // CHUNK
     rows = ad.ds(ad.program_id(0) * ROWS, ROWS)
@@ -64,6 +82,37 @@ def rms_norm(x, w, y, EPS: ad.constexpr, ROWS: ad.constexpr, CHUNK: ad.constexpr
             ad.store(y.at[rows, ad.ds(c * CHUNK, CHUNK)], (v * weight.at[c][...].astype(ad.float32)[None, :]).astype(y.dtype))
 
 
+@ad.kernel(grid=lambda x, w, y, EPS, ROWS, WIDTH: (ad.cdiv(x.shape[0], ROWS),))
+def rms_norm_padded(x, w, y, EPS: ad.constexpr, ROWS: ad.constexpr, WIDTH: ad.constexpr):
+    """Rows of any length, ROWS a CTA, read with the weight from GMEM straight into registers
+    WIDTH elements at a time (a multiple of 128), the elements past a row's end read as zeros
+    (which add nothing to the sum of squares) and never written; rows longer than WIDTH take two
+    sweeps over GMEM (the second mostly from L2)."""
+    n = x.shape[1]
+    count = ad.cdiv(n, WIDTH)
+    rows = ad.ds(ad.program_id(0) * ROWS, ROWS)
+
+    def piece(c):
+        return ad.load(x.at[rows, ad.ds(c * WIDTH, WIDTH)]).astype(ad.float32)
+
+    def weighted(v, c):  # v (already scaled) times the weight's piece c, broadcast over the rows
+        return (v * ad.load(w.at[ad.ds(c * WIDTH, WIDTH)]).astype(ad.float32)[None, :]).astype(y.dtype)
+
+    if count == 1:
+        v = piece(0)
+        scale = ad.rsqrt((v * v).sum(axis=1) * (1.0 / n) + EPS)[:, None]
+        ad.store(y.at[rows, ad.ds(0, WIDTH)], weighted(v * scale, 0))
+        return
+    squares = ad.registers((ROWS, WIDTH), ad.float32)
+    squares[...] = ad.zeros((ROWS, WIDTH), ad.float32)
+    for c in ad.range(count):
+        v = piece(c)
+        squares[...] = ad.fma(v, v, squares[...])
+    scale = ad.rsqrt(squares[...].sum(axis=1) * (1.0 / n) + EPS)[:, None]
+    for c in ad.range(count):
+        ad.store(y.at[rows, ad.ds(c * WIDTH, WIDTH)], weighted(piece(c) * scale, c))
+
+
 def reference(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
     wide = x.astype(np.float64)
     scale = 1.0 / np.sqrt((wide * wide).mean(axis=1, keepdims=True) + eps)
@@ -71,9 +120,13 @@ def reference(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
 
 
 EXAMPLE_ARGS = {
-    "rms_norm": (
+    "rms_norm_rows": (
         (ad.ArraySpec((64, 1024), ad.bfloat16), ad.ArraySpec((1024,), ad.bfloat16), ad.ArraySpec((64, 1024), ad.bfloat16)),
         config(1024),
+    ),
+    "rms_norm_padded": (
+        (ad.ArraySpec((9, 1000), ad.bfloat16), ad.ArraySpec((1000,), ad.bfloat16), ad.ArraySpec((9, 1000), ad.bfloat16)),
+        choose(1000)[1],
     ),
 }
 APPROXIMATE = True  # rsqrt.approx: within a bound of the interpreter, not bit for bit
@@ -86,18 +139,19 @@ def main(shape=(64, 1024)) -> int:
     x = rng.standard_normal(shape).astype(ml_dtypes.bfloat16)
     w = (1 + rng.standard_normal(shape[1]) * 0.1).astype(ml_dtypes.bfloat16)
     y = np.full_like(x, np.nan)
-    settings = config(shape[1])
+    eps = 1e-6
     start = time.perf_counter()
     if has_gpu():
         from asyncdsl.runtime import to_device, to_host
 
         y_d = to_device(y)
-        rms_norm(to_device(x), to_device(w), y_d, **settings)
+        rms_norm(to_device(x), to_device(w), y_d, eps)
         y, where = to_host(y_d), "GPU"
     else:
-        rms_norm.interpret(x, w, y, **settings)
+        kernel, constexprs = choose(shape[1], eps)
+        kernel.interpret(x, w, y, **constexprs)
         where = "interpreter"
-    expected = reference(x, w, settings["EPS"]).astype(np.float64)
+    expected = reference(x, w, eps).astype(np.float64)
     error = np.abs(y.astype(np.float64) - expected) / np.maximum(np.abs(expected), 1e-3)
     ok = bool(error.max() <= 2 ** -7)  # a bfloat16 ulp, relative
     print(f"rms_norm {shape} on the {where}: max relative error {error.max():.2e} {'ok' if ok else 'TOO LARGE'} "

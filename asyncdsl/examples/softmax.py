@@ -8,10 +8,13 @@ for an 8192-wide row): maximum, exponentials, sum and scaling all happen there. 
 split into CHUNK-wide pieces by the copy's `TileTransform((1, CHUNK))` (the same bytes, viewed as
 pieces) and take three sweeps over shared memory: the running maximum and the sum of
 exponentials stay elementwise in registers (`asyncdsl.registers`), so each row is reduced across
-lanes once per sweep.  Rows of 4097-8192 elements go to `softmax_halves` instead: one row a CTA
+lanes once per sweep.  Rows of 4097-8192 elements (a multiple of 256) go to `softmax_halves`: one row a CTA
 of two warpgroups, each holding half the row in registers, their maxima and sums meeting in
 shared memory (the row's reduction spread over twice the threads: 1.003× Triton at 4096×8192
-against 0.978× for one warpgroup a row, same run).  The result goes from registers straight to y (vector `st.global`): nothing
+against 0.978× for one warpgroup a row, same run).  Rows of other lengths (not a multiple of 128
+elements, which the register layouts need, or long rows that only small pieces divide) go to
+`softmax_padded`, which reads them from GMEM into registers padded to a multiple of 128 with
+-inf.  The result goes from registers straight to y (vector `st.global`): nothing
 is written back to shared memory and nothing waits for a TMA store before the CTA leaves (up to
 2 % faster on the H200, docs/hardware.md §19).  Exponentials use `ex2.approx` (as Triton
 and torch do); everything else rounds as IEEE says (docs/register-tiles.md).
@@ -47,7 +50,12 @@ def choose(n: int) -> tuple[ad.Kernel, dict]:
     """The kernel and constexprs for rows of n elements."""
     if HALVES_FROM < n <= CHUNK and n % 256 == 0:  # halves of whole 128-element vectors a warpgroup
         return softmax_halves, {}
-    return softmax_rows, config(n)
+    if n % 128 == 0 and (n <= CHUNK or math.gcd(n, CHUNK) >= 1024):  # whole rows, or large pieces
+        return softmax_rows, config(n)
+    # Longer rows sweep in pieces half as wide: the running maximum or sum and a piece are both
+    # in registers (141 registers a thread at CHUNK, 78 at half).
+    width = ad.cdiv(n, 128) * 128 if n <= CHUNK else CHUNK // 2
+    return softmax_padded, {"ROWS": max(1, 2048 // width), "WIDTH": width}
 
 
 def softmax(x, y, stream=None) -> None:
@@ -117,6 +125,38 @@ def softmax_halves(x, y):
     ad.store(y.at[row, ad.ds(me * half, half)], (e * (1.0 / total)).astype(y.dtype))
 
 
+@ad.kernel(grid=lambda x, y, ROWS, WIDTH: (ad.cdiv(x.shape[0], ROWS),))
+def softmax_padded(x, y, ROWS: ad.constexpr, WIDTH: ad.constexpr):
+    """Rows of any length, ROWS a CTA, read from GMEM straight into registers WIDTH elements at a
+    time (a multiple of 128), the elements past a row's end read as -inf (whose exponential adds
+    nothing) and never written; rows longer than WIDTH take three sweeps over GMEM (the second
+    and third mostly from L2)."""
+    count = ad.cdiv(x.shape[1], WIDTH)
+    rows = ad.ds(ad.program_id(0) * ROWS, ROWS)
+
+    def piece(c):
+        return ad.load(x.at[rows, ad.ds(c * WIDTH, WIDTH)], other=-np.inf).astype(ad.float32)
+
+    if count == 1:
+        v = piece(0)
+        shift = v.max(axis=1)[:, None] * LOG2E
+        e = ad.exp2(v * LOG2E - shift, approx=True)
+        ad.store(y.at[rows, ad.ds(0, WIDTH)], (e * (1.0 / e.sum(axis=1)[:, None])).astype(y.dtype))
+        return
+    acc = ad.registers((ROWS, WIDTH), ad.float32)
+    acc[...] = ad.full((ROWS, WIDTH), -np.inf, ad.float32)
+    for c in ad.range(count):
+        acc[...] = ad.maximum(acc[...], piece(c))
+    shift = acc[...].max(axis=1)[:, None] * LOG2E
+    acc[...] = ad.zeros((ROWS, WIDTH), ad.float32)
+    for c in ad.range(count):
+        acc[...] = acc[...] + ad.exp2(piece(c) * LOG2E - shift, approx=True)
+    scale = 1.0 / acc[...].sum(axis=1)[:, None]
+    for c in ad.range(count):
+        e = ad.exp2(piece(c) * LOG2E - shift, approx=True)
+        ad.store(y.at[rows, ad.ds(c * WIDTH, WIDTH)], (e * scale).astype(y.dtype))
+
+
 def reference(x: np.ndarray) -> np.ndarray:
     wide = x.astype(np.float64)
     e = np.exp(wide - wide.max(axis=1, keepdims=True))
@@ -124,7 +164,8 @@ def reference(x: np.ndarray) -> np.ndarray:
 
 
 EXAMPLE_ARGS = {"softmax_rows": ((ad.ArraySpec((64, 1024), ad.bfloat16),) * 2, config(1024)),
-                "softmax_halves": ((ad.ArraySpec((5, 8192), ad.bfloat16),) * 2, {})}
+                "softmax_halves": ((ad.ArraySpec((5, 8192), ad.bfloat16),) * 2, {}),
+                "softmax_padded": ((ad.ArraySpec((5, 1000), ad.bfloat16),) * 2, {"ROWS": 2, "WIDTH": 1024})}
 APPROXIMATE = True  # ex2.approx: the GPU and the interpreter agree within a bound, not bit for bit
 
 

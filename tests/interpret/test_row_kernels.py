@@ -1,6 +1,7 @@
 """The row kernels (softmax, RMSNorm) on every path their configuration takes, in the
 interpreter against numpy: several rows a CTA with the last CTA past the end of the array, a row
-split over two warpgroups (softmax), one row held whole, and rows in pieces."""
+split over two warpgroups (softmax), one row held whole, rows in pieces, and rows of any length
+read from GMEM padded."""
 
 from __future__ import annotations
 
@@ -19,7 +20,12 @@ def _rows(shape, seed):
     return (rng.standard_normal(shape) * 3).astype(ml_dtypes.bfloat16), rng
 
 
-@pytest.mark.parametrize("shape", SHAPES, ids=str)
+# Lengths no multiple of 128 divides (odd ones: rows not 16-byte aligned), one past a piece,
+# and a multiple of 128 that only 128-wide pieces would divide.
+ANY_LENGTH = [(5, 1), (5, 7), (3, 100), (3, 1000), (2, 3001), (2, 5000), (2, 8193), (2, 8320), (2, 12345)]
+
+
+@pytest.mark.parametrize("shape", SHAPES + ANY_LENGTH, ids=str)
 def test_softmax_rows_match_numpy_on_every_path(shape):
     x, _ = _rows(shape, 1)
     y = np.full_like(x, np.nan)
@@ -29,20 +35,31 @@ def test_softmax_rows_match_numpy_on_every_path(shape):
     assert np.abs(y.astype(np.float64) - expected).max() <= 2 ** -8  # a bfloat16 ulp of 1
 
 
-def test_softmax_takes_the_two_warpgroup_kernel_only_for_rows_it_halves_into_whole_vectors():
+def test_softmax_takes_the_kernel_made_for_the_rows_length():
     assert soft.choose(8192)[0] is soft.softmax_halves
     assert soft.choose(6144)[0] is soft.softmax_halves
     assert soft.choose(4096)[0] is soft.softmax_rows
     assert soft.choose(16384)[0] is soft.softmax_rows
-    assert soft.choose(8200)[0] is soft.softmax_rows  # not a multiple of 256
+    assert soft.choose(8320)[0] is soft.softmax_padded  # 65 pieces of 128 otherwise
+    assert soft.choose(16384 + 8192)[0] is soft.softmax_rows  # pieces of 8192
+    assert soft.choose(1000)[0] is soft.softmax_padded
+    assert soft.choose(1000)[1] == {"ROWS": 2, "WIDTH": 1024}
 
 
-@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("shape", SHAPES + ANY_LENGTH, ids=str)
 def test_rms_norm_rows_match_numpy_on_every_path(shape):
     x, rng = _rows(shape, 2)
     w = rng.standard_normal(shape[1]).astype(ml_dtypes.bfloat16)
     y = np.full_like(x, np.nan)
-    norm.rms_norm.interpret(x, w, y, **norm.config(shape[1]))
+    kernel, constexprs = norm.choose(shape[1])
+    kernel.interpret(x, w, y, **constexprs)
     expected = norm.reference(x, w, 1e-6).astype(np.float64)
     # float32 sums in another order than numpy's float64: within a bfloat16 rounding of the result
     assert np.allclose(y.astype(np.float64), expected, rtol=2 ** -7, atol=2 ** -7)
+
+
+def test_rms_norm_takes_the_kernel_made_for_the_rows_length():
+    assert norm.choose(4096)[0] is norm.rms_norm_rows
+    assert norm.choose(8192)[0] is norm.rms_norm_rows  # pieces of 4096
+    assert norm.choose(4224)[0] is norm.rms_norm_padded  # 33 pieces of 128 otherwise
+    assert norm.choose(1000, 1e-5) == (norm.rms_norm_padded, {"EPS": 1e-5, "ROWS": 8, "WIDTH": 1024})
