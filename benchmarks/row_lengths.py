@@ -1,0 +1,59 @@
+"""Softmax and RMSNorm on rows whose length is no multiple of 128 (the examples' padded kernels,
+which read GMEM straight into registers), against the Triton kernels of `register_tiles.py`, in
+one run: TB/s = bytes read + written / device time (each contender's median over single launches
+after an L2 flush, the median of that over 5 rounds in which they take turns in random order),
+and each one's largest error against a float32 torch reference.
+
+    python benchmarks/row_lengths.py
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+from common import rounds_of_gpu_ms, write_result  # noqa: E402
+
+# A multiple of 8 elements (16-byte vectors), one just past a multiple of 128, an odd length
+# (element by element: rows are not 16-byte aligned).
+SHAPES = ((8192, 1000), (4096, 5000), (2048, 12345))
+
+
+def main() -> None:
+    import torch
+    import torch.nn.functional as F
+    from triton_peers import triton_rms_norm, triton_softmax
+
+    from asyncdsl.examples.rms_norm import rms_norm
+    from asyncdsl.examples.softmax import softmax
+
+    results = {}
+    for m, n in SHAPES:
+        x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16) * 3
+        w = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+        wide = x.float()
+        expected = {"softmax": F.softmax(wide, dim=1).to(torch.bfloat16),
+                    "rms_norm": (wide * torch.rsqrt((wide ** 2).mean(dim=1, keepdim=True) + 1e-6) * w.float()).to(torch.bfloat16)}
+        runs = {"asyncdsl softmax": lambda y: softmax(x, y), "triton softmax": lambda y: triton_softmax(x, y),
+                "asyncdsl rms_norm": lambda y: rms_norm(x, w, y), "triton rms_norm": lambda y: triton_rms_norm(x, w, y, 1e-6)}
+        outs = {name: torch.full_like(x, float("nan")) for name in runs}
+        runs = {name: (lambda f=f, y=outs[name]: f(y)) for name, f in runs.items()}
+        for run in runs.values():
+            run()
+        torch.cuda.synchronize()
+        row = {}
+        for name, ms in rounds_of_gpu_ms(runs, rounds=5, warmup=5, rep=20).items():
+            row[name] = x.numel() * 4 / ms / 1e9
+        for name, y in outs.items():
+            row[f"{name} max error"] = float((y.float() - expected[name.split()[1]].float()).abs().max())
+        for kernel in ("softmax", "rms_norm"):
+            row[f"asyncdsl / triton {kernel}"] = row[f"asyncdsl {kernel}"] / row[f"triton {kernel}"]
+        results[f"{m}x{n} bf16 (TB/s)"] = row
+        print(f"{m}x{n}", {k: round(v, 4) for k, v in row.items()}, flush=True)
+    write_result("row_lengths", results)
+
+
+if __name__ == "__main__":
+    main()
