@@ -21,23 +21,30 @@ from common import rounds_of_gpu_ms, write_result  # noqa: E402
 SHAPES = ((8192, 1000), (4096, 5000), (2048, 12345))
 
 
-def main() -> None:
-    import torch
-    import torch.nn.functional as F
+def _contenders(x, w):
+    """asyncdsl's and Triton's softmax and RMSNorm of x (weight w), each writing its argument."""
     from triton_peers import triton_rms_norm, triton_softmax
 
     from asyncdsl.examples.rms_norm import rms_norm
     from asyncdsl.examples.softmax import softmax
+
+    return {"asyncdsl softmax": lambda y: softmax(x, y), "triton softmax": lambda y: triton_softmax(x, y),
+            "asyncdsl rms_norm": lambda y: rms_norm(x, w, y),
+            "triton rms_norm": lambda y: triton_rms_norm(x, w, y, 1e-6)}
+
+
+def main() -> None:
+    import torch
+    import torch.nn.functional as F
 
     results = {}
     for m, n in SHAPES:
         x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16) * 3
         w = torch.randn(n, device="cuda", dtype=torch.bfloat16)
         wide = x.float()
-        expected = {"softmax": F.softmax(wide, dim=1).to(torch.bfloat16),
-                    "rms_norm": (wide * torch.rsqrt((wide ** 2).mean(dim=1, keepdim=True) + 1e-6) * w.float()).to(torch.bfloat16)}
-        runs = {"asyncdsl softmax": lambda y: softmax(x, y), "triton softmax": lambda y: triton_softmax(x, y),
-                "asyncdsl rms_norm": lambda y: rms_norm(x, w, y), "triton rms_norm": lambda y: triton_rms_norm(x, w, y, 1e-6)}
+        norm = wide * torch.rsqrt((wide ** 2).mean(dim=1, keepdim=True) + 1e-6) * w.float()
+        expected = {"softmax": F.softmax(wide, dim=1).to(torch.bfloat16), "rms_norm": norm.to(torch.bfloat16)}
+        runs = _contenders(x, w)
         outs = {name: torch.full_like(x, float("nan")) for name in runs}
         runs = {name: (lambda f=f, y=outs[name]: f(y)) for name, f in runs.items()}
         for run in runs.values():

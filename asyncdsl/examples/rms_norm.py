@@ -1,8 +1,8 @@
 """Fused RMSNorm with a weight: y = x / sqrt(mean(x², axis=1) + eps) * w, bfloat16 in and out.
 
 `rms_norm(x, w, y)` (below) picks the kernel and configuration for the rows' length.  In
-`rms_norm_rows` each CTA (one warpgroup) takes ROWS whole rows: one contiguous run of the array, brought in by a
-single bulk copy (`oob="undefined"`: no tensor map), and the weight by another.
+`rms_norm_rows` each CTA (one warpgroup) takes ROWS whole rows: one contiguous run of the array,
+brought in by a single bulk copy (`oob="undefined"`: no tensor map), and the weight by another.
 Rows of up to CHUNK elements are read into registers once: the sum of squares (float32,
 reduced across lanes once), the scale, the weight and the rounding all happen there, and the
 weight's tile is broadcast over the rows with no data movement (infer-layouts gives it the rows'
@@ -79,7 +79,8 @@ def rms_norm_rows(x, w, y, EPS: ad.constexpr, ROWS: ad.constexpr, CHUNK: ad.cons
         scale = ad.rsqrt(squares[...].sum(axis=1) * (1.0 / n) + EPS)[:, None]
         for c in ad.range(count):
             v = row.at[c][...].astype(ad.float32) * scale
-            ad.store(y.at[rows, ad.ds(c * CHUNK, CHUNK)], (v * weight.at[c][...].astype(ad.float32)[None, :]).astype(y.dtype))
+            scaled = v * weight.at[c][...].astype(ad.float32)[None, :]
+            ad.store(y.at[rows, ad.ds(c * CHUNK, CHUNK)], scaled.astype(y.dtype))
 
 
 @ad.kernel(grid=lambda x, w, y, EPS, ROWS, WIDTH: (ad.cdiv(x.shape[0], ROWS),))
@@ -124,7 +125,7 @@ EXAMPLE_ARGS = {
         (ad.ArraySpec((64, 1024), ad.bfloat16), ad.ArraySpec((1024,), ad.bfloat16), ad.ArraySpec((64, 1024), ad.bfloat16)),
         config(1024),
     ),
-    "rms_norm_padded": (
+    "rms_norm_padded": (  # rows of 1000 elements: 16-byte vectors, but no multiple of 128
         (ad.ArraySpec((9, 1000), ad.bfloat16), ad.ArraySpec((1000,), ad.bfloat16), ad.ArraySpec((9, 1000), ad.bfloat16)),
         choose(1000)[1],
     ),

@@ -8,16 +8,16 @@ for an 8192-wide row): maximum, exponentials, sum and scaling all happen there. 
 split into CHUNK-wide pieces by the copy's `TileTransform((1, CHUNK))` (the same bytes, viewed as
 pieces) and take three sweeps over shared memory: the running maximum and the sum of
 exponentials stay elementwise in registers (`asyncdsl.registers`), so each row is reduced across
-lanes once per sweep.  Rows of 4097-8192 elements (a multiple of 256) go to `softmax_halves`: one row a CTA
-of two warpgroups, each holding half the row in registers, their maxima and sums meeting in
-shared memory (the row's reduction spread over twice the threads: 1.003× Triton at 4096×8192
-against 0.978× for one warpgroup a row, same run).  Rows of other lengths (not a multiple of 128
-elements, which the register layouts need, or long rows that only small pieces divide) go to
-`softmax_padded`, which reads them from GMEM into registers padded to a multiple of 128 with
--inf.  The result goes from registers straight to y (vector `st.global`): nothing
-is written back to shared memory and nothing waits for a TMA store before the CTA leaves (up to
-2 % faster on the H200, docs/hardware.md §19).  Exponentials use `ex2.approx` (as Triton
-and torch do); everything else rounds as IEEE says (docs/register-tiles.md).
+lanes once per sweep.  Rows of 4097-8192 elements (a multiple of 256) go to `softmax_halves`:
+one row a CTA of two warpgroups, each holding half the row in registers, their maxima and sums
+meeting in shared memory (the row's reduction spread over twice the threads: 1.003× Triton at
+4096×8192 against 0.978× for one warpgroup a row, same run).  Rows of other lengths (not a
+multiple of 128 elements, which the register layouts need, or long rows that only small pieces
+divide) go to `softmax_padded`, which reads them from GMEM into registers padded to a multiple of
+128 with -inf.  The result goes from registers straight to y (vector `st.global`): nothing is
+written back to shared memory and nothing waits for a TMA store before the CTA leaves (up to 2 %
+faster on the H200, docs/hardware.md §19).  Exponentials use `ex2.approx` (as Triton and torch
+do); everything else rounds as IEEE says (docs/register-tiles.md).
 
     python -m asyncdsl.examples.softmax     # on the GPU if there is one, else interpreted
 """
@@ -112,7 +112,8 @@ def softmax_halves(x, y):
     landed = ad.barrier()
     me = ad.warpgroup_idx()
     with ad.when(me == 0):  # one copy brings the row for both
-        ad.async_copy(x.at[row, :], buf, barrier=landed, transforms=ad.TileTransform((1, half)), oob="undefined")
+        ad.async_copy(x.at[row, :], buf, barrier=landed, transforms=ad.TileTransform((1, half)),
+                      oob="undefined")
     landed.wait()
     v = buf.at[0, me][...].astype(ad.float32)
     maxima.at[me][...] = v.max(axis=1)
@@ -165,6 +166,7 @@ def reference(x: np.ndarray) -> np.ndarray:
 
 EXAMPLE_ARGS = {"softmax_rows": ((ad.ArraySpec((64, 1024), ad.bfloat16),) * 2, config(1024)),
                 "softmax_halves": ((ad.ArraySpec((5, 8192), ad.bfloat16),) * 2, {}),
+                # rows of 1000 elements: 16-byte vectors, but no multiple of 128
                 "softmax_padded": ((ad.ArraySpec((5, 1000), ad.bfloat16),) * 2, {"ROWS": 2, "WIDTH": 1024})}
 APPROXIMATE = True  # ex2.approx: the GPU and the interpreter agree within a bound, not bit for bit
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
+from typing import Self
 
 from asyncdsl.runtime import driver
 from asyncdsl.runtime.buffers import empty
@@ -62,7 +63,7 @@ class GpuStopwatch:
         self._cu = cu = driver.api()
         self._start, self._stop = (driver.check(cu.cuEventCreate(0), "cuEventCreate") for _ in range(2))
 
-    def __enter__(self) -> GpuStopwatch:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc) -> None:
