@@ -75,29 +75,36 @@ def softmax_rows(x, y, ROWS: ad.constexpr, CHUNK: ad.constexpr):
     ad.async_copy(x.at[rows, :], buf, barrier=landed, transforms=pieces, oob="undefined")
     landed.wait()
     if n == CHUNK:
-        v = buf[...].astype(ad.float32)
+        _softmax(lambda c: buf[...].astype(ad.float32), lambda c: y.at[rows, :], 1, (ROWS, n), y.dtype)
+    else:
+        row = buf.at[0]
+        _softmax(lambda c: row.at[c][...].astype(ad.float32), lambda c: y.at[rows, ad.ds(c * CHUNK, CHUNK)],
+                 n // CHUNK, (1, CHUNK), y.dtype)
+
+
+def _softmax(piece, target, count: int, shape: tuple[int, int], dtype) -> None:
+    """Softmax of rows held as `count` pieces of `shape`: `piece(c)` reads piece c as float32,
+    `target(c)` is where its result goes (rows past the array's end are never written).  One pass
+    over a single piece; else three sweeps, the running maximum and the sum of exponentials kept
+    elementwise in registers, so that each row is reduced across lanes once per sweep."""
+    if count == 1:
+        v = piece(0)
         shift = v.max(axis=1)[:, None] * LOG2E
         e = ad.exp2(v * LOG2E - shift, approx=True)
-        ad.store(y.at[rows, :], (e * (1.0 / e.sum(axis=1)[:, None])).astype(y.dtype))  # rows past M untouched
-    else:
-        _softmax_in_pieces(buf.at[0], y, rows, n // CHUNK, CHUNK)
-
-
-def _softmax_in_pieces(row, y, rows, count: int, chunk: int) -> None:
-    """Softmax of one row held as `count` (1, chunk) pieces, into its `rows` (a one-row slice) of
-    y: three sweeps."""
-    acc = ad.registers((1, chunk), ad.float32)
-    acc[...] = ad.full((1, chunk), -np.inf, ad.float32)
+        ad.store(target(0), (e * (1.0 / e.sum(axis=1)[:, None])).astype(dtype))
+        return
+    acc = ad.registers(shape, ad.float32)
+    acc[...] = ad.full(shape, -np.inf, ad.float32)
     for c in ad.range(count):
-        acc[...] = ad.maximum(acc[...], row.at[c][...].astype(ad.float32))
+        acc[...] = ad.maximum(acc[...], piece(c))
     shift = acc[...].max(axis=1)[:, None] * LOG2E
-    acc[...] = ad.zeros((1, chunk), ad.float32)
+    acc[...] = ad.zeros(shape, ad.float32)
     for c in ad.range(count):
-        acc[...] = acc[...] + ad.exp2(row.at[c][...].astype(ad.float32) * LOG2E - shift, approx=True)
+        acc[...] = acc[...] + ad.exp2(piece(c) * LOG2E - shift, approx=True)
     scale = 1.0 / acc[...].sum(axis=1)[:, None]
     for c in ad.range(count):
-        e = ad.exp2(row.at[c][...].astype(ad.float32) * LOG2E - shift, approx=True)
-        ad.store(y.at[rows, ad.ds(c * chunk, chunk)], (e * scale).astype(y.dtype))
+        e = ad.exp2(piece(c) * LOG2E - shift, approx=True)
+        ad.store(target(c), (e * scale).astype(dtype))
 
 
 @ad.kernel(grid=lambda x, y: (x.shape[0],), block=256)
@@ -132,30 +139,13 @@ def softmax_padded(x, y, ROWS: ad.constexpr, WIDTH: ad.constexpr):
     time (a multiple of 128), the elements past a row's end read as -inf (whose exponential adds
     nothing) and never written; rows longer than WIDTH take three sweeps over GMEM (the second
     and third mostly from L2)."""
-    count = ad.cdiv(x.shape[1], WIDTH)
     rows = ad.ds(ad.program_id(0) * ROWS, ROWS)
 
     def piece(c):
         return ad.load(x.at[rows, ad.ds(c * WIDTH, WIDTH)], other=-np.inf).astype(ad.float32)
 
-    if count == 1:
-        v = piece(0)
-        shift = v.max(axis=1)[:, None] * LOG2E
-        e = ad.exp2(v * LOG2E - shift, approx=True)
-        ad.store(y.at[rows, ad.ds(0, WIDTH)], (e * (1.0 / e.sum(axis=1)[:, None])).astype(y.dtype))
-        return
-    acc = ad.registers((ROWS, WIDTH), ad.float32)
-    acc[...] = ad.full((ROWS, WIDTH), -np.inf, ad.float32)
-    for c in ad.range(count):
-        acc[...] = ad.maximum(acc[...], piece(c))
-    shift = acc[...].max(axis=1)[:, None] * LOG2E
-    acc[...] = ad.zeros((ROWS, WIDTH), ad.float32)
-    for c in ad.range(count):
-        acc[...] = acc[...] + ad.exp2(piece(c) * LOG2E - shift, approx=True)
-    scale = 1.0 / acc[...].sum(axis=1)[:, None]
-    for c in ad.range(count):
-        e = ad.exp2(piece(c) * LOG2E - shift, approx=True)
-        ad.store(y.at[rows, ad.ds(c * WIDTH, WIDTH)], (e * scale).astype(y.dtype))
+    _softmax(piece, lambda c: y.at[rows, ad.ds(c * WIDTH, WIDTH)], ad.cdiv(x.shape[1], WIDTH), (ROWS, WIDTH),
+             y.dtype)
 
 
 def reference(x: np.ndarray) -> np.ndarray:
