@@ -31,7 +31,7 @@ from asyncdsl.config import knobs
 from asyncdsl.errors import ArgumentError, AsyncDSLError, user_location
 from asyncdsl.frontend.kernel import Kernel
 from asyncdsl.runtime.buffers import copy_on_stream, empty
-from asyncdsl.runtime.streams import DEFAULT_STREAM, current_stream_source, stream_handle
+from asyncdsl.runtime.streams import current_stream_source, launch_stream
 from asyncdsl.runtime.timing import device_milliseconds
 
 
@@ -130,7 +130,7 @@ class Autotuned:
             return compiled[0]
         first = compiled[0]  # every choice takes the same arguments
         arrays = dict(first.kernel.bind(args, first.arguments(kwargs), user_location()).arrays())
-        handle = _stream(arrays.values(), stream)
+        handle = launch_stream(stream, current_stream_source(list(arrays.values())))
         device = runtime.device_array(next(iter(arrays.values())), stream=handle).device if arrays else 0
         saved = self._save(arrays, first.kernel.__name__, handle)
         best, best_ms = None, math.inf
@@ -171,14 +171,6 @@ def _none_left(what: str, timings: dict) -> ArgumentError:
     """The error of a tuning that has no choice left, with every choice's reason."""
     reasons = "\n  ".join(f"{name}: {reason}" for name, reason in timings.items())
     return ArgumentError(f"no choice of this autotuned call {what}:\n  {reasons}", user_location())
-
-
-def _stream(arrays: Iterable[Any], stream: Any) -> int:
-    """The stream a kernel call with these arrays runs on, as `Kernel.__call__` picks it."""
-    if stream is not None:
-        return stream_handle(stream)
-    source = current_stream_source(list(arrays))
-    return DEFAULT_STREAM if source is None else source()
 
 
 def autotune(choices: Iterable[Choice], key: Callable[..., Any] | None = None, restore: Sequence[str] = (),

@@ -36,7 +36,7 @@ from asyncdsl.hw.profile import (
 )
 from asyncdsl.kernel_binary import KernelBinary, ProfileBufferParam, scalar_argument
 from asyncdsl.runtime.host_copy import host_copy, numpy_argument
-from asyncdsl.runtime.streams import DEFAULT_STREAM, current_stream_source, stream_handle
+from asyncdsl.runtime.streams import current_stream_source, launch_stream
 from asyncdsl.runtime.warm_path import WarmLaunches
 
 if TYPE_CHECKING:
@@ -355,10 +355,7 @@ class Kernel:
         grid = None if persistent else self.grid_for(call, location)
         stream_source = current_stream_source([a for _, a in call.arrays()])
         try:
-            if stream is not None:
-                handle = stream_handle(stream)
-            else:
-                handle = DEFAULT_STREAM if stream_source is None else stream_source()
+            handle = launch_stream(stream, stream_source)
             arrays = [runtime.device_array(a, n, stream=handle) for n, a in call.arrays()]
             loaded = runtime.load_kernel(binary)
             if persistent:

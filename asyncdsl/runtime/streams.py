@@ -68,6 +68,14 @@ def current_stream_source(arrays: Sequence[Any]) -> Callable[[], int] | None:
     return None
 
 
+def launch_stream(stream: Any, source: Callable[[], int] | None) -> int:
+    """The handle a launch runs on: `stream` when the call names one, else the current stream of
+    the arrays' library (`source`, from `current_stream_source`), else the legacy default stream."""
+    if stream is not None:
+        return stream_handle(stream)
+    return DEFAULT_STREAM if source is None else source()
+
+
 def _torch_current_stream(torch: Any, device: int) -> Callable[[], int]:
     # torch's own launchers read the raw handle without building a Stream object (a tenth of the
     # cost); the public spelling is the fallback for builds without it.

@@ -25,7 +25,7 @@ from asyncdsl.hw.limits import GMEM_ADDRESS_ALIGNMENT
 from asyncdsl.kernel_binary import INT_SPECIALIZATION_DIVISOR
 from asyncdsl.runtime.arrays import DeviceArray
 from asyncdsl.runtime.launch import LoadedKernel, PreparedLaunch
-from asyncdsl.runtime.streams import DEFAULT_STREAM, stream_handle
+from asyncdsl.runtime.streams import launch_stream
 
 _ALIGNMENT_BITS = GMEM_ADDRESS_ALIGNMENT - 1
 _NONE = object()  # no default
@@ -59,10 +59,7 @@ class WarmLaunches:
         if entry is None:
             return False
         prepared, stream_source = entry
-        if stream is not None:
-            handle = stream_handle(stream)
-        else:
-            handle = DEFAULT_STREAM if stream_source is None else stream_source()
+        handle = launch_stream(stream, stream_source)
         grid = None
         if scalars and self._grid_function is not None:
             grid = self._grid_function(**dict(zip(self._params, values)))

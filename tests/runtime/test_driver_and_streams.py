@@ -95,6 +95,22 @@ def test_stream_handle_rejects_what_is_not_a_stream():
         streams.stream_handle(-3)
 
 
+def test_a_named_stream_wins_over_the_arrays_library_and_none_means_the_legacy_stream():
+    asked = []
+
+    def library_stream() -> int:
+        asked.append(True)
+        return 0x4242
+
+    assert streams.launch_stream(TorchLikeStream(), library_stream) == 0x1234
+    assert streams.launch_stream(1, library_stream) == 0  # the legacy stream, however spelled
+    assert asked == []  # the library is not asked when the call names a stream
+    assert streams.launch_stream(None, library_stream) == 0x4242
+    assert streams.launch_stream(None, None) == streams.DEFAULT_STREAM
+    with pytest.raises(ArgumentError, match="cannot use 'main'"):
+        streams.launch_stream("main", library_stream)
+
+
 def test_waiting_for_the_same_stream_does_nothing():
     streams.wait_for_stream(0, 0)  # no driver call: would fail on a machine without one
     streams.wait_for_stream(0x1234, 0x1234)
