@@ -65,22 +65,13 @@ def rms_norm_rows(x, w, y, EPS: ad.constexpr, ROWS: ad.constexpr, CHUNK: ad.cons
     landed.arrive_expect_tx(ROWS * n * x.dtype.itemsize + n * w.dtype.itemsize)
     landed.wait()
 
-    if count == 1:
-        v = buf[...].astype(ad.float32)
-        scale = ad.rsqrt((v * v).sum(axis=1) * (1.0 / n) + EPS)[:, None]
-        ad.store(y.at[rows, :], (v * scale * weight.at[0][...].astype(ad.float32)[None, :]).astype(y.dtype))
-    else:
-        row = buf.at[0]
-        squares = ad.registers((1, CHUNK), ad.float32)
-        squares[...] = ad.zeros((1, CHUNK), ad.float32)
-        for c in ad.range(count):
-            v = row.at[c][...].astype(ad.float32)
-            squares[...] = ad.fma(v, v, squares[...])
-        scale = ad.rsqrt(squares[...].sum(axis=1) * (1.0 / n) + EPS)[:, None]
-        for c in ad.range(count):
-            v = row.at[c][...].astype(ad.float32) * scale
-            scaled = v * weight.at[c][...].astype(ad.float32)[None, :]
-            ad.store(y.at[rows, ad.ds(c * CHUNK, CHUNK)], scaled.astype(y.dtype))
+    row = buf if count == 1 else buf.at[0]
+    _rms_norm(
+        lambda c: (row[...] if count == 1 else row.at[c][...]).astype(ad.float32),
+        lambda c: weight.at[c][...].astype(ad.float32),
+        lambda c: y.at[rows, ad.ds(c * CHUNK, CHUNK)],
+        n, count, (ROWS, CHUNK), EPS, y.dtype,
+    )
 
 
 @ad.kernel(grid=lambda x, w, y, EPS, ROWS, WIDTH: (ad.cdiv(x.shape[0], ROWS),))
@@ -93,25 +84,33 @@ def rms_norm_padded(x, w, y, EPS: ad.constexpr, ROWS: ad.constexpr, WIDTH: ad.co
     count = ad.cdiv(n, WIDTH)
     rows = ad.ds(ad.program_id(0) * ROWS, ROWS)
 
-    def piece(c):
-        return ad.load(x.at[rows, ad.ds(c * WIDTH, WIDTH)]).astype(ad.float32)
+    _rms_norm(
+        lambda c: ad.load(x.at[rows, ad.ds(c * WIDTH, WIDTH)]).astype(ad.float32),
+        lambda c: ad.load(w.at[ad.ds(c * WIDTH, WIDTH)]).astype(ad.float32),
+        lambda c: y.at[rows, ad.ds(c * WIDTH, WIDTH)],
+        x.shape[1], count, (ROWS, WIDTH), EPS, y.dtype,
+    )
 
-    def weighted(v, c):  # v (already scaled) times the weight's piece c, broadcast over the rows
-        return (v * ad.load(w.at[ad.ds(c * WIDTH, WIDTH)]).astype(ad.float32)[None, :]).astype(y.dtype)
 
+def _rms_norm(piece, weight, target, n: int, count: int, shape: tuple[int, int], eps: float, dtype) -> None:
+    """RMSNorm of rows held as `count` pieces of `shape`: piece(c) the rows' piece c in float32
+    registers, weight(c) the weight's piece c (a float32 row, broadcast over the rows), target(c)
+    where piece c's result goes.  One piece is read once; more are read twice, the sum of squares
+    staying elementwise in registers in between, so the rows are reduced across lanes once.  n is
+    the rows' length (the mean's divisor), which padded pieces may exceed."""
     if count == 1:
         v = piece(0)
-        scale = ad.rsqrt((v * v).sum(axis=1) * (1.0 / n) + EPS)[:, None]
-        ad.store(y.at[rows, ad.ds(0, WIDTH)], weighted(v * scale, 0))
-        return
-    squares = ad.registers((ROWS, WIDTH), ad.float32)
-    squares[...] = ad.zeros((ROWS, WIDTH), ad.float32)
-    for c in ad.range(count):
-        v = piece(c)
-        squares[...] = ad.fma(v, v, squares[...])
-    scale = ad.rsqrt(squares[...].sum(axis=1) * (1.0 / n) + EPS)[:, None]
-    for c in ad.range(count):
-        ad.store(y.at[rows, ad.ds(c * WIDTH, WIDTH)], weighted(piece(c) * scale, c))
+        scale = ad.rsqrt((v * v).sum(axis=1) * (1.0 / n) + eps)[:, None]
+    else:
+        squares = ad.registers(shape, ad.float32)
+        squares[...] = ad.zeros(shape, ad.float32)
+        for c in ad.range(count):
+            v = piece(c)
+            squares[...] = ad.fma(v, v, squares[...])
+        scale = ad.rsqrt(squares[...].sum(axis=1) * (1.0 / n) + eps)[:, None]
+    for c in ad.range(count) if count > 1 else (0,):
+        scaled = (v if count == 1 else piece(c)) * scale * weight(c)[None, :]
+        ad.store(target(c), scaled.astype(dtype))
 
 
 def reference(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
