@@ -20,7 +20,7 @@ WORKLOADS = {
     "softmax": ((8192, 4096), (4096, 8192), (4096, 16384)),
     "rms_norm": ((8192, 4096), (8192, 8192)),
     "swiglu": ((16384, 8192),),
-    "rowwise_fp8_quant": ((8192, 4096), (8192, 8192)),
+    "rowwise_fp8_quant": ((8192, 4096), (8192, 8192), (4096, 16384)),
 }
 
 
@@ -103,7 +103,7 @@ def _rowwise_fp8_quant(shape):
     import torch
     from triton_peers import triton_rowwise_fp8
 
-    from asyncdsl.examples.rowwise_fp8_quant import rowwise_fp8_quant
+    from asyncdsl.examples.rowwise_fp8_quant import quantize
 
     x = torch.randn(shape, device="cuda", dtype=torch.bfloat16) * 10
     q = torch.empty(shape, device="cuda", dtype=torch.float8_e4m3fn)
@@ -126,7 +126,7 @@ def _rowwise_fp8_quant(shape):
         return run
 
     runs = {
-        "asyncdsl": lambda: rowwise_fp8_quant(x, q, scales),
+        "asyncdsl": lambda: quantize(x, q, scales),
         "torch eager": into(eager),
         "torch.compile": into(compiled),
         "triton": lambda: triton_rowwise_fp8(x, q, scales),

@@ -1,4 +1,4 @@
-"""The row kernels (softmax, RMSNorm) on every path their configuration takes, in the
+"""The row kernels (softmax, RMSNorm, fp8 quantisation) on every path their configuration takes, in the
 interpreter against numpy: several rows a CTA with the last CTA past the end of the array, a row
 split over two warpgroups (softmax), one row held whole, rows in pieces, and rows of any length
 read from GMEM padded."""
@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from asyncdsl.examples import rms_norm as norm
+from asyncdsl.examples import rowwise_fp8_quant as fp8
 from asyncdsl.examples import softmax as soft
 
 SHAPES = [(7, 512), (5, 1024), (3, 4096), (3, 6144), (3, 8192), (2, 12288), (2, 16384)]
@@ -63,3 +64,24 @@ def test_rms_norm_takes_the_kernel_made_for_the_rows_length():
     assert norm.choose(8192)[0] is norm.rms_norm_rows  # pieces of 4096
     assert norm.choose(4224)[0] is norm.rms_norm_padded  # 33 pieces of 128 otherwise
     assert norm.choose(1000, 1e-5) == (norm.rms_norm_padded, {"EPS": 1e-5, "ROWS": 8, "WIDTH": 1024})
+
+
+@pytest.mark.parametrize("shape", [(3, 1000), (2, 8192), (2, 12288), (2, 16384), (2, 20000)], ids=str)
+def test_fp8_quantisation_matches_numpy_bit_for_bit_on_every_path(shape):
+    x, _ = _rows(shape, 4)
+    x[1] = 0  # an all-zero row: scale 0, zeros
+    q = np.zeros(shape, ml_dtypes.float8_e4m3fn)
+    scales = np.full(shape[0], np.nan, np.float32)
+    kernel, constexprs = fp8.choose(shape[1])
+    kernel.interpret(x, q, scales, **constexprs)
+    expected_q, expected_scales = fp8.reference(x)
+    assert q.view(np.uint8).tobytes() == expected_q.view(np.uint8).tobytes()
+    assert np.array_equal(scales, expected_scales)
+
+
+def test_fp8_rows_longer_than_a_chunk_are_split_over_four_warpgroups_when_quarters_are_whole_steps():
+    assert fp8.choose(8192)[0] is fp8.rowwise_fp8_quant
+    assert fp8.choose(12288)[0] is fp8.rowwise_fp8_quant_split
+    assert fp8.choose(32768)[0] is fp8.rowwise_fp8_quant_split
+    assert fp8.choose(10000)[0] is fp8.rowwise_fp8_quant  # quarters of 2500: two sweeps instead
+    assert fp8.choose(65536)[0] is fp8.rowwise_fp8_quant  # quarters past CHUNK
