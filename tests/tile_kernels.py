@@ -248,3 +248,17 @@ def column_blocks(x, y, WIDTH: ad.constexpr):
     blocks move in guarded vectors, whole vectors inside or outside the row."""
     window = (ad.ds(ad.program_id(0), 1), ad.ds(ad.program_id(1) * WIDTH, WIDTH))
     ad.store(y.at[window], ad.load(x.at[window], layout=ad.strided(8), other=-1.0) * 2 + 1)
+
+
+@ad.kernel(grid=lambda x, totals, peaks, corner: (x.shape[0] + 1,))
+def strided_row_totals(x, totals, peaks, corner):
+    """totals[i], peaks[i] = sum and max of row i, read in 8-element vectors (a strided tile,
+    which reduces to a splat) and stored as one-element windows by CTA i (one CTA past the last
+    row stores nothing); CTA 0 also writes 2.5 into the 3x5 corner at (1, 2) of `corner`, which
+    the array clips."""
+    row = ad.ds(ad.program_id(0), 1)
+    v = ad.load(x.at[row, :], layout=ad.strided(8)).astype(ad.float32)
+    ad.store(totals.at[row], v.sum(axis=1))
+    ad.store(peaks.at[row], v.max(axis=1))
+    with ad.when(ad.program_id(0) == 0):
+        ad.store(corner.at[ad.ds(1, 3), ad.ds(2, 5)], ad.full((3, 5), 2.5, ad.float32))

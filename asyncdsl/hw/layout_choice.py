@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from asyncdsl.hw.fragments import StridedLayout, TiledLayout
+from asyncdsl.hw.fragments import Replicated, StridedLayout, TiledLayout
 from asyncdsl.hw.tiling import THREADS, WARP_LANES, WARPS, Tiling
 
 VECTOR_BYTES = 16  # the widest ld/st.shared and ld/st.global
@@ -40,3 +40,10 @@ def strided_layout(shape: tuple[int, ...], element_bytes: float) -> StridedLayou
             return StridedLayout(vector)
         vector //= 2
     return None
+
+
+def replicated_layout(shape: tuple[int, ...]) -> TiledLayout:
+    """Every thread holds every element, one a register: what a splat stored to a GMEM window of
+    fewer elements than a warpgroup has threads uses (one thread, the first copy's, stores)."""
+    tiling = Tiling((tuple(1 for _ in shape),))
+    return TiledLayout.canonical(tiling, (Replicated(WARPS),), (Replicated(WARP_LANES),), -1)

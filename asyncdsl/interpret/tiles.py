@@ -79,7 +79,7 @@ _REDUCTION_STEPS = {
 }
 
 
-def _tree_reduce(values: np.ndarray, layout, axes: tuple[int, ...], step) -> np.ndarray:
+def _tree_reduce(values: np.ndarray, layout, axes: tuple[int, ...], step, result_shape: tuple[int, ...]) -> np.ndarray:
     """`values` reduced in the order of `hw.reduction_tree` (its docstring is the walk)."""
     tree = reduction_tree(layout, values.shape, axes)
     coordinates = layout.coordinates(values.shape)  # (threads, *registers, rank)
@@ -104,6 +104,8 @@ def _tree_reduce(values: np.ndarray, layout, axes: tuple[int, ...], step) -> np.
                 total = step(total, by_warp[warp])
             combined[list(group)] = total
         partial = combined.reshape(partial.shape)
+    if isinstance(tree.result, SplatLayout):  # a strided tile: every thread ends with the total
+        return np.broadcast_to(partial.reshape(THREADS, -1)[0, 0], result_shape)
     result = np.empty(tree.result_shape, values.dtype)
     places = tree.result.coordinates(tree.result_shape)
     result[tuple(np.moveaxis(places, -1, 0))] = partial.reshape(places.shape[:-1])
@@ -174,4 +176,4 @@ class TileFunctions(WarpgroupFunctions):
         if isinstance(layout, SplatLayout):
             count = int(np.prod([values.shape[a] for a in axes]))
             return (_splat_reduce(values, tuple(op.result.type.get_shape()), count, step),)
-        return (_tree_reduce(values, layout, axes, step),)
+        return (_tree_reduce(values, layout, axes, step, tuple(op.result.type.get_shape())),)

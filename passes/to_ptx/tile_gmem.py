@@ -28,7 +28,7 @@ from asyncdsl.dialects.layout_attrs import layout_of
 from asyncdsl.errors import LayoutError
 from asyncdsl.hw.fragments import Layout, SplatLayout
 from asyncdsl.hw.gmem_runs import contiguous_strides
-from asyncdsl.hw.layout_choice import strided_layout
+from asyncdsl.hw.layout_choice import replicated_layout, strided_layout
 from asyncdsl.hw.tiling import THREADS
 from asyncdsl.ir_locations import from_ir_location
 from asyncdsl.passes.resolve.index_facts import known_divisor
@@ -175,11 +175,15 @@ def _whole_vectors_in_or_out(ctx: KernelLowering, op, window: _Window, dim: int)
 def _tile_layout(op, value: SSAValue) -> Layout:
     layout = layout_of(value)
     if isinstance(layout, SplatLayout):
+        shape = tuple(value.type.get_shape())
         layout = layout_of(op.mask) if op.mask is not None else None
-        layout = layout or strided_layout(tuple(value.type.get_shape()), ir.element_bits(value.type) / 8)
+        layout = layout or strided_layout(shape, ir.element_bits(value.type) / 8)
+        if layout is None and math.prod(shape) < THREADS:  # a per-row scalar, say: one thread stores it
+            layout = replicated_layout(shape)
         if layout is None:
-            raise LayoutError("a splat stored to a GMEM window this small needs a mask to give it a layout",
-                              from_ir_location(op))
+            raise LayoutError(
+                f"a splat stored to a GMEM window of {shape} elements (neither fewer than {THREADS} nor a "
+                f"multiple of {THREADS}) needs a mask to give it a layout", from_ir_location(op))
     return layout
 
 

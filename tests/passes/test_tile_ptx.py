@@ -25,6 +25,7 @@ from tile_kernels import (
     ops_of,
     reductions,
     relayout,
+    strided_row_totals,
 )
 
 import asyncdsl as ad
@@ -132,3 +133,27 @@ def test_guarded_column_vectors_agree_with_numpy_in_the_interpreter():
     y = np.full_like(x, np.nan)
     column_blocks.interpret(x, y, WIDTH=1024)
     assert np.array_equal(y.astype(np.float32), x.astype(np.float32) * 2 + 1)
+
+
+def test_a_splat_stored_to_a_small_gmem_window_is_stored_by_one_thread(ptxas):
+    # A strided tile reduces to a splat; its per-row total goes to a one-element window, and a
+    # splat tile to a 3x5 window: fewer elements than threads, so the first thread stores each.
+    x = ad.ArraySpec((6, 1024), ad.bfloat16)
+    ptx = strided_row_totals.ptx(x, ad.ArraySpec((6,), ad.float32), ad.ArraySpec((6,), ad.float32),
+                                 ad.ArraySpec((3, 6), ad.float32))
+    ptxas(ptx)
+    stores = [line.strip() for line in ptx.splitlines() if "st.global" in line]
+    assert len(stores) == 2 + 15 and all(line.startswith("@") and ".v" not in line for line in stores)
+
+
+def test_per_row_totals_of_a_strided_tile_agree_with_numpy_in_the_interpreter():
+    rng = np.random.default_rng(3)
+    x = rng.integers(-50, 50, (6, 1024)).astype(ml_dtypes.bfloat16)  # integer sums are exact
+    totals, peaks = np.full(6, np.nan, np.float32), np.full(6, np.nan, np.float32)
+    corner = np.zeros((3, 6), np.float32)
+    strided_row_totals.interpret(x, totals, peaks, corner)
+    wide = x.astype(np.float32)
+    assert np.array_equal(totals, wide.sum(axis=1)) and np.array_equal(peaks, wide.max(axis=1))
+    expected = np.zeros((3, 6), np.float32)
+    expected[1:, 2:] = 2.5  # rows 1-3 and columns 2-6 of the window, clipped by the array
+    assert np.array_equal(corner, expected)
