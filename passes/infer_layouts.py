@@ -22,6 +22,9 @@ The rules:
   shuffles) or else `WGMMA`; the layout a broadcast into it implies (the operand's, kept in
   place); else `strided(v)` with the widest 16-byte vector that fits.  A class whose choice
   depends on one still being chosen waits for it.
+- A class that loads or stores GMEM windows holds no more elements a vector than the largest
+  power of two dividing those arrays' rows: where rows start off a vector boundary every access
+  is one element, and narrower vectors put a warp's accesses side by side.
 - Every reduction and broadcast is then checked to move no data.
 
 Example:
@@ -52,7 +55,7 @@ from asyncdsl.dialects.layout_attrs import INFERRED, LayoutAttr
 from asyncdsl.dialects.memory_attrs import RegistersType
 from asyncdsl.errors import LayoutError
 from asyncdsl.hw.fragments import WGMMA, Layout, SplatLayout, register_window
-from asyncdsl.hw.layout_choice import row_layout, strided_layout
+from asyncdsl.hw.layout_choice import VECTOR_BYTES, row_layout, strided_layout
 from asyncdsl.ir_locations import from_ir_location
 
 SPLAT = SplatLayout()
@@ -80,6 +83,27 @@ def is_elementwise(op: Operation) -> bool:
 
 def element_bytes(value: SSAValue) -> float:
     return ir.element_bits(_tile_type(value)) / 8
+
+
+def _gmem_vector_cap(members: list[SSAValue]) -> int:
+    """The most elements a vector of the class may hold for its GMEM windows to move in vectors:
+    the largest power of two dividing the rows of every GMEM array the class loads or stores (rows
+    of 12345 elements start at odd elements, so every access is one element; a layout with one
+    element a lane then has a warp's accesses 32 adjacent elements instead of 32 elements a vector
+    apart).  VECTOR_BYTES (no cap) without such windows."""
+    rows = [tuple(op.gmem.type.get_shape())[-1] for op in _gmem_windows(members)
+            if len(op.gmem.type.get_shape()) > 1]
+    cap = math.gcd(*rows) if rows else 0
+    return int(VECTOR_BYTES) if cap == 0 else min(int(VECTOR_BYTES), cap & -cap)
+
+
+def _gmem_windows(members: list[SSAValue]):
+    for member in members:
+        if isinstance(member.owner, ir.LoadGmemOp):
+            yield member.owner
+        for use in member.uses:
+            if isinstance(use.operation, ir.StoreGmemOp) and use.operation.value is member:
+                yield use.operation
 
 
 class _Classes:
@@ -216,6 +240,7 @@ class _Solver:
             return classes.given[root][0]
         members = classes.members[root]
         shape, size = _shape(members[0]), min(element_bytes(m) for m in members)
+        size = max(size, VECTOR_BYTES / _gmem_vector_cap(members))
         self._waiting = False
         for rule in (self._from_reductions, self._from_broadcast_results, self._for_reductions,
                      self._from_broadcast_operands):

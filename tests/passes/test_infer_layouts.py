@@ -73,6 +73,23 @@ def test_an_elementwise_tile_is_strided_with_16_byte_vectors_and_constants_stay_
     assert found["arith.mulf"] == found["arith.addf"] == [StridedLayout(vector)]
 
 
+@ad.kernel(grid=lambda x, y: (x.shape[0] // 2,))
+def gmem_row_sums(x, y):
+    rows = ad.ds(ad.program_id(0) * 2, 2)
+    t = ad.load(x.at[rows, ad.ds(0, 1024)]).astype(ad.float32)
+    ad.store(y.at[rows, ad.ds(0, 1024)], (t - t.max(axis=1)[:, None]).astype(y.dtype))
+
+
+@pytest.mark.parametrize("columns, vector", [(1024, 8), (1000, 8), (1004, 4), (1002, 2), (12345, 1)])
+def test_gmem_rows_that_start_off_a_vector_boundary_get_narrower_vectors(columns, vector):
+    # Rows of 1002 bf16 start every 2 elements at best: wider vectors could never move whole, and
+    # with one element a lane a warp's element-by-element accesses lie side by side.
+    spec = ad.ArraySpec((64, columns), ad.bfloat16)
+    found = _layouts(gmem_row_sums, spec, spec)
+    assert found["asyncdsl.load_gmem"] == [row_layout((2, 1024), 16 / vector)]
+    assert found["asyncdsl.load_gmem"][0].vector_length == vector
+
+
 @ad.kernel(grid=(1,))
 def given_wgmma(x, y):
     buf = ad.smem(x.shape, x.dtype)
