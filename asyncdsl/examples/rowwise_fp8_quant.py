@@ -8,14 +8,13 @@ absolute maximum (lane shuffles, then one exchange between the warps), the facto
 the conversion (`cvt.rn.satfinite.e4m3x2`) all happen there.  Longer rows take two sweeps of
 CHUNK-wide windows, the second reading the row again (from L2), unless a quarter of the row is
 whole 1024-element steps: then `rowwise_fp8_quant_split` holds the row in registers once, spread
-over four warpgroups whose maxima meet in shared memory (4096×16384 on the H200: 0.98× Triton
-against 0.87× for two sweeps; for rows up to CHUNK two or four warpgroups a row were no faster
-or slower than one, docs/hardware.md §19).  `quantize(x, q, scales)` picks the kernel for the
-rows' length.  A window may run past the row's end: those elements are never touched, so any
-row length works.  An all-zero row gets scale 0
-and zeros (no division by zero).  Measured on the H200 against the bulk-copy version this
-replaced (the row through shared memory): 2-3 % faster (`benchmarks/register_tiles.py` has the
-same-run comparison with Triton).
+over four warpgroups whose maxima meet in shared memory (4096×16384 on the H200: 0.98-1.00×
+Triton against 0.87× for two sweeps; for rows up to CHUNK two or four warpgroups a row were no
+faster or slower than one, docs/hardware.md §19).  `quantize(x, q, scales)` picks the kernel for
+the rows' length.  A window may run past the row's end: those elements are never touched, so any
+row length works.  An all-zero row gets scale 0 and zeros (no division by zero).  Measured on the
+H200 against the bulk-copy version this replaced (the row through shared memory): 2-3 % faster
+(`benchmarks/register_tiles.py` has the same-run comparison with Triton).
 
     python -m asyncdsl.examples.rowwise_fp8_quant     # on the GPU if there is one, else interpreted
 """
