@@ -136,7 +136,7 @@ def test_reductions_follow_the_tree_bit_for_bit(dtype, layout):
     assert (gpu.view(f"u{gpu.itemsize}") == cpu.view(f"u{cpu.itemsize}")).all(), _first_difference(gpu, cpu, [a])
 
 
-@pytest.mark.parametrize("source, target", itertools.product(LAYOUTS, repeat=2))
+@pytest.mark.parametrize("source, target", list(itertools.product(LAYOUTS, repeat=2)))
 def test_relayouts_and_iota_are_exact(source, target):
     a = np.random.default_rng(6).standard_normal((R, C)).astype(np.float32)
     (gpu,), (cpu,) = gpu_and_interpreter(relayout, [a], [np.zeros_like(a)], SOURCE=source, TARGET=target)

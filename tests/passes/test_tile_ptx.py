@@ -65,7 +65,7 @@ def test_every_conversion_assembles(ptxas, source, target):
     ptxas(convert.ptx(_spec(source), _spec(target), LAYOUT="row"))
 
 
-@pytest.mark.parametrize("source, target", itertools.product(LAYOUTS, repeat=2))
+@pytest.mark.parametrize("source, target", list(itertools.product(LAYOUTS, repeat=2)))
 def test_relayouts_assemble(ptxas, source, target):
     ptxas(relayout.ptx(_spec(ad.float32), _spec(ad.float32), SOURCE=source, TARGET=target))
 
