@@ -23,7 +23,7 @@ import ml_dtypes
 import numpy as np
 
 import asyncdsl as ad
-from asyncdsl.examples.matmul import settle_slots, tensor_core_layout, tile_position
+from asyncdsl.examples.matmul import piece_of, store_in_pieces, tensor_core_layout, tile_position
 
 
 @ad.kernel(grid=lambda a, b, a_scale, b_scale, c, CTAS, **_: (CTAS,), block=384)
@@ -72,15 +72,13 @@ def matmul_fp8(a, b, a_scale, b_scale, c, CTAS: ad.constexpr, BM: ad.constexpr =
                     ring.release(step - 1)
             ad.wgmma_wait(0)
             ring.release(t * k_steps + k_steps - 1)
-            row_scale = ad.load(a_scale.at[ad.ds(row, half)], layout=ad.WGMMA_ROW, other=0.0)
-            settle_slots(BN // 64)
-            for j in range(BN // 64):
+            row_scale = ad.load(a_scale.at[ad.ds(row, half)], layout=ad.WGMMA_ROW, other=0.0)[:, None]
+
+            def scaled(i, j, col=col, row_scale=row_scale):  # piece (i, j), scaled by its rows and columns
                 column_scale = ad.load(b_scale.at[ad.ds(col + j * 64, 64)], layout=ad.WGMMA_COL, other=0.0)
-                piece = acc[:, j * 64:(j + 1) * 64] * row_scale[:, None] * column_scale[None, :]
-                ad.await_async_copy(1, read_only=True)  # the store two pieces ago has read this slot
-                c_out.at[me, j % 2][...] = piece.astype(c.dtype)
-                ad.fence_async_smem()
-                ad.async_copy(c_out.at[me, j % 2], c.at[ad.ds(row, half), ad.ds(col + j * 64, 64)])
+                return piece_of(acc, i, j) * row_scale * column_scale[None, :]
+
+            store_in_pieces(acc, c_out, me, c, row, col, piece=scaled)
         ad.await_async_copy(0)
 
 
