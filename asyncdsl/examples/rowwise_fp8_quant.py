@@ -105,7 +105,8 @@ EXAMPLE_ARGS = {
         {"CHUNK": 1024},
     ),
     "rowwise_fp8_quant_split": (
-        (ad.ArraySpec((5, 4096), ad.bfloat16), ad.ArraySpec((5, 4096), ad.float8_e4m3fn), ad.ArraySpec((5,), ad.float32)),
+        (ad.ArraySpec((5, 4096), ad.bfloat16), ad.ArraySpec((5, 4096), ad.float8_e4m3fn),
+         ad.ArraySpec((5,), ad.float32)),
         {},
     ),
 }

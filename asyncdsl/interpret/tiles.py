@@ -79,7 +79,8 @@ _REDUCTION_STEPS = {
 }
 
 
-def _tree_reduce(values: np.ndarray, layout, axes: tuple[int, ...], step, result_shape: tuple[int, ...]) -> np.ndarray:
+def _tree_reduce(values: np.ndarray, layout, axes: tuple[int, ...], step,
+                 result_shape: tuple[int, ...]) -> np.ndarray:
     """`values` reduced in the order of `hw.reduction_tree` (its docstring is the walk)."""
     tree = reduction_tree(layout, values.shape, axes)
     coordinates = layout.coordinates(values.shape)  # (threads, *registers, rank)
