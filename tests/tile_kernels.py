@@ -262,3 +262,12 @@ def strided_row_totals(x, totals, peaks, corner):
     ad.store(peaks.at[row], v.max(axis=1))
     with ad.when(ad.program_id(0) == 0):
         ad.store(corner.at[ad.ds(1, 3), ad.ds(2, 5)], ad.full((3, 5), 2.5, ad.float32))
+
+
+@ad.kernel(grid=lambda x, y: (ad.cdiv(x.shape[0], 2),))
+def byte_pairs(x, y):
+    """y = x + 1 for 8-bit x, two rows a CTA, in a layout of 2-element vectors: each access is a
+    halfword holding two elements (rows of an even length), or one byte (odd)."""
+    rows = ad.ds(ad.program_id(0) * 2, 2)
+    t = ad.load(x.at[rows, ad.ds(0, 1024)], layout=ad.strided(2), other=0)
+    ad.store(y.at[rows, ad.ds(0, 1024)], (t.astype(ad.int32) + 1).astype(y.dtype))

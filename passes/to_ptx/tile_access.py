@@ -80,10 +80,15 @@ def _split_words(ctx: KernelLowering, words: list[SSAValue], element_bytes: int)
         if element_bytes == 2:
             out += b.emit_many("mov.b32 {{{}, {}}}, {};", ["b16", "b16"], word)
         else:
-            for byte in range(4):
-                bits = b.emit("bfe.u32 {}, {}, {}, 8;", "b32", word, 8 * byte)
-                out.append(b.emit("cvt.u16.u32 {}, {};", "b16", bits))
+            out += _split_bytes(ctx, word, 4)
     return out
+
+
+def _split_bytes(ctx: KernelLowering, word: SSAValue, count: int) -> list[SSAValue]:
+    """The low `count` bytes of a 32-bit `word`, lowest first, one `.b16` register each."""
+    b = ctx.b
+    return [b.emit("cvt.u16.u32 {}, {};", "b16", b.emit("bfe.u32 {}, {}, {}, 8;", "b32", word, 8 * byte))
+            for byte in range(count)]
 
 
 def pack_words(ctx: KernelLowering, elements: list[SSAValue], element_bytes: int) -> list[SSAValue]:
@@ -104,6 +109,11 @@ def pack_words(ctx: KernelLowering, elements: list[SSAValue], element_bytes: int
     return words
 
 
+def _halfword(ctx: KernelLowering, word: SSAValue) -> SSAValue:
+    """The low 16 bits of a 32-bit `word`."""
+    return ctx.b.emit("cvt.u16.u32 {}, {};", "b16", word)
+
+
 def _address(offset: int) -> str:
     return f"[{{}}+{offset}]" if offset else "[{}]"
 
@@ -114,13 +124,16 @@ def load_piece(ctx: KernelLowering, address: SSAValue, offset: int, piece: int, 
     one register per element; with `guard`, only where it holds (elsewhere each element is
     `other`)."""
     b = ctx.b
-    if piece < 4:  # one 8- or 16-bit element
+    if piece < 4:  # one 8- or 16-bit element, or two 8-bit ones
         template = f"ld.{space}.{'u8' if piece == 1 else 'b16'} {{}}, {_address(offset)};"
+        pair = piece > element_bytes
         if guard is None:
-            return [b.emit(template, "b16", address)]
-        element = b.mov("b16", other)
-        b.run(template, element, address, guard=guard)
-        return [element]
+            loaded = b.emit(template, "b16", address)
+        else:
+            fallback = _halfword(ctx, pack_words(ctx, [other, other], 1)[0]) if pair else other
+            loaded = b.mov("b16", fallback)
+            b.run(template, loaded, address, guard=guard)
+        return _split_bytes(ctx, b.emit("cvt.u32.u16 {}, {};", "b32", loaded), 2) if pair else [loaded]
     count = piece // 4
     word_kind = "f32" if kind == "f32" else "b32"
     targets = ", ".join(["{}"] * count)
@@ -140,8 +153,9 @@ def store_piece(ctx: KernelLowering, address: SSAValue, offset: int, elements: l
     """Store `elements` (one register each) as one aligned access at `address + offset`."""
     b = ctx.b
     piece = len(elements) * element_bytes
-    if piece < 4:
-        b.run(f"st.{space}.{'u8' if piece == 1 else 'b16'} {_address(offset)}, {{}};", address, elements[0], guard=guard)
+    if piece < 4:  # one 8- or 16-bit element, or two 8-bit ones packed into a halfword
+        value = elements[0] if len(elements) == 1 else _halfword(ctx, pack_words(ctx, elements, element_bytes)[0])
+        b.run(f"st.{space}.{'u8' if piece == 1 else 'b16'} {_address(offset)}, {{}};", address, value, guard=guard)
         return
     words = elements if element_bytes == 4 else pack_words(ctx, elements, element_bytes)
     word_type = "f32" if kind == "f32" else "b32"

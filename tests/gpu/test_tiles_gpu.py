@@ -23,6 +23,7 @@ from tile_kernels import (
     R,
     accumulate,
     broadcast_back,
+    byte_pairs,
     column_blocks,
     convert,
     gmem_round_trip,
@@ -191,3 +192,10 @@ def test_per_row_totals_of_a_strided_tile_match_the_interpreter():
     gpu, cpu = gpu_and_interpreter(strided_row_totals, [x], outs)
     for g, c in zip(gpu, cpu):
         assert g.tobytes() == c.tobytes()
+
+
+@pytest.mark.parametrize("columns", [1000, 1001])
+def test_8_bit_tiles_in_2_element_vectors_match_the_interpreter(columns):
+    x = np.random.default_rng(14).integers(-128, 127, (5, columns)).astype(np.int8)
+    (gpu,), (cpu,) = gpu_and_interpreter(byte_pairs, [x], [np.full_like(x, -7)])
+    assert gpu.tobytes() == cpu.tobytes()

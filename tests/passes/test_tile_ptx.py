@@ -17,6 +17,7 @@ from tile_kernels import (
     R,
     accumulate,
     broadcast_back,
+    byte_pairs,
     column_blocks,
     convert,
     gmem_round_trip,
@@ -157,3 +158,19 @@ def test_per_row_totals_of_a_strided_tile_agree_with_numpy_in_the_interpreter():
     expected = np.zeros((3, 6), np.float32)
     expected[1:, 2:] = 2.5  # rows 1-3 and columns 2-6 of the window, clipped by the array
     assert np.array_equal(corner, expected)
+
+
+@pytest.mark.parametrize("columns", [1000, 1001])
+def test_8_bit_tiles_in_2_element_vectors_move_as_halfwords_holding_both(ptxas, columns):
+    spec = ad.ArraySpec((5, columns), ad.int8)
+    ptx = byte_pairs.ptx(spec, spec)
+    ptxas(ptx)
+    accesses = [line for line in ptx.splitlines() if ".global." in line and ("ld." in line or "st." in line)]
+    width = "b16" if columns % 2 == 0 else "u8"
+    assert accesses and all(width in line for line in accesses)
+    x = (np.arange(5 * columns) % 120).astype(np.int8).reshape(5, columns)
+    y = np.full_like(x, -7)
+    byte_pairs.interpret(x, y)
+    expected = np.full_like(x, -7)
+    expected[:, :1024] = x[:, :1024] + 1
+    assert np.array_equal(y, expected)
