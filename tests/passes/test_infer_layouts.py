@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from support import line_of
 from xdsl.parser import Parser
 
@@ -88,6 +90,16 @@ def test_gmem_rows_that_start_off_a_vector_boundary_get_narrower_vectors(columns
     found = _layouts(gmem_row_sums, spec, spec)
     assert found["asyncdsl.load_gmem"] == [row_layout((2, 1024), 16 / vector)]
     assert found["asyncdsl.load_gmem"][0].vector_length == vector
+
+
+@settings(max_examples=30, deadline=None)
+@given(columns=st.integers(1, 20000), dtype=st.sampled_from([ad.bfloat16, ad.float32, ad.float8_e4m3fn]))
+def test_an_inferred_gmem_vector_always_divides_the_rows_and_is_as_wide_as_they_allow(columns, dtype):
+    spec = ad.ArraySpec((4, columns), dtype)
+    (layout,) = _layouts(gmem_row_sums, spec, ad.ArraySpec((4, columns), ad.bfloat16))["asyncdsl.load_gmem"]
+    widest = 16 // min(dtype.itemsize, 2)  # 16 bytes of the class's narrowest element (the bf16 store's)
+    assert columns % layout.vector_length == 0
+    assert layout.vector_length == min(widest, columns & -columns)
 
 
 @ad.kernel(grid=(1,))
