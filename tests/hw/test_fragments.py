@@ -32,6 +32,7 @@ from asyncdsl.hw.fragments import (
     strided,
     wgmma_a_registers,
 )
+from asyncdsl.hw.layout_choice import replicated_layout
 from asyncdsl.hw.reduction_tree import reduction_tree
 
 LAWS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -543,3 +544,15 @@ def test_a_strided_tile_reduces_over_every_axis_longer_than_one():
     assert layout.reduce((2, 1024), (0, 1)) == SplatLayout()
     with pytest.raises(LayoutError, match="longer than 1"):
         layout.reduce((2, 1024), 1)
+
+
+@LAWS
+@given(st.lists(st.integers(1, 6), min_size=1, max_size=3))
+def test_the_replicated_layout_gives_every_thread_every_element_in_its_own_register(shape):
+    shape = tuple(shape)
+    layout = replicated_layout(shape)
+    assert layout.replication == len(THREAD) and layout.vector_length == 1
+    threads, slots = layout.holders(shape)
+    assert (threads == THREAD).all()  # each element: every thread, ascending
+    assert sorted(slots[..., 0].reshape(-1).tolist()) == list(range(math.prod(shape)))  # a register apiece
+    assert (slots == slots[..., :1]).all()  # in the same slot in every thread
