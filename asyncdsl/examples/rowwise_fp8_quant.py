@@ -46,7 +46,7 @@ def rowwise_fp8_quant(x, q, scales, CHUNK: ad.constexpr = CHUNK):
     for window in windows[1:]:
         peak = ad.maximum(peak, abs(ad.load(x.at[window]).astype(ad.float32)))
     amax = peak.max(axis=1)
-    factor = ad.where(amax > 0.0, E4M3_MAX / amax, 0.0)[:, None]
+    factor = _factor(amax)
     for window in windows:  # a row in one window is still in registers; longer ones are read again
         v = first if len(windows) == 1 else ad.load(x.at[window]).astype(ad.float32)
         ad.store(q.at[window], (v * factor).astype(q.dtype))
@@ -70,10 +70,16 @@ def rowwise_fp8_quant_split(x, q, scales):
     amax = peaks.at[0][...]
     for part in range(1, PARTS):
         amax = ad.maximum(amax, peaks.at[part][...])
-    factor = ad.where(amax > 0.0, E4M3_MAX / amax, 0.0)[:, None]
+    factor = _factor(amax)
     ad.store(q.at[window], (v * factor).astype(q.dtype))
     with ad.when(me == 0):
         ad.store(scales.at[row], amax * (1.0 / E4M3_MAX))
+
+
+def _factor(amax):
+    """What each row is multiplied by, from its absolute maximum: 448 / amax (IEEE division, as
+    `reference` computes it), 0 for an all-zero row; a column, to broadcast over the row."""
+    return ad.where(amax > 0.0, E4M3_MAX / amax, 0.0)[:, None]
 
 
 def choose(n: int) -> tuple[ad.Kernel, dict]:
