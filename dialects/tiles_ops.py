@@ -173,8 +173,8 @@ class ReduceOp(IRDLOperation):
     def verify_(self) -> None:
         axes = tuple(self.axes.get_values())
         shape = tile_shape(self.operand)
-        if not axes or len(axes) >= len(shape) or any(not 0 <= a < len(shape) for a in axes) or list(axes) != sorted(set(axes)):
-            raise VerifyException(f"reduce over axes {axes} of a {shape} tile: distinct axes, at least one dim left")
+        if not axes or len(axes) > len(shape) or any(not 0 <= a < len(shape) for a in axes) or list(axes) != sorted(set(axes)):
+            raise VerifyException(f"reduce over axes {axes} of a {shape} tile: distinct axes of the tile")
 
 
 @irdl_op_definition

@@ -249,6 +249,8 @@ class _Solver:
                 return layout
         if self._waiting and nested:
             raise _Unresolved  # let the class being chosen outside pick first, then derive this one
+        if not shape:  # a 0-d tile (one element: a GMEM window of squeezed dims, say): every thread holds it
+            return SplatLayout()
         layout = strided_layout(shape, size)
         if layout is None:
             raise LayoutError(

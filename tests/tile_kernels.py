@@ -271,3 +271,16 @@ def byte_pairs(x, y):
     rows = ad.ds(ad.program_id(0) * 2, 2)
     t = ad.load(x.at[rows, ad.ds(0, 1024)], layout=ad.strided(2), other=0)
     ad.store(y.at[rows, ad.ds(0, 1024)], (t.astype(ad.int32) + 1).astype(y.dtype))
+
+
+@ad.kernel(grid=(1,))
+def whole_tile_totals(a, totals, centred, LAYOUT: ad.constexpr):
+    """totals[k] = reduction k (sum, max, min) of all of `a`, each a 0-d tile stored as one
+    element, totals[3] = max - min; centred = (a - max) * (max - min) + a[-1, -1]: 0-d tiles
+    broadcast back, the last one read from a GMEM window of one element."""
+    x = ad.load(a.at[:, :], layout=LAYOUTS[LAYOUT])
+    for position, kind in enumerate(("sum", "max", "min")):
+        ad.store(totals.at[position], getattr(x, kind)())
+    spread = x.max() - x.min()
+    ad.store(totals.at[ad.ds(3, 1)], spread)
+    ad.store(centred.at[:, :], (x - x.max()) * spread + ad.load(a.at[R - 1, C - 1]))

@@ -17,7 +17,7 @@ from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.errors import SourceLocation, TraceError, TransformError, user_location
 from asyncdsl.frontend import tracer as tracing
 from asyncdsl.frontend.scalars import IndexLike, Scalar, index_value, is_index
-from asyncdsl.frontend.tiles import RegisterTile, layout_argument
+from asyncdsl.frontend.tiles import RegisterTile, assigned, layout_argument
 from asyncdsl.hw.fragments import Layout
 from asyncdsl.hw.smem_layout import SmemLayout
 
@@ -326,16 +326,9 @@ class SmemRef:
         return RegisterTile(op.results[0], self.dtype)
 
     def store(self, tile) -> None:
-        """Write register tile `tile` (of this buffer's shape and dtype) into the buffer."""
+        """Write register tile `tile` (of this buffer's dtype, broadcast to its shape) into the buffer."""
         what = "asyncdsl.store"
-        if not isinstance(tile, RegisterTile):
-            raise TraceError(f"{what} writes a register tile into the buffer, got {tile!r}", user_location())
-        if tile.shape != self.shape or tile.dtype != self.dtype:
-            raise TraceError(
-                f"{what}: a {tile.shape} {tile.dtype} tile does not fit a {self.shape} {self.dtype} buffer "
-                "(astype or index the buffer first)",
-                user_location(),
-            )
+        tile = assigned(tile, self.shape, self.dtype, "the buffer", what)
         tracing.current(what).emit(ir.StoreSmemOp(tile.use(what), self.value))
 
     def __repr__(self) -> str:

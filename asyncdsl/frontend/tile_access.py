@@ -20,7 +20,7 @@ from asyncdsl.errors import TraceError, user_location
 from asyncdsl.frontend import tracer as tracing
 from asyncdsl.frontend.refs import GmemRef, GmemView, SmemRef
 from asyncdsl.frontend.scalars import index_value
-from asyncdsl.frontend.tiles import RegisterTile, constant_attr, layout_argument
+from asyncdsl.frontend.tiles import RegisterTile, assigned, constant_attr, layout_argument
 from asyncdsl.hw.fragments import Layout
 
 
@@ -70,11 +70,7 @@ def store(ref, tile, mask=None) -> None:
     if not isinstance(ref, (GmemView, GmemRef)):
         raise TraceError(f"{what} writes a shared-memory buffer or a GMEM window (y.at[...]), got {ref!r}", user_location())
     view = _window(ref)
-    if not isinstance(tile, RegisterTile) or tile.shape != view.shape or tile.dtype != view.dtype:
-        raise TraceError(
-            f"{what}: the value must be a {view.shape} {view.dtype} register tile for this window, got {tile!r}",
-            user_location(),
-        )
+    tile = assigned(tile, view.shape, view.dtype, "the window", what)
     starts, sizes = _gmem_operands(view)
     op = ir.StoreGmemOp(tile.use(what), view.ref.value, starts, sizes, _mask(mask, view.shape, what))
     tracing.current(what).emit(op)

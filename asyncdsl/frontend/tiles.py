@@ -3,6 +3,7 @@
     x = buf[...]                                   # a whole SMEM buffer into registers
     y = (x.astype(ad.float32) * scale + 1.0)       # elementwise, numpy broadcasting
     m = y.max(axis=1)                              # a (rows,) tile: reductions in a fixed order
+    total = y.sum()                                # every axis: a 0-d tile, numpy's scalar
     out[...] = (y - m[:, None]).astype(ad.bfloat16)
 
 A `RegisterTile` is immutable, like a numpy array: operators make new tiles (`arith`/`math` ops on
@@ -77,9 +78,10 @@ def _dtype(value, what: str) -> dtypes.DType:
         raise TraceError(f"{what}: {error.message}", user_location()) from None
 
 
-def shape_argument(shape, what: str) -> tuple[int, ...]:
+def shape_argument(shape, what: str, scalar: bool = False) -> tuple[int, ...]:
+    """`shape` checked: positive Python ints, or `()` (a 0-d tile) where `scalar` allows it."""
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
-    if not shape or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in shape):
+    if (not shape and not scalar) or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in shape):
         raise TraceError(f"{what} needs a shape of positive Python ints, got {shape!r}", user_location())
     return shape
 
@@ -252,20 +254,21 @@ class RegisterTile:
         what = f"tile.{kind}"
         axes = tuple(range(self.ndim)) if axis is None else ((axis,) if isinstance(axis, int) else tuple(axis))
         normalized = sorted({a + self.ndim if isinstance(a, int) and a < 0 else a for a in axes})
+        if not self.ndim and axis is None:
+            return self  # a 0-d tile is its own total, as numpy's scalars are
         if len(normalized) != len(axes) or any(not isinstance(a, int) or not 0 <= a < self.ndim for a in normalized):
             raise TraceError(f"{what}: axis {axis!r} is not one or more distinct axes of a {self.shape} tile", user_location())
-        if len(normalized) == self.ndim:
-            raise TraceError(f"{what}: a reduction must leave at least one axis of the {self.shape} tile", user_location())
         _computable(self, what)
         return RegisterTile(_emit(ir.ReduceOp(self.use(what), kind, normalized), what), self.dtype)
 
-    def sum(self, axis) -> RegisterTile:
+    # Without `axis`, every axis: a 0-d tile, numpy's scalar (`x - x.max()` broadcasts it back).
+    def sum(self, axis=None) -> RegisterTile:
         return self._reduce(TileReduction.SUM, axis)
 
-    def max(self, axis) -> RegisterTile:
+    def max(self, axis=None) -> RegisterTile:
         return self._reduce(TileReduction.MAX, axis)
 
-    def min(self, axis) -> RegisterTile:
+    def min(self, axis=None) -> RegisterTile:
         return self._reduce(TileReduction.MIN, axis)
 
     # -- new axes: tile[:, None] -----------------------------------------------------------------
@@ -316,6 +319,22 @@ def broadcast_to(tile: RegisterTile, shape: Sequence[int]) -> RegisterTile:
             user_location(),
         )
     return _broadcast(source, shape, dims)
+
+
+def assigned(tile, shape: tuple[int, ...], dtype: dtypes.DType, where: str, what: str) -> RegisterTile:
+    """`tile` as written to `where` of `shape` and `dtype`: broadcast to the shape as numpy's
+    assignment does (a 0-d total into every element, or into a window of one); the dtype must
+    match (no implicit conversion)."""
+    if not isinstance(tile, RegisterTile):
+        raise TraceError(f"{what} writes a register tile into {where}, got {tile!r}", user_location())
+    fits = len(tile.shape) <= len(shape) and all(t in (1, s) for t, s in zip(tile.shape[::-1], shape[::-1]))
+    if not fits or tile.dtype != dtype:
+        raise TraceError(
+            f"{what}: a {tile.shape} {tile.dtype} tile does not fit {where} of {shape} {dtype} "
+            "(astype first; shapes broadcast by numpy's rules)",
+            user_location(),
+        )
+    return broadcast_to(tile, shape)
 
 
 def _elementwise(what: str, make_op, operands: tuple[RegisterTile, ...], dtype: dtypes.DType) -> RegisterTile:
@@ -380,10 +399,10 @@ def constant_attr(value, element: dtypes.DType, what: str) -> FloatAttr | Intege
 
 
 def full(shape, value, dtype, layout: Layout | None = None) -> RegisterTile:
-    """A tile of `shape` whose every element is `value`: a Python number, or a traced scalar
-    (an index, or a float, which fills float tiles only)."""
+    """A tile of `shape` (`()`: a 0-d tile) whose every element is `value`: a Python number, or a
+    traced scalar (an index, or a float, which fills float tiles only)."""
     what = "asyncdsl.full"
-    shape, element, layout = shape_argument(shape, what), dtype_argument(dtype, what), layout_argument(layout, what)
+    shape, element, layout = shape_argument(shape, what, scalar=True), dtype_argument(dtype, what), layout_argument(layout, what)
     result = VectorType(element.mlir(), shape)
     if isinstance(value, (Scalar, FloatScalar)):
         scalar = _scalar_as(value, element, what)
@@ -507,6 +526,6 @@ sin = _approximate(xmath.SinOp, "sin", False)
 cos = _approximate(xmath.CosOp, "cos", False)
 
 __all__ = [
-    "RegisterTile", "broadcast_to", "cos", "exp2", "fma", "full", "iota", "log2", "maximum", "minimum",
+    "RegisterTile", "assigned", "broadcast_to", "cos", "exp2", "fma", "full", "iota", "log2", "maximum", "minimum",
     "rsqrt", "sin", "tanh", "where", "zeros",
 ]

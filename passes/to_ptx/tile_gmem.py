@@ -172,10 +172,16 @@ def _whole_vectors_in_or_out(ctx: KernelLowering, op, window: _Window, dim: int)
     return known % vector == 0 if known is not None else known_divisor(start) % vector == 0
 
 
+def _tile_shape(value: SSAValue) -> tuple[int, ...]:
+    """The tile's shape, a 0-d tile's (one element: a full reduction's result) as (1,), which a
+    window of squeezed dims addresses the same way."""
+    return tuple(value.type.get_shape()) or (1,)
+
+
 def _tile_layout(op, value: SSAValue) -> Layout:
     layout = layout_of(value)
     if isinstance(layout, SplatLayout):
-        shape = tuple(value.type.get_shape())
+        shape = _tile_shape(value)
         layout = layout_of(op.mask) if op.mask is not None else None
         layout = layout or strided_layout(shape, ir.element_bits(value.type) / 8)
         if layout is None and math.prod(shape) < THREADS:  # a per-row scalar, say: one thread stores it
@@ -189,6 +195,9 @@ def _tile_layout(op, value: SSAValue) -> Layout:
 
 def _load(ctx: KernelLowering, op: ir.LoadGmemOp) -> None:
     layout = layout_of(op.result)
+    if isinstance(layout, SplatLayout):  # one element (a 0-d tile): every thread loads it
+        _load_splat(ctx, op)
+        return
     shape = tuple(op.result.type.get_shape())
     element = op.result.type.element_type
     window = _Window(op, layout, shape)
@@ -208,7 +217,7 @@ def _load(ctx: KernelLowering, op: ir.LoadGmemOp) -> None:
     else:
         mask = tile_of(ctx, op.mask).expanded(layout).reshape(-1).tolist() if op.mask is not None else None
         other = constant_register(ctx, op.other, element)
-        width = {"f32": "f32", "b32": "b32", "b64": "b64"}.get(kind, "u8" if size == 1 else "b16")
+        width = _element_width(kind, size)
         for element_index, predicate in enumerate(_predicates(ctx, window, checks, mask, range(count))):
             register = ctx.b.mov(kind, other)
             where, immediate = _element_address(ctx, address, int(window.offset[1][element_index]) * size)
@@ -217,14 +226,31 @@ def _load(ctx: KernelLowering, op: ir.LoadGmemOp) -> None:
     bind_tile(ctx, op.result, np.array(registers, dtype=object).reshape(layout.registers_shape(shape)))
 
 
+def _load_splat(ctx: KernelLowering, op: ir.LoadGmemOp) -> None:
+    shape = _tile_shape(op.result)
+    window = _Window(op, replicated_layout(shape), shape)
+    element = op.result.type.element_type
+    kind, size = register_kind(element), window.element_bytes
+    (predicate,) = _predicates(ctx, window, window.in_bounds(ctx, op), None, [0])
+    where, immediate = _element_address(ctx, _thread_address(ctx, op, window), int(window.offset[1][0]) * size)
+    register = ctx.b.mov(kind, constant_register(ctx, op.other, element))
+    ctx.b.run(f"ld.global.{_element_width(kind, size)} {{}}, [{{}}+{immediate}];", register, where, guard=predicate)
+    bind_tile(ctx, op.result, np.array([register], dtype=object))
+
+
+def _element_width(kind: str, size: int) -> str:
+    """The PTX type of a one-element `ld.global` into a register of `kind`."""
+    return {"f32": "f32", "b32": "b32", "b64": "b64"}.get(kind, "u8" if size == 1 else "b16")
+
+
 def _store(ctx: KernelLowering, op: ir.StoreGmemOp) -> None:
     tile = tile_of(ctx, op.value)
     layout = _tile_layout(op, op.value)
-    shape = tuple(op.value.type.get_shape())
+    shape = _tile_shape(op.value)
     element = op.value.type.element_type
     window = _Window(op, layout, shape)
     kind, size = register_kind(element), window.element_bytes
-    values = tile.expanded(layout).reshape(-1).tolist()
+    values = tile.expanded(layout, shape).reshape(-1).tolist()
     checks = window.in_bounds(ctx, op)
     address = _thread_address(ctx, op, window)
     piece = _vector_piece(ctx, op, window, checks) if op.mask is None and layout.replication == 1 else size

@@ -125,15 +125,30 @@ def test_transcendentals_want_float32():
     _expect(_kernel(bf16_exp), "ad.exp2(t.astype", "float32", "astype")
 
 
-def test_reductions_must_leave_an_axis_and_name_real_axes():
-    def everything(buf, t):
-        t.sum(axis=(0, 1))
-
+def test_reductions_name_real_distinct_axes():
     def bad_axis(buf, t):
         t.max(axis=2)
 
-    _expect(_kernel(everything), "t.sum(axis=(0, 1))", "at least one axis")
+    def twice(buf, t):
+        t.sum(axis=(1, -1))
+
+    def axis_of_a_total(buf, t):
+        t.sum().min(axis=0)  # a 0-d tile has no axis 0 (reducing it with no axis is itself)
+
     _expect(_kernel(bad_axis), "t.max(axis=2)", "axis 2")
+    _expect(_kernel(twice), "t.sum(axis=(1, -1))", "distinct axes")
+    _expect(_kernel(axis_of_a_total), "t.sum().min(axis=0)", "axis 0", "() tile")
+
+
+def test_a_tile_must_broadcast_to_what_it_is_stored_into():
+    def wrong_rows(buf, t):
+        buf[...] = t.sum(axis=1)  # (64,) does not broadcast to (64, 128): numpy aligns trailing dims
+
+    def rows_into_a_row(buf, t):
+        ad.store(buf.at[0], t.sum(axis=1))  # (64,) totals into a (128,) row
+
+    _expect(_kernel(wrong_rows), "buf[...] = t.sum(axis=1)", "(64,) float32 tile does not fit the buffer")
+    _expect(_kernel(rows_into_a_row), "ad.store(buf.at[0]", "(64,) float32 tile does not fit the buffer of (128,)")
 
 
 def test_tiles_do_not_slice():

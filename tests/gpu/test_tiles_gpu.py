@@ -36,6 +36,7 @@ from tile_kernels import (
     rows_past_the_end,
     special_values,
     strided_row_totals,
+    whole_tile_totals,
 )
 
 import asyncdsl as ad
@@ -183,6 +184,18 @@ def test_column_blocks_at_traced_starts_match_the_interpreter(columns):
     y = np.full_like(x, 7.0)
     (gpu,), (cpu,) = gpu_and_interpreter(column_blocks, [x], [y], WIDTH=1024)
     assert gpu.tobytes() == cpu.tobytes()
+
+
+@pytest.mark.parametrize("dtype", COMPUTE, ids=str)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_whole_tile_totals_match_the_interpreter_bit_for_bit(dtype, layout):
+    a = special_values(dtype, (R, C), 15)
+    if dtype != ad.int32:
+        a[~np.isfinite(a.astype(np.float32))] = 0  # an inf or NaN total would hide the order of the sum
+    outs = [np.full(8, 7, dtype.numpy), np.zeros((R, C), dtype.numpy)]
+    gpu, cpu = gpu_and_interpreter(whole_tile_totals, [a], outs, LAYOUT=layout)
+    for g, c in zip(gpu, cpu):
+        assert g.tobytes() == c.tobytes(), _first_difference(g, c, [a])
 
 
 def test_per_row_totals_of_a_strided_tile_match_the_interpreter():

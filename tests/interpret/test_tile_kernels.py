@@ -26,6 +26,7 @@ from tile_kernels import (
     ops_of,
     relayout,
     special_values,
+    whole_tile_totals,
 )
 
 import asyncdsl as ad
@@ -127,6 +128,27 @@ def test_broadcasts_of_reductions(layout):
     wide = a.astype(np.int64)
     expected = (wide - wide.max(axis=1, keepdims=True)) * wide.sum(axis=0, keepdims=True)
     assert np.array_equal(out, ((expected + 2**31) % 2**32 - 2**31).astype(np.int32))
+
+
+@pytest.mark.parametrize("dtype", [ad.float32, ad.int32], ids=str)
+def test_whole_tile_totals_and_their_broadcasts(dtype):
+    rng = np.random.default_rng(8)
+    if dtype == ad.float32:  # magnitudes far apart, none near overflow (test_tiles.py: the sum's order)
+        a = (rng.standard_normal((R, C)) * 2.0 ** rng.integers(-10, 10, (R, C))).astype(np.float32)
+    else:
+        a = special_values(dtype, (R, C), 5)
+    totals, centred = np.zeros(8, dtype.numpy), np.zeros((R, C), dtype.numpy)
+    whole_tile_totals.interpret(a, totals, centred, LAYOUT="wgmma")
+    top, bottom = a.max(), a.min()
+    with np.errstate(over="ignore"):
+        spread, shifted = top - bottom, a - top  # numpy's own int32 wraparound and float32 rounding
+        expected = shifted * spread + a[-1, -1]
+    assert totals[1] == top and totals[2] == bottom and totals[3] == spread
+    assert np.array_equal(centred, expected)
+    if dtype == ad.int32:
+        assert totals[0] == np.sum(a, dtype=np.int32)  # wrapped: any order gives these bits
+    else:
+        assert math.isclose(totals[0], a.astype(np.float64).sum(), rel_tol=1e-5, abs_tol=1e-30 + 1e-6 * np.abs(a).sum())
 
 
 @pytest.mark.parametrize("source, target", [("wgmma", "strided"), ("strided", "row"), ("row", "wgmma")])

@@ -175,6 +175,26 @@ def test_integer_reductions(kind):
     check_reduction(I32, ad.WGMMA, 0, kind)
 
 
+@pytest.mark.parametrize("dtype", [ref.F32, ref.BF16, I32], ids=str)
+@pytest.mark.parametrize("kind", ["sum", "max", "min"])
+@pytest.mark.parametrize("layout", [ROW, ad.WGMMA, ad.strided(4)], ids=["row", "wgmma", "strided"])
+def test_whole_tile_reductions_follow_the_tree(dtype, kind, layout):
+    """`tile.sum()` (every axis) is a 0-d tile, here broadcast into eight elements (16 bytes at least)."""
+    x = reduction_input(dtype)
+    if dtype != I32 and kind != "sum":
+        x[5, 7] = np.nan
+    y = np.zeros(8, dtype)
+    reduce_tile.interpret(x, y, LAYOUT=layout, KIND=kind, AXIS=None)
+    module = reduce_tile.compile(x, y, LAYOUT=layout, KIND=kind, AXIS=None).module
+    (reduce,) = [op for op in module.walk() if isinstance(op, ir.ReduceOp)]
+    assert tuple(reduce.result.type.get_shape()) == ()
+    (expected,) = tree_reference(x, layout_of(reduce.operand), (0, 1), combiner(kind, dtype))
+    if dtype == I32:
+        assert y.tolist() == [int(expected)] * 8
+    else:
+        assert ref.same_bits(y, ref.to_array([expected] * 8, dtype))
+
+
 def in_layout(layout):
     """A RelayoutOp that infer-layouts would have marked: what `reduce` reads its layout from."""
 

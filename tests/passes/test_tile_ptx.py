@@ -27,6 +27,7 @@ from tile_kernels import (
     reductions,
     relayout,
     strided_row_totals,
+    whole_tile_totals,
 )
 
 import asyncdsl as ad
@@ -56,6 +57,14 @@ def test_reductions_and_their_broadcasts_assemble_without_spills(dtype, layout):
     assert "shfl.sync.bfly.b32" in ptx and "bar.sync" in ptx
     assemble(ptx)
     log = assemble(broadcast_back.ptx(_spec(dtype), _spec(dtype), LAYOUT=layout), verbose=True)[1]
+    assert " 0 bytes spill stores" in log, log
+
+
+@pytest.mark.parametrize("dtype", COMPUTE, ids=str)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_whole_tile_reductions_assemble_without_spills(dtype, layout):
+    ptx = whole_tile_totals.ptx(_spec(dtype), _spec(dtype, 8), _spec(dtype), LAYOUT=layout)
+    log = assemble(ptx, verbose=True)[1]
     assert " 0 bytes spill stores" in log, log
 
 
