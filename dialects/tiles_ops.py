@@ -173,7 +173,8 @@ class ReduceOp(IRDLOperation):
     def verify_(self) -> None:
         axes = tuple(self.axes.get_values())
         shape = tile_shape(self.operand)
-        if not axes or len(axes) > len(shape) or any(not 0 <= a < len(shape) for a in axes) or list(axes) != sorted(set(axes)):
+        distinct = list(axes) == sorted(set(axes)) and all(0 <= a < len(shape) for a in axes)
+        if not axes or not distinct:
             raise VerifyException(f"reduce over axes {axes} of a {shape} tile: distinct axes of the tile")
 
 

@@ -81,7 +81,8 @@ def _dtype(value, what: str) -> dtypes.DType:
 def shape_argument(shape, what: str, scalar: bool = False) -> tuple[int, ...]:
     """`shape` checked: positive Python ints, or `()` (a 0-d tile) where `scalar` allows it."""
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
-    if (not shape and not scalar) or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in shape):
+    positive = all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in shape)
+    if not positive or (not shape and not scalar):
         raise TraceError(f"{what} needs a shape of positive Python ints, got {shape!r}", user_location())
     return shape
 
@@ -402,7 +403,8 @@ def full(shape, value, dtype, layout: Layout | None = None) -> RegisterTile:
     """A tile of `shape` (`()`: a 0-d tile) whose every element is `value`: a Python number, or a
     traced scalar (an index, or a float, which fills float tiles only)."""
     what = "asyncdsl.full"
-    shape, element, layout = shape_argument(shape, what, scalar=True), dtype_argument(dtype, what), layout_argument(layout, what)
+    shape, element = shape_argument(shape, what, scalar=True), dtype_argument(dtype, what)
+    layout = layout_argument(layout, what)
     result = VectorType(element.mlir(), shape)
     if isinstance(value, (Scalar, FloatScalar)):
         scalar = _scalar_as(value, element, what)
@@ -526,6 +528,6 @@ sin = _approximate(xmath.SinOp, "sin", False)
 cos = _approximate(xmath.CosOp, "cos", False)
 
 __all__ = [
-    "RegisterTile", "assigned", "broadcast_to", "cos", "exp2", "fma", "full", "iota", "log2", "maximum", "minimum",
-    "rsqrt", "sin", "tanh", "where", "zeros",
+    "RegisterTile", "assigned", "broadcast_to", "cos", "exp2", "fma", "full", "iota", "log2", "maximum",
+    "minimum", "rsqrt", "sin", "tanh", "where", "zeros",
 ]

@@ -232,9 +232,11 @@ def _load_splat(ctx: KernelLowering, op: ir.LoadGmemOp) -> None:
     element = op.result.type.element_type
     kind, size = register_kind(element), window.element_bytes
     (predicate,) = _predicates(ctx, window, window.in_bounds(ctx, op), None, [0])
-    where, immediate = _element_address(ctx, _thread_address(ctx, op, window), int(window.offset[1][0]) * size)
+    address = _thread_address(ctx, op, window)
+    where, immediate = _element_address(ctx, address, int(window.offset[1][0]) * size)
     register = ctx.b.mov(kind, constant_register(ctx, op.other, element))
-    ctx.b.run(f"ld.global.{_element_width(kind, size)} {{}}, [{{}}+{immediate}];", register, where, guard=predicate)
+    width = _element_width(kind, size)
+    ctx.b.run(f"ld.global.{width} {{}}, [{{}}+{immediate}];", register, where, guard=predicate)
     bind_tile(ctx, op.result, np.array([register], dtype=object))
 
 

@@ -47,7 +47,8 @@ class TileRegisters:
         """This tile's registers as a `layout` array (a splat repeats its one register, in
         `shape` if given: a 0-d splat stored as a (1,) tile)."""
         if self.is_splat:
-            return np.full(layout.registers_shape(shape or self.shape), self.regs.reshape(-1)[0], dtype=object)
+            value = self.regs.reshape(-1)[0]
+            return np.full(layout.registers_shape(shape or self.shape), value, dtype=object)
         assert layout == self.layout, (layout, self.layout)
         return self.regs
 

@@ -148,7 +148,8 @@ def test_a_tile_must_broadcast_to_what_it_is_stored_into():
         ad.store(buf.at[0], t.sum(axis=1))  # (64,) totals into a (128,) row
 
     _expect(_kernel(wrong_rows), "buf[...] = t.sum(axis=1)", "(64,) float32 tile does not fit the buffer")
-    _expect(_kernel(rows_into_a_row), "ad.store(buf.at[0]", "(64,) float32 tile does not fit the buffer of (128,)")
+    _expect(_kernel(rows_into_a_row), "ad.store(buf.at[0]",
+            "(64,) float32 tile does not fit the buffer of (128,)")
 
 
 def test_tiles_do_not_slice():
