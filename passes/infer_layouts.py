@@ -168,11 +168,11 @@ def _infer(fn: func.FuncOp) -> None:
         ):
             splats.add(op.results[0])
         if is_elementwise(op):
+            if all(v in splats for v in op.operands if is_tile(v)):  # splats only: a splat result
+                splats.update(r for r in op.results if is_tile(r))
             tiles = [v for v in (*op.operands, *op.results) if is_tile(v) and v not in splats]
             for other in tiles[1:]:
                 classes.union(tiles[0], other)
-            if not tiles:  # splats only: a splat result
-                splats.update(r for r in op.results if is_tile(r))
         # A GMEM window's tile and its mask share a layout (each thread masks its own elements).
         if isinstance(op, (ir.LoadGmemOp, ir.StoreGmemOp)) and op.mask is not None and op.mask not in splats:
             tile = op.result if isinstance(op, ir.LoadGmemOp) else op.value

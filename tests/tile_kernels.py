@@ -284,3 +284,25 @@ def whole_tile_totals(a, totals, centred, LAYOUT: ad.constexpr):
     spread = x.max() - x.min()
     ad.store(totals.at[ad.ds(3, 1)], spread)
     ad.store(centred.at[:, :], (x - x.max()) * spread + ad.load(a.at[R - 1, C - 1]))
+
+
+@ad.kernel(grid=(3,))
+def splat_windows(y, SHAPE: ad.constexpr):
+    """CTA c writes c + 1 into a SHAPE window of `y` at (3c, 200) (the last rows and columns past
+    y's end are skipped), the 0-d total 10 + c at (4c, 0) (past the end for c = 2), and 20 + c
+    at (c, 1) where c is odd (a splat mask)."""
+    c = ad.program_id(0)
+    ad.store(y.at[ad.ds(c * 3, SHAPE[0]), ad.ds(200, SHAPE[1])], ad.full(SHAPE, 1.0, y.dtype) + c)
+    ad.store(y.at[c * 4, 0], ad.full((4, 4), 10.0, y.dtype).max() + c)
+    ad.store(y.at[c, 1], ad.full((), 20.0, y.dtype) + c, mask=ad.full((), c % 2, ad.int32) == 1)
+
+
+def splat_windows_reference(y: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    y = y.copy()
+    for c in range(3):
+        y[c * 3:c * 3 + shape[0], 200:200 + shape[1]] = c + 1
+        if c * 4 < y.shape[0]:
+            y[c * 4, 0] = 10 + c
+        if c % 2:
+            y[c, 1] = 20 + c
+    return y

@@ -25,12 +25,10 @@ from xdsl.ir import SSAValue
 
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects.layout_attrs import layout_of
-from asyncdsl.errors import LayoutError
 from asyncdsl.hw.fragments import Layout, SplatLayout
 from asyncdsl.hw.gmem_runs import contiguous_strides
 from asyncdsl.hw.layout_choice import replicated_layout, strided_layout
 from asyncdsl.hw.tiling import THREADS
-from asyncdsl.ir_locations import from_ir_location
 from asyncdsl.passes.resolve.index_facts import known_divisor
 from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
 from asyncdsl.passes.to_ptx.gmem_addresses import wide_product, window_address, window_offset
@@ -172,25 +170,16 @@ def _whole_vectors_in_or_out(ctx: KernelLowering, op, window: _Window, dim: int)
     return known % vector == 0 if known is not None else known_divisor(start) % vector == 0
 
 
-def _tile_shape(value: SSAValue) -> tuple[int, ...]:
-    """The tile's shape, a 0-d tile's (one element: a full reduction's result) as (1,), which a
-    window of squeezed dims addresses the same way."""
-    return tuple(value.type.get_shape()) or (1,)
-
-
-def _tile_layout(op, value: SSAValue) -> Layout:
+def _tile_layout(op, value: SSAValue) -> Layout | None:
+    """The layout a stored tile is written in; None for a splat that no strided layout holds
+    (`_store_splat_elementwise`)."""
     layout = layout_of(value)
-    if isinstance(layout, SplatLayout):
-        shape = _tile_shape(value)
-        layout = layout_of(op.mask) if op.mask is not None else None
-        layout = layout or strided_layout(shape, ir.element_bits(value.type) / 8)
-        if layout is None and math.prod(shape) < THREADS:  # a per-row scalar, say: one thread stores it
-            layout = replicated_layout(shape)
-        if layout is None:
-            raise LayoutError(
-                f"a splat stored to a GMEM window of {shape} elements (neither fewer than {THREADS} nor a "
-                f"multiple of {THREADS}) needs a mask to give it a layout", from_ir_location(op))
-    return layout
+    if not isinstance(layout, SplatLayout):
+        return layout
+    if op.mask is not None and not isinstance(layout_of(op.mask), SplatLayout):
+        return layout_of(op.mask)
+    shape = tuple(value.type.get_shape())
+    return strided_layout(shape, ir.element_bits(value.type) / 8) if shape else None
 
 
 def _load(ctx: KernelLowering, op: ir.LoadGmemOp) -> None:
@@ -227,7 +216,7 @@ def _load(ctx: KernelLowering, op: ir.LoadGmemOp) -> None:
 
 
 def _load_splat(ctx: KernelLowering, op: ir.LoadGmemOp) -> None:
-    shape = _tile_shape(op.result)
+    shape = (1,)  # a window of squeezed dims: its one element addressed as a (1,) tile's
     window = _Window(op, replicated_layout(shape), shape)
     element = op.result.type.element_type
     kind, size = register_kind(element), window.element_bytes
@@ -248,11 +237,14 @@ def _element_width(kind: str, size: int) -> str:
 def _store(ctx: KernelLowering, op: ir.StoreGmemOp) -> None:
     tile = tile_of(ctx, op.value)
     layout = _tile_layout(op, op.value)
-    shape = _tile_shape(op.value)
+    if layout is None:
+        _store_splat_elementwise(ctx, op, tile.flat()[0])
+        return
+    shape = tuple(op.value.type.get_shape())
     element = op.value.type.element_type
     window = _Window(op, layout, shape)
     kind, size = register_kind(element), window.element_bytes
-    values = tile.expanded(layout, shape).reshape(-1).tolist()
+    values = tile.expanded(layout).reshape(-1).tolist()
     checks = window.in_bounds(ctx, op)
     address = _thread_address(ctx, op, window)
     piece = _vector_piece(ctx, op, window, checks) if op.mask is None and layout.replication == 1 else size
@@ -270,6 +262,57 @@ def _store(ctx: KernelLowering, op: ir.StoreGmemOp) -> None:
             predicate = primary if predicate is None else ctx.b.emit("and.pred {}, {}, {};", "pred", predicate, primary)
         where, immediate = _element_address(ctx, address, int(window.offset[1][index]) * size)
         store_piece(ctx, where, immediate, [values[index]], size, kind, predicate, space="global")
+
+
+def _store_splat_elementwise(ctx: KernelLowering, op: ir.StoreGmemOp, value: SSAValue) -> None:
+    """A splat stored to a window whose size no strided layout holds (not whole 128-element
+    rounds: one element, a per-row total, a 3 x 50 corner): thread t writes the window's
+    elements t, t + 128, ... in row-major order, each where it lies inside the array (and the
+    splat mask, if any, holds).  An element's coordinates come from its number by division by
+    the window's (constant) dims."""
+    b = ctx.b
+    sizes = tuple(op.sizes.get_values())
+    extents, strides = ir.shape_of(op.gmem), contiguous_strides(ir.shape_of(op.gmem))
+    element_bytes = ir.element_bits(op.gmem.type) // 8
+    dims = [d for d, size in enumerate(sizes) if size != ir.SQUEEZED]
+    count = math.prod(sizes[d] for d in dims)
+    base = window_address(ctx, op.gmem, window_offset(ctx, op.gmem, list(op.starts)))
+    # Elements are stored where the (splat) mask and the checks of squeezed dims hold, and
+    # checked dims' (dim, start register) hold per element: the dims the window may leave.
+    squeezed_inside = tile_of(ctx, op.mask).flat()[0] if op.mask is not None else None
+    checked = []
+    for dim, (start, size, extent) in enumerate(zip(op.starts, sizes, extents)):
+        known = ctx.constant(start)
+        if known is not None and 0 <= known and known + (1 if size == ir.SQUEEZED else size) <= extent:
+            continue
+        register = ctx.reg(start) if known is None else b.mov("b32", known)
+        if size == ir.SQUEEZED:
+            squeezed_inside = _and(ctx, squeezed_inside, b.emit("setp.lt.u32 {}, {}, {};", "pred", register, extent))
+        else:
+            checked.append((dim, register))
+    kind = register_kind(op.value.type.element_type)
+    for first in range(0, count, THREADS):
+        number = b.emit("add.s32 {}, {}, {};", "b32", ctx.facts.thread, first) if first else ctx.facts.thread
+        guard = squeezed_inside
+        if first + THREADS > count:
+            guard = _and(ctx, guard, b.emit("setp.lt.u32 {}, {}, {};", "pred", number, count))
+        address, inner = base, count
+        for position, dim in enumerate(dims):
+            inner //= sizes[dim]
+            coordinate = b.emit("div.u32 {}, {}, {};", "b32", number, inner) if inner > 1 else number
+            if position:
+                coordinate = b.emit("rem.u32 {}, {}, {};", "b32", coordinate, sizes[dim])
+            for checked_dim, start in checked:
+                if checked_dim == dim:
+                    at = b.emit("add.s32 {}, {}, {};", "b32", start, coordinate)
+                    guard = _and(ctx, guard, b.emit("setp.lt.u32 {}, {}, {};", "pred", at, extents[dim]))
+            step = wide_product(ctx, coordinate, strides[dim] * element_bytes, signed=False)
+            address = b.emit("add.s64 {}, {}, {};", "b64", address, step)
+        store_piece(ctx, address, 0, [value], element_bytes, kind, guard, space="global")
+
+
+def _and(ctx: KernelLowering, guard: SSAValue | None, condition: SSAValue) -> SSAValue:
+    return condition if guard is None else ctx.b.emit("and.pred {}, {}, {};", "pred", guard, condition)
 
 
 RULES: Rules = {

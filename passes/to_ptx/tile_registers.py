@@ -43,12 +43,10 @@ class TileRegisters:
         """The registers in register order, vector lanes innermost."""
         return list(self.regs.reshape(-1))
 
-    def expanded(self, layout: Layout, shape: tuple[int, ...] | None = None) -> np.ndarray:
-        """This tile's registers as a `layout` array (a splat repeats its one register, in
-        `shape` if given: a 0-d splat stored as a (1,) tile)."""
+    def expanded(self, layout: Layout) -> np.ndarray:
+        """This tile's registers as a `layout` array (a splat repeats its one register)."""
         if self.is_splat:
-            value = self.regs.reshape(-1)[0]
-            return np.full(layout.registers_shape(shape or self.shape), value, dtype=object)
+            return np.full(layout.registers_shape(self.shape), self.regs.reshape(-1)[0], dtype=object)
         assert layout == self.layout, (layout, self.layout)
         return self.regs
 

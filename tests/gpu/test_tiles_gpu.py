@@ -35,6 +35,8 @@ from tile_kernels import (
     relayout,
     rows_past_the_end,
     special_values,
+    splat_windows,
+    splat_windows_reference,
     strided_row_totals,
     whole_tile_totals,
 )
@@ -196,6 +198,13 @@ def test_whole_tile_totals_match_the_interpreter_bit_for_bit(dtype, layout):
     gpu, cpu = gpu_and_interpreter(whole_tile_totals, [a], outs, LAYOUT=layout)
     for g, c in zip(gpu, cpu):
         assert g.tobytes() == c.tobytes(), _first_difference(g, c, [a])
+
+
+@pytest.mark.parametrize("shape", [(3, 150), (3, 50), (1, 1), (2, 64)], ids=str)
+def test_splats_into_windows_of_any_size_match_numpy_and_the_interpreter(shape):
+    y = np.full((7, 300), -1.0, np.float32)
+    (gpu,), (cpu,) = gpu_and_interpreter(splat_windows, [], [y], SHAPE=shape)
+    assert gpu.tobytes() == cpu.tobytes() == splat_windows_reference(y, shape).tobytes()
 
 
 def test_per_row_totals_of_a_strided_tile_match_the_interpreter():

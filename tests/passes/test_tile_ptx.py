@@ -4,6 +4,7 @@ elementwise op, conversion and reduction for each dtype and register layout."""
 from __future__ import annotations
 
 import itertools
+import re
 
 import ml_dtypes
 import numpy as np
@@ -26,6 +27,8 @@ from tile_kernels import (
     ops_of,
     reductions,
     relayout,
+    splat_windows,
+    splat_windows_reference,
     strided_row_totals,
     whole_tile_totals,
 )
@@ -58,6 +61,15 @@ def test_reductions_and_their_broadcasts_assemble_without_spills(dtype, layout):
     assemble(ptx)
     log = assemble(broadcast_back.ptx(_spec(dtype), _spec(dtype), LAYOUT=layout), verbose=True)[1]
     assert " 0 bytes spill stores" in log, log
+
+
+@pytest.mark.parametrize("shape", [(3, 150), (3, 50), (1, 1), (2, 64)], ids=str)
+def test_splats_into_windows_of_any_size_assemble_and_match_numpy(ptxas, shape):
+    y = np.full((7, 300), -1.0, np.float32)
+    ptxas(splat_windows.ptx(y, SHAPE=shape))
+    expected = splat_windows_reference(y, shape)
+    splat_windows.interpret(y, SHAPE=shape)
+    assert np.array_equal(y, expected)
 
 
 @pytest.mark.parametrize("dtype", COMPUTE, ids=str)
@@ -145,15 +157,17 @@ def test_guarded_column_vectors_agree_with_numpy_in_the_interpreter():
     assert np.array_equal(y.astype(np.float32), x.astype(np.float32) * 2 + 1)
 
 
-def test_a_splat_stored_to_a_small_gmem_window_is_stored_by_one_thread(ptxas):
+def test_a_splat_stored_to_a_small_gmem_window_is_stored_an_element_a_thread(ptxas):
     # A strided tile reduces to a splat; its per-row total goes to a one-element window, and a
-    # splat tile to a 3x5 window: fewer elements than threads, so the first thread stores each.
+    # splat tile to a 3x5 window: fewer elements than threads, so thread t stores element t, in
+    # one predicated scalar store per window (thread index below 1, 1 and 15).
     x = ad.ArraySpec((6, 1024), ad.bfloat16)
     ptx = strided_row_totals.ptx(x, ad.ArraySpec((6,), ad.float32), ad.ArraySpec((6,), ad.float32),
                                  ad.ArraySpec((3, 6), ad.float32))
     ptxas(ptx)
     stores = [line.strip() for line in ptx.splitlines() if "st.global" in line]
-    assert len(stores) == 2 + 15 and all(line.startswith("@") and ".v" not in line for line in stores)
+    assert len(stores) == 3 and all(line.startswith("@") and ".v" not in line for line in stores)
+    assert len(re.findall(r"setp\.lt\.u32 %p\d+, %r\d+, (?:1|15);", ptx)) == 3
 
 
 def test_per_row_totals_of_a_strided_tile_agree_with_numpy_in_the_interpreter():
