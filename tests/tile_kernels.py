@@ -306,3 +306,18 @@ def splat_windows_reference(y: np.ndarray, shape: tuple[int, int]) -> np.ndarray
         if c % 2:
             y[c, 1] = 20 + c
     return y
+
+
+@ad.kernel(grid=(1,))
+def splat_at(y, row: int, col: int, value: float, SHAPE: ad.constexpr):
+    """`value` into the SHAPE window of `y` at (row, col) (run-time arguments, either may be
+    negative), where the window meets the array."""
+    ad.store(y.at[ad.ds(row, SHAPE[0]), ad.ds(col, SHAPE[1])], ad.full(SHAPE, value, y.dtype))
+
+
+def splat_at_reference(y: np.ndarray, row: int, col: int, value: float, shape: tuple[int, int]) -> np.ndarray:
+    y = y.copy()
+    rows = range(max(row, 0), min(row + shape[0], y.shape[0]))
+    columns = range(max(col, 0), min(col + shape[1], y.shape[1]))
+    y[np.ix_(rows, columns)] = value
+    return y

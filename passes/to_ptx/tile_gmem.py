@@ -287,7 +287,8 @@ def _store_splat_elementwise(ctx: KernelLowering, op: ir.StoreGmemOp, value: SSA
             continue
         register = ctx.reg(start) if known is None else b.mov("b32", known)
         if size == ir.SQUEEZED:
-            squeezed_inside = _and(ctx, squeezed_inside, b.emit("setp.lt.u32 {}, {}, {};", "pred", register, extent))
+            inside = b.emit("setp.lt.u32 {}, {}, {};", "pred", register, extent)
+            squeezed_inside = _and(ctx, squeezed_inside, inside)
         else:
             checked.append((dim, register))
     kind = register_kind(op.value.type.element_type)

@@ -14,6 +14,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 from gpu_support import gpu_and_interpreter, hopper_or_skip
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tile_kernels import (
     APPROX_OPS,
     COMPUTE,
@@ -35,6 +37,8 @@ from tile_kernels import (
     relayout,
     rows_past_the_end,
     special_values,
+    splat_at,
+    splat_at_reference,
     splat_windows,
     splat_windows_reference,
     strided_row_totals,
@@ -43,6 +47,7 @@ from tile_kernels import (
 
 import asyncdsl as ad
 from asyncdsl.dtypes import as_dtype
+from asyncdsl.runtime import to_device, to_host
 
 hopper_or_skip()
 pytestmark = pytest.mark.gpu
@@ -205,6 +210,16 @@ def test_splats_into_windows_of_any_size_match_numpy_and_the_interpreter(shape):
     y = np.full((7, 300), -1.0, np.float32)
     (gpu,), (cpu,) = gpu_and_interpreter(splat_windows, [], [y], SHAPE=shape)
     assert gpu.tobytes() == cpu.tobytes() == splat_windows_reference(y, shape).tobytes()
+
+
+@settings(max_examples=60, deadline=None)
+@given(shape=st.sampled_from([(1, 1), (3, 50), (4, 33), (2, 300), (3, 150)]), row=st.integers(-5, 9),
+       col=st.integers(-320, 320), value=st.floats(-1e6, 1e6, width=32))
+def test_a_splat_lands_where_its_window_meets_the_array(shape, row, col, value):
+    y = np.full((7, 300), -1.0, np.float32)
+    y_gpu = to_device(y)
+    splat_at(y_gpu, row, col, value, SHAPE=shape)
+    assert to_host(y_gpu).tobytes() == splat_at_reference(y, row, col, value, shape).tobytes()
 
 
 def test_per_row_totals_of_a_strided_tile_match_the_interpreter():

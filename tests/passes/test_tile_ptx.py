@@ -9,6 +9,8 @@ import re
 import ml_dtypes
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tile_kernels import (
     APPROX_OPS,
     COMPUTE,
@@ -27,6 +29,8 @@ from tile_kernels import (
     ops_of,
     reductions,
     relayout,
+    splat_at,
+    splat_at_reference,
     splat_windows,
     splat_windows_reference,
     strided_row_totals,
@@ -69,6 +73,19 @@ def test_splats_into_windows_of_any_size_assemble_and_match_numpy(ptxas, shape):
     ptxas(splat_windows.ptx(y, SHAPE=shape))
     expected = splat_windows_reference(y, shape)
     splat_windows.interpret(y, SHAPE=shape)
+    assert np.array_equal(y, expected)
+
+
+WINDOWS = st.tuples(st.integers(1, 4), st.integers(1, 300))
+
+
+@settings(max_examples=25, deadline=None)
+@given(shape=WINDOWS, row=st.integers(-5, 9), col=st.integers(-320, 320))
+def test_a_splat_lands_where_its_window_meets_the_array(shape, row, col):
+    y = np.full((7, 300), -1.0, np.float32)
+    assemble(splat_at.ptx(y, row, col, 2.5, SHAPE=shape))
+    expected = splat_at_reference(y, row, col, 2.5, shape)
+    splat_at.interpret(y, row, col, 2.5, SHAPE=shape)
     assert np.array_equal(y, expected)
 
 
