@@ -314,9 +314,11 @@ def broadcast_to(tile: RegisterTile, shape: Sequence[int]) -> RegisterTile:
     source, dims = tile.view if tile.view is not None else (tile, tuple(range(tile.ndim)))
     dims = tuple(offset + d for d in dims)
     if any(size != shape[d] for size, d in zip(source.shape, dims)):
+        hint = ("; reduce over every axis for a 0-d tile, which broadcasts anywhere (t.max(), not t.max(axis=1))"
+                if math.prod(source.shape) == 1 else "; make the tile without them")
         raise TraceError(
             f"broadcasting the size-1 dims of a {source.shape} tile to {shape} is supported when they were "
-            "added by indexing (tile[:, None]); make the tile without them",
+            f"added by indexing (tile[:, None]){hint}",
             user_location(),
         )
     return _broadcast(source, shape, dims)

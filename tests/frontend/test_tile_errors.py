@@ -76,6 +76,14 @@ def test_shapes_that_do_not_broadcast():
     _expect(_kernel(unbroadcastable), "t + t.sum(axis=1)", "do not broadcast")
 
 
+def test_stretching_a_one_element_tile_says_to_reduce_over_every_axis():
+    def stretched(buf, t):
+        row = ad.load(buf.at[0])[None, :]  # (1, 128)
+        row - row.max(axis=1)  # numpy stretches the (1,) total; here t.max() or [:, None] does
+
+    _expect(_kernel(stretched), "row - row.max(axis=1)", "(1,) tile to (1, 128)", "t.max(), not t.max(axis=1)")
+
+
 def test_storing_a_tile_of_the_wrong_dtype():
     def wrong_store(buf, t):
         buf[...] = t.astype(ad.bfloat16)
