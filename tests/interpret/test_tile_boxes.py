@@ -52,3 +52,36 @@ def test_rows_of_one_head_of_a_bshd_array_copy_as_boxes(sequence, start):
     assert np.array_equal(y[0, rows, 1].view(np.uint16), x[0, rows, 1].view(np.uint16))
     y[0, rows, 1] = 0
     assert not y.any()  # nothing else written, nothing past the sequence's end
+
+
+@ad.kernel(grid=(2,), block=128, cluster=(2, 1, 1))
+def _pair_round_trip(x, y, ROWS: ad.constexpr, TILE_ROWS: ad.constexpr, COLUMNS: ad.constexpr):
+    """Both CTAs of a pair load the same ragged window, multicast (each loads part), and CTA i
+    stores what landed in its buffer into y[i]."""
+    buf = ad.smem((ROWS, COLUMNS), x.dtype, transforms=TileTransform((TILE_ROWS, 64)), swizzle=128)
+    landed = ad.barrier()
+    ad.async_copy(x.at[ad.ds(0, ROWS), ad.ds(0, COLUMNS)], buf, barrier=landed, collective="x")
+    landed.wait()
+    ad.async_copy(buf, y.at[ad.cluster_cta_id(0), ad.ds(0, ROWS), ad.ds(0, COLUMNS)])
+    ad.await_async_copy(0)
+
+
+@pytest.mark.parametrize("rows,tile_rows,columns,box", [
+    (64, 64, 128, (64, 64)),  # two equal boxes: one whole box from each CTA
+    (64, 64, 256, (64, 64)),  # four: two each
+    (64, 64, 192, (32, 64)),  # three: each box cut in halves
+    (264, 264, 64, (128, 64)),  # a column of 256 + 8 rows: unequal boxes, cut in halves
+])
+def test_a_collective_load_of_a_ragged_array_lands_in_both_ctas(rows, tile_rows, columns, box):
+    from asyncdsl.dialects import asyncdsl as ir
+
+    x = np.random.default_rng(columns).standard_normal((rows + 3, columns + 8)).astype(ml_dtypes.bfloat16)
+    y = np.zeros((2, *x.shape), x.dtype)
+    _pair_round_trip.interpret(x, y, ROWS=rows, TILE_ROWS=tile_rows, COLUMNS=columns)
+    for cta in range(2):
+        assert np.array_equal(y[cta, :rows, :columns].view(np.uint16), x[:rows, :columns].view(np.uint16))
+        assert not y[cta, rows:].any() and not y[cta, :, columns:].any()
+    module = _pair_round_trip.compile(x, y, ROWS=rows, TILE_ROWS=tile_rows, COLUMNS=columns).module
+    loads = [op for op in module.walk() if isinstance(op, ir.TmaLoadOp)]
+    assert all(op.multicast_mask is not None for op in loads)
+    assert tuple(loads[0].descriptor.spec().box_dims) == box
