@@ -22,8 +22,9 @@ The rules:
   shuffles) or else `WGMMA`; the layout a broadcast into it implies (the operand's, kept in
   place); else `strided(v)` with the widest 16-byte vector that fits.  A class whose choice
   depends on one still being chosen waits for it.
-- A class that loads or stores GMEM windows holds no more elements a vector than the largest
-  power of two dividing those arrays' rows: where rows start off a vector boundary every access
+- A class that loads or stores GMEM windows takes the row layout where the strided one would
+  not address the window alike in every thread (rows of 160 elements), and holds no more
+  elements a vector than the largest power of two dividing those arrays' rows: where rows start off a vector boundary every access
   is one element, and narrower vectors put a warp's accesses side by side.
 - Every reduction and broadcast is then checked to move no data.
 
@@ -55,7 +56,7 @@ from asyncdsl.dialects.layout_attrs import INFERRED, LayoutAttr
 from asyncdsl.dialects.memory_attrs import RegistersType
 from asyncdsl.errors import LayoutError
 from asyncdsl.hw.fragments import WGMMA, Layout, SplatLayout, register_window
-from asyncdsl.hw.layout_choice import VECTOR_BYTES, row_layout, strided_layout
+from asyncdsl.hw.layout_choice import VECTOR_BYTES, row_layout, strided_layout, thread_linear
 from asyncdsl.ir_locations import from_ir_location
 
 SPLAT = SplatLayout()
@@ -252,6 +253,8 @@ class _Solver:
         if not shape:  # a 0-d tile (one element: a GMEM window of squeezed dims, say): every thread holds it
             return SplatLayout()
         layout = strided_layout(shape, size)
+        if layout is not None and any(_gmem_windows(members)) and not thread_linear(layout, shape):
+            layout = row_layout(shape, size) or layout  # rows of 160 elements, say: a warp a row
         if layout is None:
             raise LayoutError(
                 f"a {shape} tile has {math.prod(shape)} elements, not a multiple of the warpgroup's 128 threads; "

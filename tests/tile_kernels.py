@@ -321,3 +321,11 @@ def splat_at_reference(y: np.ndarray, row: int, col: int, value: float, shape: t
     columns = range(max(col, 0), min(col + shape[1], y.shape[1]))
     y[np.ix_(rows, columns)] = value
     return y
+
+
+@ad.kernel(grid=(1,))
+def window_affine(x, y, SHAPE: ad.constexpr):
+    """y = 2x + 1 over the SHAPE window at (1, 3), in the layout infer-layouts picks: the row
+    layout where the strided one would not address the window alike in every thread (rows of 160)."""
+    window = (ad.ds(1, SHAPE[0]), ad.ds(3, SHAPE[1]))
+    ad.store(y.at[window], ad.load(x.at[window]) * 2.0 + 1.0)

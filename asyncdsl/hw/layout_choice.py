@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import math
 
-from asyncdsl.hw.fragments import Replicated, StridedLayout, TiledLayout
+import numpy as np
+
+from asyncdsl.hw.fragments import Layout, Replicated, StridedLayout, TiledLayout
 from asyncdsl.hw.tiling import THREADS, WARP_LANES, WARPS, Tiling
 
 VECTOR_BYTES = 16  # the widest ld/st.shared and ld/st.global
@@ -47,3 +49,15 @@ def replicated_layout(shape: tuple[int, ...]) -> TiledLayout:
     fewer elements than a warpgroup has threads uses (one thread, the first copy's, stores)."""
     tiling = Tiling((tuple(1 for _ in shape),))
     return TiledLayout.canonical(tiling, (Replicated(WARPS),), (Replicated(WARP_LANES),), -1)
+
+
+def thread_linear(layout: Layout, shape: tuple[int, ...]) -> bool:
+    """Whether each element's coordinates in `layout` are a per-register constant plus one
+    per-thread term, a sum over the thread index's set bits: what one PTX sequence addresses for
+    all 128 threads in a GMEM window.  A strided layout over rows whose length neither is a
+    multiple of 128 vectors nor a power of two dividing it is not: a thread's elements then
+    start rows at different registers than its neighbours' (4 rows of 160, one element a lane)."""
+    coordinates = layout.coordinates(shape).reshape(THREADS, -1, len(shape))
+    steps = coordinates[[1 << bit for bit in range(7)], 0] - coordinates[0, 0]  # (bit, dim)
+    bits = (np.arange(THREADS)[:, None] >> np.arange(7)[None, :]) & 1  # (thread, bit)
+    return bool(np.array_equal(coordinates, coordinates[0][None] + (bits @ steps)[:, None, :]))

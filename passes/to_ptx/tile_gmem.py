@@ -25,10 +25,12 @@ from xdsl.ir import SSAValue
 
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects.layout_attrs import layout_of
+from asyncdsl.errors import LayoutError
 from asyncdsl.hw.fragments import Layout, SplatLayout
 from asyncdsl.hw.gmem_runs import contiguous_strides
-from asyncdsl.hw.layout_choice import replicated_layout, strided_layout
+from asyncdsl.hw.layout_choice import replicated_layout, strided_layout, thread_linear
 from asyncdsl.hw.tiling import THREADS
+from asyncdsl.ir_locations import from_ir_location
 from asyncdsl.passes.resolve.index_facts import known_divisor
 from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
 from asyncdsl.passes.to_ptx.gmem_addresses import wide_product, window_address, window_offset
@@ -88,6 +90,21 @@ class _Window:
                 base = ctx.b.emit("add.s32 {}, {}, {};", "b32", base, term)
             checks.append((dim, base, 0))
         return checks
+
+
+def _window(op, layout: Layout, shape: tuple[int, ...]) -> _Window:
+    """`_Window`, or a LayoutError at the op's line when the layout does not address the window
+    alike in every thread (a layout the user gave: infer-layouts picks ones that do)."""
+    try:
+        return _Window(op, layout, shape)
+    except LayoutError:
+        raise LayoutError(
+            f"a {shape} tile in layout {layout} cannot move to or from this GMEM window: its threads' "
+            "elements do not fall on the window's rows alike, so no one address sequence serves all "
+            "128 threads. Leave the layout to infer-layouts, or give one that does (a strided layout "
+            "over rows of a multiple of 128 vectors, or of a power of two that divides it)",
+            from_ir_location(op),
+        ) from None
 
 
 def _predicates(ctx: KernelLowering, window: _Window, checks, mask_regs: list[SSAValue] | None, elements):
@@ -179,7 +196,8 @@ def _tile_layout(op, value: SSAValue) -> Layout | None:
     if op.mask is not None and not isinstance(layout_of(op.mask), SplatLayout):
         return layout_of(op.mask)
     shape = tuple(value.type.get_shape())
-    return strided_layout(shape, ir.element_bits(value.type) / 8) if shape else None
+    layout = strided_layout(shape, ir.element_bits(value.type) / 8) if shape else None
+    return layout if layout is not None and thread_linear(layout, shape) else None
 
 
 def _load(ctx: KernelLowering, op: ir.LoadGmemOp) -> None:
@@ -189,7 +207,7 @@ def _load(ctx: KernelLowering, op: ir.LoadGmemOp) -> None:
         return
     shape = tuple(op.result.type.get_shape())
     element = op.result.type.element_type
-    window = _Window(op, layout, shape)
+    window = _window(op, layout, shape)
     kind, size = register_kind(element), window.element_bytes
     checks = window.in_bounds(ctx, op)
     address = _thread_address(ctx, op, window)
@@ -242,7 +260,7 @@ def _store(ctx: KernelLowering, op: ir.StoreGmemOp) -> None:
         return
     shape = tuple(op.value.type.get_shape())
     element = op.value.type.element_type
-    window = _Window(op, layout, shape)
+    window = _window(op, layout, shape)
     kind, size = register_kind(element), window.element_bytes
     values = tile.expanded(layout).reshape(-1).tolist()
     checks = window.in_bounds(ctx, op)

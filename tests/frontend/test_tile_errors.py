@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from support import line_of
 
@@ -202,3 +203,26 @@ def test_registers_are_allocated_at_the_top_level_and_hold_tiles():
 def test_tiles_outside_a_kernel_say_where_they_belong():
     with pytest.raises(ad.TraceError, match="inside a function decorated with @asyncdsl.kernel"):
         ad.zeros((64, 128), ad.float32)
+
+
+def test_a_given_layout_that_does_not_fit_a_gmem_window_is_refused_at_its_line():
+    @ad.kernel(grid=(1,))
+    def rows_of_160(x, y):
+        t = ad.load(x.at[ad.ds(0, 4), ad.ds(0, 160)], layout=ad.strided(1))
+        ad.store(y.at[ad.ds(0, 4), ad.ds(0, 160)], t)
+
+    spec = ad.ArraySpec((8, 160), ad.float32)
+    with pytest.raises(ad.LayoutError) as caught:
+        rows_of_160.compile(spec, spec)
+    assert "(4, 160) tile in layout strided(1)" in caught.value.message
+    assert "Leave the layout to infer-layouts" in caught.value.message
+    assert caught.value.location.line == line_of(rows_of_160.fn, "layout=ad.strided(1)")
+    rows_of_160_inferred = ad.kernel(grid=(1,))(_without_layout)
+    x = np.random.default_rng(0).standard_normal((8, 160)).astype(np.float32)
+    y = np.zeros_like(x)
+    rows_of_160_inferred.interpret(x, y)  # the row layout: a warp a row, a lane every 32nd element
+    assert np.array_equal(y[:4], x[:4]) and not y[4:].any()
+
+
+def _without_layout(x, y):
+    ad.store(y.at[ad.ds(0, 4), ad.ds(0, 160)], ad.load(x.at[ad.ds(0, 4), ad.ds(0, 160)]))

@@ -43,6 +43,7 @@ from tile_kernels import (
     splat_windows_reference,
     strided_row_totals,
     whole_tile_totals,
+    window_affine,
 )
 
 import asyncdsl as ad
@@ -220,6 +221,13 @@ def test_a_splat_lands_where_its_window_meets_the_array(shape, row, col, value):
     y_gpu = to_device(y)
     splat_at(y_gpu, row, col, value, SHAPE=shape)
     assert to_host(y_gpu).tobytes() == splat_at_reference(y, row, col, value, shape).tobytes()
+
+
+@pytest.mark.parametrize("shape", [(4, 160), (8, 96), (2, 320), (4, 256)], ids=str)
+def test_windows_in_the_row_layout_match_the_interpreter(shape):
+    x = special_values(ad.float32, (10, 400), 16)
+    (gpu,), (cpu,) = gpu_and_interpreter(window_affine, [x], [np.full_like(x, 7.0)], SHAPE=shape)
+    assert gpu.tobytes() == cpu.tobytes()
 
 
 def test_per_row_totals_of_a_strided_tile_match_the_interpreter():

@@ -12,7 +12,7 @@ import re
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from asyncdsl.errors import LayoutError
@@ -32,7 +32,7 @@ from asyncdsl.hw.fragments import (
     strided,
     wgmma_a_registers,
 )
-from asyncdsl.hw.layout_choice import replicated_layout
+from asyncdsl.hw.layout_choice import replicated_layout, thread_linear
 from asyncdsl.hw.reduction_tree import reduction_tree
 
 LAWS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -556,3 +556,28 @@ def test_the_replicated_layout_gives_every_thread_every_element_in_its_own_regis
     assert (threads == THREAD).all()  # each element: every thread, ascending
     assert sorted(slots[..., 0].reshape(-1).tolist()) == list(range(math.prod(shape)))  # a register apiece
     assert (slots == slots[..., :1]).all()  # in the same slot in every thread
+
+
+@LAWS
+@given(st.integers(1, 8), st.integers(1, 600), st.sampled_from([1, 2, 4, 8]))
+@example(4, 160, 1)
+@example(4, 128, 4)
+@example(3, 384, 2)
+@example(8, 64, 4)
+def test_a_strided_layout_is_thread_linear_exactly_when_its_rows_fall_alike(rows, columns, vector):
+    """`thread_linear` against a direct reading of the layout: every thread's element offsets
+    into a (rows, columns) window of an array with longer rows are thread 0's plus the same
+    shift for all its registers, and that shift is a sum over the thread index's set bits."""
+    shape = (rows, columns)
+    if (rows * columns) % (len(THREAD) * vector):
+        return
+    layout = StridedLayout(vector)
+    pitch = columns + 4096  # the array's rows: longer than the window's, so no row and column step cancel
+    offsets = layout.coordinates(shape).reshape(len(THREAD), -1, 2) @ np.array([pitch, 1])  # (thread, element)
+    shift = offsets - offsets[0]
+    same_shift = (shift == shift[:, :1]).all()
+    bits = [int(shift[1 << b, 0]) for b in range(7)]
+    linear = same_shift and all(shift[t, 0] == sum(bits[b] for b in range(7) if t >> b & 1) for t in THREAD)
+    assert thread_linear(layout, shape) == linear
+    if columns == 160 and vector == 1:
+        assert not linear  # thread 32 reaches row 1 with its second element, thread 0 with its third

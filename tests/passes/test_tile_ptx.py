@@ -35,6 +35,7 @@ from tile_kernels import (
     splat_windows_reference,
     strided_row_totals,
     whole_tile_totals,
+    window_affine,
 )
 
 import asyncdsl as ad
@@ -73,6 +74,17 @@ def test_splats_into_windows_of_any_size_assemble_and_match_numpy(ptxas, shape):
     ptxas(splat_windows.ptx(y, SHAPE=shape))
     expected = splat_windows_reference(y, shape)
     splat_windows.interpret(y, SHAPE=shape)
+    assert np.array_equal(y, expected)
+
+
+@pytest.mark.parametrize("shape", [(4, 160), (8, 96), (2, 320), (4, 256)], ids=str)
+def test_windows_whose_rows_a_strided_layout_splits_unevenly_take_the_row_layout(ptxas, shape):
+    x = np.random.default_rng(1).standard_normal((10, 400)).astype(np.float32)
+    y = np.zeros_like(x)
+    ptxas(window_affine.ptx(x, y, SHAPE=shape))
+    window_affine.interpret(x, y, SHAPE=shape)
+    expected = np.zeros_like(x)
+    expected[1:1 + shape[0], 3:3 + shape[1]] = x[1:1 + shape[0], 3:3 + shape[1]] * np.float32(2) + np.float32(1)
     assert np.array_equal(y, expected)
 
 
