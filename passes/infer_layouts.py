@@ -24,8 +24,9 @@ The rules:
   depends on one still being chosen waits for it.
 - A class that loads or stores GMEM windows takes the row layout where the strided one would
   not address the window alike in every thread (rows of 160 elements), and holds no more
-  elements a vector than the largest power of two dividing those arrays' rows: where rows start off a vector boundary every access
-  is one element, and narrower vectors put a warp's accesses side by side.
+  elements a vector than the largest power of two dividing those arrays' rows: where rows start
+  off a vector boundary every access is one element, and narrower vectors put a warp's accesses
+  side by side.
 - Every reduction and broadcast is then checked to move no data.
 
 Example:

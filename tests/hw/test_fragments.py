@@ -573,7 +573,8 @@ def test_a_strided_layout_is_thread_linear_exactly_when_its_rows_fall_alike(rows
         return
     layout = StridedLayout(vector)
     pitch = columns + 4096  # the array's rows: longer than the window's, so no row and column step cancel
-    offsets = layout.coordinates(shape).reshape(len(THREAD), -1, 2) @ np.array([pitch, 1])  # (thread, element)
+    coordinates = layout.coordinates(shape).reshape(len(THREAD), -1, 2)
+    offsets = coordinates @ np.array([pitch, 1])  # (thread, element)
     shift = offsets - offsets[0]
     same_shift = (shift == shift[:, :1]).all()
     bits = [int(shift[1 << b, 0]) for b in range(7)]

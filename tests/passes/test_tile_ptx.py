@@ -84,7 +84,8 @@ def test_windows_whose_rows_a_strided_layout_splits_unevenly_take_the_row_layout
     ptxas(window_affine.ptx(x, y, SHAPE=shape))
     window_affine.interpret(x, y, SHAPE=shape)
     expected = np.zeros_like(x)
-    expected[1:1 + shape[0], 3:3 + shape[1]] = x[1:1 + shape[0], 3:3 + shape[1]] * np.float32(2) + np.float32(1)
+    window = (slice(1, 1 + shape[0]), slice(3, 3 + shape[1]))
+    expected[window] = x[window] * np.float32(2) + np.float32(1)
     assert np.array_equal(y, expected)
 
 
