@@ -179,13 +179,10 @@ def _leader_arrives(load: ir.TmaLoadOp, builder: IndexBuilder, index, num_bytes:
     Rewriter.insert_op(branch, InsertPoint.before(load))
 
 
-def _replace(load: ir.TmaLoadOp, smem, coords, descriptor, expect: int, mask, partition,
-             predicate=None) -> None:
-    """`load` replaced by its part: `predicate`, if given, in place of the load's own."""
+def _replace(load: ir.TmaLoadOp, smem, coords, descriptor, expect: int, mask, partition, predicate=None) -> None:
     new = ir.TmaLoadOp(
         smem, coords, load.barriers, load.barrier_index, descriptor, expect,
-        predicate=predicate if predicate is not None else load.predicate, multicast_mask=mask,
-        partition=partition,
+        predicate=predicate if predicate is not None else load.predicate, multicast_mask=mask, partition=partition,
     )
     new.location = load.location
     Rewriter.replace_op(load, new, new_results=[])
