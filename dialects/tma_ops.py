@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects.builtin import (
-    DenseArrayBase,
     ArrayAttr,
     IndexType,
     IntegerAttr,
@@ -53,8 +52,6 @@ class TmaLoadOp(IRDLOperation):
     value, bit i = CTA rank i of the cluster) makes the box land in every CTA of the mask at the
     same offset, and `partition` ("partitioned" or "replicated") makes it a Blackwell
     `cta_group::2` load whose bytes complete on the barrier of the pair's CTA at x = 0.
-    `box_turn` (k, n) marks box k of the n equal boxes a tiled copy was cut into
-    (`resolve/tile_boxes.py`): a collective gives such boxes whole to its CTAs, in turn.
     """
 
     name = "asyncdsl.tma_load"
@@ -73,7 +70,6 @@ class TmaLoadOp(IRDLOperation):
     collective = opt_prop_def(ArrayAttr)
     partition = opt_prop_def(PartitionAttr)
     descriptor_index = opt_prop_def(IntegerAttr)
-    box_turn = opt_prop_def(DenseArrayBase)
 
     def __init__(
         self,
@@ -115,10 +111,6 @@ class TmaLoadOp(IRDLOperation):
             verify_collective_dims(self.cluster_dims, empty_allowed=False)
         if self.collective is not None and self.multicast_mask is not None:
             raise VerifyException("a load still to be split among its collective has no multicast mask yet")
-        if self.box_turn is not None:
-            number, count = self.box_turn.get_values()
-            if not 0 <= number < count:
-                raise VerifyException(f"box turn {number} of {count} boxes")
         if self.partition is not None:
             if self.partition.data == Partition.PARTITIONED and self.multicast_mask is not None:
                 raise VerifyException("a partitioned load fills only its own CTA: it takes no multicast mask")

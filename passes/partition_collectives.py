@@ -40,7 +40,6 @@ becomes
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -98,9 +97,6 @@ def _partition(load: ir.TmaLoadOp, group: CollectiveGroup) -> None:
     builder = IndexBuilder(load)
     index = group.index(cluster_cta_ids(builder, group))
     partition = load.partition.data if load.partition is not None else None
-    if partition is None and _whole_boxes(load, group):
-        _take_turn(load, builder, index, group)
-        return
     if partition is not None:
         _leader_arrives(load, builder, index, load.expect_tx_bytes.value.data * group.size)
     if partition == Partition.PARTITIONED:  # already this CTA's half (resolve/collective.py)
@@ -124,23 +120,6 @@ def _partition(load: ir.TmaLoadOp, group: CollectiveGroup) -> None:
     # Every CTA of the group expects the whole slice: each part lands in every barrier.
     expect = 0 if partition == Partition.REPLICATED else load.expect_tx_bytes.value.data
     _replace(load, smem, coords, descriptor, expect, mask, partition)
-
-
-def _whole_boxes(load: ir.TmaLoadOp, group: CollectiveGroup) -> bool:
-    """Whether `load` is one of equal boxes that divide evenly among the group's CTAs."""
-    return load.box_turn is not None and group.size > 1 and load.box_turn.get_values()[1] % group.size == 0
-
-
-def _take_turn(load: ir.TmaLoadOp, builder: IndexBuilder, index, group: CollectiveGroup) -> None:
-    """Box k of n goes whole to the group's CTA k mod size, multicast to all of them.  Each CTA
-    expects every box's bytes with its first box (k < size), as the first box of the copy did."""
-    number, count = load.box_turn.get_values()
-    owner = builder.emit(arith.CmpiOp(builder.value(index), builder.value(number % group.size), "eq"))
-    predicate = owner if load.predicate is None else builder.emit(arith.AndIOp(load.predicate, owner))
-    spec = load.descriptor.spec()
-    expect = math.prod(spec.box_dims) * spec.element_bytes * count if number < group.size else 0
-    mask = builder.emit(ir.ClusterCollectiveMaskOp(group.dims, group.cluster))
-    _replace(load, load.smem, list(load.coords), load.descriptor, expect, mask, None, predicate)
 
 
 def _smem_shape(smem, box, spec) -> tuple[int, ...]:
@@ -179,10 +158,10 @@ def _leader_arrives(load: ir.TmaLoadOp, builder: IndexBuilder, index, num_bytes:
     Rewriter.insert_op(branch, InsertPoint.before(load))
 
 
-def _replace(load: ir.TmaLoadOp, smem, coords, descriptor, expect: int, mask, partition, predicate=None) -> None:
+def _replace(load: ir.TmaLoadOp, smem, coords, descriptor, expect: int, mask, partition) -> None:
     new = ir.TmaLoadOp(
         smem, coords, load.barriers, load.barrier_index, descriptor, expect,
-        predicate=predicate if predicate is not None else load.predicate, multicast_mask=mask, partition=partition,
+        predicate=load.predicate, multicast_mask=mask, partition=partition,
     )
     new.location = load.location
     Rewriter.replace_op(load, new, new_results=[])

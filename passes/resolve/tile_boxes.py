@@ -12,14 +12,11 @@ above the other in a single column of tiles are one contiguous run and go as one
 
 The first load of the group announces every box's bytes on the barrier (one arrival, as the
 copy would make); a store commits its bulk group after the last box.  A collective load's boxes
-are multicast, as the whole copy would be: boxes of one size are marked with their turn
-(`box_turn`), so that `partition-collectives` gives each CTA of the collective whole boxes (two
-boxes of 64 x 64 in a pair: one each, rather than two halves each).
+are each split among the CTAs of the collective and multicast, as the whole copy would be.
 """
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import DenseArrayBase, i64
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from asyncdsl import dtypes
@@ -105,14 +102,9 @@ def resolve_tile_boxes(copy: ir.AsyncCopyOp, resolve_box) -> None:
         boxes.append(resolve_box(box))
     Rewriter.erase_op(copy)
     if copy.is_load:
-        sizes = [b.expect_tx_bytes.value.data for b in boxes]
-        # Equal TMA boxes of a collective load: `partition-collectives` may give them whole to
-        # the collective's CTAs in turn rather than cut each (fewer, larger TMA loads).
-        turns = copy.cluster_dims and len(set(sizes)) == 1 and all(isinstance(b, ir.TmaLoadOp) for b in boxes)
+        total = sum(b.expect_tx_bytes.value.data for b in boxes)
         for number, load in enumerate(boxes):
-            load.expect_tx_bytes = int_prop(sum(sizes) if number == 0 else 0)
-            if turns:
-                load.box_turn = DenseArrayBase.from_list(i64, [number, len(boxes)])
+            load.expect_tx_bytes = int_prop(total if number == 0 else 0)
     else:
         committing = bool(boxes[-1].commit.value.data)
         for number, store in enumerate(boxes):

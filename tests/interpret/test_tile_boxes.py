@@ -67,10 +67,9 @@ def _pair_round_trip(x, y, ROWS: ad.constexpr, TILE_ROWS: ad.constexpr, COLUMNS:
 
 
 @pytest.mark.parametrize("rows,tile_rows,columns,box", [
-    (64, 64, 128, (64, 64)),  # two equal boxes: one whole box from each CTA
-    (64, 64, 256, (64, 64)),  # four: two each
-    (64, 64, 192, (32, 64)),  # three: each box cut in halves
-    (264, 264, 64, (128, 64)),  # a column of 256 + 8 rows: unequal boxes, cut in halves
+    (64, 64, 128, (32, 64)),  # a box a tile, each cut in halves: one from each CTA
+    (64, 64, 192, (32, 64)),
+    (264, 264, 64, (128, 64)),  # a column of 256 + 8 rows: boxes of 256 and 8 rows, cut in halves
 ])
 def test_a_collective_load_of_a_ragged_array_lands_in_both_ctas(rows, tile_rows, columns, box):
     from asyncdsl.dialects import asyncdsl as ir
