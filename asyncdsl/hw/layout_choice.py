@@ -45,8 +45,8 @@ def strided_layout(shape: tuple[int, ...], element_bytes: float) -> StridedLayou
 
 
 def replicated_layout(shape: tuple[int, ...]) -> TiledLayout:
-    """Every thread holds every element, one a register: what a splat stored to a GMEM window of
-    fewer elements than a warpgroup has threads uses (one thread, the first copy's, stores)."""
+    """Every thread holds every element, one a register: how a load of one GMEM element (a 0-d
+    tile) addresses it, every thread reading it into its register."""
     tiling = Tiling((tuple(1 for _ in shape),))
     return TiledLayout.canonical(tiling, (Replicated(WARPS),), (Replicated(WARP_LANES),), -1)
 

@@ -188,8 +188,8 @@ def _whole_vectors_in_or_out(ctx: KernelLowering, op, window: _Window, dim: int)
 
 
 def _tile_layout(op, value: SSAValue) -> Layout | None:
-    """The layout a stored tile is written in; None for a splat that no strided layout holds
-    (`_store_splat_elementwise`)."""
+    """The layout a stored tile is written in; None for a splat that no strided layout holds, or
+    whose window's rows it does not fit (`_store_splat_elementwise`)."""
     layout = layout_of(value)
     if not isinstance(layout, SplatLayout):
         return layout
