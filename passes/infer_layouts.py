@@ -21,7 +21,9 @@ The rules:
   axes, the row layout (warps over rows, lanes over 16-byte column vectors: the reduction is lane
   shuffles) or else `WGMMA`; the layout a broadcast into it implies (the operand's, kept in
   place); else `strided(v)` with the widest 16-byte vector that fits.  A class whose choice
-  depends on one still being chosen waits for it.
+  depends on one still being chosen waits for it, except a tile broadcast into another class
+  (a bias added to every row): that class chooses first, and the tile takes its layout without
+  the new axes rather than a strided layout of its own, which would not broadcast in place.
 - A class that loads or stores GMEM windows takes the row layout where the strided one would
   not address the window alike in every thread (rows of 160 elements), and holds no more
   elements a vector than the largest power of two dividing those arrays' rows: where rows start
@@ -220,14 +222,16 @@ class _Solver:
         self._working: set[SSAValue] = set()
         self._waiting = False
 
-    def layout_of(self, value: SSAValue) -> Layout:
+    def layout_of(self, value: SSAValue, first: bool = False) -> Layout:
+        """The layout of `value`'s class, chosen now if need be; `first`: chosen without waiting
+        for the classes being chosen (which then derive theirs from it)."""
         if value in self.splats:
             return SPLAT
         root = self.classes.root(value)
         if root not in self.classes.layout:
             if root in self._working:
                 raise _Unresolved
-            nested, outer_waiting = bool(self._working), self._waiting
+            nested, outer_waiting = bool(self._working) and not first, self._waiting
             self._working.add(root)
             try:
                 self.classes.layout[root] = self._choose(root, nested)
@@ -253,9 +257,21 @@ class _Solver:
             raise _Unresolved  # let the class being chosen outside pick first, then derive this one
         if not shape:  # a 0-d tile (one element: a GMEM window of squeezed dims, say): every thread holds it
             return SplatLayout()
+        # A tile broadcast into another class (a bias added to every row) takes that class's
+        # layout, chosen first: a layout of its own (or none: a bias of 64) would not broadcast
+        # into it without moving data.
+        layout = self._after_broadcast_results(members)
+        if layout is not None:
+            return layout
         layout = strided_layout(shape, size)
-        if layout is not None and any(_gmem_windows(members)) and not thread_linear(layout, shape):
-            layout = row_layout(shape, size) or layout  # rows of 160 elements, say: a warp a row
+        # The row layout where it holds the shape, for a class fed by a broadcast whose operand
+        # waits on it (a bias added to every row: the operand then takes the row's lanes, which a
+        # strided layout, reducing over all axes only, cannot give it), and for GMEM windows the
+        # strided layout does not address alike in every thread (rows of 160 elements).
+        fed = any(isinstance(member.owner, ir.BroadcastInDimOp) for member in members)
+        misfit = layout is not None and any(_gmem_windows(members)) and not thread_linear(layout, shape)
+        if fed or misfit:
+            layout = row_layout(shape, size) or layout
         if layout is None:
             raise LayoutError(
                 f"a {shape} tile has {math.prod(shape)} elements, not a multiple of the warpgroup's 128 threads; "
@@ -292,6 +308,18 @@ class _Solver:
                             return result.reduce(_shape(op.result), _new_axes(op))
                         except LayoutError:
                             continue
+        return None
+
+    def _after_broadcast_results(self, members) -> Layout | None:
+        """`_from_broadcast_results` with each result's class chosen first, not waiting for this one."""
+        for member in members:
+            for use in member.uses:
+                op = use.operation
+                if isinstance(op, ir.BroadcastInDimOp) and op.result not in self.splats:
+                    try:
+                        return self.layout_of(op.result, first=True).reduce(_shape(op.result), _new_axes(op))
+                    except LayoutError:
+                        continue
         return None
 
     def _for_reductions(self, members, shape, size) -> Layout | None:

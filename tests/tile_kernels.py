@@ -329,3 +329,13 @@ def window_affine(x, y, SHAPE: ad.constexpr):
     layout where the strided one would not address the window alike in every thread (rows of 160)."""
     window = (ad.ds(1, SHAPE[0]), ad.ds(3, SHAPE[1]))
     ad.store(y.at[window], ad.load(x.at[window]) * 2.0 + 1.0)
+
+
+@ad.kernel(grid=(1,))
+def add_row_and_column(x, row, column, y):
+    """y = x + row (broadcast down the rows, numpy's rules) + column[:, None], every operand read
+    from GMEM: the vectors take the lanes or warps of the matrix's row layout."""
+    window = (ad.ds(0, x.shape[0]), ad.ds(0, x.shape[1]))
+    v = ad.load(row.at[ad.ds(0, x.shape[1])])
+    c = ad.load(column.at[ad.ds(0, x.shape[0])])
+    ad.store(y.at[window], ad.load(x.at[window]) + v + c[:, None])

@@ -44,6 +44,7 @@ from tile_kernels import (
     strided_row_totals,
     whole_tile_totals,
     window_affine,
+    add_row_and_column,
 )
 
 import asyncdsl as ad
@@ -227,6 +228,14 @@ def test_a_splat_lands_where_its_window_meets_the_array(shape, row, col, value):
 def test_windows_in_the_row_layout_match_the_interpreter(shape):
     x = special_values(ad.float32, (10, 400), 16)
     (gpu,), (cpu,) = gpu_and_interpreter(window_affine, [x], [np.full_like(x, 7.0)], SHAPE=shape)
+    assert gpu.tobytes() == cpu.tobytes()
+
+
+@pytest.mark.parametrize("shape", [(64, 64), (4, 160), (16, 32), (32, 256)], ids=str)
+def test_vectors_broadcast_into_a_matrix_match_the_interpreter(shape):
+    x = special_values(ad.float32, shape, 17)
+    row, column = special_values(ad.float32, (shape[1],), 18), special_values(ad.float32, (shape[0],), 19)
+    (gpu,), (cpu,) = gpu_and_interpreter(add_row_and_column, [x, row, column], [np.full_like(x, 7.0)])
     assert gpu.tobytes() == cpu.tobytes()
 
 

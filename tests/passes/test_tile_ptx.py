@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import line_of
 from tile_kernels import (
     APPROX_OPS,
     COMPUTE,
@@ -19,6 +20,7 @@ from tile_kernels import (
     C,
     R,
     accumulate,
+    add_row_and_column,
     broadcast_back,
     byte_pairs,
     column_blocks,
@@ -87,6 +89,33 @@ def test_windows_whose_rows_a_strided_layout_splits_unevenly_take_the_row_layout
     window = (slice(1, 1 + shape[0]), slice(3, 3 + shape[1]))
     expected[window] = x[window] * np.float32(2) + np.float32(1)
     assert np.array_equal(y, expected)
+
+
+@pytest.mark.parametrize("shape", [(64, 64), (4, 160), (16, 32), (32, 256)], ids=str)
+def test_vectors_from_gmem_broadcast_into_a_matrix_take_its_row_layout(ptxas, shape):
+    # The row and the column have fewer elements than threads (or a count no layout of their
+    # own divides): their layouts come from the matrix's, chosen first.
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal(shape).astype(np.float32)
+    row = rng.standard_normal(shape[1]).astype(np.float32)
+    column = rng.standard_normal(shape[0]).astype(np.float32)
+    y = np.zeros_like(x)
+    log = assemble(add_row_and_column.ptx(x, row, column, y), verbose=True)[1]
+    assert " 0 bytes spill stores" in log, log
+    add_row_and_column.interpret(x, row, column, y)
+    assert np.array_equal(y, (x + row) + column[:, None])
+
+
+def test_a_matrix_no_layout_holds_is_refused_at_its_line_before_what_is_broadcast_into_it():
+    @ad.kernel(grid=(1,))
+    def rows_of_1000(x, row, y):
+        window = (ad.ds(0, 8), ad.ds(0, 1000))
+        ad.store(y.at[window], ad.load(x.at[window]) + ad.load(row.at[ad.ds(0, 1000)]))
+
+    matrix, vector = ad.ArraySpec((8, 1000), ad.float32), ad.ArraySpec((1000,), ad.float32)
+    with pytest.raises(ad.LayoutError, match=r"\(8, 1000\) tile has 8000 elements") as caught:
+        rows_of_1000.compile(matrix, vector, matrix)
+    assert caught.value.location.line == line_of(rows_of_1000.fn, "ad.store(y.at[window]")
 
 
 WINDOWS = st.tuples(st.integers(1, 4), st.integers(1, 300))
