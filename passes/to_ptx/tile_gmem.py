@@ -286,8 +286,8 @@ def _store_splat_elementwise(ctx: KernelLowering, op: ir.StoreGmemOp, value: SSA
     """A splat stored to a window whose size no strided layout holds (not whole 128-element
     rounds: one element, a per-row total, a 3 x 50 corner): thread t writes the window's
     elements t, t + 128, ... in row-major order, each where it lies inside the array (and the
-    splat mask, if any, holds).  An element's coordinates come from its number by division by
-    the window's (constant) dims."""
+    splat mask, if any, holds), in a loop, so the PTX does not grow with the window.  An
+    element's coordinates come from its number by division by the window's (constant) dims."""
     b = ctx.b
     sizes = tuple(op.sizes.get_values())
     extents, strides = ir.shape_of(op.gmem), contiguous_strides(ir.shape_of(op.gmem))
@@ -295,39 +295,39 @@ def _store_splat_elementwise(ctx: KernelLowering, op: ir.StoreGmemOp, value: SSA
     dims = [d for d, size in enumerate(sizes) if size != ir.SQUEEZED]
     count = math.prod(sizes[d] for d in dims)
     base = window_address(ctx, op.gmem, window_offset(ctx, op.gmem, list(op.starts)))
-    # Elements are stored where the (splat) mask and the checks of squeezed dims hold, and
-    # checked dims' (dim, start register) hold per element: the dims the window may leave.
-    squeezed_inside = tile_of(ctx, op.mask).flat()[0] if op.mask is not None else None
-    checked = []
+    # Elements are stored where the (splat) mask and the checks of squeezed dims hold, and,
+    # per element, the checks of the dims the window may leave (dim -> its start register).
+    inside = tile_of(ctx, op.mask).flat()[0] if op.mask is not None else None
+    checked = {}
     for dim, (start, size, extent) in enumerate(zip(op.starts, sizes, extents)):
         known = ctx.constant(start)
         if known is not None and 0 <= known and known + (1 if size == ir.SQUEEZED else size) <= extent:
             continue
         register = ctx.reg(start) if known is None else b.mov("b32", known)
         if size == ir.SQUEEZED:
-            inside = b.emit("setp.lt.u32 {}, {}, {};", "pred", register, extent)
-            squeezed_inside = _and(ctx, squeezed_inside, inside)
+            inside = _and(ctx, inside, b.emit("setp.lt.u32 {}, {}, {};", "pred", register, extent))
         else:
-            checked.append((dim, register))
+            checked[dim] = register
     kind = register_kind(op.value.type.element_type)
-    for first in range(0, count, THREADS):
-        number = b.emit("add.s32 {}, {}, {};", "b32", ctx.facts.thread, first) if first else ctx.facts.thread
-        guard = squeezed_inside
-        if first + THREADS > count:
-            guard = _and(ctx, guard, b.emit("setp.lt.u32 {}, {}, {};", "pred", number, count))
-        address, inner = base, count
-        for position, dim in enumerate(dims):
-            inner //= sizes[dim]
-            coordinate = b.emit("div.u32 {}, {}, {};", "b32", number, inner) if inner > 1 else number
-            if position:
-                coordinate = b.emit("rem.u32 {}, {}, {};", "b32", coordinate, sizes[dim])
-            for checked_dim, start in checked:
-                if checked_dim == dim:
-                    at = b.emit("add.s32 {}, {}, {};", "b32", start, coordinate)
-                    guard = _and(ctx, guard, b.emit("setp.lt.u32 {}, {}, {};", "pred", at, extents[dim]))
-            step = wide_product(ctx, coordinate, strides[dim] * element_bytes, signed=False)
-            address = b.emit("add.s64 {}, {}, {};", "b64", address, step)
-        store_piece(ctx, address, 0, [value], element_bytes, kind, guard, space="global")
+    number = b.mov("b32", ctx.facts.thread)  # this thread's element: t, t + 128, ...
+    head, done = b.new_label("splat"), b.new_label("splat_end")
+    b.label(head)
+    b.branch(done, b.emit("setp.ge.u32 {}, {}, {};", "pred", number, count))
+    guard, address, inner = inside, base, count
+    for position, dim in enumerate(dims):
+        inner //= sizes[dim]
+        coordinate = b.emit("div.u32 {}, {}, {};", "b32", number, inner) if inner > 1 else number
+        if position:
+            coordinate = b.emit("rem.u32 {}, {}, {};", "b32", coordinate, sizes[dim])
+        if dim in checked:
+            at = b.emit("add.s32 {}, {}, {};", "b32", checked[dim], coordinate)
+            guard = _and(ctx, guard, b.emit("setp.lt.u32 {}, {}, {};", "pred", at, extents[dim]))
+        step = wide_product(ctx, coordinate, strides[dim] * element_bytes, signed=False)
+        address = b.emit("add.s64 {}, {}, {};", "b64", address, step)
+    store_piece(ctx, address, 0, [value], element_bytes, kind, guard, space="global")
+    b.run("add.s32 {}, {}, {};", number, number, THREADS)
+    b.branch(head)
+    b.label(done)
 
 
 def _and(ctx: KernelLowering, guard: SSAValue | None, condition: SSAValue) -> SSAValue:

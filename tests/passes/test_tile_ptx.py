@@ -118,6 +118,12 @@ def test_a_matrix_no_layout_holds_is_refused_at_its_line_before_what_is_broadcas
     assert caught.value.location.line == line_of(rows_of_1000.fn, "ad.store(y.at[window]")
 
 
+def test_a_splat_into_a_large_window_is_one_store_in_a_loop(ptxas):
+    ptx = splat_at.ptx(np.zeros((2000, 2000), np.float32), 0, 0, 1.0, SHAPE=(1000, 1000))  # 10^6 elements
+    ptxas(ptx)
+    assert ptx.count("st.global") == 1 and len(ptx.splitlines()) < 200
+
+
 WINDOWS = st.tuples(st.integers(1, 4), st.integers(1, 300))
 
 
@@ -218,15 +224,15 @@ def test_guarded_column_vectors_agree_with_numpy_in_the_interpreter():
 
 def test_a_splat_stored_to_a_small_gmem_window_is_stored_an_element_a_thread(ptxas):
     # A strided tile reduces to a splat; its per-row total goes to a one-element window, and a
-    # splat tile to a 3x5 window: fewer elements than threads, so thread t stores element t, in
-    # one predicated scalar store per window (thread index below 1, 1 and 15).
+    # splat tile to a 3x5 window: thread t stores elements t, t + 128, ... in a loop that ends at
+    # the window's size (1, 1 and 15), one predicated scalar store per window.
     x = ad.ArraySpec((6, 1024), ad.bfloat16)
     ptx = strided_row_totals.ptx(x, ad.ArraySpec((6,), ad.float32), ad.ArraySpec((6,), ad.float32),
                                  ad.ArraySpec((3, 6), ad.float32))
     ptxas(ptx)
     stores = [line.strip() for line in ptx.splitlines() if "st.global" in line]
     assert len(stores) == 3 and all(line.startswith("@") and ".v" not in line for line in stores)
-    assert len(re.findall(r"setp\.lt\.u32 %p\d+, %r\d+, (?:1|15);", ptx)) == 3
+    assert len(re.findall(r"setp\.ge\.u32 %p\d+, %r\d+, (?:1|15);", ptx)) == 3
 
 
 def test_per_row_totals_of_a_strided_tile_agree_with_numpy_in_the_interpreter():
