@@ -339,3 +339,10 @@ def add_row_and_column(x, row, column, y):
     v = ad.load(row.at[ad.ds(0, x.shape[1])])
     c = ad.load(column.at[ad.ds(0, x.shape[0])])
     ad.store(y.at[window], ad.load(x.at[window]) + v + c[:, None])
+
+
+@ad.kernel(grid=(2,))
+def masked_element(x, y):
+    """y[c] = x[3c] where c is odd, else -5: a 0-d load under a 0-d mask."""
+    c = ad.program_id(0)
+    ad.store(y.at[c], ad.load(x.at[c * 3], mask=ad.full((), c, ad.int32) == 1, other=-5.0))

@@ -238,7 +238,8 @@ def _load_splat(ctx: KernelLowering, op: ir.LoadGmemOp) -> None:
     window = _Window(op, replicated_layout(shape), shape)
     element = op.result.type.element_type
     kind, size = register_kind(element), window.element_bytes
-    (predicate,) = _predicates(ctx, window, window.in_bounds(ctx, op), None, [0])
+    mask = tile_of(ctx, op.mask).flat() if op.mask is not None else None  # a 0-d mask: one register
+    (predicate,) = _predicates(ctx, window, window.in_bounds(ctx, op), mask, [0])
     address = _thread_address(ctx, op, window)
     where, immediate = _element_address(ctx, address, int(window.offset[1][0]) * size)
     register = ctx.b.mov(kind, constant_register(ctx, op.other, element))

@@ -24,11 +24,13 @@ from tile_kernels import (
     C,
     R,
     accumulate,
+    add_row_and_column,
     broadcast_back,
     byte_pairs,
     column_blocks,
     convert,
     gmem_round_trip,
+    masked_element,
     masked_rows,
     masked_rows_reference,
     op_matrix,
@@ -44,7 +46,6 @@ from tile_kernels import (
     strided_row_totals,
     whole_tile_totals,
     window_affine,
-    add_row_and_column,
 )
 
 import asyncdsl as ad
@@ -237,6 +238,12 @@ def test_vectors_broadcast_into_a_matrix_match_the_interpreter(shape):
     row, column = special_values(ad.float32, (shape[1],), 18), special_values(ad.float32, (shape[0],), 19)
     (gpu,), (cpu,) = gpu_and_interpreter(add_row_and_column, [x, row, column], [np.full_like(x, 7.0)])
     assert gpu.tobytes() == cpu.tobytes()
+
+
+def test_a_masked_load_of_one_element_matches_the_interpreter():
+    x = np.arange(8, dtype=np.float32)
+    (gpu,), (cpu,) = gpu_and_interpreter(masked_element, [x], [np.zeros(2, np.float32)])
+    assert gpu.tolist() == cpu.tolist() == [-5.0, 3.0]
 
 
 def test_per_row_totals_of_a_strided_tile_match_the_interpreter():

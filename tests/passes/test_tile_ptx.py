@@ -26,6 +26,7 @@ from tile_kernels import (
     column_blocks,
     convert,
     gmem_round_trip,
+    masked_element,
     masked_rows,
     op_matrix,
     ops_of,
@@ -116,6 +117,16 @@ def test_a_matrix_no_layout_holds_is_refused_at_its_line_before_what_is_broadcas
     with pytest.raises(ad.LayoutError, match=r"\(8, 1000\) tile has 8000 elements") as caught:
         rows_of_1000.compile(matrix, vector, matrix)
     assert caught.value.location.line == line_of(rows_of_1000.fn, "ad.store(y.at[window]")
+
+
+def test_a_masked_load_of_one_element_is_predicated_by_its_mask(ptxas):
+    x, y = np.arange(8, dtype=np.float32), np.zeros(2, np.float32)
+    ptx = masked_element.ptx(x, y)
+    ptxas(ptx)
+    (load,) = [line.strip() for line in ptx.splitlines() if "ld.global" in line]
+    assert load.startswith("@%p"), load
+    masked_element.interpret(x, y)
+    assert y.tolist() == [-5.0, 3.0]
 
 
 def test_a_splat_into_a_large_window_is_one_store_in_a_loop(ptxas):
