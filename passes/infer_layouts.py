@@ -260,7 +260,7 @@ class _Solver:
         # A tile broadcast into another class (a bias added to every row) takes that class's
         # layout, chosen first: a layout of its own (or none: a bias of 64) would not broadcast
         # into it without moving data.
-        layout = self._after_broadcast_results(members)
+        layout = self._broadcast_results(members, first=True)
         if layout is not None:
             return layout
         layout = strided_layout(shape, size)
@@ -298,28 +298,30 @@ class _Solver:
 
     def _from_broadcast_results(self, members, shape, size) -> Layout | None:
         """A tile broadcast into another class: that class's layout without the new axes."""
-        for member in members:
-            for use in member.uses:
-                op = use.operation
-                if isinstance(op, ir.BroadcastInDimOp) and op.result not in self.splats:
-                    result = self._derived(lambda op=op: self.layout_of(op.result))
-                    if result is not None:
-                        try:
-                            return result.reduce(_shape(op.result), _new_axes(op))
-                        except LayoutError:
-                            continue
-        return None
+        return self._broadcast_results(members, first=False)
 
-    def _after_broadcast_results(self, members) -> Layout | None:
-        """`_from_broadcast_results` with each result's class chosen first, not waiting for this one."""
+    def _broadcast_results(self, members, first: bool) -> Layout | None:
+        """The layout of a class `members` are broadcast into, without the new axes.  `first`:
+        that class chosen now, not waiting for this one (a class that then cannot choose is
+        passed over); else a class still being chosen is waited for."""
         for member in members:
             for use in member.uses:
                 op = use.operation
-                if isinstance(op, ir.BroadcastInDimOp) and op.result not in self.splats:
+                if not isinstance(op, ir.BroadcastInDimOp) or op.result in self.splats:
+                    continue
+                if first:
                     try:
-                        return self.layout_of(op.result, first=True).reduce(_shape(op.result), _new_axes(op))
+                        result = self.layout_of(op.result, first=True)
                     except LayoutError:
                         continue
+                else:
+                    result = self._derived(lambda op=op: self.layout_of(op.result))
+                    if result is None:
+                        continue
+                try:
+                    return result.reduce(_shape(op.result), _new_axes(op))
+                except LayoutError:
+                    continue
         return None
 
     def _for_reductions(self, members, shape, size) -> Layout | None:
