@@ -1,7 +1,10 @@
 """How long the first GEMM call of a process takes to launch, asyncdsl against Triton's persistent
 TMA matmul, in one run: host seconds from the first call to its return (the launch enqueued),
 measured inside a fresh process after its imports (no Python start-up, no import time: also not
-cuda-python's, which asyncdsl otherwise imports on its first launch), median of 3 processes each:
+cuda-python's, which asyncdsl otherwise imports on its first launch), the median of several
+processes each (the cold cases, whose time is mostly the driver's JIT, take turns over COLD_PROCESSES
+processes each and keep every sample: on the H200's host one JIT of the GEMM took either about 125
+or about 200 ms, so three processes could land on either side):
 
 - empty caches: trace, passes, PTX, cubin, load, tensor maps, launch (Triton: its JIT compile);
   the driver's JIT cache (`CUDA_CACHE_PATH`) empty too, since a kernel with `setmaxnreg` is
@@ -73,6 +76,7 @@ print(t)
 """
 
 PROCESSES = 3
+COLD_PROCESSES = 9
 
 
 def median_seconds(code: str, env: dict) -> float:
@@ -88,9 +92,12 @@ def main() -> None:
     results: dict = {}
     cold = (("empty caches", FIRST_CALL), ("empty caches, compiler imported", FIRST_CALL_COMPILER_IMPORTED),
             ("empty caches, after another kernel", FIRST_CALL_AFTER_ANOTHER))
-    for name, code in cold:
-        results[f"asyncdsl, {name} (s)"] = statistics.median(
-            fresh_process_seconds(code, empty_caches()) for _ in range(PROCESSES))
+    samples: dict[str, list[float]] = {name: [] for name, _ in cold}
+    for _ in range(COLD_PROCESSES):  # in turns, so that a slow spell of the host falls on all alike
+        for name, code in cold:
+            samples[name].append(fresh_process_seconds(code, empty_caches()))
+    for name, values in samples.items():
+        results[f"asyncdsl, {name} (s)"] = statistics.median(values)
     caches = empty_caches()
     fresh_process_seconds(FIRST_CALL, caches)
     results["asyncdsl, warm disk cache (s)"] = median_seconds(FIRST_CALL, caches)
@@ -101,7 +108,10 @@ def main() -> None:
     triton_cache = empty_dir()
     fresh_process_seconds(TRITON_FIRST_CALL, {"TRITON_CACHE_DIR": triton_cache})
     results["Triton, warm disk cache (s)"] = median_seconds(TRITON_FIRST_CALL, {"TRITON_CACHE_DIR": triton_cache})
-    path = write_result("compile_latency", {"bf16 GEMM 8192^3, first call (s)": results})
+    path = write_result("compile_latency", {
+        "bf16 GEMM 8192^3, first call (s)": results,
+        "cold samples, in the order taken (s)": {name: [round(v, 4) for v in values] for name, values in samples.items()},
+    })
     plot_result(path)
     for key, value in results.items():
         print(f"{key:48s} {value * 1e3:9.2f} ms")

@@ -2,7 +2,12 @@
 torch.compile and Triton kernels in the tutorials' style, in one run, with the device-copy
 bandwidth of the same run as the roofline.  TB/s = bytes read + written / device time: each
 contender's median over single launches after an L2 flush, the median of that over 5 rounds in
-which the contenders take turns in random order (`common.rounds_of_gpu_ms`).
+which the contenders take turns in random order (`common.rounds_of_gpu_ms`).  Each is also timed
+back to back (", back to back": the wall time of 20 launches in a row, median of 7 rounds in turns,
+`common.interleaved_ms`), the steady stream a model's layers make; every tensor here is several
+times the L2, so the flush changes what is cached little, but it leaves the cache's dirty lines to
+be written back during the launch it precedes, and back to back nothing idles between launches.
+The two orders of the peers differ by about as much as run-to-run noise (docs/hardware.md §19).
 
     python benchmarks/register_tiles.py [softmax rms_norm swiglu rowwise_fp8_quant]
 """
@@ -14,7 +19,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from common import median_gpu_ms, plot_result, rounds_of_gpu_ms, write_result  # noqa: E402
+from common import interleaved_ms, median_gpu_ms, plot_result, rounds_of_gpu_ms, write_result  # noqa: E402
 
 WORKLOADS = {
     "softmax": ((8192, 4096), (4096, 8192), (4096, 16384)),
@@ -174,12 +179,17 @@ def main(names) -> None:
             for peer, ms in rounds_of_gpu_ms(runs).items():
                 row[peer] = nbytes / ms / 1e9
                 print(name, shape, peer, f"{row[peer]:.3f} TB/s", flush=True)
+            streamed = {peer: (fn, torch.cuda.synchronize) for peer, fn in runs.items()}
+            for peer, ms in interleaved_ms(streamed, rounds=7, launches=20).items():
+                row[f"{peer}, back to back"] = nbytes / ms / 1e9
             if exact_check is not None:
                 row["asyncdsl elements differing from numpy"] = exact_check()
             row["device copy"] = _copy_tbps(nbytes)
             best_peer = max(row["torch.compile"], row["triton"])  # the same run's peers
             row["asyncdsl / best of triton, torch.compile"] = row["asyncdsl"] / best_peer
             row["asyncdsl / device copy"] = row["asyncdsl"] / row["device copy"]
+            row["asyncdsl / best of triton, torch.compile, back to back"] = row["asyncdsl, back to back"] / max(
+                row["torch.compile, back to back"], row["triton, back to back"])
             results[f"{name} {shape[0]}x{shape[1]} bf16 (TB/s)"] = row
     plot_result(write_result("register_tiles", results))
     for key, row in results.items():
