@@ -192,7 +192,8 @@ def _infer(fn: func.FuncOp) -> None:
             classes.union(op.ref, op.result)
         elif isinstance(op, ir.WriteRegistersOp) and op.value not in splats:
             classes.union(op.ref, op.value)
-    solver = _Solver(classes, splats, {op.operand for op in ops if isinstance(op, ir.ReduceOp)})
+    reduced = {op.operand for op in ops if isinstance(op, ir.ReduceOp) and not _squeezes(op)}
+    solver = _Solver(classes, splats, reduced)
     for op in ops:
         for result in op.results:
             if is_tile(result):
@@ -248,8 +249,8 @@ class _Solver:
         shape, size = _shape(members[0]), min(element_bytes(m) for m in members)
         size = max(size, VECTOR_BYTES / _gmem_vector_cap(members))
         self._waiting = False
-        for rule in (self._from_reductions, self._from_broadcast_results, self._for_reductions,
-                     self._from_broadcast_operands):
+        for rule in (self._from_reductions, self._from_broadcast_results, self._from_squeezes,
+                     self._for_reductions, self._from_broadcast_operands):
             layout = rule(members, shape, size)
             if layout is not None:
                 return layout
@@ -301,13 +302,13 @@ class _Solver:
         return self._broadcast_results(members, first=False)
 
     def _broadcast_results(self, members, first: bool) -> Layout | None:
-        """The layout of a class `members` are broadcast into, without the new axes.  `first`:
+        """The layout of a class `members` are broadcast into, without the new axes (through a
+        reduction that drops size-1 dims to stretch them, with those dims put back).  `first`:
         that class chosen now, not waiting for this one (a class that then cannot choose is
         passed over); else a class still being chosen is waited for."""
         for member in members:
-            for use in member.uses:
-                op = use.operation
-                if not isinstance(op, ir.BroadcastInDimOp) or op.result in self.splats:
+            for op, squeeze in _broadcasts_of(member):
+                if op.result in self.splats:
                     continue
                 if first:
                     try:
@@ -319,9 +320,31 @@ class _Solver:
                     if result is None:
                         continue
                 try:
-                    return result.reduce(_shape(op.result), _new_axes(op))
+                    layout = result.reduce(_shape(op.result), _new_axes(op))
+                    if squeeze is not None:
+                        kept = tuple(a for a in range(len(_shape(member))) if a not in squeeze.axes.get_values())
+                        layout = layout.broadcast_in_dim(_shape(member), kept)
+                    return layout
                 except LayoutError:
                     continue
+        return None
+
+    def _from_squeezes(self, members, shape, size) -> Layout | None:
+        """A class whose size-1 dims a reduction drops (to stretch them in a broadcast): a layout
+        that holds its elements where the reduction's result has them, so nothing moves."""
+        for member in members:
+            for use in member.uses:
+                op = use.operation
+                if not isinstance(op, ir.ReduceOp) or not _squeezes(op) or op.result in self.splats:
+                    continue
+                result = self._derived(lambda op=op: self.layout_of(op.result))
+                if result is None:
+                    continue
+                kept = tuple(a for a in range(len(shape)) if a not in op.axes.get_values())
+                try:
+                    return result.broadcast_in_dim(shape, kept)
+                except LayoutError:
+                    raise LayoutError(_SQUEEZE_HINT.format(shape=shape), from_ir_location(op)) from None
         return None
 
     def _for_reductions(self, members, shape, size) -> Layout | None:
@@ -353,6 +376,33 @@ class _Solver:
 def _where(members: list[SSAValue]):
     owner = members[0].owner
     return from_ir_location(owner) if isinstance(owner, Operation) else None
+
+
+_SQUEEZE_HINT = (
+    "stretching the size-1 dims of a {shape} tile: no register layout holds it with its elements where the "
+    "broadcast needs them, so they would move between threads; make the "
+    "tile without the size-1 dims (a window of squeezed dims: x.at[:, j], not x.at[:, ds(j, 1)]) and add them "
+    "back with tile[:, None], which needs no layout of its own"
+)
+
+
+def _broadcasts_of(value: SSAValue):
+    """The broadcasts `value` feeds, each with the reduction that drops its size-1 dims on the
+    way (None where it feeds the broadcast directly)."""
+    for use in value.uses:
+        op = use.operation
+        if isinstance(op, ir.BroadcastInDimOp):
+            yield op, None
+        elif isinstance(op, ir.ReduceOp) and _squeezes(op):
+            for inner in op.result.uses:
+                if isinstance(inner.operation, ir.BroadcastInDimOp):
+                    yield inner.operation, op
+
+
+def _squeezes(op: ir.ReduceOp) -> bool:
+    """Whether `op` reduces over size-1 dims only: it drops them, combining nothing."""
+    shape = _shape(op.operand)
+    return all(shape[a] == 1 for a in op.axes.get_values())
 
 
 def _new_axes(op: ir.BroadcastInDimOp) -> tuple[int, ...]:
@@ -406,6 +456,8 @@ def _check_window(op: ir.ReadRegistersOp, solver: _Solver) -> None:
 def _check_reduction(op: ir.ReduceOp, solver: _Solver) -> None:
     expected = _reduced(solver.layout_of(op.operand), op)
     found = solver.layout_of(op.result)
+    if found != expected and _squeezes(op):
+        raise LayoutError(_SQUEEZE_HINT.format(shape=_shape(op.operand)), from_ir_location(op))
     if found != expected:
         raise LayoutError(
             f"this reduction leaves its result in layout {expected}, but the result meets tiles in layout "

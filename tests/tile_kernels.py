@@ -341,6 +341,16 @@ def add_row_and_column(x, row, column, y):
     ad.store(y.at[window], ad.load(x.at[window]) + v + c[:, None])
 
 
+@ad.kernel(grid=(1,))
+def stretch_unit_dims(x, row, one, y, z):
+    """numpy's stretching of real size-1 dims: y = x * row + one, where row is a (1, n) and one a
+    (1, 1) window of GMEM; z = the row repeated down x's rows (a store broadcasts it too)."""
+    n = x.shape[1]
+    r = ad.load(row.at[ad.ds(0, 1), ad.ds(0, n)])
+    ad.store(y.at[...], ad.load(x.at[...]) * r + ad.load(one.at[ad.ds(0, 1), ad.ds(0, 1)]))
+    ad.store(z.at[...], r)
+
+
 @ad.kernel(grid=(2,))
 def masked_element(x, y):
     """y[c] = x[3c] where c is odd, else -5: a 0-d load under a 0-d mask."""

@@ -314,14 +314,25 @@ def broadcast_to(tile: RegisterTile, shape: Sequence[int]) -> RegisterTile:
     source, dims = tile.view if tile.view is not None else (tile, tuple(range(tile.ndim)))
     dims = tuple(offset + d for d in dims)
     if any(size != shape[d] for size, d in zip(source.shape, dims)):
-        hint = ("; reduce over every axis for a 0-d tile, which broadcasts anywhere (t.max(), not t.max(axis=1))"
-                if math.prod(source.shape) == 1 else "; make the tile without them")
+        # Every size-1 dim goes, stretched or not, and comes back as a new axis: a tile without
+        # them is laid out along its real dims only (a (1, 1) element becomes a 0-d one).
+        unit = tuple(i for i, size in enumerate(source.shape) if size == 1)
+        source, dims = _squeezed(source, unit), tuple(d for i, d in enumerate(dims) if i not in unit)
+    return _broadcast(source, shape, dims)
+
+
+def _squeezed(tile: RegisterTile, axes: tuple[int, ...]) -> RegisterTile:
+    """`tile` without its size-1 `axes`, as a reduction over them: one element each, so nothing is
+    combined and the values stay bit for bit, and the layout algebra already says where a
+    reduction leaves its elements (`Layout.reduce`), which the broadcast then starts from."""
+    what = f"broadcasting the size-1 dims of a {tile.shape} tile"
+    if tile.dtype not in COMPUTE_DTYPES:
         raise TraceError(
-            f"broadcasting the size-1 dims of a {source.shape} tile to {shape} is supported when they were "
-            f"added by indexing (tile[:, None]){hint}",
+            f"{what}: stretching size-1 dims is for {', '.join(map(str, COMPUTE_DTYPES))} tiles, not "
+            f"{tile.dtype}; astype one of them first, or make the tile without the size-1 dims",
             user_location(),
         )
-    return _broadcast(source, shape, dims)
+    return RegisterTile(_emit(ir.ReduceOp(tile.use(what), TileReduction.MAX, list(axes)), what), tile.dtype)
 
 
 def assigned(tile, shape: tuple[int, ...], dtype: dtypes.DType, where: str, what: str) -> RegisterTile:

@@ -438,6 +438,9 @@ class StridedLayout(_Queries):
     def reduce(self, shape: Sequence[int], axes: int | Sequence[int]) -> Layout:
         self.check_holds(shape)
         reduced = reduction_axes(axes, len(shape))
+        # Dropping unit axes leaves the flattened tile as it was, so the layout too.
+        if all(shape[axis] == 1 for axis in reduced):
+            return self
         # Every axis longer than 1 at once (what stays are unit axes: the flattened tile is the same).
         if any(extent > 1 for axis, extent in enumerate(shape) if axis not in reduced):
             raise LayoutError(

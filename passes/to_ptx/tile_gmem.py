@@ -234,7 +234,9 @@ def _load(ctx: KernelLowering, op: ir.LoadGmemOp) -> None:
 
 
 def _load_splat(ctx: KernelLowering, op: ir.LoadGmemOp) -> None:
-    shape = (1,)  # a window of squeezed dims: its one element addressed as a (1,) tile's
+    # One element: a window of squeezed dims (a 0-d tile, addressed as a (1,) tile's) or of
+    # size-1 dims only, which a broadcast stretches.
+    shape = tuple(op.result.type.get_shape()) or (1,)
     window = _Window(op, replicated_layout(shape), shape)
     element = op.result.type.element_type
     kind, size = register_kind(element), window.element_bytes

@@ -77,12 +77,16 @@ def test_shapes_that_do_not_broadcast():
     _expect(_kernel(unbroadcastable), "t + t.sum(axis=1)", "do not broadcast")
 
 
-def test_stretching_a_one_element_tile_says_to_reduce_over_every_axis():
-    def stretched(buf, t):
-        row = ad.load(buf.at[0])[None, :]  # (1, 128)
-        row - row.max(axis=1)  # numpy stretches the (1,) total; here t.max() or [:, None] does
+def test_stretching_the_size_1_dims_of_an_fp8_tile_asks_for_astype():
+    @ad.kernel(grid=(1,))
+    def repeated(x, y):
+        ad.store(y.at[...], ad.load(x.at[...]))
 
-    _expect(_kernel(stretched), "row - row.max(axis=1)", "(1,) tile to (1, 128)", "t.max(), not t.max(axis=1)")
+    row, matrix = ad.ArraySpec((1, 128), ad.float8_e4m3fn), ad.ArraySpec((4, 128), ad.float8_e4m3fn)
+    with pytest.raises(ad.TraceError) as caught:
+        repeated.compile(row, matrix)
+    assert "size-1 dims of a (1, 128) tile" in caught.value.message and "astype" in caught.value.message
+    assert caught.value.location.line == line_of(repeated.fn, "ad.store(y.at[...]")
 
 
 def test_storing_a_tile_of_the_wrong_dtype():

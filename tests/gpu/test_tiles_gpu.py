@@ -43,6 +43,7 @@ from tile_kernels import (
     splat_at_reference,
     splat_windows,
     splat_windows_reference,
+    stretch_unit_dims,
     strided_row_totals,
     whole_tile_totals,
     window_affine,
@@ -238,6 +239,15 @@ def test_vectors_broadcast_into_a_matrix_match_the_interpreter(shape):
     row, column = special_values(ad.float32, (shape[1],), 18), special_values(ad.float32, (shape[0],), 19)
     (gpu,), (cpu,) = gpu_and_interpreter(add_row_and_column, [x, row, column], [np.full_like(x, 7.0)])
     assert gpu.tobytes() == cpu.tobytes()
+
+
+@pytest.mark.parametrize("shape", [(4, 256), (64, 64), (16, 32), (1, 128)], ids=str)
+def test_real_size_1_dims_stretch_as_in_the_interpreter(shape):
+    x, row = special_values(ad.float32, shape, 20), special_values(ad.float32, (2, shape[1]), 21)
+    one = np.array([[-0.0]], np.float32)
+    gpu, cpu = gpu_and_interpreter(stretch_unit_dims, [x, row, one], [np.full_like(x, 7.0), np.full_like(x, 7.0)])
+    for g, c in zip(gpu, cpu):
+        assert g.tobytes() == c.tobytes()
 
 
 def test_a_masked_load_of_one_element_matches_the_interpreter():

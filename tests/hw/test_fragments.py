@@ -384,7 +384,9 @@ def test_strided_layout_deals_vec_elements_round_robin(shape, vec):
     tiled = layout.as_tiled().coordinates((size,)).reshape(128, registers, vec)
     assert np.array_equal(unravel(tiled, shape), reference)
     assert layout.reduce(shape, range(len(shape))) == SplatLayout()
-    if len(shape) > 1:
+    if len(shape) > 1 and shape[0] == 1:  # dropping a size-1 dim leaves the flattened tile as it was
+        assert layout.reduce(shape, 0) == layout
+    elif len(shape) > 1:
         with pytest.raises(LayoutError, match="over all its axes"):
             layout.reduce(shape, 0)
 

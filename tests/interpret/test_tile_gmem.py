@@ -6,8 +6,10 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from support import line_of
-from tile_kernels import LAYOUTS, gmem_round_trip, masked_rows, masked_rows_reference
+from tile_kernels import LAYOUTS, gmem_round_trip, masked_rows, masked_rows_reference, stretch_unit_dims
 
 import asyncdsl as ad
 
@@ -45,6 +47,18 @@ def test_windows_inside_the_array_round_trip_in_every_layout(layout, dtype):
     expected = (x * dtype(2)).astype(dtype)
     expected[0] = x[0]
     assert y.tobytes() == expected.tobytes()
+
+
+@settings(max_examples=25, deadline=None)
+@given(shape=st.sampled_from([(1, 128), (2, 128), (3, 128), (4, 256), (8, 64), (16, 32), (64, 64), (32, 512)]),
+       dtype=st.sampled_from([np.float32, np.int32]), seed=st.integers(0, 2**16))
+def test_stretching_size_1_dims_is_numpys_broadcasting(shape, dtype, seed):
+    rng = np.random.default_rng(seed)
+    x, row, one = (rng.integers(-1000, 1000, s).astype(dtype) if dtype is np.int32
+                   else rng.standard_normal(s).astype(dtype) for s in (shape, (2, shape[1]), (1, 1)))
+    y, z = np.zeros_like(x), np.zeros_like(x)
+    stretch_unit_dims.interpret(x, row, one, y, z)
+    assert np.array_equal(y, x * row[:1] + one) and np.array_equal(z, np.broadcast_to(row[:1], shape))
 
 
 def test_misuse_is_an_error_at_the_line():
