@@ -202,10 +202,13 @@ def _tile_layout(op, value: SSAValue) -> Layout | None:
 
 def _load(ctx: KernelLowering, op: ir.LoadGmemOp) -> None:
     layout = layout_of(op.result)
-    if isinstance(layout, SplatLayout):  # one element (a 0-d tile): every thread loads it
-        _load_splat(ctx, op)
-        return
     shape = tuple(op.result.type.get_shape())
+    registers_shape = layout.registers_shape(shape)
+    if isinstance(layout, SplatLayout):
+        # One element (a window of squeezed dims, a 0-d tile addressed as a (1,) tile, or of
+        # size-1 dims only, which a broadcast stretches): every thread loads it into its register.
+        shape = shape or (1,)
+        layout = replicated_layout(shape)
     element = op.result.type.element_type
     window = _window(op, layout, shape)
     kind, size = register_kind(element), window.element_bytes
@@ -222,7 +225,7 @@ def _load(ctx: KernelLowering, op: ir.LoadGmemOp) -> None:
             where, immediate = _element_address(ctx, address, int(window.offset[1][first]) * size)
             registers += load_piece(ctx, where, immediate, piece, size, kind, space="global", guard=predicate, other=other)
     else:
-        mask = tile_of(ctx, op.mask).expanded(layout).reshape(-1).tolist() if op.mask is not None else None
+        mask = _mask_registers(ctx, op, layout, count)
         other = constant_register(ctx, op.other, element)
         width = _element_width(kind, size)
         for element_index, predicate in enumerate(_predicates(ctx, window, checks, mask, range(count))):
@@ -230,24 +233,16 @@ def _load(ctx: KernelLowering, op: ir.LoadGmemOp) -> None:
             where, immediate = _element_address(ctx, address, int(window.offset[1][element_index]) * size)
             ctx.b.run(f"ld.global.{width} {{}}, [{{}}+{immediate}];", register, where, guard=predicate)
             registers.append(register)
-    bind_tile(ctx, op.result, np.array(registers, dtype=object).reshape(layout.registers_shape(shape)))
+    bind_tile(ctx, op.result, np.array(registers, dtype=object).reshape(registers_shape))
 
 
-def _load_splat(ctx: KernelLowering, op: ir.LoadGmemOp) -> None:
-    # One element: a window of squeezed dims (a 0-d tile, addressed as a (1,) tile's) or of
-    # size-1 dims only, which a broadcast stretches.
-    shape = tuple(op.result.type.get_shape()) or (1,)
-    window = _Window(op, replicated_layout(shape), shape)
-    element = op.result.type.element_type
-    kind, size = register_kind(element), window.element_bytes
-    mask = tile_of(ctx, op.mask).flat() if op.mask is not None else None  # a 0-d mask: one register
-    (predicate,) = _predicates(ctx, window, window.in_bounds(ctx, op), mask, [0])
-    address = _thread_address(ctx, op, window)
-    where, immediate = _element_address(ctx, address, int(window.offset[1][0]) * size)
-    register = ctx.b.mov(kind, constant_register(ctx, op.other, element))
-    width = _element_width(kind, size)
-    ctx.b.run(f"ld.global.{width} {{}}, [{{}}+{immediate}];", register, where, guard=predicate)
-    bind_tile(ctx, op.result, np.array([register], dtype=object))
+def _mask_registers(ctx: KernelLowering, op, layout: Layout, count: int) -> list[SSAValue] | None:
+    """The mask's register for each of the `count` elements a thread accesses (a splat mask, a
+    0-d one among them, has one register for all)."""
+    if op.mask is None:
+        return None
+    mask = tile_of(ctx, op.mask)
+    return [mask.flat()[0]] * count if mask.is_splat else mask.expanded(layout).reshape(-1).tolist()
 
 
 def _element_width(kind: str, size: int) -> str:
@@ -276,7 +271,7 @@ def _store(ctx: KernelLowering, op: ir.StoreGmemOp) -> None:
             where, immediate = _element_address(ctx, address, int(window.offset[1][first]) * size)
             store_piece(ctx, where, immediate, values[first:first + per_piece], size, kind, predicate, space="global")
         return
-    mask = tile_of(ctx, op.mask).expanded(layout).reshape(-1).tolist() if op.mask is not None else None
+    mask = _mask_registers(ctx, op, layout, len(values))
     primary = primary_guard(ctx, layout)  # replicated layouts: each element from one thread
     for index, predicate in enumerate(_predicates(ctx, window, checks, mask, range(len(values)))):
         if primary is not None:
