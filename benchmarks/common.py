@@ -45,31 +45,36 @@ def median_gpu_ms(fn, warmup: int = 25, rep: int = 200) -> float:
     return triton.testing.do_bench(fn, warmup=warmup, rep=rep, return_mode="median")
 
 
-def rounds_of_gpu_ms(contenders: dict, rounds: int = 5, warmup: int = 10, rep: int = 100) -> dict[str, float]:
+def rounds_of_gpu_ms(contenders: dict, rounds: int = 5, warmup: int = 10, rep: int = 100,
+                     before_round=None) -> dict[str, float]:
     """Per contender (name -> fn), the median over `rounds` of its `median_gpu_ms` (each launch
     after an L2 flush), the contenders taking turns in a new (seeded) random order every round:
     a drift of the GPU's clocks over the run falls on all of them alike instead of on whoever
-    was timed first or last."""
+    was timed first or last.  `before_round(i)`, if given, runs before round i (to move every
+    contender to new output buffers, say)."""
     import random
     import statistics
 
     times: dict[str, list[float]] = {name: [] for name in contenders}
     order, shuffle = list(contenders), random.Random(0).shuffle
-    for _ in range(rounds):
+    for index in range(rounds):
+        if before_round is not None:
+            before_round(index)
         shuffle(order)
         for name in order:
             times[name].append(median_gpu_ms(contenders[name], warmup=warmup, rep=rep))
     return {name: statistics.median(values) for name, values in times.items()}
 
 
-def interleaved_ms(contenders: dict, rounds: int = 5, launches: int = 20) -> dict[str, float]:
+def interleaved_ms(contenders: dict, rounds: int = 5, launches: int = 20, before_round=None) -> dict[str, float]:
     """Per contender (name -> (run, wait)), the median over `rounds` of the wall time of
     `launches` launches in a row, per launch; the contenders take turns in every round, so each
     meets the same GPU clocks and power state (a long run of one kernel heats the GPU and lowers
     its clocks for whoever comes next; a rested GPU starts slow).  Kernels of a millisecond or
     more hide the host's launch costs; a round starts from an idle queue.  Each round takes the
     contenders in a new (seeded) random order: a kernel that draws less power leaves the GPU's
-    clocks higher for the one after it, so no contender may always follow the same one."""
+    clocks higher for the one after it, so no contender may always follow the same one.
+    `before_round(i)`, if given, runs before round i."""
     import random
     import statistics
     import time
@@ -80,7 +85,9 @@ def interleaved_ms(contenders: dict, rounds: int = 5, launches: int = 20) -> dic
         wait()
     times: dict[str, list[float]] = {name: [] for name in contenders}
     order, shuffle = list(contenders), random.Random(0).shuffle
-    for _ in range(rounds):
+    for index in range(rounds):
+        if before_round is not None:
+            before_round(index)
         shuffle(order)
         for name in order:
             run, wait = contenders[name]

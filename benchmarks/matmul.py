@@ -7,7 +7,10 @@ median of 7 rounds in which the contenders take turns (`common.interleaved_ms`).
 GEMM's speed follows the GPU's clock and power state more than anything else: the same kernel
 measured 640-805 TFLOP/s depending on what ran before it, so only turns taken under the same
 conditions compare.  asyncdsl's configurations (`CONFIGS`) are all contenders; the best is
-reported with each one's figure.
+reported with each one's figure.  The timed launches of every contender (Mosaic's aside) write
+the same output buffers, the next of OUTPUT_BUFFERS each round: on small problems where the
+output lies moves a kernel's time by several per cent; each contender's error is measured once,
+before the timing, in an output of its own poisoned with NaN.
 
     python benchmarks/matmul.py [MxNxK ...]
     python benchmarks/matmul.py --table     # the 23 shapes of TABLE, fewer rounds, into matmul_table-DATE.json
@@ -124,6 +127,7 @@ def _relative_error(c, exact) -> float:
 # enqueue the next launch while the GPU runs the last (every contender's run() is asynchronous),
 # and the interleaved rounds give all contenders the same clocks.
 DEVICE_TIMED_FLOPS = 2 * 4096 * 4096 * 4096 + 1  # 0.2 ms at 700 TFLOP/s
+OUTPUT_BUFFERS = 3  # the timed launches' outputs, taken in turn round by round
 
 
 def measure(m: int, n: int, k: int, configs=CONFIGS, rounds: int = 7, launches: int = 20,
@@ -147,11 +151,20 @@ def measure(m: int, n: int, k: int, configs=CONFIGS, rounds: int = 7, launches: 
     a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
     exact = a.float() @ b.float()  # the reference the errors are measured against
-    outputs = {}
+    outputs, checks = {}, []
+    # Timed launches of every contender write the same output buffers, another one each round:
+    # where the output lies moved one 1000^3 kernel between 11.7 and 12.4 us in one run
+    # (docs/hardware.md §18), so no contender may keep a luckier buffer than the others.
+    targets = [torch.empty((m, n), device="cuda", dtype=torch.bfloat16) for _ in range(OUTPUT_BUFFERS)]
+    target = {"c": targets[0]}
 
-    def on_torch_stream(name, launch, dtype=torch.bfloat16):
-        c = outputs[name] = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
-        return lambda: launch(c), torch.cuda.synchronize
+    def next_target(index: int) -> None:
+        target["c"] = targets[index % len(targets)]
+
+    def on_torch_stream(name, launch):
+        c = outputs[name] = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+        checks.append(lambda: launch(c))  # once, into its own poisoned output, for the errors
+        return lambda: launch(target["c"]), torch.cuda.synchronize
 
     contenders = {
         "cuBLAS (torch)": on_torch_stream("cuBLAS (torch)", lambda c: torch.matmul(a, b, out=c)),
@@ -191,18 +204,21 @@ def measure(m: int, n: int, k: int, configs=CONFIGS, rounds: int = 7, launches: 
                       if key not in ("CLUSTER", "SCHEDULE", "CONSUMERS")}
         contenders[name] = on_torch_stream(
             name, lambda c, kernel=kernel, constexprs=constexprs: kernel(a, b, c, CTAS=sms // 2 * 2, **constexprs))
+    for check in checks:
+        check()
+    torch.cuda.synchronize()
     if 2 * m * n * k < DEVICE_TIMED_FLOPS:
         timing = ("device: CUDA events around single launches after a cache flush, median of 5 rounds in "
                   "which the contenders take turns (Mosaic: CUPTI)")
         times = rounds_of_gpu_ms({name: run for name, (run, _) in contenders.items() if name != "mosaic pallas"},
-                                 rep=device_ms)
+                                 rep=device_ms, before_round=next_target)
         if "mosaic pallas" in contenders:
             from mosaic_peer import mosaic_matmul_ms
 
             times["mosaic pallas"] = mosaic_matmul_ms(m, n, k)
     else:
         timing = f"wall clock of {launches} launches in a row, contenders taking turns, median of {rounds} rounds"
-        times = interleaved_ms(contenders, rounds, launches)
+        times = interleaved_ms(contenders, rounds, launches, before_round=next_target)
     tflops = {name: _tflops(m, n, k, ms) for name, ms in times.items()}
     errors = {name: _relative_error(c, exact) for name, c in outputs.items()}
     sweep = {name: value for name, value in tflops.items() if name.startswith("asyncdsl")}
