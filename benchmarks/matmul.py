@@ -14,7 +14,8 @@ before the timing, in an output of its own poisoned with NaN.
 
     python benchmarks/matmul.py [MxNxK ...]
     python benchmarks/matmul.py --table     # the 23 shapes of TABLE, fewer rounds, into matmul_table-DATE.json
-    python benchmarks/matmul.py --table-small   # only its rows timed on the device (below)
+    python benchmarks/matmul.py --table-small   # only its rows timed on the device (below), into
+                                            # matmul_table_small-DATE.json
     python benchmarks/matmul.py --table 1000x1000x1000 128x4096x4096   # those rows, the table's
                                             # contenders, into matmul_table_rows-DATE.json
 
@@ -287,7 +288,9 @@ def main(argv: list[str]) -> None:
         ratios = [d["ratio to cuBLAS"] for d in details.values()]
         payload["geometric mean of asyncdsl / cuBLAS"] = math.prod(ratios) ** (1 / len(ratios))
         payload["rows at >= 0.95x cuBLAS"] = sum(r >= 0.95 for r in ratios)
-    path = write_result("matmul_table" if whole_table else "matmul_table_rows" if table else "matmul", payload)
+    kind = ("matmul_table_small" if "--table-small" in argv else "matmul_table") if whole_table else (
+        "matmul_table_rows" if table else "matmul")
+    path = write_result(kind, payload)
     plot_result(path)
     if table:
         plot_ratios(path)
