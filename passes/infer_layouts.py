@@ -380,9 +380,7 @@ def _where(members: list[SSAValue]):
 
 _SQUEEZE_HINT = (
     "stretching the size-1 dims of a {shape} tile: no register layout holds it with its elements where the "
-    "broadcast needs them, so they would move between threads; make the "
-    "tile without the size-1 dims (a window of squeezed dims: x.at[:, j], not x.at[:, ds(j, 1)]) and add them "
-    "back with tile[:, None], which needs no layout of its own"
+    "broadcast needs them, so they would move between threads; convert it with to_layout(...) first"
 )
 
 

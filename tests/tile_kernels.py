@@ -342,13 +342,19 @@ def add_row_and_column(x, row, column, y):
 
 
 @ad.kernel(grid=(1,))
-def stretch_unit_dims(x, row, one, y, z):
-    """numpy's stretching of real size-1 dims: y = x * row + one, where row is a (1, n) and one a
-    (1, 1) window of GMEM; z = the row repeated down x's rows (a store broadcasts it too)."""
-    n = x.shape[1]
+def stretch_unit_dims(x, row, column, one, y, z):
+    """numpy's stretching of real size-1 dims: y = x * row + column + one, where row is a (1, n),
+    column an (m, 1) and one a (1, 1) window of GMEM; z = the row repeated down x's rows (a store
+    broadcasts it too)."""
+    m, n = x.shape
     r = ad.load(row.at[ad.ds(0, 1), ad.ds(0, n)])
-    ad.store(y.at[...], ad.load(x.at[...]) * r + ad.load(one.at[ad.ds(0, 1), ad.ds(0, 1)]))
+    c = ad.load(column.at[ad.ds(0, m), ad.ds(0, 1)])
+    ad.store(y.at[...], ad.load(x.at[...]) * r + c + ad.load(one.at[ad.ds(0, 1), ad.ds(0, 1)]))
     ad.store(z.at[...], r)
+
+
+def stretch_unit_dims_reference(x, row, column, one):
+    return x * row[:1] + column[:, :1] + one, np.broadcast_to(row[:1], x.shape)
 
 
 @ad.kernel(grid=(2,))

@@ -290,6 +290,37 @@ class TiledLayout(_Queries):
         vector_dim = -1 if lost_vector else moved[self.vector_dim]
         return TiledLayout.canonical(tiles, entries(self.warp_dims), entries(self.lane_dims), vector_dim)
 
+    def _with_unit_axes(self, shape: tuple[int, ...], dims: tuple[int, ...]) -> TiledLayout:
+        """This layout for the `shape` tile that puts this one's axis i at `dims[i]`, the other
+        axes of size 1: those among the tiled axes (or after them) join every tile with size 1,
+        and the warps, lanes and vector keep the dims they had."""
+        rank, source_rank = self.tiling.rank, len(dims)
+        start = dims[source_rank - rank]  # where the tiled axes begin in `shape`
+        tiles = []
+        for tile in self.tiling.tiles:
+            sizes = dict(zip(dims[source_rank - len(tile):], tile))
+            first = dims[source_rank - len(tile)]
+            tiles.append(tuple(sizes.get(axis, 1) for axis in range(first, len(shape))))
+        tiling = Tiling(tuple(tiles))
+        # Each old dim, found in the new tiling by its (axis, size, stride), in order.
+        new_axis = {dims[source_rank - rank + a] - start: a for a in range(rank)}
+        wanted = [(axis, size, stride) for axis, size, stride in self.tiling.dims]
+        found = [(new_axis.get(axis), size, stride) for axis, size, stride in tiling.dims]
+        places, taken = [], set()
+        for key in wanted:
+            place = next((i for i, k in enumerate(found) if k == key and i not in taken), None)
+            if place is None:
+                raise LayoutError(f"layout {self} has no dim {key} once size-1 axes join its tiles")
+            taken.add(place)
+            places.append(place)
+        old, new = len(self.tiling.dims), len(tiling.dims)
+
+        def moved(entry: Entry) -> Entry:
+            return entry if isinstance(entry, Replicated) else places[entry + old] - new
+
+        warps, lanes = tuple(map(moved, self.warp_dims)), tuple(map(moved, self.lane_dims))
+        return TiledLayout.canonical(tiling, warps, lanes, moved(self.vector_dim))
+
     def broadcast_in_dim(self, shape: Sequence[int], dims: Sequence[int], like: Layout | None = None) -> Layout:
         """The layout of this tile broadcast to `shape` (its axis i becoming axis `dims[i]`) with
         no data movement: one whose reduction over the new axes is this layout.  Tried: `like`
@@ -302,7 +333,16 @@ class TiledLayout(_Queries):
         # The named layouts come first: a layout can also take new leading dims itself, but for
         # a row or column that would give every thread a register per row (or column).
         candidates = [like] if like is not None else [*NAMED_LAYOUTS.values(), self]
+        if like is None and all(shape[a] == 1 for a in new_axes):
+            # New size-1 axes inside the tiled dims (a column's trailing 1): this tiling with
+            # those axes put in, cut by 1, so every element stays in its thread and register.
+            candidates.append(functools.partial(self._with_unit_axes, shape, dims))
         for candidate in candidates:
+            if isinstance(candidate, functools.partial):
+                try:
+                    candidate = candidate()
+                except LayoutError:
+                    continue
             try:
                 if candidate.reduce(shape, new_axes) == self:
                     return candidate
@@ -450,12 +490,16 @@ class StridedLayout(_Queries):
         return SplatLayout()
 
     def broadcast_in_dim(self, shape: Sequence[int], dims: Sequence[int], like: Layout | None = None) -> Layout:
-        # New leading dims repeat the flattened tile, so every thread repeats its own registers.
+        # New leading dims repeat the flattened tile, so every thread repeats its own registers;
+        # new dims of size 1 anywhere leave the flattened tile as it was.
         shape, dims = tile_shape(shape), int_tuple(dims, "broadcast dims")
-        if dims != tuple(range(len(shape) - len(dims), len(shape))) or like not in (None, self):
+        leading = dims == tuple(range(len(shape) - len(dims), len(shape)))
+        units = list(dims) == sorted(set(dims)) and all(
+            shape[a] == 1 for a in range(len(shape)) if a not in dims)
+        if not (leading or units) or like not in (None, self):
             raise LayoutError(
                 f"a tile in layout {self} broadcasts without data movement only to new leading"
-                f" dims and in the same layout, not to {shape} along {dims} in {like}"
+                f" dims or new dims of size 1, and in the same layout, not to {shape} along {dims} in {like}"
             )
         self.check_holds(tuple(shape[d] for d in dims))
         return self

@@ -244,8 +244,9 @@ def test_vectors_broadcast_into_a_matrix_match_the_interpreter(shape):
 @pytest.mark.parametrize("shape", [(4, 256), (64, 64), (16, 32), (1, 128)], ids=str)
 def test_real_size_1_dims_stretch_as_in_the_interpreter(shape):
     x, row = special_values(ad.float32, shape, 20), special_values(ad.float32, (2, shape[1]), 21)
-    one = np.array([[-0.0]], np.float32)
-    gpu, cpu = gpu_and_interpreter(stretch_unit_dims, [x, row, one], [np.full_like(x, 7.0), np.full_like(x, 7.0)])
+    column, one = special_values(ad.float32, (shape[0], 3), 22), np.array([[-0.0]], np.float32)
+    gpu, cpu = gpu_and_interpreter(stretch_unit_dims, [x, row, column, one],
+                                   [np.full_like(x, 7.0), np.full_like(x, 7.0)])
     for g, c in zip(gpu, cpu):
         assert g.tobytes() == c.tobytes()
 

@@ -322,6 +322,26 @@ def test_new_leading_dims_keep_a_layout():
     assert SplatLayout().broadcast_in_dim((64, 16), (), like=WGMMA) == WGMMA
     with pytest.raises(LayoutError, match="new leading"):
         strided(4).broadcast_in_dim((512, 3), (0,))
+    assert strided(4).broadcast_in_dim((512, 1), (0,)) == strided(4)  # a size-1 dim: the same flat tile
+
+
+@LAWS
+@given(layouts_and_shapes(), st.data())
+def test_new_size_1_dims_keep_every_element_in_its_thread_and_register(case, data):
+    layout, shape, _ = case
+    # Size-1 axes put before some of the tile's axes (len(shape): after the last).
+    before = data.draw(st.lists(st.integers(0, len(shape)), min_size=1, max_size=2))
+    wide, dims = [], []
+    for axis in range(len(shape) + 1):
+        wide += [1] * before.count(axis)
+        if axis < len(shape):
+            dims.append(len(wide))
+            wide.append(shape[axis])
+    wide, dims = tuple(wide), tuple(dims)
+    held = layout.broadcast_in_dim(wide, dims)
+    assert held.reduce(wide, [a for a in range(len(wide)) if a not in dims]) == layout
+    placed = held.coordinates(wide).reshape(128, -1, len(wide))[..., list(dims)]
+    assert np.array_equal(placed, layout.coordinates(shape).reshape(128, -1, len(shape)))
 
 
 def test_wgmma_transposed_swaps_2x2_blocks_between_lanes_l_and_l_xor_4():

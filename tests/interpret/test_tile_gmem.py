@@ -9,7 +9,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support import line_of
-from tile_kernels import LAYOUTS, gmem_round_trip, masked_rows, masked_rows_reference, stretch_unit_dims
+from tile_kernels import (
+    LAYOUTS,
+    gmem_round_trip,
+    masked_rows,
+    masked_rows_reference,
+    stretch_unit_dims,
+    stretch_unit_dims_reference,
+)
 
 import asyncdsl as ad
 
@@ -54,11 +61,13 @@ def test_windows_inside_the_array_round_trip_in_every_layout(layout, dtype):
        dtype=st.sampled_from([np.float32, np.int32]), seed=st.integers(0, 2**16))
 def test_stretching_size_1_dims_is_numpys_broadcasting(shape, dtype, seed):
     rng = np.random.default_rng(seed)
-    x, row, one = (rng.integers(-1000, 1000, s).astype(dtype) if dtype is np.int32
-                   else rng.standard_normal(s).astype(dtype) for s in (shape, (2, shape[1]), (1, 1)))
+    x, row, column, one = (rng.integers(-1000, 1000, s).astype(dtype) if dtype is np.int32
+                           else rng.standard_normal(s).astype(dtype)
+                           for s in (shape, (2, shape[1]), (shape[0], 3), (1, 1)))
     y, z = np.zeros_like(x), np.zeros_like(x)
-    stretch_unit_dims.interpret(x, row, one, y, z)
-    assert np.array_equal(y, x * row[:1] + one) and np.array_equal(z, np.broadcast_to(row[:1], shape))
+    stretch_unit_dims.interpret(x, row, column, one, y, z)
+    expected_y, expected_z = stretch_unit_dims_reference(x, row, column, one)
+    assert np.array_equal(y, expected_y) and np.array_equal(z, expected_z)
 
 
 def test_misuse_is_an_error_at_the_line():

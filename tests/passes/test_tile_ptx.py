@@ -37,6 +37,7 @@ from tile_kernels import (
     splat_windows,
     splat_windows_reference,
     stretch_unit_dims,
+    stretch_unit_dims_reference,
     strided_row_totals,
     whole_tile_totals,
     window_affine,
@@ -122,26 +123,18 @@ def test_a_matrix_no_layout_holds_is_refused_at_its_line_before_what_is_broadcas
 
 @pytest.mark.parametrize("shape", [(4, 256), (64, 64), (16, 32), (1, 128)], ids=str)
 def test_real_size_1_dims_stretch_by_numpy_rules(ptxas, shape):
-    # A (1, n) row and a (1, 1) element read from GMEM, stretched over the rows of x.
+    # A (1, n) row, an (m, 1) column and a (1, 1) element read from GMEM, stretched over x.
     rng = np.random.default_rng(3)
     x = rng.standard_normal(shape).astype(np.float32)
-    row, one = rng.standard_normal((2, shape[1])).astype(np.float32), np.array([[0.5]], np.float32)
+    row = rng.standard_normal((2, shape[1])).astype(np.float32)
+    column = rng.standard_normal((shape[0], 3)).astype(np.float32)
+    one = np.array([[0.5]], np.float32)
     y, z = np.zeros_like(x), np.zeros_like(x)
-    log = assemble(stretch_unit_dims.ptx(x, row, one, y, z), verbose=True)[1]
+    log = assemble(stretch_unit_dims.ptx(x, row, column, one, y, z), verbose=True)[1]
     assert " 0 bytes spill stores" in log, log
-    stretch_unit_dims.interpret(x, row, one, y, z)
-    assert np.array_equal(y, x * row[:1] + one) and np.array_equal(z, np.broadcast_to(row[:1], shape))
-
-
-def test_a_column_of_size_1_dims_no_layout_holds_says_to_index_instead():
-    @ad.kernel(grid=(1,))
-    def minus_column(x, column, y):
-        ad.store(y.at[...], ad.load(x.at[...]) - ad.load(column.at[:, ad.ds(0, 1)]))
-
-    matrix, column = ad.ArraySpec((128, 256), ad.float32), ad.ArraySpec((128, 3), ad.float32)
-    with pytest.raises(ad.LayoutError, match=r"size-1 dims of a \(128, 1\) tile.*tile\[:, None\]") as caught:
-        minus_column.compile(matrix, column, matrix)
-    assert caught.value.location.line == line_of(minus_column.fn, "ad.store(y.at[...]")
+    stretch_unit_dims.interpret(x, row, column, one, y, z)
+    expected_y, expected_z = stretch_unit_dims_reference(x, row, column, one)
+    assert np.array_equal(y, expected_y) and np.array_equal(z, expected_z)
 
 
 def test_a_masked_load_of_one_element_is_predicated_by_its_mask(ptxas):
