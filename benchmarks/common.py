@@ -66,7 +66,8 @@ def rounds_of_gpu_ms(contenders: dict, rounds: int = 5, warmup: int = 10, rep: i
     return {name: statistics.median(values) for name, values in times.items()}
 
 
-def interleaved_ms(contenders: dict, rounds: int = 5, launches: int = 20, before_round=None) -> dict[str, float]:
+def interleaved_ms(contenders: dict, rounds: int = 5, launches: int = 20,
+                   before_round=None) -> dict[str, float]:
     """Per contender (name -> (run, wait)), the median over `rounds` of the wall time of
     `launches` launches in a row, per launch; the contenders take turns in every round, so each
     meets the same GPU clocks and power state (a long run of one kernel heats the GPU and lowers

@@ -110,7 +110,8 @@ def main() -> None:
     results["Triton, warm disk cache (s)"] = median_seconds(TRITON_FIRST_CALL, {"TRITON_CACHE_DIR": triton_cache})
     path = write_result("compile_latency", {
         "bf16 GEMM 8192^3, first call (s)": results,
-        "cold samples, in the order taken (s)": {name: [round(v, 4) for v in values] for name, values in samples.items()},
+        "cold samples, in the order taken (s)": {
+            name: [round(v, 4) for v in values] for name, values in samples.items()},
     })
     plot_result(path)
     for key, value in results.items():

@@ -322,8 +322,9 @@ class _Solver:
                 try:
                     layout = result.reduce(_shape(op.result), _new_axes(op))
                     if squeeze is not None:
-                        kept = tuple(a for a in range(len(_shape(member))) if a not in squeeze.axes.get_values())
-                        layout = layout.broadcast_in_dim(_shape(member), kept)
+                        shape = _shape(member)
+                        kept = tuple(a for a in range(len(shape)) if a not in squeeze.axes.get_values())
+                        layout = layout.broadcast_in_dim(shape, kept)
                     return layout
                 except LayoutError:
                     continue

@@ -336,13 +336,11 @@ class TiledLayout(_Queries):
         if like is None and all(shape[a] == 1 for a in new_axes):
             # New size-1 axes inside the tiled dims (a column's trailing 1): this tiling with
             # those axes put in, cut by 1, so every element stays in its thread and register.
-            candidates.append(functools.partial(self._with_unit_axes, shape, dims))
+            try:
+                candidates.append(self._with_unit_axes(shape, dims))
+            except LayoutError:
+                pass
         for candidate in candidates:
-            if isinstance(candidate, functools.partial):
-                try:
-                    candidate = candidate()
-                except LayoutError:
-                    continue
             try:
                 if candidate.reduce(shape, new_axes) == self:
                     return candidate
