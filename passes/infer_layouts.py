@@ -17,7 +17,9 @@ The rules:
   an error; `tile.to_layout(...)` is the way to combine them.
 - A class without a given layout takes, in this order (each worked out on demand, so program
   order does not matter): the layout its reduction leaves (a class made by `reduce`); the
-  layout of the class it is broadcast into, without the new axes; for a class reduced over some
+  layout of the class it is broadcast into, without the new axes; for a class whose size-1 dims
+  a reduction drops so that a broadcast can stretch them (numpy's `(1, n) + (m, n)`), the
+  reduction's result's layout with those dims put back; for a class reduced over some
   axes, the row layout (warps over rows, lanes over 16-byte column vectors: the reduction is lane
   shuffles) or else `WGMMA`; the layout a broadcast into it implies (the operand's, kept in
   place); else `strided(v)` with the widest 16-byte vector that fits.  A class whose choice
@@ -322,9 +324,7 @@ class _Solver:
                 try:
                     layout = result.reduce(_shape(op.result), _new_axes(op))
                     if squeeze is not None:
-                        shape = _shape(member)
-                        kept = tuple(a for a in range(len(shape)) if a not in squeeze.axes.get_values())
-                        layout = layout.broadcast_in_dim(shape, kept)
+                        layout = layout.broadcast_in_dim(_shape(member), _kept_axes(squeeze))
                     return layout
                 except LayoutError:
                     continue
@@ -341,9 +341,8 @@ class _Solver:
                 result = self._derived(lambda op=op: self.layout_of(op.result))
                 if result is None:
                     continue
-                kept = tuple(a for a in range(len(shape)) if a not in op.axes.get_values())
                 try:
-                    return result.broadcast_in_dim(shape, kept)
+                    return result.broadcast_in_dim(shape, _kept_axes(op))
                 except LayoutError:
                     raise LayoutError(_SQUEEZE_HINT.format(shape=shape), from_ir_location(op)) from None
         return None
@@ -402,6 +401,12 @@ def _squeezes(op: ir.ReduceOp) -> bool:
     """Whether `op` reduces over size-1 dims only: it drops them, combining nothing."""
     shape = _shape(op.operand)
     return all(shape[a] == 1 for a in op.axes.get_values())
+
+
+def _kept_axes(op: ir.ReduceOp) -> tuple[int, ...]:
+    """The operand's axes a reduction keeps, in order: where they sit in its result."""
+    reduced = op.axes.get_values()
+    return tuple(a for a in range(len(_shape(op.operand))) if a not in reduced)
 
 
 def _new_axes(op: ir.BroadcastInDimOp) -> tuple[int, ...]:

@@ -46,7 +46,7 @@ def strided_layout(shape: tuple[int, ...], element_bytes: float) -> StridedLayou
 
 def replicated_layout(shape: tuple[int, ...]) -> TiledLayout:
     """Every thread holds every element, one a register: how a load of one GMEM element (a 0-d
-    tile) addresses it, every thread reading it into its register."""
+    tile, or a window of size-1 dims) addresses it, every thread reading it into its register."""
     tiling = Tiling((tuple(1 for _ in shape),))
     return TiledLayout.canonical(tiling, (Replicated(WARPS),), (Replicated(WARP_LANES),), -1)
 
