@@ -519,7 +519,8 @@ WGMMA_ROW = TiledLayout(Tiling(((64,), (16,), (8,), (1,))), warp_dims=(-4,), lan
 # WGMMA reduced over rows: column pairs per lane, copied in every warp and in the 8 lanes of a column.
 WGMMA_COL = TiledLayout(Tiling(((8,), (2,))), warp_dims=(Replicated(4),), lane_dims=(Replicated(8), -2))
 # WGMMA with each 2x2 block transposed: a register holds two rows of one column.  Lanes l and
-# l ^ 4 share the same 2x2 blocks in both layouts, so converting takes one shuffle.
+# l ^ 4 share the same 2x2 blocks in both layouts (a shuffle could convert; `to_layout` goes
+# through shared memory, as every relayout does).
 WGMMA_TRANSPOSED = TiledLayout(
     Tiling(((64, 8), (16, 8), (8, 8), (2, 2), (2, 1))), warp_dims=(-10,), lane_dims=(-6, -3, -5), vector_dim=-2
 )
@@ -530,27 +531,6 @@ NAMED_LAYOUTS: dict[str, TiledLayout] = {
     "wgmma_transposed": WGMMA_TRANSPOSED,
 }
 _NAME_OF = {layout: name for name, layout in NAMED_LAYOUTS.items()}
-
-
-def relayout_sources(source: Layout, target: Layout, shape: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
-    """Where a relayout from `source` to `target` takes each register slot of `target` from: two int
-    arrays `(threads, slots)` of shape `(128, *target.registers_shape(shape))`, slots flat.  Each
-    picks the thread itself if it holds the element, else a thread of the same warp (a shuffle),
-    else the lowest thread holding it (a trip through SMEM)."""
-    if isinstance(target, SplatLayout) and not isinstance(source, SplatLayout):
-        raise LayoutError(f"relayout from {source} to splat would drop all but one value")
-    shape = tile_shape(shape)
-    threads, slots = source.holders(shape)
-    if isinstance(target, SplatLayout):
-        return np.arange(THREADS)[:, None], np.zeros((THREADS, 1), dtype=int)
-    wanted = target.coordinates(shape)
-    candidates = threads[tuple(np.moveaxis(wanted, -1, 0))]  # (128, *registers, copies)
-    me = np.arange(THREADS).reshape((THREADS,) + (1,) * (candidates.ndim - 1))
-    distance = np.where(candidates == me, 0, np.where(candidates // WARP_LANES == me // WARP_LANES, 1, 2))
-    choice = np.expand_dims(np.argmin(distance, axis=-1), -1)
-    chosen_slots = slots[tuple(np.moveaxis(wanted, -1, 0))]
-    return (np.take_along_axis(candidates, choice, -1)[..., 0],
-            np.take_along_axis(chosen_slots, choice, -1)[..., 0])
 
 
 def register_window(layout: Layout, shape: Sequence[int], offsets: Sequence[int], window: Sequence[int]) -> tuple:
@@ -574,19 +554,3 @@ def register_window(layout: Layout, shape: Sequence[int], offsets: Sequence[int]
         *(slice(o // t, (o + w) // t) for o, w, t in zip(offsets[lead:], window[lead:], base)),
         *(slice(None),) * inner,
     )
-
-
-def wgmma_a_registers(shape: Sequence[int]) -> np.ndarray:
-    """The registers of an (M, K) tile in `WGMMA` layout that form wgmma's register A operand:
-    `[m, j, i]` is the flat register (register order) that is `a<i>` of k16 step `j` for rows
-    `64 m …`.  Each holds two adjacent columns, vector lane 0 the lower: for 16-bit data the two
-    halves of the `.b32` (lane 0 low); from f32, `a<i> = cvt.rn.bf16x2.f32(lane 1, lane 0)`.
-
-    Why it is free: WGMMA's register order is (64-row block, 8-column block, 8-row half), so the
-    two column blocks × two row halves of a k16 step are 4 consecutive registers in a0…a3 order
-    (docs/hardware.md §14.3, §14.4); f32 accumulator registers 8j … 8j+7 are step j's operand."""
-    shape = tile_shape(shape)
-    if len(shape) != 2 or shape[0] % 64 or shape[1] % 16:
-        raise LayoutError(f"a wgmma A operand is an (M, K) tile with M % 64 == 0 and K % 16 == 0, got {shape}")
-    rows, columns = shape
-    return np.arange(rows * columns // (2 * THREADS)).reshape(rows // 64, columns // 16, 4)

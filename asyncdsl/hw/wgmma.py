@@ -26,15 +26,17 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from asyncdsl import dtypes
 from asyncdsl.dtypes import DType
-from asyncdsl.errors import MmaError
+from asyncdsl.errors import LayoutError, MmaError
 from asyncdsl.hw.smem_layout import SmemLayout, describe_chain
 from asyncdsl.hw.swizzle import swizzled
+from asyncdsl.hw.tiling import THREADS, tile_shape
 
 INSTRUCTION_M = 64  # rows of one instruction's accumulator
 MAX_N = 256
@@ -288,6 +290,22 @@ def check_shapes(acc: tuple[int, ...], a: tuple[int, int], b: tuple[int, int], t
 def register_count(acc: tuple[int, int]) -> int:
     """32-bit accumulator registers per thread."""
     return math.prod(acc) // 128
+
+
+def wgmma_a_registers(shape: Sequence[int]) -> np.ndarray:
+    """The registers of an (M, K) tile in `WGMMA` layout that form wgmma's register A operand:
+    `[m, j, i]` is the flat register (register order) that is `a<i>` of k16 step `j` for rows
+    `64 m …`.  Each holds two adjacent columns, vector lane 0 the lower: for 16-bit data the two
+    halves of the `.b32` (lane 0 low); from f32, `a<i> = cvt.rn.bf16x2.f32(lane 1, lane 0)`.
+
+    Why it is free: WGMMA's register order is (64-row block, 8-column block, 8-row half), so the
+    two column blocks × two row halves of a k16 step are 4 consecutive registers in a0…a3 order
+    (docs/hardware.md §14.3, §14.4); f32 accumulator registers 8j … 8j+7 are step j's operand."""
+    shape = tile_shape(shape)
+    if len(shape) != 2 or shape[0] % 64 or shape[1] % 16:
+        raise LayoutError(f"a wgmma A operand is an (M, K) tile with M % 64 == 0 and K % 16 == 0, got {shape}")
+    rows, columns = shape
+    return np.arange(rows * columns // (2 * THREADS)).reshape(rows // 64, columns // 16, 4)
 
 
 # Registers a warpgroup needs besides its accumulators (descriptors, addresses, loop state,

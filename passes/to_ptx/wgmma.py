@@ -21,8 +21,8 @@ import numpy as np
 from xdsl.ir import SSAValue
 
 from asyncdsl.dialects import asyncdsl as ir
-from asyncdsl.hw.fragments import WGMMA, wgmma_a_registers
-from asyncdsl.hw.wgmma import INSTRUCTION_M, OperandPlan
+from asyncdsl.hw.fragments import WGMMA
+from asyncdsl.hw.wgmma import INSTRUCTION_M, OperandPlan, wgmma_a_registers
 from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
 from asyncdsl.passes.to_ptx.tile_registers import tile_of
 

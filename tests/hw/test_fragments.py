@@ -28,12 +28,11 @@ from asyncdsl.hw.fragments import (
     TiledLayout,
     Tiling,
     register_window,
-    relayout_sources,
     strided,
-    wgmma_a_registers,
 )
 from asyncdsl.hw.layout_choice import replicated_layout, thread_linear
 from asyncdsl.hw.reduction_tree import reduction_tree
+from asyncdsl.hw.wgmma import wgmma_a_registers
 
 LAWS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -346,40 +345,21 @@ def test_new_size_1_dims_keep_every_element_in_its_thread_and_register(case, dat
 
 def test_wgmma_transposed_swaps_2x2_blocks_between_lanes_l_and_l_xor_4():
     shape = (128, 32)
+
+    def owners(layout):  # per element, the one thread holding it
+        held = layout.coordinates(shape).reshape(128, -1, 2)
+        owner = np.empty(shape, dtype=int)
+        owner[held[..., 0], held[..., 1]] = THREAD[:, None]
+        return owner
+
     for source, target in [(WGMMA, WGMMA_TRANSPOSED), (WGMMA_TRANSPOSED, WGMMA)]:
-        threads, _ = relayout_sources(source, target, shape)
-        own = THREAD.reshape((128,) + (1,) * (threads.ndim - 1))
-        assert np.all((threads == own) | (threads == own ^ 4))
+        wanted = target.coordinates(shape).reshape(128, -1, 2)
+        source_threads = owners(source)[wanted[..., 0], wanted[..., 1]]
+        me = THREAD[:, None]
+        assert np.all((source_threads == me) | (source_threads == me ^ 4))
     assert WGMMA_TRANSPOSED.vector_length == 2
     pair = WGMMA_TRANSPOSED.coordinates(shape)[0].reshape(-1, 2, 2)[0]
     assert pair.tolist() == [[0, 0], [1, 0]]  # a register holds two rows of one column
-
-
-TILES_2D = [WGMMA, WGMMA_TRANSPOSED, strided(1), strided(2), strided(8), SplatLayout()]
-TILES_1D = [WGMMA_ROW, WGMMA_COL, strided(1), strided(2), SplatLayout()]
-relayouts = st.one_of(
-    st.tuples(st.sampled_from(TILES_2D), st.sampled_from(TILES_2D[:-1]),
-              st.tuples(st.integers(1, 2).map(lambda b: 64 * b), st.integers(1, 4).map(lambda c: 16 * c))),
-    st.tuples(st.sampled_from(TILES_1D), st.sampled_from(TILES_1D[:-1]), st.integers(1, 3).map(lambda k: (256 * k,))),
-)
-
-
-@LAWS
-@given(relayouts)
-def test_relayout_sources_hold_each_element_nearest_first(case):
-    source, target, shape = case
-    threads, slots = relayout_sources(source, target, shape)
-    wanted = target.coordinates(shape)
-    assert threads.shape == slots.shape == wanted.shape[:-1]
-    if not isinstance(source, SplatLayout):
-        got = source.coordinates(shape).reshape(128, -1, len(shape))[threads, slots]
-        assert np.array_equal(got, wanted)
-    # The thread itself where it holds the element, else a lane of its warp where one does.
-    holders = source.holders(shape)[0][tuple(np.moveaxis(wanted, -1, 0))]
-    me = THREAD.reshape((128,) + (1,) * (threads.ndim - 1))
-    own, in_warp = (holders == me[..., None]).any(-1), (holders // 32 == me[..., None] // 32).any(-1)
-    assert np.array_equal(threads == me, own)
-    assert np.all((threads // 32 == me // 32) == in_warp)
 
 
 # ----------------------------------------------------------------------- splat and strided
