@@ -15,6 +15,8 @@ or about 200 ms, so three processes could land on either side):
 - empty caches, after another kernel: the same first call of the GEMM in a process that first ran
   an unrelated kernel (the softmax example): what compiling one more kernel costs once the
   compiler, the driver's JIT and the launch path are loaded;
+- the two cases before with the GEMM in 128x192 tiles (`BN=192`, as fast at 8192^3 within a
+  few per cent, `benchmarks/matmul.py`), whose PTX ptxas compiles in about two thirds of the time;
 - warm disk cache: a second process over the caches the first filled (asyncdsl takes the
   compiled kernel from disk without tracing it, `runtime/binary_cache.py`);
 - warm disk cache with ASYNCDSL_KERNEL_CACHE=0: the cubin alone from disk, traced again.
@@ -61,6 +63,14 @@ softmax(x, torch.empty_like(x))
 torch.cuda.synchronize()
 a = torch.randn""", 1)
 
+
+
+def in_128x192_tiles(code: str) -> str:
+    """The same first call of the GEMM in its 128x192 configuration: 96 accumulator registers a
+    consumer thread against 128, and ptxas's time grows with them (docs/hardware.md §14.7)."""
+    return code.replace("multi_processor_count)", "multi_processor_count, BN=192)", 1)
+
+
 TRITON_FIRST_CALL = r"""
 import time, torch
 from triton_peers import triton_matmul
@@ -91,7 +101,9 @@ def empty_caches() -> dict:
 def main() -> None:
     results: dict = {}
     cold = (("empty caches", FIRST_CALL), ("empty caches, compiler imported", FIRST_CALL_COMPILER_IMPORTED),
-            ("empty caches, after another kernel", FIRST_CALL_AFTER_ANOTHER))
+            ("empty caches, after another kernel", FIRST_CALL_AFTER_ANOTHER),
+            ("128x192 tiles, empty caches, compiler imported", in_128x192_tiles(FIRST_CALL_COMPILER_IMPORTED)),
+            ("128x192 tiles, empty caches, after another kernel", in_128x192_tiles(FIRST_CALL_AFTER_ANOTHER)))
     samples: dict[str, list[float]] = {name: [] for name, _ in cold}
     for _ in range(COLD_PROCESSES):  # in turns, so that a slow spell of the host falls on all alike
         for name, code in cold:

@@ -32,15 +32,18 @@ def test_every_case_assembles_without_spills_or_advisories(case):
     _clean(ptx(case))
 
 
-def test_the_gemm_example_assembles_clean():
+@pytest.mark.parametrize("bn", [256, 192], ids=["128x256", "128x192"])
+def test_the_gemm_example_assembles_clean(bn):
     from asyncdsl.examples.matmul import matmul
 
     a = np.zeros((8192, 8192), ml_dtypes.bfloat16)
-    text = matmul.ptx(a, a, a, CTAS=132)
+    text = matmul.ptx(a, a, a, CTAS=132, BN=bn)
     log = _clean(text)
     registers = int(re.search(r"Used (\d+) registers", log).group(1))
     assert registers <= 168  # 384 threads: 65536 / 384 rounded down to a multiple of 8
-    assert text.count("wgmma.mma_async") == 4  # one m64n256k16 per k16 of a 64-deep slot
+    # One m64nNk16 per k16 of a 64-deep slot, N the tile's width (each consumer owns 64 rows).
+    assert text.count("wgmma.mma_async") == 4
+    assert text.count(f"wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.bf16.bf16") == 4
     assert "wgmma.wait_group.sync.aligned 1;" in text
 
 
