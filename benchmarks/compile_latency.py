@@ -64,7 +64,6 @@ torch.cuda.synchronize()
 a = torch.randn""", 1)
 
 
-
 def in_128x192_tiles(code: str) -> str:
     """The same first call of the GEMM in its 128x192 configuration: 96 accumulator registers a
     consumer thread against 128, and ptxas's time grows with them (docs/hardware.md §14.7)."""
