@@ -31,6 +31,7 @@ from asyncdsl.dialects import ptx
 from asyncdsl.kernel_binary import KernelParam
 from asyncdsl.passes.to_ptx import (
     assume,
+    barriers,
     bulk,
     collective,
     control,
@@ -124,4 +125,5 @@ def lower_kernel(fn: func.FuncOp, params: tuple[KernelParam, ...] | None = None)
             continue
         lowering.lower(inner)
     emit_epilogue(lowering)
+    barriers.drop_redundant_barriers(kernel.body.block)
     return kernel
