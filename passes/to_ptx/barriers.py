@@ -18,7 +18,9 @@ such as the 256-thread ones of warpgroups taking turns, labels, branches) ends t
 
 from __future__ import annotations
 
-from xdsl.ir import Block, Operation
+import functools
+
+from xdsl.ir import Block
 
 from asyncdsl.dialects import ptx
 
@@ -38,35 +40,38 @@ def drop_redundant_barriers(block: Block) -> None:
     """Erase from `block` (a `ptx.kernel`'s flat body) the barriers that each run of barriers
     and register instructions does not need."""
     run: list[ptx.InstrOp] = []  # the barriers kept in the current run
+    cta_kept = False
     for op in list(block.ops):
-        barrier = _barrier_kind(op)
-        if barrier is None:
-            if not _register_only(op):
-                run = []
+        # Read as the printer does, past IRDL's accessors: this looks at every instruction.
+        properties = op.properties
+        text = properties["text"].data if type(op) is ptx.InstrOp else None
+        kind = _kind(text)
+        if kind is _REGISTER:
             continue
-        if barrier == CTA_BARRIER:
-            if any(_barrier_kind(kept) == CTA_BARRIER for kept in run):
-                block.erase_op(op)
-                continue
-            for kept in run:  # the CTA barrier synchronises every warpgroup's threads too
+        if kind is _OTHER or "guard_negated" in properties:
+            run, cta_kept = [], False
+        elif cta_kept:
+            block.erase_op(op)  # the run's CTA barrier synchronises every warpgroup's threads
+        elif kind is _CTA:
+            for kept in run:
                 block.erase_op(kept)
-            run = [op]
-        elif any(_barrier_kind(kept) == CTA_BARRIER or kept.operands[0] is op.operands[0] for kept in run):
-            block.erase_op(op)
+            run, cta_kept = [op], True
+        elif any(kept.operands[0] is op.operands[0] for kept in run):
+            block.erase_op(op)  # this warpgroup id's barrier is in the run already
         else:
             run.append(op)
 
 
-def _barrier_kind(op: Operation) -> str | None:
-    """CTA_BARRIER or WARPGROUP_BARRIER for an unpredicated barrier of those forms, else None."""
-    if not isinstance(op, ptx.InstrOp) or op.guard is not None:
-        return None
-    text = op.text.data
-    return text if text in (CTA_BARRIER, WARPGROUP_BARRIER) else None
+_CTA, _WARPGROUP, _REGISTER, _OTHER = "cta", "warpgroup", "register", "other"
 
 
-def _register_only(op: Operation) -> bool:
-    if not isinstance(op, ptx.InstrOp):
-        return False  # a label: other paths join here
-    text = op.text.data
-    return text.split(".", 1)[0].split(" ", 1)[0] in _REGISTER_ONLY or text.startswith("ld.param")
+@functools.lru_cache(maxsize=4096)
+def _kind(text: str | None) -> str:
+    """What an instruction of this text is to the merge (None: a label, where paths join)."""
+    if text == CTA_BARRIER:
+        return _CTA
+    if text == WARPGROUP_BARRIER:
+        return _WARPGROUP
+    if text is not None and (text.split(".", 1)[0].split(" ", 1)[0] in _REGISTER_ONLY or text.startswith("ld.param")):
+        return _REGISTER
+    return _OTHER
