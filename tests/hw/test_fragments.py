@@ -345,16 +345,9 @@ def test_new_size_1_dims_keep_every_element_in_its_thread_and_register(case, dat
 
 def test_wgmma_transposed_swaps_2x2_blocks_between_lanes_l_and_l_xor_4():
     shape = (128, 32)
-
-    def owners(layout):  # per element, the one thread holding it
-        held = layout.coordinates(shape).reshape(128, -1, 2)
-        owner = np.empty(shape, dtype=int)
-        owner[held[..., 0], held[..., 1]] = THREAD[:, None]
-        return owner
-
     for source, target in [(WGMMA, WGMMA_TRANSPOSED), (WGMMA_TRANSPOSED, WGMMA)]:
         wanted = target.coordinates(shape).reshape(128, -1, 2)
-        source_threads = owners(source)[wanted[..., 0], wanted[..., 1]]
+        source_threads = source.holders(shape)[0][wanted[..., 0], wanted[..., 1], 0]  # unreplicated: one holder
         me = THREAD[:, None]
         assert np.all((source_threads == me) | (source_threads == me ^ 4))
     assert WGMMA_TRANSPOSED.vector_length == 2
