@@ -264,6 +264,25 @@ def strided_row_totals(x, totals, peaks, corner):
         ad.store(corner.at[ad.ds(1, 3), ad.ds(2, 5)], ad.full((3, 5), 2.5, ad.float32))
 
 
+@ad.kernel(grid=lambda x, peaks, y: (x.shape[0],), block=256)
+def split_row_peaks(x, peaks, y):
+    """Row i of x split between two warpgroups, each holding its half as a strided tile (which
+    reduces to a splat); the halves' maxima meet in shared memory, and both read them back:
+    peaks[i] = max of the row, y = x - peaks[i]."""
+    half = x.shape[1] // 2
+    row = ad.ds(ad.program_id(0), 1)
+    me = ad.warpgroup_idx()
+    window = (row, ad.ds(me * half, half))
+    v = ad.load(x.at[window], layout=ad.strided(8)).astype(ad.float32)
+    halves = ad.smem((2, 1), ad.float32)
+    halves.at[me][...] = v.max(axis=1)
+    ad.cta_barrier()
+    peak = ad.maximum(halves.at[0][...], halves.at[1][...])
+    ad.store(y.at[window], (v - peak[:, None]).astype(y.dtype))
+    with ad.when(me == 0):
+        ad.store(peaks.at[row], peak)
+
+
 @ad.kernel(grid=lambda x, y: (ad.cdiv(x.shape[0], 2),))
 def byte_pairs(x, y):
     """y = x + 1 for 8-bit x, two rows a CTA, in a layout of 2-element vectors: each access is a

@@ -22,7 +22,7 @@ from xdsl.ir import SSAValue
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects.layout_attrs import layout_of
 from asyncdsl.hw.fragments import Layout, SplatLayout
-from asyncdsl.hw.layout_choice import strided_layout
+from asyncdsl.hw.layout_choice import replicated_layout, strided_layout
 from asyncdsl.hw.smem_layout import SmemLayout
 from asyncdsl.hw.tiling import THREADS
 from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
@@ -240,9 +240,15 @@ def _vector_of(element) -> VectorType:
 def _load(ctx: KernelLowering, op: ir.LoadSmemOp) -> None:
     layout = layout_of(op.result)
     shape = tuple(op.result.type.get_shape())
-    regs = read_tile(ctx, ctx.reg(op.smem), buffer_alignment(op.smem), layout, shape, op.result.type.element_type,
-                     ir.smem_layout(op.smem.type))
-    bind_tile(ctx, op.result, regs)
+    read_layout, read_shape = layout, shape
+    if isinstance(layout, SplatLayout):
+        # One element (infer-layouts gives a load a splat only through a full reduction of a
+        # strided tile it meets, whose result has size-1 dims only): every thread reads it.
+        read_shape = shape or (1,)
+        read_layout = replicated_layout(read_shape)
+    regs = read_tile(ctx, ctx.reg(op.smem), buffer_alignment(op.smem), read_layout, read_shape,
+                     op.result.type.element_type, ir.smem_layout(op.smem.type))
+    bind_tile(ctx, op.result, regs.reshape(layout.registers_shape(shape)))
 
 
 def _store(ctx: KernelLowering, op: ir.StoreSmemOp) -> None:

@@ -43,6 +43,7 @@ from tile_kernels import (
     splat_at_reference,
     splat_windows,
     splat_windows_reference,
+    split_row_peaks,
     stretch_unit_dims,
     strided_row_totals,
     whole_tile_totals,
@@ -262,6 +263,14 @@ def test_per_row_totals_of_a_strided_tile_match_the_interpreter():
     x[np.isnan(x.astype(np.float32))] = 0  # NaN rows would hide the order of the sums
     outs = [np.full(40, 7.0, np.float32), np.full(40, 7.0, np.float32), np.zeros((3, 6), np.float32)]
     gpu, cpu = gpu_and_interpreter(strided_row_totals, [x], outs)
+    for g, c in zip(gpu, cpu):
+        assert g.tobytes() == c.tobytes()
+
+
+def test_row_maxima_of_strided_halves_met_in_shared_memory_match_the_interpreter():
+    x = special_values(ad.bfloat16, (24, 2048), 21)
+    outs = [np.full(24, 7.0, np.float32), np.zeros_like(x)]
+    gpu, cpu = gpu_and_interpreter(split_row_peaks, [x], outs)
     for g, c in zip(gpu, cpu):
         assert g.tobytes() == c.tobytes()
 

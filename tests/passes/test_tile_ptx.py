@@ -36,6 +36,7 @@ from tile_kernels import (
     splat_at_reference,
     splat_windows,
     splat_windows_reference,
+    split_row_peaks,
     stretch_unit_dims,
     stretch_unit_dims_reference,
     strided_row_totals,
@@ -275,6 +276,22 @@ def test_per_row_totals_of_a_strided_tile_agree_with_numpy_in_the_interpreter():
     expected = np.zeros((3, 6), np.float32)
     expected[1:, 2:] = 2.5  # rows 1-3 and columns 2-6 of the window, clipped by the array
     assert np.array_equal(corner, expected)
+
+
+def test_a_full_reduction_of_a_strided_tile_goes_through_shared_memory_and_back(ptxas):
+    # Each warpgroup's half-row maximum is a splat (a strided tile reduces over all its axes to
+    # one); written to shared memory, read back by every thread of both warpgroups, it scales the
+    # row: one ld.shared.f32 per half, the same address in every thread.
+    rng = np.random.default_rng(8)
+    x = (rng.standard_normal((5, 2048)) * 4 + np.arange(5)[:, None] * 3).astype(ml_dtypes.bfloat16)
+    peaks, y = np.full(5, np.nan, np.float32), np.zeros_like(x)
+    split_row_peaks.interpret(x, peaks, y)
+    wide = x.astype(np.float32)
+    assert np.array_equal(peaks, wide.max(axis=1))
+    assert np.array_equal(y, (wide - peaks[:, None]).astype(ml_dtypes.bfloat16))
+    ptx = split_row_peaks.ptx(x, peaks, y)
+    ptxas(ptx)
+    assert len(re.findall(r"ld\.shared\.f32 %f\d+, \[%r\d+\];", ptx)) == 2
 
 
 @pytest.mark.parametrize("columns", [1000, 1001])
