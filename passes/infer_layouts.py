@@ -315,7 +315,7 @@ class _Solver:
                 if first:
                     try:
                         result = self.layout_of(op.result, first=True)
-                    except LayoutError:
+                    except (LayoutError, _Unresolved):  # or it is being chosen: this class itself, say
                         continue
                 else:
                     result = self._derived(lambda op=op: self.layout_of(op.result))

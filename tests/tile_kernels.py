@@ -283,6 +283,22 @@ def split_row_peaks(x, peaks, y):
         ad.store(peaks.at[row], peak)
 
 
+@ad.kernel(grid=(1,))
+def unit_axis_peaks(x, y, THROUGH_SMEM: ad.constexpr):
+    """y = x * max(x, axis=0)[None, :] for x of one row, in 8-element vectors: the reduction over
+    the unit axis combines nothing and the broadcast puts it back in place.  THROUGH_SMEM: x goes
+    through shared memory first and the tile read back takes its layout from what it meets (the
+    broadcast back into its own class)."""
+    if THROUGH_SMEM:
+        staged = ad.smem(x.shape, x.dtype)
+        staged[...] = ad.load(x.at[:, :], layout=ad.strided(8))
+        ad.cta_barrier()
+        t = staged[...].astype(ad.float32)
+    else:
+        t = ad.load(x.at[:, :], layout=ad.strided(8)).astype(ad.float32)
+    ad.store(y.at[:, :], t * t.max(axis=0)[None, :])
+
+
 @ad.kernel(grid=lambda x, y: (ad.cdiv(x.shape[0], 2),))
 def byte_pairs(x, y):
     """y = x + 1 for 8-bit x, two rows a CTA, in a layout of 2-element vectors: each access is a

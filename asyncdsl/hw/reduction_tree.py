@@ -61,12 +61,17 @@ def reduction_tree(layout: Layout, shape: Sequence[int], axes: int | Sequence[in
             "a splat tile has one value: reducing it is arithmetic on that value, not a tree"
         )
     if isinstance(layout, StridedLayout):
-        # A strided tile reduces over every axis; its flattened tile, tiled, has the same registers.
         result = layout.reduce(shape, axes)
+        if result == layout:
+            # Only unit axes: the flattened tile, so every register, stays as it is.
+            kept = tuple(s for a, s in enumerate(shape) if a not in _axes(axes, len(shape)))
+            registers = layout.registers_shape(shape)[0]
+            return ReductionTree(tuple((r,) for r in range(registers)), False, (), (), result, kept)
+        # A strided tile reduces over every axis; its flattened tile, tiled, has the same registers.
         tree = reduction_tree(layout.as_tiled(), (math.prod(shape),), 0)
         return ReductionTree(tree.register_terms, tree.fold_vector, tree.lane_xors, tree.warp_groups, result, ())
     result = layout.reduce(shape, axes)  # also checks the shape and the axes
-    axes = {a % len(shape) for a in ((axes,) if isinstance(axes, int) else axes)}
+    axes = _axes(axes, len(shape))
     result_shape = tuple(s for a, s in enumerate(shape) if a not in axes)
 
     dims, base = layout.tiling.dims, layout.tiling.tiles[0]
@@ -107,3 +112,7 @@ def reduction_tree(layout: Layout, shape: Sequence[int], axes: int | Sequence[in
     return ReductionTree(
         register_terms, reduced[layout.vector_dim], tuple(lane_xors), warp_groups, result, result_shape
     )
+
+
+def _axes(axes: int | Sequence[int], rank: int) -> set[int]:
+    return {a % rank for a in ((axes,) if isinstance(axes, int) else axes)}

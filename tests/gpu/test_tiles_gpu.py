@@ -46,6 +46,7 @@ from tile_kernels import (
     split_row_peaks,
     stretch_unit_dims,
     strided_row_totals,
+    unit_axis_peaks,
     whole_tile_totals,
     window_affine,
 )
@@ -265,6 +266,14 @@ def test_per_row_totals_of_a_strided_tile_match_the_interpreter():
     gpu, cpu = gpu_and_interpreter(strided_row_totals, [x], outs)
     for g, c in zip(gpu, cpu):
         assert g.tobytes() == c.tobytes()
+
+
+@pytest.mark.parametrize("through_smem", [False, True])
+def test_a_reduction_over_a_unit_axis_matches_the_interpreter(through_smem):
+    x = special_values(ad.bfloat16, (1, 2048), 22)
+    gpu, cpu = gpu_and_interpreter(unit_axis_peaks, [x], [np.zeros((1, 2048), np.float32)],
+                                   THROUGH_SMEM=through_smem)
+    assert gpu[0].tobytes() == cpu[0].tobytes()
 
 
 def test_row_maxima_of_strided_halves_met_in_shared_memory_match_the_interpreter():

@@ -409,9 +409,10 @@ def test_reduction_tree_sums_each_element_once_and_leaves_copies_equal(case, dat
 
 
 @LAWS
-@given(st.sampled_from([1, 2, 4]), st.integers(1, 3), st.randoms())
-def test_strided_reduction_tree_sums_everything(vec, registers, random):
-    check_tree(strided(vec), (registers * vec, 128), [0, 1], random)
+@given(st.sampled_from([1, 2, 4]), st.integers(1, 3), st.sampled_from([[1, 2], [0], [0, 1, 2]]), st.randoms())
+def test_strided_reduction_tree_sums_everything_or_keeps_every_register(vec, registers, axes, random):
+    # Over every axis longer than 1, the whole tile; over the unit axis alone, nothing to combine.
+    check_tree(strided(vec), (1, registers * vec, 128), axes, random)
 
 
 def check_tree(layout, shape, axes, random):

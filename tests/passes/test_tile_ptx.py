@@ -40,6 +40,7 @@ from tile_kernels import (
     stretch_unit_dims,
     stretch_unit_dims_reference,
     strided_row_totals,
+    unit_axis_peaks,
     whole_tile_totals,
     window_affine,
 )
@@ -276,6 +277,18 @@ def test_per_row_totals_of_a_strided_tile_agree_with_numpy_in_the_interpreter():
     expected = np.zeros((3, 6), np.float32)
     expected[1:, 2:] = 2.5  # rows 1-3 and columns 2-6 of the window, clipped by the array
     assert np.array_equal(corner, expected)
+
+
+@pytest.mark.parametrize("through_smem", [False, True])
+def test_a_strided_tile_reduced_over_its_unit_axis_keeps_its_registers(ptxas, through_smem):
+    # Nothing to combine: no shuffle, no scratch; the product is the square of every element.
+    x = (np.arange(1024) % 23 - 11).reshape(1, 1024).astype(ml_dtypes.bfloat16)
+    y = np.full((1, 1024), np.nan, np.float32)
+    unit_axis_peaks.interpret(x, y, THROUGH_SMEM=through_smem)
+    assert np.array_equal(y, x.astype(np.float32) ** 2)
+    ptx = unit_axis_peaks.ptx(x, y, THROUGH_SMEM=through_smem)
+    ptxas(ptx)
+    assert "shfl" not in ptx and "max.NaN" not in ptx
 
 
 def test_a_full_reduction_of_a_strided_tile_goes_through_shared_memory_and_back(ptxas):
