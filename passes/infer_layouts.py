@@ -21,7 +21,8 @@ The rules:
   a reduction drops so that a broadcast can stretch them (numpy's `(1, n) + (m, n)`), the
   reduction's result's layout with those dims put back; for a class reduced over some
   axes, the row layout (warps over rows, lanes over 16-byte column vectors: the reduction is lane
-  shuffles) or else `WGMMA`; the layout a broadcast into it implies (the operand's, kept in
+  shuffles) or else `WGMMA`, or else, if every reduction takes all its axes longer than 1, the
+  strided layout; the layout a broadcast into it implies (the operand's, kept in
   place); else `strided(v)` with the widest 16-byte vector that fits.  A class whose choice
   depends on one still being chosen waits for it, except a tile broadcast into another class
   (a bias added to every row): that class chooses first, and the tile takes its layout without
@@ -348,10 +349,17 @@ class _Solver:
         return None
 
     def _for_reductions(self, members, shape, size) -> Layout | None:
-        """A class that is reduced: the row layout (lane shuffles) or WGMMA."""
+        """A class that is reduced: the row layout (lane shuffles) or WGMMA; a class whose every
+        reduction takes all its axes longer than 1 (a (16, 16) tile's total), which neither
+        holds, the strided layout."""
         if not any(member in self.reduced for member in members):
             return None
-        for candidate in (row_layout(shape, size), WGMMA):
+        candidates = [row_layout(shape, size), WGMMA]
+        reductions = [use.operation for member in members for use in member.uses
+                      if isinstance(use.operation, ir.ReduceOp) and not _squeezes(use.operation)]
+        if all(shape[axis] == 1 for op in reductions for axis in _kept_axes(op)):
+            candidates.append(strided_layout(shape, size))
+        for candidate in candidates:
             if candidate is not None and candidate.can_hold(shape):
                 return candidate
         raise LayoutError(

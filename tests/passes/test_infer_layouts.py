@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -164,6 +165,25 @@ def test_a_layout_that_cannot_reduce_one_axis_is_an_error_at_the_reduction():
         reduce_strided.compile(F32, ad.ArraySpec((64,), ad.float32))
     assert caught.value.location.line == line_of(reduce_strided, ".sum(axis=1)")
     assert "relayout" in caught.value.message
+
+
+@ad.kernel(grid=(1,))
+def small_tile_totals(x, totals, centred):
+    """The total and the smallest element of a tile too narrow for the row layout and too short
+    for WGMMA ((16, 16): 16 lanes' worth of columns), and the tile less its smallest element."""
+    t = ad.load(x.at[:, :])
+    ad.store(totals.at[ad.ds(0, 1)], t.sum())
+    ad.store(totals.at[ad.ds(1, 1)], t.min())
+    ad.store(centred.at[:, :], t - t.min())
+
+
+def test_a_tile_only_reduced_whole_takes_the_strided_layout_where_no_other_holds_it(ptxas):
+    x = np.random.default_rng(5).integers(-100, 100, (16, 16)).astype(np.float32)
+    totals, centred = np.full(2, np.nan, np.float32), np.zeros_like(x)
+    assert _layouts(small_tile_totals, x, totals, centred)["asyncdsl.load_gmem"] == [StridedLayout(2)]
+    small_tile_totals.interpret(x, totals, centred)
+    assert totals.tolist() == [x.sum(), x.min()] and np.array_equal(centred, x - x.min())
+    ptxas(small_tile_totals.ptx(x, totals, centred))
 
 
 @ad.kernel(grid=(1,))
