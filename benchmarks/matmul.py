@@ -96,6 +96,11 @@ FEW_TILES_CONFIGS = (
     {"CONSUMERS": 1, "BM": 64, "BN": 64, "BK": 128, "STAGES": 6},
     {"CONSUMERS": 1, "BM": 128, "BN": 64, "STAGES": 8},
     {"CONSUMERS": 1, "CLUSTER": 2, "BM": 64, "BN": 128, "BK": 128, "STAGES": 4},
+    # 64x128 tiles 64 deep in 8 stages alone (1.00-1.02x cuBLAS at 1024^3 in two repeats, the
+    # best there), and 128x64 tiles in pairs side by side sharing a, 128 deep in 4 stages
+    # (0.94-0.99x at 1000^3; same run, CUDA events, results/matmul_small_rows-2026-12-02.json).
+    {"CONSUMERS": 1, "BM": 64, "BN": 128, "BK": 64, "STAGES": 8},
+    {"CONSUMERS": 1, "CLUSTER": 2, "BM": 128, "BN": 64, "BK": 128, "STAGES": 4, "SHARE": "a"},
 )
 # Split K: with tiles BN wide and slices BK deep (and the deepest ring that fits beside them),
 # alone or in CTA pairs side by side sharing each a slice, as many units per tile as fit in one
@@ -133,6 +138,7 @@ def _relative_error(c, exact) -> float:
 # and the interleaved rounds give all contenders the same clocks.
 DEVICE_TIMED_FLOPS = 2 * 4096 * 4096 * 4096 + 1  # 0.2 ms at 700 TFLOP/s
 OUTPUT_BUFFERS = 3  # the timed launches' outputs, taken in turn round by round
+DEVICE_ROUNDS = 9  # three rounds on each output buffer: where the output lies moves 10 us rows by ~5 %
 
 
 def measure(m: int, n: int, k: int, configs=CONFIGS, rounds: int = 7, launches: int = 20,
@@ -213,10 +219,10 @@ def measure(m: int, n: int, k: int, configs=CONFIGS, rounds: int = 7, launches: 
         check()
     torch.cuda.synchronize()
     if 2 * m * n * k < DEVICE_TIMED_FLOPS:
-        timing = ("device: CUDA events around single launches after a cache flush, median of 5 rounds in "
-                  "which the contenders take turns (Mosaic: CUPTI)")
+        timing = (f"device: CUDA events around single launches after a cache flush, median of {DEVICE_ROUNDS} rounds "
+                  "in which the contenders take turns (Mosaic: CUPTI)")
         times = rounds_of_gpu_ms({name: run for name, (run, _) in contenders.items() if name != "mosaic pallas"},
-                                 rep=device_ms, before_round=next_target)
+                                 rounds=DEVICE_ROUNDS, rep=device_ms, before_round=next_target)
         if "mosaic pallas" in contenders:
             from mosaic_peer import mosaic_matmul_ms
 
