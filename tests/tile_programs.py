@@ -29,6 +29,20 @@ LAYOUTS = ("None", "ad.WGMMA", "ad.strided(1)", "ad.strided(2)", "ad.strided(4)"
 ROW_LAYOUTS = ("ad.WGMMA_ROW", "ad.WGMMA_COL", "ad.strided(1)", "ad.strided(2)")
 # Every step ends by clamping, so values stay integers whose sums are exact in float32.
 CLAMP = ("t = ad.minimum(ad.maximum(t, -1000.0), 1000.0)", "t = np.clip(t, -1000, 1000).astype(np.float32)")
+# Steps that draw nothing: the kernel's lines and the model's.
+FIXED_STEPS = {
+    "abs": (["t = -abs(t)"], ["t = -np.abs(t)"]),
+    "where": (["t = ad.where(t >= 1.0, t, 0.0 - t)"], ["t = np.where(t >= 1, t, -t).astype(np.float32)"]),
+    "whole": (["t = t - t.min()"], ["t = t - t.min()"]),
+    "bf16": (["t = t.astype(ad.bfloat16).astype(ad.float32)"], ["t = t.astype(ml_dtypes.bfloat16).astype(np.float32)"]),
+    "ints": (["u = t.astype(ad.int32)", "t = ((u & 7) ^ (u | 2)).astype(ad.float32)"],
+             ["u = t.astype(np.int32)", "t = ((u & 7) ^ (u | 2)).astype(np.float32)"]),
+    "fp8": (["t = ad.minimum(ad.maximum(t, -16.0), 16.0).astype(ad.float8_e4m3fn).astype(ad.float32)"],
+            ["t = np.clip(t, -16, 16).astype(ml_dtypes.float8_e4m3fn).astype(np.float32)"]),
+    "row_totals": (["t = t - t.sum(axis=1)[:, None]"],
+                   ["t = t - t.sum(axis=1, dtype=np.float64).astype(np.float32)[:, None]"]),
+    "column_peaks": (["t = t * t.max(axis=0)[None, :]"], ["t = t * t.max(axis=0)[None, :]"]),
+}
 
 
 @dataclass
@@ -94,7 +108,10 @@ def tile_programs(draw) -> TileProgram:
     start = draw(st.sampled_from(["0", "ad.program_id(0)"]))  # a traced start is 0 too: one CTA
     window = f"x.at[ad.ds({start}, {rows}), ad.ds(0, {columns})]"
     load = f"ad.load({window}, layout={given}, other={other})"
-    model.append(f"t = np.full(({rows}, {columns}), {other}, np.float32); t[:, :x.shape[1]] = x")
+    def padded(name: str) -> str:  # the model of the window loaded with `other` past the array
+        return f"{name} = np.full(({rows}, {columns}), {other}, np.float32); {name}[:, :x.shape[1]] = x"
+
+    model.append(padded("t"))
     if draw(st.integers(0, 2)) == 0:
         width = columns * np.dtype(DTYPES[dtype]).itemsize
         options = [""] + [f", swizzle={s}" for s in (128, 64) if width == s]
@@ -113,23 +130,17 @@ def tile_programs(draw) -> TileProgram:
         if not strided or draw(st.integers(0, 9)) == 0:
             kinds += ["row_totals", "column_peaks", "row_minima_via_smem", "row_peaks_out"]
         kind = draw(st.sampled_from(kinds))
-        if kind == "arith":
+        if kind in FIXED_STEPS:
+            src += FIXED_STEPS[kind][0]
+            model += FIXED_STEPS[kind][1]
+        elif kind == "arith":
             a, b = draw(st.integers(-3, 3)), draw(st.integers(-4, 4))
             src.append(f"t = t * {a} + {b}")
             model.append(f"t = t * np.float32({a}) + np.float32({b})")
-        elif kind == "abs":
-            src.append("t = -abs(t)")
-            model.append("t = -np.abs(t)")
         elif kind == "minimum":
             c = draw(st.integers(-2, 2))
             src.append(f"t = ad.minimum({c}.0, t)")
             model.append(f"t = np.minimum(np.float32({c}), t)")
-        elif kind == "where":
-            src.append("t = ad.where(t >= 1.0, t, 0.0 - t)")
-            model.append("t = np.where(t >= 1, t, -t).astype(np.float32)")
-        elif kind == "whole":
-            src.append("t = t - t.min()")
-            model.append("t = t - t.min()")
         elif kind == "smem":
             src += [f"spill{step} = ad.smem(({rows}, {columns}), ad.float32)", f"spill{step}[...] = t",
                     "ad.cta_barrier()", f"t = spill{step}[...]", "ad.cta_barrier()"]
@@ -137,9 +148,6 @@ def tile_programs(draw) -> TileProgram:
             target = draw(st.sampled_from([f for f in fitting if f != "None"] or ["ad.WGMMA"]))
             src.append(f"t = t.to_layout({target})")
             strided = strided or (target.startswith("ad.strided") and rows > 1)
-        elif kind == "bf16":
-            src.append("t = t.astype(ad.bfloat16).astype(ad.float32)")
-            model.append("t = t.astype(ml_dtypes.bfloat16).astype(np.float32)")
         elif kind == "loop":
             count = draw(st.integers(1, 3))
             src += [f"acc = ad.registers(({rows}, {columns}), ad.float32, layout={draw(st.sampled_from(['None', given]))})",
@@ -150,17 +158,10 @@ def tile_programs(draw) -> TileProgram:
             dim, bound = draw(st.integers(0, 1)), draw(st.integers(0, max(rows, columns)))
             src.append(f"t = ad.where(ad.iota(({rows}, {columns}), ad.int32, dim={dim}) < {bound}, t, 1.0)")
             model.append(f"t = np.where(np.indices(({rows}, {columns}))[{dim}] < {bound}, t, np.float32(1))")
-        elif kind == "ints":
-            src += ["u = t.astype(ad.int32)", "t = ((u & 7) ^ (u | 2)).astype(ad.float32)"]
-            model += ["u = t.astype(np.int32)", "t = ((u & 7) ^ (u | 2)).astype(np.float32)"]
-        elif kind == "fp8":
-            src.append("t = ad.minimum(ad.maximum(t, -16.0), 16.0).astype(ad.float8_e4m3fn).astype(ad.float32)")
-            model.append("t = np.clip(t, -16, 16).astype(ml_dtypes.float8_e4m3fn).astype(np.float32)")
         elif kind == "two_tiles":
             src += [f"u = ad.load({window}, layout={draw(st.sampled_from(['None', given]))}, other={other})",
                     "t = ad.maximum(t, u.astype(ad.float32))"]
-            model += [f"u = np.full(({rows}, {columns}), {other}, np.float32); u[:, :x.shape[1]] = x",
-                      "t = np.maximum(t, u)"]
+            model += [padded("u"), "t = np.maximum(t, u)"]
         elif kind == "masked_tile":
             bound, fill = draw(st.integers(0, columns)), draw(st.integers(-3, 3))
             mask = f"ad.iota(({rows}, {columns}), ad.int32, dim=1) < {bound}"
@@ -173,12 +174,6 @@ def tile_programs(draw) -> TileProgram:
             a, b = draw(st.integers(-3, 3)), draw(st.integers(-9, 9))
             src.append(f"t = (t.astype(ad.{half}) * {a} + {b}).astype(ad.float32)")
             model.append(f"t = ((t.astype({numpy_half}) * {numpy_half}({a})) + {numpy_half}({b})).astype(np.float32)")
-        elif kind == "row_totals":
-            src.append("t = t - t.sum(axis=1)[:, None]")
-            model.append("t = t - t.sum(axis=1, dtype=np.float64).astype(np.float32)[:, None]")
-        elif kind == "column_peaks":
-            src.append("t = t * t.max(axis=0)[None, :]")
-            model.append("t = t * t.max(axis=0)[None, :]")
         elif kind == "row_minima_via_smem":
             src += [f"minima{step} = ad.smem(({rows},), ad.float32)", f"minima{step}[...] = t.min(axis=1)",
                     "ad.cta_barrier()", f"t = t + minima{step}[...][:, None]", "ad.cta_barrier()"]
