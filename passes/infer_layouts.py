@@ -62,7 +62,8 @@ from asyncdsl.dialects.layout_attrs import INFERRED, LayoutAttr
 from asyncdsl.dialects.memory_attrs import RegistersType
 from asyncdsl.errors import LayoutError
 from asyncdsl.hw.fragments import WGMMA, Layout, SplatLayout, register_window
-from asyncdsl.hw.layout_choice import VECTOR_BYTES, row_layout, strided_layout, thread_linear
+from asyncdsl.hw.layout_choice import VECTOR_BYTES, row_layout, row_sharing_warps, strided_layout, thread_linear
+from asyncdsl.hw.tiling import THREADS, WARP_LANES
 from asyncdsl.ir_locations import from_ir_location
 
 SPLAT = SplatLayout()
@@ -357,15 +358,13 @@ class _Solver:
         candidates = [row_layout(shape, size), WGMMA]
         reductions = [use.operation for member in members for use in member.uses
                       if isinstance(use.operation, ir.ReduceOp) and not _squeezes(use.operation)]
-        if all(shape[axis] == 1 for op in reductions for axis in _kept_axes(op)):
+        totals = all(shape[axis] == 1 for op in reductions for axis in _kept_axes(op))
+        if totals:
             candidates.append(strided_layout(shape, size))
         for candidate in candidates:
             if candidate is not None and candidate.can_hold(shape):
                 return candidate
-        raise LayoutError(
-            f"no default register layout of a {shape} tile can reduce it; give one (layout=asyncdsl.WGMMA, ...)",
-            _where(members),
-        )
+        raise LayoutError(_cannot_reduce(shape, totals), _where(members))
 
     def _from_broadcast_operands(self, members, shape, size) -> Layout | None:
         """A class fed by a broadcast: the operand's registers kept in place."""
@@ -379,6 +378,22 @@ class _Solver:
                     except LayoutError:
                         continue
         return None
+
+
+def _cannot_reduce(shape: tuple[int, ...], totals: bool) -> str:
+    """Why no layout the compiler picks reduces a `shape` tile (`totals`: every reduction of it
+    takes all its axes longer than 1), and what would."""
+    needs = []
+    if len(shape) >= 2:
+        multiple = row_sharing_warps(shape[-2]) * WARP_LANES
+        needs.append(f"lane shuffles along its rows need rows of a multiple of {multiple} elements "
+                     f"(it has {shape[-1]})")
+        needs.append("asyncdsl.WGMMA needs a (64·m, 8·n) tile")
+    if totals:
+        needs.append(f"a total over all of it needs a multiple of {THREADS} elements (it has {math.prod(shape)})")
+    return (f"no register layout the compiler picks can reduce a {shape} tile: " + "; ".join(needs)
+            + ". Pad the tile to such a shape (a load with other= fills the padding with a neutral value) "
+            "or give a layout that holds it (layout=...)")
 
 
 def _where(members: list[SSAValue]):

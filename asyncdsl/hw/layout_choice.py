@@ -21,16 +21,21 @@ def row_layout(shape: tuple[int, ...], element_bytes: float) -> TiledLayout | No
     if len(shape) < 2:
         return None
     rows, columns = shape[-2:]
-    row_warps = next(w for w in (WARPS, 2, 1) if rows % w == 0)
-    column_warps = WARPS // row_warps
+    column_warps = row_sharing_warps(rows)
     vector = max(1, int(VECTOR_BYTES // element_bytes))
     while vector > 1 and columns % (column_warps * WARP_LANES * vector):
         vector //= 2
     if columns % (column_warps * WARP_LANES * vector):
         return None
     lane_span = WARP_LANES * vector
-    tiling = Tiling(((row_warps, column_warps * lane_span), (1, lane_span), (1, vector)))
+    tiling = Tiling(((WARPS // column_warps, column_warps * lane_span), (1, lane_span), (1, vector)))
     return TiledLayout.canonical(tiling, (-6, -5), (-3,), -1)
+
+
+def row_sharing_warps(rows: int) -> int:
+    """How many warps share each row in `row_layout` of `rows` rows: the 4 warps go over the rows
+    as far as they divide them.  Its rows must be a multiple of 32 times this long."""
+    return WARPS // next(w for w in (WARPS, 2, 1) if rows % w == 0)
 
 
 def strided_layout(shape: tuple[int, ...], element_bytes: float) -> StridedLayout | None:

@@ -187,6 +187,22 @@ def test_a_tile_only_reduced_whole_takes_the_strided_layout_where_no_other_holds
 
 
 @ad.kernel(grid=(1,))
+def short_row_sums(x, y):
+    ad.store(y.at[:], ad.load(x.at[:, :]).sum(axis=1))
+
+
+def test_a_row_reduction_no_picked_layout_holds_is_an_error_saying_what_would():
+    with pytest.raises(ad.LayoutError) as caught:
+        short_row_sums.compile(ad.ArraySpec((16, 16), ad.float32), ad.ArraySpec((16,), ad.float32))
+    message = caught.value.message
+    assert "rows of a multiple of 32 elements (it has 16)" in message and "(64·m, 8·n)" in message
+    assert "total" not in message  # the tile is reduced along its rows only
+    assert caught.value.location.line == line_of(short_row_sums, ".sum(axis=1)")
+    # Rows of 32 elements are what the message asks for: they compile.
+    short_row_sums.compile(ad.ArraySpec((16, 32), ad.float32), ad.ArraySpec((16,), ad.float32))
+
+
+@ad.kernel(grid=(1,))
 def too_small(x, y):
     a = ad.smem(x.shape, x.dtype)
     bar = ad.barrier()
