@@ -28,6 +28,7 @@ import ml_dtypes
 import numpy as np
 
 import asyncdsl as ad
+from asyncdsl.examples.row_ring import RowRing
 
 E4M3_MAX = 448.0
 CHUNK = 8192  # elements of a row held in registers at once: 64 per thread
@@ -76,6 +77,32 @@ def rowwise_fp8_quant_split(x, q, scales):
         ad.store(scales.at[row], amax * (1.0 / E4M3_MAX))
 
 
+@ad.kernel(grid=ad.persistent_grid, block=128 * PARTS)
+def rowwise_fp8_quant_ring(x, q, scales, STAGES: ad.constexpr = 3):
+    """Persistent: each CTA walks its rows (`RowRing`) with STAGES of them in flight through
+    shared memory, warpgroup w holding the row's w-th quarter in registers; the quarters'
+    maxima meet in shared memory (two sets, taken in turns: a warpgroup may write the next
+    row's before the others read this one's), and all take the largest in the same order.
+    Rows of any multiple of 512 elements up to 32768 (64 per thread; STAGES slots of a row
+    each must fit in shared memory).  It overlaps the next rows' loads with this row's
+    reduction, which a row-a-CTA kernel leaves to CTA turnover; `quantize` does not pick it
+    until a same-run benchmark against Triton on the H200 says it is faster
+    (`benchmarks/register_tiles.py`)."""
+    ring = RowRing(x, STAGES, PARTS)
+    peaks = ad.smem((2, PARTS, 1), ad.float32)
+    for t in ad.range(ring.count):
+        v = ring.share(t).astype(ad.float32)
+        peaks.at[t % 2, ring.me][...] = abs(v).max(axis=1)
+        ring.release(t)  # also: every quarter's maximum is in `peaks`
+        amax = peaks.at[t % 2, 0][...]
+        for part in range(1, PARTS):
+            amax = ad.maximum(amax, peaks.at[t % 2, part][...])
+        row = ring.row(t)
+        ad.store(q.at[row, ring.columns()], (v * _factor(amax)).astype(q.dtype))
+        with ad.when(ring.me == 0):
+            ad.store(scales.at[row], amax * (1.0 / E4M3_MAX))
+
+
 def _factor(amax):
     """What each row is multiplied by, from its absolute maximum: 448 / amax (IEEE division, as
     `reference` computes it), 0 for an all-zero row; a column, to broadcast over the row."""
@@ -109,6 +136,11 @@ EXAMPLE_ARGS = {
     "rowwise_fp8_quant": (
         (ad.ArraySpec((64, 3000), ad.bfloat16), ad.ArraySpec((64, 3000), ad.float8_e4m3fn), ad.ArraySpec((64,), ad.float32)),
         {"CHUNK": 1024},
+    ),
+    "rowwise_fp8_quant_ring": (
+        (ad.ArraySpec((5, 2048), ad.bfloat16), ad.ArraySpec((5, 2048), ad.float8_e4m3fn),
+         ad.ArraySpec((5,), ad.float32)),
+        {"STAGES": 2},
     ),
     "rowwise_fp8_quant_split": (
         (ad.ArraySpec((5, 4096), ad.bfloat16), ad.ArraySpec((5, 4096), ad.float8_e4m3fn),

@@ -8,7 +8,9 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
+from support import line_of
 
+import asyncdsl as ad
 from asyncdsl.examples import rms_norm as norm
 from asyncdsl.examples import rowwise_fp8_quant as fp8
 from asyncdsl.examples import softmax as soft
@@ -85,3 +87,25 @@ def test_fp8_rows_longer_than_a_chunk_are_split_over_four_warpgroups_when_quarte
     assert fp8.choose(32768)[0] is fp8.rowwise_fp8_quant_split
     assert fp8.choose(10000)[0] is fp8.rowwise_fp8_quant  # quarters of 2500: two sweeps instead
     assert fp8.choose(65536)[0] is fp8.rowwise_fp8_quant  # quarters past CHUNK
+
+
+@pytest.mark.parametrize("shape,stages", [((1, 2048), 3), ((5, 2048), 2), ((9, 4096), 3), ((3, 16384), 2)], ids=str)
+def test_fp8_ring_matches_numpy_bit_for_bit_with_rows_refilled_into_freed_slots(shape, stages):
+    """Persistent: two CTAs in the interpreter, so with 5 rows and 2 slots one CTA refills each
+    slot, with 1 row the other CTA has none."""
+    x, _ = _rows(shape, 6)
+    x[0] = 0
+    q = np.zeros(shape, ml_dtypes.float8_e4m3fn)
+    scales = np.full(shape[0], np.nan, np.float32)
+    fp8.rowwise_fp8_quant_ring.interpret(x, q, scales, STAGES=stages)
+    expected_q, expected_scales = fp8.reference(x)
+    assert q.view(np.uint8).tobytes() == expected_q.view(np.uint8).tobytes()
+    assert np.array_equal(scales, expected_scales)
+
+
+def test_a_row_ring_refuses_rows_its_warpgroups_cannot_share_in_whole_vectors():
+    shape = (4, 1000)
+    with pytest.raises(ad.TraceError, match="1000 elements do not split into 4 shares") as caught:
+        fp8.rowwise_fp8_quant_ring.compile(ad.ArraySpec(shape, ad.bfloat16), ad.ArraySpec(shape, ad.float8_e4m3fn),
+                                           ad.ArraySpec((4,), ad.float32))
+    assert caught.value.location.line == line_of(fp8.rowwise_fp8_quant_ring, "RowRing(x, STAGES, PARTS)")
