@@ -68,9 +68,7 @@ def rowwise_fp8_quant_split(x, q, scales):
     peaks = ad.smem((PARTS, 1), ad.float32)
     peaks.at[me][...] = abs(v).max(axis=1)
     ad.cta_barrier()
-    amax = peaks.at[0][...]
-    for part in range(1, PARTS):
-        amax = ad.maximum(amax, peaks.at[part][...])
+    amax = _largest(peaks)
     factor = _factor(amax)
     ad.store(q.at[window], (v * factor).astype(q.dtype))
     with ad.when(me == 0):
@@ -94,13 +92,20 @@ def rowwise_fp8_quant_ring(x, q, scales, STAGES: ad.constexpr = 3):
         v = ring.share(t).astype(ad.float32)
         peaks.at[t % 2, ring.me][...] = abs(v).max(axis=1)
         ring.release(t)  # also: every quarter's maximum is in `peaks`
-        amax = peaks.at[t % 2, 0][...]
-        for part in range(1, PARTS):
-            amax = ad.maximum(amax, peaks.at[t % 2, part][...])
+        amax = _largest(peaks.at[t % 2])
         row = ring.row(t)
         ad.store(q.at[row, ring.columns()], (v * _factor(amax)).astype(q.dtype))
         with ad.when(ring.me == 0):
             ad.store(scales.at[row], amax * (1.0 / E4M3_MAX))
+
+
+def _largest(peaks):
+    """The largest of the warpgroups' maxima in `peaks` ((PARTS, 1) shared memory), taken in
+    the same order by every warpgroup, so that all scale by the same factor."""
+    amax = peaks.at[0][...]
+    for part in range(1, PARTS):
+        amax = ad.maximum(amax, peaks.at[part][...])
+    return amax
 
 
 def _factor(amax):
