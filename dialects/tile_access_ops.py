@@ -9,6 +9,10 @@ The tile has the buffer's shape (its logical one when it carries a layout, `hw.s
 element type.  A load takes the layout it is given (`layout`)
 or the one `infer-layouts` picks; a store writes a tile in whatever layout it has.  Stores are
 generic-proxy writes: a TMA store or wgmma that reads the bytes needs `fence_async_smem` first.
+With `in cta %r` they reach the copy of the buffer in the CTA of cluster rank %r (distributed
+shared memory, `ld/st.shared::cluster`):
+
+    asyncdsl.store_smem %t, %buf in cta %r : vector<64x128xf32>, memref<64x128xf32, #asyncdsl.smem>
 
     %t = asyncdsl.load_gmem %x[%i, %c0] mask %m : vector<64x100xi1> other 0.0 : memref<1000x100xf32> -> vector<64x100xf32>
     asyncdsl.store_gmem %t, %y[%i, %c0] : vector<64x100xf32>, memref<1000x100xf32>
@@ -65,19 +69,21 @@ def _same_tile(buffer: MemRefType, tile: VectorType, what: str) -> None:
 
 @irdl_op_definition
 class LoadSmemOp(IRDLOperation):
-    """The tile held in shared-memory buffer `smem`."""
+    """The tile held in shared-memory buffer `smem`: this CTA's, or with `cta` the copy of the
+    buffer in the CTA of that rank of the cluster (distributed shared memory)."""
 
     name = "asyncdsl.load_smem"
     smem = operand_def(MemRefType)
+    cta = opt_operand_def(IndexType)
     layout = opt_prop_def(LayoutAttr)
     result = result_def(VectorType)
 
-    assembly_format = "$smem (`layout` $layout^)? attr-dict `:` type($smem) `->` type($result)"
+    assembly_format = "$smem (`in` `cta` $cta^)? (`layout` $layout^)? attr-dict `:` type($smem) `->` type($result)"
 
-    def __init__(self, smem: SSAValue, layout: Layout | None = None):
+    def __init__(self, smem: SSAValue, layout: Layout | None = None, cta: SSAValue | None = None):
         buffer = smem.type
         super().__init__(
-            operands=[smem],
+            operands=[smem, [] if cta is None else [cta]],
             properties={"layout": LayoutAttr(layout)} if layout is not None else {},
             result_types=[VectorType(buffer.element_type, logical_shape(buffer))],
         )
@@ -88,16 +94,18 @@ class LoadSmemOp(IRDLOperation):
 
 @irdl_op_definition
 class StoreSmemOp(IRDLOperation):
-    """Write the tile `value` into shared-memory buffer `smem`."""
+    """Write the tile `value` into shared-memory buffer `smem`: this CTA's, or with `cta` the copy
+    of the buffer in the CTA of that rank of the cluster (distributed shared memory)."""
 
     name = "asyncdsl.store_smem"
     value = operand_def(VectorType)
     smem = operand_def(MemRefType)
+    cta = opt_operand_def(IndexType)
 
-    assembly_format = "$value `,` $smem attr-dict `:` type($value) `,` type($smem)"
+    assembly_format = "$value `,` $smem (`in` `cta` $cta^)? attr-dict `:` type($value) `,` type($smem)"
 
-    def __init__(self, value: SSAValue, smem: SSAValue):
-        super().__init__(operands=[value, smem])
+    def __init__(self, value: SSAValue, smem: SSAValue, cta: SSAValue | None = None):
+        super().__init__(operands=[value, smem, [] if cta is None else [cta]])
 
     def verify_(self) -> None:
         _same_tile(self.smem.type, self.value.type, "store_smem")

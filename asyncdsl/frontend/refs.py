@@ -233,11 +233,24 @@ class SmemRef:
         self.layout = layout
         self.origin = origin
 
-    def peer(self, pe: IndexLike):
-        raise TraceError(
-            "shared memory belongs to one CTA of one device: only kernel array arguments (the symmetric "
-            "heap) have a peer's copy, x.peer(pe)", user_location(),
-        )
+    def peer(self, rank: IndexLike) -> PeerSmem:
+        """This buffer's copy in the CTA of cluster rank `rank` (x + X·(y + Y·z) for a cluster of
+        shape (X, Y, Z); a Python int or a traced index): distributed shared memory, which
+        register tiles are read from and written to whole (`peer[...]`, `peer[...] = tile`)."""
+        cluster = tracing.current("SmemRef.peer").launch.cluster
+        size = cluster[0] * cluster[1] * cluster[2]
+        if size == 1:
+            raise TraceError(
+                f"buf.peer(rank) names another CTA of the kernel's cluster, and this kernel's cluster {cluster} "
+                "holds one CTA (declare cluster= on the kernel); an array of another device is x.peer(pe) "
+                "of a kernel array argument", user_location(),
+            )
+        if not is_index(rank) or (isinstance(rank, int) and not 0 <= rank < size):
+            raise TraceError(
+                f"buf.peer(rank) takes a CTA rank in the cluster, 0 to {size - 1} (an int or a traced index), "
+                f"got {rank!r}", user_location(),
+            )
+        return PeerSmem(self, rank)
 
     @property
     def ndim(self) -> int:
@@ -319,17 +332,68 @@ class SmemRef:
                 user_location(),
             )
 
-    def load(self, layout: Layout | None = None) -> RegisterTile:
-        """The buffer's contents as a register tile (in `layout`, or one inferred)."""
+    def load(self, layout: Layout | None = None, cta: IndexLike | None = None) -> RegisterTile:
+        """The buffer's contents (in the CTA of cluster rank `cta`: `peer(cta).load`) as a register
+        tile (in `layout`, or one inferred)."""
         layout = layout_argument(layout, "asyncdsl.load")
-        op = tracing.current("asyncdsl.load").emit(ir.LoadSmemOp(self.value, layout))
+        rank = None if cta is None else index_value(cta)
+        op = tracing.current("asyncdsl.load").emit(ir.LoadSmemOp(self.value, layout, rank))
         return RegisterTile(op.results[0], self.dtype)
 
-    def store(self, tile) -> None:
-        """Write register tile `tile` (of this buffer's dtype, broadcast to its shape) into the buffer."""
+    def store(self, tile, cta: IndexLike | None = None) -> None:
+        """Write register tile `tile` (of this buffer's dtype, broadcast to its shape) into the
+        buffer (in the CTA of cluster rank `cta`: `peer(cta).store`)."""
         what = "asyncdsl.store"
         tile = assigned(tile, self.shape, self.dtype, "the buffer", what)
-        tracing.current(what).emit(ir.StoreSmemOp(tile.use(what), self.value))
+        rank = None if cta is None else index_value(cta)
+        tracing.current(what).emit(ir.StoreSmemOp(tile.use(what), self.value, rank))
 
     def __repr__(self) -> str:
         return f"SmemRef({self.shape} {self.dtype})"
+
+
+class PeerSmem:
+    """An SMEM buffer (or view) as it lies in another CTA of the cluster: `buf.peer(rank)`.
+
+    Register tiles move to and from it whole, as with the buffer itself (`peer[...]`,
+    `peer[...] = tile`, `asyncdsl.load` / `asyncdsl.store`), through distributed shared memory
+    (`ld/st.shared::cluster`; never `ldmatrix`/`stmatrix`, which reach this CTA only).  The CTAs
+    order those accesses through an mbarrier arrived on across the cluster
+    (`bar.arrive(collective=...)` after the stores, a wait before the loads).  It is not a
+    buffer of this CTA: copies and wgmma do not take it."""
+
+    def __init__(self, buffer: SmemRef, rank: IndexLike):
+        self.buffer = buffer
+        self.rank = rank
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.buffer.shape
+
+    @property
+    def dtype(self) -> dtypes.DType:
+        return self.buffer.dtype
+
+    @property
+    def at(self) -> _At:
+        return _At(self)
+
+    def _view(self, key) -> PeerSmem:
+        return PeerSmem(self.buffer._view(key), self.rank)
+
+    def __getitem__(self, key) -> RegisterTile:
+        self.buffer._whole(key, "reading a peer CTA's shared-memory buffer into registers")
+        return self.load()
+
+    def __setitem__(self, key, tile) -> None:
+        self.buffer._whole(key, "writing registers to a peer CTA's shared-memory buffer")
+        self.store(tile)
+
+    def load(self, layout: Layout | None = None) -> RegisterTile:
+        return self.buffer.load(layout, cta=self.rank)
+
+    def store(self, tile) -> None:
+        self.buffer.store(tile, cta=self.rank)
+
+    def __repr__(self) -> str:
+        return f"PeerSmem({self.shape} {self.dtype} in CTA {self.rank!r})"

@@ -2,6 +2,7 @@
 
     x = ad.load(buf.at[stage], layout=ad.WGMMA)         # a whole SMEM buffer (or view), like buf.at[stage][...]
     ad.store(out_buf, y)                                # the same as out_buf[...] = y
+    out_buf.peer(1)[...] = y                            # the copy of out_buf in CTA 1 of the cluster
     r = ad.load(x.at[ad.ds(row, 64), :], mask=m, other=0.0)   # a GMEM window, element by element
     ad.store(y.at[ad.ds(row, 64), :], r, mask=m)
 
@@ -18,7 +19,7 @@ from asyncdsl import dtypes
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.errors import TraceError, user_location
 from asyncdsl.frontend import tracer as tracing
-from asyncdsl.frontend.refs import GmemRef, GmemView, SmemRef
+from asyncdsl.frontend.refs import GmemRef, GmemView, PeerSmem, SmemRef
 from asyncdsl.frontend.scalars import index_value
 from asyncdsl.frontend.tiles import RegisterTile, assigned, constant_attr, layout_argument
 from asyncdsl.hw.fragments import Layout
@@ -44,7 +45,7 @@ def load(ref, layout: Layout | None = None, mask=None, other=0):
     """The contents of a shared-memory buffer, or of a GMEM window (elements outside the array,
     or where `mask` is false, are `other`), as a register tile in `layout` (or inferred)."""
     what = "asyncdsl.load"
-    if isinstance(ref, SmemRef):
+    if isinstance(ref, (SmemRef, PeerSmem)):
         if mask is not None:
             raise TraceError(f"{what}: a shared-memory buffer is read whole; mask is for GMEM windows", user_location())
         return ref.load(layout)
@@ -62,7 +63,7 @@ def store(ref, tile, mask=None) -> None:
     """Write `tile` into a shared-memory buffer (same shape and dtype), or into a GMEM window,
     except outside the array or where `mask` is false."""
     what = "asyncdsl.store"
-    if isinstance(ref, SmemRef):
+    if isinstance(ref, (SmemRef, PeerSmem)):
         if mask is not None:
             raise TraceError(f"{what}: a shared-memory buffer is written whole; mask is for GMEM windows", user_location())
         ref.store(tile)

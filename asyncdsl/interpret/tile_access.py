@@ -22,10 +22,12 @@ import numpy as np
 from xdsl.interpreter import Interpreter, PythonValues, impl, register_impls
 
 from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.errors import OutOfBoundsError
 from asyncdsl.interpret.diagnosis import diagnosed, origin
 from asyncdsl.interpret.functions import WarpgroupFunctions
 from asyncdsl.interpret.memory import SmemBuffer
 from asyncdsl.interpret.races import GenericRead, GenericWrite
+from asyncdsl.interpret.state import Cta
 from asyncdsl.interpret.tiles import element_dtype
 
 
@@ -42,17 +44,31 @@ def _byte_addresses(memref, buffer: SmemBuffer) -> np.ndarray | None:
 class TileAccessFunctions(WarpgroupFunctions):
     """Register tiles to and from shared memory, executed by `self.warpgroup`."""
 
-    def _bytes(self, buffer: SmemBuffer, what: str) -> tuple[int, int]:
-        self.warpgroup.cta.smem.check(buffer.offset, buffer.nbytes, what)
+    def _target(self, op: ir.LoadSmemOp | ir.StoreSmemOp, args: PythonValues) -> Cta:
+        """The CTA whose copy of the buffer the access reaches: this one, or the one of cluster
+        rank `cta` (at the same offset, as `mapa` maps it)."""
+        cta = self.warpgroup.cta
+        if op.cta is None:
+            return cta
+        rank = args[-1].value.data
+        if not 0 <= rank < len(cta.cluster_ctas):
+            raise OutOfBoundsError(
+                f"a peer shared-memory access names CTA rank {rank}, and the cluster holds "
+                f"{len(cta.cluster_ctas)} CTAs (ranks 0 to {len(cta.cluster_ctas) - 1})"
+            )
+        return cta.cluster_ctas[rank]
+
+    def _bytes(self, cta: Cta, buffer: SmemBuffer, what: str) -> tuple[int, int]:
+        cta.smem.check(buffer.offset, buffer.nbytes, what)
         return buffer.offset, buffer.offset + buffer.nbytes
 
     @impl(ir.LoadSmemOp)
     @diagnosed
     def run_load_smem(self, interpreter: Interpreter, op: ir.LoadSmemOp, args: PythonValues):
-        warpgroup, cta = self.warpgroup, self.warpgroup.cta
+        warpgroup, cta = self.warpgroup, self._target(op, args)
         dtype = element_dtype(op.result.type, op)
         what = "the register-tile load"
-        start, end = self._bytes(args[0], what)
+        start, end = self._bytes(cta, args[0], what)
         cta.accesses.check_read(start, end, warpgroup.clock, what, generic=True)
         shape = tuple(op.result.type.get_shape())
         addresses = _byte_addresses(op.smem.type, args[0])
@@ -68,11 +84,11 @@ class TileAccessFunctions(WarpgroupFunctions):
     @impl(ir.StoreSmemOp)
     @diagnosed
     def run_store_smem(self, interpreter: Interpreter, op: ir.StoreSmemOp, args: PythonValues):
-        warpgroup, cta = self.warpgroup, self.warpgroup.cta
-        tile, buffer = args
+        warpgroup, cta = self.warpgroup, self._target(op, args)
+        tile, buffer = args[:2]
         dtype = element_dtype(op.value.type, op)
         what = "the register-tile store"
-        start, end = self._bytes(buffer, what)
+        start, end = self._bytes(cta, buffer, what)
         cta.accesses.check_write(start, end, warpgroup.clock, what, generic=True)
         addresses = _byte_addresses(op.smem.type, buffer)
         if addresses is None:

@@ -6,6 +6,9 @@ Each thread moves its register vectors in the widest aligned pieces up to 16 byt
 thread's bits plus a constant per piece, swizzled when the buffer is.  16-bit elements pack two to a 32-bit
 word (`mov.b32 {lo, hi}`), 8-bit ones four (`prmt`, `bfe`).
 
+A peer CTA's copy of the buffer (`in cta %r`) is reached through distributed shared memory:
+the same addresses, each distinct base register mapped by `mapa`, and `ld/st.shared::cluster`.
+
 Stores are followed by a warpgroup barrier and preceded by one: a store in one layout and a load
 in another exchange elements between threads, which must not overtake each other's reads and
 writes.  Layouts that replicate elements store each element once (from the lowest replica).
@@ -168,20 +171,35 @@ def store_piece(ctx: KernelLowering, address: SSAValue, offset: int, elements: l
 # -- whole tiles ---------------------------------------------------------------------------------
 
 
+def _in_cta(ctx: KernelLowering, addresses: list[tuple[SSAValue, int]], cta: SSAValue | None):
+    """The piece addresses (register, immediate offset) of this CTA's buffer, or with `cta` of
+    its copy in the CTA of that cluster rank: each distinct register mapped once by `mapa`, whose
+    window keeps offsets (PTX ISA, *mapa*), so the immediates stay; and the state space to use."""
+    if cta is None:
+        return addresses, "shared"
+    mapped: dict[SSAValue, SSAValue] = {}
+    for register, _ in addresses:
+        if register not in mapped:
+            mapped[register] = ctx.b.emit("mapa.shared::cluster.u32 {}, {}, {};", "b32", register, cta)
+    return [(mapped[register], offset) for register, offset in addresses], "shared::cluster"
+
+
 def read_tile(ctx: KernelLowering, base: SSAValue, alignment: int, layout: Layout, shape, element,
-              buffer_layout: SmemLayout | None = None) -> np.ndarray:
+              buffer_layout: SmemLayout | None = None, cta: SSAValue | None = None) -> np.ndarray:
     """The registers of a `shape` tile in `layout` read from the buffer at `base` (row-major, or
-    laid out by `buffer_layout`)."""
+    laid out by `buffer_layout`), in this CTA or in the CTA of cluster rank `cta`."""
     element_bytes = ir.element_bits(_vector_of(element)) // 8
     kind = register_kind(element)
     plan = AccessPlan(layout, shape, element_bytes, buffer_layout or SmemLayout(shape, (), 0), alignment)
-    matrices = matrix_plan(plan, element_bytes, layout.replication != 1, alignment)
+    # ldmatrix reads this CTA's shared memory only.
+    matrices = None if cta is not None else matrix_plan(plan, element_bytes, layout.replication != 1, alignment)
     if matrices is not None:
         registers = _load_matrices(ctx, base, plan, matrices)
     else:
         registers = []
-        for address, offset in piece_addresses(ctx, base, plan):
-            registers += load_piece(ctx, address, offset, plan.piece_bytes, element_bytes, kind)
+        addresses, space = _in_cta(ctx, piece_addresses(ctx, base, plan), cta)
+        for address, offset in addresses:
+            registers += load_piece(ctx, address, offset, plan.piece_bytes, element_bytes, kind, space)
     return np.array(registers, dtype=object).reshape(layout.registers_shape(shape))
 
 
@@ -217,20 +235,23 @@ def _store_matrices(ctx: KernelLowering, base: SSAValue, plan: AccessPlan, matri
 
 
 def write_tile(ctx: KernelLowering, base: SSAValue, alignment: int, layout: Layout, shape, element, regs: np.ndarray,
-               buffer_layout: SmemLayout | None = None) -> None:
-    """Write the registers `regs` of a `shape` tile in `layout` to the buffer at `base`."""
+               buffer_layout: SmemLayout | None = None, cta: SSAValue | None = None) -> None:
+    """Write the registers `regs` of a `shape` tile in `layout` to the buffer at `base`, in this
+    CTA or in the CTA of cluster rank `cta`."""
     element_bytes = ir.element_bits(_vector_of(element)) // 8
     kind = register_kind(element)
     plan = AccessPlan(layout, shape, element_bytes, buffer_layout or SmemLayout(shape, (), 0), alignment)
     vectors = regs.reshape(-1, plan.vector)
-    matrices = matrix_plan(plan, element_bytes, layout.replication != 1, alignment)
+    # stmatrix writes this CTA's shared memory only.
+    matrices = None if cta is not None else matrix_plan(plan, element_bytes, layout.replication != 1, alignment)
     if matrices is not None:
         _store_matrices(ctx, base, plan, matrices, vectors)
         return
     guard = primary_guard(ctx, layout)
-    for piece, (address, offset) in zip(plan.pieces, piece_addresses(ctx, base, plan)):
+    addresses, space = _in_cta(ctx, piece_addresses(ctx, base, plan), cta)
+    for piece, (address, offset) in zip(plan.pieces, addresses):
         elements = list(vectors[piece.slot][piece.lane:piece.lane + piece.lanes])
-        store_piece(ctx, address, offset, elements, element_bytes, kind, guard)
+        store_piece(ctx, address, offset, elements, element_bytes, kind, guard, space)
 
 
 def _vector_of(element) -> VectorType:
@@ -247,7 +268,7 @@ def _load(ctx: KernelLowering, op: ir.LoadSmemOp) -> None:
         read_shape = shape or (1,)
         read_layout = replicated_layout(read_shape)
     regs = read_tile(ctx, ctx.reg(op.smem), buffer_alignment(op.smem), read_layout, read_shape,
-                     op.result.type.element_type, ir.smem_layout(op.smem.type))
+                     op.result.type.element_type, ir.smem_layout(op.smem.type), _rank(ctx, op))
     bind_tile(ctx, op.result, regs.reshape(layout.registers_shape(shape)))
 
 
@@ -265,10 +286,10 @@ def _store(ctx: KernelLowering, op: ir.StoreSmemOp) -> None:
             _store_splat_elementwise(ctx, op, tile.flat()[0], math.prod(tile.shape))
         else:
             write_tile(ctx, ctx.reg(op.smem), buffer_alignment(op.smem), layout, tile.shape, element,
-                       tile.expanded(layout), ir.smem_layout(op.smem.type))
+                       tile.expanded(layout), ir.smem_layout(op.smem.type), _rank(ctx, op))
     else:
         write_tile(ctx, ctx.reg(op.smem), buffer_alignment(op.smem), layout, tile.shape, element, regs,
-                   ir.smem_layout(op.smem.type))
+                   ir.smem_layout(op.smem.type), _rank(ctx, op))
     if not private:
         b.run("bar.sync {}, 128;", ctx.facts.named_barrier)
 
@@ -307,11 +328,18 @@ def _store_splat_elementwise(ctx: KernelLowering, op: ir.StoreSmemOp, value: SSA
     b = ctx.b
     element_bytes = ir.element_bits(op.value.type) // 8
     address = b.emit("mad.lo.s32 {}, {}, {}, {};", "b32", ctx.facts.thread, element_bytes, ctx.reg(op.smem))
+    [(address, _)], space = _in_cta(ctx, [(address, 0)], _rank(ctx, op))
     for start in range(0, count, THREADS):
         guard = None
         if start + THREADS > count:
             guard = b.emit("setp.lt.u32 {}, {}, {};", "pred", ctx.facts.thread, count - start)
-        store_piece(ctx, address, start * element_bytes, [value], element_bytes, register_kind(op.value.type.element_type), guard)
+        store_piece(ctx, address, start * element_bytes, [value], element_bytes, register_kind(op.value.type.element_type),
+                    guard, space)
+
+
+def _rank(ctx: KernelLowering, op: ir.LoadSmemOp | ir.StoreSmemOp) -> SSAValue | None:
+    """The cluster rank of the CTA whose buffer the access reaches (None: this CTA's)."""
+    return None if op.cta is None else ctx.operand(op.cta)
 
 
 RULES: Rules = {

@@ -202,3 +202,28 @@ def test_the_printed_trace_run_through_the_pass_list_prints_the_kernels_ptx():
     for compiler_pass in default_pipeline():
         compiler_pass.apply(ctx, module)
     assert print_ptx(module, version=version, target="sm_90a") == expected
+
+
+@ad.kernel(grid=(2,), cluster=(2, 1, 1))
+def between_ctas(x, y):
+    box = ad.smem((64, 64), ad.float32, transforms=ad.TileTransform((64, 32)), swizzle=128)
+    landed = ad.barrier(arrival_count=2)
+    peer = 1 - ad.cluster_cta_id(0)
+    box.peer(peer)[...] = ad.load(x.at[:, :], layout=ad.WGMMA)
+    landed.arrive(collective="x")
+    landed.wait()
+    ad.store(y.at[:, :], box[...] + box.peer(peer).load(layout=ad.WGMMA))
+
+
+PEER_STAGES = between_ctas.stages(ad.ArraySpec((64, 64), ad.float32), ad.ArraySpec((64, 64), ad.float32))
+
+
+@pytest.mark.parametrize("stage", ["trace", *PASS_NAMES])
+def test_peer_shared_memory_accesses_round_trip(stage):
+    text = PEER_STAGES[stage]
+    parsed = Parser(make_context(), text).parse_module()
+    parsed.verify()
+    assert ir_text(parsed) == text
+    if stage != "lower-to-ptx":  # the last stage holds PTX instead
+        assert re.search(r"asyncdsl.store_smem %\S+, %\S+ in cta %\S+", text)
+        assert re.search(r"asyncdsl.load_smem %\S+ in cta %\S+", text)

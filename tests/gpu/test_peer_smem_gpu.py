@@ -1,0 +1,43 @@
+"""Distributed shared memory on the H200: register tiles written into (or read from) another
+CTA's copy of a buffer (`buf.peer(rank)`) in clusters of 2 and 4, over several rounds through
+one mailbox, bit-exact against numpy and the same bytes as the interpreter.
+
+    python3 -m pytest -q tests/gpu/test_peer_smem_gpu.py
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from gpu_support import hopper_or_skip
+from peer_smem_kernels import ROWS, expected_rotation, rotation_kernel
+
+import asyncdsl as ad
+from asyncdsl.runtime import to_device, to_host
+
+hopper_or_skip()
+pytestmark = pytest.mark.gpu
+
+CASES = [  # (cluster size, columns, mailbox layout, pull, rounds, dtype)
+    (2, 128, "row-major", False, 1, ad.float32),
+    (2, 128, "swizzled", False, 4, ad.float32),
+    (4, 64, "swizzled", True, 3, ad.float32),
+    (4, 128, "swizzled", False, 3, ad.bfloat16),
+    (2, 64, "row-major", True, 2, ad.bfloat16),
+]
+
+
+@pytest.mark.parametrize("size, columns, layout, pull, rounds, dtype", CASES)
+def test_tiles_move_between_ctas_as_numpy_and_the_interpreter_say(size, columns, layout, pull, rounds, dtype):
+    kernel = rotation_kernel(size, columns, layout, pull, rounds)
+    rng = np.random.default_rng(size * 100 + columns + rounds)
+    x = rng.integers(-64, 64, (2 * size * ROWS, columns)).astype(dtype.numpy)
+    out_shape = (rounds * 2 * size * ROWS, columns)
+    poison = np.full(out_shape, np.nan, dtype.numpy)
+    y_device = to_device(poison)
+    kernel(to_device(x), y_device)
+    on_gpu = to_host(y_device)
+    assert on_gpu.tobytes() == expected_rotation(x, size, rounds).tobytes()
+    interpreted = poison.copy()
+    kernel.interpret(x, interpreted)
+    assert interpreted.tobytes() == on_gpu.tobytes()
