@@ -132,7 +132,7 @@ def test_a_static_peer_out_of_range_is_a_trace_error():
         too_far.interpret([np.zeros(1, np.int32)] * 2, devices=2)
 
 
-def test_peer_of_shared_memory_or_a_view_is_a_trace_error():
+def test_peer_of_shared_memory_without_a_cluster_or_of_a_view_is_a_trace_error():
     @ad.kernel(grid=(1,))
     def smem_peer(x):
         ad.smem((8,), ad.float32).peer(1)
@@ -142,7 +142,8 @@ def test_peer_of_shared_memory_or_a_view_is_a_trace_error():
         x.at[0].peer(1)
 
     arrays = [np.zeros(8, np.float32)] * 2
-    with pytest.raises(ad.TraceError, match="only kernel array arguments"):
+    # Shared memory has a peer copy in the other CTAs of a cluster, never on another device.
+    with pytest.raises(ad.TraceError, match=r"holds one CTA .* another device is x.peer\(pe\) of a kernel array argument"):
         smem_peer.interpret(arrays, devices=2)
     with pytest.raises(ad.TraceError, match=r"x.peer\(pe\).at\[...\]"):
         view_peer.interpret(arrays, devices=2)
