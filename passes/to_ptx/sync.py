@@ -27,16 +27,25 @@ def barrier_address(ctx: KernelLowering, barriers, index):
 
 
 def _scope(ctx: KernelLowering) -> str:
+    """The scope of a wait's acquire: the cluster's in a kernel with one, where an arrival may
+    come from another CTA with a release at cluster scope (`collective.py`), which only an
+    acquire at that scope synchronises with."""
     return "cluster" if ctx.facts.cluster_size > 1 else "cta"
 
 
 def _arrive(ctx: KernelLowering, op: ir.ArriveOp) -> None:
+    """An arrival on a barrier of this CTA releases at CTA scope, in a cluster too: only this
+    CTA's threads can wait on it (`try_wait` takes a `shared::cta` address), and what the
+    warpgroup wrote into a peer CTA reaches that CTA's readers through a later cluster-scope
+    release (a collective arrive), cumulative over what its releaser learnt here.  A
+    cluster-scope release makes the thread wait until its earlier writes are visible to the
+    whole cluster: on every slot of a ring, half the speed of a GEMM (docs/hardware.md §7.4)."""
     b = ctx.b
     address = barrier_address(ctx, op.barriers, op.index)
     if op.unsynced is None:
         b.run("bar.sync {}, 128;", ctx.facts.named_barrier)
     b.emit(
-        f"mbarrier.arrive.release.{_scope(ctx)}.shared::cta.b64 {{}}, [{{}}], {op.count.value.data};",
+        f"mbarrier.arrive.release.cta.shared::cta.b64 {{}}, [{{}}], {op.count.value.data};",
         "b64", address, guard=ctx.facts.leader,
     )
 
