@@ -22,9 +22,7 @@ Problems with fewer tiles than SMs split K: `SPLIT_K` units per tile, each addin
 a float32 c by TMA reduce-add (`matmul`), or, ending in bf16, adding up in the order of the
 splits through a float32 partial array (`matmul_split_k`, `add_in_order`).  Or they take
 smaller tiles: in `matmul_narrow` (256 threads) one consumer warpgroup owns each whole tile, 64
-rows by default, so that 128 rows of a make as many tiles as there are SMs.  Or the two CTAs of a
-pair (`matmul_2cta`, SHARE "k") take the same tile and half of K each, and add up through
-distributed shared memory: each sends the float32 rows the other stores (`PairMailbox`).
+rows by default, so that 128 rows of a make as many tiles as there are SMs.
 
     python -m asyncdsl.examples.matmul      # on the GPU if there is one, else interpreted
 """
@@ -90,25 +88,17 @@ def gemm(a, b, c, CTAS, BM, BN, BK, STAGES, SPLIT, EPILOGUE, SNAKE, REGISTERS, I
     # CTAs along the cluster's x dim work on tiles one above the other and share each b slice
     # (SHARE "b"), or on tiles side by side sharing each a slice ("a"): each loads part of the
     # slice and multicasts it to all (`matmul_2cta`); alone, a CTA loads it all.
-    # Or ("k") the two CTAs of a pair take the same tile and half of its K each, and add up through
-    # distributed shared memory (`add_pair_halves`): no operand is shared, each CTA loads slices
-    # for half as many k steps of a tile twice the area, which few tiles make the L2 traffic.
     check_config(BM, BN, BK, STAGES, SPLIT, EPILOGUE, SPLIT_K)
     pair = ad.cluster_shape()[0]
-    if SHARE not in ("a", "b", "k"):
-        raise ad.TraceError(f"SHARE says what the CTAs of a cluster share: the a or b slices ('a', 'b') or the "
-                            f"tile, split along K ('k'), got {SHARE!r}")
-    share_a, share_k = pair > 1 and SHARE == "a", pair > 1 and SHARE == "k"
-    if share_k:
-        check_pair_split(pair, consumers, SPLIT, SPLIT_K, running)
-    m_tiles, n_tiles = ((ad.cdiv(M, BM), ad.cdiv(N, BN * pair)) if share_a else (ad.cdiv(M, BM), ad.cdiv(N, BN))
-                        if share_k else (ad.cdiv(M, BM * pair), ad.cdiv(N, BN)))
+    if SHARE not in ("a", "b"):
+        raise ad.TraceError(f"SHARE says which operand the CTAs of a cluster share: 'a' or 'b', got {SHARE!r}")
+    share_a = pair > 1 and SHARE == "a"
+    m_tiles, n_tiles = (ad.cdiv(M, BM), ad.cdiv(N, BN * pair)) if share_a else (ad.cdiv(M, BM * pair), ad.cdiv(N, BN))
     # Split K: SPLIT_K units per tile each add its share of K into a float32 c (TMA reduce-add),
     # so that small problems keep every SM busy.  Each unit takes the same number of K steps;
     # the last one's past the end of K read zeros (TMA zero fill), which add nothing.
     units = m_tiles * n_tiles * SPLIT_K
-    k_parts = pair if share_k else SPLIT_K
-    k_steps = ad.cdiv(K, BK) if k_parts == 1 else ad.cdiv(ad.cdiv(K, BK), k_parts)  # per unit
+    k_steps = ad.cdiv(K, BK) if SPLIT_K == 1 else ad.cdiv(ad.cdiv(K, BK), SPLIT_K)  # per unit
     if IN_FLIGHT not in (0, 1):
         raise ad.TraceError(f"IN_FLIGHT says whether one wgmma stays in flight: 0 or 1, got {IN_FLIGHT!r}")
     if SPLIT_K > 1 and running is None and c.dtype != ad.float32:
@@ -122,7 +112,7 @@ def gemm(a, b, c, CTAS, BM, BN, BK, STAGES, SPLIT, EPILOGUE, SNAKE, REGISTERS, I
     part = (BM // a_parts, BN // b_parts)  # one consumer's accumulator
     # Where each consumer's part lies among all of them (with the parts past the end of c), which
     # numbers its split-K flag: rows and columns of parts.
-    part_rows, part_columns = m_tiles * a_parts * (1 if share_a or share_k else pair), n_tiles * b_parts * (pair if share_a else 1)
+    part_rows, part_columns = m_tiles * a_parts * (1 if share_a else pair), n_tiles * b_parts * (pair if share_a else 1)
     if running is not None:
         check_running(running, c, part_rows * part_columns, SPLIT_K, units, clusters, pair)
 
@@ -136,9 +126,7 @@ def gemm(a, b, c, CTAS, BM, BN, BK, STAGES, SPLIT, EPILOGUE, SNAKE, REGISTERS, I
         c_out = ad.smem((consumers, 2, 64, 64), c.dtype, **tensor_core_layout(64))
     # The slots of a_ring and b_ring.
     ring = ad.Pipeline(STAGES, loads=a_parts + b_parts, consumers=consumers,
-                       collective="x" if pair > 1 and not share_k else None)
-    if share_k:  # each CTA's mailbox for the peer's float32 part of the rows it stores
-        mailbox = PairMailbox(part)
+                       collective="x" if pair > 1 else None)
     producer_registers, consumer_registers = REGISTERS or (None, None)
 
     def origin(t):
@@ -148,8 +136,6 @@ def gemm(a, b, c, CTAS, BM, BN, BK, STAGES, SPLIT, EPILOGUE, SNAKE, REGISTERS, I
         m, n = tile_position(tile, m_tiles, n_tiles, SNAKE)
         if pair == 1:
             return m * BM, n * BN, split
-        if share_k:
-            return m * BM, n * BN, ad.cluster_cta_id(0)
         if share_a:
             return m * BM, (n * pair + ad.cluster_cta_id(0)) * BN, split
         return (m * pair + ad.cluster_cta_id(0)) * BM, n * BN, split
@@ -159,7 +145,7 @@ def gemm(a, b, c, CTAS, BM, BN, BK, STAGES, SPLIT, EPILOGUE, SNAKE, REGISTERS, I
             row, col, split = origin(t)
             for kk in ad.range(k_steps):
                 slot, landed = ring.produce(t * k_steps + kk)
-                k_step = kk if k_parts == 1 else split * k_steps + kk
+                k_step = kk if SPLIT_K == 1 else split * k_steps + kk
                 with ad.region("load"):
                     for h in range(a_parts):
                         ad.async_copy(a.at[ad.ds(row + h * part[0], part[0]), ad.ds(k_step * BK, BK)],
@@ -167,7 +153,7 @@ def gemm(a, b, c, CTAS, BM, BN, BK, STAGES, SPLIT, EPILOGUE, SNAKE, REGISTERS, I
                     for h in range(b_parts):
                         ad.async_copy(b.at[ad.ds(k_step * BK, BK), ad.ds(col + h * part[1], part[1])],
                                       b_ring.at[slot, h], barrier=landed,
-                                      collective="x" if pair > 1 and not share_a and not share_k else None)
+                                      collective="x" if pair > 1 and not share_a else None)
 
     with ad.warpgroup_role(tuple(range(consumers)), registers=consumer_registers):
         me = ad.warpgroup_idx()
@@ -197,9 +183,7 @@ def gemm(a, b, c, CTAS, BM, BN, BK, STAGES, SPLIT, EPILOGUE, SNAKE, REGISTERS, I
                 if IN_FLIGHT:
                     ad.wgmma_wait(0)
                     ring.release(t * k_steps + k_steps - 1)
-                if share_k:
-                    mailbox.add_pair_halves(acc, me, split, t, lambda: store_in_pieces(acc, c_out, me, c, row, col))
-                elif running is not None:
+                if running is not None:
                     partial, flags = running
                     flag = flags.at[part_number(row, col, part, part_columns)]
                     add_in_order(acc, partial, flag, split, SPLIT_K, c, c_out, me, row, col)
@@ -260,46 +244,6 @@ def check_config(BM, BN, BK, STAGES, SPLIT, EPILOGUE, SPLIT_K) -> None:
     if EPILOGUE not in ("tma", "tma64"):
         raise ad.TraceError(f"EPILOGUE is 'tma' (the whole part at once) or 'tma64' (64 x 64 pieces), "
                             f"got {EPILOGUE!r}")
-
-
-def check_pair_split(pair: int, consumers: int, SPLIT: str, SPLIT_K: int, running) -> None:
-    """Refuse, at trace time, a K split across a CTA pair (SHARE "k") the kernel cannot build."""
-    if pair != 2 or consumers != 2 or SPLIT != "m" or SPLIT_K != 1 or running is not None:
-        raise ad.TraceError(f"SHARE='k' splits K across a pair of CTAs (cluster=(2, 1, 1)) whose two consumer "
-                            f"warpgroups own the top and bottom rows (SPLIT='m'), without SPLIT_K; got a cluster "
-                            f"of {pair} along x, {consumers} consumers, SPLIT={SPLIT!r}, SPLIT_K={SPLIT_K}")
-
-
-class PairMailbox:
-    """How the CTAs of a pair that split a tile's K add up their parts: CTA r stores the rows of
-    consumer r (its "keeper"); its other consumer writes its float32 accumulator straight into
-    the peer's mailbox (distributed shared memory) and arrives on the peer's `landed` barrier;
-    the keeper waits for that, adds the peer's part to its own and stores the sum, then arrives
-    on `drained` so the peer may write the mailbox for the next tile.  Both orders of the two
-    parts give the same bits (IEEE addition commutes), so the sum does not depend on which CTA
-    keeps which rows."""
-
-    def __init__(self, part: tuple[int, int]):
-        # Columns of 32 float32 in 128-byte swizzled rows: a warp's pair-of-f32 stores of WGMMA
-        # rows fall in different banks.
-        self.box = ad.smem(part, ad.float32, **tensor_core_layout(part[0], 32))
-        # Both CTAs' senders (keepers) arrive on the barrier in both CTAs: two arrivals a tile.
-        self.landed = ad.barrier(arrival_count=2)
-        self.drained = ad.barrier(arrival_count=2)
-
-    def add_pair_halves(self, acc, me, split, t, store) -> None:
-        """Consumer `me` of the CTA that took K part `split`, at its `t`-th tile: send `acc` to
-        the peer, or add the peer's part into `acc` and `store()` it."""
-        with ad.when(me != split):
-            with ad.when(t > 0):
-                self.drained.wait()  # the peer's keeper has read what this sent for the last tile
-            self.box.peer(1 - split)[...] = acc[...]
-            self.landed.arrive(collective="x")
-        with ad.when(me == split):
-            self.landed.wait()
-            acc[...] = acc[...] + self.box[...]
-            self.drained.arrive(collective="x")
-            store()
 
 
 def pieces(acc, width: int = 64) -> list[tuple[int, int]]:
@@ -435,11 +379,6 @@ EXAMPLE_ARGS = {
          ad.ArraySpec((200, 264), ad.bfloat16), ad.ArraySpec((2, 200, 264), ad.float32),
          ad.ArraySpec((split_k_flags(200, 264, 128),), ad.int32)),
         {"CTAS": 18, "SPLIT_K": 3, "BN": 128},
-    ),
-    "matmul_2cta": (
-        (ad.ArraySpec((200, 320), ad.bfloat16), ad.ArraySpec((320, 264), ad.bfloat16),
-         ad.ArraySpec((200, 264), ad.bfloat16)),
-        {"CTAS": 6, "BN": 128, "SHARE": "k"},
     ),
     "matmul_narrow": (
         (ad.ArraySpec((200, 320), ad.bfloat16), ad.ArraySpec((320, 264), ad.bfloat16),
