@@ -10,7 +10,8 @@ CHUNK-wide windows, the second reading the row again (from L2), unless a quarter
 whole 1024-element steps: then `rowwise_fp8_quant_split` holds the row in registers once, spread
 over four warpgroups whose maxima meet in shared memory (4096×16384 on the H200: 0.98-1.00×
 Triton against 0.87× for two sweeps; for rows up to CHUNK two or four warpgroups a row were no
-faster or slower than one, docs/hardware.md §19).  `quantize(x, q, scales)` picks the kernel for
+faster or slower than one, docs/hardware.md §19).  Rows longer than RING_FROM go through
+`rowwise_fp8_quant_ring`, persistent CTAs with the next rows in flight in shared memory.  `quantize(x, q, scales)` picks the kernel for
 the rows' length.  A window may run past the row's end: those elements are never touched, so any
 row length works.  An all-zero row gets scale 0 and zeros (no division by zero).  Measured on the
 H200 against the bulk-copy version this replaced (the row through shared memory): 2-3 % faster
@@ -28,11 +29,15 @@ import ml_dtypes
 import numpy as np
 
 import asyncdsl as ad
-from asyncdsl.examples.row_ring import RowRing
+from asyncdsl.errors import user_location
 
 E4M3_MAX = 448.0
 CHUNK = 8192  # elements of a row held in registers at once: 64 per thread
-PARTS = 4  # warpgroups sharing one longer row in `rowwise_fp8_quant_split`
+PARTS = 4  # warpgroups sharing one longer row in `rowwise_fp8_quant_split` and `_ring`
+# Rows longer than this go through the ring: on the H200 (same run, CUDA events, L2 flush) it ran
+# 2048x32768 at 1.02x Triton against 0.97x for the split kernel, 4096x16384 level with it
+# (0.968x against 0.970x) and shorter rows slower (docs/hardware.md §19).
+RING_FROM = 16384
 
 
 @ad.kernel(grid=lambda x, q, scales, **_: (x.shape[0],), block=128)
@@ -75,6 +80,73 @@ def rowwise_fp8_quant_split(x, q, scales):
         ad.store(scales.at[row], amax * (1.0 / E4M3_MAX))
 
 
+# -- RowRing: a persistent walk over the rows of a matrix through a ring of shared-memory slots ---
+#
+#     ring = RowRing(x, stages=3, parts=4)        # in a kernel of 4 warpgroups, grid=persistent_grid
+#     for t in ad.range(ring.count):              # this CTA's rows: program_id, + num_programs, ...
+#         v = ring.share(t)                       # waits for row t; this warpgroup's share of it
+#         ring.release(t)                         # all have read row t: its slot takes row t + stages
+#         ad.store(y.at[ring.row(t), ring.columns()], result)
+#
+# Each CTA keeps `stages` rows in flight: one bulk copy a row (no tensor map), issued as soon as
+# the slot it lands in is free.  A row-at-a-time kernel without a ring has its next row's loads
+# start only when a CTA ends and another begins; here they overlap this row's reductions and
+# stores.  The warpgroups split each row into `parts` equal shares, warpgroup w holding columns
+# [w·n/parts, (w+1)·n/parts) in registers.  `release(t)` is a CTA barrier: every thread's read of
+# the slot is over before the copy that overwrites it is issued, and what the warpgroups wrote to
+# shared memory before it (a share's maximum, say) is there for all after it.  A row needs a whole
+# number of 16-byte pieces (bulk copies move those) and shares of a whole number of 128-element
+# vectors (the register layouts' unit): rows of a multiple of 128·parts elements.
+
+
+class RowRing:
+    """This CTA's rows of the (rows, n) array `x`, `stages` of them in flight, each read as
+    `parts` shares by as many warpgroups.  Call it at the kernel's top level."""
+
+    def __init__(self, x, stages: int, parts: int):
+        rows, n = x.shape
+        if n % (128 * parts):  # an error at the kernel's line that made the ring
+            raise ad.TraceError(f"RowRing: rows of {n} elements do not split into {parts} shares of a whole "
+                                "number of 128-element vectors", user_location(skip=2))
+        self.x, self.stages, self.share_size = x, stages, n // parts
+        ctas, self._first = ad.num_programs(0), ad.program_id(0)
+        self._ctas = ctas
+        self.count = (rows - self._first + ctas - 1) // ctas  # rows first, first + ctas, ...
+        # slots.at[s, 0, w]: share w of the row in slot s (the row as it lies, seen as shares)
+        self._slots = ad.smem((stages, 1, parts, 1, self.share_size), x.dtype)
+        self._landed = ad.barrier(num=stages)
+        self.me = ad.warpgroup_idx()
+        with ad.when(self.me == 0):
+            for t in range(stages):
+                with ad.when(self.count > t):
+                    self._fetch(t)
+
+    def row(self, t):
+        """The row the CTA's t-th is, as a one-row slice."""
+        return ad.ds(self._first + t * self._ctas, 1)
+
+    def columns(self):
+        """This warpgroup's columns."""
+        return ad.ds(self.me * self.share_size, self.share_size)
+
+    def share(self, t):
+        """This warpgroup's share of the CTA's t-th row, as a (1, n / parts) tile, once it landed."""
+        slot = t % self.stages
+        self._landed[slot].wait()
+        return self._slots.at[slot, 0, self.me][...]
+
+    def release(self, t) -> None:
+        """Every warpgroup is done reading row t (a CTA barrier): its slot takes row t + stages."""
+        ad.cta_barrier()
+        with ad.when((self.me == 0) & (t + self.stages < self.count)):
+            self._fetch(t + self.stages)
+
+    def _fetch(self, t) -> None:
+        slot = t % self.stages
+        ad.async_copy(self.x.at[self.row(t), :], self._slots.at[slot], barrier=self._landed[slot],
+                      transforms=ad.TileTransform((1, self.share_size)), oob="undefined")
+
+
 @ad.kernel(grid=ad.persistent_grid, block=128 * PARTS)
 def rowwise_fp8_quant_ring(x, q, scales, STAGES: ad.constexpr = 3):
     """Persistent: each CTA walks its rows (`RowRing`) with STAGES of them in flight through
@@ -83,9 +155,8 @@ def rowwise_fp8_quant_ring(x, q, scales, STAGES: ad.constexpr = 3):
     row's before the others read this one's), and all take the largest in the same order.
     Rows of any multiple of 512 elements up to 32768 (64 per thread; STAGES slots of a row
     each must fit in shared memory).  It overlaps the next rows' loads with this row's
-    reduction, which a row-a-CTA kernel leaves to CTA turnover; `quantize` does not pick it
-    until a same-run benchmark against Triton on the H200 says it is faster
-    (`benchmarks/register_tiles.py`)."""
+    reduction, which a row-a-CTA kernel leaves to CTA turnover: `quantize` picks it for rows
+    longer than RING_FROM, where that paid on the H200."""
     ring = RowRing(x, STAGES, PARTS)
     peaks = ad.smem((2, PARTS, 1), ad.float32)
     for t in ad.range(ring.count):
@@ -117,9 +188,10 @@ def _factor(amax):
 def choose(n: int) -> tuple[ad.Kernel, dict]:
     """The kernel and constexprs for rows of n elements: rows longer than CHUNK whose quarters are
     whole 1024-element steps go to `rowwise_fp8_quant_split` (held in registers at once, by four
-    warpgroups, instead of read twice by one)."""
+    warpgroups, instead of read twice by one), and of those the ones longer than RING_FROM to
+    `rowwise_fp8_quant_ring`, which keeps the next rows' loads in flight."""
     if CHUNK < n <= PARTS * CHUNK and n % (PARTS * 1024) == 0:
-        return rowwise_fp8_quant_split, {}
+        return (rowwise_fp8_quant_ring, {}) if n > RING_FROM else (rowwise_fp8_quant_split, {})
     return rowwise_fp8_quant, {}
 
 

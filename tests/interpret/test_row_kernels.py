@@ -84,7 +84,9 @@ def test_fp8_quantisation_matches_numpy_bit_for_bit_on_every_path(shape):
 def test_fp8_rows_longer_than_a_chunk_are_split_over_four_warpgroups_when_quarters_are_whole_steps():
     assert fp8.choose(8192)[0] is fp8.rowwise_fp8_quant
     assert fp8.choose(12288)[0] is fp8.rowwise_fp8_quant_split
-    assert fp8.choose(32768)[0] is fp8.rowwise_fp8_quant_split
+    assert fp8.choose(16384)[0] is fp8.rowwise_fp8_quant_split
+    assert fp8.choose(20480)[0] is fp8.rowwise_fp8_quant_ring  # past RING_FROM: the next rows in flight
+    assert fp8.choose(32768)[0] is fp8.rowwise_fp8_quant_ring
     assert fp8.choose(10000)[0] is fp8.rowwise_fp8_quant  # quarters of 2500: two sweeps instead
     assert fp8.choose(65536)[0] is fp8.rowwise_fp8_quant  # quarters past CHUNK
 
