@@ -117,3 +117,31 @@ def test_a_traced_rank_past_the_cluster_is_caught_by_the_interpreter():
 
 def test_a_peer_buffer_is_not_a_copy_destination():
     _raise_line(peer_as_copy_destination, ad.TraceError, "PeerSmem", "buf.peer(1), barrier=bar")
+
+
+@ad.kernel(grid=(2,), cluster=(2, 1, 1))
+def slots_of_a_peer(x, y):
+    """Each CTA writes its rows into slot `me` of the other's two-slot mailbox, through a view of
+    the peer (`peer(r).at[slot]`) and a peer of a view (`at[slot].peer(r)`) in turn, then stores
+    both slots of its own."""
+    me = ad.cluster_cta_id(0)
+    other = 1 - me
+    mailbox = ad.smem((2, 2, 64, 32), ad.float32)
+    landed = ad.barrier(arrival_count=2)
+    mine = ad.load(x.at[ad.ds(me * 64, 64), :])
+    mailbox.peer(other).at[0, me][...] = mine
+    mailbox.at[1, me].peer(other)[...] = mine * 2.0
+    landed.arrive(collective="x")
+    landed.wait()
+    for copy in range(2):
+        ad.store(y.at[ad.ds((me * 2 + copy) * 64, 64), :], mailbox.at[copy, other][...])
+
+
+def test_views_of_a_peer_and_peers_of_a_view_reach_the_same_slot(ptxas):
+    x = np.random.default_rng(3).integers(-64, 64, (128, 32)).astype(np.float32)
+    y = np.zeros((256, 32), np.float32)
+    slots_of_a_peer.interpret(x, y)
+    # CTA c stores what CTA 1 - c sent it: its rows, then twice its rows.
+    expected = np.concatenate([x[64:], 2 * x[64:], x[:64], 2 * x[:64]])
+    assert same_bytes(y, expected)
+    ptxas(slots_of_a_peer.ptx(x, y))
