@@ -100,6 +100,10 @@ FEW_TILES_CONFIGS = (
     # best there), and 128x64 tiles in pairs side by side sharing a, 128 deep in 4 stages
     # (0.94-0.99x at 1000^3; same run, CUDA events, results/matmul_small_rows-2026-12-02.json).
     {"CONSUMERS": 1, "BM": 64, "BN": 128, "BK": 64, "STAGES": 8},
+    # The same tiles 128 deep in 4 stages: the same bytes in flight, half the barrier round trips
+    # (0.993x cuBLAS at 1024^3 against 0.980x for 64 deep in 8, one run; at 1000^3 0.88x against
+    # 0.84x, where pairs sharing a stay ahead: results/matmul_narrow_bk128-2026-12-03.json).
+    {"CONSUMERS": 1, "BM": 64, "BN": 128, "BK": 128, "STAGES": 4},
     {"CONSUMERS": 1, "CLUSTER": 2, "BM": 128, "BN": 64, "BK": 128, "STAGES": 4, "SHARE": "a"},
 )
 # Split K: with tiles BN wide and slices BK deep (and the deepest ring that fits beside them),
