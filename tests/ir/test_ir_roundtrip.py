@@ -43,12 +43,17 @@ def everything(x, y, B: ad.constexpr):
 STAGES = everything.stages(F32, F32, B=32)
 
 
-@pytest.mark.parametrize("stage", ["trace", *PASS_NAMES])
-def test_every_stage_round_trips(stage):
-    text = STAGES[stage]
+def assert_round_trips(text: str) -> None:
+    """`text` parses, verifies and prints back unchanged."""
     parsed = Parser(make_context(), text).parse_module()
     parsed.verify()
     assert ir_text(parsed) == text
+
+
+@pytest.mark.parametrize("stage", ["trace", *PASS_NAMES])
+def test_every_stage_round_trips(stage):
+    text = STAGES[stage]
+    assert_round_trips(text)
 
 
 def test_source_locations_survive_the_round_trip():
@@ -128,9 +133,7 @@ TILE_STAGES = tile_everything.stages(
 @pytest.mark.parametrize("stage", ["trace", *PASS_NAMES])
 def test_every_tile_op_round_trips(stage):
     text = TILE_STAGES[stage]
-    parsed = Parser(make_context(), text).parse_module()
-    parsed.verify()
-    assert ir_text(parsed) == text
+    assert_round_trips(text)
 
 
 def test_tile_ops_print_readably():
@@ -160,9 +163,7 @@ LAID_OUT_STAGES = laid_out.stages(ad.ArraySpec((64, 128), ad.bfloat16), ad.Array
 @pytest.mark.parametrize("stage", ["trace", *PASS_NAMES])
 def test_buffers_carrying_their_layout_round_trip(stage):
     text = LAID_OUT_STAGES[stage]
-    parsed = Parser(make_context(), text).parse_module()
-    parsed.verify()
-    assert ir_text(parsed) == text
+    assert_round_trips(text)
 
 
 def test_a_buffer_layout_prints_in_its_memory_space():
@@ -221,9 +222,7 @@ PEER_STAGES = between_ctas.stages(ad.ArraySpec((64, 64), ad.float32), ad.ArraySp
 @pytest.mark.parametrize("stage", ["trace", *PASS_NAMES])
 def test_peer_shared_memory_accesses_round_trip(stage):
     text = PEER_STAGES[stage]
-    parsed = Parser(make_context(), text).parse_module()
-    parsed.verify()
-    assert ir_text(parsed) == text
+    assert_round_trips(text)
     if stage != "lower-to-ptx":  # the last stage holds PTX instead
         assert re.search(r"asyncdsl.store_smem %\S+, %\S+ in cta %\S+", text)
         assert re.search(r"asyncdsl.load_smem %\S+ in cta %\S+", text)
