@@ -16,6 +16,17 @@ from asyncdsl import TileTransform
 
 ROWS = 64
 
+# (cluster size, columns, mailbox layout, pull, rounds, dtype): the cases the interpreter and the
+# GPU tests both run.
+CASES = [
+    (2, 128, "row-major", False, 1, ad.float32),
+    (2, 128, "swizzled", False, 4, ad.float32),
+    (4, 64, "swizzled", True, 3, ad.float32),
+    (2, 128, "swizzled", False, 2, ad.bfloat16),
+    (4, 128, "swizzled", False, 3, ad.bfloat16),
+    (2, 64, "row-major", True, 2, ad.bfloat16),
+]
+
 
 def rotation_kernel(size: int, columns: int, dtype_layout: str = "row-major", pull: bool = False, rounds: int = 1,
                     skip: str | None = None):

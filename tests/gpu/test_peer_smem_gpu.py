@@ -10,22 +10,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from gpu_support import hopper_or_skip
-from peer_smem_kernels import ROWS, expected_rotation, rotation_kernel
+from peer_smem_kernels import CASES, ROWS, expected_rotation, rotation_kernel
 
-import asyncdsl as ad
 from asyncdsl.runtime import to_device, to_host
 
 hopper_or_skip()
 pytestmark = pytest.mark.gpu
-
-CASES = [  # (cluster size, columns, mailbox layout, pull, rounds, dtype)
-    (2, 128, "row-major", False, 1, ad.float32),
-    (2, 128, "swizzled", False, 4, ad.float32),
-    (4, 64, "swizzled", True, 3, ad.float32),
-    (4, 128, "swizzled", False, 3, ad.bfloat16),
-    (2, 64, "row-major", True, 2, ad.bfloat16),
-]
-
 
 @pytest.mark.parametrize("size, columns, layout, pull, rounds, dtype", CASES)
 def test_tiles_move_between_ctas_as_numpy_and_the_interpreter_say(size, columns, layout, pull, rounds, dtype):

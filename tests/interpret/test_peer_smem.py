@@ -10,19 +10,11 @@ import sys
 import numpy as np
 import peer_smem_kernels
 import pytest
-from peer_smem_kernels import ROWS, expected_rotation, rotation_kernel
+from peer_smem_kernels import CASES, ROWS, expected_rotation, rotation_kernel
 from support import random_bits, same_bytes
 
 import asyncdsl as ad
 from asyncdsl.errors import OutOfBoundsError
-
-CASES = [  # (cluster size, columns, mailbox layout, pull, rounds, dtype)
-    (2, 128, "row-major", False, 1, ad.float32),
-    (2, 128, "swizzled", False, 2, ad.float32),
-    (4, 64, "swizzled", True, 3, ad.float32),
-    (2, 128, "swizzled", False, 2, ad.bfloat16),
-    (2, 64, "row-major", True, 1, ad.bfloat16),
-]
 
 
 def _arrays(size, columns, rounds, dtype, seed=0):
