@@ -28,13 +28,13 @@ CASES = [
 ]
 
 
-def rotation_kernel(size: int, columns: int, dtype_layout: str = "row-major", pull: bool = False, rounds: int = 1,
+def rotation_kernel(size: int, columns: int, mailbox_layout: str = "row-major", pull: bool = False, rounds: int = 1,
                     skip: str | None = None):
     """`k(x, y)` on a grid of 2·size CTAs in clusters of `size`: each CTA's tile (ROWS, columns)
     of x, in the WGMMA layout, goes into the mailbox of the next CTA of its cluster (its own
     mailbox, read by that CTA, with `pull`); `rounds` times over the same mailbox (the tile
     plus the round), the receivers telling the senders when it may be written again.
-    `dtype_layout` "swizzled" gives the mailbox 128-byte swizzled columns as the tensor cores
+    `mailbox_layout` "swizzled" gives the mailbox 128-byte swizzled columns as the tensor cores
     and TMA lay them out.  `skip` ("landed" or "drained") leaves that wait out: a race."""
 
     @ad.kernel(grid=(2 * size,), cluster=(size, 1, 1))
@@ -43,7 +43,7 @@ def rotation_kernel(size: int, columns: int, dtype_layout: str = "row-major", pu
         rows = ad.ds(ad.program_id(0) * ROWS, ROWS)
         tile = ad.load(x.at[rows, :], layout=ad.WGMMA)
         width = 128 * 8 // x.dtype.bits
-        layout = {"transforms": TileTransform((ROWS, width)), "swizzle": 128} if dtype_layout == "swizzled" else {}
+        layout = {"transforms": TileTransform((ROWS, width)), "swizzle": 128} if mailbox_layout == "swizzled" else {}
         mailbox = ad.smem((ROWS, columns), x.dtype, **layout)
         # Every CTA's sender arrives on the barrier in every CTA of the cluster: `size` arrivals.
         landed = ad.barrier(arrival_count=size)
@@ -65,6 +65,17 @@ def rotation_kernel(size: int, columns: int, dtype_layout: str = "row-major", pu
             ad.store(y.at[ad.ds((r * 2 * size + ad.program_id(0)) * ROWS, ROWS), :], got)
 
     return rotate
+
+
+def rotation_input(size: int, columns: int, dtype: ad.DType, seed: int) -> np.ndarray:
+    """An x for `rotation_kernel`: small integers, so `tile + round` is exact in every dtype and
+    numpy's sums are the kernel's."""
+    return np.random.default_rng(seed).integers(-64, 64, (2 * size * ROWS, columns)).astype(dtype.numpy)
+
+
+def rotation_output_shape(size: int, columns: int, rounds: int) -> tuple[int, int]:
+    """The shape of `rotation_kernel`'s y: every round's rows of every CTA."""
+    return (rounds * 2 * size * ROWS, columns)
 
 
 def expected_rotation(x: np.ndarray, size: int, rounds: int = 1) -> np.ndarray:

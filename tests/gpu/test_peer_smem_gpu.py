@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from gpu_support import hopper_or_skip
-from peer_smem_kernels import CASES, ROWS, expected_rotation, rotation_kernel
+from peer_smem_kernels import CASES, expected_rotation, rotation_input, rotation_kernel, rotation_output_shape
 
 from asyncdsl.runtime import to_device, to_host
 
@@ -20,10 +20,8 @@ pytestmark = pytest.mark.gpu
 @pytest.mark.parametrize("size, columns, layout, pull, rounds, dtype", CASES)
 def test_tiles_move_between_ctas_as_numpy_and_the_interpreter_say(size, columns, layout, pull, rounds, dtype):
     kernel = rotation_kernel(size, columns, layout, pull, rounds)
-    rng = np.random.default_rng(size * 100 + columns + rounds)
-    x = rng.integers(-64, 64, (2 * size * ROWS, columns)).astype(dtype.numpy)
-    out_shape = (rounds * 2 * size * ROWS, columns)
-    poison = np.full(out_shape, np.nan, dtype.numpy)
+    x = rotation_input(size, columns, dtype, seed=size * 100 + columns + rounds)
+    poison = np.full(rotation_output_shape(size, columns, rounds), np.nan, dtype.numpy)
     y_device = to_device(poison)
     kernel(to_device(x), y_device)
     on_gpu = to_host(y_device)

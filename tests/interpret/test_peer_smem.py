@@ -10,18 +10,16 @@ import sys
 import numpy as np
 import peer_smem_kernels
 import pytest
-from peer_smem_kernels import CASES, ROWS, expected_rotation, rotation_kernel
-from support import random_bits, same_bytes
+from peer_smem_kernels import CASES, expected_rotation, rotation_input, rotation_kernel, rotation_output_shape
+from support import same_bytes
 
 import asyncdsl as ad
 from asyncdsl.errors import OutOfBoundsError
 
 
 def _arrays(size, columns, rounds, dtype, seed=0):
-    # Small integers: `tile + round` is exact in every dtype, so numpy's sum is the kernel's.
-    x = random_bits((2 * size * ROWS, columns), dtype, seed=seed)
-    x = np.random.default_rng(seed).integers(-64, 64, x.shape).astype(x.dtype)
-    return x, np.zeros((rounds * 2 * size * ROWS, columns), x.dtype)
+    x = rotation_input(size, columns, dtype, seed)
+    return x, np.zeros(rotation_output_shape(size, columns, rounds), x.dtype)
 
 
 @pytest.mark.parametrize("size, columns, layout, pull, rounds, dtype", CASES)
