@@ -19,6 +19,8 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from asyncdsl import runtime
 from asyncdsl.config import knobs
 from asyncdsl.errors import ArgumentError, AsyncDSLError, SourceLocation, TraceError, user_location
@@ -478,7 +480,11 @@ def _specialization(specs: tuple, constexprs: Mapping[str, Any], profile: bool, 
 
 
 def _python_scalar(value: Any) -> Any:
-    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+    """A constexpr as the Python value it stands for: numpy integers as ints, numpy floats as
+    floats; bools (Python's, and numpy's, which is no `numbers` type) stay bools."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, numbers.Integral):
         return int(value)
     if isinstance(value, numbers.Real) and not isinstance(value, float):
         return float(value)

@@ -317,6 +317,24 @@ def test_numpy_integers_are_grids_and_constexprs():
     assert y.tobytes() == x.tobytes()
 
 
+
+@pytest.mark.parametrize("flag", [True, False, np.bool_(True), np.bool_(False)])
+def test_a_bool_constexpr_stays_a_bool(flag):
+    """A constexpr flag keeps its type in the trace (it read as 1.0 or 0.0 once, which a kernel
+    testing `isinstance(FLAG, bool)` refused and an error message printed)."""
+    seen = []
+
+    @ad.kernel(grid=(1,))
+    def flagged(x, y, FLAG: ad.constexpr):
+        seen.append(FLAG)
+        ad.store(y.at[:], ad.load(x.at[:]))
+
+    x = random_bits((128,), F32, 9)
+    y = np.zeros_like(x)
+    flagged.interpret(x, y, FLAG=flag)
+    assert seen and type(seen[0]) is bool and seen[0] == bool(flag)
+    assert y.tobytes() == x.tobytes()
+
 # -- 12. alignment ---------------------------------------------------------------------------------
 
 
