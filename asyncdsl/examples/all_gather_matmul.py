@@ -24,13 +24,21 @@ import numpy as np
 
 import asyncdsl as ad
 import asyncdsl.distributed as dist
-from asyncdsl.examples.matmul import store_in_pieces, tensor_core_layout, tile_position
+from asyncdsl.examples.matmul import (
+    check_16_bit,
+    check_operands,
+    store_in_pieces,
+    tensor_core_layout,
+    tile_position,
+)
 
 
 @ad.kernel(grid=lambda a, b, c, CTAS, **_: (CTAS,), block=384)
 def all_gather_matmul(a, b, c, CTAS: ad.constexpr, BM: ad.constexpr = 128, BN: ad.constexpr = 256,
                       BK: ad.constexpr = 64, STAGES: ad.constexpr = 4):
     devices, rank = ad.num_devices(), ad.device_id()
+    check_operands(a, b, c, CTAS, rows=devices * a.shape[0])  # c holds every device's rows
+    check_16_bit(a, b, c)
     rows, K = a.shape
     N = b.shape[1]
     if rows % BM:  # a partial last tile would store zeros over the next shard's rows of c

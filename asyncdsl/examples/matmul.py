@@ -83,6 +83,8 @@ def gemm(a, b, c, CTAS, BM, BN, BK, STAGES, SPLIT, EPILOGUE, SNAKE, REGISTERS, I
     makes the units of a split tile add up in order instead of into a float32 c; with one
     consumer warpgroup (`consumers`, in a block of 256 threads) it owns the whole tile (SPLIT
     does not apply), warpgroup 1 is the producer."""
+    check_operands(a, b, c, CTAS)
+    check_16_bit(a, b, c, c_float32=SPLIT_K > 1 and running is None)
     M, K = a.shape
     N = b.shape[1]
     # CTAs along the cluster's x dim work on tiles one above the other and share each b slice
@@ -101,9 +103,6 @@ def gemm(a, b, c, CTAS, BM, BN, BK, STAGES, SPLIT, EPILOGUE, SNAKE, REGISTERS, I
     k_steps = ad.cdiv(K, BK) if SPLIT_K == 1 else ad.cdiv(ad.cdiv(K, BK), SPLIT_K)  # per unit
     if IN_FLIGHT not in (0, 1):
         raise ad.TraceError(f"IN_FLIGHT says whether one wgmma stays in flight: 0 or 1, got {IN_FLIGHT!r}")
-    if SPLIT_K > 1 and running is None and c.dtype != ad.float32:
-        raise ad.TraceError(f"SPLIT_K={SPLIT_K} adds the splits' parts into c, which must be float32, not {c.dtype} "
-                            "(matmul_split_k ends in bfloat16 or float16)")
     cluster, clusters = (ad.program_id(0), CTAS) if pair == 1 else (ad.cluster_id(0), CTAS // pair)
     mine = (units - cluster + clusters - 1) // clusters  # units cluster, cluster + clusters, ...
     # Each consumer computes half the tile: the top or bottom rows (SPLIT "m": each reads its half
@@ -233,6 +232,47 @@ def check_tiles(BM, BN, BK, STAGES) -> None:
         raise ad.TraceError(f"STAGES must be a positive int, got {STAGES!r}")
 
 
+def check_operands(a, b, c, CTAS, rows=None, b_is_transposed=False) -> None:
+    """Refuse, at trace time, arrays that do not make c = a @ b: matrices whose K differ, or a c
+    of another shape, would otherwise be multiplied as far as the smaller reaches, the rest of c
+    left as it was.  b is (K, N), or (N, K) when `b_is_transposed`; c has `rows` rows (a's by
+    default).  Every row a whole number of 16-byte pieces (TMA's rule); CTAS, the CTAs walking the
+    tiles, a positive int."""
+    if isinstance(CTAS, bool) or not isinstance(CTAS, int) or CTAS < 1:
+        raise ad.TraceError(f"CTAS (how many CTAs walk the tiles) must be a positive int, got {CTAS!r}")
+    for name, array in (("a", a), ("b", b), ("c", c)):
+        if len(array.shape) != 2:
+            raise ad.TraceError(f"{name} must be a matrix, got shape {tuple(array.shape)}")
+    m, k = a.shape
+    n, b_k = b.shape if b_is_transposed else reversed(b.shape)
+    if b_k != k:
+        form = "(N, K)" if b_is_transposed else "(K, N)"
+        raise ad.TraceError(f"a is (M, K) = {tuple(a.shape)} and b is {form} = {tuple(b.shape)}: their K differ")
+    wanted = (m if rows is None else rows, n)
+    if tuple(c.shape) != wanted:
+        raise ad.TraceError(f"c must be (M, N) = {wanted} for a {tuple(a.shape)} and b {tuple(b.shape)}, "
+                            f"got {tuple(c.shape)}")
+    for name, array in (("a", a), ("b", b), ("c", c)):
+        row_bytes = array.shape[1] * array.dtype.itemsize
+        if row_bytes % 16:
+            raise ad.TraceError(f"{name}'s rows are {row_bytes} bytes ({array.shape[1]} {array.dtype}): TMA copies "
+                                "rows of a multiple of 16 bytes (K and N multiples of 8 for 16-bit elements)")
+
+
+def check_16_bit(a, b, c, c_float32: bool = False) -> None:
+    """Refuse, at trace time, element types the bf16 GEMM's layouts do not hold: a and b both
+    bfloat16 or both float16 (64 to a 128-byte row, as the tensor cores read them), c bfloat16 or
+    float16 (64 x 64 pieces of 128-byte rows), or float32 where `c_float32` (split K adding into c)."""
+    if a.dtype not in (ad.bfloat16, ad.float16) or b.dtype != a.dtype:
+        raise ad.TraceError(f"a and b must both be bfloat16 or both float16, got {a.dtype} and {b.dtype}")
+    if c_float32 and c.dtype != ad.float32:
+        raise ad.TraceError(f"SPLIT_K > 1 adds the splits' parts into c, which must be float32, not {c.dtype} "
+                            "(matmul_split_k ends in bfloat16 or float16)")
+    if not c_float32 and c.dtype not in (ad.bfloat16, ad.float16):
+        raise ad.TraceError(f"c must be bfloat16 or float16 (matmul with SPLIT_K adds into a float32 c), "
+                            f"got {c.dtype}")
+
+
 def check_config(BM, BN, BK, STAGES, SPLIT, EPILOGUE, SPLIT_K) -> None:
     """Refuse, at trace time, a configuration the kernel cannot be built for."""
     check_tiles(BM, BN, BK, STAGES)
@@ -283,8 +323,6 @@ def check_running(running, c, halves: int, splits: int, units: int, clusters: in
     partial, flags = running
     if splits < 2:
         raise ad.TraceError(f"SPLIT_K={splits}: matmul_split_k splits K in two or more parts (matmul takes whole K)")
-    if c.dtype not in (ad.bfloat16, ad.float16):  # 64 x 64 pieces of 128-byte rows
-        raise ad.TraceError(f"c must be bfloat16 or float16 (matmul with SPLIT_K adds into a float32 c), got {c.dtype}")
     if partial.dtype != ad.float32 or len(partial.shape) != 3 or partial.shape[1:] != c.shape \
             or partial.shape[0] < splits - 1:
         raise ad.TraceError(f"partial must be a float32 array of SPLIT_K - 1 slots of c's shape: "

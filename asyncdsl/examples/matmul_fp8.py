@@ -23,14 +23,27 @@ import ml_dtypes
 import numpy as np
 
 import asyncdsl as ad
-from asyncdsl.examples.matmul import piece_of, store_in_pieces, tensor_core_layout, tile_position
+from asyncdsl.examples.matmul import (
+    check_operands,
+    piece_of,
+    store_in_pieces,
+    tensor_core_layout,
+    tile_position,
+)
 
 
 @ad.kernel(grid=lambda a, b, a_scale, b_scale, c, CTAS, **_: (CTAS,), block=384)
 def matmul_fp8(a, b, a_scale, b_scale, c, CTAS: ad.constexpr, BM: ad.constexpr = 128, BN: ad.constexpr = 256,
                STAGES: ad.constexpr = 4, SNAKE: ad.constexpr = 16):
+    check_operands(a, b, c, CTAS, b_is_transposed=True)
     M, K = a.shape
     N = b.shape[0]
+    for name, scale, length in (("a_scale", a_scale, M), ("b_scale", b_scale, N)):
+        if tuple(scale.shape) != (length,) or scale.dtype != ad.float32:
+            raise ad.TraceError(f"{name} must be float32 of shape ({length},), one scale a row, got {scale.dtype} "
+                                f"{tuple(scale.shape)}")
+    if c.dtype not in (ad.bfloat16, ad.float16):  # 64 x 64 pieces of 128-byte rows
+        raise ad.TraceError(f"c must be bfloat16 or float16, got {c.dtype}")
     BK = 128 // a.dtype.itemsize  # one 128-byte swizzled row of K
     half = BM // 2
     m_tiles, n_tiles = ad.cdiv(M, BM), ad.cdiv(N, BN)

@@ -27,7 +27,9 @@ import sys
 
 import asyncdsl as ad
 from asyncdsl.examples.matmul import (
+    check_16_bit,
     check_exact,
+    check_operands,
     check_tiles,
     example_inputs,
     store_in_pieces,
@@ -42,6 +44,8 @@ __all__ = ["EXAMPLE_ARGS", "example_inputs", "main", "matmul_pingpong"]
 def matmul_pingpong(a, b, c, CTAS: ad.constexpr, BM: ad.constexpr = 128, BN: ad.constexpr = 128,
                     BK: ad.constexpr = 64, STAGES: ad.constexpr = 4, SNAKE: ad.constexpr = 16):
     check_tiles(BM, BN, BK, STAGES)
+    check_operands(a, b, c, CTAS)
+    check_16_bit(a, b, c)
     M, K = a.shape
     N = b.shape[1]
     m_tiles, n_tiles = ad.cdiv(M, BM), ad.cdiv(N, BN)

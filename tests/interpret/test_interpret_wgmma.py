@@ -167,6 +167,63 @@ def test_a_configuration_the_gemm_cannot_be_built_for_is_refused_at_the_kernels_
     assert caught.value.location.file == example.__file__
 
 
+BF16 = ad.bfloat16
+
+
+@pytest.mark.parametrize("kernel", ["matmul", "matmul_pingpong", "matmul_narrow"])
+@pytest.mark.parametrize("a,b,c,message", [
+    ((128, 64), (128, 256), (128, 256), r"a is \(M, K\) = \(128, 64\) and b is \(K, N\) = \(128, 256\): their K differ"),
+    ((128, 64), (64, 256), (64, 256), r"c must be \(M, N\) = \(128, 256\) .* got \(64, 256\)"),
+    ((128, 64), (64, 256), (128, 256, 1), r"c must be a matrix, got shape \(128, 256, 1\)"),
+    ((128, 64), (64, 252), (128, 252), r"b's rows are 504 bytes \(252 bfloat16\): TMA copies rows of a multiple of 16"),
+    ((128, 64, ad.float32), (64, 256), (128, 256), "a and b must both be bfloat16 or both float16, got float32 and"),
+    ((128, 64), (64, 256), (128, 256, ad.int8), "c must be bfloat16 or float16"),
+])
+def test_arrays_that_do_not_make_a_product_are_refused_at_the_kernels_line(kernel, a, b, c, message):
+    """A K or an (M, N) that disagree would be multiplied as far as the smaller array reaches,
+    the rest of c left as it was: refused when traced, as are rows TMA cannot copy and element
+    types the layouts do not hold."""
+    from asyncdsl.examples import matmul as example
+    from asyncdsl.examples import matmul_pingpong
+
+    def spec(shape):
+        dims = tuple(d for d in shape if isinstance(d, int))
+        dtype = next((d for d in shape if not isinstance(d, int)), BF16)
+        return ad.ArraySpec(dims, dtype)
+
+    module = matmul_pingpong if kernel == "matmul_pingpong" else example
+    with pytest.raises(ad.TraceError, match=message) as caught:
+        getattr(module, kernel).compile(spec(a), spec(b), spec(c), CTAS=2)
+    assert caught.value.location.file == example.__file__
+
+
+@pytest.mark.parametrize("ctas", [0, -1, 1.5, True])
+def test_a_count_of_ctas_that_is_no_positive_int_is_refused(ctas):
+    from asyncdsl.examples import matmul as example
+
+    spec = ad.ArraySpec((128, 128), BF16)
+    with pytest.raises(ad.TraceError, match=f"CTAS .* must be a positive int, got {ctas!r}"):
+        example.matmul.compile(spec, spec, spec, CTAS=ctas)
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"b": ad.ArraySpec((256, 256), ad.float8_e4m3fn)}, r"b is \(N, K\) = \(256, 256\): their K differ"),
+    ({"c": ad.ArraySpec((128, 128), BF16)}, r"c must be \(M, N\) = \(128, 256\)"),
+    ({"a_scale": ad.ArraySpec((64,), ad.float32)}, r"a_scale must be float32 of shape \(128,\)"),
+    ({"b_scale": ad.ArraySpec((256,), BF16)}, r"b_scale must be float32 of shape \(256,\)"),
+    ({"c": ad.ArraySpec((128, 256), ad.float32)}, "c must be bfloat16 or float16, got float32"),
+])
+def test_the_fp8_gemm_refuses_arrays_that_do_not_make_its_product(change, message):
+    from asyncdsl.examples import matmul_fp8 as example
+
+    arguments = {"a": ad.ArraySpec((128, 128), ad.float8_e4m3fn), "b": ad.ArraySpec((256, 128), ad.float8_e4m3fn),
+                 "a_scale": ad.ArraySpec((128,), ad.float32), "b_scale": ad.ArraySpec((256,), ad.float32),
+                 "c": ad.ArraySpec((128, 256), BF16), "CTAS": 2, **change}
+    with pytest.raises(ad.TraceError, match=message) as caught:
+        example.matmul_fp8.compile(**arguments)
+    assert caught.value.location.file.endswith(("matmul_fp8.py", "matmul.py"))
+
+
 def test_split_k_in_order_sums_the_splits_in_their_order():
     """Parts p0 = 1 + 2^-8, p1 = p2 = 2^-24 (each one exact product): in float32 (p0 + p1) + p2
     ties back to p0 twice, which rounds to 1.0 in bf16; summed any other way (p1 + p2 first, or
