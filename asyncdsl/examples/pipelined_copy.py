@@ -18,6 +18,7 @@ import time
 import numpy as np
 
 import asyncdsl as ad
+from asyncdsl.examples.shapes import check_shape
 
 
 def strided_tiles(cta, rows: int, columns: int, BM: int, BN: int, CTAS: int):
@@ -37,6 +38,7 @@ def strided_tiles(cta, rows: int, columns: int, BM: int, BN: int, CTAS: int):
 
 @ad.kernel(grid=lambda src, dst, BM, BN, STAGES, CTAS: (CTAS,))
 def pipelined_copy(src, dst, BM: ad.constexpr, BN: ad.constexpr, STAGES: ad.constexpr, CTAS: ad.constexpr):
+    check_shape("dst", dst, src.shape, "a copy of src")
     mine, window = strided_tiles(ad.program_id(0), *src.shape, BM, BN, CTAS)
     ring = ad.smem((STAGES, BM, BN), src.dtype)
     landed = ad.barrier(num=STAGES)

@@ -25,6 +25,7 @@ import ml_dtypes
 import numpy as np
 
 import asyncdsl as ad
+from asyncdsl.examples.shapes import check_rows, check_shape
 
 CHUNK = 4096  # elements of a row one pass holds in registers
 
@@ -51,6 +52,8 @@ def rms_norm(x, w, y, eps: float = 1e-6, stream=None) -> None:
 
 @ad.kernel(grid=lambda x, w, y, EPS, ROWS, CHUNK: (ad.cdiv(x.shape[0], ROWS),))
 def rms_norm_rows(x, w, y, EPS: ad.constexpr, ROWS: ad.constexpr, CHUNK: ad.constexpr):
+    check_rows(("x", x), ("y", y))
+    check_shape("w", w, x.shape[1:], "one weight a column of x")
     n = x.shape[1]
     count = n // CHUNK
     rows = ad.ds(ad.program_id(0) * ROWS, ROWS)
@@ -80,6 +83,8 @@ def rms_norm_padded(x, w, y, EPS: ad.constexpr, ROWS: ad.constexpr, WIDTH: ad.co
     WIDTH elements at a time (a multiple of 128), the elements past a row's end read as zeros
     (which add nothing to the sum of squares) and never written; rows longer than WIDTH take two
     sweeps over GMEM (the second mostly from L2)."""
+    check_rows(("x", x), ("y", y))
+    check_shape("w", w, x.shape[1:], "one weight a column of x")
     n = x.shape[1]
     count = ad.cdiv(n, WIDTH)
     rows = ad.ds(ad.program_id(0) * ROWS, ROWS)

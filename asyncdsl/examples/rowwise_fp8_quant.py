@@ -30,6 +30,7 @@ import numpy as np
 
 import asyncdsl as ad
 from asyncdsl.errors import user_location
+from asyncdsl.examples.shapes import check_rows
 
 E4M3_MAX = 448.0
 CHUNK = 8192  # elements of a row held in registers at once: 64 per thread
@@ -42,6 +43,7 @@ RING_FROM = 16384
 
 @ad.kernel(grid=lambda x, q, scales, **_: (x.shape[0],), block=128)
 def rowwise_fp8_quant(x, q, scales, CHUNK: ad.constexpr = CHUNK):
+    check_rows(("x", x), ("q", q), ("scales", scales))
     n = x.shape[1]
     row = ad.ds(ad.program_id(0), 1)
     # Windows of whole 1024-element steps (8 per thread: one 16-byte vector) covering the row.
@@ -65,6 +67,7 @@ def rowwise_fp8_quant_split(x, q, scales):
     [w·n/PARTS, (w+1)·n/PARTS), in registers and puts the share's absolute maximum in shared
     memory; all then take the largest of them in the same order, so they scale by the same
     factor."""
+    check_rows(("x", x), ("q", q), ("scales", scales))
     share = x.shape[1] // PARTS
     row = ad.ds(ad.program_id(0), 1)
     me = ad.warpgroup_idx()
@@ -157,6 +160,7 @@ def rowwise_fp8_quant_ring(x, q, scales, STAGES: ad.constexpr = 3):
     each must fit in shared memory).  It overlaps the next rows' loads with this row's
     reduction, which a row-a-CTA kernel leaves to CTA turnover: `quantize` picks it for rows
     longer than RING_FROM, where that paid on the H200."""
+    check_rows(("x", x), ("q", q), ("scales", scales))
     ring = RowRing(x, STAGES, PARTS)
     peaks = ad.smem((2, PARTS, 1), ad.float32)
     for t in ad.range(ring.count):

@@ -32,6 +32,7 @@ import ml_dtypes
 import numpy as np
 
 import asyncdsl as ad
+from asyncdsl.examples.shapes import check_rows
 
 LOG2E = 1.4426950408889634
 CHUNK = 8192  # elements of a row one pass holds in registers: 64 floats per thread
@@ -66,6 +67,7 @@ def softmax(x, y, stream=None) -> None:
 
 @ad.kernel(grid=lambda x, y, ROWS, CHUNK: (ad.cdiv(x.shape[0], ROWS),))
 def softmax_rows(x, y, ROWS: ad.constexpr, CHUNK: ad.constexpr):
+    check_rows(("x", x), ("y", y))
     n = x.shape[1]
     rows = ad.ds(ad.program_id(0) * ROWS, ROWS)
     # Whole rows as they lie in the array, or (one row) split into pieces: buf.at[0, c] is piece c.
@@ -112,6 +114,7 @@ def softmax_halves(x, y):
     """One row a CTA: warpgroup w holds elements [w·n/2, (w+1)·n/2) in registers; each puts its
     half's maximum, then its sum of exponentials, in shared memory, and both combine the two in
     the same order, so they scale by the same sum."""
+    check_rows(("x", x), ("y", y))
     half = x.shape[1] // 2
     row = ad.ds(ad.program_id(0), 1)
     buf = ad.smem((1, 2, 1, half), x.dtype)  # buf.at[0, w]: half w of the row
@@ -139,6 +142,7 @@ def softmax_padded(x, y, ROWS: ad.constexpr, WIDTH: ad.constexpr):
     time (a multiple of 128), the elements past a row's end read as -inf (whose exponential adds
     nothing) and never written; rows longer than WIDTH take three sweeps over GMEM (the second
     and third mostly from L2)."""
+    check_rows(("x", x), ("y", y))
     rows = ad.ds(ad.program_id(0) * ROWS, ROWS)
 
     def piece(c):

@@ -28,6 +28,7 @@ import ml_dtypes
 import numpy as np
 
 import asyncdsl as ad
+from asyncdsl.examples.shapes import check_rows, check_shape
 
 LOG2E = 1.4426950408889634
 CHUNK = 2048  # elements of a row per step: 16 of each input per thread (2 vectors of 8)
@@ -35,6 +36,8 @@ CHUNK = 2048  # elements of a row per step: 16 of each input per thread (2 vecto
 
 @ad.kernel(grid=lambda a, b, y, CHUNK=CHUNK, **_: (a.shape[0] * -(-a.shape[1] // CHUNK),), block=128)
 def swiglu(a, b, y, CHUNK: ad.constexpr = CHUNK):
+    check_shape("b", b, a.shape, "silu(a) * b takes them element by element")
+    check_rows(("a", a), ("y", y))
     # CTA k takes chunk k % chunks of row k // chunks: CTAs launched one after the other read
     # memory one after the other, as CTAs each walking a row would not (one grid dimension: rows
     # may outnumber a second dimension's 65535).

@@ -16,10 +16,12 @@ import time
 import numpy as np
 
 import asyncdsl as ad
+from asyncdsl.examples.shapes import check_shape
 
 
 @ad.kernel(grid=lambda src, dst, BM, BN: (ad.cdiv(src.shape[0], BM), ad.cdiv(src.shape[1], BN)))
 def tile_copy(src, dst, BM: ad.constexpr, BN: ad.constexpr):
+    check_shape("dst", dst, src.shape, "a copy of src")
     row, col = ad.program_id(0) * BM, ad.program_id(1) * BN
     tile = ad.smem((BM, BN), src.dtype)
     loaded = ad.barrier()

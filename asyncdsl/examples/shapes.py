@@ -1,0 +1,31 @@
+"""Trace-time checks of the shapes the examples' arguments must have.
+
+An example reads and writes its arrays in the shape of its input: an output of another shape
+would be written only as far as it reaches (TMA clips, bounds checks skip) and the rest left as
+it was, a smaller second input read as zeros or not at all.  Such calls are refused when the
+kernel is traced, at the kernel's line that asked, with the rule broken."""
+
+from __future__ import annotations
+
+import asyncdsl as ad
+from asyncdsl.errors import user_location
+
+
+def check_shape(name: str, array, shape: tuple, rule: str, _depth: int = 2) -> None:
+    """Refuse the argument `name` unless its shape is `shape`; `rule` says why."""
+    if tuple(array.shape) != tuple(shape):
+        raise ad.TraceError(f"{name} must have shape {tuple(shape)} ({rule}), got {tuple(array.shape)}",
+                            user_location(skip=_depth))
+
+
+def check_rows(source: tuple[str, object], out: tuple[str, object],
+               scales: tuple[str, object] | None = None) -> None:
+    """A row-wise example's arguments, each (name, array): `out` of the `source`'s shape, and
+    `scales`, if any, float32, one a row of the source."""
+    (source_name, x), (name, array) = source, out
+    check_shape(name, array, x.shape, f"one element for each of {source_name}'s", _depth=3)
+    if scales is not None:
+        name, array = scales
+        check_shape(name, array, x.shape[:1], f"one a row of {source_name}", _depth=3)
+        if array.dtype != ad.float32:
+            raise ad.TraceError(f"{name} must be float32, got {array.dtype}", user_location(skip=2))
