@@ -36,6 +36,9 @@ from asyncdsl.examples.matmul import (
 def matmul_fp8(a, b, a_scale, b_scale, c, CTAS: ad.constexpr, BM: ad.constexpr = 128, BN: ad.constexpr = 256,
                STAGES: ad.constexpr = 4, SNAKE: ad.constexpr = 16):
     check_operands(a, b, c, CTAS, b_is_transposed=True)
+    fp8 = (ad.float8_e4m3fn, ad.float8_e5m2)
+    if a.dtype not in fp8 or b.dtype not in fp8:  # (bf16 products: examples/matmul.py)
+        raise ad.TraceError(f"a and b must be float8 (e4m3fn or e5m2, either for each), got {a.dtype} and {b.dtype}")
     M, K = a.shape
     N = b.shape[0]
     for name, scale, length in (("a_scale", a_scale, M), ("b_scale", b_scale, N)):

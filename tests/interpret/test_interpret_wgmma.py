@@ -212,6 +212,7 @@ def test_a_count_of_ctas_that_is_no_positive_int_is_refused(ctas):
     ({"a_scale": ad.ArraySpec((64,), ad.float32)}, r"a_scale must be float32 of shape \(128,\)"),
     ({"b_scale": ad.ArraySpec((256,), BF16)}, r"b_scale must be float32 of shape \(256,\)"),
     ({"c": ad.ArraySpec((128, 256), ad.float32)}, "c must be bfloat16 or float16, got float32"),
+    ({"a": ad.ArraySpec((128, 128), BF16)}, "a and b must be float8 .* got bfloat16 and float8_e4m3fn"),
 ])
 def test_the_fp8_gemm_refuses_arrays_that_do_not_make_its_product(change, message):
     from asyncdsl.examples import matmul_fp8 as example
