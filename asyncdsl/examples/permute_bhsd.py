@@ -23,10 +23,9 @@ from asyncdsl.examples.shapes import check_shape
 def permute_bhsd(x, y, BS: ad.constexpr):
     if len(x.shape) != 4:
         raise ad.TraceError(f"x must be (B, H, S, D), got shape {tuple(x.shape)}")
-    b, h, s, d = x.shape
-    check_shape("y", y, (b, s, h, d), "x's (B, H, S, D) as (B, S, H, D)")
+    batches, heads, length, dim = x.shape
+    check_shape("y", y, (batches, length, heads, dim), "x's (B, H, S, D) as (B, S, H, D)")
     batch, s0 = ad.program_id(0), ad.program_id(1) * BS
-    heads, dim = x.shape[1], x.shape[3]
     tile = ad.smem((BS, heads, dim), x.dtype)
     loaded = ad.barrier()
     ad.async_copy(
