@@ -12,10 +12,11 @@ over four warpgroups whose maxima meet in shared memory (4096×16384 on the H200
 Triton against 0.87× for two sweeps; for rows up to CHUNK two or four warpgroups a row were no
 faster or slower than one, docs/hardware.md §19).  Rows longer than RING_FROM go through
 `rowwise_fp8_quant_ring`, persistent CTAs with the next rows in flight in shared memory.
-`quantize(x, q, scales)` picks the kernel for the rows' length.  A window may run past the row's end: those elements are never touched, so any
-row length works.  An all-zero row gets scale 0 and zeros (no division by zero).  Measured on the
-H200 against the bulk-copy version this replaced (the row through shared memory): 2-3 % faster
-(`benchmarks/register_tiles.py` has the same-run comparison with Triton).
+`quantize(x, q, scales)` picks the kernel for the rows' length.  A window may run past the row's
+end: those elements are never touched, so any row length works.  An all-zero row gets scale 0 and
+zeros (no division by zero).  Measured on the H200 against the bulk-copy version this replaced
+(the row through shared memory): 2-3 % faster (`benchmarks/register_tiles.py` has the same-run
+comparison with Triton).
 
     python -m asyncdsl.examples.rowwise_fp8_quant     # on the GPU if there is one, else interpreted
 """
