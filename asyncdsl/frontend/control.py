@@ -14,7 +14,7 @@ from xdsl.ir import Block, Region
 
 from asyncdsl.errors import TraceError, user_location
 from asyncdsl.frontend import tracer as tracing
-from asyncdsl.frontend.scalars import IndexLike, Scalar, condition_value, index_value, is_index
+from asyncdsl.frontend.scalars import IndexLike, Scalar, condition_value, index_value, int32_index, is_index
 from asyncdsl.ir_locations import to_ir_location
 
 
@@ -35,7 +35,7 @@ def range(start: IndexLike, stop: IndexLike | None = None, step: int = 1) -> Ite
     body = Block([scf.YieldOp()], arg_types=[IndexType()])
     if location:
         body.last_op.location = to_ir_location(location)
-    loop = scf.ForOp(index_value(start), index_value(stop), index_value(step), [], body)
+    loop = scf.ForOp(int32_index(start), int32_index(stop), int32_index(step), [], body)
     tracer.emit(loop, location)
     with tracer.inside(body):
         try:

@@ -24,7 +24,7 @@ from asyncdsl.dialects.distributed_ops import SIGNAL_OPS, WAIT_COMPARISONS
 from asyncdsl.errors import ArgumentError, SourceLocation, TraceError, user_location
 from asyncdsl.frontend import tracer as tracing
 from asyncdsl.frontend.refs import GmemRef, GmemView
-from asyncdsl.frontend.scalars import IndexLike, Scalar, index_value, is_index
+from asyncdsl.frontend.scalars import IndexLike, Scalar, int32_index, is_index
 from asyncdsl.runtime.host_copy import numpy_argument
 
 _FLAG_DTYPES = (dtypes.int32, dtypes.uint32)
@@ -66,7 +66,7 @@ def _value(value: IndexLike, what: str):
         raise TraceError(f"{what}: the value must be a Python int or a traced index, got {value!r}", user_location())
     if isinstance(value, int) and not 0 <= value < 2**31:
         raise TraceError(f"{what}: the value must be in 0 .. 2**31 - 1, got {value}", user_location())
-    return index_value(value)
+    return int32_index(value)
 
 
 def signal(target: object, value: IndexLike, op: str = "set") -> None:
@@ -81,8 +81,8 @@ def signal(target: object, value: IndexLike, op: str = "set") -> None:
         raise TraceError(f"{what}: op must be 'set' or 'add', got {op!r}", user_location())
     peer = cell.ref.peer_index
     tracer.emit(ir.SignalOp(
-        cell.ref.argument, [index_value(d.start) for d in cell.dims], _value(value, what), op,
-        peer=None if peer is None else index_value(peer),
+        cell.ref.argument, [int32_index(d.start) for d in cell.dims], _value(value, what), op,
+        peer=None if peer is None else int32_index(peer),
     ))
 
 
@@ -96,7 +96,7 @@ def wait_signal(target: object, cmp: str, value: IndexLike) -> None:
         raise TraceError(f"{what} waits on this device's flags only (no .peer): peers signal into them", user_location())
     if cmp not in WAIT_COMPARISONS:
         raise TraceError(f"{what}: cmp must be 'eq' or 'ge', got {cmp!r}", user_location())
-    tracer.emit(ir.WaitSignalOp(cell.ref.argument, [index_value(d.start) for d in cell.dims], _value(value, what), cmp))
+    tracer.emit(ir.WaitSignalOp(cell.ref.argument, [int32_index(d.start) for d in cell.dims], _value(value, what), cmp))
 
 
 def symmetric_arrays(

@@ -63,7 +63,7 @@ class Scalar:
 
     # -- arithmetic ---------------------------------------------------------------------------
     def _binary(self, other: IndexLike, op_class, reverse: bool = False) -> Scalar:
-        lhs, rhs = index_value(self), _operand(other)
+        lhs, rhs = index_value(self), int32_index(other)
         if reverse:
             lhs, rhs = rhs, lhs
         tracer = tracing.current("arithmetic on traced values")
@@ -126,7 +126,7 @@ class Scalar:
         return self - (self // other) * other
 
     def __rmod__(self, other: IndexLike) -> Scalar:
-        return Scalar(_operand(other)) % self
+        return Scalar(int32_index(other)) % self
 
     def __neg__(self) -> Scalar:
         return 0 - self
@@ -142,7 +142,7 @@ class Scalar:
 
     # -- comparisons produce conditions -------------------------------------------------------
     def _compare(self, other: IndexLike, predicate: str) -> Scalar:
-        return Scalar(_emit(arith.CmpiOp(index_value(self), _operand(other), predicate)).results[0])
+        return Scalar(_emit(arith.CmpiOp(index_value(self), int32_index(other), predicate)).results[0])
 
     @_promoting
     def __lt__(self, other: IndexLike) -> Scalar:
@@ -344,9 +344,11 @@ def _check_divisor(divisor: IndexLike) -> None:
         raise TraceError("division by zero in index arithmetic", user_location())
 
 
-def _operand(value: IndexLike) -> SSAValue:
-    """The IR value of the other operand of traced index arithmetic, which is signed 32-bit on
-    the GPU and in the interpreter alike: a Python int that does not fit would wrap silently."""
+def int32_index(value: IndexLike) -> SSAValue:
+    """The IR value of an index that is signed 32-bit on the GPU and in the interpreter alike (an
+    operand of traced index arithmetic, a loop bound, a register-tile window's start, a signal
+    cell): a Python int that does not fit would wrap silently, so it is refused.  (Copies check
+    their own starts: a bulk copy's is a 64-bit address offset, TMA's a 32-bit coordinate.)"""
     if isinstance(value, int) and not isinstance(value, bool) and not INT32_MIN <= value <= INT32_MAX:
         raise TraceError(
             f"{value} does not fit traced index arithmetic, which is signed 32-bit as on the GPU "

@@ -20,7 +20,7 @@ from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.errors import TraceError, user_location
 from asyncdsl.frontend import tracer as tracing
 from asyncdsl.frontend.refs import GmemRef, GmemView, PeerSmem, SmemRef
-from asyncdsl.frontend.scalars import index_value
+from asyncdsl.frontend.scalars import int32_index
 from asyncdsl.frontend.tiles import RegisterTile, assigned, constant_attr, layout_argument
 from asyncdsl.hw.fragments import Layout
 
@@ -38,7 +38,7 @@ def _mask(mask, shape: tuple[int, ...], what: str):
 
 
 def _gmem_operands(view: GmemView):
-    return [index_value(d.start) for d in view.dims], [ir.SQUEEZED if d.squeezed else d.size for d in view.dims]
+    return [int32_index(d.start) for d in view.dims], [ir.SQUEEZED if d.squeezed else d.size for d in view.dims]
 
 
 def load(ref, layout: Layout | None = None, mask=None, other=0):

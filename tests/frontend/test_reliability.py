@@ -435,6 +435,29 @@ def test_a_python_int_past_32_bits_in_traced_index_arithmetic_is_refused():
     assert caught.value.location.line == line_of(window_at.fn, "# the start")
 
 
+@ad.kernel(grid=(1,))
+def past_32_bits(x, flags, WHERE: ad.constexpr):
+    big = (1 << 32) + 1
+    if WHERE == "loop":
+        for _ in ad.range(big):  # the loop
+            pass
+    elif WHERE == "window":
+        row = ad.load(x.at[ad.ds(big, 1), ad.ds(0, 128)])  # the window
+        ad.store(x.at[ad.ds(0, 1), ad.ds(0, 128)], row)
+    else:
+        ad.signal(flags.at[big], 1)  # the signal
+
+
+@pytest.mark.parametrize("where", ["loop", "window", "signal"])
+def test_a_python_int_past_32_bits_as_a_loop_bound_window_start_or_cell_is_refused(where):
+    # Each once wrapped silently: a loop of 2**32 + 1 steps ran one, the window and the cell were
+    # row and cell 1 (interpreter and GPU alike).
+    specs = ad.ArraySpec((64, 128), ad.float32), ad.ArraySpec((8,), ad.int32)
+    with pytest.raises(ad.TraceError, match="4294967297 does not fit traced index arithmetic") as caught:
+        past_32_bits.compile(*specs, WHERE=where)
+    assert caught.value.location.line == line_of(past_32_bits.fn, f"# the {where}")
+
+
 def test_a_bulk_start_past_64_bit_addresses_is_refused():
     # It once printed a constant ptxas refused.
     spec = ad.ArraySpec((1 << 20,), ad.int8)
