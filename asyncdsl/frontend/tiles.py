@@ -31,10 +31,11 @@ from xdsl.ir import Block, SSAValue
 
 from asyncdsl import dtypes
 from asyncdsl.dialects import asyncdsl as ir
-from asyncdsl.errors import ArgumentError, TraceError, user_location
+from asyncdsl.errors import ArgumentError, ResourceError, TraceError, user_location
 from asyncdsl.frontend import tracer as tracing
 from asyncdsl.frontend.scalars import FloatScalar, Scalar
-from asyncdsl.hw.fragments import Layout
+from asyncdsl.hw.fragments import Layout, SplatLayout
+from asyncdsl.hw.limits import MAX_REGISTERS_PER_THREAD, WARPGROUP_THREADS
 from asyncdsl.hw.options import TileReduction
 
 Number = int | float
@@ -98,15 +99,35 @@ def _emit(op, what: str) -> SSAValue:
     return tracing.current(what).emit(op).results[0]
 
 
+def _check_fits_registers(shape: tuple[int, ...], dtype: dtypes.DType) -> None:
+    """Refuse a tile that cannot be held in a warpgroup's registers: spread over its 128 threads
+    without copies, its bits would still need more 32-bit registers a thread than a thread can
+    have (ptxas would spill all of it, after a compile that grows with it)."""
+    registers = -(-math.prod(shape) * dtype.bits // (WARPGROUP_THREADS * 32))
+    if registers > MAX_REGISTERS_PER_THREAD:
+        raise ResourceError(
+            f"a register tile of shape {shape} {dtype} needs at least {registers} 32-bit registers in each of a "
+            f"warpgroup's {WARPGROUP_THREADS} threads, which have at most {MAX_REGISTERS_PER_THREAD}: work on "
+            "smaller tiles (a loop over windows of the array)",
+            user_location(),
+        )
+
+
 class RegisterTile:
     """A warpgroup's tile of `shape` elements of `dtype`, held in registers."""
 
-    __slots__ = ("value", "dtype", "shape", "_block", "view")
+    __slots__ = ("value", "dtype", "shape", "_block", "view", "spread")
 
-    def __init__(self, value: SSAValue, dtype: dtypes.DType):
+    def __init__(self, value: SSAValue, dtype: dtypes.DType, spread: bool = True):
         self.value: SSAValue | None = value
         self.dtype = _tile_dtype(dtype, "a register tile")
         self.shape = tuple(value.type.get_shape())
+        # Whether the tile's elements may differ, so that its threads share them out: a constant
+        # (`asyncdsl.full`) and what elementwise math makes of constants alone may stay one value
+        # a thread whatever their shape (a splat filling a large window), anything else may not.
+        self.spread = spread
+        if spread:
+            _check_fits_registers(self.shape, self.dtype)
         self._block: Block = tracing.current("a register tile").block
         # `tile[:, None]` is a view: (the tile, where its axes sit). It needs no layout of its own:
         # elementwise math runs on the tile and broadcasting reads the tile directly.
@@ -115,7 +136,7 @@ class RegisterTile:
     def _expanded(self, shape: tuple[int, ...], dims: tuple[int, ...]) -> RegisterTile:
         """A view of this tile with size-1 axes added: its axis i at `dims[i]` of `shape`."""
         view = object.__new__(RegisterTile)
-        view.value, view.dtype, view.shape, view._block = None, self.dtype, shape, self._block
+        view.value, view.dtype, view.shape, view._block, view.spread = None, self.dtype, shape, self._block, self.spread
         view.view = (self, dims)
         return view
 
@@ -248,7 +269,8 @@ class RegisterTile:
     def to_layout(self, layout: Layout) -> RegisterTile:
         """The same tile in register layout `layout` (data moves between threads)."""
         layout = layout_argument(layout, "to_layout")
-        return RegisterTile(_emit(ir.RelayoutOp(self.use("to_layout"), layout), "to_layout"), self.dtype)
+        return RegisterTile(_emit(ir.RelayoutOp(self.use("to_layout"), layout), "to_layout"), self.dtype,
+                            spread=not isinstance(layout, SplatLayout))
 
     # -- reductions ------------------------------------------------------------------------------
     def _reduce(self, kind: TileReduction, axis) -> RegisterTile:
@@ -300,7 +322,8 @@ def _broadcast(tile: RegisterTile, shape: tuple[int, ...], dims: tuple[int, ...]
     if shape == tile.shape:
         return tile
     result = VectorType(tile.dtype.mlir(), shape)
-    return RegisterTile(_emit(ir.BroadcastInDimOp(tile.use("broadcasting"), result, dims), "broadcasting"), tile.dtype)
+    return RegisterTile(_emit(ir.BroadcastInDimOp(tile.use("broadcasting"), result, dims), "broadcasting"), tile.dtype,
+                        spread=tile.spread)
 
 
 def broadcast_to(tile: RegisterTile, shape: Sequence[int]) -> RegisterTile:
@@ -357,9 +380,11 @@ def _elementwise(what: str, make_op, operands: tuple[RegisterTile, ...], dtype: 
     keys = {t._view_key() for t in operands}
     if len(keys) == 1 and operands[0].view is not None:
         sources = [t.view[0] for t in operands]
-        result = RegisterTile(_emit(make_op(*(t.use(what) for t in sources)), what), dtype)
+        result = RegisterTile(_emit(make_op(*(t.use(what) for t in sources)), what), dtype,
+                              spread=any(t.spread for t in sources))
         return result._expanded(operands[0].shape, operands[0].view[1])
-    return RegisterTile(_emit(make_op(*(t.use(what) for t in operands)), what), dtype)
+    return RegisterTile(_emit(make_op(*(t.use(what) for t in operands)), what), dtype,
+                        spread=any(t.spread for t in operands))
 
 
 def _coerced(tile: RegisterTile, other, what: str) -> tuple[RegisterTile, RegisterTile]:
@@ -419,11 +444,12 @@ def full(shape, value, dtype, layout: Layout | None = None) -> RegisterTile:
     shape, element = shape_argument(shape, what, scalar=True), dtype_argument(dtype, what)
     layout = layout_argument(layout, what)
     result = VectorType(element.mlir(), shape)
+    spread = layout is not None and not isinstance(layout, SplatLayout)
     if isinstance(value, (Scalar, FloatScalar)):
         scalar = _scalar_as(value, element, what)
-        return RegisterTile(_emit(ir.SplatOp(scalar, result, layout), what), element)
+        return RegisterTile(_emit(ir.SplatOp(scalar, result, layout), what), element, spread)
     attr = constant_attr(value, element, what)
-    return RegisterTile(_emit(ir.FullOp(attr, result, layout), what), element)
+    return RegisterTile(_emit(ir.FullOp(attr, result, layout), what), element, spread)
 
 
 def zeros(shape, dtype, layout: Layout | None = None) -> RegisterTile:

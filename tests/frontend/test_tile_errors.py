@@ -55,6 +55,29 @@ def test_a_tile_made_in_a_loop_and_used_after_it_says_to_use_registers():
     _expect(escaping, "# used after the loop", "asyncdsl.registers", "traced once")
 
 
+@ad.kernel(grid=(1,))
+def oversized(x, y, WHAT: ad.constexpr):
+    if WHAT == "window":
+        tile = ad.load(x.at[ad.ds(0, 1 << 20), :])  # the window
+    elif WHAT == "iota":
+        tile = ad.iota((1024, 1024), ad.int32, dim=0).astype(ad.float32)  # the iota
+    else:
+        tile = ad.load(x.at[ad.ds(0, 1), :]) + ad.zeros((1 << 14, 128), ad.float32)  # the broadcast
+    ad.store(y.at[ad.ds(0, 1), :], tile.max(axis=0)[None, :])
+
+
+@pytest.mark.parametrize("what, shape, registers", [("window", (1 << 20, 128), 1 << 20), ("iota", (1024, 1024), 8192),
+                                                    ("broadcast", (1 << 14, 128), 1 << 14)])
+def test_a_tile_larger_than_a_warpgroups_registers_is_a_resource_error(what, shape, registers):
+    # A (2**20, 128) window once hung the layout inference; an (8192, 8192) tile compiled for 43 s
+    # into 44 MB of PTX that could only spill.
+    with pytest.raises(ad.ResourceError) as caught:
+        oversized.compile(F32, F32, WHAT=what)
+    assert f"tile of shape {shape}" in caught.value.message and f"at least {registers} 32-bit registers" \
+        in caught.value.message, caught.value.message
+    assert caught.value.location.line == line_of(oversized.fn, f"# the {what}")
+
+
 def test_a_tile_has_no_truth_value():
     def truthy(buf, t):
         if t > 0:  # noqa: SIM102
