@@ -193,6 +193,8 @@ def as_dtype(value: Any) -> DType:
     """Accept a DType, a name ("bf16"), a numpy dtype or scalar type, or a torch/JAX/CuPy dtype."""
     if isinstance(value, DType):
         return value
+    if value is None:  # numpy would read it as float64
+        raise ArgumentError("no element type given (None)")
     if isinstance(value, str):
         found = _BY_NAME.get(value) or _ALIASES.get(value)
         if value in _REFUSED:

@@ -45,11 +45,18 @@ def _is_own_frame(filename: str) -> bool:
     return path.startswith(_OWN_ROOTS) or "/xdsl/" in path or path.endswith("contextlib.py")
 
 
+def _is_library_frame(code) -> bool:
+    """Our own code, or a method that a class of ours (a dataclass, an xDSL op) had generated: its
+    source is "<string>", which is no line of the user's."""
+    generated = code.co_filename == "<string>" and code.co_name.startswith("__") and code.co_name.endswith("__")
+    return generated or _is_own_frame(code.co_filename)
+
+
 def user_location(skip: int = 1) -> SourceLocation | None:
     """The innermost frame of the caller's stack that is not asyncdsl's own code."""
     frame = sys._getframe(skip)
     while frame is not None:
-        if not _is_own_frame(frame.f_code.co_filename):
+        if not _is_library_frame(frame.f_code):
             return SourceLocation(frame.f_code.co_filename, frame.f_lineno)
         frame = frame.f_back
     return None
@@ -59,7 +66,7 @@ def raising_location(error: BaseException) -> SourceLocation | None:
     """The innermost frame of user code in the traceback of `error` (where kernel code raised it)."""
     found = None
     for frame, line in traceback.walk_tb(error.__traceback__):
-        if not _is_own_frame(frame.f_code.co_filename):
+        if not _is_library_frame(frame.f_code):
             found = SourceLocation(frame.f_code.co_filename, line)
     return found
 

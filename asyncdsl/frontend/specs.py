@@ -13,7 +13,7 @@ import numbers
 from dataclasses import dataclass
 
 from asyncdsl import dtypes
-from asyncdsl.errors import ArgumentError, TraceError
+from asyncdsl.errors import ArgumentError, TraceError, user_location
 from asyncdsl.hw.options import Arch
 from asyncdsl.kernel_binary import INT_SPECIALIZATION_DIVISOR, scalar_argument
 
@@ -24,6 +24,26 @@ class ArraySpec:
 
     shape: tuple[int, ...]
     dtype: dtypes.DType
+
+    def __post_init__(self):
+        """Take any sequence of integers (numpy's too) as the shape and anything `dtypes.as_dtype`
+        reads as the dtype; refuse the rest here, at the line that made the spec, rather than as
+        an internal error when a kernel is traced with it."""
+        shape = self.shape
+        try:
+            dims = tuple(shape)
+        except TypeError:
+            dims = None
+        if dims is None or not all(isinstance(d, numbers.Integral) and not isinstance(d, bool) and d >= 0
+                                   for d in dims):
+            raise ArgumentError(f"ArraySpec: the shape must be a sequence of non-negative ints, got {shape!r}",
+                                user_location())
+        try:
+            dtype = dtypes.as_dtype(self.dtype)
+        except ArgumentError as error:
+            raise ArgumentError(f"ArraySpec: {error.message}", user_location()) from None
+        object.__setattr__(self, "shape", tuple(int(d) for d in dims))  # frozen: set once, normalised
+        object.__setattr__(self, "dtype", dtype)
 
     @staticmethod
     def of(array: object, name: str) -> ArraySpec:

@@ -423,6 +423,11 @@ def constant_attr(value, element: dtypes.DType, what: str) -> FloatAttr | Intege
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TraceError(f"{what}: the value must be a Python number or a traced scalar, got {value!r}", user_location())
     if element.is_float:
+        try:
+            float(value)
+        except OverflowError:
+            raise TraceError(f"{what}: an int of {value.bit_length()} bits is too large for any float ({element} tile)",
+                             user_location()) from None
         if element.bits == 8 and math.isfinite(value):
             # Float8 conversions saturate (docs/register-tiles.md); so do float8 constants.
             import ml_dtypes  # only float8 kernels pay for importing it
@@ -431,9 +436,10 @@ def constant_attr(value, element: dtypes.DType, what: str) -> FloatAttr | Intege
             value = min(max(float(value), -limit), limit)
         attr = FloatAttr(float(value), element.mlir())
     else:
-        if not float(value).is_integer():
+        if isinstance(value, float) and not value.is_integer():
             raise TraceError(f"{what}: {value!r} is not an integer, but the tile holds {element}", user_location())
-        attr = IntegerAttr(int(value), element.mlir())
+        half = 1 << (element.bits - 1)  # wrapped to the dtype, two's complement (docs/register-tiles.md)
+        attr = IntegerAttr((int(value) + half) % (2 * half) - half, element.mlir())
     return attr
 
 

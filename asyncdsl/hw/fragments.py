@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from asyncdsl.errors import LayoutError
+from asyncdsl.errors import LayoutError, user_location
 from asyncdsl.hw.tiling import (
     THREADS,
     WARP_LANES,
@@ -436,8 +436,8 @@ class StridedLayout(_Queries):
     vec: int
 
     def __post_init__(self) -> None:
-        if not isinstance(self.vec, int) or self.vec < 1:
-            raise LayoutError(f"a strided layout needs a positive vector length, got {self.vec!r}")
+        if isinstance(self.vec, bool) or not isinstance(self.vec, int) or self.vec < 1:
+            raise LayoutError(f"a strided layout needs a positive int vector length, got {self.vec!r}", user_location())
 
     def __str__(self) -> str:
         return f"strided({self.vec})"

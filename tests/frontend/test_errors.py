@@ -206,3 +206,26 @@ def test_a_python_error_of_kernel_code_is_a_trace_error_at_its_line_with_the_ori
         _divides_by_its_constexpr.compile(ad.ArraySpec((8,), ad.float32), CHUNK=0)
     assert caught.value.location.line == line_of(_divides_by_its_constexpr.fn, "the division")
     assert isinstance(caught.value.__cause__, ZeroDivisionError)
+
+
+def test_an_array_spec_takes_numpy_ints_and_dtype_names_and_refuses_the_rest_at_its_line():
+    # Its fields went unchecked: a str dtype, an int shape or a float dim failed as internal
+    # errors (AttributeError, TypeError, xDSL's VerifyException) when a kernel was traced.
+    spec = ad.ArraySpec([np.int64(64), 128], "float32")
+    assert spec == ad.ArraySpec((64, 128), F32) and hash(spec) == hash(ad.ArraySpec((64, 128), np.float32))
+    for shape, dtype, fragment in [((64, 128), "float33", "unknown dtype 'float33'"), (64, F32, "got 64"),
+                                   ((64.0, 128), F32, "got (64.0, 128)"), ((64, -1), F32, "got (64, -1)"),
+                                   ((64, True), F32, "got (64, True)"), ((64, 128), None, "no element type")]:
+        with pytest.raises(ad.ArgumentError) as caught:
+            ad.ArraySpec(shape, dtype)  # the spec
+        assert fragment in caught.value.message, caught.value.message
+        assert caught.value.location.line == line_of(test_an_array_spec_takes_numpy_ints_and_dtype_names_and_refuses_the_rest_at_its_line, "# the spec")
+
+
+@pytest.mark.parametrize("vec", [0, -4, 4.0, True])
+def test_a_strided_layout_of_no_positive_int_is_refused_at_the_users_line(vec):
+    # It was refused with no location at all (by the layout's generated constructor).
+    with pytest.raises(ad.LayoutError, match="positive int vector length") as caught:
+        ad.strided(vec)  # the layout
+    assert caught.value.location.line == line_of(test_a_strided_layout_of_no_positive_int_is_refused_at_the_users_line,
+                                                 "# the layout")

@@ -78,6 +78,27 @@ def test_a_tile_larger_than_a_warpgroups_registers_is_a_resource_error(what, sha
     assert caught.value.location.line == line_of(oversized.fn, f"# the {what}")
 
 
+@ad.kernel(grid=(1,))
+def constants(y, VALUE: ad.constexpr):
+    ad.store(y.at[...], ad.full(y.shape, VALUE, y.dtype))  # the constant
+
+
+def test_an_integer_constant_wraps_to_the_tiles_dtype():
+    # As docs/register-tiles.md says; it was refused by xDSL's verifier, located in its generated code.
+    y = np.zeros((64, 128), np.int8)
+    constants.interpret(y, VALUE=1000)
+    assert (y == np.int8(1000 - 1024)).all()
+    z = np.zeros((64, 128), np.int32)
+    constants.interpret(z, VALUE=(1 << 40) + 5)
+    assert (z == 5).all()
+
+
+def test_an_int_too_large_for_a_float_tile_is_refused_at_the_line():
+    with pytest.raises(ad.TraceError, match="an int of 1329 bits is too large for any float") as caught:
+        constants.compile(F32, VALUE=10 ** 400)
+    assert caught.value.location.line == line_of(constants.fn, "# the constant")
+
+
 def test_a_tile_has_no_truth_value():
     def truthy(buf, t):
         if t > 0:  # noqa: SIM102
