@@ -37,10 +37,10 @@ from asyncdsl.passes.pipeline import PASS_NAMES
 STAGES = ("trace", *PASS_NAMES)
 
 
-def _load(path: Path):
+def _load(path: Path, command: str):
     spec = importlib.util.spec_from_file_location(f"asyncdsl_dump_{path.stem}", path)
     if spec is None or spec.loader is None:
-        raise SystemExit(f"asyncdsl dump: cannot load {path}")
+        raise SystemExit(f"asyncdsl {command}: cannot load {path}")
     module = importlib.util.module_from_spec(spec)
     sys.path.insert(0, str(path.parent))
     try:
@@ -50,14 +50,14 @@ def _load(path: Path):
     return module
 
 
-def _kernels(module, wanted: str | None) -> list[tuple[str, Kernel]]:
+def _kernels(module, wanted: str | None, command: str) -> list[tuple[str, Kernel]]:
     found = [(name, value) for name, value in vars(module).items() if isinstance(value, Kernel)]
     if wanted is not None:
         found = [(name, k) for name, k in found if name == wanted]
         if not found:
-            raise SystemExit(f"asyncdsl dump: no kernel named {wanted!r} in {module.__file__}")
+            raise SystemExit(f"asyncdsl {command}: no kernel named {wanted!r} in {module.__file__}")
     if not found:
-        raise SystemExit(f"asyncdsl dump: {module.__file__} defines no @asyncdsl.kernel")
+        raise SystemExit(f"asyncdsl {command}: {module.__file__} defines no @asyncdsl.kernel")
     return found
 
 
@@ -68,10 +68,10 @@ def _examples(target: str, command: str):
     path = Path(path_text)
     if not path.is_file():
         raise SystemExit(f"asyncdsl {command}: no such file {path}")
-    module = _load(path)
+    module = _load(path, command)
     examples = getattr(module, "EXAMPLE_ARGS", {})
     found = []
-    for name, kernel in _kernels(module, kernel_name or None):
+    for name, kernel in _kernels(module, kernel_name or None, command):
         if name not in examples:
             raise SystemExit(
                 f"asyncdsl {command}: {path} has no example arguments for {name}; add "

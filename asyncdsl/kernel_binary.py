@@ -176,7 +176,11 @@ def scalar_argument(kind: str, value: object, name: str) -> int | float:
                 user_location(),
             )
     elif type(value) is float or (isinstance(value, numbers.Real) and not isinstance(value, bool)):
-        number = float(value)
+        try:
+            number = float(value)
+        except OverflowError:  # an int past every float
+            raise ArgumentError(f"argument {name!r} is an int of {int(value).bit_length()} bits, beyond the float32 "
+                                "range of the kernel's float parameters", user_location()) from None
         if math.isfinite(number) and abs(number) >= _FLOAT32_OVERFLOW:
             raise ArgumentError(
                 f"argument {name!r} is {number!r}, beyond the float32 range of the kernel's float "

@@ -60,6 +60,9 @@ def _shape(q, k, LAYOUT):
     """(B, H, S, D) of q and (H_kv, S_kv) of k in either layout."""
     if LAYOUT not in LAYOUTS:
         raise ad.TraceError(f"LAYOUT must be one of {LAYOUTS}, got {LAYOUT!r}")
+    for name, array in (("q", q), ("k", k)):
+        if len(array.shape) != 4:
+            raise ad.TraceError(f"{name} must have 4 dims ({', '.join(LAYOUT)}), got shape {tuple(array.shape)}")
     if LAYOUT == "BHSD":
         return q.shape, k.shape[1:3]
     (b, s, h, d), (_, s_kv, h_kv, _) = q.shape, k.shape

@@ -25,7 +25,7 @@ import ml_dtypes
 import numpy as np
 
 import asyncdsl as ad
-from asyncdsl.examples.shapes import check_rows, check_shape
+from asyncdsl.examples.shapes import check_rows, check_shape, row_length
 
 CHUNK = 4096  # elements of a row one pass holds in registers
 
@@ -46,7 +46,7 @@ def choose(n: int, eps: float = 1e-6) -> tuple[ad.Kernel, dict]:
 
 def rms_norm(x, w, y, eps: float = 1e-6, stream=None) -> None:
     """RMSNorm of x's rows with weight w into y, with the kernel and configuration for their length."""
-    kernel, constexprs = choose(x.shape[1], eps)
+    kernel, constexprs = choose(row_length("x", x), eps)
     kernel(x, w, y, **constexprs, stream=stream)
 
 

@@ -31,7 +31,7 @@ import numpy as np
 
 import asyncdsl as ad
 from asyncdsl.errors import user_location
-from asyncdsl.examples.shapes import check_rows
+from asyncdsl.examples.shapes import check_rows, row_length
 
 E4M3_MAX = 448.0
 CHUNK = 8192  # elements of a row held in registers at once: 64 per thread
@@ -202,7 +202,7 @@ def choose(n: int) -> tuple[ad.Kernel, dict]:
 
 def quantize(x, q, scales, stream=None) -> None:
     """x's rows quantised into q, their scales into `scales`, with the kernel for their length."""
-    kernel, constexprs = choose(x.shape[1])
+    kernel, constexprs = choose(row_length("x", x))
     kernel(x, q, scales, **constexprs, stream=stream)
 
 

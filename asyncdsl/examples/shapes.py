@@ -1,4 +1,4 @@
-"""Trace-time checks of the shapes the examples' arguments must have.
+"""Checks of the shapes the examples' arguments must have, at trace time and in their host helpers.
 
 An example reads and writes its arrays in the shape of its input: an output of another shape
 would be written only as far as it reaches (TMA clips, bounds checks skip) and the rest left as
@@ -29,3 +29,15 @@ def check_rows(source: tuple[str, object], out: tuple[str, object],
         check_shape(name, array, x.shape[:1], f"one a row of {source_name}", _depth=3)
         if array.dtype != ad.float32:
             raise ad.TraceError(f"{name} must be float32, got {array.dtype}", user_location(skip=2))
+
+
+def row_length(name: str, x) -> int:
+    """The length of the rows of `x`, which a host helper picks its kernel by (`softmax`,
+    `rms_norm`, `quantize`): refused, at the helper's line, unless x is a matrix of rows that
+    are not empty."""
+    shape = getattr(x, "shape", None)
+    if shape is None or len(shape) != 2 or not all(shape):
+        got = f"shape {tuple(shape)}" if shape is not None else type(x).__name__
+        raise ad.ArgumentError(f"{name} must be a matrix of rows (an array of shape (M, N), M, N >= 1), got {got}",
+                               user_location(skip=2))
+    return int(shape[1])

@@ -32,7 +32,7 @@ import ml_dtypes
 import numpy as np
 
 import asyncdsl as ad
-from asyncdsl.examples.shapes import check_rows
+from asyncdsl.examples.shapes import check_rows, row_length
 
 LOG2E = 1.4426950408889634
 CHUNK = 8192  # elements of a row one pass holds in registers: 64 floats per thread
@@ -61,7 +61,7 @@ def choose(n: int) -> tuple[ad.Kernel, dict]:
 
 def softmax(x, y, stream=None) -> None:
     """Softmax of x's rows into y, with the kernel and configuration for their length."""
-    kernel, constexprs = choose(x.shape[1])
+    kernel, constexprs = choose(row_length("x", x))
     kernel(x, y, **constexprs, stream=stream)
 
 

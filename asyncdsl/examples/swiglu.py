@@ -36,6 +36,9 @@ CHUNK = 2048  # elements of a row per step: 16 of each input per thread (2 vecto
 
 @ad.kernel(grid=lambda a, b, y, CHUNK=CHUNK, **_: (a.shape[0] * -(-a.shape[1] // CHUNK),), block=128)
 def swiglu(a, b, y, CHUNK: ad.constexpr = CHUNK):
+    if isinstance(CHUNK, bool) or not isinstance(CHUNK, int) or CHUNK < 1024 or CHUNK % 1024:
+        raise ad.TraceError(f"CHUNK must be a positive multiple of 1024 (a vector of 8 elements for each of the "
+                            f"128 threads at a time), got {CHUNK!r}")
     check_shape("b", b, a.shape, "silu(a) * b takes them element by element")
     check_rows(("a", a), ("y", y))
     # CTA k takes chunk k % chunks of row k // chunks: CTAs launched one after the other read

@@ -97,13 +97,25 @@ class Autotuned:
 
     def chosen(self, *args: Any, stream: Any = None, **kwargs: Any) -> Choice:
         """The choice calls with arguments like these run; the first such call tunes."""
-        key = self.key(*args, **kwargs) if self.key is not None else _layout_key(args, kwargs)
+        key = self._key(args, kwargs)
         choice = self._chosen.get(key)
         if choice is None:
             choice = self._chosen[key] = self._tune(key, args, kwargs, stream)
             if knobs.print_autotuning:
                 print(self.report(key), file=sys.stderr)
         return choice
+
+    def _key(self, args: tuple, kwargs: dict) -> Any:
+        """The tuning key of a call: `key(*args, **kwargs)`, checked, or the arguments' layout."""
+        if self.key is None:
+            return _layout_key(args, kwargs)
+        try:
+            key = self.key(*args, **kwargs)
+            hash(key)
+        except Exception as error:  # noqa: BLE001 - the user's function: report it at the call
+            raise ArgumentError(f"asyncdsl.autotune: the key function must return a hashable value for the call's "
+                                f"arguments; it gave {type(error).__name__}: {error}", user_location()) from error
+        return key
 
     def report(self, key: Any) -> str:
         """What the tuning for `key` measured, a line per choice, and what it chose."""

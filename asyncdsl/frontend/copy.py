@@ -167,6 +167,10 @@ def async_copy(
 def await_async_copy(allow_groups: int = 0, read_only: bool = False) -> None:
     """Wait until at most `allow_groups` of this warpgroup's SMEM -> GMEM copy groups are still
     pending; with `read_only`, only until their SMEM sources may be overwritten."""
+    _check_groups(allow_groups, "asyncdsl.await_async_copy")
+    if not isinstance(read_only, bool):
+        raise TraceError(f"asyncdsl.await_async_copy: read_only must be a Python bool, got {read_only!r}",
+                         user_location())
     tracing.current("asyncdsl.await_async_copy").emit(ir.AwaitAsyncCopyOp(allow_groups, read_only))
 
 
@@ -174,4 +178,11 @@ def await_cp_async_copy(allow_groups: int = 0) -> None:
     """Wait until at most `allow_groups` of this warpgroup's cp.async groups (GMEM -> SMEM
     copies with `implementation="cp_async"` and no barrier) are still pending, then sync the
     warpgroup so that every thread sees every thread's chunks."""
+    _check_groups(allow_groups, "asyncdsl.await_cp_async_copy")
     tracing.current("asyncdsl.await_cp_async_copy").emit(ir.AwaitCpAsyncCopyOp(allow_groups))
+
+
+def _check_groups(allow_groups, what: str) -> None:
+    if isinstance(allow_groups, bool) or not isinstance(allow_groups, int) or allow_groups < 0:
+        raise TraceError(f"{what}: allow_groups (how many copy groups may stay pending) must be a Python int >= 0, "
+                         f"got {allow_groups!r}", user_location())

@@ -17,11 +17,13 @@ from asyncdsl.hw.transforms import MemRefTransform
 
 def cdiv(a: IndexLike, b: IndexLike) -> IndexLike:
     """Ceiling division, for Python ints (grids) and traced indices alike."""
+    if isinstance(b, int) and b == 0:
+        raise TraceError(f"asyncdsl.cdiv({a!r}, 0): division by zero", user_location())
     return (a + b - 1) // b
 
 
 def _axis_id(op_class, axis: int, what: str) -> Scalar:
-    if axis not in (0, 1, 2):
+    if isinstance(axis, bool) or not isinstance(axis, int) or axis not in (0, 1, 2):
         raise TraceError(f"{what}: axis must be 0, 1 or 2, got {axis!r}", user_location())
     return Scalar(tracing.current(what).emit(op_class(axis)).results[0])
 

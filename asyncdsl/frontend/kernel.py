@@ -132,6 +132,12 @@ class Kernel:
         descriptors: str = "grid_constant",
         profile_events: int = DEFAULT_EVENTS_PER_WARPGROUP,
     ):
+        if not inspect.isfunction(fn):
+            raise ArgumentError(f"asyncdsl.kernel decorates a Python function (def ...), got {type(fn).__name__} {fn!r}",
+                                user_location())
+        if name is not None and not isinstance(name, str):
+            raise ArgumentError(f"kernel {fn.__name__}: name must be a str (the PTX entry's name), got {name!r}",
+                                user_location())
         self.fn = fn
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__

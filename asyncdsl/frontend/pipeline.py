@@ -36,7 +36,7 @@ from asyncdsl.errors import TraceError, user_location
 from asyncdsl.frontend import tracer as tracing
 from asyncdsl.frontend.control import when
 from asyncdsl.frontend.profile import region
-from asyncdsl.frontend.scalars import Scalar
+from asyncdsl.frontend.scalars import Scalar, is_index
 from asyncdsl.frontend.sync import Barrier, barrier
 
 
@@ -64,6 +64,9 @@ class Pipeline:
 
     def _slot(self, step):
         """`step % stages`, computed once per traced step where it is still in scope."""
+        if not is_index(step):
+            raise TraceError(f"asyncdsl.Pipeline: a step is a Python int or a traced index, got {step!r}",
+                             user_location())
         if not isinstance(step, Scalar):
             return step % self.stages
         known = self._slots.get(step.value)

@@ -81,7 +81,10 @@ def _dtype(value, what: str) -> dtypes.DType:
 
 def shape_argument(shape, what: str, scalar: bool = False) -> tuple[int, ...]:
     """`shape` checked: positive Python ints, or `()` (a 0-d tile) where `scalar` allows it."""
-    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    try:
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    except TypeError:
+        raise TraceError(f"{what} needs a shape of positive Python ints, got {shape!r}", user_location()) from None
     positive = all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in shape)
     if not positive or (not shape and not scalar):
         raise TraceError(f"{what} needs a shape of positive Python ints, got {shape!r}", user_location())
@@ -269,12 +272,19 @@ class RegisterTile:
     def to_layout(self, layout: Layout) -> RegisterTile:
         """The same tile in register layout `layout` (data moves between threads)."""
         layout = layout_argument(layout, "to_layout")
+        if layout is None:
+            raise TraceError("to_layout: say which layout (asyncdsl.WGMMA, asyncdsl.strided(4), ...), got None",
+                             user_location())
         return RegisterTile(_emit(ir.RelayoutOp(self.use("to_layout"), layout), "to_layout"), self.dtype,
                             spread=not isinstance(layout, SplatLayout))
 
     # -- reductions ------------------------------------------------------------------------------
     def _reduce(self, kind: TileReduction, axis) -> RegisterTile:
         what = f"tile.{kind}"
+        if isinstance(axis, np.integer):
+            axis = int(axis)
+        if axis is not None and not isinstance(axis, (int, tuple, list)) or isinstance(axis, bool):
+            raise TraceError(f"{what}: axis must be an int, a tuple of ints or None, got {axis!r}", user_location())
         axes = tuple(range(self.ndim)) if axis is None else ((axis,) if isinstance(axis, int) else tuple(axis))
         normalized = sorted({a + self.ndim if isinstance(a, int) and a < 0 else a for a in axes})
         if not self.ndim and axis is None:
@@ -297,7 +307,8 @@ class RegisterTile:
     # -- new axes: tile[:, None] -----------------------------------------------------------------
     def __getitem__(self, key) -> RegisterTile:
         key = key if isinstance(key, tuple) else (key,)
-        if any(k is not None and k != slice(None) for k in key) or sum(k is not None for k in key) != self.ndim:
+        whole = [k is None or (isinstance(k, slice) and k == slice(None)) for k in key]  # not `!=`: a tile's own
+        if not all(whole) or sum(k is not None for k in key) != self.ndim:
             raise TraceError(
                 "register tiles are indexed only to add axes, numpy style (tile[:, None]); they do not slice",
                 user_location(),

@@ -1,0 +1,155 @@
+"""API entry points given the wrong kind of value answer with the project's own error, at the
+caller's line, saying the rule: each case below once escaped as an internal exception
+(AttributeError, TypeError, ZeroDivisionError, OverflowError) or named no line of the user's."""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+from support import line_of
+
+import asyncdsl as ad
+from asyncdsl.examples.attention import attention
+from asyncdsl.examples.rms_norm import rms_norm
+from asyncdsl.examples.rowwise_fp8_quant import quantize
+from asyncdsl.examples.softmax import softmax
+from asyncdsl.examples.swiglu import swiglu
+
+F32 = ad.ArraySpec((64, 128), ad.float32)
+
+
+def program_id_of_a_float(x, y):
+    ad.program_id(0.0)  # the misuse
+
+
+def await_half_a_group(x, y):
+    ad.await_async_copy(0.5)  # the misuse
+
+
+def relayout_to_none(x, y):
+    ad.load(x.at[...]).to_layout(None)  # the misuse
+
+
+def sum_over_a_float_axis(x, y):
+    ad.load(x.at[...]).sum(axis=1.0)  # the misuse
+
+
+def zeros_of_no_shape(x, y):
+    ad.zeros(None, ad.float32)  # the misuse
+
+
+def cdiv_by_zero(x, y):
+    ad.cdiv(4, 0)  # the misuse
+
+
+def ring_step_of_a_str(x, y):
+    ring = ad.Pipeline(2)
+    ring.produce("a")  # the misuse
+
+
+def tile_indexed_by_a_tile(x, y):
+    tile = ad.load(x.at[...])
+    tile[tile]  # the misuse
+
+
+@pytest.mark.parametrize("body, fragment", [
+    (program_id_of_a_float, "axis must be 0, 1 or 2, got 0.0"),
+    (await_half_a_group, "allow_groups (how many copy groups may stay pending) must be a Python int >= 0, got 0.5"),
+    (relayout_to_none, "to_layout: say which layout"),
+    (sum_over_a_float_axis, "axis must be an int, a tuple of ints or None, got 1.0"),
+    (zeros_of_no_shape, "needs a shape of positive Python ints, got None"),
+    (cdiv_by_zero, "asyncdsl.cdiv(4, 0): division by zero"),
+    (ring_step_of_a_str, "a step is a Python int or a traced index, got 'a'"),
+    (tile_indexed_by_a_tile, "they do not slice"),
+])
+def test_a_kernel_body_misusing_an_entry_point_gets_a_trace_error_at_its_line(body, fragment):
+    kernel = ad.kernel(grid=(1,))(body)
+    with pytest.raises(ad.TraceError) as caught:
+        kernel.compile(F32, F32)
+    assert fragment in caught.value.message, caught.value.message
+    assert caught.value.location.line == line_of(body, "# the misuse")
+
+
+def test_a_reduction_axis_may_be_a_numpy_int():
+    def body(x, y):
+        ad.store(y.at[ad.ds(0, 1), :], ad.load(x.at[...]).sum(axis=np.int64(0))[None, :])
+
+    x, y = np.arange(64 * 128, dtype=np.float32).reshape(64, 128), np.zeros((64, 128), np.float32)
+    ad.kernel(grid=(1,))(body).interpret(x, y)
+    assert np.array_equal(y[0], x.sum(axis=0))
+
+
+def test_the_kernel_decorator_refuses_a_class_or_a_name_that_is_no_str():
+    class NotAFunction:
+        pass
+
+    with pytest.raises(ad.ArgumentError, match="decorates a Python function") as caught:
+        ad.kernel(grid=(1,))(NotAFunction)  # the class
+    assert caught.value.location.line == line_of(test_the_kernel_decorator_refuses_a_class_or_a_name_that_is_no_str,
+                                                 "# the class")
+    with pytest.raises(ad.ArgumentError, match="name must be a str"):
+        ad.kernel(grid=(1,), name=3)(program_id_of_a_float)
+
+
+def test_a_float_argument_past_every_float_is_an_argument_error():
+    @ad.kernel(grid=(1,))
+    def scaled(y, s: float):
+        ad.store(y.at[...], ad.full(y.shape, s, ad.float32))
+
+    with pytest.raises(ad.ArgumentError, match="an int of 1329 bits, beyond the float32 range"):
+        scaled.interpret(np.zeros((64, 128), np.float32), 10 ** 400)
+
+
+@pytest.mark.parametrize("key, fragment", [(lambda *a, **k: [1], "TypeError: unhashable type: 'list'"),
+                                           (lambda *a, **k: 1 / 0, "ZeroDivisionError")])
+def test_an_autotune_key_function_that_fails_is_an_argument_error_at_the_call(key, fragment):
+    @ad.kernel(grid=(1,))
+    def fill(y):
+        ad.store(y.at[...], ad.zeros(y.shape, ad.float32))
+
+    tuned = ad.autotune([ad.Choice(fill)], key=key)
+    with pytest.raises(ad.ArgumentError) as caught:
+        tuned.chosen(np.zeros((64, 128), np.float32))  # the call
+    assert "the key function must return a hashable value" in caught.value.message and fragment in caught.value.message
+    assert caught.value.location.line == line_of(test_an_autotune_key_function_that_fails_is_an_argument_error_at_the_call,
+                                                 "# the call")
+
+
+@pytest.mark.parametrize("helper, arguments", [
+    (softmax, lambda x: (x, x)), (rms_norm, lambda x: (x, np.ones(8, np.float32), x)), (quantize, lambda x: (x, x, x)),
+])
+@pytest.mark.parametrize("x, got", [(np.ones(256, np.float32), "shape (256,)"), (np.ones((8, 0), np.float32), "shape (8, 0)"),
+                                    ([[1.0] * 256] * 8, "got list")])
+def test_the_examples_host_helpers_refuse_what_is_no_matrix_of_rows(helper, arguments, x, got):
+    # They read x.shape[1] first: an IndexError, a ZeroDivisionError or an AttributeError.
+    with pytest.raises(ad.ArgumentError, match="must be a matrix of rows") as caught:
+        helper(*arguments(x))
+    assert got in caught.value.message
+    # The examples are user code: the error names the helper's line that picks the kernel.
+    assert caught.value.location.file == inspect.getsourcefile(helper)
+    assert caught.value.location.line == line_of(helper, "row_length(")
+
+
+def test_the_attention_example_refuses_a_q_of_three_dims():
+    q = ad.ArraySpec((2, 128, 64), ad.bfloat16)
+    k = ad.ArraySpec((1, 2, 128, 64), ad.bfloat16)
+    with pytest.raises(ad.TraceError, match=r"q must have 4 dims \(B, H, S, D\), got shape \(2, 128, 64\)"):
+        attention.compile(q, k, k, k, ad.ArraySpec((1, 2, 128), ad.float32))
+
+
+@pytest.mark.parametrize("chunk", [0, 1000, 2.0])
+def test_swiglu_refuses_a_chunk_that_is_no_multiple_of_1024(chunk):
+    spec = ad.ArraySpec((4, 2048), ad.bfloat16)
+    with pytest.raises(ad.TraceError, match="CHUNK must be a positive multiple of 1024"):
+        swiglu.compile(spec, spec, spec, CHUNK=chunk)
+
+
+def test_the_profile_command_names_itself_in_its_errors(tmp_path):
+    from asyncdsl.cli import main
+
+    script = tmp_path / "kernels.py"
+    script.write_text("import asyncdsl as ad\n")
+    with pytest.raises(SystemExit, match="asyncdsl profile: no kernel named 'k'"):
+        main(["profile", f"{script}:k"])
