@@ -14,7 +14,7 @@ from xdsl.ir import Block, Region
 
 from asyncdsl.errors import TraceError, user_location
 from asyncdsl.frontend import tracer as tracing
-from asyncdsl.frontend.scalars import IndexLike, Scalar, condition_value, index_value, int32_index, is_index
+from asyncdsl.frontend.scalars import IndexLike, Scalar, condition_value, int32_index, is_index
 from asyncdsl.ir_locations import to_ir_location
 
 
