@@ -58,6 +58,8 @@ class Pipeline:
                 raise TraceError(f"asyncdsl.Pipeline: collective must be 'x', 'y' or 'z', got {collective!r}",
                                  user_location())
             sharing = cluster["xyz".index(collective)]
+            if sharing == 1:  # a cluster of one CTA along it: a plain ring, as a collective copy is a plain copy
+                self.collective = None
         self.full = barrier(arrival_count=loads, num=stages)
         self.empty = barrier(arrival_count=consumers * sharing, num=stages)
         self._slots: dict = {}  # a traced step's value -> the slot computed from it

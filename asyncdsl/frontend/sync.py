@@ -78,8 +78,8 @@ class Barrier:
 
     def arrive_expect_tx(self, num_bytes: int) -> None:
         """One arrival that also announces `num_bytes` of async-copy traffic to come."""
-        if not isinstance(num_bytes, int):
-            raise TraceError(f"expect-tx bytes must be a Python int, got {num_bytes!r}", user_location())
+        if isinstance(num_bytes, bool) or not isinstance(num_bytes, int) or num_bytes < 0:
+            raise TraceError(f"expect-tx bytes must be a Python int >= 0, got {num_bytes!r}", user_location())
         tracing.current("Barrier.arrive_expect_tx").emit(ir.ArriveExpectTxOp(*self.operands(), num_bytes))
 
 

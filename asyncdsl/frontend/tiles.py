@@ -479,7 +479,7 @@ def iota(shape, dtype, dim: int, layout: Layout | None = None) -> RegisterTile:
     shape, element, layout = shape_argument(shape, what), _dtype(dtype, what), layout_argument(layout, what)
     if element != dtypes.int32:
         raise TraceError(f"{what} makes int32 tiles, not {element} (astype after)", user_location())
-    if not isinstance(dim, int) or not -len(shape) <= dim < len(shape):
+    if isinstance(dim, bool) or not isinstance(dim, int) or not -len(shape) <= dim < len(shape):
         raise TraceError(f"{what}: dim {dim!r} is not a dim of shape {shape}", user_location())
     op = ir.IotaOp(VectorType(element.mlir(), shape), dim % len(shape), layout)
     return RegisterTile(_emit(op, what), element)
@@ -563,6 +563,8 @@ def _approximate(op_class, name: str, exact_available: bool):
         x = _tile(x, what)
         if x.dtype != dtypes.float32:
             raise TraceError(f"{what} computes on float32 tiles; astype(asyncdsl.float32) first (got {x.dtype})", user_location())
+        if not isinstance(approx, bool):
+            raise TraceError(f"{what}: approx must be a Python bool, got {approx!r}", user_location())
         if not approx and not exact_available:
             raise TraceError(f"{what} has only a hardware approximation: call it with approx=True", user_location())
         flags = arith.FastMathFlagsAttr(["afn"] if approx else "none")

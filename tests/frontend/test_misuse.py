@@ -153,3 +153,46 @@ def test_the_profile_command_names_itself_in_its_errors(tmp_path):
     script.write_text("import asyncdsl as ad\n")
     with pytest.raises(SystemExit, match="asyncdsl profile: no kernel named 'k'"):
         main(["profile", f"{script}:k"])
+
+
+def bool_iota_dim(x, y):
+    ad.iota((64, 128), ad.int32, dim=True)  # the misuse
+
+
+def expect_true_bytes(x, y):
+    ad.barrier().arrive_expect_tx(True)  # the misuse
+
+
+def approx_of_a_str(x, y):
+    ad.exp2(ad.load(x.at[...]), approx="yes")  # the misuse
+
+
+@pytest.mark.parametrize("body, fragment", [
+    (bool_iota_dim, "dim True is not a dim"),
+    (expect_true_bytes, "expect-tx bytes must be a Python int >= 0, got True"),
+    (approx_of_a_str, "approx must be a Python bool, got 'yes'"),
+])
+def test_a_bool_where_a_number_or_a_flag_belongs_is_refused(body, fragment):
+    # Each was taken as 1: an expect-tx of one byte then never completed, for one.
+    test_a_kernel_body_misusing_an_entry_point_gets_a_trace_error_at_its_line(body, fragment)
+
+
+@ad.kernel(grid=(1,))
+def ring_of_one(x, y):
+    a_ring = ad.smem((2, 64, 128), ad.float32)
+    ring = ad.Pipeline(2, collective="x")  # a cluster of one CTA along x: a plain ring
+    with ad.warpgroup_role(0):
+        for step in ad.range(2):
+            slot, landed = ring.produce(step)
+            ad.async_copy(x.at[...], a_ring.at[slot], barrier=landed, collective="x")
+            slot = ring.consume(step)
+            ad.store(y.at[...], a_ring.at[slot][...] * float(step + 1) if isinstance(step, int) else a_ring.at[slot][...])
+            ring.release(step, after_wgmma=False)
+
+
+def test_a_collective_ring_in_a_cluster_of_one_is_a_plain_ring():
+    # Its release arrived collectively and was refused there, where its copies are plain copies.
+    x = np.arange(64 * 128, dtype=np.float32).reshape(64, 128)
+    y = np.zeros_like(x)
+    ring_of_one.interpret(x, y)
+    assert np.array_equal(y, x)
