@@ -133,11 +133,15 @@ class GmemRef:
 
     def __init__(self, value: SSAValue, name: str, shape: tuple[int, ...], dtype: dtypes.DType,
                  peer: IndexLike | None = None):
-        self.argument = value
-        self.name = name
-        self.shape = shape
-        self.dtype = dtype
-        self.peer_index = peer
+        for field, given in (("argument", value), ("name", name), ("shape", shape), ("dtype", dtype),
+                             ("peer_index", peer)):
+            object.__setattr__(self, field, given)
+
+    def __setattr__(self, field: str, value) -> None:
+        # The array's shape and dtype are the launch's: a kernel that changed them would compute
+        # bounds for an array that is not there (reads and writes past its end on the GPU).
+        raise TraceError(f"{self.name}.{field} cannot be assigned: a kernel argument is the array the call "
+                         "passes", user_location())
 
     @property
     def value(self) -> SSAValue:

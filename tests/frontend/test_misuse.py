@@ -196,3 +196,16 @@ def test_a_collective_ring_in_a_cluster_of_one_is_a_plain_ring():
     y = np.zeros_like(x)
     ring_of_one.interpret(x, y)
     assert np.array_equal(y, x)
+
+
+@ad.kernel(grid=(1,))
+def reshaped_argument(x, y):
+    x.shape = (128, 128)  # the misuse
+    ad.store(y.at[...], ad.load(x.at[ad.ds(64, 64), :]))
+
+
+def test_the_shape_of_a_kernel_argument_cannot_be_assigned():
+    # It could: the bounds were then those of a larger array than the one passed.
+    with pytest.raises(ad.TraceError, match="x.shape cannot be assigned") as caught:
+        reshaped_argument.compile(F32, F32)
+    assert caught.value.location.line == line_of(reshaped_argument.fn, "# the misuse")
