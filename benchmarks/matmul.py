@@ -94,6 +94,13 @@ FEW_TILES_CONFIGS = (
     # stages 0.99-1.03x at 1024^3 against 0.89x for two consumers; pairs of 64x128 tiles one above
     # the other sharing b 0.96x at 1000^3 against 0.94x (two runs, CUDA events, contenders taking turns).
     {"CONSUMERS": 1, "BM": 64, "BN": 64, "BK": 128, "STAGES": 6},
+    # The same with L2 told to give up the slices of b (or of a and b) first: after a kernel that
+    # left L2 full of dirty lines (the cache flush before each timed launch), keeping slices read
+    # once or twice only pushes those lines out, whose write-backs then compete with the reads
+    # (measured on the H200, same run: 1.06x cuBLAS at 128x4096x4096 against 0.91x, 1.08-1.12x at
+    # 128x4096x14336 against 0.97x; on a clean L2 all within 1 %: results/matmul_l2_eviction-2026-12-03.json).
+    {"CONSUMERS": 1, "BM": 64, "BN": 64, "BK": 128, "STAGES": 6, "EVICT_FIRST": "b"},
+    {"CONSUMERS": 1, "BM": 64, "BN": 64, "BK": 128, "STAGES": 6, "EVICT_FIRST": "ab"},
     {"CONSUMERS": 1, "BM": 128, "BN": 64, "STAGES": 8},
     {"CONSUMERS": 1, "CLUSTER": 2, "BM": 64, "BN": 128, "BK": 128, "STAGES": 4},
     # 64x128 tiles 64 deep in 8 stages alone (1.00-1.02x cuBLAS at 1024^3 in two repeats, the

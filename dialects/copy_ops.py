@@ -45,8 +45,8 @@ from asyncdsl.dialects.ir_utils import (
     verify_swizzle,
 )
 from asyncdsl.dialects.memory_attrs import BarriersType
-from asyncdsl.dialects.option_attrs import ImplementationAttr, OobAttr, PartitionAttr, ReductionAttr
-from asyncdsl.hw.options import Implementation, Oob, Partition, Reduction
+from asyncdsl.dialects.option_attrs import EvictionAttr, ImplementationAttr, OobAttr, PartitionAttr, ReductionAttr
+from asyncdsl.hw.options import Eviction, Implementation, Oob, Partition, Reduction
 
 
 @irdl_op_definition
@@ -80,6 +80,7 @@ class AsyncCopyOp(EitherWayCopy, IRDLOperation):
     reduction = opt_prop_def(ReductionAttr)
     implementation = prop_def(ImplementationAttr)
     oob = prop_def(OobAttr)
+    eviction = opt_prop_def(EvictionAttr)  # a load's L2 eviction priority (TMA loads only)
 
     def __init__(
         self,
@@ -101,6 +102,7 @@ class AsyncCopyOp(EitherWayCopy, IRDLOperation):
         implementation: str = "tma",
         oob: str = Oob.ZEROS,
         peer: SSAValue | None = None,
+        eviction: str | None = None,
     ):
         properties: dict[str, Attribute] = {
             "slice_sizes": DenseArrayBase.from_list(i64, list(slice_sizes)),
@@ -117,6 +119,8 @@ class AsyncCopyOp(EitherWayCopy, IRDLOperation):
             properties["partition_axis"] = int_prop(partition_axis)
         if reduction is not None:
             properties["reduction"] = ReductionAttr(Reduction(reduction))
+        if eviction is not None:
+            properties["eviction"] = EvictionAttr(Eviction(eviction))
         super().__init__(
             operands=[
                 source, destination, starts,

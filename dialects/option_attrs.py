@@ -2,7 +2,7 @@
 
     #asyncdsl<implementation cp_async>    #asyncdsl<oob promise_in_bounds>
     #asyncdsl<reduction smin>             #asyncdsl<partition replicated>
-    #asyncdsl<arch sm_100a>
+    #asyncdsl<arch sm_100a>                 #asyncdsl<eviction evict_first>
 
 An attribute holds a member of its enum, which compares equal to its string, so passes read
 `op.oob.data == Oob.UNDEFINED` (or the plain string).  A value outside the enum cannot be built
@@ -15,7 +15,7 @@ from xdsl.dialects.utils import EnumAttribute
 from xdsl.ir import SpacedOpaqueSyntaxAttribute
 from xdsl.irdl import irdl_attr_definition
 
-from asyncdsl.hw.options import Arch, Comparison, Implementation, Oob, Partition, Reduction, TileReduction
+from asyncdsl.hw.options import Arch, Comparison, Eviction, Implementation, Oob, Partition, Reduction, TileReduction
 
 
 @irdl_attr_definition
@@ -26,6 +26,11 @@ class ImplementationAttr(EnumAttribute[Implementation], SpacedOpaqueSyntaxAttrib
 @irdl_attr_definition
 class OobAttr(EnumAttribute[Oob], SpacedOpaqueSyntaxAttribute):
     name = "asyncdsl.oob"
+
+
+@irdl_attr_definition
+class EvictionAttr(EnumAttribute[Eviction], SpacedOpaqueSyntaxAttribute):
+    name = "asyncdsl.eviction"
 
 
 @irdl_attr_definition
@@ -53,4 +58,4 @@ class ArchAttr(EnumAttribute[Arch], SpacedOpaqueSyntaxAttribute):
     name = "asyncdsl.arch"
 
 
-ATTRIBUTES = (ImplementationAttr, OobAttr, ReductionAttr, PartitionAttr, TileReductionAttr, ComparisonAttr, ArchAttr)
+ATTRIBUTES = (ImplementationAttr, OobAttr, EvictionAttr, ReductionAttr, PartitionAttr, TileReductionAttr, ComparisonAttr, ArchAttr)

@@ -37,8 +37,8 @@ from asyncdsl.dialects.ir_utils import (
     verify_descriptor_coordinates,
 )
 from asyncdsl.dialects.memory_attrs import BarriersType
-from asyncdsl.dialects.option_attrs import PartitionAttr, ReductionAttr
-from asyncdsl.hw.options import Partition, Reduction
+from asyncdsl.dialects.option_attrs import EvictionAttr, PartitionAttr, ReductionAttr
+from asyncdsl.hw.options import Eviction, Partition, Reduction
 from asyncdsl.hw.reduction import hardware_violation
 
 
@@ -70,6 +70,7 @@ class TmaLoadOp(IRDLOperation):
     collective = opt_prop_def(ArrayAttr)
     partition = opt_prop_def(PartitionAttr)
     descriptor_index = opt_prop_def(IntegerAttr)
+    eviction = opt_prop_def(EvictionAttr)  # the L2 eviction priority of the loaded lines
 
     def __init__(
         self,
@@ -84,6 +85,7 @@ class TmaLoadOp(IRDLOperation):
         collective: Sequence[str] = (),
         partition: str | None = None,
         peer: SSAValue | None = None,
+        eviction: str | None = None,
     ):
         properties: dict[str, Attribute] = {
             "descriptor": descriptor,
@@ -93,6 +95,8 @@ class TmaLoadOp(IRDLOperation):
             properties["collective"] = ArrayAttr(StringAttr(d) for d in collective)
         if partition is not None:
             properties["partition"] = PartitionAttr(Partition(partition))
+        if eviction is not None:
+            properties["eviction"] = EvictionAttr(Eviction(eviction))
         super().__init__(
             operands=[
                 smem, coords, barriers, barrier_index, optional_operand(predicate), optional_operand(multicast_mask),

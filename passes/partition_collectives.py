@@ -162,6 +162,7 @@ def _replace(load: ir.TmaLoadOp, smem, coords, descriptor, expect: int, mask, pa
     new = ir.TmaLoadOp(
         smem, coords, load.barriers, load.barrier_index, descriptor, expect,
         predicate=load.predicate, multicast_mask=mask, partition=partition,
+        eviction=load.eviction.data if load.eviction is not None else None,
     )
     new.location = load.location
     Rewriter.replace_op(load, new, new_results=[])

@@ -78,11 +78,14 @@ def split_k_flags(m: int, n: int, bn: int = 256, pair: int = 1) -> int:
 
 
 def gemm(a, b, c, CTAS, BM, BN, BK, STAGES, SPLIT, EPILOGUE, SNAKE, REGISTERS, IN_FLIGHT, SPLIT_K, SHARE="b",
-         running=None, consumers=2):
+         running=None, consumers=2, EVICT_FIRST=""):
     """The body of the GEMM kernels (see the module's docstring); `running` (partial, flags)
     makes the units of a split tile add up in order instead of into a float32 c; with one
     consumer warpgroup (`consumers`, in a block of 256 threads) it owns the whole tile (SPLIT
-    does not apply), warpgroup 1 is the producer."""
+    does not apply), warpgroup 1 is the producer.  `EVICT_FIRST` names the operands ("a", "b",
+    "ab") whose slices L2 should give up first (`eviction_policy`): a problem of few tiles reads
+    each slice of b once or twice, and lines kept for it only push out the dirty lines of
+    earlier kernels, whose write-backs then compete with its reads."""
     check_operands(a, b, c, CTAS)
     check_16_bit(a, b, c, c_float32=SPLIT_K > 1 and running is None)
     M, K = a.shape
@@ -91,6 +94,10 @@ def gemm(a, b, c, CTAS, BM, BN, BK, STAGES, SPLIT, EPILOGUE, SNAKE, REGISTERS, I
     # (SHARE "b"), or on tiles side by side sharing each a slice ("a"): each loads part of the
     # slice and multicasts it to all (`matmul_2cta`); alone, a CTA loads it all.
     check_config(BM, BN, BK, STAGES, SPLIT, EPILOGUE, SPLIT_K)
+    if EVICT_FIRST not in ("", "a", "b", "ab"):
+        raise ad.TraceError(f"EVICT_FIRST names the operands whose slices L2 gives up first: '', 'a', 'b' or 'ab', "
+                            f"got {EVICT_FIRST!r}")
+    policy = {name: "evict_first" if name in EVICT_FIRST else None for name in "ab"}
     pair = ad.cluster_shape()[0]
     if SHARE not in ("a", "b"):
         raise ad.TraceError(f"SHARE says which operand the CTAs of a cluster share: 'a' or 'b', got {SHARE!r}")
@@ -148,11 +155,13 @@ def gemm(a, b, c, CTAS, BM, BN, BK, STAGES, SPLIT, EPILOGUE, SNAKE, REGISTERS, I
                 with ad.region("load"):
                     for h in range(a_parts):
                         ad.async_copy(a.at[ad.ds(row + h * part[0], part[0]), ad.ds(k_step * BK, BK)],
-                                      a_ring.at[slot, h], barrier=landed, collective="x" if share_a else None)
+                                      a_ring.at[slot, h], barrier=landed, collective="x" if share_a else None,
+                                      eviction_policy=policy["a"])
                     for h in range(b_parts):
                         ad.async_copy(b.at[ad.ds(k_step * BK, BK), ad.ds(col + h * part[1], part[1])],
                                       b_ring.at[slot, h], barrier=landed,
-                                      collective="x" if pair > 1 and not share_a else None)
+                                      collective="x" if pair > 1 and not share_a else None,
+                                      eviction_policy=policy["b"])
 
     with ad.warpgroup_role(tuple(range(consumers)), registers=consumer_registers):
         me = ad.warpgroup_idx()
@@ -209,13 +218,15 @@ matmul_split_k_2cta = ad.kernel(grid=lambda a, b, c, partial, flags, CTAS, **_: 
 @ad.kernel(grid=lambda a, b, c, CTAS, **_: (CTAS,), block=256, profile_events=32768)
 def matmul_narrow(a, b, c, CTAS: ad.constexpr, BM: ad.constexpr = 64, BN: ad.constexpr = 64,
                   BK: ad.constexpr = 64, STAGES: ad.constexpr = 12, SNAKE: ad.constexpr = 16,
-                  IN_FLIGHT: ad.constexpr = 1, SHARE: ad.constexpr = "b"):
+                  IN_FLIGHT: ad.constexpr = 1, SHARE: ad.constexpr = "b", EVICT_FIRST: ad.constexpr = ""):
     """c = a @ b with one consumer warpgroup a CTA (warpgroup 1 the producer), which owns whole
     (BM, BN) tiles, 64 rows by default: problems of few rows (M = 128) make as many tiles as there
     are SMs without splitting K, and a deep ring of small slices keeps each SM's loads in flight.
     In clusters of two (`matmul_narrow_2cta`) the CTAs of a pair take tiles one above the other
-    and share each b slice (SHARE "b") or side by side sharing a ("a")."""
-    gemm(a, b, c, CTAS, BM, BN, BK, STAGES, "m", "tma64", SNAKE, None, IN_FLIGHT, 1, SHARE, consumers=1)
+    and share each b slice (SHARE "b") or side by side sharing a ("a").  `EVICT_FIRST` as `gemm`
+    says."""
+    gemm(a, b, c, CTAS, BM, BN, BK, STAGES, "m", "tma64", SNAKE, None, IN_FLIGHT, 1, SHARE, consumers=1,
+         EVICT_FIRST=EVICT_FIRST)
 
 
 matmul_narrow_2cta = ad.kernel(grid=lambda a, b, c, CTAS, **_: (CTAS,), block=256, cluster=(2, 1, 1),

@@ -18,6 +18,16 @@ class Option(StrEnum):
         return repr(self.value)
 
 
+class Eviction(Option):
+    """How long a TMA load's lines should stay in L2 (`createpolicy.fractional.L2::<policy>` and
+    the load's `.L2::cache_hint`): `EVICT_FIRST` for data read once, which then gives way before
+    other lines, the dirty ones of earlier kernels included; `EVICT_LAST` for data read again.
+    A hint: the bytes copied are the same."""
+
+    EVICT_FIRST = "evict_first"
+    EVICT_LAST = "evict_last"
+
+
 class Implementation(Option):
     """The copy engine a user asks for (tensor copies choose between TMA and bulk themselves)."""
 

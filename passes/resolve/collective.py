@@ -68,6 +68,7 @@ def resolve_collective_copy(copy: ir.AsyncCopyOp) -> ir.TmaLoadOp:
         predicate=copy.predicate,
         collective=copy.cluster_dims,
         partition=partition,
+        eviction=copy.eviction.data if copy.eviction is not None else None,
     )
     load.location = copy.location
     Rewriter.replace_op(copy, load, new_results=[])

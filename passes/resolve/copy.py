@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.errors import CopyError
 from asyncdsl.hw.options import Implementation
 from asyncdsl.passes.resolve.bulk import resolve_bulk, takes_bulk_path
 from asyncdsl.passes.resolve.collective import is_collective, resolve_collective_copy
@@ -20,6 +21,10 @@ def resolve_copy(copy: ir.AsyncCopyOp) -> None:
     layout tile when the array does not divide into the tiling (`tile_boxes.py`).  A copy to or
     from a peer device's array (`peer`) always takes tiled TMA.
     """
+    if copy.eviction is not None and (copy.implementation.data == Implementation.CP_ASYNC or not copy.is_load
+                                      or copy.peer is None and takes_bulk_path(copy)):
+        raise CopyError(f"eviction_policy={copy.eviction.data!r} is a hint of TMA tensor loads (GMEM -> SMEM through "
+                        "a tensor map): this copy is a store, a cp.async copy or a plain bulk copy")
     if is_collective(copy):
         if needs_tile_boxes(copy):
             resolve_tile_boxes(copy, resolve_collective_copy)

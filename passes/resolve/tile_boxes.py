@@ -95,7 +95,7 @@ def resolve_tile_boxes(copy: ir.AsyncCopyOp, resolve_box) -> None:
             collective=copy.cluster_dims, implementation=copy.implementation.data,
             partition=copy.partition.data if copy.partition is not None else None,
             partition_axis=copy.partition_axis.value.data if copy.partition_axis is not None else None,
-            peer=copy.peer,
+            peer=copy.peer, eviction=copy.eviction.data if copy.eviction is not None else None,
         )
         box.location = copy.location
         Rewriter.insert_op(box, InsertPoint.before(copy))

@@ -41,6 +41,7 @@ def resolve_tma(copy: ir.AsyncCopyOp) -> ir.TmaLoadOp | ir.TmaStoreOp:
         new = ir.TmaLoadOp(
             copy.smem, coords, copy.barriers, copy.barrier_index, descriptor,
             plan.box_bytes if arrive else 0, predicate=predicate, peer=copy.peer,
+            eviction=copy.eviction.data if copy.eviction is not None else None,
         )
     else:
         new = ir.TmaStoreOp(

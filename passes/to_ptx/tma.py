@@ -30,6 +30,9 @@ def _tma_load(ctx: KernelLowering, op: ir.TmaLoadOp) -> None:
     space, suffix, extra = "shared::cluster", "", []
     if op.multicast_mask is not None or op.partition is not None:
         space, suffix, bar, extra = collective_load_form(ctx, op, bar)
+    if op.eviction is not None:  # the cache policy operand comes last (PTX ISA, cp.async.bulk.tensor)
+        suffix += ".L2::cache_hint"
+        extra = [*extra, b.emit(f"createpolicy.fractional.L2::{op.eviction.data}.b64 {{}}, 1.0;", "b64")]
     template = (
         f"cp.async.bulk.tensor.{rank}d.{space}.global.tile.mbarrier::complete_tx::bytes{suffix}"
         " [{}], [{}, {{{}}}], [{}]" + ", {}" * len(extra) + ";"
