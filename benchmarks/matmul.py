@@ -81,6 +81,8 @@ FEW_TILES_CONFIGS = (
     # The same ring 128 deep (measured on the H200 at 128x14336x4096: 0.94x cuBLAS, the best
     # plain configuration there, against 0.87x for 128x64 tiles 128 deep).
     {"BN": 128, "BK": 128, "STAGES": 3, "SPLIT": "m", "EPILOGUE": "tma64", "IN_FLIGHT": 1},
+    # The same with b's slices giving way first in L2 (see the one-consumer rings below).
+    {"BN": 128, "BK": 128, "STAGES": 3, "SPLIT": "m", "EPILOGUE": "tma64", "IN_FLIGHT": 1, "EVICT_FIRST": "b"},
     {"SCHEDULE": "pingpong", "BM": 128, "BN": 128, "STAGES": 5},
     {"SCHEDULE": "pingpong", "BM": 128, "BN": 128, "STAGES": 6},
     # 128x64 tiles in CTA pairs side by side sharing each a slice (multicast: half the a traffic

@@ -51,8 +51,9 @@ def tensor_core_layout(rows: int, columns: int = 64) -> dict:
 def matmul(a, b, c, CTAS: ad.constexpr, BM: ad.constexpr = 128, BN: ad.constexpr = 256, BK: ad.constexpr = 64,
            STAGES: ad.constexpr = 4, SPLIT: ad.constexpr = "m", EPILOGUE: ad.constexpr = "tma64",
            SNAKE: ad.constexpr = 16, REGISTERS: ad.constexpr = (40, 232), IN_FLIGHT: ad.constexpr = 1,
-           SPLIT_K: ad.constexpr = 1, SHARE: ad.constexpr = "b"):
-    gemm(a, b, c, CTAS, BM, BN, BK, STAGES, SPLIT, EPILOGUE, SNAKE, REGISTERS, IN_FLIGHT, SPLIT_K, SHARE)
+           SPLIT_K: ad.constexpr = 1, SHARE: ad.constexpr = "b", EVICT_FIRST: ad.constexpr = ""):
+    gemm(a, b, c, CTAS, BM, BN, BK, STAGES, SPLIT, EPILOGUE, SNAKE, REGISTERS, IN_FLIGHT, SPLIT_K, SHARE,
+         EVICT_FIRST=EVICT_FIRST)
 
 
 @ad.kernel(grid=lambda a, b, c, partial, flags, CTAS, **_: (CTAS,), block=384, profile_events=32768)
