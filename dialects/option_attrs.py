@@ -2,7 +2,7 @@
 
     #asyncdsl<implementation cp_async>    #asyncdsl<oob promise_in_bounds>
     #asyncdsl<reduction smin>             #asyncdsl<partition replicated>
-    #asyncdsl<arch sm_100a>                 #asyncdsl<eviction evict_first>
+    #asyncdsl<arch sm_100a>               #asyncdsl<eviction evict_first>
 
 An attribute holds a member of its enum, which compares equal to its string, so passes read
 `op.oob.data == Oob.UNDEFINED` (or the plain string).  A value outside the enum cannot be built
@@ -58,4 +58,5 @@ class ArchAttr(EnumAttribute[Arch], SpacedOpaqueSyntaxAttribute):
     name = "asyncdsl.arch"
 
 
-ATTRIBUTES = (ImplementationAttr, OobAttr, EvictionAttr, ReductionAttr, PartitionAttr, TileReductionAttr, ComparisonAttr, ArchAttr)
+ATTRIBUTES = (ImplementationAttr, OobAttr, EvictionAttr, ReductionAttr, PartitionAttr, TileReductionAttr,
+              ComparisonAttr, ArchAttr)

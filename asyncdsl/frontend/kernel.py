@@ -133,8 +133,8 @@ class Kernel:
         profile_events: int = DEFAULT_EVENTS_PER_WARPGROUP,
     ):
         if not inspect.isfunction(fn):
-            raise ArgumentError(f"asyncdsl.kernel decorates a Python function (def ...), got {type(fn).__name__} {fn!r}",
-                                user_location())
+            raise ArgumentError(f"asyncdsl.kernel decorates a Python function (def ...), got "
+                                f"{type(fn).__name__} {fn!r}", user_location())
         if name is not None and not isinstance(name, str):
             raise ArgumentError(f"kernel {fn.__name__}: name must be a str (the PTX entry's name), got {name!r}",
                                 user_location())

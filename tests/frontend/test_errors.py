@@ -219,7 +219,8 @@ def test_an_array_spec_takes_numpy_ints_and_dtype_names_and_refuses_the_rest_at_
         with pytest.raises(ad.ArgumentError) as caught:
             ad.ArraySpec(shape, dtype)  # the spec
         assert fragment in caught.value.message, caught.value.message
-        assert caught.value.location.line == line_of(test_an_array_spec_takes_numpy_ints_and_dtype_names_and_refuses_the_rest_at_its_line, "# the spec")
+        test = test_an_array_spec_takes_numpy_ints_and_dtype_names_and_refuses_the_rest_at_its_line
+        assert caught.value.location.line == line_of(test, "# the spec")
 
 
 @pytest.mark.parametrize("vec", [0, -4, 4.0, True])

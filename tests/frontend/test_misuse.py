@@ -113,15 +113,15 @@ def test_an_autotune_key_function_that_fails_is_an_argument_error_at_the_call(ke
     with pytest.raises(ad.ArgumentError) as caught:
         tuned.chosen(np.zeros((64, 128), np.float32))  # the call
     assert "the key function must return a hashable value" in caught.value.message and fragment in caught.value.message
-    assert caught.value.location.line == line_of(test_an_autotune_key_function_that_fails_is_an_argument_error_at_the_call,
-                                                 "# the call")
+    test = test_an_autotune_key_function_that_fails_is_an_argument_error_at_the_call
+    assert caught.value.location.line == line_of(test, "# the call")
 
 
 @pytest.mark.parametrize("helper, arguments", [
     (softmax, lambda x: (x, x)), (rms_norm, lambda x: (x, np.ones(8, np.float32), x)), (quantize, lambda x: (x, x, x)),
 ])
-@pytest.mark.parametrize("x, got", [(np.ones(256, np.float32), "shape (256,)"), (np.ones((8, 0), np.float32), "shape (8, 0)"),
-                                    ([[1.0] * 256] * 8, "got list")])
+@pytest.mark.parametrize("x, got", [(np.ones(256, np.float32), "shape (256,)"),
+                                    (np.ones((8, 0), np.float32), "shape (8, 0)"), ([[1.0] * 256] * 8, "got list")])
 def test_the_examples_host_helpers_refuse_what_is_no_matrix_of_rows(helper, arguments, x, got):
     # They read x.shape[1] first: an IndexError, a ZeroDivisionError or an AttributeError.
     with pytest.raises(ad.ArgumentError, match="must be a matrix of rows") as caught:
@@ -186,7 +186,7 @@ def ring_of_one(x, y):
             slot, landed = ring.produce(step)
             ad.async_copy(x.at[...], a_ring.at[slot], barrier=landed, collective="x")
             slot = ring.consume(step)
-            ad.store(y.at[...], a_ring.at[slot][...] * float(step + 1) if isinstance(step, int) else a_ring.at[slot][...])
+            ad.store(y.at[...], a_ring.at[slot][...])
             ring.release(step, after_wgmma=False)
 
 
