@@ -176,9 +176,7 @@ def await_async_copy(allow_groups: int = 0, read_only: bool = False) -> None:
     """Wait until at most `allow_groups` of this warpgroup's SMEM -> GMEM copy groups are still
     pending; with `read_only`, only until their SMEM sources may be overwritten."""
     _check_groups(allow_groups, "asyncdsl.await_async_copy")
-    if not isinstance(read_only, bool):
-        raise TraceError(f"asyncdsl.await_async_copy: read_only must be a Python bool, got {read_only!r}",
-                         user_location())
+    read_only = flag(read_only, "asyncdsl.await_async_copy: read_only")
     tracing.current("asyncdsl.await_async_copy").emit(ir.AwaitAsyncCopyOp(allow_groups, read_only))
 
 
@@ -191,6 +189,7 @@ def await_cp_async_copy(allow_groups: int = 0) -> None:
 
 
 def _check_groups(allow_groups, what: str) -> None:
-    if isinstance(allow_groups, bool) or not isinstance(allow_groups, int) or allow_groups < 0:
-        raise TraceError(f"{what}: allow_groups (how many copy groups may stay pending) must be a Python int >= 0, "
+    """A Python int (the op's verifier checks its range)."""
+    if isinstance(allow_groups, bool) or not isinstance(allow_groups, int):
+        raise TraceError(f"{what}: allow_groups (how many copy groups may stay pending) must be a Python int, "
                          f"got {allow_groups!r}", user_location())

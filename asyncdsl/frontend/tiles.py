@@ -33,6 +33,7 @@ from asyncdsl import dtypes
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.errors import ArgumentError, ResourceError, TraceError, user_location
 from asyncdsl.frontend import tracer as tracing
+from asyncdsl.frontend.options import flag
 from asyncdsl.frontend.scalars import FloatScalar, Scalar
 from asyncdsl.hw.fragments import Layout, SplatLayout
 from asyncdsl.hw.limits import MAX_REGISTERS_PER_THREAD, WARPGROUP_THREADS
@@ -283,7 +284,7 @@ class RegisterTile:
         what = f"tile.{kind}"
         if isinstance(axis, np.integer):
             axis = int(axis)
-        if axis is not None and not isinstance(axis, (int, tuple, list)) or isinstance(axis, bool):
+        if isinstance(axis, bool) or (axis is not None and not isinstance(axis, (int, tuple, list))):
             raise TraceError(f"{what}: axis must be an int, a tuple of ints or None, got {axis!r}", user_location())
         axes = tuple(range(self.ndim)) if axis is None else ((axis,) if isinstance(axis, int) else tuple(axis))
         normalized = sorted({a + self.ndim if isinstance(a, int) and a < 0 else a for a in axes})
@@ -563,8 +564,7 @@ def _approximate(op_class, name: str, exact_available: bool):
         x = _tile(x, what)
         if x.dtype != dtypes.float32:
             raise TraceError(f"{what} computes on float32 tiles; astype(asyncdsl.float32) first (got {x.dtype})", user_location())
-        if not isinstance(approx, bool):
-            raise TraceError(f"{what}: approx must be a Python bool, got {approx!r}", user_location())
+        approx = flag(approx, f"{what}: approx")
         if not approx and not exact_available:
             raise TraceError(f"{what} has only a hardware approximation: call it with approx=True", user_location())
         flags = arith.FastMathFlagsAttr(["afn"] if approx else "none")

@@ -56,7 +56,7 @@ def tile_indexed_by_a_tile(x, y):
 
 @pytest.mark.parametrize("body, fragment", [
     (program_id_of_a_float, "axis must be 0, 1 or 2, got 0.0"),
-    (await_half_a_group, "allow_groups (how many copy groups may stay pending) must be a Python int >= 0, got 0.5"),
+    (await_half_a_group, "allow_groups (how many copy groups may stay pending) must be a Python int, got 0.5"),
     (relayout_to_none, "to_layout: say which layout"),
     (sum_over_a_float_axis, "axis must be an int, a tuple of ints or None, got 1.0"),
     (zeros_of_no_shape, "needs a shape of positive Python ints, got None"),
@@ -170,7 +170,7 @@ def approx_of_a_str(x, y):
 @pytest.mark.parametrize("body, fragment", [
     (bool_iota_dim, "dim True is not a dim"),
     (expect_true_bytes, "expect-tx bytes must be a Python int >= 0, got True"),
-    (approx_of_a_str, "approx must be a Python bool, got 'yes'"),
+    (approx_of_a_str, "asyncdsl.exp2: approx must be True or False (a Python bool known while tracing), got 'yes'"),
 ])
 def test_a_bool_where_a_number_or_a_flag_belongs_is_refused(body, fragment):
     # Each was taken as 1: an expect-tx of one byte then never completed, for one.
