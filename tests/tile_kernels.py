@@ -91,8 +91,10 @@ def op_matrix(a, b, c, out, OPS: ad.constexpr, LAYOUT: ad.constexpr):
         ad.async_copy(source.at[:, :], buf, barrier=bar, arrive=False)
     bar.arrive_expect_tx(3 * R * C * a.dtype.itemsize)
     bar.wait()
-    x, y, z = (buf.load(layout=LAYOUTS[LAYOUT]) for buf in bufs)
     for position, name in enumerate(OPS):
+        # Operands loaded for each op, not once for all: three float32 tiles held across every op
+        # and a result take all 255 registers a thread has, and the kernel would spill.
+        x, y, z = (buf.load(layout=LAYOUTS[LAYOUT]) for buf in bufs)
         result[...] = table[name](x, y, z)
         ad.fence_async_smem()
         ad.async_copy(result, out.at[position])
