@@ -95,10 +95,7 @@ def gemm(a, b, c, CTAS, BM, BN, BK, STAGES, SPLIT, EPILOGUE, SNAKE, REGISTERS, I
     # (SHARE "b"), or on tiles side by side sharing each a slice ("a"): each loads part of the
     # slice and multicasts it to all (`matmul_2cta`); alone, a CTA loads it all.
     check_config(BM, BN, BK, STAGES, SPLIT, EPILOGUE, SPLIT_K)
-    if EVICT_FIRST not in ("", "a", "b", "ab"):
-        raise ad.TraceError(f"EVICT_FIRST names the operands whose slices L2 gives up first: '', 'a', 'b' or 'ab', "
-                            f"got {EVICT_FIRST!r}")
-    policy = {name: "evict_first" if name in EVICT_FIRST else None for name in "ab"}
+    policy = eviction_policies(EVICT_FIRST)
     pair = ad.cluster_shape()[0]
     if SHARE not in ("a", "b"):
         raise ad.TraceError(f"SHARE says which operand the CTAs of a cluster share: 'a' or 'b', got {SHARE!r}")
@@ -242,6 +239,15 @@ def check_tiles(BM, BN, BK, STAGES) -> None:
                                 f"elements), got {value!r}")
     if not isinstance(STAGES, int) or STAGES < 1:
         raise ad.TraceError(f"STAGES must be a positive int, got {STAGES!r}")
+
+
+def eviction_policies(evict_first: str) -> dict:
+    """The `eviction_policy` of each operand's slices: "evict_first" for those `evict_first`
+    names ("", "a", "b" or "ab"), the default for the others."""
+    if evict_first not in ("", "a", "b", "ab"):
+        raise ad.TraceError(f"EVICT_FIRST names the operands whose slices L2 gives up first: '', 'a', 'b' or 'ab', "
+                            f"got {evict_first!r}")
+    return {name: "evict_first" if name in evict_first else None for name in "ab"}
 
 
 def check_operands(a, b, c, CTAS, rows=None, b_is_transposed=False) -> None:

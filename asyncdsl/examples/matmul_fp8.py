@@ -25,6 +25,7 @@ import numpy as np
 import asyncdsl as ad
 from asyncdsl.examples.matmul import (
     check_operands,
+    eviction_policies,
     piece_of,
     store_in_pieces,
     tensor_core_layout,
@@ -34,8 +35,9 @@ from asyncdsl.examples.matmul import (
 
 @ad.kernel(grid=lambda a, b, a_scale, b_scale, c, CTAS, **_: (CTAS,), block=384)
 def matmul_fp8(a, b, a_scale, b_scale, c, CTAS: ad.constexpr, BM: ad.constexpr = 128, BN: ad.constexpr = 256,
-               STAGES: ad.constexpr = 4, SNAKE: ad.constexpr = 16):
+               STAGES: ad.constexpr = 4, SNAKE: ad.constexpr = 16, EVICT_FIRST: ad.constexpr = ""):
     check_operands(a, b, c, CTAS, b_is_transposed=True)
+    policy = eviction_policies(EVICT_FIRST)  # as the bf16 GEMM's: for problems of few tiles
     fp8 = (ad.float8_e4m3fn, ad.float8_e5m2)
     if a.dtype not in fp8 or b.dtype not in fp8:  # (bf16 products: examples/matmul.py)
         raise ad.TraceError(f"a and b must be float8 (e4m3fn or e5m2, either for each), got {a.dtype} and {b.dtype}")
@@ -70,8 +72,9 @@ def matmul_fp8(a, b, a_scale, b_scale, c, CTAS: ad.constexpr, BM: ad.constexpr =
                 slot, landed = ring.produce(t * k_steps + kk)
                 for h in range(2):
                     ad.async_copy(a.at[ad.ds(row + h * half, half), ad.ds(kk * BK, BK)], a_ring.at[slot, h],
-                                  barrier=landed)
-                ad.async_copy(b.at[ad.ds(col, BN), ad.ds(kk * BK, BK)], b_ring.at[slot], barrier=landed)
+                                  barrier=landed, eviction_policy=policy["a"])
+                ad.async_copy(b.at[ad.ds(col, BN), ad.ds(kk * BK, BK)], b_ring.at[slot], barrier=landed,
+                              eviction_policy=policy["b"])
 
     with ad.warpgroup_role((0, 1), registers=232):
         me = ad.warpgroup_idx()

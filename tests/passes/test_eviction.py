@@ -94,3 +94,19 @@ def test_the_gemm_s_evict_first_option_is_exact_and_assembles(ptxas, evict):
     matmul_narrow.interpret(a, b, c, CTAS=5, BK=128, STAGES=3, EVICT_FIRST=evict)
     expected = (a.astype(np.float64) @ b.astype(np.float64)).astype(ml_dtypes.bfloat16)
     assert np.array_equal(c.view(np.uint16), expected.view(np.uint16))
+
+
+@pytest.mark.parametrize("evict", ["", "b", "ab"])
+def test_the_fp8_gemm_s_evict_first_option_is_exact_and_assembles(ptxas, evict):
+    from asyncdsl.examples.matmul_fp8 import example_inputs, matmul_fp8, reference
+
+    m, n, k = 136, 192, 256  # narrow tiles (BN 64) and a ragged last row of tiles
+    specs = (ad.ArraySpec((m, k), ad.float8_e4m3fn), ad.ArraySpec((n, k), ad.float8_e4m3fn),
+             ad.ArraySpec((m,), ad.float32), ad.ArraySpec((n,), ad.float32), ad.ArraySpec((m, n), ad.bfloat16))
+    a, b, a_scale, b_scale, c = example_inputs(specs, np.random.default_rng(1))
+    config = {"CTAS": 3, "BN": 64, "STAGES": 8, "EVICT_FIRST": evict}
+    ptx = matmul_fp8.ptx(a, b, a_scale, b_scale, c, **config)
+    ptxas(ptx)
+    assert ptx.count(".L2::cache_hint") == {"": 0, "b": 1, "ab": 3}[evict]  # a's two halves, b's slice
+    matmul_fp8.interpret(a, b, a_scale, b_scale, c, **config)
+    assert np.array_equal(c.view(np.uint16), reference(a, b, a_scale, b_scale).view(np.uint16))
