@@ -1,20 +1,36 @@
 """fp8 (e4m3) matrix multiply with per-row scales, bf16 out, against torch._scaled_mm (cuBLASLt's
-fp8 GEMM with row-wise scales) in one run, on random inputs; timed as `matmul.py` times its
-large problems (launches in a row, contenders taking turns).  TFLOP/s = 2·M·N·K / time.
+fp8 GEMM with row-wise scales) in one run, on random inputs, over 8192^3 and the LLM shapes of
+`matmul.py`'s table.  TFLOP/s = 2·M·N·K / time.
+
+Two forms of the peer run: `use_fast_accum=False` (torch's default: cuBLASLt adds the tensor
+cores' partial sums into float32 registers every few steps) and `use_fast_accum=True` (the
+tensor cores accumulate the whole K, as asyncdsl's kernel does); the ratio is to the faster.
+Each writes into a preallocated output (`out=`), as asyncdsl does: no copy is timed.  Problems
+under `matmul.DEVICE_TIMED_FLOPS` are timed on the device, one launch after an L2 flush; larger
+ones as `matmul.py` times them (launches in a row, contenders taking turns).  Problems with fewer
+128 x 256 tiles than SMs also try narrower tiles, with and without `EVICT_FIRST="b"`.
 
     python benchmarks/matmul_fp8.py [MxNxK ...]
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from common import interleaved_ms, plot_result, write_result  # noqa: E402
+from common import interleaved_ms, plot_result, rounds_of_gpu_ms, write_result  # noqa: E402
+from matmul import DEVICE_ROUNDS, DEVICE_TIMED_FLOPS, OUTPUT_BUFFERS  # noqa: E402
 
-SHAPES = ((8192, 8192, 8192), (8192, 14336, 4096), (8192, 4096, 14336), (2048, 128256, 4096))
+LLM_SHAPES = tuple((m, n, k) for m, (n, k) in itertools.product(
+    (128, 512, 2048, 8192), ((4096, 4096), (14336, 4096), (4096, 14336), (128256, 4096))))
+SHAPES = ((8192, 8192, 8192), *LLM_SHAPES)
+CONFIGS = ({"BN": 256, "STAGES": 4},)
+FEW_TILES_CONFIGS = tuple({"BN": bn, "STAGES": stages, "EVICT_FIRST": evict}
+                          for bn, stages in ((128, 6), (64, 8)) for evict in ("", "b"))
+PEERS = {"torch._scaled_mm": False, "torch._scaled_mm fast_accum": True}  # name -> use_fast_accum
 
 
 def measure(m: int, n: int, k: int) -> dict:
@@ -28,24 +44,46 @@ def measure(m: int, n: int, k: int) -> dict:
     b = torch.randn(n, k, device="cuda").to(torch.float8_e4m3fn)  # (N, K): K contiguous, as both take it
     a_scale = torch.rand(m, device="cuda") + 0.5
     b_scale = torch.rand(n, device="cuda") + 0.5
-    outputs = {name: torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
-               for name in ("torch", "asyncdsl")}
+    # Timed launches write one of a few output buffers, another each round, all contenders alike
+    # (as in matmul.py); each contender also writes once into its own poisoned output, checked.
+    targets = [torch.empty((m, n), device="cuda", dtype=torch.bfloat16) for _ in range(OUTPUT_BUFFERS)]
+    target = {"c": targets[0]}
+    outputs, launchers = {}, {}
 
-    def scaled_mm():
-        outputs["torch"].copy_(torch._scaled_mm(a, b.t(), scale_a=a_scale[:, None], scale_b=b_scale[None, :],
-                                                out_dtype=torch.bfloat16))
+    def next_target(index: int) -> None:
+        target["c"] = targets[index % len(targets)]
 
-    contenders = {
-        "torch._scaled_mm": (scaled_mm, torch.cuda.synchronize),
-        "asyncdsl": (lambda: matmul_fp8(a, b, a_scale, b_scale, outputs["asyncdsl"], CTAS=sms),
-                     torch.cuda.synchronize),
-    }
-    times = interleaved_ms(contenders, rounds=7, launches=20)
-    exact = (a.float() @ b.float().t()) * a_scale[:, None] * b_scale[None, :]
-    errors = {name: float((out.float() - exact).norm() / exact.norm()) for name, out in outputs.items()}
+    for name, fast in PEERS.items():
+        launchers[name] = lambda c, fast=fast: torch._scaled_mm(
+            a, b.t(), scale_a=a_scale[:, None], scale_b=b_scale[None, :], out_dtype=torch.bfloat16,
+            use_fast_accum=fast, out=c)
+    configs = CONFIGS
+    if -(-m // 128) * -(-n // 256) < sms:  # too few tiles for the SMs: narrower tiles too
+        configs = (*configs, *FEW_TILES_CONFIGS)
+    for config in configs:
+        name = "asyncdsl " + " ".join(f"{key.lower()}={value}" for key, value in config.items() if value != "")
+        launchers[name] = lambda c, config=config: matmul_fp8(a, b, a_scale, b_scale, c, CTAS=sms, **config)
+    for name, launch in launchers.items():
+        outputs[name] = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+        launch(outputs[name])
+    torch.cuda.synchronize()
+    if 2 * m * n * k < DEVICE_TIMED_FLOPS:
+        timing = f"device: CUDA events around single launches after a cache flush, median of {DEVICE_ROUNDS} rounds"
+        times = rounds_of_gpu_ms({name: lambda launch=launch: launch(target["c"]) for name, launch in launchers.items()},
+                                 rounds=DEVICE_ROUNDS, rep=30, before_round=next_target)
+    else:
+        timing = "wall clock of 20 launches in a row, contenders taking turns, median of 7 rounds"
+        times = interleaved_ms({name: (lambda launch=launch: launch(target["c"]), torch.cuda.synchronize)
+                                for name, launch in launchers.items()}, rounds=7, launches=20, before_round=next_target)
+    exact = (a.double() @ b.double().t()) * a_scale.double()[:, None] * b_scale.double()[None, :]
+    errors = {name: float((out.double() - exact).norm() / exact.norm()) for name, out in outputs.items()}
     tflops = {name: 2 * m * n * k / ms / 1e9 for name, ms in times.items()}
-    return {"TFLOP/s": tflops, "ratio to torch._scaled_mm": tflops["asyncdsl"] / tflops["torch._scaled_mm"],
-            "relative error vs float32": errors}
+    sweep = {name: value for name, value in tflops.items() if name.startswith("asyncdsl")}
+    best = max(sweep, key=sweep.get)
+    row = {name: tflops[name] for name in PEERS} | {"asyncdsl": sweep[best]}
+    return {"TFLOP/s": row, "asyncdsl sweep TFLOP/s": sweep, "best config": best, "timing": timing,
+            "ratio to the faster torch._scaled_mm": sweep[best] / max(tflops[name] for name in PEERS),
+            "relative error vs float64": errors}
 
 
 def main(argv: list[str]) -> None:
@@ -56,9 +94,13 @@ def main(argv: list[str]) -> None:
         name = f"{m}x{n}x{k}"
         details[name] = measure(m, n, k)
         payload[f"{name} (TFLOP/s)"] = details[name]["TFLOP/s"]
-        print(name, {key: round(v) for key, v in details[name]["TFLOP/s"].items()},
-              f"ratio={details[name]['ratio to torch._scaled_mm']:.3f}", flush=True)
+        print(name, {key: round(v) for key, v in details[name]["TFLOP/s"].items()}, details[name]["best config"],
+              f"ratio={details[name]['ratio to the faster torch._scaled_mm']:.3f}", flush=True)
     payload["details"] = details
+    if not argv:
+        ratios = [d["ratio to the faster torch._scaled_mm"] for d in details.values()]
+        payload["lowest ratio to the faster torch._scaled_mm"] = min(ratios)
+        payload["rows at >= 1.0x"] = sum(r >= 1.0 for r in ratios)
     path = write_result("matmul_fp8", payload)
     plot_result(path)
     print(path)
