@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from xdsl.context import Context
 from xdsl.dialects import arith, builtin, func, math, scf
 from xdsl.dialects.builtin import MemRefType, ModuleOp
+from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 from xdsl.printer import Printer
 
@@ -35,8 +36,10 @@ from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects import kernel_attrs as attrs
 from asyncdsl.dialects.asyncdsl import AsyncDSL
 from asyncdsl.dialects.ptx import Ptx, print_ptx
+from asyncdsl.errors import ResourceError
 from asyncdsl.hw.limits import SMEM_ALIGNMENT_SLACK
 from asyncdsl.hw.options import PTX_VERSIONS
+from asyncdsl.ir_locations import from_ir_location
 from asyncdsl.kernel_binary import KernelBinary
 from asyncdsl.passes.allocate_descriptor_scratch import AllocateDescriptorScratch
 from asyncdsl.passes.allocate_smem import AllocateSmem
@@ -143,6 +146,19 @@ def _compile(trace: Callable[[], ModuleOp], descriptor_mode: str, keep_stages: b
                 dump(name, text)
 
     module = trace()
+    try:
+        return _passes_and_ptx(ctx, module, trace, descriptor_mode, record, stages)
+    except RecursionError:
+        # xDSL walks nested regions recursively: loops and branches nested some hundreds deep
+        # (a kernel's Python recursing through ad.range) exceed Python's stack in a pass.
+        depth, deepest = _deepest_nesting(module)
+        raise ResourceError(
+            f"the kernel nests loops and branches {depth} deep, deeper than the compiler can walk within "
+            f"Python's recursion limit ({sys.getrecursionlimit()}): unroll the inner levels with Python "
+            "loops, or flatten them into fewer traced loops", from_ir_location(deepest)) from None
+
+
+def _passes_and_ptx(ctx, module: ModuleOp, trace, descriptor_mode: str, record, stages) -> CompiledKernel:
     record("trace", lambda: ir_text(module))
     for compiler_pass in async_passes(descriptor_mode):
         compiler_pass.apply(ctx, module)
@@ -161,6 +177,16 @@ def _compile(trace: Callable[[], ModuleOp], descriptor_mode: str, keep_stages: b
     record("ptx", lambda: ptx)
     binary = KernelBinary(ptx=ptx, **binary_facts)
     return CompiledKernel(module, ptx, binary, trace, stages)
+
+
+def _deepest_nesting(module: ModuleOp) -> tuple[int, Operation]:
+    """How many regions deep the module's ops go, and an op that deep (walked without recursion)."""
+    deepest, pending = (0, module), [(module, 0)]
+    while pending:
+        op, depth = pending.pop()
+        deepest = max(deepest, (depth, op), key=lambda entry: entry[0])
+        pending.extend((inner, depth + 1) for region in op.regions for block in region.blocks for inner in block.ops)
+    return deepest
 
 
 def _binary_facts(fn) -> dict:

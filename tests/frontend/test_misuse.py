@@ -209,3 +209,21 @@ def test_the_shape_of_a_kernel_argument_cannot_be_assigned():
     with pytest.raises(ad.TraceError, match="x.shape cannot be assigned") as caught:
         reshaped_argument.compile(F32, F32)
     assert caught.value.location.line == line_of(reshaped_argument.fn, "# the misuse")
+
+
+@ad.kernel(grid=(1,))
+def nested_too_deep(x, y, DEPTH: ad.constexpr):
+    def nest(depth):
+        if depth:
+            for _ in ad.range(2):  # the misuse, repeated
+                nest(depth - 1)
+
+    nest(DEPTH)
+
+
+def test_loops_nested_deeper_than_the_passes_can_walk_are_a_resource_error_at_the_loop():
+    nested_too_deep.compile(F32, F32, DEPTH=50)  # deep, but within reach
+    with pytest.raises(ad.ResourceError) as caught:
+        nested_too_deep.compile(F32, F32, DEPTH=400)
+    assert "nests loops and branches 402 deep" in caught.value.message, caught.value.message
+    assert caught.value.location.line == line_of(nested_too_deep.fn, "# the misuse")
