@@ -33,6 +33,12 @@ class EvictionAttr(EnumAttribute[Eviction], SpacedOpaqueSyntaxAttribute):
     name = "asyncdsl.eviction"
 
 
+def eviction_of(op) -> Eviction | None:
+    """The L2 eviction policy a copy or load op carries (None: the default), for the ops a pass
+    rewrites it into to carry on."""
+    return op.eviction.data if op.eviction is not None else None
+
+
 @irdl_attr_definition
 class ReductionAttr(EnumAttribute[Reduction], SpacedOpaqueSyntaxAttribute):
     name = "asyncdsl.reduction"

@@ -53,6 +53,7 @@ from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects import kernel_attrs as attrs
 from asyncdsl.dialects.descriptor_attrs import TmaDescriptorAttr
 from asyncdsl.dialects.ir_utils import constant_value
+from asyncdsl.dialects.option_attrs import eviction_of
 from asyncdsl.errors import AsyncDSLError, CopyError
 from asyncdsl.hw.collective import CollectiveGroup, collective_group, split_box
 from asyncdsl.hw.limits import TMA_SMEM_ALIGNMENT
@@ -162,7 +163,7 @@ def _replace(load: ir.TmaLoadOp, smem, coords, descriptor, expect: int, mask, pa
     new = ir.TmaLoadOp(
         smem, coords, load.barriers, load.barrier_index, descriptor, expect,
         predicate=load.predicate, multicast_mask=mask, partition=partition,
-        eviction=load.eviction.data if load.eviction is not None else None,
+        eviction=eviction_of(load),
     )
     new.location = load.location
     Rewriter.replace_op(load, new, new_results=[])

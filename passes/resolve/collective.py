@@ -23,6 +23,7 @@ from xdsl.rewriter import Rewriter
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects import kernel_attrs as attrs
 from asyncdsl.dialects.descriptor_attrs import TmaDescriptorAttr
+from asyncdsl.dialects.option_attrs import eviction_of
 from asyncdsl.errors import CopyError
 from asyncdsl.hw.collective import CollectiveGroup, check_leader_tracked, collective_group
 from asyncdsl.hw.options import Implementation, Partition
@@ -68,7 +69,7 @@ def resolve_collective_copy(copy: ir.AsyncCopyOp) -> ir.TmaLoadOp:
         predicate=copy.predicate,
         collective=copy.cluster_dims,
         partition=partition,
-        eviction=copy.eviction.data if copy.eviction is not None else None,
+        eviction=eviction_of(copy),
     )
     load.location = copy.location
     Rewriter.replace_op(copy, load, new_results=[])

@@ -22,6 +22,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from asyncdsl import dtypes
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects.ir_utils import bool_prop, int_prop
+from asyncdsl.dialects.option_attrs import eviction_of
 from asyncdsl.dialects.transform_attrs import transform_from_attr
 from asyncdsl.errors import CopyError
 from asyncdsl.hw.limits import MAX_BOX_DIM
@@ -95,7 +96,7 @@ def resolve_tile_boxes(copy: ir.AsyncCopyOp, resolve_box) -> None:
             collective=copy.cluster_dims, implementation=copy.implementation.data,
             partition=copy.partition.data if copy.partition is not None else None,
             partition_axis=copy.partition_axis.value.data if copy.partition_axis is not None else None,
-            peer=copy.peer, eviction=copy.eviction.data if copy.eviction is not None else None,
+            peer=copy.peer, eviction=eviction_of(copy),
         )
         box.location = copy.location
         Rewriter.insert_op(box, InsertPoint.before(copy))

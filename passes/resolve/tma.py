@@ -9,6 +9,7 @@ from xdsl.rewriter import Rewriter
 from asyncdsl import dtypes
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects.descriptor_attrs import TmaDescriptorAttr
+from asyncdsl.dialects.option_attrs import eviction_of
 from asyncdsl.dialects.transform_attrs import transform_from_attr
 from asyncdsl.errors import CopyError
 from asyncdsl.hw.limits import MAX_TMA_RANK
@@ -41,7 +42,7 @@ def resolve_tma(copy: ir.AsyncCopyOp) -> ir.TmaLoadOp | ir.TmaStoreOp:
         new = ir.TmaLoadOp(
             copy.smem, coords, copy.barriers, copy.barrier_index, descriptor,
             plan.box_bytes if arrive else 0, predicate=predicate, peer=copy.peer,
-            eviction=copy.eviction.data if copy.eviction is not None else None,
+            eviction=eviction_of(copy),
         )
     else:
         new = ir.TmaStoreOp(
