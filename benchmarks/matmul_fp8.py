@@ -7,8 +7,9 @@ cores' partial sums into float32 registers every few steps) and `use_fast_accum=
 tensor cores accumulate the whole K, as asyncdsl's kernel does); the ratio is to the faster.
 Each writes into a preallocated output (`out=`), as asyncdsl does: no copy is timed.  Problems
 under `matmul.DEVICE_TIMED_FLOPS` are timed on the device, one launch after an L2 flush; larger
-ones as `matmul.py` times them (launches in a row, contenders taking turns).  Problems with fewer
-128 x 256 tiles than SMs also try narrower tiles, with and without `EVICT_FIRST="b"`.
+ones as `matmul.py` times them (launches in a row, contenders taking turns).  Every problem tries
+128 x 256 tiles alone and in CTA pairs sharing b; problems with fewer such tiles than SMs also
+try narrower tiles, with and without `EVICT_FIRST="b"`.
 
     python benchmarks/matmul_fp8.py [MxNxK ...]
 """
@@ -27,7 +28,7 @@ from matmul import DEVICE_ROUNDS, DEVICE_TIMED_FLOPS, OUTPUT_BUFFERS  # noqa: E4
 LLM_SHAPES = tuple((m, n, k) for m, (n, k) in itertools.product(
     (128, 512, 2048, 8192), ((4096, 4096), (14336, 4096), (4096, 14336), (128256, 4096))))
 SHAPES = ((8192, 8192, 8192), *LLM_SHAPES)
-CONFIGS = ({"BN": 256, "STAGES": 4},)
+CONFIGS = ({"BN": 256, "STAGES": 4}, {"BN": 256, "STAGES": 4, "CLUSTER": 2})  # CLUSTER 2: `matmul_fp8_2cta`
 FEW_TILES_CONFIGS = tuple({"BN": bn, "STAGES": stages, "EVICT_FIRST": evict}
                           for bn, stages in ((128, 6), (64, 8)) for evict in ("", "b"))
 PEERS = {"torch._scaled_mm": False, "torch._scaled_mm fast_accum": True}  # name -> use_fast_accum
@@ -36,7 +37,7 @@ PEERS = {"torch._scaled_mm": False, "torch._scaled_mm fast_accum": True}  # name
 def measure(m: int, n: int, k: int) -> dict:
     import torch
 
-    from asyncdsl.examples.matmul_fp8 import matmul_fp8
+    from asyncdsl.examples.matmul_fp8 import matmul_fp8, matmul_fp8_2cta
     from asyncdsl.runtime import device_facts
 
     sms = device_facts(0).multiprocessor_count
@@ -62,7 +63,11 @@ def measure(m: int, n: int, k: int) -> dict:
         configs = (*configs, *FEW_TILES_CONFIGS)
     for config in configs:
         name = "asyncdsl " + " ".join(f"{key.lower()}={value}" for key, value in config.items() if value != "")
-        launchers[name] = lambda c, config=config: matmul_fp8(a, b, a_scale, b_scale, c, CTAS=sms, **config)
+        kernel = matmul_fp8_2cta if config.get("CLUSTER") == 2 else matmul_fp8
+        constexprs = {key: value for key, value in config.items() if key != "CLUSTER"}
+        ctas = sms // 2 * 2 if kernel is matmul_fp8_2cta else sms
+        launchers[name] = lambda c, kernel=kernel, ctas=ctas, constexprs=constexprs: kernel(
+            a, b, a_scale, b_scale, c, CTAS=ctas, **constexprs)
     for name, launch in launchers.items():
         outputs[name] = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
         launch(outputs[name])

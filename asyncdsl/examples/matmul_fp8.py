@@ -3,13 +3,16 @@
 a is (M, K) and b is (N, K), both float8 e4m3 (or e5m2) with K contiguous: the tensor cores read
 8-bit operands K-major only, so b comes as torch's `_scaled_mm` takes it (the transpose of a
 row-major (K, N)).  a_scale (M,) and b_scale (N,) are float32 scales per row of a and per row of
-b; per-tensor scaling is the case of constant vectors.  The accumulation is float32 on the
-tensor cores (`wgmma ... f32.e4m3.e4m3`, K = 32 per instruction); the scales are applied once to
-the accumulator in registers, before the conversion to bf16.
+b; per-tensor scaling is the case of constant vectors.  The tensor cores accumulate the whole K
+into a float32 accumulator (`wgmma ... f32.e4m3.e4m3`, K = 32 per instruction), as cuBLASLt's
+fp8 GEMM does with fast accumulation; their sums of fp8 products keep fewer bits than float32
+would (docs/hardware.md §18).  The scales are applied once to the accumulator in registers,
+before the conversion to bf16.
 
 The kernel is the bf16 GEMM's (`matmul.py`): persistent, a producer and two consumer
 warpgroups, an `asyncdsl.Pipeline` ring, a TMA-store epilogue in 64 x 64 pieces; slices are
-128 bytes of K wide (128 fp8 elements), one swizzled row each.
+128 bytes of K wide (128 fp8 elements), one swizzled row each.  `matmul_fp8_2cta` runs it in
+clusters of two CTAs that share every b slice (multicast).
 
     python -m asyncdsl.examples.matmul_fp8   # on the GPU if there is one, else interpreted
 """
@@ -51,19 +54,22 @@ def matmul_fp8(a, b, a_scale, b_scale, c, CTAS: ad.constexpr, BM: ad.constexpr =
         raise ad.TraceError(f"c must be bfloat16 or float16, got {c.dtype}")
     BK = 128 // a.dtype.itemsize  # one 128-byte swizzled row of K
     half = BM // 2
-    m_tiles, n_tiles = ad.cdiv(M, BM), ad.cdiv(N, BN)
+    # In clusters of two (`matmul_fp8_2cta`) the CTAs of a pair take tiles one above the other and
+    # share each b slice: each loads half of it and multicasts it to both.
+    pair = ad.cluster_shape()[0]
+    m_tiles, n_tiles = ad.cdiv(M, BM * pair), ad.cdiv(N, BN)
     k_steps = ad.cdiv(K, BK)
-    cta = ad.program_id(0)
-    mine = (m_tiles * n_tiles - cta + CTAS - 1) // CTAS
+    cluster, clusters = (ad.program_id(0), CTAS) if pair == 1 else (ad.cluster_id(0), CTAS // pair)
+    mine = (m_tiles * n_tiles - cluster + clusters - 1) // clusters
 
     a_ring = ad.smem((STAGES, 2, half, BK), a.dtype, **tensor_core_layout(half, BK))  # [slot][consumer]
     b_ring = ad.smem((STAGES, BN, BK), b.dtype, **tensor_core_layout(BN, BK))
     c_out = ad.smem((2, 2, 64, 64), c.dtype, **tensor_core_layout(64, 64))  # [consumer][slot]
-    ring = ad.Pipeline(STAGES, loads=3, consumers=2)
+    ring = ad.Pipeline(STAGES, loads=3, consumers=2, collective="x" if pair > 1 else None)
 
     def origin(t):
-        m, n = tile_position(cta + t * CTAS, m_tiles, n_tiles, SNAKE)
-        return m * BM, n * BN
+        m, n = tile_position(cluster + t * clusters, m_tiles, n_tiles, SNAKE)
+        return (m if pair == 1 else m * pair + ad.cluster_cta_id(0)) * BM, n * BN
 
     with ad.warpgroup_role(2, registers=40):
         for t in ad.range(mine):
@@ -74,7 +80,7 @@ def matmul_fp8(a, b, a_scale, b_scale, c, CTAS: ad.constexpr, BM: ad.constexpr =
                     ad.async_copy(a.at[ad.ds(row + h * half, half), ad.ds(kk * BK, BK)], a_ring.at[slot, h],
                                   barrier=landed, eviction_policy=policy["a"])
                 ad.async_copy(b.at[ad.ds(col, BN), ad.ds(kk * BK, BK)], b_ring.at[slot], barrier=landed,
-                              eviction_policy=policy["b"])
+                              collective="x" if pair > 1 else None, eviction_policy=policy["b"])
 
     with ad.warpgroup_role((0, 1), registers=232):
         me = ad.warpgroup_idx()
@@ -101,6 +107,10 @@ def matmul_fp8(a, b, a_scale, b_scale, c, CTAS: ad.constexpr, BM: ad.constexpr =
         ad.await_async_copy(0)
 
 
+matmul_fp8_2cta = ad.kernel(grid=lambda a, b, a_scale, b_scale, c, CTAS, **_: (CTAS,), block=384,
+                            cluster=(2, 1, 1))(matmul_fp8.fn)
+
+
 def reference(a, b, a_scale, b_scale) -> np.ndarray:
     """The product in float64, scaled, rounded to bf16 once."""
     product = a.astype(np.float64) @ b.astype(np.float64).T
@@ -124,6 +134,11 @@ EXAMPLE_ARGS = {
         (ad.ArraySpec((256, 384), ad.float8_e4m3fn), ad.ArraySpec((512, 384), ad.float8_e4m3fn),
          ad.ArraySpec((256,), ad.float32), ad.ArraySpec((512,), ad.float32), ad.ArraySpec((256, 512), ad.bfloat16)),
         {"CTAS": 3},
+    ),
+    "matmul_fp8_2cta": (  # rows of tiles in pairs, the last pair past the end of a (TMA clips it)
+        (ad.ArraySpec((300, 384), ad.float8_e4m3fn), ad.ArraySpec((320, 384), ad.float8_e4m3fn),
+         ad.ArraySpec((300,), ad.float32), ad.ArraySpec((320,), ad.float32), ad.ArraySpec((300, 320), ad.bfloat16)),
+        {"CTAS": 4, "BN": 128, "STAGES": 6},
     ),
 }
 

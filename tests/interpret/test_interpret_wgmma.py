@@ -270,6 +270,22 @@ def test_the_fp8_gemm_example_is_exact_in_the_interpreter(shape):
     assert main(shape) == 0
 
 
+@pytest.mark.parametrize("shape,config", [
+    ((300, 320, 384), {"CTAS": 4, "BN": 128, "STAGES": 6}),  # the last pair of tile rows half past a
+    ((128, 256, 256), {"CTAS": 10, "BN": 64, "STAGES": 8, "EVICT_FIRST": "b"}),  # a pair with no tile
+])
+def test_the_fp8_gemm_in_cta_pairs_sharing_b_is_exact(shape, config):
+    from asyncdsl.examples.matmul_fp8 import example_inputs, matmul_fp8_2cta, reference
+
+    m, n, k = shape
+    specs = (ad.ArraySpec((m, k), ad.float8_e4m3fn), ad.ArraySpec((n, k), ad.float8_e4m3fn),
+             ad.ArraySpec((m,), ad.float32), ad.ArraySpec((n,), ad.float32), ad.ArraySpec((m, n), ad.bfloat16))
+    a, b, a_scale, b_scale, c = example_inputs(specs, np.random.default_rng(2))
+    matmul_fp8_2cta.interpret(a, b, a_scale, b_scale, c, **config)
+    assert np.array_equal(c.view(np.uint16), reference(a, b, a_scale, b_scale).view(np.uint16))
+    assert "multicast::cluster" in matmul_fp8_2cta.ptx(a, b, a_scale, b_scale, c, **config)
+
+
 @ad.kernel(grid=(1,), block=128)
 def _misused(a, b, c, MISTAKE: ad.constexpr):
     a_s = ad.smem(a.shape, a.dtype, **LAYOUT)
