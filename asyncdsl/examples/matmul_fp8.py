@@ -6,8 +6,10 @@ row-major (K, N)).  a_scale (M,) and b_scale (N,) are float32 scales per row of 
 b; per-tensor scaling is the case of constant vectors.  The tensor cores accumulate the whole K
 into a float32 accumulator (`wgmma ... f32.e4m3.e4m3`, K = 32 per instruction), as cuBLASLt's
 fp8 GEMM does with fast accumulation; their sums of fp8 products keep fewer bits than float32
-would (docs/hardware.md §18).  The scales are applied once to the accumulator in registers,
-before the conversion to bf16.
+would (docs/hardware.md §18).  With `PROMOTE=n` they sum n slices of K (128 each) at a time,
+each sum then added into a float32 total in registers, as cuBLASLt's default form does (tiles
+at most 192 wide: the total takes as many registers as the accumulator).  The scales are
+applied once to the sum in registers, before the conversion to bf16.
 
 The kernel is the bf16 GEMM's (`matmul.py`): persistent, a producer and two consumer
 warpgroups, an `asyncdsl.Pipeline` ring, a TMA-store epilogue in 64 x 64 pieces; slices are
@@ -38,7 +40,8 @@ from asyncdsl.examples.matmul import (
 
 @ad.kernel(grid=lambda a, b, a_scale, b_scale, c, CTAS, **_: (CTAS,), block=384)
 def matmul_fp8(a, b, a_scale, b_scale, c, CTAS: ad.constexpr, BM: ad.constexpr = 128, BN: ad.constexpr = 256,
-               STAGES: ad.constexpr = 4, SNAKE: ad.constexpr = 16, EVICT_FIRST: ad.constexpr = ""):
+               STAGES: ad.constexpr = 4, SNAKE: ad.constexpr = 16, EVICT_FIRST: ad.constexpr = "",
+               PROMOTE: ad.constexpr = 0):
     check_operands(a, b, c, CTAS, b_is_transposed=True)
     policy = eviction_policies(EVICT_FIRST)  # as the bf16 GEMM's: for problems of few tiles
     fp8 = (ad.float8_e4m3fn, ad.float8_e5m2)
@@ -58,7 +61,18 @@ def matmul_fp8(a, b, a_scale, b_scale, c, CTAS: ad.constexpr, BM: ad.constexpr =
     # share each b slice: each loads half of it and multicasts it to both.
     pair = ad.cluster_shape()[0]
     m_tiles, n_tiles = ad.cdiv(M, BM * pair), ad.cdiv(N, BN)
-    k_steps = ad.cdiv(K, BK)
+    # PROMOTE > 0: the tensor cores sum PROMOTE slices of K at a time, each sum then added into a
+    # float32 total in registers (as cuBLASLt without fast accumulation does), which bounds how
+    # much their fp8 sums, shorter than float32, lose.  K steps go in whole groups: those past K
+    # read zeros (TMA zero fill).
+    if not isinstance(PROMOTE, int) or isinstance(PROMOTE, bool) or PROMOTE < 0:
+        raise ad.TraceError(f"PROMOTE is how many K slices the tensor cores sum before each addition into "
+                            f"float32, a non-negative int (0: the whole K), got {PROMOTE!r}")
+    if PROMOTE and BN > 192:  # two 64 x BN float32 tiles a consumer thread: BN / 2 registers each
+        raise ad.TraceError(f"PROMOTE keeps a float32 total beside the accumulator, which fits the consumers' 232 "
+                            f"registers a thread for BN <= 192, got BN={BN}")
+    group = PROMOTE or 1
+    k_steps = ad.cdiv(ad.cdiv(K, BK), group) * group
     cluster, clusters = (ad.program_id(0), CTAS) if pair == 1 else (ad.cluster_id(0), CTAS // pair)
     mine = (m_tiles * n_tiles - cluster + clusters - 1) // clusters
 
@@ -85,25 +99,40 @@ def matmul_fp8(a, b, a_scale, b_scale, c, CTAS: ad.constexpr, BM: ad.constexpr =
     with ad.warpgroup_role((0, 1), registers=232):
         me = ad.warpgroup_idx()
         acc = ad.registers((half, BN), ad.float32, layout=ad.WGMMA)
+        total = ad.registers((half, BN), ad.float32, layout=ad.WGMMA) if PROMOTE else acc
         for t in ad.range(mine):
             row, col = origin(t)
             row = row + me * half
-            for kk in ad.range(k_steps):
-                step = t * k_steps + kk
-                slot = ring.consume(step)
-                ad.wgmma(acc, a_ring.at[slot, me], b_ring.at[slot].T, accumulate=kk > 0)
-                ad.wgmma_wait(1)
-                with ad.when(kk > 0):
-                    ring.release(step - 1)
-            ad.wgmma_wait(0)
-            ring.release(t * k_steps + k_steps - 1)
+            if PROMOTE:
+                total[...] = ad.zeros((half, BN), ad.float32)
+                for g in ad.range(k_steps // PROMOTE):
+                    for i in range(PROMOTE):  # the tensor cores' sum of one group
+                        step = t * k_steps + g * PROMOTE + i
+                        slot = ring.consume(step)
+                        ad.wgmma(acc, a_ring.at[slot, me], b_ring.at[slot].T, accumulate=i > 0)
+                        ad.wgmma_wait(1)
+                        if i > 0:
+                            ring.release(step - 1)
+                    ad.wgmma_wait(0)
+                    ring.release(t * k_steps + g * PROMOTE + PROMOTE - 1)
+                    total[...] = total[...] + acc[...]
+            else:
+                for kk in ad.range(k_steps):
+                    step = t * k_steps + kk
+                    slot = ring.consume(step)
+                    ad.wgmma(acc, a_ring.at[slot, me], b_ring.at[slot].T, accumulate=kk > 0)
+                    ad.wgmma_wait(1)
+                    with ad.when(kk > 0):
+                        ring.release(step - 1)
+                ad.wgmma_wait(0)
+                ring.release(t * k_steps + k_steps - 1)
             row_scale = ad.load(a_scale.at[ad.ds(row, half)], layout=ad.WGMMA_ROW, other=0.0)[:, None]
 
             def scaled(i, j, col=col, row_scale=row_scale):  # piece (i, j), scaled by its rows and columns
                 column_scale = ad.load(b_scale.at[ad.ds(col + j * 64, 64)], layout=ad.WGMMA_COL, other=0.0)
-                return piece_of(acc, i, j) * row_scale * column_scale[None, :]
+                return piece_of(total, i, j) * row_scale * column_scale[None, :]
 
-            store_in_pieces(acc, c_out, me, c, row, col, piece=scaled)
+            store_in_pieces(total, c_out, me, c, row, col, piece=scaled)
         ad.await_async_copy(0)
 
 

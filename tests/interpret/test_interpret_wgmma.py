@@ -286,6 +286,35 @@ def test_the_fp8_gemm_in_cta_pairs_sharing_b_is_exact(shape, config):
     assert "multicast::cluster" in matmul_fp8_2cta.ptx(a, b, a_scale, b_scale, c, **config)
 
 
+@pytest.mark.parametrize("two_ctas", [False, True])
+@pytest.mark.parametrize("promote", [1, 2, 3])
+def test_the_fp8_gemm_adding_groups_of_slices_into_a_float32_total_is_exact(two_ctas, promote):
+    from asyncdsl.examples.matmul_fp8 import example_inputs, matmul_fp8, matmul_fp8_2cta, reference
+
+    m, n, k = 200, 192, 640  # five slices of K: groups of 2 and 3 end past K (zero filled)
+    specs = (ad.ArraySpec((m, k), ad.float8_e4m3fn), ad.ArraySpec((n, k), ad.float8_e4m3fn),
+             ad.ArraySpec((m,), ad.float32), ad.ArraySpec((n,), ad.float32), ad.ArraySpec((m, n), ad.bfloat16))
+    a, b, a_scale, b_scale, c = example_inputs(specs, np.random.default_rng(promote))
+    kernel = matmul_fp8_2cta if two_ctas else matmul_fp8
+    kernel.interpret(a, b, a_scale, b_scale, c, CTAS=4, BN=192, STAGES=4, PROMOTE=promote)
+    assert np.array_equal(c.view(np.uint16), reference(a, b, a_scale, b_scale).view(np.uint16))
+
+
+@pytest.mark.parametrize("config,fragment", [
+    ({"PROMOTE": 1}, "fits the consumers' 232 registers a thread for BN <= 192, got BN=256"),
+    ({"PROMOTE": -1, "BN": 128}, "a non-negative int (0: the whole K), got -1"),
+    ({"PROMOTE": True, "BN": 128}, "a non-negative int (0: the whole K), got True"),
+])
+def test_the_fp8_gemm_refuses_a_promotion_it_cannot_make(config, fragment):
+    from asyncdsl.examples.matmul_fp8 import matmul_fp8
+
+    specs = (ad.ArraySpec((256, 256), ad.float8_e4m3fn), ad.ArraySpec((256, 256), ad.float8_e4m3fn),
+             ad.ArraySpec((256,), ad.float32), ad.ArraySpec((256,), ad.float32), ad.ArraySpec((256, 256), ad.bfloat16))
+    with pytest.raises(ad.TraceError) as caught:
+        matmul_fp8.compile(*specs, CTAS=2, **config)
+    assert fragment in caught.value.message, caught.value.message
+
+
 @ad.kernel(grid=(1,), block=128)
 def _misused(a, b, c, MISTAKE: ad.constexpr):
     a_s = ad.smem(a.shape, a.dtype, **LAYOUT)

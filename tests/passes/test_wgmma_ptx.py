@@ -112,15 +112,20 @@ def test_the_one_consumer_gemm_assembles_clean_in_256_threads(shape, two_ctas, c
     assert text.count("wgmma.mma_async") == config.get("BK", 64) // 16 * config.get("BM", 64) // 64
 
 
-def test_the_fp8_gemm_example_assembles_clean():
-    from asyncdsl.examples.matmul_fp8 import matmul_fp8
+@pytest.mark.parametrize("two_ctas", [False, True])
+@pytest.mark.parametrize("config", [{}, {"BN": 192, "PROMOTE": 1}, {"BN": 128, "STAGES": 6, "PROMOTE": 4}],
+                         ids=["whole K", "128x192 promoted", "128x128 promoted by 4"])
+def test_the_fp8_gemm_example_assembles_clean(two_ctas, config):
+    from asyncdsl.examples.matmul_fp8 import matmul_fp8, matmul_fp8_2cta
 
     m = n = k = 8192
     a = np.zeros((m, k), ml_dtypes.float8_e4m3fn)
-    text = matmul_fp8.ptx(a, a, np.zeros(m, np.float32), np.zeros(n, np.float32), np.zeros((m, n), ml_dtypes.bfloat16),
-                          CTAS=132)
+    text = (matmul_fp8_2cta if two_ctas else matmul_fp8).ptx(
+        a, a, np.zeros(m, np.float32), np.zeros(n, np.float32), np.zeros((m, n), ml_dtypes.bfloat16), CTAS=132,
+        **config)
     _clean(text)
-    assert "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3" in text
+    assert f"wgmma.mma_async.sync.aligned.m64n{config.get('BN', 256)}k32.f32.e4m3.e4m3" in text
+    assert ("multicast::cluster" in text) == two_ctas
 
 
 def test_the_plan_of_each_operand_is_in_the_ir():
