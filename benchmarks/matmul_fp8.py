@@ -9,9 +9,10 @@ float32 every few steps) against those with it.  Each ratio comes with the ratio
 against a float64 reference.  Every contender writes into a preallocated output (`out=`): no
 copy is timed.  Problems under `matmul.DEVICE_TIMED_FLOPS` are timed on the device, one launch
 after an L2 flush; larger ones as `matmul.py` times them (launches in a row, contenders taking
-turns).  Every problem tries 128 x 256 tiles alone and in CTA pairs sharing b, and 128 x 192
-tiles promoted (alone, in pairs, every slice or every fourth); problems with fewer 128 x 256
-tiles than SMs also try narrower tiles, with and without `EVICT_FIRST="b"`.
+turns).  Every problem tries 128 x 256 tiles alone and in CTA pairs sharing b, ping-pong
+consumers on 128 x 128 tiles, and 128 x 192 tiles promoted (alone, in pairs, every slice or every
+fourth); problems with fewer 128 x 256 tiles than SMs also try narrower tiles, with and without
+`EVICT_FIRST="b"`.
 
     python benchmarks/matmul_fp8.py [MxNxK ...]
 """
@@ -30,8 +31,9 @@ from matmul import DEVICE_ROUNDS, DEVICE_TIMED_FLOPS, OUTPUT_BUFFERS  # noqa: E4
 LLM_SHAPES = tuple((m, n, k) for m, (n, k) in itertools.product(
     (128, 512, 2048, 8192), ((4096, 4096), (14336, 4096), (4096, 14336), (128256, 4096))))
 SHAPES = ((8192, 8192, 8192), *LLM_SHAPES)
-# CLUSTER 2: `matmul_fp8_2cta`; PROMOTE: sums of that many K slices added into float32.
-CONFIGS = ({"BN": 256, "STAGES": 4}, {"BN": 256, "STAGES": 4, "CLUSTER": 2},
+# CLUSTER 2: `matmul_fp8_2cta`; SCHEDULE "pingpong": `matmul_fp8_pingpong`; PROMOTE: sums of that
+# many K slices added into float32.
+CONFIGS = ({"BN": 256, "STAGES": 4}, {"BN": 256, "STAGES": 4, "CLUSTER": 2}, {"SCHEDULE": "pingpong"},
            {"BN": 192, "STAGES": 4, "PROMOTE": 1}, {"BN": 192, "STAGES": 4, "PROMOTE": 1, "CLUSTER": 2},
            {"BN": 192, "STAGES": 4, "PROMOTE": 4})
 FEW_TILES_CONFIGS = (*({"BN": bn, "STAGES": stages, "EVICT_FIRST": evict}
@@ -45,7 +47,7 @@ PEERS = {"torch._scaled_mm fast_accum": ("asyncdsl", True), "torch._scaled_mm": 
 def measure(m: int, n: int, k: int) -> dict:
     import torch
 
-    from asyncdsl.examples.matmul_fp8 import matmul_fp8, matmul_fp8_2cta
+    from asyncdsl.examples.matmul_fp8 import matmul_fp8, matmul_fp8_2cta, matmul_fp8_pingpong
     from asyncdsl.runtime import device_facts
 
     sms = device_facts(0).multiprocessor_count
@@ -71,8 +73,9 @@ def measure(m: int, n: int, k: int) -> dict:
         configs = (*configs, *FEW_TILES_CONFIGS)
     for config in configs:
         name = "asyncdsl " + " ".join(f"{key.lower()}={value}" for key, value in config.items() if value != "")
-        kernel = matmul_fp8_2cta if config.get("CLUSTER") == 2 else matmul_fp8
-        constexprs = {key: value for key, value in config.items() if key != "CLUSTER"}
+        kernel = (matmul_fp8_pingpong if config.get("SCHEDULE") == "pingpong"
+                  else matmul_fp8_2cta if config.get("CLUSTER") == 2 else matmul_fp8)
+        constexprs = {key: value for key, value in config.items() if key not in ("CLUSTER", "SCHEDULE")}
         ctas = sms // 2 * 2 if kernel is matmul_fp8_2cta else sms
         launchers[name] = lambda c, kernel=kernel, ctas=ctas, constexprs=constexprs: kernel(
             a, b, a_scale, b_scale, c, CTAS=ctas, **constexprs)

@@ -14,7 +14,8 @@ applied once to the sum in registers, before the conversion to bf16.
 The kernel is the bf16 GEMM's (`matmul.py`): persistent, a producer and two consumer
 warpgroups, an `asyncdsl.Pipeline` ring, a TMA-store epilogue in 64 x 64 pieces; slices are
 128 bytes of K wide (128 fp8 elements), one swizzled row each.  `matmul_fp8_2cta` runs it in
-clusters of two CTAs that share every b slice (multicast).
+clusters of two CTAs that share every b slice (multicast); `matmul_fp8_pingpong` gives each
+consumer whole 128 x 128 tiles, the two taking turns (`matmul_pingpong`'s schedule).
 
     python -m asyncdsl.examples.matmul_fp8   # on the GPU if there is one, else interpreted
 """
@@ -42,19 +43,10 @@ from asyncdsl.examples.matmul import (
 def matmul_fp8(a, b, a_scale, b_scale, c, CTAS: ad.constexpr, BM: ad.constexpr = 128, BN: ad.constexpr = 256,
                STAGES: ad.constexpr = 4, SNAKE: ad.constexpr = 16, EVICT_FIRST: ad.constexpr = "",
                PROMOTE: ad.constexpr = 0):
-    check_operands(a, b, c, CTAS, b_is_transposed=True)
+    check_fp8_operands(a, b, a_scale, b_scale, c, CTAS)
     policy = eviction_policies(EVICT_FIRST)  # as the bf16 GEMM's: for problems of few tiles
-    fp8 = (ad.float8_e4m3fn, ad.float8_e5m2)
-    if a.dtype not in fp8 or b.dtype not in fp8:  # (bf16 products: examples/matmul.py)
-        raise ad.TraceError(f"a and b must be float8 (e4m3fn or e5m2, either for each), got {a.dtype} and {b.dtype}")
     M, K = a.shape
     N = b.shape[0]
-    for name, scale, length in (("a_scale", a_scale, M), ("b_scale", b_scale, N)):
-        if tuple(scale.shape) != (length,) or scale.dtype != ad.float32:
-            raise ad.TraceError(f"{name} must be float32 of shape ({length},), one scale a row, got {scale.dtype} "
-                                f"{tuple(scale.shape)}")
-    if c.dtype not in (ad.bfloat16, ad.float16):  # 64 x 64 pieces of 128-byte rows
-        raise ad.TraceError(f"c must be bfloat16 or float16, got {c.dtype}")
     BK = 128 // a.dtype.itemsize  # one 128-byte swizzled row of K
     half = BM // 2
     # In clusters of two (`matmul_fp8_2cta`) the CTAs of a pair take tiles one above the other and
@@ -126,18 +118,103 @@ def matmul_fp8(a, b, a_scale, b_scale, c, CTAS: ad.constexpr, BM: ad.constexpr =
                         ring.release(step - 1)
                 ad.wgmma_wait(0)
                 ring.release(t * k_steps + k_steps - 1)
-            row_scale = ad.load(a_scale.at[ad.ds(row, half)], layout=ad.WGMMA_ROW, other=0.0)[:, None]
-
-            def scaled(i, j, col=col, row_scale=row_scale):  # piece (i, j), scaled by its rows and columns
-                column_scale = ad.load(b_scale.at[ad.ds(col + j * 64, 64)], layout=ad.WGMMA_COL, other=0.0)
-                return piece_of(total, i, j) * row_scale * column_scale[None, :]
-
-            store_in_pieces(total, c_out, me, c, row, col, piece=scaled)
+            store_scaled(total, c_out, me, c, a_scale, b_scale, row, col)
         ad.await_async_copy(0)
+
+
+def check_fp8_operands(a, b, a_scale, b_scale, c, CTAS) -> None:
+    """Refuse, at trace time, what the fp8 GEMMs do not multiply: besides `check_operands`, a and
+    b not float8, scales that are not float32 one a row, a c that is not 16-bit."""
+    check_operands(a, b, c, CTAS, b_is_transposed=True)
+    fp8 = (ad.float8_e4m3fn, ad.float8_e5m2)
+    if a.dtype not in fp8 or b.dtype not in fp8:  # (bf16 products: examples/matmul.py)
+        raise ad.TraceError(f"a and b must be float8 (e4m3fn or e5m2, either for each), got {a.dtype} and {b.dtype}")
+    for name, scale, length in (("a_scale", a_scale, a.shape[0]), ("b_scale", b_scale, b.shape[0])):
+        if tuple(scale.shape) != (length,) or scale.dtype != ad.float32:
+            raise ad.TraceError(f"{name} must be float32 of shape ({length},), one scale a row, got {scale.dtype} "
+                                f"{tuple(scale.shape)}")
+    if c.dtype not in (ad.bfloat16, ad.float16):  # 64 x 64 pieces of 128-byte rows
+        raise ad.TraceError(f"c must be bfloat16 or float16, got {c.dtype}")
+
+
+def store_scaled(total, c_out, me, c, a_scale, b_scale, row, col) -> None:
+    """Store consumer `me`'s sum `total` (float32 registers, rows from `row`, columns from `col`)
+    into c, each element times its row's and its column's scale (`store_in_pieces`).  The rows'
+    scales are loaded first, 64 at a time; each piece's columns' with the piece."""
+    row_scales = [ad.load(a_scale.at[ad.ds(row + i * 64, 64)], layout=ad.WGMMA_ROW, other=0.0)[:, None]
+                  for i in range(total.shape[0] // 64)]
+
+    def scaled(i, j):  # piece (i, j), scaled by its rows and columns
+        column_scale = ad.load(b_scale.at[ad.ds(col + j * 64, 64)], layout=ad.WGMMA_COL, other=0.0)
+        return piece_of(total, i, j) * row_scales[i] * column_scale[None, :]
+
+    store_in_pieces(total, c_out, me, c, row, col, piece=scaled)
 
 
 matmul_fp8_2cta = ad.kernel(grid=lambda a, b, a_scale, b_scale, c, CTAS, **_: (CTAS,), block=384,
                             cluster=(2, 1, 1))(matmul_fp8.fn)
+
+
+@ad.kernel(grid=lambda a, b, a_scale, b_scale, c, CTAS, **_: (CTAS,), block=384)
+def matmul_fp8_pingpong(a, b, a_scale, b_scale, c, CTAS: ad.constexpr, BN: ad.constexpr = 128,
+                        STAGES: ad.constexpr = 6, SNAKE: ad.constexpr = 16, EVICT_FIRST: ad.constexpr = ""):
+    """The same product with ping-pong consumers (as `matmul_pingpong`): each consumer warpgroup
+    owns whole 128 x BN tiles, the CTA's tiles taken in turn, and the two take turns to run their
+    K loops, so that one's epilogue (conversion, scales, stores) overlaps the other's wgmmas.
+    At fp8 speed a K loop is half as long as at bf16 and the epilogue weighs twice as much."""
+    check_fp8_operands(a, b, a_scale, b_scale, c, CTAS)
+    if BN not in (64, 128):  # a 128 x BN float32 accumulator: BN registers a thread
+        raise ad.TraceError(f"BN must be 64 or 128 (the accumulator of a 128 x BN tile in one warpgroup's "
+                            f"registers), got {BN!r}")
+    policy = eviction_policies(EVICT_FIRST)
+    BM, BK = 128, 128 // a.dtype.itemsize
+    M, K = a.shape
+    N = b.shape[0]
+    m_tiles, n_tiles = ad.cdiv(M, BM), ad.cdiv(N, BN)
+    k_steps = ad.cdiv(K, BK)
+    cta = ad.program_id(0)
+    mine = (m_tiles * n_tiles - cta + CTAS - 1) // CTAS  # tiles cta, cta + CTAS, ...
+
+    a_ring = ad.smem((STAGES, BM, BK), a.dtype, **tensor_core_layout(BM, BK))
+    b_ring = ad.smem((STAGES, BN, BK), b.dtype, **tensor_core_layout(BN, BK))
+    c_out = ad.smem((2, 2, 64, 64), c.dtype, **tensor_core_layout(64, 64))  # [consumer][slot]
+    ring = ad.Pipeline(STAGES, loads=2, consumers=1)  # each slot is one consumer's
+    k_loops = ad.turns((0, 1))
+
+    def origin(t):
+        m, n = tile_position(cta + t * CTAS, m_tiles, n_tiles, SNAKE)
+        return m * BM, n * BN
+
+    with ad.warpgroup_role(2, registers=40):
+        for t in ad.range(mine):
+            row, col = origin(t)
+            for kk in ad.range(k_steps):
+                slot, landed = ring.produce(t * k_steps + kk)
+                ad.async_copy(a.at[ad.ds(row, BM), ad.ds(kk * BK, BK)], a_ring.at[slot], barrier=landed,
+                              eviction_policy=policy["a"])
+                ad.async_copy(b.at[ad.ds(col, BN), ad.ds(kk * BK, BK)], b_ring.at[slot], barrier=landed,
+                              eviction_policy=policy["b"])
+
+    with ad.warpgroup_role((0, 1), registers=232):
+        me = ad.warpgroup_idx()
+        acc = ad.registers((BM, BN), ad.float32, layout=ad.WGMMA)
+        for i in ad.range((mine - me + 1) // 2):  # warpgroup 0 takes the extra tile of an odd count
+            t = 2 * i + me
+            row, col = origin(t)
+            first = t * k_steps
+            with k_loops.turn():
+                for kk in ad.range(k_steps):
+                    step = first + kk
+                    slot = step % STAGES
+                    ring.full[slot].wait(parity=(step // STAGES) % 2)  # the slots between are the other's
+                    ad.wgmma(acc, a_ring.at[slot], b_ring.at[slot].T, accumulate=kk > 0)
+                    ad.wgmma_wait(1)
+                    with ad.when(kk > 0):
+                        ring.release(step - 1)
+            ad.wgmma_wait(0)
+            ring.release(first + k_steps - 1)
+            store_scaled(acc, c_out, me, c, a_scale, b_scale, row, col)
+        ad.await_async_copy(0)
 
 
 def reference(a, b, a_scale, b_scale) -> np.ndarray:
@@ -168,6 +245,11 @@ EXAMPLE_ARGS = {
         (ad.ArraySpec((300, 384), ad.float8_e4m3fn), ad.ArraySpec((320, 384), ad.float8_e4m3fn),
          ad.ArraySpec((300,), ad.float32), ad.ArraySpec((320,), ad.float32), ad.ArraySpec((300, 320), ad.bfloat16)),
         {"CTAS": 4, "BN": 128, "STAGES": 6},
+    ),
+    "matmul_fp8_pingpong": (  # an odd count of tiles a CTA, ragged at both ends
+        (ad.ArraySpec((300, 384), ad.float8_e4m3fn), ad.ArraySpec((320, 384), ad.float8_e4m3fn),
+         ad.ArraySpec((300,), ad.float32), ad.ArraySpec((320,), ad.float32), ad.ArraySpec((300, 320), ad.bfloat16)),
+        {"CTAS": 2},
     ),
 }
 

@@ -300,6 +300,22 @@ def test_the_fp8_gemm_adding_groups_of_slices_into_a_float32_total_is_exact(two_
     assert np.array_equal(c.view(np.uint16), reference(a, b, a_scale, b_scale).view(np.uint16))
 
 
+@pytest.mark.parametrize("shape,config", [
+    ((300, 320, 384), {"CTAS": 2}),  # 9 tiles: 5 and 4 a CTA, so 3 and 2 for each first consumer
+    ((256, 256, 512), {"CTAS": 2}),  # 4 tiles: 2 a CTA, one a consumer
+    ((128, 128, 256), {"CTAS": 3, "BN": 64, "STAGES": 8, "EVICT_FIRST": "b"}),  # a CTA without a tile
+])
+def test_the_fp8_gemm_with_ping_pong_consumers_is_exact(shape, config):
+    from asyncdsl.examples.matmul_fp8 import example_inputs, matmul_fp8_pingpong, reference
+
+    m, n, k = shape
+    specs = (ad.ArraySpec((m, k), ad.float8_e4m3fn), ad.ArraySpec((n, k), ad.float8_e4m3fn),
+             ad.ArraySpec((m,), ad.float32), ad.ArraySpec((n,), ad.float32), ad.ArraySpec((m, n), ad.bfloat16))
+    a, b, a_scale, b_scale, c = example_inputs(specs, np.random.default_rng(3))
+    matmul_fp8_pingpong.interpret(a, b, a_scale, b_scale, c, **config)
+    assert np.array_equal(c.view(np.uint16), reference(a, b, a_scale, b_scale).view(np.uint16))
+
+
 @pytest.mark.parametrize("config,fragment", [
     ({"PROMOTE": 1}, "fits the consumers' 232 registers a thread for BN <= 192, got BN=256"),
     ({"PROMOTE": -1, "BN": 128}, "a non-negative int (0: the whole K), got -1"),
@@ -313,6 +329,16 @@ def test_the_fp8_gemm_refuses_a_promotion_it_cannot_make(config, fragment):
     with pytest.raises(ad.TraceError) as caught:
         matmul_fp8.compile(*specs, CTAS=2, **config)
     assert fragment in caught.value.message, caught.value.message
+
+
+@pytest.mark.parametrize("bn", [256, 192, 96, "128"])
+def test_the_ping_pong_fp8_gemm_refuses_tiles_whose_accumulator_does_not_fit(bn):
+    from asyncdsl.examples.matmul_fp8 import matmul_fp8_pingpong
+
+    specs = (ad.ArraySpec((256, 256), ad.float8_e4m3fn), ad.ArraySpec((256, 256), ad.float8_e4m3fn),
+             ad.ArraySpec((256,), ad.float32), ad.ArraySpec((256,), ad.float32), ad.ArraySpec((256, 256), ad.bfloat16))
+    with pytest.raises(ad.TraceError, match="BN must be 64 or 128"):
+        matmul_fp8_pingpong.compile(*specs, CTAS=2, BN=bn)
 
 
 @ad.kernel(grid=(1,), block=128)
