@@ -217,6 +217,14 @@ def matmul_fp8_pingpong(a, b, a_scale, b_scale, c, CTAS: ad.constexpr, BN: ad.co
         ad.await_async_copy(0)
 
 
+def problem_specs(m: int, n: int, k: int) -> tuple[ad.ArraySpec, ...]:
+    """The arguments of an m x n x k product: a (m, k) and b (n, k) in e4m3, their float32
+    scales, a bf16 c."""
+    fp8 = ad.float8_e4m3fn
+    return (ad.ArraySpec((m, k), fp8), ad.ArraySpec((n, k), fp8), ad.ArraySpec((m,), ad.float32),
+            ad.ArraySpec((n,), ad.float32), ad.ArraySpec((m, n), ad.bfloat16))
+
+
 def reference(a, b, a_scale, b_scale) -> np.ndarray:
     """The product in float64, scaled, rounded to bf16 once."""
     product = a.astype(np.float64) @ b.astype(np.float64).T
@@ -237,18 +245,15 @@ def example_inputs(specs, rng) -> list[np.ndarray]:
 
 EXAMPLE_ARGS = {
     "matmul_fp8": (
-        (ad.ArraySpec((256, 384), ad.float8_e4m3fn), ad.ArraySpec((512, 384), ad.float8_e4m3fn),
-         ad.ArraySpec((256,), ad.float32), ad.ArraySpec((512,), ad.float32), ad.ArraySpec((256, 512), ad.bfloat16)),
+        problem_specs(256, 512, 384),
         {"CTAS": 3},
     ),
     "matmul_fp8_2cta": (  # rows of tiles in pairs, the last pair past the end of a (TMA clips it)
-        (ad.ArraySpec((300, 384), ad.float8_e4m3fn), ad.ArraySpec((320, 384), ad.float8_e4m3fn),
-         ad.ArraySpec((300,), ad.float32), ad.ArraySpec((320,), ad.float32), ad.ArraySpec((300, 320), ad.bfloat16)),
+        problem_specs(300, 320, 384),
         {"CTAS": 4, "BN": 128, "STAGES": 6},
     ),
     "matmul_fp8_pingpong": (  # an odd count of tiles a CTA, ragged at both ends
-        (ad.ArraySpec((300, 384), ad.float8_e4m3fn), ad.ArraySpec((320, 384), ad.float8_e4m3fn),
-         ad.ArraySpec((300,), ad.float32), ad.ArraySpec((320,), ad.float32), ad.ArraySpec((300, 320), ad.bfloat16)),
+        problem_specs(300, 320, 384),
         {"CTAS": 2},
     ),
 }
@@ -258,8 +263,7 @@ def main(shape=(300, 512, 384)) -> int:
     from asyncdsl.runtime import has_gpu
 
     m, n, k = shape
-    specs = (ad.ArraySpec((m, k), ad.float8_e4m3fn), ad.ArraySpec((n, k), ad.float8_e4m3fn),
-             ad.ArraySpec((m,), ad.float32), ad.ArraySpec((n,), ad.float32), ad.ArraySpec((m, n), ad.bfloat16))
+    specs = problem_specs(m, n, k)
     a, b, a_scale, b_scale, c = example_inputs(specs, np.random.default_rng(0))
     start = time.perf_counter()
     if has_gpu():

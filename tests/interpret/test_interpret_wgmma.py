@@ -15,6 +15,7 @@ from wgmma_kernels import CASES, cases, integer_inputs, ptx, reference, run
 
 import asyncdsl as ad
 from asyncdsl import TileTransform
+from asyncdsl.examples import matmul_fp8 as fp8
 from asyncdsl.interpret.mma_numerics import integer_step, mma_step
 
 LAYOUT = dict(transforms=TileTransform((8, 64)), swizzle=128)
@@ -270,34 +271,29 @@ def test_the_fp8_gemm_example_is_exact_in_the_interpreter(shape):
     assert main(shape) == 0
 
 
+def _fp8_gemm_is_exact(kernel, shape, seed: int, **config) -> None:
+    """`kernel` (an fp8 GEMM of the example) gives numpy's product, bit for bit, in the
+    interpreter on the example's small-integer inputs."""
+    a, b, a_scale, b_scale, c = fp8.example_inputs(fp8.problem_specs(*shape), np.random.default_rng(seed))
+    kernel.interpret(a, b, a_scale, b_scale, c, **config)
+    assert np.array_equal(c.view(np.uint16), fp8.reference(a, b, a_scale, b_scale).view(np.uint16))
+
+
 @pytest.mark.parametrize("shape,config", [
     ((300, 320, 384), {"CTAS": 4, "BN": 128, "STAGES": 6}),  # the last pair of tile rows half past a
     ((128, 256, 256), {"CTAS": 10, "BN": 64, "STAGES": 8, "EVICT_FIRST": "b"}),  # a pair with no tile
 ])
 def test_the_fp8_gemm_in_cta_pairs_sharing_b_is_exact(shape, config):
-    from asyncdsl.examples.matmul_fp8 import example_inputs, matmul_fp8_2cta, reference
-
-    m, n, k = shape
-    specs = (ad.ArraySpec((m, k), ad.float8_e4m3fn), ad.ArraySpec((n, k), ad.float8_e4m3fn),
-             ad.ArraySpec((m,), ad.float32), ad.ArraySpec((n,), ad.float32), ad.ArraySpec((m, n), ad.bfloat16))
-    a, b, a_scale, b_scale, c = example_inputs(specs, np.random.default_rng(2))
-    matmul_fp8_2cta.interpret(a, b, a_scale, b_scale, c, **config)
-    assert np.array_equal(c.view(np.uint16), reference(a, b, a_scale, b_scale).view(np.uint16))
-    assert "multicast::cluster" in matmul_fp8_2cta.ptx(a, b, a_scale, b_scale, c, **config)
+    _fp8_gemm_is_exact(fp8.matmul_fp8_2cta, shape, seed=2, **config)
+    assert "multicast::cluster" in fp8.matmul_fp8_2cta.ptx(*fp8.problem_specs(*shape), **config)
 
 
 @pytest.mark.parametrize("two_ctas", [False, True])
 @pytest.mark.parametrize("promote", [1, 2, 3])
 def test_the_fp8_gemm_adding_groups_of_slices_into_a_float32_total_is_exact(two_ctas, promote):
-    from asyncdsl.examples.matmul_fp8 import example_inputs, matmul_fp8, matmul_fp8_2cta, reference
-
-    m, n, k = 200, 192, 640  # five slices of K: groups of 2 and 3 end past K (zero filled)
-    specs = (ad.ArraySpec((m, k), ad.float8_e4m3fn), ad.ArraySpec((n, k), ad.float8_e4m3fn),
-             ad.ArraySpec((m,), ad.float32), ad.ArraySpec((n,), ad.float32), ad.ArraySpec((m, n), ad.bfloat16))
-    a, b, a_scale, b_scale, c = example_inputs(specs, np.random.default_rng(promote))
-    kernel = matmul_fp8_2cta if two_ctas else matmul_fp8
-    kernel.interpret(a, b, a_scale, b_scale, c, CTAS=4, BN=192, STAGES=4, PROMOTE=promote)
-    assert np.array_equal(c.view(np.uint16), reference(a, b, a_scale, b_scale).view(np.uint16))
+    shape = (200, 192, 640)  # five slices of K: groups of 2 and 3 end past K (zero filled)
+    kernel = fp8.matmul_fp8_2cta if two_ctas else fp8.matmul_fp8
+    _fp8_gemm_is_exact(kernel, shape, seed=promote, CTAS=4, BN=192, STAGES=4, PROMOTE=promote)
 
 
 @pytest.mark.parametrize("shape,config", [
@@ -306,14 +302,7 @@ def test_the_fp8_gemm_adding_groups_of_slices_into_a_float32_total_is_exact(two_
     ((128, 128, 256), {"CTAS": 3, "BN": 64, "STAGES": 8, "EVICT_FIRST": "b"}),  # a CTA without a tile
 ])
 def test_the_fp8_gemm_with_ping_pong_consumers_is_exact(shape, config):
-    from asyncdsl.examples.matmul_fp8 import example_inputs, matmul_fp8_pingpong, reference
-
-    m, n, k = shape
-    specs = (ad.ArraySpec((m, k), ad.float8_e4m3fn), ad.ArraySpec((n, k), ad.float8_e4m3fn),
-             ad.ArraySpec((m,), ad.float32), ad.ArraySpec((n,), ad.float32), ad.ArraySpec((m, n), ad.bfloat16))
-    a, b, a_scale, b_scale, c = example_inputs(specs, np.random.default_rng(3))
-    matmul_fp8_pingpong.interpret(a, b, a_scale, b_scale, c, **config)
-    assert np.array_equal(c.view(np.uint16), reference(a, b, a_scale, b_scale).view(np.uint16))
+    _fp8_gemm_is_exact(fp8.matmul_fp8_pingpong, shape, seed=3, **config)
 
 
 @pytest.mark.parametrize("config,fragment", [
@@ -322,23 +311,15 @@ def test_the_fp8_gemm_with_ping_pong_consumers_is_exact(shape, config):
     ({"PROMOTE": True, "BN": 128}, "a non-negative int (0: the whole K), got True"),
 ])
 def test_the_fp8_gemm_refuses_a_promotion_it_cannot_make(config, fragment):
-    from asyncdsl.examples.matmul_fp8 import matmul_fp8
-
-    specs = (ad.ArraySpec((256, 256), ad.float8_e4m3fn), ad.ArraySpec((256, 256), ad.float8_e4m3fn),
-             ad.ArraySpec((256,), ad.float32), ad.ArraySpec((256,), ad.float32), ad.ArraySpec((256, 256), ad.bfloat16))
     with pytest.raises(ad.TraceError) as caught:
-        matmul_fp8.compile(*specs, CTAS=2, **config)
+        fp8.matmul_fp8.compile(*fp8.problem_specs(256, 256, 256), CTAS=2, **config)
     assert fragment in caught.value.message, caught.value.message
 
 
 @pytest.mark.parametrize("bn", [256, 192, 96, "128"])
 def test_the_ping_pong_fp8_gemm_refuses_tiles_whose_accumulator_does_not_fit(bn):
-    from asyncdsl.examples.matmul_fp8 import matmul_fp8_pingpong
-
-    specs = (ad.ArraySpec((256, 256), ad.float8_e4m3fn), ad.ArraySpec((256, 256), ad.float8_e4m3fn),
-             ad.ArraySpec((256,), ad.float32), ad.ArraySpec((256,), ad.float32), ad.ArraySpec((256, 256), ad.bfloat16))
     with pytest.raises(ad.TraceError, match="BN must be 64 or 128"):
-        matmul_fp8_pingpong.compile(*specs, CTAS=2, BN=bn)
+        fp8.matmul_fp8_pingpong.compile(*fp8.problem_specs(256, 256, 256), CTAS=2, BN=bn)
 
 
 @ad.kernel(grid=(1,), block=128)

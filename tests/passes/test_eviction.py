@@ -98,11 +98,9 @@ def test_the_gemm_s_evict_first_option_is_exact_and_assembles(ptxas, evict):
 
 @pytest.mark.parametrize("evict", ["", "b", "ab"])
 def test_the_fp8_gemm_s_evict_first_option_is_exact_and_assembles(ptxas, evict):
-    from asyncdsl.examples.matmul_fp8 import example_inputs, matmul_fp8, reference
+    from asyncdsl.examples.matmul_fp8 import example_inputs, matmul_fp8, problem_specs, reference
 
-    m, n, k = 136, 192, 256  # narrow tiles (BN 64) and a ragged last row of tiles
-    specs = (ad.ArraySpec((m, k), ad.float8_e4m3fn), ad.ArraySpec((n, k), ad.float8_e4m3fn),
-             ad.ArraySpec((m,), ad.float32), ad.ArraySpec((n,), ad.float32), ad.ArraySpec((m, n), ad.bfloat16))
+    specs = problem_specs(136, 192, 256)  # narrow tiles (BN 64) and a ragged last row of tiles
     a, b, a_scale, b_scale, c = example_inputs(specs, np.random.default_rng(1))
     config = {"CTAS": 3, "BN": 64, "STAGES": 8, "EVICT_FIRST": evict}
     ptx = matmul_fp8.ptx(a, b, a_scale, b_scale, c, **config)
