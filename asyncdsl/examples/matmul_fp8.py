@@ -108,6 +108,7 @@ def matmul_fp8(a, b, a_scale, b_scale, c, CTAS: ad.constexpr, BM: ad.constexpr =
                     ad.wgmma_wait(0)
                     ring.release(t * k_steps + g * PROMOTE + PROMOTE - 1)
                     total[...] = total[...] + acc[...]
+                scales = tile_scales(a_scale, b_scale, row, col, half, BN)
             else:
                 for kk in ad.range(k_steps):
                     step = t * k_steps + kk
@@ -116,9 +117,10 @@ def matmul_fp8(a, b, a_scale, b_scale, c, CTAS: ad.constexpr, BM: ad.constexpr =
                     ad.wgmma_wait(1)
                     with ad.when(kk > 0):
                         ring.release(step - 1)
+                scales = tile_scales(a_scale, b_scale, row, col, half, BN)  # while the last wgmma runs
                 ad.wgmma_wait(0)
                 ring.release(t * k_steps + k_steps - 1)
-            store_scaled(total, c_out, me, c, a_scale, b_scale, row, col)
+            store_scaled(total, c_out, me, c, scales, row, col)
         ad.await_async_copy(0)
 
 
@@ -137,18 +139,23 @@ def check_fp8_operands(a, b, a_scale, b_scale, c, CTAS) -> None:
         raise ad.TraceError(f"c must be bfloat16 or float16, got {c.dtype}")
 
 
-def store_scaled(total, c_out, me, c, a_scale, b_scale, row, col) -> None:
+def tile_scales(a_scale, b_scale, row, col, rows: int, columns: int) -> tuple[list, list]:
+    """The scales of the rows × columns of c at (row, col): its rows' (64 a tile, in the wgmma
+    accumulator's row layout) and its columns' (64 a tile, in its column layout), every load
+    issued at once, so the epilogue waits for one round trip to memory, not one a piece."""
+    return ([ad.load(a_scale.at[ad.ds(row + i * 64, 64)], layout=ad.WGMMA_ROW, other=0.0)[:, None]
+             for i in range(rows // 64)],
+            [ad.load(b_scale.at[ad.ds(col + j * 64, 64)], layout=ad.WGMMA_COL, other=0.0)[None, :]
+             for j in range(columns // 64)])
+
+
+def store_scaled(total, c_out, me, c, scales, row, col) -> None:
     """Store consumer `me`'s sum `total` (float32 registers, rows from `row`, columns from `col`)
-    into c, each element times its row's and its column's scale (`store_in_pieces`).  The rows'
-    scales are loaded first, 64 at a time; each piece's columns' with the piece."""
-    row_scales = [ad.load(a_scale.at[ad.ds(row + i * 64, 64)], layout=ad.WGMMA_ROW, other=0.0)[:, None]
-                  for i in range(total.shape[0] // 64)]
-
-    def scaled(i, j):  # piece (i, j), scaled by its rows and columns
-        column_scale = ad.load(b_scale.at[ad.ds(col + j * 64, 64)], layout=ad.WGMMA_COL, other=0.0)
-        return piece_of(total, i, j) * row_scales[i] * column_scale[None, :]
-
-    store_in_pieces(total, c_out, me, c, row, col, piece=scaled)
+    into c, each element times its row's and its column's scale (`scales`, from `tile_scales`;
+    `store_in_pieces`)."""
+    row_scales, column_scales = scales
+    store_in_pieces(total, c_out, me, c, row, col,
+                    piece=lambda i, j: piece_of(total, i, j) * row_scales[i] * column_scales[j])
 
 
 matmul_fp8_2cta = ad.kernel(grid=lambda a, b, a_scale, b_scale, c, CTAS, **_: (CTAS,), block=384,
@@ -161,7 +168,9 @@ def matmul_fp8_pingpong(a, b, a_scale, b_scale, c, CTAS: ad.constexpr, BN: ad.co
     """The same product with ping-pong consumers (as `matmul_pingpong`): each consumer warpgroup
     owns whole 128 x BN tiles, the CTA's tiles taken in turn, and the two take turns to run their
     K loops, so that one's epilogue (conversion, scales, stores) overlaps the other's wgmmas.
-    At fp8 speed a K loop is half as long as at bf16 and the epilogue weighs twice as much."""
+    At fp8 speed a K loop is half as long as at bf16 and the epilogue weighs twice as much.
+    In clusters of two (`matmul_fp8_pingpong_2cta`) the CTAs of a pair take tiles one above the
+    other and share each b slice, as `matmul_fp8_2cta`'s do."""
     check_fp8_operands(a, b, a_scale, b_scale, c, CTAS)
     if BN not in (64, 128):  # a 128 x BN float32 accumulator: BN registers a thread
         raise ad.TraceError(f"BN must be 64 or 128 (the accumulator of a 128 x BN tile in one warpgroup's "
@@ -170,20 +179,21 @@ def matmul_fp8_pingpong(a, b, a_scale, b_scale, c, CTAS: ad.constexpr, BN: ad.co
     BM, BK = 128, 128 // a.dtype.itemsize
     M, K = a.shape
     N = b.shape[0]
-    m_tiles, n_tiles = ad.cdiv(M, BM), ad.cdiv(N, BN)
+    pair = ad.cluster_shape()[0]
+    m_tiles, n_tiles = ad.cdiv(M, BM * pair), ad.cdiv(N, BN)
     k_steps = ad.cdiv(K, BK)
-    cta = ad.program_id(0)
-    mine = (m_tiles * n_tiles - cta + CTAS - 1) // CTAS  # tiles cta, cta + CTAS, ...
+    cluster, clusters = (ad.program_id(0), CTAS) if pair == 1 else (ad.cluster_id(0), CTAS // pair)
+    mine = (m_tiles * n_tiles - cluster + clusters - 1) // clusters  # tiles cluster, cluster + clusters, ...
 
     a_ring = ad.smem((STAGES, BM, BK), a.dtype, **tensor_core_layout(BM, BK))
     b_ring = ad.smem((STAGES, BN, BK), b.dtype, **tensor_core_layout(BN, BK))
     c_out = ad.smem((2, 2, 64, 64), c.dtype, **tensor_core_layout(64, 64))  # [consumer][slot]
-    ring = ad.Pipeline(STAGES, loads=2, consumers=1)  # each slot is one consumer's
+    ring = ad.Pipeline(STAGES, loads=2, consumers=1, collective="x" if pair > 1 else None)  # a slot is one consumer's
     k_loops = ad.turns((0, 1))
 
     def origin(t):
-        m, n = tile_position(cta + t * CTAS, m_tiles, n_tiles, SNAKE)
-        return m * BM, n * BN
+        m, n = tile_position(cluster + t * clusters, m_tiles, n_tiles, SNAKE)
+        return (m if pair == 1 else m * pair + ad.cluster_cta_id(0)) * BM, n * BN
 
     with ad.warpgroup_role(2, registers=40):
         for t in ad.range(mine):
@@ -193,7 +203,7 @@ def matmul_fp8_pingpong(a, b, a_scale, b_scale, c, CTAS: ad.constexpr, BN: ad.co
                 ad.async_copy(a.at[ad.ds(row, BM), ad.ds(kk * BK, BK)], a_ring.at[slot], barrier=landed,
                               eviction_policy=policy["a"])
                 ad.async_copy(b.at[ad.ds(col, BN), ad.ds(kk * BK, BK)], b_ring.at[slot], barrier=landed,
-                              eviction_policy=policy["b"])
+                              collective="x" if pair > 1 else None, eviction_policy=policy["b"])
 
     with ad.warpgroup_role((0, 1), registers=232):
         me = ad.warpgroup_idx()
@@ -211,10 +221,15 @@ def matmul_fp8_pingpong(a, b, a_scale, b_scale, c, CTAS: ad.constexpr, BN: ad.co
                     ad.wgmma_wait(1)
                     with ad.when(kk > 0):
                         ring.release(step - 1)
+            scales = tile_scales(a_scale, b_scale, row, col, BM, BN)  # while the last wgmma runs
             ad.wgmma_wait(0)
             ring.release(first + k_steps - 1)
-            store_scaled(acc, c_out, me, c, a_scale, b_scale, row, col)
+            store_scaled(acc, c_out, me, c, scales, row, col)
         ad.await_async_copy(0)
+
+
+matmul_fp8_pingpong_2cta = ad.kernel(grid=lambda a, b, a_scale, b_scale, c, CTAS, **_: (CTAS,), block=384,
+                                     cluster=(2, 1, 1))(matmul_fp8_pingpong.fn)
 
 
 def problem_specs(m: int, n: int, k: int) -> tuple[ad.ArraySpec, ...]:
@@ -255,6 +270,10 @@ EXAMPLE_ARGS = {
     "matmul_fp8_pingpong": (  # an odd count of tiles a CTA, ragged at both ends
         problem_specs(300, 320, 384),
         {"CTAS": 2},
+    ),
+    "matmul_fp8_pingpong_2cta": (  # pairs of tiles in turn, the last pair past the end of a
+        problem_specs(300, 320, 384),
+        {"CTAS": 2, "BN": 64},
     ),
 }
 

@@ -305,6 +305,16 @@ def test_the_fp8_gemm_with_ping_pong_consumers_is_exact(shape, config):
     _fp8_gemm_is_exact(fp8.matmul_fp8_pingpong, shape, seed=3, **config)
 
 
+@pytest.mark.parametrize("shape,config", [
+    ((300, 320, 384), {"CTAS": 2, "BN": 64}),  # 10 tiles a CTA, the second pair half past a
+    ((384, 128, 256), {"CTAS": 4}),  # 2 pairs of tile rows: one tile a CTA, for its consumer 0
+    ((128, 128, 256), {"CTAS": 4, "BN": 64, "STAGES": 8, "EVICT_FIRST": "b"}),  # a pair without a tile
+])
+def test_the_fp8_gemm_with_ping_pong_consumers_in_cta_pairs_is_exact(shape, config):
+    _fp8_gemm_is_exact(fp8.matmul_fp8_pingpong_2cta, shape, seed=4, **config)
+    assert "multicast::cluster" in fp8.matmul_fp8_pingpong_2cta.ptx(*fp8.problem_specs(*shape), **config)
+
+
 @pytest.mark.parametrize("config,fragment", [
     ({"PROMOTE": 1}, "fits the consumers' 232 registers a thread for BN <= 192, got BN=256"),
     ({"PROMOTE": -1, "BN": 128}, "a non-negative int (0: the whole K), got -1"),

@@ -128,18 +128,20 @@ def test_the_fp8_gemm_example_assembles_clean(two_ctas, config):
     assert ("multicast::cluster" in text) == two_ctas
 
 
+@pytest.mark.parametrize("two_ctas", [False, True])
 @pytest.mark.parametrize("config", [{}, {"BN": 64, "STAGES": 8, "EVICT_FIRST": "b"}])
-def test_the_ping_pong_fp8_gemm_assembles_clean(config):
-    from asyncdsl.examples.matmul_fp8 import matmul_fp8_pingpong
+def test_the_ping_pong_fp8_gemm_assembles_clean(two_ctas, config):
+    from asyncdsl.examples.matmul_fp8 import matmul_fp8_pingpong, matmul_fp8_pingpong_2cta
 
     m = n = k = 8192
     a = np.zeros((m, k), ml_dtypes.float8_e4m3fn)
-    text = matmul_fp8_pingpong.ptx(a, a, np.zeros(m, np.float32), np.zeros(n, np.float32),
+    text = (matmul_fp8_pingpong_2cta if two_ctas else matmul_fp8_pingpong).ptx(a, a, np.zeros(m, np.float32), np.zeros(n, np.float32),
                                    np.zeros((m, n), ml_dtypes.bfloat16), CTAS=132, **config)
     _clean(text)
     # Two 64-row wgmmas a slice and four k32 steps each; the consumers take turns on a named barrier.
     assert text.count(f"wgmma.mma_async.sync.aligned.m64n{config.get('BN', 128)}k32.f32.e4m3.e4m3") == 8
     assert "bar.sync" in text or "barrier.sync" in text
+    assert ("multicast::cluster" in text) == two_ctas
 
 
 def test_the_plan_of_each_operand_is_in_the_ir():
