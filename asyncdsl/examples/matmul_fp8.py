@@ -5,8 +5,8 @@ a is (M, K) and b is (N, K), both float8 e4m3 (or e5m2) with K contiguous: the t
 row-major (K, N)).  a_scale (M,) and b_scale (N,) are float32 scales per row of a and per row of
 b; per-tensor scaling is the case of constant vectors.  The tensor cores accumulate the whole K
 into a float32 accumulator (`wgmma ... f32.e4m3.e4m3`, K = 32 per instruction), as cuBLASLt's
-fp8 GEMM does with fast accumulation; their sums of fp8 products keep fewer bits than float32
-would (docs/hardware.md §18).  With `PROMOTE=n` they sum n slices of K (128 each) at a time,
+fp8 GEMM does with fast accumulation; their sums of fp8 products keep 14 significant bits
+(docs/hardware.md §14.2).  With `PROMOTE=n` they sum n slices of K (128 each) at a time,
 each sum then added into a float32 total in registers, as cuBLASLt's default form does (tiles
 at most 192 wide: the total takes as many registers as the accumulator).  The scales are
 applied once to the sum in registers, before the conversion to bf16.

@@ -27,7 +27,7 @@ from asyncdsl.hw.wgmma import INSTRUCTION_M, OperandPlan, operand_addresses
 from asyncdsl.interpret.diagnosis import diagnosed, origin
 from asyncdsl.interpret.functions import WarpgroupFunctions
 from asyncdsl.interpret.memory import SmemBuffer
-from asyncdsl.interpret.mma_numerics import integer_step, mma_step
+from asyncdsl.interpret.mma_numerics import fp8_step, integer_step, mma_step
 from asyncdsl.interpret.races import WgmmaRead
 
 
@@ -74,6 +74,8 @@ class WgmmaFunctions(WarpgroupFunctions):
             first = accumulate or step > 0
             if types.integer:
                 acc = integer_step(acc, a_step, b_step, first)
+            elif types.a.bits == 8:
+                acc = fp8_step(acc, a_step, b_step, first)
             else:
                 acc = mma_step(acc, a_step, b_step, first, tf32=types.a == dtypes.float32)
         warpgroup.wgmma_issued += 1

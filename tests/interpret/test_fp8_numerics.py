@@ -1,0 +1,88 @@
+"""The interpreter's model of the tensor cores' sums of 8-bit float products (`fp8_step`,
+docs/hardware.md §14.2): the terms truncated toward zero at 2**(largest exponent - 13), the sum
+to 14 significant bits; exact where every partial sum is a small integer; its laws (sign
+symmetry, any order of K) as properties."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from asyncdsl.interpret.mma_numerics import fp8_step, mma_step
+
+E4M3 = ml_dtypes.float8_e4m3fn
+
+
+def _step(a_values, b_values, acc=0.0, accumulate=False):
+    a = np.array([a_values], E4M3)
+    b = np.array([b_values], E4M3).T
+    return fp8_step(np.full((1, 1), acc, np.float32), a, b, accumulate)[0, 0]
+
+
+def test_a_term_below_the_largest_exponent_less_13_is_truncated_away():
+    # 1·1 sets the scale (exponent 0); 2**-7 · 2**-7 = 2**-14 is below 2**-13 and goes, where
+    # float32 (and the 16-bit model) keep 1 + 2**-14.
+    assert _step([1.0, 2.0 ** -7], [1.0, 2.0 ** -7]) == np.float32(1.0)
+    assert mma_step(np.zeros((1, 1), np.float32), np.array([[1.0, 2.0 ** -7]], np.float32),
+                    np.array([[1.0], [2.0 ** -7]], np.float32), False)[0, 0] == np.float32(1.0 + 2.0 ** -14)
+    # 2**-6 · 2**-7 = 2**-13 is on the quantum and stays.
+    assert _step([1.0, 2.0 ** -6], [1.0, 2.0 ** -7]) == np.float32(1.0 + 2.0 ** -13)
+
+
+def test_the_scale_is_the_sum_of_the_operands_exponents_not_the_product():
+    # ±1.875 · 1.875 = ±3.515625 have exponent sum 0 (their values' exponent is 1): the quantum
+    # is 2**-13, so 2**-13 survives beside them (and is all that is left once they cancel).
+    assert _step([1.875, -1.875, 2.0 ** -6], [1.875, 1.875, 2.0 ** -7]) == np.float32(2.0 ** -13)
+
+
+def test_the_sum_keeps_fourteen_significant_bits():
+    # 64·128 + 64·128 + 1·1 = 16385: every term is a multiple of the quantum 2**0 (exponent sum
+    # 13), but the sum needs 15 bits and is truncated to 16384.
+    assert _step([64.0, 64.0, 1.0], [128.0, 128.0, 1.0]) == np.float32(16384.0)
+    assert _step([-64.0, -64.0, -1.0], [128.0, 128.0, 1.0]) == np.float32(-16384.0)
+
+
+def test_the_old_accumulator_is_one_of_the_terms():
+    # An accumulator of 2**10 sets the quantum to 2**-3: the product 2**-4 is truncated away.
+    assert _step([2.0 ** -2], [2.0 ** -2], acc=1024.0, accumulate=True) == np.float32(1024.0)
+    assert _step([2.0 ** -2], [2.0 ** -2], acc=np.nan, accumulate=False) == np.float32(2.0 ** -4)
+
+
+def test_small_integer_sums_are_exact():
+    rng = np.random.default_rng(0)
+    a = rng.integers(-8, 9, (64, 32)).astype(E4M3)
+    b = rng.integers(-8, 9, (32, 48)).astype(E4M3)
+    acc = rng.integers(-4000, 4000, (64, 48)).astype(np.float32)
+    expected = acc + a.astype(np.float64) @ b.astype(np.float64)  # |sums| < 2**13
+    np.testing.assert_array_equal(fp8_step(acc, a, b, True), expected)
+
+
+def test_nan_and_inf_propagate():
+    assert np.isnan(_step([np.nan, 1.0], [1.0, 1.0]))
+    e5m2 = ml_dtypes.float8_e5m2
+    a = np.array([[np.inf, 1.0]], e5m2)
+    assert fp8_step(np.zeros((1, 1), np.float32), a, np.ones((2, 1), e5m2), False)[0, 0] == np.inf
+
+
+_FP8_VALUES = hnp.arrays(np.uint8, (8, 32), elements=st.integers(0, 255).filter(lambda v: v & 0x7F != 0x7F))
+
+
+@settings(max_examples=60, deadline=None)
+@given(_FP8_VALUES, _FP8_VALUES, st.floats(-1e4, 1e4, width=32), st.booleans())
+def test_negating_the_inputs_negates_the_sum(a_bits, b_bits, old, accumulate):
+    a, b = a_bits.view(E4M3), b_bits.view(E4M3).T
+    acc = np.full((8, 8), old, np.float32)
+    forward = fp8_step(acc, a, b, accumulate)
+    backward = fp8_step(-acc, a, (-b.astype(np.float32)).astype(E4M3), accumulate)
+    np.testing.assert_array_equal(forward, -backward)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_FP8_VALUES, _FP8_VALUES, st.permutations(range(32)))
+def test_the_order_of_k_does_not_matter(a_bits, b_bits, order):
+    a, b = a_bits.view(E4M3), b_bits.view(E4M3).T
+    acc = np.zeros((8, 8), np.float32)
+    np.testing.assert_array_equal(fp8_step(acc, a, b, False), fp8_step(acc, a[:, order], b[order], False))
