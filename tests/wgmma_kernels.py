@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import ml_dtypes
 import numpy as np
 from hypothesis import strategies as st
 
@@ -93,11 +92,12 @@ def integer_inputs(case: Case, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return a, b
 
 
-def random_bf16_inputs(case: Case, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Random normal bf16 inputs: sums that round, where the tensor cores' arithmetic shows."""
+def random_inputs(case: Case, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Random normal inputs in the case's dtypes: sums that round, where the tensor cores'
+    arithmetic shows."""
     rng = np.random.default_rng(seed)
-    a = rng.standard_normal(case.a_shape).astype(ml_dtypes.bfloat16)
-    b = rng.standard_normal(case.b_shape).astype(ml_dtypes.bfloat16)
+    a = rng.standard_normal(case.a_shape).astype(case.a_dtype.numpy)
+    b = rng.standard_normal(case.b_shape).astype(case.b_dtype.numpy)
     return a, b
 
 
