@@ -10,11 +10,11 @@ the fastest asyncdsl configuration whose relative error against a float64 refere
 ratio comes with the ratio of the errors.  Every contender writes into a preallocated output
 (`out=`): no copy is timed.  Problems under `matmul.DEVICE_TIMED_FLOPS` are timed on the device,
 one launch after an L2 flush; larger ones as `matmul.py` times them (launches in a row,
-contenders taking turns).  Every problem tries 128 x 256 tiles alone and in CTA pairs sharing b,
-ping-pong consumers on 128 x 128 tiles alone and in pairs and on 128 x 64 tiles, and 128 x 192
-tiles promoted every 1, 4 and 16 slices of K, 128 x 128 ones every 16 (alone and in pairs);
-problems with fewer 128 x 256 tiles than SMs also try narrower tiles, with and without
-`EVICT_FIRST="b"`, and 128 x 128 ones promoted every slice.
+contenders taking turns).  Every problem tries 128 x 256 tiles alone and in CTA pairs sharing b;
+ping-pong consumers on 128 x 128 tiles (walked in bands of 8, 16 and 32 rows of tiles, and in
+pairs) and on 128 x 64 tiles; 128 x 192 tiles promoted every 4 and 16 slices of K and 128 x 128
+ones every 16 and 32.  Problems with fewer 128 x 256 tiles than SMs also try narrower tiles
+(128 x 128, 128 x 64), with and without `EVICT_FIRST="b"`, and promoted every 16 slices.
 
     python benchmarks/matmul_fp8.py [MxNxK ...]
 """
@@ -37,11 +37,12 @@ SHAPES = ((8192, 8192, 8192), *LLM_SHAPES)
 # "pingpong": `matmul_fp8_pingpong`; PROMOTE: sums of that many K slices added into float32.
 CONFIGS = ({"BN": 256, "STAGES": 4}, {"BN": 256, "STAGES": 4, "CLUSTER": 2}, {"SCHEDULE": "pingpong"},
            {"SCHEDULE": "pingpong", "CLUSTER": 2}, {"SCHEDULE": "pingpong", "BN": 64, "STAGES": 8},
-           *({"BN": 192, "STAGES": 4, "PROMOTE": promote} for promote in (1, 4, 16)),
-           {"BN": 128, "STAGES": 6, "PROMOTE": 16}, {"BN": 128, "STAGES": 6, "PROMOTE": 16, "CLUSTER": 2})
+           *({"SCHEDULE": "pingpong", "SNAKE": snake} for snake in (8, 32)),
+           *({"BN": 192, "STAGES": 4, "PROMOTE": promote} for promote in (4, 16)),
+           *({"BN": 128, "STAGES": 6, "PROMOTE": promote} for promote in (16, 32)))
 FEW_TILES_CONFIGS = (*({"BN": bn, "STAGES": stages, "EVICT_FIRST": evict}
                        for bn, stages in ((128, 6), (64, 8)) for evict in ("", "b")),
-                     *({"BN": 128, "STAGES": 6, "PROMOTE": promote, "EVICT_FIRST": "b"} for promote in (1, 16)))
+                     *({"BN": bn, "STAGES": stages, "PROMOTE": 16, "EVICT_FIRST": "b"} for bn, stages in ((128, 6), (64, 8))))
 PEERS = {"torch._scaled_mm fast_accum": True, "torch._scaled_mm": False}  # name: use_fast_accum
 ERROR_BAR = 1.5  # an asyncdsl configuration counts against a peer if its error is at most this times the peer's
 
