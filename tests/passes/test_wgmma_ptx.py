@@ -113,8 +113,11 @@ def test_the_one_consumer_gemm_assembles_clean_in_256_threads(shape, two_ctas, c
 
 
 @pytest.mark.parametrize("two_ctas", [False, True])
-@pytest.mark.parametrize("config", [{}, {"BN": 192, "PROMOTE": 1}, {"BN": 128, "STAGES": 6, "PROMOTE": 4}],
-                         ids=["whole K", "128x192 promoted", "128x128 promoted by 4"])
+@pytest.mark.parametrize("config", [{}, {"BN": 192, "PROMOTE": 1}, {"BN": 128, "STAGES": 6, "PROMOTE": 4},
+                                    {"BN": 128, "STAGES": 6, "PROMOTE": 32},
+                                    {"BN": 64, "STAGES": 8, "PROMOTE": 16, "EVICT_FIRST": "b"}],
+                         ids=["whole K", "128x192 promoted", "128x128 promoted by 4", "128x128 promoted by 32",
+                              "128x64 promoted by 16"])
 def test_the_fp8_gemm_example_assembles_clean(two_ctas, config):
     from asyncdsl.examples.matmul_fp8 import matmul_fp8, matmul_fp8_2cta
 
