@@ -37,6 +37,7 @@ from asyncdsl.examples.matmul import (
     tensor_core_layout,
     tile_position,
 )
+from asyncdsl.examples.matmul_pingpong import ping_pong_k_loop
 
 
 @ad.kernel(grid=lambda a, b, a_scale, b_scale, c, CTAS, **_: (CTAS,), block=384)
@@ -212,15 +213,7 @@ def matmul_fp8_pingpong(a, b, a_scale, b_scale, c, CTAS: ad.constexpr, BN: ad.co
             t = 2 * i + me
             row, col = origin(t)
             first = t * k_steps
-            with k_loops.turn():
-                for kk in ad.range(k_steps):
-                    step = first + kk
-                    slot = step % STAGES
-                    ring.full[slot].wait(parity=(step // STAGES) % 2)  # the slots between are the other's
-                    ad.wgmma(acc, a_ring.at[slot], b_ring.at[slot].T, accumulate=kk > 0)
-                    ad.wgmma_wait(1)
-                    with ad.when(kk > 0):
-                        ring.release(step - 1)
+            ping_pong_k_loop(acc, ring, k_loops, first, k_steps, lambda slot: (a_ring.at[slot], b_ring.at[slot].T))
             scales = tile_scales(a_scale, b_scale, row, col, BM, BN)  # while the last wgmma runs
             ad.wgmma_wait(0)
             ring.release(first + k_steps - 1)

@@ -37,7 +37,7 @@ from asyncdsl.examples.matmul import (
     tile_position,
 )
 
-__all__ = ["EXAMPLE_ARGS", "example_inputs", "main", "matmul_pingpong"]
+__all__ = ["EXAMPLE_ARGS", "example_inputs", "main", "matmul_pingpong", "ping_pong_k_loop"]
 
 
 @ad.kernel(grid=lambda a, b, c, CTAS, **_: (CTAS,), block=384, profile_events=32768)
@@ -79,21 +79,31 @@ def matmul_pingpong(a, b, c, CTAS: ad.constexpr, BM: ad.constexpr = 128, BN: ad.
             t = 2 * i + me
             row, col = origin(t)
             first = t * k_steps
-            with k_loops.turn(), ad.region("k loop"):
-                for kk in ad.range(k_steps):
-                    step = first + kk
-                    slot = step % STAGES
-                    with ad.region("wait loaded"):
-                        ring.full[slot].wait(parity=(step // STAGES) % 2)
-                    ad.wgmma(acc, a_ring.at[slot], b_ring.at[slot], accumulate=kk > 0)
-                    ad.wgmma_wait(1)
-                    with ad.when(kk > 0):
-                        ring.release(step - 1)
+            ping_pong_k_loop(acc, ring, k_loops, first, k_steps, lambda slot: (a_ring.at[slot], b_ring.at[slot]))
             with ad.region("epilogue"):
                 ad.wgmma_wait(0)
                 ring.release(first + k_steps - 1)
                 store_in_pieces(acc, c_out, me, c, row, col)
         ad.await_async_copy(0)
+
+
+def ping_pong_k_loop(acc, ring, k_loops, first, k_steps, operands) -> None:
+    """One consumer's K loop over a tile in its turn (`k_loops`): steps first.. first + k_steps
+    of `ring`, whose slots in between were the other consumer's (so it waits with the phase
+    parity of each step, (step // stages) % 2), one wgmma of `operands(slot)` (a, b) a step, one
+    kept in flight, each slot released once the next wgmma has retired it; the last one stays
+    in flight and unreleased for the caller (`wgmma_wait(0)`, then release step first +
+    k_steps - 1)."""
+    with k_loops.turn(), ad.region("k loop"):
+        for kk in ad.range(k_steps):
+            step = first + kk
+            slot = step % ring.stages
+            with ad.region("wait loaded"):
+                ring.full[slot].wait(parity=(step // ring.stages) % 2)
+            ad.wgmma(acc, *operands(slot), accumulate=kk > 0)
+            ad.wgmma_wait(1)
+            with ad.when(kk > 0):
+                ring.release(step - 1)
 
 
 EXAMPLE_ARGS = {
