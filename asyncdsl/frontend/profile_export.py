@@ -78,6 +78,7 @@ def _slice(name: str, category: str, pid: int, tid: int, start: float, duration:
 
 
 def save(profile: Profile, path: Path, sms: int | None = None) -> list[Path]:
+    path.parent.mkdir(parents=True, exist_ok=True)  # a trace goes where it is asked to, folders and all
     path.write_text(json.dumps(chrome_trace(profile, sms)))
     written = [path]
     try:
@@ -176,6 +177,7 @@ def plot(profile: Profile, path: Path, sms: int, window: tuple[float, float] | N
     if handles:
         axes.legend(handles, names, loc="upper right", fontsize=7)
     figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=120)
     plt.close(figure)
     return path

@@ -182,8 +182,8 @@ class Profile:
         return chrome_trace(self, sms)
 
     def save(self, path: str | Path, sms: int | None = None) -> list[Path]:
-        """Write the Chrome/Perfetto trace JSON to `path` (ui.perfetto.dev and chrome://tracing open
-        it) and, when the `perfetto` package is installed, Perfetto's native trace beside it
+        """Write the Chrome/Perfetto trace JSON to `path` (its folders made if missing;
+        ui.perfetto.dev and chrome://tracing open it) and, when the `perfetto` package is installed, Perfetto's native trace beside it
         (`.pftrace`); with `sms`, of the warpgroups on the first `sms` SMs (CTAs in the
         interpreter) only.  Returns the paths written."""
         from asyncdsl.frontend.profile_export import save

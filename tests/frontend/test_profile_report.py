@@ -70,6 +70,12 @@ def test_the_chrome_trace_follows_the_trace_event_format(interpreted, tmp_path):
     jsonschema.validate(gpu_like().chrome_trace(), TRACE_SCHEMA)
 
 
+def test_a_trace_is_saved_into_folders_that_do_not_exist_yet(interpreted, tmp_path):
+    path = tmp_path / "traces" / "today" / "k.trace.json"
+    assert interpreted.save(path)[0] == path
+    assert json.loads(path.read_text())["traceEvents"]
+
+
 def test_the_chrome_trace_has_a_track_per_warpgroup_with_nested_slices(interpreted):
     trace = interpreted.chrome_trace()
     slices = [e for e in trace["traceEvents"] if e["ph"] == "X"]
