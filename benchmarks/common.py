@@ -66,6 +66,20 @@ def rounds_of_gpu_ms(contenders: dict, rounds: int = 5, warmup: int = 10, rep: i
     return {name: statistics.median(values) for name, values in times.items()}
 
 
+class OutputRotation:
+    """The output buffers that every contender's timed launches write, `current` the one of this
+    round; `advance` (a `before_round` hook) moves all of them to the next, so no contender keeps
+    a buffer luckier than the others' (where the output lies moved a 1000^3 GEMM between 11.7 and
+    12.4 us in one run, docs/hardware.md §18)."""
+
+    def __init__(self, make, count: int):
+        self.buffers = [make() for _ in range(count)]
+        self.current = self.buffers[0]
+
+    def advance(self, index: int) -> None:
+        self.current = self.buffers[index % len(self.buffers)]
+
+
 def interleaved_ms(contenders: dict, rounds: int = 5, launches: int = 20,
                    before_round=None) -> dict[str, float]:
     """Per contender (name -> (run, wait)), the median over `rounds` of the wall time of

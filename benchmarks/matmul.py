@@ -36,7 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from common import interleaved_ms, plot_result, rounds_of_gpu_ms, write_result  # noqa: E402
+from common import OutputRotation, interleaved_ms, plot_result, rounds_of_gpu_ms, write_result  # noqa: E402
 
 SHAPES = ((8192, 8192, 8192), (4096, 8192, 4096))
 # Square sizes, the projections of an 8B-parameter LLM (N, K) at several token counts M, and
@@ -176,19 +176,12 @@ def measure(m: int, n: int, k: int, configs=CONFIGS, rounds: int = 7, launches: 
     b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
     exact = a.float() @ b.float()  # the reference the errors are measured against
     outputs, checks = {}, []
-    # Timed launches of every contender write the same output buffers, another one each round:
-    # where the output lies moved one 1000^3 kernel between 11.7 and 12.4 us in one run
-    # (docs/hardware.md §18), so no contender may keep a luckier buffer than the others.
-    targets = [torch.empty((m, n), device="cuda", dtype=torch.bfloat16) for _ in range(OUTPUT_BUFFERS)]
-    target = {"c": targets[0]}
-
-    def next_target(index: int) -> None:
-        target["c"] = targets[index % len(targets)]
+    rotation = OutputRotation(lambda: torch.empty((m, n), device="cuda", dtype=torch.bfloat16), OUTPUT_BUFFERS)
 
     def on_torch_stream(name, launch):
         c = outputs[name] = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
         checks.append(lambda: launch(c))  # once, into its own poisoned output, for the errors
-        return lambda: launch(target["c"]), torch.cuda.synchronize
+        return lambda: launch(rotation.current), torch.cuda.synchronize
 
     contenders = {
         "cuBLAS (torch)": on_torch_stream("cuBLAS (torch)", lambda c: torch.matmul(a, b, out=c)),
@@ -235,14 +228,14 @@ def measure(m: int, n: int, k: int, configs=CONFIGS, rounds: int = 7, launches: 
         timing = (f"device: CUDA events around single launches after a cache flush, median of {DEVICE_ROUNDS} rounds "
                   "in which the contenders take turns (Mosaic: CUPTI)")
         times = rounds_of_gpu_ms({name: run for name, (run, _) in contenders.items() if name != "mosaic pallas"},
-                                 rounds=DEVICE_ROUNDS, rep=device_ms, before_round=next_target)
+                                 rounds=DEVICE_ROUNDS, rep=device_ms, before_round=rotation.advance)
         if "mosaic pallas" in contenders:
             from mosaic_peer import mosaic_matmul_ms
 
             times["mosaic pallas"] = mosaic_matmul_ms(m, n, k)
     else:
         timing = f"wall clock of {launches} launches in a row, contenders taking turns, median of {rounds} rounds"
-        times = interleaved_ms(contenders, rounds, launches, before_round=next_target)
+        times = interleaved_ms(contenders, rounds, launches, before_round=rotation.advance)
     tflops = {name: _tflops(m, n, k, ms) for name, ms in times.items()}
     errors = {name: _relative_error(c, exact) for name, c in outputs.items()}
     sweep = {name: value for name, value in tflops.items() if name.startswith("asyncdsl")}

@@ -27,7 +27,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from common import interleaved_ms, plot_result, rounds_of_gpu_ms, write_result  # noqa: E402
+from common import OutputRotation, interleaved_ms, plot_result, rounds_of_gpu_ms, write_result  # noqa: E402
 from matmul import DEVICE_ROUNDS, DEVICE_TIMED_FLOPS, OUTPUT_BUFFERS  # noqa: E402
 
 LLM_SHAPES = tuple((m, n, k) for m, (n, k) in itertools.product(
@@ -58,14 +58,10 @@ def measure(m: int, n: int, k: int) -> dict:
     b = torch.randn(n, k, device="cuda").to(torch.float8_e4m3fn)  # (N, K): K contiguous, as both take it
     a_scale = torch.rand(m, device="cuda") + 0.5
     b_scale = torch.rand(n, device="cuda") + 0.5
-    # Timed launches write one of a few output buffers, another each round, all contenders alike
-    # (as in matmul.py); each contender also writes once into its own poisoned output, checked.
-    targets = [torch.empty((m, n), device="cuda", dtype=torch.bfloat16) for _ in range(OUTPUT_BUFFERS)]
-    target = {"c": targets[0]}
+    # Timed launches write the rotation's buffers; each contender also writes once into its own
+    # poisoned output, checked.
+    rotation = OutputRotation(lambda: torch.empty((m, n), device="cuda", dtype=torch.bfloat16), OUTPUT_BUFFERS)
     outputs, launchers = {}, {}
-
-    def next_target(index: int) -> None:
-        target["c"] = targets[index % len(targets)]
 
     for name, fast in PEERS.items():
         launchers[name] = lambda c, fast=fast: torch._scaled_mm(
@@ -89,12 +85,12 @@ def measure(m: int, n: int, k: int) -> dict:
     torch.cuda.synchronize()
     if 2 * m * n * k < DEVICE_TIMED_FLOPS:
         timing = f"device: CUDA events around single launches after a cache flush, median of {DEVICE_ROUNDS} rounds"
-        times = rounds_of_gpu_ms({name: lambda launch=launch: launch(target["c"]) for name, launch in launchers.items()},
-                                 rounds=DEVICE_ROUNDS, rep=30, before_round=next_target)
+        times = rounds_of_gpu_ms({name: lambda launch=launch: launch(rotation.current) for name, launch in launchers.items()},
+                                 rounds=DEVICE_ROUNDS, rep=30, before_round=rotation.advance)
     else:
         timing = "wall clock of 20 launches in a row, contenders taking turns, median of 7 rounds"
-        times = interleaved_ms({name: (lambda launch=launch: launch(target["c"]), torch.cuda.synchronize)
-                                for name, launch in launchers.items()}, rounds=7, launches=20, before_round=next_target)
+        times = interleaved_ms({name: (lambda launch=launch: launch(rotation.current), torch.cuda.synchronize)
+                                for name, launch in launchers.items()}, rounds=7, launches=20, before_round=rotation.advance)
     exact = (a.double() @ b.double().t()) * a_scale.double()[:, None] * b_scale.double()[None, :]
     errors = {name: float((out.double() - exact).norm() / exact.norm()) for name, out in outputs.items()}
     tflops = {name: 2 * m * n * k / ms / 1e9 for name, ms in times.items()}

@@ -1,4 +1,5 @@
-"""Benchmark results become pictures: `benchmarks/common.plot_result` on the recorded results."""
+"""Benchmark helpers: `benchmarks/common.plot_result` draws the recorded results, `OutputRotation` takes
+the output buffers in turn."""
 
 from __future__ import annotations
 
@@ -44,3 +45,13 @@ def test_panels_are_workloads_or_units_and_leave_ratios_out(common):
         "s": {"asyncdsl_cold_s (empty caches)": 0.11},
     }
 
+
+
+def test_the_output_rotation_moves_every_contender_to_the_next_buffer_each_round(common):
+    made = iter(range(100))
+    rotation = common.OutputRotation(lambda: next(made), 3)
+    seen = [rotation.current]
+    for index in range(1, 7):  # as `before_round(i)` is called
+        rotation.advance(index)
+        seen.append(rotation.current)
+    assert rotation.buffers == [0, 1, 2] and seen == [0, 1, 2, 0, 1, 2, 0]
