@@ -28,7 +28,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from asyncdsl.errors import ArgumentError, DistributedError, user_location
+from asyncdsl.errors import ArgumentError, DistributedError, is_int, user_location
 from asyncdsl.runtime import symmetric
 
 
@@ -117,7 +117,7 @@ def spawn(work: Callable[..., Any], world_size: int, *args: Any, devices: Sequen
     """Run `work(*args)` in `world_size` new processes joined in one job, process r on GPU
     `devices[r]` (default r); return their results in rank order.  A failure in any process is
     raised here with its traceback."""
-    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
+    if not is_int(world_size) or world_size < 1:
         raise ArgumentError(f"world_size must be a positive int, got {world_size!r}", user_location())
     devices = list(range(world_size)) if devices is None else list(devices)
     if len(devices) != world_size:

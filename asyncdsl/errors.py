@@ -71,6 +71,12 @@ def raising_location(error: BaseException) -> SourceLocation | None:
     return found
 
 
+def is_int(value) -> bool:
+    """A Python int that is not a bool: what a count, a size, an index or an axis must be
+    (bool subclasses int, and True passed as any of them is a mistake the checks refuse)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 class AsyncDSLError(ValueError):
     """Base class of every error the user's kernel or arguments can cause."""
 

@@ -10,14 +10,14 @@ and on the GPU with ASYNCDSL_DEBUG=1.
 from __future__ import annotations
 
 from asyncdsl.dialects import asyncdsl as ir
-from asyncdsl.errors import TraceError, user_location
+from asyncdsl.errors import TraceError, is_int, user_location
 from asyncdsl.frontend import tracer as tracing
 from asyncdsl.frontend.scalars import IndexLike, Scalar, index_value, is_index
 
 
 def multiple_of(value: IndexLike, divisor: int) -> IndexLike:
     """`value`, which the caller promises is a multiple of `divisor` (a positive Python int)."""
-    if isinstance(divisor, bool) or not isinstance(divisor, int) or divisor < 1:
+    if not is_int(divisor) or divisor < 1:
         raise TraceError(f"asyncdsl.multiple_of needs a positive Python int divisor, got {divisor!r}", user_location())
     if not is_index(value):
         raise TraceError(f"asyncdsl.multiple_of takes an integer or a traced index, got {value!r}", user_location())

@@ -28,7 +28,7 @@ from typing import Any
 
 from asyncdsl import runtime
 from asyncdsl.config import knobs
-from asyncdsl.errors import ArgumentError, AsyncDSLError, user_location
+from asyncdsl.errors import ArgumentError, AsyncDSLError, is_int, user_location
 from asyncdsl.frontend.kernel import Kernel
 from asyncdsl.runtime.buffers import copy_on_stream, empty
 from asyncdsl.runtime.streams import current_stream_source, launch_stream
@@ -80,7 +80,7 @@ class Autotuned:
             raise ArgumentError(f"restore names the arguments to put back after each trial: a tuple of "
                                 f"names, got {restore!r}", user_location())
         for name, value, least in (("warmup", warmup, 0), ("repeat", repeat, 1)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            if not is_int(value) or value < least:
                 raise ArgumentError(f"asyncdsl.autotune: {name} must be an int >= {least}, got {value!r}",
                                     user_location())
         self.key = key

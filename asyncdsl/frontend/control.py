@@ -12,7 +12,7 @@ from xdsl.dialects import scf
 from xdsl.dialects.builtin import IndexType
 from xdsl.ir import Block, Region
 
-from asyncdsl.errors import TraceError, user_location
+from asyncdsl.errors import TraceError, is_int, user_location
 from asyncdsl.frontend import tracer as tracing
 from asyncdsl.frontend.scalars import IndexLike, Scalar, condition_value, int32_index, is_index
 from asyncdsl.ir_locations import to_ir_location
@@ -29,7 +29,7 @@ def range(start: IndexLike, stop: IndexLike | None = None, step: int = 1) -> Ite
     for name, bound in (("start", start), ("stop", stop)):
         if not is_index(bound):
             raise TraceError(f"asyncdsl.range {name} must be an int or a traced index, got {bound!r}", user_location())
-    if isinstance(step, bool) or not isinstance(step, int) or step <= 0:
+    if not is_int(step) or step <= 0:
         raise TraceError(f"asyncdsl.range step must be a positive Python int, got {step!r}", user_location())
     location = user_location()
     body = Block([scf.YieldOp()], arg_types=[IndexType()])

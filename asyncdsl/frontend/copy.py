@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects.transform_attrs import transform_attr
-from asyncdsl.errors import TraceError, user_location
+from asyncdsl.errors import TraceError, is_int, user_location
 from asyncdsl.frontend import tracer as tracing
 from asyncdsl.frontend.options import cluster_dims, flag, option, swizzle_bytes, transform_chain
 from asyncdsl.frontend.refs import GmemRef, GmemView, SmemRef
@@ -190,6 +190,6 @@ def await_cp_async_copy(allow_groups: int = 0) -> None:
 
 def _check_groups(allow_groups, what: str) -> None:
     """A Python int (the op's verifier checks its range)."""
-    if isinstance(allow_groups, bool) or not isinstance(allow_groups, int):
+    if not is_int(allow_groups):
         raise TraceError(f"{what}: allow_groups (how many copy groups may stay pending) must be a Python int, "
                          f"got {allow_groups!r}", user_location())

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from asyncdsl import dtypes
 from asyncdsl.dialects import asyncdsl as ir
-from asyncdsl.errors import ArgumentError, TraceError, TransformError, user_location
+from asyncdsl.errors import ArgumentError, TraceError, TransformError, is_int, user_location
 from asyncdsl.frontend import tracer as tracing
 from asyncdsl.frontend.options import swizzle_bytes, transform_chain
 from asyncdsl.frontend.refs import SmemRef
@@ -23,7 +23,7 @@ def cdiv(a: IndexLike, b: IndexLike) -> IndexLike:
 
 
 def _axis_id(op_class, axis: int, what: str) -> Scalar:
-    if isinstance(axis, bool) or not isinstance(axis, int) or axis not in (0, 1, 2):
+    if not is_int(axis) or axis not in (0, 1, 2):
         raise TraceError(f"{what}: axis must be 0, 1 or 2, got {axis!r}", user_location())
     return Scalar(tracing.current(what).emit(op_class(axis)).results[0])
 
@@ -87,7 +87,7 @@ def smem(
     what = "asyncdsl.smem"
     tracer = allocation_tracer(what)
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
-    if not shape or any(isinstance(d, bool) or not isinstance(d, int) or d <= 0 for d in shape):
+    if not shape or any(not is_int(d) or d <= 0 for d in shape):
         raise TraceError(f"{what} needs a shape of positive Python ints, got {shape!r}", user_location())
     try:
         element = dtypes.as_dtype(dtype)

@@ -21,7 +21,7 @@ from typing import Any
 from asyncdsl import dtypes
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects.distributed_ops import SIGNAL_OPS, WAIT_COMPARISONS
-from asyncdsl.errors import ArgumentError, SourceLocation, TraceError, user_location
+from asyncdsl.errors import ArgumentError, SourceLocation, TraceError, is_int, user_location
 from asyncdsl.frontend import tracer as tracing
 from asyncdsl.frontend.refs import GmemRef, GmemView
 from asyncdsl.frontend.scalars import IndexLike, Scalar, int32_index, is_index
@@ -103,7 +103,7 @@ def symmetric_arrays(
     arrays: Sequence[tuple[str, Any]], devices: int, location: SourceLocation | None
 ) -> dict[str, list]:
     """Each array argument of a call on `devices` devices as its list of per-device numpy arrays."""
-    if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
+    if not is_int(devices) or devices < 1:
         raise ArgumentError(f"devices must be a positive int, got {devices!r}", location)
     result = {}
     for name, value in arrays:

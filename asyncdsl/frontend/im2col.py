@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from asyncdsl.dialects import asyncdsl as ir
-from asyncdsl.errors import TraceError, user_location
+from asyncdsl.errors import TraceError, is_int, user_location
 from asyncdsl.frontend import tracer as tracing
 from asyncdsl.frontend.options import flag, swizzle_bytes
 from asyncdsl.frontend.refs import GmemRef, GmemView, SmemRef
@@ -48,7 +48,7 @@ def _image_batch(src: object) -> GmemRef:
 
 
 def _python_ints(values: object, what: str) -> tuple[int, ...]:
-    if not isinstance(values, Sequence) or any(isinstance(v, bool) or not isinstance(v, int) for v in values):
+    if not isinstance(values, Sequence) or any(not is_int(v) for v in values):
         raise TraceError(f"{what} must be a sequence of Python ints, got {values!r}", user_location())
     return tuple(values)
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from asyncdsl import runtime
 from asyncdsl.config import knobs
-from asyncdsl.errors import ArgumentError, AsyncDSLError, SourceLocation, TraceError, user_location
+from asyncdsl.errors import ArgumentError, AsyncDSLError, SourceLocation, TraceError, is_int, user_location
 from asyncdsl.frontend.code_digest import code_digest
 from asyncdsl.frontend.options import option
 from asyncdsl.frontend.persistent import PersistentGrid
@@ -166,8 +166,7 @@ class Kernel:
         if descriptors not in DESCRIPTOR_MODES:
             raise ArgumentError(f"descriptors must be one of {DESCRIPTOR_MODES}, got {descriptors!r}", self.definition)
         self.descriptor_mode = descriptors
-        if (isinstance(profile_events, bool) or not isinstance(profile_events, int)
-                or not 1 <= profile_events <= MAX_EVENTS_PER_WARPGROUP):
+        if not is_int(profile_events) or not 1 <= profile_events <= MAX_EVENTS_PER_WARPGROUP:
             raise ArgumentError(
                 f"profile_events (region events each warpgroup can record when profiled) must be an int in "
                 f"1 .. {MAX_EVENTS_PER_WARPGROUP}, got {profile_events!r}",

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from asyncdsl.errors import ArgumentError
+from asyncdsl.errors import ArgumentError, is_int
 
 INTERPRETED_CLUSTERS = 2
 
@@ -28,7 +28,7 @@ class PersistentGrid:
 
     def __post_init__(self):
         clusters = self.interpret_clusters
-        if isinstance(clusters, bool) or not isinstance(clusters, int) or clusters < 1:
+        if not is_int(clusters) or clusters < 1:
             raise ArgumentError(f"interpret_clusters must be a positive int, got {clusters!r}")
 
     def interpreted(self, cluster: tuple[int, int, int]) -> tuple[int, int, int]:

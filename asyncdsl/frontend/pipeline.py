@@ -32,7 +32,7 @@ the barriers and waits a kernel can write out itself; the ring only keeps them i
 
 from __future__ import annotations
 
-from asyncdsl.errors import TraceError, user_location
+from asyncdsl.errors import TraceError, is_int, user_location
 from asyncdsl.frontend import tracer as tracing
 from asyncdsl.frontend.control import when
 from asyncdsl.frontend.profile import region
@@ -45,7 +45,7 @@ class Pipeline:
 
     def __init__(self, stages: int, loads: int = 1, consumers: int = 1, collective: str | None = None):
         for name, value in (("stages", stages), ("loads", loads), ("consumers", consumers)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            if not is_int(value) or value < 1:
                 raise TraceError(f"asyncdsl.Pipeline: {name} must be a Python int >= 1, got {value!r}", user_location())
         self.stages = stages
         # With `collective` (a cluster dim the producers multicast along), every CTA's producer

@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from asyncdsl.errors import ArgumentError
+from asyncdsl.errors import ArgumentError, is_int
 
 if TYPE_CHECKING:
     from asyncdsl.frontend.profile_report import Profile, Track
@@ -36,7 +36,7 @@ def _thread(profile: Profile, track: Track) -> int:
 def shown_tracks(profile: Profile, sms: int | None) -> list[Track]:
     """The tracks on the first `sms` SMs (CTAs in the interpreter), all of them for None, in
     SM, CTA, warpgroup order."""
-    if sms is not None and (isinstance(sms, bool) or not isinstance(sms, int) or sms < 1):
+    if sms is not None and (not is_int(sms) or sms < 1):
         raise ArgumentError(f"sms must be a positive int (how many SMs to show) or None, got {sms!r}")
     chosen = sorted({_process(profile, track)[0] for track in profile.tracks})[:sms]
     return sorted((t for t in profile.tracks if _process(profile, t)[0] in set(chosen)), key=_sort_key)

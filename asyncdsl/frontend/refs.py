@@ -14,7 +14,7 @@ from xdsl.ir import SSAValue
 
 from asyncdsl import dtypes
 from asyncdsl.dialects import asyncdsl as ir
-from asyncdsl.errors import SourceLocation, TraceError, TransformError, user_location
+from asyncdsl.errors import SourceLocation, TraceError, TransformError, is_int, user_location
 from asyncdsl.frontend import tracer as tracing
 from asyncdsl.frontend.scalars import IndexLike, Scalar, index_value, is_index
 from asyncdsl.frontend.tiles import RegisterTile, assigned, layout_argument
@@ -36,7 +36,7 @@ class ds:
         object.__setattr__(self, "size", size)
         if not is_index(self.start):
             raise TraceError(f"ds start must be an integer or a traced index, got {self.start!r}", user_location())
-        if isinstance(self.size, bool) or not isinstance(self.size, int) or self.size <= 0:
+        if not is_int(self.size) or self.size <= 0:
             raise TraceError(
                 f"ds size must be a positive Python int known while tracing, got {self.size!r}",
                 user_location(),

@@ -24,7 +24,7 @@ from xdsl.dialects.builtin import VectorType
 from xdsl.ir import SSAValue
 
 from asyncdsl.dialects import asyncdsl as ir
-from asyncdsl.errors import SourceLocation, TraceError, user_location
+from asyncdsl.errors import SourceLocation, TraceError, is_int, user_location
 from asyncdsl.frontend import tracer as tracing
 from asyncdsl.frontend.core import allocation_tracer
 from asyncdsl.frontend.tiles import RegisterTile, dtype_argument, layout_argument, shape_argument
@@ -84,7 +84,7 @@ class RegisterRef:
         key = key if isinstance(key, tuple) else (key,)
         if len(key) != len(self.shape) or not all(
             isinstance(k, slice) and k.step is None
-            and all(b is None or (isinstance(b, int) and not isinstance(b, bool)) for b in (k.start, k.stop))
+            and all(b is None or is_int(b) for b in (k.start, k.stop))
             for k in key
         ):
             raise TraceError(

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from xdsl.ir import Block
 
 from asyncdsl.dialects import asyncdsl as ir
-from asyncdsl.errors import TraceError, user_location
+from asyncdsl.errors import TraceError, is_int, user_location
 from asyncdsl.frontend import tracer as tracing
 from asyncdsl.frontend.specs import LaunchShape
 from asyncdsl.hw.limits import WARPGROUP_THREADS
@@ -80,7 +80,7 @@ def _indices(warpgroups) -> tuple[int, ...]:
     if (
         not isinstance(indices, tuple)
         or not indices
-        or any(isinstance(i, bool) or not isinstance(i, int) for i in indices)
+        or any(not is_int(i) for i in indices)
     ):
         raise TraceError(
             f"warpgroup_role takes a warpgroup index or a tuple of them (Python ints), got {warpgroups!r}",

@@ -20,7 +20,7 @@ from xdsl.ir import BlockArgument, SSAValue
 
 from asyncdsl.dialects import kernel_attrs as attrs
 from asyncdsl.dialects.ir_utils import index_binary
-from asyncdsl.errors import TraceError, user_location
+from asyncdsl.errors import TraceError, is_int, user_location
 from asyncdsl.frontend import tracer as tracing
 from asyncdsl.kernel_binary import INT32_MAX, INT32_MIN
 
@@ -349,7 +349,7 @@ def int32_index(value: IndexLike) -> SSAValue:
     operand of traced index arithmetic, a loop bound, a register-tile window's start, a signal
     cell): a Python int that does not fit would wrap silently, so it is refused.  (Copies check
     their own starts: a bulk copy's is a 64-bit address offset, TMA's a 32-bit coordinate.)"""
-    if isinstance(value, int) and not isinstance(value, bool) and not INT32_MIN <= value <= INT32_MAX:
+    if is_int(value) and not INT32_MIN <= value <= INT32_MAX:
         raise TraceError(
             f"{value} does not fit traced index arithmetic, which is signed 32-bit as on the GPU "
             f"({INT32_MIN} .. {INT32_MAX})",
@@ -366,7 +366,7 @@ def index_value(value: IndexLike) -> SSAValue:
         if value.is_condition:
             raise TraceError("a condition (comparison result) cannot be used as an index", user_location())
         return value.value
-    if isinstance(value, bool) or not isinstance(value, int):
+    if not is_int(value):
         raise TraceError(
             f"expected an integer or a traced index, got {type(value).__name__} {value!r}",
             user_location(),
@@ -400,6 +400,6 @@ def condition_value(value: Scalar | bool) -> SSAValue:
 
 
 def is_index(value: object) -> bool:
-    return (isinstance(value, int) and not isinstance(value, bool)) or (
+    return is_int(value) or (
         isinstance(value, Scalar) and isinstance(value.value.type, IndexType)
     )

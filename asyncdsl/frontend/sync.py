@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from xdsl.ir import SSAValue
 
 from asyncdsl.dialects import asyncdsl as ir
-from asyncdsl.errors import TraceError, user_location
+from asyncdsl.errors import TraceError, is_int, user_location
 from asyncdsl.frontend import tracer as tracing
 from asyncdsl.frontend.core import allocation_tracer
 from asyncdsl.frontend.options import cluster_dims
@@ -60,7 +60,7 @@ class Barrier:
         along which the kernel's cluster has more than one CTA.
         """
         tracer = tracing.current("Barrier.arrive")
-        if isinstance(count, bool) or not isinstance(count, int):
+        if not is_int(count):
             raise TraceError(f"arrive count must be a Python int, got {count!r}", user_location())
         dims = cluster_dims(collective)
         cluster = tracer.launch.cluster
@@ -78,7 +78,7 @@ class Barrier:
 
     def arrive_expect_tx(self, num_bytes: int) -> None:
         """One arrival that also announces `num_bytes` of async-copy traffic to come."""
-        if isinstance(num_bytes, bool) or not isinstance(num_bytes, int) or num_bytes < 0:
+        if not is_int(num_bytes) or num_bytes < 0:
             raise TraceError(f"expect-tx bytes must be a Python int >= 0, got {num_bytes!r}", user_location())
         tracing.current("Barrier.arrive_expect_tx").emit(ir.ArriveExpectTxOp(*self.operands(), num_bytes))
 
@@ -100,7 +100,7 @@ class Barriers(Barrier):
         return self.num
 
     def __getitem__(self, index: IndexLike) -> Barrier:
-        if isinstance(index, int) and not isinstance(index, bool):
+        if is_int(index):
             if not -self.num <= index < self.num:
                 raise TraceError(f"barrier index {index} out of range for a group of {self.num}", user_location())
             return Barrier(self, index % self.num)
@@ -121,7 +121,7 @@ def barrier(arrival_count: int = 1, num: int = 1) -> Barriers:
     expected async-copy bytes). Index the group for one barrier: `bars[i]`."""
     tracer = allocation_tracer("asyncdsl.barrier")
     for name, value in (("arrival_count", arrival_count), ("num", num)):
-        if isinstance(value, bool) or not isinstance(value, int):
+        if not is_int(value):
             raise TraceError(f"asyncdsl.barrier: {name} must be a Python int, got {value!r}", user_location())
     op = tracer.emit(ir.AllocBarriersOp(num, arrival_count))
     return Barriers(op.results[0], num, arrival_count)

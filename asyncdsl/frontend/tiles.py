@@ -31,7 +31,7 @@ from xdsl.ir import Block, SSAValue
 
 from asyncdsl import dtypes
 from asyncdsl.dialects import asyncdsl as ir
-from asyncdsl.errors import ArgumentError, ResourceError, TraceError, user_location
+from asyncdsl.errors import ArgumentError, ResourceError, TraceError, is_int, user_location
 from asyncdsl.frontend import tracer as tracing
 from asyncdsl.frontend.options import flag
 from asyncdsl.frontend.scalars import FloatScalar, Scalar
@@ -86,7 +86,7 @@ def shape_argument(shape, what: str, scalar: bool = False) -> tuple[int, ...]:
         shape = (shape,) if isinstance(shape, int) else tuple(shape)
     except TypeError:
         raise TraceError(f"{what} needs a shape of positive Python ints, got {shape!r}", user_location()) from None
-    positive = all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in shape)
+    positive = all(is_int(d) and d >= 1 for d in shape)
     if not positive or (not shape and not scalar):
         raise TraceError(f"{what} needs a shape of positive Python ints, got {shape!r}", user_location())
     return shape
@@ -480,7 +480,7 @@ def iota(shape, dtype, dim: int, layout: Layout | None = None) -> RegisterTile:
     shape, element, layout = shape_argument(shape, what), _dtype(dtype, what), layout_argument(layout, what)
     if element != dtypes.int32:
         raise TraceError(f"{what} makes int32 tiles, not {element} (astype after)", user_location())
-    if isinstance(dim, bool) or not isinstance(dim, int) or not -len(shape) <= dim < len(shape):
+    if not is_int(dim) or not -len(shape) <= dim < len(shape):
         raise TraceError(f"{what}: dim {dim!r} is not a dim of shape {shape}", user_location())
     op = ir.IotaOp(VectorType(element.mlir(), shape), dim % len(shape), layout)
     return RegisterTile(_emit(op, what), element)

@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from asyncdsl.dialects import asyncdsl as ir
-from asyncdsl.errors import TraceError, user_location
+from asyncdsl.errors import TraceError, is_int, user_location
 from asyncdsl.frontend import tracer as tracing
 from asyncdsl.frontend.core import allocation_tracer
 from asyncdsl.frontend.roles import enclosing_role
@@ -80,7 +80,7 @@ def turns(warpgroups: Sequence[int]) -> Turns:
     if (
         indices is None
         or len(indices) < 2
-        or any(isinstance(i, bool) or not isinstance(i, int) for i in indices)
+        or any(not is_int(i) for i in indices)
         or list(indices) != list(range(indices[0], indices[0] + len(indices)))
     ):
         raise TraceError(

@@ -28,7 +28,7 @@ from weakref import WeakKeyDictionary
 from xdsl.ir import SSAValue
 
 from asyncdsl.dialects import asyncdsl as ir
-from asyncdsl.errors import MmaError, TraceError, user_location
+from asyncdsl.errors import MmaError, TraceError, is_int, user_location
 from asyncdsl.frontend import tracer as tracing
 from asyncdsl.frontend.refs import SmemRef, TransposedSmem
 from asyncdsl.frontend.registers import RegisterRef, in_flight
@@ -83,7 +83,7 @@ def wgmma_wait(pending: int = 0) -> None:
     """Wait until at most `pending` of this warpgroup's wgmma groups (the newest) still run."""
     what = "asyncdsl.wgmma_wait"
     tracer = tracing.current(what)
-    if isinstance(pending, bool) or not isinstance(pending, int) or pending < 0:
+    if not is_int(pending) or pending < 0:
         raise TraceError(f"{what}: pending must be a Python int >= 0, got {pending!r}", user_location())
     tracer.emit(ir.WgmmaWaitOp(pending))
     in_flight(tracer).retire(pending)

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from asyncdsl.errors import LayoutError, user_location
+from asyncdsl.errors import LayoutError, is_int, user_location
 from asyncdsl.hw.tiling import (
     THREADS,
     WARP_LANES,
@@ -436,7 +436,7 @@ class StridedLayout(_Queries):
     vec: int
 
     def __post_init__(self) -> None:
-        if isinstance(self.vec, bool) or not isinstance(self.vec, int) or self.vec < 1:
+        if not is_int(self.vec) or self.vec < 1:
             raise LayoutError(f"a strided layout needs a positive int vector length, got {self.vec!r}", user_location())
 
     def __str__(self) -> str:

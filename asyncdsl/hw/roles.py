@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from asyncdsl.errors import TraceError
+from asyncdsl.errors import TraceError, is_int
 from asyncdsl.hw.limits import (
     MAX_REGISTERS_PER_THREAD,
     REGISTER_ALLOCATION_UNIT,
@@ -39,7 +39,7 @@ def register_cap(threads: int) -> int:
 
 def check_registers(registers: int) -> None:
     low, high = SETMAXNREG_RANGE
-    if isinstance(registers, bool) or not isinstance(registers, int):
+    if not is_int(registers):
         raise TraceError(f"registers must be a Python int, got {registers!r}")
     if not low <= registers <= high or registers % REGISTER_ALLOCATION_UNIT:
         raise TraceError(
