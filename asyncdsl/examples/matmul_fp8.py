@@ -15,7 +15,10 @@ The kernel is the bf16 GEMM's (`matmul.py`): persistent, a producer and two cons
 warpgroups, an `asyncdsl.Pipeline` ring, a TMA-store epilogue in 64 x 64 pieces; slices are
 128 bytes of K wide (128 fp8 elements), one swizzled row each.  `matmul_fp8_2cta` runs it in
 clusters of two CTAs that share every b slice (multicast); `matmul_fp8_pingpong` gives each
-consumer whole 128 x 128 tiles, the two taking turns (`matmul_pingpong`'s schedule).
+consumer whole 128 x 128 tiles, the two taking turns (`matmul_pingpong`'s schedule), and
+`matmul_fp8_pingpong_2cta` does that in pairs.  On the H200 (benchmarks/matmul_fp8.py) ping-pong
+wins most K = 4096 problems, promoted 128 x 192 or 128 x 128 tiles the longer K ones, where the
+whole K summed on the tensor cores is past 1.5x cuBLASLt's default error (docs/hardware.md §18).
 
     python -m asyncdsl.examples.matmul_fp8   # on the GPU if there is one, else interpreted
 """

@@ -76,7 +76,7 @@ def fp8_step(acc: np.ndarray, a: np.ndarray, b: np.ndarray, accumulate: bool) ->
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
     products = np.moveaxis(a64[:, :, None] * b64[None, :, :], 1, -1)  # (M, N, K), exact
     exponents = _exponent(a64)[:, None, :] + _exponent(b64).T[None, :, :]
-    largest = np.where((products != 0), exponents, np.int64(-4096)).max(axis=-1)
+    largest = np.where(products != 0, exponents, np.int64(-4096)).max(axis=-1)
     old = acc.astype(np.float64) if accumulate else np.zeros(acc.shape)
     largest = np.maximum(largest, _exponent(old))
     largest = np.where(largest < -2048, 0, largest)  # every term zero: any scale
