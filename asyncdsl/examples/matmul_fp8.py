@@ -40,7 +40,7 @@ from asyncdsl.examples.matmul import (
     tensor_core_layout,
     tile_position,
 )
-from asyncdsl.examples.matmul_pingpong import ping_pong_k_loop
+from asyncdsl.examples.matmul_pingpong import ping_pong_k_loop, ping_pong_tiles
 
 
 @ad.kernel(grid=lambda a, b, a_scale, b_scale, c, CTAS, **_: (CTAS,), block=384)
@@ -212,8 +212,7 @@ def matmul_fp8_pingpong(a, b, a_scale, b_scale, c, CTAS: ad.constexpr, BN: ad.co
     with ad.warpgroup_role((0, 1), registers=232):
         me = ad.warpgroup_idx()
         acc = ad.registers((BM, BN), ad.float32, layout=ad.WGMMA)
-        for i in ad.range((mine - me + 1) // 2):  # warpgroup 0 takes the extra tile of an odd count
-            t = 2 * i + me
+        for t in ping_pong_tiles(mine, me):
             row, col = origin(t)
             first = t * k_steps
             ping_pong_k_loop(acc, ring, k_loops, first, k_steps, lambda slot: (a_ring.at[slot], b_ring.at[slot].T))

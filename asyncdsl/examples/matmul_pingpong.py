@@ -37,7 +37,7 @@ from asyncdsl.examples.matmul import (
     tile_position,
 )
 
-__all__ = ["EXAMPLE_ARGS", "example_inputs", "main", "matmul_pingpong", "ping_pong_k_loop"]
+__all__ = ["EXAMPLE_ARGS", "example_inputs", "main", "matmul_pingpong", "ping_pong_k_loop", "ping_pong_tiles"]
 
 
 @ad.kernel(grid=lambda a, b, c, CTAS, **_: (CTAS,), block=384, profile_events=32768)
@@ -75,8 +75,7 @@ def matmul_pingpong(a, b, c, CTAS: ad.constexpr, BM: ad.constexpr = 128, BN: ad.
     with ad.warpgroup_role((0, 1), registers=232):
         me = ad.warpgroup_idx()
         acc = ad.registers((BM, BN), ad.float32, layout=ad.WGMMA)
-        for i in ad.range((mine - me + 1) // 2):  # warpgroup 0 takes the extra tile of an odd count
-            t = 2 * i + me
+        for t in ping_pong_tiles(mine, me):
             row, col = origin(t)
             first = t * k_steps
             ping_pong_k_loop(acc, ring, k_loops, first, k_steps, lambda slot: (a_ring.at[slot], b_ring.at[slot]))
@@ -85,6 +84,13 @@ def matmul_pingpong(a, b, c, CTAS: ad.constexpr, BM: ad.constexpr = 128, BN: ad.
                 ring.release(first + k_steps - 1)
                 store_in_pieces(acc, c_out, me, c, row, col)
         ad.await_async_copy(0)
+
+
+def ping_pong_tiles(mine, me):
+    """The CTA's tiles (0 .. mine - 1) that consumer `me` owns, the even ones for warpgroup 0 (so
+    it takes the extra tile of an odd count) and the odd ones for warpgroup 1: a traced loop."""
+    for i in ad.range((mine - me + 1) // 2):
+        yield 2 * i + me
 
 
 def ping_pong_k_loop(acc, ring, k_loops, first, k_steps, operands) -> None:
