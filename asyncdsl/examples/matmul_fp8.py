@@ -56,7 +56,6 @@ def matmul_fp8(a, b, a_scale, b_scale, c, CTAS: ad.constexpr, BM: ad.constexpr =
     # In clusters of two (`matmul_fp8_2cta`) the CTAs of a pair take tiles one above the other and
     # share each b slice: each loads half of it and multicasts it to both.
     pair = ad.cluster_shape()[0]
-    m_tiles, n_tiles = ad.cdiv(M, BM * pair), ad.cdiv(N, BN)
     # PROMOTE > 0: the tensor cores sum PROMOTE slices of K at a time, each sum then added into a
     # float32 total in registers (as cuBLASLt without fast accumulation does), which bounds how
     # much their fp8 sums, shorter than float32, lose.  K steps go in whole groups: those past K
@@ -69,17 +68,12 @@ def matmul_fp8(a, b, a_scale, b_scale, c, CTAS: ad.constexpr, BM: ad.constexpr =
                             f"registers a thread for BN <= 192, got BN={BN}")
     group = PROMOTE or 1
     k_steps = ad.cdiv(ad.cdiv(K, BK), group) * group
-    cluster, clusters = (ad.program_id(0), CTAS) if pair == 1 else (ad.cluster_id(0), CTAS // pair)
-    mine = (m_tiles * n_tiles - cluster + clusters - 1) // clusters
+    mine, origin = cluster_tiles(M, N, BM, BN, CTAS, SNAKE)
 
     a_ring = ad.smem((STAGES, 2, half, BK), a.dtype, **tensor_core_layout(half, BK))  # [slot][consumer]
     b_ring = ad.smem((STAGES, BN, BK), b.dtype, **tensor_core_layout(BN, BK))
     c_out = ad.smem((2, 2, 64, 64), c.dtype, **tensor_core_layout(64, 64))  # [consumer][slot]
     ring = ad.Pipeline(STAGES, loads=3, consumers=2, collective="x" if pair > 1 else None)
-
-    def origin(t):
-        m, n = tile_position(cluster + t * clusters, m_tiles, n_tiles, SNAKE)
-        return (m if pair == 1 else m * pair + ad.cluster_cta_id(0)) * BM, n * BN
 
     with ad.warpgroup_role(2, registers=40):
         for t in ad.range(mine):
@@ -126,6 +120,23 @@ def matmul_fp8(a, b, a_scale, b_scale, c, CTAS: ad.constexpr, BM: ad.constexpr =
                 ring.release(t * k_steps + k_steps - 1)
             store_scaled(total, c_out, me, c, scales, row, col)
         ad.await_async_copy(0)
+
+
+def cluster_tiles(M: int, N: int, BM: int, BN: int, CTAS: int, SNAKE: int):
+    """Which BM x BN tiles of the M x N product this CTA takes: (how many, `origin(t)` the (row,
+    col) of its t-th).  Clusters take tiles cluster, cluster + clusters, ... in the planar snake
+    (`tile_position`); in clusters of two along x the CTAs of a pair take the tiles one above
+    the other, so that they read the same slices of b."""
+    pair = ad.cluster_shape()[0]
+    m_tiles, n_tiles = ad.cdiv(M, BM * pair), ad.cdiv(N, BN)
+    cluster, clusters = (ad.program_id(0), CTAS) if pair == 1 else (ad.cluster_id(0), CTAS // pair)
+    mine = (m_tiles * n_tiles - cluster + clusters - 1) // clusters
+
+    def origin(t):
+        m, n = tile_position(cluster + t * clusters, m_tiles, n_tiles, SNAKE)
+        return (m if pair == 1 else m * pair + ad.cluster_cta_id(0)) * BM, n * BN
+
+    return mine, origin
 
 
 def check_fp8_operands(a, b, a_scale, b_scale, c, CTAS) -> None:
@@ -184,20 +195,14 @@ def matmul_fp8_pingpong(a, b, a_scale, b_scale, c, CTAS: ad.constexpr, BN: ad.co
     M, K = a.shape
     N = b.shape[0]
     pair = ad.cluster_shape()[0]
-    m_tiles, n_tiles = ad.cdiv(M, BM * pair), ad.cdiv(N, BN)
     k_steps = ad.cdiv(K, BK)
-    cluster, clusters = (ad.program_id(0), CTAS) if pair == 1 else (ad.cluster_id(0), CTAS // pair)
-    mine = (m_tiles * n_tiles - cluster + clusters - 1) // clusters  # tiles cluster, cluster + clusters, ...
+    mine, origin = cluster_tiles(M, N, BM, BN, CTAS, SNAKE)
 
     a_ring = ad.smem((STAGES, BM, BK), a.dtype, **tensor_core_layout(BM, BK))
     b_ring = ad.smem((STAGES, BN, BK), b.dtype, **tensor_core_layout(BN, BK))
     c_out = ad.smem((2, 2, 64, 64), c.dtype, **tensor_core_layout(64, 64))  # [consumer][slot]
     ring = ad.Pipeline(STAGES, loads=2, consumers=1, collective="x" if pair > 1 else None)  # a slot is one consumer's
     k_loops = ad.turns((0, 1))
-
-    def origin(t):
-        m, n = tile_position(cluster + t * clusters, m_tiles, n_tiles, SNAKE)
-        return (m if pair == 1 else m * pair + ad.cluster_cta_id(0)) * BM, n * BN
 
     with ad.warpgroup_role(2, registers=40):
         for t in ad.range(mine):
