@@ -42,6 +42,11 @@ def _toward_zero_f32(exact: np.ndarray) -> np.ndarray:
     return np.where(overshoot, np.nextafter(nearest, np.float32(0)), nearest).astype(np.float32)
 
 
+def _truncated(x: np.ndarray, quantum: np.ndarray) -> np.ndarray:
+    """x truncated toward zero to a multiple of quantum."""
+    return np.trunc(x / quantum) * quantum
+
+
 def mma_step(acc: np.ndarray, a: np.ndarray, b: np.ndarray, accumulate: bool, tf32: bool = False) -> np.ndarray:
     """One instruction: `acc (M, N) float32 (+)= a (M, K) @ b (K, N)` in the hardware's arithmetic."""
     if tf32:
@@ -55,7 +60,7 @@ def mma_step(acc: np.ndarray, a: np.ndarray, b: np.ndarray, accumulate: bool, tf
     _, exponent = np.frexp(largest)  # largest = m * 2**exponent, m in [0.5, 1)
     quantum = np.ldexp(1.0, exponent - _SIGNIFICANT_BITS)[..., None]
     with np.errstate(invalid="ignore", over="ignore"):
-        aligned = np.trunc(terms / quantum) * quantum
+        aligned = _truncated(terms, quantum)
         total = np.where(finite, aligned.sum(axis=-1), terms.sum(axis=-1))
     return _toward_zero_f32(total)
 
@@ -64,10 +69,6 @@ def _exponent(x: np.ndarray) -> np.ndarray:
     """floor(log2 |x|) of each nonzero finite x (an int64 array); a large negative number for 0."""
     _, exponent = np.frexp(np.where(np.isfinite(x), x, 0))
     return np.where((x != 0) & np.isfinite(x), exponent.astype(np.int64) - 1, np.int64(-4096))
-
-
-def _truncated(x: np.ndarray, quantum: np.ndarray) -> np.ndarray:
-    return np.trunc(x / quantum) * quantum
 
 
 def fp8_step(acc: np.ndarray, a: np.ndarray, b: np.ndarray, accumulate: bool) -> np.ndarray:
