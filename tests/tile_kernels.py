@@ -38,6 +38,10 @@ FLOAT_OPS = {
     "mul_add": lambda a, b, c: a * b + c,
     "neg": lambda a, b, c: -a,
     "abs": lambda a, b, c: abs(a),
+    # abs whose users cannot see a NaN's bits (lowered to `abs.f32`) and one whose user can
+    "abs_maximum": lambda a, b, c: ad.maximum(abs(a), b),
+    "abs_sub": lambda a, b, c: b - abs(a),
+    "abs_where": lambda a, b, c: ad.where(a < b, abs(a), c),
     "maximum": lambda a, b, c: ad.maximum(a, b),
     "minimum": lambda a, b, c: ad.minimum(a, b),
     "scalar": lambda a, b, c: 2.5 * a - 1.0,
@@ -201,7 +205,15 @@ def special_values(dtype: ad.DType, shape, seed: int) -> np.ndarray:
     values[picks] = rng.choice(specials, int(picks.sum()))
     tiny = rng.random(count) < 0.05
     values[tiny] *= float(info.tiny)  # subnormal results and operands
-    return values.astype(dtype.numpy).reshape(shape)
+    values = values.astype(dtype.numpy)
+    if dtype.numpy.itemsize >= 2:  # NaNs with the sign set and a payload (float8 NaNs have none)
+        bits = values.view(f"u{dtype.numpy.itemsize}")
+        width, mantissa = 8 * dtype.numpy.itemsize, info.nmant
+        signed_nan = ((1 << (width - mantissa)) - 1) << mantissa
+        marked = rng.random(count) < 0.02
+        payloads = rng.integers(1, 1 << mantissa, int(marked.sum()))
+        bits[marked] = (signed_nan | payloads).astype(bits.dtype)
+    return values.reshape(shape)
 
 
 @ad.kernel(grid=lambda x, y, ROWS, COLUMNS: (ad.cdiv(x.shape[0], ROWS),))

@@ -8,6 +8,7 @@ Index arithmetic stays with `scalars.py`; `ELEMENTWISE` rules hand index operati
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -74,6 +75,36 @@ def _sign_bit(instruction: str, invert: bool):
         return ctx.b.emit(f"{instruction}.b{width} {{}}, {{}}, {mask:#x};", kind, regs[0])
 
     return rule
+
+
+# Float ops whose result is the canonical NaN whenever an operand is a NaN (docs/register-tiles.md),
+# and comparisons, false (or true for `!=`) on any NaN: no NaN operand's bits reach their result.
+_NAN_BLIND_USERS = (arith.AddfOp, arith.SubfOp, arith.MulfOp, arith.DivfOp, xmath.FmaOp, arith.MaximumfOp,
+                    arith.MinimumfOp, ir.CompareOp)
+
+
+def _nan_bits_unseen(value: SSAValue) -> bool:
+    """Whether no use of `value` passes a NaN's sign or payload on: each is an op of
+    `_NAN_BLIND_USERS`, or a reduction that combines more than one element into each result."""
+    for use in value.uses:
+        user = use.operation
+        if isinstance(user, ir.ReduceOp):
+            shape = user.operand.type.get_shape()
+            if math.prod(shape[axis] for axis in user.axes.get_values()) < 2:
+                return False
+        elif not isinstance(user, _NAN_BLIND_USERS):
+            return False
+    return True
+
+
+def _abs(ctx, op, element, regs):
+    # `abs.f32` alone is an add of |x| and -0, which makes a NaN canonical, not a copy with the
+    # sign cleared as docs/register-tiles.md promises; but where no user can tell the two apart,
+    # ptxas folds it into each user's |operand| modifier, one instruction per element fewer than
+    # the `and` of the sign mask, which it never folds (the fp8 quantisation's max|x|).
+    if float_suffix(element) == "f32" and _nan_bits_unseen(op.results[0]):
+        return ctx.b.emit("abs.f32 {}, {};", "f32", regs[0])
+    return _sign_bit("and", invert=True)(ctx, op, element, regs)
 
 
 def _nan_extremum(name: str) -> ElementRule:
@@ -209,7 +240,7 @@ ELEMENT_RULES: dict[type[Operation], ElementRule] = {
     arith.MulfOp: _binary_float("mul"),
     arith.DivfOp: _divide,
     arith.NegfOp: _sign_bit("xor", invert=False),
-    xmath.AbsFOp: _sign_bit("and", invert=True),
+    xmath.AbsFOp: _abs,
     xmath.FmaOp: _fma,
     arith.MaximumfOp: _nan_extremum("max"),
     arith.MinimumfOp: _nan_extremum("min"),

@@ -48,6 +48,8 @@ def _float_reference(name: str, dtype):
         "mul_add": lambda a, b, c: ref.add(ref.multiply(a, b, dtype), c, dtype),
         "maximum": lambda a, b, c: ref.maximum(a, b),
         "minimum": lambda a, b, c: ref.minimum(a, b),
+        "abs_maximum": lambda a, b, c: ref.maximum(abs(a), b),
+        "abs_sub": lambda a, b, c: ref.subtract(b, abs(a), dtype),
         "scalar": lambda a, b, c: ref.subtract(ref.multiply(2.5, a, dtype), 1.0, dtype),
         **{f"cmp_{name}": (lambda p: lambda a, b, c: float(ref.compare(p, a, b)))(predicate) for name, predicate in (
             ("lt", "olt"), ("le", "ole"), ("gt", "ogt"), ("ge", "oge"), ("eq", "oeq"), ("ne", "une"))},
@@ -78,9 +80,9 @@ def _bit_moves(name: str, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.nda
         return (ref.bits(a) ^ sign).view(a.dtype)
     if name == "abs":
         return (ref.bits(a) & (sign - 1)).view(a.dtype)
-    if name == "where_less":
+    if name in ("where_less", "abs_where"):
         less = a.astype(np.float64) < b.astype(np.float64)
-        return np.where(less, a, c)
+        return np.where(less, a if name == "where_less" else (ref.bits(a) & (sign - 1)).view(a.dtype), c)
     return None
 
 

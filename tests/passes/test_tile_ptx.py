@@ -322,3 +322,32 @@ def test_8_bit_tiles_in_2_element_vectors_move_as_halfwords_holding_both(ptxas, 
     expected = np.full_like(x, -7)
     expected[:, :1024] = x[:, :1024] + 1
     assert np.array_equal(y, expected)
+
+
+@ad.kernel(grid=(1,))
+def _abs_reduced(x, y, AXIS: ad.constexpr):
+    """y = max(|x|, axis=AXIS) broadcast back over x's (1, 1024) row."""
+    t = ad.load(x.at[:, :], layout=ad.strided(8))
+    ad.store(y.at[:, :], abs(t).max(axis=AXIS)[None, :] if AXIS == 0 else abs(t).max(axis=1)[:, None] + t)
+
+
+@pytest.mark.parametrize("op, folded", [("abs_maximum", True), ("abs_sub", True), ("abs_where", False),
+                                        ("abs", False)])
+def test_abs_lowers_to_abs_f32_only_where_no_user_sees_a_nans_bits(ptxas, op, folded):
+    # abs.f32 is an add that makes a NaN canonical; its users here either do the same or not.
+    f32 = _spec(ad.float32)
+    ptx = op_matrix.ptx(f32, f32, f32, _spec(ad.float32, 1, R, C), OPS=(op,), LAYOUT="row")
+    assert ("abs.f32" in ptx) == folded
+    assert ("0x7fffffff;" in ptx) == (not folded)
+    assemble(ptx)
+    bf16 = _spec(ad.bfloat16)  # no 16-bit form: the sign mask, always
+    assert "abs." not in op_matrix.ptx(bf16, bf16, bf16, _spec(ad.bfloat16, 1, R, C), OPS=(op,), LAYOUT="row")
+
+
+@pytest.mark.parametrize("axis, folded", [(1, True), (0, False)])
+def test_abs_under_a_reduction_folds_unless_the_reduction_combines_nothing(ptxas, axis, folded):
+    # Over the unit axis 0 each result is the element itself, its bits and all.
+    ptx = _abs_reduced.ptx(_spec(ad.float32, 1, 1024), _spec(ad.float32, 1, 1024), AXIS=axis)
+    assert ("abs.f32" in ptx) == folded
+    assert ("0x7fffffff;" in ptx) == (not folded)
+    assemble(ptx)
