@@ -59,6 +59,9 @@ class KernelLowering:
         self._constants: dict[SSAValue, int] = {}
         # Register tiles: each value's `tile_registers.TileRegisters` (its registers by layout).
         self.tiles: dict[SSAValue, object] = {}
+        # 8-bit elements converted two at a time (`tile_math`): each element's register -> the
+        # halfword holding the pair and the element's byte in it, for stores to pack whole pairs.
+        self.byte_pairs: dict[SSAValue, tuple[SSAValue, int]] = {}
         self.facts: KernelFacts | None = None
         # Per barrier group (its alloc value): the register of phase bits this thread tracks.
         self.phase_bits: dict[SSAValue, SSAValue] = {}

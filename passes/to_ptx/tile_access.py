@@ -104,12 +104,27 @@ def pack_words(ctx: KernelLowering, elements: list[SSAValue], element_bytes: int
         if element_bytes == 2:
             words.append(b.emit("mov.b32 {}, {{{}, {}}};", "b32", *group))
             continue
+        halves = _converted_pairs(ctx, group)
+        if halves is not None:  # halfwords that each hold a converted pair, bytes in order
+            words.append(b.emit("mov.b32 {}, {{{}, {}}};", "b32", *halves) if len(halves) == 2
+                         else b.emit("cvt.u32.u16 {}, {};", "b32", halves[0]))
+            continue
         word = b.emit("cvt.u32.u16 {}, {};", "b32", group[0])
         for position, element in enumerate(group[1:], start=1):
             wide = b.emit("cvt.u32.u16 {}, {};", "b32", element)
             word = b.emit("bfi.b32 {}, {}, {}, {}, 8;", "b32", wide, word, 8 * position)
         words.append(word)
     return words
+
+
+def _converted_pairs(ctx: KernelLowering, group: list[SSAValue]) -> list[SSAValue] | None:
+    """The halfwords of `ctx.byte_pairs` that hold a group's 8-bit elements (two or four) in
+    their order, or None when the group is not made of such pairs."""
+    found = [ctx.byte_pairs.get(element) for element in group]
+    if len(group) % 2 or None in found:
+        return None
+    halves = [found[start][0] for start in range(0, len(group), 2)]
+    return halves if found == [(half, byte) for half in halves for byte in (0, 1)] else None
 
 
 def _halfword(ctx: KernelLowering, word: SSAValue) -> SSAValue:

@@ -351,3 +351,31 @@ def test_abs_under_a_reduction_folds_unless_the_reduction_combines_nothing(ptxas
     assert ("abs.f32" in ptx) == folded
     assert ("0x7fffffff;" in ptx) == (not folded)
     assemble(ptx)
+
+
+@ad.kernel(grid=(1,))
+def _to_float8(x, y, VECTOR: ad.constexpr):
+    """y = x as y's float8 type, x read in vectors of VECTOR elements."""
+    ad.store(y.at[:, :], ad.load(x.at[:, :], layout=ad.strided(VECTOR)).astype(y.dtype))
+
+
+@pytest.mark.parametrize("target", [ad.float8_e4m3fn, ad.float8_e5m2], ids=str)
+@pytest.mark.parametrize("vector, conversions, packing", [(1, 32, "st.global.u8"), (2, 16, "cvt.u32.u16"),
+                                                          (16, 16, "mov.b32 %r")])
+def test_floats_convert_to_float8_a_pair_at_a_time_and_store_the_pairs_whole(ptxas, target, vector, conversions,
+                                                                             packing):
+    # 32 elements a thread: one `cvt ...x2` per element when a thread's vectors hold one (stored a
+    # byte at a time), else one per pair, whose halfwords the store packs as they are (no byte
+    # inserts).
+    x = np.random.default_rng(3).standard_normal((4, 1024)).astype(np.float32) * 300
+    x[0, :8] = [np.nan, -np.nan, np.inf, -np.inf, 1e6, -1e6, 0.0, -0.0]
+    ptx = _to_float8.ptx(x, ad.ArraySpec((4, 1024), target), VECTOR=vector)
+    ptxas(ptx)
+    assert ptx.count("cvt.rn.satfinite") == conversions
+    assert packing in ptx and "bfi.b32" not in ptx
+    y = np.zeros((4, 1024), target.numpy)
+    _to_float8.interpret(x, y, VECTOR=vector)
+    finite = ml_dtypes.finfo(target.numpy).max
+    expected = np.clip(x, -finite, finite).astype(target.numpy)  # saturating; NaN stays NaN
+    assert np.array_equal(np.isnan(y.astype(np.float32)), np.isnan(x))
+    assert np.array_equal(y[~np.isnan(x)].view(np.uint8), expected[~np.isnan(x)].view(np.uint8))
