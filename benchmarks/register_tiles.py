@@ -1,7 +1,7 @@
 """Fused row and elementwise kernels on register tiles (the four examples) against torch eager,
 torch.compile and Triton kernels in the tutorials' style, in one run, with the device-copy
 bandwidth of the same run as the roofline.  TB/s = bytes read + written / device time: each
-contender's median over single launches after an L2 flush, the median of that over 5 rounds in
+contender's median over single launches after an L2 flush, the median of that over 9 rounds in
 which the contenders take turns in random order (`common.rounds_of_gpu_ms`).  Each is also timed
 back to back (", back to back": the wall time of 20 launches in a row, median of 7 rounds in turns,
 `common.interleaved_ms`), the steady stream a model's layers make; every tensor here is several
@@ -176,7 +176,7 @@ def main(names) -> None:
                     row[f"{peer} MISMATCH"] = f"{int(bad.sum())} elements, e.g. {where}: " + ", ".join(
                         f"{out[tuple(i)].float().item()} vs {expected[tuple(i)].float().item()}" for i in where
                     ) + f" ({str(error).splitlines()[0]})"
-            for peer, ms in rounds_of_gpu_ms(runs).items():
+            for peer, ms in rounds_of_gpu_ms(runs, rounds=9).items():
                 row[peer] = nbytes / ms / 1e9
                 print(name, shape, peer, f"{row[peer]:.3f} TB/s", flush=True)
             streamed = {peer: (fn, torch.cuda.synchronize) for peer, fn in runs.items()}
