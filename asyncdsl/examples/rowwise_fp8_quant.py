@@ -5,13 +5,15 @@ Each CTA (one warpgroup) takes one row and moves it between GMEM and registers d
 (`asyncdsl.load` / `asyncdsl.store` of a window of the row: 16-byte `ld.global.v4` per thread,
 no shared memory, no barrier).  A row of up to CHUNK elements is read into registers once: the
 absolute maximum (lane shuffles, then one exchange between the warps), the factor 448 / max and
-the conversion (`cvt.rn.satfinite.e4m3x2`) all happen there.  Longer rows take two sweeps of
+the conversion (`cvt.rn.satfinite.e4m3x2`, two elements at once) all happen there.  Longer rows take two sweeps of
 CHUNK-wide windows, the second reading the row again (from L2), unless a quarter of the row is
 whole 1024-element steps: then `rowwise_fp8_quant_split` holds the row in registers once, spread
 over four warpgroups whose maxima meet in shared memory (4096×16384 on the H200: 0.98-1.00×
 Triton against 0.87× for two sweeps; for rows up to CHUNK two or four warpgroups a row were no
 faster or slower than one, docs/hardware.md §19).  Rows longer than RING_FROM go through
-`rowwise_fp8_quant_ring`, persistent CTAs with the next rows in flight in shared memory.
+`rowwise_fp8_quant_ring`, persistent CTAs with the next rows in flight in shared memory.  Rows
+of 2049-4096 elements go two to a CTA of two warpgroups (`rowwise_fp8_quant_pairs`), each
+warpgroup quantising its own row as above: 3-4 % faster at 8192×4096 (PAIRS_FROM).
 `quantize(x, q, scales)` picks the kernel for the rows' length.  A window may run past the row's
 end: those elements are never touched, so any row length works.  An all-zero row gets scale 0 and
 zeros (no division by zero).  Measured on the H200 against the bulk-copy version this replaced
@@ -40,15 +42,32 @@ PARTS = 4  # warpgroups sharing one longer row in `rowwise_fp8_quant_split` and 
 # 2048x32768 at 1.02x Triton against 0.97x for the split kernel, 4096x16384 level with it
 # (0.968x against 0.970x) and shorter rows slower (docs/hardware.md §19).
 RING_FROM = 16384
+# Rows of more than PAIRS_FROM and at most PAIRS_UP_TO elements go two to a CTA: on the H200 (same
+# run, CUDA events, L2 flush, 15 rounds in turns, two repeats) 8192x4096 ran 3.1-3.7 % faster
+# than one row a CTA (1.002x and 1.036x Triton), 16384x2048 14 % slower, 8192x8192 level or
+# 1.7 % slower (docs/hardware.md §19).
+PAIRS_FROM, PAIRS_UP_TO = 2048, 4096
 
 
 @ad.kernel(grid=lambda x, q, scales, **_: (x.shape[0],), block=128)
 def rowwise_fp8_quant(x, q, scales, CHUNK: ad.constexpr = CHUNK):
     check_rows(("x", x), ("q", q), ("scales", scales))
+    _quantize_row(x, q, scales, ad.ds(ad.program_id(0), 1), CHUNK)
+
+
+@ad.kernel(grid=lambda x, q, scales: (ad.cdiv(x.shape[0], 2),), block=256)
+def rowwise_fp8_quant_pairs(x, q, scales):
+    """Two rows a CTA, one a warpgroup, each quantised on its own as `rowwise_fp8_quant` does (a
+    second row past the array's end is never read or written)."""
+    check_rows(("x", x), ("q", q), ("scales", scales))
+    _quantize_row(x, q, scales, ad.ds(ad.program_id(0) * 2 + ad.warpgroup_idx(), 1), CHUNK)
+
+
+def _quantize_row(x, q, scales, row, chunk: int) -> None:
+    """One warpgroup quantises `row` (a one-row slice) of x into q and its scale into scales."""
     n = x.shape[1]
-    row = ad.ds(ad.program_id(0), 1)
     # Windows of whole 1024-element steps (8 per thread: one 16-byte vector) covering the row.
-    width = min(CHUNK, ad.cdiv(n, 1024) * 1024)
+    width = min(chunk, ad.cdiv(n, 1024) * 1024)
     windows = [(row, ad.ds(start, width)) for start in range(0, n, width)]
     first = ad.load(x.at[windows[0]]).astype(ad.float32)
     peak = abs(first)
@@ -194,9 +213,12 @@ def choose(n: int) -> tuple[ad.Kernel, dict]:
     """The kernel and constexprs for rows of n elements: rows longer than CHUNK whose quarters are
     whole 1024-element steps go to `rowwise_fp8_quant_split` (held in registers at once, by four
     warpgroups, instead of read twice by one), and of those the ones longer than RING_FROM to
-    `rowwise_fp8_quant_ring`, which keeps the next rows' loads in flight."""
+    `rowwise_fp8_quant_ring`, which keeps the next rows' loads in flight; rows of PAIRS_FROM + 1
+    to PAIRS_UP_TO elements go two to a CTA (`rowwise_fp8_quant_pairs`)."""
     if CHUNK < n <= PARTS * CHUNK and n % (PARTS * 1024) == 0:
         return (rowwise_fp8_quant_ring, {}) if n > RING_FROM else (rowwise_fp8_quant_split, {})
+    if PAIRS_FROM < n <= PAIRS_UP_TO:
+        return rowwise_fp8_quant_pairs, {}
     return rowwise_fp8_quant, {}
 
 
@@ -218,6 +240,11 @@ EXAMPLE_ARGS = {
     "rowwise_fp8_quant": (
         (ad.ArraySpec((64, 3000), ad.bfloat16), ad.ArraySpec((64, 3000), ad.float8_e4m3fn), ad.ArraySpec((64,), ad.float32)),
         {"CHUNK": 1024},
+    ),
+    "rowwise_fp8_quant_pairs": (  # an odd number of rows: the last CTA's second row is past the end
+        (ad.ArraySpec((5, 2000), ad.bfloat16), ad.ArraySpec((5, 2000), ad.float8_e4m3fn),
+         ad.ArraySpec((5,), ad.float32)),
+        {},
     ),
     "rowwise_fp8_quant_ring": (
         (ad.ArraySpec((5, 2048), ad.bfloat16), ad.ArraySpec((5, 2048), ad.float8_e4m3fn),

@@ -68,7 +68,7 @@ def test_rms_norm_takes_the_kernel_made_for_the_rows_length():
     assert norm.choose(1000, 1e-5) == (norm.rms_norm_padded, {"EPS": 1e-5, "ROWS": 8, "WIDTH": 1024})
 
 
-@pytest.mark.parametrize("shape", [(3, 1000), (2, 8192), (2, 12288), (2, 16384), (2, 20000)], ids=str)
+@pytest.mark.parametrize("shape", [(3, 1000), (3, 4096), (2, 8192), (2, 12288), (2, 16384), (2, 20000)], ids=str)
 def test_fp8_quantisation_matches_numpy_bit_for_bit_on_every_path(shape):
     x, _ = _rows(shape, 4)
     x[1] = 0  # an all-zero row: scale 0, zeros
@@ -83,6 +83,9 @@ def test_fp8_quantisation_matches_numpy_bit_for_bit_on_every_path(shape):
 
 def test_fp8_rows_longer_than_a_chunk_are_split_over_four_warpgroups_when_quarters_are_whole_steps():
     assert fp8.choose(8192)[0] is fp8.rowwise_fp8_quant
+    assert fp8.choose(4096)[0] is fp8.rowwise_fp8_quant_pairs  # two rows a CTA
+    assert fp8.choose(3000)[0] is fp8.rowwise_fp8_quant_pairs
+    assert fp8.choose(2048)[0] is fp8.rowwise_fp8_quant
     assert fp8.choose(12288)[0] is fp8.rowwise_fp8_quant_split
     assert fp8.choose(16384)[0] is fp8.rowwise_fp8_quant_split
     assert fp8.choose(20480)[0] is fp8.rowwise_fp8_quant_ring  # past RING_FROM: the next rows in flight
