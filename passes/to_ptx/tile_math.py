@@ -77,6 +77,9 @@ def _sign_bit(instruction: str, invert: bool):
     return rule
 
 
+_clear_sign = _sign_bit("and", invert=True)
+
+
 # Float ops whose result is the canonical NaN whenever an operand is a NaN (docs/register-tiles.md),
 # and comparisons, false (or true for `!=`) on any NaN: no NaN operand's bits reach their result.
 _NAN_BLIND_USERS = (arith.AddfOp, arith.SubfOp, arith.MulfOp, arith.DivfOp, xmath.FmaOp, arith.MaximumfOp,
@@ -104,7 +107,7 @@ def _abs(ctx, op, element, regs):
     # the `and` of the sign mask, which it never folds (the fp8 quantisation's max|x|).
     if float_suffix(element) == "f32" and _nan_bits_unseen(op.results[0]):
         return ctx.b.emit("abs.f32 {}, {};", "f32", regs[0])
-    return _sign_bit("and", invert=True)(ctx, op, element, regs)
+    return _clear_sign(ctx, op, element, regs)
 
 
 def _nan_extremum(name: str) -> ElementRule:
