@@ -5,12 +5,12 @@ Each CTA (one warpgroup) takes one row and moves it between GMEM and registers d
 (`asyncdsl.load` / `asyncdsl.store` of a window of the row: 16-byte `ld.global.v4` per thread,
 no shared memory, no barrier).  A row of up to CHUNK elements is read into registers once: the
 absolute maximum (lane shuffles, then one exchange between the warps), the factor 448 / max and
-the conversion (`cvt.rn.satfinite.e4m3x2`, two elements at once) all happen there.  Longer rows take two sweeps of
-CHUNK-wide windows, the second reading the row again (from L2), unless a quarter of the row is
-whole 1024-element steps: then `rowwise_fp8_quant_split` holds the row in registers once, spread
-over four warpgroups whose maxima meet in shared memory (4096×16384 on the H200: 0.98-1.00×
-Triton against 0.87× for two sweeps; for rows up to CHUNK two or four warpgroups a row were no
-faster or slower than one, docs/hardware.md §19).  Rows longer than RING_FROM go through
+the conversion (`cvt.rn.satfinite.e4m3x2`, two elements at once) all happen there.  Longer rows
+take two sweeps of CHUNK-wide windows, the second reading the row again (from L2), unless a
+quarter of the row is whole 1024-element steps: then `rowwise_fp8_quant_split` holds the row in
+registers once, spread over four warpgroups whose maxima meet in shared memory (4096×16384 on the
+H200: 1.02× Triton, where two sweeps measured 0.87×; for rows up to CHUNK two or four warpgroups a
+row were no faster or slower than one, docs/hardware.md §19).  Rows longer than RING_FROM go through
 `rowwise_fp8_quant_ring`, persistent CTAs with the next rows in flight in shared memory.  Rows
 of 2049-4096 elements go two to a CTA of two warpgroups (`rowwise_fp8_quant_pairs`), each
 warpgroup quantising its own row as above: 3-4 % faster at 8192×4096 (PAIRS_FROM).
