@@ -10,9 +10,13 @@ size and modification time, taken when this process first looks at it (a module'
 from the file then, not from a later edit); the Python version; and which installation of xDSL,
 numpy and ml_dtypes the process finds.
 Other third-party packages are taken not to change traces.  A kernel defined where there is no
-file (an interactive session) has no digest and is traced in every process.  What a trace reads
-besides code (environment variables, files, random numbers) is not seen: for such kernels set
-ASYNCDSL_KERNEL_CACHE=0.
+file (an interactive session) has no digest and is traced in every process.
+
+Values the kernel's code names are part of the key too (`bound_values`): its closure's cells (a
+kernel made by a factory, `make(chunk)`, is the same code for every chunk) and the module globals
+it reads, which the file holds only as the code that computed them at import.  What a trace reads
+in other ways (environment variables, files, random numbers, globals of the helpers it calls) is
+not seen: for such kernels set ASYNCDSL_KERNEL_CACHE=0.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import importlib.util
 import os
 import sys
 import sysconfig
-from types import ModuleType
+from types import CodeType, FunctionType, ModuleType
 
 from asyncdsl.runtime.module_cache import file_identity
 
@@ -88,3 +92,49 @@ def code_digest(kernel_file: str) -> str | None:
     for path, size, mtime in files:
         digest.update(f"{path}\0{size}\0{mtime}\0".encode())
     return digest.hexdigest()
+
+
+
+def bound_values(fn: FunctionType) -> str | None:
+    """The values `fn`'s code names besides its arguments, as text for a key: each closure cell
+    and each module global its code (nested functions' too) reads, by name, type and repr.  A
+    function of the user's among them is followed (its name and its own bound values); modules,
+    classes and other callables are code, which the digest covers by file.  None when a repr
+    names an object's address (it would differ in every process)."""
+    parts = _bound(fn, set())
+    return None if " at 0x" in parts else parts
+
+
+def _bound(fn: FunctionType, seen: set[int]) -> str:
+    seen.add(id(fn))
+    values = []
+    for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
+        try:
+            values.append((name, cell.cell_contents))
+        except ValueError:  # a cell not yet filled
+            values.append((name, None))
+    scope = fn.__globals__
+    values += [(name, scope[name]) for name in sorted(_global_names(fn.__code__)) if name in scope]
+    parts = []
+    for name, value in values:
+        if isinstance(value, FunctionType) and _users(value) and id(value) not in seen:
+            parts.append(f"{name}={value.__module__}.{value.__qualname__}({_bound(value, seen)})")
+        elif not isinstance(value, ModuleType) and not callable(value):
+            parts.append(f"{name}={type(value).__qualname__}:{value!r}")
+    return "; ".join(parts)
+
+
+def _users(fn: FunctionType) -> bool:
+    """Whether `fn` is the user's code (not asyncdsl's, the standard library's or a package's)."""
+    module = fn.__module__ or ""
+    return not (module == "asyncdsl" or module.startswith("asyncdsl.")
+                or fn.__code__.co_filename.startswith(_THIRD_PARTY))
+
+
+def _global_names(code: CodeType) -> set[str]:
+    """The names `code` and the functions defined in it look up outside their own scope."""
+    names = set(code.co_names)
+    for constant in code.co_consts:
+        if isinstance(constant, CodeType):
+            names |= _global_names(constant)
+    return names

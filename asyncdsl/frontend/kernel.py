@@ -24,7 +24,7 @@ import numpy as np
 from asyncdsl import runtime
 from asyncdsl.config import knobs
 from asyncdsl.errors import ArgumentError, AsyncDSLError, SourceLocation, TraceError, is_int, user_location
-from asyncdsl.frontend.code_digest import code_digest
+from asyncdsl.frontend.code_digest import bound_values, code_digest
 from asyncdsl.frontend.options import option
 from asyncdsl.frontend.persistent import PersistentGrid
 from asyncdsl.frontend.profile_report import Profile, check_capacity
@@ -261,17 +261,19 @@ class Kernel:
         return binary
 
     def _disk_key(self, specs: tuple, constexprs: Mapping[str, Any], profile: bool, devices: int) -> str | None:
-        """The key of a specialisation across processes: the code (`code_digest`), this kernel and
-        its options, the specs and the constexprs by type and repr; None when a constexpr's repr
-        names an object's address (it would differ in every process)."""
+        """The key of a specialisation across processes: the code (`code_digest`) and the values
+        it names (`bound_values`), this kernel and its options, the specs and the constexprs by
+        type and repr; None when a constexpr's or bound value's repr names an object's address
+        (it would differ in every process)."""
         code = code_digest(self.fn.__code__.co_filename)
         values = repr(sorted((name, type(value).__qualname__, repr(value)) for name, value in constexprs.items()))
-        if code is None or " at 0x" in values:
+        bound = bound_values(self.fn)
+        if code is None or bound is None or " at 0x" in values:
             return None
         digest = hashlib.sha256()
         for part in (runtime.BINARY_FORMAT, code, self.fn.__module__, self.fn.__qualname__, self.name,
                      repr(self.launch), self.descriptor_mode, str(self.profile_events if profile else None),
-                     repr(specs), values, str(knobs.debug), str(devices)):
+                     repr(specs), values, bound, str(knobs.debug), str(devices)):
             digest.update(part.encode() + b"\0")
         return digest.hexdigest()
 

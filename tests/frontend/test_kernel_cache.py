@@ -1,7 +1,8 @@
 """The disk cache of compiled kernels (`runtime/binary_cache.py`, keyed by `Kernel._disk_key`
 with `frontend/code_digest.py`): a fresh process takes a kernel compiled before from the disk
 without tracing it; a change of code, argument layout, constexpr or option compiles again; a
-file that is not a kernel binary is a miss."""
+file that is not a kernel binary is a miss; kernels of one factory whose closures differ, or
+whose globals changed, are other kernels."""
 
 from __future__ import annotations
 
@@ -66,6 +67,48 @@ def test_what_the_trace_depends_on_compiles_again(kernel_cache, compilations, mo
     assert compilations[0] == 2
 
 
+def copy_kernel_of(bm: int):
+    """A kernel made by a factory: the same code for every `bm`, which its closure holds."""
+
+    def tile_copy(x, y):
+        buf = ad.smem((bm, 64), x.dtype)
+        bar = ad.barrier()
+        ad.async_copy(x.at[ad.ds(ad.program_id(0) * bm, bm), :], buf, barrier=bar)
+        bar.wait()
+        ad.async_copy(buf, y.at[ad.ds(ad.program_id(0) * bm, bm), :])
+        ad.await_async_copy(0)
+
+    return ad.kernel(grid=(2,), block=128)(tile_copy)
+
+
+def test_kernels_of_one_factory_with_other_closures_are_other_kernels(kernel_cache, compilations):
+    small, large = copy_kernel_of(64).binary((X, X), {}), copy_kernel_of(128).binary((X, X), {})
+    assert compilations[0] == 2 and small.ptx != large.ptx
+    assert copy_kernel_of(128).binary((X, X), {}) == large and compilations[0] == 2  # from disk
+
+
+ROWS = 64  # a global the kernel below reads, as a module may compute one at import
+
+
+def rows_kernel():
+    def tile_copy(x, y):
+        buf = ad.smem((ROWS, 64), x.dtype)
+        bar = ad.barrier()
+        ad.async_copy(x.at[ad.ds(0, ROWS), :], buf, barrier=bar)
+        bar.wait()
+        ad.async_copy(buf, y.at[ad.ds(0, ROWS), :])
+        ad.await_async_copy(0)
+
+    return ad.kernel(grid=(1,), block=128)(tile_copy)
+
+
+def test_a_global_of_another_value_is_another_kernel(kernel_cache, compilations, monkeypatch):
+    first = rows_kernel().binary((X, X), {})
+    monkeypatch.setitem(globals(), "ROWS", 128)
+    second = rows_kernel().binary((X, X), {})
+    assert compilations[0] == 2 and first.ptx != second.ptx
+
+
 def test_equal_constexprs_of_other_types_are_other_kernels(kernel_cache):
     kernel = copy_kernel()
     keys = {kernel._disk_key((X, X), {"BM": value}, False, 1) for value in (1, 1.0, True)}
@@ -86,7 +129,7 @@ def test_an_edited_source_file_is_new_code(tmp_path, monkeypatch):
     monkeypatch.delitem(sys.modules, "user_helpers")
 
 
-def test_a_kernel_without_a_source_file_or_with_an_address_in_a_constexpr_is_not_filed(kernel_cache, compilations):
+def test_a_kernel_without_a_source_file_or_with_an_address_in_a_constexpr_or_closure_is_not_filed(kernel_cache, compilations):
     assert digest_module.code_digest("<stdin>") is None
 
     class Opaque:  # repr names the object's address: different in every process
@@ -100,6 +143,16 @@ def test_a_kernel_without_a_source_file_or_with_an_address_in_a_constexpr_is_not
         bar.wait()
 
     ignores.binary((X,), {"TAG": Opaque()})
+    tag = Opaque()
+
+    @ad.kernel(grid=(1,), block=128)
+    def closes_over_an_address(x):
+        assert tag is not None
+        bar = ad.barrier()
+        bar.arrive()
+        bar.wait()
+
+    closes_over_an_address.binary((X,), {})
     assert not kernel_cache.exists() or not list(kernel_cache.rglob("*.kernel"))
 
 
