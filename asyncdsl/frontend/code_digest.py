@@ -14,9 +14,10 @@ file (an interactive session) has no digest and is traced in every process.
 
 Values the kernel's code names are part of the key too (`bound_values`): its closure's cells (a
 kernel made by a factory, `make(chunk)`, is the same code for every chunk) and the module globals
-it reads, which the file holds only as the code that computed them at import.  What a trace reads
-in other ways (environment variables, files, random numbers, globals of the helpers it calls) is
-not seen: for such kernels set ASYNCDSL_KERNEL_CACHE=0.
+it reads, which the file holds only as the code that computed them at import, and the same of the
+user's functions it names.  What a trace reads in other ways (environment variables, files,
+random numbers, another module's attributes such as `config.BLOCK`) is not seen: for such
+kernels set ASYNCDSL_KERNEL_CACHE=0.
 """
 
 from __future__ import annotations

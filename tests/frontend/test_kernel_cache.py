@@ -12,6 +12,7 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 
 import asyncdsl as ad
@@ -107,6 +108,22 @@ def test_a_global_of_another_value_is_another_kernel(kernel_cache, compilations,
     monkeypatch.setitem(globals(), "ROWS", 128)
     second = rows_kernel().binary((X, X), {})
     assert compilations[0] == 2 and first.ptx != second.ptx
+
+
+def _rows_of_helper():
+    return ROWS
+
+
+def test_bound_values_follow_the_users_helpers_and_skip_modules_and_library_code():
+    def make(scale):
+        def kernel(x):
+            return _rows_of_helper() * scale + ad.cdiv(x, 2) + np.float32(1)
+        return kernel
+
+    text = digest_module.bound_values(make(3))
+    assert "scale=int:3" in text and f"ROWS=int:{ROWS}" in text and "_rows_of_helper" in text
+    assert "ad=" not in text and "np=" not in text and "cdiv" not in text
+    assert digest_module.bound_values(make(3)) != digest_module.bound_values(make(4))
 
 
 def test_equal_constexprs_of_other_types_are_other_kernels(kernel_cache):
