@@ -123,3 +123,31 @@ def test_other_values_after_a_restart_load_the_cubin_from_disk(tmp_path, monkeyp
     expected = expected_copy(x, 32, 2)
     expected[:B] = x[:B]  # the first call's rows; rows 16-31 were never copied
     assert to_host(dst).tobytes() == expected.tobytes()
+
+
+@ad.kernel(grid=(1,), block=128)
+def int_division(y, a: int, b: int):
+    """a // b, a % b (runtime divisor), and a // -1, a % -1, a // 7, a // 8, a % 8 (constant ones)
+    into the rows of y."""
+    row = ad.zeros((1, 128), ad.int32)
+    for index, value in enumerate((a // b, a % b, a // -1, a % -1, a // 7, a // 8, a % 8)):
+        ad.store(y.at[ad.ds(index, 1), :], row + value)
+
+
+def wrapped(value: int) -> int:
+    return (value + 2**31) % 2**32 - 2**31
+
+
+@pytest.mark.parametrize("a, b", [(-2**31, -1), (-2**31, 1), (-2**31, 7), (2**31 - 1, -1), (-7, 2), (7, -2),
+                                  (-2**31, -2**31), (-2**31, 2**31 - 1), (-1, 2**31 - 1), (0, -3)])
+def test_int_division_floors_and_wraps_at_the_int32_ends_as_the_interpreter_says(a, b):
+    """Python's floor division and modulo, wrapped to int32 where the quotient overflows
+    (-2^31 // -1): the same on the GPU and in the interpreter, divisor runtime or constant."""
+    expected = np.array([[wrapped(v)] * 128 for v in (a // b, a % b, a // -1, a % -1, a // 7, a // 8, a % 8)],
+                        np.int32)
+    interpreted = np.zeros_like(expected)
+    int_division.interpret(interpreted, a, b)
+    y = to_device(np.full_like(expected, 12345))
+    int_division(y, a, b)
+    assert interpreted.tolist() == expected.tolist()
+    assert to_host(y).tolist() == expected.tolist()
