@@ -267,8 +267,8 @@ class Kernel:
         (it would differ in every process)."""
         code = code_digest(self.fn.__code__.co_filename)
         values = repr(sorted((name, type(value).__qualname__, repr(value)) for name, value in constexprs.items()))
-        bound = bound_values(self.fn)
-        if code is None or bound is None or " at 0x" in values:
+        bound = bound_values(self.fn) if code is not None else None
+        if bound is None or " at 0x" in values:
             return None
         digest = hashlib.sha256()
         for part in (runtime.BINARY_FORMAT, code, self.fn.__module__, self.fn.__qualname__, self.name,
