@@ -30,6 +30,8 @@ import sys
 import sysconfig
 from types import CodeType, FunctionType, ModuleType
 
+import numpy as np
+
 from asyncdsl.runtime.module_cache import file_identity
 
 # The standard library and site-packages, as configured and with links resolved: a module's
@@ -95,7 +97,6 @@ def code_digest(kernel_file: str) -> str | None:
     return digest.hexdigest()
 
 
-
 def bound_values(fn: FunctionType) -> str | None:
     """The values `fn`'s code names besides its arguments, as text for a key: each closure cell
     and each module global its code (nested functions' too) reads, by name, type and repr.  A
@@ -121,8 +122,16 @@ def _bound(fn: FunctionType, seen: set[int]) -> str:
         if isinstance(value, FunctionType) and _users(value) and id(value) not in seen:
             parts.append(f"{name}={value.__module__}.{value.__qualname__}({_bound(value, seen)})")
         elif not isinstance(value, ModuleType) and not callable(value):
-            parts.append(f"{name}={type(value).__qualname__}:{value!r}")
+            parts.append(f"{name}={type(value).__qualname__}:{_text(value)}")
     return "; ".join(parts)
+
+
+def _text(value) -> str:
+    """`value` as text that differs when it does: an array's repr elides all but its ends (numpy
+    prints ...), so arrays go by dtype, shape and a hash of their bytes."""
+    if isinstance(value, np.ndarray):
+        return f"{value.dtype}{value.shape}:{hashlib.sha256(np.ascontiguousarray(value).tobytes()).hexdigest()}"
+    return repr(value)
 
 
 def _users(fn: FunctionType) -> bool:

@@ -126,6 +126,20 @@ def test_bound_values_follow_the_users_helpers_and_skip_modules_and_library_code
     assert digest_module.bound_values(make(3)) != digest_module.bound_values(make(4))
 
 
+def test_bound_arrays_that_differ_inside_differ():
+    """numpy's repr elides the middle of a long array; the bound values do not."""
+    def make(table):
+        def kernel(x):
+            return table[x]
+        return kernel
+
+    table = np.arange(5000)
+    changed = table.copy()
+    changed[2500] = -1
+    assert repr(table) == repr(changed)
+    assert digest_module.bound_values(make(table)) != digest_module.bound_values(make(changed))
+
+
 def test_equal_constexprs_of_other_types_are_other_kernels(kernel_cache):
     kernel = copy_kernel()
     keys = {kernel._disk_key((X, X), {"BM": value}, False, 1) for value in (1, 1.0, True)}
