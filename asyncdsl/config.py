@@ -51,8 +51,9 @@ KERNEL_CACHE = Knob(
 )
 PTX_COMPILER = Knob(
     "ASYNCDSL_PTX_COMPILER", "auto/nvjitlink/driver", "auto",
-    "which in-process compiler turns PTX into machine code (auto: nvJitLink when it matches the driver, but the "
-    "driver's JIT for kernels with setmaxnreg, which only a whole-program compile keeps)",
+    "which in-process compiler turns PTX into machine code (auto and driver: the driver's JIT, a whole-program "
+    "compile; nvjitlink: a relocatable compile, which drops setmaxnreg and takes more registers where ptxas "
+    "calls a subroutine)",
 )
 PRINT_AUTOTUNING = Knob(
     "ASYNCDSL_PRINT_AUTOTUNING", "0/1", "0",

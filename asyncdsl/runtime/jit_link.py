@@ -1,10 +1,11 @@
-"""PTX to a loadable image, in process: a cubin from nvJitLink when its library is present and
-matches the driver's major version, else (and for kernels with `setmaxnreg`, see
-`DriverJitCompiler`) the PTX itself, compiled by the driver's JIT as it loads.
+"""PTX to a loadable image, in process: by default the PTX itself, compiled by the driver's JIT
+as it loads (`DriverJitCompiler`: a whole-program compile); with `ASYNCDSL_PTX_COMPILER=nvjitlink`
+a cubin from nvJitLink, which compiles the PTX as one unit of a program to be linked and pays for
+it (no `setmaxnreg`, and more registers wherever ptxas calls a subroutine: below).
 
 No path honours `.extern .shared .align` (docs/hardware.md §1.1); asyncdsl's PTX aligns its
-dynamic shared memory at run time, so all give correct code.  `ASYNCDSL_PTX_COMPILER` may force
-one (`nvjitlink` or `driver`); the default is `auto`.
+dynamic shared memory at run time, so all give correct code.  `ASYNCDSL_PTX_COMPILER` is `auto`
+(the driver's JIT), `driver` (the same) or `nvjitlink`.
 
 Loading nvJitLink (`cuda.bindings.nvjitlink` and the library finder it imports) costs 20-70 ms, so
 the cubin cache is keyed by `installed_compilers()`, which reads what decides the compiler and what
@@ -71,15 +72,17 @@ class NvJitLinkCompiler:
 
 class DriverJitCompiler:
     """The driver's JIT on the PTX itself (`cuModuleLoadDataEx`), compiling for the device of the
-    current context.
+    current context: the compiler of every kernel unless `ASYNCDSL_PTX_COMPILER=nvjitlink`.
 
     The JIT compiles a PTX module as a whole program; nvJitLink and the driver's linker
     (`cuLink*`) compile each PTX input as one unit of a program to be linked, and in that mode
-    ptxas drops `setmaxnreg` ("(C7504) 'setmaxnreg' ignored to maintain compatibility across
-    compilation units"): a kernel whose warpgroup roles hand registers over then keeps the
-    entry's count in every role (168 at 384 threads), and its wgmmas may be serialised (C7512).
-    Measured on the H200 (docs/hardware.md §14.7): the attention's wgmma mix in a 384-thread CTA,
-    515 TFLOP/s through nvJitLink, 886 through the JIT, in one process.  So such kernels come here.
+    ptxas keeps the calling convention at every call (the slow path of an IEEE `div.rn.f32` is
+    one) and drops `setmaxnreg` ("(C7504) 'setmaxnreg' ignored to maintain compatibility across
+    compilation units").  Measured on the H200 (docs/hardware.md §14.7, §19): the attention's
+    wgmma mix in a 384-thread CTA, 515 TFLOP/s through nvJitLink, 886 through the JIT; the row
+    kernels that divide take 6-21 registers more through nvJitLink (the fp8 quantisation of rows
+    of 8192 by four warpgroups 41 against 32: two CTAs an SM instead of four, 0.81x Triton
+    against 1.00x), and none takes fewer.
 
     The image it returns is the PTX (`cuModuleLoadData` takes PTX as well as cubins): the driver
     keeps the machine code it made in its own disk cache (`CUDA_CACHE_PATH`), so loading the image
@@ -146,40 +149,39 @@ _installed: dict[tuple[str, int], str] = {}  # (the knob's choice, driver versio
 
 
 def installed_compilers(driver_version: int) -> str:
-    """Names everything `compiler_for` depends on, without loading a compiler: the knob, the
-    driver version, every libnvJitLink the nvidia-* wheels on sys.path, LD_LIBRARY_PATH or a CUDA
-    toolkit hold (path, size, modification time) and the cuda-bindings installation.  Two
-    processes with equal names make the same compiler; an upgrade of any of them changes it."""
+    """Names everything `compiler_for` depends on, without loading a compiler: which compiler the
+    knob picks and the driver version, and for nvJitLink every libnvJitLink the nvidia-* wheels on
+    sys.path, LD_LIBRARY_PATH or a CUDA toolkit hold (path, size, modification time) and the
+    cuda-bindings installation.  Two processes with equal names make the same compiler; an
+    upgrade of any of them changes it."""
     try:
-        choice = knobs.ptx_compiler
+        choice = "nvjitlink" if knobs.ptx_compiler == "nvjitlink" else "driver"
     except ArgumentError as error:
         raise error.at(user_location()) from None
     known = _installed.get((choice, driver_version))
     if known is None:
-        folders = [os.path.join(entry, "nvidia", "*", "lib") for entry in sys.path if entry]
-        folders += knobs.library_paths
-        folders += [os.path.join(home, lib) for home in knobs.cuda_homes for lib in ("lib64", "lib")]
-        libraries = sorted({path for folder in folders if folder
-                            for path in glob.glob(os.path.join(folder, "libnvJitLink.so*"))})
-        bindings = getattr(sys.modules.get("cuda.bindings"), "__file__", None)
-        files = [*libraries, *([bindings] if bindings else [])]
-        stats = [":".join(map(str, identity)) for identity in map(file_identity, files) if identity is not None]
+        stats = []
+        if choice == "nvjitlink":
+            folders = [os.path.join(entry, "nvidia", "*", "lib") for entry in sys.path if entry]
+            folders += knobs.library_paths
+            folders += [os.path.join(home, lib) for home in knobs.cuda_homes for lib in ("lib64", "lib")]
+            libraries = sorted({path for folder in folders if folder
+                                for path in glob.glob(os.path.join(folder, "libnvJitLink.so*"))})
+            bindings = getattr(sys.modules.get("cuda.bindings"), "__file__", None)
+            files = [*libraries, *([bindings] if bindings else [])]
+            stats = [":".join(map(str, identity)) for identity in map(file_identity, files) if identity is not None]
         known = _installed[(choice, driver_version)] = "|".join([choice, str(driver_version), *stats])
     return known
 
 
-def compiler_for(ptx: str, device: int = 0) -> PtxCompiler:
-    """The compiler `ASYNCDSL_PTX_COMPILER` asks for (`auto`, `nvjitlink` or `driver`), made once
-    per process.  `auto` takes nvJitLink (a cubin, no context needed) when it matches the driver's
-    major version, but the driver's JIT for a kernel that sets its roles' registers
-    (`setmaxnreg`), which only a whole-program compile keeps; `nvjitlink` takes it for every kernel
-    (a dropped `setmaxnreg` then warns)."""
+def compiler_for(device: int = 0) -> PtxCompiler:
+    """The compiler `ASYNCDSL_PTX_COMPILER` asks for (`auto` and `driver`: the driver's JIT;
+    `nvjitlink`), made once per process."""
     try:
         choice = knobs.ptx_compiler
     except ArgumentError as error:
         raise error.at(user_location()) from None
-    if choice == "auto" and "setmaxnreg" in ptx:
-        choice = "driver"
+    choice = "nvjitlink" if choice == "nvjitlink" else "driver"
     with _lock:
         compiler = _compilers.get((choice, device))
         if compiler is None:
@@ -189,15 +191,10 @@ def compiler_for(ptx: str, device: int = 0) -> PtxCompiler:
 
 
 def _make_compiler(choice: str, device: int) -> PtxCompiler:
-    if choice != "driver":
-        try:
-            nvjitlink = NvJitLinkCompiler()
-        except Exception as error:  # noqa: BLE001 - a missing libnvJitLink shows up as several error types
-            if choice == "nvjitlink":
-                raise CudaError(f"{PTX_COMPILER.variable}=nvjitlink, but nvJitLink cannot be loaded "
-                                f"({error})", user_location()) from error
-        else:
-            # A cubin from a newer major version than the driver's may not load; then use the driver.
-            if choice == "nvjitlink" or nvjitlink.version[0] == driver.driver_version() // 1000:
-                return nvjitlink
-    return DriverJitCompiler(device)
+    if choice != "nvjitlink":
+        return DriverJitCompiler(device)
+    try:
+        return NvJitLinkCompiler()
+    except Exception as error:  # noqa: BLE001 - a missing libnvJitLink shows up as several error types
+        raise CudaError(f"{PTX_COMPILER.variable}=nvjitlink, but nvJitLink cannot be loaded ({error})",
+                        user_location()) from error

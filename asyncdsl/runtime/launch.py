@@ -160,7 +160,7 @@ class LoadedKernel:
         driver.activate(device)
         image, from_disk = cached_compile(  # a cubin, or PTX for the driver's JIT (`jit_link.py`)
             binary.ptx, binary.arch, binary.name,
-            lambda ptx, arch, name: compiler_for(ptx, device).compile(ptx, arch, name),
+            lambda ptx, arch, name: compiler_for(device).compile(ptx, arch, name),
             installed_compilers(facts.driver_version), facts.driver_version, CubinCache(cache_directory()))
         self.cubin_source: Literal["compiled", "disk"] = "disk" if from_disk else "compiled"
         # Modules stay loaded for the life of the process: a queued launch may still need one.

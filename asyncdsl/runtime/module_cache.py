@@ -23,7 +23,7 @@ from pathlib import Path
 
 from asyncdsl.config import CACHE_DIR, knobs
 
-CACHE_FORMAT = "asyncdsl-cubin-4"  # bump when the key, the file layout or what a compiler makes changes
+CACHE_FORMAT = "asyncdsl-cubin-5"  # bump when the key, the file layout or what a compiler makes changes
 _HEADER = struct.Struct("<16sQ32s")  # magic, payload length, sha256 of the payload
 
 

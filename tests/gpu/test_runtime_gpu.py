@@ -494,3 +494,34 @@ def test_host_launch_overhead(params):
           f"{intake_seconds * 1e6:.2f} us")
     assert [cache.encode_count for cache in kernel.tensor_maps] == [1, 1]
     assert launch_seconds < 20e-6  # the target is 5 us; this bound only catches gross regressions
+
+
+@pytest.mark.parametrize("example, kernel_name", [("swiglu", "swiglu"), ("rowwise_fp8_quant", "rowwise_fp8_quant_split"),
+                                                  ("softmax", "softmax_halves")])
+def test_the_default_compile_is_whole_program(monkeypatch, tmp_path, example, kernel_name):
+    """A kernel that divides (ptxas calls a subroutine for the slow path of `div.rn.f32`) gets the
+    registers of ptxas's whole-program compile, not nvJitLink's relocatable one (which takes more:
+    docs/hardware.md §19)."""
+    import re
+
+    import asyncdsl as ad
+    from asyncdsl.runtime.ptxas import assemble, find_ptxas
+
+    if find_ptxas() is None:
+        pytest.skip("no ptxas to compare with")
+    monkeypatch.delenv("ASYNCDSL_PTX_COMPILER", raising=False)
+    monkeypatch.setenv("ASYNCDSL_CACHE_DIR", str(tmp_path))
+    module = importlib.import_module(f"asyncdsl.examples.{example}")
+    kernel = getattr(module, kernel_name)
+    specs, constexprs = {"swiglu": ((ad.ArraySpec((64, 8192), ad.bfloat16),) * 3, {}),
+                         "rowwise_fp8_quant_split": ((ad.ArraySpec((64, 8192), ad.bfloat16),
+                                                      ad.ArraySpec((64, 8192), ad.float8_e4m3fn),
+                                                      ad.ArraySpec((64,), ad.float32)), {}),
+                         "softmax_halves": ((ad.ArraySpec((64, 8192), ad.bfloat16),) * 2, {})}[kernel_name]
+    binary = kernel.binary(kernel.specs(kernel.bind(specs, constexprs, None), None), constexprs)
+    whole = int(re.search(r"Used (\d+) registers", assemble(binary.ptx, verbose=True)[1]).group(1))
+    clear_loaded_kernels()
+    try:
+        assert load_kernel(binary).registers_per_thread == whole
+    finally:
+        clear_loaded_kernels()

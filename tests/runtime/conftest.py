@@ -18,7 +18,7 @@ def fake_driver(monkeypatch, tmp_path):
         monkeypatch.setattr(driver, "_contexts", {0: fake.CUcontext(0x300)})
         monkeypatch.setattr(driver, "_facts", {0: device_facts_of(9, 0)})
         monkeypatch.setattr(driver, "_entry_points", {})
-        monkeypatch.setattr(launch, "compiler_for", lambda ptx, device: FakeCompiler())
+        monkeypatch.setattr(launch, "compiler_for", lambda device: FakeCompiler())
         monkeypatch.setenv("ASYNCDSL_CACHE_DIR", str(tmp_path))
         launch.clear_loaded_kernels()
         return fake

@@ -12,7 +12,7 @@ from asyncdsl.runtime import module_cache
 
 def test_cubin_key_is_stable_and_covers_every_input():
     key = module_cache.cubin_key(".version 8.0\n", "sm_90a", 13000, "nvjitlink-13.0")
-    assert key == "0522788a24ee58d5bf9c15befd355e5865e2ba2d39e81e685417293d9e9ebcea"
+    assert key == "8f3a50fe03ca7113d6d44cdb80361eb6bf58400063af18b6ccbcae178ed8ec3c"
     variants = {
         module_cache.cubin_key(".version 8.1\n", "sm_90a", 13000, "nvjitlink-13.0"),
         module_cache.cubin_key(".version 8.0\n", "sm_90", 13000, "nvjitlink-13.0"),
