@@ -9,8 +9,8 @@ the conversion (`cvt.rn.satfinite.e4m3x2`, two elements at once) all happen ther
 take two sweeps of CHUNK-wide windows, the second reading the row again (from L2), unless a
 quarter of the row is whole 1024-element steps: then `rowwise_fp8_quant_split` holds the row in
 registers once, spread over four warpgroups whose maxima meet in shared memory (4096×16384 on the
-H200: 1.02× Triton, where two sweeps measured 0.87×; for rows up to CHUNK two or four warpgroups a
-row were no faster or slower than one, docs/hardware.md §19).  Rows longer than RING_FROM go through
+H200: 1.02× Triton, where two sweeps measured 0.87×).  It takes rows of 8192 too (SPLIT_FROM).
+Rows longer than RING_FROM go through
 `rowwise_fp8_quant_ring`, persistent CTAs with the next rows in flight in shared memory.  Rows
 of 2049-4096 elements go two to a CTA of two warpgroups (`rowwise_fp8_quant_pairs`), each
 warpgroup quantising its own row as above: 3-4 % faster at 8192×4096 (PAIRS_FROM).
@@ -38,6 +38,12 @@ from asyncdsl.examples.shapes import check_rows, row_length
 E4M3_MAX = 448.0
 CHUNK = 8192  # elements of a row held in registers at once: 64 per thread
 PARTS = 4  # warpgroups sharing one longer row in `rowwise_fp8_quant_split` and `_ring`
+# Rows longer than this whose quarters are whole 1024-element steps go to the split kernel: on the
+# H200 (one process, Triton in the same run, 11 rounds, two repeats) 8192x8192 ran at 1.008x and
+# 1.000x Triton against 0.993x and 0.991x for one warpgroup a row (compiled whole-program; through
+# nvJitLink's relocatable compile the split kernel had 41 registers instead of 32 and ran at 0.81x,
+# docs/hardware.md §19).
+SPLIT_FROM = 4096
 # Rows longer than this go through the ring: on the H200 (same run, CUDA events, L2 flush) it ran
 # 2048x32768 at 1.02x Triton against 0.97x for the split kernel, 4096x16384 level with it
 # (0.968x against 0.970x) and shorter rows slower (docs/hardware.md §19).
@@ -210,12 +216,12 @@ def _factor(amax):
 
 
 def choose(n: int) -> tuple[ad.Kernel, dict]:
-    """The kernel and constexprs for rows of n elements: rows longer than CHUNK whose quarters are
-    whole 1024-element steps go to `rowwise_fp8_quant_split` (held in registers at once, by four
-    warpgroups, instead of read twice by one), and of those the ones longer than RING_FROM to
-    `rowwise_fp8_quant_ring`, which keeps the next rows' loads in flight; rows of PAIRS_FROM + 1
-    to PAIRS_UP_TO elements go two to a CTA (`rowwise_fp8_quant_pairs`)."""
-    if CHUNK < n <= PARTS * CHUNK and n % (PARTS * 1024) == 0:
+    """The kernel and constexprs for rows of n elements: rows longer than SPLIT_FROM whose quarters
+    are whole 1024-element steps go to `rowwise_fp8_quant_split` (held in registers at once, by
+    four warpgroups; one warpgroup would read rows longer than CHUNK twice), and of those the ones
+    longer than RING_FROM to `rowwise_fp8_quant_ring`, which keeps the next rows' loads in flight;
+    rows of PAIRS_FROM + 1 to PAIRS_UP_TO elements go two to a CTA (`rowwise_fp8_quant_pairs`)."""
+    if SPLIT_FROM < n <= PARTS * CHUNK and n % (PARTS * 1024) == 0:
         return (rowwise_fp8_quant_ring, {}) if n > RING_FROM else (rowwise_fp8_quant_split, {})
     if PAIRS_FROM < n <= PAIRS_UP_TO:
         return rowwise_fp8_quant_pairs, {}

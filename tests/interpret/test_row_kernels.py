@@ -81,8 +81,8 @@ def test_fp8_quantisation_matches_numpy_bit_for_bit_on_every_path(shape):
     assert np.array_equal(scales, expected_scales)
 
 
-def test_fp8_rows_longer_than_a_chunk_are_split_over_four_warpgroups_when_quarters_are_whole_steps():
-    assert fp8.choose(8192)[0] is fp8.rowwise_fp8_quant
+def test_fp8_rows_longer_than_split_from_are_split_over_four_warpgroups_when_quarters_are_whole_steps():
+    assert fp8.choose(8192)[0] is fp8.rowwise_fp8_quant_split  # past SPLIT_FROM: four warpgroups a row
     assert fp8.choose(4096)[0] is fp8.rowwise_fp8_quant_pairs  # two rows a CTA
     assert fp8.choose(3000)[0] is fp8.rowwise_fp8_quant_pairs
     assert fp8.choose(2048)[0] is fp8.rowwise_fp8_quant
@@ -91,6 +91,7 @@ def test_fp8_rows_longer_than_a_chunk_are_split_over_four_warpgroups_when_quarte
     assert fp8.choose(20480)[0] is fp8.rowwise_fp8_quant_ring  # past RING_FROM: the next rows in flight
     assert fp8.choose(32768)[0] is fp8.rowwise_fp8_quant_ring
     assert fp8.choose(10000)[0] is fp8.rowwise_fp8_quant  # quarters of 2500: two sweeps instead
+    assert fp8.choose(6144)[0] is fp8.rowwise_fp8_quant  # quarters of 1536: one warpgroup, one sweep
     assert fp8.choose(65536)[0] is fp8.rowwise_fp8_quant  # quarters past CHUNK
 
 
