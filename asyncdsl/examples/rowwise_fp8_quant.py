@@ -9,12 +9,11 @@ the conversion (`cvt.rn.satfinite.e4m3x2`, two elements at once) all happen ther
 take two sweeps of CHUNK-wide windows, the second reading the row again (from L2), unless a
 quarter of the row is whole 1024-element steps: then `rowwise_fp8_quant_split` holds the row in
 registers once, spread over four warpgroups whose maxima meet in shared memory (4096×16384 on the
-H200: 1.02× Triton, where two sweeps measured 0.87×).  It takes rows of 8192 too (SPLIT_FROM).
-Rows longer than RING_FROM go through
-`rowwise_fp8_quant_ring`, persistent CTAs with the next rows in flight in shared memory.  Rows
-of 2049-4096 elements go two to a CTA of two warpgroups (`rowwise_fp8_quant_pairs`), each
-warpgroup quantising its own row as above: 3-4 % faster at 8192×4096 (PAIRS_FROM).
-`quantize(x, q, scales)` picks the kernel for the rows' length.  A window may run past the row's
+H200: 1.02× Triton, where two sweeps measured 0.87×); it takes rows of 8192 too (SPLIT_FROM).
+Rows longer than RING_FROM go through `rowwise_fp8_quant_ring`, persistent CTAs with the next
+rows in flight in shared memory.  Rows of 2049-4096 elements go two to a CTA of two warpgroups
+(`rowwise_fp8_quant_pairs`), each warpgroup quantising its own row as above: 3-4 % faster at
+8192×4096 (PAIRS_FROM).  `quantize(x, q, scales)` picks the kernel for the rows' length.  A window may run past the row's
 end: those elements are never touched, so any row length works.  An all-zero row gets scale 0 and
 zeros (no division by zero).  Measured on the H200 against the bulk-copy version this replaced
 (the row through shared memory): 2-3 % faster (`benchmarks/register_tiles.py` has the same-run
