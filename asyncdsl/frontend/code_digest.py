@@ -16,8 +16,8 @@ Values the kernel's code names are part of the key too (`bound_values`): its clo
 kernel made by a factory, `make(chunk)`, is the same code for every chunk) and the module globals
 it reads, which the file holds only as the code that computed them at import, and the same of the
 user's functions it names.  What a trace reads in other ways (environment variables, files,
-random numbers, another module's attributes such as `config.BLOCK`) is not seen: for such
-kernels set ASYNCDSL_KERNEL_CACHE=0.
+random numbers, another module's attributes such as `config.BLOCK`, the middle of a long torch
+tensor, whose repr elides it) is not seen: for such kernels set ASYNCDSL_KERNEL_CACHE=0.
 """
 
 from __future__ import annotations
