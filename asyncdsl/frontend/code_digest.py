@@ -100,8 +100,9 @@ def code_digest(kernel_file: str) -> str | None:
 def bound_values(fn: FunctionType) -> str | None:
     """The values `fn`'s code names besides its arguments, as text for a key: each closure cell
     and each module global its code (nested functions' too) reads, by name, type and repr.  A
-    function of the user's among them is followed (its name and its own bound values); modules,
-    classes and other callables are code, which the digest covers by file.  None when a repr
+    function of the user's among them is followed (its name and its own bound values), a
+    `functools.partial` goes by the arguments it binds; modules, classes and other callables are
+    code, which the digest covers by file.  None when a repr
     names an object's address (it would differ in every process)."""
     parts = _bound(fn, set())
     return None if " at 0x" in parts else parts
@@ -117,13 +118,21 @@ def _bound(fn: FunctionType, seen: set[int]) -> str:
             values.append((name, None))
     scope = fn.__globals__
     values += [(name, scope[name]) for name in sorted(_global_names(fn.__code__)) if name in scope]
-    parts = []
-    for name, value in values:
-        if isinstance(value, FunctionType) and _users(value) and id(value) not in seen:
-            parts.append(f"{name}={value.__module__}.{value.__qualname__}({_bound(value, seen)})")
-        elif not isinstance(value, ModuleType) and not callable(value):
-            parts.append(f"{name}={type(value).__qualname__}:{_text(value)}")
-    return "; ".join(parts)
+    return "; ".join(part for name, value in values if (part := _value(name, value, seen)))
+
+
+def _value(name: str, value, seen: set[int]) -> str:
+    """One bound value as text (`name=...`, or the bare text for no name), or "" for code the
+    digest covers by file."""
+    label = f"{name}=" if name else ""
+    if isinstance(value, functools.partial):  # the arguments it binds are values, its function code
+        bound = ", ".join(filter(None, [_value("", value.func, seen), _text(value.args), _text(value.keywords)]))
+        return f"{label}partial({bound})"
+    if isinstance(value, FunctionType) and _users(value) and id(value) not in seen:
+        return f"{label}{value.__module__}.{value.__qualname__}({_bound(value, seen)})"
+    if isinstance(value, ModuleType) or callable(value):
+        return ""
+    return f"{label}{type(value).__qualname__}:{_text(value)}"
 
 
 def _text(value) -> str:

@@ -126,6 +126,20 @@ def test_bound_values_follow_the_users_helpers_and_skip_modules_and_library_code
     assert digest_module.bound_values(make(3)) != digest_module.bound_values(make(4))
 
 
+def test_a_partial_goes_by_the_arguments_it_binds():
+    import functools
+
+    def make(scale):
+        act = functools.partial(_rows_of_helper) if scale is None else functools.partial(max, scale)
+
+        def kernel(x):
+            return act(x)
+        return kernel
+
+    assert digest_module.bound_values(make(2)) != digest_module.bound_values(make(3))
+    assert "_rows_of_helper" in digest_module.bound_values(make(None))
+
+
 def test_bound_arrays_that_differ_inside_differ():
     """numpy's repr elides the middle of a long array; the bound values do not."""
     def make(table):
