@@ -30,16 +30,21 @@ def kernel_cache(tmp_path, monkeypatch):
     return tmp_path / "cache" / "binary"
 
 
+def copy_rows(x, y, rows: int, first) -> None:
+    """The body of the kernels below: rows `first` .. `first + rows` of x to y through shared memory."""
+    buf = ad.smem((rows, 64), x.dtype)
+    bar = ad.barrier()
+    ad.async_copy(x.at[ad.ds(first, rows), :], buf, barrier=bar)
+    bar.wait()
+    ad.async_copy(buf, y.at[ad.ds(first, rows), :])
+    ad.await_async_copy(0)
+
+
 def copy_kernel():
     """A new Kernel object for the same function each call (what a new process makes)."""
 
     def tile_copy(x, y, BM: ad.constexpr):
-        buf = ad.smem((BM, 64), x.dtype)
-        bar = ad.barrier()
-        ad.async_copy(x.at[ad.ds(ad.program_id(0) * BM, BM), :], buf, barrier=bar)
-        bar.wait()
-        ad.async_copy(buf, y.at[ad.ds(ad.program_id(0) * BM, BM), :])
-        ad.await_async_copy(0)
+        copy_rows(x, y, BM, ad.program_id(0) * BM)
 
     return ad.kernel(grid=(2,), block=128)(tile_copy)
 
@@ -72,12 +77,7 @@ def copy_kernel_of(bm: int):
     """A kernel made by a factory: the same code for every `bm`, which its closure holds."""
 
     def tile_copy(x, y):
-        buf = ad.smem((bm, 64), x.dtype)
-        bar = ad.barrier()
-        ad.async_copy(x.at[ad.ds(ad.program_id(0) * bm, bm), :], buf, barrier=bar)
-        bar.wait()
-        ad.async_copy(buf, y.at[ad.ds(ad.program_id(0) * bm, bm), :])
-        ad.await_async_copy(0)
+        copy_rows(x, y, bm, ad.program_id(0) * bm)
 
     return ad.kernel(grid=(2,), block=128)(tile_copy)
 
@@ -93,12 +93,7 @@ ROWS = 64  # a global the kernel below reads, as a module may compute one at imp
 
 def rows_kernel():
     def tile_copy(x, y):
-        buf = ad.smem((ROWS, 64), x.dtype)
-        bar = ad.barrier()
-        ad.async_copy(x.at[ad.ds(0, ROWS), :], buf, barrier=bar)
-        bar.wait()
-        ad.async_copy(buf, y.at[ad.ds(0, ROWS), :])
-        ad.await_async_copy(0)
+        copy_rows(x, y, ROWS, 0)
 
     return ad.kernel(grid=(1,), block=128)(tile_copy)
 
