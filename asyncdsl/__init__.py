@@ -55,6 +55,7 @@ from asyncdsl.errors import (
     UnsupportedTargetError,
 )
 from asyncdsl.frontend.autotune import Autotuned, Choice, autotune
+from asyncdsl.frontend.cdiv import cdiv
 from asyncdsl.frontend.kernel import Kernel, constexpr, kernel
 from asyncdsl.frontend.persistent import PersistentGrid, persistent_grid
 from asyncdsl.frontend.specs import ArraySpec
@@ -70,7 +71,6 @@ _LAZY = {
     "async_copy": "asyncdsl.frontend.copy",
     "await_async_copy": "asyncdsl.frontend.copy",
     "await_cp_async_copy": "asyncdsl.frontend.copy",
-    "cdiv": "asyncdsl.frontend.core",
     "cluster_cta_id": "asyncdsl.frontend.core",
     "cluster_id": "asyncdsl.frontend.core",
     "cluster_shape": "asyncdsl.frontend.core",
@@ -153,8 +153,8 @@ __all__ = [
     "InterpretError",
     "Kernel",
     "LayoutError",
-    "PerformanceWarning",
     "MemRefTransform",
+    "PerformanceWarning",
     "PersistentGrid",
     "Pipeline",
     "Profile",

@@ -30,3 +30,25 @@ def test_a_first_trace_to_ptx_leaves_them_unloaded_too():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_a_launch_of_a_kernel_on_disk_leaves_the_compiler_unloaded():
+    # What a call does before it needs the GPU, when its kernel comes from the disk cache: bind
+    # the arguments, their specs, the grid (grid functions use `ad.cdiv`), the disk key.  None of
+    # it may import xDSL: doing so cost such a first call half a second (docs/hardware.md §19).
+    code = (
+        "import importlib, pkgutil, sys, asyncdsl as ad, asyncdsl.examples as examples\n"
+        "kernels = 0\n"
+        "for info in pkgutil.iter_modules(examples.__path__):\n"
+        "    module = importlib.import_module(f'asyncdsl.examples.{info.name}')\n"
+        "    for name, (specs, constexprs) in getattr(module, 'EXAMPLE_ARGS', {}).items():\n"
+        "        kernel = getattr(module, name)\n"
+        "        call = kernel.bind(specs, constexprs, None)\n"
+        "        kernel.grid_for(call, None)\n"
+        "        assert kernel._disk_key(kernel.specs(call, None), call.constexprs, False, 1) is not None\n"
+        "        kernels += 1\n"
+        "print(kernels, [m for m in ('xdsl', 'asyncdsl.dialects', 'asyncdsl.passes') if m in sys.modules])"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    count, loaded = done.stdout.strip().split(" ", 1)
+    assert int(count) >= 20 and loaded == "[]"

@@ -10,16 +10,9 @@ from asyncdsl.errors import ArgumentError, TraceError, TransformError, is_int, u
 from asyncdsl.frontend import tracer as tracing
 from asyncdsl.frontend.options import swizzle_bytes, transform_chain
 from asyncdsl.frontend.refs import SmemRef
-from asyncdsl.frontend.scalars import IndexLike, Scalar
+from asyncdsl.frontend.scalars import Scalar
 from asyncdsl.hw.smem_layout import make_layout
 from asyncdsl.hw.transforms import MemRefTransform
-
-
-def cdiv(a: IndexLike, b: IndexLike) -> IndexLike:
-    """Ceiling division, for Python ints (grids) and traced indices alike."""
-    if isinstance(b, int) and b == 0:
-        raise TraceError(f"asyncdsl.cdiv({a!r}, 0): division by zero", user_location())
-    return (a + b - 1) // b
 
 
 def _axis_id(op_class, axis: int, what: str) -> Scalar:
