@@ -28,7 +28,6 @@ from xdsl.passes import ModulePass
 
 from asyncdsl.dialects import kernel_attrs as attrs
 from asyncdsl.dialects import ptx
-from asyncdsl.hw.limits import WARPGROUP_THREADS
 from asyncdsl.kernel_binary import KernelParam
 from asyncdsl.passes.to_ptx import (
     assume,
@@ -127,8 +126,4 @@ def lower_kernel(fn: func.FuncOp, params: tuple[KernelParam, ...] | None = None)
         lowering.lower(inner)
     emit_epilogue(lowering)
     barriers.drop_redundant_barriers(kernel.body.block)
-    if block[0] > WARPGROUP_THREADS:
-        facts = lowering.facts
-        barriers.constant_warpgroup_ids(kernel.body.block, facts.warpgroup, facts.named_barrier,
-                                        -(-block[0] // WARPGROUP_THREADS))
     return kernel

@@ -14,21 +14,15 @@ point needs a CTA barrier if there is one, else one barrier of each warpgroup id
 Only unpredicated `bar.sync id, 128` (a warpgroup) and `bar.sync 0` (the CTA) are merged; any
 other instruction that is not register-only (memory, fences, mbarriers, other barrier forms
 such as the 256-thread ones of warpgroups taking turns, labels, branches) ends the run.
-
-A CTA of several warpgroups then names each warpgroup's barrier by a constant
-(`constant_warpgroup_ids`): ptxas reserves all 16 hardware barriers for a kernel whose `bar.sync`
-takes its id from a register, and the SM then holds at most one CTA per 16 barriers
-(docs/hardware.md §19).
 """
 
 from __future__ import annotations
 
 import functools
 
-from xdsl.ir import Block, SSAValue
+from xdsl.ir import Block
 
 from asyncdsl.dialects import ptx
-from asyncdsl.passes.to_ptx.builder import PtxBuilder
 
 CTA_BARRIER = "bar.sync 0;"
 WARPGROUP_BARRIER = "bar.sync #{0}, 128;"
@@ -66,24 +60,6 @@ def drop_redundant_barriers(block: Block) -> None:
             block.erase_op(op)  # this warpgroup id's barrier is in the run already
         else:
             run.append(op)
-
-
-def constant_warpgroup_ids(block: Block, warpgroup: SSAValue, named_barrier: SSAValue, warpgroups: int) -> None:
-    """Replace each `bar.sync %id, 128` of `block` whose id is `named_barrier` (1 + `warpgroup`)
-    by one `bar.sync k + 1, 128` for each warpgroup k, guarded by `warpgroup == k`: every thread
-    runs the one of its own warpgroup, as before, and ptxas sees ids 1..`warpgroups` only."""
-    staging = PtxBuilder(Block())
-    for op in list(block.ops):
-        if not (type(op) is ptx.InstrOp and op.properties["text"].data == WARPGROUP_BARRIER
-                and "guard_negated" not in op.properties and op.operands[0] is named_barrier):
-            continue
-        for k in range(warpgroups):
-            mine = staging.emit("setp.eq.u32 {}, {}, {};", "pred", warpgroup, k)
-            staging.run(f"bar.sync {k + 1}, 128;", guard=mine)
-        for replacement in list(staging.block.ops):
-            replacement.detach()
-            block.insert_op_before(replacement, op)
-        block.erase_op(op)
 
 
 _CTA, _WARPGROUP, _REGISTER, _OTHER = "cta", "warpgroup", "register", "other"

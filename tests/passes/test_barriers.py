@@ -1,8 +1,6 @@
 """Merging the barriers of a lowered kernel (`passes/to_ptx/barriers.py`): between two memory
 operations, a run of barriers and register instructions keeps one CTA barrier if it has one,
-else one barrier per warpgroup id, and nothing else changes.  Then, in a CTA of several
-warpgroups, each warpgroup's barrier is named by a constant id, so that ptxas reserves only the
-barriers used."""
+else one barrier per warpgroup id, and nothing else changes."""
 
 from __future__ import annotations
 
@@ -13,7 +11,7 @@ from hypothesis import strategies as st
 from xdsl.ir import Block
 
 import asyncdsl as ad
-from asyncdsl.passes.to_ptx.barriers import constant_warpgroup_ids, drop_redundant_barriers
+from asyncdsl.passes.to_ptx.barriers import drop_redundant_barriers
 from asyncdsl.passes.to_ptx.builder import PtxBuilder
 
 # The instructions a sequence is drawn from; barrier ids are registers a and b (two warpgroup ids).
@@ -117,45 +115,5 @@ def test_warpgroups_sharing_a_row_keep_one_barrier_per_exchange():
     spec = ad.ArraySpec((4096, 8192), ad.bfloat16)
     text = softmax_halves.ptx(spec, spec)
     assert text.count("bar.sync 0;") == 3  # after the barriers' init, after each exchange
-    # per exchange: the warp partials are written, then read and the scratch is free; each
-    # barrier is one guarded `bar.sync` per warpgroup
-    assert len(re.findall(r"@%p\d+ bar\.sync 1, 128;", text)) == 4
-    assert len(re.findall(r"@%p\d+ bar\.sync 2, 128;", text)) == 4
-    assert not re.search(r"bar\.sync %r", text)
-
-
-@given(st.lists(st.sampled_from(KINDS), max_size=30), st.integers(2, 8))
-def test_each_warpgroup_barrier_becomes_one_guarded_constant_id_per_warpgroup(kinds, warpgroups):
-    block, made = _build(kinds)
-    warpgroup = list(block.ops)[0].results[0]  # register a stands for the warpgroup index here
-    named = list(block.ops)[1].results[0]  # and register b for the id `bar.sync` took
-    constant_warpgroup_ids(block, warpgroup, named, warpgroups)
-    texts = [(op.properties["text"].data if "text" in op.properties else None, op.operands) for op in block.ops][4:]
-    position = 0
-    for kind, op in zip(kinds, made):
-        if kind != "wg b":  # every other instruction stays, in its place
-            assert op.parent is block and block.get_operation_index(op) - 4 == position, kind
-            position += 1
-            continue
-        assert op.parent is None
-        for k in range(warpgroups):
-            (test, (compared,)), (barrier, (guard,)) = texts[position:position + 2]
-            assert test == f"setp.eq.u32 #{{0}}, #{{1}}, {k};" and compared is warpgroup
-            assert barrier == f"bar.sync {k + 1}, 128;" and guard is list(block.ops)[4 + position].results[0]
-            position += 2
-    assert position == len(texts)
-
-
-def test_ptxas_reserves_only_the_barriers_a_multi_warpgroup_kernel_names():
-    # A `bar.sync` whose id is a register makes ptxas reserve all 16 barriers, and the SM holds
-    # one CTA per 16 (docs/hardware.md §19).
-    from asyncdsl.examples.rowwise_fp8_quant import rowwise_fp8_quant_split
-    from asyncdsl.examples.softmax import softmax_halves
-    from asyncdsl.runtime.ptxas import assemble
-
-    spec = ad.ArraySpec((4096, 8192), ad.bfloat16)
-    scales = ad.ArraySpec((4096,), ad.float32)
-    for text, warpgroups in ((softmax_halves.ptx(spec, spec), 2),
-                             (rowwise_fp8_quant_split.ptx(spec, ad.ArraySpec((4096, 8192), ad.float8_e4m3fn), scales), 4)):
-        log = assemble(text, verbose=True)[1]
-        assert int(re.search(r"used (\d+) barriers", log).group(1)) == warpgroups + 1  # ids 0..warpgroups
+    # per exchange: the warp partials are written, then read and the scratch is free
+    assert len(re.findall(r"bar\.sync %r\d+, 128;", text)) == 4
