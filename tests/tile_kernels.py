@@ -46,6 +46,7 @@ FLOAT_OPS = {
     "minimum": lambda a, b, c: ad.minimum(a, b),
     "scalar": lambda a, b, c: 2.5 * a - 1.0,
     "where_less": _where_less,
+    "where_not_less": lambda a, b, c: ad.where(~(a < b), a, c),  # a mask negated: true on NaN
     **{f"cmp_{name}": _compare(op) for name, op in (
         ("lt", operator.lt), ("le", operator.le), ("gt", operator.gt), ("ge", operator.ge),
         ("eq", operator.eq), ("ne", operator.ne))},
@@ -59,6 +60,18 @@ INT_OPS = {
     "and": lambda a, b, c: a & b,
     "or": lambda a, b, c: a | b,
     "xor": lambda a, b, c: a ^ b,
+    "invert": lambda a, b, c: ~a,
+    # Divisors that are never 0 (whose quotient PTX leaves undefined): b, with 0 replaced.
+    "floordiv": lambda a, b, c: a // ad.where(b == 0, 7, b),
+    "mod": lambda a, b, c: a % ad.where(b == 0, -7, b),
+    "floordiv_constant": lambda a, b, c: a // -3 + a // 8,
+    "mod_constant": lambda a, b, c: a % 10 + (a % -16) * 3,
+    "rfloordiv": lambda a, b, c: 1000 // ad.where(b == 0, 3, b),
+    # Any amount: negative ones read unsigned and, like 32 and more, shift every bit out.
+    "shl": lambda a, b, c: a << b,
+    "shr": lambda a, b, c: a >> b,
+    "shl_small": lambda a, b, c: a << (b & 31),
+    "shr_small": lambda a, b, c: a >> (b & 31),
     "maximum": lambda a, b, c: ad.maximum(a, b),
     "minimum": lambda a, b, c: ad.minimum(a, b),
     "scalar": lambda a, b, c: 3 * a - 7,
@@ -103,6 +116,19 @@ def op_matrix(a, b, c, out, OPS: ad.constexpr, LAYOUT: ad.constexpr):
         ad.fence_async_smem()
         ad.async_copy(result, out.at[position])
         ad.await_async_copy(0, read_only=True)
+
+
+@ad.kernel(grid=(2,))
+def index_on_the_left(a, out):
+    """A traced index and Python numbers on the left of an int32 tile's operators: CTA p writes
+    out[p] = (i // a, i % a, i << a, i >> a, 6 & a, i ^ a) for i = p + 5 (a's zeros avoided),
+    on a's first R // 2 rows (a division an element: 64 of them a thread would spill)."""
+    t = ad.load(a.at[ad.ds(0, R // 2), :])
+    t = ad.where(t == 0, 9, t)
+    i = ad.program_id(0) + 5
+    for position, value in enumerate((lambda: i // t, lambda: i % t, lambda: i << t, lambda: i >> t,
+                                      lambda: 6 & t, lambda: i ^ t)):
+        ad.store(out.at[ad.program_id(0), position], value())
 
 
 @ad.kernel(grid=(1,))

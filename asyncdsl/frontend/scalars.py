@@ -110,6 +110,8 @@ class Scalar:
         return other / FloatScalar.of(self)
 
     def __floordiv__(self, other: IndexLike) -> Scalar:
+        if not isinstance(other, (int, float, Scalar, FloatScalar)):
+            return NotImplemented  # a register tile's own operator takes it
         if isinstance(other, int) and other == 1:
             return self
         _check_divisor(other)
@@ -119,6 +121,8 @@ class Scalar:
         return self._binary(other, arith.FloorDivSIOp, reverse=True)
 
     def __mod__(self, other: IndexLike) -> Scalar | int:
+        if not isinstance(other, (int, float, Scalar, FloatScalar)):
+            return NotImplemented
         if isinstance(other, int) and other == 1:
             return 0
         _check_divisor(other)

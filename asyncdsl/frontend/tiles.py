@@ -33,13 +33,14 @@ from asyncdsl import dtypes
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.errors import ArgumentError, ResourceError, TraceError, is_int, user_location
 from asyncdsl.frontend import tracer as tracing
-from asyncdsl.frontend.options import flag
 from asyncdsl.frontend.scalars import FloatScalar, Scalar
 from asyncdsl.hw.fragments import Layout, SplatLayout
 from asyncdsl.hw.limits import MAX_REGISTERS_PER_THREAD, WARPGROUP_THREADS
 from asyncdsl.hw.options import TileReduction
 
 Number = int | float
+_FLOOR_DIVISION = "// of register tiles (floats divide with /)"
+_MODULO = "% of register tiles"
 
 # What a register tile can hold (docs/register-tiles.md): the types PTX computes on, and the
 # narrow types it only loads, stores and converts.
@@ -169,15 +170,16 @@ class RegisterTile:
         return self.value
 
     # -- elementwise arithmetic ------------------------------------------------------------------
-    def _binary(self, other, float_op, int_op, reverse: bool = False, what: str = "arithmetic on register tiles"):
-        lhs, rhs = _coerced(self, other, what)
-        _computable(lhs, what, allow_bool=float_op is None)
+    def _binary(self, other, float_op, int_op, reverse: bool = False, what: str = "arithmetic on register tiles",
+                bitwise: bool = False):
+        lhs, rhs = coerced(self, other, what)
+        _computable(lhs, what, allow_bool=bitwise)
         if reverse:
             lhs, rhs = rhs, lhs
         op_class = float_op if lhs.dtype.is_float else int_op
         if op_class is None:
             raise TraceError(f"{what} is not defined for {lhs.dtype} tiles", user_location())
-        return _elementwise(what, op_class, (lhs, rhs), lhs.dtype)
+        return elementwise(what, op_class, (lhs, rhs), lhs.dtype)
 
     def __add__(self, other):
         return self._binary(other, arith.AddfOp, arith.AddiOp)
@@ -204,31 +206,85 @@ class RegisterTile:
         return self._binary(other, arith.DivfOp, None, reverse=True, what="division of register tiles")
 
     def __and__(self, other):
-        return self._binary(other, None, arith.AndIOp, what="& of register tiles")
+        return self._binary(other, None, arith.AndIOp, what="& of register tiles", bitwise=True)
+
+    def __rand__(self, other):
+        return self._binary(other, None, arith.AndIOp, reverse=True, what="& of register tiles", bitwise=True)
 
     def __or__(self, other):
-        return self._binary(other, None, arith.OrIOp, what="| of register tiles")
+        return self._binary(other, None, arith.OrIOp, what="| of register tiles", bitwise=True)
+
+    def __ror__(self, other):
+        return self._binary(other, None, arith.OrIOp, reverse=True, what="| of register tiles", bitwise=True)
 
     def __xor__(self, other):
-        return self._binary(other, None, arith.XOrIOp, what="^ of register tiles")
+        return self._binary(other, None, arith.XOrIOp, what="^ of register tiles", bitwise=True)
+
+    def __rxor__(self, other):
+        return self._binary(other, None, arith.XOrIOp, reverse=True, what="^ of register tiles", bitwise=True)
+
+    # Integer division, modulo and shifts (int32): Python's floor semantics, wrapping at the
+    # int32 ends; shift amounts read unsigned, and 32 or more shift every bit out (the sign's
+    # copies for >>), as PTX's shl/shr clamp them (docs/register-tiles.md).
+    def __floordiv__(self, other):
+        return self._binary(other, None, arith.FloorDivSIOp, what=_FLOOR_DIVISION)
+
+    def __rfloordiv__(self, other):
+        return self._binary(other, None, arith.FloorDivSIOp, reverse=True, what=_FLOOR_DIVISION)
+
+    def _modulo(self, other, reverse: bool) -> RegisterTile:
+        lhs, rhs = coerced(self, other, _MODULO)
+        if reverse:
+            lhs, rhs = rhs, lhs
+        # a - (a // b) * b: the floor division's remainder, its sign the divisor's.
+        return lhs - lhs._binary(rhs, None, arith.FloorDivSIOp, what=_MODULO) * rhs
+
+    def __mod__(self, other):
+        return self._modulo(other, reverse=False)
+
+    def __rmod__(self, other):
+        return self._modulo(other, reverse=True)
+
+    def __lshift__(self, other):
+        return self._binary(other, None, arith.ShLIOp, what="<< of register tiles")
+
+    def __rlshift__(self, other):
+        return self._binary(other, None, arith.ShLIOp, reverse=True, what="<< of register tiles")
+
+    def __rshift__(self, other):
+        return self._binary(other, None, arith.ShRSIOp, what=">> of register tiles")
+
+    def __rrshift__(self, other):
+        return self._binary(other, None, arith.ShRSIOp, reverse=True, what=">> of register tiles")
+
+    def __invert__(self):
+        _computable(self, "~tile", allow_bool=True)
+        if self.dtype.is_float:
+            raise TraceError(f"~tile is for int32 tiles and bool masks, not {self.dtype} ones", user_location())
+        if self.dtype != dtypes.BOOL:
+            return self ^ -1  # every bit flipped
+        # A mask negated: xor with an all-true mask (`full` makes number tiles only).
+        element = dtypes.BOOL.mlir()
+        every = _emit(ir.FullOp(IntegerAttr(1, element), VectorType(element, self.shape), None), "~tile")
+        return self ^ RegisterTile(every, dtypes.BOOL, spread=False)
 
     def __neg__(self):
         _computable(self, "-tile")
         if self.dtype.is_float:
-            return _elementwise("-tile", arith.NegfOp, (self,), self.dtype)
+            return elementwise("-tile", arith.NegfOp, (self,), self.dtype)
         return 0 - self
 
     def __abs__(self):
         _computable(self, "abs(tile)")
         op = xmath.AbsFOp if self.dtype.is_float else xmath.AbsIOp
-        return _elementwise("abs(tile)", op, (self,), self.dtype)
+        return elementwise("abs(tile)", op, (self,), self.dtype)
 
     # -- comparisons make bool tiles -------------------------------------------------------------
     def _compare(self, predicate: str, other):
         what = "comparison of register tiles"
-        lhs, rhs = _coerced(self, other, what)
+        lhs, rhs = coerced(self, other, what)
         _computable(lhs, what)
-        return _elementwise(what, lambda a, b: ir.CompareOp(predicate, a, b), (lhs, rhs), dtypes.BOOL)
+        return elementwise(what, lambda a, b: ir.CompareOp(predicate, a, b), (lhs, rhs), dtypes.BOOL)
 
     def __lt__(self, other):
         return self._compare("lt", other)
@@ -266,7 +322,7 @@ class RegisterTile:
             raise TraceError("astype(bool): compare instead (tile != 0)", user_location())
         if target == self.dtype:
             return self
-        return _elementwise(
+        return elementwise(
             "astype", lambda value: ir.ConvertOp(value, VectorType(target.mlir(), value.type.get_shape())), (self,), target
         )
 
@@ -386,7 +442,7 @@ def assigned(tile, shape: tuple[int, ...], dtype: dtypes.DType, where: str, what
     return broadcast_to(tile, shape)
 
 
-def _elementwise(what: str, make_op, operands: tuple[RegisterTile, ...], dtype: dtypes.DType) -> RegisterTile:
+def elementwise(what: str, make_op, operands: tuple[RegisterTile, ...], dtype: dtypes.DType) -> RegisterTile:
     """The tile `make_op(*values)` makes from `operands` (tiles of one shape).  When they are
     all the same view (`m[:, None]`), the op runs on the viewed tiles and the result is that view."""
     keys = {t._view_key() for t in operands}
@@ -399,7 +455,7 @@ def _elementwise(what: str, make_op, operands: tuple[RegisterTile, ...], dtype: 
                         spread=any(t.spread for t in operands))
 
 
-def _coerced(tile: RegisterTile, other, what: str) -> tuple[RegisterTile, RegisterTile]:
+def coerced(tile: RegisterTile, other, what: str) -> tuple[RegisterTile, RegisterTile]:
     """`tile` and `other` as two tiles of one dtype and one (broadcast) shape."""
     if isinstance(other, RegisterTile):
         if other.dtype != tile.dtype:
@@ -407,7 +463,7 @@ def _coerced(tile: RegisterTile, other, what: str) -> tuple[RegisterTile, Regist
                 f"{what}: a {tile.dtype} tile and a {other.dtype} tile; convert one with .astype(...) first",
                 user_location(),
             )
-        shape = _broadcast_shape(tile.shape, other.shape, what)
+        shape = broadcast_shape(tile.shape, other.shape, what)
         if tile._view_key() is not None and tile._view_key() == other._view_key():
             return tile, other
         return broadcast_to(tile, shape), broadcast_to(other, shape)
@@ -417,7 +473,7 @@ def _coerced(tile: RegisterTile, other, what: str) -> tuple[RegisterTile, Regist
     return tile, full(tile.shape, other, tile.dtype)
 
 
-def _broadcast_shape(a: tuple[int, ...], b: tuple[int, ...], what: str) -> tuple[int, ...]:
+def broadcast_shape(a: tuple[int, ...], b: tuple[int, ...], what: str) -> tuple[int, ...]:
     result = []
     for x, y in zip((1,) * (len(b) - len(a)) + a, (1,) * (len(a) - len(b)) + b):
         if x != y and 1 not in (x, y):
@@ -507,85 +563,4 @@ def _scalar_as(scalar: Scalar | FloatScalar, element: dtypes.DType, what: str) -
     return tracer.emit(ir.ConvertOp(as_int, element.mlir())).results[0]
 
 
-# -- functions -------------------------------------------------------------------------------------
-
-
-def _tile(value, what: str) -> RegisterTile:
-    if not isinstance(value, RegisterTile):
-        raise TraceError(f"{what} takes a register tile, got {value!r}", user_location())
-    return value
-
-
-def where(mask: RegisterTile, a, b) -> RegisterTile:
-    """Elementwise `a` where `mask` holds, else `b` (numpy's `where`)."""
-    what = "asyncdsl.where"
-    mask = _tile(mask, what)
-    if mask.dtype != dtypes.BOOL:
-        raise TraceError(f"{what}: the mask is a {mask.dtype} tile, not a bool one (a comparison)", user_location())
-    template = a if isinstance(a, RegisterTile) else b
-    if not isinstance(template, RegisterTile):
-        raise TraceError(f"{what}: at least one of the two values must be a register tile", user_location())
-    a, b = _coerced(template, a, what)[1], _coerced(template, b, what)[1]
-    shape = _broadcast_shape(mask.shape, a.shape, what)
-    mask, a, b = broadcast_to(mask, shape), broadcast_to(a, shape), broadcast_to(b, shape)
-    return _elementwise(what, ir.SelectOp, (mask, a, b), a.dtype)
-
-
-def maximum(a, b) -> RegisterTile:
-    """Elementwise maximum; NaN if either is NaN (numpy's `maximum`)."""
-    template = _tile(a if isinstance(a, RegisterTile) else b, "asyncdsl.maximum")
-    lhs, rhs = _coerced(template, a, "asyncdsl.maximum")[1], _coerced(template, b, "asyncdsl.maximum")[1]
-    return lhs._binary(rhs, arith.MaximumfOp, arith.MaxSIOp)
-
-
-def minimum(a, b) -> RegisterTile:
-    """Elementwise minimum; NaN if either is NaN (numpy's `minimum`)."""
-    template = _tile(a if isinstance(a, RegisterTile) else b, "asyncdsl.minimum")
-    lhs, rhs = _coerced(template, a, "asyncdsl.minimum")[1], _coerced(template, b, "asyncdsl.minimum")[1]
-    return lhs._binary(rhs, arith.MinimumfOp, arith.MinSIOp)
-
-
-def fma(a, b, c) -> RegisterTile:
-    """`a * b + c` rounded once."""
-    template = _tile(next((v for v in (a, b, c) if isinstance(v, RegisterTile)), a), "asyncdsl.fma")
-    values = [_coerced(template, v, "asyncdsl.fma")[1] for v in (a, b, c)]
-    if not template.dtype.is_float:
-        raise TraceError(f"asyncdsl.fma is for float tiles, not {template.dtype}", user_location())
-    shape = values[0].shape
-    for v in values[1:]:
-        shape = _broadcast_shape(shape, v.shape, "asyncdsl.fma")
-    a, b, c = (broadcast_to(v, shape) for v in values)
-    return _elementwise("asyncdsl.fma", xmath.FmaOp, (a, b, c), template.dtype)
-
-
-def _approximate(op_class, name: str, exact_available: bool):
-    def function(x: RegisterTile, approx: bool = False) -> RegisterTile:
-        what = f"asyncdsl.{name}"
-        x = _tile(x, what)
-        if x.dtype != dtypes.float32:
-            raise TraceError(f"{what} computes on float32 tiles; astype(asyncdsl.float32) first (got {x.dtype})", user_location())
-        approx = flag(approx, f"{what}: approx")
-        if not approx and not exact_available:
-            raise TraceError(f"{what} has only a hardware approximation: call it with approx=True", user_location())
-        flags = arith.FastMathFlagsAttr(["afn"] if approx else "none")
-        return _elementwise(what, lambda value: op_class(value, flags), (x,), x.dtype)
-
-    function.__name__ = name
-    function.__doc__ = (
-        f"Elementwise {name} of a float32 tile. approx=True: the hardware approximation (flushing "
-        "subnormals); the default " + ("is within the bound docs/hardware.md states." if exact_available else "is refused.")
-    )
-    return function
-
-
-exp2 = _approximate(xmath.Exp2Op, "exp2", True)
-log2 = _approximate(xmath.Log2Op, "log2", True)
-rsqrt = _approximate(xmath.RsqrtOp, "rsqrt", True)
-tanh = _approximate(xmath.TanhOp, "tanh", False)
-sin = _approximate(xmath.SinOp, "sin", False)
-cos = _approximate(xmath.CosOp, "cos", False)
-
-__all__ = [
-    "RegisterTile", "assigned", "broadcast_to", "cos", "exp2", "fma", "full", "iota", "log2", "maximum",
-    "minimum", "rsqrt", "sin", "tanh", "where", "zeros",
-]
+__all__ = ["RegisterTile", "assigned", "broadcast_to", "full", "iota", "zeros"]

@@ -230,6 +230,29 @@ def _wrapping(ufunc, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return _from_integers(ufunc(_as_integers(a), _as_integers(b)), a.dtype)
 
 
+def floor_divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Python's floor division of integers, wrapped (int32's -2**31 // -1 is -2**31); the
+    caller refuses zero divisors, whose quotient PTX leaves unspecified."""
+    return _wrapping(np.floor_divide, a, b)
+
+
+# PTX's `shl`/`shr` read the shift amount as unsigned and clamp it at the register's width.
+def shift_left(a: np.ndarray, amount: np.ndarray) -> np.ndarray:
+    amount = _as_integers(amount) & 0xFFFFFFFF
+    width = 8 * np.dtype(a.dtype).itemsize
+    shifted = np.where(amount < width, _as_integers(a) << np.minimum(amount, width - 1), 0)
+    return _from_integers(shifted, a.dtype)
+
+
+def shift_right(a: np.ndarray, amount: np.ndarray) -> np.ndarray:
+    """Arithmetic for signed dtypes (the sign's copies come in), logical for unsigned."""
+    amount = _as_integers(amount) & 0xFFFFFFFF
+    width = 8 * np.dtype(a.dtype).itemsize
+    values = _as_integers(a)
+    shifted = np.where(amount < width, values >> np.minimum(amount, width - 1), np.where(values < 0, -1, 0))
+    return _from_integers(shifted, a.dtype)
+
+
 # -- conversions -------------------------------------------------------------------------------
 
 

@@ -25,6 +25,7 @@ from xdsl.interpreters.arith import ArithFunctions
 from xdsl.ir import Attribute, Operation
 
 from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.errors import InterpretError
 from asyncdsl.interpret import numerics
 from asyncdsl.interpret.diagnosis import diagnosed
 from asyncdsl.interpret.functions import WarpgroupFunctions
@@ -84,6 +85,14 @@ def _approximate(name: str) -> Compute:
     return lambda op, x: numerics.approximate(name, x, ftz=arith.FastMathFlag.APPROX_FUNC in op.fastmath.data)
 
 
+def _floor_divide(op: Operation, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if not np.all(b):
+        raise InterpretError(
+            "division by zero in a register tile's // or %: on the GPU the quotient would be undefined", None
+        )
+    return numerics.floor_divide(a, b)
+
+
 def _convert(op: ir.ConvertOp, x: np.ndarray) -> np.ndarray:
     target = element_dtype(op.result.type, op)
     if numerics.is_float(x.dtype):
@@ -117,6 +126,9 @@ class TileMathFunctions(WarpgroupFunctions):
     run_maxsi = _elementwise(arith.MaxSIOp, _binary(numerics.maximum), INTEGERS, _INDEX_ARITH.run_maxsi)
     run_minsi = _elementwise(arith.MinSIOp, _binary(numerics.minimum), INTEGERS, _INDEX_ARITH.run_minsi)
     run_absi = _elementwise(xmath.AbsIOp, lambda op, x: numerics.absolute(x), INTEGERS)
+    run_floordivsi = _elementwise(arith.FloorDivSIOp, _floor_divide, INTEGERS, _INDEX_ARITH.run_floordivsi)
+    run_shli = _elementwise(arith.ShLIOp, _binary(numerics.shift_left), INTEGERS)
+    run_shrsi = _elementwise(arith.ShRSIOp, _binary(numerics.shift_right), INTEGERS)
 
     # -- comparisons, select, conversions (asyncdsl's: arith has them for scalars only) -------------
     run_compare = _elementwise(

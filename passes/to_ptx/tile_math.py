@@ -128,6 +128,19 @@ def _integer(template: str) -> ElementRule:
     return rule
 
 
+def _floor_divide(ctx, op, element, regs):
+    """Python's floor division of int32 elements: PTX's `div.s32` truncates, so the quotient
+    steps down once where the remainder is nonzero and its sign is not the divisor's."""
+    b = ctx.b
+    dividend, divisor = regs
+    quotient = b.emit("div.s32 {}, {}, {};", "b32", dividend, divisor)
+    remainder = b.emit("sub.s32 {}, {}, {};", "b32", dividend, b.emit("mul.lo.s32 {}, {}, {};", "b32", quotient, divisor))
+    inexact = b.emit("setp.ne.s32 {}, {}, 0;", "pred", remainder)
+    opposite = b.emit("setp.lt.s32 {}, {}, 0;", "pred", b.emit("xor.b32 {}, {}, {};", "b32", remainder, divisor))
+    step = b.emit("selp.s32 {}, 1, 0, {};", "b32", b.emit("and.pred {}, {}, {};", "pred", inexact, opposite))
+    return b.emit("sub.s32 {}, {}, {};", "b32", quotient, step)
+
+
 def _compare(ctx, op, element, regs):
     # Ordered float comparisons (false on NaN) except `ne`, which is true on NaN (`neu`).
     predicate = op.predicate.data.value
@@ -279,6 +292,9 @@ ELEMENT_RULES: dict[type[Operation], ElementRule] = {
     arith.AndIOp: _integer("and.{b}"),
     arith.OrIOp: _integer("or.{b}"),
     arith.XOrIOp: _integer("xor.{b}"),
+    arith.FloorDivSIOp: _floor_divide,
+    arith.ShLIOp: _integer("shl.{b}"),
+    arith.ShRSIOp: _integer("shr.{s}"),
     arith.MaxSIOp: _integer("max.{s}"),
     arith.MinSIOp: _integer("min.{s}"),
     xmath.AbsIOp: lambda ctx, op, element, regs: ctx.b.emit(f"abs.{_int_type(element)} {{}}, {{}};", register_kind(element), regs[0]),

@@ -274,3 +274,30 @@ def test_a_given_layout_that_does_not_fit_a_gmem_window_is_refused_at_its_line()
 
 def _without_layout(x, y):
     ad.store(y.at[ad.ds(0, 4), ad.ds(0, 160)], ad.load(x.at[ad.ds(0, 4), ad.ds(0, 160)]))
+
+
+def test_floor_division_and_shifts_are_for_int32_tiles():
+    def floats_floor_divided(buf, t):
+        buf[...] = t // 2.0
+
+    _expect(_kernel(floats_floor_divided), "t // 2.0", "// of register tiles", "not defined for float32", "/")
+
+    def floats_shifted(buf, t):
+        buf[...] = t << 1
+
+    _expect(_kernel(floats_shifted), "t << 1", "<< of register tiles", "not defined for float32")
+
+    def floats_inverted(buf, t):
+        buf[...] = ~t
+
+    _expect(_kernel(floats_inverted), "~t", "~tile is for int32 tiles and bool masks, not float32")
+
+    def masks_divided(buf, t):
+        buf[...] = ad.where((t > 0) // (t < 1), t, t)
+
+    _expect(_kernel(masks_divided), "(t > 0) // (t < 1)", "on bool tiles", "int32")
+
+    def masks_inverted(buf, t):
+        buf[...] = ad.where(~(t > 0), t, 0.0)  # a mask negated: no error
+
+    _kernel(masks_inverted).compile(F32, F32)

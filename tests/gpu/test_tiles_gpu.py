@@ -17,6 +17,7 @@ from gpu_support import gpu_and_interpreter, hopper_or_skip
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tile_kernels import (
+    index_on_the_left,
     APPROX_OPS,
     COMPUTE,
     LAYOUTS,
@@ -289,3 +290,9 @@ def test_8_bit_tiles_in_2_element_vectors_match_the_interpreter(columns):
     x = np.random.default_rng(14).integers(-128, 127, (5, columns)).astype(np.int8)
     (gpu,), (cpu,) = gpu_and_interpreter(byte_pairs, [x], [np.full_like(x, -7)])
     assert gpu.tobytes() == cpu.tobytes()
+
+
+def test_a_traced_index_on_the_left_of_int32_tiles_is_bit_exact():
+    a = special_values(ad.int32, (R, C), 8)
+    (gpu,), (cpu,) = gpu_and_interpreter(index_on_the_left, [a], [np.zeros((2, 6, R // 2, C), np.int32)])
+    assert np.array_equal(gpu, cpu)

@@ -22,6 +22,7 @@ from tile_kernels import (
     R,
     accumulate,
     broadcast_back,
+    index_on_the_left,
     op_matrix,
     ops_of,
     relayout,
@@ -61,12 +62,25 @@ def _int_reference(name: str):
     def wrap(v):
         return (v + 2**31) % 2**32 - 2**31
 
+    def shift(a, amount, direction):
+        # PTX reads the amount unsigned and shifts every bit out from 32 on (the sign's copies
+        # coming in for >>), where Python refuses a negative amount.
+        amount %= 2**32
+        if direction == "<<":
+            return wrap(a << amount) if amount < 32 else 0
+        return a >> min(amount, 31)
+
     return {
         "add": lambda a, b, c: wrap(a + b), "sub": lambda a, b, c: wrap(a - b), "mul": lambda a, b, c: wrap(a * b),
         "neg": lambda a, b, c: wrap(-a), "abs": lambda a, b, c: wrap(abs(a)), "and": lambda a, b, c: a & b,
         "or": lambda a, b, c: a | b, "xor": lambda a, b, c: a ^ b, "maximum": lambda a, b, c: max(a, b),
         "minimum": lambda a, b, c: min(a, b), "scalar": lambda a, b, c: wrap(3 * a - 7),
-        "where_less": lambda a, b, c: a if a < b else c,
+        "where_less": lambda a, b, c: a if a < b else c, "invert": lambda a, b, c: ~a,
+        "floordiv": lambda a, b, c: wrap(a // (b or 7)), "mod": lambda a, b, c: a % (b or -7),
+        "floordiv_constant": lambda a, b, c: wrap(a // -3 + a // 8),
+        "mod_constant": lambda a, b, c: wrap(a % 10 + (a % -16) * 3), "rfloordiv": lambda a, b, c: 1000 // (b or 3),
+        "shl": lambda a, b, c: shift(a, b, "<<"), "shr": lambda a, b, c: shift(a, b, ">>"),
+        "shl_small": lambda a, b, c: shift(a, b & 31, "<<"), "shr_small": lambda a, b, c: shift(a, b & 31, ">>"),
         **{f"cmp_{name}": (lambda op: lambda a, b, c: int(op(a, b)))(op) for name, op in (
             ("lt", int.__lt__), ("le", int.__le__), ("gt", int.__gt__), ("ge", int.__ge__),
             ("eq", int.__eq__), ("ne", int.__ne__))},
@@ -83,6 +97,8 @@ def _bit_moves(name: str, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.nda
     if name in ("where_less", "abs_where"):
         less = a.astype(np.float64) < b.astype(np.float64)
         return np.where(less, a if name == "where_less" else (ref.bits(a) & (sign - 1)).view(a.dtype), c)
+    if name == "where_not_less":
+        return np.where(~(a.astype(np.float64) < b.astype(np.float64)), a, c)
     return None
 
 
@@ -168,3 +184,21 @@ def test_a_register_accumulator_across_a_loop():
     wide = x.astype(np.float32)
     assert np.array_equal(out, (((wide[0] + wide[1]) + wide[2]) + wide[3]) * np.float32(2))
     assert not math.isnan(float(out.sum()))
+
+
+def test_a_traced_index_and_numbers_on_the_left_of_int32_tiles():
+    a = special_values(ad.int32, (R, C), 8)
+    out = np.zeros((2, 6, R // 2, C), np.int32)
+    index_on_the_left.interpret(a, out)
+
+    def wrap(v):
+        return (v + 2**31) % 2**32 - 2**31
+
+    divisors = [int(v) or 9 for v in a[: R // 2].flat]
+    for program in range(2):
+        i = program + 5
+        expected = [[i // d for d in divisors], [i % d for d in divisors],
+                    [wrap(i << d % 2**32) if d % 2**32 < 32 else 0 for d in divisors],
+                    [i >> min(d % 2**32, 31) for d in divisors], [6 & d for d in divisors], [i ^ d for d in divisors]]
+        for position, values in enumerate(expected):
+            assert out[program, position].reshape(-1).tolist() == values, position

@@ -178,3 +178,38 @@ def test_arithmetic_the_contract_does_not_define_is_an_error_at_the_op():
     assert "arith.addf on float8_e4m3fn values" in str(caught.value) and "warpgroup 0" in str(caught.value)
     with pytest.raises(ad.InterpretError, match="register tiles hold the dtypes"):
         run_op(binary(arith.AddfOp), a.astype(np.float64), a.astype(np.float64))
+
+
+def test_integer_division_floors_and_shifts_clamp_their_amount():
+    # Python's floor division, wrapped at the int32 ends (-2**31 // -1 is -2**31); shift amounts
+    # read unsigned, 32 and more shifting every bit out (PTX shl/shr).  `%` is built on `//`
+    # (tests/interpret/test_tile_kernels.py checks it against Python's).
+    pairs = [(7, 2), (-7, 2), (7, -2), (-7, -2), (-2**31, -1), (-2**31, 1), (2**31 - 1, -1), (0, -5),
+             (5, 2**31 - 1), (-5, 2**31 - 1), (-2**31, 2**31 - 1), (2**31 - 1, -2**31), (1, 31), (1, 32),
+             (-1, 33), (-8, -1), (3, -2**31), (12345, 40)]
+    pairs += [tuple(v) for v in RNG.integers(-2**31, 2**31, (128 - len(pairs), 2))]
+    a, b = (np.array(column, np.int64).astype(np.int32).reshape(8, 16) for column in zip(*pairs))
+
+    def wrap(v):
+        return (v + 2**31) % 2**32 - 2**31
+
+    def quotient(x, y):
+        return wrap(x // y)
+
+    def shift(x, amount, left):
+        amount %= 2**32
+        if left:
+            return wrap(x << amount) if amount < 32 else 0
+        return x >> min(amount, 31)
+
+    lists = [int(x) for x in a.reshape(-1)], [int(y) for y in b.reshape(-1)]
+    assert run_op(binary(arith.FloorDivSIOp), a, b).reshape(-1).tolist() == [quotient(*p) for p in zip(*lists)]
+    assert run_op(binary(arith.ShLIOp), a, b).reshape(-1).tolist() == [shift(*p, True) for p in zip(*lists)]
+    assert run_op(binary(arith.ShRSIOp), a, b).reshape(-1).tolist() == [shift(*p, False) for p in zip(*lists)]
+
+
+def test_a_zero_divisor_is_an_error_at_the_op():
+    a = np.arange(128, dtype=np.int32).reshape(8, 16)
+    with pytest.raises(ad.InterpretError) as caught:
+        run_op(binary(arith.FloorDivSIOp), a, a)  # a's first element is 0
+    assert caught.value.location.line == LINE and "division by zero" in str(caught.value)

@@ -116,7 +116,9 @@ def tile_everything(x, y, z):
         total[...] = ad.fma(total[...], t, ad.full((64, 128), ad.program_id(0), ad.float32))
     s = total[...]
     m = ad.where(s > 0.5, ad.exp2(s, approx=True), -abs(s))
-    r = m.sum(axis=1)[:, None] + ad.iota((64, 128), ad.int32, dim=1).astype(ad.float32)
+    k = ad.iota((64, 128), ad.int32, dim=1)
+    bits = ((k // 3 + k % 5) << 2 >> 1) ^ ~k  # integer division, modulo, shifts, ~
+    r = m.sum(axis=1)[:, None] + bits.astype(ad.float32)
     out[...] = ad.maximum(r, m).to_layout(ad.strided(4)) / 3.0
     small[...] = out[...].astype(ad.float8_e4m3fn)
     ad.fence_async_smem()

@@ -28,6 +28,7 @@ from tile_kernels import (
     gmem_round_trip,
     masked_element,
     masked_rows,
+    index_on_the_left,
     op_matrix,
     ops_of,
     reductions,
@@ -64,6 +65,14 @@ def test_every_elementwise_op_assembles_without_spills(dtype, layout):
     assert " 0 bytes stack frame, 0 bytes spill stores" in log, log
     for instruction in ("add.rn" if dtype != ad.int32 else "add.s32", "max", "setp", "selp"):
         assert instruction in ptx
+    if dtype == ad.int32:
+        assert all(instruction in ptx for instruction in ("div.s32", "shl.b32", "shr.s32", "xor.b32"))
+
+
+def test_a_traced_index_on_the_left_of_int32_tiles_assembles_without_spills():
+    ptx = index_on_the_left.ptx(_spec(ad.int32), _spec(ad.int32, 2, 6, R // 2, C))
+    assert " 0 bytes stack frame, 0 bytes spill stores" in assemble(ptx, verbose=True)[1]
+    assert all(instruction in ptx for instruction in ("div.s32", "shl.b32", "shr.s32", "and.b32", "xor.b32"))
 
 
 @pytest.mark.parametrize("dtype", COMPUTE, ids=str)

@@ -1,0 +1,94 @@
+"""Functions of register tiles: `asyncdsl.where`, `maximum`, `minimum`, `fma` and the
+transcendentals (`exp2`, `log2`, `rsqrt`, `tanh`, `sin`, `cos`), each an elementwise op on
+tiles (`frontend/tiles.py`) whose operands combine as the operators' do: numpy broadcasting, a
+Python number or traced scalar taking the tile's dtype.
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects import arith
+from xdsl.dialects import math as xmath
+
+from asyncdsl import dtypes
+from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.errors import TraceError, user_location
+from asyncdsl.frontend.options import flag
+from asyncdsl.frontend.tiles import RegisterTile, broadcast_shape, broadcast_to, coerced, elementwise
+
+
+def _tile(value, what: str) -> RegisterTile:
+    if not isinstance(value, RegisterTile):
+        raise TraceError(f"{what} takes a register tile, got {value!r}", user_location())
+    return value
+
+
+def where(mask: RegisterTile, a, b) -> RegisterTile:
+    """Elementwise `a` where `mask` holds, else `b` (numpy's `where`)."""
+    what = "asyncdsl.where"
+    mask = _tile(mask, what)
+    if mask.dtype != dtypes.BOOL:
+        raise TraceError(f"{what}: the mask is a {mask.dtype} tile, not a bool one (a comparison)", user_location())
+    template = a if isinstance(a, RegisterTile) else b
+    if not isinstance(template, RegisterTile):
+        raise TraceError(f"{what}: at least one of the two values must be a register tile", user_location())
+    a, b = coerced(template, a, what)[1], coerced(template, b, what)[1]
+    shape = broadcast_shape(mask.shape, a.shape, what)
+    mask, a, b = broadcast_to(mask, shape), broadcast_to(a, shape), broadcast_to(b, shape)
+    return elementwise(what, ir.SelectOp, (mask, a, b), a.dtype)
+
+
+def maximum(a, b) -> RegisterTile:
+    """Elementwise maximum; NaN if either is NaN (numpy's `maximum`)."""
+    template = _tile(a if isinstance(a, RegisterTile) else b, "asyncdsl.maximum")
+    lhs, rhs = coerced(template, a, "asyncdsl.maximum")[1], coerced(template, b, "asyncdsl.maximum")[1]
+    return lhs._binary(rhs, arith.MaximumfOp, arith.MaxSIOp)
+
+
+def minimum(a, b) -> RegisterTile:
+    """Elementwise minimum; NaN if either is NaN (numpy's `minimum`)."""
+    template = _tile(a if isinstance(a, RegisterTile) else b, "asyncdsl.minimum")
+    lhs, rhs = coerced(template, a, "asyncdsl.minimum")[1], coerced(template, b, "asyncdsl.minimum")[1]
+    return lhs._binary(rhs, arith.MinimumfOp, arith.MinSIOp)
+
+
+def fma(a, b, c) -> RegisterTile:
+    """`a * b + c` rounded once."""
+    template = _tile(next((v for v in (a, b, c) if isinstance(v, RegisterTile)), a), "asyncdsl.fma")
+    values = [coerced(template, v, "asyncdsl.fma")[1] for v in (a, b, c)]
+    if not template.dtype.is_float:
+        raise TraceError(f"asyncdsl.fma is for float tiles, not {template.dtype}", user_location())
+    shape = values[0].shape
+    for v in values[1:]:
+        shape = broadcast_shape(shape, v.shape, "asyncdsl.fma")
+    a, b, c = (broadcast_to(v, shape) for v in values)
+    return elementwise("asyncdsl.fma", xmath.FmaOp, (a, b, c), template.dtype)
+
+
+def _approximate(op_class, name: str, exact_available: bool):
+    def function(x: RegisterTile, approx: bool = False) -> RegisterTile:
+        what = f"asyncdsl.{name}"
+        x = _tile(x, what)
+        if x.dtype != dtypes.float32:
+            raise TraceError(f"{what} computes on float32 tiles; astype(asyncdsl.float32) first (got {x.dtype})", user_location())
+        approx = flag(approx, f"{what}: approx")
+        if not approx and not exact_available:
+            raise TraceError(f"{what} has only a hardware approximation: call it with approx=True", user_location())
+        flags = arith.FastMathFlagsAttr(["afn"] if approx else "none")
+        return elementwise(what, lambda value: op_class(value, flags), (x,), x.dtype)
+
+    function.__name__ = name
+    function.__doc__ = (
+        f"Elementwise {name} of a float32 tile. approx=True: the hardware approximation (flushing "
+        "subnormals); the default " + ("is within the bound docs/hardware.md states." if exact_available else "is refused.")
+    )
+    return function
+
+
+exp2 = _approximate(xmath.Exp2Op, "exp2", True)
+log2 = _approximate(xmath.Log2Op, "log2", True)
+rsqrt = _approximate(xmath.RsqrtOp, "rsqrt", True)
+tanh = _approximate(xmath.TanhOp, "tanh", False)
+sin = _approximate(xmath.SinOp, "sin", False)
+cos = _approximate(xmath.CosOp, "cos", False)
+
+__all__ = ["cos", "exp2", "fma", "log2", "maximum", "minimum", "rsqrt", "sin", "tanh", "where"]
