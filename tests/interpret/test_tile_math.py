@@ -12,6 +12,8 @@ import ml_dtypes
 import numerics_reference as ref
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tile_ir import BOOL, LINE, run_op
 from xdsl.dialects import arith
 from xdsl.dialects import math as xmath
@@ -213,3 +215,32 @@ def test_a_zero_divisor_is_an_error_at_the_op():
     with pytest.raises(ad.InterpretError) as caught:
         run_op(binary(arith.FloorDivSIOp), a, a)  # a's first element is 0
     assert caught.value.location.line == LINE and "division by zero" in str(caught.value)
+
+
+INT32 = st.integers(-(2**31), 2**31 - 1)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(INT32, INT32.filter(bool)), min_size=128, max_size=128))
+def test_floor_division_leaves_a_remainder_smaller_than_the_divisor_with_its_sign(pairs):
+    # The law of floor division: a = q·b + r with 0 <= r < b or b < r <= 0; the only quotient
+    # that does not fit int32 (-2**31 // -1) wraps to itself.
+    a, b = (np.array(column, np.int64).astype(np.int32).reshape(8, 16) for column in zip(*pairs))
+    quotient = run_op(binary(arith.FloorDivSIOp), a, b).astype(np.int64).reshape(-1)
+    for x, y, q in zip(a.reshape(-1).tolist(), b.reshape(-1).tolist(), quotient.tolist()):
+        if (x, y) == (-(2**31), -1):
+            assert q == -(2**31)
+            continue
+        r = x - q * y
+        assert (0 <= r < y) if y > 0 else (y < r <= 0), (x, y, q)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(INT32, st.integers(0, 31)), min_size=128, max_size=128))
+def test_shifts_by_less_than_32_multiply_and_floor_divide_by_powers_of_two(pairs):
+    a, k = (np.array(column, np.int64).astype(np.int32).reshape(8, 16) for column in zip(*pairs))
+    left = run_op(binary(arith.ShLIOp), a, k).reshape(-1).tolist()
+    right = run_op(binary(arith.ShRSIOp), a, k).reshape(-1).tolist()
+    for x, n, shifted_left, shifted_right in zip(a.reshape(-1).tolist(), k.reshape(-1).tolist(), left, right):
+        assert shifted_left == (x * 2**n + 2**31) % 2**32 - 2**31
+        assert shifted_right == x // 2**n
