@@ -131,6 +131,18 @@ def index_on_the_left(a, out):
         ad.store(out.at[ad.program_id(0), position], value())
 
 
+@ad.kernel(grid=(2,))
+def traced_scalars_with_tiles(x, y, s: float):
+    """Traced scalars (a runtime float, a traced index) on either side of float32 tiles, and
+    `where` choosing between two scalars: numpy's rules, the scalar taking the tile's dtype."""
+    t = ad.load(x.at[:, :])
+    i = ad.program_id(0) + 3
+    values = (lambda: s - t, lambda: i / t, lambda: ad.maximum(s, t), lambda: ad.where(s < t, 1.0, 0),
+              lambda: ad.where(t > 3, i, -1).astype(ad.float32), lambda: ad.where(i == t, s, 2.5))
+    for position, value in enumerate(values):
+        ad.store(y.at[ad.program_id(0), position], value())
+
+
 @ad.kernel(grid=(1,))
 def convert(a, out, LAYOUT: ad.constexpr):
     """out = a.astype(out.dtype), read in LAYOUT."""

@@ -13,7 +13,8 @@ from asyncdsl import dtypes
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.errors import TraceError, user_location
 from asyncdsl.frontend.options import flag
-from asyncdsl.frontend.tiles import RegisterTile, broadcast_shape, broadcast_to, coerced, elementwise
+from asyncdsl.frontend.scalars import FloatScalar
+from asyncdsl.frontend.tiles import RegisterTile, broadcast_shape, broadcast_to, coerced, elementwise, full
 
 
 def _tile(value, what: str) -> RegisterTile:
@@ -30,7 +31,10 @@ def where(mask: RegisterTile, a, b) -> RegisterTile:
         raise TraceError(f"{what}: the mask is a {mask.dtype} tile, not a bool one (a comparison)", user_location())
     template = a if isinstance(a, RegisterTile) else b
     if not isinstance(template, RegisterTile):
-        raise TraceError(f"{what}: at least one of the two values must be a register tile", user_location())
+        # Two numbers (or traced scalars): a tile of the mask's shape, float32 if either is a
+        # float, else int32, as numpy gives `where(mask, 1.0, 0)` the type of its values.
+        dtype = dtypes.float32 if any(isinstance(v, (float, FloatScalar)) for v in (a, b)) else dtypes.int32
+        template = full(mask.shape, a, dtype)
     a, b = coerced(template, a, what)[1], coerced(template, b, what)[1]
     shape = broadcast_shape(mask.shape, a.shape, what)
     mask, a, b = broadcast_to(mask, shape), broadcast_to(a, shape), broadcast_to(b, shape)

@@ -17,7 +17,6 @@ from gpu_support import gpu_and_interpreter, hopper_or_skip
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tile_kernels import (
-    index_on_the_left,
     APPROX_OPS,
     COMPUTE,
     LAYOUTS,
@@ -31,6 +30,7 @@ from tile_kernels import (
     column_blocks,
     convert,
     gmem_round_trip,
+    index_on_the_left,
     masked_element,
     masked_rows,
     masked_rows_reference,
@@ -47,6 +47,7 @@ from tile_kernels import (
     split_row_peaks,
     stretch_unit_dims,
     strided_row_totals,
+    traced_scalars_with_tiles,
     unit_axis_peaks,
     whole_tile_totals,
     window_affine,
@@ -296,3 +297,13 @@ def test_a_traced_index_on_the_left_of_int32_tiles_is_bit_exact():
     a = special_values(ad.int32, (R, C), 8)
     (gpu,), (cpu,) = gpu_and_interpreter(index_on_the_left, [a], [np.zeros((2, 6, R // 2, C), np.int32)])
     assert np.array_equal(gpu, cpu)
+
+
+def test_traced_scalars_with_tiles_are_bit_exact():
+    x = (np.random.default_rng(9).standard_normal((64, 128)) + 3).astype(np.float32)
+    x[0, :3] = 3.0
+    on_gpu = [to_device(x), to_device(np.zeros((2, 6, 64, 128), np.float32))]
+    traced_scalars_with_tiles(*on_gpu, 1.5)
+    interpreted = np.zeros((2, 6, 64, 128), np.float32)
+    traced_scalars_with_tiles.interpret(x, interpreted, 1.5)
+    assert to_host(on_gpu[1]).tobytes() == interpreted.tobytes()

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from support import line_of
 from tile_ir import LINE, run_op
+from tile_kernels import traced_scalars_with_tiles
 
 import asyncdsl as ad
 from asyncdsl.dialects import asyncdsl as ir
@@ -357,3 +358,16 @@ def test_reading_registers_before_any_write_is_an_error_at_the_read():
         unwritten_registers.interpret(np.zeros(4, np.float32))
     assert caught.value.location.line == line_of(unwritten_registers.fn, "never written")
     assert f"registers allocated at {__file__}:{line_of(unwritten_registers.fn, 'total = ')}" in str(caught.value)
+
+
+def test_traced_scalars_combine_with_tiles_and_where_picks_between_numbers():
+    x = (RNG.standard_normal((64, 128)) + 3).astype(np.float32)
+    x[0, :3] = 3.0
+    y = np.zeros((2, 6, 64, 128), np.float32)
+    traced_scalars_with_tiles.interpret(x, y, 1.5)
+    s = np.float32(1.5)
+    for program in range(2):
+        i = np.float32(program + 3)
+        expected = (s - x, i / x, np.maximum(s, x), np.where(s < x, 1, 0), np.where(x > 3, i, -1), np.where(i == x, s, 2.5))
+        for position, values in enumerate(expected):
+            assert np.array_equal(y[program, position], np.asarray(values, np.float32)), (program, position)

@@ -26,9 +26,9 @@ from tile_kernels import (
     column_blocks,
     convert,
     gmem_round_trip,
+    index_on_the_left,
     masked_element,
     masked_rows,
-    index_on_the_left,
     op_matrix,
     ops_of,
     reductions,
@@ -41,6 +41,7 @@ from tile_kernels import (
     stretch_unit_dims,
     stretch_unit_dims_reference,
     strided_row_totals,
+    traced_scalars_with_tiles,
     unit_axis_peaks,
     whole_tile_totals,
     window_affine,
@@ -67,6 +68,11 @@ def test_every_elementwise_op_assembles_without_spills(dtype, layout):
         assert instruction in ptx
     if dtype == ad.int32:
         assert all(instruction in ptx for instruction in ("div.s32", "shl.b32", "shr.s32", "xor.b32"))
+
+
+def test_traced_scalars_with_tiles_assemble_without_spills():
+    ptx = traced_scalars_with_tiles.ptx(_spec(ad.float32), _spec(ad.float32, 2, 6, R, C), 1.5)
+    assert " 0 bytes stack frame, 0 bytes spill stores" in assemble(ptx, verbose=True)[1]
 
 
 def test_a_traced_index_on_the_left_of_int32_tiles_assembles_without_spills():
