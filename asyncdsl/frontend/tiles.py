@@ -72,6 +72,12 @@ def _computable(tile: RegisterTile, what: str, allow_bool: bool = False) -> None
         )
 
 
+def _nonzero(divisor, operator: str) -> None:
+    if isinstance(divisor, int) and not isinstance(divisor, bool) and divisor == 0:
+        raise TraceError(f"tile {operator} 0: division by zero (on the GPU the result would be undefined)",
+                         user_location())
+
+
 def _dtype(value, what: str) -> dtypes.DType:
     if value is bool or value is np.bool_:
         return dtypes.BOOL  # numpy's bool means uint8 for arrays; for a tile it means a mask
@@ -227,6 +233,7 @@ class RegisterTile:
     # int32 ends; shift amounts read unsigned, and 32 or more shift every bit out (the sign's
     # copies for >>), as PTX's shl/shr clamp them (docs/register-tiles.md).
     def __floordiv__(self, other):
+        _nonzero(other, "//")
         return self._binary(other, None, arith.FloorDivSIOp, what=_FLOOR_DIVISION)
 
     def __rfloordiv__(self, other):
@@ -240,6 +247,7 @@ class RegisterTile:
         return lhs - lhs._binary(rhs, None, arith.FloorDivSIOp, what=_MODULO) * rhs
 
     def __mod__(self, other):
+        _nonzero(other, "%")
         return self._modulo(other, reverse=False)
 
     def __rmod__(self, other):

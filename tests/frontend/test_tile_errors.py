@@ -297,6 +297,11 @@ def test_floor_division_and_shifts_are_for_int32_tiles():
 
     _expect(_kernel(masks_divided), "(t > 0) // (t < 1)", "on bool tiles", "int32")
 
+    def divided_by_zero(buf, t):
+        buf[...] = (t.astype(ad.int32) % 0).astype(ad.float32)
+
+    _expect(_kernel(divided_by_zero), "t.astype(ad.int32) % 0", "division by zero")
+
     def masks_inverted(buf, t):
         buf[...] = ad.where(~(t > 0), t, 0.0)  # a mask negated: no error
 
