@@ -176,8 +176,8 @@ class RegisterTile:
         return self.value
 
     # -- elementwise arithmetic ------------------------------------------------------------------
-    def _binary(self, other, float_op, int_op, reverse: bool = False, what: str = "arithmetic on register tiles",
-                bitwise: bool = False):
+    def _binary(self, other, float_op, int_op, reverse: bool = False,
+                what: str = "arithmetic on register tiles", bitwise: bool = False):
         lhs, rhs = coerced(self, other, what)
         _computable(lhs, what, allow_bool=bitwise)
         if reverse:

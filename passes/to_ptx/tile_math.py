@@ -134,9 +134,11 @@ def _floor_divide(ctx, op, element, regs):
     b = ctx.b
     dividend, divisor = regs
     quotient = b.emit("div.s32 {}, {}, {};", "b32", dividend, divisor)
-    remainder = b.emit("sub.s32 {}, {}, {};", "b32", dividend, b.emit("mul.lo.s32 {}, {}, {};", "b32", quotient, divisor))
+    product = b.emit("mul.lo.s32 {}, {}, {};", "b32", quotient, divisor)
+    remainder = b.emit("sub.s32 {}, {}, {};", "b32", dividend, product)
     inexact = b.emit("setp.ne.s32 {}, {}, 0;", "pred", remainder)
-    opposite = b.emit("setp.lt.s32 {}, {}, 0;", "pred", b.emit("xor.b32 {}, {}, {};", "b32", remainder, divisor))
+    signs = b.emit("xor.b32 {}, {}, {};", "b32", remainder, divisor)
+    opposite = b.emit("setp.lt.s32 {}, {}, 0;", "pred", signs)
     step = b.emit("selp.s32 {}, 1, 0, {};", "b32", b.emit("and.pred {}, {}, {};", "pred", inexact, opposite))
     return b.emit("sub.s32 {}, {}, {};", "b32", quotient, step)
 
