@@ -29,7 +29,7 @@ passes import this module as `ir` and find every op and the shared helpers of `i
 | hints and the compiler's run-time checks | `assume_ops` |
 | register tiles: making, broadcasting, reducing, relayouts | `tiles_ops` (elementwise math is `arith`/`math` on vectors) |
 | comparisons, select and conversions of tiles (what `arith` has for scalars only) | `tile_math_ops` |
-| register tiles to and from shared memory, masked GMEM windows | `tile_access_ops` |
+| register tiles to and from shared memory, masked GMEM windows, gathers | `tile_access_ops` |
 | mutable register tiles (`asyncdsl.registers`) | `registers_ops` |
 | profiler regions (`asyncdsl.region`) | `profile_ops` |
 | warpgroup matrix multiply (`asyncdsl.wgmma`, `wgmma_wait`) | `wgmma_ops` |
@@ -108,7 +108,14 @@ from asyncdsl.dialects.sync_ops import (
     WaitOp,
     WarpgroupBarrierOp,
 )
-from asyncdsl.dialects.tile_access_ops import SQUEEZED, LoadGmemOp, LoadSmemOp, StoreGmemOp, StoreSmemOp
+from asyncdsl.dialects.tile_access_ops import (
+    SQUEEZED,
+    GatherGmemOp,
+    LoadGmemOp,
+    LoadSmemOp,
+    StoreGmemOp,
+    StoreSmemOp,
+)
 from asyncdsl.dialects.tile_math_ops import CompareOp, ConvertOp, SelectOp
 from asyncdsl.dialects.tiles_ops import (
     BroadcastInDimOp,
@@ -155,6 +162,7 @@ __all__ = [
     "DeviceIdOp",
     "FenceAsyncSmemOp",
     "FullOp",
+    "GatherGmemOp",
     "Im2colDescriptorAttr",
     "IotaOp",
     "LoadGmemOp",

@@ -18,7 +18,11 @@ shared memory, `ld/st.shared::cluster`):
     asyncdsl.store_gmem %t, %y[%i, %c0] : vector<64x100xf32>, memref<1000x100xf32>
 
 GMEM windows are what TMA cannot move (rows whose stride is not a multiple of 16 bytes, windows
-that start anywhere): elements outside the array are never touched.
+that start anywhere): elements outside the array are never touched.  A gather reads element
+(i0[e], i1[e], ...) of the array for each element e of its int32 index tiles (one per dim, all of
+the result's shape), under the same rules:
+
+    %t = asyncdsl.gather_gmem %x[%rows, %cols] mask %m : vector<64x128xi1> other 0.0 : memref<1000x100xf32>, vector<64x128xi32>, vector<64x128xi32> -> vector<64x128xf32>
 """
 
 from __future__ import annotations
@@ -194,4 +198,47 @@ class StoreGmemOp(IRDLOperation):
         _check_gmem_window(self, self.gmem.type, self.value.type, self.mask, "store_gmem")
 
 
-OPERATIONS: tuple[type[Operation], ...] = (LoadSmemOp, StoreSmemOp, LoadGmemOp, StoreGmemOp)
+@irdl_op_definition
+class GatherGmemOp(IRDLOperation):
+    """Element (indices[0][e], indices[1][e], ...) of GMEM array `gmem` for each element e of the
+    int32 index tiles: elements whose indices fall outside the array, or where `mask` is false,
+    are never read and hold `other`."""
+
+    name = "asyncdsl.gather_gmem"
+    gmem = operand_def(MemRefType)
+    indices = var_operand_def(VectorType)
+    mask = opt_operand_def(VectorType)
+    other = prop_def(FloatAttr | IntegerAttr)
+    layout = opt_prop_def(LayoutAttr)
+    result = result_def(VectorType)
+
+    irdl_options = (AttrSizedOperandSegments(as_property=True), ParsePropInAttrDict())
+    assembly_format = (
+        "$gmem `[` $indices `]` (`mask` $mask^ `:` type($mask))? `other` $other (`layout` $layout^)? attr-dict "
+        "`:` type($gmem) `,` type($indices) `->` type($result)"
+    )
+
+    def __init__(self, gmem: SSAValue, indices: Sequence[SSAValue], other, mask=None, layout=None):
+        shape = indices[0].type.get_shape()
+        super().__init__(
+            operands=[gmem, list(indices), [mask] if mask is not None else []],
+            properties={"other": other, **({"layout": LayoutAttr(layout)} if layout is not None else {})},
+            result_types=[VectorType(gmem.type.element_type, shape)],
+        )
+
+    def verify_(self) -> None:
+        shape = tuple(self.result.type.get_shape())
+        if len(self.indices) != len(self.gmem.type.get_shape()):
+            raise VerifyException(f"gather_gmem: one index tile per dim of the {tuple(self.gmem.type.get_shape())} array")
+        for index in self.indices:
+            if index.type != VectorType(IntegerType(32), shape):
+                raise VerifyException(f"gather_gmem: the index tiles must be {shape} int32 tiles, got {index.type}")
+        if self.result.type.element_type != self.gmem.type.element_type:
+            raise VerifyException("gather_gmem: the tile holds the array's element type")
+        if self.mask is not None and self.mask.type != VectorType(IntegerType(1), shape):
+            raise VerifyException("gather_gmem: the mask must be a bool tile of the result's shape")
+        if self.other.type != self.result.type.element_type:
+            raise VerifyException(f"gather_gmem: `other` is a {self.other.type}, the tile holds {self.result.type.element_type}")
+
+
+OPERATIONS: tuple[type[Operation], ...] = (LoadSmemOp, StoreSmemOp, LoadGmemOp, StoreGmemOp, GatherGmemOp)

@@ -186,6 +186,12 @@ def _infer(fn: func.FuncOp) -> None:
             tile = op.result if isinstance(op, ir.LoadGmemOp) else op.value
             if tile not in splats:
                 classes.union(tile, op.mask)
+        # A gather's tile, its index tiles and its mask share a layout (each thread reads the
+        # elements whose indices it holds).
+        if isinstance(op, ir.GatherGmemOp):
+            for operand in (*op.indices, *([op.mask] if op.mask is not None else [])):
+                if operand not in splats:
+                    classes.union(op.result, operand)
         # wgmma's accumulator and register A are in the layout the tensor cores impose.
         if isinstance(op, ir.WgmmaOp):
             classes.give(op.acc, WGMMA, op)

@@ -449,3 +449,47 @@ def masked_element(x, y):
     """y[c] = x[3c] where c is odd, else -5: a 0-d load under a 0-d mask."""
     c = ad.program_id(0)
     ad.store(y.at[c], ad.load(x.at[c * 3], mask=ad.full((), c, ad.int32) == 1, other=-5.0))
+
+
+@ad.kernel(grid=(2,))
+def gathers(table, ids, picks, rows_out, picked_out):
+    """Gathers by computed index.  CTA p: rows_out[p] = the table rows ids[p] names (an embedding
+    lookup; ids may lie outside the table, where the row reads -1), odd columns masked off (-2);
+    picked_out[p] = table[picks[p, :, 0], picks[p, :, 1] + p] elementwise, a 1-d gather whose
+    column index adds a traced one, and table[3, picks[p, :, 1]] at a constant row."""
+    p = ad.program_id(0)
+    i = ad.load(ids.at[p, :])
+    columns = ad.iota((ids.shape[1], table.shape[1]), ad.int32, dim=1)
+    rows = ad.load(table.at[i[:, None], columns], mask=(columns & 1) == 0, other=-2)
+    rows = ad.where((i[:, None] >= 0) & (i[:, None] < table.shape[0]), rows, -1)
+    ad.store(rows_out.at[p, :, :], rows)
+    r, c = ad.load(picks.at[p, :, 0]), ad.load(picks.at[p, :, 1])
+    ad.store(picked_out.at[p, 0, :], ad.load(table.at[r, c + p], other=7))
+    ad.store(picked_out.at[p, 1, :], ad.load(table.at[3, c]))
+
+
+def gathers_reference(table: np.ndarray, ids: np.ndarray, picks: np.ndarray):
+    def read(r, c, other):
+        inside = (r >= 0) & (r < table.shape[0]) & (c >= 0) & (c < table.shape[1])
+        return np.where(inside, table[np.where(inside, r, 0), np.where(inside, c, 0)], np.asarray(other, table.dtype))
+
+    columns = np.arange(table.shape[1])[None, None, :]
+    rows_out = read(ids[:, :, None], columns, -2)
+    rows_out = np.where(columns % 2 == 0, rows_out, np.asarray(-2, table.dtype))
+    inside = (ids >= 0) & (ids < table.shape[0])
+    rows_out = np.where(inside[:, :, None], rows_out, np.asarray(-1, table.dtype))
+    programs = np.arange(ids.shape[0])[:, None]
+    picked = np.stack([read(picks[..., 0], picks[..., 1] + programs, 7), read(np.full_like(picks[..., 1], 3), picks[..., 1], 0)], axis=1)
+    return rows_out, picked
+
+
+def gather_inputs(dtype, seed: int):
+    """A 300 x 128 table, 2 x 64 row ids with some outside it (negative, past the end), and 2 x
+    128 (row, column) picks, some outside too."""
+    rng = np.random.default_rng(seed)
+    table = special_values(dtype, (300, 128), seed) if dtype.is_float or dtype == ad.int32 else \
+        rng.integers(-100, 100, (300, 128)).astype(dtype.numpy)
+    ids = rng.integers(0, 300, (2, 64)).astype(np.int32)
+    ids[:, :4] = [-1, 300, -(2**31), 2**31 - 1]
+    picks = np.stack([rng.integers(-3, 303, (2, 128)), rng.integers(-3, 131, (2, 128))], axis=-1).astype(np.int32)
+    return table, ids, picks

@@ -5,6 +5,7 @@
     out_buf.peer(1)[...] = y                            # the copy of out_buf in CTA 1 of the cluster
     r = ad.load(x.at[ad.ds(row, 64), :], mask=m, other=0.0)   # a GMEM window, element by element
     ad.store(y.at[ad.ds(row, 64), :], r, mask=m)
+    e = ad.load(table.at[ids[:, None], ad.iota((64, 128), ad.int32, dim=1)])   # a gather by computed index
 
 Shared memory is read and written whole by ordinary loads and stores of the 128 threads:
 generic-proxy accesses, so a TMA store of what they wrote needs `asyncdsl.fence_async_smem()`
@@ -19,9 +20,17 @@ from asyncdsl import dtypes
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.errors import TraceError, user_location
 from asyncdsl.frontend import tracer as tracing
-from asyncdsl.frontend.refs import GmemRef, GmemView, PeerSmem, SmemRef
+from asyncdsl.frontend.refs import GmemGather, GmemRef, GmemView, PeerSmem, SmemRef
 from asyncdsl.frontend.scalars import int32_index
-from asyncdsl.frontend.tiles import RegisterTile, assigned, constant_attr, layout_argument
+from asyncdsl.frontend.tiles import (
+    RegisterTile,
+    assigned,
+    broadcast_shape,
+    broadcast_to,
+    constant_attr,
+    full,
+    layout_argument,
+)
 from asyncdsl.hw.fragments import Layout
 
 
@@ -49,6 +58,8 @@ def load(ref, layout: Layout | None = None, mask=None, other=0):
         if mask is not None:
             raise TraceError(f"{what}: a shared-memory buffer is read whole; mask is for GMEM windows", user_location())
         return ref.load(layout)
+    if isinstance(ref, GmemGather):
+        return _gather(ref, layout_argument(layout, what), mask, other, what)
     if not isinstance(ref, (GmemView, GmemRef)):
         raise TraceError(f"{what} reads a shared-memory buffer or a GMEM window (x.at[...]), got {ref!r}", user_location())
     view = _window(ref)
@@ -57,6 +68,20 @@ def load(ref, layout: Layout | None = None, mask=None, other=0):
     other_attr = constant_attr(other, view.dtype, f"{what}: other")
     op = ir.LoadGmemOp(view.ref.value, starts, sizes, other_attr, _mask(mask, view.shape, what), layout)
     return RegisterTile(tracing.current(what).emit(op).results[0], view.dtype)
+
+
+def _gather(gather: GmemGather, layout: Layout | None, mask, other, what: str) -> RegisterTile:
+    """The elements `gather` names, as a tile of its indices' broadcast shape."""
+    tiles = [index for index in gather.indices if isinstance(index, RegisterTile)]
+    shape = tiles[0].shape
+    for tile in tiles[1:]:
+        shape = broadcast_shape(shape, tile.shape, what)
+    indices = [broadcast_to(index if isinstance(index, RegisterTile) else full((), index, dtypes.int32), shape)
+               for index in gather.indices]
+    other_attr = constant_attr(other, gather.dtype, f"{what}: other")
+    op = ir.GatherGmemOp(gather.ref.value, [index.use(what) for index in indices], other_attr,
+                         _mask(mask, shape, what), layout)
+    return RegisterTile(tracing.current(what).emit(op).results[0], gather.dtype)
 
 
 def store(ref, tile, mask=None) -> None:
@@ -68,6 +93,9 @@ def store(ref, tile, mask=None) -> None:
             raise TraceError(f"{what}: a shared-memory buffer is written whole; mask is for GMEM windows", user_location())
         ref.store(tile)
         return
+    if isinstance(ref, GmemGather):
+        raise TraceError(f"{what}: an array indexed by tiles is read by asyncdsl.load (a gather); stores write "
+                         "windows (y.at[ad.ds(row, n), :]) with a mask", user_location())
     if not isinstance(ref, (GmemView, GmemRef)):
         raise TraceError(f"{what} writes a shared-memory buffer or a GMEM window (y.at[...]), got {ref!r}", user_location())
     view = _window(ref)

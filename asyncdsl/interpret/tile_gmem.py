@@ -1,6 +1,8 @@
-"""The interpreter's register-tile accesses to GMEM windows: `asyncdsl.load_gmem`, `store_gmem`.
+"""The interpreter's register-tile accesses to GMEM windows: `asyncdsl.load_gmem`, `store_gmem`,
+and gathers, `asyncdsl.gather_gmem`.
 
-Element e of the tile is the array's element at `starts + e` (squeezed dims at their index);
+Element e of the tile is the array's element at `starts + e` (squeezed dims at their index), or
+for a gather at its index tiles' elements e;
 elements outside the array, or where the mask is false, are never touched: a load gives the op's
 `other` there, a store leaves the array alone (docs/register-tiles.md, Memory).  GMEM accesses
 are not race-checked (README, Known limits).
@@ -55,6 +57,21 @@ class TileGmemFunctions(WarpgroupFunctions):
         indices, allowed = _window(op, values)
         other = np.asarray(op.other.value.data).astype(array.dtype)
         return (np.where(allowed, array[indices], other).astype(array.dtype),)
+
+    @impl(ir.GatherGmemOp)
+    @diagnosed
+    def run_gather_gmem(self, interpreter: Interpreter, op: ir.GatherGmemOp, args: PythonValues):
+        values = operand_values(op, args)
+        array = _array(values[op.gmem], op, op.result)
+        shape = tuple(op.result.type.get_shape())
+        indices = [np.broadcast_to(np.asarray(values[index], np.int64), shape) for index in op.indices]
+        allowed = np.ones(shape, dtype=bool)
+        for index, extent in zip(indices, array.shape):
+            allowed &= (index >= 0) & (index < extent)
+        if op.mask is not None:
+            allowed &= np.asarray(values[op.mask], dtype=bool)
+        other = np.asarray(op.other.value.data).astype(array.dtype)
+        return (np.where(allowed, array[tuple(np.where(allowed, i, 0) for i in indices)], other).astype(array.dtype),)
 
     @impl(ir.StoreGmemOp)
     @diagnosed

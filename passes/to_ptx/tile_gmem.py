@@ -1,4 +1,5 @@
-"""Lowering of register tiles to and from GMEM windows (`load_gmem`, `store_gmem`).
+"""Lowering of register tiles to and from GMEM windows (`load_gmem`, `store_gmem`), and of
+gathers (`gather_gmem`: each element at the address its index tiles compute, `_gather`).
 
 Element e of the tile sits at `starts + e` in the array (squeezed dims at their index).  In the
 layout, each element's coordinates are a per-thread part (linear in the thread's bits) plus a
@@ -33,7 +34,7 @@ from asyncdsl.hw.tiling import THREADS
 from asyncdsl.ir_locations import from_ir_location
 from asyncdsl.passes.resolve.index_facts import known_divisor
 from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
-from asyncdsl.passes.to_ptx.gmem_addresses import wide_product, window_address, window_offset
+from asyncdsl.passes.to_ptx.gmem_addresses import array_address, wide_product, window_address, window_offset
 from asyncdsl.passes.to_ptx.smem_addresses import MAX_ACCESS_BYTES
 from asyncdsl.passes.to_ptx.tile_access import load_piece, primary_guard, store_piece
 from asyncdsl.passes.to_ptx.tile_registers import (
@@ -328,6 +329,40 @@ def _store_splat_elementwise(ctx: KernelLowering, op: ir.StoreGmemOp, value: SSA
     b.label(done)
 
 
+def _gather(ctx: KernelLowering, op: ir.GatherGmemOp) -> None:
+    """Each element from its own address: the array's base plus its indices times the array's
+    byte strides (widened to 64 bits, `mul.wide.s32`), read where every index lies inside its dim
+    (compared unsigned, so negative indices fail too) and the mask holds; `other` elsewhere."""
+    b = ctx.b
+    layout = layout_of(op.result)
+    registers_shape = layout.registers_shape(tuple(op.result.type.get_shape()))
+    count = math.prod(registers_shape)
+    extents = ir.shape_of(op.gmem)
+    kind, size = register_kind(op.result.type.element_type), ir.element_bits(op.gmem.type) // 8
+    strides = [stride * size for stride in contiguous_strides(extents)]
+    guards = _mask_registers(ctx, op, layout, count) or [None] * count
+    addresses = [array_address(ctx, op.gmem)] * count
+    for index, extent, stride in zip(op.indices, extents, strides):
+        tile = tile_of(ctx, index)
+        registers = [tile.flat()[0]] * count if tile.is_splat else tile.expanded(layout).reshape(-1).tolist()
+        terms: dict[SSAValue, tuple[SSAValue, SSAValue]] = {}  # a register shared by elements: once
+        for element, register in enumerate(registers):
+            if register not in terms:
+                terms[register] = (b.emit("setp.lt.u32 {}, {}, {};", "pred", register, extent),
+                                   wide_product(ctx, register, stride, signed=True))
+            inside, offset = terms[register]
+            guards[element] = _and(ctx, guards[element], inside)
+            addresses[element] = b.emit("add.s64 {}, {}, {};", "b64", addresses[element], offset)
+    other = constant_register(ctx, op.other, op.result.type.element_type)
+    width = _element_width(kind, size)
+    loaded = []
+    for guard, address in zip(guards, addresses):
+        register = b.mov(kind, other)
+        b.run(f"ld.global.{width} {{}}, [{{}}];", register, address, guard=guard)
+        loaded.append(register)
+    bind_tile(ctx, op.result, np.array(loaded, dtype=object).reshape(registers_shape))
+
+
 def _and(ctx: KernelLowering, guard: SSAValue | None, condition: SSAValue) -> SSAValue:
     return condition if guard is None else ctx.b.emit("and.pred {}, {}, {};", "pred", guard, condition)
 
@@ -335,5 +370,6 @@ def _and(ctx: KernelLowering, guard: SSAValue | None, condition: SSAValue) -> SS
 RULES: Rules = {
     ir.LoadGmemOp: _load,
     ir.StoreGmemOp: _store,
+    ir.GatherGmemOp: _gather,
 }
 

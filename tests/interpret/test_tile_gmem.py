@@ -1,5 +1,5 @@
-"""Register tiles to and from GMEM windows: elements outside the array or masked off are never
-touched, against numpy; misuse is a TraceError at the line."""
+"""Register tiles to and from GMEM windows, and gathers by computed index: elements outside the
+array or masked off are never touched, against numpy; misuse is a TraceError at the line."""
 
 from __future__ import annotations
 
@@ -11,6 +11,9 @@ from hypothesis import strategies as st
 from support import line_of
 from tile_kernels import (
     LAYOUTS,
+    gather_inputs,
+    gathers,
+    gathers_reference,
     gmem_round_trip,
     masked_rows,
     masked_rows_reference,
@@ -91,3 +94,48 @@ def test_misuse_is_an_error_at_the_line():
         with pytest.raises(ad.TraceError, match=fragment) as caught:
             kernel.compile(spec, spec)
         assert caught.value.location.line == line_of(kernel, text)
+
+
+@pytest.mark.parametrize("dtype", [ad.float32, ad.bfloat16, ad.int32, ad.int8, ad.float8_e4m3fn], ids=str)
+def test_gathers_read_the_elements_their_indices_name_and_nothing_outside(dtype):
+    table, ids, picks = gather_inputs(dtype, 3)
+    rows_out, picked = np.zeros((2, 64, 128), dtype.numpy), np.zeros((2, 2, 128), dtype.numpy)
+    gathers.interpret(table, ids, picks, rows_out, picked)
+    unsigned = f"u{np.dtype(dtype.numpy).itemsize}"
+    for got, expected in zip((rows_out, picked), gathers_reference(table, ids, picks)):
+        assert np.array_equal(got.view(unsigned), expected.view(unsigned))
+
+
+def test_gather_misuse_is_an_error_at_the_line():
+    @ad.kernel(grid=(1,))
+    def sliced(x, y):
+        ad.load(x.at[ad.iota((64,), ad.int32, dim=0), :])
+
+    @ad.kernel(grid=(1,))
+    def float_index(x, y):
+        ad.load(x.at[ad.iota((64, 128), ad.int32, dim=0).astype(ad.float32), 0])
+
+    @ad.kernel(grid=(1,))
+    def scattered(x, y):
+        ad.store(y.at[ad.iota((64,), ad.int32, dim=0), 0], ad.zeros((64,), ad.float32))
+
+    @ad.kernel(grid=(1,))
+    def unbroadcastable(x, y):
+        ad.load(x.at[ad.iota((64,), ad.int32, dim=0), ad.iota((32,), ad.int32, dim=0)])
+
+    @ad.kernel(grid=(1,))
+    def wrong_mask(x, y):
+        k = ad.iota((64,), ad.int32, dim=0)
+        ad.load(x.at[k, k], mask=ad.iota((32,), ad.int32, dim=0) > 3)
+
+    spec = ad.ArraySpec((64, 128), ad.float32)
+    for kernel, text, fragment in (
+        (sliced, "ad.load(x.at[ad.iota((64,)", "got 2 indices|slice"),
+        (float_index, "astype(ad.float32), 0]", "holds int32, not float32"),
+        (scattered, "ad.store(y.at[", "read by asyncdsl.load"),
+        (unbroadcastable, "ad.iota((32,), ad.int32, dim=0)])", "do not broadcast"),
+        (wrong_mask, "mask=ad.iota((32,)", r"mask must be a bool tile of the window's shape \(64,\)"),
+    ):
+        with pytest.raises(ad.TraceError, match=fragment) as caught:
+            kernel.compile(spec, spec)
+        assert caught.value.location.line == line_of(kernel, text), kernel.name

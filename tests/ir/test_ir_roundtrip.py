@@ -118,7 +118,8 @@ def tile_everything(x, y, z):
     m = ad.where(s > 0.5, ad.exp2(s, approx=True), -abs(s))
     k = ad.iota((64, 128), ad.int32, dim=1)
     bits = ((k // 3 + k % 5) << 2 >> 1) ^ ~k  # integer division, modulo, shifts, ~
-    r = m.sum(axis=1)[:, None] + bits.astype(ad.float32)
+    gathered = ad.load(z.at[k % 64, (k * 7) % 128], mask=k < 100, other=1.0).astype(ad.float32)  # a gather
+    r = m.sum(axis=1)[:, None] + bits.astype(ad.float32) + gathered
     out[...] = ad.maximum(r, m).to_layout(ad.strided(4)) / 3.0
     small[...] = out[...].astype(ad.float8_e4m3fn)
     ad.fence_async_smem()

@@ -26,6 +26,7 @@ from tile_kernels import (
     column_blocks,
     convert,
     gmem_round_trip,
+    gathers,
     index_on_the_left,
     masked_element,
     masked_rows,
@@ -68,6 +69,16 @@ def test_every_elementwise_op_assembles_without_spills(dtype, layout):
         assert instruction in ptx
     if dtype == ad.int32:
         assert all(instruction in ptx for instruction in ("div.s32", "shl.b32", "shr.s32", "xor.b32"))
+
+
+@pytest.mark.parametrize("dtype", [ad.float32, ad.bfloat16, ad.int32, ad.int8, ad.float8_e4m3fn], ids=str)
+def test_gathers_assemble_without_spills(dtype):
+    ptx = gathers.ptx(_spec(dtype, 300, 128), _spec(ad.int32, 2, 64), _spec(ad.int32, 2, 128, 2),
+                      _spec(dtype, 2, 64, 128), _spec(dtype, 2, 2, 128))
+    assert " 0 bytes stack frame, 0 bytes spill stores" in assemble(ptx, verbose=True)[1]
+    # every element its own guarded load at a computed address, indices compared unsigned
+    width = {4: "f32" if dtype == ad.float32 else "b32", 2: "b16", 1: "u8"}[dtype.itemsize]
+    assert re.search(rf"@%p\d+ ld\.global\.{width} ", ptx) and "mul.wide.s32" in ptx and "setp.lt.u32" in ptx
 
 
 def test_traced_scalars_with_tiles_assemble_without_spills():
