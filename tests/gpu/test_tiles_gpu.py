@@ -17,8 +17,6 @@ from gpu_support import gpu_and_interpreter, hopper_or_skip
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tile_kernels import (
-    gather_inputs,
-    gathers,
     APPROX_OPS,
     COMPUTE,
     LAYOUTS,
@@ -31,6 +29,8 @@ from tile_kernels import (
     byte_pairs,
     column_blocks,
     convert,
+    gather_inputs,
+    gathers,
     gmem_round_trip,
     index_on_the_left,
     masked_element,
