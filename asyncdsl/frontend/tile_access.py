@@ -51,8 +51,9 @@ def _gmem_operands(view: GmemView):
 
 
 def load(ref, layout: Layout | None = None, mask=None, other=0):
-    """The contents of a shared-memory buffer, or of a GMEM window (elements outside the array,
-    or where `mask` is false, are `other`), as a register tile in `layout` (or inferred)."""
+    """The contents of a shared-memory buffer, of a GMEM window, or the elements a gather names
+    (`x.at[...]` with int32 tiles among the indices), as a register tile in `layout` (or
+    inferred); in GMEM, elements outside the array, or where `mask` is false, are `other`."""
     what = "asyncdsl.load"
     if isinstance(ref, (SmemRef, PeerSmem)):
         if mask is not None:
