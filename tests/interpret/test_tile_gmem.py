@@ -128,8 +128,14 @@ def test_gather_misuse_is_an_error_at_the_line():
         k = ad.iota((64,), ad.int32, dim=0)
         ad.load(x.at[k, k], mask=ad.iota((32,), ad.int32, dim=0) > 3)
 
+    @ad.kernel(grid=(1,))
+    def copied(x, y):
+        buf = ad.smem((64,), ad.float32)
+        ad.async_copy(x.at[ad.iota((64,), ad.int32, dim=0), 0], buf, barrier=ad.barrier())
+
     spec = ad.ArraySpec((64, 128), ad.float32)
     for kernel, text, fragment in (
+        (copied, "ad.async_copy(x.at[", "asyncdsl.load reads"),
         (sliced, "ad.load(x.at[ad.iota((64,)", "got 2 indices|slice"),
         (float_index, "astype(ad.float32), 0]", "holds int32, not float32"),
         (scattered, "ad.store(y.at[", "read by asyncdsl.load"),
