@@ -113,6 +113,7 @@ from asyncdsl.dialects.tile_access_ops import (
     GatherGmemOp,
     LoadGmemOp,
     LoadSmemOp,
+    ScatterGmemOp,
     StoreGmemOp,
     StoreSmemOp,
 )
@@ -176,6 +177,7 @@ __all__ = [
     "RegionBeginOp",
     "RegionEndOp",
     "RelayoutOp",
+    "ScatterGmemOp",
     "SelectOp",
     "SignalOp",
     "SmemSliceOp",

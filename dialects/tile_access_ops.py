@@ -23,6 +23,9 @@ that start anywhere): elements outside the array are never touched.  A gather re
 the result's shape), under the same rules:
 
     %t = asyncdsl.gather_gmem %x[%rows, %cols] mask %m : vector<64x128xi1> other 0.0 : memref<1000x100xf32>, vector<64x128xi32>, vector<64x128xi32> -> vector<64x128xf32>
+    asyncdsl.scatter_gmem %t, %y[%rows, %cols] : vector<64x128xf32>, memref<1000x100xf32>, vector<64x128xi32>, vector<64x128xi32>
+
+A scatter writes element e of its tile to the element its indices name, under the same rules.
 """
 
 from __future__ import annotations
@@ -227,18 +230,49 @@ class GatherGmemOp(IRDLOperation):
         )
 
     def verify_(self) -> None:
-        shape = tuple(self.result.type.get_shape())
-        if len(self.indices) != len(self.gmem.type.get_shape()):
-            raise VerifyException(f"gather_gmem: one index tile per dim of the {tuple(self.gmem.type.get_shape())} array")
-        for index in self.indices:
-            if index.type != VectorType(IntegerType(32), shape):
-                raise VerifyException(f"gather_gmem: the index tiles must be {shape} int32 tiles, got {index.type}")
-        if self.result.type.element_type != self.gmem.type.element_type:
-            raise VerifyException("gather_gmem: the tile holds the array's element type")
-        if self.mask is not None and self.mask.type != VectorType(IntegerType(1), shape):
-            raise VerifyException("gather_gmem: the mask must be a bool tile of the result's shape")
+        _check_indexed(self, self.gmem.type, self.indices, self.mask, self.result.type, "gather_gmem")
         if self.other.type != self.result.type.element_type:
             raise VerifyException(f"gather_gmem: `other` is a {self.other.type}, the tile holds {self.result.type.element_type}")
 
 
-OPERATIONS: tuple[type[Operation], ...] = (LoadSmemOp, StoreSmemOp, LoadGmemOp, StoreGmemOp, GatherGmemOp)
+def _check_indexed(op, gmem: MemRefType, indices, mask, tile: VectorType, what: str) -> None:
+    shape = tuple(tile.get_shape())
+    if len(indices) != len(gmem.get_shape()):
+        raise VerifyException(f"{what}: one index tile per dim of the {tuple(gmem.get_shape())} array")
+    for index in indices:
+        if index.type != VectorType(IntegerType(32), shape):
+            raise VerifyException(f"{what}: the index tiles must be {shape} int32 tiles, got {index.type}")
+    if tile.element_type != gmem.element_type:
+        raise VerifyException(f"{what}: the tile holds the array's element type")
+    if mask is not None and mask.type != VectorType(IntegerType(1), shape):
+        raise VerifyException(f"{what}: the mask must be a bool tile of the indices' shape")
+
+
+@irdl_op_definition
+class ScatterGmemOp(IRDLOperation):
+    """Write element e of tile `value` to element (indices[0][e], indices[1][e], ...) of GMEM
+    array `gmem`, except where the indices fall outside the array or `mask` is false.  Two
+    elements written to one array element leave it undefined (the interpreter refuses them)."""
+
+    name = "asyncdsl.scatter_gmem"
+    value = operand_def(VectorType)
+    gmem = operand_def(MemRefType)
+    indices = var_operand_def(VectorType)
+    mask = opt_operand_def(VectorType)
+
+    irdl_options = (AttrSizedOperandSegments(as_property=True), ParsePropInAttrDict())
+    assembly_format = (
+        "$value `,` $gmem `[` $indices `]` (`mask` $mask^ `:` type($mask))? attr-dict "
+        "`:` type($value) `,` type($gmem) `,` type($indices)"
+    )
+
+    def __init__(self, value: SSAValue, gmem: SSAValue, indices: Sequence[SSAValue], mask=None):
+        super().__init__(operands=[value, gmem, list(indices), [mask] if mask is not None else []])
+
+    def verify_(self) -> None:
+        _check_indexed(self, self.gmem.type, self.indices, self.mask, self.value.type, "scatter_gmem")
+
+
+OPERATIONS: tuple[type[Operation], ...] = (
+    LoadSmemOp, StoreSmemOp, LoadGmemOp, StoreGmemOp, GatherGmemOp, ScatterGmemOp,
+)

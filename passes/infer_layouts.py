@@ -186,12 +186,13 @@ def _infer(fn: func.FuncOp) -> None:
             tile = op.result if isinstance(op, ir.LoadGmemOp) else op.value
             if tile not in splats:
                 classes.union(tile, op.mask)
-        # A gather's tile, its index tiles and its mask share a layout (each thread reads the
-        # elements whose indices it holds).
-        if isinstance(op, ir.GatherGmemOp):
-            for operand in (*op.indices, *([op.mask] if op.mask is not None else [])):
-                if operand not in splats:
-                    classes.union(op.result, operand)
+        # A gather's or scatter's tile, its index tiles and its mask share a layout (each thread
+        # moves the elements whose indices it holds).
+        if isinstance(op, (ir.GatherGmemOp, ir.ScatterGmemOp)):
+            tile = op.result if isinstance(op, ir.GatherGmemOp) else op.value
+            shared = [v for v in (tile, *op.indices, *([op.mask] if op.mask is not None else [])) if v not in splats]
+            for other in shared[1:]:
+                classes.union(shared[0], other)
         # wgmma's accumulator and register A are in the layout the tensor cores impose.
         if isinstance(op, ir.WgmmaOp):
             classes.give(op.acc, WGMMA, op)

@@ -493,3 +493,42 @@ def gather_inputs(dtype, seed: int):
     ids[:, :4] = [-1, 300, -(2**31), 2**31 - 1]
     picks = np.stack([rng.integers(-3, 303, (2, 128)), rng.integers(-3, 131, (2, 128))], axis=-1).astype(np.int32)
     return table, ids, picks
+
+
+@ad.kernel(grid=(2,))
+def scatters(ids, src, out):
+    """Scatters by computed index.  CTA p writes 2·src[p] to the rows of out that ids[p] names,
+    every third column masked off (ids past either end of out write nothing), and 5 + p to
+    out[p, 0] through a 0-d scatter at a traced index."""
+    p = ad.program_id(0)
+    i = ad.load(ids.at[p, :])
+    columns = ad.iota((ids.shape[1], out.shape[1]), ad.int32, dim=1)
+    doubled = ad.load(src.at[p, :, :]) * 2
+    ad.store(out.at[i[:, None], columns], doubled, mask=(columns % 3) != 0)
+    ad.store(out.at[ad.full((), p, ad.int32), 0], ad.full((), 5, out.dtype) + p)
+
+
+def scatters_reference(ids: np.ndarray, src: np.ndarray, out: np.ndarray) -> np.ndarray:
+    out = out.copy()
+    for p in range(ids.shape[0]):
+        for r, row in enumerate(ids[p]):
+            if 0 <= row < out.shape[0]:
+                with np.errstate(over="ignore"):  # doubling is exact, or overflows to inf as on the GPU
+                    doubled = (src[p, r].astype(np.float64) * 2).astype(out.dtype)
+                out[row, 1::3], out[row, 2::3] = doubled[1::3], doubled[2::3]
+        out[p, 0] = np.asarray(5 + p, out.dtype)
+    return out
+
+
+def scatter_inputs(dtype, seed: int):
+    """2 x 64 distinct row ids of a 300-row array (none of rows 0 and 1, which take the
+    totals), some outside it, and the rows to write."""
+    rng = np.random.default_rng(seed)
+    ids = (rng.permutation(298)[:128] + 2).astype(np.int32).reshape(2, 64)
+    ids[:, :3] = [[-1, 300, 2**31 - 1], [-(2**31), 301, -7]]
+    src = special_values(dtype, (2, 64, 128), seed)
+    if dtype == ad.int32:
+        src //= 4  # doubling stays in range: the reference doubles in float64
+    else:
+        src[np.isnan(src.astype(np.float32))] = 0  # a doubled NaN is the canonical one: not the point here
+    return ids, src, np.zeros((300, 128), dtype.numpy)

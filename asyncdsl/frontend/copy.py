@@ -11,7 +11,7 @@ from asyncdsl.dialects.transform_attrs import transform_attr
 from asyncdsl.errors import TraceError, is_int, user_location
 from asyncdsl.frontend import tracer as tracing
 from asyncdsl.frontend.options import cluster_dims, flag, option, swizzle_bytes, transform_chain
-from asyncdsl.frontend.refs import GmemGather, GmemRef, GmemView, SmemRef
+from asyncdsl.frontend.refs import GmemIndexed, GmemRef, GmemView, SmemRef
 from asyncdsl.frontend.scalars import Scalar, condition_value, index_value
 from asyncdsl.frontend.sync import Barrier
 from asyncdsl.hw.options import Eviction, Implementation, Oob, Partition, Reduction
@@ -41,10 +41,11 @@ def _as_gmem_view(side: object, name: str) -> GmemView | SmemRef:
         return side.whole()
     if isinstance(side, (GmemView, SmemRef)):
         return side
-    if isinstance(side, GmemGather):
+    if isinstance(side, GmemIndexed):
         raise TraceError(
-            f"async_copy {name}: an array indexed by register tiles is a gather, which asyncdsl.load reads "
-            "element by element; the copy engine moves windows (x.at[ad.ds(row, n), :])", user_location(),
+            f"async_copy {name}: an array indexed by register tiles is a gather or a scatter, which "
+            "asyncdsl.load and asyncdsl.store move element by element; the copy engine moves windows "
+            "(x.at[ad.ds(row, n), :])", user_location(),
         )
     raise TraceError(
         f"async_copy {name} must be a kernel array argument (optionally .at[...]) or an "

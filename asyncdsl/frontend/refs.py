@@ -176,10 +176,10 @@ class GmemRef:
     def at(self) -> _At:
         return _At(self)
 
-    def _view(self, key) -> GmemView | GmemGather:
+    def _view(self, key) -> GmemView | GmemIndexed:
         key = key if isinstance(key, tuple) else (key,)
         if any(isinstance(index, RegisterTile) for index in key):
-            return GmemGather.of(self, key)
+            return GmemIndexed.of(self, key)
         return GmemView(self, parse_indices(key, self.shape, f"{self.name}.at[...]", coordinates=True))
 
     def whole(self) -> GmemView:
@@ -213,35 +213,36 @@ class GmemView:
 
 
 @dataclass(frozen=True)
-class GmemGather:
+class GmemIndexed:
     """`x.at[i, j]` with int32 register tiles among the indices: the elements a gather reads
-    (`asyncdsl.load`), one per element of the indices broadcast together (numpy's advanced
-    indexing, every dim indexed by a tile, a Python int or a traced index)."""
+    (`asyncdsl.load`) or a scatter writes (`asyncdsl.store`), one per element of the indices
+    broadcast together (numpy's advanced indexing, every dim indexed by a tile, a Python int or
+    a traced index)."""
 
     ref: GmemRef
     indices: tuple  # one per dim: a RegisterTile, a Python int or a traced index
 
     @staticmethod
-    def of(ref: GmemRef, key: tuple) -> GmemGather:
+    def of(ref: GmemRef, key: tuple) -> GmemIndexed:
         what = f"{ref.name}.at[...]"
         if len(key) != len(ref.shape):
             raise TraceError(
-                f"{what}: a gather indexes each of the {len(ref.shape)} dims of {ref.name} with an int32 tile, an int "
+                f"{what}: an array indexed by tiles takes one index for each of the {len(ref.shape)} dims of {ref.name} with an int32 tile, an int "
                 f"or a traced index; got {len(key)} indices (for a range of a dim, index it with asyncdsl.iota)",
                 user_location(),
             )
         for dim, index in enumerate(key):
             if isinstance(index, RegisterTile):
                 if index.dtype != dtypes.int32:
-                    raise TraceError(f"{what}: dim {dim}: a gather's index tile holds int32, not {index.dtype} "
+                    raise TraceError(f"{what}: dim {dim}: an index tile holds int32, not {index.dtype} "
                                      "(astype(asyncdsl.int32) first)", user_location())
             elif not is_index(index):
                 raise TraceError(
-                    f"{what}: dim {dim}: a gather indexes with int32 tiles, ints or traced indices, not "
+                    f"{what}: dim {dim}: indices among tiles are int32 tiles, ints or traced indices, not "
                     f"{type(index).__name__} {index!r} (for a range of a dim, index it with asyncdsl.iota)",
                     user_location(),
                 )
-        return GmemGather(ref, tuple(key))
+        return GmemIndexed(ref, tuple(key))
 
     @property
     def dtype(self) -> dtypes.DType:

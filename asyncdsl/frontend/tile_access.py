@@ -6,6 +6,7 @@
     r = ad.load(x.at[ad.ds(row, 64), :], mask=m, other=0.0)   # a GMEM window, element by element
     ad.store(y.at[ad.ds(row, 64), :], r, mask=m)
     e = ad.load(table.at[ids[:, None], ad.iota((64, 128), ad.int32, dim=1)])   # a gather by computed index
+    ad.store(out.at[ids[:, None], ad.iota((64, 128), ad.int32, dim=1)], e * 2)   # and a scatter
 
 Shared memory is read and written whole by ordinary loads and stores of the 128 threads:
 generic-proxy accesses, so a TMA store of what they wrote needs `asyncdsl.fence_async_smem()`
@@ -20,7 +21,7 @@ from asyncdsl import dtypes
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.errors import TraceError, user_location
 from asyncdsl.frontend import tracer as tracing
-from asyncdsl.frontend.refs import GmemGather, GmemRef, GmemView, PeerSmem, SmemRef
+from asyncdsl.frontend.refs import GmemIndexed, GmemRef, GmemView, PeerSmem, SmemRef
 from asyncdsl.frontend.scalars import int32_index
 from asyncdsl.frontend.tiles import (
     RegisterTile,
@@ -59,7 +60,7 @@ def load(ref, layout: Layout | None = None, mask=None, other=0):
         if mask is not None:
             raise TraceError(f"{what}: a shared-memory buffer is read whole; mask is for GMEM windows", user_location())
         return ref.load(layout)
-    if isinstance(ref, GmemGather):
+    if isinstance(ref, GmemIndexed):
         return _gather(ref, layout_argument(layout, what), mask, other, what)
     if not isinstance(ref, (GmemView, GmemRef)):
         raise TraceError(f"{what} reads a shared-memory buffer or a GMEM window (x.at[...]), got {ref!r}", user_location())
@@ -71,14 +72,19 @@ def load(ref, layout: Layout | None = None, mask=None, other=0):
     return RegisterTile(tracing.current(what).emit(op).results[0], view.dtype)
 
 
-def _gather(gather: GmemGather, layout: Layout | None, mask, other, what: str) -> RegisterTile:
-    """The elements `gather` names, as a tile of its indices' broadcast shape."""
+def _indices(gather: GmemIndexed, what: str) -> tuple[tuple[int, ...], list[RegisterTile]]:
+    """The indices' broadcast shape, and each index as an int32 tile of it."""
     tiles = [index for index in gather.indices if isinstance(index, RegisterTile)]
     shape = tiles[0].shape
     for tile in tiles[1:]:
         shape = broadcast_shape(shape, tile.shape, what)
-    indices = [broadcast_to(index if isinstance(index, RegisterTile) else full((), index, dtypes.int32), shape)
-               for index in gather.indices]
+    return shape, [broadcast_to(index if isinstance(index, RegisterTile) else full((), index, dtypes.int32), shape)
+                   for index in gather.indices]
+
+
+def _gather(gather: GmemIndexed, layout: Layout | None, mask, other, what: str) -> RegisterTile:
+    """The elements `gather` names, as a tile of its indices' broadcast shape."""
+    shape, indices = _indices(gather, what)
     other_attr = constant_attr(other, gather.dtype, f"{what}: other")
     op = ir.GatherGmemOp(gather.ref.value, [index.use(what) for index in indices], other_attr,
                          _mask(mask, shape, what), layout)
@@ -86,17 +92,23 @@ def _gather(gather: GmemGather, layout: Layout | None, mask, other, what: str) -
 
 
 def store(ref, tile, mask=None) -> None:
-    """Write `tile` into a shared-memory buffer (same shape and dtype), or into a GMEM window,
-    except outside the array or where `mask` is false."""
+    """Write `tile` into a shared-memory buffer (same shape and dtype), into a GMEM window, or to
+    the elements a scatter's indices name (`y.at[...]` with int32 tiles among the indices; two
+    elements naming one array element leave it undefined), except outside the array or where
+    `mask` is false."""
     what = "asyncdsl.store"
     if isinstance(ref, (SmemRef, PeerSmem)):
         if mask is not None:
             raise TraceError(f"{what}: a shared-memory buffer is written whole; mask is for GMEM windows", user_location())
         ref.store(tile)
         return
-    if isinstance(ref, GmemGather):
-        raise TraceError(f"{what}: an array indexed by tiles is read by asyncdsl.load (a gather); stores write "
-                         "windows (y.at[ad.ds(row, n), :]) with a mask", user_location())
+    if isinstance(ref, GmemIndexed):
+        shape, indices = _indices(ref, what)
+        tile = assigned(tile, shape, ref.dtype, "the elements the indices name", what)
+        op = ir.ScatterGmemOp(tile.use(what), ref.ref.value, [index.use(what) for index in indices],
+                              _mask(mask, shape, what))
+        tracing.current(what).emit(op)
+        return
     if not isinstance(ref, (GmemView, GmemRef)):
         raise TraceError(f"{what} writes a shared-memory buffer or a GMEM window (y.at[...]), got {ref!r}", user_location())
     view = _window(ref)

@@ -1,5 +1,6 @@
 """The interpreter's register-tile accesses to GMEM windows: `asyncdsl.load_gmem`, `store_gmem`,
-and gathers, `asyncdsl.gather_gmem`.
+and gathers and scatters, `asyncdsl.gather_gmem` and `scatter_gmem` (two elements of a scatter
+naming one array element are an error: the GPU leaves that element undefined).
 
 Element e of the tile is the array's element at `starts + e` (squeezed dims at their index), or
 for a gather at its index tiles' elements e;
@@ -14,6 +15,7 @@ import numpy as np
 from xdsl.interpreter import Interpreter, PythonValues, impl, register_impls
 
 from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.errors import InterpretError
 from asyncdsl.interpret.diagnosis import diagnosed
 from asyncdsl.interpret.functions import WarpgroupFunctions
 from asyncdsl.interpret.memory import GlobalArgument
@@ -34,6 +36,18 @@ def _window(op, values: dict) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
         index = np.full(tile_shape, first, np.int64) if size == ir.SQUEEZED else first + next(grids)
         allowed &= (index >= 0) & (index < extent)
         indices.append(np.where(allowed, index, 0))
+    if op.mask is not None:
+        allowed &= np.asarray(values[op.mask], dtype=bool)
+    return tuple(np.where(allowed, i, 0) for i in indices), allowed
+
+
+def _indexed(op, values: dict, extents: tuple[int, ...], shape: tuple[int, ...]):
+    """A gather's or scatter's array indices (each in bounds, 0 where the element is not moved)
+    and where the element moves: every index inside its dim, and the mask if there is one."""
+    indices = [np.broadcast_to(np.asarray(values[index], np.int64), shape) for index in op.indices]
+    allowed = np.ones(shape, dtype=bool)
+    for index, extent in zip(indices, extents):
+        allowed &= (index >= 0) & (index < extent)
     if op.mask is not None:
         allowed &= np.asarray(values[op.mask], dtype=bool)
     return tuple(np.where(allowed, i, 0) for i in indices), allowed
@@ -63,15 +77,26 @@ class TileGmemFunctions(WarpgroupFunctions):
     def run_gather_gmem(self, interpreter: Interpreter, op: ir.GatherGmemOp, args: PythonValues):
         values = operand_values(op, args)
         array = _array(values[op.gmem], op, op.result)
-        shape = tuple(op.result.type.get_shape())
-        indices = [np.broadcast_to(np.asarray(values[index], np.int64), shape) for index in op.indices]
-        allowed = np.ones(shape, dtype=bool)
-        for index, extent in zip(indices, array.shape):
-            allowed &= (index >= 0) & (index < extent)
-        if op.mask is not None:
-            allowed &= np.asarray(values[op.mask], dtype=bool)
+        indices, allowed = _indexed(op, values, array.shape, tuple(op.result.type.get_shape()))
         other = np.asarray(op.other.value.data).astype(array.dtype)
-        return (np.where(allowed, array[tuple(np.where(allowed, i, 0) for i in indices)], other).astype(array.dtype),)
+        return (np.where(allowed, array[indices], other).astype(array.dtype),)
+
+    @impl(ir.ScatterGmemOp)
+    @diagnosed
+    def run_scatter_gmem(self, interpreter: Interpreter, op: ir.ScatterGmemOp, args: PythonValues):
+        values = operand_values(op, args)
+        array = _array(values[op.gmem], op, op.value)
+        shape = tuple(op.value.type.get_shape())
+        indices, allowed = _indexed(op, values, array.shape, shape)
+        written = np.ravel_multi_index(tuple(i[allowed] for i in indices), array.shape) if array.ndim else np.zeros(0)
+        if len(np.unique(written)) < len(written):
+            raise InterpretError(
+                "two elements of a scatter write the same array element (their indices are equal): on the GPU "
+                "which one lands is undefined; mask all but one off"
+            )
+        tile = np.broadcast_to(np.asarray(values[op.value], dtype=array.dtype), shape)
+        array[tuple(i[allowed] for i in indices)] = tile[allowed]
+        return ()
 
     @impl(ir.StoreGmemOp)
     @diagnosed

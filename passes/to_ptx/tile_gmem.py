@@ -1,5 +1,6 @@
 """Lowering of register tiles to and from GMEM windows (`load_gmem`, `store_gmem`), and of
-gathers (`gather_gmem`: each element at the address its index tiles compute, `_gather`).
+gathers and scatters (`gather_gmem`, `scatter_gmem`: each element at the address its index
+tiles compute, `_indexed_elements`).
 
 Element e of the tile sits at `starts + e` in the array (squeezed dims at their index).  In the
 layout, each element's coordinates are a per-thread part (linear in the thread's bits) plus a
@@ -329,16 +330,14 @@ def _store_splat_elementwise(ctx: KernelLowering, op: ir.StoreGmemOp, value: SSA
     b.label(done)
 
 
-def _gather(ctx: KernelLowering, op: ir.GatherGmemOp) -> None:
-    """Each element from its own address: the array's base plus its indices times the array's
-    byte strides (widened to 64 bits, `mul.wide.s32`), read where every index lies inside its dim
-    (compared unsigned, so negative indices fail too) and the mask holds; `other` elsewhere."""
+def _indexed_elements(ctx: KernelLowering, op, layout: Layout, count: int):
+    """For each of the `count` elements a thread holds in `layout`, the guard under which a
+    gather or scatter moves it (every index inside its dim, compared unsigned so negative ones
+    fail too, and the mask) and its address: the array's base plus its indices times the array's
+    byte strides, widened to 64 bits (`mul.wide.s32`)."""
     b = ctx.b
-    layout = layout_of(op.result)
-    registers_shape = layout.registers_shape(tuple(op.result.type.get_shape()))
-    count = math.prod(registers_shape)
     extents = ir.shape_of(op.gmem)
-    kind, size = register_kind(op.result.type.element_type), ir.element_bits(op.gmem.type) // 8
+    size = ir.element_bits(op.gmem.type) // 8
     strides = [stride * size for stride in contiguous_strides(extents)]
     guards = _mask_registers(ctx, op, layout, count) or [None] * count
     addresses = [array_address(ctx, op.gmem)] * count
@@ -353,6 +352,16 @@ def _gather(ctx: KernelLowering, op: ir.GatherGmemOp) -> None:
             inside, offset = terms[register]
             guards[element] = _and(ctx, guards[element], inside)
             addresses[element] = b.emit("add.s64 {}, {}, {};", "b64", addresses[element], offset)
+    return guards, addresses
+
+
+def _gather(ctx: KernelLowering, op: ir.GatherGmemOp) -> None:
+    """Each element one guarded `ld.global` at its own address; `other` where the guard fails."""
+    b = ctx.b
+    layout = layout_of(op.result)
+    registers_shape = layout.registers_shape(tuple(op.result.type.get_shape()))
+    kind, size = register_kind(op.result.type.element_type), ir.element_bits(op.gmem.type) // 8
+    guards, addresses = _indexed_elements(ctx, op, layout, math.prod(registers_shape))
     other = constant_register(ctx, op.other, op.result.type.element_type)
     width = _element_width(kind, size)
     loaded = []
@@ -363,6 +372,29 @@ def _gather(ctx: KernelLowering, op: ir.GatherGmemOp) -> None:
     bind_tile(ctx, op.result, np.array(loaded, dtype=object).reshape(registers_shape))
 
 
+def _scatter(ctx: KernelLowering, op: ir.ScatterGmemOp) -> None:
+    """Each element one guarded `st.global` at its own address, from one thread (replicated
+    layouts: the first copy's).  With tile, indices and mask all splats (one array element,
+    one value) the warpgroup's leader thread stores it once."""
+    shape = tuple(op.value.type.get_shape())
+    kind, size = register_kind(op.value.type.element_type), ir.element_bits(op.gmem.type) // 8
+    layouts = [layout_of(v) for v in (op.value, *op.indices, *([op.mask] if op.mask is not None else []))]
+    layout = next((found for found in layouts if not isinstance(found, SplatLayout)), None)
+    if layout is None:
+        guards, addresses = _indexed_elements(ctx, op, layouts[0], 1)
+        values, primary = [tile_of(ctx, op.value).flat()[0]], ctx.facts.leader
+    else:
+        count = math.prod(layout.registers_shape(shape))
+        guards, addresses = _indexed_elements(ctx, op, layout, count)
+        tile = tile_of(ctx, op.value)
+        values = [tile.flat()[0]] * count if tile.is_splat else tile.expanded(layout).reshape(-1).tolist()
+        primary = primary_guard(ctx, layout)
+    for guard, address, value in zip(guards, addresses, values):
+        if primary is not None:
+            guard = _and(ctx, guard, primary)
+        store_piece(ctx, address, 0, [value], size, kind, guard, space="global")
+
+
 def _and(ctx: KernelLowering, guard: SSAValue | None, condition: SSAValue) -> SSAValue:
     return condition if guard is None else ctx.b.emit("and.pred {}, {}, {};", "pred", guard, condition)
 
@@ -371,5 +403,6 @@ RULES: Rules = {
     ir.LoadGmemOp: _load,
     ir.StoreGmemOp: _store,
     ir.GatherGmemOp: _gather,
+    ir.ScatterGmemOp: _scatter,
 }
 

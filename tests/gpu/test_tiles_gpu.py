@@ -41,6 +41,8 @@ from tile_kernels import (
     reductions,
     relayout,
     rows_past_the_end,
+    scatter_inputs,
+    scatters,
     special_values,
     splat_at,
     splat_at_reference,
@@ -320,3 +322,10 @@ def test_gathers_are_bit_exact_and_read_nothing_outside_the_table(dtype):
     gpu, cpu = gpu_and_interpreter(gathers, [table, ids, picks], outs)
     for g, c in zip(gpu, cpu):
         assert g.tobytes() == c.tobytes(), _first_difference(g, c, [table])
+
+
+@pytest.mark.parametrize("dtype", [ad.float32, ad.bfloat16, ad.int32], ids=str)
+def test_scatters_are_bit_exact_and_write_nothing_outside_the_array(dtype):
+    ids, src, out = scatter_inputs(dtype, 6)
+    (gpu,), (cpu,) = gpu_and_interpreter(scatters, [ids, src], [out])
+    assert gpu.tobytes() == cpu.tobytes(), _first_difference(gpu, cpu, [src])

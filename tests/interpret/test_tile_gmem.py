@@ -17,6 +17,9 @@ from tile_kernels import (
     gmem_round_trip,
     masked_rows,
     masked_rows_reference,
+    scatter_inputs,
+    scatters,
+    scatters_reference,
     stretch_unit_dims,
     stretch_unit_dims_reference,
 )
@@ -116,10 +119,6 @@ def test_gather_misuse_is_an_error_at_the_line():
         ad.load(x.at[ad.iota((64, 128), ad.int32, dim=0).astype(ad.float32), 0])
 
     @ad.kernel(grid=(1,))
-    def scattered(x, y):
-        ad.store(y.at[ad.iota((64,), ad.int32, dim=0), 0], ad.zeros((64,), ad.float32))
-
-    @ad.kernel(grid=(1,))
     def unbroadcastable(x, y):
         ad.load(x.at[ad.iota((64,), ad.int32, dim=0), ad.iota((32,), ad.int32, dim=0)])
 
@@ -135,13 +134,31 @@ def test_gather_misuse_is_an_error_at_the_line():
 
     spec = ad.ArraySpec((64, 128), ad.float32)
     for kernel, text, fragment in (
-        (copied, "ad.async_copy(x.at[", "asyncdsl.load reads"),
+        (copied, "ad.async_copy(x.at[", "asyncdsl.load and asyncdsl.store move"),
         (sliced, "ad.load(x.at[ad.iota((64,)", "got 2 indices|slice"),
         (float_index, "astype(ad.float32), 0]", "holds int32, not float32"),
-        (scattered, "ad.store(y.at[", "read by asyncdsl.load"),
         (unbroadcastable, "ad.iota((32,), ad.int32, dim=0)])", "do not broadcast"),
         (wrong_mask, "mask=ad.iota((32,)", r"mask must be a bool tile of the window's shape \(64,\)"),
     ):
         with pytest.raises(ad.TraceError, match=fragment) as caught:
             kernel.compile(spec, spec)
         assert caught.value.location.line == line_of(kernel, text), kernel.name
+
+
+@pytest.mark.parametrize("dtype", [ad.float32, ad.bfloat16, ad.int32], ids=str)
+def test_scatters_write_the_elements_their_indices_name_and_nothing_outside(dtype):
+    ids, src, out = scatter_inputs(dtype, 4)
+    expected = scatters_reference(ids, src, out)
+    scatters.interpret(ids, src, out)
+    unsigned = f"u{np.dtype(dtype.numpy).itemsize}"
+    assert np.array_equal(out.view(unsigned), expected.view(unsigned))
+
+
+def test_two_elements_of_a_scatter_on_one_array_element_are_an_error_at_the_store():
+    ids, src, out = scatter_inputs(ad.float32, 4)
+    ids[1, 40] = ids[1, 41]  # the same row twice: every unmasked column written twice
+    with pytest.raises(ad.InterpretError, match="two elements of a scatter write the same array element") as caught:
+        scatters.interpret(ids, src, out)
+    assert caught.value.location.line == line_of(scatters, "ad.store(out.at[i[:, None], columns]")
+    ids[1, 41] = -5  # masked off or outside the array, a repeated index writes nothing: no error
+    scatters.interpret(ids, src, out)

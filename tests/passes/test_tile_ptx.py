@@ -34,6 +34,7 @@ from tile_kernels import (
     ops_of,
     reductions,
     relayout,
+    scatters,
     splat_at,
     splat_at_reference,
     splat_windows,
@@ -79,6 +80,14 @@ def test_gathers_assemble_without_spills(dtype):
     # every element its own guarded load at a computed address, indices compared unsigned
     width = {4: "f32" if dtype == ad.float32 else "b32", 2: "b16", 1: "u8"}[dtype.itemsize]
     assert re.search(rf"@%p\d+ ld\.global\.{width} ", ptx) and "mul.wide.s32" in ptx and "setp.lt.u32" in ptx
+
+
+@pytest.mark.parametrize("dtype", [ad.float32, ad.bfloat16, ad.int32], ids=str)
+def test_scatters_assemble_without_spills(dtype):
+    ptx = scatters.ptx(_spec(ad.int32, 2, 64), _spec(dtype, 2, 64, 128), _spec(dtype, 300, 128))
+    assert " 0 bytes stack frame, 0 bytes spill stores" in assemble(ptx, verbose=True)[1]
+    width = {4: "f32" if dtype == ad.float32 else "b32", 2: "b16"}[dtype.itemsize]
+    assert re.search(rf"@%p\d+ st\.global\.{width} ", ptx) and "mul.wide.s32" in ptx
 
 
 def test_traced_scalars_with_tiles_assemble_without_spills():
