@@ -2,8 +2,9 @@
 kernel of one warpgroup (loads of a window in any register layout, straight from GMEM or
 through shared memory, swizzled or tiled; elementwise math, reductions over any axes and their
 broadcasts back, relayouts, round trips through shared memory, `ad.registers` in loops, iota
-masks, integer and float8 casts, a second tile meeting the first) as Python source, with a
-numpy model of what it computes that shares no code with asyncdsl.
+masks, integer and float8 casts, integer division, modulo and shifts, gathers and scatters by
+computed index, a second tile meeting the first) as Python source, with a numpy model of what it
+computes that shares no code with asyncdsl.
 
 Inputs are small integers and every step keeps the values integers of at most a few thousand, so
 float sums are exact in any order and the model must match bit for bit.  A program either
@@ -126,7 +127,7 @@ def tile_programs(draw) -> TileProgram:
     strided = given.startswith("ad.strided") and rows > 1  # reduces over all its axes only
     for step in range(draw(st.integers(1, 6))):
         kinds = ["arith", "abs", "minimum", "where", "whole", "smem", "relayout", "bf16", "loop", "iota", "ints",
-                 "fp8", "two_tiles", "masked_tile", "half_arith"]
+                 "fp8", "two_tiles", "masked_tile", "half_arith", "int_ops", "gather", "scatter_out"]
         if not strided or draw(st.integers(0, 9)) == 0:
             kinds += ["row_totals", "column_peaks", "row_minima_via_smem", "row_peaks_out"]
         kind = draw(st.sampled_from(kinds))
@@ -174,6 +175,29 @@ def tile_programs(draw) -> TileProgram:
             a, b = draw(st.integers(-3, 3)), draw(st.integers(-9, 9))
             src.append(f"t = (t.astype(ad.{half}) * {a} + {b}).astype(ad.float32)")
             model.append(f"t = ((t.astype({numpy_half}) * {numpy_half}({a})) + {numpy_half}({b})).astype(np.float32)")
+        elif kind == "int_ops":  # floor division and modulo by either sign, shifts, ~
+            d, k = draw(st.integers(1, 7)) * draw(st.sampled_from([1, -1])), draw(st.integers(0, 3))
+            ops = f"((u // {d}) + (u % {d}) * 3 - ((u << {k}) >> 1) + (~u & 7))"
+            src += ["u = t.astype(ad.int32)", f"t = {ops}.astype(ad.float32)"]
+            model += ["u = t.astype(np.int32)", f"t = {ops}.astype(np.float32)"]
+        elif kind == "gather":  # x read at computed indices, some of them outside it
+            a, b, fill = draw(st.integers(1, 5)), draw(st.integers(0, 7)), draw(st.integers(-3, 3))
+            r = f"(ad.iota(({rows}, {columns}), ad.int32, dim=0) * {a} + {b}) % {rows + 2} - 1"
+            c = f"(ad.iota(({rows}, {columns}), ad.int32, dim=1) * {a} + {b}) % {columns + 2} - 1"
+            src.append(f"t = t + ad.load(x.at[{r}, {c}], other={fill}).astype(ad.float32)")
+            model += [f"gr, gc = np.indices(({rows}, {columns}))",
+                      f"gr, gc = (gr * {a} + {b}) % {rows + 2} - 1, (gc * {a} + {b}) % {columns + 2} - 1",
+                      "inside = (gr >= 0) & (gr < x.shape[0]) & (gc >= 0) & (gc < x.shape[1])",
+                      "gathered = x[np.where(inside, gr, 0), np.where(inside, gc, 0)].astype(np.float32)",
+                      f"t = t + np.where(inside, gathered, np.float32({fill}))"]
+        elif kind == "scatter_out":  # t written to an output at permuted places (rows reversed, columns rotated)
+            out, shift = len(program.outputs), draw(st.integers(0, columns - 1))
+            program.outputs.append((rows, columns))
+            r = f"{rows - 1} - ad.iota(({rows}, {columns}), ad.int32, dim=0)"
+            c = f"(ad.iota(({rows}, {columns}), ad.int32, dim=1) + {shift}) % {columns}"
+            src.append(f"ad.store(o{out}.at[{r}, {c}], t)")
+            model += [f"o{out} = np.empty(({rows}, {columns}), np.float32)", f"sr, sc = np.indices(({rows}, {columns}))",
+                      f"o{out}[{rows - 1} - sr, (sc + {shift}) % {columns}] = t"]
         elif kind == "row_minima_via_smem":
             src += [f"minima{step} = ad.smem(({rows},), ad.float32)", f"minima{step}[...] = t.min(axis=1)",
                     "ad.cta_barrier()", f"t = t + minima{step}[...][:, None]", "ad.cta_barrier()"]
