@@ -15,6 +15,7 @@ from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, IntegerType
 
 from asyncdsl.passes.resolve.index_facts import known_non_negative
 from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
+from asyncdsl.passes.to_ptx.tile_math import floor_quotient
 from asyncdsl.passes.to_ptx.tiles import constant_register
 
 _COMPARE = {
@@ -88,16 +89,7 @@ def _floordiv(ctx: KernelLowering, op: arith.FloorDivSIOp) -> None:
         # multiply-high and a shift, with no sign fix-up.
         ctx.bind(op.result, b.emit("div.u32 {}, {}, {};", "b32", lhs, divisor))
         return
-    rhs = ctx.operand(op.rhs)
-    quotient = b.emit("div.s32 {}, {}, {};", "b32", lhs, rhs)
-    remainder = b.emit("rem.s32 {}, {}, {};", "b32", lhs, rhs)
-    # Truncation rounds toward zero; step down once when the remainder and divisor differ in sign.
-    inexact = b.emit("setp.ne.s32 {}, {}, 0;", "pred", remainder)
-    signs = b.emit("xor.b32 {}, {}, {};", "b32", remainder, rhs)
-    opposite = b.emit("setp.lt.s32 {}, {}, 0;", "pred", signs)
-    adjust = b.emit("and.pred {}, {}, {};", "pred", inexact, opposite)
-    step = b.emit("selp.s32 {}, 1, 0, {};", "b32", adjust)
-    ctx.bind(op.result, b.emit("sub.s32 {}, {}, {};", "b32", quotient, step))
+    ctx.bind(op.result, floor_quotient(b, lhs, ctx.operand(op.rhs)))
 
 
 def _compare(ctx: KernelLowering, op: arith.CmpiOp) -> None:

@@ -19,6 +19,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects.layout_attrs import layout_of
+from asyncdsl.passes.to_ptx.builder import PtxBuilder
 from asyncdsl.passes.to_ptx.context import KernelLowering, Rule
 from asyncdsl.passes.to_ptx.tile_registers import (
     bind_tile,
@@ -128,18 +129,17 @@ def _integer(template: str) -> ElementRule:
     return rule
 
 
-def _floor_divide(ctx, op, element, regs):
-    """Python's floor division of int32 elements: PTX's `div.s32` truncates, so the quotient
-    steps down once where the remainder is nonzero and its sign is not the divisor's."""
-    b = ctx.b
-    dividend, divisor = regs
+def floor_quotient(b: PtxBuilder, dividend: SSAValue, divisor: SSAValue | int) -> SSAValue:
+    """Python's floor division of 32-bit integers: PTX's `div.s32` truncates, so the quotient
+    steps down once where the remainder is nonzero and its sign is not the divisor's.  Index
+    arithmetic (`scalars.py`) and int32 tiles share it."""
     quotient = b.emit("div.s32 {}, {}, {};", "b32", dividend, divisor)
-    product = b.emit("mul.lo.s32 {}, {}, {};", "b32", quotient, divisor)
-    remainder = b.emit("sub.s32 {}, {}, {};", "b32", dividend, product)
+    remainder = b.emit("rem.s32 {}, {}, {};", "b32", dividend, divisor)
     inexact = b.emit("setp.ne.s32 {}, {}, 0;", "pred", remainder)
     signs = b.emit("xor.b32 {}, {}, {};", "b32", remainder, divisor)
     opposite = b.emit("setp.lt.s32 {}, {}, 0;", "pred", signs)
-    step = b.emit("selp.s32 {}, 1, 0, {};", "b32", b.emit("and.pred {}, {}, {};", "pred", inexact, opposite))
+    adjust = b.emit("and.pred {}, {}, {};", "pred", inexact, opposite)
+    step = b.emit("selp.s32 {}, 1, 0, {};", "b32", adjust)
     return b.emit("sub.s32 {}, {}, {};", "b32", quotient, step)
 
 
@@ -294,7 +294,7 @@ ELEMENT_RULES: dict[type[Operation], ElementRule] = {
     arith.AndIOp: _integer("and.{b}"),
     arith.OrIOp: _integer("or.{b}"),
     arith.XOrIOp: _integer("xor.{b}"),
-    arith.FloorDivSIOp: _floor_divide,
+    arith.FloorDivSIOp: lambda ctx, op, element, regs: floor_quotient(ctx.b, *regs),
     arith.ShLIOp: _integer("shl.{b}"),
     arith.ShRSIOp: _integer("shr.{s}"),
     arith.MaxSIOp: _integer("max.{s}"),
