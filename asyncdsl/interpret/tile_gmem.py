@@ -53,6 +53,18 @@ def _indexed(op, values: dict, extents: tuple[int, ...], shape: tuple[int, ...])
     return tuple(np.where(allowed, i, 0) for i in indices), allowed
 
 
+def _read(op, array: np.ndarray, indices, allowed: np.ndarray) -> np.ndarray:
+    """The elements at `indices` where `allowed`, the op's `other` elsewhere."""
+    other = np.asarray(op.other.value.data).astype(array.dtype)
+    return np.where(allowed, array[indices], other).astype(array.dtype)
+
+
+def _write(array: np.ndarray, indices, allowed: np.ndarray, tile) -> None:
+    """`tile` (broadcast to the elements' shape) into `array` at `indices` where `allowed`."""
+    tile = np.broadcast_to(np.asarray(tile, dtype=array.dtype), allowed.shape)
+    array[tuple(i[allowed] for i in indices)] = tile[allowed]
+
+
 def _array(argument: GlobalArgument, op, tile) -> np.ndarray:
     """The argument's elements, as the array the window indexes (a view: stores write through)."""
     dtype = element_dtype(tile.type, op)
@@ -68,18 +80,14 @@ class TileGmemFunctions(WarpgroupFunctions):
     def run_load_gmem(self, interpreter: Interpreter, op: ir.LoadGmemOp, args: PythonValues):
         values = operand_values(op, args)
         array = _array(values[op.gmem], op, op.result)
-        indices, allowed = _window(op, values)
-        other = np.asarray(op.other.value.data).astype(array.dtype)
-        return (np.where(allowed, array[indices], other).astype(array.dtype),)
+        return (_read(op, array, *_window(op, values)),)
 
     @impl(ir.GatherGmemOp)
     @diagnosed
     def run_gather_gmem(self, interpreter: Interpreter, op: ir.GatherGmemOp, args: PythonValues):
         values = operand_values(op, args)
         array = _array(values[op.gmem], op, op.result)
-        indices, allowed = _indexed(op, values, array.shape, tuple(op.result.type.get_shape()))
-        other = np.asarray(op.other.value.data).astype(array.dtype)
-        return (np.where(allowed, array[indices], other).astype(array.dtype),)
+        return (_read(op, array, *_indexed(op, values, array.shape, tuple(op.result.type.get_shape()))),)
 
     @impl(ir.ScatterGmemOp)
     @diagnosed
@@ -94,8 +102,7 @@ class TileGmemFunctions(WarpgroupFunctions):
                 "two elements of a scatter write the same array element (their indices are equal): on the GPU "
                 "which one lands is undefined; mask all but one off"
             )
-        tile = np.broadcast_to(np.asarray(values[op.value], dtype=array.dtype), shape)
-        array[tuple(i[allowed] for i in indices)] = tile[allowed]
+        _write(array, indices, allowed, values[op.value])
         return ()
 
     @impl(ir.StoreGmemOp)
@@ -103,7 +110,5 @@ class TileGmemFunctions(WarpgroupFunctions):
     def run_store_gmem(self, interpreter: Interpreter, op: ir.StoreGmemOp, args: PythonValues):
         values = operand_values(op, args)
         array = _array(values[op.gmem], op, op.value)
-        indices, allowed = _window(op, values)
-        tile = np.broadcast_to(np.asarray(values[op.value], dtype=array.dtype), allowed.shape)
-        array[tuple(i[allowed] for i in indices)] = tile[allowed]
+        _write(array, *_window(op, values), values[op.value])
         return ()
