@@ -137,6 +137,12 @@ def _check_gmem_window(op, gmem: MemRefType, tile: VectorType, mask: SSAValue | 
         raise VerifyException(f"{what}: the mask must be a bool tile of the window's shape")
 
 
+def _check_other(op, what: str) -> None:
+    """A GMEM read's `other` has the element type of the tile it fills."""
+    if op.other.type != op.result.type.element_type:
+        raise VerifyException(f"{what}: `other` is a {op.other.type}, the tile holds {op.result.type.element_type}")
+
+
 @irdl_op_definition
 class LoadGmemOp(IRDLOperation):
     """The window of GMEM array `gmem` at `starts` (sizes `sizes`, -1 for an index) as a tile:
@@ -170,8 +176,7 @@ class LoadGmemOp(IRDLOperation):
 
     def verify_(self) -> None:
         _check_gmem_window(self, self.gmem.type, self.result.type, self.mask, "load_gmem")
-        if self.other.type != self.result.type.element_type:
-            raise VerifyException(f"load_gmem: `other` is a {self.other.type}, the tile holds {self.result.type.element_type}")
+        _check_other(self, "load_gmem")
 
 
 @irdl_op_definition
@@ -231,8 +236,7 @@ class GatherGmemOp(IRDLOperation):
 
     def verify_(self) -> None:
         _check_indexed(self, self.gmem.type, self.indices, self.mask, self.result.type, "gather_gmem")
-        if self.other.type != self.result.type.element_type:
-            raise VerifyException(f"gather_gmem: `other` is a {self.other.type}, the tile holds {self.result.type.element_type}")
+        _check_other(self, "gather_gmem")
 
 
 def _check_indexed(op, gmem: MemRefType, indices, mask, tile: VectorType, what: str) -> None:
