@@ -114,7 +114,7 @@ class Scalar:
             return NotImplemented  # a register tile's own operator takes it
         if isinstance(other, int) and other == 1:
             return self
-        _check_divisor(other)
+        check_divisor(other)
         return self._binary(other, arith.FloorDivSIOp)
 
     def __rfloordiv__(self, other: IndexLike) -> Scalar:
@@ -125,7 +125,7 @@ class Scalar:
             return NotImplemented
         if isinstance(other, int) and other == 1:
             return 0
-        _check_divisor(other)
+        check_divisor(other)
         # Python's modulo: a - (a // b) * b keeps the divisor's sign, unlike arith.remsi.
         return self - (self // other) * other
 
@@ -343,9 +343,11 @@ def _emit(op):
     return tracing.current("arithmetic on traced values").emit(op)
 
 
-def _check_divisor(divisor: IndexLike) -> None:
+def check_divisor(divisor, where: str = "index arithmetic") -> None:
+    """A divisor known to be 0 while tracing is refused at the line (on the GPU the quotient
+    would be undefined)."""
     if isinstance(divisor, int) and divisor == 0:
-        raise TraceError("division by zero in index arithmetic", user_location())
+        raise TraceError(f"division by zero in {where}", user_location())
 
 
 def int32_index(value: IndexLike) -> SSAValue:

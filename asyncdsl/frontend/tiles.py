@@ -33,7 +33,7 @@ from asyncdsl import dtypes
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.errors import ArgumentError, ResourceError, TraceError, is_int, user_location
 from asyncdsl.frontend import tracer as tracing
-from asyncdsl.frontend.scalars import FloatScalar, Scalar
+from asyncdsl.frontend.scalars import FloatScalar, Scalar, check_divisor
 from asyncdsl.hw.fragments import Layout, SplatLayout
 from asyncdsl.hw.limits import MAX_REGISTERS_PER_THREAD, WARPGROUP_THREADS
 from asyncdsl.hw.options import TileReduction
@@ -70,12 +70,6 @@ def _computable(tile: RegisterTile, what: str, allow_bool: bool = False) -> None
             "tiles; astype one of them first",
             user_location(),
         )
-
-
-def _nonzero(divisor, operator: str) -> None:
-    if isinstance(divisor, int) and not isinstance(divisor, bool) and divisor == 0:
-        raise TraceError(f"tile {operator} 0: division by zero (on the GPU the result would be undefined)",
-                         user_location())
 
 
 def _dtype(value, what: str) -> dtypes.DType:
@@ -233,7 +227,7 @@ class RegisterTile:
     # int32 ends; shift amounts read unsigned, and 32 or more shift every bit out (the sign's
     # copies for >>), as PTX's shl/shr clamp them (docs/register-tiles.md).
     def __floordiv__(self, other):
-        _nonzero(other, "//")
+        check_divisor(other, "a register tile's //")
         return self._binary(other, None, arith.FloorDivSIOp, what=_FLOOR_DIVISION)
 
     def __rfloordiv__(self, other):
@@ -247,7 +241,7 @@ class RegisterTile:
         return lhs - lhs._binary(rhs, None, arith.FloorDivSIOp, what=_MODULO) * rhs
 
     def __mod__(self, other):
-        _nonzero(other, "%")
+        check_divisor(other, "a register tile's %")
         return self._modulo(other, reverse=False)
 
     def __rmod__(self, other):
