@@ -34,6 +34,9 @@ FLOAT_OPS = {
     "sub": lambda a, b, c: a - b,
     "mul": lambda a, b, c: a * b,
     "div": lambda a, b, c: a / b,
+    # by powers of two: lowered as products by the exact reciprocal, which round alike
+    "div_power_of_two": lambda a, b, c: a / 4.0,
+    "div_small_power_of_two": lambda a, b, c: a / -0.125,
     "fma": lambda a, b, c: ad.fma(a, b, c),
     "mul_add": lambda a, b, c: a * b + c,
     "neg": lambda a, b, c: -a,

@@ -16,7 +16,7 @@ from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, IntegerType
 from asyncdsl.passes.resolve.index_facts import known_non_negative
 from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
 from asyncdsl.passes.to_ptx.tile_math import floor_quotient
-from asyncdsl.passes.to_ptx.tiles import constant_register
+from asyncdsl.passes.to_ptx.tile_registers import constant_register
 
 _COMPARE = {
     "eq": "eq.s32", "ne": "ne.s32", "slt": "lt.s32", "sle": "le.s32", "sgt": "gt.s32",

@@ -40,13 +40,13 @@ from asyncdsl.passes.to_ptx.smem_addresses import MAX_ACCESS_BYTES
 from asyncdsl.passes.to_ptx.tile_access import load_piece, primary_guard, store_piece
 from asyncdsl.passes.to_ptx.tile_registers import (
     bind_tile,
+    constant_register,
     register_kind,
     thread_coefficients,
     thread_term,
     tile_of,
     uniform,
 )
-from asyncdsl.passes.to_ptx.tiles import constant_register
 
 _S32 = 2**31
 

@@ -14,15 +14,17 @@ from collections.abc import Callable
 import numpy as np
 from xdsl.dialects import arith
 from xdsl.dialects import math as xmath
-from xdsl.dialects.builtin import Float32Type, IndexType, IntegerType, VectorType
+from xdsl.dialects.builtin import Float32Type, FloatAttr, IndexType, IntegerType, VectorType
 from xdsl.ir import Attribute, Operation, SSAValue
 
+from asyncdsl import dtypes
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects.layout_attrs import layout_of
 from asyncdsl.passes.to_ptx.builder import PtxBuilder
 from asyncdsl.passes.to_ptx.context import KernelLowering, Rule
 from asyncdsl.passes.to_ptx.tile_registers import (
     bind_tile,
+    constant_register,
     element_of,
     float_suffix,
     register_kind,
@@ -50,9 +52,44 @@ def _binary_float(name: str) -> ElementRule:
     return rule
 
 
+def _constant_element(value: SSAValue) -> float | None:
+    """The float every element of `value` is, where its defining op says so (a constant scalar,
+    a `full` tile, or a broadcast of one)."""
+    owner = value.owner
+    if isinstance(owner, ir.BroadcastInDimOp):
+        owner = owner.operand.owner
+    if isinstance(owner, (arith.ConstantOp, ir.FullOp)) and isinstance(owner.value, FloatAttr):
+        return owner.value.value.data
+    return None
+
+
+def _exact_reciprocal(divisor: float | None, element: Attribute) -> float | None:
+    """1/divisor where multiplying by it rounds every quotient as dividing does: a power of two
+    whose reciprocal `element` holds exactly (x/2^k and x·2^-k are then one real number, rounded
+    once, for every x incl. subnormals, ±0, ±inf and NaN)."""
+    if divisor is None or not math.isfinite(divisor) or divisor == 0:
+        return None
+    mantissa, exponent = math.frexp(divisor)  # divisor = ±2^(exponent - 1) when mantissa is ±0.5
+    lowest, highest = POWERS_OF_TWO[dtypes.from_mlir(element).name]
+    if abs(mantissa) != 0.5 or not (lowest <= exponent - 1 <= highest and lowest <= 1 - exponent <= highest):
+        return None
+    return 1.0 / divisor  # exact in float64
+
+
+# The powers of two each float type holds, 2^lowest (its smallest subnormal) to 2^highest: what
+# neither rounds to 0 nor overflows.
+POWERS_OF_TWO = {"float32": (-149, 127), "bfloat16": (-133, 127), "float16": (-24, 15)}
+
+
 def _divide(ctx, op, element, regs):
     suffix = float_suffix(element)
     b = ctx.b
+    reciprocal = _exact_reciprocal(_constant_element(op.rhs), element)
+    if reciprocal is not None:
+        # The IEEE `div.rn.f32` has a slow path ptxas calls as a subroutine, and registers live
+        # across the call spill to the stack; a product by the exact reciprocal has neither.
+        factor = constant_register(ctx, FloatAttr(reciprocal, element), element)
+        return b.emit(f"mul.rn.{suffix} {{}}, {{}}, {{}};", register_kind(element), regs[0], factor)
     if suffix == "f32":
         return b.emit("div.rn.f32 {}, {}, {};", "f32", *regs)
     # No 16-bit division: the f32 quotient of the widened operands, rounded once more, is the

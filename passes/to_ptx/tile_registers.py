@@ -16,6 +16,8 @@ from xdsl.dialects.builtin import (
     BFloat16Type,
     Float16Type,
     Float32Type,
+    FloatAttr,
+    IntegerAttr,
     IntegerType,
     VectorType,
 )
@@ -155,3 +157,17 @@ def thread_term(ctx: KernelLowering, coefficients: list[int]) -> SSAValue | int:
     for term in terms[1:]:
         total = b.emit("add.s32 {}, {}, {};", "b32", total, term)
     return total
+
+
+def constant_register(ctx: KernelLowering, attr: FloatAttr | IntegerAttr, element) -> SSAValue:
+    """A register holding `attr` as an element of type `element` (its bits, rounded by numpy as
+    the interpreter rounds it)."""
+    b = ctx.b
+    kind = register_kind(element)
+    if kind == "pred":
+        return b.emit("setp.ne.u32 {}, {}, 0;", "pred", b.mov("b32", int(bool(attr.value.data))))
+    dtype = dtypes.from_mlir(element)
+    bits = int(np.asarray(attr.value.data).astype(dtype.numpy).reshape(1).view(f"u{max(dtype.bits, 8) // 8}")[0])
+    if kind == "f32":
+        return b.mov("f32", f"0f{bits:08X}")
+    return b.mov(kind, f"{bits:#x}")

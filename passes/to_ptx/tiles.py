@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import Float32Type, FloatAttr, IntegerAttr, IntegerType
+from xdsl.dialects.builtin import Float32Type, IntegerType
 from xdsl.ir import SSAValue
 
 from asyncdsl import dtypes
@@ -28,6 +28,7 @@ from asyncdsl.passes.to_ptx.tile_access import read_tile, write_tile
 from asyncdsl.passes.to_ptx.tile_math import ELEMENT_RULES
 from asyncdsl.passes.to_ptx.tile_registers import (
     bind_tile,
+    constant_register,
     register_kind,
     slot_map,
     thread_coefficients,
@@ -43,20 +44,6 @@ def _shape(value: SSAValue) -> tuple[int, ...]:
 
 def _splat(ctx: KernelLowering, value: SSAValue, register: SSAValue) -> None:
     bind_tile(ctx, value, np.full(layout_of(value).registers_shape(_shape(value)), register, dtype=object))
-
-
-def constant_register(ctx: KernelLowering, attr: FloatAttr | IntegerAttr, element) -> SSAValue:
-    """A register holding `attr` as an element of type `element` (its bits, rounded by numpy as
-    the interpreter rounds it)."""
-    b = ctx.b
-    kind = register_kind(element)
-    if kind == "pred":
-        return b.emit("setp.ne.u32 {}, {}, 0;", "pred", b.mov("b32", int(bool(attr.value.data))))
-    dtype = dtypes.from_mlir(element)
-    bits = int(np.asarray(attr.value.data).astype(dtype.numpy).reshape(1).view(f"u{max(dtype.bits, 8) // 8}")[0])
-    if kind == "f32":
-        return b.mov("f32", f"0f{bits:08X}")
-    return b.mov(kind, f"{bits:#x}")
 
 
 def _full(ctx: KernelLowering, op: ir.FullOp) -> None:

@@ -59,12 +59,13 @@ def test_runtime_ints_are_checked_like_a_gpu_launch():
 
 @ad.kernel(grid=lambda x, y: (x.shape[0] // B,))
 def copy_upper_half(x, y):
-    """CTA i copies its B rows when i / (CTAs / 2) >= 1.0 or i * 0.1 == 0.3, in float32: there
-    3 * 0.1 rounds to 0.3 (in Python's float64 it does not)."""
+    """CTA i copies its B rows when i / (CTAs / 2 + 1) >= 0.8 or i * 0.1 == 0.3, in float32: there
+    3 * 0.1 rounds to 0.3 (in Python's float64 it does not).  The divisor is no power of two (by
+    which a division would be a product)."""
     i = ad.program_id(0)
     buf = ad.smem((B, x.shape[1]), x.dtype)
     bar = ad.barrier()
-    with ad.when((i / (x.shape[0] // B // 2) >= 1.0) | (i * 0.1 == 0.3)):
+    with ad.when((i / (x.shape[0] // B // 2 + 1) >= 0.8) | (i * 0.1 == 0.3)):
         rows = ad.ds(i * B, B)
         ad.async_copy(x.at[rows, :], buf, barrier=bar)
         bar.wait()
@@ -77,7 +78,7 @@ def test_indices_promote_to_float32_as_python_promotes_to_float(ptxas):
     y = np.zeros_like(x)
     copy_upper_half.interpret(x, y)
     f = np.float32
-    copied = [i for i in range(8) if f(i) / f(4) >= 1.0 or f(i) * f(0.1) == f(0.3)]
+    copied = [i for i in range(8) if f(i) / f(5) >= f(0.8) or f(i) * f(0.1) == f(0.3)]
     assert copied == [3, 4, 5, 6, 7]
     want = np.zeros_like(x)
     for i in copied:

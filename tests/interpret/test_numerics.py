@@ -12,7 +12,7 @@ import ml_dtypes
 import numerics_reference as ref
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from asyncdsl.interpret import numerics
@@ -288,3 +288,15 @@ def test_narrow_floats_round_trip_through_float32(drawn):
 def test_small_integers_round_trip_through_float32(x):
     value = np.array(x, np.int16)
     assert numerics.float_to_int(numerics.int_to_float(value, np.float32), np.int16) == value
+
+
+@settings(max_examples=200, deadline=None)
+@given(float_bits, st.integers(-160, 160))
+def test_dividing_by_a_power_of_two_is_multiplying_by_its_reciprocal(drawn, k):
+    # What lets the lowering replace x / 2^k by x * 2^-k when both powers fit the dtype.
+    dtype, x, _ = drawn
+    limits = ml_dtypes.finfo(dtype)
+    assume(all(float(limits.smallest_subnormal) <= 2.0**e <= float(limits.max) for e in (k, -k)))
+    value = np.array(x, ref.unsigned(dtype)).view(dtype)
+    divisor, reciprocal = np.array(2.0**k, dtype), np.array(2.0**-k, dtype)
+    assert ref.same_bits(numerics.divide(value, divisor), numerics.multiply(value, reciprocal))

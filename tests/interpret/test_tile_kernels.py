@@ -45,6 +45,8 @@ def _float_reference(name: str, dtype):
         "sub": lambda a, b, c: ref.subtract(a, b, dtype),
         "mul": lambda a, b, c: ref.multiply(a, b, dtype),
         "div": lambda a, b, c: ref.divide(a, b, dtype),
+        "div_power_of_two": lambda a, b, c: ref.divide(a, 4.0, dtype),
+        "div_small_power_of_two": lambda a, b, c: ref.divide(a, -0.125, dtype),
         "fma": lambda a, b, c: ref.fma(a, b, c, dtype),
         "mul_add": lambda a, b, c: ref.add(ref.multiply(a, b, dtype), c, dtype),
         "maximum": lambda a, b, c: ref.maximum(a, b),

@@ -389,6 +389,45 @@ def test_abs_under_a_reduction_folds_unless_the_reduction_combines_nothing(ptxas
 
 
 @ad.kernel(grid=(1,))
+def _tile_divided(x, y, DIVISOR: ad.constexpr):
+    ad.store(y.at[:, :], ad.load(x.at[:, :]) / DIVISOR)
+
+
+@ad.kernel(grid=(1,))
+def _scalar_divided(x, y, s: float, DIVISOR: ad.constexpr):
+    ad.store(y.at[:, :], ad.load(x.at[:, :]) * (s / DIVISOR))
+
+
+@pytest.mark.parametrize("dtype, divisor, divides", [
+    (ad.float32, 2.0, False), (ad.float32, -0.125, False), (ad.float32, 2.0 ** 100, False),
+    (ad.float32, 2.0 ** -127, False), (ad.float32, 2.0 ** -128, True), (ad.float32, 3.0, True),
+    (ad.bfloat16, 0.5, False), (ad.float16, 2.0 ** -15, False), (ad.float16, 2.0 ** -16, True),
+    (ad.float16, 2.0 ** 20, True)], ids=str)
+def test_a_division_by_a_power_of_two_is_a_product_by_its_reciprocal(ptxas, dtype, divisor, divides):
+    # Where the divisor and its reciprocal are exact in the tile's dtype (not 2^128 in float32,
+    # nor 2^16 or 2^20, past float16's largest): both round the same real number once.  A division's slow path is a
+    # call, and what lives across it spills.
+    ptx = _tile_divided.ptx(_spec(dtype), _spec(dtype), DIVISOR=divisor)
+    assert ("div.rn.f32" in ptx) == divides
+    assert ("mul.rn" in ptx) != divides
+    log = assemble(ptx, verbose=True)[1]
+    assert divides or " 0 bytes stack frame" in log, log
+    if dtype == ad.float32:
+        scalar = _scalar_divided.ptx(_spec(dtype), _spec(dtype), 1.0, DIVISOR=divisor)
+        assert scalar.count("div.rn.f32") == divides
+
+
+@pytest.mark.parametrize("dtype", [ad.float32, ad.bfloat16, ad.float16], ids=str)
+def test_the_powers_of_two_the_lowering_knows_are_the_dtypes(dtype):
+    from asyncdsl.passes.to_ptx.tile_math import POWERS_OF_TWO
+
+    limits = ml_dtypes.finfo(dtype.numpy)
+    lowest, highest = POWERS_OF_TWO[dtype.name]
+    assert 2.0**lowest == float(limits.smallest_subnormal)
+    assert 2.0**highest <= float(limits.max) < 2.0 ** (highest + 1)
+
+
+@ad.kernel(grid=(1,))
 def _to_float8(x, y, VECTOR: ad.constexpr):
     """y = x as y's float8 type, x read in vectors of VECTOR elements."""
     ad.store(y.at[:, :], ad.load(x.at[:, :], layout=ad.strided(VECTOR)).astype(y.dtype))
