@@ -90,13 +90,17 @@ def test_float_scalar_arithmetic_is_float32_on_the_gpu(compilations):
 def test_a_runtime_float_scales_register_tiles(compilations):
     x = np.random.default_rng(14).standard_normal((64, 64)).astype(np.float32)
     src = to_device(x)
+    built = []
     for scale, shift in [(0.5, 3), (-1.25, -7), (0.0, 1), (3.0e-3, 5)]:
         dst = to_device(np.zeros_like(x))
         scale_tile(src, dst, scale, shift)
+        built.append(compilations[0])
         f = np.float32
         want = np.where(x > f(scale), x * f(scale) + f(shift), -f(scale) / f(2.0)).astype(np.float32)
         assert to_host(dst).tobytes() == want.tobytes(), (scale, shift)
-    assert compilations[0] == 1
+    # One compile at most (none where another test of this process compiled scale_tile already),
+    # and none for the values after the first.
+    assert built[0] <= 1 and built == built[:1] * 4
 
 
 def test_a_value_that_does_not_fit_is_refused_on_the_warm_path_too():
