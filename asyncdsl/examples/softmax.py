@@ -120,18 +120,19 @@ def _exp(v, shift):
 def softmax_halves(x, y):
     """One row a CTA: warpgroup w holds elements [w·n/2, (w+1)·n/2) in registers; each puts its
     half's maximum, then its sum of exponentials, in shared memory, and both combine the two in
-    the same order, so they scale by the same sum."""
+    the same order, so they scale by the same sum.  Each warpgroup copies its own half onto its
+    own barrier, so neither waits for the other's bytes (1.002-1.023x Triton at 4096x8192 against
+    1.001-1.019x for one copy of the whole row, five paired runs: level within the spread, and
+    no `when` around the copy; docs/hardware.md §19)."""
     check_rows(("x", x), ("y", y))
     half = x.shape[1] // 2
     row = ad.ds(ad.program_id(0), 1)
     buf = ad.smem((1, 2, 1, half), x.dtype)  # buf.at[0, w]: half w of the row
     maxima, sums = ad.smem((2, 1), ad.float32), ad.smem((2, 1), ad.float32)
-    landed = ad.barrier()
+    landed = ad.barrier(num=2)
     me = ad.warpgroup_idx()
-    with ad.when(me == 0):  # one copy brings the row for both
-        ad.async_copy(x.at[row, :], buf, barrier=landed, transforms=ad.TileTransform((1, half)),
-                      oob="undefined")
-    landed.wait()
+    ad.async_copy(x.at[row, ad.ds(me * half, half)], buf.at[0, me], barrier=landed[me], oob="undefined")
+    landed[me].wait()
     v = buf.at[0, me][...].astype(ad.float32)
     maxima.at[me][...] = v.max(axis=1)
     ad.cta_barrier()
