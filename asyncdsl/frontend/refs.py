@@ -234,7 +234,7 @@ class GmemIndexed:
         for dim, index in enumerate(key):
             if isinstance(index, RegisterTile):
                 if index.dtype != dtypes.int32:
-                    raise TraceError(f"{what}: dim {dim}: an index tile holds int32, not {index.dtype} "
+                    raise TraceError(f"{what}: dim {dim}: an index tile must hold int32, not {index.dtype} "
                                      "(astype(asyncdsl.int32) first)", user_location())
             elif not is_index(index):
                 raise TraceError(

@@ -136,7 +136,7 @@ def test_gather_misuse_is_an_error_at_the_line():
     for kernel, text, fragment in (
         (copied, "ad.async_copy(x.at[", "asyncdsl.load and asyncdsl.store move"),
         (sliced, "ad.load(x.at[ad.iota((64,)", "got 2 indices|slice"),
-        (float_index, "astype(ad.float32), 0]", "holds int32, not float32"),
+        (float_index, "astype(ad.float32), 0]", "must hold int32, not float32"),
         (unbroadcastable, "ad.iota((32,), ad.int32, dim=0)])", "do not broadcast"),
         (wrong_mask, "mask=ad.iota((32,)", r"mask must be a bool tile of the window's shape \(64,\)"),
     ):
