@@ -131,10 +131,10 @@ def test_other_values_after_a_restart_load_the_cubin_from_disk(tmp_path, monkeyp
 
 @ad.kernel(grid=(1,), block=128)
 def int_division(y, a: int, b: int):
-    """a // b, a % b (runtime divisor), and a // -1, a % -1, a // 7, a // 8, a % 8 (constant ones)
-    into the rows of y."""
+    """a // b, a % b (runtime divisor), and a // -1, a % -1, a // 7, a // 8, a % 8, a % 7,
+    a // (2^31 - 1) (constant ones) into the rows of y."""
     row = ad.zeros((1, 128), ad.int32)
-    for index, value in enumerate((a // b, a % b, a // -1, a % -1, a // 7, a // 8, a % 8)):
+    for index, value in enumerate((a // b, a % b, a // -1, a % -1, a // 7, a // 8, a % 8, a % 7, a // (2**31 - 1))):
         ad.store(y.at[ad.ds(index, 1), :], row + value)
 
 
@@ -147,8 +147,8 @@ def wrapped(value: int) -> int:
 def test_int_division_floors_and_wraps_at_the_int32_ends_as_the_interpreter_says(a, b):
     """Python's floor division and modulo, wrapped to int32 where the quotient overflows
     (-2^31 // -1): the same on the GPU and in the interpreter, divisor runtime or constant."""
-    expected = np.array([[wrapped(v)] * 128 for v in (a // b, a % b, a // -1, a % -1, a // 7, a // 8, a % 8)],
-                        np.int32)
+    expected = np.array([[wrapped(v)] * 128 for v in (a // b, a % b, a // -1, a % -1, a // 7, a // 8, a % 8, a % 7,
+                                                       a // (2**31 - 1))], np.int32)
     interpreted = np.zeros_like(expected)
     int_division.interpret(interpreted, a, b)
     y = to_device(np.full_like(expected, 12345))
