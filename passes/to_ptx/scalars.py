@@ -15,7 +15,7 @@ from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, IntegerType
 
 from asyncdsl.passes.resolve.index_facts import known_non_negative
 from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
-from asyncdsl.passes.to_ptx.tile_math import floor_quotient, floor_quotient_by
+from asyncdsl.passes.to_ptx.tile_math import floor_quotient
 from asyncdsl.passes.to_ptx.tile_registers import constant_register
 
 _COMPARE = {
@@ -79,13 +79,15 @@ def _floordiv(ctx: KernelLowering, op: arith.FloorDivSIOp) -> None:
     b = ctx.b
     divisor = ctx.constant(op.rhs)
     lhs = ctx.reg(op.lhs)
-    if divisor is not None and divisor > 0 and divisor & (divisor - 1) and known_non_negative(op.lhs):
-        # Floor and truncation agree on a dividend that cannot be negative (a ring's slot
-        # `j % stages` of a loop counter): an unsigned division, with no sign to fold in.
-        ctx.bind(op.result, b.emit("div.u32 {}, {}, {};", "b32", lhs, divisor))
+    if divisor is not None and divisor > 0 and divisor & (divisor - 1) == 0:
+        # An arithmetic shift right is a floor division by a power of two.
+        ctx.bind(op.result, b.emit("shr.s32 {}, {}, {};", "b32", lhs, divisor.bit_length() - 1))
         return
-    if divisor is not None and divisor > 0:
-        ctx.bind(op.result, floor_quotient_by(b, lhs, divisor))
+    if divisor is not None and divisor > 0 and known_non_negative(op.lhs):
+        # Floor and truncation agree on a dividend that cannot be negative (a ring's slot
+        # `j % stages` of a loop counter): ptxas turns an unsigned division by a constant into a
+        # multiply-high and a shift, with no sign fix-up.
+        ctx.bind(op.result, b.emit("div.u32 {}, {}, {};", "b32", lhs, divisor))
         return
     ctx.bind(op.result, floor_quotient(b, lhs, ctx.operand(op.rhs)))
 
