@@ -134,7 +134,8 @@ def int_division(y, a: int, b: int):
     """a // b, a % b (runtime divisor), and a // -1, a % -1, a // 7, a // 8, a % 8, a % 7,
     a // (2^31 - 1) (constant ones) into the rows of y."""
     row = ad.zeros((1, 128), ad.int32)
-    for index, value in enumerate((a // b, a % b, a // -1, a % -1, a // 7, a // 8, a % 8, a % 7, a // (2**31 - 1))):
+    constants = (a // -1, a % -1, a // 7, a // 8, a % 8, a % 7, a // (2**31 - 1))
+    for index, value in enumerate((a // b, a % b, *constants)):
         ad.store(y.at[ad.ds(index, 1), :], row + value)
 
 
