@@ -15,9 +15,10 @@ file (an interactive session) has no digest and is traced in every process.
 Values the kernel's code names are part of the key too (`bound_values`): its closure's cells (a
 kernel made by a factory, `make(chunk)`, is the same code for every chunk) and the module globals
 it reads, which the file holds only as the code that computed them at import, and the same of the
-user's functions it names.  What a trace reads in other ways (environment variables, files,
-random numbers, another module's attributes such as `config.BLOCK`, the middle of a long torch
-tensor, whose repr elides it) is not seen: for such kernels set ASYNCDSL_KERNEL_CACHE=0.
+user's functions it names, and the attributes of the user's modules it reads (`config.BLOCK`,
+one level deep).  What a trace reads in other ways (environment variables, files, random numbers,
+an attribute of an attribute, the middle of a long torch tensor, whose repr elides it) is not
+seen: for such kernels set ASYNCDSL_KERNEL_CACHE=0.
 """
 
 from __future__ import annotations
@@ -117,8 +118,28 @@ def _bound(fn: FunctionType, seen: set[int]) -> str:
         except ValueError:  # a cell not yet filled
             values.append((name, None))
     scope = fn.__globals__
-    values += [(name, scope[name]) for name in sorted(_global_names(fn.__code__)) if name in scope]
-    return "; ".join(part for name, value in values if (part := _value(name, value, seen)))
+    names = _global_names(fn.__code__)  # attribute names too: `config.BLOCK` reads "config", "BLOCK"
+    values += [(name, scope[name]) for name in sorted(names) if name in scope]
+    parts = [part for name, value in values if (part := _value(name, value, seen))]
+    parts += [_module_values(name, value, names) for name, value in values if _users_module(value)]
+    return "; ".join(part for part in parts if part)
+
+
+def _users_module(value) -> bool:
+    """Whether `value` is a module of the user's code (not asyncdsl's, the standard library's or
+    a package's)."""
+    return isinstance(value, ModuleType) and _identity(value.__name__, value) is not None
+
+
+def _module_values(name: str, module: ModuleType, names: set[str]) -> str:
+    """The values a user's module holds under the names the code reads (`config.BLOCK`): the
+    module's file holds only the code that computed them, and a process may set them before it
+    traces.  Every attribute whose name the code uses anywhere is taken, as names alone do not
+    say which object an attribute is read from."""
+    values = [(f"{name}.{attribute}", getattr(module, attribute)) for attribute in sorted(names)
+              if attribute in vars(module)]
+    return "; ".join(f"{label}={type(value).__qualname__}:{_text(value)}" for label, value in values
+                     if not (isinstance(value, ModuleType) or callable(value)))
 
 
 def _value(name: str, value, seen: set[int]) -> str:

@@ -105,6 +105,38 @@ def test_a_global_of_another_value_is_another_kernel(kernel_cache, compilations,
     assert compilations[0] == 2 and first.ptx != second.ptx
 
 
+def test_an_attribute_of_the_users_module_of_another_value_is_another_kernel(kernel_cache, compilations, monkeypatch,
+                                                                           tmp_path):
+    """`settings.ROWS` read from a module of the user's: its file holds the code that set it, not
+    the value a process may have put there since."""
+    import importlib
+
+    (tmp_path / "tile_settings.py").write_text("ROWS = 64\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    settings = importlib.import_module("tile_settings")
+
+    def settings_kernel():
+        def tile_copy(x, y):
+            copy_rows(x, y, settings.ROWS, 0)
+
+        return ad.kernel(grid=(1,), block=128)(tile_copy)
+
+    first = settings_kernel().binary((X, X), {})
+    assert "settings.ROWS=int:64" in digest_module.bound_values(settings_kernel().fn)
+    monkeypatch.setattr(settings, "ROWS", 128)
+    second = settings_kernel().binary((X, X), {})
+    assert compilations[0] == 2 and first.ptx != second.ptx
+    assert settings_kernel().binary((X, X), {}) == second and compilations[0] == 2  # from disk
+    monkeypatch.delitem(sys.modules, "tile_settings")
+
+
+def test_the_attributes_of_library_modules_are_code():
+    def kernel(x):
+        return np.pi * x + os.sep.count("/")
+
+    assert digest_module.bound_values(kernel) == ""
+
+
 def _rows_of_helper():
     return ROWS
 
