@@ -45,15 +45,14 @@ def median_gpu_ms(fn, warmup: int = 25, rep: int = 200) -> float:
     return triton.testing.do_bench(fn, warmup=warmup, rep=rep, return_mode="median")
 
 
-def rounds_of_gpu_ms(contenders: dict, rounds: int = 5, warmup: int = 10, rep: int = 100,
-                     before_round=None) -> dict[str, float]:
-    """Per contender (name -> fn), the median over `rounds` of its `median_gpu_ms` (each launch
-    after an L2 flush), the contenders taking turns in a new (seeded) random order every round:
-    a drift of the GPU's clocks over the run falls on all of them alike instead of on whoever
-    was timed first or last.  `before_round(i)`, if given, runs before round i (to move every
+def gpu_ms_by_round(contenders: dict, rounds: int = 5, warmup: int = 10, rep: int = 100,
+                    before_round=None) -> dict[str, list[float]]:
+    """Per contender (name -> fn), its `median_gpu_ms` (each launch after an L2 flush) in each of
+    `rounds` rounds, the contenders taking turns in a new (seeded) random order every round: a
+    drift of the GPU's clocks over the run falls on all of them alike instead of on whoever was
+    timed first or last.  `before_round(i)`, if given, runs before round i (to move every
     contender to new output buffers, say)."""
     import random
-    import statistics
 
     times: dict[str, list[float]] = {name: [] for name in contenders}
     order, shuffle = list(contenders), random.Random(0).shuffle
@@ -63,7 +62,28 @@ def rounds_of_gpu_ms(contenders: dict, rounds: int = 5, warmup: int = 10, rep: i
         shuffle(order)
         for name in order:
             times[name].append(median_gpu_ms(contenders[name], warmup=warmup, rep=rep))
-    return {name: statistics.median(values) for name, values in times.items()}
+    return times
+
+
+def rounds_of_gpu_ms(contenders: dict, rounds: int = 5, warmup: int = 10, rep: int = 100,
+                     before_round=None) -> dict[str, float]:
+    """Per contender, the median over the rounds of `gpu_ms_by_round`."""
+    import statistics
+
+    by_round = gpu_ms_by_round(contenders, rounds, warmup, rep, before_round)
+    return {name: statistics.median(values) for name, values in by_round.items()}
+
+
+def paired_speedups(by_round: dict[str, list[float]], name: str, peers: list[str]) -> dict[str, float]:
+    """`name`'s speed over the fastest of `peers` round by round (their time / its time, all
+    measured within one round), as the median, the lowest and the highest over the rounds, and
+    the share of rounds in which `name` was at least as fast: a comparison that the drift
+    between rounds does not enter, where the ratio of two medians mixes rounds."""
+    import statistics
+
+    ratios = [min(by_round[peer][index] for peer in peers) / own for index, own in enumerate(by_round[name])]
+    return {"median": statistics.median(ratios), "lowest": min(ratios), "highest": max(ratios),
+            "rounds at or above": sum(ratio >= 1 for ratio in ratios) / len(ratios)}
 
 
 class OutputRotation:

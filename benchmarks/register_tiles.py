@@ -2,7 +2,8 @@
 torch.compile and Triton kernels in the tutorials' style, in one run, with the device-copy
 bandwidth of the same run as the roofline.  TB/s = bytes read + written / device time: each
 contender's median over single launches after an L2 flush, the median of that over 9 rounds in
-which the contenders take turns in random order (`common.rounds_of_gpu_ms`).  Each is also timed
+which the contenders take turns in random order (`common.gpu_ms_by_round`); ", per round" rows
+compare asyncdsl with the faster peer within each round (`common.paired_speedups`).  Each is also timed
 back to back (", back to back": the wall time of 20 launches in a row, median of 7 rounds in turns,
 `common.interleaved_ms`), the steady stream a model's layers make; every tensor here is several
 times the L2, so the flush changes what is cached little, but it leaves the cache's dirty lines to
@@ -17,11 +18,19 @@ into its kernel; torch eager copies its result there (an extra pass: eager is a 
 from __future__ import annotations
 
 import os
+import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from common import interleaved_ms, median_gpu_ms, plot_result, rounds_of_gpu_ms, write_result  # noqa: E402
+from common import (  # noqa: E402
+    gpu_ms_by_round,
+    interleaved_ms,
+    median_gpu_ms,
+    paired_speedups,
+    plot_result,
+    write_result,
+)
 
 WORKLOADS = {
     "softmax": ((8192, 4096), (4096, 8192), (4096, 16384)),
@@ -175,8 +184,9 @@ def main(names) -> None:
                     row[f"{peer} MISMATCH"] = f"{int(bad.sum())} elements, e.g. {where}: " + ", ".join(
                         f"{out[tuple(i)].float().item()} vs {expected[tuple(i)].float().item()}" for i in where
                     ) + f" ({str(error).splitlines()[0]})"
-            for peer, ms in rounds_of_gpu_ms(runs, rounds=9).items():
-                row[peer] = nbytes / ms / 1e9
+            by_round = gpu_ms_by_round(runs, rounds=9)
+            for peer, times in by_round.items():
+                row[peer] = nbytes / statistics.median(times) / 1e9
                 print(name, shape, peer, f"{row[peer]:.3f} TB/s", flush=True)
             streamed = {peer: (fn, torch.cuda.synchronize) for peer, fn in runs.items()}
             for peer, ms in interleaved_ms(streamed, rounds=7, launches=20).items():
@@ -186,6 +196,9 @@ def main(names) -> None:
             row["device copy"] = _copy_tbps(nbytes)
             best_peer = max(row["torch.compile"], row["triton"])  # the same run's peers
             row["asyncdsl / best of triton, torch.compile"] = row["asyncdsl"] / best_peer
+            paired = paired_speedups(by_round, "asyncdsl", ["torch.compile", "triton"])
+            row |= {f"asyncdsl / best of triton, torch.compile, per round: {what}": value
+                    for what, value in paired.items()}
             row["asyncdsl / device copy"] = row["asyncdsl"] / row["device copy"]
             best_streamed = max(row["torch.compile, back to back"], row["triton, back to back"])
             row["asyncdsl / best of triton, torch.compile, back to back"] = row["asyncdsl, back to back"] / best_streamed

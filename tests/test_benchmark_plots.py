@@ -1,5 +1,6 @@
 """Benchmark helpers: `benchmarks/common.plot_result` draws the recorded results, `OutputRotation` takes
-the output buffers in turn."""
+the output buffers in turn, rounds keep every contender's time and paired speedups compare them
+within each round."""
 
 from __future__ import annotations
 
@@ -55,3 +56,65 @@ def test_the_output_rotation_moves_every_contender_to_the_next_buffer_each_round
         rotation.advance(index)
         seen.append(rotation.current)
     assert rotation.buffers == [0, 1, 2] and seen == [0, 1, 2, 0, 1, 2, 0]
+
+
+def test_rounds_take_turns_and_keep_every_contenders_time(common, monkeypatch):
+    clock, order = iter(range(1, 100)), []
+
+    def timed(name):
+        def fn():
+            order.append(name)
+            return float(next(clock))
+        return fn
+
+    monkeypatch.setattr(common, "median_gpu_ms", lambda fn, warmup, rep: fn())
+    rounds_started = []
+    by_round = common.gpu_ms_by_round({"a": timed("a"), "b": timed("b"), "c": timed("c")}, rounds=4,
+                                      before_round=rounds_started.append)
+    assert rounds_started == [0, 1, 2, 3] and sorted(order) == sorted("abc" * 4)
+    assert sorted(t for times in by_round.values() for t in times) == [float(t) for t in range(1, 13)]
+    assert len({tuple(order[i:i + 3]) for i in range(0, 12, 3)}) > 1  # the turns change order
+    medians = common.rounds_of_gpu_ms({"a": timed("a")}, rounds=3)
+    assert medians == {"a": 14.0}  # the 13th to 15th readings
+
+
+def test_paired_speedups_compare_within_each_round(common):
+    # The medians alone say 1.1x (1.0 against triton's 1.1); round by round asyncdsl was ahead
+    # once and behind twice.
+    by_round = {"asyncdsl": [1.0, 2.0, 1.0], "triton": [1.1, 1.8, 0.9], "torch.compile": [1.2, 2.2, 1.5]}
+    paired = common.paired_speedups(by_round, "asyncdsl", ["triton", "torch.compile"])
+    assert paired == pytest.approx({"median": 0.9, "lowest": 0.9, "highest": 1.1, "rounds at or above": 1 / 3})
+
+
+def test_the_register_tile_table_holds_the_medians_and_the_paired_speedups(monkeypatch, tmp_path):
+    """`register_tiles.main` on stand-ins for torch and the timers: each row's TB/s are the
+    medians over the rounds and the per-round rows compare within each round."""
+    import types
+
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import register_tiles
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    fake_torch = types.SimpleNamespace(cuda=types.SimpleNamespace(synchronize=lambda: None),
+                                       testing=types.SimpleNamespace(assert_close=lambda *a, **k: None))
+    monkeypatch.setitem(sys.modules, "torch", fake_torch)
+    peers = ("asyncdsl", "torch eager", "torch.compile", "triton")
+    out = types.SimpleNamespace(zero_=lambda: None, float=lambda: None)
+    monkeypatch.setitem(register_tiles.BUILDERS, "softmax",
+                        lambda shape: ({p: (lambda: None) for p in peers}, out, out, 10**9, {}, None))
+    monkeypatch.setattr(register_tiles, "WORKLOADS", {"softmax": ((4, 8),)})
+    times = {"asyncdsl": [1.0, 2.0, 1.0], "torch eager": [5.0] * 3, "torch.compile": [1.2, 2.2, 1.5],
+             "triton": [1.1, 1.8, 0.9]}
+    monkeypatch.setattr(register_tiles, "gpu_ms_by_round", lambda runs, rounds: times)
+    monkeypatch.setattr(register_tiles, "interleaved_ms", lambda streamed, rounds, launches: {p: 1.0 for p in peers})
+    monkeypatch.setattr(register_tiles, "_copy_tbps", lambda nbytes: 1000.0)
+    written = {}
+    monkeypatch.setattr(register_tiles, "write_result", lambda name, results: written.update(results) or tmp_path)
+    monkeypatch.setattr(register_tiles, "plot_result", lambda path: None)
+    register_tiles.main(["softmax"])
+    row = written["softmax 4x8 bf16 (TB/s)"]
+    assert row["asyncdsl"] == pytest.approx(1.0) and row["triton"] == pytest.approx(1 / 1.1)  # TB/s
+    assert row["asyncdsl / best of triton, torch.compile"] == pytest.approx(1.1)
+    assert row["asyncdsl / best of triton, torch.compile, per round: median"] == pytest.approx(0.9)
+    assert row["asyncdsl / best of triton, torch.compile, per round: rounds at or above"] == pytest.approx(1 / 3)
