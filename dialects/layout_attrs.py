@@ -116,6 +116,12 @@ class LayoutAttr(ParametrizedAttribute):
         return (StringAttr(text),)
 
 
+def layout_props(layout: Layout | None) -> dict[str, LayoutAttr]:
+    """An op's optional `layout` property: the user's layout where one was given, else none
+    (infer-layouts chooses)."""
+    return {"layout": LayoutAttr(layout)} if layout is not None else {}
+
+
 def layout_of(value: SSAValue) -> Layout | None:
     """The layout infer-layouts recorded for the tile `value` (None before it ran)."""
     owner = value.owner

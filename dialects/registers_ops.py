@@ -29,7 +29,7 @@ from xdsl.irdl import (
 )
 from xdsl.utils.exceptions import VerifyException
 
-from asyncdsl.dialects.layout_attrs import LayoutAttr
+from asyncdsl.dialects.layout_attrs import LayoutAttr, layout_props
 from asyncdsl.dialects.memory_attrs import RegistersType
 from asyncdsl.hw.fragments import Layout
 
@@ -46,7 +46,7 @@ class AllocRegistersOp(IRDLOperation):
 
     def __init__(self, tile: VectorType, layout: Layout | None = None):
         super().__init__(
-            properties={"layout": LayoutAttr(layout)} if layout is not None else {},
+            properties=layout_props(layout),
             result_types=[RegistersType(tile)],
         )
 

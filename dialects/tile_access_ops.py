@@ -58,7 +58,7 @@ from xdsl.irdl import (
 from xdsl.utils.exceptions import VerifyException
 
 from asyncdsl.dialects.ir_utils import is_smem, logical_shape
-from asyncdsl.dialects.layout_attrs import LayoutAttr
+from asyncdsl.dialects.layout_attrs import LayoutAttr, layout_props
 from asyncdsl.hw.fragments import Layout
 
 SQUEEZED = -1  # the size of an indexed (squeezed) dim in a GMEM window
@@ -91,7 +91,7 @@ class LoadSmemOp(IRDLOperation):
         buffer = smem.type
         super().__init__(
             operands=[smem, [] if cta is None else [cta]],
-            properties={"layout": LayoutAttr(layout)} if layout is not None else {},
+            properties=layout_props(layout),
             result_types=[VectorType(buffer.element_type, logical_shape(buffer))],
         )
 
@@ -169,7 +169,7 @@ class LoadGmemOp(IRDLOperation):
             operands=[gmem, list(starts), [mask] if mask is not None else []],
             properties={
                 "sizes": DenseArrayBase.from_list(i64, list(sizes)), "other": other,
-                **({"layout": LayoutAttr(layout)} if layout is not None else {}),
+                **layout_props(layout),
             },
             result_types=[VectorType(element, _gmem_tile_shape(gmem.type, sizes))],
         )
@@ -230,7 +230,7 @@ class GatherGmemOp(IRDLOperation):
         shape = indices[0].type.get_shape()
         super().__init__(
             operands=[gmem, list(indices), [mask] if mask is not None else []],
-            properties={"other": other, **({"layout": LayoutAttr(layout)} if layout is not None else {})},
+            properties={"other": other, **layout_props(layout)},
             result_types=[VectorType(gmem.type.element_type, shape)],
         )
 

@@ -29,7 +29,7 @@ from xdsl.dialects.builtin import (
     VectorType,
     i64,
 )
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Operation, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
     ParsePropInAttrDict,
@@ -42,7 +42,7 @@ from xdsl.irdl import (
 from xdsl.utils.exceptions import VerifyException
 
 from asyncdsl.dialects.ir_utils import element_bits
-from asyncdsl.dialects.layout_attrs import LayoutAttr, layout_of
+from asyncdsl.dialects.layout_attrs import LayoutAttr, layout_of, layout_props
 from asyncdsl.dialects.option_attrs import TileReductionAttr
 from asyncdsl.hw.fragments import Layout, SplatLayout
 from asyncdsl.hw.options import TileReduction
@@ -52,10 +52,6 @@ from asyncdsl.hw.reduction_tree import reduction_tree
 def tile_shape(value: SSAValue) -> tuple[int, ...]:
     assert isinstance(value.type, VectorType)
     return tuple(value.type.get_shape())
-
-
-def _layout_props(layout: Layout | None) -> dict[str, Attribute]:
-    return {"layout": LayoutAttr(layout)} if layout is not None else {}
 
 
 def _ints(values: Sequence[int]) -> DenseArrayBase:
@@ -74,7 +70,7 @@ class FullOp(IRDLOperation):
     assembly_format = "$value (`layout` $layout^)? attr-dict `:` type($result)"
 
     def __init__(self, value: FloatAttr | IntegerAttr, result_type: VectorType, layout: Layout | None = None):
-        super().__init__(properties={"value": value, **_layout_props(layout)}, result_types=[result_type])
+        super().__init__(properties={"value": value, **layout_props(layout)}, result_types=[result_type])
 
     def verify_(self) -> None:
         if self.value.type != self.result.type.element_type:
@@ -93,7 +89,7 @@ class SplatOp(IRDLOperation):
     assembly_format = "$scalar (`layout` $layout^)? attr-dict `:` type($scalar) `->` type($result)"
 
     def __init__(self, scalar: SSAValue, result_type: VectorType, layout: Layout | None = None):
-        super().__init__(operands=[scalar], properties=_layout_props(layout), result_types=[result_type])
+        super().__init__(operands=[scalar], properties=layout_props(layout), result_types=[result_type])
 
     def verify_(self) -> None:
         if self.scalar.type != self.result.type.element_type:
@@ -112,7 +108,7 @@ class IotaOp(IRDLOperation):
     assembly_format = "`dim` $dim (`layout` $layout^)? attr-dict `:` type($result)"
 
     def __init__(self, result_type: VectorType, dim: int, layout: Layout | None = None):
-        super().__init__(properties={"dim": IntegerAttr(dim, i64), **_layout_props(layout)}, result_types=[result_type])
+        super().__init__(properties={"dim": IntegerAttr(dim, i64), **layout_props(layout)}, result_types=[result_type])
 
     def verify_(self) -> None:
         if not isinstance(self.result.type.element_type, IntegerType):
