@@ -342,8 +342,7 @@ def _indexed_elements(ctx: KernelLowering, op, layout: Layout, count: int):
     guards = _mask_registers(ctx, op, layout, count) or [None] * count
     addresses = [array_address(ctx, op.gmem)] * count
     for index, extent, stride in zip(op.indices, extents, strides):
-        tile = tile_of(ctx, index)
-        registers = [tile.flat()[0]] * count if tile.is_splat else tile.expanded(layout).reshape(-1).tolist()
+        registers = tile_of(ctx, index).expanded(layout).reshape(-1).tolist()
         terms: dict[SSAValue, tuple[SSAValue, SSAValue]] = {}  # a register shared by elements: once
         for element, register in enumerate(registers):
             if register not in terms:
@@ -386,8 +385,7 @@ def _scatter(ctx: KernelLowering, op: ir.ScatterGmemOp) -> None:
     else:
         count = math.prod(layout.registers_shape(shape))
         guards, addresses = _indexed_elements(ctx, op, layout, count)
-        tile = tile_of(ctx, op.value)
-        values = [tile.flat()[0]] * count if tile.is_splat else tile.expanded(layout).reshape(-1).tolist()
+        values = tile_of(ctx, op.value).expanded(layout).reshape(-1).tolist()
         primary = primary_guard(ctx, layout)
     for guard, address, value in zip(guards, addresses, values):
         if primary is not None:
