@@ -15,7 +15,7 @@ from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, IntegerType
 
 from asyncdsl.passes.resolve.index_facts import known_non_negative
 from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
-from asyncdsl.passes.to_ptx.tile_math import floor_quotient
+from asyncdsl.passes.to_ptx.tile_math import floor_quotient, floor_quotient_by
 from asyncdsl.passes.to_ptx.tile_registers import constant_register
 
 _COMPARE = {
@@ -71,25 +71,25 @@ def _logic(ctx: KernelLowering, op) -> None:
             if ctx.constant(known) == 1:
                 _alias(ctx, op.result, other)
                 return
-    spelled = "pred" if kind == "pred" else "b32"
-    ctx.bind(op.result, ctx.b.emit(f"{name}.{spelled} {{}}, {{}}, {{}};", kind, ctx.reg(op.lhs), ctx.reg(op.rhs)))
+    if kind == "pred":
+        ctx.bind(op.result, ctx.b.emit(f"{name}.pred {{}}, {{}}, {{}};", kind, ctx.reg(op.lhs), ctx.reg(op.rhs)))
+        return
+    # An index's bits (`j % 4` is `j & 3`): a constant mask is an immediate.
+    ctx.bind(op.result, ctx.b.emit(f"{name}.b32 {{}}, {{}}, {{}};", kind, ctx.reg(op.lhs), ctx.operand(op.rhs)))
 
 
 def _floordiv(ctx: KernelLowering, op: arith.FloorDivSIOp) -> None:
     b = ctx.b
     divisor = ctx.constant(op.rhs)
     lhs = ctx.reg(op.lhs)
-    if divisor is not None and divisor > 0 and divisor & (divisor - 1) == 0:
-        # An arithmetic shift right is a floor division by a power of two.
-        ctx.bind(op.result, b.emit("shr.s32 {}, {}, {};", "b32", lhs, divisor.bit_length() - 1))
-        return
-    if divisor is not None and divisor > 0 and known_non_negative(op.lhs):
+    if divisor is None or divisor <= 0:
+        ctx.bind(op.result, floor_quotient(b, lhs, ctx.operand(op.rhs)))
+    elif divisor & (divisor - 1) and known_non_negative(op.lhs):
         # Floor and truncation agree on a dividend that cannot be negative (a ring's slot
-        # `j % stages` of a loop counter): ptxas turns an unsigned division by a constant into a
-        # multiply-high and a shift, with no sign fix-up.
+        # `j % 3` of a loop counter): one unsigned division, with no sign to fold in.
         ctx.bind(op.result, b.emit("div.u32 {}, {}, {};", "b32", lhs, divisor))
-        return
-    ctx.bind(op.result, floor_quotient(b, lhs, ctx.operand(op.rhs)))
+    else:
+        ctx.bind(op.result, floor_quotient_by(b, lhs, divisor))
 
 
 def _compare(ctx: KernelLowering, op: arith.CmpiOp) -> None:

@@ -180,7 +180,7 @@ def floor_quotient(b: PtxBuilder, dividend: SSAValue, divisor: SSAValue | int) -
     return b.emit("sub.s32 {}, {}, {};", "b32", quotient, step)
 
 
-def _floor_quotient_by(b: PtxBuilder, dividend: SSAValue, divisor: int) -> SSAValue:
+def floor_quotient_by(b: PtxBuilder, dividend: SSAValue, divisor: int) -> SSAValue:
     """Python's floor division by a positive constant, without the signed division and its
     fix-up (about twenty instructions an element from ptxas, and a large tile of them spilled).
     A power of two is an arithmetic shift right.  Otherwise, with s the dividend's sign spread
@@ -199,7 +199,7 @@ def _floor_quotient_by(b: PtxBuilder, dividend: SSAValue, divisor: int) -> SSAVa
 def _floor_divide(ctx, op, element, regs):
     divisor = _constant_element(op.rhs)
     if isinstance(divisor, int) and divisor > 0:
-        return _floor_quotient_by(ctx.b, regs[0], divisor)
+        return floor_quotient_by(ctx.b, regs[0], divisor)
     return floor_quotient(ctx.b, *regs)
 
 
