@@ -126,6 +126,10 @@ class Scalar:
         if isinstance(other, int) and other == 1:
             return 0
         check_divisor(other)
+        if is_power_of_two(other):
+            # The low k bits are the remainder by 2^k in two's complement, negatives too
+            # (-5 % 8 == 3 == -5 & 7): a ring's slot `j % 4` is one `and`.
+            return self._binary(other - 1, arith.AndIOp)
         # Python's modulo: a - (a // b) * b keeps the divisor's sign, unlike arith.remsi.
         return self - (self // other) * other
 
@@ -341,6 +345,11 @@ def _described(kind: str, value: SSAValue) -> str:
 
 def _emit(op):
     return tracing.current("arithmetic on traced values").emit(op)
+
+
+def is_power_of_two(value) -> bool:
+    """Whether `value` is a Python int 2^k, k >= 0 (a constant a remainder by is a mask)."""
+    return is_int(value) and value > 0 and value & (value - 1) == 0
 
 
 def check_divisor(divisor, where: str = "index arithmetic") -> None:

@@ -33,7 +33,7 @@ from asyncdsl import dtypes
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.errors import ArgumentError, ResourceError, TraceError, is_int, user_location
 from asyncdsl.frontend import tracer as tracing
-from asyncdsl.frontend.scalars import FloatScalar, Scalar, check_divisor
+from asyncdsl.frontend.scalars import FloatScalar, Scalar, check_divisor, is_power_of_two
 from asyncdsl.hw.fragments import Layout, SplatLayout
 from asyncdsl.hw.limits import MAX_REGISTERS_PER_THREAD, WARPGROUP_THREADS
 from asyncdsl.hw.options import TileReduction
@@ -242,6 +242,10 @@ class RegisterTile:
 
     def __mod__(self, other):
         check_divisor(other, "a register tile's %")
+        if self.dtype == dtypes.int32 and is_power_of_two(other):
+            # Python's remainder by 2^k is the low k bits in two's complement, negatives too
+            # (-5 % 8 == 3 == -5 & 7): one `and` where the general form takes three.
+            return self & (other - 1)
         return self._modulo(other, reverse=False)
 
     def __rmod__(self, other):

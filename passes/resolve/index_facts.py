@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 
 from xdsl.dialects import arith, func, scf
-from xdsl.dialects.builtin import IntegerAttr
+from xdsl.dialects.builtin import IndexType, IntegerAttr
 from xdsl.ir import Block, BlockArgument, SSAValue
 
 from asyncdsl.dialects import asyncdsl as ir
@@ -70,7 +70,20 @@ def _compute(value: SSAValue, seen: dict[SSAValue, int]) -> int:
         return math.gcd(of(op.lhs), abs(divisor)) if divisor else 1
     if isinstance(op, ir.MultipleOfOp):
         return math.lcm(of(op.value), op.divisor.value.data)
+    if isinstance(op, arith.AndIOp):
+        # `a % 2^k`, traced as `a & (2^k - 1)`: what `a - (a // c) * c`, how any other `a % c`
+        # is traced, composes to from the rules above.
+        mask = _constant(op.rhs)
+        if mask is None or mask < 0 or mask & (mask + 1):
+            return 1
+        return _remainder_divisor(of(op.lhs), mask + 1)
     return 1
+
+
+def _remainder_divisor(dividend: int, modulus: int) -> int:
+    """What `a % modulus` (modulus > 0) is a multiple of, a a multiple of `dividend`: `dividend`
+    itself where the modulus divides it (the remainder is then 0), else their gcd."""
+    return dividend if dividend % modulus == 0 else math.gcd(dividend, modulus)
 
 
 def known_non_negative(value: SSAValue, seen: dict[SSAValue, int | None] | None = None) -> bool:
@@ -85,7 +98,7 @@ def known_lower_bound(value: SSAValue, seen: dict[SSAValue, int | None] | None =
         pid, a count, warpgroup_idx()        -> 0
         for j in range(1, n): j - 1          -> 0      (a counter from 1 that only steps up)
         first.max(1)                         -> 1
-        x % 3                                -> 0      (Python's remainder by a positive constant)
+        x % 3, x % 4                         -> 0      (Python's remainder by a positive constant)
         (j + 5) // 2                         -> 3      (floor quotients of bounded values)
 
     The slot of a ring, `j % stages`, is then an unsigned remainder (no sign fix-up), which the
@@ -123,6 +136,10 @@ def _compute_lower_bound(value: SSAValue, seen: dict[SSAValue, int | None]) -> i
         return 0
     if isinstance(op, ir.MultipleOfOp):
         return of(op.value)
+    if isinstance(op, arith.AndIOp) and isinstance(op.result.type, IndexType):
+        # A mask that cannot be negative clears the sign bit (`j % 4` is traced as `j & 3`).
+        masks = [_constant(operand) for operand in (op.lhs, op.rhs)]
+        return 0 if any(mask is not None and mask >= 0 for mask in masks) else None
     if isinstance(op, arith.MaxSIOp):
         bounds = [b for b in (of(op.lhs), of(op.rhs)) if b is not None]
         return max(bounds) if bounds else None

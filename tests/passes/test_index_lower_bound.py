@@ -66,7 +66,11 @@ def expressions(draw, depth: int = 3) -> Traced:
     if depth == 0 or draw(st.integers(0, 3)) == 0:
         return draw(leaves())
     lhs = draw(expressions(depth - 1))
-    kind = draw(st.sampled_from(["add", "sub", "mul", "max", "min", "floordiv", "divsi", "select", "remainder"]))
+    kind = draw(st.sampled_from(["add", "sub", "mul", "max", "min", "floordiv", "divsi", "select", "remainder",
+                                 "mask"]))
+    if kind == "mask":  # `a % 2^k`, as a traced remainder by a power of two records it: a & (2^k - 1)
+        mask = 2 ** draw(st.integers(0, 4)) - 1
+        return Traced(arith.AndIOp(lhs.value, _constant(mask).value).result, [a & mask for a in lhs.samples])
     if kind in ("floordiv", "divsi", "remainder"):
         c = draw(st.integers(1, 7))
         divisor = _constant(c)

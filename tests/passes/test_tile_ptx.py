@@ -457,6 +457,27 @@ def test_floor_division_by_a_positive_divisor_is_an_unsigned_one_of_the_magnitud
 
 
 @ad.kernel(grid=(1,))
+def _remainder(x, y, MODULUS: ad.constexpr):
+    ad.store(y.at[:, :], ad.load(x.at[:, :]) % MODULUS)
+
+
+@pytest.mark.parametrize("modulus", [1, 8, 2**30])
+def test_a_remainder_by_a_power_of_two_is_a_mask(ptxas, modulus):
+    spec = _spec(ad.int32, 64, 128)
+    assert "arith.andi" in _remainder.ir(spec, spec, MODULUS=modulus)
+    assert "arith.floordivsi" not in _remainder.ir(spec, spec, MODULUS=modulus)
+    ptx = _remainder.ptx(spec, spec, MODULUS=modulus)
+    assert "and.b32" in ptx and "shr.s32" not in ptx and "div." not in ptx
+    ptxas(ptx)
+
+
+@given(st.integers(-(2**31), 2**31 - 1), st.integers(0, 31))
+def test_python_remainder_by_a_power_of_two_is_the_low_bits(a, k):
+    # Two's complement: -5 % 8 == 3 == -5 & 7, and the int32 extremes alike.
+    assert a % 2**k == a & (2**k - 1)
+
+
+@ad.kernel(grid=(1,))
 def _to_float8(x, y, VECTOR: ad.constexpr):
     """y = x as y's float8 type, x read in vectors of VECTOR elements."""
     ad.store(y.at[:, :], ad.load(x.at[:, :], layout=ad.strided(VECTOR)).astype(y.dtype))
