@@ -16,9 +16,11 @@ Values the kernel's code names are part of the key too (`bound_values`): its clo
 kernel made by a factory, `make(chunk)`, is the same code for every chunk) and the module globals
 it reads, which the file holds only as the code that computed them at import, and the same of the
 user's functions it names, and the attributes of the user's modules it reads (`config.BLOCK`,
-one level deep).  What a trace reads in other ways (environment variables, files, random numbers,
-an attribute of an attribute, the middle of a long torch tensor, whose repr elides it) is not
-seen: for such kernels set ASYNCDSL_KERNEL_CACHE=0.
+one level deep).  Arrays go by their bytes, not their repr, which elides the middle of a long
+one; an array whose bytes the host cannot read (a GPU tensor) leaves the kernel without a key, so
+it is traced in every process.  What a trace reads in other ways (environment variables, files,
+random numbers, an attribute of an attribute) is not seen: for such kernels set
+ASYNCDSL_KERNEL_CACHE=0.
 """
 
 from __future__ import annotations
@@ -100,13 +102,21 @@ def code_digest(kernel_file: str) -> str | None:
 
 def bound_values(fn: FunctionType) -> str | None:
     """The values `fn`'s code names besides its arguments, as text for a key: each closure cell
-    and each module global its code (nested functions' too) reads, by name, type and repr.  A
+    and each module global its code (nested functions' too) reads, by name, type and text
+    (`value_text`).  A
     function of the user's among them is followed (its name and its own bound values), a
     `functools.partial` goes by the arguments it binds; modules, classes and other callables are
     code, which the digest covers by file.  None when a repr
-    names an object's address (it would differ in every process)."""
+    names an object's address (it would differ in every process) or an array's bytes cannot be
+    read on the host."""
     parts = _bound(fn, set())
-    return None if " at 0x" in parts else parts
+    return None if not keyable(parts) else parts
+
+
+def keyable(text: str) -> bool:
+    """Whether values written as `text` (by `value_text`) are the same in every process that
+    writes the same text: not where a repr names an object's address or an array was unreadable."""
+    return " at 0x" not in text and _UNREADABLE not in text
 
 
 def _bound(fn: FunctionType, seen: set[int]) -> str:
@@ -138,7 +148,7 @@ def _module_values(name: str, module: ModuleType, names: set[str]) -> str:
     say which object an attribute is read from."""
     values = [(f"{name}.{attribute}", getattr(module, attribute)) for attribute in sorted(names)
               if attribute in vars(module)]
-    return "; ".join(f"{label}={type(value).__qualname__}:{_text(value)}" for label, value in values
+    return "; ".join(f"{label}={type(value).__qualname__}:{value_text(value)}" for label, value in values
                      if not (isinstance(value, ModuleType) or callable(value)))
 
 
@@ -147,19 +157,42 @@ def _value(name: str, value, seen: set[int]) -> str:
     digest covers by file."""
     label = f"{name}=" if name else ""
     if isinstance(value, functools.partial):  # the arguments it binds are values, its function code
-        bound = ", ".join(filter(None, [_value("", value.func, seen), _text(value.args), _text(value.keywords)]))
+        bound = ", ".join(filter(None, [_value("", value.func, seen), value_text(value.args), value_text(value.keywords)]))
         return f"{label}partial({bound})"
     if isinstance(value, FunctionType) and _users(value) and id(value) not in seen:
         return f"{label}{value.__module__}.{value.__qualname__}({_bound(value, seen)})"
     if isinstance(value, ModuleType) or callable(value):
         return ""
-    return f"{label}{type(value).__qualname__}:{_text(value)}"
+    return f"{label}{type(value).__qualname__}:{value_text(value)}"
 
 
-def _text(value) -> str:
+# What an array whose bytes the host cannot read is written as (`keyable` refuses it).
+_UNREADABLE = "<array the host cannot read>"
+_DEPTH = 4
+
+
+def value_text(value, depth: int = 0) -> str:
     """`value` as text that differs when it does: an array's repr elides all but its ends (numpy
-    prints ...), so arrays go by dtype, shape and a hash of their bytes."""
+    and torch print ...), so arrays (numpy's, and whatever numpy can view: a torch CPU tensor)
+    go by dtype, shape and a hash of their bytes; one numpy cannot read (on a GPU, or of a type
+    numpy lacks) is `_UNREADABLE`.  Tuples, lists and dicts are written element by element, so
+    an array inside one is too (a few levels deep; deeper is `_UNREADABLE`)."""
+    if isinstance(value, (tuple, list, dict)):
+        if depth == _DEPTH:
+            return _UNREADABLE
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        inner = ", ".join(f"{value_text(key, depth + 1)}: {value_text(item, depth + 1)}" for key, item in items)
+        return f"{type(value).__qualname__}({inner})"
+    if not isinstance(value, np.ndarray) and any(
+        hasattr(value, protocol) for protocol in ("__array__", "__array_interface__", "__cuda_array_interface__", "__dlpack__")
+    ):
+        try:
+            value = np.asarray(value)
+        except Exception:  # a GPU tensor, a dtype numpy has no type for: whatever the library raises
+            return _UNREADABLE
     if isinstance(value, np.ndarray):
+        if value.dtype == object:
+            return _UNREADABLE  # its bytes are addresses
         return f"{value.dtype}{value.shape}:{hashlib.sha256(np.ascontiguousarray(value).tobytes()).hexdigest()}"
     return repr(value)
 

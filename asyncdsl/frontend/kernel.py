@@ -24,7 +24,7 @@ import numpy as np
 from asyncdsl import runtime
 from asyncdsl.config import knobs
 from asyncdsl.errors import ArgumentError, AsyncDSLError, SourceLocation, TraceError, is_int, user_location
-from asyncdsl.frontend.code_digest import bound_values, code_digest
+from asyncdsl.frontend.code_digest import bound_values, code_digest, keyable, value_text
 from asyncdsl.frontend.options import option
 from asyncdsl.frontend.persistent import PersistentGrid
 from asyncdsl.frontend.profile_report import Profile, check_capacity
@@ -263,12 +263,12 @@ class Kernel:
     def _disk_key(self, specs: tuple, constexprs: Mapping[str, Any], profile: bool, devices: int) -> str | None:
         """The key of a specialisation across processes: the code (`code_digest`) and the values
         it names (`bound_values`), this kernel and its options, the specs and the constexprs by
-        type and repr; None when a constexpr's or bound value's repr names an object's address
-        (it would differ in every process)."""
+        type and text (`code_digest.value_text`: arrays by their bytes); None when a constexpr's
+        or bound value's text would differ in every process (`code_digest.keyable`)."""
         code = code_digest(self.fn.__code__.co_filename)
-        values = repr(sorted((name, type(value).__qualname__, repr(value)) for name, value in constexprs.items()))
+        values = repr(sorted((name, type(value).__qualname__, value_text(value)) for name, value in constexprs.items()))
         bound = bound_values(self.fn) if code is not None else None
-        if bound is None or " at 0x" in values:
+        if bound is None or not keyable(values):
             return None
         digest = hashlib.sha256()
         for part in (runtime.BINARY_FORMAT, code, self.fn.__module__, self.fn.__qualname__, self.name,

@@ -181,6 +181,58 @@ def test_bound_arrays_that_differ_inside_differ():
     assert digest_module.bound_values(make(table)) != digest_module.bound_values(make(changed))
 
 
+class _HostTensor:
+    """Stands for a torch CPU tensor: numpy reads it through `__array__`; its repr, like
+    torch's, elides the middle of a long one."""
+
+    def __init__(self, values):
+        self.values = values
+
+    def __array__(self, dtype=None, copy=None):
+        return self.values
+
+    def __repr__(self):
+        return f"tensor([{self.values[0]}, ..., {self.values[-1]}])"
+
+
+class _DeviceTensor(_HostTensor):
+    """Stands for a tensor on the GPU: numpy cannot read it, as torch refuses a CUDA tensor."""
+
+    def __array__(self, dtype=None, copy=None):
+        raise TypeError("can't convert cuda:0 device type tensor to numpy")
+
+
+def _closing_over(value):
+    def kernel(x):
+        return value[x]
+    return kernel
+
+
+def test_bound_array_likes_and_arrays_inside_containers_differ_inside():
+    table = np.arange(5000)
+    changed = table.copy()
+    changed[2500] = -1
+    for wrap in (_HostTensor, lambda t: (1, [t]), lambda t: {"table": t}):
+        assert repr(wrap(table)) == repr(wrap(changed))
+        assert digest_module.bound_values(_closing_over(wrap(table))) != digest_module.bound_values(
+            _closing_over(wrap(changed)))
+    assert digest_module.bound_values(_closing_over((1, [table]))) == digest_module.bound_values(
+        _closing_over((1, [table.copy()])))
+
+
+def test_a_kernel_bound_to_or_given_an_array_the_host_cannot_read_has_no_disk_key(kernel_cache):
+    """Its bytes cannot go into the key, and its repr does not say what they are: it is traced in
+    every process instead of taken from disk (where another process's tensor may have left a
+    kernel traced from other values)."""
+    on_gpu = _DeviceTensor(np.arange(5000))
+    assert digest_module.bound_values(_closing_over(on_gpu)) is None
+    assert digest_module.bound_values(_closing_over(np.array([object()]))) is None
+    assert copy_kernel()._disk_key((X, X), {"BM": 64, "TABLE": on_gpu}, False, 1) is None
+    readable = {copy_kernel()._disk_key((X, X), {"BM": 64, "TABLE": _HostTensor(values)}, False, 1)
+                for values in (np.arange(5000), np.arange(5000) * 2)}
+    assert len(readable) == 2 and None not in readable
+
+
 def test_equal_constexprs_of_other_types_are_other_kernels(kernel_cache):
     kernel = copy_kernel()
     keys = {kernel._disk_key((X, X), {"BM": value}, False, 1) for value in (1, 1.0, True)}
