@@ -72,6 +72,9 @@ INT_OPS = {
     # positive constants: shifts for powers of two, unsigned divisions of a's magnitude otherwise
     "floordiv_positive": lambda a, b, c: a // 7 + a // 1 + a // 2**30 + a // 1000003,
     "mod_positive": lambda a, b, c: a % 7 - a % 64 + a % (2**31 - 1),
+    # negative constants: unsigned divisions of (a - 1) or -a, whichever is the magnitude
+    "floordiv_negative": lambda a, b, c: a // -7 + a // -1 + a // -(2**31) + a // -1000003 + a // -8,
+    "mod_negative": lambda a, b, c: a % -7 - a % -64 + a % -(2**31 - 1),
     "rfloordiv": lambda a, b, c: 1000 // ad.where(b == 0, 3, b),
     # Any amount: negative ones read unsigned and, like 32 and more, shift every bit out.
     "shl": lambda a, b, c: a << b,

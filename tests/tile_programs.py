@@ -176,7 +176,9 @@ def tile_programs(draw) -> TileProgram:
             src.append(f"t = (t.astype(ad.{half}) * {a} + {b}).astype(ad.float32)")
             model.append(f"t = ((t.astype({numpy_half}) * {numpy_half}({a})) + {numpy_half}({b})).astype(np.float32)")
         elif kind == "int_ops":  # floor division and modulo by either sign, shifts, ~
-            d, k = draw(st.integers(1, 7)) * draw(st.sampled_from([1, -1])), draw(st.integers(0, 3))
+            # by constants: shifts, masks and multiply-high quotients of either sign
+            d = draw(st.sampled_from([1, 2, 3, 4, 5, 7, 8, 64])) * draw(st.sampled_from([1, -1]))
+            k = draw(st.integers(0, 3))
             ops = f"((u // {d}) + (u % {d}) * 3 - ((u << {k}) >> 1) + (~u & 7))"
             src += ["u = t.astype(ad.int32)", f"t = {ops}.astype(ad.float32)"]
             model += ["u = t.astype(np.int32)", f"t = {ops}.astype(np.float32)"]

@@ -15,7 +15,7 @@ from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, IntegerType
 
 from asyncdsl.passes.resolve.index_facts import known_non_negative
 from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
-from asyncdsl.passes.to_ptx.tile_math import floor_quotient, floor_quotient_by
+from asyncdsl.passes.to_ptx.tile_math import floor_quotient, floor_quotient_by, unsigned_quotient
 from asyncdsl.passes.to_ptx.tile_registers import constant_register
 
 _COMPARE = {
@@ -82,12 +82,12 @@ def _floordiv(ctx: KernelLowering, op: arith.FloorDivSIOp) -> None:
     b = ctx.b
     divisor = ctx.constant(op.rhs)
     lhs = ctx.reg(op.lhs)
-    if divisor is None or divisor <= 0:
+    if divisor is None or divisor == 0:
         ctx.bind(op.result, floor_quotient(b, lhs, ctx.operand(op.rhs)))
-    elif divisor & (divisor - 1) and known_non_negative(op.lhs):
+    elif divisor > 0 and divisor & (divisor - 1) and known_non_negative(op.lhs):
         # Floor and truncation agree on a dividend that cannot be negative (a ring's slot
         # `j % 3` of a loop counter): one unsigned division, with no sign to fold in.
-        ctx.bind(op.result, b.emit("div.u32 {}, {}, {};", "b32", lhs, divisor))
+        ctx.bind(op.result, unsigned_quotient(b, lhs, divisor))
     else:
         ctx.bind(op.result, floor_quotient_by(b, lhs, divisor))
 

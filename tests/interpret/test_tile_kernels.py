@@ -83,6 +83,8 @@ def _int_reference(name: str):
         "mod_constant": lambda a, b, c: wrap(a % 10 + (a % -16) * 3), "rfloordiv": lambda a, b, c: 1000 // (b or 3),
         "floordiv_positive": lambda a, b, c: wrap(a // 7 + a + a // 2**30 + a // 1000003),
         "mod_positive": lambda a, b, c: wrap(a % 7 - a % 64 + a % (2**31 - 1)),
+        "floordiv_negative": lambda a, b, c: wrap(wrap(a // -7 + wrap(-a)) + a // -(2**31) + a // -1000003 + a // -8),
+        "mod_negative": lambda a, b, c: wrap(a % -7 - a % -64 + a % -(2**31 - 1)),
         "shl": lambda a, b, c: shift(a, b, "<<"), "shr": lambda a, b, c: shift(a, b, ">>"),
         "shl_small": lambda a, b, c: shift(a, b & 31, "<<"), "shr_small": lambda a, b, c: shift(a, b & 31, ">>"),
         **{f"cmp_{name}": (lambda op: lambda a, b, c: int(op(a, b)))(op) for name, op in (

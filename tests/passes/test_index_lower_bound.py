@@ -130,7 +130,8 @@ def _ring_slots(x, n: int):
 
 
 def test_a_slot_of_a_counted_ring_is_an_unsigned_remainder(ptxas):
-    """`(j - 1) % 3` with j counting up from 1: no sign fix-up in the PTX, and ptxas takes it."""
+    """`(j - 1) % 3` with j counting up from 1: no sign fix-up in the PTX (an unsigned quotient,
+    by multiply-high and shift), and ptxas takes it."""
     ptx = _ring_slots.ptx(ad.ArraySpec((64,), ad.float32), 5)
-    assert "div.u32" in ptx and "div.s32" not in ptx and "rem.s32" not in ptx
+    assert "mul.hi.u32" in ptx and "shr.s32" not in ptx and "div." not in ptx and "rem." not in ptx
     ptxas(ptx)
