@@ -171,6 +171,7 @@ CP_ASYNC_WINDOWS = (
     ((128, 64), (4, 32, 64), 0, 16),  # whole rows: one contiguous run per CTA
     ((64, 50), (4, 16, 8), 2, 8),  # rows of 200 bytes, starting 8 bytes in
     ((64, 33), (4, 16, 4), 1, 4),  # rows of 132 bytes, starting 4 bytes in
+    ((64, 60), (4, 16, 12), 4, 16),  # three chunks a row: no power of two to shift by
 )
 # (swizzle bytes, tiled, x shape, y shape) for bf16: 2 CTAs of 16 rows (tiled: 2 tiles of 8 rows
 # by two swizzle-wide column tiles).

@@ -37,6 +37,7 @@ from asyncdsl.hw.cp_async import CpAsyncPlan
 from asyncdsl.hw.limits import SWIZZLE_CHUNK, WARPGROUP_THREADS
 from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
 from asyncdsl.passes.to_ptx.gmem_addresses import wide_product, window_address, window_offset
+from asyncdsl.passes.to_ptx.integer_division import unsigned_quotient, unsigned_remainder
 from asyncdsl.passes.to_ptx.sync import barrier_address
 
 
@@ -50,8 +51,8 @@ def _cp_async_load(ctx: KernelLowering, op: ir.CpAsyncLoadOp) -> None:
     head, done = b.new_label("cp_async"), b.new_label("cp_async_end")
     b.label(head)
     b.branch(done, b.emit("setp.ge.u32 {}, {}, {};", "pred", chunk, plan.chunks))
-    row = b.emit("div.u32 {}, {}, {};", "b32", chunk, plan.chunks_per_row)
-    within = b.emit("rem.u32 {}, {}, {};", "b32", chunk, plan.chunks_per_row)
+    row = unsigned_quotient(b, chunk, plan.chunks_per_row)
+    within = unsigned_remainder(b, chunk, plan.chunks_per_row, row)
     byte = b.emit("mul.lo.u32 {}, {}, {};", "b32", within, plan.chunk_bytes)
     row_start = wide_product(ctx, row, plan.row_stride_bytes, signed=False)
     source = b.emit("add.s64 {}, {}, {};", "b64", window, row_start)
@@ -84,11 +85,11 @@ def _smem_offset(ctx: KernelLowering, plan: CpAsyncPlan, row: SSAValue, byte: SS
     if plan.tile_rows == plan.rows and plan.tile_row_bytes == plan.row_bytes:
         return b.emit("mad.lo.u32 {}, {}, {}, {};", "b32", row, plan.row_bytes, byte)
     tile_bytes = plan.tile_rows * plan.tile_row_bytes
-    tile_row = b.emit("div.u32 {}, {}, {};", "b32", row, plan.tile_rows)
-    tile_col = b.emit("div.u32 {}, {}, {};", "b32", byte, plan.tile_row_bytes)
+    tile_row = unsigned_quotient(b, row, plan.tile_rows)
+    tile_col = unsigned_quotient(b, byte, plan.tile_row_bytes)
     tile = b.emit("mad.lo.u32 {}, {}, {}, {};", "b32", tile_row, plan.tiles_per_row, tile_col)
-    row_in_tile = b.emit("rem.u32 {}, {}, {};", "b32", row, plan.tile_rows)
-    byte_in_tile = b.emit("rem.u32 {}, {}, {};", "b32", byte, plan.tile_row_bytes)
+    row_in_tile = unsigned_remainder(b, row, plan.tile_rows, tile_row)
+    byte_in_tile = unsigned_remainder(b, byte, plan.tile_row_bytes, tile_col)
     offset = b.emit("mad.lo.u32 {}, {}, {}, {};", "b32", row_in_tile, plan.tile_row_bytes, byte_in_tile)
     return b.emit("mad.lo.u32 {}, {}, {}, {};", "b32", tile, tile_bytes, offset)
 

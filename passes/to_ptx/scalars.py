@@ -15,7 +15,7 @@ from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, IntegerType
 
 from asyncdsl.passes.resolve.index_facts import known_non_negative
 from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
-from asyncdsl.passes.to_ptx.tile_math import floor_quotient, floor_quotient_by, unsigned_quotient
+from asyncdsl.passes.to_ptx.integer_division import floor_quotient, floor_quotient_by, unsigned_quotient
 from asyncdsl.passes.to_ptx.tile_registers import constant_register
 
 _COMPARE = {

@@ -36,6 +36,7 @@ from asyncdsl.ir_locations import from_ir_location
 from asyncdsl.passes.resolve.index_facts import known_divisor
 from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
 from asyncdsl.passes.to_ptx.gmem_addresses import array_address, wide_product, window_address, window_offset
+from asyncdsl.passes.to_ptx.integer_division import unsigned_quotient, unsigned_remainder
 from asyncdsl.passes.to_ptx.smem_addresses import MAX_ACCESS_BYTES
 from asyncdsl.passes.to_ptx.tile_access import load_piece, primary_guard, store_piece
 from asyncdsl.passes.to_ptx.tile_registers import (
@@ -316,9 +317,9 @@ def _store_splat_elementwise(ctx: KernelLowering, op: ir.StoreGmemOp, value: SSA
     guard, address, inner = inside, base, count
     for position, dim in enumerate(dims):
         inner //= sizes[dim]
-        coordinate = b.emit("div.u32 {}, {}, {};", "b32", number, inner) if inner > 1 else number
+        coordinate = unsigned_quotient(b, number, inner)
         if position:
-            coordinate = b.emit("rem.u32 {}, {}, {};", "b32", coordinate, sizes[dim])
+            coordinate = unsigned_remainder(b, coordinate, sizes[dim])
         if dim in checked:
             at = b.emit("add.s32 {}, {}, {};", "b32", checked[dim], coordinate)
             guard = _and(ctx, guard, b.emit("setp.lt.u32 {}, {}, {};", "pred", at, extents[dim]))

@@ -29,7 +29,7 @@ from asyncdsl.passes.pipeline import ir_text, make_context
 
 RNG = np.random.default_rng(9)
 F32, BF16 = ad.float32, ad.bfloat16
-WINDOW_IDS = [f"chunk{c[3]}" for c in CP_ASYNC_WINDOWS]
+WINDOW_IDS = [f"chunk{c[3]}-width{c[1][2]}" for c in CP_ASYNC_WINDOWS]
 SWIZZLE_IDS = [f"swizzle{s}-{'tiled' if t else 'rows'}" for s, t, _, _ in SWIZZLED_CASES]
 
 
@@ -118,6 +118,8 @@ def test_windows_assemble(x_shape, y_shape, col, chunk, traced, barrier, ptxas):
     ptxas(ptx)
     cache = "cg" if chunk == 16 else "ca"
     assert re.search(rf"cp\.async\.{cache}\.shared\.global \[%r\d+\], \[%rd\d+\], {chunk};", ptx)
+    # A thread's chunk -> (row, byte) by constants: shifts and masks, or multiply-highs.
+    assert "div." not in ptx and "rem." not in ptx
 
 
 def test_barrier_completion_keeps_the_arrival_count():
@@ -146,6 +148,7 @@ def test_swizzled_copies_assemble(swizzle, tiled, x_shape, y_shape, ptxas):
     ptx = swizzled_rows.ptx(*specs, SWIZZLE=swizzle, TILED=tiled, BARRIER=False, ENGINE="cp_async")
     ptxas(ptx)
     assert re.search(rf"and\.b32 (%r\d+), \1, {swizzle // 16 - 1};\n    shl\.b32 \1, \1, 4;", ptx)
+    assert "div." not in ptx and "rem." not in ptx
 
 
 def test_swizzled_buffers_are_aligned_to_the_swizzle_repeat():

@@ -50,7 +50,7 @@ from tile_kernels import (
 )
 
 import asyncdsl as ad
-from asyncdsl.passes.to_ptx.tile_math import reciprocal_multiplier
+from asyncdsl.passes.to_ptx.integer_division import reciprocal_multiplier
 from asyncdsl.runtime.ptxas import assemble
 
 STORAGE = (ad.float8_e4m3fn, ad.float8_e5m2, ad.int8, ad.int16)
@@ -115,7 +115,11 @@ def test_reductions_and_their_broadcasts_assemble_without_spills(dtype, layout):
 @pytest.mark.parametrize("shape", [(3, 150), (3, 50), (1, 1), (2, 64)], ids=str)
 def test_splats_into_windows_of_any_size_assemble_and_match_numpy(ptxas, shape):
     y = np.full((7, 300), -1.0, np.float32)
-    ptxas(splat_windows.ptx(y, SHAPE=shape))
+    ptx = splat_windows.ptx(y, SHAPE=shape)
+    ptxas(ptx)
+    # An element's coordinates from its number, by the window's dims: multiply-highs, no `div`.
+    assert "div." not in ptx and "rem." not in ptx
+    assert ("mul.hi.u32" in ptx) == (shape[1] & (shape[1] - 1) != 0)
     expected = splat_windows_reference(y, shape)
     splat_windows.interpret(y, SHAPE=shape)
     assert np.array_equal(y, expected)
