@@ -32,7 +32,8 @@ def floor_quotient(b: PtxBuilder, dividend: SSAValue, divisor: SSAValue | int) -
 def floor_quotient_by(b: PtxBuilder, dividend: SSAValue, divisor: int) -> SSAValue:
     """Python's floor division by a nonzero constant, without the signed division and its fix-up
     (about twenty instructions an element from ptxas, and a large tile of them spilled): an
-    unsigned quotient of a magnitude below 2^31 (`unsigned_quotient`), the sign folded around it.
+    unsigned quotient of a magnitude of at most 2^31 (`unsigned_quotient`), the sign folded
+    around it.
     A positive power of two is an arithmetic shift right.  Another d > 0: with s the dividend's
     sign spread over its bits, floor(a / d) = s ^ ((a ^ s) / d), since for a < 0, a ^ s = -a - 1
     >= 0 and floor(a / d) = -(floor((-a - 1) / d) + 1).
