@@ -126,7 +126,7 @@ class Scalar:
         if isinstance(other, int) and other == 1:
             return 0
         check_divisor(other)
-        if is_power_of_two(other):
+        if is_power_of_two(other) and other <= 2**31:  # (a larger one is refused below, as given)
             # The low k bits are the remainder by 2^k in two's complement, negatives too
             # (-5 % 8 == 3 == -5 & 7): a ring's slot `j % 4` is one `and`.
             return self._binary(other - 1, arith.AndIOp)

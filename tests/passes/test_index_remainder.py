@@ -4,6 +4,8 @@ of it is what they prove of the general `a - (a // c) * c`, and the PTX is one `
 
 from __future__ import annotations
 
+import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from xdsl.dialects import arith
@@ -58,3 +60,20 @@ def test_a_remainder_by_a_power_of_two_is_one_and(ptxas):
         assert division not in ptx
     assert "arith.andi" in _slots_by_mask.ir(ad.ArraySpec((64,), ad.float32), 5)
     ptxas(ptx)
+
+
+@ad.kernel(grid=(1,), block=128)
+def _remainder_of_an_index(y, MODULUS: ad.constexpr):
+    ad.store(y.at[:], ad.full((128,), 0, ad.int32) + (ad.program_id(0) - 5) % MODULUS)
+
+
+@pytest.mark.parametrize("modulus", [1, 4, 2**31])
+def test_a_remainder_of_a_negative_index_by_a_power_of_two_is_pythons(modulus):
+    y = np.zeros(128, np.int32)
+    _remainder_of_an_index.interpret(y, MODULUS=modulus)
+    assert (y == (-5) % modulus - (2**32 if (-5) % modulus >= 2**31 else 0)).all()
+
+
+def test_a_power_of_two_past_int32_is_refused_as_written():
+    with pytest.raises(ad.TraceError, match="4294967296 does not fit traced index arithmetic"):
+        _remainder_of_an_index.interpret(np.zeros(128, np.int32), MODULUS=2**32)
