@@ -103,14 +103,12 @@ def code_digest(kernel_file: str) -> str | None:
 def bound_values(fn: FunctionType) -> str | None:
     """The values `fn`'s code names besides its arguments, as text for a key: each closure cell
     and each module global its code (nested functions' too) reads, by name, type and text
-    (`value_text`).  A
-    function of the user's among them is followed (its name and its own bound values), a
-    `functools.partial` goes by the arguments it binds; modules, classes and other callables are
-    code, which the digest covers by file.  None when a repr
-    names an object's address (it would differ in every process) or an array's bytes cannot be
-    read on the host."""
+    (`value_text`).  A function of the user's among them is followed (its name and its own bound
+    values), a `functools.partial` goes by the arguments it binds; modules, classes and other
+    callables are code, which the digest covers by file.  None when the text is not `keyable`
+    (a repr names an object's address, or an array's bytes cannot be read on the host)."""
     parts = _bound(fn, set())
-    return None if not keyable(parts) else parts
+    return parts if keyable(parts) else None
 
 
 def keyable(text: str) -> bool:
