@@ -1,4 +1,4 @@
-"""Fused row and elementwise kernels on register tiles (the four examples) against torch eager,
+"""Fused row and elementwise kernels on register tiles (the five examples) against torch eager,
 torch.compile and Triton kernels in the tutorials' style, in one run, with the device-copy
 bandwidth of the same run as the roofline.  TB/s = bytes read + written / device time: each
 contender's median over single launches after an L2 flush, the median of that over 9 rounds in
@@ -12,7 +12,7 @@ The two orders of the peers differ by about as much as run-to-run noise (docs/ha
 torch.compile compiles the write into the output buffer with the math, so Inductor may fuse it
 into its kernel; torch eager copies its result there (an extra pass: eager is a reference only).
 
-    python benchmarks/register_tiles.py [softmax rms_norm swiglu rowwise_fp8_quant]
+    python benchmarks/register_tiles.py [softmax rms_norm layer_norm swiglu rowwise_fp8_quant]
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from common import (  # noqa: E402
 WORKLOADS = {
     "softmax": ((8192, 4096), (4096, 8192), (4096, 16384)),
     "rms_norm": ((8192, 4096), (8192, 8192)),
+    "layer_norm": ((8192, 4096), (8192, 8192)),
     "swiglu": ((16384, 8192),),
     "rowwise_fp8_quant": ((8192, 4096), (8192, 8192), (4096, 16384), (2048, 32768)),
 }
@@ -93,6 +94,29 @@ def _rms_norm(shape):
         "triton": lambda: triton_rms_norm(x, w, y, eps),
     }
     return runs, y, expected, 2 * x.numel() * 2 + shape[1] * 2, {"atol": 2 ** -6, "rtol": 2 ** -7}, None
+
+
+def _layer_norm(shape):
+    import torch
+    import torch.nn.functional as F
+    from triton_peers import triton_layer_norm
+
+    from asyncdsl.examples.layer_norm import layer_norm
+
+    eps = 1e-5
+    x = torch.randn(shape, device="cuda", dtype=torch.bfloat16) + 4  # a mean the kernels must remove
+    w = (1 + 0.1 * torch.randn(shape[1], device="cuda")).to(torch.bfloat16)
+    b = (0.1 * torch.randn(shape[1], device="cuda")).to(torch.bfloat16)
+    y = torch.empty_like(x)
+    expected = F.layer_norm(x.float(), shape[1:], w.float(), b.float(), eps).to(torch.bfloat16)
+    compiled = torch.compile(lambda t, out: out.copy_(F.layer_norm(t, shape[1:], w, b, eps)))
+    runs = {
+        "asyncdsl": lambda: layer_norm(x, w, b, y, eps),
+        "torch eager": lambda: y.copy_(F.layer_norm(x, shape[1:], w, b, eps)),
+        "torch.compile": lambda: compiled(x, y),
+        "triton": lambda: triton_layer_norm(x, w, b, y, eps),
+    }
+    return runs, y, expected, 2 * x.numel() * 2 + 2 * shape[1] * 2, {"atol": 2 ** -6, "rtol": 2 ** -7}, None
 
 
 def _swiglu(shape):
@@ -161,7 +185,8 @@ def _rowwise_fp8_quant(shape):
     return runs, q, expected, x.numel() * 3 + shape[0] * 4, {"atol": 2 ** -9, "rtol": 0.13}, differing_from_numpy
 
 
-BUILDERS = {"softmax": _softmax, "rms_norm": _rms_norm, "swiglu": _swiglu, "rowwise_fp8_quant": _rowwise_fp8_quant}
+BUILDERS = {"softmax": _softmax, "rms_norm": _rms_norm, "layer_norm": _layer_norm, "swiglu": _swiglu,
+            "rowwise_fp8_quant": _rowwise_fp8_quant}
 
 
 def main(names) -> None:

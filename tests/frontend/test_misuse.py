@@ -12,6 +12,7 @@ from support import line_of
 
 import asyncdsl as ad
 from asyncdsl.examples.attention import attention
+from asyncdsl.examples.layer_norm import layer_norm
 from asyncdsl.examples.rms_norm import rms_norm
 from asyncdsl.examples.rowwise_fp8_quant import quantize
 from asyncdsl.examples.softmax import softmax
@@ -119,6 +120,7 @@ def test_an_autotune_key_function_that_fails_is_an_argument_error_at_the_call(ke
 
 @pytest.mark.parametrize("helper, arguments", [
     (softmax, lambda x: (x, x)), (rms_norm, lambda x: (x, np.ones(8, np.float32), x)), (quantize, lambda x: (x, x, x)),
+    (layer_norm, lambda x: (x, np.ones(8, np.float32), np.zeros(8, np.float32), x)),
 ])
 @pytest.mark.parametrize("x, got", [(np.ones(256, np.float32), "shape (256,)"),
                                     (np.ones((8, 0), np.float32), "shape (8, 0)"), ([[1.0] * 256] * 8, "got list")])

@@ -1,4 +1,4 @@
-"""The row kernels (softmax, RMSNorm, fp8 quantisation) on every path their configuration takes, in the
+"""The row kernels (softmax, RMSNorm, LayerNorm, fp8 quantisation) on every path their configuration takes, in the
 interpreter against numpy: several rows a CTA with the last CTA past the end of the array, a row
 split over two warpgroups (softmax), one row held whole, rows in pieces, and rows of any length
 read from GMEM padded."""
@@ -11,6 +11,7 @@ import pytest
 from support import line_of
 
 import asyncdsl as ad
+from asyncdsl.examples import layer_norm as layer
 from asyncdsl.examples import rms_norm as norm
 from asyncdsl.examples import rowwise_fp8_quant as fp8
 from asyncdsl.examples import softmax as soft
@@ -66,6 +67,39 @@ def test_rms_norm_takes_the_kernel_made_for_the_rows_length():
     assert norm.choose(8192)[0] is norm.rms_norm_rows  # pieces of 4096
     assert norm.choose(4224)[0] is norm.rms_norm_padded  # 33 pieces of 128 otherwise
     assert norm.choose(1000, 1e-5) == (norm.rms_norm_padded, {"EPS": 1e-5, "ROWS": 8, "WIDTH": 1024})
+
+
+@pytest.mark.parametrize("shape", SHAPES + ANY_LENGTH, ids=str)
+def test_layer_norm_rows_match_numpy_on_every_path(shape):
+    x, rng = _rows(shape, 3)
+    x = (x.astype(np.float32) + 100).astype(ml_dtypes.bfloat16)  # a mean far above the spread
+    w, b = (rng.standard_normal(shape[1]).astype(ml_dtypes.bfloat16) for _ in range(2))
+    y = np.full_like(x, np.nan)
+    kernel, constexprs = layer.choose(shape[1])
+    kernel.interpret(x, w, b, y, **constexprs)
+    expected = layer.reference(x, w, b, 1e-5).astype(np.float64)
+    # float32 sums in another order than numpy's float64: within a bfloat16 rounding of the result
+    assert np.allclose(y.astype(np.float64), expected, rtol=2 ** -7, atol=2 ** -6)
+
+
+def test_layer_norm_of_a_constant_row_is_its_bias():
+    x = np.full((3, 1000), 7.0, ml_dtypes.bfloat16)
+    w = np.full(1000, 2.0, ml_dtypes.bfloat16)
+    b = np.linspace(-1, 1, 1000).astype(ml_dtypes.bfloat16)
+    y = np.full_like(x, np.nan)
+    kernel, constexprs = layer.choose(1000)
+    kernel.interpret(x, w, b, y, **constexprs)
+    # The mean is 7000 / 1000 rounded once, exactly 7: every x - mean is 0, the variance 0 with the
+    # padding masked out, and y = 0 · rstd · w + b is b bit for bit.
+    assert np.array_equal(y, np.broadcast_to(b, y.shape))
+
+
+def test_layer_norm_takes_the_kernel_made_for_the_rows_length():
+    assert layer.choose(4096) == (layer.layer_norm_rows, {"EPS": 1e-5, "ROWS": 2, "CHUNK": 4096})
+    assert layer.choose(8192)[1] == {"EPS": 1e-5, "ROWS": 1, "CHUNK": 4096}  # pieces of 4096
+    assert layer.choose(4224)[0] is layer.layer_norm_padded  # 33 pieces of 128 otherwise
+    assert layer.choose(1000, 1e-6) == (layer.layer_norm_padded, {"EPS": 1e-6, "ROWS": 8, "WIDTH": 1024})
+    assert layer.choose(12345)[1] == {"EPS": 1e-5, "ROWS": 1, "WIDTH": 4096}
 
 
 @pytest.mark.parametrize("shape", [(3, 1000), (3, 4096), (2, 8192), (2, 12288), (2, 16384), (2, 20000)], ids=str)
