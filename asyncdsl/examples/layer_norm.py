@@ -4,7 +4,7 @@ bfloat16 in and out, the statistics in float32.
 `layer_norm(x, w, b, y)` (below) picks the kernel and configuration for the rows' length, as
 `examples/rms_norm.py` does.  In `layer_norm_rows` each CTA (one warpgroup) takes ROWS whole
 rows, one contiguous run of the array brought in by a single bulk copy, and the weight and bias
-by two more onto the same barrier.  Rows of up to CHUNK elements are read into registers once:
+by two more onto the same barrier.  Rows of up to WHOLE elements are read into registers once:
 the mean, then the variance as the mean of the centred squares (two reductions over the values
 already in registers; no E[x²] - E[x]², which cancels catastrophically when the mean is large
 against the spread), and `(x - mean) · rstd · w + b` with the last multiply and add fused, one
@@ -29,18 +29,22 @@ import numpy as np
 import asyncdsl as ad
 from asyncdsl.examples.shapes import check_rows, check_shape, row_length
 
-CHUNK = 4096  # elements of a row one pass holds in registers
+WHOLE = 8192  # rows up to this long are held in registers at once (64 floats a thread)
+CHUNK = 4096  # longer rows sweep in pieces of this (or of a divisor of it)
 
 
 def config(n: int, eps: float = 1e-5) -> dict:
-    """`layer_norm_rows`' constexprs: 16 KiB of rows per CTA when they fit in registers at once,
-    else one row in pieces (RMSNorm's choice, which measured best for the same traffic)."""
-    return {"EPS": eps, "ROWS": max(1, 8192 // n) if n <= CHUNK else 1, "CHUNK": n if n <= CHUNK else math.gcd(n, CHUNK)}
+    """`layer_norm_rows`' constexprs: 16 KiB of rows per CTA for rows of up to 4096 elements, one
+    row a CTA held whole up to WHOLE, else one row in pieces.  Held whole, rows of 8192 and 6144
+    ran 2.6 % and 3.8 % faster than in two pieces on the H200 (docs/hardware.md §19)."""
+    if n <= WHOLE:
+        return {"EPS": eps, "ROWS": max(1, 8192 // n), "CHUNK": n}
+    return {"EPS": eps, "ROWS": 1, "CHUNK": math.gcd(n, CHUNK)}
 
 
 def choose(n: int, eps: float = 1e-5) -> tuple[ad.Kernel, dict]:
     """The kernel and constexprs for rows of n elements."""
-    if n % 128 == 0 and (n <= CHUNK or math.gcd(n, CHUNK) >= 1024):  # whole rows, or large pieces
+    if n % 128 == 0 and (n <= WHOLE or math.gcd(n, CHUNK) >= 1024):  # whole rows, or large pieces
         return layer_norm_rows, config(n, eps)
     if n <= CHUNK:
         width = ad.cdiv(n, 128) * 128

@@ -96,8 +96,10 @@ def test_layer_norm_of_a_constant_row_is_its_bias():
 
 def test_layer_norm_takes_the_kernel_made_for_the_rows_length():
     assert layer.choose(4096) == (layer.layer_norm_rows, {"EPS": 1e-5, "ROWS": 2, "CHUNK": 4096})
-    assert layer.choose(8192)[1] == {"EPS": 1e-5, "ROWS": 1, "CHUNK": 4096}  # pieces of 4096
-    assert layer.choose(4224)[0] is layer.layer_norm_padded  # 33 pieces of 128 otherwise
+    assert layer.choose(8192)[1] == {"EPS": 1e-5, "ROWS": 1, "CHUNK": 8192}  # held whole
+    assert layer.choose(16384)[1] == {"EPS": 1e-5, "ROWS": 1, "CHUNK": 4096}  # pieces of 4096
+    assert layer.choose(4224)[1] == {"EPS": 1e-5, "ROWS": 1, "CHUNK": 4224}  # held whole
+    assert layer.choose(8320)[0] is layer.layer_norm_padded  # 65 pieces of 128 otherwise
     assert layer.choose(1000, 1e-6) == (layer.layer_norm_padded, {"EPS": 1e-6, "ROWS": 8, "WIDTH": 1024})
     assert layer.choose(12345)[1] == {"EPS": 1e-5, "ROWS": 1, "WIDTH": 4096}
 
