@@ -1,4 +1,4 @@
-"""Softmax and RMSNorm on rows whose length is no multiple of 128 (the examples' padded kernels,
+"""Softmax, RMSNorm and LayerNorm on rows whose length is no multiple of 128 (the examples' padded kernels,
 which read GMEM straight into registers), against the Triton kernels of `register_tiles.py`, in
 one run: TB/s = bytes read + written / device time (each contender's median over single launches
 after an L2 flush, the median of that over 5 rounds in which they take turns in random order),
@@ -21,16 +21,23 @@ from common import rounds_of_gpu_ms, write_result  # noqa: E402
 SHAPES = ((8192, 1000), (4096, 5000), (2048, 12345))
 
 
-def _contenders(x, w):
-    """asyncdsl's and Triton's softmax and RMSNorm of x (weight w), each writing its argument."""
-    from triton_peers import triton_rms_norm, triton_softmax
+KERNELS = ("softmax", "rms_norm", "layer_norm")
 
+
+def _contenders(x, w, b):
+    """asyncdsl's and Triton's softmax, RMSNorm and LayerNorm of x (weight w, bias b), each
+    writing its argument."""
+    from triton_peers import triton_layer_norm, triton_rms_norm, triton_softmax
+
+    from asyncdsl.examples.layer_norm import layer_norm
     from asyncdsl.examples.rms_norm import rms_norm
     from asyncdsl.examples.softmax import softmax
 
     return {"asyncdsl softmax": lambda y: softmax(x, y), "triton softmax": lambda y: triton_softmax(x, y),
             "asyncdsl rms_norm": lambda y: rms_norm(x, w, y),
-            "triton rms_norm": lambda y: triton_rms_norm(x, w, y, 1e-6)}
+            "triton rms_norm": lambda y: triton_rms_norm(x, w, y, 1e-6),
+            "asyncdsl layer_norm": lambda y: layer_norm(x, w, b, y, 1e-5),
+            "triton layer_norm": lambda y: triton_layer_norm(x, w, b, y, 1e-5)}
 
 
 def main() -> None:
@@ -40,11 +47,13 @@ def main() -> None:
     results = {}
     for m, n in SHAPES:
         x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16) * 3
-        w = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+        w, b = (torch.randn(n, device="cuda", dtype=torch.bfloat16) for _ in range(2))
         wide = x.float()
         norm = wide * torch.rsqrt((wide ** 2).mean(dim=1, keepdim=True) + 1e-6) * w.float()
-        expected = {"softmax": F.softmax(wide, dim=1).to(torch.bfloat16), "rms_norm": norm.to(torch.bfloat16)}
-        runs = _contenders(x, w)
+        layer = F.layer_norm(wide, (n,), w.float(), b.float(), 1e-5)
+        expected = {"softmax": F.softmax(wide, dim=1).to(torch.bfloat16), "rms_norm": norm.to(torch.bfloat16),
+                    "layer_norm": layer.to(torch.bfloat16)}
+        runs = _contenders(x, w, b)
         outs = {name: torch.full_like(x, float("nan")) for name in runs}
         runs = {name: (lambda f=f, y=outs[name]: f(y)) for name, f in runs.items()}
         for run in runs.values():
@@ -55,7 +64,7 @@ def main() -> None:
             row[name] = x.numel() * 4 / ms / 1e9
         for name, y in outs.items():
             row[f"{name} max error"] = float((y.float() - expected[name.split()[1]].float()).abs().max())
-        for kernel in ("softmax", "rms_norm"):
+        for kernel in KERNELS:
             row[f"asyncdsl / triton {kernel}"] = row[f"asyncdsl {kernel}"] / row[f"triton {kernel}"]
         results[f"{m}x{n} bf16 (TB/s)"] = row
         print(f"{m}x{n}", {k: round(v, 4) for k, v in row.items()}, flush=True)
