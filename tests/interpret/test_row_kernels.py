@@ -67,6 +67,7 @@ def test_rms_norm_takes_the_kernel_made_for_the_rows_length():
     assert norm.choose(8192)[0] is norm.rms_norm_rows  # pieces of 4096
     assert norm.choose(4224)[0] is norm.rms_norm_padded  # 33 pieces of 128 otherwise
     assert norm.choose(1000, 1e-5) == (norm.rms_norm_padded, {"EPS": 1e-5, "ROWS": 8, "WIDTH": 1024})
+    assert norm.choose(12345) == (norm.rms_norm_padded, {"EPS": 1e-6, "ROWS": 1, "WIDTH": 4096})  # one row a CTA
 
 
 @pytest.mark.parametrize("shape", SHAPES + ANY_LENGTH, ids=str)
