@@ -8,7 +8,7 @@ import pkgutil
 
 import numpy as np
 import pytest
-from gpu_support import hopper_or_skip
+from gpu_support import assert_within_approximation, hopper_or_skip
 from support import random_bits
 
 import asyncdsl.examples
@@ -54,14 +54,6 @@ def test_example_kernels_agree_with_the_interpreter(module, kernel_name):
             np.testing.assert_allclose(gpu.astype(np.float64), host.astype(np.float64), atol=atol, rtol=rtol,
                                        err_msg=f"argument {index}")
         elif getattr(module, "APPROXIMATE", False):
-            # Hardware approximations (ex2.approx, ...) differ from the interpreter's correctly
-            # rounded functions by a few float32 ulps: at most one ulp of the 16-bit output.
-            with np.errstate(invalid="ignore"):  # NaN payloads (random bits) warn as they widen
-                wide_gpu, wide_cpu = gpu.astype(np.float64), host.astype(np.float64)
-            assert np.array_equal(np.isnan(wide_gpu), np.isnan(wide_cpu)), f"argument {index}: NaNs"
-            finite = np.isfinite(wide_cpu) & np.isfinite(wide_gpu)
-            assert np.array_equal(wide_gpu[~finite], wide_cpu[~finite], equal_nan=True), f"argument {index}: inf"
-            gpu_finite, cpu_finite = wide_gpu[finite], wide_cpu[finite]  # inf - inf would warn
-            assert (np.abs(gpu_finite - cpu_finite) <= 2 ** -7 * np.abs(cpu_finite) + 2 ** -126).all(), f"argument {index}"
+            assert_within_approximation(gpu, host, f"argument {index}")
         else:
             assert np.array_equal(gpu.view(np.uint8), host.view(np.uint8)), f"argument {index}"
