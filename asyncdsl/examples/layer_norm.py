@@ -68,7 +68,8 @@ def layer_norm_rows(x, w, b, y, EPS: ad.constexpr, ROWS: ad.constexpr, CHUNK: ad
     count = n // CHUNK
     rows = ad.ds(ad.program_id(0) * ROWS, ROWS)
     # Whole rows as they lie in the array, or (one row) split into pieces: buf.at[0, c] is piece c.
-    pieces, vector_pieces = ((), ()) if count == 1 else (ad.TileTransform((1, CHUNK)), ad.TileTransform((CHUNK,)))
+    pieces, vector_pieces = ((), ()) if count == 1 else (ad.TileTransform((1, CHUNK)),
+                                                         ad.TileTransform((CHUNK,)))
     buf = ad.smem((ROWS, n) if count == 1 else (1, count, 1, CHUNK), x.dtype)
     weight, bias = ad.smem((count, CHUNK), w.dtype), ad.smem((count, CHUNK), b.dtype)
     landed = ad.barrier()
@@ -112,7 +113,8 @@ def layer_norm_padded(x, w, b, y, EPS: ad.constexpr, ROWS: ad.constexpr, WIDTH: 
     )
 
 
-def _layer_norm(piece, vectors, target, n: int, count: int, shape: tuple[int, int], eps: float, dtype) -> None:
+def _layer_norm(piece, vectors, target, n: int, count: int, shape: tuple[int, int], eps: float,
+                dtype) -> None:
     """LayerNorm of rows held as `count` pieces of `shape`: piece(c) the rows' piece c in float32
     registers (zeros past the row's end), vectors(c) the weight's and bias's piece c (float32
     rows, broadcast over the rows), target(c) where piece c's result goes.  One piece is read
@@ -175,7 +177,7 @@ def main(shape=(64, 1024)) -> int:
     from asyncdsl.runtime import has_gpu
 
     rng = np.random.default_rng(0)
-    # Rows whose mean is large against their spread: the centred variance keeps them exact.
+    # Rows whose mean is large against their spread, which the centred variance takes in its stride.
     x = (rng.standard_normal(shape) + 8).astype(ml_dtypes.bfloat16)
     w = (1 + rng.standard_normal(shape[1]) * 0.1).astype(ml_dtypes.bfloat16)
     b = (rng.standard_normal(shape[1]) * 0.1).astype(ml_dtypes.bfloat16)
