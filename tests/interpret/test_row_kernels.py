@@ -8,6 +8,8 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from support import line_of
 
 import asyncdsl as ad
@@ -81,6 +83,22 @@ def test_layer_norm_rows_match_numpy_on_every_path(shape):
     kernel.interpret(x, w, b, y, **constexprs)
     expected = layer.reference(x, w, b, 1e-5).astype(np.float64)
     # float32 sums in another order than numpy's float64: within a bfloat16 rounding of the result
+    assert np.allclose(y.astype(np.float64), expected, rtol=2 ** -7, atol=2 ** -6)
+
+
+@settings(max_examples=12, deadline=None)
+@given(rows=st.integers(1, 4), n=st.integers(1, 9000), offset=st.sampled_from([0.0, 100.0, -1000.0]),
+       spread=st.sampled_from([1e-2, 1.0, 30.0]), seed=st.integers(0, 2 ** 16))
+def test_layer_norm_matches_numpy_at_any_row_length_mean_and_spread(rows, n, offset, spread, seed):
+    """Whichever kernel and configuration `choose` takes for n: rows whose mean is up to 10^5
+    spreads away from zero (bfloat16 rounds such rows coarsely, numpy sees the same values)."""
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal((rows, n)) * spread + offset).astype(ml_dtypes.bfloat16)
+    w, b = (rng.standard_normal(n).astype(ml_dtypes.bfloat16) for _ in range(2))
+    y = np.full_like(x, np.nan)
+    kernel, constexprs = layer.choose(n)
+    kernel.interpret(x, w, b, y, **constexprs)
+    expected = layer.reference(x, w, b, 1e-5).astype(np.float64)
     assert np.allclose(y.astype(np.float64), expected, rtol=2 ** -7, atol=2 ** -6)
 
 
