@@ -87,6 +87,30 @@ def test_layer_norm_rows_match_numpy_on_every_path(shape):
 
 
 @settings(max_examples=12, deadline=None)
+@given(rows=st.integers(1, 4), n=st.integers(1, 40000), seed=st.integers(0, 2 ** 16))
+def test_softmax_rms_norm_and_fp8_match_numpy_at_any_row_length(rows, n, seed):
+    """Whichever kernel and configuration each `choose` takes for n (the fp8 quantisation bit
+    for bit, with an all-zero row)."""
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal((rows, n)) * 3).astype(ml_dtypes.bfloat16)
+    kernel, constexprs = soft.choose(n)
+    y = np.full_like(x, np.nan)
+    kernel.interpret(x, y, **constexprs)
+    assert np.abs(y.astype(np.float64) - soft.reference(x).astype(np.float64)).max() <= 2 ** -8
+    w = rng.standard_normal(n).astype(ml_dtypes.bfloat16)
+    kernel, constexprs = norm.choose(n)
+    kernel.interpret(x, w, y, **constexprs)
+    assert np.allclose(y.astype(np.float64), norm.reference(x, w, 1e-6).astype(np.float64), rtol=2 ** -7, atol=2 ** -7)
+    x[0] = 0
+    q, scales = np.zeros(x.shape, ml_dtypes.float8_e4m3fn), np.full(rows, np.nan, np.float32)
+    kernel, constexprs = fp8.choose(n)
+    kernel.interpret(x, q, scales, **constexprs)
+    expected_q, expected_scales = fp8.reference(x)
+    assert q.view(np.uint8).tobytes() == expected_q.view(np.uint8).tobytes()
+    assert np.array_equal(scales, expected_scales)
+
+
+@settings(max_examples=12, deadline=None)
 @given(rows=st.integers(1, 4), n=st.integers(1, 9000), offset=st.sampled_from([0.0, 100.0, -1000.0]),
        spread=st.sampled_from([1e-2, 1.0, 30.0]), seed=st.integers(0, 2 ** 16))
 def test_layer_norm_matches_numpy_at_any_row_length_mean_and_spread(rows, n, offset, spread, seed):
