@@ -21,9 +21,50 @@ def example_kernels():
             yield pytest.param(getattr(module, name), args, kwargs, id=f"{info.name}:{name}")
 
 
+_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+
+
+def assert_no_spills(ptx: str) -> None:
+    """ptxas -v reports for every function no stack frame and nothing spilled."""
+    frames = _FRAME.findall(assemble(ptx, verbose=True)[1])
+    assert frames and all(frame == ("0", "0", "0") for frame in frames), frames
+
+
 @pytest.mark.parametrize("kernel,args,kwargs", list(example_kernels()))
-def test_examples_assemble(kernel, args, kwargs, ptxas):
-    ptxas(kernel.ptx(*args, **kwargs))
+def test_examples_assemble_without_spills(kernel, args, kwargs, ptxas):
+    assert_no_spills(kernel.ptx(*args, **kwargs))
+
+
+def row_example_kernels():
+    """The kernels the row examples' `choose` picks at the benchmarks' shapes (register_tiles.py,
+    row_lengths.py), where each thread holds the most."""
+    from asyncdsl.examples import layer_norm, rms_norm, rowwise_fp8_quant, softmax
+
+    bf16, S = ad.bfloat16, ad.ArraySpec
+    odd = [(8192, 1000), (4096, 5000), (2048, 12345)]
+    for m, n in [(8192, 4096), (4096, 8192), (4096, 16384), *odd]:
+        yield pytest.param(*softmax.choose(n), (S((m, n), bf16),) * 2, id=f"softmax-{m}x{n}")
+    for m, n in [(8192, 4096), (8192, 8192), *odd]:
+        kernel, constexprs = rms_norm.choose(n)
+        matrix, vector = S((m, n), bf16), S((n,), bf16)
+        yield pytest.param(kernel, constexprs, (matrix, vector, matrix), id=f"rms_norm-{m}x{n}")
+        kernel, constexprs = layer_norm.choose(n)
+        yield pytest.param(kernel, constexprs, (matrix, vector, vector, matrix), id=f"layer_norm-{m}x{n}")
+    for m, n in [(8192, 4096), (8192, 8192), (4096, 16384), (2048, 32768)]:
+        kernel, constexprs = rowwise_fp8_quant.choose(n)
+        specs = (S((m, n), bf16), S((m, n), ad.float8_e4m3fn), S((m,), ad.float32))
+        yield pytest.param(kernel, constexprs, specs, id=f"rowwise_fp8_quant-{m}x{n}")
+
+
+@pytest.mark.parametrize("kernel,constexprs,specs", list(row_example_kernels()))
+def test_row_examples_at_the_benchmark_shapes_assemble_without_spills(kernel, constexprs, specs, ptxas):
+    assert_no_spills(kernel.ptx(*specs, **constexprs))
+
+
+def test_swiglu_at_the_benchmark_shape_assembles_without_spills(ptxas):
+    from asyncdsl.examples.swiglu import swiglu
+
+    assert_no_spills(swiglu.ptx(*(ad.ArraySpec((16384, 8192), ad.bfloat16),) * 3))
 
 
 @pytest.mark.parametrize("dtype,bm,bn", [(d, m, n) for d, m, n in __import__("asyncdsl.examples.tile_copy", fromlist=["CASES"]).CASES])
