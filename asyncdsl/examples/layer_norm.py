@@ -27,6 +27,7 @@ import ml_dtypes
 import numpy as np
 
 import asyncdsl as ad
+from asyncdsl.examples.rms_norm import padded_config
 from asyncdsl.examples.shapes import check_rows, check_shape, row_length
 
 WHOLE = 8192  # rows up to this long are held in registers at once (64 floats a thread)
@@ -46,11 +47,8 @@ def choose(n: int, eps: float = 1e-5) -> tuple[ad.Kernel, dict]:
     """The kernel and constexprs for rows of n elements."""
     if n % 128 == 0 and (n <= WHOLE or math.gcd(n, CHUNK) >= 1024):  # whole rows, or large pieces
         return layer_norm_rows, config(n, eps)
-    if n <= CHUNK:
-        width = ad.cdiv(n, 128) * 128
-        return layer_norm_padded, {"EPS": eps, "ROWS": max(1, 8192 // width), "WIDTH": width}
-    # One row a CTA in pieces: two rows' sums, pieces and masks would take 212 registers a thread.
-    return layer_norm_padded, {"EPS": eps, "ROWS": 1, "WIDTH": CHUNK}
+    # Long rows one a CTA in pieces (two rows' sums, pieces and masks would take 212 registers).
+    return layer_norm_padded, {"EPS": eps, **padded_config(n, CHUNK)}
 
 
 def layer_norm(x, w, b, y, eps: float = 1e-5, stream=None) -> None:

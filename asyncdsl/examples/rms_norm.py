@@ -40,13 +40,19 @@ def choose(n: int, eps: float = 1e-6) -> tuple[ad.Kernel, dict]:
     """The kernel and constexprs for rows of n elements."""
     if n % 128 == 0 and (n <= CHUNK or math.gcd(n, CHUNK) >= 1024):  # whole rows, or large pieces
         return rms_norm_rows, config(n, eps)
-    if n <= CHUNK:
+    return rms_norm_padded, {"EPS": eps, **padded_config(n, CHUNK)}
+
+
+def padded_config(n: int, piece: int) -> dict:
+    """ROWS and WIDTH of a padded norm kernel (this one's and `examples/layer_norm.py`'s) for rows
+    of n elements: 16 KiB of rows a CTA in one window rounded up to whole 128-element vectors, or
+    rows longer than `piece` one a CTA in windows of `piece`.  Two long rows a CTA (141
+    registers a thread) ran RMSNorm at 0.42x Triton at 2048x12345 once compiled by the driver's
+    JIT, one row (103 registers) at 1.41x (docs/hardware.md §19)."""
+    if n <= piece:
         width = ad.cdiv(n, 128) * 128
-        return rms_norm_padded, {"EPS": eps, "ROWS": max(1, 8192 // width), "WIDTH": width}
-    # Longer rows one a CTA in pieces: two rows a CTA (141 registers a thread) ran at 0.42x Triton
-    # at 2048x12345 once compiled by the driver's JIT, one row (103 registers) at 1.41x
-    # (docs/hardware.md §19).
-    return rms_norm_padded, {"EPS": eps, "ROWS": 1, "WIDTH": CHUNK}
+        return {"ROWS": max(1, 8192 // width), "WIDTH": width}
+    return {"ROWS": 1, "WIDTH": piece}
 
 
 def rms_norm(x, w, y, eps: float = 1e-6, stream=None) -> None:
