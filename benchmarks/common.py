@@ -134,6 +134,45 @@ def interleaved_ms(contenders: dict, rounds: int = 5, launches: int = 20,
     return {name: statistics.median(values) for name, values in times.items()}
 
 
+def graph_ms_by_round(contenders: dict, rounds: int = 7, launches: int = 20) -> dict[str, list[float]]:
+    """Per contender (name -> fn), the device time a launch of `launches` back to back, captured
+    in one CUDA graph and replayed between CUDA events, in each of `rounds` rounds (contenders in
+    a new seeded random order each round, each replayed once untimed first).  The GPU runs the
+    launches one after another with no host in between, so this is the steady stream of
+    `interleaved_ms` without the host's launch path, and with no L2 flush.  A contender that
+    cannot be captured raises."""
+    import random
+
+    import torch
+
+    graphs = {}
+    side = torch.cuda.Stream()
+    for name, fn in contenders.items():
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # warm-up off the capturing stream, as torch asks
+            for _ in range(3):
+                fn()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(launches):
+                fn()
+        graphs[name] = graph
+    times: dict[str, list[float]] = {name: [] for name in contenders}
+    order, shuffle = list(contenders), random.Random(0).shuffle
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for _ in range(rounds):
+        shuffle(order)
+        for name in order:
+            graphs[name].replay()
+            start.record()
+            graphs[name].replay()
+            stop.record()
+            stop.synchronize()
+            times[name].append(start.elapsed_time(stop) / launches)
+    return times
+
+
 def write_result(name: str, payload: dict) -> Path:
     """Write `payload` with the date and GPU to results/NAME-DATE.json (and $OUT when set)."""
     payload = {"date": datetime.date.today().isoformat(), "gpu": gpu_name(), **payload}

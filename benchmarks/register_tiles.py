@@ -9,6 +9,9 @@ back to back (", back to back": the wall time of 20 launches in a row, median of
 times the L2, so the flush changes what is cached little, but it leaves the cache's dirty lines to
 be written back during the launch it precedes, and back to back nothing idles between launches.
 The two orders of the peers differ by about as much as run-to-run noise (docs/hardware.md §19).
+Back to back includes each contender's host launch path where a launch is shorter than it;
+", in a CUDA graph" times the same 20 launches captured in one graph and replayed between CUDA
+events (`common.graph_ms_by_round`, 7 rounds in turns): back to back on the GPU alone.
 torch.compile compiles the write into the output buffer with the math, so Inductor may fuse it
 into its kernel; torch eager copies its result there (an extra pass: eager is a reference only).
 
@@ -25,6 +28,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 from common import (  # noqa: E402
     gpu_ms_by_round,
+    graph_ms_by_round,
     interleaved_ms,
     median_gpu_ms,
     paired_speedups,
@@ -216,6 +220,9 @@ def main(names) -> None:
             streamed = {peer: (fn, torch.cuda.synchronize) for peer, fn in runs.items()}
             for peer, ms in interleaved_ms(streamed, rounds=7, launches=20).items():
                 row[f"{peer}, back to back"] = nbytes / ms / 1e9
+            graphed = graph_ms_by_round(runs, rounds=7, launches=20)
+            for peer, times in graphed.items():
+                row[f"{peer}, in a CUDA graph"] = nbytes / statistics.median(times) / 1e9
             if exact_check is not None:
                 row["asyncdsl elements differing from numpy"] = exact_check()
             row["device copy"] = _copy_tbps(nbytes)
@@ -227,6 +234,9 @@ def main(names) -> None:
             row["asyncdsl / device copy"] = row["asyncdsl"] / row["device copy"]
             best_streamed = max(row["torch.compile, back to back"], row["triton, back to back"])
             row["asyncdsl / best of triton, torch.compile, back to back"] = row["asyncdsl, back to back"] / best_streamed
+            in_graph = paired_speedups(graphed, "asyncdsl", ["torch.compile", "triton"])
+            row |= {f"asyncdsl / best of triton, torch.compile, in a CUDA graph, per round: {what}": value
+                    for what, value in in_graph.items()}
             results[f"{name} {shape[0]}x{shape[1]} bf16 (TB/s)"] = row
     plot_result(write_result("register_tiles", results))
     for key, row in results.items():
