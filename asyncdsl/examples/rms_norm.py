@@ -3,11 +3,11 @@
 `rms_norm(x, w, y)` (below) picks the kernel and configuration for the rows' length.  In
 `rms_norm_rows` each CTA (one warpgroup) takes ROWS whole rows: one contiguous run of the array,
 brought in by a single bulk copy (`oob="undefined"`: no tensor map), and the weight by another.
-Rows of up to CHUNK elements are read into registers once: the sum of squares (float32,
+Rows of up to WHOLE elements are read into registers once: the sum of squares (float32,
 reduced across lanes once), the scale, the weight and the rounding all happen there, and the
 weight's tile is broadcast over the rows with no data movement (infer-layouts gives it the rows'
-layout without the row axis).  Longer rows are split into CHUNK-wide pieces by the copies'
-`TileTransform` and take two sweeps over shared memory.  The result goes from registers straight
+layout without the row axis).  Longer rows are split into pieces of up to CHUNK elements by
+the copies' `TileTransform` and take two sweeps over shared memory.  The result goes from registers straight
 to y (vector `st.global`), as in `examples/softmax.py`.  Rows of other lengths (not a multiple of
 128 elements, which the register layouts need, or long rows that only small pieces divide) go to
 `rms_norm_padded`, which reads rows and weight from GMEM into registers padded with zeros.
@@ -27,18 +27,23 @@ import numpy as np
 import asyncdsl as ad
 from asyncdsl.examples.shapes import check_rows, check_shape, row_length
 
-CHUNK = 4096  # elements of a row one pass holds in registers
+WHOLE = 8192  # rows up to this long are held in registers at once (64 floats a thread)
+CHUNK = 4096  # longer rows sweep in pieces of this (or of a divisor of it)
 
 
 def config(n: int, eps: float = 1e-6) -> dict:
-    """`rms_norm_rows`' constexprs: 16 KiB of rows per CTA when they fit in registers at once,
-    else one row in pieces."""
-    return {"EPS": eps, "ROWS": max(1, 8192 // n) if n <= CHUNK else 1, "CHUNK": n if n <= CHUNK else math.gcd(n, CHUNK)}
+    """`rms_norm_rows`' constexprs: 16 KiB of rows per CTA for rows of up to 4096 elements, one
+    row a CTA held whole up to WHOLE, else one row in pieces.  Held whole (80 registers a thread
+    against 38), rows of 8192 ran 0.5-0.9 % faster than in two pieces on the H200, both timings,
+    two repeats (docs/hardware.md §19)."""
+    if n <= WHOLE:
+        return {"EPS": eps, "ROWS": max(1, 8192 // n), "CHUNK": n}
+    return {"EPS": eps, "ROWS": 1, "CHUNK": math.gcd(n, CHUNK)}
 
 
 def choose(n: int, eps: float = 1e-6) -> tuple[ad.Kernel, dict]:
     """The kernel and constexprs for rows of n elements."""
-    if n % 128 == 0 and (n <= CHUNK or math.gcd(n, CHUNK) >= 1024):  # whole rows, or large pieces
+    if n % 128 == 0 and (n <= WHOLE or math.gcd(n, CHUNK) >= 1024):  # whole rows, or large pieces
         return rms_norm_rows, config(n, eps)
     return rms_norm_padded, {"EPS": eps, **padded_config(n, CHUNK)}
 

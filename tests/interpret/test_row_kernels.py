@@ -65,9 +65,11 @@ def test_rms_norm_rows_match_numpy_on_every_path(shape):
 
 
 def test_rms_norm_takes_the_kernel_made_for_the_rows_length():
-    assert norm.choose(4096)[0] is norm.rms_norm_rows
-    assert norm.choose(8192)[0] is norm.rms_norm_rows  # pieces of 4096
-    assert norm.choose(4224)[0] is norm.rms_norm_padded  # 33 pieces of 128 otherwise
+    assert norm.choose(4096) == (norm.rms_norm_rows, {"EPS": 1e-6, "ROWS": 2, "CHUNK": 4096})
+    assert norm.choose(8192) == (norm.rms_norm_rows, {"EPS": 1e-6, "ROWS": 1, "CHUNK": 8192})  # whole
+    assert norm.choose(4224)[0] is norm.rms_norm_rows  # whole, 33 vectors of 128
+    assert norm.choose(12288) == (norm.rms_norm_rows, {"EPS": 1e-6, "ROWS": 1, "CHUNK": 4096})  # pieces
+    assert norm.choose(8320)[0] is norm.rms_norm_padded  # 65 pieces of 128 otherwise
     assert norm.choose(1000, 1e-5) == (norm.rms_norm_padded, {"EPS": 1e-5, "ROWS": 8, "WIDTH": 1024})
     # Longer padded rows one a CTA (two ran 3x slower once compiled by the driver's JIT)
     assert norm.choose(12345) == (norm.rms_norm_padded, {"EPS": 1e-6, "ROWS": 1, "WIDTH": 4096})
