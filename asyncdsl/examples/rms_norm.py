@@ -34,7 +34,7 @@ CHUNK = 4096  # longer rows sweep in pieces of this (or of a divisor of it)
 def config(n: int, eps: float = 1e-6) -> dict:
     """`rms_norm_rows`' constexprs: 16 KiB of rows per CTA for rows of up to 4096 elements, one
     row a CTA held whole up to WHOLE, else one row in pieces.  Held whole (80 registers a thread
-    against 38), rows of 8192 ran 0.5-0.9 % faster than in two pieces on the H200, both timings,
+    against 38), rows of 8192 ran 0.5-0.7 % faster than in two pieces on the H200, both timings,
     two repeats (docs/hardware.md §19)."""
     if n <= WHOLE:
         return {"EPS": eps, "ROWS": max(1, 8192 // n), "CHUNK": n}
