@@ -1,5 +1,6 @@
-"""Softmax, RMSNorm and LayerNorm on rows whose length is no multiple of 128 (the examples' padded kernels,
-which read GMEM straight into registers), against the Triton kernels of `register_tiles.py`, in
+"""Softmax, RMSNorm and LayerNorm on rows whose length is no multiple of 128 (the examples' padded
+kernels, which read GMEM straight into registers in windows of whole 16-byte vectors a thread,
+`examples/row_plans.py`), against the Triton kernels of `register_tiles.py`, in
 one run: TB/s = bytes read + written / device time (each contender's median over single launches
 after an L2 flush, the median of that over 5 rounds in which they take turns in random order),
 and each one's largest error against a float32 torch reference.
@@ -16,9 +17,10 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 from common import rounds_of_gpu_ms, write_result  # noqa: E402
 
-# A multiple of 8 elements (16-byte vectors), one just past a multiple of 128, an odd length
-# (element by element: rows are not 16-byte aligned).
-SHAPES = ((8192, 1000), (4096, 5000), (2048, 12345))
+# A multiple of 8 elements (16-byte vectors), a multiple of 4 (8-byte vectors), lengths whose
+# windows of whole vectors are 5120, 6144, 7168 and 8192 wide, an odd length (element by element:
+# rows are not 16-byte aligned).
+SHAPES = ((8192, 1000), (16384, 2100), (4096, 5000), (4096, 6000), (4096, 7000), (4096, 8000), (2048, 12345))
 
 
 KERNELS = ("softmax", "rms_norm", "layer_norm")

@@ -9,10 +9,11 @@ the mean, then the variance as the mean of the centred squares (two reductions o
 already in registers; no E[x²] - E[x]², which cancels catastrophically when the mean is large
 against the spread), and `(x - mean) · rstd · w + b` with the last multiply and add fused, one
 rounding.  Longer rows are split into CHUNK-wide pieces by the copies' `TileTransform` and take
-three sweeps over shared memory: sums, centred squares, results.  Rows of other lengths go to
-`layer_norm_padded`, which reads rows, weight and bias from GMEM into registers padded with
-zeros; the padding adds nothing to the sum and is masked out of the centred squares.  The result
-goes from registers straight to y (vector `st.global`).
+three sweeps over shared memory: sums, centred squares, results.  Rows of other lengths (as in
+`examples/rms_norm.py`) go to `layer_norm_padded`, which reads rows, weight and bias from GMEM
+into registers padded with zeros to whole 16-byte vectors a thread; the padding adds nothing to
+the sum and is masked out of the centred squares.  The result goes from registers straight to y
+(vector `st.global`).
 
     python -m asyncdsl.examples.layer_norm     # on the GPU if there is one, else interpreted
 """
@@ -27,11 +28,12 @@ import ml_dtypes
 import numpy as np
 
 import asyncdsl as ad
-from asyncdsl.examples.rms_norm import padded_config
+from asyncdsl.examples.row_plans import padded_config
 from asyncdsl.examples.shapes import check_rows, check_shape, row_length
 
 WHOLE = 8192  # rows up to this long are held in registers at once (64 floats a thread)
 CHUNK = 4096  # longer rows sweep in pieces of this (or of a divisor of it)
+PADDED_WHOLE = 7168  # padded rows whose window of whole vectors is at most this wide take one
 
 
 def config(n: int, eps: float = 1e-5) -> dict:
@@ -44,11 +46,16 @@ def config(n: int, eps: float = 1e-5) -> dict:
 
 
 def choose(n: int, eps: float = 1e-5) -> tuple[ad.Kernel, dict]:
-    """The kernel and constexprs for rows of n elements."""
+    """The kernel and constexprs for rows of n elements: whole rows or large pieces where the
+    rows are a multiple of 128 elements, else the padded kernel in one window of whole 16-byte
+    vectors a thread of up to PADDED_WHOLE elements (`examples/row_plans.py`; rows of 6000 and
+    7000 elements ran at 1.13x and 2.27x Triton in one window of 6144 and 7168, at 1.04x and
+    2.12x in windows of 4096, but rows of 8000 at 0.90x in one of 8192 against 1.00-1.02x in
+    windows of 4096; docs/hardware.md §19)."""
     if n % 128 == 0 and (n <= WHOLE or math.gcd(n, CHUNK) >= 1024):  # whole rows, or large pieces
         return layer_norm_rows, config(n, eps)
     # Long rows one a CTA in pieces (two rows' sums, pieces and masks would take 212 registers).
-    return layer_norm_padded, {"EPS": eps, **padded_config(n, CHUNK)}
+    return layer_norm_padded, {"EPS": eps, **padded_config(n, PADDED_WHOLE, CHUNK)}
 
 
 def layer_norm(x, w, b, y, eps: float = 1e-5, stream=None) -> None:
@@ -90,7 +97,7 @@ def layer_norm_rows(x, w, b, y, EPS: ad.constexpr, ROWS: ad.constexpr, CHUNK: ad
 @ad.kernel(grid=lambda x, w, b, y, EPS, ROWS, WIDTH: (ad.cdiv(x.shape[0], ROWS),))
 def layer_norm_padded(x, w, b, y, EPS: ad.constexpr, ROWS: ad.constexpr, WIDTH: ad.constexpr):
     """Rows of any length, ROWS a CTA, read with the weight and bias from GMEM straight into
-    registers WIDTH elements at a time (a multiple of 128), the elements past a row's end read as
+    registers WIDTH elements at a time (whole vectors a thread), the elements past a row's end read as
     zeros and never written; rows longer than WIDTH take three sweeps over GMEM (the later ones
     mostly from L2)."""
     check_rows(("x", x), ("y", y))

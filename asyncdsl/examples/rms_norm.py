@@ -7,10 +7,11 @@ Rows of up to WHOLE elements are read into registers once: the sum of squares (f
 reduced across lanes once), the scale, the weight and the rounding all happen there, and the
 weight's tile is broadcast over the rows with no data movement (infer-layouts gives it the rows'
 layout without the row axis).  Longer rows are split into pieces of up to CHUNK elements by
-the copies' `TileTransform` and take two sweeps over shared memory.  The result goes from registers straight
-to y (vector `st.global`), as in `examples/softmax.py`.  Rows of other lengths (not a multiple of
-128 elements, which the register layouts need, or long rows that only small pieces divide) go to
-`rms_norm_padded`, which reads rows and weight from GMEM into registers padded with zeros.
+the copies' `TileTransform` and take two sweeps over shared memory.  The result goes from
+registers straight to y (vector `st.global`), as in `examples/softmax.py`.  Rows of other
+lengths (not a multiple of 128 elements, which the register layouts need, or long rows that
+only small pieces divide) go to `rms_norm_padded`, which reads rows and weight from GMEM into
+registers padded with zeros to whole 16-byte vectors a thread (`examples/row_plans.py`).
 
     python -m asyncdsl.examples.rms_norm     # on the GPU if there is one, else interpreted
 """
@@ -25,6 +26,7 @@ import ml_dtypes
 import numpy as np
 
 import asyncdsl as ad
+from asyncdsl.examples.row_plans import padded_config
 from asyncdsl.examples.shapes import check_rows, check_shape, row_length
 
 WHOLE = 8192  # rows up to this long are held in registers at once (64 floats a thread)
@@ -42,22 +44,14 @@ def config(n: int, eps: float = 1e-6) -> dict:
 
 
 def choose(n: int, eps: float = 1e-6) -> tuple[ad.Kernel, dict]:
-    """The kernel and constexprs for rows of n elements."""
+    """The kernel and constexprs for rows of n elements: whole rows or large pieces where the
+    rows are a multiple of 128 elements, else the padded kernel in one window of whole 16-byte
+    vectors a thread of up to WHOLE elements (`examples/row_plans.py`; rows of 6000, 7000 and
+    8000 elements ran at 1.05x, 1.69x and 0.99x Triton in one window of 6144, 7168 and 8192, at
+    1.00x, 1.57x and 0.91x in windows of 4096; docs/hardware.md §19)."""
     if n % 128 == 0 and (n <= WHOLE or math.gcd(n, CHUNK) >= 1024):  # whole rows, or large pieces
         return rms_norm_rows, config(n, eps)
-    return rms_norm_padded, {"EPS": eps, **padded_config(n, CHUNK)}
-
-
-def padded_config(n: int, piece: int) -> dict:
-    """ROWS and WIDTH of a padded norm kernel (this one's and `examples/layer_norm.py`'s) for rows
-    of n elements: 16 KiB of rows a CTA in one window rounded up to whole 128-element vectors, or
-    rows longer than `piece` one a CTA in windows of `piece`.  Two long rows a CTA (141
-    registers a thread) ran RMSNorm at 0.42x Triton at 2048x12345 once compiled by the driver's
-    JIT, one row (103 registers) at 1.41x (docs/hardware.md §19)."""
-    if n <= piece:
-        width = ad.cdiv(n, 128) * 128
-        return {"ROWS": max(1, 8192 // width), "WIDTH": width}
-    return {"ROWS": 1, "WIDTH": piece}
+    return rms_norm_padded, {"EPS": eps, **padded_config(n, WHOLE, CHUNK)}
 
 
 def rms_norm(x, w, y, eps: float = 1e-6, stream=None) -> None:
@@ -74,7 +68,8 @@ def rms_norm_rows(x, w, y, EPS: ad.constexpr, ROWS: ad.constexpr, CHUNK: ad.cons
     count = n // CHUNK
     rows = ad.ds(ad.program_id(0) * ROWS, ROWS)
     # Whole rows as they lie in the array, or (one row) split into pieces: buf.at[0, c] is piece c.
-    pieces, weight_pieces = ((), ()) if count == 1 else (ad.TileTransform((1, CHUNK)), ad.TileTransform((CHUNK,)))
+    pieces, weight_pieces = ((), ()) if count == 1 else (ad.TileTransform((1, CHUNK)),
+                                                         ad.TileTransform((CHUNK,)))
     buf = ad.smem((ROWS, n) if count == 1 else (1, count, 1, CHUNK), x.dtype)
     weight = ad.smem((count, CHUNK), w.dtype)
     landed = ad.barrier()
@@ -96,7 +91,7 @@ def rms_norm_rows(x, w, y, EPS: ad.constexpr, ROWS: ad.constexpr, CHUNK: ad.cons
 @ad.kernel(grid=lambda x, w, y, EPS, ROWS, WIDTH: (ad.cdiv(x.shape[0], ROWS),))
 def rms_norm_padded(x, w, y, EPS: ad.constexpr, ROWS: ad.constexpr, WIDTH: ad.constexpr):
     """Rows of any length, ROWS a CTA, read with the weight from GMEM straight into registers
-    WIDTH elements at a time (a multiple of 128), the elements past a row's end read as zeros
+    WIDTH elements at a time (whole vectors a thread), the elements past a row's end read as zeros
     (which add nothing to the sum of squares) and never written; rows longer than WIDTH take two
     sweeps over GMEM (the second mostly from L2)."""
     check_rows(("x", x), ("y", y))
@@ -142,11 +137,13 @@ def reference(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
 
 EXAMPLE_ARGS = {
     "rms_norm_rows": (
-        (ad.ArraySpec((64, 1024), ad.bfloat16), ad.ArraySpec((1024,), ad.bfloat16), ad.ArraySpec((64, 1024), ad.bfloat16)),
+        (ad.ArraySpec((64, 1024), ad.bfloat16), ad.ArraySpec((1024,), ad.bfloat16),
+         ad.ArraySpec((64, 1024), ad.bfloat16)),
         config(1024),
     ),
     "rms_norm_padded": (  # rows of 1000 elements: 16-byte vectors, but no multiple of 128
-        (ad.ArraySpec((9, 1000), ad.bfloat16), ad.ArraySpec((1000,), ad.bfloat16), ad.ArraySpec((9, 1000), ad.bfloat16)),
+        (ad.ArraySpec((9, 1000), ad.bfloat16), ad.ArraySpec((1000,), ad.bfloat16),
+         ad.ArraySpec((9, 1000), ad.bfloat16)),
         choose(1000)[1],
     ),
 }
@@ -175,8 +172,8 @@ def main(shape=(64, 1024)) -> int:
     expected = reference(x, w, eps).astype(np.float64)
     error = np.abs(y.astype(np.float64) - expected) / np.maximum(np.abs(expected), 1e-3)
     ok = bool(error.max() <= 2 ** -7)  # a bfloat16 ulp, relative
-    print(f"rms_norm {shape} on the {where}: max relative error {error.max():.2e} {'ok' if ok else 'TOO LARGE'} "
-          f"({(time.perf_counter() - start) * 1e3:.1f} ms incl. compile)")
+    print(f"rms_norm {shape} on the {where}: max relative error {error.max():.2e} "
+          f"{'ok' if ok else 'TOO LARGE'} ({(time.perf_counter() - start) * 1e3:.1f} ms incl. compile)")
     return 0 if ok else 1
 
 

@@ -8,16 +8,17 @@ for an 8192-wide row): maximum, exponentials, sum and scaling all happen there. 
 split into CHUNK-wide pieces by the copy's `TileTransform((1, CHUNK))` (the same bytes, viewed as
 pieces) and take three sweeps over shared memory: the running maximum and the sum of
 exponentials stay elementwise in registers (`asyncdsl.registers`), so each row is reduced across
-lanes once per sweep.  Rows of 4097-8192 elements (a multiple of 256) go to `softmax_halves`:
-one row a CTA of two warpgroups, each holding half the row in registers, their maxima and sums
-meeting in shared memory (the row's reduction spread over twice the threads: 1.003× Triton at
-4096×8192 against 0.978× for one warpgroup a row, same run).  Rows of other lengths (not a
-multiple of 128 elements, which the register layouts need, or long rows that only small pieces
-divide) go to `softmax_padded`, which reads them from GMEM into registers padded to a multiple of
-128 with -inf.  The result goes from registers straight to y (vector `st.global`): nothing is
-written back to shared memory and nothing waits for a TMA store before the CTA leaves (up to 2 %
-faster on the H200, docs/hardware.md §19).  Exponentials use `ex2.approx` (as Triton and torch
-do); everything else rounds as IEEE says (docs/register-tiles.md).
+lanes once per sweep.  Rows of 4097-8192 elements (a multiple of 2048, so that each half is
+whole 16-byte vectors a thread) go to `softmax_halves`: one row a CTA of two warpgroups, each
+holding half the row in registers, their maxima and sums meeting in shared memory (the row's
+reduction spread over twice the threads: 1.003× Triton at 4096×8192 against 0.978× for one
+warpgroup a row, same run).  Rows of other lengths (not a multiple of 128 elements, which the
+register layouts need, or long rows that only small pieces divide) go to `softmax_padded`, which
+reads them from GMEM into registers padded with -inf to whole 16-byte vectors a thread
+(`examples/row_plans.py`).  The result goes from registers straight to y (vector `st.global`):
+nothing is written back to shared memory and nothing waits for a TMA store before the CTA leaves
+(up to 2 % faster on the H200, docs/hardware.md §19).  Exponentials use `ex2.approx` (as Triton
+and torch do); everything else rounds as IEEE says (docs/register-tiles.md).
 
     python -m asyncdsl.examples.softmax     # on the GPU if there is one, else interpreted
 """
@@ -32,6 +33,7 @@ import ml_dtypes
 import numpy as np
 
 import asyncdsl as ad
+from asyncdsl.examples.row_plans import padded_rows
 from asyncdsl.examples.shapes import check_rows, row_length
 
 LOG2E = 1.4426950408889634
@@ -49,14 +51,21 @@ def config(n: int) -> dict:
 
 def choose(n: int) -> tuple[ad.Kernel, dict]:
     """The kernel and constexprs for rows of n elements."""
-    if HALVES_FROM < n <= CHUNK and n % 256 == 0:  # halves of whole 128-element vectors a warpgroup
+    # Halves of whole 16-byte vectors a thread: rows of 5120 and 7168 ran at 1.12x and 1.02x
+    # Triton in halves of 2560 and 3584 (partial vectors), at 1.25x and 1.04x one warpgroup a row.
+    if HALVES_FROM < n <= CHUNK and n % 2048 == 0:
         return softmax_halves, {}
     if n % 128 == 0 and (n <= CHUNK or math.gcd(n, CHUNK) >= 1024):  # whole rows, or large pieces
         return softmax_rows, config(n)
-    # Longer rows sweep in pieces half as wide: the running maximum or sum and a piece are both
-    # in registers (141 registers a thread at CHUNK, 78 at half).
-    width = ad.cdiv(n, 128) * 128 if n <= CHUNK else CHUNK // 2
-    return softmax_padded, {"ROWS": max(1, 2048 // width), "WIDTH": width}
+    # Other rows in one window of whole vectors a thread (rows of 6000 and 8000 elements ran at
+    # 1.14x and 1.02x Triton in windows of 6144 and 8192, at 1.01x and 0.91x in windows of 6016 and
+    # 8064, an element a thread at a time), or longer ones sweeping in pieces half as wide: the
+    # running maximum or sum and a piece are both in registers (141 registers a thread at CHUNK,
+    # 78 at half).
+    rows, width = padded_rows(n, 2048)
+    if width > CHUNK:
+        rows, width = 1, CHUNK // 2
+    return softmax_padded, {"ROWS": rows, "WIDTH": width}
 
 
 def softmax(x, y, stream=None) -> None:
@@ -147,7 +156,7 @@ def softmax_halves(x, y):
 @ad.kernel(grid=lambda x, y, ROWS, WIDTH: (ad.cdiv(x.shape[0], ROWS),))
 def softmax_padded(x, y, ROWS: ad.constexpr, WIDTH: ad.constexpr):
     """Rows of any length, ROWS a CTA, read from GMEM straight into registers WIDTH elements at a
-    time (a multiple of 128), the elements past a row's end read as -inf (whose exponential adds
+    time (whole vectors a thread), the elements past a row's end read as -inf (whose exponential adds
     nothing) and never written; rows longer than WIDTH take three sweeps over GMEM (the second
     and third mostly from L2)."""
     check_rows(("x", x), ("y", y))

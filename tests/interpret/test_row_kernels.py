@@ -15,10 +15,11 @@ from support import line_of
 import asyncdsl as ad
 from asyncdsl.examples import layer_norm as layer
 from asyncdsl.examples import rms_norm as norm
+from asyncdsl.examples import row_plans
 from asyncdsl.examples import rowwise_fp8_quant as fp8
 from asyncdsl.examples import softmax as soft
 
-SHAPES = [(7, 512), (5, 1024), (3, 4096), (3, 6144), (3, 8192), (2, 12288), (2, 16384)]
+SHAPES = [(7, 512), (5, 1024), (3, 4096), (3, 5120), (3, 6144), (3, 8192), (2, 12288), (2, 16384)]
 
 
 def _rows(shape, seed):
@@ -26,9 +27,11 @@ def _rows(shape, seed):
     return (rng.standard_normal(shape) * 3).astype(ml_dtypes.bfloat16), rng
 
 
-# Lengths no multiple of 128 divides (odd ones: rows not 16-byte aligned), one past a piece,
-# and a multiple of 128 that only 128-wide pieces would divide.
-ANY_LENGTH = [(5, 1), (5, 7), (3, 100), (3, 1000), (2, 3001), (2, 5000), (2, 8193), (2, 8320), (2, 12345)]
+# Lengths no multiple of 128 divides (odd ones: rows not 16-byte aligned; 2100: 8-byte aligned),
+# windows of 6144 and 7168 padded to whole vectors, one past a piece, and a multiple of 128 that
+# only 128-wide pieces would divide.
+ANY_LENGTH = [(5, 1), (5, 7), (3, 100), (3, 1000), (3, 2100), (2, 3001), (2, 5000), (2, 6000), (2, 7000),
+              (2, 8193), (2, 8320), (2, 12345)]
 
 
 @pytest.mark.parametrize("shape", SHAPES + ANY_LENGTH, ids=str)
@@ -50,6 +53,12 @@ def test_softmax_takes_the_kernel_made_for_the_rows_length():
     assert soft.choose(16384 + 8192)[0] is soft.softmax_rows  # pieces of 8192
     assert soft.choose(1000)[0] is soft.softmax_padded
     assert soft.choose(1000)[1] == {"ROWS": 2, "WIDTH": 1024}
+    # Halves only of whole 16-byte vectors a thread, padded windows too
+    assert soft.choose(5120) == (soft.softmax_rows, {"ROWS": 1, "CHUNK": 5120})
+    assert soft.choose(7168) == (soft.softmax_rows, {"ROWS": 1, "CHUNK": 7168})
+    assert soft.choose(6000) == (soft.softmax_padded, {"ROWS": 1, "WIDTH": 6144})
+    assert soft.choose(8000) == (soft.softmax_padded, {"ROWS": 1, "WIDTH": 8192})
+    assert soft.choose(2100) == (soft.softmax_padded, {"ROWS": 1, "WIDTH": 2560})  # 8-byte vectors
 
 
 @pytest.mark.parametrize("shape", SHAPES + ANY_LENGTH, ids=str)
@@ -67,12 +76,16 @@ def test_rms_norm_rows_match_numpy_on_every_path(shape):
 def test_rms_norm_takes_the_kernel_made_for_the_rows_length():
     assert norm.choose(4096) == (norm.rms_norm_rows, {"EPS": 1e-6, "ROWS": 2, "CHUNK": 4096})
     assert norm.choose(8192) == (norm.rms_norm_rows, {"EPS": 1e-6, "ROWS": 1, "CHUNK": 8192})  # whole
-    assert norm.choose(4224)[0] is norm.rms_norm_rows  # whole, 33 vectors of 128
+    assert norm.choose(4224)[0] is norm.rms_norm_rows  # whole, 33 elements a thread
     assert norm.choose(12288) == (norm.rms_norm_rows, {"EPS": 1e-6, "ROWS": 1, "CHUNK": 4096})  # pieces
     assert norm.choose(8320)[0] is norm.rms_norm_padded  # 65 pieces of 128 otherwise
     assert norm.choose(1000, 1e-5) == (norm.rms_norm_padded, {"EPS": 1e-5, "ROWS": 8, "WIDTH": 1024})
     # Longer padded rows one a CTA (two ran 3x slower once compiled by the driver's JIT)
     assert norm.choose(12345) == (norm.rms_norm_padded, {"EPS": 1e-6, "ROWS": 1, "WIDTH": 4096})
+    # Padded rows of up to 8192 in one window of whole 16-byte vectors a thread
+    assert norm.choose(6000)[1] == {"EPS": 1e-6, "ROWS": 1, "WIDTH": 6144}
+    assert norm.choose(8000)[1] == {"EPS": 1e-6, "ROWS": 1, "WIDTH": 8192}
+    assert norm.choose(2100)[1] == {"EPS": 1e-6, "ROWS": 2, "WIDTH": 2304}  # 8-byte vectors
 
 
 @pytest.mark.parametrize("shape", SHAPES + ANY_LENGTH, ids=str)
@@ -149,6 +162,25 @@ def test_layer_norm_takes_the_kernel_made_for_the_rows_length():
     assert layer.choose(8320)[0] is layer.layer_norm_padded  # 65 pieces of 128 otherwise
     assert layer.choose(1000, 1e-6) == (layer.layer_norm_padded, {"EPS": 1e-6, "ROWS": 8, "WIDTH": 1024})
     assert layer.choose(12345)[1] == {"EPS": 1e-5, "ROWS": 1, "WIDTH": 4096}
+    # Padded rows in one window of whole 16-byte vectors up to 7168, longer ones in pieces of 4096
+    assert layer.choose(6000)[1] == {"EPS": 1e-5, "ROWS": 1, "WIDTH": 6144}
+    assert layer.choose(7000)[1] == {"EPS": 1e-5, "ROWS": 1, "WIDTH": 7168}
+    assert layer.choose(8000)[1] == {"EPS": 1e-5, "ROWS": 1, "WIDTH": 4096}
+
+
+@settings(deadline=None)
+@given(n=st.integers(1, 20000), elements=st.sampled_from([2048, 8192]))
+def test_padded_windows_are_the_narrowest_of_whole_vectors_a_thread(n, elements):
+    """A padded plan covers the row, gives every thread whole vectors as wide as the rows'
+    alignment allows, keeps to its budget of elements (or one row), and no narrower window would
+    do: the layout rule (warps over rows, lanes over a row's vectors) checked by brute force."""
+    rows, width = row_plans.padded_rows(n, elements)
+    vector = min(8, n & -n)
+    assert width >= n and rows * width <= max(elements, width)
+    assert row_plans.whole_vectors(rows, width, vector)
+    for narrower in range(n, width):
+        counts = range(1, max(1, elements // narrower) + 1)
+        assert not any(row_plans.whole_vectors(rows, narrower, vector) for rows in counts)
 
 
 @pytest.mark.parametrize("shape", [(3, 1000), (3, 4096), (2, 8192), (2, 12288), (2, 16384), (2, 20000)], ids=str)

@@ -61,6 +61,22 @@ def test_row_examples_at_the_benchmark_shapes_assemble_without_spills(kernel, co
     assert_no_spills(kernel.ptx(*specs, **constexprs))
 
 
+@pytest.mark.parametrize("n", [1000, 2100, 3000, 5000, 6000, 7000, 8000, 9000])
+@pytest.mark.parametrize("example", ["softmax", "rms_norm", "layer_norm"])
+def test_padded_row_kernels_move_whole_vectors(example, n):
+    """Rows of a length no multiple of 128 move between GMEM and registers in vectors as wide as
+    their alignment allows (16 bytes for a multiple of 8 elements, 8 for a multiple of 4): a
+    window that left a thread part of a vector would move every element alone."""
+    module = importlib.import_module(f"asyncdsl.examples.{example}")
+    kernel, constexprs = module.choose(n)
+    matrix, vector = ad.ArraySpec((64, n), ad.bfloat16), ad.ArraySpec((n,), ad.bfloat16)
+    specs = {"softmax": (matrix, matrix), "rms_norm": (matrix, vector, matrix),
+             "layer_norm": (matrix, vector, vector, matrix)}[example]
+    accesses = set(re.findall(r"\b(?:ld|st)\.global(?:\.\w+)*", kernel.ptx(*specs, **constexprs)))
+    wanted = "v4.b32" if n % 8 == 0 else "v2.b32"
+    assert accesses and all(access.endswith(wanted) for access in accesses), (constexprs, accesses)
+
+
 def test_swiglu_at_the_benchmark_shape_assembles_without_spills(ptxas):
     from asyncdsl.examples.swiglu import swiglu
 

@@ -1,0 +1,60 @@
+"""Windows of whole 16-byte vectors a thread for the padded row kernels of the examples
+(softmax, RMSNorm, LayerNorm), which read rows of any length from GMEM into registers.
+
+A warpgroup's tile of rows gives each of its 128 threads the same share of elements, and
+infer-layouts moves a thread's share in 16-byte vectors only where that share is whole vectors;
+otherwise every element moves alone, a 2-byte `ld.global` or `st.global` each.  Rows of 6000
+elements in windows of 6016 (47 elements a thread) ran softmax at 1.01x Triton, in windows of
+6144 (six vectors a thread) at 1.14x; rows of 8000 in windows of 8064 at 0.91x, of 8192 at
+1.02x (docs/hardware.md §19).  A row whose length is no multiple of 8 starts off a 16-byte
+boundary in GMEM: its vectors are the largest power of two dividing the length."""
+
+from __future__ import annotations
+
+import asyncdsl as ad
+
+THREADS = 128  # a warpgroup
+VECTOR_BYTES = 16
+
+
+def vector_elements(n: int, itemsize: int = 2) -> int:
+    """Elements in a vector of a row of n: 16 bytes' worth, or fewer where rows of n elements
+    start off 16-byte boundaries (the largest power of two dividing n)."""
+    return min(VECTOR_BYTES // itemsize, n & -n)
+
+
+def whole_vectors(rows: int, width: int, vector: int) -> bool:
+    """Whether a tile of `rows` rows of `width` elements, laid out for reductions along its rows
+    (warps over rows, lanes over vectors of a row: infer-layouts' row layout), gives every
+    thread whole vectors of `vector` elements: a warp's 32 lanes take whole vectors of each row
+    it holds, and rows fewer than the 4 warps are each shared by 4 / rows warps."""
+    if rows % 4 == 0:
+        return width % (32 * vector) == 0
+    return 4 % rows == 0 and width % (32 * vector * (4 // rows)) == 0
+
+
+def padded_rows(n: int, elements: int, itemsize: int = 2) -> tuple[int, int]:
+    """(ROWS, WIDTH) of a padded row kernel for rows of n elements: the narrowest window of
+    whole vectors a thread (vectors as wide as the rows' alignment allows) for which some
+    number of rows fits in about `elements` elements, and the most such rows."""
+    vector = vector_elements(n, itemsize)
+    width = ad.cdiv(n, 32 * vector) * 32 * vector
+    while True:
+        most = max(1, elements // width)
+        fitting = [rows for rows in range(1, most + 1) if whole_vectors(rows, width, vector)]
+        if fitting:
+            return max(fitting), width
+        width += 32 * vector
+
+
+def padded_config(n: int, most: int, window: int) -> dict:
+    """ROWS and WIDTH of a padded norm kernel (`examples/rms_norm.py`'s and
+    `examples/layer_norm.py`'s) for rows of n elements: about 16 KiB of rows a CTA in one window
+    of whole vectors where that is at most `most` wide, else one row a CTA in windows of
+    `window`.  Two long rows a CTA (141 registers a thread) ran RMSNorm at 0.42x Triton at
+    2048x12345 once compiled by the driver's JIT, one row (103 registers) at 1.41x
+    (docs/hardware.md §19)."""
+    rows, width = padded_rows(n, 8192)
+    if width <= most:
+        return {"ROWS": rows, "WIDTH": width}
+    return {"ROWS": 1, "WIDTH": window}
