@@ -108,6 +108,9 @@ def test_the_register_tile_table_holds_the_medians_and_the_paired_speedups(monke
              "triton": [1.1, 1.8, 0.9]}
     monkeypatch.setattr(register_tiles, "gpu_ms_by_round", lambda runs, rounds: times)
     monkeypatch.setattr(register_tiles, "interleaved_ms", lambda streamed, rounds, launches: {p: 1.0 for p in peers})
+    graphed = {"asyncdsl": [0.5, 0.5, 0.6], "torch eager": [2.0] * 3, "torch.compile": [0.6, 0.7, 0.8],
+               "triton": [0.55, 0.45, 0.66]}
+    monkeypatch.setattr(register_tiles, "graph_ms_by_round", lambda runs, rounds, launches: graphed)
     monkeypatch.setattr(register_tiles, "_copy_tbps", lambda nbytes: 1000.0)
     written = {}
     monkeypatch.setattr(register_tiles, "write_result", lambda name, results: written.update(results) or tmp_path)
@@ -118,3 +121,6 @@ def test_the_register_tile_table_holds_the_medians_and_the_paired_speedups(monke
     assert row["asyncdsl / best of triton, torch.compile"] == pytest.approx(1.1)
     assert row["asyncdsl / best of triton, torch.compile, per round: median"] == pytest.approx(0.9)
     assert row["asyncdsl / best of triton, torch.compile, per round: rounds at or above"] == pytest.approx(1 / 3)
+    assert row["asyncdsl, in a CUDA graph"] == pytest.approx(2.0)  # 10^9 bytes in the median 0.5 ms
+    in_graph = "asyncdsl / best of triton, torch.compile, in a CUDA graph, per round: "
+    assert row[in_graph + "median"] == pytest.approx(1.1) and row[in_graph + "lowest"] == pytest.approx(0.9)
