@@ -1,6 +1,8 @@
 """Control flow that runs on the GPU: `asyncdsl.range` (`scf.for`) and `asyncdsl.when` (`scf.if`).
 
 Python's own `for` and `if` over Python values unroll while tracing; these trace their body once.
+What a body traces (a scalar, a tile, the loop's index) exists only inside it: a use after the
+body is a `TraceError` at that line (`Tracer.emit` checks every operand).
 """
 
 from __future__ import annotations

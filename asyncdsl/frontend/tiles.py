@@ -157,14 +157,18 @@ class RegisterTile:
 
     def use(self, what: str) -> SSAValue:
         """This tile's IR value, checked to be visible where it is used."""
-        if not tracing.current(what).visible(self._block):
+        tracer = tracing.current(what)
+        if not tracer.visible(self._block):
             raise TraceError(
                 f"{what}: this register tile was made inside an asyncdsl.range or asyncdsl.when body "
                 "and cannot be used after it (the body is traced once); keep the value in an "
                 "asyncdsl.registers(...) variable instead",
                 user_location(),
             )
-        if self.value is None:  # a view used as a tile of its own shape
+        # A view used as a tile of its own shape is broadcast where it is used; again where the
+        # last broadcast was traced inside a loop or branch body that has ended.
+        if self.view is not None and (self.value is None
+                                      or not tracer.visible(tracing.defining_block(self.value))):
             source, dims = self.view
             self.value = _broadcast(source, self.shape, dims).value
         return self.value

@@ -10,13 +10,26 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from xdsl.dialects import builtin
-from xdsl.ir import Block, Operation, SSAValue
+from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
 from asyncdsl.dialects.ir_utils import index_constant
 from asyncdsl.errors import SourceLocation, TraceError, user_location
 from asyncdsl.frontend.specs import LaunchShape
-from asyncdsl.ir_locations import to_ir_location
+from asyncdsl.ir_locations import from_ir_location, to_ir_location
+
+# The bodies the frontend opens, by their op, as kernel code writes them.
+_BODIES = {
+    "scf.for": "asyncdsl.range loop",
+    "scf.if": "asyncdsl.when block",
+    "asyncdsl.warpgroup_role": "asyncdsl.warpgroup_role block",
+}
+
+
+def defining_block(value: SSAValue) -> Block | None:
+    """The block `value` is defined in (None for the result of an op not placed in one)."""
+    owner = value.owner
+    return owner if isinstance(owner, Block) else owner.parent_block()
 
 
 class Tracer:
@@ -82,6 +95,12 @@ class Tracer:
     def _append(self, op: Operation, location: SourceLocation | None) -> SourceLocation | None:
         self.finish()
         location = location or user_location()
+        # A value traced inside a loop, branch or role body exists only in it: the IR has no
+        # value of it after the body, whatever Python's variable still holds.
+        for operand in op.operands:
+            block = defining_block(operand)
+            if block is not None and block not in self._blocks:
+                raise TraceError(self._escaped(operand, block), location)
         if location is not None:
             op.location = to_ir_location(location)
         terminator = self._terminators[-1]
@@ -90,6 +109,42 @@ class Tracer:
         else:
             self.block.insert_op_before(op, terminator)
         return location
+
+    def _escaped(self, value: SSAValue, block: Block) -> str:
+        """Why `value`, defined in `block`, inside a body whose tracing has ended, is not usable:
+        the body is traced once, so the IR has no value of it after the body (the GPU would read
+        a register the loop left at its bound, or one a skipped branch never set)."""
+        body = block.parent_op()
+        while body is not None and body.parent_block() not in self._blocks:
+            body = body.parent_op()  # the outermost body that has ended
+        if body is None:
+            return "this traced value comes from another kernel's trace and cannot be used in this one"
+        kind = _BODIES.get(body.name, f"{body.name} body")
+        line = from_ir_location(body)
+        where = f"the {kind} at line {line.line}" if line is not None else f"an {kind}"
+        if isinstance(value, BlockArgument) and body.name == "scf.for" and block.parent_op() is body:
+            return (
+                f"the index of {where} exists only inside its body (the loop runs on the GPU and its "
+                "body is traced once): compute what is needed after the loop from its bounds (where "
+                "Python leaves the index at the last one: stop - 1 for a step of 1)"
+            )
+        if body.name == "asyncdsl.warpgroup_role":
+            return (
+                f"this traced value was computed inside {where}, which only its warpgroups run, and "
+                "cannot be used after it: compute it outside the role (each warpgroup has registers "
+                "of its own; warpgroups share values through shared memory)"
+            )
+        if isinstance(value.type, builtin.VectorType):
+            return (
+                f"this register tile was made inside {where} and cannot be used after it (the body is "
+                "traced once); keep the value in an asyncdsl.registers(...) variable instead"
+            )
+        return (
+            f"this traced value was computed inside {where} and cannot be used after it (the body "
+            "is traced once and runs on the GPU, where the value exists only inside it): compute it "
+            "outside the body, or write it into an asyncdsl.registers(...) variable inside (a tile: "
+            "asyncdsl.full((1,), value, dtype)) and read that after"
+        )
 
     def constant(self, value: int) -> SSAValue:
         return self.emit_valid(index_constant(value)).results[0]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from support import line_of
+from support import expect, line_of
 
 import asyncdsl as ad
 
@@ -306,3 +306,123 @@ def test_floor_division_and_shifts_are_for_int32_tiles():
         buf[...] = ad.where(~(t > 0), t, 0.0)  # a mask negated: no error
 
     _kernel(masks_inverted).compile(F32, F32)
+
+
+# -- traced values used outside the body they were traced in -------------------------------------
+# The PTX read the loop's register after its exit (3 where Python leaves 2) or one a skipped branch
+# never set, and the interpreter failed with xDSL's KeyError: every traced value, scalars too, is
+# refused at the line that uses it.
+I32 = ad.ArraySpec((128,), ad.int32)
+
+
+@ad.kernel(grid=(1,))
+def index_after_loop(x, y):
+    for i in ad.range(3):
+        pass
+    ad.store(y.at[:], ad.load(x.at[:]) + i)  # the index after the loop
+
+
+@ad.kernel(grid=(1,))
+def scalar_after_loop(x, y):
+    for i in ad.range(3):
+        j = i * 4
+    ad.store(y.at[:], ad.load(x.at[:]) + j)  # j after the loop
+
+
+@ad.kernel(grid=(1,))
+def scalar_after_when(x, y, n: int):
+    with ad.when(n > 0):
+        s = n * 2
+    ad.store(y.at[:], ad.load(x.at[:]) + s)  # s after the branch
+
+
+@ad.kernel(grid=(1,))
+def scalar_in_a_later_body(x, y):
+    for i in ad.range(3):
+        j = i * 4
+    for _ in ad.range(2):
+        ad.store(y.at[:], ad.load(x.at[:]) + j)  # j in the next loop
+
+
+@ad.kernel(grid=(1,))
+def scalar_after_a_nested_when(x, y):
+    for i in ad.range(3):
+        with ad.when(i > 0):
+            j = i - 1
+        ad.store(y.at[:], ad.load(x.at[:]) + j)  # j after the branch, in the loop
+
+
+def _body_line(kernel, text: str) -> str:
+    return f"at line {line_of(kernel.fn, text)}"
+
+
+def test_the_index_of_a_loop_used_after_it_is_refused_at_the_use():
+    expect(ad.TraceError, index_after_loop, (I32, I32), {},
+           f"the index of the asyncdsl.range loop {_body_line(index_after_loop, 'ad.range(3)')}",
+           "exists only inside its body", "stop - 1", line_text="# the index after the loop")
+
+
+def test_a_scalar_computed_in_a_loop_used_after_it_is_refused_at_the_use():
+    expect(ad.TraceError, scalar_after_loop, (I32, I32), {},
+           f"computed inside the asyncdsl.range loop {_body_line(scalar_after_loop, 'ad.range(3)')}",
+           "cannot be used after it", "outside the body", "asyncdsl.registers",
+           line_text="# j after the loop")
+
+
+def test_a_scalar_computed_under_when_used_after_it_is_refused_at_the_use():
+    expect(ad.TraceError, scalar_after_when, (I32, I32, 5), {},
+           f"computed inside the asyncdsl.when block {_body_line(scalar_after_when, 'ad.when(n > 0)')}",
+           "cannot be used after it", line_text="# s after the branch")
+
+
+def test_a_scalar_used_in_a_later_sibling_body_is_refused_at_the_use():
+    expect(ad.TraceError, scalar_in_a_later_body, (I32, I32), {},
+           f"inside the asyncdsl.range loop {_body_line(scalar_in_a_later_body, 'ad.range(3)')}",
+           line_text="# j in the next loop")
+    # the body that has ended is named, not the loop still open around the use
+    expect(ad.TraceError, scalar_after_a_nested_when, (I32, I32), {},
+           f"inside the asyncdsl.when block {_body_line(scalar_after_a_nested_when, 'ad.when(i > 0)')}",
+           line_text="# j after the branch, in the loop")
+
+
+@ad.kernel(grid=(1,))
+def enclosing_scalars(x, y, n: int):
+    base = n * 2  # outside every body: read in the loops and branches below
+    acc = ad.registers((128,), ad.int32)
+    acc[...] = ad.zeros((128,), ad.int32)
+    for i in ad.range(3):
+        step = i + base
+        with ad.when(step > base):
+            for j in ad.range(2):
+                acc[...] = acc[...] + ad.full((128,), step * j + base, ad.int32)
+    with ad.when(n > 0):
+        acc[...] = acc[...] + ad.full((128,), n * 3, ad.int32)  # carried out of the branch
+    ad.store(y.at[:], ad.load(x.at[:]) + acc[...] + base)
+
+
+def test_scalars_of_enclosing_bodies_trace_interpret_and_assemble(ptxas):
+    x = np.arange(128, dtype=np.int32)
+    y = np.zeros_like(x)
+    enclosing_scalars.interpret(x, y, 5)
+    # base 10; i = 1 and 2 take the branch: (10 + 21) + (10 + 22); the second branch adds 15
+    assert np.array_equal(y, x + 63 + 15 + 10)
+    ptxas(enclosing_scalars.ptx(I32, I32, 5))
+
+
+def test_a_view_used_in_a_loop_and_after_it_is_broadcast_where_each_use_is(ptxas):
+    # The broadcast traced for the view's use in the loop's body was once taken again after it.
+    @ad.kernel(grid=(1,))
+    def view_twice(r, y):
+        v = ad.load(r.at[:])[:, None]
+        acc = ad.registers((128,), ad.float32)
+        acc[...] = ad.zeros((128,), ad.float32)
+        for _ in ad.range(2):
+            acc[...] = acc[...] + v.max(axis=1)
+        ad.store(y.at[:], acc[...] + v.max(axis=1))
+
+    r = np.arange(128, dtype=np.float32)
+    y = np.zeros_like(r)
+    view_twice.interpret(r, y)
+    assert np.array_equal(y, 3 * r)
+    spec = ad.ArraySpec((128,), ad.float32)
+    ptxas(view_twice.ptx(spec, spec))
