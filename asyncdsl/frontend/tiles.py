@@ -371,6 +371,12 @@ class RegisterTile:
     def min(self, axis=None) -> RegisterTile:
         return self._reduce(TileReduction.MIN, axis)
 
+    def __iter__(self):
+        # Python's iteration (sum(t), max(t), list(t), `for v in t`) would index the tile element
+        # by element, which the GPU's registers cannot do.
+        raise TraceError("a register tile is not iterable: reduce it with tile.sum(axis), .max(axis) or "
+                         ".min(axis)", user_location())
+
     # -- new axes: tile[:, None] -----------------------------------------------------------------
     def __getitem__(self, key) -> RegisterTile:
         key = key if isinstance(key, tuple) else (key,)
@@ -479,8 +485,8 @@ def coerced(tile: RegisterTile, other, what: str) -> tuple[RegisterTile, Registe
         return broadcast_to(tile, shape), broadcast_to(other, shape)
     if tile.view is not None:  # a number or scalar with a view: the same view of a splat
         source, dims = tile.view
-        return tile, full(source.shape, other, tile.dtype)._expanded(tile.shape, dims)
-    return tile, full(tile.shape, other, tile.dtype)
+        return tile, _full(source.shape, other, tile.dtype, None, what)._expanded(tile.shape, dims)
+    return tile, _full(tile.shape, other, tile.dtype, None, what)
 
 
 def broadcast_shape(a: tuple[int, ...], b: tuple[int, ...], what: str) -> tuple[int, ...]:
@@ -515,7 +521,8 @@ def constant_attr(value, element: dtypes.DType, what: str) -> FloatAttr | Intege
         attr = FloatAttr(float(value), element.mlir())
     else:
         if isinstance(value, float) and not value.is_integer():
-            raise TraceError(f"{what}: {value!r} is not an integer, but the tile holds {element}", user_location())
+            raise TraceError(f"{what}: {value!r} is not an integer, but the tile holds {element} (astype the "
+                             "tile to a float type first)", user_location())
         half = 1 << (element.bits - 1)  # wrapped to the dtype, two's complement (docs/register-tiles.md)
         attr = IntegerAttr((int(value) + half) % (2 * half) - half, element.mlir())
     return attr
@@ -524,7 +531,11 @@ def constant_attr(value, element: dtypes.DType, what: str) -> FloatAttr | Intege
 def full(shape, value, dtype, layout: Layout | None = None) -> RegisterTile:
     """A tile of `shape` (`()`: a 0-d tile) whose every element is `value`: a Python number, or a
     traced scalar (an index, or a float, which fills float tiles only)."""
-    what = "asyncdsl.full"
+    return _full(shape, value, dtype, layout, "asyncdsl.full")
+
+
+def _full(shape, value, dtype, layout: Layout | None, what: str) -> RegisterTile:
+    """`full`, its refusals naming `what` (the operation a number or scalar takes part in)."""
     shape, element = shape_argument(shape, what, scalar=True), dtype_argument(dtype, what)
     layout = layout_argument(layout, what)
     result = VectorType(element.mlir(), shape)

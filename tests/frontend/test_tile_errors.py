@@ -426,3 +426,26 @@ def test_a_view_used_in_a_loop_and_after_it_is_broadcast_where_each_use_is(ptxas
     assert np.array_equal(y, 3 * r)
     spec = ad.ArraySpec((128,), ad.float32)
     ptxas(view_twice.ptx(spec, spec))
+
+
+@ad.kernel(grid=(1,))
+def int_tile_plus_a_fraction(x, y):
+    ad.store(y.at[:], ad.load(x.at[:]) + 0.5)  # an int32 tile and 0.5
+
+
+@ad.kernel(grid=(1,))
+def tile_through_builtin_sum(x, y):
+    t = ad.load(x.at[:])
+    ad.store(y.at[:], t + sum(t))  # Python's sum iterates
+
+
+def test_a_fraction_with_an_int_tile_is_refused_naming_the_arithmetic():
+    # The number becomes a splat of the tile's dtype: the refusal names the user's operation
+    # (not asyncdsl.full, which the user never called) and the conversion that makes it work.
+    expect(ad.TraceError, int_tile_plus_a_fraction, (I32, I32), {}, "arithmetic on register tiles",
+           "0.5 is not an integer", "int32", "astype", line_text="# an int32 tile and 0.5")
+
+
+def test_python_iteration_over_a_tile_is_refused_pointing_at_the_reductions():
+    expect(ad.TraceError, tile_through_builtin_sum, (I32, I32), {}, "not iterable", "tile.sum(axis)",
+           line_text="# Python's sum iterates")
