@@ -115,7 +115,8 @@ def profile(target: str, out_dir: str, plot: bool, interpret: bool) -> int:
     for name, kernel, args, kwargs in kernels:
         arrays = [_random_array(a, rng) if isinstance(a, ArraySpec) else a for a in args]
         if on_gpu:
-            result = kernel.profile(*[to_device(a) if isinstance(a, np.ndarray) else a for a in arrays], **kwargs)
+            result = kernel.profile(
+                *[to_device(a) if isinstance(a, np.ndarray) else a for a in arrays], **kwargs)
         else:
             result = kernel.interpret_profile(*arrays, **kwargs)
         written = result.save(folder / f"{name}.trace.json")
@@ -133,7 +134,8 @@ def info() -> int:
 
     print(f"asyncdsl {__version__}")
     print(f"ptxas: {find_ptxas() or 'not found'}")
-    print(f"GPU: {'yes' if has_gpu() else 'none (kernels can run with kernel.interpret or ASYNCDSL_INTERPRET=1)'}")
+    print("GPU: "
+          f"{'yes' if has_gpu() else 'none (kernels can run with kernel.interpret or ASYNCDSL_INTERPRET=1)'}")
     return 0
 
 
@@ -166,11 +168,14 @@ def main(argv: list[str] | None = None) -> int:
                              help=f"print the IR after PASS (one of: {', '.join(STAGES)}); repeatable")
     dump_parser.add_argument("--all", action="store_true", help="print the IR after every pass")
     dump_parser.add_argument("--ptx", action="store_true", help="print the PTX")
-    profile_parser = commands.add_parser("profile", help="run a kernel once with its regions timed; write a trace")
+    profile_parser = commands.add_parser("profile",
+                                         help="run a kernel once with its regions timed; write a trace")
     profile_parser.add_argument("target", help="FILE.py or FILE.py:KERNEL")
     profile_parser.add_argument("--out-dir", default=".", help="where KERNEL.trace.json goes (default: here)")
-    profile_parser.add_argument("--plot", action="store_true", help="also draw KERNEL.timeline.png (matplotlib)")
-    profile_parser.add_argument("--interpret", action="store_true", help="use the interpreter even with a GPU")
+    profile_parser.add_argument("--plot", action="store_true",
+                                help="also draw KERNEL.timeline.png (matplotlib)")
+    profile_parser.add_argument("--interpret", action="store_true",
+                                help="use the interpreter even with a GPU")
     commands.add_parser("info", help="what this installation can do (ptxas, GPU)")
     cache_parser = commands.add_parser("cache", help="what the disk caches hold; --clear empties them")
     cache_parser.add_argument("--clear", action="store_true", help="remove the cached cubins and kernels")

@@ -6,7 +6,8 @@
 Knobs are read from the environment on every access, so tests and tools can change them while a
 process runs; nothing else in asyncdsl reads `os.environ`.  Every kernel call reads two of them
 (`interpret`, `debug`), so on/off flags are read straight from the mapping `os.environ` keeps
-its entries in: `os.environ.get` of an unset name costs more than the rest of a warm call.  `KNOBS` lists them for the README and
+its entries in: `os.environ.get` of an unset name costs more than the rest of a warm call.  `KNOBS`
+lists them for the README and
 `asyncdsl info`.  A value the knob cannot take is an `ArgumentError` naming the variable.
 """
 
@@ -36,7 +37,8 @@ INTERPRET = Knob(
     "run ordinary kernel calls in the CPU interpreter (torch, CuPy and asyncdsl arrays are copied "
     "there and back)",
 )
-DUMP_IR = Knob("ASYNCDSL_DUMP_IR", "0/1", "0", "print the IR after every pass and the PTX to stderr as kernels compile")
+DUMP_IR = Knob("ASYNCDSL_DUMP_IR", "0/1", "0",
+               "print the IR after every pass and the PTX to stderr as kernels compile")
 DEBUG = Knob(
     "ASYNCDSL_DEBUG", "0/1", "0",
     "compile kernels that check at run time what the compiler took on trust (alignment hints, traced "
@@ -51,17 +53,19 @@ KERNEL_CACHE = Knob(
 )
 PTX_COMPILER = Knob(
     "ASYNCDSL_PTX_COMPILER", "auto/nvjitlink/driver", "auto",
-    "which in-process compiler turns PTX into machine code (auto and driver: the driver's JIT, a whole-program "
-    "compile; nvjitlink: a relocatable compile, which drops setmaxnreg and takes more registers where ptxas "
-    "calls a subroutine)",
+    "which in-process compiler turns PTX into machine code (auto and driver: the driver's JIT, a "
+    "whole-program compile; nvjitlink: a relocatable compile, which drops setmaxnreg and takes more "
+    "registers where ptxas calls a subroutine)",
 )
 PRINT_AUTOTUNING = Knob(
     "ASYNCDSL_PRINT_AUTOTUNING", "0/1", "0",
     "print to stderr what each `asyncdsl.autotune` call measured for a new argument layout, and its choice",
 )
-PTXAS = Knob("ASYNCDSL_PTXAS", "a path", "found on the system", "the ptxas binary the tests and `asyncdsl dump` use")
+PTXAS = Knob("ASYNCDSL_PTXAS", "a path", "found on the system",
+             "the ptxas binary the tests and `asyncdsl dump` use")
 
-KNOBS: tuple[Knob, ...] = (INTERPRET, DUMP_IR, DEBUG, CACHE_DIR, KERNEL_CACHE, PTX_COMPILER, PRINT_AUTOTUNING, PTXAS)
+KNOBS: tuple[Knob, ...] = (INTERPRET, DUMP_IR, DEBUG, CACHE_DIR, KERNEL_CACHE, PTX_COMPILER,
+                           PRINT_AUTOTUNING, PTXAS)
 PTX_COMPILERS = ("auto", "nvjitlink", "driver")
 
 
@@ -112,7 +116,8 @@ class Knobs:
     def ptx_compiler(self) -> str:
         choice = os.environ.get(PTX_COMPILER.variable, "auto").strip().lower() or "auto"
         if choice not in PTX_COMPILERS:
-            raise ArgumentError(f"{PTX_COMPILER.variable}={choice!r}: expected 'auto', 'nvjitlink' or 'driver'")
+            raise ArgumentError(
+                f"{PTX_COMPILER.variable}={choice!r}: expected 'auto', 'nvjitlink' or 'driver'")
         return choice
 
     @property

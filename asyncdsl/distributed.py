@@ -84,7 +84,8 @@ def symmetric_empty(shape: Sequence[int], dtype: Any) -> Any:
 
     torch_dtype = dtype if isinstance(dtype, torch.dtype) else getattr(torch, str(dtype), None)
     if not isinstance(torch_dtype, torch.dtype):
-        raise ArgumentError(f"symmetric_empty: {dtype!r} is not a torch dtype nor one torch has", user_location())
+        raise ArgumentError(f"symmetric_empty: {dtype!r} is not a torch dtype nor one torch has",
+                            user_location())
     return symmetric.allocate(tuple(shape), torch_dtype)
 
 
@@ -113,7 +114,8 @@ def gpus_available() -> int:
     return device_count()
 
 
-def spawn(work: Callable[..., Any], world_size: int, *args: Any, devices: Sequence[int] | None = None) -> list:
+def spawn(work: Callable[..., Any], world_size: int, *args: Any,
+          devices: Sequence[int] | None = None) -> list:
     """Run `work(*args)` in `world_size` new processes joined in one job, process r on GPU
     `devices[r]` (default r); return their results in rank order.  A failure in any process is
     raised here with its traceback."""

@@ -7,7 +7,8 @@ fp8 types travel as 8-bit integers, like the reference system does.
 
 4-bit types (`float4_e2m1fn`, `int4`, `uint4`) are packed two per byte in GMEM and SMEM: element
 2k in the low nibble of byte k of the row-major order (the order of CUDA's packed
-`__nv_fp4x2_e2m1`: first element in the low bits).  Hopper's TMA has no 4-bit type, so their copies travel as bytes
+`__nv_fp4x2_e2m1`: first element in the low bits).  Hopper's TMA has no 4-bit type, so their copies travel
+as bytes
 (`asyncdsl.hw.packed`); numpy holds them unpacked, one per byte (ml_dtypes), and
 `hw.packed.pack`/`unpack` convert at the host boundary.  2-bit integers have no Hopper
 copy path at all and are refused by name.

@@ -48,7 +48,8 @@ def _is_own_frame(filename: str) -> bool:
 def _is_library_frame(code) -> bool:
     """Our own code, or a method that a class of ours (a dataclass, an xDSL op) had generated: its
     source is "<string>", which is no line of the user's."""
-    generated = code.co_filename == "<string>" and code.co_name.startswith("__") and code.co_name.endswith("__")
+    generated = (code.co_filename == "<string>" and code.co_name.startswith("__")
+                 and code.co_name.endswith("__"))
     return generated or _is_own_frame(code.co_filename)
 
 

@@ -179,8 +179,8 @@ def scalar_argument(kind: str, value: object, name: str) -> int | float:
         try:
             number = float(value)
         except OverflowError:  # an int past every float
-            raise ArgumentError(f"argument {name!r} is an int of {int(value).bit_length()} bits, beyond the float32 "
-                                "range of the kernel's float parameters", user_location()) from None
+            raise ArgumentError(f"argument {name!r} is an int of {int(value).bit_length()} bits, beyond the "
+                                "float32 range of the kernel's float parameters", user_location()) from None
         if math.isfinite(number) and abs(number) >= _FLOAT32_OVERFLOW:
             raise ArgumentError(
                 f"argument {name!r} is {number!r}, beyond the float32 range of the kernel's float "
@@ -206,7 +206,8 @@ class ScalarParam:
 
 
 KernelParam = (
-    PointerParam | TensorMapParam | DescriptorScratchParam | ErrorBufferParam | ProfileBufferParam | ScalarParam
+    PointerParam | TensorMapParam | DescriptorScratchParam | ErrorBufferParam
+    | ProfileBufferParam | ScalarParam
     | PeerTableParam
 )
 

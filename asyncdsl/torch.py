@@ -54,12 +54,12 @@ def custom_op(
     arrays = [n for n in kernel.runtime_names if n not in kernel.scalar_kinds]
     for what, names in (("outputs", outputs), ("mutates", mutates)):
         for unknown in [n for n in names if n not in arrays]:
-            raise ArgumentError(f"custom_op {name!r}: {what} names {unknown!r}, which is not an array parameter of "
-                                f"kernel {kernel.__name__} (its arrays: {', '.join(arrays)}; scalars must be "
-                                "annotated int or float)")
+            raise ArgumentError(f"custom_op {name!r}: {what} names {unknown!r}, which is not an array "
+                                f"parameter of kernel {kernel.__name__} (its arrays: {', '.join(arrays)}; "
+                                "scalars must be annotated int or float)")
     if set(outputs) & set(mutates):
-        raise ArgumentError(f"custom_op {name!r}: {sorted(set(outputs) & set(mutates))} are both outputs (made by "
-                            "the operator) and mutated inputs")
+        raise ArgumentError(f"custom_op {name!r}: {sorted(set(outputs) & set(mutates))} are both outputs "
+                            "(made by the operator) and mutated inputs")
     if set(constexprs) != set(kernel.constexpr_names):
         raise ArgumentError(f"custom_op {name!r}: kernel {kernel.__name__} has constexprs "
                             f"({', '.join(kernel.constexpr_names) or 'none'}), given "
@@ -94,7 +94,8 @@ def custom_op(
     return operator
 
 
-def _schema(kernel: Kernel, inputs: tuple[str, ...], outputs: tuple[str, ...], mutates: tuple[str, ...]) -> str:
+def _schema(kernel: Kernel, inputs: tuple[str, ...], outputs: tuple[str, ...],
+            mutates: tuple[str, ...]) -> str:
     """The operator's schema: `(Tensor x, Tensor(a!) y, int n) -> Tensor`."""
     aliases = iter("abcdefghijklmnopqrstuvwxyz")
     parameters = []
@@ -106,15 +107,16 @@ def _schema(kernel: Kernel, inputs: tuple[str, ...], outputs: tuple[str, ...], m
             parameters.append(f"Tensor({next(aliases)}!) {input_name}")
         else:
             parameters.append(f"Tensor {input_name}")
-    results = "()" if not outputs else "Tensor" if len(outputs) == 1 else f"({', '.join(['Tensor'] * len(outputs))})"
+    results = ("()" if not outputs else "Tensor" if len(outputs) == 1
+               else f"({', '.join(['Tensor'] * len(outputs))})")
     return f"({', '.join(parameters)}) -> {results}"
 
 
 def _check_allocator(name: str, allocate: Any, inputs: tuple[str, ...]) -> None:
     """An output's allocator must take the operator's arguments by name (as a grid function does)."""
     if not callable(allocate):
-        raise ArgumentError(f"custom_op {name!r}: an output's value must be a function that makes the tensor, "
-                            f"not {type(allocate).__qualname__}")
+        raise ArgumentError(f"custom_op {name!r}: an output's value must be a function that makes the "
+                            f"tensor, not {type(allocate).__qualname__}")
     try:
         signature = inspect.signature(allocate)
     except ValueError:  # a builtin without a signature (torch.empty_like): its call will tell
@@ -122,6 +124,6 @@ def _check_allocator(name: str, allocate: Any, inputs: tuple[str, ...]) -> None:
     try:
         signature.bind(**dict.fromkeys(inputs))
     except TypeError as error:
-        raise ArgumentError(f"custom_op {name!r}: an output allocator is called with the operator's arguments by "
-                            f"name ({', '.join(inputs)}) and cannot take them: {error}; give it those parameters "
-                            "(or **kwargs)") from None
+        raise ArgumentError(f"custom_op {name!r}: an output allocator is called with the operator's "
+                            f"arguments by name ({', '.join(inputs)}) and cannot take them: {error}; give it "
+                            "those parameters (or **kwargs)") from None

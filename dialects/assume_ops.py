@@ -37,7 +37,8 @@ class MultipleOfOp(IRDLOperation):
     assembly_format = "$value `,` $divisor attr-dict"
 
     def __init__(self, value: SSAValue, divisor: int):
-        super().__init__(operands=[value], properties={"divisor": IntegerAttr(divisor, i64)}, result_types=[IndexType()])
+        super().__init__(operands=[value], properties={"divisor": IntegerAttr(divisor, i64)},
+                         result_types=[IndexType()])
 
     def verify_(self) -> None:
         if self.divisor.value.data < 1:
@@ -58,7 +59,8 @@ class CheckOp(IRDLOperation):
     assembly_format = "$condition $message (`of` $values^)? attr-dict"
 
     def __init__(self, condition: SSAValue, message: str, values: Sequence[SSAValue] = ()):
-        super().__init__(operands=[condition, values], properties={"message": StringAttr(message)}, result_types=[i1])
+        super().__init__(operands=[condition, values], properties={"message": StringAttr(message)},
+                         result_types=[i1])
 
 
 def check_message(op: MultipleOfOp | CheckOp) -> str:

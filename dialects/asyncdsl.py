@@ -27,14 +27,16 @@ passes import this module as `ir` and find every op and the shared helpers of `i
 | im2col | `im2col_ops` |
 | gather4 / scatter4 rows | `row_gather_ops` |
 | hints and the compiler's run-time checks | `assume_ops` |
-| register tiles: making, broadcasting, reducing, relayouts | `tiles_ops` (elementwise math is `arith`/`math` on vectors) |
+| register tiles: making, broadcasting, reducing, relayouts | `tiles_ops` (elementwise math is \
+`arith`/`math` on vectors) |
 | comparisons, select and conversions of tiles (what `arith` has for scalars only) | `tile_math_ops` |
 | register tiles to and from shared memory, masked GMEM windows, gathers | `tile_access_ops` |
 | mutable register tiles (`asyncdsl.registers`) | `registers_ops` |
 | profiler regions (`asyncdsl.region`) | `profile_ops` |
 | warpgroup matrix multiply (`asyncdsl.wgmma`, `wgmma_wait`) | `wgmma_ops` |
 | warpgroup roles and their register counts (`asyncdsl.warpgroup_role`) | `roles_ops` |
-| several devices: device id, signals and their waits (peer copies: `peer` on the copy ops) | `distributed_ops` |
+| several devices: device id, signals and their waits (peer copies: `peer` on the copy ops) | \
+`distributed_ops` |
 """
 
 from __future__ import annotations

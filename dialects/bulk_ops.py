@@ -72,7 +72,8 @@ class _BulkCopy(IRDLOperation):
         if len(self.starts) != rank or len(self.sizes) != rank:
             raise VerifyException(f"{self.name} needs one start and one size per GMEM dim ({rank})")
         if self.oob.data not in BULK_OOB_MODES:
-            raise VerifyException(f"{self.name} takes oob in {tuple(map(str, BULK_OOB_MODES))}, got {str(self.oob.data)!r}")
+            raise VerifyException(
+                f"{self.name} takes oob in {tuple(map(str, BULK_OOB_MODES))}, got {str(self.oob.data)!r}")
         if self.transfer_bytes % BULK_ALIGNMENT:
             raise VerifyException(
                 f"{self.name} moves a multiple of {BULK_ALIGNMENT} bytes, not {self.transfer_bytes}"

@@ -105,7 +105,8 @@ class ClusterArriveOp(IRDLOperation):
     unsynced = opt_prop_def(UnitAttr)  # as for `asyncdsl.arrive`
 
     def __init__(
-        self, barriers: SSAValue, index: SSAValue, count: int, collective: Sequence[str], cluster: Sequence[int],
+        self, barriers: SSAValue, index: SSAValue, count: int, collective: Sequence[str],
+        cluster: Sequence[int],
         sync: bool = True,
     ):
         super().__init__(

@@ -45,7 +45,13 @@ from asyncdsl.dialects.ir_utils import (
     verify_swizzle,
 )
 from asyncdsl.dialects.memory_attrs import BarriersType
-from asyncdsl.dialects.option_attrs import EvictionAttr, ImplementationAttr, OobAttr, PartitionAttr, ReductionAttr
+from asyncdsl.dialects.option_attrs import (
+    EvictionAttr,
+    ImplementationAttr,
+    OobAttr,
+    PartitionAttr,
+    ReductionAttr,
+)
 from asyncdsl.hw.options import Eviction, Implementation, Oob, Partition, Reduction
 
 
@@ -172,14 +178,16 @@ class AsyncCopyOp(EitherWayCopy, IRDLOperation):
         if self.implementation.data == Implementation.CP_ASYNC:
             self._verify_cp_async()
         if self.peer is not None and (dims or self.implementation.data != Implementation.TMA):
-            raise VerifyException("a copy to or from a peer device's array is a plain (not collective) TMA copy")
+            raise VerifyException(
+                "a copy to or from a peer device's array is a plain (not collective) TMA copy")
 
     def _verify_cp_async(self) -> None:
         """What the per-thread cp.async fallback cannot do (the reference's restrictions)."""
         if not self.is_load:
             raise VerifyException("implementation='cp_async' copies GMEM -> SMEM only; store with TMA")
         if self.cluster_dims:
-            raise VerifyException("implementation='cp_async' copies cannot be collective: only TMA multicasts")
+            raise VerifyException(
+                "implementation='cp_async' copies cannot be collective: only TMA multicasts")
         if self.predicate is not None:
             raise VerifyException(
                 "implementation='cp_async' copies are issued by every thread of the warpgroup and "
@@ -204,7 +212,8 @@ class AwaitAsyncCopyOp(IRDLOperation):
     assembly_format = "`pending` $allow_groups `read_only` $read_only attr-dict"
 
     def __init__(self, allow_groups: int = 0, read_only: bool = False):
-        super().__init__(properties={"allow_groups": int_prop(allow_groups), "read_only": bool_prop(read_only)})
+        super().__init__(
+            properties={"allow_groups": int_prop(allow_groups), "read_only": bool_prop(read_only)})
 
     def verify_(self) -> None:
         verify_allow_groups(self.allow_groups.value.data)

@@ -122,15 +122,16 @@ class AllocSmemOp(IRDLOperation):
             return
         if layout.physical_shape != shape_of(self.result):
             raise VerifyException(
-                f"a buffer of logical shape {layout.logical_shape} has the physical shape {layout.physical_shape}, "
-                f"not {shape_of(self.result)}"
+                f"a buffer of logical shape {layout.logical_shape} has the physical shape "
+                f"{layout.physical_shape}, not {shape_of(self.result)}"
             )
         try:
             layout.check_element(element_bits(self.result.type))
         except TransformError as error:
             raise VerifyException(error.message) from None
         if alignment % layout.alignment:
-            raise VerifyException(f"a buffer swizzled by {layout.swizzle_bytes} bytes is aligned to {layout.alignment}")
+            raise VerifyException(
+                f"a buffer swizzled by {layout.swizzle_bytes} bytes is aligned to {layout.alignment}")
 
 
 @irdl_op_definition
@@ -170,7 +171,8 @@ class SmemViewOp(IRDLOperation):
         except TransformError as error:
             raise VerifyException(f"smem_view: {error.message}") from None
         if smem_layout(self.result.type) != expected:
-            raise VerifyException(f"smem_view of a buffer laid out as {layout} must carry the view's layout {expected}")
+            raise VerifyException(
+                f"smem_view of a buffer laid out as {layout} must carry the view's layout {expected}")
 
 
 OPERATIONS: tuple[type[Operation], ...] = (

@@ -110,7 +110,8 @@ class CpAsyncLoadOp(IRDLOperation):
         verify_barrier_pair(self.barriers, self.barrier_index)
         plan = self.plan()
         if plan.chunk_bytes not in CP_ASYNC_CHUNK_SIZES or plan.swizzle_bytes not in SWIZZLE_BYTES:
-            raise VerifyException(f"cp_async_load chunks are {CP_ASYNC_CHUNK_SIZES} bytes, swizzles {SWIZZLE_BYTES}")
+            raise VerifyException(
+                f"cp_async_load chunks are {CP_ASYNC_CHUNK_SIZES} bytes, swizzles {SWIZZLE_BYTES}")
         if (
             plan.tile_row_bytes % plan.chunk_bytes
             or plan.row_bytes % plan.tile_row_bytes

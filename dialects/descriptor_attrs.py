@@ -43,7 +43,8 @@ class DescriptorAttr(ParametrizedAttribute):
         values: list[Attribute] = []
         for field in cls.FIELDS:
             value = getattr(spec, field.name)
-            values.append(ArrayAttr(IntAttr(int(v)) for v in value) if field.kind == "ints" else IntAttr(int(value)))
+            values.append(ArrayAttr(IntAttr(int(v)) for v in value) if field.kind == "ints"
+                          else IntAttr(int(value)))
         return cls(*values)
 
     def spec(self) -> Any:
@@ -64,7 +65,8 @@ class DescriptorAttr(ParametrizedAttribute):
             value = getattr(self, field.name)
             if field.default is not None and value.data == field.default:
                 continue
-            text = "[" + ", ".join(str(v.data) for v in value) + "]" if field.kind == "ints" else str(value.data)
+            text = ("[" + ", ".join(str(v.data) for v in value) + "]" if field.kind == "ints"
+                    else str(value.data))
             parts.append(f"{field.keyword} = {text}")
         printer.print_string("<" + ", ".join(parts) + ">")
 

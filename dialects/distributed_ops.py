@@ -57,7 +57,8 @@ def _verify_cell(flags: SSAValue, indices: Sequence[SSAValue], what: str) -> Non
     if not isinstance(flags.type, MemRefType) or not is_gmem(flags.type):
         raise VerifyException(f"{what} addresses a GMEM array argument")
     if len(indices) != len(shape_of(flags)):
-        raise VerifyException(f"{what} takes one index per dim of its array ({len(shape_of(flags))}), got {len(indices)}")
+        raise VerifyException(
+            f"{what} takes one index per dim of its array ({len(shape_of(flags))}), got {len(indices)}")
     element = flags.type.element_type
     if getattr(element, "width", None) is None or element.width.data != 32:
         raise VerifyException(f"{what} addresses 32-bit integer cells, not {element}")
@@ -79,7 +80,8 @@ class SignalOp(IRDLOperation):
 
     def __init__(self, flags: SSAValue, indices: Sequence[SSAValue], value: SSAValue, op: str,
                  peer: SSAValue | None = None):
-        super().__init__(operands=[flags, indices, value, optional_operand(peer)], properties={"op": StringAttr(op)})
+        super().__init__(operands=[flags, indices, value, optional_operand(peer)],
+                         properties={"op": StringAttr(op)})
 
     def verify_(self) -> None:
         _verify_cell(self.flags, self.indices, "a signal")
@@ -106,7 +108,8 @@ class WaitSignalOp(IRDLOperation):
     def verify_(self) -> None:
         _verify_cell(self.flags, self.indices, "a signal wait")
         if self.cmp.data not in WAIT_COMPARISONS:
-            raise VerifyException(f"a signal wait compares with {', '.join(WAIT_COMPARISONS)}, not {self.cmp.data!r}")
+            raise VerifyException(
+                f"a signal wait compares with {', '.join(WAIT_COMPARISONS)}, not {self.cmp.data!r}")
 
 
 OPERATIONS: tuple[type[Operation], ...] = (DeviceIdOp, SignalOp, WaitSignalOp)

@@ -196,7 +196,8 @@ class AsyncCopyIm2colOp(IRDLOperation):
         verify_same_element_type("async_copy_im2col", self.source.type, self.destination.type)
         bits = element_bits(self.source.type)
         if bits < 8:
-            raise VerifyException(f"im2col TMA has no sub-byte element type: {bits}-bit elements cannot be copied")
+            raise VerifyException(
+                f"im2col TMA has no sub-byte element type: {bits}-bit elements cannot be copied")
         image = shape_of(self.source)
         rank = len(image)
         if rank not in IM2COL_IMAGE_RANKS:
@@ -224,7 +225,8 @@ class AsyncCopyIm2colOp(IRDLOperation):
                     f"filter offset {known} along spatial dim {dim} is outside [{low}, {high}], the "
                     f"{offset_bits(rank)}-bit range of a rank-{rank} im2col copy"
                 )
-        for dim, (start, first, size, top) in enumerate(zip(self.starts[1:-1], self.lower, image[1:-1], self.upper)):
+        for dim, (start, first, size, top) in enumerate(
+                zip(self.starts[1:-1], self.lower, image[1:-1], self.upper)):
             known = constant_value(start)
             last = size - 1 + top
             if known is not None and not first <= known <= last:
@@ -271,7 +273,8 @@ class AsyncCopyIm2colOp(IRDLOperation):
             )
         if not 1 <= self.pixels <= IM2COL_MAX_PIXELS:
             raise VerifyException(
-                f"the im2col destination has {self.pixels} rows (pixels); one copy loads 1 to {IM2COL_MAX_PIXELS}"
+                f"the im2col destination has {self.pixels} rows (pixels); one copy loads 1 to "
+                f"{IM2COL_MAX_PIXELS}"
             )
         if not 1 <= self.channels <= IM2COL_MAX_CHANNELS:
             raise VerifyException(
@@ -327,7 +330,8 @@ class TmaIm2colLoadOp(IRDLOperation):
         expect_tx_bytes: int,
         predicate: SSAValue | None = None,
     ):
-        properties: dict[str, Attribute] = {"descriptor": descriptor, "expect_tx_bytes": int_prop(expect_tx_bytes)}
+        properties: dict[str, Attribute] = {"descriptor": descriptor,
+                                            "expect_tx_bytes": int_prop(expect_tx_bytes)}
         super().__init__(
             operands=[smem, coords, offsets, barriers, barrier_index, optional_operand(predicate)],
             properties=properties,

@@ -91,7 +91,8 @@ def smem_type(shape: Sequence[int], element_type: Attribute, layout: SmemLayout 
 # and its attribute checks the layout each time (types, attributes and layouts are immutable values).
 @functools.lru_cache(maxsize=1024)
 def _smem_type(shape: tuple[int, ...], element_type: Attribute, layout: SmemLayout | None) -> MemRefType:
-    return MemRefType(element_type, list(shape), memory_space=SMEM if layout is None else SharedMemorySpaceAttr(layout))
+    return MemRefType(element_type, list(shape),
+                      memory_space=SMEM if layout is None else SharedMemorySpaceAttr(layout))
 
 
 def smem_layout(type_: MemRefType) -> SmemLayout | None:
@@ -177,8 +178,8 @@ def verify_coordinates(values: Sequence[SSAValue], what: str) -> None:
         known = constant_value(value)
         if known is not None and not low <= known < high:
             raise VerifyException(
-                f"{what}{f' {position}' if len(values) > 1 else ''} is {known}, which does not fit the signed "
-                f"{TMA_COORDINATE_BITS}-bit coordinates of TMA ({low} .. {high - 1})"
+                f"{what}{f' {position}' if len(values) > 1 else ''} is {known}, which does not fit the "
+                f"signed {TMA_COORDINATE_BITS}-bit coordinates of TMA ({low} .. {high - 1})"
             )
 
 
@@ -209,7 +210,8 @@ def verify_predicate(subject: str, predicate: SSAValue | None) -> None:
 
 def verify_collective_dims(dims: Sequence[str], *, empty_allowed: bool) -> None:
     """Collective dims name distinct cluster dims; none at all only where `empty_allowed`."""
-    if (not dims and not empty_allowed) or any(d not in CLUSTER_DIMS for d in dims) or len(set(dims)) != len(dims):
+    if ((not dims and not empty_allowed) or any(d not in CLUSTER_DIMS for d in dims)
+            or len(set(dims)) != len(dims)):
         raise VerifyException(f"collective must name distinct cluster dims among {CLUSTER_DIMS}, got {dims}")
 
 

@@ -42,7 +42,8 @@ def layout_text(layout: Layout) -> str:
         return "[" + ", ".join(f"r{e.times}" if isinstance(e, Replicated) else str(e) for e in listed) + "]"
 
     tiles = "[" + ", ".join("[" + ", ".join(map(str, tile)) + "]" for tile in layout.tiling.tiles) + "]"
-    return f"tiled {tiles} warps {entries(layout.warp_dims)} lanes {entries(layout.lane_dims)} vector {layout.vector_dim}"
+    return (f"tiled {tiles} warps {entries(layout.warp_dims)} lanes {entries(layout.lane_dims)} vector "
+            f"{layout.vector_dim}")
 
 
 _TILED = re.compile(r"tiled (\[.*\]) warps (\[.*?\]) lanes (\[.*?\]) vector (-?\d+)")
@@ -60,8 +61,10 @@ def layout_from_text(text: str) -> Layout:
     match = _TILED.fullmatch(text)
     if match is None:
         raise LayoutError(f"not a register layout: {text!r}")
-    tiles = tuple(tuple(_integer(n) for n in _items(tile)) for tile in re.findall(r"\[([^\[\]]*)\]", match.group(1)))
-    return TiledLayout(Tiling(tiles), _entries(match.group(2)), _entries(match.group(3)), _integer(match.group(4)))
+    tiles = tuple(tuple(_integer(n) for n in _items(tile))
+                  for tile in re.findall(r"\[([^\[\]]*)\]", match.group(1)))
+    return TiledLayout(Tiling(tiles), _entries(match.group(2)), _entries(match.group(3)),
+                       _integer(match.group(4)))
 
 
 def _integer(text: str) -> int:
@@ -76,7 +79,8 @@ def _items(text: str) -> list[str]:
 
 
 def _entries(text: str) -> tuple:
-    return tuple(Replicated(_integer(item[1:])) if item.startswith("r") else _integer(item) for item in _items(text.strip("[]")))
+    return tuple(Replicated(_integer(item[1:])) if item.startswith("r") else _integer(item)
+                 for item in _items(text.strip("[]")))
 
 
 @irdl_attr_definition

@@ -58,7 +58,8 @@ class SharedMemorySpaceAttr(ParametrizedAttribute):
     def verify(self) -> None:
         if not self.logical_shape.data:
             if self.transforms.data or self.swizzle_bytes.data:
-                raise VerifyException("#asyncdsl.smem: transforms and swizzle need the logical shape they lay out")
+                raise VerifyException(
+                    "#asyncdsl.smem: transforms and swizzle need the logical shape they lay out")
             return
         try:
             self.layout

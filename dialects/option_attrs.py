@@ -15,7 +15,16 @@ from xdsl.dialects.utils import EnumAttribute
 from xdsl.ir import SpacedOpaqueSyntaxAttribute
 from xdsl.irdl import irdl_attr_definition
 
-from asyncdsl.hw.options import Arch, Comparison, Eviction, Implementation, Oob, Partition, Reduction, TileReduction
+from asyncdsl.hw.options import (
+    Arch,
+    Comparison,
+    Eviction,
+    Implementation,
+    Oob,
+    Partition,
+    Reduction,
+    TileReduction,
+)
 
 
 @irdl_attr_definition

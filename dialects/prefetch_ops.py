@@ -108,7 +108,8 @@ class TmaPrefetchOp(IRDLOperation):
     descriptor = prop_def(TmaDescriptorAttr)
     descriptor_index = opt_prop_def(IntegerAttr)
 
-    def __init__(self, coords: Sequence[SSAValue], descriptor: TmaDescriptorAttr, predicate: SSAValue | None = None):
+    def __init__(self, coords: Sequence[SSAValue], descriptor: TmaDescriptorAttr,
+                 predicate: SSAValue | None = None):
         super().__init__(
             operands=[coords, optional_operand(predicate)],
             properties={"descriptor": descriptor},

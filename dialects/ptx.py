@@ -159,7 +159,8 @@ class InstrOp(IRDLOperation):
         for match in _PLACEHOLDER.finditer(self.text.data):
             key = match.group(1)
             if key.isdigit() and int(key) >= count:
-                raise VerifyException(f"placeholder #{{{key}}} but only {count} registers in {self.text.data!r}")
+                raise VerifyException(
+                    f"placeholder #{{{key}}} but only {count} registers in {self.text.data!r}")
         guard = self.guard
         if guard is not None and guard.type != PRED:
             raise VerifyException("an instruction guard must be a predicate register")

@@ -90,7 +90,8 @@ class ReadRegistersOp(IRDLOperation):
                 raise VerifyException(f"reading a whole {self.ref.type} gives a {tile}")
             return
         if len(offsets) != len(full) or any(o < 0 or o + s > f for o, s, f in zip(offsets, shape, full)):
-            raise VerifyException(f"the window at {offsets} of shape {shape} is not inside the {full} registers")
+            raise VerifyException(
+                f"the window at {offsets} of shape {shape} is not inside the {full} registers")
 
 
 @irdl_op_definition
@@ -108,7 +109,8 @@ class WriteRegistersOp(IRDLOperation):
 
     def verify_(self) -> None:
         if self.value.type != self.ref.type.tile:
-            raise VerifyException(f"a {self.ref.type} holds {self.ref.type.tile} tiles, not {self.value.type}")
+            raise VerifyException(
+                f"a {self.ref.type} holds {self.ref.type.tile} tiles, not {self.value.type}")
 
 
 OPERATIONS: tuple[type[Operation], ...] = (AllocRegistersOp, ReadRegistersOp, WriteRegistersOp)

@@ -104,7 +104,8 @@ class AsyncCopyRowsOp(EitherWayCopy, IRDLOperation):
                 source, destination, rows, column_start,
                 optional_operand(barriers), optional_operand(barrier_index),
             ],
-            properties={"columns": int_prop(columns), "swizzle": int_prop(swizzle), "arrive": bool_prop(arrive)},
+            properties={"columns": int_prop(columns), "swizzle": int_prop(swizzle),
+                        "arrive": bool_prop(arrive)},
         )
 
     @property
@@ -175,7 +176,8 @@ def _verify_row4(op: TmaGather4Op | TmaScatter4Op) -> None:
     first = op.first_row.value.data
     smem = shape_of(op.smem)
     if spec.rank != 2 or spec.box_dims[0] != 1:
-        raise VerifyException(f"gather4/scatter4 descriptors are 2-D with one-row boxes, got box {spec.box_dims}")
+        raise VerifyException(
+            f"gather4/scatter4 descriptors are 2-D with one-row boxes, got box {spec.box_dims}")
     if len(smem) != 2 or smem[1] != spec.box_dims[1]:
         raise VerifyException(f"the SMEM buffer {smem} does not hold rows of the box {spec.box_dims}")
     if first % GATHER4_ROWS or not 0 <= first <= smem[0] - GATHER4_ROWS:
@@ -250,7 +252,8 @@ class TmaScatter4Op(IRDLOperation):
     ):
         super().__init__(
             operands=[smem, rows, column],
-            properties={"descriptor": descriptor, "first_row": int_prop(first_row), "commit": bool_prop(commit)},
+            properties={"descriptor": descriptor, "first_row": int_prop(first_row),
+                        "commit": bool_prop(commit)},
         )
 
     def verify_(self) -> None:

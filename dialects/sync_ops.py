@@ -44,7 +44,8 @@ class AllocBarriersOp(IRDLOperation):
         count = self.result.type.count.data
         arrivals = self.arrival_count.value.data
         if not 1 <= count <= MAX_BARRIERS_PER_GROUP:
-            raise VerifyException(f"a barrier group holds 1 to {MAX_BARRIERS_PER_GROUP} barriers, got {count}")
+            raise VerifyException(
+                f"a barrier group holds 1 to {MAX_BARRIERS_PER_GROUP} barriers, got {count}")
         if not 1 <= arrivals <= MAX_ARRIVAL_COUNT:
             raise VerifyException(f"arrival_count must be in [1, 2^20 - 1], got {arrivals}")
 
@@ -70,8 +71,8 @@ class ArriveOp(IRDLOperation):
     unsynced = opt_prop_def(UnitAttr)
 
     assembly_format = (
-        "$barriers `[` $index `]` `count` $count (`collective` $collective^)? (`unsynced` $unsynced^)? attr-dict "
-        "`:` type($barriers)"
+        "$barriers `[` $index `]` `count` $count (`collective` $collective^)? (`unsynced` $unsynced^)? "
+        "attr-dict `:` type($barriers)"
     )
 
     def __init__(self, barriers: SSAValue, index: SSAValue, count: int = 1, collective: Sequence[str] = (),

@@ -14,7 +14,8 @@ shared memory, `ld/st.shared::cluster`):
 
     asyncdsl.store_smem %t, %buf in cta %r : vector<64x128xf32>, memref<64x128xf32, #asyncdsl.smem>
 
-    %t = asyncdsl.load_gmem %x[%i, %c0] mask %m : vector<64x100xi1> other 0.0 : memref<1000x100xf32> -> vector<64x100xf32>
+    %t = asyncdsl.load_gmem %x[%i, %c0] mask %m : vector<64x100xi1> other 0.0 : memref<1000x100xf32>
+        -> vector<64x100xf32>
     asyncdsl.store_gmem %t, %y[%i, %c0] : vector<64x100xf32>, memref<1000x100xf32>
 
 GMEM windows are what TMA cannot move (rows whose stride is not a multiple of 16 bytes, windows
@@ -22,8 +23,10 @@ that start anywhere): elements outside the array are never touched.  A gather re
 (i0[e], i1[e], ...) of the array for each element e of its int32 index tiles (one per dim, all of
 the result's shape), under the same rules:
 
-    %t = asyncdsl.gather_gmem %x[%rows, %cols] mask %m : vector<64x128xi1> other 0.0 : memref<1000x100xf32>, vector<64x128xi32>, vector<64x128xi32> -> vector<64x128xf32>
-    asyncdsl.scatter_gmem %t, %y[%rows, %cols] : vector<64x128xf32>, memref<1000x100xf32>, vector<64x128xi32>, vector<64x128xi32>
+    %t = asyncdsl.gather_gmem %x[%rows, %cols] mask %m : vector<64x128xi1> other 0.0 : memref<1000x100xf32>,
+        vector<64x128xi32>, vector<64x128xi32> -> vector<64x128xf32>
+    asyncdsl.scatter_gmem %t, %y[%rows, %cols] : vector<64x128xf32>, memref<1000x100xf32>, vector<64x128xi32>,
+        vector<64x128xi32>
 
 A scatter writes element e of its tile to the element its indices name, under the same rules.
 """
@@ -69,8 +72,8 @@ def _same_tile(buffer: MemRefType, tile: VectorType, what: str) -> None:
         raise VerifyException(f"{what} takes a shared-memory buffer")
     if logical_shape(buffer) != tuple(tile.get_shape()) or buffer.element_type != tile.element_type:
         raise VerifyException(
-            f"{what} moves a whole buffer: the tile ({tile}) must have the buffer's (logical) shape and element "
-            f"type ({buffer})"
+            f"{what} moves a whole buffer: the tile ({tile}) must have the buffer's (logical) shape and "
+            f"element type ({buffer})"
         )
 
 
@@ -85,7 +88,8 @@ class LoadSmemOp(IRDLOperation):
     layout = opt_prop_def(LayoutAttr)
     result = result_def(VectorType)
 
-    assembly_format = "$smem (`in` `cta` $cta^)? (`layout` $layout^)? attr-dict `:` type($smem) `->` type($result)"
+    assembly_format = ("$smem (`in` `cta` $cta^)? (`layout` $layout^)? attr-dict `:` type($smem) "
+                       "`->` type($result)")
 
     def __init__(self, smem: SSAValue, layout: Layout | None = None, cta: SSAValue | None = None):
         buffer = smem.type
@@ -132,7 +136,8 @@ def _check_gmem_window(op, gmem: MemRefType, tile: VectorType, mask: SSAValue | 
     if any(size != SQUEEZED and not 0 < size for size in sizes):
         raise VerifyException(f"{what}: window sizes {sizes} must be positive (or -1 for an index)")
     if _gmem_tile_shape(gmem, sizes) != tuple(tile.get_shape()) or tile.element_type != gmem.element_type:
-        raise VerifyException(f"{what}: the tile ({tile}) must have the window's shape and the array's element type")
+        raise VerifyException(
+            f"{what}: the tile ({tile}) must have the window's shape and the array's element type")
     if mask is not None and mask.type != VectorType(IntegerType(1), tile.get_shape()):
         raise VerifyException(f"{what}: the mask must be a bool tile of the window's shape")
 
@@ -140,7 +145,8 @@ def _check_gmem_window(op, gmem: MemRefType, tile: VectorType, mask: SSAValue | 
 def _check_other(op, what: str) -> None:
     """A GMEM read's `other` has the element type of the tile it fills."""
     if op.other.type != op.result.type.element_type:
-        raise VerifyException(f"{what}: `other` is a {op.other.type}, the tile holds {op.result.type.element_type}")
+        raise VerifyException(
+            f"{what}: `other` is a {op.other.type}, the tile holds {op.result.type.element_type}")
 
 
 @irdl_op_definition
@@ -159,11 +165,12 @@ class LoadGmemOp(IRDLOperation):
 
     irdl_options = (AttrSizedOperandSegments(as_property=True), ParsePropInAttrDict())
     assembly_format = (
-        "$gmem `[` $starts `]` (`mask` $mask^ `:` type($mask))? `other` $other (`layout` $layout^)? attr-dict "
-        "`:` type($gmem) `->` type($result)"
+        "$gmem `[` $starts `]` (`mask` $mask^ `:` type($mask))? `other` $other (`layout` $layout^)? "
+        "attr-dict `:` type($gmem) `->` type($result)"
     )
 
-    def __init__(self, gmem: SSAValue, starts: Sequence[SSAValue], sizes: Sequence[int], other, mask=None, layout=None):
+    def __init__(self, gmem: SSAValue, starts: Sequence[SSAValue], sizes: Sequence[int], other,
+                 mask=None, layout=None):
         element = gmem.type.element_type
         super().__init__(
             operands=[gmem, list(starts), [mask] if mask is not None else []],
@@ -193,10 +200,12 @@ class StoreGmemOp(IRDLOperation):
 
     irdl_options = (AttrSizedOperandSegments(as_property=True), ParsePropInAttrDict())
     assembly_format = (
-        "$value `,` $gmem `[` $starts `]` (`mask` $mask^ `:` type($mask))? attr-dict `:` type($value) `,` type($gmem)"
+        "$value `,` $gmem `[` $starts `]` (`mask` $mask^ `:` type($mask))? attr-dict `:` "
+        "type($value) `,` type($gmem)"
     )
 
-    def __init__(self, value: SSAValue, gmem: SSAValue, starts: Sequence[SSAValue], sizes: Sequence[int], mask=None):
+    def __init__(self, value: SSAValue, gmem: SSAValue, starts: Sequence[SSAValue],
+                 sizes: Sequence[int], mask=None):
         super().__init__(
             operands=[value, gmem, list(starts), [mask] if mask is not None else []],
             properties={"sizes": DenseArrayBase.from_list(i64, list(sizes))},
@@ -222,8 +231,8 @@ class GatherGmemOp(IRDLOperation):
 
     irdl_options = (AttrSizedOperandSegments(as_property=True), ParsePropInAttrDict())
     assembly_format = (
-        "$gmem `[` $indices `]` (`mask` $mask^ `:` type($mask))? `other` $other (`layout` $layout^)? attr-dict "
-        "`:` type($gmem) `,` type($indices) `->` type($result)"
+        "$gmem `[` $indices `]` (`mask` $mask^ `:` type($mask))? `other` $other (`layout` $layout^)? "
+        "attr-dict `:` type($gmem) `,` type($indices) `->` type($result)"
     )
 
     def __init__(self, gmem: SSAValue, indices: Sequence[SSAValue], other, mask=None, layout=None):

@@ -4,7 +4,8 @@ xDSL's `arith.cmpf`/`cmpi` type their result as a scalar `i1`, `arith.select` ta
 condition, and its integer casts take scalars only; tiles need all three elementwise:
 
     %m = asyncdsl.compare lt %a, %b : vector<64x128xf32>, vector<64x128xf32> -> vector<64x128xi1>
-    %s = asyncdsl.select %m, %a, %b : vector<64x128xi1>, vector<64x128xf32>, vector<64x128xf32> -> vector<64x128xf32>
+    %s = asyncdsl.select %m, %a, %b : vector<64x128xi1>, vector<64x128xf32>, vector<64x128xf32>
+        -> vector<64x128xf32>
     %h = asyncdsl.convert %a : vector<64x128xf32> -> vector<64x128xbf16>
 
 Integers are signed (int8, int16, int32) and `i1` is unsigned (true is 1): the element types
@@ -53,7 +54,8 @@ class CompareOp(IRDLOperation):
     def verify_(self) -> None:
         if self.lhs.type != self.rhs.type:
             raise VerifyException(f"compare of a {self.lhs.type} and a {self.rhs.type}")
-        if _shape(self.result.type) != _shape(self.lhs.type) or self.result.type.element_type != IntegerType(1):
+        if (_shape(self.result.type) != _shape(self.lhs.type)
+                or self.result.type.element_type != IntegerType(1)):
             raise VerifyException("compare makes a bool (i1) tile of its operands' shape")
 
 
@@ -67,7 +69,8 @@ class SelectOp(IRDLOperation):
     no = operand_def(VectorType)
     result = result_def(VectorType)
 
-    assembly_format = "$condition `,` $yes `,` $no attr-dict `:` type($condition) `,` type($yes) `,` type($no) `->` type($result)"
+    assembly_format = ("$condition `,` $yes `,` $no attr-dict `:` type($condition) `,` type($yes) `,` "
+                       "type($no) `->` type($result)")
 
     def __init__(self, condition: SSAValue, yes: SSAValue, no: SSAValue):
         super().__init__(operands=[condition, yes, no], result_types=[yes.type])

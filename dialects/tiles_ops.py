@@ -74,7 +74,8 @@ class FullOp(IRDLOperation):
 
     def verify_(self) -> None:
         if self.value.type != self.result.type.element_type:
-            raise VerifyException(f"full of {self.value.type} makes a tile of {self.result.type.element_type}")
+            raise VerifyException(
+                f"full of {self.value.type} makes a tile of {self.result.type.element_type}")
 
 
 @irdl_op_definition
@@ -93,7 +94,8 @@ class SplatOp(IRDLOperation):
 
     def verify_(self) -> None:
         if self.scalar.type != self.result.type.element_type:
-            raise VerifyException(f"splat of a {self.scalar.type} makes a tile of {self.result.type.element_type}")
+            raise VerifyException(
+                f"splat of a {self.scalar.type} makes a tile of {self.result.type.element_type}")
 
 
 @irdl_op_definition
@@ -108,13 +110,15 @@ class IotaOp(IRDLOperation):
     assembly_format = "`dim` $dim (`layout` $layout^)? attr-dict `:` type($result)"
 
     def __init__(self, result_type: VectorType, dim: int, layout: Layout | None = None):
-        super().__init__(properties={"dim": IntegerAttr(dim, i64), **layout_props(layout)}, result_types=[result_type])
+        super().__init__(properties={"dim": IntegerAttr(dim, i64), **layout_props(layout)},
+                         result_types=[result_type])
 
     def verify_(self) -> None:
         if not isinstance(self.result.type.element_type, IntegerType):
             raise VerifyException(f"iota makes a tile of integers, not {self.result.type.element_type}")
         if not 0 <= self.dim.value.data < self.result.type.get_num_dims():
-            raise VerifyException(f"iota along dim {self.dim.value.data} of a rank-{self.result.type.get_num_dims()} tile")
+            raise VerifyException(
+                f"iota along dim {self.dim.value.data} of a rank-{self.result.type.get_num_dims()} tile")
 
 
 @irdl_op_definition
@@ -136,8 +140,10 @@ class BroadcastInDimOp(IRDLOperation):
     def verify_(self) -> None:
         dims = tuple(self.dims.get_values())
         source, target = tile_shape(self.operand), tile_shape(self.result)
-        if len(dims) != len(source) or list(dims) != sorted(set(dims)) or any(not 0 <= d < len(target) for d in dims):
-            raise VerifyException(f"broadcast dims {dims} must be increasing dims of the result, one per operand dim")
+        if (len(dims) != len(source) or list(dims) != sorted(set(dims))
+                or any(not 0 <= d < len(target) for d in dims)):
+            raise VerifyException(
+                f"broadcast dims {dims} must be increasing dims of the result, one per operand dim")
         if any(size not in (1, target[d]) for size, d in zip(source, dims)):
             raise VerifyException(f"cannot broadcast a {source} tile to {target} along {dims}")
         if self.operand.type.element_type != self.result.type.element_type:
@@ -186,7 +192,8 @@ class RelayoutOp(IRDLOperation):
     assembly_format = "$operand $layout attr-dict `:` type($operand) `->` type($result)"
 
     def __init__(self, operand: SSAValue, layout: Layout):
-        super().__init__(operands=[operand], properties={"layout": LayoutAttr(layout)}, result_types=[operand.type])
+        super().__init__(operands=[operand], properties={"layout": LayoutAttr(layout)},
+                         result_types=[operand.type])
 
 
 def scratch_bytes(op: Operation) -> int:

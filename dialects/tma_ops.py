@@ -99,7 +99,8 @@ class TmaLoadOp(IRDLOperation):
             properties["eviction"] = EvictionAttr(Eviction(eviction))
         super().__init__(
             operands=[
-                smem, coords, barriers, barrier_index, optional_operand(predicate), optional_operand(multicast_mask),
+                smem, coords, barriers, barrier_index, optional_operand(predicate),
+                optional_operand(multicast_mask),
                 optional_operand(peer),
             ],
             properties=properties,
@@ -152,7 +153,8 @@ class TmaStoreOp(IRDLOperation):
         if reduction is not None:
             properties["reduction"] = ReductionAttr(Reduction(reduction))
         super().__init__(
-            operands=[smem, coords, optional_operand(predicate), optional_operand(peer)], properties=properties
+            operands=[smem, coords, optional_operand(predicate), optional_operand(peer)],
+            properties=properties
         )
 
     def verify_(self) -> None:

@@ -43,10 +43,12 @@ class _TurnsOp(IRDLOperation):
     def verify_(self) -> None:
         first, parties, barrier = self.group
         if first < 0 or parties < 2:
-            raise VerifyException(f"turns need two or more warpgroups from warpgroup >= 0, got {parties} from {first}")
+            raise VerifyException(
+                f"turns need two or more warpgroups from warpgroup >= 0, got {parties} from {first}")
         if not 1 <= barrier or barrier + parties > NAMED_BARRIERS:
             raise VerifyException(
-                f"turns use named barriers {barrier}..{barrier + parties - 1}, outside 1..{NAMED_BARRIERS - 1}")
+                f"turns use named barriers {barrier}..{barrier + parties - 1}, outside "
+                f"1..{NAMED_BARRIERS - 1}")
 
 
 @irdl_op_definition

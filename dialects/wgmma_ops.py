@@ -97,7 +97,8 @@ class WgmmaOp(IRDLOperation):
 
     irdl_options = (ParsePropInAttrDict(),)
     assembly_format = (
-        "$acc `,` $a `,` $b `,` $accumulate attr-dict `:` type($acc) `,` type($a) `,` type($b) `,` type($accumulate)"
+        "$acc `,` $a `,` $b `,` $accumulate attr-dict `:` type($acc) `,` type($a) `,` type($b) `,` "
+        "type($accumulate)"
     )
 
     def __init__(self, acc: SSAValue, a: SSAValue, b: SSAValue, accumulate: SSAValue,
@@ -117,7 +118,8 @@ class WgmmaOp(IRDLOperation):
     def shapes(self) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int]]:
         """(acc, a, b) as the matrices of `acc += a @ b`."""
         acc = tuple(self.acc.type.tile.get_shape())
-        return acc, _matrix(self.a.type, self.a_transposed is not None), _matrix(self.b.type, self.b_transposed is not None)
+        return (acc, _matrix(self.a.type, self.a_transposed is not None),
+                _matrix(self.b.type, self.b_transposed is not None))
 
     @property
     def types(self) -> MmaTypes:

@@ -62,7 +62,13 @@ from asyncdsl.dialects.layout_attrs import INFERRED, LayoutAttr
 from asyncdsl.dialects.memory_attrs import RegistersType
 from asyncdsl.errors import LayoutError
 from asyncdsl.hw.fragments import WGMMA, Layout, SplatLayout, register_window
-from asyncdsl.hw.layout_choice import VECTOR_BYTES, row_layout, row_sharing_warps, strided_layout, thread_linear
+from asyncdsl.hw.layout_choice import (
+    VECTOR_BYTES,
+    row_layout,
+    row_sharing_warps,
+    strided_layout,
+    thread_linear,
+)
 from asyncdsl.hw.tiling import THREADS, WARP_LANES
 from asyncdsl.ir_locations import from_ir_location
 
@@ -85,7 +91,8 @@ def _shape(value: SSAValue) -> tuple[int, ...]:
 def is_elementwise(op: Operation) -> bool:
     """`arith` and `math` ops on tiles, compare, select and convert: every operand and the
     result share a layout."""
-    elementwise = op.dialect_name() in ("arith", "math") or isinstance(op, (ir.CompareOp, ir.SelectOp, ir.ConvertOp))
+    elementwise = (op.dialect_name() in ("arith", "math")
+                   or isinstance(op, (ir.CompareOp, ir.SelectOp, ir.ConvertOp)))
     return elementwise and any(is_tile(r) for r in op.results)
 
 
@@ -190,7 +197,8 @@ def _infer(fn: func.FuncOp) -> None:
         # moves the elements whose indices it holds).
         if isinstance(op, (ir.GatherGmemOp, ir.ScatterGmemOp)):
             tile = op.result if isinstance(op, ir.GatherGmemOp) else op.value
-            shared = [v for v in (tile, *op.indices, *([op.mask] if op.mask is not None else [])) if v not in splats]
+            shared = [v for v in (tile, *op.indices, *([op.mask] if op.mask is not None else []))
+                      if v not in splats]
             for other in shared[1:]:
                 classes.union(shared[0], other)
         # wgmma's accumulator and register A are in the layout the tensor cores impose.
@@ -286,8 +294,8 @@ class _Solver:
             layout = row_layout(shape, size) or layout
         if layout is None:
             raise LayoutError(
-                f"a {shape} tile has {math.prod(shape)} elements, not a multiple of the warpgroup's 128 threads; "
-                "register tiles must give every thread the same number of elements",
+                f"a {shape} tile has {math.prod(shape)} elements, not a multiple of the warpgroup's 128 "
+                "threads; register tiles must give every thread the same number of elements",
                 _where(members),
             )
         return layout
@@ -397,7 +405,8 @@ def _cannot_reduce(shape: tuple[int, ...], totals: bool) -> str:
                      f"(it has {shape[-1]})")
         needs.append("asyncdsl.WGMMA needs a (64·m, 8·n) tile")
     if totals:
-        needs.append(f"a total over all of it needs a multiple of {THREADS} elements (it has {math.prod(shape)})")
+        needs.append(
+            f"a total over all of it needs a multiple of {THREADS} elements (it has {math.prod(shape)})")
     return (f"no register layout the compiler picks can reduce a {shape} tile: " + "; ".join(needs)
             + ". Pad the tile to such a shape (a load with other= fills the padding with a neutral value) "
             "or give a layout that holds it (layout=...)")
@@ -469,7 +478,8 @@ def _reduced(layout: Layout, op: ir.ReduceOp) -> Layout:
     try:
         return layout.reduce(shape, axes)
     except LayoutError as error:
-        raise LayoutError(f"reducing a {shape} tile over axes {axes}: {error.message}", from_ir_location(op)) from None
+        raise LayoutError(f"reducing a {shape} tile over axes {axes}: {error.message}",
+                          from_ir_location(op)) from None
 
 
 def _check_holds(layout: Layout, value: SSAValue, op: Operation) -> None:

@@ -90,7 +90,8 @@ RULES: Rules = {
 }
 # `arith` and `math` ops on tiles and non-index scalars are per-element rules; the index
 # arithmetic among them keeps its rule (`scalars.py`), chosen per op by its operand types.
-RULES.update({op_class: tile_math.elementwise(rule, RULES.get(op_class)) for op_class, rule in tile_math.ELEMENT_RULES.items()})
+RULES.update({op_class: tile_math.elementwise(rule, RULES.get(op_class))
+              for op_class, rule in tile_math.ELEMENT_RULES.items()})
 
 
 @dataclass(frozen=True)

@@ -86,10 +86,11 @@ def _cluster_arrive(arrive: ir.ArriveOp, group: CollectiveGroup) -> None:
     """An arrival on the barrier in every CTA of the group; a group of one CTA (dims along which
     the cluster has one CTA drop out, as for copies) arrives here only."""
     if group.size > 1:
-        new = ir.ClusterArriveOp(arrive.barriers, arrive.index, arrive.count.value.data, group.dims, group.cluster,
-                                 sync=arrive.unsynced is None)
+        new = ir.ClusterArriveOp(arrive.barriers, arrive.index, arrive.count.value.data, group.dims,
+                                 group.cluster, sync=arrive.unsynced is None)
     else:
-        new = ir.ArriveOp(arrive.barriers, arrive.index, arrive.count.value.data, sync=arrive.unsynced is None)
+        new = ir.ArriveOp(arrive.barriers, arrive.index, arrive.count.value.data,
+                          sync=arrive.unsynced is None)
     new.location = arrive.location
     Rewriter.replace_op(arrive, new, new_results=[])
 

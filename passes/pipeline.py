@@ -167,8 +167,9 @@ def _passes_and_ptx(ctx, module: ModuleOp, trace, descriptor_mode: str, record, 
     (fn,) = attrs.kernels(module)
     binary_facts = _binary_facts(fn)
     target = binary_facts["arch"]
-    version = max([PTX_VERSIONS[target], *(op.types.ptx_version for op in fn.walk() if isinstance(op, ir.WgmmaOp))],
-                  key=lambda v: tuple(map(int, v.split("."))))
+    version = max(
+        [PTX_VERSIONS[target], *(op.types.ptx_version for op in fn.walk() if isinstance(op, ir.WgmmaOp))],
+        key=lambda v: tuple(map(int, v.split("."))))
 
     # The PTX goes in a module of its own, leaving `module` to the interpreter.
     lowered = ModuleOp([lower_kernel(fn, binary_facts["params"])])
@@ -185,7 +186,8 @@ def _deepest_nesting(module: ModuleOp) -> tuple[int, Operation]:
     while pending:
         op, depth = pending.pop()
         deepest = max(deepest, (depth, op), key=lambda entry: entry[0])
-        pending.extend((inner, depth + 1) for region in op.regions for block in region.blocks for inner in block.ops)
+        pending.extend((inner, depth + 1) for region in op.regions for block in region.blocks
+                       for inner in block.ops)
     return deepest
 
 

@@ -68,8 +68,8 @@ def all_gather_matmul(a, b, c, CTAS: ad.constexpr, BM: ad.constexpr = 128, BN: a
             for kk in ad.range(k_steps):
                 slot, landed = ring.produce(t * k_steps + kk)
                 for h in range(2):
-                    ad.async_copy(a.peer(pe).at[ad.ds(row + h * half, half), ad.ds(kk * BK, BK)], a_ring.at[slot, h],
-                                  barrier=landed)
+                    ad.async_copy(a.peer(pe).at[ad.ds(row + h * half, half), ad.ds(kk * BK, BK)],
+                                  a_ring.at[slot, h], barrier=landed)
                 ad.async_copy(b.at[ad.ds(kk * BK, BK), ad.ds(col, BN)], b_ring.at[slot, 0], barrier=landed)
 
     with ad.warpgroup_role((0, 1), registers=232):

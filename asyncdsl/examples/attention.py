@@ -62,7 +62,8 @@ def _shape(q, k, LAYOUT):
         raise ad.TraceError(f"LAYOUT must be one of {LAYOUTS}, got {LAYOUT!r}")
     for name, array in (("q", q), ("k", k)):
         if len(array.shape) != 4:
-            raise ad.TraceError(f"{name} must have 4 dims ({', '.join(LAYOUT)}), got shape {tuple(array.shape)}")
+            raise ad.TraceError(
+                f"{name} must have 4 dims ({', '.join(LAYOUT)}), got shape {tuple(array.shape)}")
     if LAYOUT == "BHSD":
         return q.shape, k.shape[1:3]
     (b, s, h, d), (_, s_kv, h_kv, _) = q.shape, k.shape
@@ -85,19 +86,21 @@ def attention(q, k, v, o, lse, BQ: ad.constexpr = 64, BK: ad.constexpr = None, S
     if BK is None:
         BK = {64: 192, 128: 128}.get(D, 64)  # the scores of a block and the output share the registers
     elif not isinstance(BK, int) or BK <= 0 or BK % 16:
-        raise ad.TraceError(f"BK, the keys of a block, must be a positive multiple of 16 (p @ v takes them 16 "
-                            f"at a time), got {BK!r}")
+        raise ad.TraceError("BK, the keys of a block, must be a positive multiple of 16 (p @ v takes them "
+                            f"16 at a time), got {BK!r}")
     expected = {"q": q.shape, "k": k.shape, "v": k.shape, "o": q.shape, "lse": (B, H, S)}
     for name, array in (("v", v), ("o", o), ("lse", lse)):
         if array.shape != expected[name]:
-            raise ad.TraceError(f"{name} has shape {array.shape}, expected {expected[name]} ({LAYOUT} layout)")
+            raise ad.TraceError(
+                f"{name} has shape {array.shape}, expected {expected[name]} ({LAYOUT} layout)")
     if D % 64 or not 64 <= D <= 256:
         raise ad.TraceError(f"head dim {D}: this kernel takes 64, 128, 192 or 256 (columns of 64 elements, "
                             "one 128-byte swizzled row each; a wgmma's N is at most 256)")
     if H % H_KV:
         raise ad.TraceError(f"{H} query heads cannot be grouped over {H_KV} key/value heads (not a divisor)")
     if CAUSAL and S_KV != S:
-        raise ad.TraceError(f"causal attention takes as many keys as queries, got {S_KV} keys for {S} queries")
+        raise ad.TraceError(
+            f"causal attention takes as many keys as queries, got {S_KV} keys for {S} queries")
     scale = LOG2E / math.sqrt(D)
     head = ad.program_id(1)
     b, h = head // H, head % H
@@ -273,7 +276,8 @@ def example_inputs(specs, rng) -> list[np.ndarray]:
 
 EXAMPLE_ARGS = {
     "attention": (
-        (*(ad.ArraySpec((1, 2, 256, 64), ad.bfloat16) for _ in range(4)), ad.ArraySpec((1, 2, 256), ad.float32)),
+        (*(ad.ArraySpec((1, 2, 256, 64), ad.bfloat16) for _ in range(4)),
+         ad.ArraySpec((1, 2, 256), ad.float32)),
         {"CAUSAL": True},
     ),
 }
@@ -304,8 +308,8 @@ def main(q_shape=(1, 200, 4, 64), kv_heads: int = 2, causal: bool = True, layout
     error = np.abs(o.astype(np.float64) - expected_o).max()
     lse_error = np.abs(lse - expected_lse).max()
     ok = error <= 2e-2 and lse_error <= 1e-3  # bf16 p and o: a few bf16 ulps of values below 1
-    print(f"attention q {q_shape} ({layout}), {kv_heads} k/v heads, causal={causal} on the {where}: max error "
-          f"{error:.2e}, log-sum-exp {lse_error:.2e} ({'ok' if ok else 'TOO LARGE'}; "
+    print(f"attention q {q_shape} ({layout}), {kv_heads} k/v heads, causal={causal} on the {where}: max "
+          f"error {error:.2e}, log-sum-exp {lse_error:.2e} ({'ok' if ok else 'TOO LARGE'}; "
           f"{(time.perf_counter() - start) * 1e3:.1f} ms incl. compile)")
     return 0 if ok else 1
 

@@ -57,8 +57,8 @@ def matmul(a, b, c, CTAS: ad.constexpr, BM: ad.constexpr = 128, BN: ad.constexpr
 
 
 @ad.kernel(grid=lambda a, b, c, partial, flags, CTAS, **_: (CTAS,), block=384, profile_events=32768)
-def matmul_split_k(a, b, c, partial, flags, CTAS: ad.constexpr, SPLIT_K: ad.constexpr = 2, BN: ad.constexpr = 256,
-                   STAGES: ad.constexpr = 4, BK: ad.constexpr = 64):
+def matmul_split_k(a, b, c, partial, flags, CTAS: ad.constexpr, SPLIT_K: ad.constexpr = 2,
+                   BN: ad.constexpr = 256, STAGES: ad.constexpr = 4, BK: ad.constexpr = 64):
     """c = a @ b for problems with fewer tiles than SMs: SPLIT_K units per (128, BN) tile each take
     an equal share of K (in slices BK deep, STAGES of them in flight), and the units of a tile add
     up in order (`add_in_order`) through `partial`, float32 (SPLIT_K - 1, *c.shape) (a slot for
@@ -68,7 +68,8 @@ def matmul_split_k(a, b, c, partial, flags, CTAS: ad.constexpr, SPLIT_K: ad.cons
     launch that did not finish (an error) may leave flags set: zero them before the next.  In
     clusters of two (`matmul_split_k_2cta`) the CTAs of a pair take tiles side by side and share
     each a slice, which few rows of a make most of the traffic."""
-    gemm(a, b, c, CTAS, 128, BN, BK, STAGES, "m", "tma64", 16, (40, 232), 1, SPLIT_K, "a", running=(partial, flags))
+    gemm(a, b, c, CTAS, 128, BN, BK, STAGES, "m", "tma64", 16, (40, 232), 1, SPLIT_K, "a",
+         running=(partial, flags))
 
 
 def split_k_flags(m: int, n: int, bn: int = 256, pair: int = 1) -> int:
@@ -98,9 +99,11 @@ def gemm(a, b, c, CTAS, BM, BN, BK, STAGES, SPLIT, EPILOGUE, SNAKE, REGISTERS, I
     policy = eviction_policies(EVICT_FIRST)
     pair = ad.cluster_shape()[0]
     if SHARE not in ("a", "b"):
-        raise ad.TraceError(f"SHARE says which operand the CTAs of a cluster share: 'a' or 'b', got {SHARE!r}")
+        raise ad.TraceError(
+            f"SHARE says which operand the CTAs of a cluster share: 'a' or 'b', got {SHARE!r}")
     share_a = pair > 1 and SHARE == "a"
-    m_tiles, n_tiles = (ad.cdiv(M, BM), ad.cdiv(N, BN * pair)) if share_a else (ad.cdiv(M, BM * pair), ad.cdiv(N, BN))
+    m_tiles, n_tiles = ((ad.cdiv(M, BM), ad.cdiv(N, BN * pair)) if share_a
+                        else (ad.cdiv(M, BM * pair), ad.cdiv(N, BN)))
     # Split K: SPLIT_K units per tile each add its share of K into a float32 c (TMA reduce-add),
     # so that small problems keep every SM busy.  Each unit takes the same number of K steps;
     # the last one's past the end of K read zeros (TMA zero fill), which add nothing.
@@ -116,13 +119,15 @@ def gemm(a, b, c, CTAS, BM, BN, BK, STAGES, SPLIT, EPILOGUE, SNAKE, REGISTERS, I
     part = (BM // a_parts, BN // b_parts)  # one consumer's accumulator
     # Where each consumer's part lies among all of them (with the parts past the end of c), which
     # numbers its split-K flag: rows and columns of parts.
-    part_rows, part_columns = m_tiles * a_parts * (1 if share_a else pair), n_tiles * b_parts * (pair if share_a else 1)
+    part_rows, part_columns = (m_tiles * a_parts * (1 if share_a else pair),
+                               n_tiles * b_parts * (pair if share_a else 1))
     if running is not None:
         check_running(running, c, part_rows * part_columns, SPLIT_K, units, clusters, pair)
 
     a_ring = ad.smem((STAGES, a_parts, part[0], BK), a.dtype, **tensor_core_layout(part[0]))  # [slot][part]
     b_ring = ad.smem((STAGES, b_parts, BK, part[1]), b.dtype, **tensor_core_layout(BK))
-    if SPLIT_K > 1 and running is None:  # float32 64 x 32 pieces (128-byte rows), added into c through two slots each
+    # float32 64 x 32 pieces (128-byte rows), added into c through two slots each
+    if SPLIT_K > 1 and running is None:
         c_out = ad.smem((consumers, 2, 64, 32), c.dtype, **tensor_core_layout(64, 32))
     elif EPILOGUE == "tma":  # the whole part through shared memory and one TMA store
         c_out = ad.smem((consumers, 1, *part), c.dtype, **tensor_core_layout(part[0]))  # [consumer][slot]
@@ -209,8 +214,8 @@ def gemm(a, b, c, CTAS, BM, BN, BK, STAGES, SPLIT, EPILOGUE, SNAKE, REGISTERS, I
 # above the other) or, for split K, of a (tiles side by side).
 matmul_2cta = ad.kernel(grid=lambda a, b, c, CTAS, **_: (CTAS,), block=384, cluster=(2, 1, 1),
                         profile_events=32768)(matmul.fn)
-matmul_split_k_2cta = ad.kernel(grid=lambda a, b, c, partial, flags, CTAS, **_: (CTAS,), block=384, cluster=(2, 1, 1),
-                                profile_events=32768)(matmul_split_k.fn)
+matmul_split_k_2cta = ad.kernel(grid=lambda a, b, c, partial, flags, CTAS, **_: (CTAS,), block=384,
+                                cluster=(2, 1, 1), profile_events=32768)(matmul_split_k.fn)
 
 
 @ad.kernel(grid=lambda a, b, c, CTAS, **_: (CTAS,), block=256, profile_events=32768)
@@ -235,8 +240,8 @@ def check_tiles(BM, BN, BK, STAGES) -> None:
     """Refuse, at trace time, tiles and rings a bf16 GEMM cannot be built with."""
     for name, value in (("BM", BM), ("BN", BN), ("BK", BK)):
         if not isinstance(value, int) or value <= 0 or value % 64:
-            raise ad.TraceError(f"{name} must be a positive multiple of 64 (the tensor cores read columns of 64 "
-                                f"elements), got {value!r}")
+            raise ad.TraceError(f"{name} must be a positive multiple of 64 (the tensor cores read columns of "
+                                f"64 elements), got {value!r}")
     if not isinstance(STAGES, int) or STAGES < 1:
         raise ad.TraceError(f"STAGES must be a positive int, got {STAGES!r}")
 
@@ -245,8 +250,8 @@ def eviction_policies(evict_first: str) -> dict:
     """The `eviction_policy` of each operand's slices: "evict_first" for those `evict_first`
     names ("", "a", "b" or "ab"), the default for the others."""
     if evict_first not in ("", "a", "b", "ab"):
-        raise ad.TraceError(f"EVICT_FIRST names the operands whose slices L2 gives up first: '', 'a', 'b' or 'ab', "
-                            f"got {evict_first!r}")
+        raise ad.TraceError("EVICT_FIRST names the operands whose slices L2 gives up first: '', 'a', 'b' or "
+                            f"'ab', got {evict_first!r}")
     return {name: "evict_first" if name in evict_first else None for name in "ab"}
 
 
@@ -265,7 +270,8 @@ def check_operands(a, b, c, CTAS, rows=None, b_is_transposed=False) -> None:
     n, b_k = b.shape if b_is_transposed else reversed(b.shape)
     if b_k != k:
         form = "(N, K)" if b_is_transposed else "(K, N)"
-        raise ad.TraceError(f"a is (M, K) = {tuple(a.shape)} and b is {form} = {tuple(b.shape)}: their K differ")
+        raise ad.TraceError(
+            f"a is (M, K) = {tuple(a.shape)} and b is {form} = {tuple(b.shape)}: their K differ")
     wanted = (m if rows is None else rows, n)
     if tuple(c.shape) != wanted:
         raise ad.TraceError(f"c must be (M, N) = {wanted} for a {tuple(a.shape)} and b {tuple(b.shape)}, "
@@ -273,8 +279,9 @@ def check_operands(a, b, c, CTAS, rows=None, b_is_transposed=False) -> None:
     for name, array in (("a", a), ("b", b), ("c", c)):
         row_bytes = array.shape[1] * array.dtype.itemsize
         if row_bytes % 16:
-            raise ad.TraceError(f"{name}'s rows are {row_bytes} bytes ({array.shape[1]} {array.dtype}): TMA copies "
-                                "rows of a multiple of 16 bytes (K and N multiples of 8 for 16-bit elements)")
+            raise ad.TraceError(f"{name}'s rows are {row_bytes} bytes ({array.shape[1]} {array.dtype}): TMA "
+                                "copies rows of a multiple of 16 bytes (K and N multiples of 8 for "
+                                "16-bit elements)")
 
 
 def check_16_bit(a, b, c, c_float32: bool = False) -> None:
@@ -284,8 +291,8 @@ def check_16_bit(a, b, c, c_float32: bool = False) -> None:
     if a.dtype not in (ad.bfloat16, ad.float16) or b.dtype != a.dtype:
         raise ad.TraceError(f"a and b must both be bfloat16 or both float16, got {a.dtype} and {b.dtype}")
     if c_float32 and c.dtype != ad.float32:
-        raise ad.TraceError(f"SPLIT_K > 1 adds the splits' parts into c, which must be float32, not {c.dtype} "
-                            "(matmul_split_k ends in bfloat16 or float16)")
+        raise ad.TraceError("SPLIT_K > 1 adds the splits' parts into c, which must be float32, not "
+                            f"{c.dtype} (matmul_split_k ends in bfloat16 or float16)")
     if not c_float32 and c.dtype not in (ad.bfloat16, ad.float16):
         raise ad.TraceError(f"c must be bfloat16 or float16 (matmul with SPLIT_K adds into a float32 c), "
                             f"got {c.dtype}")
@@ -340,7 +347,8 @@ def check_running(running, c, halves: int, splits: int, units: int, clusters: in
     when it is traced."""
     partial, flags = running
     if splits < 2:
-        raise ad.TraceError(f"SPLIT_K={splits}: matmul_split_k splits K in two or more parts (matmul takes whole K)")
+        raise ad.TraceError(
+            f"SPLIT_K={splits}: matmul_split_k splits K in two or more parts (matmul takes whole K)")
     if partial.dtype != ad.float32 or len(partial.shape) != 3 or partial.shape[1:] != c.shape \
             or partial.shape[0] < splits - 1:
         raise ad.TraceError(f"partial must be a float32 array of SPLIT_K - 1 slots of c's shape: "
@@ -353,8 +361,8 @@ def check_running(running, c, halves: int, splits: int, units: int, clusters: in
         # The last unit of a tile waits for the others, which come before it; with a unit per CTA,
         # they started no later.
         what = f"{clusters} CTAs" if pair == 1 else f"{clusters} clusters of {pair} CTAs"
-        raise ad.TraceError(f"SPLIT_K={splits} makes {units} units of work for {what}: matmul_split_k takes one "
-                            "unit per CTA (or cluster): fewer splits, or wider tiles")
+        raise ad.TraceError(f"SPLIT_K={splits} makes {units} units of work for {what}: matmul_split_k takes "
+                            "one unit per CTA (or cluster): fewer splits, or wider tiles")
 
 
 def part_number(row, col, part: tuple[int, int], columns: int):

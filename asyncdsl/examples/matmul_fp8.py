@@ -64,8 +64,8 @@ def matmul_fp8(a, b, a_scale, b_scale, c, CTAS: ad.constexpr, BM: ad.constexpr =
         raise ad.TraceError(f"PROMOTE is how many K slices the tensor cores sum before each addition into "
                             f"float32, a non-negative int (0: the whole K), got {PROMOTE!r}")
     if PROMOTE and BN > 192:  # two 64 x BN float32 tiles a consumer thread: BN / 2 registers each
-        raise ad.TraceError(f"PROMOTE keeps a float32 total beside the accumulator, which fits the consumers' 232 "
-                            f"registers a thread for BN <= 192, got BN={BN}")
+        raise ad.TraceError("PROMOTE keeps a float32 total beside the accumulator, which fits the consumers' "
+                            f"232 registers a thread for BN <= 192, got BN={BN}")
     group = PROMOTE or 1
     k_steps = ad.cdiv(ad.cdiv(K, BK), group) * group
     mine, origin = cluster_tiles(M, N, BM, BN, CTAS, SNAKE)
@@ -145,11 +145,12 @@ def check_fp8_operands(a, b, a_scale, b_scale, c, CTAS) -> None:
     check_operands(a, b, c, CTAS, b_is_transposed=True)
     fp8 = (ad.float8_e4m3fn, ad.float8_e5m2)
     if a.dtype not in fp8 or b.dtype not in fp8:  # (bf16 products: examples/matmul.py)
-        raise ad.TraceError(f"a and b must be float8 (e4m3fn or e5m2, either for each), got {a.dtype} and {b.dtype}")
+        raise ad.TraceError(
+            f"a and b must be float8 (e4m3fn or e5m2, either for each), got {a.dtype} and {b.dtype}")
     for name, scale, length in (("a_scale", a_scale, a.shape[0]), ("b_scale", b_scale, b.shape[0])):
         if tuple(scale.shape) != (length,) or scale.dtype != ad.float32:
-            raise ad.TraceError(f"{name} must be float32 of shape ({length},), one scale a row, got {scale.dtype} "
-                                f"{tuple(scale.shape)}")
+            raise ad.TraceError(f"{name} must be float32 of shape ({length},), one scale a row, got "
+                                f"{scale.dtype} {tuple(scale.shape)}")
     if c.dtype not in (ad.bfloat16, ad.float16):  # 64 x 64 pieces of 128-byte rows
         raise ad.TraceError(f"c must be bfloat16 or float16, got {c.dtype}")
 
@@ -201,7 +202,8 @@ def matmul_fp8_pingpong(a, b, a_scale, b_scale, c, CTAS: ad.constexpr, BN: ad.co
     a_ring = ad.smem((STAGES, BM, BK), a.dtype, **tensor_core_layout(BM, BK))
     b_ring = ad.smem((STAGES, BN, BK), b.dtype, **tensor_core_layout(BN, BK))
     c_out = ad.smem((2, 2, 64, 64), c.dtype, **tensor_core_layout(64, 64))  # [consumer][slot]
-    ring = ad.Pipeline(STAGES, loads=2, consumers=1, collective="x" if pair > 1 else None)  # a slot is one consumer's
+    # a slot is one consumer's
+    ring = ad.Pipeline(STAGES, loads=2, consumers=1, collective="x" if pair > 1 else None)
     k_loops = ad.turns((0, 1))
 
     with ad.warpgroup_role(2, registers=40):
@@ -220,7 +222,8 @@ def matmul_fp8_pingpong(a, b, a_scale, b_scale, c, CTAS: ad.constexpr, BN: ad.co
         for t in ping_pong_tiles(mine, me):
             row, col = origin(t)
             first = t * k_steps
-            ping_pong_k_loop(acc, ring, k_loops, first, k_steps, lambda slot: (a_ring.at[slot], b_ring.at[slot].T))
+            ping_pong_k_loop(acc, ring, k_loops, first, k_steps,
+                             lambda slot: (a_ring.at[slot], b_ring.at[slot].T))
             scales = tile_scales(a_scale, b_scale, row, col, BM, BN)  # while the last wgmma runs
             ad.wgmma_wait(0)
             ring.release(first + k_steps - 1)
@@ -289,7 +292,8 @@ def main(shape=(300, 512, 384)) -> int:
         from asyncdsl.runtime import device_facts, to_device, to_host
 
         c_d = to_device(c)
-        matmul_fp8(*(to_device(x) for x in (a, b, a_scale, b_scale)), c_d, CTAS=device_facts(0).multiprocessor_count)
+        matmul_fp8(*(to_device(x) for x in (a, b, a_scale, b_scale)), c_d,
+                   CTAS=device_facts(0).multiprocessor_count)
         c, where = to_host(c_d), "GPU"
     else:
         matmul_fp8.interpret(a, b, a_scale, b_scale, c, CTAS=3)

@@ -78,7 +78,8 @@ def matmul_pingpong(a, b, c, CTAS: ad.constexpr, BM: ad.constexpr = 128, BN: ad.
         for t in ping_pong_tiles(mine, me):
             row, col = origin(t)
             first = t * k_steps
-            ping_pong_k_loop(acc, ring, k_loops, first, k_steps, lambda slot: (a_ring.at[slot], b_ring.at[slot]))
+            ping_pong_k_loop(acc, ring, k_loops, first, k_steps,
+                             lambda slot: (a_ring.at[slot], b_ring.at[slot]))
             with ad.region("epilogue"):
                 ad.wgmma_wait(0)
                 ring.release(first + k_steps - 1)

@@ -54,7 +54,8 @@ def reduce_scatter(x, out, ready, epoch: int, CTAS: ad.constexpr = 1, BM: ad.con
         slot = t % STAGES
         for step in range(devices):
             pe = (rank + 1 + step) % devices  # the devices read different peers at a time
-            ad.async_copy(x.peer(pe).at[(rank, *window(t))], ring.at[slot, pe], barrier=landed[slot], arrive=False)
+            ad.async_copy(x.peer(pe).at[(rank, *window(t))], ring.at[slot, pe],
+                          barrier=landed[slot], arrive=False)
         landed[slot].arrive_expect_tx(devices * BM * BN * x.dtype.itemsize)
 
     for t in range(STAGES):  # fill the ring
@@ -89,11 +90,13 @@ def run(devices: int, rows: int = 40, columns: int = 72, seed: int = 0, CTAS: in
     rng = np.random.default_rng(seed)
     ready = [np.zeros(devices, np.int32) for _ in range(devices)]
     for epoch in (1, 2):
-        xs = [rng.standard_normal((devices, rows, columns)).astype(ml_dtypes.bfloat16) for _ in range(devices)]
+        xs = [rng.standard_normal((devices, rows, columns)).astype(ml_dtypes.bfloat16)
+              for _ in range(devices)]
         outs = [np.full((rows, columns), np.nan, ml_dtypes.bfloat16) for _ in range(devices)]
         reduce_scatter.interpret(xs, outs, ready, epoch, CTAS=CTAS, devices=devices)
         for rank, out in enumerate(outs):
-            if out.view(np.uint16).tobytes() != reference(xs, rank, ml_dtypes.bfloat16).view(np.uint16).tobytes():
+            if (out.view(np.uint16).tobytes()
+                    != reference(xs, rank, ml_dtypes.bfloat16).view(np.uint16).tobytes()):
                 return False
     return all((r == 2).all() for r in ready)
 
@@ -110,7 +113,8 @@ def on_gpus(rows: int = 1000, columns: int = 520, seed: int = 0, CTAS: int = 8) 
     dist.barrier()  # every PE's flags are down before anyone raises one
     ok = True
     for epoch in (1, 2):
-        xs = [torch.randn((devices, rows, columns), generator=generator).to(torch.bfloat16) for _ in range(devices)]
+        xs = [torch.randn((devices, rows, columns), generator=generator).to(torch.bfloat16)
+              for _ in range(devices)]
         x = dist.symmetric_like(xs[rank].cuda())
         out = torch.full((rows, columns), float("nan"), dtype=torch.bfloat16, device="cuda")
         reduce_scatter(x, out, ready, epoch, CTAS=CTAS)

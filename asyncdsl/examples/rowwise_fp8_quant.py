@@ -13,7 +13,8 @@ H200: 1.02× Triton, where two sweeps measured 0.87×); it takes rows of 8192 to
 Rows longer than RING_FROM go through `rowwise_fp8_quant_ring`, persistent CTAs with the next
 rows in flight in shared memory.  Rows of 2049-4096 elements go two to a CTA of two warpgroups
 (`rowwise_fp8_quant_pairs`), each warpgroup quantising its own row as above: 3-4 % faster at
-8192×4096 (PAIRS_FROM).  `quantize(x, q, scales)` picks the kernel for the rows' length.  A window may run past the row's
+8192×4096 (PAIRS_FROM).  `quantize(x, q, scales)` picks the kernel for the rows' length.  A window may run
+past the row's
 end: those elements are never touched, so any row length works.  An all-zero row gets scale 0 and
 zeros (no division by zero).  Measured on the H200 against the bulk-copy version this replaced
 (the row through shared memory): 2-3 % faster (`benchmarks/register_tiles.py` has the same-run
@@ -236,14 +237,16 @@ def quantize(x, q, scales, stream=None) -> None:
 def reference(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     wide = x.astype(np.float32)
     amax = np.abs(wide).max(axis=1)
-    factor = np.where(amax > 0, np.float32(E4M3_MAX) / np.maximum(amax, np.float32(1e-30)), 0).astype(np.float32)
+    factor = np.where(amax > 0, np.float32(E4M3_MAX) / np.maximum(amax, np.float32(1e-30)),
+                      0).astype(np.float32)
     scaled = np.clip(wide * factor[:, None], -E4M3_MAX, E4M3_MAX)
     return scaled.astype(ml_dtypes.float8_e4m3fn), (amax * np.float32(1 / E4M3_MAX)).astype(np.float32)
 
 
 EXAMPLE_ARGS = {
     "rowwise_fp8_quant": (
-        (ad.ArraySpec((64, 3000), ad.bfloat16), ad.ArraySpec((64, 3000), ad.float8_e4m3fn), ad.ArraySpec((64,), ad.float32)),
+        (ad.ArraySpec((64, 3000), ad.bfloat16), ad.ArraySpec((64, 3000), ad.float8_e4m3fn),
+         ad.ArraySpec((64,), ad.float32)),
         {"CHUNK": 1024},
     ),
     "rowwise_fp8_quant_pairs": (  # an odd number of rows: the last CTA's second row is past the end
@@ -283,7 +286,8 @@ def main(shape=(64, 10000)) -> int:
         kernel.interpret(x, q, scales, **constexprs)
         where = "interpreter"
     expected_q, expected_scales = reference(x)
-    ok = q.view(np.uint8).tobytes() == expected_q.view(np.uint8).tobytes() and np.array_equal(scales, expected_scales)
+    ok = (q.view(np.uint8).tobytes() == expected_q.view(np.uint8).tobytes()
+          and np.array_equal(scales, expected_scales))
     print(f"rowwise_fp8_quant {shape} on the {where}: {'bit-exact' if ok else 'MISMATCH'} against numpy "
           f"({(time.perf_counter() - start) * 1e3:.1f} ms incl. compile)")
     return 0 if ok else 1

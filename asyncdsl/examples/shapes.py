@@ -38,6 +38,7 @@ def row_length(name: str, x) -> int:
     shape = getattr(x, "shape", None)
     if shape is None or len(shape) != 2 or not all(shape):
         got = f"shape {tuple(shape)}" if shape is not None else type(x).__name__
-        raise ad.ArgumentError(f"{name} must be a matrix of rows (an array of shape (M, N), M, N >= 1), got {got}",
-                               user_location(skip=2))
+        raise ad.ArgumentError(
+            f"{name} must be a matrix of rows (an array of shape (M, N), M, N >= 1), got {got}",
+            user_location(skip=2))
     return int(shape[1])

@@ -37,8 +37,8 @@ CHUNK = 2048  # elements of a row per step: 16 of each input per thread (2 vecto
 @ad.kernel(grid=lambda a, b, y, CHUNK=CHUNK, **_: (a.shape[0] * -(-a.shape[1] // CHUNK),), block=128)
 def swiglu(a, b, y, CHUNK: ad.constexpr = CHUNK):
     if isinstance(CHUNK, bool) or not isinstance(CHUNK, int) or CHUNK < 1024 or CHUNK % 1024:
-        raise ad.TraceError(f"CHUNK must be a positive multiple of 1024 (a vector of 8 elements for each of the "
-                            f"128 threads at a time), got {CHUNK!r}")
+        raise ad.TraceError("CHUNK must be a positive multiple of 1024 (a vector of 8 elements for each of "
+                            f"the 128 threads at a time), got {CHUNK!r}")
     check_shape("b", b, a.shape, "silu(a) * b takes them element by element")
     check_rows(("a", a), ("y", y))
     # CTA k takes chunk k % chunks of row k // chunks: CTAs launched one after the other read
@@ -81,8 +81,8 @@ def main(shape=(128, 5000)) -> int:
     expected = reference(a, b).astype(np.float64)
     error = np.abs(y.astype(np.float64) - expected) / np.maximum(np.abs(expected), 1e-2)
     ok = bool(error.max() <= 2 ** -7)  # a bfloat16 ulp
-    print(f"swiglu {shape} on the {where}: max relative error {error.max():.2e} {'ok' if ok else 'TOO LARGE'} "
-          f"({(time.perf_counter() - start) * 1e3:.1f} ms incl. compile)")
+    print(f"swiglu {shape} on the {where}: max relative error {error.max():.2e} "
+          f"{'ok' if ok else 'TOO LARGE'} ({(time.perf_counter() - start) * 1e3:.1f} ms incl. compile)")
     return 0 if ok else 1
 
 

@@ -60,7 +60,8 @@ def main(shape=(1000, 528)) -> int:
     failures = 0
     for dtype, bm, bn in CASES:
         src = random_array(shape, dtype, rng)
-        dst = np.full_like(src, 0x5A, dtype=src.dtype) if dtype.itemsize == 1 else random_array(shape, dtype, rng)
+        dst = (np.full_like(src, 0x5A, dtype=src.dtype) if dtype.itemsize == 1
+               else random_array(shape, dtype, rng))
         start = time.perf_counter()
         if has_gpu():
             from asyncdsl.runtime import to_device, to_host

@@ -18,12 +18,15 @@ from asyncdsl.frontend.scalars import IndexLike, Scalar, index_value, is_index
 def multiple_of(value: IndexLike, divisor: int) -> IndexLike:
     """`value`, which the caller promises is a multiple of `divisor` (a positive Python int)."""
     if not is_int(divisor) or divisor < 1:
-        raise TraceError(f"asyncdsl.multiple_of needs a positive Python int divisor, got {divisor!r}", user_location())
+        raise TraceError(f"asyncdsl.multiple_of needs a positive Python int divisor, got {divisor!r}",
+                         user_location())
     if not is_index(value):
-        raise TraceError(f"asyncdsl.multiple_of takes an integer or a traced index, got {value!r}", user_location())
+        raise TraceError(f"asyncdsl.multiple_of takes an integer or a traced index, got {value!r}",
+                         user_location())
     if isinstance(value, int):
         if value % divisor:
-            raise TraceError(f"asyncdsl.multiple_of({value}, {divisor}): {value} is not a multiple of {divisor}", user_location())
+            raise TraceError(f"asyncdsl.multiple_of({value}, {divisor}): {value} is not a "
+                             f"multiple of {divisor}", user_location())
         return value
     tracer = tracing.current("asyncdsl.multiple_of")
     return Scalar(tracer.emit(ir.MultipleOfOp(index_value(value), divisor)).results[0])

@@ -113,8 +113,9 @@ class Autotuned:
             key = self.key(*args, **kwargs)
             hash(key)
         except Exception as error:  # noqa: BLE001 - the user's function: report it at the call
-            raise ArgumentError(f"asyncdsl.autotune: the key function must return a hashable value for the call's "
-                                f"arguments; it gave {type(error).__name__}: {error}", user_location()) from error
+            raise ArgumentError("asyncdsl.autotune: the key function must return a hashable value for the "
+                                f"call's arguments; it gave {type(error).__name__}: {error}",
+                                user_location()) from error
         return key
 
     def report(self, key: Any) -> str:

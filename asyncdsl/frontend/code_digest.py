@@ -51,7 +51,8 @@ _seen: dict[str, tuple[str, int, int] | None] = {}
 
 def _identity(name: str, module: ModuleType) -> tuple[str, int, int] | None:
     path = getattr(module, "__file__", None)
-    if not isinstance(path, str) or name == "asyncdsl" or name.startswith("asyncdsl.") or path.startswith(_THIRD_PARTY):
+    if (not isinstance(path, str) or name == "asyncdsl" or name.startswith("asyncdsl.")
+            or path.startswith(_THIRD_PARTY)):
         return None  # asyncdsl's own files are all counted (`_asyncdsl_files`), loaded or not
     return file_identity(path)
 
@@ -91,7 +92,8 @@ def code_digest(kernel_file: str) -> str | None:
     for name, module in list(sys.modules.items()):
         if name not in _seen and module is not None:
             _seen[name] = _identity(name, module)
-    files = sorted({identity for identity in _seen.values() if identity is not None} | {own} | set(_asyncdsl_files()))
+    files = sorted({identity for identity in _seen.values() if identity is not None} | {own}
+                   | set(_asyncdsl_files()))
     digest = hashlib.sha256()
     for part in (sys.version, _installed("xdsl"), _installed("numpy"), _installed("ml_dtypes")):
         digest.update(part.encode() + b"\0")
@@ -155,7 +157,8 @@ def _value(name: str, value, seen: set[int]) -> str:
     digest covers by file."""
     label = f"{name}=" if name else ""
     if isinstance(value, functools.partial):  # the arguments it binds are values, its function code
-        bound = ", ".join(filter(None, [_value("", value.func, seen), value_text(value.args), value_text(value.keywords)]))
+        bound = ", ".join(
+            filter(None, [_value("", value.func, seen), value_text(value.args), value_text(value.keywords)]))
         return f"{label}partial({bound})"
     if isinstance(value, FunctionType) and _users(value) and id(value) not in seen:
         return f"{label}{value.__module__}.{value.__qualname__}({_bound(value, seen)})"
@@ -179,10 +182,12 @@ def value_text(value, depth: int = 0) -> str:
         if depth == _DEPTH:
             return _UNREADABLE
         items = value.items() if isinstance(value, dict) else enumerate(value)
-        inner = ", ".join(f"{value_text(key, depth + 1)}: {value_text(item, depth + 1)}" for key, item in items)
+        inner = ", ".join(f"{value_text(key, depth + 1)}: {value_text(item, depth + 1)}"
+                          for key, item in items)
         return f"{type(value).__qualname__}({inner})"
     if not isinstance(value, np.ndarray) and any(
-        hasattr(value, protocol) for protocol in ("__array__", "__array_interface__", "__cuda_array_interface__", "__dlpack__")
+        hasattr(value, protocol)
+        for protocol in ("__array__", "__array_interface__", "__cuda_array_interface__", "__dlpack__")
     ):
         try:
             value = np.asarray(value)
@@ -191,7 +196,8 @@ def value_text(value, depth: int = 0) -> str:
     if isinstance(value, np.ndarray):
         if value.dtype == object:
             return _UNREADABLE  # its bytes are addresses
-        return f"{value.dtype}{value.shape}:{hashlib.sha256(np.ascontiguousarray(value).tobytes()).hexdigest()}"
+        return (f"{value.dtype}{value.shape}:"
+                f"{hashlib.sha256(np.ascontiguousarray(value).tobytes()).hexdigest()}")
     return repr(value)
 
 

@@ -30,7 +30,8 @@ def range(start: IndexLike, stop: IndexLike | None = None, step: int = 1) -> Ite
         start, stop = 0, start
     for name, bound in (("start", start), ("stop", stop)):
         if not is_index(bound):
-            raise TraceError(f"asyncdsl.range {name} must be an int or a traced index, got {bound!r}", user_location())
+            raise TraceError(f"asyncdsl.range {name} must be an int or a traced index, got {bound!r}",
+                             user_location())
     if not is_int(step) or step <= 0:
         raise TraceError(f"asyncdsl.range step must be a positive Python int, got {step!r}", user_location())
     location = user_location()

@@ -68,8 +68,8 @@ def _copy_layout(smem: SmemRef, transforms, swizzle) -> tuple[tuple[MemRefTransf
         passed = describe_chain(given_chain if given_chain is not None else layout.transforms)
         passed_swizzle = given_swizzle if given_swizzle is not None else layout.swizzle_bytes
         raise TraceError(
-            f"async_copy passes transforms {passed} and swizzle {passed_swizzle}, but the buffer allocated at "
-            f"{smem.origin} carries transforms {describe_chain(layout.transforms)} and swizzle "
+            f"async_copy passes transforms {passed} and swizzle {passed_swizzle}, but the buffer allocated "
+            f"at {smem.origin} carries transforms {describe_chain(layout.transforms)} and swizzle "
             f"{layout.swizzle_bytes}; leave them off the copy, which takes the buffer's",
             user_location(),
         )
@@ -139,7 +139,8 @@ def async_copy(
     tracer = tracing.current("asyncdsl.async_copy")
     src, dst = _as_gmem_view(src, "source"), _as_gmem_view(dst, "destination")
     if isinstance(src, GmemView) == isinstance(dst, GmemView):
-        raise TraceError("async_copy copies between GMEM and SMEM: give one array slice and one smem buffer", user_location())
+        raise TraceError("async_copy copies between GMEM and SMEM: give one array slice and one smem buffer",
+                         user_location())
     gmem = src if isinstance(src, GmemView) else dst
     if barrier is not None and not isinstance(barrier, Barrier):
         raise TraceError(f"barrier must come from asyncdsl.barrier(...), got {barrier!r}", user_location())
@@ -152,7 +153,8 @@ def async_copy(
         partition_kind = None if partition is None else option(Partition, partition, "partition")
         partition_axis = None
     if predicate is not None and not (isinstance(predicate, Scalar) and predicate.is_condition):
-        raise TraceError("predicate must be a traced condition (e.g. asyncdsl.program_id(0) == 0)", user_location())
+        raise TraceError("predicate must be a traced condition (e.g. asyncdsl.program_id(0) == 0)",
+                         user_location())
     barrier_operands = barrier.operands() if barrier is not None else (None, None)
     peer = gmem.ref.peer_index
     op = ir.AsyncCopyOp(
@@ -197,5 +199,5 @@ def await_cp_async_copy(allow_groups: int = 0) -> None:
 def _check_groups(allow_groups, what: str) -> None:
     """A Python int (the op's verifier checks its range)."""
     if not is_int(allow_groups):
-        raise TraceError(f"{what}: allow_groups (how many copy groups may stay pending) must be a Python int, "
-                         f"got {allow_groups!r}", user_location())
+        raise TraceError(f"{what}: allow_groups (how many copy groups may stay pending) must be a Python "
+                         f"int, got {allow_groups!r}", user_location())

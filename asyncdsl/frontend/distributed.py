@@ -57,13 +57,15 @@ def _cell(target: object, what: str) -> GmemView:
             user_location(),
         )
     if target.dtype not in _FLAG_DTYPES:
-        raise TraceError(f"{what} takes an int32 or uint32 cell, {target.ref.name} holds {target.dtype}", user_location())
+        raise TraceError(f"{what} takes an int32 or uint32 cell, {target.ref.name} holds {target.dtype}",
+                         user_location())
     return target
 
 
 def _value(value: IndexLike, what: str):
     if not is_index(value):
-        raise TraceError(f"{what}: the value must be a Python int or a traced index, got {value!r}", user_location())
+        raise TraceError(f"{what}: the value must be a Python int or a traced index, got {value!r}",
+                         user_location())
     if isinstance(value, int) and not 0 <= value < 2**31:
         raise TraceError(f"{what}: the value must be in 0 .. 2**31 - 1, got {value}", user_location())
     return int32_index(value)
@@ -93,10 +95,12 @@ def wait_signal(target: object, cmp: str, value: IndexLike) -> None:
     tracer = tracing.current(what)
     cell = _cell(target, what)
     if cell.ref.peer_index is not None:
-        raise TraceError(f"{what} waits on this device's flags only (no .peer): peers signal into them", user_location())
+        raise TraceError(f"{what} waits on this device's flags only (no .peer): peers signal into them",
+                         user_location())
     if cmp not in WAIT_COMPARISONS:
         raise TraceError(f"{what}: cmp must be 'eq' or 'ge', got {cmp!r}", user_location())
-    tracer.emit(ir.WaitSignalOp(cell.ref.argument, [int32_index(d.start) for d in cell.dims], _value(value, what), cmp))
+    tracer.emit(ir.WaitSignalOp(cell.ref.argument, [int32_index(d.start) for d in cell.dims],
+                                _value(value, what), cmp))
 
 
 def symmetric_arrays(

@@ -42,7 +42,8 @@ def _image_batch(src: object) -> GmemRef:
             user_location(),
         )
     raise TraceError(
-        f"async_copy_im2col source must be a kernel array argument (an image batch), got {type(src).__name__}",
+        "async_copy_im2col source must be a kernel array argument (an image batch), got "
+        f"{type(src).__name__}",
         user_location(),
     )
 
@@ -106,9 +107,11 @@ def async_copy_im2col(
     strides = (1,) * spatial if window_strides is None else _python_ints(window_strides, "window_strides")
     for name, values in (("start_indices", start_indices), ("filter_offsets", filter_offsets)):
         if not isinstance(values, Sequence):
-            raise TraceError(f"{name} must be a sequence of ints or traced indices, got {values!r}", user_location())
+            raise TraceError(f"{name} must be a sequence of ints or traced indices, got {values!r}",
+                             user_location())
     if predicate is not None and not (isinstance(predicate, Scalar) and predicate.is_condition):
-        raise TraceError("predicate must be a traced condition (e.g. asyncdsl.program_id(0) == 0)", user_location())
+        raise TraceError("predicate must be a traced condition (e.g. asyncdsl.program_id(0) == 0)",
+                         user_location())
     barriers, barrier_index = barrier.operands()
     tracer.emit(
         ir.AsyncCopyIm2colOp(

@@ -83,7 +83,8 @@ def _declared(annotation: Any) -> str | None:
 def _dims3(value: Any, what: str, location: SourceLocation | None) -> tuple[int, int, int]:
     """1 to 3 positive integers (numpy integers too) as (x, y, z)."""
     try:
-        dims = (operator.index(value),) if not isinstance(value, (tuple, list)) else tuple(map(operator.index, value))
+        dims = ((operator.index(value),) if not isinstance(value, (tuple, list))
+                else tuple(map(operator.index, value)))
     except TypeError:
         dims = ()
     if not 1 <= len(dims) <= 3 or any(isinstance(d, bool) or d < 1 for d in dims):
@@ -109,7 +110,8 @@ class BoundCall:
     def scalars(self) -> list[int | float]:
         """The scalar arguments as the kernel receives them (ints checked, floats in float32)."""
         return [
-            scalar_argument(kind, value, name) for (name, value), kind in zip(self.runtime, self.kinds) if kind
+            scalar_argument(kind, value, name)
+            for (name, value), kind in zip(self.runtime, self.kinds) if kind
         ]
 
     def with_arrays(self, arrays: Mapping[str, Any]) -> BoundCall:
@@ -136,8 +138,9 @@ class Kernel:
             raise ArgumentError(f"asyncdsl.kernel decorates a Python function (def ...), got "
                                 f"{type(fn).__name__} {fn!r}", user_location())
         if name is not None and not isinstance(name, str):
-            raise ArgumentError(f"kernel {fn.__name__}: name must be a str (the PTX entry's name), got {name!r}",
-                                user_location())
+            raise ArgumentError(
+                f"kernel {fn.__name__}: name must be a str (the PTX entry's name), got {name!r}",
+                user_location())
         self.fn = fn
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
@@ -164,7 +167,8 @@ class Kernel:
         target = option(Arch, arch, "arch", ArgumentError, self.definition)
         self.launch = LaunchShape(block, _dims3(cluster, "cluster", self.definition), target)
         if descriptors not in DESCRIPTOR_MODES:
-            raise ArgumentError(f"descriptors must be one of {DESCRIPTOR_MODES}, got {descriptors!r}", self.definition)
+            raise ArgumentError(f"descriptors must be one of {DESCRIPTOR_MODES}, got {descriptors!r}",
+                                self.definition)
         self.descriptor_mode = descriptors
         if not is_int(profile_events) or not 1 <= profile_events <= MAX_EVENTS_PER_WARPGROUP:
             raise ArgumentError(
@@ -175,11 +179,13 @@ class Kernel:
         self.profile_events = profile_events
         cluster_size = self.launch.cluster[0] * self.launch.cluster[1] * self.launch.cluster[2]
         if cluster_size > 16:
-            raise ArgumentError(f"a cluster holds at most 16 CTAs, got {self.launch.cluster}", self.definition)
+            raise ArgumentError(f"a cluster holds at most 16 CTAs, got {self.launch.cluster}",
+                                self.definition)
         self._compiled: dict[tuple, CompiledKernel] = {}
         self._binaries: dict[tuple, KernelBinary] = {}
         self._warm = WarmLaunches(
-            tuple(self._signature.parameters), frozenset(self.constexpr_names), grid if callable(grid) else None,
+            tuple(self._signature.parameters), frozenset(self.constexpr_names),
+            grid if callable(grid) else None,
             {name: p.default for name, p in self._signature.parameters.items() if p.default is not p.empty},
         )
 
@@ -204,7 +210,8 @@ class Kernel:
             try:
                 hash(v)
             except TypeError:
-                raise ArgumentError(f"constexpr {n} must be hashable, got {type(v).__name__}", location) from None
+                raise ArgumentError(f"constexpr {n} must be hashable, got {type(v).__name__}",
+                                    location) from None
         return BoundCall(runtime_values, kinds, constexprs)
 
     def specs(self, call: BoundCall, location: SourceLocation | None) -> tuple[ArraySpec | ScalarSpec, ...]:
@@ -260,13 +267,15 @@ class Kernel:
         self._binaries[key] = binary
         return binary
 
-    def _disk_key(self, specs: tuple, constexprs: Mapping[str, Any], profile: bool, devices: int) -> str | None:
+    def _disk_key(self, specs: tuple, constexprs: Mapping[str, Any], profile: bool,
+                  devices: int) -> str | None:
         """The key of a specialisation across processes: the code (`code_digest`) and the values
         it names (`bound_values`), this kernel and its options, the specs and the constexprs by
         type and text (`code_digest.value_text`: arrays by their bytes); None when a constexpr's
         or bound value's text would differ in every process (`code_digest.keyable`)."""
         code = code_digest(self.fn.__code__.co_filename)
-        values = repr(sorted((name, type(value).__qualname__, value_text(value)) for name, value in constexprs.items()))
+        values = repr(
+            sorted((name, type(value).__qualname__, value_text(value)) for name, value in constexprs.items()))
         bound = bound_values(self.fn) if code is not None else None
         if bound is None or not keyable(values):
             return None
@@ -278,7 +287,8 @@ class Kernel:
         return digest.hexdigest()
 
     def _tracing(
-        self, specs: tuple[ArraySpec | ScalarSpec, ...], constexprs: Mapping[str, Any], profile: bool, devices: int = 1
+        self, specs: tuple[ArraySpec | ScalarSpec, ...], constexprs: Mapping[str, Any], profile: bool,
+        devices: int = 1
     ) -> Callable[[], ModuleOp]:
         """What traces this specialisation's module, each time it is called (in the debug mode of now)."""
         return partial(
@@ -336,8 +346,9 @@ class Kernel:
                     inspect.signature(self.grid).bind(**call.by_name())
                 except TypeError:
                     raise ArgumentError(
-                        f"the grid function of kernel {self.__name__} is called with the kernel's arguments by "
-                        f"name ({wanted}) and cannot take them: {error}; give it those parameters (or **kwargs)",
+                        f"the grid function of kernel {self.__name__} is called with the kernel's arguments "
+                        f"by name ({wanted}) and cannot take them: {error}; give it those "
+                        "parameters (or **kwargs)",
                         location,
                     ) from None
             raise ArgumentError(f"the grid function of kernel {self.__name__} raised {type(error).__name__}: "
@@ -385,7 +396,8 @@ class Kernel:
         location = user_location()
         call = self.bind(args, kwargs, location)
         if devices is None:
-            self._interpret(call.with_arrays({n: numpy_argument(n, a, location) for n, a in call.arrays()}), location)
+            self._interpret(
+                call.with_arrays({n: numpy_argument(n, a, location) for n, a in call.arrays()}), location)
             return
         from asyncdsl.frontend.distributed import symmetric_arrays
 
@@ -407,12 +419,14 @@ class Kernel:
             call.scalars(),
         )
 
-    def _interpret_copies(self, args: tuple, kwargs: dict, location: SourceLocation | None, profile: bool = False):
+    def _interpret_copies(self, args: tuple, kwargs: dict, location: SourceLocation | None,
+                          profile: bool = False):
         """An ordinary call under ASYNCDSL_INTERPRET=1: arrays of any supported framework are
         copied to numpy, interpreted, and copied back in place."""
         call = self.bind(args, kwargs, location)
         copies = {name: host_copy(name, value, location) for name, value in call.arrays()}
-        result = self._interpret(call.with_arrays({name: copy.array for name, copy in copies.items()}), location, profile)
+        result = self._interpret(call.with_arrays({name: copy.array for name, copy in copies.items()}),
+                                 location, profile)
         for copy in copies.values():
             copy.write_back()
         return result
@@ -458,10 +472,10 @@ class Kernel:
         param = _profile_param(binary)
         shape = (param.events_per_warpgroup, launched.grid[0] * launched.grid[1] * launched.grid[2],
                  self.launch.num_warpgroups)
-        check_capacity(self.__name__, recorded_counts(launched.words, *shape).tolist(), self.launch.num_warpgroups,
-                       param.events_per_warpgroup, self.definition)
-        return Profile(self.__name__, param.region_names, lambda: decode_records(launched.words, *shape), "ns",
-                       self.launch.num_warpgroups, launched.event_ns)
+        check_capacity(self.__name__, recorded_counts(launched.words, *shape).tolist(),
+                       self.launch.num_warpgroups, param.events_per_warpgroup, self.definition)
+        return Profile(self.__name__, param.region_names, lambda: decode_records(launched.words, *shape),
+                       "ns", self.launch.num_warpgroups, launched.event_ns)
 
     def interpret_profile(self, *args, **kwargs) -> Profile:
         """`profile` in the interpreter, on numpy arrays: regions on its logical clock (one tick

@@ -19,7 +19,8 @@ Option = TypeVar("Option", bound=StrEnum)
 NO_SWIZZLE = (None, 0, 16)  # what users may write for "no swizzle" (16 bytes is the unswizzled span)
 
 
-def option(kind: type[Option], value: object, what: str, error: type[AsyncDSLError] = TraceError, location=None) -> Option:
+def option(kind: type[Option], value: object, what: str, error: type[AsyncDSLError] = TraceError,
+           location=None) -> Option:
     """`value` as a member of `kind` (its string or the member itself), or `error` at the user's line."""
     try:
         return kind(value)
@@ -49,7 +50,8 @@ def flag(value: object, what: str) -> bool:
     """A yes/no option (`arrive=`): a Python bool, known while tracing."""
     if isinstance(value, bool) or type(value).__name__ in ("bool", "bool_"):  # numpy's bool too
         return bool(value)
-    raise TraceError(f"{what} must be True or False (a Python bool known while tracing), got {value!r}", user_location())
+    raise TraceError(f"{what} must be True or False (a Python bool known while tracing), got {value!r}",
+                     user_location())
 
 
 def transform_chain(value: object) -> tuple[MemRefTransform, ...]:
@@ -60,7 +62,8 @@ def transform_chain(value: object) -> tuple[MemRefTransform, ...]:
         for transform in value:
             if not isinstance(transform, MemRefTransform):
                 raise TraceError(
-                    f"transforms must be asyncdsl transforms (TileTransform, ...), got {transform!r}", user_location()
+                    f"transforms must be asyncdsl transforms (TileTransform, ...), got {transform!r}",
+                    user_location()
                 )
         return tuple(value)
     hint = " (an instance, e.g. TileTransform((8, 64)), not the class)" if isinstance(value, type) else ""

@@ -46,7 +46,8 @@ class Pipeline:
     def __init__(self, stages: int, loads: int = 1, consumers: int = 1, collective: str | None = None):
         for name, value in (("stages", stages), ("loads", loads), ("consumers", consumers)):
             if not is_int(value) or value < 1:
-                raise TraceError(f"asyncdsl.Pipeline: {name} must be a Python int >= 1, got {value!r}", user_location())
+                raise TraceError(f"asyncdsl.Pipeline: {name} must be a Python int >= 1, got {value!r}",
+                                 user_location())
         self.stages = stages
         # With `collective` (a cluster dim the producers multicast along), every CTA's producer
         # writes into every CTA's slots: a slot is free when the consumers of all of them released it.
@@ -58,7 +59,8 @@ class Pipeline:
                 raise TraceError(f"asyncdsl.Pipeline: collective must be 'x', 'y' or 'z', got {collective!r}",
                                  user_location())
             sharing = cluster["xyz".index(collective)]
-            if sharing == 1:  # a cluster of one CTA along it: a plain ring, as a collective copy is a plain copy
+            # a cluster of one CTA along it: a plain ring, as a collective copy is a plain copy
+            if sharing == 1:
                 self.collective = None
         self.full = barrier(arrival_count=loads, num=stages)
         self.empty = barrier(arrival_count=consumers * sharing, num=stages)
@@ -72,8 +74,9 @@ class Pipeline:
         if not isinstance(step, Scalar):
             return step % self.stages
         known = self._slots.get(step.value)
-        if known is not None and (not isinstance(known, Scalar)  # folded: one stage
-                                  or tracing.current("asyncdsl.Pipeline").visible(known.value.owner.parent_block())):
+        if known is not None and (
+                not isinstance(known, Scalar)  # folded: one stage
+                or tracing.current("asyncdsl.Pipeline").visible(known.value.owner.parent_block())):
             return known
         slot = self._slots[step.value] = step % self.stages
         return slot

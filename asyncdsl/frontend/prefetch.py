@@ -37,7 +37,8 @@ def async_prefetch(
         )
     transforms, swizzle = transform_chain(transforms), swizzle_bytes(swizzle)
     if predicate is not None and not (isinstance(predicate, Scalar) and predicate.is_condition):
-        raise TraceError("predicate must be a traced condition (e.g. asyncdsl.program_id(0) == 0)", user_location())
+        raise TraceError("predicate must be a traced condition (e.g. asyncdsl.program_id(0) == 0)",
+                         user_location())
     op = ir.AsyncPrefetchOp(
         src.ref.value,
         [index_value(d.start) for d in src.dims],

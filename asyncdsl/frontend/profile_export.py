@@ -53,7 +53,8 @@ def chrome_trace(profile: Profile, sms: int | None = None) -> dict:
         pid, process_name = _process(profile, track)
         tid = _thread(profile, track)
         processes[pid] = process_name
-        events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": track.label()}})
+        events.append(
+            {"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": track.label()}})
         where = {"cta": track.cta, "warpgroup": track.warpgroup, "sm": track.sm}
         events.append(_slice(profile.kernel, "kernel", pid, tid, start - origin, end - start, scale, where))
         for span in profile.spans_of(track):
@@ -61,7 +62,8 @@ def chrome_trace(profile: Profile, sms: int | None = None) -> dict:
                                  {**where, "depth": span.depth + 1}))
     for pid, name in processes.items():
         events.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}})
-    other = {"kernel": profile.kernel, "clock": "ns" if profile.unit == "ns" else "interpreter ticks (1 tick = 1 us)"}
+    other = {"kernel": profile.kernel,
+             "clock": "ns" if profile.unit == "ns" else "interpreter ticks (1 tick = 1 us)"}
     if profile.event_ns is not None:
         other["cuda_event_ns"] = profile.event_ns
     return {"traceEvents": events, "displayTimeUnit": "ns", "otherData": other}
@@ -144,7 +146,8 @@ def plot(profile: Profile, path: Path, sms: int, window: tuple[float, float] | N
         raise ImportError("Profile.plot needs matplotlib: pip install 'asyncdsl[plot]'") from None
     if window is not None:
         if len(window) != 2 or not window[0] < window[1]:
-            raise ArgumentError(f"Profile.plot: window must be (first, last) with first < last, got {window!r}")
+            raise ArgumentError(
+                f"Profile.plot: window must be (first, last) with first < last, got {window!r}")
     scale, unit = (1e-3, "us") if profile.unit == "ns" else (1.0, "ticks")
     tracks = shown_tracks(profile, sms)
     if window is not None:
@@ -167,7 +170,8 @@ def plot(profile: Profile, path: Path, sms: int, window: tuple[float, float] | N
             height = 0.8 * (1 - span.depth / (deepest + 1))
             axes.barh(row, width, left=left, height=height, color=colours[span.name])
     axes.set_yticks(range(len(tracks)))
-    axes.set_yticklabels([t.label() if t.sm is None else f"SM {t.sm} · {t.label()}" for t in tracks], fontsize=7)
+    axes.set_yticklabels(
+        [t.label() if t.sm is None else f"SM {t.sm} · {t.label()}" for t in tracks], fontsize=7)
     axes.invert_yaxis()
     axes.set_xlabel(unit)
     if window is not None:

@@ -169,8 +169,9 @@ class Profile:
         lines += [f"durations in {unit}", header, "-" * len(header)]
         for row in self.summary_rows():
             lines.append(
-                f"{row['region'][:24]:<24} {row['warpgroup']:>3} {row['count']:>7} {row['mean'] * scale:>10.3f} "
-                f"{row['p50'] * scale:>10.3f} {row['p99'] * scale:>10.3f} {row['share']:>7.1%}"
+                f"{row['region'][:24]:<24} {row['warpgroup']:>3} {row['count']:>7} "
+                f"{row['mean'] * scale:>10.3f} {row['p50'] * scale:>10.3f} {row['p99'] * scale:>10.3f} "
+                f"{row['share']:>7.1%}"
             )
         text = "\n".join(lines)
         print(text, file=file or sys.stdout)
@@ -183,7 +184,8 @@ class Profile:
 
     def save(self, path: str | Path, sms: int | None = None) -> list[Path]:
         """Write the Chrome/Perfetto trace JSON to `path` (its folders made if missing;
-        ui.perfetto.dev and chrome://tracing open it) and, when the `perfetto` package is installed, Perfetto's native trace beside it
+        ui.perfetto.dev and chrome://tracing open it) and, when the `perfetto` package is installed,
+        Perfetto's native trace beside it
         (`.pftrace`); with `sms`, of the warpgroups on the first `sms` SMs (CTAs in the
         interpreter) only.  Returns the paths written."""
         from asyncdsl.frontend.profile_export import save
@@ -200,7 +202,8 @@ class Profile:
         return plot(self, Path(path), sms, window)
 
     def __repr__(self) -> str:
-        return (f"<Profile of {self.kernel}: {len(self.tracks)} warpgroups, {sum(len(c.starts) for c in self._decoded[1].values())} spans, "
+        return (f"<Profile of {self.kernel}: {len(self.tracks)} warpgroups, "
+                f"{sum(len(c.starts) for c in self._decoded[1].values())} spans, "
                 f"{self.total:.0f} {self.unit}>")
 
 
@@ -223,8 +226,8 @@ def _nested_spans(record: WarpgroupRecord, track: Track, region_names: Sequence[
     depth_after = np.cumsum(np.where(exits, -1, 1))
     if len(depth_after) and (depth_after.min() < 0):
         bad = int(np.argmax(depth_after < 0))
-        raise ValueError(f"profile of {track.label()}: region {region_names[int(events.regions[bad])]!r} ends "
-                         "where it was not the innermost open region")
+        raise ValueError(f"profile of {track.label()}: region {region_names[int(events.regions[bad])]!r} "
+                         "ends where it was not the innermost open region")
     if len(depth_after) and depth_after[-1] != 0:
         raise ValueError(f"profile of {track.label()}: regions left open at the kernel's exit")
     level = np.where(exits, depth_after + 1, depth_after)
@@ -233,8 +236,8 @@ def _nested_spans(record: WarpgroupRecord, track: Track, region_names: Sequence[
     crossed = exits[opened] | ~exits[closed] | (events.regions[opened] != events.regions[closed])
     if crossed.any():
         bad = int(closed[np.argmax(crossed)])
-        raise ValueError(f"profile of {track.label()}: region {region_names[int(events.regions[bad])]!r} ends "
-                         "where it was not the innermost open region")
+        raise ValueError(f"profile of {track.label()}: region {region_names[int(events.regions[bad])]!r} "
+                         "ends where it was not the innermost open region")
     starts, depths = events.times[opened], level[opened] - 1
     chronological = np.lexsort((depths, starts))
     return _SpanColumns(events.regions[opened][chronological], starts[chronological],
@@ -242,7 +245,8 @@ def _nested_spans(record: WarpgroupRecord, track: Track, region_names: Sequence[
 
 
 def check_capacity(
-    kernel: str, recorded: Sequence[int], warpgroups_per_cta: int, capacity: int, definition: SourceLocation | None
+    kernel: str, recorded: Sequence[int], warpgroups_per_cta: int, capacity: int,
+    definition: SourceLocation | None
 ) -> None:
     """Raise if a warpgroup reached more region events than its record holds (they were dropped,
     never written past the buffer), naming the capacity that would hold them all.  `recorded`
@@ -254,8 +258,8 @@ def check_capacity(
     cta, warpgroup = divmod(worst, warpgroups_per_cta)
     raise ResourceError(
         f"kernel {kernel}: CTA {cta} warpgroup {warpgroup} reached {recorded[worst]} region events "
-        f"(entries and exits), more than the {capacity} a warpgroup's profile record holds ({len(overflowed)} "
-        f"warpgroup(s) overflowed; the events past the end were dropped); profile with "
+        f"(entries and exits), more than the {capacity} a warpgroup's profile record holds "
+        f"({len(overflowed)} warpgroup(s) overflowed; the events past the end were dropped); profile with "
         f"@asyncdsl.kernel(..., profile_events={recorded[worst]}) or more",
         definition,
     )

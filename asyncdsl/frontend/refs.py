@@ -35,7 +35,8 @@ class ds:
         object.__setattr__(self, "start", start)
         object.__setattr__(self, "size", size)
         if not is_index(self.start):
-            raise TraceError(f"ds start must be an integer or a traced index, got {self.start!r}", user_location())
+            raise TraceError(f"ds start must be an integer or a traced index, got {self.start!r}",
+                             user_location())
         if not is_int(self.size) or self.size <= 0:
             raise TraceError(
                 f"ds size must be a positive Python int known while tracing, got {self.size!r}",
@@ -81,7 +82,8 @@ def parse_indices(
         )
     indices = indices + (slice(None),) * (len(shape) - len(indices))
     return tuple(
-        _parse_one(index, dim, size, what, coordinates) for dim, (index, size) in enumerate(zip(indices, shape))
+        _parse_one(index, dim, size, what, coordinates)
+        for dim, (index, size) in enumerate(zip(indices, shape))
     )
 
 
@@ -100,13 +102,15 @@ def _parse_one(index: object, dim: int, size: int, what: str, coordinates: bool)
                 )
         start, stop, _ = index.indices(size)
         if stop <= start:
-            raise TraceError(f"{what}: dim {dim}: empty slice {index} of a dim of size {size}", user_location())
+            raise TraceError(f"{what}: dim {dim}: empty slice {index} of a dim of size {size}",
+                             user_location())
         return DimIndex(start, stop - start)
     if is_index(index):
         if coordinates:
             return DimIndex(index, None)
         if isinstance(index, int) and not -size <= index < size:
-            raise TraceError(f"{what}: index {index} is out of bounds for dim {dim} of size {size}", user_location())
+            raise TraceError(f"{what}: index {index} is out of bounds for dim {dim} of size {size}",
+                             user_location())
         if isinstance(index, int) and index < 0:
             index += size
         return DimIndex(index, None)
@@ -157,10 +161,12 @@ class GmemRef:
         """The same (symmetric) array on device `pe` (a Python int or a traced index), for
         `async_copy` (TMA, reductions included) and `signal`."""
         if self.peer_index is not None:
-            raise TraceError(f"{self.name}.peer(...) is already a peer's array; call peer on the argument", user_location())
+            raise TraceError(f"{self.name}.peer(...) is already a peer's array; call peer on the argument",
+                             user_location())
         devices = tracing.current(f"{self.name}.peer").launch.devices
         if not is_index(pe):
-            raise TraceError(f"{self.name}.peer(pe): pe must be a Python int or a traced index, got {pe!r}", user_location())
+            raise TraceError(f"{self.name}.peer(pe): pe must be a Python int or a traced index, got {pe!r}",
+                             user_location())
         if isinstance(pe, int) and not 0 <= pe < devices:
             raise TraceError(
                 f"{self.name}.peer({pe}): the kernel runs on {devices} device(s) (asyncdsl.num_devices()), "
@@ -227,8 +233,9 @@ class GmemIndexed:
         what = f"{ref.name}.at[...]"
         if len(key) != len(ref.shape):
             raise TraceError(
-                f"{what}: an array indexed by tiles takes one index for each of the {len(ref.shape)} dims of {ref.name} with an int32 tile, an int "
-                f"or a traced index; got {len(key)} indices (for a range of a dim, index it with asyncdsl.iota)",
+                f"{what}: an array indexed by tiles takes one index for each of the {len(ref.shape)} dims of "
+                f"{ref.name} with an int32 tile, an int or a traced index; got {len(key)} indices (for a "
+                "range of a dim, index it with asyncdsl.iota)",
                 user_location(),
             )
         for dim, index in enumerate(key):
@@ -285,14 +292,14 @@ class SmemRef:
         size = cluster[0] * cluster[1] * cluster[2]
         if size == 1:
             raise TraceError(
-                f"buf.peer(rank) names another CTA of the kernel's cluster, and this kernel's cluster {cluster} "
-                "holds one CTA (declare cluster= on the kernel); an array of another device is x.peer(pe) "
-                "of a kernel array argument", user_location(),
+                "buf.peer(rank) names another CTA of the kernel's cluster, and this kernel's cluster "
+                f"{cluster} holds one CTA (declare cluster= on the kernel); an array of another device is "
+                "x.peer(pe) of a kernel array argument", user_location(),
             )
         if not is_index(rank) or (isinstance(rank, int) and not 0 <= rank < size):
             raise TraceError(
-                f"buf.peer(rank) takes a CTA rank in the cluster, 0 to {size - 1} (an int or a traced index), "
-                f"got {rank!r}", user_location(),
+                f"buf.peer(rank) takes a CTA rank in the cluster, 0 to {size - 1} (an int or a traced "
+                f"index), got {rank!r}", user_location(),
             )
         return PeerSmem(self, rank)
 
@@ -354,7 +361,8 @@ class SmemRef:
                 view_layout = self.layout.view(len(leading))
             except TransformError as error:
                 raise TraceError(
-                    f"shared-memory view of the buffer allocated at {self.origin}: {error.message}", user_location()
+                    f"shared-memory view of the buffer allocated at {self.origin}: {error.message}",
+                    user_location()
                 ) from None
         tracer = tracing.current("SmemRef.at")
         op = tracer.emit(ir.SmemViewOp(self.value, [index_value(i) for i in leading]))

@@ -92,9 +92,11 @@ class RegisterRef:
                 f"(ref[0:64, 128:192]); got {key!r}", user_location(),
             )
         bounds = [k.indices(size) for k, size in zip(key, self.shape)]
-        if any(start >= stop or stop > size or k.start is not None and k.start < 0 or k.stop is not None and k.stop > size
+        if any(start >= stop or stop > size or k.start is not None and k.start < 0
+               or k.stop is not None and k.stop > size
                for (start, stop, _), size, k in zip(bounds, self.shape, key)):
-            raise TraceError(f"the window {key!r} is empty or outside the {self.shape} registers", user_location())
+            raise TraceError(f"the window {key!r} is empty or outside the {self.shape} registers",
+                             user_location())
         return tuple(start for start, _, _ in bounds), tuple(stop - start for start, stop, _ in bounds)
 
     def __getitem__(self, key) -> RegisterTile:
@@ -108,10 +110,12 @@ class RegisterRef:
         what = "writing registers"
         self._whole(key, what)
         if not isinstance(tile, RegisterTile):
-            raise TraceError(f"{what}: the value must be a register tile (asyncdsl.full, ...), got {tile!r}", user_location())
+            raise TraceError(f"{what}: the value must be a register tile (asyncdsl.full, ...), got {tile!r}",
+                             user_location())
         if tile.shape != self.shape or tile.dtype != self.dtype:
             raise TraceError(
-                f"{what}: a {tile.shape} {tile.dtype} tile does not fit {self!r} (astype first)", user_location()
+                f"{what}: a {tile.shape} {tile.dtype} tile does not fit {self!r} (astype first)",
+                user_location()
             )
         tracer = tracing.current(what)
         in_flight(tracer).check_settled(self, what)
@@ -123,6 +127,7 @@ def registers(shape, dtype, layout: Layout | None = None) -> RegisterRef:
     level), in `layout` or one inferred from the tiles written to it and read from it."""
     what = "asyncdsl.registers"
     tracer = allocation_tracer(what)
-    shape, element, layout = shape_argument(shape, what), dtype_argument(dtype, what), layout_argument(layout, what)
+    shape, element, layout = (shape_argument(shape, what), dtype_argument(dtype, what),
+                              layout_argument(layout, what))
     op = tracer.emit(ir.AllocRegistersOp(VectorType(element.mlir(), shape), layout))
     return RegisterRef(op.results[0], shape, element)

@@ -21,7 +21,14 @@ from asyncdsl.errors import TraceError, is_int, user_location
 from asyncdsl.frontend import tracer as tracing
 from asyncdsl.frontend.specs import LaunchShape
 from asyncdsl.hw.limits import WARPGROUP_THREADS
-from asyncdsl.hw.roles import Role, check_budget, check_disjoint, check_registers, check_warpgroups, register_cap
+from asyncdsl.hw.roles import (
+    Role,
+    check_budget,
+    check_disjoint,
+    check_registers,
+    check_warpgroups,
+    register_cap,
+)
 from asyncdsl.ir_locations import from_ir_location
 
 

@@ -48,8 +48,9 @@ def _column_window(side: object, what: str) -> tuple[GmemRef, object, int]:
                 user_location(),
             )
     if columns.squeezed:
-        raise TraceError(f"{what} moves a window of columns; index the last dim with asyncdsl.ds(start, size)",
-                         user_location())
+        raise TraceError(
+            f"{what} moves a window of columns; index the last dim with asyncdsl.ds(start, size)",
+            user_location())
     return side.ref, columns.start, columns.size
 
 
@@ -75,19 +76,22 @@ def async_gather(src, dst: SmemRef, *, rows: SmemRef, barrier: Barrier, swizzle:
     tracer = tracing.current("asyncdsl.async_gather")
     array, column, columns = _column_window(src, "async_gather")
     if not isinstance(dst, SmemRef):
-        raise TraceError(f"async_gather destination must be an asyncdsl.smem buffer, got {type(dst).__name__}",
-                         user_location())
+        raise TraceError(
+            f"async_gather destination must be an asyncdsl.smem buffer, got {type(dst).__name__}",
+            user_location())
     if not isinstance(barrier, Barrier):
         raise TraceError(f"barrier must come from asyncdsl.barrier(...), got {barrier!r}", user_location())
     barriers, barrier_index = barrier.operands()
     tracer.emit(ir.AsyncCopyRowsOp(
-        array.value, dst.plain("async_gather").value, _row_indices(rows, "async_gather").value, index_value(column), columns,
+        array.value, dst.plain("async_gather").value, _row_indices(rows, "async_gather").value,
+        index_value(column), columns,
         barriers=barriers, barrier_index=barrier_index, swizzle=swizzle_bytes(swizzle),
         arrive=flag(arrive, "arrive"),
     ))
 
 
-def async_scatter(src: SmemRef, dst, *, rows: SmemRef, swizzle: int | None = None, arrive: bool = True) -> None:
+def async_scatter(src: SmemRef, dst, *, rows: SmemRef, swizzle: int | None = None,
+                  arrive: bool = True) -> None:
     """Store the rows of `src` (shape `(len(rows), columns)`) to rows `rows[0], rows[1], ...` of a
     column window of a 2-D GMEM array, in the warpgroup's bulk group (wait with
     `await_async_copy`; `arrive=False` leaves the group open).
@@ -100,6 +104,7 @@ def async_scatter(src: SmemRef, dst, *, rows: SmemRef, swizzle: int | None = Non
         raise TraceError(f"async_scatter source must be an asyncdsl.smem buffer, got {type(src).__name__}",
                          user_location())
     tracer.emit(ir.AsyncCopyRowsOp(
-        src.plain("async_scatter").value, array.value, _row_indices(rows, "async_scatter").value, index_value(column), columns,
+        src.plain("async_scatter").value, array.value, _row_indices(rows, "async_scatter").value,
+        index_value(column), columns,
         swizzle=swizzle_bytes(swizzle), arrive=flag(arrive, "arrive"),
     ))

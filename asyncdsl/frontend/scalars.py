@@ -399,7 +399,8 @@ def float_value(value: FloatLike) -> SSAValue:
         as_int = tracer.emit(arith.IndexCastOp(index_value(value), i32)).results[0]
         return tracer.emit(arith.SIToFPOp(as_int, f32)).results[0]
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TraceError(f"expected a number or a traced value, got {type(value).__name__} {value!r}", user_location())
+        raise TraceError(f"expected a number or a traced value, got {type(value).__name__} {value!r}",
+                         user_location())
     return tracer.emit(arith.ConstantOp(FloatAttr(float(value), f32))).results[0]
 
 

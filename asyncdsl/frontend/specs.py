@@ -36,8 +36,9 @@ class ArraySpec:
             dims = None
         if dims is None or not all(isinstance(d, numbers.Integral) and not isinstance(d, bool) and d >= 0
                                    for d in dims):
-            raise ArgumentError(f"ArraySpec: the shape must be a sequence of non-negative ints, got {shape!r}",
-                                user_location())
+            raise ArgumentError(
+                f"ArraySpec: the shape must be a sequence of non-negative ints, got {shape!r}",
+                user_location())
         try:
             dtype = dtypes.as_dtype(self.dtype)
         except ArgumentError as error:
@@ -51,7 +52,8 @@ class ArraySpec:
             return array
         shape, dtype = getattr(array, "shape", None), getattr(array, "dtype", None)
         if shape is None or dtype is None:
-            raise TraceError(f"argument {name!r} must be an array (with .shape and .dtype), got {type(array).__name__}")
+            raise TraceError(
+                f"argument {name!r} must be an array (with .shape and .dtype), got {type(array).__name__}")
         shape = tuple(int(d) for d in shape)
         if not shape:
             raise TraceError(f"argument {name!r} is a 0-d array; kernels take arrays of rank >= 1")
@@ -78,7 +80,8 @@ class ScalarSpec:
         `int`/`float` itself for "some value" (as in `kernel.ptx(x, n=int)`)."""
         if value is int or value is float:
             if kind == "int" and value is float:
-                raise ArgumentError(f"argument {name!r} of the kernel is a runtime int, but got the type float")
+                raise ArgumentError(
+                    f"argument {name!r} of the kernel is a runtime int, but got the type float")
             return ScalarSpec(kind)
         number = scalar_argument(kind, value, name)
         divisible = kind == "int" and number % INT_SPECIALIZATION_DIVISOR == 0
@@ -91,8 +94,8 @@ def scalar_kind(value: object, name: str) -> str | None:
     anything else (an array)."""
     if isinstance(value, bool):
         raise ArgumentError(
-            f"argument {name!r} is a bool; runtime scalars are ints and floats: pass int({name}), or annotate "
-            f"the parameter `{name}: asyncdsl.constexpr` to compile with its value"
+            f"argument {name!r} is a bool; runtime scalars are ints and floats: pass int({name}), or "
+            f"annotate the parameter `{name}: asyncdsl.constexpr` to compile with its value"
         )
     if value is int or isinstance(value, numbers.Integral):
         return "int"

@@ -45,7 +45,8 @@ class Barrier:
             raise TraceError(f"parity must be 0 or 1, got {parity}", user_location())
         tracer.emit(ir.WaitOp(barriers, index, index_value(parity) if parity is not None else None))
 
-    def arrive(self, count: int = 1, collective: str | Sequence[str] | None = None, sync: bool = True) -> None:
+    def arrive(self, count: int = 1, collective: str | Sequence[str] | None = None,
+               sync: bool = True) -> None:
         """The warpgroup arrives `count` times (one thread does it, after the warpgroup's threads
         meet, so that what each of them read of shared memory is over before the arrival frees it).
 
@@ -102,7 +103,8 @@ class Barriers(Barrier):
     def __getitem__(self, index: IndexLike) -> Barrier:
         if is_int(index):
             if not -self.num <= index < self.num:
-                raise TraceError(f"barrier index {index} out of range for a group of {self.num}", user_location())
+                raise TraceError(f"barrier index {index} out of range for a group of {self.num}",
+                                 user_location())
             return Barrier(self, index % self.num)
         if isinstance(index, Scalar):
             return Barrier(self, index)

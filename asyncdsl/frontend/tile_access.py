@@ -1,6 +1,7 @@
 """Moving register tiles to and from memory: `asyncdsl.load` and `asyncdsl.store`.
 
-    x = ad.load(buf.at[stage], layout=ad.WGMMA)         # a whole SMEM buffer (or view), like buf.at[stage][...]
+    x = ad.load(buf.at[stage], layout=ad.WGMMA)         # a whole SMEM buffer (or view), like
+                                                        # buf.at[stage][...]
     ad.store(out_buf, y)                                # the same as out_buf[...] = y
     out_buf.peer(1)[...] = y                            # the copy of out_buf in CTA 1 of the cluster
     r = ad.load(x.at[ad.ds(row, 64), :], mask=m, other=0.0)   # a GMEM window, element by element
@@ -43,12 +44,14 @@ def _mask(mask, shape: tuple[int, ...], what: str):
     if mask is None:
         return None
     if not isinstance(mask, RegisterTile) or mask.dtype != dtypes.BOOL or mask.shape != shape:
-        raise TraceError(f"{what}: mask must be a bool tile of the window's shape {shape} (a comparison)", user_location())
+        raise TraceError(f"{what}: mask must be a bool tile of the window's shape {shape} (a comparison)",
+                         user_location())
     return mask.use(what)
 
 
 def _gmem_operands(view: GmemView):
-    return [int32_index(d.start) for d in view.dims], [ir.SQUEEZED if d.squeezed else d.size for d in view.dims]
+    return ([int32_index(d.start) for d in view.dims],
+            [ir.SQUEEZED if d.squeezed else d.size for d in view.dims])
 
 
 def load(ref, layout: Layout | None = None, mask=None, other=0):
@@ -58,12 +61,14 @@ def load(ref, layout: Layout | None = None, mask=None, other=0):
     what = "asyncdsl.load"
     if isinstance(ref, (SmemRef, PeerSmem)):
         if mask is not None:
-            raise TraceError(f"{what}: a shared-memory buffer is read whole; mask is for GMEM windows", user_location())
+            raise TraceError(f"{what}: a shared-memory buffer is read whole; mask is for GMEM windows",
+                             user_location())
         return ref.load(layout)
     if isinstance(ref, GmemIndexed):
         return _gather(ref, layout_argument(layout, what), mask, other, what)
     if not isinstance(ref, (GmemView, GmemRef)):
-        raise TraceError(f"{what} reads a shared-memory buffer or a GMEM window (x.at[...]), got {ref!r}", user_location())
+        raise TraceError(f"{what} reads a shared-memory buffer or a GMEM window (x.at[...]), got {ref!r}",
+                         user_location())
     view = _window(ref)
     layout = layout_argument(layout, what)
     starts, sizes = _gmem_operands(view)
@@ -78,8 +83,9 @@ def _indices(gather: GmemIndexed, what: str) -> tuple[tuple[int, ...], list[Regi
     shape = tiles[0].shape
     for tile in tiles[1:]:
         shape = broadcast_shape(shape, tile.shape, what)
-    return shape, [broadcast_to(index if isinstance(index, RegisterTile) else full((), index, dtypes.int32), shape)
-                   for index in gather.indices]
+    return shape, [
+        broadcast_to(index if isinstance(index, RegisterTile) else full((), index, dtypes.int32), shape)
+        for index in gather.indices]
 
 
 def _gather(gather: GmemIndexed, layout: Layout | None, mask, other, what: str) -> RegisterTile:
@@ -99,7 +105,8 @@ def store(ref, tile, mask=None) -> None:
     what = "asyncdsl.store"
     if isinstance(ref, (SmemRef, PeerSmem)):
         if mask is not None:
-            raise TraceError(f"{what}: a shared-memory buffer is written whole; mask is for GMEM windows", user_location())
+            raise TraceError(f"{what}: a shared-memory buffer is written whole; mask is for GMEM windows",
+                             user_location())
         ref.store(tile)
         return
     if isinstance(ref, GmemIndexed):
@@ -110,7 +117,8 @@ def store(ref, tile, mask=None) -> None:
         tracing.current(what).emit(op)
         return
     if not isinstance(ref, (GmemView, GmemRef)):
-        raise TraceError(f"{what} writes a shared-memory buffer or a GMEM window (y.at[...]), got {ref!r}", user_location())
+        raise TraceError(f"{what} writes a shared-memory buffer or a GMEM window (y.at[...]), got {ref!r}",
+                         user_location())
     view = _window(ref)
     tile = assigned(tile, view.shape, view.dtype, "the window", what)
     starts, sizes = _gmem_operands(view)

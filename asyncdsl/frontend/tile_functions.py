@@ -28,7 +28,8 @@ def where(mask: RegisterTile, a, b) -> RegisterTile:
     what = "asyncdsl.where"
     mask = _tile(mask, what)
     if mask.dtype != dtypes.BOOL:
-        raise TraceError(f"{what}: the mask is a {mask.dtype} tile, not a bool one (a comparison)", user_location())
+        raise TraceError(f"{what}: the mask is a {mask.dtype} tile, not a bool one (a comparison)",
+                         user_location())
     template = a if isinstance(a, RegisterTile) else b
     if not isinstance(template, RegisterTile):
         # Two numbers (or traced scalars): a tile of the mask's shape, float32 if either is a
@@ -73,17 +74,20 @@ def _approximate(op_class, name: str, exact_available: bool):
         what = f"asyncdsl.{name}"
         x = _tile(x, what)
         if x.dtype != dtypes.float32:
-            raise TraceError(f"{what} computes on float32 tiles; astype(asyncdsl.float32) first (got {x.dtype})", user_location())
+            raise TraceError(f"{what} computes on float32 tiles; astype(asyncdsl.float32) "
+                             f"first (got {x.dtype})", user_location())
         approx = flag(approx, f"{what}: approx")
         if not approx and not exact_available:
-            raise TraceError(f"{what} has only a hardware approximation: call it with approx=True", user_location())
+            raise TraceError(f"{what} has only a hardware approximation: call it with approx=True",
+                             user_location())
         flags = arith.FastMathFlagsAttr(["afn"] if approx else "none")
         return elementwise(what, lambda value: op_class(value, flags), (x,), x.dtype)
 
     function.__name__ = name
     function.__doc__ = (
         f"Elementwise {name} of a float32 tile. approx=True: the hardware approximation (flushing "
-        "subnormals); the default " + ("is within the bound docs/hardware.md states." if exact_available else "is refused.")
+        "subnormals); the default "
+        + ("is within the bound docs/hardware.md states." if exact_available else "is refused.")
     )
     return function
 

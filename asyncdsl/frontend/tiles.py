@@ -45,13 +45,15 @@ _MODULO = "% of register tiles"
 # What a register tile can hold (docs/register-tiles.md): the types PTX computes on, and the
 # narrow types it only loads, stores and converts.
 COMPUTE_DTYPES = (dtypes.float32, dtypes.bfloat16, dtypes.float16, dtypes.int32)
-TILE_DTYPES = (*COMPUTE_DTYPES, dtypes.float8_e4m3fn, dtypes.float8_e5m2, dtypes.int8, dtypes.int16, dtypes.BOOL)
+TILE_DTYPES = (*COMPUTE_DTYPES, dtypes.float8_e4m3fn, dtypes.float8_e5m2, dtypes.int8,
+               dtypes.int16, dtypes.BOOL)
 
 
 def _tile_dtype(dtype: dtypes.DType, what: str) -> dtypes.DType:
     if dtype not in TILE_DTYPES:
         names = ", ".join(d.name for d in TILE_DTYPES if d != dtypes.BOOL)
-        raise TraceError(f"{what}: register tiles hold {names} (and bool masks), not {dtype}", user_location())
+        raise TraceError(f"{what}: register tiles hold {names} (and bool masks), not {dtype}",
+                         user_location())
     return dtype
 
 
@@ -86,7 +88,8 @@ def shape_argument(shape, what: str, scalar: bool = False) -> tuple[int, ...]:
     try:
         shape = (shape,) if isinstance(shape, int) else tuple(shape)
     except TypeError:
-        raise TraceError(f"{what} needs a shape of positive Python ints, got {shape!r}", user_location()) from None
+        raise TraceError(f"{what} needs a shape of positive Python ints, got {shape!r}",
+                         user_location()) from None
     positive = all(is_int(d) and d >= 1 for d in shape)
     if not positive or (not shape and not scalar):
         raise TraceError(f"{what} needs a shape of positive Python ints, got {shape!r}", user_location())
@@ -96,7 +99,8 @@ def shape_argument(shape, what: str, scalar: bool = False) -> tuple[int, ...]:
 def layout_argument(layout, what: str) -> Layout | None:
     """`layout` checked to be a register layout (or None: inferred)."""
     if layout is not None and not isinstance(layout, Layout):
-        raise TraceError(f"{what}: layout must be an asyncdsl layout (asyncdsl.WGMMA, asyncdsl.strided(4), ...), got {layout!r}", user_location())
+        raise TraceError(f"{what}: layout must be an asyncdsl layout (asyncdsl.WGMMA, asyncdsl.strided(4), "
+                         f"...), got {layout!r}", user_location())
     return layout
 
 
@@ -110,12 +114,10 @@ def _check_fits_registers(shape: tuple[int, ...], dtype: dtypes.DType) -> None:
     have (ptxas would spill all of it, after a compile that grows with it)."""
     registers = -(-math.prod(shape) * dtype.bits // (WARPGROUP_THREADS * 32))
     if registers > MAX_REGISTERS_PER_THREAD:
-        raise ResourceError(
-            f"a register tile of shape {shape} {dtype} needs at least {registers} 32-bit registers in each of a "
-            f"warpgroup's {WARPGROUP_THREADS} threads, which have at most {MAX_REGISTERS_PER_THREAD}: work on "
-            "smaller tiles (a loop over windows of the array)",
-            user_location(),
-        )
+        raise ResourceError(f"a register tile of shape {shape} {dtype} needs at least {registers} 32-bit "
+                            f"registers in each of a warpgroup's {WARPGROUP_THREADS} threads, which have at "
+                            f"most {MAX_REGISTERS_PER_THREAD}: work on smaller tiles (a loop over windows of "
+                            "the array)", user_location())
 
 
 class RegisterTile:
@@ -141,7 +143,8 @@ class RegisterTile:
     def _expanded(self, shape: tuple[int, ...], dims: tuple[int, ...]) -> RegisterTile:
         """A view of this tile with size-1 axes added: its axis i at `dims[i]` of `shape`."""
         view = object.__new__(RegisterTile)
-        view.value, view.dtype, view.shape, view._block, view.spread = None, self.dtype, shape, self._block, self.spread
+        view.value, view.dtype, view.shape, view._block, view.spread = (
+            None, self.dtype, shape, self._block, self.spread)
         view.view = (self, dims)
         return view
 
@@ -204,7 +207,8 @@ class RegisterTile:
         return self._binary(other, arith.MulfOp, arith.MuliOp, reverse=True)
 
     def __truediv__(self, other):
-        return self._binary(other, arith.DivfOp, None, what="division of register tiles (for integers use //)")
+        return self._binary(other, arith.DivfOp, None,
+                            what="division of register tiles (for integers use //)")
 
     def __rtruediv__(self, other):
         return self._binary(other, arith.DivfOp, None, reverse=True, what="division of register tiles")
@@ -270,7 +274,8 @@ class RegisterTile:
     def __invert__(self):
         _computable(self, "~tile", allow_bool=True)
         if self.dtype.is_float:
-            raise TraceError(f"~tile is for int32 tiles and bool masks, not {self.dtype} ones", user_location())
+            raise TraceError(f"~tile is for int32 tiles and bool masks, not {self.dtype} ones",
+                             user_location())
         if self.dtype != dtypes.BOOL:
             return self ^ -1  # every bit flipped
         # A mask negated: xor with an all-true mask (`full` makes number tiles only).
@@ -333,15 +338,15 @@ class RegisterTile:
         if target == self.dtype:
             return self
         return elementwise(
-            "astype", lambda value: ir.ConvertOp(value, VectorType(target.mlir(), value.type.get_shape())), (self,), target
-        )
+            "astype", lambda value: ir.ConvertOp(value, VectorType(target.mlir(), value.type.get_shape())),
+            (self,), target)
 
     def to_layout(self, layout: Layout) -> RegisterTile:
         """The same tile in register layout `layout` (data moves between threads)."""
         layout = layout_argument(layout, "to_layout")
         if layout is None:
-            raise TraceError("to_layout: say which layout (asyncdsl.WGMMA, asyncdsl.strided(4), ...), got None",
-                             user_location())
+            raise TraceError("to_layout: say which layout (asyncdsl.WGMMA, asyncdsl.strided(4), ...), "
+                             "got None", user_location())
         return RegisterTile(_emit(ir.RelayoutOp(self.use("to_layout"), layout), "to_layout"), self.dtype,
                             spread=not isinstance(layout, SplatLayout))
 
@@ -351,13 +356,17 @@ class RegisterTile:
         if isinstance(axis, np.integer):
             axis = int(axis)
         if isinstance(axis, bool) or (axis is not None and not isinstance(axis, (int, tuple, list))):
-            raise TraceError(f"{what}: axis must be an int, a tuple of ints or None, got {axis!r}", user_location())
-        axes = tuple(range(self.ndim)) if axis is None else ((axis,) if isinstance(axis, int) else tuple(axis))
+            raise TraceError(f"{what}: axis must be an int, a tuple of ints or None, got {axis!r}",
+                             user_location())
+        axes = (tuple(range(self.ndim)) if axis is None
+                else ((axis,) if isinstance(axis, int) else tuple(axis)))
         normalized = sorted({a + self.ndim if isinstance(a, int) and a < 0 else a for a in axes})
         if not self.ndim and axis is None:
             return self  # a 0-d tile is its own total, as numpy's scalars are
-        if len(normalized) != len(axes) or any(not isinstance(a, int) or not 0 <= a < self.ndim for a in normalized):
-            raise TraceError(f"{what}: axis {axis!r} is not one or more distinct axes of a {self.shape} tile", user_location())
+        if (len(normalized) != len(axes)
+                or any(not isinstance(a, int) or not 0 <= a < self.ndim for a in normalized)):
+            raise TraceError(f"{what}: axis {axis!r} is not one or more distinct axes of a {self.shape} tile",
+                             user_location())
         _computable(self, what)
         return RegisterTile(_emit(ir.ReduceOp(self.use(what), kind, normalized), what), self.dtype)
 
@@ -380,7 +389,8 @@ class RegisterTile:
     # -- new axes: tile[:, None] -----------------------------------------------------------------
     def __getitem__(self, key) -> RegisterTile:
         key = key if isinstance(key, tuple) else (key,)
-        whole = [k is None or (isinstance(k, slice) and k == slice(None)) for k in key]  # not `!=`: a tile's own
+        # not `!=`: a tile's own
+        whole = [k is None or (isinstance(k, slice) and k == slice(None)) for k in key]
         if not all(whole) or sum(k is not None for k in key) != self.ndim:
             raise TraceError(
                 "register tiles are indexed only to add axes, numpy style (tile[:, None]); they do not slice",
@@ -406,8 +416,8 @@ def _broadcast(tile: RegisterTile, shape: tuple[int, ...], dims: tuple[int, ...]
     if shape == tile.shape:
         return tile
     result = VectorType(tile.dtype.mlir(), shape)
-    return RegisterTile(_emit(ir.BroadcastInDimOp(tile.use("broadcasting"), result, dims), "broadcasting"), tile.dtype,
-                        spread=tile.spread)
+    return RegisterTile(_emit(ir.BroadcastInDimOp(tile.use("broadcasting"), result, dims), "broadcasting"),
+                        tile.dtype, spread=tile.spread)
 
 
 def broadcast_to(tile: RegisterTile, shape: Sequence[int]) -> RegisterTile:
@@ -505,13 +515,14 @@ def constant_attr(value, element: dtypes.DType, what: str) -> FloatAttr | Intege
     """Python number `value` as an element of `element` (floats rounded to nearest even, float8
     saturating), as the IR holds constants."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TraceError(f"{what}: the value must be a Python number or a traced scalar, got {value!r}", user_location())
+        raise TraceError(f"{what}: the value must be a Python number or a traced scalar, got {value!r}",
+                         user_location())
     if element.is_float:
         try:
             float(value)
         except OverflowError:
-            raise TraceError(f"{what}: an int of {value.bit_length()} bits is too large for any float ({element} tile)",
-                             user_location()) from None
+            raise TraceError(f"{what}: an int of {value.bit_length()} bits is too large for any float "
+                             f"({element} tile)", user_location()) from None
         if element.bits == 8 and math.isfinite(value):
             # Float8 conversions saturate (docs/register-tiles.md); so do float8 constants.
             import ml_dtypes  # only float8 kernels pay for importing it
@@ -569,10 +580,8 @@ def _scalar_as(scalar: Scalar | FloatScalar, element: dtypes.DType, what: str) -
     if isinstance(scalar, FloatScalar):
         if not element.is_float:
             # As with a Python float: a value that may not be whole cannot fill an integer tile.
-            raise TraceError(
-                f"{what}: a traced float cannot become a {element} tile; astype the tile to a float type first",
-                user_location(),
-            )
+            raise TraceError(f"{what}: a traced float cannot become a {element} tile; astype the tile to a "
+                             "float type first", user_location())
         if element == dtypes.float32:
             return scalar.value
         return tracer.emit(ir.ConvertOp(scalar.value, element.mlir())).results[0]

@@ -46,14 +46,16 @@ class Turns:
         location = user_location()
         role = enclosing_role(tracer.block)
         if role is None or not set(role.warpgroup_indices) <= set(self.warpgroups):
-            where = "outside any warpgroup role" if role is None else f"in the role of warpgroups {role.warpgroup_indices}"
+            where = ("outside any warpgroup role" if role is None
+                     else f"in the role of warpgroups {role.warpgroup_indices}")
             raise TraceError(
                 f"a turn is taken {where}, but only warpgroups {self.warpgroups} take these turns: take it "
                 "inside a warpgroup_role of theirs",
                 location,
             )
         if self._open:
-            raise TraceError("a turn is taken inside a turn of the same warpgroups: it would wait for itself", location)
+            raise TraceError(
+                "a turn is taken inside a turn of the same warpgroups: it would wait for itself", location)
         block = tracer.block
         tracer.emit(ir.TakeTurnOp(*self.group), location)
         self._open = True
@@ -97,8 +99,8 @@ def turns(warpgroups: Sequence[int]) -> Turns:
     barrier = 1 + count + taken  # after bar.sync 0 and each warpgroup's own
     if barrier + len(indices) > NAMED_BARRIERS:
         raise TraceError(
-            f"{what}{indices} needs {len(indices)} more named barriers, but a CTA has {NAMED_BARRIERS}: bar.sync 0, "
-            f"one for each of its {count} warpgroups and {taken} for earlier turns are taken",
+            f"{what}{indices} needs {len(indices)} more named barriers, but a CTA has {NAMED_BARRIERS}: "
+            f"bar.sync 0, one for each of its {count} warpgroups and {taken} for earlier turns are taken",
             location,
         )
     tracer.emit(ir.AllocTurnsOp(indices[0], len(indices), barrier), location)

@@ -61,13 +61,15 @@ def wgmma(acc: RegisterRef, a, b, accumulate=True) -> None:
     what = "asyncdsl.wgmma"
     tracer = tracing.current(what)
     if not isinstance(acc, RegisterRef):
-        raise TraceError(f"{what}: acc must be registers (asyncdsl.registers(..., layout=asyncdsl.WGMMA)), got {acc!r}",
-                         user_location())
+        raise TraceError(
+            f"{what}: acc must be registers (asyncdsl.registers(..., layout=asyncdsl.WGMMA)), got {acc!r}",
+            user_location())
     a_value, a_transposed = _operand(a, "a", registers_allowed=True)
     b_value, b_transposed = _operand(b, "b", registers_allowed=False)
     location = user_location()
-    tracer.emit(ir.WgmmaOp(acc.value, a_value, b_value, condition_value(accumulate), a_transposed, b_transposed),
-                location)
+    tracer.emit(
+        ir.WgmmaOp(acc.value, a_value, b_value, condition_value(accumulate), a_transposed, b_transposed),
+        location)
     budget, where = register_budget(tracer)
     accumulators = _ACCUMULATORS.setdefault(tracer, {}).setdefault(where, {})
     line = f" (line {location.line})" if location is not None else ""

@@ -51,7 +51,8 @@ def is_contiguous_run(
     every transform of it), so a window of any size costs the same."""
     shape = gmem_runs.sliced_sizes(sizes)
     strides = tuple(
-        stride for stride, size in zip(gmem_runs.contiguous_strides(gmem_shape), sizes) if size != gmem_runs.SQUEEZED
+        stride for stride, size in zip(gmem_runs.contiguous_strides(gmem_shape), sizes)
+        if size != gmem_runs.SQUEEZED
     )
     try:
         for transform in transforms:
@@ -171,7 +172,8 @@ def check_bulk_copy(
                 f"the slice runs past the end of the {total}-byte array, and the {moved} bytes "
                 f"left are not a multiple of {BULK_ALIGNMENT}, as a bulk copy needs"
             )
-    if oob == Oob.UNDEFINED and store and not traced and not clamped_store_stays_in_window(gmem_shape, starts, sizes):
+    if (oob == Oob.UNDEFINED and store and not traced
+            and not clamped_store_stays_in_window(gmem_shape, starts, sizes)):
         raise CopyError(
             "oob='undefined' clamps a bulk store at the end of the array, but this slice leaves the array "
             "elsewhere (" + "; ".join(gmem_runs.out_of_bounds_dims(gmem_shape, starts, sizes)) + "): its run "

@@ -232,11 +232,13 @@ class TiledLayout(_Queries):
         return _tiled_coordinates(self, tile_shape(shape))
 
     def replica_threads(self) -> np.ndarray:
-        """`[t]`: the threads whose registers equal thread t's (t among them), ascending: (128, replication)."""
+        """`[t]`: the threads whose registers equal thread t's (t among them), ascending: (128,
+        replication)."""
         thread = np.arange(THREADS)
         primary = thread.copy()  # the copy whose replicated digits are all 0
-        for entries, sizes, index, unit in ((self.warp_dims, self.warp_sizes, thread // WARP_LANES, WARP_LANES),
-                                            (self.lane_dims, self.lane_sizes, thread % WARP_LANES, 1)):
+        for entries, sizes, index, unit in (
+                (self.warp_dims, self.warp_sizes, thread // WARP_LANES, WARP_LANES),
+                (self.lane_dims, self.lane_sizes, thread % WARP_LANES, 1)):
             places = [unit * math.prod(sizes[i + 1 :]) for i in range(len(sizes))]
             for entry, digit, place in zip(entries, mixed_radix_digits(index, sizes), places):
                 if isinstance(entry, Replicated):
@@ -321,7 +323,8 @@ class TiledLayout(_Queries):
         warps, lanes = tuple(map(moved, self.warp_dims)), tuple(map(moved, self.lane_dims))
         return TiledLayout.canonical(tiling, warps, lanes, moved(self.vector_dim))
 
-    def broadcast_in_dim(self, shape: Sequence[int], dims: Sequence[int], like: Layout | None = None) -> Layout:
+    def broadcast_in_dim(self, shape: Sequence[int], dims: Sequence[int],
+                         like: Layout | None = None) -> Layout:
         """The layout of this tile broadcast to `shape` (its axis i becoming axis `dims[i]`) with
         no data movement: one whose reduction over the new axes is this layout.  Tried: `like`
         if given, else the named layouts, then this layout itself (for new leading dims)."""
@@ -421,7 +424,8 @@ class SplatLayout(_Queries):
         reduction_axes(axes, len(tile_shape(shape)))
         return self
 
-    def broadcast_in_dim(self, shape: Sequence[int], dims: Sequence[int], like: Layout | None = None) -> Layout:
+    def broadcast_in_dim(self, shape: Sequence[int], dims: Sequence[int],
+                         like: Layout | None = None) -> Layout:
         result = self if like is None else like
         result.check_holds(shape)
         return result
@@ -437,7 +441,8 @@ class StridedLayout(_Queries):
 
     def __post_init__(self) -> None:
         if not is_int(self.vec) or self.vec < 1:
-            raise LayoutError(f"a strided layout needs a positive int vector length, got {self.vec!r}", user_location())
+            raise LayoutError(f"a strided layout needs a positive int vector length, got {self.vec!r}",
+                              user_location())
 
     def __str__(self) -> str:
         return f"strided({self.vec})"
@@ -471,7 +476,8 @@ class StridedLayout(_Queries):
     def as_tiled(self) -> TiledLayout:
         """The same map as a TiledLayout of the flattened tile (what its reductions follow)."""
         vec = self.vec
-        return TiledLayout.canonical(Tiling(((THREADS * vec,), (WARP_LANES * vec,), (vec,))), (-3,), (-2,), -1)
+        return TiledLayout.canonical(Tiling(((THREADS * vec,), (WARP_LANES * vec,), (vec,))),
+                                     (-3,), (-2,), -1)
 
     def reduce(self, shape: Sequence[int], axes: int | Sequence[int]) -> Layout:
         self.check_holds(shape)
@@ -487,7 +493,8 @@ class StridedLayout(_Queries):
             )
         return SplatLayout()
 
-    def broadcast_in_dim(self, shape: Sequence[int], dims: Sequence[int], like: Layout | None = None) -> Layout:
+    def broadcast_in_dim(self, shape: Sequence[int], dims: Sequence[int],
+                         like: Layout | None = None) -> Layout:
         # New leading dims repeat the flattened tile, so every thread repeats its own registers;
         # new dims of size 1 anywhere leave the flattened tile as it was.
         shape, dims = tile_shape(shape), int_tuple(dims, "broadcast dims")
@@ -513,7 +520,8 @@ def strided(vec: int) -> StridedLayout:
 
 # The named layouts, JAX Mosaic GPU's (docs/hardware.md §14.3).  The wgmma accumulator: 64-row strips, one per
 # warp of 16 rows; each warp's 8x8 blocks spread over its lanes 4 to a row, two columns a lane.
-WGMMA = TiledLayout(Tiling(((64, 8), (16, 8), (8, 8), (2,))), warp_dims=(-7,), lane_dims=(-3, -2), vector_dim=-1)
+WGMMA = TiledLayout(Tiling(((64, 8), (16, 8), (8, 8), (2,))), warp_dims=(-7,), lane_dims=(-3, -2),
+                    vector_dim=-1)
 # WGMMA reduced over columns: one value per row, copied in the 4 lanes that shared the row.
 WGMMA_ROW = TiledLayout(Tiling(((64,), (16,), (8,), (1,))), warp_dims=(-4,), lane_dims=(-2, Replicated(4)))
 # WGMMA reduced over rows: column pairs per lane, copied in every warp and in the 8 lanes of a column.
@@ -522,7 +530,8 @@ WGMMA_COL = TiledLayout(Tiling(((8,), (2,))), warp_dims=(Replicated(4),), lane_d
 # l ^ 4 share the same 2x2 blocks in both layouts (a shuffle could convert; `to_layout` goes
 # through shared memory, as every relayout does).
 WGMMA_TRANSPOSED = TiledLayout(
-    Tiling(((64, 8), (16, 8), (8, 8), (2, 2), (2, 1))), warp_dims=(-10,), lane_dims=(-6, -3, -5), vector_dim=-2
+    Tiling(((64, 8), (16, 8), (8, 8), (2, 2), (2, 1))), warp_dims=(-10,),
+    lane_dims=(-6, -3, -5), vector_dim=-2
 )
 NAMED_LAYOUTS: dict[str, TiledLayout] = {
     "wgmma": WGMMA,
@@ -533,7 +542,8 @@ NAMED_LAYOUTS: dict[str, TiledLayout] = {
 _NAME_OF = {layout: name for name, layout in NAMED_LAYOUTS.items()}
 
 
-def register_window(layout: Layout, shape: Sequence[int], offsets: Sequence[int], window: Sequence[int]) -> tuple:
+def register_window(layout: Layout, shape: Sequence[int], offsets: Sequence[int],
+                    window: Sequence[int]) -> tuple:
     """The index (slices) of a `shape` tile's register array that holds the tile's `window`
     (shape) at `offsets`, itself a tile in `layout`: the window must be made of whole base tiles
     of a tiled layout, whose register arrays enumerate base tiles in their leading dims."""

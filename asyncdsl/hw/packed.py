@@ -123,8 +123,9 @@ def as_byte_copy(
     if type(start) is not int and divisor_of(start) % per_byte:
         raise CopyError(
             rule.format("the slice's start along the minor dim")
-            + f"; it is computed on the GPU and asyncdsl can only prove it a multiple of {divisor_of(start)}: "
-            f"if it always is a multiple of {per_byte}, say so with asyncdsl.multiple_of(start, {per_byte})"
+            + "; it is computed on the GPU and asyncdsl can only prove it a multiple of "
+            f"{divisor_of(start)}: if it always is a multiple of {per_byte}, say so with "
+            f"asyncdsl.multiple_of(start, {per_byte})"
         )
 
     sliced = tuple(entry[1] for entry in gmem_slice if type(entry) is tuple)

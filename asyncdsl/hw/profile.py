@@ -110,7 +110,8 @@ def _record_table(words: np.ndarray, events_per_warpgroup: int, records: int) ->
     return np.asarray(words, dtype=np.uint32)[: per_record * records].reshape(records, per_record)
 
 
-def recorded_counts(words: np.ndarray, events_per_warpgroup: int, ctas: int, warpgroups_per_cta: int) -> np.ndarray:
+def recorded_counts(words: np.ndarray, events_per_warpgroup: int, ctas: int,
+                    warpgroups_per_cta: int) -> np.ndarray:
     """How many region events each (CTA, warpgroup) record of a GPU buffer reached, dropped ones
     included, in record order: read off the headers alone, without decoding the events."""
     table = _record_table(words, events_per_warpgroup, ctas * warpgroups_per_cta)
@@ -132,11 +133,14 @@ def decode_records(
     means the kernel did not write it (ValueError: a lowering bug, never the user's)."""
     count = ctas * warpgroups_per_cta
     table = _record_table(words, events_per_warpgroup, count)
-    wide = table[:, :8].copy().view(np.uint64).astype(np.int64)  # entry timer, entry clock, exit timer, exit clock
+    # entry timer, entry clock, exit timer, exit clock
+    wide = table[:, :8].copy().view(np.uint64).astype(np.int64)
     for index in range(count):
         cta, warpgroup = divmod(index, warpgroups_per_cta)
-        if (int(table[index, CTA_ID // 4]), int(table[index, WARPGROUP // 4])) != (cta, warpgroup) or wide[index, 0] == 0:
-            raise ValueError(f"profile record {index} (CTA {cta}, warpgroup {warpgroup}) was not written by the kernel")
+        if ((int(table[index, CTA_ID // 4]), int(table[index, WARPGROUP // 4])) != (cta, warpgroup)
+                or wide[index, 0] == 0):
+            raise ValueError(
+                f"profile record {index} (CTA {cta}, warpgroup {warpgroup}) was not written by the kernel")
     cycles = int((wide[:, 3] - wide[:, 1]).sum())
     ns_per_cycle = float((wide[:, 2] - wide[:, 0]).sum()) / cycles if cycles > 0 else 0.0
     first = wide[:, 1].reshape(ctas, warpgroups_per_cta).argmin(axis=1)  # each CTA's first warpgroup in
@@ -164,7 +168,8 @@ def decode_records(
         clocks = entry_clock + np.cumsum((stamps - previous) & 0xFFFFFFFF)
         anchor_ns, anchor_clock = anchors[cta]
         times = float(int(anchor_ns) - base_ns) + (clocks - int(anchor_clock)) * ns_per_cycle - origin
-        events = EventColumns((tags & ~np.uint32(EXIT_BIT)).astype(np.int64), (tags >> 31).astype(bool), times)
+        events = EventColumns((tags & ~np.uint32(EXIT_BIT)).astype(np.int64),
+                              (tags >> 31).astype(bool), times)
         records.append(WarpgroupRecord(
             cta, warpgroup, int(row[SM_ID // 4]), nanoseconds(cta, entry_clock) - origin,
             nanoseconds(cta, int(wide[index, 3])) - origin, events, recorded,

@@ -179,7 +179,9 @@ def hardware_violation(op: str, type_code: int) -> str | None:
         )
     # The map's type is what decides signedness: a name saying otherwise would lie.
     if op in ("smin", "smax") and type_code not in _SIGNED_TYPES:
-        return f"reduction {op!r} needs a signed integer tensor map (INT32/INT64), got {TYPE_NAMES[type_code]}"
+        return (f"reduction {op!r} needs a signed integer tensor map (INT32/INT64), got "
+                f"{TYPE_NAMES[type_code]}")
     if op in ("umin", "umax") and type_code not in _UNSIGNED_TYPES:
-        return f"reduction {op!r} needs an unsigned integer tensor map (UINT32/UINT64), got {TYPE_NAMES[type_code]}"
+        return (f"reduction {op!r} needs an unsigned integer tensor map (UINT32/UINT64), got "
+                f"{TYPE_NAMES[type_code]}")
     return None

@@ -1,4 +1,5 @@
-"""The order in which a warpgroup reduces a register tile, as data (the order a float reduction must follow on the GPU and in the interpreter alike).
+"""The order in which a warpgroup reduces a register tile, as data (the order a float reduction must follow
+on the GPU and in the interpreter alike).
 
 Float addition is not associative, so the order of a reduction is part of its meaning: the PTX
 lowering and the interpreter both walk the same `ReductionTree`, which makes their float results
@@ -69,7 +70,8 @@ def reduction_tree(layout: Layout, shape: Sequence[int], axes: int | Sequence[in
             return ReductionTree(tuple((r,) for r in range(registers)), False, (), (), result, kept)
         # A strided tile reduces over every axis; its flattened tile, tiled, has the same registers.
         tree = reduction_tree(layout.as_tiled(), (math.prod(shape),), 0)
-        return ReductionTree(tree.register_terms, tree.fold_vector, tree.lane_xors, tree.warp_groups, result, ())
+        return ReductionTree(tree.register_terms, tree.fold_vector, tree.lane_xors,
+                             tree.warp_groups, result, ())
     result = layout.reduce(shape, axes)  # also checks the shape and the axes
     axes = _axes(axes, len(shape))
     result_shape = tuple(s for a, s in enumerate(shape) if a not in axes)

@@ -9,7 +9,8 @@ consumers) its own per-thread register count: the role's code starts with
   255 (168 at 384 threads, which `ptxas -v` reports).  A kernel whose roles set registers states
   it as `.maxnreg` beside its `.reqntid`, without which ptxas ignores `setmaxnreg` (C7508).
   A role below the cap releases registers (`dec`), one above takes them (`inc`); `inc` blocks
-  until the CTA's pool has them, so roles that take more than the others release hang forever.  Hence the budget: Σ (n × warpgroups of the role) ≤ cap ×
+  until the CTA's pool has them, so roles that take more than the others release hang forever.  Hence the
+  budget: Σ (n × warpgroups of the role) ≤ cap ×
   warpgroups of the CTA, with every warpgroup in exactly one role (a role without `registers`
   keeps the cap).  CUTLASS's 40/232/232 and 24/240/240 at 384 threads both spend exactly 504.
 

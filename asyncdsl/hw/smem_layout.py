@@ -48,9 +48,11 @@ class SmemLayout:
     def __post_init__(self) -> None:
         for transform in self.transforms:
             if isinstance(transform, TileTransform) and transform.rounding is not None:
-                raise TransformError(f"{transform} drops elements; a shared-memory buffer's tiling must divide its shape")
+                raise TransformError(
+                    f"{transform} drops elements; a shared-memory buffer's tiling must divide its shape")
             if isinstance(transform, CollapseLeadingIndicesTransform):
-                raise TransformError(f"{transform} merges squeezed dims of copies; a buffer's layout cannot use it")
+                raise TransformError(
+                    f"{transform} merges squeezed dims of copies; a buffer's layout cannot use it")
         if self.swizzle_bytes not in SWIZZLE_SPANS:
             raise TransformError(f"swizzle must be one of {SWIZZLE_SPANS} bytes, got {self.swizzle_bytes}")
         apply_chain_shape(self.transforms, self.logical_shape)  # TransformError when the chain does not fit
@@ -63,12 +65,13 @@ class SmemLayout:
         """The rules that need the element size: whole bytes, and swizzled rows (the physical
         last dim) spanning exactly the swizzle, as TMA lays them."""
         if element_bits < 8:
-            raise TransformError(f"{element_bits}-bit elements pack several to a byte; such a buffer cannot carry a layout")
+            raise TransformError(
+                f"{element_bits}-bit elements pack several to a byte; such a buffer cannot carry a layout")
         row_bytes = self.physical_shape[-1] * element_bits // 8
         if self.swizzle_bytes and row_bytes != self.swizzle_bytes:
             raise TransformError(
-                f"swizzle {self.swizzle_bytes} needs rows of exactly {self.swizzle_bytes} bytes, but the physical "
-                f"shape {self.physical_shape} has rows of {row_bytes} bytes (tile the last dim by "
+                f"swizzle {self.swizzle_bytes} needs rows of exactly {self.swizzle_bytes} bytes, but the "
+                f"physical shape {self.physical_shape} has rows of {row_bytes} bytes (tile the last dim by "
                 f"{self.swizzle_bytes * 8 // element_bits})"
             )
 

@@ -168,7 +168,8 @@ def plan_tiled_copy(
     if view.rank > MAX_TMA_RANK and view.squeezed > 1:
         collapse = _collapse_squeezed(view)
         assumed_in_range = tuple(
-            (view.starts[dim], view.dims[dim]) for dim in range(view.squeezed) if type(view.starts[dim]) is not int
+            (view.starts[dim], view.dims[dim]) for dim in range(view.squeezed)
+            if type(view.starts[dim]) is not int
         )
         chain += (collapse,)
         view = view.push(collapse)
@@ -216,9 +217,9 @@ def _check_minor_start(gmem_shape: tuple[int, ...], dtype: DType, starts, squeez
     step = GMEM_ADDRESS_ALIGNMENT // math.gcd(GMEM_ADDRESS_ALIGNMENT, dtype.itemsize)
     if type(start) is int and start % step:
         raise CopyError(
-            f"the slice starts at element {start} of the minor dim ({start * dtype.itemsize} bytes): a TMA box "
-            f"must start on a 16-byte boundary there (a multiple of {step} {dtype} elements); off it, the "
-            "H200 faults"
+            f"the slice starts at element {start} of the minor dim ({start * dtype.itemsize} bytes): a TMA "
+            f"box must start on a 16-byte boundary there (a multiple of {step} {dtype} elements); off it, "
+            "the H200 faults"
         )
     known = divisor_of(start)
     if type(start) is not int and known % step:
@@ -353,7 +354,8 @@ class _View:
         dims = tuple(
             dim
             for dim in range(self.rank)
-            if self.dims[dim] == 1 and self.box[dim] == 1 and type(self.starts[dim]) is int and self.starts[dim] == 0
+            if self.dims[dim] == 1 and self.box[dim] == 1 and type(self.starts[dim]) is int
+            and self.starts[dim] == 0
         )
         if len(dims) == self.rank:
             dims = dims[:-1]

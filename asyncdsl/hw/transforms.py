@@ -285,7 +285,8 @@ class TransposeTransform(MemRefTransform):
         )
 
     def unbatch(self, leading_rank: int) -> MemRefTransform:
-        if self.permutation[:leading_rank] != tuple(range(leading_rank)) or len(self.permutation) == leading_rank:
+        if (self.permutation[:leading_rank] != tuple(range(leading_rank))
+                or len(self.permutation) == leading_rank):
             raise TransformError(f"{self} moves one of the leading {leading_rank} dim(s)")
         return TransposeTransform(tuple(p - leading_rank for p in self.permutation[leading_rank:]))
 

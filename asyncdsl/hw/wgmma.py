@@ -73,7 +73,8 @@ class MmaTypes:
 
     def check_n(self, n: int) -> None:
         if not (8 <= n <= MAX_N and n % 8 == 0) or (self.integer and n not in _INTEGER_N):
-            allowed = "8, 16, 24 or a multiple of 16 up to 256" if self.integer else "a multiple of 8 from 8 to 256"
+            allowed = ("8, 16, 24 or a multiple of 16 up to 256" if self.integer
+                       else "a multiple of 8 from 8 to 256")
             raise MmaError(f"a {self.ptx} wgmma's N (the accumulator's columns) must be {allowed}, got {n}")
 
 
@@ -111,7 +112,8 @@ def mma_types(accumulator: DType, a: DType, b: DType) -> MmaTypes:
     listed = "; ".join(
         f"{acc} += {x} @ {y}" for acc, x, y in (
             (dtypes.float32, "bfloat16", "bfloat16"), (dtypes.float32, "float16", "float16"),
-            (dtypes.float32, "float32 (as tf32)", "float32"), (dtypes.float32, "float8 e4m3/e5m2", "float8 e4m3/e5m2"),
+            (dtypes.float32, "float32 (as tf32)", "float32"),
+            (dtypes.float32, "float8 e4m3/e5m2", "float8 e4m3/e5m2"),
             (dtypes.int32, "int8/uint8", "int8/uint8"),
         )
     )
@@ -136,7 +138,8 @@ def encode_descriptor(start: int, lbo: int, sbo: int, swizzle: int) -> int:
     """The 64-bit descriptor of an operand at shared address `start`."""
     for name, value in (("start address", start), ("LBO", lbo), ("SBO", sbo)):
         if value % 16 or not 0 <= value >> 4 <= (_FIELD if name != "start address" else 0x3FFFF >> 4):
-            raise MmaError(f"a wgmma descriptor's {name} must be a multiple of 16 that fits its field, got {value}")
+            raise MmaError(
+                f"a wgmma descriptor's {name} must be a multiple of 16 that fits its field, got {value}")
     return (start >> 4) | ((lbo >> 4) << 16) | ((sbo >> 4) << 32) | (DESCRIPTOR_SWIZZLE_CODES[swizzle] << 62)
 
 
@@ -190,7 +193,8 @@ class OperandPlan:
     mn_offsets: tuple[int, ...]
 
     def descriptor(self, address: int, group: int, step: int) -> int:
-        return encode_descriptor(address + self.mn_offsets[group] + self.k_offsets[step], self.lbo, self.sbo, self.swizzle)
+        return encode_descriptor(address + self.mn_offsets[group] + self.k_offsets[step], self.lbo,
+                                 self.sbo, self.swizzle)
 
     @property
     def constant_bits(self) -> int:
@@ -223,7 +227,8 @@ def plan_operand(layout: SmemLayout | None, stored: tuple[int, int], element: DT
     rows, columns = stored
     wanted = wanted_layout(element)
     if layout is None or not layout.swizzle_bytes or len(layout.logical_shape) != 2:
-        raise MmaError(f"{what} in shared memory must carry a swizzled layout the tensor cores read: {wanted}")
+        raise MmaError(
+            f"{what} in shared memory must carry a swizzled layout the tensor cores read: {wanted}")
     if not k_is_column and not types.transposable:
         raise MmaError(
             f"{what}: {element} operands must have K as their contiguous dim (only 16-bit types can be "
@@ -242,14 +247,16 @@ def plan_operand(layout: SmemLayout | None, stored: tuple[int, int], element: DT
     if k_is_column:  # atoms: 8 MN rows x per_row K; 8-row groups at SBO
         lbo, sbo = 16, (int(first[8, 0] - first[0, 0]) if group_rows > 8 else 8 * span)
     else:  # atoms: per_row MN x 8 K rows; MN atoms at LBO, 8-deep K groups at SBO
-        lbo = int(first[per_row, 0] - first[0, 0]) if group_rows > per_row else rows * columns * element.itemsize
+        lbo = (int(first[per_row, 0] - first[0, 0]) if group_rows > per_row
+               else rows * columns * element.itemsize)
         sbo = int(first[0, 8] - first[0, 0]) if types.k > 8 else 8 * span
     mn = np.arange(group_rows)[:, None]
     k = np.arange(types.k)[None, :]
     if k_is_column:
         canonical = (mn % 8) * span + (mn // 8) * sbo + k * element.itemsize
     else:
-        canonical = (mn % per_row) * element.itemsize + (mn // per_row) * lbo + (k % 8) * span + (k // 8) * sbo
+        canonical = ((mn % per_row) * element.itemsize + (mn // per_row) * lbo + (k % 8) * span
+                     + (k // 8) * sbo)
     k_offsets = tuple(int(offsets[0, j]) for j in k_steps)
     mn_offsets = tuple(int(offsets[g, 0]) for g in groups)
     for g, mn_offset in zip(groups, mn_offsets):
@@ -258,15 +265,17 @@ def plan_operand(layout: SmemLayout | None, stored: tuple[int, int], element: DT
             base = int(block[0, 0])
             if base != mn_offset + k_offset:  # where the descriptor of block (g, j) will start
                 raise MmaError(
-                    f"{what} is laid out with transforms {describe_chain(layout.transforms)} over {layout.logical_shape}: "
-                    f"its instructions do not start at a row offset plus a column offset; the tensor cores read {wanted}"
+                    f"{what} is laid out with transforms {describe_chain(layout.transforms)} over "
+                    f"{layout.logical_shape}: its instructions do not start at a row offset plus a column "
+                    f"offset; the tensor cores read {wanted}"
                 )
             # An instruction's atoms start on a swizzle-pattern boundary (K-major steps move along a row).
             atom_start = base - base % span if k_is_column else base
             if atom_start % (8 * span) or not np.array_equal(block - base, canonical):
                 raise MmaError(
-                    f"{what} is laid out with transforms {describe_chain(layout.transforms)} and swizzle {span} over "
-                    f"{layout.logical_shape}; the tensor cores read a 2-d buffer laid out as {wanted}"
+                    f"{what} is laid out with transforms {describe_chain(layout.transforms)} and swizzle "
+                    f"{span} over {layout.logical_shape}; the tensor cores read a 2-d buffer "
+                    f"laid out as {wanted}"
                 )
     return OperandPlan(k_is_column, span, lbo, sbo, k_offsets, mn_offsets)
 
@@ -281,7 +290,8 @@ def check_shapes(acc: tuple[int, ...], a: tuple[int, int], b: tuple[int, int], t
         raise MmaError(f"a wgmma accumulator's M must be a multiple of {INSTRUCTION_M}, got {m}")
     types.check_n(n)
     if a[0] != m or b[1] != n or a[1] != b[0]:
-        raise MmaError(f"wgmma shapes do not agree: acc {acc} += a {a} @ b {b} (need (M, N) += (M, K) @ (K, N))")
+        raise MmaError(
+            f"wgmma shapes do not agree: acc {acc} += a {a} @ b {b} (need (M, N) += (M, K) @ (K, N))")
     k = a[1]
     if k % types.k or k == 0:
         raise MmaError(f"a {types.ptx} wgmma's K must be a multiple of {types.k}, got {k}")
@@ -303,7 +313,8 @@ def wgmma_a_registers(shape: Sequence[int]) -> np.ndarray:
     (docs/hardware.md §14.3, §14.4); f32 accumulator registers 8j … 8j+7 are step j's operand."""
     shape = tile_shape(shape)
     if len(shape) != 2 or shape[0] % 64 or shape[1] % 16:
-        raise LayoutError(f"a wgmma A operand is an (M, K) tile with M % 64 == 0 and K % 16 == 0, got {shape}")
+        raise LayoutError(
+            f"a wgmma A operand is an (M, K) tile with M % 64 == 0 and K % 16 == 0, got {shape}")
     rows, columns = shape
     return np.arange(rows * columns // (2 * THREADS)).reshape(rows // 64, columns // 16, 4)
 
@@ -321,7 +332,7 @@ def check_accumulator_budget(accumulators: list[tuple[str, int]], budget: int, w
         listed = ", ".join(f"{name}: {count}" for name, count in accumulators)
         raise MmaError(
             f"the wgmma accumulators take {total} registers per thread ({listed}); with about "
-            f"{ACCUMULATOR_RESERVE} more for everything else that exceeds the {budget} each thread of {where} "
-            "has (ptxas would serialize the wgmmas and spill): split the tile over more warpgroups, use a "
-            "smaller N, or give the role more registers (asyncdsl.warpgroup_role(..., registers=))"
+            f"{ACCUMULATOR_RESERVE} more for everything else that exceeds the {budget} each thread of "
+            f"{where} has (ptxas would serialize the wgmmas and spill): split the tile over more warpgroups, "
+            "use a smaller N, or give the role more registers (asyncdsl.warpgroup_role(..., registers=))"
         )

@@ -1,4 +1,5 @@
-"""The interpreter's contiguous bulk copies (`asyncdsl.bulk_load` / `bulk_store`), one set of the interpreter's op implementations.
+"""The interpreter's contiguous bulk copies (`asyncdsl.bulk_load` / `bulk_store`), one set of the
+interpreter's op implementations.
 
 A bulk copy moves the bytes of its SMEM buffer from or to the argument's bytes at the window's
 first element, as the lowering addresses them (`asyncdsl.hw.gmem_runs`), completing when issued

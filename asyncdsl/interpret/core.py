@@ -38,7 +38,8 @@ class CoreFunctions(WarpgroupFunctions):
     @diagnosed
     def run_alloc_smem(self, interpreter: Interpreter, op: ir.AllocSmemOp, args: PythonValues):
         buffer = SmemBuffer.of_type(op.offset.value.data, op.result.type, origin(op))
-        self.warpgroup.cta.smem.check(buffer.offset, buffer.nbytes, f"the buffer allocated at {buffer.origin}")
+        self.warpgroup.cta.smem.check(buffer.offset, buffer.nbytes,
+                                      f"the buffer allocated at {buffer.origin}")
         return (buffer,)
 
     @impl(ir.SmemViewOp)

@@ -1,7 +1,8 @@
 """Naming where an interpreted op went wrong: the user's line of the op and the warpgroup.
 
 The memory model (`memory`, `mbarrier`, `races`, the copy modules) raises errors without
-context; every op implementation, in the function set of each feature, is wrapped by `diagnosed`, which names the kernel, CTA, warpgroup and the op's source line.
+context; every op implementation, in the function set of each feature, is wrapped by `diagnosed`, which
+names the kernel, CTA, warpgroup and the op's source line.
 """
 
 from __future__ import annotations

@@ -41,8 +41,8 @@ def _cell(argument: GlobalArgument, indices: list[int], device: int) -> tuple[in
     for dim, (index, size) in enumerate(zip(indices, shape)):
         if not 0 <= index < size:
             raise OutOfBoundsError(
-                f"flag index {tuple(indices)} of {argument.name!r} (shape {shape}) on device {device} is out of "
-                f"bounds along dim {dim}"
+                f"flag index {tuple(indices)} of {argument.name!r} (shape {shape}) on device {device} is out "
+                f"of bounds along dim {dim}"
             )
         flat = flat * size + index
     return flat, f"{argument.name}[{', '.join(map(str, indices))}] on device {device}"
@@ -58,7 +58,8 @@ class SignalWait:
 
     at_kernel_exit = False
 
-    def __init__(self, launch: Launch, argument: GlobalArgument, flat: int, name: str, cmp: str, value: int, location):
+    def __init__(self, launch: Launch, argument: GlobalArgument, flat: int, name: str, cmp: str,
+                 value: int, location):
         self.launch = launch
         self.cells = _flags(argument)
         self.flat = flat
@@ -74,7 +75,8 @@ class SignalWait:
     def describe(self) -> str:
         relation = "to be" if self.cmp == "eq" else "to be at least"
         held = int(self.cells[self.flat])
-        text = f"waits for the flag {self.name} {relation} {self.value} (it holds {held}), which only a signal can change"
+        text = (f"waits for the flag {self.name} {relation} {self.value} (it holds {held}), which only a "
+                "signal can change")
         exited = [str(device) for device, done in enumerate(self.launch.exited_devices()) if done]
         if exited:
             text += f"; device(s) {', '.join(exited)} have exited and signal no more"
@@ -117,7 +119,8 @@ class DistributedFunctions(WarpgroupFunctions):
         argument = launch.argument(op.flags.index, None)
         flat, name = _cell(argument, [values[i].value.data for i in op.indices], launch.device)
         wait = SignalWait(
-            launch, argument, flat, name, op.cmp.data, values[op.value].value.data & _MASK, from_ir_location(op)
+            launch, argument, flat, name, op.cmp.data, values[op.value].value.data & _MASK,
+            from_ir_location(op)
         )
         self.warpgroup.wait_until(wait)
         return ()

@@ -98,7 +98,8 @@ def _launch(
 ) -> Launch:
     block = attrs.dims(kernel, attrs.BLOCK)
     scalar_args = kernel.args[len(arguments):]
-    values = tuple(scalar_attr(v, arg.type, INDEX_BITWIDTH) for v, arg in zip(scalars, scalar_args, strict=True))
+    values = tuple(scalar_attr(v, arg.type, INDEX_BITWIDTH)
+                   for v, arg in zip(scalars, scalar_args, strict=True))
     return Launch(
         kernel=kernel.sym_name.data,
         grid=grid,
@@ -141,7 +142,8 @@ def run_kernel(
     (kernel,) = attrs.kernels(module)
     if attrs.devices(kernel) > 1:
         raise AsyncDSLError(
-            f"kernel {kernel.sym_name.data} was traced for {attrs.devices(kernel)} devices: run it on that many"
+            f"kernel {kernel.sym_name.data} was traced for {attrs.devices(kernel)} devices: "
+            "run it on that many"
         )
     capacity = attrs.profile_events(kernel)
     recorder = ProfileRecorder(ir.region_names(kernel), capacity) if capacity is not None else None
@@ -223,7 +225,8 @@ class _Program:
         function_sets = [function_set(warpgroup) for function_set in FUNCTIONS]
         for function_set in function_sets:
             # Tile math takes `arith` over from xDSL and `scalars.py`, handing scalar ops back.
-            interpreter.register_implementations(function_set, override=isinstance(function_set, TileMathFunctions))
+            interpreter.register_implementations(function_set,
+                                                 override=isinstance(function_set, TileMathFunctions))
         return interpreter, function_sets
 
 

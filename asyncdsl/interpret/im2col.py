@@ -56,7 +56,8 @@ def traversal_strides(spec: Im2colTensorMapSpec) -> tuple[int, ...]:
 def bounding_box(spec: Im2colTensorMapSpec) -> tuple[tuple[int, int], ...]:
     """The inclusive range of window start positions along each spatial dim (array order)."""
     sizes = spec.global_dims[1:-1]
-    return tuple((low, size - 1 + high) for low, high, size in zip(spec.lower_corner, spec.upper_corner, sizes))
+    return tuple((low, size - 1 + high)
+                 for low, high, size in zip(spec.lower_corner, spec.upper_corner, sizes))
 
 
 def window_starts(spec: Im2colTensorMapSpec, coords: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
@@ -82,12 +83,14 @@ def window_starts(spec: Im2colTensorMapSpec, coords: Sequence[int]) -> tuple[np.
         full_round = (high - low) // stride + 1
         later = steps - first_round
         in_first = later < 0
-        innermost_first.append(np.where(in_first, position + stride * steps, low + stride * (later % full_round)))
+        innermost_first.append(
+            np.where(in_first, position + stride * steps, low + stride * (later % full_round)))
         steps = np.where(in_first, 0, 1 + later // full_round)
     return n + steps, np.stack(innermost_first[::-1], axis=-1)
 
 
-def load_im2col(raw: np.ndarray, spec: Im2colTensorMapSpec, coords: Sequence[int], offsets: Sequence[int]) -> np.ndarray:
+def load_im2col(raw: np.ndarray, spec: Im2colTensorMapSpec, coords: Sequence[int],
+                offsets: Sequence[int]) -> np.ndarray:
     """The rows one im2col load delivers, as bytes of shape (pixels, channels, element bytes).
 
     `raw` is the kernel argument's bytes (the descriptor views them from `base_offset_bytes`),
@@ -102,8 +105,8 @@ def load_im2col(raw: np.ndarray, spec: Im2colTensorMapSpec, coords: Sequence[int
     for dim, offset in enumerate(offsets):
         if not smallest <= int(offset) <= largest:
             raise InterpretError(
-                f"im2col offset {int(offset)} along spatial dim {dim} is outside [{smallest}, {largest}], the "
-                f"range of a rank-{spec.rank} im2col load: the hardware's result is unspecified"
+                f"im2col offset {int(offset)} along spatial dim {dim} is outside [{smallest}, {largest}], "
+                f"the range of a rank-{spec.rank} im2col load: the hardware's result is unspecified"
             )
     images, starts = window_starts(spec, coords)
     pixels = starts + np.asarray([int(o) for o in offsets], np.int64)
@@ -149,7 +152,8 @@ class Im2colFunctions(WarpgroupFunctions):
         cta.accesses.check_write(start, end, warpgroup.clock, "the im2col load")
         argument = cta.launch.arguments[spec.arg_index]
         rows = load_im2col(
-            argument.raw, spec, [values[c].value.data for c in op.coords], [values[o].value.data for o in op.offsets]
+            argument.raw, spec, [values[c].value.data for c in op.coords],
+            [values[o].value.data for o in op.offsets]
         )
         tma.write_smem_rows(cta.smem.bytes, start, end, spec, rows)
         phase = barrier.complete_tx(end - start)

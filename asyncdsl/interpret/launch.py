@@ -55,4 +55,5 @@ def launch_devices(
     argument `names[i]` on device d (`interpret/distributed.py`)."""
     if any(_is_packed(a) for device in arrays for a in device):
         raise ArgumentError("4-bit arrays are not supported on several devices yet")
-    run_devices(module, [[GlobalArgument(n, a) for n, a in zip(names, device)] for device in arrays], grid, scalars)
+    run_devices(module, [[GlobalArgument(n, a) for n, a in zip(names, device)] for device in arrays],
+                grid, scalars)

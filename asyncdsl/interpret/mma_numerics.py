@@ -47,7 +47,8 @@ def _truncated(x: np.ndarray, quantum: np.ndarray) -> np.ndarray:
     return np.trunc(x / quantum) * quantum
 
 
-def mma_step(acc: np.ndarray, a: np.ndarray, b: np.ndarray, accumulate: bool, tf32: bool = False) -> np.ndarray:
+def mma_step(acc: np.ndarray, a: np.ndarray, b: np.ndarray, accumulate: bool,
+             tf32: bool = False) -> np.ndarray:
     """One instruction: `acc (M, N) float32 (+)= a (M, K) @ b (K, N)` in the hardware's arithmetic."""
     if tf32:
         a, b = _tf32(a), _tf32(b)

@@ -58,7 +58,8 @@ class ProfileRecorder:
         cta, index = _track(warpgroup)
         record = self._open.pop((cta, index))
         self.records.append(WarpgroupRecord(
-            cta, index, None, float(record.start), float(self.clock.ticks), tuple(record.events), record.recorded
+            cta, index, None, float(record.start), float(self.clock.ticks), tuple(record.events),
+            record.recorded
         ))
 
 

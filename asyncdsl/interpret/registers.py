@@ -31,8 +31,8 @@ class RegisterCell:
     def check_settled(self, warpgroup, what: str) -> None:
         if self.writer is not None and self.writer[0] > warpgroup.wgmma_retired:
             raise InterpretError(
-                f"{what} the registers allocated at {self.origin} while the wgmma at {self.writer[1]} may still "
-                "be writing them: asyncdsl.wgmma_wait first"
+                f"{what} the registers allocated at {self.origin} while the wgmma at {self.writer[1]} may "
+                "still be writing them: asyncdsl.wgmma_wait first"
             )
 
 

@@ -58,7 +58,8 @@ class RowGatherFunctions(WarpgroupFunctions):
         cta.accesses.check_write(start, end, warpgroup.clock, "the gather4")
         argument = cta.launch.arguments[spec.arg_index]
         column = values[op.column].value.data
-        box = np.concatenate([tma.read_gmem_box(argument.raw, spec, (row, column), argument.name) for row in rows])
+        box = np.concatenate(
+            [tma.read_gmem_box(argument.raw, spec, (row, column), argument.name) for row in rows])
         tma.write_smem_rows(cta.smem.bytes, start, end, spec, box)
         phase = barrier.complete_tx(end - start)
         cta.accesses.record_write(AsyncWrite(start, end, barrier.key, phase, barrier.name, origin(op)))
@@ -79,10 +80,12 @@ class RowGatherFunctions(WarpgroupFunctions):
         argument = cta.launch.arguments[spec.arg_index]
         column = values[op.column].value.data
         for position, row in enumerate(rows):
-            row_bytes = box[position : position + 1].view(np.uint8).reshape(1, spec.box_dims[1], spec.element_bytes)
+            row_bytes = box[position : position + 1].view(np.uint8).reshape(
+                1, spec.box_dims[1], spec.element_bytes)
             tma.write_gmem_box(argument.raw, spec, (row, column), row_bytes, argument.name)
         group = warpgroup.committed_groups + 1  # the group the next commit closes
-        cta.accesses.record_read(AsyncRead(start, end, warpgroup.bulk_key, group, warpgroup.label, origin(op)))
+        cta.accesses.record_read(
+            AsyncRead(start, end, warpgroup.bulk_key, group, warpgroup.label, origin(op)))
         if op.commit.value.data:
             warpgroup.committed_groups = group
         return ()

@@ -108,7 +108,8 @@ class Cta:
         self.cluster_ctas: list[Cta] = [self]  # its cluster's CTAs by rank (set by `grid`)
         self.cluster_cta_id = tuple(p % c for p, c in zip(program_id, launch.cluster))
         self.cluster_id = tuple(p // c for p, c in zip(program_id, launch.cluster))
-        self.label = f"CTA {program_id}" if launch.devices is None else f"device {launch.device} CTA {program_id}"
+        self.label = (f"CTA {program_id}" if launch.devices is None
+                      else f"device {launch.device} CTA {program_id}")
         self.smem = SharedMemory(launch.smem_bytes)
         self.accesses = AsyncAccessLog()
         self.mbarriers: dict[int, MBarrier] = {}

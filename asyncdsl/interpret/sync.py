@@ -92,5 +92,6 @@ class SyncFunctions(WarpgroupFunctions):
         self.warpgroup.unsynced_load = None
         rendezvous = self.warpgroup.cluster_barrier
         generation = rendezvous.arrive(self.warpgroup)
-        self.warpgroup.wait_until(RendezvousWait(rendezvous, generation, "cluster_barrier", from_ir_location(op)))
+        self.warpgroup.wait_until(
+            RendezvousWait(rendezvous, generation, "cluster_barrier", from_ir_location(op)))
         return ()

@@ -3,7 +3,8 @@
 A tile moves to or from its shared-memory buffer whole, whatever its register layout (which only
 says which thread moves which bytes): row-major, or through the buffer's own layout when it
 carries one, each logical element at the physical place its transform chain gives
-(`apply_chain_index`), its bytes at their swizzled absolute address (`hw.swizzle`).  These are ordinary `ld/st.shared`: accesses
+(`apply_chain_index`), its bytes at their swizzled absolute address (`hw.swizzle`).  These are ordinary
+`ld/st.shared`: accesses
 through the generic proxy, which the race log (`races`) checks and records as the GPU needs:
 
 - a load must not read bytes a TMA load (or other async write) is still landing, nor bytes
@@ -77,7 +78,8 @@ class TileAccessFunctions(WarpgroupFunctions):
         else:
             tile = np.ascontiguousarray(cta.smem.bytes[addresses]).view(dtype).reshape(shape)
         count = warpgroup.access_shared()
-        cta.accesses.record_read(GenericRead(start, end, warpgroup.shared_key, count, warpgroup.label, origin(op)))
+        cta.accesses.record_read(
+            GenericRead(start, end, warpgroup.shared_key, count, warpgroup.label, origin(op)))
         warpgroup.unsynced_load = origin(op)
         return (tile,)
 
@@ -94,10 +96,13 @@ class TileAccessFunctions(WarpgroupFunctions):
         if addresses is None:
             cta.smem.bytes[start:end] = np.ascontiguousarray(tile, dtype).reshape(-1).view(np.uint8)
         else:
-            cta.smem.bytes[addresses] = np.ascontiguousarray(tile, dtype).view(np.uint8).reshape(addresses.shape)
+            cta.smem.bytes[addresses] = np.ascontiguousarray(tile, dtype).view(np.uint8).reshape(
+                addresses.shape)
         count = warpgroup.access_shared()
-        how = f"synchronise with {warpgroup.label} after that store (a CTA barrier, or an mbarrier it arrives on)"
-        write = GenericWrite(start, end, warpgroup.shared_key, count, how, origin(op), writer="register-tile store")
+        how = (f"synchronise with {warpgroup.label} after that store (a CTA barrier, or an "
+               "mbarrier it arrives on)")
+        write = GenericWrite(start, end, warpgroup.shared_key, count, how, origin(op),
+                             writer="register-tile store")
         cta.accesses.record_write(write)
         warpgroup.unsynced_load = None  # the store's trailing warpgroup barrier
         return ()

@@ -96,11 +96,12 @@ class TileGmemFunctions(WarpgroupFunctions):
         array = _array(values[op.gmem], op, op.value)
         shape = tuple(op.value.type.get_shape())
         indices, allowed = _indexed(op, values, array.shape, shape)
-        written = np.ravel_multi_index(tuple(i[allowed] for i in indices), array.shape) if array.ndim else np.zeros(0)
+        written = (np.ravel_multi_index(tuple(i[allowed] for i in indices), array.shape) if array.ndim
+                   else np.zeros(0))
         if len(np.unique(written)) < len(written):
             raise InterpretError(
-                "two elements of a scatter write the same array element (their indices are equal): on the GPU "
-                "which one lands is undefined; mask all but one off"
+                "two elements of a scatter write the same array element (their indices are equal): on the "
+                "GPU which one lands is undefined; mask all but one off"
             )
         _write(array, indices, allowed, values[op.value])
         return ()

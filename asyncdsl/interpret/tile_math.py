@@ -57,7 +57,8 @@ def _scalar(value: np.ndarray, type_: Attribute):
 Compute = Callable[..., np.ndarray]
 
 
-def _elementwise(op_type: type[Operation], compute: Compute, allowed: frozenset | None, scalar=None, checked: int = 0):
+def _elementwise(op_type: type[Operation], compute: Compute, allowed: frozenset | None, scalar=None,
+                 checked: int = 0):
     """The implementation of an elementwise op: `compute(op, *arrays)` on tiles (and on
     scalars, as 0-d arrays), after checking operand `checked` has a dtype in `allowed` (None:
     any tile dtype); a scalar op goes to `scalar`, the implementation that owns it, if any."""
@@ -70,7 +71,8 @@ def _elementwise(op_type: type[Operation], compute: Compute, allowed: frozenset 
         if not is_tile and scalar is not None:
             return scalar(interpreter, op, args).values
         check_dtype(op, checked, allowed)
-        result = compute(op, *(tile_array(value, operand.type, op) for value, operand in zip(args, op.operands)))
+        result = compute(op,
+                         *(tile_array(value, operand.type, op) for value, operand in zip(args, op.operands)))
         return (result if is_tile else _scalar(result, result_type),)
 
     return run
@@ -96,7 +98,8 @@ def _floor_divide(op: Operation, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def _convert(op: ir.ConvertOp, x: np.ndarray) -> np.ndarray:
     target = element_dtype(op.result.type, op)
     if numerics.is_float(x.dtype):
-        return numerics.float_to_float(x, target) if numerics.is_float(target) else numerics.float_to_int(x, target)
+        return (numerics.float_to_float(x, target) if numerics.is_float(target)
+                else numerics.float_to_int(x, target))
     return numerics.int_to_float(x, target) if numerics.is_float(target) else numerics.int_to_int(x, target)
 
 

@@ -35,7 +35,8 @@ INTEGERS = frozenset(np.dtype(t) for t in (np.int32, np.uint32))
 BITWISE = INTEGERS | {np.dtype(np.bool_)}
 TILE_DTYPES = (
     FLOATS | BITWISE
-    | {np.dtype(t) for t in (ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2, np.int8, np.uint8, np.int16, np.uint16)}
+    | {np.dtype(t)
+       for t in (ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2, np.int8, np.uint8, np.int16, np.uint16)}
 )
 FLOAT32 = frozenset({np.dtype(np.float32)})
 
@@ -48,7 +49,8 @@ def element_dtype(type_: Attribute, op: Operation) -> np.dtype:
     except ArgumentError:
         dtype = None
     if dtype not in TILE_DTYPES:
-        raise InterpretError(f"{op.name}: register tiles hold the dtypes docs/register-tiles.md lists, not {element}")
+        raise InterpretError(
+            f"{op.name}: register tiles hold the dtypes docs/register-tiles.md lists, not {element}")
     return dtype
 
 
@@ -58,7 +60,8 @@ def check_dtype(op: Operation, operand: int, allowed: frozenset | None) -> None:
     dtype = element_dtype(op.operands[operand].type, op)
     if allowed is not None and dtype not in allowed:
         names = ", ".join(sorted(map(str, allowed)))  # numpy's names are asyncdsl's
-        raise InterpretError(f"{op.name} on {dtype} values: docs/register-tiles.md defines it for {names} only")
+        raise InterpretError(
+            f"{op.name} on {dtype} values: docs/register-tiles.md defines it for {names} only")
 
 
 def tile_array(value, type_: Attribute, op: Operation) -> np.ndarray:
@@ -147,7 +150,8 @@ class TileFunctions(WarpgroupFunctions):
     def run_iota(self, interpreter: Interpreter, op: ir.IotaOp, args: PythonValues):
         shape = tuple(op.result.type.get_shape())
         dim = op.dim.value.data
-        index = np.arange(shape[dim], dtype=np.int64).reshape([-1 if d == dim else 1 for d in range(len(shape))])
+        index = np.arange(shape[dim], dtype=np.int64).reshape(
+            [-1 if d == dim else 1 for d in range(len(shape))])
         return (np.broadcast_to(numerics.int_to_int(index, element_dtype(op.result.type, op)), shape),)
 
     @impl(ir.BroadcastInDimOp)
@@ -173,7 +177,8 @@ class TileFunctions(WarpgroupFunctions):
         step = _REDUCTION_STEPS[TileReduction(op.kind.data)]
         layout = layout_of(op.operand)
         if layout is None:
-            raise InterpretError(f"{op.name} needs the operand's layout, which infer-layouts records; it did not run")
+            raise InterpretError(
+                f"{op.name} needs the operand's layout, which infer-layouts records; it did not run")
         if isinstance(layout, SplatLayout):
             count = int(np.prod([values.shape[a] for a in axes]))
             return (_splat_reduce(values, tuple(op.result.type.get_shape()), count, step),)

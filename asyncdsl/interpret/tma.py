@@ -392,7 +392,8 @@ def write_smem_rows(smem: np.ndarray, start: int, end: int, spec, rows: np.ndarr
     box_to_smem_bytes(elements, spec.swizzle_bytes, start, smem[start:end])
 
 
-def smem_box_range(warpgroup: Warpgroup, buffer: SmemBuffer, spec: TiledTensorMapSpec, what: str) -> tuple[int, int]:
+def smem_box_range(warpgroup: Warpgroup, buffer: SmemBuffer, spec: TiledTensorMapSpec,
+                   what: str) -> tuple[int, int]:
     """The bytes [start, end) of shared memory a box of `spec` spans in `buffer`, checked."""
     length = smem_footprint(spec)
     if length > buffer.nbytes:
@@ -488,7 +489,8 @@ class TmaFunctions(WarpgroupFunctions):
             write_gmem_box(argument.raw, spec, coords, box, argument.name)
         # The store belongs to the group the next commit closes.
         group = warpgroup.committed_groups + 1
-        cta.accesses.record_read(AsyncRead(start, end, warpgroup.bulk_key, group, warpgroup.label, origin(op)))
+        cta.accesses.record_read(
+            AsyncRead(start, end, warpgroup.bulk_key, group, warpgroup.label, origin(op)))
         if op.commit.value.data:
             warpgroup.committed_groups = group
         return ()

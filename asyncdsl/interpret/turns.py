@@ -51,7 +51,8 @@ class TurnWait:
         holder = self.warpgroup.cta.warpgroups[self.token.holder]
         state = "has exited without passing it" if holder.exited else "has not passed it yet"
         return (f"waits for its turn among the warpgroups taking turns at {self.token.where}; warpgroup "
-                f"{holder.index}, whose turn it is, {state} (no party may take more turns than the one before it)")
+                f"{holder.index}, whose turn it is, {state} (no party may take more turns than "
+                "the one before it)")
 
 
 @register_impls

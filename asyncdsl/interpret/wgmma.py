@@ -61,8 +61,8 @@ class WgmmaFunctions(WarpgroupFunctions):
         accumulate = bool(accumulate)
         if accumulate and cell.tile is None:
             raise InterpretError(
-                f"accumulates into the registers allocated at {cell.origin} before anything was written to them "
-                "(pass accumulate=False to the first wgmma)"
+                f"accumulates into the registers allocated at {cell.origin} before anything was written to "
+                "them (pass accumulate=False to the first wgmma)"
             )
         if op.a_plan is not None:
             a = self._operand(op.a_plan.spec(), a, types.a, INSTRUCTION_M, k, types.k, m // INSTRUCTION_M,

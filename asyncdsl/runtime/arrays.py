@@ -86,7 +86,8 @@ def device_array(value: Any, name: str | int = 0, *, stream: Any = None) -> Devi
         interface = None
     if interface is not None:
         return _from_cuda_array_interface(value, interface, name, stream)
-    if hasattr(value, "__array_interface__") or hasattr(value, "__array__") or isinstance(value, (list, tuple)):
+    if (hasattr(value, "__array_interface__") or hasattr(value, "__array__")
+            or isinstance(value, (list, tuple))):
         raise _host_array_error(value, name)
     raise ArgumentError(
         f"{argument_label(name)} is a {type(value).__qualname__}, not an array: pass a GPU array "
@@ -114,7 +115,8 @@ def _from_torch(tensor: Any, name: str | int) -> DeviceArray:
         dtype = _checked_dtype(lambda: as_dtype(np.bool_ if text == "bool" else text), tensor.dtype, name)
         _torch_dtypes[tensor.dtype] = dtype
     return _validated(
-        tensor.data_ptr(), tuple(tensor.shape), tuple(tensor.stride()), dtype, tensor.get_device(), name, tensor
+        tensor.data_ptr(), tuple(tensor.shape), tuple(tensor.stride()), dtype,
+        tensor.get_device(), name, tensor
     )
 
 
@@ -183,7 +185,8 @@ def _checked_dtype(make: Callable[[], DType], shown: Any, name: str | int) -> DT
 def _layout_error(label: str, shape: tuple[int, ...], found: str) -> ArgumentError:
     return ArgumentError(
         f"{label} is not contiguous (row-major): shape {shape} with {found}, expected element strides "
-        f"{contiguous_strides(shape)}; pass a contiguous copy (e.g. x.contiguous() or cupy.ascontiguousarray(x))",
+        f"{contiguous_strides(shape)}; pass a contiguous copy (e.g. x.contiguous() or "
+        "cupy.ascontiguousarray(x))",
         user_location(),
     )
 
@@ -212,8 +215,9 @@ def check_alignment(address: int, name: str | int, location=None) -> None:
     rule on the GPU and in the interpreter."""
     if address % GMEM_ADDRESS_ALIGNMENT:
         raise ArgumentError(
-            f"{argument_label(name)} starts at address {address:#x}, which is not {GMEM_ADDRESS_ALIGNMENT}-byte "
-            f"aligned (it is {address % GMEM_ADDRESS_ALIGNMENT} bytes past a boundary; the tensor memory "
-            "accelerator needs 16): it is probably a view at an offset, pass a fresh array or a copy",
+            f"{argument_label(name)} starts at address {address:#x}, which is not "
+            f"{GMEM_ADDRESS_ALIGNMENT}-byte aligned (it is {address % GMEM_ADDRESS_ALIGNMENT} bytes past a "
+            "boundary; the tensor memory accelerator needs 16): it is probably a view at an offset, pass a "
+            "fresh array or a copy",
             location or user_location(),
         )

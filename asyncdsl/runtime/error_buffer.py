@@ -27,7 +27,8 @@ class ErrorBuffer:
         self.address = int(driver.check(driver.api().cuMemAlloc(BUFFER_BYTES), "cuMemAlloc"))
 
     def reset(self, stream: int) -> None:
-        driver.check(driver.api().cuMemsetD32Async(self.address, 0, BUFFER_BYTES // 4, stream), "cuMemsetD32Async")
+        driver.check(driver.api().cuMemsetD32Async(self.address, 0, BUFFER_BYTES // 4, stream),
+                     "cuMemsetD32Async")
 
     def raise_if_failed(self, stream: int) -> None:
         """Wait for the launch on `stream` and raise the failure it recorded, if any."""
@@ -40,7 +41,8 @@ class ErrorBuffer:
             return
         check = self._checks[number - 1]
         raise AssumptionError(
-            f"kernel {self._kernel}, CTA {tuple(cta)}: {check.message} (checked at run time under ASYNCDSL_DEBUG=1)",
+            f"kernel {self._kernel}, CTA {tuple(cta)}: {check.message} (checked at run time under "
+            "ASYNCDSL_DEBUG=1)",
             SourceLocation(check.file, check.line),
         )
 

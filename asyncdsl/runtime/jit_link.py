@@ -136,7 +136,8 @@ def warn_of_advisories(name: str, log: str) -> None:
     (ptxas's C75xx advisories: wgmma serialised, `setmaxnreg` ignored, ...)."""
     for line in log.splitlines():
         if "Potential Performance Loss" in line:
-            warnings.warn(f"kernel {name!r}: {line.split(':', 1)[-1].strip()}", PerformanceWarning, stacklevel=2)
+            warnings.warn(f"kernel {name!r}: {line.split(':', 1)[-1].strip()}",
+                          PerformanceWarning, stacklevel=2)
 
 
 def _text(log: bytearray) -> str:
@@ -169,7 +170,8 @@ def installed_compilers(driver_version: int) -> str:
                                 for path in glob.glob(os.path.join(folder, "libnvJitLink.so*"))})
             bindings = getattr(sys.modules.get("cuda.bindings"), "__file__", None)
             files = [*libraries, *([bindings] if bindings else [])]
-            stats = [":".join(map(str, identity)) for identity in map(file_identity, files) if identity is not None]
+            stats = [":".join(map(str, identity)) for identity in map(file_identity, files)
+                     if identity is not None]
         known = _installed[(choice, driver_version)] = "|".join([choice, str(driver_version), *stats])
     return known
 

@@ -60,20 +60,23 @@ def launch_grid(grid: Any, cluster: tuple[int, int, int] = (1, 1, 1)) -> tuple[i
     """`grid` (an int or 1 to 3 ints, counting blocks) as (x, y, z), checked against the hardware
     limits and the cluster shape: a cluster launch needs whole clusters along every dimension."""
     try:
-        dims = (operator.index(grid),) if not isinstance(grid, (tuple, list)) else tuple(map(operator.index, grid))
+        dims = ((operator.index(grid),) if not isinstance(grid, (tuple, list))
+                else tuple(map(operator.index, grid)))
     except TypeError:
-        raise ArgumentError(f"grid {grid!r} is not an int or a tuple of 1 to 3 ints", user_location()) from None
+        raise ArgumentError(f"grid {grid!r} is not an int or a tuple of 1 to 3 ints",
+                            user_location()) from None
     if not 1 <= len(dims) <= 3:
         raise ArgumentError(f"grid {grid!r} has {len(dims)} dimensions; a grid has 1 to 3", user_location())
     dims = dims + (1,) * (3 - len(dims))
     for axis, extent, limit in zip("xyz", dims, MAX_GRID):
         if not 1 <= extent <= limit:
-            raise ArgumentError(f"grid {dims}: the {axis} extent {extent} is outside 1 .. {limit}", user_location())
+            raise ArgumentError(f"grid {dims}: the {axis} extent {extent} is outside 1 .. {limit}",
+                                user_location())
     for axis, extent, width in zip("xyz", dims, cluster):
         if extent % width:
             raise ArgumentError(
-                f"grid {dims} is not a whole number of clusters {tuple(cluster)}: {extent} blocks along {axis} "
-                f"is not a multiple of {width}",
+                f"grid {dims} is not a whole number of clusters {tuple(cluster)}: {extent} blocks along "
+                f"{axis} is not a multiple of {width}",
                 user_location(),
             )
     return dims
@@ -87,8 +90,9 @@ def check_binary(binary: KernelBinary) -> None:
         raise ValueError(f"kernel {name!r}: block {binary.block} is not three positive extents")
     threads = binary.block[0] * binary.block[1] * binary.block[2]
     if threads > MAX_THREADS_PER_BLOCK or any(e > m for e, m in zip(binary.block, MAX_BLOCK)):
-        raise ResourceError(f"kernel {name!r}: block {binary.block} has {threads} threads; a block has at most "
-                            f"{MAX_THREADS_PER_BLOCK} (and at most {MAX_BLOCK} per dimension)", user_location())
+        raise ResourceError(f"kernel {name!r}: block {binary.block} has {threads} threads; a block has at "
+                            f"most {MAX_THREADS_PER_BLOCK} (and at most {MAX_BLOCK} per dimension)",
+                            user_location())
     if len(binary.cluster) != 3 or any(extent < 1 for extent in binary.cluster):
         raise ValueError(f"kernel {name!r}: cluster {binary.cluster} is not three positive extents")
     cluster_size = binary.cluster[0] * binary.cluster[1] * binary.cluster[2]
@@ -108,12 +112,13 @@ def check_binary(binary: KernelBinary) -> None:
             if not offsets:
                 raise ValueError(f"kernel {name!r}: a descriptor scratch parameter but no descriptors")
             if len(offsets) != descriptor_count:
-                raise ValueError(f"kernel {name!r}: {len(offsets)} scratch slots for {descriptor_count} descriptors")
+                raise ValueError(
+                    f"kernel {name!r}: {len(offsets)} scratch slots for {descriptor_count} descriptors")
             ordered = sorted(offsets)
             if any(offset % DESCRIPTOR_ALIGNMENT for offset in offsets) or any(
                     later - earlier < DESCRIPTOR_BYTES for earlier, later in zip(ordered, ordered[1:])):
-                raise ValueError(f"kernel {name!r}: scratch slots {offsets} are not 64-byte aligned, disjoint "
-                                 "128-byte slots")
+                raise ValueError(f"kernel {name!r}: scratch slots {offsets} are not 64-byte aligned, "
+                                 "disjoint 128-byte slots")
     scalars = [param for param in binary.params if isinstance(param, ScalarParam)]
     if [param.scalar_index for param in scalars] != list(range(len(scalars))):
         raise ValueError(f"kernel {name!r}: scalar parameters {scalars} are not numbered 0, 1, ... in order")
@@ -187,7 +192,8 @@ class LoadedKernel:
             return driver.check(cu.cuFuncGetAttribute(which, self._function), "cuFuncGetAttribute")
 
         def set_(which: Any, value: int) -> None:
-            driver.check(cu.cuFuncSetAttribute(self._function, which, value), f"cuFuncSetAttribute({which.name})")
+            driver.check(cu.cuFuncSetAttribute(self._function, which, value),
+                         f"cuFuncSetAttribute({which.name})")
 
         binary = self.binary
         dynamic = binary.dynamic_smem_bytes
@@ -196,18 +202,19 @@ class LoadedKernel:
         # Local memory a thread uses: spilled registers, or a stack; every access is a trip to memory.
         self.local_bytes_per_thread = get(attribute.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)
         if self.local_bytes_per_thread:
-            warnings.warn(f"kernel {self.name!r} uses {self.local_bytes_per_thread} bytes of local memory a thread "
-                          f"(spilled registers, or a stack): each access is a trip to memory",
+            warnings.warn(f"kernel {self.name!r} uses {self.local_bytes_per_thread} bytes of local memory a "
+                          f"thread (spilled registers, or a stack): each access is a trip to memory",
                           PerformanceWarning, stacklevel=2)
         limit = facts.max_shared_memory_per_block_optin
         if dynamic + self.static_shared_bytes > limit:
             raise ResourceError(
-                f"kernel {self.name!r} needs {dynamic} bytes of dynamic shared memory (including 1024 bytes of "
-                f"alignment slack) + {self.static_shared_bytes} static = {dynamic + self.static_shared_bytes} "
-                f"bytes per block, but {facts} allows at most {limit}",
+                f"kernel {self.name!r} needs {dynamic} bytes of dynamic shared memory (including 1024 bytes "
+                f"of alignment slack) + {self.static_shared_bytes} static = "
+                f"{dynamic + self.static_shared_bytes} bytes per block, but {facts} allows at most {limit}",
                 user_location(),
             )
-        if dynamic > get(attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES):  # 48 KiB - static by default
+        # 48 KiB - static by default
+        if dynamic > get(attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES):
             set_(attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, dynamic)
         threads = binary.block[0] * binary.block[1] * binary.block[2]
         max_threads = get(attribute.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)
@@ -245,7 +252,8 @@ class LoadedKernel:
         return config
 
     def launch(
-        self, grid: Any, arrays: Sequence[DeviceArray], stream: Any = None, scalars: Sequence[int | float] = ()
+        self, grid: Any, arrays: Sequence[DeviceArray], stream: Any = None,
+        scalars: Sequence[int | float] = ()
     ) -> None:
         """Launch on `grid` (blocks, not clusters) with `arrays` and the runtime `scalars` (ints
         and floats, in the order of the kernel's scalar parameters) as the kernel's arguments, on
@@ -266,7 +274,8 @@ class LoadedKernel:
         return PreparedLaunch(self, grid)
 
     def launch_profiled(
-        self, grid: Any, arrays: Sequence[DeviceArray], stream: Any = None, scalars: Sequence[int | float] = ()
+        self, grid: Any, arrays: Sequence[DeviceArray], stream: Any = None,
+        scalars: Sequence[int | float] = ()
     ) -> ProfiledLaunch:
         """Launch a kernel compiled for profiling once with a profile buffer of its own, wait for
         it, and return the buffer and the kernel's time by CUDA events (`runtime/profile.py`)."""

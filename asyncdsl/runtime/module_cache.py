@@ -96,9 +96,9 @@ class ChecksummedFiles:
             os.replace(temporary, target)
             temporary = None
         except OSError as error:
-            warnings.warn(f"asyncdsl could not cache {self._what} in {self.directory} ({error}); kernels will be "
-                          f"recompiled in every process (set {CACHE_DIR.variable} to a writable directory)",
-                          RuntimeWarning, stacklevel=3)
+            warnings.warn(f"asyncdsl could not cache {self._what} in {self.directory} ({error}); kernels "
+                          f"will be recompiled in every process (set {CACHE_DIR.variable} to a "
+                          "writable directory)", RuntimeWarning, stacklevel=3)
         finally:
             if temporary is not None:
                 with contextlib.suppress(OSError):

@@ -3,7 +3,8 @@
 Slot i points at the bytes of parameter i.  Pointer and scratch parameters own an 8-byte cell the
 launch overwrites, runtime scalars a 4-byte one (int32 or float32, checked to fit on every launch,
 warm ones included: a scalar's value is not part of any cache key); a by-value tensor map's slot
-is re-pointed at the cached 128-byte image for the argument's address, whose slab it holds.  The driver copies every
+is re-pointed at the cached 128-byte image for the argument's address, whose slab it holds.  The driver
+copies every
 parameter during the launch call, so the cells can be rewritten by the next launch at once.
 Nothing here allocates on a warm launch.
 """
@@ -125,7 +126,8 @@ class KernelParams:
                 raise self._size_error(arrays[arg], arg, least, why)
         return self.pack_addresses([array.address for array in arrays], stream, scalars)
 
-    def pack_addresses(self, addresses: Sequence[int], stream: int, scalars: Sequence[int | float] = ()) -> int:
+    def pack_addresses(self, addresses: Sequence[int], stream: int,
+                       scalars: Sequence[int | float] = ()) -> int:
         """Fill the parameters from argument addresses alone, for arrays whose count, device and
         size were already checked against this kernel, and from as many `scalars` as the kernel
         takes (each checked to fit); returns the `void*[]` address."""

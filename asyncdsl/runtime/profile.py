@@ -48,7 +48,8 @@ class _Gate:
         self.address = driver.check(cu.cuMemAlloc(4), "cuMemAlloc")
         driver.check(cu.cuMemsetD32(self.address, 0, 1), "cuMemsetD32")
         # Non-blocking: the legacy default stream (where a launch may wait) must not wait for it.
-        self.opener = driver.check(cu.cuStreamCreate(cu.CUstream_flags.CU_STREAM_NON_BLOCKING), "cuStreamCreate")
+        self.opener = driver.check(cu.cuStreamCreate(cu.CUstream_flags.CU_STREAM_NON_BLOCKING),
+                                   "cuStreamCreate")
         self.opened = 0
 
     def hold(self, handle: int) -> int:

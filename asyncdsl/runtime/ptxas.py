@@ -25,7 +25,8 @@ def find_ptxas() -> str | None:
     candidates = [knobs.ptxas]
     spec = importlib.util.find_spec("nvidia")
     for root in (spec.submodule_search_locations or []) if spec else []:
-        candidates += [os.path.join(root, "cu13", "bin", "ptxas"), os.path.join(root, "cuda_nvcc", "bin", "ptxas")]
+        candidates += [os.path.join(root, "cu13", "bin", "ptxas"),
+                       os.path.join(root, "cuda_nvcc", "bin", "ptxas")]
     candidates += [os.path.join(home, "bin", "ptxas") for home in knobs.cuda_homes]
     candidates.append(shutil.which("ptxas"))
     for path in candidates:

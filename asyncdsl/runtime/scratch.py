@@ -39,7 +39,8 @@ class DescriptorScratch:
 
     capacity = 1024  # distinct address sets kept before every buffer is released and the cache starts over
 
-    def __init__(self, param: DescriptorScratchParam, tensor_maps: Sequence[TensorMapCache], pool: ScratchPool):
+    def __init__(self, param: DescriptorScratchParam, tensor_maps: Sequence[TensorMapCache],
+                 pool: ScratchPool):
         self.size_bytes = param.size_bytes
         self.upload_count = 0
         self._slots = tuple(zip(param.slot_offsets, tensor_maps))

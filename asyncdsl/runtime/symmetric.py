@@ -52,7 +52,8 @@ def nvshmem() -> tuple[Any, Any]:
         from nvshmem import bindings, core
     except ImportError as error:
         raise DistributedError(
-            f"running on several GPUs needs NVSHMEM: pip install nvshmem4py-cu13 nvidia-nvshmem-cu13 ({error})",
+            "running on several GPUs needs NVSHMEM: pip install nvshmem4py-cu13 "
+            f"nvidia-nvshmem-cu13 ({error})",
             user_location(),
         ) from None
     return core, bindings
@@ -63,7 +64,8 @@ def start(rank: int, size: int, device: int, unique_id: bytes) -> World:
     same `unique_id`, made by `make_unique_id` on one of them), and measure the peer offsets."""
     global _world
     if _world is not None:
-        raise DistributedError(f"NVSHMEM is already running here (PE {_world.rank} of {_world.size})", user_location())
+        raise DistributedError(f"NVSHMEM is already running here (PE {_world.rank} of {_world.size})",
+                               user_location())
     core, bindings = nvshmem()
     from cuda.core import Device
 
@@ -72,7 +74,8 @@ def start(rank: int, size: int, device: int, unique_id: bytes) -> World:
     gpu.set_current()
     uid = core.get_unique_id(empty=True)
     if len(unique_id) != uid._data.itemsize:
-        raise DistributedError(f"an NVSHMEM job id is {uid._data.itemsize} bytes, got {len(unique_id)}", user_location())
+        raise DistributedError(f"an NVSHMEM job id is {uid._data.itemsize} bytes, got {len(unique_id)}",
+                               user_location())
     ctypes.memmove(uid.ptr, unique_id, len(unique_id))
     try:
         core.init(device=gpu, uid=uid, rank=rank, nranks=size, initializer_method="uid")
@@ -86,8 +89,9 @@ def start(rank: int, size: int, device: int, unique_id: bytes) -> World:
         if not mapped:
             core.finalize()
             raise DistributedError(
-                f"PE {pe} is not reachable by loads and stores from PE {rank} (nvshmem_ptr is null): asyncdsl "
-                "kernels address peers directly, so every GPU of the job must share one NVLink domain",
+                f"PE {pe} is not reachable by loads and stores from PE {rank} (nvshmem_ptr is null): "
+                "asyncdsl kernels address peers directly, so every GPU of the job must share "
+                "one NVLink domain",
                 user_location(),
             )
         offsets.append(mapped - probe)

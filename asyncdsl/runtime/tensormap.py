@@ -104,8 +104,8 @@ def _validate_box(spec: TiledTensorMapSpec, fail: Callable[[str], None]) -> None
         fail(f"the innermost box dimension spans {inner_bytes} bytes ({spec.box_dims[-1]} x "
              f"{spec.element_bytes}); TMA needs a multiple of 16")
     if spec.swizzle_bytes and inner_bytes > spec.swizzle_bytes:
-        fail(f"the innermost box dimension spans {inner_bytes} bytes, more than the {spec.swizzle_bytes}-byte "
-             "swizzle span; split the box or use a wider swizzle")
+        fail(f"the innermost box dimension spans {inner_bytes} bytes, more than the "
+             f"{spec.swizzle_bytes}-byte swizzle span; split the box or use a wider swizzle")
 
 
 def _validate_im2col(spec: Im2colTensorMapSpec, fail: Callable[[str], None]) -> None:
@@ -117,8 +117,8 @@ def _validate_im2col(spec: Im2colTensorMapSpec, fail: Callable[[str], None]) -> 
                  "spatial dims")
         for dim, offset in enumerate(corner):
             if not lowest <= offset <= highest:
-                fail(f"{which} corner offset {offset} along spatial dim {dim} is outside {lowest} .. {highest} "
-                     f"(the range of a rank-{spec.rank} im2col map)")
+                fail(f"{which} corner offset {offset} along spatial dim {dim} is outside {lowest} .. "
+                     f"{highest} (the range of a rank-{spec.rank} im2col map)")
     if not 1 <= spec.channels_per_pixel <= IM2COL_MAX_CHANNELS:
         fail(f"{spec.channels_per_pixel} channels per pixel is outside 1 .. 256")
     if not 1 <= spec.pixels_per_column <= IM2COL_MAX_PIXELS:
@@ -191,7 +191,8 @@ class TensorMapEncoder:
         # A rank-1 map has no strides to pass, but cuda-python turns an empty list into a null
         # pointer, which the driver refuses (CUDA_ERROR_INVALID_VALUE, seen on the H200): pass one
         # stride it does not read, the array's whole extent rounded to 16 bytes.
-        strides = args.global_strides or (-(-args.global_dims[0] * _ELEMENT_BYTES[args.data_type] // 16) * 16,)
+        strides = (args.global_strides
+                   or (-(-args.global_dims[0] * _ELEMENT_BYTES[args.data_type] // 16) * 16,))
         self._tail = (
             [cu.cuuint64_t(extent) for extent in args.global_dims],
             [cu.cuuint64_t(stride) for stride in strides],

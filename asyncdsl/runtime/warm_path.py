@@ -34,8 +34,8 @@ _NONE = object()  # no default
 class WarmLaunches:
     """The prepared launches of one kernel, by argument layout."""
 
-    def __init__(self, params: tuple[str, ...], constexpr_names: frozenset[str], grid_function: Callable | None,
-                 defaults: dict[str, Any] | None = None):
+    def __init__(self, params: tuple[str, ...], constexpr_names: frozenset[str],
+                 grid_function: Callable | None, defaults: dict[str, Any] | None = None):
         self._params = params
         # Each parameter's default (`_NONE` where it has none), to fill what a call leaves out.
         self._defaults = tuple((defaults or {}).get(name, _NONE) for name in params)

@@ -55,7 +55,8 @@ def resolve_bulk(copy: ir.AsyncCopyOp) -> None:
     starts = traced_starts(copy.starts, builder)
     engine = "a bulk copy (cp.async.bulk)" if copy.is_load else "a bulk store (cp.async.bulk)"
     check_window(
-        conditions, shape, dtype, starts, copy.sizes, BULK_ALIGNMENT, copy.oob.data == Oob.PROMISE_IN_BOUNDS, engine,
+        conditions, shape, dtype, starts, copy.sizes, BULK_ALIGNMENT,
+        copy.oob.data == Oob.PROMISE_IN_BOUNDS, engine,
     )
     if not copy.is_load and copy.oob.data == Oob.UNDEFINED and any(type(s) is not int for s in starts):
         check_clamped_store(conditions, shape, starts, copy.sizes, engine)

@@ -140,7 +140,8 @@ class Conditions:
             return list(starts)
         zero = self._builder.value(0)
         return [
-            start if constant_value(start) is not None else self._builder.emit(arith.SelectOp(guard, start, zero))
+            start if constant_value(start) is not None
+            else self._builder.emit(arith.SelectOp(guard, start, zero))
             for start in starts
         ]
 

@@ -23,8 +23,8 @@ def resolve_copy(copy: ir.AsyncCopyOp) -> None:
     """
     if copy.eviction is not None and (copy.implementation.data == Implementation.CP_ASYNC or not copy.is_load
                                       or copy.peer is None and takes_bulk_path(copy)):
-        raise CopyError(f"eviction_policy={copy.eviction.data!r} is a hint of TMA tensor loads (GMEM -> SMEM through "
-                        "a tensor map): this copy is a store, a cp.async copy or a plain bulk copy")
+        raise CopyError(f"eviction_policy={copy.eviction.data!r} is a hint of TMA tensor loads (GMEM -> SMEM "
+                        "through a tensor map): this copy is a store, a cp.async copy or a plain bulk copy")
     if is_collective(copy):
         if needs_tile_boxes(copy):
             resolve_tile_boxes(copy, resolve_collective_copy)

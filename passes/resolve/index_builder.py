@@ -96,7 +96,8 @@ def slice_entries(starts, sizes, builder: IndexBuilder) -> list:
 
 def traced_starts(starts, builder: IndexBuilder) -> list:
     """Slice starts as index arithmetic can use them: ints where constant, traced ones wrapped."""
-    return [known if (known := constant_value(start)) is not None else builder.wrap(start) for start in starts]
+    return [known if (known := constant_value(start)) is not None else builder.wrap(start)
+            for start in starts]
 
 
 def static_starts(starts) -> list:

@@ -52,7 +52,8 @@ def resolve_row_copy(copy: ir.AsyncCopyRowsOp) -> None:
             row_bytes = spec.box_dims[1] * spec.element_bytes
             new.append(ir.ArriveExpectTxOp(copy.barriers, copy.barrier_index, copy.row_count * row_bytes))
         new += [
-            ir.TmaGather4Op(copy.smem, copy.rows, copy.column_start, copy.barriers, copy.barrier_index, descriptor, first)
+            ir.TmaGather4Op(copy.smem, copy.rows, copy.column_start, copy.barriers, copy.barrier_index,
+                            descriptor, first)
             for first in groups
         ]
     else:

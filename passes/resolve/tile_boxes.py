@@ -86,7 +86,8 @@ def resolve_tile_boxes(copy: ir.AsyncCopyOp, resolve_box) -> None:
         part = ir.SmemSliceOp(copy.smem, builder.value(offset), (rows, c))
         Rewriter.insert_op(part, InsertPoint.before(copy))
         starts, gmem_sizes = list(copy.starts), list(copy.sizes)
-        starts[row_dim], starts[column_dim] = builder.value(row_start + row), builder.value(column_start + column)
+        starts[row_dim], starts[column_dim] = (builder.value(row_start + row),
+                                               builder.value(column_start + column))
         gmem_sizes[row_dim], gmem_sizes[column_dim] = rows, c
         source, destination = (copy.gmem, part.result) if copy.is_load else (part.result, copy.gmem)
         box = ir.AsyncCopyOp(

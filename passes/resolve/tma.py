@@ -70,7 +70,8 @@ def check_store_coordinates(conditions: Conditions, plan: TmaCopyPlan) -> None:
         if type(coord) is int and coord < 0:
             raise CopyError(
                 f"the TMA store starts at coordinate {coord} along dim {dim} of its view: stores at "
-                "negative coordinates fault on the H200 (CUDA_ERROR_ILLEGAL_INSTRUCTION); loads there read zeros"
+                "negative coordinates fault on the H200 (CUDA_ERROR_ILLEGAL_INSTRUCTION); loads "
+                "there read zeros"
             )
         conditions.require(
             conditions.at_least(coord, 0),

@@ -30,9 +30,10 @@ WARPGROUP_BARRIER = "bar.sync #{0}, 128;"
 # Instructions that read and write registers only (and `ld.param`, the kernel's read-only
 # parameters): a barrier may move across them.
 _REGISTER_ONLY = frozenset({
-    "abs", "add", "and", "bfe", "bfi", "bfind", "brev", "clz", "cnot", "copysign", "cos", "cvt", "cvta", "div",
-    "ex2", "fma", "lg2", "mad", "max", "min", "mov", "mul", "neg", "not", "or", "popc", "prmt", "rcp", "rem",
-    "rsqrt", "selp", "set", "setp", "shf", "shfl", "shl", "shr", "sin", "sqrt", "sub", "tanh", "testp", "xor",
+    "abs", "add", "and", "bfe", "bfi", "bfind", "brev", "clz", "cnot", "copysign", "cos", "cvt", "cvta",
+    "div", "ex2", "fma", "lg2", "mad", "max", "min", "mov", "mul", "neg", "not", "or", "popc", "prmt", "rcp",
+    "rem", "rsqrt", "selp", "set", "setp", "shf", "shfl", "shl", "shr", "sin", "sqrt", "sub", "tanh", "testp",
+    "xor",
 })
 
 
@@ -72,6 +73,7 @@ def _kind(text: str | None) -> str:
         return _CTA
     if text == WARPGROUP_BARRIER:
         return _WARPGROUP
-    if text is not None and (text.split(".", 1)[0].split(" ", 1)[0] in _REGISTER_ONLY or text.startswith("ld.param")):
+    if (text is not None
+            and (text.split(".", 1)[0].split(" ", 1)[0] in _REGISTER_ONLY or text.startswith("ld.param"))):
         return _REGISTER
     return _OTHER

@@ -51,7 +51,8 @@ class PtxBuilder:
         first `len(kinds)` `{}` are the results, the rest the arguments as in `emit`."""
         results = [f"#{{{i}}}" for i in range(len(kinds))]
         operands = [a for a in args if isinstance(a, SSAValue)]
-        rendered = iter(f"#{{{len(kinds) + operands.index(a)}}}" if isinstance(a, SSAValue) else str(a) for a in args)
+        rendered = iter(f"#{{{len(kinds) + operands.index(a)}}}" if isinstance(a, SSAValue) else str(a)
+                        for a in args)
         op = ptx.InstrOp(template.format(*results, *rendered), operands, list(kinds))
         self.block.add_op(op)
         return list(op.results)

@@ -92,7 +92,8 @@ def _cluster_arrive(ctx: KernelLowering, op: ir.ClusterArriveOp) -> None:
         else:
             target = shift if rank == 0 else b.emit("add.s32 {}, {}, {};", "b32", shift, rank)
         remote = b.emit("mapa.shared::cluster.u32 {}, {}, {};", "b32", address, target)
-        b.run(f"mbarrier.arrive.release.{scope}.shared::cluster.b64 _, [{{}}], {count};", remote, guard=leader)
+        b.run(f"mbarrier.arrive.release.{scope}.shared::cluster.b64 _, [{{}}], {count};",
+              remote, guard=leader)
 
 
 def _smem_slice(ctx: KernelLowering, op: ir.SmemSliceOp) -> None:

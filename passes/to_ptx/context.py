@@ -80,7 +80,8 @@ class KernelLowering:
             # where something needs it as a register.
             constant = self._constants[value]
             if isinstance(value.type, IntegerType) and value.type.width.data == 1:
-                register = self.b.emit("setp.ne.u32 {}, {}, 0;", "pred", self.b.mov("b32", int(bool(constant))))
+                register = self.b.emit("setp.ne.u32 {}, {}, 0;", "pred",
+                                       self.b.mov("b32", int(bool(constant))))
             else:
                 register = self.b.mov("b32", constant)
             self._registers[value] = register
@@ -110,5 +111,6 @@ class KernelLowering:
     def lower(self, op: Operation) -> None:
         rule = self._rules.get(type(op))
         if rule is None:
-            raise NotImplementedError(f"no PTX lowering rule for {op.name} (an earlier pass should have rewritten it)")
+            raise NotImplementedError(
+                f"no PTX lowering rule for {op.name} (an earlier pass should have rewritten it)")
         rule(self, op)

@@ -40,7 +40,8 @@ def _for(ctx: KernelLowering, op: scf.ForOp) -> None:
 
 def _if(ctx: KernelLowering, op: scf.IfOp) -> None:
     b = ctx.b
-    outputs = [b.mov(register_kind(r.type), 0) if register_kind(r.type) != "pred" else b.emit("setp.ne.u32 {}, 0, 0;", "pred") for r in op.results]
+    outputs = [b.mov(register_kind(r.type), 0) if register_kind(r.type) != "pred"
+               else b.emit("setp.ne.u32 {}, 0, 0;", "pred") for r in op.results]
     otherwise, done = b.new_label("else"), b.new_label("endif")
     has_else = bool(op.false_region.blocks) and any(
         not isinstance(o, scf.YieldOp) or o.arguments for o in op.false_region.block.ops

@@ -113,7 +113,8 @@ def emit_prologue(ctx: KernelLowering, fn: func.FuncOp, params: tuple[KernelPara
             # register like every other index, a float in an f32 one.
             kind = _SCALAR_PARAM_KINDS[param.kind]
             register = "b32" if param.kind == "int" else "f32"
-            ctx.bind(fn.args[position], b.emit(f"ld.param.{kind} {{}}, [#{{{{param:{position}}}}}];", register))
+            ctx.bind(fn.args[position],
+                     b.emit(f"ld.param.{kind} {{}}, [#{{{{param:{position}}}}}];", register))
 
     tid = b.emit("mov.u32 {}, %tid.x;", "b32")
     if block[0] > 128:
@@ -131,7 +132,8 @@ def emit_prologue(ctx: KernelLowering, fn: func.FuncOp, params: tuple[KernelPara
     b.run("and.b32 {}, {}, -1024;", base, base)
 
     addresses = _descriptor_addresses(ctx, params)
-    ctx.facts = KernelFacts(tid, thread, warpgroup, named_barrier, leader, base, addresses, cluster_size, attrs.arch(fn))
+    ctx.facts = KernelFacts(tid, thread, warpgroup, named_barrier, leader, base, addresses, cluster_size,
+                            attrs.arch(fn))
     ctx.facts.threads = block[0] * block[1] * block[2]
     for position, param in enumerate(params):
         if isinstance(param, ProfileBufferParam):

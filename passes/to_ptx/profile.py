@@ -78,7 +78,8 @@ def emit_exit(ctx: KernelLowering) -> None:
     _stamp_time(ctx, profile.record, layout.EXIT_TIMER, layout.EXIT_CLOCK)
     sm = b.emit("mov.u32 {}, %smid;", "b32")
     b.run(f"st.global.u32 [{{}}+{layout.SM_ID}], {{}};", profile.record, sm, guard=facts.leader)
-    b.run(f"st.global.u32 [{{}}+{layout.EVENT_COUNT}], {{}};", profile.record, profile.events, guard=facts.leader)
+    b.run(f"st.global.u32 [{{}}+{layout.EVENT_COUNT}], {{}};", profile.record, profile.events,
+          guard=facts.leader)
 
 
 def _stamp_time(ctx: KernelLowering, record: SSAValue, timer_offset: int, clock_offset: int) -> None:

@@ -21,7 +21,8 @@ def _alloc(ctx: KernelLowering, op: ir.AllocRegistersOp) -> None:
     zero = "0f00000000" if kind == "f32" else 0
     regs = np.empty(layout.registers_shape(shape), dtype=object)
     for position in np.ndindex(regs.shape):
-        regs[position] = ctx.b.emit("setp.ne.u32 {}, 0, 0;", "pred") if kind == "pred" else ctx.b.mov(kind, zero)
+        regs[position] = (ctx.b.emit("setp.ne.u32 {}, 0, 0;", "pred") if kind == "pred"
+                          else ctx.b.mov(kind, zero))
     ctx.tiles[op.result] = TileRegisters(layout, shape, regs)
 
 
@@ -36,7 +37,8 @@ def _read(ctx: KernelLowering, op: ir.ReadRegistersOp) -> None:
     ref = tile_of(ctx, op.ref)
     regs = ref.regs
     if op.window_offsets is not None:
-        regs = regs[register_window(ref.layout, ref.shape, op.window_offsets, tuple(op.result.type.get_shape()))]
+        regs = regs[
+            register_window(ref.layout, ref.shape, op.window_offsets, tuple(op.result.type.get_shape()))]
     copies = np.array([ctx.b.mov(r.type.kind.data, r) for r in regs.reshape(-1)], dtype=object)
     bind_tile(ctx, op.result, copies.reshape(regs.shape))
 

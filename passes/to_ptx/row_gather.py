@@ -26,8 +26,8 @@ def _operands(ctx: KernelLowering, op: ir.TmaGather4Op | ir.TmaScatter4Op):
     index_bits = ir.element_bits(op.rows.type)
     first = op.first_row.value.data
     rows = [
-        b.emit(f"ld.shared.u{index_bits} {{}}, [{{}}+{(first + i) * index_bits // 8}];", "b32", ctx.reg(op.rows),
-               guard=leader)
+        b.emit(f"ld.shared.u{index_bits} {{}}, [{{}}+{(first + i) * index_bits // 8}];", "b32",
+               ctx.reg(op.rows), guard=leader)
         for i in range(GATHER4_ROWS)
     ]
     row_bytes = ir.shape_of(op.smem)[1] * ir.element_bits(op.smem.type) // 8

@@ -55,7 +55,8 @@ def _constant(ctx: KernelLowering, op: arith.ConstantOp) -> None:
 
 def _binary(instruction: str):
     def rule(ctx: KernelLowering, op) -> None:
-        ctx.bind(op.result, ctx.b.emit(instruction + " {}, {}, {};", "b32", ctx.reg(op.lhs), ctx.operand(op.rhs)))
+        ctx.bind(op.result,
+                 ctx.b.emit(instruction + " {}, {}, {};", "b32", ctx.reg(op.lhs), ctx.operand(op.rhs)))
 
     return rule
 
@@ -72,10 +73,12 @@ def _logic(ctx: KernelLowering, op) -> None:
                 _alias(ctx, op.result, other)
                 return
     if kind == "pred":
-        ctx.bind(op.result, ctx.b.emit(f"{name}.pred {{}}, {{}}, {{}};", kind, ctx.reg(op.lhs), ctx.reg(op.rhs)))
+        ctx.bind(op.result,
+                 ctx.b.emit(f"{name}.pred {{}}, {{}}, {{}};", kind, ctx.reg(op.lhs), ctx.reg(op.rhs)))
         return
     # An index's bits (`j % 4` is `j & 3`): a constant mask is an immediate.
-    ctx.bind(op.result, ctx.b.emit(f"{name}.b32 {{}}, {{}}, {{}};", kind, ctx.reg(op.lhs), ctx.operand(op.rhs)))
+    ctx.bind(op.result,
+             ctx.b.emit(f"{name}.b32 {{}}, {{}}, {{}};", kind, ctx.reg(op.lhs), ctx.operand(op.rhs)))
 
 
 def _floordiv(ctx: KernelLowering, op: arith.FloorDivSIOp) -> None:
@@ -94,12 +97,14 @@ def _floordiv(ctx: KernelLowering, op: arith.FloorDivSIOp) -> None:
 
 def _compare(ctx: KernelLowering, op: arith.CmpiOp) -> None:
     predicate = arith.CMPI_COMPARISON_OPERATIONS[op.predicate.value.data]
-    ctx.bind(op.result, ctx.b.emit(f"setp.{_COMPARE[predicate]} {{}}, {{}}, {{}};", "pred", ctx.reg(op.lhs), ctx.operand(op.rhs)))
+    ctx.bind(op.result, ctx.b.emit(f"setp.{_COMPARE[predicate]} {{}}, {{}}, {{}};", "pred", ctx.reg(op.lhs),
+                                   ctx.operand(op.rhs)))
 
 
 def _compare_float(ctx: KernelLowering, op: arith.CmpfOp) -> None:
     predicate = _COMPARE_FLOAT[arith.CMPF_COMPARISON_OPERATIONS[op.predicate.value.data]]
-    ctx.bind(op.result, ctx.b.emit(f"setp.{predicate}.f32 {{}}, {{}}, {{}};", "pred", ctx.reg(op.lhs), ctx.reg(op.rhs)))
+    ctx.bind(op.result,
+             ctx.b.emit(f"setp.{predicate}.f32 {{}}, {{}}, {{}};", "pred", ctx.reg(op.lhs), ctx.reg(op.rhs)))
 
 
 def _int_to_float(ctx: KernelLowering, op: arith.SIToFPOp) -> None:
@@ -126,7 +131,8 @@ def _select(ctx: KernelLowering, op: arith.SelectOp) -> None:
         picked_false = ctx.b.emit("and.pred {}, {}, {};", "pred", not_c, ctx.reg(op.rhs))
         ctx.bind(op.result, ctx.b.emit("or.pred {}, {}, {};", "pred", picked_true, picked_false))
         return
-    ctx.bind(op.result, ctx.b.emit("selp.b32 {}, {}, {}, {};", "b32", ctx.reg(op.lhs), ctx.reg(op.rhs), condition))
+    ctx.bind(op.result,
+             ctx.b.emit("selp.b32 {}, {}, {}, {};", "b32", ctx.reg(op.lhs), ctx.reg(op.rhs), condition))
 
 
 RULES: Rules = {

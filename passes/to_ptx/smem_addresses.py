@@ -66,7 +66,8 @@ class AccessPlan:
                  buffer_layout: SmemLayout, base_alignment: int):
         coordinates = layout.coordinates(shape)  # (128, *registers, vector lane, rank)
         self.vector = layout.vector_length
-        offsets = buffer_layout.element_offsets(np.moveaxis(coordinates, -1, 0)).reshape(THREADS, -1, self.vector)
+        offsets = buffer_layout.element_offsets(np.moveaxis(coordinates, -1, 0)).reshape(
+            THREADS, -1, self.vector)
         self.element_bytes = element_bytes
         self.swizzle = buffer_layout.swizzle_bytes
         self.piece_bytes = _piece_bytes(offsets * element_bytes, element_bytes, base_alignment)
@@ -80,8 +81,8 @@ class AccessPlan:
             Piece(index // (self.vector // lanes), index % (self.vector // lanes) * lanes, lanes, int(offset))
             for index, offset in enumerate(constants)
         ]
-        self.mode, self.split = address_mode(self.thread_offsets, [p.offset for p in self.pieces], self.swizzle,
-                                             base_alignment)
+        self.mode, self.split = address_mode(self.thread_offsets, [p.offset for p in self.pieces],
+                                             self.swizzle, base_alignment)
 
     def addresses(self, base: int) -> np.ndarray:
         """The address PTX computes for each thread (row) and piece (column), the buffer at `base`."""
@@ -92,7 +93,8 @@ class LaneAddresses:
     """Addresses `base + thread_offsets[t] + constants[i]` (swizzled when the buffer is), one per
     constant, computed like an `AccessPlan`'s pieces: what `piece_addresses` emits for them."""
 
-    def __init__(self, thread_offsets: np.ndarray, constants: list[int], swizzle: int, base_alignment: int, what: str):
+    def __init__(self, thread_offsets: np.ndarray, constants: list[int], swizzle: int,
+                 base_alignment: int, what: str):
         offsets = np.asarray(thread_offsets, dtype=np.int64)
         shift = int(offsets[0])  # thread 0's part goes into the constants, as in `AccessPlan`
         self.thread_offsets = offsets - shift
@@ -161,7 +163,8 @@ def _piece_bytes(byte_offsets: np.ndarray, element_bytes: int, base_alignment: i
     return piece
 
 
-def piece_addresses(ctx: KernelLowering, base: SSAValue, plan: AccessPlan | LaneAddresses) -> list[tuple[SSAValue, int]]:
+def piece_addresses(ctx: KernelLowering, base: SSAValue,
+                    plan: AccessPlan | LaneAddresses) -> list[tuple[SSAValue, int]]:
     """For each piece of `plan`, a register and an immediate offset whose sum is its address."""
     b = ctx.b
     term = thread_term(ctx, plan.coefficients)

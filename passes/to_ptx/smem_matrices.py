@@ -47,10 +47,12 @@ def _rows_are_matrices(addresses: np.ndarray) -> bool:
     one 16-byte aligned row, in order (`addresses`: thread × piece, relative to an aligned base)."""
     by_warp = addresses.reshape(THREADS // WARP, 8, 4, -1)  # warp, row, word in the row, piece
     rows = by_warp[:, :, :1, :]
-    return bool((by_warp == rows + WORD * np.arange(4)[None, None, :, None]).all() and (rows % ROW_BYTES == 0).all())
+    return bool((by_warp == rows + WORD * np.arange(4)[None, None, :, None]).all()
+                and (rows % ROW_BYTES == 0).all())
 
 
-def matrix_plan(plan: AccessPlan, element_bytes: int, replicated: bool, base_alignment: int) -> MatrixPlan | None:
+def matrix_plan(plan: AccessPlan, element_bytes: int, replicated: bool,
+                base_alignment: int) -> MatrixPlan | None:
     """The stmatrix/ldmatrix form of `plan`'s accesses, or None where it does not apply: elements
     that are not 16-bit, pieces that are not single words of 8×8 matrices, replicated layouts
     (a store writes each element once), or addresses swizzled per access at run time."""

@@ -137,7 +137,8 @@ def _address(offset: int) -> str:
 
 
 def load_piece(ctx: KernelLowering, address: SSAValue, offset: int, piece: int, element_bytes: int, kind: str,
-               space: str = "shared", guard: SSAValue | None = None, other: SSAValue | None = None) -> list[SSAValue]:
+               space: str = "shared", guard: SSAValue | None = None,
+               other: SSAValue | None = None) -> list[SSAValue]:
     """One aligned access of `piece` bytes at `address + offset` in state space `space`, as
     one register per element; with `guard`, only where it holds (elsewhere each element is
     `other`)."""
@@ -160,20 +161,23 @@ def load_piece(ctx: KernelLowering, address: SSAValue, offset: int, piece: int, 
     if guard is None:
         words = b.emit_many(template, [word_kind] * count, address)
     else:  # the fallback words first, then the load over them where the guard holds
-        fallback = other if element_bytes == 4 else pack_words(ctx, [other] * (4 // element_bytes), element_bytes)[0]
+        fallback = (other if element_bytes == 4
+                    else pack_words(ctx, [other] * (4 // element_bytes), element_bytes)[0])
         words = [b.mov(word_kind, fallback) for _ in range(count)]
         b.run(template, *words, address, guard=guard)
     return words if element_bytes == 4 else _split_words(ctx, words, element_bytes)
 
 
-def store_piece(ctx: KernelLowering, address: SSAValue, offset: int, elements: list[SSAValue], element_bytes: int,
-                kind: str, guard: SSAValue | None, space: str = "shared") -> None:
+def store_piece(ctx: KernelLowering, address: SSAValue, offset: int, elements: list[SSAValue],
+                element_bytes: int, kind: str, guard: SSAValue | None, space: str = "shared") -> None:
     """Store `elements` (one register each) as one aligned access at `address + offset`."""
     b = ctx.b
     piece = len(elements) * element_bytes
     if piece < 4:  # one 8- or 16-bit element, or two 8-bit ones packed into a halfword
-        value = elements[0] if len(elements) == 1 else _halfword(ctx, pack_words(ctx, elements, element_bytes)[0])
-        b.run(f"st.{space}.{'u8' if piece == 1 else 'b16'} {_address(offset)}, {{}};", address, value, guard=guard)
+        value = (elements[0] if len(elements) == 1
+                 else _halfword(ctx, pack_words(ctx, elements, element_bytes)[0]))
+        b.run(f"st.{space}.{'u8' if piece == 1 else 'b16'} {_address(offset)}, {{}};", address,
+              value, guard=guard)
         return
     words = elements if element_bytes == 4 else pack_words(ctx, elements, element_bytes)
     word_type = "f32" if kind == "f32" else "b32"
@@ -207,7 +211,8 @@ def read_tile(ctx: KernelLowering, base: SSAValue, alignment: int, layout: Layou
     kind = register_kind(element)
     plan = AccessPlan(layout, shape, element_bytes, buffer_layout or SmemLayout(shape, (), 0), alignment)
     # ldmatrix reads this CTA's shared memory only.
-    matrices = None if cta is not None else matrix_plan(plan, element_bytes, layout.replication != 1, alignment)
+    matrices = (None if cta is not None
+                else matrix_plan(plan, element_bytes, layout.replication != 1, alignment))
     if matrices is not None:
         registers = _load_matrices(ctx, base, plan, matrices)
     else:
@@ -218,7 +223,8 @@ def read_tile(ctx: KernelLowering, base: SSAValue, alignment: int, layout: Layou
     return np.array(registers, dtype=object).reshape(layout.registers_shape(shape))
 
 
-def _load_matrices(ctx: KernelLowering, base: SSAValue, plan: AccessPlan, matrices: MatrixPlan) -> list[SSAValue]:
+def _load_matrices(ctx: KernelLowering, base: SSAValue, plan: AccessPlan,
+                   matrices: MatrixPlan) -> list[SSAValue]:
     """The plan's pieces by `ldmatrix`, one 16-bit register per element in piece order."""
     words: list[SSAValue | None] = [None] * len(plan.pieces)
     addresses = piece_addresses(ctx, base, matrices.addresses)
@@ -245,11 +251,13 @@ def _store_matrices(ctx: KernelLowering, base: SSAValue, plan: AccessPlan, matri
             piece = plan.pieces[index]
             words += pack_words(ctx, list(vectors[piece.slot][piece.lane:piece.lane + piece.lanes]), 2)
         listed = ", ".join(["{}"] * len(words))
-        ctx.b.run(f"stmatrix.sync.aligned.m8n8.x{len(words)}.shared.b16 {_address(offset)}, {{{{{listed}}}}};",
-                  address, *words)
+        ctx.b.run(
+            f"stmatrix.sync.aligned.m8n8.x{len(words)}.shared.b16 {_address(offset)}, {{{{{listed}}}}};",
+            address, *words)
 
 
-def write_tile(ctx: KernelLowering, base: SSAValue, alignment: int, layout: Layout, shape, element, regs: np.ndarray,
+def write_tile(ctx: KernelLowering, base: SSAValue, alignment: int, layout: Layout, shape, element,
+               regs: np.ndarray,
                buffer_layout: SmemLayout | None = None, cta: SSAValue | None = None) -> None:
     """Write the registers `regs` of a `shape` tile in `layout` to the buffer at `base`, in this
     CTA or in the CTA of cluster rank `cta`."""
@@ -258,7 +266,8 @@ def write_tile(ctx: KernelLowering, base: SSAValue, alignment: int, layout: Layo
     plan = AccessPlan(layout, shape, element_bytes, buffer_layout or SmemLayout(shape, (), 0), alignment)
     vectors = regs.reshape(-1, plan.vector)
     # stmatrix writes this CTA's shared memory only.
-    matrices = None if cta is not None else matrix_plan(plan, element_bytes, layout.replication != 1, alignment)
+    matrices = (None if cta is not None
+                else matrix_plan(plan, element_bytes, layout.replication != 1, alignment))
     if matrices is not None:
         _store_matrices(ctx, base, plan, matrices, vectors)
         return
@@ -348,8 +357,8 @@ def _store_splat_elementwise(ctx: KernelLowering, op: ir.StoreSmemOp, value: SSA
         guard = None
         if start + THREADS > count:
             guard = b.emit("setp.lt.u32 {}, {}, {};", "pred", ctx.facts.thread, count - start)
-        store_piece(ctx, address, start * element_bytes, [value], element_bytes, register_kind(op.value.type.element_type),
-                    guard, space)
+        store_piece(ctx, address, start * element_bytes, [value], element_bytes,
+                    register_kind(op.value.type.element_type), guard, space)
 
 
 def _rank(ctx: KernelLowering, op: ir.LoadSmemOp | ir.StoreSmemOp) -> SSAValue | None:

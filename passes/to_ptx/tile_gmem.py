@@ -62,7 +62,8 @@ class _Window:
         self.element_bytes = ir.element_bits(op.gmem.type) // 8
         coordinates = layout.coordinates(tile_shape).reshape(THREADS, -1, len(tile_shape))
         axis = iter(range(len(tile_shape)))
-        per_dim = [np.zeros(coordinates.shape[:2], dtype=np.int64) if size == ir.SQUEEZED else coordinates[..., next(axis)]
+        per_dim = [np.zeros(coordinates.shape[:2], dtype=np.int64) if size == ir.SQUEEZED
+                   else coordinates[..., next(axis)]
                    for size in self.sizes]
         self.dims = [self._affine(c, f"the coordinate along dim {d}") for d, c in enumerate(per_dim)]
         offset = sum(c * stride for c, stride in zip(per_dim, contiguous_strides(self.shape)))
@@ -125,7 +126,8 @@ def _predicates(ctx: KernelLowering, window: _Window, checks, mask_regs: list[SS
                 continue
             coordinate = b.emit("add.s32 {}, {}, {};", "b32", base, value) if value else base
             inside = b.emit("setp.lt.u32 {}, {}, {};", "pred", coordinate, extent)
-            predicate = inside if predicate is None else b.emit("and.pred {}, {}, {};", "pred", predicate, inside)
+            predicate = (inside if predicate is None
+                         else b.emit("and.pred {}, {}, {};", "pred", predicate, inside))
         out.append(predicate)
     return out
 
@@ -135,7 +137,8 @@ def _thread_address(ctx: KernelLowering, op, window: _Window) -> SSAValue:
     term = thread_term(ctx, window.offset[0])
     if isinstance(term, int):
         return base
-    return ctx.b.emit("add.s64 {}, {}, {};", "b64", base, wide_product(ctx, term, window.element_bytes, signed=True))
+    return ctx.b.emit("add.s64 {}, {}, {};", "b64", base,
+                      wide_product(ctx, term, window.element_bytes, signed=True))
 
 
 def _element_address(ctx: KernelLowering, address: SSAValue, offset: int) -> tuple[SSAValue, int]:
@@ -226,7 +229,8 @@ def _load(ctx: KernelLowering, op: ir.LoadGmemOp) -> None:
         other = constant_register(ctx, op.other, element) if checks else None
         for first, predicate in zip(firsts, _predicates(ctx, window, checks, None, firsts)):
             where, immediate = _element_address(ctx, address, int(window.offset[1][first]) * size)
-            registers += load_piece(ctx, where, immediate, piece, size, kind, space="global", guard=predicate, other=other)
+            registers += load_piece(ctx, where, immediate, piece, size, kind, space="global",
+                                    guard=predicate, other=other)
     else:
         mask = _mask_registers(ctx, op, layout, count)
         other = constant_register(ctx, op.other, element)
@@ -272,13 +276,15 @@ def _store(ctx: KernelLowering, op: ir.StoreGmemOp) -> None:
         firsts = range(0, len(values), per_piece)
         for first, predicate in zip(firsts, _predicates(ctx, window, checks, None, firsts)):
             where, immediate = _element_address(ctx, address, int(window.offset[1][first]) * size)
-            store_piece(ctx, where, immediate, values[first:first + per_piece], size, kind, predicate, space="global")
+            store_piece(ctx, where, immediate, values[first:first + per_piece], size, kind, predicate,
+                        space="global")
         return
     mask = _mask_registers(ctx, op, layout, len(values))
     primary = primary_guard(ctx, layout)  # replicated layouts: each element from one thread
     for index, predicate in enumerate(_predicates(ctx, window, checks, mask, range(len(values)))):
         if primary is not None:
-            predicate = primary if predicate is None else ctx.b.emit("and.pred {}, {}, {};", "pred", predicate, primary)
+            predicate = (primary if predicate is None
+                         else ctx.b.emit("and.pred {}, {}, {};", "pred", predicate, primary))
         where, immediate = _element_address(ctx, address, int(window.offset[1][index]) * size)
         store_piece(ctx, where, immediate, [values[index]], size, kind, predicate, space="global")
 

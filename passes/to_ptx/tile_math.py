@@ -269,7 +269,8 @@ def _convert(ctx, op, element, regs):
         source = IntegerType(32)
     if target_float:
         suffix = float_suffix(element) or "f32"
-        rounded = b.emit(f"cvt.rn.{suffix}.s{_bits(source)} {{}}, {{}};", "f32" if suffix == "f32" else "b16", value)
+        rounded = b.emit(f"cvt.rn.{suffix}.s{_bits(source)} {{}}, {{}};",
+                         "f32" if suffix == "f32" else "b16", value)
         return rounded if float_suffix(element) else from_f32(ctx, element, rounded)
     if _bits(element) > _bits(source):
         return b.emit(f"cvt.s{_bits(element)}.s{_bits(source)} {{}}, {{}};", target_kind, value)
@@ -329,7 +330,8 @@ ELEMENT_RULES: dict[type[Operation], ElementRule] = {
     arith.ShRSIOp: _integer("shr.{s}"),
     arith.MaxSIOp: _integer("max.{s}"),
     arith.MinSIOp: _integer("min.{s}"),
-    xmath.AbsIOp: lambda ctx, op, element, regs: ctx.b.emit(f"abs.{_int_type(element)} {{}}, {{}};", register_kind(element), regs[0]),
+    xmath.AbsIOp: lambda ctx, op, element, regs: ctx.b.emit(
+        f"abs.{_int_type(element)} {{}}, {{}};", register_kind(element), regs[0]),
     xmath.Exp2Op: _approximate("ex2"),
     xmath.Log2Op: _approximate("lg2"),
     xmath.RsqrtOp: _approximate("rsqrt"),
@@ -344,7 +346,8 @@ ELEMENT_RULES: dict[type[Operation], ElementRule] = {
 
 
 def _is_index_op(op: Operation) -> bool:
-    return all(isinstance(v.type, (IndexType,)) or (isinstance(v.type, IntegerType) and v.type.width.data == 1)
+    return all(isinstance(v.type, (IndexType,))
+               or (isinstance(v.type, IntegerType) and v.type.width.data == 1)
                for v in (*op.operands, *op.results)) and not isinstance(op, arith.IndexCastOp)
 
 

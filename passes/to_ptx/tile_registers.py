@@ -96,7 +96,8 @@ def bind_tile(ctx: KernelLowering, value: SSAValue, regs: np.ndarray) -> None:
 def uniform(per_thread: np.ndarray, what: str) -> np.ndarray:
     """`per_thread[0]`, checked equal for every thread (PTX code is the same in every thread)."""
     if not (per_thread == per_thread[0]).all():
-        raise LayoutError(f"{what} differs between threads; this layout pair needs a data movement the lowering lacks")
+        raise LayoutError(
+            f"{what} differs between threads; this layout pair needs a data movement the lowering lacks")
     return per_thread[0]
 
 
@@ -167,7 +168,8 @@ def constant_register(ctx: KernelLowering, attr: FloatAttr | IntegerAttr, elemen
     if kind == "pred":
         return b.emit("setp.ne.u32 {}, {}, 0;", "pred", b.mov("b32", int(bool(attr.value.data))))
     dtype = dtypes.from_mlir(element)
-    bits = int(np.asarray(attr.value.data).astype(dtype.numpy).reshape(1).view(f"u{max(dtype.bits, 8) // 8}")[0])
+    bits = int(
+        np.asarray(attr.value.data).astype(dtype.numpy).reshape(1).view(f"u{max(dtype.bits, 8) // 8}")[0])
     if kind == "f32":
         return b.mov("f32", f"0f{bits:08X}")
     return b.mov(kind, f"{bits:#x}")

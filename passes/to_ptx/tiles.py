@@ -152,7 +152,8 @@ def _reduce(ctx: KernelLowering, op: ir.ReduceOp) -> None:
     bind_tile(ctx, op.result, flat.reshape(result_layout.registers_shape(_shape(op.result))))
 
 
-def _across_warps(ctx: KernelLowering, op: ir.ReduceOp, tree, values: list[list[SSAValue]]) -> list[list[SSAValue]]:
+def _across_warps(ctx: KernelLowering, op: ir.ReduceOp, tree,
+                  values: list[list[SSAValue]]) -> list[list[SSAValue]]:
     b = ctx.b
     combine = _combiner(op)
     kind = values[0][0].type.kind.data
@@ -160,7 +161,8 @@ def _across_warps(ctx: KernelLowering, op: ir.ReduceOp, tree, values: list[list[
     store_type = {"b16": "b16", "f32": "f32", "b32": "b32"}[kind]
     per_thread = len(values) * len(values[0])  # registers × vector lanes, [warp][lane][register][lane]
     warp_stride = WARP_LANES * per_thread * size
-    mine = b.emit("mad.lo.s32 {}, {}, {}, {};", "b32", ctx.facts.thread, per_thread * size, ctx.facts.tile_scratch)
+    mine = b.emit("mad.lo.s32 {}, {}, {}, {};", "b32", ctx.facts.thread, per_thread * size,
+                  ctx.facts.tile_scratch)
     for index, value in enumerate(v for vector in values for v in vector):
         b.run(f"st.shared.{store_type} [{{}}+{index * size}], {{}};", mine, value)
     b.run("bar.sync {}, 128;", ctx.facts.named_barrier)
@@ -178,7 +180,8 @@ def _across_warps(ctx: KernelLowering, op: ir.ReduceOp, tree, values: list[list[
     for index in range(per_thread):
         accumulator = None
         for offset in offsets:
-            read = b.emit(f"ld.shared.{store_type} {{}}, [{{}}+{offset * warp_stride + index * size}];", kind, first)
+            read = b.emit(
+                f"ld.shared.{store_type} {{}}, [{{}}+{offset * warp_stride + index * size}];", kind, first)
             accumulator = read if accumulator is None else combine(ctx, accumulator, read)
         out.append(accumulator)
     b.run("bar.sync {}, 128;", ctx.facts.named_barrier)  # the scratch is free for the next use
