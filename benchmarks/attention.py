@@ -53,7 +53,8 @@ def measure(shape: tuple[int, int, int, int], causal: bool) -> dict:
     q, k, v = (torch.randn(shape, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     outputs = {}
     contenders = {}
-    for name, backend in (("torch SDPA cuDNN", SDPBackend.CUDNN_ATTENTION), ("torch SDPA flash", SDPBackend.FLASH_ATTENTION)):
+    for name, backend in (("torch SDPA cuDNN", SDPBackend.CUDNN_ATTENTION),
+                          ("torch SDPA flash", SDPBackend.FLASH_ATTENTION)):
         def sdpa(backend=backend):
             with sdpa_kernel([backend]):
                 return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
@@ -84,7 +85,8 @@ def measure(shape: tuple[int, int, int, int], causal: bool) -> dict:
     flops = 4 * b * h * s * s * d / (2 if causal else 1)
     rows = [*range(SAMPLE_ROWS), *range(s - SAMPLE_ROWS, s)]
     exact = float64_rows(q, k, v, causal, rows)
-    errors = {name: float((out[0, :SAMPLE_HEADS, rows].double() - exact).abs().max()) for name, out in outputs.items()}
+    errors = {name: float((out[0, :SAMPLE_HEADS, rows].double() - exact).abs().max())
+              for name, out in outputs.items()}
     tflops = {name: flops / ms / 1e9 for name, ms in times.items()}
     best_peer = max(value for name, value in tflops.items() if name != "asyncdsl")
     return {"TFLOP/s": tflops, "ratio to the best peer": tflops["asyncdsl"] / best_peer,
@@ -103,8 +105,10 @@ def main(argv: list[str]) -> None:
             row = details[name] = measure(shape, causal)
             payload[f"{name} (TFLOP/s)"] = row["TFLOP/s"]
             ratios.append(row["ratio to the best peer"])
-            print(name, {k: round(v) for k, v in row["TFLOP/s"].items()}, f"ratio={row['ratio to the best peer']:.3f}",
-                  {k: f"{v:.1e}" for k, v in row["max abs error vs float64 (sampled rows)"].items()}, flush=True)
+            print(name, {k: round(v) for k, v in row["TFLOP/s"].items()},
+                  f"ratio={row['ratio to the best peer']:.3f}",
+                  {k: f"{v:.1e}" for k, v in row["max abs error vs float64 (sampled rows)"].items()},
+                  flush=True)
     geomean = math.exp(sum(map(math.log, ratios)) / len(ratios))
     payload["asyncdsl / best peer, geometric mean over the rows"] = geomean
     payload["details"] = details

@@ -63,7 +63,8 @@ def _mix(x, REPS, ONLINE, registers):
                 row_max[...] = new_max
                 factor = alpha[:, None]
             else:
-                probabilities = ad.exp2(ad.fma(scores, SCALE, (scores.max(axis=1) * -SCALE)[:, None]), approx=True)
+                probabilities = ad.exp2(
+                    ad.fma(scores, SCALE, (scores.max(axis=1) * -SCALE)[:, None]), approx=True)
                 factor = 0.999
             ad.warpgroup_barrier()
             ad.wgmma_wait(0)
@@ -98,7 +99,8 @@ def main() -> None:
             launch = lambda k=kernel, x=x, o=online: k(x, REPS=REPS, ONLINE=o)
             launch()
             ms = median_gpu_ms(launch, warmup=5, rep=50)
-            name = f"{kernel.__name__} ({kernel.launch.num_warpgroups * 128} threads)" + (", online" if online else "")
+            name = (f"{kernel.__name__} ({kernel.launch.num_warpgroups * 128} threads)"
+                    + (", online" if online else ""))
             results[name] = sms * 2 * REPS * 2 * (2 * 64 * 128 * 128) / ms / 1e9
             times[name] = ms * 1e6 / REPS
             print(f"{name:40s} {results[name]:6.0f} TFLOP/s ({times[name]:.0f} ns a block)")

@@ -1,7 +1,8 @@
 """All-gather and reduce-scatter of bf16 across the GPUs of this host: asyncdsl's kernels
 (`examples/all_gather.py`, `examples/reduce_scatter.py`, in an NVSHMEM job) against NCCL
 (`torch.distributed`, the same processes, the same run); and the all-gather fused with the GEMM
-(`examples/all_gather_matmul.py`) against NCCL's all-gather followed by cuBLAS.  Algorithm bandwidth: the bytes of one
+(`examples/all_gather_matmul.py`) against NCCL's all-gather followed by cuBLAS.  Algorithm bandwidth: the
+bytes of one
 device's gathered output (all-gather) or of one device's input (reduce-scatter) over the median
 device time of a call, per call timed over a run of calls that all devices start together.
 
@@ -125,7 +126,8 @@ def _fused_gemm(rows: int, k: int, n_columns: int) -> dict:
         td.all_gather_into_tensor(gathered, shard)
         torch.matmul(gathered, b, out=c_peer)
 
-    ms = _timed({"asyncdsl": lambda: all_gather_matmul(shard, b, c, CTAS=ctas), "NCCL + cuBLAS": nccl_then_cublas})
+    ms = _timed(
+        {"asyncdsl": lambda: all_gather_matmul(shard, b, c, CTAS=ctas), "NCCL + cuBLAS": nccl_then_cublas})
     torch.cuda.synchronize()
     error = ((c.float() - c_peer.float()).norm() / c_peer.float().norm()).item()
     dist.barrier()
@@ -177,11 +179,13 @@ def main() -> None:
     }
     path = write_result(f"collectives-{world}gpu", payload)
     plot_result(path)
-    print(f"{'size':>9} {'AG asyncdsl':>12} {'AG NCCL':>9} {'ratio':>6} {'RS asyncdsl':>12} {'RS NCCL':>9} {'ratio':>6}")
+    print(f"{'size':>9} {'AG asyncdsl':>12} {'AG NCCL':>9} {'ratio':>6} {'RS asyncdsl':>12} "
+          f"{'RS NCCL':>9} {'ratio':>6}")
     for size, row in table.items():
         if "fused asyncdsl (TFLOP/s)" in row:
             print(f"{size}: fused {row['fused asyncdsl (TFLOP/s)']:.0f} TFLOP/s, NCCL + cuBLAS "
-                  f"{row['NCCL all-gather + cuBLAS (TFLOP/s)']:.0f} ({row['asyncdsl / (NCCL + cuBLAS)']:.2f}x)")
+                  f"{row['NCCL all-gather + cuBLAS (TFLOP/s)']:.0f} "
+                  f"({row['asyncdsl / (NCCL + cuBLAS)']:.2f}x)")
             continue
         print(f"{size:>9} {row['all-gather asyncdsl (GB/s)']:12.0f} {row['all-gather NCCL (GB/s)']:9.0f} "
               f"{row['all-gather asyncdsl / NCCL']:6.2f} {row['reduce-scatter asyncdsl (GB/s)']:12.0f} "

@@ -222,8 +222,10 @@ def plot_result(json_path: Path) -> Path | None:
         return None
     payload = json.loads(Path(json_path).read_text())
     panels = _panels(payload)
-    figure, axes = plt.subplots(len(panels), 1, figsize=(10, 0.6 + sum(0.32 * len(p) + 0.6 for p in panels.values())),
-                                squeeze=False, gridspec_kw={"height_ratios": [len(p) + 1 for p in panels.values()]})
+    figure, axes = plt.subplots(len(panels), 1,
+                                figsize=(10, 0.6 + sum(0.32 * len(p) + 0.6 for p in panels.values())),
+                                squeeze=False,
+                                gridspec_kw={"height_ratios": [len(p) + 1 for p in panels.values()]})
     for axis, (title, numbers) in zip(axes[:, 0], panels.items()):
         labels = list(numbers)
         colours = ["tab:blue" if label.startswith("asyncdsl") else "tab:gray" for label in labels]
@@ -233,7 +235,8 @@ def plot_result(json_path: Path) -> Path | None:
         axis.invert_yaxis()
         axis.set_title(title, fontsize=9)
         axis.tick_params(axis="x", labelsize=7)
-    figure.suptitle(f"{Path(json_path).stem} on {payload.get('gpu', 'the GPU')} (asyncdsl in blue)", fontsize=10)
+    figure.suptitle(
+        f"{Path(json_path).stem} on {payload.get('gpu', 'the GPU')} (asyncdsl in blue)", fontsize=10)
     figure.tight_layout()
     png = Path(json_path).with_suffix(".png")
     figure.savefig(png, dpi=110)

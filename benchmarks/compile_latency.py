@@ -57,7 +57,8 @@ FIRST_CALL_COMPILER_IMPORTED = FIRST_CALL.replace(
     "a = torch.randn", "import asyncdsl.frontend.specialize, asyncdsl.passes.pipeline\na = torch.randn", 1)
 
 # The same first call after an unrelated kernel (softmax, register tiles: no wgmma) ran in the process.
-FIRST_CALL_AFTER_ANOTHER = FIRST_CALL.replace("a = torch.randn", """from asyncdsl.examples.softmax import softmax
+FIRST_CALL_AFTER_ANOTHER = FIRST_CALL.replace(
+    "a = torch.randn", """from asyncdsl.examples.softmax import softmax
 x = torch.randn(256, 1024, device="cuda", dtype=torch.bfloat16)
 softmax(x, torch.empty_like(x))
 torch.cuda.synchronize()
@@ -101,7 +102,8 @@ def main() -> None:
     results: dict = {}
     cold = (("empty caches", FIRST_CALL), ("empty caches, compiler imported", FIRST_CALL_COMPILER_IMPORTED),
             ("empty caches, after another kernel", FIRST_CALL_AFTER_ANOTHER),
-            ("128x192 tiles, empty caches, compiler imported", in_128x192_tiles(FIRST_CALL_COMPILER_IMPORTED)),
+            ("128x192 tiles, empty caches, compiler imported",
+             in_128x192_tiles(FIRST_CALL_COMPILER_IMPORTED)),
             ("128x192 tiles, empty caches, after another kernel", in_128x192_tiles(FIRST_CALL_AFTER_ANOTHER)))
     samples: dict[str, list[float]] = {name: [] for name, _ in cold}
     for _ in range(COLD_PROCESSES):  # in turns, so that a slow spell of the host falls on all alike
@@ -114,11 +116,13 @@ def main() -> None:
     results["asyncdsl, warm disk cache (s)"] = median_seconds(FIRST_CALL, caches)
     results["asyncdsl, warm cubin cache, traced again (s)"] = median_seconds(
         FIRST_CALL, {**caches, "ASYNCDSL_KERNEL_CACHE": "0"})
-    triton_cold = [fresh_process_seconds(TRITON_FIRST_CALL, {"TRITON_CACHE_DIR": empty_dir()}) for _ in range(PROCESSES)]
+    triton_cold = [fresh_process_seconds(TRITON_FIRST_CALL, {"TRITON_CACHE_DIR": empty_dir()})
+                   for _ in range(PROCESSES)]
     results["Triton, empty caches (s)"] = statistics.median(triton_cold)
     triton_cache = empty_dir()
     fresh_process_seconds(TRITON_FIRST_CALL, {"TRITON_CACHE_DIR": triton_cache})
-    results["Triton, warm disk cache (s)"] = median_seconds(TRITON_FIRST_CALL, {"TRITON_CACHE_DIR": triton_cache})
+    results["Triton, warm disk cache (s)"] = median_seconds(TRITON_FIRST_CALL,
+                                                            {"TRITON_CACHE_DIR": triton_cache})
     path = write_result("compile_latency", {
         "bf16 GEMM 8192^3, first call (s)": results,
         "cold samples, in the order taken (s)": {

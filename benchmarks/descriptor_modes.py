@@ -45,7 +45,8 @@ def rotate_tiles({inputs}):
 
 def build(count: int, mode: str):
     inputs = ", ".join(f"a{k}" for k in range(count))
-    source = f"SIZE, TILE, MODE = {SIZE}, {TILE}, {mode!r}\n" + KERNEL_SOURCE.format(inputs=inputs, count=count)
+    source = (f"SIZE, TILE, MODE = {SIZE}, {TILE}, {mode!r}\n"
+              + KERNEL_SOURCE.format(inputs=inputs, count=count))
     path = os.path.join(tempfile.mkdtemp(prefix="asyncdsl-desc-"), f"gather_{count}_{mode}.py")
     with open(path, "w") as f:
         f.write(source)
@@ -94,7 +95,8 @@ def main() -> None:
             results[f"{count:2d} descriptors, {mode:13s} host launch us"] = (
                 host_seconds_per_call(lambda: kernel(*arrays), repeat=3000) * 1e6
             )
-            results[f"{count:2d} descriptors, {mode:13s} kernel us"] = median_gpu_ms(lambda: kernel(*arrays)) * 1e3
+            results[f"{count:2d} descriptors, {mode:13s} kernel us"] = (
+                median_gpu_ms(lambda: kernel(*arrays)) * 1e3)
             results[f"{count:2d} descriptors, {mode:13s} host launch, new addresses us"] = (
                 fresh_address_launch_seconds(kernel, count) * 1e6
             )

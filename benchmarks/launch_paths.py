@@ -118,12 +118,15 @@ def main() -> None:
         kernel(*arrays)
         results[f"asyncdsl {count:2d} descriptors, same arrays"] = host_seconds_per_call(
             lambda kernel=kernel, arrays=arrays: kernel(*arrays), repeat=3000)
-        results[f"asyncdsl {count:2d} descriptors, new addresses"] = fresh_address_launch_seconds(kernel, count, 1000)
+        results[f"asyncdsl {count:2d} descriptors, new addresses"] = fresh_address_launch_seconds(
+            kernel, count, 1000)
     results.update({
         "asyncdsl prepared launch alone (runtime, same arrays)": host_seconds_per_call(
             lambda: prepared.launch(addresses, 0)),
-        "cuda-python cuLaunchKernelEx (the floor)": host_seconds_per_call(lambda: cu.cuLaunchKernelEx(*bare, 0)),
-        "ctypes cuLaunchKernelEx (no cuda-python conversion)": host_seconds_per_call(lambda: raw_launch(*raw)),
+        "cuda-python cuLaunchKernelEx (the floor)": host_seconds_per_call(
+            lambda: cu.cuLaunchKernelEx(*bare, 0)),
+        "ctypes cuLaunchKernelEx (no cuda-python conversion)": host_seconds_per_call(
+            lambda: raw_launch(*raw)),
         "Triton tile copy, descriptors built once": host_seconds_per_call(
             lambda: triton_tile_copy[(1, 1)](source_descriptor, target_descriptor, 128, 128)),
         "Triton tile copy, descriptors built per call": host_seconds_per_call(lambda: triton_copy(x, y)),

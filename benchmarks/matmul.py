@@ -13,7 +13,8 @@ output lies moves a kernel's time by several per cent; each contender's error is
 before the timing, in an output of its own poisoned with NaN.
 
     python benchmarks/matmul.py [MxNxK ...]
-    python benchmarks/matmul.py --table     # the 23 shapes of TABLE, fewer rounds, into matmul_table-DATE.json
+    python benchmarks/matmul.py --table     # the 23 shapes of TABLE, fewer rounds, into
+                                            # matmul_table-DATE.json
     python benchmarks/matmul.py --table-small   # only its rows timed on the device (below), into
                                             # matmul_table_small-DATE.json
     python benchmarks/matmul.py --table 1000x1000x1000 128x4096x4096   # those rows, the table's
@@ -43,7 +44,8 @@ SHAPES = ((8192, 8192, 8192), (4096, 8192, 4096))
 # arrays that are not whole tiles.
 TABLE = (
     *((s, s, s) for s in (1024, 2048, 4096, 8192, 16384)),
-    *((m, n, k) for m in (128, 512, 2048, 8192) for n, k in ((4096, 4096), (14336, 4096), (4096, 14336), (128256, 4096))),
+    *((m, n, k) for m in (128, 512, 2048, 8192)
+      for n, k in ((4096, 4096), (14336, 4096), (4096, 14336), (128256, 4096))),
     (3000, 4104, 2056), (1000, 1000, 1000),
 )
 TABLE_CONFIGS = (
@@ -82,14 +84,15 @@ FEW_TILES_CONFIGS = (
     # plain configuration there, against 0.87x for 128x64 tiles 128 deep).
     {"BN": 128, "BK": 128, "STAGES": 3, "SPLIT": "m", "EPILOGUE": "tma64", "IN_FLIGHT": 1},
     # The same with b's slices giving way first in L2 (see the one-consumer rings below).
-    {"BN": 128, "BK": 128, "STAGES": 3, "SPLIT": "m", "EPILOGUE": "tma64", "IN_FLIGHT": 1, "EVICT_FIRST": "b"},
+    {"BN": 128, "BK": 128, "STAGES": 3, "SPLIT": "m", "EPILOGUE": "tma64", "IN_FLIGHT": 1,
+     "EVICT_FIRST": "b"},
     {"SCHEDULE": "pingpong", "BM": 128, "BN": 128, "STAGES": 5},
     {"SCHEDULE": "pingpong", "BM": 128, "BN": 128, "STAGES": 6},
     # 128x64 tiles in CTA pairs side by side sharing each a slice (multicast: half the a traffic
     # from L2), walked in bands 4 tiles wide (measured on the H200 at 1000^3, same run, CUDA
     # events: 0.93x cuBLAS against 0.81x alone; at 1024^3 0.87x against 0.94x alone).
-    {"CLUSTER": 2, "BN": 64, "BK": 128, "SHARE": "a", "SNAKE": 4, "STAGES": 4, "SPLIT": "m", "EPILOGUE": "tma64",
-     "IN_FLIGHT": 1},
+    {"CLUSTER": 2, "BN": 64, "BK": 128, "SHARE": "a", "SNAKE": 4, "STAGES": 4, "SPLIT": "m",
+     "EPILOGUE": "tma64", "IN_FLIGHT": 1},
     # One consumer warpgroup a CTA owning whole tiles (`matmul_narrow`), the tiles cuBLAS picks
     # for these rows (its kernel names, same run): at M = 128, 64x64 tiles make 128 CTAs without
     # splitting K (0.99x cuBLAS at 128x4096x4096 against 0.90x for split K); 128x64 tiles with 8
@@ -176,7 +179,8 @@ def measure(m: int, n: int, k: int, configs=CONFIGS, rounds: int = 7, launches: 
     b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
     exact = a.float() @ b.float()  # the reference the errors are measured against
     outputs, checks = {}, []
-    rotation = OutputRotation(lambda: torch.empty((m, n), device="cuda", dtype=torch.bfloat16), OUTPUT_BUFFERS)
+    rotation = OutputRotation(lambda: torch.empty((m, n), device="cuda", dtype=torch.bfloat16),
+                              OUTPUT_BUFFERS)
 
     def on_torch_stream(name, launch):
         c = outputs[name] = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
@@ -205,9 +209,12 @@ def measure(m: int, n: int, k: int, configs=CONFIGS, rounds: int = 7, launches: 
                 continue
             flags = torch.zeros(split_k_flags(m, n, bn, pair), device="cuda", dtype=torch.int32)
             kernel = matmul_split_k if pair == 1 else matmul_split_k_2cta
-            name = f"asyncdsl split_k={splits} bn={bn} bk={bk} stages={stages}" + (" cluster=2 share=a" if pair == 2 else "")
-            contenders[name] = on_torch_stream(name, lambda c, kernel=kernel, bn=bn, bk=bk, splits=splits, stages=stages, flags=flags: (
-                kernel(a, b, c, partial, flags, CTAS=sms // 2 * 2, SPLIT_K=splits, BN=bn, BK=bk, STAGES=stages)))
+            name = (f"asyncdsl split_k={splits} bn={bn} bk={bk} stages={stages}"
+                    + (" cluster=2 share=a" if pair == 2 else ""))
+            contenders[name] = on_torch_stream(
+                name, lambda c, kernel=kernel, bn=bn, bk=bk, splits=splits, stages=stages, flags=flags: (
+                    kernel(a, b, c, partial, flags, CTAS=sms // 2 * 2, SPLIT_K=splits, BN=bn, BK=bk,
+                           STAGES=stages)))
     for config in configs:
         name = "asyncdsl " + " ".join(f"{key.lower()}={value}" for key, value in config.items())
         pair = config.get("CLUSTER", 1) == 2
@@ -220,21 +227,24 @@ def measure(m: int, n: int, k: int, configs=CONFIGS, rounds: int = 7, launches: 
         constexprs = {key: value for key, value in config.items()
                       if key not in ("CLUSTER", "SCHEDULE", "CONSUMERS")}
         contenders[name] = on_torch_stream(
-            name, lambda c, kernel=kernel, constexprs=constexprs: kernel(a, b, c, CTAS=sms // 2 * 2, **constexprs))
+            name,
+            lambda c, kernel=kernel, constexprs=constexprs: kernel(a, b, c, CTAS=sms // 2 * 2, **constexprs))
     for check in checks:
         check()
     torch.cuda.synchronize()
     if 2 * m * n * k < DEVICE_TIMED_FLOPS:
-        timing = (f"device: CUDA events around single launches after a cache flush, median of {DEVICE_ROUNDS} rounds "
-                  "in which the contenders take turns (Mosaic: CUPTI)")
-        times = rounds_of_gpu_ms({name: run for name, (run, _) in contenders.items() if name != "mosaic pallas"},
-                                 rounds=DEVICE_ROUNDS, rep=device_ms, before_round=rotation.advance)
+        timing = ("device: CUDA events around single launches after a cache flush, median of "
+                  f"{DEVICE_ROUNDS} rounds in which the contenders take turns (Mosaic: CUPTI)")
+        times = rounds_of_gpu_ms(
+            {name: run for name, (run, _) in contenders.items() if name != "mosaic pallas"},
+            rounds=DEVICE_ROUNDS, rep=device_ms, before_round=rotation.advance)
         if "mosaic pallas" in contenders:
             from mosaic_peer import mosaic_matmul_ms
 
             times["mosaic pallas"] = mosaic_matmul_ms(m, n, k)
     else:
-        timing = f"wall clock of {launches} launches in a row, contenders taking turns, median of {rounds} rounds"
+        timing = (f"wall clock of {launches} launches in a row, contenders taking turns, median "
+                  f"of {rounds} rounds")
         times = interleaved_ms(contenders, rounds, launches, before_round=rotation.advance)
     tflops = {name: _tflops(m, n, k, ms) for name, ms in times.items()}
     errors = {name: _relative_error(c, exact) for name, c in outputs.items()}
@@ -267,7 +277,8 @@ def plot_ratios(json_path: Path) -> Path | None:
     for offset, name in enumerate(names):
         ratios = [row.get(name, 0) / row["cuBLAS (torch)"] for row in rows]
         width = 0.8 / len(names)
-        axis.bar([i + (offset - (len(names) - 1) / 2) * width for i in range(len(shapes))], ratios, width, label=name,
+        axis.bar([i + (offset - (len(names) - 1) / 2) * width for i in range(len(shapes))], ratios,
+                 width, label=name,
                  color={"asyncdsl": "tab:blue", "mosaic pallas": "tab:orange", "triton": "tab:gray"}[name])
     axis.axhline(1.0, color="black", linewidth=0.8)
     axis.set_xticks(range(len(shapes)))

@@ -42,9 +42,11 @@ CONFIGS = ({"BN": 256, "STAGES": 4}, {"BN": 256, "STAGES": 4, "CLUSTER": 2}, {"S
            *({"BN": 128, "STAGES": 6, "PROMOTE": promote} for promote in (16, 32)))
 FEW_TILES_CONFIGS = (*({"BN": bn, "STAGES": stages, "EVICT_FIRST": evict}
                        for bn, stages in ((128, 6), (64, 8)) for evict in ("", "b")),
-                     *({"BN": bn, "STAGES": stages, "PROMOTE": 16, "EVICT_FIRST": "b"} for bn, stages in ((128, 6), (64, 8))))
+                     *({"BN": bn, "STAGES": stages, "PROMOTE": 16, "EVICT_FIRST": "b"}
+                       for bn, stages in ((128, 6), (64, 8))))
 PEERS = {"torch._scaled_mm fast_accum": True, "torch._scaled_mm": False}  # name: use_fast_accum
-ERROR_BAR = 1.5  # an asyncdsl configuration counts against a peer if its error is at most this times the peer's
+# an asyncdsl configuration counts against a peer if its error is at most this times the peer's
+ERROR_BAR = 1.5
 
 
 def measure(m: int, n: int, k: int) -> dict:
@@ -60,7 +62,8 @@ def measure(m: int, n: int, k: int) -> dict:
     b_scale = torch.rand(n, device="cuda") + 0.5
     # Timed launches write the rotation's buffers; each contender also writes once into its own
     # poisoned output, checked.
-    rotation = OutputRotation(lambda: torch.empty((m, n), device="cuda", dtype=torch.bfloat16), OUTPUT_BUFFERS)
+    rotation = OutputRotation(lambda: torch.empty((m, n), device="cuda", dtype=torch.bfloat16),
+                              OUTPUT_BUFFERS)
     outputs, launchers = {}, {}
 
     for name, fast in PEERS.items():
@@ -71,10 +74,12 @@ def measure(m: int, n: int, k: int) -> dict:
     if -(-m // 128) * -(-n // 256) < sms:  # too few tiles for the SMs: narrower tiles too
         configs = (*configs, *FEW_TILES_CONFIGS)
     for config in configs:
-        name = "asyncdsl " + " ".join(f"{key.lower()}={value}" for key, value in config.items() if value != "")
+        name = ("asyncdsl "
+                + " ".join(f"{key.lower()}={value}" for key, value in config.items() if value != ""))
         pairs = config.get("CLUSTER") == 2
         kernel = ((fp8.matmul_fp8_pingpong_2cta if pairs else fp8.matmul_fp8_pingpong)
-                  if config.get("SCHEDULE") == "pingpong" else fp8.matmul_fp8_2cta if pairs else fp8.matmul_fp8)
+                  if config.get("SCHEDULE") == "pingpong" else fp8.matmul_fp8_2cta if pairs
+                  else fp8.matmul_fp8)
         constexprs = {key: value for key, value in config.items() if key not in ("CLUSTER", "SCHEDULE")}
         ctas = sms // 2 * 2 if pairs else sms
         launchers[name] = lambda c, kernel=kernel, ctas=ctas, constexprs=constexprs: kernel(
@@ -84,13 +89,16 @@ def measure(m: int, n: int, k: int) -> dict:
         launch(outputs[name])
     torch.cuda.synchronize()
     if 2 * m * n * k < DEVICE_TIMED_FLOPS:
-        timing = f"device: CUDA events around single launches after a cache flush, median of {DEVICE_ROUNDS} rounds"
-        times = rounds_of_gpu_ms({name: lambda launch=launch: launch(rotation.current) for name, launch in launchers.items()},
-                                 rounds=DEVICE_ROUNDS, rep=30, before_round=rotation.advance)
+        timing = ("device: CUDA events around single launches after a cache flush, median of "
+                  f"{DEVICE_ROUNDS} rounds")
+        times = rounds_of_gpu_ms(
+            {name: lambda launch=launch: launch(rotation.current) for name, launch in launchers.items()},
+            rounds=DEVICE_ROUNDS, rep=30, before_round=rotation.advance)
     else:
         timing = "wall clock of 20 launches in a row, contenders taking turns, median of 7 rounds"
         times = interleaved_ms({name: (lambda launch=launch: launch(rotation.current), torch.cuda.synchronize)
-                                for name, launch in launchers.items()}, rounds=7, launches=20, before_round=rotation.advance)
+                                for name, launch in launchers.items()}, rounds=7, launches=20,
+                               before_round=rotation.advance)
     exact = (a.double() @ b.double().t()) * a_scale.double()[:, None] * b_scale.double()[None, :]
     errors = {name: float((out.double() - exact).norm() / exact.norm()) for name, out in outputs.items()}
     tflops = {name: 2 * m * n * k / ms / 1e9 for name, ms in times.items()}
@@ -102,8 +110,8 @@ def compare(tflops: dict[str, float], errors: dict[str, float]) -> dict:
     `ERROR_BAR` times the peer's: speeds, the configuration, the ratio of speeds and of errors
     (no configuration within the bar: a ratio of 0 and no configuration)."""
     sweep = {name: value for name, value in tflops.items() if name.startswith("asyncdsl")}
-    result = {"TFLOP/s": {}, "asyncdsl sweep TFLOP/s": sweep, "best config": {}, "ratio": {}, "error ratio": {},
-              "relative error vs float64": errors}
+    result = {"TFLOP/s": {}, "asyncdsl sweep TFLOP/s": sweep, "best config": {}, "ratio": {},
+              "error ratio": {}, "relative error vs float64": errors}
     for peer in PEERS:
         pair = f"asyncdsl / {peer}"
         result["TFLOP/s"][peer] = tflops[peer]
@@ -126,7 +134,8 @@ def main(argv: list[str]) -> None:
         payload[f"{name} (TFLOP/s)"] = details[name]["TFLOP/s"]
         print(name, {key: round(v) for key, v in details[name]["TFLOP/s"].items()},
               {key: f"{value:.3f}" for key, value in details[name]["ratio"].items()},
-              "errors:", {key: value and f"{value:.2f}" for key, value in details[name]["error ratio"].items()},
+              "errors:",
+              {key: value and f"{value:.2f}" for key, value in details[name]["error ratio"].items()},
               details[name]["best config"], flush=True)
     payload["details"] = details
     if not argv:

@@ -50,7 +50,8 @@ def mosaic_attention_runner(q, k, v, causal: bool):
     # It computes softmax(q kᵀ) v without the 1/√D of the others: q comes scaled (rounded to
     # float16 once, far below the outputs' bf16 rounding).
     scaled_q = q.float() / math.sqrt(q.shape[-1])
-    q_j, k_j, v_j = (jax.dlpack.from_dlpack(x.transpose(1, 2).to(torch.float16).contiguous()) for x in (scaled_q, k, v))
+    q_j, k_j, v_j = (jax.dlpack.from_dlpack(x.transpose(1, 2).to(torch.float16).contiguous())
+                     for x in (scaled_q, k, v))
     best = None
     for block_q, block_kv, steps in CONFIGS:
         wanted = {"block_q": block_q, "block_kv": block_kv, "max_concurrent_steps": steps}

@@ -31,7 +31,8 @@ def main() -> None:
         y_torch = torch.empty_like(expected)
         torch_ms = median_gpu_ms(lambda: y_torch.copy_(x.permute(0, 2, 1, 3)))
         contiguous_ms = median_gpu_ms(lambda: x.permute(0, 2, 1, 3).contiguous())
-        row = {"torch copy_(permute) TB/s": nbytes / torch_ms / 1e9, "torch permute().contiguous() TB/s": nbytes / contiguous_ms / 1e9}
+        row = {"torch copy_(permute) TB/s": nbytes / torch_ms / 1e9,
+               "torch permute().contiguous() TB/s": nbytes / contiguous_ms / 1e9}
         best = None
         for block_s in (8, 16, 32):
             if block_s * h * d * 2 > 200 * 1024:

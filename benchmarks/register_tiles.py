@@ -87,7 +87,8 @@ def _rms_norm(shape):
 
     def eager(t):
         wide = t.float()
-        return (wide * torch.rsqrt(wide.pow(2).mean(dim=1, keepdim=True) + eps) * w.float()).to(torch.bfloat16)
+        return (wide * torch.rsqrt(wide.pow(2).mean(dim=1, keepdim=True) + eps)
+                * w.float()).to(torch.bfloat16)
 
     expected = eager(x)
     compiled = torch.compile(lambda t, out: out.copy_(eager(t)))
@@ -186,7 +187,8 @@ def _rowwise_fp8_quant(shape):
         exact = reference(x.float().cpu().numpy().astype(ml_dtypes.bfloat16))[0].view(np.uint8)
         return int((q.view(torch.uint8).cpu().numpy() != exact).sum())
 
-    return runs, q, expected, x.numel() * 3 + shape[0] * 4, {"atol": 2 ** -9, "rtol": 0.13}, differing_from_numpy
+    return (runs, q, expected, x.numel() * 3 + shape[0] * 4, {"atol": 2 ** -9, "rtol": 0.13},
+            differing_from_numpy)
 
 
 BUILDERS = {"softmax": _softmax, "rms_norm": _rms_norm, "layer_norm": _layer_norm, "swiglu": _swiglu,
@@ -211,7 +213,8 @@ def main(names) -> None:
                     bad = ~torch.isclose(out.float(), expected.float(), **tolerance)
                     where = bad.nonzero()[:3].tolist()
                     row[f"{peer} MISMATCH"] = f"{int(bad.sum())} elements, e.g. {where}: " + ", ".join(
-                        f"{out[tuple(i)].float().item()} vs {expected[tuple(i)].float().item()}" for i in where
+                        f"{out[tuple(i)].float().item()} vs {expected[tuple(i)].float().item()}"
+                        for i in where
                     ) + f" ({str(error).splitlines()[0]})"
             by_round = gpu_ms_by_round(runs, rounds=9)
             for peer, times in by_round.items():
@@ -233,7 +236,8 @@ def main(names) -> None:
                     for what, value in paired.items()}
             row["asyncdsl / device copy"] = row["asyncdsl"] / row["device copy"]
             best_streamed = max(row["torch.compile, back to back"], row["triton, back to back"])
-            row["asyncdsl / best of triton, torch.compile, back to back"] = row["asyncdsl, back to back"] / best_streamed
+            row["asyncdsl / best of triton, torch.compile, back to back"] = (
+                row["asyncdsl, back to back"] / best_streamed)
             in_graph = paired_speedups(graphed, "asyncdsl", ["torch.compile", "triton"])
             row |= {f"asyncdsl / best of triton, torch.compile, in a CUDA graph, per round: {what}": value
                     for what, value in in_graph.items()}

@@ -67,11 +67,15 @@ def warm_numbers() -> dict:
     small_out = torch.empty_like(small)
     from triton.tools.tensor_descriptor import TensorDescriptor
 
-    sd, dd = TensorDescriptor.from_tensor(small, [128, 128]), TensorDescriptor.from_tensor(small_out, [128, 128])
+    sd, dd = (TensorDescriptor.from_tensor(small, [128, 128]),
+              TensorDescriptor.from_tensor(small_out, [128, 128]))
     host = {
-        "asyncdsl_launch_us": host_seconds_per_call(lambda: tile_copy(small, small_out, BM=128, BN=128)) * 1e6,
-        "triton_launch_us (descriptors built per call)": host_seconds_per_call(lambda: triton_copy(small, small_out)) * 1e6,
-        "triton_launch_us (descriptors reused)": host_seconds_per_call(lambda: triton_kernel[(1, 1)](sd, dd, 128, 128)) * 1e6,
+        "asyncdsl_launch_us": host_seconds_per_call(
+            lambda: tile_copy(small, small_out, BM=128, BN=128)) * 1e6,
+        "triton_launch_us (descriptors built per call)": host_seconds_per_call(
+            lambda: triton_copy(small, small_out)) * 1e6,
+        "triton_launch_us (descriptors reused)": host_seconds_per_call(
+            lambda: triton_kernel[(1, 1)](sd, dd, 128, 128)) * 1e6,
         "torch_add_launch_us": host_seconds_per_call(lambda: torch.add(small, 1, out=small_out)) * 1e6,
     }
     torch.cuda.synchronize()

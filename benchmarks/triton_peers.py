@@ -135,11 +135,13 @@ def _matmul_persistent(a_desc, b_desc, c_desc, M, N, K, BM: tl.constexpr, BN: tl
         c_desc.store([pid_m * BM, pid_n * BN], acc.to(tl.bfloat16))
 
 
-def triton_matmul(a, b, c, BM: int = 128, BN: int = 256, BK: int = 64, stages: int = 3, num_sms: int = 132) -> None:
+def triton_matmul(a, b, c, BM: int = 128, BN: int = 256, BK: int = 64, stages: int = 3,
+                  num_sms: int = 132) -> None:
     a_desc = TensorDescriptor.from_tensor(a, [BM, BK])
     b_desc = TensorDescriptor.from_tensor(b, [BK, BN])
     c_desc = TensorDescriptor.from_tensor(c, [BM, BN])
     m, k = a.shape
     n = b.shape[1]
     grid = (min(num_sms, triton.cdiv(m, BM) * triton.cdiv(n, BN)),)
-    _matmul_persistent[grid](a_desc, b_desc, c_desc, m, n, k, BM, BN, BK, 8, num_sms, num_stages=stages, num_warps=8)
+    _matmul_persistent[grid](a_desc, b_desc, c_desc, m, n, k, BM, BN, BK, 8, num_sms,
+                             num_stages=stages, num_warps=8)

@@ -1,7 +1,8 @@
 """How fast the tensor cores take m64nNk16 wgmmas from shared memory, one accumulator chain against
 chains interleaved, one warpgroup issuing or two, a from shared memory or from registers: one CTA
 per SM, each issuing warpgroup running REPS runs of 16 wgmmas (K = 256) and waiting for each run.
-The reference is the H200's dense bf16 peak (989 TFLOP/s), not a peer system: the question is whether small-N products in a chain keep the
+The reference is the H200's dense bf16 peak (989 TFLOP/s), not a peer system: the question is whether
+small-N products in a chain keep the
 tensor cores busy (docs/hardware.md §14.6).
 
 Variants: `whole`, one `asyncdsl.wgmma` over a (64, 256) a and a K-major (256, N) b in 128-byte
@@ -26,7 +27,8 @@ from asyncdsl import TileTransform  # noqa: E402
 from asyncdsl.examples.matmul import tensor_core_layout  # noqa: E402
 
 REPS = 4000
-VARIANTS = ((64, 1, True, 2, False), (64, 1, False, 2, False), (64, 2, False, 2, False), (64, 4, False, 2, False),
+VARIANTS = ((64, 1, True, 2, False), (64, 1, False, 2, False), (64, 2, False, 2, False),
+            (64, 4, False, 2, False),
             (128, 1, True, 2, False), (128, 2, False, 2, False), (256, 1, True, 2, False),
             (64, 1, True, 1, False), (128, 1, True, 1, False), (256, 1, True, 1, False),
             (128, 1, True, 2, True), (128, 1, True, 1, True))  # (N, chains, whole, wgs, a in registers)
@@ -81,7 +83,8 @@ def main() -> None:
         launch()
         ms = median_gpu_ms(launch, warmup=5, rep=50)
         flop = sms * wgs * REPS * 16 * 64 * n * 16 * 2
-        name = f"m64n{n}k16, " + ("one wgmma of 16 steps" if whole else f"{chain_count} chain(s) of single steps")
+        name = (f"m64n{n}k16, "
+                + ("one wgmma of 16 steps" if whole else f"{chain_count} chain(s) of single steps"))
         name += (", a in registers" if a_registers else "") + (", one warpgroup" if wgs == 1 else "")
         results[name] = flop / ms / 1e9
         print(f"{name:50s} {results[name]:6.0f} TFLOP/s")

@@ -84,6 +84,7 @@ class RecordingLaunch:
 def recorded(monkeypatch):
     """Kernel calls load `RecordingKernel`s (by binary) instead of loading anything."""
     loaded: dict = {}
-    monkeypatch.setattr(runtime, "load_kernel", lambda binary, device=0: loaded.setdefault(binary, RecordingKernel(binary)))
+    monkeypatch.setattr(runtime, "load_kernel",
+                        lambda binary, device=0: loaded.setdefault(binary, RecordingKernel(binary)))
     return loaded
 

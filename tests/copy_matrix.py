@@ -43,23 +43,28 @@ class Case:
 
 CASES = (
     Case("rank2_plain_f32", (64, 128), ad.float32, ((0, 64), (0, 128))),
-    Case("rank2_tile8x64_swizzle128_bf16", (128, 256), ad.bfloat16, ((64, 64), (64, 64)), (Tile((8, 64)),), 128),
-    Case("rank2_tile8x64_swizzle128_bf16_dynamic", (128, 256), ad.bfloat16, ((64, 64), (128, 64)), (Tile((8, 64)),), 128, True),
+    Case("rank2_tile8x64_swizzle128_bf16", (128, 256), ad.bfloat16, ((64, 64), (64, 64)),
+         (Tile((8, 64)),), 128),
+    Case("rank2_tile8x64_swizzle128_bf16_dynamic", (128, 256), ad.bfloat16, ((64, 64), (128, 64)),
+         (Tile((8, 64)),), 128, True),
     Case("rank2_tile8x32_swizzle64_bf16", (64, 96), ad.bfloat16, ((0, 32), (32, 64)), (Tile((8, 32)),), 64),
     Case("rank2_tile8x16_swizzle32_f16", (40, 64), ad.float16, ((8, 16), (16, 32)), (Tile((8, 16)),), 32),
     Case("rank2_tile8x128_swizzle128_i8", (64, 256), ad.int8, ((0, 32), (128, 128)), (Tile((8, 128)),), 128),
     Case("rank3_transpose_f32", (6, 40, 32), ad.float32, ((0, 6), (0, 40), (0, 32)), (Transpose((1, 0, 2)),)),
-    Case("rank3_transpose_dynamic_f32", (6, 40, 32), ad.float32, ((2, 4), (8, 16), (0, 32)), (Transpose((1, 0, 2)),), 0, True),
+    Case("rank3_transpose_dynamic_f32", (6, 40, 32), ad.float32, ((2, 4), (8, 16), (0, 32)),
+         (Transpose((1, 0, 2)),), 0, True),
     Case("rank4_squeezed_f32", (3, 5, 64, 32), ad.float32, (2, (0, 5), (16, 32), (0, 32))),
-    Case("rank4_squeezed_dynamic_f32", (3, 5, 64, 32), ad.float32, (1, (1, 4), (8, 16), (0, 32)), (), 0, True),
+    Case("rank4_squeezed_dynamic_f32", (3, 5, 64, 32), ad.float32,
+         (1, (1, 4), (8, 16), (0, 32)), (), 0, True),
     Case("rank5_squeezed_middle_bf16", (2, 3, 4, 16, 32), ad.bfloat16, ((0, 2), 1, (0, 4), (8, 8), (0, 32))),
-    Case("rank4_transpose_tile_unit_dropped_bf16", (2, 3, 16, 64), ad.bfloat16, ((0, 2), (0, 3), (0, 16), (0, 64)),
-         (Transpose((1, 0, 2, 3)), Tile((8, 64))), 128),
+    Case("rank4_transpose_tile_unit_dropped_bf16", (2, 3, 16, 64), ad.bfloat16,
+         ((0, 2), (0, 3), (0, 16), (0, 64)), (Transpose((1, 0, 2, 3)), Tile((8, 64))), 128),
     Case("rank6_collapsed_f32", (2, 2, 2, 2, 16, 32), ad.float32, (1, 1, (0, 2), (0, 2), (0, 16), (0, 32))),
     Case("rank2_past_the_edge_f32", (100, 64), ad.float32, ((80, 32), (32, 32))),
     Case("rank2_past_the_edge_dynamic_bf16", (90, 72), ad.bfloat16, ((64, 32), (64, 16)), (), 0, True),
     Case("rank2_negative_start_f32", (64, 64), ad.float32, ((-8, 16), (-4, 16))),
-    Case("rank3_tile_transpose_chain_bf16", (64, 128), ad.bfloat16, ((0, 64), (0, 128)), (Tile((8, 64)), Transpose((1, 0, 2, 3))), 128),
+    Case("rank3_tile_transpose_chain_bf16", (64, 128), ad.bfloat16, ((0, 64), (0, 128)),
+         (Tile((8, 64)), Transpose((1, 0, 2, 3))), 128),
 )
 
 
@@ -82,7 +87,8 @@ def load_and_dump(x, dump, CASE: ad.constexpr):
     zero = ad.program_id(0)  # 0, but only known on the GPU: makes starts traced when asked
     buf = ad.smem(dump.shape, x.dtype)
     bar = ad.barrier()
-    ad.async_copy(x.at[_index(CASE, zero)], buf, barrier=bar, transforms=CASE.transforms, swizzle=CASE.swizzle)
+    ad.async_copy(x.at[_index(CASE, zero)], buf, barrier=bar, transforms=CASE.transforms,
+                  swizzle=CASE.swizzle)
     bar.wait()
     ad.async_copy(buf, dump)  # the raw shared-memory bytes, swizzled or not
     ad.await_async_copy(0)

@@ -65,7 +65,8 @@ class RecordingDriver:
     def cuFuncGetAttribute(self, which, function):
         values = {"CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES": self.static_shared, "CU_FUNC_ATTRIBUTE_NUM_REGS": 40,
                   "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES": 49152 - self.static_shared,
-                  "CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK": 1024, "CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES": self.local_bytes}
+                  "CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK": 1024,
+                  "CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES": self.local_bytes}
         return (self.success, values[which.name])
 
     def cuFuncSetAttribute(self, function, which, value):

@@ -11,7 +11,8 @@ import ml_dtypes
 import numpy as np
 
 F32, F16 = np.dtype(np.float32), np.dtype(np.float16)
-BF16, E4M3, E5M2 = np.dtype(ml_dtypes.bfloat16), np.dtype(ml_dtypes.float8_e4m3fn), np.dtype(ml_dtypes.float8_e5m2)
+BF16, E4M3, E5M2 = (np.dtype(ml_dtypes.bfloat16), np.dtype(ml_dtypes.float8_e4m3fn),
+                    np.dtype(ml_dtypes.float8_e5m2))
 FLOATS = (F32, BF16, F16)
 
 # dtype: (explicit mantissa bits, smallest normal exponent, largest finite, saturates instead of inf)
@@ -120,7 +121,8 @@ def minimum(a: float, b: float) -> float:
 
 def compare(predicate: str, a: float, b: float) -> bool:
     unordered = math.isnan(a) or math.isnan(b)
-    relation = {"eq": a == b, "gt": a > b, "ge": a >= b, "lt": a < b, "le": a <= b, "ne": a != b and not unordered}
+    relation = {"eq": a == b, "gt": a > b, "ge": a >= b, "lt": a < b, "le": a <= b,
+                "ne": a != b and not unordered}
     if predicate in ("true", "false"):
         return predicate == "true"
     if predicate == "ord":
@@ -143,14 +145,16 @@ def float_values(dtype: np.dtype, count: int, rng: np.random.Generator) -> np.nd
     special = [0.0, -0.0, math.inf, -math.inf, math.nan, float(info.smallest_subnormal),
                -float(info.smallest_subnormal), float(info.smallest_normal) - float(info.smallest_subnormal),
                float(info.smallest_normal), float(info.max), -float(info.max), 1.0, -1.0, 1.5, 3.0]
-    random_bits = rng.integers(0, 2 ** (dtype.itemsize * 8), size=count // 2).astype(unsigned(dtype)).view(dtype)
+    random_bits = rng.integers(0, 2 ** (dtype.itemsize * 8),
+                               size=count // 2).astype(unsigned(dtype)).view(dtype)
     moderate = (rng.standard_normal(count - count // 2) * 2.0 ** rng.integers(-12, 12, count - count // 2))
     return np.concatenate([np.array(special).astype(dtype), random_bits, moderate.astype(dtype)])
 
 
 def reference_array(function, dtype, *arrays: np.ndarray) -> np.ndarray:
     """`function` (on Python floats, returning one) applied elementwise, as a `dtype` array."""
-    return to_array([function(*(float(x) for x in xs)) for xs in zip(*(a.reshape(-1) for a in arrays))], dtype)
+    return to_array(
+        [function(*(float(x) for x in xs)) for xs in zip(*(a.reshape(-1) for a in arrays))], dtype)
 
 
 def same_bits(a: np.ndarray, b: np.ndarray) -> bool:

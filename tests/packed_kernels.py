@@ -10,7 +10,8 @@ PACKED = [ad.float4_e2m1fn, ad.int4, ad.uint4]
 
 
 @ad.kernel(grid=lambda x, y, BM, BN, **_: (x.shape[0] // BM, x.shape[1] // BN))
-def tile_round_trip(x, y, BM: ad.constexpr, BN: ad.constexpr, TILE: ad.constexpr = None, SWIZZLE: ad.constexpr = 0):
+def tile_round_trip(x, y, BM: ad.constexpr, BN: ad.constexpr, TILE: ad.constexpr = None,
+                    SWIZZLE: ad.constexpr = 0):
     """Each CTA loads a (BM, BN) tile (through TileTransform(TILE)) and stores it back the same way."""
     rows, cols = ad.ds(ad.program_id(0) * BM, BM), ad.ds(ad.program_id(1) * BN, BN)
     transforms = (ad.TileTransform(TILE),) if TILE else ()

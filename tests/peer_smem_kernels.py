@@ -28,8 +28,8 @@ CASES = [
 ]
 
 
-def rotation_kernel(size: int, columns: int, mailbox_layout: str = "row-major", pull: bool = False, rounds: int = 1,
-                    skip: str | None = None):
+def rotation_kernel(size: int, columns: int, mailbox_layout: str = "row-major", pull: bool = False,
+                    rounds: int = 1, skip: str | None = None):
     """`k(x, y)` on a grid of 2·size CTAs in clusters of `size`: each CTA's tile (ROWS, columns)
     of x, in the WGMMA layout, goes into the mailbox of the next CTA of its cluster (its own
     mailbox, read by that CTA, with `pull`); `rounds` times over the same mailbox (the tile
@@ -43,7 +43,8 @@ def rotation_kernel(size: int, columns: int, mailbox_layout: str = "row-major", 
         rows = ad.ds(ad.program_id(0) * ROWS, ROWS)
         tile = ad.load(x.at[rows, :], layout=ad.WGMMA)
         width = 128 * 8 // x.dtype.bits
-        layout = {"transforms": TileTransform((ROWS, width)), "swizzle": 128} if mailbox_layout == "swizzled" else {}
+        layout = ({"transforms": TileTransform((ROWS, width)), "swizzle": 128}
+                  if mailbox_layout == "swizzled" else {})
         mailbox = ad.smem((ROWS, columns), x.dtype, **layout)
         # Every CTA's sender arrives on the barrier in every CTA of the cluster: `size` arrivals.
         landed = ad.barrier(arrival_count=size)

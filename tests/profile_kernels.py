@@ -15,7 +15,8 @@ CONSUMER_REGIONS = ("wait tile", "store")
 
 
 @ad.kernel(grid=lambda src, dst, BM, BN, STAGES, CTAS: (CTAS,), profile_events=4096)
-def profiled_pipelined_copy(src, dst, BM: ad.constexpr, BN: ad.constexpr, STAGES: ad.constexpr, CTAS: ad.constexpr):
+def profiled_pipelined_copy(src, dst, BM: ad.constexpr, BN: ad.constexpr, STAGES: ad.constexpr,
+                            CTAS: ad.constexpr):
     tiles_per_row = ad.cdiv(src.shape[1], BN)
     tiles = ad.cdiv(src.shape[0], BM) * tiles_per_row
     cta = ad.program_id(0)
@@ -42,7 +43,8 @@ def profiled_pipelined_copy(src, dst, BM: ad.constexpr, BN: ad.constexpr, STAGES
             with ad.when((t >= 1) & (refill < mine)):
                 with ad.region("refill"):
                     ad.await_async_copy(1, read_only=True)
-                    ad.async_copy(src.at[window(refill)], ring.at[refill % STAGES], barrier=landed[refill % STAGES])
+                    ad.async_copy(src.at[window(refill)], ring.at[refill % STAGES],
+                                  barrier=landed[refill % STAGES])
     with ad.region("drain"):
         ad.await_async_copy(0, read_only=True)
 

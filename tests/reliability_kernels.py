@@ -79,7 +79,8 @@ def stores_above(x, y):
 
 
 @ad.kernel(grid=lambda x, y, SLAB, ROW, STEP, GUARD=False: (x.shape[0],))
-def bulk_store_rows(x, y, SLAB: ad.constexpr, ROW: ad.constexpr, STEP: ad.constexpr, GUARD: ad.constexpr = False):
+def bulk_store_rows(x, y, SLAB: ad.constexpr, ROW: ad.constexpr, STEP: ad.constexpr,
+                    GUARD: ad.constexpr = False):
     """y (4, 4, 16): CTA i stores x[i] (2 rows of 16) at rows ROW + STEP * i and the next of
     y[SLAB] with oob="undefined", one bulk store of a 128-byte run.  Past the end of the slab's
     rows that run goes on into slab SLAB + 1 (it once overwrote it there); only in the last slab
@@ -102,5 +103,6 @@ def stores_below_a_guard(x, y):
     bar = ad.barrier()
     ad.async_copy(x, buf, barrier=bar)
     bar.wait()
-    ad.async_copy(buf, y.at[ad.ds(ad.program_id(0) * 16 - 16, 16), :], predicate=ad.program_id(0) >= 1)  # the store
+    ad.async_copy(buf, y.at[ad.ds(ad.program_id(0) * 16 - 16, 16), :],  # the store
+                  predicate=ad.program_id(0) >= 1)
     ad.await_async_copy(0)

@@ -83,7 +83,8 @@ def test_paired_speedups_compare_within_each_round(common):
     # once and behind twice.
     by_round = {"asyncdsl": [1.0, 2.0, 1.0], "triton": [1.1, 1.8, 0.9], "torch.compile": [1.2, 2.2, 1.5]}
     paired = common.paired_speedups(by_round, "asyncdsl", ["triton", "torch.compile"])
-    assert paired == pytest.approx({"median": 0.9, "lowest": 0.9, "highest": 1.1, "rounds at or above": 1 / 3})
+    assert (paired
+            == pytest.approx({"median": 0.9, "lowest": 0.9, "highest": 1.1, "rounds at or above": 1 / 3}))
 
 
 def test_the_register_tile_table_holds_the_medians_and_the_paired_speedups(monkeypatch, tmp_path):
@@ -107,20 +108,23 @@ def test_the_register_tile_table_holds_the_medians_and_the_paired_speedups(monke
     times = {"asyncdsl": [1.0, 2.0, 1.0], "torch eager": [5.0] * 3, "torch.compile": [1.2, 2.2, 1.5],
              "triton": [1.1, 1.8, 0.9]}
     monkeypatch.setattr(register_tiles, "gpu_ms_by_round", lambda runs, rounds: times)
-    monkeypatch.setattr(register_tiles, "interleaved_ms", lambda streamed, rounds, launches: {p: 1.0 for p in peers})
+    monkeypatch.setattr(register_tiles, "interleaved_ms",
+                        lambda streamed, rounds, launches: {p: 1.0 for p in peers})
     graphed = {"asyncdsl": [0.5, 0.5, 0.6], "torch eager": [2.0] * 3, "torch.compile": [0.6, 0.7, 0.8],
                "triton": [0.55, 0.45, 0.66]}
     monkeypatch.setattr(register_tiles, "graph_ms_by_round", lambda runs, rounds, launches: graphed)
     monkeypatch.setattr(register_tiles, "_copy_tbps", lambda nbytes: 1000.0)
     written = {}
-    monkeypatch.setattr(register_tiles, "write_result", lambda name, results: written.update(results) or tmp_path)
+    monkeypatch.setattr(register_tiles, "write_result",
+                        lambda name, results: written.update(results) or tmp_path)
     monkeypatch.setattr(register_tiles, "plot_result", lambda path: None)
     register_tiles.main(["softmax"])
     row = written["softmax 4x8 bf16 (TB/s)"]
     assert row["asyncdsl"] == pytest.approx(1.0) and row["triton"] == pytest.approx(1 / 1.1)  # TB/s
     assert row["asyncdsl / best of triton, torch.compile"] == pytest.approx(1.1)
     assert row["asyncdsl / best of triton, torch.compile, per round: median"] == pytest.approx(0.9)
-    assert row["asyncdsl / best of triton, torch.compile, per round: rounds at or above"] == pytest.approx(1 / 3)
+    assert (row["asyncdsl / best of triton, torch.compile, per round: rounds at or above"]
+            == pytest.approx(1 / 3))
     assert row["asyncdsl, in a CUDA graph"] == pytest.approx(2.0)  # 10^9 bytes in the median 0.5 ms
     in_graph = "asyncdsl / best of triton, torch.compile, in a CUDA graph, per round: "
     assert row[in_graph + "median"] == pytest.approx(1.1) and row[in_graph + "lowest"] == pytest.approx(0.9)

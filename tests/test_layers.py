@@ -24,8 +24,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCES = {"asyncdsl": ROOT / "asyncdsl", "asyncdsl.dialects": ROOT / "dialects", "asyncdsl.passes": ROOT / "passes"}
-GROUND = {"asyncdsl.errors", "asyncdsl.dtypes", "asyncdsl.kernel_binary", "asyncdsl.ir_locations", "asyncdsl.config"}
+SOURCES = {"asyncdsl": ROOT / "asyncdsl", "asyncdsl.dialects": ROOT / "dialects",
+           "asyncdsl.passes": ROOT / "passes"}
+GROUND = {"asyncdsl.errors", "asyncdsl.dtypes", "asyncdsl.kernel_binary", "asyncdsl.ir_locations",
+          "asyncdsl.config"}
 # Which layers each layer may import (besides itself and the ground floor).
 ALLOWED = {
     "ground": set(),
@@ -59,7 +61,8 @@ def layer(module: str) -> str:
     if module in GROUND:
         return "ground"
     parts = module.split(".")
-    if len(parts) > 1 and parts[1] in ("hw", "dialects", "passes", "interpret", "runtime", "frontend", "examples"):
+    if (len(parts) > 1
+            and parts[1] in ("hw", "dialects", "passes", "interpret", "runtime", "frontend", "examples")):
         return parts[1]
     return "top"  # asyncdsl itself, cli, __main__
 

@@ -31,7 +31,8 @@ def interpreted(monkeypatch):
 
 
 def test_schemas():
-    assert str(scale._opoverload._schema) == "asyncdsl_tests::scale(Tensor x, float scale, int shift) -> Tensor"
+    assert (str(scale._opoverload._schema)
+            == "asyncdsl_tests::scale(Tensor x, float scale, int shift) -> Tensor")
     assert str(copy_into._opoverload._schema) == "asyncdsl_tests::copy_into(Tensor src, Tensor(a!) dst) -> ()"
     assert str(copy_rows._opoverload._schema) == (
         "asyncdsl_tests::copy_rows(Tensor x, Tensor(a!) y, int row0, int count, int step) -> ()")
@@ -91,7 +92,8 @@ def test_misuse_is_an_argument_error():
     with pytest.raises(ArgumentError, match="both outputs .* and mutated inputs"):
         adt.custom_op(tile_copy, "asyncdsl_tests::bad3", outputs={"dst": torch.empty_like}, mutates=("dst",),
                       BM=32, BN=32)
-    with pytest.raises(ArgumentError, match=r"called with the operator's arguments by name \(x, scale, shift\)"):
+    with pytest.raises(ArgumentError,
+                       match=r"called with the operator's arguments by name \(x, scale, shift\)"):
         adt.custom_op(scale_tile, "asyncdsl_tests::bad4", outputs={"y": lambda x: torch.empty_like(x)})
     with pytest.raises(ArgumentError, match="takes an @asyncdsl.kernel"):
         adt.custom_op(lambda x: x, "asyncdsl_tests::bad5")

@@ -36,7 +36,8 @@ def run_op(build, *inputs: np.ndarray, result: np.dtype | None = None):
     for op in ops:
         op.location = FileLineColLoc(StringAttr("kernel.py"), IntAttr(LINE), IntAttr(0))
     block.add_ops([*ops, func.ReturnOp(*ops[-1].results)])
-    function = func.FuncOp("f", ([a.type for a in block.args], [r.type for r in ops[-1].results]), Region(block))
+    function = func.FuncOp("f", ([a.type for a in block.args], [r.type for r in ops[-1].results]),
+                           Region(block))
     interpreter = Interpreter(ModuleOp([function]), index_bitwidth=32)
     for stateless in (ArithFunctions(), FloatArithFunctions(), FuncFunctions()):
         interpreter.register_implementations(stateless)

@@ -480,7 +480,8 @@ def gathers(table, ids, picks, rows_out, picked_out):
 def gathers_reference(table: np.ndarray, ids: np.ndarray, picks: np.ndarray):
     def read(r, c, other):
         inside = (r >= 0) & (r < table.shape[0]) & (c >= 0) & (c < table.shape[1])
-        return np.where(inside, table[np.where(inside, r, 0), np.where(inside, c, 0)], np.asarray(other, table.dtype))
+        return np.where(inside, table[np.where(inside, r, 0), np.where(inside, c, 0)],
+                        np.asarray(other, table.dtype))
 
     columns = np.arange(table.shape[1])[None, None, :]
     rows_out = read(ids[:, :, None], columns, -2)
@@ -488,7 +489,8 @@ def gathers_reference(table: np.ndarray, ids: np.ndarray, picks: np.ndarray):
     inside = (ids >= 0) & (ids < table.shape[0])
     rows_out = np.where(inside[:, :, None], rows_out, np.asarray(-1, table.dtype))
     programs = np.arange(ids.shape[0])[:, None]
-    picked = np.stack([read(picks[..., 0], picks[..., 1] + programs, 7), read(np.full_like(picks[..., 1], 3), picks[..., 1], 0)], axis=1)
+    picked = np.stack([read(picks[..., 0], picks[..., 1] + programs, 7),
+                       read(np.full_like(picks[..., 1], 3), picks[..., 1], 0)], axis=1)
     return rows_out, picked
 
 
@@ -500,7 +502,8 @@ def gather_inputs(dtype, seed: int):
         rng.integers(-100, 100, (300, 128)).astype(dtype.numpy)
     ids = rng.integers(0, 300, (2, 64)).astype(np.int32)
     ids[:, :4] = [-1, 300, -(2**31), 2**31 - 1]
-    picks = np.stack([rng.integers(-3, 303, (2, 128)), rng.integers(-3, 131, (2, 128))], axis=-1).astype(np.int32)
+    picks = np.stack([rng.integers(-3, 303, (2, 128)), rng.integers(-3, 131, (2, 128))],
+                     axis=-1).astype(np.int32)
     return table, ids, picks
 
 

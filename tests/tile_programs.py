@@ -35,7 +35,8 @@ FIXED_STEPS = {
     "abs": (["t = -abs(t)"], ["t = -np.abs(t)"]),
     "where": (["t = ad.where(t >= 1.0, t, 0.0 - t)"], ["t = np.where(t >= 1, t, -t).astype(np.float32)"]),
     "whole": (["t = t - t.min()"], ["t = t - t.min()"]),
-    "bf16": (["t = t.astype(ad.bfloat16).astype(ad.float32)"], ["t = t.astype(ml_dtypes.bfloat16).astype(np.float32)"]),
+    "bf16": (["t = t.astype(ad.bfloat16).astype(ad.float32)"],
+             ["t = t.astype(ml_dtypes.bfloat16).astype(np.float32)"]),
     "ints": (["u = t.astype(ad.int32)", "t = ((u & 7) ^ (u | 2)).astype(ad.float32)"],
              ["u = t.astype(np.int32)", "t = ((u & 7) ^ (u | 2)).astype(np.float32)"]),
     "fp8": (["t = ad.minimum(ad.maximum(t, -16.0), 16.0).astype(ad.float8_e4m3fn).astype(ad.float32)"],
@@ -73,7 +74,8 @@ class TileProgram:
 
     def arrays(self, seed: int) -> tuple[np.ndarray, list[np.ndarray]]:
         """A random input of small integers and NaN-poisoned outputs (y first)."""
-        x = np.random.default_rng(seed).integers(-8, 9, (self.rows, self.x_columns)).astype(DTYPES[self.dtype])
+        x = np.random.default_rng(seed).integers(-8, 9, (self.rows, self.x_columns)).astype(
+            DTYPES[self.dtype])
         shapes = [(self.rows, self.x_columns), *self.outputs]
         return x, [np.full(shape, np.nan, np.float32) for shape in shapes]
 
@@ -120,14 +122,15 @@ def tile_programs(draw) -> TileProgram:
             options.append(", transforms=(ad.TileTransform((8, 64)),), swizzle=128")
         src += [f"staged = ad.smem(({rows}, {columns}), ad.{dtype}{draw(st.sampled_from(options))})",
                 f"staged[...] = {load}", "ad.cta_barrier()",
-                draw(st.sampled_from(["t = staged[...]", f"t = ad.load(staged.at[:, :], layout={layout()})"]))]
+                draw(
+                    st.sampled_from(["t = staged[...]", f"t = ad.load(staged.at[:, :], layout={layout()})"]))]
     else:
         src.append(f"t = {load}")
     src.append("t = t.astype(ad.float32)")
     strided = given.startswith("ad.strided") and rows > 1  # reduces over all its axes only
     for step in range(draw(st.integers(1, 6))):
-        kinds = ["arith", "abs", "minimum", "where", "whole", "smem", "relayout", "bf16", "loop", "iota", "ints",
-                 "fp8", "two_tiles", "masked_tile", "half_arith", "int_ops", "gather", "scatter_out"]
+        kinds = ["arith", "abs", "minimum", "where", "whole", "smem", "relayout", "bf16", "loop", "iota",
+                 "ints", "fp8", "two_tiles", "masked_tile", "half_arith", "int_ops", "gather", "scatter_out"]
         if not strided or draw(st.integers(0, 9)) == 0:
             kinds += ["row_totals", "column_peaks", "row_minima_via_smem", "row_peaks_out"]
         kind = draw(st.sampled_from(kinds))
@@ -151,7 +154,8 @@ def tile_programs(draw) -> TileProgram:
             strided = strided or (target.startswith("ad.strided") and rows > 1)
         elif kind == "loop":
             count = draw(st.integers(1, 3))
-            src += [f"acc = ad.registers(({rows}, {columns}), ad.float32, layout={draw(st.sampled_from(['None', given]))})",
+            src += [f"acc = ad.registers(({rows}, {columns}), ad.float32, "
+                    f"layout={draw(st.sampled_from(['None', given]))})",
                     f"acc[...] = ad.zeros(({rows}, {columns}), ad.float32)",
                     f"for i in ad.range({count}):", "    acc[...] = acc[...] + t", "t = acc[...]"]
             model.append(f"t = t * np.float32({count})")
@@ -166,15 +170,18 @@ def tile_programs(draw) -> TileProgram:
         elif kind == "masked_tile":
             bound, fill = draw(st.integers(0, columns)), draw(st.integers(-3, 3))
             mask = f"ad.iota(({rows}, {columns}), ad.int32, dim=1) < {bound}"
-            src += [f"u = ad.load({window}, layout={draw(st.sampled_from(['None', given]))}, mask={mask}, other={fill})",
+            src += [f"u = ad.load({window}, layout={draw(st.sampled_from(['None', given]))}, "
+                    f"mask={mask}, other={fill})",
                     "t = t + u.astype(ad.float32)"]
             model += [f"u = np.full(({rows}, {columns}), {fill}, np.float32)",
                       f"u[:, :min({bound}, x.shape[1])] = x[:, :{bound}]", "t = t + u"]
         elif kind == "half_arith":  # rounded after every op, as numpy's 16-bit floats do
-            half, numpy_half = draw(st.sampled_from([("bfloat16", "ml_dtypes.bfloat16"), ("float16", "np.float16")]))
+            half, numpy_half = draw(
+                st.sampled_from([("bfloat16", "ml_dtypes.bfloat16"), ("float16", "np.float16")]))
             a, b = draw(st.integers(-3, 3)), draw(st.integers(-9, 9))
             src.append(f"t = (t.astype(ad.{half}) * {a} + {b}).astype(ad.float32)")
-            model.append(f"t = ((t.astype({numpy_half}) * {numpy_half}({a})) + {numpy_half}({b})).astype(np.float32)")
+            model.append(
+                f"t = ((t.astype({numpy_half}) * {numpy_half}({a})) + {numpy_half}({b})).astype(np.float32)")
         elif kind == "int_ops":  # floor division and modulo by either sign, shifts, ~
             # by constants: shifts, masks and multiply-high quotients of either sign
             d = draw(st.sampled_from([1, 2, 3, 4, 5, 7, 8, 64])) * draw(st.sampled_from([1, -1]))
@@ -192,13 +199,15 @@ def tile_programs(draw) -> TileProgram:
                       "inside = (gr >= 0) & (gr < x.shape[0]) & (gc >= 0) & (gc < x.shape[1])",
                       "gathered = x[np.where(inside, gr, 0), np.where(inside, gc, 0)].astype(np.float32)",
                       f"t = t + np.where(inside, gathered, np.float32({fill}))"]
-        elif kind == "scatter_out":  # t written to an output at permuted places (rows reversed, columns rotated)
+        # t written to an output at permuted places (rows reversed, columns rotated)
+        elif kind == "scatter_out":
             out, shift = len(program.outputs), draw(st.integers(0, columns - 1))
             program.outputs.append((rows, columns))
             r = f"{rows - 1} - ad.iota(({rows}, {columns}), ad.int32, dim=0)"
             c = f"(ad.iota(({rows}, {columns}), ad.int32, dim=1) + {shift}) % {columns}"
             src.append(f"ad.store(o{out}.at[{r}, {c}], t)")
-            model += [f"o{out} = np.empty(({rows}, {columns}), np.float32)", f"sr, sc = np.indices(({rows}, {columns}))",
+            model += [f"o{out} = np.empty(({rows}, {columns}), np.float32)",
+                      f"sr, sc = np.indices(({rows}, {columns}))",
                       f"o{out}[{rows - 1} - sr, (sc + {shift}) % {columns}] = t"]
         elif kind == "row_minima_via_smem":
             src += [f"minima{step} = ad.smem(({rows},), ad.float32)", f"minima{step}[...] = t.min(axis=1)",
@@ -207,7 +216,8 @@ def tile_programs(draw) -> TileProgram:
         elif kind == "row_peaks_out":
             out = len(program.outputs)
             program.outputs.append((rows,))
-            src.append(f"ad.store(o{out}.at[:], t.max(axis=1).to_layout({draw(st.sampled_from(ROW_LAYOUTS))}) * 2)")
+            src.append(
+                f"ad.store(o{out}.at[:], t.max(axis=1).to_layout({draw(st.sampled_from(ROW_LAYOUTS))}) * 2)")
             model.append(f"o{out} = t.max(axis=1) * 2")
         src.append(CLAMP[0])
         model.append(CLAMP[1])

@@ -44,8 +44,8 @@ class Case:
 
     def __str__(self) -> str:
         a = "regs" if self.a_in_registers else ("K" if self.a_k_major else "MN")
-        return (f"m{self.m}n{self.n}k{self.k}-{self.a_dtype}x{self.b_dtype}-A{a}-B{'K' if self.b_k_major else 'MN'}"
-                f"-sw{self.swizzle}")
+        return (f"m{self.m}n{self.n}k{self.k}-{self.a_dtype}x{self.b_dtype}-A{a}"
+                f"-B{'K' if self.b_k_major else 'MN'}-sw{self.swizzle}")
 
 
 def _layout(dtype: ad.DType, swizzle: int) -> dict:
@@ -79,7 +79,8 @@ def ptx(case: Case) -> str:
     a = np.zeros(case.a_shape, case.a_dtype.numpy)
     b = np.zeros(case.b_shape, case.b_dtype.numpy)
     c = np.zeros((case.m, case.n), case.acc_dtype.numpy)
-    return single_mma.ptx(a, b, c, case.m, case.n, case.a_k_major, case.b_k_major, case.swizzle, case.a_in_registers)
+    return single_mma.ptx(a, b, c, case.m, case.n, case.a_k_major, case.b_k_major, case.swizzle,
+                          case.a_in_registers)
 
 
 def integer_inputs(case: Case, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -123,7 +124,8 @@ CASES = tuple(
     + [Case(64, n, 128, x, y, b_k_major=True) for x, y, n in ((_E4M3, _E4M3, 64), (_E5M2, _E4M3, 128),
                                                               (_E4M3, _E5M2, 256))]
     + [Case(64, n, 128, x, y, b_k_major=True) for x, y, n in ((ad.int8, ad.int8, 64), (ad.uint8, ad.int8, 48),
-                                                              (ad.int8, ad.uint8, 128), (ad.uint8, ad.uint8, 256))]
+                                                              (ad.int8, ad.uint8, 128),
+                                                              (ad.uint8, ad.uint8, 256))]
 )
 
 

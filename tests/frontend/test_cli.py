@@ -19,7 +19,8 @@ def test_dump_prints_every_stage_then_the_ptx(capsys):
     assert main(["dump", EXAMPLE]) == 0
     out = capsys.readouterr().out
     headers = [line for line in out.splitlines() if line.startswith("// =====")]
-    assert headers == [f"// ===== tile_copy: after {stage} =====" for stage in STAGES] + ["// ===== tile_copy: PTX ====="]
+    assert (headers == [f"// ===== tile_copy: after {stage} =====" for stage in STAGES]
+            + ["// ===== tile_copy: PTX ====="])
     assert '"asyncdsl.async_copy"' in out and '"asyncdsl.tma_load"' in out and ".target sm_90a" in out
 
 
@@ -76,7 +77,8 @@ def test_info(capsys):
 
 def test_python_dash_m_entry_point():
     done = subprocess.run(
-        [sys.executable, "-m", "asyncdsl", "dump", EXAMPLE, "--after", "trace"], capture_output=True, text=True
+        [sys.executable, "-m", "asyncdsl", "dump", EXAMPLE, "--after", "trace"],
+        capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
     assert "asyncdsl.async_copy" in done.stdout
@@ -146,7 +148,8 @@ def test_cache_counts_what_the_disk_holds_and_clears_only_its_own_folders(tmp_pa
     (tmp_path / "someone-elses.txt").write_text("keep me")
     assert main(["cache"]) == 0
     out = capsys.readouterr().out
-    assert "cubins: 0 files" in out and "compiled kernels: 1 files" in out and "ASYNCDSL_KERNEL_CACHE=1" in out
+    assert ("cubins: 0 files" in out and "compiled kernels: 1 files" in out
+            and "ASYNCDSL_KERNEL_CACHE=1" in out)
     assert main(["cache", "--clear"]) == 0
     assert "cleared" in capsys.readouterr().out
     assert not (tmp_path / "binary").exists() and (tmp_path / "someone-elses.txt").read_text() == "keep me"

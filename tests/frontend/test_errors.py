@@ -26,7 +26,8 @@ def load_tile(rows: int, cols: int, smem_shape=None, smem_dtype=None, **copy_kwa
 
 def test_box_dimension_over_256():
     kernel = load_tile(300, 16)
-    error = expect(ad.CopyError, kernel, (ad.ArraySpec((512, 64), F32),), {}, "300", "256", line_text="the copy")
+    error = expect(ad.CopyError, kernel, (ad.ArraySpec((512, 64), F32),), {}, "300", "256",
+                   line_text="the copy")
     assert "dim 0" in str(error)
 
 
@@ -57,22 +58,26 @@ def test_gmem_stride_not_multiple_of_16_bytes():
 
 def test_minor_dimension_bytes_not_multiple_of_16():
     kernel = load_tile(8, 3)
-    expect(ad.CopyError, kernel, (ad.ArraySpec((64, 64), F32),), {}, "12 bytes", "multiple of 16", line_text="the copy")
+    expect(ad.CopyError, kernel, (ad.ArraySpec((64, 64), F32),), {}, "12 bytes", "multiple of 16",
+           line_text="the copy")
 
 
 def test_element_type_mismatch():
     kernel = load_tile(8, 8, smem_dtype=ad.bfloat16)
-    expect(ad.TraceError, kernel, (ad.ArraySpec((64, 64), F32),), {}, "same element type", "f32", "bf16", line_text="the copy")
+    expect(ad.TraceError, kernel, (ad.ArraySpec((64, 64), F32),), {}, "same element type", "f32", "bf16",
+           line_text="the copy")
 
 
 def test_smem_shape_mismatch():
     kernel = load_tile(8, 8, smem_shape=(8, 16))
-    expect(ad.CopyError, kernel, (ad.ArraySpec((64, 64), F32),), {}, "(8, 16)", "(8, 8)", line_text="the copy")
+    expect(ad.CopyError, kernel, (ad.ArraySpec((64, 64), F32),), {}, "(8, 16)", "(8, 8)",
+           line_text="the copy")
 
 
 def test_swizzle_needs_the_minor_dim_to_be_the_swizzle_width():
     kernel = load_tile(8, 16, swizzle=128)
-    expect(ad.CopyError, kernel, (ad.ArraySpec((64, 64), F32),), {}, "swizzle 128", "64 bytes", line_text="the copy")
+    expect(ad.CopyError, kernel, (ad.ArraySpec((64, 64), F32),), {}, "swizzle 128", "64 bytes",
+           line_text="the copy")
 
 
 def test_load_without_barrier():
@@ -81,7 +86,8 @@ def test_load_without_barrier():
         buf = ad.smem((8, 8), x.dtype)
         ad.async_copy(x.at[ad.ds(0, 8), ad.ds(0, 8)], buf)  # no barrier
 
-    expect(ad.TraceError, kernel, (ad.ArraySpec((64, 64), F32),), {}, "needs a barrier", line_text="no barrier")
+    expect(ad.TraceError, kernel, (ad.ArraySpec((64, 64), F32),), {}, "needs a barrier",
+           line_text="no barrier")
 
 
 def test_store_with_barrier():
@@ -117,7 +123,8 @@ def test_traced_value_used_as_python_int():
         n = ad.program_id(0)
         ad.smem((n, 8), x.dtype)  # traced shape
 
-    expect(ad.TraceError, kernel, (ad.ArraySpec((8, 8), F32),), {}, "positive Python ints", line_text="traced shape")
+    expect(ad.TraceError, kernel, (ad.ArraySpec((8, 8), F32),), {}, "positive Python ints",
+           line_text="traced shape")
 
 
 def test_traced_condition_in_python_if():
@@ -201,8 +208,9 @@ def _divides_by_its_constexpr(x, CHUNK: ad.constexpr):
 
 
 def test_a_python_error_of_kernel_code_is_a_trace_error_at_its_line_with_the_original_chained():
-    with pytest.raises(ad.TraceError, match="ZeroDivisionError while tracing kernel _divides_by_its_constexpr: "
-                                            "integer division or modulo by zero") as caught:
+    with pytest.raises(ad.TraceError,
+                       match="ZeroDivisionError while tracing kernel _divides_by_its_constexpr: "
+                             "integer division or modulo by zero") as caught:
         _divides_by_its_constexpr.compile(ad.ArraySpec((8,), ad.float32), CHUNK=0)
     assert caught.value.location.line == line_of(_divides_by_its_constexpr.fn, "the division")
     assert isinstance(caught.value.__cause__, ZeroDivisionError)
@@ -228,5 +236,5 @@ def test_a_strided_layout_of_no_positive_int_is_refused_at_the_users_line(vec):
     # It was refused with no location at all (by the layout's generated constructor).
     with pytest.raises(ad.LayoutError, match="positive int vector length") as caught:
         ad.strided(vec)  # the layout
-    assert caught.value.location.line == line_of(test_a_strided_layout_of_no_positive_int_is_refused_at_the_users_line,
-                                                 "# the layout")
+    assert caught.value.location.line == line_of(
+        test_a_strided_layout_of_no_positive_int_is_refused_at_the_users_line, "# the layout")

@@ -105,8 +105,8 @@ def test_a_global_of_another_value_is_another_kernel(kernel_cache, compilations,
     assert compilations[0] == 2 and first.ptx != second.ptx
 
 
-def test_an_attribute_of_the_users_module_of_another_value_is_another_kernel(kernel_cache, compilations, monkeypatch,
-                                                                           tmp_path):
+def test_an_attribute_of_the_users_module_of_another_value_is_another_kernel(
+        kernel_cache, compilations, monkeypatch, tmp_path):
     """`settings.ROWS` read from a module of the user's: its file holds the code that set it, not
     the value a process may have put there since."""
     import importlib
@@ -253,7 +253,8 @@ def test_an_edited_source_file_is_new_code(tmp_path, monkeypatch):
     monkeypatch.delitem(sys.modules, "user_helpers")
 
 
-def test_a_kernel_without_a_source_file_or_with_an_address_in_a_constexpr_or_closure_is_not_filed(kernel_cache, compilations):
+def test_a_kernel_without_a_source_file_or_with_an_address_in_a_constexpr_or_closure_is_not_filed(
+        kernel_cache, compilations):
     assert digest_module.code_digest("<stdin>") is None
 
     class Opaque:  # repr names the object's address: different in every process
@@ -308,7 +309,8 @@ def test_a_second_process_does_not_trace_or_load_the_compiler(tmp_path):
         print("traced" if matmul._compiled else "from disk", compiler, len(binary.ptx))
     """))
     env = {**os.environ, "ASYNCDSL_KERNEL_CACHE": "1", "ASYNCDSL_CACHE_DIR": str(tmp_path / "cache")}
-    runs = [subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, check=True).stdout
+    runs = [subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
+                           check=True).stdout
             for _ in range(2)]
     assert runs[0].startswith("traced compiler loaded") and runs[1].startswith("from disk no compiler"), runs
     assert runs[0].split()[-1] == runs[1].split()[-1]  # the same PTX
@@ -320,7 +322,8 @@ def test_import_asyncdsl_leaves_the_compiler_for_the_first_trace():
     code = ("import sys, asyncdsl as ad\n"
             "@ad.kernel(grid=(1,), block=128)\n"
             "def k(x, B: ad.constexpr): pass\n"
-            "assert not [m for m in sys.modules if m.startswith(('xdsl', 'asyncdsl.dialects', 'asyncdsl.passes'))]\n"
+            "assert not [m for m in sys.modules if m.startswith(('xdsl', 'asyncdsl.dialects', "
+            "'asyncdsl.passes'))]\n"
             "missing = [name for name in ad.__all__ if getattr(ad, name, None) is None]\n"
             "assert not missing, missing\n"
             "assert 'xdsl' in sys.modules\n")

@@ -57,7 +57,8 @@ def tile_indexed_by_a_tile(x, y):
 
 @pytest.mark.parametrize("body, fragment", [
     (program_id_of_a_float, "axis must be 0, 1 or 2, got 0.0"),
-    (await_half_a_group, "allow_groups (how many copy groups may stay pending) must be a Python int, got 0.5"),
+    (await_half_a_group,
+     "allow_groups (how many copy groups may stay pending) must be a Python int, got 0.5"),
     (relayout_to_none, "to_layout: say which layout"),
     (sum_over_a_float_axis, "axis must be an int, a tuple of ints or None, got 1.0"),
     (zeros_of_no_shape, "needs a shape of positive Python ints, got None"),
@@ -88,8 +89,8 @@ def test_the_kernel_decorator_refuses_a_class_or_a_name_that_is_no_str():
 
     with pytest.raises(ad.ArgumentError, match="decorates a Python function") as caught:
         ad.kernel(grid=(1,))(NotAFunction)  # the class
-    assert caught.value.location.line == line_of(test_the_kernel_decorator_refuses_a_class_or_a_name_that_is_no_str,
-                                                 "# the class")
+    assert caught.value.location.line == line_of(
+        test_the_kernel_decorator_refuses_a_class_or_a_name_that_is_no_str, "# the class")
     with pytest.raises(ad.ArgumentError, match="name must be a str"):
         ad.kernel(grid=(1,), name=3)(program_id_of_a_float)
 
@@ -113,17 +114,20 @@ def test_an_autotune_key_function_that_fails_is_an_argument_error_at_the_call(ke
     tuned = ad.autotune([ad.Choice(fill)], key=key)
     with pytest.raises(ad.ArgumentError) as caught:
         tuned.chosen(np.zeros((64, 128), np.float32))  # the call
-    assert "the key function must return a hashable value" in caught.value.message and fragment in caught.value.message
+    assert ("the key function must return a hashable value" in caught.value.message
+            and fragment in caught.value.message)
     test = test_an_autotune_key_function_that_fails_is_an_argument_error_at_the_call
     assert caught.value.location.line == line_of(test, "# the call")
 
 
 @pytest.mark.parametrize("helper, arguments", [
-    (softmax, lambda x: (x, x)), (rms_norm, lambda x: (x, np.ones(8, np.float32), x)), (quantize, lambda x: (x, x, x)),
+    (softmax, lambda x: (x, x)), (rms_norm, lambda x: (x, np.ones(8, np.float32), x)),
+    (quantize, lambda x: (x, x, x)),
     (layer_norm, lambda x: (x, np.ones(8, np.float32), np.zeros(8, np.float32), x)),
 ])
 @pytest.mark.parametrize("x, got", [(np.ones(256, np.float32), "shape (256,)"),
-                                    (np.ones((8, 0), np.float32), "shape (8, 0)"), ([[1.0] * 256] * 8, "got list")])
+                                    (np.ones((8, 0), np.float32), "shape (8, 0)"),
+                                    ([[1.0] * 256] * 8, "got list")])
 def test_the_examples_host_helpers_refuse_what_is_no_matrix_of_rows(helper, arguments, x, got):
     # They read x.shape[1] first: an IndexError, a ZeroDivisionError or an AttributeError.
     with pytest.raises(ad.ArgumentError, match="must be a matrix of rows") as caught:
@@ -172,7 +176,8 @@ def approx_of_a_str(x, y):
 @pytest.mark.parametrize("body, fragment", [
     (bool_iota_dim, "dim True is not a dim"),
     (expect_true_bytes, "expect-tx bytes must be a Python int >= 0, got True"),
-    (approx_of_a_str, "asyncdsl.exp2: approx must be True or False (a Python bool known while tracing), got 'yes'"),
+    (approx_of_a_str,
+     "asyncdsl.exp2: approx must be True or False (a Python bool known while tracing), got 'yes'"),
 ])
 def test_a_bool_where_a_number_or_a_flag_belongs_is_refused(body, fragment):
     # Each was taken as 1: an expect-tx of one byte then never completed, for one.

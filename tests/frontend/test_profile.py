@@ -24,7 +24,8 @@ def test_regions_trace_nothing_unless_the_kernel_is_profiled():
     plain = specialized_copy.ir(SPEC, SPEC, B=32)
     profiled = specialized_copy.ir(SPEC, SPEC, B=32, profile=True)
     assert "region_begin" not in plain and "asyncdsl.profile" not in plain
-    assert re.findall(r'asyncdsl.region_begin "([^"]+)"', profiled) == ["wait slot", "load", "wait tile", "store"]
+    assert (re.findall(r'asyncdsl.region_begin "([^"]+)"', profiled)
+            == ["wait slot", "load", "wait tile", "store"])
     assert profiled.count("asyncdsl.region_end") == 4
     assert f"asyncdsl.profile = {layout.DEFAULT_EVENTS_PER_WARPGROUP} : i64" in profiled
 
@@ -54,7 +55,8 @@ def test_profiled_ptx_stamps_each_marker_and_the_kernel_entry_and_exit():
     assert len(re.findall(rf"setp\.lt\.u32 %p\d+, %r\d+, {layout.DEFAULT_EVENTS_PER_WARPGROUP};", ptx)) == 8
     assert ptx.count("%globaltimer;") == 2 and ptx.count("%clock64;") == 2 and ptx.count("%smid;") == 1
     # The record's stride: header plus the capacity's events.
-    assert "mul.wide.u32 %rd" in ptx and f", {layout.record_bytes(layout.DEFAULT_EVENTS_PER_WARPGROUP)};" in ptx
+    assert ("mul.wide.u32 %rd" in ptx
+            and f", {layout.record_bytes(layout.DEFAULT_EVENTS_PER_WARPGROUP)};" in ptx)
     for offset in (layout.ENTRY_TIMER, layout.ENTRY_CLOCK, layout.EXIT_TIMER, layout.EXIT_CLOCK):
         assert re.search(rf"st\.global\.u64 \[%rd\d+\+{offset}\]", ptx)
     for offset in (layout.SM_ID, layout.CTA_ID, layout.WARPGROUP, layout.EVENT_COUNT):
@@ -123,7 +125,8 @@ def test_a_full_profile_buffer_is_an_error_naming_the_capacity_needed():
             with ad.region("step"):
                 ad.cta_barrier()
 
-    with pytest.raises(ResourceError, match=r"reached 8 region events .* more than the 5 .* profile_events=8") as caught:
+    with pytest.raises(ResourceError,
+                       match=r"reached 8 region events .* more than the 5 .* profile_events=8") as caught:
         busy.interpret_profile(np.zeros(8, np.float32))
     assert caught.value.location.file == __file__
 

@@ -29,7 +29,8 @@ TRACE_SCHEMA = {
             "items": {
                 "type": "object",
                 "required": ["ph", "name", "pid", "tid"],
-                "properties": {"pid": {"type": "integer"}, "tid": {"type": "integer"}, "name": {"type": "string"}},
+                "properties": {"pid": {"type": "integer"}, "tid": {"type": "integer"},
+                               "name": {"type": "string"}},
                 "oneOf": [
                     {"properties": {"ph": {"const": "X"}, "ts": {"type": "number", "minimum": 0},
                                     "dur": {"type": "number", "minimum": 0}, "cat": {"type": "string"},
@@ -116,7 +117,8 @@ def test_the_native_perfetto_trace_balances_its_slices(interpreted, tmp_path):
     for packet in trace.packet:
         if packet.HasField("track_event"):
             uuid = packet.track_event.track_uuid
-            depth[uuid] = depth.get(uuid, 0) + (1 if packet.track_event.type == TrackEvent.TYPE_SLICE_BEGIN else -1)
+            depth[uuid] = (depth.get(uuid, 0)
+                           + (1 if packet.track_event.type == TrackEvent.TYPE_SLICE_BEGIN else -1))
             assert depth[uuid] >= 0
     assert len(depth) == 4 and set(depth.values()) == {0}
 
@@ -151,7 +153,8 @@ def test_a_profile_decodes_its_records_only_when_its_regions_are_looked_at():
 
     def records():
         decoded.append(True)
-        return [WarpgroupRecord(0, 0, 3, 0.0, 10.0, (RegionEvent(0, False, 1.0), RegionEvent(0, True, 4.0)), 2)]
+        return [
+            WarpgroupRecord(0, 0, 3, 0.0, 10.0, (RegionEvent(0, False, 1.0), RegionEvent(0, True, 4.0)), 2)]
 
     profile = Profile("k", ("a",), records, "ns", 1, event_ns=12.0)
     assert profile.event_ns == 12.0 and not decoded
@@ -196,7 +199,8 @@ def test_a_windowed_plot_shows_only_the_warpgroups_alive_in_it(tmp_path):
     # Two CTAs one after the other on SM 0, in ns: a window over the second shows its track only.
     spans = (RegionEvent(0, False, 1000.0), RegionEvent(0, True, 2000.0))
     records = [WarpgroupRecord(0, 0, 0, 0.0, 5000.0, spans, 2),
-               WarpgroupRecord(1, 0, 0, 6000.0, 9000.0, tuple(RegionEvent(0, e.exit, e.time + 6000.0) for e in spans), 2)]
+               WarpgroupRecord(1, 0, 0, 6000.0, 9000.0,
+                               tuple(RegionEvent(0, e.exit, e.time + 6000.0) for e in spans), 2)]
     profile = Profile("k", ("a",), records, "ns", 1)
     labels = []
     real = plt.Axes.set_yticklabels
@@ -247,7 +251,8 @@ def _event_sequences(draw):
     if events and draw(st.booleans()):
         index = draw(st.integers(0, len(events) - 1))
         region, exit, at = events[index]
-        events[index] = draw(st.sampled_from([RegionEvent((region + 1) % 3, exit, at), RegionEvent(region, not exit, at)]))
+        events[index] = draw(
+            st.sampled_from([RegionEvent((region + 1) % 3, exit, at), RegionEvent(region, not exit, at)]))
     return events
 
 

@@ -46,7 +46,8 @@ def test_a_traced_store_past_a_unit_dim_writes_nothing():
 
 
 def test_the_unit_dim_stays_in_the_tensor_map():
-    ir = row_past_a_unit_dim.ir(ad.ArraySpec((1, 16), F32), ad.ArraySpec((2, 16), F32), after="resolve-transforms")
+    ir = row_past_a_unit_dim.ir(ad.ArraySpec((1, 16), F32), ad.ArraySpec((2, 16), F32),
+                                after="resolve-transforms")
     load = next(line for line in ir.splitlines() if "asyncdsl.tma_load" in line)
     assert "dims = [1, 16]" in load and "box = [1, 16]" in load
 
@@ -58,7 +59,8 @@ def test_the_unit_dim_stays_in_the_tensor_map():
 def tile_off_by_one(x, y):
     buf = ad.smem((1, 1, 8, 16), x.dtype)
     bar = ad.barrier()
-    ad.async_copy(x.at[ad.ds(ad.program_id(0) * 8 + 1, 8), :], buf, barrier=bar, transforms=ad.TileTransform((8, 16)))  # the load
+    ad.async_copy(x.at[ad.ds(ad.program_id(0) * 8 + 1, 8), :], buf, barrier=bar,  # the load
+                  transforms=ad.TileTransform((8, 16)))
     bar.wait()
 
 
@@ -284,7 +286,8 @@ def test_a_grid_function_that_fails_is_an_argument_error_at_the_call():
     def blocks(x, BLOCK: ad.constexpr):
         pass
 
-    with pytest.raises(ad.ArgumentError, match="the grid function of kernel blocks raised ZeroDivisionError") as caught:
+    with pytest.raises(ad.ArgumentError,
+                       match="the grid function of kernel blocks raised ZeroDivisionError") as caught:
         blocks.interpret(np.zeros(16, np.float32), BLOCK=0)  # the call
     assert caught.value.location.line == inspect.currentframe().f_lineno - 1
     assert isinstance(caught.value.__cause__, ZeroDivisionError)
@@ -296,7 +299,8 @@ def test_a_runtime_int_used_as_a_python_int_suggests_constexpr():
         for _ in range(n):  # the loop
             pass
 
-    with pytest.raises(ad.TraceError, match=r"argument 'n' is a runtime int.*`n: asyncdsl.constexpr`") as caught:
+    with pytest.raises(ad.TraceError,
+                       match=r"argument 'n' is a runtime int.*`n: asyncdsl.constexpr`") as caught:
         takes_n.interpret(np.zeros(16, np.float32), 3)
     assert caught.value.location.line == line_of(takes_n.fn, "# the loop")
 
@@ -490,7 +494,8 @@ def test_a_static_bulk_store_past_the_arrays_end_is_clamped():
 
 def test_a_traced_bulk_store_whose_run_leaves_its_slice_is_an_assumption_error():
     x, y = rows_and_slabs(2)
-    with pytest.raises(ad.AssumptionError, match=r"would overwrite them, so the store was skipped \(found 3\)") as caught:
+    with pytest.raises(ad.AssumptionError,
+                       match=r"would overwrite them, so the store was skipped \(found 3\)") as caught:
         bulk_store_rows.interpret(x, y, SLAB=1, ROW=1, STEP=2)
     assert caught.value.location.line == line_of(bulk_store_rows.fn, "# the store")
 

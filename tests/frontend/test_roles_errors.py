@@ -39,7 +39,8 @@ def test_roles_with_registers_must_cover_every_warpgroup():
     expect(ad.TraceError, kernel, SPEC, {}, "warpgroup(s) (1,) have none", line_text="the second role")
 
 
-@pytest.mark.parametrize(("registers", "fragment"), [(236, "multiple of 8"), (16, "[24, 256]"), (264, "[24, 256]")])
+@pytest.mark.parametrize(("registers", "fragment"),
+                         [(236, "multiple of 8"), (16, "[24, 256]"), (264, "[24, 256]")])
 def test_register_counts_setmaxnreg_cannot_take(registers, fragment):
     kernel = roles_kernel((0, registers), ((1, 2), None))
     expect(ad.TraceError, kernel, SPEC, {}, f"registers={registers}", fragment, line_text="the first role")
@@ -107,13 +108,15 @@ def arrive_kernel(cluster, collective):
     return kernel
 
 
-@pytest.mark.parametrize(("cluster", "collective", "dim"), [((1, 1, 1), "x", "x"), ((2, 1, 1), ("x", "y"), "y")])
+@pytest.mark.parametrize(("cluster", "collective", "dim"),
+                         [((1, 1, 1), "x", "x"), ((2, 1, 1), ("x", "y"), "y")])
 def test_collective_arrive_needs_the_dims_in_the_cluster(cluster, collective, dim):
     kernel = arrive_kernel(cluster, collective)
     expect(ad.TraceError, kernel, SPEC, {}, f"has one CTA along {dim}", line_text="the arrive")
 
 
 def test_collective_arrive_names_cluster_dims():
-    expect(ad.TraceError, arrive_kernel((2, 1, 1), "w"), SPEC, {}, "cluster dims among", line_text="the arrive")
+    expect(ad.TraceError, arrive_kernel((2, 1, 1), "w"), SPEC, {}, "cluster dims among",
+           line_text="the arrive")
     expect(ad.TraceError, arrive_kernel((2, 1, 1), 3), SPEC, {}, "collective must name cluster dims",
            line_text="the arrive")

@@ -107,8 +107,8 @@ def test_a_multiple_of_16_is_what_a_tiled_copy_needs_proven():
         bar.wait()
 
     tiled.compile(F32, F32, 32)
-    expect(ad.CopyError, tiled, (F32, F32, 8), {}, "can only prove it a multiple of 1", "multiple_of(start, 8)",
-           line_text="ad.async_copy(x.at")
+    expect(ad.CopyError, tiled, (F32, F32, 8), {}, "can only prove it a multiple of 1",
+           "multiple_of(start, 8)", line_text="ad.async_copy(x.at")
     # A hint proves more than the specialization knows.
     @ad.kernel(grid=(1,))
     def hinted(x, y, row0: int):
@@ -142,7 +142,8 @@ def test_float_arithmetic_is_float32_and_mixes_with_indices_and_python_numbers()
 @pytest.mark.parametrize(
     "body, message",
     [
-        ("x.at[ad.ds(s, 4)]", "ds start must be an integer or a traced index, got FloatScalar(f32, argument 's')"),
+        ("x.at[ad.ds(s, 4)]",
+         "ds start must be an integer or a traced index, got FloatScalar(f32, argument 's')"),
         ("int(s)", "a traced float cannot be used as an integer or an index"),
         ("n + s // 2", "// and % are index arithmetic; a traced float has neither"),
         ("if s: pass", "a float computed on the GPU has no Python truth value"),
@@ -185,20 +186,24 @@ def test_floats_and_ints_combine_with_register_tiles():
 
 def test_scalars_that_do_not_fit_are_argument_errors_naming_the_parameter():
     for value in (2**31, -(2**31) - 1, np.int64(2**40)):
-        with pytest.raises(ad.ArgumentError, match=r"argument 'row0' is -?\d+, outside the kernel's 32-bit int") as caught:
+        with pytest.raises(ad.ArgumentError,
+                           match=r"argument 'row0' is -?\d+, outside the kernel's 32-bit int") as caught:
             copy_rows.compile(F32, F32, value, 1)  # the call
         assert caught.value.location.file == __file__
     copy_rows.compile(F32, F32, 2**31 - 16, -(2**31))
     with pytest.raises(ad.ArgumentError, match=r"argument 'scale' is 1e\+39, beyond the float32 range"):
         gated.compile(F32, F32, 1e39, 0.0)
     gated.compile(F32, F32, float("inf"), float("nan"))
-    with pytest.raises(ad.ArgumentError, match=r"argument 'row0' of the kernel is a runtime int, but got float 1.5"):
+    with pytest.raises(ad.ArgumentError,
+                       match=r"argument 'row0' of the kernel is a runtime int, but got float 1.5"):
         copy_rows.compile(F32, F32, 1.5, 1)
-    with pytest.raises(ad.ArgumentError, match=r"argument 'row0' of the kernel is a runtime int, but got bool True"):
+    with pytest.raises(ad.ArgumentError,
+                       match=r"argument 'row0' of the kernel is a runtime int, but got bool True"):
         copy_rows.compile(F32, F32, True, 1)
     with pytest.raises(ad.ArgumentError, match=r"argument 'count' is a bool; .* pass int\(count\)"):
         copy_rows.compile(F32, F32, 16, False)
-    with pytest.raises(ad.ArgumentError, match=r"argument 'scale' of the kernel is a runtime float, but got ndarray"):
+    with pytest.raises(ad.ArgumentError,
+                       match=r"argument 'scale' of the kernel is a runtime float, but got ndarray"):
         gated.compile(F32, F32, np.zeros(4), 0.5)
 
 

@@ -76,7 +76,8 @@ def dropping_tiling(x, y):
 
 
 def test_layouts_memory_cannot_hold_are_refused_at_the_allocation():
-    _expect(bad_swizzle_rows, "64-byte rows", "asyncdsl.smem", "rows of exactly 128 bytes", "tile the last dim by 64")
+    _expect(bad_swizzle_rows, "64-byte rows", "asyncdsl.smem", "rows of exactly 128 bytes",
+            "tile the last dim by 64")
     _expect(dropping_tiling, "drops rows", "drops elements")
 
 
@@ -89,4 +90,5 @@ def gather_into_laid_out(x, y):
 
 
 def test_copies_that_lay_out_rows_themselves_refuse_laid_out_buffers():
-    _expect(gather_into_laid_out, "laid out", "async_gather takes a buffer allocated without transforms or swizzle")
+    _expect(gather_into_laid_out, "laid out",
+            "async_gather takes a buffer allocated without transforms or swizzle")

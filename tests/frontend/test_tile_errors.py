@@ -66,8 +66,9 @@ def oversized(x, y, WHAT: ad.constexpr):
     ad.store(y.at[ad.ds(0, 1), :], tile.max(axis=0)[None, :])
 
 
-@pytest.mark.parametrize("what, shape, registers", [("window", (1 << 20, 128), 1 << 20), ("iota", (1024, 1024), 8192),
-                                                    ("broadcast", (1 << 14, 128), 1 << 14)])
+@pytest.mark.parametrize("what, shape, registers",
+                         [("window", (1 << 20, 128), 1 << 20), ("iota", (1024, 1024), 8192),
+                          ("broadcast", (1 << 14, 128), 1 << 14)])
 def test_a_tile_larger_than_a_warpgroups_registers_is_a_resource_error(what, shape, registers):
     # A (2**20, 128) window once hung the layout inference; an (8192, 8192) tile compiled for 43 s
     # into 44 MB of PTX that could only spill.
@@ -151,7 +152,8 @@ def test_arithmetic_on_narrow_types_asks_for_astype():
     def narrow(buf, t):
         buf[...] = (t.astype(ad.int8) + 1).astype(ad.float32)
 
-    _expect(_kernel(narrow), "t.astype(ad.int8) + 1", "arithmetic is on float32, bfloat16, float16 and int32", "astype")
+    _expect(_kernel(narrow), "t.astype(ad.int8) + 1",
+            "arithmetic is on float32, bfloat16, float16 and int32", "astype")
 
 
 def test_unsigned_tiles_are_refused():

@@ -19,7 +19,8 @@ def test_turns_take_two_or_more_consecutive_warpgroups(warpgroups):
     def kernel(x):
         ad.turns(warpgroups)  # the group
 
-    expect(ad.TraceError, kernel, SPEC, {}, "two or more consecutive warpgroup indices", line_text="the group")
+    expect(ad.TraceError, kernel, SPEC, {}, "two or more consecutive warpgroup indices",
+           line_text="the group")
 
 
 def test_turns_name_warpgroups_of_the_cta():
@@ -73,4 +74,5 @@ def test_a_cta_has_sixteen_named_barriers():
             ad.turns((2, 3))
         ad.turns((0, 1))  # the sixth group
 
-    expect(ad.TraceError, kernel, SPEC, {}, "needs 2 more named barriers, but a CTA has 16", line_text="the sixth group")
+    expect(ad.TraceError, kernel, SPEC, {}, "needs 2 more named barriers, but a CTA has 16",
+           line_text="the sixth group")

@@ -41,9 +41,10 @@ def in_flight(a, b, c, WHAT: ad.constexpr):
 
 @pytest.mark.parametrize("what", ["read", "write", "wait_one"])
 def test_touching_an_accumulator_in_flight_is_an_error_naming_the_wgmma(what):
-    issued = line_of(in_flight.fn, "issued here") if what != "wait_one" else line_of(in_flight.fn, "ad.wgmma(acc, a_s, b_s)\n")
-    _expect(in_flight, f"too early: {what}", "may still be writing these registers", f":{issued}", "wgmma_wait(0)",
-            WHAT=what)
+    issued = (line_of(in_flight.fn, "issued here") if what != "wait_one"
+              else line_of(in_flight.fn, "ad.wgmma(acc, a_s, b_s)\n"))
+    _expect(in_flight, f"too early: {what}", "may still be writing these registers", f":{issued}",
+            "wgmma_wait(0)", WHAT=what)
 
 
 @ad.kernel(grid=(1,), block=128)
@@ -73,8 +74,8 @@ def typed(a, b, c, N: ad.constexpr, TRANSPOSED: ad.constexpr):
 def test_types_shapes_and_majors_the_instruction_lacks_are_errors_at_the_line():
     fp8 = ad.ArraySpec((64, 128), ad.float8_e4m3fn)
     _expect(typed, "the wgmma", "only 16-bit types can be transposed",
-            args=(fp8, ad.ArraySpec((128, 128), ad.float8_e4m3fn), ad.ArraySpec((64, 128), ad.float32)), N=128,
-            TRANSPOSED=False)
+            args=(fp8, ad.ArraySpec((128, 128), ad.float8_e4m3fn), ad.ArraySpec((64, 128), ad.float32)),
+            N=128, TRANSPOSED=False)
     _expect(typed, "the wgmma", "float16 accumulators are not supported",
             args=(ad.ArraySpec((64, 64), ad.float16), ad.ArraySpec((64, 64), ad.float16),
                   ad.ArraySpec((64, 64), ad.float16)), N=64, TRANSPOSED=False)
@@ -104,8 +105,8 @@ def too_wide(a, b, c, N: ad.constexpr):
 
 def test_an_accumulator_that_cannot_stay_in_registers_is_an_error():
     args = (ad.ArraySpec((128, 64), ad.bfloat16), ad.ArraySpec((64, 256), ad.bfloat16), F32)
-    _expect(too_wide, "the wgmma", "take 256 registers per thread", "the 255 each thread of this 128-thread CTA",
-            "split the tile", args=args, N=256)
+    _expect(too_wide, "the wgmma", "take 256 registers per thread",
+            "the 255 each thread of this 128-thread CTA", "split the tile", args=args, N=256)
     too_wide.compile(ad.ArraySpec((128, 64), ad.bfloat16), ad.ArraySpec((64, 192), ad.bfloat16), F32, N=192)
 
 

@@ -106,7 +106,8 @@ def _must_divide(start: expr.Expr, n: int, reason: str) -> None:
         if value % n:
             raise UserError(reason.format(value))
     elif not expr.provably_multiple(start, n):
-        raise UserError(reason.format(f"a traced value only provably a multiple of {expr.known_divisor(start)}"))
+        raise UserError(
+            reason.format(f"a traced value only provably a multiple of {expr.known_divisor(start)}"))
 
 
 # -- rules checked while compiling --------------------------------------------------------------
@@ -163,7 +164,8 @@ def _tiling_cuts(case: Case, dims: tuple[Dim, ...]) -> dict[int, int]:
             if not round_down:
                 raise UserError(f"GMEM dim {gmem_dim} of {size} is no multiple of its tile {tile}")
             cut[gmem_dim] = size // tile * tile
-        _must_divide(dims[gmem_dim].start, tile, f"start {{}} along dim {gmem_dim} is not on a boundary of its tile {tile}")
+        _must_divide(dims[gmem_dim].start, tile,
+                     f"start {{}} along dim {gmem_dim} is not on a boundary of its tile {tile}")
     return cut
 
 
@@ -202,7 +204,8 @@ def _check_tma(case: Case, dims: tuple[Dim, ...]) -> None:
     minor = dims[-1]
     if not minor.squeezed:  # a box starts on a 16-byte boundary of the minor dim (docs/hardware.md §3.3)
         step = 128 // math.gcd(128, element.bits)
-        _must_divide(minor.start, step, f"minor window start {{}} is not on a 16-byte boundary ({step} elements)")
+        _must_divide(minor.start, step,
+                     f"minor window start {{}} is not on a 16-byte boundary ({step} elements)")
 
 
 def _check_static_bounds(case: Case, dims: tuple[Dim, ...], what: str) -> None:
@@ -216,7 +219,8 @@ def _check_static_bounds(case: Case, dims: tuple[Dim, ...], what: str) -> None:
 def _literal_bulk_offset(case: Case, dims: tuple[Dim, ...]) -> int:
     """The bytes the literal starts contribute to a bulk copy's GMEM address."""
     strides = [math.prod(case.gmem_shape[d + 1:]) for d in range(len(dims))]
-    return sum((_literal(d.start) or 0) * stride for d, stride in zip(dims, strides)) * case.element.numpy.itemsize
+    return (sum((_literal(d.start) or 0) * stride for d, stride in zip(dims, strides))
+            * case.element.numpy.itemsize)
 
 
 def _all_literal(dims: tuple[Dim, ...]) -> bool:
@@ -320,7 +324,8 @@ def _check_at_run_time(case: Case, dims: tuple[Dim, ...], chosen: str) -> None:
         )
     in_bounds = chosen == "cp_async" or (chosen == "bulk" and case.oob == "promise_in_bounds")
     if in_bounds:
-        _run_time_failure(case, f"a {chosen} window leaves the array", lambda cta: _out_of_bounds(case, dims, cta))
+        _run_time_failure(case, f"a {chosen} window leaves the array",
+                          lambda cta: _out_of_bounds(case, dims, cta))
     if chosen == "bulk":
         _run_time_failure(
             case, "a bulk copy at a traced address off 16 bytes",

@@ -54,7 +54,8 @@ def peer_reduce_add() -> bool:
         ad.wait_signal(arrived.at[0], "ge", devices)
 
     devices, rank = dist.world_size(), dist.rank()
-    tiles = [np.random.default_rng(pe).integers(-1000, 1000, (64, 64), dtype=np.int32) for pe in range(devices)]
+    tiles = [np.random.default_rng(pe).integers(-1000, 1000, (64, 64), dtype=np.int32)
+             for pe in range(devices)]
     tile = dist.symmetric_like(torch.from_numpy(tiles[rank]).cuda())
     total, arrived = dist.symmetric_empty((64, 64), torch.int32), dist.symmetric_empty((1,), torch.int32)
     total.zero_()

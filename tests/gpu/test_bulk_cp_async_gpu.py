@@ -92,7 +92,8 @@ def test_bulk_tiled_whole_rows():
 @pytest.mark.parametrize("barrier", [True, False])
 @pytest.mark.parametrize("traced", [True, False])
 @pytest.mark.parametrize(
-    "x_shape, y_shape, col, chunk", CP_ASYNC_WINDOWS, ids=[f"chunk{c[3]}-width{c[1][2]}" for c in CP_ASYNC_WINDOWS]
+    "x_shape, y_shape, col, chunk", CP_ASYNC_WINDOWS,
+    ids=[f"chunk{c[3]}-width{c[1][2]}" for c in CP_ASYNC_WINDOWS]
 )
 def test_cp_async_windows(x_shape, y_shape, col, chunk, traced, barrier):
     x = random_bits(x_shape, F32, RNG)

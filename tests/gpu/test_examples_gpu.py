@@ -49,7 +49,8 @@ def test_example_kernels_agree_with_the_interpreter(module, kernel_name):
     kernel.interpret(*interpreted, **constexprs)
     for index, (device, host) in enumerate(zip(on_gpu, interpreted)):
         gpu = to_host(device)
-        if hasattr(module, "TOLERANCE"):  # (atol, rtol) of an example whose arithmetic compounds approximations
+        # (atol, rtol) of an example whose arithmetic compounds approximations
+        if hasattr(module, "TOLERANCE"):
             atol, rtol = module.TOLERANCE
             np.testing.assert_allclose(gpu.astype(np.float64), host.astype(np.float64), atol=atol, rtol=rtol,
                                        err_msg=f"argument {index}")

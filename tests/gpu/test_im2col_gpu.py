@@ -57,7 +57,8 @@ def numpy_windows(x: np.ndarray, stride: int, low: int, high: int) -> np.ndarray
     taps = []
     for r in range(3):
         for s in range(3):
-            window = padded[:, r : r + (out_h - 1) * stride + 1 : stride, s : s + (out_w - 1) * stride + 1 : stride]
+            window = padded[:, r : r + (out_h - 1) * stride + 1 : stride,
+                            s : s + (out_w - 1) * stride + 1 : stride]
             taps.append(window.reshape(-1, c))
     return np.stack(taps)
 
@@ -88,7 +89,8 @@ def run_case(x, pixels, channels, stride, low, high, swizzle, on_gpu: bool) -> n
 
 
 @pytest.mark.parametrize("shape, dtype, pixels, channels, stride, low, high, swizzle", CASES, ids=IDS)
-def test_windows_match_numpy_im2col_and_the_interpreter(shape, dtype, pixels, channels, stride, low, high, swizzle):
+def test_windows_match_numpy_im2col_and_the_interpreter(shape, dtype, pixels, channels, stride, low,
+                                                        high, swizzle):
     x = random_bits(shape, dtype, RNG)
     expected = numpy_windows(x, stride, low, high)
     on_gpu = run_case(x, pixels, channels, stride, low, high, swizzle, on_gpu=True)

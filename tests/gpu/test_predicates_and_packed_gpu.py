@@ -49,7 +49,8 @@ def test_loads_and_stores_without_arrival_or_commit():
 
 
 @pytest.mark.parametrize("dtype", PACKED, ids=str)
-@pytest.mark.parametrize("bm, bn, tile, swizzle", [(16, 64, None, 0), (16, 256, (8, 256), 128), (32, 128, (8, 64), 32)])
+@pytest.mark.parametrize("bm, bn, tile, swizzle",
+                         [(16, 64, None, 0), (16, 256, (8, 256), 128), (32, 128, (8, 64), 32)])
 def test_4_bit_tiles_round_trip(dtype, bm, bn, tile, swizzle):
     x = random_4bit((64, 256), dtype, seed=bm * bn)
     for result in both(tile_round_trip, x, np.zeros_like(x), BM=bm, BN=bn, TILE=tile, SWIZZLE=swizzle):

@@ -43,7 +43,8 @@ def row_band_copy(x, y, B: ad.constexpr, AHEAD: ad.constexpr):
         with ad.when(k + 1 < tiles):
             ad.await_async_copy(0, read_only=True)  # the store of tile k - 1 has left its slot
             following = (k + 1) % 2
-            ad.async_copy(x.at[ad.ds(row, B), ad.ds((k + 1) * B, B)], slots.at[following], barrier=full[following])
+            ad.async_copy(x.at[ad.ds(row, B), ad.ds((k + 1) * B, B)], slots.at[following],
+                          barrier=full[following])
         full[slot].wait()
         ad.async_copy(slots.at[slot], y.at[ad.ds(row, B), ad.ds(k * B, B)])
     ad.await_async_copy(0)

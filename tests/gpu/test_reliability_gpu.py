@@ -28,7 +28,8 @@ F32 = ad.float32
 
 
 def test_a_traced_index_past_a_unit_dim_reads_zeros():
-    (gpu,), (cpu,) = both(row_past_a_unit_dim, [random_bits((1, 16), F32, 1)], [np.full((2, 16), 7.0, np.float32)])
+    (gpu,), (cpu,) = both(row_past_a_unit_dim, [random_bits((1, 16), F32, 1)],
+                          [np.full((2, 16), 7.0, np.float32)])
     assert not gpu.any() and gpu.tobytes() == cpu.tobytes()
 
 
@@ -39,7 +40,8 @@ def test_a_traced_store_past_a_unit_dim_writes_nothing():
 
 
 def test_a_folded_negative_index_reads_zeros():
-    (gpu,), (cpu,) = both(folded_negative_row, [random_bits((4, 16), F32, 4)], [np.full((1, 16), 3.0, np.float32)])
+    (gpu,), (cpu,) = both(folded_negative_row, [random_bits((4, 16), F32, 4)],
+                          [np.full((1, 16), 3.0, np.float32)])
     assert not gpu.any() and gpu.tobytes() == cpu.tobytes()
 
 
@@ -53,14 +55,16 @@ def test_a_hinted_tile_start_is_bit_exact():
 def test_4_bit_multicast_matches_the_interpreter(dtype):
     raw = np.random.default_rng(5).integers(0, 16, (16, 256)).astype(np.uint8)
     (gpu,), (cpu,) = both(multicast_tile, [raw.view(dtype.numpy)], [np.zeros((32, 256), dtype.numpy)])
-    assert gpu.view(np.uint8).tobytes() == cpu.view(np.uint8).tobytes() == np.concatenate([raw, raw]).tobytes()
+    assert (gpu.view(np.uint8).tobytes() == cpu.view(np.uint8).tobytes()
+            == np.concatenate([raw, raw]).tobytes())
 
 
 def test_debug_mode_reports_a_false_hint_at_its_line(monkeypatch):
     monkeypatch.setenv("ASYNCDSL_DEBUG", "1")
     x = to_device(random_bits((32, 16), F32, 3))
     y = to_device(np.zeros((32, 16), np.float32))
-    with pytest.raises(ad.AssumptionError, match=r"CTA \([01], 0, 0\): asyncdsl.multiple_of promised a multiple of 8") as caught:
+    with pytest.raises(ad.AssumptionError,
+                       match=r"CTA \([01], 0, 0\): asyncdsl.multiple_of promised a multiple of 8") as caught:
         hinted_tiles(x, y, OFFSET=4)
     assert caught.value.location.line == line_of(hinted_tiles.fn, "# the hint")
     hinted_tiles(x, y, OFFSET=0)  # the same debug-mode kernel passes its checks, and the GPU is fine
@@ -71,7 +75,8 @@ def test_debug_mode_skips_a_negative_store_and_says_so(monkeypatch):
     x = random_bits((16, 16), F32, 7)
     y = np.full((32, 16), 5.0, np.float32)
     on_gpu = to_device(y)
-    with pytest.raises(ad.AssumptionError, match=r"CTA \(0, 0, 0\): the TMA store's coordinate .* negative") as caught:
+    with pytest.raises(ad.AssumptionError,
+                       match=r"CTA \(0, 0, 0\): the TMA store's coordinate .* negative") as caught:
         stores_above(to_device(x), on_gpu)
     assert caught.value.location.line == line_of(stores_above.fn, "# the store")
     result = to_host(on_gpu)  # CTA 1 stored rows 0..15; CTA 0's store at row -16 was skipped
@@ -96,7 +101,8 @@ def test_debug_mode_skips_a_bulk_store_that_would_leave_its_slice(monkeypatch):
     monkeypatch.setenv("ASYNCDSL_DEBUG", "1")
     x, y = random_bits((2, 2, 16), F32, 9), random_bits((4, 4, 16), F32, 10)
     on_gpu = to_device(y)
-    with pytest.raises(ad.AssumptionError, match=r"CTA \(1, 0, 0\): a bulk store .* would overwrite them") as caught:
+    with pytest.raises(ad.AssumptionError,
+                       match=r"CTA \(1, 0, 0\): a bulk store .* would overwrite them") as caught:
         bulk_store_rows(to_device(x), on_gpu, SLAB=1, ROW=1, STEP=2)
     assert caught.value.location.line == line_of(bulk_store_rows.fn, "# the store")
     result = to_host(on_gpu)  # CTA 0 stored rows 1..2 of slab 1; CTA 1's store (rows 3..4) was skipped

@@ -35,7 +35,8 @@ def test_producer_and_consumer_roles_with_setmaxnreg():
 
 def test_collective_arrivals_let_both_producers_refill_the_slot():
     x = random_bits((4 * 3 * 64, 64), ad.float32, seed=12)  # 4 clusters of 3 steps
-    (on_gpu,), (interpreted,) = gpu_and_interpreter(multicast_ring, [x], [np.zeros((2 * x.shape[0], 64), np.float32)])
+    (on_gpu,), (interpreted,) = gpu_and_interpreter(multicast_ring, [x],
+                                                    [np.zeros((2 * x.shape[0], 64), np.float32)])
     expected = expected_multicast_ring(x)
     assert same_bytes(on_gpu, expected) and same_bytes(interpreted, expected)
 

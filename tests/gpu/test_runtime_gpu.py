@@ -119,7 +119,8 @@ $L_init_done:
 
     @!%p1 bra       $L_issued;
     mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r10], %r3;
-    cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r9], [%rd1, {{%r6, %r8}}], [%r10];
+    cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes \
+[%r9], [%rd1, {{%r6, %r8}}], [%r10];
 $L_issued:
     mov.u32         %r11, 0;
 $L_wait:
@@ -174,7 +175,8 @@ def copy_binary(params: tuple = BY_VALUE, *, name: str = "copy_tile", rows: int 
         descriptors=(spec(SRC), spec(DST)),
         block=(128, 1, 1),
         cluster=cluster,
-        dynamic_smem_bytes=dynamic_smem_bytes if dynamic_smem_bytes is not None else 1024 + tile_offset + tile_bytes,
+        dynamic_smem_bytes=(dynamic_smem_bytes if dynamic_smem_bytes is not None
+                            else 1024 + tile_offset + tile_bytes),
         arg_names=("src", "dst", "counter"),
     )
 
@@ -220,7 +222,8 @@ def operands(rows: int = ROWS, cols: int = COLS):
 
 
 def as_args(*tensors, stream=None):
-    return [device_array(tensor, name, stream=stream) for tensor, name in zip(tensors, ("src", "dst", "counter"))]
+    return [device_array(tensor, name, stream=stream)
+            for tensor, name in zip(tensors, ("src", "dst", "counter"))]
 
 
 def assert_copied(host: np.ndarray, dst, counter, ctas: int) -> None:
@@ -278,17 +281,20 @@ def test_cluster_launch():
 
 def test_more_than_48_kib_of_dynamic_shared_memory():
     # A 64 KiB tile placed 136 KiB into a ~201 KiB dynamic allocation.
-    binary = copy_binary(BY_VALUE, rows=512, cols=128, box_rows=256, box_cols=64, swizzle=0, tile_offset=136 * 1024)
+    binary = copy_binary(BY_VALUE, rows=512, cols=128, box_rows=256, box_cols=64, swizzle=0,
+                         tile_offset=136 * 1024)
     assert binary.dynamic_smem_bytes == 1024 + 136 * 1024 + 64 * 1024
     kernel = load_kernel(binary)
-    print(f"\nstatic shared memory {kernel.static_shared_bytes} B, {kernel.registers_per_thread} registers/thread")
+    print(f"\nstatic shared memory {kernel.static_shared_bytes} B, {kernel.registers_per_thread} "
+          "registers/thread")
     host, src, dst, counter = operands(512, 128)
     kernel.launch((2, 2), as_args(src, dst, counter))
     assert_copied(host, dst, counter, 4)
 
 
 def test_too_much_shared_memory_is_a_resource_error():
-    with pytest.raises(ResourceError, match=r"needs 232448 bytes of dynamic shared memory .* allows at most 232448"):
+    with pytest.raises(ResourceError,
+                       match=r"needs 232448 bytes of dynamic shared memory .* allows at most 232448"):
         load_kernel(copy_binary(BY_VALUE, dynamic_smem_bytes=232448))
 
 
@@ -317,8 +323,8 @@ def test_streams(spelling):
     stream = torch.cuda.Stream()
     host, src, dst, counter = operands()
     torch.cuda.synchronize()  # the operands were written on the default stream
-    given = {"torch_stream": stream, "int_handle": stream.cuda_stream, "cu_stream": cu.CUstream(stream.cuda_stream),
-             "default": None}[spelling]
+    given = {"torch_stream": stream, "int_handle": stream.cuda_stream,
+             "cu_stream": cu.CUstream(stream.cuda_stream), "default": None}[spelling]
     kernel.launch(GRID, as_args(src, dst, counter), stream=given)
     stream.synchronize()
     assert_copied(host, dst, counter, CTAS)
@@ -359,14 +365,15 @@ def test_launch_from_a_thread_without_a_current_context():
 def test_argument_errors_on_real_tensors():
     kernel = load_kernel(copy_binary(BY_VALUE))
     host, src, dst, counter = operands()
-    with pytest.raises(ArgumentError, match=r"argument 'src' is a torch.Tensor on device cpu; pass a GPU array"):
+    with pytest.raises(ArgumentError,
+                       match=r"argument 'src' is a torch.Tensor on device cpu; pass a GPU array"):
         device_array(torch.from_numpy(host), "src")
     with pytest.raises(ArgumentError, match=r"argument 'src' is not contiguous \(row-major\)"):
         device_array(src.t(), "src")
     with pytest.raises(ArgumentError, match="not 16-byte aligned"):
         device_array(torch.zeros(1024, dtype=torch.float32, device="cuda")[1:], "src")
-    with pytest.raises(ArgumentError, match=r"argument 'dst' of kernel 'copy_tile' holds 98304 bytes .* reaches "
-                                             r"196608 bytes"):
+    with pytest.raises(ArgumentError, match=r"argument 'dst' of kernel 'copy_tile' holds 98304 bytes .* "
+                                             r"reaches 196608 bytes"):
         kernel.launch(GRID, as_args(src, dst[:128], counter))
     with pytest.raises(ArgumentError, match=r"takes 3 array\(s\) \(src, dst, counter\), but 2 were given"):
         kernel.launch(GRID, as_args(src, dst))
@@ -376,8 +383,8 @@ def test_argument_errors_on_real_tensors():
 def test_wrong_device_on_real_tensors():
     kernel = load_kernel(copy_binary(BY_VALUE))
     host, src, dst, counter = operands()
-    with pytest.raises(ArgumentError, match=r"argument 'dst' of kernel 'copy_tile' is on cuda:1, but the kernel "
-                                             r"was loaded on cuda:0"):
+    with pytest.raises(ArgumentError, match=r"argument 'dst' of kernel 'copy_tile' is on cuda:1, but the "
+                                             r"kernel was loaded on cuda:0"):
         kernel.launch(GRID, as_args(src, dst.to("cuda:1"), counter))
 
 
@@ -397,7 +404,8 @@ class _CudaArrayInterfaceOnly:
         self.__cuda_array_interface__ = tensor.__cuda_array_interface__
 
 
-@pytest.mark.parametrize("wrap", [_DLPackOnly, _CudaArrayInterfaceOnly], ids=["dlpack", "cuda_array_interface"])
+@pytest.mark.parametrize("wrap", [_DLPackOnly, _CudaArrayInterfaceOnly],
+                         ids=["dlpack", "cuda_array_interface"])
 def test_dlpack_and_cuda_array_interface_intake(wrap):
     kernel = load_kernel(copy_binary(BY_VALUE))
     host, src, dst, counter = operands()
@@ -420,7 +428,7 @@ def test_cupy_arrays():
     assert int(counter[0]) == CTAS
 
 
-_JAX_SCRIPT = r"""
+_JAX_SCRIPT = """
 import os, pickle, sys
 os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
 import numpy as np
@@ -448,7 +456,8 @@ def device_buffer(nbytes, fill):
     return pointer
 
 dst, counter = device_buffer(host.nbytes, 0xFF), device_buffer(16, 0)  # 0xFF bytes: NaN poison
-kernel.launch(grid, [device_array(src, "src"), DeviceArray(int(dst), host.shape, (cols, 1), dtypes.float32, 0),
+kernel.launch(grid, [device_array(src, "src"), \
+DeviceArray(int(dst), host.shape, (cols, 1), dtypes.float32, 0),
                      DeviceArray(int(counter), (4,), (1,), dtypes.int32, 0)])
 assert not cu.cuCtxSynchronize()[0]
 out, count = np.empty_like(host), np.empty(4, np.int32)
@@ -465,7 +474,8 @@ def test_jax_source_array():
     if importlib.util.find_spec("jax") is None:
         pytest.skip("JAX is not installed")
     payload = pickle.dumps((copy_binary(BY_VALUE), GRID, CTAS))
-    result = subprocess.run([sys.executable, "-c", _JAX_SCRIPT], input=payload, capture_output=True, timeout=300)
+    result = subprocess.run([sys.executable, "-c", _JAX_SCRIPT], input=payload,
+                            capture_output=True, timeout=300)
     output = result.stdout.decode() + result.stderr.decode()
     if result.stdout.startswith(b"SKIP"):
         pytest.skip(f"JAX has no GPU backend here: {output.strip()}")
@@ -496,8 +506,9 @@ def test_host_launch_overhead(params):
     assert launch_seconds < 20e-6  # the target is 5 us; this bound only catches gross regressions
 
 
-@pytest.mark.parametrize("example, kernel_name", [("swiglu", "swiglu"), ("rowwise_fp8_quant", "rowwise_fp8_quant_split"),
-                                                  ("softmax", "softmax_halves")])
+@pytest.mark.parametrize("example, kernel_name",
+                         [("swiglu", "swiglu"), ("rowwise_fp8_quant", "rowwise_fp8_quant_split"),
+                          ("softmax", "softmax_halves")])
 def test_the_default_compile_is_whole_program(monkeypatch, tmp_path, example, kernel_name):
     """A kernel that divides (ptxas calls a subroutine for the slow path of `div.rn.f32`) gets the
     registers of ptxas's whole-program compile, not nvJitLink's relocatable one (which takes more:

@@ -107,7 +107,8 @@ def test_a_value_that_does_not_fit_is_refused_on_the_warm_path_too():
     x = random_bits((64, 32), ad.float32, 15)
     src, dst = to_device(x), to_device(np.zeros_like(x))
     copy_tiles(src, dst, 0, 1)
-    with pytest.raises(ad.ArgumentError, match="argument 'row0' is 2147483648, outside the kernel's 32-bit int"):
+    with pytest.raises(ad.ArgumentError,
+                       match="argument 'row0' is 2147483648, outside the kernel's 32-bit int"):
         copy_tiles(src, dst, 2**31, 1)  # same specialization class as row0 = 0: the warm path
     copy_tiles(src, dst, 16, 1)
     assert to_host(dst)[:32].tobytes() == x[:32].tobytes()
@@ -148,8 +149,9 @@ def wrapped(value: int) -> int:
 def test_int_division_floors_and_wraps_at_the_int32_ends_as_the_interpreter_says(a, b):
     """Python's floor division and modulo, wrapped to int32 where the quotient overflows
     (-2^31 // -1): the same on the GPU and in the interpreter, divisor runtime or constant."""
-    expected = np.array([[wrapped(v)] * 128 for v in (a // b, a % b, a // -1, a % -1, a // 7, a // 8, a % 8, a % 7,
-                                                       a // (2**31 - 1))], np.int32)
+    expected = np.array(
+        [[wrapped(v)] * 128 for v in (a // b, a % b, a // -1, a % -1, a // 7, a // 8, a % 8, a % 7,
+                                      a // (2**31 - 1))], np.int32)
     interpreted = np.zeros_like(expected)
     int_division.interpret(interpreted, a, b)
     y = to_device(np.full_like(expected, 12345))

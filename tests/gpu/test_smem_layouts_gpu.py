@@ -35,7 +35,8 @@ def test_a_copy_in_and_out_of_a_laid_out_buffer_is_the_identity(dtype, swizzle):
 @pytest.mark.parametrize("layout", REGISTER_LAYOUTS)
 def test_register_loads_read_the_logical_tile(dtype, swizzle, layout):
     x = random_bits((64, 128), dtype, 4)
-    (gpu,), (cpu,) = gpu_and_interpreter(registers_to_plain, [x], [np.zeros_like(x)], SWIZZLE=swizzle, LAYOUT=layout)
+    (gpu,), (cpu,) = gpu_and_interpreter(registers_to_plain, [x], [np.zeros_like(x)], SWIZZLE=swizzle,
+                                         LAYOUT=layout)
     assert gpu.tobytes() == x.tobytes() == cpu.tobytes()
 
 

@@ -78,7 +78,8 @@ def _first_difference(gpu: np.ndarray, cpu: np.ndarray, inputs) -> str:
     where = np.argwhere(gpu.view(f"u{gpu.itemsize}") != cpu.view(f"u{cpu.itemsize}"))
     index = tuple(where[0])
     operands = [a[index[-2:]] if a.ndim >= 2 else a for a in inputs]
-    return f"{len(where)} elements differ; first at {index}: GPU {gpu[index]!r} interpreter {cpu[index]!r} from {operands}"
+    return (f"{len(where)} elements differ; first at {index}: GPU {gpu[index]!r} interpreter "
+            f"{cpu[index]!r} from {operands}")
 
 
 @pytest.mark.parametrize("dtype", COMPUTE, ids=str)
@@ -152,9 +153,11 @@ def test_reductions_follow_the_tree_bit_for_bit(dtype, layout):
     outs = [np.zeros((3, R), dtype.numpy), np.zeros((3, C), dtype.numpy)]
     gpu, cpu = gpu_and_interpreter(reductions, [a], outs, LAYOUT=layout)
     for g, c, what in zip(gpu, cpu, ("rows", "columns")):
-        assert (g.view(f"u{g.itemsize}") == c.view(f"u{c.itemsize}")).all(), (what, _first_difference(g, c, [a]))
+        assert (g.view(f"u{g.itemsize}") == c.view(f"u{c.itemsize}")).all(), (
+            what, _first_difference(g, c, [a]))
     (gpu,), (cpu,) = gpu_and_interpreter(broadcast_back, [a], [np.zeros((R, C), dtype.numpy)], LAYOUT=layout)
-    assert (gpu.view(f"u{gpu.itemsize}") == cpu.view(f"u{cpu.itemsize}")).all(), _first_difference(gpu, cpu, [a])
+    assert (gpu.view(f"u{gpu.itemsize}") == cpu.view(f"u{cpu.itemsize}")).all(), _first_difference(
+        gpu, cpu, [a])
 
 
 @pytest.mark.parametrize("source, target", list(itertools.product(LAYOUTS, repeat=2)))

@@ -22,7 +22,8 @@ pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
 adt = pytest.importorskip("asyncdsl.torch")
 
-scale = adt.custom_op(scale_tile, "asyncdsl_gpu_tests::scale", outputs={"y": lambda x, **_: torch.empty_like(x)})
+scale = adt.custom_op(scale_tile, "asyncdsl_gpu_tests::scale",
+                      outputs={"y": lambda x, **_: torch.empty_like(x)})
 copy_into = adt.custom_op(tile_copy, "asyncdsl_gpu_tests::copy_into", mutates=("dst",), BM=64, BN=64)
 
 

@@ -86,7 +86,8 @@ def test_static_store_windows(shape, starts, sizes, allowed):
     else:
         with pytest.raises(CopyError, match="would overwrite elements outside the slice"):
             check_bulk_copy(shape, dtypes.float32, starts, sizes, smem, Oob.UNDEFINED, store=True)
-    check_bulk_copy(shape, dtypes.float32, starts, sizes, smem, Oob.UNDEFINED, store=False)  # loads: undefined
+    # loads: undefined
+    check_bulk_copy(shape, dtypes.float32, starts, sizes, smem, Oob.UNDEFINED, store=False)
 
 
 def test_brute_force_sees_the_fuzzed_cases():

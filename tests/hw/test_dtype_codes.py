@@ -68,7 +68,8 @@ def test_2_bit_integers_are_refused_by_name(name):
     with pytest.raises(ad.ArgumentError, match=message):
         dtypes.as_dtype(name)
     with pytest.raises(ad.ArgumentError, match=message):
-        tile_round_trip.compile(np.zeros((16, 64), getattr(ml_dtypes, name)), np.zeros((16, 64), np.uint8), BM=16, BN=64)
+        tile_round_trip.compile(np.zeros((16, 64), getattr(ml_dtypes, name)),
+                                np.zeros((16, 64), np.uint8), BM=16, BN=64)
 
 
 # -- packing ----------------------------------------------------------------------------------
@@ -78,7 +79,8 @@ def test_packed_layout_puts_the_first_element_in_the_low_nibble():
     values = np.array([[0.5, -2.0, 6.0], [1.0, 0.0, -0.5]], ml_dtypes.float4_e2m1fn)
     packed_bytes = packed.pack(values)
     codes = values.reshape(-1).view(np.uint8)  # 0x1, 0xC, 0x7, 0x2, 0x0, 0x9
-    assert packed_bytes.tolist() == [codes[0] | codes[1] << 4, codes[2] | codes[3] << 4, codes[4] | codes[5] << 4]
+    assert (packed_bytes.tolist()
+            == [codes[0] | codes[1] << 4, codes[2] | codes[3] << 4, codes[4] | codes[5] << 4])
     assert packed.unpack(packed_bytes, ad.float4_e2m1fn, values.shape).tobytes() == values.tobytes()
 
 
@@ -95,7 +97,8 @@ def test_a_4_bit_copy_is_planned_as_a_byte_copy():
     plan = plan_tiled_copy((64, 256), ad.float4_e2m1fn, ((8, 16), (64, 128)), (), 0, (16, 128))
     assert plan.dtype == ad.uint8
     assert plan.global_dims == (64, 128) and plan.box_dims == (16, 64) and plan.coords == (8, 32)
-    tiled = plan_tiled_copy((64, 256), ad.int4, ((0, 64), (0, 256)), (ad.TileTransform((8, 128)),), 64, (8, 2, 8, 128))
+    tiled = plan_tiled_copy((64, 256), ad.int4, ((0, 64), (0, 256)), (ad.TileTransform((8, 128)),), 64,
+                            (8, 2, 8, 128))
     assert tiled.box_dims == (8, 2, 8, 64) and tiled.swizzle_bytes == 64
 
 
@@ -108,7 +111,8 @@ def test_the_descriptor_views_the_packed_bytes():
 
 
 @pytest.mark.parametrize("dtype", PACKED, ids=str)
-@pytest.mark.parametrize("bm, bn, tile, swizzle", [(16, 64, None, 0), (16, 256, (8, 256), 128), (32, 128, (8, 64), 32)])
+@pytest.mark.parametrize("bm, bn, tile, swizzle",
+                         [(16, 64, None, 0), (16, 256, (8, 256), 128), (32, 128, (8, 64), 32)])
 def test_4_bit_tiles_round_trip_in_the_interpreter(dtype, bm, bn, tile, swizzle, ptxas):
     x = random_4bit((64, 256), dtype, seed=bm + bn)
     y = np.zeros_like(x)
@@ -129,13 +133,17 @@ def test_4_bit_tiles_land_in_smem_in_the_tiled_layout():
 @pytest.mark.parametrize(
     "args, message",
     [
-        (((64, 255), ((0, 8), (0, 32))), "the minor dim of the GMEM array (size 255) must be a multiple of 2"),
+        (((64, 255), ((0, 8), (0, 32))),
+         "the minor dim of the GMEM array (size 255) must be a multiple of 2"),
         (((64, 256), ((0, 8), (0, 33))), "the slice's minor window (size 33) must be a multiple of 2"),
         (((64, 256), ((0, 8), (3, 32))), "the slice's start along the minor dim (3) must be a multiple of 2"),
         (((64, 256), ((0, 8), 5)), "must take a window of the minor dim, not index it"),
-        (((64, 256), ((0, 8), (0, 18)), (ad.TileTransform((8, 9)),)), "the innermost tile of tile(8, 9) (9) must be"),
-        (((8, 64, 256), ((0, 8), (0, 8), (0, 32)), (ad.TransposeTransform((0, 2, 1)),)), "moves the minor dim"),
-        (((64, 256), ((0, 8), (0, 32)), (), 0, (8, 16)), "SMEM buffer shape (8, 16) does not match the transformed"),
+        (((64, 256), ((0, 8), (0, 18)), (ad.TileTransform((8, 9)),)),
+         "the innermost tile of tile(8, 9) (9) must be"),
+        (((8, 64, 256), ((0, 8), (0, 8), (0, 32)), (ad.TransposeTransform((0, 2, 1)),)),
+         "moves the minor dim"),
+        (((64, 256), ((0, 8), (0, 32)), (), 0, (8, 16)),
+         "SMEM buffer shape (8, 16) does not match the transformed"),
         (((64, 256), ((0, 8), (0, 16))), "spans 8 bytes (8 x 1-byte elements); TMA needs a multiple of 16 "
                                          "(float4_e2m1fn elements are copied as uint8 bytes, 2 per byte"),
     ],

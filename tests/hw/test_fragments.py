@@ -168,7 +168,8 @@ def raw_layouts(draw):
 
 
 named_layouts = st.sampled_from(
-    [(layout.tiling.tiles, layout.warp_dims, layout.lane_dims, layout.vector_dim) for layout in NAMED_LAYOUTS.values()]
+    [(layout.tiling.tiles, layout.warp_dims, layout.lane_dims, layout.vector_dim)
+     for layout in NAMED_LAYOUTS.values()]
 )
 
 
@@ -231,7 +232,8 @@ def test_coordinates_follow_the_tiling_step_by_step(case):
 @given(layouts_and_shapes())
 def test_canonical_form_is_required_and_idempotent(case):
     layout, _, (tiles, warp_dims, lane_dims, vector_dim) = case
-    assert TiledLayout.canonical(layout.tiling, layout.warp_dims, layout.lane_dims, layout.vector_dim) == layout
+    assert (TiledLayout.canonical(layout.tiling, layout.warp_dims, layout.lane_dims, layout.vector_dim)
+            == layout)
     written = (Tiling(tiles), warp_dims, lane_dims, vector_dim)
     if written != (layout.tiling, layout.warp_dims, layout.lane_dims, layout.vector_dim):
         with pytest.raises(LayoutError, match="not in canonical form"):
@@ -295,7 +297,8 @@ def test_reduce_leaves_each_thread_the_projections_of_its_elements(case, data):
         assert reduced == SplatLayout()
         return
     reduced_shape = tuple(shape[a] for a in kept)
-    projections = [{tuple(e[a] for a in kept) for e in elements} for elements in per_thread_elements(layout, shape)]
+    projections = [{tuple(e[a] for a in kept) for e in elements}
+                   for elements in per_thread_elements(layout, shape)]
     assert per_thread_elements(reduced, reduced_shape) == projections
     assert reduced.broadcast_in_dim(shape, kept, like=layout) == layout
 
@@ -347,7 +350,8 @@ def test_wgmma_transposed_swaps_2x2_blocks_between_lanes_l_and_l_xor_4():
     shape = (128, 32)
     for source, target in [(WGMMA, WGMMA_TRANSPOSED), (WGMMA_TRANSPOSED, WGMMA)]:
         wanted = target.coordinates(shape).reshape(128, -1, 2)
-        source_threads = source.holders(shape)[0][wanted[..., 0], wanted[..., 1], 0]  # unreplicated: one holder
+        # unreplicated: one holder
+        source_threads = source.holders(shape)[0][wanted[..., 0], wanted[..., 1], 0]
         me = THREAD[:, None]
         assert np.all((source_threads == me) | (source_threads == me ^ 4))
     assert WGMMA_TRANSPOSED.vector_length == 2
@@ -418,7 +422,8 @@ def test_strided_reduction_tree_sums_everything_or_keeps_every_register(vec, reg
 def check_tree(layout, shape, axes, random):
     tree = reduction_tree(layout, shape, axes)
     tile = np.array([random.randrange(-(2**20), 2**20) for _ in range(math.prod(shape))]).reshape(shape)
-    for values, op, total in [(tile, np.add, np.sum), (tile, np.maximum, np.max), (np.ones_like(tile), np.add, np.sum)]:
+    for values, op, total in [(tile, np.add, np.sum), (tile, np.maximum, np.max),
+                              (np.ones_like(tile), np.add, np.sum)]:
         got = follow(tree, layout, shape, values, op)
         expected = np.asarray(total(values, axis=tuple(axes)))
         if isinstance(tree.result, SplatLayout):
@@ -498,7 +503,8 @@ def test_shapes_a_layout_cannot_hold_are_refused(case, shape):
 
 
 def test_errors_name_the_layout_and_the_rule():
-    with pytest.raises(LayoutError, match=r"wgmma cannot hold a tile of shape \(32, 64\): its base tile \(64, 8\)"):
+    with pytest.raises(LayoutError,
+                       match=r"wgmma cannot hold a tile of shape \(32, 64\): its base tile \(64, 8\)"):
         WGMMA.registers_shape((32, 64))
     with pytest.raises(LayoutError, match="not distinct axes"):
         WGMMA.reduce((64, 64), (1, -1))
@@ -507,7 +513,8 @@ def test_errors_name_the_layout_and_the_rule():
 
 
 @LAWS
-@given(st.sampled_from(["wgmma", "wgmma_transposed", "strided"]), st.integers(1, 3), st.integers(1, 4), st.data())
+@given(st.sampled_from(["wgmma", "wgmma_transposed", "strided"]), st.integers(1, 3),
+       st.integers(1, 4), st.data())
 def test_a_window_of_registers_holds_the_window_of_the_tile(name, row_blocks, column_blocks, data):
     """The registers `register_window` picks hold, thread by thread and slot by slot, the
     window's elements: the window's own coordinates shifted by its offsets."""

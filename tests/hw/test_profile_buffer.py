@@ -39,7 +39,8 @@ def test_records_come_back_on_one_nanosecond_time_base():
     for index in range(4):
         cta, warpgroup = divmod(index, 2)
         # Each CTA on its own SM (its own cycle counter); its second warpgroup enters 100 ns later.
-        write_record(words, index, cta=cta, warpgroup=warpgroup, sm=10 + cta, entry_ns=start + 300 * cta + 100 * warpgroup,
+        write_record(words, index, cta=cta, warpgroup=warpgroup, sm=10 + cta,
+                     entry_ns=start + 300 * cta + 100 * warpgroup,
                      entry_clock=10**6 * (cta + 1) + 200 * warpgroup, cycles=2_000,
                      events=[(0, False, 200), (1, False, 400), (1, True, 600), (0, True, 1_000)])
     records = layout.decode_records(words, CAPACITY, 2, 2)
@@ -78,7 +79,8 @@ def test_the_low_clock_word_is_unwrapped_in_program_order():
 def test_dropped_events_are_counted_and_not_read():
     words = buffer(1, 1)
     events = [(0, exit, 10 * i) for i, exit in enumerate([False, True] * 4)]
-    write_record(words, 0, cta=0, warpgroup=0, sm=3, entry_ns=10**12, entry_clock=0, cycles=1_000, events=events)
+    write_record(words, 0, cta=0, warpgroup=0, sm=3, entry_ns=10**12, entry_clock=0, cycles=1_000,
+                 events=events)
     (record,) = layout.decode_records(words, CAPACITY, 1, 1)
     assert record.recorded == 8 and len(record.events) == CAPACITY
 
@@ -93,5 +95,6 @@ def test_a_record_the_kernel_did_not_write_is_reported():
 def test_records_keep_64_bit_fields_aligned():
     for capacity in (1, 2, 3, 1024):
         assert layout.record_bytes(capacity) % 8 == 0
-    assert layout.ENTRY_TIMER % 8 == layout.ENTRY_CLOCK % 8 == layout.EXIT_TIMER % 8 == layout.EXIT_CLOCK % 8 == 0
+    assert (layout.ENTRY_TIMER % 8 == layout.ENTRY_CLOCK % 8 == layout.EXIT_TIMER % 8
+            == layout.EXIT_CLOCK % 8 == 0)
     assert layout.EVENTS % 8 == 0  # events are stored as 8-byte vectors

@@ -42,7 +42,8 @@ def test_other_register_counts_are_refused(registers):
 
 
 @pytest.mark.parametrize(
-    "roles", [[Role((2,), 40), Role((0, 1), 232)], [Role((0,), 24), Role((1, 2), 240)], [Role((0, 1, 2), 168)]]
+    "roles",
+    [[Role((2,), 40), Role((0, 1), 232)], [Role((0,), 24), Role((1, 2), 240)], [Role((0, 1, 2), 168)]]
 )
 def test_cutlass_budgets_fit_384_threads(roles):
     check_budget(roles, 3)
@@ -67,7 +68,8 @@ def test_roles_setting_registers_must_cover_every_warpgroup():
 
 
 def test_warpgroups_in_range_distinct_and_disjoint():
-    with pytest.raises(TraceError, match="warpgroup 3 is not in the block: its 384 threads form warpgroups 0 .. 2"):
+    with pytest.raises(TraceError,
+                       match="warpgroup 3 is not in the block: its 384 threads form warpgroups 0 .. 2"):
         check_warpgroups((3,), 3)
     with pytest.raises(TraceError, match="twice"):
         check_warpgroups((1, 1), 3)

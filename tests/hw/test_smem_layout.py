@@ -30,7 +30,8 @@ transforms = st.one_of(
     st.lists(st.integers(1, 8), min_size=1, max_size=3).map(lambda t: TileTransform(tuple(t))),
     st.permutations(range(3)).map(lambda p: TransposeTransform(tuple(p))),
     st.lists(st.integers(0, 3), max_size=2, unique=True).map(lambda d: DropUnitDimsTransform(tuple(d))),
-    st.lists(st.integers(1, 64), min_size=1, max_size=2).map(lambda s: CollapseLeadingIndicesTransform(tuple(s))),
+    st.lists(st.integers(1, 64), min_size=1, max_size=2).map(
+        lambda s: CollapseLeadingIndicesTransform(tuple(s))),
 )
 
 
@@ -106,7 +107,8 @@ def test_register_addresses_find_what_a_tma_load_placed(element_bytes, swizzle, 
     columns = (swizzle or 64) // element_bytes
     layout = make_layout((2, 32, 2 * columns), (TileTransform((8, columns)),), swizzle)
     dtype = np.dtype(f"u{element_bytes}")
-    logical = np.arange(math.prod(layout.logical_shape), dtype=np.uint32).astype(dtype).reshape(layout.logical_shape)
+    logical = np.arange(math.prod(layout.logical_shape), dtype=np.uint32).astype(dtype).reshape(
+        layout.logical_shape)
     logical.reshape(-1)[:] = np.random.default_rng(0).integers(0, 2 ** (8 * element_bytes), logical.size)
     physical = logical.reshape(2, 4, 8, 2, columns).transpose(0, 1, 3, 2, 4)  # the TileTransform by hand
     smem = np.zeros(base + physical.nbytes, np.uint8)

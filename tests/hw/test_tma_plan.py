@@ -244,7 +244,8 @@ def test_traced_starts_give_the_same_coordinates_as_constants():
 @pytest.mark.parametrize("known", [1, 2, 4])
 def test_a_traced_start_not_provably_on_a_tile_boundary_is_refused_with_the_hint(known):
     chain = (TileTransform((4, 8)),)
-    with pytest.raises(CopyError, match=rf"only prove it a multiple of {known}; .*asyncdsl.multiple_of\(start, 8\)"):
+    with pytest.raises(CopyError,
+                       match=rf"only prove it a multiple of {known}; .*asyncdsl.multiple_of\(start, 8\)"):
         plan_tiled_copy((16, 32), dtypes.float32, ((0, 8), (Traced("k", known_divisor=known), 16)), chain)
     plan_tiled_copy((16, 32), dtypes.float32, ((0, 8), (Traced("k", known_divisor=8 * known), 16)), chain)
 
@@ -382,5 +383,6 @@ def test_coordinates_at_the_ends_of_the_32_bit_range_are_planned():
     for start in ((1 << 31) - 16, -(1 << 31)):
         assert plan_tiled_copy(shape, dtypes.int8, ((start, 16),), smem_shape=(16,)).coords == (start,)
     # The coordinate is the tile's, not the element's: a tiled start past 2^31 fits.
-    plan = plan_tiled_copy(shape, dtypes.int8, (((1 << 31) + 16, 16),), (TileTransform((16,)),), smem_shape=(1, 16))
+    plan = plan_tiled_copy(shape, dtypes.int8, (((1 << 31) + 16, 16),), (TileTransform((16,)),),
+                           smem_shape=(1, 16))
     assert plan.coords[0] == ((1 << 31) + 16) // 16

@@ -78,7 +78,8 @@ def test_the_planned_descriptors_read_each_element_where_the_layout_put_it(opera
     assert len(plan.mn_offsets) == len(groups)
     for group in groups:
         for step in range(k // types.k):
-            read = operand_addresses(plan.descriptor(base, group, step), plan.k_major, element.itemsize, rows, types.k)
+            read = operand_addresses(plan.descriptor(base, group, step), plan.k_major, element.itemsize,
+                                     rows, types.k)
             expected = where[group * rows:(group + 1) * rows, step * types.k:(step + 1) * types.k]
             np.testing.assert_array_equal(read, expected)
 
@@ -90,8 +91,8 @@ def test_the_planned_descriptors_read_each_element_where_the_layout_put_it(opera
     ((64, 64), 128, False, 0x4000004002000000, 2048),  # B MN-major, 128-byte swizzle: +128 per k16
 ])
 def test_the_recipes_run_on_the_h200_come_out_byte_for_byte(stored, swizzle, k_is_column, high, advance):
-    plan = plan_operand(_layout(stored, dtypes.bfloat16, swizzle), stored, dtypes.bfloat16, k_is_column, BF16, "B",
-                        whole_mn=True)
+    plan = plan_operand(_layout(stored, dtypes.bfloat16, swizzle), stored, dtypes.bfloat16, k_is_column, BF16,
+                        "B", whole_mn=True)
     assert plan.constant_bits == high
     assert plan.descriptor(0x400, 0, 0) == high | (0x400 >> 4)
     if advance is not None:

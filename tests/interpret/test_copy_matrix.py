@@ -30,7 +30,8 @@ def test_round_trip_through_the_same_chain(case):
     x = random_bits(case.shape, case.dtype, RNG)
     y = poisoned(case.shape, case.dtype)
     round_trip.interpret(x, y, CASE=case)
-    assert np.array_equal(y.view(np.uint8), expected_round_trip(case, x, poisoned(case.shape, case.dtype)).view(np.uint8))
+    assert np.array_equal(y.view(np.uint8),
+                          expected_round_trip(case, x, poisoned(case.shape, case.dtype)).view(np.uint8))
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])

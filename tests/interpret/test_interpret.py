@@ -163,7 +163,8 @@ def swizzled_offset(row: int, byte: int, span: int) -> int:
     return address ^ (((address >> 7) & (span // 16 - 1)) << 4)
 
 
-@pytest.mark.parametrize("span, dtype", [(32, ad.float32), (64, ad.bfloat16), (128, ad.float32), (128, ad.int8)])
+@pytest.mark.parametrize("span, dtype",
+                         [(32, ad.float32), (64, ad.bfloat16), (128, ad.float32), (128, ad.int8)])
 def test_swizzled_smem_bytes_follow_the_hardware_formula(span, dtype):
     rows = 24  # not a multiple of the 8-row pattern
     x = random_bits((rows, span // dtype.itemsize), dtype, seed=span)
@@ -198,7 +199,8 @@ def ring_copy(x, y, B: ad.constexpr):
         with ad.when(k + 1 < tiles):
             ad.await_async_copy(0, read_only=True)  # the store of tile k-1 has read its slot
             following = (k + 1) % 2
-            ad.async_copy(x.at[ad.ds(row, B), ad.ds((k + 1) * B, B)], bufs.at[following], barrier=full[following])
+            ad.async_copy(x.at[ad.ds(row, B), ad.ds((k + 1) * B, B)], bufs.at[following],
+                          barrier=full[following])
         full[slot].wait()
         ad.async_copy(bufs.at[slot], y.at[ad.ds(row, B), ad.ds(k * B, B)])
     ad.await_async_copy(0)

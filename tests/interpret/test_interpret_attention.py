@@ -49,9 +49,10 @@ def test_grouped_query_attention_in_the_bshd_layout(causal):
     check(*run((1, 256, 4, 64), 2, causal, layout="BSHD"))
 
 
-@pytest.mark.parametrize("q_shape,layout,causal", [((1, 2, 200, 64), "BHSD", True), ((1, 200, 2, 64), "BSHD", False),
-                                                   ((1, 1, 70, 128), "BHSD", False), ((1, 1, 300, 256), "BHSD", True),
-                                                   ((1, 1, 1, 64), "BHSD", False), ((1, 17, 1, 64), "BSHD", True)])
+@pytest.mark.parametrize("q_shape,layout,causal",
+                         [((1, 2, 200, 64), "BHSD", True), ((1, 200, 2, 64), "BSHD", False),
+                          ((1, 1, 70, 128), "BHSD", False), ((1, 1, 300, 256), "BHSD", True),
+                          ((1, 1, 1, 64), "BHSD", False), ((1, 17, 1, 64), "BSHD", True)])
 def test_sequences_that_are_not_whole_blocks(q_shape, layout, causal):
     check(*run(q_shape, 1, causal, layout=layout))
 
@@ -95,7 +96,8 @@ def test_head_dims_the_kernel_does_not_take_are_refused(head_dim):
 @pytest.mark.parametrize("block", [0, 40, -16])
 def test_key_blocks_that_are_not_whole_k16_steps_are_refused(block):
     x = ad.ArraySpec((1, 1, 128, 64), ad.bfloat16)
-    with pytest.raises(ad.TraceError, match=f"BK, the keys of a block, must be a positive multiple of 16 .* got {block}"):
+    with pytest.raises(ad.TraceError,
+                       match=f"BK, the keys of a block, must be a positive multiple of 16 .* got {block}"):
         attention.ptx(x, x, x, x, ad.ArraySpec((1, 1, 128), ad.float32), BK=block)
 
 
@@ -105,8 +107,9 @@ def test_a_mismatched_output_is_refused_while_tracing():
         attention.ptx(x, x, x, x, ad.ArraySpec((1, 128), ad.float32))
 
 
-@pytest.mark.parametrize("head_dim,causal,layout", [(128, False, "BHSD"), (128, True, "BSHD"), (64, False, "BHSD"),
-                                                    (256, True, "BHSD"), (192, False, "BSHD")])
+@pytest.mark.parametrize("head_dim,causal,layout",
+                         [(128, False, "BHSD"), (128, True, "BSHD"), (64, False, "BHSD"),
+                          (256, True, "BHSD"), (192, False, "BSHD")])
 def test_attention_assembles_without_spills_or_advisories(head_dim, causal, layout):
     x = ad.ArraySpec((4, 32, 4096, head_dim) if layout == "BHSD" else (4, 4096, 32, head_dim), ad.bfloat16)
     lse = ad.ArraySpec((4, 32, 4096), ad.float32)

@@ -109,8 +109,10 @@ def crossed_waits(x, y):
 def test_deadlock_lists_every_blocked_warpgroup():
     message = interpret_error(ad.DeadlockError, crossed_waits, line="warpgroup 0 waits")
     first, second = line_of(crossed_waits.fn, "first = "), line_of(crossed_waits.fn, "second = ")
-    assert f"CTA (0, 0, 0) warpgroup 0 at {__file__}:{line_of(crossed_waits.fn, 'warpgroup 0 waits')}" in message
-    assert f"CTA (0, 0, 0) warpgroup 1 at {__file__}:{line_of(crossed_waits.fn, 'warpgroup 1 waits')}" in message
+    assert ("CTA (0, 0, 0) warpgroup 0 at "
+            f"{__file__}:{line_of(crossed_waits.fn, 'warpgroup 0 waits')}" in message)
+    assert ("CTA (0, 0, 0) warpgroup 1 at "
+            f"{__file__}:{line_of(crossed_waits.fn, 'warpgroup 1 waits')}" in message)
     assert f"the mbarrier allocated at {__file__}:{first}" in message
     assert f"the mbarrier allocated at {__file__}:{second}" in message
 
@@ -314,7 +316,8 @@ def stores_above_the_array(x, y):
 
 def test_store_at_negative_coordinates_faults():
     interpret_error(
-        AssumptionError, stores_above_the_array, "CTA (0, 0, 0)", "coordinate along dim 0 of its view is negative",
+        AssumptionError, stores_above_the_array, "CTA (0, 0, 0)",
+        "coordinate along dim 0 of its view is negative",
         "fault on the", "(found -32)", line="row -32",
     )
 

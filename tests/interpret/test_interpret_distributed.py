@@ -143,7 +143,8 @@ def test_peer_of_shared_memory_without_a_cluster_or_of_a_view_is_a_trace_error()
 
     arrays = [np.zeros(8, np.float32)] * 2
     # Shared memory has a peer copy in the other CTAs of a cluster, never on another device.
-    with pytest.raises(ad.TraceError, match=r"holds one CTA .* another device is x.peer\(pe\) of a kernel array argument"):
+    with pytest.raises(ad.TraceError,
+                       match=r"holds one CTA .* another device is x.peer\(pe\) of a kernel array argument"):
         smem_peer.interpret(arrays, devices=2)
     with pytest.raises(ad.TraceError, match=r"x.peer\(pe\).at\[...\]"):
         view_peer.interpret(arrays, devices=2)
@@ -185,10 +186,11 @@ def test_per_device_arguments_are_checked():
 def test_collective_outputs_of_the_wrong_shape_are_trace_errors():
     shards = [np.zeros((8, 16), np.float32)] * 2
     with pytest.raises(ad.TraceError, match=r"takes out of shape \(2, 8, 16\)"):
-        all_gather.all_gather.interpret(shards, [np.zeros((16, 16), np.float32)] * 2, [np.zeros(2, np.int32)] * 2, 1,
-                                        devices=2)
+        all_gather.all_gather.interpret(shards, [np.zeros((16, 16), np.float32)] * 2,
+                                        [np.zeros(2, np.int32)] * 2, 1, devices=2)
     with pytest.raises(ad.TraceError, match=r"takes x of shape \(2, 8, 16\)"):
-        reduce_scatter.reduce_scatter.interpret([np.zeros((16, 16), np.float32)] * 2, [np.zeros((8, 16), np.float32)] * 2,
+        reduce_scatter.reduce_scatter.interpret([np.zeros((16, 16), np.float32)] * 2,
+                                                [np.zeros((8, 16), np.float32)] * 2,
                                                 [np.zeros(2, np.int32)] * 2, 1, devices=2)
 
 

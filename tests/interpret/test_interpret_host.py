@@ -43,12 +43,14 @@ def test_interpret_env_refuses_jax_arrays(monkeypatch):
     fake_jax.Array = Array
     monkeypatch.setitem(sys.modules, "jax", fake_jax)
     monkeypatch.setenv("ASYNCDSL_INTERPRET", "1")
-    with pytest.raises(ad.ArgumentError, match="argument 'dst' is a JAX array, which cannot be written in place"):
+    with pytest.raises(ad.ArgumentError,
+                       match="argument 'dst' is a JAX array, which cannot be written in place"):
         tile_copy(np.zeros((32, 32), np.float32), Array(), BM=32, BN=32)
 
 
 def test_interpret_takes_numpy_arrays_only():
-    with pytest.raises(ad.ArgumentError, match="argument 'src' is a builtins.list; kernel.interpret runs on numpy"):
+    with pytest.raises(ad.ArgumentError,
+                       match="argument 'src' is a builtins.list; kernel.interpret runs on numpy"):
         tile_copy.interpret([[0.0] * 32] * 32, np.zeros((32, 32), np.float32), BM=32, BN=32)
 
 
@@ -73,7 +75,8 @@ def example_modules():
         yield importlib.import_module(f"asyncdsl.examples.{module.name}")
 
 
-@pytest.mark.parametrize("example", [m for m in example_modules() if hasattr(m, "main")], ids=lambda m: m.__name__)
+@pytest.mark.parametrize("example", [m for m in example_modules() if hasattr(m, "main")],
+                         ids=lambda m: m.__name__)
 def test_every_example_matches_numpy_in_the_interpreter(example, monkeypatch):
     import asyncdsl.runtime
 
@@ -84,7 +87,8 @@ def test_every_example_matches_numpy_in_the_interpreter(example, monkeypatch):
 def test_a_4096_square_f32_copy_takes_seconds():
     x = np.random.default_rng(0).standard_normal((4096, 4096), dtype=np.float32)
     y = np.zeros_like(x)
-    tile_copy.interpret(x[:128, :128].copy(), y[:128, :128].copy(), BM=128, BN=128)  # compile outside the timing
+    # compile outside the timing
+    tile_copy.interpret(x[:128, :128].copy(), y[:128, :128].copy(), BM=128, BN=128)
     start = time.perf_counter()
     tile_copy.interpret(x, y, BM=128, BN=128)  # 1024 CTAs
     elapsed = time.perf_counter() - start

@@ -11,8 +11,9 @@ import asyncdsl as ad
 from asyncdsl.examples.matmul_pingpong import matmul_pingpong
 
 
-@pytest.mark.parametrize("shape,ctas,tile", [((256, 256, 192), 3, (128, 128)), ((256, 256, 192), 2, (128, 128)),
-                                             ((200, 296, 136), 2, (64, 256)), ((64, 256, 64), 4, (64, 256))])
+@pytest.mark.parametrize("shape,ctas,tile",
+                         [((256, 256, 192), 3, (128, 128)), ((256, 256, 192), 2, (128, 128)),
+                          ((200, 296, 136), 2, (64, 256)), ((64, 256, 64), 4, (64, 256))])
 def test_pingpong_gemm_is_exact(shape, ctas, tile):
     m, n, k = shape
     rng = np.random.default_rng(sum(shape))

@@ -173,7 +173,8 @@ def test_a_party_taking_a_turn_too_many_deadlocks_naming_the_holder():
                 with turns.turn():
                     ad.warpgroup_barrier()
 
-    with pytest.raises(ad.DeadlockError, match="warpgroup 0, whose turn it is, has exited without passing it"):
+    with pytest.raises(ad.DeadlockError,
+                       match="warpgroup 0, whose turn it is, has exited without passing it"):
         kernel.interpret(np.zeros((8, 64), np.float32))
 
 

@@ -48,9 +48,11 @@ def test_scalars_by_name_numpy_scalars_and_the_interpret_knob(monkeypatch):
 
 def test_runtime_ints_are_checked_like_a_gpu_launch():
     x = np.zeros((64, 32), np.float32)
-    with pytest.raises(ad.ArgumentError, match="argument 'row0' is 2147483648, outside the kernel's 32-bit int"):
+    with pytest.raises(ad.ArgumentError,
+                       match="argument 'row0' is 2147483648, outside the kernel's 32-bit int"):
         copy_loop.interpret(x, x.copy(), 2**31, 1, 16)
-    with pytest.raises(ad.ArgumentError, match="argument 'count' of the kernel is a runtime int, but got float 2.0"):
+    with pytest.raises(ad.ArgumentError,
+                       match="argument 'count' of the kernel is a runtime int, but got float 2.0"):
         copy_loop.interpret(x, x.copy(), 0, 2.0, 16)
 
 
@@ -124,7 +126,8 @@ def test_float_scalar_arithmetic_is_float32_bit_exact(s, t, n):
     assert y.tobytes() == x.tobytes(), expected
     if math.isfinite(expected):  # the same kernel told a neighbouring value is not equal
         y = np.zeros_like(x)
-        copy_if_equal.interpret(x, y, s, t, n, EXPECTED=float(np.nextafter(np.float32(expected), np.float32(np.inf))))
+        copy_if_equal.interpret(x, y, s, t, n,
+                                EXPECTED=float(np.nextafter(np.float32(expected), np.float32(np.inf))))
         assert not y.any()
 
 

@@ -39,7 +39,8 @@ def test_the_model_truncates_aligned_terms_toward_zero():
     # Negative sums truncate toward zero too.
     assert mma_step(-acc, a, -b, accumulate=True)[0, 0] == np.float32(-1.0)
     # Without accumulation the old value is ignored, whatever it is.
-    assert mma_step(np.full((1, 1), np.nan, np.float32), a, b, accumulate=False)[0, 0] == np.float32(2.0 ** -22)
+    assert (mma_step(np.full((1, 1), np.nan, np.float32), a, b, accumulate=False)[0, 0]
+            == np.float32(2.0 ** -22))
 
 
 def test_the_model_is_exact_on_small_integers():
@@ -70,7 +71,8 @@ def test_the_gemm_example_is_exact_in_the_interpreter(shape):
     assert main(shape) == 0
 
 
-@pytest.mark.parametrize("shape,config", [((512, 512, 192), {}), ((300, 504, 200), {"STAGES": 3, "EPILOGUE": "tma"})])
+@pytest.mark.parametrize("shape,config",
+                         [((512, 512, 192), {}), ((300, 504, 200), {"STAGES": 3, "EPILOGUE": "tma"})])
 def test_the_two_cta_gemm_multicasts_b_and_is_exact(shape, config):
     from asyncdsl.examples.matmul import matmul_2cta
 
@@ -96,7 +98,8 @@ def test_split_k_adds_every_part_into_a_float32_c(two_ctas, shape, split_k):
     a = rng.integers(-3, 4, (m, k)).astype(ml_dtypes.bfloat16)
     b = rng.integers(-3, 4, (k, n)).astype(ml_dtypes.bfloat16)
     c = np.zeros((m, n), np.float32)
-    (matmul_2cta if two_ctas else matmul).interpret(a, b, c, CTAS=4 if two_ctas else 6, SNAKE=0, SPLIT_K=split_k)
+    (matmul_2cta if two_ctas else matmul).interpret(a, b, c, CTAS=4 if two_ctas else 6, SNAKE=0,
+                                                    SPLIT_K=split_k)
     np.testing.assert_array_equal(c, a.astype(np.float64) @ b.astype(np.float64))
 
 
@@ -110,8 +113,10 @@ def test_split_k_wants_a_float32_c_and_says_so_at_the_kernels_line():
 
 
 @pytest.mark.parametrize("shape,split_k,bn,ctas,pair,bk", [
-    ((128, 256, 640), 2, 256, 4, 1, 64), ((200, 264, 456), 3, 128, 20, 1, 64), ((128, 128, 512), 4, 64, 8, 1, 64),
-    ((300, 512, 640), 2, 256, 12, 1, 64), ((128, 256, 640), 2, 64, 8, 2, 64), ((200, 264, 456), 3, 64, 36, 2, 64),
+    ((128, 256, 640), 2, 256, 4, 1, 64), ((200, 264, 456), 3, 128, 20, 1, 64),
+    ((128, 128, 512), 4, 64, 8, 1, 64),
+    ((300, 512, 640), 2, 256, 12, 1, 64), ((128, 256, 640), 2, 64, 8, 2, 64),
+    ((200, 264, 456), 3, 64, 36, 2, 64),
     ((200, 264, 456), 2, 64, 20, 1, 128), ((128, 256, 712), 2, 64, 8, 2, 128)])
 def test_split_k_in_order_ends_in_bf16_and_leaves_the_flags_at_zero(shape, split_k, bn, ctas, pair, bk):
     """Alone, and in CTA pairs side by side sharing a (`pair` 2); slices 64 or 128 deep in K."""
@@ -148,13 +153,15 @@ def test_sharing_something_else_than_a_or_b_is_refused_at_the_kernels_line():
     from asyncdsl.examples import matmul as example
 
     with pytest.raises(ad.TraceError, match="SHARE says which operand the CTAs of a cluster share") as caught:
-        example.matmul_2cta.compile(ad.ArraySpec((256, 64), ad.bfloat16), ad.ArraySpec((64, 256), ad.bfloat16),
+        example.matmul_2cta.compile(ad.ArraySpec((256, 64), ad.bfloat16),
+                                    ad.ArraySpec((64, 256), ad.bfloat16),
                                     ad.ArraySpec((256, 256), ad.bfloat16), CTAS=4, SHARE="c")
     assert caught.value.location.file == example.__file__
 
 
 @pytest.mark.parametrize("config,message", [
-    ({"BK": 96}, "BK must be a positive multiple of 64 .* got 96"), ({"BK": 0}, "BK must be a positive multiple"),
+    ({"BK": 96}, "BK must be a positive multiple of 64 .* got 96"),
+    ({"BK": 0}, "BK must be a positive multiple"),
     ({"BN": 160}, "BN must be a positive multiple of 64"), ({"STAGES": 0}, "STAGES must be a positive int"),
     ({"SPLIT": "k"}, "SPLIT says how the consumers halve a tile"), ({"EPILOGUE": "st"}, "EPILOGUE is 'tma'"),
     ({"SNAKE": -1}, "SNAKE is the width of the bands of tiles .* got -1"),
@@ -173,11 +180,14 @@ BF16 = ad.bfloat16
 
 @pytest.mark.parametrize("kernel", ["matmul", "matmul_pingpong", "matmul_narrow"])
 @pytest.mark.parametrize("a,b,c,message", [
-    ((128, 64), (128, 256), (128, 256), r"a is \(M, K\) = \(128, 64\) and b is \(K, N\) = \(128, 256\): their K differ"),
+    ((128, 64), (128, 256), (128, 256),
+     r"a is \(M, K\) = \(128, 64\) and b is \(K, N\) = \(128, 256\): their K differ"),
     ((128, 64), (64, 256), (64, 256), r"c must be \(M, N\) = \(128, 256\) .* got \(64, 256\)"),
     ((128, 64), (64, 256), (128, 256, 1), r"c must be a matrix, got shape \(128, 256, 1\)"),
-    ((128, 64), (64, 252), (128, 252), r"b's rows are 504 bytes \(252 bfloat16\): TMA copies rows of a multiple of 16"),
-    ((128, 64, ad.float32), (64, 256), (128, 256), "a and b must both be bfloat16 or both float16, got float32 and"),
+    ((128, 64), (64, 252), (128, 252),
+     r"b's rows are 504 bytes \(252 bfloat16\): TMA copies rows of a multiple of 16"),
+    ((128, 64, ad.float32), (64, 256), (128, 256),
+     "a and b must both be bfloat16 or both float16, got float32 and"),
     ((128, 64), (64, 256), (128, 256, ad.int8), "c must be bfloat16 or float16"),
 ])
 def test_arrays_that_do_not_make_a_product_are_refused_at_the_kernels_line(kernel, a, b, c, message):
@@ -218,7 +228,8 @@ def test_a_count_of_ctas_that_is_no_positive_int_is_refused(ctas):
 def test_the_fp8_gemm_refuses_arrays_that_do_not_make_its_product(change, message):
     from asyncdsl.examples import matmul_fp8 as example
 
-    arguments = {"a": ad.ArraySpec((128, 128), ad.float8_e4m3fn), "b": ad.ArraySpec((256, 128), ad.float8_e4m3fn),
+    arguments = {"a": ad.ArraySpec((128, 128), ad.float8_e4m3fn),
+                 "b": ad.ArraySpec((256, 128), ad.float8_e4m3fn),
                  "a_scale": ad.ArraySpec((128,), ad.float32), "b_scale": ad.ArraySpec((256,), ad.float32),
                  "c": ad.ArraySpec((128, 256), BF16), "CTAS": 2, **change}
     with pytest.raises(ad.TraceError, match=message) as caught:
@@ -250,14 +261,16 @@ def test_split_k_in_order_sums_the_splits_in_their_order():
     ({"partial": ad.ArraySpec((128, 256), ad.float32)}, r"SPLIT_K - 1 slots of c's shape: \(1, 128, 256\)"),
     ({"SPLIT_K": 3, "partial": ad.ArraySpec((1, 128, 256), ad.float32)}, r"\(2, 128, 256\) or more slots"),
     ({"flags": ad.ArraySpec((1,), ad.int32)}, r"one per half tile: shape \(2,\)"),
-    ({"CTAS": 2, "SPLIT_K": 4, "partial": ad.ArraySpec((3, 128, 256), ad.float32)}, "4 units of work for 2 CTAs: matmul_split_k takes one unit per CTA"),
+    ({"CTAS": 2, "SPLIT_K": 4, "partial": ad.ArraySpec((3, 128, 256), ad.float32)},
+     "4 units of work for 2 CTAs: matmul_split_k takes one unit per CTA"),
     ({"c": ad.ArraySpec((128, 256), ad.float32)}, "c must be bfloat16 or float16"),
 ])
 def test_split_k_in_order_says_what_its_arguments_lack(change, message):
     from asyncdsl.examples import matmul as example
 
     arguments = {"a": ad.ArraySpec((128, 512), ad.bfloat16), "b": ad.ArraySpec((512, 256), ad.bfloat16),
-                 "c": ad.ArraySpec((128, 256), ad.bfloat16), "partial": ad.ArraySpec((1, 128, 256), ad.float32),
+                 "c": ad.ArraySpec((128, 256), ad.bfloat16),
+                 "partial": ad.ArraySpec((1, 128, 256), ad.float32),
                  "flags": ad.ArraySpec((2,), ad.int32), "CTAS": 8, "SPLIT_K": 2, **change}
     with pytest.raises(ad.TraceError, match=message) as caught:
         example.matmul_split_k.compile(**arguments)
@@ -524,6 +537,7 @@ def test_every_consumer_part_of_a_split_k_tile_has_a_flag_of_its_own(m, n, bn, p
     m_tiles, n_tiles = -(-m // 128), -(-n // (bn * pair))
     columns = n_tiles * pair
     numbers = [part_number(tile_m * 128 + me * 64, (tile_n * pair + cta) * bn, (64, bn), columns)
-               for tile_m in range(m_tiles) for tile_n in range(n_tiles) for cta in range(pair) for me in range(2)]
+               for tile_m in range(m_tiles) for tile_n in range(n_tiles) for cta in range(pair)
+               for me in range(2)]
     assert len(set(numbers)) == len(numbers)
     assert min(numbers) == 0 and max(numbers) == split_k_flags(m, n, bn, pair) - 1

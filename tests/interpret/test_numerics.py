@@ -79,7 +79,8 @@ def test_fma_rounds_once_where_rounding_twice_would_not(dtype, a, b, c, expected
     assert float(numerics.fma(a, b, c)[0]) == expected
 
 
-@pytest.mark.parametrize("dtype, mantissa", [(ref.BF16, 7), (ref.F16, 10), (ref.E4M3, 3), (ref.E5M2, 2)], ids=str)
+@pytest.mark.parametrize("dtype, mantissa",
+                         [(ref.BF16, 7), (ref.F16, 10), (ref.E4M3, 3), (ref.E5M2, 2)], ids=str)
 def test_values_just_off_a_midpoint_round_by_their_exact_value(dtype, mantissa):
     # float32 would round these onto the midpoint, where ties to even goes the wrong way.
     midpoint = 1 + 2.0 ** -(mantissa + 1)
@@ -108,7 +109,8 @@ def test_maximum_and_minimum_propagate_nan_and_order_signed_zeros(dtype):
 @pytest.mark.parametrize("dtype", ref.FLOATS, ids=str)
 def test_comparisons_are_ordered_except_not_equal(dtype):
     a, b = pairs(dtype)
-    for comparison, predicate in (("lt", "olt"), ("le", "ole"), ("gt", "ogt"), ("ge", "oge"), ("eq", "oeq"), ("ne", "une")):
+    for comparison, predicate in (("lt", "olt"), ("le", "ole"), ("gt", "ogt"), ("ge", "oge"), ("eq", "oeq"),
+                                  ("ne", "une")):
         expected = [ref.compare(predicate, float(x), float(y)) for x, y in zip(a, b)]
         assert numerics.compare(comparison, a, b).tolist() == expected, comparison
 
@@ -144,9 +146,11 @@ def test_integer_extrema_and_comparisons_read_the_dtype_signed_or_unsigned(dtype
     x, y = a.tolist(), b.tolist()  # Python ints: signed or unsigned as the dtype reads them
     assert numerics.maximum(a, b).tolist() == [max(p, q) for p, q in zip(x, y)]
     assert numerics.minimum(a, b).tolist() == [min(p, q) for p, q in zip(x, y)]
-    relations = {"lt": int.__lt__, "le": int.__le__, "gt": int.__gt__, "ge": int.__ge__, "eq": int.__eq__, "ne": int.__ne__}
+    relations = {"lt": int.__lt__, "le": int.__le__, "gt": int.__gt__, "ge": int.__ge__, "eq": int.__eq__,
+                 "ne": int.__ne__}
     for comparison, relation in relations.items():
-        assert numerics.compare(comparison, a, b).tolist() == [relation(p, q) for p, q in zip(x, y)], comparison
+        assert (numerics.compare(comparison, a, b).tolist()
+                == [relation(p, q) for p, q in zip(x, y)]), comparison
 
 
 # -- conversions ----------------------------------------------------------------------------------
@@ -159,7 +163,8 @@ def _converted(x: float, source, target) -> float | int:
     return ref.round_fraction(Fraction(x), target, negative_zero=math.copysign(1.0, x) < 0)
 
 
-@pytest.mark.parametrize("source, target", [(s, t) for s in ALL_FLOATS for t in ALL_FLOATS if s != t], ids=str)
+@pytest.mark.parametrize("source, target",
+                         [(s, t) for s in ALL_FLOATS for t in ALL_FLOATS if s != t], ids=str)
 def test_float_conversions_round_once_and_saturate_float8(source, target):
     values = ref.float_values(source, COUNT, RNG)
     result = numerics.float_to_float(values, target)
@@ -175,7 +180,8 @@ def test_float_conversions_round_once_and_saturate_float8(source, target):
         (source_mantissa, *_), (target_mantissa, *_) = ref.FORMATS[source], ref.FORMATS[target]
         shift, width = target_mantissa - source_mantissa, target.itemsize * 8
         assert (nan_bits >> (width - 1) == source_bits >> (source.itemsize * 8 - 1)).all()
-        assert (nan_bits & ((1 << target_mantissa) - 1) == (source_bits & ((1 << source_mantissa) - 1)) << shift).all()
+        assert (nan_bits & ((1 << target_mantissa) - 1)
+                == (source_bits & ((1 << source_mantissa) - 1)) << shift).all()
 
 
 @pytest.mark.parametrize("source", ALL_FLOATS, ids=str)
@@ -225,10 +231,12 @@ def test_approximate_functions_are_the_float64_function_rounded_and_ftz_flushes(
             same = (result == expected) | (np.isnan(result) & np.isnan(expected))
             assert same.all() and (ref.bits(result[np.isnan(result)]) == 0x7FFFFFFF).all(), name
     subnormal_in = np.array([1e-40, -1e-40], np.float32)
-    assert ref.bits(numerics.approximate("rsqrt", subnormal_in, ftz=True)).tolist() == [0x7F800000, 0xFF800000]
+    assert (ref.bits(numerics.approximate("rsqrt", subnormal_in, ftz=True)).tolist()
+            == [0x7F800000, 0xFF800000])
     assert numerics.approximate("exp2", np.array([-130.0], np.float32), ftz=False)[0] == np.float32(2.0**-130)
     assert ref.bits(numerics.approximate("exp2", np.array([-130.0], np.float32), ftz=True)).tolist() == [0]
-    assert ref.bits(numerics.approximate("sin", np.array([-1e-40], np.float32), ftz=True)).tolist() == [0x80000000]
+    assert (ref.bits(numerics.approximate("sin", np.array([-1e-40], np.float32), ftz=True)).tolist()
+            == [0x80000000])
 
 
 # -- laws the implementation relies on --------------------------------------------------------------
@@ -237,7 +245,8 @@ finite_doubles = st.floats(allow_nan=False, allow_infinity=False, min_value=-1e3
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.floats(allow_nan=False, allow_infinity=False, width=32), st.floats(allow_nan=False, allow_infinity=False, width=32))
+@given(st.floats(allow_nan=False, allow_infinity=False, width=32),
+       st.floats(allow_nan=False, allow_infinity=False, width=32))
 def test_rounding_a_sum_to_odd_then_to_float32_rounds_it_once(a, b):
     # The error-free sum, squeezed to one float64 by rounding to odd, then rounded to float32.
     odd = numerics._sum_to_odd(np.array(a), np.array(b))
@@ -256,7 +265,8 @@ def test_rounding_through_float32_to_odd_equals_rounding_directly(x, dtype):
 
 
 float_bits = st.sampled_from(ref.FLOATS).flatmap(
-    lambda d: st.tuples(st.just(d), st.integers(0, 2 ** (d.itemsize * 8) - 1), st.integers(0, 2 ** (d.itemsize * 8) - 1))
+    lambda d: st.tuples(st.just(d), st.integers(0, 2 ** (d.itemsize * 8) - 1),
+                        st.integers(0, 2 ** (d.itemsize * 8) - 1))
 )
 
 
@@ -268,7 +278,8 @@ def test_maximum_and_minimum_commute_bit_for_bit(drawn):
     for function in (numerics.maximum, numerics.minimum):
         assert ref.same_bits(function(a, b), function(b, a))
     zero, negative_zero = np.array(0.0, dtype), np.array(-0.0, dtype)
-    assert ref.bits(numerics.maximum(negative_zero, zero)) == ref.bits(numerics.maximum(zero, negative_zero)) == 0
+    assert (ref.bits(numerics.maximum(negative_zero, zero))
+            == ref.bits(numerics.maximum(zero, negative_zero)) == 0)
 
 
 @settings(max_examples=150, deadline=None)

@@ -30,8 +30,8 @@ def test_tiles_move_between_the_ctas_of_a_cluster(size, columns, layout, pull, r
 
 
 @pytest.mark.parametrize("size, columns, layout, pull, rounds, dtype", CASES)
-def test_peer_accesses_are_mapped_cluster_loads_and_stores_that_assemble(size, columns, layout, pull, rounds, dtype,
-                                                                         ptxas):
+def test_peer_accesses_are_mapped_cluster_loads_and_stores_that_assemble(
+        size, columns, layout, pull, rounds, dtype, ptxas):
     x, y = _arrays(size, columns, rounds, dtype)
     ptx = rotation_kernel(size, columns, layout, pull, rounds).ptx(x, y)
     remote = "ld.shared::cluster" if pull else "st.shared::cluster"
@@ -102,7 +102,8 @@ def test_a_rank_past_the_cluster_is_an_error_at_its_line():
 
 
 def test_a_traced_rank_past_the_cluster_is_caught_by_the_interpreter():
-    _raise_line(peer_rank_traced_beyond_cluster, OutOfBoundsError, "CTA rank 2", "buf.peer(ad.cluster_cta_id(0) + 1)")
+    _raise_line(peer_rank_traced_beyond_cluster, OutOfBoundsError, "CTA rank 2",
+                "buf.peer(ad.cluster_cta_id(0) + 1)")
 
 
 def test_a_peer_buffer_is_not_a_copy_destination():

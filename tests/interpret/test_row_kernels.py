@@ -183,7 +183,8 @@ def test_padded_windows_are_the_narrowest_of_whole_vectors_a_thread(n, elements)
         assert not any(row_plans.whole_vectors(rows, narrower, vector) for rows in counts)
 
 
-@pytest.mark.parametrize("shape", [(3, 1000), (3, 4096), (2, 8192), (2, 12288), (2, 16384), (2, 20000)], ids=str)
+@pytest.mark.parametrize("shape",
+                         [(3, 1000), (3, 4096), (2, 8192), (2, 12288), (2, 16384), (2, 20000)], ids=str)
 def test_fp8_quantisation_matches_numpy_bit_for_bit_on_every_path(shape):
     x, _ = _rows(shape, 4)
     x[1] = 0  # an all-zero row: scale 0, zeros
@@ -210,7 +211,8 @@ def test_fp8_rows_longer_than_split_from_are_split_over_four_warpgroups_when_qua
     assert fp8.choose(65536)[0] is fp8.rowwise_fp8_quant  # quarters past CHUNK
 
 
-@pytest.mark.parametrize("shape,stages", [((1, 2048), 3), ((5, 2048), 2), ((9, 4096), 3), ((3, 16384), 2)], ids=str)
+@pytest.mark.parametrize("shape,stages",
+                         [((1, 2048), 3), ((5, 2048), 2), ((9, 4096), 3), ((3, 16384), 2)], ids=str)
 def test_fp8_ring_matches_numpy_bit_for_bit_with_rows_refilled_into_freed_slots(shape, stages):
     """Persistent: two CTAs in the interpreter, so with 5 rows and 2 slots one CTA refills each
     slot, with 1 row the other CTA has none."""
@@ -227,6 +229,7 @@ def test_fp8_ring_matches_numpy_bit_for_bit_with_rows_refilled_into_freed_slots(
 def test_a_row_ring_refuses_rows_its_warpgroups_cannot_share_in_whole_vectors():
     shape = (4, 1000)
     with pytest.raises(ad.TraceError, match="1000 elements do not split into 4 shares") as caught:
-        fp8.rowwise_fp8_quant_ring.compile(ad.ArraySpec(shape, ad.bfloat16), ad.ArraySpec(shape, ad.float8_e4m3fn),
+        fp8.rowwise_fp8_quant_ring.compile(ad.ArraySpec(shape, ad.bfloat16),
+                                           ad.ArraySpec(shape, ad.float8_e4m3fn),
                                            ad.ArraySpec((4,), ad.float32))
     assert caught.value.location.line == line_of(fp8.rowwise_fp8_quant_ring, "RowRing(x, STAGES, PARTS)")

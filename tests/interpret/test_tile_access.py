@@ -87,8 +87,8 @@ def handed_over(x, y, EARLY: ad.constexpr):
 
 
 def test_a_warpgroup_reads_another_ones_store_only_after_synchronising():
-    race(handed_over, "CTA (0, 0, 0) warpgroup 1", "register-tile store", "synchronise with CTA (0, 0, 0) warpgroup 0",
-         line="warpgroup 1 reads", EARLY=True)
+    race(handed_over, "CTA (0, 0, 0) warpgroup 1", "register-tile store",
+         "synchronise with CTA (0, 0, 0) warpgroup 0", line="warpgroup 1 reads", EARLY=True)
     handed_over.interpret(np.ones((64, 128), np.float32), np.zeros((64, 128), np.float32), EARLY=False)
 
 
@@ -110,6 +110,6 @@ def stage_reused(x, y, EARLY: ad.constexpr):
 
 
 def test_a_tma_load_refilling_a_stage_must_know_the_consumer_read_it():
-    race(stage_reused, "overwrites shared memory bytes [0, 32768)", "CTA (0, 0, 0) warpgroup 1 reads into registers",
-         line="the producer refills", EARLY=True)
+    race(stage_reused, "overwrites shared memory bytes [0, 32768)",
+         "CTA (0, 0, 0) warpgroup 1 reads into registers", line="the producer refills", EARLY=True)
     stage_reused.interpret(np.ones((64, 128), np.float32), np.zeros((64, 128), np.float32), EARLY=False)

@@ -22,7 +22,8 @@ def _round_trip(x, y, ROWS: ad.constexpr, TILE_ROWS: ad.constexpr, COLUMNS: ad.c
     ad.await_async_copy(0)
 
 
-@pytest.mark.parametrize("rows,tile_rows,columns", [(264, 264, 64), (512, 512, 64), (64, 8, 128), (64, 64, 192)])
+@pytest.mark.parametrize("rows,tile_rows,columns",
+                         [(264, 264, 64), (512, 512, 64), (64, 8, 128), (64, 64, 192)])
 def test_a_tiled_round_trip_through_a_ragged_array_is_exact(rows, tile_rows, columns):
     x = np.random.default_rng(rows).standard_normal((rows + 3, columns + 8)).astype(ml_dtypes.bfloat16)
     y = np.zeros_like(x)

@@ -63,8 +63,9 @@ def test_windows_inside_the_array_round_trip_in_every_layout(layout, dtype):
 
 
 @settings(max_examples=25, deadline=None)
-@given(shape=st.sampled_from([(1, 128), (2, 128), (3, 128), (4, 256), (8, 64), (16, 32), (64, 64), (32, 512)]),
-       dtype=st.sampled_from([np.float32, np.int32]), seed=st.integers(0, 2**16))
+@given(
+    shape=st.sampled_from([(1, 128), (2, 128), (3, 128), (4, 256), (8, 64), (16, 32), (64, 64), (32, 512)]),
+    dtype=st.sampled_from([np.float32, np.int32]), seed=st.integers(0, 2**16))
 def test_stretching_size_1_dims_is_numpys_broadcasting(shape, dtype, seed):
     rng = np.random.default_rng(seed)
     x, row, column, one = (rng.integers(-1000, 1000, s).astype(dtype) if dtype is np.int32
@@ -92,7 +93,8 @@ def test_misuse_is_an_error_at_the_line():
         ad.load(buf, mask=ad.load(x.at[:, :]) > 0)
 
     spec = ad.ArraySpec((64, 128), ad.float32)
-    for kernel, text, fragment in ((bad_mask, "mask=t", "bool tile"), (bad_value, "ad.zeros((64, 64)", r"\(64, 128\) float32"),
+    for kernel, text, fragment in ((bad_mask, "mask=t", "bool tile"),
+                                   (bad_value, "ad.zeros((64, 64)", r"\(64, 128\) float32"),
                                    (smem_mask, "ad.load(buf, mask=", "mask is for GMEM windows")):
         with pytest.raises(ad.TraceError, match=fragment) as caught:
             kernel.compile(spec, spec)
@@ -157,7 +159,8 @@ def test_scatters_write_the_elements_their_indices_name_and_nothing_outside(dtyp
 def test_two_elements_of_a_scatter_on_one_array_element_are_an_error_at_the_store():
     ids, src, out = scatter_inputs(ad.float32, 4)
     ids[1, 40] = ids[1, 41]  # the same row twice: every unmasked column written twice
-    with pytest.raises(ad.InterpretError, match="two elements of a scatter write the same array element") as caught:
+    with pytest.raises(ad.InterpretError,
+                       match="two elements of a scatter write the same array element") as caught:
         scatters.interpret(ids, src, out)
     assert caught.value.location.line == line_of(scatters, "ad.store(out.at[i[:, None], columns]")
     ids[1, 41] = -5  # masked off or outside the array, a repeated index writes nothing: no error

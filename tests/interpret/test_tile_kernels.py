@@ -54,8 +54,9 @@ def _float_reference(name: str, dtype):
         "abs_maximum": lambda a, b, c: ref.maximum(abs(a), b),
         "abs_sub": lambda a, b, c: ref.subtract(b, abs(a), dtype),
         "scalar": lambda a, b, c: ref.subtract(ref.multiply(2.5, a, dtype), 1.0, dtype),
-        **{f"cmp_{name}": (lambda p: lambda a, b, c: float(ref.compare(p, a, b)))(predicate) for name, predicate in (
-            ("lt", "olt"), ("le", "ole"), ("gt", "ogt"), ("ge", "oge"), ("eq", "oeq"), ("ne", "une"))},
+        **{f"cmp_{name}": (lambda p: lambda a, b, c: float(ref.compare(p, a, b)))(predicate)
+           for name, predicate in (("lt", "olt"), ("le", "ole"), ("gt", "ogt"), ("ge", "oge"),
+                                   ("eq", "oeq"), ("ne", "une"))},
     }
     return ops.get(name)
 
@@ -73,20 +74,24 @@ def _int_reference(name: str):
         return a >> min(amount, 31)
 
     return {
-        "add": lambda a, b, c: wrap(a + b), "sub": lambda a, b, c: wrap(a - b), "mul": lambda a, b, c: wrap(a * b),
+        "add": lambda a, b, c: wrap(a + b), "sub": lambda a, b, c: wrap(a - b),
+        "mul": lambda a, b, c: wrap(a * b),
         "neg": lambda a, b, c: wrap(-a), "abs": lambda a, b, c: wrap(abs(a)), "and": lambda a, b, c: a & b,
         "or": lambda a, b, c: a | b, "xor": lambda a, b, c: a ^ b, "maximum": lambda a, b, c: max(a, b),
         "minimum": lambda a, b, c: min(a, b), "scalar": lambda a, b, c: wrap(3 * a - 7),
         "where_less": lambda a, b, c: a if a < b else c, "invert": lambda a, b, c: ~a,
         "floordiv": lambda a, b, c: wrap(a // (b or 7)), "mod": lambda a, b, c: a % (b or -7),
         "floordiv_constant": lambda a, b, c: wrap(a // -3 + a // 8),
-        "mod_constant": lambda a, b, c: wrap(a % 10 + (a % -16) * 3), "rfloordiv": lambda a, b, c: 1000 // (b or 3),
+        "mod_constant": lambda a, b, c: wrap(a % 10 + (a % -16) * 3),
+        "rfloordiv": lambda a, b, c: 1000 // (b or 3),
         "floordiv_positive": lambda a, b, c: wrap(a // 7 + a + a // 2**30 + a // 1000003),
         "mod_positive": lambda a, b, c: wrap(a % 7 - a % 64 + a % (2**31 - 1)),
-        "floordiv_negative": lambda a, b, c: wrap(wrap(a // -7 + wrap(-a)) + a // -(2**31) + a // -1000003 + a // -8),
+        "floordiv_negative": lambda a, b, c: wrap(wrap(a // -7 + wrap(-a)) + a // -(2**31)
+                                                  + a // -1000003 + a // -8),
         "mod_negative": lambda a, b, c: wrap(a % -7 - a % -64 + a % -(2**31 - 1)),
         "shl": lambda a, b, c: shift(a, b, "<<"), "shr": lambda a, b, c: shift(a, b, ">>"),
-        "shl_small": lambda a, b, c: shift(a, b & 31, "<<"), "shr_small": lambda a, b, c: shift(a, b & 31, ">>"),
+        "shl_small": lambda a, b, c: shift(a, b & 31, "<<"),
+        "shr_small": lambda a, b, c: shift(a, b & 31, ">>"),
         **{f"cmp_{name}": (lambda op: lambda a, b, c: int(op(a, b)))(op) for name, op in (
             ("lt", int.__lt__), ("le", int.__le__), ("gt", int.__gt__), ("ge", int.__ge__),
             ("eq", int.__eq__), ("ne", int.__ne__))},
@@ -126,7 +131,8 @@ def test_every_exact_op(dtype):
         if moved is not None:
             assert ref.same_bits(got, moved), name
             continue
-        expected = ref.reference_array(_float_reference(name, dtype.numpy), dtype.numpy, a[rows], b[rows], c[rows])
+        expected = ref.reference_array(_float_reference(name, dtype.numpy), dtype.numpy, a[rows],
+                                       b[rows], c[rows])
         assert ref.same_bits(got, expected.reshape(got.shape)), name
 
 
@@ -205,6 +211,7 @@ def test_a_traced_index_and_numbers_on_the_left_of_int32_tiles():
         i = program + 5
         expected = [[i // d for d in divisors], [i % d for d in divisors],
                     [wrap(i << d % 2**32) if d % 2**32 < 32 else 0 for d in divisors],
-                    [i >> min(d % 2**32, 31) for d in divisors], [6 & d for d in divisors], [i ^ d for d in divisors]]
+                    [i >> min(d % 2**32, 31) for d in divisors], [6 & d for d in divisors],
+                    [i ^ d for d in divisors]]
         for position, values in enumerate(expected):
             assert out[program, position].reshape(-1).tolist() == values, position

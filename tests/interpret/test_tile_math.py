@@ -45,7 +45,8 @@ def compare(comparison: Comparison):
 
 
 FLOAT_BINARY = [
-    (arith.AddfOp, ref.add), (arith.SubfOp, ref.subtract), (arith.MulfOp, ref.multiply), (arith.DivfOp, ref.divide),
+    (arith.AddfOp, ref.add), (arith.SubfOp, ref.subtract), (arith.MulfOp, ref.multiply),
+    (arith.DivfOp, ref.divide),
 ]
 # The contract's comparisons: floats ordered (false on NaN) except `ne`, which is unordered.
 FLOAT_COMPARISONS = {"lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge", "eq": "oeq", "ne": "une"}
@@ -63,9 +64,11 @@ def test_float_arithmetic(dtype, op_class, reference):
 def test_float_fma_extrema_sign_ops_and_comparisons(dtype):
     a, b, c = floats(dtype), floats(dtype)[::-1], RNG.permutation(floats(dtype).reshape(-1)).reshape(8, 16)
     fma = run_op(lambda x, y, z, t: xmath.FmaOp(x, y, z), a, b, c)
-    assert ref.same_bits(fma, ref.reference_array(lambda x, y, z: ref.fma(x, y, z, dtype), dtype, a, b, c).reshape(a.shape))
+    assert ref.same_bits(
+        fma, ref.reference_array(lambda x, y, z: ref.fma(x, y, z, dtype), dtype, a, b, c).reshape(a.shape))
     for op_class, reference in ((arith.MaximumfOp, ref.maximum), (arith.MinimumfOp, ref.minimum)):
-        assert ref.same_bits(run_op(binary(op_class), a, b), ref.reference_array(reference, dtype, a, b).reshape(a.shape))
+        assert ref.same_bits(run_op(binary(op_class), a, b),
+                             ref.reference_array(reference, dtype, a, b).reshape(a.shape))
     sign = 1 << (8 * dtype.itemsize - 1)
     assert np.array_equal(ref.bits(run_op(lambda x, t: arith.NegfOp(x), a)), ref.bits(a) ^ sign)
     assert np.array_equal(ref.bits(run_op(lambda x, t: xmath.AbsFOp(x), a)), ref.bits(a) & (sign - 1))
@@ -88,20 +91,24 @@ def test_integer_arithmetic_wraps_and_reads_signedness_from_the_dtype(dtype):
     ]
     for op_class, reference in wrapped:
         result = run_op(binary(op_class), a, b)
-        assert result.dtype == dtype and unsigned(result) == [reference(x, y) for x, y in zip(unsigned(a), unsigned(b))]
+        assert (result.dtype == dtype
+                and unsigned(result) == [reference(x, y) for x, y in zip(unsigned(a), unsigned(b))])
     values = signed if dtype == I32 else unsigned
     for op_class, pick in ((arith.MaxSIOp, max), (arith.MinSIOp, min)):
         assert values(run_op(binary(op_class), a, b)) == [pick(x, y) for x, y in zip(values(a), values(b))]
     assert unsigned(run_op(lambda x, t: xmath.AbsIOp(x), a)) == [abs(x) % 2**32 for x in signed(a)]  # abs.s32
-    relations = {"lt": int.__lt__, "le": int.__le__, "gt": int.__gt__, "ge": int.__ge__, "eq": int.__eq__, "ne": int.__ne__}
+    relations = {"lt": int.__lt__, "le": int.__le__, "gt": int.__gt__, "ge": int.__ge__, "eq": int.__eq__,
+                 "ne": int.__ne__}
     for comparison in Comparison:
         result = run_op(compare(comparison), a, b, result=BOOL)
-        assert result.reshape(-1).tolist() == [relations[comparison.value](x, y) for x, y in zip(values(a), values(b))]
+        assert (result.reshape(-1).tolist()
+                == [relations[comparison.value](x, y) for x, y in zip(values(a), values(b))])
 
 
 def test_bool_tiles_combine_bitwise_and_select_any_dtype():
     m, n = RNG.integers(0, 2, (8, 16)).astype(bool), RNG.integers(0, 2, (8, 16)).astype(bool)
-    for op_class, reference in ((arith.AndIOp, np.logical_and), (arith.OrIOp, np.logical_or), (arith.XOrIOp, np.logical_xor)):
+    for op_class, reference in ((arith.AndIOp, np.logical_and), (arith.OrIOp, np.logical_or),
+                                (arith.XOrIOp, np.logical_xor)):
         result = run_op(binary(op_class), m, n)
         assert result.dtype == BOOL and np.array_equal(result, reference(m, n))
     for dtype in (*ref.FLOATS, I32, U32, BOOL, ref.E4M3, np.dtype(np.int8)):
@@ -111,7 +118,8 @@ def test_bool_tiles_combine_bitwise_and_select_any_dtype():
         assert ref.same_bits(result, np.where(m, a, b))
 
 
-CONVERSION_DTYPES = (*ref.FLOATS, ref.E4M3, ref.E5M2, I32, U32, *(np.dtype(t) for t in (np.int8, np.uint8, np.int16, np.uint16)))
+CONVERSION_DTYPES = (*ref.FLOATS, ref.E4M3, ref.E5M2, I32, U32,
+                     *(np.dtype(t) for t in (np.int8, np.uint8, np.int16, np.uint16)))
 
 
 def converted(x, source: np.dtype, target: np.dtype):
@@ -124,7 +132,8 @@ def converted(x, source: np.dtype, target: np.dtype):
     x = float(x)
     if target not in ref.FORMATS:
         info = np.iinfo(target)
-        return min(max(math.trunc(x) if math.isfinite(x) else x, int(info.min)), int(info.max)) % 2 ** (8 * target.itemsize)
+        return (min(max(math.trunc(x) if math.isfinite(x) else x, int(info.min)), int(info.max))
+                % 2 ** (8 * target.itemsize))
     if math.isinf(x):  # overflow: inf, or float8's largest finite value
         return ref.round_fraction(ref.FORMATS[target][2] * 2, target) * (1 if x > 0 else -1)
     return ref.round_fraction(Fraction(x), target, negative_zero=math.copysign(1.0, x) < 0)
@@ -154,7 +163,8 @@ def test_conversions(source):
 
 @pytest.mark.parametrize("approx", [False, True])
 def test_approximate_functions(approx):
-    x = np.array([[-2.5, -1.0, -0.0, 0.0, 0.5, 3.0, np.inf, -np.inf, np.nan, 1e-40, -1e-40, 100.0, -150.0, 2.0, 7.0, 9.5]],
+    x = np.array([[-2.5, -1.0, -0.0, 0.0, 0.5, 3.0, np.inf, -np.inf, np.nan, 1e-40, -1e-40, 100.0, -150.0,
+                   2.0, 7.0, 9.5]],
                  np.float32)
     flags = arith.FastMathFlagsAttr([arith.FastMathFlag.APPROX_FUNC] if approx else "none")
     functions = [(xmath.Exp2Op, np.exp2), (xmath.Log2Op, np.log2), (xmath.RsqrtOp, lambda v: 1 / np.sqrt(v))]
@@ -167,7 +177,8 @@ def test_approximate_functions(approx):
         with np.errstate(all="ignore"):
             expected = function(source.astype(np.float64)).astype(np.float32)
         if approx:
-            expected = np.where(np.abs(expected) < tiny, np.copysign(0, expected), expected).astype(np.float32)
+            expected = np.where(np.abs(expected) < tiny, np.copysign(0, expected),
+                                expected).astype(np.float32)
         expected = np.where(np.isnan(expected), np.uint32(0x7FFFFFFF).view(np.float32), expected)
         assert ref.same_bits(result, expected), op_class.name
 
@@ -205,7 +216,8 @@ def test_integer_division_floors_and_shifts_clamp_their_amount():
         return x >> min(amount, 31)
 
     lists = [int(x) for x in a.reshape(-1)], [int(y) for y in b.reshape(-1)]
-    assert run_op(binary(arith.FloorDivSIOp), a, b).reshape(-1).tolist() == [quotient(*p) for p in zip(*lists)]
+    assert (run_op(binary(arith.FloorDivSIOp), a, b).reshape(-1).tolist()
+            == [quotient(*p) for p in zip(*lists)])
     assert run_op(binary(arith.ShLIOp), a, b).reshape(-1).tolist() == [shift(*p, True) for p in zip(*lists)]
     assert run_op(binary(arith.ShRSIOp), a, b).reshape(-1).tolist() == [shift(*p, False) for p in zip(*lists)]
 

@@ -19,7 +19,8 @@ _names = itertools.count()
 
 @settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(program=tile_programs(), seed=st.integers(0, 2**16))
-def test_a_tile_program_computes_what_numpy_does_or_is_refused_at_its_line(program, seed, tmp_path_factory, ptxas):
+def test_a_tile_program_computes_what_numpy_does_or_is_refused_at_its_line(
+        program, seed, tmp_path_factory, ptxas):
     path = tmp_path_factory.getbasetemp() / f"tile_program_{next(_names)}.py"
     kernel = program.kernel(path)
     x, outputs = program.arrays(seed)

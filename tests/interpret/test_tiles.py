@@ -69,7 +69,8 @@ def tree_reference(values: np.ndarray, layout, axes: tuple[int, ...], combine):
         for lane in range(32):
             total = threads[group[0] * 32 + lane]
             for warp in group[1:]:
-                total = [[combine(x, y) for x, y in zip(a, b)] for a, b in zip(total, threads[warp * 32 + lane])]
+                total = [[combine(x, y) for x, y in zip(a, b)]
+                         for a, b in zip(total, threads[warp * 32 + lane])]
             for warp in group:
                 threads[warp * 32 + lane] = total
     flat = [[value for register in thread for value in register] for thread in threads]
@@ -260,7 +261,8 @@ def splat_program_id(y, DTYPE: ad.constexpr):
     ad.await_async_copy(0)
 
 
-@pytest.mark.parametrize("dtype", [ad.float32, ad.bfloat16, ad.float16, ad.float8_e4m3fn, ad.int32, ad.int8, ad.int16], ids=str)
+@pytest.mark.parametrize(
+    "dtype", [ad.float32, ad.bfloat16, ad.float16, ad.float8_e4m3fn, ad.int32, ad.int8, ad.int16], ids=str)
 def test_a_traced_index_becomes_a_tile_of_any_dtype(dtype):
     y = np.zeros((128, 128), dtype.numpy)
     splat_program_id.interpret(y, DTYPE=dtype)
@@ -297,7 +299,8 @@ def test_iota_broadcasts_constants_and_relayouts_compose():
     y, z = np.zeros_like(x), np.zeros((64, 128), np.int32)
     made_tiles.interpret(x, y, z)
     shifted = (x - np.maximum(x, np.float32(-1)).max(axis=1, keepdims=True)) * np.float32(0.5)
-    expected = (shifted.astype(np.float64) * 2 + 0.25).astype(np.float32)  # the product is exact: fma rounds once
+    # the product is exact: fma rounds once
+    expected = (shifted.astype(np.float64) * 2 + 0.25).astype(np.float32)
     assert ref.same_bits(y, expected)
     assert np.array_equal(z, np.arange(128)[None, :] - np.arange(64)[:, None] * 1000)
 
@@ -357,7 +360,8 @@ def test_reading_registers_before_any_write_is_an_error_at_the_read():
     with pytest.raises(ad.InterpretError, match="before anything was written") as caught:
         unwritten_registers.interpret(np.zeros(4, np.float32))
     assert caught.value.location.line == line_of(unwritten_registers.fn, "never written")
-    assert f"registers allocated at {__file__}:{line_of(unwritten_registers.fn, 'total = ')}" in str(caught.value)
+    assert (f"registers allocated at {__file__}:{line_of(unwritten_registers.fn, 'total = ')}"
+            in str(caught.value))
 
 
 def test_traced_scalars_combine_with_tiles_and_where_picks_between_numbers():
@@ -368,6 +372,7 @@ def test_traced_scalars_combine_with_tiles_and_where_picks_between_numbers():
     s = np.float32(1.5)
     for program in range(2):
         i = np.float32(program + 3)
-        expected = (s - x, i / x, np.maximum(s, x), np.where(s < x, 1, 0), np.where(x > 3, i, -1), np.where(i == x, s, 2.5))
+        expected = (s - x, i / x, np.maximum(s, x), np.where(s < x, 1, 0), np.where(x > 3, i, -1),
+                    np.where(i == x, s, 2.5))
         for position, values in enumerate(expected):
             assert np.array_equal(y[program, position], np.asarray(values, np.float32)), (program, position)

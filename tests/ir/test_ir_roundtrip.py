@@ -130,7 +130,8 @@ def tile_everything(x, y, z):
 
 
 TILE_STAGES = tile_everything.stages(
-    ad.ArraySpec((64, 128), ad.bfloat16), ad.ArraySpec((64, 128), ad.float32), ad.ArraySpec((64, 128), ad.float8_e4m3fn)
+    ad.ArraySpec((64, 128), ad.bfloat16), ad.ArraySpec((64, 128), ad.float32),
+    ad.ArraySpec((64, 128), ad.float8_e4m3fn)
 )
 
 
@@ -145,7 +146,8 @@ def test_tile_ops_print_readably():
     for fragment in ("asyncdsl.load_smem", "layout <wgmma>", "asyncdsl.reduce sum",
                      "asyncdsl.compare gt", "asyncdsl.select", "asyncdsl.convert", "asyncdsl.iota dim 1",
                      "asyncdsl.alloc_registers", "!asyncdsl.registers<vector<64x128xf32>>",
-                     "asyncdsl.relayout", "math.exp2", "fastmath<afn>", "asyncdsl.layout = #asyncdsl.layout<wgmma_row>"):
+                     "asyncdsl.relayout", "math.exp2", "fastmath<afn>",
+                     "asyncdsl.layout = #asyncdsl.layout<wgmma_row>"):
         assert fragment in text, fragment
 
 
@@ -181,7 +183,8 @@ def test_a_buffer_layout_prints_in_its_memory_space():
 
 @pytest.mark.parametrize("text,message", [
     ('"asyncdsl.alloc_smem"() <{alignment = 1024 : i64}> : () -> memref<64x128xbf16, '
-     '#asyncdsl.smem<[64, 128], [#asyncdsl.tile<[8, 64]>], swizzle = 128>>', "has the physical shape (8, 2, 8, 64)"),
+     '#asyncdsl.smem<[64, 128], [#asyncdsl.tile<[8, 64]>], swizzle = 128>>',
+     "has the physical shape (8, 2, 8, 64)"),
     ('"asyncdsl.alloc_smem"() <{alignment = 128 : i64}> : () -> memref<8x2x8x64xbf16, '
      '#asyncdsl.smem<[64, 128], [#asyncdsl.tile<[8, 64]>], swizzle = 128>>', "aligned to 1024"),
     ('"asyncdsl.alloc_smem"() <{alignment = 1024 : i64}> : () -> memref<8x4x8x32xbf16, '

@@ -83,7 +83,9 @@ def test_swiglu_at_the_benchmark_shape_assembles_without_spills(ptxas):
     assert_no_spills(swiglu.ptx(*(ad.ArraySpec((16384, 8192), ad.bfloat16),) * 3))
 
 
-@pytest.mark.parametrize("dtype,bm,bn", [(d, m, n) for d, m, n in __import__("asyncdsl.examples.tile_copy", fromlist=["CASES"]).CASES])
+@pytest.mark.parametrize("dtype,bm,bn",
+                         [(d, m, n)
+                          for d, m, n in __import__("asyncdsl.examples.tile_copy", fromlist=["CASES"]).CASES])
 def test_tile_copy_every_dtype_assembles(dtype, bm, bn, ptxas):
     from asyncdsl.examples.tile_copy import tile_copy
 
@@ -100,7 +102,9 @@ def test_tile_copy_ptx_has_the_tma_protocol():
     assert len(re.findall(r"\.param \.align 64 \.b8 tile_copy_param_\d\[128\]", ptx)) == 2
     # The leader arms the barrier with the whole box, then loads with coordinates innermost first.
     assert re.search(r"mbarrier\.arrive\.expect_tx\.shared::cta\.b64 _, \[%r\d+\], 16384;", ptx)
-    load = re.search(r"cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global\.tile\.mbarrier::complete_tx::bytes \[(%r\d+)\], \[%rd\d+, \{(%r\d+), (%r\d+)\}\]", ptx)
+    load = re.search(
+        r"cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global\.tile\.mbarrier::complete_tx::bytes "
+        r"\[(%r\d+)\], \[%rd\d+, \{(%r\d+), (%r\d+)\}\]", ptx)
     assert load
     assert "and.b32 %r4, %r4, -1024;" in ptx  # run-time 1024-byte alignment of shared memory
     assert "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group" in ptx
@@ -142,5 +146,6 @@ def test_loops_and_branches_assemble(ptxas):
 
 def test_ptxas_rejection_is_reported_with_the_source():
     with pytest.raises(PtxAssemblyError) as caught:
-        assemble(".version 8.0\n.target sm_90a\n.address_size 64\n.visible .entry k() { bogus.instr; ret; }\n")
+        assemble(
+            ".version 8.0\n.target sm_90a\n.address_size 64\n.visible .entry k() { bogus.instr; ret; }\n")
     assert "bogus" in str(caught.value)

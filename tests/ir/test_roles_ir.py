@@ -31,7 +31,8 @@ def test_the_trace_shows_roles_and_collective_arrivals():
 
 @pytest.mark.parametrize(
     ("warpgroups", "registers", "message"),
-    [((), None, "at least one"), ((1, 1), None, "distinct"), ((0,), 236, "multiple of 8"), ((0,), 8, "[24, 256]")],
+    [((), None, "at least one"), ((1, 1), None, "distinct"), ((0,), 236, "multiple of 8"),
+     ((0,), 8, "[24, 256]")],
 )
 def test_role_verifier(warpgroups, registers, message):
     with pytest.raises(VerifyException, match=message.replace("[", r"\[")):

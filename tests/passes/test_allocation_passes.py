@@ -17,8 +17,10 @@ def two_buffers(descriptors="grid_constant"):
         tiled = ad.smem((8, 1, 8, 64), x.dtype)
         bar = ad.barrier(num=2)
         ad.async_copy(x.at[ad.ds(0, 16), ad.ds(0, 8)], small, barrier=bar[0])
-        ad.async_copy(x.at[ad.ds(0, 64), ad.ds(0, 64)], tiled, barrier=bar[1], transforms=ad.TileTransform((8, 64)), swizzle=128)
-        ad.async_copy(x.at[ad.ds(64, 64), ad.ds(0, 64)], tiled, barrier=bar[1], transforms=ad.TileTransform((8, 64)), swizzle=128)
+        ad.async_copy(x.at[ad.ds(0, 64), ad.ds(0, 64)], tiled, barrier=bar[1],
+                      transforms=ad.TileTransform((8, 64)), swizzle=128)
+        ad.async_copy(x.at[ad.ds(64, 64), ad.ds(0, 64)], tiled, barrier=bar[1],
+                      transforms=ad.TileTransform((8, 64)), swizzle=128)
 
     return kernel
 
@@ -35,7 +37,8 @@ def test_identical_descriptors_are_shared():
     compiled = two_buffers().compile(BF16)
     # Two loads of the same tiled box share one descriptor; the small box has its own.
     assert len(compiled.binary.descriptors) == 2
-    indices = [op.descriptor_index.value.data for op in compiled.module.walk() if isinstance(op, ir.TmaLoadOp)]
+    indices = [op.descriptor_index.value.data for op in compiled.module.walk()
+               if isinstance(op, ir.TmaLoadOp)]
     assert indices == [0, 1, 1]
 
 

@@ -15,7 +15,8 @@ from asyncdsl.passes.to_ptx.barriers import drop_redundant_barriers
 from asyncdsl.passes.to_ptx.builder import PtxBuilder
 
 # The instructions a sequence is drawn from; barrier ids are registers a and b (two warpgroup ids).
-KINDS = ("cta", "wg a", "wg b", "guarded wg a", "turn", "register", "load", "store", "fence", "label", "branch")
+KINDS = ("cta", "wg a", "wg b", "guarded wg a", "turn", "register", "load", "store", "fence",
+         "label", "branch")
 
 
 def _build(kinds: list[str]) -> tuple[Block, list]:
@@ -95,9 +96,11 @@ def test_runs_of_barriers_keep_what_the_reference_keeps(kinds):
 
 
 def test_a_reductions_trailing_barrier_meets_the_next_stores_leading_one():
-    block, made = _build(["store", "wg a", "load", "wg a", "register", "wg a", "store", "wg a", "cta", "load"])
+    block, made = _build(
+        ["store", "wg a", "load", "wg a", "register", "wg a", "store", "wg a", "cta", "load"])
     drop_redundant_barriers(block)
-    assert [op.parent is block for op in made] == [True, True, True, True, True, False, True, False, True, True]
+    assert ([op.parent is block for op in made]
+            == [True, True, True, True, True, False, True, False, True, True])
 
 
 def test_memory_labels_and_other_barrier_forms_end_a_run():

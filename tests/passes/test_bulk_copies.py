@@ -103,14 +103,16 @@ def _run_by_offsets(gmem_shape, sizes, transforms, smem_shape) -> bool:
 def test_a_run_is_found_exactly_where_the_window_offsets_say(data):
     rank = data.draw(st.integers(1, 3))
     gmem_shape = tuple(data.draw(st.lists(st.sampled_from([1, 2, 4, 8]), min_size=rank, max_size=rank)))
-    sizes = tuple(data.draw(st.sampled_from([-1, *range(1, extent + 1)])) if extent > 1 else data.draw(st.sampled_from([-1, 1])) for extent in gmem_shape)
+    sizes = tuple(data.draw(st.sampled_from([-1, *range(1, extent + 1)])) if extent > 1
+                  else data.draw(st.sampled_from([-1, 1])) for extent in gmem_shape)
     sliced = tuple(size for size in sizes if size != -1) or (1,)
     transforms = ()
     if len(sliced) >= 2 and data.draw(st.booleans()):
         permutation = tuple(data.draw(st.permutations(range(len(sliced)))))
         transforms = (ad.TransposeTransform(permutation),)
     elif sliced and data.draw(st.booleans()):
-        tile = tuple(data.draw(st.sampled_from([d for d in range(1, s + 1) if s % d == 0])) for s in sliced[-1:])
+        tile = tuple(data.draw(st.sampled_from([d for d in range(1, s + 1) if s % d == 0]))
+                     for s in sliced[-1:])
         transforms = (ad.TileTransform(tile),)
     try:
         shape = sliced
@@ -120,7 +122,8 @@ def test_a_run_is_found_exactly_where_the_window_offsets_say(data):
         return
     if all(size == -1 for size in sizes):
         return
-    assert is_contiguous_run(gmem_shape, sizes, transforms, shape) == _run_by_offsets(gmem_shape, sizes, transforms, shape)
+    assert (is_contiguous_run(gmem_shape, sizes, transforms, shape)
+            == _run_by_offsets(gmem_shape, sizes, transforms, shape))
 
 
 def test_a_huge_window_is_decided_without_laying_it_out():
@@ -267,7 +270,8 @@ def test_a_broken_promise_is_an_assumption_error_at_the_copy():
     with pytest.raises(ad.AssumptionError) as caught:
         promised_load.interpret(x, np.zeros(Y_LEN, np.float32), START=800)
     message = str(caught.value)
-    assert "cannot read outside the array" in message and "window of 256 outside the dim of size 1000" in message
+    assert ("cannot read outside the array" in message
+            and "window of 256 outside the dim of size 1000" in message)
     assert "(found 800)" in message
     assert f"test_bulk_copies.py:{line_of(promised_load.fn, '# the copy')}" in message
 
@@ -315,4 +319,5 @@ def test_checks_on_arrays_past_32_bit_indices_compare_within_32_bits(oob, monkey
     ptxas(ptx)
     for line in ptx.splitlines():
         if "setp" in line and ".s32" in line:
-            assert all(-(2**31) <= int(n) < 2**31 for n in re.findall(r"(?<![%\w])-?\d+", line.split(",", 1)[1])), line
+            assert all(-(2**31) <= int(n) < 2**31
+                       for n in re.findall(r"(?<![%\w])-?\d+", line.split(",", 1)[1])), line

@@ -209,12 +209,14 @@ def run_loads_at(row=0, col=0, await_=True, fence=True):
 
 
 def test_traced_start_out_of_bounds():
-    with pytest.raises(ad.AssumptionError, match=r"cannot read outside the array.*window of 16 outside the dim of size 64 \(found 56\)"):
+    with pytest.raises(ad.AssumptionError, match=r"cannot read outside the array.*window of 16 outside the "
+                                                 r"dim of size 64 \(found 56\)"):
         run_loads_at(row=56)
 
 
 def test_traced_start_off_the_chunk():
-    with pytest.raises(ad.AssumptionError, match=r"16-byte chunks\) needs its GMEM address 16-byte aligned.*found 0, 1"):
+    with pytest.raises(ad.AssumptionError,
+                       match=r"16-byte chunks\) needs its GMEM address 16-byte aligned.*found 0, 1"):
         run_loads_at(col=1)
 
 

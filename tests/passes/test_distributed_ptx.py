@@ -51,7 +51,8 @@ def test_peer_copies_read_one_descriptor_per_device_from_consecutive_slots(devic
     assert all(spec.arg_index == 1 and spec.box_dims == (1, 64, 64) for spec in peers)
     (scratch,) = [p for p in binary.params if isinstance(p, DescriptorScratchParam)]
     first = binary.descriptors.index(peers[0])
-    assert [scratch.slot_offsets[first + pe] for pe in range(devices)] == [(first + pe) * 128 for pe in range(devices)]
+    assert ([scratch.slot_offsets[first + pe] for pe in range(devices)]
+            == [(first + pe) * 128 for pe in range(devices)])
     # The rank and the peer offsets come from the table; flags (2) and out (1) are addressed on peers.
     assert [p for p in binary.params if isinstance(p, PeerTableParam)] == [PeerTableParam(devices, (1, 2))]
     assert "ld.global.nc.u32" in binary.ptx  # device_id
@@ -67,7 +68,8 @@ def test_a_traced_peer_selects_its_descriptor_and_offset_at_run_time(ptxas):
         ad.await_async_copy()
         ad.signal(flags.peer(pe).at[0], 1)
 
-    compiled = ring.specialize((ad.ArraySpec((8, 16), ad.float32), ad.ArraySpec((1,), ad.int32)), {}, devices=3)
+    compiled = ring.specialize((ad.ArraySpec((8, 16), ad.float32), ad.ArraySpec((1,), ad.int32)),
+                               {}, devices=3)
     ptx = compiled.ptx
     ptxas(ptx)
     assert "mul.wide.u32" in ptx and f"{128}" in ptx  # the descriptor: 128 bytes per device
@@ -85,5 +87,6 @@ def test_the_distributed_examples_assemble_for_several_devices(ptxas):
              ad.ArraySpec((devices,), ad.int32), ScalarSpec("int")),
             {"CTAS": 132}, devices=devices).ptx)
         ptxas(all_gather_matmul.all_gather_matmul.specialize(
-            (ad.ArraySpec((128, 192), bf16), ad.ArraySpec((192, 256), bf16), ad.ArraySpec((128 * devices, 256), bf16)),
+            (ad.ArraySpec((128, 192), bf16), ad.ArraySpec((192, 256), bf16),
+             ad.ArraySpec((128 * devices, 256), bf16)),
             {"CTAS": 2}, devices=devices).ptx)

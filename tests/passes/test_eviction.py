@@ -26,7 +26,8 @@ def test_a_load_with_a_policy_carries_it_into_the_ptx_and_copies_the_same_bytes(
     (create,) = [line.strip() for line in ptx.splitlines() if "createpolicy" in line]
     assert create.startswith(f"createpolicy.fractional.L2::{policy}.b64 "), create
     register = create.split()[1].rstrip(",")
-    (load,) = [line.strip() for line in ptx.splitlines() if "cp.async.bulk.tensor" in line and ".global.tile" in line
+    (load,) = [line.strip() for line in ptx.splitlines()
+               if "cp.async.bulk.tensor" in line and ".global.tile" in line
                and "shared::cluster.global" in line]
     assert ".L2::cache_hint" in load and load.endswith(f", {register};"), load
     assert (".multicast::cluster" in load) == (collective is not None)
@@ -63,8 +64,8 @@ def refused(x, y, KIND: ad.constexpr):
         ad.async_copy(x.at[0, ad.ds(0, 64)], buf.at[0], barrier=bar, oob="undefined",  # the bulk
                       eviction_policy="evict_first")
     else:
-        ad.async_copy(x.at[ad.ds(0, 64), ad.ds(0, 64)], buf, barrier=bar, implementation="cp_async",  # the cp_async
-                      eviction_policy="evict_first")
+        ad.async_copy(x.at[ad.ds(0, 64), ad.ds(0, 64)], buf, barrier=bar,  # the cp_async
+                      implementation="cp_async", eviction_policy="evict_first")
     bar.wait()
 
 
@@ -77,7 +78,8 @@ def test_copies_other_than_tma_loads_refuse_a_policy_at_their_line(kind):
 
 
 def test_an_unknown_policy_is_refused_at_the_copy():
-    with pytest.raises(ad.TraceError, match=r"eviction_policy must be one of \('evict_first', 'evict_last'\)"):
+    with pytest.raises(ad.TraceError,
+                       match=r"eviction_policy must be one of \('evict_first', 'evict_last'\)"):
         load_with_policy.compile(*_arrays(), POLICY="evict_normal")
 
 

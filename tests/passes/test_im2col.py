@@ -160,7 +160,8 @@ def traced_offsets(x, out, R: ad.constexpr):
 
 def test_traced_offset_out_of_range_is_reported_at_the_copy():
     x = random_bits((1, 4, 4, 8), ad.float32)
-    with pytest.raises(ad.InterpretError, match=r"offset 256 along spatial dim 0 is outside \[0, 255\]") as caught:
+    with pytest.raises(ad.InterpretError,
+                       match=r"offset 256 along spatial dim 0 is outside \[0, 255\]") as caught:
         traced_offsets.interpret(x, np.zeros((8, 8), np.float32), R=256)
     assert caught.value.location.line == line_of(traced_offsets.fn, "# traced")
 
@@ -194,7 +195,8 @@ def odometer_rows(x, spec: Im2colTensorMapSpec, coords, offsets) -> np.ndarray:
         pixel = [p + o for p, o in zip(position, offsets)]
         for k in range(spec.channels_per_pixel):
             c = c0 + k
-            if 0 <= n < x.shape[0] and all(0 <= p < s for p, s in zip(pixel, x.shape[1:-1])) and 0 <= c < x.shape[-1]:
+            if (0 <= n < x.shape[0] and all(0 <= p < s for p, s in zip(pixel, x.shape[1:-1]))
+                    and 0 <= c < x.shape[-1]):
                 rows[row, k] = x[(n, *pixel, c)]
         for dim in reversed(range(len(position))):
             position[dim] += strides[dim]
@@ -215,7 +217,8 @@ def im2col_cases(draw):
     lower = [draw(st.integers(max(-corner, -3), 2)) for _ in sizes]
     upper = [draw(st.integers(max(lo - s + 1, -corner, -4), 3)) for lo, s in zip(lower, sizes)]
     strides = [draw(st.integers(1, 8)) for _ in sizes]
-    start = [draw(st.integers(lo, s - 1 + hi)) for lo, hi, s in zip(lower, upper, sizes)]  # on or off the lattice
+    # on or off the lattice
+    start = [draw(st.integers(lo, s - 1 + hi)) for lo, hi, s in zip(lower, upper, sizes)]
     offsets = [draw(st.integers(0, 3)) for _ in sizes]
     coords = (draw(st.integers(-1, batch)), *start, draw(st.integers(-4, channels)))
     pixels, per_pixel = draw(st.integers(1, 40)), draw(st.integers(1, 8))
@@ -287,8 +290,9 @@ def test_the_binary_carries_the_im2col_spec_for_the_runtime():
 def test_ptx_issues_the_im2col_load_with_16_bit_offsets(ptxas):
     ptx = STAGES["ptx"]
     load = re.search(
-        r"@(%p\d+) cp\.async\.bulk\.tensor\.4d\.shared::cluster\.global\.im2col\.mbarrier::complete_tx::bytes "
-        r"\[%r\d+\], \[%rd\d+, \{(%r\d+), (%r\d+), (%r\d+), (%r\d+)\}\], \[(%r\d+)\], \{(%rs\d+), (%rs\d+)\};",
+        r"@(%p\d+) cp\.async\.bulk\.tensor\.4d\.shared::cluster\.global\.im2col\.mbarrier::complete_tx::"
+        r"bytes \[%r\d+\], \[%rd\d+, \{(%r\d+), (%r\d+), (%r\d+), (%r\d+)\}\], \[(%r\d+)\], "
+        r"\{(%rs\d+), (%rs\d+)\};",
         ptx,
     )
     assert load, ptx
@@ -308,7 +312,8 @@ def test_ptx_issues_the_im2col_load_with_16_bit_offsets(ptxas):
 def test_rank_3_4_5_with_extreme_parameters_assemble(shape, bounds, strides, start, offsets, swizzle, ptxas):
     channels = 32 if swizzle != 64 else 16
     ptx = im2col_once.ptx(ad.ArraySpec(shape, ad.float32), ad.ArraySpec((64, channels), ad.float32),
-                          BOUNDS=tuple(bounds), STRIDES=tuple(strides), START=start, OFFSETS=offsets, SWIZZLE=swizzle)
+                          BOUNDS=tuple(bounds), STRIDES=tuple(strides), START=start, OFFSETS=offsets,
+                          SWIZZLE=swizzle)
     rank = len(shape)
     assert f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.im2col" in ptx
     for offset in offsets:
@@ -348,7 +353,8 @@ IMAGE = ad.ArraySpec((2, 8, 8, 16), ad.float32)
     (IMAGE, dict(window_start_bounds=((-1, -1),)), ["one (lo, hi) pair per spatial dim (2", "got 1"]),
     (IMAGE, dict(window_start_bounds=((-129, 0), (0, 0))), ["[-128, 127] for rank 4", "(-129, 0)"]),
     (ad.ArraySpec((2, 8, 8, 8, 16), ad.float32),
-     dict(window_start_bounds=((0, 16), (0, 0), (0, 0)), start_indices=(0, 0, 0, 0, 0), filter_offsets=(0, 0, 0)),
+     dict(window_start_bounds=((0, 16), (0, 0), (0, 0)), start_indices=(0, 0, 0, 0, 0),
+          filter_offsets=(0, 0, 0)),
      ["[-16, 15] for rank 5", "(0, 16)"]),
     (IMAGE, dict(window_start_bounds=((4, -4), (0, 0))), ["leave no window start", "[4, 3] is empty"]),
     (IMAGE, dict(window_strides=(1, 9)), ["window stride 9 along spatial dim 1 is outside [1, 8]"]),
@@ -361,13 +367,17 @@ IMAGE = ad.ArraySpec((2, 8, 8, 16), ad.float32)
      dict(window_start_bounds=((0, 0),), start_indices=(0, 0, 0), filter_offsets=(65536,)),
      ["filter offset 65536", "[0, 65535]", "16-bit range of a rank-3"]),
     (IMAGE, dict(start_indices=(0, -2, 0, 0)), ["start index -2 along spatial dim 0", "[-1, 6]"]),
-    (IMAGE, dict(start_indices=(1 << 40, 0, 0, 0)), ["start index 0 is 1099511627776", "signed 32-bit"]),  # it wrapped
+    # it wrapped
+    (IMAGE, dict(start_indices=(1 << 40, 0, 0, 0)), ["start index 0 is 1099511627776", "signed 32-bit"]),
     (IMAGE, dict(rows_shape=(1024,)), ["rank >= 2"]),
     (IMAGE, dict(rows_shape=(2, 513, 16)), ["1026 rows (pixels)", "1 to 1024"]),
-    (ad.ArraySpec((2, 8, 8, 512), ad.int8), dict(rows_shape=(4, 272)), ["272 columns (channels)", "1 to 256"]),
+    (ad.ArraySpec((2, 8, 8, 512), ad.int8), dict(rows_shape=(4, 272)),
+     ["272 columns (channels)", "1 to 256"]),
     (IMAGE, dict(rows_shape=(64, 3)), ["3 channels spans 12 bytes", "multiple of 16"]),
-    (ad.ArraySpec((2, 8, 8, 6), ad.float32), dict(rows_shape=(64, 4)), ["24 bytes between pixels", "multiple of 16"]),
-    (IMAGE, dict(swizzle=128), ["swizzle 128 needs each row to span exactly 128 bytes (32 channels)", "64 bytes"]),
+    (ad.ArraySpec((2, 8, 8, 6), ad.float32), dict(rows_shape=(64, 4)),
+     ["24 bytes between pixels", "multiple of 16"]),
+    (IMAGE, dict(swizzle=128),
+     ["swizzle 128 needs each row to span exactly 128 bytes (32 channels)", "64 bytes"]),
     (IMAGE, dict(swizzle=48), ["swizzle must be one of"]),
 ])
 def test_every_rule_is_a_trace_error_at_the_copy(image, kwargs, fragments):
@@ -406,5 +416,6 @@ def test_descriptors_in_a_gmem_scratch_assemble(ptxas):
     scratch = ad.kernel(grid=(1,), descriptors="scratch")(im2col_once.fn)
     compiled = scratch.compile(IMAGE, ad.ArraySpec((64, 16), ad.float32), BOUNDS=((-1, -1), (-1, -1)),
                                STRIDES=(1, 1), START=(0, -1, -1, 0), OFFSETS=(1, 2), SWIZZLE=0)
-    assert [type(d).__name__ for d in compiled.binary.descriptors] == ["Im2colTensorMapSpec", "TiledTensorMapSpec"]
+    assert ([type(d).__name__ for d in compiled.binary.descriptors]
+            == ["Im2colTensorMapSpec", "TiledTensorMapSpec"])
     ptxas(compiled.ptx)

@@ -46,7 +46,8 @@ def leaves(draw) -> Traced:
                                                                        max_size=SAMPLES - 1))])
     if kind == "runtime":  # a value the analysis knows nothing of (a runtime int may be negative)
         block = Block(arg_types=[IndexType()])
-        return Traced(block.args[0], draw(st.lists(st.integers(-500, 500), min_size=SAMPLES, max_size=SAMPLES)))
+        return Traced(block.args[0],
+                      draw(st.lists(st.integers(-500, 500), min_size=SAMPLES, max_size=SAMPLES)))
     # A counter of `for j in range(lb, ub, step)`: lb, lb + step, ...
     lb = draw(leaves())
     step = draw(st.integers(1, 4))
@@ -66,8 +67,8 @@ def expressions(draw, depth: int = 3) -> Traced:
     if depth == 0 or draw(st.integers(0, 3)) == 0:
         return draw(leaves())
     lhs = draw(expressions(depth - 1))
-    kind = draw(st.sampled_from(["add", "sub", "mul", "max", "min", "floordiv", "divsi", "select", "remainder",
-                                 "mask"]))
+    kind = draw(st.sampled_from(["add", "sub", "mul", "max", "min", "floordiv", "divsi", "select",
+                                 "remainder", "mask"]))
     if kind == "mask":  # `a % 2^k`, as a traced remainder by a power of two records it: a & (2^k - 1)
         mask = 2 ** draw(st.integers(0, 4)) - 1
         return Traced(arith.AndIOp(lhs.value, _constant(mask).value).result, [a & mask for a in lhs.samples])
@@ -75,7 +76,8 @@ def expressions(draw, depth: int = 3) -> Traced:
         c = draw(st.integers(1, 7))
         divisor = _constant(c)
         if kind == "divsi":
-            return Traced(arith.DivSIOp(lhs.value, divisor.value).result, [_trunc_div(a, c) for a in lhs.samples])
+            return Traced(arith.DivSIOp(lhs.value, divisor.value).result,
+                          [_trunc_div(a, c) for a in lhs.samples])
         quotient = arith.FloorDivSIOp(lhs.value, divisor.value).result
         if kind == "floordiv":
             return Traced(quotient, [a // c for a in lhs.samples])
@@ -112,7 +114,8 @@ def test_every_value_is_at_least_the_proved_bound(expression):
 def test_what_the_bound_proves_of_the_usual_indices():
     program = ir.ProgramIdOp(0).result
     block = Block(arg_types=[IndexType()])
-    scf.ForOp(arith.MaxSIOp(program, _constant(1).value).result, _constant(9).value, _constant(1).value, [], block)
+    scf.ForOp(arith.MaxSIOp(program, _constant(1).value).result, _constant(9).value,
+              _constant(1).value, [], block)
     j = block.args[0]
     assert known_lower_bound(j) == 1  # for j in range(first.max(1), n)
     assert known_lower_bound(arith.SubiOp(j, _constant(1).value).result) == 0  # j - 1

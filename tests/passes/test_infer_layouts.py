@@ -50,7 +50,8 @@ def test_a_tile_reduced_over_rows_gets_the_row_layout_and_its_broadcasts_cost_no
     found = _layouts(row_softmax, BF16, BF16)
     expected = row_layout((64, 256), 2)
     assert found["asyncdsl.load_smem"] == [expected]
-    assert all(layout == expected for layout in found["arith.subf"] + found["arith.divf"] + found["asyncdsl.convert"])
+    assert all(layout == expected
+               for layout in found["arith.subf"] + found["arith.divf"] + found["asyncdsl.convert"])
     reduced = expected.reduce((64, 256), 1)
     assert found["asyncdsl.reduce"] == [reduced, reduced]
     assert found["asyncdsl.broadcast_in_dim"] == [expected, expected]

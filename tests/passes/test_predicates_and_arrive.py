@@ -40,7 +40,8 @@ def test_only_ctas_where_the_predicate_holds_copy():
 
 
 def test_predicates_reach_the_hardware_ops():
-    resolved = odd_ctas_copy.ir(ad.ArraySpec((4 * R, C), F32), ad.ArraySpec((4 * R, C), F32), after="resolve-transforms")
+    resolved = odd_ctas_copy.ir(ad.ArraySpec((4 * R, C), F32), ad.ArraySpec((4 * R, C), F32),
+                                after="resolve-transforms")
     for name in ("tma_load", "tma_store"):
         line = next(line for line in resolved.splitlines() if f'"asyncdsl.{name}"' in line)
         assert ", i1)" in line, line  # the predicate is an operand

@@ -74,7 +74,8 @@ def test_ptx_prefetches_by_the_leader_where_the_predicate_holds(ptxas):
         ((512,), (ad.ds(128, 256),), (), None, 1),
         ((4, 64, 128), (1, ad.ds(0, 64), ad.ds(0, 32)), (ad.TileTransform((8, 32)),), 128, 5),
         ((2, 3, 4, 64, 64), (Ellipsis,), (), None, 5),
-        ((8, 64, 128), (ad.ds(0, 8), ad.ds(0, 16), ad.ds(0, 128)), (ad.TransposeTransform((1, 0, 2)),), None, 3),
+        ((8, 64, 128), (ad.ds(0, 8), ad.ds(0, 16), ad.ds(0, 128)),
+         (ad.TransposeTransform((1, 0, 2)),), None, 3),
     ],
 )
 def test_prefetches_of_every_rank_assemble(shape, index, transforms, swizzle, rank, ptxas):
@@ -101,14 +102,17 @@ def test_a_prefetch_past_the_edges_is_legal():
 def test_the_interpreter_checks_the_descriptor_fits_its_argument():
     compiled = prefetch_then_copy.compile(F32, F32)
     small = np.zeros((128, 128), np.float32)  # half of what the kernel was compiled for
-    with pytest.raises(ad.InterpretError, match="the TMA prefetch's descriptor views bytes up to 131072") as caught:
-        run_kernel(compiled.module, [GlobalArgument("x", small), GlobalArgument("y", small.copy())], (1, 1, 1))
+    with pytest.raises(ad.InterpretError,
+                       match="the TMA prefetch's descriptor views bytes up to 131072") as caught:
+        run_kernel(compiled.module,
+                   [GlobalArgument("x", small), GlobalArgument("y", small.copy())], (1, 1, 1))
     assert caught.value.location.line == line_of(prefetch_then_copy.fn, "ad.async_prefetch")
 
 
 def test_a_box_tma_cannot_move_is_a_copy_error_at_the_prefetch():
     with pytest.raises(ad.CopyError, match=r"TMA box dimension 300 > 256") as caught:
-        prefetch_only.compile(ad.ArraySpec((512, 16), ad.float32), T=(), SWIZZLE=None, INDEX=(ad.ds(0, 300), ad.ds(0, 16)))
+        prefetch_only.compile(ad.ArraySpec((512, 16), ad.float32), T=(), SWIZZLE=None,
+                              INDEX=(ad.ds(0, 300), ad.ds(0, 16)))
     assert caught.value.location.line == line_of(prefetch_only.fn, "# the prefetch")
 
 

@@ -38,7 +38,8 @@ RNG = np.random.default_rng(5)
 
 # The pairs asyncdsl allows beyond the reference's table (both run on the H200, §3.4).
 EXTENSIONS = {("add", dtypes.float64)} | {
-    (op, dtype) for op in ("min", "max") for dtype in (dtypes.int32, dtypes.int64, dtypes.uint32, dtypes.uint64)
+    (op, dtype) for op in ("min", "max")
+    for dtype in (dtypes.int32, dtypes.int64, dtypes.uint32, dtypes.uint64)
 }
 REFUSED = [(op, dtype) for op in reduction.OPS for dtype in dtypes.ALL if dtype not in ALLOWED[op]]
 
@@ -102,9 +103,11 @@ def test_every_other_pair_is_a_copy_error_at_the_users_line(op, dtype):
                                  "allowed for float32: add"]),
         ("add", dtypes.int16, [".add on a tensor map of type UINT16", "no reduction works on int16"]),
         ("inc", dtypes.int64, [".inc on a tensor map of type UINT64", "allowed for int64: add, min, max"]),
-        ("xor", dtypes.bfloat16, [".xor on a tensor map of type BFLOAT16", "allowed for bfloat16: add, min, max"]),
+        ("xor", dtypes.bfloat16,
+         [".xor on a tensor map of type BFLOAT16", "allowed for bfloat16: add, min, max"]),
         ("max", dtypes.float64, [".max on a tensor map of type FLOAT64", "allowed for float64: add"]),
-        ("add", dtypes.float8_e4m3fn, [".add on a tensor map of type UINT8", "no reduction works on float8_e4m3fn"]),
+        ("add", dtypes.float8_e4m3fn,
+         [".add on a tensor map of type UINT8", "no reduction works on float8_e4m3fn"]),
         ("add", dtypes.float4_e2m1fn, ["type UINT8", "no reduction works on float4_e2m1fn"]),
     ],
 )
@@ -139,7 +142,8 @@ def test_only_tma_copies_reduce():
         buf = ad.smem((ROWS, COLS), x.dtype)
         ad.async_copy(buf, x.at[...], reduction="add", implementation="cp_async")  # not tma
 
-    with pytest.raises(ad.TraceError, match="only TMA copies reduce: reduction='add' needs implementation='tma'"):
+    with pytest.raises(ad.TraceError,
+                       match="only TMA copies reduce: reduction='add' needs implementation='tma'"):
         kernel.compile(spec_2d(ad.float32))
 
 

@@ -13,7 +13,8 @@ from asyncdsl.passes.resolve_transforms import ResolveTransforms
 
 KERNEL_HEAD = (
     'func.func @k(%x: memref<{shape}>) attributes {{asyncdsl.kernel, asyncdsl.block = array<i64: 128, 1, 1>, '
-    'asyncdsl.cluster = array<i64: 1, 1, 1>, asyncdsl.arg_names = ["x"], asyncdsl.arch = #asyncdsl<arch sm_90a>}} {{'
+    'asyncdsl.cluster = array<i64: 1, 1, 1>, asyncdsl.arg_names = ["x"], asyncdsl.arch = '
+    '#asyncdsl<arch sm_90a>}} {{'
 )
 
 
@@ -37,9 +38,11 @@ SQUEEZED_LOAD = """
     %j = "asyncdsl.program_id"() <{axis = 1 : i64}> : () -> index
     %c0 = arith.constant 0 : index
     "asyncdsl.async_copy"(%x, %buf, %i, %j, %c0, %bars, %c0) <{slice_sizes = array<i64: -1, 64, 128>,
-        transforms = [], swizzle = 0 : i64, arrive = true, collective = [], implementation = #asyncdsl<implementation tma>,
+        transforms = [], swizzle = 0 : i64, arrive = true, collective = [], \
+implementation = #asyncdsl<implementation tma>,
         oob = #asyncdsl<oob zeros>, operandSegmentSizes = array<i32: 1, 1, 3, 1, 1, 0, 0>}>
-        : (memref<8x256x128xf32>, memref<64x128xf32, #asyncdsl.smem>, index, index, index, !asyncdsl.barriers<1>, index) -> ()
+        : (memref<8x256x128xf32>, memref<64x128xf32, #asyncdsl.smem>, index, index, index, \
+!asyncdsl.barriers<1>, index) -> ()
 """
 
 
@@ -47,7 +50,8 @@ def test_squeezed_dim_keeps_the_view_and_a_unit_box():
     module = run_pass(SQUEEZED_LOAD, "8x256x128xf32")
     load = only(module, ir.TmaLoadOp)
     spec = load.descriptor.spec()
-    assert (spec.global_dims, spec.global_strides, spec.box_dims) == ((8, 256, 128), (131072, 512, 4), (1, 64, 128))
+    assert ((spec.global_dims, spec.global_strides, spec.box_dims)
+            == ((8, 256, 128), (131072, 512, 4), (1, 64, 128)))
     # Coordinates are the slice starts themselves: the squeezed index, the window start, 0.
     names = [c.owner.name if c.owner else "arg" for c in load.coords]
     assert names[:2] == ["asyncdsl.program_id", "asyncdsl.program_id"]
@@ -64,8 +68,10 @@ TILED_SWIZZLED_LOAD = """
     %c0 = arith.constant 0 : index
     "asyncdsl.async_copy"(%x, %buf, %row, %c0, %bars, %c0) <{slice_sizes = array<i64: 64, 128>,
         transforms = [#asyncdsl.tile<[8, 64]>], swizzle = 128 : i64, arrive = true, collective = [],
-        implementation = #asyncdsl<implementation tma>, oob = #asyncdsl<oob zeros>, operandSegmentSizes = array<i32: 1, 1, 2, 1, 1, 0, 0>}>
-        : (memref<256x512xbf16>, memref<8x2x8x64xbf16, #asyncdsl.smem>, index, index, !asyncdsl.barriers<1>, index) -> ()
+        implementation = #asyncdsl<implementation tma>, oob = #asyncdsl<oob zeros>, \
+operandSegmentSizes = array<i32: 1, 1, 2, 1, 1, 0, 0>}>
+        : (memref<256x512xbf16>, memref<8x2x8x64xbf16, #asyncdsl.smem>, index, index, \
+!asyncdsl.barriers<1>, index) -> ()
 """
 
 
@@ -128,7 +134,8 @@ def test_rule_minor_bytes_multiple_of_16():
 
 
 def test_rule_swizzle_width():
-    _expect(_copy_kernel((8, 8), (slice(0, 8), slice(0, 8)), swizzle=64), (8, 64), ad.float32, "swizzle 64", "32 bytes")
+    _expect(_copy_kernel((8, 8), (slice(0, 8), slice(0, 8)), swizzle=64), (8, 64), ad.float32,
+            "swizzle 64", "32 bytes")
 
 
 def test_rule_smem_shape_is_the_transformed_slice():

@@ -34,10 +34,12 @@ def test_each_role_is_a_branch_on_the_warpgroup_index_opened_by_setmaxnreg():
     ptx = producer_consumer.ptx(X, X)
     warpgroup = re.search(r"shr\.u32 (%r\d+), %r\d+, 7;", ptx).group(1)
     producer = re.search(
-        rf"setp\.ge\.u32 (%p\d+), {warpgroup}, 2;\n\s+@!\1 bra \$(\w+);\n\s+setmaxnreg\.dec\.sync\.aligned\.u32 40;", ptx
+        rf"setp\.ge\.u32 (%p\d+), {warpgroup}, 2;\n\s+@!\1 bra \$(\w+);\n"
+        r"\s+setmaxnreg\.dec\.sync\.aligned\.u32 40;", ptx
     )
     consumers = re.search(
-        rf"setp\.le\.u32 (%p\d+), {warpgroup}, 1;\n\s+@!\1 bra \$(\w+);\n\s+setmaxnreg\.inc\.sync\.aligned\.u32 232;", ptx
+        rf"setp\.le\.u32 (%p\d+), {warpgroup}, 1;\n\s+@!\1 bra \$(\w+);\n"
+        r"\s+setmaxnreg\.inc\.sync\.aligned\.u32 232;", ptx
     )
     assert producer and consumers, ptx
     # The producer's role ends before the consumers' begins: code after a role runs everywhere.
@@ -58,7 +60,8 @@ def kernel_of(first, second, block=384):
 def test_roles_without_registers_are_branches_only():
     ptx = kernel_of(((0, 2), None), (1, None)).ptx(X)
     assert "setmaxnreg" not in ptx and ".maxnreg" not in ptx
-    assert re.search(r"setp\.eq\.u32 (%p\d+), %r\d+, 0;\n\s+setp\.eq\.u32 (%p\d+), %r\d+, 2;\n\s+or\.pred", ptx), ptx
+    assert re.search(
+        r"setp\.eq\.u32 (%p\d+), %r\d+, 0;\n\s+setp\.eq\.u32 (%p\d+), %r\d+, 2;\n\s+or\.pred", ptx), ptx
     assemble(ptx)
 
 
@@ -149,7 +152,8 @@ def test_collective_arrive_becomes_cluster_arrive_after_partition_collectives():
 
 def test_persistent_kernel_assembles():
     seen = ad.ArraySpec((1024, 128), ad.int32)
-    assemble(persistent_copy.ptx(ad.ArraySpec((10, 32), ad.float32), ad.ArraySpec((10, 32), ad.float32), seen))
+    assemble(
+        persistent_copy.ptx(ad.ArraySpec((10, 32), ad.float32), ad.ArraySpec((10, 32), ad.float32), seen))
 
 
 @pytest.mark.parametrize("count", [1, 3])
@@ -161,7 +165,8 @@ def test_plain_arrive_is_unchanged(count):
         bar.wait()
 
     ptx = kernel.ptx(X)
-    assert re.search(rf"mbarrier\.arrive\.release\.cta\.shared::cta\.b64 %rd\d+, \[%r\d+\], {count};", ptx), ptx
+    assert re.search(
+        rf"mbarrier\.arrive\.release\.cta\.shared::cta\.b64 %rd\d+, \[%r\d+\], {count};", ptx), ptx
     assert "mapa" not in ptx and ptx.count("mbarrier.arrive.release") == 1
 
 
@@ -172,7 +177,8 @@ def test_turns_are_named_barriers_after_the_warpgroups_own():
     prime = re.search(r"setp\.eq\.u32 (%p\d+), %r\d+, 1;\n\s+@\1 bar\.arrive 3, 256;", ptx)
     assert prime, ptx
     assert re.search(r"add\.u32 (%r\d+), %r\d+, 3;\n\s+bar\.sync \1, 256;", ptx), ptx
-    assert re.search(r"selp\.u32 %r\d+, 0, %r\d+, %p\d+;\n\s+add\.u32 (%r\d+), %r\d+, 3;\n\s+bar\.arrive \1, 256;", ptx), ptx
+    assert re.search(r"selp\.u32 %r\d+, 0, %r\d+, %p\d+;\n\s+add\.u32 (%r\d+), %r\d+, 3;\n"
+                     r"\s+bar\.arrive \1, 256;", ptx), ptx
     assert ptx.index("bar.arrive 3, 256;") < ptx.index("bar.sync %r")
     log = ptxas_log(ptx)
     assert "warning" not in log.lower(), log

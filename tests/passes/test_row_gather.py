@@ -83,7 +83,8 @@ def test_gather_past_the_last_column_reads_zeros():
     assert same_bytes(out, gathered(x, idx, 48, 32))
 
 
-@pytest.mark.parametrize("dtype, width, swizzle", [(ad.float32, 32, 0), (ad.float16, 64, 128), (ad.int8, 64, 64)])
+@pytest.mark.parametrize("dtype, width, swizzle",
+                         [(ad.float32, 32, 0), (ad.float16, 64, 128), (ad.int8, 64, 64)])
 def test_scatter_matches_numpy(dtype, width, swizzle):
     src = random_bits((8, width), dtype, seed=5)
     idx = np.array([9, 0, 31, 40, 2, 17, 5, 1000], np.uint32)  # 40 and 1000 lie past the end
@@ -140,8 +141,8 @@ def test_resolution_splits_the_gather_into_instructions_of_four_rows():
     assert re.search(r'asyncdsl.arrive_expect_tx .* bytes 2048 :', text)
     gathers = re.findall(r'"asyncdsl.tma_gather4".*first_row = (\d+) : i64', text)
     assert gathers == ["0", "4"]
-    assert "#asyncdsl.tma_desc<arg = 0, dtype = 7, elem_bytes = 4, dims = [1000, 256], strides = [1024, 4], " \
-           "box = [1, 64]" in text
+    assert ("#asyncdsl.tma_desc<arg = 0, dtype = 7, elem_bytes = 4, dims = [1000, 256], "
+            "strides = [1024, 4], box = [1, 64]" in text)
 
 
 @pytest.mark.parametrize("stage", [stage for stage in STAGES if stage != "ptx"])

@@ -64,7 +64,8 @@ def wgmma_tiles(draw):
     if draw(st.booleans()):
         chain += (TransposeTransform((1, 0, 2, 3)),)
     alignment = draw(st.sampled_from([16, 128, 1024]))
-    return (rows, columns), SmemLayout((rows, columns), chain, swizzle), alignment, alignment * draw(st.integers(1, 40))
+    return ((rows, columns), SmemLayout((rows, columns), chain, swizzle), alignment,
+            alignment * draw(st.integers(1, 40)))
 
 
 @LAWS
@@ -87,7 +88,8 @@ def test_the_wgmma_layouts_of_16_bit_tiles_move_as_matrices():
         layout = SmemLayout((64, 128), (TileTransform((64, columns)),), swizzle)
         plan = AccessPlan(ad.WGMMA, (64, 128), 2, layout, 1024)
         matrices = matrix_plan(plan, 2, False, 1024)
-        assert matrices is not None and [len(a.pieces) for a in matrices.accesses] == [4] * (len(plan.pieces) // 4)
+        assert (matrices is not None
+                and [len(a.pieces) for a in matrices.accesses] == [4] * (len(plan.pieces) // 4))
     row_major = AccessPlan(ad.strided(8), (64, 128), 2, SmemLayout((64, 128), (), 0), 128)
     assert matrix_plan(row_major, 2, False, 128) is None  # 16-byte pieces: one v4 access already
     words = AccessPlan(ad.WGMMA, (64, 64), 4, SmemLayout((64, 64), (), 0), 128)

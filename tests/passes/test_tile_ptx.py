@@ -64,7 +64,8 @@ def _spec(dtype, *shape):
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_every_elementwise_op_assembles_without_spills(dtype, layout):
     ops = tuple(ops_of(dtype)) + (tuple(APPROX_OPS) if dtype == ad.float32 else ())
-    ptx = op_matrix.ptx(_spec(dtype), _spec(dtype), _spec(dtype), _spec(dtype, len(ops), R, C), OPS=ops, LAYOUT=layout)
+    ptx = op_matrix.ptx(_spec(dtype), _spec(dtype), _spec(dtype), _spec(dtype, len(ops), R, C), OPS=ops,
+                        LAYOUT=layout)
     log = assemble(ptx, verbose=True)[1]
     assert " 0 bytes stack frame, 0 bytes spill stores" in log, log
     for instruction in ("add.rn" if dtype != ad.int32 else "add.s32", "max", "setp", "selp"):
@@ -288,7 +289,8 @@ def test_a_traced_start_proved_a_multiple_of_the_vector_moves_in_guarded_vectors
 
 
 def test_guarded_column_vectors_agree_with_numpy_in_the_interpreter():
-    x = (np.arange(3 * 1000) % 97).astype(np.float32).reshape(3, 1000).astype(ml_dtypes.bfloat16)  # exact sums
+    # exact sums
+    x = (np.arange(3 * 1000) % 97).astype(np.float32).reshape(3, 1000).astype(ml_dtypes.bfloat16)
     y = np.full_like(x, np.nan)
     column_blocks.interpret(x, y, WIDTH=1024)
     assert np.array_equal(y.astype(np.float32), x.astype(np.float32) * 2 + 1)
@@ -410,8 +412,8 @@ def _scalar_divided(x, y, s: float, DIVISOR: ad.constexpr):
     (ad.float16, 2.0 ** 20, True)], ids=str)
 def test_a_division_by_a_power_of_two_is_a_product_by_its_reciprocal(ptxas, dtype, divisor, divides):
     # Where the divisor and its reciprocal are exact in the tile's dtype (not 2^128 in float32,
-    # nor 2^16 or 2^20, past float16's largest): both round the same real number once.  A division's slow path is a
-    # call, and what lives across it spills.
+    # nor 2^16 or 2^20, past float16's largest): both round the same real number once.  A division's
+    # slow path is a call, and what lives across it spills.
     ptx = _tile_divided.ptx(_spec(dtype), _spec(dtype), DIVISOR=divisor)
     assert ("div.rn.f32" in ptx) == divides
     assert ("mul.rn" in ptx) != divides
@@ -468,7 +470,8 @@ def _int32(value: int) -> int:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.one_of(st.integers(-(2**31), 2**31 - 1), st.sampled_from([-(2**31), -(2**31) + 1, -1, 0, 1, 2**31 - 1])),
+@given(st.one_of(st.integers(-(2**31), 2**31 - 1),
+                 st.sampled_from([-(2**31), -(2**31) + 1, -1, 0, 1, 2**31 - 1])),
        st.one_of(st.integers(1, 2**31), st.sampled_from([1, 2, 3, 2**31 - 1, 2**31])))
 def test_floor_division_by_a_negative_divisor_is_an_unsigned_one_of_the_magnitude(a, m):
     # What the lowering emits for a constant -m < 0: u = -1 where a <= 0 (else 0), then
@@ -521,8 +524,8 @@ def _to_float8(x, y, VECTOR: ad.constexpr):
 @pytest.mark.parametrize("target", [ad.float8_e4m3fn, ad.float8_e5m2], ids=str)
 @pytest.mark.parametrize("vector, conversions, packing", [(1, 32, "st.global.u8"), (2, 16, "cvt.u32.u16"),
                                                           (16, 16, "mov.b32 %r")])
-def test_floats_convert_to_float8_a_pair_at_a_time_and_store_the_pairs_whole(ptxas, target, vector, conversions,
-                                                                             packing):
+def test_floats_convert_to_float8_a_pair_at_a_time_and_store_the_pairs_whole(
+        ptxas, target, vector, conversions, packing):
     # 32 elements a thread: one `cvt ...x2` per element when a thread's vectors hold one (stored a
     # byte at a time), else one per pair, whose halfwords the store packs as they are (no byte
     # inserts).

@@ -57,16 +57,17 @@ def test_the_split_k_gemm_assembles_clean_and_adds_by_tma():
     assert "cp.reduce.async.bulk.tensor" in text and ".add." in text
 
 
-@pytest.mark.parametrize("shape,bn,bk,stages", [((128, 4096, 4096), 64, 64, 8), ((128, 4096, 4096), 64, 128, 4),
-                                                 ((512, 4096, 4096), 256, 64, 4), ((1024, 1024, 1024), 128, 64, 6)])
+@pytest.mark.parametrize("shape,bn,bk,stages",
+                         [((128, 4096, 4096), 64, 64, 8), ((128, 4096, 4096), 64, 128, 4),
+                          ((512, 4096, 4096), 256, 64, 4), ((1024, 1024, 1024), 128, 64, 6)])
 def test_the_in_order_split_k_gemm_assembles_clean_and_passes_the_sum_by_flags(shape, bn, bk, stages):
     from asyncdsl.examples.matmul import matmul_split_k, split_k_flags
 
     m, n, k = shape
     text = matmul_split_k.ptx(ad.ArraySpec((m, k), ad.bfloat16), ad.ArraySpec((k, n), ad.bfloat16),
                               ad.ArraySpec((m, n), ad.bfloat16), ad.ArraySpec((1, m, n), ad.float32),
-                              ad.ArraySpec((split_k_flags(m, n, bn),), ad.int32), CTAS=132, SPLIT_K=2, BN=bn, BK=bk,
-                              STAGES=stages)
+                              ad.ArraySpec((split_k_flags(m, n, bn),), ad.int32), CTAS=132, SPLIT_K=2, BN=bn,
+                              BK=bk, STAGES=stages)
     _clean(text)
     # The first units count themselves in, the last waits for them and sets the flag back.
     assert "red.release.sys.global.add.u32" in text and "ld.acquire.sys.global.u32" in text
@@ -80,8 +81,8 @@ def test_the_in_order_split_k_gemm_in_cta_pairs_multicasts_a():
     m, n, k = 128, 4096, 4096
     text = matmul_split_k_2cta.ptx(ad.ArraySpec((m, k), ad.bfloat16), ad.ArraySpec((k, n), ad.bfloat16),
                                    ad.ArraySpec((m, n), ad.bfloat16), ad.ArraySpec((1, m, n), ad.float32),
-                                   ad.ArraySpec((split_k_flags(m, n, 64, pair=2),), ad.int32), CTAS=132, SPLIT_K=2,
-                                   BN=64, STAGES=8)
+                                   ad.ArraySpec((split_k_flags(m, n, 64, pair=2),), ad.int32), CTAS=132,
+                                   SPLIT_K=2, BN=64, STAGES=8)
     _clean(text)
     assert ".multicast::cluster" in text and ".reqnctapercluster 2, 1, 1" in text
 
@@ -116,16 +117,16 @@ def test_the_one_consumer_gemm_assembles_clean_in_256_threads(shape, two_ctas, c
 @pytest.mark.parametrize("config", [{}, {"BN": 192, "PROMOTE": 1}, {"BN": 128, "STAGES": 6, "PROMOTE": 4},
                                     {"BN": 128, "STAGES": 6, "PROMOTE": 32},
                                     {"BN": 64, "STAGES": 8, "PROMOTE": 16, "EVICT_FIRST": "b"}],
-                         ids=["whole K", "128x192 promoted", "128x128 promoted by 4", "128x128 promoted by 32",
-                              "128x64 promoted by 16"])
+                         ids=["whole K", "128x192 promoted", "128x128 promoted by 4",
+                              "128x128 promoted by 32", "128x64 promoted by 16"])
 def test_the_fp8_gemm_example_assembles_clean(two_ctas, config):
     from asyncdsl.examples.matmul_fp8 import matmul_fp8, matmul_fp8_2cta
 
     m = n = k = 8192
     a = np.zeros((m, k), ml_dtypes.float8_e4m3fn)
     text = (matmul_fp8_2cta if two_ctas else matmul_fp8).ptx(
-        a, a, np.zeros(m, np.float32), np.zeros(n, np.float32), np.zeros((m, n), ml_dtypes.bfloat16), CTAS=132,
-        **config)
+        a, a, np.zeros(m, np.float32), np.zeros(n, np.float32), np.zeros((m, n), ml_dtypes.bfloat16),
+        CTAS=132, **config)
     _clean(text)
     assert f"wgmma.mma_async.sync.aligned.m64n{config.get('BN', 256)}k32.f32.e4m3.e4m3" in text
     assert ("multicast::cluster" in text) == two_ctas
@@ -138,8 +139,9 @@ def test_the_ping_pong_fp8_gemm_assembles_clean(two_ctas, config):
 
     m = n = k = 8192
     a = np.zeros((m, k), ml_dtypes.float8_e4m3fn)
-    text = (matmul_fp8_pingpong_2cta if two_ctas else matmul_fp8_pingpong).ptx(a, a, np.zeros(m, np.float32), np.zeros(n, np.float32),
-                                   np.zeros((m, n), ml_dtypes.bfloat16), CTAS=132, **config)
+    text = (matmul_fp8_pingpong_2cta if two_ctas else matmul_fp8_pingpong).ptx(
+        a, a, np.zeros(m, np.float32), np.zeros(n, np.float32), np.zeros((m, n), ml_dtypes.bfloat16),
+        CTAS=132, **config)
     _clean(text)
     # Two 64-row wgmmas a slice and four k32 steps each; the consumers take turns on a named barrier.
     assert text.count(f"wgmma.mma_async.sync.aligned.m64n{config.get('BN', 128)}k32.f32.e4m3.e4m3") == 8
@@ -153,8 +155,8 @@ def test_the_plan_of_each_operand_is_in_the_ir():
     a = np.zeros((512, 512), ml_dtypes.bfloat16)
     stages = matmul.stages(a, a, a, CTAS=2)
     planned = stages["plan-smem-access"]
-    assert "#asyncdsl.wgmma_operand<k_major = 1, swizzle = 128, lbo = 16, sbo = 1024, k_offsets = [0, 32, 64, 96]" \
-        in planned
+    assert ("#asyncdsl.wgmma_operand<k_major = 1, swizzle = 128, lbo = 16, sbo = 1024, "
+            "k_offsets = [0, 32, 64, 96]" in planned)
     # b's buffer is columns of 64 (TileTransform((64, 64))): N atoms 8 KiB apart, 8-deep K groups 1 KiB.
     assert "#asyncdsl.wgmma_operand<k_major = 0, swizzle = 128, lbo = 8192, sbo = 1024" in planned
 
@@ -172,7 +174,8 @@ def test_a_tiled_copy_from_an_array_that_is_not_whole_tiles_goes_one_box_per_col
     assert len(loads) == 2 + 4, loads
     announced = [int(re.search(r"expect_tx_bytes = (\d+)", line).group(1)) for line in loads]
     assert announced == [8192, 8192, 32768, 0, 0, 0], announced
-    assert "dims = [300, 200]" in resolved and "dims = [200, 504]" in resolved  # the arrays as they are, untiled
+    # the arrays as they are, untiled
+    assert "dims = [300, 200]" in resolved and "dims = [200, 504]" in resolved
 
 
 def test_the_wgmma_chain_benchmark_kernels_assemble_clean():

@@ -54,7 +54,8 @@ def devices(monkeypatch):
 @pytest.fixture
 def stream_waits(monkeypatch):
     calls = []
-    monkeypatch.setattr(streams, "wait_for_stream", lambda consumer, producer: calls.append((consumer, producer)))
+    monkeypatch.setattr(streams, "wait_for_stream",
+                        lambda consumer, producer: calls.append((consumer, producer)))
     return calls
 
 
@@ -108,8 +109,8 @@ def test_cuda_array_interface_v3_stream_is_waited_for(devices, stream_waits):
 
 
 def test_host_arrays_are_refused_with_a_way_out():
-    with pytest.raises(ArgumentError, match=r"argument 'a' is a numpy.ndarray in CPU memory; pass a GPU array, "
-                                             r"or use kernel.interpret\(...\)"):
+    with pytest.raises(ArgumentError, match=r"argument 'a' is a numpy.ndarray in CPU memory; pass a GPU "
+                                             r"array, or use kernel.interpret\(...\)"):
         device_array(np.zeros(16, np.float32), "a")
     with pytest.raises(ArgumentError, match="host"):
         device_array([1.0, 2.0], "a")
@@ -233,7 +234,8 @@ def test_torch_fast_path(fake_torch):
 
 
 def test_torch_errors(fake_torch):
-    with pytest.raises(ArgumentError, match=r"argument 'w' is a .*_FakeTensor on device cpu; pass a GPU array"):
+    with pytest.raises(ArgumentError,
+                       match=r"argument 'w' is a .*_FakeTensor on device cpu; pass a GPU array"):
         device_array(_FakeTensor((4,), (1,), is_cuda=False), "w")
     with pytest.raises(ArgumentError, match="not contiguous"):
         device_array(_FakeTensor((4, 8), (1, 4)), "w")

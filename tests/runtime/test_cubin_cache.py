@@ -40,7 +40,8 @@ def test_second_compile_hits_the_disk_cache(tmp_path):
     assert (cubin, hit, compiler.calls) == (b"\x7fELFsm_90a:k:45", False, 1)
     key = module_cache.cubin_key(PTX, "sm_90a", 13000, "fake-1")
     stored = (tmp_path / key[:2] / f"{key}.cubin").read_bytes()
-    assert stored.endswith(cubin) and stored.startswith(b"asyncdsl-cubin-2")  # a checked header, then the cubin
+    # a checked header, then the cubin
+    assert stored.endswith(cubin) and stored.startswith(b"asyncdsl-cubin-2")
     assert not [path for path in tmp_path.rglob("*") if path.suffix == ".tmp"]
     again, hit = _compile(compiler, tmp_path)  # a new CubinCache: no state but the files
     assert (again, hit, compiler.calls) == (cubin, True, 1)

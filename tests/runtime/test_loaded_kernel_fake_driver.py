@@ -41,7 +41,8 @@ def test_loaded_kernel_loads_configures_and_launches(fake_driver):
     with pytest.raises(ArgumentError, match="not a whole number of clusters"):
         kernel.launch((5, 4), [x])
     launch.clear_loaded_kernels()
-    assert launch.load_kernel(pointer_binary(dynamic_smem_bytes=205824, cluster=(2, 1, 1))).cubin_source == "disk"
+    assert (launch.load_kernel(pointer_binary(dynamic_smem_bytes=205824, cluster=(2, 1, 1))).cubin_source
+            == "disk")
 
 
 def test_small_kernels_keep_the_default_shared_memory_limit(fake_driver):
@@ -49,7 +50,8 @@ def test_small_kernels_keep_the_default_shared_memory_limit(fake_driver):
     kernel = launch.load_kernel(pointer_binary(dynamic_smem_bytes=9216))
     assert not [call for call in fake.calls if call[0] == "cuFuncSetAttribute"]
     kernel.launch(3, [DeviceArray(0x7F0000040000, (4,), (1,), dtypes.float32, 0)])
-    assert [args[3] for name, args in fake.calls if name == "cuLaunchKernelEx"] == [()]  # no cluster attribute
+    # no cluster attribute
+    assert [args[3] for name, args in fake.calls if name == "cuLaunchKernelEx"] == [()]
 
 
 def test_a_kernel_with_local_memory_loads_with_a_performance_warning(fake_driver, recwarn):
@@ -70,8 +72,8 @@ def test_big_clusters_are_allowed_explicitly(fake_driver):
 
 def test_shared_memory_beyond_the_device_limit_is_a_resource_error(fake_driver):
     fake_driver(static_shared=1024)
-    with pytest.raises(ResourceError, match=r"needs 232000 bytes of dynamic shared memory .* \+ 1024 static = "
-                                            r"233024 bytes per block, but cuda:0 .* allows at most 232448"):
+    with pytest.raises(ResourceError, match=r"needs 232000 bytes of dynamic shared memory .* \+ 1024 static "
+                                            r"= 233024 bytes per block, but cuda:0 .* allows at most 232448"):
         launch.load_kernel(pointer_binary(dynamic_smem_bytes=232000))
 
 
@@ -86,8 +88,8 @@ def test_a_launch_without_a_current_context_is_retried(fake_driver):
 def test_a_failed_launch_names_the_kernel(fake_driver):
     fake_driver(launch_results=[700])  # CUDA_ERROR_ILLEGAL_ADDRESS
     kernel = launch.load_kernel(pointer_binary())
-    with pytest.raises(CudaError, match=r"cuLaunchKernelEx failed: CUDA_ERROR_ILLEGAL_ADDRESS.* launching kernel "
-                                        r"'touch' on grid \(2, 1, 1\)") as caught:
+    with pytest.raises(CudaError, match=r"cuLaunchKernelEx failed: CUDA_ERROR_ILLEGAL_ADDRESS.* launching "
+                                        r"kernel 'touch' on grid \(2, 1, 1\)") as caught:
         kernel.launch(2, [DeviceArray(0x7F0000040000, (4,), (1,), dtypes.float32, 0)])
     assert caught.value.code == 700
 
@@ -135,7 +137,8 @@ def test_a_profiled_launch_holds_its_stream_until_the_events_and_the_launch_are_
         launched = kernel.launch_profiled((1, 1, 1), [], stream=0x33)
         names = [name for name, _ in profiling.calls]
         start = names.index("cuStreamWaitValue32")
-        assert names[start:start + 4] == ["cuStreamWaitValue32", "cuEventRecord", "cuLaunchKernelEx", "cuEventRecord"]
+        assert (names[start:start + 4]
+                == ["cuStreamWaitValue32", "cuEventRecord", "cuLaunchKernelEx", "cuEventRecord"])
         assert names[start + 4:start + 6] == ["cuStreamWriteValue32", "cuEventSynchronize"]
         wait, write = profiling.calls[start][1], profiling.calls[start + 4][1]
         assert wait == (0x33, 0x7000, number) and write == (0x55, 0x7000, number)  # numbers only grow
@@ -154,7 +157,8 @@ def test_a_profiled_launch_that_fails_still_opens_its_stream(fake_driver, monkey
     with pytest.raises(CudaError):
         kernel.launch_profiled((1, 1, 1), [], stream=0x33)
     names = [name for name, _ in failing.calls]
-    assert "cuStreamWriteValue32" in names and names.index("cuStreamWriteValue32") > names.index("cuLaunchKernelEx")
+    assert ("cuStreamWriteValue32" in names
+            and names.index("cuStreamWriteValue32") > names.index("cuLaunchKernelEx"))
     assert ("cuMemFree", (0x9000,)) in failing.calls
 
 
@@ -174,7 +178,8 @@ class _FakeNvJitLink:
     version = (13, 0)
 
 
-@pytest.mark.parametrize("choice, expected", [("auto", "driver"), ("driver", "driver"), ("nvjitlink", "nvjitlink")])
+@pytest.mark.parametrize("choice, expected",
+                         [("auto", "driver"), ("driver", "driver"), ("nvjitlink", "nvjitlink")])
 def test_every_kernel_goes_to_the_drivers_jit_unless_nvjitlink_is_asked_for(monkeypatch, choice, expected):
     """A whole-program compile: nvJitLink's relocatable one drops setmaxnreg and takes more
     registers wherever ptxas calls a subroutine (docs/hardware.md §19)."""
@@ -208,8 +213,8 @@ def test_a_kernel_compiled_by_the_drivers_jit_is_loaded_once(fake_driver, monkey
 def test_a_compilers_performance_advisories_are_warnings():
     from asyncdsl.runtime.jit_link import warn_of_advisories
 
-    log = ("ptxas info    : (C7504) Potential Performance Loss: 'setmaxnreg' ignored to maintain compatibility "
-           "across compilation units.\nptxas info    : Used 168 registers")
+    log = ("ptxas info    : (C7504) Potential Performance Loss: 'setmaxnreg' ignored to maintain "
+           "compatibility across compilation units.\nptxas info    : Used 168 registers")
     with pytest.warns(ad.PerformanceWarning, match=r"kernel 'mix'.*'setmaxnreg' ignored") as caught:
         warn_of_advisories("mix", log)
     assert len(caught) == 1
@@ -237,7 +242,8 @@ def test_a_tensor_map_is_pointed_at_a_new_address_through_the_drivers_own_entry_
     encoder.replace_address(0x7080, 0x7F0000020000)
     assert seen[-1] == (0x7080, 0x7F0000020000)
     lookups = [args for name, args in fake.calls if name == "cuGetProcAddress"]
-    assert lookups == [("cuTensorMapReplaceAddress", 12000, fake.CUdriverProcAddress_flags.CU_GET_PROC_ADDRESS_DEFAULT)]
+    assert lookups == [("cuTensorMapReplaceAddress", 12000,
+                        fake.CUdriverProcAddress_flags.CU_GET_PROC_ADDRESS_DEFAULT)]
     del function
 
 
@@ -248,7 +254,8 @@ def test_a_failed_or_missing_entry_point_is_a_cuda_error(fake_driver):
         encoder.replace_address(0x7000, 0x7F0000010000)
     driver._entry_points.clear()
     fake.entry_points["cuTensorMapReplaceAddress"] = function = REPLACE_ADDRESS(lambda image, address: 1)
-    with pytest.raises(CudaError, match=r"cuTensorMapReplaceAddress failed: CUDA_ERROR_INVALID_VALUE.* at 0x7f0000010000"):
+    with pytest.raises(CudaError, match=r"cuTensorMapReplaceAddress failed: CUDA_ERROR_INVALID_VALUE.* "
+                                        r"at 0x7f0000010000"):
         encoder.replace_address(0x7000, 0x7F0000010000)
     with pytest.raises(CopyError, match="not 16-byte aligned"):
         encoder.replace_address(0x7000, 0x7F0000010008)

@@ -66,7 +66,8 @@ class _FakePool:
 def _binary():
     descriptors = (
         tiled_spec(arg_index=0, global_dims=(64, 32), global_strides=(128, 4), box_dims=(64, 32)),
-        tiled_spec(arg_index=1, global_dims=(64, 32), global_strides=(128, 4), box_dims=(64, 32), base_offset_bytes=256),
+        tiled_spec(arg_index=1, global_dims=(64, 32), global_strides=(128, 4), box_dims=(64, 32),
+                   base_offset_bytes=256),
     )
     return KernelBinary(
         name="k", ptx=PTX, block=(128, 1, 1), descriptors=descriptors, arg_names=("src", "dst"),
@@ -101,7 +102,8 @@ def test_packed_parameter_bytes():
     assert map_address % 64 == 0 and map_bytes == fake_image(0, src.address)
     scratch_pointer = struct.unpack("<Q", _slot(block, 2, 8)[1])[0]
     assert scratch_pointer == pool.uploads[0].address
-    assert ctypes.string_at(scratch_pointer, 256) == fake_image(0, src.address) + fake_image(1, dst.address + 256)
+    assert (ctypes.string_at(scratch_pointer, 256)
+            == fake_image(0, src.address) + fake_image(1, dst.address + 256))
     assert _slot(block, 3, 8)[1] == struct.pack("<Q", src.address)
 
 
@@ -146,8 +148,8 @@ def test_pack_checks_arguments():
     with pytest.raises(ArgumentError, match=r"argument 'dst' of kernel 'k' is on cuda:1, but the kernel was "
                                              r"loaded on cuda:0"):
         packer.pack([src, _array(0x7F0000020000, device=1)], stream=0)
-    with pytest.raises(ArgumentError, match=r"argument 'dst' of kernel 'k' holds 8192 bytes .* but TMA descriptor "
-                                             r"1 \(tiled, argument 1\) reaches 8448 bytes"):
+    with pytest.raises(ArgumentError, match=r"argument 'dst' of kernel 'k' holds 8192 bytes .* but TMA "
+                                             r"descriptor 1 \(tiled, argument 1\) reaches 8448 bytes"):
         packer.pack([src, _array(0x7F0000020000, nbytes=8192)], stream=0)
 
 
@@ -174,7 +176,8 @@ def test_launch_grid_shapes():
         ((0, 1), (1, 1, 1), r"the x extent 0 is outside 1 .. 2147483647"),
         ((1, 65536), (1, 1, 1), r"the y extent 65536 is outside 1 .. 65535"),
         ((2**31, 1), (1, 1, 1), "the x extent 2147483648"),
-        ((5, 4), (2, 1, 1), r"grid \(5, 4, 1\) is not a whole number of clusters \(2, 1, 1\): 5 blocks along x"),
+        ((5, 4), (2, 1, 1),
+         r"grid \(5, 4, 1\) is not a whole number of clusters \(2, 1, 1\): 5 blocks along x"),
         ((1, 2, 3, 4), (1, 1, 1), "has 4 dimensions"),
         ("big", (1, 1, 1), "is not an int or a tuple"),
         ((1.5,), (1, 1, 1), "is not an int or a tuple"),
@@ -205,7 +208,8 @@ def test_check_target():
     launch.check_target("sm_90a", device_facts_of(9, 0))
     launch.check_target("sm_90", device_facts_of(10, 0))
     with pytest.raises(UnsupportedTargetError, match=r"compiled for sm_90a, which needs a GPU of compute "
-                                                      r"capability 9.0; cuda:0 \(Fake GPU, compute capability 8.0\)"):
+                                                      r"capability 9.0; cuda:0 \(Fake GPU, compute "
+                                                      r"capability 8.0\)"):
         launch.check_target("sm_90a", device_facts_of(8, 0))
     with pytest.raises(UnsupportedTargetError, match="capability 9.0;"):
         launch.check_target("sm_90a", device_facts_of(10, 0))
@@ -220,7 +224,8 @@ def test_host_timing_helper():
 
 def test_runtime_import_stays_light():
     code = ("import sys, asyncdsl.runtime; "
-            "assert not any(name.startswith(('cuda.bindings.driver', 'torch', 'cupy', 'jax')) for name in sys.modules)")
+            "assert not any(name.startswith(('cuda.bindings.driver', 'torch', 'cupy', 'jax')) for "
+            "name in sys.modules)")
     assert os.system(f'{sys.executable} -c "{code}"') == 0
 
 

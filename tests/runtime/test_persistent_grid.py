@@ -48,7 +48,8 @@ def occupancy(fake_driver, monkeypatch):
 
 def test_clusters_come_from_max_active_clusters_with_the_kernels_configuration(occupancy):
     fake = occupancy(clusters=66)
-    kernel = launch.load_kernel(pointer_binary(block=(384, 1, 1), dynamic_smem_bytes=205824, cluster=(2, 1, 1)))
+    kernel = launch.load_kernel(
+        pointer_binary(block=(384, 1, 1), dynamic_smem_bytes=205824, cluster=(2, 1, 1)))
     assert persistent.persistent_grid(kernel) == (132, 1, 1)
     assert persistent.persistent_grid(kernel) == (132, 1, 1)  # cached: asked once
     queries = [args for name, args in fake.calls if name.startswith("cuOccupancy")]

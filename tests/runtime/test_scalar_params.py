@@ -34,7 +34,8 @@ def test_ints_in_the_signed_32_bit_range_pass_as_python_ints(value):
 @pytest.mark.parametrize(
     "value, message",
     [
-        (2**31, r"argument 'n' is 2147483648, outside the kernel's 32-bit int parameters \(-2147483648 \.\. 2147483647\)"),
+        (2**31, r"argument 'n' is 2147483648, outside the kernel's 32-bit int parameters \(-2147483648 "
+                r"\.\. 2147483647\)"),
         (np.int64(-(2**31) - 1), "argument 'n' is -2147483649, outside"),
         (True, "argument 'n' of the kernel is a runtime int, but got bool True"),
         (2.0, "argument 'n' of the kernel is a runtime int, but got float 2.0"),
@@ -51,14 +52,16 @@ def test_floats_are_rounded_to_float32_and_refused_beyond_its_range():
     assert scalar_argument("float", 3, "s") == 3.0 and scalar_argument("float", np.float16(0.5), "s") == 0.5
     # Just below the midpoint to infinity rounds to the largest float32; the midpoint itself to infinity.
     assert scalar_argument("float", float(np.nextafter(2.0**128 - 2.0**103, 0)), "s") == FLOAT32_MAX
-    with pytest.raises(ArgumentError, match=r"argument 's' is 3.4028235677973366e\+38, beyond the float32 range"):
+    with pytest.raises(ArgumentError,
+                       match=r"argument 's' is 3.4028235677973366e\+38, beyond the float32 range"):
         scalar_argument("float", 2.0**128 - 2.0**103, "s")
     with pytest.raises(ArgumentError, match="beyond the float32 range"):
         scalar_argument("float", -1e300, "s")
     assert scalar_argument("float", float("-inf"), "s") == float("-inf")
     assert np.isnan(scalar_argument("float", float("nan"), "s"))
     assert scalar_argument("float", 1e-46, "s") == 0.0  # below the smallest subnormal
-    with pytest.raises(ArgumentError, match="argument 's' of the kernel is a runtime float, but got bool False"):
+    with pytest.raises(ArgumentError,
+                       match="argument 's' of the kernel is a runtime float, but got bool False"):
         scalar_argument("float", False, "s")
 
 
@@ -66,11 +69,12 @@ def test_floats_are_rounded_to_float32_and_refused_beyond_its_range():
 
 
 def _binary(params_=None):
-    spec = TiledTensorMapSpec(arg_index=0, dtype_code=dtypes.TMA_FLOAT32, element_bytes=4, global_dims=(64, 32),
-                              global_strides=(128, 4), box_dims=(64, 32))
+    spec = TiledTensorMapSpec(arg_index=0, dtype_code=dtypes.TMA_FLOAT32, element_bytes=4,
+                              global_dims=(64, 32), global_strides=(128, 4), box_dims=(64, 32))
     return KernelBinary(
         name="k", ptx="", block=(128, 1, 1), descriptors=(spec,), arg_names=("x",),
-        params=params_ or (PointerParam(0), ScalarParam(0, "int", "n"), ScalarParam(1, "float", "s"), TensorMapParam(0)),
+        params=params_ or (PointerParam(0), ScalarParam(0, "int", "n"), ScalarParam(1, "float", "s"),
+                           TensorMapParam(0)),
     )
 
 
@@ -98,7 +102,8 @@ def test_scalars_are_four_byte_parameters_refilled_on_every_launch():
     cells = [_slot(block, index, 4)[0] for index in (1, 2)]
     packer.pack_addresses([0x7F0000010000], stream=0, scalars=[2**31 - 1, -2.5])
     assert [_slot(block, index, 4)[0] for index in (1, 2)] == cells  # the same cells, new values
-    assert _slot(block, 1, 4)[1] == struct.pack("<i", 2**31 - 1) and _slot(block, 2, 4)[1] == struct.pack("<f", -2.5)
+    assert (_slot(block, 1, 4)[1] == struct.pack("<i", 2**31 - 1)
+            and _slot(block, 2, 4)[1] == struct.pack("<f", -2.5))
     assert caches[0].encode_count == 1  # a new scalar re-encodes no descriptor
     assert packer.scalar_names == ("n", "s")
 

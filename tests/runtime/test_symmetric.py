@@ -28,7 +28,8 @@ def test_a_kernel_traced_for_several_devices_needs_a_job_that_size():
 
 @pytest.mark.parametrize("call", [dist.rank, dist.world_size, dist.barrier,
                                   lambda: dist.symmetric_empty((4,), "float32")], ids=["rank", "world_size",
-                                                                                       "barrier", "symmetric_empty"])
+                                                                                       "barrier",
+                                                                                       "symmetric_empty"])
 def test_what_needs_a_job_says_to_start_one(call):
     if call is not dist.rank and call is not dist.world_size and call is not dist.barrier:
         pytest.importorskip("torch")

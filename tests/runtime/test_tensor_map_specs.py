@@ -40,7 +40,8 @@ def test_valid_specs_pass():
          "a tiled TMA descriptor has rank 1 to 5, not 6"),
         (tiled_spec(box_dims=(300, 32)), "TMA box dimension 300 > 256 along dim 0"),
         (tiled_spec(box_dims=(64, 0)), "TMA box dimension 0 < 1 along dim 1"),
-        (tiled_spec(global_strides=(1000, 4)), "TMA global stride 1000 bytes along dim 0 is not a multiple of 16"),
+        (tiled_spec(global_strides=(1000, 4)),
+         "TMA global stride 1000 bytes along dim 0 is not a multiple of 16"),
         (tiled_spec(global_strides=(1 << 40, 4)), "outside 1 .. 2"),
         (tiled_spec(global_dims=(0, 192)), "TMA global dimension 0 along dim 0"),
         (tiled_spec(box_dims=(64, 64)), "spans 256 bytes, more than the 128-byte swizzle span"),
@@ -54,11 +55,15 @@ def test_valid_specs_pass():
         (tiled_spec(element_strides=(1,)), "1 element strides for 2 dims"),
         (tiled_spec(swizzle_bytes=16), "swizzle of 16 bytes"),
         (tiled_spec(l2_promotion_bytes=32), "L2 promotion of 32 bytes"),
-        (tiled_spec(dtype_code=dtypes.TMA_UINT32, oob_nan=True), "NaN out-of-bounds fill needs a floating-point"),
+        (tiled_spec(dtype_code=dtypes.TMA_UINT32, oob_nan=True),
+         "NaN out-of-bounds fill needs a floating-point"),
         (tiled_spec(base_offset_bytes=8), "base offset 8 bytes is not a non-negative multiple of 16"),
-        (_im2col(global_dims=(16, 64), global_strides=(128, 2)), "an im2col TMA descriptor has rank 3 to 5, not 2"),
-        (_im2col(lower_corner=(-1,)), "the lower corner has 1 entries; a rank-4 im2col map has 2 spatial dims"),
-        (_im2col(upper_corner=(0, 128)), r"upper corner offset 128 along spatial dim 1 is outside -128 .. 127"),
+        (_im2col(global_dims=(16, 64), global_strides=(128, 2)),
+         "an im2col TMA descriptor has rank 3 to 5, not 2"),
+        (_im2col(lower_corner=(-1,)),
+         "the lower corner has 1 entries; a rank-4 im2col map has 2 spatial dims"),
+        (_im2col(upper_corner=(0, 128)),
+         r"upper corner offset 128 along spatial dim 1 is outside -128 .. 127"),
         (_im2col(channels_per_pixel=300), "300 channels per pixel is outside 1 .. 256"),
         (_im2col(pixels_per_column=2000), "2000 pixels per column is outside 1 .. 1024"),
         (_im2col(channels_per_pixel=128), "128 channels per pixel span 256 bytes, more than the 128-byte"),
@@ -78,7 +83,8 @@ def test_footprint_is_the_reach_of_the_descriptor():
 
 
 def test_encode_arguments_are_innermost_first():
-    tiled = tensormap.encode_arguments(tiled_spec(element_strides=(2, 1), l2_promotion_bytes=128, oob_nan=True))
+    tiled = tensormap.encode_arguments(
+        tiled_spec(element_strides=(2, 1), l2_promotion_bytes=128, oob_nan=True))
     assert (tiled.data_type, tiled.rank) == (F32, 2)
     assert tiled.global_dims == (192, 256) and tiled.global_strides == (768,) and tiled.box_dims == (32, 64)
     assert tiled.element_strides == (1, 2)
@@ -87,12 +93,14 @@ def test_encode_arguments_are_innermost_first():
     assert im2col.global_dims == (64, 16, 16, 2)
     assert im2col.global_strides == (128, 16 * 64 * 2, 16 * 16 * 64 * 2)
     assert im2col.lower_corner == (-1, -2) and im2col.upper_corner == (0, 1)  # (W, H), as the driver wants
-    assert (im2col.channels_per_pixel, im2col.pixels_per_column, im2col.element_strides) == (64, 128, (1, 1, 1, 1))
+    assert ((im2col.channels_per_pixel, im2col.pixels_per_column, im2col.element_strides)
+            == (64, 128, (1, 1, 1, 1)))
 
 
 def test_encoder_builds_driver_arguments_and_checks_the_address():
     encoder = tensormap.TensorMapEncoder(tiled_spec(), index=2)
-    with pytest.raises(CopyError, match=r"TMA descriptor 2 .*global address 0x7f0000000008 is not 16-byte aligned"):
+    with pytest.raises(CopyError,
+                       match=r"TMA descriptor 2 .*global address 0x7f0000000008 is not 16-byte aligned"):
         encoder.encode(0x7F0000000008)
     with pytest.raises(CopyError, match="box dimension 300"):
         tensormap.TensorMapEncoder(tiled_spec(box_dims=(300, 32)))

@@ -35,8 +35,8 @@ def _patch(image_address, global_address):
 
 
 def _spec(arg):
-    return TiledTensorMapSpec(arg_index=arg, dtype_code=dtypes.TMA_FLOAT32, element_bytes=4, global_dims=(64, 32),
-                              global_strides=(128, 4), box_dims=(64, 32))
+    return TiledTensorMapSpec(arg_index=arg, dtype_code=dtypes.TMA_FLOAT32, element_bytes=4,
+                              global_dims=(64, 32), global_strides=(128, 4), box_dims=(64, 32))
 
 
 BINARY = KernelBinary(
@@ -226,10 +226,11 @@ def test_torch_tensors_launch_warm_on_torch_current_stream(fake_torch):
     first = (_Tensor((64, 32), 0x10000, device=1), _Tensor((64, 32), 0x20000, device=1), 32, 64)
     source = streams.current_stream_source(first)
     warm.remember(first, {}, loaded, (2, 1, 1), source)
-    assert warm.launch((_Tensor((64, 32), 0x30000, device=1), _Parameter((64, 32), 0x40000, device=1), 32, 64),
-                       {}, None)
+    assert warm.launch(
+        (_Tensor((64, 32), 0x30000, device=1), _Parameter((64, 32), 0x40000, device=1), 32, 64), {}, None)
     assert loaded.launches[0]["stream"] == 0x701 and loaded.launches[0]["pointer"] == 0x40000
-    assert not warm.launch((_Tensor((64, 32), 0x30000, contiguous=False, device=1), first[1], 32, 64), {}, None)
+    assert not warm.launch(
+        (_Tensor((64, 32), 0x30000, contiguous=False, device=1), first[1], 32, 64), {}, None)
     assert not warm.launch((_Tensor((64, 32), 0x30000, device=0), first[1], 32, 64), {}, None)
 
 
@@ -238,7 +239,8 @@ def test_stream_sources(fake_torch, monkeypatch):
     assert streams.current_stream_source([_array(0x10000), _Tensor((4,), 0x10000, device=2)])() == 0x702
     assert streams.current_stream_source([_Tensor((4,), 0x10000, device=-1)]) is None  # a CPU tensor
     del fake_torch._C._cuda_getCurrentRawStream
-    fake_torch.cuda = types.SimpleNamespace(current_stream=lambda device: types.SimpleNamespace(cuda_stream=0x800))
+    fake_torch.cuda = types.SimpleNamespace(
+        current_stream=lambda device: types.SimpleNamespace(cuda_stream=0x800))
     assert streams.current_stream_source([_Tensor((4,), 0x10000)])() == 0x800
 
     class CupyArray:
