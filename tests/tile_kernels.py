@@ -215,6 +215,16 @@ def relayout(a, out, SOURCE: ad.constexpr, TARGET: ad.constexpr):
 
 
 @ad.kernel(grid=(1,))
+def mask_relayout(a, out, SOURCE: ad.constexpr, TARGET: ad.constexpr):
+    """out = where(a > 0, a, row index): a mask made in SOURCE layout and used in TARGET's, so it
+    moves through the scratch, as 0s and 1s (no instruction stores a predicate)."""
+    target = LAYOUTS[TARGET] or ad.WGMMA
+    positive = (ad.load(a.at[:, :], layout=LAYOUTS[SOURCE]) > 0.0).to_layout(target)
+    row = ad.iota((R, C), ad.int32, dim=0, layout=target).astype(ad.float32)
+    ad.store(out.at[:, :], ad.where(positive, ad.load(a.at[:, :], layout=target), row))
+
+
+@ad.kernel(grid=(1,))
 def accumulate(x, y):
     """y = sum over k of x[k] (bf16 stages, float32 sum in registers across a loop), scaled by
     the program id through a splat of a traced index."""

@@ -213,16 +213,32 @@ def _relayout(ctx: KernelLowering, op: ir.RelayoutOp) -> None:
     element = op.operand.type.element_type
     scratch = ctx.facts.tile_scratch
     b = ctx.b
-    write_tile(ctx, scratch, 16, source.layout, shape, _scratch_element(element), source.regs)
+    mask = register_kind(element) == "pred"
+    regs = source.regs
+    if mask:  # no instruction stores a predicate: a mask travels as 16-bit 0s and 1s
+        regs = _each(regs, lambda p: b.emit("selp.b16 {}, 1, 0, {};", "b16", p))
+    write_tile(ctx, scratch, 16, source.layout, shape, _scratch_element(element), regs)
     b.run("bar.sync {}, 128;", ctx.facts.named_barrier)
     regs = read_tile(ctx, scratch, 16, target, shape, _scratch_element(element))
     b.run("bar.sync {}, 128;", ctx.facts.named_barrier)
+    if mask:
+        regs = _each(regs, lambda h: b.emit("setp.ne.b16 {}, {}, 0;", "pred", h))
     bind_tile(ctx, op.result, regs)
 
 
+def _each(regs: np.ndarray, convert) -> np.ndarray:
+    """`convert` of every register of `regs`, once for a register that several slots share."""
+    converted: dict[SSAValue, SSAValue] = {}
+    for register in regs.flat:
+        if register not in converted:
+            converted[register] = convert(register)
+    return np.array([converted[r] for r in regs.flat], dtype=object).reshape(regs.shape)
+
+
 def _scratch_element(element):
-    # Narrow types travel in 16 bits, as their registers hold them; the rest as they are.
-    if register_kind(element) == "b16":
+    # Narrow types travel in 16 bits, as their registers hold them, and so do masks (0 or 1);
+    # the rest as they are.  `scratch_bytes` reserves this much.
+    if register_kind(element) in ("b16", "pred"):
         return dtypes.int16.mlir()
     if isinstance(element, Float32Type):
         return element

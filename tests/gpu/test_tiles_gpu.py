@@ -33,6 +33,7 @@ from tile_kernels import (
     gathers,
     gmem_round_trip,
     index_on_the_left,
+    mask_relayout,
     masked_element,
     masked_rows,
     masked_rows_reference,
@@ -166,6 +167,14 @@ def test_relayouts_and_iota_are_exact(source, target):
     (gpu,), (cpu,) = gpu_and_interpreter(relayout, [a], [np.zeros_like(a)], SOURCE=source, TARGET=target)
     assert gpu.tobytes() == cpu.tobytes()
     assert np.array_equal(gpu, a + np.arange(C, dtype=np.float32)[None, :])
+
+
+@pytest.mark.parametrize("source, target", list(itertools.product(LAYOUTS, repeat=2)))
+def test_mask_relayouts_are_exact(source, target):
+    a = np.random.default_rng(7).standard_normal((R, C)).astype(np.float32)
+    (gpu,), (cpu,) = gpu_and_interpreter(mask_relayout, [a], [np.zeros_like(a)], SOURCE=source, TARGET=target)
+    assert gpu.tobytes() == cpu.tobytes()
+    assert np.array_equal(gpu, np.where(a > 0, a, np.arange(R, dtype=np.float32)[:, None]))
 
 
 def test_a_register_accumulator_across_a_loop():

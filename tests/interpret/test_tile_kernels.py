@@ -23,6 +23,7 @@ from tile_kernels import (
     accumulate,
     broadcast_back,
     index_on_the_left,
+    mask_relayout,
     op_matrix,
     ops_of,
     relayout,
@@ -187,6 +188,14 @@ def test_relayouts_and_iota(source, target):
     out = np.zeros_like(a)
     relayout.interpret(a, out, SOURCE=source, TARGET=target)
     assert np.array_equal(out, a + np.arange(C, dtype=np.float32)[None, :])
+
+
+@pytest.mark.parametrize("source, target", [("wgmma", "strided"), ("strided", "wgmma"), ("row", "strided")])
+def test_mask_relayouts(source, target):
+    a = np.random.default_rng(7).standard_normal((R, C)).astype(np.float32)
+    out = np.zeros_like(a)
+    mask_relayout.interpret(a, out, SOURCE=source, TARGET=target)
+    assert np.array_equal(out, np.where(a > 0, a, np.arange(R, dtype=np.float32)[:, None]))
 
 
 def test_a_register_accumulator_across_a_loop():

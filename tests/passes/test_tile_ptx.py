@@ -28,6 +28,7 @@ from tile_kernels import (
     gathers,
     gmem_round_trip,
     index_on_the_left,
+    mask_relayout,
     masked_element,
     masked_rows,
     op_matrix,
@@ -228,6 +229,12 @@ def test_every_conversion_assembles(ptxas, source, target):
 @pytest.mark.parametrize("source, target", list(itertools.product(LAYOUTS, repeat=2)))
 def test_relayouts_assemble(ptxas, source, target):
     ptxas(relayout.ptx(_spec(ad.float32), _spec(ad.float32), SOURCE=source, TARGET=target))
+
+
+@pytest.mark.parametrize("source, target", list(itertools.product(LAYOUTS, repeat=2)))
+def test_mask_relayouts_assemble(ptxas, source, target):
+    # Predicates go through the scratch as 16-bit integers: `st`/`ld` take no `.pred` operand.
+    ptxas(mask_relayout.ptx(_spec(ad.float32), _spec(ad.float32), SOURCE=source, TARGET=target))
 
 
 def test_a_register_accumulator_across_a_loop_stays_in_registers():
