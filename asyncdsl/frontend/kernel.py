@@ -279,8 +279,11 @@ class Kernel:
         bound = bound_values(self.fn) if code is not None else None
         if bound is None or not keyable(values):
             return None
+        # A function exec'd from source without `__name__` in its globals has no module: its file
+        # names it (a module name has no space).
+        module = self.fn.__module__ or f"file {self.fn.__code__.co_filename}"
         digest = hashlib.sha256()
-        for part in (runtime.BINARY_FORMAT, code, self.fn.__module__, self.fn.__qualname__, self.name,
+        for part in (runtime.BINARY_FORMAT, code, module, self.fn.__qualname__, self.name,
                      repr(self.launch), self.descriptor_mode, str(self.profile_events if profile else None),
                      repr(specs), values, bound, str(knobs.debug), str(devices)):
             digest.update(part.encode() + b"\0")

@@ -281,6 +281,34 @@ def test_a_kernel_without_a_source_file_or_with_an_address_in_a_constexpr_or_clo
     assert not kernel_cache.exists() or not list(kernel_cache.rglob("*.kernel"))
 
 
+def _exec_kernel(path):
+    """The kernel `wait` of source file `path`, exec'd without `__name__` in its globals (as a
+    tool that runs a user's source may): its function's `__module__` is None."""
+    scope = {"ad": ad}
+    exec(compile(path.read_text(), str(path), "exec"), scope)
+    return scope["wait"]
+
+
+def test_a_kernel_execd_without_a_module_name_is_filed_by_its_file(kernel_cache, compilations, tmp_path):
+    source = textwrap.dedent("""
+        @ad.kernel(grid=(1,), block=128)
+        def wait(x):
+            bar = ad.barrier()
+            bar.arrive()
+            bar.wait()
+    """)
+    first, second = tmp_path / "first_kernel.py", tmp_path / "second_kernel.py"
+    first.write_text(source)
+    second.write_text(source)
+    kernel = _exec_kernel(first)
+    assert kernel.fn.__module__ is None
+    binary = kernel.binary((X,), {})
+    assert compilations[0] == 1 and len(list(kernel_cache.rglob("*.kernel"))) == 1
+    assert _exec_kernel(first).binary((X,), {}) == binary and compilations[0] == 1  # from disk
+    _exec_kernel(second).binary((X,), {})  # the same code in another file: another kernel
+    assert compilations[0] == 2 and len(list(kernel_cache.rglob("*.kernel"))) == 2
+
+
 def test_a_file_that_is_not_a_kernel_binary_is_a_miss(tmp_path):
     cache = BinaryCache(tmp_path)
     binary = copy_kernel().binary((X, X), {"BM": 128})
