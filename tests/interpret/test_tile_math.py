@@ -173,10 +173,12 @@ def test_approximate_functions(approx):
     tiny = np.finfo(np.float32).tiny
     for op_class, function in functions:
         result = run_op(lambda v, t: op_class(v, flags), x)
-        source = np.where(np.abs(x) < tiny, np.copysign(0, x), x) if approx else x
+        # The .ftz forms flush subnormals; tanh.approx.f32, the only tanh, keeps them (H200).
+        flushes = approx and op_class is not xmath.TanhOp
+        source = np.where(np.abs(x) < tiny, np.copysign(0, x), x) if flushes else x
         with np.errstate(all="ignore"):
             expected = function(source.astype(np.float64)).astype(np.float32)
-        if approx:
+        if flushes:
             expected = np.where(np.abs(expected) < tiny, np.copysign(0, expected),
                                 expected).astype(np.float32)
         expected = np.where(np.isnan(expected), np.uint32(0x7FFFFFFF).view(np.float32), expected)
