@@ -118,7 +118,7 @@ def trace_kernel(
             # A TypeError or a ZeroDivisionError of kernel code run on a constexpr it cannot take
             # (BK=0, BN=None) is the user's error too: name the kernel line that raised it; the
             # original stays chained for a bug inside asyncdsl itself.
-            raise TraceError(f"{type(error).__name__} while tracing kernel {name}: {error}",
+            raise TraceError(f"{type(error).__name__} while tracing kernel {name}: {error}{_hint(error)}",
                              raising_location(error) or definition) from error
         tracer.finish()
         check_roles(entry, launch)
@@ -130,3 +130,12 @@ def trace_kernel(
             )
         tracer.emit(func.ReturnOp(), definition)
     return ModuleOp([function])
+
+
+def _hint(error: Exception) -> str:
+    """What a failure of kernel code most likely means, where the error alone names internals: an
+    attribute of a traced scalar asked for (`x.at[...]` with a number passed for x)."""
+    if isinstance(error, AttributeError) and isinstance(getattr(error, "obj", None), (Scalar, FloatScalar)):
+        return (f"; a traced scalar (an int or float argument of the kernel, or arithmetic on one) has no "
+                f"{error.name!r}: where an array was meant, pass an array for that argument")
+    return ""

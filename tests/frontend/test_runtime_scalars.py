@@ -272,3 +272,16 @@ def test_numpy_scalars_take_the_checked_path_and_do_not_compile(recorded, compil
     assert calls[1][3] == (0, 2, 1.0)
     assert compilations[0] == 1
 
+
+
+@ad.kernel(grid=(1,))
+def copy_through(x, y):
+    ad.store(y.at[:, :], ad.load(x.at[:, :]))  # x used as an array
+
+
+@pytest.mark.parametrize("number", [1.0, 3], ids=["float", "int"])
+def test_a_number_passed_for_an_array_is_refused_saying_so(number):
+    # The number becomes a traced scalar, and `x.at` fails on it: the refusal says what to pass
+    # rather than only that a 'FloatScalar' object has no attribute 'at'.
+    expect(ad.TraceError, copy_through, (number, F32), {}, "a traced scalar", "has no 'at'",
+           "pass an array for that argument", line_text="# x used as an array")
