@@ -33,6 +33,16 @@ def whole_vectors(rows: int, width: int, vector: int) -> bool:
     return 4 % rows == 0 and width % (32 * vector * (4 // rows)) == 0
 
 
+def widest_vector(rows: int, width: int, most: int = VECTOR_BYTES // 2) -> int:
+    """The most elements a vector (a power of two up to `most`) for which a tile of `rows` rows of
+    `width` elements is whole vectors in every thread; 0 where none is (rows that neither divide
+    nor are a multiple of the 4 warps)."""
+    vector = most
+    while vector and not whole_vectors(rows, width, vector):
+        vector //= 2
+    return vector
+
+
 def padded_rows(n: int, elements: int, itemsize: int = 2) -> tuple[int, int]:
     """(ROWS, WIDTH) of a padded row kernel for rows of n elements: the narrowest window of
     whole vectors a thread (vectors as wide as the rows' alignment allows) for which some

@@ -13,12 +13,13 @@ whole 16-byte vectors a thread) go to `softmax_halves`: one row a CTA of two war
 holding half the row in registers, their maxima and sums meeting in shared memory (the row's
 reduction spread over twice the threads: 1.003× Triton at 4096×8192 against 0.978× for one
 warpgroup a row, same run).  Rows of other lengths (not a multiple of 128 elements, which the
-register layouts need, or long rows that only small pieces divide) go to `softmax_padded`, which
-reads them from GMEM into registers padded with -inf to whole 16-byte vectors a thread
-(`examples/row_plans.py`).  The result goes from registers straight to y (vector `st.global`):
-nothing is written back to shared memory and nothing waits for a TMA store before the CTA leaves
-(up to 2 % faster on the H200, docs/hardware.md §19).  Exponentials use `ex2.approx` (as Triton
-and torch do); everything else rounds as IEEE says (docs/register-tiles.md).
+register layouts need; a multiple whose tile would move elements alone, such as 640 or 1152; or
+long rows that only small pieces divide) go to `softmax_padded`, which reads them from GMEM into
+registers padded with -inf to whole 16-byte vectors a thread (`examples/row_plans.py`).  The
+result goes from registers straight to y (vector `st.global`): nothing is written back to shared
+memory and nothing waits for a TMA store before the CTA leaves (up to 2 % faster on the H200,
+docs/hardware.md §19).  Exponentials use `ex2.approx` (as Triton and torch do); everything else
+rounds as IEEE says (docs/register-tiles.md).
 
     python -m asyncdsl.examples.softmax     # on the GPU if there is one, else interpreted
 """
@@ -33,7 +34,7 @@ import ml_dtypes
 import numpy as np
 
 import asyncdsl as ad
-from asyncdsl.examples.row_plans import padded_rows
+from asyncdsl.examples.row_plans import padded_rows, widest_vector
 from asyncdsl.examples.shapes import check_rows, row_length
 
 LOG2E = 1.4426950408889634
@@ -55,8 +56,13 @@ def choose(n: int) -> tuple[ad.Kernel, dict]:
     # Triton in halves of 2560 and 3584 (partial vectors), at 1.25x and 1.04x one warpgroup a row.
     if HALVES_FROM < n <= CHUNK and n % 2048 == 0:
         return softmax_halves, {}
-    if n % 128 == 0 and (n <= CHUNK or math.gcd(n, CHUNK) >= 1024):  # whole rows, or large pieces
-        return softmax_rows, config(n)
+    # Whole rows, or large pieces, unless the rows' tile would move elements alone: rows of 640,
+    # 1152, 2176 and 4224 ran at 1.99x, 1.45x, 1.31x and 1.41x Triton so, at 2.10x, 1.48x, 1.32x
+    # and 1.42x in padded windows of whole vectors (docs/hardware.md §19).
+    if n % 128 == 0 and (n <= CHUNK or math.gcd(n, CHUNK) >= 1024):
+        constexprs = config(n)
+        if n > CHUNK or widest_vector(constexprs["ROWS"], n) > 1:
+            return softmax_rows, constexprs
     # Other rows in one window of whole vectors a thread (rows of 6000 and 8000 elements ran at
     # 1.14x and 1.02x Triton in windows of 6144 and 8192, at 1.01x and 0.91x in windows of 6016 and
     # 8064, an element a thread at a time), or longer ones sweeping in pieces half as wide: the

@@ -17,7 +17,8 @@ hopper_or_skip()
 pytestmark = pytest.mark.gpu
 
 # Rows a CTA, halves, whole rows, pieces, padded lengths (odd ones: rows not 16-byte aligned).
-LENGTHS = [512, 1000, 2100, 4096, 5000, 5120, 6000, 6144, 7000, 8000, 8192, 8193, 12288, 12345, 16384]
+LENGTHS = [512, 640, 1000, 1152, 2100, 4096, 5000, 5120, 6000, 6144, 7000, 8000, 8192, 8193, 12288, 12345,
+           16384]
 
 
 def _rows(rows: int, n: int, seed: int, offset: float = 0.0) -> np.ndarray:

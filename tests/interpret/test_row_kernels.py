@@ -28,10 +28,11 @@ def _rows(shape, seed):
 
 
 # Lengths no multiple of 128 divides (odd ones: rows not 16-byte aligned; 2100: 8-byte aligned),
-# windows of 6144 and 7168 padded to whole vectors, one past a piece, and a multiple of 128 that
-# only 128-wide pieces would divide.
-ANY_LENGTH = [(5, 1), (5, 7), (3, 100), (3, 1000), (3, 2100), (2, 3001), (2, 5000), (2, 6000), (2, 7000),
-              (2, 8193), (2, 8320), (2, 12345)]
+# a multiple of 128 that softmax pads (1152: 9 elements a thread), windows of 6144 and 7168
+# padded to whole vectors, one past a piece, and a multiple of 128 that only 128-wide pieces
+# would divide.
+ANY_LENGTH = [(5, 1), (5, 7), (3, 100), (3, 1000), (3, 1152), (3, 2100), (2, 3001), (2, 5000), (2, 6000),
+              (2, 7000), (2, 8193), (2, 8320), (2, 12345)]
 
 
 @pytest.mark.parametrize("shape", SHAPES + ANY_LENGTH, ids=str)
@@ -59,6 +60,18 @@ def test_softmax_takes_the_kernel_made_for_the_rows_length():
     assert soft.choose(6000) == (soft.softmax_padded, {"ROWS": 1, "WIDTH": 6144})
     assert soft.choose(8000) == (soft.softmax_padded, {"ROWS": 1, "WIDTH": 8192})
     assert soft.choose(2100) == (soft.softmax_padded, {"ROWS": 1, "WIDTH": 2560})  # 8-byte vectors
+    # Multiples of 128 whose rows kernel would move elements alone go padded; 8-byte vectors stay
+    assert soft.choose(640) == (soft.softmax_padded, {"ROWS": 2, "WIDTH": 1024})
+    assert soft.choose(1152) == (soft.softmax_padded, {"ROWS": 1, "WIDTH": 2048})
+    assert soft.choose(768) == (soft.softmax_rows, {"ROWS": 2, "CHUNK": 768})
+    assert soft.choose(3584) == (soft.softmax_rows, {"ROWS": 1, "CHUNK": 3584})
+
+
+def test_the_widest_vector_of_a_row_tile():
+    assert row_plans.widest_vector(1, 1024) == 8 and row_plans.widest_vector(4, 256) == 8
+    assert row_plans.widest_vector(2, 768) == 4 and row_plans.widest_vector(1, 3584) == 4
+    assert row_plans.widest_vector(1, 1152) == 1  # 9 elements a thread
+    assert row_plans.widest_vector(3, 640) == 0  # three rows over four warps
 
 
 @pytest.mark.parametrize("shape", SHAPES + ANY_LENGTH, ids=str)
