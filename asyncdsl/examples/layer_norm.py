@@ -20,7 +20,6 @@ the sum and is masked out of the centred squares.  The result goes from register
 
 from __future__ import annotations
 
-import math
 import sys
 import time
 
@@ -28,7 +27,7 @@ import ml_dtypes
 import numpy as np
 
 import asyncdsl as ad
-from asyncdsl.examples.row_plans import padded_config
+from asyncdsl.examples.row_plans import padded_config, rows_config
 from asyncdsl.examples.shapes import check_rows, check_shape, row_length
 
 WHOLE = 8192  # rows up to this long are held in registers at once (64 floats a thread)
@@ -36,13 +35,12 @@ CHUNK = 4096  # longer rows sweep in pieces of this (or of a divisor of it)
 PADDED_WHOLE = 7168  # padded rows whose window of whole vectors is at most this wide take one
 
 
-def config(n: int, eps: float = 1e-5) -> dict:
+def config(n: int, eps: float = 1e-5) -> dict | None:
     """`layer_norm_rows`' constexprs: 16 KiB of rows per CTA for rows of up to 4096 elements, one
     row a CTA held whole up to WHOLE, else one row in pieces.  Held whole, rows of 8192 and 6144
     ran 2.6 % and 3.8 % faster than in two pieces on the H200 (docs/hardware.md §19)."""
-    if n <= WHOLE:
-        return {"EPS": eps, "ROWS": max(1, 8192 // n), "CHUNK": n}
-    return {"EPS": eps, "ROWS": 1, "CHUNK": math.gcd(n, CHUNK)}
+    plan = rows_config(n, WHOLE, CHUNK, 8192)
+    return None if plan is None else {"EPS": eps, **plan}
 
 
 def choose(n: int, eps: float = 1e-5) -> tuple[ad.Kernel, dict]:
@@ -52,8 +50,9 @@ def choose(n: int, eps: float = 1e-5) -> tuple[ad.Kernel, dict]:
     7000 elements ran at 1.13x and 2.27x Triton in one window of 6144 and 7168, at 1.04x and
     2.12x in windows of 4096, but rows of 8000 at 0.90x in one of 8192 against 1.00-1.02x in
     windows of 4096; docs/hardware.md §19)."""
-    if n % 128 == 0 and (n <= WHOLE or math.gcd(n, CHUNK) >= 1024):  # whole rows, or large pieces
-        return layer_norm_rows, config(n, eps)
+    constexprs = config(n, eps)
+    if constexprs is not None:
+        return layer_norm_rows, constexprs
     # Long rows one a CTA in pieces (two rows' sums, pieces and masks would take 212 registers).
     return layer_norm_padded, {"EPS": eps, **padded_config(n, PADDED_WHOLE, CHUNK)}
 

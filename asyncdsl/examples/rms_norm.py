@@ -18,7 +18,6 @@ registers padded with zeros to whole 16-byte vectors a thread (`examples/row_pla
 
 from __future__ import annotations
 
-import math
 import sys
 import time
 
@@ -26,21 +25,20 @@ import ml_dtypes
 import numpy as np
 
 import asyncdsl as ad
-from asyncdsl.examples.row_plans import padded_config
+from asyncdsl.examples.row_plans import padded_config, rows_config
 from asyncdsl.examples.shapes import check_rows, check_shape, row_length
 
 WHOLE = 8192  # rows up to this long are held in registers at once (64 floats a thread)
 CHUNK = 4096  # longer rows sweep in pieces of this (or of a divisor of it)
 
 
-def config(n: int, eps: float = 1e-6) -> dict:
+def config(n: int, eps: float = 1e-6) -> dict | None:
     """`rms_norm_rows`' constexprs: 16 KiB of rows per CTA for rows of up to 4096 elements, one
     row a CTA held whole up to WHOLE, else one row in pieces.  Held whole (80 registers a thread
     against 38), rows of 8192 ran 0.5-0.7 % faster than in two pieces on the H200, both timings,
     two repeats (docs/hardware.md §19)."""
-    if n <= WHOLE:
-        return {"EPS": eps, "ROWS": max(1, 8192 // n), "CHUNK": n}
-    return {"EPS": eps, "ROWS": 1, "CHUNK": math.gcd(n, CHUNK)}
+    plan = rows_config(n, WHOLE, CHUNK, 8192)
+    return None if plan is None else {"EPS": eps, **plan}
 
 
 def choose(n: int, eps: float = 1e-6) -> tuple[ad.Kernel, dict]:
@@ -49,8 +47,9 @@ def choose(n: int, eps: float = 1e-6) -> tuple[ad.Kernel, dict]:
     vectors a thread of up to WHOLE elements (`examples/row_plans.py`; rows of 6000, 7000 and
     8000 elements ran at 1.05x, 1.69x and 0.99x Triton in one window of 6144, 7168 and 8192, at
     1.00x, 1.57x and 0.91x in windows of 4096; docs/hardware.md §19)."""
-    if n % 128 == 0 and (n <= WHOLE or math.gcd(n, CHUNK) >= 1024):  # whole rows, or large pieces
-        return rms_norm_rows, config(n, eps)
+    constexprs = config(n, eps)
+    if constexprs is not None:
+        return rms_norm_rows, constexprs
     return rms_norm_padded, {"EPS": eps, **padded_config(n, WHOLE, CHUNK)}
 
 

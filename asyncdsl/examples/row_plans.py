@@ -11,6 +11,8 @@ boundary in GMEM: its vectors are the largest power of two dividing the length."
 
 from __future__ import annotations
 
+import math
+
 import asyncdsl as ad
 
 THREADS = 128  # a warpgroup
@@ -57,14 +59,27 @@ def padded_rows(n: int, elements: int, itemsize: int = 2) -> tuple[int, int]:
         width += 32 * vector
 
 
-def padded_config(n: int, most: int, window: int) -> dict:
-    """ROWS and WIDTH of a padded norm kernel (`examples/rms_norm.py`'s and
-    `examples/layer_norm.py`'s) for rows of n elements: about 16 KiB of rows a CTA in one window
-    of whole vectors where that is at most `most` wide, else one row a CTA in windows of
-    `window`.  Two long rows a CTA (141 registers a thread) ran RMSNorm at 0.42x Triton at
-    2048x12345 once compiled by the driver's JIT, one row (103 registers) at 1.41x
-    (docs/hardware.md §19)."""
-    rows, width = padded_rows(n, 8192)
+def rows_config(n: int, whole: int, piece: int, elements: int) -> dict | None:
+    """ROWS and CHUNK of a rows kernel (rows brought into shared memory by one bulk copy) for
+    rows of n elements: about `elements` elements of rows a CTA (one row at least) for rows of
+    up to `whole` elements, held in registers at once; one longer row a CTA in pieces of
+    gcd(n, piece).  None where the rows must go padded: no multiple of 128 elements (which the
+    register layouts need), or long rows that no piece of 1024 elements or more divides."""
+    if n % 128:
+        return None
+    if n <= whole:
+        return {"ROWS": max(1, elements // n), "CHUNK": n}
+    chunk = math.gcd(n, piece)
+    return {"ROWS": 1, "CHUNK": chunk} if chunk >= 1024 else None
+
+
+def padded_config(n: int, most: int, window: int, elements: int = 8192) -> dict:
+    """ROWS and WIDTH of a padded row kernel for rows of n elements: about `elements` elements of
+    rows a CTA (16 KiB of bfloat16 for the norms) in one window of whole vectors where that is at
+    most `most` wide, else one row a CTA in windows of `window`.  Two long rows a CTA (141
+    registers a thread) ran RMSNorm at 0.42x Triton at 2048x12345 once compiled by the driver's
+    JIT, one row (103 registers) at 1.41x (docs/hardware.md §19)."""
+    rows, width = padded_rows(n, elements)
     if width <= most:
         return {"ROWS": rows, "WIDTH": width}
     return {"ROWS": 1, "WIDTH": window}

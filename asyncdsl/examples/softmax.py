@@ -26,7 +26,6 @@ rounds as IEEE says (docs/register-tiles.md).
 
 from __future__ import annotations
 
-import math
 import sys
 import time
 
@@ -34,7 +33,7 @@ import ml_dtypes
 import numpy as np
 
 import asyncdsl as ad
-from asyncdsl.examples.row_plans import padded_rows, widest_vector
+from asyncdsl.examples.row_plans import padded_config, rows_config, widest_vector
 from asyncdsl.examples.shapes import check_rows, row_length
 
 LOG2E = 1.4426950408889634
@@ -42,12 +41,12 @@ CHUNK = 8192  # elements of a row one pass holds in registers: 64 floats per thr
 HALVES_FROM = 4096  # longer rows of up to CHUNK elements go to `softmax_halves`
 
 
-def config(n: int) -> dict:
+def config(n: int) -> dict | None:
     """ROWS and CHUNK for rows of n elements: 4 KiB of rows per CTA, or one row when it is
     longer (small CTAs, many to an SM, overlap one another's copies and math: 1-5 % faster on the
     H200 than 16 KiB, docs/hardware.md §19), held in registers at once when it fits, else in
     pieces that divide it."""
-    return {"ROWS": max(1, 2048 // n), "CHUNK": n if n <= CHUNK else math.gcd(n, CHUNK)}
+    return rows_config(n, CHUNK, CHUNK, 2048)
 
 
 def choose(n: int) -> tuple[ad.Kernel, dict]:
@@ -59,19 +58,15 @@ def choose(n: int) -> tuple[ad.Kernel, dict]:
     # Whole rows, or large pieces, unless the rows' tile would move elements alone: rows of 640,
     # 1152, 2176 and 4224 ran at 1.99x, 1.45x, 1.31x and 1.41x Triton so, at 2.10x, 1.48x, 1.32x
     # and 1.42x in padded windows of whole vectors (docs/hardware.md §19).
-    if n % 128 == 0 and (n <= CHUNK or math.gcd(n, CHUNK) >= 1024):
-        constexprs = config(n)
-        if n > CHUNK or widest_vector(constexprs["ROWS"], n) > 1:
-            return softmax_rows, constexprs
+    constexprs = config(n)
+    if constexprs is not None and (n > CHUNK or widest_vector(constexprs["ROWS"], n) > 1):
+        return softmax_rows, constexprs
     # Other rows in one window of whole vectors a thread (rows of 6000 and 8000 elements ran at
     # 1.14x and 1.02x Triton in windows of 6144 and 8192, at 1.01x and 0.91x in windows of 6016 and
     # 8064, an element a thread at a time), or longer ones sweeping in pieces half as wide: the
     # running maximum or sum and a piece are both in registers (141 registers a thread at CHUNK,
     # 78 at half).
-    rows, width = padded_rows(n, 2048)
-    if width > CHUNK:
-        rows, width = 1, CHUNK // 2
-    return softmax_padded, {"ROWS": rows, "WIDTH": width}
+    return softmax_padded, padded_config(n, CHUNK, CHUNK // 2, elements=2048)
 
 
 def softmax(x, y, stream=None) -> None:
