@@ -27,7 +27,7 @@ import numpy as np
 from xdsl.dialects import arith
 from xdsl.dialects import math as xmath
 from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, VectorType
-from xdsl.ir import Block, SSAValue
+from xdsl.ir import SSAValue
 
 from asyncdsl import dtypes
 from asyncdsl.dialects import asyncdsl as ir
@@ -123,7 +123,7 @@ def _check_fits_registers(shape: tuple[int, ...], dtype: dtypes.DType) -> None:
 class RegisterTile:
     """A warpgroup's tile of `shape` elements of `dtype`, held in registers."""
 
-    __slots__ = ("value", "dtype", "shape", "_block", "view", "spread")
+    __slots__ = ("value", "dtype", "shape", "view", "spread")
 
     def __init__(self, value: SSAValue, dtype: dtypes.DType, spread: bool = True):
         self.value: SSAValue | None = value
@@ -135,7 +135,6 @@ class RegisterTile:
         self.spread = spread
         if spread:
             _check_fits_registers(self.shape, self.dtype)
-        self._block: Block = tracing.current("a register tile").block
         # `tile[:, None]` is a view: (the tile, where its axes sit). It needs no layout of its own:
         # elementwise math runs on the tile and broadcasting reads the tile directly.
         self.view: tuple[RegisterTile, tuple[int, ...]] | None = None
@@ -143,8 +142,7 @@ class RegisterTile:
     def _expanded(self, shape: tuple[int, ...], dims: tuple[int, ...]) -> RegisterTile:
         """A view of this tile with size-1 axes added: its axis i at `dims[i]` of `shape`."""
         view = object.__new__(RegisterTile)
-        view.value, view.dtype, view.shape, view._block, view.spread = (
-            None, self.dtype, shape, self._block, self.spread)
+        view.value, view.dtype, view.shape, view.spread = None, self.dtype, shape, self.spread
         view.view = (self, dims)
         return view
 
@@ -159,15 +157,9 @@ class RegisterTile:
         return len(self.shape)
 
     def use(self, what: str) -> SSAValue:
-        """This tile's IR value, checked to be visible where it is used."""
+        """This tile's IR value where it is used (the tracer refuses an op that uses a value of a
+        loop or branch body that has ended, tiles included: `Tracer._append`)."""
         tracer = tracing.current(what)
-        if not tracer.visible(self._block):
-            raise TraceError(
-                f"{what}: this register tile was made inside an asyncdsl.range or asyncdsl.when body "
-                "and cannot be used after it (the body is traced once); keep the value in an "
-                "asyncdsl.registers(...) variable instead",
-                user_location(),
-            )
         # A view used as a tile of its own shape is broadcast where it is used; again where the
         # last broadcast was traced inside a loop or branch body that has ended.
         if self.view is not None and (self.value is None
