@@ -45,6 +45,25 @@ def median_gpu_ms(fn, warmup: int = 25, rep: int = 200) -> float:
     return triton.testing.do_bench(fn, warmup=warmup, rep=rep, return_mode="median")
 
 
+def in_turns(names, rounds: int, measure, before_round=None) -> dict[str, list[float]]:
+    """Per name, `measure(name)` in each of `rounds` rounds, the names taking turns in a new
+    (seeded) random order every round: a drift of the GPU's clocks over the run falls on all of
+    them alike instead of on whoever was timed first or last, and no contender always follows the
+    same one (a kernel that draws less power leaves the clocks higher for the next).
+    `before_round(i)`, if given, runs before round i."""
+    import random
+
+    times: dict[str, list[float]] = {name: [] for name in names}
+    order, shuffle = list(names), random.Random(0).shuffle
+    for index in range(rounds):
+        if before_round is not None:
+            before_round(index)
+        shuffle(order)
+        for name in order:
+            times[name].append(measure(name))
+    return times
+
+
 def gpu_ms_by_round(contenders: dict, rounds: int = 5, warmup: int = 10, rep: int = 100,
                     before_round=None) -> dict[str, list[float]]:
     """Per contender (name -> fn), its `median_gpu_ms` (each launch after an L2 flush) in each of
@@ -52,17 +71,8 @@ def gpu_ms_by_round(contenders: dict, rounds: int = 5, warmup: int = 10, rep: in
     drift of the GPU's clocks over the run falls on all of them alike instead of on whoever was
     timed first or last.  `before_round(i)`, if given, runs before round i (to move every
     contender to new output buffers, say)."""
-    import random
-
-    times: dict[str, list[float]] = {name: [] for name in contenders}
-    order, shuffle = list(contenders), random.Random(0).shuffle
-    for index in range(rounds):
-        if before_round is not None:
-            before_round(index)
-        shuffle(order)
-        for name in order:
-            times[name].append(median_gpu_ms(contenders[name], warmup=warmup, rep=rep))
-    return times
+    return in_turns(contenders, rounds, lambda name: median_gpu_ms(contenders[name], warmup=warmup, rep=rep),
+                    before_round)
 
 
 def rounds_of_gpu_ms(contenders: dict, rounds: int = 5, warmup: int = 10, rep: int = 100,
@@ -110,7 +120,6 @@ def interleaved_ms(contenders: dict, rounds: int = 5, launches: int = 20,
     contenders in a new (seeded) random order: a kernel that draws less power leaves the GPU's
     clocks higher for the one after it, so no contender may always follow the same one.
     `before_round(i)`, if given, runs before round i."""
-    import random
     import statistics
     import time
 
@@ -118,19 +127,16 @@ def interleaved_ms(contenders: dict, rounds: int = 5, launches: int = 20,
         for _ in range(3):
             run()
         wait()
-    times: dict[str, list[float]] = {name: [] for name in contenders}
-    order, shuffle = list(contenders), random.Random(0).shuffle
-    for index in range(rounds):
-        if before_round is not None:
-            before_round(index)
-        shuffle(order)
-        for name in order:
-            run, wait = contenders[name]
-            start = time.perf_counter()
-            for _ in range(launches):
-                run()
-            wait()
-            times[name].append((time.perf_counter() - start) * 1e3 / launches)
+
+    def per_launch(name: str) -> float:
+        run, wait = contenders[name]
+        start = time.perf_counter()
+        for _ in range(launches):
+            run()
+        wait()
+        return (time.perf_counter() - start) * 1e3 / launches
+
+    times = in_turns(contenders, rounds, per_launch, before_round)
     return {name: statistics.median(values) for name, values in times.items()}
 
 
@@ -141,8 +147,6 @@ def graph_ms_by_round(contenders: dict, rounds: int = 7, launches: int = 20) -> 
     launches one after another with no host in between, so this is the steady stream of
     `interleaved_ms` without the host's launch path, and with no L2 flush.  A contender that
     cannot be captured raises."""
-    import random
-
     import torch
 
     graphs = {}
@@ -158,19 +162,17 @@ def graph_ms_by_round(contenders: dict, rounds: int = 7, launches: int = 20) -> 
             for _ in range(launches):
                 fn()
         graphs[name] = graph
-    times: dict[str, list[float]] = {name: [] for name in contenders}
-    order, shuffle = list(contenders), random.Random(0).shuffle
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    for _ in range(rounds):
-        shuffle(order)
-        for name in order:
-            graphs[name].replay()
-            start.record()
-            graphs[name].replay()
-            stop.record()
-            stop.synchronize()
-            times[name].append(start.elapsed_time(stop) / launches)
-    return times
+
+    def per_launch(name: str) -> float:
+        graphs[name].replay()  # untimed: the first replay after another contender's
+        start.record()
+        graphs[name].replay()
+        stop.record()
+        stop.synchronize()
+        return start.elapsed_time(stop) / launches
+
+    return in_turns(contenders, rounds, per_launch)
 
 
 def write_result(name: str, payload: dict) -> Path:
