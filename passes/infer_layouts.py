@@ -22,8 +22,10 @@ The rules:
   reduction's result's layout with those dims put back; for a class reduced over some
   axes, the row layout (warps over rows, lanes over 16-byte column vectors: the reduction is lane
   shuffles) or else `WGMMA`, or else, if every reduction takes all its axes longer than 1, the
-  strided layout; the layout a broadcast into it implies (the operand's, kept in
-  place); else `strided(v)` with the widest 16-byte vector that fits.  A class whose choice
+  strided layout, or else, for at most 64 elements, the replicated layout; the layout a
+  broadcast into it implies (the operand's, kept in place); else `strided(v)` with the widest
+  16-byte vector that fits; else, for a tile of at most 64 elements, the replicated layout
+  (every thread holds all of it).  A class whose choice
   depends on one still being chosen waits for it, except a tile broadcast into another class
   (a bias added to every row): that class chooses first, and the tile takes its layout without
   the new axes rather than a strided layout of its own, which would not broadcast in place.
@@ -63,9 +65,11 @@ from asyncdsl.dialects.memory_attrs import RegistersType
 from asyncdsl.errors import LayoutError
 from asyncdsl.hw.fragments import WGMMA, Layout, SplatLayout, register_window
 from asyncdsl.hw.layout_choice import (
+    REPLICATED_ELEMENTS,
     VECTOR_BYTES,
     row_layout,
     row_sharing_warps,
+    small_tile_layout,
     strided_layout,
     thread_linear,
 )
@@ -292,10 +296,12 @@ class _Solver:
         misfit = layout is not None and any(_gmem_windows(members)) and not thread_linear(layout, shape)
         if fed or misfit:
             layout = row_layout(shape, size) or layout
+        layout = layout or small_tile_layout(shape)
         if layout is None:
             raise LayoutError(
                 f"a {shape} tile has {math.prod(shape)} elements, not a multiple of the warpgroup's 128 "
-                "threads; register tiles must give every thread the same number of elements",
+                "threads; register tiles must give every thread the same number of elements (or hold at "
+                f"most {REPLICATED_ELEMENTS}, which every thread then holds whole)",
                 _where(members),
             )
         return layout
@@ -376,6 +382,7 @@ class _Solver:
         totals = all(shape[axis] == 1 for op in reductions for axis in _kept_axes(op))
         if totals:
             candidates.append(strided_layout(shape, size))
+        candidates.append(small_tile_layout(shape))  # a few elements: each thread reduces them alone
         for candidate in candidates:
             if candidate is not None and candidate.can_hold(shape):
                 return candidate

@@ -370,6 +370,35 @@ def unit_axis_peaks(x, y, THROUGH_SMEM: ad.constexpr):
     ad.store(y.at[:, :], t * t.max(axis=0)[None, :])
 
 
+@ad.kernel(grid=(1,))
+def small_tiles(x, totals, y, THROUGH_SMEM: ad.constexpr):
+    """For a (4, 8) x, fewer elements than the warpgroup has threads, which every thread then holds
+    whole: totals = x's row totals + their row numbers (an iota of 4), y = x - totals[:, None] +
+    x's column peaks[None, :].  THROUGH_SMEM: x is staged in shared memory, row by row."""
+    if THROUGH_SMEM:
+        staged = ad.smem(x.shape, x.dtype)
+        staged[...] = ad.load(x.at[:, :])
+        ad.cta_barrier()
+        t = ad.zeros(x.shape, ad.float32) + staged[...]
+        t = ad.where(ad.iota(x.shape, ad.int32, dim=0) == 1, staged.at[1][...][None, :], t)
+    else:
+        t = ad.load(x.at[:, :])
+    rows = t.sum(axis=1) + ad.iota((x.shape[0],), ad.int32, dim=0).astype(ad.float32)
+    ad.store(totals.at[:], rows)
+    ad.store(y.at[:, :], t - rows[:, None] + t.max(axis=0)[None, :])
+
+
+@ad.kernel(grid=(1,))
+def nested_totals(x, totals, y):
+    """For a (4, 8, 32) x: totals = x.sum(axis=2).sum(axis=1), the second reduction over every
+    dim the first left to the warps and lanes (only the leading dim is left, in every thread's
+    registers), and y = x - totals[:, None, None]."""
+    t = ad.load(x.at[:, :, :])
+    whole = t.sum(axis=2).sum(axis=1)
+    ad.store(totals.at[:], whole)
+    ad.store(y.at[:, :, :], t - whole[:, None, None])
+
+
 @ad.kernel(grid=lambda x, y: (ad.cdiv(x.shape[0], 2),))
 def byte_pairs(x, y):
     """y = x + 1 for 8-bit x, two rows a CTA, in a layout of 2-element vectors: each access is a

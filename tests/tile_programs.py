@@ -23,7 +23,8 @@ import ml_dtypes
 import numpy as np
 from hypothesis import strategies as st
 
-SHAPES = ((64, 128), (8, 256), (1, 1024), (128, 64), (2, 512), (64, 64), (4, 32), (64, 8), (3, 128), (16, 16))
+SHAPES = ((64, 128), (8, 256), (1, 1024), (128, 64), (2, 512), (64, 64), (4, 32), (64, 8), (3, 128), (16, 16),
+          (4, 8), (3, 5))  # the last hold fewer elements than the warpgroup has threads
 DTYPES = {"float32": np.float32, "bfloat16": ml_dtypes.bfloat16, "float16": np.float16, "int32": np.int32,
           "int8": np.int8}
 LAYOUTS = ("None", "ad.WGMMA", "ad.strided(1)", "ad.strided(2)", "ad.strided(4)", "ad.strided(8)")

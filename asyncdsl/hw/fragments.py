@@ -258,10 +258,9 @@ class TiledLayout(_Queries):
             return SplatLayout()
         tiled_axes = [a - lead for a in axes if a >= lead]
         if len(tiled_axes) == self.tiling.rank:
-            raise LayoutError(
-                f"reducing a {tuple(shape)} tile in layout {self} over axes {axes} would leave"
-                f" dims {tuple(shape[:lead])} that no tiling describes; reduce them too or relayout"
-            )
+            # Only dims in front of the tiling are left, enumerated in every thread's registers
+            # in register order; the lanes and warps all reduced together, so all hold copies.
+            return replicated_layout(tuple(s for a, s in enumerate(shape) if a not in axes))
         layout = self
         for axis in reversed(tiled_axes):
             layout = layout._without_axis(axis)
@@ -354,6 +353,13 @@ class TiledLayout(_Queries):
             f"{wanted} for the {shape} broadcast of a tile in layout {self} would move data:"
             f" reducing it over axes {tuple(new_axes)} must give {self}"
         )
+
+
+def replicated_layout(shape: Sequence[int]) -> TiledLayout:
+    """Every thread holds every element, one a register, in row-major order: a tile too small to
+    share out (one GMEM element, a few scalars), or what a reduction over every tiled dim leaves."""
+    tiling = Tiling((tuple(1 for _ in tile_shape(shape)),))
+    return TiledLayout.canonical(tiling, (Replicated(WARPS),), (Replicated(WARP_LANES),), -1)
 
 
 @functools.lru_cache(maxsize=256)

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from asyncdsl.hw.fragments import Layout, Replicated, StridedLayout, TiledLayout
+from asyncdsl.hw.fragments import Layout, StridedLayout, TiledLayout, replicated_layout
 from asyncdsl.hw.tiling import THREADS, WARP_LANES, WARPS, Tiling
 
 VECTOR_BYTES = 16  # the widest ld/st.shared and ld/st.global
@@ -49,11 +49,14 @@ def strided_layout(shape: tuple[int, ...], element_bytes: float) -> StridedLayou
     return None
 
 
-def replicated_layout(shape: tuple[int, ...]) -> TiledLayout:
-    """Every thread holds every element, one a register: how a load of one GMEM element (a 0-d
-    tile, or a window of size-1 dims) addresses it, every thread reading it into its register."""
-    tiling = Tiling((tuple(1 for _ in shape),))
-    return TiledLayout.canonical(tiling, (Replicated(WARPS),), (Replicated(WARP_LANES),), -1)
+# The most elements a tile may have for every thread to hold all of it (`replicated_layout`), one
+# register each: the layout of tiles too small to share out among 128 threads.
+REPLICATED_ELEMENTS = 64
+
+
+def small_tile_layout(shape: tuple[int, ...]) -> TiledLayout | None:
+    """Every thread holding every element, for a tile of at most REPLICATED_ELEMENTS; else None."""
+    return replicated_layout(shape) if math.prod(shape) <= REPLICATED_ELEMENTS else None
 
 
 def thread_linear(layout: Layout, shape: tuple[int, ...]) -> bool:

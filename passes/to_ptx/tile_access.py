@@ -24,8 +24,8 @@ from xdsl.ir import SSAValue
 
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects.layout_attrs import layout_of
-from asyncdsl.hw.fragments import Layout, SplatLayout
-from asyncdsl.hw.layout_choice import replicated_layout, strided_layout
+from asyncdsl.hw.fragments import Layout, SplatLayout, replicated_layout
+from asyncdsl.hw.layout_choice import strided_layout
 from asyncdsl.hw.smem_layout import SmemLayout
 from asyncdsl.hw.tiling import THREADS
 from asyncdsl.passes.to_ptx.context import KernelLowering, Rules

@@ -28,9 +28,9 @@ from xdsl.ir import SSAValue
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects.layout_attrs import layout_of
 from asyncdsl.errors import LayoutError
-from asyncdsl.hw.fragments import Layout, SplatLayout
+from asyncdsl.hw.fragments import Layout, SplatLayout, replicated_layout
 from asyncdsl.hw.gmem_runs import contiguous_strides
-from asyncdsl.hw.layout_choice import replicated_layout, strided_layout, thread_linear
+from asyncdsl.hw.layout_choice import strided_layout, thread_linear
 from asyncdsl.hw.tiling import THREADS
 from asyncdsl.ir_locations import from_ir_location
 from asyncdsl.passes.resolve.index_facts import known_divisor

@@ -24,9 +24,11 @@ from tile_kernels import (
     broadcast_back,
     index_on_the_left,
     mask_relayout,
+    nested_totals,
     op_matrix,
     ops_of,
     relayout,
+    small_tiles,
     special_values,
     whole_tile_totals,
 )
@@ -224,3 +226,22 @@ def test_a_traced_index_and_numbers_on_the_left_of_int32_tiles():
                     [i ^ d for d in divisors]]
         for position, values in enumerate(expected):
             assert out[program, position].reshape(-1).tolist() == values, position
+
+
+@pytest.mark.parametrize("through_smem", [False, True])
+def test_tiles_smaller_than_the_warpgroup_compute_what_numpy_does(through_smem, ptxas):
+    x = np.random.default_rng(9).integers(-100, 100, (4, 8)).astype(np.float32)
+    totals, y = np.full(4, np.nan, np.float32), np.full_like(x, np.nan)
+    small_tiles.interpret(x, totals, y, THROUGH_SMEM=through_smem)
+    rows = x.sum(axis=1) + np.arange(4)
+    assert np.array_equal(totals, rows) and np.array_equal(y, x - rows[:, None] + x.max(axis=0)[None, :])
+    ptxas(small_tiles.ptx(x, totals, y, THROUGH_SMEM=through_smem))
+
+
+def test_a_reduction_of_a_reduction_computes_what_numpy_does(ptxas):
+    x = np.random.default_rng(10).integers(-100, 100, (4, 8, 32)).astype(np.float32)
+    totals, y = np.full(4, np.nan, np.float32), np.full_like(x, np.nan)
+    nested_totals.interpret(x, totals, y)
+    whole = x.sum(axis=(1, 2))  # small integers: exact in any order
+    assert np.array_equal(totals, whole) and np.array_equal(y, x - whole[:, None, None])
+    ptxas(nested_totals.ptx(x, totals, y))

@@ -11,7 +11,7 @@ from xdsl.parser import Parser
 
 import asyncdsl as ad
 from asyncdsl.dialects.layout_attrs import layout_of
-from asyncdsl.hw.fragments import WGMMA_ROW, SplatLayout, StridedLayout, TiledLayout
+from asyncdsl.hw.fragments import WGMMA_ROW, SplatLayout, StridedLayout, TiledLayout, replicated_layout
 from asyncdsl.hw.layout_choice import row_layout
 from asyncdsl.passes.pipeline import make_context
 
@@ -216,11 +216,36 @@ def too_small(x, y):
 
 
 def test_a_tile_the_warpgroup_cannot_share_evenly_is_an_error_at_its_line():
-    small = ad.ArraySpec((4, 8), ad.float32)
+    odd = ad.ArraySpec((12, 20), ad.float32)  # 240 elements: too many for every thread to hold
     with pytest.raises(ad.LayoutError) as caught:
-        too_small.compile(small, small)
+        too_small.compile(odd, odd)
     assert "not a multiple of the warpgroup's 128 threads" in caught.value.message
+    assert "at most 64, which every thread then holds whole" in caught.value.message
     assert caught.value.location.line == line_of(too_small, "a[...] = a[...] + 1.0")
+
+
+def test_a_tile_of_at_most_64_elements_is_held_whole_by_every_thread(ptxas):
+    x = np.random.default_rng(3).integers(-100, 100, (4, 8)).astype(np.float32)
+    y = np.full_like(x, np.nan)
+    layouts = _layouts(too_small, x, y)
+    assert set(layouts["asyncdsl.load_smem"]) == {replicated_layout((4, 8))}
+    too_small.interpret(x, y)
+    assert np.array_equal(y, x + 1)
+    ptxas(too_small.ptx(x, y))
+
+
+@ad.kernel(grid=(1,))
+def totals_of_totals(x, y):
+    ad.store(y.at[:], ad.load(x.at[:, :, :]).sum(axis=2).sum(axis=1))
+
+
+def test_reducing_every_dim_a_reduction_left_tiled_leaves_the_leading_dims_in_every_thread(ptxas):
+    x = np.random.default_rng(4).integers(-100, 100, (4, 8, 32)).astype(np.float32)
+    y = np.full(4, np.nan, np.float32)
+    assert _layouts(totals_of_totals, x, y)["asyncdsl.reduce"][1] == replicated_layout((4,))
+    totals_of_totals.interpret(x, y)
+    assert np.array_equal(y, x.sum(axis=(1, 2)))
+    ptxas(totals_of_totals.ptx(x, y))
 
 
 @ad.kernel(grid=(1,))
