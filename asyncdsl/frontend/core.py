@@ -11,6 +11,7 @@ from asyncdsl.frontend import tracer as tracing
 from asyncdsl.frontend.options import swizzle_bytes, transform_chain
 from asyncdsl.frontend.refs import SmemRef
 from asyncdsl.frontend.scalars import Scalar
+from asyncdsl.frontend.tile_arguments import shape_argument
 from asyncdsl.hw.smem_layout import make_layout
 from asyncdsl.hw.transforms import MemRefTransform
 
@@ -79,9 +80,7 @@ def smem(
     """
     what = "asyncdsl.smem"
     tracer = allocation_tracer(what)
-    shape = (shape,) if isinstance(shape, int) else tuple(shape)
-    if not shape or any(not is_int(d) or d <= 0 for d in shape):
-        raise TraceError(f"{what} needs a shape of positive Python ints, got {shape!r}", user_location())
+    shape = shape_argument(shape, what)
     try:
         element = dtypes.as_dtype(dtype)
     except ArgumentError as error:

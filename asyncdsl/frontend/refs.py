@@ -17,7 +17,8 @@ from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.errors import SourceLocation, TraceError, TransformError, is_int, user_location
 from asyncdsl.frontend import tracer as tracing
 from asyncdsl.frontend.scalars import IndexLike, Scalar, index_value, is_index
-from asyncdsl.frontend.tiles import RegisterTile, assigned, layout_argument
+from asyncdsl.frontend.tile_arguments import layout_argument
+from asyncdsl.frontend.tiles import RegisterTile, assigned
 from asyncdsl.hw.fragments import Layout
 from asyncdsl.hw.smem_layout import SmemLayout
 

@@ -27,7 +27,8 @@ from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.errors import SourceLocation, TraceError, is_int, user_location
 from asyncdsl.frontend import tracer as tracing
 from asyncdsl.frontend.core import allocation_tracer
-from asyncdsl.frontend.tiles import RegisterTile, dtype_argument, layout_argument, shape_argument
+from asyncdsl.frontend.tile_arguments import dtype_argument, layout_argument, shape_argument
+from asyncdsl.frontend.tiles import RegisterTile
 from asyncdsl.hw.fragments import Layout
 
 

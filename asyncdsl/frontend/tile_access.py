@@ -24,6 +24,7 @@ from asyncdsl.errors import TraceError, user_location
 from asyncdsl.frontend import tracer as tracing
 from asyncdsl.frontend.refs import GmemIndexed, GmemRef, GmemView, PeerSmem, SmemRef
 from asyncdsl.frontend.scalars import int32_index
+from asyncdsl.frontend.tile_arguments import layout_argument
 from asyncdsl.frontend.tiles import (
     RegisterTile,
     assigned,
@@ -31,7 +32,6 @@ from asyncdsl.frontend.tiles import (
     broadcast_to,
     constant_attr,
     full,
-    layout_argument,
 )
 from asyncdsl.hw.fragments import Layout
 

@@ -31,9 +31,18 @@ from xdsl.ir import SSAValue
 
 from asyncdsl import dtypes
 from asyncdsl.dialects import asyncdsl as ir
-from asyncdsl.errors import ArgumentError, ResourceError, TraceError, is_int, user_location
+from asyncdsl.errors import ResourceError, TraceError, is_int, user_location
 from asyncdsl.frontend import tracer as tracing
 from asyncdsl.frontend.scalars import FloatScalar, Scalar, check_divisor, is_power_of_two
+from asyncdsl.frontend.tile_arguments import (
+    COMPUTE_DTYPES,
+    check_computable,
+    dtype_argument,
+    element_type,
+    layout_argument,
+    shape_argument,
+    tile_dtype,
+)
 from asyncdsl.hw.fragments import Layout, SplatLayout
 from asyncdsl.hw.limits import MAX_REGISTERS_PER_THREAD, WARPGROUP_THREADS
 from asyncdsl.hw.options import TileReduction
@@ -41,67 +50,6 @@ from asyncdsl.hw.options import TileReduction
 Number = int | float
 _FLOOR_DIVISION = "// of register tiles (floats divide with /)"
 _MODULO = "% of register tiles"
-
-# What a register tile can hold (docs/register-tiles.md): the types PTX computes on, and the
-# narrow types it only loads, stores and converts.
-COMPUTE_DTYPES = (dtypes.float32, dtypes.bfloat16, dtypes.float16, dtypes.int32)
-TILE_DTYPES = (*COMPUTE_DTYPES, dtypes.float8_e4m3fn, dtypes.float8_e5m2, dtypes.int8,
-               dtypes.int16, dtypes.BOOL)
-
-
-def _tile_dtype(dtype: dtypes.DType, what: str) -> dtypes.DType:
-    if dtype not in TILE_DTYPES:
-        names = ", ".join(d.name for d in TILE_DTYPES if d != dtypes.BOOL)
-        raise TraceError(f"{what}: register tiles hold {names} (and bool masks), not {dtype}",
-                         user_location())
-    return dtype
-
-
-def dtype_argument(value, what: str) -> dtypes.DType:
-    """`value` as the dtype of a register tile that holds numbers."""
-    dtype = _tile_dtype(_dtype(value, what), what)
-    if dtype == dtypes.BOOL:
-        raise TraceError(f"{what} makes number tiles; a bool tile comes from a comparison", user_location())
-    return dtype
-
-
-def _computable(tile: RegisterTile, what: str, allow_bool: bool = False) -> None:
-    if tile.dtype not in COMPUTE_DTYPES and not (allow_bool and tile.dtype == dtypes.BOOL):
-        raise TraceError(
-            f"{what} on {tile.dtype} tiles: arithmetic is on float32, bfloat16, float16 and int32 "
-            "tiles; astype one of them first",
-            user_location(),
-        )
-
-
-def _dtype(value, what: str) -> dtypes.DType:
-    if value is bool or value is np.bool_:
-        return dtypes.BOOL  # numpy's bool means uint8 for arrays; for a tile it means a mask
-    try:
-        return dtypes.as_dtype(value)
-    except ArgumentError as error:
-        raise TraceError(f"{what}: {error.message}", user_location()) from None
-
-
-def shape_argument(shape, what: str, scalar: bool = False) -> tuple[int, ...]:
-    """`shape` checked: positive Python ints, or `()` (a 0-d tile) where `scalar` allows it."""
-    try:
-        shape = (shape,) if isinstance(shape, int) else tuple(shape)
-    except TypeError:
-        raise TraceError(f"{what} needs a shape of positive Python ints, got {shape!r}",
-                         user_location()) from None
-    positive = all(is_int(d) and d >= 1 for d in shape)
-    if not positive or (not shape and not scalar):
-        raise TraceError(f"{what} needs a shape of positive Python ints, got {shape!r}", user_location())
-    return shape
-
-
-def layout_argument(layout, what: str) -> Layout | None:
-    """`layout` checked to be a register layout (or None: inferred)."""
-    if layout is not None and not isinstance(layout, Layout):
-        raise TraceError(f"{what}: layout must be an asyncdsl layout (asyncdsl.WGMMA, asyncdsl.strided(4), "
-                         f"...), got {layout!r}", user_location())
-    return layout
 
 
 def _emit(op, what: str) -> SSAValue:
@@ -127,7 +75,7 @@ class RegisterTile:
 
     def __init__(self, value: SSAValue, dtype: dtypes.DType, spread: bool = True):
         self.value: SSAValue | None = value
-        self.dtype = _tile_dtype(dtype, "a register tile")
+        self.dtype = tile_dtype(dtype, "a register tile")
         self.shape = tuple(value.type.get_shape())
         # Whether the tile's elements may differ, so that its threads share them out: a constant
         # (`asyncdsl.full`) and what elementwise math makes of constants alone may stay one value
@@ -172,7 +120,7 @@ class RegisterTile:
     def _binary(self, other, float_op, int_op, reverse: bool = False,
                 what: str = "arithmetic on register tiles", bitwise: bool = False):
         lhs, rhs = coerced(self, other, what)
-        _computable(lhs, what, allow_bool=bitwise)
+        check_computable(lhs, what, allow_bool=bitwise)
         if reverse:
             lhs, rhs = rhs, lhs
         op_class = float_op if lhs.dtype.is_float else int_op
@@ -264,7 +212,7 @@ class RegisterTile:
         return self._binary(other, None, arith.ShRSIOp, reverse=True, what=">> of register tiles")
 
     def __invert__(self):
-        _computable(self, "~tile", allow_bool=True)
+        check_computable(self, "~tile", allow_bool=True)
         if self.dtype.is_float:
             raise TraceError(f"~tile is for int32 tiles and bool masks, not {self.dtype} ones",
                              user_location())
@@ -276,13 +224,13 @@ class RegisterTile:
         return self ^ RegisterTile(every, dtypes.BOOL, spread=False)
 
     def __neg__(self):
-        _computable(self, "-tile")
+        check_computable(self, "-tile")
         if self.dtype.is_float:
             return elementwise("-tile", arith.NegfOp, (self,), self.dtype)
         return 0 - self
 
     def __abs__(self):
-        _computable(self, "abs(tile)")
+        check_computable(self, "abs(tile)")
         op = xmath.AbsFOp if self.dtype.is_float else xmath.AbsIOp
         return elementwise("abs(tile)", op, (self,), self.dtype)
 
@@ -290,7 +238,7 @@ class RegisterTile:
     def _compare(self, predicate: str, other):
         what = "comparison of register tiles"
         lhs, rhs = coerced(self, other, what)
-        _computable(lhs, what)
+        check_computable(lhs, what)
         return elementwise(what, lambda a, b: ir.CompareOp(predicate, a, b), (lhs, rhs), dtypes.BOOL)
 
     def __lt__(self, other):
@@ -324,7 +272,7 @@ class RegisterTile:
         """The tile converted elementwise: floats round to nearest even (to float8: saturating),
         floats to integers truncate toward zero (saturating; NaN gives 0), integers to floats
         round, integers wrap (docs/register-tiles.md)."""
-        target = _tile_dtype(_dtype(dtype, "astype"), "astype")
+        target = tile_dtype(element_type(dtype, "astype"), "astype")
         if target == dtypes.BOOL:
             raise TraceError("astype(bool): compare instead (tile != 0)", user_location())
         if target == self.dtype:
@@ -359,7 +307,7 @@ class RegisterTile:
                 or any(not isinstance(a, int) or not 0 <= a < self.ndim for a in normalized)):
             raise TraceError(f"{what}: axis {axis!r} is not one or more distinct axes of a {self.shape} tile",
                              user_location())
-        _computable(self, what)
+        check_computable(self, what)
         return RegisterTile(_emit(ir.ReduceOp(self.use(what), kind, normalized), what), self.dtype)
 
     # Without `axis`, every axis: a 0-d tile, numpy's scalar (`x - x.max()` broadcasts it back).
@@ -557,7 +505,8 @@ def zeros(shape, dtype, layout: Layout | None = None) -> RegisterTile:
 def iota(shape, dtype, dim: int, layout: Layout | None = None) -> RegisterTile:
     """A tile of integers holding each element's index along `dim`."""
     what = "asyncdsl.iota"
-    shape, element, layout = shape_argument(shape, what), _dtype(dtype, what), layout_argument(layout, what)
+    shape, element = shape_argument(shape, what), element_type(dtype, what)
+    layout = layout_argument(layout, what)
     if element != dtypes.int32:
         raise TraceError(f"{what} makes int32 tiles, not {element} (astype after)", user_location())
     if not is_int(dim) or not -len(shape) <= dim < len(shape):

@@ -123,7 +123,7 @@ def test_traced_value_used_as_python_int():
         n = ad.program_id(0)
         ad.smem((n, 8), x.dtype)  # traced shape
 
-    expect(ad.TraceError, kernel, (ad.ArraySpec((8, 8), F32),), {}, "positive Python ints",
+    expect(ad.TraceError, kernel, (ad.ArraySpec((8, 8), F32),), {}, "positive ints",
            line_text="traced shape")
 
 

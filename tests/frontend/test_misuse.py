@@ -61,7 +61,7 @@ def tile_indexed_by_a_tile(x, y):
      "allow_groups (how many copy groups may stay pending) must be a Python int, got 0.5"),
     (relayout_to_none, "to_layout: say which layout"),
     (sum_over_a_float_axis, "axis must be an int, a tuple of ints or None, got 1.0"),
-    (zeros_of_no_shape, "needs a shape of positive Python ints, got None"),
+    (zeros_of_no_shape, "needs a shape of positive ints, got None"),
     (cdiv_by_zero, "asyncdsl.cdiv(4, 0): division by zero"),
     (ring_step_of_a_str, "a step is a Python int or a traced index, got 'a'"),
     (tile_indexed_by_a_tile, "they do not slice"),

@@ -305,6 +305,23 @@ def test_iota_broadcasts_constants_and_relayouts_compose():
     assert np.array_equal(z, np.arange(128)[None, :] - np.arange(64)[:, None] * 1000)
 
 
+@ad.kernel(grid=(1,))
+def numpy_shaped(y):
+    rows, columns = np.int64(4), np.int32(32)  # a shape worked out with numpy
+    buf = ad.smem((rows, columns), ad.int32)
+    total = ad.registers((rows, columns), ad.int32)
+    total[...] = ad.zeros((rows, columns), ad.int32) + ad.iota(np.array([4, 32]), ad.int32, dim=1)
+    buf[...] = total[...] + ad.full((rows, np.int16(1)), 100, ad.int32)
+    ad.cta_barrier()
+    ad.store(y.at[:, :], buf[...])
+
+
+def test_shapes_of_numpy_integers_are_shapes():
+    y = np.zeros((4, 32), np.int32)
+    numpy_shaped.interpret(y)
+    assert np.array_equal(y, np.broadcast_to(np.arange(32) + 100, (4, 32)))
+
+
 @ad.kernel(grid=lambda x, y: (x.shape[0] // 64,))
 def softmax(x, y):
     row = ad.program_id(0) * 64

@@ -1,0 +1,76 @@
+"""What register-tile operations accept as arguments: the dtypes a tile holds, shapes, layouts.
+
+Each check raises a `TraceError` at the user's line naming the operation (`what`) and the rule."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from asyncdsl import dtypes
+from asyncdsl.errors import ArgumentError, TraceError, is_int, user_location
+from asyncdsl.hw.fragments import Layout
+
+# What a register tile can hold (docs/register-tiles.md): the types PTX computes on, and the
+# narrow types it only loads, stores and converts.
+COMPUTE_DTYPES = (dtypes.float32, dtypes.bfloat16, dtypes.float16, dtypes.int32)
+TILE_DTYPES = (*COMPUTE_DTYPES, dtypes.float8_e4m3fn, dtypes.float8_e5m2, dtypes.int8,
+               dtypes.int16, dtypes.BOOL)
+
+
+def tile_dtype(dtype: dtypes.DType, what: str) -> dtypes.DType:
+    if dtype not in TILE_DTYPES:
+        names = ", ".join(d.name for d in TILE_DTYPES if d != dtypes.BOOL)
+        raise TraceError(f"{what}: register tiles hold {names} (and bool masks), not {dtype}",
+                         user_location())
+    return dtype
+
+
+def dtype_argument(value, what: str) -> dtypes.DType:
+    """`value` as the dtype of a register tile that holds numbers."""
+    dtype = tile_dtype(element_type(value, what), what)
+    if dtype == dtypes.BOOL:
+        raise TraceError(f"{what} makes number tiles; a bool tile comes from a comparison", user_location())
+    return dtype
+
+
+def check_computable(tile, what: str, allow_bool: bool = False) -> None:
+    if tile.dtype not in COMPUTE_DTYPES and not (allow_bool and tile.dtype == dtypes.BOOL):
+        raise TraceError(
+            f"{what} on {tile.dtype} tiles: arithmetic is on float32, bfloat16, float16 and int32 "
+            "tiles; astype one of them first",
+            user_location(),
+        )
+
+
+def element_type(value, what: str) -> dtypes.DType:
+    if value is bool or value is np.bool_:
+        return dtypes.BOOL  # numpy's bool means uint8 for arrays; for a tile it means a mask
+    try:
+        return dtypes.as_dtype(value)
+    except ArgumentError as error:
+        raise TraceError(f"{what}: {error.message}", user_location()) from None
+
+
+def shape_argument(shape, what: str, scalar: bool = False) -> tuple[int, ...]:
+    """`shape` checked and made of Python ints: positive ints (numpy's too, as a shape computed
+    with numpy has), or `()` (a 0-d tile) where `scalar` allows it."""
+    try:
+        dims = (shape,) if is_integer(shape) else tuple(shape)
+    except TypeError:
+        raise TraceError(f"{what} needs a shape of positive ints, got {shape!r}", user_location()) from None
+    if not all(is_integer(d) and d >= 1 for d in dims) or (not dims and not scalar):
+        raise TraceError(f"{what} needs a shape of positive ints, got {shape!r}", user_location())
+    return tuple(int(d) for d in dims)
+
+
+def is_integer(value) -> bool:
+    """A Python or numpy integer that is not a bool (True as a dim is a mistake, not 1)."""
+    return is_int(value) or isinstance(value, np.integer)
+
+
+def layout_argument(layout, what: str) -> Layout | None:
+    """`layout` checked to be a register layout (or None: inferred)."""
+    if layout is not None and not isinstance(layout, Layout):
+        raise TraceError(f"{what}: layout must be an asyncdsl layout (asyncdsl.WGMMA, asyncdsl.strided(4), "
+                         f"...), got {layout!r}", user_location())
+    return layout
