@@ -399,6 +399,26 @@ def nested_totals(x, totals, y):
     ad.store(y.at[:, :, :], t - whole[:, None, None])
 
 
+@ad.kernel(grid=(1,))
+def unsigned_storage(x, keep, y, z):
+    """For a uint8 image x and a numpy bool array keep (bytes): y = where(keep, x / 2, -1) in
+    float32, z = x * 3 - 300 as uint16 (wrapping) and x * 1.5 as uint8 (saturating), side by side:
+    every conversion zero-extends or saturates unsigned."""
+    t = ad.load(x.at[:, :])
+    half = t.astype(ad.float32) * 0.5
+    mask = ad.load(keep.at[:, :]).astype(ad.int32) != 0
+    ad.store(y.at[:, :], ad.where(mask, half, -1.0))
+    ad.store(z.at[0], (t.astype(ad.int32) * 3 - 300).astype(ad.uint16))
+    ad.store(z.at[1], (half * 3.0).astype(ad.uint8).astype(ad.uint16))
+
+
+def unsigned_storage_reference(x: np.ndarray, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    half = x.astype(np.float32) * np.float32(0.5)
+    wrapped = (x.astype(np.int64) * 3 - 300) % 2**16
+    saturated = np.clip(np.trunc(half * np.float32(3)), 0, 255)
+    return np.where(keep, half, np.float32(-1)), np.stack([wrapped, saturated]).astype(np.uint16)
+
+
 @ad.kernel(grid=lambda x, y: (ad.cdiv(x.shape[0], 2),))
 def byte_pairs(x, y):
     """y = x + 1 for 8-bit x, two rows a CTA, in a layout of 2-element vectors: each access is a

@@ -24,7 +24,7 @@ from asyncdsl.errors import TraceError, user_location
 from asyncdsl.frontend import tracer as tracing
 from asyncdsl.frontend.refs import GmemIndexed, GmemRef, GmemView, PeerSmem, SmemRef
 from asyncdsl.frontend.scalars import int32_index
-from asyncdsl.frontend.tile_arguments import layout_argument
+from asyncdsl.frontend.tile_arguments import layout_argument, mask_hint
 from asyncdsl.frontend.tiles import (
     RegisterTile,
     assigned,
@@ -44,8 +44,8 @@ def _mask(mask, shape: tuple[int, ...], what: str):
     if mask is None:
         return None
     if not isinstance(mask, RegisterTile) or mask.dtype != dtypes.BOOL or mask.shape != shape:
-        raise TraceError(f"{what}: mask must be a bool tile of the window's shape {shape} (a comparison)",
-                         user_location())
+        raise TraceError(f"{what}: mask must be a bool tile of the window's shape {shape} (a comparison)"
+                         f"{mask_hint(getattr(mask, 'dtype', None))}", user_location())
     return mask.use(what)
 
 

@@ -14,7 +14,7 @@ from asyncdsl.hw.fragments import Layout
 # narrow types it only loads, stores and converts.
 COMPUTE_DTYPES = (dtypes.float32, dtypes.bfloat16, dtypes.float16, dtypes.int32)
 TILE_DTYPES = (*COMPUTE_DTYPES, dtypes.float8_e4m3fn, dtypes.float8_e5m2, dtypes.int8,
-               dtypes.int16, dtypes.BOOL)
+               dtypes.int16, dtypes.uint8, dtypes.uint16, dtypes.BOOL)
 
 
 def tile_dtype(dtype: dtypes.DType, what: str) -> dtypes.DType:
@@ -74,3 +74,11 @@ def layout_argument(layout, what: str) -> Layout | None:
         raise TraceError(f"{what}: layout must be an asyncdsl layout (asyncdsl.WGMMA, asyncdsl.strided(4), "
                          f"...), got {layout!r}", user_location())
     return layout
+
+
+def mask_hint(dtype) -> str:
+    """What to add where a tile of `dtype` was given for a mask: a numpy bool array is bytes in
+    memory, so its windows load as uint8 tiles."""
+    if dtype == dtypes.uint8:
+        return "; a bool array loads as uint8 bytes: tile.astype(asyncdsl.int32) != 0 is its mask"
+    return ""

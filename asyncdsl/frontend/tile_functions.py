@@ -14,6 +14,7 @@ from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.errors import TraceError, user_location
 from asyncdsl.frontend.options import flag
 from asyncdsl.frontend.scalars import FloatScalar
+from asyncdsl.frontend.tile_arguments import mask_hint
 from asyncdsl.frontend.tiles import RegisterTile, broadcast_shape, broadcast_to, coerced, elementwise, full
 
 
@@ -28,8 +29,8 @@ def where(mask: RegisterTile, a, b) -> RegisterTile:
     what = "asyncdsl.where"
     mask = _tile(mask, what)
     if mask.dtype != dtypes.BOOL:
-        raise TraceError(f"{what}: the mask is a {mask.dtype} tile, not a bool one (a comparison)",
-                         user_location())
+        raise TraceError(f"{what}: the mask is a {mask.dtype} tile, not a bool one (a comparison)"
+                         f"{mask_hint(mask.dtype)}", user_location())
     template = a if isinstance(a, RegisterTile) else b
     if not isinstance(template, RegisterTile):
         # Two numbers (or traced scalars): a tile of the mask's shape, float32 if either is a

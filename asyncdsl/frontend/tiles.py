@@ -474,8 +474,10 @@ def constant_attr(value, element: dtypes.DType, what: str) -> FloatAttr | Intege
         if isinstance(value, float) and not value.is_integer():
             raise TraceError(f"{what}: {value!r} is not an integer, but the tile holds {element} (astype the "
                              "tile to a float type first)", user_location())
-        half = 1 << (element.bits - 1)  # wrapped to the dtype, two's complement (docs/register-tiles.md)
-        attr = IntegerAttr((int(value) + half) % (2 * half) - half, element.mlir())
+        # Wrapped to the dtype (docs/register-tiles.md): two's complement, or modulo 2^bits unsigned.
+        span = 1 << element.bits
+        low = 0 if element.kind == "uint" else -(span >> 1)
+        attr = IntegerAttr((int(value) - low) % span + low, element.mlir())
     return attr
 
 

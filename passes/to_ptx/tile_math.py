@@ -14,7 +14,15 @@ from collections.abc import Callable
 import numpy as np
 from xdsl.dialects import arith
 from xdsl.dialects import math as xmath
-from xdsl.dialects.builtin import Float32Type, FloatAttr, IndexType, IntegerAttr, IntegerType, VectorType
+from xdsl.dialects.builtin import (
+    Float32Type,
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    IntegerType,
+    Signedness,
+    VectorType,
+)
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from asyncdsl import dtypes
@@ -245,9 +253,14 @@ def from_f32(ctx: KernelLowering, element: Attribute, reg: SSAValue) -> SSAValue
     return b.emit(f"cvt.rn.satfinite.{_float8_name(element)}x2.f32 {{}}, {{}}, {{}};", "b16", zero, reg)
 
 
+def _int_letter(element: Attribute) -> str:
+    """How PTX reads an integer element: `u` for the unsigned storage types, else `s`."""
+    return "u" if element.signedness.data == Signedness.UNSIGNED else "s"
+
+
 def _convert(ctx, op, element, regs):
-    """docs/register-tiles.md, Conversions: ints are signed, bools unsigned; floats widen
-    exactly to f32 first, so every float conversion is one rounding."""
+    """docs/register-tiles.md, Conversions: ints are signed (unsigned for uint8 and uint16),
+    bools unsigned; floats widen exactly to f32 first, so every float conversion is one rounding."""
     source = element_of(op.value)
     b = ctx.b
     value = regs[0]
@@ -259,21 +272,23 @@ def _convert(ctx, op, element, regs):
     if source_float:
         wide = to_f32(ctx, source, value)
         # Float to integer saturates to the destination's range and takes NaN to 0 (PTX cvt).
-        return b.emit(f"cvt.rzi.s{_bits(element)}.f32 {{}}, {{}};", target_kind, wide)
+        return b.emit(f"cvt.rzi.{_int_letter(element)}{_bits(element)}.f32 {{}}, {{}};", target_kind, wide)
     if source_kind == "pred":
         value = b.emit("selp.b32 {}, 1, 0, {};", "b32", value)
         source = IntegerType(32)
+    letter = _int_letter(source)
     if target_float and _bits(source) < 32:
-        # PTX converts only 32- and 64-bit integers to floats; widening first is exact.
-        value = b.emit(f"cvt.s32.s{_bits(source)} {{}}, {{}};", "b32", value)
-        source = IntegerType(32)
+        # PTX converts only 32- and 64-bit integers to floats; widening first is exact (a uint8's
+        # or uint16's value then fits s32 too).
+        value = b.emit(f"cvt.{letter}32.{letter}{_bits(source)} {{}}, {{}};", "b32", value)
+        source, letter = IntegerType(32), "s"
     if target_float:
         suffix = float_suffix(element) or "f32"
         rounded = b.emit(f"cvt.rn.{suffix}.s{_bits(source)} {{}}, {{}};",
                          "f32" if suffix == "f32" else "b16", value)
         return rounded if float_suffix(element) else from_f32(ctx, element, rounded)
-    if _bits(element) > _bits(source):
-        return b.emit(f"cvt.s{_bits(element)}.s{_bits(source)} {{}}, {{}};", target_kind, value)
+    if _bits(element) > _bits(source):  # sign- or zero-extended by the source's signedness
+        return b.emit(f"cvt.{letter}{_bits(element)}.{letter}{_bits(source)} {{}}, {{}};", target_kind, value)
     # Narrowing keeps the low bits; narrow integers sit in the low bits of their register and
     # every use widens them with an explicit cvt from the narrow type.
     return b.emit(f"cvt.u{max(_bits(element), 16)}.u{_bits(source)} {{}}, {{}};", target_kind, value)

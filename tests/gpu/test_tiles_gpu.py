@@ -46,6 +46,8 @@ from tile_kernels import (
     scatter_inputs,
     scatters,
     small_tiles,
+    unsigned_storage,
+    unsigned_storage_reference,
     special_values,
     splat_at,
     splat_at_reference,
@@ -67,7 +69,7 @@ from asyncdsl.runtime import to_device, to_host
 hopper_or_skip()
 pytestmark = pytest.mark.gpu
 
-STORAGE = (ad.float8_e4m3fn, ad.float8_e5m2, ad.int8, ad.int16)
+STORAGE = (ad.float8_e4m3fn, ad.float8_e5m2, ad.int8, ad.int16, ad.uint8, ad.uint16)
 # Each approximate function's bound against the correctly rounded result, per element: within
 # `ulps` float32 ulps or within `absolute` (docs/register-tiles.md has the measured worst cases).
 APPROX_BOUNDS = {  # name: (ulps, absolute)
@@ -317,6 +319,15 @@ def test_tiles_smaller_than_the_warpgroup_match_the_interpreter(through_smem):
     gpu, cpu = gpu_and_interpreter(small_tiles, [x], outs, THROUGH_SMEM=through_smem)
     for g, c in zip(gpu, cpu):
         assert g.tobytes() == c.tobytes(), _first_difference(g, c, [x])
+
+
+def test_unsigned_tiles_and_bool_arrays_match_numpy_and_the_interpreter():
+    rng = np.random.default_rng(32)
+    x, keep = rng.integers(0, 256, (8, 128)).astype(np.uint8), rng.random((8, 128)) < 0.5
+    outs = [np.full((8, 128), np.nan, np.float32), np.zeros((2, 8, 128), np.uint16)]
+    gpu, cpu = gpu_and_interpreter(unsigned_storage, [x, keep], outs)
+    for g, c, wanted in zip(gpu, cpu, unsigned_storage_reference(x, keep)):
+        assert g.tobytes() == c.tobytes() == wanted.tobytes()
 
 
 def test_a_reduction_of_a_reduction_matches_the_interpreter():

@@ -30,6 +30,8 @@ from tile_kernels import (
     relayout,
     small_tiles,
     special_values,
+    unsigned_storage,
+    unsigned_storage_reference,
     whole_tile_totals,
 )
 
@@ -245,3 +247,15 @@ def test_a_reduction_of_a_reduction_computes_what_numpy_does(ptxas):
     whole = x.sum(axis=(1, 2))  # small integers: exact in any order
     assert np.array_equal(totals, whole) and np.array_equal(y, x - whole[:, None, None])
     ptxas(nested_totals.ptx(x, totals, y))
+
+
+def test_unsigned_tiles_and_bool_arrays_convert_as_numpy_does(ptxas):
+    rng = np.random.default_rng(11)
+    x, keep = rng.integers(0, 256, (8, 128)).astype(np.uint8), rng.random((8, 128)) < 0.5
+    y, z = np.full((8, 128), np.nan, np.float32), np.zeros((2, 8, 128), np.uint16)
+    unsigned_storage.interpret(x, keep, y, z)
+    expected_y, expected_z = unsigned_storage_reference(x, keep)
+    assert np.array_equal(y, expected_y) and np.array_equal(z, expected_z)
+    ptx = unsigned_storage.ptx(x, keep, y, z)
+    assert "cvt.u32.u8" in ptx and "cvt.rzi.u8.f32" in ptx and "cvt.s32.s8" not in ptx
+    ptxas(ptx)
