@@ -93,7 +93,9 @@ def _approximate(name: str) -> Compute:
 def _floor_divide(op: Operation, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if not np.all(b):
         raise InterpretError(
-            "division by zero in a register tile's // or %: on the GPU the quotient would be undefined", None
+            "division by zero in a register tile's // or %: on the GPU the quotient would be undefined "
+            "(elements a load fills past an array's end or outside its mask divide too: load a divisor "
+            "with other=1)", None
         )
     return numerics.floor_divide(a, b)
 

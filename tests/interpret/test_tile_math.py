@@ -229,6 +229,7 @@ def test_a_zero_divisor_is_an_error_at_the_op():
     with pytest.raises(ad.InterpretError) as caught:
         run_op(binary(arith.FloorDivSIOp), a, a)  # a's first element is 0
     assert caught.value.location.line == LINE and "division by zero" in str(caught.value)
+    assert "load a divisor with other=1" in str(caught.value)  # padding a load filled with 0s
 
 
 INT32 = st.integers(-(2**31), 2**31 - 1)
