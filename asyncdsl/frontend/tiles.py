@@ -200,12 +200,14 @@ class RegisterTile:
         return self._modulo(other, reverse=True)
 
     def __lshift__(self, other):
+        _check_shift(other, "<<")
         return self._binary(other, None, arith.ShLIOp, what="<< of register tiles")
 
     def __rlshift__(self, other):
         return self._binary(other, None, arith.ShLIOp, reverse=True, what="<< of register tiles")
 
     def __rshift__(self, other):
+        _check_shift(other, ">>")
         return self._binary(other, None, arith.ShRSIOp, what=">> of register tiles")
 
     def __rrshift__(self, other):
@@ -350,6 +352,13 @@ class RegisterTile:
             source, inner = self.view
             return source._expanded(tuple(shape), tuple(dims[i] for i in inner))
         return self._expanded(tuple(shape), tuple(dims))
+
+
+def _check_shift(amount, operator: str) -> None:
+    """A negative constant shift is refused, as Python refuses it: PTX would read it unsigned,
+    as a shift of 32 or more (every bit out), which no one means by `x << -1`."""
+    if is_int(amount) and amount < 0:
+        raise TraceError(f"tile {operator} {amount}: negative shift count", user_location())
 
 
 def _broadcast(tile: RegisterTile, shape: tuple[int, ...], dims: tuple[int, ...]) -> RegisterTile:

@@ -304,6 +304,16 @@ def test_floor_division_and_shifts_are_for_int32_tiles():
 
     _expect(_kernel(divided_by_zero), "t.astype(ad.int32) % 0", "division by zero")
 
+    def shifted_back(buf, t):
+        buf[...] = (t.astype(ad.int32) << -1).astype(ad.float32)
+
+    _expect(_kernel(shifted_back), "t.astype(ad.int32) << -1", "negative shift count")
+
+    def shifted_by_a_tile(buf, t):  # amounts in a tile are read unsigned, as documented: no error
+        buf[...] = (t.astype(ad.int32) >> (t.astype(ad.int32) & 7)).astype(ad.float32)
+
+    _kernel(shifted_by_a_tile).compile(F32, F32)
+
     def masks_inverted(buf, t):
         buf[...] = ad.where(~(t > 0), t, 0.0)  # a mask negated: no error
 
