@@ -36,7 +36,9 @@ class SharedMemory:
 
     def __init__(self, size: int):
         self.size = size
-        self.bytes = np.zeros(size, np.uint8)
+        # Unwritten SMEM holds garbage on the GPU: here, bytes that read as NaN in every float type
+        # and -1 in every signed int, so a read before any write shows (zeros often look right).
+        self.bytes = np.full(size, 0xFF, np.uint8)
 
     def check(self, start: int, length: int, what: str) -> None:
         """Raise OutOfBoundsError unless bytes [start, start + length) are inside this SMEM."""

@@ -363,3 +363,21 @@ def test_traced_division_by_zero_is_reported_at_its_line():
     with pytest.raises(ad.InterpretError, match="division by zero") as caught:
         divide.interpret(x)
     assert caught.value.location.line == inspect.getsourcelines(divide.fn)[1] + 4
+
+
+@ad.kernel(grid=(1,))
+def half_written(x, y):
+    buf = ad.smem((2, 4, 256), ad.float32)
+    counts = ad.smem((4, 256), ad.int32)
+    buf.at[0][...] = ad.load(x.at[:, :])  # buf.at[1] is never written, nor is `counts`
+    ad.cta_barrier()
+    ad.store(y.at[0], buf.at[0][...])
+    ad.store(y.at[1], buf.at[1][...])
+    ad.store(y.at[2], counts[...].astype(ad.float32))
+
+
+def test_shared_memory_nothing_wrote_reads_as_nan_and_minus_one_not_as_zeros():
+    x = np.arange(4 * 256, dtype=np.float32).reshape(4, 256)
+    y = np.zeros((3, 4, 256), np.float32)
+    half_written.interpret(x, y)
+    assert np.array_equal(y[0], x) and np.isnan(y[1]).all() and (y[2] == -1).all()
