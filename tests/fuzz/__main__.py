@@ -36,7 +36,8 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.case:
         seed, index = (int(part) for part in args.case.split(":"))
-        result = run_indexed(seed, index, tempfile.mkdtemp(prefix="asyncdsl-fuzz-"), args.budget)
+        with tempfile.TemporaryDirectory(prefix="asyncdsl-fuzz-") as directory:
+            result = run_indexed(seed, index, directory, args.budget)
         print(result.source)
         print(f"{result.outcome} (at {result.stage}); patterns: {patterns(case_for(seed, index, HINTS))}")
         print(result.detail)

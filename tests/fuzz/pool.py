@@ -34,14 +34,14 @@ class FuzzerError(Exception):
 
 
 def _worker(
-    connection: Connection, budget: float, run: Callable[[int, int, str, float], Result], limit_memory: bool
+    connection: Connection, budget: float, run: Callable[[int, int, str, float], Result], limit_memory: bool,
+    directory: str,
 ) -> None:
     if limit_memory:
         try:
             resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT_BYTES, resource.RLIM_INFINITY))
         except (ValueError, OSError):
             pass
-    directory = tempfile.mkdtemp(prefix="asyncdsl-fuzz-")
     try:
         for _ in range(CASES_PER_WORKER):
             request = connection.recv()
@@ -57,7 +57,6 @@ def _worker(
             if result.fatal:
                 break
     finally:
-        shutil.rmtree(directory, ignore_errors=True)
         connection.close()
 
 
@@ -65,6 +64,7 @@ def _worker(
 class _Slot:
     process: multiprocessing.Process
     connection: Connection
+    directory: str  # the worker's case files: made and removed by the parent, which may kill it
     served: int = 0
     index: int | None = None
     started: float = 0.0
@@ -87,10 +87,12 @@ def run_cases(
 
     def start() -> _Slot:
         parent, child = context.Pipe()
-        process = context.Process(target=_worker, args=(child, budget, run, not on_gpu), daemon=True)
+        directory = tempfile.mkdtemp(prefix="asyncdsl-fuzz-")
+        process = context.Process(target=_worker, args=(child, budget, run, not on_gpu, directory),
+                                  daemon=True)
         process.start()
         child.close()
-        return _Slot(process, parent)
+        return _Slot(process, parent, directory)
 
     def retire(slot: _Slot, kill: bool) -> None:
         if kill:
@@ -102,6 +104,7 @@ def run_cases(
                 pass
         slot.process.join(5)
         slot.connection.close()
+        shutil.rmtree(slot.directory, ignore_errors=True)
         slots.remove(slot)
 
     def dispatch(slot: _Slot) -> None:
