@@ -97,6 +97,23 @@ def divide(a: float, b: float, dtype) -> float:
     return round_fraction(Fraction(a) / Fraction(b), dtype, negative_zero=negative)
 
 
+def sqrt(a: float, dtype) -> float:
+    """The square root of `a` rounded to nearest in `dtype`, decided exactly: of the two values of
+    `dtype` around the float64 root's rounding, the nearer to sqrt(a) is the one on its side of
+    their midpoint m, which m * m against a tells (a root is never a midpoint)."""
+    if math.isnan(a) or a < 0:
+        return math.nan
+    if a == 0 or math.isinf(a):
+        return a
+    guess = np.array(math.sqrt(a)).astype(dtype)
+    step = np.array(1, unsigned(np.dtype(dtype)))
+    below, above = ((guess.view(unsigned(guess.dtype)) + d).view(guess.dtype) for d in (-step, step))
+    exact = Fraction(a)
+    low, high = (below, guess) if Fraction(float(guess)) ** 2 > exact else (guess, above)
+    middle = (Fraction(float(low)) + Fraction(float(high))) / 2
+    return float(high) if middle * middle < exact else float(low)
+
+
 def fma(a: float, b: float, c: float, dtype) -> float:
     if not (math.isfinite(a) and math.isfinite(b) and math.isfinite(c)):
         return a * b + c  # the special cases only: products of finite values do not matter here

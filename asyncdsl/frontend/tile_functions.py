@@ -1,4 +1,4 @@
-"""Functions of register tiles: `asyncdsl.where`, `maximum`, `minimum`, `fma` and the
+"""Functions of register tiles: `asyncdsl.where`, `maximum`, `minimum`, `fma`, `sqrt` and the
 transcendentals (`exp2`, `log2`, `rsqrt`, `tanh`, `sin`, `cos`), each an elementwise op on
 tiles (`frontend/tiles.py`) whose operands combine as the operators' do: numpy broadcasting, a
 Python number or traced scalar taking the tile's dtype.
@@ -70,6 +70,23 @@ def fma(a, b, c) -> RegisterTile:
     return elementwise("asyncdsl.fma", xmath.FmaOp, (a, b, c), template.dtype)
 
 
+def sqrt(x: RegisterTile, approx: bool = False) -> RegisterTile:
+    """Elementwise square root of a float tile, correctly rounded (IEEE: `sqrt.rn.f32`, a 16-bit
+    float through float32, which rounds it once); sqrt(-0) is -0, of a negative number NaN.
+    approx=True (float32 only): `sqrt.approx.ftz.f32`, within the bound docs/register-tiles.md
+    states."""
+    what = "asyncdsl.sqrt"
+    x = _tile(x, what)
+    if not x.dtype.is_float:
+        raise TraceError(f"{what} is for float tiles, not {x.dtype} (astype first)", user_location())
+    approx = flag(approx, f"{what}: approx")
+    if approx and x.dtype != dtypes.float32:
+        raise TraceError(f"{what}(approx=True) computes on float32 tiles; astype(asyncdsl.float32) first "
+                         f"(got {x.dtype})", user_location())
+    flags = arith.FastMathFlagsAttr(["afn"] if approx else "none")
+    return elementwise(what, lambda value: xmath.SqrtOp(value, flags), (x,), x.dtype)
+
+
 def _approximate(op_class, name: str, exact_available: bool):
     def function(x: RegisterTile, approx: bool = False) -> RegisterTile:
         what = f"asyncdsl.{name}"
@@ -100,4 +117,4 @@ tanh = _approximate(xmath.TanhOp, "tanh", False)
 sin = _approximate(xmath.SinOp, "sin", False)
 cos = _approximate(xmath.CosOp, "cos", False)
 
-__all__ = ["cos", "exp2", "fma", "log2", "maximum", "minimum", "rsqrt", "sin", "tanh", "where"]
+__all__ = ["cos", "exp2", "fma", "log2", "maximum", "minimum", "rsqrt", "sin", "sqrt", "tanh", "where"]

@@ -159,6 +159,14 @@ def fma(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
         return round_float(_sum_to_odd(_wide(a) * _wide(b), _wide(c)), a.dtype)
 
 
+def sqrt(x: np.ndarray) -> np.ndarray:
+    """`sqrt.rn.f32` (16-bit floats through float32): the float64 root is correctly rounded, and
+    rounding it again to 24 bits or fewer is too (53 >= 2 * 24 + 2); sqrt(-0) is -0, a negative
+    number's root the canonical NaN."""
+    with np.errstate(invalid="ignore"):
+        return round_float(np.sqrt(_wide(x)), x.dtype)
+
+
 def _extremum(a: np.ndarray, b: np.ndarray, larger: bool) -> np.ndarray:
     if not is_float(a.dtype):
         return np.asarray(np.maximum(a, b) if larger else np.minimum(a, b))
@@ -300,6 +308,7 @@ APPROXIMATED = {
     "exp2": np.exp2,
     "log2": np.log2,
     "rsqrt": lambda x: 1.0 / np.sqrt(x),
+    "sqrt": np.sqrt,
     "tanh": np.tanh,
     "sin": np.sin,
     "cos": np.cos,

@@ -90,6 +90,12 @@ def _approximate(name: str) -> Compute:
     return lambda op, x: numerics.approximate(name, x, ftz=arith.FastMathFlag.APPROX_FUNC in op.fastmath.data)
 
 
+def _square_root(op: Operation, x: np.ndarray) -> np.ndarray:
+    if arith.FastMathFlag.APPROX_FUNC in op.fastmath.data:  # approx=True: `sqrt.approx.ftz.f32`
+        return numerics.approximate("sqrt", x, ftz=True)
+    return numerics.sqrt(x)
+
+
 def _floor_divide(op: Operation, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if not np.all(b):
         raise InterpretError(
@@ -123,6 +129,7 @@ class TileMathFunctions(WarpgroupFunctions):
     run_minimumf = _elementwise(arith.MinimumfOp, _binary(numerics.minimum), FLOATS, _ARITH.run_minimumf)
     run_absf = _elementwise(xmath.AbsFOp, lambda op, x: numerics.absolute(x), FLOATS)
     run_fma = _elementwise(xmath.FmaOp, lambda op, a, b, c: numerics.fma(a, b, c), FLOATS)
+    run_sqrt = _elementwise(xmath.SqrtOp, _square_root, FLOATS)
 
     # -- integer and bool arithmetic -----------------------------------------------------------------
     run_addi = _elementwise(arith.AddiOp, _binary(numerics.add), INTEGERS, _ARITH.run_addi)

@@ -112,6 +112,15 @@ def _fma(ctx, op, element, regs):
     return ctx.b.emit(f"fma.rn.{suffix} {{}}, {{}}, {{}}, {{}};", register_kind(element), *regs)
 
 
+def _sqrt(ctx, op, element, regs):
+    """`sqrt.rn.f32`, correctly rounded; a 16-bit float widens exactly and rounds back once, which
+    is its own correctly rounded root (24 >= 2 * 11 + 2).  approx=True: `sqrt.approx.ftz.f32`."""
+    if "afn" in op.fastmath.data:
+        return ctx.b.emit("sqrt.approx.ftz.f32 {}, {};", "f32", regs[0])
+    root = ctx.b.emit("sqrt.rn.f32 {}, {};", "f32", to_f32(ctx, element, regs[0]))
+    return from_f32(ctx, element, root)
+
+
 def _sign_bit(instruction: str, invert: bool):
     def rule(ctx, op, element, regs):
         kind = register_kind(element)
@@ -332,6 +341,7 @@ ELEMENT_RULES: dict[type[Operation], ElementRule] = {
     arith.NegfOp: _sign_bit("xor", invert=False),
     xmath.AbsFOp: _abs,
     xmath.FmaOp: _fma,
+    xmath.SqrtOp: _sqrt,
     arith.MaximumfOp: _nan_extremum("max"),
     arith.MinimumfOp: _nan_extremum("min"),
     arith.AddiOp: _integer("add.{s}"),

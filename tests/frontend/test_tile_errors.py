@@ -177,6 +177,23 @@ def test_exact_transcendentals_that_do_not_exist_say_approx():
     _expect(_kernel(exact_tanh), "ad.tanh(t)", "approx=True")
 
 
+def test_sqrt_takes_float_tiles_and_approximates_float32_only():
+    def int_root(buf, t):
+        ad.sqrt(t.astype(ad.int32))
+
+    _expect(_kernel(int_root), "ad.sqrt(t.astype", "float tiles, not int32")
+
+    def approximate_half_root(buf, t):
+        ad.sqrt(t.astype(ad.bfloat16), approx=True)
+
+    _expect(_kernel(approximate_half_root), "ad.sqrt(t.astype", "approx=True", "float32")
+
+    def half_root(buf, t):  # the correctly rounded root of a 16-bit float: no error
+        buf[...] = ad.sqrt(abs(t).astype(ad.float16)).astype(ad.float32)
+
+    _kernel(half_root).compile(F32, F32)
+
+
 def test_transcendentals_want_float32():
     def bf16_exp(buf, t):
         ad.exp2(t.astype(ad.bfloat16))

@@ -53,6 +53,7 @@ def _float_reference(name: str, dtype):
         "div_power_of_two": lambda a, b, c: ref.divide(a, 4.0, dtype),
         "div_small_power_of_two": lambda a, b, c: ref.divide(a, -0.125, dtype),
         "fma": lambda a, b, c: ref.fma(a, b, c, dtype),
+        "sqrt": lambda a, b, c: ref.sqrt(a, dtype),
         "mul_add": lambda a, b, c: ref.add(ref.multiply(a, b, dtype), c, dtype),
         "maximum": lambda a, b, c: ref.maximum(a, b),
         "minimum": lambda a, b, c: ref.minimum(a, b),
@@ -146,7 +147,7 @@ def test_approximate_ops_are_the_float64_functions_rounded():
     ops = tuple(APPROX_OPS)
     out = np.zeros((len(ops), R, C), np.float32)
     op_matrix.interpret(a, a, a, out, OPS=ops, LAYOUT="strided")
-    functions = {"exp2": np.exp2, "log2": np.log2, "rsqrt": lambda v: 1 / np.sqrt(v),
+    functions = {"exp2": np.exp2, "log2": np.log2, "rsqrt": lambda v: 1 / np.sqrt(v), "sqrt": np.sqrt,
                  "tanh": np.tanh, "sin": np.sin, "cos": np.cos}
     with np.errstate(all="ignore"):
         for position, name in enumerate(ops):

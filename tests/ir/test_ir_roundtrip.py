@@ -115,7 +115,7 @@ def tile_everything(x, y, z):
     for _ in ad.range(2):
         total[...] = ad.fma(total[...], t, ad.full((64, 128), ad.program_id(0), ad.float32))
     s = total[...]
-    m = ad.where(s > 0.5, ad.exp2(s, approx=True), -abs(s))
+    m = ad.where(s > 0.5, ad.exp2(s, approx=True), -abs(s)) + ad.sqrt(abs(s))
     k = ad.iota((64, 128), ad.int32, dim=1)
     bits = ((k // 3 + k % 5) << 2 >> 1) ^ ~k  # integer division, modulo, shifts, ~
     gathered = ad.load(z.at[k % 64, (k * 7) % 128], mask=k < 100, other=1.0).astype(ad.float32)  # a gather
@@ -146,7 +146,7 @@ def test_tile_ops_print_readably():
     for fragment in ("asyncdsl.load_smem", "layout <wgmma>", "asyncdsl.reduce sum",
                      "asyncdsl.compare gt", "asyncdsl.select", "asyncdsl.convert", "asyncdsl.iota dim 1",
                      "asyncdsl.alloc_registers", "!asyncdsl.registers<vector<64x128xf32>>",
-                     "asyncdsl.relayout", "math.exp2", "fastmath<afn>",
+                     "asyncdsl.relayout", "math.exp2", "fastmath<afn>", "math.sqrt",
                      "asyncdsl.layout = #asyncdsl.layout<wgmma_row>"):
         assert fragment in text, fragment
 
