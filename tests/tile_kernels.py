@@ -98,10 +98,18 @@ APPROX_OPS = {  # float32 only; within a bound, not bit-exact
     "rsqrt": lambda a, b, c: ad.rsqrt(a),
     "rsqrt_approx": lambda a, b, c: ad.rsqrt(a, approx=True),
     "sqrt_approx": lambda a, b, c: ad.sqrt(a, approx=True),
+    # built on exp2 and log2 (COMPOSED): within a bound of the true function, not its rounding
+    "exp": lambda a, b, c: ad.exp(a),
+    "exp_approx": lambda a, b, c: ad.exp(a, approx=True),
+    "log": lambda a, b, c: ad.log(a),
+    "log_approx": lambda a, b, c: ad.log(a, approx=True),
     "tanh": lambda a, b, c: ad.tanh(a, approx=True),
     "sin": lambda a, b, c: ad.sin(a, approx=True),
     "cos": lambda a, b, c: ad.cos(a, approx=True),
 }
+
+
+COMPOSED = ("exp", "exp_approx", "log", "log_approx")
 
 
 def ops_of(dtype) -> dict:

@@ -1,5 +1,6 @@
 """Functions of register tiles: `asyncdsl.where`, `maximum`, `minimum`, `fma`, `sqrt` and the
-transcendentals (`exp2`, `log2`, `rsqrt`, `tanh`, `sin`, `cos`), each an elementwise op on
+transcendentals (`exp2`, `log2`, `rsqrt`, `tanh`, `sin`, `cos`; `exp` and `log` built on the
+first two), each an elementwise op on
 tiles (`frontend/tiles.py`) whose operands combine as the operators' do: numpy broadcasting, a
 Python number or traced scalar taking the tile's dtype.
 """
@@ -117,4 +118,42 @@ tanh = _approximate(xmath.TanhOp, "tanh", False)
 sin = _approximate(xmath.SinOp, "sin", False)
 cos = _approximate(xmath.CosOp, "cos", False)
 
-__all__ = ["cos", "exp2", "fma", "log2", "maximum", "minimum", "rsqrt", "sin", "sqrt", "tanh", "where"]
+# log2(e) as a float32 and the float32 nearest to the rest; ln 2 as a float32.
+_LOG2E_HIGH, _LOG2E_LOW = 1.44269502162933349609375, 1.925963033500011079e-08
+_LN2 = 0.693147182464599609375
+
+
+def exp(x: RegisterTile, approx: bool = False) -> RegisterTile:
+    """Elementwise e^x of a float32 tile, through `exp2` (docs/register-tiles.md has the bounds).
+
+    The default keeps what rounding x·log2(e) loses: 2^hi with hi = x·log2(e) rounded, times
+    1 + lo·ln 2, where lo is the product's rounding error (an fma gives it exactly) plus x times
+    the rest of log2(e); within a few ulps for every x.  approx=True is `exp2(x * log2(e),
+    approx=True)`, two instructions, whose relative error grows with |x| (the product's rounding,
+    up to 2^-24·|x·log2(e)|: 64 ulps near the float32 range's ends), as Triton's `exp` does."""
+    what = "asyncdsl.exp"
+    x = _float32_tile(x, what)
+    if flag(approx, f"{what}: approx"):
+        return exp2(x * _LOG2E_HIGH, approx=True)
+    high = x * _LOG2E_HIGH
+    low = fma(x, _LOG2E_HIGH, -high) + x * _LOG2E_LOW
+    low = where(low == low, low, 0.0)  # x = ±inf: inf - inf is NaN; 2^high alone is e^x
+    return exp2(high) * fma(low, _LN2, 1.0)
+
+
+def log(x: RegisterTile, approx: bool = False) -> RegisterTile:
+    """Elementwise natural logarithm of a float32 tile: `log2(x, approx) * ln 2`, as close as
+    `log2` is (docs/register-tiles.md)."""
+    return log2(_float32_tile(x, "asyncdsl.log"), approx=flag(approx, "asyncdsl.log: approx")) * _LN2
+
+
+def _float32_tile(x, what: str) -> RegisterTile:
+    x = _tile(x, what)
+    if x.dtype != dtypes.float32:
+        raise TraceError(f"{what} computes on float32 tiles; astype(asyncdsl.float32) first (got {x.dtype})",
+                         user_location())
+    return x
+
+
+__all__ = ["cos", "exp", "exp2", "fma", "log", "log2", "maximum", "minimum", "rsqrt", "sin", "sqrt", "tanh",
+           "where"]

@@ -200,6 +200,11 @@ def test_transcendentals_want_float32():
 
     _expect(_kernel(bf16_exp), "ad.exp2(t.astype", "float32", "astype")
 
+    def bf16_natural_exp(buf, t):
+        ad.exp(t.astype(ad.bfloat16))
+
+    _expect(_kernel(bf16_natural_exp), "ad.exp(t.astype", "asyncdsl.exp", "float32", "astype")
+
 
 def test_reductions_name_real_distinct_axes():
     def bad_axis(buf, t):

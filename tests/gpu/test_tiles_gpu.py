@@ -74,7 +74,8 @@ STORAGE = (ad.float8_e4m3fn, ad.float8_e5m2, ad.int8, ad.int16, ad.uint8, ad.uin
 # `ulps` float32 ulps or within `absolute` (docs/register-tiles.md has the measured worst cases).
 APPROX_BOUNDS = {  # name: (ulps, absolute)
     "exp2": (2, 0.0), "exp2_approx": (2, 0.0), "rsqrt": (2, 0.0), "rsqrt_approx": (2, 0.0),
-    "sqrt_approx": (2, 0.0),
+    "sqrt_approx": (2, 0.0), "exp": (4, 0.0), "exp_approx": (2, 0.0), "log": (2, 2.0 ** -21),
+    "log_approx": (2, 2.0 ** -21),
     "log2": (2, 2.0 ** -21), "log2_approx": (2, 2.0 ** -21), "tanh": (128, 2.0 ** -21),
     "sin": (0, 2.0 ** -16), "cos": (0, 2.0 ** -16),
 }
