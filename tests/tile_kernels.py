@@ -429,6 +429,21 @@ def unsigned_storage_reference(x: np.ndarray, keep: np.ndarray) -> tuple[np.ndar
     return np.where(keep, half, np.float32(-1)), np.stack([wrapped, saturated]).astype(np.uint16)
 
 
+@ad.kernel(grid=(1,))
+def arg_extrema(x, rows_max, columns_min, means, LAYOUT: ad.constexpr):
+    """rows_max = x.argmax(axis=1), columns_min = x.argmin(axis=0) (int32, numpy's first index; a
+    NaN wins) and, for float x, means = x.mean(axis=1), x.mean(axis=0) and x.mean() one after
+    another in x's dtype; x read in LAYOUT (one that reduces along either axis)."""
+    rows, columns = x.shape
+    t = ad.load(x.at[:, :], layout=LAYOUTS[LAYOUT])
+    ad.store(rows_max.at[:], t.argmax(axis=1))
+    ad.store(columns_min.at[:], t.argmin(axis=-2))
+    if t.dtype.is_float:
+        ad.store(means.at[ad.ds(0, rows)], t.mean(axis=1))
+        ad.store(means.at[ad.ds(rows, columns)], t.mean(axis=0))
+        ad.store(means.at[rows + columns], t.mean())
+
+
 @ad.kernel(grid=lambda x, y: (ad.cdiv(x.shape[0], 2),))
 def byte_pairs(x, y):
     """y = x + 1 for 8-bit x, two rows a CTA, in a layout of 2-element vectors: each access is a

@@ -45,6 +45,9 @@ FIXED_STEPS = {
     "row_totals": (["t = t - t.sum(axis=1)[:, None]"],
                    ["t = t - t.sum(axis=1, dtype=np.float64).astype(np.float32)[:, None]"]),
     "column_peaks": (["t = t * t.max(axis=0)[None, :]"], ["t = t * t.max(axis=0)[None, :]"]),
+    "arg_peaks": (["t = t + (t.argmax(axis=1)[:, None] - t.argmin(axis=0)[None, :]).astype(ad.float32)"],
+                  ["t = t + (np.argmax(t, axis=1)[:, None]"
+                   " - np.argmin(t, axis=0)[None, :]).astype(np.float32)"]),
 }
 
 
@@ -133,7 +136,7 @@ def tile_programs(draw) -> TileProgram:
         kinds = ["arith", "abs", "minimum", "where", "whole", "smem", "relayout", "bf16", "loop", "iota",
                  "ints", "fp8", "two_tiles", "masked_tile", "half_arith", "int_ops", "gather", "scatter_out"]
         if not strided or draw(st.integers(0, 9)) == 0:
-            kinds += ["row_totals", "column_peaks", "row_minima_via_smem", "row_peaks_out"]
+            kinds += ["row_totals", "column_peaks", "arg_peaks", "row_minima_via_smem", "row_peaks_out"]
         kind = draw(st.sampled_from(kinds))
         if kind in FIXED_STEPS:
             src += FIXED_STEPS[kind][0]

@@ -24,13 +24,12 @@ from asyncdsl.errors import TraceError, user_location
 from asyncdsl.frontend import tracer as tracing
 from asyncdsl.frontend.refs import GmemIndexed, GmemRef, GmemView, PeerSmem, SmemRef
 from asyncdsl.frontend.scalars import int32_index
-from asyncdsl.frontend.tile_arguments import layout_argument, mask_hint
+from asyncdsl.frontend.tile_arguments import constant_attr, layout_argument, mask_hint
 from asyncdsl.frontend.tiles import (
     RegisterTile,
     assigned,
     broadcast_shape,
     broadcast_to,
-    constant_attr,
     full,
 )
 from asyncdsl.hw.fragments import Layout

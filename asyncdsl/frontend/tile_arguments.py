@@ -1,10 +1,14 @@
-"""What register-tile operations accept as arguments: the dtypes a tile holds, shapes, layouts.
+"""What register-tile operations accept as arguments: the dtypes a tile holds, shapes, layouts,
+and Python numbers as constants of a dtype.
 
 Each check raises a `TraceError` at the user's line naming the operation (`what`) and the rule."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+from xdsl.dialects.builtin import FloatAttr, IntegerAttr
 
 from asyncdsl import dtypes
 from asyncdsl.errors import ArgumentError, TraceError, is_int, user_location
@@ -82,3 +86,33 @@ def mask_hint(dtype) -> str:
     if dtype == dtypes.uint8:
         return "; a bool array loads as uint8 bytes: tile.astype(asyncdsl.int32) != 0 is its mask"
     return ""
+
+
+def constant_attr(value, element: dtypes.DType, what: str) -> FloatAttr | IntegerAttr:
+    """Python number `value` as an element of `element` (floats rounded to nearest even, float8
+    saturating), as the IR holds constants."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TraceError(f"{what}: the value must be a Python number or a traced scalar, got {value!r}",
+                         user_location())
+    if element.is_float:
+        try:
+            float(value)
+        except OverflowError:
+            raise TraceError(f"{what}: an int of {value.bit_length()} bits is too large for any float "
+                             f"({element} tile)", user_location()) from None
+        if element.bits == 8 and math.isfinite(value):
+            # Float8 conversions saturate (docs/register-tiles.md); so do float8 constants.
+            import ml_dtypes  # only float8 kernels pay for importing it
+
+            limit = float(ml_dtypes.finfo(element.numpy).max)
+            value = min(max(float(value), -limit), limit)
+        attr = FloatAttr(float(value), element.mlir())
+    else:
+        if isinstance(value, float) and not value.is_integer():
+            raise TraceError(f"{what}: {value!r} is not an integer, but the tile holds {element} (astype the "
+                             "tile to a float type first)", user_location())
+        # Wrapped to the dtype (docs/register-tiles.md): two's complement, or modulo 2^bits unsigned.
+        span = 1 << element.bits
+        low = 0 if element.kind == "uint" else -(span >> 1)
+        attr = IntegerAttr((int(value) - low) % span + low, element.mlir())
+    return attr

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 import numpy as np
 from xdsl.dialects import arith
 from xdsl.dialects import math as xmath
-from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, VectorType
+from xdsl.dialects.builtin import IndexType, IntegerAttr, VectorType
 from xdsl.ir import SSAValue
 
 from asyncdsl import dtypes
@@ -37,6 +37,7 @@ from asyncdsl.frontend.scalars import FloatScalar, Scalar, check_divisor, is_pow
 from asyncdsl.frontend.tile_arguments import (
     COMPUTE_DTYPES,
     check_computable,
+    constant_attr,
     dtype_argument,
     element_type,
     layout_argument,
@@ -322,6 +323,41 @@ class RegisterTile:
     def min(self, axis=None) -> RegisterTile:
         return self._reduce(TileReduction.MIN, axis)
 
+    # Built on the three above, as numpy names them: the ops they trace into decide their bits.
+    def mean(self, axis=None) -> RegisterTile:
+        """The sum over `axis` divided by the number of elements it took (float tiles: one IEEE
+        division of the sum)."""
+        if not self.dtype.is_float:
+            raise TraceError(f"tile.mean of {self.dtype} tiles: numpy's mean of integers is a float; "
+                             "astype(asyncdsl.float32) first", user_location())
+        total = self.sum(axis)
+        return total / (math.prod(self.shape) // math.prod(total.shape))
+
+    def argmax(self, axis: int) -> RegisterTile:
+        """The int32 index along `axis` of the first largest element (a NaN counts as largest)."""
+        return self._arg_extremum(axis, largest=True)
+
+    def argmin(self, axis: int) -> RegisterTile:
+        """The int32 index along `axis` of the first smallest element (a NaN counts as smallest)."""
+        return self._arg_extremum(axis, largest=False)
+
+    def _arg_extremum(self, axis, largest: bool) -> RegisterTile:
+        # numpy's first index of the extremum: the extremum broadcast back and compared, then the
+        # smallest index that matched.  max.NaN gave a NaN extremum only if the tile holds a NaN,
+        # which then matches as numpy's argmax takes the first NaN.
+        what = f"tile.{'argmax' if largest else 'argmin'}"
+        if not is_int(axis) or not -self.ndim <= axis < self.ndim:
+            raise TraceError(f"{what}: axis must be one axis (an int) of the {self.shape} tile, got {axis!r}",
+                             user_location())
+        axis %= self.ndim
+        peak = self.max(axis) if largest else self.min(axis)
+        hit = self == peak[tuple(None if a == axis else slice(None) for a in range(self.ndim))]
+        if self.dtype.is_float:
+            hit = hit | (self != self)
+        positions = iota(self.shape, dtypes.int32, dim=axis)
+        last = full(self.shape, 2**31 - 1, dtypes.int32)
+        return elementwise(what, ir.SelectOp, (hit, positions, last), dtypes.int32).min(axis)
+
     def __iter__(self):
         # Python's iteration (sum(t), max(t), list(t), `for v in t`) would index the tile element
         # by element, which the GPU's registers cannot do.
@@ -458,36 +494,6 @@ def broadcast_shape(a: tuple[int, ...], b: tuple[int, ...], what: str) -> tuple[
 
 
 # -- making tiles ----------------------------------------------------------------------------------
-
-
-def constant_attr(value, element: dtypes.DType, what: str) -> FloatAttr | IntegerAttr:
-    """Python number `value` as an element of `element` (floats rounded to nearest even, float8
-    saturating), as the IR holds constants."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TraceError(f"{what}: the value must be a Python number or a traced scalar, got {value!r}",
-                         user_location())
-    if element.is_float:
-        try:
-            float(value)
-        except OverflowError:
-            raise TraceError(f"{what}: an int of {value.bit_length()} bits is too large for any float "
-                             f"({element} tile)", user_location()) from None
-        if element.bits == 8 and math.isfinite(value):
-            # Float8 conversions saturate (docs/register-tiles.md); so do float8 constants.
-            import ml_dtypes  # only float8 kernels pay for importing it
-
-            limit = float(ml_dtypes.finfo(element.numpy).max)
-            value = min(max(float(value), -limit), limit)
-        attr = FloatAttr(float(value), element.mlir())
-    else:
-        if isinstance(value, float) and not value.is_integer():
-            raise TraceError(f"{what}: {value!r} is not an integer, but the tile holds {element} (astype the "
-                             "tile to a float type first)", user_location())
-        # Wrapped to the dtype (docs/register-tiles.md): two's complement, or modulo 2^bits unsigned.
-        span = 1 << element.bits
-        low = 0 if element.kind == "uint" else -(span >> 1)
-        attr = IntegerAttr((int(value) - low) % span + low, element.mlir())
-    return attr
 
 
 def full(shape, value, dtype, layout: Layout | None = None) -> RegisterTile:

@@ -194,6 +194,23 @@ def test_sqrt_takes_float_tiles_and_approximates_float32_only():
     _kernel(half_root).compile(F32, F32)
 
 
+def test_argmax_takes_one_axis_and_mean_float_tiles():
+    def flat_argmax(buf, t):
+        t.argmax(axis=None)
+
+    _expect(_kernel(flat_argmax), "t.argmax(axis=None)", "tile.argmax", "one axis")
+
+    def argmin_of_two_axes(buf, t):
+        t.argmin(axis=(0, 1))
+
+    _expect(_kernel(argmin_of_two_axes), "t.argmin(axis=(0, 1))", "tile.argmin", "one axis")
+
+    def int_mean(buf, t):
+        t.astype(ad.int32).mean()
+
+    _expect(_kernel(int_mean), "t.astype(ad.int32).mean()", "tile.mean", "astype(asyncdsl.float32)")
+
+
 def test_transcendentals_want_float32():
     def bf16_exp(buf, t):
         ad.exp2(t.astype(ad.bfloat16))

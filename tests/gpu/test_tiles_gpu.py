@@ -24,6 +24,7 @@ from tile_kernels import (
     C,
     R,
     accumulate,
+    arg_extrema,
     add_row_and_column,
     broadcast_back,
     byte_pairs,
@@ -330,6 +331,18 @@ def test_unsigned_tiles_and_bool_arrays_match_numpy_and_the_interpreter():
     gpu, cpu = gpu_and_interpreter(unsigned_storage, [x, keep], outs)
     for g, c, wanted in zip(gpu, cpu, unsigned_storage_reference(x, keep)):
         assert g.tobytes() == c.tobytes() == wanted.tobytes()
+
+
+@pytest.mark.parametrize("dtype", [ad.float32, ad.bfloat16, ad.int32], ids=str)
+@pytest.mark.parametrize("layout", ["wgmma", "row"])
+def test_argmax_argmin_and_mean_match_the_interpreter(dtype, layout):
+    x = special_values(dtype, (R, C), 33)
+    if dtype != ad.int32:
+        x[np.isinf(x.astype(np.float32))] = 0  # inf - inf in a sum is a NaN: it would hide the order
+    outs = [np.full(R, -1, np.int32), np.full(C, -1, np.int32), np.zeros(R + C + 1, dtype.numpy)]
+    gpu, cpu = gpu_and_interpreter(arg_extrema, [x], outs, LAYOUT=layout)
+    for g, c in zip(gpu, cpu):
+        assert g.tobytes() == c.tobytes(), _first_difference(g, c, [x])
 
 
 def test_a_reduction_of_a_reduction_matches_the_interpreter():

@@ -18,6 +18,7 @@ import pytest
 from tile_kernels import (
     APPROX_OPS,
     COMPOSED,
+    arg_extrema,
     COMPUTE,
     C,
     R,
@@ -285,3 +286,23 @@ def test_unsigned_tiles_and_bool_arrays_convert_as_numpy_does(ptxas):
     ptx = unsigned_storage.ptx(x, keep, y, z)
     assert "cvt.u32.u8" in ptx and "cvt.rzi.u8.f32" in ptx and "cvt.s32.s8" not in ptx
     ptxas(ptx)
+
+
+@pytest.mark.parametrize("dtype", [ad.float32, ad.bfloat16, ad.int32], ids=str)
+@pytest.mark.parametrize("layout", ["wgmma", "row"])
+def test_argmax_argmin_and_mean_are_numpys(dtype, layout, ptxas):
+    x = np.random.default_rng(13).integers(-20, 20, (R, C)).astype(dtype.numpy)  # ties everywhere
+    if dtype != ad.int32:
+        x[3, 7] = x[3, 2] = x[9, 100] = np.nan  # the first NaN of a row or column wins
+        x[5] = 0
+        x[5, 9] = -0.0  # equal to +0: the first zero wins, whatever its sign
+    rows_max, columns_min = np.full(R, -1, np.int32), np.full(C, -1, np.int32)
+    means = np.zeros(R + C + 1, dtype.numpy)
+    arg_extrema.interpret(x, rows_max, columns_min, means, LAYOUT=layout)
+    wide = x.astype(np.float64)
+    assert np.array_equal(rows_max, np.argmax(wide, axis=1))
+    assert np.array_equal(columns_min, np.argmin(wide, axis=0))
+    if dtype == ad.float32:  # integer sums: exact in any order, so numpy's mean divided once
+        expected = np.concatenate([wide.mean(axis=1), wide.mean(axis=0), [wide.mean()]]).astype(np.float32)
+        assert np.array_equal(means, expected, equal_nan=True)
+    ptxas(arg_extrema.ptx(x, rows_max, columns_min, means, LAYOUT=layout))
