@@ -22,10 +22,11 @@ The rules:
   reduction's result's layout with those dims put back; for a class reduced over some
   axes, the row layout (warps over rows, lanes over 16-byte column vectors: the reduction is lane
   shuffles) or else `WGMMA`, or else, if every reduction takes all its axes longer than 1, the
-  strided layout, or else, for at most 64 elements, the replicated layout; the layout a
-  broadcast into it implies (the operand's, kept in place); else `strided(v)` with the widest
-  16-byte vector that fits; else, for a tile of at most 64 elements, the replicated layout
-  (every thread holds all of it).  A class whose choice
+  strided layout, or else, for rows shorter than 32 vectors, the narrow row layout (a warp's
+  lanes over several rows, a few lanes a row), or else, for at most 64 elements, the replicated
+  layout; the layout a broadcast into it implies (the operand's, kept in place); else
+  `strided(v)` with the widest 16-byte vector that fits; else, for a tile of at most 64
+  elements, the replicated layout (every thread holds all of it).  A class whose choice
   depends on one still being chosen waits for it, except a tile broadcast into another class
   (a bias added to every row): that class chooses first, and the tile takes its layout without
   the new axes rather than a strided layout of its own, which would not broadcast in place.
@@ -67,6 +68,7 @@ from asyncdsl.hw.fragments import WGMMA, Layout, SplatLayout, register_window
 from asyncdsl.hw.layout_choice import (
     REPLICATED_ELEMENTS,
     VECTOR_BYTES,
+    narrow_row_layout,
     row_layout,
     row_sharing_warps,
     small_tile_layout,
@@ -382,6 +384,7 @@ class _Solver:
         totals = all(shape[axis] == 1 for op in reductions for axis in _kept_axes(op))
         if totals:
             candidates.append(strided_layout(shape, size))
+        candidates.append(narrow_row_layout(shape, size))
         candidates.append(small_tile_layout(shape))  # a few elements: each thread reduces them alone
         for candidate in candidates:
             if candidate is not None and candidate.can_hold(shape):
@@ -408,8 +411,9 @@ def _cannot_reduce(shape: tuple[int, ...], totals: bool) -> str:
     needs = []
     if len(shape) >= 2:
         multiple = row_sharing_warps(shape[-2]) * WARP_LANES
-        needs.append(f"lane shuffles along its rows need rows of a multiple of {multiple} elements "
-                     f"(it has {shape[-1]})")
+        needs.append(f"lane shuffles along its rows need rows of a multiple of {multiple} elements, or "
+                     f"rows of 1, 2, 4, ... 32 vectors and a multiple of 128 / that many rows (it has "
+                     f"{shape[-2]} rows of {shape[-1]})")
         needs.append("asyncdsl.WGMMA needs a (64·m, 8·n) tile")
     if totals:
         needs.append(

@@ -32,6 +32,26 @@ def row_layout(shape: tuple[int, ...], element_bytes: float) -> TiledLayout | No
     return TiledLayout.canonical(tiling, (-6, -5), (-3,), -1)
 
 
+def narrow_row_layout(shape: tuple[int, ...], element_bytes: float) -> TiledLayout | None:
+    """For rows too short for `row_layout` (fewer than 32 vectors): each warp takes 32 / k rows
+    at a time, k lanes a row, each lane a vector of the row (the widest, up to 16 bytes, that
+    leaves the 4 warps whole blocks of rows).  Reducing over the last axis is log2(k) lane
+    shuffles.  None if no such vector holds `shape`."""
+    if len(shape) < 2:
+        return None
+    rows, columns = shape[-2:]
+    vector = max(1, int(VECTOR_BYTES // element_bytes))
+    while vector >= 1:
+        lanes = columns // vector  # a row's lanes
+        if columns % vector == 0 and lanes <= WARP_LANES and WARP_LANES % lanes == 0:
+            lane_rows = WARP_LANES // lanes
+            if rows % (WARPS * lane_rows) == 0:
+                tiling = Tiling(((WARPS * lane_rows, columns), (lane_rows, columns), (1, vector)))
+                return TiledLayout.canonical(tiling, (-6,), (-4, -3), -1)
+        vector //= 2
+    return None
+
+
 def row_sharing_warps(rows: int) -> int:
     """How many warps share each row in `row_layout` of `rows` rows: the 4 warps go over the rows
     as far as they divide them.  Its rows must be a multiple of 32 times this long."""

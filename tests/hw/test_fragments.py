@@ -31,7 +31,7 @@ from asyncdsl.hw.fragments import (
     replicated_layout,
     strided,
 )
-from asyncdsl.hw.layout_choice import thread_linear
+from asyncdsl.hw.layout_choice import narrow_row_layout, thread_linear
 from asyncdsl.hw.reduction_tree import reduction_tree
 from asyncdsl.hw.wgmma import wgmma_a_registers
 
@@ -552,6 +552,40 @@ def test_the_replicated_layout_gives_every_thread_every_element_in_its_own_regis
     assert (threads == THREAD).all()  # each element: every thread, ascending
     assert sorted(slots[..., 0].reshape(-1).tolist()) == list(range(math.prod(shape)))  # a register apiece
     assert (slots == slots[..., :1]).all()  # in the same slot in every thread
+
+
+narrow_shapes = st.one_of(
+    st.tuples(st.integers(1, 256), st.integers(1, 64)),  # mostly no narrow layout
+    st.builds(lambda lanes, vector, blocks: (128 // lanes * blocks, lanes * vector),  # mostly one
+              st.sampled_from([1, 2, 4, 8, 16, 32]), st.sampled_from([1, 2, 4, 8]), st.integers(1, 3)),
+)
+
+
+@LAWS
+@given(narrow_shapes, st.sampled_from([1, 2, 4]), st.randoms())
+@example((16, 16), 4, None)
+@example((8, 16), 4, None)
+def test_a_narrow_row_layout_holds_rows_in_a_few_lanes_each(shape, element_bytes, random):
+    """Where it exists, each element once (no copies), the vectors of a row in the lanes of one
+    warp, and a row's sum is lane butterflies alone; it exists exactly when some vector of up to
+    16 bytes cuts the rows into 1, 2, 4, ... 32 pieces and the warps into whole blocks of rows."""
+    rows, columns = shape
+    layout = narrow_row_layout(shape, element_bytes)
+    fits = [v for v in {16 // element_bytes, 8 // element_bytes, 4 // element_bytes, 2 // element_bytes, 1}
+            if 1 <= v <= columns and columns % v == 0 and 32 % (columns // v) == 0
+            and rows % (128 // (columns // v)) == 0]
+    assert (layout is not None) == bool(fits)
+    if layout is None:
+        return
+    assert layout.replication == 1 and layout.vector_length == max(fits)
+    threads, _ = layout.holders(shape)
+    warps = threads[..., 0] // 32
+    assert (warps == warps[:, :1]).all()  # a row's elements all in one warp
+    tree = reduction_tree(layout, shape, 1)
+    lanes = columns // layout.vector_length
+    assert tree.warp_groups == () and len(tree.lane_xors) == lanes.bit_length() - 1
+    if random is not None:
+        check_tree(layout, shape, [1], random)
 
 
 @LAWS

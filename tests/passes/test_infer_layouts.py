@@ -12,7 +12,7 @@ from xdsl.parser import Parser
 import asyncdsl as ad
 from asyncdsl.dialects.layout_attrs import layout_of
 from asyncdsl.hw.fragments import WGMMA_ROW, SplatLayout, StridedLayout, TiledLayout, replicated_layout
-from asyncdsl.hw.layout_choice import row_layout
+from asyncdsl.hw.layout_choice import narrow_row_layout, row_layout
 from asyncdsl.passes.pipeline import make_context
 
 F32 = ad.ArraySpec((64, 256), ad.float32)
@@ -193,14 +193,25 @@ def short_row_sums(x, y):
 
 
 def test_a_row_reduction_no_picked_layout_holds_is_an_error_saying_what_would():
-    with pytest.raises(ad.LayoutError) as caught:
-        short_row_sums.compile(ad.ArraySpec((16, 16), ad.float32), ad.ArraySpec((16,), ad.float32))
+    with pytest.raises(ad.LayoutError) as caught:  # rows of 5 vectors of 4 (or 10 of 2, 20 of 1)
+        short_row_sums.compile(ad.ArraySpec((12, 20), ad.float32), ad.ArraySpec((12,), ad.float32))
     message = caught.value.message
-    assert "rows of a multiple of 32 elements (it has 16)" in message and "(64·m, 8·n)" in message
+    assert "rows of a multiple of 32 elements" in message and "(it has 12 rows of 20)" in message
+    assert "(64·m, 8·n)" in message and "1, 2, 4, ... 32 vectors" in message
     assert "total" not in message  # the tile is reduced along its rows only
     assert caught.value.location.line == line_of(short_row_sums, ".sum(axis=1)")
     # Rows of 32 elements are what the message asks for: they compile.
-    short_row_sums.compile(ad.ArraySpec((16, 32), ad.float32), ad.ArraySpec((16,), ad.float32))
+    short_row_sums.compile(ad.ArraySpec((12, 32), ad.float32), ad.ArraySpec((12,), ad.float32))
+
+
+@pytest.mark.parametrize("shape", [(16, 16), (8, 16), (32, 4), (48, 8)], ids=str)
+def test_rows_shorter_than_32_vectors_reduce_over_a_few_lanes_each(shape, ptxas):
+    x = np.random.default_rng(6).integers(-100, 100, shape).astype(np.float32)
+    y = np.full(shape[0], np.nan, np.float32)
+    assert _layouts(short_row_sums, x, y)["asyncdsl.load_gmem"] == [narrow_row_layout(shape, 4)]
+    short_row_sums.interpret(x, y)
+    assert np.array_equal(y, x.sum(axis=1))
+    ptxas(short_row_sums.ptx(x, y))
 
 
 @ad.kernel(grid=(1,))
