@@ -137,7 +137,9 @@ def exp(x: RegisterTile, approx: bool = False) -> RegisterTile:
         return exp2(x * _LOG2E_HIGH, approx=True)
     high = x * _LOG2E_HIGH
     low = fma(x, _LOG2E_HIGH, -high) + x * _LOG2E_LOW
-    low = where(low == low, low, 0.0)  # x = ±inf: inf - inf is NaN; 2^high alone is e^x
+    # Beyond |high| = 256, 2^high alone is e^x (inf or 0, or NaN for a NaN), and `low` need not
+    # be small: up to half an ulp of a huge product, an infinity where the product overflowed.
+    low = where(abs(high) < 256.0, low, 0.0)
     return exp2(high) * fma(low, _LN2, 1.0)
 
 

@@ -112,6 +112,16 @@ def _ulps(gpu: np.ndarray, reference: np.ndarray) -> np.ndarray:
     return np.where(same, 0.0, np.where(np.isnan(error), np.inf, error))
 
 
+def test_exp_overflows_and_underflows_as_the_interpreter_does():
+    edges = [np.inf, -np.inf, np.nan, 0.0, -0.0, 89.0, -110.0, 177.0, -177.0, 1e30, -1e30, 2.3e38,
+             -2.3e38, 2.4e38, -2.4e38, 3.4e38, -3.4e38]
+    a = np.resize(np.array(edges, np.float32), (R, C))
+    out = np.zeros((2, R, C), np.float32)
+    (gpu,), (cpu,) = gpu_and_interpreter(op_matrix, [a, a, a], [out], OPS=("exp", "exp_approx"),
+                                         LAYOUT="strided")
+    assert gpu.tobytes() == cpu.tobytes(), _first_difference(gpu, cpu, [a])
+
+
 def test_approximate_functions_stay_within_their_bounds():
     ops = tuple(APPROX_OPS)
     rng = np.random.default_rng(7)

@@ -182,6 +182,20 @@ def test_exp_and_log_stay_within_their_bounds_of_the_true_functions():
                 assert ulps.max() <= COMPOSED_BOUNDS[name], (name, ulps.max())
 
 
+# Arguments where e^x overflows, underflows or is special, and where x·log2(e) itself overflows.
+EXP_EDGES = [np.inf, -np.inf, np.nan, 0.0, -0.0, 89.0, -110.0, 177.0, -177.0, 1e30, -1e30,
+             2.3e38, -2.3e38, 2.4e38, -2.4e38, 3.4e38, -3.4e38]
+
+
+def test_exp_overflows_to_inf_and_underflows_to_zero_as_numpy_does():
+    a = np.resize(np.array(EXP_EDGES, np.float32), (R, C))
+    out = np.zeros((2, R, C), np.float32)
+    op_matrix.interpret(a, a, a, out, OPS=("exp", "exp_approx"), LAYOUT="strided")
+    with np.errstate(all="ignore"):
+        expected = np.exp(a.astype(np.float64)).astype(np.float32)
+    assert np.array_equal(out[0], expected, equal_nan=True) and np.array_equal(out[1], expected, equal_nan=True)
+
+
 @pytest.mark.parametrize("layout", ["wgmma", "row"])
 def test_broadcasts_of_reductions(layout):
     a = special_values(ad.int32, (R, C), 5)  # integer sums: any order gives the same wrapped result
