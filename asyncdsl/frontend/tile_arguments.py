@@ -111,8 +111,12 @@ def constant_attr(value, element: dtypes.DType, what: str) -> FloatAttr | Intege
         if isinstance(value, float) and not value.is_integer():
             raise TraceError(f"{what}: {value!r} is not an integer, but the tile holds {element} (astype the "
                              "tile to a float type first)", user_location())
-        # Wrapped to the dtype (docs/register-tiles.md): two's complement, or modulo 2^bits unsigned.
+        # Out of the dtype's range is refused, as numpy 2 refuses it: wrapped, `x < 3_000_000_000`
+        # on int32 would be false everywhere.
         span = 1 << element.bits
         low = 0 if element.kind == "uint" else -(span >> 1)
-        attr = IntegerAttr((int(value) - low) % span + low, element.mlir())
+        if not low <= int(value) < low + span:
+            raise TraceError(f"{what}: {value!r} is out of range for {element} ({low} to {low + span - 1}), "
+                             "as numpy 2 says too", user_location())
+        attr = IntegerAttr(int(value), element.mlir())
     return attr
