@@ -64,7 +64,7 @@ from asyncdsl.dialects import kernel_attrs as attrs
 from asyncdsl.dialects.layout_attrs import INFERRED, LayoutAttr
 from asyncdsl.dialects.memory_attrs import RegistersType
 from asyncdsl.errors import LayoutError
-from asyncdsl.hw.fragments import WGMMA, Layout, SplatLayout, register_window
+from asyncdsl.hw.fragments import WGMMA, Layout, SplatLayout, StridedLayout, register_window
 from asyncdsl.hw.layout_choice import (
     REPLICATED_ELEMENTS,
     VECTOR_BYTES,
@@ -297,7 +297,7 @@ class _Solver:
         fed = any(isinstance(member.owner, ir.BroadcastInDimOp) for member in members)
         misfit = layout is not None and any(_gmem_windows(members)) and not thread_linear(layout, shape)
         if fed or misfit:
-            layout = row_layout(shape, size) or layout
+            layout = row_layout(shape, size) or narrow_row_layout(shape, size) or layout
         layout = layout or small_tile_layout(shape)
         if layout is None:
             raise LayoutError(
@@ -528,6 +528,15 @@ def _check_broadcast(op: ir.BroadcastInDimOp, solver: _Solver) -> None:
         fits = result.reduce(shape, _new_axes(op)) == operand
     except LayoutError:
         fits = False
+    if not fits and operand.replication == THREADS:
+        fits = True  # every thread holds all of the operand: any result is made in place
+    if not fits and isinstance(operand, StridedLayout):
+        # A strided layout reduces over all its axes at once only, but repeats its registers for
+        # new leading dims (a vector added to every row of a matrix in the same layout).
+        try:
+            fits = operand.broadcast_in_dim(shape, tuple(op.dims.get_values()), like=result) == result
+        except LayoutError:
+            fits = False
     if not fits:
         raise LayoutError(
             f"broadcasting a tile in layout {operand} to {shape} where the result is in layout {result} "

@@ -444,6 +444,16 @@ def arg_extrema(x, rows_max, columns_min, means, LAYOUT: ad.constexpr):
         ad.store(means.at[rows + columns], t.mean())
 
 
+@ad.kernel(grid=(1,))
+def scaled_rows(scale, x, y, z):
+    """y = x * scale[:, None] for a narrow x (rows of a few elements) and z = x[0] + shift +
+    shift.sum() for shift = x's first row, a vector both broadcast over the rows and reduced."""
+    t = ad.load(x.at[:, :])
+    ad.store(y.at[:, :], t * ad.load(scale.at[:])[:, None])
+    shift = ad.load(x.at[0, :])
+    ad.store(z.at[:, :], ad.load(x.at[:, :]) + shift + shift.sum())  # a tile of its own
+
+
 @ad.kernel(grid=lambda x, y: (ad.cdiv(x.shape[0], 2),))
 def byte_pairs(x, y):
     """y = x + 1 for 8-bit x, two rows a CTA, in a layout of 2-element vectors: each access is a

@@ -227,7 +227,8 @@ def test_integer_constants_out_of_the_tiles_range_are_refused_as_numpy_2_refuses
     def filled_past_uint8(buf, t):
         ad.full(t.shape, 256, ad.uint8)
 
-    _expect(_kernel(filled_past_uint8), "ad.full(t.shape, 256, ad.uint8)", "out of range for uint8 (0 to 255)")
+    _expect(_kernel(filled_past_uint8), "ad.full(t.shape, 256, ad.uint8)",
+            "out of range for uint8 (0 to 255)")
 
     def at_the_ends(buf, t):  # the ends of the range are constants like any other
         u = t.astype(ad.int32)

@@ -45,6 +45,7 @@ from tile_kernels import (
     relayout,
     rows_past_the_end,
     scatter_inputs,
+    scaled_rows,
     scatters,
     small_tiles,
     unsigned_storage,
@@ -353,6 +354,16 @@ def test_argmax_argmin_and_mean_match_the_interpreter(dtype, layout):
     gpu, cpu = gpu_and_interpreter(arg_extrema, [x], outs, LAYOUT=layout)
     for g, c in zip(gpu, cpu):
         assert g.tobytes() == c.tobytes(), _first_difference(g, c, [x])
+
+
+@pytest.mark.parametrize("shape", [(128, 4), (128, 8), (256, 4), (32, 4), (16, 16), (8, 128)], ids=str)
+def test_vectors_broadcast_over_narrow_rows_match_the_interpreter(shape):
+    scale, x = special_values(ad.float32, shape[:1], 34), special_values(ad.float32, shape, 35)
+    x[~np.isfinite(x)] = 0  # an inf or NaN would hide the order of the first row's sum
+    outs = [np.full(shape, np.nan, np.float32), np.full(shape, np.nan, np.float32)]
+    gpu, cpu = gpu_and_interpreter(scaled_rows, [scale, x], outs)
+    for g, c in zip(gpu, cpu):
+        assert g.tobytes() == c.tobytes(), _first_difference(g, c, [scale, x])
 
 
 def test_a_reduction_of_a_reduction_matches_the_interpreter():

@@ -30,6 +30,7 @@ from tile_kernels import (
     op_matrix,
     ops_of,
     relayout,
+    scaled_rows,
     small_tiles,
     special_values,
     unsigned_storage,
@@ -193,7 +194,8 @@ def test_exp_overflows_to_inf_and_underflows_to_zero_as_numpy_does():
     op_matrix.interpret(a, a, a, out, OPS=("exp", "exp_approx"), LAYOUT="strided")
     with np.errstate(all="ignore"):
         expected = np.exp(a.astype(np.float64)).astype(np.float32)
-    assert np.array_equal(out[0], expected, equal_nan=True) and np.array_equal(out[1], expected, equal_nan=True)
+    for got in out:
+        assert np.array_equal(got, expected, equal_nan=True)
 
 
 @pytest.mark.parametrize("layout", ["wgmma", "row"])
@@ -320,3 +322,14 @@ def test_argmax_argmin_and_mean_are_numpys(dtype, layout, ptxas):
         expected = np.concatenate([wide.mean(axis=1), wide.mean(axis=0), [wide.mean()]]).astype(np.float32)
         assert np.array_equal(means, expected, equal_nan=True)
     ptxas(arg_extrema.ptx(x, rows_max, columns_min, means, LAYOUT=layout))
+
+
+@pytest.mark.parametrize("shape", [(128, 4), (128, 8), (256, 4), (128, 2), (32, 4), (16, 16), (8, 128)],
+                         ids=str)
+def test_vectors_broadcast_over_narrow_rows_and_reduced_too_compute_what_numpy_does(shape, ptxas):
+    rng = np.random.default_rng(14)
+    scale, x = (rng.integers(-50, 50, s).astype(np.float32) for s in (shape[:1], shape))
+    y, z = np.full(shape, np.nan, np.float32), np.full(shape, np.nan, np.float32)
+    scaled_rows.interpret(scale, x, y, z)
+    assert np.array_equal(y, x * scale[:, None]) and np.array_equal(z, x + x[0] + x[0].sum())
+    ptxas(scaled_rows.ptx(scale, x, y, z))
