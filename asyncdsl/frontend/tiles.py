@@ -33,7 +33,7 @@ from asyncdsl import dtypes
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.errors import ResourceError, TraceError, is_int, user_location
 from asyncdsl.frontend import tracer as tracing
-from asyncdsl.frontend.scalars import FloatScalar, Scalar, check_divisor, is_power_of_two
+from asyncdsl.frontend.scalars import FloatScalar, Scalar
 from asyncdsl.frontend.tile_arguments import (
     COMPUTE_DTYPES,
     check_computable,
@@ -44,13 +44,12 @@ from asyncdsl.frontend.tile_arguments import (
     shape_argument,
     tile_dtype,
 )
+from asyncdsl.frontend.tile_operators import MODULO, TileOperators
 from asyncdsl.hw.fragments import Layout, SplatLayout
 from asyncdsl.hw.limits import MAX_REGISTERS_PER_THREAD, WARPGROUP_THREADS
 from asyncdsl.hw.options import TileReduction
 
 Number = int | float
-_FLOOR_DIVISION = "// of register tiles (floats divide with /)"
-_MODULO = "% of register tiles"
 
 
 def _emit(op, what: str) -> SSAValue:
@@ -69,7 +68,7 @@ def _check_fits_registers(shape: tuple[int, ...], dtype: dtypes.DType) -> None:
                             "the array)", user_location())
 
 
-class RegisterTile:
+class RegisterTile(TileOperators):
     """A warpgroup's tile of `shape` elements of `dtype`, held in registers."""
 
     __slots__ = ("value", "dtype", "shape", "view", "spread")
@@ -129,90 +128,12 @@ class RegisterTile:
             raise TraceError(f"{what} is not defined for {lhs.dtype} tiles", user_location())
         return elementwise(what, op_class, (lhs, rhs), lhs.dtype)
 
-    def __add__(self, other):
-        return self._binary(other, arith.AddfOp, arith.AddiOp)
-
-    def __radd__(self, other):
-        return self._binary(other, arith.AddfOp, arith.AddiOp, reverse=True)
-
-    def __sub__(self, other):
-        return self._binary(other, arith.SubfOp, arith.SubiOp)
-
-    def __rsub__(self, other):
-        return self._binary(other, arith.SubfOp, arith.SubiOp, reverse=True)
-
-    def __mul__(self, other):
-        return self._binary(other, arith.MulfOp, arith.MuliOp)
-
-    def __rmul__(self, other):
-        return self._binary(other, arith.MulfOp, arith.MuliOp, reverse=True)
-
-    def __truediv__(self, other):
-        return self._binary(other, arith.DivfOp, None,
-                            what="division of register tiles (for integers use //)")
-
-    def __rtruediv__(self, other):
-        return self._binary(other, arith.DivfOp, None, reverse=True, what="division of register tiles")
-
-    def __and__(self, other):
-        return self._binary(other, None, arith.AndIOp, what="& of register tiles", bitwise=True)
-
-    def __rand__(self, other):
-        return self._binary(other, None, arith.AndIOp, reverse=True, what="& of register tiles", bitwise=True)
-
-    def __or__(self, other):
-        return self._binary(other, None, arith.OrIOp, what="| of register tiles", bitwise=True)
-
-    def __ror__(self, other):
-        return self._binary(other, None, arith.OrIOp, reverse=True, what="| of register tiles", bitwise=True)
-
-    def __xor__(self, other):
-        return self._binary(other, None, arith.XOrIOp, what="^ of register tiles", bitwise=True)
-
-    def __rxor__(self, other):
-        return self._binary(other, None, arith.XOrIOp, reverse=True, what="^ of register tiles", bitwise=True)
-
-    # Integer division, modulo and shifts (int32): Python's floor semantics, wrapping at the
-    # int32 ends; shift amounts read unsigned, and 32 or more shift every bit out (the sign's
-    # copies for >>), as PTX's shl/shr clamp them (docs/register-tiles.md).
-    def __floordiv__(self, other):
-        check_divisor(other, "a register tile's //")
-        return self._binary(other, None, arith.FloorDivSIOp, what=_FLOOR_DIVISION)
-
-    def __rfloordiv__(self, other):
-        return self._binary(other, None, arith.FloorDivSIOp, reverse=True, what=_FLOOR_DIVISION)
-
     def _modulo(self, other, reverse: bool) -> RegisterTile:
-        lhs, rhs = coerced(self, other, _MODULO)
+        lhs, rhs = coerced(self, other, MODULO)
         if reverse:
             lhs, rhs = rhs, lhs
         # a - (a // b) * b: the floor division's remainder, its sign the divisor's.
-        return lhs - lhs._binary(rhs, None, arith.FloorDivSIOp, what=_MODULO) * rhs
-
-    def __mod__(self, other):
-        check_divisor(other, "a register tile's %")
-        if self.dtype == dtypes.int32 and is_power_of_two(other):
-            # Python's remainder by 2^k is the low k bits in two's complement, negatives too
-            # (-5 % 8 == 3 == -5 & 7): one `and` where the general form takes three.
-            return self & (other - 1)
-        return self._modulo(other, reverse=False)
-
-    def __rmod__(self, other):
-        return self._modulo(other, reverse=True)
-
-    def __lshift__(self, other):
-        _check_shift(other, "<<")
-        return self._binary(other, None, arith.ShLIOp, what="<< of register tiles")
-
-    def __rlshift__(self, other):
-        return self._binary(other, None, arith.ShLIOp, reverse=True, what="<< of register tiles")
-
-    def __rshift__(self, other):
-        _check_shift(other, ">>")
-        return self._binary(other, None, arith.ShRSIOp, what=">> of register tiles")
-
-    def __rrshift__(self, other):
-        return self._binary(other, None, arith.ShRSIOp, reverse=True, what=">> of register tiles")
+        return lhs - lhs._binary(rhs, None, arith.FloorDivSIOp, what=MODULO) * rhs
 
     def __invert__(self):
         check_computable(self, "~tile", allow_bool=True)
@@ -243,24 +164,6 @@ class RegisterTile:
         lhs, rhs = coerced(self, other, what)
         check_computable(lhs, what)
         return elementwise(what, lambda a, b: ir.CompareOp(predicate, a, b), (lhs, rhs), dtypes.BOOL)
-
-    def __lt__(self, other):
-        return self._compare("lt", other)
-
-    def __le__(self, other):
-        return self._compare("le", other)
-
-    def __gt__(self, other):
-        return self._compare("gt", other)
-
-    def __ge__(self, other):
-        return self._compare("ge", other)
-
-    def __eq__(self, other):  # type: ignore[override]
-        return self._compare("eq", other)
-
-    def __ne__(self, other):  # type: ignore[override]
-        return self._compare("ne", other)
 
     __hash__ = object.__hash__
 
@@ -388,13 +291,6 @@ class RegisterTile:
             source, inner = self.view
             return source._expanded(tuple(shape), tuple(dims[i] for i in inner))
         return self._expanded(tuple(shape), tuple(dims))
-
-
-def _check_shift(amount, operator: str) -> None:
-    """A negative constant shift is refused, as Python refuses it: PTX would read it unsigned,
-    as a shift of 32 or more (every bit out), which no one means by `x << -1`."""
-    if is_int(amount) and amount < 0:
-        raise TraceError(f"tile {operator} {amount}: negative shift count", user_location())
 
 
 def _broadcast(tile: RegisterTile, shape: tuple[int, ...], dims: tuple[int, ...]) -> RegisterTile:
