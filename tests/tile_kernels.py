@@ -454,6 +454,35 @@ def scaled_rows(scale, x, y, z):
     ad.store(z.at[:, :], ad.load(x.at[:, :]) + shift + shift.sum())  # a tile of its own
 
 
+@ad.kernel(grid=(1,))
+def numpy_idioms(x, y, flags, z):
+    """numpy's spellings on a (rows, 128) float32 x: keepdims, `...` and a leading None, numpy
+    scalars on either side, ** 2 and ** 0.5 and ** -1, any/all/sum of a mask, masks of size-1
+    dims stretched in where, load and store (z's odd rows and last column keep their value)."""
+    rows = x.shape[0]
+    t = ad.load(x.at[:, :])
+    centred = t - t.max(axis=1, keepdims=True) + t[None].sum(axis=0) * np.float32(0.5)
+    ad.store(y.at[0], centred - t.mean(axis=0)[None, ...] * 2)
+    ad.store(y.at[1], abs(t) ** 0.5 + t ** 2 - np.float32(3) * (t + 0.5) ** -1)
+    big = t > 5.0
+    ad.store(flags.at[0], big.any(axis=1).astype(ad.int32))
+    ad.store(flags.at[1], big.all(axis=1, keepdims=True).astype(ad.int32).sum(axis=1))
+    ad.store(flags.at[2], big.sum(axis=1))
+    even = ad.iota((rows, 1), ad.int32, dim=0) % 2 == 0
+    inner = ad.iota((1, 128), ad.int32, dim=1) < 127
+    ad.store(z.at[:, :], ad.where(even, ad.load(x.at[:, :], mask=inner, other=-1.0), 7.0), mask=even)
+
+
+def numpy_idioms_reference(x: np.ndarray, z: np.ndarray):
+    y0 = x - x.max(axis=1, keepdims=True) + x * np.float32(0.5) - x.mean(axis=0, dtype=np.float32)[None] * 2
+    y1 = np.sqrt(np.abs(x)) + x * x - np.float32(3) * (np.float32(1) / (x + np.float32(0.5)))
+    big = x > 5
+    flags = np.stack([big.any(axis=1), big.all(axis=1), big.sum(axis=1)]).astype(np.int32)
+    expected_z = z.copy()
+    expected_z[::2] = np.where(np.arange(128) < 127, x, -1.0)[::2]
+    return np.stack([y0, y1]).astype(np.float32), flags, expected_z
+
+
 @ad.kernel(grid=lambda x, y: (ad.cdiv(x.shape[0], 2),))
 def byte_pairs(x, y):
     """y = x + 1 for 8-bit x, two rows a CTA, in a layout of 2-element vectors: each access is a

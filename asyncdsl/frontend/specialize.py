@@ -138,4 +138,8 @@ def _hint(error: Exception) -> str:
     if isinstance(error, AttributeError) and isinstance(getattr(error, "obj", None), (Scalar, FloatScalar)):
         return (f"; a traced scalar (an int or float argument of the kernel, or arithmetic on one) has no "
                 f"{error.name!r}: where an array was meant, pass an array for that argument")
+    if isinstance(error, TypeError) and "does not support ufuncs" in str(error):
+        return ("; numpy's functions do not run on register tiles: asyncdsl has exp, log, exp2, log2, "
+                "sqrt, rsqrt, tanh, sin, cos, maximum, minimum, where and fma, and tiles have sum, max, "
+                "min, mean, argmax, argmin, any and all")
     return ""

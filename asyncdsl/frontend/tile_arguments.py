@@ -88,9 +88,16 @@ def mask_hint(dtype) -> str:
     return ""
 
 
+def plain_number(value):
+    """A numpy integer or float as the Python number it holds (`t * np.float32(0.5)`, a count
+    worked out with numpy); anything else as it is."""
+    return value.item() if isinstance(value, (np.integer, np.floating)) else value
+
+
 def constant_attr(value, element: dtypes.DType, what: str) -> FloatAttr | IntegerAttr:
     """Python number `value` as an element of `element` (floats rounded to nearest even, float8
     saturating), as the IR holds constants."""
+    value = plain_number(value)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TraceError(f"{what}: the value must be a Python number or a traced scalar, got {value!r}",
                          user_location())

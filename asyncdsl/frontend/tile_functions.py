@@ -15,7 +15,7 @@ from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.errors import TraceError, user_location
 from asyncdsl.frontend.options import flag
 from asyncdsl.frontend.scalars import FloatScalar
-from asyncdsl.frontend.tile_arguments import mask_hint
+from asyncdsl.frontend.tile_arguments import mask_hint, plain_number
 from asyncdsl.frontend.tiles import RegisterTile, broadcast_shape, broadcast_to, coerced, elementwise, full
 
 
@@ -28,7 +28,7 @@ def _tile(value, what: str) -> RegisterTile:
 def where(mask: RegisterTile, a, b) -> RegisterTile:
     """Elementwise `a` where `mask` holds, else `b` (numpy's `where`)."""
     what = "asyncdsl.where"
-    mask = _tile(mask, what)
+    mask, a, b = _tile(mask, what), plain_number(a), plain_number(b)
     if mask.dtype != dtypes.BOOL:
         raise TraceError(f"{what}: the mask is a {mask.dtype} tile, not a bool one (a comparison)"
                          f"{mask_hint(mask.dtype)}", user_location())

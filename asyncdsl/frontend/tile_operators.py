@@ -14,6 +14,7 @@ from xdsl.dialects import arith
 from asyncdsl import dtypes
 from asyncdsl.errors import TraceError, is_int, user_location
 from asyncdsl.frontend.scalars import check_divisor, is_power_of_two
+from asyncdsl.frontend.tile_arguments import plain_number
 
 FLOOR_DIVISION = "// of register tiles (floats divide with /)"
 MODULO = "% of register tiles"
@@ -23,6 +24,9 @@ class TileOperators:
     """Python's operators on a tile, in terms of the hooks `RegisterTile` defines."""
 
     __slots__ = ()
+    # numpy defers to the tile's operators (np.float32(0.5) * t is t.__rmul__), and its functions
+    # refuse a tile (np.exp(t)), where it would otherwise make an object array of it.
+    __array_ufunc__ = None
 
     def __add__(self, other):
         return self._binary(other, arith.AddfOp, arith.AddiOp)
@@ -68,6 +72,7 @@ class TileOperators:
         return self._binary(other, None, arith.XOrIOp, reverse=True, what="^ of register tiles", bitwise=True)
 
     def __floordiv__(self, other):
+        other = plain_number(other)
         check_divisor(other, "a register tile's //")
         return self._binary(other, None, arith.FloorDivSIOp, what=FLOOR_DIVISION)
 
@@ -75,6 +80,7 @@ class TileOperators:
         return self._binary(other, None, arith.FloorDivSIOp, reverse=True, what=FLOOR_DIVISION)
 
     def __mod__(self, other):
+        other = plain_number(other)
         check_divisor(other, "a register tile's %")
         if self.dtype == dtypes.int32 and is_power_of_two(other):
             # Python's remainder by 2^k is the low k bits in two's complement, negatives too
@@ -121,5 +127,6 @@ class TileOperators:
 def _check_shift(amount, operator: str) -> None:
     """A negative constant shift is refused, as Python refuses it: PTX would read it unsigned,
     as a shift of 32 or more (every bit out), which no one means by `x << -1`."""
+    amount = plain_number(amount)
     if is_int(amount) and amount < 0:
         raise TraceError(f"tile {operator} {amount}: negative shift count", user_location())

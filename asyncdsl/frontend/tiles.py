@@ -41,6 +41,7 @@ from asyncdsl.frontend.tile_arguments import (
     dtype_argument,
     element_type,
     layout_argument,
+    plain_number,
     shape_argument,
     tile_dtype,
 )
@@ -158,6 +159,34 @@ class RegisterTile(TileOperators):
         op = xmath.AbsFOp if self.dtype.is_float else xmath.AbsIOp
         return elementwise("abs(tile)", op, (self,), self.dtype)
 
+    def __pow__(self, exponent):
+        # numpy's exact cases (its scalar power takes square, sqrt and reciprocal for them):
+        # every other power rounds as powf does, which no PTX instruction gives.
+        exponent = plain_number(exponent)
+        if not isinstance(exponent, (int, float)):
+            raise TraceError(f"tile ** {exponent!r}: the exponent is a Python number (for a tile of them, "
+                             "asyncdsl.exp2(e * asyncdsl.log2(t)))", user_location())
+        what = f"tile ** {exponent!r}"
+        check_computable(self, what)
+        if exponent == 2 and not isinstance(exponent, bool):
+            return self * self
+        if exponent == 1 and not isinstance(exponent, bool):
+            return self
+        if exponent == 0 and not isinstance(exponent, bool):
+            return full(self.shape, 1, self.dtype)
+        if exponent in (-1, 0.5) and self.dtype.is_float:
+            if exponent == -1:
+                return 1 / self
+            return elementwise(what, lambda v: xmath.SqrtOp(v, arith.FastMathFlagsAttr("none")), (self,),
+                               self.dtype)
+        raise TraceError(f"{what}: a tile's power takes the exponents numpy computes exactly, 2, 1, 0 "
+                         "and, for floats, -1 and 0.5 (asyncdsl.sqrt); for others write the product, or "
+                         "asyncdsl.exp2(e * asyncdsl.log2(t))", user_location())
+
+    def __rpow__(self, base):
+        raise TraceError(f"{plain_number(base)!r} ** tile: use asyncdsl.exp2(tile * log2(base))",
+                         user_location())
+
     # -- comparisons make bool tiles -------------------------------------------------------------
     def _compare(self, predicate: str, other):
         what = "comparison of register tiles"
@@ -217,23 +246,52 @@ class RegisterTile(TileOperators):
         return RegisterTile(_emit(ir.ReduceOp(self.use(what), kind, normalized), what), self.dtype)
 
     # Without `axis`, every axis: a 0-d tile, numpy's scalar (`x - x.max()` broadcasts it back).
-    def sum(self, axis=None) -> RegisterTile:
-        return self._reduce(TileReduction.SUM, axis)
+    # keepdims=True keeps the reduced axes with size 1, as numpy does.  A bool mask reduces as
+    # 0s and 1s: its sum counts (int32), its max is numpy's any and its min all (bool).
+    def sum(self, axis=None, keepdims: bool = False) -> RegisterTile:
+        return self._reduced(TileReduction.SUM, axis, keepdims)
 
-    def max(self, axis=None) -> RegisterTile:
-        return self._reduce(TileReduction.MAX, axis)
+    def max(self, axis=None, keepdims: bool = False) -> RegisterTile:
+        return self._reduced(TileReduction.MAX, axis, keepdims)
 
-    def min(self, axis=None) -> RegisterTile:
-        return self._reduce(TileReduction.MIN, axis)
+    def min(self, axis=None, keepdims: bool = False) -> RegisterTile:
+        return self._reduced(TileReduction.MIN, axis, keepdims)
+
+    def any(self, axis=None, keepdims: bool = False) -> RegisterTile:
+        return self._mask("tile.any").max(axis, keepdims)
+
+    def all(self, axis=None, keepdims: bool = False) -> RegisterTile:
+        return self._mask("tile.all").min(axis, keepdims)
+
+    def _mask(self, what: str) -> RegisterTile:
+        if self.dtype != dtypes.BOOL:
+            raise TraceError(f"{what} is for bool tiles (a comparison), not {self.dtype} ones",
+                             user_location())
+        return self
+
+    def _reduced(self, kind: TileReduction, axis, keepdims: bool) -> RegisterTile:
+        what = f"tile.{kind}"
+        if not isinstance(keepdims, bool):
+            raise TraceError(f"{what}: keepdims must be True or False, got {keepdims!r}", user_location())
+        if self.dtype == dtypes.BOOL:
+            counts = self.astype(dtypes.int32)._reduce(kind, axis)
+            result = counts if kind == TileReduction.SUM else counts != 0
+        else:
+            result = self._reduce(kind, axis)
+        if not keepdims:
+            return result
+        reduced = range(self.ndim) if axis is None else [a % self.ndim for a in
+                                                          ((axis,) if is_int(axis) else axis)]
+        return result[tuple(None if a in reduced else slice(None) for a in range(self.ndim))]
 
     # Built on the three above, as numpy names them: the ops they trace into decide their bits.
-    def mean(self, axis=None) -> RegisterTile:
+    def mean(self, axis=None, keepdims: bool = False) -> RegisterTile:
         """The sum over `axis` divided by the number of elements it took (float tiles: one IEEE
         division of the sum)."""
         if not self.dtype.is_float:
             raise TraceError(f"tile.mean of {self.dtype} tiles: numpy's mean of integers is a float; "
                              "astype(asyncdsl.float32) first", user_location())
-        total = self.sum(axis)
+        total = self.sum(axis, keepdims)
         return total / (math.prod(self.shape) // math.prod(total.shape))
 
     def argmax(self, axis: int) -> RegisterTile:
@@ -270,6 +328,15 @@ class RegisterTile(TileOperators):
     # -- new axes: tile[:, None] -----------------------------------------------------------------
     def __getitem__(self, key) -> RegisterTile:
         key = key if isinstance(key, tuple) else (key,)
+        # numpy's `...` and implied trailing dims: t[None] and t[..., None] name every axis.
+        # (identity tests throughout: `==` on a tile in the key would trace a comparison)
+        given = sum(k is not None and k is not Ellipsis for k in key)
+        ellipses = [i for i, k in enumerate(key) if k is Ellipsis]
+        if len(ellipses) > 1:
+            raise TraceError("a register tile's index has at most one ... (numpy's rule)", user_location())
+        position = ellipses[0] if ellipses else len(key)
+        missing = (slice(None),) * max(0, self.ndim - given)
+        key = key[:position] + missing + key[position + 1:]
         # not `!=`: a tile's own
         whole = [k is None or (isinstance(k, slice) and k == slice(None)) for k in key]
         if not all(whole) or sum(k is not None for k in key) != self.ndim:
@@ -312,6 +379,8 @@ def broadcast_to(tile: RegisterTile, shape: Sequence[int]) -> RegisterTile:
     source, dims = tile.view if tile.view is not None else (tile, tuple(range(tile.ndim)))
     dims = tuple(offset + d for d in dims)
     if any(size != shape[d] for size, d in zip(source.shape, dims)):
+        if tile.dtype == dtypes.BOOL:  # a mask stretches as 0s and 1s (a predicate has no scratch form)
+            return broadcast_to(tile.astype(dtypes.int32), shape) != 0
         # Every size-1 dim goes, stretched or not, and comes back as a new axis: a tile without
         # them is laid out along its real dims only (a (1, 1) element becomes a 0-d one).
         unit = tuple(i for i, size in enumerate(source.shape) if size == 1)
@@ -364,6 +433,7 @@ def elementwise(what: str, make_op, operands: tuple[RegisterTile, ...], dtype: d
 
 def coerced(tile: RegisterTile, other, what: str) -> tuple[RegisterTile, RegisterTile]:
     """`tile` and `other` as two tiles of one dtype and one (broadcast) shape."""
+    other = plain_number(other)
     if isinstance(other, RegisterTile):
         if other.dtype != tile.dtype:
             raise TraceError(

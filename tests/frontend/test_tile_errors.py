@@ -237,6 +237,38 @@ def test_integer_constants_out_of_the_tiles_range_are_refused_as_numpy_2_refuses
     _kernel(at_the_ends).compile(F32, F32)
 
 
+def test_powers_other_than_numpys_exact_ones_and_numpy_functions_say_what_to_use():
+    def cubed(buf, t):
+        t ** 3
+
+    _expect(_kernel(cubed), "t ** 3", "2, 1, 0", "-1 and 0.5", "exp2")
+
+    def tile_power(buf, t):
+        t ** t
+
+    _expect(_kernel(tile_power), "t ** t", "the exponent is a Python number")
+
+    def int_reciprocal(buf, t):
+        t.astype(ad.int32) ** -1
+
+    _expect(_kernel(int_reciprocal), "t.astype(ad.int32) ** -1", "for floats, -1 and 0.5")
+
+    def numpy_exp(buf, t):
+        np.exp(t)
+
+    _expect(_kernel(numpy_exp), "np.exp(t)", "numpy's functions do not run on register tiles", "exp, log")
+
+    def any_of_numbers(buf, t):
+        t.any()
+
+    _expect(_kernel(any_of_numbers), "t.any()", "tile.any is for bool tiles")
+
+    def two_ellipses(buf, t):
+        t[..., None, ...]
+
+    _expect(_kernel(two_ellipses), "t[..., None, ...]", "at most one ...")
+
+
 def test_transcendentals_want_float32():
     def bf16_exp(buf, t):
         ad.exp2(t.astype(ad.bfloat16))

@@ -27,6 +27,8 @@ from tile_kernels import (
     index_on_the_left,
     mask_relayout,
     nested_totals,
+    numpy_idioms,
+    numpy_idioms_reference,
     op_matrix,
     ops_of,
     relayout,
@@ -333,3 +335,14 @@ def test_vectors_broadcast_over_narrow_rows_and_reduced_too_compute_what_numpy_d
     scaled_rows.interpret(scale, x, y, z)
     assert np.array_equal(y, x * scale[:, None]) and np.array_equal(z, x + x[0] + x[0].sum())
     ptxas(scaled_rows.ptx(scale, x, y, z))
+
+
+def test_numpy_spellings_compute_what_numpy_does(ptxas):
+    x = np.random.default_rng(15).integers(-20, 20, (8, 128)).astype(np.float32)
+    y, flags = np.zeros((2, 8, 128), np.float32), np.zeros((3, 8), np.int32)
+    z = np.full((8, 128), 9.0, np.float32)
+    expected = numpy_idioms_reference(x, z)
+    numpy_idioms.interpret(x, y, flags, z)
+    for got, wanted in zip((y, flags, z), expected):
+        assert np.array_equal(got, wanted)
+    ptxas(numpy_idioms.ptx(x, y, flags, z))
