@@ -24,7 +24,7 @@ from asyncdsl.errors import TraceError, user_location
 from asyncdsl.frontend import tracer as tracing
 from asyncdsl.frontend.refs import GmemIndexed, GmemRef, GmemView, PeerSmem, SmemRef
 from asyncdsl.frontend.scalars import int32_index
-from asyncdsl.frontend.tile_arguments import constant_attr, layout_argument, mask_hint
+from asyncdsl.frontend.tile_arguments import constant_attr, layout_argument, mask_hint, tile_dtype
 from asyncdsl.frontend.tiles import (
     RegisterTile,
     assigned,
@@ -73,6 +73,7 @@ def load(ref, layout: Layout | None = None, mask=None, other=0):
         raise TraceError(f"{what} reads a shared-memory buffer or a GMEM window (x.at[...]), got {ref!r}",
                          user_location())
     view = _window(ref)
+    tile_dtype(view.dtype, f"{what} of {view.ref.name}")  # the array named where its dtype is refused
     layout = layout_argument(layout, what)
     starts, sizes = _gmem_operands(view)
     other_attr = constant_attr(other, view.dtype, f"{what}: other")

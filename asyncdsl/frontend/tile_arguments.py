@@ -40,10 +40,15 @@ def dtype_argument(value, what: str) -> dtypes.DType:
 def check_computable(tile, what: str, allow_bool: bool = False) -> None:
     if tile.dtype not in COMPUTE_DTYPES and not (allow_bool and tile.dtype == dtypes.BOOL):
         raise TraceError(
-            f"{what} on {tile.dtype} tiles: arithmetic is on float32, bfloat16, float16 and int32 "
-            "tiles; astype one of them first",
+            f"{what}: {tile_of(tile.dtype)} does not compute; arithmetic is on float32, bfloat16, "
+            "float16 and int32 tiles; astype one of them first",
             user_location(),
         )
+
+
+def tile_of(dtype) -> str:
+    """'a float32 tile', 'an int8 tile': the dtype named with its article."""
+    return f"{'an' if str(dtype).startswith('i') else 'a'} {dtype} tile"
 
 
 def element_type(value, what: str) -> dtypes.DType:
@@ -116,8 +121,8 @@ def constant_attr(value, element: dtypes.DType, what: str) -> FloatAttr | Intege
         attr = FloatAttr(float(value), element.mlir())
     else:
         if isinstance(value, float) and not value.is_integer():
-            raise TraceError(f"{what}: {value!r} is not an integer, but the tile holds {element} (astype the "
-                             "tile to a float type first)", user_location())
+            raise TraceError(f"{what}: {value!r} is not an integer, but the tile holds {element} (a float "
+                             "value needs a float tile: astype(asyncdsl.float32))", user_location())
         # Out of the dtype's range is refused, as numpy 2 refuses it: wrapped, `x < 3_000_000_000`
         # on int32 would be false everywhere.
         span = 1 << element.bits

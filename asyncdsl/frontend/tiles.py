@@ -44,6 +44,7 @@ from asyncdsl.frontend.tile_arguments import (
     plain_number,
     shape_argument,
     tile_dtype,
+    tile_of,
 )
 from asyncdsl.frontend.tile_operators import MODULO, TileOperators
 from asyncdsl.hw.fragments import Layout, SplatLayout
@@ -437,7 +438,8 @@ def coerced(tile: RegisterTile, other, what: str) -> tuple[RegisterTile, Registe
     if isinstance(other, RegisterTile):
         if other.dtype != tile.dtype:
             raise TraceError(
-                f"{what}: a {tile.dtype} tile and a {other.dtype} tile; convert one with .astype(...) first",
+                f"{what}: {tile_of(tile.dtype)} and {tile_of(other.dtype)}; convert one with .astype(...) "
+                "first",
                 user_location(),
             )
         shape = broadcast_shape(tile.shape, other.shape, what)

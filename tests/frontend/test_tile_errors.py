@@ -269,6 +269,18 @@ def test_powers_other_than_numpys_exact_ones_and_numpy_functions_say_what_to_use
     _expect(_kernel(two_ellipses), "t[..., None, ...]", "at most one ...")
 
 
+def test_a_load_of_an_array_no_tile_holds_names_the_array():
+    @ad.kernel(grid=(1,))
+    def doubles(x, y):
+        ad.store(y.at[:], ad.load(x.at[:]) * 2)
+
+    with pytest.raises(ad.TraceError) as caught:
+        doubles.compile(ad.ArraySpec((128,), ad.float64), ad.ArraySpec((128,), ad.float64))
+    message = caught.value.message
+    assert "asyncdsl.load of x: register tiles hold" in message and "not float64" in message
+    assert caught.value.location.line == line_of(doubles.fn, "ad.load(x.at[:])")
+
+
 def test_transcendentals_want_float32():
     def bf16_exp(buf, t):
         ad.exp2(t.astype(ad.bfloat16))
@@ -394,7 +406,7 @@ def test_floor_division_and_shifts_are_for_int32_tiles():
     def masks_divided(buf, t):
         buf[...] = ad.where((t > 0) // (t < 1), t, t)
 
-    _expect(_kernel(masks_divided), "(t > 0) // (t < 1)", "on bool tiles", "int32")
+    _expect(_kernel(masks_divided), "(t > 0) // (t < 1)", "a bool tile does not compute", "int32")
 
     def divided_by_zero(buf, t):
         buf[...] = (t.astype(ad.int32) % 0).astype(ad.float32)
