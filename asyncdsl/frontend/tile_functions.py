@@ -1,8 +1,7 @@
 """Functions of register tiles: `asyncdsl.where`, `maximum`, `minimum`, `fma`, `sqrt` and the
 transcendentals (`exp2`, `log2`, `rsqrt`, `tanh`, `sin`, `cos`; `exp` and `log` built on the
-first two), each an elementwise op on
-tiles (`frontend/tiles.py`) whose operands combine as the operators' do: numpy broadcasting, a
-Python number or traced scalar taking the tile's dtype.
+first two), each an elementwise op on tiles (`frontend/tiles.py`) whose operands combine as the
+operators' do: numpy broadcasting, a Python number or traced scalar taking the tile's dtype.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""The Python operators of a register tile (`+ - * / // % ** & | ^ << >>`, comparisons), each
+"""The Python operators of a register tile (`+ - * / // % & | ^ << >>`, comparisons), each
 naming the `arith` op it makes; `RegisterTile` (`frontend/tiles.py`) supplies how a binary op,
-a modulo and a comparison are traced (`_binary`, `_modulo`, `_compare`, `_unary`).
+a modulo and a comparison are traced (`_binary`, `_modulo`, `_compare`) and has the unary ones
+and `**`.
 
 Integer division, modulo and shifts (int32) have Python's floor semantics, wrapping at the int32
 ends; shift amounts read unsigned, and 32 or more shift every bit out (the sign's copies for
