@@ -237,8 +237,8 @@ class RegisterTile(TileOperators):
         axes = (tuple(range(self.ndim)) if axis is None
                 else ((axis,) if isinstance(axis, int) else tuple(axis)))
         normalized = sorted({a + self.ndim if isinstance(a, int) and a < 0 else a for a in axes})
-        if not self.ndim and axis is None:
-            return self  # a 0-d tile is its own total, as numpy's scalars are
+        if not axes:
+            return self  # over no axes (a 0-d tile's total, axis=()): the tile, as numpy gives
         if (len(normalized) != len(axes)
                 or any(not isinstance(a, int) or not 0 <= a < self.ndim for a in normalized)):
             raise TraceError(f"{what}: axis {axis!r} is not one or more distinct axes of a {self.shape} tile",

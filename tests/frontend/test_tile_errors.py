@@ -281,6 +281,16 @@ def test_a_load_of_an_array_no_tile_holds_names_the_array():
     assert caught.value.location.line == line_of(doubles.fn, "ad.load(x.at[:])")
 
 
+def test_a_reduction_over_no_axes_is_the_tile():
+    def over_nothing(buf, t):
+        buf[...] = t.sum(axis=()) + t.max(axis=[], keepdims=True)
+
+    x = np.arange(64 * 128, dtype=np.float32).reshape(64, 128)
+    y = np.zeros_like(x)
+    _kernel(over_nothing).interpret(x, y)
+    assert np.array_equal(y, x + x)
+
+
 def test_transcendentals_want_float32():
     def bf16_exp(buf, t):
         ad.exp2(t.astype(ad.bfloat16))
