@@ -483,6 +483,19 @@ def numpy_idioms_reference(x: np.ndarray, z: np.ndarray):
     return np.stack([y0, y1]).astype(np.float32), flags, expected_z
 
 
+@ad.kernel(grid=(1,))
+def running_total(x, y):
+    """y[0] = the total of x, two rows at a time into 0-d registers; y[1] the largest row total."""
+    total, peak = ad.registers((), ad.float32), ad.registers((), ad.float32)
+    total[...], peak[...] = ad.zeros((), ad.float32), ad.full((), -np.inf, ad.float32)
+    for i in ad.range(x.shape[0] // 2):
+        rows = ad.load(x.at[ad.ds(i * 2, 2), :])
+        total[...] = total[...] + rows.sum()
+        peak[...] = ad.maximum(peak[...], rows.sum(axis=1).max())
+    ad.store(y.at[0], total[...])
+    ad.store(y.at[1], peak[...])
+
+
 @ad.kernel(grid=lambda x, y: (ad.cdiv(x.shape[0], 2),))
 def byte_pairs(x, y):
     """y = x + 1 for 8-bit x, two rows a CTA, in a layout of 2-element vectors: each access is a

@@ -128,7 +128,7 @@ def registers(shape, dtype, layout: Layout | None = None) -> RegisterRef:
     level), in `layout` or one inferred from the tiles written to it and read from it."""
     what = "asyncdsl.registers"
     tracer = allocation_tracer(what)
-    shape, element, layout = (shape_argument(shape, what), dtype_argument(dtype, what),
+    shape, element, layout = (shape_argument(shape, what, scalar=True), dtype_argument(dtype, what),
                               layout_argument(layout, what))
     op = tracer.emit(ir.AllocRegistersOp(VectorType(element.mlir(), shape), layout))
     return RegisterRef(op.results[0], shape, element)

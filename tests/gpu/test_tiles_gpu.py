@@ -44,6 +44,7 @@ from tile_kernels import (
     ops_of,
     reductions,
     relayout,
+    running_total,
     rows_past_the_end,
     scatter_inputs,
     scaled_rows,
@@ -374,6 +375,13 @@ def test_numpy_spellings_match_the_interpreter():
     gpu, cpu = gpu_and_interpreter(numpy_idioms, [x], outs)
     for g, c in zip(gpu, cpu):
         assert g.tobytes() == c.tobytes(), _first_difference(g, c, [x])
+
+
+def test_zero_d_registers_across_a_loop_match_the_interpreter():
+    x = special_values(ad.float32, (8, 256), 37)
+    x[~np.isfinite(x)] = 0  # an inf or NaN total would hide the order of the sums
+    (gpu,), (cpu,) = gpu_and_interpreter(running_total, [x], [np.full(2, np.nan, np.float32)])
+    assert gpu.tobytes() == cpu.tobytes(), _first_difference(gpu, cpu, [x])
 
 
 def test_a_reduction_of_a_reduction_matches_the_interpreter():

@@ -32,6 +32,7 @@ from tile_kernels import (
     op_matrix,
     ops_of,
     relayout,
+    running_total,
     scaled_rows,
     small_tiles,
     special_values,
@@ -346,3 +347,11 @@ def test_numpy_spellings_compute_what_numpy_does(ptxas):
     for got, wanted in zip((y, flags, z), expected):
         assert np.array_equal(got, wanted)
     ptxas(numpy_idioms.ptx(x, y, flags, z))
+
+
+def test_zero_d_registers_carry_a_total_across_a_loop(ptxas):
+    x = np.random.default_rng(16).integers(-50, 50, (8, 256)).astype(np.float32)
+    y = np.full(2, np.nan, np.float32)
+    running_total.interpret(x, y)
+    assert y.tolist() == [x.sum(), x.sum(axis=1).max()]
+    ptxas(running_total.ptx(x, y))
