@@ -64,7 +64,7 @@ from asyncdsl.dialects import kernel_attrs as attrs
 from asyncdsl.dialects.layout_attrs import INFERRED, LayoutAttr
 from asyncdsl.dialects.memory_attrs import RegistersType
 from asyncdsl.errors import LayoutError
-from asyncdsl.hw.fragments import WGMMA, Layout, SplatLayout, StridedLayout, register_window
+from asyncdsl.hw.fragments import WGMMA, Layout, SplatLayout, register_window
 from asyncdsl.hw.layout_choice import (
     REPLICATED_ELEMENTS,
     VECTOR_BYTES,
@@ -524,19 +524,12 @@ def _check_reduction(op: ir.ReduceOp, solver: _Solver) -> None:
 def _check_broadcast(op: ir.BroadcastInDimOp, solver: _Solver) -> None:
     shape = _shape(op.result)
     result, operand = solver.layout_of(op.result), solver.layout_of(op.operand)
+    # The layout algebra's own answer (a strided tile repeats its registers for new leading
+    # dims, a tiled one must be the result's reduction), or an operand every thread holds whole.
     try:
-        fits = result.reduce(shape, _new_axes(op)) == operand
+        fits = operand.broadcast_in_dim(shape, tuple(op.dims.get_values()), like=result) == result
     except LayoutError:
-        fits = False
-    if not fits and operand.replication == THREADS:
-        fits = True  # every thread holds all of the operand: any result is made in place
-    if not fits and isinstance(operand, StridedLayout):
-        # A strided layout reduces over all its axes at once only, but repeats its registers for
-        # new leading dims (a vector added to every row of a matrix in the same layout).
-        try:
-            fits = operand.broadcast_in_dim(shape, tuple(op.dims.get_values()), like=result) == result
-        except LayoutError:
-            fits = False
+        fits = operand.replication == THREADS
     if not fits:
         raise LayoutError(
             f"broadcasting a tile in layout {operand} to {shape} where the result is in layout {result} "
