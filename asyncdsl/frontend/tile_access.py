@@ -31,6 +31,7 @@ from asyncdsl.frontend.tiles import (
     broadcast_shape,
     broadcast_to,
     full,
+    stretches_to,
 )
 from asyncdsl.hw.fragments import Layout
 
@@ -42,10 +43,8 @@ def _window(view) -> GmemView:
 def _mask(mask, shape: tuple[int, ...], what: str):
     if mask is None:
         return None
-    stretches = isinstance(mask, RegisterTile) and len(mask.shape) <= len(shape) and all(
-        m in (1, s) for m, s in zip(mask.shape[::-1], shape[::-1]))
-    if stretches and mask.dtype == dtypes.BOOL:  # numpy's rules: a (4, 1) mask for a (4, 128) window
-        mask = broadcast_to(mask, shape)
+    if isinstance(mask, RegisterTile) and mask.dtype == dtypes.BOOL and stretches_to(mask.shape, shape):
+        mask = broadcast_to(mask, shape)  # numpy's rules: a (4, 1) mask for a (4, 128) window
     if not isinstance(mask, RegisterTile) or mask.dtype != dtypes.BOOL or mask.shape != shape:
         raise TraceError(f"{what}: mask must be a bool tile of the window's shape {shape} (a comparison)"
                          f"{mask_hint(getattr(mask, 'dtype', None))}", user_location())

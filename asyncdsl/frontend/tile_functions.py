@@ -14,7 +14,7 @@ from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.errors import TraceError, user_location
 from asyncdsl.frontend.options import flag
 from asyncdsl.frontend.scalars import FloatScalar
-from asyncdsl.frontend.tile_arguments import mask_hint, plain_number
+from asyncdsl.frontend.tile_arguments import mask_hint, plain_number, tile_of
 from asyncdsl.frontend.tiles import RegisterTile, broadcast_shape, broadcast_to, coerced, elementwise, full
 
 
@@ -29,7 +29,7 @@ def where(mask: RegisterTile, a, b) -> RegisterTile:
     what = "asyncdsl.where"
     mask, a, b = _tile(mask, what), plain_number(a), plain_number(b)
     if mask.dtype != dtypes.BOOL:
-        raise TraceError(f"{what}: the mask is a {mask.dtype} tile, not a bool one (a comparison)"
+        raise TraceError(f"{what}: the mask is {tile_of(mask.dtype)}, not a bool one (a comparison)"
                          f"{mask_hint(mask.dtype)}", user_location())
     template = a if isinstance(a, RegisterTile) else b
     if not isinstance(template, RegisterTile):

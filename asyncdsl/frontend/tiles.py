@@ -369,10 +369,15 @@ def _broadcast(tile: RegisterTile, shape: tuple[int, ...], dims: tuple[int, ...]
                         tile.dtype, spread=tile.spread)
 
 
+def stretches_to(source: tuple[int, ...], shape: tuple[int, ...]) -> bool:
+    """Whether numpy broadcasts a `source` shape to `shape` (trailing dims aligned, each 1 or equal)."""
+    return len(shape) >= len(source) and all(s in (1, t) for s, t in zip(source[::-1], shape[::-1]))
+
+
 def broadcast_to(tile: RegisterTile, shape: Sequence[int]) -> RegisterTile:
     """`tile` repeated to `shape` by numpy's rules (trailing dims aligned, size-1 dims stretched)."""
     shape = tuple(shape)
-    if len(shape) < tile.ndim or any(s not in (1, t) for s, t in zip(tile.shape[::-1], shape[::-1])):
+    if not stretches_to(tile.shape, shape):
         raise TraceError(f"cannot broadcast a {tile.shape} tile to {shape}", user_location())
     if tile.shape == shape:
         return tile
@@ -434,7 +439,6 @@ def elementwise(what: str, make_op, operands: tuple[RegisterTile, ...], dtype: d
 
 def coerced(tile: RegisterTile, other, what: str) -> tuple[RegisterTile, RegisterTile]:
     """`tile` and `other` as two tiles of one dtype and one (broadcast) shape."""
-    other = plain_number(other)
     if isinstance(other, RegisterTile):
         if other.dtype != tile.dtype:
             raise TraceError(
