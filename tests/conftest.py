@@ -7,6 +7,9 @@ import os
 import pytest
 from hypothesis import settings
 
+# --ptx-digests and --compile-only (ptx_digests.py): the PTX of every kernel the tests compile, by hash.
+from ptx_digests import pytest_addoption, pytest_configure  # noqa: F401 - pytest's hooks, by name
+
 from asyncdsl import runtime
 from asyncdsl.frontend import kernel as kernel_module
 from asyncdsl.runtime.ptxas import assemble, find_ptxas

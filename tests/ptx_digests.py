@@ -1,0 +1,139 @@
+"""The PTX every test compiles, by hash: a pytest plugin for showing that a change of the compiler's
+code leaves every kernel's PTX byte-identical.
+
+    python3 -m pytest -q --ptx-digests=before.json                            # the CPU suite
+    python3 -m pytest -q --ptx-digests=gpu.json --compile-only tests/gpu
+    python3 tests/ptx_digests.py before.json after.json                        # compare
+
+`--ptx-digests` records, per test, the sha256 of the PTX of every module the test compiled.
+`--compile-only` lets the GPU tests run on a machine without a GPU so far as compiling goes: a
+kernel call, `interpret` and `profile` compile their kernel and launch nothing, arrays stay on the
+host; the tests' own checks then fail or pass by chance, which is not what such a run is for.
+The comparison names the PTX compiled in one run only, with a test that compiled it; hypothesis
+draws the same kernels in every recording run (derandomized, no example database).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+
+def pytest_addoption(parser):
+    parser.addoption("--ptx-digests", metavar="PATH", help="write the sha256 of every PTX each test compiles")
+    parser.addoption("--compile-only", action="store_true",
+                     help="let tests/gpu compile their kernels on a machine without a GPU, launching none")
+
+
+class Digests:
+    """The hashes of the PTX compiled under each test, by node id."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.by_test: dict[str, set[str]] = defaultdict(set)
+        self.current = "<collection>"
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(self, item, nextitem):
+        self.current = item.nodeid
+        yield
+        self.current = "<between tests>"
+
+    def record(self, ptx: str) -> None:
+        self.by_test[self.current].add(hashlib.sha256(ptx.encode()).hexdigest())
+
+    def pytest_sessionfinish(self, session):
+        worker = getattr(session.config, "workerinput", {}).get("workerid")
+        if worker is not None:  # a pytest-xdist worker: its share, which the controller merges
+            _write(self.path.with_name(f"{self.path.name}.{worker}"), self.by_test)
+            return
+        for share in sorted(self.path.parent.glob(f"{self.path.name}.gw*")):
+            for test, hashes in json.loads(share.read_text()).items():
+                self.by_test[test].update(hashes)
+            share.unlink()
+        _write(self.path, self.by_test)
+
+
+def _write(path: Path, by_test: dict[str, set[str]]) -> None:
+    path.write_text(json.dumps({test: sorted(hashes) for test, hashes in sorted(by_test.items())}, indent=0))
+
+
+def pytest_configure(config):
+    path = config.getoption("--ptx-digests")
+    if path:
+        # The kernels hypothesis draws, the same in every run: no examples replayed from earlier runs.
+        from hypothesis import settings
+
+        settings.register_profile("ptx-digests", settings.default, derandomize=True, database=None)
+        settings.load_profile("ptx-digests")
+        digests = Digests(Path(path))
+        config.pluginmanager.register(digests, "ptx-digests-recorder")
+        from asyncdsl.passes import pipeline
+
+        compile_module = pipeline.compile_module
+
+        def recording(*args, **kwargs):
+            compiled = compile_module(*args, **kwargs)
+            digests.record(compiled.ptx)
+            return compiled
+
+        # The frontend imports the pipeline's compile_module when it first compiles, by name.
+        pipeline.compile_module = recording
+    if config.getoption("--compile-only"):
+        _compile_instead_of_launching()
+
+
+def _compile_instead_of_launching() -> None:
+    import numpy as np
+
+    import asyncdsl
+    from asyncdsl import runtime
+    from asyncdsl.runtime import driver
+
+    hopper = driver.DeviceFacts(0, "compile-only stand-in for an H200", (9, 0), 232448, 132, 13000)
+    runtime.has_gpu = driver.has_gpu = lambda: True
+    runtime.device_facts = driver.device_facts = lambda device=0: hopper
+    runtime.to_device = lambda array, *args, **kwargs: np.array(array, copy=True)
+    runtime.to_host = lambda array, *args, **kwargs: np.array(array, copy=True)
+    kernel_class = type(asyncdsl.kernel(lambda: None))
+
+    def compile_only(self, *args, stream=None, devices=None, **kwargs):
+        self.compile(*args, **kwargs)
+
+    def profile_only(self, *args, stream=None, **kwargs):
+        self.compile(*args, profile=True, **kwargs)
+
+    kernel_class.__call__ = compile_only
+    kernel_class.interpret = compile_only
+    kernel_class.profile = profile_only
+
+
+def compare(before: dict[str, list[str]], after: dict[str, list[str]]) -> list[str]:
+    """The PTX modules compiled in one run only, each with the tests that compiled it.  The runs
+    are compared as wholes: which test compiles a kernel first, and so compiles it at all, can
+    differ between runs (a kernel is compiled once a process, and pytest-xdist deals the tests
+    out afresh each run)."""
+    old, new = _tests_by_hash(before), _tests_by_hash(after)
+    return ([f"gone: {digest[:12]} (compiled by {min(old[digest])})" for digest in sorted(old.keys() - new)]
+            + [f"new: {digest[:12]} (compiled by {min(new[digest])})" for digest in sorted(new.keys() - old)])
+
+
+def _tests_by_hash(run: dict[str, list[str]]) -> dict[str, set[str]]:
+    tests: dict[str, set[str]] = defaultdict(set)
+    for test, hashes in run.items():
+        for digest in hashes:
+            tests[digest].add(test)
+    return tests
+
+
+if __name__ == "__main__":
+    first, second = (json.loads(Path(name).read_text()) for name in sys.argv[1:3])
+    changed = compare(first, second)
+    total = len(_tests_by_hash(first))
+    print("\n".join(changed) if changed else f"identical: {total} distinct PTX modules")
+    sys.exit(1 if changed else 0)
