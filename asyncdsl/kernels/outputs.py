@@ -1,0 +1,27 @@
+"""The outputs of the library's host functions, made where their inputs live: a torch tensor on
+the inputs' device, a numpy array for numpy inputs (which the kernels run in the interpreter),
+and asyncdsl's own `DeviceArray` for any other GPU array."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import numpy as np
+
+from asyncdsl import runtime
+from asyncdsl.dtypes import DType, as_dtype
+
+
+def empty(like: Any, shape: tuple[int, ...], dtype: Any) -> Any:
+    """A new, uninitialised array of `shape` and `dtype` beside the array `like`."""
+    element: DType = as_dtype(dtype)
+    shape = tuple(int(extent) for extent in shape)
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(like, torch.Tensor):
+        return torch.empty(shape, dtype=getattr(torch, element.name), device=like.device)
+    if isinstance(like, np.ndarray):
+        return np.empty(shape, element.numpy)
+    device = like.device if isinstance(like, runtime.DeviceArray) else 0
+    return runtime.empty(shape, element, device)
+
