@@ -9,6 +9,9 @@ The folder is the layer and layers import only downward:
     interpret     dialects, hw, the ground floor
     runtime       hw and the ground floor
     frontend      everything below it
+    blocks        the frontend and everything below it (in-kernel building blocks)
+    kernels       blocks and everything below them (the library's kernels and host functions)
+    fuzz, examples, the top (asyncdsl itself, cli, torch)   anything but each other's insides
 
 Every import counts, also one inside a function.  Also checked: no import cycle between modules
 (imports only for type checking, under `if TYPE_CHECKING:`, cannot form one at run time),
@@ -37,9 +40,14 @@ ALLOWED = {
     "interpret": {"dialects", "hw"},
     "runtime": {"hw"},
     "frontend": {"dialects", "hw", "passes", "interpret", "runtime"},
-    "top": {"dialects", "hw", "passes", "interpret", "runtime", "frontend", "examples"},
-    "examples": {"dialects", "hw", "passes", "interpret", "runtime", "frontend", "top"},
+    "blocks": {"dialects", "hw", "passes", "interpret", "runtime", "frontend"},
+    "kernels": {"dialects", "hw", "passes", "interpret", "runtime", "frontend", "blocks"},
+    "top": {"dialects", "hw", "passes", "interpret", "runtime", "frontend", "blocks", "kernels", "examples"},
+    "examples": {"dialects", "hw", "passes", "interpret", "runtime", "frontend", "blocks", "kernels", "top"},
+    "fuzz": {"dialects", "hw", "passes", "interpret", "runtime", "frontend", "blocks", "kernels", "top"},
 }
+LAYERS = ("hw", "dialects", "passes", "interpret", "runtime", "frontend", "blocks", "kernels", "examples",
+          "fuzz")
 MAX_LINES = 600
 
 
@@ -61,8 +69,7 @@ def layer(module: str) -> str:
     if module in GROUND:
         return "ground"
     parts = module.split(".")
-    if (len(parts) > 1
-            and parts[1] in ("hw", "dialects", "passes", "interpret", "runtime", "frontend", "examples")):
+    if len(parts) > 1 and parts[1] in LAYERS:
         return parts[1]
     return "top"  # asyncdsl itself, cli, __main__
 

@@ -6,10 +6,11 @@ compiler bugs), the CPU fuzz test reports it; the summary line here counts those
 from __future__ import annotations
 
 import pytest
-from fuzz.gpu import run_on_gpu
-from fuzz.pool import cpu_count, run_cases
-from fuzz.summary import Summary
 from gpu_support import hopper_or_skip
+
+from asyncdsl.fuzz.copies.gpu import run_on_gpu
+from asyncdsl.fuzz.copies.pool import cpu_count, run_cases
+from asyncdsl.fuzz.copies.summary import Summary
 
 hopper_or_skip()
 pytestmark = pytest.mark.gpu

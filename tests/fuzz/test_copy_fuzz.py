@@ -1,16 +1,16 @@
 """The fuzzer's fixed slice, run by CI: every case assembles and matches the model, or ends in a
-clean error at the user's line.  `python -m tests.fuzz` runs any other slice."""
+clean error at the user's line.  `python -m asyncdsl.fuzz.copies` runs any other slice."""
 
 from __future__ import annotations
 
 import pytest
 from hypothesis import Phase, given, settings
 
-from .generate import cases
-from .pool import cpu_count, run_cases, run_isolated
-from .run import FAILURES, HINTS
-from .summary import Summary
-from .toolchain import have_ptxas
+from asyncdsl.fuzz.copies.generate import cases
+from asyncdsl.fuzz.copies.pool import cpu_count, run_cases, run_isolated
+from asyncdsl.fuzz.copies.run import FAILURES, HINTS
+from asyncdsl.fuzz.copies.summary import Summary
+from asyncdsl.fuzz.copies.toolchain import have_ptxas
 
 SEED = 1
 CASES = 800

@@ -1,6 +1,6 @@
 """Drawing cases: one generator, fed by a seeded `random.Random` (the CLI) or by hypothesis.
 
-Every random decision goes through a `Chooser`, so `python -m tests.fuzz --seed S` draws the
+Every random decision goes through a `Chooser`, so `python -m asyncdsl.fuzz.copies --seed S` draws the
 same cases on every machine (case i of seed S comes from `random.Random(f"{S}:{i}")`) and the
 pytest strategy (`cases()`) lets hypothesis draw and shrink the very same decisions.
 

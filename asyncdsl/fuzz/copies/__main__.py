@@ -1,9 +1,9 @@
-"""`python -m tests.fuzz --cases N --seed S [--jobs J] [--show N] [--patterns] [--gpu]`
+"""`python -m asyncdsl.fuzz.copies --cases N --seed S [--jobs J] [--show N] [--patterns] [--gpu]`
 
 Prints one summary line, `cases=N ok=.. clean_error=.. internal=.. hang=.. mismatch=..
 ptxas_reject=..`, and exits with status 1 if any case failed.  `--case S:I` runs one case and
 prints its source and outcome.  `--gpu` runs the cases on the GPU instead and compares its
-bytes with the interpreter's (see tests/fuzz/__init__.py for running it under
+bytes with the interpreter's (see asyncdsl/fuzz/copies/__init__.py for running it under
 compute-sanitizer).
 """
 
@@ -21,7 +21,8 @@ from .summary import Summary
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.fuzz", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m asyncdsl.fuzz.copies",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=200, help="how many cases (default 200)")
     parser.add_argument("--seed", type=int, default=0, help="which cases (case i of seed S never changes)")
     parser.add_argument("--start", type=int, default=0, help="index of the first case")
