@@ -175,11 +175,30 @@ def graph_ms_by_round(contenders: dict, rounds: int = 7, launches: int = 20) -> 
     return in_turns(contenders, rounds, per_launch)
 
 
+def measured_commit() -> str | None:
+    """The commit whose code the benchmark runs: $BENCHMARK_COMMIT (for a copy of the tree without
+    git), else git's HEAD, marked "+changes" when tracked files differ from it; None without git."""
+    if os.environ.get("BENCHMARK_COMMIT"):
+        return os.environ["BENCHMARK_COMMIT"]
+    root = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True,
+                              text=True, check=True).stdout.strip()
+        changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                                 capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return f"{head}+changes" if changed else head
+
+
 def write_result(name: str, payload: dict) -> Path:
-    """Write `payload` with the date and GPU to results/NAME-DATE.json (and $OUT when set)."""
-    payload = {"date": datetime.date.today().isoformat(), "gpu": gpu_name(), **payload}
+    """Write `payload` with the date, the commit measured and the GPU to results/NAME.json (and
+    $OUT when set), in place of the benchmark's previous result: git keeps the earlier runs, and
+    docs/performance.md tables the latest (`python benchmarks/performance_page.py`)."""
+    stamp = {"date": datetime.date.today().isoformat(), "gpu": gpu_name(), "commit": measured_commit()}
+    payload = {**{key: value for key, value in stamp.items() if value is not None}, **payload}
     RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / f"{name}-{payload['date']}.json"
+    path = RESULTS / f"{name}.json"
     text = json.dumps(payload, indent=2) + "\n"
     path.write_text(text)
     if os.environ.get("OUT"):

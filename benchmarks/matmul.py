@@ -14,11 +14,11 @@ before the timing, in an output of its own poisoned with NaN.
 
     python benchmarks/matmul.py [MxNxK ...]
     python benchmarks/matmul.py --table     # the 23 shapes of TABLE, fewer rounds, into
-                                            # matmul_table-DATE.json
+                                            # matmul_table.json
     python benchmarks/matmul.py --table-small   # only its rows timed on the device (below), into
-                                            # matmul_table_small-DATE.json
+                                            # matmul_table_small.json
     python benchmarks/matmul.py --table 1000x1000x1000 128x4096x4096   # those rows, the table's
-                                            # contenders, into matmul_table_rows-DATE.json
+                                            # contenders, into matmul_table_rows.json
 
 In the table, problems with fewer 128x256 tiles than SMs also get 128x64 tiles and split-K
 contenders (`matmul_split_k`: the units of a tile add up in order into the bf16 c, through a
@@ -103,18 +103,18 @@ FEW_TILES_CONFIGS = (
     # left L2 full of dirty lines (the cache flush before each timed launch), keeping slices read
     # once or twice only pushes those lines out, whose write-backs then compete with the reads
     # (measured on the H200, same run: 1.06x cuBLAS at 128x4096x4096 against 0.91x, 1.08-1.12x at
-    # 128x4096x14336 against 0.97x; on a clean L2 all within 1 %: results/matmul_l2_eviction-2026-12-03.json).
+    # 128x4096x14336 against 0.97x; on a clean L2 all within 1 %: docs/hardware.md §18).
     {"CONSUMERS": 1, "BM": 64, "BN": 64, "BK": 128, "STAGES": 6, "EVICT_FIRST": "b"},
     {"CONSUMERS": 1, "BM": 64, "BN": 64, "BK": 128, "STAGES": 6, "EVICT_FIRST": "ab"},
     {"CONSUMERS": 1, "BM": 128, "BN": 64, "STAGES": 8},
     {"CONSUMERS": 1, "CLUSTER": 2, "BM": 64, "BN": 128, "BK": 128, "STAGES": 4},
     # 64x128 tiles 64 deep in 8 stages alone (1.00-1.02x cuBLAS at 1024^3 in two repeats, the
     # best there), and 128x64 tiles in pairs side by side sharing a, 128 deep in 4 stages
-    # (0.94-0.99x at 1000^3; same run, CUDA events, results/matmul_small_rows-2026-12-02.json).
+    # (0.94-0.99x at 1000^3; same run, CUDA events, docs/notes/2026-12-03-gemm-table-shapes.md).
     {"CONSUMERS": 1, "BM": 64, "BN": 128, "BK": 64, "STAGES": 8},
     # The same tiles 128 deep in 4 stages: the same bytes in flight, half the barrier round trips
     # (0.993x cuBLAS at 1024^3 against 0.980x for 64 deep in 8, one run; at 1000^3 0.88x against
-    # 0.84x, where pairs sharing a stay ahead: results/matmul_narrow_bk128-2026-12-03.json).
+    # 0.84x, where pairs sharing a stay ahead: docs/notes/2026-12-03-gemm-table-shapes.md).
     {"CONSUMERS": 1, "BM": 64, "BN": 128, "BK": 128, "STAGES": 4},
     {"CONSUMERS": 1, "CLUSTER": 2, "BM": 128, "BN": 64, "BK": 128, "STAGES": 4, "SHARE": "a"},
 )

@@ -84,10 +84,13 @@ def pytest_configure(config):
         # The frontend imports the pipeline's compile_module when it first compiles, by name.
         pipeline.compile_module = recording
     if config.getoption("--compile-only"):
-        _compile_instead_of_launching()
+        compile_instead_of_launching()
 
 
-def _compile_instead_of_launching() -> None:
+def compile_instead_of_launching(patch=setattr, compiled=lambda kernel: None) -> None:
+    """From here on (or, with `monkeypatch.setattr` as `patch`, for one test) a kernel call,
+    `interpret` and `profile` compile their kernel, hand it to `compiled` and launch nothing; the
+    runtime reports an H200 and keeps arrays on the host."""
     import numpy as np
 
     import asyncdsl
@@ -95,21 +98,22 @@ def _compile_instead_of_launching() -> None:
     from asyncdsl.runtime import driver
 
     hopper = driver.DeviceFacts(0, "compile-only stand-in for an H200", (9, 0), 232448, 132, 13000)
-    runtime.has_gpu = driver.has_gpu = lambda: True
-    runtime.device_facts = driver.device_facts = lambda device=0: hopper
-    runtime.to_device = lambda array, *args, **kwargs: np.array(array, copy=True)
-    runtime.to_host = lambda array, *args, **kwargs: np.array(array, copy=True)
-    kernel_class = type(asyncdsl.kernel(lambda: None))
+    for module in (runtime, driver):
+        patch(module, "has_gpu", lambda: True)
+        patch(module, "device_facts", lambda device=0: hopper)
+    patch(runtime, "to_device", lambda array, *args, **kwargs: np.array(array, copy=True))
+    patch(runtime, "to_host", lambda array, *args, **kwargs: np.array(array, copy=True))
 
     def compile_only(self, *args, stream=None, devices=None, **kwargs):
-        self.compile(*args, **kwargs)
+        compiled(self.compile(*args, **kwargs))
 
     def profile_only(self, *args, stream=None, **kwargs):
-        self.compile(*args, profile=True, **kwargs)
+        compiled(self.compile(*args, profile=True, **kwargs))
 
-    kernel_class.__call__ = compile_only
-    kernel_class.interpret = compile_only
-    kernel_class.profile = profile_only
+    kernel_class = type(asyncdsl.kernel(lambda: None))
+    for name, replacement in (("__call__", compile_only), ("interpret", compile_only),
+                              ("profile", profile_only)):
+        patch(kernel_class, name, replacement)
 
 
 def compare(before: dict[str, list[str]], after: dict[str, list[str]]) -> list[str]:

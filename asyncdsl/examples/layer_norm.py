@@ -38,7 +38,7 @@ PADDED_WHOLE = 7168  # padded rows whose window of whole vectors is at most this
 def config(n: int, eps: float = 1e-5) -> dict | None:
     """`layer_norm_rows`' constexprs: 16 KiB of rows per CTA for rows of up to 4096 elements, one
     row a CTA held whole up to WHOLE, else one row in pieces.  Held whole, rows of 8192 and 6144
-    ran 2.6 % and 3.8 % faster than in two pieces on the H200 (docs/hardware.md §19)."""
+    ran 2.6 % and 3.8 % faster than in two pieces on the H200 (docs/notes/2026-12-04-row-plans.md)."""
     plan = rows_config(n, WHOLE, CHUNK, 8192)
     return None if plan is None else {"EPS": eps, **plan}
 
@@ -49,7 +49,7 @@ def choose(n: int, eps: float = 1e-5) -> tuple[ad.Kernel, dict]:
     vectors a thread of up to PADDED_WHOLE elements (`examples/row_plans.py`; rows of 6000 and
     7000 elements ran at 1.13x and 2.27x Triton in one window of 6144 and 7168, at 1.04x and
     2.12x in windows of 4096, but rows of 8000 at 0.90x in one of 8192 against 1.00-1.02x in
-    windows of 4096; docs/hardware.md §19)."""
+    windows of 4096; docs/notes/2026-12-04-row-plans.md)."""
     constexprs = config(n, eps)
     if constexprs is not None:
         return layer_norm_rows, constexprs

@@ -18,7 +18,7 @@ clusters of two CTAs that share every b slice (multicast); `matmul_fp8_pingpong`
 consumer whole 128 x 128 tiles, the two taking turns (`matmul_pingpong`'s schedule), and
 `matmul_fp8_pingpong_2cta` does that in pairs.  On the H200 (benchmarks/matmul_fp8.py) ping-pong
 wins most K = 4096 problems, promoted 128 x 192 or 128 x 128 tiles the longer K ones, where the
-whole K summed on the tensor cores is past 1.5x cuBLASLt's default error (docs/hardware.md §18).
+whole K summed on the tensor cores is past 1.5x cuBLASLt's default error (docs/notes/2026-12-03-fp8-gemm.md).
 
     python -m asyncdsl.examples.matmul_fp8   # on the GPU if there is one, else interpreted
 """

@@ -36,7 +36,7 @@ def config(n: int, eps: float = 1e-6) -> dict | None:
     """`rms_norm_rows`' constexprs: 16 KiB of rows per CTA for rows of up to 4096 elements, one
     row a CTA held whole up to WHOLE, else one row in pieces.  Held whole (80 registers a thread
     against 38), rows of 8192 ran 0.5-0.7 % faster than in two pieces on the H200, both timings,
-    two repeats (docs/hardware.md §19)."""
+    two repeats (docs/notes/2026-12-04-row-plans.md)."""
     plan = rows_config(n, WHOLE, CHUNK, 8192)
     return None if plan is None else {"EPS": eps, **plan}
 
@@ -46,7 +46,7 @@ def choose(n: int, eps: float = 1e-6) -> tuple[ad.Kernel, dict]:
     rows are a multiple of 128 elements, else the padded kernel in one window of whole 16-byte
     vectors a thread of up to WHOLE elements (`examples/row_plans.py`; rows of 6000, 7000 and
     8000 elements ran at 1.05x, 1.69x and 0.99x Triton in one window of 6144, 7168 and 8192, at
-    1.00x, 1.57x and 0.91x in windows of 4096; docs/hardware.md §19)."""
+    1.00x, 1.57x and 0.91x in windows of 4096; docs/notes/2026-12-04-row-plans.md)."""
     constexprs = config(n, eps)
     if constexprs is not None:
         return rms_norm_rows, constexprs

@@ -42,16 +42,16 @@ PARTS = 4  # warpgroups sharing one longer row in `rowwise_fp8_quant_split` and 
 # H200 (one process, Triton in the same run, 11 rounds, two repeats) 8192x8192 ran at 1.008x and
 # 1.000x Triton against 0.993x and 0.991x for one warpgroup a row (compiled whole-program; through
 # nvJitLink's relocatable compile the split kernel had 41 registers instead of 32 and ran at 0.81x,
-# docs/hardware.md §19).
+# docs/notes/2026-12-03-row-kernels.md).
 SPLIT_FROM = 4096
 # Rows longer than this go through the ring: on the H200 (same run, CUDA events, L2 flush) it ran
 # 2048x32768 at 1.02x Triton against 0.97x for the split kernel, 4096x16384 level with it
-# (0.968x against 0.970x) and shorter rows slower (docs/hardware.md §19).
+# (0.968x against 0.970x) and shorter rows slower (docs/notes/2026-12-03-row-kernels.md).
 RING_FROM = 16384
 # Rows of more than PAIRS_FROM and at most PAIRS_UP_TO elements go two to a CTA: on the H200 (same
 # run, CUDA events, L2 flush, 15 rounds in turns, two repeats) 8192x4096 ran 3.1-3.7 % faster
 # than one row a CTA (1.002x and 1.036x Triton), 16384x2048 14 % slower, 8192x8192 level or
-# 1.7 % slower (docs/hardware.md §19).
+# 1.7 % slower (docs/notes/2026-12-03-row-kernels.md).
 PAIRS_FROM, PAIRS_UP_TO = 2048, 4096
 
 

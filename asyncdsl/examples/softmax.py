@@ -18,8 +18,8 @@ long rows that only small pieces divide) go to `softmax_padded`, which reads the
 registers padded with -inf to whole 16-byte vectors a thread (`examples/row_plans.py`).  The
 result goes from registers straight to y (vector `st.global`): nothing is written back to shared
 memory and nothing waits for a TMA store before the CTA leaves (up to 2 % faster on the H200,
-docs/hardware.md §19).  Exponentials use `ex2.approx` (as Triton and torch do); everything else
-rounds as IEEE says (docs/register-tiles.md).
+docs/notes/2026-12-03-row-kernels.md).  Exponentials use `ex2.approx` (as Triton and torch do);
+everything else rounds as IEEE says (docs/register-tiles.md).
 
     python -m asyncdsl.examples.softmax     # on the GPU if there is one, else interpreted
 """
@@ -44,7 +44,7 @@ HALVES_FROM = 4096  # longer rows of up to CHUNK elements go to `softmax_halves`
 def config(n: int) -> dict | None:
     """ROWS and CHUNK for rows of n elements: 4 KiB of rows per CTA, or one row when it is
     longer (small CTAs, many to an SM, overlap one another's copies and math: 1-5 % faster on the
-    H200 than 16 KiB, docs/hardware.md §19), held in registers at once when it fits, else in
+    H200 than 16 KiB, docs/notes/2026-12-03-row-kernels.md), held in registers at once when it fits, else in
     pieces that divide it."""
     return rows_config(n, CHUNK, CHUNK, 2048)
 
@@ -57,7 +57,7 @@ def choose(n: int) -> tuple[ad.Kernel, dict]:
         return softmax_halves, {}
     # Whole rows, or large pieces, unless the rows' tile would move elements alone: rows of 640,
     # 1152, 2176 and 4224 ran at 1.99x, 1.45x, 1.31x and 1.41x Triton so, at 2.10x, 1.48x, 1.32x
-    # and 1.42x in padded windows of whole vectors (docs/hardware.md §19).
+    # and 1.42x in padded windows of whole vectors (docs/notes/2026-12-04-row-plans.md).
     constexprs = config(n)
     if constexprs is not None and (n > CHUNK or widest_vector(constexprs["ROWS"], n) > 1):
         return softmax_rows, constexprs
@@ -133,7 +133,7 @@ def softmax_halves(x, y):
     the same order, so they scale by the same sum.  Each warpgroup copies its own half onto its
     own barrier, so neither waits for the other's bytes (1.002-1.023x Triton at 4096x8192 against
     1.001-1.019x for one copy of the whole row, five paired runs: level within the spread, and
-    no `when` around the copy; docs/hardware.md §19)."""
+    no `when` around the copy; docs/notes/2026-12-03-row-kernels.md)."""
     check_rows(("x", x), ("y", y))
     half = x.shape[1] // 2
     row = ad.ds(ad.program_id(0), 1)
