@@ -3,13 +3,71 @@
 
 from __future__ import annotations
 
-from asyncdsl.examples import all_gather, all_gather_matmul, reduce_scatter
+import ml_dtypes
+import numpy as np
+
+import asyncdsl.kernels as K
+from asyncdsl.examples import all_gather_matmul
+from asyncdsl.kernels.collectives import all_gather_kernel
 
 
 def examples() -> dict[str, bool]:
-    """Every multi-device example on this PE: whether each was bit-exact."""
-    return {module.__name__.rsplit(".", 1)[-1]: module.on_gpus()
-            for module in (all_gather, reduce_scatter, all_gather_matmul)}
+    """Every multi-device kernel on this PE: whether each was bit-exact."""
+    return {"all_gather": all_gather_on_gpus(), "reduce_scatter": reduce_scatter_on_gpus(),
+            "all_gather_matmul": all_gather_matmul.on_gpus()}
+
+
+def all_gather_on_gpus(shape=(1000, 520), seed: int = 0) -> bool:
+    """All-gather random bf16 shards across the job's GPUs, twice, into outputs the host function
+    makes on the symmetric heap; whether this PE's output is bit for bit the shards stacked."""
+    import torch
+
+    import asyncdsl.distributed as dist
+
+    devices, rank = dist.world_size(), dist.rank()
+    generator = torch.Generator().manual_seed(seed)
+    flags = dist.symmetric_empty((devices,), torch.int32)
+    flags.zero_()
+    dist.barrier()  # every PE's flags are down before anyone raises one
+    ok = True
+    for epoch in (1, 2):
+        shards = [torch.randn(shape, generator=generator).to(torch.bfloat16) for _ in range(devices)]
+        shard = dist.symmetric_like(shards[rank].cuda())
+        out = K.all_gather(shard, flags, epoch)
+        torch.cuda.synchronize()
+        ok &= torch.equal(out.cpu().view(torch.int16), torch.stack(shards).view(torch.int16))
+        dist.barrier()  # nobody frees its shard or its output while a peer still copies
+        dist.free(out)
+        dist.free(shard)
+    ctas = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    return ok and bool((flags == 2 * ctas).all())
+
+
+def reduce_scatter_on_gpus(rows: int = 1000, columns: int = 520, seed: int = 0) -> bool:
+    """Reduce-scatter random bf16 arrays across the job's GPUs, twice; whether this PE's output is
+    bit for bit the float32 sum over devices in rank order, rounded once."""
+    import torch
+
+    import asyncdsl.distributed as dist
+
+    devices, rank = dist.world_size(), dist.rank()
+    generator = torch.Generator().manual_seed(seed)
+    ready = dist.symmetric_empty((devices,), torch.int32)
+    ready.zero_()
+    dist.barrier()  # every PE's flags are down before anyone raises one
+    ok = True
+    for epoch in (1, 2):
+        xs = [torch.randn((devices, rows, columns), generator=generator).to(torch.bfloat16)
+              for _ in range(devices)]
+        x = dist.symmetric_like(xs[rank].cuda())
+        out = K.reduce_scatter(x, ready, epoch)
+        torch.cuda.synchronize()
+        total = sum(t[rank].float() for t in xs).to(torch.bfloat16)  # in rank order, from 0
+        expected = total.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+        ok &= out.cpu().view(torch.int16).numpy().tobytes() == expected.view(np.int16).tobytes()
+        dist.barrier()  # nobody frees its x while a peer may still read it
+        dist.free(x)
+    return ok
 
 
 def off_heap_refusal() -> str:
@@ -24,7 +82,7 @@ def off_heap_refusal() -> str:
     flags = dist.symmetric_empty((devices,), torch.int32)
     plain = torch.zeros((devices, 64, 64), device="cuda")  # torch's allocator, not the heap
     try:
-        all_gather.all_gather(shard, plain, flags, 1)
+        all_gather_kernel(shard, plain, flags, 1)
     except ad.ArgumentError as error:
         return str(error)
     return "launched"
