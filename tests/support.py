@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import inspect
 import math
-import re
 import sys
 
 import numpy as np
@@ -46,17 +45,6 @@ def raw(array: np.ndarray) -> bytes:
 
 def same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
     return a.shape == b.shape and a.tobytes() == b.tobytes()
-
-
-_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
-
-
-def assert_no_spills(ptx: str) -> None:
-    """ptxas -v reports for every function no stack frame and nothing spilled."""
-    from asyncdsl.runtime.ptxas import assemble
-
-    frames = _FRAME.findall(assemble(ptx, verbose=True)[1])
-    assert frames and all(frame == ("0", "0", "0") for frame in frames), frames
 
 
 def line_of(fn, text: str) -> int:

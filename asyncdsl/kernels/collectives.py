@@ -85,14 +85,22 @@ def _config(array, ctas: int | None, rows: int, stages: int) -> dict:
     return {"CTAS": ctas, "BM": rows, "BN": 256 // as_dtype(first.dtype).itemsize, "STAGES": stages}
 
 
+def _devices(what: str, stacked: tuple, flags, shape: tuple) -> tuple:
+    """The devices and this one's rank, refusing a stacked array (name, array) other than one
+    `shape` chunk a device, or flags other than one a device."""
+    devices, rank = ad.num_devices(), ad.device_id()
+    name, array = stacked
+    if array.shape != (devices, *shape) or flags.shape != (devices,):
+        raise ad.TraceError(f"{what} on {devices} devices takes {name} of shape {(devices, *shape)} and "
+                            f"flags of shape {(devices,)}", user_location())
+    return devices, rank
+
+
 @kernel(grid=lambda shard, out, flags, epoch, CTAS, **_: (CTAS,), block=128, name="all_gather")
 def all_gather_kernel(shard, out, flags, epoch: int, CTAS: constexpr = 1, BM: constexpr = 64,
                       BN: constexpr = 64, STAGES: constexpr = 4):
-    devices, rank = ad.num_devices(), ad.device_id()
     rows, columns = shard.shape
-    if out.shape != (devices, rows, columns) or flags.shape != (devices,):
-        raise ad.TraceError(f"all_gather of {rows}x{columns} shards on {devices} devices takes out of shape "
-                            f"{(devices, rows, columns)} and flags of shape {(devices,)}", user_location())
+    devices, rank = _devices(f"all_gather of {rows}x{columns} shards", ("out", out), flags, shard.shape)
     mine, window = strided_tiles(ad.program_id(0), rows, columns, BM, BN, CTAS)
     ring = ad.smem((STAGES, BM, BN), shard.dtype)
     landed = ad.barrier(num=STAGES)
@@ -119,12 +127,8 @@ def all_gather_kernel(shard, out, flags, epoch: int, CTAS: constexpr = 1, BM: co
 @kernel(grid=lambda x, out, ready, epoch, CTAS, **_: (CTAS,), block=128, name="reduce_scatter")
 def reduce_scatter_kernel(x, out, ready, epoch: int, CTAS: constexpr = 1, BM: constexpr = 32,
                           BN: constexpr = 64, STAGES: constexpr = 2):
-    devices, rank = ad.num_devices(), ad.device_id()
     rows, columns = out.shape
-    if x.shape != (devices, rows, columns) or ready.shape != (devices,):
-        raise ad.TraceError(f"reduce_scatter into {rows}x{columns} on {devices} devices takes x of shape "
-                            f"{(devices, rows, columns)} and ready flags of shape {(devices,)}",
-                            user_location())
+    devices, rank = _devices(f"reduce_scatter into {rows}x{columns}", ("x", x), ready, out.shape)
     cta = ad.program_id(0)
     with ad.when(cta == 0):
         for pe in range(devices):

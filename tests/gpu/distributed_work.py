@@ -3,9 +3,6 @@
 
 from __future__ import annotations
 
-import ml_dtypes
-import numpy as np
-
 import asyncdsl.kernels as K
 from asyncdsl.examples import all_gather_matmul
 from asyncdsl.kernels.collectives import all_gather_kernel
@@ -24,15 +21,11 @@ def all_gather_on_gpus(shape=(1000, 520), seed: int = 0) -> bool:
 
     import asyncdsl.distributed as dist
 
-    devices, rank = dist.world_size(), dist.rank()
-    generator = torch.Generator().manual_seed(seed)
-    flags = dist.symmetric_empty((devices,), torch.int32)
-    flags.zero_()
-    dist.barrier()  # every PE's flags are down before anyone raises one
+    devices, generator, flags = _job(seed)
     ok = True
     for epoch in (1, 2):
         shards = [torch.randn(shape, generator=generator).to(torch.bfloat16) for _ in range(devices)]
-        shard = dist.symmetric_like(shards[rank].cuda())
+        shard = dist.symmetric_like(shards[dist.rank()].cuda())
         out = K.all_gather(shard, flags, epoch)
         torch.cuda.synchronize()
         ok &= torch.equal(out.cpu().view(torch.int16), torch.stack(shards).view(torch.int16))
@@ -50,12 +43,8 @@ def reduce_scatter_on_gpus(rows: int = 1000, columns: int = 520, seed: int = 0) 
 
     import asyncdsl.distributed as dist
 
-    devices, rank = dist.world_size(), dist.rank()
-    generator = torch.Generator().manual_seed(seed)
-    ready = dist.symmetric_empty((devices,), torch.int32)
-    ready.zero_()
-    dist.barrier()  # every PE's flags are down before anyone raises one
-    ok = True
+    devices, generator, ready = _job(seed)
+    rank, ok = dist.rank(), True
     for epoch in (1, 2):
         xs = [torch.randn((devices, rows, columns), generator=generator).to(torch.bfloat16)
               for _ in range(devices)]
@@ -63,11 +52,23 @@ def reduce_scatter_on_gpus(rows: int = 1000, columns: int = 520, seed: int = 0) 
         out = K.reduce_scatter(x, ready, epoch)
         torch.cuda.synchronize()
         total = sum(t[rank].float() for t in xs).to(torch.bfloat16)  # in rank order, from 0
-        expected = total.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
-        ok &= out.cpu().view(torch.int16).numpy().tobytes() == expected.view(np.int16).tobytes()
+        ok &= torch.equal(out.cpu().view(torch.int16), total.view(torch.int16))
         dist.barrier()  # nobody frees its x while a peer may still read it
         dist.free(x)
     return ok
+
+
+def _job(seed: int) -> tuple:
+    """(devices, a seeded generator, zeroed int32 flags one a device on the symmetric heap): the
+    flags are down on every PE before any PE raises one."""
+    import torch
+
+    import asyncdsl.distributed as dist
+
+    flags = dist.symmetric_empty((dist.world_size(),), torch.int32)
+    flags.zero_()
+    dist.barrier()
+    return dist.world_size(), torch.Generator().manual_seed(seed), flags
 
 
 def off_heap_refusal() -> str:

@@ -7,7 +7,6 @@ import pkgutil
 import re
 
 import pytest
-from support import assert_no_spills
 
 import asyncdsl as ad
 import asyncdsl.examples
@@ -25,9 +24,68 @@ def example_kernels():
                 yield pytest.param(getattr(module, name), args, kwargs, id=f"{info.name}:{name}")
 
 
+_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+
+
+def assert_no_spills(ptx: str) -> None:
+    """ptxas -v reports for every function no stack frame and nothing spilled."""
+    frames = _FRAME.findall(assemble(ptx, verbose=True)[1])
+    assert frames and all(frame == ("0", "0", "0") for frame in frames), frames
+
+
 @pytest.mark.parametrize("kernel,args,kwargs", list(example_kernels()))
 def test_examples_assemble_without_spills(kernel, args, kwargs, ptxas):
     assert_no_spills(kernel.ptx(*args, **kwargs))
+
+
+def row_example_kernels():
+    """The kernels the library's row kernels' `choose` picks at the benchmarks' shapes
+    (register_tiles.py, row_lengths.py), where each thread holds the most."""
+    layer_norm, rms_norm, rowwise_fp8_quant, softmax = (importlib.import_module(f"asyncdsl.kernels.{name}")
+                                                        for name in ("layer_norm", "rms_norm", "quantize_fp8",
+                                                                     "softmax"))
+
+    bf16, S = ad.bfloat16, ad.ArraySpec
+    odd = [(8192, 1000), (4096, 5000), (2048, 12345)]
+    for m, n in [(8192, 4096), (4096, 8192), (4096, 16384), *odd]:
+        yield pytest.param(*softmax.choose(n), (S((m, n), bf16),) * 2, id=f"softmax-{m}x{n}")
+    for m, n in [(8192, 4096), (8192, 8192), *odd]:
+        kernel, constexprs = rms_norm.choose(n)
+        matrix, vector = S((m, n), bf16), S((n,), bf16)
+        yield pytest.param(kernel, constexprs, (matrix, vector, matrix), id=f"rms_norm-{m}x{n}")
+        kernel, constexprs = layer_norm.choose(n)
+        yield pytest.param(kernel, constexprs, (matrix, vector, vector, matrix), id=f"layer_norm-{m}x{n}")
+    for m, n in [(8192, 4096), (8192, 8192), (4096, 16384), (2048, 32768)]:
+        kernel, constexprs = rowwise_fp8_quant.choose(n)
+        specs = (S((m, n), bf16), S((m, n), ad.float8_e4m3fn), S((m,), ad.float32))
+        yield pytest.param(kernel, constexprs, specs, id=f"rowwise_fp8_quant-{m}x{n}")
+
+
+@pytest.mark.parametrize("kernel,constexprs,specs", list(row_example_kernels()))
+def test_row_examples_at_the_benchmark_shapes_assemble_without_spills(kernel, constexprs, specs, ptxas):
+    assert_no_spills(kernel.ptx(*specs, **constexprs))
+
+
+@pytest.mark.parametrize("n", [1000, 2100, 3000, 5000, 6000, 7000, 8000, 9000])
+@pytest.mark.parametrize("example", ["softmax", "rms_norm", "layer_norm"])
+def test_padded_row_kernels_move_whole_vectors(example, n):
+    """Rows of a length no multiple of 128 move between GMEM and registers in vectors as wide as
+    their alignment allows (16 bytes for a multiple of 8 elements, 8 for a multiple of 4): a
+    window that left a thread part of a vector would move every element alone."""
+    module = importlib.import_module(f"asyncdsl.kernels.{example}")
+    kernel, constexprs = module.choose(n)
+    matrix, vector = ad.ArraySpec((64, n), ad.bfloat16), ad.ArraySpec((n,), ad.bfloat16)
+    specs = {"softmax": (matrix, matrix), "rms_norm": (matrix, vector, matrix),
+             "layer_norm": (matrix, vector, vector, matrix)}[example]
+    accesses = set(re.findall(r"\b(?:ld|st)\.global(?:\.\w+)*", kernel.ptx(*specs, **constexprs)))
+    wanted = "v4.b32" if n % 8 == 0 else "v2.b32"
+    assert accesses and all(access.endswith(wanted) for access in accesses), (constexprs, accesses)
+
+
+def test_swiglu_at_the_benchmark_shape_assembles_without_spills(ptxas):
+    from asyncdsl.kernels.swiglu import swiglu_kernel as swiglu
+
+    assert_no_spills(swiglu.ptx(*(ad.ArraySpec((16384, 8192), ad.bfloat16),) * 3))
 
 
 @pytest.mark.parametrize("dtype,bm,bn",

@@ -1,12 +1,11 @@
 """What the row kernels' tests share: random rows, the lengths that take every path of the
-kernels' plans, and the PTX of a kernel's GMEM accesses."""
+kernels' plans, and the check of a refused argument."""
 
 from __future__ import annotations
 
-import re
-
 import ml_dtypes
 import numpy as np
+import pytest
 
 import asyncdsl as ad
 
@@ -19,9 +18,6 @@ SHAPES = [(7, 512), (5, 1024), (3, 4096), (3, 5120), (3, 6144), (3, 8192), (2, 1
 # would divide.
 ANY_LENGTH = [(5, 1), (5, 7), (3, 100), (3, 1000), (3, 1152), (3, 2100), (2, 3001), (2, 5000), (2, 6000),
               (2, 7000), (2, 8193), (2, 8320), (2, 12345)]
-# The lengths of benchmarks/register_tiles.py and benchmarks/row_lengths.py, with their rows.
-BENCHMARKED = [(8192, 4096), (4096, 8192), (4096, 16384), (8192, 8192), (8192, 1000), (16384, 2100),
-               (4096, 5000), (4096, 6000), (4096, 7000), (4096, 8000), (2048, 12345)]
 
 
 def random_rows(shape, seed, scale: float = 3.0, offset: float = 0.0) -> np.ndarray:
@@ -35,13 +31,12 @@ def vector(n: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal(n).astype(ml_dtypes.bfloat16)
 
 
-def assert_whole_vectors(kernel, specs, constexprs, n: int) -> None:
-    """Rows of n elements move between GMEM and registers in vectors as wide as their alignment
-    allows (16 bytes for a multiple of 8 elements, 8 for a multiple of 4): a window that left a
-    thread part of a vector would move every element alone."""
-    accesses = set(re.findall(r"\b(?:ld|st)\.global(?:\.\w+)*", kernel.ptx(*specs, **constexprs)))
-    wanted = "v4.b32" if n % 8 == 0 else "v2.b32"
-    assert accesses and all(access.endswith(wanted) for access in accesses), (constexprs, accesses)
+def assert_refused(kernel, specs, constexprs, message: str) -> None:
+    """Compiling `kernel` for `specs` is a TraceError that says `message` and names a line of the
+    tests (the library's kernels name their caller's line, not their own)."""
+    with pytest.raises(ad.TraceError, match=message) as caught:
+        kernel.compile(*specs, **constexprs)
+    assert caught.value.location is not None and "/tests/" in caught.value.location.file
 
 
 def matrix(rows: int, n: int) -> ad.ArraySpec:

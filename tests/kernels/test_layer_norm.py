@@ -1,6 +1,6 @@
 """LayerNorm (`asyncdsl.kernels.layer_norm`) on every path its plan takes, in the interpreter
-against numpy in float64, with rows whose mean is far above their spread; the host function; the
-PTX at the benchmarks' shapes."""
+against numpy in float64, with rows whose mean is far above their spread; the host function; its
+refusals (tests/ir/test_ptx.py assembles its PTX at the benchmarks' shapes)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from row_support import ANY_LENGTH, BENCHMARKED, SHAPES, assert_whole_vectors, matrix, random_rows, vector
-from support import assert_no_spills
+from row_support import ANY_LENGTH, SHAPES, assert_refused, matrix, random_rows, vector
 
 import asyncdsl as ad
 import asyncdsl.kernels as K
@@ -84,20 +83,4 @@ def test_the_host_function_writes_the_output_given():
      {"EPS": 1e-5, "ROWS": 8, "WIDTH": 1024}, r"y must have shape \(9, 1000\)"),
 ], ids=["bias", "output"])
 def test_arguments_that_do_not_fit_x_are_refused(kernel, specs, constexprs, message):
-    with pytest.raises(ad.TraceError, match=message) as caught:
-        kernel.compile(*specs, **constexprs)
-    assert caught.value.location is not None
-
-
-@pytest.mark.parametrize("shape", BENCHMARKED, ids=str)
-def test_the_kernels_at_the_benchmarks_shapes_assemble_without_spills(shape, ptxas):
-    kernel, constexprs = choose(shape[1])
-    row = VECTOR(shape[1:], ad.bfloat16)
-    assert_no_spills(kernel.ptx(matrix(*shape), row, row, matrix(*shape), **constexprs))
-
-
-@pytest.mark.parametrize("n", [1000, 2100, 3000, 5000, 6000, 7000, 8000, 9000])
-def test_padded_rows_move_whole_vectors(n):
-    kernel, constexprs = choose(n)
-    row = VECTOR((n,), ad.bfloat16)
-    assert_whole_vectors(kernel, (matrix(64, n), row, row, matrix(64, n)), constexprs, n)
+    assert_refused(kernel, specs, constexprs, message)

@@ -1,6 +1,7 @@
 """Row-wise fp8 quantisation (`asyncdsl.kernels.quantize_fp8`) on every path its plan takes, in
 the interpreter, bit for bit against numpy (IEEE arithmetic throughout), all-zero rows included;
-the ring's refills; the host function; the PTX at the benchmarks' shapes."""
+the ring's refills; the host function; its refusals (tests/ir/test_ptx.py assembles its PTX at
+the benchmarks' shapes)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from row_support import random_rows
-from support import assert_no_spills
+from row_support import assert_refused, random_rows
 
 import asyncdsl as ad
 import asyncdsl.kernels as K
@@ -100,12 +100,4 @@ def test_the_host_function_writes_the_outputs_given():
     (rowwise_fp8_quant_ring, _specs(4, 1000), {}, "rows of 1000 elements do not split into 4 shares"),
 ], ids=["q", "scales", "scales-dtype", "ring-rows"])
 def test_arguments_the_kernels_cannot_take_are_refused(kernel, specs, constexprs, message):
-    with pytest.raises(ad.TraceError, match=message) as caught:
-        kernel.compile(*specs, **constexprs)
-    assert caught.value.location is not None
-
-
-@pytest.mark.parametrize("shape", [(8192, 4096), (8192, 8192), (4096, 16384), (2048, 32768)], ids=str)
-def test_the_kernels_at_the_benchmarks_shapes_assemble_without_spills(shape, ptxas):
-    kernel, constexprs = choose(shape[1])
-    assert_no_spills(kernel.ptx(*_specs(*shape), **constexprs))
+    assert_refused(kernel, specs, constexprs, message)

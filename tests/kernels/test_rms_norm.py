@@ -1,5 +1,6 @@
 """RMSNorm (`asyncdsl.kernels.rms_norm`) on every path its plan takes, in the interpreter against
-numpy in float64; the host function; the PTX at the benchmarks' shapes."""
+numpy in float64; the host function; its refusals (tests/ir/test_ptx.py assembles its PTX at
+the benchmarks' shapes)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from row_support import ANY_LENGTH, BENCHMARKED, SHAPES, assert_whole_vectors, matrix, random_rows, vector
-from support import assert_no_spills, line_of
+from row_support import ANY_LENGTH, SHAPES, assert_refused, matrix, random_rows, vector
+from support import line_of
 
 import asyncdsl as ad
 import asyncdsl.kernels as K
@@ -75,20 +76,4 @@ def test_the_host_function_refuses_what_is_no_matrix_of_rows_at_the_callers_line
      {"EPS": 1e-6, "ROWS": 8, "WIDTH": 1024}, r"y must have shape \(9, 1000\)"),
 ], ids=["weight", "output"])
 def test_arguments_that_do_not_fit_x_are_refused(kernel, specs, constexprs, message):
-    with pytest.raises(ad.TraceError, match=message) as caught:
-        kernel.compile(*specs, **constexprs)
-    assert caught.value.location is not None
-
-
-@pytest.mark.parametrize("shape", BENCHMARKED, ids=str)
-def test_the_kernels_at_the_benchmarks_shapes_assemble_without_spills(shape, ptxas):
-    kernel, constexprs = choose(shape[1])
-    assert_no_spills(kernel.ptx(matrix(*shape), ad.ArraySpec(shape[1:], ad.bfloat16), matrix(*shape),
-                                **constexprs))
-
-
-@pytest.mark.parametrize("n", [1000, 2100, 3000, 5000, 6000, 7000, 8000, 9000])
-def test_padded_rows_move_whole_vectors(n):
-    kernel, constexprs = choose(n)
-    row = ad.ArraySpec((n,), ad.bfloat16)
-    assert_whole_vectors(kernel, (matrix(64, n), row, matrix(64, n)), constexprs, n)
+    assert_refused(kernel, specs, constexprs, message)

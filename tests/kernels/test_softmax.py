@@ -1,7 +1,7 @@
 """Softmax (`asyncdsl.kernels.softmax`) on every path its plan takes, in the interpreter against
 numpy in float64: several rows a CTA, a row split over two warpgroups, one row held whole, rows
-in pieces, and rows of any length read from GMEM padded; the host function; the PTX at the
-benchmarks' shapes."""
+in pieces, and rows of any length read from GMEM padded; the host function; its refusals
+(tests/ir/test_ptx.py assembles its PTX at the benchmarks' shapes)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from row_support import ANY_LENGTH, BENCHMARKED, SHAPES, assert_whole_vectors, matrix, random_rows
-from support import assert_no_spills, line_of
+from row_support import ANY_LENGTH, SHAPES, matrix, random_rows
+from support import line_of
 
 import asyncdsl as ad
 import asyncdsl.kernels as K
@@ -90,17 +90,6 @@ def test_an_output_of_another_shape_is_refused_at_the_callers_line(kernel, specs
     test = test_an_output_of_another_shape_is_refused_at_the_callers_line
     assert caught.value.location.line == line_of(test, "# the call")
 
-
-@pytest.mark.parametrize("shape", BENCHMARKED, ids=str)
-def test_the_kernels_at_the_benchmarks_shapes_assemble_without_spills(shape, ptxas):
-    kernel, constexprs = choose(shape[1])
-    assert_no_spills(kernel.ptx(matrix(*shape), matrix(*shape), **constexprs))
-
-
-@pytest.mark.parametrize("n", [1000, 2100, 3000, 5000, 6000, 7000, 8000, 9000])
-def test_padded_rows_move_whole_vectors(n):
-    kernel, constexprs = choose(n)
-    assert_whole_vectors(kernel, (matrix(64, n), matrix(64, n)), constexprs, n)
 
 
 def test_softmax_of_rows_whose_maximum_is_shared_is_uniform():
