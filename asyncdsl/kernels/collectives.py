@@ -35,7 +35,7 @@ from asyncdsl.dtypes import as_dtype
 from asyncdsl.errors import user_location
 from asyncdsl.frontend import language as ad
 from asyncdsl.frontend.kernel import constexpr, kernel
-from asyncdsl.kernels.launch import launch, on_host
+from asyncdsl.kernels.dispatch import launch, on_host
 from asyncdsl.kernels.outputs import empty
 from asyncdsl.runtime import symmetric
 

@@ -17,7 +17,7 @@ from asyncdsl.errors import user_location
 from asyncdsl.frontend import language as ad
 from asyncdsl.frontend.kernel import constexpr, kernel
 from asyncdsl.frontend.specs import ArraySpec
-from asyncdsl.kernels.launch import launch
+from asyncdsl.kernels.dispatch import launch
 from asyncdsl.kernels.outputs import empty
 
 TILE_BYTES = 64 * 1024  # the most a CTA's (BS, H, D) tile takes by default

@@ -30,7 +30,7 @@ from asyncdsl.frontend import language as ad
 from asyncdsl.frontend.kernel import Kernel, constexpr, kernel
 from asyncdsl.frontend.persistent import persistent_grid
 from asyncdsl.frontend.specs import ArraySpec
-from asyncdsl.kernels.launch import launch
+from asyncdsl.kernels.dispatch import launch
 from asyncdsl.kernels.outputs import empty
 
 E4M3_MAX = 448.0

@@ -25,7 +25,7 @@ from asyncdsl.blocks.shapes import check_rows, check_shape, row_length
 from asyncdsl.frontend import language as ad
 from asyncdsl.frontend.kernel import Kernel, constexpr, kernel
 from asyncdsl.frontend.specs import ArraySpec
-from asyncdsl.kernels.launch import launch
+from asyncdsl.kernels.dispatch import launch
 from asyncdsl.kernels.outputs import empty
 
 WHOLE = 8192  # rows up to this long are held in registers at once (64 floats a thread)

@@ -33,7 +33,7 @@ from asyncdsl.blocks.shapes import check_rows, row_length
 from asyncdsl.frontend import language as ad
 from asyncdsl.frontend.kernel import Kernel, constexpr, kernel
 from asyncdsl.frontend.specs import ArraySpec
-from asyncdsl.kernels.launch import launch
+from asyncdsl.kernels.dispatch import launch
 from asyncdsl.kernels.outputs import empty
 
 LOG2E = 1.4426950408889634

@@ -27,7 +27,7 @@ from asyncdsl.errors import user_location
 from asyncdsl.frontend import language as ad
 from asyncdsl.frontend.kernel import constexpr, kernel
 from asyncdsl.frontend.specs import ArraySpec
-from asyncdsl.kernels.launch import launch
+from asyncdsl.kernels.dispatch import launch
 from asyncdsl.kernels.outputs import empty
 
 LOG2E = 1.4426950408889634
