@@ -46,7 +46,7 @@ def combine(partials, op):
 
 
 def across_warpgroups(partials, me, value, op):
-    """`value`, warpgroup `me`'s partial result (`warpgroup_idx()`), folded with the other
+    """`value`, warpgroup `me`'s partial result (`ad.warpgroup_idx()`), folded with the other
     warpgroups' by `op` through their slots in `partials` ((warpgroups, ...) shared memory) and
     one CTA barrier: what `combine` returns, in every warpgroup."""
     partials.at[me][...] = value
