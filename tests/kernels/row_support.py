@@ -33,7 +33,8 @@ def vector(n: int, seed: int) -> np.ndarray:
 
 def assert_refused(kernel, specs, constexprs, message: str) -> None:
     """Compiling `kernel` for `specs` is a TraceError that says `message` and names a line of the
-    tests (the library's kernels name their caller's line, not their own)."""
+    tests (the library's kernels name their caller's line, not their own; the innermost caller
+    is tests/ptx_digests.py's wrapper of the compiler while it records digests)."""
     with pytest.raises(ad.TraceError, match=message) as caught:
         kernel.compile(*specs, **constexprs)
     assert caught.value.location is not None and "/tests/" in caught.value.location.file
