@@ -1,10 +1,10 @@
-"""All-gather and reduce-scatter of bf16 across the GPUs of this host: asyncdsl's kernels
-(`examples/all_gather.py`, `examples/reduce_scatter.py`, in an NVSHMEM job) against NCCL
-(`torch.distributed`, the same processes, the same run); and the all-gather fused with the GEMM
-(`examples/all_gather_matmul.py`) against NCCL's all-gather followed by cuBLAS.  Algorithm bandwidth: the
-bytes of one
-device's gathered output (all-gather) or of one device's input (reduce-scatter) over the median
-device time of a call, per call timed over a run of calls that all devices start together.
+"""All-gather and reduce-scatter of bf16 across the GPUs of this host: asyncdsl's
+(`asyncdsl.kernels.all_gather` and `reduce_scatter`, in an NVSHMEM job, in the configuration
+they pick) against NCCL (`torch.distributed`, the same processes, the same run); and the
+all-gather fused with the GEMM (`examples/all_gather_matmul.py`) against NCCL's all-gather
+followed by cuBLAS.  Algorithm bandwidth: the bytes of one device's gathered output (all-gather)
+or of one device's input (reduce-scatter) over the median device time of a call, per call timed
+over a run of calls that all devices start together.
 
     python benchmarks/collectives.py [world_size]      # default: every GPU here
 
@@ -24,8 +24,6 @@ from common import plot_result, write_result  # noqa: E402
 
 SIZES_MIB = (64, 256, 1024)  # one device's gathered output, or its input to the reduction
 COLUMNS = 4096
-ALL_GATHER = {"BM": 128, "BN": 128, "STAGES": 4}
-REDUCE_SCATTER = {"BM": 32, "BN": 128, "STAGES": 2}
 ROUNDS, CALLS = 7, 10
 FUSED_ROWS, FUSED_K, FUSED_N = 8192, 4096, 4096  # the gathered a (rows split over the devices), b
 
@@ -61,11 +59,9 @@ def _one_size(mib: int, flags, ready, epochs: dict) -> dict:
     import torch.distributed as td
 
     import asyncdsl.distributed as dist
-    from asyncdsl.examples.all_gather import all_gather
-    from asyncdsl.examples.reduce_scatter import reduce_scatter
+    import asyncdsl.kernels as K
 
     n, device = dist.world_size(), torch.device("cuda", torch.cuda.current_device())
-    ctas = torch.cuda.get_device_properties(device).multi_processor_count
     rows = mib * 2**20 // 2 // COLUMNS // n  # rows of one shard (all-gather) or chunk (reduce-scatter)
     shard = dist.symmetric_like(torch.randn((rows, COLUMNS), device=device).to(torch.bfloat16))
     gathered = dist.symmetric_empty((n, rows, COLUMNS), torch.bfloat16)
@@ -77,11 +73,11 @@ def _one_size(mib: int, flags, ready, epochs: dict) -> dict:
 
     def gather():
         epochs["gather"] += 1
-        all_gather(shard, gathered, flags, epochs["gather"], CTAS=ctas, **ALL_GATHER)
+        K.all_gather(shard, flags, epochs["gather"], out=gathered)
 
     def scatter():
         epochs["scatter"] += 1
-        reduce_scatter(x, reduced, ready, epochs["scatter"], CTAS=ctas, **REDUCE_SCATTER)
+        K.reduce_scatter(x, ready, epochs["scatter"], out=reduced)
 
     gather_ms = _timed({"asyncdsl": gather, "NCCL": lambda: td.all_gather_into_tensor(nccl_gathered, shard)})
     scatter_ms = _timed({"asyncdsl": scatter,
@@ -174,7 +170,8 @@ def main() -> None:
         "world_size": world,
         "what": "one-GPU run: both sides are local copies (script and copy-rate check, not the collective)"
         if world == 1 else f"{world} GPUs of one host over NVLink",
-        "configs": {"all_gather": ALL_GATHER, "reduce_scatter": REDUCE_SCATTER, "CTAS": "one per SM"},
+        "configs": "the host functions' own: tiles of 128x128 (all-gather) and 32x128 (reduce-scatter) "
+                   "bf16, 4 and 2 in flight, one CTA per SM",
         **table,
     }
     path = write_result(f"collectives-{world}gpu", payload)

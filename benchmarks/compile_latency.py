@@ -13,7 +13,7 @@ or about 200 ms, so three processes could land on either side):
   with the first trace otherwise): what the first call costs beyond imports, i.e. trace,
   passes, PTX, the JIT compile, load and launch;
 - empty caches, after another kernel: the same first call of the GEMM in a process that first ran
-  an unrelated kernel (the softmax example): what compiling one more kernel costs once the
+  an unrelated kernel (the library's softmax): what compiling one more kernel costs once the
   compiler, the driver's JIT and the launch path are loaded;
 - the two cases before with the GEMM in 128x192 tiles (`BN=192`, as fast at 8192^3 within a
   few per cent, `benchmarks/matmul.py`), whose PTX ptxas compiles in about two thirds of the time;
@@ -58,9 +58,9 @@ FIRST_CALL_COMPILER_IMPORTED = FIRST_CALL.replace(
 
 # The same first call after an unrelated kernel (softmax, register tiles: no wgmma) ran in the process.
 FIRST_CALL_AFTER_ANOTHER = FIRST_CALL.replace(
-    "a = torch.randn", """from asyncdsl.examples.softmax import softmax
+    "a = torch.randn", """import asyncdsl.kernels
 x = torch.randn(256, 1024, device="cuda", dtype=torch.bfloat16)
-softmax(x, torch.empty_like(x))
+asyncdsl.kernels.softmax(x)
 torch.cuda.synchronize()
 a = torch.randn""", 1)
 

@@ -1,6 +1,7 @@
-"""Fused row and elementwise kernels on register tiles (the five examples) against torch eager,
-torch.compile and Triton kernels in the tutorials' style, in one run, with the device-copy
-bandwidth of the same run as the roofline.  TB/s = bytes read + written / device time: each
+"""Fused row and elementwise kernels on register tiles (`asyncdsl.kernels`' softmax, rms_norm,
+layer_norm, swiglu and quantize_fp8, called as a user calls them, into preallocated outputs)
+against torch eager, torch.compile and Triton kernels in the tutorials' style, in one run, with
+the device-copy bandwidth of the same run as the roofline.  TB/s = bytes read + written / device time: each
 contender's median over single launches after an L2 flush, the median of that over 9 rounds in
 which the contenders take turns in random order (`common.gpu_ms_by_round`); ", per round" rows
 compare asyncdsl with the faster peer within each round (`common.paired_speedups`).  Each is also timed
@@ -59,14 +60,14 @@ def _softmax(shape):
     import torch.nn.functional as F
     from triton_peers import triton_softmax
 
-    from asyncdsl.examples.softmax import softmax
+    import asyncdsl.kernels as K
 
     x = torch.randn(shape, device="cuda", dtype=torch.bfloat16) * 3
     y = torch.empty_like(x)
     expected = F.softmax(x.float(), dim=1).to(torch.bfloat16)
     compiled = torch.compile(lambda t, out: out.copy_(F.softmax(t, dim=1)))
     runs = {
-        "asyncdsl": lambda: softmax(x, y),
+        "asyncdsl": lambda: K.softmax(x, out=y),
         "torch eager": lambda: y.copy_(F.softmax(x, dim=1)),
         "torch.compile": lambda: compiled(x, y),
         "triton": lambda: triton_softmax(x, y),
@@ -78,7 +79,7 @@ def _rms_norm(shape):
     import torch
     from triton_peers import triton_rms_norm
 
-    from asyncdsl.examples.rms_norm import rms_norm
+    import asyncdsl.kernels as K
 
     eps = 1e-6
     x = torch.randn(shape, device="cuda", dtype=torch.bfloat16)
@@ -93,7 +94,7 @@ def _rms_norm(shape):
     expected = eager(x)
     compiled = torch.compile(lambda t, out: out.copy_(eager(t)))
     runs = {
-        "asyncdsl": lambda: rms_norm(x, w, y, eps),
+        "asyncdsl": lambda: K.rms_norm(x, w, eps, out=y),
         "torch eager": lambda: y.copy_(eager(x)),
         "torch.compile": lambda: compiled(x, y),
         "triton": lambda: triton_rms_norm(x, w, y, eps),
@@ -106,7 +107,7 @@ def _layer_norm(shape):
     import torch.nn.functional as F
     from triton_peers import triton_layer_norm
 
-    from asyncdsl.examples.layer_norm import layer_norm
+    import asyncdsl.kernels as K
 
     eps = 1e-5
     x = torch.randn(shape, device="cuda", dtype=torch.bfloat16) + 4  # a mean the kernels must remove
@@ -116,7 +117,7 @@ def _layer_norm(shape):
     expected = F.layer_norm(x.float(), shape[1:], w.float(), b.float(), eps).to(torch.bfloat16)
     compiled = torch.compile(lambda t, out: out.copy_(F.layer_norm(t, shape[1:], w, b, eps)))
     runs = {
-        "asyncdsl": lambda: layer_norm(x, w, b, y, eps),
+        "asyncdsl": lambda: K.layer_norm(x, w, b, eps, out=y),
         "torch eager": lambda: y.copy_(F.layer_norm(x, shape[1:], w, b, eps)),
         "torch.compile": lambda: compiled(x, y),
         "triton": lambda: triton_layer_norm(x, w, b, y, eps),
@@ -129,14 +130,14 @@ def _swiglu(shape):
     import torch.nn.functional as F
     from triton_peers import triton_swiglu
 
-    from asyncdsl.examples.swiglu import swiglu
+    import asyncdsl.kernels as K
 
     a, b = (torch.randn(shape, device="cuda", dtype=torch.bfloat16) for _ in range(2))
     y = torch.empty_like(a)
     expected = (F.silu(a.float()) * b.float()).to(torch.bfloat16)
     compiled = torch.compile(lambda p, q, out: torch.mul(F.silu(p), q, out=out))
     runs = {
-        "asyncdsl": lambda: swiglu(a, b, y),
+        "asyncdsl": lambda: K.swiglu(a, b, out=y),
         "torch eager": lambda: torch.mul(F.silu(a), b, out=y),
         "torch.compile": lambda: compiled(a, b, y),
         "triton": lambda: triton_swiglu(a, b, y),
@@ -148,7 +149,7 @@ def _rowwise_fp8_quant(shape):
     import torch
     from triton_peers import triton_rowwise_fp8
 
-    from asyncdsl.examples.rowwise_fp8_quant import quantize
+    import asyncdsl.kernels as K
 
     x = torch.randn(shape, device="cuda", dtype=torch.bfloat16) * 10
     q = torch.empty(shape, device="cuda", dtype=torch.float8_e4m3fn)
@@ -168,7 +169,7 @@ def _rowwise_fp8_quant(shape):
     compiled = torch.compile(into)
     expected = eager(x)[0]
     runs = {
-        "asyncdsl": lambda: quantize(x, q, scales),
+        "asyncdsl": lambda: K.quantize_fp8(x, out=(q, scales)),
         "torch eager": lambda: into(x, q, scales),
         "torch.compile": lambda: compiled(x, q, scales),
         "triton": lambda: triton_rowwise_fp8(x, q, scales),
@@ -180,7 +181,7 @@ def _rowwise_fp8_quant(shape):
         import ml_dtypes
         import numpy as np
 
-        from asyncdsl.examples.rowwise_fp8_quant import reference
+        from asyncdsl.kernels.quantize_fp8 import reference
 
         runs["asyncdsl"]()
         torch.cuda.synchronize()

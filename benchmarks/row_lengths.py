@@ -1,6 +1,6 @@
-"""Softmax, RMSNorm and LayerNorm on rows whose length is no multiple of 128 (the examples' padded
-kernels, which read GMEM straight into registers in windows of whole 16-byte vectors a thread,
-`examples/row_plans.py`), against the Triton kernels of `register_tiles.py`, in
+"""Softmax, RMSNorm and LayerNorm on rows whose length is no multiple of 128 (`asyncdsl.kernels`'
+padded kernels, which read GMEM straight into registers in windows of whole 16-byte vectors a
+thread, `asyncdsl/blocks/row_plans.py`), against the Triton kernels of `register_tiles.py`, in
 one run: TB/s = bytes read + written / device time (each contender's median over single launches
 after an L2 flush, the median of that over 5 rounds in which they take turns in random order),
 and each one's largest error against a float32 torch reference.
@@ -31,14 +31,13 @@ def _contenders(x, w, b):
     writing its argument."""
     from triton_peers import triton_layer_norm, triton_rms_norm, triton_softmax
 
-    from asyncdsl.examples.layer_norm import layer_norm
-    from asyncdsl.examples.rms_norm import rms_norm
-    from asyncdsl.examples.softmax import softmax
+    import asyncdsl.kernels as K
 
-    return {"asyncdsl softmax": lambda y: softmax(x, y), "triton softmax": lambda y: triton_softmax(x, y),
-            "asyncdsl rms_norm": lambda y: rms_norm(x, w, y),
+    return {"asyncdsl softmax": lambda y: K.softmax(x, out=y),
+            "triton softmax": lambda y: triton_softmax(x, y),
+            "asyncdsl rms_norm": lambda y: K.rms_norm(x, w, 1e-6, out=y),
             "triton rms_norm": lambda y: triton_rms_norm(x, w, y, 1e-6),
-            "asyncdsl layer_norm": lambda y: layer_norm(x, w, b, y, 1e-5),
+            "asyncdsl layer_norm": lambda y: K.layer_norm(x, w, b, 1e-5, out=y),
             "triton layer_norm": lambda y: triton_layer_norm(x, w, b, y, 1e-5)}
 
 

@@ -33,14 +33,16 @@ def test_a_first_trace_to_ptx_leaves_them_unloaded_too():
 
 
 def test_a_launch_of_a_kernel_on_disk_leaves_the_compiler_unloaded():
-    # What a call does before it needs the GPU, when its kernel comes from the disk cache: bind
+    # What a call does before it needs the GPU, when its kernel comes from the disk cache (the
+    # examples' kernels and the library's): bind
     # the arguments, their specs, the grid (grid functions use `ad.cdiv`), the disk key.  None of
     # it may import xDSL: doing so cost such a first call half a second (docs/hardware.md §19).
     code = (
-        "import importlib, pkgutil, sys, asyncdsl as ad, asyncdsl.examples as examples\n"
+        "import importlib, pkgutil, sys, asyncdsl as ad, asyncdsl.examples, asyncdsl.kernels\n"
         "kernels = 0\n"
-        "for info in pkgutil.iter_modules(examples.__path__):\n"
-        "    module = importlib.import_module(f'asyncdsl.examples.{info.name}')\n"
+        "for package in (asyncdsl.examples, asyncdsl.kernels):\n"
+        "  for info in pkgutil.iter_modules(package.__path__):\n"
+        "    module = importlib.import_module(f'{package.__name__}.{info.name}')\n"
         "    for name, (specs, constexprs) in getattr(module, 'EXAMPLE_ARGS', {}).items():\n"
         "        kernel = getattr(module, name)\n"
         "        call = kernel.bind(specs, constexprs, None)\n"

@@ -18,22 +18,8 @@ import time
 import numpy as np
 
 import asyncdsl as ad
-from asyncdsl.examples.shapes import check_shape
-
-
-def strided_tiles(cta, rows: int, columns: int, BM: int, BN: int, CTAS: int):
-    """The (BM, BN) tiles of a rows x columns array that CTA `cta` takes when CTAS CTAs walk them
-    with a stride (tiles cta, cta + CTAS, cta + 2 * CTAS, ... in row-major order): how many it
-    has, and `window(t)`, the rows and columns of its t-th as two slices."""
-    tiles_per_row = ad.cdiv(columns, BN)
-    tiles = ad.cdiv(rows, BM) * tiles_per_row
-    mine = (tiles - cta + CTAS - 1) // CTAS
-
-    def window(t):
-        tile = cta + t * CTAS
-        return ad.ds(tile // tiles_per_row * BM, BM), ad.ds(tile % tiles_per_row * BN, BN)
-
-    return mine, window
+from asyncdsl.blocks.shapes import check_shape
+from asyncdsl.blocks.strided_tiles import strided_tiles
 
 
 @ad.kernel(grid=lambda src, dst, BM, BN, STAGES, CTAS: (CTAS,))

@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 import asyncdsl as ad
-from asyncdsl.examples.shapes import check_shape
+from asyncdsl.blocks.shapes import check_shape
 
 
 @ad.kernel(grid=lambda src, dst, BM, BN: (ad.cdiv(src.shape[0], BM), ad.cdiv(src.shape[1], BN)))

@@ -1,6 +1,6 @@
-"""Every example kernel, given a constexpr it cannot take (zero, negative, odd, huge, a string,
-None, a float), refuses it with one of the project's errors, never Python's own: the examples are
-what users copy and call with their own values first."""
+"""Every example kernel and every kernel of the library, given a constexpr it cannot take (zero,
+negative, odd, huge, a string, None, a float), refuses it with one of the project's errors, never
+Python's own: they are what users copy and call with their own values first."""
 
 from __future__ import annotations
 
@@ -12,9 +12,11 @@ import pytest
 
 import asyncdsl as ad
 import asyncdsl.examples
+import asyncdsl.kernels
 
-EXAMPLES = [importlib.import_module(f"asyncdsl.examples.{info.name}")
-            for info in pkgutil.iter_modules(asyncdsl.examples.__path__)]
+EXAMPLES = [importlib.import_module(f"{package.__name__}.{info.name}")
+            for package in (asyncdsl.examples, asyncdsl.kernels)
+            for info in pkgutil.iter_modules(package.__path__)]
 BAD_VALUES = (0, -1, 3, 1000, "x", None, 2.5)
 
 

@@ -3,13 +3,72 @@
 
 from __future__ import annotations
 
-from asyncdsl.examples import all_gather, all_gather_matmul, reduce_scatter
+import asyncdsl.kernels as K
+from asyncdsl.examples import all_gather_matmul
+from asyncdsl.kernels.collectives import all_gather_kernel
 
 
 def examples() -> dict[str, bool]:
-    """Every multi-device example on this PE: whether each was bit-exact."""
-    return {module.__name__.rsplit(".", 1)[-1]: module.on_gpus()
-            for module in (all_gather, reduce_scatter, all_gather_matmul)}
+    """Every multi-device kernel on this PE: whether each was bit-exact."""
+    return {"all_gather": all_gather_on_gpus(), "reduce_scatter": reduce_scatter_on_gpus(),
+            "all_gather_matmul": all_gather_matmul.on_gpus()}
+
+
+def all_gather_on_gpus(shape=(1000, 520), seed: int = 0) -> bool:
+    """All-gather random bf16 shards across the job's GPUs, twice, into outputs the host function
+    makes on the symmetric heap; whether this PE's output is bit for bit the shards stacked."""
+    import torch
+
+    import asyncdsl.distributed as dist
+
+    devices, generator, flags = _job(seed)
+    ok = True
+    for epoch in (1, 2):
+        shards = [torch.randn(shape, generator=generator).to(torch.bfloat16) for _ in range(devices)]
+        shard = dist.symmetric_like(shards[dist.rank()].cuda())
+        out = K.all_gather(shard, flags, epoch)
+        torch.cuda.synchronize()
+        ok &= torch.equal(out.cpu().view(torch.int16), torch.stack(shards).view(torch.int16))
+        dist.barrier()  # nobody frees its shard or its output while a peer still copies
+        dist.free(out)
+        dist.free(shard)
+    ctas = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    return ok and bool((flags == 2 * ctas).all())
+
+
+def reduce_scatter_on_gpus(rows: int = 1000, columns: int = 520, seed: int = 0) -> bool:
+    """Reduce-scatter random bf16 arrays across the job's GPUs, twice; whether this PE's output is
+    bit for bit the float32 sum over devices in rank order, rounded once."""
+    import torch
+
+    import asyncdsl.distributed as dist
+
+    devices, generator, ready = _job(seed)
+    rank, ok = dist.rank(), True
+    for epoch in (1, 2):
+        xs = [torch.randn((devices, rows, columns), generator=generator).to(torch.bfloat16)
+              for _ in range(devices)]
+        x = dist.symmetric_like(xs[rank].cuda())
+        out = K.reduce_scatter(x, ready, epoch)
+        torch.cuda.synchronize()
+        total = sum(t[rank].float() for t in xs).to(torch.bfloat16)  # in rank order, from 0
+        ok &= torch.equal(out.cpu().view(torch.int16), total.view(torch.int16))
+        dist.barrier()  # nobody frees its x while a peer may still read it
+        dist.free(x)
+    return ok
+
+
+def _job(seed: int) -> tuple:
+    """(devices, a seeded generator, zeroed int32 flags one a device on the symmetric heap): the
+    flags are down on every PE before any PE raises one."""
+    import torch
+
+    import asyncdsl.distributed as dist
+
+    flags = dist.symmetric_empty((dist.world_size(),), torch.int32)
+    flags.zero_()
+    dist.barrier()
+    return dist.world_size(), torch.Generator().manual_seed(seed), flags
 
 
 def off_heap_refusal() -> str:
@@ -24,7 +83,7 @@ def off_heap_refusal() -> str:
     flags = dist.symmetric_empty((devices,), torch.int32)
     plain = torch.zeros((devices, 64, 64), device="cuda")  # torch's allocator, not the heap
     try:
-        all_gather.all_gather(shard, plain, flags, 1)
+        all_gather_kernel(shard, plain, flags, 1)
     except ad.ArgumentError as error:
         return str(error)
     return "launched"

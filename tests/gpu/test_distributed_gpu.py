@@ -1,5 +1,5 @@
 """Multi-device kernels on the GPU: a one-device kernel without NVSHMEM (its only peer is itself),
-and the distributed examples in NVSHMEM jobs of one PE, of two PEs sharing one GPU (each maps
+and the distributed kernels in NVSHMEM jobs of one PE, of two PEs sharing one GPU (each maps
 the other's heap as it would a peer GPU's: the peer addresses, descriptors and signals cross
 processes), and of two GPUs where there are two."""
 
@@ -14,7 +14,7 @@ from gpu_support import hopper_or_skip
 
 import asyncdsl as ad
 import asyncdsl.distributed as dist
-from asyncdsl.examples import all_gather
+from asyncdsl.kernels.collectives import all_gather_kernel
 from asyncdsl.runtime import to_device, to_host
 from asyncdsl.runtime.driver import device_count
 
@@ -29,7 +29,7 @@ def test_a_one_device_kernel_is_its_own_peer_without_nvshmem():
     shard = rng.standard_normal((200, 136)).astype(np.float32)
     out, flags = to_device(np.full((1, 200, 136), np.nan, np.float32)), to_device(np.zeros(1, np.int32))
     for epoch in (1, 2):
-        all_gather.all_gather(to_device(shard), out, flags, epoch, CTAS=4)
+        all_gather_kernel(to_device(shard), out, flags, epoch, CTAS=4)
     assert to_host(out)[0].tobytes() == shard.tobytes()
     assert to_host(flags).tolist() == [8]
 

@@ -23,7 +23,7 @@ EXAMPLES = [
 ]
 
 
-# The examples that run as programs (examples/shapes.py is their shared argument checks).
+# The examples that run as programs.
 @pytest.mark.parametrize("module", [m for m in EXAMPLES if hasattr(m, "main")],
                          ids=lambda m: m.__name__.rsplit(".", 1)[-1])
 def test_example_main_passes_on_the_gpu(module):

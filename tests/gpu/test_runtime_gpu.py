@@ -507,7 +507,7 @@ def test_host_launch_overhead(params):
 
 
 @pytest.mark.parametrize("example, kernel_name",
-                         [("swiglu", "swiglu"), ("rowwise_fp8_quant", "rowwise_fp8_quant_split"),
+                         [("swiglu", "swiglu_kernel"), ("quantize_fp8", "rowwise_fp8_quant_split"),
                           ("softmax", "softmax_halves")])
 def test_the_default_compile_is_whole_program(monkeypatch, tmp_path, example, kernel_name):
     """A kernel that divides (ptxas calls a subroutine for the slow path of `div.rn.f32`) gets the
@@ -522,9 +522,9 @@ def test_the_default_compile_is_whole_program(monkeypatch, tmp_path, example, ke
         pytest.skip("no ptxas to compare with")
     monkeypatch.delenv("ASYNCDSL_PTX_COMPILER", raising=False)
     monkeypatch.setenv("ASYNCDSL_CACHE_DIR", str(tmp_path))
-    module = importlib.import_module(f"asyncdsl.examples.{example}")
+    module = importlib.import_module(f"asyncdsl.kernels.{example}")
     kernel = getattr(module, kernel_name)
-    specs, constexprs = {"swiglu": ((ad.ArraySpec((64, 8192), ad.bfloat16),) * 3, {}),
+    specs, constexprs = {"swiglu_kernel": ((ad.ArraySpec((64, 8192), ad.bfloat16),) * 3, {}),
                          "rowwise_fp8_quant_split": ((ad.ArraySpec((64, 8192), ad.bfloat16),
                                                       ad.ArraySpec((64, 8192), ad.float8_e4m3fn),
                                                       ad.ArraySpec((64,), ad.float32)), {}),

@@ -10,15 +10,18 @@ import pytest
 
 import asyncdsl as ad
 import asyncdsl.examples
+import asyncdsl.kernels
 from asyncdsl.errors import PtxAssemblyError
 from asyncdsl.runtime.ptxas import assemble
 
 
 def example_kernels():
-    for info in pkgutil.iter_modules(asyncdsl.examples.__path__):
-        module = importlib.import_module(f"asyncdsl.examples.{info.name}")
-        for name, (args, kwargs) in getattr(module, "EXAMPLE_ARGS", {}).items():
-            yield pytest.param(getattr(module, name), args, kwargs, id=f"{info.name}:{name}")
+    """The examples' and the library's kernels, with the arguments `asyncdsl dump` takes."""
+    for package in (asyncdsl.examples, asyncdsl.kernels):
+        for info in pkgutil.iter_modules(package.__path__):
+            module = importlib.import_module(f"{package.__name__}.{info.name}")
+            for name, (args, kwargs) in getattr(module, "EXAMPLE_ARGS", {}).items():
+                yield pytest.param(getattr(module, name), args, kwargs, id=f"{info.name}:{name}")
 
 
 _FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
@@ -36,9 +39,11 @@ def test_examples_assemble_without_spills(kernel, args, kwargs, ptxas):
 
 
 def row_example_kernels():
-    """The kernels the row examples' `choose` picks at the benchmarks' shapes (register_tiles.py,
-    row_lengths.py), where each thread holds the most."""
-    from asyncdsl.examples import layer_norm, rms_norm, rowwise_fp8_quant, softmax
+    """The kernels the library's row kernels' `choose` picks at the benchmarks' shapes
+    (register_tiles.py, row_lengths.py), where each thread holds the most."""
+    layer_norm, rms_norm, rowwise_fp8_quant, softmax = (importlib.import_module(f"asyncdsl.kernels.{name}")
+                                                        for name in ("layer_norm", "rms_norm", "quantize_fp8",
+                                                                     "softmax"))
 
     bf16, S = ad.bfloat16, ad.ArraySpec
     odd = [(8192, 1000), (4096, 5000), (2048, 12345)]
@@ -67,7 +72,7 @@ def test_padded_row_kernels_move_whole_vectors(example, n):
     """Rows of a length no multiple of 128 move between GMEM and registers in vectors as wide as
     their alignment allows (16 bytes for a multiple of 8 elements, 8 for a multiple of 4): a
     window that left a thread part of a vector would move every element alone."""
-    module = importlib.import_module(f"asyncdsl.examples.{example}")
+    module = importlib.import_module(f"asyncdsl.kernels.{example}")
     kernel, constexprs = module.choose(n)
     matrix, vector = ad.ArraySpec((64, n), ad.bfloat16), ad.ArraySpec((n,), ad.bfloat16)
     specs = {"softmax": (matrix, matrix), "rms_norm": (matrix, vector, matrix),
@@ -78,7 +83,7 @@ def test_padded_row_kernels_move_whole_vectors(example, n):
 
 
 def test_swiglu_at_the_benchmark_shape_assembles_without_spills(ptxas):
-    from asyncdsl.examples.swiglu import swiglu
+    from asyncdsl.kernels.swiglu import swiglu_kernel as swiglu
 
     assert_no_spills(swiglu.ptx(*(ad.ArraySpec((16384, 8192), ad.bfloat16),) * 3))
 

@@ -113,7 +113,7 @@ def test_memory_labels_and_other_barrier_forms_end_a_run():
 def test_warpgroups_sharing_a_row_keep_one_barrier_per_exchange():
     # softmax_halves: each warpgroup reduces its half (warp partials through scratch), puts the
     # result in shared memory, and the CTA barrier hands it to the other warpgroup.
-    from asyncdsl.examples.softmax import softmax_halves
+    from asyncdsl.kernels.softmax import softmax_halves
 
     spec = ad.ArraySpec((4096, 8192), ad.bfloat16)
     text = softmax_halves.ptx(spec, spec)

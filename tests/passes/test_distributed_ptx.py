@@ -33,11 +33,11 @@ def test_signal_and_wait_ptx_is_a_release_and_an_acquire_spin():
 
 
 def _all_gather(devices: int):
-    from asyncdsl.examples import all_gather
+    from asyncdsl.kernels.collectives import all_gather_kernel
 
     specs = (ad.ArraySpec((256, 512), ad.bfloat16), ad.ArraySpec((devices, 256, 512), ad.bfloat16),
              ad.ArraySpec((devices,), ad.int32), ScalarSpec("int"))
-    return all_gather.all_gather.specialize(specs, {"CTAS": 4}, devices=devices)
+    return all_gather_kernel.specialize(specs, {"CTAS": 4}, devices=devices)
 
 
 @pytest.mark.parametrize("devices", [1, 2, 4])
@@ -78,11 +78,12 @@ def test_a_traced_peer_selects_its_descriptor_and_offset_at_run_time(ptxas):
 
 
 def test_the_distributed_examples_assemble_for_several_devices(ptxas):
-    from asyncdsl.examples import all_gather_matmul, reduce_scatter
+    from asyncdsl.examples import all_gather_matmul
+    from asyncdsl.kernels.collectives import reduce_scatter_kernel
 
     bf16 = ad.bfloat16
     for devices in (2, 4):
-        ptxas(reduce_scatter.reduce_scatter.specialize(
+        ptxas(reduce_scatter_kernel.specialize(
             (ad.ArraySpec((devices, 1000, 520), bf16), ad.ArraySpec((1000, 520), bf16),
              ad.ArraySpec((devices,), ad.int32), ScalarSpec("int")),
             {"CTAS": 132}, devices=devices).ptx)

@@ -1,5 +1,17 @@
-"""Windows of whole 16-byte vectors a thread for the padded row kernels of the examples
-(softmax, RMSNorm, LayerNorm), which read rows of any length from GMEM into registers.
+"""Plans of the memory-bound row kernels (softmax, RMSNorm, LayerNorm): how many rows a CTA
+takes and in what windows, for rows of any length.
+
+    >>> from asyncdsl.blocks.row_plans import padded_config, rows_config
+    >>> rows_config(4096, whole=8192, piece=4096, elements=8192)  # two rows a CTA, held whole
+    {'ROWS': 2, 'CHUNK': 4096}
+    >>> rows_config(1000, whole=8192, piece=4096, elements=8192) is None  # no multiple of 128
+    True
+    >>> padded_config(1000, most=8192, window=4096)  # eight rows a CTA in windows of 1024
+    {'ROWS': 8, 'WIDTH': 1024}
+
+Rows of a multiple of 128 elements come into shared memory by one bulk copy (`rows_config`,
+`asyncdsl.blocks.rows.staged_rows`); others go from GMEM into registers in windows of whole
+16-byte vectors a thread (`padded_config`, `asyncdsl.blocks.rows.padded_rows`).
 
 A warpgroup's tile of rows gives each of its 128 threads the same share of elements, and
 infer-layouts moves a thread's share in 16-byte vectors only where that share is whole vectors;
@@ -13,7 +25,7 @@ from __future__ import annotations
 
 import math
 
-import asyncdsl as ad
+from asyncdsl.frontend import language as ad
 
 THREADS = 128  # a warpgroup
 VECTOR_BYTES = 16

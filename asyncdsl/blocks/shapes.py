@@ -1,0 +1,54 @@
+"""Checks of the shapes a kernel's arguments must have, at trace time, and of the matrices of rows
+the row kernels' host functions pick their configuration by.
+
+    import asyncdsl as ad
+    from asyncdsl.blocks.shapes import check_rows
+
+    @ad.kernel(grid=(1,))
+    def negated(x, y):
+        check_rows(("x", x), ("y", y))     # y of x's shape, or a TraceError naming the line
+        ad.store(y.at[...], ad.load(x.at[...]) * -1.0)
+
+A kernel reads and writes its arrays in the shape of its input: an output of another shape would
+be written only as far as it reaches (TMA clips, bounds checks skip) and the rest left as it was,
+a smaller second input read as zeros or not at all.  Such calls are refused when the kernel is
+traced, with the rule broken, at the user's line that asked (the kernel's line in the user's own
+kernel; the call in the user's code for the library's kernels).
+"""
+
+from __future__ import annotations
+
+from asyncdsl.errors import user_location
+from asyncdsl.frontend import language as ad
+
+
+def check_shape(name: str, array, shape: tuple, rule: str) -> None:
+    """Refuse the argument `name` unless its shape is `shape`; `rule` says why."""
+    if tuple(array.shape) != tuple(shape):
+        raise ad.TraceError(f"{name} must have shape {tuple(shape)} ({rule}), got {tuple(array.shape)}",
+                            user_location())
+
+
+def check_rows(source: tuple[str, object], out: tuple[str, object],
+               scales: tuple[str, object] | None = None) -> None:
+    """A row kernel's arguments, each (name, array): `out` of the `source`'s shape, and `scales`,
+    if any, float32, one a row of the source."""
+    (source_name, x), (name, array) = source, out
+    check_shape(name, array, x.shape, f"one element for each of {source_name}'s")
+    if scales is not None:
+        name, array = scales
+        check_shape(name, array, x.shape[:1], f"one a row of {source_name}")
+        if array.dtype != ad.float32:
+            raise ad.TraceError(f"{name} must be float32, got {array.dtype}", user_location())
+
+
+def row_length(name: str, x) -> int:
+    """The length of the rows of `x`, which a host function picks its kernel by: refused, at the
+    caller's line, unless x is a matrix of rows that are not empty."""
+    shape = getattr(x, "shape", None)
+    if shape is None or len(shape) != 2 or not all(shape):
+        got = f"shape {tuple(shape)}" if shape is not None else type(x).__name__
+        raise ad.ArgumentError(
+            f"{name} must be a matrix of rows (an array of shape (M, N), M, N >= 1), got {got}",
+            user_location())
+    return int(shape[1])

@@ -1,0 +1,27 @@
+"""Where the library's kernels run: numpy arrays in the interpreter, GPU arrays (torch tensors,
+asyncdsl's `DeviceArray`, ...) on the GPU, so that one host function serves both.
+
+    launch(softmax_rows, x, y, ROWS=2, CHUNK=1024)   # y = softmax(x), in place, where x lives
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def on_host(array) -> bool:
+    """Whether `array` (or, for a kernel run on several emulated devices, each array of the list)
+    is a numpy array, which the interpreter runs on."""
+    if isinstance(array, (list, tuple)):
+        return bool(array) and all(isinstance(a, np.ndarray) for a in array)
+    return isinstance(array, np.ndarray)
+
+
+def launch(kernel, *args, stream=None, devices: int | None = None, **constexprs) -> None:
+    """Run `kernel` on `args` where its first argument lives: in the interpreter on numpy arrays
+    (on `devices` emulated devices, each array argument a list of one array a device), else on
+    the GPU, on `stream` (default: the arrays' library's current stream)."""
+    if on_host(args[0]):
+        kernel.interpret(*args, devices=devices, **constexprs)
+    else:
+        kernel(*args, stream=stream, **constexprs)
