@@ -8,14 +8,9 @@ barrier).  The last chunk of a row may run past its end: those elements are neve
 predicate a vector), so any row length works.  The math runs in float32 registers (silu(a) =
 a / (1 + 2^(-a·log2 e)): one `ex2.approx` and one IEEE division an element), rounded once.
 
-Measured on the H200 (16384 x 8192, same run, CUDA events, an L2 flush before each launch):
-CTAs numbered chunk first, so that consecutive CTAs read consecutive memory, ran at 4.23 TB/s
-where one CTA a row walking its four chunks ran at 4.17-4.18 (the rows of concurrent CTAs 16 KB
-apart), a grid numbered row first at 4.02, 4096-element chunks (114 registers) at 3.93, and
-`div.full.f32` for the division (32 registers instead of 64) changed nothing
-(docs/notes/2026-12-03-row-kernels.md).  The sigmoid as 1/2 + tanh(a/2)/2 (one `tanh.approx` and an fma) is refused: for negative
-a, 1 + tanh(a/2) cancels to within `tanh.approx`'s absolute error (7e-6), so the small sigmoid of
-a < -8 came out wrong by several bfloat16 ulps.
+The grid is numbered chunk first, so consecutive CTAs read consecutive memory.  The sigmoid is
+not taken as 1/2 + tanh(a/2)/2: for negative a, 1 + tanh(a/2) cancels to within `tanh.approx`'s
+absolute error.  The measurements behind both choices are in docs/notes/2026-12-03-row-kernels.md.
 """
 
 from __future__ import annotations
