@@ -30,8 +30,8 @@ from pathlib import Path
 import numpy as np
 
 from asyncdsl.errors import AsyncDSLError
-from asyncdsl.frontend.kernel import Kernel
-from asyncdsl.frontend.specs import ArraySpec
+from asyncdsl.jit.kernel import Kernel
+from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.passes.pipeline import PASS_NAMES
 
 STAGES = ("trace", *PASS_NAMES)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from asyncdsl.errors import ArgumentError, is_int
 
 if TYPE_CHECKING:
-    from asyncdsl.frontend.profile_report import Profile, Track
+    from asyncdsl.jit.profile_report import Profile, Track
 
 _US_PER_UNIT = {"ns": 1e-3, "ticks": 1.0}
 
