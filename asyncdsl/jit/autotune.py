@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from typing import Any
 
 from asyncdsl import runtime
@@ -157,7 +158,7 @@ class Autotuned:
         best, best_ms = None, math.inf
         for choice in compiled:
             try:
-                ms = device_milliseconds(lambda choice=choice: choice(*args, stream=handle, **kwargs), handle,
+                ms = device_milliseconds(partial(choice, *args, stream=handle, **kwargs), handle,
                                          device=device, warmup=self.warmup, repeat=self.repeat)
             except AsyncDSLError as error:  # compiled, but the device refused it (resources, say)
                 timings[choice.name] = f"did not run: {error}"

@@ -24,7 +24,8 @@ def dims3(value: Any, what: str, location: SourceLocation | None) -> tuple[int, 
         dims = ()
     if not 1 <= len(dims) <= 3 or any(isinstance(d, bool) for d in given) or min(dims) < 1:
         raise ArgumentError(f"{what} must be 1 to 3 positive ints, got {value!r}", location)
-    return (*dims, *(1,) * (3 - len(dims)))
+    x, y, z = (*dims, 1, 1)[:3]
+    return x, y, z
 
 
 class GridRule:

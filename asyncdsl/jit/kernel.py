@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping
+from types import FunctionType
 from typing import TYPE_CHECKING, Any
 
 from asyncdsl.config import knobs
@@ -48,7 +49,7 @@ class Kernel:
         if not inspect.isfunction(fn):
             raise ArgumentError(f"asyncdsl.kernel decorates a Python function (def ...), got "
                                 f"{type(fn).__name__} {fn!r}", user_location())
-        self.fn = fn
+        self.fn: FunctionType = fn
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn

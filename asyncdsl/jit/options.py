@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from asyncdsl.errors import ArgumentError, SourceLocation, is_int
 from asyncdsl.frontend.launch_shape import LaunchShape
@@ -27,8 +28,8 @@ class KernelOptions:
 
     @staticmethod
     def checked(
-        function_name: str, name: object, block: object, cluster: object, arch: object, descriptors: object,
-        profile_events: object, definition: SourceLocation | None,
+        function_name: str, name: Any, block: Any, cluster: Any, arch: Any, descriptors: Any,
+        profile_events: Any, definition: SourceLocation | None,
     ) -> KernelOptions:
         """The options of kernel `function_name`, each refused at its `definition` line when the
         hardware or the compiler cannot take it."""

@@ -18,6 +18,7 @@ import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from functools import partial
+from types import FunctionType
 from typing import TYPE_CHECKING, Any
 
 from asyncdsl import runtime
@@ -53,7 +54,7 @@ def compile_module(*args, **kwargs) -> CompiledKernel:
 class Specializations:
     """The compiled specialisations of kernel function `fn` (see the module docstring)."""
 
-    def __init__(self, fn: Callable, runtime_names: tuple[str, ...], options: KernelOptions,
+    def __init__(self, fn: FunctionType, runtime_names: tuple[str, ...], options: KernelOptions,
                  definition: SourceLocation | None):
         self._fn = fn
         self._runtime_names = runtime_names
@@ -109,9 +110,11 @@ class Specializations:
         or bound value's text would differ in every process (`code_digest.keyable`)."""
         fn, options = self._fn, self._options
         code = code_digest(fn.__code__.co_filename)
+        if code is None:
+            return None
         values = repr(
             sorted((name, type(value).__qualname__, value_text(value)) for name, value in constexprs.items()))
-        bound = bound_values(fn) if code is not None else None
+        bound = bound_values(fn)
         if bound is None or not keyable(values):
             return None
         # A function exec'd from source without `__name__` in its globals has no module: its file

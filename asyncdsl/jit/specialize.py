@@ -100,7 +100,7 @@ def trace_kernel(
     if definition is not None:
         function.location = to_ir_location(definition)
 
-    arguments = {}
+    arguments: dict[str, object] = {}
     for position, value in zip(order, entry.args):
         arg_name, spec = arg_names[position], specs[position]
         if isinstance(spec, ArraySpec):
