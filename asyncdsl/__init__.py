@@ -54,11 +54,12 @@ from asyncdsl.errors import (
     TransformError,
     UnsupportedTargetError,
 )
-from asyncdsl.frontend.autotune import Autotuned, Choice, autotune
 from asyncdsl.frontend.cdiv import cdiv
-from asyncdsl.frontend.kernel import Kernel, constexpr, kernel
-from asyncdsl.frontend.persistent import PersistentGrid, persistent_grid
-from asyncdsl.frontend.specs import ArraySpec
+from asyncdsl.jit.autotune import Autotuned, Choice, autotune
+from asyncdsl.jit.binding import constexpr
+from asyncdsl.jit.kernel import Kernel, kernel
+from asyncdsl.jit.persistent import PersistentGrid, persistent_grid
+from asyncdsl.jit.specs import ArraySpec
 
 # What kernel bodies call comes with the compiler (xDSL, the dialects, the passes): loaded on first
 # use, so that `import asyncdsl` and launches of kernels compiled by earlier processes (their
@@ -86,7 +87,7 @@ _LAZY = {
     "Pipeline": "asyncdsl.frontend.pipeline",
     "async_prefetch": "asyncdsl.frontend.prefetch",
     "region": "asyncdsl.frontend.profile",
-    "Profile": "asyncdsl.frontend.profile_report",
+    "Profile": "asyncdsl.jit.profile_report",
     "ds": "asyncdsl.frontend.refs",
     "RegisterRef": "asyncdsl.frontend.registers",
     "registers": "asyncdsl.frontend.registers",

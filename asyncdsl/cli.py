@@ -41,8 +41,8 @@ import numpy as np
 
 from asyncdsl.dtypes import as_dtype
 from asyncdsl.errors import AsyncDSLError
-from asyncdsl.frontend.kernel import Kernel
-from asyncdsl.frontend.specs import ArraySpec
+from asyncdsl.jit.kernel import Kernel
+from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.passes.pipeline import PASS_NAMES
 
 STAGES = ("trace", *PASS_NAMES)

@@ -1,8 +1,21 @@
 """The errors a user of asyncdsl can cause, and where in their source they happened.
 
-Every error raised because of the user's kernel or arguments is an `AsyncDSLError` (a
-`ValueError`), carries the user's source location when one is known, and states the rule that was
-broken with the offending numbers.  Internal bugs stay ordinary Python exceptions.
+Every error raised because of the user's kernel or arguments is an `AsyncDSLError`, carries the
+user's source location when one is known, and states the rule that was broken with the offending
+numbers.  Each subclass says what went wrong, and its docstring when it is raised, so that
+`except` can pick what it handles: a kernel that deadlocks is a `DeadlockError` (an
+`InterpretError`), a failed driver call a `CudaError`; none of them is a `ValueError`.  Internal
+bugs stay ordinary Python exceptions.
+
+    AsyncDSLError
+        TraceError, TransformError, LayoutError, MmaError     (building and tracing a kernel)
+        CopyError, ResourceError, UnsupportedTargetError      (compiling it; some also at launch)
+        ArgumentError                                         (a call, or an option, it cannot take)
+        CudaError, PtxAssemblyError, DistributedError         (the GPU, its tools, several GPUs)
+        AssumptionError                                       (a hint or a traced value proved false)
+        InterpretError                                        (what the interpreter found)
+            DeadlockError, RaceError, BarrierError, OutOfBoundsError
+    PerformanceWarning (a warning, not an error)
 """
 
 from __future__ import annotations
@@ -78,8 +91,9 @@ def is_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-class AsyncDSLError(ValueError):
-    """Base class of every error the user's kernel or arguments can cause."""
+class AsyncDSLError(Exception):
+    """The base class of every error the user's kernel or arguments can cause; `location` is the
+    user's source line when one is known, `message` the rule broken without it."""
 
     def __init__(self, message: str, location: SourceLocation | None = None):
         self.message = message
@@ -94,43 +108,62 @@ class AsyncDSLError(ValueError):
 
 
 class TraceError(AsyncDSLError):
-    """The kernel body used the DSL in a way it does not allow."""
+    """Raised while a kernel is traced, at the kernel line responsible, when its body uses the DSL
+    in a way the DSL does not allow: an API call outside a kernel or with values it cannot take, a
+    traced value used outside the loop or branch that made it, an op the verifiers refuse, a
+    constexpr the kernel's own code refuses.  A Python error of kernel code while tracing (a
+    `ZeroDivisionError` on `BK=0`) becomes one too, the original chained as its cause."""
 
 
 class TransformError(AsyncDSLError):
-    """A memref transform was built or applied with parameters it cannot take."""
+    """Raised when a memref transform (`asyncdsl.TileTransform`, `TransposeTransform`, ...) or a
+    buffer's layout is built with parameters it cannot take, or applied to a shape, index or
+    strides it cannot transform: at the constructor, or where a copy or buffer uses it."""
 
 
 class LayoutError(AsyncDSLError):
-    """A register layout was built with parameters it cannot take, or given a tile it cannot hold."""
+    """Raised when a register layout (`asyncdsl.WGMMA`, `asyncdsl.strided(...)`, ...) is built with
+    parameters it cannot take, or given a tile shape it cannot hold; and by the `infer-layouts`
+    pass and the tile lowerings when no layout serves a tile the way the kernel uses it."""
 
 
 class MmaError(AsyncDSLError):
-    """A wgmma the tensor cores cannot perform: its types, shapes or operand layouts."""
+    """Raised while `asyncdsl.wgmma` is traced when the tensor cores cannot perform it: operand
+    types, the instruction shape, or operand layouts a wgmma cannot read."""
 
 
 class CopyError(AsyncDSLError):
-    """An async copy that the copy engine (TMA, bulk copy, cp.async) cannot perform."""
+    """Raised when an async copy is compiled (or planned, or its tensor map encoded) and the copy
+    engine it needs (TMA, bulk copy, cp.async, multicast) cannot perform it: a box, stride,
+    alignment, swizzle or element type outside the engine's rules."""
 
 
 class ResourceError(AsyncDSLError):
-    """The kernel needs more of a hardware resource (shared memory, registers, ...) than exists."""
+    """Raised when the kernel needs more of a hardware resource than there is: shared memory
+    (when compiled), registers (a register tile too large while tracing, or a block too large for
+    the registers the kernel uses, at load), threads or CTAs in a block or cluster, room in a
+    profile buffer (after a profiled run)."""
 
 
 class ArgumentError(AsyncDSLError):
-    """A kernel was called with arguments it cannot take (device, dtype, shape, layout)."""
+    """Raised when a kernel is called with arguments it cannot take (device, dtype, shape, layout,
+    alignment, a scalar out of range, a call that does not fit the kernel's parameters), or an
+    asyncdsl function or option is given a value it does not accept."""
 
 
 class UnsupportedTargetError(AsyncDSLError):
-    """The feature exists but not on the architecture the kernel is compiled for."""
+    """Raised when the feature exists but not on the architecture the kernel is compiled for or
+    runs on (a Blackwell-only copy form on sm_90a; an sm_100a kernel launched on Hopper)."""
 
 
 class DistributedError(AsyncDSLError):
-    """Running on several GPUs failed: NVSHMEM missing, not started, or not able to reach a peer."""
+    """Raised when running on several GPUs fails: NVSHMEM missing, not started (or started twice),
+    a PE of the job that failed, or a peer that loads and stores cannot reach."""
 
 
 class CudaError(AsyncDSLError):
-    """A CUDA driver call failed."""
+    """Raised when a CUDA driver call fails (loading a module, encoding a tensor map, launching,
+    synchronising); `code` is the driver's `CUresult`."""
 
     def __init__(self, message: str, location: SourceLocation | None = None, code: int | None = None):
         super().__init__(message, location)
@@ -143,35 +176,43 @@ class CudaError(AsyncDSLError):
 
 
 class PtxAssemblyError(AsyncDSLError):
-    """ptxas rejected the PTX asyncdsl printed (a compiler bug, reported with the PTX log)."""
+    """Raised when ptxas or the driver's JIT rejects the PTX asyncdsl printed: a compiler bug,
+    reported with the assembler's log."""
 
 
 class PerformanceWarning(UserWarning):
-    """The kernel runs, correctly, but the compiler said it will be slower than it could be (one
-    of ptxas's "Potential Performance Loss" advisories: wgmma serialised, `setmaxnreg` ignored)."""
+    """Warned when the kernel runs, correctly, but the compiler said it will be slower than it
+    could be (one of ptxas's "Potential Performance Loss" advisories: wgmma serialised,
+    `setmaxnreg` ignored)."""
 
 
 class AssumptionError(AsyncDSLError):
-    """Something the compiler took on trust is false at run time: a hint (`asyncdsl.multiple_of`),
-    or what a copy needs of a traced value (its alignment, its range).  Raised by the interpreter,
-    and after a GPU launch of a kernel compiled with ASYNCDSL_DEBUG=1."""
+    """Raised when something the compiler took on trust is false at run time: a hint
+    (`asyncdsl.multiple_of`), or what a copy needs of a traced value (its alignment, its range).
+    The interpreter raises it at the op; a GPU launch of a kernel compiled with ASYNCDSL_DEBUG=1
+    raises it after the kernel ran."""
 
 
 class InterpretError(AsyncDSLError):
-    """The interpreter found the kernel doing something the hardware would not survive."""
+    """Raised by the interpreter when the kernel does something the hardware would not survive or
+    leaves undefined (an address off its buffer, registers read before written, a division by
+    zero, two scatter elements writing one array element); its subclasses name the common kinds."""
 
 
 class DeadlockError(InterpretError):
-    """Every live warpgroup waits and nothing in flight can wake any of them."""
+    """Raised by the interpreter when every live warpgroup waits and nothing in flight can wake
+    any of them (where the GPU would hang), at the line of a wait, naming what each waits for."""
 
 
 class RaceError(InterpretError):
-    """Shared memory was used while an async copy could still be reading or writing it."""
+    """Raised by the interpreter when shared memory is used while an async copy could still be
+    reading or writing it: an access the kernel did not order after the copy."""
 
 
 class BarrierError(InterpretError):
-    """An mbarrier was driven past what it allows (more bytes or arrivals than expected)."""
+    """Raised by the interpreter when an mbarrier is driven past what it allows: more bytes or
+    arrivals than its phase expects."""
 
 
 class OutOfBoundsError(InterpretError):
-    """A shared- or global-memory access fell outside its buffer."""
+    """Raised by the interpreter when a shared- or global-memory access falls outside its buffer."""

@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from asyncdsl.errors import ArgumentError
-from asyncdsl.frontend.kernel import Kernel
+from asyncdsl.jit.kernel import Kernel
 
 _SCHEMA_TYPES = {"int": "int", "float": "float"}
 

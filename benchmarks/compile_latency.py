@@ -54,7 +54,7 @@ print(t)
 # The same first call with the compiler's modules imported beforehand (what `import asyncdsl`
 # leaves to the first trace), so that the time is trace, passes, PTX, JIT compile, load, launch.
 FIRST_CALL_COMPILER_IMPORTED = FIRST_CALL.replace(
-    "a = torch.randn", "import asyncdsl.frontend.specialize, asyncdsl.passes.pipeline\na = torch.randn", 1)
+    "a = torch.randn", "import asyncdsl.jit.specialize, asyncdsl.passes.pipeline\na = torch.randn", 1)
 
 # The same first call after an unrelated kernel (softmax, register tiles: no wgmma) ran in the process.
 FIRST_CALL_AFTER_ANOTHER = FIRST_CALL.replace(

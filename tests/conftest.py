@@ -11,7 +11,7 @@ from hypothesis import settings
 from ptx_digests import pytest_addoption, pytest_configure  # noqa: F401 - pytest's hooks, by name
 
 from asyncdsl import runtime
-from asyncdsl.frontend import kernel as kernel_module
+from asyncdsl.jit import specializations as specializations_module
 from asyncdsl.runtime.ptxas import assemble, find_ptxas
 
 # The shared helpers (support.py) assert too: let pytest explain their failures as it does the tests'.
@@ -43,13 +43,13 @@ def ptxas():
 def compilations(monkeypatch):
     """How many modules the kernels compile from here on (a one-element list)."""
     count = [0]
-    compile_module = kernel_module.compile_module
+    compile_module = specializations_module.compile_module
 
     def counting(*args, **kwargs):
         count[0] += 1
         return compile_module(*args, **kwargs)
 
-    monkeypatch.setattr(kernel_module, "compile_module", counting)
+    monkeypatch.setattr(specializations_module, "compile_module", counting)
     return count
 
 

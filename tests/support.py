@@ -121,3 +121,24 @@ class Traced:
 def evaluated(values, env: dict) -> tuple:
     """`values` with every Traced one evaluated with the variables `env`."""
     return tuple(v.eval(**env) if isinstance(v, Traced) else v for v in values)
+
+
+class HostTensor:
+    """Stands for a torch CPU tensor: numpy reads it through `__array__`; its repr, like
+    torch's, elides the middle of a long one."""
+
+    def __init__(self, values):
+        self.values = values
+
+    def __array__(self, dtype=None, copy=None):
+        return self.values
+
+    def __repr__(self):
+        return f"tensor([{self.values[0]}, ..., {self.values[-1]}])"
+
+
+class DeviceTensor(HostTensor):
+    """Stands for a tensor on the GPU: numpy cannot read it, as torch refuses a CUDA tensor."""
+
+    def __array__(self, dtype=None, copy=None):
+        raise TypeError("can't convert cuda:0 device type tensor to numpy")

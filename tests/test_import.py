@@ -45,9 +45,10 @@ def test_a_launch_of_a_kernel_on_disk_leaves_the_compiler_unloaded():
         "    module = importlib.import_module(f'{package.__name__}.{info.name}')\n"
         "    for name, (specs, constexprs) in getattr(module, 'EXAMPLE_ARGS', {}).items():\n"
         "        kernel = getattr(module, name)\n"
-        "        call = kernel.bind(specs, constexprs, None)\n"
-        "        kernel.grid_for(call, None)\n"
-        "        assert kernel._disk_key(kernel.specs(call, None), call.constexprs, False, 1) is not None\n"
+        "        call = kernel.signature.bind(specs, constexprs, None)\n"
+        "        kernel.grid_rule.for_call(call, None)\n"
+        "        key = kernel.specializations.disk_key(call.specs(None), call.constexprs, False, 1)\n"
+        "        assert key is not None\n"
         "        kernels += 1\n"
         "print(kernels, [m for m in ('xdsl', 'asyncdsl.dialects', 'asyncdsl.passes') if m in sys.modules])"
     )

@@ -8,23 +8,25 @@ The folder is the layer and layers import only downward:
     passes        dialects, hw, the ground floor
     interpret     dialects, hw, the ground floor
     runtime       hw and the ground floor
-    frontend      everything below it
-    blocks        the frontend and everything below it (in-kernel building blocks)
-    kernels       blocks and everything below them (the library's kernels and host functions)
+    frontend      everything below it (the kernel language)
+    jit           the frontend and everything below it (the host side: specialisation, caches,
+                  launches, autotune, profiles)
+    blocks        the frontend and everything below it (in-kernel building blocks: no host side)
+    kernels       blocks, jit and everything below them (the library's kernels and host functions)
     fuzz, examples, the top (asyncdsl itself, cli, torch)   anything but each other's insides
 
 Every import counts, also one inside a function.  Also checked: no import cycle between modules
 (imports only for type checking, under `if TYPE_CHECKING:`, cannot form one at run time),
-no module over 600 lines, `os.environ` only in config.py, and no import kept only for its side
-effects (a `noqa: F401` outside the package's public `__init__`).
+no module over 600 lines, `os.environ` only in config.py, no import kept only for its side
+effects (a `noqa: F401` outside the package's public `__init__`), and a package whose docstring
+lists its modules lists every one.  Each rule is one test whose failure names every offender.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
-
-import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = {"asyncdsl": ROOT / "asyncdsl", "asyncdsl.dialects": ROOT / "dialects",
@@ -40,14 +42,18 @@ ALLOWED = {
     "interpret": {"dialects", "hw"},
     "runtime": {"hw"},
     "frontend": {"dialects", "hw", "passes", "interpret", "runtime"},
+    "jit": {"dialects", "hw", "passes", "interpret", "runtime", "frontend"},
     "blocks": {"dialects", "hw", "passes", "interpret", "runtime", "frontend"},
-    "kernels": {"dialects", "hw", "passes", "interpret", "runtime", "frontend", "blocks"},
-    "top": {"dialects", "hw", "passes", "interpret", "runtime", "frontend", "blocks", "kernels", "examples"},
-    "examples": {"dialects", "hw", "passes", "interpret", "runtime", "frontend", "blocks", "kernels", "top"},
-    "fuzz": {"dialects", "hw", "passes", "interpret", "runtime", "frontend", "blocks", "kernels", "top"},
+    "kernels": {"dialects", "hw", "passes", "interpret", "runtime", "frontend", "jit", "blocks"},
+    "top": {"dialects", "hw", "passes", "interpret", "runtime", "frontend", "jit", "blocks", "kernels",
+            "examples"},
+    "examples": {"dialects", "hw", "passes", "interpret", "runtime", "frontend", "jit", "blocks", "kernels",
+                 "top"},
+    "fuzz": {"dialects", "hw", "passes", "interpret", "runtime", "frontend", "jit", "blocks", "kernels",
+             "top"},
 }
-LAYERS = ("hw", "dialects", "passes", "interpret", "runtime", "frontend", "blocks", "kernels", "examples",
-          "fuzz")
+LAYERS = ("hw", "dialects", "passes", "interpret", "runtime", "frontend", "jit", "blocks", "kernels",
+          "examples", "fuzz")
 MAX_LINES = 600
 
 
@@ -110,20 +116,29 @@ GRAPH = {module: imports(module) for module in MODULES}
 RUN_TIME_GRAPH = {module: imports(module, run_time_only=True) for module in MODULES}
 
 
+def offenders(found: list[str]) -> str:
+    """A failure message: every offender on a line of its own."""
+    return f"{len(found)} offenders:\n  " + "\n  ".join(found)
+
+
 def test_the_import_graph_is_read():
     # A few edges the code certainly has: a scanner that found none would pass every rule.
-    assert "asyncdsl.passes.pipeline" in GRAPH["asyncdsl.frontend.kernel"]
+    assert "asyncdsl.passes.pipeline" in GRAPH["asyncdsl.jit.specializations"]
+    assert "asyncdsl.frontend.tracer" in GRAPH["asyncdsl.jit.specialize"]
     assert "asyncdsl.hw.limits" in GRAPH["asyncdsl.hw.tma"]
     assert "asyncdsl.dialects.asyncdsl" in GRAPH["asyncdsl.interpret.tma"]
     assert layer("asyncdsl.runtime.launch") == "runtime" and layer("asyncdsl.errors") == "ground"
+    assert layer("asyncdsl.jit.kernel") == "jit" and layer("asyncdsl.cli") == "top"
 
 
-@pytest.mark.parametrize("module", sorted(MODULES))
-def test_layers_import_only_downward(module):
-    own = layer(module)
-    allowed = ALLOWED[own] | {own, "ground"}
-    wrong = sorted(f"{target} ({layer(target)})" for target in GRAPH[module] if layer(target) not in allowed)
-    assert not wrong, f"{module} ({own}) may import {sorted(allowed)} only, but imports {wrong}"
+def test_layers_import_only_downward():
+    wrong = []
+    for module in sorted(MODULES):
+        own = layer(module)
+        allowed = ALLOWED[own] | {own, "ground"}
+        wrong += [f"{module} ({own}) imports {target} ({layer(target)})"
+                  for target in sorted(GRAPH[module]) if layer(target) not in allowed]
+    assert not wrong, offenders(wrong)
 
 
 def test_no_import_cycles():
@@ -150,36 +165,50 @@ def test_no_import_cycles():
                     break
             # A package's __init__ importing its own submodules is not a cycle of two modules.
             if len(component) > 1:
-                cycles.append(sorted(component))
+                cycles.append(" <-> ".join(sorted(component)))
 
     for module in sorted(RUN_TIME_GRAPH):
         if module not in index:
             visit(module)
-    assert not cycles, f"import cycles: {cycles}"
+    assert not cycles, offenders(cycles)
 
 
-@pytest.mark.parametrize("module", sorted(MODULES))
-def test_modules_stay_small(module):
-    lines = len(MODULES[module].read_text().splitlines())
-    assert lines <= MAX_LINES, f"{module} has {lines} lines; split it by concept (at most {MAX_LINES})"
+def test_modules_stay_small():
+    sizes = {module: len(path.read_text().splitlines()) for module, path in MODULES.items()}
+    large = [f"{module} has {lines} lines" for module, lines in sorted(sizes.items()) if lines > MAX_LINES]
+    assert not large, f"split these by concept (at most {MAX_LINES} lines): " + offenders(large)
 
 
-@pytest.mark.parametrize("module", sorted(MODULES))
-def test_the_environment_is_read_in_config_only(module):
-    if module == "asyncdsl.config":
-        return
-    tree = ast.parse(MODULES[module].read_text())
-    reads = [node.lineno for node in ast.walk(tree)
-             if isinstance(node, ast.Attribute) and node.attr in ("environ", "getenv")]
-    assert not reads, f"{module} reads the environment at lines {reads}; add a knob to asyncdsl/config.py"
+def test_the_environment_is_read_in_config_only():
+    reads = []
+    for module in sorted(MODULES):
+        if module == "asyncdsl.config":
+            continue
+        tree = ast.parse(MODULES[module].read_text())
+        reads += [f"{module}:{node.lineno}" for node in ast.walk(tree)
+                  if isinstance(node, ast.Attribute) and node.attr in ("environ", "getenv")]
+    assert not reads, "add a knob to asyncdsl/config.py instead: " + offenders(reads)
 
 
-@pytest.mark.parametrize("module", sorted(MODULES))
-def test_nothing_is_imported_for_its_side_effects(module):
-    if module == "asyncdsl":
-        return  # the public API re-exports
-    text = MODULES[module].read_text()
-    assert "noqa: F401" not in text, f"{module} keeps an import only for its side effects"
+def test_nothing_is_imported_for_its_side_effects():
+    kept = [module for module in sorted(MODULES)
+            if module != "asyncdsl" and "noqa: F401" in MODULES[module].read_text()]  # the API re-exports
+    assert not kept, "imports kept only for their side effects: " + offenders(kept)
+
+
+def test_package_docstrings_that_list_modules_list_every_one():
+    """A package docstring with a paragraph "Modules: `a` (...), `b`, ..." names each of the
+    package's modules (and subpackages) in backquotes there."""
+    missing = []
+    for package, path in sorted(MODULES.items()):
+        docstring = ast.get_docstring(ast.parse(path.read_text())) or ""
+        if path.name != "__init__.py" or "Modules:" not in docstring:
+            continue
+        listed = set(re.findall(r"`(\w+)`", docstring[docstring.index("Modules:"):]))
+        modules = {child.stem for child in path.parent.glob("*.py") if not child.stem.startswith("__")}
+        modules |= {child.name for child in path.parent.iterdir() if (child / "__init__.py").exists()}
+        missing += [f"{package} does not list {name}" for name in sorted(modules - listed)]
+    assert not missing, offenders(missing)
 
 
 def test_the_readme_layout_matches_the_tree():

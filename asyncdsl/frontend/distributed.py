@@ -15,17 +15,13 @@ Run with `kernel.interpret(*per_device_arrays, devices=N)`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
-
 from asyncdsl import dtypes
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects.distributed_ops import SIGNAL_OPS, WAIT_COMPARISONS
-from asyncdsl.errors import ArgumentError, SourceLocation, TraceError, is_int, user_location
+from asyncdsl.errors import TraceError, user_location
 from asyncdsl.frontend import tracer as tracing
 from asyncdsl.frontend.refs import GmemRef, GmemView
 from asyncdsl.frontend.scalars import IndexLike, Scalar, int32_index, is_index
-from asyncdsl.runtime.host_copy import numpy_argument
 
 _FLAG_DTYPES = (dtypes.int32, dtypes.uint32)
 
@@ -101,20 +97,3 @@ def wait_signal(target: object, cmp: str, value: IndexLike) -> None:
         raise TraceError(f"{what}: cmp must be 'eq' or 'ge', got {cmp!r}", user_location())
     tracer.emit(ir.WaitSignalOp(cell.ref.argument, [int32_index(d.start) for d in cell.dims],
                                 _value(value, what), cmp))
-
-
-def symmetric_arrays(
-    arrays: Sequence[tuple[str, Any]], devices: int, location: SourceLocation | None
-) -> dict[str, list]:
-    """Each array argument of a call on `devices` devices as its list of per-device numpy arrays."""
-    if not is_int(devices) or devices < 1:
-        raise ArgumentError(f"devices must be a positive int, got {devices!r}", location)
-    result = {}
-    for name, value in arrays:
-        if not isinstance(value, (list, tuple)) or len(value) != devices:
-            raise ArgumentError(
-                f"argument {name!r}: with devices={devices}, each array argument is a list of {devices} "
-                f"arrays (one per device), got {type(value).__name__}", location,
-            )
-        result[name] = [numpy_argument(f"{name}[{device}]", a, location) for device, a in enumerate(value)]
-    return result

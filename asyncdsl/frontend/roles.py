@@ -19,7 +19,7 @@ from xdsl.ir import Block
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.errors import TraceError, is_int, user_location
 from asyncdsl.frontend import tracer as tracing
-from asyncdsl.frontend.specs import LaunchShape
+from asyncdsl.frontend.launch_shape import LaunchShape
 from asyncdsl.hw.limits import WARPGROUP_THREADS
 from asyncdsl.hw.roles import (
     Role,

@@ -15,7 +15,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from asyncdsl.dialects.ir_utils import index_constant
 from asyncdsl.errors import SourceLocation, TraceError, user_location
-from asyncdsl.frontend.specs import LaunchShape
+from asyncdsl.frontend.launch_shape import LaunchShape
 from asyncdsl.ir_locations import from_ir_location, to_ir_location
 
 # The bodies the frontend opens, by their op, as kernel code writes them.

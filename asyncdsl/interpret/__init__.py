@@ -27,12 +27,14 @@ whole through shared memory (`tile_access`); those loads and stores are generic-
 raced against everything else like the copies.
 
 Modules: `launch` (the entry point), `grid` (CTAs, clusters, interpreters, and the list of op
-implementations), one module of op implementations per feature (`core`, `sync`, `copy`, `tma`,
-`bulk`, `cp_async`, `collective`, `reduction`, `prefetch`, `im2col`, `row_gather`, `scalars`,
-`tiles`, `tile_math`, `tile_access`, `registers`, `distributed`),
-the machine they run on (`state`: launch, CTA, warpgroup; `memory`: GMEM/SMEM and references;
-`mbarrier`; `scheduler` and `waits`: blocking), and what may be touched when (`races`, `clocks`);
-`diagnosis` names the op and warpgroup on errors.
+implementations), `functions` (the base of op implementations), one module of op implementations
+per feature (`core`, `sync`, `copy`, `tma`, `bulk`, `cp_async`, `collective`, `reduction`,
+`prefetch`, `im2col`, `row_gather`, `scalars`, `assume`, `tiles`, `tile_math`, `tile_access`,
+`tile_gmem`, `registers`, `wgmma`, `roles`, `turns`, `profile`, `distributed`), the element
+arithmetic they share (`numerics` for tiles, `mma_numerics` for wgmma), the machine they run on
+(`state`: launch, CTA, warpgroup; `memory`: GMEM/SMEM and references; `operands`: a copy's
+operands read; `mbarrier`; `scheduler` and `waits`: blocking), and what may be touched when
+(`races`, `clocks`); `diagnosis` names the op and warpgroup on errors.
 """
 
 from asyncdsl.interpret.launch import launch, launch_devices

@@ -34,7 +34,8 @@ from asyncdsl.blocks.strided_tiles import strided_tiles
 from asyncdsl.dtypes import as_dtype
 from asyncdsl.errors import user_location
 from asyncdsl.frontend import language as ad
-from asyncdsl.frontend.kernel import constexpr, kernel
+from asyncdsl.jit.binding import constexpr
+from asyncdsl.jit.kernel import kernel
 from asyncdsl.kernels.dispatch import launch, on_host
 from asyncdsl.kernels.outputs import empty
 from asyncdsl.runtime import symmetric

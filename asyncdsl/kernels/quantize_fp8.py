@@ -27,9 +27,10 @@ from asyncdsl.blocks.row_reductions import across_warpgroups, combine
 from asyncdsl.blocks.row_ring import RowRing
 from asyncdsl.blocks.shapes import check_rows, row_length
 from asyncdsl.frontend import language as ad
-from asyncdsl.frontend.kernel import Kernel, constexpr, kernel
-from asyncdsl.frontend.persistent import persistent_grid
-from asyncdsl.frontend.specs import ArraySpec
+from asyncdsl.jit.binding import constexpr
+from asyncdsl.jit.kernel import Kernel, kernel
+from asyncdsl.jit.persistent import persistent_grid
+from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.kernels.dispatch import launch
 from asyncdsl.kernels.outputs import empty
 

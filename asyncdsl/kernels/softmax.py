@@ -31,8 +31,9 @@ from asyncdsl.blocks.row_reductions import accumulate, across_warpgroups
 from asyncdsl.blocks.rows import padded_rows, staged_rows
 from asyncdsl.blocks.shapes import check_rows, row_length
 from asyncdsl.frontend import language as ad
-from asyncdsl.frontend.kernel import Kernel, constexpr, kernel
-from asyncdsl.frontend.specs import ArraySpec
+from asyncdsl.jit.binding import constexpr
+from asyncdsl.jit.kernel import Kernel, kernel
+from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.kernels.dispatch import launch
 from asyncdsl.kernels.outputs import empty
 

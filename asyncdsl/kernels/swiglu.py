@@ -20,8 +20,9 @@ import numpy as np
 from asyncdsl.blocks.shapes import check_rows, check_shape
 from asyncdsl.errors import user_location
 from asyncdsl.frontend import language as ad
-from asyncdsl.frontend.kernel import constexpr, kernel
-from asyncdsl.frontend.specs import ArraySpec
+from asyncdsl.jit.binding import constexpr
+from asyncdsl.jit.kernel import kernel
+from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.kernels.dispatch import launch
 from asyncdsl.kernels.outputs import empty
 

@@ -2,7 +2,7 @@
 code and argument layout an earlier process compiled gets its `KernelBinary` from disk, with no
 tracing, no passes and no PTX printing (the cubin then comes from the cubin cache).
 
-The frontend computes the key (what the trace depends on: `frontend/code_digest.py`, the argument
+The host side computes the key (what the trace depends on: `jit/code_digest.py`, the argument
 specs, the constexprs, the kernel's options); this module only files binaries under keys, in
 `$ASYNCDSL_CACHE_DIR/binary` (or `~/.cache/asyncdsl/binary`), with the cubin cache's atomic
 writes and checked reads.  A binary is pickled; reading one back builds nothing but the plain

@@ -529,7 +529,7 @@ def test_the_default_compile_is_whole_program(monkeypatch, tmp_path, example, ke
                                                       ad.ArraySpec((64, 8192), ad.float8_e4m3fn),
                                                       ad.ArraySpec((64,), ad.float32)), {}),
                          "softmax_halves": ((ad.ArraySpec((64, 8192), ad.bfloat16),) * 2, {})}[kernel_name]
-    binary = kernel.binary(kernel.specs(kernel.bind(specs, constexprs, None), None), constexprs)
+    binary = kernel.binary(kernel.signature.bind(specs, constexprs, None).specs(None), constexprs)
     whole = int(re.search(r"Used (\d+) registers", assemble(binary.ptx, verbose=True)[1]).group(1))
     clear_loaded_kernels()
     try:

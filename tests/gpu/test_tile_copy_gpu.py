@@ -73,13 +73,13 @@ def test_second_call_hits_the_caches(tmp_path, monkeypatch):
     compiled = tile_copy.compile(src, out, BM=32, BN=32)
     first = load_kernel(compiled.binary)
     assert first.cubin_source == "compiled"
-    specializations = len(tile_copy._compiled)
+    specializations = len(tile_copy.specializations.compiled)
     clear_loaded_kernels()  # a fresh process would start here: only the disk cache remains
     out.zero_()
     tile_copy(src, out, BM=32, BN=32)
     torch.cuda.synchronize()
     assert torch.equal(out, src)
-    assert len(tile_copy._compiled) == specializations
+    assert len(tile_copy.specializations.compiled) == specializations
     assert load_kernel(compiled.binary).cubin_source == "disk"
 
 

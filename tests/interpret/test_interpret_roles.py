@@ -20,7 +20,7 @@ from roles_kernels import (
 from support import random_bits, same_bytes
 
 import asyncdsl as ad
-from asyncdsl.frontend.persistent import INTERPRETED_CLUSTERS
+from asyncdsl.jit.persistent import INTERPRETED_CLUSTERS
 
 
 def test_producer_and_consumer_roles_move_every_tile():

@@ -10,7 +10,7 @@ import pytest
 
 import asyncdsl as ad
 import asyncdsl.kernels as K
-from asyncdsl.frontend.specs import ScalarSpec
+from asyncdsl.jit.specs import ScalarSpec
 from asyncdsl.kernels.collectives import all_gather_kernel, reduce_scatter_kernel
 
 SMALL = {"CTAS": 3, "BM": 32, "BN": 32, "STAGES": 2}  # several tiles a CTA: the rings refill

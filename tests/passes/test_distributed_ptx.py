@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import asyncdsl as ad
-from asyncdsl.frontend.specs import ScalarSpec
+from asyncdsl.jit.specs import ScalarSpec
 
 
 @ad.kernel(grid=(1,))

@@ -53,7 +53,7 @@ def test_copy_on_stream_copies_row_major_arrays_of_one_size(fake_driver):
 
 def test_the_autotuner_puts_restored_arguments_back_after_each_choice(fake_driver, monkeypatch):
     import asyncdsl as ad
-    import asyncdsl.frontend.autotune as autotune_module
+    import asyncdsl.jit.autotune as autotune_module
 
     @ad.kernel(grid=(1,))
     def fill(y, V: ad.constexpr):

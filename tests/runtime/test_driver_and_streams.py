@@ -58,7 +58,7 @@ def test_check_unpacks_results_and_names_failures():
         driver.check((cu.CUresult.CUDA_ERROR_INVALID_VALUE, None), "cuTensorMapEncodeTiled")
     assert caught.value.message.startswith("cuTensorMapEncodeTiled failed: CUDA_ERROR_INVALID_VALUE")
     assert caught.value.code == 1
-    assert isinstance(caught.value, AsyncDSLError) and isinstance(caught.value, ValueError)
+    assert isinstance(caught.value, AsyncDSLError) and not isinstance(caught.value, ValueError)
 
 
 # ---------------------------------------------------------------------------------------- streams

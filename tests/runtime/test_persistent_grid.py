@@ -1,7 +1,7 @@
 """Persistent grids on the GPU path, without a GPU: the runtime asks the driver's occupancy
 calculator once per loaded kernel with the kernel's own launch configuration (clusters through
 `cuOccupancyMaxActiveClusters`, single CTAs through blocks per SM × SMs), lays the clusters along
-x (`tests/frontend/test_kernel_calls.py` checks that a kernel call launches on that grid)."""
+x (`tests/jit/test_launch.py` checks that a kernel call launches on that grid)."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from asyncdsl.errors import ArgumentError, is_int
 
 if TYPE_CHECKING:
-    from asyncdsl.frontend.profile_report import Profile, Track
+    from asyncdsl.jit.profile_report import Profile, Track
 
 _US_PER_UNIT = {"ns": 1e-3, "ticks": 1.0}
 
@@ -62,7 +62,7 @@ def chrome_trace(profile: Profile, sms: int | None = None) -> dict:
                                  {**where, "depth": span.depth + 1}))
     for pid, name in processes.items():
         events.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}})
-    other = {"kernel": profile.kernel,
+    other: dict[str, str | float] = {"kernel": profile.kernel,
              "clock": "ns" if profile.unit == "ns" else "interpreter ticks (1 tick = 1 us)"}
     if profile.event_ns is not None:
         other["cuda_event_ns"] = profile.event_ns

@@ -1,10 +1,9 @@
-"""What a specialisation of a kernel knows before tracing: each runtime argument's spec (an
-array's shape and dtype, `ArraySpec`; a runtime scalar's kind, `ScalarSpec`, which for an int also
-says whether the value is a multiple of 16) and how the kernel is launched (`LaunchShape`).
+"""What a specialisation of a kernel knows of its arguments before tracing: each runtime
+argument's spec (an array's shape and dtype, `ArraySpec`; a runtime scalar's kind, `ScalarSpec`,
+which for an int also says whether the value is a multiple of 16).
 
 Plain records: binding a call and keying its specialisation needs no IR, so `import asyncdsl`
-and a launch of a kernel compiled earlier never load the compiler (`frontend/specialize.py`
-traces).
+and a launch of a kernel compiled earlier never load the compiler (`jit/specialize.py` traces).
 """
 
 from __future__ import annotations
@@ -14,7 +13,6 @@ from dataclasses import dataclass
 
 from asyncdsl import dtypes
 from asyncdsl.errors import ArgumentError, TraceError, user_location
-from asyncdsl.hw.options import Arch
 from asyncdsl.kernel_binary import INT_SPECIALIZATION_DIVISOR, scalar_argument
 
 
@@ -102,17 +100,3 @@ def scalar_kind(value: object, name: str) -> str | None:
     if value is float or isinstance(value, numbers.Real):
         return "float"
     return None
-
-
-@dataclass(frozen=True)
-class LaunchShape:
-    """What a kernel body may assume about how it is launched."""
-
-    block: tuple[int, int, int]
-    cluster: tuple[int, int, int]
-    arch: Arch = Arch.SM_90A
-    devices: int = 1  # how many devices run it at once (`asyncdsl.num_devices()`)
-
-    @property
-    def num_warpgroups(self) -> int:
-        return self.block[0] * self.block[1] * self.block[2] // 128

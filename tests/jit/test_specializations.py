@@ -1,8 +1,8 @@
-"""The disk cache of compiled kernels (`runtime/binary_cache.py`, keyed by `Kernel._disk_key`
-with `frontend/code_digest.py`): a fresh process takes a kernel compiled before from the disk
-without tracing it; a change of code, argument layout, constexpr or option compiles again; a
-file that is not a kernel binary is a miss; kernels of one factory whose closures differ, or
-whose globals changed, are other kernels."""
+"""A kernel's compiled specialisations (`jit/specializations.py`), above all the disk cache
+(`runtime/binary_cache.py`, keyed by `Specializations.disk_key` with `jit/code_digest.py`): a
+fresh process takes a kernel compiled before from the disk without tracing it; a change of code,
+argument layout, constexpr or option compiles again; a file that is not a kernel binary is a
+miss; kernels of one factory whose closures differ, or whose globals changed, are other kernels."""
 
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ import textwrap
 
 import numpy as np
 import pytest
+from support import DeviceTensor, HostTensor
 
 import asyncdsl as ad
-from asyncdsl.frontend import code_digest as digest_module
+from asyncdsl.jit import code_digest as digest_module
 from asyncdsl.runtime.binary_cache import BinaryCache
 
 X = ad.ArraySpec((256, 64), ad.float32)
@@ -54,7 +55,7 @@ def test_a_new_kernel_object_takes_the_binary_from_disk_without_tracing(kernel_c
     assert compilations[0] == 1 and len(list(kernel_cache.rglob("*.kernel"))) == 1
     again = copy_kernel()
     assert again.binary((X, X), {"BM": 128}) == first
-    assert compilations[0] == 1 and not again._compiled  # nothing traced
+    assert compilations[0] == 1 and not again.specializations.compiled  # nothing traced
 
 
 @pytest.mark.parametrize("change", ["constexpr", "layout", "profile", "debug"])
@@ -130,127 +131,21 @@ def test_an_attribute_of_the_users_module_of_another_value_is_another_kernel(
     monkeypatch.delitem(sys.modules, "tile_settings")
 
 
-def test_the_attributes_of_library_modules_are_code():
-    def kernel(x):
-        return np.pi * x + os.sep.count("/")
-
-    assert digest_module.bound_values(kernel) == ""
-
-
-def _rows_of_helper():
-    return ROWS
-
-
-def test_bound_values_follow_the_users_helpers_and_skip_modules_and_library_code():
-    def make(scale):
-        def kernel(x):
-            return _rows_of_helper() * scale + ad.cdiv(x, 2) + np.float32(1)
-        return kernel
-
-    text = digest_module.bound_values(make(3))
-    assert "scale=int:3" in text and f"ROWS=int:{ROWS}" in text and "_rows_of_helper" in text
-    assert "ad=" not in text and "np=" not in text and "cdiv" not in text
-    assert digest_module.bound_values(make(3)) != digest_module.bound_values(make(4))
-
-
-def test_a_partial_goes_by_the_arguments_it_binds():
-    import functools
-
-    def make(scale):
-        act = functools.partial(_rows_of_helper) if scale is None else functools.partial(max, scale)
-
-        def kernel(x):
-            return act(x)
-        return kernel
-
-    assert digest_module.bound_values(make(2)) != digest_module.bound_values(make(3))
-    assert "_rows_of_helper" in digest_module.bound_values(make(None))
-
-
-def test_bound_arrays_that_differ_inside_differ():
-    """numpy's repr elides the middle of a long array; the bound values do not."""
-    def make(table):
-        def kernel(x):
-            return table[x]
-        return kernel
-
-    table = np.arange(5000)
-    changed = table.copy()
-    changed[2500] = -1
-    assert repr(table) == repr(changed)
-    assert digest_module.bound_values(make(table)) != digest_module.bound_values(make(changed))
-
-
-class _HostTensor:
-    """Stands for a torch CPU tensor: numpy reads it through `__array__`; its repr, like
-    torch's, elides the middle of a long one."""
-
-    def __init__(self, values):
-        self.values = values
-
-    def __array__(self, dtype=None, copy=None):
-        return self.values
-
-    def __repr__(self):
-        return f"tensor([{self.values[0]}, ..., {self.values[-1]}])"
-
-
-class _DeviceTensor(_HostTensor):
-    """Stands for a tensor on the GPU: numpy cannot read it, as torch refuses a CUDA tensor."""
-
-    def __array__(self, dtype=None, copy=None):
-        raise TypeError("can't convert cuda:0 device type tensor to numpy")
-
-
-def _closing_over(value):
-    def kernel(x):
-        return value[x]
-    return kernel
-
-
-def test_bound_array_likes_and_arrays_inside_containers_differ_inside():
-    table = np.arange(5000)
-    changed = table.copy()
-    changed[2500] = -1
-    for wrap in (_HostTensor, lambda t: (1, [t]), lambda t: {"table": t}):
-        assert repr(wrap(table)) == repr(wrap(changed))
-        assert digest_module.bound_values(_closing_over(wrap(table))) != digest_module.bound_values(
-            _closing_over(wrap(changed)))
-    assert digest_module.bound_values(_closing_over((1, [table]))) == digest_module.bound_values(
-        _closing_over((1, [table.copy()])))
-
-
-def test_a_kernel_bound_to_or_given_an_array_the_host_cannot_read_has_no_disk_key(kernel_cache):
-    """Its bytes cannot go into the key, and its repr does not say what they are: it is traced in
-    every process instead of taken from disk (where another process's tensor may have left a
-    kernel traced from other values)."""
-    on_gpu = _DeviceTensor(np.arange(5000))
-    assert digest_module.bound_values(_closing_over(on_gpu)) is None
-    assert digest_module.bound_values(_closing_over(np.array([object()]))) is None
-    assert copy_kernel()._disk_key((X, X), {"BM": 64, "TABLE": on_gpu}, False, 1) is None
-    readable = {copy_kernel()._disk_key((X, X), {"BM": 64, "TABLE": _HostTensor(values)}, False, 1)
+def test_a_kernel_given_an_array_the_host_cannot_read_has_no_disk_key(kernel_cache):
+    """Its bytes cannot go into the key: it is traced in every process instead of taken from disk
+    (where another process's tensor may have left a kernel traced from other values)."""
+    on_gpu = DeviceTensor(np.arange(5000))
+    assert copy_kernel().specializations.disk_key((X, X), {"BM": 64, "TABLE": on_gpu}, False, 1) is None
+    keys = copy_kernel().specializations.disk_key
+    readable = {keys((X, X), {"BM": 64, "TABLE": HostTensor(values)}, False, 1)
                 for values in (np.arange(5000), np.arange(5000) * 2)}
     assert len(readable) == 2 and None not in readable
 
 
 def test_equal_constexprs_of_other_types_are_other_kernels(kernel_cache):
     kernel = copy_kernel()
-    keys = {kernel._disk_key((X, X), {"BM": value}, False, 1) for value in (1, 1.0, True)}
+    keys = {kernel.specializations.disk_key((X, X), {"BM": value}, False, 1) for value in (1, 1.0, True)}
     assert len(keys) == 3
-
-
-def test_an_edited_source_file_is_new_code(tmp_path, monkeypatch):
-    module = tmp_path / "user_helpers.py"
-    module.write_text("SCALE = 1\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(digest_module, "_seen", {})
-    import user_helpers  # noqa: F401 - a module of the user's, loaded
-
-    before = digest_module.code_digest(__file__)
-    module.write_text("SCALE = 22\n")
-    monkeypatch.setattr(digest_module, "_seen", {})  # a new process sees the file as it is now
-    assert digest_module.code_digest(__file__) != before
-    monkeypatch.delitem(sys.modules, "user_helpers")
 
 
 def test_a_kernel_without_a_source_file_or_with_an_address_in_a_constexpr_or_closure_is_not_filed(
@@ -334,7 +229,7 @@ def test_a_second_process_does_not_trace_or_load_the_compiler(tmp_path):
                  ad.ArraySpec((256, 512), ad.bfloat16))
         binary = matmul.binary(specs, {"CTAS": 3})
         compiler = "compiler loaded" if "xdsl" in sys.modules else "no compiler"
-        print("traced" if matmul._compiled else "from disk", compiler, len(binary.ptx))
+        print("traced" if matmul.specializations.compiled else "from disk", compiler, len(binary.ptx))
     """))
     env = {**os.environ, "ASYNCDSL_KERNEL_CACHE": "1", "ASYNCDSL_CACHE_DIR": str(tmp_path / "cache")}
     runs = [subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
@@ -356,3 +251,31 @@ def test_import_asyncdsl_leaves_the_compiler_for_the_first_trace():
             "assert not missing, missing\n"
             "assert 'xdsl' in sys.modules\n")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_garbage_collector_waits_while_a_kernel_compiles():
+    """A compile holds Python's cyclic collector off (its collections, in a process holding many
+    objects, cost more than the compile) and gives it back after, also when the trace fails; a
+    collector the caller turned off stays off."""
+    import gc
+
+    seen = []
+
+    @ad.kernel(grid=(1,))
+    def probe(x, FAIL: ad.constexpr):
+        seen.append(gc.isenabled())
+        if FAIL:
+            raise ad.TraceError("refused on purpose")
+
+    x = ad.ArraySpec((64,), ad.float32)
+    assert gc.isenabled()
+    probe.compile(x, FAIL=False)
+    with pytest.raises(ad.TraceError, match="on purpose"):
+        probe.compile(x, FAIL=True)
+    assert seen == [False, False] and gc.isenabled()
+    gc.disable()
+    try:
+        probe.compile(x, FAIL=0)  # another specialisation (an int), compiled
+        assert seen[-1] is False and not gc.isenabled()
+    finally:
+        gc.enable()

@@ -13,8 +13,8 @@ from profile_kernels import specialized_copy
 from support import random_bits
 
 import asyncdsl as ad
-from asyncdsl.frontend.profile_report import Profile
 from asyncdsl.hw.profile import RegionEvent, WarpgroupRecord
+from asyncdsl.jit.profile_report import Profile
 
 # The parts of the Trace Event Format (the JSON chrome://tracing and ui.perfetto.dev read) this
 # trace uses: complete events with microsecond times, and metadata naming processes and threads.

@@ -32,12 +32,13 @@ from xdsl.ir import Block, Region
 from asyncdsl.dialects import kernel_attrs as attrs
 from asyncdsl.dialects.option_attrs import ArchAttr
 from asyncdsl.errors import AsyncDSLError, SourceLocation, TraceError, raising_location
+from asyncdsl.frontend.launch_shape import LaunchShape
 from asyncdsl.frontend.refs import GmemRef
 from asyncdsl.frontend.roles import check_roles
 from asyncdsl.frontend.scalars import FloatScalar, Scalar
-from asyncdsl.frontend.specs import ArraySpec, LaunchShape, ScalarSpec
 from asyncdsl.frontend.tracer import Tracer, tracing
 from asyncdsl.ir_locations import to_ir_location
+from asyncdsl.jit.specs import ArraySpec, ScalarSpec
 
 
 def _return_statement(body: Callable) -> SourceLocation | None:
@@ -99,7 +100,7 @@ def trace_kernel(
     if definition is not None:
         function.location = to_ir_location(definition)
 
-    arguments = {}
+    arguments: dict[str, object] = {}
     for position, value in zip(order, entry.args):
         arg_name, spec = arg_names[position], specs[position]
         if isinstance(spec, ArraySpec):

@@ -24,12 +24,14 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from typing import Any
 
 from asyncdsl import runtime
 from asyncdsl.config import knobs
 from asyncdsl.errors import ArgumentError, AsyncDSLError, is_int, user_location
-from asyncdsl.frontend.kernel import Kernel
+from asyncdsl.jit.kernel import Kernel
+from asyncdsl.jit.tunings import Tunings
 from asyncdsl.runtime.buffers import copy_on_stream, empty
 from asyncdsl.runtime.streams import current_stream_source, launch_stream
 from asyncdsl.runtime.timing import device_milliseconds
@@ -83,14 +85,24 @@ class Autotuned:
             if not is_int(value) or value < least:
                 raise ArgumentError(f"asyncdsl.autotune: {name} must be an int >= {least}, got {value!r}",
                                     user_location())
+        names = [choice.name for choice in self.choices]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ArgumentError(f"asyncdsl.autotune: choices are told apart by name (their timings too), and "
+                                f"{', '.join(twice)} is given more than once", user_location())
+        self._by_name = dict(zip(names, self.choices))
         self.key = key
         self.restore = tuple(restore)
         self.warmup, self.repeat = warmup, repeat
-        self.timings: dict[Any, dict[str, float | str]] = {}
-        self._chosen: dict[Any, Choice] = {}
+        self.tunings = Tunings()
+
+    @property
+    def timings(self) -> dict[Any, dict[str, float | str]]:
+        """Per tuning key, each choice's milliseconds or why it did not run."""
+        return self.tunings.timings
 
     def __repr__(self) -> str:
-        return f"<asyncdsl.autotune of {len(self.choices)} choices, {len(self._chosen)} keys tuned>"
+        return f"<asyncdsl.autotune of {len(self.choices)} choices, {len(self.tunings)} keys tuned>"
 
     def __call__(self, *args: Any, stream: Any = None, **kwargs: Any) -> None:
         self.chosen(*args, stream=stream, **kwargs)(*args, stream=stream, **kwargs)
@@ -98,12 +110,13 @@ class Autotuned:
     def chosen(self, *args: Any, stream: Any = None, **kwargs: Any) -> Choice:
         """The choice calls with arguments like these run; the first such call tunes."""
         key = self._key(args, kwargs)
-        choice = self._chosen.get(key)
-        if choice is None:
-            choice = self._chosen[key] = self._tune(key, args, kwargs, stream)
+        name = self.tunings.chosen(key)
+        if name is None:
+            name = self._tune(key, args, kwargs, stream).name
+            self.tunings.choose(key, name)
             if knobs.print_autotuning:
-                print(self.report(key), file=sys.stderr)
-        return choice
+                print(self.tunings.report(key), file=sys.stderr)
+        return self._by_name[name]
 
     def _key(self, args: tuple, kwargs: dict) -> Any:
         """The tuning key of a call: `key(*args, **kwargs)`, checked, or the arguments' layout."""
@@ -120,14 +133,10 @@ class Autotuned:
 
     def report(self, key: Any) -> str:
         """What the tuning for `key` measured, a line per choice, and what it chose."""
-        lines = [f"asyncdsl.autotune {key}: {self._chosen[key].name}"]
-        for name, result in self.timings[key].items():
-            timed = isinstance(result, float)
-            lines.append(f"  {result:10.4f} ms  {name}" if timed else f"  {name}: {result}")
-        return "\n".join(lines)
+        return self.tunings.report(key)
 
     def _tune(self, key: Any, args: tuple, kwargs: dict, stream: Any) -> Choice:
-        timings = self.timings[key] = {}
+        timings = self.tunings.timings[key] = {}
         compiled = []
         for choice in self.choices:
             try:
@@ -142,14 +151,14 @@ class Autotuned:
             timings[compiled[0].name] = "chosen without timing (no GPU)"
             return compiled[0]
         first = compiled[0]  # every choice takes the same arguments
-        arrays = dict(first.kernel.bind(args, first.arguments(kwargs), user_location()).arrays())
+        arrays = dict(first.kernel.signature.bind(args, first.arguments(kwargs), user_location()).arrays())
         handle = launch_stream(stream, current_stream_source(list(arrays.values())))
         device = runtime.device_array(next(iter(arrays.values())), stream=handle).device if arrays else 0
         saved = self._save(arrays, first.kernel.__name__, handle)
         best, best_ms = None, math.inf
         for choice in compiled:
             try:
-                ms = device_milliseconds(lambda choice=choice: choice(*args, stream=handle, **kwargs), handle,
+                ms = device_milliseconds(partial(choice, *args, stream=handle, **kwargs), handle,
                                          device=device, warmup=self.warmup, repeat=self.repeat)
             except AsyncDSLError as error:  # compiled, but the device refused it (resources, say)
                 timings[choice.name] = f"did not run: {error}"
@@ -189,7 +198,7 @@ def _none_left(what: str, timings: dict) -> ArgumentError:
 def autotune(choices: Iterable[Choice], key: Callable[..., Any] | None = None, restore: Sequence[str] = (),
              warmup: int = 2, repeat: int = 10) -> Autotuned:
     """One call standing for several kernels or constexpr settings (`Choice`s), which runs the one
-    measured fastest for each argument layout (see `asyncdsl.frontend.autotune`)."""
+    measured fastest for each argument layout (see `asyncdsl.jit.autotune`)."""
     return Autotuned(choices, key, restore, warmup, repeat)
 
 

@@ -1,4 +1,5 @@
-"""Calling a kernel: argument binding, specialisation, grids, and the checked-once warm path."""
+"""GPU launches (`jit/launch.py`, against a stand-in loaded kernel): the checked path for an argument
+layout seen first, then the warm path; a persistent grid asked of the loaded kernel once."""
 
 from __future__ import annotations
 
@@ -33,12 +34,12 @@ def test_first_call_is_checked_then_warm_with_new_addresses(recorded):
 
 
 def test_new_layout_or_constexpr_takes_the_checked_path_and_specialises(recorded):
-    before = len(copy._compiled)
+    before = len(copy.specializations.compiled)
     copy(device_array((512, 128), 0x10000), device_array((512, 128), 0x20000), B=64)
     copy(device_array((512, 128), 0x10000), device_array((512, 128), 0x20000), B=32)
     kinds = [call[0] for call in calls(recorded)]
     assert kinds == ["checked", "checked"]
-    assert len(copy._compiled) == before + 2
+    assert len(copy.specializations.compiled) == before + 2
     assert [call[1] for call in calls(recorded)] == [(8, 2, 1), (16, 4, 1)]
 
 
@@ -64,19 +65,6 @@ def test_host_arrays_are_refused_with_a_pointer_to_interpret(recorded):
 
     with pytest.raises(ad.ArgumentError, match="interpret"):
         copy(np.zeros((64, 64), np.float32), np.zeros((64, 64), np.float32), B=64)
-
-
-def test_grid_may_be_a_tuple_or_a_function():
-    fixed = ad.kernel(grid=(3, 2))(lambda x: None)
-    assert fixed.grid_for(fixed.bind((device_array((8, 8), 0),), {}, None), None) == (3, 2, 1)
-    with pytest.raises(ad.ArgumentError, match="grid"):
-        bad = ad.kernel(grid=lambda x: (0,))(lambda x: None)
-        bad.grid_for(bad.bind((device_array((8, 8), 0),), {}, None), None)
-
-
-def test_constexpr_by_position_and_by_name_share_a_specialisation():
-    spec = ad.ArraySpec((64, 64), ad.float32)
-    assert copy.compile(spec, spec, 64) is copy.compile(spec, spec, B=64)
 
 
 def test_a_persistent_grid_comes_from_the_loaded_kernel_once_per_layout(recorded, monkeypatch):
@@ -107,31 +95,3 @@ def test_a_persistent_grid_comes_from_the_loaded_kernel_once_per_layout(recorded
         ("warm", (132, 1, 1), (0x30000, 0x40000)),
     ]
     assert len(asked) == 1 and asked[0] is next(iter(recorded.values()))
-
-
-def test_the_garbage_collector_waits_while_a_kernel_compiles():
-    """A compile holds Python's cyclic collector off (its collections, in a process holding many
-    objects, cost more than the compile) and gives it back after, also when the trace fails; a
-    collector the caller turned off stays off."""
-    import gc
-
-    seen = []
-
-    @ad.kernel(grid=(1,))
-    def probe(x, FAIL: ad.constexpr):
-        seen.append(gc.isenabled())
-        if FAIL:
-            raise ad.TraceError("refused on purpose")
-
-    x = ad.ArraySpec((64,), ad.float32)
-    assert gc.isenabled()
-    probe.compile(x, FAIL=False)
-    with pytest.raises(ad.TraceError, match="on purpose"):
-        probe.compile(x, FAIL=True)
-    assert seen == [False, False] and gc.isenabled()
-    gc.disable()
-    try:
-        probe.compile(x, FAIL=0)  # another specialisation (an int), compiled
-        assert seen[-1] is False and not gc.isenabled()
-    finally:
-        gc.enable()

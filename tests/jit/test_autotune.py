@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import asyncdsl as ad
-import asyncdsl.frontend.autotune as autotune_module
+import asyncdsl.jit.autotune as autotune_module
 from asyncdsl import dtypes
 from asyncdsl.examples.tile_copy import tile_copy
 from asyncdsl.runtime import DeviceArray
@@ -143,6 +143,8 @@ def test_a_constexpr_fixed_by_the_choice_may_not_be_passed_again(interpreted):
     (lambda: ad.autotune([square(16)], restore="y"), "a tuple of names"),
     (lambda: ad.autotune([square(16)], repeat=0), "repeat must be an int >= 1"),
     (lambda: ad.autotune([square(16)], warmup=-1), "warmup must be an int >= 0"),
+    (lambda: ad.autotune([square(16), square(32), square(16)]),
+     r"told apart by name .* tile_copy\(BM=16, BN=16\) is given more than once"),
 ])
 def test_bad_use_is_refused_at_the_users_line(make, message):
     with pytest.raises(ad.ArgumentError, match=message) as raised:

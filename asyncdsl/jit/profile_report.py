@@ -178,7 +178,7 @@ class Profile:
         return text
 
     def chrome_trace(self, sms: int | None = None) -> dict:
-        from asyncdsl.frontend.profile_export import chrome_trace
+        from asyncdsl.jit.profile_export import chrome_trace
 
         return chrome_trace(self, sms)
 
@@ -188,7 +188,7 @@ class Profile:
         Perfetto's native trace beside it
         (`.pftrace`); with `sms`, of the warpgroups on the first `sms` SMs (CTAs in the
         interpreter) only.  Returns the paths written."""
-        from asyncdsl.frontend.profile_export import save
+        from asyncdsl.jit.profile_export import save
 
         return save(self, Path(path), sms)
 
@@ -197,7 +197,7 @@ class Profile:
         into an image at `path` (needs matplotlib: pip install 'asyncdsl[plot]').  `window`
         (first, last), in µs on the GPU and ticks in the interpreter from the profile's start,
         draws only that stretch: a few K steps of a GEMM instead of its whole run."""
-        from asyncdsl.frontend.profile_export import plot
+        from asyncdsl.jit.profile_export import plot
 
         return plot(self, Path(path), sms, window)
 

@@ -45,8 +45,8 @@ def test_shared_memory_overflow_lists_every_allocation():
         kernel.compile(spec)
     message = str(caught.value)
     assert "262152 bytes" in message and "231424" in message
-    assert f"test_errors.py:{line_of(kernel.fn, '# first')}" in message
-    assert f"test_errors.py:{line_of(kernel.fn, '# second')}" in message
+    assert f"test_error_messages.py:{line_of(kernel.fn, '# first')}" in message
+    assert f"test_error_messages.py:{line_of(kernel.fn, '# second')}" in message
     # The error points at the allocation that no longer fits.
     assert caught.value.location.line == line_of(kernel.fn, "# second")
 

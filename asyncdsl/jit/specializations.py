@@ -1,0 +1,146 @@
+"""A kernel's compiled specialisations, one per (argument specs, constexpr values, debug mode,
+profiling, devices): traced and compiled on a miss, kept for the process, and for GPU launches
+also across processes.
+
+`compile` gives the `CompiledKernel` (the IR the interpreter runs, and the binary); `binary` gives
+only what the GPU runs: compiled in this process, else taken from the kernels earlier processes
+compiled from the same code (`runtime/binary_cache.py`, under `disk_key`: no tracing, no passes),
+else compiled now and filed there.  A scalar's spec holds its kind and divisibility, never its
+value, so no runtime value ever compiles again.
+
+The compiler (xDSL, the dialects, the passes, the frontend's op emitters) loads when a kernel is
+first traced: `import asyncdsl` and launches of kernels compiled by earlier processes never need it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from functools import partial
+from types import FunctionType
+from typing import TYPE_CHECKING, Any
+
+from asyncdsl import runtime
+from asyncdsl.config import knobs
+from asyncdsl.errors import SourceLocation
+from asyncdsl.jit.code_digest import bound_values, code_digest, keyable, value_text
+from asyncdsl.jit.options import KernelOptions
+from asyncdsl.jit.specs import ArraySpec, ScalarSpec
+from asyncdsl.kernel_binary import KernelBinary
+
+if TYPE_CHECKING:
+    from xdsl.dialects.builtin import ModuleOp
+
+    from asyncdsl.passes.pipeline import CompiledKernel
+
+Specs = tuple[ArraySpec | ScalarSpec, ...]
+
+
+def trace_kernel(*args, **kwargs) -> ModuleOp:
+    """`jit.specialize.trace_kernel`, imported on first use."""
+    from asyncdsl.jit.specialize import trace_kernel as trace
+
+    return trace(*args, **kwargs)
+
+
+def compile_module(*args, **kwargs) -> CompiledKernel:
+    """`passes.pipeline.compile_module`, imported on first use."""
+    from asyncdsl.passes.pipeline import compile_module as run
+
+    return run(*args, **kwargs)
+
+
+class Specializations:
+    """The compiled specialisations of kernel function `fn` (see the module docstring)."""
+
+    def __init__(self, fn: FunctionType, runtime_names: tuple[str, ...], options: KernelOptions,
+                 definition: SourceLocation | None):
+        self._fn = fn
+        self._runtime_names = runtime_names
+        self._options = options
+        self._definition = definition
+        self.compiled: dict[tuple, CompiledKernel] = {}
+        self.binaries: dict[tuple, KernelBinary] = {}
+
+    def compile(self, specs: Specs, constexprs: Mapping[str, Any], profile: bool = False,
+                devices: int = 1) -> CompiledKernel:
+        """The compiled kernel for these argument specs and constexpr values; with `profile`, the
+        kernel `Kernel.profile` launches, its regions recording into a profile buffer; traced for
+        `devices` devices (`asyncdsl.num_devices()`)."""
+        key = _specialization(specs, constexprs, profile, devices)
+        compiled = self.compiled.get(key)
+        if compiled is None:
+            compiled = compile_module(self._tracing(specs, constexprs, profile, devices),
+                                      descriptor_mode=self._options.descriptor_mode)
+            self.compiled[key] = compiled
+        return compiled
+
+    def binary(self, specs: Specs, constexprs: Mapping[str, Any], profile: bool = False) -> KernelBinary:
+        """What the GPU runs for these specs and constexprs (see the module docstring), traced for
+        the devices of this process's NVSHMEM job (`asyncdsl.distributed`; one without it)."""
+        devices = runtime.world_size()
+        key = _specialization(specs, constexprs, profile, devices)
+        binary = self.binaries.get(key)
+        if binary is not None:
+            return binary
+        disk_key = None
+        if key not in self.compiled and knobs.kernel_cache:
+            disk_key = self.disk_key(specs, constexprs, profile, devices)
+        if disk_key is not None:
+            binary = runtime.BinaryCache().load(disk_key)
+        if binary is None:
+            binary = self.compile(specs, constexprs, profile, devices).binary
+            if disk_key is not None:
+                runtime.BinaryCache().store(disk_key, binary)
+        self.binaries[key] = binary
+        return binary
+
+    def stages(self, specs: Specs, constexprs: Mapping[str, Any], profile: bool = False) -> dict[str, str]:
+        """The IR after tracing and after every pass, then the PTX (compiled anew, not kept)."""
+        trace = self._tracing(specs, constexprs, profile)
+        compiled = compile_module(trace, descriptor_mode=self._options.descriptor_mode, keep_stages=True)
+        return dict(compiled.stages)
+
+    def disk_key(self, specs: Specs, constexprs: Mapping[str, Any], profile: bool,
+                 devices: int) -> str | None:
+        """The key of a specialisation across processes: the code (`code_digest`) and the values
+        it names (`bound_values`), this kernel and its options, the specs and the constexprs by
+        type and text (`code_digest.value_text`: arrays by their bytes); None when a constexpr's
+        or bound value's text would differ in every process (`code_digest.keyable`)."""
+        fn, options = self._fn, self._options
+        code = code_digest(fn.__code__.co_filename)
+        if code is None:
+            return None
+        values = repr(
+            sorted((name, type(value).__qualname__, value_text(value)) for name, value in constexprs.items()))
+        bound = bound_values(fn)
+        if bound is None or not keyable(values):
+            return None
+        # A function exec'd from source without `__name__` in its globals has no module: its file
+        # names it (a module name has no space).
+        module = fn.__module__ or f"file {fn.__code__.co_filename}"
+        digest = hashlib.sha256()
+        for part in (runtime.BINARY_FORMAT, code, module, fn.__qualname__, options.name,
+                     repr(options.launch), options.descriptor_mode,
+                     str(options.profile_events if profile else None),
+                     repr(specs), values, bound, str(knobs.debug), str(devices)):
+            digest.update(part.encode() + b"\0")
+        return digest.hexdigest()
+
+    def _tracing(self, specs: Specs, constexprs: Mapping[str, Any], profile: bool,
+                 devices: int = 1) -> Callable[[], ModuleOp]:
+        """What traces this specialisation's module, each time it is called (in the debug mode of now)."""
+        options = self._options
+        return partial(
+            trace_kernel, self._fn, options.name, self._runtime_names, specs, constexprs,
+            replace(options.launch, devices=devices), self._definition, knobs.debug,
+            options.profile_events if profile else None,
+        )
+
+
+def _specialization(specs: Specs, constexprs: Mapping[str, Any], profile: bool, devices: int) -> tuple:
+    """The in-process key of a specialisation.  Constexprs go with their types: 1, 1.0 and True
+    are equal keys but may trace different kernels."""
+    constexpr_key = tuple(sorted((name, type(value), value) for name, value in constexprs.items()))
+    return (specs, constexpr_key, knobs.debug, profile, devices)

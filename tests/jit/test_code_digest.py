@@ -1,0 +1,105 @@
+"""What a kernel's trace depends on besides its arguments (`jit/code_digest.py`): the code, by
+file, and the values the code names (closure cells, globals, the user's helpers and modules),
+arrays among them by their bytes."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+from support import DeviceTensor, HostTensor
+
+import asyncdsl as ad
+from asyncdsl.jit import code_digest as digest_module
+
+ROWS = 64  # a global the functions below read
+
+
+def test_the_attributes_of_library_modules_are_code():
+    def kernel(x):
+        return np.pi * x + os.sep.count("/")
+
+    assert digest_module.bound_values(kernel) == ""
+
+
+def _rows_of_helper():
+    return ROWS
+
+
+def test_bound_values_follow_the_users_helpers_and_skip_modules_and_library_code():
+    def make(scale):
+        def kernel(x):
+            return _rows_of_helper() * scale + ad.cdiv(x, 2) + np.float32(1)
+        return kernel
+
+    text = digest_module.bound_values(make(3))
+    assert "scale=int:3" in text and f"ROWS=int:{ROWS}" in text and "_rows_of_helper" in text
+    assert "ad=" not in text and "np=" not in text and "cdiv" not in text
+    assert digest_module.bound_values(make(3)) != digest_module.bound_values(make(4))
+
+
+def test_a_partial_goes_by_the_arguments_it_binds():
+    import functools
+
+    def make(scale):
+        act = functools.partial(_rows_of_helper) if scale is None else functools.partial(max, scale)
+
+        def kernel(x):
+            return act(x)
+        return kernel
+
+    assert digest_module.bound_values(make(2)) != digest_module.bound_values(make(3))
+    assert "_rows_of_helper" in digest_module.bound_values(make(None))
+
+
+def test_bound_arrays_that_differ_inside_differ():
+    """numpy's repr elides the middle of a long array; the bound values do not."""
+    def make(table):
+        def kernel(x):
+            return table[x]
+        return kernel
+
+    table = np.arange(5000)
+    changed = table.copy()
+    changed[2500] = -1
+    assert repr(table) == repr(changed)
+    assert digest_module.bound_values(make(table)) != digest_module.bound_values(make(changed))
+
+
+def _closing_over(value):
+    def kernel(x):
+        return value[x]
+    return kernel
+
+
+def test_bound_array_likes_and_arrays_inside_containers_differ_inside():
+    table = np.arange(5000)
+    changed = table.copy()
+    changed[2500] = -1
+    for wrap in (HostTensor, lambda t: (1, [t]), lambda t: {"table": t}):
+        assert repr(wrap(table)) == repr(wrap(changed))
+        assert digest_module.bound_values(_closing_over(wrap(table))) != digest_module.bound_values(
+            _closing_over(wrap(changed)))
+    assert digest_module.bound_values(_closing_over((1, [table]))) == digest_module.bound_values(
+        _closing_over((1, [table.copy()])))
+
+
+def test_an_array_the_host_cannot_read_leaves_no_bound_values():
+    """Its bytes cannot go into a key, and its repr does not say what they are."""
+    assert digest_module.bound_values(_closing_over(DeviceTensor(np.arange(5000)))) is None
+    assert digest_module.bound_values(_closing_over(np.array([object()]))) is None
+
+
+def test_an_edited_source_file_is_new_code(tmp_path, monkeypatch):
+    module = tmp_path / "user_helpers.py"
+    module.write_text("SCALE = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(digest_module, "_seen", {})
+    import user_helpers  # noqa: F401 - a module of the user's, loaded
+
+    before = digest_module.code_digest(__file__)
+    module.write_text("SCALE = 22\n")
+    monkeypatch.setattr(digest_module, "_seen", {})  # a new process sees the file as it is now
+    assert digest_module.code_digest(__file__) != before
+    monkeypatch.delitem(sys.modules, "user_helpers")
