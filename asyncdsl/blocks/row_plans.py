@@ -15,11 +15,10 @@ Rows of a multiple of 128 elements come into shared memory by one bulk copy (`ro
 
 A warpgroup's tile of rows gives each of its 128 threads the same share of elements, and
 infer-layouts moves a thread's share in 16-byte vectors only where that share is whole vectors;
-otherwise every element moves alone, a 2-byte `ld.global` or `st.global` each.  Rows of 6000
-elements in windows of 6016 (47 elements a thread) ran softmax at 1.01x Triton, in windows of
-6144 (six vectors a thread) at 1.14x; rows of 8000 in windows of 8064 at 0.91x, of 8192 at
-1.02x (docs/notes/2026-12-04-row-plans.md).  A row whose length is no multiple of 8 starts off a 16-byte
-boundary in GMEM: its vectors are the largest power of two dividing the length."""
+otherwise every element moves alone, a 2-byte `ld.global` or `st.global` each, which measured
+markedly slower (docs/notes/2026-12-04-row-plans.md).  A row whose length is no multiple of 8
+starts off a 16-byte boundary in GMEM: its vectors are the largest power of two dividing the
+length."""
 
 from __future__ import annotations
 
@@ -88,9 +87,9 @@ def rows_config(n: int, whole: int, piece: int, elements: int) -> dict | None:
 def padded_config(n: int, most: int, window: int, elements: int = 8192) -> dict:
     """ROWS and WIDTH of a padded row kernel for rows of n elements: about `elements` elements of
     rows a CTA (16 KiB of bfloat16 for the norms) in one window of whole vectors where that is at
-    most `most` wide, else one row a CTA in windows of `window`.  Two long rows a CTA (141
-    registers a thread) ran RMSNorm at 0.42x Triton at 2048x12345 once compiled by the driver's
-    JIT, one row (103 registers) at 1.41x (docs/notes/2026-12-04-row-plans.md)."""
+    most `most` wide, else one row a CTA in windows of `window` (two long rows a CTA took 141
+    registers a thread, and the driver's JIT made slow code of them:
+    docs/notes/2026-12-04-row-plans.md)."""
     rows, width = padded_rows(n, elements)
     if width <= most:
         return {"ROWS": rows, "WIDTH": width}

@@ -25,16 +25,12 @@ an fma, `ex2.approx` on the GPU (the interpreter's exact exp2 differs in the las
 attention stops at the diagonal: only the blocks that cross it are masked, and the CTAs with the
 most blocks start first.
 
-Measured on the H200 (`benchmarks/attention.py`, cuDNN in the same run): at or above cuDNN at
-D = 64, 128 and 256, causal or not.  A warpgroup barrier before the wait for p @ v keeps ptxas
-from hoisting that wait above the exponentials (+10 % at D = 128, docs/hardware.md §14.6).
-The register hand-over only holds when the kernel is compiled as a whole program: through
-nvJitLink the consumers kept 168 registers and ran at half the rate (docs/hardware.md §14.7; the
-runtime compiles such kernels with the driver's JIT).  Measured and slower, so not the default:
-the consumers taking turns to issue (`TURNS=True`, `asyncdsl.turns`: 627 against 676 TFLOP/s at
-D = 128 with three stages); blocks of 256 keys at D = 64 (421 against 475 for 192); q as wgmma's
-register operand (measured before the register fix only); three stages (no gain at D = 64
-or 128, run to run within 5 %).
+A warpgroup barrier before the wait for p @ v keeps ptxas from hoisting that wait above the
+exponentials (docs/hardware.md §14.6).  The register hand-over holds only when the kernel is
+compiled as a whole program, as the runtime does by default (docs/hardware.md
+§14.7).  `TURNS=True` makes the consumers take turns to issue (`asyncdsl.turns`); it and the
+other variants tried measured slower (docs/notes/2026-12-02-wgmma-and-jit.md), and the
+measurements against cuDNN and Mosaic GPU are in docs/performance.md.
 
     python -m asyncdsl.examples.attention    # on the GPU if there is one, else interpreted
 """
@@ -158,7 +154,7 @@ def attention(q, k, v, o, lse, BQ: ad.constexpr = 64, BK: ad.constexpr = None, S
 
         def turn():
             """Taking turns to issue the wgmmas (`TURNS`): one consumer's run while the other's
-            softmax does.  Measured slower here (see the module's docstring)."""
+            softmax does.  Measured slower (see the module's docstring)."""
             return issue_order.turn() if TURNS else contextlib.nullcontext()
 
         def scores(j):

@@ -16,7 +16,8 @@ once out.  `softmax_rows` below is the whole of it:
 `asyncdsl.kernels.softmax(x)` is the library's: it makes y and picks, for the rows' length, one
 of three kernels built from `asyncdsl.blocks.rows` (rows staged in shared memory by one bulk
 copy, whole or in pieces; a row split over two warpgroups; padded windows of whole 16-byte
-vectors a thread), which is how it keeps pace with Triton from N = 1 to N = 40000.
+vectors a thread), so that rows of any length take a kernel made for them (docs/performance.md
+compares them with Triton).
 
     python -m asyncdsl.examples.softmax     # on the GPU if there is one, else interpreted
     asyncdsl dump asyncdsl/examples/softmax.py --ptx

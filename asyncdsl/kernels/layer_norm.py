@@ -11,6 +11,8 @@ fused, one rounding.  Longer rows come in CHUNK-wide pieces and take three sweep
 memory: sums, centred squares, results.  Rows of other lengths go to `layer_norm_padded`, which
 reads rows, weight and bias from GMEM into registers padded with zeros to whole 16-byte vectors a
 thread; the padding adds nothing to the sum and is masked out of the centred squares.
+
+The measurements behind these choices are in docs/notes/2026-12-04-row-kernel-choices.md.
 """
 
 from __future__ import annotations
@@ -44,8 +46,8 @@ def layer_norm(x, w, b, eps: float = 1e-5, *, out=None, stream=None):
 
 def config(n: int, eps: float = 1e-5) -> dict | None:
     """`layer_norm_rows`' constexprs: 16 KiB of rows per CTA for rows of up to 4096 elements, one
-    row a CTA held whole up to WHOLE, else one row in pieces.  Held whole, rows of 8192 and 6144
-    ran 2.6 % and 3.8 % faster than in two pieces on the H200 (docs/hardware.md §19)."""
+    row a CTA held whole up to WHOLE, else one row in pieces, which measured slower for rows of
+    6144 and 8192 (docs/hardware.md §19)."""
     plan = rows_config(n, WHOLE, CHUNK, 8192)
     return None if plan is None else {"EPS": eps, **plan}
 
@@ -53,10 +55,8 @@ def config(n: int, eps: float = 1e-5) -> dict | None:
 def choose(n: int, eps: float = 1e-5) -> tuple[Kernel, dict]:
     """The kernel and constexprs for rows of n elements: whole rows or large pieces where the
     rows are a multiple of 128 elements, else the padded kernel in one window of whole 16-byte
-    vectors a thread of up to PADDED_WHOLE elements (rows of 6000 and 7000 elements ran at 1.13x
-    and 2.27x Triton in one window of 6144 and 7168, at 1.04x and 2.12x in windows of 4096, but
-    rows of 8000 at 0.90x in one of 8192 against 1.00-1.02x in windows of 4096; docs/hardware.md
-    §19)."""
+    vectors a thread of up to PADDED_WHOLE elements: one window measured faster than windows of
+    4096 up to rows of 7168, slower at 8192 (docs/hardware.md §19)."""
     constexprs = config(n, eps)
     if constexprs is not None:
         return layer_norm_rows, constexprs

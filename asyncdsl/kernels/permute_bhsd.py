@@ -4,9 +4,9 @@
 Each CTA takes one batch and a block of BS sequence positions across all heads.  Its load views
 `x[b, :, s0:s0+BS, :]` (H, BS, D) through `TransposeTransform((1, 0, 2))`, so the box lands in
 shared memory as (BS, H, D), which is exactly `y[b, s0:s0+BS, :, :]`: the store is a plain box.
-The permutation is done by the copy engine's addressing; no thread touches the data.  On the
-H200 (bf16, 2026-11-30) it moved 3.49-3.76 TB/s, 2.5-2.6x torch's `permute().contiguous()`;
-blocks of 8, 16 and 32 positions came within 5 % of each other, 16 ahead at H·D = 2048.
+The permutation is done by the copy engine's addressing; no thread touches the data.  What it
+measured against torch is in docs/performance.md, the block sizes tried in
+docs/notes/2026-12-04-row-kernel-choices.md.
 """
 
 from __future__ import annotations

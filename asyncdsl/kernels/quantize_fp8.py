@@ -10,12 +10,14 @@ absolute maximum (lane shuffles, then one exchange between the warps), the facto
 the conversion (`cvt.rn.satfinite.e4m3x2`, two elements at once) all happen there.  Longer rows
 take two sweeps of CHUNK-wide windows, the second reading the row again (from L2), unless a
 quarter of the row is whole 1024-element steps: then `rowwise_fp8_quant_split` holds the row in
-registers once, spread over four warpgroups whose maxima meet in shared memory (4096x16384 on
-the H200: 1.02x Triton, where two sweeps measured 0.87x).  Rows longer than RING_FROM go through
+registers once, spread over four warpgroups whose maxima meet in shared memory (two sweeps
+measured slower: docs/hardware.md §19).  Rows longer than RING_FROM go through
 `rowwise_fp8_quant_ring`, persistent CTAs with the next rows in flight in shared memory
 (`asyncdsl.blocks.row_ring`).  Rows of PAIRS_FROM + 1 to PAIRS_UP_TO elements go two to a CTA of
 two warpgroups (`rowwise_fp8_quant_pairs`).  A window may run past the row's end: those elements
 are never touched, so any row length works.
+
+The measurements behind these choices are in docs/notes/2026-12-04-row-kernel-choices.md.
 """
 
 from __future__ import annotations
@@ -37,20 +39,14 @@ from asyncdsl.kernels.outputs import empty
 E4M3_MAX = 448.0
 CHUNK = 8192  # elements of a row held in registers at once: 64 per thread
 PARTS = 4  # warpgroups sharing one longer row in `rowwise_fp8_quant_split` and `_ring`
-# Rows longer than this whose quarters are whole 1024-element steps go to the split kernel: on the
-# H200 (one process, Triton in the same run, 11 rounds, two repeats) 8192x8192 ran at 1.008x and
-# 1.000x Triton against 0.993x and 0.991x for one warpgroup a row (compiled whole-program; through
-# nvJitLink's relocatable compile the split kernel had 41 registers instead of 32 and ran at 0.81x,
-# docs/hardware.md §19).
+# Rows longer than this whose quarters are whole 1024-element steps go to the split kernel, which
+# measured faster than one warpgroup a row when compiled whole-program (docs/hardware.md §19).
 SPLIT_FROM = 4096
-# Rows longer than this go through the ring: on the H200 (same run, CUDA events, L2 flush) it ran
-# 2048x32768 at 1.02x Triton against 0.97x for the split kernel, 4096x16384 level with it
-# (0.968x against 0.970x) and shorter rows slower (docs/hardware.md §19).
+# Rows longer than this go through the ring, which measured faster than the split kernel on rows
+# of 32768, level at 16384 and slower below (docs/hardware.md §19).
 RING_FROM = 16384
-# Rows of more than PAIRS_FROM and at most PAIRS_UP_TO elements go two to a CTA: on the H200 (same
-# run, CUDA events, L2 flush, 15 rounds in turns, two repeats) 8192x4096 ran 3.1-3.7 % faster
-# than one row a CTA (1.002x and 1.036x Triton), 16384x2048 14 % slower, 8192x8192 level or
-# 1.7 % slower (docs/hardware.md §19).
+# Rows of more than PAIRS_FROM and at most PAIRS_UP_TO elements go two to a CTA, which measured
+# faster than one row a CTA for rows of 4096 and slower for 2048 and 8192 (docs/hardware.md §19).
 PAIRS_FROM, PAIRS_UP_TO = 2048, 4096
 
 

@@ -12,6 +12,8 @@ pieces of up to CHUNK elements and take two sweeps over shared memory.  Rows of 
 pieces divide) go to `rms_norm_padded`, which reads rows and weight from GMEM into registers
 padded with zeros (which add nothing to the sum of squares) to whole 16-byte vectors a thread
 (`asyncdsl.blocks.row_plans`).  Results go from registers straight to y (vector `st.global`).
+
+The measurements behind these choices are in docs/notes/2026-12-04-row-kernel-choices.md.
 """
 
 from __future__ import annotations
@@ -45,8 +47,7 @@ def rms_norm(x, w, eps: float = 1e-6, *, out=None, stream=None):
 def config(n: int, eps: float = 1e-6) -> dict | None:
     """`rms_norm_rows`' constexprs: 16 KiB of rows per CTA for rows of up to 4096 elements, one
     row a CTA held whole up to WHOLE, else one row in pieces.  Held whole (80 registers a thread
-    against 38), rows of 8192 ran 0.5-0.7 % faster than in two pieces on the H200, both timings,
-    two repeats (docs/hardware.md §19)."""
+    against 38), rows of 8192 measured faster than in two pieces (docs/hardware.md §19)."""
     plan = rows_config(n, WHOLE, CHUNK, 8192)
     return None if plan is None else {"EPS": eps, **plan}
 
@@ -54,9 +55,8 @@ def config(n: int, eps: float = 1e-6) -> dict | None:
 def choose(n: int, eps: float = 1e-6) -> tuple[Kernel, dict]:
     """The kernel and constexprs for rows of n elements: whole rows or large pieces where the
     rows are a multiple of 128 elements, else the padded kernel in one window of whole 16-byte
-    vectors a thread of up to WHOLE elements (rows of 6000, 7000 and 8000 elements ran at 1.05x,
-    1.69x and 0.99x Triton in one window of 6144, 7168 and 8192, at 1.00x, 1.57x and 0.91x in
-    windows of 4096; docs/hardware.md §19)."""
+    vectors a thread of up to WHOLE elements, which measured faster than windows of 4096
+    (docs/hardware.md §19)."""
     constexprs = config(n, eps)
     if constexprs is not None:
         return rms_norm_rows, constexprs

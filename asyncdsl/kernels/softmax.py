@@ -10,14 +10,16 @@ element by element in registers (`asyncdsl.blocks.row_reductions.accumulate`), s
 crosses lanes once a sweep.  Rows of 4097-8192 elements (a multiple of 2048, so that each half
 is whole 16-byte vectors a thread) go to `softmax_halves`: one row a CTA of two warpgroups, each
 holding half the row, their maxima and sums meeting in shared memory (the row's reduction spread
-over twice the threads: 1.003x Triton at 4096x8192 against 0.978x for one warpgroup a row, same
-run).  Rows of other lengths (no multiple of 128 elements, which the register layouts need; a
+over twice the threads, which measured faster than one warpgroup a row: docs/hardware.md §19).
+Rows of other lengths (no multiple of 128 elements, which the register layouts need; a
 multiple whose tile would move elements alone, such as 640 or 1152; long rows that only small
 pieces divide) go to `softmax_padded`, which reads them from GMEM into registers padded with
 -inf to whole 16-byte vectors a thread.  Results go from registers straight to y (vector
-`st.global`): nothing waits for a TMA store before the CTA leaves (up to 2 % faster on the H200,
-docs/hardware.md §19).  Exponentials use `ex2.approx` (as Triton and torch do); everything else
-rounds as IEEE says (docs/register-tiles.md).
+`st.global`): nothing waits for a TMA store before the CTA leaves (docs/hardware.md §19).
+Exponentials use `ex2.approx` (as Triton and torch do); everything else rounds as IEEE says
+(docs/register-tiles.md).
+
+The measurements behind these choices are in docs/notes/2026-12-04-row-kernel-choices.md.
 """
 
 from __future__ import annotations
@@ -52,29 +54,28 @@ def softmax(x, *, out=None, stream=None):
 
 def config(n: int) -> dict | None:
     """ROWS and CHUNK of `softmax_rows` for rows of n elements: 4 KiB of rows per CTA, or one row
-    when it is longer (small CTAs, many to an SM, overlap one another's copies and math: 1-5 %
-    faster on the H200 than 16 KiB, docs/hardware.md §19), held in registers at once when it
+    when it is longer (small CTAs, many to an SM, overlap one another's copies and math;
+    docs/hardware.md §19), held in registers at once when it
     fits, else in pieces that divide it."""
     return rows_config(n, CHUNK, CHUNK, 2048)
 
 
 def choose(n: int) -> tuple[Kernel, dict]:
     """The kernel and constexprs for rows of n elements."""
-    # Halves of whole 16-byte vectors a thread: rows of 5120 and 7168 ran at 1.12x and 1.02x
-    # Triton in halves of 2560 and 3584 (partial vectors), at 1.25x and 1.04x one warpgroup a row.
+    # Halves only where each is whole 16-byte vectors a thread: halves of partial vectors ran
+    # slower than one warpgroup a row (docs/hardware.md §19).
     if HALVES_FROM < n <= CHUNK and n % 2048 == 0:
         return softmax_halves, {}
-    # Whole rows, or large pieces, unless the rows' tile would move elements alone: rows of 640,
-    # 1152, 2176 and 4224 ran at 1.99x, 1.45x, 1.31x and 1.41x Triton so, at 2.10x, 1.48x, 1.32x
-    # and 1.42x in padded windows of whole vectors (docs/hardware.md §19).
+    # Whole rows, or large pieces, unless the rows' tile would move elements alone (640, 1152,
+    # 2176, 4224 elements): padded windows of whole vectors measured faster there
+    # (docs/hardware.md §19).
     constexprs = config(n)
     if constexprs is not None and (n > CHUNK or widest_vector(constexprs["ROWS"], n) > 1):
         return softmax_rows, constexprs
-    # Other rows in one window of whole vectors a thread (rows of 6000 and 8000 elements ran at
-    # 1.14x and 1.02x Triton in windows of 6144 and 8192, at 1.01x and 0.91x in windows of 6016 and
-    # 8064, an element a thread at a time), or longer ones sweeping in pieces half as wide: the
-    # running maximum or sum and a piece are both in registers (141 registers a thread at CHUNK,
-    # 78 at half).
+    # Other rows in one window of whole vectors a thread (windows of partial vectors, an element
+    # a thread at a time, measured slower: docs/notes/2026-12-04-row-plans.md), or longer ones
+    # sweeping in pieces half as wide: the running maximum or sum and a piece are both in
+    # registers (141 registers a thread at CHUNK, 78 at half).
     return softmax_padded, padded_config(n, CHUNK, CHUNK // 2, elements=2048)
 
 
@@ -125,9 +126,8 @@ def softmax_halves(x, y):
     """One row a CTA: warpgroup w holds elements [w·n/2, (w+1)·n/2) in registers; the two halves'
     maxima, then their sums of exponentials, meet in shared memory and both warpgroups combine
     them in the same order, so they scale by the same sum.  Each warpgroup copies its own half
-    onto its own barrier, so neither waits for the other's bytes (1.002-1.023x Triton at
-    4096x8192 against 1.001-1.019x for one copy of the whole row, five paired runs: level within
-    the spread, and no `when` around the copy; docs/hardware.md §19)."""
+    onto its own barrier, so neither waits for the other's bytes (as fast as one copy of the
+    whole row, and no `when` around the copy; docs/hardware.md §19)."""
     check_rows(("x", x), ("y", y))
     half = x.shape[1] // 2
     row = ad.ds(ad.program_id(0), 1)
