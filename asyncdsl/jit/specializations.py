@@ -5,7 +5,8 @@ also across processes.
 `compile` gives the `CompiledKernel` (the IR the interpreter runs, and the binary); `binary` gives
 only what the GPU runs: compiled in this process, else taken from the kernels earlier processes
 compiled from the same code (`runtime/binary_cache.py`, under `disk_key`: no tracing, no passes),
-else compiled now and filed there.  A scalar's spec holds its kind and divisibility, never its
+else compiled now and filed there (one process compiling a key at a time, the others waiting
+for it: `_shared_binary`).  A scalar's spec holds its kind and divisibility, never its
 value, so no runtime value ever compiles again.
 
 The compiler (xDSL, the dialects, the passes, the frontend's op emitters) loads when a kernel is
@@ -87,13 +88,27 @@ class Specializations:
         disk_key = None
         if key not in self.compiled and knobs.kernel_cache:
             disk_key = self.disk_key(specs, constexprs, profile, devices)
-        if disk_key is not None:
-            binary = runtime.BinaryCache().load(disk_key)
-        if binary is None:
+        if disk_key is None:
             binary = self.compile(specs, constexprs, profile, devices).binary
-            if disk_key is not None:
-                runtime.BinaryCache().store(disk_key, binary)
+        else:
+            binary = self._shared_binary(disk_key, specs, constexprs, profile, devices)
         self.binaries[key] = binary
+        return binary
+
+    def _shared_binary(self, disk_key: str, specs: Specs, constexprs: Mapping[str, Any], profile: bool,
+                       devices: int) -> KernelBinary:
+        """The binary filed under `disk_key`, else compiled and filed holding the key's lock, so
+        that processes missing it at once (a job's ranks, `asyncdsl.warmup`'s workers) compile it
+        once: the others wait and read what it filed."""
+        cache = runtime.BinaryCache()
+        binary = cache.load(disk_key)
+        if binary is not None:
+            return binary
+        with cache.locked(disk_key):
+            binary = cache.load(disk_key)
+            if binary is None:
+                binary = self.compile(specs, constexprs, profile, devices).binary
+                cache.store(disk_key, binary)
         return binary
 
     def stages(self, specs: Specs, constexprs: Mapping[str, Any], profile: bool = False) -> dict[str, str]:
