@@ -5,8 +5,8 @@ tracing, no passes and no PTX printing (the cubin then comes from the cubin cach
 The host side computes the key (what the trace depends on: `jit/code_digest.py`, the argument
 specs, the constexprs, the kernel's options); this module only files binaries under keys, in
 `$ASYNCDSL_CACHE_DIR/binary` (or `~/.cache/asyncdsl/binary`), with the cubin cache's atomic
-writes, checked reads and per-key locks (`file_lock.py`).  A binary is pickled; reading one back builds nothing but the plain
-records of `asyncdsl.kernel_binary`, the `Arch` they name and Python's own containers and
+writes, checked reads and per-key locks (`file_lock.py`).  A binary is pickled; reading one
+back builds nothing but the plain records of `asyncdsl.kernel_binary`, the `Arch` they name and Python's own containers and
 numbers, so a file that is not what it claims fails as a miss instead of running anything.
 """
 

@@ -48,7 +48,8 @@ WORKER = textwrap.dedent("""
     for shape, tile in (((64, 64), 32), ((128, 64), 64)):
         spec = ad.ArraySpec(shape, ad.float32)
         binary = tile_copy.binary((spec, spec), {"BM": tile, "BN": tile})
-        cubin, _ = module_cache.cached_compile(binary.ptx, binary.arch, binary.name, assemble, "test", 1, cubins)
+        cubin, _ = module_cache.cached_compile(binary.ptx, binary.arch, binary.name, assemble, "test", 1,
+                                               cubins)
         assert cubin == binary.ptx.encode()
     print("done")
 """)
