@@ -7,7 +7,8 @@ specs, the constexprs, the kernel's options); this module only files binaries un
 `$ASYNCDSL_CACHE_DIR/binary` (or `~/.cache/asyncdsl/binary`), with the cubin cache's atomic
 writes, checked reads and per-key locks (`file_lock.py`).  A binary is pickled; reading one
 back builds nothing but the plain records of `asyncdsl.kernel_binary`, the `Arch` they name and
-Python's own containers and numbers, so a file that is not what it claims fails as a miss instead of running anything.
+Python's own containers and numbers, so a file that is not what it claims fails as a miss
+instead of running anything.
 """
 
 from __future__ import annotations
