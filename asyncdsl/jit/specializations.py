@@ -123,25 +123,32 @@ class Specializations:
         it names (`bound_values`), this kernel and its options, the specs and the constexprs by
         type and text (`code_digest.value_text`: arrays by their bytes); None when a constexpr's
         or bound value's text would differ in every process (`code_digest.keyable`)."""
-        fn, options = self._fn, self._options
-        code = code_digest(fn.__code__.co_filename)
-        if code is None:
-            return None
+        code = self.code_key()
         values = repr(
             sorted((name, type(value).__qualname__, value_text(value)) for name, value in constexprs.items()))
-        bound = bound_values(fn)
-        if bound is None or not keyable(values):
+        if code is None or not keyable(values):
+            return None
+        options = self._options
+        digest = hashlib.sha256()
+        for part in (runtime.BINARY_FORMAT, code, str(options.profile_events if profile else None),
+                     repr(specs), values, str(knobs.debug), str(devices)):
+            digest.update(part.encode() + b"\0")
+        return digest.hexdigest()
+
+    def code_key(self) -> str | None:
+        """What every specialisation's key shares, as text: the code (`code_digest`) and the
+        values it names (`bound_values`), the kernel function and its options; None when the
+        kernel has no key across processes (see `disk_key`)."""
+        fn, options = self._fn, self._options
+        code = code_digest(fn.__code__.co_filename)
+        bound = None if code is None else bound_values(fn)
+        if bound is None:
             return None
         # A function exec'd from source without `__name__` in its globals has no module: its file
         # names it (a module name has no space).
         module = fn.__module__ or f"file {fn.__code__.co_filename}"
-        digest = hashlib.sha256()
-        for part in (runtime.BINARY_FORMAT, code, module, fn.__qualname__, options.name,
-                     repr(options.launch), options.descriptor_mode,
-                     str(options.profile_events if profile else None),
-                     repr(specs), values, bound, str(knobs.debug), str(devices)):
-            digest.update(part.encode() + b"\0")
-        return digest.hexdigest()
+        return "\0".join((code, module, fn.__qualname__, options.name, repr(options.launch),
+                          options.descriptor_mode, bound))
 
     def _tracing(self, specs: Specs, constexprs: Mapping[str, Any], profile: bool,
                  devices: int = 1) -> Callable[[], ModuleOp]:
