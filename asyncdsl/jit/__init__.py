@@ -19,5 +19,6 @@ persistent grid), `specializations` (the compiled specialisations: in-process ca
 cache's key), `specialize` (tracing one), `code_digest` (the code a trace depends on), `launch`
 (GPU launches: checked and warm), `interpreter` (interpreted runs), `profile` (profiled runs),
 `profile_report` (`Profile`), `profile_export` (its files), `autotune` (`asyncdsl.autotune`),
-`tunings` (what autotuning found).
+`tunings` (what autotuning found, in memory and on disk), `warmup` (`asyncdsl.warmup`: a
+workload's kernels compiled before its first call).
 """

@@ -26,6 +26,7 @@ from asyncdsl.jit.options import KernelOptions
 from asyncdsl.jit.profile import Profiler
 from asyncdsl.jit.profile_report import Profile
 from asyncdsl.jit.specializations import Specializations, Specs
+from asyncdsl.jit.warmup import Specialization
 from asyncdsl.kernel_binary import KernelBinary
 
 if TYPE_CHECKING:
@@ -90,6 +91,13 @@ class Kernel:
         location = user_location()
         call = self.signature.bind(args, kwargs, location)
         return self.specializations.compile(call.specs(location), call.constexprs, profile)
+
+    def specialization(self, *args, **kwargs) -> Specialization:
+        """This kernel for arguments like these (as `compile` takes them: arrays or `ArraySpec`s,
+        numbers or `int`/`float` for scalars, the constexprs' values), for `asyncdsl.warmup`."""
+        location = user_location()
+        call = self.signature.bind(args, kwargs, location)
+        return Specialization(self, call.specs(location), call.constexprs)
 
     def ptx(self, *args, profile: bool = False, **kwargs) -> str:
         """The PTX this kernel compiles to for arguments like these."""

@@ -80,14 +80,12 @@ class Specializations:
     def binary(self, specs: Specs, constexprs: Mapping[str, Any], profile: bool = False) -> KernelBinary:
         """What the GPU runs for these specs and constexprs (see the module docstring), traced for
         the devices of this process's NVSHMEM job (`asyncdsl.distributed`; one without it)."""
-        devices = runtime.world_size()
-        key = _specialization(specs, constexprs, profile, devices)
-        binary = self.binaries.get(key)
+        binary = self.cached_binary(specs, constexprs, profile)
         if binary is not None:
             return binary
-        disk_key = None
-        if key not in self.compiled and knobs.kernel_cache:
-            disk_key = self.disk_key(specs, constexprs, profile, devices)
+        devices = runtime.world_size()
+        key = _specialization(specs, constexprs, profile, devices)
+        disk_key = self.disk_key(specs, constexprs, profile, devices) if knobs.kernel_cache else None
         if disk_key is None:
             binary = self.compile(specs, constexprs, profile, devices).binary
         else:
@@ -95,15 +93,32 @@ class Specializations:
         self.binaries[key] = binary
         return binary
 
+    def cached_binary(self, specs: Specs, constexprs: Mapping[str, Any],
+                      profile: bool = False) -> KernelBinary | None:
+        """`binary` from this process's caches or the disk cache; None where it would compile."""
+        devices = runtime.world_size()
+        key = _specialization(specs, constexprs, profile, devices)
+        binary = self.binaries.get(key)
+        if binary is None and key in self.compiled:
+            binary = self.compiled[key].binary
+        if binary is None and knobs.kernel_cache:
+            disk_key = self.disk_key(specs, constexprs, profile, devices)
+            binary = None if disk_key is None else runtime.BinaryCache().load(disk_key)
+        if binary is not None:
+            self.binaries[key] = binary
+        return binary
+
+    def has_binary(self, specs: Specs, constexprs: Mapping[str, Any], profile: bool = False) -> bool:
+        """Whether this process holds the binary already (compiled here, or read from disk)."""
+        key = _specialization(specs, constexprs, profile, runtime.world_size())
+        return key in self.binaries or key in self.compiled
+
     def _shared_binary(self, disk_key: str, specs: Specs, constexprs: Mapping[str, Any], profile: bool,
                        devices: int) -> KernelBinary:
-        """The binary filed under `disk_key`, else compiled and filed holding the key's lock, so
-        that processes missing it at once (a job's ranks, `asyncdsl.warmup`'s workers) compile it
-        once: the others wait and read what it filed."""
+        """The binary filed under `disk_key` (by a process this one waited for), else compiled and
+        filed holding the key's lock, so that processes missing it at once (a job's ranks,
+        `asyncdsl.warmup`'s workers) compile it once: the others wait and read what it filed."""
         cache = runtime.BinaryCache()
-        binary = cache.load(disk_key)
-        if binary is not None:
-            return binary
         with cache.locked(disk_key):
             binary = cache.load(disk_key)
             if binary is None:
