@@ -116,7 +116,10 @@ def warmup(*specializations: Specialization | Iterable[Specialization], processe
     if workers > 1:
         for i, took in _compile_in_workers([wanted[i] for i in missing], workers).items():
             seconds[missing[i]] = took or 0.0
-    for i in missing:
+    # Each process starts at another kernel of the list (by its process id): processes warming one
+    # workload up at once then compile different kernels side by side, not one behind another's lock.
+    start_at = os.getpid() % len(missing) if missing else 0
+    for i in missing[start_at:] + missing[:start_at]:
         began = time.perf_counter()
         cached = wanted[i].cached() if workers > 1 else None
         binaries[i] = cached or wanted[i].binary()  # a kernel without a disk key compiles here
