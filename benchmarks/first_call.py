@@ -133,7 +133,8 @@ processes = int(sys.argv[2]) or None
 specializations = workload(sms)
 report = ad.warmup(specializations, processes=processes, load=on_gpu)
 print(json.dumps({"seconds": report.seconds, "kernels": len(report.kernels),
-                  "compiled": report.count("compiled"), "from disk": report.count("disk"), "processes": report.processes, "ready at": time.time()}))
+                  "compiled": report.count("compiled"), "from disk": report.count("disk"),
+                  "processes": report.processes, "ready at": time.time()}))
 """
 
 

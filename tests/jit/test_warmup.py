@@ -80,7 +80,7 @@ def test_a_kernel_that_does_not_compile_raises_its_error_at_the_call(cache):
     with pytest.raises(ad.AsyncDSLError) as raised:
         ad.warmup(workload(kernel)[0], bad, processes=2, load=False)
     assert raised.value.location is not None
-    assert len(kernel.specializations.binaries) == 1  # the good one was warmed before the bad one raised
+    assert workload(kernel)[0].cached() is not None  # the good one was compiled all the same
 
 
 def test_bad_arguments_are_named(cache):
