@@ -17,7 +17,7 @@ Each case is a fresh Python process with its own empty `ASYNCDSL_CACHE_DIR` and,
 On a GPU each kernel is loaded (the driver's JIT compile); without one (`--cpu`, or no GPU
 found) nothing is loaded and the GEMM's PTX is assembled by ptxas instead.
 
-    python benchmarks/first_call.py          # on the GPU: results/first_call.json
+    python benchmarks/first_call.py          # on the GPU: printed, and kept with the other results
     python benchmarks/first_call.py --cpu    # compile only, printed
 """
 
