@@ -22,7 +22,7 @@ A tuning on the GPU is filed on disk (`jit/tunings.py`) under the choices' names
 call's key and the device's model: a later process, or another rank of the job, making the same
 call on such a device takes the choice from there without compiling or timing anything.  A key
 whose text differs between processes (a `key=` function returning objects that print their
-address) is tuned in every process.
+address) is tuned in every process, as is every call under ASYNCDSL_KERNEL_CACHE=0.
 """
 
 from __future__ import annotations
@@ -154,7 +154,7 @@ class Autotuned:
         arrays = dict(first.kernel.signature.bind(args, first.arguments(kwargs), user_location()).arrays())
         handle = launch_stream(stream, current_stream_source(list(arrays.values())))
         device = runtime.device_array(next(iter(arrays.values())), stream=handle).device if arrays else 0
-        disk_key = self._disk_key(key, device)
+        disk_key = self._disk_key(key, device) if knobs.kernel_cache else None
         if disk_key is None:
             return self._time(key, args, kwargs, arrays, handle, device)
         files = TuningFiles()

@@ -52,6 +52,7 @@ def stand_in_gpu(monkeypatch, tmp_path):
     tunings filed in a cache directory of the test's own."""
     times: list = []
     monkeypatch.setenv("ASYNCDSL_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("ASYNCDSL_KERNEL_CACHE", "1")
     monkeypatch.setattr(autotune_module.runtime, "device_facts", lambda device=0: H200)
 
     def timer(call, stream, device, warmup, repeat):
@@ -234,3 +235,11 @@ def test_a_key_without_stable_text_is_tuned_in_every_process(stand_in_gpu):
         tuned = ad.autotune([square(16), square(32)], key=lambda x, y: object())
         assert tuned.chosen(x, y).name == named(32)
     assert not stand_in_gpu
+
+
+def test_without_the_kernel_cache_every_process_tunes(stand_in_gpu, monkeypatch):
+    monkeypatch.setenv("ASYNCDSL_KERNEL_CACHE", "0")
+    stand_in_gpu.extend([3.0, 1.0, 1.0, 3.0])
+    x, y = _device_arrays()
+    assert ad.autotune([square(16), square(32)]).chosen(x, y).name == named(32)
+    assert ad.autotune([square(16), square(32)]).chosen(x, y).name == named(16) and not stand_in_gpu
