@@ -183,6 +183,7 @@ def main() -> None:
         workload_cold["1 process"].append(fresh(WORKLOAD_CASE, mode, "1", caches=empty_caches())["seconds"])
         workload_cold["a worker per CPU"].append(
             fresh(WORKLOAD_CASE, mode, "0", caches=empty_caches())["seconds"])
+        print("cold, so far:", json.dumps(gemm_cold), json.dumps(workload_cold), flush=True)
     caches = empty_caches()
     fresh(GEMM_CASE, mode, caches=caches)
     gemm_warm = [fresh(GEMM_CASE, mode, caches=caches) for _ in range(COLD_PROCESSES)]

@@ -11,7 +11,6 @@ that timed their choice on a GPU are filed, and a file naming no choice of the c
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +62,8 @@ class TuningFiles:
     def load(self, key: str, names: frozenset[str]) -> tuple[str, dict[str, float | str]] | None:
         """(chosen name, results) filed under `key`, or None when there are none or they name a
         choice outside `names`."""
+        import json  # here: a process that never tunes on a GPU never needs it
+
         data = self._files.load(key)
         if data is None:
             return None
@@ -76,4 +77,6 @@ class TuningFiles:
         return chosen, results
 
     def store(self, key: str, chosen: str, results: dict[str, float | str]) -> None:
+        import json
+
         self._files.store(key, json.dumps({"chosen": chosen, "results": results}, sort_keys=True).encode())

@@ -15,7 +15,8 @@ kernel that two processes warm up at once (the ranks of one job) compile once.  
 kernel is then loaded (the driver's JIT compile on first load, cached by the driver on disk);
 `assemble=True` runs ptxas over each kernel's PTX instead of loading it, a check that needs no
 GPU.  Workers are forked, so they see the kernels as this process defined them; they run no
-CUDA call.
+CUDA call.  Ranks of one job that all warm the same workload up already compile side by side
+(each starts at another kernel of the list): give each `processes=1`, or its share of the CPUs.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ from asyncdsl.config import knobs
 from asyncdsl.errors import ArgumentError, user_location
 from asyncdsl.jit.specializations import Specs
 from asyncdsl.kernel_binary import KernelBinary
-from asyncdsl.runtime.ptxas import assemble as run_ptxas
 
 if TYPE_CHECKING:
     from asyncdsl.jit.kernel import Kernel
@@ -132,6 +132,8 @@ def warmup(*specializations: Specialization | Iterable[Specialization], processe
     for spec, binary, source, took in zip(wanted, binaries, sources, seconds):
         assembled = loaded = 0.0
         if assemble:
+            from asyncdsl.runtime.ptxas import assemble as run_ptxas  # subprocess: only when asked for
+
             began = time.perf_counter()
             run_ptxas(binary.ptx, binary.arch)
             assembled = time.perf_counter() - began
