@@ -108,6 +108,10 @@ class Specializations:
             self.binaries[key] = binary
         return binary
 
+    def traced(self, specs: Specs, constexprs: Mapping[str, Any], profile: bool = False) -> bool:
+        """Whether this process traced and compiled the specialisation (not read it from disk)."""
+        return _specialization(specs, constexprs, profile, runtime.world_size()) in self.compiled
+
     def has_binary(self, specs: Specs, constexprs: Mapping[str, Any], profile: bool = False) -> bool:
         """Whether this process holds the binary already (compiled here, or read from disk)."""
         key = _specialization(specs, constexprs, profile, runtime.world_size())

@@ -57,6 +57,10 @@ class Specialization:
     def binary(self) -> KernelBinary:
         return self.kernel.binary(self.specs, self.constexprs)
 
+    def traced(self) -> bool:
+        """Whether this process traced it (rather than reading it from the disk)."""
+        return self.kernel.specializations.traced(self.specs, self.constexprs)
+
     def cached(self) -> KernelBinary | None:
         """The binary from this process's caches or the disk cache, None on a miss (no compile)."""
         return self.kernel.specializations.cached_binary(self.specs, self.constexprs)
@@ -64,8 +68,9 @@ class Specialization:
 
 @dataclass(frozen=True)
 class Warmed:
-    """What warming one specialisation did: where its binary came from ("memory", "disk" or
-    "compiled", in this process or a worker) and the seconds compiling, assembling and loading it took."""
+    """What warming one specialisation did: where its binary came from ("memory"; "disk", filed
+    by an earlier process or by one this process waited for; or "compiled", here or by a worker)
+    and the seconds compiling, assembling and loading it took."""
 
     name: str
     source: str
@@ -113,19 +118,24 @@ def warmup(*specializations: Specialization | Iterable[Specialization], processe
     binaries: list[KernelBinary | None] = [s.cached() for s in wanted]
     missing = [i for i, binary in enumerate(binaries) if binary is None]
     workers = min(processes, len(missing)) if knobs.kernel_cache else 1
+    traced_by_worker = [False] * len(wanted)
     if workers > 1:
-        for i, took in _compile_in_workers([wanted[i] for i in missing], workers).items():
-            seconds[missing[i]] = took or 0.0
+        for i, done in _compile_in_workers([wanted[i] for i in missing], workers).items():
+            if done is not None:
+                seconds[missing[i]], traced_by_worker[missing[i]] = done
     # Each process starts at another kernel of the list (by its process id): processes warming one
     # workload up at once then compile different kernels side by side, not one behind another's lock.
     start_at = os.getpid() % len(missing) if missing else 0
     for i in missing[start_at:] + missing[:start_at]:
         began = time.perf_counter()
         cached = wanted[i].cached() if workers > 1 else None
-        binaries[i] = cached or wanted[i].binary()  # a kernel without a disk key compiles here
-        sources[i] = "compiled"
-        if cached is None:
+        if cached is None:  # compiled here: one workers could not file (no disk key), or no workers
+            binaries[i] = wanted[i].binary()
             seconds[i] = time.perf_counter() - began
+            sources[i] = "compiled" if wanted[i].traced() else "disk"  # else another process filed it
+        else:
+            binaries[i] = cached
+            sources[i] = "compiled" if traced_by_worker[i] else "disk"
     kernels = []
     if load is None:
         load = not assemble and runtime.has_gpu()
@@ -167,8 +177,9 @@ def _in_memory(specialization: Specialization) -> bool:
 _jobs: list[Specialization] = []
 
 
-def _compile_in_workers(jobs: list[Specialization], workers: int) -> dict[int, float | None]:
-    """Compile `jobs` into the disk cache in `workers` forked processes; each job's compile seconds."""
+def _compile_in_workers(jobs: list[Specialization], workers: int) -> dict[int, tuple[float, bool] | None]:
+    """Compile `jobs` into the disk cache in `workers` forked processes: per job, its seconds and
+    whether its worker traced it (see `_compile_job`)."""
     global _jobs
     import multiprocessing  # with the pool, only where a warm-up compiles (a launch never does)
     from concurrent.futures import ProcessPoolExecutor
@@ -184,12 +195,13 @@ def _compile_in_workers(jobs: list[Specialization], workers: int) -> dict[int, f
         _jobs = []
 
 
-def _compile_job(index: int) -> float | None:
-    """Compile job `index` into the disk cache: its seconds, or None when it failed (this process
-    then compiles it again, and raises the error at the user's line)."""
+def _compile_job(index: int) -> tuple[float, bool] | None:
+    """Compile job `index` into the disk cache: its seconds and whether this worker traced it
+    (False: another process filed it first), or None when it failed (the caller then compiles it
+    again, and raises the error at the user's line)."""
     began = time.perf_counter()
     try:
         _jobs[index].binary()
     except Exception:  # noqa: BLE001 - reported by the compile in the parent, which raises it again
         return None
-    return time.perf_counter() - began
+    return time.perf_counter() - began, _jobs[index].traced()

@@ -5,6 +5,10 @@ a kernel that does not compile raises its own error at the caller's line."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 import asyncdsl as ad
@@ -88,3 +92,35 @@ def test_bad_arguments_are_named(cache):
         ad.warmup(42)
     with pytest.raises(ad.ArgumentError, match="processes must be an int >= 1"):
         ad.warmup(processes=0)
+
+
+RANK = """
+import os, sys, time
+from pathlib import Path
+import asyncdsl as ad
+from asyncdsl.examples.tile_copy import tile_copy
+
+ready, ranks = Path(sys.argv[1]), int(sys.argv[2])
+(ready / str(os.getpid())).touch()
+while len(list(ready.iterdir())) < ranks:  # start together
+    time.sleep(0.01)
+specs = [ad.ArraySpec(shape, ad.float32) for shape in ((64, 64), (128, 64), (128, 128), (256, 64))]
+report = ad.warmup([tile_copy.specialization(s, s, BM=32, BN=32) for s in specs], processes=1, load=False)
+print(report.count("compiled"), report.count("disk"))
+"""
+
+
+def test_ranks_warming_up_at_once_compile_each_kernel_once_and_say_so(tmp_path):
+    ranks, ready = 3, tmp_path / "ready"
+    ready.mkdir()
+    environment = {**os.environ, "ASYNCDSL_CACHE_DIR": str(tmp_path / "cache"), "ASYNCDSL_KERNEL_CACHE": "1"}
+    running = [subprocess.Popen([sys.executable, "-c", RANK, str(ready), str(ranks)], env=environment,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+               for _ in range(ranks)]
+    counts = []
+    for rank in running:
+        out, err = rank.communicate(timeout=300)
+        assert rank.returncode == 0, err
+        counts.append(tuple(map(int, out.split())))
+    assert sum(compiled for compiled, _ in counts) == 4  # each kernel compiled by one rank
+    assert sum(disk for _, disk in counts) == 4 * (ranks - 1)  # and read from the disk by the others
