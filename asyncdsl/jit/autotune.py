@@ -7,6 +7,7 @@ first call for each argument layout, times them on the GPU and runs the fastest 
     tuned(a, b, c, CTAS=132)        # first call for these shapes: tries each, keeps the fastest
     tuned.chosen(a, b, c, CTAS=132) # the Choice it runs for arguments like these
     tuned.timings                   # per key: each choice's milliseconds, or why it did not run
+    ad.warmup(tuned.specializations(a, b, c, CTAS=132))   # compile every choice ahead
 
 A call's key is what a kernel is specialised on: each array argument's shape and dtype, every
 other argument's value (`key=`, a function of the call's arguments returning something hashable,
@@ -40,6 +41,7 @@ from asyncdsl.errors import ArgumentError, AsyncDSLError, is_int, user_location
 from asyncdsl.jit.kernel import Kernel
 from asyncdsl.jit.code_digest import keyable, value_text
 from asyncdsl.jit.tunings import TUNINGS_FORMAT, TuningFiles, Tunings
+from asyncdsl.jit.warmup import Specialization
 from asyncdsl.runtime.buffers import copy_on_stream, empty
 from asyncdsl.runtime.streams import current_stream_source, launch_stream
 from asyncdsl.runtime.timing import device_milliseconds
@@ -125,6 +127,11 @@ class Autotuned:
             if knobs.print_autotuning:
                 print(self.tunings.report(key), file=sys.stderr)
         return self._by_name[name]
+
+    def specializations(self, *args: Any, **kwargs: Any) -> list[Specialization]:
+        """Every choice's kernel for arguments like these (arrays or `ArraySpec`s, as a call takes
+        them), for `asyncdsl.warmup`: what a tuning of such a call compiles."""
+        return [choice.kernel.specialization(*args, **choice.arguments(kwargs)) for choice in self.choices]
 
     def _key(self, args: tuple, kwargs: dict) -> Any:
         """The tuning key of a call: `key(*args, **kwargs)`, checked, or the arguments' layout."""

@@ -124,3 +124,13 @@ def test_ranks_warming_up_at_once_compile_each_kernel_once_and_say_so(tmp_path):
         counts.append(tuple(map(int, out.split())))
     assert sum(compiled for compiled, _ in counts) == 4  # each kernel compiled by one rank
     assert sum(disk for _, disk in counts) == 4 * (ranks - 1)  # and read from the disk by the others
+
+
+def test_an_autotuned_call_names_every_choice_to_warm_up(cache):
+    kernel = ad.kernel(copy_tiles, grid=grid)
+    tuned = ad.autotune([ad.Choice(kernel, B=32), ad.Choice(kernel, B=64)])
+    spec = ad.ArraySpec((128, 128), ad.float32)
+    report = ad.warmup(tuned.specializations(spec, spec), processes=1, load=False)
+    assert [w.name for w in report.kernels] == ["copy_tiles(128x128 float32, 128x128 float32, B=32)",
+                                                "copy_tiles(128x128 float32, 128x128 float32, B=64)"]
+    assert report.count("compiled") == 2
