@@ -243,3 +243,18 @@ def test_without_the_kernel_cache_every_process_tunes(stand_in_gpu, monkeypatch)
     x, y = _device_arrays()
     assert ad.autotune([square(16), square(32)]).chosen(x, y).name == named(32)
     assert ad.autotune([square(16), square(32)]).chosen(x, y).name == named(16) and not stand_in_gpu
+
+
+def test_a_tuning_file_that_is_damaged_or_names_other_choices_is_a_miss(tmp_path):
+    from asyncdsl.jit.tunings import TuningFiles
+
+    files = TuningFiles(tmp_path)
+    names = frozenset({"a(B=1)", "a(B=2)"})
+    files.store("k" * 64, "a(B=2)", {"a(B=1)": 2.0, "a(B=2)": 1.0})
+    assert files.load("k" * 64, names) == ("a(B=2)", {"a(B=1)": 2.0, "a(B=2)": 1.0})
+    assert files.load("k" * 64, frozenset({"a(B=1)"})) is None  # a choice this call does not have
+    path = next(tmp_path.rglob("*.json"))
+    path.write_bytes(path.read_bytes()[:-3])  # truncated: fails its checksum
+    assert files.load("k" * 64, names) is None
+    files._files.store("j" * 64, b"not json")
+    assert files.load("j" * 64, names) is None
