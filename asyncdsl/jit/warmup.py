@@ -179,11 +179,15 @@ _jobs: list[Specialization] = []
 
 def _compile_in_workers(jobs: list[Specialization], workers: int) -> dict[int, tuple[float, bool] | None]:
     """Compile `jobs` into the disk cache in `workers` forked processes: per job, its seconds and
-    whether its worker traced it (see `_compile_job`)."""
+    whether its worker traced it (see `_compile_job`).  Where processes cannot be forked, or a
+    worker died, what no worker filed is left to the caller, which compiles it itself."""
     global _jobs
     import multiprocessing  # with the pool, only where a warm-up compiles (a launch never does)
     from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
 
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return {}
     # Imported before the fork, so that the workers inherit the compiler instead of each importing it.
     importlib.import_module("asyncdsl.jit.specialize")
     importlib.import_module("asyncdsl.passes.pipeline")
@@ -191,6 +195,8 @@ def _compile_in_workers(jobs: list[Specialization], workers: int) -> dict[int, t
     try:
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
             return dict(zip(range(len(jobs)), pool.map(_compile_job, range(len(jobs)))))
+    except BrokenProcessPool:
+        return {}
     finally:
         _jobs = []
 

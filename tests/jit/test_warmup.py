@@ -134,3 +134,18 @@ def test_an_autotuned_call_names_every_choice_to_warm_up(cache):
     assert [w.name for w in report.kernels] == ["copy_tiles(128x128 float32, 128x128 float32, B=32)",
                                                 "copy_tiles(128x128 float32, 128x128 float32, B=64)"]
     assert report.count("compiled") == 2
+
+
+def die(index):
+    """A worker killed mid-compile (out of memory, a signal)."""
+    os._exit(3)
+
+
+def test_a_worker_that_dies_leaves_its_kernels_to_the_caller(cache, monkeypatch):
+    from asyncdsl.jit import warmup as warmup_module
+
+    monkeypatch.setattr(warmup_module, "_compile_job", die)
+    kernel = ad.kernel(copy_tiles, grid=grid)
+    report = ad.warmup(workload(kernel)[:2], processes=2, load=False)
+    assert [warmed.source for warmed in report.kernels] == ["compiled"] * 2
+    assert len(kernel.specializations.compiled) == 2  # compiled here instead
