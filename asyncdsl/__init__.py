@@ -60,6 +60,7 @@ from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import Kernel, kernel
 from asyncdsl.jit.persistent import PersistentGrid, persistent_grid
 from asyncdsl.jit.specs import ArraySpec
+from asyncdsl.jit.warmup import Specialization, WarmupReport, warmup
 
 # What kernel bodies call comes with the compiler (xDSL, the dialects, the passes): loaded on first
 # use, so that `import asyncdsl` and launches of kernels compiled by earlier processes (their
@@ -166,6 +167,7 @@ __all__ = [
     "RegisterRef",
     "RegisterTile",
     "ResourceError",
+    "Specialization",
     "Rounding",
     "TileTransform",
     "TraceError",
@@ -173,6 +175,7 @@ __all__ = [
     "TransposeTransform",
     "Turns",
     "UnsupportedTargetError",
+    "WarmupReport",
     "async_copy",
     "async_copy_im2col",
     "async_gather",
@@ -240,6 +243,7 @@ __all__ = [
     "uint32",
     "uint64",
     "wait_signal",
+    "warmup",
     "warpgroup_barrier",
     "warpgroup_idx",
     "warpgroup_role",

@@ -49,7 +49,8 @@ CACHE_DIR = Knob("ASYNCDSL_CACHE_DIR", "a directory", "~/.cache/asyncdsl",
 KERNEL_CACHE = Knob(
     "ASYNCDSL_KERNEL_CACHE", "0/1", "1",
     "take kernels an earlier process compiled from the same code and argument layout from the disk "
-    "without tracing them (0: trace in every process, for kernels whose trace reads more than code)",
+    "without tracing them, and autotuning choices an earlier process timed (0: trace and tune in every "
+    "process, for kernels whose trace reads more than code)",
 )
 PTX_COMPILER = Knob(
     "ASYNCDSL_PTX_COMPILER", "auto/nvjitlink/driver", "auto",

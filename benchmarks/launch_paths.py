@@ -2,7 +2,9 @@
 
 Rows (median host microseconds per call; the GPU is never waited for):
 - asyncdsl's tile copy (2 tensor maps) called as users call it, `tile_copy(x, y, BM=.., BN=..)`,
-  with the same torch tensors every time and with tensors at addresses never seen before;
+  with the same torch tensors every time and with tensors at addresses never seen before; the
+  same through `tile_copy.prepare(x, y, BM=.., BN=..)` (a call of a fixed layout); and both on
+  asyncdsl's own arrays (`DeviceArray`) over the same memory;
 - the kernels of benchmarks/descriptor_modes.py with 1, 4 and 16 tensor maps, same arrays and
   new addresses;
 - what the call is made of: the prepared launch alone (runtime, no frontend) and cuda-python's
@@ -77,7 +79,7 @@ def main() -> None:
     from triton_peers import triton_copy, triton_tile_copy
 
     from asyncdsl.examples.tile_copy import tile_copy
-    from asyncdsl.runtime import driver, host_seconds_per_call, load_kernel
+    from asyncdsl.runtime import device_array, driver, host_seconds_per_call, load_kernel
 
     x = torch.randn(SHAPE, device="cuda")
     y = torch.empty_like(x)
@@ -107,10 +109,24 @@ def main() -> None:
     triton_copy(x, y)
     triton_tile_copy[(1, 1)](source_descriptor, target_descriptor, 128, 128)
 
+    prepared_call = tile_copy.prepare(x, y, BM=128, BN=128)
+    fresh_pairs = new_address_pairs(torch, 3000)
+    prepared_new_addresses = median_seconds_each(
+        [lambda a=a, b=b: prepared_call(a, b) for a, b in fresh_pairs])
+    xa, ya = device_array(x), device_array(y)  # asyncdsl's own arrays over the same memory
+    tile_copy(xa, ya, BM=128, BN=128)
+    prepared_arrays = tile_copy.prepare(xa, ya, BM=128, BN=128)
+
     results = {
         "asyncdsl tile_copy, 2 descriptors, same arrays": host_seconds_per_call(
             lambda: tile_copy(x, y, BM=128, BN=128), repeat=5000),
         "asyncdsl tile_copy, 2 descriptors, new addresses": new_addresses,
+        "asyncdsl tile_copy prepared, same arrays": host_seconds_per_call(lambda: prepared_call(x, y)),
+        "asyncdsl tile_copy prepared, new addresses": prepared_new_addresses,
+        "asyncdsl tile_copy on asyncdsl arrays, same arrays": host_seconds_per_call(
+            lambda: tile_copy(xa, ya, BM=128, BN=128), repeat=5000),
+        "asyncdsl tile_copy prepared on asyncdsl arrays, same arrays": host_seconds_per_call(
+            lambda: prepared_arrays(xa, ya)),
     }
     for count in (1, 4, 16):
         arrays = [torch.randn(1024, 1024, device="cuda") for _ in range(count)]
@@ -138,6 +154,12 @@ def main() -> None:
     plot_result(write_result("launch_paths", {**table, "profile of the warm call, own us per call": profile}))
     for name, value in table.items():
         print(f"{name:60s} {value:7.2f}")
+    floor = table["ctypes cuLaunchKernelEx (no cuda-python conversion) (us)"]
+    print("\nagainst the bare cuLaunchKernelEx through ctypes:")
+    for name in ("asyncdsl tile_copy, 2 descriptors, same arrays",
+                 "asyncdsl tile_copy, 2 descriptors, new addresses",
+                 "asyncdsl tile_copy prepared, same arrays", "asyncdsl tile_copy prepared, new addresses"):
+        print(f"  {name:58s} {table[name + ' (us)'] / floor:5.2f}x")
     print("\nwhere a warm call's host time goes (cProfile, own us per call, inflated by profiling):")
     for name, value in profile.items():
         print(f"  {name:58s} {value:7.2f}")

@@ -25,6 +25,7 @@ class RecordingDriver:
         self.entry_points = {}  # name -> a ctypes function, what cuGetProcAddress finds
         self.elapsed = []  # what cuEventElapsedTime answers, in order
         self.events_created = 0
+        self.images = []  # the descriptors cuTensorMapEncodeTiled made
 
     def __getattr__(self, name):
         return getattr(self._real, name)
@@ -132,6 +133,13 @@ class RecordingDriver:
         self._record("cuEventDestroy", int(event))
         return (self.success,)
 
+    def cuTensorMapEncodeTiled(self, dtype, rank, address, *rest):
+        """A descriptor of 128 recognisable bytes naming `address` (kept alive by this driver)."""
+        self._record("cuTensorMapEncodeTiled", address)
+        image = ctypes.create_string_buffer(ctypes.c_uint64(address).value.to_bytes(8, "little") * 16, 128)
+        self.images.append(image)
+        return (self.success, _EncodedMap(ctypes.addressof(image)))
+
     def cuLaunchKernelEx(self, config, function, kernel_params, extra):
         grid = (config.gridDimX, config.gridDimY, config.gridDimZ)
         cluster = tuple((a.value.clusterDim.x, a.value.clusterDim.y, a.value.clusterDim.z)
@@ -141,6 +149,16 @@ class RecordingDriver:
                      ctypes.c_uint64.from_address(pointer).value)
         result = self.launch_results.pop(0) if self.launch_results else self.success
         return (self._real.CUresult(result),)
+
+
+class _EncodedMap:
+    """What `cuTensorMapEncodeTiled` returns: a `CUtensorMap` as far as `getPtr` goes."""
+
+    def __init__(self, address):
+        self._address = address
+
+    def getPtr(self):  # noqa: N802 - cuda-python's spelling
+        return self._address
 
 
 def pointer_binary(**changes) -> KernelBinary:

@@ -89,8 +89,8 @@ def pytest_configure(config):
 
 def compile_instead_of_launching(patch=setattr, compiled=lambda kernel: None) -> None:
     """From here on (or, with `monkeypatch.setattr` as `patch`, for one test) a kernel call,
-    `interpret` and `profile` compile their kernel, hand it to `compiled` and launch nothing; the
-    runtime reports an H200 and keeps arrays on the host."""
+    `interpret`, `profile` and `prepare` compile their kernel, hand it to `compiled` and launch
+    nothing; the runtime reports an H200 and keeps arrays on the host."""
     import numpy as np
 
     import asyncdsl
@@ -110,9 +110,13 @@ def compile_instead_of_launching(patch=setattr, compiled=lambda kernel: None) ->
     def profile_only(self, *args, stream=None, **kwargs):
         compiled(self.compile(*args, profile=True, **kwargs))
 
+    def prepare_only(self, *args, stream=None, **kwargs):
+        compiled(self.compile(*args, **kwargs))
+        return lambda *arrays, stream=None: None  # a prepared call that launches nothing
+
     kernel_class = type(asyncdsl.kernel(lambda: None))
     for name, replacement in (("__call__", compile_only), ("interpret", compile_only),
-                              ("profile", profile_only)):
+                              ("profile", profile_only), ("prepare", prepare_only)):
         patch(kernel_class, name, replacement)
 
 

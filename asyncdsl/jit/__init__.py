@@ -17,7 +17,9 @@ fixes, checked once), `binding` (parameters, `constexpr`, a call's `BoundCall`),
 specialisation knows of an argument), `grid` (a launch's grid from the call), `persistent` (the
 persistent grid), `specializations` (the compiled specialisations: in-process caches and the disk
 cache's key), `specialize` (tracing one), `code_digest` (the code a trace depends on), `launch`
-(GPU launches: checked and warm), `interpreter` (interpreted runs), `profile` (profiled runs),
+(GPU launches: checked and warm), `prepared` (`Kernel.prepare`: a call of a fixed layout),
+`interpreter` (interpreted runs), `profile` (profiled runs),
 `profile_report` (`Profile`), `profile_export` (its files), `autotune` (`asyncdsl.autotune`),
-`tunings` (what autotuning found).
+`tunings` (what autotuning found, in memory and on disk), `warmup` (`asyncdsl.warmup`: a
+workload's kernels compiled before its first call).
 """

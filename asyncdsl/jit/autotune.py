@@ -7,6 +7,7 @@ first call for each argument layout, times them on the GPU and runs the fastest 
     tuned(a, b, c, CTAS=132)        # first call for these shapes: tries each, keeps the fastest
     tuned.chosen(a, b, c, CTAS=132) # the Choice it runs for arguments like these
     tuned.timings                   # per key: each choice's milliseconds, or why it did not run
+    ad.warmup(tuned.specializations(a, b, c, CTAS=132))   # compile every choice ahead
 
 A call's key is what a kernel is specialised on: each array argument's shape and dtype, every
 other argument's value (`key=`, a function of the call's arguments returning something hashable,
@@ -17,10 +18,17 @@ counting.  Arguments the kernels update in place (`c += a @ b`) are named in `re
 saved before the trials and put back after each choice's, so the call that follows the tuning
 sees them as they were.  In the interpreter, or without a GPU, nothing is timed: the first choice
 that compiles runs.
+
+A tuning on the GPU is filed on disk (`jit/tunings.py`) under the choices' names and code, the
+call's key and the device's model: a later process, or another rank of the job, making the same
+call on such a device takes the choice from there without compiling or timing anything.  A key
+whose text differs between processes (a `key=` function returning objects that print their
+address) is tuned in every process, as is every call under ASYNCDSL_KERNEL_CACHE=0.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import sys
 from collections.abc import Callable, Iterable, Sequence
@@ -31,7 +39,9 @@ from asyncdsl import runtime
 from asyncdsl.config import knobs
 from asyncdsl.errors import ArgumentError, AsyncDSLError, is_int, user_location
 from asyncdsl.jit.kernel import Kernel
-from asyncdsl.jit.tunings import Tunings
+from asyncdsl.jit.code_digest import keyable, value_text
+from asyncdsl.jit.tunings import TUNINGS_FORMAT, TuningFiles, Tunings
+from asyncdsl.jit.warmup import Specialization
 from asyncdsl.runtime.buffers import copy_on_stream, empty
 from asyncdsl.runtime.streams import current_stream_source, launch_stream
 from asyncdsl.runtime.timing import device_milliseconds
@@ -118,6 +128,11 @@ class Autotuned:
                 print(self.tunings.report(key), file=sys.stderr)
         return self._by_name[name]
 
+    def specializations(self, *args: Any, **kwargs: Any) -> list[Specialization]:
+        """Every choice's kernel for arguments like these (arrays or `ArraySpec`s, as a call takes
+        them), for `asyncdsl.warmup`: what a tuning of such a call compiles."""
+        return [choice.kernel.specialization(*args, **choice.arguments(kwargs)) for choice in self.choices]
+
     def _key(self, args: tuple, kwargs: dict) -> Any:
         """The tuning key of a call: `key(*args, **kwargs)`, checked, or the arguments' layout."""
         if self.key is None:
@@ -136,6 +151,48 @@ class Autotuned:
         return self.tunings.report(key)
 
     def _tune(self, key: Any, args: tuple, kwargs: dict, stream: Any) -> Choice:
+        """The choice for `key`: filed by an earlier tuning of this call's code on a GPU like
+        this one, else timed here (and filed), or without a GPU the first that compiles."""
+        if knobs.interpret or not runtime.has_gpu():
+            compiled = self._compiled(key, args, kwargs)
+            self.tunings.timings[key][compiled[0].name] = "chosen without timing (no GPU)"
+            return compiled[0]
+        first = self.choices[0]  # every choice takes the same arguments
+        arrays = dict(first.kernel.signature.bind(args, first.arguments(kwargs), user_location()).arrays())
+        handle = launch_stream(stream, current_stream_source(list(arrays.values())))
+        device = runtime.device_array(next(iter(arrays.values())), stream=handle).device if arrays else 0
+        disk_key = self._disk_key(key, device) if knobs.kernel_cache else None
+        if disk_key is None:
+            return self._time(key, args, kwargs, arrays, handle, device)
+        files = TuningFiles()
+        with files.locked(disk_key):  # ranks tuning at once: one times, the others read its choice
+            filed = files.load(disk_key, frozenset(self._by_name))
+            if filed is None:
+                best = self._time(key, args, kwargs, arrays, handle, device)
+                files.store(disk_key, best.name, self.tunings.timings[key])
+                return best
+        name, results = filed
+        self.tunings.timings[key] = results
+        return self._by_name[name]
+
+    def _disk_key(self, key: Any, device: int) -> str | None:
+        """The key of this call's tuning for `key` across processes: every choice's name and code
+        (`Specializations.code_key`), the tuning key's text and the device's model; None when one
+        of them has no text that is the same in every process (`code_digest.keyable`)."""
+        key_text = value_text(key)
+        codes = [choice.kernel.specializations.code_key() for choice in self.choices]
+        if not keyable(key_text) or any(code is None for code in codes):
+            return None
+        facts = runtime.device_facts(device)
+        digest = hashlib.sha256()
+        for part in (TUNINGS_FORMAT, key_text, facts.name, repr(facts.compute_capability),
+                     str(facts.multiprocessor_count), str(facts.driver_version), repr(self.restore),
+                     *(f"{choice.name}\0{code}" for choice, code in zip(self.choices, codes))):
+            digest.update(part.encode() + b"\0")
+        return digest.hexdigest()
+
+    def _compiled(self, key: Any, args: tuple, kwargs: dict) -> list[Choice]:
+        """The choices that compile for the call, the others' reasons kept; at least one."""
         timings = self.tunings.timings[key] = {}
         compiled = []
         for choice in self.choices:
@@ -147,14 +204,13 @@ class Autotuned:
                 compiled.append(choice)
         if not compiled:
             raise _none_left("compiles for these arguments", timings)
-        if knobs.interpret or not runtime.has_gpu():
-            timings[compiled[0].name] = "chosen without timing (no GPU)"
-            return compiled[0]
-        first = compiled[0]  # every choice takes the same arguments
-        arrays = dict(first.kernel.signature.bind(args, first.arguments(kwargs), user_location()).arrays())
-        handle = launch_stream(stream, current_stream_source(list(arrays.values())))
-        device = runtime.device_array(next(iter(arrays.values())), stream=handle).device if arrays else 0
-        saved = self._save(arrays, first.kernel.__name__, handle)
+        return compiled
+
+    def _time(self, key: Any, args: tuple, kwargs: dict, arrays: dict, handle: int, device: int) -> Choice:
+        """The fastest of the choices that compile, timed on the GPU (see the module docstring)."""
+        compiled = self._compiled(key, args, kwargs)
+        timings = self.tunings.timings[key]
+        saved = self._save(arrays, compiled[0].kernel.__name__, handle)
         best, best_ms = None, math.inf
         for choice in compiled:
             try:

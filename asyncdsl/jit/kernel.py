@@ -1,11 +1,12 @@
 """`@asyncdsl.kernel`: a Python function becomes a GPU kernel, specialised per call signature.
 
 `Kernel` is the user's handle on one: calling it launches on the GPU, `interpret` runs it on the
-CPU, `profile` times its regions, `compile`/`ptx`/`stages`/`ir` show what it compiles to.  The
-work is done by the parts it is made of, each of the host layer (`asyncdsl/jit`): the parameters
-and how a call binds to them (`binding`), the compile options (`options`), the grid (`grid`), the
-compiled specialisations (`specializations`), and the launchers (`launch` for the GPU, `interpreter`,
-`profile`).  Outputs are written in place.
+CPU, `profile` times its regions, `prepare` fixes a call's layout for repeated launches,
+`specialization` names one for `asyncdsl.warmup`, `compile`/`ptx`/`stages`/`ir` show what it
+compiles to.  The work is done by the parts it is made of, each of the host layer
+(`asyncdsl/jit`): the parameters and how a call binds to them (`binding`), the compile options
+(`options`), the grid (`grid`), the compiled specialisations (`specializations`), and the
+launchers (`launch` for the GPU, `prepared`, `interpreter`, `profile`).  Outputs are written in place.
 """
 
 from __future__ import annotations
@@ -23,9 +24,11 @@ from asyncdsl.jit.grid import GridRule
 from asyncdsl.jit.interpreter import Interpreter
 from asyncdsl.jit.launch import GpuLauncher
 from asyncdsl.jit.options import KernelOptions
+from asyncdsl.jit.prepared import PreparedCall
 from asyncdsl.jit.profile import Profiler
 from asyncdsl.jit.profile_report import Profile
 from asyncdsl.jit.specializations import Specializations, Specs
+from asyncdsl.jit.warmup import Specialization
 from asyncdsl.kernel_binary import KernelBinary
 
 if TYPE_CHECKING:
@@ -91,6 +94,13 @@ class Kernel:
         call = self.signature.bind(args, kwargs, location)
         return self.specializations.compile(call.specs(location), call.constexprs, profile)
 
+    def specialization(self, *args, **kwargs) -> Specialization:
+        """This kernel for arguments like these (as `compile` takes them: arrays or `ArraySpec`s,
+        numbers or `int`/`float` for scalars, the constexprs' values), for `asyncdsl.warmup`."""
+        location = user_location()
+        call = self.signature.bind(args, kwargs, location)
+        return Specialization(self, call.specs(location), call.constexprs)
+
     def ptx(self, *args, profile: bool = False, **kwargs) -> str:
         """The PTX this kernel compiles to for arguments like these."""
         return self.compile(*args, profile=profile, **kwargs).ptx
@@ -120,6 +130,16 @@ class Kernel:
             self._interpreter.run_copies(args, kwargs, user_location())
         else:
             self._gpu.launch(args, kwargs, stream)
+
+    def prepare(self, *args, stream=None, **kwargs) -> PreparedCall:
+        """A call of this kernel for arguments of this layout, checked, compiled and loaded but not
+        launched; calling it with the runtime arguments alone (arrays and scalars, in signature
+        order) launches with no more checking than the layout needs (`asyncdsl.jit.prepared`).
+        `stream` fixes where its calls run unless a call names another."""
+        if knobs.interpret:
+            raise ArgumentError(f"{self.__name__}.prepare makes a GPU launch; under ASYNCDSL_INTERPRET=1 "
+                                "call the kernel itself, which the interpreter runs", user_location())
+        return self._gpu.prepare(args, kwargs, stream)
 
     def interpret(self, *args, devices: int | None = None, **kwargs) -> None:
         """Run the kernel on the CPU on numpy arrays (outputs written in place).

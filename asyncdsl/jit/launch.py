@@ -4,7 +4,7 @@ The first call of an argument layout takes the checked path: bind, check every a
 binary (`jit/specializations.py`: compiled on a miss, or from the disk), load it, launch; it then
 remembers the launch (`runtime/warm_path.py`), and later calls of that layout are warm: checked
 only for what the layout does not fix, and launched at once.  `on_device` is the checked path's
-second half, which the profiler shares (`jit/profile.py`).
+second half, which the profiler and `prepare` share (`jit/profile.py`, `jit/prepared.py`).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from asyncdsl import runtime
 from asyncdsl.errors import ArgumentError, SourceLocation, user_location
 from asyncdsl.jit.binding import BoundCall, KernelSignature
 from asyncdsl.jit.grid import GridRule
+from asyncdsl.jit.prepared import PreparedCall
 from asyncdsl.jit.specializations import Specializations
 from asyncdsl.kernel_binary import KernelBinary
 from asyncdsl.runtime.launch import LoadedKernel
@@ -57,6 +58,24 @@ class GpuLauncher:
         """Launch `(*args, **kwargs)` on `stream` (or where the arrays' library says: see `Kernel`)."""
         if not self._warm.launch(args, kwargs, stream):
             self._launch_checked(args, kwargs, stream)
+
+    def prepare(self, args: tuple, kwargs: dict, stream) -> PreparedCall:
+        """The checked path of `(*args, **kwargs)` without the launch: a `PreparedCall` of its layout."""
+        location = user_location()
+        call = self._signature.bind(args, kwargs, location)
+        binary = self._specializations.binary(call.specs(location), call.constexprs)
+        stream_source = current_stream_source([a for _, a in call.arrays()])
+        handle = launch_stream(stream, stream_source)
+        scalars = call.scalars()
+
+        def prepared(loaded: LoadedKernel, grid: tuple[int, int, int], arrays: list):
+            launch = loaded.prepare(runtime.launch_grid(grid, binary.cluster))
+            launch.check(arrays, handle, scalars)
+            return launch, arrays
+
+        _, _, (launch, arrays) = on_device(call, location, binary, self._grid, handle, prepared)
+        return PreparedCall(self._signature.kernel_name, call, arrays, launch, stream, stream_source,
+                            self._grid.function)
 
     def _launch_checked(self, args: tuple, kwargs: dict, stream) -> None:
         location = user_location()

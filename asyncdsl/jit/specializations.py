@@ -5,7 +5,8 @@ also across processes.
 `compile` gives the `CompiledKernel` (the IR the interpreter runs, and the binary); `binary` gives
 only what the GPU runs: compiled in this process, else taken from the kernels earlier processes
 compiled from the same code (`runtime/binary_cache.py`, under `disk_key`: no tracing, no passes),
-else compiled now and filed there.  A scalar's spec holds its kind and divisibility, never its
+else compiled now and filed there (one process compiling a key at a time, the others waiting
+for it: `_shared_binary`).  A scalar's spec holds its kind and divisibility, never its
 value, so no runtime value ever compiles again.
 
 The compiler (xDSL, the dialects, the passes, the frontend's op emitters) loads when a kernel is
@@ -79,21 +80,54 @@ class Specializations:
     def binary(self, specs: Specs, constexprs: Mapping[str, Any], profile: bool = False) -> KernelBinary:
         """What the GPU runs for these specs and constexprs (see the module docstring), traced for
         the devices of this process's NVSHMEM job (`asyncdsl.distributed`; one without it)."""
+        binary = self.cached_binary(specs, constexprs, profile)
+        if binary is not None:
+            return binary
+        devices = runtime.world_size()
+        key = _specialization(specs, constexprs, profile, devices)
+        disk_key = self.disk_key(specs, constexprs, profile, devices) if knobs.kernel_cache else None
+        if disk_key is None:
+            binary = self.compile(specs, constexprs, profile, devices).binary
+        else:
+            binary = self._shared_binary(disk_key, specs, constexprs, profile, devices)
+        self.binaries[key] = binary
+        return binary
+
+    def cached_binary(self, specs: Specs, constexprs: Mapping[str, Any],
+                      profile: bool = False) -> KernelBinary | None:
+        """`binary` from this process's caches or the disk cache; None where it would compile."""
         devices = runtime.world_size()
         key = _specialization(specs, constexprs, profile, devices)
         binary = self.binaries.get(key)
-        if binary is not None:
-            return binary
-        disk_key = None
-        if key not in self.compiled and knobs.kernel_cache:
+        if binary is None and key in self.compiled:
+            binary = self.compiled[key].binary
+        if binary is None and knobs.kernel_cache:
             disk_key = self.disk_key(specs, constexprs, profile, devices)
-        if disk_key is not None:
-            binary = runtime.BinaryCache().load(disk_key)
-        if binary is None:
-            binary = self.compile(specs, constexprs, profile, devices).binary
-            if disk_key is not None:
-                runtime.BinaryCache().store(disk_key, binary)
-        self.binaries[key] = binary
+            binary = None if disk_key is None else runtime.BinaryCache().load(disk_key)
+        if binary is not None:
+            self.binaries[key] = binary
+        return binary
+
+    def traced(self, specs: Specs, constexprs: Mapping[str, Any], profile: bool = False) -> bool:
+        """Whether this process traced and compiled the specialisation (not read it from disk)."""
+        return _specialization(specs, constexprs, profile, runtime.world_size()) in self.compiled
+
+    def has_binary(self, specs: Specs, constexprs: Mapping[str, Any], profile: bool = False) -> bool:
+        """Whether this process holds the binary already (compiled here, or read from disk)."""
+        key = _specialization(specs, constexprs, profile, runtime.world_size())
+        return key in self.binaries or key in self.compiled
+
+    def _shared_binary(self, disk_key: str, specs: Specs, constexprs: Mapping[str, Any], profile: bool,
+                       devices: int) -> KernelBinary:
+        """The binary filed under `disk_key` (by a process this one waited for), else compiled and
+        filed holding the key's lock, so that processes missing it at once (a job's ranks,
+        `asyncdsl.warmup`'s workers) compile it once: the others wait and read what it filed."""
+        cache = runtime.BinaryCache()
+        with cache.locked(disk_key):
+            binary = cache.load(disk_key)
+            if binary is None:
+                binary = self.compile(specs, constexprs, profile, devices).binary
+                cache.store(disk_key, binary)
         return binary
 
     def stages(self, specs: Specs, constexprs: Mapping[str, Any], profile: bool = False) -> dict[str, str]:
@@ -108,25 +142,32 @@ class Specializations:
         it names (`bound_values`), this kernel and its options, the specs and the constexprs by
         type and text (`code_digest.value_text`: arrays by their bytes); None when a constexpr's
         or bound value's text would differ in every process (`code_digest.keyable`)."""
-        fn, options = self._fn, self._options
-        code = code_digest(fn.__code__.co_filename)
-        if code is None:
-            return None
+        code = self.code_key()
         values = repr(
             sorted((name, type(value).__qualname__, value_text(value)) for name, value in constexprs.items()))
-        bound = bound_values(fn)
-        if bound is None or not keyable(values):
+        if code is None or not keyable(values):
+            return None
+        options = self._options
+        digest = hashlib.sha256()
+        for part in (runtime.BINARY_FORMAT, code, str(options.profile_events if profile else None),
+                     repr(specs), values, str(knobs.debug), str(devices)):
+            digest.update(part.encode() + b"\0")
+        return digest.hexdigest()
+
+    def code_key(self) -> str | None:
+        """What every specialisation's key shares, as text: the code (`code_digest`) and the
+        values it names (`bound_values`), the kernel function and its options; None when the
+        kernel has no key across processes (see `disk_key`)."""
+        fn, options = self._fn, self._options
+        code = code_digest(fn.__code__.co_filename)
+        bound = None if code is None else bound_values(fn)
+        if bound is None:
             return None
         # A function exec'd from source without `__name__` in its globals has no module: its file
         # names it (a module name has no space).
         module = fn.__module__ or f"file {fn.__code__.co_filename}"
-        digest = hashlib.sha256()
-        for part in (runtime.BINARY_FORMAT, code, module, fn.__qualname__, options.name,
-                     repr(options.launch), options.descriptor_mode,
-                     str(options.profile_events if profile else None),
-                     repr(specs), values, bound, str(knobs.debug), str(devices)):
-            digest.update(part.encode() + b"\0")
-        return digest.hexdigest()
+        return "\0".join((code, module, fn.__qualname__, options.name, repr(options.launch),
+                          options.descriptor_mode, bound))
 
     def _tracing(self, specs: Specs, constexprs: Mapping[str, Any], profile: bool,
                  devices: int = 1) -> Callable[[], ModuleOp]:

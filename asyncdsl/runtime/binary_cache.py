@@ -5,13 +5,15 @@ tracing, no passes and no PTX printing (the cubin then comes from the cubin cach
 The host side computes the key (what the trace depends on: `jit/code_digest.py`, the argument
 specs, the constexprs, the kernel's options); this module only files binaries under keys, in
 `$ASYNCDSL_CACHE_DIR/binary` (or `~/.cache/asyncdsl/binary`), with the cubin cache's atomic
-writes and checked reads.  A binary is pickled; reading one back builds nothing but the plain
-records of `asyncdsl.kernel_binary`, the `Arch` they name and Python's own containers and
-numbers, so a file that is not what it claims fails as a miss instead of running anything.
+writes, checked reads and per-key locks (`file_lock.py`).  A binary is pickled; reading one
+back builds nothing but the plain records of `asyncdsl.kernel_binary`, the `Arch` they name and
+Python's own containers and numbers, so a file that is not what it claims fails as a miss
+instead of running anything.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import pickle
 from pathlib import Path
@@ -61,6 +63,10 @@ class BinaryCache:
         except (pickle.UnpicklingError, EOFError, AttributeError, TypeError, ValueError):
             return None
         return binary if isinstance(binary, KernelBinary) else None
+
+    def locked(self, key: str) -> contextlib.AbstractContextManager[bool]:
+        """The lock of `key` across processes, held while its kernel is compiled (`file_lock.py`)."""
+        return self._files.locked(key)
 
     def store(self, key: str, binary: KernelBinary) -> None:
         self._files.store(key, pickle.dumps(binary, protocol=pickle.HIGHEST_PROTOCOL))

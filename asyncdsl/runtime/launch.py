@@ -343,6 +343,12 @@ class PreparedLaunch:
         self._checks_errors = loaded._errors is not None
         self._lock = threading.Lock()
 
+    def check(self, arrays: Sequence[DeviceArray], stream: int, scalars: Sequence[int | float] = ()) -> None:
+        """Check `arrays` and `scalars` as a launch of the kernel does (their count, device and
+        size, each scalar's value), filling the parameters; the next `launch` refills them."""
+        self._params.pack(arrays, stream, scalars)
+        self._addresses = None
+
     def _set_grid(self, grid: Any) -> None:
         config = self._config
         config.gridDimX, config.gridDimY, config.gridDimZ = launch_grid(grid, self.loaded.binary.cluster)

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from asyncdsl.config import CACHE_DIR, knobs
+from asyncdsl.runtime.file_lock import exclusive
 
 CACHE_FORMAT = "asyncdsl-cubin-5"  # bump when the key, the file layout or what a compiler makes changes
 _HEADER = struct.Struct("<16sQ32s")  # magic, payload length, sha256 of the payload
@@ -67,6 +68,10 @@ class ChecksummedFiles:
 
     def path(self, key: str) -> Path:
         return self.directory / key[:2] / f"{key}{self._suffix}"
+
+    def locked(self, key: str) -> contextlib.AbstractContextManager[bool]:
+        """The lock of `key` across processes (`file_lock.exclusive`): held while it is computed."""
+        return exclusive(self.directory / key[:2] / f"{key}.lock")
 
     def load(self, key: str) -> bytes | None:
         """The bytes filed under `key`, or None if there are none or the file fails its check
@@ -127,6 +132,10 @@ def cached_compile(
     cubin = cache.load(key)
     if cubin is not None:
         return cubin, True
-    cubin = compile_ptx(ptx, arch, name)
-    cache.store(key, cubin)
+    with cache.locked(key):
+        cubin = cache.load(key)  # filed by the process this one waited for
+        if cubin is not None:
+            return cubin, True
+        cubin = compile_ptx(ptx, arch, name)
+        cache.store(key, cubin)
     return cubin, False

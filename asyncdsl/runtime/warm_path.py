@@ -40,6 +40,8 @@ class WarmLaunches:
         # Each parameter's default (`_NONE` where it has none), to fill what a call leaves out.
         self._defaults = tuple((defaults or {}).get(name, _NONE) for name in params)
         self._positions = {name: position for position, name in enumerate(params)}
+        self._required = tuple(position for position, default in enumerate(self._defaults)
+                               if default is _NONE)  # the parameters a call must give
         self._constexpr = tuple(name in constexpr_names for name in params)
         self._grid_function = grid_function
         self._launches: dict[tuple, tuple[PreparedLaunch, Callable[[], int] | None]] = {}
@@ -101,8 +103,9 @@ class WarmLaunches:
                 if position < given:  # unknown, or also given by position: the full path says so
                     return None
                 values[position] = value
-            if any(value is _NONE for value in values):  # neither given nor defaulted: the full path says so
-                return None
+            for position in self._required:
+                if values[position] is _NONE:  # neither given nor defaulted: the full path says so
+                    return None
         tensor_type = self._tensor_type
         parts, addresses, scalars = [], [], []
         address_bits = 0

@@ -26,10 +26,10 @@ HERE = Path(__file__).resolve().parent
 PAGES: dict[str, tuple[str, str, list[str], list[str]]] = {
     "kernels": (
         "Kernels, calls and tuning",
-        "The decorator, what a kernel call takes, and the tools that choose a kernel's grid and "
-        "constexprs.",
+        "The decorator, what a kernel call takes, the tools that choose a kernel's grid and "
+        "constexprs, and compiling a workload's kernels ahead of its first call.",
         ["kernel", "constexpr", "Kernel", "ArraySpec", "cdiv", "autotune", "Choice", "Autotuned",
-         "persistent_grid", "PersistentGrid"],
+         "persistent_grid", "PersistentGrid", "warmup", "Specialization", "WarmupReport"],
         [],
     ),
     "grid-and-control": (

@@ -4,6 +4,10 @@ the GPU), and the errors of bad use."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -11,7 +15,7 @@ import asyncdsl as ad
 import asyncdsl.jit.autotune as autotune_module
 from asyncdsl import dtypes
 from asyncdsl.examples.tile_copy import tile_copy
-from asyncdsl.runtime import DeviceArray
+from asyncdsl.runtime import DeviceArray, DeviceFacts
 
 
 def square(b: int) -> ad.Choice:
@@ -39,10 +43,17 @@ def interpreted(monkeypatch):
     monkeypatch.setenv("ASYNCDSL_INTERPRET", "1")
 
 
+H200 = DeviceFacts(0, "NVIDIA H200", (9, 0), 232448, 132, 13000)
+
+
 @pytest.fixture
-def stand_in_gpu(monkeypatch):
-    """A GPU as far as the tuner asks, with a timer that gives the next of `times` (or raises it)."""
+def stand_in_gpu(monkeypatch, tmp_path):
+    """A GPU as far as the tuner asks, with a timer that gives the next of `times` (or raises it);
+    tunings filed in a cache directory of the test's own."""
     times: list = []
+    monkeypatch.setenv("ASYNCDSL_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("ASYNCDSL_KERNEL_CACHE", "1")
+    monkeypatch.setattr(autotune_module.runtime, "device_facts", lambda device=0: H200)
 
     def timer(call, stream, device, warmup, repeat):
         value = times.pop(0)
@@ -150,3 +161,100 @@ def test_bad_use_is_refused_at_the_users_line(make, message):
     with pytest.raises(ad.ArgumentError, match=message) as raised:
         make()
     assert raised.value.location is not None and raised.value.location.file.endswith("test_autotune.py")
+
+
+# ------------------------------------------------------------------------- tunings kept on disk
+
+TUNING_PROCESS = """
+import sys
+import asyncdsl as ad
+import asyncdsl.jit.autotune as autotune_module
+from asyncdsl import dtypes
+from asyncdsl.examples.tile_copy import tile_copy
+from asyncdsl.jit import specializations
+from asyncdsl.runtime import DeviceArray, DeviceFacts
+
+times = [float(t) for t in sys.argv[1:]]
+counts = {"timed": 0, "traced": 0}
+
+def timer(call, stream, device, warmup, repeat):
+    counts["timed"] += 1
+    return times.pop(0)
+
+def compile_module(*args, **kwargs):
+    counts["traced"] += 1
+    return compile_now(*args, **kwargs)
+
+compile_now = specializations.compile_module
+specializations.compile_module = compile_module
+autotune_module.device_milliseconds = timer
+autotune_module.runtime.has_gpu = lambda: True
+h200 = DeviceFacts(0, "NVIDIA H200", (9, 0), 232448, 132, 13000)
+autotune_module.runtime.device_facts = lambda device=0: h200
+tuned = ad.autotune([ad.Choice(tile_copy, BM=b, BN=b) for b in (16, 32, 64)])
+x, y = (DeviceArray(address, (64, 64), (64, 1), dtypes.float32, 0)
+        for address in (0x7F0000000000, 0x7F0000100000))
+print(tuned.chosen(x, y).name, counts["timed"], counts["traced"], sep="|")
+"""
+
+
+def test_a_second_process_takes_the_choice_from_disk_without_timing(tmp_path):
+    environment = {**os.environ, "ASYNCDSL_CACHE_DIR": str(tmp_path / "cache"), "ASYNCDSL_KERNEL_CACHE": "1"}
+    environment.pop("ASYNCDSL_INTERPRET", None)
+
+    def run(*times):
+        done = subprocess.run([sys.executable, "-c", TUNING_PROCESS, *map(str, times)], env=environment,
+                              capture_output=True, text=True, timeout=300, check=False)
+        assert done.returncode == 0, done.stderr
+        name, timed, traced = done.stdout.strip().split("|")
+        return name, int(timed), int(traced)
+
+    assert run(3.0, 1.0, 2.0) == (named(32), 3, 3)  # timed every choice, traced each
+    assert run() == (named(32), 0, 0)  # no timer left to give: nothing timed, nothing traced
+
+
+def test_the_disk_names_the_device_and_the_choices(stand_in_gpu, monkeypatch):
+    stand_in_gpu.extend([3.0, 1.0])
+    x, y = _device_arrays()
+    assert ad.autotune([square(16), square(32)]).chosen(x, y).name == named(32)
+    assert ad.autotune([square(16), square(32)]).chosen(x, y).name == named(32) and not stand_in_gpu
+    stand_in_gpu.extend([1.0, 3.0])  # another set of choices: tuned again
+    assert ad.autotune([square(16), square(64)]).chosen(x, y).name == named(16) and not stand_in_gpu
+    h100 = DeviceFacts(0, "NVIDIA H100 80GB HBM3", (9, 0), 232448, 132, 13000)
+    monkeypatch.setattr(autotune_module.runtime, "device_facts", lambda device=0: h100)
+    stand_in_gpu.extend([1.0, 3.0])  # another GPU model: tuned again
+    tuned = ad.autotune([square(16), square(32)])
+    assert tuned.chosen(x, y).name == named(16) and not stand_in_gpu
+    assert tuned.timings[next(iter(tuned.timings))] == {named(16): 1.0, named(32): 3.0}
+
+
+def test_a_key_without_stable_text_is_tuned_in_every_process(stand_in_gpu):
+    stand_in_gpu.extend([3.0, 1.0, 3.0, 1.0])
+    x, y = _device_arrays()
+    for _ in range(2):  # an object's default repr holds its address: no disk key
+        tuned = ad.autotune([square(16), square(32)], key=lambda x, y: object())
+        assert tuned.chosen(x, y).name == named(32)
+    assert not stand_in_gpu
+
+
+def test_without_the_kernel_cache_every_process_tunes(stand_in_gpu, monkeypatch):
+    monkeypatch.setenv("ASYNCDSL_KERNEL_CACHE", "0")
+    stand_in_gpu.extend([3.0, 1.0, 1.0, 3.0])
+    x, y = _device_arrays()
+    assert ad.autotune([square(16), square(32)]).chosen(x, y).name == named(32)
+    assert ad.autotune([square(16), square(32)]).chosen(x, y).name == named(16) and not stand_in_gpu
+
+
+def test_a_tuning_file_that_is_damaged_or_names_other_choices_is_a_miss(tmp_path):
+    from asyncdsl.jit.tunings import TuningFiles
+
+    files = TuningFiles(tmp_path)
+    names = frozenset({"a(B=1)", "a(B=2)"})
+    files.store("k" * 64, "a(B=2)", {"a(B=1)": 2.0, "a(B=2)": 1.0})
+    assert files.load("k" * 64, names) == ("a(B=2)", {"a(B=1)": 2.0, "a(B=2)": 1.0})
+    assert files.load("k" * 64, frozenset({"a(B=1)"})) is None  # a choice this call does not have
+    path = next(tmp_path.rglob("*.json"))
+    path.write_bytes(path.read_bytes()[:-3])  # truncated: fails its checksum
+    assert files.load("k" * 64, names) is None
+    files._files.store("j" * 64, b"not json")
+    assert files.load("j" * 64, names) is None
