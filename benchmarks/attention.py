@@ -1,9 +1,9 @@
 """Attention forward (bf16, (B, H, S, D)), `asyncdsl.kernels.attention(q, k, v, causal=)`, against
 torch's scaled_dot_product_attention with each backend it has on the GPU (cuDNN, flash) and JAX
 Mosaic GPU's Pallas attention (`attention_mgpu`, the fastest of a few configurations), in one
-run, on the same random normal inputs, causal and not.  TFLOP/s = 4·B·H·S²·D (halved when causal) / time per call, taken as `matmul.py` takes it:
-the wall time of launches in a row, the contenders taking turns in a random order
-(`common.interleaved_ms`).
+run, on the same random normal inputs, causal and not.  TFLOP/s = 4·B·H·S²·D (halved when
+causal) / time per call, taken as `matmul.py` takes it: the wall time of launches in a row, the
+contenders taking turns in a random order (`common.interleaved_ms`).
 
 Errors are measured against float64 attention computed on the GPU for a sample of query rows
 (the first and last 64 of a few heads: the last ones see every key when causal), the largest

@@ -23,7 +23,7 @@ barriers.
                 loads.wait_keys(slot)
                 loads.wait_values(slot)
                 total = total + (loads.k.at[slot][...] + loads.values(slot)[...]).astype(ad.float32)
-                ad.warpgroup_barrier()               # every thread has read the slot (in attention: a wgmma wait)
+                ad.warpgroup_barrier()               # all have read the slot (attention: a wgmma wait)
                 loads.release_keys(slot)
                 loads.release_values(slot)
             ad.store(out.at[ad.ds(me * 64, 64), :], total)

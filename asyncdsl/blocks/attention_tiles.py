@@ -10,7 +10,8 @@ CTA's query rows walk (causal: up to the diagonal) and the mask of the blocks th
         tile = QueryTile(S, S_KV, rows=ROWS, BK=BK, causal=CAUSAL)
         for j in ad.range(tile.blocks):              # 0 where a key is visible, -inf where masked
             zero = ad.zeros((ROWS, BK), ad.float32)
-            ad.store(mask.at[ad.ds(tile.first_row, ROWS), ad.ds(j * BK, BK)], tile.mask(zero, j, tile.first_row))
+            window = mask.at[ad.ds(tile.first_row, ROWS), ad.ds(j * BK, BK)]
+            ad.store(window, tile.mask(zero, j, tile.first_row))
 
 A CTA owns `rows` query rows from `first_row` and walks key blocks of BK keys 0, 1, ...,
 `blocks` - 1.  Causal, it stops at the block holding its last row's own key, and only the blocks
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import math
 
+from asyncdsl.errors import user_location
 from asyncdsl.frontend import language as ad
 
 LAYOUTS = ("BHSD", "BSHD")
@@ -34,11 +36,11 @@ LAYOUTS = ("BHSD", "BSHD")
 def head_shapes(q, k, layout: str):
     """(B, H, S, D) of q and (H_kv, S_kv) of k in `layout` ("BHSD", or "BSHD": S before H)."""
     if layout not in LAYOUTS:
-        raise ad.TraceError(f"LAYOUT must be one of {LAYOUTS}, got {layout!r}")
+        raise ad.TraceError(f"LAYOUT must be one of {LAYOUTS}, got {layout!r}", user_location())
     for name, array in (("q", q), ("k", k)):
         if len(array.shape) != 4:
-            raise ad.TraceError(
-                f"{name} must have 4 dims ({', '.join(layout)}), got shape {tuple(array.shape)}")
+            raise ad.TraceError(f"{name} must have 4 dims ({', '.join(layout)}), got shape "
+                                f"{tuple(array.shape)}", user_location())
     if layout == "BHSD":
         return q.shape, k.shape[1:3]
     (b, s, h, d), (_, s_kv, h_kv, _) = q.shape, k.shape

@@ -5,7 +5,7 @@ as a running row maximum m and sum of exponentials l, so that no row is ever who
     from asyncdsl.blocks.online_softmax import OnlineSoftmax
 
     @ad.kernel(block=128)                            # one warpgroup: 64 rows
-    def weighted(x, v, o, lse):                      # o = Σ_j softmax(x)[:, j] ∘ v[:, j] per column of a block
+    def weighted(x, v, o, lse):                      # o = Σ_j softmax(x)[:, j] ∘ v[:, j], blockwise
         state = OnlineSoftmax(64, scale=1.4426950408889634)    # log2(e): exponentials of x itself
         acc = ad.registers((64, 64), ad.float32, layout=ad.WGMMA)
         acc[...] = ad.zeros((64, 64), ad.float32)

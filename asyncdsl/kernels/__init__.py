@@ -19,5 +19,5 @@ from asyncdsl.kernels.rms_norm import rms_norm
 from asyncdsl.kernels.softmax import softmax
 from asyncdsl.kernels.swiglu import swiglu
 
-__all__ = ["all_gather", "attention", "layer_norm", "permute_bhsd", "quantize_fp8", "reduce_scatter", "rms_norm",
-           "softmax", "swiglu"]
+__all__ = ["all_gather", "attention", "layer_norm", "permute_bhsd", "quantize_fp8", "reduce_scatter",
+           "rms_norm", "softmax", "swiglu"]

@@ -175,20 +175,21 @@ def _check(q, k, v, o, lse, B, H, S, D, H_KV, S_KV, BK, CAUSAL, LAYOUT) -> None:
     """Refuse at trace time what the kernel does not compute."""
     if BK is not None and (not isinstance(BK, int) or BK <= 0 or BK % 16):
         raise ad.TraceError("BK, the keys of a block, must be a positive multiple of 16 (p @ v takes them "
-                            f"16 at a time), got {BK!r}")
+                            f"16 at a time), got {BK!r}", user_location())
     expected = {"v": k.shape, "o": q.shape, "lse": (B, H, S)}
     for name, array in (("v", v), ("o", o), ("lse", lse)):
         if array.shape != expected[name]:
-            raise ad.TraceError(
-                f"{name} has shape {array.shape}, expected {expected[name]} ({LAYOUT} layout)")
+            raise ad.TraceError(f"{name} has shape {array.shape}, expected {expected[name]} "
+                                f"({LAYOUT} layout)", user_location())
     if D % 64 or not 64 <= D <= 256:
         raise ad.TraceError(f"head dim {D}: this kernel takes 64, 128, 192 or 256 (columns of 64 elements, "
-                            "one 128-byte swizzled row each; a wgmma's N is at most 256)")
+                            "one 128-byte swizzled row each; a wgmma's N is at most 256)", user_location())
     if H % H_KV:
-        raise ad.TraceError(f"{H} query heads cannot be grouped over {H_KV} key/value heads (not a divisor)")
+        raise ad.TraceError(f"{H} query heads cannot be grouped over {H_KV} key/value heads (not a divisor)",
+                            user_location())
     if CAUSAL and S_KV != S:
-        raise ad.TraceError(
-            f"causal attention takes as many keys as queries, got {S_KV} keys for {S} queries")
+        raise ad.TraceError(f"causal attention takes as many keys as queries, got {S_KV} keys for {S} "
+                            "queries", user_location())
 
 
 def reference(q, k, v, causal: bool, layout: str = "BHSD") -> tuple[np.ndarray, np.ndarray]:
