@@ -1,9 +1,9 @@
-"""Attention forward (bf16, (B, H, S, D)) against torch's scaled_dot_product_attention with each
-backend it has on the GPU (cuDNN, flash) and JAX Mosaic GPU's Pallas attention (`attention_mgpu`,
-the fastest of a few configurations), in one run, on the same random normal inputs, causal and
-not.  TFLOP/s = 4·B·H·S²·D (halved when causal) / time per call, taken as `matmul.py` takes it:
-the wall time of launches in a row, the contenders taking turns in a random order
-(`common.interleaved_ms`).
+"""Attention forward (bf16, (B, H, S, D)), `asyncdsl.kernels.attention(q, k, v, causal=)`, against
+torch's scaled_dot_product_attention with each backend it has on the GPU (cuDNN, flash) and JAX
+Mosaic GPU's Pallas attention (`attention_mgpu`, the fastest of a few configurations), in one
+run, on the same random normal inputs, causal and not.  TFLOP/s = 4·B·H·S²·D (halved when
+causal) / time per call, taken as `matmul.py` takes it: the wall time of launches in a row, the
+contenders taking turns in a random order (`common.interleaved_ms`).
 
 Errors are measured against float64 attention computed on the GPU for a sample of query rows
 (the first and last 64 of a few heads: the last ones see every key when causal), the largest
@@ -47,7 +47,7 @@ def measure(shape: tuple[int, int, int, int], causal: bool) -> dict:
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    from asyncdsl.examples.attention import attention
+    import asyncdsl.kernels as K
 
     b, h, s, d = shape
     q, k, v = (torch.randn(shape, device="cuda", dtype=torch.bfloat16) for _ in range(3))
@@ -66,9 +66,8 @@ def measure(shape: tuple[int, int, int, int], causal: bool) -> dict:
             del outputs[name]
             continue
         contenders[name] = (sdpa, torch.cuda.synchronize)
-    out = outputs["asyncdsl"] = torch.full(shape, float("nan"), device="cuda", dtype=torch.bfloat16)
-    lse = torch.full((b, h, s), float("nan"), device="cuda", dtype=torch.float32)
-    contenders["asyncdsl"] = (lambda: attention(q, k, v, out, lse, CAUSAL=causal), torch.cuda.synchronize)
+    # What a user gets: the library's host function, allocating o and lse each call as SDPA does.
+    contenders["asyncdsl"] = (lambda: K.attention(q, k, v, causal=causal), torch.cuda.synchronize)
     mosaic = None
     try:
         from mosaic_attention_peer import mosaic_attention_runner
@@ -80,6 +79,7 @@ def measure(shape: tuple[int, int, int, int], causal: bool) -> dict:
         run, wait, mosaic_output, mosaic_config = mosaic
         contenders["mosaic pallas"] = (run, wait)
     times = interleaved_ms(contenders, rounds=5, launches=10)
+    outputs["asyncdsl"], _ = K.attention(q, k, v, causal=causal)
     if mosaic is not None:
         outputs["mosaic pallas"] = mosaic_output()
     flops = 4 * b * h * s * s * d / (2 if causal else 1)

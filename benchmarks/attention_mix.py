@@ -1,5 +1,5 @@
 """The attention consumers' tensor-core work with nothing else around it, in the two launch shapes
-of `asyncdsl.examples.attention`: per block, each of two warpgroups issues s = q @ kᵀ (eight
+of `asyncdsl.kernels.attention`: per block, each of two warpgroups issues s = q @ kᵀ (eight
 m64n128k16 wgmmas from shared memory) and o += p @ v (eight with p from registers), waits for s,
 takes its row maximum and 2^x, waits for p @ v and rescales o.  No loads, no barriers between the
 warpgroups: shared memory is never written (only time matters).
@@ -26,7 +26,7 @@ import sys
 sys.path.insert(0, os.path.dirname(__file__))
 
 import asyncdsl as ad  # noqa: E402
-from asyncdsl.examples.matmul import tensor_core_layout  # noqa: E402
+from asyncdsl.blocks.mma_operands import tensor_core_layout  # noqa: E402
 
 REPS = 4000
 SCALE = 0.01  # small enough that 2^x of garbage scores stays finite

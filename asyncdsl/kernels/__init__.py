@@ -4,11 +4,13 @@ in the interpreter.
 
     import asyncdsl.kernels as K
 
+    o, lse = K.attention(q, k, v, causal=True)   # bf16 (B, H, S, D); also layout="BSHD", GQA
     y = K.softmax(x)                  # rows of a (M, N) bfloat16 matrix
     y = K.rms_norm(x, w)              # and layer_norm(x, w, b), swiglu(a, b)
     q, scales = K.quantize_fp8(x)     # rows to float8_e4m3fn with one float32 scale a row
 """
 
+from asyncdsl.kernels.attention import attention
 from asyncdsl.kernels.collectives import all_gather, reduce_scatter
 from asyncdsl.kernels.layer_norm import layer_norm
 from asyncdsl.kernels.permute_bhsd import permute_bhsd
@@ -17,5 +19,5 @@ from asyncdsl.kernels.rms_norm import rms_norm
 from asyncdsl.kernels.softmax import softmax
 from asyncdsl.kernels.swiglu import swiglu
 
-__all__ = ["all_gather", "layer_norm", "permute_bhsd", "quantize_fp8", "reduce_scatter", "rms_norm",
-           "softmax", "swiglu"]
+__all__ = ["all_gather", "attention", "layer_norm", "permute_bhsd", "quantize_fp8", "reduce_scatter",
+           "rms_norm", "softmax", "swiglu"]

@@ -9,7 +9,7 @@ import pytest
 from support import line_of
 
 import asyncdsl as ad
-from asyncdsl.examples.attention import attention
+from asyncdsl.kernels.attention import attention_kernel
 
 F32 = ad.ArraySpec((64, 128), ad.float32)
 
@@ -113,11 +113,11 @@ def test_an_autotune_key_function_that_fails_is_an_argument_error_at_the_call(ke
     assert caught.value.location.line == line_of(test, "# the call")
 
 
-def test_the_attention_example_refuses_a_q_of_three_dims():
+def test_the_attention_kernel_refuses_a_q_of_three_dims():
     q = ad.ArraySpec((2, 128, 64), ad.bfloat16)
     k = ad.ArraySpec((1, 2, 128, 64), ad.bfloat16)
     with pytest.raises(ad.TraceError, match=r"q must have 4 dims \(B, H, S, D\), got shape \(2, 128, 64\)"):
-        attention.compile(q, k, k, k, ad.ArraySpec((1, 2, 128), ad.float32))
+        attention_kernel.compile(q, k, k, k, ad.ArraySpec((1, 2, 128), ad.float32))
 
 
 def test_the_profile_command_names_itself_in_its_errors(tmp_path):

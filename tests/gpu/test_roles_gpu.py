@@ -70,7 +70,7 @@ def test_the_register_hand_over_survives_the_runtimes_compiler(monkeypatch, tmp_
     a program to be linked, drops `setmaxnreg` there, and the runtime says so."""
     import warnings
 
-    from asyncdsl.examples.attention import attention
+    from asyncdsl.kernels.attention import attention_kernel
     from asyncdsl.runtime.jit_link import NvJitLinkCompiler
 
     if compiler == "nvjitlink":
@@ -81,7 +81,7 @@ def test_the_register_hand_over_survives_the_runtimes_compiler(monkeypatch, tmp_
     monkeypatch.setenv("ASYNCDSL_PTX_COMPILER", compiler)
     monkeypatch.setenv("ASYNCDSL_CACHE_DIR", str(tmp_path))
     specs = [ad.ArraySpec((1, 2, 256, 128), ad.bfloat16)] * 4 + [ad.ArraySpec((1, 2, 256), ad.float32)]
-    binary = attention.compile(*specs).binary
+    binary = attention_kernel.compile(*specs).binary
     runtime.clear_loaded_kernels()
     try:
         if compiler == "auto":

@@ -1,8 +1,9 @@
-"""The attention example in the interpreter against float64 attention: causal and not, head dims
-64, 128, 192 and 256 (blocks of 192, 128 and 64 keys, and others chosen), several CTAs and
-heads, both layouts, grouped k/v heads, sequences that are not whole blocks (and keys that
-outnumber the queries), and the log-sum-exp output; consumers taking turns give the same bytes;
-bad shapes are refused at trace time; the kernel assembles with no spill or advisory."""
+"""The library's attention (`asyncdsl.kernels.attention`) in the interpreter against float64
+attention: causal and not, head dims 64, 128, 192 and 256 (blocks of 192, 128 and 64 keys, and
+others chosen), several CTAs and heads, both layouts, grouped k/v heads, sequences that are not
+whole blocks (and keys that outnumber the queries), and the log-sum-exp output; consumers taking
+turns give the same bytes; bad shapes are refused at trace time; the kernel assembles with no
+spill or advisory."""
 
 from __future__ import annotations
 
@@ -13,20 +14,33 @@ import numpy as np
 import pytest
 
 import asyncdsl as ad
-from asyncdsl.examples.attention import attention, reference
+import asyncdsl.kernels as K
+from asyncdsl.kernels.attention import attention_kernel, reference
+from asyncdsl.kernels.dispatch import launch
 from asyncdsl.runtime.ptxas import assemble
 
-def run(q_shape, kv_heads, causal, layout="BHSD", kv_len=None, seed=1, **constexprs):
-    """Interpret attention on random inputs; returns (o, lse) and the float64 reference's."""
+
+def inputs(q_shape, kv_heads, layout="BHSD", kv_len=None, seed=1):
+    """Random normal bf16 q, k, v (k and v with `kv_heads` heads and `kv_len` keys)."""
     rng = np.random.default_rng(seed)
     kv_shape = list(q_shape)
     kv_shape[layout.index("H")] = kv_heads
     kv_shape[layout.index("S")] = kv_len or q_shape[layout.index("S")]
     q = rng.standard_normal(q_shape).astype(ml_dtypes.bfloat16)
     k, v = (rng.standard_normal(kv_shape).astype(ml_dtypes.bfloat16) for _ in range(2))
-    b, s, h = (q_shape[layout.index(axis)] for axis in "BSH")
-    o, lse = np.full(q_shape, np.nan, ml_dtypes.bfloat16), np.full((b, h, s), np.nan, np.float32)
-    attention.interpret(q, k, v, o, lse, CAUSAL=causal, LAYOUT=layout, **constexprs)
+    return q, k, v
+
+
+def run(q_shape, kv_heads, causal, layout="BHSD", kv_len=None, seed=1, **constexprs):
+    """Attention on random inputs in the interpreter, through the host function (or, with
+    constexprs, the kernel itself); returns (o, lse) and the float64 reference's."""
+    q, k, v = inputs(q_shape, kv_heads, layout, kv_len, seed)
+    if constexprs:
+        b, s, h = (q_shape[layout.index(axis)] for axis in "BSH")
+        o, lse = np.full(q_shape, np.nan, ml_dtypes.bfloat16), np.full((b, h, s), np.nan, np.float32)
+        launch(attention_kernel, q, k, v, o, lse, CAUSAL=causal, LAYOUT=layout, **constexprs)
+    else:
+        o, lse = K.attention(q, k, v, causal=causal, layout=layout)
     return (o, lse), reference(q, k, v, causal, layout)
 
 
@@ -83,14 +97,14 @@ def test_bad_shapes_are_refused_while_tracing(shapes, fragment):
     q, kv = ad.ArraySpec(q_shape, ad.bfloat16), ad.ArraySpec(kv_shape, ad.bfloat16)
     lse = ad.ArraySpec((q_shape[0], q_shape[1], q_shape[2]), ad.float32)
     with pytest.raises(ad.TraceError, match=fragment):
-        attention.ptx(q, kv, kv, q, lse, CAUSAL=True)
+        attention_kernel.ptx(q, kv, kv, q, lse, CAUSAL=True)
 
 
 @pytest.mark.parametrize("head_dim", [32, 96, 320])
 def test_head_dims_the_kernel_does_not_take_are_refused(head_dim):
     x = ad.ArraySpec((1, 1, 128, head_dim), ad.bfloat16)
     with pytest.raises(ad.TraceError, match=f"head dim {head_dim}: this kernel takes 64, 128, 192 or 256"):
-        attention.ptx(x, x, x, x, ad.ArraySpec((1, 1, 128), ad.float32))
+        attention_kernel.ptx(x, x, x, x, ad.ArraySpec((1, 1, 128), ad.float32))
 
 
 @pytest.mark.parametrize("block", [0, 40, -16])
@@ -98,13 +112,13 @@ def test_key_blocks_that_are_not_whole_k16_steps_are_refused(block):
     x = ad.ArraySpec((1, 1, 128, 64), ad.bfloat16)
     with pytest.raises(ad.TraceError,
                        match=f"BK, the keys of a block, must be a positive multiple of 16 .* got {block}"):
-        attention.ptx(x, x, x, x, ad.ArraySpec((1, 1, 128), ad.float32), BK=block)
+        attention_kernel.ptx(x, x, x, x, ad.ArraySpec((1, 1, 128), ad.float32), BK=block)
 
 
 def test_a_mismatched_output_is_refused_while_tracing():
     x = ad.ArraySpec((1, 1, 128, 64), ad.bfloat16)
     with pytest.raises(ad.TraceError, match=r"lse has shape \(1, 128\), expected \(1, 1, 128\)"):
-        attention.ptx(x, x, x, x, ad.ArraySpec((1, 128), ad.float32))
+        attention_kernel.ptx(x, x, x, x, ad.ArraySpec((1, 128), ad.float32))
 
 
 @pytest.mark.parametrize("head_dim,causal,layout",
@@ -113,6 +127,25 @@ def test_a_mismatched_output_is_refused_while_tracing():
 def test_attention_assembles_without_spills_or_advisories(head_dim, causal, layout):
     x = ad.ArraySpec((4, 32, 4096, head_dim) if layout == "BHSD" else (4, 4096, 32, head_dim), ad.bfloat16)
     lse = ad.ArraySpec((4, 32, 4096), ad.float32)
-    _, log = assemble(attention.ptx(x, x, x, x, lse, CAUSAL=causal, LAYOUT=layout), verbose=True)
+    _, log = assemble(attention_kernel.ptx(x, x, x, x, lse, CAUSAL=causal, LAYOUT=layout), verbose=True)
     assert not re.search(r"C75\d\d", log), log
     assert re.findall(r"(\d+) bytes spill stores", log) == ["0"], log
+
+
+def test_the_host_function_allocates_its_outputs_beside_q():
+    q, k, v = inputs((1, 2, 128, 64), 1)
+    o, lse = K.attention(q, k, v)
+    assert (o.shape, o.dtype, lse.shape, lse.dtype) == (q.shape, q.dtype, (1, 2, 128), np.float32)
+    out, out_lse = np.full_like(q, np.nan), np.full((1, 2, 128), np.nan, np.float32)
+    same_o, same_lse = K.attention(q, k, v, out=out, lse=out_lse)
+    assert same_o is out and same_lse is out_lse
+    assert np.array_equal(out.view(np.uint16), o.view(np.uint16)) and np.array_equal(out_lse, lse)
+
+
+@pytest.mark.parametrize("layout,shape", [("BHDS", (1, 1, 128, 64)), ("BHSD", (1, 128, 64))])
+def test_the_host_function_refuses_layouts_it_does_not_know(layout, shape):
+    q = np.zeros(shape, ml_dtypes.bfloat16)
+    refusal = "attention takes 4-dim q, k, v in layout 'BHSD' or 'BSHD'"
+    with pytest.raises(ad.ArgumentError, match=refusal) as caught:
+        K.attention(q, q, q, layout=layout)
+    assert caught.value.location.file == __file__
