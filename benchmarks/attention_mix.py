@@ -26,7 +26,7 @@ import sys
 sys.path.insert(0, os.path.dirname(__file__))
 
 import asyncdsl as ad  # noqa: E402
-from asyncdsl.examples.matmul import tensor_core_layout  # noqa: E402
+from asyncdsl.blocks.mma_operands import tensor_core_layout  # noqa: E402
 
 REPS = 4000
 SCALE = 0.01  # small enough that 2^x of garbage scores stays finite

@@ -130,7 +130,7 @@ CONFIGS = (
     {"STAGES": 4, "SPLIT": "m", "EPILOGUE": "tma64", "IN_FLIGHT": 1},
     {"STAGES": 4, "SPLIT": "m", "EPILOGUE": "tma64", "IN_FLIGHT": 0},
     {"CLUSTER": 2, "STAGES": 4, "SPLIT": "m", "EPILOGUE": "tma64", "IN_FLIGHT": 1},
-    {"SCHEDULE": "pingpong", "BM": 128, "BN": 128, "STAGES": 4},  # examples/matmul_pingpong.py
+    {"SCHEDULE": "pingpong", "BM": 128, "BN": 128, "STAGES": 4},  # asyncdsl/kernels/gemm_pingpong.py
     # 128x192 tiles: 96 accumulator registers a consumer thread against 128, which ptxas compiles
     # in two thirds of the time (benchmarks/compile_latency.py times the first call of both).
     {"BN": 192, "STAGES": 4, "SPLIT": "m", "EPILOGUE": "tma64", "IN_FLIGHT": 1},
@@ -162,7 +162,7 @@ def measure(m: int, n: int, k: int, configs=CONFIGS, rounds: int = 7, launches: 
     import torch
     from triton_peers import triton_matmul
 
-    from asyncdsl.examples.matmul import (
+    from asyncdsl.kernels.gemm import (
         matmul,
         matmul_2cta,
         matmul_narrow,
@@ -171,7 +171,7 @@ def measure(m: int, n: int, k: int, configs=CONFIGS, rounds: int = 7, launches: 
         matmul_split_k_2cta,
         split_k_flags,
     )
-    from asyncdsl.examples.matmul_pingpong import matmul_pingpong
+    from asyncdsl.kernels.gemm_pingpong import matmul_pingpong
     from asyncdsl.runtime import device_facts
 
     sms = device_facts(0).multiprocessor_count

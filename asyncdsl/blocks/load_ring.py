@@ -21,7 +21,7 @@ pipeline is collective.  The consumers wait, compute and release (`asyncdsl.bloc
                     step = work.index * 2 + kk
                     slot = ring.consume(step)
                     v = slots.at[slot][...].astype(ad.float32)
-                    ring.release(step)
+                    ring.release(step, after_wgmma=False)   # read by threads, not a wgmma
                     out = y.at[ad.ds(work.row, 64), ad.ds(work.col + kk * 32, 32)]
                     ad.store(out, (v * 2).astype(y.dtype))
 

@@ -50,7 +50,7 @@ import ml_dtypes
 import numpy as np
 
 import asyncdsl as ad
-from asyncdsl.examples.matmul import tensor_core_layout
+from asyncdsl.blocks.mma_operands import tensor_core_layout
 
 LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453

@@ -8,7 +8,7 @@ multiply from, its own shard first, then round the ring of devices, so the next 
 arrive while the current ones are multiplied: `PersistentTiles` with one copy of the tile grid
 a shard.  The shards must be ready before the launch.  `kernel.interpret(..., devices=N)`
 emulates N devices; on GPUs it runs in an NVSHMEM job (`asyncdsl.distributed`), `a` on the
-symmetric heap.
+symmetric heap: `c = all_gather_gemm(a, b)`.
 """
 
 from __future__ import annotations
@@ -21,6 +21,9 @@ from asyncdsl.blocks.persistent_tiles import PersistentTiles
 from asyncdsl.frontend import language as ad
 from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
+from asyncdsl.kernels.dispatch import launch, on_host
+from asyncdsl.kernels.outputs import empty
+from asyncdsl.runtime import symmetric
 
 
 @kernel(grid=lambda a, b, c, CTAS, **_: (CTAS,), block=384)
@@ -59,3 +62,17 @@ def all_gather_matmul(a, b, c, CTAS: constexpr, BM: constexpr = 128, BN: constex
             drain(ring, work.index, k_steps)
             store_in_pieces(acc, c_out, me, c, out_row, work.col)
         ad.await_async_copy(0)
+
+
+def all_gather_gemm(a, b, *, out=None, ctas: int = 8, stream=None):
+    """c = concat(a of every device) @ b on this device, in a new array or `out`.  On GPUs `a` is
+    this PE's shard on the symmetric heap, ready on every PE before the call; in the interpreter
+    `a` and `b` are lists of one numpy array a device, and so is the result."""
+    if on_host(a):
+        devices = len(a)
+        c = out or [empty(x, (devices * x.shape[0], y.shape[1]), x.dtype) for x, y in zip(a, b)]
+        launch(all_gather_matmul, a, b, c, devices=devices, CTAS=ctas)
+        return c
+    c = empty(a, (symmetric.running().size * a.shape[0], b.shape[1]), a.dtype) if out is None else out
+    launch(all_gather_matmul, a, b, c, stream=stream, CTAS=ctas)
+    return c

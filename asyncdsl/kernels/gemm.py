@@ -30,6 +30,7 @@ from asyncdsl.blocks.split_k_sum import add_in_order, check_running, part_number
 from asyncdsl.frontend import language as ad
 from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
+from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.kernels.dispatch import launch, on_host
 from asyncdsl.kernels.outputs import empty
 
@@ -38,39 +39,38 @@ INTERPRETED_CTAS = 4
 
 def gemm(a, b, *, out=None, config: GemmConfig | None = None, ctas: int | None = None, stream=None):
     """c = a @ b for a (M, K) and b (K, N), both bfloat16 (or float16), in a new (M, N) array
-    like a or in `out`; `config` overrides the one `choose` picks for the shape."""
-    m, n = a.shape[0], b.shape[1]
+    like a or in `out`; `config` overrides the one `choose` picks for the shape (SPLIT_K > 1:
+    the splits add up in order through float32 partial sums made here)."""
+    (m, k), n = a.shape, b.shape[1]
     c = empty(a, (m, n), a.dtype) if out is None else out
     ctas = ctas or (INTERPRETED_CTAS if on_host(a) else _sms(a) // 2 * 2)
-    chosen, config, workspace = choose(m, n, a.shape[1], ctas) if config is None else (matmul, config, None)
-    if workspace is not None:  # in-order split K: partial sums and zeroed flags, made here
+    config = config or choose(m, n, k, ctas)
+    if config.SPLIT_K > 1:
         partial = empty(a, (config.SPLIT_K - 1, m, n), ad.float32)
         flags = empty(a, (split_k_flags(m, n, config.BN),), ad.int32)
         flags[...] = 0
-        launch(chosen, a, b, c, partial, flags, stream=stream, CTAS=ctas, SPLIT_K=config.SPLIT_K,
+        launch(matmul_split_k, a, b, c, partial, flags, stream=stream, CTAS=ctas, SPLIT_K=config.SPLIT_K,
                BN=config.BN, STAGES=config.STAGES, BK=config.BK)
     else:
-        launch(chosen, a, b, c, stream=stream, CTAS=ctas, **config.constexprs())
+        launch(matmul, a, b, c, stream=stream, CTAS=ctas, **config.constexprs())
     return c
 
 
-def choose(m: int, n: int, k: int, ctas: int):
-    """The kernel, configuration and whether it needs split-K workspace for an m x n x k
-    product on `ctas` CTAs: 128 x 256 tiles when they fill the CTAs (128 x 192 when those make
-    whole waves where 256 leaves the last mostly idle), 128 x 64 tiles in a deep ring when 128 x
-    256 ones leave CTAs idle, split K in order when even those do and K is long."""
+def choose(m: int, n: int, k: int, ctas: int) -> GemmConfig:
+    """The configuration for an m x n x k product on `ctas` CTAs: 128 x 256 tiles when they fill
+    the CTAs (128 x 192 when those make whole waves where 256 leaves the last one less than half
+    full), 128 x 64 tiles in a deep ring when 128 x 256 ones leave CTAs idle, split K in order
+    when even those leave half the CTAs idle and K is long."""
     def tiles(bn):
         return -(-m // 128) * -(-n // bn)
 
     if tiles(256) >= ctas:
-        waves256, waves192 = tiles(256) / ctas, tiles(192) / ctas
-        if waves192 % 1 == 0 and waves256 % 1 < 0.5:
-            return matmul, GemmConfig(BN=192), None
-        return matmul, GemmConfig(), None
+        if tiles(192) % ctas == 0 and tiles(256) % ctas < ctas / 2:
+            return GemmConfig(BN=192)
+        return GemmConfig()
     if tiles(64) >= ctas // 2 or k < 2048:
-        return matmul, GemmConfig(BN=64, STAGES=8), None
-    splits = min(4, ctas // tiles(64))
-    return matmul_split_k, GemmConfig(BN=64, BK=64, STAGES=8, SPLIT_K=splits), True
+        return GemmConfig(BN=64, STAGES=8)
+    return GemmConfig(BN=64, BK=64, STAGES=8, SPLIT_K=min(4, ctas // tiles(64)))
 
 
 def _sms(array) -> int:
@@ -194,3 +194,33 @@ matmul_split_k_2cta = kernel(grid=lambda a, b, c, partial, flags, CTAS, **_: (CT
                              cluster=(2, 1, 1), profile_events=32768)(matmul_split_k.fn)
 matmul_narrow_2cta = kernel(grid=lambda a, b, c, CTAS, **_: (CTAS,), block=256, cluster=(2, 1, 1),
                             profile_events=32768)(matmul_narrow.fn)
+
+
+def example_inputs(specs, rng) -> list:
+    """Inputs on which the interpreter gives the GPU's bits: small integers (every sum exact) for
+    a and b; c (and the split-K partial sums) NaN, the split-K flags zero."""
+    import ml_dtypes
+    import numpy as np
+
+    a, b, c, *running = specs
+    inputs = [rng.integers(-3, 4, a.shape).astype(ml_dtypes.bfloat16),
+              rng.integers(-3, 4, b.shape).astype(ml_dtypes.bfloat16),
+              np.full(c.shape, np.nan, ml_dtypes.bfloat16)]
+    if running:
+        partial, flags = running
+        inputs += [np.full(partial.shape, np.nan, np.float32), np.zeros(flags.shape, np.int32)]
+    return inputs
+
+
+def _specs(m: int, n: int, k: int) -> tuple:
+    return ArraySpec((m, k), ad.bfloat16), ArraySpec((k, n), ad.bfloat16), ArraySpec((m, n), ad.bfloat16)
+
+
+EXAMPLE_ARGS = {
+    "matmul": (_specs(256, 512, 320), {"CTAS": 3}),
+    "matmul_split_k": ((*_specs(200, 264, 320), ArraySpec((2, 200, 264), ad.float32),
+                        ArraySpec((split_k_flags(200, 264, 128),), ad.int32)),
+                       {"CTAS": 18, "SPLIT_K": 3, "BN": 128}),
+    "matmul_narrow": (_specs(200, 264, 320), {"CTAS": 5, "BK": 128, "STAGES": 3}),
+    "matmul_narrow_2cta": (_specs(200, 264, 320), {"CTAS": 4, "BN": 128, "STAGES": 3}),
+}

@@ -26,6 +26,7 @@ from asyncdsl.blocks.persistent_tiles import PersistentTiles
 from asyncdsl.frontend import language as ad
 from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
+from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.kernels.dispatch import launch, on_host
 from asyncdsl.kernels.gemm import INTERPRETED_CTAS, _sms
 from asyncdsl.kernels.outputs import empty
@@ -157,3 +158,45 @@ matmul_fp8_2cta = kernel(grid=lambda a, b, a_scale, b_scale, c, CTAS, **_: (CTAS
                          cluster=(2, 1, 1))(matmul_fp8.fn)
 matmul_fp8_pingpong_2cta = kernel(grid=lambda a, b, a_scale, b_scale, c, CTAS, **_: (CTAS,), block=384,
                                   cluster=(2, 1, 1))(matmul_fp8_pingpong.fn)
+
+
+def problem_specs(m: int, n: int, k: int) -> tuple:
+    """The arguments of an m x n x k product: a (m, k) and b (n, k) in e4m3, their float32
+    scales, a bf16 c."""
+    fp8 = ad.float8_e4m3fn
+    return (ArraySpec((m, k), fp8), ArraySpec((n, k), fp8), ArraySpec((m,), ad.float32),
+            ArraySpec((n,), ad.float32), ArraySpec((m, n), ad.bfloat16))
+
+
+def reference(a, b, a_scale, b_scale):
+    """The product in float64, scaled, rounded to bf16 once."""
+    import ml_dtypes
+
+    product = a.astype("float64") @ b.astype("float64").T
+    return (product * a_scale.astype("float64")[:, None] * b_scale.astype("float64")[None, :]).astype(
+        ml_dtypes.bfloat16)
+
+
+def example_inputs(specs, rng) -> list:
+    """Small integers and power-of-two scales: every sum and product exact (the interpreter's
+    model of the tensor cores is exact there), c NaN."""
+    import ml_dtypes
+    import numpy as np
+
+    a, b, a_scale, b_scale, c = specs
+    return [rng.integers(-4, 5, a.shape).astype(ml_dtypes.float8_e4m3fn),
+            rng.integers(-4, 5, b.shape).astype(ml_dtypes.float8_e4m3fn),
+            (2.0 ** rng.integers(-3, 4, a_scale.shape)).astype(np.float32),
+            (2.0 ** rng.integers(-3, 4, b_scale.shape)).astype(np.float32),
+            np.full(c.shape, np.nan, ml_dtypes.bfloat16)]
+
+
+EXAMPLE_ARGS = {
+    "matmul_fp8": (problem_specs(256, 512, 384), {"CTAS": 3}),
+    # rows of tiles in pairs, the last pair past the end of a (TMA clips it)
+    "matmul_fp8_2cta": (problem_specs(300, 320, 384), {"CTAS": 4, "BN": 128, "STAGES": 6}),
+    # an odd count of tiles a CTA, ragged at both ends
+    "matmul_fp8_pingpong": (problem_specs(300, 320, 384), {"CTAS": 2}),
+    # pairs of tiles in turn, the last pair past the end of a
+    "matmul_fp8_pingpong_2cta": (problem_specs(300, 320, 384), {"CTAS": 2, "BN": 64}),
+}

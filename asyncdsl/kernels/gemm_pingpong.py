@@ -20,6 +20,10 @@ from asyncdsl.blocks.persistent_tiles import PersistentTiles
 from asyncdsl.frontend import language as ad
 from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
+from asyncdsl.jit.specs import ArraySpec
+from asyncdsl.kernels.gemm import example_inputs
+
+__all__ = ["EXAMPLE_ARGS", "example_inputs", "matmul_pingpong"]  # inputs: the GEMM's small integers
 
 
 @kernel(grid=lambda a, b, c, CTAS, **_: (CTAS,), block=384, profile_events=32768)
@@ -57,3 +61,9 @@ def matmul_pingpong(a, b, c, CTAS: constexpr, BM: constexpr = 128, BN: constexpr
                 ring.release(first + k_steps - 1)
                 store_in_pieces(acc, c_out, me, c, work.row, work.col)
         ad.await_async_copy(0)
+
+
+EXAMPLE_ARGS = {
+    "matmul_pingpong": ((ArraySpec((192, 320), ad.bfloat16), ArraySpec((320, 512), ad.bfloat16),
+                         ArraySpec((192, 512), ad.bfloat16)), {"CTAS": 2}),
+}

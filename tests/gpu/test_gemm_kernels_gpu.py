@@ -1,0 +1,62 @@
+"""The library's GEMMs on the GPU: every kernel of `asyncdsl.kernels.gemm*` at its EXAMPLE_ARGS
+gives the interpreter's bytes on the same small-integer inputs (exact sums), and the host
+functions `gemm` and `gemm_fp8` on torch tensors, on every path `choose` takes, against torch in
+float64 (small integers: exact)."""
+
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+import pytest
+from gpu_support import hopper_or_skip
+
+import asyncdsl.kernels as K
+from asyncdsl.runtime import to_device, to_host
+
+hopper_or_skip()
+pytestmark = pytest.mark.gpu
+
+MODULES = [importlib.import_module(f"asyncdsl.kernels.{name}") for name in ("gemm", "gemm_pingpong", "gemm_fp8")]
+
+
+@pytest.mark.parametrize("module,kernel_name", [(m, name) for m in MODULES for name in m.EXAMPLE_ARGS],
+                         ids=lambda v: v if isinstance(v, str) else v.__name__.rsplit(".", 1)[-1])
+def test_gemm_kernels_agree_with_the_interpreter(module, kernel_name):
+    kernel = getattr(module, kernel_name)
+    specs, constexprs = module.EXAMPLE_ARGS[kernel_name]
+    arrays = module.example_inputs(specs, np.random.default_rng(5))
+    on_gpu = [to_device(a) for a in arrays]
+    kernel(*on_gpu, **constexprs)
+    interpreted = [a.copy() for a in arrays]
+    kernel.interpret(*interpreted, **constexprs)
+    for index, (device, host) in enumerate(zip(on_gpu, interpreted)):
+        assert np.array_equal(to_host(device).view(np.uint8), host.view(np.uint8)), f"argument {index}"
+
+
+def _small_integers(shape, torch, seed):
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randint(-3, 4, shape, generator=generator).to("cuda", torch.bfloat16)
+
+
+# 128 x 256 tiles, 128 x 192 in whole waves, 128 x 64 tiles for few tiles, split K in order.
+@pytest.mark.parametrize("shape", [(2048, 2048, 512), (3000, 4104, 264), (128, 4096, 1024), (128, 1024, 4096),
+                                   (1000, 1000, 1000)], ids=str)
+def test_gemm_of_torch_tensors_is_exact_on_every_path(shape):
+    torch = pytest.importorskip("torch")
+    m, n, k = shape
+    a, b = _small_integers((m, k), torch, 1), _small_integers((k, n), torch, 2)
+    c = K.gemm(a, b)
+    assert c.dtype == torch.bfloat16 and c.device == a.device
+    assert torch.equal(c.cpu(), (a.double() @ b.double()).to(torch.bfloat16).cpu())
+
+
+@pytest.mark.parametrize("k", [1024, 8192])  # ping-pong, promoted
+def test_gemm_fp8_of_torch_tensors_is_exact(k):
+    torch = pytest.importorskip("torch")
+    m, n = 512, 768
+    a = _small_integers((m, k), torch, 3).to(torch.float8_e4m3fn)
+    b = _small_integers((n, k), torch, 4).to(torch.float8_e4m3fn)
+    sa, sb = torch.full((m,), 0.5, device="cuda"), torch.full((n,), 2.0, device="cuda")
+    c = K.gemm_fp8(a, b, sa, sb)
+    assert torch.equal(c.cpu(), (a.double() @ b.double().T).to(torch.bfloat16).cpu())
