@@ -111,10 +111,12 @@ def matmul_narrow(a, b, c, CTAS: constexpr, BM: constexpr = 64, BN: constexpr = 
                                           EVICT_FIRST), consumers=1)
 
 
-def cooperative(a, b, c, CTAS, config: GemmConfig, running=None, consumers: int = 2) -> None:
+def cooperative(a, b, c, CTAS, config: GemmConfig, running=None, consumers: int = 2, epilogue=None) -> None:
     """The body of the GEMM kernels (the module's docstring): `running` (partial, flags) makes the
     units of a split tile add up in order instead of into a float32 c; with one consumer
-    warpgroup (`consumers`, in a block of 256 threads) it owns the whole tile."""
+    warpgroup (`consumers`, in a block of 256 threads) it owns the whole tile.  `epilogue(acc,
+    row, col)`, called while the tile's last wgmma runs, gives what to store of each 64 x 64
+    piece (i, j) of the accumulator: `piece(i, j)` (`asyncdsl.blocks.epilogue_functions`)."""
     check_operands(a, b, c, CTAS)
     check_16_bit(a, b, c, c_float32=config.SPLIT_K > 1 and running is None)
     (M, K), N = a.shape, b.shape[1]
@@ -172,6 +174,7 @@ def cooperative(a, b, c, CTAS, config: GemmConfig, running=None, consumers: int 
                 a_ring.at[slot, me if a_parts == 2 else 0], b_ring.at[slot, me if b_parts == 2 else 0]),
                 config.IN_FLIGHT)
             with ad.region("epilogue"):
+                piece = None if epilogue is None else epilogue(acc, row, col)
                 drain(ring, work.index, k_steps, config.IN_FLIGHT)
                 if running is not None:
                     partial, flags = running
@@ -182,7 +185,7 @@ def cooperative(a, b, c, CTAS, config: GemmConfig, running=None, consumers: int 
                 elif config.EPILOGUE == "tma":
                     store_whole(acc, c_out, me, c, row, col)
                 else:
-                    store_in_pieces(acc, c_out, me, c, row, col)
+                    store_in_pieces(acc, c_out, me, c, row, col, piece)
         ad.await_async_copy(0)
 
 

@@ -61,3 +61,17 @@ def test_gemm_fp8_of_torch_tensors_is_exact(k):
     sa, sb = torch.full((m,), 0.5, device="cuda"), torch.full((n,), 2.0, device="cuda")
     c = K.gemm_fp8(a, b, sa, sb)
     assert torch.equal(c.cpu(), (a.double() @ b.double().T).to(torch.bfloat16).cpu())
+
+
+@pytest.mark.parametrize("shape", [(8192, 8192, 8192), (4096, 14336, 4096), (300, 520, 200)], ids=str)
+def test_gemm_bias_gelu_of_torch_tensors_is_torchs_within_bf16(shape):
+    """The benchmark's shapes (`benchmarks/gemm_epilogue.py`) and a ragged one."""
+    torch = pytest.importorskip("torch")
+    m, n, k = shape
+    generator = torch.Generator().manual_seed(7)
+    a = torch.randn(m, k, generator=generator).to("cuda", torch.bfloat16)
+    b = (torch.randn(k, n, generator=generator) / k ** 0.5).to("cuda", torch.bfloat16)
+    bias = torch.randn(n, generator=generator).to("cuda", torch.bfloat16)
+    c = K.gemm_bias_activation(a, b, bias, "gelu")
+    exact = torch.nn.functional.gelu(a.double() @ b.double() + bias.double(), approximate="tanh")
+    assert float((c.double() - exact).norm() / exact.norm()) < 1e-2
