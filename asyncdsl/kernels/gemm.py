@@ -46,9 +46,7 @@ def gemm(a, b, *, out=None, config: GemmConfig | None = None, ctas: int | None =
     ctas = ctas or (INTERPRETED_CTAS if on_host(a) else _sms(a) // 2 * 2)
     config = config or choose(m, n, k, ctas)
     if config.SPLIT_K > 1:
-        partial = empty(a, (config.SPLIT_K - 1, m, n), ad.float32)
-        flags = empty(a, (split_k_flags(m, n, config.BN),), ad.int32)
-        flags[...] = 0
+        partial, flags = _workspace(a, m, n, config)
         launch(matmul_split_k, a, b, c, partial, flags, stream=stream, CTAS=ctas, SPLIT_K=config.SPLIT_K,
                BN=config.BN, STAGES=config.STAGES, BK=config.BK)
     else:
@@ -71,6 +69,21 @@ def choose(m: int, n: int, k: int, ctas: int) -> GemmConfig:
     if tiles(64) >= ctas // 2 or k < 2048:
         return GemmConfig(BN=64, STAGES=8)
     return GemmConfig(BN=64, BK=64, STAGES=8, SPLIT_K=min(4, ctas // tiles(64)))
+
+
+_WORKSPACES: dict = {}
+
+
+def _workspace(a, m: int, n: int, config: GemmConfig) -> tuple:
+    """Split K's float32 partial sums and zeroed flags for an (m, n) c, made once per device and
+    shape (the kernel leaves the flags at zero); numpy ones afresh.  Launches on several streams
+    at once would need their own."""
+    key = (str(getattr(a, "device", "host")), m, n, config.SPLIT_K, config.BN)
+    if on_host(a) or key not in _WORKSPACES:
+        flags = empty(a, (split_k_flags(m, n, config.BN),), ad.int32)
+        flags[...] = 0
+        _WORKSPACES[key] = empty(a, (config.SPLIT_K - 1, m, n), ad.float32), flags
+    return _WORKSPACES[key]
 
 
 def _sms(array) -> int:
