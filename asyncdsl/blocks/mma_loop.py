@@ -83,3 +83,16 @@ def promoted_mma_loop(acc, total, ring, index, k_steps, every: int, operands) ->
         ad.wgmma_wait(0)
         ring.release(index * k_steps + g * every + every - 1)
         total[...] = total[...] + acc[...]
+
+
+def mma_run(acc, ring, first, count, operands) -> None:
+    """`count` K steps from ring step `first` (traced bounds: a piece of a stream-K run), one
+    wgmma a step, one in flight; every wgmma is done and every slot released at the end."""
+    for kk in ad.range(count):
+        slot = ring.consume(first + kk)
+        ad.wgmma(acc, *operands(slot), accumulate=kk > 0)
+        ad.wgmma_wait(1)
+        with ad.when(kk > 0):
+            ring.release(first + kk - 1)
+    ad.wgmma_wait(0)
+    ring.release(first + count - 1)

@@ -7,6 +7,7 @@ in the interpreter.
     c = K.gemm(a, b)                  # bf16 (M, K) @ (K, N) on the tensor cores
     c = K.gemm_fp8(a, b, sa, sb)      # fp8 (M, K) @ (N, K)ᵀ with float32 scales a row
     c = K.gemm_bias_activation(a, b, bias, "gelu")   # gelu(a @ b + bias), one kernel
+    c = K.gemm_stream_k(a, b)         # stream-K: shapes whose tiles do not make whole waves
     y = K.softmax(x)                  # rows of a (M, N) bfloat16 matrix
     y = K.rms_norm(x, w)              # and layer_norm(x, w, b), swiglu(a, b)
     q, scales = K.quantize_fp8(x)     # rows to float8_e4m3fn with one float32 scale a row
@@ -16,6 +17,7 @@ from asyncdsl.kernels.collectives import all_gather, reduce_scatter
 from asyncdsl.kernels.gemm import gemm
 from asyncdsl.kernels.gemm_epilogue import gemm_bias_activation
 from asyncdsl.kernels.gemm_fp8 import gemm_fp8
+from asyncdsl.kernels.gemm_stream_k import gemm_stream_k
 from asyncdsl.kernels.layer_norm import layer_norm
 from asyncdsl.kernels.permute_bhsd import permute_bhsd
 from asyncdsl.kernels.quantize_fp8 import quantize_fp8
@@ -23,6 +25,6 @@ from asyncdsl.kernels.rms_norm import rms_norm
 from asyncdsl.kernels.softmax import softmax
 from asyncdsl.kernels.swiglu import swiglu
 
-__all__ = ["all_gather", "gemm", "gemm_bias_activation", "gemm_fp8",
+__all__ = ["all_gather", "gemm", "gemm_bias_activation", "gemm_fp8", "gemm_stream_k",
            "layer_norm", "permute_bhsd", "quantize_fp8", "reduce_scatter",
            "rms_norm", "softmax", "swiglu"]

@@ -18,7 +18,7 @@ hopper_or_skip()
 pytestmark = pytest.mark.gpu
 
 MODULES = [importlib.import_module(f"asyncdsl.kernels.{name}")
-           for name in ("gemm", "gemm_pingpong", "gemm_fp8", "gemm_epilogue")]
+           for name in ("gemm", "gemm_pingpong", "gemm_fp8", "gemm_epilogue", "gemm_stream_k")]
 
 
 @pytest.mark.parametrize("module,kernel_name", [(m, name) for m in MODULES for name in m.EXAMPLE_ARGS],
@@ -75,3 +75,16 @@ def test_gemm_bias_gelu_of_torch_tensors_is_torchs_within_bf16(shape):
     c = K.gemm_bias_activation(a, b, bias, "gelu")
     exact = torch.nn.functional.gelu(a.double() @ b.double() + bias.double(), approximate="tanh")
     assert float((c.double() - exact).norm() / exact.norm()) < 1e-2
+
+
+WAVE_QUANTISED = [(2200, 4104, 2056), (1000, 1000, 1000), (512, 4096, 14336), (128, 4096, 4096)]
+
+
+@pytest.mark.parametrize("shape", WAVE_QUANTISED, ids=str)
+def test_gemm_stream_k_of_torch_tensors_is_exact(shape):
+    """Shapes whose 128 x 128 tiles leave the last wave part idle."""
+    torch = pytest.importorskip("torch")
+    m, n, k = shape
+    a, b = _small_integers((m, k), torch, 5), _small_integers((k, n), torch, 6)
+    c = K.gemm_stream_k(a, b)
+    assert torch.equal(c.cpu(), (a.double() @ b.double()).to(torch.bfloat16).cpu())
