@@ -60,5 +60,5 @@ def test_stream_k_kernels_assemble_at_wave_quantised_shapes(shape, ptxas):
     assert plan.units  # stream-K is on
     bf16 = ad.bfloat16
     workspace = ad.ArraySpec(plan.workspace_shape(128, 128), ad.float32)
-    ptxas(matmul_stream_k.ptx(ad.ArraySpec((m, k), bf16), ad.ArraySpec((k, n), bf16), ad.ArraySpec((m, n), bf16),
-                              workspace, ad.ArraySpec((2 * plan.tiles,), ad.int32), CTAS=132))
+    operands = (ad.ArraySpec((m, k), bf16), ad.ArraySpec((k, n), bf16), ad.ArraySpec((m, n), bf16))
+    ptxas(matmul_stream_k.ptx(*operands, workspace, ad.ArraySpec((2 * plan.tiles,), ad.int32), CTAS=132))
