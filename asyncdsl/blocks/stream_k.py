@@ -103,6 +103,8 @@ class StreamKTiles:
     def segments(self):
         """The pieces of this CTA's run, tile by tile (a traced loop; none past the units)."""
         k = self.plan.k_iters
+        if not self.plan.units:  # all data-parallel
+            return
         with ad.when(self.begin < self.end):
             for sk_tile in ad.range(self.begin // k, (self.end - 1) // k + 1):
                 k_begin = self.begin.max(sk_tile * k) - sk_tile * k
