@@ -124,14 +124,16 @@ def matmul_narrow(a, b, c, CTAS: constexpr, BM: constexpr = 64, BN: constexpr = 
                                           EVICT_FIRST), consumers=1)
 
 
-def cooperative(a, b, c, CTAS, config: GemmConfig, running=None, consumers: int = 2, epilogue=None) -> None:
+def cooperative(a, b, c, CTAS, config: GemmConfig, running=None, consumers: int = 2, epilogue=None,
+                width: int = 64) -> None:
     """The body of the GEMM kernels (the module's docstring): `running` (partial, flags) makes the
     units of a split tile add up in order instead of into a float32 c; with one consumer
     warpgroup (`consumers`, in a block of 256 threads) it owns the whole tile.  `epilogue(acc,
     row, col)`, called while the tile's last wgmma runs, gives what to store of each 64 x 64
-    piece (i, j) of the accumulator: `piece(i, j)` (`asyncdsl.blocks.epilogue_functions`)."""
+    piece (i, j) of the accumulator: `piece(i, j)` (`asyncdsl.blocks.epilogue_functions`), in
+    pieces `width` wide (128 for a float8 c: 128-byte rows)."""
     check_operands(a, b, c, CTAS)
-    check_16_bit(a, b, c, c_float32=config.SPLIT_K > 1 and running is None)
+    check_16_bit(a, b, c, c_float32=config.SPLIT_K > 1 and running is None, c_float8=width == 128)
     (M, K), N = a.shape, b.shape[1]
     config.check()
     BM, BN, BK, STAGES, SPLIT_K = config.BM, config.BN, config.BK, config.STAGES, config.SPLIT_K
@@ -155,7 +157,7 @@ def cooperative(a, b, c, CTAS, config: GemmConfig, running=None, consumers: int 
     elif config.EPILOGUE == "tma":  # the whole part through shared memory and one TMA store
         c_out = ad.smem((consumers, 1, *part), c.dtype, **tensor_core_layout(part[0]))
     else:
-        c_out = store_ring(consumers, c.dtype)
+        c_out = store_ring(consumers, c.dtype, width)
     ring = ad.Pipeline(STAGES, loads=a_parts + b_parts, consumers=consumers,
                        collective="x" if pair > 1 else None)
     producer_registers, consumer_registers = config.REGISTERS or (None, None)
@@ -198,7 +200,7 @@ def cooperative(a, b, c, CTAS, config: GemmConfig, running=None, consumers: int 
                 elif config.EPILOGUE == "tma":
                     store_whole(acc, c_out, me, c, row, col)
                 else:
-                    store_in_pieces(acc, c_out, me, c, row, col, piece)
+                    store_in_pieces(acc, c_out, me, c, row, col, piece, width)
         ad.await_async_copy(0)
 
 

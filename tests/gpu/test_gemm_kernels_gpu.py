@@ -88,3 +88,18 @@ def test_gemm_stream_k_of_torch_tensors_is_exact(shape):
     a, b = _small_integers((m, k), torch, 5), _small_integers((k, n), torch, 6)
     c = K.gemm_stream_k(a, b)
     assert torch.equal(c.cpu(), (a.double() @ b.double()).to(torch.bfloat16).cpu())
+
+
+@pytest.mark.parametrize("shape", [(4096, 4096, 4096), (300, 520, 200)], ids=str)
+def test_gemm_fp8_rows_of_torch_tensors_rounds_the_product_to_e4m3_with_row_scales(shape):
+    torch = pytest.importorskip("torch")
+    m, n, k = shape
+    generator = torch.Generator().manual_seed(8)
+    a = torch.randn(m, k, generator=generator).to("cuda", torch.bfloat16)
+    b = torch.randn(k, n, generator=generator).to("cuda", torch.bfloat16)
+    q, scales = K.gemm_fp8_rows(a, b)
+    exact = (a.double() @ b.double()).cpu()
+    tile_scales = scales.double().cpu().repeat_interleave(256, dim=1)[:, :n]
+    assert torch.allclose(scales.double().cpu()[:, 0], exact[:, :256].abs().amax(dim=1) / 448, rtol=1e-5)
+    bound = torch.maximum(exact.abs() * 2.0 ** -4, tile_scales * 2.0 ** -9) * 1.01
+    assert ((q.cpu().double() * tile_scales - exact).abs() <= bound).all()

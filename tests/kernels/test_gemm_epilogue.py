@@ -70,3 +70,22 @@ def test_the_benchmarks_kernels_assemble_without_spills(shape, ptxas):
     ptxas(ptx)
     frames = re.findall(r"(\d+) bytes spill stores", assemble(ptx, verbose=True)[1])
     assert frames and set(frames) == {"0"}, frames
+
+
+@pytest.mark.parametrize("shape", [(256, 512, 192), (128, 320, 64)], ids=str)
+def test_the_fp8_product_with_row_scales_is_the_product_rounded_to_e4m3(shape):
+    m, n, k = shape
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((m, k)).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((k, n)).astype(ml_dtypes.bfloat16)
+    q, scales = K.gemm_fp8_rows(a, b)
+    assert q.dtype == ml_dtypes.float8_e4m3fn and scales.shape == (m, -(-n // 256))
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    for t in range(scales.shape[1]):
+        tile = exact[:, t * 256:(t + 1) * 256]
+        np.testing.assert_allclose(scales[:, t], np.abs(tile).max(axis=1) / 448, rtol=1e-5)
+    restored = q.astype(np.float64) * np.repeat(scales, 256, axis=1)[:, :n]
+    # e4m3 keeps 3 mantissa bits: within half an ulp (2^-4 relative) of each element, or of the
+    # smallest normal step of the row's scale
+    bound = np.maximum(np.abs(exact) * 2.0 ** -4, np.repeat(scales, 256, axis=1)[:, :n] * 2.0 ** -9)
+    assert (np.abs(restored - exact) <= bound * 1.01).all()
