@@ -17,6 +17,7 @@ from asyncdsl.kernels.collectives import all_gather, reduce_scatter
 from asyncdsl.kernels.gemm import gemm
 from asyncdsl.kernels.gemm_epilogue import gemm_bias_activation, gemm_fp8_rows
 from asyncdsl.kernels.gemm_fp8 import gemm_fp8
+from asyncdsl.kernels.gemm_grouped import gemm_grouped
 from asyncdsl.kernels.gemm_stream_k import gemm_stream_k
 from asyncdsl.kernels.layer_norm import layer_norm
 from asyncdsl.kernels.permute_bhsd import permute_bhsd
@@ -25,6 +26,6 @@ from asyncdsl.kernels.rms_norm import rms_norm
 from asyncdsl.kernels.softmax import softmax
 from asyncdsl.kernels.swiglu import swiglu
 
-__all__ = ["all_gather", "gemm", "gemm_bias_activation", "gemm_fp8", "gemm_fp8_rows", "gemm_stream_k",
-           "layer_norm", "permute_bhsd", "quantize_fp8", "reduce_scatter",
-           "rms_norm", "softmax", "swiglu"]
+__all__ = ["all_gather", "gemm", "gemm_bias_activation", "gemm_fp8", "gemm_fp8_rows", "gemm_grouped",
+           "gemm_stream_k", "layer_norm", "permute_bhsd", "quantize_fp8", "reduce_scatter", "rms_norm",
+           "softmax", "swiglu"]

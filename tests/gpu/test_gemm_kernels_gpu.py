@@ -17,8 +17,8 @@ from asyncdsl.runtime import to_device, to_host
 hopper_or_skip()
 pytestmark = pytest.mark.gpu
 
-MODULES = [importlib.import_module(f"asyncdsl.kernels.{name}")
-           for name in ("gemm", "gemm_pingpong", "gemm_fp8", "gemm_epilogue", "gemm_stream_k")]
+MODULES = [importlib.import_module(f"asyncdsl.kernels.{name}") for name in (
+    "gemm", "gemm_pingpong", "gemm_fp8", "gemm_epilogue", "gemm_stream_k", "gemm_grouped")]
 
 
 @pytest.mark.parametrize("module,kernel_name", [(m, name) for m in MODULES for name in m.EXAMPLE_ARGS],
