@@ -8,6 +8,8 @@ in the interpreter.
     c = K.gemm_fp8(a, b, sa, sb)      # fp8 (M, K) @ (N, K)ᵀ with float32 scales a row
     c = K.gemm_bias_activation(a, b, bias, "gelu")   # gelu(a @ b + bias), one kernel
     c = K.gemm_stream_k(a, b)         # stream-K: shapes whose tiles do not make whole waves
+    c = K.gemm_grouped(a, b, rows)    # groups of rows of a, each times its own b[g]
+    q, s = K.gemm_fp8_rows(a, b)      # the product in e4m3 with a scale per tile row
     y = K.softmax(x)                  # rows of a (M, N) bfloat16 matrix
     y = K.rms_norm(x, w)              # and layer_norm(x, w, b), swiglu(a, b)
     q, scales = K.quantize_fp8(x)     # rows to float8_e4m3fn with one float32 scale a row
