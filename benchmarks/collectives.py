@@ -1,7 +1,7 @@
 """All-gather and reduce-scatter of bf16 across the GPUs of this host: asyncdsl's
 (`asyncdsl.kernels.all_gather` and `reduce_scatter`, in an NVSHMEM job, in the configuration
 they pick) against NCCL (`torch.distributed`, the same processes, the same run); and the
-all-gather fused with the GEMM (`examples/all_gather_matmul.py`) against NCCL's all-gather
+all-gather fused with the GEMM (`asyncdsl/kernels/all_gather_gemm.py`) against NCCL's all-gather
 followed by cuBLAS.  Algorithm bandwidth: the bytes of one device's gathered output (all-gather)
 or of one device's input (reduce-scatter) over the median device time of a call, per call timed
 over a run of calls that all devices start together.
@@ -102,13 +102,13 @@ def _one_size(mib: int, flags, ready, epochs: dict) -> dict:
 
 
 def _fused_gemm(rows: int, k: int, n_columns: int) -> dict:
-    """The all-gather fused with the GEMM (`examples/all_gather_matmul.py`: c = gathered a @ b,
+    """The all-gather fused with the GEMM (`asyncdsl/kernels/all_gather_gemm.py`: c = gathered a @ b,
     every device its own b) against NCCL's all-gather followed by cuBLAS, TFLOP/s per device."""
     import torch
     import torch.distributed as td
 
     import asyncdsl.distributed as dist
-    from asyncdsl.examples.all_gather_matmul import all_gather_matmul
+    from asyncdsl.kernels.all_gather_gemm import all_gather_matmul
 
     n, device = dist.world_size(), torch.device("cuda", torch.cuda.current_device())
     ctas = torch.cuda.get_device_properties(device).multi_processor_count

@@ -40,7 +40,7 @@ RANKS = 8
 
 def gemm():
     """The library's GEMM kernel (the one place that says where it lives)."""
-    from asyncdsl.examples.matmul import matmul
+    from asyncdsl.kernels.gemm import matmul
 
     return matmul
 

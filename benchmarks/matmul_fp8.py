@@ -21,6 +21,7 @@ ones every 16 and 32.  Problems with fewer 128 x 256 tiles than SMs also try nar
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import os
 import sys
@@ -52,7 +53,7 @@ ERROR_BAR = 1.5
 def measure(m: int, n: int, k: int) -> dict:
     import torch
 
-    from asyncdsl.examples import matmul_fp8 as fp8
+    fp8 = importlib.import_module("asyncdsl.kernels.gemm_fp8")
     from asyncdsl.runtime import device_facts
 
     sms = device_facts(0).multiprocessor_count

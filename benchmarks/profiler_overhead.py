@@ -1,4 +1,4 @@
-"""What the on-device profiler costs a kernel: the bf16 GEMM of `examples/matmul.py`, launched
+"""What the on-device profiler costs a kernel: the bf16 GEMM of `asyncdsl/kernels/gemm.py`, launched
 plainly and profiled (its regions timed: a dozen per K step of a CTA, from the producer's
 "wait free" and "load" to each consumer's "k step", "wait loaded", "mma", "wait mma" and
 "release"), taking turns in a random order each round, each launch alone between two CUDA events
@@ -28,7 +28,7 @@ HOLD_CYCLES = 1_000_000  # about 0.5 ms of the SMs' clock
 def measure(m: int, n: int, k: int) -> dict:
     import torch
 
-    from asyncdsl.examples.matmul import matmul
+    from asyncdsl.kernels.gemm import matmul
     from asyncdsl.runtime import device_facts
 
     ctas = device_facts(0).multiprocessor_count

@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 import asyncdsl as ad  # noqa: E402
 from asyncdsl import TileTransform  # noqa: E402
-from asyncdsl.examples.matmul import tensor_core_layout  # noqa: E402
+from asyncdsl.blocks.mma_operands import tensor_core_layout  # noqa: E402
 
 REPS = 4000
 VARIANTS = ((64, 1, True, 2, False), (64, 1, False, 2, False), (64, 2, False, 2, False),

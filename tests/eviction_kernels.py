@@ -7,7 +7,7 @@ import ml_dtypes
 import numpy as np
 
 import asyncdsl as ad
-from asyncdsl.examples.matmul import tensor_core_layout
+from asyncdsl.blocks.mma_operands import tensor_core_layout
 
 
 @ad.kernel(grid=(2,), cluster=(2, 1, 1))

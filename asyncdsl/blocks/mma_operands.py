@@ -49,12 +49,17 @@ def check_operands(a, b, c, CTAS, rows=None, b_is_transposed=False) -> None:
                                 "16-bit elements)")
 
 
-def check_16_bit(a, b, c, c_float32: bool = False) -> None:
+def check_16_bit(a, b, c, c_float32: bool = False, c_float8: bool = False) -> None:
     """Refuse, at trace time, element types the bf16 GEMM's layouts do not hold: a and b both
     bfloat16 or both float16 (64 to a 128-byte row, as the tensor cores read them), c bfloat16 or
-    float16 (64 x 64 pieces of 128-byte rows), or float32 where `c_float32` (split K adding into c)."""
+    float16 (64 x 64 pieces of 128-byte rows), or float32 where `c_float32` (split K adding into c),
+    or float8_e4m3fn where `c_float8` (a quantised product)."""
     if a.dtype not in (ad.bfloat16, ad.float16) or b.dtype != a.dtype:
         raise ad.TraceError(f"a and b must both be bfloat16 or both float16, got {a.dtype} and {b.dtype}")
+    if c_float8:
+        if c.dtype != ad.float8_e4m3fn:
+            raise ad.TraceError(f"c must be float8_e4m3fn (the quantised product), got {c.dtype}")
+        return
     if c_float32 and c.dtype != ad.float32:
         raise ad.TraceError("SPLIT_K > 1 adds the splits' parts into c, which must be float32, not "
                             f"{c.dtype} (matmul_split_k ends in bfloat16 or float16)")

@@ -31,7 +31,7 @@ from xdsl.ir import Block, Region
 
 from asyncdsl.dialects import kernel_attrs as attrs
 from asyncdsl.dialects.option_attrs import ArchAttr
-from asyncdsl.errors import AsyncDSLError, SourceLocation, TraceError, raising_location
+from asyncdsl.errors import AsyncDSLError, SourceLocation, TraceError, raising_location, user_location
 from asyncdsl.frontend.launch_shape import LaunchShape
 from asyncdsl.frontend.refs import GmemRef
 from asyncdsl.frontend.roles import check_roles
@@ -113,8 +113,9 @@ def trace_kernel(
             result = body(**arguments, **constexprs)
         except AsyncDSLError as error:
             # Kernel code may raise the project's errors itself (a constexpr it cannot take):
-            # give them the line that raised them.
-            raise error.at(raising_location(error)) from None
+            # give them the line that raised them, or, raised in the library's kernels, the
+            # user's line that called for the kernel.
+            raise error.at(raising_location(error) or user_location()) from None
         except Exception as error:  # noqa: BLE001 - any other failure of the kernel's Python
             # A TypeError or a ZeroDivisionError of kernel code run on a constexpr it cannot take
             # (BK=0, BN=None) is the user's error too: name the kernel line that raised it; the

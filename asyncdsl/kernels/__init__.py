@@ -4,6 +4,12 @@ in the interpreter.
 
     import asyncdsl.kernels as K
 
+    c = K.gemm(a, b)                  # bf16 (M, K) @ (K, N) on the tensor cores
+    c = K.gemm_fp8(a, b, sa, sb)      # fp8 (M, K) @ (N, K)ᵀ with float32 scales a row
+    c = K.gemm_bias_activation(a, b, bias, "gelu")   # gelu(a @ b + bias), one kernel
+    c = K.gemm_stream_k(a, b)         # stream-K: shapes whose tiles do not make whole waves
+    c = K.gemm_grouped(a, b, rows)    # groups of rows of a, each times its own b[g]
+    q, s = K.gemm_fp8_rows(a, b)      # the product in e4m3 with a scale per tile row
     o, lse = K.attention(q, k, v, causal=True)   # bf16 (B, H, S, D); also layout="BSHD", GQA
     y = K.softmax(x)                  # rows of a (M, N) bfloat16 matrix
     y = K.rms_norm(x, w)              # and layer_norm(x, w, b), swiglu(a, b)
@@ -12,6 +18,11 @@ in the interpreter.
 
 from asyncdsl.kernels.attention import attention
 from asyncdsl.kernels.collectives import all_gather, reduce_scatter
+from asyncdsl.kernels.gemm import gemm
+from asyncdsl.kernels.gemm_epilogue import gemm_bias_activation, gemm_fp8_rows
+from asyncdsl.kernels.gemm_fp8 import gemm_fp8
+from asyncdsl.kernels.gemm_grouped import gemm_grouped
+from asyncdsl.kernels.gemm_stream_k import gemm_stream_k
 from asyncdsl.kernels.layer_norm import layer_norm
 from asyncdsl.kernels.permute_bhsd import permute_bhsd
 from asyncdsl.kernels.quantize_fp8 import quantize_fp8
@@ -19,5 +30,6 @@ from asyncdsl.kernels.rms_norm import rms_norm
 from asyncdsl.kernels.softmax import softmax
 from asyncdsl.kernels.swiglu import swiglu
 
-__all__ = ["all_gather", "attention", "layer_norm", "permute_bhsd", "quantize_fp8", "reduce_scatter",
+__all__ = ["all_gather", "attention", "gemm", "gemm_bias_activation", "gemm_fp8", "gemm_fp8_rows",
+           "gemm_grouped", "gemm_stream_k", "layer_norm", "permute_bhsd", "quantize_fp8", "reduce_scatter",
            "rms_norm", "softmax", "swiglu"]

@@ -4,14 +4,13 @@
 from __future__ import annotations
 
 import asyncdsl.kernels as K
-from asyncdsl.examples import all_gather_matmul
 from asyncdsl.kernels.collectives import all_gather_kernel
 
 
 def examples() -> dict[str, bool]:
     """Every multi-device kernel on this PE: whether each was bit-exact."""
     return {"all_gather": all_gather_on_gpus(), "reduce_scatter": reduce_scatter_on_gpus(),
-            "all_gather_matmul": all_gather_matmul.on_gpus()}
+            "all_gather_matmul": all_gather_gemm_on_gpus()}
 
 
 def all_gather_on_gpus(shape=(1000, 520), seed: int = 0) -> bool:
@@ -125,3 +124,26 @@ def peer_reduce_add() -> bool:
     ok = np.array_equal(total.cpu().numpy(), np.sum(tiles, axis=0))
     dist.barrier()
     return ok
+
+
+def all_gather_gemm_on_gpus(rows: int = 256, k: int = 512, n: int = 512, seed: int = 0) -> bool:
+    """The fused all-gather GEMM on small-integer shards and this PE's own weights; whether its
+    output is exactly numpy's product of the gathered rows."""
+    import numpy as np
+    import torch
+
+    import asyncdsl.distributed as dist
+    from asyncdsl.kernels.all_gather_gemm import all_gather_gemm
+
+    devices, rank = dist.world_size(), dist.rank()
+    rng = np.random.default_rng(seed)
+    shards = [rng.integers(-3, 4, (rows, k)).astype(np.float32) for _ in range(devices)]
+    weights = rng.integers(-3, 4, (k, n)).astype(np.float32) + rank  # each PE's own b
+    a = dist.symmetric_like(torch.from_numpy(shards[rank]).to("cuda", torch.bfloat16))
+    b = torch.from_numpy(weights).to("cuda", torch.bfloat16)
+    dist.barrier()  # every shard is in place before anyone reads it
+    c = all_gather_gemm(a, b)
+    torch.cuda.synchronize()
+    expected = torch.from_numpy(np.concatenate(shards).astype(np.float64) @ weights).to(torch.bfloat16)
+    dist.barrier()  # nobody frees its shard while a peer may still read it
+    return bool(torch.equal(c.cpu(), expected))

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import asyncdsl as ad
-from asyncdsl.examples.matmul_pingpong import matmul_pingpong
+from asyncdsl.kernels.gemm_pingpong import matmul_pingpong
 
 
 @pytest.mark.parametrize("shape,ctas,tile",

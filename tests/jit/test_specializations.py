@@ -6,6 +6,7 @@ miss; kernels of one factory whose closures differ, or whose globals changed, ar
 
 from __future__ import annotations
 
+import importlib
 import os
 import pickle
 import subprocess
@@ -110,7 +111,6 @@ def test_an_attribute_of_the_users_module_of_another_value_is_another_kernel(
         kernel_cache, compilations, monkeypatch, tmp_path):
     """`settings.ROWS` read from a module of the user's: its file holds the code that set it, not
     the value a process may have put there since."""
-    import importlib
 
     (tmp_path / "tile_settings.py").write_text("ROWS = 64\n")
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -224,7 +224,7 @@ def test_a_second_process_does_not_trace_or_load_the_compiler(tmp_path):
     script.write_text(textwrap.dedent("""
         import sys
         import asyncdsl as ad
-        from asyncdsl.examples.matmul import matmul
+        from asyncdsl.kernels.gemm import matmul
         specs = (ad.ArraySpec((256, 320), ad.bfloat16), ad.ArraySpec((320, 512), ad.bfloat16),
                  ad.ArraySpec((256, 512), ad.bfloat16))
         binary = matmul.binary(specs, {"CTAS": 3})

@@ -78,7 +78,7 @@ def test_a_traced_peer_selects_its_descriptor_and_offset_at_run_time(ptxas):
 
 
 def test_the_distributed_examples_assemble_for_several_devices(ptxas):
-    from asyncdsl.examples import all_gather_matmul
+    from asyncdsl.kernels.all_gather_gemm import all_gather_matmul
     from asyncdsl.kernels.collectives import reduce_scatter_kernel
 
     bf16 = ad.bfloat16
@@ -87,7 +87,7 @@ def test_the_distributed_examples_assemble_for_several_devices(ptxas):
             (ad.ArraySpec((devices, 1000, 520), bf16), ad.ArraySpec((1000, 520), bf16),
              ad.ArraySpec((devices,), ad.int32), ScalarSpec("int")),
             {"CTAS": 132}, devices=devices).ptx)
-        ptxas(all_gather_matmul.all_gather_matmul.specialize(
+        ptxas(all_gather_matmul.specialize(
             (ad.ArraySpec((128, 192), bf16), ad.ArraySpec((192, 256), bf16),
              ad.ArraySpec((128 * devices, 256), bf16)),
             {"CTAS": 2}, devices=devices).ptx)

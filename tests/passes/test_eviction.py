@@ -13,7 +13,7 @@ from support import line_of
 from xdsl.parser import Parser
 
 import asyncdsl as ad
-from asyncdsl.examples.matmul import matmul_narrow
+from asyncdsl.kernels.gemm import matmul_narrow
 from asyncdsl.passes.pipeline import PASS_NAMES, ir_text, make_context
 
 
@@ -100,7 +100,7 @@ def test_the_gemm_s_evict_first_option_is_exact_and_assembles(ptxas, evict):
 
 @pytest.mark.parametrize("evict", ["", "b", "ab"])
 def test_the_fp8_gemm_s_evict_first_option_is_exact_and_assembles(ptxas, evict):
-    from asyncdsl.examples.matmul_fp8 import example_inputs, matmul_fp8, problem_specs, reference
+    from asyncdsl.kernels.gemm_fp8 import example_inputs, matmul_fp8, problem_specs, reference
 
     specs = problem_specs(136, 192, 256)  # narrow tiles (BN 64) and a ragged last row of tiles
     a, b, a_scale, b_scale, c = example_inputs(specs, np.random.default_rng(1))

@@ -1,0 +1,98 @@
+"""The consumer side of a load ring: the tensor cores' K loop over a unit's slots.
+
+    from asyncdsl.blocks.mma_loop import drain, mma_loop
+
+    acc = ad.registers((64, 256), ad.float32, layout=ad.WGMMA)      # in a consumer warpgroup
+    for work in tiles:
+        mma_loop(acc, ring, work.index, k_steps, lambda slot: (a_ring.at[slot, me], b_ring.at[slot]))
+        drain(ring, work.index, k_steps)
+        ...                                                          # the epilogue reads acc
+
+Each step waits for its slot, issues one wgmma on it (the first of a unit zeroes the
+accumulator), keeps `in_flight` wgmmas running and releases the slot of the wgmma known done, so
+the producer refills it while the tensor cores work.  Operands are whatever `operands(slot)`
+gives: K-major or MN-major tiles, `.T` views of (N, K) operands.  `ping_pong_k_loop` is the
+loop of consumers that take turns; `promoted_mma_loop` sums the tensor cores' partial sums into a
+float32 total every few slices (fp8 products keep 14 significant bits on the tensor cores).
+"""
+
+from __future__ import annotations
+
+from asyncdsl.frontend import language as ad
+
+
+def mma_loop(acc, ring, index, k_steps, operands, in_flight: int = 1) -> None:
+    """Unit `index`'s K loop: steps index * k_steps .. + k_steps of `ring`, one wgmma of
+    `operands(slot)` into `acc` a step.  With `in_flight` 1 the last wgmma is left running and
+    its slot held (`drain`), so that the caller can overlap the wait with other work."""
+    for kk in ad.range(k_steps):
+        step = index * k_steps + kk
+        with ad.region("k step"):
+            slot = ring.consume(step)
+            with ad.region("mma"):
+                ad.wgmma(acc, *operands(slot), accumulate=kk > 0)
+            with ad.region("wait mma"):  # keep this wgmma running (in_flight) or not
+                ad.wgmma_wait(in_flight)
+            with ad.region("release"):  # the slot of the wgmma that is done may be refilled
+                if in_flight:
+                    with ad.when(kk > 0):
+                        ring.release(step - 1)
+                else:
+                    ring.release(step)
+
+
+def drain(ring, index, k_steps, in_flight: int = 1) -> None:
+    """After unit `index`'s `mma_loop` with one wgmma in flight: wait for it and release its
+    slot (ring step index * k_steps + k_steps - 1)."""
+    if in_flight:
+        ad.wgmma_wait(0)
+        ring.release(index * k_steps + k_steps - 1)
+
+
+def ping_pong_k_loop(acc, ring, k_loops, first, k_steps, operands) -> None:
+    """One consumer's K loop over a unit in its turn (`k_loops`, an `asyncdsl.turns`): steps
+    first.. first + k_steps of `ring`, whose slots in between were the other consumer's (so it
+    waits with the phase parity of each step, (step // stages) % 2), one wgmma of
+    `operands(slot)` a step, one kept in flight, each slot released once the next wgmma has
+    retired it; the last stays in flight and unreleased for the caller (`drain`)."""
+    with k_loops.turn(), ad.region("k loop"):
+        for kk in ad.range(k_steps):
+            step = first + kk
+            slot = step % ring.stages
+            with ad.region("wait loaded"):
+                ring.full[slot].wait(parity=(step // ring.stages) % 2)
+            ad.wgmma(acc, *operands(slot), accumulate=kk > 0)
+            ad.wgmma_wait(1)
+            with ad.when(kk > 0):
+                ring.release(step - 1)
+
+
+def promoted_mma_loop(acc, total, ring, index, k_steps, every: int, operands) -> None:
+    """Unit `index`'s K loop summing `every` slices at a time on the tensor cores into `acc`,
+    each group's sum then added into the float32 `total` (zeroed first) on the CUDA cores.
+    `k_steps` is a multiple of `every`; every wgmma is done and every slot released at the end."""
+    total[...] = ad.zeros(total.shape, ad.float32)
+    for g in ad.range(k_steps // every):
+        for i in range(every):  # the tensor cores' sum of one group
+            step = index * k_steps + g * every + i
+            slot = ring.consume(step)
+            ad.wgmma(acc, *operands(slot), accumulate=i > 0)
+            ad.wgmma_wait(1)
+            if i > 0:
+                ring.release(step - 1)
+        ad.wgmma_wait(0)
+        ring.release(index * k_steps + g * every + every - 1)
+        total[...] = total[...] + acc[...]
+
+
+def mma_run(acc, ring, first, count, operands) -> None:
+    """`count` K steps from ring step `first` (traced bounds: a piece of a stream-K run), one
+    wgmma a step, one in flight; every wgmma is done and every slot released at the end."""
+    for kk in ad.range(count):
+        slot = ring.consume(first + kk)
+        ad.wgmma(acc, *operands(slot), accumulate=kk > 0)
+        ad.wgmma_wait(1)
+        with ad.when(kk > 0):
+            ring.release(first + kk - 1)
+    ad.wgmma_wait(0)
+    ring.release(first + count - 1)

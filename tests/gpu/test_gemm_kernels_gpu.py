@@ -1,0 +1,105 @@
+"""The library's GEMMs on the GPU: every kernel of `asyncdsl.kernels.gemm*` at its EXAMPLE_ARGS
+gives the interpreter's bytes on the same small-integer inputs (exact sums), and the host
+functions `gemm` and `gemm_fp8` on torch tensors, on every path `choose` takes, against torch in
+float64 (small integers: exact)."""
+
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+import pytest
+from gpu_support import hopper_or_skip
+
+import asyncdsl.kernels as K
+from asyncdsl.runtime import to_device, to_host
+
+hopper_or_skip()
+pytestmark = pytest.mark.gpu
+
+MODULES = [importlib.import_module(f"asyncdsl.kernels.{name}") for name in (
+    "gemm", "gemm_pingpong", "gemm_fp8", "gemm_epilogue", "gemm_stream_k", "gemm_grouped")]
+
+
+@pytest.mark.parametrize("module,kernel_name", [(m, name) for m in MODULES for name in m.EXAMPLE_ARGS],
+                         ids=lambda v: v if isinstance(v, str) else v.__name__.rsplit(".", 1)[-1])
+def test_gemm_kernels_agree_with_the_interpreter(module, kernel_name):
+    kernel = getattr(module, kernel_name)
+    specs, constexprs = module.EXAMPLE_ARGS[kernel_name]
+    arrays = module.example_inputs(specs, np.random.default_rng(5))
+    on_gpu = [to_device(a) for a in arrays]
+    kernel(*on_gpu, **constexprs)
+    interpreted = [a.copy() for a in arrays]
+    kernel.interpret(*interpreted, **constexprs)
+    for index, (device, host) in enumerate(zip(on_gpu, interpreted)):
+        assert np.array_equal(to_host(device).view(np.uint8), host.view(np.uint8)), f"argument {index}"
+
+
+def _small_integers(shape, torch, seed):
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randint(-3, 4, shape, generator=generator).to("cuda", torch.bfloat16)
+
+
+# 128 x 256 tiles, 128 x 192 in whole waves, 128 x 64 tiles for few tiles, split K in order.
+@pytest.mark.parametrize("shape", [(2048, 2048, 512), (3000, 4104, 264), (128, 4096, 1024), (128, 1024, 4096),
+                                   (1000, 1000, 1000)], ids=str)
+def test_gemm_of_torch_tensors_is_exact_on_every_path(shape):
+    torch = pytest.importorskip("torch")
+    m, n, k = shape
+    a, b = _small_integers((m, k), torch, 1), _small_integers((k, n), torch, 2)
+    c = K.gemm(a, b)
+    assert c.dtype == torch.bfloat16 and c.device == a.device
+    assert torch.equal(c.cpu(), (a.double() @ b.double()).to(torch.bfloat16).cpu())
+
+
+@pytest.mark.parametrize("k", [1024, 8192])  # ping-pong, promoted
+def test_gemm_fp8_of_torch_tensors_is_exact(k):
+    torch = pytest.importorskip("torch")
+    m, n = 512, 768
+    a = _small_integers((m, k), torch, 3).to(torch.float8_e4m3fn)
+    b = _small_integers((n, k), torch, 4).to(torch.float8_e4m3fn)
+    sa, sb = torch.full((m,), 0.5, device="cuda"), torch.full((n,), 2.0, device="cuda")
+    c = K.gemm_fp8(a, b, sa, sb)
+    assert torch.equal(c.cpu(), (a.double() @ b.double().T).to(torch.bfloat16).cpu())
+
+
+@pytest.mark.parametrize("shape", [(8192, 8192, 8192), (4096, 14336, 4096), (300, 520, 200)], ids=str)
+def test_gemm_bias_gelu_of_torch_tensors_is_torchs_within_bf16(shape):
+    """The benchmark's shapes (`benchmarks/gemm_epilogue.py`) and a ragged one."""
+    torch = pytest.importorskip("torch")
+    m, n, k = shape
+    generator = torch.Generator().manual_seed(7)
+    a = torch.randn(m, k, generator=generator).to("cuda", torch.bfloat16)
+    b = (torch.randn(k, n, generator=generator) / k ** 0.5).to("cuda", torch.bfloat16)
+    bias = torch.randn(n, generator=generator).to("cuda", torch.bfloat16)
+    c = K.gemm_bias_activation(a, b, bias, "gelu")
+    exact = torch.nn.functional.gelu(a.double() @ b.double() + bias.double(), approximate="tanh")
+    assert float((c.double() - exact).norm() / exact.norm()) < 1e-2
+
+
+WAVE_QUANTISED = [(2200, 4104, 2056), (1000, 1000, 1000), (512, 4096, 14336), (128, 4096, 4096)]
+
+
+@pytest.mark.parametrize("shape", WAVE_QUANTISED, ids=str)
+def test_gemm_stream_k_of_torch_tensors_is_exact(shape):
+    """Shapes whose 128 x 128 tiles leave the last wave part idle."""
+    torch = pytest.importorskip("torch")
+    m, n, k = shape
+    a, b = _small_integers((m, k), torch, 5), _small_integers((k, n), torch, 6)
+    c = K.gemm_stream_k(a, b)
+    assert torch.equal(c.cpu(), (a.double() @ b.double()).to(torch.bfloat16).cpu())
+
+
+@pytest.mark.parametrize("shape", [(4096, 4096, 4096), (300, 520, 200)], ids=str)
+def test_gemm_fp8_rows_of_torch_tensors_rounds_the_product_to_e4m3_with_row_scales(shape):
+    torch = pytest.importorskip("torch")
+    m, n, k = shape
+    generator = torch.Generator().manual_seed(8)
+    a = torch.randn(m, k, generator=generator).to("cuda", torch.bfloat16)
+    b = torch.randn(k, n, generator=generator).to("cuda", torch.bfloat16)
+    q, scales = K.gemm_fp8_rows(a, b)
+    exact = (a.double() @ b.double()).cpu()
+    tile_scales = scales.double().cpu().repeat_interleave(256, dim=1)[:, :n]
+    assert torch.allclose(scales.double().cpu()[:, 0], exact[:, :256].abs().amax(dim=1) / 448, rtol=1e-5)
+    bound = torch.maximum(exact.abs() * 2.0 ** -4, tile_scales * 2.0 ** -9) * 1.01
+    assert ((q.cpu().double() * tile_scales - exact).abs() <= bound).all()
