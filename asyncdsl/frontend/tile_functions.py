@@ -14,8 +14,16 @@ from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.errors import TraceError, user_location
 from asyncdsl.frontend.options import flag
 from asyncdsl.frontend.scalars import FloatScalar
-from asyncdsl.frontend.tile_arguments import mask_hint, plain_number, tile_of
-from asyncdsl.frontend.tiles import RegisterTile, broadcast_shape, broadcast_to, coerced, elementwise, full
+from asyncdsl.frontend.tile_arguments import is_numpy_number, mask_hint, numpy_promotion, plain_number, tile_of
+from asyncdsl.frontend.tiles import (
+    RegisterTile,
+    broadcast_shape,
+    broadcast_to,
+    coerced,
+    elementwise,
+    full,
+    promoted_to,
+)
 
 
 def _tile(value, what: str) -> RegisterTile:
@@ -24,13 +32,26 @@ def _tile(value, what: str) -> RegisterTile:
     return value
 
 
+def _promoted(values, what: str) -> list:
+    """`values` with their numpy scalars taken as numpy 2 promotes them (`numpy_promotion`): the
+    tiles converted to the promoted dtype, the scalars as the numbers they hold.  Without a tile,
+    or with tiles of two dtypes (refused where they meet), they stay as they are."""
+    scalars = [v for v in values if is_numpy_number(v)]
+    dtypes_ = {v.dtype for v in values if isinstance(v, RegisterTile)}
+    if not scalars or len(dtypes_) != 1:
+        return [plain_number(v) for v in values]
+    dtype = numpy_promotion(dtypes_.pop(), scalars, what)
+    return [promoted_to(v, dtype) if isinstance(v, RegisterTile) else plain_number(v) for v in values]
+
+
 def where(mask: RegisterTile, a, b) -> RegisterTile:
     """Elementwise `a` where `mask` holds, else `b` (numpy's `where`)."""
     what = "asyncdsl.where"
-    mask, a, b = _tile(mask, what), plain_number(a), plain_number(b)
+    mask = _tile(mask, what)
     if mask.dtype != dtypes.BOOL:
         raise TraceError(f"{what}: the mask is {tile_of(mask.dtype)}, not a bool one (a comparison)"
                          f"{mask_hint(mask.dtype)}", user_location())
+    a, b = _promoted((a, b), what)
     template = a if isinstance(a, RegisterTile) else b
     if not isinstance(template, RegisterTile):
         # Two numbers (or traced scalars): a tile of the mask's shape, float32 if either is a
@@ -45,6 +66,7 @@ def where(mask: RegisterTile, a, b) -> RegisterTile:
 
 def maximum(a, b) -> RegisterTile:
     """Elementwise maximum; NaN if either is NaN (numpy's `maximum`)."""
+    a, b = _promoted((a, b), "asyncdsl.maximum")
     template = _tile(a if isinstance(a, RegisterTile) else b, "asyncdsl.maximum")
     lhs, rhs = coerced(template, a, "asyncdsl.maximum")[1], coerced(template, b, "asyncdsl.maximum")[1]
     return lhs._binary(rhs, arith.MaximumfOp, arith.MaxSIOp)
@@ -52,6 +74,7 @@ def maximum(a, b) -> RegisterTile:
 
 def minimum(a, b) -> RegisterTile:
     """Elementwise minimum; NaN if either is NaN (numpy's `minimum`)."""
+    a, b = _promoted((a, b), "asyncdsl.minimum")
     template = _tile(a if isinstance(a, RegisterTile) else b, "asyncdsl.minimum")
     lhs, rhs = coerced(template, a, "asyncdsl.minimum")[1], coerced(template, b, "asyncdsl.minimum")[1]
     return lhs._binary(rhs, arith.MinimumfOp, arith.MinSIOp)
@@ -59,6 +82,7 @@ def minimum(a, b) -> RegisterTile:
 
 def fma(a, b, c) -> RegisterTile:
     """`a * b + c` rounded once."""
+    a, b, c = _promoted((a, b, c), "asyncdsl.fma")
     template = _tile(next((v for v in (a, b, c) if isinstance(v, RegisterTile)), a), "asyncdsl.fma")
     values = [coerced(template, v, "asyncdsl.fma")[1] for v in (a, b, c)]
     if not template.dtype.is_float:

@@ -40,7 +40,9 @@ from asyncdsl.frontend.tile_arguments import (
     constant_attr,
     dtype_argument,
     element_type,
+    is_numpy_number,
     layout_argument,
+    numpy_promotion,
     plain_number,
     shape_argument,
     tile_dtype,
@@ -191,7 +193,7 @@ class RegisterTile(TileOperators):
     # -- comparisons make bool tiles -------------------------------------------------------------
     def _compare(self, predicate: str, other):
         what = "comparison of register tiles"
-        lhs, rhs = coerced(self, other, what)
+        lhs, rhs = coerced(self, other, what, comparison=True)
         check_computable(lhs, what)
         return elementwise(what, lambda a, b: ir.CompareOp(predicate, a, b), (lhs, rhs), dtypes.BOOL)
 
@@ -437,8 +439,13 @@ def elementwise(what: str, make_op, operands: tuple[RegisterTile, ...], dtype: d
                         spread=any(t.spread for t in operands))
 
 
-def coerced(tile: RegisterTile, other, what: str) -> tuple[RegisterTile, RegisterTile]:
-    """`tile` and `other` as two tiles of one dtype and one (broadcast) shape."""
+def coerced(tile: RegisterTile, other, what: str, comparison: bool = False) -> tuple[RegisterTile, RegisterTile]:
+    """`tile` and `other` as two tiles of one dtype and one (broadcast) shape: a numpy scalar
+    promotes as numpy 2 says (`numpy_promotion`), a Python number or traced scalar takes the
+    tile's dtype."""
+    if is_numpy_number(other):
+        tile = promoted_to(tile, numpy_promotion(tile.dtype, [other], what, comparison))
+        other = other.item()
     if isinstance(other, RegisterTile):
         if other.dtype != tile.dtype:
             raise TraceError(
@@ -454,6 +461,12 @@ def coerced(tile: RegisterTile, other, what: str) -> tuple[RegisterTile, Registe
         source, dims = tile.view
         return tile, _full(source.shape, other, tile.dtype, None, what)._expanded(tile.shape, dims)
     return tile, _full(tile.shape, other, tile.dtype, None, what)
+
+
+def promoted_to(tile: RegisterTile, dtype: dtypes.DType) -> RegisterTile:
+    """`tile` in the dtype a numpy scalar promoted it to (exact: numpy promotes only to a dtype
+    that holds every value of the tile's)."""
+    return tile if tile.dtype == dtype else tile.astype(dtype)
 
 
 def broadcast_shape(a: tuple[int, ...], b: tuple[int, ...], what: str) -> tuple[int, ...]:
@@ -523,4 +536,4 @@ def _scalar_as(scalar: Scalar | FloatScalar, element: dtypes.DType, what: str) -
     return tracer.emit(ir.ConvertOp(as_int, element.mlir())).results[0]
 
 
-__all__ = ["RegisterTile", "assigned", "broadcast_to", "full", "iota", "zeros"]
+__all__ = ["RegisterTile", "assigned", "broadcast_to", "full", "iota", "promoted_to", "zeros"]
