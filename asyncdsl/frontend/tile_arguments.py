@@ -118,7 +118,7 @@ def numpy_promotion(dtype: dtypes.DType, scalars, what: str, comparison: bool = 
         raise TraceError(
             f"{what}: {tile_of(dtype)} with {given} is {result} in numpy 2, which no register tile "
             f"computes on (they compute on {', '.join(map(str, COMPUTE_DTYPES))}); write a Python "
-            f"number, which takes the tile's dtype, or a {dtype} scalar",
+            f"number, which takes the tile's dtype, or a numpy scalar of the tile's dtype ({dtype})",
             user_location())
     return promoted
 

@@ -77,7 +77,7 @@ class RegisterTile(TileOperators):
 
     __slots__ = ("value", "dtype", "shape", "view", "spread")
 
-    def __init__(self, value: SSAValue, dtype: dtypes.DType, spread: bool = True):
+    def __init__(self, value: SSAValue, dtype: dtypes.DType, spread: bool = True, holds_new_values: bool = True):
         self.value: SSAValue | None = value
         self.dtype = tile_dtype(dtype, "a register tile")
         self.shape = tuple(value.type.get_shape())
@@ -85,7 +85,9 @@ class RegisterTile(TileOperators):
         # (`asyncdsl.full`) and what elementwise math makes of constants alone may stay one value
         # a thread whatever their shape (a splat filling a large window), anything else may not.
         self.spread = spread
-        if spread:
+        # A broadcast holds no values of its own (each result register is one its source has,
+        # `passes/to_ptx/tiles.py`): the ops that use it are what may not fit.
+        if spread and holds_new_values:
             _check_fits_registers(self.shape, self.dtype)
         # `tile[:, None]` is a view: (the tile, where its axes sit). It needs no layout of its own:
         # elementwise math runs on the tile and broadcasting reads the tile directly.
@@ -246,7 +248,22 @@ class RegisterTile(TileOperators):
             raise TraceError(f"{what}: axis {axis!r} is not one or more distinct axes of a {self.shape} tile",
                              user_location())
         check_computable(self, what)
+        if self.view is not None:
+            return self._reduce_view(kind, normalized)
         return RegisterTile(_emit(ir.ReduceOp(self.use(what), kind, normalized), what), self.dtype)
+
+    def _reduce_view(self, kind: TileReduction, axes: list[int]) -> RegisterTile:
+        """A view (`r[:, None]`, a keepdims result) reduced: its added size-1 axes hold one
+        element each, so reducing them combines nothing; the viewed tile is reduced over the
+        other axes in its own layout, and the axes left over are viewed again.  (Reducing the
+        view's broadcast instead would need that broadcast in a layout that reduces.)"""
+        source, dims = self.view
+        reduced = source._reduce(kind, tuple(i for i, d in enumerate(dims) if d in axes))
+        kept = [a for a in range(self.ndim) if a not in axes]
+        shape = tuple(self.shape[a] for a in kept)
+        if shape == reduced.shape:
+            return reduced
+        return reduced._expanded(shape, tuple(kept.index(d) for d in dims if d not in axes))
 
     # Without `axis`, every axis: a 0-d tile, numpy's scalar (`x - x.max()` broadcasts it back).
     # keepdims=True keeps the reduced axes with size 1, as numpy does.  A bool mask reduces as
@@ -368,7 +385,7 @@ def _broadcast(tile: RegisterTile, shape: tuple[int, ...], dims: tuple[int, ...]
         return tile
     result = VectorType(tile.dtype.mlir(), shape)
     return RegisterTile(_emit(ir.BroadcastInDimOp(tile.use("broadcasting"), result, dims), "broadcasting"),
-                        tile.dtype, spread=tile.spread)
+                        tile.dtype, spread=tile.spread, holds_new_values=False)
 
 
 def stretches_to(source: tuple[int, ...], shape: tuple[int, ...]) -> bool:
@@ -513,6 +530,10 @@ def iota(shape, dtype, dim: int, layout: Layout | None = None) -> RegisterTile:
         raise TraceError(f"{what} makes int32 tiles, not {element} (astype after)", user_location())
     if not is_int(dim) or not -len(shape) <= dim < len(shape):
         raise TraceError(f"{what}: dim {dim!r} is not a dim of shape {shape}", user_location())
+    if shape[dim] == 1:
+        # One index along `dim`: every element is 0, a constant (a unit-size iota has no spread
+        # of indices for a layout to place).
+        return full(shape, 0, element, layout)
     op = ir.IotaOp(VectorType(element.mlir(), shape), dim % len(shape), layout)
     return RegisterTile(_emit(op, what), element)
 
