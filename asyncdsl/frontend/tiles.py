@@ -77,7 +77,8 @@ class RegisterTile(TileOperators):
 
     __slots__ = ("value", "dtype", "shape", "view", "spread")
 
-    def __init__(self, value: SSAValue, dtype: dtypes.DType, spread: bool = True, holds_new_values: bool = True):
+    def __init__(self, value: SSAValue, dtype: dtypes.DType, spread: bool = True,
+                 holds_new_values: bool = True):
         self.value: SSAValue | None = value
         self.dtype = tile_dtype(dtype, "a register tile")
         self.shape = tuple(value.type.get_shape())
@@ -456,7 +457,8 @@ def elementwise(what: str, make_op, operands: tuple[RegisterTile, ...], dtype: d
                         spread=any(t.spread for t in operands))
 
 
-def coerced(tile: RegisterTile, other, what: str, comparison: bool = False) -> tuple[RegisterTile, RegisterTile]:
+def coerced(tile: RegisterTile, other, what: str,
+            comparison: bool = False) -> tuple[RegisterTile, RegisterTile]:
     """`tile` and `other` as two tiles of one dtype and one (broadcast) shape: a numpy scalar
     promotes as numpy 2 says (`numpy_promotion`), a Python number or traced scalar takes the
     tile's dtype."""

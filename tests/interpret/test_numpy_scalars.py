@@ -14,8 +14,10 @@ from support import line_of
 
 import asyncdsl as ad
 
-TILE_DTYPES = [np.dtype(np.float32), np.dtype(ml_dtypes.bfloat16), np.dtype(np.float16), np.dtype(np.int32)]
-SCALAR_TYPES = [np.float16, np.float32, np.float64, np.int8, np.uint8, np.int16, np.int32, np.int64, np.uint32]
+TILE_DTYPES = [np.dtype(np.float32), np.dtype(ml_dtypes.bfloat16), np.dtype(np.float16),
+               np.dtype(np.int32)]
+SCALAR_TYPES = [np.float16, np.float32, np.float64, np.int8, np.uint8, np.int16, np.int32, np.int64,
+                np.uint32]
 COMPUTED = {np.dtype(np.float32), np.dtype(ml_dtypes.bfloat16), np.dtype(np.float16), np.dtype(np.int32)}
 
 # Each program applies one operation to the tile `t` and the numpy scalar `s`, on either side;
@@ -49,7 +51,9 @@ def _program(operation, scalar, out_dtype):
 
 def _tile_values(dtype) -> np.ndarray:
     values = (np.arange(8 * 16) % 11 - 4).reshape(8, 16)
-    return (values * 0.375).astype(dtype) if dtype.kind == "f" or dtype == ml_dtypes.bfloat16 else values.astype(dtype)
+    if dtype.kind == "f" or dtype == ml_dtypes.bfloat16:
+        return (values * 0.375).astype(dtype)
+    return values.astype(dtype)
 
 
 @settings(max_examples=40, deadline=None)

@@ -9,8 +9,6 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-import asyncdsl as ad
-
 SHAPES = [(16, 16), (8, 32), (64, 128)]
 
 
@@ -22,7 +20,8 @@ def _kernel(body: str):
     """A kernel of inputs x, row and output y whose body computes `r` (kept as text, so each
     program is traced on its own)."""
     source = (f"import asyncdsl as ad\n\n@ad.kernel(grid=(1,), block=128)\ndef k(x, row, y):\n"
-              f"    C = x.shape[1]\n    t = ad.load(x)\n    {body}\n    ad.store(y, r if r.ndim else r[None])\n")
+              f"    C = x.shape[1]\n    t = ad.load(x)\n    {body}\n"
+              "    ad.store(y, r if r.ndim else r[None])\n")
     namespace: dict = {}
     exec(compile(source, f"<{body}>", "exec"), namespace)
     return namespace["k"]
@@ -62,7 +61,8 @@ def test_small_and_unit_tiles_equal_numpy(body, shape):
     assert np.array_equal(y.reshape(want.shape), want)
 
 
-@pytest.mark.parametrize("mask", ["ad.iota((1, C), ad.int32, dim=1) < 93", "ad.iota((R, 1), ad.int32, dim=0) < 93"])
+@pytest.mark.parametrize("mask", ["ad.iota((1, C), ad.int32, dim=1) < 93",
+                                  "ad.iota((R, 1), ad.int32, dim=0) < 93"])
 @pytest.mark.parametrize("where", ["load", "store"])
 def test_a_stretched_mask_on_the_largest_16_bit_window(mask, where):
     # 128 registers a thread for the (128, 256) window; the mask's broadcast holds none of its own.
