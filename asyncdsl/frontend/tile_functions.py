@@ -265,5 +265,4 @@ def _float32_tile(x, what: str) -> RegisterTile:
     return x
 
 
-__all__ = ["cos", "exp", "exp2", "fma", "log", "log2", "maximum", "minimum", "rsqrt", "sin", "sqrt", "tanh",
-           "where"]
+__all__ = ["exp", "fma", "log", "maximum", "minimum", "sqrt", "where", *BY_NAME]
