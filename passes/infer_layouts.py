@@ -400,12 +400,15 @@ class _Solver:
 
     def _from_broadcast_operands(self, members, shape, size) -> Layout | None:
         """A class fed by a broadcast: the operand's registers kept in place.  An operand every
-        thread holds as one register (a total, a splat) implies nothing: any layout holds it."""
+        thread holds as one register (a total) makes the class a splat only if nothing else in
+        it holds elements of its own (a load, a register ref): any layout holds the broadcast."""
+        holds_elements = any(isinstance(m.owner, Operation) and not isinstance(m.owner, ir.BroadcastInDimOp)
+                             and not is_elementwise(m.owner) for m in members)
         for member in members:
             op = member.owner
             if isinstance(op, ir.BroadcastInDimOp):
                 operand = self._derived(lambda op=op: self.layout_of(op.operand))
-                if operand is not None and not isinstance(operand, SplatLayout):
+                if operand is not None and not (holds_elements and isinstance(operand, SplatLayout)):
                     try:
                         return _broadcast_layout(operand, shape, tuple(op.dims.get_values()), size)
                     except LayoutError:
