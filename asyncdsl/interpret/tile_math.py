@@ -114,10 +114,14 @@ def _convert(op: ir.ConvertOp, x: np.ndarray) -> np.ndarray:
     return numerics.int_to_float(x, target) if numerics.is_float(target) else numerics.int_to_int(x, target)
 
 
-# One implementation a tile function, from its entry (xDSL finds them on a base class too).
-_TileFunctionImpls = type("_TileFunctionImpls", (WarpgroupFunctions,), {
-    f"run_{function.name}": _elementwise(function.op, _instruction(function), FLOAT32)
-    for function in TILE_FUNCTIONS})
+class _TileFunctionImpls(WarpgroupFunctions):
+    """The tile functions' implementations, one an entry of `TILE_FUNCTIONS`, set below (xDSL
+    finds implementations on base classes too)."""
+
+
+for _function in TILE_FUNCTIONS:
+    setattr(_TileFunctionImpls, f"run_{_function.name}",
+            _elementwise(_function.op, _instruction(_function), FLOAT32))
 
 
 @register_impls
