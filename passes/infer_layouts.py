@@ -382,6 +382,13 @@ class _Solver:
         reductions = [use.operation for member in members for use in member.uses
                       if isinstance(use.operation, ir.ReduceOp) and not _squeezes(use.operation)]
         totals = all(shape[axis] == 1 for op in reductions for axis in _kept_axes(op))
+        # A class also fed by a broadcast of a row or column (`(t + row).max()` on a (16, 16)
+        # tile) needs a layout that holds the row where the broadcast reads it: the narrow row
+        # layout reduces along either axis, the strided one only over all of them.
+        fed = any(isinstance(member.owner, ir.BroadcastInDimOp) and _shape(member.owner.operand)
+                  and member.owner.operand not in self.splats for member in members)
+        if fed:
+            candidates.append(narrow_row_layout(shape, size))
         if totals:
             candidates.append(strided_layout(shape, size))
         candidates.append(narrow_row_layout(shape, size))
@@ -392,12 +399,16 @@ class _Solver:
         raise LayoutError(_cannot_reduce(shape, totals), _where(members))
 
     def _from_broadcast_operands(self, members, shape, size) -> Layout | None:
-        """A class fed by a broadcast: the operand's registers kept in place."""
+        """A class fed by a broadcast: the operand's registers kept in place.  An operand every
+        thread holds as one register (a total) makes the class a splat only if nothing else in
+        it holds elements of its own (a load, a register ref): any layout holds the broadcast."""
+        holds_elements = any(isinstance(m.owner, Operation) and not isinstance(m.owner, ir.BroadcastInDimOp)
+                             and not is_elementwise(m.owner) for m in members)
         for member in members:
             op = member.owner
             if isinstance(op, ir.BroadcastInDimOp):
                 operand = self._derived(lambda op=op: self.layout_of(op.operand))
-                if operand is not None:
+                if operand is not None and not (holds_elements and isinstance(operand, SplatLayout)):
                     try:
                         return _broadcast_layout(operand, shape, tuple(op.dims.get_values()), size)
                     except LayoutError:

@@ -106,10 +106,14 @@ APPROX_OPS = {  # float32 only; within a bound, not bit-exact
     "tanh": lambda a, b, c: ad.tanh(a, approx=True),
     "sin": lambda a, b, c: ad.sin(a, approx=True),
     "cos": lambda a, b, c: ad.cos(a, approx=True),
+    # composed of other tile ops (COMPOSED): tanh through exp, sin and cos of exact ops only
+    "tanh_exact": lambda a, b, c: ad.tanh(a),
+    "sin_exact": lambda a, b, c: ad.sin(a),
+    "cos_exact": lambda a, b, c: ad.cos(a),
 }
 
 
-COMPOSED = ("exp", "exp_approx", "log", "log_approx")
+COMPOSED = ("exp", "exp_approx", "log", "log_approx", "tanh_exact", "sin_exact", "cos_exact")
 
 
 def ops_of(dtype) -> dict:

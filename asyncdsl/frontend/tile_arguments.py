@@ -93,6 +93,45 @@ def mask_hint(dtype) -> str:
     return ""
 
 
+def is_numpy_number(value) -> bool:
+    """A numpy integer or float scalar (`np.float32(0.5)`): typed, unlike a Python number."""
+    return isinstance(value, (np.integer, np.floating))
+
+
+def numpy_promotion(dtype: dtypes.DType, scalars, what: str, comparison: bool = False) -> dtypes.DType:
+    """The dtype numpy 2 gives a tile of `dtype` combined with the numpy scalars `scalars` (NEP 50:
+    a numpy scalar is typed, `bf16 * np.float32(0.1)` is float32), where a register tile computes
+    on it; a Python number stays weak and takes the tile's dtype (`coerced`).
+
+    A comparison keeps the tile's dtype where every scalar's value is exact in it: both sides are
+    then the same reals in numpy's wider type, so the bools are numpy's.  A promotion to a dtype
+    no tile computes on (int32 with np.int64 is int64; a float with np.float64 is float64) is
+    refused, since computing narrower would round or wrap where numpy does not."""
+    if not scalars:
+        return dtype
+    if comparison and all(_exact_in(value, dtype) for value in scalars):
+        return dtype
+    result = np.result_type(dtype.numpy, *scalars)
+    promoted = dtypes.as_dtype(result) if result != np.bool_ else dtypes.BOOL
+    if promoted not in COMPUTE_DTYPES:
+        given = ", ".join(f"np.{np.asarray(v).dtype}({v.item()!r})" for v in scalars)
+        raise TraceError(
+            f"{what}: {tile_of(dtype)} with {given} is {result} in numpy 2, which no register tile "
+            f"computes on (they compute on {', '.join(map(str, COMPUTE_DTYPES))}); write a Python "
+            f"number, which takes the tile's dtype, or a numpy scalar of the tile's dtype ({dtype})",
+            user_location())
+    return promoted
+
+
+def _exact_in(value, dtype: dtypes.DType) -> bool:
+    if dtype == dtypes.BOOL:
+        return False
+    with np.errstate(all="ignore"):
+        converted = np.asarray(value).astype(dtype.numpy)
+        back = converted.astype(np.asarray(value).dtype)
+    return bool(back == value) or bool(np.isnan(value) and np.isnan(converted.astype(np.float32)))
+
+
 def plain_number(value):
     """A numpy integer or float as the Python number it holds (`t * np.float32(0.5)`, a count
     worked out with numpy); anything else as it is."""

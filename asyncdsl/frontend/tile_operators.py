@@ -15,7 +15,7 @@ from xdsl.dialects import arith
 from asyncdsl import dtypes
 from asyncdsl.errors import TraceError, is_int, user_location
 from asyncdsl.frontend.scalars import check_divisor, is_power_of_two
-from asyncdsl.frontend.tile_arguments import plain_number
+from asyncdsl.frontend.tile_arguments import is_numpy_number, numpy_promotion, plain_number
 
 FLOOR_DIVISION = "// of register tiles (floats divide with /)"
 MODULO = "% of register tiles"
@@ -73,16 +73,16 @@ class TileOperators:
         return self._binary(other, None, arith.XOrIOp, reverse=True, what="^ of register tiles", bitwise=True)
 
     def __floordiv__(self, other):
-        other = plain_number(other)
-        check_divisor(other, "a register tile's //")
+        check_divisor(plain_number(other), "a register tile's //")
         return self._binary(other, None, arith.FloorDivSIOp, what=FLOOR_DIVISION)
 
     def __rfloordiv__(self, other):
         return self._binary(other, None, arith.FloorDivSIOp, reverse=True, what=FLOOR_DIVISION)
 
     def __mod__(self, other):
-        other = plain_number(other)
-        check_divisor(other, "a register tile's %")
+        check_divisor(plain_number(other), "a register tile's %")
+        if is_numpy_number(other) and numpy_promotion(self.dtype, [other], MODULO) == self.dtype:
+            other = other.item()  # a numpy scalar that keeps the tile's dtype acts as its number
         if self.dtype == dtypes.int32 and is_power_of_two(other):
             # Python's remainder by 2^k is the low k bits in two's complement, negatives too
             # (-5 % 8 == 3 == -5 & 7): one `and` where the general form takes three.

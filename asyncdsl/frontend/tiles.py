@@ -40,7 +40,9 @@ from asyncdsl.frontend.tile_arguments import (
     constant_attr,
     dtype_argument,
     element_type,
+    is_numpy_number,
     layout_argument,
+    numpy_promotion,
     plain_number,
     shape_argument,
     tile_dtype,
@@ -75,7 +77,8 @@ class RegisterTile(TileOperators):
 
     __slots__ = ("value", "dtype", "shape", "view", "spread")
 
-    def __init__(self, value: SSAValue, dtype: dtypes.DType, spread: bool = True):
+    def __init__(self, value: SSAValue, dtype: dtypes.DType, spread: bool = True,
+                 holds_new_values: bool = True):
         self.value: SSAValue | None = value
         self.dtype = tile_dtype(dtype, "a register tile")
         self.shape = tuple(value.type.get_shape())
@@ -83,7 +86,9 @@ class RegisterTile(TileOperators):
         # (`asyncdsl.full`) and what elementwise math makes of constants alone may stay one value
         # a thread whatever their shape (a splat filling a large window), anything else may not.
         self.spread = spread
-        if spread:
+        # A broadcast holds no values of its own (each result register is one its source has,
+        # `passes/to_ptx/tiles.py`): the ops that use it are what may not fit.
+        if spread and holds_new_values:
             _check_fits_registers(self.shape, self.dtype)
         # `tile[:, None]` is a view: (the tile, where its axes sit). It needs no layout of its own:
         # elementwise math runs on the tile and broadcasting reads the tile directly.
@@ -191,7 +196,7 @@ class RegisterTile(TileOperators):
     # -- comparisons make bool tiles -------------------------------------------------------------
     def _compare(self, predicate: str, other):
         what = "comparison of register tiles"
-        lhs, rhs = coerced(self, other, what)
+        lhs, rhs = coerced(self, other, what, comparison=True)
         check_computable(lhs, what)
         return elementwise(what, lambda a, b: ir.CompareOp(predicate, a, b), (lhs, rhs), dtypes.BOOL)
 
@@ -244,7 +249,22 @@ class RegisterTile(TileOperators):
             raise TraceError(f"{what}: axis {axis!r} is not one or more distinct axes of a {self.shape} tile",
                              user_location())
         check_computable(self, what)
+        if self.view is not None:
+            return self._reduce_view(kind, normalized)
         return RegisterTile(_emit(ir.ReduceOp(self.use(what), kind, normalized), what), self.dtype)
+
+    def _reduce_view(self, kind: TileReduction, axes: list[int]) -> RegisterTile:
+        """A view (`r[:, None]`, a keepdims result) reduced: its added size-1 axes hold one
+        element each, so reducing them combines nothing; the viewed tile is reduced over the
+        other axes in its own layout, and the axes left over are viewed again.  (Reducing the
+        view's broadcast instead would need that broadcast in a layout that reduces.)"""
+        source, dims = self.view
+        reduced = source._reduce(kind, tuple(i for i, d in enumerate(dims) if d in axes))
+        kept = [a for a in range(self.ndim) if a not in axes]
+        shape = tuple(self.shape[a] for a in kept)
+        if shape == reduced.shape:
+            return reduced
+        return reduced._expanded(shape, tuple(kept.index(d) for d in dims if d not in axes))
 
     # Without `axis`, every axis: a 0-d tile, numpy's scalar (`x - x.max()` broadcasts it back).
     # keepdims=True keeps the reduced axes with size 1, as numpy does.  A bool mask reduces as
@@ -366,7 +386,7 @@ def _broadcast(tile: RegisterTile, shape: tuple[int, ...], dims: tuple[int, ...]
         return tile
     result = VectorType(tile.dtype.mlir(), shape)
     return RegisterTile(_emit(ir.BroadcastInDimOp(tile.use("broadcasting"), result, dims), "broadcasting"),
-                        tile.dtype, spread=tile.spread)
+                        tile.dtype, spread=tile.spread, holds_new_values=False)
 
 
 def stretches_to(source: tuple[int, ...], shape: tuple[int, ...]) -> bool:
@@ -437,8 +457,14 @@ def elementwise(what: str, make_op, operands: tuple[RegisterTile, ...], dtype: d
                         spread=any(t.spread for t in operands))
 
 
-def coerced(tile: RegisterTile, other, what: str) -> tuple[RegisterTile, RegisterTile]:
-    """`tile` and `other` as two tiles of one dtype and one (broadcast) shape."""
+def coerced(tile: RegisterTile, other, what: str,
+            comparison: bool = False) -> tuple[RegisterTile, RegisterTile]:
+    """`tile` and `other` as two tiles of one dtype and one (broadcast) shape: a numpy scalar
+    promotes as numpy 2 says (`numpy_promotion`), a Python number or traced scalar takes the
+    tile's dtype."""
+    if is_numpy_number(other):
+        tile = promoted_to(tile, numpy_promotion(tile.dtype, [other], what, comparison))
+        other = other.item()
     if isinstance(other, RegisterTile):
         if other.dtype != tile.dtype:
             raise TraceError(
@@ -454,6 +480,12 @@ def coerced(tile: RegisterTile, other, what: str) -> tuple[RegisterTile, Registe
         source, dims = tile.view
         return tile, _full(source.shape, other, tile.dtype, None, what)._expanded(tile.shape, dims)
     return tile, _full(tile.shape, other, tile.dtype, None, what)
+
+
+def promoted_to(tile: RegisterTile, dtype: dtypes.DType) -> RegisterTile:
+    """`tile` in the dtype a numpy scalar promoted it to (exact: numpy promotes only to a dtype
+    that holds every value of the tile's)."""
+    return tile if tile.dtype == dtype else tile.astype(dtype)
 
 
 def broadcast_shape(a: tuple[int, ...], b: tuple[int, ...], what: str) -> tuple[int, ...]:
@@ -500,6 +532,10 @@ def iota(shape, dtype, dim: int, layout: Layout | None = None) -> RegisterTile:
         raise TraceError(f"{what} makes int32 tiles, not {element} (astype after)", user_location())
     if not is_int(dim) or not -len(shape) <= dim < len(shape):
         raise TraceError(f"{what}: dim {dim!r} is not a dim of shape {shape}", user_location())
+    if shape[dim] == 1:
+        # One index along `dim`: every element is 0, a constant (a unit-size iota has no spread
+        # of indices for a layout to place).
+        return full(shape, 0, element, layout)
     op = ir.IotaOp(VectorType(element.mlir(), shape), dim % len(shape), layout)
     return RegisterTile(_emit(op, what), element)
 
@@ -523,4 +559,4 @@ def _scalar_as(scalar: Scalar | FloatScalar, element: dtypes.DType, what: str) -
     return tracer.emit(ir.ConvertOp(as_int, element.mlir())).results[0]
 
 
-__all__ = ["RegisterTile", "assigned", "broadcast_to", "full", "iota", "zeros"]
+__all__ = ["RegisterTile", "assigned", "broadcast_to", "full", "iota", "promoted_to", "zeros"]

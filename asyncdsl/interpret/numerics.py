@@ -24,6 +24,8 @@ from dataclasses import dataclass
 import ml_dtypes
 import numpy as np
 
+from asyncdsl.dialects.tile_functions import TILE_FUNCTIONS
+
 _BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 _E4M3 = np.dtype(ml_dtypes.float8_e4m3fn)
 _E5M2 = np.dtype(ml_dtypes.float8_e5m2)
@@ -304,15 +306,9 @@ def int_to_int(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
 
 # -- approximate functions ---------------------------------------------------------------------
 
-APPROXIMATED = {
-    "exp2": np.exp2,
-    "log2": np.log2,
-    "rsqrt": lambda x: 1.0 / np.sqrt(x),
-    "sqrt": np.sqrt,
-    "tanh": np.tanh,
-    "sin": np.sin,
-    "cos": np.cos,
-}
+# The float64 function each approximate instruction is held to: the tile functions' own
+# (`dialects/tile_functions.py`) and `sqrt.approx`.
+APPROXIMATED = {"sqrt": np.sqrt, **{function.name: function.reference for function in TILE_FUNCTIONS}}
 _SMALLEST_NORMAL = float(np.finfo(np.float32).tiny)
 
 

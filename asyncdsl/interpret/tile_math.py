@@ -25,6 +25,7 @@ from xdsl.interpreters.arith import ArithFunctions
 from xdsl.ir import Attribute, Operation
 
 from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.dialects.tile_functions import TILE_FUNCTIONS, TileFunction
 from asyncdsl.errors import InterpretError
 from asyncdsl.interpret import numerics
 from asyncdsl.interpret.diagnosis import diagnosed
@@ -82,12 +83,11 @@ def _binary(function: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Compute
     return lambda op, a, b: np.asarray(function(a, b))
 
 
-def _approximate(name: str) -> Compute:
-    # `afn` is the user's approx=True: the `.ftz` forms (docs/register-tiles.md), but for tanh,
-    # whose only form, `tanh.approx.f32`, keeps subnormals (tanh(1e-40) is 1e-40 on the H200).
-    if name == "tanh":
-        return lambda op, x: numerics.approximate(name, x, ftz=False)
-    return lambda op, x: numerics.approximate(name, x, ftz=arith.FastMathFlag.APPROX_FUNC in op.fastmath.data)
+def _instruction(function: TileFunction) -> Compute:
+    """A tile function's instruction form: its float64 function rounded to float32, flushing
+    subnormals where the instruction does (`afn` is the user's approx=True)."""
+    return lambda op, x: numerics.approximate(
+        function.name, x, ftz=function.flushes(arith.FastMathFlag.APPROX_FUNC in op.fastmath.data))
 
 
 def _square_root(op: Operation, x: np.ndarray) -> np.ndarray:
@@ -114,8 +114,18 @@ def _convert(op: ir.ConvertOp, x: np.ndarray) -> np.ndarray:
     return numerics.int_to_float(x, target) if numerics.is_float(target) else numerics.int_to_int(x, target)
 
 
+class _TileFunctionImpls(WarpgroupFunctions):
+    """The tile functions' implementations, one an entry of `TILE_FUNCTIONS`, set below (xDSL
+    finds implementations on base classes too)."""
+
+
+for _function in TILE_FUNCTIONS:
+    setattr(_TileFunctionImpls, f"run_{_function.name}",
+            _elementwise(_function.op, _instruction(_function), FLOAT32))
+
+
 @register_impls
-class TileMathFunctions(WarpgroupFunctions):
+class TileMathFunctions(_TileFunctionImpls):
     """Elementwise math on register tiles (registered over the scalar `arith` sets, to which it
     hands scalar ops back)."""
 
@@ -151,11 +161,3 @@ class TileMathFunctions(WarpgroupFunctions):
     )
     run_select = _elementwise(ir.SelectOp, lambda op, mask, a, b: np.where(mask, a, b), None, checked=1)
     run_convert = _elementwise(ir.ConvertOp, _convert, None)
-
-    # -- approximate functions (float32) -------------------------------------------------------------
-    run_exp2 = _elementwise(xmath.Exp2Op, _approximate("exp2"), FLOAT32)
-    run_log2 = _elementwise(xmath.Log2Op, _approximate("log2"), FLOAT32)
-    run_rsqrt = _elementwise(xmath.RsqrtOp, _approximate("rsqrt"), FLOAT32)
-    run_tanh = _elementwise(xmath.TanhOp, _approximate("tanh"), FLOAT32)
-    run_sin = _elementwise(xmath.SinOp, _approximate("sin"), FLOAT32)
-    run_cos = _elementwise(xmath.CosOp, _approximate("cos"), FLOAT32)

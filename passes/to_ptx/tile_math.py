@@ -28,6 +28,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from asyncdsl import dtypes
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects.layout_attrs import layout_of
+from asyncdsl.dialects.tile_functions import TILE_FUNCTIONS, TileFunction
 from asyncdsl.passes.to_ptx.context import KernelLowering, Rule
 from asyncdsl.passes.to_ptx.integer_division import floor_quotient, floor_quotient_by
 from asyncdsl.passes.to_ptx.tile_registers import (
@@ -214,17 +215,13 @@ def _select(ctx, op, element, regs):
     return b.emit(f"selp.{type_} {{}}, {{}}, {{}}, {{}};", kind, yes, no, condition)
 
 
-def _approximate(name: str, ftz_only: bool = False) -> ElementRule:
+def _instruction(function: TileFunction) -> ElementRule:
+    """A tile function's instruction, `.ftz` where its entry says it flushes."""
     def rule(ctx, op, element, regs):
-        approx = "afn" in op.fastmath.data  # the frontend's approx=True
-        ftz = ".ftz" if approx or ftz_only else ""
-        return ctx.b.emit(f"{name}.approx{ftz}.f32 {{}}, {{}};", "f32", regs[0])
+        ftz = ".ftz" if function.flushes("afn" in op.fastmath.data) else ""  # afn: the user's approx=True
+        return ctx.b.emit(f"{function.instruction}.approx{ftz}.f32 {{}}, {{}};", "f32", regs[0])
 
     return rule
-
-
-def _tanh(ctx, op, element, regs):
-    return ctx.b.emit("tanh.approx.f32 {}, {};", "f32", regs[0])
 
 
 # -- conversions -------------------------------------------------------------------------------
@@ -357,12 +354,7 @@ ELEMENT_RULES: dict[type[Operation], ElementRule] = {
     arith.MinSIOp: _integer("min.{s}"),
     xmath.AbsIOp: lambda ctx, op, element, regs: ctx.b.emit(
         f"abs.{_int_type(element)} {{}}, {{}};", register_kind(element), regs[0]),
-    xmath.Exp2Op: _approximate("ex2"),
-    xmath.Log2Op: _approximate("lg2"),
-    xmath.RsqrtOp: _approximate("rsqrt"),
-    xmath.SinOp: _approximate("sin", ftz_only=True),
-    xmath.CosOp: _approximate("cos", ftz_only=True),
-    xmath.TanhOp: _tanh,
+    **{function.op: _instruction(function) for function in TILE_FUNCTIONS},
     arith.IndexCastOp: _index_cast,
     ir.CompareOp: _compare,
     ir.SelectOp: _select,

@@ -171,11 +171,11 @@ def test_astype_bool_says_to_compare():
     _expect(_kernel(to_bool), "t.astype(bool)", "compare instead")
 
 
-def test_exact_transcendentals_that_do_not_exist_say_approx():
-    def exact_tanh(buf, t):
-        buf[...] = ad.tanh(t)
+def test_transcendentals_compute_on_float32_tiles():
+    def half_tanh(buf, t):
+        buf[...] = ad.tanh(t.astype(ad.bfloat16)).astype(ad.float32)
 
-    _expect(_kernel(exact_tanh), "ad.tanh(t)", "approx=True")
+    _expect(_kernel(half_tanh), "ad.tanh(t.astype", "float32 tiles", "astype(asyncdsl.float32)")
 
 
 def test_sqrt_takes_float_tiles_and_approximates_float32_only():

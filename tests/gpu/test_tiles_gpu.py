@@ -82,6 +82,8 @@ APPROX_BOUNDS = {  # name: (ulps, absolute)
     "log_approx": (2, 2.0 ** -21),
     "log2": (2, 2.0 ** -21), "log2_approx": (2, 2.0 ** -21), "tanh": (128, 2.0 ** -21),
     "sin": (0, 2.0 ** -16), "cos": (0, 2.0 ** -16),
+    # The exact compositions: tanh's exp2 is the GPU's own; sin and cos use exact ops only.
+    "tanh_exact": (4, 0.0), "sin_exact": (0, 0.0), "cos_exact": (0, 0.0),
 }
 
 
