@@ -5,6 +5,7 @@ accumulator, issues the calls, and stores the accumulator; the expected C comes 
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import ml_dtypes
 import numpy as np
@@ -91,6 +92,10 @@ def _kind(config: Config) -> str:
 
 
 def program_for(seed: int, index: int, exact_only: bool = False, skips=None) -> Program:
-    """Configuration `index` of `seed` (the same on every machine), as a program."""
-    rnd = random.Random(f"wgmma:{seed}:{index}")
-    return build(draw_config(rnd), f"{seed}:{index}", np.random.default_rng((seed, index, 1)))
+    """Configuration `index` of `seed` (the same on every machine), as a program.  `exact_only`
+    (the GPU's draw): 16-bit and tf32 inputs are small integers, whose sums every order gives
+    exactly; on other values the model is the H200's on 99.6 % of bf16 outputs, not all."""
+    config = draw_config(random.Random(f"wgmma:{seed}:{index}"))
+    if exact_only and config.a_dtype in ("bfloat16", "float16", "float32"):
+        config = replace(config, scale="ints")
+    return build(config, f"{seed}:{index}", np.random.default_rng((seed, index, 1)))
