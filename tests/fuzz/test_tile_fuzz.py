@@ -58,7 +58,7 @@ def test_skip_rules_are_named_and_can_be_turned_off():
 finite_floats = st.floats(allow_nan=False, allow_infinity=False, width=64)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=50, deadline=None)
 @given(st.lists(finite_floats, min_size=1, max_size=8))
 def test_rounding_is_numpys_where_numpy_rounds_once(values):
     x = np.array(values)
@@ -68,7 +68,7 @@ def test_rounding_is_numpys_where_numpy_rounds_once(values):
                                   x.astype(numpy).view(f"u{np.dtype(numpy).itemsize}"))
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=50, deadline=None)
 @given(st.lists(finite_floats, min_size=1, max_size=8))
 def test_rounding_is_idempotent_and_monotonic(values):
     x = np.sort(np.array(values))

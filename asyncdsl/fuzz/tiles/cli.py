@@ -22,8 +22,9 @@ from .skips import SkipRules
 from .summary import Summary
 
 
-def main(argv: list[str] | None, prog: str, program_for) -> int:
-    """Run the programs `program_for(seed, index, exact_only, skips)` draws, as the flags say."""
+def main(argv: list[str] | None, prog: str, program_for, skip_rules: bool = True) -> int:
+    """Run the programs `program_for(seed, index, exact_only, skips)` draws, as the flags say
+    (`skip_rules`: whether the draw knows the skip rules, which the summary then lists)."""
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=200, help="how many programs (default 200)")
     parser.add_argument(
@@ -89,6 +90,7 @@ def main(argv: list[str] | None, prog: str, program_for) -> int:
         print(summary.refusals())
     if args.steps:
         print(summary.by_step())
-    print(skips.describe())
+    if skip_rules:
+        print(skips.describe())
     print(summary.line())
     return 1 if summary.failures else 0
