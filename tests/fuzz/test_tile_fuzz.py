@@ -108,6 +108,10 @@ def test_a_sum_is_exact_in_any_order_only_where_the_grid_says_so():
     assert not exact
     _, exact = nx.sum_any_order(np.array([np.nan, 1.0], np.float32), None, "float32")
     assert exact
+    # zeros: -0 only where every term is -0, also over a dim of one element
+    signs, _ = nx.sum_any_order(np.array([[-0.0, 0.0]], np.float32), 0, "float32")
+    assert np.signbit(signs).tolist() == [True, False]
+    assert not np.signbit(nx.sum_any_order(np.array([-1.0, 1.0], np.float32), None, "float32")[0])
 
 
 def test_maximum_and_minimum_order_the_zeros():

@@ -223,6 +223,10 @@ def sum_any_order(values: np.ndarray, axis, dtype: str) -> tuple[np.ndarray, np.
         magnitude = np.where(np.isfinite(x), np.abs(x), 0).sum(axis=axis)
         fits = magnitude < np.minimum(np.ldexp(2.0**fmt.bits, np.minimum(q, 1000)), fmt.largest)
         total = x.sum(axis=axis)
+        # an exact zero is -0 only where every term is -0 (x + y rounds to -0 only for -0 + -0);
+        # numpy's sum may start from +0
+        all_negative_zero = ((x == 0) & np.signbit(x)).all(axis=axis)
+        total = np.where((total == 0) & all_negative_zero, -0.0, total)
     exact = has_nan | (finite & fits)
     return round_to(np.where(has_nan, np.nan, total), dtype), np.asarray(exact)
 
