@@ -75,7 +75,7 @@ class Builder:
 
     def poison(self, shape: tuple[int, ...], dtype) -> np.ndarray:
         """An output's contents before the launch: values no step computes by chance."""
-        if np.dtype(dtype).kind == "f" or np.dtype(dtype).name in ("bfloat16",):
+        if np.dtype(dtype).kind in "fV":  # ml_dtypes' floats are of kind V
             return np.full(shape, -12345.0).astype(dtype)
         return np.full(shape, -123456789 if np.dtype(dtype).itemsize == 4 else -99).astype(dtype)
 
