@@ -105,7 +105,8 @@ def _mask(b: Builder) -> tuple[str, np.ndarray]:
         shape = b.shape
         if len(b.shape) == 2 and b.chance(0.4):
             stretched = tuple(size if d == dim else 1 for d, size in enumerate(b.shape))
-            if stretched != (1, 1) or not b.avoid("unit_iota_mask"):
+            rule = "unit_iota_mask" if stretched == (1, 1) else "stretched_mask_then_count"
+            if not b.avoid(rule):
                 shape = stretched
         # the mask in its own shape: `where` stretches it as numpy does, `.sum()` counts its elements
         return (f"(ad.iota({shape}, ad.int32, dim={dim}) < {bound})", np.indices(shape)[dim] < bound)
