@@ -12,10 +12,10 @@ RULES: dict[str, str] = {
     "('cannot reshape') or a LayoutError without a location",
     "unit_iota_mask": "ad.where(ad.iota((1, 1), ...) < k, ...) stretched over a (1, n) tile: a LayoutError "
                       "('a splat tile ... has no per-element map') without a location",
-    "stretched_mask_then_count": "a (rows, 1) or (1, columns) iota mask stretched in where (kept out "
+    "stretched_iota_mask": "a (rows, 1) or (1, columns) iota mask stretched in where (kept out "
                                  "everywhere): on a (16, 16) float16 tile, where(iota((16, 1)) < 3, u, t) "
-                                 "and then (t > u).sum() is a LayoutError ('the register map differs "
-                                 "between threads') without a location",
+                                 "and then (t > u).sum() or t.sum() is a LayoutError ('the register map "
+                                 "differs between threads') without a location",
     "reduce_keepdims_again": "t + t.min(axis=0, keepdims=True).min(): a keepdims result reduced again; "
     "refused naming internal layouts, or a LayoutError without a location",
 }

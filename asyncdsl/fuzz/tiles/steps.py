@@ -105,7 +105,7 @@ def _mask(b: Builder) -> tuple[str, np.ndarray]:
         shape = b.shape
         if len(b.shape) == 2 and b.chance(0.4):
             stretched = tuple(size if d == dim else 1 for d, size in enumerate(b.shape))
-            rule = "unit_iota_mask" if stretched == (1, 1) else "stretched_mask_then_count"
+            rule = "unit_iota_mask" if stretched == (1, 1) else "stretched_iota_mask"
             if not b.avoid(rule):
                 shape = stretched
         # the mask in its own shape: `where` stretches it as numpy does, `.sum()` counts its elements
