@@ -41,7 +41,8 @@ def test_a_literal_index_names_numpys_row_as_the_literal_slice_does(index):
 
 def test_a_literal_index_before_the_first_row_is_refused_at_its_line():
     x = np.zeros((33, 4), np.int32)
-    with pytest.raises(ad.TraceError, match=r"test_refs.py:\d+: .*index -34 is out of bounds for dim 0 of size 33: "
+    with pytest.raises(ad.TraceError, match=r"test_refs.py:\d+: .*index -34 is out of bounds for dim 0 "
+                                            r"of size 33: "
                                             r"a literal negative index counts from the end, as in numpy"):
         _row.interpret(x, x, INDEX=-34)
 

@@ -102,7 +102,8 @@ def test_tiles_whose_boxes_tma_cannot_place_are_refused_while_compiling():
     # float32 (4, 4) tiles are 64 bytes: one box a tile would land at 64-byte SMEM offsets, where
     # TMA faults; 32 rows are whole tiles (one tiled box), 31 are not.
     x = np.arange(31 * 128, dtype=np.float32).reshape(31, 128)
-    with pytest.raises(ad.CopyError, match=r"test_tile_boxes.py:\d+: .*64-byte tiles .* no multiple of 128 bytes"):
+    refused = r"test_tile_boxes.py:\d+: .*64-byte tiles .* no multiple of 128 bytes"
+    with pytest.raises(ad.CopyError, match=refused):
         _window.ptx(x, np.zeros_like(x), ROWS=4, COLUMNS=16, TILE=(4, 4))
     x = np.arange(32 * 128, dtype=np.float32).reshape(32, 128)
     y = np.zeros_like(x)
@@ -127,5 +128,6 @@ def test_a_tile_larger_than_the_window_is_refused_at_the_copy():
         ad.async_copy(x.at[ad.ds(0, 16), ad.ds(0, 4)], buf, barrier=bar, transforms=(TileTransform((17, 4)),))
         bar.wait()
 
-    with pytest.raises(ad.TransformError, match=r"test_tile_boxes.py:\d+: slice shape \(16, 4\) is not a multiple of the tiling \(17, 4\)"):
+    refused = r"test_tile_boxes.py:\d+: slice shape \(16, 4\) is not a multiple of the tiling \(17, 4\)"
+    with pytest.raises(ad.TransformError, match=refused):
         too_tall.ptx(x, x)
