@@ -109,7 +109,7 @@ def _parse_one(index: object, dim: int, size: int, what: str, coordinates: bool)
                              user_location())
         return DimIndex(start, stop - start)
     if is_index(index):
-        if coordinates and not (is_int(index) and index < 0):
+        if coordinates and not (type(index) is int and index < 0):  # a FoldedIndex is a coordinate
             return DimIndex(index, None)
         if coordinates and index < -size:
             raise TraceError(

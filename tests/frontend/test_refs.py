@@ -88,3 +88,24 @@ def test_a_literal_negative_index_of_a_bulk_copy_wraps_too():
     expected = np.zeros_like(x)
     expected[1] = x[1]
     np.testing.assert_array_equal(y, expected)
+
+
+@ad.kernel(grid=(1,), block=128)
+def _folded_row(x, y, INDEX: ad.constexpr):
+    buf = ad.smem((x.shape[1],), x.dtype)
+    bar = ad.barrier()
+    ad.async_copy(x.at[ad.program_id(0) * 0 + INDEX, :], buf, barrier=bar)
+    bar.wait()
+    ad.async_copy(buf, y.at[0, :])
+    ad.await_async_copy(0)
+
+
+def test_an_index_computed_from_a_traced_one_stays_a_coordinate_when_folded():
+    # `i * 0` folds while tracing, yet what is computed from it is a traced index, not a literal.
+    x = np.arange(33 * 4, dtype=np.int32).reshape(33, 4) + 1
+    y = np.full((1, 4), -1, np.int32)
+    _folded_row.interpret(x, y, INDEX=-1)
+    assert not y.any()
+    _folded_row.interpret(x, y, INDEX=2)
+    np.testing.assert_array_equal(y[0], x[2])
+    assert "cp.async.bulk.tensor" in _folded_row.ptx(x, y, INDEX=2)

@@ -68,7 +68,7 @@ def resolve_key(case: Case) -> tuple[Dim, ...]:
     dims = []
     for entry, size in zip(entries, shape):
         if isinstance(entry, Squeeze):
-            literal = expr.static_value(entry.index)  # what the frontend sees as a Python int
+            literal = None if expr.is_traced(entry.index) else expr.static_value(entry.index)
             if literal is not None and literal < -size:
                 raise UserError(f"literal index {literal} below -{size}, the first element of its dim")
             if literal is not None and literal < 0:
