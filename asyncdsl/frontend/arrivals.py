@@ -56,12 +56,13 @@ def check_arrivals(body: Block, launch: LaunchShape) -> None:
     """Raise a TraceError at the first wait whose arrivals break the rule (see the module)."""
     for barrier, index, uses in _barrier_uses(body):
         try:
-            contexts = {_context(op, body) for op in uses}
+            loops: set[Operation] = set()
+            contexts = {_context(op, body, loops) for op in uses}
             if len(contexts) != 1:
                 raise _Uncountable
             (context,) = contexts
             warpgroups = launch.num_warpgroups if context is None else len(context.warpgroup_indices)
-            events = _events(context.body.block if context is not None else body, barrier, index)
+            events = _events(context.body.block if context is not None else body, barrier, index, loops)
         except _Uncountable:
             continue
         _check(events, barrier, index, warpgroups)
@@ -69,8 +70,10 @@ def check_arrivals(body: Block, launch: LaunchShape) -> None:
 
 def _barrier_uses(body: Block) -> Iterable[tuple[ir.AllocBarriersOp, int, list[Operation]]]:
     """Each barrier of a group allocated in `body`, by position, with the ops that name it; a
-    group also named by a traced index, or whose value goes elsewhere, is left out."""
-    for alloc in body.walk():
+    group also named by a traced index, or whose value goes elsewhere, is left out.  Barriers are
+    allocated at the top level or in a role's body (`core.allocation_tracer`): no deeper walk."""
+    roles = [op.body.block.ops for op in body.ops if isinstance(op, ir.WarpgroupRoleOp)]
+    for alloc in (op for ops in (body.ops, *roles) for op in ops):
         if not isinstance(alloc, ir.AllocBarriersOp):
             continue
         by_index: dict[int, list[Operation]] = {}
@@ -104,8 +107,9 @@ def _constant(value: SSAValue) -> int | None:
     return None
 
 
-def _context(op: Operation, body: Block) -> ir.WarpgroupRoleOp | None:
-    """The warpgroup role `op` runs in (None: every warpgroup); conditional code is uncountable."""
+def _context(op: Operation, body: Block, loops: set[Operation]) -> ir.WarpgroupRoleOp | None:
+    """The warpgroup role `op` runs in (None: every warpgroup), adding the loops around it to
+    `loops`; conditional code is uncountable."""
     kernel = body.parent_op()
     parent = op.parent_op()
     role = None
@@ -114,7 +118,9 @@ def _context(op: Operation, body: Block) -> ir.WarpgroupRoleOp | None:
             if role is not None:
                 raise _Uncountable
             role = parent
-        elif not isinstance(parent, scf.ForOp):
+        elif isinstance(parent, scf.ForOp):
+            loops.add(parent)
+        else:
             raise _Uncountable
         parent = parent.parent_op()
     return role
@@ -124,12 +130,14 @@ def _names(op: Operation, barrier: ir.AllocBarriersOp, index: int) -> bool:
     return any(operand is barrier.result for operand in op.operands) and _index(op) == index
 
 
-def _events(block: Block, barrier: ir.AllocBarriersOp, index: int) -> list[_Arrivals | _Wait]:
-    """The arrivals and waits on the barrier in `block`, in program order, loops counted."""
+def _events(block: Block, barrier: ir.AllocBarriersOp, index: int, loops: set[Operation]
+            ) -> list[_Arrivals | _Wait]:
+    """The arrivals and waits on the barrier in `block`, in program order, counted through the
+    `loops` that hold them."""
     events: list[_Arrivals | _Wait] = []
     for op in block.ops:
-        if isinstance(op, scf.ForOp):
-            events += _loop_events(op, barrier, index)
+        if op in loops:
+            events += _loop_events(op, barrier, index, loops)
         elif any(isinstance(o, BarriersType) for o in op.operand_types) and _uses(op, barrier):
             if _names(op, barrier, index):
                 events.append(_event(op))
@@ -140,8 +148,9 @@ def _uses(op: Operation, barrier: ir.AllocBarriersOp) -> bool:
     return any(operand is barrier.result for operand in op.operands)
 
 
-def _loop_events(loop: scf.ForOp, barrier: ir.AllocBarriersOp, index: int) -> list[_Arrivals | _Wait]:
-    body = _events(loop.body.block, barrier, index)
+def _loop_events(loop: scf.ForOp, barrier: ir.AllocBarriersOp, index: int, loops: set[Operation]
+                 ) -> list[_Arrivals | _Wait]:
+    body = _events(loop.body.block, barrier, index, loops)
     if not body:
         return []
     bounds = [_constant(v) for v in (loop.lb, loop.ub, loop.step)]
