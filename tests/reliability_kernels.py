@@ -18,6 +18,30 @@ def row_past_a_unit_dim(x, y):
 
 
 @ad.kernel(grid=(2,))
+def dropped_row_past_a_unit_dim(x, y):
+    """x (1, 8, 16): CTA i loads the window ds(i, 1) of x's unit dim, dropped from the buffer by
+    DropUnitDimsTransform: zeros in CTA 1 (the dropped dim once took its start with it: x[0])."""
+    buf = ad.smem((8, 16), x.dtype)
+    bar = ad.barrier()
+    ad.async_copy(x.at[ad.ds(ad.program_id(0), 1), :, :], buf, barrier=bar,
+                  transforms=[ad.DropUnitDimsTransform((0,))])
+    bar.wait()
+    ad.async_copy(buf, y.at[ad.program_id(0), :, :])
+    ad.await_async_copy(0)
+
+
+@ad.kernel(grid=(1,))
+def last_row(x, y):
+    """The literal index -1: x's last row, as in numpy (it once was a coordinate: zeros)."""
+    buf = ad.smem((16,), x.dtype)
+    bar = ad.barrier()
+    ad.async_copy(x.at[-1, :], buf, barrier=bar)
+    bar.wait()
+    ad.async_copy(buf, y.at[0, :])
+    ad.await_async_copy(0)
+
+
+@ad.kernel(grid=(2,))
 def store_past_a_unit_dim(x, y):
     """y (1, 16): CTA i stores row i + 5, outside y: nothing lands (it once overwrote y[0])."""
     buf = ad.smem((16,), x.dtype)

@@ -100,7 +100,9 @@ def async_copy(
     in the buffer (which then has the transformed shape).
 
     GMEM -> SMEM copies complete on `barrier` (its phase completes once the bytes land; `arrive`
-    also makes the warpgroup arrive with expect-tx of those bytes). SMEM -> GMEM copies join the
+    also makes the warpgroup arrive with expect-tx of those bytes): each copy is one arrival, so
+    two copies that one wait covers need `asyncdsl.barrier(arrival_count=2)` (see
+    `asyncdsl.barrier` for the check made while tracing). SMEM -> GMEM copies join the
     warpgroup's bulk group; wait for them with `await_async_copy`.
 
     `oob` says what a slice past the array's edge gives: "zeros" (the default) zero-fills

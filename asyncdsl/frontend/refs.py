@@ -62,10 +62,12 @@ def parse_indices(
 ) -> tuple[DimIndex, ...]:
     """Turn the key of `ref.at[key]` into one DimIndex per dim of `shape`.
 
-    With `coordinates` (GMEM refs), an integer index is a TMA coordinate like a traced one: any
+    With `coordinates` (GMEM refs), a traced index and a `ds` start are TMA coordinates: any
     value, a negative or too large one lying outside the array (loads read zeros there), never
-    wrapped the way Python wraps negative indices, so a value folded while tracing means what the
-    same value computed on the GPU means.  Without it (SMEM views) indices are Python's, in bounds.
+    wrapped.  A literal integer index is numpy's, as a literal slice is: a negative one counts
+    from the end (`-1` is the last row, the row `-1:` starts at), below `-size` it is an error;
+    one past the end stays a coordinate outside the array.  Without `coordinates` (SMEM views)
+    indices are Python's, in bounds.
     """
     if not isinstance(indices, tuple):
         indices = (indices,)
@@ -107,8 +109,15 @@ def _parse_one(index: object, dim: int, size: int, what: str, coordinates: bool)
                              user_location())
         return DimIndex(start, stop - start)
     if is_index(index):
-        if coordinates:
+        if coordinates and not (type(index) is int and index < 0):  # a FoldedIndex is a coordinate
             return DimIndex(index, None)
+        if coordinates and index < -size:
+            raise TraceError(
+                f"{what}: index {index} is out of bounds for dim {dim} of size {size}: a literal negative "
+                f"index counts from the end, as in numpy, from -1 (the last) to -{size} (the first); for a "
+                "TMA coordinate before the array's start (a load of zeros) use asyncdsl.ds(start, 1)",
+                user_location(),
+            )
         if isinstance(index, int) and not -size <= index < size:
             raise TraceError(f"{what}: index {index} is out of bounds for dim {dim} of size {size}",
                              user_location())

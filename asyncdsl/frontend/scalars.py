@@ -91,16 +91,16 @@ class Scalar:
         return self._binary(other, arith.SubiOp, reverse=True)
 
     @_promoting
-    def __mul__(self, other: IndexLike) -> Scalar | int:
+    def __mul__(self, other: IndexLike) -> Scalar | FoldedIndex:
         if isinstance(other, int):
             if other == 1:
                 return self
             if other == 0:
-                return 0
+                return FoldedIndex(0)
         return self._binary(other, arith.MuliOp)
 
     @_promoting
-    def __rmul__(self, other: IndexLike) -> Scalar | int:
+    def __rmul__(self, other: IndexLike) -> Scalar | FoldedIndex:
         return self.__mul__(other)
 
     def __truediv__(self, other: FloatLike) -> FloatScalar:
@@ -359,6 +359,34 @@ def check_divisor(divisor, where: str = "index arithmetic") -> None:
         raise TraceError(f"division by zero in {where}", user_location())
 
 
+def _folded(method: str):
+    """`int`'s `method`, its result a FoldedIndex again."""
+
+    def operation(self, *other):
+        result = getattr(int, method)(self, *other)
+        return result if result is NotImplemented else FoldedIndex(result)
+    return operation
+
+
+class FoldedIndex(int):
+    """A traced index the frontend computed while tracing (`i * 0`, and int arithmetic on that):
+    an int for every purpose but one, that it stays a traced index's meaning, a TMA coordinate,
+    where a literal integer index counts from the end as numpy's (`refs.parse_indices`)."""
+
+    __add__ = _folded("__add__")
+    __radd__ = _folded("__radd__")
+    __sub__ = _folded("__sub__")
+    __rsub__ = _folded("__rsub__")
+    __mul__ = _folded("__mul__")
+    __rmul__ = _folded("__rmul__")
+    __floordiv__ = _folded("__floordiv__")
+    __rfloordiv__ = _folded("__rfloordiv__")
+    __mod__ = _folded("__mod__")
+    __rmod__ = _folded("__rmod__")
+    __neg__ = _folded("__neg__")
+    __pos__ = _folded("__pos__")
+
+
 def int32_index(value: IndexLike) -> SSAValue:
     """The IR value of an index that is signed 32-bit on the GPU and in the interpreter alike (an
     operand of traced index arithmetic, a loop bound, a register-tile window's start, a signal
@@ -386,7 +414,7 @@ def index_value(value: IndexLike) -> SSAValue:
             f"expected an integer or a traced index, got {type(value).__name__} {value!r}",
             user_location(),
         )
-    return tracing.current("index arithmetic").constant(value)
+    return tracing.current("index arithmetic").constant(int(value))  # a FoldedIndex is an int in the IR
 
 
 def float_value(value: FloatLike) -> SSAValue:

@@ -119,8 +119,15 @@ class Barriers(Barrier):
 
 
 def barrier(arrival_count: int = 1, num: int = 1) -> Barriers:
-    """`num` mbarriers, each completing a phase after `arrival_count` arrivals (plus any
-    expected async-copy bytes). Index the group for one barrier: `bars[i]`."""
+    """`num` mbarriers, each completing a phase after exactly `arrival_count` arrivals (plus any
+    expected async-copy bytes). Index the group for one barrier: `bars[i]`.
+
+    Each GMEM -> SMEM copy onto a barrier is one arrival (none with `arrive=False`), `arrive(n)`
+    is n and `arrive_expect_tx` one, made once by each warpgroup that runs them: two copies that
+    one wait covers need `arrival_count=2`.  Where the arrivals before a wait can be counted
+    while tracing (straight-line code, `asyncdsl.range` loops of literal bounds), another count
+    is a TraceError at the wait; elsewhere a wrong count hangs (the interpreter's DeadlockError
+    lists the arrivals each phase got)."""
     tracer = allocation_tracer("asyncdsl.barrier")
     for name, value in (("arrival_count", arrival_count), ("num", num)):
         if not is_int(value):

@@ -155,6 +155,8 @@ def plan_tiled_copy(
             f"{transformed_shape}"
         )
 
+    gmem_slice, transforms = _squeeze_dropped_windows(gmem_slice, transforms)
+    starts, sizes, squeezed = _parse_slice(gmem_shape, gmem_slice)
     chain = _commute_squeezing(gmem_shape, squeezed, transforms)
     view = _View(gmem_shape, contiguous_strides(gmem_shape), starts, sizes, len(squeezed))
     for transform in chain:
@@ -204,6 +206,36 @@ def _plan_packed_copy(
         )
     except CopyError as error:
         raise CopyError(f"{error.message} ({byte_copy.note})", error.location) from None
+
+
+def _squeeze_dropped_windows(
+    gmem_slice: Sequence[SliceEntry], transforms: Sequence[MemRefTransform]
+) -> tuple[tuple[SliceEntry, ...], tuple[MemRefTransform, ...]]:
+    """The same copy with the windows a leading `DropUnitDimsTransform` drops and whose start is
+    not the constant 0 turned into indices (squeezed dims) and left out of the transform.
+
+    Dropping a dim drops its coordinate with it: a window `ds(s, 1)` dropped from the view would
+    be read at 0 whatever `s` is.  A squeezed dim keeps its coordinate in the tensor map, so a
+    start past a GMEM dim of 1 (or a traced one that may be) still reads zeros and skips stores,
+    and the SMEM layout is the same (a dim of 1 adds no elements).  A start that is the constant
+    0 is the same element either way and stays dropped.
+    """
+    if not transforms or not isinstance(transforms[0], DropUnitDimsTransform):
+        return tuple(gmem_slice), tuple(transforms)
+    windows = [dim for dim, entry in enumerate(gmem_slice) if type(entry) is tuple]
+    entries, kept = list(gmem_slice), []
+    for position in transforms[0].unit_dims:
+        if position >= len(windows):
+            return tuple(gmem_slice), tuple(transforms)  # the transform's own rank error follows
+        start, size = entries[windows[position]]
+        if size == 1 and not (type(start) is int and start == 0):
+            entries[windows[position]] = start
+        else:
+            kept.append(position)
+    # Each kept position moves down by the windows squeezed before it.
+    renumbered = tuple(p - sum(1 for q in transforms[0].unit_dims if q < p and q not in kept) for p in kept)
+    rest = tuple(transforms[1:])
+    return tuple(entries), ((DropUnitDimsTransform(renumbered),) if renumbered else ()) + rest
 
 
 def _check_minor_start(gmem_shape: tuple[int, ...], dtype: DType, starts, squeezed) -> None:
@@ -313,6 +345,7 @@ class _View:
         # collapse are the ones that shrink it.
         squeezed = self.squeezed
         if isinstance(transform, DropUnitDimsTransform):
+            self._check_dropped_starts(transform)
             squeezed -= sum(1 for dim in transform.unit_dims if dim < squeezed)
         elif isinstance(transform, CollapseLeadingIndicesTransform):
             if transform.batch_rank < squeezed:
@@ -324,6 +357,18 @@ class _View:
             box=box,
             squeezed=squeezed,
         )
+
+    def _check_dropped_starts(self, drop: DropUnitDimsTransform) -> None:
+        # A dropped dim takes its coordinate with it: only a start of 0 names the same elements.
+        for dim in drop.unit_dims:
+            start = self.starts[dim]
+            if not (type(start) is int and start == 0):
+                raise CopyError(
+                    f"{drop} drops dim {dim} of the transformed slice, whose start there is "
+                    f"{start if type(start) is int else 'computed on the GPU'}, not 0: the start would be "
+                    "lost with the dim; put the DropUnitDimsTransform first in the chain, or index the "
+                    "dim with an integer instead"
+                )
 
     def _check_tile_aligned(self, tile: TileTransform) -> None:
         # A window that starts inside a tile would need two boxes; the instruction takes one.

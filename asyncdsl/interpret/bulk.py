@@ -71,7 +71,8 @@ class BulkFunctions(WarpgroupFunctions):
         cta.smem.check(start, op.transfer_bytes, "the bulk load")
         barrier = warpgroup.mbarrier(barrier_address(op, values))
         if op.arrive.value.data:
-            barrier.arrive_expect_tx(moved, warpgroup.clock)
+            barrier.arrive_expect_tx(moved, warpgroup.clock,
+                                     f"the bulk load at {origin(op)} in {warpgroup.label}")
         elif moved != op.transfer_bytes:
             barrier.complete_tx(op.transfer_bytes - moved)
         if not moved:

@@ -24,7 +24,7 @@ from xdsl.interpreters.builtin import scalar_attr
 
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.errors import InterpretError, OutOfBoundsError
-from asyncdsl.interpret.diagnosis import diagnosed
+from asyncdsl.interpret.diagnosis import diagnosed, origin
 from asyncdsl.interpret.functions import WarpgroupFunctions
 from asyncdsl.interpret.memory import SmemBuffer
 from asyncdsl.interpret.state import Cta
@@ -52,7 +52,9 @@ class CollectiveFunctions(WarpgroupFunctions):
         address = group.address(index.value.data)
         cta = self.warpgroup.cta
         for target in multicast_destinations(cta, op.group().mask(cta.cluster_cta_id)):
-            target.mbarriers[address].arrive(op.count.value.data, self.warpgroup.clock)
+            target.mbarriers[address].arrive(
+                op.count.value.data, self.warpgroup.clock,
+                f"the collective arrive at {origin(op)} in {self.warpgroup.label}")
         return ()
 
     @impl(ir.SmemSliceOp)

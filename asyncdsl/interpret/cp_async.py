@@ -88,7 +88,7 @@ class CpAsyncFunctions(WarpgroupFunctions):
             how = f"wait for phase {phase} of {barrier.name}"
             cta.accesses.record_write(GenericWrite(start, end, barrier.key, phase + 1, how, origin(op)))
             if arrive:
-                barrier.arrive(1, warpgroup.clock)
+                barrier.arrive(1, warpgroup.clock, f"the cp.async copy at {origin(op)} in {warpgroup.label}")
         else:
             group = warpgroup.committed_cp_async_groups + 1
             how = f"await cp.async group {group} of {warpgroup.label} (await_cp_async_copy)"

@@ -146,7 +146,8 @@ class Im2colFunctions(WarpgroupFunctions):
         spec = tma.descriptor_spec(op.descriptor)
         barrier = warpgroup.mbarrier(barrier_address(op, values))
         if op.expect_tx_bytes.value.data:
-            barrier.arrive_expect_tx(op.expect_tx_bytes.value.data, warpgroup.clock)
+            barrier.arrive_expect_tx(op.expect_tx_bytes.value.data, warpgroup.clock,
+                                     f"the im2col TMA load at {origin(op)} in {warpgroup.label}")
         buffer = values[op.smem]
         start, end = buffer.offset, buffer.offset + buffer.nbytes  # exactly the rows (verified)
         cta.accesses.check_write(start, end, warpgroup.clock, "the im2col load")

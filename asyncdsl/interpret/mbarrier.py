@@ -30,6 +30,7 @@ class MBarrier:
         self.completed_phases = 0
         self.pending = arrival_count
         self.tx_count = 0
+        self.arrivals: list[str] = []  # who arrived in the current phase, for a deadlock report
         # What the arrivers knew (released into the barrier), and what a wait that sees the
         # latest completed phase acquires.
         self._released = VectorClock()
@@ -43,8 +44,9 @@ class MBarrier:
         """What `try_wait.parity parity` answers now."""
         return (self.completed_phases & 1) != parity
 
-    def arrive(self, count: int, clock: VectorClock) -> None:
-        """`count` arrivals by a warpgroup that knows `clock` (a release)."""
+    def arrive(self, count: int, clock: VectorClock, by: str = "an arrival") -> None:
+        """`count` arrivals by a warpgroup that knows `clock` (a release); `by` names the op and
+        warpgroup for a deadlock report."""
         if count > self.pending:
             raise BarrierError(
                 f"{count} arrival(s) on {self.name}, but its phase {self.current_phase} has only "
@@ -53,6 +55,7 @@ class MBarrier:
                 + (f" (the phase waits only for {self.tx_count} tx bytes)" if self.pending == 0 else "")
             )
         self.pending -= count
+        self.arrivals.append(by if count == 1 else f"{by} ({count} arrivals)")
         self._released.join(clock)
         if self.pending == 0 and self.tx_count < 0:
             raise BarrierError(
@@ -61,10 +64,10 @@ class MBarrier:
             )
         self._complete_if_done()
 
-    def arrive_expect_tx(self, num_bytes: int, clock: VectorClock) -> None:
+    def arrive_expect_tx(self, num_bytes: int, clock: VectorClock, by: str = "an arrival") -> None:
         """`mbarrier.arrive.expect_tx`: announce `num_bytes`, then arrive once."""
         self.tx_count += num_bytes
-        self.arrive(1, clock)
+        self.arrive(1, clock, by)
 
     def complete_tx(self, num_bytes: int) -> int:
         """An async copy delivered `num_bytes`; returns the phase they count towards."""
@@ -84,6 +87,7 @@ class MBarrier:
         if self.pending == 0 and self.tx_count == 0:
             self.completed_phases += 1
             self.pending = self.arrival_count
+            self.arrivals = []
             self.completed_clock = self._released.copy()
             self.completed_clock.advance(self.key, self.completed_phases)
 
@@ -94,7 +98,9 @@ class MBarrier:
             tx = f"{self.tx_count} tx bytes still expected"
         else:
             tx = f"{-self.tx_count} tx bytes completed before being expected"
+        came = "; ".join(self.arrivals) if self.arrivals else "none"
         return (
             f"phase {phase} (parity {phase & 1}) incomplete, {self.pending} of "
-            f"{self.arrival_count} arrivals pending, {tx}"
+            f"{self.arrival_count} arrivals pending, {tx}; the phase expects {self.arrival_count} "
+            f"arrival(s) (its arrival_count) and got {self.arrival_count - self.pending}: {came}"
         )

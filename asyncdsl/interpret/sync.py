@@ -38,17 +38,21 @@ class SyncFunctions(WarpgroupFunctions):
     def _barrier(self, group: BarrierGroup, index):
         return self.warpgroup.mbarrier(group.address(index.value.data))
 
+    def _by(self, op, what: str) -> str:
+        return f"{what} at {origin(op)} in {self.warpgroup.label}"
+
     @impl(ir.ArriveOp)
     @diagnosed
     def run_arrive(self, interpreter: Interpreter, op: ir.ArriveOp, args: PythonValues):
         synced(self.warpgroup, op)
-        self._barrier(*args).arrive(op.count.value.data, self.warpgroup.clock)
+        self._barrier(*args).arrive(op.count.value.data, self.warpgroup.clock, self._by(op, "arrive"))
         return ()
 
     @impl(ir.ArriveExpectTxOp)
     @diagnosed
     def run_arrive_expect_tx(self, interpreter: Interpreter, op: ir.ArriveExpectTxOp, args: PythonValues):
-        self._barrier(*args).arrive_expect_tx(op.bytes.value.data, self.warpgroup.clock)
+        self._barrier(*args).arrive_expect_tx(op.bytes.value.data, self.warpgroup.clock,
+                                                self._by(op, "arrive_expect_tx"))
         return ()
 
     @impl(ir.WaitOp)

@@ -438,7 +438,9 @@ class TmaFunctions(WarpgroupFunctions):
         spec = descriptor_spec(op.descriptor)
         address = barrier_address(op, values)
         if op.expect_tx_bytes.value.data:
-            warpgroup.mbarrier(address).arrive_expect_tx(op.expect_tx_bytes.value.data, warpgroup.clock)
+            warpgroup.mbarrier(address).arrive_expect_tx(
+                op.expect_tx_bytes.value.data, warpgroup.clock,
+                f"the TMA load at {origin(op)} in {warpgroup.label}")
         collective = op.multicast_mask is not None or op.partition is not None
         if op.multicast_mask is not None:
             what = "the multicast TMA load"

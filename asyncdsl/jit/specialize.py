@@ -32,6 +32,7 @@ from xdsl.ir import Block, Region
 from asyncdsl.dialects import kernel_attrs as attrs
 from asyncdsl.dialects.option_attrs import ArchAttr
 from asyncdsl.errors import AsyncDSLError, SourceLocation, TraceError, raising_location, user_location
+from asyncdsl.frontend.arrivals import check_arrivals
 from asyncdsl.frontend.launch_shape import LaunchShape
 from asyncdsl.frontend.refs import GmemRef
 from asyncdsl.frontend.roles import check_roles
@@ -124,6 +125,7 @@ def trace_kernel(
                              raising_location(error) or definition) from error
         tracer.finish()
         check_roles(entry, launch)
+        check_arrivals(entry, launch)
         if result is not None:
             raise TraceError(
                 f"kernel {name} returned {type(result).__name__}; kernels write their outputs "

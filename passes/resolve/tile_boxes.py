@@ -25,7 +25,7 @@ from asyncdsl.dialects.ir_utils import bool_prop, int_prop
 from asyncdsl.dialects.option_attrs import eviction_of
 from asyncdsl.dialects.transform_attrs import transform_from_attr
 from asyncdsl.errors import CopyError
-from asyncdsl.hw.limits import MAX_BOX_DIM
+from asyncdsl.hw.limits import MAX_BOX_DIM, TMA_SMEM_ALIGNMENT
 from asyncdsl.hw.transforms import TileTransform
 from asyncdsl.passes.resolve.index_builder import IndexBuilder
 
@@ -67,6 +67,23 @@ def _runs(window: tuple[int, int], tiling: tuple[int, int]) -> list[tuple[int, i
     return [(i, j, r) for i in range(0, rows, r) for j in range(0, columns, c)]
 
 
+def _check_buffer(copy: ir.AsyncCopyOp, window: tuple[int, int], tiling: tuple[int, int], element) -> None:
+    """The rules the tiled view would have checked: the window is whole tiles and the buffer has
+    its tiled shape; and, one box a tile, each tile starts where TMA can write (128 bytes)."""
+    tiled = TileTransform(tiling).transform_shape(window)  # TransformError for a partial tile
+    if ir.shape_of(copy.smem) != tiled:
+        raise CopyError(f"SMEM buffer shape {ir.shape_of(copy.smem)} does not match the transformed slice "
+                        f"shape {tiled}")
+    tile_bytes = tiling[0] * tiling[1] * element.itemsize
+    if window[1] != tiling[1] and tile_bytes % TMA_SMEM_ALIGNMENT:
+        raise CopyError(
+            f"the GMEM array is not whole {tiling} tiles, so this copy goes one TMA box per tile, and its "
+            f"{tile_bytes}-byte tiles would put boxes at shared-memory offsets that are no multiple of "
+            f"{TMA_SMEM_ALIGNMENT} bytes, where TMA cannot write (the H200 faults): use tiles of a multiple "
+            f"of {TMA_SMEM_ALIGNMENT} bytes, a window one tile wide, or an array of whole tiles"
+        )
+
+
 def resolve_tile_boxes(copy: ir.AsyncCopyOp, resolve_box) -> None:
     """Replace `copy` by one untiled copy per run of tiles, each resolved by `resolve_box`
     (which replaces it by its hardware op and returns that)."""
@@ -74,6 +91,7 @@ def resolve_tile_boxes(copy: ir.AsyncCopyOp, resolve_box) -> None:
     row_dim, column_dim = _window_dims(copy)
     window = (copy.sizes[row_dim], copy.sizes[column_dim])
     element = dtypes.from_mlir(copy.gmem.type.element_type)
+    _check_buffer(copy, window, (r, c), element)
     columns_of_tiles = window[1] // c
     builder = IndexBuilder(copy)
     row_start, column_start = (builder.wrap(copy.starts[d]) for d in (row_dim, column_dim))

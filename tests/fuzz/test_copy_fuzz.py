@@ -3,10 +3,15 @@ clean error at the user's line.  `python -m asyncdsl.fuzz.copies` runs any other
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import Phase, given, settings
 
+from asyncdsl.fuzz.copies.cases import Case, Squeeze, Window
+from asyncdsl.fuzz.copies.expr import Const
 from asyncdsl.fuzz.copies.generate import cases
+from asyncdsl.fuzz.copies.layout import Tile
+from asyncdsl.fuzz.copies.oracle import expect
 from asyncdsl.fuzz.copies.pool import cpu_count, run_cases, run_isolated
 from asyncdsl.fuzz.copies.run import FAILURES, HINTS
 from asyncdsl.fuzz.copies.summary import Summary
@@ -34,3 +39,38 @@ def test_fixed_seed_slice():
 def test_hypothesis_cases(case):
     result = run_isolated(case, BUDGET)
     assert result.outcome not in FAILURES, f"{result.outcome}: {result.detail}\n{result.source}"
+
+
+# The model's verdicts on the copies that used to be misjudged: each case below is run, and its
+# expectation (run and match, or refuse) is the model's, so a wrong verdict fails the run.
+
+
+def _window_case(name, tiling, rows=31, index=None):
+    """A (4 or 8, 16) float32 window of a (rows, 128) array through `tiling`, or the row `index`."""
+    key = ((Squeeze(Const(index)), Window(Const(0), 16)) if index is not None
+           else (Window(Const(0), tiling[0]), Window(Const(0), 16)))
+    window = (16,) if index is not None else (tiling[0], 16)
+    smem = window if tiling is None else (window[0] // tiling[0], 16 // tiling[1], *tiling)
+    return Case(name=name, direction="load", dtype="float32", gmem_shape=(rows, 128), key=key,
+                smem_shape=smem, transforms=() if tiling is None else (Tile(tiling),))
+
+
+def _verdict(case):
+    expectation = expect(case, np.random.default_rng(0))
+    return expectation.must_fail, expectation.must_pass
+
+
+@pytest.mark.parametrize("tiling, runs", [((8, 4), True), ((4, 4), False)])
+def test_a_tiling_that_does_not_divide_the_array_goes_one_box_a_tile(tiling, runs):
+    case = _window_case("tile-boxes", tiling)
+    error, must_pass = _verdict(case)
+    assert (error is None) == runs and (must_pass is not None) == runs, (error, must_pass)
+    assert run_isolated(case, BUDGET).outcome == ("ok" if runs else "clean_error")
+
+
+@pytest.mark.parametrize("index, runs", [(-1, True), (-31, True), (-32, False)])
+def test_a_literal_negative_index_counts_from_the_end(index, runs):
+    case = _window_case("negative-index", None, index=index)
+    error, _ = _verdict(case)
+    assert (error is None) == runs, error
+    assert run_isolated(case, BUDGET).outcome == ("ok" if runs else "clean_error")

@@ -9,8 +9,10 @@ from gpu_support import gpu_and_interpreter as both
 from gpu_support import hopper_or_skip
 from reliability_kernels import (
     bulk_store_rows,
+    dropped_row_past_a_unit_dim,
     folded_negative_row,
     hinted_tiles,
+    last_row,
     multicast_tile,
     row_past_a_unit_dim,
     store_past_a_unit_dim,
@@ -43,6 +45,18 @@ def test_a_folded_negative_index_reads_zeros():
     (gpu,), (cpu,) = both(folded_negative_row, [random_bits((4, 16), F32, 4)],
                           [np.full((1, 16), 3.0, np.float32)])
     assert not gpu.any() and gpu.tobytes() == cpu.tobytes()
+
+
+def test_a_dropped_unit_dim_keeps_its_start():
+    x = random_bits((1, 8, 16), F32, 5)
+    (gpu,), (cpu,) = both(dropped_row_past_a_unit_dim, [x], [np.full((2, 8, 16), 3.0, np.float32)])
+    assert gpu[0].tobytes() == x[0].tobytes() and not gpu[1].any() and gpu.tobytes() == cpu.tobytes()
+
+
+def test_a_literal_negative_index_is_the_last_row():
+    x = random_bits((4, 16), F32, 6)
+    (gpu,), (cpu,) = both(last_row, [x], [np.zeros((1, 16), np.float32)])
+    assert gpu[0].tobytes() == x[-1].tobytes() == cpu[0].tobytes()
 
 
 def test_a_hinted_tile_start_is_bit_exact():

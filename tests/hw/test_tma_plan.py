@@ -214,6 +214,58 @@ def test_unit_dims_are_dropped_unless_the_start_is_out_of_bounds():
     assert plan.box_dims == (1, 16) and plan.coords == (3, 0)
 
 
+@pytest.mark.parametrize("start", [0, 1, 3, -1])
+def test_a_user_dropped_unit_dim_keeps_its_start(start):
+    # DropUnitDimsTransform removes the dim from the buffer, not the start from the copy: a window
+    # ds(s, 1) of a dim of 1 is out of bounds for s != 0 (zeros), as it is without the transform.
+    a = random_gmem((1, 8, 64), dtypes.float32)
+    plan = check_copy(a, dtypes.float32, ((start, 1), (0, 8), (0, 64)), (DropUnitDimsTransform((0,)),))
+    assert plan.smem_shape == (8, 64)
+    assert start in plan.coords if start else plan.rank == 2
+
+
+def test_a_dropped_unit_dim_keeps_a_traced_start_as_a_coordinate():
+    plan = plan_tiled_copy((1, 8, 64), dtypes.float32, ((Traced("i"), 1), (0, 8), (0, 64)),
+                           (DropUnitDimsTransform((0,)),), smem_shape=(8, 64))
+    assert plan.global_dims == (1, 8, 64) and plan.box_dims == (1, 8, 64)
+    assert str(plan.coords[0].expr) == "i"
+
+
+def test_only_the_dropped_windows_with_a_start_become_coordinates():
+    a = random_gmem((1, 4, 1, 16), dtypes.float32)
+    chain = (DropUnitDimsTransform((0, 2)), TileTransform((2, 16)))
+    plan = check_copy(a, dtypes.float32, ((0, 1), (0, 4), (2, 1), (0, 16)), chain)
+    assert plan.smem_shape == (2, 1, 2, 16) and 2 in plan.coords
+
+
+def test_a_kernel_loading_past_a_dropped_unit_dim_reads_zeros():
+    import asyncdsl as ad
+
+    @ad.kernel(grid=(2,), block=128)
+    def rows(x, y):
+        buf = ad.smem((8, 64), ad.float32)
+        bar = ad.barrier()
+        ad.async_copy(x.at[ad.ds(ad.program_id(0), 1), :, :], buf, barrier=bar,
+                      transforms=[ad.DropUnitDimsTransform((0,))])
+        bar.wait()
+        ad.async_copy(buf, y.at[ad.program_id(0), :, :])
+        ad.await_async_copy(0)
+
+    x = np.arange(8 * 64, dtype=np.float32).reshape(1, 8, 64) + 1
+    y = np.full((2, 8, 64), -1, np.float32)
+    rows.interpret(x, y)
+    np.testing.assert_array_equal(y, np.concatenate([x, np.zeros_like(x)]))
+
+
+def test_a_unit_dim_dropped_after_another_transform_must_start_at_0():
+    chain = (TransposeTransform((1, 0, 2)), DropUnitDimsTransform((1,)))
+    refused = "drops dim 1 .* start there is 1, not 0: .* put the DropUnitDimsTransform first"
+    with pytest.raises(CopyError, match=refused):
+        plan_tiled_copy((1, 8, 64), dtypes.float32, ((1, 1), (0, 8), (0, 64)), chain, smem_shape=(8, 64))
+    plan = plan_tiled_copy((1, 8, 64), dtypes.float32, ((0, 1), (0, 8), (0, 64)), chain, smem_shape=(8, 64))
+    assert plan.box_dims == (8, 64)
+
+
 def test_unit_innermost_dim_is_dropped_so_the_next_one_becomes_minor():
     a = random_gmem((64, 1), dtypes.float32)
     plan = check_copy(a, dtypes.float32, ((8, 16), (0, 1)), ())

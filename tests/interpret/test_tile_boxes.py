@@ -85,3 +85,49 @@ def test_a_collective_load_of_a_ragged_array_lands_in_both_ctas(rows, tile_rows,
     loads = [op for op in module.walk() if isinstance(op, ir.TmaLoadOp)]
     assert all(op.multicast_mask is not None for op in loads)
     assert tuple(loads[0].descriptor.spec().box_dims) == box
+
+
+@ad.kernel(grid=(1,), block=128)
+def _window(x, y, ROWS: ad.constexpr, COLUMNS: ad.constexpr, TILE: ad.constexpr):
+    """A (ROWS, COLUMNS) window through a TILE tiling, loaded and stored back."""
+    buf = ad.smem((ROWS // TILE[0], COLUMNS // TILE[1], *TILE), x.dtype)
+    bar = ad.barrier()
+    ad.async_copy(x.at[ad.ds(0, ROWS), ad.ds(0, COLUMNS)], buf, barrier=bar, transforms=[TileTransform(TILE)])
+    bar.wait()
+    ad.async_copy(buf, y.at[ad.ds(0, ROWS), ad.ds(0, COLUMNS)], transforms=[TileTransform(TILE)])
+    ad.await_async_copy(0)
+
+
+def test_tiles_whose_boxes_tma_cannot_place_are_refused_while_compiling():
+    # float32 (4, 4) tiles are 64 bytes: one box a tile would land at 64-byte SMEM offsets, where
+    # TMA faults; 32 rows are whole tiles (one tiled box), 31 are not.
+    x = np.arange(31 * 128, dtype=np.float32).reshape(31, 128)
+    refused = r"test_tile_boxes.py:\d+: .*64-byte tiles .* no multiple of 128 bytes"
+    with pytest.raises(ad.CopyError, match=refused):
+        _window.ptx(x, np.zeros_like(x), ROWS=4, COLUMNS=16, TILE=(4, 4))
+    x = np.arange(32 * 128, dtype=np.float32).reshape(32, 128)
+    y = np.zeros_like(x)
+    _window.interpret(x, y, ROWS=4, COLUMNS=16, TILE=(4, 4))
+    assert np.array_equal(y[:4, :16], x[:4, :16]) and not y[4:].any() and not y[:, 16:].any()
+
+
+def test_tiles_of_128_bytes_from_a_ragged_array_go_one_box_each():
+    x = np.arange(31 * 128, dtype=np.float32).reshape(31, 128) + 1
+    y = np.zeros_like(x)
+    _window.interpret(x, y, ROWS=8, COLUMNS=16, TILE=(8, 4))
+    assert np.array_equal(y[:8, :16], x[:8, :16]) and not y[8:].any() and not y[:, 16:].any()
+
+
+def test_a_tile_larger_than_the_window_is_refused_at_the_copy():
+    x = np.zeros((40, 4), np.float32)
+
+    @ad.kernel(grid=(1,), block=128)
+    def too_tall(x, y):
+        buf = ad.smem((16, 4), ad.float32)
+        bar = ad.barrier()
+        ad.async_copy(x.at[ad.ds(0, 16), ad.ds(0, 4)], buf, barrier=bar, transforms=(TileTransform((17, 4)),))
+        bar.wait()
+
+    refused = r"test_tile_boxes.py:\d+: slice shape \(16, 4\) is not a multiple of the tiling \(17, 4\)"
+    with pytest.raises(ad.TransformError, match=refused):
+        too_tall.ptx(x, x)

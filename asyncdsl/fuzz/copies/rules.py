@@ -8,6 +8,8 @@ the copy's predicate holds, or a false `ad.multiple_of` wherever it is computed)
 - TMA boxes of at most 256 per dim whose minor dim spans a multiple of 16 bytes (exactly the
   swizzle, when swizzled); tiles that divide the window and start on tile boundaries; 4-bit
   minor windows of whole bytes;
+- a 2-d window tiled by one 2-d tiling from an array that is not whole tiles goes one box a tile
+  (`tile_boxes`): no tile boundary needed, nothing cut, each box at a 128-byte SMEM offset;
 - a box starts on a 16-byte boundary of the GMEM minor dim (docs/hardware.md §3.3): a literal
   start must be a multiple of 16 bytes there, a traced one provably so (`expr.known_divisor`,
   the documented divisibility analysis, or an `ad.multiple_of` hint), else a compile-time error;
@@ -153,9 +155,39 @@ def _check_packed(case: Case, dims: tuple[Dim, ...]) -> None:
             rank += len(transform.tiling)
 
 
+def tile_boxes(case: Case, dims: tuple[Dim, ...]) -> bool:
+    """Whether the copy goes one TMA box per tile (or column of tiles) through the untiled array:
+    a 2-d window through one 2-d tiling, not rounding, that some window dim of the array is
+    neither at most nor a multiple of.  Boxes need no tile boundary and cut nothing."""
+    if len(case.transforms) != 1 or not isinstance(case.transforms[0], Tile):
+        return False
+    tile = case.transforms[0]
+    labels = window_gmem_dims(dims)
+    if len(tile.tiling) != 2 or tile.round_down or len(labels) != 2:
+        return False
+    return any(case.gmem_shape[d] > t and case.gmem_shape[d] % t for d, t in zip(labels, tile.tiling))
+
+
+def _check_tile_boxes(case: Case, dims: tuple[Dim, ...]) -> None:
+    """One box a tile lands each at the tile's offset in the buffer, which TMA must be able to
+    write (128 bytes); a column of tiles goes in boxes of up to 256 rows."""
+    rows, columns = case.transforms[0].tiling
+    if window_shape(dims)[1] == columns:
+        return
+    if rows > MAX_BOX:
+        raise UserError(f"a box a tile of {rows} rows")
+    tile_bytes = byte_size((rows, columns), case.element)
+    if tile_bytes % TMA_SMEM_ALIGNMENT:
+        raise UserError(f"one box a tile of {tile_bytes} bytes: boxes off 128-byte SMEM boundaries")
+
+
 def _tiling_cuts(case: Case, dims: tuple[Dim, ...]) -> dict[int, int]:
     """GMEM dims a rounding-down tiling cuts (dim -> kept size); raises for tilings that do
-    not fit the array or start off a tile boundary (TMA only)."""
+    not fit the array or start off a tile boundary (TMA only).  A copy that goes one box a tile
+    (`tile_boxes`) cuts nothing and has rules of its own."""
+    if tile_boxes(case, dims):
+        _check_tile_boxes(case, dims)
+        return {}
     cut = {}
     labels = window_gmem_dims(dims)
     for gmem_dim, tile, round_down in tiled_dims(case.transforms, labels):
@@ -172,7 +204,8 @@ def _tiling_cuts(case: Case, dims: tuple[Dim, ...]) -> dict[int, int]:
 def _coordinate(case: Case, dims: tuple[Dim, ...], dim: int, start: int) -> int:
     """The TMA coordinate of a literal start: in tiles along a tiled dim, in bytes along the
     minor dim of 4-bit elements (copied as bytes), else the start itself."""
-    tiles = {d: t for d, t, _ in tiled_dims(case.transforms, window_gmem_dims(dims))}
+    tiles = {} if tile_boxes(case, dims) else {
+        d: t for d, t, _ in tiled_dims(case.transforms, window_gmem_dims(dims))}
     if dim == len(dims) - 1 and case.element.packed:
         start //= 2
         tiles = {d: t // 2 for d, t in tiles.items()}
@@ -185,7 +218,7 @@ def _check_tma(case: Case, dims: tuple[Dim, ...]) -> None:
     inner_bytes = byte_size(shape[-1:], element)
     if element.packed:
         shape[-1] //= 2  # a box of bytes
-    if not case.collective and max(shape) > MAX_BOX:
+    if not case.collective and not tile_boxes(case, dims) and max(shape) > MAX_BOX:
         raise UserError(f"TMA box {tuple(shape)} over {MAX_BOX}")
     # A minor dim of 1 may be dropped as a unit dim, leaving another dim minor: no verdict then.
     if case.smem_shape[-1] > 1 and inner_bytes % 16:

@@ -1,10 +1,12 @@
 """What `x.at[key]` selects, per CTA: the reference's reading of the indexing rules.
 
-- an integer index and an `ad.ds(start, size)` start are TMA coordinates, literal or computed
-  alike (README, docs/hardware.md §3.3): never wrapped the way Python wraps negative indices; a
-  negative one, or one past the dim, is out of bounds: loads read zeros there (`x.at[-1, :]`
-  reads zeros), stores clip what lies past the high end (a store at a negative coordinate is
-  refused instead: `rules.py`);
+- a computed index and an `ad.ds(start, size)` start are TMA coordinates (README,
+  docs/hardware.md §3.3): never wrapped the way Python wraps negative indices; a negative one,
+  or one past the dim, is out of bounds: loads read zeros there, stores clip what lies past the
+  high end (a store at a negative coordinate is refused instead: `rules.py`);
+- a literal integer index is numpy's, as a literal slice is: a negative one counts from the end
+  (`x.at[-1, :]` is the last row), below `-size` it is refused; one past the dim is a coordinate
+  out of bounds as above;
 - `ad.ds(start, size)` is a window of `size` from `start`, which may leave the array;
 - a static slice `lo:hi` and `...` follow numpy (negative bounds count from the end).
 """
@@ -66,7 +68,13 @@ def resolve_key(case: Case) -> tuple[Dim, ...]:
     dims = []
     for entry, size in zip(entries, shape):
         if isinstance(entry, Squeeze):
-            dims.append(Dim(entry.index, None))
+            literal = None if expr.is_traced(entry.index) else expr.static_value(entry.index)
+            if literal is not None and literal < -size:
+                raise UserError(f"literal index {literal} below -{size}, the first element of its dim")
+            if literal is not None and literal < 0:
+                dims.append(Dim(expr.Const(literal + size), None))
+            else:
+                dims.append(Dim(entry.index, None))
         elif isinstance(entry, Window):
             dims.append(Dim(entry.start, entry.size))
         else:
