@@ -241,7 +241,9 @@ def cache(clear: bool) -> int:
     from asyncdsl.runtime.binary_cache import binary_directory
 
     for what, folder in (("cubins", cache_directory()), ("compiled kernels", binary_directory())):
-        files = [path for path in folder.rglob("*") if path.is_file()] if folder.is_dir() else []
+        # `.lock` files are the per-key locks of processes compiling at once, not cached kernels.
+        files = ([path for path in folder.rglob("*") if path.is_file() and path.suffix != ".lock"]
+                 if folder.is_dir() else [])
         size = sum(path.stat().st_size for path in files)
         print(f"{what}: {len(files)} files, {size / 2**20:.1f} MiB in {folder}")
         if clear and folder.is_dir():
