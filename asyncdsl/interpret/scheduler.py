@@ -126,8 +126,8 @@ class ClusterScheduler:
 
     def run(self) -> None:
         """Run every fiber to completion; re-raise the first error or report a deadlock."""
-        for fiber in self._fibers:
-            fiber.thread.start()
+        for started in self._fibers:
+            started.thread.start()
         try:
             while True:
                 fiber = self._next_ready()
