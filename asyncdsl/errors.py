@@ -24,6 +24,7 @@ import functools
 import os
 import sys
 import traceback
+import types
 from dataclasses import dataclass
 
 # Frames inside these directories belong to asyncdsl itself; the first frame outside them is the
@@ -68,7 +69,7 @@ def _is_library_frame(code) -> bool:
 
 def user_location(skip: int = 1) -> SourceLocation | None:
     """The innermost frame of the caller's stack that is not asyncdsl's own code."""
-    frame = sys._getframe(skip)
+    frame: types.FrameType | None = sys._getframe(skip)
     while frame is not None:
         if not _is_library_frame(frame.f_code):
             return SourceLocation(frame.f_code.co_filename, frame.f_lineno)

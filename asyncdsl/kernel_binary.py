@@ -165,6 +165,7 @@ def scalar_argument(kind: str, value: object, name: str) -> int | float:
     range (the lowering's index registers), or a float rounded to float32.  Anything else, or a
     number that does not fit, is an `ArgumentError` naming the argument."""
     # `type(...) is` first: this runs on every warm launch, and the ABC checks are slower.
+    number: int | float
     if kind == "int":
         if type(value) is int or (isinstance(value, numbers.Integral) and not isinstance(value, bool)):
             number = int(value)
