@@ -91,7 +91,8 @@ class SmemLayout:
         physical = apply_chain_index(self.transforms, tuple(np.asarray(i) for i in indices))
         shape = self.physical_shape
         strides = [math.prod(shape[d + 1:]) for d in range(len(shape))]
-        return np.asarray(sum(np.asarray(i, dtype=np.int64) * s for i, s in zip(physical, strides, strict=True)))
+        terms = (np.asarray(i, dtype=np.int64) * s for i, s in zip(physical, strides, strict=True))
+        return np.asarray(sum(terms))
 
     def byte_addresses(self, base: int, element_bytes: int) -> np.ndarray:
         """The absolute shared address of every byte of every logical element, for a buffer at
