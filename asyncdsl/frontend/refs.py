@@ -136,6 +136,13 @@ class GmemRef:
     """A kernel argument: an array in global memory (this device's, or with `peer` the same
     symmetric array on device `peer`: `x.peer(pe)`)."""
 
+    # Set once by __init__ (assignment is refused afterwards).
+    argument: SSAValue
+    name: str
+    shape: tuple[int, ...]
+    dtype: dtypes.DType
+    peer_index: IndexLike | None
+
     def __init__(self, value: SSAValue, name: str, shape: tuple[int, ...], dtype: dtypes.DType,
                  peer: IndexLike | None = None):
         for field, given in (("argument", value), ("name", name), ("shape", shape), ("dtype", dtype),
