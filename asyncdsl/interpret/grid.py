@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import itertools
 from collections.abc import Iterator, Sequence
+from typing import Final
 
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
@@ -58,7 +59,7 @@ from asyncdsl.interpret.wgmma import WgmmaFunctions
 from asyncdsl.ir_locations import from_ir_location
 
 # The lowering keeps index values in 32-bit registers; xDSL wraps them the same way.
-INDEX_BITWIDTH = 32
+INDEX_BITWIDTH: Final = 32
 _STATELESS_FUNCTIONS = (ArithFunctions(), FloatArithFunctions(), ScfFunctions(), FuncFunctions())
 
 # The `asyncdsl` ops a warpgroup runs, one set per feature (each module of this package).

@@ -29,6 +29,7 @@ from asyncdsl.interpret.waits import Rendezvous
 
 if TYPE_CHECKING:
     from asyncdsl.interpret.profile import ProfileRecorder
+    from asyncdsl.interpret.scheduler import ClusterScheduler, SoloScheduler
     from asyncdsl.interpret.turns import TurnToken
 
 
@@ -158,7 +159,7 @@ class Warpgroup:
         self.exited = False
         self._parity_bits: dict[int, int] = {}
         # Set when the cluster is assembled: who runs this warpgroup, and the cluster barrier.
-        self.scheduler = None
+        self.scheduler: SoloScheduler | ClusterScheduler | None = None
         self.cluster_barrier: Rendezvous | None = None
 
     def next_parity(self, barrier_offset: int) -> int:
