@@ -26,6 +26,7 @@ import sys
 import traceback
 import types
 from dataclasses import dataclass
+from typing import TypeGuard
 
 # Frames inside these directories belong to asyncdsl itself; the first frame outside them is the
 # user's line.  `dialects/` and `passes/` are installed as `asyncdsl.dialects`/`asyncdsl.passes`
@@ -86,7 +87,7 @@ def raising_location(error: BaseException) -> SourceLocation | None:
     return found
 
 
-def is_int(value) -> bool:
+def is_int(value: object) -> TypeGuard[int]:
     """A Python int that is not a bool: what a count, a size, an index or an axis must be
     (bool subclasses int, and True passed as any of them is a mistake the checks refuse)."""
     return isinstance(value, int) and not isinstance(value, bool)

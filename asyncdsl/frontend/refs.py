@@ -214,7 +214,7 @@ class GmemView:
     @property
     def shape(self) -> tuple[int, ...]:
         """The slice's shape with squeezed dims removed."""
-        return tuple(d.size for d in self.dims if not d.squeezed)
+        return tuple(d.size for d in self.dims if d.size is not None)
 
     @property
     def dtype(self) -> dtypes.DType:
@@ -345,7 +345,7 @@ class SmemRef:
 
     def _view(self, key) -> SmemRef:
         dims = parse_indices(key, self.shape, "shared-memory view .at[...]", coordinates=False)
-        leading = []
+        leading: list[IndexLike] = []
         for position, dim in enumerate(dims):
             if dim.squeezed:
                 if position != len(leading):

@@ -83,7 +83,7 @@ def sqrt(x: RegisterTile, approx: bool = False) -> RegisterTile:
     if approx and x.dtype != dtypes.float32:
         raise TraceError(f"{what}(approx=True) computes on float32 tiles; astype(asyncdsl.float32) first "
                          f"(got {x.dtype})", user_location())
-    flags = arith.FastMathFlagsAttr(["afn"] if approx else "none")
+    flags = arith.FastMathFlagsAttr([arith.FastMathFlag.APPROX_FUNC] if approx else "none")
     return elementwise(what, lambda value: xmath.SqrtOp(value, flags), (x,), x.dtype)
 
 
@@ -98,7 +98,7 @@ def _approximate(op_class, name: str, exact_available: bool):
         if not approx and not exact_available:
             raise TraceError(f"{what} has only a hardware approximation: call it with approx=True",
                              user_location())
-        flags = arith.FastMathFlagsAttr(["afn"] if approx else "none")
+        flags = arith.FastMathFlagsAttr([arith.FastMathFlag.APPROX_FUNC] if approx else "none")
         return elementwise(what, lambda value: op_class(value, flags), (x,), x.dtype)
 
     function.__name__ = name
