@@ -219,14 +219,14 @@ class RegisterTile(TileOperators):
             "astype", lambda value: ir.ConvertOp(value, VectorType(target.mlir(), value.type.get_shape())),
             (self,), target)
 
-    def to_layout(self, layout: Layout | None) -> RegisterTile:
+    def to_layout(self, layout: Layout) -> RegisterTile:
         """The same tile in register layout `layout` (data moves between threads)."""
-        layout = layout_argument(layout, "to_layout")
-        if layout is None:
+        target = layout_argument(layout, "to_layout")
+        if target is None:
             raise TraceError("to_layout: say which layout (asyncdsl.WGMMA, asyncdsl.strided(4), ...), "
                              "got None", user_location())
-        return RegisterTile(_emit(ir.RelayoutOp(self.use("to_layout"), layout), "to_layout"), self.dtype,
-                            spread=not isinstance(layout, SplatLayout))
+        return RegisterTile(_emit(ir.RelayoutOp(self.use("to_layout"), target), "to_layout"), self.dtype,
+                            spread=not isinstance(target, SplatLayout))
 
     # -- reductions ------------------------------------------------------------------------------
     def _reduce(self, kind: TileReduction, axis) -> RegisterTile:

@@ -19,10 +19,12 @@ does, and how it is computed here:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import ml_dtypes
 import numpy as np
+from numpy.typing import DTypeLike
 
 _BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 _E4M3 = np.dtype(ml_dtypes.float8_e4m3fn)
@@ -106,7 +108,7 @@ def _sum_to_odd(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return _odd(s, e != 0, e > 0)
 
 
-def round_float(exact: np.ndarray, dtype: np.dtype) -> np.ndarray:
+def round_float(exact: np.ndarray, dtype: DTypeLike) -> np.ndarray:
     """`exact` (float64: the exact value, or its rounding to odd) rounded to nearest even into
     the float `dtype`: overflow to ±inf (float8: saturated), NaN canonical."""
     dtype = np.dtype(dtype)
@@ -304,7 +306,7 @@ def int_to_int(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
 
 # -- approximate functions ---------------------------------------------------------------------
 
-APPROXIMATED = {
+APPROXIMATED: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "exp2": np.exp2,
     "log2": np.log2,
     "rsqrt": lambda x: 1.0 / np.sqrt(x),

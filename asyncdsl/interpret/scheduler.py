@@ -132,7 +132,9 @@ class ClusterScheduler:
             while True:
                 fiber = self._next_ready()
                 if fiber is None:
-                    blocked = [(f.label, f.blocker) for f in self._fibers if not f.done]
+                    # None is ready: every live fiber waits on its blocker.
+                    blocked = [(f.label, f.blocker) for f in self._fibers
+                               if not f.done and f.blocker is not None]
                     if not blocked:
                         return
                     raise deadlock_error(self.kernel, blocked)
