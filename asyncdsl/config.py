@@ -79,7 +79,7 @@ _ENCODED = {knob.variable: os.environ.encodekey(knob.variable) for knob in (INTE
 
 def _flag(knob: Knob) -> bool:
     encoded = _ENCODED.get(knob.variable)
-    if encoded is None:
+    if encoded is None or _ENTRIES is None:
         return os.environ.get(knob.variable, "").strip().lower() not in _FALSE
     raw = _ENTRIES.get(encoded)
     return raw is not None and os.environ.decodevalue(raw).strip().lower() not in _FALSE

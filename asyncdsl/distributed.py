@@ -41,10 +41,11 @@ def init(group: Any = None, *, device: int | None = None) -> None:
 
     if group is not None or (torch_dist.is_available() and torch_dist.is_initialized()):
         rank, size = torch_dist.get_rank(group), torch_dist.get_world_size(group)
-        carrier = [symmetric.make_unique_id() if rank == 0 else None]
+        carrier: list[bytes | None] = [symmetric.make_unique_id() if rank == 0 else None]
         torch_dist.broadcast_object_list(carrier, src=torch_dist.get_global_rank(group, 0) if group else 0,
                                          group=group)
         unique_id = carrier[0]
+        assert unique_id is not None  # the broadcast gave every rank rank 0's id
     else:
         rank, size, unique_id = 0, 1, symmetric.make_unique_id()
     if device is None:

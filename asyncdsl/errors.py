@@ -24,7 +24,9 @@ import functools
 import os
 import sys
 import traceback
+import types
 from dataclasses import dataclass
+from typing import TypeGuard
 
 # Frames inside these directories belong to asyncdsl itself; the first frame outside them is the
 # user's line.  `dialects/` and `passes/` are installed as `asyncdsl.dialects`/`asyncdsl.passes`
@@ -68,7 +70,7 @@ def _is_library_frame(code) -> bool:
 
 def user_location(skip: int = 1) -> SourceLocation | None:
     """The innermost frame of the caller's stack that is not asyncdsl's own code."""
-    frame = sys._getframe(skip)
+    frame: types.FrameType | None = sys._getframe(skip)
     while frame is not None:
         if not _is_library_frame(frame.f_code):
             return SourceLocation(frame.f_code.co_filename, frame.f_lineno)
@@ -85,7 +87,7 @@ def raising_location(error: BaseException) -> SourceLocation | None:
     return found
 
 
-def is_int(value) -> bool:
+def is_int(value: object) -> TypeGuard[int]:
     """A Python int that is not a bool: what a count, a size, an index or an axis must be
     (bool subclasses int, and True passed as any of them is a mistake the checks refuse)."""
     return isinstance(value, int) and not isinstance(value, bool)

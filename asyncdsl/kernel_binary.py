@@ -165,6 +165,7 @@ def scalar_argument(kind: str, value: object, name: str) -> int | float:
     range (the lowering's index registers), or a float rounded to float32.  Anything else, or a
     number that does not fit, is an `ArgumentError` naming the argument."""
     # `type(...) is` first: this runs on every warm launch, and the ABC checks are slower.
+    number: int | float
     if kind == "int":
         if type(value) is int or (isinstance(value, numbers.Integral) and not isinstance(value, bool)):
             number = int(value)
@@ -178,9 +179,12 @@ def scalar_argument(kind: str, value: object, name: str) -> int | float:
     elif type(value) is float or (isinstance(value, numbers.Real) and not isinstance(value, bool)):
         try:
             number = float(value)
-        except OverflowError:  # an int past every float
-            raise ArgumentError(f"argument {name!r} is an int of {int(value).bit_length()} bits, beyond the "
-                                "float32 range of the kernel's float parameters", user_location()) from None
+        except OverflowError:  # an integer (or a fraction) past every float
+            size = "a number"
+            if isinstance(value, numbers.Integral):
+                size = f"an int of {int(value).bit_length()} bits"
+            raise ArgumentError(f"argument {name!r} is {size}, beyond the float32 range of the kernel's "
+                                "float parameters", user_location()) from None
         if math.isfinite(number) and abs(number) >= _FLOAT32_OVERFLOW:
             raise ArgumentError(
                 f"argument {name!r} is {number!r}, beyond the float32 range of the kernel's float "

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from typing import TypeGuard, get_args
 
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import BoolAttr, IndexType, IntegerAttr, MemRefType, i1, i64
+from xdsl.dialects.builtin import AnyFloat, BoolAttr, IndexType, IntegerAttr, IntegerType, MemRefType, i1, i64
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
@@ -109,6 +110,27 @@ def logical_shape(type_: MemRefType) -> tuple[int, ...]:
     """The shape kernel code sees of a shared-memory buffer (the memref's unless it has a layout)."""
     layout = smem_layout(type_)
     return tuple(type_.get_shape()) if layout is None else layout.logical_shape
+
+
+_FLOAT_TYPES: tuple[type, ...] = get_args(AnyFloat)
+
+
+def _is_float_type(type_: Attribute) -> TypeGuard[AnyFloat]:
+    return isinstance(type_, _FLOAT_TYPES)
+
+
+def float_type(type_: Attribute) -> AnyFloat:
+    """`type_` as the MLIR float type it must be (the type of a float constant)."""
+    if _is_float_type(type_):
+        return type_
+    raise TypeError(f"{type_} is not a float type")
+
+
+def integer_type(type_: Attribute) -> IntegerType:
+    """`type_` as the MLIR integer type it must be (the type of an integer constant)."""
+    if isinstance(type_, IntegerType):
+        return type_
+    raise TypeError(f"{type_} is not an integer type")
 
 
 def shape_of(value: SSAValue) -> tuple[int, ...]:

@@ -18,19 +18,32 @@ kernel; the call in the user's code for the library's kernels).
 
 from __future__ import annotations
 
+from typing import Any, Protocol
+
 from asyncdsl.errors import user_location
 from asyncdsl.frontend import language as ad
 
 
-def check_shape(name: str, array, shape: tuple, rule: str) -> None:
+class Shaped(Protocol):
+    """What the checks read of an argument: a global array at trace time, a host array in the
+    library's host functions."""
+
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+
+    @property
+    def dtype(self) -> Any: ...
+
+
+def check_shape(name: str, array: Shaped, shape: tuple, rule: str) -> None:
     """Refuse the argument `name` unless its shape is `shape`; `rule` says why."""
     if tuple(array.shape) != tuple(shape):
         raise ad.TraceError(f"{name} must have shape {tuple(shape)} ({rule}), got {tuple(array.shape)}",
                             user_location())
 
 
-def check_rows(source: tuple[str, object], out: tuple[str, object],
-               scales: tuple[str, object] | None = None) -> None:
+def check_rows(source: tuple[str, Shaped], out: tuple[str, Shaped],
+               scales: tuple[str, Shaped] | None = None) -> None:
     """A row kernel's arguments, each (name, array): `out` of the `source`'s shape, and `scales`,
     if any, float32, one a row of the source."""
     (source_name, x), (name, array) = source, out

@@ -25,7 +25,8 @@ from asyncdsl.blocks.strided_tiles import strided_tiles
 @ad.kernel(grid=lambda src, dst, BM, BN, STAGES, CTAS: (CTAS,))
 def pipelined_copy(src, dst, BM: ad.constexpr, BN: ad.constexpr, STAGES: ad.constexpr, CTAS: ad.constexpr):
     check_shape("dst", dst, src.shape, "a copy of src")
-    mine, window = strided_tiles(ad.program_id(0), *src.shape, BM, BN, CTAS)
+    rows, columns = src.shape
+    mine, window = strided_tiles(ad.program_id(0), rows, columns, BM, BN, CTAS)
     ring = ad.smem((STAGES, BM, BN), src.dtype)
     landed = ad.barrier(num=STAGES)
 

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -65,7 +67,9 @@ def main(shape=(64, 1000)) -> int:
 
     x = (np.random.default_rng(0).standard_normal(shape) * 3).astype(ml_dtypes.bfloat16)
     where = "GPU" if has_gpu() else "interpreter"
-    place, back = (to_device, to_host) if has_gpu() else (np.asarray, np.asarray)
+    # The kernels' arrays: on the device, or host arrays for the interpreter.
+    place: Callable[[np.ndarray], Any] = to_device if has_gpu() else np.asarray
+    back: Callable[[Any], np.ndarray] = to_host if has_gpu() else np.asarray
     results = {}
     start = time.perf_counter()
     run = softmax_rows if has_gpu() else softmax_rows.interpret  # interpret: numpy arrays, on the CPU

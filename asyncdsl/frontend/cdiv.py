@@ -8,11 +8,14 @@ GPU machine (docs/hardware.md §19).
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from asyncdsl.errors import TraceError, user_location
 
-Index = TypeVar("Index")  # a Python int, or a traced index (`frontend.scalars.Scalar`)
+if TYPE_CHECKING:  # only the checker reads it: importing it here is what this module avoids
+    from asyncdsl.frontend.scalars import Scalar
+
+Index = TypeVar("Index", int, "Scalar")  # a Python int, or a traced index
 
 
 def cdiv(a: Index, b: Index) -> Index:

@@ -35,9 +35,10 @@ def range(start: IndexLike, stop: IndexLike | None = None, step: int = 1) -> Ite
     if not is_int(step) or step <= 0:
         raise TraceError(f"asyncdsl.range step must be a positive Python int, got {step!r}", user_location())
     location = user_location()
-    body = Block([scf.YieldOp()], arg_types=[IndexType()])
+    end = scf.YieldOp()
+    body = Block([end], arg_types=[IndexType()])
     if location:
-        body.last_op.location = to_ir_location(location)
+        end.location = to_ir_location(location)
     loop = scf.ForOp(int32_index(start), int32_index(stop), int32_index(step), [], body)
     tracer.emit(loop, location)
     with tracer.inside(body):
@@ -61,9 +62,10 @@ def when(condition: Scalar | bool) -> Iterator[None]:
     tracer = tracing.current("asyncdsl.when")
     location = user_location()
     cond = condition_value(condition)
-    then = Block([scf.YieldOp()])
+    end = scf.YieldOp()
+    then = Block([end])
     if location:
-        then.last_op.location = to_ir_location(location)
+        end.location = to_ir_location(location)
     branch = scf.IfOp(cond, [], Region(then))
     tracer.emit(branch, location)
     with tracer.inside(then):

@@ -149,6 +149,7 @@ def async_copy(
     transforms, swizzle = _copy_layout(src if isinstance(src, SmemRef) else dst, transforms, swizzle)
     collective = cluster_dims(collective)
     arrive = flag(arrive, "arrive")
+    partition_kind: Partition | None
     if isinstance(partition, Partitioned):
         partition_kind, partition_axis = Partition.PARTITIONED, partition.axis
     else:
@@ -163,7 +164,7 @@ def async_copy(
         src.value if isinstance(src, SmemRef) else gmem.ref.argument,
         dst.value if isinstance(dst, SmemRef) else gmem.ref.argument,
         [index_value(d.start) for d in gmem.dims],
-        [-1 if d.squeezed else d.size for d in gmem.dims],
+        [-1 if d.size is None else d.size for d in gmem.dims],
         barriers=barrier_operands[0],
         barrier_index=barrier_operands[1],
         predicate=condition_value(predicate) if predicate is not None else None,

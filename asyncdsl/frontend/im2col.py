@@ -102,7 +102,10 @@ def async_copy_im2col(
             f"window_start_bounds must be one (lo, hi) pair per spatial dim, got {window_start_bounds!r}",
             user_location(),
         )
-    bounds = [_python_ints(pair, "each window_start_bounds pair") for pair in window_start_bounds]
+    bounds = []
+    for pair in window_start_bounds:  # pairs, as checked above
+        lo, hi = _python_ints(pair, "each window_start_bounds pair")
+        bounds.append((lo, hi))
     spatial = len(image.shape) - 2
     strides = (1,) * spatial if window_strides is None else _python_ints(window_strides, "window_strides")
     for name, values in (("start_indices", start_indices), ("filter_offsets", filter_offsets)):

@@ -22,11 +22,13 @@ NO_SWIZZLE = (None, 0, 16)  # what users may write for "no swizzle" (16 bytes is
 def option(kind: type[Option], value: object, what: str, error: type[AsyncDSLError] = TraceError,
            location=None) -> Option:
     """`value` as a member of `kind` (its string or the member itself), or `error` at the user's line."""
-    try:
-        return kind(value)
-    except (ValueError, TypeError):
-        allowed = tuple(str(member) for member in kind)
-        raise error(f"{what} must be one of {allowed}, got {value!r}", location or user_location()) from None
+    if isinstance(value, str):  # a member is its string too
+        try:
+            return kind(value)
+        except ValueError:
+            pass
+    allowed = tuple(str(member) for member in kind)
+    raise error(f"{what} must be one of {allowed}, got {value!r}", location or user_location())
 
 
 def swizzle_bytes(value: object) -> int:

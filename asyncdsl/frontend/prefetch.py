@@ -42,7 +42,7 @@ def async_prefetch(
     op = ir.AsyncPrefetchOp(
         src.ref.value,
         [index_value(d.start) for d in src.dims],
-        [-1 if d.squeezed else d.size for d in src.dims],
+        [-1 if d.size is None else d.size for d in src.dims],
         transforms=[transform_attr(t) for t in transforms],
         swizzle=swizzle,
         predicate=condition_value(predicate) if predicate is not None else None,

@@ -145,6 +145,13 @@ class GmemRef:
     """A kernel argument: an array in global memory (this device's, or with `peer` the same
     symmetric array on device `peer`: `x.peer(pe)`)."""
 
+    # Set once by __init__ (assignment is refused afterwards).
+    argument: SSAValue
+    name: str
+    shape: tuple[int, ...]
+    dtype: dtypes.DType
+    peer_index: IndexLike | None
+
     def __init__(self, value: SSAValue, name: str, shape: tuple[int, ...], dtype: dtypes.DType,
                  peer: IndexLike | None = None):
         for field, given in (("argument", value), ("name", name), ("shape", shape), ("dtype", dtype),
@@ -216,7 +223,7 @@ class GmemView:
     @property
     def shape(self) -> tuple[int, ...]:
         """The slice's shape with squeezed dims removed."""
-        return tuple(d.size for d in self.dims if not d.squeezed)
+        return tuple(d.size for d in self.dims if d.size is not None)
 
     @property
     def dtype(self) -> dtypes.DType:
@@ -347,7 +354,7 @@ class SmemRef:
 
     def _view(self, key) -> SmemRef:
         dims = parse_indices(key, self.shape, "shared-memory view .at[...]", coordinates=False)
-        leading = []
+        leading: list[IndexLike] = []
         for position, dim in enumerate(dims):
             if dim.squeezed:
                 if position != len(leading):

@@ -25,11 +25,11 @@ from asyncdsl.errors import TraceError, user_location
 from asyncdsl.frontend import tracer as tracing
 from asyncdsl.frontend.options import flag, swizzle_bytes
 from asyncdsl.frontend.refs import GmemRef, GmemView, SmemRef
-from asyncdsl.frontend.scalars import index_value
+from asyncdsl.frontend.scalars import IndexLike, index_value
 from asyncdsl.frontend.sync import Barrier
 
 
-def _column_window(side: object, what: str) -> tuple[GmemRef, object, int]:
+def _column_window(side: object, what: str) -> tuple[GmemRef, IndexLike, int]:
     """(array, first column, columns) of the GMEM side: the array, or a view taking every row."""
     if isinstance(side, GmemRef):
         side = side.whole()
@@ -47,7 +47,7 @@ def _column_window(side: object, what: str) -> tuple[GmemRef, object, int]:
                 "only the column window may be sliced",
                 user_location(),
             )
-    if columns.squeezed:
+    if columns.size is None:  # squeezed
         raise TraceError(
             f"{what} moves a window of columns; index the last dim with asyncdsl.ds(start, size)",
             user_location())

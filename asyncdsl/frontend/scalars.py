@@ -12,7 +12,7 @@ are left to their own operators, so `n * tile` is the register tile's `tile.__rm
 from __future__ import annotations
 
 import functools
-from typing import Union
+from typing import TypeGuard, Union
 
 from xdsl.dialects import arith, func
 from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerType, f32, i32
@@ -133,7 +133,7 @@ class Scalar:
         # Python's modulo: a - (a // b) * b keeps the divisor's sign, unlike arith.remsi.
         return self - (self // other) * other
 
-    def __rmod__(self, other: IndexLike) -> Scalar:
+    def __rmod__(self, other: IndexLike) -> Scalar | int:
         return Scalar(int32_index(other)) % self
 
     def __neg__(self) -> Scalar:
@@ -443,7 +443,7 @@ def condition_value(value: Scalar | bool) -> SSAValue:
     )
 
 
-def is_index(value: object) -> bool:
+def is_index(value: object) -> TypeGuard[IndexLike]:
     return is_int(value) or (
         isinstance(value, Scalar) and isinstance(value.value.type, IndexType)
     )

@@ -125,5 +125,5 @@ def store(ref, tile, mask=None) -> None:
     view = _window(ref)
     tile = assigned(tile, view.shape, view.dtype, "the window", what)
     starts, sizes = _gmem_operands(view)
-    op = ir.StoreGmemOp(tile.use(what), view.ref.value, starts, sizes, _mask(mask, view.shape, what))
-    tracing.current(what).emit(op)
+    store = ir.StoreGmemOp(tile.use(what), view.ref.value, starts, sizes, _mask(mask, view.shape, what))
+    tracing.current(what).emit(store)

@@ -11,6 +11,7 @@ import numpy as np
 from xdsl.dialects.builtin import FloatAttr, IntegerAttr
 
 from asyncdsl import dtypes
+from asyncdsl.dialects.ir_utils import float_type, integer_type
 from asyncdsl.errors import ArgumentError, TraceError, is_int, user_location
 from asyncdsl.hw.fragments import Layout
 
@@ -145,11 +146,12 @@ def constant_attr(value, element: dtypes.DType, what: str) -> FloatAttr | Intege
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TraceError(f"{what}: the value must be a Python number or a traced scalar, got {value!r}",
                          user_location())
+    attr: FloatAttr | IntegerAttr
     if element.is_float:
         try:
             float(value)
         except OverflowError:
-            raise TraceError(f"{what}: an int of {value.bit_length()} bits is too large for any float "
+            raise TraceError(f"{what}: an int of {int(value).bit_length()} bits is too large for any float "
                              f"({element} tile)", user_location()) from None
         if element.bits == 8 and math.isfinite(value):
             # Float8 conversions saturate (docs/register-tiles.md); so do float8 constants.
@@ -157,7 +159,7 @@ def constant_attr(value, element: dtypes.DType, what: str) -> FloatAttr | Intege
 
             limit = float(ml_dtypes.finfo(element.numpy).max)
             value = min(max(float(value), -limit), limit)
-        attr = FloatAttr(float(value), element.mlir())
+        attr = FloatAttr(float(value), float_type(element.mlir()))
     else:
         if isinstance(value, float) and not value.is_integer():
             raise TraceError(f"{what}: {value!r} is not an integer, but the tile holds {element} (a float "
@@ -169,5 +171,5 @@ def constant_attr(value, element: dtypes.DType, what: str) -> FloatAttr | Intege
         if not low <= int(value) < low + span:
             raise TraceError(f"{what}: {value!r} is out of range for {element} ({low} to {low + span - 1}), "
                              "as numpy 2 says too", user_location())
-        attr = IntegerAttr(int(value), element.mlir())
+        attr = IntegerAttr(int(value), integer_type(element.mlir()))
     return attr

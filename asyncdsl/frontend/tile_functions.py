@@ -114,7 +114,7 @@ def sqrt(x: RegisterTile, approx: bool = False) -> RegisterTile:
     if approx and x.dtype != dtypes.float32:
         raise TraceError(f"{what}(approx=True) computes on float32 tiles; astype(asyncdsl.float32) first "
                          f"(got {x.dtype})", user_location())
-    flags = arith.FastMathFlagsAttr(["afn"] if approx else "none")
+    flags = arith.FastMathFlagsAttr([arith.FastMathFlag.APPROX_FUNC] if approx else "none")
     return elementwise(what, lambda value: xmath.SqrtOp(value, flags), (x,), x.dtype)
 
 

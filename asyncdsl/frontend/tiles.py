@@ -81,6 +81,7 @@ class RegisterTile(TileOperators):
                  holds_new_values: bool = True):
         self.value: SSAValue | None = value
         self.dtype = tile_dtype(dtype, "a register tile")
+        assert isinstance(value.type, VectorType)  # register tiles are vectors in the IR
         self.shape = tuple(value.type.get_shape())
         # Whether the tile's elements may differ, so that its threads share them out: a constant
         # (`asyncdsl.full`) and what elementwise math makes of constants alone may stay one value
@@ -121,6 +122,7 @@ class RegisterTile(TileOperators):
                                       or not tracer.visible(tracing.defining_block(self.value))):
             source, dims = self.view
             self.value = _broadcast(source, self.shape, dims).value
+        assert self.value is not None  # a tile that is no view has its value
         return self.value
 
     # -- elementwise arithmetic ------------------------------------------------------------------
@@ -224,12 +226,12 @@ class RegisterTile(TileOperators):
 
     def to_layout(self, layout: Layout) -> RegisterTile:
         """The same tile in register layout `layout` (data moves between threads)."""
-        layout = layout_argument(layout, "to_layout")
-        if layout is None:
+        target = layout_argument(layout, "to_layout")
+        if target is None:
             raise TraceError("to_layout: say which layout (asyncdsl.WGMMA, asyncdsl.strided(4), ...), "
                              "got None", user_location())
-        return RegisterTile(_emit(ir.RelayoutOp(self.use("to_layout"), layout), "to_layout"), self.dtype,
-                            spread=not isinstance(layout, SplatLayout))
+        return RegisterTile(_emit(ir.RelayoutOp(self.use("to_layout"), target), "to_layout"), self.dtype,
+                            spread=not isinstance(target, SplatLayout))
 
     # -- reductions ------------------------------------------------------------------------------
     def _reduce(self, kind: TileReduction, axis) -> RegisterTile:
@@ -449,7 +451,7 @@ def elementwise(what: str, make_op, operands: tuple[RegisterTile, ...], dtype: d
     all the same view (`m[:, None]`), the op runs on the viewed tiles and the result is that view."""
     keys = {t._view_key() for t in operands}
     if len(keys) == 1 and operands[0].view is not None:
-        sources = [t.view[0] for t in operands]
+        sources = [t.view[0] for t in operands if t.view is not None]  # all of them, one view
         result = RegisterTile(_emit(make_op(*(t.use(what) for t in sources)), what), dtype,
                               spread=any(t.spread for t in sources))
         return result._expanded(operands[0].shape, operands[0].view[1])

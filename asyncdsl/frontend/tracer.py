@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TypeVar
 
 from xdsl.dialects import builtin
 from xdsl.ir import Block, BlockArgument, Operation, SSAValue
@@ -17,6 +18,8 @@ from asyncdsl.dialects.ir_utils import index_constant
 from asyncdsl.errors import SourceLocation, TraceError, user_location
 from asyncdsl.frontend.launch_shape import LaunchShape
 from asyncdsl.ir_locations import from_ir_location, to_ir_location
+
+Op = TypeVar("Op", bound=Operation)
 
 # The bodies the frontend opens, by their op, as kernel code writes them.
 _BODIES = {
@@ -61,9 +64,10 @@ class Tracer:
         role's (no loop or branch around it)."""
         return all(self._runs_once)
 
-    def visible(self, block: Block) -> bool:
+    def visible(self, block: Block | None) -> bool:
         """Whether values defined in `block` can be used at the current point: `block` is the
-        current one or encloses it (a loop or branch body ends when its tracing does)."""
+        current one or encloses it (a loop or branch body ends when its tracing does; a value
+        of no block is never visible)."""
         return block in self._blocks
 
     def defer_error(self, error: TraceError) -> None:
@@ -75,7 +79,7 @@ class Tracer:
         if self._deferred is not None:
             raise self._deferred
 
-    def emit(self, op: Operation, location: SourceLocation | None = None) -> Operation:
+    def emit(self, op: Op, location: SourceLocation | None = None) -> Op:
         """Append `op` at the current point, located at the user's line, and verify it."""
         location = self._append(op, location)
         try:
@@ -85,7 +89,7 @@ class Tracer:
             raise TraceError(str(error), location) from None
         return op
 
-    def emit_valid(self, op: Operation) -> Operation:
+    def emit_valid(self, op: Op) -> Op:
         """`emit` for an op that is valid by construction: index arithmetic, whose operands were
         checked to be indices.  Those are most of a kernel's ops, and their generic verifier costs
         as much again as building them."""

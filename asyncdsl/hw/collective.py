@@ -97,12 +97,12 @@ def collective_group(cluster: Sequence[int], dims: Sequence[str]) -> CollectiveG
     drops out, so one kernel can be compiled for several cluster shapes; a group of one CTA is a
     plain copy.
     """
-    cluster = tuple(cluster)
+    x, y, z = cluster
     for dim in dims:
         if dim not in CLUSTER_DIMS:
             raise CopyError(f"collective names cluster dims among {CLUSTER_DIMS}, got {tuple(dims)}")
     axes = sorted(CLUSTER_DIMS.index(d) for d in dims if cluster[CLUSTER_DIMS.index(d)] > 1)
-    return CollectiveGroup(cluster, tuple(axes))
+    return CollectiveGroup((x, y, z), tuple(axes))
 
 
 def check_leader_tracked(group: CollectiveGroup, partition: Partition, arch: Arch) -> None:

@@ -38,6 +38,7 @@ from __future__ import annotations
 import functools
 import math
 import operator
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -61,8 +62,18 @@ from asyncdsl.hw.tiling import (
 )
 
 
-class _Queries:
+class _Queries(ABC):
     """What every layout answers alike, from its `check_holds`, `coordinates` and `replication`."""
+
+    @abstractmethod
+    def check_holds(self, shape: Sequence[int]) -> None: ...
+
+    @abstractmethod
+    def coordinates(self, shape: Sequence[int]) -> np.ndarray: ...
+
+    @property
+    @abstractmethod
+    def replication(self) -> int: ...
 
     def can_hold(self, shape: Sequence[int]) -> bool:
         try:
@@ -137,8 +148,9 @@ def _canonical_parts(tiling, warp_dims, lane_dims, vector_dim):
             if isinstance(entry, Replicated):
                 if entry.times == 1:
                     continue
-                if result and isinstance(result[-1], Replicated):  # adjacent copies are one factor
-                    entry = Replicated(result.pop().times * entry.times)
+                if result and isinstance(last := result[-1], Replicated):  # adjacent copies are one factor
+                    result.pop()
+                    entry = Replicated(last.times * entry.times)
                 result.append(entry)
             elif old[entry].size > 1:
                 result.append(moved[entry])

@@ -55,7 +55,9 @@ from asyncdsl.hw.options import Reduction
 OPS = tuple(Reduction)
 
 # The PTX op of each reduction: signedness lives in the tensor map, not in the instruction.
-PTX_OP = {op: {"umin": "min", "smin": "min", "umax": "max", "smax": "max"}.get(op, op) for op in OPS}
+PTX_OP: dict[str, str] = {
+    op: {"umin": "min", "smin": "min", "umax": "max", "smax": "max"}.get(op, op) for op in OPS
+}
 
 TYPE_NAMES = {
     TMA_UINT8: "UINT8", TMA_UINT16: "UINT16", TMA_UINT32: "UINT32", TMA_INT32: "INT32",

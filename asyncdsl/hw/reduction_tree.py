@@ -66,22 +66,22 @@ def reduction_tree(layout: Layout, shape: Sequence[int], axes: int | Sequence[in
         if result == layout:
             # Only unit axes: the flattened tile, so every register, stays as it is.
             kept = tuple(s for a, s in enumerate(shape) if a not in _axes(axes, len(shape)))
-            registers = layout.registers_shape(shape)[0]
-            return ReductionTree(tuple((r,) for r in range(registers)), False, (), (), result, kept)
+            count = layout.registers_shape(shape)[0]
+            return ReductionTree(tuple((r,) for r in range(count)), False, (), (), result, kept)
         # A strided tile reduces over every axis; its flattened tile, tiled, has the same registers.
         tree = reduction_tree(layout.as_tiled(), (math.prod(shape),), 0)
         return ReductionTree(tree.register_terms, tree.fold_vector, tree.lane_xors,
                              tree.warp_groups, result, ())
     result = layout.reduce(shape, axes)  # also checks the shape and the axes
-    axes = _axes(axes, len(shape))
-    result_shape = tuple(s for a, s in enumerate(shape) if a not in axes)
+    reduced_axes = _axes(axes, len(shape))
+    result_shape = tuple(s for a, s in enumerate(shape) if a not in reduced_axes)
 
     dims, base = layout.tiling.dims, layout.tiling.tiles[0]
     lead = len(shape) - len(base)
     # Which dims of the register array (the tiled shape) walk a reduced axis.
-    reduced = [a in axes for a in range(lead)]
-    reduced += [lead + a in axes for a in range(len(base))]
-    reduced += [lead + d.axis in axes for d in dims]
+    reduced = [a in reduced_axes for a in range(lead)]
+    reduced += [lead + a in reduced_axes for a in range(len(base))]
+    reduced += [lead + d.axis in reduced_axes for d in dims]
     registers = layout.registers_shape(shape)[:-1]
     kept = tuple(1 if r else s for r, s in zip(reduced, registers))
     folded = tuple(s if r else 1 for r, s in zip(reduced, registers))

@@ -86,12 +86,13 @@ class SmemLayout:
             return self
         return _view(self, leading_rank)
 
-    def element_offsets(self, indices: Sequence[np.ndarray]) -> np.ndarray:
+    def element_offsets(self, indices: Sequence[np.ndarray] | np.ndarray) -> np.ndarray:
         """The physical (row-major) element offset of each logical index (one array per dim)."""
         physical = apply_chain_index(self.transforms, tuple(np.asarray(i) for i in indices))
         shape = self.physical_shape
         strides = [math.prod(shape[d + 1:]) for d in range(len(shape))]
-        return sum(np.asarray(i, dtype=np.int64) * s for i, s in zip(physical, strides, strict=True))
+        terms = (np.asarray(i, dtype=np.int64) * s for i, s in zip(physical, strides, strict=True))
+        return np.asarray(sum(terms))
 
     def byte_addresses(self, base: int, element_bytes: int) -> np.ndarray:
         """The absolute shared address of every byte of every logical element, for a buffer at

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from typing import TypeVar
 
+import numpy as np
+
 from asyncdsl.hw.limits import SWIZZLE_CHUNK
 
-Address = TypeVar("Address")  # an int, or a numpy integer array of addresses
+Address = TypeVar("Address", int, np.ndarray)  # an int, or a numpy integer array of addresses
 
 
 def swizzled(address: Address, swizzle_bytes: int) -> Address:

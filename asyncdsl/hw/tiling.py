@@ -14,7 +14,7 @@ import math
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -25,7 +25,7 @@ WARP_LANES = 32
 THREADS = WARPS * WARP_LANES
 
 
-def int_tuple(values: object, what: str) -> tuple[int, ...]:
+def int_tuple(values: Any, what: str) -> tuple[int, ...]:
     try:
         return tuple(operator.index(v) for v in values)
     except TypeError:

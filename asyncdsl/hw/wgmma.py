@@ -297,8 +297,8 @@ def check_shapes(acc: tuple[int, ...], a: tuple[int, int], b: tuple[int, int], t
         raise MmaError(f"a {types.ptx} wgmma's K must be a multiple of {types.k}, got {k}")
 
 
-def register_count(acc: tuple[int, int]) -> int:
-    """32-bit accumulator registers per thread."""
+def register_count(acc: Sequence[int]) -> int:
+    """32-bit accumulator registers per thread, for an accumulator of shape `acc`."""
     return math.prod(acc) // 128
 
 

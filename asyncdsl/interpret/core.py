@@ -8,6 +8,7 @@ from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.interpret.diagnosis import diagnosed, origin
 from asyncdsl.interpret.functions import WarpgroupFunctions, index_value
 from asyncdsl.interpret.memory import SmemBuffer
+from asyncdsl.interpret.operands import allocated_offset
 
 
 @register_impls
@@ -37,7 +38,7 @@ class CoreFunctions(WarpgroupFunctions):
     @impl(ir.AllocSmemOp)
     @diagnosed
     def run_alloc_smem(self, interpreter: Interpreter, op: ir.AllocSmemOp, args: PythonValues):
-        buffer = SmemBuffer.of_type(op.offset.value.data, op.result.type, origin(op))
+        buffer = SmemBuffer.of_type(allocated_offset(op), op.result.type, origin(op))
         self.warpgroup.cta.smem.check(buffer.offset, buffer.nbytes,
                                       f"the buffer allocated at {buffer.origin}")
         return (buffer,)

@@ -30,7 +30,7 @@ from asyncdsl.hw.limits import SWIZZLE_PERIOD
 from asyncdsl.hw.swizzle import swizzled
 from asyncdsl.interpret.diagnosis import diagnosed, origin
 from asyncdsl.interpret.functions import WarpgroupFunctions
-from asyncdsl.interpret.operands import barrier_address, operand_values
+from asyncdsl.interpret.operands import barrier_address, memref_of, operand_values
 from asyncdsl.interpret.races import GenericWrite
 from asyncdsl.interpret.waits import Proceed
 from asyncdsl.ir_locations import from_ir_location
@@ -59,7 +59,7 @@ class CpAsyncFunctions(WarpgroupFunctions):
         warpgroup, cta = self.warpgroup, self.warpgroup.cta
         plan = op.plan()
         argument = values[op.gmem]
-        shape, dtype = ir.shape_of(op.gmem), dtypes.from_mlir(op.gmem.type.element_type)
+        shape, dtype = ir.shape_of(op.gmem), dtypes.from_mlir(memref_of(op.gmem).element_type)
         starts = [values[start].value.data for start in op.starts]
         problems = gmem_runs.out_of_bounds_dims(shape, starts, op.sizes)
         if problems:

@@ -22,7 +22,7 @@ from asyncdsl.errors import InterpretError, OutOfBoundsError
 from asyncdsl.interpret.diagnosis import diagnosed
 from asyncdsl.interpret.functions import WarpgroupFunctions, index_value
 from asyncdsl.interpret.memory import GlobalArgument
-from asyncdsl.interpret.operands import operand_values
+from asyncdsl.interpret.operands import argument_index, operand_values
 from asyncdsl.interpret.state import Launch
 from asyncdsl.ir_locations import from_ir_location
 
@@ -104,7 +104,7 @@ class DistributedFunctions(WarpgroupFunctions):
         launch = warpgroup.cta.launch
         peer = peer_of(op, values)
         device = launch.device if peer is None else peer
-        argument = launch.argument(op.flags.index, peer)
+        argument = launch.argument(argument_index(op.flags), peer)
         flat, _ = _cell(argument, [values[i].value.data for i in op.indices], device)
         cells = _flags(argument)
         value = values[op.value].value.data & _MASK
@@ -116,7 +116,7 @@ class DistributedFunctions(WarpgroupFunctions):
     def run_wait_signal(self, interpreter: Interpreter, op: ir.WaitSignalOp, args: PythonValues):
         values = operand_values(op, args)
         launch = self.warpgroup.cta.launch
-        argument = launch.argument(op.flags.index, None)
+        argument = launch.argument(argument_index(op.flags), None)
         flat, name = _cell(argument, [values[i].value.data for i in op.indices], launch.device)
         wait = SignalWait(
             launch, argument, flat, name, op.cmp.data, values[op.value].value.data & _MASK,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import Literal
 
 from xdsl.dialects.builtin import IndexType
 from xdsl.interpreter import Interpreter, InterpreterFunctions
@@ -27,7 +28,7 @@ class WarpgroupFunctions(InterpreterFunctions):
 
 
 @functools.lru_cache(maxsize=8192)
-def _index_attr(value: int, bitwidth: int):
+def _index_attr(value: int, bitwidth: Literal[32, 64]):
     # Attributes are immutable, and building one costs more than the rest of a small op.
     return scalar_attr(value, IndexType(), bitwidth)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import itertools
 from collections.abc import Iterator, Sequence
+from typing import Final
 
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
@@ -38,6 +39,7 @@ from asyncdsl.interpret.distributed import DistributedFunctions
 from asyncdsl.interpret.functions import WarpgroupFunctions
 from asyncdsl.interpret.im2col import Im2colFunctions
 from asyncdsl.interpret.memory import GlobalArgument
+from asyncdsl.interpret.operands import allocated_offset
 from asyncdsl.interpret.prefetch import PrefetchFunctions
 from asyncdsl.interpret.profile import ProfileFunctions, ProfileRecorder
 from asyncdsl.interpret.registers import RegistersFunctions
@@ -58,7 +60,7 @@ from asyncdsl.interpret.wgmma import WgmmaFunctions
 from asyncdsl.ir_locations import from_ir_location
 
 # The lowering keeps index values in 32-bit registers; xDSL wraps them the same way.
-INDEX_BITWIDTH = 32
+INDEX_BITWIDTH: Final = 32
 _STATELESS_FUNCTIONS = (ArithFunctions(), FloatArithFunctions(), ScfFunctions(), FuncFunctions())
 
 # The `asyncdsl` ops a warpgroup runs, one set per feature (each module of this package).
@@ -116,7 +118,7 @@ def _launch(
 
 def _barriers(kernel: func.FuncOp) -> list[BarrierInit]:
     return [
-        BarrierInit(op.offset.value.data, op.result.type.count.data, op.arrival_count.value.data, origin(op))
+        BarrierInit(allocated_offset(op), op.result.type.count.data, op.arrival_count.value.data, origin(op))
         for op in kernel.walk()
         if isinstance(op, ir.AllocBarriersOp)
     ]
@@ -198,7 +200,15 @@ def run_devices(
         raise _reported(error) from None
 
 
-def _positions(extent: tuple[int, int, int]) -> Iterator[tuple[int, int, int]]:
+def _program_id(
+    cluster_id: Sequence[int], cluster: Sequence[int], position: Sequence[int]
+) -> tuple[int, int, int]:
+    """The program id of the CTA at `position` within the cluster `cluster_id` of shape `cluster`."""
+    x, y, z = (c * w + p for c, w, p in zip(cluster_id, cluster, position))
+    return x, y, z
+
+
+def _positions(extent: Sequence[int]) -> Iterator[tuple[int, int, int]]:
     """Every index of a 3-d extent, x fastest (the hardware's linear order)."""
     for z, y, x in itertools.product(range(extent[2]), range(extent[1]), range(extent[0])):
         yield (x, y, z)
@@ -213,7 +223,7 @@ class _Program:
         self.profile = profile
         self._index_arith = IndexArithFunctions()
 
-    def interpreter(self, warpgroup: Warpgroup | None) -> tuple[Interpreter, list[WarpgroupFunctions]]:
+    def interpreter(self, warpgroup: Warpgroup) -> tuple[Interpreter, list[WarpgroupFunctions]]:
         """An interpreter running as `warpgroup`, and its function sets (whose `warpgroup` a
         caller reusing the interpreter for another warpgroup switches)."""
         profile = self.profile
@@ -236,11 +246,14 @@ def _cluster_barrier(cluster_id: tuple[int, int, int] | str, members: list[Warpg
 
 def _run_solo(program: _Program, launch: Launch, barriers: list[BarrierInit]) -> None:
     scheduler = SoloScheduler(launch.kernel)
-    interpreter, function_sets = program.interpreter(None)
+    interpreter: Interpreter | None = None
+    function_sets: list[WarpgroupFunctions] = []
     for program_id in _positions(launch.grid):
         (warpgroup,) = Cta(launch, program_id, 0, barriers).warpgroups
         warpgroup.scheduler = scheduler
         warpgroup.cluster_barrier = _cluster_barrier(program_id, [warpgroup])
+        if interpreter is None:  # one interpreter for every CTA, switched between them
+            interpreter, function_sets = program.interpreter(warpgroup)
         for function_set in function_sets:
             function_set.warpgroup = warpgroup
         if launch.profile is not None:
@@ -255,7 +268,7 @@ def _cluster_members(
 ) -> list[Warpgroup]:
     """The warpgroups of cluster `cluster_id`, its CTAs made and its barrier set up."""
     ctas = [
-        Cta(launch, tuple(c * w + p for c, w, p in zip(cluster_id, launch.cluster, position)), rank, barriers)
+        Cta(launch, _program_id(cluster_id, launch.cluster, position), rank, barriers)
         for rank, position in enumerate(_positions(launch.cluster))
     ]
     for cta in ctas:

@@ -19,10 +19,12 @@ does, and how it is computed here:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import ml_dtypes
 import numpy as np
+from numpy.typing import DTypeLike
 
 from asyncdsl.dialects.tile_functions import TILE_FUNCTIONS
 
@@ -108,7 +110,7 @@ def _sum_to_odd(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return _odd(s, e != 0, e > 0)
 
 
-def round_float(exact: np.ndarray, dtype: np.dtype) -> np.ndarray:
+def round_float(exact: np.ndarray, dtype: DTypeLike) -> np.ndarray:
     """`exact` (float64: the exact value, or its rounding to odd) rounded to nearest even into
     the float `dtype`: overflow to ±inf (float8: saturated), NaN canonical."""
     dtype = np.dtype(dtype)
@@ -308,7 +310,7 @@ def int_to_int(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
 
 # The float64 function each approximate instruction is held to: the tile functions' own
 # (`dialects/tile_functions.py`) and `sqrt.approx`.
-APPROXIMATED = {"sqrt": np.sqrt, **{function.name: function.reference for function in TILE_FUNCTIONS}}
+APPROXIMATED: dict[str, Callable[[np.ndarray], np.ndarray]] = {"sqrt": np.sqrt, **{function.name: function.reference for function in TILE_FUNCTIONS}}
 _SMALLEST_NORMAL = float(np.finfo(np.float32).tiny)
 
 

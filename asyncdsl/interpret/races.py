@@ -184,8 +184,9 @@ class AsyncAccessLog:
         """`what` (by a warpgroup knowing `clock`) reads [start, end): loads must have landed.
         A `generic`-proxy reader (ld.shared) needs no proxy fence after a generic write."""
         for write in self._writes:
-            same_proxy = generic and isinstance(write, GenericWrite)
-            over = write.done_for(clock) if same_proxy else write.over_for(clock)
+            # The same proxy: a generic write is done for a generic reader without a fence.
+            over = (write.done_for(clock) if generic and isinstance(write, GenericWrite)
+                    else write.over_for(clock))
             if write.start < end and start < write.end and not over:
                 overlap = (max(start, write.start), min(end, write.end))
                 raise RaceError(write.read_too_early(what, *overlap, clock))
@@ -198,8 +199,8 @@ class AsyncAccessLog:
                 raise RaceError(read.overwritten_too_early(what, max(start, read.start), min(end, read.end)))
         for write in self._writes:
             if write.start < end and start < write.end:
-                same_proxy = generic and isinstance(write, GenericWrite)
-                if not (write.done_for(clock) if same_proxy else write.over_for(clock)):
+                if not (write.done_for(clock) if generic and isinstance(write, GenericWrite)
+                        else write.over_for(clock)):
                     raise RaceError(
                         write.overwritten_too_early(what, max(start, write.start), min(end, write.end), clock)
                     )

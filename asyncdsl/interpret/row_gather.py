@@ -19,7 +19,7 @@ from asyncdsl.hw.limits import GATHER4_ROWS
 from asyncdsl.interpret import tma
 from asyncdsl.interpret.diagnosis import diagnosed, origin
 from asyncdsl.interpret.functions import WarpgroupFunctions
-from asyncdsl.interpret.operands import barrier_address, operand_values
+from asyncdsl.interpret.operands import barrier_address, memref_of, operand_values
 from asyncdsl.interpret.races import AsyncRead, AsyncWrite
 
 _SIGN = 1 << 31
@@ -32,7 +32,7 @@ class RowGatherFunctions(WarpgroupFunctions):
     def _row_coordinates(self, op: ir.TmaGather4Op | ir.TmaScatter4Op, values: dict, what: str) -> list[int]:
         """The instruction's four rows, read from the index buffer as the issuing thread does."""
         cta = self.warpgroup.cta
-        index_bytes = ir.element_bits(op.rows.type) // 8
+        index_bytes = ir.element_bits(memref_of(op.rows)) // 8
         start = values[op.rows].offset + op.first_row.value.data * index_bytes
         end = start + GATHER4_ROWS * index_bytes
         cta.accesses.check_read(start, end, self.warpgroup.clock, f"{what} reading its row indices")

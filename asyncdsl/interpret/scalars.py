@@ -25,6 +25,7 @@ from xdsl.interpreters.arith import ArithFunctions
 from xdsl.interpreters.builtin import scalar_attr
 from xdsl.ir import Attribute, Operation
 
+from asyncdsl.dialects.ir_utils import float_type
 from asyncdsl.errors import InterpretError
 from asyncdsl.ir_locations import from_ir_location
 
@@ -94,11 +95,11 @@ class FloatArithFunctions(InterpreterFunctions):
     def run_divf(self, interpreter: Interpreter, op: arith.DivfOp, args: PythonValues):
         with np.errstate(all="ignore"):  # x / 0 is an infinity or NaN, as on the GPU
             quotient = np.float64(args[0].value.data) / np.float64(args[1].value.data)
-        return (FloatAttr(float(quotient), op.result.type),)
+        return (FloatAttr(float(quotient), float_type(op.result.type)),)
 
     @impl(arith.NegfOp)
     def run_negf(self, interpreter: Interpreter, op: arith.NegfOp, args: PythonValues):
-        return (FloatAttr(-args[0].value.data, op.result.type),)
+        return (FloatAttr(-args[0].value.data, float_type(op.result.type)),)
 
     @impl(arith.SIToFPOp)
     def run_sitofp(self, interpreter: Interpreter, op: arith.SIToFPOp, args: PythonValues):

@@ -126,13 +126,15 @@ class ClusterScheduler:
 
     def run(self) -> None:
         """Run every fiber to completion; re-raise the first error or report a deadlock."""
-        for fiber in self._fibers:
-            fiber.thread.start()
+        for started in self._fibers:
+            started.thread.start()
         try:
             while True:
                 fiber = self._next_ready()
                 if fiber is None:
-                    blocked = [(f.label, f.blocker) for f in self._fibers if not f.done]
+                    # None is ready: every live fiber waits on its blocker.
+                    blocked = [(f.label, f.blocker) for f in self._fibers
+                               if not f.done and f.blocker is not None]
                     if not blocked:
                         return
                     raise deadlock_error(self.kernel, blocked)

@@ -29,6 +29,7 @@ from asyncdsl.interpret.waits import Rendezvous
 
 if TYPE_CHECKING:
     from asyncdsl.interpret.profile import ProfileRecorder
+    from asyncdsl.interpret.scheduler import ClusterScheduler, SoloScheduler
     from asyncdsl.interpret.turns import TurnToken
 
 
@@ -157,9 +158,10 @@ class Warpgroup:
         self.wgmma_retired = 0
         self.exited = False
         self._parity_bits: dict[int, int] = {}
-        # Set when the cluster is assembled: who runs this warpgroup, and the cluster barrier.
-        self.scheduler = None
-        self.cluster_barrier: Rendezvous | None = None
+        # Set when the cluster is assembled (`grid.py`), before the warpgroup runs: who runs it,
+        # and the cluster barrier.
+        self.scheduler: SoloScheduler | ClusterScheduler
+        self.cluster_barrier: Rendezvous
 
     def next_parity(self, barrier_offset: int) -> int:
         """The tracked parity of a wait without one: 0 first, flipped after every wait."""

@@ -14,6 +14,7 @@ from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.interpret.diagnosis import diagnosed, origin
 from asyncdsl.interpret.functions import WarpgroupFunctions
 from asyncdsl.interpret.memory import BarrierGroup
+from asyncdsl.interpret.operands import allocated_offset
 from asyncdsl.interpret.waits import PhaseWait, RendezvousWait
 from asyncdsl.ir_locations import from_ir_location
 
@@ -33,7 +34,7 @@ class SyncFunctions(WarpgroupFunctions):
     @impl(ir.AllocBarriersOp)
     def run_alloc_barriers(self, interpreter: Interpreter, op: ir.AllocBarriersOp, args: PythonValues):
         # The barriers themselves were initialised with the CTA (the kernel prologue).
-        return (BarrierGroup(op.offset.value.data, op.result.type.count.data, origin(op)),)
+        return (BarrierGroup(allocated_offset(op), op.result.type.count.data, origin(op)),)
 
     def _barrier(self, group: BarrierGroup, index):
         return self.warpgroup.mbarrier(group.address(index.value.data))

@@ -19,7 +19,7 @@ from asyncdsl.errors import InterpretError
 from asyncdsl.interpret.diagnosis import diagnosed
 from asyncdsl.interpret.functions import WarpgroupFunctions
 from asyncdsl.interpret.memory import GlobalArgument
-from asyncdsl.interpret.operands import operand_values
+from asyncdsl.interpret.operands import operand_values, vector_of
 from asyncdsl.interpret.tiles import element_dtype
 
 
@@ -94,7 +94,7 @@ class TileGmemFunctions(WarpgroupFunctions):
     def run_scatter_gmem(self, interpreter: Interpreter, op: ir.ScatterGmemOp, args: PythonValues):
         values = operand_values(op, args)
         array = _array(values[op.gmem], op, op.value)
-        shape = tuple(op.value.type.get_shape())
+        shape = tuple(vector_of(op.value).get_shape())
         indices, allowed = _indexed(op, values, array.shape, shape)
         written = (np.ravel_multi_index(tuple(i[allowed] for i in indices), array.shape) if array.ndim
                    else np.zeros(0))

@@ -67,6 +67,8 @@ class WgmmaFunctions(WarpgroupFunctions):
         if op.a_plan is not None:
             a = self._operand(op.a_plan.spec(), a, types.a, INSTRUCTION_M, k, types.k, m // INSTRUCTION_M,
                               "wgmma's A operand")
+        if op.b_plan is None:
+            raise InterpretError("wgmma's B operand has no plan: the kernel was not resolved")
         b_matrix = self._operand(op.b_plan.spec(), b, types.b, n, k, types.k, 1, "wgmma's B operand").T
         acc = cell.tile if accumulate else np.zeros((m, n), types.accumulator.numpy)
         for step in range(0, k, types.k):

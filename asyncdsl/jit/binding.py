@@ -14,7 +14,7 @@ import inspect
 import numbers
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -23,9 +23,12 @@ from asyncdsl.jit.specs import ArraySpec, ScalarSpec, scalar_kind
 from asyncdsl.kernel_binary import scalar_argument
 
 
-class constexpr:  # noqa: N801 - spelled like Triton's `tl.constexpr`, which users know
-    """Annotation for kernel parameters whose values are known while tracing
-    (`BLOCK: asyncdsl.constexpr`). Each distinct value compiles its own specialisation."""
+if TYPE_CHECKING:  # to a type checker, a constexpr parameter is whatever value the call passes
+    constexpr = Any
+else:
+    class constexpr:  # noqa: N801 - spelled like Triton's `tl.constexpr`, which users know
+        """Annotation for kernel parameters whose values are known while tracing
+        (`BLOCK: asyncdsl.constexpr`). Each distinct value compiles its own specialisation."""
 
 
 def declared_kind(annotation: Any) -> str | None:

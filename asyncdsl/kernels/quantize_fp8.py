@@ -28,6 +28,7 @@ import numpy as np
 from asyncdsl.blocks.row_reductions import across_warpgroups, combine
 from asyncdsl.blocks.row_ring import RowRing
 from asyncdsl.blocks.shapes import check_rows, row_length
+from asyncdsl.errors import is_int, user_location
 from asyncdsl.frontend import language as ad
 from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import Kernel, kernel
@@ -76,8 +77,11 @@ def choose(n: int) -> tuple[Kernel, dict]:
 
 @kernel(grid=lambda x, q, scales, **_: (x.shape[0],), block=128)
 def rowwise_fp8_quant(x, q, scales, CHUNK: constexpr = CHUNK):
-    """One row a CTA, in windows of up to CHUNK elements."""
+    """One row a CTA, in windows of up to CHUNK elements (a multiple of 1024)."""
     check_rows(("x", x), ("q", q), ("scales", scales))
+    if not is_int(CHUNK) or CHUNK <= 0 or CHUNK % 1024:
+        raise ad.TraceError(f"CHUNK must be a positive multiple of 1024 (a window is whole 16-byte vectors "
+                            f"of all 128 threads), got {CHUNK!r}", user_location())
     _quantize_row(x, q, scales, ad.ds(ad.program_id(0), 1), CHUNK)
 
 

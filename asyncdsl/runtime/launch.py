@@ -67,7 +67,8 @@ def launch_grid(grid: Any, cluster: tuple[int, int, int] = (1, 1, 1)) -> tuple[i
                             user_location()) from None
     if not 1 <= len(dims) <= 3:
         raise ArgumentError(f"grid {grid!r} has {len(dims)} dimensions; a grid has 1 to 3", user_location())
-    dims = dims + (1,) * (3 - len(dims))
+    x, y, z = dims + (1,) * (3 - len(dims))
+    dims = (x, y, z)
     for axis, extent, limit in zip("xyz", dims, MAX_GRID):
         if not 1 <= extent <= limit:
             raise ArgumentError(f"grid {dims}: the {axis} extent {extent} is outside 1 .. {limit}",
@@ -79,7 +80,7 @@ def launch_grid(grid: Any, cluster: tuple[int, int, int] = (1, 1, 1)) -> tuple[i
                 f"{axis} is not a multiple of {width}",
                 user_location(),
             )
-    return dims
+    return x, y, z
 
 
 def check_binary(binary: KernelBinary) -> None:
@@ -279,8 +280,12 @@ class LoadedKernel:
     ) -> ProfiledLaunch:
         """Launch a kernel compiled for profiling once with a profile buffer of its own, wait for
         it, and return the buffer and the kernel's time by CUDA events (`runtime/profile.py`)."""
+        cell = self._params.profile_buffer
+        if cell is None:
+            raise ArgumentError(f"kernel {self.name!r} was not compiled for profiling: it has no profile "
+                                "buffer", user_location())
         dims = launch_grid(grid, self.binary.cluster)
-        return launch_profiled(self, self._params.profile_buffer, dims, arrays, stream, scalars)
+        return launch_profiled(self, cell, dims, arrays, stream, scalars)
 
     def _set_grid_and_stream(self, grid: Any, handle: int) -> None:
         config = self._config

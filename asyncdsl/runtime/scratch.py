@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Protocol, SupportsInt
 
 from asyncdsl.hw.limits import DESCRIPTOR_BYTES
 from asyncdsl.kernel_binary import DescriptorScratchParam
@@ -78,7 +78,7 @@ class DeviceScratch:
 
     __slots__ = ("address", "streams", "_pointer", "_event", "_host_image")
 
-    def __init__(self, pointer: object, event: object, stream: int, host_image: object):
+    def __init__(self, pointer: SupportsInt, event: object, stream: int, host_image: object):
         self._pointer = pointer
         self._event = event
         # The driver stages pageable memory before cuMemcpyHtoDAsync returns; keeping the source

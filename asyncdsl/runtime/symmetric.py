@@ -146,7 +146,7 @@ def free(array: Any) -> None:
     same order)."""
     world = _world
     found = None if world is None else next((i for i, a in enumerate(world.allocations) if a is array), None)
-    if found is None:
+    if world is None or found is None:
         raise ArgumentError("free: the array was not allocated by this NVSHMEM job (or was freed already)",
                             user_location())
     core, _ = nvshmem()

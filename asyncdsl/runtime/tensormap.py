@@ -150,17 +150,18 @@ class EncodeArguments:
 
 
 def encode_arguments(spec: TensorMapSpec) -> EncodeArguments:
-    is_im2col = isinstance(spec, Im2colTensorMapSpec)
+    tiled = spec if isinstance(spec, TiledTensorMapSpec) else None
+    im2col = spec if isinstance(spec, Im2colTensorMapSpec) else None
     return EncodeArguments(
         data_type=spec.dtype_code,
         rank=spec.rank,
         global_dims=tuple(reversed(spec.global_dims)),
         global_strides=tuple(reversed(spec.global_strides[:-1])),
-        box_dims=() if is_im2col else tuple(reversed(spec.box_dims)),
-        lower_corner=tuple(reversed(spec.lower_corner)) if is_im2col else (),
-        upper_corner=tuple(reversed(spec.upper_corner)) if is_im2col else (),
-        channels_per_pixel=spec.channels_per_pixel if is_im2col else 0,
-        pixels_per_column=spec.pixels_per_column if is_im2col else 0,
+        box_dims=tuple(reversed(tiled.box_dims)) if tiled else (),
+        lower_corner=tuple(reversed(im2col.lower_corner)) if im2col else (),
+        upper_corner=tuple(reversed(im2col.upper_corner)) if im2col else (),
+        channels_per_pixel=im2col.channels_per_pixel if im2col else 0,
+        pixels_per_column=im2col.pixels_per_column if im2col else 0,
         element_strides=tuple(reversed(spec.element_strides)) if spec.element_strides else (1,) * spec.rank,
         swizzle=_SWIZZLE_CODES[spec.swizzle_bytes],
         l2_promotion=_L2_PROMOTION_CODES[spec.l2_promotion_bytes],
@@ -179,6 +180,7 @@ class TensorMapEncoder:
         cu = driver.api()
         args = encode_arguments(spec)
         self._args = args
+        shape_of_box: tuple[object, ...]
         if isinstance(spec, Im2colTensorMapSpec):
             self._call_name, self._encode = "cuTensorMapEncodeIm2col", cu.cuTensorMapEncodeIm2col
             shape_of_box = (list(args.lower_corner), list(args.upper_corner), args.channels_per_pixel,
@@ -304,9 +306,9 @@ class TensorMapCache:
         if len(self.images) >= self.capacity:
             self.images.clear()  # images still pointed at stay alive through their slabs
         spec = self.spec
-        on_peer = isinstance(spec, TiledTensorMapSpec) and spec.peer >= 0
-        located = array_address if not on_peer else symmetric.peer_address(
-            array_address, spec.peer, f"argument {spec.arg_index}")
+        peer = spec.peer if isinstance(spec, TiledTensorMapSpec) else -1
+        located = array_address if peer < 0 else symmetric.peer_address(
+            array_address, peer, f"argument {spec.arg_index}")
         global_address = located + spec.base_offset_bytes
         template = self._template
         if template is None or self._replace_address is None:

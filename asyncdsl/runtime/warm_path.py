@@ -17,7 +17,7 @@ may read them).
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from asyncdsl.config import knobs
@@ -45,8 +45,9 @@ class WarmLaunches:
         self._constexpr = tuple(name in constexpr_names for name in params)
         self._grid_function = grid_function
         self._launches: dict[tuple, tuple[PreparedLaunch, Callable[[], int] | None]] = {}
-        # torch.Tensor, once a remembered call brought one (torch is never imported here).
-        self._tensor_type: type | None = None
+        # torch.Tensor, once a remembered call brought one (torch is never imported here, and
+        # ships no types the checker reads).
+        self._tensor_type: Any = None
 
     def launch(self, args: tuple, kwargs: dict, stream: Any) -> bool:
         """Launch if this layout was seen before and the addresses are aligned; say whether it did."""
@@ -93,11 +94,11 @@ class WarmLaunches:
         """(layout key, array addresses, scalar values, every argument in signature order), or
         None for a call the full path takes.  Runs on every call: kept to plain loops."""
         given = len(args)
-        values = args
+        values: Sequence[Any] = args
         if kwargs or given != len(self._params):
             if given > len(self._params):
                 return None
-            values = [*args, *self._defaults[given:]]
+            filled = [*args, *self._defaults[given:]]
             for name, value in kwargs.items():
                 position = self._positions.get(name, -1)
                 if position < given:  # unknown, or also given by position: the full path says so
@@ -107,7 +108,9 @@ class WarmLaunches:
                 if values[position] is _NONE:  # neither given nor defaulted: the full path says so
                     return None
         tensor_type = self._tensor_type
-        parts, addresses, scalars = [], [], []
+        parts: list[object] = []
+        addresses: list[int] = []
+        scalars: list[int | float] = []
         address_bits = 0
         for value, constexpr in zip(values, self._constexpr):
             if constexpr:

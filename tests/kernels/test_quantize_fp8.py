@@ -98,6 +98,8 @@ def test_the_host_function_writes_the_outputs_given():
     (rowwise_fp8_quant_ring, (*_specs(5, 2048)[:2], ad.ArraySpec((5,), ad.bfloat16)), {"STAGES": 2},
      "scales must be float32, got bfloat16"),
     (rowwise_fp8_quant_ring, _specs(4, 1000), {}, "rows of 1000 elements do not split into 4 shares"),
-], ids=["q", "scales", "scales-dtype", "ring-rows"])
+    (rowwise_fp8_quant, _specs(4, 3000), {"CHUNK": 1000}, "CHUNK must be a positive multiple of 1024"),
+    (rowwise_fp8_quant, _specs(4, 3000), {"CHUNK": 3}, "CHUNK must be a positive multiple of 1024"),
+], ids=["q", "scales", "scales-dtype", "ring-rows", "chunk-1000", "chunk-3"])
 def test_arguments_the_kernels_cannot_take_are_refused(kernel, specs, constexprs, message):
     assert_refused(kernel, specs, constexprs, message)

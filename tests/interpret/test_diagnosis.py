@@ -359,7 +359,7 @@ def test_reduction_stores_combine_with_gmem_rather_than_overwrite_it():
     x = np.full((B, B), 1.5, np.float32)
     y = np.full_like(x, 2.0)
     reduces_into_y.interpret(x, y)
-    assert (y == 3.5).all()  # tests/test_reductions.py covers every op
+    assert (y == 3.5).all()  # tests/passes/test_reduction.py covers every op
 
 
 def test_traced_division_by_zero_is_reported_at_its_line():
