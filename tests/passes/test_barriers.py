@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from xdsl.ir import Block
 
 import asyncdsl as ad
+from asyncdsl.dialects import ptx
 from asyncdsl.passes.to_ptx.barriers import drop_redundant_barriers
 from asyncdsl.passes.to_ptx.builder import PtxBuilder
 
@@ -29,21 +30,21 @@ def _build(kinds: list[str]) -> tuple[Block, list]:
     address = b.mov("b32", 0)
     for kind in kinds:
         if kind == "cta":
-            b.run("bar.sync 0;")
+            b.bar("sync", 0)
         elif kind.startswith("wg"):
-            b.run("bar.sync {}, 128;", ids[kind[-1]])
+            b.bar("sync", ids[kind[-1]], 128)
         elif kind == "guarded wg a":
-            b.run("bar.sync {}, 128;", ids["a"], guard=guard)
+            b.bar("sync", ids["a"], 128, guard=guard)
         elif kind == "turn":
-            b.run("bar.sync {}, 256;", ids["a"])
+            b.bar("sync", ids["a"], 256)
         elif kind == "register":
             b.emit("add.s32 {}, {}, 1;", "b32", address)
         elif kind == "load":
-            b.emit("ld.shared.f32 {}, [{}];", "f32", address)
+            b.emit("ld.shared.f32 {}, [{}];", "f32", address, instr=ptx.MemoryOp)
         elif kind == "store":
-            b.run("st.shared.f32 [{}], 0f00000000;", address)
+            b.run("st.shared.f32 [{}], 0f00000000;", address, instr=ptx.MemoryOp)
         elif kind == "fence":
-            b.run("fence.proxy.async.shared::cta;")
+            b.append(ptx.ProxyFenceOp("shared::cta"))
         elif kind == "label":
             b.label("L")
         else:

@@ -1,0 +1,192 @@
+"""PTX instructions of the asynchronous engines: `cp.async`, the bulk and tensor copies (TMA),
+the tensor cores (`wgmma`), and the commit groups and waits that track their completion.
+
+A copy keeps its text (the PTX ISA spells one instruction per dimension, direction, load mode
+and completion mechanism); its class says which proxy it accesses memory through and what it
+completes on. Commits and waits are held in their fields, from which their text is made.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from xdsl.dialects.builtin import IntegerAttr, i64
+from xdsl.ir import SSAValue
+from xdsl.irdl import irdl_op_definition, opt_prop_def, prop_def, traits_def
+from xdsl.utils.exceptions import VerifyException
+
+from asyncdsl.dialects.ptx_effects import AccessesMemory, ClosesGroup, Fences, StartsAsync, WaitsOn
+from asyncdsl.dialects.ptx_instr import Instruction
+
+
+@irdl_op_definition
+class CpAsyncOp(Instruction):
+    """`cp.async`: one thread's copy of 4 to 16 bytes from global into shared memory, through the
+    generic proxy, completing in the thread's `cp.async` group (or on an mbarrier it arrives on
+    with `cp.async.mbarrier.arrive`)."""
+
+    name = "ptx.cp_async"
+    traits = traits_def(AccessesMemory("generic"), StartsAsync("cp.async group"))
+
+
+@irdl_op_definition
+class BulkLoadOp(Instruction):
+    """A bulk or tensor copy into shared memory (`cp.async.bulk[.tensor]...shared::cluster.global`:
+    tile, im2col, gather4), through the async proxy, completing on an mbarrier's transaction
+    count."""
+
+    name = "ptx.bulk_load"
+    traits = traits_def(AccessesMemory("async"), StartsAsync("mbarrier"))
+
+
+@irdl_op_definition
+class BulkStoreOp(Instruction):
+    """A bulk or tensor copy (or reduction) out of shared memory into global memory, through the
+    async proxy, completing in the thread's bulk group."""
+
+    name = "ptx.bulk_store"
+    traits = traits_def(AccessesMemory("async"), StartsAsync("bulk group"))
+
+
+@irdl_op_definition
+class BulkPrefetchOp(Instruction):
+    """`cp.async.bulk.prefetch.tensor`: brings a tensor box into L2; nothing waits for it."""
+
+    name = "ptx.bulk_prefetch"
+    traits = traits_def(AccessesMemory("async"))
+
+
+@irdl_op_definition
+class WgmmaFenceOp(Instruction):
+    """`wgmma.fence`: orders the warpgroup's register and shared-memory accesses before the
+    `wgmma.mma_async` that read them."""
+
+    name = "ptx.wgmma_fence"
+    traits = traits_def(Fences("async"))
+
+    def __init__(self) -> None:
+        super().__init__("wgmma.fence.sync.aligned;")
+
+    def verify_(self) -> None:
+        super().verify_()
+        if self.text.data != "wgmma.fence.sync.aligned;":
+            raise VerifyException(f"a wgmma fence printed as {self.text.data!r}")
+
+
+@irdl_op_definition
+class WgmmaMmaOp(Instruction):
+    """`wgmma.mma_async`: a warpgroup's matrix multiply-accumulate reading shared memory through
+    the async proxy, completing in the warpgroup's wgmma group."""
+
+    name = "ptx.wgmma_mma"
+    traits = traits_def(AccessesMemory("async"), StartsAsync("wgmma group"))
+
+
+class _Commit(Instruction):
+    """Closes the engine's open commit group; `SPELLING` is the instruction."""
+
+    SPELLING: ClassVar[str]
+
+    def __init__(self, guard: SSAValue | None = None):
+        super().__init__(self.SPELLING, (), (), guard)
+
+    def verify_(self) -> None:
+        super().verify_()
+        if self.text.data != self.SPELLING:
+            raise VerifyException(f"{self.name} printed as {self.text.data!r}")
+
+
+@irdl_op_definition
+class CpAsyncCommitOp(_Commit):
+    name = "ptx.cp_async_commit"
+    traits = traits_def(ClosesGroup("cp.async group"))
+    SPELLING: ClassVar[str] = "cp.async.commit_group;"
+
+
+@irdl_op_definition
+class BulkCommitOp(_Commit):
+    name = "ptx.bulk_commit"
+    traits = traits_def(ClosesGroup("bulk group"))
+    SPELLING: ClassVar[str] = "cp.async.bulk.commit_group;"
+
+
+@irdl_op_definition
+class WgmmaCommitOp(_Commit):
+    name = "ptx.wgmma_commit"
+    traits = traits_def(ClosesGroup("wgmma group"))
+    SPELLING: ClassVar[str] = "wgmma.commit_group.sync.aligned;"
+
+
+class _Wait(Instruction):
+    """Waits until at most `pending` of the engine's commit groups are incomplete; `HEAD` spells
+    the instruction before that count."""
+
+    HEAD: ClassVar[str]
+
+    pending = prop_def(IntegerAttr)
+
+    def __init__(self, pending: int, guard: SSAValue | None = None):
+        super().__init__(self._text(pending), (), (), guard, False, {"pending": IntegerAttr(pending, i64)})
+
+    @classmethod
+    def _text(cls, pending: int) -> str:
+        return f"{cls.HEAD} {pending};"
+
+    def verify_(self) -> None:
+        super().verify_()
+        if self.text.data != self._text(self.pending.value.data):
+            raise VerifyException(f"{self.name} of {self.pending.value.data} printed as {self.text.data!r}")
+
+
+@irdl_op_definition
+class CpAsyncWaitOp(_Wait):
+    """`cp.async.wait_group n` (a thread's own copies)."""
+
+    name = "ptx.cp_async_wait"
+    traits = traits_def(WaitsOn("cp.async group"))
+    HEAD: ClassVar[str] = "cp.async.wait_group"
+
+
+@irdl_op_definition
+class CpAsyncWaitAllOp(Instruction):
+    """`cp.async.wait_all`: every `cp.async` of the thread, committed or not, has landed."""
+
+    name = "ptx.cp_async_wait_all"
+    traits = traits_def(WaitsOn("cp.async group"))
+
+    def __init__(self) -> None:
+        super().__init__("cp.async.wait_all;")
+
+    def verify_(self) -> None:
+        super().verify_()
+        if self.text.data != "cp.async.wait_all;":
+            raise VerifyException(f"cp.async.wait_all printed as {self.text.data!r}")
+
+
+@irdl_op_definition
+class BulkWaitOp(_Wait):
+    """`cp.async.bulk.wait_group[.read] n`: with `read`, only until the groups' sources have been
+    read (their shared memory is free again), not until their writes are visible."""
+
+    name = "ptx.bulk_wait"
+    traits = traits_def(WaitsOn("bulk group"))
+    HEAD: ClassVar[str] = "cp.async.bulk.wait_group"
+
+    read = opt_prop_def(IntegerAttr)
+
+    def __init__(self, pending: int, read: bool = False, guard: SSAValue | None = None):
+        Instruction.__init__(
+            self, f"{self.HEAD}{'.read' if read else ''} {pending};", (), (), guard, False,
+            {"pending": IntegerAttr(pending, i64), **({"read": IntegerAttr(1, i64)} if read else {})})
+
+    def _text(self, pending: int) -> str:  # type: ignore[override]
+        return f"{self.HEAD}{'.read' if self.read is not None else ''} {pending};"
+
+
+@irdl_op_definition
+class WgmmaWaitOp(_Wait):
+    """`wgmma.wait_group.sync.aligned n` (the warpgroup's multiply-accumulates)."""
+
+    name = "ptx.wgmma_wait"
+    traits = traits_def(WaitsOn("wgmma group"))
+    HEAD: ClassVar[str] = "wgmma.wait_group.sync.aligned"

@@ -1,0 +1,82 @@
+"""What a PTX instruction does beyond its registers, declared as traits of its op class.
+
+A pass that reorders, merges or drops instructions asks these, never the instruction's text.
+Each names the state it acts on as the PTX ISA does (its *Memory Consistency Model* and
+*Parallel Synchronization and Communication Instructions* chapters): a memory access goes
+through the generic or the async proxy, a barrier synchronises the threads of a scope, an
+mbarrier or a commit group is the state an arrival or a wait is on.
+
+An op class without any of these (`ptx.instr`) has effects nobody declared: a pass must assume
+it may touch any memory and synchronise with anything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from xdsl.traits import NoMemoryEffect, OpTrait
+
+Proxy = Literal["generic", "async"]
+# What an arrival, a commit or a wait is on: an mbarrier's phase, the commit groups of one
+# asynchronous engine (`cp.async`, the bulk copies, the tensor cores).
+AsyncState = Literal["mbarrier", "cp.async group", "bulk group", "wgmma group"]
+
+
+class RegistersOnly(NoMemoryEffect):
+    """Reads and writes registers only (and the kernel's parameters, which nothing writes):
+    no barrier or fence has anything of it to order."""
+
+
+@dataclass(frozen=True)
+class AccessesMemory(OpTrait):
+    """Reads or writes memory through `proxy`: generic-proxy accesses are ordered by barriers
+    and ordinary fences, async-proxy ones (TMA, bulk copies, wgmma operands) only after a
+    `fence.proxy.async`."""
+
+    proxy: Proxy
+
+
+@dataclass(frozen=True)
+class Synchronizes(OpTrait):
+    """Threads of `scope` wait here for each other (or arrive for others to wait): a barrier,
+    which also orders the memory accesses of the threads it synchronises."""
+
+    scope: Literal["cta", "cluster"]
+
+
+@dataclass(frozen=True)
+class Fences(OpTrait):
+    """A fence: orders this thread's earlier accesses before its later ones, across the generic
+    and the async proxy where `proxy` is "async"."""
+
+    proxy: Proxy
+
+
+@dataclass(frozen=True)
+class ArrivesOn(OpTrait):
+    """Arrives on (or adds expected bytes to) `state`, releasing what the thread did before."""
+
+    state: AsyncState
+
+
+@dataclass(frozen=True)
+class StartsAsync(OpTrait):
+    """Starts work that completes later on `state` (an mbarrier's transaction count or a
+    commit group), not when the instruction retires."""
+
+    state: AsyncState
+
+
+@dataclass(frozen=True)
+class ClosesGroup(OpTrait):
+    """Closes the open commit group of `state`: what this thread started since the last one."""
+
+    state: AsyncState
+
+
+@dataclass(frozen=True)
+class WaitsOn(OpTrait):
+    """Waits until `state` completes (an mbarrier phase, all but some commit groups)."""
+
+    state: AsyncState
