@@ -5,22 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects.builtin import (
-    I64,
-    IndexType,
-    IntegerAttr,
-    MemRefType,
-)
+from xdsl.dialects.builtin import I64, IndexType, IntegerAttr, MemRefType
 from xdsl.ir import Attribute, Operation, SSAValue
-from xdsl.irdl import (
-    IRDLOperation,
-    irdl_op_definition,
-    operand_def,
-    opt_prop_def,
-    prop_def,
-    result_def,
-    var_operand_def,
-)
+from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def, opt_prop_def, prop_def, result_def
+from xdsl.irdl import var_operand_def
 from xdsl.utils.exceptions import VerifyException
 
 from asyncdsl.dialects.ir_utils import element_bits, int_prop, is_smem, shape_of, smem_layout, smem_type

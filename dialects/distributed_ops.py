@@ -22,16 +22,8 @@ from collections.abc import Sequence
 
 from xdsl.dialects.builtin import IndexType, MemRefType, StringAttr
 from xdsl.ir import Operation, SSAValue
-from xdsl.irdl import (
-    AttrSizedOperandSegments,
-    IRDLOperation,
-    irdl_op_definition,
-    operand_def,
-    opt_operand_def,
-    prop_def,
-    result_def,
-    var_operand_def,
-)
+from xdsl.irdl import AttrSizedOperandSegments, IRDLOperation, irdl_op_definition, operand_def
+from xdsl.irdl import opt_operand_def, prop_def, result_def, var_operand_def
 from xdsl.utils.exceptions import VerifyException
 
 from asyncdsl.dialects.ir_utils import is_gmem, optional_operand, shape_of

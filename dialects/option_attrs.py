@@ -15,16 +15,8 @@ from xdsl.dialects.utils import EnumAttribute
 from xdsl.ir import SpacedOpaqueSyntaxAttribute
 from xdsl.irdl import irdl_attr_definition
 
-from asyncdsl.hw.options import (
-    Arch,
-    Comparison,
-    Eviction,
-    Implementation,
-    Oob,
-    Partition,
-    Reduction,
-    TileReduction,
-)
+from asyncdsl.hw.options import Arch, Comparison, Eviction, Implementation, Oob, Partition, Reduction
+from asyncdsl.hw.options import TileReduction
 
 
 @irdl_attr_definition

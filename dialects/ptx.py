@@ -21,14 +21,40 @@ from xdsl.irdl import IRDLOperation, irdl_op_definition, opt_prop_def, prop_def,
 from xdsl.traits import IsolatedFromAbove, NoTerminator
 from xdsl.utils.exceptions import VerifyException
 
-from asyncdsl.dialects.ptx_async_ops import BulkCommitOp, BulkLoadOp, BulkPrefetchOp, BulkStoreOp, BulkWaitOp
-from asyncdsl.dialects.ptx_async_ops import CpAsyncCommitOp, CpAsyncOp, CpAsyncWaitAllOp, CpAsyncWaitOp
-from asyncdsl.dialects.ptx_async_ops import WgmmaCommitOp, WgmmaFenceOp, WgmmaMmaOp, WgmmaWaitOp
-from asyncdsl.dialects.ptx_instr import PLACEHOLDER, REGISTER_CLASSES, AluOp, BranchOp, InstrOp, Instruction
-from asyncdsl.dialects.ptx_instr import MemoryOp, RegType
-from asyncdsl.dialects.ptx_sync_ops import BarrierOp, ClusterBarrierOp, MbarrierArriveOp, MbarrierCompleteTxOp
-from asyncdsl.dialects.ptx_sync_ops import MbarrierInitFenceOp, MbarrierInitOp, MbarrierTryWaitOp
-from asyncdsl.dialects.ptx_sync_ops import ProxyFenceOp
+from asyncdsl.dialects.ptx_async_ops import (
+    BulkCommitOp,
+    BulkLoadOp,
+    BulkPrefetchOp,
+    BulkStoreOp,
+    BulkWaitOp,
+    CpAsyncCommitOp,
+    CpAsyncOp,
+    CpAsyncWaitAllOp,
+    CpAsyncWaitOp,
+    WgmmaCommitOp,
+    WgmmaFenceOp,
+    WgmmaMmaOp,
+    WgmmaWaitOp,
+)
+from asyncdsl.dialects.ptx_instr import (
+    PLACEHOLDER,
+    REGISTER_CLASSES,
+    AluOp,
+    BranchOp,
+    InstrOp,
+    Instruction,
+    MemoryOp,
+    RegType,
+)
+from asyncdsl.dialects.ptx_sync_ops import (
+    BarrierOp,
+    ClusterBarrierOp,
+    MbarrierArriveOp,
+    MbarrierInitFenceOp,
+    MbarrierInitOp,
+    MbarrierTryWaitOp,
+    ProxyFenceOp,
+)
 
 PARAM_KINDS = ("u64", "s32", "f32", "tensor_map")
 
@@ -91,7 +117,7 @@ class KernelOp(IRDLOperation):
 INSTRUCTIONS: tuple[type[Instruction], ...] = (
     InstrOp, AluOp, MemoryOp, BranchOp,
     BarrierOp, ClusterBarrierOp, ProxyFenceOp, MbarrierInitFenceOp,
-    MbarrierInitOp, MbarrierArriveOp, MbarrierCompleteTxOp, MbarrierTryWaitOp,
+    MbarrierInitOp, MbarrierArriveOp, MbarrierTryWaitOp,
     CpAsyncOp, BulkLoadOp, BulkStoreOp, BulkPrefetchOp, WgmmaFenceOp, WgmmaMmaOp,
     CpAsyncCommitOp, BulkCommitOp, WgmmaCommitOp, CpAsyncWaitOp, CpAsyncWaitAllOp, BulkWaitOp, WgmmaWaitOp,
 )
@@ -102,7 +128,7 @@ Ptx = Dialect("ptx", [*INSTRUCTIONS, LabelOp, KernelOp], [RegType])
 __all__ = [
     "PARAM_KINDS", "REGISTER_CLASSES", "SMEM_SYMBOL", "INSTRUCTIONS", "Ptx", "RegType", "LabelOp",
     "KernelOp", "print_ptx", "InstrOp", "AluOp", "MemoryOp", "BranchOp", "BarrierOp", "ClusterBarrierOp",
-    "ProxyFenceOp", "MbarrierInitFenceOp", "MbarrierInitOp", "MbarrierArriveOp", "MbarrierCompleteTxOp",
+    "ProxyFenceOp", "MbarrierInitFenceOp", "MbarrierInitOp", "MbarrierArriveOp",
     "MbarrierTryWaitOp", "CpAsyncOp", "BulkLoadOp", "BulkStoreOp", "BulkPrefetchOp", "WgmmaFenceOp",
     "WgmmaMmaOp", "CpAsyncCommitOp", "BulkCommitOp", "WgmmaCommitOp", "CpAsyncWaitOp", "CpAsyncWaitAllOp",
     "BulkWaitOp", "WgmmaWaitOp", "Instruction",

@@ -11,12 +11,11 @@ from __future__ import annotations
 from typing import ClassVar
 
 from xdsl.dialects.builtin import IntegerAttr, i64
-from xdsl.ir import SSAValue
+from xdsl.ir import Attribute, SSAValue
 from xdsl.irdl import irdl_op_definition, opt_prop_def, prop_def, traits_def
-from xdsl.utils.exceptions import VerifyException
 
-from asyncdsl.dialects.ptx_effects import AccessesMemory, ClosesGroup, Fences, StartsAsync, WaitsOn
-from asyncdsl.dialects.ptx_instr import Instruction
+from asyncdsl.dialects.ptx_effects import AccessesMemory, ActsOn, Fences
+from asyncdsl.dialects.ptx_instr import FieldedInstruction, Instruction
 
 
 @irdl_op_definition
@@ -26,7 +25,7 @@ class CpAsyncOp(Instruction):
     with `cp.async.mbarrier.arrive`)."""
 
     name = "ptx.cp_async"
-    traits = traits_def(AccessesMemory("generic"), StartsAsync("cp.async group"))
+    traits = traits_def(AccessesMemory("generic"), ActsOn("start", "cp.async group"))
 
 
 @irdl_op_definition
@@ -36,7 +35,7 @@ class BulkLoadOp(Instruction):
     count."""
 
     name = "ptx.bulk_load"
-    traits = traits_def(AccessesMemory("async"), StartsAsync("mbarrier"))
+    traits = traits_def(AccessesMemory("async"), ActsOn("start", "mbarrier"))
 
 
 @irdl_op_definition
@@ -45,7 +44,7 @@ class BulkStoreOp(Instruction):
     async proxy, completing in the thread's bulk group."""
 
     name = "ptx.bulk_store"
-    traits = traits_def(AccessesMemory("async"), StartsAsync("bulk group"))
+    traits = traits_def(AccessesMemory("async"), ActsOn("start", "bulk group"))
 
 
 @irdl_op_definition
@@ -57,85 +56,87 @@ class BulkPrefetchOp(Instruction):
 
 
 @irdl_op_definition
-class WgmmaFenceOp(Instruction):
-    """`wgmma.fence`: orders the warpgroup's register and shared-memory accesses before the
-    `wgmma.mma_async` that read them."""
-
-    name = "ptx.wgmma_fence"
-    traits = traits_def(Fences("async"))
-
-    def __init__(self) -> None:
-        super().__init__("wgmma.fence.sync.aligned;")
-
-    def verify_(self) -> None:
-        super().verify_()
-        if self.text.data != "wgmma.fence.sync.aligned;":
-            raise VerifyException(f"a wgmma fence printed as {self.text.data!r}")
-
-
-@irdl_op_definition
 class WgmmaMmaOp(Instruction):
     """`wgmma.mma_async`: a warpgroup's matrix multiply-accumulate reading shared memory through
     the async proxy, completing in the warpgroup's wgmma group."""
 
     name = "ptx.wgmma_mma"
-    traits = traits_def(AccessesMemory("async"), StartsAsync("wgmma group"))
+    traits = traits_def(AccessesMemory("async"), ActsOn("start", "wgmma group"))
 
 
-class _Commit(Instruction):
-    """Closes the engine's open commit group; `SPELLING` is the instruction."""
+class _Spelled(FieldedInstruction):
+    """An instruction of one spelling, `SPELLING`, and no fields."""
 
     SPELLING: ClassVar[str]
 
     def __init__(self, guard: SSAValue | None = None):
         super().__init__(self.SPELLING, (), (), guard)
 
-    def verify_(self) -> None:
-        super().verify_()
-        if self.text.data != self.SPELLING:
-            raise VerifyException(f"{self.name} printed as {self.text.data!r}")
+    def spelling(self) -> str:
+        return self.SPELLING
 
 
 @irdl_op_definition
-class CpAsyncCommitOp(_Commit):
+class WgmmaFenceOp(_Spelled):
+    """`wgmma.fence`: orders the warpgroup's register and shared-memory accesses before the
+    `wgmma.mma_async` that read them."""
+
+    name = "ptx.wgmma_fence"
+    traits = traits_def(Fences("async"))
+    SPELLING: ClassVar[str] = "wgmma.fence.sync.aligned;"
+
+
+@irdl_op_definition
+class CpAsyncCommitOp(_Spelled):
     name = "ptx.cp_async_commit"
-    traits = traits_def(ClosesGroup("cp.async group"))
+    traits = traits_def(ActsOn("close", "cp.async group"))
     SPELLING: ClassVar[str] = "cp.async.commit_group;"
 
 
 @irdl_op_definition
-class BulkCommitOp(_Commit):
+class BulkCommitOp(_Spelled):
     name = "ptx.bulk_commit"
-    traits = traits_def(ClosesGroup("bulk group"))
+    traits = traits_def(ActsOn("close", "bulk group"))
     SPELLING: ClassVar[str] = "cp.async.bulk.commit_group;"
 
 
 @irdl_op_definition
-class WgmmaCommitOp(_Commit):
+class WgmmaCommitOp(_Spelled):
     name = "ptx.wgmma_commit"
-    traits = traits_def(ClosesGroup("wgmma group"))
+    traits = traits_def(ActsOn("close", "wgmma group"))
     SPELLING: ClassVar[str] = "wgmma.commit_group.sync.aligned;"
 
 
-class _Wait(Instruction):
-    """Waits until at most `pending` of the engine's commit groups are incomplete; `HEAD` spells
-    the instruction before that count."""
+@irdl_op_definition
+class CpAsyncWaitAllOp(_Spelled):
+    """`cp.async.wait_all`: every `cp.async` of the thread, committed or not, has landed."""
+
+    name = "ptx.cp_async_wait_all"
+    traits = traits_def(ActsOn("wait", "cp.async group"))
+    SPELLING: ClassVar[str] = "cp.async.wait_all;"
+
+
+class _Wait(FieldedInstruction):
+    """Waits until at most `pending` of the engine's commit groups are incomplete (`read`: only
+    until their sources have been read); `HEAD` spells the instruction before that count."""
 
     HEAD: ClassVar[str]
 
     pending = prop_def(IntegerAttr)
+    read = opt_prop_def(IntegerAttr)
 
-    def __init__(self, pending: int, guard: SSAValue | None = None):
-        super().__init__(self._text(pending), (), (), guard, False, {"pending": IntegerAttr(pending, i64)})
+    def __init__(self, pending: int, guard: SSAValue | None = None, read: bool = False):
+        fields: dict[str, Attribute] = {"pending": IntegerAttr(pending, i64)}
+        if read:
+            fields["read"] = IntegerAttr(1, i64)
+        super().__init__(self._text(pending, read), (), (), guard, False, fields)
 
     @classmethod
-    def _text(cls, pending: int) -> str:
-        return f"{cls.HEAD} {pending};"
+    def _text(cls, pending: int, read: bool) -> str:
+        return f"{cls.HEAD}{'.read' if read else ''} {pending};"
 
-    def verify_(self) -> None:
-        super().verify_()
-        if self.text.data != self._text(self.pending.value.data):
-            raise VerifyException(f"{self.name} of {self.pending.value.data} printed as {self.text.data!r}")
+    def spelling(self) -> str:
+        return self._text(self.pending.value.data, self.read is not None)
 
 
 @irdl_op_definition
@@ -143,24 +144,8 @@ class CpAsyncWaitOp(_Wait):
     """`cp.async.wait_group n` (a thread's own copies)."""
 
     name = "ptx.cp_async_wait"
-    traits = traits_def(WaitsOn("cp.async group"))
+    traits = traits_def(ActsOn("wait", "cp.async group"))
     HEAD: ClassVar[str] = "cp.async.wait_group"
-
-
-@irdl_op_definition
-class CpAsyncWaitAllOp(Instruction):
-    """`cp.async.wait_all`: every `cp.async` of the thread, committed or not, has landed."""
-
-    name = "ptx.cp_async_wait_all"
-    traits = traits_def(WaitsOn("cp.async group"))
-
-    def __init__(self) -> None:
-        super().__init__("cp.async.wait_all;")
-
-    def verify_(self) -> None:
-        super().verify_()
-        if self.text.data != "cp.async.wait_all;":
-            raise VerifyException(f"cp.async.wait_all printed as {self.text.data!r}")
 
 
 @irdl_op_definition
@@ -169,18 +154,8 @@ class BulkWaitOp(_Wait):
     read (their shared memory is free again), not until their writes are visible."""
 
     name = "ptx.bulk_wait"
-    traits = traits_def(WaitsOn("bulk group"))
+    traits = traits_def(ActsOn("wait", "bulk group"))
     HEAD: ClassVar[str] = "cp.async.bulk.wait_group"
-
-    read = opt_prop_def(IntegerAttr)
-
-    def __init__(self, pending: int, read: bool = False, guard: SSAValue | None = None):
-        Instruction.__init__(
-            self, f"{self.HEAD}{'.read' if read else ''} {pending};", (), (), guard, False,
-            {"pending": IntegerAttr(pending, i64), **({"read": IntegerAttr(1, i64)} if read else {})})
-
-    def _text(self, pending: int) -> str:  # type: ignore[override]
-        return f"{self.HEAD}{'.read' if self.read is not None else ''} {pending};"
 
 
 @irdl_op_definition
@@ -188,5 +163,5 @@ class WgmmaWaitOp(_Wait):
     """`wgmma.wait_group.sync.aligned n` (the warpgroup's multiply-accumulates)."""
 
     name = "ptx.wgmma_wait"
-    traits = traits_def(WaitsOn("wgmma group"))
+    traits = traits_def(ActsOn("wait", "wgmma group"))
     HEAD: ClassVar[str] = "wgmma.wait_group.sync.aligned"

@@ -54,29 +54,12 @@ class Fences(OpTrait):
 
 
 @dataclass(frozen=True)
-class ArrivesOn(OpTrait):
-    """Arrives on (or adds expected bytes to) `state`, releasing what the thread did before."""
+class ActsOn(OpTrait):
+    """What the instruction does to `state`: "arrive" (an arrival, or expected or completed
+    transaction bytes, releasing what the thread did before), "start" (work that completes later
+    on it, not when the instruction retires), "close" (ends the thread's open commit group:
+    what it started since the last one) or "wait" (until it completes: an mbarrier phase, all
+    but some commit groups)."""
 
-    state: AsyncState
-
-
-@dataclass(frozen=True)
-class StartsAsync(OpTrait):
-    """Starts work that completes later on `state` (an mbarrier's transaction count or a
-    commit group), not when the instruction retires."""
-
-    state: AsyncState
-
-
-@dataclass(frozen=True)
-class ClosesGroup(OpTrait):
-    """Closes the open commit group of `state`: what this thread started since the last one."""
-
-    state: AsyncState
-
-
-@dataclass(frozen=True)
-class WaitsOn(OpTrait):
-    """Waits until `state` completes (an mbarrier phase, all but some commit groups)."""
-
+    action: Literal["arrive", "start", "close", "wait"]
     state: AsyncState

@@ -140,6 +140,21 @@ class Instruction(IRDLOperation):
             raise VerifyException("an instruction guard must be a predicate register")
 
 
+class FieldedInstruction(Instruction):
+    """An instruction whose text is made from its fields, so that what a pass reads of it and
+    what prints agree: `spelling` makes the text from the fields, and the verifier holds the
+    text to it."""
+
+    def spelling(self) -> str:
+        raise NotImplementedError
+
+    def verify_(self) -> None:
+        super().verify_()
+        expected = self.spelling()
+        if self.text.data != expected:
+            raise VerifyException(f"{self.name} fields spell {expected!r}, its text is {self.text.data!r}")
+
+
 @irdl_op_definition
 class InstrOp(Instruction):
     """An instruction whose effects are not declared (`mapa`, `createpolicy`, `setmaxnreg`): a
@@ -167,7 +182,7 @@ class MemoryOp(Instruction):
 
 
 @irdl_op_definition
-class BranchOp(Instruction):
+class BranchOp(FieldedInstruction):
     """`bra $label;`, guarded where it is conditional: where paths split."""
 
     name = "ptx.bra"
@@ -176,7 +191,5 @@ class BranchOp(Instruction):
     def __init__(self, label: str, guard: SSAValue | None = None, guard_negated: bool = False):
         super().__init__(f"bra ${label};", (), (), guard, guard_negated, {"label": StringAttr(label)})
 
-    def verify_(self) -> None:
-        super().verify_()
-        if self.text.data != f"bra ${self.label.data};":
-            raise VerifyException(f"a branch to {self.label.data} printed as {self.text.data!r}")
+    def spelling(self) -> str:
+        return f"bra ${self.label.data};"

@@ -14,12 +14,9 @@ from typing import Literal
 from xdsl.dialects.builtin import IntegerAttr, StringAttr, i64
 from xdsl.ir import Attribute, SSAValue
 from xdsl.irdl import irdl_op_definition, opt_prop_def, prop_def, traits_def
-from xdsl.utils.exceptions import VerifyException
 
-from asyncdsl.dialects.ptx_effects import AccessesMemory, ArrivesOn, Fences, Synchronizes, WaitsOn
-from asyncdsl.dialects.ptx_instr import Instruction
-
-BarrierMode = Literal["sync", "arrive"]
+from asyncdsl.dialects.ptx_effects import AccessesMemory, ActsOn, Fences, Synchronizes
+from asyncdsl.dialects.ptx_instr import FieldedInstruction, Instruction
 
 
 def _barrier_text(mode: str, immediate_id: int | None, threads: int | None) -> str:
@@ -28,7 +25,7 @@ def _barrier_text(mode: str, immediate_id: int | None, threads: int | None) -> s
 
 
 @irdl_op_definition
-class BarrierOp(Instruction):
+class BarrierOp(FieldedInstruction):
     """`bar.sync` / `bar.arrive` on a named barrier: `threads` of the CTA (all of them where
     absent) meet at barrier `immediate_id`, or at the id in the first register where that is
     absent. `bar.sync` also orders the memory accesses of the threads it synchronises."""
@@ -41,10 +38,7 @@ class BarrierOp(Instruction):
     threads = opt_prop_def(IntegerAttr)
 
     def __init__(
-        self,
-        mode: BarrierMode,
-        barrier: SSAValue | int,
-        threads: int | None = None,
+        self, mode: Literal["sync", "arrive"], barrier: SSAValue | int, threads: int | None = None,
         guard: SSAValue | None = None,
     ):
         fields: dict[str, Attribute] = {"mode": StringAttr(mode)}
@@ -68,22 +62,13 @@ class BarrierOp(Instruction):
         """How many threads meet here; None: every thread of the CTA."""
         return None if self.threads is None else self.threads.value.data
 
-    def verify_(self) -> None:
-        super().verify_()
+    def spelling(self) -> str:
         immediate = None if self.immediate_id is None else self.immediate_id.value.data
-        expected = _barrier_text(self.mode.data, immediate, self.thread_count)
-        if self.mode.data not in ("sync", "arrive") or self.text.data != expected:
-            raise VerifyException(f"barrier fields print {expected!r}, its text is {self.text.data!r}")
-
-
-_CLUSTER_BARRIER = {
-    "arrive": "barrier.cluster.arrive.release.aligned;",
-    "wait": "barrier.cluster.wait.acquire.aligned;",
-}
+        return _barrier_text(self.mode.data, immediate, self.thread_count)
 
 
 @irdl_op_definition
-class ClusterBarrierOp(Instruction):
+class ClusterBarrierOp(FieldedInstruction):
     """Half of the cluster barrier: every thread of the cluster arrives (releasing what it did)
     or waits for all of them to have arrived (acquiring what they did)."""
 
@@ -93,22 +78,22 @@ class ClusterBarrierOp(Instruction):
     phase = prop_def(StringAttr)
 
     def __init__(self, phase: Literal["arrive", "wait"]):
-        super().__init__(_CLUSTER_BARRIER[phase], fields={"phase": StringAttr(phase)})
+        super().__init__(_cluster_barrier_text(phase), fields={"phase": StringAttr(phase)})
 
-    def verify_(self) -> None:
-        super().verify_()
-        if self.text.data != _CLUSTER_BARRIER.get(self.phase.data):
-            raise VerifyException(f"cluster barrier {self.phase.data!r} printed as {self.text.data!r}")
+    def spelling(self) -> str:
+        return _cluster_barrier_text(self.phase.data)
 
 
-_PROXY_SPACES = ("shared::cta", "global")
+def _cluster_barrier_text(phase: str) -> str:
+    semantics = "release" if phase == "arrive" else "acquire"
+    return f"barrier.cluster.{phase}.{semantics}.aligned;"
 
 
 @irdl_op_definition
-class ProxyFenceOp(Instruction):
+class ProxyFenceOp(FieldedInstruction):
     """`fence.proxy.async.<space>`: orders this thread's generic-proxy accesses of `space`
-    against the async proxy's (a TMA store reading what threads wrote, threads reading what a
-    copy wrote)."""
+    ("shared::cta" or "global") against the async proxy's (a TMA store reading what threads
+    wrote, threads reading what a copy wrote)."""
 
     name = "ptx.fence_proxy_async"
     traits = traits_def(Fences("async"))
@@ -118,14 +103,12 @@ class ProxyFenceOp(Instruction):
     def __init__(self, space: Literal["shared::cta", "global"], guard: SSAValue | None = None):
         super().__init__(f"fence.proxy.async.{space};", (), (), guard, False, {"space": StringAttr(space)})
 
-    def verify_(self) -> None:
-        super().verify_()
-        if self.space.data not in _PROXY_SPACES or self.text.data != f"fence.proxy.async.{self.space.data};":
-            raise VerifyException(f"proxy fence of {self.space.data!r} printed as {self.text.data!r}")
+    def spelling(self) -> str:
+        return f"fence.proxy.async.{self.space.data};"
 
 
 @irdl_op_definition
-class MbarrierInitFenceOp(Instruction):
+class MbarrierInitFenceOp(FieldedInstruction):
     """`fence.mbarrier_init.release.cluster`: releases this thread's mbarrier initialisations to
     the cluster, before the cluster barrier that lets peers arrive on them."""
 
@@ -133,7 +116,10 @@ class MbarrierInitFenceOp(Instruction):
     traits = traits_def(Fences("generic"))
 
     def __init__(self, guard: SSAValue | None = None):
-        super().__init__("fence.mbarrier_init.release.cluster;", (), (), guard)
+        super().__init__(self.spelling(), (), (), guard)
+
+    def spelling(self) -> str:
+        return "fence.mbarrier_init.release.cluster;"
 
 
 @irdl_op_definition
@@ -147,18 +133,11 @@ class MbarrierInitOp(Instruction):
 @irdl_op_definition
 class MbarrierArriveOp(Instruction):
     """An arrival on an mbarrier of this CTA or a peer's (`mbarrier.arrive`, with `expect_tx`
-    also adding expected bytes, or `cp.async.mbarrier.arrive` once the thread's copies land)."""
+    also adding expected bytes, or `cp.async.mbarrier.arrive` once the thread's copies land),
+    or `mbarrier.complete_tx`, completing transaction bytes no copy will deliver."""
 
     name = "ptx.mbarrier_arrive"
-    traits = traits_def(ArrivesOn("mbarrier"))
-
-
-@irdl_op_definition
-class MbarrierCompleteTxOp(Instruction):
-    """`mbarrier.complete_tx`: completes transaction bytes no copy will deliver."""
-
-    name = "ptx.mbarrier_complete_tx"
-    traits = traits_def(ArrivesOn("mbarrier"))
+    traits = traits_def(ActsOn("arrive", "mbarrier"))
 
 
 @irdl_op_definition
@@ -167,4 +146,4 @@ class MbarrierTryWaitOp(Instruction):
     the arrivals released), within a time the hardware chooses."""
 
     name = "ptx.mbarrier_try_wait"
-    traits = traits_def(WaitsOn("mbarrier"))
+    traits = traits_def(ActsOn("wait", "mbarrier"))

@@ -7,15 +7,8 @@ from collections.abc import Sequence
 
 from xdsl.dialects.builtin import I64, ArrayAttr, IndexType, IntegerAttr, StringAttr, UnitAttr
 from xdsl.ir import Operation, SSAValue
-from xdsl.irdl import (
-    IRDLOperation,
-    irdl_op_definition,
-    operand_def,
-    opt_operand_def,
-    opt_prop_def,
-    prop_def,
-    result_def,
-)
+from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def, opt_operand_def, opt_prop_def, prop_def
+from xdsl.irdl import result_def
 from xdsl.utils.exceptions import VerifyException
 
 from asyncdsl.dialects.ir_utils import int_prop, verify_collective_dims

@@ -76,7 +76,7 @@ def _bulk_load(ctx: KernelLowering, op: ir.BulkLoadOp) -> None:
             missing = b.emit("sub.s32 {}, {}, {};", "b32", transfer, moved)
         if not isinstance(missing, int) or missing:
             b.run("mbarrier.complete_tx.relaxed.cta.shared::cta.b64 [{}], {};", bar, missing, guard=issuer,
-                  instr=ptx.MbarrierCompleteTxOp)
+                  instr=ptx.MbarrierArriveOp)
     copier = _when_nonempty(ctx, issuer, moved)
     if copier is not None:
         b.run(

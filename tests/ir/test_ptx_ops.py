@@ -38,7 +38,7 @@ BY_PREFIX = (
     ("wgmma.wait_group", "ptx.wgmma_wait"),
     ("mbarrier.init", "ptx.mbarrier_init"),
     ("mbarrier.arrive", "ptx.mbarrier_arrive"),
-    ("mbarrier.complete_tx", "ptx.mbarrier_complete_tx"),
+    ("mbarrier.complete_tx", "ptx.mbarrier_arrive"),
     ("mbarrier.try_wait", "ptx.mbarrier_try_wait"),
     ("fence.proxy.async", "ptx.fence_proxy_async"),
     ("fence.mbarrier_init", "ptx.fence_mbarrier_init"),
@@ -113,5 +113,5 @@ def test_a_barrier_whose_text_disagrees_with_its_fields_does_not_verify():
 
     op = ptx.BarrierOp("sync", 0)
     op.properties["text"] = ptx.BarrierOp("sync", 1).text
-    with pytest.raises(VerifyException, match="barrier fields"):
+    with pytest.raises(VerifyException, match="fields spell"):
         op.verify()
