@@ -35,11 +35,29 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects.builtin import DenseArrayBase, FloatAttr, IndexType, IntegerAttr, IntegerType, MemRefType
-from xdsl.dialects.builtin import VectorType, i64
+from xdsl.dialects.builtin import (
+    DenseArrayBase,
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    IntegerType,
+    MemRefType,
+    VectorType,
+    i64,
+)
 from xdsl.ir import Operation, SSAValue
-from xdsl.irdl import AttrSizedOperandSegments, IRDLOperation, ParsePropInAttrDict, irdl_op_definition
-from xdsl.irdl import operand_def, opt_operand_def, opt_prop_def, prop_def, result_def, var_operand_def
+from xdsl.irdl import (
+    AttrSizedOperandSegments,
+    IRDLOperation,
+    ParsePropInAttrDict,
+    irdl_op_definition,
+    operand_def,
+    opt_operand_def,
+    opt_prop_def,
+    prop_def,
+    result_def,
+    var_operand_def,
+)
 from xdsl.utils.exceptions import VerifyException
 
 from asyncdsl.dialects.ir_utils import is_smem, logical_shape
