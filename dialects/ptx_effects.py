@@ -6,8 +6,9 @@ Each names the state it acts on as the PTX ISA does (its *Memory Consistency Mod
 through the generic or the async proxy, a barrier synchronises the threads of a scope, an
 mbarrier or a commit group is the state an arrival or a wait is on.
 
-An op class without any of these (`ptx.instr`) has effects nobody declared: a pass must assume
-it may touch any memory and synchronise with anything.
+`ptx.instr` declares none of these because nobody declared its effects: a pass must assume it
+may touch any memory and synchronise with anything (as it must at a branch or a label, where
+paths split and join).
 """
 
 from __future__ import annotations
