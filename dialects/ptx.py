@@ -70,19 +70,36 @@ class LabelOp(IRDLOperation):
         super().__init__(properties={"label": StringAttr(label)})
 
 
+class EntryDirectives(IRDLOperation):
+    """The performance-tuning directives of an `.entry` that ptxas reads: the CTA's thread count
+    (`.reqntid`), the cluster's CTA count where the kernel has one (`.explicitcluster`,
+    `.reqnctapercluster`) and the register count at entry (`.maxnreg`)."""
+
+    reqntid = prop_def(DenseArrayBase)
+    cluster = opt_prop_def(DenseArrayBase)
+    # `.maxnreg`: with `setmaxnreg` in the body, ptxas needs the count at entry stated; `.reqntid`
+    # alone left it undetermined (C7508) whenever the kernel needed fewer registers than the cap.
+    maxnreg = opt_prop_def(IntegerAttr)
+
+    def directives(self) -> list[str]:
+        x, y, z = self.reqntid.get_values()
+        lines = [f".reqntid {x}, {y}, {z}"]
+        if self.maxnreg is not None:
+            lines.append(f".maxnreg {self.maxnreg.value.data}")
+        if self.cluster is not None:
+            cx, cy, cz = self.cluster.get_values()
+            lines += [".explicitcluster", f".reqnctapercluster {cx}, {cy}, {cz}"]
+        return lines
+
+
 @irdl_op_definition
-class KernelOp(IRDLOperation):
+class KernelOp(EntryDirectives):
     """One `.entry`: its parameters (kinds in order), launch directives and instructions."""
 
     name = "ptx.kernel"
 
     sym_name = prop_def(StringAttr)
     param_kinds = prop_def(ArrayAttr)
-    reqntid = prop_def(DenseArrayBase)
-    cluster = opt_prop_def(DenseArrayBase)
-    # `.maxnreg`: with `setmaxnreg` in the body, ptxas needs the count at entry stated; `.reqntid`
-    # alone left it undetermined (C7508) whenever the kernel needed fewer registers than the cap.
-    maxnreg = opt_prop_def(IntegerAttr)
     uses_dynamic_smem = prop_def(IntegerAttr)
     body = region_def("single_block")
     traits = traits_def(NoTerminator(), IsolatedFromAbove())
@@ -176,14 +193,7 @@ def _print_kernel(kernel: KernelOp) -> list[str]:
     lines = [f".visible .entry {name}("]
     lines.append(",\n".join(params))
     lines.append(")")
-    x, y, z = kernel.reqntid.get_values()
-    lines.append(f".reqntid {x}, {y}, {z}")
-    if kernel.maxnreg is not None:
-        lines.append(f".maxnreg {kernel.maxnreg.value.data}")
-    if kernel.cluster is not None:
-        cx, cy, cz = kernel.cluster.get_values()
-        lines.append(".explicitcluster")
-        lines.append(f".reqnctapercluster {cx}, {cy}, {cz}")
+    lines += kernel.directives()
     lines.append("{")
 
     names = _RegisterNames()
