@@ -14,7 +14,7 @@ waits are built from their fields and appended with `append` (`b.bar` for named 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal, TypeAlias
+from typing import Literal, TypeAlias, overload
 
 from xdsl.ir import Block, OpResult, SSAValue
 
@@ -30,6 +30,15 @@ class PtxBuilder:
     def __init__(self, block: Block):
         self.block = block
         self._labels = 0
+
+    # A result class gives a result register, None gives none: the overloads say so to callers.
+    @overload
+    def emit(self, template: str, result: str, *args: Arg, guard: SSAValue | None = None,
+             negate: bool = False, instr: type[Instruction] = ptx.AluOp) -> SSAValue: ...
+
+    @overload
+    def emit(self, template: str, result: None, *args: Arg, guard: SSAValue | None = None,
+             negate: bool = False, instr: type[Instruction] = ptx.AluOp) -> None: ...
 
     def emit(
         self,
