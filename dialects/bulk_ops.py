@@ -14,20 +14,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.ir import Operation, SSAValue
-from xdsl.irdl import AttrSizedOperandSegments, irdl_op_definition, prop_def
+from xdsl.irdl import irdl_op_definition, prop_def
 from xdsl.utils.exceptions import VerifyException
 
 from asyncdsl.dialects.copy_bases import Arrives, BarrierTarget, Commits, GmemWindow, Predicated, sizes_prop
-from asyncdsl.dialects.ir_utils import bool_prop, buffer_bytes, optional_operand
+from asyncdsl.dialects.ir_utils import SegmentedOperands, bool_prop, buffer_bytes, optional_operand
 from asyncdsl.dialects.option_attrs import OobAttr
 from asyncdsl.hw.limits import BULK_ALIGNMENT
 from asyncdsl.hw.options import BULK_OOB_MODES, Oob
 
 
-class _BulkCopy(GmemWindow):
+class _BulkCopy(GmemWindow, SegmentedOperands):
     """What bulk loads and stores share: the window and the out-of-bounds mode."""
 
-    irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
     oob = prop_def(OobAttr)
 

@@ -8,13 +8,13 @@ from collections.abc import Sequence
 from xdsl.dialects.builtin import I64, ArrayAttr, BoolAttr, IntegerAttr
 from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import Attribute, Operation, SSAValue
-from xdsl.irdl import AttrSizedOperandSegments, IRDLOperation, irdl_op_definition
+from xdsl.irdl import IRDLOperation, irdl_op_definition
 from xdsl.irdl import opt_prop_def, prop_def
 from xdsl.utils.exceptions import VerifyException
 
 from asyncdsl.dialects.copy_bases import Arrives, CopySides, GmemSlice, OptionalBarrierTarget, PeerArray
 from asyncdsl.dialects.copy_bases import Predicated, sizes_prop
-from asyncdsl.dialects.ir_utils import bool_prop, int_prop, optional_operand, shape_of
+from asyncdsl.dialects.ir_utils import SegmentedOperands, bool_prop, int_prop, optional_operand, shape_of
 from asyncdsl.dialects.ir_utils import verify_allow_groups, verify_collective_dims
 from asyncdsl.dialects.ir_utils import verify_copy_sides, verify_gmem_slice, verify_predicate, verify_swizzle
 from asyncdsl.dialects.option_attrs import EvictionAttr, ImplementationAttr, OobAttr, PartitionAttr
@@ -23,7 +23,9 @@ from asyncdsl.hw.options import Eviction, Implementation, Oob, Partition, Reduct
 
 
 @irdl_op_definition
-class AsyncCopyOp(CopySides, GmemSlice, OptionalBarrierTarget, Predicated, PeerArray, Arrives):
+class AsyncCopyOp(
+    CopySides, GmemSlice, OptionalBarrierTarget, Predicated, PeerArray, Arrives, SegmentedOperands
+):
     """An asynchronous copy between a GMEM slice and a whole SMEM buffer, as the user wrote it.
 
     `starts` has one index per GMEM dim; `slice_sizes[d]` is the window size along dim d or -1
@@ -33,7 +35,6 @@ class AsyncCopyOp(CopySides, GmemSlice, OptionalBarrierTarget, Predicated, PeerA
     """
 
     name = "asyncdsl.async_copy"
-    irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
     transforms = prop_def(ArrayAttr)
     swizzle = prop_def(IntegerAttr)

@@ -17,11 +17,12 @@ from collections.abc import Sequence
 
 from xdsl.dialects.builtin import I64, IntegerAttr
 from xdsl.ir import Attribute, Operation, SSAValue
-from xdsl.irdl import AttrSizedOperandSegments, IRDLOperation, irdl_op_definition, prop_def
+from xdsl.irdl import IRDLOperation, irdl_op_definition, prop_def
 from xdsl.utils.exceptions import VerifyException
 
 from asyncdsl.dialects.copy_bases import Arrives, GmemWindow, OptionalBarrierTarget, sizes_prop
 from asyncdsl.dialects.ir_utils import SWIZZLE_BYTES, bool_prop, buffer_bytes, int_prop, optional_operand
+from asyncdsl.dialects.ir_utils import SegmentedOperands
 from asyncdsl.dialects.ir_utils import verify_allow_groups
 from asyncdsl.hw.cp_async import CpAsyncPlan
 from asyncdsl.hw.limits import CP_ASYNC_CHUNK_SIZES
@@ -32,11 +33,10 @@ _LAYOUT_FIELDS = (
 
 
 @irdl_op_definition
-class CpAsyncLoadOp(GmemWindow, OptionalBarrierTarget, Arrives):
+class CpAsyncLoadOp(GmemWindow, OptionalBarrierTarget, Arrives, SegmentedOperands):
     """Every thread of the warpgroup copies its chunks of the window into `smem` (see above)."""
 
     name = "asyncdsl.cp_async_load"
-    irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
     rows = prop_def(IntegerAttr)
     row_bytes = prop_def(IntegerAttr)

@@ -14,13 +14,15 @@ from collections.abc import Sequence
 from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase, IndexType, IntAttr, IntegerAttr
 from xdsl.dialects.builtin import MemRefType, i64
 from xdsl.ir import Attribute, Operation, SSAValue
-from xdsl.irdl import AttrSizedOperandSegments, IRDLOperation, irdl_attr_definition, irdl_op_definition
+from xdsl.irdl import IRDLOperation, irdl_attr_definition, irdl_op_definition
 from xdsl.irdl import operand_def, opt_prop_def, prop_def, var_operand_def
 from xdsl.utils.exceptions import VerifyException
 
 from asyncdsl.dialects.copy_bases import Arrives, BarrierTarget, CopySides, Predicated
-from asyncdsl.dialects.descriptor_attrs import DescriptorAttr, DescriptorField
+from asyncdsl.dialects.descriptor_attrs import BOX_ENCODING_FIELDS, TENSOR_FIELDS, DescriptorAttr
+from asyncdsl.dialects.descriptor_attrs import DescriptorField
 from asyncdsl.dialects.ir_utils import bool_prop, constant_value, element_bits, int_prop, is_gmem, is_smem
+from asyncdsl.dialects.ir_utils import SegmentedOperands
 from asyncdsl.dialects.ir_utils import optional_operand, shape_of, verify_coordinates
 from asyncdsl.dialects.ir_utils import verify_same_element_type, verify_swizzle, verify_swizzled_row
 from asyncdsl.hw.im2col import corner_range, offset_bits, offset_range
@@ -30,20 +32,12 @@ from asyncdsl.kernel_binary import Im2colTensorMapSpec
 
 # The keywords of `#asyncdsl.im2col_desc`, one per `Im2colTensorMapSpec` field, in printing order.
 _IM2COL_FIELDS = (
-    DescriptorField("arg", "arg_index"),
-    DescriptorField("dtype", "dtype_code"),
-    DescriptorField("elem_bytes", "element_bytes"),
-    DescriptorField("dims", "global_dims", "ints"),
-    DescriptorField("strides", "global_strides", "ints"),
+    *TENSOR_FIELDS,
     DescriptorField("lower", "lower_corner", "ints"),
     DescriptorField("upper", "upper_corner", "ints"),
     DescriptorField("channels", "channels_per_pixel"),
     DescriptorField("pixels", "pixels_per_column"),
-    DescriptorField("elem_strides", "element_strides", "ints"),
-    DescriptorField("swizzle", "swizzle_bytes"),
-    DescriptorField("oob_nan", "oob_nan", "flag"),
-    DescriptorField("l2_promotion", "l2_promotion_bytes"),
-    DescriptorField("offset", "base_offset_bytes"),
+    *BOX_ENCODING_FIELDS,
 )
 
 
@@ -85,7 +79,9 @@ class _FilterTap(IRDLOperation):
 
 
 @irdl_op_definition
-class AsyncCopyIm2colOp(CopySides, _WalkStart, _FilterTap, BarrierTarget, Predicated, Arrives):
+class AsyncCopyIm2colOp(
+    CopySides, _WalkStart, _FilterTap, BarrierTarget, Predicated, Arrives, SegmentedOperands
+):
     """Load the im2col rows of a channels-last image batch into an SMEM buffer, as the user wrote it.
 
     `source` is the whole image batch `(N, [D,] [H,] W, C)`; `destination` has shape
@@ -98,7 +94,6 @@ class AsyncCopyIm2colOp(CopySides, _WalkStart, _FilterTap, BarrierTarget, Predic
     """
 
     name = "asyncdsl.async_copy_im2col"
-    irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
     window_lower = prop_def(DenseArrayBase)
     window_upper = prop_def(DenseArrayBase)
@@ -261,13 +256,12 @@ class AsyncCopyIm2colOp(CopySides, _WalkStart, _FilterTap, BarrierTarget, Predic
 
 
 @irdl_op_definition
-class TmaIm2colLoadOp(_FilterTap, BarrierTarget, Predicated):
+class TmaIm2colLoadOp(_FilterTap, BarrierTarget, Predicated, SegmentedOperands):
     """One `cp.async.bulk.tensor ... .im2col` load: the rows the descriptor's walk gives from
     `coords` (array order `(n, *start, c)`) with im2col `offsets` (array order), into `smem`,
     completing `expect_tx_bytes` on `barriers[barrier_index]` (0: the user arrives)."""
 
     name = "asyncdsl.tma_load_im2col"
-    irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
     smem = operand_def(MemRefType)
     coords = var_operand_def(IndexType)

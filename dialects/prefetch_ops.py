@@ -12,18 +12,18 @@ from collections.abc import Sequence
 
 from xdsl.dialects.builtin import ArrayAttr, IndexType, IntegerAttr, MemRefType
 from xdsl.ir import Attribute, Operation, SSAValue
-from xdsl.irdl import AttrSizedOperandSegments, irdl_op_definition, operand_def, prop_def, var_operand_def
+from xdsl.irdl import irdl_op_definition, operand_def, prop_def, var_operand_def
 from xdsl.utils.exceptions import VerifyException
 
 from asyncdsl.dialects.copy_bases import GmemSlice, Predicated, TmaDescribed, sizes_prop
 from asyncdsl.dialects.descriptor_attrs import TmaDescriptorAttr
-from asyncdsl.dialects.ir_utils import int_prop, is_gmem, optional_operand, shape_of
+from asyncdsl.dialects.ir_utils import SegmentedOperands, int_prop, is_gmem, optional_operand, shape_of
 from asyncdsl.dialects.ir_utils import verify_descriptor_coordinates, verify_gmem_slice, verify_predicate
 from asyncdsl.dialects.ir_utils import verify_swizzle
 
 
 @irdl_op_definition
-class AsyncPrefetchOp(GmemSlice, Predicated):
+class AsyncPrefetchOp(GmemSlice, Predicated, SegmentedOperands):
     """Prefetch the GMEM slice of `gmem` (seen through `transforms`) into L2, as the user wrote it.
 
     `starts` and `slice_sizes` describe the slice as for `asyncdsl.async_copy` (-1: squeezed).
@@ -31,7 +31,6 @@ class AsyncPrefetchOp(GmemSlice, Predicated):
     """
 
     name = "asyncdsl.async_prefetch"
-    irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
     gmem = operand_def(MemRefType)
 
@@ -66,11 +65,10 @@ class AsyncPrefetchOp(GmemSlice, Predicated):
 
 
 @irdl_op_definition
-class TmaPrefetchOp(TmaDescribed, Predicated):
+class TmaPrefetchOp(TmaDescribed, Predicated, SegmentedOperands):
     """One `cp.async.bulk.prefetch.tensor` of the box at `coords` (descriptor dims, array order)."""
 
     name = "asyncdsl.tma_prefetch"
-    irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
     coords = var_operand_def(IndexType)
 

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 from xdsl.dialects.builtin import IndexType, IntegerAttr, IntegerType, MemRefType, Signedness
 from xdsl.ir import Attribute, Operation, SSAValue
-from xdsl.irdl import AttrSizedOperandSegments, IRDLOperation, irdl_op_definition, operand_def
+from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def
 from xdsl.irdl import prop_def
 from xdsl.utils.exceptions import VerifyException
 
 from asyncdsl.dialects.copy_bases import Arrives, BarrierTarget, Commits, CopySides, OptionalBarrierTarget
 from asyncdsl.dialects.copy_bases import Row4Copy
 from asyncdsl.dialects.descriptor_attrs import TmaDescriptorAttr
-from asyncdsl.dialects.ir_utils import bool_prop, element_bits, int_prop, is_smem
+from asyncdsl.dialects.ir_utils import SegmentedOperands, bool_prop, element_bits, int_prop, is_smem
 from asyncdsl.dialects.ir_utils import optional_operand, shape_of, verify_coordinates
 from asyncdsl.dialects.ir_utils import verify_copy_sides, verify_swizzle, verify_swizzled_row
 from asyncdsl.hw.limits import GATHER4_ROWS, GATHER4_SMEM_ALIGNMENT, GMEM_STRIDE_ALIGNMENT, MAX_BOX_DIM
@@ -53,7 +53,7 @@ class _RowIndices(IRDLOperation):
 
 
 @irdl_op_definition
-class AsyncCopyRowsOp(CopySides, _RowIndices, OptionalBarrierTarget, Arrives):
+class AsyncCopyRowsOp(CopySides, _RowIndices, OptionalBarrierTarget, Arrives, SegmentedOperands):
     """A row gather (GMEM -> SMEM) or scatter (SMEM -> GMEM) as the user wrote it.
 
     The GMEM side is a 2-D array and the column window `[column_start, column_start + columns)`;
@@ -64,7 +64,6 @@ class AsyncCopyRowsOp(CopySides, _RowIndices, OptionalBarrierTarget, Arrives):
     """
 
     name = "asyncdsl.async_copy_rows"
-    irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
     columns = prop_def(IntegerAttr)
     swizzle = prop_def(IntegerAttr)

@@ -126,49 +126,39 @@ class WaitOp(IRDLOperation):
         super().__init__(operands=[barriers, index, [parity] if parity is not None else []])
 
 
+class _Standalone(IRDLOperation):
+    """An op of no operands and no results: it prints as its name alone."""
+
+    assembly_format = "attr-dict"
+
+
 @irdl_op_definition
-class FenceAsyncSmemOp(IRDLOperation):
+class FenceAsyncSmemOp(_Standalone):
     """Make this warpgroup's ordinary SMEM writes visible to the async proxy (TMA, wgmma),
     then sync the warpgroup (`fence.proxy.async.shared::cta` + warpgroup barrier)."""
 
     name = "asyncdsl.fence_async_smem"
-    assembly_format = "attr-dict"
-
-    def __init__(self):
-        super().__init__()
 
 
 @irdl_op_definition
-class WarpgroupBarrierOp(IRDLOperation):
+class WarpgroupBarrierOp(_Standalone):
     """All 128 threads of the warpgroup meet."""
 
     name = "asyncdsl.warpgroup_barrier"
-    assembly_format = "attr-dict"
-
-    def __init__(self):
-        super().__init__()
 
 
 @irdl_op_definition
-class CtaBarrierOp(IRDLOperation):
+class CtaBarrierOp(_Standalone):
     """All threads of the CTA meet (`bar.sync 0`)."""
 
     name = "asyncdsl.cta_barrier"
-    assembly_format = "attr-dict"
-
-    def __init__(self):
-        super().__init__()
 
 
 @irdl_op_definition
-class ClusterBarrierOp(IRDLOperation):
+class ClusterBarrierOp(_Standalone):
     """All threads of every CTA in the cluster meet."""
 
     name = "asyncdsl.cluster_barrier"
-    assembly_format = "attr-dict"
-
-    def __init__(self):
-        super().__init__()
 
 
 OPERATIONS: tuple[type[Operation], ...] = (

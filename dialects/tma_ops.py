@@ -7,13 +7,14 @@ from collections.abc import Sequence
 
 from xdsl.dialects.builtin import ArrayAttr, IndexType, IntegerAttr, StringAttr
 from xdsl.ir import Attribute, Operation, SSAValue
-from xdsl.irdl import AttrSizedOperandSegments, IRDLOperation, irdl_op_definition, opt_operand_def
+from xdsl.irdl import IRDLOperation, irdl_op_definition, opt_operand_def
 from xdsl.irdl import opt_prop_def, prop_def
 from xdsl.utils.exceptions import VerifyException
 
 from asyncdsl.dialects.copy_bases import BarrierTarget, Commits, PeerArray, Predicated, TmaBox
 from asyncdsl.dialects.descriptor_attrs import TmaDescriptorAttr
 from asyncdsl.dialects.ir_utils import bool_prop, int_prop, optional_operand, verify_collective_dims
+from asyncdsl.dialects.ir_utils import SegmentedOperands
 from asyncdsl.dialects.option_attrs import EvictionAttr, PartitionAttr, ReductionAttr
 from asyncdsl.hw.options import Eviction, Partition, Reduction
 from asyncdsl.hw.reduction import hardware_violation
@@ -26,7 +27,7 @@ class _MulticastMask(IRDLOperation):
 
 
 @irdl_op_definition
-class TmaLoadOp(TmaBox, BarrierTarget, Predicated, _MulticastMask, PeerArray):
+class TmaLoadOp(TmaBox, BarrierTarget, Predicated, _MulticastMask, PeerArray, SegmentedOperands):
     """One `cp.async.bulk.tensor` load of the box at `coords` (descriptor dims, array order) into
     `smem`, completing `expect_tx_bytes` on `barriers[barrier_index]` (0: the user arrives).
 
@@ -38,7 +39,6 @@ class TmaLoadOp(TmaBox, BarrierTarget, Predicated, _MulticastMask, PeerArray):
     """
 
     name = "asyncdsl.tma_load"
-    irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
     expect_tx_bytes = prop_def(IntegerAttr)
     collective = opt_prop_def(ArrayAttr)
@@ -95,12 +95,11 @@ class TmaLoadOp(TmaBox, BarrierTarget, Predicated, _MulticastMask, PeerArray):
 
 
 @irdl_op_definition
-class TmaStoreOp(TmaBox, Predicated, PeerArray, Commits):
+class TmaStoreOp(TmaBox, Predicated, PeerArray, Commits, SegmentedOperands):
     """One `cp.async.bulk.tensor` store (or `cp.reduce.async.bulk.tensor` with `reduction`) of
     `smem` into the box at `coords`, committed as a bulk group when `commit` is set."""
 
     name = "asyncdsl.tma_store"
-    irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
     reduction = opt_prop_def(ReductionAttr)
 
