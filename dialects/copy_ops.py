@@ -18,8 +18,8 @@ from asyncdsl.dialects.ir_utils import SegmentedOperands, bool_prop, int_prop, o
 from asyncdsl.dialects.ir_utils import verify_allow_groups, verify_collective_dims
 from asyncdsl.dialects.ir_utils import verify_copy_sides, verify_gmem_slice, verify_predicate, verify_swizzle
 from asyncdsl.dialects.option_attrs import EvictionAttr, ImplementationAttr, OobAttr, PartitionAttr
-from asyncdsl.dialects.option_attrs import ReductionAttr
-from asyncdsl.hw.options import Eviction, Implementation, Oob, Partition, Reduction
+from asyncdsl.dialects.option_attrs import ReductionAttr, optional_copy_options
+from asyncdsl.hw.options import Implementation, Oob, Partition
 
 
 @irdl_op_definition
@@ -76,15 +76,11 @@ class AsyncCopyOp(
             "collective": ArrayAttr(StringAttr(d) for d in collective),
             "implementation": ImplementationAttr(Implementation(implementation)),
             "oob": OobAttr(Oob(oob)),
+            **optional_copy_options(partition=partition),
         }
-        if partition is not None:
-            properties["partition"] = PartitionAttr(Partition(partition))
         if partition_axis is not None:
             properties["partition_axis"] = int_prop(partition_axis)
-        if reduction is not None:
-            properties["reduction"] = ReductionAttr(Reduction(reduction))
-        if eviction is not None:
-            properties["eviction"] = EvictionAttr(Eviction(eviction))
+        properties |= optional_copy_options(reduction=reduction, eviction=eviction)
         super().__init__(
             operands=[
                 source, destination, starts,

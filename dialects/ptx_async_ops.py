@@ -88,6 +88,9 @@ class WgmmaFenceOp(_Spelled):
 
 @irdl_op_definition
 class CpAsyncCommitOp(_Spelled):
+    """`cp.async.commit_group`: closes the thread's pending `cp.async` copies into one group, the
+    unit `cp.async.wait_group` counts."""
+
     name = "ptx.cp_async_commit"
     traits = traits_def(ActsOn("close", "cp.async group"))
     SPELLING: ClassVar[str] = "cp.async.commit_group;"
@@ -95,6 +98,9 @@ class CpAsyncCommitOp(_Spelled):
 
 @irdl_op_definition
 class BulkCommitOp(_Spelled):
+    """`cp.async.bulk.commit_group`: closes the thread's pending bulk stores into one bulk group,
+    the unit `cp.async.bulk.wait_group` counts."""
+
     name = "ptx.bulk_commit"
     traits = traits_def(ActsOn("close", "bulk group"))
     SPELLING: ClassVar[str] = "cp.async.bulk.commit_group;"
@@ -102,6 +108,9 @@ class BulkCommitOp(_Spelled):
 
 @irdl_op_definition
 class WgmmaCommitOp(_Spelled):
+    """`wgmma.commit_group`: closes the warpgroup's pending `wgmma.mma_async` into one group, the
+    unit `wgmma.wait_group` counts."""
+
     name = "ptx.wgmma_commit"
     traits = traits_def(ActsOn("close", "wgmma group"))
     SPELLING: ClassVar[str] = "wgmma.commit_group.sync.aligned;"

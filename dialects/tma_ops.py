@@ -15,8 +15,8 @@ from asyncdsl.dialects.copy_bases import BarrierTarget, Commits, PeerArray, Pred
 from asyncdsl.dialects.descriptor_attrs import TmaDescriptorAttr
 from asyncdsl.dialects.ir_utils import bool_prop, int_prop, optional_operand, verify_collective_dims
 from asyncdsl.dialects.ir_utils import SegmentedOperands
-from asyncdsl.dialects.option_attrs import EvictionAttr, PartitionAttr, ReductionAttr
-from asyncdsl.hw.options import Eviction, Partition, Reduction
+from asyncdsl.dialects.option_attrs import EvictionAttr, PartitionAttr, ReductionAttr, optional_copy_options
+from asyncdsl.hw.options import Partition
 from asyncdsl.hw.reduction import hardware_violation
 
 
@@ -66,10 +66,7 @@ class TmaLoadOp(TmaBox, BarrierTarget, Predicated, _MulticastMask, PeerArray, Se
         }
         if collective:
             properties["collective"] = ArrayAttr(StringAttr(d) for d in collective)
-        if partition is not None:
-            properties["partition"] = PartitionAttr(Partition(partition))
-        if eviction is not None:
-            properties["eviction"] = EvictionAttr(Eviction(eviction))
+        properties |= optional_copy_options(partition=partition, eviction=eviction)
         super().__init__(
             operands=[
                 smem, coords, barriers, barrier_index, optional_operand(predicate),
@@ -113,9 +110,11 @@ class TmaStoreOp(TmaBox, Predicated, PeerArray, Commits, SegmentedOperands):
         predicate: SSAValue | None = None,
         peer: SSAValue | None = None,
     ):
-        properties: dict[str, Attribute] = {"descriptor": descriptor, "commit": bool_prop(commit)}
-        if reduction is not None:
-            properties["reduction"] = ReductionAttr(Reduction(reduction))
+        properties: dict[str, Attribute] = {
+            "descriptor": descriptor,
+            "commit": bool_prop(commit),
+            **optional_copy_options(reduction=reduction),
+        }
         super().__init__(
             operands=[smem, coords, optional_operand(predicate), optional_operand(peer)],
             properties=properties
