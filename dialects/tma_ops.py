@@ -110,11 +110,8 @@ class TmaStoreOp(TmaBox, Predicated, PeerArray, Commits, SegmentedOperands):
         predicate: SSAValue | None = None,
         peer: SSAValue | None = None,
     ):
-        properties: dict[str, Attribute] = {
-            "descriptor": descriptor,
-            "commit": bool_prop(commit),
-            **optional_copy_options(reduction=reduction),
-        }
+        properties: dict[str, Attribute] = {"descriptor": descriptor, "commit": bool_prop(commit)}
+        properties |= optional_copy_options(reduction=reduction)
         super().__init__(
             operands=[smem, coords, optional_operand(predicate), optional_operand(peer)],
             properties=properties
