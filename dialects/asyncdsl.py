@@ -43,92 +43,34 @@ from __future__ import annotations
 
 from xdsl.ir import Dialect, Operation, SSAValue
 
-from asyncdsl.dialects import (
-    assume_ops,
-    bulk_ops,
-    collective_ops,
-    copy_ops,
-    core_ops,
-    cp_async_ops,
-    descriptor_attrs,
-    distributed_ops,
-    im2col_ops,
-    layout_attrs,
-    memory_attrs,
-    option_attrs,
-    prefetch_ops,
-    profile_ops,
-    registers_ops,
-    roles_ops,
-    row_gather_ops,
-    sync_ops,
-    tile_access_ops,
-    tile_math_ops,
-    tiles_ops,
-    tma_ops,
-    transform_attrs,
-    turns_ops,
-    wgmma_ops,
-)
+from asyncdsl.dialects import assume_ops, bulk_ops, collective_ops, copy_ops, core_ops, cp_async_ops
+from asyncdsl.dialects import descriptor_attrs, distributed_ops, im2col_ops, layout_attrs, memory_attrs
+from asyncdsl.dialects import option_attrs, prefetch_ops, profile_ops, registers_ops, roles_ops
+from asyncdsl.dialects import row_gather_ops, sync_ops, tile_access_ops, tile_math_ops, tiles_ops, tma_ops
+from asyncdsl.dialects import transform_attrs, turns_ops, wgmma_ops
 from asyncdsl.dialects.assume_ops import CheckOp, MultipleOfOp, check_message
 from asyncdsl.dialects.bulk_ops import BulkLoadOp, BulkStoreOp
 from asyncdsl.dialects.collective_ops import ClusterArriveOp, ClusterCollectiveMaskOp, SmemSliceOp
 from asyncdsl.dialects.copy_ops import AsyncCopyOp, AwaitAsyncCopyOp
-from asyncdsl.dialects.core_ops import (
-    AllocSmemOp,
-    ClusterCtaIdOp,
-    ClusterIdOp,
-    NumProgramsOp,
-    ProgramIdOp,
-    SmemViewOp,
-    WarpgroupIdxOp,
-)
+from asyncdsl.dialects.core_ops import AllocSmemOp, ClusterCtaIdOp, ClusterIdOp, NumProgramsOp, ProgramIdOp
+from asyncdsl.dialects.core_ops import SmemViewOp, WarpgroupIdxOp
 from asyncdsl.dialects.cp_async_ops import AwaitCpAsyncCopyOp, CpAsyncLoadOp
 from asyncdsl.dialects.distributed_ops import DeviceIdOp, SignalOp, WaitSignalOp
 from asyncdsl.dialects.im2col_ops import AsyncCopyIm2colOp, Im2colDescriptorAttr, TmaIm2colLoadOp
-from asyncdsl.dialects.ir_utils import (
-    buffer_bytes,
-    element_bits,
-    is_gmem,
-    is_smem,
-    logical_shape,
-    shape_of,
-    smem_layout,
-)
+from asyncdsl.dialects.ir_utils import buffer_bytes, element_bits, is_gmem, is_smem, logical_shape, shape_of
+from asyncdsl.dialects.ir_utils import smem_layout
 from asyncdsl.dialects.prefetch_ops import AsyncPrefetchOp, TmaPrefetchOp
 from asyncdsl.dialects.profile_ops import RegionBeginOp, RegionEndOp, region_names
 from asyncdsl.dialects.registers_ops import AllocRegistersOp, ReadRegistersOp, WriteRegistersOp
 from asyncdsl.dialects.roles_ops import WarpgroupRoleOp
 from asyncdsl.dialects.row_gather_ops import AsyncCopyRowsOp, TmaGather4Op, TmaScatter4Op
-from asyncdsl.dialects.sync_ops import (
-    AllocBarriersOp,
-    ArriveExpectTxOp,
-    ArriveOp,
-    ClusterBarrierOp,
-    CtaBarrierOp,
-    FenceAsyncSmemOp,
-    WaitOp,
-    WarpgroupBarrierOp,
-)
-from asyncdsl.dialects.tile_access_ops import (
-    SQUEEZED,
-    GatherGmemOp,
-    LoadGmemOp,
-    LoadSmemOp,
-    ScatterGmemOp,
-    StoreGmemOp,
-    StoreSmemOp,
-)
+from asyncdsl.dialects.sync_ops import AllocBarriersOp, ArriveExpectTxOp, ArriveOp, ClusterBarrierOp
+from asyncdsl.dialects.sync_ops import CtaBarrierOp, FenceAsyncSmemOp, WaitOp, WarpgroupBarrierOp
+from asyncdsl.dialects.tile_access_ops import SQUEEZED, GatherGmemOp, LoadGmemOp, LoadSmemOp, ScatterGmemOp
+from asyncdsl.dialects.tile_access_ops import StoreGmemOp, StoreSmemOp
 from asyncdsl.dialects.tile_math_ops import CompareOp, ConvertOp, SelectOp
-from asyncdsl.dialects.tiles_ops import (
-    BroadcastInDimOp,
-    FullOp,
-    IotaOp,
-    ReduceOp,
-    RelayoutOp,
-    SplatOp,
-    scratch_bytes,
-)
+from asyncdsl.dialects.tiles_ops import BroadcastInDimOp, FullOp, IotaOp, ReduceOp, RelayoutOp, SplatOp
+from asyncdsl.dialects.tiles_ops import scratch_bytes
 from asyncdsl.dialects.tma_ops import TmaLoadOp, TmaStoreOp
 from asyncdsl.dialects.turns_ops import AllocTurnsOp, PassTurnOp, TakeTurnOp
 from asyncdsl.dialects.wgmma_ops import WgmmaOp, WgmmaOperandAttr, WgmmaWaitOp

@@ -13,50 +13,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects.builtin import (
-    DenseArrayBase,
-    IndexType,
-    IntegerAttr,
-    IntegerType,
-    MemRefType,
-    i64,
-)
 from xdsl.ir import Operation, SSAValue
-from xdsl.irdl import (
-    AttrSizedOperandSegments,
-    IRDLOperation,
-    irdl_op_definition,
-    operand_def,
-    opt_operand_def,
-    prop_def,
-    var_operand_def,
-)
+from xdsl.irdl import irdl_op_definition, prop_def
 from xdsl.utils.exceptions import VerifyException
 
-from asyncdsl.dialects.ir_utils import (
-    bool_prop,
-    buffer_bytes,
-    is_gmem,
-    is_smem,
-    optional_operand,
-    shape_of,
-)
-from asyncdsl.dialects.memory_attrs import BarriersType
+from asyncdsl.dialects.copy_bases import Arrives, BarrierTarget, Commits, GmemWindow, Predicated, sizes_prop
+from asyncdsl.dialects.ir_utils import SegmentedOperands, bool_prop, buffer_bytes, optional_operand
 from asyncdsl.dialects.option_attrs import OobAttr
 from asyncdsl.hw.limits import BULK_ALIGNMENT
 from asyncdsl.hw.options import BULK_OOB_MODES, Oob
 
 
-class _BulkCopy(IRDLOperation):
-    """What bulk loads and stores share: the window and the out-of-bounds mode.  (Operands are
-    declared by each op, in order: `gmem`, `smem`, `starts`, then its own.)"""
+class _BulkCopy(GmemWindow, SegmentedOperands):
+    """What bulk loads and stores share: the window and the out-of-bounds mode."""
 
-    slice_sizes = prop_def(DenseArrayBase)
+
     oob = prop_def(OobAttr)
-
-    @property
-    def sizes(self) -> tuple[int, ...]:
-        return tuple(self.slice_sizes.get_values())
 
     @property
     def transfer_bytes(self) -> int:
@@ -64,13 +36,7 @@ class _BulkCopy(IRDLOperation):
         return buffer_bytes(self.smem.type)
 
     def verify_(self) -> None:
-        if not is_gmem(self.gmem.type) or not is_smem(self.smem.type):
-            raise VerifyException(f"{self.name} takes a GMEM array and a shared-memory buffer")
-        if self.gmem.type.element_type != self.smem.type.element_type:
-            raise VerifyException(f"{self.name} needs the same element type on both sides")
-        rank = len(shape_of(self.gmem))
-        if len(self.starts) != rank or len(self.sizes) != rank:
-            raise VerifyException(f"{self.name} needs one start and one size per GMEM dim ({rank})")
+        self.verify_window(self.name)
         if self.oob.data not in BULK_OOB_MODES:
             raise VerifyException(
                 f"{self.name} takes oob in {tuple(map(str, BULK_OOB_MODES))}, got {str(self.oob.data)!r}")
@@ -81,37 +47,20 @@ class _BulkCopy(IRDLOperation):
 
 
 def _properties(sizes: Sequence[int], oob: str) -> dict:
-    return {"slice_sizes": DenseArrayBase.from_list(i64, list(sizes)), "oob": OobAttr(Oob(oob))}
+    return {"slice_sizes": sizes_prop(sizes), "oob": OobAttr(Oob(oob))}
 
 
 @irdl_op_definition
-class BulkLoadOp(_BulkCopy):
+class BulkLoadOp(_BulkCopy, BarrierTarget, Predicated, Arrives):
     """`cp.async.bulk` GMEM -> SMEM completing on `barriers[barrier_index]`; with `arrive`, the
     issuing warpgroup also arrives with expect-tx of the bytes moved."""
 
     name = "asyncdsl.bulk_load"
-    irdl_options = (AttrSizedOperandSegments(as_property=True),)
-
-    gmem = operand_def(MemRefType)
-    smem = operand_def(MemRefType)
-    starts = var_operand_def(IndexType)
-    barriers = operand_def(BarriersType)
-    barrier_index = operand_def(IndexType)
-    predicate = opt_operand_def(IntegerType)
-    arrive = prop_def(IntegerAttr)
 
     def __init__(
-        self,
-        gmem: SSAValue,
-        smem: SSAValue,
-        starts: Sequence[SSAValue],
-        sizes: Sequence[int],
-        barriers: SSAValue,
-        barrier_index: SSAValue,
-        *,
-        oob: str,
-        arrive: bool = True,
-        predicate: SSAValue | None = None,
+        self, gmem: SSAValue, smem: SSAValue, starts: Sequence[SSAValue], sizes: Sequence[int],
+        barriers: SSAValue, barrier_index: SSAValue, *,
+        oob: str, arrive: bool = True, predicate: SSAValue | None = None,
     ):
         super().__init__(
             operands=[gmem, smem, starts, barriers, barrier_index, optional_operand(predicate)],
@@ -120,29 +69,15 @@ class BulkLoadOp(_BulkCopy):
 
 
 @irdl_op_definition
-class BulkStoreOp(_BulkCopy):
+class BulkStoreOp(_BulkCopy, Predicated, Commits):
     """`cp.async.bulk` SMEM -> GMEM in the issuing warpgroup's bulk group, closed by a commit
     when `commit` is set (await it with `await_async_copy`)."""
 
     name = "asyncdsl.bulk_store"
-    irdl_options = (AttrSizedOperandSegments(as_property=True),)
-
-    gmem = operand_def(MemRefType)
-    smem = operand_def(MemRefType)
-    starts = var_operand_def(IndexType)
-    predicate = opt_operand_def(IntegerType)
-    commit = prop_def(IntegerAttr)
 
     def __init__(
-        self,
-        gmem: SSAValue,
-        smem: SSAValue,
-        starts: Sequence[SSAValue],
-        sizes: Sequence[int],
-        *,
-        oob: str,
-        commit: bool = True,
-        predicate: SSAValue | None = None,
+        self, gmem: SSAValue, smem: SSAValue, starts: Sequence[SSAValue], sizes: Sequence[int], *,
+        oob: str, commit: bool = True, predicate: SSAValue | None = None,
     ):
         super().__init__(
             operands=[gmem, smem, starts, optional_operand(predicate)],

@@ -17,30 +17,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from xdsl.dialects.builtin import (
-    I64,
-    ArrayAttr,
-    DenseArrayBase,
-    IndexType,
-    IntegerAttr,
-    MemRefType,
-    StringAttr,
-    UnitAttr,
-    i64,
-)
+from xdsl.dialects.builtin import I64, ArrayAttr, DenseArrayBase, IndexType, IntegerAttr, MemRefType
+from xdsl.dialects.builtin import StringAttr, UnitAttr, i64
 from xdsl.ir import Operation, SSAValue
 from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def, opt_prop_def, prop_def, result_def
 from xdsl.utils.exceptions import VerifyException
 
-from asyncdsl.dialects.ir_utils import (
-    CLUSTER_DIMS,
-    buffer_bytes,
-    int_prop,
-    is_smem,
-    shape_of,
-    smem_type,
-    verify_collective_dims,
-)
+from asyncdsl.dialects.ir_utils import CLUSTER_DIMS, buffer_bytes, int_prop, is_smem, shape_of, smem_type
+from asyncdsl.dialects.ir_utils import verify_collective_dims
 from asyncdsl.dialects.memory_attrs import BarriersType
 from asyncdsl.hw.collective import CollectiveGroup
 from asyncdsl.hw.limits import MAX_MULTICAST_CTAS

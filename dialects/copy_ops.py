@@ -5,58 +5,27 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects.builtin import (
-    I64,
-    ArrayAttr,
-    BoolAttr,
-    DenseArrayBase,
-    IndexType,
-    IntegerAttr,
-    IntegerType,
-    MemRefType,
-    StringAttr,
-    i64,
-)
+from xdsl.dialects.builtin import I64, ArrayAttr, BoolAttr, IntegerAttr
+from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import Attribute, Operation, SSAValue
-from xdsl.irdl import (
-    AttrSizedOperandSegments,
-    IRDLOperation,
-    irdl_op_definition,
-    operand_def,
-    opt_operand_def,
-    opt_prop_def,
-    prop_def,
-    var_operand_def,
-)
+from xdsl.irdl import IRDLOperation, irdl_op_definition
+from xdsl.irdl import opt_prop_def, prop_def
 from xdsl.utils.exceptions import VerifyException
 
-from asyncdsl.dialects.ir_utils import (
-    EitherWayCopy,
-    bool_prop,
-    int_prop,
-    optional_operand,
-    shape_of,
-    verify_allow_groups,
-    verify_barrier_pair,
-    verify_collective_dims,
-    verify_copy_sides,
-    verify_gmem_slice,
-    verify_predicate,
-    verify_swizzle,
-)
-from asyncdsl.dialects.memory_attrs import BarriersType
-from asyncdsl.dialects.option_attrs import (
-    EvictionAttr,
-    ImplementationAttr,
-    OobAttr,
-    PartitionAttr,
-    ReductionAttr,
-)
-from asyncdsl.hw.options import Eviction, Implementation, Oob, Partition, Reduction
+from asyncdsl.dialects.copy_bases import Arrives, CopySides, GmemSlice, OptionalBarrierTarget, PeerArray
+from asyncdsl.dialects.copy_bases import Predicated, sizes_prop
+from asyncdsl.dialects.ir_utils import SegmentedOperands, bool_prop, int_prop, optional_operand, shape_of
+from asyncdsl.dialects.ir_utils import verify_allow_groups, verify_collective_dims
+from asyncdsl.dialects.ir_utils import verify_copy_sides, verify_gmem_slice, verify_predicate, verify_swizzle
+from asyncdsl.dialects.option_attrs import EvictionAttr, ImplementationAttr, OobAttr, PartitionAttr
+from asyncdsl.dialects.option_attrs import ReductionAttr, optional_copy_options
+from asyncdsl.hw.options import Implementation, Oob, Partition
 
 
 @irdl_op_definition
-class AsyncCopyOp(EitherWayCopy, IRDLOperation):
+class AsyncCopyOp(
+    CopySides, GmemSlice, OptionalBarrierTarget, Predicated, PeerArray, Arrives, SegmentedOperands
+):
     """An asynchronous copy between a GMEM slice and a whole SMEM buffer, as the user wrote it.
 
     `starts` has one index per GMEM dim; `slice_sizes[d]` is the window size along dim d or -1
@@ -66,20 +35,9 @@ class AsyncCopyOp(EitherWayCopy, IRDLOperation):
     """
 
     name = "asyncdsl.async_copy"
-    irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
-    source = operand_def(MemRefType)
-    destination = operand_def(MemRefType)
-    starts = var_operand_def(IndexType)
-    barriers = opt_operand_def(BarriersType)
-    barrier_index = opt_operand_def(IndexType)
-    predicate = opt_operand_def(IntegerType)
-    peer = opt_operand_def(IndexType)  # the device whose array the GMEM side is (`distributed_ops`)
-
-    slice_sizes = prop_def(DenseArrayBase)
     transforms = prop_def(ArrayAttr)
     swizzle = prop_def(IntegerAttr)
-    arrive = prop_def(IntegerAttr)
     collective = prop_def(ArrayAttr)
     partition = opt_prop_def(PartitionAttr)
     partition_axis = opt_prop_def(IntegerAttr)
@@ -111,22 +69,18 @@ class AsyncCopyOp(EitherWayCopy, IRDLOperation):
         eviction: str | None = None,
     ):
         properties: dict[str, Attribute] = {
-            "slice_sizes": DenseArrayBase.from_list(i64, list(slice_sizes)),
+            "slice_sizes": sizes_prop(slice_sizes),
             "transforms": ArrayAttr(transforms),
             "swizzle": int_prop(swizzle),
             "arrive": bool_prop(arrive),
             "collective": ArrayAttr(StringAttr(d) for d in collective),
             "implementation": ImplementationAttr(Implementation(implementation)),
             "oob": OobAttr(Oob(oob)),
+            **optional_copy_options(partition=partition),
         }
-        if partition is not None:
-            properties["partition"] = PartitionAttr(Partition(partition))
         if partition_axis is not None:
             properties["partition_axis"] = int_prop(partition_axis)
-        if reduction is not None:
-            properties["reduction"] = ReductionAttr(Reduction(reduction))
-        if eviction is not None:
-            properties["eviction"] = EvictionAttr(Eviction(eviction))
+        properties |= optional_copy_options(reduction=reduction, eviction=eviction)
         super().__init__(
             operands=[
                 source, destination, starts,
@@ -136,11 +90,7 @@ class AsyncCopyOp(EitherWayCopy, IRDLOperation):
             properties=properties,
         )
 
-    # Derived views used by passes and the interpreter (with `EitherWayCopy`'s).
-    @property
-    def sizes(self) -> tuple[int, ...]:
-        return tuple(self.slice_sizes.get_values())
-
+    # Derived views used by passes and the interpreter (with `CopySides`' and `GmemSlice`'s).
     @property
     def cluster_dims(self) -> tuple[str, ...]:
         return tuple(d.data for d in self.collective)
@@ -149,7 +99,7 @@ class AsyncCopyOp(EitherWayCopy, IRDLOperation):
         verify_copy_sides("async_copy", self.source.type, self.destination.type)
         verify_gmem_slice(len(shape_of(self.gmem)), self.starts, self.sizes)
         verify_swizzle(self.swizzle.value.data)
-        verify_barrier_pair(self.barriers, self.barrier_index)
+        self.verify_barriers()
         dims = self.cluster_dims
         verify_collective_dims(dims, empty_allowed=True)
         if self.is_load:

@@ -5,25 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects.builtin import (
-    I64,
-    IndexType,
-    IntegerAttr,
-    MemRefType,
-)
+from xdsl.dialects.builtin import I64, IndexType, IntegerAttr, MemRefType
 from xdsl.ir import Attribute, Operation, SSAValue
-from xdsl.irdl import (
-    IRDLOperation,
-    irdl_op_definition,
-    operand_def,
-    opt_prop_def,
-    prop_def,
-    result_def,
-    var_operand_def,
-)
+from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def, opt_prop_def, prop_def, result_def
+from xdsl.irdl import var_operand_def
 from xdsl.utils.exceptions import VerifyException
 
-from asyncdsl.dialects.ir_utils import element_bits, int_prop, is_smem, shape_of, smem_layout, smem_type
+from asyncdsl.dialects.ir_utils import IndexQuery, element_bits, int_prop, is_smem, shape_of, smem_layout
+from asyncdsl.dialects.ir_utils import smem_type
 from asyncdsl.errors import TransformError
 from asyncdsl.hw.smem_layout import SmemLayout
 
@@ -74,16 +63,10 @@ class ClusterIdOp(_AxisIdOp):
 
 
 @irdl_op_definition
-class WarpgroupIdxOp(IRDLOperation):
+class WarpgroupIdxOp(IndexQuery):
     """Index of the executing warpgroup inside its CTA (0 for `block=128`)."""
 
     name = "asyncdsl.warpgroup_idx"
-    result = result_def(IndexType)
-
-    assembly_format = "attr-dict"
-
-    def __init__(self):
-        super().__init__(result_types=[IndexType()])
 
 
 # ---------------------------------------------------------------------------------------------

@@ -15,32 +15,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects.builtin import I64, DenseArrayBase, IndexType, IntegerAttr, MemRefType, i64
-from xdsl.ir import Operation, SSAValue
-from xdsl.irdl import (
-    AttrSizedOperandSegments,
-    IRDLOperation,
-    irdl_op_definition,
-    operand_def,
-    opt_operand_def,
-    prop_def,
-    var_operand_def,
-)
+from xdsl.dialects.builtin import I64, IntegerAttr
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.irdl import IRDLOperation, irdl_op_definition, prop_def
 from xdsl.utils.exceptions import VerifyException
 
-from asyncdsl.dialects.ir_utils import (
-    SWIZZLE_BYTES,
-    bool_prop,
-    buffer_bytes,
-    int_prop,
-    is_gmem,
-    is_smem,
-    optional_operand,
-    shape_of,
-    verify_allow_groups,
-    verify_barrier_pair,
-)
-from asyncdsl.dialects.memory_attrs import BarriersType
+from asyncdsl.dialects.copy_bases import Arrives, GmemWindow, OptionalBarrierTarget, sizes_prop
+from asyncdsl.dialects.ir_utils import SWIZZLE_BYTES, bool_prop, buffer_bytes, int_prop, optional_operand
+from asyncdsl.dialects.ir_utils import SegmentedOperands
+from asyncdsl.dialects.ir_utils import verify_allow_groups
 from asyncdsl.hw.cp_async import CpAsyncPlan
 from asyncdsl.hw.limits import CP_ASYNC_CHUNK_SIZES
 
@@ -50,19 +33,11 @@ _LAYOUT_FIELDS = (
 
 
 @irdl_op_definition
-class CpAsyncLoadOp(IRDLOperation):
+class CpAsyncLoadOp(GmemWindow, OptionalBarrierTarget, Arrives, SegmentedOperands):
     """Every thread of the warpgroup copies its chunks of the window into `smem` (see above)."""
 
     name = "asyncdsl.cp_async_load"
-    irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
-    gmem = operand_def(MemRefType)
-    smem = operand_def(MemRefType)
-    starts = var_operand_def(IndexType)
-    barriers = opt_operand_def(BarriersType)
-    barrier_index = opt_operand_def(IndexType)
-
-    slice_sizes = prop_def(DenseArrayBase)
     rows = prop_def(IntegerAttr)
     row_bytes = prop_def(IntegerAttr)
     row_stride_bytes = prop_def(IntegerAttr)
@@ -70,44 +45,26 @@ class CpAsyncLoadOp(IRDLOperation):
     tile_row_bytes = prop_def(IntegerAttr)
     swizzle_bytes = prop_def(IntegerAttr)
     chunk_bytes = prop_def(IntegerAttr)
-    arrive = prop_def(IntegerAttr)
 
     def __init__(
-        self,
-        gmem: SSAValue,
-        smem: SSAValue,
-        starts: Sequence[SSAValue],
-        sizes: Sequence[int],
-        plan: CpAsyncPlan,
-        *,
-        barriers: SSAValue | None = None,
-        barrier_index: SSAValue | None = None,
-        arrive: bool = True,
+        self, gmem: SSAValue, smem: SSAValue, starts: Sequence[SSAValue], sizes: Sequence[int],
+        plan: CpAsyncPlan, *,
+        barriers: SSAValue | None = None, barrier_index: SSAValue | None = None, arrive: bool = True,
     ):
-        properties = {field: int_prop(getattr(plan, field)) for field in _LAYOUT_FIELDS}
-        properties["slice_sizes"] = DenseArrayBase.from_list(i64, list(sizes))
+        properties: dict[str, Attribute] = {field: int_prop(getattr(plan, field)) for field in _LAYOUT_FIELDS}
+        properties["slice_sizes"] = sizes_prop(sizes)
         properties["arrive"] = bool_prop(arrive)
         super().__init__(
             operands=[gmem, smem, starts, optional_operand(barriers), optional_operand(barrier_index)],
             properties=properties,
         )
 
-    @property
-    def sizes(self) -> tuple[int, ...]:
-        return tuple(self.slice_sizes.get_values())
-
     def plan(self) -> CpAsyncPlan:
         return CpAsyncPlan(*(getattr(self, field).value.data for field in _LAYOUT_FIELDS))
 
     def verify_(self) -> None:
-        if not is_gmem(self.gmem.type) or not is_smem(self.smem.type):
-            raise VerifyException("cp_async_load copies a GMEM array into a shared-memory buffer")
-        if self.gmem.type.element_type != self.smem.type.element_type:
-            raise VerifyException("cp_async_load needs the same element type on both sides")
-        rank = len(shape_of(self.gmem))
-        if len(self.starts) != rank or len(self.sizes) != rank:
-            raise VerifyException(f"cp_async_load needs one start and one size per GMEM dim ({rank})")
-        verify_barrier_pair(self.barriers, self.barrier_index)
+        self.verify_window("cp_async_load")
+        self.verify_barriers()
         plan = self.plan()
         if plan.chunk_bytes not in CP_ASYNC_CHUNK_SIZES or plan.swizzle_bytes not in SWIZZLE_BYTES:
             raise VerifyException(

@@ -91,19 +91,28 @@ class DescriptorAttr(ParametrizedAttribute):
         return values
 
 
-# The keywords of `#asyncdsl.tma_desc`, one per `TiledTensorMapSpec` field, in printing order.
-_TILED_FIELDS = (
+# The keywords both kinds of tensor map share: the global tensor they describe (first) and how the
+# box is read and laid out in SMEM (after the kind's own keywords).
+TENSOR_FIELDS = (
     DescriptorField("arg", "arg_index"),
     DescriptorField("dtype", "dtype_code"),
     DescriptorField("elem_bytes", "element_bytes"),
     DescriptorField("dims", "global_dims", "ints"),
     DescriptorField("strides", "global_strides", "ints"),
-    DescriptorField("box", "box_dims", "ints"),
+)
+BOX_ENCODING_FIELDS = (
     DescriptorField("elem_strides", "element_strides", "ints"),
     DescriptorField("swizzle", "swizzle_bytes"),
     DescriptorField("oob_nan", "oob_nan", "flag"),
     DescriptorField("l2_promotion", "l2_promotion_bytes"),
     DescriptorField("offset", "base_offset_bytes"),
+)
+
+# The keywords of `#asyncdsl.tma_desc`, one per `TiledTensorMapSpec` field, in printing order.
+_TILED_FIELDS = (
+    *TENSOR_FIELDS,
+    DescriptorField("box", "box_dims", "ints"),
+    *BOX_ENCODING_FIELDS,
     DescriptorField("peer", "peer", default=-1),
 )
 

@@ -22,35 +22,21 @@ from collections.abc import Sequence
 
 from xdsl.dialects.builtin import IndexType, MemRefType, StringAttr
 from xdsl.ir import Operation, SSAValue
-from xdsl.irdl import (
-    AttrSizedOperandSegments,
-    IRDLOperation,
-    irdl_op_definition,
-    operand_def,
-    opt_operand_def,
-    prop_def,
-    result_def,
-    var_operand_def,
-)
+from xdsl.irdl import irdl_op_definition, operand_def
+from xdsl.irdl import opt_operand_def, prop_def, var_operand_def
 from xdsl.utils.exceptions import VerifyException
 
-from asyncdsl.dialects.ir_utils import is_gmem, optional_operand, shape_of
+from asyncdsl.dialects.ir_utils import IndexQuery, SegmentedOperands, is_gmem, optional_operand, shape_of
 
 SIGNAL_OPS = ("set", "add")
 WAIT_COMPARISONS = ("eq", "ge")
 
 
 @irdl_op_definition
-class DeviceIdOp(IRDLOperation):
+class DeviceIdOp(IndexQuery):
     """This device's rank among the devices the kernel runs on."""
 
     name = "asyncdsl.device_id"
-    result = result_def(IndexType)
-
-    assembly_format = "attr-dict"
-
-    def __init__(self):
-        super().__init__(result_types=[IndexType()])
 
 
 def _verify_cell(flags: SSAValue, indices: Sequence[SSAValue], what: str) -> None:
@@ -65,12 +51,11 @@ def _verify_cell(flags: SSAValue, indices: Sequence[SSAValue], what: str) -> Non
 
 
 @irdl_op_definition
-class SignalOp(IRDLOperation):
+class SignalOp(SegmentedOperands):
     """Set (`op = "set"`) or add to (`"add"`) the 32-bit cell `flags[indices]` on device `peer`
     (this device without it), after everything this warpgroup did before (release)."""
 
     name = "asyncdsl.signal"
-    irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
     flags = operand_def(MemRefType)
     indices = var_operand_def(IndexType)
@@ -90,12 +75,11 @@ class SignalOp(IRDLOperation):
 
 
 @irdl_op_definition
-class WaitSignalOp(IRDLOperation):
+class WaitSignalOp(SegmentedOperands):
     """Spin until this device's 32-bit cell `flags[indices]` compares `cmp` with `value`
     (unsigned), then see everything the signaller did before its signal (acquire)."""
 
     name = "asyncdsl.wait_signal"
-    irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
     flags = operand_def(MemRefType)
     indices = var_operand_def(IndexType)

@@ -11,72 +11,33 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects.builtin import (
-    ArrayAttr,
-    DenseArrayBase,
-    IndexType,
-    IntAttr,
-    IntegerAttr,
-    IntegerType,
-    MemRefType,
-    i64,
-)
+from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase, IndexType, IntAttr, IntegerAttr
+from xdsl.dialects.builtin import MemRefType, i64
 from xdsl.ir import Attribute, Operation, SSAValue
-from xdsl.irdl import (
-    AttrSizedOperandSegments,
-    IRDLOperation,
-    irdl_attr_definition,
-    irdl_op_definition,
-    operand_def,
-    opt_operand_def,
-    opt_prop_def,
-    prop_def,
-    var_operand_def,
-)
+from xdsl.irdl import IRDLOperation, irdl_attr_definition, irdl_op_definition
+from xdsl.irdl import operand_def, opt_prop_def, prop_def, var_operand_def
 from xdsl.utils.exceptions import VerifyException
 
-from asyncdsl.dialects.descriptor_attrs import DescriptorAttr, DescriptorField
-from asyncdsl.dialects.ir_utils import (
-    bool_prop,
-    constant_value,
-    element_bits,
-    int_prop,
-    is_gmem,
-    is_smem,
-    optional_operand,
-    shape_of,
-    verify_coordinates,
-    verify_same_element_type,
-    verify_swizzle,
-    verify_swizzled_row,
-)
-from asyncdsl.dialects.memory_attrs import BarriersType
+from asyncdsl.dialects.copy_bases import Arrives, BarrierTarget, CopySides, Predicated
+from asyncdsl.dialects.descriptor_attrs import BOX_ENCODING_FIELDS, TENSOR_FIELDS, DescriptorAttr
+from asyncdsl.dialects.descriptor_attrs import DescriptorField
+from asyncdsl.dialects.ir_utils import bool_prop, constant_value, element_bits, int_prop, is_gmem, is_smem
+from asyncdsl.dialects.ir_utils import SegmentedOperands
+from asyncdsl.dialects.ir_utils import optional_operand, shape_of, verify_coordinates
+from asyncdsl.dialects.ir_utils import verify_same_element_type, verify_swizzle, verify_swizzled_row
 from asyncdsl.hw.im2col import corner_range, offset_bits, offset_range
-from asyncdsl.hw.limits import (
-    GMEM_STRIDE_ALIGNMENT,
-    IM2COL_IMAGE_RANKS,
-    IM2COL_MAX_CHANNELS,
-    IM2COL_MAX_PIXELS,
-    MAX_ELEMENT_STRIDE,
-)
+from asyncdsl.hw.limits import GMEM_STRIDE_ALIGNMENT, IM2COL_IMAGE_RANKS, IM2COL_MAX_CHANNELS
+from asyncdsl.hw.limits import IM2COL_MAX_PIXELS, MAX_ELEMENT_STRIDE
 from asyncdsl.kernel_binary import Im2colTensorMapSpec
 
 # The keywords of `#asyncdsl.im2col_desc`, one per `Im2colTensorMapSpec` field, in printing order.
 _IM2COL_FIELDS = (
-    DescriptorField("arg", "arg_index"),
-    DescriptorField("dtype", "dtype_code"),
-    DescriptorField("elem_bytes", "element_bytes"),
-    DescriptorField("dims", "global_dims", "ints"),
-    DescriptorField("strides", "global_strides", "ints"),
+    *TENSOR_FIELDS,
     DescriptorField("lower", "lower_corner", "ints"),
     DescriptorField("upper", "upper_corner", "ints"),
     DescriptorField("channels", "channels_per_pixel"),
     DescriptorField("pixels", "pixels_per_column"),
-    DescriptorField("elem_strides", "element_strides", "ints"),
-    DescriptorField("swizzle", "swizzle_bytes"),
-    DescriptorField("oob_nan", "oob_nan", "flag"),
-    DescriptorField("l2_promotion", "l2_promotion_bytes"),
-    DescriptorField("offset", "base_offset_bytes"),
+    *BOX_ENCODING_FIELDS,
 )
 
 
@@ -105,8 +66,22 @@ class Im2colDescriptorAttr(DescriptorAttr):
     base_offset_bytes: IntAttr
 
 
+class _WalkStart(IRDLOperation):
+    """Where the walk of convolution windows begins, `(n, *window start, c)` in array order."""
+
+    starts = var_operand_def(IndexType)
+
+
+class _FilterTap(IRDLOperation):
+    """The filter tap: one offset per spatial dim, added to each window's start."""
+
+    offsets = var_operand_def(IndexType)
+
+
 @irdl_op_definition
-class AsyncCopyIm2colOp(IRDLOperation):
+class AsyncCopyIm2colOp(
+    CopySides, _WalkStart, _FilterTap, BarrierTarget, Predicated, Arrives, SegmentedOperands
+):
     """Load the im2col rows of a channels-last image batch into an SMEM buffer, as the user wrote it.
 
     `source` is the whole image batch `(N, [D,] [H,] W, C)`; `destination` has shape
@@ -119,36 +94,17 @@ class AsyncCopyIm2colOp(IRDLOperation):
     """
 
     name = "asyncdsl.async_copy_im2col"
-    irdl_options = (AttrSizedOperandSegments(as_property=True),)
-
-    source = operand_def(MemRefType)
-    destination = operand_def(MemRefType)
-    starts = var_operand_def(IndexType)
-    offsets = var_operand_def(IndexType)
-    barriers = operand_def(BarriersType)
-    barrier_index = operand_def(IndexType)
-    predicate = opt_operand_def(IntegerType)
 
     window_lower = prop_def(DenseArrayBase)
     window_upper = prop_def(DenseArrayBase)
     window_strides = prop_def(DenseArrayBase)
     swizzle = prop_def(IntegerAttr)
-    arrive = prop_def(IntegerAttr)
 
     def __init__(
-        self,
-        source: SSAValue,
-        destination: SSAValue,
-        starts: Sequence[SSAValue],
-        offsets: Sequence[SSAValue],
-        barriers: SSAValue,
-        barrier_index: SSAValue,
-        *,
-        window_bounds: Sequence[tuple[int, int]],
-        window_strides: Sequence[int],
-        swizzle: int = 0,
-        arrive: bool = True,
-        predicate: SSAValue | None = None,
+        self, source: SSAValue, destination: SSAValue, starts: Sequence[SSAValue],
+        offsets: Sequence[SSAValue], barriers: SSAValue, barrier_index: SSAValue, *,
+        window_bounds: Sequence[tuple[int, int]], window_strides: Sequence[int], swizzle: int = 0,
+        arrive: bool = True, predicate: SSAValue | None = None,
     ):
         super().__init__(
             operands=[
@@ -300,34 +256,23 @@ class AsyncCopyIm2colOp(IRDLOperation):
 
 
 @irdl_op_definition
-class TmaIm2colLoadOp(IRDLOperation):
+class TmaIm2colLoadOp(_FilterTap, BarrierTarget, Predicated, SegmentedOperands):
     """One `cp.async.bulk.tensor ... .im2col` load: the rows the descriptor's walk gives from
     `coords` (array order `(n, *start, c)`) with im2col `offsets` (array order), into `smem`,
     completing `expect_tx_bytes` on `barriers[barrier_index]` (0: the user arrives)."""
 
     name = "asyncdsl.tma_load_im2col"
-    irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
     smem = operand_def(MemRefType)
     coords = var_operand_def(IndexType)
-    offsets = var_operand_def(IndexType)
-    barriers = operand_def(BarriersType)
-    barrier_index = operand_def(IndexType)
-    predicate = opt_operand_def(IntegerType)
 
     descriptor = prop_def(Im2colDescriptorAttr)
     expect_tx_bytes = prop_def(IntegerAttr)
     descriptor_index = opt_prop_def(IntegerAttr)
 
     def __init__(
-        self,
-        smem: SSAValue,
-        coords: Sequence[SSAValue],
-        offsets: Sequence[SSAValue],
-        barriers: SSAValue,
-        barrier_index: SSAValue,
-        descriptor: Im2colDescriptorAttr,
-        expect_tx_bytes: int,
+        self, smem: SSAValue, coords: Sequence[SSAValue], offsets: Sequence[SSAValue], barriers: SSAValue,
+        barrier_index: SSAValue, descriptor: Im2colDescriptorAttr, expect_tx_bytes: int,
         predicate: SSAValue | None = None,
     ):
         properties: dict[str, Attribute] = {"descriptor": descriptor,

@@ -11,6 +11,7 @@ from typing import TypeGuard, get_args
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import AnyFloat, BoolAttr, IndexType, IntegerAttr, IntegerType, MemRefType, i1, i64
 from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.irdl import AttrSizedOperandSegments, IRDLOperation, result_def
 from xdsl.utils.exceptions import VerifyException
 
 from asyncdsl import dtypes
@@ -32,6 +33,26 @@ def int_prop(value: int) -> IntegerAttr:
 @functools.lru_cache(maxsize=4, typed=True)
 def bool_prop(value: bool) -> BoolAttr:
     return IntegerAttr(int(value), i1)
+
+
+class SegmentedOperands(IRDLOperation):
+    """An op with more than one optional or variadic operand group: IRDL cannot tell the groups
+    apart in the flat operand list, so the op records each group's length in its
+    `operandSegmentSizes` property."""
+
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+
+
+class IndexQuery(IRDLOperation):
+    """An op that reads one index of where the program runs (which warpgroup, which device):
+    no operands, one `index` result, printed as `%0 = asyncdsl.device_id`."""
+
+    result = result_def(IndexType)
+
+    assembly_format = "attr-dict"
+
+    def __init__(self) -> None:
+        super().__init__(result_types=[IndexType()])
 
 
 def optional_operand(value: SSAValue | None) -> list[SSAValue]:

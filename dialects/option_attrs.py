@@ -11,20 +11,14 @@ or parsed: the frontend turns the user's strings into members first (`frontend/o
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from xdsl.dialects.utils import EnumAttribute
-from xdsl.ir import SpacedOpaqueSyntaxAttribute
+from xdsl.ir import Attribute, SpacedOpaqueSyntaxAttribute
 from xdsl.irdl import irdl_attr_definition
 
-from asyncdsl.hw.options import (
-    Arch,
-    Comparison,
-    Eviction,
-    Implementation,
-    Oob,
-    Partition,
-    Reduction,
-    TileReduction,
-)
+from asyncdsl.hw.options import Arch, Comparison, Eviction, Implementation, Oob, Partition, Reduction
+from asyncdsl.hw.options import TileReduction
 
 
 @irdl_attr_definition
@@ -71,6 +65,20 @@ class ComparisonAttr(EnumAttribute[Comparison], SpacedOpaqueSyntaxAttribute):
 @irdl_attr_definition
 class ArchAttr(EnumAttribute[Arch], SpacedOpaqueSyntaxAttribute):
     name = "asyncdsl.arch"
+
+
+# The copy options an op may leave out, by their property name, each with its attribute.
+_OPTIONAL_COPY_OPTIONS: dict[str, Callable[[str], Attribute]] = {
+    "partition": lambda value: PartitionAttr(Partition(value)),
+    "reduction": lambda value: ReductionAttr(Reduction(value)),
+    "eviction": lambda value: EvictionAttr(Eviction(value)),
+}
+
+
+def optional_copy_options(**options: str | None) -> dict[str, Attribute]:
+    """The properties of the optional copy options given (`partition`, `reduction`, `eviction`),
+    in the order given; an option that is None is left out, as the op's optional property."""
+    return {name: _OPTIONAL_COPY_OPTIONS[name](value) for name, value in options.items() if value is not None}
 
 
 ATTRIBUTES = (ImplementationAttr, OobAttr, EvictionAttr, ReductionAttr, PartitionAttr, TileReductionAttr,

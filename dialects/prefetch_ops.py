@@ -10,43 +10,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects.builtin import (
-    ArrayAttr,
-    DenseArrayBase,
-    IndexType,
-    IntegerAttr,
-    IntegerType,
-    MemRefType,
-    i64,
-)
+from xdsl.dialects.builtin import ArrayAttr, IndexType, IntegerAttr, MemRefType
 from xdsl.ir import Attribute, Operation, SSAValue
-from xdsl.irdl import (
-    AttrSizedOperandSegments,
-    IRDLOperation,
-    irdl_op_definition,
-    operand_def,
-    opt_operand_def,
-    opt_prop_def,
-    prop_def,
-    var_operand_def,
-)
+from xdsl.irdl import irdl_op_definition, operand_def, prop_def, var_operand_def
 from xdsl.utils.exceptions import VerifyException
 
+from asyncdsl.dialects.copy_bases import GmemSlice, Predicated, TmaDescribed, sizes_prop
 from asyncdsl.dialects.descriptor_attrs import TmaDescriptorAttr
-from asyncdsl.dialects.ir_utils import (
-    int_prop,
-    is_gmem,
-    optional_operand,
-    shape_of,
-    verify_descriptor_coordinates,
-    verify_gmem_slice,
-    verify_predicate,
-    verify_swizzle,
-)
+from asyncdsl.dialects.ir_utils import SegmentedOperands, int_prop, is_gmem, optional_operand, shape_of
+from asyncdsl.dialects.ir_utils import verify_descriptor_coordinates, verify_gmem_slice, verify_predicate
+from asyncdsl.dialects.ir_utils import verify_swizzle
 
 
 @irdl_op_definition
-class AsyncPrefetchOp(IRDLOperation):
+class AsyncPrefetchOp(GmemSlice, Predicated, SegmentedOperands):
     """Prefetch the GMEM slice of `gmem` (seen through `transforms`) into L2, as the user wrote it.
 
     `starts` and `slice_sizes` describe the slice as for `asyncdsl.async_copy` (-1: squeezed).
@@ -54,13 +31,9 @@ class AsyncPrefetchOp(IRDLOperation):
     """
 
     name = "asyncdsl.async_prefetch"
-    irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
     gmem = operand_def(MemRefType)
-    starts = var_operand_def(IndexType)
-    predicate = opt_operand_def(IntegerType)
 
-    slice_sizes = prop_def(DenseArrayBase)
     transforms = prop_def(ArrayAttr)
     swizzle = prop_def(IntegerAttr)
 
@@ -77,15 +50,11 @@ class AsyncPrefetchOp(IRDLOperation):
         super().__init__(
             operands=[gmem, starts, optional_operand(predicate)],
             properties={
-                "slice_sizes": DenseArrayBase.from_list(i64, list(slice_sizes)),
+                "slice_sizes": sizes_prop(slice_sizes),
                 "transforms": ArrayAttr(transforms),
                 "swizzle": int_prop(swizzle),
             },
         )
-
-    @property
-    def sizes(self) -> tuple[int, ...]:
-        return tuple(self.slice_sizes.get_values())
 
     def verify_(self) -> None:
         if not is_gmem(self.gmem.type):
@@ -96,17 +65,12 @@ class AsyncPrefetchOp(IRDLOperation):
 
 
 @irdl_op_definition
-class TmaPrefetchOp(IRDLOperation):
+class TmaPrefetchOp(TmaDescribed, Predicated, SegmentedOperands):
     """One `cp.async.bulk.prefetch.tensor` of the box at `coords` (descriptor dims, array order)."""
 
     name = "asyncdsl.tma_prefetch"
-    irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
     coords = var_operand_def(IndexType)
-    predicate = opt_operand_def(IntegerType)
-
-    descriptor = prop_def(TmaDescriptorAttr)
-    descriptor_index = opt_prop_def(IntegerAttr)
 
     def __init__(self, coords: Sequence[SSAValue], descriptor: TmaDescriptorAttr,
                  predicate: SSAValue | None = None):

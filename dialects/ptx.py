@@ -1,169 +1,63 @@
 """The `ptx` dialect: a thin model of PTX, one op per instruction, printed verbatim.
 
-SSA values name *virtual registers*, typed by their PTX register class (`!ptx.reg<b32>`).
-Registers are mutable as in PTX: an instruction may write a register that is one of its
-operands (a loop counter, a phase bitmask), so values are names rather than single definitions.
-
-`ptx.instr` carries the instruction text with `#{i}` placeholders for its registers, results
-first, then operands; `#{param:k}` names kernel parameter k and `#{smem}` the dynamic
-shared-memory symbol. `ptx.label` marks a branch target. `ptx.kernel` holds one entry point as a
-flat list of these ops. The printer (`print_ptx`) assigns register names and writes the module.
+An instruction op (`ptx_instr.Instruction`) carries its text with `#{i}` placeholders for its
+registers; its class says what the instruction is and declares its effects (`ptx_effects`):
+register arithmetic (`ptx.alu`), plain memory accesses (`ptx.mem`), branches (`ptx.bra`),
+barriers, fences and mbarrier operations (`ptx_sync_ops`), the asynchronous copies, tensor-core
+instructions and their commit groups (`ptx_async_ops`), and `ptx.instr` for the few whose
+effects no pass needs. `ptx.label` marks a branch target. `ptx.kernel` holds one entry point
+as a flat list of these ops. The printer (`print_ptx`) assigns register names and writes the
+module.
 """
 
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Sequence
 
-from xdsl.dialects.builtin import (
-    UNKNOWN_LOC,
-    ArrayAttr,
-    DenseArrayBase,
-    IntegerAttr,
-    ModuleOp,
-    StringAttr,
-    i64,
-)
-from xdsl.ir import (
-    Attribute,
-    Block,
-    Dialect,
-    OpResult,
-    ParametrizedAttribute,
-    Region,
-    SSAValue,
-    SSAValues,
-    TypeAttribute,
-    Use,
-)
-from xdsl.irdl import (
-    IRDLOperation,
-    irdl_attr_definition,
-    irdl_op_definition,
-    opt_prop_def,
-    prop_def,
-    region_def,
-    traits_def,
-    var_operand_def,
-    var_result_def,
-)
-from xdsl.parser import AttrParser
-from xdsl.printer import Printer
+from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase, IntegerAttr, ModuleOp, StringAttr, i64
+from xdsl.ir import Attribute, Block, Dialect, Region, SSAValue
+from xdsl.irdl import IRDLOperation, irdl_op_definition, opt_prop_def, prop_def, region_def, traits_def
 from xdsl.traits import IsolatedFromAbove, NoTerminator
 from xdsl.utils.exceptions import VerifyException
 
-# Register class -> (declaration type, name prefix).
-REGISTER_CLASSES = {
-    "pred": (".pred", "%p"),
-    "b16": (".b16", "%rs"),
-    "b32": (".b32", "%r"),
-    "b64": (".b64", "%rd"),
-    "f32": (".f32", "%f"),
-    "f64": (".f64", "%fd"),
-}
+from asyncdsl.dialects.ptx_async_ops import (
+    BulkCommitOp,
+    BulkLoadOp,
+    BulkPrefetchOp,
+    BulkStoreOp,
+    BulkWaitOp,
+    CpAsyncCommitOp,
+    CpAsyncOp,
+    CpAsyncWaitAllOp,
+    CpAsyncWaitOp,
+    WgmmaCommitOp,
+    WgmmaFenceOp,
+    WgmmaMmaOp,
+    WgmmaWaitOp,
+)
+from asyncdsl.dialects.ptx_instr import (
+    PLACEHOLDER,
+    REGISTER_CLASSES,
+    AluOp,
+    BranchOp,
+    InstrOp,
+    Instruction,
+    MemoryOp,
+    RegType,
+)
+from asyncdsl.dialects.ptx_sync_ops import (
+    BarrierOp,
+    ClusterBarrierOp,
+    MbarrierArriveOp,
+    MbarrierInitFenceOp,
+    MbarrierInitOp,
+    MbarrierTryWaitOp,
+    ProxyFenceOp,
+)
+from asyncdsl.hw.options import PtxVersion
 
 PARAM_KINDS = ("u64", "s32", "f32", "tensor_map")
-
-_PLACEHOLDER = re.compile(r"#\{(\d+|param:\d+|smem)\}")
-
-
-@irdl_attr_definition
-class RegType(ParametrizedAttribute, TypeAttribute):
-    """A virtual register of one PTX register class: `!ptx.reg<b32>`."""
-
-    name = "ptx.reg"
-
-    kind: StringAttr
-
-    def __init__(self, kind: str | StringAttr):
-        super().__init__(StringAttr(kind) if isinstance(kind, str) else kind)
-
-    def verify(self) -> None:
-        if self.kind.data not in REGISTER_CLASSES:
-            raise VerifyException(f"unknown PTX register class {self.kind.data!r}")
-
-    def print_parameters(self, printer: Printer) -> None:
-        printer.print_string(f"<{self.kind.data}>")
-
-    @classmethod
-    def parse_parameters(cls, parser: AttrParser) -> tuple[StringAttr]:
-        with parser.in_angle_brackets():
-            return (StringAttr(parser.parse_identifier()),)
-
-
-PRED, B16, B32, B64, F32 = (RegType(k) for k in ("pred", "b16", "b32", "b64", "f32"))
-_REGISTER_TYPES = {kind: RegType(kind) for kind in REGISTER_CLASSES}
-# `guard_negated` of a guarded instruction, shared: attributes are immutable, and building one
-# costs as much as the rest of an instruction.
-_GUARD_NEGATED = {negated: IntegerAttr(int(negated), i64) for negated in (False, True)}
-
-
-@functools.lru_cache(maxsize=4096)
-def _text_attr(text: str) -> StringAttr:
-    """The `text` of an instruction, shared: a kernel repeats few texts many times (the GEMM 146
-    in 976 instructions), and building the attribute checks it each time."""
-    return StringAttr(text)
-
-
-@irdl_op_definition
-class InstrOp(IRDLOperation):
-    """One PTX instruction. `text` is the instruction with `#{i}` register placeholders."""
-
-    name = "ptx.instr"
-
-    text = prop_def(StringAttr)
-    guard_negated = opt_prop_def(IntegerAttr)  # present: operand 0 is the guard predicate
-    args = var_operand_def(RegType)
-    defs = var_result_def(RegType)
-
-    def __init__(
-        self,
-        text: str,
-        operands: Sequence[SSAValue] = (),
-        result_kinds: Sequence[str] = (),
-        guard: SSAValue | None = None,
-        guard_negated: bool = False,
-    ):
-        properties: dict[str, Attribute] = {"text": _text_attr(text)}
-        if guard is not None:
-            properties["guard_negated"] = _GUARD_NEGATED[bool(guard_negated)]
-            operands = (guard, *operands)
-        # A kernel has thousands of these, so the fields are set here directly: xDSL's constructor
-        # (pinned to 0.75) costs twice as much doing general work this op never needs (successor and
-        # region lists, whose class defaults are empty, a location lookup, IRDL's default filling:
-        # no property has a default). The operand uses are linked as its `operands` setter does.
-        self._operands = SSAValues(operands)
-        self._operand_uses = uses = tuple([Use(self, index) for index in range(len(operands))])
-        for operand, use in zip(operands, uses):
-            operand.add_use(use)
-        self.results = SSAValues([OpResult(_REGISTER_TYPES[k], self, i) for i, k in enumerate(result_kinds)])
-        self.properties = properties
-        self.attributes = {}
-        self.location = UNKNOWN_LOC
-
-    # `args` and `defs` are all the operands and results: these read them as such, which costs a
-    # fraction of IRDL's accessors (printing reads every instruction's).
-    @property
-    def guard(self) -> SSAValue | None:
-        return self.operands[0] if self.guard_negated is not None else None
-
-    @property
-    def registers(self) -> tuple[SSAValue, ...]:
-        """The values the `#{i}` placeholders refer to: results, then non-guard operands."""
-        operands = self.operands
-        return (*self.results, *(operands[1:] if self.guard_negated is not None else operands))
-
-    def verify_(self) -> None:
-        count = len(self.registers)
-        for match in _PLACEHOLDER.finditer(self.text.data):
-            key = match.group(1)
-            if key.isdigit() and int(key) >= count:
-                raise VerifyException(
-                    f"placeholder #{{{key}}} but only {count} registers in {self.text.data!r}")
-        guard = self.guard
-        if guard is not None and guard.type != PRED:
-            raise VerifyException("an instruction guard must be a predicate register")
 
 
 @irdl_op_definition
@@ -177,19 +71,36 @@ class LabelOp(IRDLOperation):
         super().__init__(properties={"label": StringAttr(label)})
 
 
+class EntryDirectives(IRDLOperation):
+    """The performance-tuning directives of an `.entry` that ptxas reads: the CTA's thread count
+    (`.reqntid`), the cluster's CTA count where the kernel has one (`.explicitcluster`,
+    `.reqnctapercluster`) and the register count at entry (`.maxnreg`)."""
+
+    reqntid = prop_def(DenseArrayBase)
+    cluster = opt_prop_def(DenseArrayBase)
+    # `.maxnreg`: with `setmaxnreg` in the body, ptxas needs the count at entry stated; `.reqntid`
+    # alone left it undetermined (C7508) whenever the kernel needed fewer registers than the cap.
+    maxnreg = opt_prop_def(IntegerAttr)
+
+    def directives(self) -> list[str]:
+        x, y, z = self.reqntid.get_values()
+        lines = [f".reqntid {x}, {y}, {z}"]
+        if self.maxnreg is not None:
+            lines.append(f".maxnreg {self.maxnreg.value.data}")
+        if self.cluster is not None:
+            cx, cy, cz = self.cluster.get_values()
+            lines += [".explicitcluster", f".reqnctapercluster {cx}, {cy}, {cz}"]
+        return lines
+
+
 @irdl_op_definition
-class KernelOp(IRDLOperation):
+class KernelOp(EntryDirectives):
     """One `.entry`: its parameters (kinds in order), launch directives and instructions."""
 
     name = "ptx.kernel"
 
     sym_name = prop_def(StringAttr)
     param_kinds = prop_def(ArrayAttr)
-    reqntid = prop_def(DenseArrayBase)
-    cluster = opt_prop_def(DenseArrayBase)
-    # `.maxnreg`: with `setmaxnreg` in the body, ptxas needs the count at entry stated; `.reqntid`
-    # alone left it undetermined (C7508) whenever the kernel needed fewer registers than the cap.
-    maxnreg = opt_prop_def(IntegerAttr)
     uses_dynamic_smem = prop_def(IntegerAttr)
     body = region_def("single_block")
     traits = traits_def(NoTerminator(), IsolatedFromAbove())
@@ -221,7 +132,25 @@ class KernelOp(IRDLOperation):
                 raise VerifyException(f"unknown kernel parameter kind {kind.data!r}")
 
 
-Ptx = Dialect("ptx", [InstrOp, LabelOp, KernelOp], [RegType])
+INSTRUCTIONS: tuple[type[Instruction], ...] = (
+    InstrOp, AluOp, MemoryOp, BranchOp,
+    BarrierOp, ClusterBarrierOp, ProxyFenceOp, MbarrierInitFenceOp,
+    MbarrierInitOp, MbarrierArriveOp, MbarrierTryWaitOp,
+    CpAsyncOp, BulkLoadOp, BulkStoreOp, BulkPrefetchOp, WgmmaFenceOp, WgmmaMmaOp,
+    CpAsyncCommitOp, BulkCommitOp, WgmmaCommitOp, CpAsyncWaitOp, CpAsyncWaitAllOp, BulkWaitOp, WgmmaWaitOp,
+)
+
+Ptx = Dialect("ptx", [*INSTRUCTIONS, LabelOp, KernelOp], [RegType])
+
+# The instruction classes are imported from their modules through this one.
+__all__ = [
+    "PARAM_KINDS", "REGISTER_CLASSES", "SMEM_SYMBOL", "INSTRUCTIONS", "Ptx", "RegType", "LabelOp",
+    "KernelOp", "print_ptx", "InstrOp", "AluOp", "MemoryOp", "BranchOp", "BarrierOp", "ClusterBarrierOp",
+    "ProxyFenceOp", "MbarrierInitFenceOp", "MbarrierInitOp", "MbarrierArriveOp",
+    "MbarrierTryWaitOp", "CpAsyncOp", "BulkLoadOp", "BulkStoreOp", "BulkPrefetchOp", "WgmmaFenceOp",
+    "WgmmaMmaOp", "CpAsyncCommitOp", "BulkCommitOp", "WgmmaCommitOp", "CpAsyncWaitOp", "CpAsyncWaitAllOp",
+    "BulkWaitOp", "WgmmaWaitOp", "Instruction",
+]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -230,14 +159,14 @@ Ptx = Dialect("ptx", [InstrOp, LabelOp, KernelOp], [RegType])
 SMEM_SYMBOL = "dsmem"
 
 
-def print_ptx(module: ModuleOp, version: str = "8.0", target: str = "sm_90a") -> str:
-    """The PTX text of every `ptx.kernel` in `module`."""
+def print_ptx(module: ModuleOp, version: PtxVersion = (8, 0), target: str = "sm_90a") -> str:
+    """The PTX text of every `ptx.kernel` in `module`, for PTX ISA `version` (major, minor)."""
     kernels = [op for op in module.ops if isinstance(op, KernelOp)]
     lines = [
         "//",
         "// Generated by asyncdsl.",
         "//",
-        f".version {version}",
+        f".version {version[0]}.{version[1]}",
         f".target {target}",
         ".address_size 64",
         "",
@@ -265,14 +194,7 @@ def _print_kernel(kernel: KernelOp) -> list[str]:
     lines = [f".visible .entry {name}("]
     lines.append(",\n".join(params))
     lines.append(")")
-    x, y, z = kernel.reqntid.get_values()
-    lines.append(f".reqntid {x}, {y}, {z}")
-    if kernel.maxnreg is not None:
-        lines.append(f".maxnreg {kernel.maxnreg.value.data}")
-    if kernel.cluster is not None:
-        cx, cy, cz = kernel.cluster.get_values()
-        lines.append(".explicitcluster")
-        lines.append(f".reqnctapercluster {cx}, {cy}, {cz}")
+    lines += kernel.directives()
     lines.append("{")
 
     names = _RegisterNames()
@@ -280,7 +202,7 @@ def _print_kernel(kernel: KernelOp) -> list[str]:
     for op in kernel.body.block.ops:
         if isinstance(op, LabelOp):
             body.append(f"${op.label.data}:")
-        elif isinstance(op, InstrOp):
+        elif isinstance(op, Instruction):
             body.append("    " + _format_instr(op, name, names))
         else:
             raise AssertionError(f"unexpected op {op.name} in ptx.kernel")
@@ -292,7 +214,7 @@ def _print_kernel(kernel: KernelOp) -> list[str]:
     return lines
 
 
-def _format_instr(op: InstrOp, kernel: str, names: _RegisterNames) -> str:
+def _format_instr(op: Instruction, kernel: str, names: _RegisterNames) -> str:
     registers = op.registers
     pieces = list(_pieces(op.text.data))
     for i in range(1, len(pieces), 2):
@@ -316,7 +238,7 @@ def _pieces(text: str) -> tuple[str | int, ...]:
     """`text` split at its placeholders: literal text at even positions, between them the keys, a
     register's as its index. Cached: a kernel repeats few instruction texts many times, and
     splitting each anew cost a third of the printing."""
-    pieces: list[str | int] = _PLACEHOLDER.split(text)
+    pieces: list[str | int] = PLACEHOLDER.split(text)
     for i in range(1, len(pieces), 2):
         if pieces[i].isdigit():
             pieces[i] = int(pieces[i])

@@ -19,14 +19,8 @@ from __future__ import annotations
 
 from xdsl.dialects.builtin import DenseArrayBase, VectorType, i64
 from xdsl.ir import Operation, SSAValue
-from xdsl.irdl import (
-    IRDLOperation,
-    ParsePropInAttrDict,
-    irdl_op_definition,
-    operand_def,
-    opt_prop_def,
-    result_def,
-)
+from xdsl.irdl import IRDLOperation, ParsePropInAttrDict, irdl_op_definition, operand_def, opt_prop_def
+from xdsl.irdl import result_def
 from xdsl.utils.exceptions import VerifyException
 
 from asyncdsl.dialects.layout_attrs import LayoutAttr, layout_props

@@ -14,33 +14,16 @@ from __future__ import annotations
 
 from xdsl.dialects.builtin import IndexType, IntegerAttr, IntegerType, MemRefType, Signedness
 from xdsl.ir import Attribute, Operation, SSAValue
-from xdsl.irdl import (
-    AttrSizedOperandSegments,
-    IRDLOperation,
-    irdl_op_definition,
-    operand_def,
-    opt_operand_def,
-    opt_prop_def,
-    prop_def,
-)
+from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def
+from xdsl.irdl import prop_def
 from xdsl.utils.exceptions import VerifyException
 
+from asyncdsl.dialects.copy_bases import Arrives, BarrierTarget, Commits, CopySides, OptionalBarrierTarget
+from asyncdsl.dialects.copy_bases import Row4Copy
 from asyncdsl.dialects.descriptor_attrs import TmaDescriptorAttr
-from asyncdsl.dialects.ir_utils import (
-    EitherWayCopy,
-    bool_prop,
-    element_bits,
-    int_prop,
-    is_smem,
-    optional_operand,
-    shape_of,
-    verify_barrier_pair,
-    verify_coordinates,
-    verify_copy_sides,
-    verify_swizzle,
-    verify_swizzled_row,
-)
-from asyncdsl.dialects.memory_attrs import BarriersType
+from asyncdsl.dialects.ir_utils import SegmentedOperands, bool_prop, element_bits, int_prop, is_smem
+from asyncdsl.dialects.ir_utils import optional_operand, shape_of, verify_coordinates
+from asyncdsl.dialects.ir_utils import verify_copy_sides, verify_swizzle, verify_swizzled_row
 from asyncdsl.hw.limits import GATHER4_ROWS, GATHER4_SMEM_ALIGNMENT, GMEM_STRIDE_ALIGNMENT, MAX_BOX_DIM
 
 MAX_COLUMNS = MAX_BOX_DIM  # the row is a tiled box dim
@@ -61,8 +44,16 @@ def _row_index_error(type_: Attribute) -> str | None:
     return None
 
 
+class _RowIndices(IRDLOperation):
+    """The GMEM rows a gather or scatter visits (a 1-D SMEM buffer of their indices) and the
+    first column of its window."""
+
+    rows = operand_def(MemRefType)
+    column_start = operand_def(IndexType)
+
+
 @irdl_op_definition
-class AsyncCopyRowsOp(EitherWayCopy, IRDLOperation):
+class AsyncCopyRowsOp(CopySides, _RowIndices, OptionalBarrierTarget, Arrives, SegmentedOperands):
     """A row gather (GMEM -> SMEM) or scatter (SMEM -> GMEM) as the user wrote it.
 
     The GMEM side is a 2-D array and the column window `[column_start, column_start + columns)`;
@@ -73,18 +64,9 @@ class AsyncCopyRowsOp(EitherWayCopy, IRDLOperation):
     """
 
     name = "asyncdsl.async_copy_rows"
-    irdl_options = (AttrSizedOperandSegments(as_property=True),)
-
-    source = operand_def(MemRefType)
-    destination = operand_def(MemRefType)
-    rows = operand_def(MemRefType)
-    column_start = operand_def(IndexType)
-    barriers = opt_operand_def(BarriersType)
-    barrier_index = opt_operand_def(IndexType)
 
     columns = prop_def(IntegerAttr)
     swizzle = prop_def(IntegerAttr)
-    arrive = prop_def(IntegerAttr)
 
     def __init__(
         self,
@@ -150,7 +132,7 @@ class AsyncCopyRowsOp(EitherWayCopy, IRDLOperation):
         swizzle = self.swizzle.value.data
         verify_swizzle(swizzle)
         verify_swizzled_row(swizzle, columns, item, "columns")
-        verify_barrier_pair(self.barriers, self.barrier_index)
+        self.verify_barriers()
         if self.is_load and self.barriers is None:
             raise VerifyException("a row gather needs a barrier to complete on (barrier=...)")
         if not self.is_load and self.barriers is not None:
@@ -171,93 +153,39 @@ class AsyncCopyRowsOp(EitherWayCopy, IRDLOperation):
             )
 
 
-def _verify_row4(op: TmaGather4Op | TmaScatter4Op) -> None:
-    spec = op.descriptor.spec()
-    first = op.first_row.value.data
-    smem = shape_of(op.smem)
-    if spec.rank != 2 or spec.box_dims[0] != 1:
-        raise VerifyException(
-            f"gather4/scatter4 descriptors are 2-D with one-row boxes, got box {spec.box_dims}")
-    if len(smem) != 2 or smem[1] != spec.box_dims[1]:
-        raise VerifyException(f"the SMEM buffer {smem} does not hold rows of the box {spec.box_dims}")
-    if first % GATHER4_ROWS or not 0 <= first <= smem[0] - GATHER4_ROWS:
-        raise VerifyException(f"first_row {first} is not the start of a group of 4 of the {smem[0]} rows")
-    if shape_of(op.rows) != (smem[0],):
-        raise VerifyException(f"{shape_of(op.rows)} row indices for {smem[0]} SMEM rows")
-
-
 @irdl_op_definition
-class TmaGather4Op(IRDLOperation):
-    """One `cp.async.bulk.tensor.2d ... .tile::gather4` load: SMEM rows `first_row .. first_row + 3`
-    of `smem` (the whole destination of the copy) receive the GMEM rows `rows[first_row ..]` of
-    the column window starting at `column` (descriptor dim 1), completing their bytes on
-    `barriers[barrier_index]`."""
+class TmaGather4Op(Row4Copy, BarrierTarget):
+    """One `cp.async.bulk.tensor.2d ... .tile::gather4` load of four GMEM rows into four SMEM
+    rows (see `Row4Copy`), completing their bytes on `barriers[barrier_index]`."""
 
     name = "asyncdsl.tma_gather4"
 
-    smem = operand_def(MemRefType)
-    rows = operand_def(MemRefType)
-    column = operand_def(IndexType)
-    barriers = operand_def(BarriersType)
-    barrier_index = operand_def(IndexType)
-
-    descriptor = prop_def(TmaDescriptorAttr)
-    first_row = prop_def(IntegerAttr)
-    descriptor_index = opt_prop_def(IntegerAttr)
-
     def __init__(
-        self,
-        smem: SSAValue,
-        rows: SSAValue,
-        column: SSAValue,
-        barriers: SSAValue,
-        barrier_index: SSAValue,
-        descriptor: TmaDescriptorAttr,
-        first_row: int,
+        self, smem: SSAValue, rows: SSAValue, column: SSAValue, barriers: SSAValue, barrier_index: SSAValue,
+        descriptor: TmaDescriptorAttr, first_row: int,
     ):
         super().__init__(
             operands=[smem, rows, column, barriers, barrier_index],
             properties={"descriptor": descriptor, "first_row": int_prop(first_row)},
         )
 
-    def verify_(self) -> None:
-        _verify_row4(self)
-
 
 @irdl_op_definition
-class TmaScatter4Op(IRDLOperation):
-    """One `cp.async.bulk.tensor.2d ... .tile::scatter4` store: SMEM rows `first_row .. first_row + 3`
-    of `smem` go to the GMEM rows `rows[first_row ..]` of the column window starting at `column`,
-    in the issuing warpgroup's bulk group (closed when `commit` is set)."""
+class TmaScatter4Op(Row4Copy, Commits):
+    """One `cp.async.bulk.tensor.2d ... .tile::scatter4` store of four SMEM rows to four GMEM
+    rows (see `Row4Copy`), in the issuing warpgroup's bulk group (closed when `commit` is set)."""
 
     name = "asyncdsl.tma_scatter4"
 
-    smem = operand_def(MemRefType)
-    rows = operand_def(MemRefType)
-    column = operand_def(IndexType)
-
-    descriptor = prop_def(TmaDescriptorAttr)
-    first_row = prop_def(IntegerAttr)
-    commit = prop_def(IntegerAttr)
-    descriptor_index = opt_prop_def(IntegerAttr)
-
     def __init__(
-        self,
-        smem: SSAValue,
-        rows: SSAValue,
-        column: SSAValue,
-        descriptor: TmaDescriptorAttr,
-        first_row: int,
-        commit: bool,
+        self, smem: SSAValue, rows: SSAValue, column: SSAValue, descriptor: TmaDescriptorAttr,
+        first_row: int, commit: bool,
     ):
         super().__init__(
             operands=[smem, rows, column],
             properties={"descriptor": descriptor, "first_row": int_prop(first_row),
                         "commit": bool_prop(commit)},
         )
-
-    def verify_(self) -> None:
-        _verify_row4(self)
 
 
 OPERATIONS: tuple[type[Operation], ...] = (AsyncCopyRowsOp, TmaGather4Op, TmaScatter4Op)

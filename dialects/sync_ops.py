@@ -7,15 +7,8 @@ from collections.abc import Sequence
 
 from xdsl.dialects.builtin import I64, ArrayAttr, IndexType, IntegerAttr, StringAttr, UnitAttr
 from xdsl.ir import Operation, SSAValue
-from xdsl.irdl import (
-    IRDLOperation,
-    irdl_op_definition,
-    operand_def,
-    opt_operand_def,
-    opt_prop_def,
-    prop_def,
-    result_def,
-)
+from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def, opt_operand_def, opt_prop_def, prop_def
+from xdsl.irdl import result_def
 from xdsl.utils.exceptions import VerifyException
 
 from asyncdsl.dialects.ir_utils import int_prop, verify_collective_dims
@@ -133,49 +126,39 @@ class WaitOp(IRDLOperation):
         super().__init__(operands=[barriers, index, [parity] if parity is not None else []])
 
 
+class _Standalone(IRDLOperation):
+    """An op of no operands and no results: it prints as its name alone."""
+
+    assembly_format = "attr-dict"
+
+
 @irdl_op_definition
-class FenceAsyncSmemOp(IRDLOperation):
+class FenceAsyncSmemOp(_Standalone):
     """Make this warpgroup's ordinary SMEM writes visible to the async proxy (TMA, wgmma),
     then sync the warpgroup (`fence.proxy.async.shared::cta` + warpgroup barrier)."""
 
     name = "asyncdsl.fence_async_smem"
-    assembly_format = "attr-dict"
-
-    def __init__(self):
-        super().__init__()
 
 
 @irdl_op_definition
-class WarpgroupBarrierOp(IRDLOperation):
+class WarpgroupBarrierOp(_Standalone):
     """All 128 threads of the warpgroup meet."""
 
     name = "asyncdsl.warpgroup_barrier"
-    assembly_format = "attr-dict"
-
-    def __init__(self):
-        super().__init__()
 
 
 @irdl_op_definition
-class CtaBarrierOp(IRDLOperation):
+class CtaBarrierOp(_Standalone):
     """All threads of the CTA meet (`bar.sync 0`)."""
 
     name = "asyncdsl.cta_barrier"
-    assembly_format = "attr-dict"
-
-    def __init__(self):
-        super().__init__()
 
 
 @irdl_op_definition
-class ClusterBarrierOp(IRDLOperation):
+class ClusterBarrierOp(_Standalone):
     """All threads of every CTA in the cluster meet."""
 
     name = "asyncdsl.cluster_barrier"
-    assembly_format = "attr-dict"
-
-    def __init__(self):
-        super().__init__()
 
 
 OPERATIONS: tuple[type[Operation], ...] = (

@@ -5,45 +5,29 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects.builtin import (
-    ArrayAttr,
-    IndexType,
-    IntegerAttr,
-    IntegerType,
-    MemRefType,
-    StringAttr,
-)
+from xdsl.dialects.builtin import ArrayAttr, IndexType, IntegerAttr, StringAttr
 from xdsl.ir import Attribute, Operation, SSAValue
-from xdsl.irdl import (
-    AttrSizedOperandSegments,
-    IRDLOperation,
-    irdl_op_definition,
-    operand_def,
-    opt_operand_def,
-    opt_prop_def,
-    prop_def,
-    var_operand_def,
-)
+from xdsl.irdl import IRDLOperation, irdl_op_definition, opt_operand_def
+from xdsl.irdl import opt_prop_def, prop_def
 from xdsl.utils.exceptions import VerifyException
 
+from asyncdsl.dialects.copy_bases import BarrierTarget, Commits, PeerArray, Predicated, TmaBox
 from asyncdsl.dialects.descriptor_attrs import TmaDescriptorAttr
-from asyncdsl.dialects.ir_utils import (
-    bool_prop,
-    buffer_bytes,
-    int_prop,
-    is_smem,
-    optional_operand,
-    verify_collective_dims,
-    verify_descriptor_coordinates,
-)
-from asyncdsl.dialects.memory_attrs import BarriersType
-from asyncdsl.dialects.option_attrs import EvictionAttr, PartitionAttr, ReductionAttr
-from asyncdsl.hw.options import Eviction, Partition, Reduction
+from asyncdsl.dialects.ir_utils import bool_prop, int_prop, optional_operand, verify_collective_dims
+from asyncdsl.dialects.ir_utils import SegmentedOperands
+from asyncdsl.dialects.option_attrs import EvictionAttr, PartitionAttr, ReductionAttr, optional_copy_options
+from asyncdsl.hw.options import Partition
 from asyncdsl.hw.reduction import hardware_violation
 
 
+class _MulticastMask(IRDLOperation):
+    """A load landing in every CTA of `multicast_mask` (bit i: CTA rank i of the cluster)."""
+
+    multicast_mask = opt_operand_def(IndexType)
+
+
 @irdl_op_definition
-class TmaLoadOp(IRDLOperation):
+class TmaLoadOp(TmaBox, BarrierTarget, Predicated, _MulticastMask, PeerArray, SegmentedOperands):
     """One `cp.async.bulk.tensor` load of the box at `coords` (descriptor dims, array order) into
     `smem`, completing `expect_tx_bytes` on `barriers[barrier_index]` (0: the user arrives).
 
@@ -55,21 +39,10 @@ class TmaLoadOp(IRDLOperation):
     """
 
     name = "asyncdsl.tma_load"
-    irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
-    smem = operand_def(MemRefType)
-    coords = var_operand_def(IndexType)
-    barriers = operand_def(BarriersType)
-    barrier_index = operand_def(IndexType)
-    predicate = opt_operand_def(IntegerType)
-    multicast_mask = opt_operand_def(IndexType)
-    peer = opt_operand_def(IndexType)  # the device whose array the descriptor views (`distributed_ops`)
-
-    descriptor = prop_def(TmaDescriptorAttr)
     expect_tx_bytes = prop_def(IntegerAttr)
     collective = opt_prop_def(ArrayAttr)
     partition = opt_prop_def(PartitionAttr)
-    descriptor_index = opt_prop_def(IntegerAttr)
     eviction = opt_prop_def(EvictionAttr)  # the L2 eviction priority of the loaded lines
 
     def __init__(
@@ -93,10 +66,7 @@ class TmaLoadOp(IRDLOperation):
         }
         if collective:
             properties["collective"] = ArrayAttr(StringAttr(d) for d in collective)
-        if partition is not None:
-            properties["partition"] = PartitionAttr(Partition(partition))
-        if eviction is not None:
-            properties["eviction"] = EvictionAttr(Eviction(eviction))
+        properties |= optional_copy_options(partition=partition, eviction=eviction)
         super().__init__(
             operands=[
                 smem, coords, barriers, barrier_index, optional_operand(predicate),
@@ -111,7 +81,7 @@ class TmaLoadOp(IRDLOperation):
         return tuple(d.data for d in self.collective) if self.collective is not None else ()
 
     def verify_(self) -> None:
-        _verify_tma(self.smem, self.coords, self.descriptor)
+        self.verify_box()
         if self.collective is not None:
             verify_collective_dims(self.cluster_dims, empty_allowed=False)
         if self.collective is not None and self.multicast_mask is not None:
@@ -122,22 +92,13 @@ class TmaLoadOp(IRDLOperation):
 
 
 @irdl_op_definition
-class TmaStoreOp(IRDLOperation):
+class TmaStoreOp(TmaBox, Predicated, PeerArray, Commits, SegmentedOperands):
     """One `cp.async.bulk.tensor` store (or `cp.reduce.async.bulk.tensor` with `reduction`) of
     `smem` into the box at `coords`, committed as a bulk group when `commit` is set."""
 
     name = "asyncdsl.tma_store"
-    irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
-    smem = operand_def(MemRefType)
-    coords = var_operand_def(IndexType)
-    predicate = opt_operand_def(IntegerType)
-    peer = opt_operand_def(IndexType)  # the device whose array the descriptor views (`distributed_ops`)
-
-    descriptor = prop_def(TmaDescriptorAttr)
-    commit = prop_def(IntegerAttr)
     reduction = opt_prop_def(ReductionAttr)
-    descriptor_index = opt_prop_def(IntegerAttr)
 
     def __init__(
         self,
@@ -150,33 +111,18 @@ class TmaStoreOp(IRDLOperation):
         peer: SSAValue | None = None,
     ):
         properties: dict[str, Attribute] = {"descriptor": descriptor, "commit": bool_prop(commit)}
-        if reduction is not None:
-            properties["reduction"] = ReductionAttr(Reduction(reduction))
+        properties |= optional_copy_options(reduction=reduction)
         super().__init__(
             operands=[smem, coords, optional_operand(predicate), optional_operand(peer)],
             properties=properties
         )
 
     def verify_(self) -> None:
-        _verify_tma(self.smem, self.coords, self.descriptor)
+        self.verify_box()
         if self.reduction is not None:
             problem = hardware_violation(self.reduction.data, self.descriptor.dtype_code.data)
             if problem is not None:
                 raise VerifyException(problem)
-
-
-def _verify_tma(smem: SSAValue, coords: Sequence[SSAValue], descriptor: TmaDescriptorAttr) -> None:
-    spec = descriptor.spec()
-    if not is_smem(smem.type):
-        raise VerifyException("a TMA copy's SMEM operand must be a shared-memory buffer")
-    verify_descriptor_coordinates(spec.rank, coords)
-    # Bytes, not elements: packed 4-bit buffers travel through byte (uint8) descriptors.
-    smem_bytes = buffer_bytes(smem.type)
-    if smem_bytes != spec.box_bytes:
-        raise VerifyException(
-            f"the SMEM buffer holds {smem_bytes} bytes but the TMA box {spec.box_dims} of "
-            f"{spec.element_bytes}-byte elements holds {spec.box_bytes}"
-        )
 
 
 OPERATIONS: tuple[type[Operation], ...] = (TmaLoadOp, TmaStoreOp)

@@ -25,14 +25,8 @@ from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
 from asyncdsl.errors import TransformError
-from asyncdsl.hw.transforms import (
-    CollapseLeadingIndicesTransform,
-    DropUnitDimsTransform,
-    MemRefTransform,
-    Rounding,
-    TileTransform,
-    TransposeTransform,
-)
+from asyncdsl.hw.transforms import CollapseLeadingIndicesTransform, DropUnitDimsTransform, MemRefTransform
+from asyncdsl.hw.transforms import Rounding, TileTransform, TransposeTransform
 
 
 def _int_array(values: Sequence[int]) -> ArrayAttr[IntAttr]:

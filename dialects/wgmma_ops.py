@@ -15,26 +15,11 @@ shows and the lowering and the interpreter use.
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import (
-    ArrayAttr,
-    IntAttr,
-    IntegerAttr,
-    IntegerType,
-    MemRefType,
-    UnitAttr,
-    VectorType,
-    i1,
-)
+from xdsl.dialects.builtin import ArrayAttr, IntAttr, IntegerAttr, IntegerType, MemRefType, UnitAttr
+from xdsl.dialects.builtin import VectorType, i1
 from xdsl.ir import Operation, SSAValue
-from xdsl.irdl import (
-    IRDLOperation,
-    ParsePropInAttrDict,
-    irdl_attr_definition,
-    irdl_op_definition,
-    operand_def,
-    opt_prop_def,
-    prop_def,
-)
+from xdsl.irdl import IRDLOperation, ParsePropInAttrDict, irdl_attr_definition, irdl_op_definition
+from xdsl.irdl import operand_def, opt_prop_def, prop_def
 from xdsl.utils.exceptions import VerifyException
 
 from asyncdsl import dtypes

@@ -167,9 +167,9 @@ def _passes_and_ptx(ctx, module: ModuleOp, trace, descriptor_mode: str, record, 
     (fn,) = attrs.kernels(module)
     binary_facts = _binary_facts(fn)
     target = binary_facts["arch"]
-    version = max(
-        [PTX_VERSIONS[target], *(op.types.ptx_version for op in fn.walk() if isinstance(op, ir.WgmmaOp))],
-        key=lambda v: tuple(map(int, v.split("."))))
+    # Versions are (major, minor) pairs: the highest any instruction needs is their max.
+    version = max([PTX_VERSIONS[target], *(op.types.ptx_version for op in fn.walk()
+                                           if isinstance(op, ir.WgmmaOp))])
 
     # The PTX goes in a module of its own, leaving `module` to the interpreter.
     lowered = ModuleOp([lower_kernel(fn, binary_facts["params"])])

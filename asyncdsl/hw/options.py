@@ -104,8 +104,10 @@ class Arch(Option):
 
 
 # The lowest PTX ISA version that covers what each target's kernels use (docs/hardware.md §13.1):
-# everything on Hopper needs 8.0; Blackwell's cta_group::2 and gather4 forms 8.6.
-PTX_VERSIONS = {Arch.SM_90A: "8.0", Arch.SM_100A: "8.6"}
+# everything on Hopper needs 8.0; Blackwell's cta_group::2 and gather4 forms 8.6.  A version is
+# (major, minor), so that the highest of several is their `max`.
+PtxVersion = tuple[int, int]
+PTX_VERSIONS: dict[Arch, PtxVersion] = {Arch.SM_90A: (8, 0), Arch.SM_100A: (8, 6)}
 BLACKWELL = Arch.SM_100A  # the first target with cta_group::2 copies and gather4/scatter4
 
 # Where a kernel's TMA descriptors travel: by-value kernel parameters (the default) or a GMEM

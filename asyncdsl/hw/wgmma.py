@@ -67,9 +67,9 @@ class MmaTypes:
         return self.accumulator.kind == "int"
 
     @property
-    def ptx_version(self) -> str:
-        """The PTX ISA version the instruction needs: mixing s8 and u8 came in 8.4."""
-        return "8.4" if self.integer and self.a != self.b else "8.0"
+    def ptx_version(self) -> tuple[int, int]:
+        """The PTX ISA version (major, minor) the instruction needs: mixing s8 and u8 came in 8.4."""
+        return (8, 4) if self.integer and self.a != self.b else (8, 0)
 
     def check_n(self, n: int) -> None:
         if not (8 <= n <= MAX_N and n % 8 == 0) or (self.integer and n not in _INTEGER_N):

@@ -14,6 +14,7 @@ from __future__ import annotations
 from xdsl.ir import SSAValue
 
 from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.dialects import ptx
 from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
 
 
@@ -40,11 +41,12 @@ def _report_unless(ctx: KernelLowering, holds: SSAValue, number: int) -> None:
     failed = b.emit("not.pred {}, {};", "pred", holds)
     b.run("and.pred {}, {}, {};", failed, failed, ctx.facts.leader)
     previous = b.mov("b32", 1)
-    b.run(f"atom.global.cas.b32 {{}}, [{{}}], 0, {number};", previous, buffer, guard=failed)
+    b.run(f"atom.global.cas.b32 {{}}, [{{}}], 0, {number};", previous, buffer, guard=failed,
+          instr=ptx.MemoryOp)
     first = b.emit("setp.eq.and.u32 {}, {}, 0, {};", "pred", previous, failed)
     for offset, axis in ((4, "x"), (8, "y"), (12, "z")):
         cta = b.emit(f"mov.u32 {{}}, %ctaid.{axis};", "b32")
-        b.run(f"st.global.u32 [{{}}+{offset}], {{}};", buffer, cta, guard=first)
+        b.run(f"st.global.u32 [{{}}+{offset}], {{}};", buffer, cta, guard=first, instr=ptx.MemoryOp)
 
 
 RULES: Rules = {ir.MultipleOfOp: _multiple_of, ir.CheckOp: _check}

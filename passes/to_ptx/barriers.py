@@ -12,68 +12,65 @@ synchronisation point (a barrier orders memory accesses, and register instructio
 order; PTX ISA, *Parallel Synchronization and Communication Instructions: bar, barrier*): that
 point needs a CTA barrier if there is one, else one barrier of each warpgroup id.  The rest go.
 Only unpredicated `bar.sync id, 128` (a warpgroup) and `bar.sync 0` (the CTA) are merged; any
-other instruction that is not register-only (memory, fences, mbarriers, other barrier forms
-such as the 256-thread ones of warpgroups taking turns, labels, branches) ends the run.
+other instruction whose class does not declare it register-only (memory, fences, mbarriers,
+other barrier forms such as the 256-thread ones of warpgroups taking turns, branches, and
+instructions with undeclared effects) ends the run, as does a label.
 """
 
 from __future__ import annotations
 
 import functools
+from typing import Literal
 
-from xdsl.ir import Block
+from xdsl.ir import Block, Operation, SSAValue
 
 from asyncdsl.dialects import ptx
+from asyncdsl.dialects.ptx_effects import RegistersOnly
+from asyncdsl.hw.limits import WARPGROUP_THREADS
 
-CTA_BARRIER = "bar.sync 0;"
-WARPGROUP_BARRIER = "bar.sync #{0}, 128;"
-
-# Instructions that read and write registers only (and `ld.param`, the kernel's read-only
-# parameters): a barrier may move across them.
-_REGISTER_ONLY = frozenset({
-    "abs", "add", "and", "bfe", "bfi", "bfind", "brev", "clz", "cnot", "copysign", "cos", "cvt", "cvta",
-    "div", "ex2", "fma", "lg2", "mad", "max", "min", "mov", "mul", "neg", "not", "or", "popc", "prmt", "rcp",
-    "rem", "rsqrt", "selp", "set", "setp", "shf", "shfl", "shl", "shr", "sin", "sqrt", "sub", "tanh", "testp",
-    "xor",
-})
+Kind = Literal["cta", "warpgroup", "register", "other"]
 
 
 def drop_redundant_barriers(block: Block) -> None:
     """Erase from `block` (a `ptx.kernel`'s flat body) the barriers that each run of barriers
     and register instructions does not need."""
-    run: list[ptx.InstrOp] = []  # the barriers kept in the current run
+    run: list[ptx.BarrierOp] = []  # the barriers kept in the current run
     cta_kept = False
     for op in list(block.ops):
-        # Read as the printer does, past IRDL's accessors: this looks at every instruction.
-        properties = op.properties
-        text = properties["text"].data if type(op) is ptx.InstrOp else None
-        kind = _kind(text)
-        if kind is _REGISTER:
+        kind = _kind(op)
+        if kind == "register":
             continue
-        if kind is _OTHER or "guard_negated" in properties:
+        if kind == "other":
             run, cta_kept = [], False
         elif cta_kept:
             block.erase_op(op)  # the run's CTA barrier synchronises every warpgroup's threads
-        elif kind is _CTA:
-            for kept in run:
-                block.erase_op(kept)
-            run, cta_kept = [op], True
-        elif any(kept.operands[0] is op.operands[0] for kept in run):
-            block.erase_op(op)  # this warpgroup id's barrier is in the run already
         else:
-            run.append(op)
+            assert isinstance(op, ptx.BarrierOp)
+            if kind == "cta":
+                for kept in run:
+                    block.erase_op(kept)
+                run, cta_kept = [op], True
+            elif any(kept.barrier_id is op.barrier_id for kept in run):
+                block.erase_op(op)  # this warpgroup id's barrier is in the run already
+            else:
+                run.append(op)
 
 
-_CTA, _WARPGROUP, _REGISTER, _OTHER = "cta", "warpgroup", "register", "other"
+def _kind(op: Operation) -> Kind:
+    """What an instruction is to the merge: a mergeable barrier, register-only, or an end of the
+    run (a label, where paths join, included)."""
+    if type(op) is ptx.BarrierOp:
+        if op.guard is not None or op.mode.data != "sync":
+            return "other"
+        if op.thread_count is None and op.barrier_id == 0:
+            return "cta"
+        if op.thread_count == WARPGROUP_THREADS and isinstance(op.barrier_id, SSAValue):
+            return "warpgroup"
+        return "other"
+    return "register" if _registers_only(type(op)) else "other"
 
 
-@functools.lru_cache(maxsize=4096)
-def _kind(text: str | None) -> str:
-    """What an instruction of this text is to the merge (None: a label, where paths join)."""
-    if text == CTA_BARRIER:
-        return _CTA
-    if text == WARPGROUP_BARRIER:
-        return _WARPGROUP
-    if (text is not None
-            and (text.split(".", 1)[0].split(" ", 1)[0] in _REGISTER_ONLY or text.startswith("ld.param"))):
-        return _REGISTER
-    return _OTHER
+@functools.cache
+def _registers_only(op_class: type[Operation]) -> bool:
+    return op_class.has_trait(RegistersOnly)
+

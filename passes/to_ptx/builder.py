@@ -4,15 +4,24 @@
 result: the first `{}` after the text is the result when a result class is given, register
 arguments become placeholders, ints and strings are printed as they are, and lists are joined
 with commas (for `{c0, c1}` coordinate vectors).
+
+The text is how an instruction prints; the op class is what it is. `emit`, `run` and `emit_many`
+append register arithmetic (`ptx.alu`) unless `instr` names another instruction class (a load
+is `instr=ptx.MemoryOp`, a tensor copy `instr=ptx.BulkLoadOp`); barriers, fences, commits and
+waits are built from their fields and appended with `append` (`b.bar` for named barriers).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal, TypeAlias, overload
 
 from xdsl.ir import Block, OpResult, SSAValue
 
 from asyncdsl.dialects import ptx
+from asyncdsl.dialects.ptx_instr import Instruction
+
+Arg: TypeAlias = SSAValue | int | str | Sequence["Arg"]
 
 
 class PtxBuilder:
@@ -22,21 +31,32 @@ class PtxBuilder:
         self.block = block
         self._labels = 0
 
+    # A result class gives a result register, None gives none: the overloads say so to callers.
+    @overload
+    def emit(self, template: str, result: str, *args: Arg, guard: SSAValue | None = None,
+             negate: bool = False, instr: type[Instruction] = ptx.AluOp) -> SSAValue: ...
+
+    @overload
+    def emit(self, template: str, result: None, *args: Arg, guard: SSAValue | None = None,
+             negate: bool = False, instr: type[Instruction] = ptx.AluOp) -> None: ...
+
     def emit(
         self,
         template: str,
         result: str | None,
-        *args: SSAValue | int | str | Sequence[SSAValue | int | str],
+        *args: Arg,
         guard: SSAValue | None = None,
         negate: bool = False,
+        instr: type[Instruction] = ptx.AluOp,
     ) -> SSAValue | None:
-        """Append one instruction; returns its result register when `result` names a class."""
+        """Append one instruction of class `instr`; returns its result register when `result`
+        names a class."""
         operands: list[SSAValue] = []
         offset = 1 if result else 0
         rendered = [_render(arg, operands, offset) for arg in args]
         if result:
             rendered.insert(0, "#{0}")
-        op = ptx.InstrOp(
+        op = instr(
             template.format(*rendered),
             operands,
             [result] if result else [],
@@ -46,20 +66,37 @@ class PtxBuilder:
         self.block.add_op(op)
         return op.results[0] if result else None
 
-    def emit_many(self, template: str, kinds: Sequence[str], *args: SSAValue | int | str) -> list[SSAValue]:
+    def emit_many(
+        self, template: str, kinds: Sequence[str], *args: SSAValue | int | str,
+        instr: type[Instruction] = ptx.AluOp,
+    ) -> list[SSAValue]:
         """Append one instruction with several results (a vector load, unpacking a word): the
         first `len(kinds)` `{}` are the results, the rest the arguments as in `emit`."""
         results = [f"#{{{i}}}" for i in range(len(kinds))]
         operands = [a for a in args if isinstance(a, SSAValue)]
         rendered = iter(f"#{{{len(kinds) + operands.index(a)}}}" if isinstance(a, SSAValue) else str(a)
                         for a in args)
-        op = ptx.InstrOp(template.format(*results, *rendered), operands, list(kinds))
+        op = instr(template.format(*results, *rendered), operands, list(kinds))
         self.block.add_op(op)
         return list(op.results)
 
-    def run(self, template: str, *args, guard: SSAValue | None = None, negate: bool = False) -> None:
-        """Append an instruction without a result."""
-        self.emit(template, None, *args, guard=guard, negate=negate)
+    def run(
+        self, template: str, *args: Arg, guard: SSAValue | None = None, negate: bool = False,
+        instr: type[Instruction] = ptx.AluOp,
+    ) -> None:
+        """Append an instruction of class `instr` without a result."""
+        self.emit(template, None, *args, guard=guard, negate=negate, instr=instr)
+
+    def append(self, op: Instruction) -> None:
+        """Append an instruction built from its fields (a barrier, a fence, a commit, a wait)."""
+        self.block.add_op(op)
+
+    def bar(
+        self, mode: Literal["sync", "arrive"], barrier: SSAValue | int, threads: int | None = None,
+        guard: SSAValue | None = None,
+    ) -> None:
+        """`bar.<mode> barrier[, threads];`: `threads` of the CTA (all where None) meet there."""
+        self.block.add_op(ptx.BarrierOp(mode, barrier, threads, guard))
 
     def mov(self, kind: str, source: SSAValue | int | str) -> SSAValue:
         """A fresh register of class `kind` holding `source`."""
@@ -79,10 +116,10 @@ class PtxBuilder:
         self.block.add_op(ptx.LabelOp(name))
 
     def branch(self, label: str, condition: SSAValue | None = None, negate: bool = False) -> None:
-        self.run(f"bra ${label};", guard=condition, negate=negate)
+        self.block.add_op(ptx.BranchOp(label, condition, negate))
 
 
-def _render(arg: SSAValue | int | str | Sequence, operands: list[SSAValue], offset: int) -> str:
+def _render(arg: Arg, operands: list[SSAValue], offset: int) -> str:
     """`arg` as instruction text; a register becomes the placeholder of its place in `operands`
     (appended when new), numbered after the `offset` results."""
     # Immediates first: they are common. A register is tested by its class before `isinstance`

@@ -26,6 +26,7 @@ from xdsl.ir import SSAValue
 
 from asyncdsl import dtypes
 from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.dialects import ptx
 from asyncdsl.hw import gmem_runs
 from asyncdsl.hw.bulk import clamped_bytes
 from asyncdsl.hw.options import Oob
@@ -66,19 +67,22 @@ def _bulk_load(ctx: KernelLowering, op: ir.BulkLoadOp) -> None:
     moved = _moved_bytes(ctx, op, offset)
     transfer = op.transfer_bytes
     if op.arrive.value.data:
-        b.run("mbarrier.arrive.expect_tx.shared::cta.b64 _, [{}], {};", bar, moved, guard=issuer)
+        b.run("mbarrier.arrive.expect_tx.shared::cta.b64 _, [{}], {};", bar, moved, guard=issuer,
+              instr=ptx.MbarrierArriveOp)
     elif op.oob.data == Oob.UNDEFINED:
         if isinstance(moved, int):
             missing = transfer - moved
         else:
             missing = b.emit("sub.s32 {}, {}, {};", "b32", transfer, moved)
         if not isinstance(missing, int) or missing:
-            b.run("mbarrier.complete_tx.relaxed.cta.shared::cta.b64 [{}], {};", bar, missing, guard=issuer)
+            b.run("mbarrier.complete_tx.relaxed.cta.shared::cta.b64 [{}], {};", bar, missing, guard=issuer,
+                  instr=ptx.MbarrierArriveOp)
     copier = _when_nonempty(ctx, issuer, moved)
     if copier is not None:
         b.run(
             "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [{}], [{}], {}, [{}];",
             ctx.reg(op.smem), window_address(ctx, op.gmem, offset), moved, bar, guard=copier,
+            instr=ptx.BulkLoadOp,
         )
 
 
@@ -92,11 +96,12 @@ def _bulk_store(ctx: KernelLowering, op: ir.BulkStoreOp) -> None:
         b.run(
             "cp.async.bulk.global.shared::cta.bulk_group [{}], [{}], {};",
             window_address(ctx, op.gmem, offset), ctx.reg(op.smem), moved, guard=copier,
+            instr=ptx.BulkStoreOp,
         )
     if op.commit.value.data:
         # Committed even where nothing was stored (an empty group), so that await_async_copy(n)
         # counts the same groups in every CTA, as for TMA stores.
-        b.run("cp.async.bulk.commit_group;", guard=ctx.facts.leader)
+        b.append(ptx.BulkCommitOp(ctx.facts.leader))
 
 
 RULES: Rules = {ir.BulkLoadOp: _bulk_load, ir.BulkStoreOp: _bulk_store}

@@ -30,6 +30,7 @@ barrier's address into each target CTA and arrives there (docs/hardware.md §7.4
 from __future__ import annotations
 
 from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.dialects import ptx
 from asyncdsl.hw.collective import CollectiveGroup
 from asyncdsl.hw.options import Partition
 from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
@@ -80,7 +81,7 @@ def _cluster_arrive(ctx: KernelLowering, op: ir.ClusterArriveOp) -> None:
     address = barrier_address(ctx, op.barriers, op.index)
     scope = "cta" if op.unsynced is not None else "cluster"
     if op.unsynced is None:
-        b.run("bar.sync {}, 128;", ctx.facts.named_barrier)
+        b.bar("sync", ctx.facts.named_barrier, 128)
     shift = _group_shift(ctx, group)
     leader = ctx.facts.leader
     count = op.count.value.data
@@ -91,9 +92,9 @@ def _cluster_arrive(ctx: KernelLowering, op: ir.ClusterArriveOp) -> None:
             target = rank
         else:
             target = shift if rank == 0 else b.emit("add.s32 {}, {}, {};", "b32", shift, rank)
-        remote = b.emit("mapa.shared::cluster.u32 {}, {}, {};", "b32", address, target)
+        remote = b.emit("mapa.shared::cluster.u32 {}, {}, {};", "b32", address, target, instr=ptx.InstrOp)
         b.run(f"mbarrier.arrive.release.{scope}.shared::cluster.b64 _, [{{}}], {count};",
-              remote, guard=leader)
+              remote, guard=leader, instr=ptx.MbarrierArriveOp)
 
 
 def _smem_slice(ctx: KernelLowering, op: ir.SmemSliceOp) -> None:
@@ -115,7 +116,7 @@ def collective_load_form(ctx: KernelLowering, op: ir.TmaLoadOp, barrier) -> tupl
         rank = b.emit("mov.u32 {}, %cluster_ctarank;", "b32")
         x = b.emit("mov.u32 {}, %cluster_ctaid.x;", "b32")
         leader = b.emit("sub.s32 {}, {}, {};", "b32", rank, x)
-        barrier = b.emit("mapa.shared::cluster.u32 {}, {}, {};", "b32", barrier, leader)
+        barrier = b.emit("mapa.shared::cluster.u32 {}, {}, {};", "b32", barrier, leader, instr=ptx.InstrOp)
     return space, modifiers, barrier, extra
 
 

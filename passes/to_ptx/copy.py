@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.dialects import ptx
 from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
 
 
 def _await(ctx: KernelLowering, op: ir.AwaitAsyncCopyOp) -> None:
-    read = ".read" if op.read_only.value.data else ""
-    ctx.b.run(f"cp.async.bulk.wait_group{read} {op.allow_groups.value.data};", guard=ctx.facts.leader)
-    ctx.b.run("bar.sync {}, 128;", ctx.facts.named_barrier)
+    read = bool(op.read_only.value.data)
+    ctx.b.append(ptx.BulkWaitOp(op.allow_groups.value.data, read=read, guard=ctx.facts.leader))
+    ctx.b.bar("sync", ctx.facts.named_barrier, 128)
 
 
 RULES: Rules = {ir.AwaitAsyncCopyOp: _await}

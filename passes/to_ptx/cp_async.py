@@ -33,6 +33,7 @@ from __future__ import annotations
 from xdsl.ir import SSAValue
 
 from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.dialects import ptx
 from asyncdsl.hw.cp_async import CpAsyncPlan
 from asyncdsl.hw.limits import SWIZZLE_CHUNK, WARPGROUP_THREADS
 from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
@@ -64,19 +65,21 @@ def _cp_async_load(ctx: KernelLowering, op: ir.CpAsyncLoadOp) -> None:
         b.run("shl.b32 {}, {}, 4;", bits, bits)
         b.run("xor.b32 {}, {}, {};", target, target, bits)
     cache = "cg" if plan.chunk_bytes == 16 else "ca"  # .cg (L2 only) exists for 16 bytes only
-    b.run(f"cp.async.{cache}.shared.global [{{}}], [{{}}], {plan.chunk_bytes};", target, source)
+    b.run(f"cp.async.{cache}.shared.global [{{}}], [{{}}], {plan.chunk_bytes};", target, source,
+          instr=ptx.CpAsyncOp)
     b.run("add.u32 {}, {}, {};", chunk, chunk, WARPGROUP_THREADS)
     b.branch(head)
     b.label(done)
     if op.barriers is not None:
         bar = barrier_address(ctx, op.barriers, op.barrier_index)
-        b.run("cp.async.mbarrier.arrive.shared::cta.b64 [{}];", bar)
+        b.run("cp.async.mbarrier.arrive.shared::cta.b64 [{}];", bar, instr=ptx.MbarrierArriveOp)
         if op.arrive.value.data:
             scope = "cluster" if ctx.facts.cluster_size > 1 else "cta"
-            b.run("bar.sync {}, 128;", ctx.facts.named_barrier)
-            b.run(f"mbarrier.arrive.release.{scope}.shared::cta.b64 _, [{{}}];", bar, guard=ctx.facts.leader)
+            b.bar("sync", ctx.facts.named_barrier, 128)
+            b.run(f"mbarrier.arrive.release.{scope}.shared::cta.b64 _, [{{}}];", bar, guard=ctx.facts.leader,
+                  instr=ptx.MbarrierArriveOp)
     elif op.arrive.value.data:
-        b.run("cp.async.commit_group;")
+        b.append(ptx.CpAsyncCommitOp())
 
 
 def _smem_offset(ctx: KernelLowering, plan: CpAsyncPlan, row: SSAValue, byte: SSAValue) -> SSAValue:
@@ -95,8 +98,8 @@ def _smem_offset(ctx: KernelLowering, plan: CpAsyncPlan, row: SSAValue, byte: SS
 
 
 def _await_cp_async(ctx: KernelLowering, op: ir.AwaitCpAsyncCopyOp) -> None:
-    ctx.b.run(f"cp.async.wait_group {op.allow_groups.value.data};")
-    ctx.b.run("bar.sync {}, 128;", ctx.facts.named_barrier)
+    ctx.b.append(ptx.CpAsyncWaitOp(op.allow_groups.value.data))
+    ctx.b.bar("sync", ctx.facts.named_barrier, 128)
 
 
 RULES: Rules = {ir.CpAsyncLoadOp: _cp_async_load, ir.AwaitCpAsyncCopyOp: _await_cp_async}

@@ -34,6 +34,7 @@ from xdsl.ir import BlockArgument, SSAValue
 
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects import kernel_attrs as attrs
+from asyncdsl.dialects import ptx
 from asyncdsl.hw.limits import DESCRIPTOR_BYTES
 from asyncdsl.kernel_binary import PeerTableParam
 from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
@@ -66,7 +67,7 @@ def _peer_table(ctx: KernelLowering) -> SSAValue:
 
 
 def _device_id(ctx: KernelLowering, op: ir.DeviceIdOp) -> None:
-    ctx.bind(op.result, ctx.b.emit("ld.global.nc.u32 {}, [{}];", "b32", _peer_table(ctx)))
+    ctx.bind(op.result, ctx.b.emit("ld.global.nc.u32 {}, [{}];", "b32", _peer_table(ctx), instr=ptx.MemoryOp))
 
 
 def peer_offset(ctx: KernelLowering, pe: SSAValue) -> SSAValue:
@@ -74,10 +75,11 @@ def peer_offset(ctx: KernelLowering, pe: SSAValue) -> SSAValue:
     b, table = ctx.b, _peer_table(ctx)
     known = ctx.constant(pe)
     if known is not None:
-        return b.emit(f"ld.global.nc.s64 {{}}, [{{}}+{_WORD * (known + 1)}];", "b64", table)
+        return b.emit(f"ld.global.nc.s64 {{}}, [{{}}+{_WORD * (known + 1)}];", "b64", table,
+                      instr=ptx.MemoryOp)
     entry = b.emit(f"mul.wide.u32 {{}}, {{}}, {_WORD};", "b64", ctx.reg(pe))
     b.run("add.s64 {}, {}, {};", entry, entry, table)
-    return b.emit(f"ld.global.nc.s64 {{}}, [{{}}+{_WORD}];", "b64", entry)
+    return b.emit(f"ld.global.nc.s64 {{}}, [{{}}+{_WORD}];", "b64", entry, instr=ptx.MemoryOp)
 
 
 def peer_descriptor_address(ctx: KernelLowering, op) -> SSAValue:
@@ -99,10 +101,10 @@ def _signal(ctx: KernelLowering, op: ir.SignalOp) -> None:
     address = _cell_address(ctx, op)
     if op.peer is not None:
         address = b.emit("add.s64 {}, {}, {};", "b64", address, peer_offset(ctx, op.peer))
-    b.run("bar.sync {}, 128;", ctx.facts.named_barrier)
-    b.run("fence.proxy.async.global;", guard=ctx.facts.leader)
+    b.bar("sync", ctx.facts.named_barrier, 128)
+    b.append(ptx.ProxyFenceOp("global", ctx.facts.leader))
     form = "st.release.sys.global.u32" if op.op.data == "set" else "red.release.sys.global.add.u32"
-    b.run(form + " [{}], {};", address, ctx.operand(op.value), guard=ctx.facts.leader)
+    b.run(form + " [{}], {};", address, ctx.operand(op.value), guard=ctx.facts.leader, instr=ptx.MemoryOp)
 
 
 def _wait_signal(ctx: KernelLowering, op: ir.WaitSignalOp) -> None:
@@ -111,10 +113,10 @@ def _wait_signal(ctx: KernelLowering, op: ir.WaitSignalOp) -> None:
     expected = ctx.operand(op.value)
     retry = b.new_label("signal")
     b.label(retry)
-    held = b.emit("ld.acquire.sys.global.u32 {}, [{}];", "b32", address)
+    held = b.emit("ld.acquire.sys.global.u32 {}, [{}];", "b32", address, instr=ptx.MemoryOp)
     done = b.emit(f"setp.{op.cmp.data}.u32 {{}}, {{}}, {{}};", "pred", held, expected)
     b.branch(retry, done, negate=True)
-    b.run("fence.proxy.async.global;")
+    b.append(ptx.ProxyFenceOp("global"))
 
 
 RULES: Rules = {

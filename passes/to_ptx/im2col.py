@@ -15,6 +15,7 @@ registers:
 from __future__ import annotations
 
 from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.dialects import ptx
 from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
 from asyncdsl.passes.to_ptx.operands import (
     b16_register,
@@ -31,13 +32,15 @@ def _im2col_load(ctx: KernelLowering, op: ir.TmaIm2colLoadOp) -> None:
     bar = barrier_address(ctx, op.barriers, op.barrier_index)
     expect = op.expect_tx_bytes.value.data
     if expect:
-        b.run("mbarrier.arrive.expect_tx.shared::cta.b64 _, [{}], {};", bar, expect, guard=issuer)
+        b.run("mbarrier.arrive.expect_tx.shared::cta.b64 _, [{}], {};", bar, expect, guard=issuer,
+              instr=ptx.MbarrierArriveOp)
     coords = tma_coordinates(ctx, op.coords)
     offsets = [b16_register(ctx, o) for o in reversed(op.offsets)]
     b.run(
         f"cp.async.bulk.tensor.{len(coords)}d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes"
         " [{}], [{}, {{{}}}], [{}], {{{}}};",
         ctx.reg(op.smem), descriptor_address(ctx, op), coords, bar, offsets, guard=issuer,
+        instr=ptx.BulkLoadOp,
     )
 
 

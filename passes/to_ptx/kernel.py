@@ -27,6 +27,7 @@ from xdsl.dialects.builtin import IndexType, MemRefType
 
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects import kernel_attrs as attrs
+from asyncdsl.dialects import ptx
 from asyncdsl.ir_locations import from_ir_location
 from asyncdsl.kernel_binary import (
     DescriptorScratchParam,
@@ -144,7 +145,7 @@ def emit_prologue(ctx: KernelLowering, fn: func.FuncOp, params: tuple[KernelPara
         if isinstance(param, PeerTableParam):
             ctx.facts.peer_table = b.emit(f"ld.param.u64 {{}}, [#{{{{param:{position}}}}}];", "b64")
     for address in addresses:
-        b.run("prefetch.tensormap [{}];", address, guard=cta_leader)
+        b.run("prefetch.tensormap [{}];", address, guard=cta_leader, instr=ptx.MemoryOp)
     scratch = attrs.tile_scratch(fn)
     if scratch is not None:
         offset, size = scratch
@@ -157,15 +158,16 @@ def emit_prologue(ctx: KernelLowering, fn: func.FuncOp, params: tuple[KernelPara
         arrivals = group.arrival_count.value.data
         first = b.emit("add.s32 {}, {}, {};", "b32", base, group.offset.value.data)
         for i in range(count):
-            b.run(f"mbarrier.init.shared::cta.b64 [{{}}+{8 * i}], {arrivals};", first, guard=cta_leader)
+            b.run(f"mbarrier.init.shared::cta.b64 [{{}}+{8 * i}], {arrivals};", first, guard=cta_leader,
+                      instr=ptx.MbarrierInitOp)
         ctx.phase_bits[group.result] = b.mov("b32", 0)
     if groups:
-        b.run("fence.mbarrier_init.release.cluster;", guard=cta_leader)
+        b.append(ptx.MbarrierInitFenceOp(cta_leader))
     if cluster_size > 1:
-        b.run("barrier.cluster.arrive.release.aligned;")
-        b.run("barrier.cluster.wait.acquire.aligned;")
+        b.append(ptx.ClusterBarrierOp("arrive"))
+        b.append(ptx.ClusterBarrierOp("wait"))
     elif groups:
-        b.run("bar.sync 0;")
+        b.bar("sync", 0)
 
 
 def _descriptor_addresses(ctx: KernelLowering, params: tuple[KernelParam, ...]) -> list:
@@ -190,13 +192,13 @@ def emit_epilogue(ctx: KernelLowering) -> None:
         if any(not op.commit.value.data for op in stores):
             # A store issued with arrive=False joins no group until something commits; close
             # the last group so that the wait covers it too.
-            ctx.b.run("cp.async.bulk.commit_group;", guard=ctx.facts.leader)
-        ctx.b.run("cp.async.bulk.wait_group.read 0;", guard=ctx.facts.leader)
+            ctx.b.append(ptx.BulkCommitOp(ctx.facts.leader))
+        ctx.b.append(ptx.BulkWaitOp(0, read=True, guard=ctx.facts.leader))
     if ctx.ops_of(ir.CpAsyncLoadOp):
         # cp.async chunks still in flight would land in the shared memory of an exited CTA.
-        ctx.b.run("cp.async.wait_all;")
+        ctx.b.append(ptx.CpAsyncWaitAllOp())
     if ctx.facts.cluster_size > 1:
-        ctx.b.run("barrier.cluster.arrive.release.aligned;")
-        ctx.b.run("barrier.cluster.wait.acquire.aligned;")
+        ctx.b.append(ptx.ClusterBarrierOp("arrive"))
+        ctx.b.append(ptx.ClusterBarrierOp("wait"))
     if ctx.facts.profile is not None:
         profile.emit_exit(ctx)  # last, so the kernel's time includes the epilogue's waits

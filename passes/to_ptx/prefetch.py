@@ -13,6 +13,7 @@ becomes
 from __future__ import annotations
 
 from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.dialects import ptx
 from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
 from asyncdsl.passes.to_ptx.operands import descriptor_address, issuer_predicate, tma_coordinates
 
@@ -22,7 +23,7 @@ def _tma_prefetch(ctx: KernelLowering, op: ir.TmaPrefetchOp) -> None:
     coords = tma_coordinates(ctx, op.coords)
     ctx.b.run(
         f"cp.async.bulk.prefetch.tensor.{len(coords)}d.L2.global.tile [{{}}, {{{{{{}}}}}}];",
-        descriptor_address(ctx, op), coords, guard=issuer,
+        descriptor_address(ctx, op), coords, guard=issuer, instr=ptx.BulkPrefetchOp,
     )
 
 

@@ -26,6 +26,7 @@ from xdsl.ir import SSAValue
 
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects import kernel_attrs as attrs
+from asyncdsl.dialects import ptx
 from asyncdsl.hw import profile as layout
 from asyncdsl.kernel_binary import ProfileBufferParam
 from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
@@ -64,8 +65,9 @@ def emit_entry(ctx: KernelLowering, fn: func.FuncOp, position: int, param: Profi
     offset = b.emit("mul.wide.u32 {}, {}, {};", "b64", index, layout.record_bytes(param.events_per_warpgroup))
     record = b.emit("add.s64 {}, {}, {};", "b64", buffer, offset)
     _stamp_time(ctx, record, layout.ENTRY_TIMER, layout.ENTRY_CLOCK)
-    b.run(f"st.global.u32 [{{}}+{layout.CTA_ID}], {{}};", record, cta, guard=facts.leader)
-    b.run(f"st.global.u32 [{{}}+{layout.WARPGROUP}], {{}};", record, facts.warpgroup, guard=facts.leader)
+    b.run(f"st.global.u32 [{{}}+{layout.CTA_ID}], {{}};", record, cta, guard=facts.leader, instr=ptx.MemoryOp)
+    b.run(f"st.global.u32 [{{}}+{layout.WARPGROUP}], {{}};", record, facts.warpgroup, guard=facts.leader,
+          instr=ptx.MemoryOp)
     cursor = b.emit(f"add.s64 {{}}, {{}}, {layout.EVENTS};", "b64", record)
     numbers = {name: number for number, name in enumerate(param.region_names)}
     facts.profile = ProfileRecord(record, cursor, b.mov("b32", 0), param.events_per_warpgroup, numbers)
@@ -77,17 +79,18 @@ def emit_exit(ctx: KernelLowering) -> None:
     profile = facts.profile
     _stamp_time(ctx, profile.record, layout.EXIT_TIMER, layout.EXIT_CLOCK)
     sm = b.emit("mov.u32 {}, %smid;", "b32")
-    b.run(f"st.global.u32 [{{}}+{layout.SM_ID}], {{}};", profile.record, sm, guard=facts.leader)
+    b.run(f"st.global.u32 [{{}}+{layout.SM_ID}], {{}};", profile.record, sm, guard=facts.leader,
+          instr=ptx.MemoryOp)
     b.run(f"st.global.u32 [{{}}+{layout.EVENT_COUNT}], {{}};", profile.record, profile.events,
-          guard=facts.leader)
+          guard=facts.leader, instr=ptx.MemoryOp)
 
 
 def _stamp_time(ctx: KernelLowering, record: SSAValue, timer_offset: int, clock_offset: int) -> None:
     b, leader = ctx.b, ctx.facts.leader
     timer = b.emit("mov.u64 {}, %globaltimer;", "b64")
     clock = b.emit("mov.u64 {}, %clock64;", "b64")
-    b.run(f"st.global.u64 [{{}}+{timer_offset}], {{}};", record, timer, guard=leader)
-    b.run(f"st.global.u64 [{{}}+{clock_offset}], {{}};", record, clock, guard=leader)
+    b.run(f"st.global.u64 [{{}}+{timer_offset}], {{}};", record, timer, guard=leader, instr=ptx.MemoryOp)
+    b.run(f"st.global.u64 [{{}}+{clock_offset}], {{}};", record, clock, guard=leader, instr=ptx.MemoryOp)
 
 
 def _event(ctx: KernelLowering, region: str, exit: bool) -> None:
@@ -99,7 +102,7 @@ def _event(ctx: KernelLowering, region: str, exit: bool) -> None:
     clock = b.emit("mov.u32 {}, %clock;", "b32")
     room = b.emit(f"setp.lt.u32 {{}}, {{}}, {profile.capacity};", "pred", profile.events)
     b.run("and.pred {}, {}, {};", room, room, facts.leader)
-    b.run("st.global.v2.u32 [{}], {{{}, {}}};", profile.cursor, tag, clock, guard=room)
+    b.run("st.global.v2.u32 [{}], {{{}, {}}};", profile.cursor, tag, clock, guard=room, instr=ptx.MemoryOp)
     b.run("add.u32 {}, {}, 1;", profile.events, profile.events)
     b.run(f"add.s64 {{}}, {{}}, {4 * layout.EVENT_WORDS};", profile.cursor, profile.cursor)
 

@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from xdsl.ir import Operation
 
 from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.dialects import ptx
 from asyncdsl.hw.limits import WARPGROUP_THREADS
 from asyncdsl.hw.roles import register_cap, setmaxnreg_direction
 from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
@@ -66,7 +67,7 @@ def _warpgroup_role(ctx: KernelLowering, op: ir.WarpgroupRoleOp) -> None:
     if registers is not None:
         direction = setmaxnreg_direction(registers, threads)
         if direction is not None:
-            b.run(f"setmaxnreg.{direction}.sync.aligned.u32 {registers};")
+            b.run(f"setmaxnreg.{direction}.sync.aligned.u32 {registers};", instr=ptx.InstrOp)
     ctx.lower_block(op.body.block)
     b.label(end)
 

@@ -14,6 +14,7 @@ start `first_row` rows into the buffer. A scatter that closes the copy commits t
 from __future__ import annotations
 
 from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.dialects import ptx
 from asyncdsl.hw.limits import GATHER4_ROWS
 from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
 from asyncdsl.passes.to_ptx.operands import descriptor_address
@@ -27,7 +28,7 @@ def _operands(ctx: KernelLowering, op: ir.TmaGather4Op | ir.TmaScatter4Op):
     first = op.first_row.value.data
     rows = [
         b.emit(f"ld.shared.u{index_bits} {{}}, [{{}}+{(first + i) * index_bits // 8}];", "b32",
-               ctx.reg(op.rows), guard=leader)
+               ctx.reg(op.rows), guard=leader, instr=ptx.MemoryOp)
         for i in range(GATHER4_ROWS)
     ]
     row_bytes = ir.shape_of(op.smem)[1] * ir.element_bits(op.smem.type) // 8
@@ -43,7 +44,7 @@ def _gather4(ctx: KernelLowering, op: ir.TmaGather4Op) -> None:
     ctx.b.run(
         "cp.async.bulk.tensor.2d.shared::cta.global.tile::gather4.mbarrier::complete_tx::bytes"
         " [{}], [{}, {{{}}}], [{}];",
-        smem, descriptor, coords, bar, guard=ctx.facts.leader,
+        smem, descriptor, coords, bar, guard=ctx.facts.leader, instr=ptx.BulkLoadOp,
     )
 
 
@@ -51,10 +52,10 @@ def _scatter4(ctx: KernelLowering, op: ir.TmaScatter4Op) -> None:
     smem, descriptor, coords = _operands(ctx, op)
     ctx.b.run(
         "cp.async.bulk.tensor.2d.global.shared::cta.tile::scatter4.bulk_group [{}, {{{}}}], [{}];",
-        descriptor, coords, smem, guard=ctx.facts.leader,
+        descriptor, coords, smem, guard=ctx.facts.leader, instr=ptx.BulkStoreOp,
     )
     if op.commit.value.data:
-        ctx.b.run("cp.async.bulk.commit_group;", guard=ctx.facts.leader)
+        ctx.b.append(ptx.BulkCommitOp(ctx.facts.leader))
 
 
 RULES: Rules = {ir.TmaGather4Op: _gather4, ir.TmaScatter4Op: _scatter4}

@@ -11,6 +11,7 @@ is ordered before the release.  Barrier groups are initialised in the kernel pro
 from __future__ import annotations
 
 from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.dialects import ptx
 from asyncdsl.hw.limits import BARRIER_BYTES
 from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
 from asyncdsl.passes.to_ptx.core import allocation_address
@@ -43,10 +44,10 @@ def _arrive(ctx: KernelLowering, op: ir.ArriveOp) -> None:
     b = ctx.b
     address = barrier_address(ctx, op.barriers, op.index)
     if op.unsynced is None:
-        b.run("bar.sync {}, 128;", ctx.facts.named_barrier)
+        b.bar("sync", ctx.facts.named_barrier, 128)
     b.emit(
         f"mbarrier.arrive.release.cta.shared::cta.b64 {{}}, [{{}}], {op.count.value.data};",
-        "b64", address, guard=ctx.facts.leader,
+        "b64", address, guard=ctx.facts.leader, instr=ptx.MbarrierArriveOp,
     )
 
 
@@ -54,7 +55,7 @@ def _arrive_expect_tx(ctx: KernelLowering, op: ir.ArriveExpectTxOp) -> None:
     address = barrier_address(ctx, op.barriers, op.index)
     ctx.b.run(
         "mbarrier.arrive.expect_tx.shared::cta.b64 _, [{}], {};", address, op.bytes.value.data,
-        guard=ctx.facts.leader,
+        guard=ctx.facts.leader, instr=ptx.MbarrierArriveOp,
     )
 
 
@@ -80,27 +81,27 @@ def _wait(ctx: KernelLowering, op: ir.WaitOp) -> None:
     b.label(retry)
     done = b.emit(
         f"mbarrier.try_wait.parity.acquire.{_scope(ctx)}.shared::cta.b64 {{}}, [{{}}], {{}};",
-        "pred", address, parity,
+        "pred", address, parity, instr=ptx.MbarrierTryWaitOp,
     )
     b.branch(retry, done, negate=True)
 
 
 def _fence_async(ctx: KernelLowering, op: ir.FenceAsyncSmemOp) -> None:
-    ctx.b.run("fence.proxy.async.shared::cta;")
-    ctx.b.run("bar.sync {}, 128;", ctx.facts.named_barrier)
+    ctx.b.append(ptx.ProxyFenceOp("shared::cta"))
+    ctx.b.bar("sync", ctx.facts.named_barrier, 128)
 
 
 def _warpgroup_barrier(ctx: KernelLowering, op) -> None:
-    ctx.b.run("bar.sync {}, 128;", ctx.facts.named_barrier)
+    ctx.b.bar("sync", ctx.facts.named_barrier, 128)
 
 
 def _cta_barrier(ctx: KernelLowering, op) -> None:
-    ctx.b.run("bar.sync 0;")
+    ctx.b.bar("sync", 0)
 
 
 def _cluster_barrier(ctx: KernelLowering, op) -> None:
-    ctx.b.run("barrier.cluster.arrive.release.aligned;")
-    ctx.b.run("barrier.cluster.wait.acquire.aligned;")
+    ctx.b.append(ptx.ClusterBarrierOp("arrive"))
+    ctx.b.append(ptx.ClusterBarrierOp("wait"))
 
 
 RULES: Rules = {

@@ -23,6 +23,7 @@ from xdsl.dialects.builtin import VectorType
 from xdsl.ir import SSAValue
 
 from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.dialects import ptx
 from asyncdsl.dialects.layout_attrs import layout_of
 from asyncdsl.hw.fragments import Layout, SplatLayout, replicated_layout
 from asyncdsl.hw.layout_choice import strided_layout
@@ -147,11 +148,11 @@ def load_piece(ctx: KernelLowering, address: SSAValue, offset: int, piece: int, 
         template = f"ld.{space}.{'u8' if piece == 1 else 'b16'} {{}}, {_address(offset)};"
         pair = piece > element_bytes
         if guard is None:
-            loaded = b.emit(template, "b16", address)
+            loaded = b.emit(template, "b16", address, instr=ptx.MemoryOp)
         else:
             fallback = _halfword(ctx, pack_words(ctx, [other, other], 1)[0]) if pair else other
             loaded = b.mov("b16", fallback)
-            b.run(template, loaded, address, guard=guard)
+            b.run(template, loaded, address, guard=guard, instr=ptx.MemoryOp)
         return _split_bytes(ctx, b.emit("cvt.u32.u16 {}, {};", "b32", loaded), 2) if pair else [loaded]
     count = piece // 4
     word_kind = "f32" if kind == "f32" else "b32"
@@ -159,12 +160,12 @@ def load_piece(ctx: KernelLowering, address: SSAValue, offset: int, piece: int, 
     destination = f"{{{{{targets}}}}}" if count > 1 else "{}"
     template = f"ld.{space}{f'.v{count}' if count > 1 else ''}.{word_kind} {destination}, {_address(offset)};"
     if guard is None:
-        words = b.emit_many(template, [word_kind] * count, address)
+        words = b.emit_many(template, [word_kind] * count, address, instr=ptx.MemoryOp)
     else:  # the fallback words first, then the load over them where the guard holds
         fallback = (other if element_bytes == 4
                     else pack_words(ctx, [other] * (4 // element_bytes), element_bytes)[0])
         words = [b.mov(word_kind, fallback) for _ in range(count)]
-        b.run(template, *words, address, guard=guard)
+        b.run(template, *words, address, guard=guard, instr=ptx.MemoryOp)
     return words if element_bytes == 4 else _split_words(ctx, words, element_bytes)
 
 
@@ -177,14 +178,15 @@ def store_piece(ctx: KernelLowering, address: SSAValue, offset: int, elements: l
         value = (elements[0] if len(elements) == 1
                  else _halfword(ctx, pack_words(ctx, elements, element_bytes)[0]))
         b.run(f"st.{space}.{'u8' if piece == 1 else 'b16'} {_address(offset)}, {{}};", address,
-              value, guard=guard)
+              value, guard=guard, instr=ptx.MemoryOp)
         return
     words = elements if element_bytes == 4 else pack_words(ctx, elements, element_bytes)
     word_type = "f32" if kind == "f32" else "b32"
     listed = ", ".join(["{}"] * len(words))
     vector = f".v{len(words)}" if len(words) > 1 else ""
     operand = f"{{{{{listed}}}}}" if len(words) > 1 else listed
-    b.run(f"st.{space}{vector}.{word_type} {_address(offset)}, {operand};", address, *words, guard=guard)
+    b.run(f"st.{space}{vector}.{word_type} {_address(offset)}, {operand};", address, *words, guard=guard,
+          instr=ptx.MemoryOp)
 
 
 # -- whole tiles ---------------------------------------------------------------------------------
@@ -199,7 +201,8 @@ def _in_cta(ctx: KernelLowering, addresses: list[tuple[SSAValue, int]], cta: SSA
     mapped: dict[SSAValue, SSAValue] = {}
     for register, _ in addresses:
         if register not in mapped:
-            mapped[register] = ctx.b.emit("mapa.shared::cluster.u32 {}, {}, {};", "b32", register, cta)
+            mapped[register] = ctx.b.emit("mapa.shared::cluster.u32 {}, {}, {};", "b32", register, cta,
+                                          instr=ptx.InstrOp)
     return [(mapped[register], offset) for register, offset in addresses], "shared::cluster"
 
 
@@ -234,7 +237,7 @@ def _load_matrices(ctx: KernelLowering, base: SSAValue, plan: AccessPlan,
         targets = ", ".join(["{}"] * count)
         loaded = ctx.b.emit_many(
             f"ldmatrix.sync.aligned.m8n8.x{count}.shared.b16 {{{{{targets}}}}}, {_address(offset)};",
-            ["b32"] * count, address)
+            ["b32"] * count, address, instr=ptx.MemoryOp)
         for piece, word in zip(access.pieces, loaded):
             words[piece] = word
     return _split_words(ctx, words, 2)
@@ -253,7 +256,7 @@ def _store_matrices(ctx: KernelLowering, base: SSAValue, plan: AccessPlan, matri
         listed = ", ".join(["{}"] * len(words))
         ctx.b.run(
             f"stmatrix.sync.aligned.m8n8.x{len(words)}.shared.b16 {_address(offset)}, {{{{{listed}}}}};",
-            address, *words)
+            address, *words, instr=ptx.MemoryOp)
 
 
 def write_tile(ctx: KernelLowering, base: SSAValue, alignment: int, layout: Layout, shape, element,
@@ -303,7 +306,7 @@ def _store(ctx: KernelLowering, op: ir.StoreSmemOp) -> None:
     b = ctx.b
     private = _thread_private(ctx, op)
     if not private:
-        b.run("bar.sync {}, 128;", ctx.facts.named_barrier)
+        b.bar("sync", ctx.facts.named_barrier, 128)
     if isinstance(layout, SplatLayout):
         layout = strided_layout(tile.shape, ir.element_bits(op.value.type) / 8)
         if layout is None:
@@ -315,7 +318,7 @@ def _store(ctx: KernelLowering, op: ir.StoreSmemOp) -> None:
         write_tile(ctx, ctx.reg(op.smem), buffer_alignment(op.smem), layout, tile.shape, element, regs,
                    ir.smem_layout(op.smem.type), _rank(ctx, op))
     if not private:
-        b.run("bar.sync {}, 128;", ctx.facts.named_barrier)
+        b.bar("sync", ctx.facts.named_barrier, 128)
 
 
 

@@ -26,6 +26,7 @@ import numpy as np
 from xdsl.ir import SSAValue
 
 from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.dialects import ptx
 from asyncdsl.dialects.layout_attrs import layout_of
 from asyncdsl.errors import LayoutError
 from asyncdsl.hw.fragments import Layout, SplatLayout, replicated_layout
@@ -238,7 +239,8 @@ def _load(ctx: KernelLowering, op: ir.LoadGmemOp) -> None:
         for element_index, predicate in enumerate(_predicates(ctx, window, checks, mask, range(count))):
             register = ctx.b.mov(kind, other)
             where, immediate = _element_address(ctx, address, int(window.offset[1][element_index]) * size)
-            ctx.b.run(f"ld.global.{width} {{}}, [{{}}+{immediate}];", register, where, guard=predicate)
+            ctx.b.run(f"ld.global.{width} {{}}, [{{}}+{immediate}];", register, where, guard=predicate,
+                      instr=ptx.MemoryOp)
             registers.append(register)
     bind_tile(ctx, op.result, np.array(registers, dtype=object).reshape(registers_shape))
 
@@ -373,7 +375,7 @@ def _gather(ctx: KernelLowering, op: ir.GatherGmemOp) -> None:
     loaded = []
     for guard, address in zip(guards, addresses):
         register = b.mov(kind, other)
-        b.run(f"ld.global.{width} {{}}, [{{}}];", register, address, guard=guard)
+        b.run(f"ld.global.{width} {{}}, [{{}}];", register, address, guard=guard, instr=ptx.MemoryOp)
         loaded.append(register)
     bind_tile(ctx, op.result, np.array(loaded, dtype=object).reshape(registers_shape))
 

@@ -18,6 +18,7 @@ from xdsl.ir import SSAValue
 
 from asyncdsl import dtypes
 from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.dialects import ptx
 from asyncdsl.dialects.layout_attrs import layout_of
 from asyncdsl.hw.fragments import SplatLayout
 from asyncdsl.hw.options import TileReduction
@@ -164,8 +165,8 @@ def _across_warps(ctx: KernelLowering, op: ir.ReduceOp, tree,
     mine = b.emit("mad.lo.s32 {}, {}, {}, {};", "b32", ctx.facts.thread, per_thread * size,
                   ctx.facts.tile_scratch)
     for index, value in enumerate(v for vector in values for v in vector):
-        b.run(f"st.shared.{store_type} [{{}}+{index * size}], {{}};", mine, value)
-    b.run("bar.sync {}, 128;", ctx.facts.named_barrier)
+        b.run(f"st.shared.{store_type} [{{}}+{index * size}], {{}};", mine, value, instr=ptx.MemoryOp)
+    b.bar("sync", ctx.facts.named_barrier, 128)
     # Warp w's group is the warps that differ from w only in the reduced warp digits, which are
     # bit fields of the warp index: group member j is (w with those bits cleared) | offset j.
     group = tree.warp_groups[0]
@@ -181,10 +182,11 @@ def _across_warps(ctx: KernelLowering, op: ir.ReduceOp, tree,
         accumulator = None
         for offset in offsets:
             read = b.emit(
-                f"ld.shared.{store_type} {{}}, [{{}}+{offset * warp_stride + index * size}];", kind, first)
+                f"ld.shared.{store_type} {{}}, [{{}}+{offset * warp_stride + index * size}];", kind, first,
+                instr=ptx.MemoryOp)
             accumulator = read if accumulator is None else combine(ctx, accumulator, read)
         out.append(accumulator)
-    b.run("bar.sync {}, 128;", ctx.facts.named_barrier)  # the scratch is free for the next use
+    b.bar("sync", ctx.facts.named_barrier, 128)  # the scratch is free for the next use
     width = len(values[0])
     return [out[i:i + width] for i in range(0, len(out), width)]
 
@@ -218,9 +220,9 @@ def _relayout(ctx: KernelLowering, op: ir.RelayoutOp) -> None:
     if mask:  # no instruction stores a predicate: a mask travels as 16-bit 0s and 1s
         regs = _each(regs, lambda p: b.emit("selp.b16 {}, 1, 0, {};", "b16", p))
     write_tile(ctx, scratch, 16, source.layout, shape, _scratch_element(element), regs)
-    b.run("bar.sync {}, 128;", ctx.facts.named_barrier)
+    b.bar("sync", ctx.facts.named_barrier, 128)
     regs = read_tile(ctx, scratch, 16, target, shape, _scratch_element(element))
-    b.run("bar.sync {}, 128;", ctx.facts.named_barrier)
+    b.bar("sync", ctx.facts.named_barrier, 128)
     if mask:
         regs = _each(regs, lambda h: b.emit("setp.ne.b16 {}, {}, 0;", "pred", h))
     bind_tile(ctx, op.result, regs)

@@ -7,6 +7,7 @@ innermost first (`operands`).
 from __future__ import annotations
 
 from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.dialects import ptx
 from asyncdsl.hw import reduction
 from asyncdsl.passes.to_ptx.collective import collective_load_form
 from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
@@ -26,20 +27,22 @@ def _tma_load(ctx: KernelLowering, op: ir.TmaLoadOp) -> None:
     rank = len(op.coords)
     expect = op.expect_tx_bytes.value.data
     if expect:
-        b.run("mbarrier.arrive.expect_tx.shared::cta.b64 _, [{}], {};", bar, expect, guard=issuer)
+        b.run("mbarrier.arrive.expect_tx.shared::cta.b64 _, [{}], {};", bar, expect, guard=issuer,
+              instr=ptx.MbarrierArriveOp)
     space, suffix, extra = "shared::cluster", "", []
     if op.multicast_mask is not None or op.partition is not None:
         space, suffix, bar, extra = collective_load_form(ctx, op, bar)
     if op.eviction is not None:  # the cache policy operand comes last (PTX ISA, cp.async.bulk.tensor)
         suffix += ".L2::cache_hint"
-        extra = [*extra, b.emit(f"createpolicy.fractional.L2::{op.eviction.data}.b64 {{}}, 1.0;", "b64")]
+        extra = [*extra, b.emit(f"createpolicy.fractional.L2::{op.eviction.data}.b64 {{}}, 1.0;", "b64",
+                                   instr=ptx.InstrOp)]
     template = (
         f"cp.async.bulk.tensor.{rank}d.{space}.global.tile.mbarrier::complete_tx::bytes{suffix}"
         " [{}], [{}, {{{}}}], [{}]" + ", {}" * len(extra) + ";"
     )
     b.run(
         template, ctx.reg(op.smem), _descriptor(ctx, op), tma_coordinates(ctx, op.coords), bar, *extra,
-        guard=issuer,
+        guard=issuer, instr=ptx.BulkLoadOp,
     )
 
 
@@ -55,12 +58,12 @@ def _tma_store(ctx: KernelLowering, op: ir.TmaStoreOp) -> None:
         head = f"cp.async.bulk.tensor.{rank}d.global.shared::cta.tile.bulk_group"
     b.run(
         head + " [{}, {{{}}}], [{}];", _descriptor(ctx, op), tma_coordinates(ctx, op.coords),
-        ctx.reg(op.smem), guard=issuer,
+        ctx.reg(op.smem), guard=issuer, instr=ptx.BulkStoreOp,
     )
     if op.commit.value.data:
         # Committed even where the user's predicate skipped the copy (an empty group, as in the
         # reference), so that await_async_copy(n) counts the same groups in every CTA.
-        b.run("cp.async.bulk.commit_group;", guard=ctx.facts.leader)
+        b.append(ptx.BulkCommitOp(ctx.facts.leader))
 
 
 RULES: Rules = {ir.TmaLoadOp: _tma_load, ir.TmaStoreOp: _tma_store}

@@ -21,13 +21,13 @@ def _alloc_turns(ctx: KernelLowering, op: ir.AllocTurnsOp) -> None:
     first, parties, barrier = op.group
     b = ctx.b
     last = b.emit("setp.eq.u32 {}, {}, {};", "pred", ctx.facts.warpgroup, first + parties - 1)
-    b.run(f"bar.arrive {barrier}, {_PAIR};", guard=last)
+    b.bar("arrive", barrier, _PAIR, guard=last)
 
 
 def _take_turn(ctx: KernelLowering, op: ir.TakeTurnOp) -> None:
     first, _, barrier = op.group
     mine = ctx.b.emit("add.u32 {}, {}, {};", "b32", ctx.facts.warpgroup, barrier - first)
-    ctx.b.run(f"bar.sync {{}}, {_PAIR};", mine)
+    ctx.b.bar("sync", mine, _PAIR)
 
 
 def _pass_turn(ctx: KernelLowering, op: ir.PassTurnOp) -> None:
@@ -37,7 +37,7 @@ def _pass_turn(ctx: KernelLowering, op: ir.PassTurnOp) -> None:
     wrapped = b.emit("setp.eq.u32 {}, {}, {};", "pred", following, parties)
     position = b.emit("selp.u32 {}, 0, {}, {};", "b32", following, wrapped)
     theirs = b.emit("add.u32 {}, {}, {};", "b32", position, barrier)
-    b.run(f"bar.arrive {{}}, {_PAIR};", theirs)
+    b.bar("arrive", theirs, _PAIR)
 
 
 RULES: Rules = {

@@ -21,6 +21,7 @@ import numpy as np
 from xdsl.ir import SSAValue
 
 from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.dialects import ptx
 from asyncdsl.hw.fragments import WGMMA
 from asyncdsl.hw.wgmma import INSTRUCTION_M, OperandPlan, wgmma_a_registers
 from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
@@ -90,7 +91,7 @@ def _wgmma(ctx: KernelLowering, op: ir.WgmmaOp) -> None:
     a_words = _register_a(ctx, op) if a_plan is None else None
     tail = _immediates(op, a_plan, b_plan)
     instruction = f"wgmma.mma_async.sync.aligned.m{INSTRUCTION_M}n{n}k{types.k}.{types.ptx}"
-    b.run("wgmma.fence.sync.aligned;")
+    b.append(ptx.WgmmaFenceOp())
     for group in range(m // INSTRUCTION_M):
         registers = acc[group * per_group:(group + 1) * per_group]
         for step in range(k // types.k):
@@ -99,12 +100,12 @@ def _wgmma(ctx: KernelLowering, op: ir.WgmmaOp) -> None:
             a_text = "{}" if a_descriptors is not None else "{{{}}}"
             scale = first_scale if step == 0 else 1
             b.run(f"{instruction} {{{{{{}}}}}}, {a_text}, {{}}, {{}}{tail};",
-                  registers, a_operand, b_descriptors.at(0, step), scale)
-    b.run("wgmma.commit_group.sync.aligned;")
+                  registers, a_operand, b_descriptors.at(0, step), scale, instr=ptx.WgmmaMmaOp)
+    b.append(ptx.WgmmaCommitOp())
 
 
 def _wait(ctx: KernelLowering, op: ir.WgmmaWaitOp) -> None:
-    ctx.b.run(f"wgmma.wait_group.sync.aligned {op.pending.value.data};")
+    ctx.b.append(ptx.WgmmaWaitOp(op.pending.value.data))
 
 
 RULES: Rules = {

@@ -148,5 +148,5 @@ def test_integer_n_follows_the_sparser_set():
     check_shapes((64, 48), (64, 32), (32, 48), s8)
     with pytest.raises(MmaError, match="8, 16, 24 or a multiple of 16"):
         check_shapes((64, 40), (64, 32), (32, 40), s8)
-    assert s8.ptx_version == "8.0"
-    assert mma_types(dtypes.int32, dtypes.uint8, dtypes.int8).ptx_version == "8.4"
+    assert s8.ptx_version == (8, 0)
+    assert mma_types(dtypes.int32, dtypes.uint8, dtypes.int8).ptx_version == (8, 4)

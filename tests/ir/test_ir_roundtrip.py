@@ -204,12 +204,12 @@ def test_the_printed_trace_run_through_the_pass_list_prints_the_kernels_ptx():
     from asyncdsl.passes.pipeline import default_pipeline
 
     expected = everything.ptx(F32, F32, B=32)
-    version = re.search(r"^\.version (\S+)$", expected, re.MULTILINE).group(1)
+    major, minor = re.search(r"^\.version (\d+)\.(\d+)$", expected, re.MULTILINE).groups()
     ctx = make_context()
     module = Parser(ctx, STAGES["trace"]).parse_module()
     for compiler_pass in default_pipeline():
         compiler_pass.apply(ctx, module)
-    assert print_ptx(module, version=version, target="sm_90a") == expected
+    assert print_ptx(module, version=(int(major), int(minor)), target="sm_90a") == expected
 
 
 @ad.kernel(grid=(2,), cluster=(2, 1, 1))

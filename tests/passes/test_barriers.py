@@ -1,6 +1,7 @@
 """Merging the barriers of a lowered kernel (`passes/to_ptx/barriers.py`): between two memory
 operations, a run of barriers and register instructions keeps one CTA barrier if it has one,
-else one barrier per warpgroup id, and nothing else changes."""
+else one barrier per warpgroup id, and nothing else changes. (fixtures/drop_redundant_barriers*.mlir
+show the merge on kernel bodies as text.)"""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 from xdsl.ir import Block
 
 import asyncdsl as ad
+from asyncdsl.dialects import ptx
 from asyncdsl.passes.to_ptx.barriers import drop_redundant_barriers
 from asyncdsl.passes.to_ptx.builder import PtxBuilder
 
@@ -29,21 +31,21 @@ def _build(kinds: list[str]) -> tuple[Block, list]:
     address = b.mov("b32", 0)
     for kind in kinds:
         if kind == "cta":
-            b.run("bar.sync 0;")
+            b.bar("sync", 0)
         elif kind.startswith("wg"):
-            b.run("bar.sync {}, 128;", ids[kind[-1]])
+            b.bar("sync", ids[kind[-1]], 128)
         elif kind == "guarded wg a":
-            b.run("bar.sync {}, 128;", ids["a"], guard=guard)
+            b.bar("sync", ids["a"], 128, guard=guard)
         elif kind == "turn":
-            b.run("bar.sync {}, 256;", ids["a"])
+            b.bar("sync", ids["a"], 256)
         elif kind == "register":
             b.emit("add.s32 {}, {}, 1;", "b32", address)
         elif kind == "load":
-            b.emit("ld.shared.f32 {}, [{}];", "f32", address)
+            b.emit("ld.shared.f32 {}, [{}];", "f32", address, instr=ptx.MemoryOp)
         elif kind == "store":
-            b.run("st.shared.f32 [{}], 0f00000000;", address)
+            b.run("st.shared.f32 [{}], 0f00000000;", address, instr=ptx.MemoryOp)
         elif kind == "fence":
-            b.run("fence.proxy.async.shared::cta;")
+            b.append(ptx.ProxyFenceOp("shared::cta"))
         elif kind == "label":
             b.label("L")
         else:
@@ -93,14 +95,6 @@ def test_runs_of_barriers_keep_what_the_reference_keeps(kinds):
     drop_redundant_barriers(block)
     kept = [kind for kind, op in zip(kinds, made) if op.parent is block]
     assert kept == _expected(kinds)
-
-
-def test_a_reductions_trailing_barrier_meets_the_next_stores_leading_one():
-    block, made = _build(
-        ["store", "wg a", "load", "wg a", "register", "wg a", "store", "wg a", "cta", "load"])
-    drop_redundant_barriers(block)
-    assert ([op.parent is block for op in made]
-            == [True, True, True, True, True, False, True, False, True, True])
 
 
 def test_memory_labels_and_other_barrier_forms_end_a_run():
