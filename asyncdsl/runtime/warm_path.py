@@ -103,10 +103,11 @@ class WarmLaunches:
                 position = self._positions.get(name, -1)
                 if position < given:  # unknown, or also given by position: the full path says so
                     return None
-                values[position] = value
+                filled[position] = value
             for position in self._required:
-                if values[position] is _NONE:  # neither given nor defaulted: the full path says so
+                if filled[position] is _NONE:  # neither given nor defaulted: the full path says so
                     return None
+            values = filled
         tensor_type = self._tensor_type
         parts: list[object] = []
         addresses: list[int] = []
