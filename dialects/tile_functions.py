@@ -22,7 +22,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from xdsl.dialects import math as xmath
-from xdsl.ir import Operation
 
 EXACT_HARDWARE, EXACT_COMPOSED = "hardware", "composed"
 # When the instruction flushes subnormal inputs and results: with approx=True (its `.ftz` form
@@ -34,7 +33,7 @@ FLUSH_WITH_APPROX, FLUSH_ALWAYS, FLUSH_NEVER = "approx", "always", "never"
 @dataclass(frozen=True)
 class TileFunction:
     name: str  # asyncdsl.<name>
-    op: type[Operation]  # the `math` op the instruction form traces into
+    op: type[xmath.FloatingPointLikeUnaryMathOperation]  # the `math` op the instruction form traces into
     instruction: str  # PTX's `<instruction>.approx[.ftz].f32`
     reference: Callable[[np.ndarray], np.ndarray]  # in float64, rounded to float32 by the interpreter
     default: str  # EXACT_HARDWARE or EXACT_COMPOSED

@@ -20,13 +20,14 @@ there are to take; split K adding in order needs `split_k_flags` of workspace
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from dataclasses import dataclass
 
 from asyncdsl.blocks.tile_order import tile_position
 from asyncdsl.frontend import language as ad
 
 
-class Work(NamedTuple):
+@dataclass(frozen=True)
+class Work:
     """One unit of work: the CTA's `index`-th, the first row and column of its tile, the share of
     K it takes (`split`, 0 without split K) and which copy of the tile grid it is in (`group`)."""
 
@@ -54,6 +55,7 @@ class PersistentTiles:
         self.m_tiles, self.n_tiles = ((ad.cdiv(M, BM), ad.cdiv(N, BN * pair)) if self.share_a
                                       else (ad.cdiv(M, BM * pair), ad.cdiv(N, BN)))
         units = self.units(groups * self.m_tiles * self.n_tiles, split_k)
+        self.clusters: int
         self.cluster, self.clusters = ((ad.program_id(0), CTAS) if pair == 1
                                        else (ad.cluster_id(0), CTAS // pair))
         self.count = (units - self.cluster + self.clusters - 1) // self.clusters

@@ -52,7 +52,7 @@ def wgmma_gemm(a, b, c, BM: ad.constexpr = 64, BN: ad.constexpr = 128, BK: ad.co
     ad.store(c.at[ad.ds(row, BM), ad.ds(col, BN)], acc[...].astype(c.dtype))
 
 
-EXAMPLE_ARGS = {
+EXAMPLE_ARGS: dict[str, tuple[tuple[ad.ArraySpec, ...], dict[str, object]]] = {
     "wgmma_gemm": ((ad.ArraySpec((200, 320), ad.bfloat16), ad.ArraySpec((320, 264), ad.bfloat16),
                     ad.ArraySpec((200, 264), ad.bfloat16)), {}),
 }

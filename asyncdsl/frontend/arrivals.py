@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from xdsl.dialects import arith, scf
+from xdsl.dialects.builtin import IntegerAttr
 from xdsl.ir import Block, Operation, SSAValue
 
 from asyncdsl.dialects import asyncdsl as ir
@@ -88,6 +89,7 @@ def _barrier_uses(body: Block) -> Iterable[tuple[ir.AllocBarriersOp, int, list[O
 
 def _index(op: Operation) -> int:
     """The position of the barrier `op` names, when it is a constant."""
+    operand: SSAValue | None
     if isinstance(op, (ir.WaitOp, ir.ArriveOp, ir.ArriveExpectTxOp)):
         operand = op.index
     else:
@@ -102,7 +104,7 @@ def _index(op: Operation) -> int:
 
 def _constant(value: SSAValue) -> int | None:
     owner = value.owner
-    if isinstance(owner, arith.ConstantOp):
+    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
         return owner.value.value.data
     return None
 
@@ -153,14 +155,14 @@ def _loop_events(loop: scf.ForOp, barrier: ir.AllocBarriersOp, index: int, loops
     body = _events(loop.body.block, barrier, index, loops)
     if not body:
         return []
-    bounds = [_constant(v) for v in (loop.lb, loop.ub, loop.step)]
-    if None in bounds:
+    start, stop, step = (_constant(v) for v in (loop.lb, loop.ub, loop.step))
+    if start is None or stop is None or step is None:
         raise _Uncountable
-    start, stop, step = bounds
     trips = max(0, -(-(stop - start) // step))
-    if not any(isinstance(e, _Wait) for e in body):
+    arrivals = [e for e in body if isinstance(e, _Arrivals)]
+    if len(arrivals) == len(body):
         total = _Arrivals(0)
-        for event in body:
+        for event in arrivals:
             total.count += event.count * trips
             total.ops += event.ops
         return [total] if trips else []

@@ -121,7 +121,7 @@ def sqrt(x: RegisterTile, approx: bool = False) -> RegisterTile:
 def _instruction(function: TileFunction, x: RegisterTile, approx: bool) -> RegisterTile:
     """The tile function's instruction on float32 tile `x` (`.approx`, flushing where the entry
     says; approx: the user's approx=True, recorded as `afn`)."""
-    flags = arith.FastMathFlagsAttr(["afn"] if approx else "none")
+    flags = arith.FastMathFlagsAttr([arith.FastMathFlag.APPROX_FUNC] if approx else "none")
     return elementwise(f"asyncdsl.{function.name}", lambda value: function.op(value, flags), (x,), x.dtype)
 
 

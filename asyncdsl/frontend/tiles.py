@@ -260,6 +260,7 @@ class RegisterTile(TileOperators):
         element each, so reducing them combines nothing; the viewed tile is reduced over the
         other axes in its own layout, and the axes left over are viewed again.  (Reducing the
         view's broadcast instead would need that broadcast in a layout that reduces.)"""
+        assert self.view is not None, "_reduce_view reduces a view; `_reduce` takes the other tiles"
         source, dims = self.view
         reduced = source._reduce(kind, tuple(i for i, d in enumerate(dims) if d in axes))
         kept = [a for a in range(self.ndim) if a not in axes]

@@ -82,7 +82,8 @@ class PreparedCall:
                 if (value.shape, value.dtype, value.strides, value.device) != layout:
                     raise self._other_layout(position, value)
                 address = value.address
-            elif tensor is not None and isinstance(value, tensor_type) and value.is_contiguous():
+            elif (tensor is not None and tensor_type is not None and isinstance(value, tensor_type)
+                  and value.is_contiguous()):
                 if value.dtype != tensor[1] or value.shape != tensor[0] or value.get_device() != tensor[2]:
                     raise self._other_layout(position, value)
                 address = value.data_ptr()

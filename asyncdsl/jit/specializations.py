@@ -160,7 +160,9 @@ class Specializations:
         kernel has no key across processes (see `disk_key`)."""
         fn, options = self._fn, self._options
         code = code_digest(fn.__code__.co_filename)
-        bound = None if code is None else bound_values(fn)
+        if code is None:
+            return None
+        bound = bound_values(fn)
         if bound is None:
             return None
         # A function exec'd from source without `__name__` in its globals has no module: its file

@@ -32,6 +32,7 @@ from asyncdsl import runtime
 from asyncdsl.config import knobs
 from asyncdsl.errors import ArgumentError, user_location
 from asyncdsl.jit.specializations import Specs
+from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.kernel_binary import KernelBinary
 
 if TYPE_CHECKING:
@@ -50,7 +51,7 @@ class Specialization:
     @property
     def name(self) -> str:
         settings = ", ".join(f"{name}={value!r}" for name, value in self.constexprs.items())
-        shapes = ", ".join(f"{'x'.join(map(str, spec.shape))} {spec.dtype}" if hasattr(spec, "shape")
+        shapes = ", ".join(f"{'x'.join(map(str, spec.shape))} {spec.dtype}" if isinstance(spec, ArraySpec)
                            else spec.kind for spec in self.specs)
         return f"{self.kernel.__name__}({shapes}{', ' if settings else ''}{settings})"
 
@@ -140,6 +141,7 @@ def warmup(*specializations: Specialization | Iterable[Specialization], processe
     if load is None:
         load = not assemble and runtime.has_gpu()
     for spec, binary, source, took in zip(wanted, binaries, sources, seconds):
+        assert binary is not None, f"{spec.name}: every kernel missing from the caches is compiled above"
         assembled = loaded = 0.0
         if assemble:
             from asyncdsl.runtime.ptxas import assemble as run_ptxas  # subprocess: only when asked for

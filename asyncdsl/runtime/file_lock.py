@@ -14,7 +14,9 @@ import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
+fcntl: ModuleType | None
 try:
     import fcntl
 except ImportError:  # no flock (Windows): each process compiles what it misses, as without a cache
@@ -39,5 +41,6 @@ def exclusive(path: Path) -> Iterator[bool]:
         yield descriptor is not None
     finally:
         if descriptor is not None:
+            assert fcntl is not None, "a descriptor is locked only where flock exists"
             fcntl.flock(descriptor, fcntl.LOCK_UN)
             os.close(descriptor)
