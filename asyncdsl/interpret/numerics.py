@@ -310,7 +310,8 @@ def int_to_int(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
 
 # The float64 function each approximate instruction is held to: the tile functions' own
 # (`dialects/tile_functions.py`) and `sqrt.approx`.
-APPROXIMATED: dict[str, Callable[[np.ndarray], np.ndarray]] = {"sqrt": np.sqrt, **{function.name: function.reference for function in TILE_FUNCTIONS}}
+APPROXIMATED: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "sqrt": np.sqrt, **{function.name: function.reference for function in TILE_FUNCTIONS}}
 _SMALLEST_NORMAL = float(np.finfo(np.float32).tiny)
 
 
