@@ -3,25 +3,14 @@
 from __future__ import annotations
 
 import importlib
-import pkgutil
 import re
 
 import pytest
 
 import asyncdsl as ad
-import asyncdsl.examples
-import asyncdsl.kernels
 from asyncdsl.errors import PtxAssemblyError
 from asyncdsl.runtime.ptxas import assemble
-
-
-def example_kernels():
-    """The examples' and the library's kernels, with the arguments `asyncdsl dump` takes."""
-    for package in (asyncdsl.examples, asyncdsl.kernels):
-        for info in pkgutil.iter_modules(package.__path__):
-            module = importlib.import_module(f"{package.__name__}.{info.name}")
-            for name, (args, kwargs) in getattr(module, "EXAMPLE_ARGS", {}).items():
-                yield pytest.param(getattr(module, name), args, kwargs, id=f"{info.name}:{name}")
+from library_kernels import example_kernels
 
 
 _FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")

@@ -7,11 +7,11 @@ from __future__ import annotations
 import re
 
 import pytest
-from test_ptx import example_kernels
 from xdsl.ir import Block
 
 from asyncdsl.dialects import ptx
 from asyncdsl.passes.to_ptx.builder import PtxBuilder
+from library_kernels import example_kernels
 
 # The mnemonics (the text before the first `.` or space) of instructions that only read and
 # write registers, per the PTX ISA's integer, floating-point, comparison, logic, data-movement

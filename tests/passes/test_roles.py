@@ -160,7 +160,7 @@ def test_persistent_kernel_assembles():
 def test_plain_arrive_is_unchanged(count):
     @ad.kernel()
     def kernel(x):
-        bar = ad.barrier(arrival_count=3)
+        bar = ad.barrier(arrival_count=count)
         bar.arrive(count)
         bar.wait()
 
