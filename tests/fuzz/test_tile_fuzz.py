@@ -15,7 +15,6 @@ from asyncdsl.fuzz.copies.toolchain import have_ptxas
 from asyncdsl.fuzz.tiles import numerics as nx
 from asyncdsl.fuzz.tiles.generate import program_for
 from asyncdsl.fuzz.tiles.run import FAILURES, compare, run_program
-from asyncdsl.fuzz.tiles.skips import RULES, SkipRules
 
 SEED = 11
 PROGRAMS = (0, 1, 2, 3)
@@ -46,13 +45,6 @@ def test_programs_are_the_same_every_time():
     first, second = program_for(3, 17), program_for(3, 17)
     assert first.lines == second.lines
     assert all(np.array_equal(a, b) for (_, a), (_, b) in zip(first.inputs, second.inputs))
-
-
-def test_skip_rules_are_named_and_can_be_turned_off():
-    assert SkipRules().active == frozenset(RULES)
-    assert SkipRules.none().describe() == "skip rules: none"
-    drawn = [program_for(4, i, skips=SkipRules.none()) for i in range(60)]
-    assert not any(p.avoided for p in drawn)
 
 
 finite_floats = st.floats(allow_nan=False, allow_infinity=False, width=64)

@@ -24,12 +24,9 @@ within a few ulps of the float64 function.  It shares no code with asyncdsl.
     python -m asyncdsl.fuzz.tiles --program 1:283                # one program, printed
     python -m asyncdsl.fuzz.tiles --gpu --seed 7 --count 1000    # on a Hopper GPU, against the interpreter
 
-Known bugs of the tile language are kept out of a run by named skip rules (`skips`), listed in
-every summary; `--no-skip` draws them too.
-
 Modules: `numerics` (the reference arithmetic), `program` (a program and its outputs' checks),
 `builder` (the drawing state), `steps` (the chain's steps), `generate` (a program from a seed),
-`skips`, `render` (the program's module), `run` (one program and its outcome), `gpu` (programs
+`render` (the program's module), `run` (one program and its outcome), `gpu` (programs
 on the GPU), `summary`, `cli` (the command line, shared with `asyncdsl.fuzz.wgmma`).
 CI runs `tests/fuzz/test_tile_fuzz.py`; `tests/gpu/test_fuzz_tiles_gpu.py` runs on the H200.
 """

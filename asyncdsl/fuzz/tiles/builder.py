@@ -13,7 +13,6 @@ import numpy as np
 
 from . import numerics as nx
 from .program import Output, Program, numpy_dtype
-from .skips import SkipRules
 
 FLOATS = ("float32", "bfloat16", "float16")
 FLOAT_CONSTANTS = (0.5, 2.0, -1.0, 3.0, 0.25, -0.75, 1.5, 0.1, 7.0, -3.0, 0.001, 100.0, 1.0, -2.5)
@@ -21,17 +20,13 @@ INT_CONSTANTS = (-7, -3, -2, -1, 1, 2, 3, 5, 8, 13, 64, 1000)
 
 
 class Builder:
-    def __init__(
-        self, name: str, rnd: random.Random, rng: np.random.Generator, exact_only: bool, skips: SkipRules
-    ):
+    def __init__(self, name: str, rnd: random.Random, rng: np.random.Generator, exact_only: bool):
         self.name, self.rnd, self.rng = name, rnd, rng
         self.exact_only = exact_only  # only steps whose every output bit is defined (the GPU test)
-        self.skips = skips
         self.lines: list[str] = []
         self.inputs: list[tuple[str, np.ndarray]] = []
         self.outputs: list[Output] = []
         self.steps: list[str] = []
-        self.avoided: list[str] = []
         self.shape: tuple[int, ...] = ()
         self.t: np.ndarray | None = None
         self.dt = ""
@@ -46,13 +41,6 @@ class Builder:
     def fresh(self, stem: str) -> str:
         self._names += 1
         return f"{stem}{self._names}"
-
-    def avoid(self, rule: str) -> bool:
-        """Whether the active skip rules forbid `rule`'s construct (and note that one was avoided)."""
-        if rule in self.skips.active:
-            self.avoided.append(rule)
-            return True
-        return False
 
     def add_input(self, name: str, array: np.ndarray) -> None:
         self.inputs.append((name, array))
@@ -80,7 +68,7 @@ class Builder:
         return np.full(shape, -123456789 if np.dtype(dtype).itemsize == 4 else -99).astype(dtype)
 
     def program(self) -> Program:
-        return Program(self.name, self.lines, self.inputs, self.outputs, self.steps, self.avoided)
+        return Program(self.name, self.lines, self.inputs, self.outputs, self.steps)
 
     # -- drawing -----------------------------------------------------------------------------------
     def pick(self, options):

@@ -1,9 +1,9 @@
 """The command line of the tile and wgmma fuzzers:
-`python -m asyncdsl.fuzz.tiles --seed S --count N [--jobs J] [--show N] [--steps] [--no-skip]`
+`python -m asyncdsl.fuzz.tiles --seed S --count N [--jobs J] [--show N] [--steps]`
 (`python -m asyncdsl.fuzz.wgmma` the same).
 
-Prints one summary line, `programs=N ok=.. refused=.. internal=.. hang=.. mismatch=.. ran=..%`
-(and how many draws each active skip rule changed), and exits with status 1 if any program
+Prints one summary line, `programs=N ok=.. refused=.. internal=.. hang=.. mismatch=.. ran=..%`,
+and exits with status 1 if any program
 failed.  `--program S:I` runs one program and prints its source and outcome.  `--gpu` launches
 the programs on the GPU too and compares its bytes with the interpreter's.
 """
@@ -18,13 +18,11 @@ import tempfile
 from asyncdsl.fuzz.copies.pool import cpu_count, run_cases
 
 from .run import OUTCOMES, run_indexed, run_program
-from .skips import SkipRules
 from .summary import Summary
 
 
-def main(argv: list[str] | None, prog: str, program_for, skip_rules: bool = True) -> int:
-    """Run the programs `program_for(seed, index, exact_only, skips)` draws, as the flags say
-    (`skip_rules`: whether the draw knows the skip rules, which the summary then lists)."""
+def main(argv: list[str] | None, prog: str, program_for) -> int:
+    """Run the programs `program_for(seed, index, exact_only)` draws, as the flags say."""
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=200, help="how many programs (default 200)")
     parser.add_argument(
@@ -38,7 +36,6 @@ def main(argv: list[str] | None, prog: str, program_for, skip_rules: bool = True
     parser.add_argument(
         "--steps", action="store_true", help="count outcomes per kind of step (wgmma: per class)"
     )
-    parser.add_argument("--no-skip", action="store_true", help="draw also what the skip rules keep out")
     parser.add_argument(
         "--no-ptxas", action="store_true", help="interpret only: neither compile nor assemble"
     )
@@ -51,20 +48,19 @@ def main(argv: list[str] | None, prog: str, program_for, skip_rules: bool = True
         help="with --gpu: draw the GPU's programs, interpret them and compile them, launching none",
     )
     args = parser.parse_args(argv)
-    skips = SkipRules.none() if args.no_skip else SkipRules()
 
     if args.program:
         seed, index = (int(part) for part in args.program.split(":"))
         with tempfile.TemporaryDirectory(prefix="asyncdsl-tiles-") as directory:
             result = run_program(
-                program_for(seed, index, args.gpu, skips), directory, args.budget, not args.no_ptxas
+                program_for(seed, index, args.gpu), directory, args.budget, not args.no_ptxas
             )
         print(result.source)
         print(f"{result.outcome} (at {result.stage}); steps: {', '.join(result.steps)}")
         print(result.detail)
         return 0 if result.outcome in OUTCOMES[:2] else 1
 
-    run = functools.partial(run_indexed, skips=skips, ptxas=not args.no_ptxas, draw=program_for)
+    run = functools.partial(run_indexed, ptxas=not args.no_ptxas, draw=program_for)
     if args.gpu:
         from asyncdsl.runtime import has_gpu
 
@@ -73,7 +69,7 @@ def main(argv: list[str] | None, prog: str, program_for, skip_rules: bool = True
         if not args.compile_only and not has_gpu():
             print("--gpu: no usable CUDA GPU here (asyncdsl.runtime.has_gpu() is False)", file=sys.stderr)
             return 2
-        run = functools.partial(run_on_gpu, skips=skips, draw=program_for, compile_only=args.compile_only)
+        run = functools.partial(run_on_gpu, draw=program_for, compile_only=args.compile_only)
     summary = Summary()
     indices = range(args.start, args.start + args.count)
     on_gpu = args.gpu and not args.compile_only
@@ -90,7 +86,5 @@ def main(argv: list[str] | None, prog: str, program_for, skip_rules: bool = True
         print(summary.refusals())
     if args.steps:
         print(summary.by_step())
-    if skip_rules:
-        print(skips.describe())
     print(summary.line())
     return 1 if summary.failures else 0

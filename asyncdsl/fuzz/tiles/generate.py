@@ -11,7 +11,6 @@ import numpy as np
 from . import numerics as nx
 from .builder import Builder
 from .program import Output, Program, numpy_dtype
-from .skips import SkipRules
 from .steps import draw_step
 
 # (rows, columns): multiples of 128 elements, and small tiles a thread holds whole
@@ -120,9 +119,8 @@ def draw_program(
     rnd: random.Random,
     rng: np.random.Generator,
     exact_only: bool = False,
-    skips: SkipRules | None = None,
 ) -> Program:
-    b = Builder(name, rnd, rng, exact_only, skips if skips is not None else SkipRules())
+    b = Builder(name, rnd, rng, exact_only)
     b.shape = b.pick(SHAPES)
     dtype = b.weighted(DTYPES)
     load_t(b, dtype)
@@ -134,7 +132,7 @@ def draw_program(
     return b.program()
 
 
-def program_for(seed: int, index: int, exact_only: bool = False, skips: SkipRules | None = None) -> Program:
+def program_for(seed: int, index: int, exact_only: bool = False) -> Program:
     """Program `index` of `seed`: independent of how many run and in which process.  The model
     meets NaNs and infinities on purpose: numpy's warnings about them are silenced."""
     with np.errstate(all="ignore"):
@@ -143,5 +141,4 @@ def program_for(seed: int, index: int, exact_only: bool = False, skips: SkipRule
             random.Random(f"{seed}:{index}"),
             np.random.default_rng((seed, index)),
             exact_only,
-            skips,
         )

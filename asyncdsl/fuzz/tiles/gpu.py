@@ -18,7 +18,6 @@ from asyncdsl.fuzz.copies.toolchain import assemble_ptx
 from .generate import program_for
 from .program import Program
 from .run import Result, run_program
-from .skips import SkipRules
 
 
 def run_on_gpu(
@@ -26,13 +25,12 @@ def run_on_gpu(
     index: int,
     directory: str,
     budget: float,
-    skips: SkipRules | None = None,
     draw=program_for,
     compile_only: bool = False,
 ) -> Result:
     started = time.monotonic()
     on_device = _compile_and_assemble if compile_only else _launch_and_compare
-    result = run_program(draw(seed, index, True, skips), directory, budget, ptxas=False, on_device=on_device)
+    result = run_program(draw(seed, index, True), directory, budget, ptxas=False, on_device=on_device)
     result.seconds = time.monotonic() - started
     return result
 

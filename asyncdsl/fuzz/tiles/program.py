@@ -66,7 +66,6 @@ class Program:
     inputs: list[tuple[str, np.ndarray]]
     outputs: list[Output]
     steps: list[str] = field(default_factory=list)  # the kinds of step drawn, for the summary
-    avoided: list[str] = field(default_factory=list)  # skip rules that changed a draw
     decorator: str = "@ad.kernel(grid=(1,))"
 
     @property

@@ -29,7 +29,6 @@ from asyncdsl.fuzz.copies.toolchain import assemble_ptx
 from .generate import program_for
 from .program import Program
 from .render import Source, render
-from .skips import SkipRules
 
 OUTCOMES = ("ok", "refused", "internal", "hang", "mismatch")
 FAILURES = ("internal", "hang", "mismatch")
@@ -49,7 +48,6 @@ class Result:
     stage: str = ""  # import, interpret, compare, compile, ptxas, device
     fatal: bool = False  # the device may be unusable now: the worker must not run another
     seconds: float = 0.0
-    avoided: tuple[str, ...] = ()
 
 
 def _on_alarm(signum, frame):
@@ -92,10 +90,10 @@ def run_program(
     path = os.path.join(directory, f"{stem}.py")
     with open(path, "w") as file:
         file.write(source.text)
-    steps, avoided = tuple(program.steps), tuple(program.avoided)
+    steps = tuple(program.steps)
 
     def result(outcome: str, detail: str, stage: str, fatal: bool = False) -> Result:
-        return Result(program.name, outcome, detail, source.text, steps, stage, fatal, avoided=avoided)
+        return Result(program.name, outcome, detail, source.text, steps, stage, fatal)
 
     stage = "import"
     signal.signal(signal.SIGALRM, _on_alarm)
@@ -139,12 +137,11 @@ def run_indexed(
     index: int,
     directory: str,
     budget: float,
-    skips: SkipRules | None = None,
     ptxas: bool = True,
     draw=program_for,
 ) -> Result:
-    """Program `index` of `seed`, drawn by `draw(seed, index, exact_only, skips)`, and its outcome."""
+    """Program `index` of `seed`, drawn by `draw(seed, index, exact_only)`, and its outcome."""
     started = time.monotonic()
-    result = run_program(draw(seed, index, False, skips), directory, budget, ptxas)
+    result = run_program(draw(seed, index, False), directory, budget, ptxas)
     result.seconds = time.monotonic() - started
     return result

@@ -32,13 +32,10 @@ class Summary:
 
     def line(self) -> str:
         counts = self.counts
-        avoided = Counter(rule for r in self.results.values() for rule in set(r.avoided))
         text = f"programs={len(self.results)} " + " ".join(f"{o}={counts[o]}" for o in OUTCOMES)
         text += f" ran={100 * self.ran_share:.1f}%"
         if counts["skipped"]:
             text += f" skipped={counts['skipped']}"
-        if avoided:
-            text += " avoided: " + ", ".join(f"{rule}={n}" for rule, n in sorted(avoided.items()))
         return text
 
     def by_step(self) -> str:

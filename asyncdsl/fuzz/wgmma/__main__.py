@@ -7,4 +7,4 @@ from asyncdsl.fuzz.tiles.cli import main
 
 from .generate import program_for
 
-sys.exit(main(None, "python -m asyncdsl.fuzz.wgmma", program_for, skip_rules=False))
+sys.exit(main(None, "python -m asyncdsl.fuzz.wgmma", program_for))
