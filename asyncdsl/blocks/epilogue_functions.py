@@ -17,6 +17,7 @@ from asyncdsl.frontend import language as ad
 
 ACTIVATIONS = ("none", "gelu", "silu", "relu")
 SQRT_2_OVER_PI = 0.7978845608028654
+LOG2_E = 1.4426950408889634
 
 
 def column_vector(vector, col, columns: int, other: float = 0.0) -> list:
@@ -47,11 +48,20 @@ def activation(x, name: str):
     if name == "relu":
         return ad.maximum(x, 0.0)
     if name == "silu":
-        return x * (ad.tanh(x * 0.5, approx=True) * 0.5 + 0.5)  # sigmoid(x) = (1 + tanh(x/2)) / 2
-    if name == "gelu":
-        inner = x * SQRT_2_OVER_PI * (x * x * 0.044715 + 1.0)
-        return x * (ad.tanh(inner, approx=True) * 0.5 + 0.5)
+        return times_sigmoid(x, x)
+    if name == "gelu":  # 0.5·x·(1 + tanh(u)) = x·sigmoid(2u)
+        return times_sigmoid(x, x * (2 * SQRT_2_OVER_PI) * (x * x * 0.044715 + 1.0))
     raise ad.TraceError(f"activation must be one of {ACTIVATIONS}, got {name!r}")
+
+
+def times_sigmoid(x, y):
+    """x·sigmoid(y) = x·2^-log2(1 + 2^(-y·log2 e)), a few float32 ulps relative everywhere.
+
+    The tanh form 0.5·(1 + tanh(y/2)) would lose tanh.approx's absolute error (about 2^-17) to
+    cancellation where y is negative, and a quotient's IEEE division has a slow path whose call
+    spills the accumulator; `exp2` and `log2` are one instruction each.  y very negative: the
+    inner power overflows to inf and the result is x·0."""
+    return x * ad.exp2(-ad.log2(ad.exp2(y * -LOG2_E) + 1.0))
 
 
 def residual(source, row, col, i: int, j: int):

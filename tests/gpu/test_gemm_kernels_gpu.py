@@ -9,7 +9,7 @@ import importlib
 
 import numpy as np
 import pytest
-from gpu_support import hopper_or_skip
+from gpu_support import assert_within_approximation, hopper_or_skip
 
 import asyncdsl.kernels as K
 from asyncdsl.runtime import to_device, to_host
@@ -19,6 +19,10 @@ pytestmark = pytest.mark.gpu
 
 MODULES = [importlib.import_module(f"asyncdsl.kernels.{name}") for name in (
     "gemm", "gemm_pingpong", "gemm_fp8", "gemm_epilogue", "gemm_stream_k", "gemm_grouped")]
+
+
+# Kernels whose epilogue uses ex2/lg2.approx, which the interpreter computes correctly rounded
+APPROXIMATING = {"matmul_bias_activation"}
 
 
 @pytest.mark.parametrize("module,kernel_name", [(m, name) for m in MODULES for name in m.EXAMPLE_ARGS],
@@ -32,7 +36,10 @@ def test_gemm_kernels_agree_with_the_interpreter(module, kernel_name):
     interpreted = [a.copy() for a in arrays]
     kernel.interpret(*interpreted, **constexprs)
     for index, (device, host) in enumerate(zip(on_gpu, interpreted)):
-        assert np.array_equal(to_host(device).view(np.uint8), host.view(np.uint8)), f"argument {index}"
+        if kernel_name in APPROXIMATING:
+            assert_within_approximation(to_host(device), host, f"argument {index}")
+        else:
+            assert np.array_equal(to_host(device).view(np.uint8), host.view(np.uint8)), f"argument {index}"
 
 
 def _small_integers(shape, torch, seed):
@@ -90,7 +97,7 @@ def test_gemm_stream_k_of_torch_tensors_is_exact(shape):
     assert torch.equal(c.cpu(), (a.double() @ b.double()).to(torch.bfloat16).cpu())
 
 
-@pytest.mark.parametrize("shape", [(4096, 4096, 4096), (300, 520, 200)], ids=str)
+@pytest.mark.parametrize("shape", [(4096, 4096, 4096), (300, 528, 200)], ids=str)
 def test_gemm_fp8_rows_of_torch_tensors_rounds_the_product_to_e4m3_with_row_scales(shape):
     torch = pytest.importorskip("torch")
     m, n, k = shape

@@ -109,5 +109,5 @@ def test_the_host_functions_make_their_outputs_on_the_inputs_device():
     assert q.dtype == torch.float8_e4m3fn and scales.dtype == torch.float32 and q.device == x.device
     assert q.view(torch.uint8).cpu().numpy().tobytes() == host_q.view(np.uint8).tobytes()
     assert scales.cpu().numpy().tobytes() == host_scales.tobytes()
-    heads = x.reshape(4, 8, 50, 200)  # (B, H, S, D)
+    heads = torch.randn(4, 8, 50, 200, device="cuda").to(torch.bfloat16)  # (B, H, S, D)
     assert torch.equal(K.permute_bhsd(heads), heads.permute(0, 2, 1, 3))
