@@ -33,6 +33,7 @@ from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.kernels.dispatch import launch, on_host
 from asyncdsl.kernels.outputs import empty
+from asyncdsl.runtime.streams import current_stream_source, launch_stream
 
 INTERPRETED_CTAS = 4
 
@@ -46,7 +47,7 @@ def gemm(a, b, *, out=None, config: GemmConfig | None = None, ctas: int | None =
     ctas = ctas or (INTERPRETED_CTAS if on_host(a) else _sms(a) // 2 * 2)
     config = config or choose(m, n, k, ctas)
     if config.SPLIT_K > 1:
-        partial, flags = _workspace(a, m, n, config)
+        partial, flags = _workspace(a, m, n, config, stream)
         launch(matmul_split_k, a, b, c, partial, flags, stream=stream, CTAS=ctas, SPLIT_K=config.SPLIT_K,
                BN=config.BN, STAGES=config.STAGES, BK=config.BK)
     else:
@@ -74,11 +75,13 @@ def choose(m: int, n: int, k: int, ctas: int) -> GemmConfig:
 _WORKSPACES: dict = {}
 
 
-def _workspace(a, m: int, n: int, config: GemmConfig) -> tuple:
-    """Split K's float32 partial sums and zeroed flags for an (m, n) c, made once per device and
-    shape (the kernel leaves the flags at zero); numpy ones afresh.  Launches on several streams
-    at once would need their own."""
-    key = (str(getattr(a, "device", "host")), m, n, config.SPLIT_K, config.BN)
+def _workspace(a, m: int, n: int, config: GemmConfig, stream) -> tuple:
+    """Split K's float32 partial sums and zeroed flags for an (m, n) c, made once per device,
+    stream and shape (the kernel leaves the flags at zero), numpy ones afresh.  Launches on one
+    stream run one after another, so they can share theirs; launches on two streams may overlap,
+    and sharing one workspace would mix their partial sums."""
+    on_stream = None if on_host(a) else launch_stream(stream, current_stream_source([a]))
+    key = (str(getattr(a, "device", "host")), on_stream, m, n, config.SPLIT_K, config.BN)
     if on_host(a) or key not in _WORKSPACES:
         flags = empty(a, (split_k_flags(m, n, config.BN),), ad.int32)
         flags[...] = 0

@@ -110,3 +110,20 @@ def test_gemm_fp8_rows_of_torch_tensors_rounds_the_product_to_e4m3_with_row_scal
     assert torch.allclose(scales.double().cpu()[:, 0], exact[:, :256].abs().amax(dim=1) / 448, rtol=1e-5)
     bound = torch.maximum(exact.abs() * 2.0 ** -4, tile_scales * 2.0 ** -9) * 1.01
     assert ((q.cpu().double() * tile_scales - exact).abs() <= bound).all()
+
+
+def test_split_k_gemms_on_two_streams_at_once_keep_their_own_sums():
+    torch = pytest.importorskip("torch")
+    m, n, k = 128, 1024, 4096  # split K (few tiles, long K)
+    from asyncdsl.kernels.gemm import choose
+    assert choose(m, n, k, 132).SPLIT_K > 1
+    pairs = [(_small_integers((m, k), torch, 10 + i), _small_integers((k, n), torch, 20 + i)) for i in range(8)]
+    torch.cuda.synchronize()
+    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+    results = []
+    for i, (a, b) in enumerate(pairs):
+        with torch.cuda.stream(streams[i % 2]):
+            results.append(K.gemm(a, b))
+    torch.cuda.synchronize()
+    for (a, b), c in zip(pairs, results):
+        assert torch.equal(c, (a.double() @ b.double()).to(torch.bfloat16))
