@@ -59,14 +59,19 @@ def _same_tile(buffer: MemRefType, tile: VectorType, what: str) -> None:
         )
 
 
-@irdl_op_definition
-class LoadSmemOp(IRDLOperation):
-    """The tile held in shared-memory buffer `smem`: this CTA's, or with `cta` the copy of the
+class _SmemTile(IRDLOperation):
+    """A whole shared-memory buffer `smem` as a tile: this CTA's, or with `cta` the copy of the
     buffer in the CTA of that rank of the cluster (distributed shared memory)."""
 
-    name = "asyncdsl.load_smem"
     smem = operand_def(MemRefType)
     cta = opt_operand_def(IndexType)
+
+
+@irdl_op_definition
+class LoadSmemOp(_SmemTile):
+    """The tile the buffer holds."""
+
+    name = "asyncdsl.load_smem"
     layout = opt_prop_def(LayoutAttr)
     result = result_def(VectorType)
 
@@ -86,14 +91,11 @@ class LoadSmemOp(IRDLOperation):
 
 
 @irdl_op_definition
-class StoreSmemOp(IRDLOperation):
-    """Write the tile `value` into shared-memory buffer `smem`: this CTA's, or with `cta` the copy
-    of the buffer in the CTA of that rank of the cluster (distributed shared memory)."""
+class StoreSmemOp(_SmemTile):
+    """Write the tile `value` into the buffer."""
 
     name = "asyncdsl.store_smem"
     value = operand_def(VectorType)
-    smem = operand_def(MemRefType)
-    cta = opt_operand_def(IndexType)
 
     assembly_format = "$value `,` $smem (`in` `cta` $cta^)? attr-dict `:` type($value) `,` type($smem)"
 
@@ -153,7 +155,8 @@ class _GmemIndexed(SegmentedOperands):
             raise VerifyException(f"{what}: one index tile per dim of the {tuple(gmem.get_shape())} array")
         for index in self.indices:
             if index.type != VectorType(IntegerType(32), shape):
-                raise VerifyException(f"{what}: the index tiles must be {shape} int32 tiles, got {index.type}")
+                raise VerifyException(
+                    f"{what}: the index tiles must be {shape} int32 tiles, got {index.type}")
         if tile.element_type != gmem.element_type:
             raise VerifyException(f"{what}: the tile holds the array's element type")
         if self.mask is not None and self.mask.type != VectorType(IntegerType(1), shape):
