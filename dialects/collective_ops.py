@@ -17,15 +17,15 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from xdsl.dialects.builtin import I64, ArrayAttr, DenseArrayBase, IndexType, IntegerAttr, MemRefType
+from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase, IndexType, MemRefType
 from xdsl.dialects.builtin import StringAttr, UnitAttr, i64
 from xdsl.ir import Operation, SSAValue
-from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def, opt_prop_def, prop_def, result_def
+from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def, prop_def, result_def
 from xdsl.utils.exceptions import VerifyException
 
 from asyncdsl.dialects.ir_utils import CLUSTER_DIMS, buffer_bytes, int_prop, is_smem, shape_of, smem_type
 from asyncdsl.dialects.ir_utils import verify_collective_dims
-from asyncdsl.dialects.memory_attrs import BarriersType
+from asyncdsl.dialects.sync_ops import Arrival
 from asyncdsl.hw.collective import CollectiveGroup
 from asyncdsl.hw.limits import MAX_MULTICAST_CTAS
 
@@ -75,18 +75,14 @@ class ClusterCollectiveMaskOp(IRDLOperation):
 
 
 @irdl_op_definition
-class ClusterArriveOp(IRDLOperation):
-    """The warpgroup arrives `count` times on `barriers[index]` of every CTA of this CTA's group
+class ClusterArriveOp(Arrival):
+    """The warpgroup's arrivals (`Arrival`) on `barriers[index]` of every CTA of this CTA's group
     in a `cluster` along the `collective` dims (this CTA included): the CTAs a collective copy
     along those dims multicasts to.  One elected thread issues the remote arrivals."""
 
     name = "asyncdsl.cluster_arrive"
-    barriers = operand_def(BarriersType)
-    index = operand_def(IndexType)
-    count = prop_def(IntegerAttr[I64])
     collective = prop_def(ArrayAttr)
     cluster = prop_def(DenseArrayBase)
-    unsynced = opt_prop_def(UnitAttr)  # as for `asyncdsl.arrive`
 
     def __init__(
         self, barriers: SSAValue, index: SSAValue, count: int, collective: Sequence[str],
@@ -108,8 +104,7 @@ class ClusterArriveOp(IRDLOperation):
 
     def verify_(self) -> None:
         _verify_group(self.collective, self.cluster)
-        if self.count.value.data < 1:
-            raise VerifyException(f"arrive count must be positive, got {self.count.value.data}")
+        self.verify_count()
 
 
 @irdl_op_definition

@@ -75,6 +75,13 @@ class BarrierTarget(IRDLOperation):
     barrier_index = operand_def(IndexType)
 
 
+class TxCounted(BarrierTarget):
+    """A TMA load that adds `expect_tx_bytes` to the barrier's expected bytes as it is issued
+    (0: the user's own arrive-expect-tx counts them)."""
+
+    expect_tx_bytes = prop_def(IntegerAttr)
+
+
 class OptionalBarrierTarget(IRDLOperation):
     """A copy completing on `barriers[barrier_index]` where it has them (both or neither), else
     in a commit group."""
@@ -105,12 +112,17 @@ class Commits(IRDLOperation):
     commit = prop_def(IntegerAttr)
 
 
-class TmaDescribed(IRDLOperation):
-    """A tensor copy through `descriptor`, which the kernel holds at `descriptor_index` once
+class DescriptorSlot(IRDLOperation):
+    """A copy through a tensor map, which the kernel holds at `descriptor_index` once
     `allocate-descriptor-scratch` has placed it."""
 
-    descriptor = prop_def(TmaDescriptorAttr)
     descriptor_index = opt_prop_def(IntegerAttr)
+
+
+class TmaDescribed(DescriptorSlot):
+    """A tensor copy through the tiled-mode tensor map `descriptor`."""
+
+    descriptor = prop_def(TmaDescriptorAttr)
 
 
 class TmaBox(TmaDescribed):

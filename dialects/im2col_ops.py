@@ -15,10 +15,11 @@ from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase, IndexType, IntAttr,
 from xdsl.dialects.builtin import MemRefType, i64
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import IRDLOperation, irdl_attr_definition, irdl_op_definition
-from xdsl.irdl import operand_def, opt_prop_def, prop_def, var_operand_def
+from xdsl.irdl import operand_def, prop_def, var_operand_def
 from xdsl.utils.exceptions import VerifyException
 
-from asyncdsl.dialects.copy_bases import Arrives, BarrierTarget, CopySides, Predicated
+from asyncdsl.dialects.copy_bases import Arrives, BarrierTarget, CopySides, DescriptorSlot, Predicated
+from asyncdsl.dialects.copy_bases import TxCounted
 from asyncdsl.dialects.descriptor_attrs import BOX_ENCODING_FIELDS, TENSOR_FIELDS, DescriptorAttr
 from asyncdsl.dialects.descriptor_attrs import DescriptorField
 from asyncdsl.dialects.ir_utils import bool_prop, constant_value, element_bits, int_prop, is_gmem, is_smem
@@ -256,7 +257,7 @@ class AsyncCopyIm2colOp(
 
 
 @irdl_op_definition
-class TmaIm2colLoadOp(_FilterTap, BarrierTarget, Predicated, SegmentedOperands):
+class TmaIm2colLoadOp(_FilterTap, DescriptorSlot, TxCounted, Predicated, SegmentedOperands):
     """One `cp.async.bulk.tensor ... .im2col` load: the rows the descriptor's walk gives from
     `coords` (array order `(n, *start, c)`) with im2col `offsets` (array order), into `smem`,
     completing `expect_tx_bytes` on `barriers[barrier_index]` (0: the user arrives)."""
@@ -267,8 +268,6 @@ class TmaIm2colLoadOp(_FilterTap, BarrierTarget, Predicated, SegmentedOperands):
     coords = var_operand_def(IndexType)
 
     descriptor = prop_def(Im2colDescriptorAttr)
-    expect_tx_bytes = prop_def(IntegerAttr)
-    descriptor_index = opt_prop_def(IntegerAttr)
 
     def __init__(
         self, smem: SSAValue, coords: Sequence[SSAValue], offsets: Sequence[SSAValue], barriers: SSAValue,

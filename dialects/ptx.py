@@ -21,40 +21,15 @@ from xdsl.irdl import IRDLOperation, irdl_op_definition, opt_prop_def, prop_def,
 from xdsl.traits import IsolatedFromAbove, NoTerminator
 from xdsl.utils.exceptions import VerifyException
 
-from asyncdsl.dialects.ptx_async_ops import (
-    BulkCommitOp,
-    BulkLoadOp,
-    BulkPrefetchOp,
-    BulkStoreOp,
-    BulkWaitOp,
-    CpAsyncCommitOp,
-    CpAsyncOp,
-    CpAsyncWaitAllOp,
-    CpAsyncWaitOp,
-    WgmmaCommitOp,
-    WgmmaFenceOp,
-    WgmmaMmaOp,
-    WgmmaWaitOp,
-)
-from asyncdsl.dialects.ptx_instr import (
-    PLACEHOLDER,
-    REGISTER_CLASSES,
-    AluOp,
-    BranchOp,
-    InstrOp,
-    Instruction,
-    MemoryOp,
-    RegType,
-)
-from asyncdsl.dialects.ptx_sync_ops import (
-    BarrierOp,
-    ClusterBarrierOp,
-    MbarrierArriveOp,
-    MbarrierInitFenceOp,
-    MbarrierInitOp,
-    MbarrierTryWaitOp,
-    ProxyFenceOp,
-)
+from asyncdsl.dialects.ptx_async_ops import BulkCommitOp, BulkLoadOp, BulkPrefetchOp, BulkStoreOp
+from asyncdsl.dialects.ptx_async_ops import BulkWaitOp, CpAsyncCommitOp, CpAsyncOp, CpAsyncWaitAllOp
+from asyncdsl.dialects.ptx_async_ops import CpAsyncWaitOp, WgmmaCommitOp, WgmmaFenceOp, WgmmaMmaOp
+from asyncdsl.dialects.ptx_async_ops import WgmmaWaitOp
+from asyncdsl.dialects.ptx_instr import PLACEHOLDER, REGISTER_CLASSES, AluOp, BranchOp, InstrOp, Instruction
+from asyncdsl.dialects.ptx_instr import MemoryOp, RegType
+from asyncdsl.dialects.ptx_sync_ops import BarrierOp, ClusterBarrierOp, MbarrierArriveOp
+from asyncdsl.dialects.ptx_sync_ops import MbarrierInitFenceOp, MbarrierInitOp, MbarrierTryWaitOp
+from asyncdsl.dialects.ptx_sync_ops import ProxyFenceOp
 from asyncdsl.hw.options import PtxVersion
 
 PARAM_KINDS = ("u64", "s32", "f32", "tensor_map")

@@ -16,6 +16,27 @@ from asyncdsl.dialects.memory_attrs import BarriersType
 from asyncdsl.hw.limits import MAX_ARRIVAL_COUNT, MAX_BARRIERS_PER_GROUP, MAX_EXPECT_TX_BYTES
 
 
+class BarrierSlot(IRDLOperation):
+    """An op on one barrier of a group: `barriers[index]`."""
+
+    barriers = operand_def(BarriersType)
+    index = operand_def(IndexType)
+
+
+class Arrival(BarrierSlot):
+    """The warpgroup arrives `count` times on the barrier (one elected thread).  Its threads meet
+    first (so that their own shared-memory reads are over before the arrival releases the
+    bytes), unless `unsynced`: for a release of what only the tensor cores read, whose
+    `wgmma_wait` already ended the reads."""
+
+    count = prop_def(IntegerAttr[I64])
+    unsynced = opt_prop_def(UnitAttr)
+
+    def verify_count(self) -> None:
+        if self.count.value.data < 1:
+            raise VerifyException(f"arrive count must be positive, got {self.count.value.data}")
+
+
 @irdl_op_definition
 class AllocBarriersOp(IRDLOperation):
     """`count` mbarriers, each initialised with `arrival_count` before the kernel body runs."""
@@ -44,24 +65,16 @@ class AllocBarriersOp(IRDLOperation):
 
 
 @irdl_op_definition
-class ArriveOp(IRDLOperation):
-    """The warpgroup arrives `count` times on barrier `barriers[index]` (one elected thread).
+class ArriveOp(Arrival):
+    """The warpgroup's arrivals on `barriers[index]` (`Arrival`).
 
     With `collective` (cluster dims), it arrives on the barrier at the same offset in every CTA
     of this CTA's group along those dims (the CTAs a collective copy multicasts to, this one
     included); `partition-collectives` rewrites it into `asyncdsl.cluster_arrive`.
-
-    The warpgroup's threads meet first (so that their own shared-memory reads are over before
-    the arrival releases the bytes), unless `unsynced`: for a release of what only the tensor
-    cores read, whose `wgmma_wait` already ended the reads.
     """
 
     name = "asyncdsl.arrive"
-    barriers = operand_def(BarriersType)
-    index = operand_def(IndexType)
-    count = prop_def(IntegerAttr[I64])
     collective = opt_prop_def(ArrayAttr)
-    unsynced = opt_prop_def(UnitAttr)
 
     assembly_format = (
         "$barriers `[` $index `]` `count` $count (`collective` $collective^)? (`unsynced` $unsynced^)? "
@@ -82,19 +95,16 @@ class ArriveOp(IRDLOperation):
         return tuple(d.data for d in self.collective) if self.collective is not None else ()
 
     def verify_(self) -> None:
-        if self.count.value.data < 1:
-            raise VerifyException(f"arrive count must be positive, got {self.count.value.data}")
+        self.verify_count()
         if self.collective is not None:
             verify_collective_dims(self.cluster_dims, empty_allowed=False)
 
 
 @irdl_op_definition
-class ArriveExpectTxOp(IRDLOperation):
+class ArriveExpectTxOp(BarrierSlot):
     """One arrival plus `bytes` expected transaction bytes on `barriers[index]`."""
 
     name = "asyncdsl.arrive_expect_tx"
-    barriers = operand_def(BarriersType)
-    index = operand_def(IndexType)
     bytes = prop_def(IntegerAttr[I64])
 
     assembly_format = "$barriers `[` $index `]` `bytes` $bytes attr-dict `:` type($barriers)"
@@ -116,7 +126,7 @@ class WaitOp(IRDLOperation):
     """
 
     name = "asyncdsl.wait"
-    barriers = operand_def(BarriersType)
+    barriers = operand_def(BarriersType)  # not from BarrierSlot, whose operands would follow parity
     index = operand_def(IndexType)
     parity = opt_operand_def(IndexType)
 

@@ -35,32 +35,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects.builtin import (
-    DenseArrayBase,
-    FloatAttr,
-    IndexType,
-    IntegerAttr,
-    IntegerType,
-    MemRefType,
-    VectorType,
-    i64,
-)
+from xdsl.dialects.builtin import DenseArrayBase, FloatAttr, IndexType, IntegerAttr, IntegerType, MemRefType
+from xdsl.dialects.builtin import VectorType, i64
 from xdsl.ir import Operation, SSAValue
-from xdsl.irdl import (
-    AttrSizedOperandSegments,
-    IRDLOperation,
-    ParsePropInAttrDict,
-    irdl_op_definition,
-    operand_def,
-    opt_operand_def,
-    opt_prop_def,
-    prop_def,
-    result_def,
-    var_operand_def,
-)
+from xdsl.irdl import IRDLOperation, ParsePropInAttrDict, irdl_op_definition, operand_def, opt_operand_def
+from xdsl.irdl import opt_prop_def, prop_def, result_def, var_operand_def
 from xdsl.utils.exceptions import VerifyException
 
-from asyncdsl.dialects.ir_utils import is_smem, logical_shape
+from asyncdsl.dialects.ir_utils import SegmentedOperands, is_smem, logical_shape
 from asyncdsl.dialects.layout_attrs import LayoutAttr, layout_props
 from asyncdsl.hw.fragments import Layout
 
@@ -77,14 +59,19 @@ def _same_tile(buffer: MemRefType, tile: VectorType, what: str) -> None:
         )
 
 
-@irdl_op_definition
-class LoadSmemOp(IRDLOperation):
-    """The tile held in shared-memory buffer `smem`: this CTA's, or with `cta` the copy of the
+class _SmemTile(IRDLOperation):
+    """A whole shared-memory buffer `smem` as a tile: this CTA's, or with `cta` the copy of the
     buffer in the CTA of that rank of the cluster (distributed shared memory)."""
 
-    name = "asyncdsl.load_smem"
     smem = operand_def(MemRefType)
     cta = opt_operand_def(IndexType)
+
+
+@irdl_op_definition
+class LoadSmemOp(_SmemTile):
+    """The tile the buffer holds."""
+
+    name = "asyncdsl.load_smem"
     layout = opt_prop_def(LayoutAttr)
     result = result_def(VectorType)
 
@@ -104,14 +91,11 @@ class LoadSmemOp(IRDLOperation):
 
 
 @irdl_op_definition
-class StoreSmemOp(IRDLOperation):
-    """Write the tile `value` into shared-memory buffer `smem`: this CTA's, or with `cta` the copy
-    of the buffer in the CTA of that rank of the cluster (distributed shared memory)."""
+class StoreSmemOp(_SmemTile):
+    """Write the tile `value` into the buffer."""
 
     name = "asyncdsl.store_smem"
     value = operand_def(VectorType)
-    smem = operand_def(MemRefType)
-    cta = opt_operand_def(IndexType)
 
     assembly_format = "$value `,` $smem (`in` `cta` $cta^)? attr-dict `:` type($value) `,` type($smem)"
 
@@ -128,42 +112,77 @@ def _gmem_tile_shape(gmem: MemRefType, sizes: Sequence[int]) -> tuple[int, ...]:
     return tuple(size for size in sizes if size != SQUEEZED)
 
 
-def _check_gmem_window(op, gmem: MemRefType, tile: VectorType, mask: SSAValue | None, what: str) -> None:
-    sizes = tuple(op.sizes.get_values())
-    shape = tuple(gmem.get_shape())
-    if len(sizes) != len(shape) or len(op.starts) != len(shape):
-        raise VerifyException(f"{what}: one start and one size per dim of the {shape} array")
-    if any(size != SQUEEZED and not 0 < size for size in sizes):
-        raise VerifyException(f"{what}: window sizes {sizes} must be positive (or -1 for an index)")
-    if _gmem_tile_shape(gmem, sizes) != tuple(tile.get_shape()) or tile.element_type != gmem.element_type:
-        raise VerifyException(
-            f"{what}: the tile ({tile}) must have the window's shape and the array's element type")
-    if mask is not None and mask.type != VectorType(IntegerType(1), tile.get_shape()):
-        raise VerifyException(f"{what}: the mask must be a bool tile of the window's shape")
+class _GmemWindow(SegmentedOperands):
+    """Every element of the window of GMEM array `gmem` at `starts` (`sizes[d]` along dim d, -1
+    for an index), except those outside the array or where the bool tile `mask` is false."""
 
-
-def _check_other(op, what: str) -> None:
-    """A GMEM read's `other` has the element type of the tile it fills."""
-    if op.other.type != op.result.type.element_type:
-        raise VerifyException(
-            f"{what}: `other` is a {op.other.type}, the tile holds {op.result.type.element_type}")
-
-
-@irdl_op_definition
-class LoadGmemOp(IRDLOperation):
-    """The window of GMEM array `gmem` at `starts` (sizes `sizes`, -1 for an index) as a tile:
-    elements outside the array, or where `mask` is false, are never read and hold `other`."""
-
-    name = "asyncdsl.load_gmem"
     gmem = operand_def(MemRefType)
     starts = var_operand_def(IndexType)
     mask = opt_operand_def(VectorType)
     sizes = prop_def(DenseArrayBase)
+
+    irdl_options = (ParsePropInAttrDict(),)
+
+    def verify_window(self, tile: VectorType, what: str) -> None:
+        sizes = tuple(self.sizes.get_values())
+        shape = tuple(self.gmem.type.get_shape())
+        if len(sizes) != len(shape) or len(self.starts) != len(shape):
+            raise VerifyException(f"{what}: one start and one size per dim of the {shape} array")
+        if any(size != SQUEEZED and not 0 < size for size in sizes):
+            raise VerifyException(f"{what}: window sizes {sizes} must be positive (or -1 for an index)")
+        if (_gmem_tile_shape(self.gmem.type, sizes) != tuple(tile.get_shape())
+                or tile.element_type != self.gmem.type.element_type):
+            raise VerifyException(
+                f"{what}: the tile ({tile}) must have the window's shape and the array's element type")
+        if self.mask is not None and self.mask.type != VectorType(IntegerType(1), tile.get_shape()):
+            raise VerifyException(f"{what}: the mask must be a bool tile of the window's shape")
+
+
+class _GmemIndexed(SegmentedOperands):
+    """Element (indices[0][e], indices[1][e], ...) of GMEM array `gmem` for each element e of the
+    int32 index tiles, except where the indices fall outside the array or `mask` is false."""
+
+    gmem = operand_def(MemRefType)
+    indices = var_operand_def(VectorType)
+    mask = opt_operand_def(VectorType)
+
+    irdl_options = (ParsePropInAttrDict(),)
+
+    def verify_indexed(self, tile: VectorType, what: str) -> None:
+        shape = tuple(tile.get_shape())
+        gmem = self.gmem.type
+        if len(self.indices) != len(gmem.get_shape()):
+            raise VerifyException(f"{what}: one index tile per dim of the {tuple(gmem.get_shape())} array")
+        for index in self.indices:
+            if index.type != VectorType(IntegerType(32), shape):
+                raise VerifyException(
+                    f"{what}: the index tiles must be {shape} int32 tiles, got {index.type}")
+        if tile.element_type != gmem.element_type:
+            raise VerifyException(f"{what}: the tile holds the array's element type")
+        if self.mask is not None and self.mask.type != VectorType(IntegerType(1), shape):
+            raise VerifyException(f"{what}: the mask must be a bool tile of the indices' shape")
+
+
+class _FilledRead(IRDLOperation):
+    """A GMEM read into a tile (in `layout` if given): the elements it does not read hold `other`,
+    a constant of the tile's element type."""
+
     other = prop_def(FloatAttr | IntegerAttr)
     layout = opt_prop_def(LayoutAttr)
     result = result_def(VectorType)
 
-    irdl_options = (AttrSizedOperandSegments(as_property=True), ParsePropInAttrDict())
+    def verify_other(self, what: str) -> None:
+        if self.other.type != self.result.type.element_type:
+            raise VerifyException(
+                f"{what}: `other` is a {self.other.type}, the tile holds {self.result.type.element_type}")
+
+
+@irdl_op_definition
+class LoadGmemOp(_GmemWindow, _FilledRead):
+    """The window as a tile."""
+
+    name = "asyncdsl.load_gmem"
+
     assembly_format = (
         "$gmem `[` $starts `]` (`mask` $mask^ `:` type($mask))? `other` $other (`layout` $layout^)? "
         "attr-dict `:` type($gmem) `->` type($result)"
@@ -182,23 +201,17 @@ class LoadGmemOp(IRDLOperation):
         )
 
     def verify_(self) -> None:
-        _check_gmem_window(self, self.gmem.type, self.result.type, self.mask, "load_gmem")
-        _check_other(self, "load_gmem")
+        self.verify_window(self.result.type, "load_gmem")
+        self.verify_other("load_gmem")
 
 
 @irdl_op_definition
-class StoreGmemOp(IRDLOperation):
-    """Write tile `value` into the window of `gmem` at `starts`, except where it lies outside
-    the array or `mask` is false (those elements are left alone)."""
+class StoreGmemOp(_GmemWindow):
+    """Write tile `value` into the window (the elements left out are left alone)."""
 
     name = "asyncdsl.store_gmem"
     value = operand_def(VectorType)
-    gmem = operand_def(MemRefType)
-    starts = var_operand_def(IndexType)
-    mask = opt_operand_def(VectorType)
-    sizes = prop_def(DenseArrayBase)
 
-    irdl_options = (AttrSizedOperandSegments(as_property=True), ParsePropInAttrDict())
     assembly_format = (
         "$value `,` $gmem `[` $starts `]` (`mask` $mask^ `:` type($mask))? attr-dict `:` "
         "type($value) `,` type($gmem)"
@@ -212,24 +225,15 @@ class StoreGmemOp(IRDLOperation):
         )
 
     def verify_(self) -> None:
-        _check_gmem_window(self, self.gmem.type, self.value.type, self.mask, "store_gmem")
+        self.verify_window(self.value.type, "store_gmem")
 
 
 @irdl_op_definition
-class GatherGmemOp(IRDLOperation):
-    """Element (indices[0][e], indices[1][e], ...) of GMEM array `gmem` for each element e of the
-    int32 index tiles: elements whose indices fall outside the array, or where `mask` is false,
-    are never read and hold `other`."""
+class GatherGmemOp(_GmemIndexed, _FilledRead):
+    """The indexed elements as a tile of the index tiles' shape."""
 
     name = "asyncdsl.gather_gmem"
-    gmem = operand_def(MemRefType)
-    indices = var_operand_def(VectorType)
-    mask = opt_operand_def(VectorType)
-    other = prop_def(FloatAttr | IntegerAttr)
-    layout = opt_prop_def(LayoutAttr)
-    result = result_def(VectorType)
 
-    irdl_options = (AttrSizedOperandSegments(as_property=True), ParsePropInAttrDict())
     assembly_format = (
         "$gmem `[` $indices `]` (`mask` $mask^ `:` type($mask))? `other` $other (`layout` $layout^)? "
         "attr-dict `:` type($gmem) `,` type($indices) `->` type($result)"
@@ -244,36 +248,18 @@ class GatherGmemOp(IRDLOperation):
         )
 
     def verify_(self) -> None:
-        _check_indexed(self, self.gmem.type, self.indices, self.mask, self.result.type, "gather_gmem")
-        _check_other(self, "gather_gmem")
-
-
-def _check_indexed(op, gmem: MemRefType, indices, mask, tile: VectorType, what: str) -> None:
-    shape = tuple(tile.get_shape())
-    if len(indices) != len(gmem.get_shape()):
-        raise VerifyException(f"{what}: one index tile per dim of the {tuple(gmem.get_shape())} array")
-    for index in indices:
-        if index.type != VectorType(IntegerType(32), shape):
-            raise VerifyException(f"{what}: the index tiles must be {shape} int32 tiles, got {index.type}")
-    if tile.element_type != gmem.element_type:
-        raise VerifyException(f"{what}: the tile holds the array's element type")
-    if mask is not None and mask.type != VectorType(IntegerType(1), shape):
-        raise VerifyException(f"{what}: the mask must be a bool tile of the indices' shape")
+        self.verify_indexed(self.result.type, "gather_gmem")
+        self.verify_other("gather_gmem")
 
 
 @irdl_op_definition
-class ScatterGmemOp(IRDLOperation):
-    """Write element e of tile `value` to element (indices[0][e], indices[1][e], ...) of GMEM
-    array `gmem`, except where the indices fall outside the array or `mask` is false.  Two
-    elements written to one array element leave it undefined (the interpreter refuses them)."""
+class ScatterGmemOp(_GmemIndexed):
+    """Write element e of tile `value` to the element its indices name.  Two elements written to
+    one array element leave it undefined (the interpreter refuses them)."""
 
     name = "asyncdsl.scatter_gmem"
     value = operand_def(VectorType)
-    gmem = operand_def(MemRefType)
-    indices = var_operand_def(VectorType)
-    mask = opt_operand_def(VectorType)
 
-    irdl_options = (AttrSizedOperandSegments(as_property=True), ParsePropInAttrDict())
     assembly_format = (
         "$value `,` $gmem `[` $indices `]` (`mask` $mask^ `:` type($mask))? attr-dict "
         "`:` type($value) `,` type($gmem) `,` type($indices)"
@@ -283,7 +269,7 @@ class ScatterGmemOp(IRDLOperation):
         super().__init__(operands=[value, gmem, list(indices), [mask] if mask is not None else []])
 
     def verify_(self) -> None:
-        _check_indexed(self, self.gmem.type, self.indices, self.mask, self.value.type, "scatter_gmem")
+        self.verify_indexed(self.value.type, "scatter_gmem")
 
 
 OPERATIONS: tuple[type[Operation], ...] = (

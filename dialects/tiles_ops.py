@@ -20,25 +20,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from xdsl.dialects.builtin import (
-    I64,
-    DenseArrayBase,
-    FloatAttr,
-    IntegerAttr,
-    IntegerType,
-    VectorType,
-    i64,
-)
+from xdsl.dialects.builtin import I64, DenseArrayBase, FloatAttr, IntegerAttr, IntegerType, VectorType, i64
 from xdsl.ir import Operation, SSAValue
-from xdsl.irdl import (
-    IRDLOperation,
-    ParsePropInAttrDict,
-    irdl_op_definition,
-    operand_def,
-    opt_prop_def,
-    prop_def,
-    result_def,
-)
+from xdsl.irdl import IRDLOperation, ParsePropInAttrDict, irdl_op_definition, operand_def, opt_prop_def
+from xdsl.irdl import prop_def, result_def
 from xdsl.utils.exceptions import VerifyException
 
 from asyncdsl.dialects.ir_utils import element_bits

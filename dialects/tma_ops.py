@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects.builtin import ArrayAttr, IndexType, IntegerAttr, StringAttr
+from xdsl.dialects.builtin import ArrayAttr, IndexType, StringAttr
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import IRDLOperation, irdl_op_definition, opt_operand_def
-from xdsl.irdl import opt_prop_def, prop_def
+from xdsl.irdl import opt_prop_def
 from xdsl.utils.exceptions import VerifyException
 
-from asyncdsl.dialects.copy_bases import BarrierTarget, Commits, PeerArray, Predicated, TmaBox
+from asyncdsl.dialects.copy_bases import Commits, PeerArray, Predicated, TmaBox, TxCounted
 from asyncdsl.dialects.descriptor_attrs import TmaDescriptorAttr
 from asyncdsl.dialects.ir_utils import bool_prop, int_prop, optional_operand, verify_collective_dims
 from asyncdsl.dialects.ir_utils import SegmentedOperands
@@ -27,7 +27,7 @@ class _MulticastMask(IRDLOperation):
 
 
 @irdl_op_definition
-class TmaLoadOp(TmaBox, BarrierTarget, Predicated, _MulticastMask, PeerArray, SegmentedOperands):
+class TmaLoadOp(TmaBox, TxCounted, Predicated, _MulticastMask, PeerArray, SegmentedOperands):
     """One `cp.async.bulk.tensor` load of the box at `coords` (descriptor dims, array order) into
     `smem`, completing `expect_tx_bytes` on `barriers[barrier_index]` (0: the user arrives).
 
@@ -40,7 +40,6 @@ class TmaLoadOp(TmaBox, BarrierTarget, Predicated, _MulticastMask, PeerArray, Se
 
     name = "asyncdsl.tma_load"
 
-    expect_tx_bytes = prop_def(IntegerAttr)
     collective = opt_prop_def(ArrayAttr)
     partition = opt_prop_def(PartitionAttr)
     eviction = opt_prop_def(EvictionAttr)  # the L2 eviction priority of the loaded lines

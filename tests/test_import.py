@@ -20,6 +20,13 @@ def test_import_loads_nothing_only_some_calls_need():
     assert done.stdout.strip() == "[]"
 
 
+def test_importing_the_kernel_library_leaves_them_unloaded_too():
+    # ml_dtypes alone took longer to import than the whole library: only numpy references need it.
+    code = f"import sys, asyncdsl.kernels; print([m for m in {DEFERRED!r} if m in sys.modules])"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert done.stdout.strip() == "[]"
+
+
 def test_a_first_trace_to_ptx_leaves_them_unloaded_too():
     code = (
         "import sys, asyncdsl as ad\n"

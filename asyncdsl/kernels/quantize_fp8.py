@@ -22,7 +22,6 @@ The measurements behind these choices are in docs/notes/2026-12-04-row-kernel-ch
 
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
 
 from asyncdsl.blocks.row_reductions import across_warpgroups, combine
@@ -161,6 +160,8 @@ def _factor(amax):
 def reference(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(q, scales) as numpy computes them, in float32 with IEEE division: what the kernels give
     bit for bit."""
+    import ml_dtypes  # not at module level: importing it costs more than the whole kernel library
+
     wide = x.astype(np.float32)
     amax = np.abs(wide).max(axis=1)
     factor = np.where(amax > 0, np.float32(E4M3_MAX) / np.maximum(amax, np.float32(1e-30)),
