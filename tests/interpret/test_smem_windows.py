@@ -12,9 +12,9 @@ from smem_window_kernels import (
     REGISTER_LAYOUTS,
     SWIZZLES,
     registers_through_windows,
+    tiling,
     tma_through_halves,
     tma_traced_window,
-    tiling,
     wgmma_on_windows,
 )
 from support import expect, random_bits

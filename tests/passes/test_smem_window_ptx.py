@@ -1,6 +1,6 @@
 """PTX of kernels over windows of shared-memory buffers assembles for sm_90a, and a window's
 address is its buffer's plus the window's rows: an immediate for a static start, one
-multiply-add for a traced one."""
+multiply-add for a traced one.  Their IR prints and parses back at every stage."""
 
 from __future__ import annotations
 
@@ -15,8 +15,10 @@ from smem_window_kernels import (
     tma_traced_window,
     wgmma_on_windows,
 )
+from xdsl.parser import Parser
 
 import asyncdsl as ad
+from asyncdsl.passes.pipeline import PASS_NAMES, ir_text, make_context
 
 LAYOUTS = (None, *SWIZZLES)
 SPEC = ad.ArraySpec((128, 64), ad.bfloat16)
@@ -56,3 +58,13 @@ def test_wgmma_on_windows_assembles(ptxas, n):
     ptx = wgmma_on_windows.compile(a, b, c, N=n).binary.ptx
     ptxas(ptx)
     assert ptx.count("wgmma.mma_async") == 2 * 64 // 16  # two halves, four K steps each
+
+
+@pytest.mark.parametrize("stage", ["trace", *PASS_NAMES])
+def test_windows_round_trip_through_every_stage(stage):
+    text = tma_traced_window.stages(SPEC, SPEC, SWIZZLE=128)[stage]
+    if stage == "trace":
+        assert "asyncdsl.smem_window" in text
+    parsed = Parser(make_context(), text).parse_module()
+    parsed.verify()
+    assert ir_text(parsed) == text
