@@ -12,8 +12,8 @@ from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def, opt_prop_d
 from xdsl.irdl import var_operand_def
 from xdsl.utils.exceptions import VerifyException
 
-from asyncdsl.dialects.ir_utils import IndexQuery, buffer_bytes, element_bits, int_prop, is_smem, logical_shape
-from asyncdsl.dialects.ir_utils import shape_of, smem_layout, smem_type
+from asyncdsl.dialects.ir_utils import IndexQuery, buffer_bytes, element_bits, int_prop, is_smem
+from asyncdsl.dialects.ir_utils import logical_shape, shape_of, smem_layout, smem_type
 from asyncdsl.errors import TransformError
 from asyncdsl.hw.smem_layout import SmemLayout
 

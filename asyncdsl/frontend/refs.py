@@ -402,7 +402,8 @@ class SmemRef:
                              f"{self.dtype} elements are not (window a leading dim of whole bytes)",
                              user_location())
         if isinstance(start, int) and not 0 <= start <= self.shape[0] - rows:
-            raise TraceError(f"{what}: the window lies outside the dim's {self.shape[0]} rows", user_location())
+            raise TraceError(f"{what}: the window lies outside the dim's {self.shape[0]} rows",
+                             user_location())
         layout, step = None, 1
         if self.layout is not None:
             try:

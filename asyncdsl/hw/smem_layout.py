@@ -11,10 +11,10 @@ The physical shape is what the memory holds row-major (what a TMA copy with the 
 and swizzle fills); the logical shape is what register tiles and copies see.  A view indexing
 leading dims (`buf.at[slot]`) has the chain unbatched from those dims, which therefore must be
 dims the chain leaves in place.  A window of whole rows of the leading dim (`buf.at[ds(r, n)]`)
-has the same chain over fewer rows; it can express windows made of whole periods of the layout
-(the rows after which its pattern repeats: a tiling's tile rows) starting on a whole swizzle
-atom, which are contiguous and laid out as the buffer lays out those rows.  The layout is a bijection: rounding tilings (which drop
-elements) are refused, so every logical element has its own physical place and back.
+has the same chain over fewer rows: the layout expresses windows of whole blocks (the fewest
+rows in which it repeats, contiguous and laid out as the chain lays out one block: a tiling's
+tile rows) that start on a whole swizzle atom.  The layout is a bijection: rounding tilings
+(which drop elements) are refused, so every logical element has its own physical place and back.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from asyncdsl.dialects.transform_attrs import transform_from_attr
 from asyncdsl.errors import CopyError
 from asyncdsl.hw.limits import MAX_TMA_RANK, TMA_SMEM_ALIGNMENT
 from asyncdsl.hw.tma import TmaCopyPlan, plan_tiled_copy
-from asyncdsl.passes.resolve.checks import Conditions
+from asyncdsl.passes.resolve.checks import Conditions, check_smem_alignment
 from asyncdsl.passes.resolve.index_builder import IndexBuilder, slice_entries
 from asyncdsl.passes.resolve.reduction import hardware_reduction
 
@@ -24,11 +24,7 @@ def resolve_tma(copy: ir.AsyncCopyOp) -> ir.TmaLoadOp | ir.TmaStoreOp:
     its traced indices (`checks.py`): those a plan merged stay inside their dims, and a store's
     coordinates are not negative (the H200 faults on such stores, so a failing one is skipped).
     Returns the new op."""
-    offset = ir.static_smem_offset(copy.smem)
-    if offset is not None and offset % TMA_SMEM_ALIGNMENT:
-        raise CopyError(
-            f"a TMA copy needs its shared-memory address {TMA_SMEM_ALIGNMENT}-byte aligned, but this "
-            f"view starts {offset} bytes into its buffer (the GPU faults with a misaligned address)")
+    check_smem_alignment(copy.smem, TMA_SMEM_ALIGNMENT, "a TMA copy")
     reduction = hardware_reduction(copy)
     builder = IndexBuilder(copy)
     plan = plan_copy(copy, slice_entries(copy.starts, copy.sizes, builder))

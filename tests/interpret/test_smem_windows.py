@@ -163,3 +163,40 @@ def test_traced_starts_the_rules_refuse_are_interpreter_errors(step, error, frag
     x = random_bits((128, 64), ad.bfloat16, 5)
     with pytest.raises(error, match=fragment):
         traced_window.interpret(x, np.zeros_like(x), STEP=step)
+
+
+@ad.kernel(grid=(1,))
+def bulk_into_a_window(x, y, START: ad.constexpr):
+    buf = ad.smem((64, 4), x.dtype)  # rows of 8 bytes
+    landed = ad.barrier()
+    ad.async_copy(x.at[0:8], buf.at[ad.ds(START, 8)], barrier=landed, oob="undefined")  # the copy
+    landed.wait()
+    ad.async_copy(buf.at[ad.ds(START, 8)], y.at[0:8], oob="undefined")
+    ad.await_async_copy(0)
+
+
+def test_a_bulk_copy_into_a_window_off_16_bytes_is_refused():
+    spec = ad.ArraySpec((64, 4), ad.bfloat16)
+    expect(CopyError, bulk_into_a_window, (spec, spec), dict(START=1), "bulk copy", "16-byte aligned",
+           "8 bytes into", line_text="the copy")
+
+
+def test_a_bulk_copy_through_an_aligned_window():
+    x = random_bits((64, 4), ad.bfloat16, 6)
+    y = np.zeros_like(x)
+    bulk_into_a_window.interpret(x, y, START=2)
+    assert y[:8].tobytes() == x[:8].tobytes() and not y[8:].any()
+
+
+@ad.kernel(grid=(1,))
+def bulk_traced_window(x, y, ROW: int):
+    buf = ad.smem((64, 4), x.dtype)
+    landed = ad.barrier()
+    ad.async_copy(x.at[0:8], buf.at[ad.ds(ROW, 8)], barrier=landed, oob="undefined")
+    landed.wait()
+
+
+def test_a_bulk_copy_into_a_window_off_16_bytes_at_a_traced_start_is_an_interpreter_error():
+    x = random_bits((64, 4), ad.bfloat16, 7)
+    with pytest.raises(InterpretError, match="not 16-byte aligned"):
+        bulk_traced_window.interpret(x, np.zeros_like(x), 3)
