@@ -53,12 +53,12 @@ from asyncdsl.dialects.bulk_ops import BulkLoadOp, BulkStoreOp
 from asyncdsl.dialects.collective_ops import ClusterArriveOp, ClusterCollectiveMaskOp, SmemSliceOp
 from asyncdsl.dialects.copy_ops import AsyncCopyOp, AwaitAsyncCopyOp
 from asyncdsl.dialects.core_ops import AllocSmemOp, ClusterCtaIdOp, ClusterIdOp, NumProgramsOp, ProgramIdOp
-from asyncdsl.dialects.core_ops import SmemViewOp, WarpgroupIdxOp
+from asyncdsl.dialects.core_ops import SmemViewOp, SmemWindowOp, WarpgroupIdxOp
 from asyncdsl.dialects.cp_async_ops import AwaitCpAsyncCopyOp, CpAsyncLoadOp
 from asyncdsl.dialects.distributed_ops import DeviceIdOp, SignalOp, WaitSignalOp
 from asyncdsl.dialects.im2col_ops import AsyncCopyIm2colOp, Im2colDescriptorAttr, TmaIm2colLoadOp
 from asyncdsl.dialects.ir_utils import buffer_bytes, element_bits, is_gmem, is_smem, logical_shape, shape_of
-from asyncdsl.dialects.ir_utils import smem_layout
+from asyncdsl.dialects.ir_utils import constant_value, smem_layout
 from asyncdsl.dialects.prefetch_ops import AsyncPrefetchOp, TmaPrefetchOp
 from asyncdsl.dialects.profile_ops import RegionBeginOp, RegionEndOp, region_names
 from asyncdsl.dialects.registers_ops import AllocRegistersOp, ReadRegistersOp, WriteRegistersOp
@@ -126,6 +126,7 @@ __all__ = [
     "SignalOp",
     "SmemSliceOp",
     "SmemViewOp",
+    "SmemWindowOp",
     "SplatOp",
     "StoreGmemOp",
     "StoreSmemOp",
@@ -153,6 +154,7 @@ __all__ = [
     "logical_shape",
     "region_names",
     "root_buffer",
+    "static_smem_offset",
     "scratch_bytes",
     "shape_of",
     "smem_layout",
@@ -195,8 +197,39 @@ AsyncDSL = Dialect("asyncdsl", list(OPERATIONS), list(ATTRIBUTES))
 
 
 def root_buffer(value: SSAValue) -> SSAValue:
-    """The shared-memory allocation a buffer value views (through leading-index views and the
-    per-CTA slices of collective copies)."""
-    while isinstance(value.owner, (SmemViewOp, SmemSliceOp)):
+    """The shared-memory allocation a buffer value views (through leading-index views, windows
+    and the per-CTA slices of collective copies)."""
+    while isinstance(value.owner, (SmemViewOp, SmemWindowOp, SmemSliceOp)):
         value = value.owner.source
     return value
+
+
+def static_smem_offset(value: SSAValue) -> int | None:
+    """The bytes from its allocation's start at which a buffer value lies, where only constant
+    indices lead there (None: a traced index moves it)."""
+    offset = 0
+    while not isinstance(value.owner, AllocSmemOp):
+        owner = value.owner
+        if isinstance(owner, SmemViewOp):
+            shape = shape_of(owner.source)
+            stride = buffer_bytes(owner.source.type)
+            for index, size in zip(owner.indices, shape):
+                stride //= size
+                known = constant_value(index)
+                if known is None:
+                    return None
+                offset += known * stride
+        elif isinstance(owner, SmemWindowOp):
+            known = constant_value(owner.start)
+            if known is None:
+                return None
+            offset += known * owner.row_bytes
+        elif isinstance(owner, SmemSliceOp):
+            known = constant_value(owner.offset)
+            if known is None:
+                return None
+            offset += known
+        else:
+            return None
+        value = owner.source
+    return offset

@@ -3,6 +3,7 @@ warpgroup ids) and its shared-memory buffers."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from xdsl.dialects.builtin import I64, IndexType, IntegerAttr, MemRefType
@@ -11,8 +12,8 @@ from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def, opt_prop_d
 from xdsl.irdl import var_operand_def
 from xdsl.utils.exceptions import VerifyException
 
-from asyncdsl.dialects.ir_utils import IndexQuery, element_bits, int_prop, is_smem, shape_of, smem_layout
-from asyncdsl.dialects.ir_utils import smem_type
+from asyncdsl.dialects.ir_utils import IndexQuery, buffer_bytes, element_bits, int_prop, is_smem
+from asyncdsl.dialects.ir_utils import logical_shape, shape_of, smem_layout, smem_type
 from asyncdsl.errors import TransformError
 from asyncdsl.hw.smem_layout import SmemLayout
 
@@ -158,6 +159,65 @@ class SmemViewOp(IRDLOperation):
                 f"smem_view of a buffer laid out as {layout} must carry the view's layout {expected}")
 
 
+@irdl_op_definition
+class SmemWindowOp(IRDLOperation):
+    """Rows `start` .. `start + rows` of a shared-memory buffer's leading dim, every other dim
+    whole: the contiguous bytes `start` × `row_bytes` into the source.  A buffer with a layout
+    takes windows its layout can express (`SmemLayout.window`), starting at a multiple of
+    `step` rows (the interpreter checks a traced start)."""
+
+    name = "asyncdsl.smem_window"
+    source = operand_def(MemRefType)
+    start = operand_def(IndexType)
+    rows = prop_def(IntegerAttr[I64])
+    result = result_def(MemRefType)
+
+    assembly_format = "$source `[` $start `rows` $rows `]` attr-dict `:` type($source) `->` type($result)"
+
+    def __init__(self, source: SSAValue, start: SSAValue, rows: int):
+        super().__init__(
+            operands=[source, start], properties={"rows": int_prop(rows)},
+            result_types=[_window_type(source.type, rows)],
+        )
+
+    @property
+    def row_bytes(self) -> int:
+        """The bytes of one row of the leading dim (every other dim whole)."""
+        return buffer_bytes(self.source.type) // logical_shape(self.source.type)[0]
+
+    @property
+    def step(self) -> int:
+        """The rows the window's start is a multiple of."""
+        layout = smem_layout(self.source.type)
+        return 1 if layout is None else layout.window_step(element_bits(self.source.type) // 8)
+
+    def verify_(self) -> None:
+        if not is_smem(self.source.type):
+            raise VerifyException("smem_window takes a shared-memory buffer")
+        try:
+            expected = _window_type(self.source.type, self.rows.value.data)
+        except TransformError as error:
+            raise VerifyException(f"smem_window: {error.message}") from None
+        if self.result.type != expected:
+            raise VerifyException(f"smem_window of {self.source.type} must give {expected}")
+
+
+def _window_type(source: MemRefType, rows: int) -> MemRefType:
+    """The type of a window of `rows` leading-dim rows of a buffer of type `source`."""
+    shape = logical_shape(source)
+    if not 0 < rows <= shape[0]:
+        raise TransformError(f"a window of {rows} row(s) of a leading dim of {shape[0]}")
+    if len(shape) == 1 or math.prod(shape[1:]) * element_bits(source) % 8:
+        raise TransformError(f"a window's rows must be whole bytes; rows of {shape[1:]} elements of "
+                             f"{element_bits(source)} bits are not")
+    layout = smem_layout(source)
+    if layout is None:
+        return smem_type((rows, *shape[1:]), source.element_type)
+    window = layout.window(rows)
+    return smem_type(window.physical_shape, source.element_type, window)
+
+
 OPERATIONS: tuple[type[Operation], ...] = (
     ProgramIdOp, NumProgramsOp, ClusterCtaIdOp, ClusterIdOp, WarpgroupIdxOp, AllocSmemOp, SmemViewOp,
+    SmemWindowOp,
 )

@@ -3,11 +3,14 @@
 `x.at[...]` takes numpy-style indices: an integer (static or traced) squeezes a dim,
 `asyncdsl.ds(start, size)` takes a window with a static size and a possibly traced start, a
 static slice `a:b` a static window, `:` the whole dim and `...` the dims left over. A GMEM view
-records the slice for `async_copy`; an SMEM view indexes leading dims and is a buffer itself.
+records the slice for `async_copy`; an SMEM view is a buffer itself, wherever it is contiguous:
+integer indices on leading dims, then at most one window of whole rows of the next dim
+(`buf.at[s, ds(r, n)]`; with a layout, whole blocks of its tiling from a whole swizzle atom).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from xdsl.ir import SSAValue
@@ -20,7 +23,7 @@ from asyncdsl.frontend.scalars import IndexLike, Scalar, index_value, is_index
 from asyncdsl.frontend.tile_arguments import layout_argument
 from asyncdsl.frontend.tiles import RegisterTile, assigned
 from asyncdsl.hw.fragments import Layout
-from asyncdsl.hw.smem_layout import SmemLayout
+from asyncdsl.hw.smem_layout import SmemLayout, describe_chain
 
 
 @dataclass(frozen=True, init=False)
@@ -287,7 +290,8 @@ class TransposedSmem:
 
 
 class SmemRef:
-    """A buffer in the CTA's shared memory (or a leading-index view of one).
+    """A buffer in the CTA's shared memory (or a contiguous view of one: leading indices and a
+    window of whole rows, `buf.at[s, ds(r, n)]`).
 
     `shape` is the logical shape; a buffer allocated with transforms or a swizzle carries them
     in `layout` (None: row-major in `shape`), and `origin` is the line that allocated it.
@@ -353,23 +357,26 @@ class SmemRef:
         return self
 
     def _view(self, key) -> SmemRef:
+        """`buf.at[i, ..., ds(r, n)]`: integer indices on leading dims, then at most one window
+        of the next dim with every later dim whole, the contiguous views of a buffer."""
         dims = parse_indices(key, self.shape, "shared-memory view .at[...]", coordinates=False)
-        leading: list[IndexLike] = []
-        for position, dim in enumerate(dims):
-            if dim.squeezed:
-                if position != len(leading):
-                    raise TraceError(
-                        "shared-memory views index leading dims only (the result must stay "
-                        "contiguous); put integer indices first",
-                        user_location(),
-                    )
-                leading.append(dim.start)
-            elif isinstance(dim.start, Scalar) or dim.start != 0 or dim.size != self.shape[position]:
+        kept = next((position for position, dim in enumerate(dims) if not dim.squeezed), None)
+        if kept is None:
+            raise TraceError(f"a shared-memory view keeps at least one dim; {len(dims)} integer indices "
+                             f"index every dim of {self.shape}", user_location())
+        leading = [dim.start for dim in dims[:kept]]
+        window = dims[kept]
+        for position, dim in enumerate(dims[len(leading) + 1:], start=len(leading) + 1):
+            if dim.squeezed or not _whole(dim, self.shape[position]):
                 raise TraceError(
-                    "shared-memory views take whole trailing dims; windows of a buffer are not "
-                    "contiguous in general",
-                    user_location(),
+                    "a shared-memory view must stay contiguous: integer indices on leading dims, then "
+                    f"at most one window (asyncdsl.ds or a slice) on the next dim and every later dim "
+                    f"whole; dim {position} of {self.shape} is not whole", user_location(),
                 )
+        view = self._leading(leading)
+        return view if _whole(window, self.shape[len(leading)]) else view._window(window)
+
+    def _leading(self, leading: list[IndexLike]) -> SmemRef:
         if not leading:
             return self
         view_layout = None
@@ -384,6 +391,33 @@ class SmemRef:
         tracer = tracing.current("SmemRef.at")
         op = tracer.emit(ir.SmemViewOp(self.value, [index_value(i) for i in leading]))
         return SmemRef(op.results[0], self.shape[len(leading):], self.dtype, view_layout, self.origin)
+
+    def _window(self, window: DimIndex) -> SmemRef:
+        start, rows = window.start, window.size
+        where = f" from row {start}" if isinstance(start, int) else ""
+        what = f"shared-memory window of {rows} row(s){where} of the buffer allocated at {self.origin}"
+        row_bits = self.dtype.bits * math.prod(self.shape[1:])
+        if self.ndim == 1 or row_bits % 8:
+            raise TraceError(f"{what}: a window's rows must be whole bytes; rows of {self.shape[1:]} "
+                             f"{self.dtype} elements are not (window a leading dim of whole bytes)",
+                             user_location())
+        if isinstance(start, int) and not 0 <= start <= self.shape[0] - rows:
+            raise TraceError(f"{what}: the window lies outside the dim's {self.shape[0]} rows",
+                             user_location())
+        layout, step = None, 1
+        if self.layout is not None:
+            try:
+                layout = self.layout.window(rows)
+                step = self.layout.window_step(self.dtype.bits // 8)
+            except TransformError as error:
+                raise TraceError(f"{what}: {error.message}", user_location()) from None
+            if isinstance(start, int) and start % step:
+                raise TraceError(
+                    f"{what}: a window of this layout starts at a multiple of {step} rows (whole "
+                    f"blocks of {describe_chain(self.layout.transforms)}, a whole swizzle atom of "
+                    f"{self.layout.alignment} bytes), not at row {start}", user_location())
+        op = tracing.current("SmemRef.at").emit(ir.SmemWindowOp(self.value, index_value(start), rows))
+        return SmemRef(op.results[0], (rows, *self.shape[1:]), self.dtype, layout, self.origin)
 
     # -- register tiles: `tile = buf[...]`, `buf[...] = tile` ----------------------------------------
     def __getitem__(self, key) -> RegisterTile:
@@ -419,6 +453,10 @@ class SmemRef:
 
     def __repr__(self) -> str:
         return f"SmemRef({self.shape} {self.dtype})"
+
+
+def _whole(dim: DimIndex, size: int) -> bool:
+    return not dim.squeezed and not isinstance(dim.start, Scalar) and dim.start == 0 and dim.size == size
 
 
 class PeerSmem:

@@ -10,8 +10,11 @@ transform chain that lays it out in memory (`hw.transforms`) and the swizzle of 
 The physical shape is what the memory holds row-major (what a TMA copy with the same transforms
 and swizzle fills); the logical shape is what register tiles and copies see.  A view indexing
 leading dims (`buf.at[slot]`) has the chain unbatched from those dims, which therefore must be
-dims the chain leaves in place.  The layout is a bijection: rounding tilings (which drop
-elements) are refused, so every logical element has its own physical place and back.
+dims the chain leaves in place.  A window of whole rows of the leading dim (`buf.at[ds(r, n)]`)
+has the same chain over fewer rows: the layout expresses windows of whole blocks (the fewest
+rows in which it repeats, contiguous and laid out as the chain lays out one block: a tiling's
+tile rows) that start on a whole swizzle atom.  The layout is a bijection: rounding tilings
+(which drop elements) are refused, so every logical element has its own physical place and back.
 """
 
 from __future__ import annotations
@@ -86,6 +89,18 @@ class SmemLayout:
             return self
         return _view(self, leading_rank)
 
+    def window(self, rows: int) -> SmemLayout:
+        """The layout of a window of `rows` rows of the leading dim, every other dim whole, that
+        starts at a multiple of `window_step` rows (TransformError for one it cannot express)."""
+        return _window(self, rows)
+
+    def window_step(self, element_bytes: int) -> int:
+        """The rows a window's start is a multiple of: whole periods of the layout (`window`),
+        and a whole swizzle atom from the buffer's start, so the window starts its pattern."""
+        row_bytes = math.prod(self.logical_shape[1:]) * element_bytes
+        atom_rows = self.alignment // math.gcd(self.alignment, row_bytes)
+        return math.lcm(_period(self), atom_rows)
+
     def element_offsets(self, indices: Sequence[np.ndarray] | np.ndarray) -> np.ndarray:
         """The physical (row-major) element offset of each logical index (one array per dim)."""
         physical = apply_chain_index(self.transforms, tuple(np.asarray(i) for i in indices))
@@ -118,6 +133,47 @@ def _view(layout: SmemLayout, leading_rank: int) -> SmemLayout:
     if view.physical_shape != layout.physical_shape[leading_rank:]:
         raise TransformError(refusal)
     return view
+
+
+@functools.lru_cache(maxsize=256)
+def _period(layout: SmemLayout) -> int:
+    """The fewest leading-dim rows in which the layout comes in blocks: each block of that many
+    rows fills its own contiguous elements, laid out as the chain lays out a buffer of one block."""
+    rows = layout.logical_shape[0]
+    offsets = layout.element_offsets(np.indices(layout.logical_shape)).reshape(rows, -1)
+    row_elements = offsets.shape[1]
+    for period in (p for p in range(1, rows) if rows % p == 0):
+        blocks = offsets.reshape(rows // period, period * row_elements)
+        shifts = np.arange(rows // period)[:, None] * period * row_elements
+        if (blocks == blocks[:1] + shifts).all() and _lays_out(layout, period, blocks[0]):
+            return period
+    return rows  # the whole buffer, one block
+
+
+def _lays_out(layout: SmemLayout, rows: int, offsets: np.ndarray) -> bool:
+    """Whether the layout's chain over `rows` rows puts the elements at `offsets` (row-major)."""
+    try:
+        window = SmemLayout((rows, *layout.logical_shape[1:]), layout.transforms, layout.swizzle_bytes)
+    except TransformError:
+        return False
+    return bool((window.element_offsets(np.indices(window.logical_shape)).reshape(-1) == offsets).all())
+
+
+@functools.lru_cache(maxsize=1024)
+def _window(layout: SmemLayout, rows: int) -> SmemLayout:
+    period = _period(layout)
+    shape = layout.logical_shape
+    if rows % period or rows > shape[0]:
+        raise TransformError(
+            f"a window of {rows} row(s): the transforms {describe_chain(layout.transforms)} lay out "
+            f"{shape} in blocks of {period} row(s) of the leading dim, so a window is whole blocks "
+            f"({period}, {2 * period}, ... rows)")
+    whole = layout.element_offsets(np.indices(shape))[:rows].reshape(-1)
+    if not _lays_out(layout, rows, whole):
+        raise TransformError(
+            f"a window of {rows} row(s): the transforms {describe_chain(layout.transforms)} lay out "
+            f"({rows}, ...) otherwise than they lay out those rows of {shape}")
+    return SmemLayout((rows, *shape[1:]), layout.transforms, layout.swizzle_bytes)
 
 
 def describe_chain(chain: TransformChain) -> str:

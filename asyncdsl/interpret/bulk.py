@@ -54,6 +54,15 @@ def _moved_range(op, argument: GlobalArgument, values: dict, what: str) -> tuple
     return offset, moved
 
 
+def _check_smem_alignment(start: int, what: str) -> None:
+    # The CTA's base is 1024-aligned: an offset's low bits are the address's.
+    if start % BULK_ALIGNMENT:
+        raise InterpretError(
+            f"{what} addresses shared memory at byte {start}, not {BULK_ALIGNMENT}-byte aligned: the "
+            "GPU faults; a window's traced start must keep a bulk copy's buffer aligned"
+        )
+
+
 @register_impls
 class BulkFunctions(WarpgroupFunctions):
     """Bulk loads and stores, executed by `self.warpgroup`."""
@@ -69,6 +78,7 @@ class BulkFunctions(WarpgroupFunctions):
         offset, moved = _moved_range(op, argument, values, "the bulk load")
         start = values[op.smem].offset
         cta.smem.check(start, op.transfer_bytes, "the bulk load")
+        _check_smem_alignment(start, "the bulk load")
         barrier = warpgroup.mbarrier(barrier_address(op, values))
         if op.arrive.value.data:
             barrier.arrive_expect_tx(moved, warpgroup.clock,
@@ -100,6 +110,7 @@ class BulkFunctions(WarpgroupFunctions):
         offset, moved = _moved_range(op, argument, values, "the bulk store")
         start = values[op.smem].offset
         cta.smem.check(start, op.transfer_bytes, "the bulk store")
+        _check_smem_alignment(start, "the bulk store")
         if not moved:
             return ()
         if not argument.raw.flags.writeable:

@@ -48,3 +48,10 @@ class CoreFunctions(WarpgroupFunctions):
     def run_smem_view(self, interpreter: Interpreter, op: ir.SmemViewOp, args: PythonValues):
         source, *indices = args
         return (source.view(tuple(i.value.data for i in indices)),)
+
+    @impl(ir.SmemWindowOp)
+    @diagnosed
+    def run_smem_window(self, interpreter: Interpreter, op: ir.SmemWindowOp, args: PythonValues):
+        source, start = args
+        rows = ir.logical_shape(op.source.type)[0]
+        return (source.window(start.value.data, op.rows.value.data, rows, op.step, op.result.type),)

@@ -15,7 +15,7 @@ import numpy as np
 from xdsl.dialects.builtin import MemRefType
 
 from asyncdsl import dtypes
-from asyncdsl.errors import OutOfBoundsError
+from asyncdsl.errors import InterpretError, OutOfBoundsError
 from asyncdsl.hw.limits import BARRIER_BYTES
 
 
@@ -89,6 +89,23 @@ class SmemBuffer:
                 )
             offset += index * stride
         return SmemBuffer(offset, self.shape[len(indices):], self.element_bytes, self.origin)
+
+    def window(self, start: int, rows: int, total_rows: int, step: int, memref: MemRefType) -> SmemBuffer:
+        """Rows [start, start + rows) of the `total_rows` logical rows of the leading dim (as
+        `smem_window` addresses it; `memref` the window's type), `start` a multiple of `step`."""
+        if not 0 <= start <= total_rows - rows:
+            raise OutOfBoundsError(
+                f"the window of rows {start} .. {start + rows - 1} of the shared-memory buffer of "
+                f"{total_rows} rows allocated at {self.origin} (valid starts: 0 .. {total_rows - rows}): "
+                "on the GPU it would overlap other shared memory"
+            )
+        if start % step:
+            raise InterpretError(
+                f"the window starting at row {start} of the shared-memory buffer allocated at "
+                f"{self.origin} must start at a multiple of {step} rows (whole tiles of its layout, "
+                "a whole swizzle atom): on the GPU its rows would be read in another layout"
+            )
+        return SmemBuffer.of_type(self.offset + start * (self.nbytes // total_rows), memref, self.origin)
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from asyncdsl.dialects.transform_attrs import transform_from_attr
 from asyncdsl.hw.bulk import check_bulk_copy, is_contiguous_run
 from asyncdsl.hw.limits import BULK_ALIGNMENT
 from asyncdsl.hw.options import Implementation, Oob
-from asyncdsl.passes.resolve.checks import Conditions, check_clamped_store, check_window
+from asyncdsl.passes.resolve.checks import Conditions, check_clamped_store, check_smem_alignment, check_window
 from asyncdsl.passes.resolve.index_builder import IndexBuilder, static_starts, traced_starts
 
 
@@ -50,10 +50,11 @@ def resolve_bulk(copy: ir.AsyncCopyOp) -> None:
         shape, dtype, static_starts(copy.starts), copy.sizes, ir.shape_of(copy.smem), copy.oob.data,
         store=not copy.is_load,
     )
+    engine = "a bulk copy (cp.async.bulk)" if copy.is_load else "a bulk store (cp.async.bulk)"
+    check_smem_alignment(copy.smem, BULK_ALIGNMENT, engine)
     builder = IndexBuilder(copy)
     conditions = Conditions(builder, copy.predicate)
     starts = traced_starts(copy.starts, builder)
-    engine = "a bulk copy (cp.async.bulk)" if copy.is_load else "a bulk store (cp.async.bulk)"
     check_window(
         conditions, shape, dtype, starts, copy.sizes, BULK_ALIGNMENT,
         copy.oob.data == Oob.PROMISE_IN_BOUNDS, engine,

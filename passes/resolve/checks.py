@@ -19,6 +19,7 @@ from xdsl.ir import SSAValue
 
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects.ir_utils import constant_value
+from asyncdsl.errors import CopyError
 from asyncdsl.hw import gmem_runs
 from asyncdsl.hw.bulk import StaticLogic, clamped_store_stays_in_window
 from asyncdsl.hw.transforms import Index, divisor_of
@@ -144,6 +145,16 @@ class Conditions:
             else self._builder.emit(arith.SelectOp(guard, start, zero))
             for start in starts
         ]
+
+
+def check_smem_alignment(smem: SSAValue, alignment: int, engine: str) -> None:
+    """Refuse a copy whose SMEM view lies at a constant offset into its buffer that is not
+    `alignment`-aligned (a traced one the interpreter checks)."""
+    offset = ir.static_smem_offset(smem)
+    if offset is not None and offset % alignment:
+        raise CopyError(
+            f"{engine} needs its shared-memory address {alignment}-byte aligned, but this view starts "
+            f"{offset} bytes into its buffer (the GPU faults with a misaligned address)")
 
 
 def check_window(

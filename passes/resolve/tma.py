@@ -12,9 +12,9 @@ from asyncdsl.dialects.descriptor_attrs import TmaDescriptorAttr
 from asyncdsl.dialects.option_attrs import eviction_of
 from asyncdsl.dialects.transform_attrs import transform_from_attr
 from asyncdsl.errors import CopyError
-from asyncdsl.hw.limits import MAX_TMA_RANK
+from asyncdsl.hw.limits import MAX_TMA_RANK, TMA_SMEM_ALIGNMENT
 from asyncdsl.hw.tma import TmaCopyPlan, plan_tiled_copy
-from asyncdsl.passes.resolve.checks import Conditions
+from asyncdsl.passes.resolve.checks import Conditions, check_smem_alignment
 from asyncdsl.passes.resolve.index_builder import IndexBuilder, slice_entries
 from asyncdsl.passes.resolve.reduction import hardware_reduction
 
@@ -24,6 +24,7 @@ def resolve_tma(copy: ir.AsyncCopyOp) -> ir.TmaLoadOp | ir.TmaStoreOp:
     its traced indices (`checks.py`): those a plan merged stay inside their dims, and a store's
     coordinates are not negative (the H200 faults on such stores, so a failing one is skipped).
     Returns the new op."""
+    check_smem_alignment(copy.smem, TMA_SMEM_ALIGNMENT, "a TMA copy")
     reduction = hardware_reduction(copy)
     builder = IndexBuilder(copy)
     plan = plan_copy(copy, slice_entries(copy.starts, copy.sizes, builder))

@@ -45,9 +45,20 @@ def _smem_view(ctx: KernelLowering, op: ir.SmemViewOp) -> None:
     ctx.bind(op.result, address)
 
 
+def _smem_window(ctx: KernelLowering, op: ir.SmemWindowOp) -> None:
+    known = ctx.constant(op.start)
+    if known is not None:
+        address = ctx.b.emit("add.s32 {}, {}, {};", "b32", ctx.reg(op.source), known * op.row_bytes)
+    else:
+        address = ctx.b.emit("mad.lo.s32 {}, {}, {}, {};", "b32", ctx.reg(op.start), op.row_bytes,
+                             ctx.reg(op.source))
+    ctx.bind(op.result, address)
+
+
 RULES: Rules = {
     **{op_class: _special_register for op_class in _SPECIAL},
     ir.WarpgroupIdxOp: _warpgroup,
     ir.AllocSmemOp: allocation_address,
     ir.SmemViewOp: _smem_view,
+    ir.SmemWindowOp: _smem_window,
 }

@@ -35,17 +35,22 @@ from asyncdsl.passes.to_ptx.smem_matrices import MatrixPlan, matrix_plan
 from asyncdsl.passes.to_ptx.tile_registers import bind_tile, register_kind, tile_of
 
 
-def buffer_alignment(value: SSAValue) -> int:
+def buffer_alignment(ctx: KernelLowering, value: SSAValue) -> int:
     """The alignment (bytes) the address of SMEM buffer `value` is known to have."""
     owner = value.owner
     if isinstance(owner, ir.SmemViewOp):
         shape = ir.shape_of(owner.source)
         bits = ir.element_bits(owner.source.type)
-        alignment = buffer_alignment(owner.source)
+        alignment = buffer_alignment(ctx, owner.source)
         for position in range(len(owner.indices)):
             stride = math.prod(shape[position + 1:]) * bits // 8
             alignment = math.gcd(alignment, stride)
         return alignment
+    if isinstance(owner, ir.SmemWindowOp):
+        # A traced start is a multiple of the window's step (the interpreter checks it).
+        rows = ctx.constant(owner.start)
+        rows = owner.step if rows is None else rows
+        return math.gcd(buffer_alignment(ctx, owner.source), rows * owner.row_bytes)
     if isinstance(owner, ir.AllocSmemOp):
         return owner.alignment.value.data
     return 1
@@ -294,7 +299,7 @@ def _load(ctx: KernelLowering, op: ir.LoadSmemOp) -> None:
         # strided tile it meets, whose result has size-1 dims only): every thread reads it.
         read_shape = shape or (1,)
         read_layout = replicated_layout(read_shape)
-    regs = read_tile(ctx, ctx.reg(op.smem), buffer_alignment(op.smem), read_layout, read_shape,
+    regs = read_tile(ctx, ctx.reg(op.smem), buffer_alignment(ctx, op.smem), read_layout, read_shape,
                      op.result.type.element_type, ir.smem_layout(op.smem.type), _rank(ctx, op))
     bind_tile(ctx, op.result, regs.reshape(layout.registers_shape(shape)))
 
@@ -312,10 +317,10 @@ def _store(ctx: KernelLowering, op: ir.StoreSmemOp) -> None:
         if layout is None:
             _store_splat_elementwise(ctx, op, tile.flat()[0], math.prod(tile.shape))
         else:
-            write_tile(ctx, ctx.reg(op.smem), buffer_alignment(op.smem), layout, tile.shape, element,
+            write_tile(ctx, ctx.reg(op.smem), buffer_alignment(ctx, op.smem), layout, tile.shape, element,
                        tile.expanded(layout), ir.smem_layout(op.smem.type), _rank(ctx, op))
     else:
-        write_tile(ctx, ctx.reg(op.smem), buffer_alignment(op.smem), layout, tile.shape, element, regs,
+        write_tile(ctx, ctx.reg(op.smem), buffer_alignment(ctx, op.smem), layout, tile.shape, element, regs,
                    ir.smem_layout(op.smem.type), _rank(ctx, op))
     if not private:
         b.bar("sync", ctx.facts.named_barrier, 128)

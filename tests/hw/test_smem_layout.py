@@ -88,6 +88,35 @@ def test_a_view_of_leading_dims_is_the_buffer_at_the_slot_offset(layout, data):
     assert (whole == slot_offset + view.element_offsets(inner)).all()
 
 
+@LAWS
+@given(tiled_layouts(), st.sampled_from((1, 2, 4)), st.data())
+def test_a_window_is_the_buffer_at_the_window_offset(layout, element_bytes, data):
+    rows = layout.logical_shape[0]
+    step = layout.window_step(element_bytes)
+    size = data.draw(st.sampled_from([n for n in range(1, rows + 1) if rows % n == 0]))
+    try:
+        window = layout.window(size)
+    except TransformError:
+        return  # the law is about the windows taken; refusals are tested where they are made
+    start = data.draw(st.sampled_from(range(0, rows - size + 1, step)))
+    row_bytes = math.prod(layout.logical_shape[1:]) * element_bytes
+    base = 1024 * data.draw(st.integers(0, 3))
+    whole = layout.byte_addresses(base, element_bytes)[start:start + size]
+    assert (window.byte_addresses(base + start * row_bytes, element_bytes) == whole).all()
+
+
+@pytest.mark.parametrize("swizzle", (32, 64, 128))
+def test_a_swizzled_window_starts_on_an_atom_and_repeats_its_rows(swizzle):
+    span = swizzle // 2  # bfloat16 elements of one swizzle span
+    layout = SmemLayout((64, span), (TileTransform((8, span)),), swizzle)
+    assert layout.window_step(2) == 8  # the 8 rows of a tile are one atom (8 rows of the span)
+    for start in range(0, 64 - 16 + 1, 8):
+        whole = layout.byte_addresses(0, 2)[start:start + 16]
+        assert (layout.window(16).byte_addresses(start * swizzle, 2) == whole).all()
+    plain = SmemLayout((64, span), (), swizzle)  # rows alone, but the pattern spans 8 of them
+    assert plain.window(1).logical_shape == (1, span) and plain.window_step(2) == 8
+
+
 def test_a_view_cannot_index_a_dim_the_transforms_lay_out():
     layout = SmemLayout((64, 64), (TileTransform((8, 64)),), 0)  # dim 0 becomes tile rows
     with pytest.raises(TransformError, match="cannot index"):
