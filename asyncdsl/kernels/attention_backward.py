@@ -105,8 +105,8 @@ def attention_backward_kernel(q, k, v, do, lse, delta, workspace, dk, dv, flags,
                 window = (k.at[b, h_kv, ad.ds(rows, 64), ad.ds(c * 64, 64)] if LAYOUT == "BHSD"
                           else k.at[b, ad.ds(rows, 64), h_kv, ad.ds(c * 64, 64)])
                 ad.async_copy(window, key_columns.at[part, c], barrier=values_landed)
-        tile.walk(lambda t, h, i, masked: loads.load(
-            t, lambda _: head_rows(q, LAYOUT, b, h, i * BM, BM), lambda _: head_rows(do, LAYOUT, b, h, i * BM, BM)))
+        tile.walk(lambda t, h, i, masked: loads.load(t, lambda _: head_rows(q, LAYOUT, b, h, i * BM, BM),
+                                                     lambda _: head_rows(do, LAYOUT, b, h, i * BM, BM)))
 
     with ad.warpgroup_role((0, 1), registers=232):
         me = ad.warpgroup_idx()

@@ -58,8 +58,9 @@ def test_grouped_query_heads_in_the_bshd_layout(causal):
     check(*gradients((1, 200, 4, 64), 2, causal, layout="BSHD"))
 
 
-@pytest.mark.parametrize("q_shape,layout,causal", [((1, 2, 200, 64), "BHSD", True), ((1, 70, 1, 128), "BSHD", False),
-                                                   ((1, 1, 1, 64), "BHSD", True), ((1, 1, 130, 64), "BHSD", False)])
+@pytest.mark.parametrize("q_shape,layout,causal", [
+    ((1, 2, 200, 64), "BHSD", True), ((1, 70, 1, 128), "BSHD", False),
+    ((1, 1, 1, 64), "BHSD", True), ((1, 1, 130, 64), "BHSD", False)])
 def test_sequences_that_are_not_whole_blocks(q_shape, layout, causal):
     check(*gradients(q_shape, 1, causal, layout))
 
