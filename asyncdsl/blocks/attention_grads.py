@@ -1,0 +1,87 @@
+"""Which query blocks a key block of attention's backward pass walks, and how its share of dq
+reaches the float32 sum: a CTA holds BN keys and values and streams the query blocks that see
+them, for every query head of its key/value head's group (grouped-query attention).
+
+    tile = KeyTile(S, S_KV, BN, BM, causal, group, h_kv, DETERMINISTIC)
+    tile.walk(lambda t, h, i, masked: ...)     # step t: query head h, query block i
+
+Not causal, every key block meets every query block.  Causal, key block j meets the query
+blocks from the one holding its first key's own query (`first`); the first BN / BM of them cross
+the diagonal and are masked.  Key block j is program id 0 counted from the left: causal, the
+longest walks start first; in deterministic mode from the right, so that the key blocks add
+into each query block's dq right to left, each waiting only for blocks that started before it
+(a CTA never waits for one not yet running).
+
+`add_dq` adds a consumer's dq (64 query rows × D, float32 registers in 64-column pieces) into
+the float32 workspace by TMA reduce-add through one SMEM slot.  Deterministic, the adds into
+one query block of one head go in a fixed order: a flag per (batch, head, query block), reset to
+0 before the launch, counts the adds done; a consumer waits until it equals its rank, adds,
+waits for its writes to complete, then raises it.
+"""
+
+from __future__ import annotations
+
+from asyncdsl.frontend import language as ad
+
+
+class KeyTile:
+    """The query blocks (of BM rows) the CTA's BN keys meet, over the `group` query heads of
+    key/value head `h_kv`."""
+
+    def __init__(self, S: int, S_KV: int, BN: int, BM: int, causal: bool, group: int, h_kv, ordered: bool):
+        self.BN, self.BM, self.causal, self.group, self.h_kv = BN, BM, causal, group, h_kv
+        self.key_blocks = ad.cdiv(S_KV, BN)
+        self.query_blocks = ad.cdiv(S, BM)
+        x = ad.program_id(0)
+        self.j = (self.key_blocks - 1 - x) if ordered else x
+        self.first_key = self.j * BN
+        self.first = self.first_key // BM if causal else 0  # BN is a multiple of BM
+        self.per_head = self.query_blocks - self.first
+        self.steps = group * self.per_head
+
+    def walk(self, step) -> None:
+        """step(t, h, i, masked) for each query head h of the group and each query block i it
+        meets, t counting the steps from 0; `masked` a Python bool."""
+        for g in ad.range(self.group):
+            h = self.h_kv * self.group + g
+            base = g * self.per_head - self.first
+            if self.causal:
+                diagonal = (self.first + self.BN // self.BM).min(self.query_blocks)
+                for i in ad.range(self.first, diagonal):
+                    step(base + i, h, i, masked=True)
+                for i in ad.range(diagonal, self.query_blocks):
+                    step(base + i, h, i, masked=False)
+            else:
+                for i in ad.range(self.query_blocks):
+                    step(base + i, h, i, masked=False)
+
+    def mask(self, s_t, first_key, i):
+        """The scores s_t (keys × queries, keys from `first_key`, query block i) with the keys
+        after each query's own at -inf."""
+        keys = first_key + ad.iota(s_t.shape, ad.int32, 0)
+        queries = i * self.BM + ad.iota(s_t.shape, ad.int32, 1)
+        return ad.where(keys > queries, -float("inf"), s_t)
+
+    def rank(self, i, me):
+        """Consumer `me`'s place among the dq adds into query block i (deterministic mode): key
+        blocks right to left, consumer 0 before 1."""
+        last = self.key_blocks - 1
+        if self.causal:
+            last = (((i + 1) * self.BM - 1) // self.BN).min(last)
+        return 2 * (last - self.j) + me
+
+
+def add_dq(pieces, slot, workspace_rows, flag=None, rank=None) -> None:
+    """Add the float32 register pieces (each 64 rows × 64 columns, retired) into
+    `workspace_rows(c)`, the GMEM window of piece c, through the consumer's SMEM `slot`; with a
+    `flag`, in order: wait until it is `rank`, add, raise it to rank + 1."""
+    if flag is not None:
+        ad.wait_signal(flag, "eq", rank)
+    for c, piece in enumerate(pieces):
+        ad.await_async_copy(0, read_only=True)  # the last add has read the slot
+        slot[...] = piece[...]
+        ad.fence_async_smem()
+        ad.async_copy(slot, workspace_rows(c), reduction="add")
+    if flag is not None:
+        ad.await_async_copy(0)  # the adds' writes are complete before the next may start
+        ad.signal(flag, rank + 1)
