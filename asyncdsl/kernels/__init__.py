@@ -13,6 +13,7 @@ in the interpreter.
     o, lse = K.attention(q, k, v, causal=True)   # bf16 (B, H, S, D); also layout="BSHD", GQA
     y = K.softmax(x)                  # rows of a (M, N) bfloat16 matrix
     y = K.rms_norm(x, w)              # and layer_norm(x, w, b), swiglu(a, b)
+    y, rstd = K.rms_norm_forward(x, w)           # for training: dx, dw = K.rms_norm_backward(dy, x, w, rstd)
     q, scales = K.quantize_fp8(x)     # rows to float8_e4m3fn with one float32 scale a row
 """
 
@@ -27,9 +28,10 @@ from asyncdsl.kernels.layer_norm import layer_norm
 from asyncdsl.kernels.permute_bhsd import permute_bhsd
 from asyncdsl.kernels.quantize_fp8 import quantize_fp8
 from asyncdsl.kernels.rms_norm import rms_norm
+from asyncdsl.kernels.rms_norm_backward import rms_norm_backward, rms_norm_forward
 from asyncdsl.kernels.softmax import softmax
 from asyncdsl.kernels.swiglu import swiglu
 
 __all__ = ["all_gather", "attention", "gemm", "gemm_bias_activation", "gemm_fp8", "gemm_fp8_rows",
            "gemm_grouped", "gemm_stream_k", "layer_norm", "permute_bhsd", "quantize_fp8", "reduce_scatter",
-           "rms_norm", "softmax", "swiglu"]
+           "rms_norm", "rms_norm_backward", "rms_norm_forward", "softmax", "swiglu"]

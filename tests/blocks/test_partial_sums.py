@@ -1,0 +1,29 @@
+"""Column sums shared out over CTAs (`asyncdsl.blocks.partial_sums`) and finished in order
+(`asyncdsl.kernels.column_sums`), in the interpreter: every row counted once, whatever the
+number of CTAs and rows a block."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from docstring_examples import run_example
+
+from asyncdsl.blocks import partial_sums
+from asyncdsl.kernels.column_sums import sum_columns
+
+
+@pytest.mark.parametrize("shape,rows,width,ctas", [((10, 300), 2, 512, 3), ((7, 1024), 4, 1024, 1),
+                                                   ((5, 64), 1, 64, 5)], ids=str)
+def test_the_docstring_example_sums_every_column_over_the_ctas_partials(shape, rows, width, ctas):
+    column_partials = run_example(partial_sums)["column_partials"]
+    x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    partial = np.full((ctas, shape[1]), np.nan, np.float32)
+    column_partials.interpret(x, partial, ROWS=rows, WIDTH=width, CTAS=ctas)
+    total = sum_columns(partial, np.full(shape[1], np.nan, np.float32))
+    assert np.allclose(total, x.astype(np.float64).sum(axis=0), rtol=1e-5, atol=1e-5)
+
+
+def test_the_column_sums_add_the_rows_in_order():
+    partial = np.array([[1e8, 1.0, 0.5], [1.0, 1e8, 0.25], [-1e8, -1e8, 0.25]], np.float32)
+    # float32 in row order: 1e8 + 1 rounds to 1e8, so the first two columns end at 0
+    assert np.array_equal(sum_columns(partial, np.zeros(3, np.float32)), np.array([0.0, 0.0, 1.0], np.float32))
