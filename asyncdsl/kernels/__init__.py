@@ -14,6 +14,7 @@ in the interpreter.
     y = K.softmax(x)                  # rows of a (M, N) bfloat16 matrix
     y = K.rms_norm(x, w)              # and layer_norm(x, w, b), swiglu(a, b)
     y, rstd = K.rms_norm_forward(x, w)           # for training: dx, dw = K.rms_norm_backward(dy, x, w, rstd)
+    y, mean, rstd = K.layer_norm_forward(x, w, b)   # dx, dw, db = K.layer_norm_backward(dy, x, w, mean, rstd)
     q, scales = K.quantize_fp8(x)     # rows to float8_e4m3fn with one float32 scale a row
 """
 
@@ -25,6 +26,7 @@ from asyncdsl.kernels.gemm_fp8 import gemm_fp8
 from asyncdsl.kernels.gemm_grouped import gemm_grouped
 from asyncdsl.kernels.gemm_stream_k import gemm_stream_k
 from asyncdsl.kernels.layer_norm import layer_norm
+from asyncdsl.kernels.layer_norm_backward import layer_norm_backward, layer_norm_forward
 from asyncdsl.kernels.permute_bhsd import permute_bhsd
 from asyncdsl.kernels.quantize_fp8 import quantize_fp8
 from asyncdsl.kernels.rms_norm import rms_norm
@@ -33,5 +35,5 @@ from asyncdsl.kernels.softmax import softmax
 from asyncdsl.kernels.swiglu import swiglu
 
 __all__ = ["all_gather", "attention", "gemm", "gemm_bias_activation", "gemm_fp8", "gemm_fp8_rows",
-           "gemm_grouped", "gemm_stream_k", "layer_norm", "permute_bhsd", "quantize_fp8", "reduce_scatter",
+           "gemm_grouped", "gemm_stream_k", "layer_norm", "layer_norm_backward", "layer_norm_forward", "permute_bhsd", "quantize_fp8", "reduce_scatter",
            "rms_norm", "rms_norm_backward", "rms_norm_forward", "softmax", "swiglu"]

@@ -38,3 +38,8 @@ def assert_no_spills(ptx: str) -> None:
     """ptxas -v reports for every function no stack frame and nothing spilled."""
     frames = _FRAME.findall(assemble(ptx, verbose=True)[1])
     assert frames and all(frame == ("0", "0", "0") for frame in frames), frames
+
+
+def spilled_bytes(ptx: str) -> list[int]:
+    """The bytes of spill stores ptxas -v reports for each function."""
+    return [int(stores) for _, stores, _ in _FRAME.findall(assemble(ptx, verbose=True)[1])]
