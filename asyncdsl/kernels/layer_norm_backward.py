@@ -66,8 +66,8 @@ def layer_norm_stats(x, w, b, y, mean, rstd, EPS: constexpr, ROWS: constexpr, WI
 
 
 @kernel(grid=lambda dy, x, w, mean, rstd, dx, partial_w, partial_b, ROWS, WIDTH, CTAS: (CTAS,))
-def layer_norm_backward_rows(dy, x, w, mean, rstd, dx, partial_w, partial_b, ROWS: constexpr, WIDTH: constexpr,
-                             CTAS: constexpr):
+def layer_norm_backward_rows(dy, x, w, mean, rstd, dx, partial_w, partial_b, ROWS: constexpr,
+                             WIDTH: constexpr, CTAS: constexpr):
     """dx of blocks of ROWS rows, every CTAS-th, and the CTA's partial sums of dw and db."""
     check_rows(("x", x), ("dy", dy), ("mean", mean))
     check_rows(("x", x), ("dx", dx), ("rstd", rstd))

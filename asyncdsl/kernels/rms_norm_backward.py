@@ -120,5 +120,6 @@ def backward_example(rows: int, n: int, sms: int = 132) -> tuple:
 
 
 # Arguments `asyncdsl dump` traces each kernel with.
-EXAMPLE_ARGS = {"rms_norm_stats": (_specs(9, 1000), {"EPS": 1e-6, **row_plans.padded_config(1000, WHOLE, CHUNK)}),
+EXAMPLE_ARGS = {"rms_norm_stats": (_specs(9, 1000),
+                                   {"EPS": 1e-6, **row_plans.padded_config(1000, WHOLE, CHUNK)}),
                 "rms_norm_backward_rows": backward_example(64, 4096)}

@@ -26,4 +26,5 @@ def test_the_docstring_example_sums_every_column_over_the_ctas_partials(shape, r
 def test_the_column_sums_add_the_rows_in_order():
     partial = np.array([[1e8, 1.0, 0.5], [1.0, 1e8, 0.25], [-1e8, -1e8, 0.25]], np.float32)
     # float32 in row order: 1e8 + 1 rounds to 1e8, so the first two columns end at 0
-    assert np.array_equal(sum_columns(partial, np.zeros(3, np.float32)), np.array([0.0, 0.0, 1.0], np.float32))
+    total = sum_columns(partial, np.zeros(3, np.float32))
+    assert np.array_equal(total, np.array([0.0, 0.0, 1.0], np.float32))
