@@ -36,4 +36,5 @@ from asyncdsl.kernels.swiglu import swiglu
 
 __all__ = ["all_gather", "attention", "gemm", "gemm_bias_activation", "gemm_fp8", "gemm_fp8_rows",
            "gemm_grouped", "gemm_stream_k", "layer_norm", "layer_norm_backward", "layer_norm_forward",
-           "permute_bhsd", "quantize_fp8", "reduce_scatter", "rms_norm", "rms_norm_backward", "rms_norm_forward", "softmax", "swiglu"]
+           "permute_bhsd", "quantize_fp8", "reduce_scatter", "rms_norm", "rms_norm_backward",
+           "rms_norm_forward", "softmax", "swiglu"]
