@@ -13,8 +13,9 @@ in the interpreter.
     o, lse = K.attention(q, k, v, causal=True)   # bf16 (B, H, S, D); also layout="BSHD", GQA
     y = K.softmax(x)                  # rows of a (M, N) bfloat16 matrix
     y = K.rms_norm(x, w)              # and layer_norm(x, w, b), swiglu(a, b)
-    y, rstd = K.rms_norm_forward(x, w)           # for training: dx, dw = K.rms_norm_backward(dy, x, w, rstd)
-    y, mean, rstd = K.layer_norm_forward(x, w, b)   # dx, dw, db = K.layer_norm_backward(dy, x, w, mean, rstd)
+    y, rstd = K.rms_norm_forward(x, w)              # for training, with the statistics kept:
+    dx, dw = K.rms_norm_backward(dy, x, w, rstd)    # and layer_norm_forward / layer_norm_backward
+    da, db = K.swiglu_backward(dy, a, b)            # the gradients of swiglu(a, b)
     q, scales = K.quantize_fp8(x)     # rows to float8_e4m3fn with one float32 scale a row
 """
 
@@ -33,8 +34,9 @@ from asyncdsl.kernels.rms_norm import rms_norm
 from asyncdsl.kernels.rms_norm_backward import rms_norm_backward, rms_norm_forward
 from asyncdsl.kernels.softmax import softmax
 from asyncdsl.kernels.swiglu import swiglu
+from asyncdsl.kernels.swiglu_backward import swiglu_backward
 
 __all__ = ["all_gather", "attention", "gemm", "gemm_bias_activation", "gemm_fp8", "gemm_fp8_rows",
            "gemm_grouped", "gemm_stream_k", "layer_norm", "layer_norm_backward", "layer_norm_forward",
            "permute_bhsd", "quantize_fp8", "reduce_scatter", "rms_norm", "rms_norm_backward",
-           "rms_norm_forward", "softmax", "swiglu"]
+           "rms_norm_forward", "softmax", "swiglu", "swiglu_backward"]
