@@ -16,11 +16,13 @@ in the interpreter.
     y, rstd = K.rms_norm_forward(x, w)              # for training, with the statistics kept:
     dx, dw = K.rms_norm_backward(dy, x, w, rstd)    # and layer_norm_forward / layer_norm_backward
     da, db = K.swiglu_backward(dy, a, b)            # the gradients of swiglu(a, b)
+    loss, dz = K.cross_entropy(logits, targets)     # and its gradient, one pass over the logits
     q, scales = K.quantize_fp8(x)     # rows to float8_e4m3fn with one float32 scale a row
 """
 
 from asyncdsl.kernels.attention import attention
 from asyncdsl.kernels.collectives import all_gather, reduce_scatter
+from asyncdsl.kernels.cross_entropy import cross_entropy
 from asyncdsl.kernels.gemm import gemm
 from asyncdsl.kernels.gemm_epilogue import gemm_bias_activation, gemm_fp8_rows
 from asyncdsl.kernels.gemm_fp8 import gemm_fp8
@@ -36,7 +38,7 @@ from asyncdsl.kernels.softmax import softmax
 from asyncdsl.kernels.swiglu import swiglu
 from asyncdsl.kernels.swiglu_backward import swiglu_backward
 
-__all__ = ["all_gather", "attention", "gemm", "gemm_bias_activation", "gemm_fp8", "gemm_fp8_rows",
-           "gemm_grouped", "gemm_stream_k", "layer_norm", "layer_norm_backward", "layer_norm_forward",
-           "permute_bhsd", "quantize_fp8", "reduce_scatter", "rms_norm", "rms_norm_backward",
-           "rms_norm_forward", "softmax", "swiglu", "swiglu_backward"]
+__all__ = ["all_gather", "attention", "cross_entropy", "gemm", "gemm_bias_activation", "gemm_fp8",
+           "gemm_fp8_rows", "gemm_grouped", "gemm_stream_k", "layer_norm", "layer_norm_backward",
+           "layer_norm_forward", "permute_bhsd", "quantize_fp8", "reduce_scatter", "rms_norm",
+           "rms_norm_backward", "rms_norm_forward", "softmax", "swiglu", "swiglu_backward"]
