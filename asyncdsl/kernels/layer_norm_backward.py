@@ -38,9 +38,13 @@ def layer_norm_forward(x, w, b, eps: float = 1e-5, *, stream=None):
     n = row_length("x", x)
     y = empty(x, x.shape, x.dtype)
     mean, rstd = (empty(x, x.shape[:1], ad.float32) for _ in range(2))
-    launch(layer_norm_stats, x, w, b, y, mean, rstd, stream=stream, EPS=eps,
-           **row_plans.padded_config(n, PADDED_WHOLE, CHUNK))
+    launch(layer_norm_stats, x, w, b, y, mean, rstd, stream=stream, **stats_config(n, eps))
     return y, mean, rstd
+
+
+def stats_config(n: int, eps: float = 1e-5) -> dict:
+    """`layer_norm_stats`' constexprs: `asyncdsl.kernels.layer_norm`'s padded plan."""
+    return {"EPS": eps, **row_plans.padded_config(n, PADDED_WHOLE, CHUNK)}
 
 
 def layer_norm_backward(dy, x, w, mean, rstd, *, stream=None):
@@ -114,6 +118,5 @@ def _stats_specs(rows: int, n: int) -> tuple:
 
 
 # Arguments `asyncdsl dump` traces each kernel with.
-EXAMPLE_ARGS = {"layer_norm_stats": (_stats_specs(9, 1000),
-                                     {"EPS": 1e-5, **row_plans.padded_config(1000, PADDED_WHOLE, CHUNK)}),
+EXAMPLE_ARGS = {"layer_norm_stats": (_stats_specs(9, 1000), stats_config(1000)),
                 "layer_norm_backward_rows": backward_example(64, 4096)}

@@ -40,9 +40,13 @@ def rms_norm_forward(x, w, eps: float = 1e-6, *, stream=None):
     1 / sqrt(mean(x²) + eps), which `rms_norm_backward` takes."""
     n = row_length("x", x)
     y, rstd = empty(x, x.shape, x.dtype), empty(x, x.shape[:1], ad.float32)
-    launch(rms_norm_stats, x, w, y, rstd, stream=stream, EPS=eps,
-           **row_plans.padded_config(n, WHOLE, CHUNK))
+    launch(rms_norm_stats, x, w, y, rstd, stream=stream, **stats_config(n, eps))
     return y, rstd
+
+
+def stats_config(n: int, eps: float = 1e-6) -> dict:
+    """`rms_norm_stats`' constexprs: `asyncdsl.kernels.rms_norm`'s padded plan."""
+    return {"EPS": eps, **row_plans.padded_config(n, WHOLE, CHUNK)}
 
 
 def rms_norm_backward(dy, x, w, rstd, *, stream=None):
@@ -120,6 +124,5 @@ def backward_example(rows: int, n: int, sms: int = 132) -> tuple:
 
 
 # Arguments `asyncdsl dump` traces each kernel with.
-EXAMPLE_ARGS = {"rms_norm_stats": (_specs(9, 1000),
-                                   {"EPS": 1e-6, **row_plans.padded_config(1000, WHOLE, CHUNK)}),
+EXAMPLE_ARGS = {"rms_norm_stats": (_specs(9, 1000), stats_config(1000)),
                 "rms_norm_backward_rows": backward_example(64, 4096)}
