@@ -17,6 +17,7 @@ in the interpreter.
     dx, dw = K.rms_norm_backward(dy, x, w, rstd)    # and layer_norm_forward / layer_norm_backward
     da, db = K.swiglu_backward(dy, a, b)            # the gradients of swiglu(a, b)
     loss, dz = K.cross_entropy(logits, targets)     # and its gradient, one pass over the logits
+    loss, dh, dw = K.linear_cross_entropy(h, w, targets)   # of h @ wᵀ, the logits made in chunks
     q, scales = K.quantize_fp8(x)     # rows to float8_e4m3fn with one float32 scale a row
 """
 
@@ -30,6 +31,7 @@ from asyncdsl.kernels.gemm_grouped import gemm_grouped
 from asyncdsl.kernels.gemm_stream_k import gemm_stream_k
 from asyncdsl.kernels.layer_norm import layer_norm
 from asyncdsl.kernels.layer_norm_backward import layer_norm_backward, layer_norm_forward
+from asyncdsl.kernels.linear_cross_entropy import linear_cross_entropy
 from asyncdsl.kernels.permute_bhsd import permute_bhsd
 from asyncdsl.kernels.quantize_fp8 import quantize_fp8
 from asyncdsl.kernels.rms_norm import rms_norm
@@ -40,5 +42,5 @@ from asyncdsl.kernels.swiglu_backward import swiglu_backward
 
 __all__ = ["all_gather", "attention", "cross_entropy", "gemm", "gemm_bias_activation", "gemm_fp8",
            "gemm_fp8_rows", "gemm_grouped", "gemm_stream_k", "layer_norm", "layer_norm_backward",
-           "layer_norm_forward", "permute_bhsd", "quantize_fp8", "reduce_scatter", "rms_norm",
-           "rms_norm_backward", "rms_norm_forward", "softmax", "swiglu", "swiglu_backward"]
+           "layer_norm_forward", "linear_cross_entropy", "permute_bhsd", "quantize_fp8", "reduce_scatter",
+           "rms_norm", "rms_norm_backward", "rms_norm_forward", "softmax", "swiglu", "swiglu_backward"]
