@@ -1,11 +1,14 @@
 """The row kernels of a training step, forward and backward together: RMSNorm and LayerNorm
-(`rms_norm_forward` + `rms_norm_backward`, ...), SwiGLU (`swiglu` + `swiglu_backward`) and
-cross-entropy with its gradient (`cross_entropy`, one pass, in place over the logits), against
-Liger Kernel and `torch.compile` of the eager code in one run, at the shapes of Llama training
-steps (hidden sizes 2048-8192, vocabularies 32000 and 128256).  Each contender's median over
-single launches after an L2 flush, the median of that over 7 rounds in which they take turns in
-random order; TB/s = the bytes a fused forward and backward must move / that time; then each
+(`rms_norm_forward` + `rms_norm_backward`, ...), SwiGLU (`swiglu` + `swiglu_backward`),
+cross-entropy with its gradient (`cross_entropy`, one pass, in place over the logits) and the
+fused last layer with its cross-entropy (`linear_cross_entropy`), against Liger Kernel and
+`torch.compile` of the eager code in one run, at the shapes of Llama training steps (hidden sizes
+2048-8192, vocabularies 32000 and 128256).  Each contender's median over single launches after an
+L2 flush, the median of that over 7 rounds in which they take turns in random order; TB/s = the
+bytes a fused forward and backward must move / that time (TFLOP/s of the three GEMMs for the
+fused last layer, with each contender's peak of memory allocated beyond its inputs); then each
 contender's gradients against float64 autograd (largest error relative to the largest value).
+Liger's fused linear cross-entropy sums its weight gradient in float32 here, as asyncdsl's does.
 
     python -m pip install --no-deps liger_kernel-0.8.5-py3-none-any.whl   # else Liger is left out
     python benchmarks/row_backward.py
@@ -23,6 +26,7 @@ from common import rounds_of_gpu_ms, write_result  # noqa: E402
 NORMS = ((16384, 2048), (16384, 4096), (8192, 8192))
 SWIGLU = ((16384, 8192), (8192, 14336))
 VOCABULARIES = ((8192, 32000), (4096, 128256))
+LAST_LAYERS = ((8192, 2048, 32000), (8192, 4096, 128256))  # tokens, hidden size, vocabulary
 # Bytes an element of the forward and backward together moves at least (bf16): the norms read x,
 # write y, read dy and x, write dx; SwiGLU reads a and b, writes y, reads dy, a and b, writes da
 # and db; cross-entropy reads the logits twice and writes their gradient.
@@ -38,9 +42,13 @@ def _liger():
     except ImportError as error:
         print(f"Liger Kernel left out: {error}", flush=True)
         return None
+    import torch
+
     return {"rms_norm": lambda x, w: liger.liger_rms_norm(x, w, 1e-6),
             "layer_norm": lambda x, w, b: liger.liger_layer_norm(x, w, b, 1e-5),
-            "swiglu": liger.liger_swiglu, "cross_entropy": liger.liger_cross_entropy}
+            "swiglu": liger.liger_swiglu, "cross_entropy": liger.liger_cross_entropy,
+            "linear_cross_entropy": lambda h, w, t: liger.liger_fused_linear_cross_entropy(
+                h, w, t, accum_dtype=torch.float32)}
 
 
 def _eager(kind):
@@ -59,7 +67,8 @@ def _eager(kind):
     return {"rms_norm": rms_norm,
             "layer_norm": lambda x, w, b: F.layer_norm(x, x.shape[-1:], w, b, 1e-5),
             "swiglu": lambda a, b: F.silu(a) * b,
-            "cross_entropy": lambda z, t: F.cross_entropy(widened(z), t)}[kind]
+            "cross_entropy": lambda z, t: F.cross_entropy(widened(z), t),
+            "linear_cross_entropy": lambda h, w, t: F.cross_entropy(widened(h @ w.T), t)}[kind]
 
 
 def _inputs(kind, m, n):
@@ -111,9 +120,11 @@ def _contenders(kind, leaves, targets, dy, liger):
         def ours():
             K.swiglu(*leaves)
             return K.swiglu_backward(dy, *leaves)
-    else:
+    elif kind == "cross_entropy":
         scratch = leaves[0].clone()  # overwritten by the gradient each call, as Liger's is
         ours = lambda: (K.cross_entropy(scratch, targets, inplace=True)[1],)  # noqa: E731
+    else:
+        ours = lambda: K.linear_cross_entropy(*leaves, targets)[1:]  # noqa: E731
     runs = {"asyncdsl": ours, "torch.compile": autograd(compiled), "torch eager": autograd(eager)}
     if liger is not None:
         runs["liger"] = autograd(liger[kind])
@@ -126,7 +137,7 @@ def _errors(kind, leaves, targets, dy, gradients):
 
     wide = [t.detach().double().requires_grad_() for t in leaves]
     eager = _eager(kind)
-    out = eager(*wide) if targets is None else torch.nn.functional.cross_entropy(wide[0], targets)
+    out = eager(*wide) if targets is None else eager(*wide, targets)
     expected = torch.autograd.grad(out, wide, None if dy is None else dy.double())
     return max(float((g.double() - e).abs().max() / e.abs().max()) for g, e in zip(gradients, expected))
 
@@ -152,7 +163,37 @@ def main() -> None:
         row["asyncdsl / best of liger and torch.compile"] = row["asyncdsl (TB/s)"] / max(peers)
         results[f"{kind} {m}x{n} fwd+bwd"] = row
         print(kind, f"{m}x{n}", {k: round(v, 5) for k, v in row.items()}, flush=True)
+    for tokens, hidden, v in LAST_LAYERS:
+        results[f"linear_cross_entropy {tokens}x{hidden}x{v} fwd+bwd"] = _last_layer(tokens, hidden, v, liger)
     write_result("row_backward", results)
+
+
+def _last_layer(tokens: int, hidden: int, v: int, liger) -> dict:
+    """The fused last layer's figures: TFLOP/s, peak memory beyond the inputs, errors."""
+    import torch
+
+    torch.manual_seed(tokens + v)
+    leaves = [torch.randn(tokens, hidden, device="cuda").bfloat16(),
+              (torch.randn(v, hidden, device="cuda") * 0.02).bfloat16()]
+    targets = torch.randint(0, v, (tokens,), device="cuda")
+    targets[::16] = -100
+    runs = _contenders("linear_cross_entropy", leaves, targets, None, liger)
+    row = {}
+    for name, run in runs.items():
+        torch.cuda.synchronize()
+        before = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        gradients = run()
+        torch.cuda.synchronize()
+        row[f"{name} peak memory MiB"] = (torch.cuda.max_memory_allocated() - before) / 2 ** 20
+        row[f"{name} error"] = _errors("linear_cross_entropy", leaves, targets, None, gradients)
+        del gradients
+    for name, ms in rounds_of_gpu_ms(runs, rounds=5, warmup=2, rep=10).items():
+        row[f"{name} (TFLOP/s)"] = 6 * tokens * hidden * v / ms / 1e9
+    peers = [row[f"{name} (TFLOP/s)"] for name in ("liger", "torch.compile") if f"{name} (TFLOP/s)" in row]
+    row["asyncdsl / best of liger and torch.compile"] = row["asyncdsl (TFLOP/s)"] / max(peers)
+    print(f"linear_cross_entropy {tokens}x{hidden}x{v}", {k: round(x, 4) for k, x in row.items()}, flush=True)
+    return row
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from asyncdsl.kernels.cross_entropy import config as cross_entropy_config
 from asyncdsl.kernels.cross_entropy import cross_entropy_rows
 from asyncdsl.kernels.layer_norm_backward import layer_norm_backward_rows, layer_norm_stats
 from asyncdsl.kernels.layer_norm_backward import stats_config as layer_norm_stats_config
+from asyncdsl.kernels.linear_cross_entropy import matmul_transposed
 from asyncdsl.kernels.rms_norm_backward import backward_config, rms_norm_backward_rows, rms_norm_stats
 from asyncdsl.kernels.rms_norm_backward import stats_config as rms_norm_stats_config
 from asyncdsl.kernels.swiglu_backward import swiglu_backward_kernel
@@ -97,6 +98,18 @@ def test_cross_entropy_on_the_gpu_is_the_interpreters(v):
         **cross_entropy_config(v))
     assert np.allclose(losses, host_losses, rtol=1e-5, atol=1e-6, equal_nan=True), f"losses {v}"
     assert_within_approximation(dz, host_dz, f"dlogits {v}")
+
+
+def test_the_gemms_with_a_transposed_operand_on_the_gpu_are_the_interpreters():
+    a, b = _rows(200, 136, 1, scale=1.0), _rows(136, 264, 2, scale=1.0)
+    a_t, b_t = np.ascontiguousarray(a.T), np.ascontiguousarray(b.T)
+    (c,), (host_c,) = gpu_and_interpreter(matmul_transposed, [a, b_t],
+                                          [np.full((200, 264), np.nan, a.dtype)], CTAS=SMS, TRANSPOSED="b")
+    assert np.allclose(c.astype(np.float64), host_c.astype(np.float64), rtol=2 ** -7, atol=1e-2,
+                       equal_nan=True)
+    (c,), (host_c,) = gpu_and_interpreter(matmul_transposed, [a_t, b], [np.zeros((200, 264), np.float32)],
+                                          CTAS=SMS, TRANSPOSED="a", SPLIT_K=2)
+    assert np.allclose(c, host_c, rtol=1e-5, atol=1e-3, equal_nan=True)
 
 
 # -- through the host functions, on torch tensors ------------------------------------------------------------
@@ -192,3 +205,31 @@ def test_cross_entropy_is_within_twice_torchs_bf16_error_and_deterministic(v, re
     over = K.cross_entropy(mine, targets, reduction=reduction, inplace=True)[1]
     assert over.data_ptr() == mine.data_ptr()
     assert torch.equal(mine, dz)
+
+
+@pytest.mark.parametrize("tokens,hidden,v", [(4096, 2048, 32000), (1000, 4096, 128256)])
+def test_linear_cross_entropy_is_within_twice_torchs_bf16_error(tokens, hidden, v):
+    torch = pytest.importorskip("torch")
+    import torch.nn.functional as F
+
+    g = torch.Generator(device="cuda").manual_seed(v)
+    h = torch.randn(tokens, hidden, device="cuda", generator=g).bfloat16()
+    weight = (torch.randn(v, hidden, device="cuda", generator=g) * 0.02).bfloat16()
+    targets = torch.randint(0, v, (tokens,), device="cuda", generator=g)
+    targets[::7] = -100
+
+    def loss_of(h, weight):
+        return F.cross_entropy(h @ weight.T, targets)
+
+    loss, dh, dweight = K.linear_cross_entropy(h, weight, targets)
+    assert dh.dtype == torch.bfloat16 and dweight.dtype == torch.float32 and loss.shape == ()
+    wide = [t.double().requires_grad_() for t in (h, weight)]
+    expected_loss = loss_of(*wide)
+    expected = torch.autograd.grad(expected_loss, wide)
+    leaves = [t.clone().requires_grad_() for t in (h, weight)]
+    theirs_loss = loss_of(*leaves)
+    theirs = torch.autograd.grad(theirs_loss, leaves)
+    for mine, bound in zip(_errors((dh, dweight), expected), _errors(theirs, expected)):
+        assert mine <= 2 * bound + 1e-6, (mine, bound)
+    loss_error = abs(float(loss) - float(expected_loss))
+    assert loss_error <= 2 * abs(float(theirs_loss) - float(expected_loss)) + 1e-4
