@@ -20,6 +20,12 @@ def tensor_core_layout(rows: int, columns: int = 64) -> dict:
     return dict(transforms=ad.TileTransform((rows, columns)), swizzle=128)
 
 
+def as_read(slice_, transposed: bool):
+    """An operand's slice in shared memory as the tensor cores take it: its `.T` where it lies
+    transposed (an a slice of (K, M), a b slice of (N, K))."""
+    return slice_.T if transposed else slice_
+
+
 def check_operands(a, b, c, CTAS, rows=None, b_is_transposed=False, a_is_transposed=False) -> None:
     """Refuse, at trace time, arrays that do not make c = a @ b: matrices whose K differ, or a c
     of another shape, would otherwise be multiplied as far as the smaller reaches, the rest of c

@@ -24,7 +24,7 @@ from asyncdsl.blocks.epilogues import store_in_pieces, store_ring, store_whole
 from asyncdsl.blocks.gemm_config import GemmConfig, eviction_policies
 from asyncdsl.blocks.load_ring import produce
 from asyncdsl.blocks.mma_loop import drain, mma_loop
-from asyncdsl.blocks.mma_operands import check_16_bit, check_operands, tensor_core_layout
+from asyncdsl.blocks.mma_operands import as_read, check_16_bit, check_operands, tensor_core_layout
 from asyncdsl.blocks.persistent_tiles import PersistentTiles
 from asyncdsl.blocks.split_k_sum import add_in_order, check_running, part_number, split_k_flags
 from asyncdsl.frontend import language as ad
@@ -192,8 +192,8 @@ def cooperative(a, b, c, CTAS, config: GemmConfig, running=None, consumers: int 
             elif b_parts == 2:
                 col = col + me * part[1]
             mma_loop(acc, ring, work.index, k_steps, lambda slot: (
-                _read(a_ring.at[slot, me if a_parts == 2 else 0], a_t),
-                _read(b_ring.at[slot, me if b_parts == 2 else 0], b_t)), config.IN_FLIGHT)
+                as_read(a_ring.at[slot, me if a_parts == 2 else 0], a_t),
+                as_read(b_ring.at[slot, me if b_parts == 2 else 0], b_t)), config.IN_FLIGHT)
             with ad.region("epilogue"):
                 piece = None if epilogue is None else epilogue(acc, row, col)
                 drain(ring, work.index, k_steps, config.IN_FLIGHT)
@@ -208,11 +208,6 @@ def cooperative(a, b, c, CTAS, config: GemmConfig, running=None, consumers: int 
                 else:
                     store_in_pieces(acc, c_out, me, c, row, col, piece, width)
         ad.await_async_copy(0)
-
-
-def _read(slice_, transposed: bool):
-    """A slice in the ring as the tensor cores take it: its .T where it lies transposed."""
-    return slice_.T if transposed else slice_
 
 
 # The same kernels in clusters of two CTAs, which share (multicast) every slice of b (tiles one
