@@ -1,9 +1,10 @@
 """Column sums shared out over CTAs (`asyncdsl.blocks.partial_sums`) and finished in order
 (`asyncdsl.kernels.column_sums`), in the interpreter: every row counted once, whatever the
-number of CTAs and rows a block."""
+number of CTAs, rows a block and rows of partial sums."""
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 from docstring_examples import run_example
@@ -23,8 +24,10 @@ def test_the_docstring_example_sums_every_column_over_the_ctas_partials(shape, r
     assert np.allclose(total, x.astype(np.float64).sum(axis=0), rtol=1e-5, atol=1e-5)
 
 
-def test_the_column_sums_add_the_rows_in_order():
-    partial = np.array([[1e8, 1.0, 0.5], [1.0, 1e8, 0.25], [-1e8, -1e8, 0.25]], np.float32)
-    # float32 in row order: 1e8 + 1 rounds to 1e8, so the first two columns end at 0
-    total = sum_columns(partial, np.zeros(3, np.float32))
-    assert np.array_equal(total, np.array([0.0, 0.0, 1.0], np.float32))
+@pytest.mark.parametrize("shape", [(264, 4096), (300, 1000), (5, 7)], ids=str)
+def test_the_column_sums_are_the_sums_of_the_rows_rounded_once(shape):
+    partial = np.random.default_rng(2).standard_normal(shape).astype(np.float32)
+    total = sum_columns(partial, np.full(shape[1], np.nan, ml_dtypes.bfloat16))
+    expected = partial.astype(np.float64).sum(axis=0)
+    # float32 sums, then one bfloat16 rounding
+    assert np.allclose(total.astype(np.float64), expected, rtol=2 ** -8, atol=1e-4)
