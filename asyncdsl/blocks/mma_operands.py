@@ -20,23 +20,29 @@ def tensor_core_layout(rows: int, columns: int = 64) -> dict:
     return dict(transforms=ad.TileTransform((rows, columns)), swizzle=128)
 
 
-def check_operands(a, b, c, CTAS, rows=None, b_is_transposed=False) -> None:
+def as_read(slice_, transposed: bool):
+    """An operand's slice in shared memory as the tensor cores take it: its `.T` where it lies
+    transposed (an a slice of (K, M), a b slice of (N, K))."""
+    return slice_.T if transposed else slice_
+
+
+def check_operands(a, b, c, CTAS, rows=None, b_is_transposed=False, a_is_transposed=False) -> None:
     """Refuse, at trace time, arrays that do not make c = a @ b: matrices whose K differ, or a c
     of another shape, would otherwise be multiplied as far as the smaller reaches, the rest of c
-    left as it was.  b is (K, N), or (N, K) when `b_is_transposed`; c has `rows` rows (a's by
-    default).  Every row a whole number of 16-byte pieces (TMA's rule); CTAS, the CTAs walking the
-    tiles, a positive int."""
+    left as it was.  a is (M, K), or (K, M) when `a_is_transposed`; b is (K, N), or (N, K) when
+    `b_is_transposed`; c has `rows` rows (a's by default).  Every row a whole number of 16-byte
+    pieces (TMA's rule); CTAS, the CTAs walking the tiles, a positive int."""
     if isinstance(CTAS, bool) or not isinstance(CTAS, int) or CTAS < 1:
         raise ad.TraceError(f"CTAS (how many CTAs walk the tiles) must be a positive int, got {CTAS!r}")
     for name, array in (("a", a), ("b", b), ("c", c)):
         if len(array.shape) != 2:
             raise ad.TraceError(f"{name} must be a matrix, got shape {tuple(array.shape)}")
-    m, k = a.shape
+    m, k = reversed(a.shape) if a_is_transposed else a.shape
     n, b_k = b.shape if b_is_transposed else reversed(b.shape)
     if b_k != k:
         form = "(N, K)" if b_is_transposed else "(K, N)"
-        raise ad.TraceError(
-            f"a is (M, K) = {tuple(a.shape)} and b is {form} = {tuple(b.shape)}: their K differ")
+        raise ad.TraceError(f"a is {'(K, M)' if a_is_transposed else '(M, K)'} = {tuple(a.shape)} and b is "
+                            f"{form} = {tuple(b.shape)}: their K differ")
     wanted = (m if rows is None else rows, n)
     if tuple(c.shape) != wanted:
         raise ad.TraceError(f"c must be (M, N) = {wanted} for a {tuple(a.shape)} and b {tuple(b.shape)}, "

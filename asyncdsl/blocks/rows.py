@@ -36,10 +36,10 @@ from asyncdsl.frontend import language as ad
 class Rows:
     """The CTA's ROWS rows of the matrix `x`, as `count` pieces of `shape` = (ROWS, width)."""
 
-    def __init__(self, x, ROWS: int, width: int, count: int):
+    def __init__(self, x, ROWS: int, width: int, count: int, block=None):
         self.n = x.shape[1]
         self.count, self.shape = count, (ROWS, width)
-        self.rows = ad.ds(ad.program_id(0) * ROWS, ROWS)
+        self.rows = ad.ds((ad.program_id(0) if block is None else block) * ROWS, ROWS)
 
     def pieces(self):
         """The pieces' indices: a traced loop over several, the Python int 0 for one."""
@@ -101,8 +101,8 @@ def staged_rows(x, ROWS: int, CHUNK: int, vectors: tuple = ()) -> StagedRows:
 class PaddedRows(Rows):
     """Rows and vectors read from GMEM piece by piece (see `padded_rows`)."""
 
-    def __init__(self, x, ROWS: int, WIDTH: int, vectors: tuple, other):
-        super().__init__(x, ROWS, WIDTH, ad.cdiv(x.shape[1], WIDTH))
+    def __init__(self, x, ROWS: int, WIDTH: int, vectors: tuple, other, block):
+        super().__init__(x, ROWS, WIDTH, ad.cdiv(x.shape[1], WIDTH), block)
         self.x, self._vectors, self._other = x, vectors, other
 
     def piece(self, c):
@@ -116,8 +116,9 @@ class PaddedRows(Rows):
         return tuple(ad.load(vector.at[window]).astype(ad.float32) for vector in self._vectors)
 
 
-def padded_rows(x, ROWS: int, WIDTH: int, vectors: tuple = (), other=0) -> PaddedRows:
+def padded_rows(x, ROWS: int, WIDTH: int, vectors: tuple = (), other=0, block=None) -> PaddedRows:
     """The CTA's ROWS rows of `x` (any length n) and the vectors of n elements they are combined
     with, read from GMEM WIDTH columns at a time, `other` past a row's end (-inf for a maximum
-    that the padding must not win, 0 for a sum it must not change)."""
-    return PaddedRows(x, ROWS, WIDTH, tuple(vectors), other)
+    that the padding must not win, 0 for a sum it must not change).  The rows are block number
+    `block` of ROWS rows (a traced index: a CTA walking several blocks), else the CTA's own."""
+    return PaddedRows(x, ROWS, WIDTH, tuple(vectors), other, block)

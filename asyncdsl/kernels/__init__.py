@@ -14,24 +14,35 @@ in the interpreter.
     dq, dk, dv = K.attention_backward(q, k, v, o, lse, do, causal=True)   # its gradients
     y = K.softmax(x)                  # rows of a (M, N) bfloat16 matrix
     y = K.rms_norm(x, w)              # and layer_norm(x, w, b), swiglu(a, b)
+    y, rstd = K.rms_norm_forward(x, w)              # for training, with the statistics kept:
+    dx, dw = K.rms_norm_backward(dy, x, w, rstd)    # and layer_norm_forward / layer_norm_backward
+    da, db = K.swiglu_backward(dy, a, b)            # the gradients of swiglu(a, b)
+    loss, dz = K.cross_entropy(logits, targets)     # and its gradient, one pass over the logits
+    loss, dh, dw = K.linear_cross_entropy(h, w, targets)   # of h @ wᵀ, the logits made in chunks
     q, scales = K.quantize_fp8(x)     # rows to float8_e4m3fn with one float32 scale a row
 """
 
 from asyncdsl.kernels.attention import attention
 from asyncdsl.kernels.attention_backward import attention_backward
 from asyncdsl.kernels.collectives import all_gather, reduce_scatter
+from asyncdsl.kernels.cross_entropy import cross_entropy
 from asyncdsl.kernels.gemm import gemm
 from asyncdsl.kernels.gemm_epilogue import gemm_bias_activation, gemm_fp8_rows
 from asyncdsl.kernels.gemm_fp8 import gemm_fp8
 from asyncdsl.kernels.gemm_grouped import gemm_grouped
 from asyncdsl.kernels.gemm_stream_k import gemm_stream_k
 from asyncdsl.kernels.layer_norm import layer_norm
+from asyncdsl.kernels.layer_norm_backward import layer_norm_backward, layer_norm_forward
+from asyncdsl.kernels.linear_cross_entropy import linear_cross_entropy
 from asyncdsl.kernels.permute_bhsd import permute_bhsd
 from asyncdsl.kernels.quantize_fp8 import quantize_fp8
 from asyncdsl.kernels.rms_norm import rms_norm
+from asyncdsl.kernels.rms_norm_backward import rms_norm_backward, rms_norm_forward
 from asyncdsl.kernels.softmax import softmax
 from asyncdsl.kernels.swiglu import swiglu
+from asyncdsl.kernels.swiglu_backward import swiglu_backward
 
-__all__ = ["all_gather", "attention", "attention_backward", "gemm", "gemm_bias_activation", "gemm_fp8",
-           "gemm_fp8_rows", "gemm_grouped", "gemm_stream_k", "layer_norm", "permute_bhsd", "quantize_fp8",
-           "reduce_scatter", "rms_norm", "softmax", "swiglu"]
+__all__ = ["all_gather", "attention", "attention_backward", "cross_entropy", "gemm", "gemm_bias_activation",
+           "gemm_fp8", "gemm_fp8_rows", "gemm_grouped", "gemm_stream_k", "layer_norm", "layer_norm_backward",
+           "layer_norm_forward", "linear_cross_entropy", "permute_bhsd", "quantize_fp8", "reduce_scatter",
+           "rms_norm", "rms_norm_backward", "rms_norm_forward", "softmax", "swiglu", "swiglu_backward"]

@@ -25,3 +25,13 @@ def launch(kernel, *args, stream=None, devices: int | None = None, **constexprs)
         kernel.interpret(*args, devices=devices, **constexprs)
     else:
         kernel(*args, stream=stream, **constexprs)
+
+
+def walkers(array, interpreted: int = 3) -> int:
+    """How many CTAs a kernel that walks its work in a loop (a CTA a multiprocessor) launches
+    where `array` lives: the GPU's multiprocessors, or a few in the interpreter (enough that
+    every CTA walks several blocks of a test's rows)."""
+    if on_host(array):
+        return interpreted
+    from asyncdsl import runtime
+    return runtime.device_facts(runtime.device_array(array).device).multiprocessor_count

@@ -24,7 +24,7 @@ from asyncdsl.blocks.epilogues import store_in_pieces, store_ring, store_whole
 from asyncdsl.blocks.gemm_config import GemmConfig, eviction_policies
 from asyncdsl.blocks.load_ring import produce
 from asyncdsl.blocks.mma_loop import drain, mma_loop
-from asyncdsl.blocks.mma_operands import check_16_bit, check_operands, tensor_core_layout
+from asyncdsl.blocks.mma_operands import as_read, check_16_bit, check_operands, tensor_core_layout
 from asyncdsl.blocks.persistent_tiles import PersistentTiles
 from asyncdsl.blocks.split_k_sum import add_in_order, check_running, part_number, split_k_flags
 from asyncdsl.frontend import language as ad
@@ -128,16 +128,18 @@ def matmul_narrow(a, b, c, CTAS: constexpr, BM: constexpr = 64, BN: constexpr = 
 
 
 def cooperative(a, b, c, CTAS, config: GemmConfig, running=None, consumers: int = 2, epilogue=None,
-                width: int = 64) -> None:
+                width: int = 64, transposed: str = "") -> None:
     """The body of the GEMM kernels (the module's docstring): `running` (partial, flags) makes the
     units of a split tile add up in order instead of into a float32 c; with one consumer
     warpgroup (`consumers`, in a block of 256 threads) it owns the whole tile.  `epilogue(acc,
     row, col)`, called while the tile's last wgmma runs, gives what to store of each 64 x 64
     piece (i, j) of the accumulator: `piece(i, j)` (`asyncdsl.blocks.epilogue_functions`), in
-    pieces `width` wide (128 for a float8 c: 128-byte rows)."""
-    check_operands(a, b, c, CTAS)
+    pieces `width` wide (128 for a float8 c: 128-byte rows).  `transposed` names the operands
+    given transposed: "a" for a (K, M), "b" for b (N, K) (the tensor cores read either way)."""
+    a_t, b_t = "a" in transposed, "b" in transposed
+    check_operands(a, b, c, CTAS, b_is_transposed=b_t, a_is_transposed=a_t)
     check_16_bit(a, b, c, c_float32=config.SPLIT_K > 1 and running is None, c_float8=width == 128)
-    (M, K), N = a.shape, b.shape[1]
+    (M, K), N = a.shape[::-1] if a_t else a.shape, b.shape[0] if b_t else b.shape[1]
     config.check()
     BM, BN, BK, STAGES, SPLIT_K = config.BM, config.BN, config.BK, config.STAGES, config.SPLIT_K
     policy = eviction_policies(config.EVICT_FIRST)
@@ -153,8 +155,10 @@ def cooperative(a, b, c, CTAS, config: GemmConfig, running=None, consumers: int 
         check_running(running, c, tiles.m_tiles * a_parts * (1 if share_a else pair) * part_columns, SPLIT_K,
                       tiles.units(tiles.m_tiles * tiles.n_tiles, SPLIT_K), tiles.clusters, pair)
 
-    a_ring = ad.smem((STAGES, a_parts, part[0], BK), a.dtype, **tensor_core_layout(part[0]))  # [slot][part]
-    b_ring = ad.smem((STAGES, b_parts, BK, part[1]), b.dtype, **tensor_core_layout(BK))
+    # [slot][part], each slice as it lies in its array (transposed ones read through .T)
+    a_slice, b_slice = (BK, part[0]) if a_t else (part[0], BK), (part[1], BK) if b_t else (BK, part[1])
+    a_ring = ad.smem((STAGES, a_parts, *a_slice), a.dtype, **tensor_core_layout(a_slice[0]))
+    b_ring = ad.smem((STAGES, b_parts, *b_slice), b.dtype, **tensor_core_layout(b_slice[0]))
     if SPLIT_K > 1 and running is None:  # float32 64 x 32 pieces (128-byte rows) added into c
         c_out = store_ring(consumers, c.dtype, 32)
     elif config.EPILOGUE == "tma":  # the whole part through shared memory and one TMA store
@@ -168,11 +172,13 @@ def cooperative(a, b, c, CTAS, config: GemmConfig, running=None, consumers: int 
     def load(work, kk, slot, landed):
         k_step = kk if SPLIT_K == 1 else work.split * k_steps + kk
         for h in range(a_parts):
-            ad.async_copy(a.at[ad.ds(work.row + h * part[0], part[0]), ad.ds(k_step * BK, BK)],
+            rows, ks = ad.ds(work.row + h * part[0], part[0]), ad.ds(k_step * BK, BK)
+            ad.async_copy(a.at[(ks, rows) if a_t else (rows, ks)],
                           a_ring.at[slot, h], barrier=landed, collective="x" if share_a else None,
                           eviction_policy=policy["a"])
         for h in range(b_parts):
-            ad.async_copy(b.at[ad.ds(k_step * BK, BK), ad.ds(work.col + h * part[1], part[1])],
+            ks, cols = ad.ds(k_step * BK, BK), ad.ds(work.col + h * part[1], part[1])
+            ad.async_copy(b.at[(cols, ks) if b_t else (ks, cols)],
                           b_ring.at[slot, h], barrier=landed,
                           collective="x" if pair > 1 and not share_a else None, eviction_policy=policy["b"])
 
@@ -189,8 +195,8 @@ def cooperative(a, b, c, CTAS, config: GemmConfig, running=None, consumers: int 
             elif b_parts == 2:
                 col = col + me * part[1]
             mma_loop(acc, ring, work.index, k_steps, lambda slot: (
-                a_ring.at[slot, me if a_parts == 2 else 0], b_ring.at[slot, me if b_parts == 2 else 0]),
-                config.IN_FLIGHT)
+                as_read(a_ring.at[slot, me if a_parts == 2 else 0], a_t),
+                as_read(b_ring.at[slot, me if b_parts == 2 else 0], b_t)), config.IN_FLIGHT)
             with ad.region("epilogue"):
                 piece = None if epilogue is None else epilogue(acc, row, col)
                 drain(ring, work.index, k_steps, config.IN_FLIGHT)

@@ -86,8 +86,9 @@ def _check(x, w, b, y) -> None:
     check_shape("b", b, x.shape[1:], "one bias a column of x")
 
 
-def _layer_norm(rows, y, eps: float) -> None:
-    """LayerNorm of `rows` (asyncdsl.blocks.rows, the weight and the bias their vectors) into y.
+def _layer_norm(rows, y, eps: float, stats=None) -> None:
+    """LayerNorm of `rows` (asyncdsl.blocks.rows, the weight and the bias their vectors) into y,
+    and each row's mean and rstd into the float32 vectors `stats` = (mean, rstd) if given.
     One piece is read once; more are read three times, the sums and then the centred squares
     staying elementwise in registers in between.  The mean and the variance divide by the rows'
     length (one IEEE rounding a row, so a constant row's mean is exact and its output is the
@@ -98,22 +99,30 @@ def _layer_norm(rows, y, eps: float) -> None:
         d = v - mean
         return d if count * rows.shape[1] == n else ad.where(rows.inside(c), d, 0.0)
 
+    def keep(mean, rstd):
+        if stats is not None:
+            for vector, value in zip(stats, (mean, rstd)):
+                ad.store(vector.at[rows.rows], value)
+        return rstd[:, None]
+
     if count == 1:
         v = rows.piece(0)
-        mean = (v.sum(axis=1) / n)[:, None]
+        row_mean = v.sum(axis=1) / n
+        mean = row_mean[:, None]
         d = centred(v, 0, mean)
-        rstd = ad.rsqrt((d * d).sum(axis=1) / n + eps)[:, None]
+        rstd = keep(row_mean, ad.rsqrt((d * d).sum(axis=1) / n + eps))
         w, b = rows.vectors(0)
         ad.store(rows.window(y, 0), ad.fma(d * rstd, w[None, :], b[None, :]).astype(y.dtype))
         return
     acc = ad.registers(rows.shape, ad.float32)
-    mean = (accumulate(acc, 0, count, lambda c: acc[...] + rows.piece(c)).sum(axis=1) / n)[:, None]
+    row_mean = accumulate(acc, 0, count, lambda c: acc[...] + rows.piece(c)).sum(axis=1) / n
+    mean = row_mean[:, None]
 
     def add_square(c):
         d = centred(rows.piece(c), c, mean)
         return ad.fma(d, d, acc[...])
 
-    rstd = ad.rsqrt(accumulate(acc, 0, count, add_square).sum(axis=1) / n + eps)[:, None]
+    rstd = keep(row_mean, ad.rsqrt(accumulate(acc, 0, count, add_square).sum(axis=1) / n + eps))
     for c in rows.pieces():
         w, b = rows.vectors(c)
         target = rows.window(y, c)

@@ -25,3 +25,15 @@ def empty(like: Any, shape: tuple[int, ...], dtype: Any) -> Any:
     device = like.device if isinstance(like, runtime.DeviceArray) else 0
     return runtime.empty(shape, element, device)
 
+
+
+def zeros(like: Any, shape: tuple[int, ...], dtype: Any) -> Any:
+    """A new array of zeros of `shape` and `dtype` beside the array `like` (an accumulator)."""
+    element: DType = as_dtype(dtype)
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(like, torch.Tensor):
+        return torch.zeros(tuple(shape), dtype=getattr(torch, element.name), device=like.device)
+    if isinstance(like, np.ndarray):
+        return np.zeros(tuple(shape), element.numpy)
+    device = like.device if isinstance(like, runtime.DeviceArray) else 0
+    return runtime.to_device(np.zeros(tuple(shape), element.numpy), device)

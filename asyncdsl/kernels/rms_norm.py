@@ -81,14 +81,15 @@ def rms_norm_padded(x, w, y, EPS: constexpr, ROWS: constexpr, WIDTH: constexpr):
     _rms_norm(padded_rows(x, ROWS, WIDTH, vectors=(w,)), y, EPS)
 
 
-def _rms_norm(rows, y, eps: float) -> None:
-    """RMSNorm of `rows` (asyncdsl.blocks.rows, the weight their one vector) into y.  One piece is
+def _rms_norm(rows, y, eps: float, rstd=None) -> None:
+    """RMSNorm of `rows` (asyncdsl.blocks.rows, the weight their one vector) into y, and each
+    row's 1 / sqrt(mean(x²) + eps) into the float32 vector `rstd` if given.  One piece is
     read once; more are read twice, the sum of squares staying elementwise in registers in
     between.  The mean divides by the rows' length, which padded pieces may exceed."""
     n = rows.n
     if rows.count == 1:
         v = rows.piece(0)
-        scale = ad.rsqrt((v * v).sum(axis=1) * (1.0 / n) + eps)[:, None]
+        reciprocal = ad.rsqrt((v * v).sum(axis=1) * (1.0 / n) + eps)
     else:
         squares = ad.registers(rows.shape, ad.float32)
 
@@ -97,7 +98,10 @@ def _rms_norm(rows, y, eps: float) -> None:
             return ad.fma(v, v, squares[...])
 
         total = accumulate(squares, 0, rows.count, add_square)
-        scale = ad.rsqrt(total.sum(axis=1) * (1.0 / n) + eps)[:, None]
+        reciprocal = ad.rsqrt(total.sum(axis=1) * (1.0 / n) + eps)
+    if rstd is not None:
+        ad.store(rstd.at[rows.rows], reciprocal)
+    scale = reciprocal[:, None]
     for c in rows.pieces():
         scaled = (v if rows.count == 1 else rows.piece(c)) * scale * rows.vectors(c)[0][None, :]
         ad.store(rows.window(y, c), scaled.astype(y.dtype))

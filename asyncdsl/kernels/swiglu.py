@@ -41,9 +41,7 @@ def swiglu(a, b, *, out=None, stream=None):
 @kernel(grid=lambda a, b, y, CHUNK=CHUNK, **_: (a.shape[0] * -(-a.shape[1] // CHUNK),), block=128,
         name="swiglu")
 def swiglu_kernel(a, b, y, CHUNK: constexpr = CHUNK):
-    if isinstance(CHUNK, bool) or not isinstance(CHUNK, int) or CHUNK < 1024 or CHUNK % 1024:
-        raise ad.TraceError("CHUNK must be a positive multiple of 1024 (a vector of 8 elements for each of "
-                            f"the 128 threads at a time), got {CHUNK!r}", user_location())
+    check_chunk(CHUNK)
     check_shape("b", b, a.shape, "silu(a) * b takes them element by element")
     check_rows(("a", a), ("y", y))
     # CTA k takes chunk k % chunks of row k // chunks: CTAs launched one after the other read
@@ -56,6 +54,13 @@ def swiglu_kernel(a, b, y, CHUNK: constexpr = CHUNK):
     up = ad.load(b.at[window], layout=ad.strided(8)).astype(ad.float32)
     silu = g / (1.0 + ad.exp2(g * -LOG2E, approx=True))
     ad.store(y.at[window], (silu * up).astype(y.dtype))
+
+
+def check_chunk(chunk) -> None:
+    """Refuse a CHUNK that is no positive multiple of 1024."""
+    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1024 or chunk % 1024:
+        raise ad.TraceError("CHUNK must be a positive multiple of 1024 (a vector of 8 elements for each of "
+                            f"the 128 threads at a time), got {chunk!r}", user_location())
 
 
 def reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
