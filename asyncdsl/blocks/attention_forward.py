@@ -71,15 +71,13 @@ def attend(tile: QueryTile, loads: AttentionLoads, head: HeadRows, *, scale: flo
         for j in ad.range(tile.blocks):
             loads.load(j, lambda i: head.keys(i * BK, BK), lambda i: head.values(i * BK, BK))
 
-    with ad.warpgroup_role((0, 1), registers=232), _live(tile):
+    with ad.warpgroup_role((0, 1), registers=232):
         me = ad.warpgroup_idx()
         my_first_row = tile.first_row + me * BQ
         s = ad.registers((BQ, BK), ad.float32, layout=ad.WGMMA)  # q @ kᵀ of one block
         p = ad.registers((BQ, BK), p_dtype, layout=ad.WGMMA)  # its probabilities, A of p @ v
         acc = ad.registers((BQ, D), ad.float32, layout=ad.WGMMA)
         state = OnlineSoftmax(BQ, scale, empty_rows)
-        acc[...] = ad.zeros((BQ, D), ad.float32)
-        state.start()
 
         def turn():
             """Taking turns to issue the wgmmas: one consumer's run while the other's softmax does."""
@@ -120,20 +118,23 @@ def attend(tile: QueryTile, loads: AttentionLoads, head: HeadRows, *, scale: flo
                     p[...] = probabilities
                     acc[...] = acc[...] * alpha[:, None]
 
-        loads.query_landed.wait()
-        with turn():
-            scores(0)
-        ad.wgmma_wait(0)
-        loads.release_keys(loads.slot(0))
-        p[...], _ = softmax(0, masked=tile.first_block_masked())
-        tile.walk_after_first(step)
-        last = loads.slot(tile.blocks - 1)
-        loads.wait_values(last)
-        with turn():
-            ad.wgmma(acc, p[...], loads.values(last))
-        ad.wgmma_wait(0)
-        loads.release_values(last)
-        finish(me, my_first_row, state, acc)
+        with _live(tile):  # registers are the kernel's: allocated outside the condition
+            acc[...] = ad.zeros((BQ, D), ad.float32)
+            state.start()
+            loads.query_landed.wait()
+            with turn():
+                scores(0)
+            ad.wgmma_wait(0)
+            loads.release_keys(loads.slot(0))
+            p[...], _ = softmax(0, masked=tile.first_block_masked())
+            tile.walk_after_first(step)
+            last = loads.slot(tile.blocks - 1)
+            loads.wait_values(last)
+            with turn():
+                ad.wgmma(acc, p[...], loads.values(last))
+            ad.wgmma_wait(0)
+            loads.release_values(last)
+            finish(me, my_first_row, state, acc)
 
 
 def _live(tile: QueryTile):

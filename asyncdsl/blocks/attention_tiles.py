@@ -116,7 +116,7 @@ class QueryTile:
             for j in ad.range(self.first_masked.max(1), self.blocks):
                 step(j, masked=True)
         else:
-            for j in ad.range(1, self.blocks - self.ragged):
+            for j in ad.range(1, self.blocks - int(self.ragged)):
                 step(j, masked=False)
             if not self.static:  # the last block, if not the first
                 for j in ad.range((self.blocks - 1).max(1), self.blocks):

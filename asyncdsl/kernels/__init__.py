@@ -11,12 +11,14 @@ in the interpreter.
     c = K.gemm_grouped(a, b, rows)    # groups of rows of a, each times its own b[g]
     q, s = K.gemm_fp8_rows(a, b)      # the product in e4m3 with a scale per tile row
     o, lse = K.attention(q, k, v, causal=True)   # bf16 (B, H, S, D); also layout="BSHD", GQA
+    o, lse = K.attention_varlen(q, k, v, cu_q, cu_k, max_q, max_k)   # packed (total, H, D) sequences
     y = K.softmax(x)                  # rows of a (M, N) bfloat16 matrix
     y = K.rms_norm(x, w)              # and layer_norm(x, w, b), swiglu(a, b)
     q, scales = K.quantize_fp8(x)     # rows to float8_e4m3fn with one float32 scale a row
 """
 
 from asyncdsl.kernels.attention import attention
+from asyncdsl.kernels.attention_varlen import attention_varlen
 from asyncdsl.kernels.collectives import all_gather, reduce_scatter
 from asyncdsl.kernels.gemm import gemm
 from asyncdsl.kernels.gemm_epilogue import gemm_bias_activation, gemm_fp8_rows
@@ -30,6 +32,6 @@ from asyncdsl.kernels.rms_norm import rms_norm
 from asyncdsl.kernels.softmax import softmax
 from asyncdsl.kernels.swiglu import swiglu
 
-__all__ = ["all_gather", "attention", "gemm", "gemm_bias_activation", "gemm_fp8", "gemm_fp8_rows",
-           "gemm_grouped", "gemm_stream_k", "layer_norm", "permute_bhsd", "quantize_fp8", "reduce_scatter",
-           "rms_norm", "softmax", "swiglu"]
+__all__ = ["all_gather", "attention", "attention_varlen", "gemm", "gemm_bias_activation", "gemm_fp8",
+           "gemm_fp8_rows", "gemm_grouped", "gemm_stream_k", "layer_norm", "permute_bhsd", "quantize_fp8",
+           "reduce_scatter", "rms_norm", "softmax", "swiglu"]
