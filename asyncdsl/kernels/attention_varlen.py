@@ -55,8 +55,8 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int, max
     (H, total_q) float32 (or `lse`)."""
     if len(q.shape) != 3 or int(max_seqlen_q) < 0 or int(max_seqlen_k) < 0:
         raise ad.ArgumentError(f"attention_varlen takes packed q, k, v of 3 dims (total, heads, head dim) "
-                               f"and lengths >= 0, got q of shape {tuple(q.shape)}, max_seqlen_q={max_seqlen_q}, "
-                               f"max_seqlen_k={max_seqlen_k}", user_location())
+                               f"and lengths >= 0, got q of shape {tuple(q.shape)}, "
+                               f"max_seqlen_q={max_seqlen_q}, max_seqlen_k={max_seqlen_k}", user_location())
     total, h, _ = q.shape
     o = empty(q, q.shape, q.dtype) if out is None else out
     lse = empty(q, (h, total), np.float32) if lse is None else lse
