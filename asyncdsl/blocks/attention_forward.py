@@ -137,6 +137,30 @@ def attend(tile: QueryTile, loads: AttentionLoads, head: HeadRows, *, scale: flo
             finish(me, my_first_row, state, acc)
 
 
+def sequence_rows_finish(loads: AttentionLoads, o, lse, h, q_start, S) -> Callable:
+    """The `finish` of a packed batch's CTA: o (total, H, D) and lse (H, total) receive head h's
+    rows of the sequence whose S rows start at row `q_start`, and no other row.  A consumer's
+    rows wholly inside the sequence go out by TMA through its q buffer; a last, partial part
+    (and lse always) by register stores masked to the sequence's rows."""
+    BQ, D = loads.q.shape[1], loads.q.shape[2]
+
+    def finish(me, first_row, state, acc):
+        left = S - first_row  # of the BQ rows, those below `left` are the sequence's
+        ad.store(lse.at[h, ad.ds(q_start + first_row, BQ)], state.log_sum_exp(),
+                 mask=ad.iota((BQ,), ad.int32, 0) < left)
+        rows = state.normalize(acc[...]).astype(o.dtype)
+        window = o.at[ad.ds(q_start + first_row, BQ), h, :]
+        with ad.when(left >= BQ):
+            loads.q.at[me][...] = rows
+            ad.fence_async_smem()
+            ad.async_copy(loads.q.at[me], window)
+            ad.await_async_copy(0)
+        with ad.when(left < BQ):
+            ad.store(window, rows, mask=ad.iota((BQ, D), ad.int32, 0) < left)
+
+    return finish
+
+
 def _live(tile: QueryTile):
     """Where the tile's lengths are traced, only the CTAs with rows of the sequence work."""
     return contextlib.nullcontext() if tile.live is None else ad.when(tile.live)

@@ -12,6 +12,7 @@ in the interpreter.
     q, s = K.gemm_fp8_rows(a, b)      # the product in e4m3 with a scale per tile row
     o, lse = K.attention(q, k, v, causal=True)   # bf16 (B, H, S, D); also layout="BSHD", GQA
     o, lse = K.attention_varlen(q, k, v, cu_q, cu_k, max_q, max_k)   # packed (total, H, D) sequences
+    o, lse = K.paged_prefill(q, k_cache, v_cache, block_table, seq_lens, cu_q, max_q)  # paged KV
     y = K.softmax(x)                  # rows of a (M, N) bfloat16 matrix
     y = K.rms_norm(x, w)              # and layer_norm(x, w, b), swiglu(a, b)
     q, scales = K.quantize_fp8(x)     # rows to float8_e4m3fn with one float32 scale a row
@@ -26,6 +27,7 @@ from asyncdsl.kernels.gemm_fp8 import gemm_fp8
 from asyncdsl.kernels.gemm_grouped import gemm_grouped
 from asyncdsl.kernels.gemm_stream_k import gemm_stream_k
 from asyncdsl.kernels.layer_norm import layer_norm
+from asyncdsl.kernels.paged_prefill import paged_prefill
 from asyncdsl.kernels.permute_bhsd import permute_bhsd
 from asyncdsl.kernels.quantize_fp8 import quantize_fp8
 from asyncdsl.kernels.rms_norm import rms_norm
@@ -33,5 +35,5 @@ from asyncdsl.kernels.softmax import softmax
 from asyncdsl.kernels.swiglu import swiglu
 
 __all__ = ["all_gather", "attention", "attention_varlen", "gemm", "gemm_bias_activation", "gemm_fp8",
-           "gemm_fp8_rows", "gemm_grouped", "gemm_stream_k", "layer_norm", "permute_bhsd", "quantize_fp8",
-           "reduce_scatter", "rms_norm", "softmax", "swiglu"]
+           "gemm_fp8_rows", "gemm_grouped", "gemm_stream_k", "layer_norm", "paged_prefill", "permute_bhsd",
+           "quantize_fp8", "reduce_scatter", "rms_norm", "softmax", "swiglu"]

@@ -33,7 +33,7 @@ import math
 
 import numpy as np
 
-from asyncdsl.blocks.attention_forward import HeadRows, attend
+from asyncdsl.blocks.attention_forward import HeadRows, attend, sequence_rows_finish
 from asyncdsl.blocks.attention_loads import AttentionLoads
 from asyncdsl.blocks.attention_tiles import QueryTile
 from asyncdsl.errors import user_location
@@ -91,21 +91,7 @@ def attention_varlen_kernel(q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, max_seq
                        lambda start, count: k.at[ad.ds(k_start + start, count), h_kv, :],
                        lambda start, count: v.at[ad.ds(k_start + start, count), h_kv, :])
 
-    def finish(me, first_row, state, acc):
-        """The rows of the sequence only: lse and a last tile masked, whole tiles by TMA."""
-        left = S - first_row  # of the BQ rows, those below `left` are the sequence's
-        ad.store(lse.at[h, ad.ds(q_start + first_row, BQ)], state.log_sum_exp(),
-                 mask=ad.iota((BQ,), ad.int32, 0) < left)
-        rows = state.normalize(acc[...]).astype(o.dtype)
-        window = o.at[ad.ds(q_start + first_row, BQ), h, :]
-        with ad.when(left >= BQ):
-            loads.q.at[me][...] = rows
-            ad.fence_async_smem()
-            ad.async_copy(loads.q.at[me], window)
-            ad.await_async_copy(0)
-        with ad.when(left < BQ):
-            ad.store(window, rows, mask=ad.iota((BQ, D), ad.int32, 0) < left)
-
+    finish = sequence_rows_finish(loads, o, lse, h, q_start, S)  # only the sequence's rows
     attend(tile, loads, head_of, scale=LOG2E / math.sqrt(D), finish=finish, empty_rows=True)
 
 
