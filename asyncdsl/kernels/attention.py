@@ -11,15 +11,11 @@ log-sum-exp of the scaled scores (natural log), what a backward pass needs.
 
 Each CTA owns 2·BQ query rows of one (batch, head) (`asyncdsl.blocks.attention_tiles`): two
 consumer warpgroups (0 and 1) each own BQ of them, and a producer warpgroup (2) loads q once,
-then streams k and v by TMA through a ring of STAGES slots (`asyncdsl.blocks.attention_loads`), a
-slot refilled once both consumers released it.  The producer keeps 40 registers a thread and
-hands the rest to the consumers (232 each, `setmaxnreg`).
-
-For block j a consumer issues s = q @ k_jᵀ (one wgmma), then o += p_{j-1} @ v_{j-1} (p straight
-from registers as wgmma's A operand); once s is done, the online softmax of s
-(`asyncdsl.blocks.online_softmax`) runs while that second wgmma does, and o is scaled by α after
-it.  At the end each consumer stores its rows' log-sum-exp, scales its rows by 1/l and stores
-them by TMA through its q buffer.
+then streams k and v by TMA through a ring of STAGES slots (`asyncdsl.blocks.attention_loads`);
+the consumers take their rows through the key blocks with the online softmax, each block's
+p @ v overlapping the next block's softmax (`asyncdsl.blocks.attention_forward`).  At the end
+each consumer stores its rows' log-sum-exp, scales its rows by 1/l and stores them by TMA
+through its q buffer.
 
 Blocks of 192 keys at D = 64, 128 up to D = 128, 64 above (the scores of a block and the output
 share the registers).  Exponentials are `ex2.approx` on the GPU (the interpreter's exact exp2
