@@ -56,22 +56,40 @@ def head_rows(x, layout: str, b, head, start, count):
 
 
 class QueryTile:
-    """The key blocks this CTA's `rows` query rows walk; program id 0 numbers the tiles."""
+    """The key blocks this CTA's `rows` query rows walk; program id 0 numbers the tiles.  S and
+    S_KV are Python ints (one length for every head), or traced lengths of the CTA's own
+    sequence (a variable-length batch): then the CTAs past the sequence's last tile are not
+    `live`, and the blocks that may run past its keys are masked whatever the lengths."""
 
-    def __init__(self, S: int, S_KV: int, rows: int, BK: int, causal: bool):
-        self.S_KV, self.BK, self.causal = S_KV, BK, causal
-        tiles = ad.cdiv(S, rows)
+    def __init__(self, S, S_KV, rows: int, BK: int, causal: bool):
+        self.S, self.S_KV, self.BK, self.causal = S, S_KV, BK, causal
+        self.static = isinstance(S, int) and isinstance(S_KV, int)
+        # Causal with fewer queries than keys: query row i sees keys up to i + S_KV - S (the
+        # diagonal aligned to the last key, as a chunk of new tokens sees the cache before it).
+        self.offset = S_KV - S if causal else 0
+        tiles = ad.cdiv(S, rows) if self.static else (S + rows - 1) // rows
+        self.live = None if self.static else ad.program_id(0) < tiles
         # Causal CTAs differ in work (the later rows see more keys): the longest start first.
         self.first_row = ((tiles - 1 - ad.program_id(0)) if causal else ad.program_id(0)) * rows
+        key_blocks = ad.cdiv(S_KV, BK) if self.static else (S_KV + BK - 1) // BK
         if causal:
             # The key blocks up to the CTA's last query row; those from `first_masked` on cross
             # the diagonal and are masked (which also masks keys past S for the rows that exist).
-            self.blocks = ((self.first_row + rows + BK - 1) // BK).min(ad.cdiv(S, BK))
-            self.first_masked = self.first_row // BK
+            diagonal = self._diagonal(self.first_row)
+            self.blocks = ((diagonal + rows + BK - 1) // BK).min(key_blocks)
+            self.first_masked = diagonal // BK if self.static else diagonal.max(0) // BK
         else:
             # Only a last block that runs past S_KV is masked.
-            self.blocks = ad.cdiv(S_KV, BK)
-            self.ragged = S_KV % BK != 0
+            self.blocks = key_blocks
+            self.ragged = S_KV % BK != 0 if self.static else True
+        if not self.static:
+            # Block 0 is walked even where no key is visible (S_KV = 0, or causal rows before
+            # the first key), all masked: the rows come out empty.
+            self.blocks = self.blocks.max(1)
+
+    def _diagonal(self, row):
+        """The last key query row `row` sees, causal."""
+        return row if isinstance(self.offset, int) and self.offset == 0 else row + self.offset
 
     def mask(self, x, j, first_row):
         """x, scores of key block j for the query rows from `first_row`, with the keys they must
@@ -79,15 +97,15 @@ class QueryTile:
         rows = x.shape[0]
         keys = j * self.BK + ad.iota((rows, self.BK), ad.int32, 1)
         if self.causal:
-            hidden = keys > first_row + ad.iota((rows, self.BK), ad.int32, 0)
+            hidden = keys > self._diagonal(first_row) + ad.iota((rows, self.BK), ad.int32, 0)
         else:
             hidden = keys >= self.S_KV
         return ad.where(hidden, -math.inf, x)
 
     def first_block_masked(self) -> bool:
         """Whether block 0 needs `mask`: causal, where it crosses the first CTAs' diagonal; else
-        when it is the only block and runs past S_KV."""
-        return self.causal or (self.ragged and self.blocks == 1)
+        when it is the only block and runs past S_KV (or may: traced lengths)."""
+        return self.causal or not self.static or (self.ragged and self.blocks == 1)
 
     def walk_after_first(self, step) -> None:
         """step(j, masked) for blocks 1.. in order, `masked` a Python bool: the unmasked run,
@@ -98,7 +116,10 @@ class QueryTile:
             for j in ad.range(self.first_masked.max(1), self.blocks):
                 step(j, masked=True)
         else:
-            for j in ad.range(1, self.blocks - self.ragged):
+            for j in ad.range(1, self.blocks - int(self.ragged)):
                 step(j, masked=False)
-            if self.ragged and self.blocks > 1:
+            if not self.static:  # the last block, if not the first
+                for j in ad.range((self.blocks - 1).max(1), self.blocks):
+                    step(j, masked=True)
+            elif self.ragged and self.blocks > 1:
                 step(self.blocks - 1, masked=True)

@@ -24,8 +24,11 @@ interpreter's exp2 is exact).  Whatever was summed with the old maximum (attenti
 must be scaled by α too: `update` returns p and α.  At the end `normalize` divides by l (one
 division a row) and `log_sum_exp` gives ln Σ e^(scale·x·ln 2), what a backward pass needs.
 `scale` is log2(e)/√D in attention: the scores' scale folded into the exponent's fma.  A row
-whose scores are all -inf (masked) has m = -inf and no defined α: attention never makes one,
-as every query row sees at least its own key.
+whose scores are all -inf (masked) has m = -inf and no defined α: dense attention never makes
+one, as every query row sees at least its own key.  With `empty_rows=True` such rows are
+allowed (a variable-length batch's sequence without keys, causal rows before the first key):
+the exponentials are taken against 0 while m is -inf, so they and α are 0, the row normalizes
+to 0 and its log-sum-exp is -inf (ln 0); one select a row more per block and at the end.
 """
 
 from __future__ import annotations
@@ -41,8 +44,8 @@ class OnlineSoftmax:
     """The running maximum and sum of `rows` rows held as wgmma accumulator rows (`WGMMA_ROW`),
     exponentials taken as 2^(scale·x)."""
 
-    def __init__(self, rows: int, scale: float):
-        self.rows, self.scale = rows, scale
+    def __init__(self, rows: int, scale: float, empty_rows: bool = False):
+        self.rows, self.scale, self.empty_rows = rows, scale, empty_rows
         self.row_max = ad.registers((rows,), ad.float32, layout=ad.WGMMA_ROW)  # the paper's m
         self.row_sum = ad.registers((rows,), ad.float32, layout=ad.WGMMA_ROW)  # and l
 
@@ -55,8 +58,10 @@ class OnlineSoftmax:
         """Take the block of scores x into the state; returns its probabilities 2^(scale·x -
         scale·m') in `dtype` and α, the factor for what was summed before."""
         new_max = ad.maximum(self.row_max[...], x.max(axis=1))
-        alpha = ad.exp2((self.row_max[...] - new_max) * self.scale, approx=True)
-        probabilities = ad.exp2(ad.fma(x, self.scale, (new_max * -self.scale)[:, None]), approx=True)
+        # The maximum the exponentials are taken against: 0 for a row that has seen no key yet.
+        base = ad.where(new_max == -math.inf, 0.0, new_max) if self.empty_rows else new_max
+        alpha = ad.exp2((self.row_max[...] - base) * self.scale, approx=True)
+        probabilities = ad.exp2(ad.fma(x, self.scale, (base * -self.scale)[:, None]), approx=True)
         self.row_sum[...] = self.row_sum[...] * alpha + probabilities.sum(axis=1)
         self.row_max[...] = new_max
         return probabilities.astype(dtype), alpha
@@ -66,5 +71,9 @@ class OnlineSoftmax:
         return self.row_max[...] * (self.scale * LN2) + ad.log2(self.row_sum[...]) * LN2
 
     def normalize(self, acc):
-        """acc (rows × anything) divided by each row's sum: one division a row, then products."""
-        return acc * (1.0 / self.row_sum[...])[:, None]
+        """acc (rows × anything) divided by each row's sum: one division a row, then products
+        (0 for an empty row, `empty_rows`)."""
+        inverse = 1.0 / self.row_sum[...]
+        if self.empty_rows:
+            inverse = ad.where(self.row_sum[...] == 0.0, 0.0, inverse)
+        return acc * inverse[:, None]

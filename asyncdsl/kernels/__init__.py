@@ -12,6 +12,8 @@ in the interpreter.
     q, s = K.gemm_fp8_rows(a, b)      # the product in e4m3 with a scale per tile row
     o, lse = K.attention(q, k, v, causal=True)   # bf16 (B, H, S, D); also layout="BSHD", GQA
     dq, dk, dv = K.attention_backward(q, k, v, o, lse, do, causal=True)   # its gradients
+    o, lse = K.attention_varlen(q, k, v, cu_q, cu_k, max_q, max_k)   # packed (total, H, D) sequences
+    o, lse = K.paged_prefill(q, k_cache, v_cache, block_table, seq_lens, cu_q, max_q)  # paged KV
     y = K.softmax(x)                  # rows of a (M, N) bfloat16 matrix
     y = K.rms_norm(x, w)              # and layer_norm(x, w, b), swiglu(a, b)
     y, rstd = K.rms_norm_forward(x, w)              # for training, with the statistics kept:
@@ -24,6 +26,7 @@ in the interpreter.
 
 from asyncdsl.kernels.attention import attention
 from asyncdsl.kernels.attention_backward import attention_backward
+from asyncdsl.kernels.attention_varlen import attention_varlen
 from asyncdsl.kernels.collectives import all_gather, reduce_scatter
 from asyncdsl.kernels.cross_entropy import cross_entropy
 from asyncdsl.kernels.gemm import gemm
@@ -34,6 +37,7 @@ from asyncdsl.kernels.gemm_stream_k import gemm_stream_k
 from asyncdsl.kernels.layer_norm import layer_norm
 from asyncdsl.kernels.layer_norm_backward import layer_norm_backward, layer_norm_forward
 from asyncdsl.kernels.linear_cross_entropy import linear_cross_entropy
+from asyncdsl.kernels.paged_prefill import paged_prefill
 from asyncdsl.kernels.permute_bhsd import permute_bhsd
 from asyncdsl.kernels.quantize_fp8 import quantize_fp8
 from asyncdsl.kernels.rms_norm import rms_norm
@@ -42,7 +46,8 @@ from asyncdsl.kernels.softmax import softmax
 from asyncdsl.kernels.swiglu import swiglu
 from asyncdsl.kernels.swiglu_backward import swiglu_backward
 
-__all__ = ["all_gather", "attention", "attention_backward", "cross_entropy", "gemm", "gemm_bias_activation",
-           "gemm_fp8", "gemm_fp8_rows", "gemm_grouped", "gemm_stream_k", "layer_norm", "layer_norm_backward",
-           "layer_norm_forward", "linear_cross_entropy", "permute_bhsd", "quantize_fp8", "reduce_scatter",
-           "rms_norm", "rms_norm_backward", "rms_norm_forward", "softmax", "swiglu", "swiglu_backward"]
+__all__ = ["all_gather", "attention", "attention_backward", "attention_varlen", "cross_entropy", "gemm",
+           "gemm_bias_activation", "gemm_fp8", "gemm_fp8_rows", "gemm_grouped", "gemm_stream_k",
+           "layer_norm", "layer_norm_backward", "layer_norm_forward", "linear_cross_entropy",
+           "paged_prefill", "permute_bhsd", "quantize_fp8", "reduce_scatter", "rms_norm",
+           "rms_norm_backward", "rms_norm_forward", "softmax", "swiglu", "swiglu_backward"]

@@ -11,15 +11,11 @@ log-sum-exp of the scaled scores (natural log), what a backward pass needs.
 
 Each CTA owns 2·BQ query rows of one (batch, head) (`asyncdsl.blocks.attention_tiles`): two
 consumer warpgroups (0 and 1) each own BQ of them, and a producer warpgroup (2) loads q once,
-then streams k and v by TMA through a ring of STAGES slots (`asyncdsl.blocks.attention_loads`), a
-slot refilled once both consumers released it.  The producer keeps 40 registers a thread and
-hands the rest to the consumers (232 each, `setmaxnreg`).
-
-For block j a consumer issues s = q @ k_jᵀ (one wgmma), then o += p_{j-1} @ v_{j-1} (p straight
-from registers as wgmma's A operand); once s is done, the online softmax of s
-(`asyncdsl.blocks.online_softmax`) runs while that second wgmma does, and o is scaled by α after
-it.  At the end each consumer stores its rows' log-sum-exp, scales its rows by 1/l and stores
-them by TMA through its q buffer.
+then streams k and v by TMA through a ring of STAGES slots (`asyncdsl.blocks.attention_loads`);
+the consumers take their rows through the key blocks with the online softmax, each block's
+p @ v overlapping the next block's softmax (`asyncdsl.blocks.attention_forward`).  At the end
+each consumer stores its rows' log-sum-exp, scales its rows by 1/l and stores them by TMA
+through its q buffer.
 
 Blocks of 192 keys at D = 64, 128 up to D = 128, 64 above (the scores of a block and the output
 share the registers).  Exponentials are `ex2.approx` on the GPU (the interpreter's exact exp2
@@ -34,14 +30,13 @@ docs/performance.md.
 
 from __future__ import annotations
 
-import contextlib
 import math
 
 import numpy as np
 
+from asyncdsl.blocks.attention_forward import HeadRows, attend
 from asyncdsl.blocks.attention_loads import AttentionLoads
 from asyncdsl.blocks.attention_tiles import QueryTile, head_rows, head_shapes
-from asyncdsl.blocks.online_softmax import OnlineSoftmax
 from asyncdsl.errors import user_location
 from asyncdsl.frontend import language as ad
 from asyncdsl.jit.binding import constexpr
@@ -91,84 +86,20 @@ def attention_kernel(q, k, v, o, lse, BQ: constexpr = 64, BK: constexpr = None, 
     tile = QueryTile(S, S_KV, 2 * BQ, BK, CAUSAL)
 
     loads = AttentionLoads(q.dtype, BQ, 2, BK, k.dtype, v.dtype, D, STAGES)
-    q_s = loads.q  # [consumer]; the output goes out through it
-    issue_order = ad.turns((0, 1)) if TURNS else None  # the consumers' turns to issue (`TURNS`)
+    turns = ad.turns((0, 1)) if TURNS else None  # the consumers' turns to issue (`TURNS`)
+    head_of = HeadRows(lambda start, count: head_rows(q, LAYOUT, b, h, start, count),
+                       lambda start, count: head_rows(k, LAYOUT, b, h_kv, start, count),
+                       lambda start, count: head_rows(v, LAYOUT, b, h_kv, start, count))
 
-    with ad.warpgroup_role(2, registers=40):
-        for half in range(2):
-            loads.load_query(half, head_rows(q, LAYOUT, b, h, tile.first_row + half * BQ, BQ))
-        for j in ad.range(tile.blocks):
-            loads.load(j, lambda i: head_rows(k, LAYOUT, b, h_kv, i * BK, BK),
-                      lambda i: head_rows(v, LAYOUT, b, h_kv, i * BK, BK))
-
-    with ad.warpgroup_role((0, 1), registers=232):
-        me = ad.warpgroup_idx()
-        my_first_row = tile.first_row + me * BQ
-        s = ad.registers((BQ, BK), ad.float32, layout=ad.WGMMA)  # q @ kᵀ of one block
-        p = ad.registers((BQ, BK), v.dtype, layout=ad.WGMMA)  # its probabilities, A of p @ v
-        acc = ad.registers((BQ, D), ad.float32, layout=ad.WGMMA)
-        state = OnlineSoftmax(BQ, scale)
-        acc[...] = ad.zeros((BQ, D), ad.float32)
-        state.start()
-
-        def turn():
-            """Taking turns to issue the wgmmas (`TURNS`): one consumer's run while the other's
-            softmax does."""
-            return issue_order.turn() if TURNS else contextlib.nullcontext()
-
-        def scores(j):
-            """Issue s = q @ k_jᵀ."""
-            loads.wait_keys(loads.slot(j))
-            ad.wgmma(s, q_s.at[me], loads.keys(loads.slot(j)), accumulate=False)
-
-        def softmax(j, masked: bool):
-            """Block j's probabilities (bf16) and the factor the output so far is scaled by."""
-            return state.update(tile.mask(s[...], j, my_first_row) if masked else s[...], v.dtype)
-
-        def step(j, masked: bool):
-            """Block j while block j - 1's p @ v runs: issue s_j, then o += p_{j-1} @ v_{j-1};
-            the softmax of s_j overlaps that wgmma, whose end it waits for to scale o."""
-            with ad.region("block"):
-                with turn():
-                    with ad.region("issue s"):
-                        scores(j)
-                    with ad.region("issue pv"):
-                        loads.wait_values(loads.slot(j - 1))
-                        ad.wgmma(acc, p[...], loads.values(loads.slot(j - 1)))
-                with ad.region("wait s"):
-                    ad.wgmma_wait(1)  # s_j is done, p_{j-1} @ v_{j-1} may still run
-                loads.release_keys(loads.slot(j))
-                with ad.region("softmax"):
-                    probabilities, alpha = softmax(j, masked)
-                with ad.region("wait pv"):
-                    # ptxas moves a wgmma wait up to where its scheduler likes it, above most
-                    # exponentials, which then no longer overlap p @ v; it moves nothing across
-                    # a barrier (docs/hardware.md §14.6).
-                    ad.warpgroup_barrier()
-                    ad.wgmma_wait(0)
-                loads.release_values(loads.slot(j - 1))
-                with ad.region("rescale"):
-                    p[...] = probabilities
-                    acc[...] = acc[...] * alpha[:, None]
-
-        loads.query_landed.wait()
-        with turn():
-            scores(0)
-        ad.wgmma_wait(0)
-        loads.release_keys(loads.slot(0))
-        p[...], _ = softmax(0, masked=tile.first_block_masked())
-        tile.walk_after_first(step)
-        last = loads.slot(tile.blocks - 1)
-        loads.wait_values(last)
-        with turn():
-            ad.wgmma(acc, p[...], loads.values(last))
-        ad.wgmma_wait(0)
-        loads.release_values(last)
-        ad.store(lse.at[b, h, ad.ds(my_first_row, BQ)], state.log_sum_exp())
-        q_s.at[me][...] = state.normalize(acc[...]).astype(o.dtype)
+    def finish(me, first_row, state, acc):
+        """The rows' log-sum-exp, then the rows scaled by 1/l, by TMA through the q buffer."""
+        ad.store(lse.at[b, h, ad.ds(first_row, BQ)], state.log_sum_exp())
+        loads.q.at[me][...] = state.normalize(acc[...]).astype(o.dtype)
         ad.fence_async_smem()
-        ad.async_copy(q_s.at[me], head_rows(o, LAYOUT, b, h, my_first_row, BQ))
+        ad.async_copy(loads.q.at[me], head_rows(o, LAYOUT, b, h, first_row, BQ))
         ad.await_async_copy(0)
+
+    attend(tile, loads, head_of, scale=scale, finish=finish, turns=turns)
 
 
 def _check(q, k, v, o, lse, B, H, S, D, H_KV, S_KV, BK, CAUSAL, LAYOUT) -> None:

@@ -57,9 +57,11 @@ def test_the_unit_dim_stays_in_the_tensor_map():
 
 @ad.kernel(grid=(2,))
 def tile_off_by_one(x, y):
-    buf = ad.smem((1, 1, 8, 16), x.dtype)
+    """A 3-d window: one tensor map through the tiling, which must start on a tile (a 2-d window
+    would go one box a tile from any start, `test_a_2d_window_starts_anywhere_one_box_a_tile`)."""
+    buf = ad.smem((2, 1, 1, 8, 16), x.dtype)
     bar = ad.barrier()
-    ad.async_copy(x.at[ad.ds(ad.program_id(0) * 8 + 1, 8), :], buf, barrier=bar,  # the load
+    ad.async_copy(x.at[:, ad.ds(ad.program_id(0) * 8 + 1, 8), :], buf, barrier=bar,  # the load
                   transforms=ad.TileTransform((8, 16)))
     bar.wait()
 
@@ -75,7 +77,7 @@ def odd_4_bit_start(x, y):
 @pytest.mark.parametrize(
     "kernel, spec, wanted",
     [
-        (tile_off_by_one, ad.ArraySpec((32, 16), F32), "must be a multiple of its tile 8"),
+        (tile_off_by_one, ad.ArraySpec((2, 32, 16), F32), "must be a multiple of its tile 8"),
         (odd_4_bit_start, ad.ArraySpec((64,), ad.int4), "must be a multiple of 2 elements"),
     ],
 )
@@ -87,13 +89,43 @@ def test_a_traced_start_that_cannot_be_proved_aligned_is_refused_with_the_hint(k
     assert caught.value.location.line == line_of(kernel.fn, "# the load")
 
 
+@ad.kernel(grid=(2,))
+def tiles_from_a_traced_row(x, y, row: int):
+    buf = ad.smem((2, 2, 8, 64), x.dtype)
+    bar = ad.barrier()
+    rows = ad.ds(row + ad.program_id(0) * 16, 16)
+    ad.async_copy(x.at[rows, :], buf, barrier=bar, transforms=ad.TileTransform((8, 64)), swizzle=128)
+    bar.wait()
+    ad.async_copy(buf, y.at[rows, :], transforms=ad.TileTransform((8, 64)), swizzle=128)
+    ad.await_async_copy(0)
+
+
+def test_a_2d_window_starts_anywhere_one_box_a_tile():
+    """A traced start the compiler cannot prove on a tile boundary: one TMA box a tile from the
+    untiled tensor map (2 x 2 tiles a CTA), rows past the array zero-filled on the way in and
+    clipped on the way out."""
+    x = random_bits((40, 128), ad.bfloat16, 4)
+    y = np.zeros_like(x)
+    tiles_from_a_traced_row.interpret(x, y, 5)
+    expected = np.zeros_like(x)
+    expected[5:37] = x[5:37]
+    assert y.tobytes() == expected.tobytes()
+    assert tiles_from_a_traced_row.ptx(*(ad.ArraySpec((40, 128), ad.bfloat16),) * 2, 5).count(
+        "cp.async.bulk.tensor.2d.shared::cluster.global") == 4
+
+
 def test_a_provable_start_needs_no_hint():
     x = random_bits((32, 16), F32, 3)
     y = np.zeros_like(x)
     hinted_tiles.interpret(x, y, OFFSET=0, HINT=True)
     assert y[:16].tobytes() == x[:16].tobytes()
-    with pytest.raises(ad.CopyError, match="asyncdsl.multiple_of"):
-        hinted_tiles.compile(ad.ArraySpec((32, 16), F32), ad.ArraySpec((32, 16), F32), OFFSET=0, HINT=False)
+    # Unhinted, the 2-d window goes one box a tile from the untiled tensor map, as from any row.
+    specs = (ad.ArraySpec((32, 16), F32),) * 2
+    assert "dims = [4, 8, 16]" in hinted_tiles.ir(*specs, OFFSET=0, HINT=True, after="resolve-transforms")
+    assert "dims = [32, 16]" in hinted_tiles.ir(*specs, OFFSET=0, HINT=False, after="resolve-transforms")
+    unhinted = np.zeros_like(x)
+    hinted_tiles.interpret(x, unhinted, OFFSET=0, HINT=False)
+    assert unhinted.tobytes() == y.tobytes()
 
 
 def test_a_false_hint_is_an_error_at_its_line():
