@@ -11,7 +11,7 @@ in the interpreter.
     c = K.gemm_grouped(a, b, rows)    # groups of rows of a, each times its own b[g]
     q, s = K.gemm_fp8_rows(a, b)      # the product in e4m3 with a scale per tile row
     o, lse = K.attention(q, k, v, causal=True)   # bf16 (B, H, S, D); also layout="BSHD", GQA
-    o = K.paged_decode_attention(q, k_cache, v_cache, block_table, seq_lens)   # decode, paged KV
+    o = K.paged_decode_attention(q, kc, vc, table, lens)   # decode over a paged KV cache
     y = K.softmax(x)                  # rows of a (M, N) bfloat16 matrix
     y = K.rms_norm(x, w)              # and layer_norm(x, w, b), swiglu(a, b)
     q, scales = K.quantize_fp8(x)     # rows to float8_e4m3fn with one float32 scale a row
@@ -33,5 +33,5 @@ from asyncdsl.kernels.softmax import softmax
 from asyncdsl.kernels.swiglu import swiglu
 
 __all__ = ["all_gather", "attention", "gemm", "gemm_bias_activation", "gemm_fp8", "gemm_fp8_rows",
-           "gemm_grouped", "gemm_stream_k", "layer_norm", "paged_decode_attention", "permute_bhsd", "quantize_fp8", "reduce_scatter",
-           "rms_norm", "softmax", "swiglu"]
+           "gemm_grouped", "gemm_stream_k", "layer_norm", "paged_decode_attention", "permute_bhsd",
+           "quantize_fp8", "reduce_scatter", "rms_norm", "softmax", "swiglu"]

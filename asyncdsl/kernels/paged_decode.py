@@ -40,55 +40,59 @@ from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.kernels.dispatch import launch, on_host
+from asyncdsl.kernels.gemm import _sms
 from asyncdsl.kernels.outputs import empty
 
 LOG2E = 1.4426950408889634
 PAGE_SIZES = (16, 64)
 ROWS = 64  # rows of the wgmma tile: query heads of a group times queries, padded
-BK = 64  # positions a block
 HIDDEN = -1.0e30  # a hidden key's score: finite, so that a split with no key is no NaN
-SMS = 132
+HOST_SMS = 132  # the multiprocessors `choose_splits` plans for in the interpreter (an H100's, H200's)
 
 
 def paged_decode_attention(q, k_cache, v_cache, block_table, seq_lens, *, k_scale=None, v_scale=None,
-                           splits: int | None = None, stream=None):
+                           splits: int | None = None, block: int = 64, stream=None):
     """Attention of q (B, H, D) or (B, Q, H, D) over the paged caches (see the module's
-    docstring); returns o like q."""
+    docstring); returns o like q.  `block`: positions a step (32 or 64)."""
     q4 = q.reshape(q.shape[0], 1, *q.shape[1:]) if len(q.shape) == 3 else q
-    batch, _, heads, d = q4.shape
+    batch, queries, heads, d = q4.shape
     if len(k_cache.shape) != 4 or len(block_table.shape) != 2:
-        raise ad.ArgumentError(f"the caches are (pages, page_size, H_kv, D) and the block table (B, max_pages), "
-                               f"got {tuple(k_cache.shape)} and {tuple(block_table.shape)}", user_location())
-    positions = block_table.shape[1] * k_cache.shape[1]
-    splits = choose_splits(batch * k_cache.shape[2], positions) if splits is None else splits
+        raise ad.ArgumentError(f"the caches are (pages, page_size, H_kv, D) and the block table (B, "
+                               f"max_pages), got {tuple(k_cache.shape)} and {tuple(block_table.shape)}",
+                               user_location())
+    if splits is None:
+        sms = HOST_SMS if on_host(q) else _sms(q)
+        splits = choose_splits(batch * k_cache.shape[2], block_table.shape[1] * k_cache.shape[1], block, sms)
     scaled = k_scale is not None or v_scale is not None
     scales = _scales(q, k_scale, v_scale) if scaled else empty(q, (2,), np.float32)  # unread unscaled
     o = empty(q, q4.shape, q.dtype)
-    part = empty(q, (splits, batch * q4.shape[1] * heads, d), np.float32)
-    lse = empty(q, (splits, batch * q4.shape[1] * heads), np.float32)
+    rows = batch * queries * heads if splits > 1 else 1  # one split writes o itself
+    part, lse = empty(q, (splits, rows, d), np.float32), empty(q, (splits, rows), np.float32)
     launch(paged_decode_kernel, q4, k_cache, v_cache, block_table, seq_lens, scales, o, part, lse,
-           stream=stream, SPLITS=splits, SCALED=scaled)
+           stream=stream, SPLITS=splits, SCALED=scaled, BK=block)
     if splits > 1:
-        launch(merge_kernel, part, lse, o.reshape(part.shape[1], d), stream=stream)
+        launch(merge_kernel, part, lse, o.reshape(rows, d), stream=stream)
     return o.reshape(q.shape)
 
 
-def choose_splits(pairs: int, positions: int) -> int:
-    """Splits of each (sequence, KV head) pair's positions: enough CTAs for two a multiprocessor
-    where the pairs are few, but no split under four blocks (their fixed cost would dominate)."""
-    blocks = -(-positions // BK)
-    return max(1, min(-(-2 * SMS // pairs), blocks // 4, 64))
+def choose_splits(pairs: int, positions: int, block: int = 64, sms: int = HOST_SMS) -> int:
+    """Splits of each (sequence, KV head) pair's `positions`: enough CTAs for two a multiprocessor
+    where the pairs are few, but no split under four blocks (their fixed cost would dominate), and
+    at most 64 (the merge reads each)."""
+    blocks = -(-positions // block)
+    return max(1, min(-(-2 * sms // pairs), blocks // 4, 64))
 
 
 def _scales(q, k_scale, v_scale):
-    """k_scale and v_scale (floats or one-element float32 arrays) as one (2,) float32 array beside q."""
+    """k_scale and v_scale (floats, or one-element float32 arrays: on the GPU, tensors keep a
+    call free of host copies) as one (2,) float32 array beside q."""
     if on_host(q):
-        return np.array([1.0 if s is None else float(np.asarray(s).reshape(-1)[0]) for s in (k_scale, v_scale)],
-                        np.float32)
+        return np.array([1.0 if s is None else np.asarray(s, np.float32).reshape(-1)[0]
+                         for s in (k_scale, v_scale)], np.float32)
     import torch
 
-    return torch.stack([torch.as_tensor(1.0 if s is None else s, dtype=torch.float32, device=q.device).reshape(())
-                        for s in (k_scale, v_scale)])
+    return torch.stack([torch.as_tensor(1.0 if s is None else s, dtype=torch.float32,
+                                        device=q.device).reshape(()) for s in (k_scale, v_scale)])
 
 
 def _grid(q, k_cache, v_cache, block_table, seq_lens, scales, o, part, lse, SPLITS, **_):
@@ -97,11 +101,11 @@ def _grid(q, k_cache, v_cache, block_table, seq_lens, scales, o, part, lse, SPLI
 
 @kernel(grid=_grid, block=128, name="paged_decode")
 def paged_decode_kernel(q, k_cache, v_cache, block_table, seq_lens, scales, o, part, lse,
-                        SPLITS: constexpr = 1, SCALED: constexpr = False):
+                        SPLITS: constexpr = 1, SCALED: constexpr = False, BK: constexpr = 64):
     """o (SPLITS = 1), else each split's part and lse, of the paged decode (see the module)."""
     B, Q, H, D = q.shape
     PAGES, PAGE, H_KV, _ = k_cache.shape
-    _check(q, k_cache, v_cache, block_table, seq_lens, o, part, SPLITS)
+    _check(q, k_cache, v_cache, block_table, seq_lens, o, part, SPLITS, BK)
     G = H // H_KV
     per_split = ad.cdiv(ad.cdiv(block_table.shape[1] * PAGE, BK), SPLITS)  # blocks of a split
     split, pair = ad.program_id(0), ad.program_id(1)
@@ -113,7 +117,8 @@ def paged_decode_kernel(q, k_cache, v_cache, block_table, seq_lens, scales, o, p
     live = row < Q * G
     columns = ad.iota((1, D), ad.int32, 1)
     q_s = ad.smem((ROWS, D), ad.bfloat16, **tensor_core_layout(ROWS))  # in SMEM: registers are scarce
-    q_s[...] = ad.load(q.at[b, query[:, None], head[:, None], columns], layout=ad.WGMMA, mask=live[:, None])
+    q_s[...] = ad.load(q.at[b, query[:, None], head[:, None], columns], layout=ad.WGMMA,
+                       mask=live[:, None])
     last_key = seq.length(ROWS, ad.WGMMA_ROW) - Q + query  # the last key each row sees
 
     k_s = ad.smem((BK, D), ad.bfloat16, **tensor_core_layout(BK))
@@ -133,22 +138,26 @@ def paged_decode_kernel(q, k_cache, v_cache, block_table, seq_lens, scales, o, p
     for j in ad.range(per_split):
         first = (split * per_split + j) * BK
         k_s[...] = seq.rows(k_cache, h_kv, first, BK).astype(ad.bfloat16)
-        v_s[...] = seq.rows(v_cache, h_kv, first, BK).astype(ad.bfloat16)
         ad.fence_async_smem()  # the tensor cores read what the threads wrote
         ad.warpgroup_barrier()
         ad.wgmma(s, q_s, k_s.T, accumulate=False)
+        values = seq.rows(v_cache, h_kv, first, BK)  # in flight while q kᵀ and the softmax run
         ad.wgmma_wait(0)
         scores = s[...] * (score_scale[:, None] if SCALED else score_scale)
         key = first + ad.iota((ROWS, BK), ad.int32, 1, layout=ad.WGMMA)
         hidden = (key > last_key[:, None]) | ~seq.visible(first, BK, ad.WGMMA_COL)[None, :]
         p, alpha = state.update(ad.where(hidden, HIDDEN, scores), ad.bfloat16)
         acc[...] = acc[...] * alpha[:, None]
+        v_s[...] = values.astype(ad.bfloat16)
+        ad.fence_async_smem()
+        ad.warpgroup_barrier()
         ad.wgmma(acc, p, v_s)
         ad.wgmma_wait(0)
         ad.warpgroup_barrier()  # all are done with k_s and v_s before they are overwritten
     out = state.normalize(acc[...]) * v_scale[:, None] if SCALED else state.normalize(acc[...])
     if SPLITS == 1:
-        ad.store(o.at[b, query[:, None], head[:, None], columns], out.astype(o.dtype), mask=live[:, None])
+        ad.store(o.at[b, query[:, None], head[:, None], columns], out.astype(o.dtype),
+                 mask=live[:, None])
     else:
         flat = (b * Q + query) * H + head  # the row of (b, query, head) among B·Q·H
         ad.store(part.at[split, flat[:, None], columns], out, mask=live[:, None])
@@ -164,32 +173,36 @@ def merge_kernel(part, lse, o):
     ad.store(o.at[rows, :], merged.astype(o.dtype))
 
 
-def _check(q, k_cache, v_cache, block_table, seq_lens, o, part, SPLITS) -> None:
+def _check(q, k_cache, v_cache, block_table, seq_lens, o, part, SPLITS, BK) -> None:
     """Refuse at trace time what the kernel does not compute."""
     B, Q, H, D = q.shape
     PAGES, PAGE, H_KV, _ = k_cache.shape
     if PAGE not in PAGE_SIZES:
-        raise ad.TraceError(f"page size {PAGE}: the paged decode takes pages of {' or '.join(map(str, PAGE_SIZES))} "
-                            "positions", user_location())
+        raise ad.TraceError(f"page size {PAGE}: the paged decode takes pages of "
+                            f"{' or '.join(map(str, PAGE_SIZES))} positions", user_location())
     if v_cache.shape != k_cache.shape or k_cache.shape[3] != D:
-        raise ad.TraceError(f"k_cache {tuple(k_cache.shape)} and v_cache {tuple(v_cache.shape)} must both be "
-                            f"(pages, page_size, H_kv, {D}) for q of head dim {D}", user_location())
-    if q.dtype != ad.bfloat16 or k_cache.dtype not in (ad.bfloat16, ad.float8_e4m3fn) or v_cache.dtype != k_cache.dtype:
-        raise ad.TraceError(f"q must be bfloat16 and the caches both bfloat16 or both float8_e4m3fn, got {q.dtype}, "
-                            f"{k_cache.dtype} and {v_cache.dtype}", user_location())
+        raise ad.TraceError(f"k_cache {tuple(k_cache.shape)} and v_cache {tuple(v_cache.shape)} must both "
+                            f"be (pages, page_size, H_kv, {D}) for q of head dim {D}", user_location())
+    caches = (ad.bfloat16, ad.float8_e4m3fn)
+    if q.dtype != ad.bfloat16 or k_cache.dtype not in caches or v_cache.dtype != k_cache.dtype:
+        raise ad.TraceError(f"q must be bfloat16 and the caches both bfloat16 or both float8_e4m3fn, got "
+                            f"{q.dtype}, {k_cache.dtype} and {v_cache.dtype}", user_location())
     if D not in (64, 128):
         raise ad.TraceError(f"head dim {D}: the paged decode takes 64 or 128 (the output, the scores and a "
                             "block's gathered keys share the registers)", user_location())
     if H % H_KV or Q * (H // H_KV) > ROWS:
-        raise ad.TraceError(f"{H} query heads over {H_KV} KV heads with {Q} queries: the heads must group evenly "
-                            f"and queries × group at most {ROWS} (one wgmma tile)", user_location())
-    if block_table.shape[0] != B or tuple(seq_lens.shape) != (B,) or ad.int32 not in (block_table.dtype,) \
-            or seq_lens.dtype != ad.int32:
+        raise ad.TraceError(f"{H} query heads over {H_KV} KV heads with {Q} queries: the heads must group "
+                            f"evenly and queries × group at most {ROWS} (one wgmma tile)", user_location())
+    if block_table.shape[0] != B or tuple(seq_lens.shape) != (B,) or \
+            (block_table.dtype, seq_lens.dtype) != (ad.int32, ad.int32):
         raise ad.TraceError(f"block_table must be ({B}, max_pages) int32 and seq_lens ({B},) int32, got "
                             f"{tuple(block_table.shape)} {block_table.dtype} and {tuple(seq_lens.shape)} "
                             f"{seq_lens.dtype}", user_location())
+    if BK not in (32, 64):
+        raise ad.TraceError(f"BK, the positions of a step, must be 32 or 64, got {BK!r}", user_location())
     if not isinstance(SPLITS, int) or isinstance(SPLITS, bool) or SPLITS < 1 or part.shape[0] != SPLITS:
-        raise ad.TraceError(f"SPLITS must be a positive int matching the workspace, got {SPLITS!r}", user_location())
+        raise ad.TraceError(f"SPLITS must be a positive int, the workspace's first dim, got {SPLITS!r}",
+                            user_location())
     if o.shape != q.shape:
         raise ad.TraceError(f"o has shape {tuple(o.shape)}, expected {tuple(q.shape)}", user_location())
 

@@ -37,15 +37,16 @@ def check(got, expected):
     np.testing.assert_allclose(got.astype(np.float64), expected, atol=TOLERANCE, rtol=0)
 
 
-@pytest.mark.parametrize("page,d,heads,kv_heads,lens,splits", [
-    (16, 64, 4, 2, (1, 50, 17), 1),          # ragged, one key only, pages not whole
-    (16, 128, 8, 1, (64, 3), 3),             # eight heads a group, splits merged
-    (64, 64, 2, 2, (130, 1), 2),             # no grouping, two pages of 64
-    (64, 128, 4, 1, (200, 64), None),        # the chosen splits
+@pytest.mark.parametrize("page,d,heads,kv_heads,lens,splits,block", [
+    (16, 64, 4, 2, (1, 50, 17), 1, 64),          # ragged, one key only, pages not whole
+    (16, 128, 8, 1, (64, 3), 3, 64),             # eight heads a group, splits merged
+    (64, 64, 2, 2, (130, 1), 2, 64),             # no grouping, two pages of 64
+    (64, 128, 4, 1, (200, 64), None, 64),        # the chosen splits
+    (64, 64, 4, 2, (100, 33), 2, 32),            # blocks of half a page
 ])
-def test_one_query_a_sequence_matches_float64(page, d, heads, kv_heads, lens, splits):
+def test_one_query_a_sequence_matches_float64(page, d, heads, kv_heads, lens, splits, block):
     q, k, v, table, seq_lens = inputs(len(lens), 1, heads, kv_heads, d, page, 16, 256 // page, lens)
-    o = K.paged_decode_attention(q[:, 0], k, v, table, seq_lens, splits=splits)
+    o = K.paged_decode_attention(q[:, 0], k, v, table, seq_lens, splits=splits, block=block)
     assert o.shape == (len(lens), heads, d) and o.dtype == BF16
     check(o, reference(q[:, 0], k, v, table, seq_lens)[:, 0])
 
@@ -59,8 +60,8 @@ def test_several_queries_see_keys_up_to_their_own(queries, heads, splits):
 
 def test_fp8_caches_are_dequantised_by_their_scales():
     q, k, v, table, seq_lens = inputs(2, 1, 4, 2, 64, 16, 12, 4, (37, 64), dtype=ml_dtypes.float8_e4m3fn)
-    o = K.paged_decode_attention(q, k, v, table, seq_lens, k_scale=np.float32(0.5), v_scale=np.array([2.0], np.float32),
-                                 splits=2)
+    o = K.paged_decode_attention(q, k, v, table, seq_lens, k_scale=np.float32(0.5),
+                                 v_scale=np.array([2.0], np.float32), splits=2)
     check(o, reference(q, k, v, table, seq_lens, k_scale=0.5, v_scale=2.0))
 
 
@@ -90,11 +91,12 @@ def test_an_empty_sequence_gives_zeros():
 
 
 def test_splits_fill_the_device_where_pairs_are_few_and_never_go_under_four_blocks():
-    assert choose_splits(pairs=8, positions=65536) == 33          # B 1, 8 KV heads, 64k
-    assert choose_splits(pairs=256, positions=4096) == 2          # B 32, 8 KV heads, 4k
-    assert choose_splits(pairs=1024, positions=8192) == 1
-    assert choose_splits(pairs=1, positions=128) == 1             # two blocks: no split
-    assert choose_splits(pairs=1, positions=1 << 20) == 64        # at most 64
+    assert choose_splits(pairs=8, positions=65536, sms=132) == 33     # B 1, 8 KV heads, 64k
+    assert choose_splits(pairs=256, positions=4096, sms=132) == 2     # B 32, 8 KV heads, 4k
+    assert choose_splits(pairs=1024, positions=8192, sms=132) == 1
+    assert choose_splits(pairs=1, positions=128, sms=132) == 1        # two blocks: no split
+    assert choose_splits(pairs=1, positions=1 << 20, sms=132) == 64   # at most 64
+    assert choose_splits(pairs=8, positions=1024, block=32, sms=132) == 8
 
 
 def specs(batch=4, queries=1, heads=32, kv_heads=8, d=128, page=16, dtype=ad.bfloat16, splits=1, pages=1024):
@@ -109,10 +111,12 @@ def specs(batch=4, queries=1, heads=32, kv_heads=8, d=128, page=16, dtype=ad.bfl
 @pytest.mark.parametrize("page,d,dtype,queries,splits", [
     (16, 128, ad.bfloat16, 1, 1), (64, 128, ad.bfloat16, 1, 4), (16, 64, ad.bfloat16, 8, 2),
     (64, 64, ad.float8_e4m3fn, 1, 1), (16, 128, ad.float8_e4m3fn, 4, 8)])
-def test_the_paged_decode_assembles_without_spills_or_advisories(page, d, dtype, queries, splits):
+@pytest.mark.parametrize("block", [32, 64])
+def test_the_paged_decode_assembles_without_spills_or_advisories(page, d, dtype, queries, splits, block):
     heads = 64 // queries if queries > 1 else 32
     kernel_ptx = paged_decode_kernel.ptx(*specs(queries=queries, heads=heads, d=d, page=page, dtype=dtype,
-                                                splits=splits), SPLITS=splits, SCALED=dtype != ad.bfloat16)
+                                                splits=splits), SPLITS=splits, SCALED=dtype != ad.bfloat16,
+                                         BK=block)
     _, log = assemble(kernel_ptx, verbose=True)
     assert not re.search(r"C75\d\d", log), log
     assert re.findall(r"(\d+) bytes spill stores", log) == ["0"], log
@@ -132,10 +136,12 @@ def test_the_merge_assembles_without_spills(d):
     (dict(d=96), "head dim 96: the paged decode takes 64 or 128"),
     (dict(queries=8, heads=16, kv_heads=1), "queries × group at most 64"),
     (dict(heads=12, kv_heads=8), "the heads must group evenly"),
+    (dict(block=48), "BK, the positions of a step, must be 32 or 64"),
 ])
 def test_shapes_the_kernel_does_not_take_are_refused_at_its_line(change, message):
     with pytest.raises(ad.TraceError, match=message) as caught:
-        paged_decode_kernel.ptx(*specs(**change))
+        block = change.pop("block", 64)
+        paged_decode_kernel.ptx(*specs(**change), BK=block)
     assert caught.value.location.file.endswith("paged_decode.py")
 
 
