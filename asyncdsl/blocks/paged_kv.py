@@ -17,12 +17,14 @@ coordinates), reading only positions before the sequence's length, on a page ins
 an entry past the cache or negative, or a length past the table, reads nothing (those rows are
 zeros), so a bad table never reads outside the cache.  `visible` says which positions of a block
 hold a key that exists: before the length and on a page inside the cache; attention hides the
-others.
+others.  `check_table` states that a table is good, which the interpreter (and a kernel compiled
+with ASYNCDSL_DEBUG=1) reports as an `AssumptionError` where it is not.
 """
 
 from __future__ import annotations
 
 from asyncdsl.frontend import language as ad
+from asyncdsl.frontend.assume import check_all
 
 
 class PagedSequence:
@@ -33,6 +35,19 @@ class PagedSequence:
         self.table, self.b, self.pages, self.page_size = table, b, pages, page_size
         self.capacity = table.shape[1] * page_size  # positions the table can name
         self.lens = lens
+
+    def check_table(self, first, count: int, layout=None) -> None:
+        """State that the sequence's length fits its table and that each of its positions among
+        first .. first + count - 1 lies on a page inside the cache."""
+        positions = first + ad.iota((count,), ad.int32, 0, layout=layout)
+        index = ad.zeros((count,), ad.int32, layout=layout) + self.b
+        length = ad.load(self.lens.at[index], layout=layout)
+        check_all(length <= self.capacity, f"a sequence length runs past its block table's {self.capacity} "
+                  "positions (the positions past the table are left out)")
+        page = self.page_of(positions, layout)
+        check_all((positions >= length) | ((page >= 0) & (page < self.pages)),
+                  f"a block table entry names no page of the cache's {self.pages} (the positions on it are "
+                  "left out)")
 
     def length(self, rows: int, layout=None):
         """The sequence's length as an int32 tile of `rows` equal elements, clamped to what the

@@ -145,6 +145,7 @@ def paged_decode_kernel(q, k_cache, v_cache, block_table, seq_lens, scales, o, p
         ad.wgmma_wait(0)
         scores = s[...] * (score_scale[:, None] if SCALED else score_scale)
         key = first + ad.iota((ROWS, BK), ad.int32, 1, layout=ad.WGMMA)
+        seq.check_table(first, BK, ad.WGMMA_COL)
         hidden = (key > last_key[:, None]) | ~seq.visible(first, BK, ad.WGMMA_COL)[None, :]
         p, alpha = state.update(ad.where(hidden, HIDDEN, scores), ad.bfloat16)
         acc[...] = acc[...] * alpha[:, None]

@@ -1,8 +1,8 @@
 """The paged decode (`asyncdsl.kernels.paged_decode_attention`) on the GPU: the kernel against
 the interpreter from the same inputs (page sizes 16 and 64, head dims 64 and 128, grouped heads,
 several queries, splits, fp8 caches), the host function on torch tensors against float64 at a
-serving size, a bad block table read without a fault, and a CUDA graph replayed over new
-lengths and tables."""
+serving size, a bad block table read without a fault (and reported under ASYNCDSL_DEBUG=1), and
+a CUDA graph replayed over new lengths and tables."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from gpu_support import gpu_and_interpreter, hopper_or_skip
 
+import asyncdsl as ad
 import asyncdsl.kernels as K
 from asyncdsl.kernels.paged_decode import paged_decode_kernel, reference
 
@@ -79,16 +80,32 @@ def test_the_host_function_on_torch_tensors_matches_float64(queries, page, fp8):
     np.testing.assert_allclose(got, expected, atol=TOLERANCE, rtol=0)
 
 
-def test_a_bad_block_table_reads_nothing_outside_the_cache():
-    """Entries past the cache, negative ones and a length past the table (run it under
-    compute-sanitizer: no access outside the cache)."""
-    torch = pytest.importorskip("torch")
+def _bad_table(torch):
     q, k, v, table, _ = _torch_inputs(torch, 4, 1, 8, 2, 128, 16, 32, [128] * 4, torch.bfloat16)
     table[0, 3], table[1, 0], table[2, 5] = 32, -7, 1 << 30
     seq_lens = torch.tensor([128, 100, 90, 1 << 20], device="cuda", dtype=torch.int32)
-    o = K.paged_decode_attention(q[:, 0], k, v, table, seq_lens, splits=2)
-    expected = reference(*_host(torch, q[:, 0], k, v, table, seq_lens))[:, 0]
+    return q[:, 0], k, v, table, seq_lens
+
+
+def test_a_bad_block_table_reads_nothing_outside_the_cache():
+    """Entries past the cache, negative ones and a length past the table are left out (run it
+    under compute-sanitizer: no access outside the cache)."""
+    torch = pytest.importorskip("torch")
+    q, k, v, table, seq_lens = _bad_table(torch)
+    o = K.paged_decode_attention(q, k, v, table, seq_lens, splits=2)
+    expected = reference(*_host(torch, q, k, v, table, seq_lens))[:, 0]
     np.testing.assert_allclose(o.float().cpu().numpy(), expected, atol=TOLERANCE, rtol=0)
+
+
+def test_debug_mode_reports_a_bad_block_table(monkeypatch):
+    torch = pytest.importorskip("torch")
+    monkeypatch.setenv("ASYNCDSL_DEBUG", "1")
+    q, k, v, table, seq_lens = _bad_table(torch)
+    reported = "a block table entry names no page|a sequence length runs past"
+    with pytest.raises(ad.AssumptionError, match=reported):
+        K.paged_decode_attention(q, k, v, table, seq_lens, splits=2)
+    good = torch.zeros_like(table)
+    K.paged_decode_attention(q, k, v, good, torch.full_like(seq_lens, 64), splits=2)  # passes its checks
 
 
 def test_a_captured_graph_replays_over_new_lengths_and_tables():

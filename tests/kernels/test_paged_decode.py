@@ -2,8 +2,8 @@
 float64 reference: page sizes 16 and 64, head dims 64 and 128, grouped query heads, 1 to 8
 queries a sequence (causal within them), ragged lengths down to 1 (and 0), split KV merged in
 order, fp8 caches with scales; a block table naming pages past the cache or a length past the
-table reads nothing outside the cache; shapes the kernel does not take are refused at trace
-time; every configuration assembles with ptxas."""
+table is reported at the caller's line (and compiled as checks under ASYNCDSL_DEBUG=1); shapes
+the kernel does not take are refused at trace time; every configuration assembles with ptxas."""
 
 from __future__ import annotations
 
@@ -72,15 +72,38 @@ def test_splits_merge_in_order_to_the_same_bytes_every_call():
     check(first, reference(q, k, v, table, seq_lens))
 
 
-def test_a_bad_block_table_reads_nothing_outside_the_cache():
-    """Entries past the cache or negative, and a length past the table: those keys are left out
-    (the cache holds NaN beyond what the table may name, so a read of them would show)."""
+@pytest.mark.parametrize("entry,lens,message", [
+    (8, (40, 33, 20), "a block table entry names no page of the cache's 8"),     # just past the cache
+    (-3, (40, 33, 20), "a block table entry names no page of the cache's 8"),
+    (2, (40, 33, 1000), "a sequence length runs past its block table's 48 positions"),
+])
+def test_a_bad_block_table_is_reported_at_the_callers_line(entry, lens, message):
     q, k, v, table, _ = inputs(3, 1, 2, 1, 64, 16, 8, 3, (0, 0, 0))
-    k, v = (np.concatenate([x, np.full_like(x, np.nan)]) for x in (k, v))
-    table[0, 1], table[1, 0] = 8, -3  # page 8 is the NaN page: past the cache the kernel is shown
-    seq_lens = np.array([40, 33, 1000], np.int32)  # 1000 runs past the table's 48 positions
-    o = K.paged_decode_attention(q[:, 0], k[:8], v[:8], table, seq_lens, splits=2)
-    check(o, reference(q[:, 0], k[:8], v[:8], table, seq_lens)[:, 0])
+    table[1, 1] = entry
+    with pytest.raises(ad.AssumptionError, match=message) as caught:
+        K.paged_decode_attention(q[:, 0], k, v, table, np.array(lens, np.int32), splits=2)
+    assert caught.value.location.file == __file__
+
+
+def test_an_entry_past_a_sequences_length_is_never_looked_at():
+    """Table entries beyond a sequence's last page are padding: whatever they hold, nothing is
+    reported and the result is the same."""
+    q, k, v, table, seq_lens = inputs(2, 1, 2, 1, 64, 16, 8, 4, (20, 64))
+    padded = table.copy()
+    padded[0, 2:] = (-1, 1 << 30)
+    ours, theirs = (K.paged_decode_attention(q[:, 0], k, v, t, seq_lens, splits=2) for t in (table, padded))
+    assert np.array_equal(ours.view(np.uint16), theirs.view(np.uint16))
+
+
+def test_debug_mode_compiles_the_table_checks(monkeypatch):
+    monkeypatch.setenv("ASYNCDSL_DEBUG", "1")
+    compiled = paged_decode_kernel.compile(*specs(splits=2), SPLITS=2)
+    checks = compiled.binary.params[-1].checks
+    assert [check.message.split(" (")[0] for check in checks] == [
+        "a sequence length runs past its block table's 4096 positions",
+        "a block table entry names no page of the cache's 1024"]
+    assert all(check.file == __file__ for check in checks)  # the line that made the kernel
+    assemble(compiled.ptx)
 
 
 def test_an_empty_sequence_gives_zeros():
