@@ -2,13 +2,16 @@
 
     %s = asyncdsl.multiple_of %start, 8 : index       // the user's hint: %start % 8 == 0
     %ok = asyncdsl.check %c "message" of %x, %y        // the compiler's assumption %c about %x, %y
+    asyncdsl.check_tile %t "message" : vector<64xi1>     // every element of the bool tile %t holds
 
 `multiple_of` is `asyncdsl.multiple_of(value, n)` in kernel code (Triton's `tl.multiple_of`): its
 result is its operand, and the divisibility analysis (`passes/resolve/index_facts.py`) may use
 the hint to prove a traced start tile-aligned.  `check` is built by `resolve-transforms` for an
 assumption a copy needs but the compiler cannot prove (a traced TMA store coordinate is not
 negative, a bulk copy's traced address is 16-byte aligned, ...); its result is its condition, which
-the copy uses as a guard so that a broken assumption cannot fault the GPU.
+the copy uses as a guard so that a broken assumption cannot fault the GPU.  `check_tile` is
+`asyncdsl.frontend.assume.check_all(tile, message)` in kernel code: a kernel's own statement
+about data (a block table's entries name pages of the cache), which the kernel guards itself.
 
 Both are checked wherever the kernel runs in a mode that checks: always in the interpreter (an
 `AssumptionError` at the op's line), and on the GPU when compiled with `ASYNCDSL_DEBUG=1` (the
@@ -19,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects.builtin import I64, IndexType, IntegerAttr, StringAttr, i1, i64
+from xdsl.dialects.builtin import I64, IndexType, IntegerAttr, StringAttr, VectorType, i1, i64
 from xdsl.ir import Operation, SSAValue
 from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def, prop_def, result_def, var_operand_def
 from xdsl.utils.exceptions import VerifyException
@@ -63,11 +66,25 @@ class CheckOp(IRDLOperation):
                          result_types=[i1])
 
 
-def check_message(op: MultipleOfOp | CheckOp) -> str:
+@irdl_op_definition
+class CheckTileOp(IRDLOperation):
+    """Every element of the bool tile `condition` holds; `message` says what a false one means."""
+
+    name = "asyncdsl.check_tile"
+    condition = operand_def(VectorType)
+    message = prop_def(StringAttr)
+
+    assembly_format = "$condition $message attr-dict `:` type($condition)"
+
+    def __init__(self, condition: SSAValue, message: str):
+        super().__init__(operands=[condition], properties={"message": StringAttr(message)})
+
+
+def check_message(op: MultipleOfOp | CheckOp | CheckTileOp) -> str:
     """What a run-time failure of `op` says."""
     if isinstance(op, MultipleOfOp):
         return f"asyncdsl.multiple_of promised a multiple of {op.divisor.value.data}"
     return op.message.data
 
 
-OPERATIONS: tuple[type[Operation], ...] = (MultipleOfOp, CheckOp)
+OPERATIONS: tuple[type[Operation], ...] = (MultipleOfOp, CheckOp, CheckTileOp)

@@ -50,7 +50,7 @@ from asyncdsl.dialects import memory_attrs
 from asyncdsl.dialects import option_attrs, prefetch_ops, profile_ops, registers_ops, roles_ops
 from asyncdsl.dialects import row_gather_ops, sync_ops, tile_access_ops, tile_math_ops, tiles_ops, tma_ops
 from asyncdsl.dialects import transform_attrs, turns_ops, wgmma_ops
-from asyncdsl.dialects.assume_ops import CheckOp, MultipleOfOp, check_message
+from asyncdsl.dialects.assume_ops import CheckOp, CheckTileOp, MultipleOfOp, check_message
 from asyncdsl.dialects.bulk_ops import BulkLoadOp, BulkStoreOp
 from asyncdsl.dialects.collective_ops import ClusterArriveOp, ClusterCollectiveMaskOp, SmemSliceOp
 from asyncdsl.dialects.copy_ops import AsyncCopyOp, AwaitAsyncCopyOp
@@ -98,6 +98,7 @@ __all__ = [
     "BulkLoadOp",
     "BulkStoreOp",
     "CheckOp",
+    "CheckTileOp",
     "ClusterArriveOp",
     "ClusterBarrierOp",
     "ClusterCollectiveMaskOp",

@@ -1,9 +1,11 @@
-"""The interpreter checks every assumption the IR states (`asyncdsl.multiple_of`, `asyncdsl.check`)
+"""The interpreter checks every assumption the IR states (`asyncdsl.multiple_of`, `asyncdsl.check`,
+`asyncdsl.check_tile`)
 and reports a false one as an `AssumptionError` at its line, where the GPU would compute garbage
 or fault (unless the kernel was compiled with ASYNCDSL_DEBUG=1)."""
 
 from __future__ import annotations
 
+import numpy as np
 from xdsl.interpreter import Interpreter, PythonValues, impl, register_impls
 
 from asyncdsl.dialects import asyncdsl as ir
@@ -33,3 +35,13 @@ class AssumeFunctions(WarpgroupFunctions):
             found = ", ".join(str(value.value.data) for value in values)
             raise AssumptionError(ir.check_message(op) + (f" (found {found})" if values else ""))
         return (condition,)
+
+    @impl(ir.CheckTileOp)
+    @diagnosed
+    def run_check_tile(self, interpreter: Interpreter, op: ir.CheckTileOp, args: PythonValues):
+        held = np.asarray(args[0], dtype=bool)
+        if not held.all():
+            first = tuple(int(i) for i in np.argwhere(~held)[0])
+            raise AssumptionError(f"{ir.check_message(op)} ({int((~held).sum())} of {held.size} elements "
+                                  f"false, the first at {first})")
+        return ()

@@ -14,6 +14,7 @@ in the interpreter.
     dq, dk, dv = K.attention_backward(q, k, v, o, lse, do, causal=True)   # its gradients
     o, lse = K.attention_varlen(q, k, v, cu_q, cu_k, max_q, max_k)   # packed (total, H, D) sequences
     o, lse = K.paged_prefill(q, k_cache, v_cache, block_table, seq_lens, cu_q, max_q)  # paged KV
+    o = K.paged_decode_attention(q, kc, vc, table, lens)   # decode over a paged KV cache
     y = K.softmax(x)                  # rows of a (M, N) bfloat16 matrix
     y = K.rms_norm(x, w)              # and layer_norm(x, w, b), swiglu(a, b)
     y, rstd = K.rms_norm_forward(x, w)              # for training, with the statistics kept:
@@ -38,6 +39,7 @@ from asyncdsl.kernels.layer_norm import layer_norm
 from asyncdsl.kernels.layer_norm_backward import layer_norm_backward, layer_norm_forward
 from asyncdsl.kernels.linear_cross_entropy import linear_cross_entropy
 from asyncdsl.kernels.paged_prefill import paged_prefill
+from asyncdsl.kernels.paged_decode import paged_decode_attention
 from asyncdsl.kernels.permute_bhsd import permute_bhsd
 from asyncdsl.kernels.quantize_fp8 import quantize_fp8
 from asyncdsl.kernels.rms_norm import rms_norm
@@ -49,5 +51,5 @@ from asyncdsl.kernels.swiglu_backward import swiglu_backward
 __all__ = ["all_gather", "attention", "attention_backward", "attention_varlen", "cross_entropy", "gemm",
            "gemm_bias_activation", "gemm_fp8", "gemm_fp8_rows", "gemm_grouped", "gemm_stream_k",
            "layer_norm", "layer_norm_backward", "layer_norm_forward", "linear_cross_entropy",
-           "paged_prefill", "permute_bhsd", "quantize_fp8", "reduce_scatter", "rms_norm",
-           "rms_norm_backward", "rms_norm_forward", "softmax", "swiglu", "swiglu_backward"]
+           "paged_decode_attention", "paged_prefill", "permute_bhsd", "quantize_fp8", "reduce_scatter",
+           "rms_norm", "rms_norm_backward", "rms_norm_forward", "softmax", "swiglu", "swiglu_backward"]

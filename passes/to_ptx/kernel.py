@@ -79,7 +79,7 @@ def kernel_params(fn: func.FuncOp) -> tuple[KernelParam, ...]:
 
 def runtime_checks(fn: func.FuncOp) -> list:
     """The kernel's hints and checks, in the order that numbers them (1, 2, ...)."""
-    return [op for op in fn.walk() if isinstance(op, (ir.CheckOp, ir.MultipleOfOp))]
+    return [op for op in fn.walk() if isinstance(op, (ir.CheckOp, ir.MultipleOfOp, ir.CheckTileOp))]
 
 
 def _described(op) -> RuntimeCheck:

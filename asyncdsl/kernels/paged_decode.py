@@ -1,0 +1,241 @@
+"""Decode attention over a paged KV cache, the layout serving engines keep:
+`o = asyncdsl.kernels.paged_decode_attention(q, k_cache, v_cache, block_table, seq_lens)`.
+
+q is (B, H, D), or (B, Q, H, D) for Q = 1 to 8 new tokens a sequence (speculative decoding);
+k_cache and v_cache are (pages, page_size, H_kv, D), bfloat16 or float8_e4m3fn (dequantised by
+`k_scale` and `v_scale`, float32 arrays of one element, read on the device); `block_table`
+(B, max_pages) int32 names the pages of each sequence and `seq_lens` (B,) int32 their lengths,
+new tokens included.  Query i of sequence b sees keys 0 .. len_b - Q + i (causal within the
+query block).  o is like q.
+
+One CTA (one warpgroup) takes one KV head of one sequence and one split of its positions: the
+G = H / H_kv query heads of the group times the Q queries are the rows of one 64-row wgmma tile
+(so each key is read once for the group), keys and values are gathered through the block table
+(`asyncdsl.blocks.paged_kv`) a block of BK positions at a time into shared memory, and the
+online softmax of `asyncdsl.blocks.online_softmax` runs over the blocks.  Lengths are data on
+the device and no loop bound may depend on data, so every CTA walks the blocks of its split of
+the table's whole width; positions past a sequence's length read nothing and are hidden.  With
+more than one split each writes its rows' output and log-sum-exp to a float32 workspace and a
+second kernel merges them in split order (`asyncdsl.blocks.split_kv_merge`), deterministic.
+`splits` defaults to `choose_splits`: enough CTAs to fill the device twice over, each split at
+least four blocks.  Launch shapes depend only on the arrays' shapes, never on their contents, so
+a call captures in a CUDA graph.
+
+Page sizes 16 and 64, head dims 64 and 128, Q·G at most 64.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from asyncdsl.blocks.mma_operands import tensor_core_layout
+from asyncdsl.blocks.online_softmax import OnlineSoftmax
+from asyncdsl.blocks.paged_kv import PagedSequence
+from asyncdsl.blocks.split_kv_merge import merge_splits
+from asyncdsl.errors import user_location
+from asyncdsl.frontend import language as ad
+from asyncdsl.jit.binding import constexpr
+from asyncdsl.jit.kernel import kernel
+from asyncdsl.jit.specs import ArraySpec
+from asyncdsl.kernels.dispatch import launch, on_host
+from asyncdsl.kernels.gemm import _sms
+from asyncdsl.kernels.outputs import empty
+
+LOG2E = 1.4426950408889634
+PAGE_SIZES = (16, 64)
+ROWS = 64  # rows of the wgmma tile: query heads of a group times queries, padded
+HIDDEN = -1.0e30  # a hidden key's score: finite, so that a split with no key is no NaN
+HOST_SMS = 132  # the multiprocessors `choose_splits` plans for in the interpreter (an H100's, H200's)
+
+
+def paged_decode_attention(q, k_cache, v_cache, block_table, seq_lens, *, k_scale=None, v_scale=None,
+                           splits: int | None = None, block: int = 64, stream=None):
+    """Attention of q (B, H, D) or (B, Q, H, D) over the paged caches (see the module's
+    docstring); returns o like q.  `block`: positions a step (32 or 64)."""
+    q4 = q.reshape(q.shape[0], 1, *q.shape[1:]) if len(q.shape) == 3 else q
+    batch, queries, heads, d = q4.shape
+    if len(k_cache.shape) != 4 or len(block_table.shape) != 2:
+        raise ad.ArgumentError(f"the caches are (pages, page_size, H_kv, D) and the block table (B, "
+                               f"max_pages), got {tuple(k_cache.shape)} and {tuple(block_table.shape)}",
+                               user_location())
+    if splits is None:
+        sms = HOST_SMS if on_host(q) else _sms(q)
+        splits = choose_splits(batch * k_cache.shape[2], block_table.shape[1] * k_cache.shape[1], block, sms)
+    scaled = k_scale is not None or v_scale is not None
+    scales = _scales(q, k_scale, v_scale) if scaled else empty(q, (2,), np.float32)  # unread unscaled
+    o = empty(q, q4.shape, q.dtype)
+    rows = batch * queries * heads if splits > 1 else 1  # one split writes o itself
+    part, lse = empty(q, (splits, rows, d), np.float32), empty(q, (splits, rows), np.float32)
+    launch(paged_decode_kernel, q4, k_cache, v_cache, block_table, seq_lens, scales, o, part, lse,
+           stream=stream, SPLITS=splits, SCALED=scaled, BK=block)
+    if splits > 1:
+        launch(merge_kernel, part, lse, o.reshape(rows, d), stream=stream)
+    return o.reshape(q.shape)
+
+
+def choose_splits(pairs: int, positions: int, block: int = 64, sms: int = HOST_SMS) -> int:
+    """Splits of each (sequence, KV head) pair's `positions`: enough CTAs for two a multiprocessor
+    where the pairs are few, but no split under four blocks (their fixed cost would dominate), and
+    at most 64 (the merge reads each)."""
+    blocks = -(-positions // block)
+    return max(1, min(-(-2 * sms // pairs), blocks // 4, 64))
+
+
+def _scales(q, k_scale, v_scale):
+    """k_scale and v_scale (floats, or one-element float32 arrays: on the GPU, tensors keep a
+    call free of host copies) as one (2,) float32 array beside q."""
+    if on_host(q):
+        return np.array([1.0 if s is None else np.asarray(s, np.float32).reshape(-1)[0]
+                         for s in (k_scale, v_scale)], np.float32)
+    import torch
+
+    return torch.stack([torch.as_tensor(1.0 if s is None else s, dtype=torch.float32,
+                                        device=q.device).reshape(()) for s in (k_scale, v_scale)])
+
+
+def _grid(q, k_cache, v_cache, block_table, seq_lens, scales, o, part, lse, SPLITS, **_):
+    return (SPLITS, q.shape[0] * k_cache.shape[2])
+
+
+@kernel(grid=_grid, block=128, name="paged_decode")
+def paged_decode_kernel(q, k_cache, v_cache, block_table, seq_lens, scales, o, part, lse,
+                        SPLITS: constexpr = 1, SCALED: constexpr = False, BK: constexpr = 64):
+    """o (SPLITS = 1), else each split's part and lse, of the paged decode (see the module)."""
+    B, Q, H, D = q.shape
+    PAGES, PAGE, H_KV, _ = k_cache.shape
+    _check(q, k_cache, v_cache, block_table, seq_lens, o, part, SPLITS, BK)
+    G = H // H_KV
+    per_split = ad.cdiv(ad.cdiv(block_table.shape[1] * PAGE, BK), SPLITS)  # blocks of a split
+    split, pair = ad.program_id(0), ad.program_id(1)
+    b, h_kv = pair // H_KV, pair % H_KV
+    seq = PagedSequence(block_table, seq_lens, b, PAGES, PAGE)
+
+    row = ad.iota((ROWS,), ad.int32, 0, layout=ad.WGMMA_ROW)  # row = query * G + head in the group
+    query, head = row // G, h_kv * G + row % G
+    live = row < Q * G
+    columns = ad.iota((1, D), ad.int32, 1)
+    q_s = ad.smem((ROWS, D), ad.bfloat16, **tensor_core_layout(ROWS))  # in SMEM: registers are scarce
+    q_s[...] = ad.load(q.at[b, query[:, None], head[:, None], columns], layout=ad.WGMMA,
+                       mask=live[:, None])
+    last_key = seq.length(ROWS, ad.WGMMA_ROW) - Q + query  # the last key each row sees
+
+    k_s = ad.smem((BK, D), ad.bfloat16, **tensor_core_layout(BK))
+    v_s = ad.smem((BK, D), ad.bfloat16, **tensor_core_layout(BK))
+    s = ad.registers((ROWS, BK), ad.float32, layout=ad.WGMMA)
+    acc = ad.registers((ROWS, D), ad.float32, layout=ad.WGMMA)
+    # Scores are scaled before the softmax (which then takes 2^x as is) so that a hidden score
+    # minus a maximum that is itself hidden is exactly 0, never a rounding residue's 2^(huge).
+    score_scale = LOG2E / math.sqrt(D)
+    if SCALED:  # the keys' scale multiplies the scores, the values' the output
+        k_scale, v_scale = (ad.load(scales.at[ad.zeros((ROWS,), ad.int32, layout=ad.WGMMA_ROW) + i],
+                                    layout=ad.WGMMA_ROW) for i in range(2))
+        score_scale = k_scale * score_scale
+    state = OnlineSoftmax(ROWS, 1.0)
+    state.start()
+    acc[...] = ad.zeros((ROWS, D), ad.float32)
+    for j in ad.range(per_split):
+        first = (split * per_split + j) * BK
+        k_s[...] = seq.rows(k_cache, h_kv, first, BK).astype(ad.bfloat16)
+        ad.fence_async_smem()  # the tensor cores read what the threads wrote
+        ad.warpgroup_barrier()
+        ad.wgmma(s, q_s, k_s.T, accumulate=False)
+        values = seq.rows(v_cache, h_kv, first, BK)  # in flight while q kᵀ and the softmax run
+        ad.wgmma_wait(0)
+        scores = s[...] * (score_scale[:, None] if SCALED else score_scale)
+        key = first + ad.iota((ROWS, BK), ad.int32, 1, layout=ad.WGMMA)
+        seq.check_table(first, BK, ad.WGMMA_COL)
+        hidden = (key > last_key[:, None]) | ~seq.visible(first, BK, ad.WGMMA_COL)[None, :]
+        p, alpha = state.update(ad.where(hidden, HIDDEN, scores), ad.bfloat16)
+        acc[...] = acc[...] * alpha[:, None]
+        v_s[...] = values.astype(ad.bfloat16)
+        ad.fence_async_smem()
+        ad.warpgroup_barrier()
+        ad.wgmma(acc, p, v_s)
+        ad.wgmma_wait(0)
+        ad.warpgroup_barrier()  # all are done with k_s and v_s before they are overwritten
+    out = state.normalize(acc[...]) * v_scale[:, None] if SCALED else state.normalize(acc[...])
+    if SPLITS == 1:
+        ad.store(o.at[b, query[:, None], head[:, None], columns], out.astype(o.dtype),
+                 mask=live[:, None])
+    else:
+        flat = (b * Q + query) * H + head  # the row of (b, query, head) among B·Q·H
+        ad.store(part.at[split, flat[:, None], columns], out, mask=live[:, None])
+        ad.store(lse.at[split, flat], state.log_sum_exp(), mask=live)
+
+
+@kernel(grid=lambda part, lse, o: (ad.cdiv(part.shape[1], ROWS),), block=128, name="paged_decode_merge")
+def merge_kernel(part, lse, o):
+    """o's rows from the splits' parts and log-sum-exps, in split order."""
+    rows = ad.ds(ad.program_id(0) * ROWS, ROWS)
+    merged, _ = merge_splits(part.shape[0], lambda c: ad.load(part.at[c, rows, :], layout=ad.WGMMA),
+                             lambda c: ad.load(lse.at[c, rows], layout=ad.WGMMA_ROW))
+    ad.store(o.at[rows, :], merged.astype(o.dtype))
+
+
+def _check(q, k_cache, v_cache, block_table, seq_lens, o, part, SPLITS, BK) -> None:
+    """Refuse at trace time what the kernel does not compute."""
+    B, Q, H, D = q.shape
+    PAGES, PAGE, H_KV, _ = k_cache.shape
+    if PAGE not in PAGE_SIZES:
+        raise ad.TraceError(f"page size {PAGE}: the paged decode takes pages of "
+                            f"{' or '.join(map(str, PAGE_SIZES))} positions", user_location())
+    if v_cache.shape != k_cache.shape or k_cache.shape[3] != D:
+        raise ad.TraceError(f"k_cache {tuple(k_cache.shape)} and v_cache {tuple(v_cache.shape)} must both "
+                            f"be (pages, page_size, H_kv, {D}) for q of head dim {D}", user_location())
+    caches = (ad.bfloat16, ad.float8_e4m3fn)
+    if q.dtype != ad.bfloat16 or k_cache.dtype not in caches or v_cache.dtype != k_cache.dtype:
+        raise ad.TraceError(f"q must be bfloat16 and the caches both bfloat16 or both float8_e4m3fn, got "
+                            f"{q.dtype}, {k_cache.dtype} and {v_cache.dtype}", user_location())
+    if D not in (64, 128):
+        raise ad.TraceError(f"head dim {D}: the paged decode takes 64 or 128 (the output, the scores and a "
+                            "block's gathered keys share the registers)", user_location())
+    if H % H_KV or Q * (H // H_KV) > ROWS:
+        raise ad.TraceError(f"{H} query heads over {H_KV} KV heads with {Q} queries: the heads must group "
+                            f"evenly and queries × group at most {ROWS} (one wgmma tile)", user_location())
+    if block_table.shape[0] != B or tuple(seq_lens.shape) != (B,) or \
+            (block_table.dtype, seq_lens.dtype) != (ad.int32, ad.int32):
+        raise ad.TraceError(f"block_table must be ({B}, max_pages) int32 and seq_lens ({B},) int32, got "
+                            f"{tuple(block_table.shape)} {block_table.dtype} and {tuple(seq_lens.shape)} "
+                            f"{seq_lens.dtype}", user_location())
+    if BK not in (32, 64):
+        raise ad.TraceError(f"BK, the positions of a step, must be 32 or 64, got {BK!r}", user_location())
+    if not isinstance(SPLITS, int) or isinstance(SPLITS, bool) or SPLITS < 1 or part.shape[0] != SPLITS:
+        raise ad.TraceError(f"SPLITS must be a positive int, the workspace's first dim, got {SPLITS!r}",
+                            user_location())
+    if o.shape != q.shape:
+        raise ad.TraceError(f"o has shape {tuple(o.shape)}, expected {tuple(q.shape)}", user_location())
+
+
+def reference(q, k_cache, v_cache, block_table, seq_lens, k_scale=1.0, v_scale=1.0) -> np.ndarray:
+    """The paged decode in float64 from the inputs, (B, Q, H, D) (q (B, H, D) taken as Q = 1);
+    keys on a page outside the cache, or past the table, are left out."""
+    q4 = q.reshape(q.shape[0], 1, *q.shape[1:]) if q.ndim == 3 else q
+    batch, queries, heads, d = q4.shape
+    pages, page, h_kv, _ = k_cache.shape
+    out = np.zeros(q4.shape, np.float64)
+    for b in range(batch):
+        length = min(int(seq_lens[b]), block_table.shape[1] * page)
+        where = [(int(block_table[b, t // page]), t % page) for t in range(length)]
+        for i in range(queries):
+            seen = [(p, r) for t, (p, r) in enumerate(where) if t <= length - queries + i and 0 <= p < pages]
+            if not seen:
+                continue
+            rows = tuple(np.array(seen).T)
+            for h in range(heads):
+                k = k_cache[rows + (h // (heads // h_kv),)].astype(np.float64) * k_scale
+                v = v_cache[rows + (h // (heads // h_kv),)].astype(np.float64) * v_scale
+                logits = k @ q4[b, i, h].astype(np.float64) / math.sqrt(d)
+                weights = np.exp(logits - logits.max())
+                out[b, i, h] = weights @ v / weights.sum()
+    return out
+
+
+# Arguments `asyncdsl dump` traces the kernel with.
+EXAMPLE_ARGS = {"paged_decode_kernel": ((ArraySpec((2, 1, 8, 128), ad.bfloat16),
+                                         *(ArraySpec((16, 16, 2, 128), ad.bfloat16) for _ in range(2)),
+                                         ArraySpec((2, 8), ad.int32), ArraySpec((2,), ad.int32),
+                                         ArraySpec((2,), ad.float32), ArraySpec((2, 1, 8, 128), ad.bfloat16),
+                                         ArraySpec((2, 16, 128), ad.float32), ArraySpec((2, 16), ad.float32)),
+                                        {"SPLITS": 2})}

@@ -1,0 +1,47 @@
+"""Reading a paged KV cache (`asyncdsl.blocks.paged_kv`) in the interpreter: the docstring's
+kernel lays a sequence out densely through its block table, page sizes 16 and 64; entries past
+the cache or negative and lengths past the table read nothing (zeros), against numpy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from docstring_examples import run_example
+
+from asyncdsl.blocks import paged_kv
+
+
+def dense(cache, table, lens, positions):
+    """Head 0 of each sequence through its table in numpy, zeros where no key is."""
+    pages, page = cache.shape[:2]
+    out = np.zeros((len(lens), positions, cache.shape[3]), cache.dtype)
+    for b, length in enumerate(lens):
+        for t in range(min(length, positions, table.shape[1] * page)):
+            if 0 <= table[b, t // page] < pages:
+                out[b, t] = cache[table[b, t // page], t % page, 0]
+    return out
+
+
+@pytest.mark.parametrize("page,lens", [(16, (40, 100, 0)), (64, (1, 64, 127))])
+def test_the_docstring_example_lays_sequences_out_through_their_tables(page, lens):
+    unpaged = run_example(paged_kv)["unpaged"]
+    rng = np.random.default_rng(page)
+    cache = rng.standard_normal((6, page, 2, 64)).astype(np.float32)
+    table = rng.integers(0, 6, (3, 128 // page), dtype=np.int32)
+    out = np.full((3, 128, 64), np.nan, np.float32)
+    unpaged.interpret(cache, table, np.array(lens, np.int32), out, BK=32)
+    np.testing.assert_array_equal(out, dense(cache, table, lens, 128))
+
+
+def test_a_bad_table_reads_nothing_outside_the_cache():
+    """The cache given to the kernel is the first 6 pages of an array whose 7th page is NaN:
+    entry 6 (just past the cache), a negative one and a length past the table read zeros."""
+    unpaged = run_example(paged_kv)["unpaged"]
+    whole = np.random.default_rng(0).standard_normal((7, 16, 1, 64)).astype(np.float32)
+    whole[6] = np.nan
+    table = np.array([[0, 6, 2, 3], [-1, 1, 5, 4]], np.int32)
+    lens = np.array([64, 1000], np.int32)
+    out = np.full((2, 128, 64), np.nan, np.float32)
+    unpaged.interpret(whole[:6], table, lens, out, BK=32)
+    assert not np.isnan(out).any()
+    np.testing.assert_array_equal(out, dense(whole[:6], table, lens, 128))

@@ -1,0 +1,174 @@
+"""The paged decode (`asyncdsl.kernels.paged_decode_attention`) in the interpreter against a
+float64 reference: page sizes 16 and 64, head dims 64 and 128, grouped query heads, 1 to 8
+queries a sequence (causal within them), ragged lengths down to 1 (and 0), split KV merged in
+order, fp8 caches with scales; a block table naming pages past the cache or a length past the
+table is reported at the caller's line (and compiled as checks under ASYNCDSL_DEBUG=1); shapes
+the kernel does not take are refused at trace time; every configuration assembles with ptxas."""
+
+from __future__ import annotations
+
+import re
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import asyncdsl as ad
+import asyncdsl.kernels as K
+from asyncdsl.kernels.paged_decode import choose_splits, merge_kernel, paged_decode_kernel, reference
+from asyncdsl.runtime.ptxas import assemble
+
+BF16 = ml_dtypes.bfloat16
+# p and o are bf16: a few bf16 ulps of outputs of magnitude up to about 1.
+TOLERANCE = 2e-2
+
+
+def inputs(batch, queries, heads, kv_heads, d, page, pages, max_pages, lens, dtype=BF16, seed=0):
+    """Random q and caches, a block table of random pages (sequences may share one, as with a
+    shared prefix), and the lengths."""
+    rng = np.random.default_rng(seed)
+    q = rng.standard_normal((batch, queries, heads, d)).astype(BF16)
+    k, v = (rng.standard_normal((pages, page, kv_heads, d)).astype(dtype) for _ in range(2))
+    table = rng.integers(0, pages, (batch, max_pages), dtype=np.int32)
+    return q, k, v, table, np.array(lens, np.int32)
+
+
+def check(got, expected):
+    np.testing.assert_allclose(got.astype(np.float64), expected, atol=TOLERANCE, rtol=0)
+
+
+@pytest.mark.parametrize("page,d,heads,kv_heads,lens,splits,block", [
+    (16, 64, 4, 2, (1, 50, 17), 1, 64),          # ragged, one key only, pages not whole
+    (16, 128, 8, 1, (64, 3), 3, 64),             # eight heads a group, splits merged
+    (64, 64, 2, 2, (130, 1), 2, 64),             # no grouping, two pages of 64
+    (64, 128, 4, 1, (200, 64), None, 64),        # the chosen splits
+    (64, 64, 4, 2, (100, 33), 2, 32),            # blocks of half a page
+])
+def test_one_query_a_sequence_matches_float64(page, d, heads, kv_heads, lens, splits, block):
+    q, k, v, table, seq_lens = inputs(len(lens), 1, heads, kv_heads, d, page, 16, 256 // page, lens)
+    o = K.paged_decode_attention(q[:, 0], k, v, table, seq_lens, splits=splits, block=block)
+    assert o.shape == (len(lens), heads, d) and o.dtype == BF16
+    check(o, reference(q[:, 0], k, v, table, seq_lens)[:, 0])
+
+
+@pytest.mark.parametrize("queries,heads,splits", [(4, 8, 1), (8, 8, 2), (2, 4, 1)])
+def test_several_queries_see_keys_up_to_their_own(queries, heads, splits):
+    q, k, v, table, seq_lens = inputs(2, queries, heads, 1, 64, 16, 12, 5, (queries, 70))
+    o = K.paged_decode_attention(q, k, v, table, seq_lens, splits=splits)
+    check(o, reference(q, k, v, table, seq_lens))
+
+
+def test_fp8_caches_are_dequantised_by_their_scales():
+    q, k, v, table, seq_lens = inputs(2, 1, 4, 2, 64, 16, 12, 4, (37, 64), dtype=ml_dtypes.float8_e4m3fn)
+    o = K.paged_decode_attention(q, k, v, table, seq_lens, k_scale=np.float32(0.5),
+                                 v_scale=np.array([2.0], np.float32), splits=2)
+    check(o, reference(q, k, v, table, seq_lens, k_scale=0.5, v_scale=2.0))
+
+
+def test_splits_merge_in_order_to_the_same_bytes_every_call():
+    q, k, v, table, seq_lens = inputs(1, 1, 4, 1, 64, 16, 20, 16, (250,))
+    first, again = (K.paged_decode_attention(q, k, v, table, seq_lens, splits=4) for _ in range(2))
+    assert np.array_equal(first.view(np.uint16), again.view(np.uint16))
+    check(first, reference(q, k, v, table, seq_lens))
+
+
+@pytest.mark.parametrize("entry,lens,message", [
+    (8, (40, 33, 20), "a block table entry names no page of the cache's 8"),     # just past the cache
+    (-3, (40, 33, 20), "a block table entry names no page of the cache's 8"),
+    (2, (40, 33, 1000), "a sequence length runs past its block table's 48 positions"),
+])
+def test_a_bad_block_table_is_reported_at_the_callers_line(entry, lens, message):
+    q, k, v, table, _ = inputs(3, 1, 2, 1, 64, 16, 8, 3, (0, 0, 0))
+    table[1, 1] = entry
+    with pytest.raises(ad.AssumptionError, match=message) as caught:
+        K.paged_decode_attention(q[:, 0], k, v, table, np.array(lens, np.int32), splits=2)
+    assert caught.value.location.file == __file__
+
+
+def test_an_entry_past_a_sequences_length_is_never_looked_at():
+    """Table entries beyond a sequence's last page are padding: whatever they hold, nothing is
+    reported and the result is the same."""
+    q, k, v, table, seq_lens = inputs(2, 1, 2, 1, 64, 16, 8, 4, (20, 64))
+    padded = table.copy()
+    padded[0, 2:] = (-1, 1 << 30)
+    ours, theirs = (K.paged_decode_attention(q[:, 0], k, v, t, seq_lens, splits=2) for t in (table, padded))
+    assert np.array_equal(ours.view(np.uint16), theirs.view(np.uint16))
+
+
+def test_debug_mode_compiles_the_table_checks(monkeypatch):
+    monkeypatch.setenv("ASYNCDSL_DEBUG", "1")
+    compiled = paged_decode_kernel.compile(*specs(splits=2), SPLITS=2)
+    checks = compiled.binary.params[-1].checks
+    assert [check.message.split(" (")[0] for check in checks] == [
+        "a sequence length runs past its block table's 4096 positions",
+        "a block table entry names no page of the cache's 1024"]
+    assert all(check.file == __file__ for check in checks)  # the line that made the kernel
+    assemble(compiled.ptx)
+
+
+def test_an_empty_sequence_gives_zeros():
+    q, k, v, table, seq_lens = inputs(2, 1, 2, 1, 64, 16, 8, 4, (0, 5))
+    o = K.paged_decode_attention(q[:, 0], k, v, table, seq_lens, splits=2)
+    assert not o[0].astype(np.float32).any()
+    check(o, reference(q[:, 0], k, v, table, seq_lens)[:, 0])
+
+
+def test_splits_fill_the_device_where_pairs_are_few_and_never_go_under_four_blocks():
+    assert choose_splits(pairs=8, positions=65536, sms=132) == 33     # B 1, 8 KV heads, 64k
+    assert choose_splits(pairs=256, positions=4096, sms=132) == 2     # B 32, 8 KV heads, 4k
+    assert choose_splits(pairs=1024, positions=8192, sms=132) == 1
+    assert choose_splits(pairs=1, positions=128, sms=132) == 1        # two blocks: no split
+    assert choose_splits(pairs=1, positions=1 << 20, sms=132) == 64   # at most 64
+    assert choose_splits(pairs=8, positions=1024, block=32, sms=132) == 8
+
+
+def specs(batch=4, queries=1, heads=32, kv_heads=8, d=128, page=16, dtype=ad.bfloat16, splits=1, pages=1024):
+    rows = batch * queries * heads
+    return (ad.ArraySpec((batch, queries, heads, d), ad.bfloat16),
+            *(ad.ArraySpec((pages, page, kv_heads, d), dtype) for _ in range(2)),
+            ad.ArraySpec((batch, 4096 // page), ad.int32), ad.ArraySpec((batch,), ad.int32),
+            ad.ArraySpec((2,), ad.float32), ad.ArraySpec((batch, queries, heads, d), ad.bfloat16),
+            ad.ArraySpec((splits, rows, d), ad.float32), ad.ArraySpec((splits, rows), ad.float32))
+
+
+@pytest.mark.parametrize("page,d,dtype,queries,splits", [
+    (16, 128, ad.bfloat16, 1, 1), (64, 128, ad.bfloat16, 1, 4), (16, 64, ad.bfloat16, 8, 2),
+    (64, 64, ad.float8_e4m3fn, 1, 1), (16, 128, ad.float8_e4m3fn, 4, 8)])
+@pytest.mark.parametrize("block", [32, 64])
+def test_the_paged_decode_assembles_without_spills_or_advisories(page, d, dtype, queries, splits, block):
+    heads = 64 // queries if queries > 1 else 32
+    kernel_ptx = paged_decode_kernel.ptx(*specs(queries=queries, heads=heads, d=d, page=page, dtype=dtype,
+                                                splits=splits), SPLITS=splits, SCALED=dtype != ad.bfloat16,
+                                         BK=block)
+    _, log = assemble(kernel_ptx, verbose=True)
+    assert not re.search(r"C75\d\d", log), log
+    assert re.findall(r"(\d+) bytes spill stores", log) == ["0"], log
+
+
+@pytest.mark.parametrize("d", [64, 128])
+def test_the_merge_assembles_without_spills(d):
+    f32 = ad.float32
+    ptx = merge_kernel.ptx(ad.ArraySpec((8, 4096, d), f32), ad.ArraySpec((8, 4096), f32),
+                           ad.ArraySpec((4096, d), ad.bfloat16))
+    _, log = assemble(ptx, verbose=True)
+    assert re.findall(r"(\d+) bytes spill stores", log) == ["0"], log
+
+
+@pytest.mark.parametrize("change,message", [
+    (dict(page=32), "page size 32: the paged decode takes pages of 16 or 64"),
+    (dict(d=96), "head dim 96: the paged decode takes 64 or 128"),
+    (dict(queries=8, heads=16, kv_heads=1), "queries × group at most 64"),
+    (dict(heads=12, kv_heads=8), "the heads must group evenly"),
+    (dict(block=48), "BK, the positions of a step, must be 32 or 64"),
+])
+def test_shapes_the_kernel_does_not_take_are_refused_at_its_line(change, message):
+    with pytest.raises(ad.TraceError, match=message) as caught:
+        block = change.pop("block", 64)
+        paged_decode_kernel.ptx(*specs(**change), BK=block)
+    assert caught.value.location.file.endswith("paged_decode.py")
+
+
+def test_a_page_size_it_does_not_take_is_refused_through_the_host_function():
+    q, k, v, table, seq_lens = inputs(1, 1, 2, 1, 64, 16, 8, 4, (5,))
+    with pytest.raises(ad.TraceError, match="page size 8"):
+        K.paged_decode_attention(q[:, 0], k.reshape(16, 8, 1, 64), v.reshape(16, 8, 1, 64), table, seq_lens)
