@@ -6,6 +6,7 @@ in the interpreter.
 
     c = K.gemm(a, b)                  # bf16 (M, K) @ (K, N) on the tensor cores
     c = K.gemm_fp8(a, b, sa, sb)      # fp8 (M, K) @ (N, K)ᵀ with float32 scales a row
+    c = K.gemm_fp8_blockscaled(a, sa, b, sb)   # scales a 1 x 128 group of a, a 128 x 128 block of b
     c = K.gemm_bias_activation(a, b, bias, "gelu")   # gelu(a @ b + bias), one kernel
     c = K.gemm_stream_k(a, b)         # stream-K: shapes whose tiles do not make whole waves
     c = K.gemm_grouped(a, b, rows)    # groups of rows of a, each times its own b[g]
@@ -21,6 +22,7 @@ from asyncdsl.kernels.collectives import all_gather, reduce_scatter
 from asyncdsl.kernels.gemm import gemm
 from asyncdsl.kernels.gemm_epilogue import gemm_bias_activation, gemm_fp8_rows
 from asyncdsl.kernels.gemm_fp8 import gemm_fp8
+from asyncdsl.kernels.gemm_fp8_blockscaled import gemm_fp8_blockscaled
 from asyncdsl.kernels.gemm_grouped import gemm_grouped
 from asyncdsl.kernels.gemm_stream_k import gemm_stream_k
 from asyncdsl.kernels.layer_norm import layer_norm
@@ -30,6 +32,6 @@ from asyncdsl.kernels.rms_norm import rms_norm
 from asyncdsl.kernels.softmax import softmax
 from asyncdsl.kernels.swiglu import swiglu
 
-__all__ = ["all_gather", "attention", "gemm", "gemm_bias_activation", "gemm_fp8", "gemm_fp8_rows",
-           "gemm_grouped", "gemm_stream_k", "layer_norm", "permute_bhsd", "quantize_fp8", "reduce_scatter",
-           "rms_norm", "softmax", "swiglu"]
+__all__ = ["all_gather", "attention", "gemm", "gemm_bias_activation", "gemm_fp8", "gemm_fp8_blockscaled",
+           "gemm_fp8_rows", "gemm_grouped", "gemm_stream_k", "layer_norm", "permute_bhsd", "quantize_fp8",
+           "reduce_scatter", "rms_norm", "softmax", "swiglu"]
