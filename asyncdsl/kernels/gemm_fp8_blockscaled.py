@@ -34,6 +34,7 @@ from asyncdsl.frontend import language as ad
 from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
+from asyncdsl.kernels.block_scales import check_scale_shapes, tma_layout
 from asyncdsl.kernels.dispatch import launch, on_host
 from asyncdsl.kernels.gemm import INTERPRETED_CTAS, _sms
 from asyncdsl.kernels.outputs import empty
@@ -49,7 +50,7 @@ def gemm_fp8_blockscaled(a, a_scales, b, b_scales, *, out=None, config: GemmConf
     b_scales (N/128, K/128) float32 (one a 128 x 128 block of b).  `config` overrides the one
     `choose` picks for the shape."""
     (m, k), n = a.shape, b.shape[0]
-    check_scale_shapes(a, a_scales, b, b_scales)
+    check_scale_shapes(a, a_scales, b, b_scales, BLOCK)
     ctas = ctas or (INTERPRETED_CTAS if on_host(a) else _sms(a) // 2 * 2)
     config = config or choose(m, n, k, ctas)
     c = empty(a, (m, n), ad.bfloat16) if out is None else out
@@ -61,18 +62,6 @@ def gemm_fp8_blockscaled(a, a_scales, b, b_scales, *, out=None, config: GemmConf
     else:
         launch(matmul_fp8_blockscaled, a, sa, b, sb, c, stream=stream, CTAS=ctas, **constexprs(config))
     return c
-
-
-def check_scale_shapes(a, a_scales, b, b_scales) -> None:
-    """Refuse scales that are not (M, K/128) and (N/128, K/128) for a (M, K) and b (N, K) before
-    they are laid out for the kernel (where padding would hide the mismatch)."""
-    (m, k), n = a.shape, b.shape[0]
-    k_blocks = -(-k // BLOCK)
-    for name, scales, shape, each in (("a_scales", a_scales, (m, k_blocks), "row and 128 of K"),
-                                      ("b_scales", b_scales, (-(-n // BLOCK), k_blocks), "block of b")):
-        if tuple(scales.shape) != shape:
-            raise ad.ArgumentError(f"{name} must be {shape} (one scale a {each}) for a {tuple(a.shape)} and "
-                                   f"b {tuple(b.shape)}, got {tuple(scales.shape)}")
 
 
 def choose(m: int, n: int, k: int, ctas: int) -> GemmConfig:
@@ -91,27 +80,6 @@ def constexprs(config: GemmConfig) -> dict:
     """The kernel's constexprs of `config`."""
     return {"BM": config.BM, "BN": config.BN, "STAGES": config.STAGES, "SPLIT": config.SPLIT,
             "SNAKE": config.SNAKE, **({"SPLIT_K": config.SPLIT_K} if config.SPLIT_K > 1 else {})}
-
-
-def tma_layout(scales):
-    """`scales` (rows, blocks) as the kernel reads them: the (blocks, rows') array it is the
-    transpose of, rows' the rows rounded up to 4 (TMA copies rows of a multiple of 16 bytes).
-    A transposed view of such an array passes unchanged; anything else is copied into one, zeros
-    in the padding."""
-    rows, blocks = scales.shape
-    base = scales.T
-    if rows % 4 == 0 and _contiguous(base):
-        return base
-    fresh = empty(scales, (blocks, -(-rows // 4) * 4), ad.float32)
-    fresh[...] = 0
-    fresh[:, :rows] = base
-    return fresh
-
-
-def _contiguous(array) -> bool:
-    """Whether `array` (numpy or torch) is row-major contiguous."""
-    flags = getattr(array, "flags", None)
-    return bool(flags["C_CONTIGUOUS"]) if flags is not None else array.is_contiguous()
 
 
 _WORKSPACES: dict = {}
