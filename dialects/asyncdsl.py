@@ -37,6 +37,7 @@ passes import this module as `ir` and find every op and the shared helpers of `i
 | warpgroup roles and their register counts (`asyncdsl.warpgroup_role`) | `roles_ops` |
 | several devices: device id, signals and their waits (peer copies: `peer` on the copy ops) | \
 `distributed_ops` |
+| an element of a GMEM integer array as an index | `index_load_ops` |
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ from __future__ import annotations
 from xdsl.ir import Dialect, Operation, SSAValue
 
 from asyncdsl.dialects import assume_ops, bulk_ops, collective_ops, copy_ops, core_ops, cp_async_ops
-from asyncdsl.dialects import descriptor_attrs, distributed_ops, im2col_ops, layout_attrs, memory_attrs
+from asyncdsl.dialects import descriptor_attrs, distributed_ops, im2col_ops, index_load_ops, layout_attrs
+from asyncdsl.dialects import memory_attrs
 from asyncdsl.dialects import option_attrs, prefetch_ops, profile_ops, registers_ops, roles_ops
 from asyncdsl.dialects import row_gather_ops, sync_ops, tile_access_ops, tile_math_ops, tiles_ops, tma_ops
 from asyncdsl.dialects import transform_attrs, turns_ops, wgmma_ops
@@ -57,6 +59,7 @@ from asyncdsl.dialects.core_ops import SmemViewOp, WarpgroupIdxOp
 from asyncdsl.dialects.cp_async_ops import AwaitCpAsyncCopyOp, CpAsyncLoadOp
 from asyncdsl.dialects.distributed_ops import DeviceIdOp, SignalOp, WaitSignalOp
 from asyncdsl.dialects.im2col_ops import AsyncCopyIm2colOp, Im2colDescriptorAttr, TmaIm2colLoadOp
+from asyncdsl.dialects.index_load_ops import LoadIndexOp
 from asyncdsl.dialects.ir_utils import buffer_bytes, element_bits, is_gmem, is_smem, logical_shape, shape_of
 from asyncdsl.dialects.ir_utils import smem_layout
 from asyncdsl.dialects.prefetch_ops import AsyncPrefetchOp, TmaPrefetchOp
@@ -111,6 +114,7 @@ __all__ = [
     "Im2colDescriptorAttr",
     "IotaOp",
     "LoadGmemOp",
+    "LoadIndexOp",
     "LoadSmemOp",
     "MultipleOfOp",
     "NumProgramsOp",
@@ -179,6 +183,7 @@ OPERATIONS: tuple[type[Operation], ...] = (
     *wgmma_ops.OPERATIONS,
     *roles_ops.OPERATIONS,
     *distributed_ops.OPERATIONS,
+    *index_load_ops.OPERATIONS,
 )
 
 ATTRIBUTES = (

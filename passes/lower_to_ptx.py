@@ -40,6 +40,7 @@ from asyncdsl.passes.to_ptx import (
     cp_async,
     distributed,
     im2col,
+    index_loads,
     prefetch,
     profile,
     registers,
@@ -87,6 +88,7 @@ RULES: Rules = {
     **wgmma.RULES,
     **roles.RULES,
     **distributed.RULES,
+    **index_loads.RULES,
 }
 # `arith` and `math` ops on tiles and non-index scalars are per-element rules; the index
 # arithmetic among them keeps its rule (`scalars.py`), chosen per op by its operand types.

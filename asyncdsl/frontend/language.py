@@ -42,6 +42,7 @@ def __getattr__(name: str):
         core,
         distributed,
         im2col,
+        index_loads,
         pipeline,
         prefetch,
         profile,
@@ -58,7 +59,8 @@ def __getattr__(name: str):
     )
 
     for module in (control, core, refs, copy, sync, tile_access, tiles, tile_functions, registers, wgmma,
-                   pipeline, roles, turns, distributed, im2col, prefetch, profile, row_gather, assume):
+                   pipeline, roles, turns, distributed, im2col, prefetch, profile, row_gather, assume,
+                   index_loads):
         if name in vars(module):
             return _found(name, vars(module)[name])
     raise AttributeError(f"the kernel language has no {name!r}")

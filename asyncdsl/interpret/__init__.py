@@ -30,7 +30,7 @@ Modules: `launch` (the entry point), `grid` (CTAs, clusters, interpreters, and t
 implementations), `functions` (the base of op implementations), one module of op implementations
 per feature (`core`, `sync`, `copy`, `tma`, `bulk`, `cp_async`, `collective`, `reduction`,
 `prefetch`, `im2col`, `row_gather`, `scalars`, `assume`, `tiles`, `tile_math`, `tile_access`,
-`tile_gmem`, `registers`, `wgmma`, `roles`, `turns`, `profile`, `distributed`), the element
+`tile_gmem`, `registers`, `wgmma`, `roles`, `turns`, `profile`, `distributed`, `index_loads`), the element
 arithmetic they share (`numerics` for tiles, `mma_numerics` for wgmma), the machine they run on
 (`state`: launch, CTA, warpgroup; `memory`: GMEM/SMEM and references; `operands`: a copy's
 operands read; `mbarrier`; `scheduler` and `waits`: blocking), and what may be touched when

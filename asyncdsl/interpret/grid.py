@@ -38,6 +38,7 @@ from asyncdsl.interpret.diagnosis import origin
 from asyncdsl.interpret.distributed import DistributedFunctions
 from asyncdsl.interpret.functions import WarpgroupFunctions
 from asyncdsl.interpret.im2col import Im2colFunctions
+from asyncdsl.interpret.index_loads import IndexLoadFunctions
 from asyncdsl.interpret.memory import GlobalArgument
 from asyncdsl.interpret.operands import allocated_offset
 from asyncdsl.interpret.prefetch import PrefetchFunctions
@@ -86,6 +87,7 @@ FUNCTIONS: tuple[type[WarpgroupFunctions], ...] = (
     WgmmaFunctions,
     RolesFunctions,
     DistributedFunctions,
+    IndexLoadFunctions,
 )
 
 
