@@ -1,9 +1,11 @@
-"""Copies into (or out of) a tiled buffer whose GMEM array does not divide into the tiling: one
-TMA box per run of contiguous tiles, through the untiled tensor map.
+"""Copies into (or out of) a tiled buffer whose GMEM array does not divide into the tiling, or
+whose window starts at a traced row or column not provably on a tile boundary: one TMA box per
+run of contiguous tiles, through the untiled tensor map.
 
 A tiled TMA copy views the whole GMEM array through the tiling (`hw.tma`), which needs every dim
-of the array to be a whole number of tiles: a partial tile at the array's edge would otherwise
-read past the end of a tile dim that TMA cannot bound.  A buffer tiled `TileTransform((r, c))`
+of the array to be a whole number of tiles (a partial tile at the array's edge would otherwise
+read past the end of a tile dim that TMA cannot bound) and the window to start on a tile
+boundary (a sequence's rows in a packed batch start anywhere).  A buffer tiled `TileTransform((r, c))`
 over a 2-d window is, in shared memory, its (r, c) tiles one after another (row of tiles by row
 of tiles).  Each tile is exactly what a 2-d box of (r, c) elements lands, with the same swizzle,
 so the copy becomes one box per tile at the tile's byte offset, from the array as it is: boxes
@@ -21,13 +23,14 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from asyncdsl import dtypes
 from asyncdsl.dialects import asyncdsl as ir
-from asyncdsl.dialects.ir_utils import bool_prop, int_prop
+from asyncdsl.dialects.ir_utils import bool_prop, constant_value, int_prop
 from asyncdsl.dialects.option_attrs import eviction_of
 from asyncdsl.dialects.transform_attrs import transform_from_attr
 from asyncdsl.errors import CopyError
 from asyncdsl.hw.limits import MAX_BOX_DIM, TMA_SMEM_ALIGNMENT
 from asyncdsl.hw.transforms import TileTransform
 from asyncdsl.passes.resolve.index_builder import IndexBuilder
+from asyncdsl.passes.resolve.index_facts import known_divisor
 
 
 def _tiling(copy: ir.AsyncCopyOp) -> tuple[int, int] | None:
@@ -47,12 +50,16 @@ def _window_dims(copy: ir.AsyncCopyOp) -> tuple[int, int] | None:
 
 def needs_tile_boxes(copy: ir.AsyncCopyOp) -> bool:
     """A 2-d window copied through one 2-d tiling whose tiles the GMEM array's window dims do
-    not divide (the only case the tiled view refuses)."""
+    not divide, or that starts at a traced index the divisibility analysis cannot prove a
+    multiple of its tile (the cases the tiled view refuses)."""
     tiling, dims = _tiling(copy), _window_dims(copy)
     if tiling is None or dims is None:
         return False
     shape = ir.shape_of(copy.gmem)
-    return any(shape[d] > tile and shape[d] % tile for d, tile in zip(dims, tiling))
+    if any(shape[d] > tile and shape[d] % tile for d, tile in zip(dims, tiling)):
+        return True
+    return any(constant_value(copy.starts[d]) is None and known_divisor(copy.starts[d]) % tile
+               for d, tile in zip(dims, tiling))
 
 
 def _runs(window: tuple[int, int], tiling: tuple[int, int]) -> list[tuple[int, int, int]]:
