@@ -13,8 +13,9 @@ Promotion: each 128-deep slice of K is one wgmma whose float32 sum (the tensor c
 significant bits of fp8 products, docs/hardware.md §14.2) is multiplied by its row's and block's
 scale and added, rounded once (`fma`), into a float32 total in registers
 (`mma_loop.block_scaled_mma_loop`).  The scales go through the load ring beside the slices: a
-BM-long column of a_scales and 32 of b_scales' row a step, the 128-byte-aligned piece that holds the
-step's (TMA lands in 128-byte-aligned slots and reads from 16-byte-aligned starts).
+BM-long column of a_scales and an 8 x 4 box of b_scales a step, whose first row holds the tile's
+scale of the step's block among four (TMA lands in 128-byte slots and reads from 16-byte-aligned
+starts).
 
 Tiles: the cooperative GEMM's (a producer, two consumers), BM x BN with BN dividing 128 so that a
 tile meets one block of b's scales; 64-row tiles split by columns between the consumers for small
@@ -40,7 +41,9 @@ from asyncdsl.kernels.gemm import INTERPRETED_CTAS, _sms
 from asyncdsl.kernels.outputs import empty
 
 BLOCK = 128  # the scales' block of K (and of b's rows)
-B_SCALES_A_STEP = 32  # b_scales elements a step's copy lands: 128 bytes, as TMA's slots are aligned
+# A step's box of b_scales: 8 rows of blocks of b (the tile's first; a TMA slot is 128 bytes) by the
+# 4 blocks of K that make the 16-byte-aligned piece holding the step's
+B_SCALES_BOX = (8, 4)
 
 
 def gemm_fp8_blockscaled(a, a_scales, b, b_scales, *, out=None, config: GemmConfig | None = None,
@@ -139,7 +142,7 @@ def blockscaled(a, a_scales, b, b_scales, c, CTAS, config: GemmConfig, running=N
     a_ring = ad.smem((STAGES, a_parts, pm, BLOCK), a.dtype, **tensor_core_layout(pm, BLOCK))
     b_ring = ad.smem((STAGES, b_parts, pn, BLOCK), b.dtype, **tensor_core_layout(pn, BLOCK))
     a_scale_ring = ad.smem((STAGES, a_parts, pm), ad.float32)
-    b_scale_ring = ad.smem((STAGES, 1, B_SCALES_A_STEP), ad.float32)
+    b_scale_ring = ad.smem((STAGES, *B_SCALES_BOX), ad.float32)
     c_out = store_ring(2, c.dtype)
     ring = ad.Pipeline(STAGES, loads=2 * a_parts + b_parts + 1, consumers=2)
 
@@ -152,8 +155,9 @@ def blockscaled(a, a_scales, b, b_scales, c, CTAS, config: GemmConfig, running=N
         for h in range(b_parts):
             ad.async_copy(b.at[ad.ds(work.col + h * pn, pn), ad.ds(k_block * BLOCK, BLOCK)],
                           b_ring.at[slot, h], barrier=landed)
-        blocks = ad.ds(k_block // B_SCALES_A_STEP * B_SCALES_A_STEP, B_SCALES_A_STEP)
-        ad.async_copy(b_scales.at[ad.ds(work.col // BLOCK, 1), blocks], b_scale_ring.at[slot], barrier=landed)
+        rows, blocks = B_SCALES_BOX
+        ad.async_copy(b_scales.at[ad.ds(work.col // BLOCK, rows), ad.ds(k_block // blocks * blocks, blocks)],
+                      b_scale_ring.at[slot], barrier=landed)
 
     with ad.warpgroup_role(2, registers=40):
         produce(ring, tiles, k_steps, load)
@@ -166,8 +170,8 @@ def blockscaled(a, a_scales, b, b_scales, c, CTAS, config: GemmConfig, running=N
 
         def scale(slot, k_block):  # this part's rows' scales times the tile's block's, from the slot
             rows = a_scale_ring.at[slot, a_part].load(layout=ad.WGMMA_ROW)
-            landed = b_scale_ring.at[slot].load()  # the scales of 32 blocks of K, k_block's among them
-            picked = ad.iota(landed.shape, ad.int32, 1) == k_block % B_SCALES_A_STEP
+            landed = b_scale_ring.at[slot, 0].load()  # the tile's scales of 4 K blocks, k_block's among them
+            picked = ad.iota(landed.shape, ad.int32, 0) == k_block % B_SCALES_BOX[1]
             return (rows * ad.where(picked, landed, 0.0).sum())[:, None]
 
         for work in tiles:
