@@ -68,3 +68,10 @@ def test_sizes_that_are_not_int32_one_a_group_are_refused():
         K.grouped_gemm(a, b, np.array([64, 128], np.int64))
     with pytest.raises(ad.TraceError, match="sizes int32"):
         K.grouped_gemm(a, b, np.array([128], np.int32))
+
+
+def test_the_moe_layer_example_equals_float64_within_bf16_rounding(capsys):
+    from asyncdsl.examples import moe_layer
+
+    assert moe_layer.main() == 0
+    assert "ok" in capsys.readouterr().out
