@@ -11,6 +11,7 @@ in the interpreter.
     c = K.gemm_stream_k(a, b)         # stream-K: shapes whose tiles do not make whole waves
     c = K.gemm_grouped(a, b, rows)    # groups of rows of a, each times its own b[g]
     c = K.grouped_gemm(a, b, offsets) # the same, the groups' ends on the device (torch._grouped_mm)
+    c = K.grouped_gemm_fp8_blockscaled(a, sa, b, sb, offsets)   # and block-scaled fp8
     q, s = K.gemm_fp8_rows(a, b)      # the product in e4m3 with a scale per tile row
     o, lse = K.attention(q, k, v, causal=True)   # bf16 (B, H, S, D); also layout="BSHD", GQA
     y = K.softmax(x)                  # rows of a (M, N) bfloat16 matrix
@@ -26,7 +27,12 @@ from asyncdsl.kernels.gemm_fp8 import gemm_fp8
 from asyncdsl.kernels.gemm_fp8_blockscaled import gemm_fp8_blockscaled
 from asyncdsl.kernels.gemm_grouped import gemm_grouped
 from asyncdsl.kernels.gemm_stream_k import gemm_stream_k
-from asyncdsl.kernels.grouped_gemm import grouped_gemm, grouped_gemm_masked
+from asyncdsl.kernels.grouped_gemm import (
+    grouped_gemm,
+    grouped_gemm_fp8_blockscaled,
+    grouped_gemm_fp8_blockscaled_masked,
+    grouped_gemm_masked,
+)
 from asyncdsl.kernels.layer_norm import layer_norm
 from asyncdsl.kernels.permute_bhsd import permute_bhsd
 from asyncdsl.kernels.quantize_fp8 import quantize_fp8
@@ -35,5 +41,6 @@ from asyncdsl.kernels.softmax import softmax
 from asyncdsl.kernels.swiglu import swiglu
 
 __all__ = ["all_gather", "attention", "gemm", "gemm_bias_activation", "gemm_fp8", "gemm_fp8_blockscaled",
-           "gemm_fp8_rows", "gemm_grouped", "gemm_stream_k", "grouped_gemm", "grouped_gemm_masked",
-           "layer_norm", "permute_bhsd", "quantize_fp8", "reduce_scatter", "rms_norm", "softmax", "swiglu"]
+           "gemm_fp8_rows", "gemm_grouped", "gemm_stream_k", "grouped_gemm", "grouped_gemm_fp8_blockscaled",
+           "grouped_gemm_fp8_blockscaled_masked", "grouped_gemm_masked", "layer_norm", "permute_bhsd",
+           "quantize_fp8", "reduce_scatter", "rms_norm", "softmax", "swiglu"]

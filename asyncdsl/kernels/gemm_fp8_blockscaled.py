@@ -24,8 +24,9 @@ M, split K adding in order (`split_k_sum.add_in_order`) when the tiles are fewer
 
 from __future__ import annotations
 
-from asyncdsl.blocks.epilogues import store_in_pieces, store_ring
+from asyncdsl.blocks.epilogues import store_in_pieces, store_ring, store_rows
 from asyncdsl.blocks.gemm_config import GemmConfig
+from asyncdsl.blocks.grouped_tiles import GroupedTiles
 from asyncdsl.blocks.load_ring import produce
 from asyncdsl.blocks.mma_loop import block_scaled_mma_loop
 from asyncdsl.blocks.mma_operands import check_block_scales, check_fp8_matrices, tensor_core_layout
@@ -120,11 +121,16 @@ def matmul_fp8_blockscaled_split_k(a, a_scales, b, b_scales, c, partial, flags, 
                 running=(partial, flags))
 
 
-def blockscaled(a, a_scales, b, b_scales, c, CTAS, config: GemmConfig, running=None) -> None:
-    """The body of both kernels: a producer warpgroup loads each step's slices of a and b and its
-    scales; two consumers each own a part of the tile (`config.part`) and its float32 total."""
+def blockscaled(a, a_scales, b, b_scales, c, CTAS, config: GemmConfig, running=None, grouped=None) -> None:
+    """The body of the kernels: a producer warpgroup loads each step's slices of a and b and its
+    scales; two consumers each own a part of the tile (`config.part`) and its float32 total.
+    `grouped` (G, bounds): groups of a's rows (`GroupedTiles`' bounds, ragged), each times its
+    own (N, K) part of b (stacked (G·N, K), N a multiple of 128) and of b_scales; the groups'
+    rows start anywhere, so a's scales are read by the consumers (TMA would need 16-byte-aligned
+    starts) and rows past a group's end stored from registers."""
     config.check()
-    check_fp8_matrices(a, b, c, CTAS)
+    groups = grouped[0] if grouped else 1
+    check_fp8_matrices(a, b.at[ad.ds(0, b.shape[0] // groups), :] if grouped else b, c, CTAS)  # one group's b
     check_block_scales(a, a_scales, b, b_scales, BLOCK)
     BM, BN, STAGES, SPLIT_K = config.BM, config.BN, config.STAGES, config.SPLIT_K
     (pm, pn), (a_parts, b_parts) = config.part, config.parts()
@@ -132,31 +138,36 @@ def blockscaled(a, a_scales, b, b_scales, c, CTAS, config: GemmConfig, running=N
         raise ad.TraceError(f"BN must divide {BLOCK} (a tile meets one block of b's scales) and each "
                             f"consumer's part be a multiple of 64 x 64 (the epilogue's pieces), got BM={BM}, "
                             f"BN={BN}, SPLIT={config.SPLIT!r}")
-    (M, K), N = a.shape, b.shape[0]
+    (M, K), N = a.shape, b.shape[0] // groups
     k_steps = ad.cdiv(ad.cdiv(K, BLOCK), SPLIT_K)  # steps past K read zeros (and zero scales)
-    tiles = PersistentTiles(M, N, BM, BN, CTAS, config.SNAKE, SPLIT_K)
+    if grouped and (N % BLOCK or SPLIT_K > 1):
+        raise ad.TraceError(f"grouped: each group's N must be a multiple of {BLOCK} and K whole, got N={N}, "
+                            f"SPLIT_K={SPLIT_K}")
+    tiles = (GroupedTiles(*grouped, N, BM, BN, CTAS, ragged=True) if grouped
+             else PersistentTiles(M, N, BM, BN, CTAS, config.SNAKE, SPLIT_K))
     if running is not None:
         check_running(running, c, 2 * tiles.m_tiles * tiles.n_tiles, SPLIT_K,
                       tiles.units(tiles.m_tiles * tiles.n_tiles, SPLIT_K), tiles.clusters, 1)
 
     a_ring = ad.smem((STAGES, a_parts, pm, BLOCK), a.dtype, **tensor_core_layout(pm, BLOCK))
     b_ring = ad.smem((STAGES, b_parts, pn, BLOCK), b.dtype, **tensor_core_layout(pn, BLOCK))
-    a_scale_ring = ad.smem((STAGES, a_parts, pm), ad.float32)
+    a_scale_ring = None if grouped else ad.smem((STAGES, a_parts, pm), ad.float32)
     b_scale_ring = ad.smem((STAGES, *B_SCALES_BOX), ad.float32)
     c_out = store_ring(2, c.dtype)
-    ring = ad.Pipeline(STAGES, loads=2 * a_parts + b_parts + 1, consumers=2)
+    ring = ad.Pipeline(STAGES, loads=(1 if grouped else 2) * a_parts + b_parts + 1, consumers=2)
 
     def load(work, kk, slot, landed):
-        k_block = work.split * k_steps + kk
+        k_block, b_col = work.split * k_steps + kk, work.col + (work.group * N if grouped else 0)
         for h in range(a_parts):
             rows = ad.ds(work.row + h * pm, pm)
             ad.async_copy(a.at[rows, ad.ds(k_block * BLOCK, BLOCK)], a_ring.at[slot, h], barrier=landed)
-            ad.async_copy(a_scales.at[k_block, rows], a_scale_ring.at[slot, h], barrier=landed)
+            if not grouped:
+                ad.async_copy(a_scales.at[k_block, rows], a_scale_ring.at[slot, h], barrier=landed)
         for h in range(b_parts):
-            ad.async_copy(b.at[ad.ds(work.col + h * pn, pn), ad.ds(k_block * BLOCK, BLOCK)],
+            ad.async_copy(b.at[ad.ds(b_col + h * pn, pn), ad.ds(k_block * BLOCK, BLOCK)],
                           b_ring.at[slot, h], barrier=landed)
         rows, blocks = B_SCALES_BOX
-        ad.async_copy(b_scales.at[ad.ds(work.col // BLOCK, rows), ad.ds(k_block // blocks * blocks, blocks)],
+        ad.async_copy(b_scales.at[ad.ds(b_col // BLOCK, rows), ad.ds(k_block // blocks * blocks, blocks)],
                       b_scale_ring.at[slot], barrier=landed)
 
     with ad.warpgroup_role(2, registers=40):
@@ -168,18 +179,25 @@ def blockscaled(a, a_scales, b, b_scales, c, CTAS, config: GemmConfig, running=N
         acc = ad.registers((pm, pn), ad.float32, layout=ad.WGMMA)
         total = ad.registers((pm, pn), ad.float32, layout=ad.WGMMA)
 
-        def scale(slot, k_block):  # this part's rows' scales times the tile's block's, from the slot
-            rows = a_scale_ring.at[slot, a_part].load(layout=ad.WGMMA_ROW)
+        def scale(slot, k_block, row):  # this part's rows' scales times the tile's block's
+            rows = (ad.load(a_scales.at[k_block, ad.ds(row, pm)], layout=ad.WGMMA_ROW) if grouped
+                    else a_scale_ring.at[slot, a_part].load(layout=ad.WGMMA_ROW))
             landed = b_scale_ring.at[slot, 0].load()  # the tile's scales of 4 K blocks, k_block's among them
             picked = ad.iota(landed.shape, ad.int32, 0) == k_block % B_SCALES_BOX[1]
             return (rows * ad.where(picked, landed, 0.0).sum())[:, None]
 
         for work in tiles:
             row, col = work.row + a_part * pm, work.col + b_part * pn
+            first = work.split * k_steps
             block_scaled_mma_loop(acc, total, ring, work.index * k_steps, k_steps,
                                   lambda slot: (a_ring.at[slot, a_part], b_ring.at[slot, b_part].T),
-                                  lambda slot, kk, first=work.split * k_steps: scale(slot, first + kk))
-            if running is None:
+                                  lambda slot, kk, first=first, row=row: scale(slot, first + kk, row))
+            if grouped:
+                with ad.when(row + pm <= work.end):
+                    store_in_pieces(total, c_out, me, c, row, col)
+                with ad.when(row + pm > work.end):
+                    store_rows(total, c, row, col, work.end - row)
+            elif running is None:
                 store_in_pieces(total, c_out, me, c, row, col)
             else:
                 partial, flags = running

@@ -1,7 +1,9 @@
 """Grouped GEMM for mixture-of-experts layers, the group sizes on the device (no host sync, one
 kernel for every routing): `c = grouped_gemm(a, b, offsets)` with `torch._grouped_mm`'s meaning,
 and `c = grouped_gemm_masked(a, b, counts)` for a fixed capacity per group (decode under CUDA
-graphs).
+graphs); block-scaled fp8 forms of both, `grouped_gemm_fp8_blockscaled(a, a_scales, b, b_scales,
+offsets)` and `grouped_gemm_fp8_blockscaled_masked(...)`, with `gemm_fp8_blockscaled`'s scales
+and b (G, N, K) K-major.
 
 Contiguous layout: a (rows, K) holds the groups' rows one group after the other, offsets (G,)
 int32 their cumulative ends (group g: rows offsets[g-1] .. offsets[g], from 0), b (G, K, N) the
@@ -19,6 +21,7 @@ from registers (`epilogues.store_rows`), the others through TMA.
 from __future__ import annotations
 
 from asyncdsl.blocks.epilogues import store_in_pieces, store_ring, store_rows
+from asyncdsl.blocks.gemm_config import GemmConfig
 from asyncdsl.blocks.grouped_tiles import GroupedTiles
 from asyncdsl.blocks.load_ring import produce
 from asyncdsl.blocks.mma_loop import drain, mma_loop
@@ -27,8 +30,10 @@ from asyncdsl.frontend import language as ad
 from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
+from asyncdsl.kernels.block_scales import tma_layout
 from asyncdsl.kernels.dispatch import launch, on_host
 from asyncdsl.kernels.gemm import INTERPRETED_CTAS, _sms
+from asyncdsl.kernels.gemm_fp8_blockscaled import BLOCK, blockscaled
 from asyncdsl.kernels.outputs import empty
 
 LAYOUTS = ("offsets", "masked")
@@ -129,6 +134,53 @@ def matmul_grouped_sizes(a, b, c, sizes, CTAS: constexpr, LAYOUT: constexpr = "o
         ad.await_async_copy(0)
 
 
+def grouped_gemm_fp8_blockscaled(a, a_scales, b, b_scales, offsets, *, out=None, ctas: int | None = None,
+                                  stream=None):
+    """c (rows, N) bfloat16: rows offsets[g-1] .. offsets[g] of a (rows, K) times b[g]ᵀ (b (G, N,
+    K)), float8 e4m3, block-scaled as `gemm_fp8_blockscaled`: a_scales (rows, K/128), b_scales
+    (G, N/128, K/128); N a multiple of 128."""
+    groups, n, k = b.shape
+    c = empty(a, (a.shape[0], n), ad.bfloat16) if out is None else out
+    _launch_fp8(a, a_scales, b, b_scales, c, offsets, "offsets", ctas, stream)
+    return c
+
+
+def grouped_gemm_fp8_blockscaled_masked(a, a_scales, b, b_scales, counts, *, out=None,
+                                         ctas: int | None = None, stream=None):
+    """c (G, capacity, N) bfloat16: the first counts[g] rows of a[g] (a (G, capacity, K)) times
+    b[g]ᵀ (b (G, N, K)), float8 e4m3, a_scales (G, capacity, K/128), b_scales (G, N/128, K/128)."""
+    groups, capacity, k = a.shape
+    rows, n = groups * capacity, b.shape[1]
+    c = empty(a, (groups, capacity, n), ad.bfloat16) if out is None else out
+    _launch_fp8(a.reshape(rows, k), a_scales.reshape(rows, -(-k // BLOCK)), b, b_scales, c.reshape(rows, n),
+                counts, "masked", ctas, stream)
+    return c
+
+
+def _launch_fp8(a, a_scales, b, b_scales, c, sizes, layout, ctas, stream) -> None:
+    groups, n, k = b.shape
+    ctas = ctas or (INTERPRETED_CTAS if on_host(a) else _sms(a))
+    stacked_scales = b_scales.reshape(groups * b_scales.shape[1], b_scales.shape[2])
+    launch(matmul_grouped_fp8_blockscaled, a, tma_layout(a_scales), b.reshape(groups * n, k),
+           tma_layout(stacked_scales.T), c, sizes, stream=stream, CTAS=ctas, LAYOUT=layout)
+
+
+@kernel(grid=lambda a, a_scales, b, b_scales, c, sizes, CTAS, **_: (CTAS,), block=384)
+def matmul_grouped_fp8_blockscaled(a, a_scales, b, b_scales, c, sizes, CTAS: constexpr,
+                                   LAYOUT: constexpr = "offsets", BM: constexpr = 128, BN: constexpr = 128,
+                                   STAGES: constexpr = 5, SPLIT: constexpr = "m"):
+    """The block-scaled product of each group of a's rows (`sizes` as `matmul_grouped_sizes`
+    reads them) and its (N, K) part of b, stacked (G·N, K); the scales as
+    `matmul_fp8_blockscaled` reads them, b's stacked (G·N/128, K'/128)."""
+    if len(sizes.shape) != 1 or sizes.dtype != ad.int32 or LAYOUT not in LAYOUTS:
+        raise ad.TraceError(f"sizes must be int32 (G,) and LAYOUT one of {LAYOUTS}, got {sizes.dtype} "
+                            f"{tuple(sizes.shape)} and {LAYOUT!r}")
+    groups = sizes.shape[0]
+    config = GemmConfig(BM=BM, BN=BN, BK=BLOCK, STAGES=STAGES, SPLIT=SPLIT)
+    blockscaled(a, a_scales, b, b_scales, c, CTAS, config,
+                grouped=(groups, group_bounds(sizes, a.shape[0], groups, LAYOUT)))
+
+
 def example_inputs(specs, rng) -> list:
     """Small integers in a and b (every sum exact), c NaN, and sizes: uneven offsets with an
     empty group (or counts with an empty group and a full one)."""
@@ -145,6 +197,10 @@ def example_inputs(specs, rng) -> list:
 
 
 EXAMPLE_ARGS = {
+    "matmul_grouped_fp8_blockscaled": (
+        (ArraySpec((300, 256), ad.float8_e4m3fn), ArraySpec((2, 300), ad.float32),
+         ArraySpec((3 * 128, 256), ad.float8_e4m3fn), ArraySpec((3, 4), ad.float32),
+         ArraySpec((300, 128), ad.bfloat16), ArraySpec((3,), ad.int32)), {"CTAS": 3}),
     "matmul_grouped_sizes": ((ArraySpec((300, 192), ad.bfloat16), ArraySpec((3 * 192, 320), ad.bfloat16),
                               ArraySpec((300, 320), ad.bfloat16), ArraySpec((3,), ad.int32)), {"CTAS": 3}),
 }

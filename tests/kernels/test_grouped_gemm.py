@@ -75,3 +75,48 @@ def test_the_moe_layer_example_equals_float64_within_bf16_rounding(capsys):
 
     assert moe_layer.main() == 0
     assert "ok" in capsys.readouterr().out
+
+
+E4M3 = ml_dtypes.float8_e4m3fn
+
+
+def fp8_inputs(rng, rows, groups, n, k):
+    """Small integers and power-of-two scales (every sum exact): a, a_scales, b (G, N, K), b_scales."""
+    def powers(shape):
+        return (2.0 ** rng.integers(-3, 4, shape)).astype(np.float32)
+
+    kb = -(-k // 128)
+    return (rng.integers(-4, 5, (rows, k)).astype(E4M3), powers((rows, kb)),
+            rng.integers(-4, 5, (groups, n, k)).astype(E4M3), powers((groups, n // 128, kb)))
+
+
+@pytest.mark.parametrize("offsets", [(100, 100, 300), (1, 250, 299)], ids=str)
+def test_block_scaled_fp8_groups_are_bit_exact(offsets):
+    from asyncdsl.kernels.gemm_fp8_blockscaled import reference
+
+    rng = np.random.default_rng(sum(offsets))
+    a, sa, b, sb = fp8_inputs(rng, 300, 3, 128, 256)
+    c = np.full((300, 128), np.nan, BF16)
+    K.grouped_gemm_fp8_blockscaled(a, sa, b, sb, np.array(offsets, np.int32), out=c)
+    first = 0
+    for g, end in enumerate(offsets):
+        wanted = reference(a[first:end], sa[first:end], b[g], sb[g])
+        assert np.array_equal(bits(c[first:end]), bits(wanted)), g
+        first = end
+    assert np.isnan(c[first:].astype(np.float32)).all()
+
+
+def test_block_scaled_fp8_masked_groups_are_bit_exact():
+    from asyncdsl.kernels.gemm_fp8_blockscaled import reference
+
+    rng = np.random.default_rng(9)
+    groups, capacity = 2, 128
+    a, sa, b, sb = fp8_inputs(rng, groups * capacity, groups, 256, 384)
+    a, sa = a.reshape(groups, capacity, -1), sa.reshape(groups, capacity, -1)
+    counts = np.array([3, 128], np.int32)
+    c = np.full((groups, capacity, 256), np.nan, BF16)
+    K.grouped_gemm_fp8_blockscaled_masked(a, sa, b, sb, counts, out=c)
+    for g, count in enumerate(counts):
+        wanted = reference(a[g, :count], sa[g, :count], b[g], sb[g])
+        assert np.array_equal(bits(c[g, :count]), bits(wanted)), g
+        assert np.isnan(c[g, count:].astype(np.float32)).all()
