@@ -75,3 +75,14 @@ def store_whole(acc, c_out, me, c, row, col) -> None:
     c_out.at[me, 0][...] = acc[...].astype(c.dtype)
     ad.fence_async_smem()
     ad.async_copy(c_out.at[me, 0], c.at[ad.ds(row, acc.shape[0]), ad.ds(col, acc.shape[1])])
+
+
+def store_rows(acc, c, row, col, rows) -> None:
+    """Store the first `rows` rows (a traced count; none if it is not positive) of the
+    accumulator `acc` at (row, col) of c, converted to c's dtype, by plain stores from the
+    registers, piece by piece: for a tile whose last rows belong to another problem (a group's
+    end inside a tile), which a TMA store of whole pieces would overwrite."""
+    for i, j in pieces(acc):
+        below = ad.iota((64, 64), ad.int32, 0, layout=ad.WGMMA) < rows - i * 64
+        ad.store(c.at[ad.ds(row + i * 64, 64), ad.ds(col + j * 64, 64)], piece_of(acc, i, j).astype(c.dtype),
+                 mask=below)

@@ -1,20 +1,24 @@
-"""The tile scheduler of a grouped GEMM: the tiles of a list of problems of different sizes, one
-after the other, walked by persistent CTAs with a stride (as `PersistentTiles` walks one).
+"""The tile scheduler of a grouped GEMM: the tiles of groups of rows of one product, each group
+times its own weights, walked by persistent CTAs with a stride (as `PersistentTiles` walks one).
 
     import asyncdsl as ad
     from asyncdsl.blocks.grouped_tiles import GroupedTiles
 
-    @ad.kernel(grid=lambda c, CTAS, SIZES: (CTAS,))
-    def numbered(c, CTAS: ad.constexpr, SIZES: ad.constexpr):   # groups of rows of c, SIZES (M, N)
-        tiles = GroupedTiles(SIZES, 64, 64, CTAS)
-        for work in tiles:                       # this CTA's tiles of every group
+    @ad.kernel(grid=lambda c, ends, CTAS: (CTAS,))
+    def numbered(c, ends, CTAS: ad.constexpr):    # c's rows in groups ending at ends[g] (int32)
+        def bounds(g):                            # (first row, end) of group g, read on the device
+            return (0 if g == 0 else ad.load_index(ends.at[g - 1])), ad.load_index(ends.at[g])
+        tiles = GroupedTiles(ends.shape[0], bounds, c.shape[1], 64, 64, CTAS, ragged=True)
+        for work in tiles:                        # this CTA's tiles of every group
             value = ad.zeros((64, 64), ad.float32) + work.group
-            ad.store(c.at[ad.ds(work.row, 64), ad.ds(work.col, 64)], value)
+            rows = ad.iota((64, 64), ad.int32, 0) < work.end - work.row
+            ad.store(c.at[ad.ds(work.row, 64), ad.ds(work.col, 64)], value, mask=rows)
 
-The sizes are constexprs: the group of a tile and its place in the group are computed in the
-kernel from them (comparisons with each group's first tile, as integer arithmetic), the same in
-every role.  `work.row` counts from the first group's first row (the groups' rows stacked, as
-the rows of a and c of a grouped GEMM lie); `work.group` picks the group's b.
+The groups' bounds may be Python ints (sizes known when tracing) or traced indices read from
+device memory (`asyncdsl.load_index`: no host sync, one kernel for every routing).  A tile's
+group and place are computed from them in the kernel, by one pass over the groups, the same in
+every role; the bounds are read there, where they are used, so that a role with few registers
+(a producer) does not hold them all.
 """
 
 from __future__ import annotations
@@ -24,23 +28,27 @@ from asyncdsl.frontend import language as ad
 
 
 class GroupedTiles:
-    """The (BM, BN) tiles of the problems `sizes` ((M, N) each, M a multiple of BM so that no tile
-    runs into the next group's rows), row by row within each group, groups in order; CTAS CTAs
-    take tiles cta, cta + CTAS, ... (`count` of them this CTA)."""
+    """The (BM, BN) tiles of `groups` groups of rows of an (rows, N) product, group g's rows
+    `bounds(g)` = (first row, end), tiles row by row, groups in order; CTAS CTAs take tiles cta,
+    cta + CTAS, ... (`count` of them this CTA).  With `ragged`, groups may be empty or end inside
+    a tile, whose rows from `work.end` on the kernel must not store (the next group's); without
+    it each group is a positive multiple of BM rows, known when tracing."""
 
-    def __init__(self, sizes, BM: int, BN: int, CTAS: int):
-        sizes = tuple(tuple(size) for size in sizes)
-        for m, n in sizes:
-            if m % BM or m <= 0 or n <= 0:
-                raise ad.TraceError(f"grouped tiles: each group's rows must be a positive multiple of {BM} "
-                                    f"(tiles may not run into the next group), got {(m, n)}")
-        self.BM, self.BN = BM, BN
-        self.n_tiles = [ad.cdiv(n, BN) for _, n in sizes]
-        tiles = [m // BM * columns for (m, _), columns in zip(sizes, self.n_tiles)]
-        self.first_tile = [sum(tiles[:g]) for g in range(len(sizes))]
-        self.first_row = [sum(m for m, _ in sizes[:g]) for g in range(len(sizes))]
+    def __init__(self, groups: int, bounds, N: int, BM: int, BN: int, CTAS: int, ragged: bool = False):
+        if not ragged:
+            for g in range(groups):
+                first, end = bounds(g)
+                if not isinstance(end - first, int) or (end - first) % BM or end <= first:
+                    raise ad.TraceError(f"grouped tiles: each group's rows must be a positive multiple of "
+                                        f"{BM} (tiles may not run into the next group), got {end - first}")
+        self.groups, self.bounds, self.BM, self.BN = groups, bounds, BM, BN
+        self.n_tiles = ad.cdiv(N, BN)
+        row_tiles = 0
+        for g in range(groups):
+            first, end = bounds(g)
+            row_tiles = row_tiles + ad.cdiv(_at_least_zero(end - first), BM)
         self.cta, self.ctas = ad.program_id(0), CTAS
-        self.count = (sum(tiles) - self.cta + CTAS - 1) // CTAS
+        self.count = (row_tiles * self.n_tiles - self.cta + CTAS - 1) // CTAS
 
     @staticmethod
     def grid(CTAS: int) -> tuple[int]:
@@ -53,14 +61,27 @@ class GroupedTiles:
             yield self.work(t)
 
     def work(self, t) -> Work:
-        """The CTA's t-th tile: its first row (among all groups' rows), column and group."""
+        """The CTA's t-th tile: its first row, column, group and the end of its group's rows."""
         tile = self.cta + t * self.ctas
-        group, first_tile, first_row, n_tiles = 0, 0, 0, self.n_tiles[0]
-        for g in range(1, len(self.n_tiles)):  # past group g's first tile: 1, else 0
-            past = (tile - self.first_tile[g] + 1).max(0).min(1)
+        row_tile = tile // self.n_tiles  # among the row tiles of all groups, one after the other
+        group, first_tile, first_row, end = 0, 0, *self.bounds(0)
+        previous = (0, first_row, end)  # group g - 1's first row tile, first row and end
+        tiles = ad.cdiv(_at_least_zero(end - first_row), self.BM)
+        for g in range(1, self.groups):
+            first_g, end_g = self.bounds(g)
+            start = previous[0] + tiles  # group g's first row tile
+            # 1 at or past group g's first row tile, else 0; an empty group starts where the next
+            # does, so the sums below telescope to the last group that starts at or before the tile
+            past = (row_tile - start + 1).max(0).min(1)
             group = past + group
-            first_tile = past * (self.first_tile[g] - self.first_tile[g - 1]) + first_tile
-            first_row = past * (self.first_row[g] - self.first_row[g - 1]) + first_row
-            n_tiles = past * (self.n_tiles[g] - self.n_tiles[g - 1]) + n_tiles
-        local = tile - first_tile
-        return Work(t, first_row + local // n_tiles * self.BM, local % n_tiles * self.BN, 0, group)
+            first_tile = past * (start - previous[0]) + first_tile
+            first_row = past * (first_g - previous[1]) + first_row
+            end = past * (end_g - previous[2]) + end
+            previous, tiles = (start, first_g, end_g), ad.cdiv(_at_least_zero(end_g - first_g), self.BM)
+        row = first_row + (row_tile - first_tile) * self.BM
+        return Work(t, row, tile % self.n_tiles * self.BN, 0, group, end)
+
+
+def _at_least_zero(rows):
+    """max(rows, 0), of an int or a traced index."""
+    return max(rows, 0) if isinstance(rows, int) else rows.max(0)

@@ -13,7 +13,8 @@ accumulator), keeps `in_flight` wgmmas running and releases the slot of the wgmm
 the producer refills it while the tensor cores work.  Operands are whatever `operands(slot)`
 gives: K-major or MN-major tiles, `.T` views of (N, K) operands.  `ping_pong_k_loop` is the
 loop of consumers that take turns; `promoted_mma_loop` sums the tensor cores' partial sums into a
-float32 total every few slices (fp8 products keep 14 significant bits on the tensor cores).
+float32 total every few slices (fp8 products keep 14 significant bits on the tensor cores);
+`block_scaled_mma_loop` scales each slice's sum before adding it (block-scaled fp8).
 """
 
 from __future__ import annotations
@@ -96,3 +97,21 @@ def mma_run(acc, ring, first, count, operands) -> None:
             ring.release(first + kk - 1)
     ad.wgmma_wait(0)
     ring.release(first + count - 1)
+
+
+def block_scaled_mma_loop(acc, total, ring, first, count, operands, scale) -> None:
+    """`count` K steps from ring step `first`, each one wgmma of `operands(slot)` into `acc` alone,
+    whose sum is multiplied by `scale(slot, kk)` (a tile broadcasting against acc, which the
+    consumer's threads read from the slot of the unit's step kk while the wgmma runs) and added
+    into the float32 `total`, zeroed first, rounded once (fma).  Every wgmma is done and every
+    slot released at the end."""
+    total[...] = ad.zeros(total.shape, ad.float32)
+    for kk in ad.range(count):
+        step = first + kk
+        slot = ring.consume(step)
+        ad.wgmma(acc, *operands(slot), accumulate=False)
+        factor = scale(slot, kk)
+        ad.wgmma_wait(0)
+        ring.release(step, after_wgmma=False)  # the threads read the scales: wait for all of them
+        with ad.region("promote"):
+            total[...] = ad.fma(acc[...], factor, total[...])

@@ -75,16 +75,40 @@ def check_16_bit(a, b, c, c_float32: bool = False, c_float8: bool = False) -> No
 
 
 def check_fp8_operands(a, b, a_scale, b_scale, c, CTAS) -> None:
-    """Refuse, at trace time, what the fp8 GEMMs do not multiply: besides `check_operands` (b is
-    (N, K)), a and b not float8, scales that are not float32 one a row, a c that is not 16-bit."""
+    """Refuse, at trace time, what the fp8 GEMMs do not multiply: besides `check_fp8_matrices`,
+    scales that are not float32 one a row."""
+    check_fp8_matrices(a, b, c, CTAS)
+    for name, scale, length in (("a_scale", a_scale, a.shape[0]), ("b_scale", b_scale, b.shape[0])):
+        if tuple(scale.shape) != (length,) or scale.dtype != ad.float32:
+            raise ad.TraceError(f"{name} must be float32 of shape ({length},), one scale a row, got "
+                                f"{scale.dtype} {tuple(scale.shape)}")
+
+
+def check_fp8_matrices(a, b, c, CTAS) -> None:
+    """Refuse, at trace time, besides what `check_operands` refuses (b is (N, K)), a and b not
+    float8, a c that is not 16-bit."""
     check_operands(a, b, c, CTAS, b_is_transposed=True)
     fp8 = (ad.float8_e4m3fn, ad.float8_e5m2)
     if a.dtype not in fp8 or b.dtype not in fp8:
         raise ad.TraceError(
             f"a and b must be float8 (e4m3fn or e5m2, either for each), got {a.dtype} and {b.dtype}")
-    for name, scale, length in (("a_scale", a_scale, a.shape[0]), ("b_scale", b_scale, b.shape[0])):
-        if tuple(scale.shape) != (length,) or scale.dtype != ad.float32:
-            raise ad.TraceError(f"{name} must be float32 of shape ({length},), one scale a row, got "
-                                f"{scale.dtype} {tuple(scale.shape)}")
     if c.dtype not in (ad.bfloat16, ad.float16):  # 64 x 64 pieces of 128-byte rows
         raise ad.TraceError(f"c must be bfloat16 or float16, got {c.dtype}")
+
+
+def check_block_scales(a, a_scales, b, b_scales, block: int = 128, pad: int = 4) -> None:
+    """Refuse, at trace time, block scales that do not fit a (M, K) and b (N, K) as the
+    block-scaled GEMM reads them: a_scales float32 (K/block, M') with M' >= M (one scale a row
+    and block of K, M-major), b_scales float32 (N/block, K'/block) with K'/block >= K/block (one
+    a block x block block of b), the padded extents multiples of `pad` (16-byte rows for TMA);
+    the block counts round up."""
+    (m, k), n = a.shape, b.shape[0]
+    k_blocks, n_blocks = -(-k // block), -(-n // block)
+    for name, scales, (blocks, least) in (("a_scales", a_scales, (k_blocks, m)),
+                                          ("b_scales", b_scales, (n_blocks, k_blocks))):
+        shape = tuple(scales.shape)
+        if scales.dtype != ad.float32 or len(shape) != 2 or shape[0] != blocks or shape[1] < least \
+                or shape[1] % pad:
+            raise ad.TraceError(f"{name} must be float32 ({blocks}, {least} rounded up to a multiple of "
+                                f"{pad} or more) for a {tuple(a.shape)} and b {tuple(b.shape)} in blocks of "
+                                f"{block}, got {scales.dtype} {shape}")

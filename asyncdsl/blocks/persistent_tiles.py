@@ -29,13 +29,15 @@ from asyncdsl.frontend import language as ad
 @dataclass(frozen=True)
 class Work:
     """One unit of work: the CTA's `index`-th, the first row and column of its tile, the share of
-    K it takes (`split`, 0 without split K) and which copy of the tile grid it is in (`group`)."""
+    K it takes (`split`, 0 without split K), which copy of the tile grid it is in (`group`) and,
+    where groups of rows may end inside a tile, the row past its group's (`end`)."""
 
     index: object
     row: object
     col: object
     split: object = 0
     group: object = 0
+    end: object = None
 
 
 class PersistentTiles:

@@ -6,9 +6,12 @@ in the interpreter.
 
     c = K.gemm(a, b)                  # bf16 (M, K) @ (K, N) on the tensor cores
     c = K.gemm_fp8(a, b, sa, sb)      # fp8 (M, K) @ (N, K)ᵀ with float32 scales a row
+    c = K.gemm_fp8_blockscaled(a, sa, b, sb)   # scales a 1 x 128 group of a, a 128 x 128 block of b
     c = K.gemm_bias_activation(a, b, bias, "gelu")   # gelu(a @ b + bias), one kernel
     c = K.gemm_stream_k(a, b)         # stream-K: shapes whose tiles do not make whole waves
     c = K.gemm_grouped(a, b, rows)    # groups of rows of a, each times its own b[g]
+    c = K.grouped_gemm(a, b, offsets) # the same, the groups' ends on the device (torch._grouped_mm)
+    c = K.grouped_gemm_fp8_blockscaled(a, sa, b, sb, offsets)   # and block-scaled fp8
     q, s = K.gemm_fp8_rows(a, b)      # the product in e4m3 with a scale per tile row
     o, lse = K.attention(q, k, v, causal=True)   # bf16 (B, H, S, D); also layout="BSHD", GQA
     dq, dk, dv = K.attention_backward(q, k, v, o, lse, do, causal=True)   # its gradients
@@ -33,8 +36,15 @@ from asyncdsl.kernels.cross_entropy import cross_entropy
 from asyncdsl.kernels.gemm import gemm
 from asyncdsl.kernels.gemm_epilogue import gemm_bias_activation, gemm_fp8_rows
 from asyncdsl.kernels.gemm_fp8 import gemm_fp8
+from asyncdsl.kernels.gemm_fp8_blockscaled import gemm_fp8_blockscaled
 from asyncdsl.kernels.gemm_grouped import gemm_grouped
 from asyncdsl.kernels.gemm_stream_k import gemm_stream_k
+from asyncdsl.kernels.grouped_gemm import (
+    grouped_gemm,
+    grouped_gemm_fp8_blockscaled,
+    grouped_gemm_fp8_blockscaled_masked,
+    grouped_gemm_masked,
+)
 from asyncdsl.kernels.layer_norm import layer_norm
 from asyncdsl.kernels.layer_norm_backward import layer_norm_backward, layer_norm_forward
 from asyncdsl.kernels.linear_cross_entropy import linear_cross_entropy
@@ -49,7 +59,8 @@ from asyncdsl.kernels.swiglu import swiglu
 from asyncdsl.kernels.swiglu_backward import swiglu_backward
 
 __all__ = ["all_gather", "attention", "attention_backward", "attention_varlen", "cross_entropy", "gemm",
-           "gemm_bias_activation", "gemm_fp8", "gemm_fp8_rows", "gemm_grouped", "gemm_stream_k",
-           "layer_norm", "layer_norm_backward", "layer_norm_forward", "linear_cross_entropy",
-           "paged_decode_attention", "paged_prefill", "permute_bhsd", "quantize_fp8", "reduce_scatter",
-           "rms_norm", "rms_norm_backward", "rms_norm_forward", "softmax", "swiglu", "swiglu_backward"]
+           "gemm_bias_activation", "gemm_fp8", "gemm_fp8_blockscaled", "gemm_fp8_rows", "gemm_grouped",
+           "gemm_stream_k", "layer_norm", "layer_norm_backward", "layer_norm_forward",
+           "linear_cross_entropy", "paged_decode_attention", "paged_prefill", "permute_bhsd", "quantize_fp8",
+           "reduce_scatter", "rms_norm", "rms_norm_backward", "rms_norm_forward", "softmax", "swiglu",
+           "swiglu_backward"]

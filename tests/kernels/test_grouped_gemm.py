@@ -1,0 +1,122 @@
+"""The grouped GEMM with its groups' sizes on the device (`asyncdsl.kernels.grouped_gemm`) in the
+interpreter: each group's rows times its own weights, bit-exact against float64 on small
+integers, whatever the groups' sizes (empty groups, groups ending inside a tile, all rows in one
+group), rows outside every group left as they were; the masked layout likewise."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import asyncdsl as ad
+import asyncdsl.kernels as K
+
+BF16 = ml_dtypes.bfloat16
+
+
+def small(rng, shape):
+    return rng.integers(-3, 4, shape).astype(BF16)
+
+
+def product(a, b):
+    return (a.astype(np.float64) @ b.astype(np.float64)).astype(BF16)
+
+
+def bits(x):
+    return x.view(np.uint16)
+
+
+@pytest.mark.parametrize("offsets,rows", [((100, 100, 300), 300), ((0, 130, 250), 300),
+                                          ((300, 300, 300), 300), ((0, 0, 0), 64), ((64, 192), 256)], ids=str)
+def test_each_group_of_rows_times_its_own_weights(offsets, rows):
+    rng = np.random.default_rng(sum(offsets))
+    k, n = 192, 320
+    a, b = small(rng, (rows, k)), small(rng, (len(offsets), k, n))
+    c = np.full((rows, n), np.nan, BF16)
+    K.grouped_gemm(a, b, np.array(offsets, np.int32), out=c)
+    first = 0
+    for g, end in enumerate(offsets):
+        assert np.array_equal(bits(c[first:end]), bits(product(a[first:end], b[g]))), f"group {g}"
+        first = end
+    assert np.isnan(c[first:].astype(np.float32)).all()  # rows past the last group: untouched
+
+
+def test_masked_groups_multiply_their_first_rows_only():
+    rng = np.random.default_rng(4)
+    groups, capacity, k, n = 3, 192, 128, 192
+    a, b = small(rng, (groups, capacity, k)), small(rng, (groups, k, n))
+    counts = np.array([70, 0, 192], np.int32)
+    c = np.full((groups, capacity, n), np.nan, BF16)
+    K.grouped_gemm_masked(a, b, counts, out=c)
+    for g, count in enumerate(counts):
+        assert np.array_equal(bits(c[g, :count]), bits(product(a[g, :count], b[g]))), f"group {g}"
+        assert np.isnan(c[g, count:].astype(np.float32)).all()
+
+
+def test_sizes_past_the_rows_are_clamped_to_them():
+    rng = np.random.default_rng(5)
+    a, b = small(rng, (128, 64)), small(rng, (2, 64, 64))
+    c = np.full((128, 64), np.nan, BF16)
+    K.grouped_gemm(a, b, np.array([100, 1000], np.int32), out=c)  # a bad end reads and writes no row past a
+    assert np.array_equal(bits(c[100:]), bits(product(a[100:], b[1])))
+
+
+def test_sizes_that_are_not_int32_one_a_group_are_refused():
+    a, b = np.zeros((128, 64), BF16), np.zeros((2, 64, 64), BF16)
+    with pytest.raises(ad.TraceError, match="sizes int32"):
+        K.grouped_gemm(a, b, np.array([64, 128], np.int64))
+    with pytest.raises(ad.TraceError, match="sizes int32"):
+        K.grouped_gemm(a, b, np.array([128], np.int32))
+
+
+def test_the_moe_layer_example_equals_float64_within_bf16_rounding(capsys):
+    from asyncdsl.examples import moe_layer
+
+    assert moe_layer.main() == 0
+    assert "ok" in capsys.readouterr().out
+
+
+E4M3 = ml_dtypes.float8_e4m3fn
+
+
+def fp8_inputs(rng, rows, groups, n, k):
+    """Small integers and power-of-two scales (every sum exact): a, a_scales, b (G, N, K), b_scales."""
+    def powers(shape):
+        return (2.0 ** rng.integers(-3, 4, shape)).astype(np.float32)
+
+    kb = -(-k // 128)
+    return (rng.integers(-4, 5, (rows, k)).astype(E4M3), powers((rows, kb)),
+            rng.integers(-4, 5, (groups, n, k)).astype(E4M3), powers((groups, n // 128, kb)))
+
+
+@pytest.mark.parametrize("offsets", [(100, 100, 300), (1, 250, 299)], ids=str)
+def test_block_scaled_fp8_groups_are_bit_exact(offsets):
+    from asyncdsl.kernels.gemm_fp8_blockscaled import reference
+
+    rng = np.random.default_rng(sum(offsets))
+    a, sa, b, sb = fp8_inputs(rng, 300, 3, 128, 256)
+    c = np.full((300, 128), np.nan, BF16)
+    K.grouped_gemm_fp8_blockscaled(a, sa, b, sb, np.array(offsets, np.int32), out=c)
+    first = 0
+    for g, end in enumerate(offsets):
+        wanted = reference(a[first:end], sa[first:end], b[g], sb[g])
+        assert np.array_equal(bits(c[first:end]), bits(wanted)), g
+        first = end
+    assert np.isnan(c[first:].astype(np.float32)).all()
+
+
+def test_block_scaled_fp8_masked_groups_are_bit_exact():
+    from asyncdsl.kernels.gemm_fp8_blockscaled import reference
+
+    rng = np.random.default_rng(9)
+    groups, capacity = 2, 128
+    a, sa, b, sb = fp8_inputs(rng, groups * capacity, groups, 256, 384)
+    a, sa = a.reshape(groups, capacity, -1), sa.reshape(groups, capacity, -1)
+    counts = np.array([3, 128], np.int32)
+    c = np.full((groups, capacity, 256), np.nan, BF16)
+    K.grouped_gemm_fp8_blockscaled_masked(a, sa, b, sb, counts, out=c)
+    for g, count in enumerate(counts):
+        wanted = reference(a[g, :count], sa[g, :count], b[g], sb[g])
+        assert np.array_equal(bits(c[g, :count]), bits(wanted)), g
+        assert np.isnan(c[g, count:].astype(np.float32)).all()
