@@ -9,20 +9,28 @@
     loss = ops.cross_entropy(logits, targets)      # or linear_cross_entropy(h, weight, targets)
     ops.llama.apply(model)                         # a transformers Llama-family model on them
 
-Each is a `torch.library` operator in the `asyncdsl` namespace with a fake implementation and a
-backward pass that is one too; the forward passes keep what their backward passes need.
+    o = ops.paged_decode_attention(q, k_cache, v_cache, block_table, seq_lens)   # serving
+    c = ops.grouped_gemm(a, b, offsets)            # torch._grouped_mm's meaning
+
+Each is a `torch.library` operator in the `asyncdsl` namespace with a fake implementation; the
+training operators have a backward pass that is one too, their forward passes keeping what it
+needs.  The serving operators (paged decode attention, grouped GEMM) have none.
 Importing this package imports torch.
 
 Modules: `attention`, `rms_norm`, `layer_norm`, `swiglu`, `cross_entropy`,
-`linear_cross_entropy` (one operator each), `llama` (transformers models on them).
+`linear_cross_entropy`, `paged_decode_attention`, `grouped_gemm` (one operator each), `llama`
+(transformers models on them).
 """
 
 from asyncdsl.ops import llama
 from asyncdsl.ops.attention import attention
 from asyncdsl.ops.cross_entropy import cross_entropy
+from asyncdsl.ops.grouped_gemm import grouped_gemm
 from asyncdsl.ops.layer_norm import layer_norm
 from asyncdsl.ops.linear_cross_entropy import linear_cross_entropy
+from asyncdsl.ops.paged_decode_attention import paged_decode_attention
 from asyncdsl.ops.rms_norm import rms_norm
 from asyncdsl.ops.swiglu import swiglu
 
-__all__ = ["attention", "cross_entropy", "layer_norm", "linear_cross_entropy", "llama", "rms_norm", "swiglu"]
+__all__ = ["attention", "cross_entropy", "grouped_gemm", "layer_norm", "linear_cross_entropy", "llama",
+           "paged_decode_attention", "rms_norm", "swiglu"]

@@ -1,4 +1,4 @@
-"""Float64 references of the kernel library's training functions, in the host signatures
+"""Float64 references of the kernel library's training and serving functions, in the host signatures
 `asyncdsl.ops` calls (torch tensors in and out), and fixtures that put them in
 `asyncdsl.kernels`: `missing_kernels` where the library has no such function, `reference_kernels`
 in place of every one (float64 throughout, for `torch.autograd.gradcheck`).  They are written from
@@ -142,9 +142,36 @@ def linear_cross_entropy(h, weight, targets, *, ignore_index=-100, reduction="me
     return _float32(np.asarray(loss)), _like(dz @ ww, h), _like(dz.T @ wh, weight)
 
 
-TRAINING = {f.__name__: f for f in (attention, attention_backward, rms_norm_forward, rms_norm_backward,
+def paged_decode_attention(q, k_cache, v_cache, block_table, seq_lens, *, k_scale=None, v_scale=None):
+    """Each sequence's keys and values gathered from its pages; L > 1 new tokens a sequence see
+    the keys up to their own position."""
+    wq = _wide(q) if q.dim() == 4 else _wide(q)[:, None]
+    caches = [_wide(c) * (1 if s is None else _wide(s)) for c, s in ((k_cache, k_scale), (v_cache, v_scale))]
+    page = k_cache.shape[1]
+    o = np.empty_like(wq)
+    for b, length in enumerate(seq_lens.tolist()):
+        pages = block_table[b, : -(-length // page)].tolist()
+        k, v = (c[pages].reshape(-1, *c.shape[2:])[:length].transpose(1, 0, 2) for c in caches)
+        group = wq.shape[2] // k.shape[0]
+        s = np.einsum("lhd,hkd->hlk", wq[b], np.repeat(k, group, 0)) / np.sqrt(wq.shape[-1])
+        tokens = wq.shape[1]
+        s = np.where(np.arange(length)[None, :] <= length - tokens + np.arange(tokens)[:, None], s, -np.inf)
+        p = np.exp(s - s.max(-1, keepdims=True))
+        o[b] = np.einsum("hlk,hkd->lhd", p / p.sum(-1, keepdims=True), np.repeat(v, group, 0))
+    return _like(o if q.dim() == 4 else o[:, 0], q)
+
+
+def grouped_gemm(a, b, offsets):
+    wa, wb, ends = _wide(a), _wide(b), offsets.tolist()
+    c = np.zeros((wa.shape[0], wb.shape[2]))
+    for g, (start, end) in enumerate(zip([0, *ends[:-1]], ends)):
+        c[start:end] = wa[start:end] @ wb[g]
+    return _like(c, a)
+
+
+REFERENCES = {f.__name__: f for f in (attention, attention_backward, rms_norm_forward, rms_norm_backward,
                                    layer_norm_forward, layer_norm_backward, swiglu, swiglu_backward,
-                                   cross_entropy, linear_cross_entropy)}
+                                   cross_entropy, linear_cross_entropy, paged_decode_attention, grouped_gemm)}
 
 
 @pytest.fixture
@@ -154,19 +181,19 @@ def interpreted(monkeypatch):
 
 @pytest.fixture
 def missing_kernels(monkeypatch, interpreted):
-    """The references stand in for the training functions `asyncdsl.kernels` does not have; those it
+    """The references stand in for the functions `asyncdsl.kernels` does not have; those it
     has run in the interpreter."""
     import asyncdsl.kernels
 
-    for name, reference in TRAINING.items():
+    for name, reference in REFERENCES.items():
         if not hasattr(asyncdsl.kernels, name):
             monkeypatch.setattr(asyncdsl.kernels, name, reference, raising=False)
 
 
 @pytest.fixture
 def reference_kernels(monkeypatch):
-    """Every training function of `asyncdsl.kernels` by its float64 reference."""
+    """Every function of `asyncdsl.kernels` above by its float64 reference."""
     import asyncdsl.kernels
 
-    for name, reference in TRAINING.items():
+    for name, reference in REFERENCES.items():
         monkeypatch.setattr(asyncdsl.kernels, name, reference, raising=False)
