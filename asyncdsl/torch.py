@@ -96,18 +96,18 @@ def custom_op(
     return _register(name, launch, schema, fake, tuple(mutates))
 
 
-def library_op(name: str, function: Callable[..., Any], *, schema: str,
-               fake: Callable[..., Any]) -> Callable[..., Any]:
+def library_op(name: str, function: Callable[..., Any], *, schema: str, fake: Callable[..., Any]) -> Any:
     """Register `function` as the torch operator `name` ("namespace::operator", schema as
     "(Tensor x, float eps) -> (Tensor, Tensor)") and return it.  `function` takes the operator's
     arguments and returns new tensors, never its inputs or views of them; `fake` takes the same
     arguments and makes outputs of the same shapes, dtypes and devices without computing, which is
-    all `torch.compile` runs while it traces."""
+    all `torch.compile` runs while it traces.  The operator (a `torch.library.CustomOpDef`) takes
+    an autograd formula by `register_autograd`."""
     return _register(name, function, schema, fake, ())
 
 
 def _register(name: str, implementation: Callable[..., Any], schema: str, fake: Callable[..., Any],
-              mutates: tuple[str, ...]) -> Callable[..., Any]:
+              mutates: tuple[str, ...]) -> Any:
     operator = torch.library.custom_op(name, implementation, mutates_args=mutates, schema=schema)
     operator.register_fake(fake)
     return operator
