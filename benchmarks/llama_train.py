@@ -1,7 +1,7 @@
 """Training steps of a transformers `LlamaForCausalLM` of about 1.1 B parameters (hidden 2048, 16
 layers, 32 query and 8 key/value heads, MLP 8192, vocabulary 32000), randomly initialised, bf16,
 AdamW, sequences of 4096 tokens: the model on asyncdsl's operators (`asyncdsl.ops.llama.apply`:
-attention, RMSNorm, SwiGLU) against transformers' own with torch's SDPA, eager and under
+attention, RMSNorm, SwiGLU, the loss) against transformers' own with torch's SDPA, eager and under
 `torch.compile`, and asyncdsl's under `torch.compile` too.  Every variant starts from the same
 weights (one state dict) and takes the same seeded random batches, so their losses differ only
 by the operators' rounding: printed per step with the relative difference from eager SDPA's.

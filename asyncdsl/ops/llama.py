@@ -7,7 +7,9 @@
 name "asyncdsl" (with the flash-attention mask function, which gives no mask for a batch without
 padding) and selects it for the model; it replaces each RMSNorm module by `RMSNorm` and each gated
 MLP by `SwiGLUMLP`, which keep the same parameters under the same names, so checkpoints load and
-save as before.  The families whose modules compute what Llama's do: Llama, Mistral, Qwen2.
+save as before; and it makes `causal_lm_loss` the model's loss function, the cross-entropy of
+the bf16 logits without the float32 copy transformers' own makes.  The families whose modules
+compute what Llama's do: Llama, Mistral, Qwen2.
 transformers is imported by `apply` only.
 """
 
@@ -17,6 +19,7 @@ import torch
 
 from asyncdsl.errors import ArgumentError, user_location
 from asyncdsl.ops.attention import attention as asyncdsl_attention
+from asyncdsl.ops.cross_entropy import cross_entropy
 from asyncdsl.ops.rms_norm import rms_norm
 from asyncdsl.ops.swiglu import swiglu
 
@@ -27,11 +30,11 @@ MLPS = ("LlamaMLP", "MistralMLP", "Qwen2MLP")
 REFUSED = ("sliding_window", "softcap", "cu_seq_lens_q", "cu_seq_lens_k", "s_aux")
 
 
-def apply(model: torch.nn.Module, *, attention: bool = True, norms: bool = True,
-          mlp: bool = True) -> torch.nn.Module:
+def apply(model: torch.nn.Module, *, attention: bool = True, norms: bool = True, mlp: bool = True,
+          loss: bool = True) -> torch.nn.Module:
     """Put `model` (a transformers Llama-family model) on asyncdsl's operators, in place: its
-    attention (`attention`), its RMSNorm modules (`norms`) and the gate of its MLPs (`mlp`).
-    Returns the model."""
+    attention (`attention`), its RMSNorm modules (`norms`), the gate of its MLPs (`mlp`) and,
+    for a causal language model, its loss (`loss`).  Returns the model."""
     if attention:
         from transformers import AttentionInterface
         from transformers.masking_utils import AttentionMaskInterface, flash_attention_mask
@@ -49,7 +52,27 @@ def apply(model: torch.nn.Module, *, attention: bool = True, norms: bool = True,
                     raise ArgumentError(f"{kind} {name!r} gates with {child.config.hidden_act!r}; asyncdsl's "
                                         "SwiGLU gates with silu", user_location())
                 setattr(parent, name, SwiGLUMLP(child.gate_proj, child.up_proj, child.down_proj))
+    if loss and hasattr(model, "loss_function"):
+        model.loss_function = causal_lm_loss
     return model
+
+
+def causal_lm_loss(logits: torch.Tensor, labels: torch.Tensor, vocab_size: int,
+                   num_items_in_batch: torch.Tensor | int | None = None, ignore_index: int = -100,
+                   shift_labels: torch.Tensor | None = None, **kwargs) -> torch.Tensor:
+    """transformers' causal language-model loss on `asyncdsl.ops.cross_entropy`: each token's
+    logits against the next token's label (`labels` shifted left, the last position ignored,
+    unless `shift_labels` are given), the mean over the labels not `ignore_index`, or the sum
+    divided by `num_items_in_batch` when given (batches accumulated over several steps)."""
+    if shift_labels is None:
+        shift_labels = torch.nn.functional.pad(labels, (0, 1), value=ignore_index)[..., 1:]
+    targets = shift_labels.reshape(-1).to(logits.device)
+    if num_items_in_batch is None:
+        return cross_entropy(logits.reshape(-1, vocab_size), targets, ignore_index=ignore_index)
+    total = cross_entropy(logits.reshape(-1, vocab_size), targets, ignore_index=ignore_index, reduction="sum")
+    if isinstance(num_items_in_batch, torch.Tensor):
+        num_items_in_batch = num_items_in_batch.to(total.device)
+    return total / num_items_in_batch
 
 
 def attention_function(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor,

@@ -164,7 +164,7 @@ def test_compiled_with_cuda_graphs_matches_eager():
 
 
 def test_a_small_llama_trains_as_transformers_does():
-    needs("attention_backward", "rms_norm_forward", "rms_norm_backward", "swiglu_backward")
+    needs("attention_backward", "rms_norm_forward", "rms_norm_backward", "swiglu_backward", "cross_entropy")
     transformers = pytest.importorskip("transformers")
     config = transformers.LlamaConfig(hidden_size=512, intermediate_size=1408, num_hidden_layers=4,
                                       num_attention_heads=8, num_key_value_heads=2, vocab_size=4096)

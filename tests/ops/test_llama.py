@@ -49,12 +49,25 @@ def test_apply_keeps_the_parameters_and_computes_what_transformers_does(referenc
     assert kinds.count("RMSNorm") == 2 * LAYERS + 1 and kinds.count("SwiGLUMLP") == LAYERS
     assert "LlamaRMSNorm" not in kinds and "LlamaMLP" not in kinds
     assert list(model.state_dict()) == list(torch_model.state_dict())
+    assert model.loss_function is llama.causal_lm_loss
     ids = tokens()
     loss, grads = loss_and_grads(model, ids)
     want_loss, want_grads = loss_and_grads(torch_model, ids)
-    assert_near(loss, want_loss, 1e-8)
+    assert_near(loss, want_loss, 1e-6)  # transformers' loss rounds the logits to float32
     for got, want in zip(grads, want_grads):
         assert_near(got, want, 1e-6)
+
+
+def test_the_loss_follows_transformers_with_ignored_labels_and_a_count_of_items(reference_kernels):
+    generator = torch.Generator().manual_seed(2)
+    logits = torch.randn(2, 7, 30, generator=generator, dtype=torch.float64, requires_grad=True)
+    labels = torch.randint(0, 30, (2, 7), generator=generator)
+    labels[0, :3] = -100
+    for count in (None, torch.tensor(40), 17):
+        got = llama.causal_lm_loss(logits, labels, 30, num_items_in_batch=count)
+        want = transformers.loss.loss_utils.ForCausalLMLoss(logits, labels, 30, num_items_in_batch=count)
+        assert_near(got, want, 1e-6)
+        assert_near(torch.autograd.grad(got, logits)[0], torch.autograd.grad(want, logits)[0], 1e-6)
 
 
 def test_the_model_compiles_whole(reference_kernels):
@@ -71,7 +84,8 @@ def test_the_model_compiles_whole(reference_kernels):
     loss, grads = loss_and_grads(compiled, ids)
     assert len(graphs) == 1
     called = {str(node.target) for node in graphs[0].graph.nodes if node.op == "call_function"}
-    assert {"asyncdsl.attention.default", "asyncdsl.rms_norm.default", "asyncdsl.swiglu.default"} <= called
+    assert {"asyncdsl.attention.default", "asyncdsl.rms_norm.default", "asyncdsl.swiglu.default",
+            "asyncdsl.cross_entropy.default"} <= called
     torch.testing.assert_close(loss, eager_loss, rtol=1e-12, atol=0)
     for got, want in zip(grads, eager_grads):
         torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
