@@ -16,7 +16,11 @@ Launches run on torch's current stream, so calls inside `torch.cuda.graph(...)` 
 On CPU tensors the operator runs the kernel in the interpreter under `ASYNCDSL_INTERPRET=1`
 (and is refused otherwise, as any kernel call on host arrays is).
 
-torch is imported by this module only: `import asyncdsl` never imports it.
+`library_op` registers a function of the kernel library instead (one that picks its kernel per
+shape and makes its outputs, as `asyncdsl.kernels.attention` does) under a schema written out;
+`asyncdsl.ops` builds its differentiable operators from it.
+
+torch is imported by this module and `asyncdsl.ops` only: `import asyncdsl` never imports it.
 """
 
 from __future__ import annotations
@@ -89,7 +93,22 @@ def custom_op(
     def fake(*args: Any) -> Any:
         return returned(made_outputs(dict(zip(inputs, args))))
 
-    operator = torch.library.custom_op(name, launch, mutates_args=tuple(mutates), schema=schema)
+    return _register(name, launch, schema, fake, tuple(mutates))
+
+
+def library_op(name: str, function: Callable[..., Any], *, schema: str, fake: Callable[..., Any]) -> Any:
+    """Register `function` as the torch operator `name` ("namespace::operator", schema as
+    "(Tensor x, float eps) -> (Tensor, Tensor)") and return it.  `function` takes the operator's
+    arguments and returns new tensors, never its inputs or views of them; `fake` takes the same
+    arguments and makes outputs of the same shapes, dtypes and devices without computing, which is
+    all `torch.compile` runs while it traces.  The operator (a `torch.library.CustomOpDef`) takes
+    an autograd formula by `register_autograd`."""
+    return _register(name, function, schema, fake, ())
+
+
+def _register(name: str, implementation: Callable[..., Any], schema: str, fake: Callable[..., Any],
+              mutates: tuple[str, ...]) -> Any:
+    operator = torch.library.custom_op(name, implementation, mutates_args=mutates, schema=schema)
     operator.register_fake(fake)
     return operator
 

@@ -14,6 +14,7 @@ The folder is the layer and layers import only downward:
     blocks        the frontend and everything below it (in-kernel building blocks: no host side)
     kernels       blocks, jit and everything below them (the library's kernels and host functions)
     fuzz, examples, the top (asyncdsl itself, cli, torch)   anything but each other's insides
+    ops           kernels and the top (differentiable torch operators built on asyncdsl.torch)
 
 Every import counts, also one inside a function.  Also checked: no import cycle between modules
 (imports only for type checking, under `if TYPE_CHECKING:`, cannot form one at run time),
@@ -47,13 +48,15 @@ ALLOWED = {
     "kernels": {"dialects", "hw", "passes", "interpret", "runtime", "frontend", "jit", "blocks"},
     "top": {"dialects", "hw", "passes", "interpret", "runtime", "frontend", "jit", "blocks", "kernels",
             "examples"},
+    "ops": {"dialects", "hw", "passes", "interpret", "runtime", "frontend", "jit", "blocks", "kernels",
+            "top"},
     "examples": {"dialects", "hw", "passes", "interpret", "runtime", "frontend", "jit", "blocks", "kernels",
-                 "top"},
+                 "top", "ops"},
     "fuzz": {"dialects", "hw", "passes", "interpret", "runtime", "frontend", "jit", "blocks", "kernels",
              "top"},
 }
 LAYERS = ("hw", "dialects", "passes", "interpret", "runtime", "frontend", "jit", "blocks", "kernels",
-          "examples", "fuzz")
+          "ops", "examples", "fuzz")
 MAX_LINES = 600
 
 
@@ -129,6 +132,7 @@ def test_the_import_graph_is_read():
     assert "asyncdsl.dialects.asyncdsl" in GRAPH["asyncdsl.interpret.tma"]
     assert layer("asyncdsl.runtime.launch") == "runtime" and layer("asyncdsl.errors") == "ground"
     assert layer("asyncdsl.jit.kernel") == "jit" and layer("asyncdsl.cli") == "top"
+    assert "asyncdsl.torch" in GRAPH["asyncdsl.ops.rms_norm"] and layer("asyncdsl.ops.llama") == "ops"
 
 
 def test_layers_import_only_downward():

@@ -1,0 +1,67 @@
+"""Cross-entropy over a vocabulary as a differentiable torch operator:
+`loss = asyncdsl.ops.cross_entropy(logits, targets)`.
+
+`asyncdsl.kernels.cross_entropy` computes the loss and its gradient with respect to the logits in
+one pass over them (an online log-sum-exp a row); the operator keeps that gradient, and the
+backward pass only scales it by the loss's incoming gradient (a device tensor: nothing is read
+back to the host).  Rows whose target is `ignore_index` add nothing and get a zero gradient;
+"mean" divides by the count of the other rows.  The forward pass is the `torch.library` operator
+`asyncdsl::cross_entropy` with a fake implementation, traced whole by
+`torch.compile(fullgraph=True)` and captured by CUDA graphs.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from asyncdsl import kernels
+from asyncdsl.errors import ArgumentError, user_location
+from asyncdsl.torch import library_op
+
+REDUCTIONS = ("mean", "sum", "none")
+
+
+def cross_entropy(logits: torch.Tensor, targets: torch.Tensor, *, ignore_index: int = -100,
+                  reduction: str = "mean") -> torch.Tensor:
+    """−log softmax(logits)[target] of each row of logits (..., V) with targets (...) of integer
+    class indices, reduced by "mean" (over the rows not ignored), "sum" or "none"; float32,
+    differentiable in the logits."""
+    if reduction not in REDUCTIONS:
+        raise ArgumentError(f"cross_entropy's reduction is one of {REDUCTIONS}, got {reduction!r}",
+                            user_location())
+    loss, _ = cross_entropy_forward(logits, targets, int(ignore_index), reduction)
+    return loss
+
+
+def _forward(logits, targets, ignore_index, reduction):
+    loss, dlogits = kernels.cross_entropy(logits.reshape(-1, logits.shape[-1]).contiguous(),
+                                          targets.reshape(-1).contiguous(), ignore_index=ignore_index,
+                                          reduction=reduction)
+    return loss.view(targets.shape if reduction == "none" else ()), dlogits.view(logits.shape)
+
+
+def _forward_fake(logits, targets, ignore_index, reduction):
+    loss = logits.new_empty(targets.shape if reduction == "none" else (), dtype=torch.float32)
+    return loss, logits.new_empty(logits.shape)
+
+
+cross_entropy_forward = library_op(
+    "asyncdsl::cross_entropy", _forward, fake=_forward_fake,
+    schema="(Tensor logits, Tensor targets, int ignore_index, str reduction) -> (Tensor, Tensor)")
+
+
+def _save(ctx, inputs, output):
+    ctx.per_row = inputs[3] == "none"
+    _, dlogits = output
+    ctx.save_for_backward(dlogits)
+    ctx.mark_non_differentiable(dlogits)
+
+
+def _differentiate(ctx, dloss, _dlogits_grad):
+    (dlogits,) = ctx.saved_tensors
+    if ctx.per_row:
+        return (dlogits * dloss.unsqueeze(-1)).to(dlogits.dtype), None, None, None
+    return dlogits * dloss, None, None, None  # a 0-dim float32 factor keeps dlogits' dtype
+
+
+cross_entropy_forward.register_autograd(_differentiate, setup_context=_save)

@@ -1,0 +1,125 @@
+"""transformers' Llama-family models on asyncdsl's operators, in one call:
+
+    model = transformers.LlamaForCausalLM(config).to(device="cuda", dtype=torch.bfloat16)
+    asyncdsl.ops.llama.apply(model)
+
+`apply` registers `attention_function` in transformers' attention-function registry under the
+name "asyncdsl" (with the flash-attention mask function, which gives no mask for a batch without
+padding) and selects it for the model; it replaces each RMSNorm module by `RMSNorm` and each gated
+MLP by `SwiGLUMLP`, which keep the same parameters under the same names, so checkpoints load and
+save as before; and it makes `causal_lm_loss` the model's loss function, the cross-entropy of
+the bf16 logits without the float32 copy transformers' own makes.  The families whose modules
+compute what Llama's do: Llama, Mistral, Qwen2.
+transformers is imported by `apply` only.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from asyncdsl.errors import ArgumentError, user_location
+from asyncdsl.ops.attention import attention as asyncdsl_attention
+from asyncdsl.ops.cross_entropy import cross_entropy
+from asyncdsl.ops.rms_norm import rms_norm
+from asyncdsl.ops.swiglu import swiglu
+
+NAME = "asyncdsl"
+NORMS = ("LlamaRMSNorm", "MistralRMSNorm", "Qwen2RMSNorm")
+MLPS = ("LlamaMLP", "MistralMLP", "Qwen2MLP")
+# Options of transformers' attention call that change what it computes, which this one refuses.
+REFUSED = ("sliding_window", "softcap", "cu_seq_lens_q", "cu_seq_lens_k", "s_aux")
+
+
+def apply(model: torch.nn.Module, *, attention: bool = True, norms: bool = True, mlp: bool = True,
+          loss: bool = True) -> torch.nn.Module:
+    """Put `model` (a transformers Llama-family model) on asyncdsl's operators, in place: its
+    attention (`attention`), its RMSNorm modules (`norms`), the gate of its MLPs (`mlp`) and,
+    for a causal language model, its loss (`loss`).  Returns the model."""
+    if attention:
+        from transformers import AttentionInterface
+        from transformers.masking_utils import AttentionMaskInterface, flash_attention_mask
+
+        AttentionInterface.register(NAME, attention_function)
+        AttentionMaskInterface.register(NAME, flash_attention_mask)
+        model.set_attn_implementation(NAME)
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            kind = type(child).__name__
+            if norms and kind in NORMS:
+                setattr(parent, name, RMSNorm(child.weight, child.variance_epsilon))
+            elif mlp and kind in MLPS:
+                if child.config.hidden_act != "silu":
+                    raise ArgumentError(f"{kind} {name!r} gates with {child.config.hidden_act!r}; asyncdsl's "
+                                        "SwiGLU gates with silu", user_location())
+                setattr(parent, name, SwiGLUMLP(child.gate_proj, child.up_proj, child.down_proj))
+    if loss and hasattr(model, "loss_function"):
+        model.loss_function = causal_lm_loss
+    return model
+
+
+def causal_lm_loss(logits: torch.Tensor, labels: torch.Tensor, vocab_size: int,
+                   num_items_in_batch: torch.Tensor | int | None = None, ignore_index: int = -100,
+                   shift_labels: torch.Tensor | None = None, **kwargs) -> torch.Tensor:
+    """transformers' causal language-model loss on `asyncdsl.ops.cross_entropy`: each token's
+    logits against the next token's label (`labels` shifted left, the last position ignored,
+    unless `shift_labels` are given), the mean over the labels not `ignore_index`, or the sum
+    divided by `num_items_in_batch` when given (batches accumulated over several steps)."""
+    if shift_labels is None:
+        shift_labels = torch.nn.functional.pad(labels, (0, 1), value=ignore_index)[..., 1:]
+    targets = shift_labels.reshape(-1).to(logits.device)
+    if num_items_in_batch is None:
+        return cross_entropy(logits.reshape(-1, vocab_size), targets, ignore_index=ignore_index)
+    total = cross_entropy(logits.reshape(-1, vocab_size), targets, ignore_index=ignore_index, reduction="sum")
+    if isinstance(num_items_in_batch, torch.Tensor):
+        num_items_in_batch = num_items_in_batch.to(total.device)
+    return total / num_items_in_batch
+
+
+def attention_function(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor,
+                       value: torch.Tensor, attention_mask: torch.Tensor | None, scaling: float | None = None,
+                       dropout: float = 0.0, **kwargs) -> tuple[torch.Tensor, None]:
+    """transformers' attention call on `asyncdsl.ops.attention`: query (B, H, S, D) and key, value
+    (B, H_kv, S_kv, D) after the rotary embedding; returns the output (B, S, H, D) and no weights.
+    Refuses what the kernels do not compute: padding masks, dropout, another scale than 1/√D,
+    sliding windows, soft caps, packed sequences, and causal attention of fewer queries than keys."""
+    d = query.shape[-1]
+    causal = bool(kwargs.get("is_causal", getattr(module, "is_causal", True)))
+    refused = [option for option in REFUSED if kwargs.get(option) is not None]
+    if attention_mask is not None:
+        refused.append("a padding mask")
+    if dropout:
+        refused.append(f"dropout {dropout}")
+    if scaling is not None and abs(scaling * d**0.5 - 1) > 1e-6:
+        refused.append(f"scale {scaling} (asyncdsl's is 1/sqrt({d}))")
+    if causal and query.shape[2] != key.shape[2]:
+        refused.append(f"causal attention of {query.shape[2]} queries over {key.shape[2]} keys")
+    if refused:
+        raise ArgumentError(f"asyncdsl's attention does not take {', '.join(refused)}", user_location())
+    # transformers' projections are (B, S, H, D) seen transposed: read them in place where they are.
+    if query.transpose(1, 2).is_contiguous():
+        q, k, v = (x.transpose(1, 2) for x in (query, key, value))
+        return asyncdsl_attention(q, k, v, causal=causal, layout="BSHD"), None
+    return asyncdsl_attention(query, key, value, causal=causal).transpose(1, 2), None
+
+
+class RMSNorm(torch.nn.Module):
+    """Llama's RMSNorm on `asyncdsl.ops.rms_norm`, with its parameter and attribute names."""
+
+    def __init__(self, weight: torch.nn.Parameter, eps: float):
+        super().__init__()
+        self.weight = weight
+        self.variance_epsilon = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return rms_norm(x, self.weight, self.variance_epsilon)
+
+
+class SwiGLUMLP(torch.nn.Module):
+    """Llama's MLP, down(silu(gate(x)) · up(x)), with the gate on `asyncdsl.ops.swiglu`."""
+
+    def __init__(self, gate_proj: torch.nn.Module, up_proj: torch.nn.Module, down_proj: torch.nn.Module):
+        super().__init__()
+        self.gate_proj, self.up_proj, self.down_proj = gate_proj, up_proj, down_proj
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(swiglu(self.gate_proj(x), self.up_proj(x)))

@@ -1,0 +1,106 @@
+"""`asyncdsl.ops.llama.apply` on a small randomly initialised transformers Llama model, on the CPU
+with the kernel functions by their float64 references (conftest.py): the same parameters under
+the same names, the same loss and gradients as transformers' own SDPA model, one graph under
+`torch.compile(fullgraph=True)`, and a clear error for what the kernels do not compute."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from asyncdsl.errors import ArgumentError  # noqa: E402
+from asyncdsl.ops import llama  # noqa: E402
+
+LAYERS = 2
+
+
+def small_llama():
+    config = transformers.LlamaConfig(hidden_size=64, intermediate_size=96, num_hidden_layers=LAYERS,
+                                      num_attention_heads=4, num_key_value_heads=2, vocab_size=100,
+                                      max_position_embeddings=64)
+    torch.manual_seed(0)
+    return transformers.LlamaForCausalLM._from_config(config, attn_implementation="sdpa",
+                                                      dtype=torch.float64)
+
+
+def tokens(batch: int = 2, length: int = 24):
+    return torch.randint(0, 100, (batch, length), generator=torch.Generator().manual_seed(1))
+
+
+def assert_near(got, want, tolerance):
+    """Within `tolerance` of want's largest element: the references keep float32 statistics."""
+    assert (got - want).abs().max() <= tolerance * want.abs().max()
+
+
+def loss_and_grads(model, ids):
+    loss = model(input_ids=ids, labels=ids).loss
+    return loss, torch.autograd.grad(loss, list(model.parameters()))
+
+
+def test_apply_keeps_the_parameters_and_computes_what_transformers_does(reference_kernels):
+    torch_model = small_llama()
+    model = llama.apply(copy.deepcopy(torch_model))
+    assert model.config._attn_implementation == "asyncdsl"
+    kinds = [type(m).__name__ for m in model.modules()]
+    assert kinds.count("RMSNorm") == 2 * LAYERS + 1 and kinds.count("SwiGLUMLP") == LAYERS
+    assert "LlamaRMSNorm" not in kinds and "LlamaMLP" not in kinds
+    assert list(model.state_dict()) == list(torch_model.state_dict())
+    assert model.loss_function is llama.causal_lm_loss
+    ids = tokens()
+    loss, grads = loss_and_grads(model, ids)
+    want_loss, want_grads = loss_and_grads(torch_model, ids)
+    assert_near(loss, want_loss, 1e-6)  # transformers' loss rounds the logits to float32
+    for got, want in zip(grads, want_grads):
+        assert_near(got, want, 1e-6)
+
+
+def test_the_loss_follows_transformers_with_ignored_labels_and_a_count_of_items(reference_kernels):
+    generator = torch.Generator().manual_seed(2)
+    logits = torch.randn(2, 7, 30, generator=generator, dtype=torch.float64, requires_grad=True)
+    labels = torch.randint(0, 30, (2, 7), generator=generator)
+    labels[0, :3] = -100
+    for count in (None, torch.tensor(40), 17):
+        got = llama.causal_lm_loss(logits, labels, 30, num_items_in_batch=count)
+        want = transformers.loss.loss_utils.ForCausalLMLoss(logits, labels, 30, num_items_in_batch=count)
+        assert_near(got, want, 1e-6)
+        assert_near(torch.autograd.grad(got, logits)[0], torch.autograd.grad(want, logits)[0], 1e-6)
+
+
+def test_the_model_compiles_whole(reference_kernels):
+    model = llama.apply(small_llama())
+    graphs = []
+
+    def backend(graph_module, example_inputs):
+        graphs.append(graph_module)
+        return torch._dynamo.backends.debugging.aot_eager(graph_module, example_inputs)
+
+    ids = tokens()
+    eager_loss, eager_grads = loss_and_grads(model, ids)
+    compiled = torch.compile(model, fullgraph=True, backend=backend)
+    loss, grads = loss_and_grads(compiled, ids)
+    assert len(graphs) == 1
+    called = {str(node.target) for node in graphs[0].graph.nodes if node.op == "call_function"}
+    assert {"asyncdsl.attention.default", "asyncdsl.rms_norm.default", "asyncdsl.swiglu.default",
+            "asyncdsl.cross_entropy.default"} <= called
+    torch.testing.assert_close(loss, eager_loss, rtol=1e-12, atol=0)
+    for got, want in zip(grads, eager_grads):
+        torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
+
+
+def test_what_the_kernels_do_not_compute_is_refused(reference_kernels):
+    model = llama.apply(small_llama())
+    ids = tokens()
+    padded = torch.ones_like(ids)
+    padded[0, :5] = 0
+    with pytest.raises(ArgumentError, match="does not take a padding mask"):
+        model(input_ids=ids, attention_mask=padded)
+    model(input_ids=ids, attention_mask=torch.ones_like(ids))  # no padding: no mask
+    q = torch.zeros(1, 4, 3, 16)
+    with pytest.raises(ArgumentError, match=r"scale 0.5 \(asyncdsl's is 1/sqrt\(16\)\).*causal attention of "
+                                            "3 queries over 5 keys"):
+        llama.attention_function(model.model.layers[0].self_attn, q, torch.zeros(1, 2, 5, 16),
+                                 torch.zeros(1, 2, 5, 16), None, scaling=0.5)
