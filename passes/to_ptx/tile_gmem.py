@@ -1,6 +1,7 @@
 """Lowering of register tiles to and from GMEM windows (`load_gmem`, `store_gmem`), and of
 gathers and scatters (`gather_gmem`, `scatter_gmem`: each element at the address its index
-tiles compute, `_indexed_elements`).
+tiles compute, `_indexed_elements`; a gather of whole rows a register vector at a time,
+`_row_runs`).
 
 Element e of the tile sits at `starts + e` in the array (squeezed dims at their index).  In the
 layout, each element's coordinates are a per-thread part (linear in the thread's bits) plus a
@@ -411,7 +412,7 @@ def _row_runs(ctx: KernelLowering, op: ir.GatherGmemOp, layout: Layout) -> int:
     shape = tuple(op.result.type.get_shape())
     extents = ir.shape_of(op.gmem)
     vector, size = layout.vector_length, ir.element_bits(op.gmem.type) // 8
-    if isinstance(layout, SplatLayout) or vector < 2 or not shape or shape[-1] > extents[-1]:
+    if isinstance(layout, SplatLayout) or vector < 2 or size > 4 or not shape or shape[-1] > extents[-1]:
         return 1
     if not _iota_along(op.indices[-1], len(shape) - 1):
         return 1
