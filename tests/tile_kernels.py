@@ -684,3 +684,28 @@ def scatter_inputs(dtype, seed: int):
     else:
         src[np.isnan(src.astype(np.float32))] = 0  # a doubled NaN is the canonical one: not the point here
     return ids, src, np.zeros((300, 128), dtype.numpy)
+
+
+@ad.kernel(grid=(1,))
+def row_gathers(table, ids, rows_out):
+    """rows_out[r] = table[ids[r], 1, :], whole rows of a 3-d table (each a run of consecutive
+    elements, which the gather moves a vector at a time); ids outside the table and odd ids
+    (masked off) read -3."""
+    i = ad.load(ids)
+    columns = ad.iota((1, table.shape[2]), ad.int32, 1)
+    ad.store(rows_out, ad.load(table.at[i[:, None], 1, columns], mask=((i & 1) == 0)[:, None], other=-3))
+
+
+def row_gathers_reference(table: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    inside = (ids >= 0) & (ids < table.shape[0]) & (ids % 2 == 0)
+    rows = table[np.where(inside, ids, 0), 1]
+    return np.where(inside[:, None], rows, np.asarray(-3, table.dtype))
+
+
+def row_gather_inputs(dtype, rows: int, seed: int):
+    """A (50, 2, 128) table and `rows` ids, some outside it."""
+    rng = np.random.default_rng(seed)
+    table = rng.integers(-100, 100, (50, 2, 128)).astype(dtype.numpy)
+    ids = rng.integers(0, 50, rows).astype(np.int32)
+    ids[:4] = [-2, 50, -(2**31), 2**31 - 2]
+    return table, ids

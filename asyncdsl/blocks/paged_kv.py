@@ -7,18 +7,21 @@ gathered through its block table, as serving engines lay the cache out.
     @ad.kernel(grid=lambda cache, table, lens, out, BK: (table.shape[0],))
     def unpaged(cache, table, lens, out, BK: ad.constexpr):  # out[b]: head 0 of sequence b, dense
         seq = PagedSequence(table, lens, ad.program_id(0), cache.shape[0], cache.shape[1])
+        length = seq.length(BK)
         for j in range(out.shape[1] // BK):
-            ad.store(out.at[ad.program_id(0), ad.ds(j * BK, BK), :], seq.rows(cache, 0, j * BK, BK))
+            block = seq.block(j * BK, BK, length)
+            ad.store(out.at[ad.program_id(0), ad.ds(j * BK, BK), :], block.rows(cache, 0))
 
 The cache is (pages, page_size, H_kv, D); position t of sequence b lies on page
-`table[b, t // page_size]`, row t % page_size.  `rows` gathers a block of BK positions of one
-head element by element (the page numbers are data, so no copy engine can take them as
-coordinates), reading only positions before the sequence's length, on a page inside the cache:
-an entry past the cache or negative, or a length past the table, reads nothing (those rows are
-zeros), so a bad table never reads outside the cache.  `visible` says which positions of a block
-hold a key that exists: before the length and on a page inside the cache; attention hides the
-others.  `check_table` states that a table is good, which the interpreter (and a kernel compiled
-with ASYNCDSL_DEBUG=1) reports as an `AssumptionError` where it is not.
+`table[b, t // page_size]`, row t % page_size.  A `PagedBlock` is BK positions from `first`:
+their pages, looked up once, and whether each holds a key that exists (before the length, on a
+page inside the cache), which attention uses to hide the others.  `rows` gathers one head of the
+block's keys or values (the page numbers are data, so no copy engine can take them as
+coordinates; a row of consecutive elements goes as one access), reading only the positions that
+exist: an entry past the cache or negative, or a length past the table, reads nothing (those
+rows are zeros), so a bad table never reads outside the cache.  `check` states that the table
+is good, which the interpreter (and a kernel compiled with ASYNCDSL_DEBUG=1) reports as an
+`AssumptionError` where it is not; entries past a sequence's last page are never looked at.
 """
 
 from __future__ import annotations
@@ -32,46 +35,47 @@ class PagedSequence:
     `lens` (B,) int32, over a cache of `pages` pages of `page_size` positions."""
 
     def __init__(self, table, lens, b, pages: int, page_size: int):
-        self.table, self.b, self.pages, self.page_size = table, b, pages, page_size
+        self.table, self.lens, self.b, self.pages, self.page_size = table, lens, b, pages, page_size
         self.capacity = table.shape[1] * page_size  # positions the table can name
-        self.lens = lens
 
-    def check_table(self, first, count: int, layout=None) -> None:
-        """State that the sequence's length fits its table and that each of its positions among
-        first .. first + count - 1 lies on a page inside the cache."""
-        positions = first + ad.iota((count,), ad.int32, 0, layout=layout)
-        index = ad.zeros((count,), ad.int32, layout=layout) + self.b
-        length = ad.load(self.lens.at[index], layout=layout)
-        check_all(length <= self.capacity, f"a sequence length runs past its block table's {self.capacity} "
-                  "positions (the positions past the table are left out)")
-        page = self.page_of(positions, layout)
-        check_all((positions >= length) | ((page >= 0) & (page < self.pages)),
-                  f"a block table entry names no page of the cache's {self.pages} (the positions on it are "
-                  "left out)")
+    def stored_length(self, rows: int, layout=None):
+        """The sequence's length as stored, an int32 tile of `rows` equal elements."""
+        return ad.load(self.lens.at[ad.zeros((rows,), ad.int32, layout=layout) + self.b], layout=layout)
 
     def length(self, rows: int, layout=None):
-        """The sequence's length as an int32 tile of `rows` equal elements, clamped to what the
-        table can name."""
-        index = ad.zeros((rows,), ad.int32, layout=layout) + self.b
-        return ad.minimum(ad.load(self.lens.at[index], layout=layout), self.capacity)
+        """The length clamped to what the table can name (`rows` equal elements): read it once,
+        before a loop over blocks, and hand it to each `block`."""
+        return ad.minimum(self.stored_length(rows, layout), self.capacity)
 
-    def page_of(self, positions, layout=None):
-        """The page holding each of `positions` (an int32 tile), -1 past the table."""
-        return ad.load(self.table.at[self.b, positions // self.page_size], layout=layout, other=-1)
+    def block(self, first, count: int, length, layout=None) -> PagedBlock:
+        """Positions first .. first + count - 1, `length` from `length(count, layout)`."""
+        return PagedBlock(self, first, count, length, layout)
 
-    def visible(self, first, count: int, layout=None):
-        """Whether each of positions first .. first + count - 1 holds a key: before the length,
-        on a page inside the cache (a bool tile of `count`)."""
-        positions = first + ad.iota((count,), ad.int32, 0, layout=layout)
-        page = self.page_of(positions, layout)
-        return (positions < self.length(count, layout)) & (page >= 0) & (page < self.pages)
 
-    def rows(self, cache, head, first, count: int):
-        """Head `head` of positions first .. first + count - 1 of the cache, (count, D) in the
-        cache's dtype: zeros where `visible` is false."""
-        positions = first + ad.iota((count,), ad.int32, 0)
-        page = self.page_of(positions)
-        present = (positions < self.length(count)) & (page >= 0) & (page < self.pages)
+class PagedBlock:
+    """`count` positions of a `PagedSequence` from `first`: `page` (-1 past the table) and
+    `present`, whether a key exists there, int32 and bool tiles of `count` in `layout`."""
+
+    def __init__(self, seq: PagedSequence, first, count: int, length, layout=None):
+        self.seq, self.count, self.layout = seq, count, layout
+        self.positions = first + ad.iota((count,), ad.int32, 0, layout=layout)
+        lookup = seq.table.at[seq.b, ad.minimum(self.positions, length - 1) // seq.page_size]
+        self.page = ad.load(lookup, layout=layout, mask=self.positions < length, other=-1)
+        self.present = (self.page >= 0) & (self.page < seq.pages)
+
+    def rows(self, cache, head):
+        """Head `head` of the block's positions in the cache, (count, D) in the cache's dtype:
+        zeros where `present` is false."""
         columns = ad.iota((1, cache.shape[3]), ad.int32, 1)
-        where = cache.at[page[:, None], (positions % self.page_size)[:, None], head, columns]
-        return ad.load(where, mask=present[:, None], other=0)
+        where = cache.at[self.page[:, None], (self.positions % self.seq.page_size)[:, None], head, columns]
+        return ad.load(where, mask=self.present[:, None], other=0)
+
+    def check(self) -> None:
+        """State that the sequence's stored length fits its table and that each of the block's
+        positions before it lies on a page inside the cache."""
+        seq = self.seq
+        stored = seq.stored_length(self.count, self.layout)
+        check_all(stored <= seq.capacity, f"a sequence length runs past its block table's {seq.capacity} "
+                  "positions (the positions past the table are left out)")
+        check_all((self.positions >= stored) | self.present, f"a block table entry names no page of the "
+                  f"cache's {seq.pages} (the positions on it are left out)")

@@ -28,10 +28,9 @@ def merge_splits(splits: int, part, lse):
     top = lse(0)
     for c in range(1, splits):
         top = ad.maximum(top, lse(c))
-    total, weight_sum = None, None
-    for c in range(splits):
+    weight = ad.exp(lse(0) - top)
+    total, weight_sum = part(0) * weight[:, None], weight
+    for c in range(1, splits):
         weight = ad.exp(lse(c) - top)
-        term = part(c) * weight[:, None]
-        total = term if total is None else total + term
-        weight_sum = weight if weight_sum is None else weight_sum + weight
+        total, weight_sum = total + part(c) * weight[:, None], weight_sum + weight
     return total * (1.0 / weight_sum)[:, None], top + ad.log(weight_sum)

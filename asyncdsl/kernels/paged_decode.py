@@ -120,6 +120,7 @@ def paged_decode_kernel(q, k_cache, v_cache, block_table, seq_lens, scales, o, p
     q_s[...] = ad.load(q.at[b, query[:, None], head[:, None], columns], layout=ad.WGMMA,
                        mask=live[:, None])
     last_key = seq.length(ROWS, ad.WGMMA_ROW) - Q + query  # the last key each row sees
+    length, scored_length = seq.length(BK), seq.length(BK, ad.WGMMA_COL)  # for the gathers, the scores
 
     k_s = ad.smem((BK, D), ad.bfloat16, **tensor_core_layout(BK))
     v_s = ad.smem((BK, D), ad.bfloat16, **tensor_core_layout(BK))
@@ -127,26 +128,28 @@ def paged_decode_kernel(q, k_cache, v_cache, block_table, seq_lens, scales, o, p
     acc = ad.registers((ROWS, D), ad.float32, layout=ad.WGMMA)
     # Scores are scaled before the softmax (which then takes 2^x as is) so that a hidden score
     # minus a maximum that is itself hidden is exactly 0, never a rounding residue's 2^(huge).
-    score_scale = LOG2E / math.sqrt(D)
+    scale = LOG2E / math.sqrt(D)
     if SCALED:  # the keys' scale multiplies the scores, the values' the output
         k_scale, v_scale = (ad.load(scales.at[ad.zeros((ROWS,), ad.int32, layout=ad.WGMMA_ROW) + i],
                                     layout=ad.WGMMA_ROW) for i in range(2))
-        score_scale = k_scale * score_scale
+        row_scale = (k_scale * scale)[:, None]
     state = OnlineSoftmax(ROWS, 1.0)
     state.start()
     acc[...] = ad.zeros((ROWS, D), ad.float32)
     for j in ad.range(per_split):
         first = (split * per_split + j) * BK
-        k_s[...] = seq.rows(k_cache, h_kv, first, BK).astype(ad.bfloat16)
+        block = seq.block(first, BK, length)
+        k_s[...] = block.rows(k_cache, h_kv).astype(ad.bfloat16)
         ad.fence_async_smem()  # the tensor cores read what the threads wrote
         ad.warpgroup_barrier()
         ad.wgmma(s, q_s, k_s.T, accumulate=False)
-        values = seq.rows(v_cache, h_kv, first, BK)  # in flight while q kᵀ and the softmax run
+        values = block.rows(v_cache, h_kv)  # in flight while q kᵀ and the softmax run
         ad.wgmma_wait(0)
-        scores = s[...] * (score_scale[:, None] if SCALED else score_scale)
+        scores = s[...] * row_scale if SCALED else s[...] * scale
         key = first + ad.iota((ROWS, BK), ad.int32, 1, layout=ad.WGMMA)
-        seq.check_table(first, BK, ad.WGMMA_COL)
-        hidden = (key > last_key[:, None]) | ~seq.visible(first, BK, ad.WGMMA_COL)[None, :]
+        scored = seq.block(first, BK, scored_length, ad.WGMMA_COL)  # which keys exist, by score column
+        scored.check()
+        hidden = (key > last_key[:, None]) | ~scored.present[None, :]
         p, alpha = state.update(ad.where(hidden, HIDDEN, scores), ad.bfloat16)
         acc[...] = acc[...] * alpha[:, None]
         v_s[...] = values.astype(ad.bfloat16)

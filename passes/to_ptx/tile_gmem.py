@@ -1,6 +1,7 @@
 """Lowering of register tiles to and from GMEM windows (`load_gmem`, `store_gmem`), and of
 gathers and scatters (`gather_gmem`, `scatter_gmem`: each element at the address its index
-tiles compute, `_indexed_elements`).
+tiles compute, `_indexed_elements`; a gather of whole rows a register vector at a time,
+`_row_runs`).
 
 Element e of the tile sits at `starts + e` in the array (squeezed dims at their index).  In the
 layout, each element's coordinates are a per-thread part (linear in the thread's bits) plus a
@@ -339,36 +340,57 @@ def _store_splat_elementwise(ctx: KernelLowering, op: ir.StoreGmemOp, value: SSA
     b.label(done)
 
 
-def _indexed_elements(ctx: KernelLowering, op, layout: Layout, count: int):
-    """For each of the `count` elements a thread holds in `layout`, the guard under which a
-    gather or scatter moves it (every index inside its dim, compared unsigned so negative ones
-    fail too, and the mask) and its address: the array's base plus its indices times the array's
-    byte strides, widened to 64 bits (`mul.wide.s32`)."""
+def _indexed_elements(ctx: KernelLowering, op, layout: Layout, count: int, elements=None,
+                      checked_last: bool = True):
+    """For each of the `count` elements a thread holds in `layout` (or those of them numbered in
+    `elements`), the guard under which a gather or scatter moves it (every index inside its dim,
+    compared unsigned so negative ones fail too, and the mask) and its address: the array's base
+    plus its indices times the array's byte strides, widened to 64 bits (`mul.wide.s32`).
+    `checked_last=False`: the last index is known inside its dim."""
     b = ctx.b
+    elements = range(count) if elements is None else elements
     extents = ir.shape_of(op.gmem)
     size = ir.element_bits(op.gmem.type) // 8
     strides = [stride * size for stride in contiguous_strides(extents)]
-    guards = _mask_registers(ctx, op, layout, count) or [None] * count
-    addresses = [array_address(ctx, op.gmem)] * count
-    for index, extent, stride in zip(op.indices, extents, strides):
+    masks = _mask_registers(ctx, op, layout, count)
+    guards = [masks[e] for e in elements] if masks is not None else [None] * len(elements)
+    addresses = [array_address(ctx, op.gmem)] * len(elements)
+    last = len(op.indices) - 1
+    for dim, (index, extent, stride) in enumerate(zip(op.indices, extents, strides)):
         registers = tile_of(ctx, index).expanded(layout).reshape(-1).tolist()
-        terms: dict[SSAValue, tuple[SSAValue, SSAValue]] = {}  # a register shared by elements: once
-        for element, register in enumerate(registers):
+        terms: dict[SSAValue, tuple[SSAValue | None, SSAValue]] = {}  # a register shared: once
+        for slot, element in enumerate(elements):
+            register = registers[element]
             if register not in terms:
-                terms[register] = (b.emit("setp.lt.u32 {}, {}, {};", "pred", register, extent),
-                                   wide_product(ctx, register, stride, signed=True))
+                checked = checked_last or dim != last
+                inside = b.emit("setp.lt.u32 {}, {}, {};", "pred", register, extent) if checked else None
+                terms[register] = (inside, wide_product(ctx, register, stride, signed=True))
             inside, offset = terms[register]
-            guards[element] = _and(ctx, guards[element], inside)
-            addresses[element] = b.emit("add.s64 {}, {}, {};", "b64", addresses[element], offset)
+            if inside is not None:
+                guards[slot] = _and(ctx, guards[slot], inside)
+            addresses[slot] = b.emit("add.s64 {}, {}, {};", "b64", addresses[slot], offset)
     return guards, addresses
 
 
 def _gather(ctx: KernelLowering, op: ir.GatherGmemOp) -> None:
-    """Each element one guarded `ld.global` at its own address; `other` where the guard fails."""
+    """Each element one guarded `ld.global` at its own address; `other` where the guard fails.
+    Where the gather reads whole runs of rows (`_row_runs`), each run is one wider access."""
     b = ctx.b
     layout = layout_of(op.result)
     registers_shape = layout.registers_shape(tuple(op.result.type.get_shape()))
     kind, size = register_kind(op.result.type.element_type), ir.element_bits(op.gmem.type) // 8
+    run = _row_runs(ctx, op, layout)
+    if run > 1:
+        count = math.prod(registers_shape)
+        firsts = range(0, count, run)
+        guards, addresses = _indexed_elements(ctx, op, layout, count, firsts, checked_last=False)
+        other = constant_register(ctx, op.other, op.result.type.element_type)
+        loaded = []
+        for guard, address in zip(guards, addresses):
+            loaded += load_piece(ctx, address, 0, run * size, size, kind, space="global", guard=guard,
+                                 other=other)
+        bind_tile(ctx, op.result, np.array(loaded, dtype=object).reshape(registers_shape))
+        return
     guards, addresses = _indexed_elements(ctx, op, layout, math.prod(registers_shape))
     other = constant_register(ctx, op.other, op.result.type.element_type)
     width = _element_width(kind, size)
@@ -378,6 +400,60 @@ def _gather(ctx: KernelLowering, op: ir.GatherGmemOp) -> None:
         b.run(f"ld.global.{width} {{}}, [{{}}];", register, address, guard=guard, instr=ptx.MemoryOp)
         loaded.append(register)
     bind_tile(ctx, op.result, np.array(loaded, dtype=object).reshape(registers_shape))
+
+
+def _row_runs(ctx: KernelLowering, op: ir.GatherGmemOp, layout: Layout) -> int:
+    """Elements one access of the gather may move (1: each alone).  A run of a register vector
+    is one access when the gather picks whole rows: its last index is the tile's own column
+    (an iota along the last dim, no wider than the array's rows) and every other index, and the
+    mask, is the same register along the vector (a row number broadcast along the columns); the
+    run starts at a column that is a multiple of its length, in rows of a multiple of it, so it
+    is aligned as the array's start (which the runtime checks is 16-byte aligned)."""
+    shape = tuple(op.result.type.get_shape())
+    extents = ir.shape_of(op.gmem)
+    vector, size = layout.vector_length, ir.element_bits(op.gmem.type) // 8
+    if isinstance(layout, SplatLayout) or vector < 2 or size > 4 or not shape or shape[-1] > extents[-1]:
+        return 1
+    if not _iota_along(op.indices[-1], len(shape) - 1):
+        return 1
+    coordinates = layout.coordinates(shape).reshape(THREADS, -1, vector, len(shape))
+    columns = coordinates[..., -1]
+    if (np.diff(columns, axis=-1) != 1).any() or (np.diff(coordinates[..., :-1], axis=-2) != 0).any():
+        return 1
+    run = min(vector, MAX_ACCESS_BYTES // size)
+    while run > 1 and ((columns[..., 0] % run).any() or extents[-1] % run):
+        run //= 2
+    held = [*op.indices[:-1], *([op.mask] if op.mask is not None else [])]
+    for value in held:
+        tile = tile_of(ctx, value)
+        if tile.is_splat:
+            continue
+        registers = tile.expanded(layout).reshape(-1, run)
+        if any(len(set(map(id, row))) > 1 for row in registers):
+            return 1
+    return run
+
+
+def _iota_along(value: SSAValue, axis: int) -> bool:
+    """Whether `value` holds each element's own index along `axis`: an iota along it, perhaps
+    broadcast to more dims."""
+    owner = value.owner
+    while isinstance(owner, (ir.BroadcastInDimOp, ir.ReduceOp)):
+        operand_shape = owner.operand.type.get_shape()
+        if isinstance(owner, ir.ReduceOp):  # dropping unit dims only: each element is the operand's
+            reduced = list(owner.axes.get_values())
+            if any(operand_shape[a] != 1 for a in reduced):
+                return False
+            inner = [a for a in range(len(operand_shape)) if a not in reduced][axis]
+        else:
+            dims = list(owner.dims.get_values())
+            if axis not in dims:
+                return False
+            inner = dims.index(axis)
+            if operand_shape[inner] != value.type.get_shape()[axis]:
+                return False
+        value, axis, owner = owner.operand, inner, owner.operand.owner
+    return isinstance(owner, ir.IotaOp) and owner.dim.value.data == axis
 
 
 def _scatter(ctx: KernelLowering, op: ir.ScatterGmemOp) -> None:

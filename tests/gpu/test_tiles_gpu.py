@@ -32,6 +32,8 @@ from tile_kernels import (
     convert,
     gather_inputs,
     gathers,
+    row_gather_inputs,
+    row_gathers,
     gmem_round_trip,
     index_on_the_left,
     mask_relayout,
@@ -435,6 +437,13 @@ def test_gathers_are_bit_exact_and_read_nothing_outside_the_table(dtype):
     gpu, cpu = gpu_and_interpreter(gathers, [table, ids, picks], outs)
     for g, c in zip(gpu, cpu):
         assert g.tobytes() == c.tobytes(), _first_difference(g, c, [table])
+
+
+@pytest.mark.parametrize("dtype", [ad.float32, ad.bfloat16, ad.int8, ad.float8_e4m3fn], ids=str)
+def test_gathers_of_whole_rows_move_vectors_bit_exact_and_nothing_outside(dtype):
+    table, ids = row_gather_inputs(dtype, 64, 7)
+    (gpu,), (cpu,) = gpu_and_interpreter(row_gathers, [table, ids], [np.zeros((64, 128), dtype.numpy)])
+    assert gpu.tobytes() == cpu.tobytes(), _first_difference(gpu, cpu, [table])
 
 
 @pytest.mark.parametrize("dtype", [ad.float32, ad.bfloat16, ad.int32], ids=str)
