@@ -412,10 +412,12 @@ class SmemRef:
             except TransformError as error:
                 raise TraceError(f"{what}: {error.message}", user_location()) from None
             if isinstance(start, int) and start % step:
+                atom = (f", a whole swizzle atom of {self.layout.alignment} bytes"
+                        if self.layout.swizzle_bytes else "")
                 raise TraceError(
                     f"{what}: a window of this layout starts at a multiple of {step} rows (whole "
-                    f"blocks of {describe_chain(self.layout.transforms)}, a whole swizzle atom of "
-                    f"{self.layout.alignment} bytes), not at row {start}", user_location())
+                    f"blocks of {describe_chain(self.layout.transforms)}{atom}), not at row {start}",
+                    user_location())
         op = tracing.current("SmemRef.at").emit(ir.SmemWindowOp(self.value, index_value(start), rows))
         return SmemRef(op.results[0], (rows, *self.shape[1:]), self.dtype, layout, self.origin)
 
