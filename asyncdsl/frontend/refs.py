@@ -374,7 +374,10 @@ class SmemRef:
                     f"whole; dim {position} of {self.shape} is not whole", user_location(),
                 )
         view = self._leading(leading)
-        return view if _whole(window, self.shape[len(leading)]) else view._window(window)
+        if _whole(window, self.shape[len(leading)]):
+            return view
+        assert window.size is not None  # the first dim not squeezed
+        return view._window(window.start, window.size)
 
     def _leading(self, leading: list[IndexLike]) -> SmemRef:
         if not leading:
@@ -392,8 +395,7 @@ class SmemRef:
         op = tracer.emit(ir.SmemViewOp(self.value, [index_value(i) for i in leading]))
         return SmemRef(op.results[0], self.shape[len(leading):], self.dtype, view_layout, self.origin)
 
-    def _window(self, window: DimIndex) -> SmemRef:
-        start, rows = window.start, window.size
+    def _window(self, start: IndexLike, rows: int) -> SmemRef:
         where = f" from row {start}" if isinstance(start, int) else ""
         what = f"shared-memory window of {rows} row(s){where} of the buffer allocated at {self.origin}"
         row_bits = self.dtype.bits * math.prod(self.shape[1:])
