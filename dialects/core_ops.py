@@ -181,9 +181,14 @@ class SmemWindowOp(IRDLOperation):
         )
 
     @property
+    def source_rows(self) -> int:
+        """The rows of the source's leading dim (logical)."""
+        return logical_shape(self.source.type)[0]
+
+    @property
     def row_bytes(self) -> int:
         """The bytes of one row of the leading dim (every other dim whole)."""
-        return buffer_bytes(self.source.type) // logical_shape(self.source.type)[0]
+        return buffer_bytes(self.source.type) // self.source_rows
 
     @property
     def step(self) -> int:

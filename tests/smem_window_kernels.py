@@ -88,3 +88,17 @@ def wgmma_on_windows(a, b, c, N: ad.constexpr):
         ad.wgmma(acc, a_s.at[ad.ds(row, 64)], b_s.at[ad.ds(k, k)], accumulate=False)
         ad.wgmma_wait(0)
         ad.store(c.at[row:row + 64], acc[...])
+
+
+@ad.kernel(grid=(2,), cluster=(2, 1, 1))
+def multicast_into_a_window(x, y, SWIZZLE: ad.constexpr):
+    """Both CTAs of a cluster get x (R/2 rows) by one multicast load (each CTA loading its part
+    for both) into the second half of their (R, C) buffer; CTA p stores that window to rows
+    p·R/2 .. of y."""
+    half = x.shape[0]
+    buf = _buffer((2 * half, x.shape[1]), x.dtype, SWIZZLE)
+    loaded = ad.barrier()
+    ad.async_copy(x.at[...], buf.at[ad.ds(half, half)], barrier=loaded, collective="x")
+    loaded.wait()
+    ad.async_copy(buf.at[ad.ds(half, half)], y.at[ad.ds(ad.program_id(0) * half, half)])
+    ad.await_async_copy(0)

@@ -374,7 +374,10 @@ class SmemRef:
                     f"whole; dim {position} of {self.shape} is not whole", user_location(),
                 )
         view = self._leading(leading)
-        return view if _whole(window, self.shape[len(leading)]) else view._window(window)
+        if _whole(window, self.shape[len(leading)]):
+            return view
+        assert window.size is not None  # the first dim not squeezed
+        return view._window(window.start, window.size)
 
     def _leading(self, leading: list[IndexLike]) -> SmemRef:
         if not leading:
@@ -392,8 +395,7 @@ class SmemRef:
         op = tracer.emit(ir.SmemViewOp(self.value, [index_value(i) for i in leading]))
         return SmemRef(op.results[0], self.shape[len(leading):], self.dtype, view_layout, self.origin)
 
-    def _window(self, window: DimIndex) -> SmemRef:
-        start, rows = window.start, window.size
+    def _window(self, start: IndexLike, rows: int) -> SmemRef:
         where = f" from row {start}" if isinstance(start, int) else ""
         what = f"shared-memory window of {rows} row(s){where} of the buffer allocated at {self.origin}"
         row_bits = self.dtype.bits * math.prod(self.shape[1:])
@@ -412,10 +414,12 @@ class SmemRef:
             except TransformError as error:
                 raise TraceError(f"{what}: {error.message}", user_location()) from None
             if isinstance(start, int) and start % step:
+                atom = (f", a whole swizzle atom of {self.layout.alignment} bytes"
+                        if self.layout.swizzle_bytes else "")
                 raise TraceError(
                     f"{what}: a window of this layout starts at a multiple of {step} rows (whole "
-                    f"blocks of {describe_chain(self.layout.transforms)}, a whole swizzle atom of "
-                    f"{self.layout.alignment} bytes), not at row {start}", user_location())
+                    f"blocks of {describe_chain(self.layout.transforms)}{atom}), not at row {start}",
+                    user_location())
         op = tracing.current("SmemRef.at").emit(ir.SmemWindowOp(self.value, index_value(start), rows))
         return SmemRef(op.results[0], (rows, *self.shape[1:]), self.dtype, layout, self.origin)
 

@@ -53,5 +53,4 @@ class CoreFunctions(WarpgroupFunctions):
     @diagnosed
     def run_smem_window(self, interpreter: Interpreter, op: ir.SmemWindowOp, args: PythonValues):
         source, start = args
-        rows = ir.logical_shape(op.source.type)[0]
-        return (source.window(start.value.data, op.rows.value.data, rows, op.step, op.result.type),)
+        return (source.window(start.value.data, op.rows.value.data, op.source_rows, op.step, op.result.type),)

@@ -1,6 +1,6 @@
 """Windows of shared-memory buffers on the H200: TMA loads and stores into windows at static and
-traced starts, register loads and stores (`ldmatrix`/`stmatrix` among them) and wgmma operands
-through windows give the interpreter's bytes."""
+traced starts, a cluster's multicast load, register loads and stores (`ldmatrix`/`stmatrix`
+among them) and wgmma operands through windows give the interpreter's bytes."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from gpu_support import gpu_and_interpreter, hopper_or_skip
 from smem_window_kernels import (
     REGISTER_LAYOUTS,
     SWIZZLES,
+    multicast_into_a_window,
     registers_through_windows,
     tma_through_halves,
     tma_traced_window,
@@ -42,6 +43,14 @@ def test_tma_through_a_window_at_a_traced_start(swizzle):
     x = random_bits((128, 64), ad.bfloat16, 2)
     (gpu,), (cpu,) = gpu_and_interpreter(tma_traced_window, [x], [np.zeros_like(x)], SWIZZLE=swizzle)
     assert gpu.tobytes() == cpu.tobytes() == x.tobytes()
+
+
+@pytest.mark.parametrize("swizzle", LAYOUTS)
+def test_a_multicast_load_into_a_window(swizzle):
+    x = random_bits((64, 64), ad.bfloat16, 8)
+    (gpu,), (cpu,) = gpu_and_interpreter(multicast_into_a_window, [x], [np.zeros((128, 64), x.dtype)],
+                                         SWIZZLE=swizzle)
+    assert gpu.tobytes() == cpu.tobytes() == np.concatenate([x, x]).tobytes()
 
 
 @pytest.mark.parametrize("dtype", (ad.float32, ad.bfloat16), ids=str)

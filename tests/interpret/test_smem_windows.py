@@ -1,8 +1,8 @@
 """Windows of shared-memory buffers in the interpreter, against numpy: TMA loads and stores into
-windows at static and traced starts, register loads and stores (`ldmatrix`/`stmatrix` among
-them) through windows, and wgmma operands that are windows; and the windows refused, at the
-line that takes them: not contiguous, not whole tiles of the layout, off a swizzle atom, off the
-128 bytes TMA needs."""
+windows at static and traced starts (a cluster's multicast load among them), register loads and
+stores (`ldmatrix`/`stmatrix` among them) through windows, and wgmma operands that are windows;
+and the windows refused, at the line that takes them: not contiguous, not whole tiles of the
+layout, off a swizzle atom, off the 128 bytes TMA needs (16 for a bulk copy)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 from smem_window_kernels import (
     REGISTER_LAYOUTS,
     SWIZZLES,
+    multicast_into_a_window,
     registers_through_windows,
     tiling,
     tma_through_halves,
@@ -64,6 +65,14 @@ def test_wgmma_operands_that_are_windows(n):
     c = np.zeros((128, n), np.float32)
     wgmma_on_windows.interpret(a, b, c, N=n)
     assert np.array_equal(c, a.astype(np.float64) @ b[64:].astype(np.float64))
+
+
+@pytest.mark.parametrize("swizzle", LAYOUTS)
+def test_a_multicast_load_into_a_window(swizzle):
+    x = random_bits((64, 64), ad.bfloat16, 8)
+    y = np.zeros((128, 64), x.dtype)
+    multicast_into_a_window.interpret(x, y, SWIZZLE=swizzle)
+    assert y.tobytes() == np.concatenate([x, x]).tobytes()
 
 
 # -- refusals ------------------------------------------------------------------------------------

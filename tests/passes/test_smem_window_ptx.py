@@ -10,6 +10,7 @@ import pytest
 from smem_window_kernels import (
     REGISTER_LAYOUTS,
     SWIZZLES,
+    multicast_into_a_window,
     registers_through_windows,
     tma_through_halves,
     tma_traced_window,
@@ -37,6 +38,14 @@ def test_a_traced_window_start_is_one_multiply_add(ptxas, swizzle):
     ptx = tma_traced_window.compile(SPEC, SPEC, SWIZZLE=swizzle).binary.ptx
     ptxas(ptx)
     assert re.search(r"mad\.lo\.s32 %r\d+, %r\d+, 128, %r\d+;", ptx), ptx  # rows of 128 bytes
+
+
+@pytest.mark.parametrize("swizzle", LAYOUTS)
+def test_a_multicast_load_into_a_window_assembles(ptxas, swizzle):
+    x = ad.ArraySpec((64, 64), ad.bfloat16)
+    ptx = multicast_into_a_window.compile(x, SPEC, SWIZZLE=swizzle).binary.ptx
+    ptxas(ptx)
+    assert ".multicast::cluster" in ptx
 
 
 @pytest.mark.parametrize("dtype", (ad.float32, ad.bfloat16), ids=str)
