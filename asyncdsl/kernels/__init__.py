@@ -60,7 +60,8 @@ from asyncdsl.kernels.swiglu_backward import swiglu_backward
 
 __all__ = ["all_gather", "attention", "attention_backward", "attention_varlen", "cross_entropy", "gemm",
            "gemm_bias_activation", "gemm_fp8", "gemm_fp8_blockscaled", "gemm_fp8_rows", "gemm_grouped",
-           "gemm_stream_k", "layer_norm", "layer_norm_backward", "layer_norm_forward",
-           "linear_cross_entropy", "paged_decode_attention", "paged_prefill", "permute_bhsd", "quantize_fp8",
-           "reduce_scatter", "rms_norm", "rms_norm_backward", "rms_norm_forward", "softmax", "swiglu",
-           "swiglu_backward"]
+           "gemm_stream_k", "grouped_gemm", "grouped_gemm_fp8_blockscaled",
+           "grouped_gemm_fp8_blockscaled_masked", "grouped_gemm_masked", "layer_norm", "layer_norm_backward",
+           "layer_norm_forward", "linear_cross_entropy", "paged_decode_attention", "paged_prefill",
+           "permute_bhsd", "quantize_fp8", "reduce_scatter", "rms_norm", "rms_norm_backward",
+           "rms_norm_forward", "softmax", "swiglu", "swiglu_backward"]

@@ -117,7 +117,8 @@ def test_split_k_gemms_on_two_streams_at_once_keep_their_own_sums():
     m, n, k = 128, 1024, 4096  # split K (few tiles, long K)
     from asyncdsl.kernels.gemm import choose
     assert choose(m, n, k, 132).SPLIT_K > 1
-    pairs = [(_small_integers((m, k), torch, 10 + i), _small_integers((k, n), torch, 20 + i)) for i in range(8)]
+    pairs = [(_small_integers((m, k), torch, 10 + i), _small_integers((k, n), torch, 20 + i))
+             for i in range(8)]
     torch.cuda.synchronize()
     streams = [torch.cuda.Stream(), torch.cuda.Stream()]
     results = []
