@@ -44,7 +44,11 @@ class KeyTile:
         x = ad.program_id(0)
         self.j = (self.key_blocks - 1 - x) if ordered else x
         self.first_key = self.j * BN
-        self.first = self.first_key // BM if causal else 0  # BN is a multiple of BM
+        self.first = 0
+        if causal:  # BN is a multiple of BM; the first BN / BM blocks cross the diagonal
+            first = self.first_key // BM
+            self.diagonal = (first + BN // BM).min(self.query_blocks)
+            self.first = first
         self.per_head = self.query_blocks - self.first
         self.steps = group * self.per_head
 
@@ -55,10 +59,9 @@ class KeyTile:
             h = self.h_kv * self.group + g
             base = g * self.per_head - self.first
             if self.causal:
-                diagonal = (self.first + self.BN // self.BM).min(self.query_blocks)
-                for i in ad.range(self.first, diagonal):
+                for i in ad.range(self.first, self.diagonal):
                     step(base + i, h, i, masked=True)
-                for i in ad.range(diagonal, self.query_blocks):
+                for i in ad.range(self.diagonal, self.query_blocks):
                     step(base + i, h, i, masked=False)
             else:
                 for i in ad.range(self.query_blocks):
