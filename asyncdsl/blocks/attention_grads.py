@@ -21,7 +21,16 @@ waits for its writes to complete, then raises it.
 
 from __future__ import annotations
 
+from asyncdsl.blocks.attention_tiles import head_shapes
+from asyncdsl.errors import user_location
 from asyncdsl.frontend import language as ad
+
+
+def head_window(x, layout: str, b, head, start, count, column: int, width: int):
+    """Rows start.. (count of them), columns column.. (width of them) of one head of x."""
+    if layout == "BHSD":
+        return x.at[b, head, ad.ds(start, count), ad.ds(column, width)]
+    return x.at[b, ad.ds(start, count), head, ad.ds(column, width)]
 
 
 class KeyTile:
@@ -35,7 +44,11 @@ class KeyTile:
         x = ad.program_id(0)
         self.j = (self.key_blocks - 1 - x) if ordered else x
         self.first_key = self.j * BN
-        self.first = self.first_key // BM if causal else 0  # BN is a multiple of BM
+        self.first = 0
+        if causal:  # BN is a multiple of BM; the first BN / BM blocks cross the diagonal
+            first = self.first_key // BM
+            self.diagonal = (first + BN // BM).min(self.query_blocks)
+            self.first = first
         self.per_head = self.query_blocks - self.first
         self.steps = group * self.per_head
 
@@ -46,29 +59,28 @@ class KeyTile:
             h = self.h_kv * self.group + g
             base = g * self.per_head - self.first
             if self.causal:
-                diagonal = (self.first + self.BN // self.BM).min(self.query_blocks)
-                for i in ad.range(self.first, diagonal):
+                for i in ad.range(self.first, self.diagonal):
                     step(base + i, h, i, masked=True)
-                for i in ad.range(diagonal, self.query_blocks):
+                for i in ad.range(self.diagonal, self.query_blocks):
                     step(base + i, h, i, masked=False)
             else:
                 for i in ad.range(self.query_blocks):
                     step(base + i, h, i, masked=False)
 
-    def mask(self, s_t, first_key, i):
+    def mask(self, s_t, first_key, i, hidden: float = -float("inf")):
         """The scores s_t (keys × queries, keys from `first_key`, query block i) with the keys
-        after each query's own at -inf."""
+        after each query's own at `hidden` (-inf for scores, 0 for probabilities)."""
         keys = first_key + ad.iota(s_t.shape, ad.int32, 0)
         queries = i * self.BM + ad.iota(s_t.shape, ad.int32, 1)
-        return ad.where(keys > queries, -float("inf"), s_t)
+        return ad.where(keys > queries, hidden, s_t)
 
-    def rank(self, i, me):
+    def rank(self, i, me, adders: int):
         """Consumer `me`'s place among the dq adds into query block i (deterministic mode): key
-        blocks right to left, consumer 0 before 1."""
+        blocks right to left, each with `adders` consumers adding in their order."""
         last = self.key_blocks - 1
         if self.causal:
             last = (((i + 1) * self.BM - 1) // self.BN).min(last)
-        return 2 * (last - self.j) + me
+        return adders * (last - self.j) + me
 
 
 def add_dq(pieces, slot, workspace_rows, flag=None, rank=None) -> None:
@@ -85,3 +97,26 @@ def add_dq(pieces, slot, workspace_rows, flag=None, rank=None) -> None:
     if flag is not None:
         ad.await_async_copy(0)  # the adds' writes are complete before the next may start
         ad.signal(flag, rank + 1)
+
+
+def check_gradients(q, k, v, do, lse, delta, workspace, dk, dv, flags, BM: int, dims, causal: bool,
+                    layout: str) -> None:
+    """Refuse at trace time what a backward kernel taking head dims `dims` does not compute."""
+    (B, H, S, D), (H_KV, S_KV) = head_shapes(q, k, layout)
+    expected = {"v": k.shape, "do": q.shape, "dk": k.shape, "dv": k.shape, "lse": (B, H, S),
+                "delta": (B, H, S), "workspace": (B, H, S, D), "flags": (B, H, -(-S // BM))}
+    arrays = {"v": v, "do": do, "dk": dk, "dv": dv, "lse": lse, "delta": delta, "workspace": workspace,
+              "flags": flags}
+    for name, array in arrays.items():
+        if tuple(array.shape) != expected[name]:
+            raise ad.TraceError(f"{name} has shape {tuple(array.shape)}, expected {expected[name]} "
+                                f"({layout} layout)", user_location())
+    if D not in dims:
+        raise ad.TraceError(f"head dim {D}: this backward kernel takes {' or '.join(map(str, dims))}",
+                            user_location())
+    if H % H_KV:
+        raise ad.TraceError(f"{H} query heads cannot be grouped over {H_KV} key/value heads (not a divisor)",
+                            user_location())
+    if causal and S_KV != S:
+        raise ad.TraceError(f"causal attention takes as many keys as queries, got {S_KV} keys for {S} "
+                            "queries", user_location())

@@ -21,8 +21,8 @@ whole blocks.  Three launches:
    sᵀ and dpᵀ, 64 columns each, so k is also kept in 64-column tiles, dq's B operand.
 3. `finish_dq`: dq = workspace / √D in the input dtype.
 
-Head dims 64 and 128.  Above 128, dk and dv of 64 keys take 192 or more of a thread's 232
-registers: the kernel refuses them (splitting D over the warpgroups is not built).
+Head dims 64 and 128; at 192 and 256, where dk and dv of 64 keys take 192 or more of a
+thread's 232 registers, the host function launches `attention_backward_wide` instead.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import math
 
 import numpy as np
 
-from asyncdsl.blocks.attention_grads import KeyTile, add_dq
+from asyncdsl.blocks.attention_grads import KeyTile, add_dq, check_gradients, head_window
 from asyncdsl.blocks.attention_loads import AttentionLoads
 from asyncdsl.blocks.attention_tiles import head_rows, head_shapes
 from asyncdsl.blocks.mma_operands import tensor_core_layout
@@ -41,6 +41,7 @@ from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.kernels.attention_backward_rows import finish_dq, prepare
+from asyncdsl.kernels.attention_backward_wide import attention_backward_wide_kernel
 from asyncdsl.kernels.dispatch import launch
 from asyncdsl.kernels.outputs import empty
 
@@ -62,8 +63,9 @@ def attention_backward(q, k, v, o, lse, do, *, causal: bool = False, determinist
     flags = empty(q, (b, h, -(-s // BM)), np.int32)
     dq, dk, dv = empty(q, q.shape, q.dtype), empty(k, k.shape, k.dtype), empty(v, v.shape, v.dtype)
     launch(prepare, o, do, delta, workspace, flags, stream=stream, LAYOUT=layout)
-    launch(attention_backward_kernel, q, k, v, do, lse, delta, workspace, dk, dv, flags, stream=stream,
-           CAUSAL=bool(causal), DETERMINISTIC=bool(deterministic), LAYOUT=layout)
+    main = attention_backward_kernel if d <= 128 else attention_backward_wide_kernel
+    launch(main, q, k, v, do, lse, delta, workspace, dk, dv, flags, stream=stream, CAUSAL=bool(causal),
+           DETERMINISTIC=bool(deterministic), LAYOUT=layout)
     launch(finish_dq, workspace, dq, stream=stream, LAYOUT=layout)
     return dq, dk, dv
 
@@ -79,8 +81,8 @@ def attention_backward_kernel(q, k, v, do, lse, delta, workspace, dk, dv, flags,
                               LAYOUT: constexpr = "BHSD"):
     """dk, dv of one block of keys, and its shares of dq added into `workspace` (see the
     module's docstring)."""
-    (B, H, S, D), (H_KV, S_KV) = head_shapes(q, k, LAYOUT)
-    _check(q, k, v, do, lse, delta, workspace, dk, dv, flags, B, H, S, D, H_KV, S_KV, CAUSAL, LAYOUT)
+    (_, H, S, D), (H_KV, S_KV) = head_shapes(q, k, LAYOUT)
+    check_gradients(q, k, v, do, lse, delta, workspace, dk, dv, flags, BM, (64, 128), CAUSAL, LAYOUT)
     scale = LOG2E / math.sqrt(D)  # e^(x / √D) = 2^(scale·x)
     head = ad.program_id(1)
     b, h_kv = head // H_KV, head % H_KV
@@ -102,9 +104,8 @@ def attention_backward_kernel(q, k, v, do, lse, delta, workspace, dk, dv, flags,
             loads.load_query(part, head_rows(k, LAYOUT, b, h_kv, rows, 64))
             ad.async_copy(head_rows(v, LAYOUT, b, h_kv, rows, 64), values.at[part], barrier=values_landed)
             for c in range(columns):
-                window = (k.at[b, h_kv, ad.ds(rows, 64), ad.ds(c * 64, 64)] if LAYOUT == "BHSD"
-                          else k.at[b, ad.ds(rows, 64), h_kv, ad.ds(c * 64, 64)])
-                ad.async_copy(window, key_columns.at[part, c], barrier=values_landed)
+                ad.async_copy(head_window(k, LAYOUT, b, h_kv, rows, 64, c * 64, 64), key_columns.at[part, c],
+                              barrier=values_landed)
         tile.walk(lambda t, h, i, masked: loads.load(t, lambda _: head_rows(q, LAYOUT, b, h, i * BM, BM),
                                                      lambda _: head_rows(do, LAYOUT, b, h, i * BM, BM)))
 
@@ -157,7 +158,7 @@ def attention_backward_kernel(q, k, v, do, lse, delta, workspace, dk, dv, flags,
             with ad.region("add dq"):
                 flag = flags.at[b, h, i] if DETERMINISTIC else None
                 add_dq(dq_pieces, dq_slot.at[me], lambda c: workspace.at[b, h, rows, ad.ds(c * 64, 64)],
-                       flag, tile.rank(i, me) if DETERMINISTIC else None)
+                       flag, tile.rank(i, me, adders=2) if DETERMINISTIC else None)
 
         tile.walk(step)
         # k and v are read by this consumer only: their buffers take dk / √D and dv out.
@@ -167,27 +168,6 @@ def attention_backward_kernel(q, k, v, do, lse, delta, workspace, dk, dv, flags,
         ad.async_copy(loads.q.at[me], head_rows(dk, LAYOUT, b, h_kv, first_key, 64))
         ad.async_copy(values.at[me], head_rows(dv, LAYOUT, b, h_kv, first_key, 64))
         ad.await_async_copy(0)
-
-
-def _check(q, k, v, do, lse, delta, workspace, dk, dv, flags, B, H, S, D, H_KV, S_KV, CAUSAL, LAYOUT) -> None:
-    """Refuse at trace time what the kernel does not compute."""
-    expected = {"v": k.shape, "do": q.shape, "dk": k.shape, "dv": k.shape, "lse": (B, H, S),
-                "delta": (B, H, S), "workspace": (B, H, S, D), "flags": (B, H, -(-S // BM))}
-    arrays = {"v": v, "do": do, "dk": dk, "dv": dv, "lse": lse, "delta": delta, "workspace": workspace,
-              "flags": flags}
-    for name, array in arrays.items():
-        if tuple(array.shape) != expected[name]:
-            raise ad.TraceError(f"{name} has shape {tuple(array.shape)}, expected {expected[name]} "
-                                f"({LAYOUT} layout)", user_location())
-    if D not in (64, 128):
-        raise ad.TraceError(f"head dim {D}: the backward kernel takes 64 or 128 (above 128, dk and dv of a "
-                            "consumer's 64 keys in float32 leave too few of its registers)", user_location())
-    if H % H_KV:
-        raise ad.TraceError(f"{H} query heads cannot be grouped over {H_KV} key/value heads (not a divisor)",
-                            user_location())
-    if CAUSAL and S_KV != S:
-        raise ad.TraceError(f"causal attention takes as many keys as queries, got {S_KV} keys for {S} "
-                            "queries", user_location())
 
 
 def reference(q, k, v, do, causal: bool, layout: str = "BHSD") -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -1,8 +1,9 @@
-"""The library's attention backward (`asyncdsl.kernels.attention_backward`) on the GPU: its three
-kernels against the interpreter from the same inputs; on torch tensors, dq, dk, dv against
-float64 gradients no worse than twice the error of torch's own bf16 backward (SDPA with cuDNN,
-else its default) on the same inputs, causal and not, grouped k/v heads, both layouts, sequences
-that are not whole blocks; and the deterministic mode's bits the same over five runs."""
+"""The library's attention backward (`asyncdsl.kernels.attention_backward`) on the GPU: its
+kernels (both main kernels: head dims up to 128 and above) against the interpreter from the same
+inputs; on torch tensors, dq, dk, dv against float64 gradients no worse than twice the error of
+torch's own bf16 backward (SDPA with cuDNN, else another of its backends) on the same inputs,
+causal and not, grouped k/v heads, both layouts, head dims 64 to 256, sequences that are not
+whole blocks; and the deterministic mode's bits the same over five runs."""
 
 from __future__ import annotations
 
@@ -14,13 +15,15 @@ from gpu_support import gpu_and_interpreter, hopper_or_skip
 import asyncdsl.kernels as K
 from asyncdsl.kernels.attention_backward import attention_backward_kernel
 from asyncdsl.kernels.attention_backward_rows import finish_dq, prepare
+from asyncdsl.kernels.attention_backward_wide import attention_backward_wide_kernel
 
 hopper_or_skip()
 pytestmark = pytest.mark.gpu
 
 
-@pytest.mark.parametrize("q_shape,kv_heads,causal,layout", [((1, 2, 200, 64), 1, True, "BHSD"),
-                                                            ((1, 130, 2, 128), 2, False, "BSHD")])
+@pytest.mark.parametrize("q_shape,kv_heads,causal,layout", [
+    ((1, 2, 200, 64), 1, True, "BHSD"), ((1, 130, 2, 128), 2, False, "BSHD"),
+    ((1, 2, 150, 192), 1, True, "BSHD"), ((1, 1, 130, 256), 1, True, "BHSD")])
 def test_the_kernels_on_the_gpu_are_the_interpreters(q_shape, kv_heads, causal, layout):
     """Each kernel from the same inputs (the interpreter's outputs of the one before); the GPU's
     ex2.approx differs from the interpreter's exact exp2 in the last bits of p."""
@@ -40,8 +43,9 @@ def test_the_kernels_on_the_gpu_are_the_interpreters(q_shape, kv_heads, causal, 
     for deterministic in (False, True):
         outputs = [np.zeros((b, h, s, d), np.float32), np.full(kv_shape, np.nan, ml_dtypes.bfloat16),
                    np.full(kv_shape, np.nan, ml_dtypes.bfloat16), np.zeros_like(flags)]
+        main = attention_backward_kernel if d <= 128 else attention_backward_wide_kernel
         sums[deterministic] = gpu_and_interpreter(
-            attention_backward_kernel, [q, k, v, do, lse, delta], outputs, CAUSAL=causal,
+            main, [q, k, v, do, lse, delta], outputs, CAUSAL=causal,
             DETERMINISTIC=deterministic, LAYOUT=layout)
     (dq,), (host_dq,) = gpu_and_interpreter(finish_dq, [sums[True][1][0]],
                                             [np.full(q_shape, np.nan, ml_dtypes.bfloat16)], LAYOUT=layout)
@@ -93,7 +97,8 @@ def _torch_gradients(torch, q, k, v, do, causal, layout, dtype):
 @pytest.mark.parametrize("q_shape,kv_heads,causal,layout", [
     ((2, 4, 1000, 64), 4, False, "BHSD"), ((1, 8, 1000, 128), 2, True, "BHSD"),
     ((1, 777, 4, 128), 1, False, "BSHD"), ((2, 1024, 4, 64), 2, True, "BSHD"),
-    ((1, 16, 2048, 128), 16, True, "BHSD"),
+    ((1, 16, 2048, 128), 16, True, "BHSD"), ((1, 8, 1000, 192), 2, True, "BSHD"),
+    ((2, 4, 777, 256), 4, False, "BHSD"), ((1, 8, 1024, 256), 8, True, "BHSD"),
 ])
 def test_gradients_are_no_worse_than_twice_torchs_bf16_backward(q_shape, kv_heads, causal, layout):
     torch = pytest.importorskip("torch")
@@ -109,10 +114,10 @@ def test_gradients_are_no_worse_than_twice_torchs_bf16_backward(q_shape, kv_head
         assert error <= 2 * peer_error, f"{name}: {error:.3e} against torch's {peer_error:.3e}"
 
 
-@pytest.mark.parametrize("causal", [False, True])
-def test_the_deterministic_mode_gives_the_same_bits_five_times(causal):
+@pytest.mark.parametrize("causal,head_dim", [(False, 128), (True, 128), (True, 64), (False, 256)])
+def test_the_deterministic_mode_gives_the_same_bits_five_times(causal, head_dim):
     torch = pytest.importorskip("torch")
-    q, k, v, do = _inputs(torch, (2, 8, 2048, 128), 2, "BHSD", seed=5)
+    q, k, v, do = _inputs(torch, (2, 8, 2048, head_dim), 2, "BHSD", seed=5)
     o, lse = K.attention(q, k, v, causal=causal)
     runs = [K.attention_backward(q, k, v, o, lse, do, causal=causal, deterministic=True) for _ in range(5)]
     for run in runs[1:]:

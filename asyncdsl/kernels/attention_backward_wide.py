@@ -1,0 +1,154 @@
+"""Attention backward at head dims 192 and 256 (`asyncdsl.kernels.attention_backward` launches it
+for those; see `attention_backward` for the schedule at 64 and 128).
+
+dk and dv of 64 keys in float32 take 96 or 128 registers a thread each at these dims, so one
+warpgroup cannot hold both: a CTA takes 64 keys, and its two consumers split the work of a query
+block by what they accumulate.  Both compute sᵀ = k qᵀ and pᵀ (one product done twice, so that
+no probabilities cross between them); then
+
+- consumer 1: dpᵀ = v doᵀ, dsᵀ = pᵀ ∘ (dpᵀ - δ), dk += dsᵀ q, and dsᵀ into one of two SMEM
+  slots;
+- consumer 0: dv += pᵀ do, and once consumer 1 filled the slot, dq_part = ds k, 64 columns at a
+  time in two accumulators, added into the workspace (`asyncdsl.blocks.attention_grads.add_dq`).
+
+Each does three of the six products.  A pair of barriers a slot hands dsᵀ over (full: consumer
+1 wrote it; empty: consumer 0's products that read it are done).  The producer loads k (as rows,
+A of k qᵀ, and as 64-column tiles, B of ds k) and v once, and streams q and do through a ring of
+two slots at D = 192, one at 256 (shared memory holds no more).
+"""
+
+from __future__ import annotations
+
+import math
+
+from asyncdsl.blocks.attention_grads import KeyTile, add_dq, check_gradients, head_window
+from asyncdsl.blocks.attention_loads import AttentionLoads
+from asyncdsl.blocks.attention_tiles import head_rows, head_shapes
+from asyncdsl.blocks.mma_operands import tensor_core_layout
+from asyncdsl.frontend import language as ad
+from asyncdsl.jit.binding import constexpr
+from asyncdsl.jit.kernel import kernel
+from asyncdsl.jit.specs import ArraySpec
+
+LOG2E = 1.4426950408889634
+BN, BM = 64, 64  # keys a CTA, query rows a step
+
+
+def _grid(q, k, v, do, lse, delta, workspace, dk, dv, flags, LAYOUT, **_):
+    (b, _, _, _), (h_kv, s_kv) = head_shapes(q, k, LAYOUT)
+    return (ad.cdiv(s_kv, BN), b * h_kv)
+
+
+@kernel(grid=_grid, block=384, name="attention_backward_wide")
+def attention_backward_wide_kernel(q, k, v, do, lse, delta, workspace, dk, dv, flags,
+                                   CAUSAL: constexpr = False, DETERMINISTIC: constexpr = False,
+                                   LAYOUT: constexpr = "BHSD"):
+    """dk, dv of 64 keys and their shares of dq at head dims 192 and 256 (see the module's
+    docstring)."""
+    (_, H, S, D), (H_KV, S_KV) = head_shapes(q, k, LAYOUT)
+    check_gradients(q, k, v, do, lse, delta, workspace, dk, dv, flags, BM, (192, 256), CAUSAL, LAYOUT)
+    scale = LOG2E / math.sqrt(D)
+    head = ad.program_id(1)
+    b, h_kv = head // H_KV, head % H_KV
+    tile = KeyTile(S, S_KV, BN, BM, CAUSAL, H // H_KV, h_kv, DETERMINISTIC)
+    columns = D // 64
+
+    # The ring's tile loaded once holds k (part 0) and v (part 1); its slots q and do.
+    loads = AttentionLoads(k.dtype, BN, 2, BM, q.dtype, do.dtype, D, 2 if D <= 192 else 1)
+    key_columns = ad.smem((columns, BN, 64), k.dtype, **tensor_core_layout(BN))  # B of ds k
+    ds_s = ad.smem((2, BN, BM), q.dtype, **tensor_core_layout(BN))  # dsᵀ, A of ds k as .T
+    ds_full, ds_empty = ad.barrier(num=2), ad.barrier(num=2)
+    dq_slot = ad.smem((64, 64), ad.float32, **tensor_core_layout(64, 32))
+    columns_landed = ad.barrier(arrival_count=columns)
+
+    with ad.warpgroup_role(2, registers=40):
+        loads.load_query(0, head_rows(k, LAYOUT, b, h_kv, tile.first_key, BN))
+        loads.load_query(1, head_rows(v, LAYOUT, b, h_kv, tile.first_key, BN))
+        for c in range(columns):
+            ad.async_copy(head_window(k, LAYOUT, b, h_kv, tile.first_key, BN, c * 64, 64), key_columns.at[c],
+                          barrier=columns_landed)
+        tile.walk(lambda t, h, i, masked: loads.load(t, lambda _: head_rows(q, LAYOUT, b, h, i * BM, BM),
+                                                     lambda _: head_rows(do, LAYOUT, b, h, i * BM, BM)))
+
+    s_t = ad.registers((BN, BM), ad.float32, layout=ad.WGMMA)  # sᵀ; consumer 0: then dq's pieces
+    dp_t = ad.registers((BN, BM), ad.float32, layout=ad.WGMMA)  # consumer 1's dpᵀ
+    acc = ad.registers((BN, D), ad.float32, layout=ad.WGMMA)  # consumer 0: dv; 1: dk
+
+    def probabilities(slot, h, i, masked: bool):
+        """pᵀ of query block i (float32), from sᵀ issued on the slot's q."""
+        lse_i = ad.load(lse.at[b, h, ad.ds(i * BM, BM)], layout=ad.WGMMA_COL)[None, :] * -LOG2E
+        loads.wait_keys(slot)
+        ad.wgmma(s_t, loads.q.at[0], loads.keys(slot), accumulate=False)
+        ad.wgmma_wait(0)
+        p_t = ad.exp2(ad.fma(s_t[...], scale, lse_i), approx=True)
+        # Masked after the exponentials: the indices then need not live beside sᵀ and lse.
+        return tile.mask(p_t, tile.first_key, i, hidden=0.0) if masked else p_t
+
+    def values_and_dq(t, h, i, masked: bool):
+        """Consumer 0: dv += pᵀ do, then dq_part = ds k from consumer 1's dsᵀ."""
+        slot, handed = loads.slot(t), t % 2
+        p_t = probabilities(slot, h, i, masked)
+        loads.release_keys(slot)
+        loads.wait_values(slot)
+        ad.wgmma(acc, p_t.astype(do.dtype), loads.values(slot))
+        ad.wgmma_wait(0)
+        loads.release_values(slot)
+        ds_full[handed].wait()
+        rows = ad.ds(i * BM, BM)
+        for c in range(columns):  # 64 columns at a time, in sᵀ's registers
+            ad.wgmma(s_t, ds_s.at[handed].T, key_columns.at[c], accumulate=False)
+            ad.wgmma_wait(0)
+            if c == columns - 1:
+                ds_empty[handed].arrive(sync=False)  # the tensor cores are done with the slot
+            # Deterministic: each piece's add has its own rank, the key blocks' in their order.
+            rank = tile.rank(i, 0, adders=1) * columns + c if DETERMINISTIC else None
+            add_dq((s_t,), dq_slot, lambda _, c=c: workspace.at[b, h, rows, ad.ds(c * 64, 64)],
+                   flags.at[b, h, i] if DETERMINISTIC else None, rank)
+
+    def keys_and_ds(t, h, i, masked: bool):
+        """Consumer 1: dpᵀ, dsᵀ, dk += dsᵀ q, dsᵀ handed to consumer 0."""
+        slot, handed = loads.slot(t), t % 2
+        delta_i = ad.load(delta.at[b, h, ad.ds(i * BM, BM)], layout=ad.WGMMA_COL)[None, :]
+        p_t = probabilities(slot, h, i, masked)
+        loads.wait_values(slot)
+        ad.wgmma(dp_t, loads.q.at[1], loads.v.at[slot].T, accumulate=False)
+        ad.wgmma_wait(0)
+        loads.release_values(slot)
+        ds_t = (p_t * (dp_t[...] - delta_i)).astype(q.dtype)
+        ad.wgmma(acc, ds_t, loads.k.at[slot])
+        with ad.when(t >= 2):
+            ds_empty[handed].wait()
+        ds_s.at[handed][...] = ds_t
+        ad.fence_async_smem()
+        ds_full[handed].arrive()
+        ad.wgmma_wait(0)
+        loads.release_keys(slot)
+
+    # Consumer 1 holds dpᵀ besides what consumer 0 holds: it gets more of the registers.
+    with ad.warpgroup_role(0, registers=224):
+        acc[...] = ad.zeros((BN, D), ad.float32)
+        loads.query_landed.wait()
+        columns_landed.wait()
+        tile.walk(values_and_dq)
+        for c in range(columns):  # the key columns are read by this consumer only: dv goes out through them
+            key_columns.at[c][...] = acc[:, c * 64:(c + 1) * 64].astype(dv.dtype)
+        ad.fence_async_smem()
+        for c in range(columns):
+            ad.async_copy(key_columns.at[c], head_window(dv, LAYOUT, b, h_kv, tile.first_key, BN, c * 64, 64))
+        ad.await_async_copy(0)
+    with ad.warpgroup_role(1, registers=240):
+        acc[...] = ad.zeros((BN, D), ad.float32)
+        loads.query_landed.wait()
+        tile.walk(keys_and_ds)
+        loads.q.at[1][...] = (acc[...] * (1.0 / math.sqrt(D))).astype(dk.dtype)  # v: read by this one only
+        ad.fence_async_smem()
+        ad.async_copy(loads.q.at[1], head_rows(dk, LAYOUT, b, h_kv, tile.first_key, BN))
+        ad.await_async_copy(0)
+
+
+# Arguments `asyncdsl dump` traces the kernel with.
+EXAMPLE_ARGS = {"attention_backward_wide_kernel": (
+    (*(ArraySpec((1, 2, 256, 192), ad.bfloat16) for _ in range(4)), ArraySpec((1, 2, 256), ad.float32),
+     ArraySpec((1, 2, 256), ad.float32), ArraySpec((1, 2, 256, 192), ad.float32),
+     *(ArraySpec((1, 2, 256, 192), ad.bfloat16) for _ in range(2)), ArraySpec((1, 2, 4), ad.int32)),
+    {"CAUSAL": True})}
