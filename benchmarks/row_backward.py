@@ -11,7 +11,8 @@ contender's gradients against float64 autograd (largest error relative to the la
 Liger's fused linear cross-entropy sums its weight gradient in float32 here, as asyncdsl's does.
 
     python -m pip install --no-deps liger_kernel-0.8.5-py3-none-any.whl   # else Liger is left out
-    python benchmarks/row_backward.py
+    python benchmarks/row_backward.py rms_norm    # or layer_norm, swiglu, cross_entropy,
+                                                  # linear_cross_entropy; all of them by default
 """
 
 from __future__ import annotations
@@ -142,30 +143,40 @@ def _errors(kind, leaves, targets, dy, gradients):
     return max(float((g.double() - e).abs().max() / e.abs().max()) for g, e in zip(gradients, expected))
 
 
-def main() -> None:
+SHAPES = {"rms_norm": NORMS, "layer_norm": NORMS, "swiglu": SWIGLU, "cross_entropy": VOCABULARIES,
+          "linear_cross_entropy": LAST_LAYERS}
+
+
+def main(kinds: list[str]) -> None:
+    """Each kind's shapes, its results in results/row_backward_KIND.json."""
+    liger = _liger()
+    for kind in kinds:
+        results = {}
+        for shape in SHAPES[kind]:
+            if kind == "linear_cross_entropy":
+                results[f"{kind} {'x'.join(map(str, shape))} fwd+bwd"] = _last_layer(*shape, liger)
+            else:
+                results[f"{kind} {shape[0]}x{shape[1]} fwd+bwd"] = _row_kernel(kind, *shape, liger)
+        write_result(f"row_backward_{kind}", results)
+
+
+def _row_kernel(kind: str, m: int, n: int, liger) -> dict:
+    """A row kernel's figures: TB/s, errors."""
     import torch
 
-    liger = _liger()
-    results = {}
-    shapes = [("rms_norm", s) for s in NORMS] + [("layer_norm", s) for s in NORMS] \
-        + [("swiglu", s) for s in SWIGLU] + [("cross_entropy", s) for s in VOCABULARIES]
-    for kind, (m, n) in shapes:
-        torch.manual_seed(m + n)
-        leaves, targets, dy = _inputs(kind, m, n)
-        runs = _contenders(kind, leaves, targets, dy, liger)
-        row = {}
-        for name, run in runs.items():  # the first call (on inputs no call has overwritten yet) checked
-            row[f"{name} error"] = _errors(kind, leaves, targets, dy, run())
-        torch.cuda.synchronize()
-        for name, ms in rounds_of_gpu_ms(runs, rounds=7, warmup=5, rep=20).items():
-            row[f"{name} (TB/s)"] = m * n * BYTES[kind] / ms / 1e9
-        peers = [row[f"{name} (TB/s)"] for name in ("liger", "torch.compile") if f"{name} (TB/s)" in row]
-        row["asyncdsl / best of liger and torch.compile"] = row["asyncdsl (TB/s)"] / max(peers)
-        results[f"{kind} {m}x{n} fwd+bwd"] = row
-        print(kind, f"{m}x{n}", {k: round(v, 5) for k, v in row.items()}, flush=True)
-    for tokens, hidden, v in LAST_LAYERS:
-        results[f"linear_cross_entropy {tokens}x{hidden}x{v} fwd+bwd"] = _last_layer(tokens, hidden, v, liger)
-    write_result("row_backward", results)
+    torch.manual_seed(m + n)
+    leaves, targets, dy = _inputs(kind, m, n)
+    runs = _contenders(kind, leaves, targets, dy, liger)
+    row = {}
+    for name, run in runs.items():  # the first call (on inputs no call has overwritten yet) checked
+        row[f"{name} error"] = _errors(kind, leaves, targets, dy, run())
+    torch.cuda.synchronize()
+    for name, ms in rounds_of_gpu_ms(runs, rounds=7, warmup=5, rep=20).items():
+        row[f"{name} (TB/s)"] = m * n * BYTES[kind] / ms / 1e9
+    peers = [row[f"{name} (TB/s)"] for name in ("liger", "torch.compile") if f"{name} (TB/s)" in row]
+    row["asyncdsl / best of liger and torch.compile"] = row["asyncdsl (TB/s)"] / max(peers)
+    print(kind, f"{m}x{n}", {k: round(v, 5) for k, v in row.items()}, flush=True)
+    return row
 
 
 def _last_layer(tokens: int, hidden: int, v: int, liger) -> dict:
@@ -197,4 +208,12 @@ def _last_layer(tokens: int, hidden: int, v: int, liger) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("kinds", nargs="*", metavar="KIND",
+                        help=f"of {', '.join(SHAPES)} (default: all; one a run keeps each under 3 minutes)")
+    kinds = parser.parse_args().kinds or list(SHAPES)
+    if set(kinds) - set(SHAPES):
+        parser.error(f"unknown kinds {sorted(set(kinds) - set(SHAPES))}; they are {', '.join(SHAPES)}")
+    main(kinds)
