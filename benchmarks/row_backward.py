@@ -17,6 +17,7 @@ Liger's fused linear cross-entropy sums its weight gradient in float32 here, as 
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 
@@ -148,20 +149,30 @@ SHAPES = {"rms_norm": NORMS, "layer_norm": NORMS, "swiglu": SWIGLU, "cross_entro
 
 
 def main(kinds: list[str]) -> None:
-    """Each kind's shapes, its results in results/row_backward_KIND.json."""
+    """Each kind's shapes, its results in results/row_backward_KIND.json: per shape
+    {"KIND SHAPE fwd+bwd (UNIT)": {contender: figure}, "... error": {contender: error}, the ratio}
+    (docs/performance.md's form), and for the last layer "... peak memory MiB" too."""
     liger = _liger()
     for kind in kinds:
         results = {}
         for shape in SHAPES[kind]:
-            if kind == "linear_cross_entropy":
-                results[f"{kind} {'x'.join(map(str, shape))} fwd+bwd"] = _last_layer(*shape, liger)
-            else:
-                results[f"{kind} {shape[0]}x{shape[1]} fwd+bwd"] = _row_kernel(kind, *shape, liger)
+            measure = _last_layer if kind == "linear_cross_entropy" else functools.partial(_row_kernel, kind)
+            figures, unit = measure(*shape, liger)
+            label = f"{kind} {'x'.join(map(str, shape))} fwd+bwd"
+            results[f"{label} ({unit})"] = {name[:-len(unit) - 3]: value for name, value in figures.items()
+                                            if name.endswith(f"({unit})")}
+            for what in ("error", "peak memory MiB"):
+                found = {name[:-len(what) - 1]: value for name, value in figures.items()
+                         if name.endswith(what)}
+                if found:
+                    results[f"{label} {what}"] = found
+            results[f"{label} asyncdsl / best of liger and torch.compile"] = \
+                figures["asyncdsl / best of liger and torch.compile"]
         write_result(f"row_backward_{kind}", results)
 
 
-def _row_kernel(kind: str, m: int, n: int, liger) -> dict:
-    """A row kernel's figures: TB/s, errors."""
+def _row_kernel(kind: str, m: int, n: int, liger) -> tuple[dict, str]:
+    """A row kernel's figures (TB/s, errors) and their unit."""
     import torch
 
     torch.manual_seed(m + n)
@@ -176,11 +187,12 @@ def _row_kernel(kind: str, m: int, n: int, liger) -> dict:
     peers = [row[f"{name} (TB/s)"] for name in ("liger", "torch.compile") if f"{name} (TB/s)" in row]
     row["asyncdsl / best of liger and torch.compile"] = row["asyncdsl (TB/s)"] / max(peers)
     print(kind, f"{m}x{n}", {k: round(v, 5) for k, v in row.items()}, flush=True)
-    return row
+    return row, "TB/s"
 
 
-def _last_layer(tokens: int, hidden: int, v: int, liger) -> dict:
-    """The fused last layer's figures: TFLOP/s, peak memory beyond the inputs, errors."""
+def _last_layer(tokens: int, hidden: int, v: int, liger) -> tuple[dict, str]:
+    """The fused last layer's figures (TFLOP/s, peak memory beyond the inputs, errors) and their
+    unit."""
     import torch
 
     torch.manual_seed(tokens + v)
@@ -204,7 +216,7 @@ def _last_layer(tokens: int, hidden: int, v: int, liger) -> dict:
     peers = [row[f"{name} (TFLOP/s)"] for name in ("liger", "torch.compile") if f"{name} (TFLOP/s)" in row]
     row["asyncdsl / best of liger and torch.compile"] = row["asyncdsl (TFLOP/s)"] / max(peers)
     print(f"linear_cross_entropy {tokens}x{hidden}x{v}", {k: round(x, 4) for k, x in row.items()}, flush=True)
-    return row
+    return row, "TFLOP/s"
 
 
 if __name__ == "__main__":
