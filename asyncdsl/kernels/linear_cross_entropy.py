@@ -29,7 +29,7 @@ from asyncdsl.frontend import language as ad
 from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
-from asyncdsl.kernels.cross_entropy import REDUCTIONS, _words, count_valid, cross_entropy_rows, vector_total
+from asyncdsl.kernels.cross_entropy import REDUCTIONS, count_valid, cross_entropy_rows, target_words, vector_total
 from asyncdsl.kernels.cross_entropy import config as cross_entropy_config
 from asyncdsl.kernels.dispatch import launch, on_host
 from asyncdsl.kernels.gemm import INTERPRETED_CTAS, _sms, cooperative, gemm
@@ -51,7 +51,7 @@ def linear_cross_entropy(h, weight, targets, *, ignore_index: int = -100, reduct
     v = weight.shape[0]
     rows = chunk or chunk_rows(n, v, hidden)
     ctas = INTERPRETED_CTAS if on_host(h) else _sms(h) // 2 * 2
-    words = _words(targets)
+    words = target_words(targets)
     count = empty(h, (1,), ad.float32)
     launch(count_valid, words, count, stream=stream, IGNORE=ignore_index)
     losses, dh = empty(h, (n,), ad.float32), empty(h, h.shape, h.dtype)
