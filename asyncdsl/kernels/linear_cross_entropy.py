@@ -29,7 +29,8 @@ from asyncdsl.frontend import language as ad
 from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
-from asyncdsl.kernels.cross_entropy import REDUCTIONS, count_valid, cross_entropy_rows, target_words, vector_total
+from asyncdsl.kernels.cross_entropy import REDUCTIONS, count_valid, cross_entropy_rows, target_words
+from asyncdsl.kernels.cross_entropy import vector_total
 from asyncdsl.kernels.cross_entropy import config as cross_entropy_config
 from asyncdsl.kernels.dispatch import launch, on_host
 from asyncdsl.kernels.gemm import INTERPRETED_CTAS, _sms, cooperative, gemm
