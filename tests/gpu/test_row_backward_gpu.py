@@ -66,7 +66,7 @@ def test_layer_norm_statistics_and_backward_on_the_gpu_are_the_interpreters(n):
     outputs = [np.full_like(x, np.nan), *(np.full(m, np.nan, np.float32) for _ in range(2))]
     _stats(layer_norm_stats, [x, w, b], outputs, layer_norm_stats_config(n), f"layer_norm_stats {n}")
     _, mean, rstd = K.layer_norm_forward(x, w, b)
-    constexprs = backward_config(n, m, SMS)
+    constexprs = backward_config(n, m, SMS, sums=2)
     partials = [np.full((constexprs["CTAS"], n), np.nan, np.float32) for _ in range(2)]
     (dx, *gpu_partials), (host_dx, *host_partials) = gpu_and_interpreter(
         layer_norm_backward_rows, [dy, x, w, mean, rstd], [np.full_like(x, np.nan), *partials], **constexprs)
