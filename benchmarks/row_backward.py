@@ -149,7 +149,7 @@ SHAPES = {"rms_norm": NORMS, "layer_norm": NORMS, "swiglu": SWIGLU, "cross_entro
 
 
 def main(kinds: list[str]) -> None:
-    """Each kind's shapes, its results in results/row_backward_KIND.json: per shape
+    """Each kind's shapes, its results in row_backward_KIND.json (`write_result`): per shape
     {"KIND SHAPE fwd+bwd (UNIT)": {contender: figure}, "... error": {contender: error}, the ratio}
     (docs/performance.md's form), and for the last layer "... peak memory MiB" too."""
     liger = _liger()
