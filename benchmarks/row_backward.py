@@ -11,11 +11,13 @@ contender's gradients against float64 autograd (largest error relative to the la
 Liger's fused linear cross-entropy sums its weight gradient in float32 here, as asyncdsl's does.
 
     python -m pip install --no-deps liger_kernel-0.8.5-py3-none-any.whl   # else Liger is left out
-    python benchmarks/row_backward.py
+    python benchmarks/row_backward.py rms_norm    # or layer_norm, swiglu, cross_entropy,
+                                                  # linear_cross_entropy; all of them by default
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 
@@ -142,34 +144,55 @@ def _errors(kind, leaves, targets, dy, gradients):
     return max(float((g.double() - e).abs().max() / e.abs().max()) for g, e in zip(gradients, expected))
 
 
-def main() -> None:
+SHAPES = {"rms_norm": NORMS, "layer_norm": NORMS, "swiglu": SWIGLU, "cross_entropy": VOCABULARIES,
+          "linear_cross_entropy": LAST_LAYERS}
+
+
+def main(kinds: list[str]) -> None:
+    """Each kind's shapes, its results in row_backward_KIND.json (`write_result`): per shape
+    {"KIND SHAPE fwd+bwd (UNIT)": {contender: figure}, "... error": {contender: error}, the ratio}
+    (docs/performance.md's form), and for the last layer "... peak memory MiB" too."""
+    liger = _liger()
+    for kind in kinds:
+        results = {}
+        for shape in SHAPES[kind]:
+            measure = _last_layer if kind == "linear_cross_entropy" else functools.partial(_row_kernel, kind)
+            figures, unit = measure(*shape, liger)
+            label = f"{kind} {'x'.join(map(str, shape))} fwd+bwd"
+            results[f"{label} ({unit})"] = {name[:-len(unit) - 3]: value for name, value in figures.items()
+                                            if name.endswith(f"({unit})")}
+            for what in ("error", "peak memory MiB"):
+                found = {name[:-len(what) - 1]: value for name, value in figures.items()
+                         if name.endswith(what)}
+                if found:
+                    results[f"{label} {what}"] = found
+            results[f"{label} asyncdsl / best of liger and torch.compile"] = \
+                figures["asyncdsl / best of liger and torch.compile"]
+        write_result(f"row_backward_{kind}", results)
+
+
+def _row_kernel(kind: str, m: int, n: int, liger) -> tuple[dict, str]:
+    """A row kernel's figures (TB/s, errors) and their unit."""
     import torch
 
-    liger = _liger()
-    results = {}
-    shapes = [("rms_norm", s) for s in NORMS] + [("layer_norm", s) for s in NORMS] \
-        + [("swiglu", s) for s in SWIGLU] + [("cross_entropy", s) for s in VOCABULARIES]
-    for kind, (m, n) in shapes:
-        torch.manual_seed(m + n)
-        leaves, targets, dy = _inputs(kind, m, n)
-        runs = _contenders(kind, leaves, targets, dy, liger)
-        row = {}
-        for name, run in runs.items():  # the first call (on inputs no call has overwritten yet) checked
-            row[f"{name} error"] = _errors(kind, leaves, targets, dy, run())
-        torch.cuda.synchronize()
-        for name, ms in rounds_of_gpu_ms(runs, rounds=7, warmup=5, rep=20).items():
-            row[f"{name} (TB/s)"] = m * n * BYTES[kind] / ms / 1e9
-        peers = [row[f"{name} (TB/s)"] for name in ("liger", "torch.compile") if f"{name} (TB/s)" in row]
-        row["asyncdsl / best of liger and torch.compile"] = row["asyncdsl (TB/s)"] / max(peers)
-        results[f"{kind} {m}x{n} fwd+bwd"] = row
-        print(kind, f"{m}x{n}", {k: round(v, 5) for k, v in row.items()}, flush=True)
-    for tokens, hidden, v in LAST_LAYERS:
-        results[f"linear_cross_entropy {tokens}x{hidden}x{v} fwd+bwd"] = _last_layer(tokens, hidden, v, liger)
-    write_result("row_backward", results)
+    torch.manual_seed(m + n)
+    leaves, targets, dy = _inputs(kind, m, n)
+    runs = _contenders(kind, leaves, targets, dy, liger)
+    row = {}
+    for name, run in runs.items():  # the first call (on inputs no call has overwritten yet) checked
+        row[f"{name} error"] = _errors(kind, leaves, targets, dy, run())
+    torch.cuda.synchronize()
+    for name, ms in rounds_of_gpu_ms(runs, rounds=7, warmup=5, rep=20).items():
+        row[f"{name} (TB/s)"] = m * n * BYTES[kind] / ms / 1e9
+    peers = [row[f"{name} (TB/s)"] for name in ("liger", "torch.compile") if f"{name} (TB/s)" in row]
+    row["asyncdsl / best of liger and torch.compile"] = row["asyncdsl (TB/s)"] / max(peers)
+    print(kind, f"{m}x{n}", {k: round(v, 5) for k, v in row.items()}, flush=True)
+    return row, "TB/s"
 
 
-def _last_layer(tokens: int, hidden: int, v: int, liger) -> dict:
-    """The fused last layer's figures: TFLOP/s, peak memory beyond the inputs, errors."""
+def _last_layer(tokens: int, hidden: int, v: int, liger) -> tuple[dict, str]:
+    """The fused last layer's figures (TFLOP/s, peak memory beyond the inputs, errors) and their
+    unit."""
     import torch
 
     torch.manual_seed(tokens + v)
@@ -193,8 +216,16 @@ def _last_layer(tokens: int, hidden: int, v: int, liger) -> dict:
     peers = [row[f"{name} (TFLOP/s)"] for name in ("liger", "torch.compile") if f"{name} (TFLOP/s)" in row]
     row["asyncdsl / best of liger and torch.compile"] = row["asyncdsl (TFLOP/s)"] / max(peers)
     print(f"linear_cross_entropy {tokens}x{hidden}x{v}", {k: round(x, 4) for k, x in row.items()}, flush=True)
-    return row
+    return row, "TFLOP/s"
 
 
 if __name__ == "__main__":
-    main()
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("kinds", nargs="*", metavar="KIND",
+                        help=f"of {', '.join(SHAPES)} (default: all; one a run keeps each under 3 minutes)")
+    kinds = parser.parse_args().kinds or list(SHAPES)
+    if set(kinds) - set(SHAPES):
+        parser.error(f"unknown kinds {sorted(set(kinds) - set(SHAPES))}; they are {', '.join(SHAPES)}")
+    main(kinds)

@@ -15,8 +15,8 @@ norms (dw = Σ_rows dy∘x̂, db = Σ_rows dy) are such sums.
             sums.add(padded_rows(x, ROWS, WIDTH, block=block).piece(0))
         sums.store(partial)
 
-No atomics: the sums are the same bits on every run, and the partial rows (one a CTA, about one
-CTA a multiprocessor) cost a read of a few hundred rows more than the rows themselves.
+No atomics: the sums are the same bits on every run, and the partial rows (one a CTA, a few CTAs
+a multiprocessor) cost a write and a read of a few hundred rows more than the rows themselves.
 """
 
 from __future__ import annotations

@@ -52,7 +52,7 @@ def cross_entropy(logits, targets, *, ignore_index: int = -100, reduction: str =
     if reduction not in REDUCTIONS:
         raise ad.ArgumentError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}", user_location())
     n = row_length("logits", logits)
-    targets = _words(targets)
+    targets = target_words(targets)
     count = empty(logits, (1,), ad.float32)
     launch(count_valid, targets, count, stream=stream, IGNORE=ignore_index)
     losses = empty(logits, logits.shape[:1], ad.float32)
@@ -66,7 +66,7 @@ def cross_entropy(logits, targets, *, ignore_index: int = -100, reduction: str =
     return total.reshape(()), dlogits
 
 
-def _words(targets):
+def target_words(targets):
     """int64 targets as (N, 2) int32 words (a view), int32 ones as they are."""
     if str(targets.dtype) not in ("int64", "torch.int64"):
         return targets
@@ -75,8 +75,8 @@ def _words(targets):
 
 
 def _targets(targets, rows):
-    """The targets of the int32 index tile `rows` (IGNORE past the end), given as `_words` makes
-    them; refused unless int32 of one or two words a row."""
+    """The targets of the int32 index tile `rows` (to load, IGNORE past the end), given as
+    `target_words` makes them; refused unless int32 of one or two words a row."""
     if targets.dtype != ad.int32 or len(targets.shape) not in (1, 2) or targets.shape[1:] not in ((), (2,)):
         raise ad.TraceError("targets must be int32 (N,) or the (N, 2) int32 words of int64 ones, got "
                             f"{targets.dtype} {tuple(targets.shape)}", user_location())

@@ -128,17 +128,18 @@ def matmul_narrow(a, b, c, CTAS: constexpr, BM: constexpr = 64, BN: constexpr = 
 
 
 def cooperative(a, b, c, CTAS, config: GemmConfig, running=None, consumers: int = 2, epilogue=None,
-                width: int = 64, transposed: str = "") -> None:
+                width: int = 64, transposed: str = "", adds: bool = False) -> None:
     """The body of the GEMM kernels (the module's docstring): `running` (partial, flags) makes the
     units of a split tile add up in order instead of into a float32 c; with one consumer
     warpgroup (`consumers`, in a block of 256 threads) it owns the whole tile.  `epilogue(acc,
     row, col)`, called while the tile's last wgmma runs, gives what to store of each 64 x 64
     piece (i, j) of the accumulator: `piece(i, j)` (`asyncdsl.blocks.epilogue_functions`), in
     pieces `width` wide (128 for a float8 c: 128-byte rows).  `transposed` names the operands
-    given transposed: "a" for a (K, M), "b" for b (N, K) (the tensor cores read either way)."""
-    a_t, b_t = "a" in transposed, "b" in transposed
+    given transposed: "a" for a (K, M), "b" for b (N, K) (the tensor cores read either way).
+    `adds`: the product is added into a float32 c, as split K's units are."""
+    a_t, b_t, adds = "a" in transposed, "b" in transposed, adds or config.SPLIT_K > 1 and running is None
     check_operands(a, b, c, CTAS, b_is_transposed=b_t, a_is_transposed=a_t)
-    check_16_bit(a, b, c, c_float32=config.SPLIT_K > 1 and running is None, c_float8=width == 128)
+    check_16_bit(a, b, c, c_float32=adds, c_float8=width == 128)
     (M, K), N = a.shape[::-1] if a_t else a.shape, b.shape[0] if b_t else b.shape[1]
     config.check()
     BM, BN, BK, STAGES, SPLIT_K = config.BM, config.BN, config.BK, config.STAGES, config.SPLIT_K
@@ -154,12 +155,11 @@ def cooperative(a, b, c, CTAS, config: GemmConfig, running=None, consumers: int 
     if running is not None:
         check_running(running, c, tiles.m_tiles * a_parts * (1 if share_a else pair) * part_columns, SPLIT_K,
                       tiles.units(tiles.m_tiles * tiles.n_tiles, SPLIT_K), tiles.clusters, pair)
-
     # [slot][part], each slice as it lies in its array (transposed ones read through .T)
     a_slice, b_slice = (BK, part[0]) if a_t else (part[0], BK), (part[1], BK) if b_t else (BK, part[1])
     a_ring = ad.smem((STAGES, a_parts, *a_slice), a.dtype, **tensor_core_layout(a_slice[0]))
     b_ring = ad.smem((STAGES, b_parts, *b_slice), b.dtype, **tensor_core_layout(b_slice[0]))
-    if SPLIT_K > 1 and running is None:  # float32 64 x 32 pieces (128-byte rows) added into c
+    if adds:  # float32 64 x 32 pieces (128-byte rows) added into c
         c_out = store_ring(consumers, c.dtype, 32)
     elif config.EPILOGUE == "tma":  # the whole part through shared memory and one TMA store
         c_out = ad.smem((consumers, 1, *part), c.dtype, **tensor_core_layout(part[0]))
@@ -204,7 +204,7 @@ def cooperative(a, b, c, CTAS, config: GemmConfig, running=None, consumers: int 
                     partial, flags = running
                     flag = flags.at[part_number(row, col, part, part_columns)]
                     add_in_order(acc, partial, flag, work.split, SPLIT_K, c, c_out, me, row, col)
-                elif SPLIT_K > 1:  # float32 pieces 32 wide (128-byte rows), added into c
+                elif adds:  # float32 pieces 32 wide (128-byte rows), added into c
                     store_in_pieces(acc, c_out, me, c, row, col, width=32, reduction="add")
                 elif config.EPILOGUE == "tma":
                     store_whole(acc, c_out, me, c, row, col)

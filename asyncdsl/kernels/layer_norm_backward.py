@@ -50,7 +50,7 @@ def stats_config(n: int, eps: float = 1e-5) -> dict:
 def layer_norm_backward(dy, x, w, mean, rstd, *, stream=None):
     """(dx, dw, db) of y = layer_norm(x, w, b) given dy (x's shape and type) and the forward's
     mean and rstd."""
-    constexprs = backward_config(row_length("x", x), x.shape[0], walkers(x))
+    constexprs = backward_config(row_length("x", x), x.shape[0], walkers(x), sums=2)
     partial_w, partial_b = (empty(x, (constexprs["CTAS"], x.shape[1]), ad.float32) for _ in range(2))
     dx = empty(x, x.shape, x.dtype)
     launch(layer_norm_backward_rows, dy, x, w, mean, rstd, dx, partial_w, partial_b, stream=stream,
@@ -105,7 +105,7 @@ def reference_backward(dy: np.ndarray, x: np.ndarray, w: np.ndarray, eps: float 
 
 def backward_example(rows: int, n: int, sms: int = 132) -> tuple:
     """Argument specs and constexprs of `layer_norm_backward_rows` for `rows` rows of n elements."""
-    constexprs = backward_config(n, rows, sms)
+    constexprs = backward_config(n, rows, sms, sums=2)
     matrix, vector = ArraySpec((rows, n), ad.bfloat16), ArraySpec((n,), ad.bfloat16)
     stat, partial = ArraySpec((rows,), ad.float32), ArraySpec((constexprs["CTAS"], n), ad.float32)
     return (matrix, matrix, vector, stat, stat, matrix, partial, partial), constexprs

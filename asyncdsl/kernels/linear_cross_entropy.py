@@ -10,13 +10,14 @@ sizes them).  Each chunk takes four kernels on one (CHUNK, V) buffer:
     z = h_c @ weightᵀ          the tensor cores read weight's (V, Hd) slices transposed
     z ← dz                     `cross_entropy_rows` in place: losses and gradient, one pass
     dh_c = dz @ weight         `asyncdsl.kernels.gemm`
-    dweight += dzᵀ @ h_c       dz's slices read transposed, split K adding into float32
+    dweight += dzᵀ @ h_c       dz's slices read transposed, the tiles added into float32
 
 dweight is summed in float32 over the chunks (bfloat16 sums of many chunks lose the small
-gradients of rare tokens) by the split-K GEMM's reduce-adds, whose order is the GPU's: dweight is
-not the same bits on every run.  The count of valid targets is taken once, on the device, before
-the first chunk, so "mean" scales every chunk alike.  V and Hd must be multiples of 8 (16-byte
-rows for the copies).
+gradients of rare tokens) by the GEMM's TMA reduce-adds: one CTA adds each tile of a chunk's
+product, and the chunks' kernels follow one another on one stream, so each element takes its
+additions one a chunk in the order of the chunks, and dweight is the same bits on every run.
+The count of valid targets is taken once, on the device, before the first chunk, so "mean"
+scales every chunk alike.  V and Hd must be multiples of 8 (16-byte rows for the copies).
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from asyncdsl.frontend import language as ad
 from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
-from asyncdsl.kernels.cross_entropy import REDUCTIONS, _words, count_valid, cross_entropy_rows, vector_total
+from asyncdsl.kernels.cross_entropy import REDUCTIONS, count_valid, cross_entropy_rows, target_words
+from asyncdsl.kernels.cross_entropy import vector_total
 from asyncdsl.kernels.cross_entropy import config as cross_entropy_config
 from asyncdsl.kernels.dispatch import launch, on_host
 from asyncdsl.kernels.gemm import INTERPRETED_CTAS, _sms, cooperative, gemm
@@ -50,7 +52,7 @@ def linear_cross_entropy(h, weight, targets, *, ignore_index: int = -100, reduct
     v = weight.shape[0]
     rows = chunk or chunk_rows(n, v, hidden)
     ctas = INTERPRETED_CTAS if on_host(h) else _sms(h) // 2 * 2
-    words = _words(targets)
+    words = target_words(targets)
     count = empty(h, (1,), ad.float32)
     launch(count_valid, words, count, stream=stream, IGNORE=ignore_index)
     losses, dh = empty(h, (n,), ad.float32), empty(h, h.shape, h.dtype)
@@ -63,7 +65,7 @@ def linear_cross_entropy(h, weight, targets, *, ignore_index: int = -100, reduct
         launch(cross_entropy_rows, z, words[start:end], count, losses[start:end], z, stream=stream,
                IGNORE=ignore_index, MEAN=reduction == "mean", **cross_entropy_config(v))
         gemm(z, weight, out=dh[start:end], ctas=ctas, stream=stream)
-        launch(matmul_transposed, z, h_c, dweight, stream=stream, CTAS=ctas, TRANSPOSED="a", SPLIT_K=2)
+        launch(matmul_transposed, z, h_c, dweight, stream=stream, CTAS=ctas, TRANSPOSED="a", ADDS=True)
     if reduction == "none":
         return losses, dh, dweight
     total = empty(h, (1,), ad.float32)
@@ -82,13 +84,14 @@ def chunk_rows(n: int, v: int, hidden: int) -> int:
 
 
 @kernel(grid=lambda a, b, c, CTAS, **_: (CTAS,), block=384)
-def matmul_transposed(a, b, c, CTAS: constexpr, TRANSPOSED: constexpr, SPLIT_K: constexpr = 1):
+def matmul_transposed(a, b, c, CTAS: constexpr, TRANSPOSED: constexpr, ADDS: constexpr = False):
     """`asyncdsl.kernels.gemm`'s cooperative kernel with a (TRANSPOSED "a": a is (K, M)) or b
-    ("b": b is (N, K)) read transposed; SPLIT_K > 1 adds into a float32 c."""
+    ("b": b is (N, K)) read transposed; ADDS: the product added into a float32 c (TMA
+    reduce-adds)."""
     if TRANSPOSED not in ("a", "b"):
         raise ad.TraceError(f"TRANSPOSED names the operand given transposed, 'a' or 'b', got {TRANSPOSED!r}",
                             user_location())
-    cooperative(a, b, c, CTAS, GemmConfig(SPLIT_K=SPLIT_K), transposed=TRANSPOSED)
+    cooperative(a, b, c, CTAS, GemmConfig(), transposed=TRANSPOSED, adds=ADDS)
 
 
 # Arguments `asyncdsl dump` traces each kernel with: a chunk's logits and its dweight product.

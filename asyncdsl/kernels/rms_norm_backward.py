@@ -6,11 +6,12 @@ y = x · rstd · w:
     x̂ = x · rstd,  g = dy ∘ w,  dx = rstd · (g − x̂ · mean(g ∘ x̂)),  dw = Σ_rows dy ∘ x̂.
 
 The forward is `asyncdsl.kernels.rms_norm`'s padded kernel that also writes rstd.  The backward
-(`rms_norm_backward_rows`) has about one CTA a multiprocessor walk blocks of ROWS rows, each row
-held in registers in one window of whole 16-byte vectors a thread (rows of up to MOST elements,
-the hidden sizes of today's models): dy and x are read once, dx written once, and the CTA's share
-of dw stays in float32 registers until it leaves as one row of partial sums, which
-`asyncdsl.kernels.column_sums` adds up in a fixed order.  No atomics: the same bits every run.
+(`rms_norm_backward_rows`) has as many CTAs as fit on the GPU at once (`resident`) walk blocks
+of ROWS rows, each row held in registers in one window of whole 16-byte vectors a thread (rows of
+up to MOST elements, the hidden sizes of today's models): dy and x are read once, dx written
+once, and the CTA's share of dw stays in float32 registers until it leaves as one row of partial
+sums, which `asyncdsl.kernels.column_sums` adds up in a fixed order.  No atomics: the same bits
+every run.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from asyncdsl.kernels.outputs import empty
 from asyncdsl.kernels.rms_norm import CHUNK, WHOLE, _rms_norm
 
 MOST = 8192  # longest rows the backward holds in registers (64 floats a thread of each of dy, x, dw)
-ELEMENTS = 4096  # elements of rows a CTA takes at a time: dy, x and the dw sums all in registers
+ELEMENTS = 2048  # elements of rows a CTA takes at a time: small CTAs, several to a multiprocessor
 
 
 def rms_norm_forward(x, w, eps: float = 1e-6, *, stream=None):
@@ -58,18 +59,27 @@ def rms_norm_backward(dy, x, w, rstd, *, stream=None):
     return dx, sum_columns(partial, empty(w, w.shape, w.dtype), stream=stream)
 
 
-def backward_config(n: int, rows: int, ctas: int) -> dict:
-    """ROWS, WIDTH and CTAS of a norm's backward for `rows` rows of n elements on `ctas` CTAs:
-    the rows in one window of whole vectors a thread, as many a block as fit in ELEMENTS; `ctas`
-    is the multiprocessors; no more CTAs than blocks.  Rows longer than MOST are refused."""
+def backward_config(n: int, rows: int, sms: int, sums: int = 1) -> dict:
+    """ROWS, WIDTH and CTAS of a norm's backward for `rows` rows of n elements on `sms`
+    multiprocessors, keeping `sums` weight gradients: the rows in one window of whole vectors a
+    thread, as many a block as fit in ELEMENTS, and as many CTAs as stay resident together
+    (`resident`), no more than blocks.  Rows longer than MOST are refused."""
     if n > MOST:
         raise ad.ArgumentError(f"the norms' backward takes rows of up to {MOST} elements, got {n}",
                                user_location())
     block_rows, width = row_plans.padded_rows(n, ELEMENTS)
-    # Windows of up to 4096 take 128 registers a thread: two CTAs a multiprocessor keep twice
-    # the bytes in flight.
-    ctas *= 2 if width <= 4096 else 1
+    ctas = sms * resident(block_rows * width // row_plans.THREADS, sums)
     return {"ROWS": block_rows, "WIDTH": width, "CTAS": max(1, min(ctas, ad.cdiv(rows, block_rows)))}
+
+
+def resident(elements: int, sums: int) -> int:
+    """CTAs of a norm's backward that fit on a multiprocessor at once (up to 4: more would add
+    rows of partial sums and no bandwidth) when each thread holds `elements` of each of dy and x
+    and of each of `sums` float32 sums: about (3 + sums) registers an element, as ptxas
+    allocates them (64 registers for 16 elements and one sum, 255 for 64), of 65536 a
+    multiprocessor."""
+    registers = min(255, (3 + sums) * elements + 16)
+    return max(1, min(4, 65536 // (row_plans.THREADS * registers)))
 
 
 @kernel(grid=lambda x, w, y, rstd, EPS, ROWS, WIDTH: (ad.cdiv(x.shape[0], ROWS),))
@@ -117,7 +127,7 @@ def _specs(rows: int, n: int) -> tuple:
 
 def backward_example(rows: int, n: int, sms: int = 132) -> tuple:
     """Argument specs and constexprs of `rms_norm_backward_rows` for `rows` rows of n elements."""
-    constexprs = backward_config(n, rows, sms)
+    constexprs = backward_config(n, rows, sms, sums=1)
     matrix, vector = ArraySpec((rows, n), ad.bfloat16), ArraySpec((n,), ad.bfloat16)
     partial = ArraySpec((constexprs["CTAS"], n), ad.float32)
     return (matrix, matrix, vector, ArraySpec((rows,), ad.float32), matrix, partial), constexprs

@@ -66,7 +66,7 @@ def test_layer_norm_statistics_and_backward_on_the_gpu_are_the_interpreters(n):
     outputs = [np.full_like(x, np.nan), *(np.full(m, np.nan, np.float32) for _ in range(2))]
     _stats(layer_norm_stats, [x, w, b], outputs, layer_norm_stats_config(n), f"layer_norm_stats {n}")
     _, mean, rstd = K.layer_norm_forward(x, w, b)
-    constexprs = backward_config(n, m, SMS)
+    constexprs = backward_config(n, m, SMS, sums=2)
     partials = [np.full((constexprs["CTAS"], n), np.nan, np.float32) for _ in range(2)]
     (dx, *gpu_partials), (host_dx, *host_partials) = gpu_and_interpreter(
         layer_norm_backward_rows, [dy, x, w, mean, rstd], [np.full_like(x, np.nan), *partials], **constexprs)
@@ -108,7 +108,7 @@ def test_the_gemms_with_a_transposed_operand_on_the_gpu_are_the_interpreters():
     assert np.allclose(c.astype(np.float64), host_c.astype(np.float64), rtol=2 ** -7, atol=1e-2,
                        equal_nan=True)
     (c,), (host_c,) = gpu_and_interpreter(matmul_transposed, [a_t, b], [np.zeros((200, 264), np.float32)],
-                                          CTAS=SMS, TRANSPOSED="a", SPLIT_K=2)
+                                          CTAS=SMS, TRANSPOSED="a", ADDS=True)
     assert np.allclose(c, host_c, rtol=1e-5, atol=1e-3, equal_nan=True)
 
 
@@ -233,3 +233,5 @@ def test_linear_cross_entropy_is_within_twice_torchs_bf16_error(tokens, hidden, 
         assert mine <= 2 * bound + 1e-6, (mine, bound)
     loss_error = abs(float(loss) - float(expected_loss))
     assert loss_error <= 2 * abs(float(theirs_loss) - float(expected_loss)) + 1e-4
+    again = K.linear_cross_entropy(h, weight, targets)
+    assert torch.equal(again[1], dh) and torch.equal(again[2], dweight)

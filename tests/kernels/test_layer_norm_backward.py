@@ -9,11 +9,14 @@ import pytest
 from grad_support import assert_no_spills, numerical_gradient, relative_error, spilled_bytes, wide
 from row_support import random_rows, vector
 
+import asyncdsl as ad
 import asyncdsl.kernels as K
 from asyncdsl.kernels.layer_norm_backward import (
     backward_example,
     layer_norm_backward_rows,
+    layer_norm_stats,
     reference_backward,
+    stats_config,
 )
 
 BF16 = 2 ** -8  # a bfloat16 rounding
@@ -64,3 +67,10 @@ def test_windows_of_8192_assemble_with_a_few_registers_spilled(n, ptxas):
     specs, constexprs = backward_example(16384, n)
     spills = spilled_bytes(layer_norm_backward_rows.ptx(*specs, **constexprs))
     assert 0 < max(spills) <= 128, spills
+
+
+@pytest.mark.parametrize("n", [2048, 4096, 8192, 1000, 5000, 12345])
+def test_the_statistics_kernel_assembles_without_spills_at_every_plan(n, ptxas):
+    matrix, vector = ad.ArraySpec((16384, n), ad.bfloat16), ad.ArraySpec((n,), ad.bfloat16)
+    stat = ad.ArraySpec((16384,), ad.float32)
+    assert_no_spills(layer_norm_stats.ptx(matrix, vector, vector, matrix, stat, stat, **stats_config(n)))

@@ -45,8 +45,8 @@ def test_the_gemm_reads_a_transposed_adding_into_float32_and_b_transposed_into_b
     rng = np.random.default_rng(2)
     a, b = (rng.standard_normal(shape).astype(BF16) for shape in ((72, 136), (136, 200)))
     expected = a.astype(np.float64) @ b.astype(np.float64)
-    total = np.ones((72, 200), np.float32)  # split K adds into what c holds
-    matmul_transposed.interpret(np.ascontiguousarray(a.T), b, total, CTAS=3, TRANSPOSED="a", SPLIT_K=2)
+    total = np.ones((72, 200), np.float32)  # the product is added into what c holds
+    matmul_transposed.interpret(np.ascontiguousarray(a.T), b, total, CTAS=3, TRANSPOSED="a", ADDS=True)
     assert np.allclose(total, expected + 1, rtol=1e-5, atol=1e-3)
     c = np.full((72, 200), np.nan, BF16)
     matmul_transposed.interpret(a, np.ascontiguousarray(b.T), c, CTAS=3, TRANSPOSED="b")
@@ -92,4 +92,4 @@ def test_the_chunk_gemms_at_llama_shapes_assemble_without_spills(v, hidden, ptxa
     logits = ad.ArraySpec((rows, v), ad.bfloat16)
     assert_no_spills(matmul_transposed.ptx(h, weight, logits, CTAS=132, TRANSPOSED="b"))
     dweight = ad.ArraySpec((v, hidden), ad.float32)
-    assert_no_spills(matmul_transposed.ptx(logits, h, dweight, CTAS=132, TRANSPOSED="a", SPLIT_K=2))
+    assert_no_spills(matmul_transposed.ptx(logits, h, dweight, CTAS=132, TRANSPOSED="a", ADDS=True))

@@ -11,7 +11,8 @@ from row_support import random_rows, vector
 
 import asyncdsl as ad
 import asyncdsl.kernels as K
-from asyncdsl.kernels.rms_norm_backward import backward_example, reference_backward, rms_norm_backward_rows
+from asyncdsl.kernels.rms_norm_backward import backward_example, reference_backward, rms_norm_backward_rows, \
+    rms_norm_stats, stats_config
 
 BF16 = 2 ** -8  # a bfloat16 rounding
 
@@ -56,3 +57,10 @@ def test_rows_longer_than_the_backward_holds_are_refused():
 def test_every_configuration_assembles_without_spills(n, ptxas):
     specs, constexprs = backward_example(16384, n)
     assert_no_spills(rms_norm_backward_rows.ptx(*specs, **constexprs))
+
+
+@pytest.mark.parametrize("n", [2048, 4096, 8192, 1000, 5000, 12345])
+def test_the_statistics_kernel_assembles_without_spills_at_every_plan(n, ptxas):
+    matrix, vector = ad.ArraySpec((16384, n), ad.bfloat16), ad.ArraySpec((n,), ad.bfloat16)
+    assert_no_spills(rms_norm_stats.ptx(matrix, vector, matrix, ad.ArraySpec((16384,), ad.float32),
+                                        **stats_config(n)))
