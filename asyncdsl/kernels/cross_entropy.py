@@ -15,7 +15,8 @@ the logits themselves with `inplace=True`: each window is read before it is writ
 vocabulary-wide buffer is never needed).  The target's logit is one gather a row.  The number of
 valid rows comes from a one-CTA kernel run first and stays on the device, and the losses are
 added in a fixed order by another, so nothing waits for the host and every run gives the same
-bits.  A target outside [0, V) that is not `ignore_index` reads its logit as 0.  int64 targets
+bits.  A target outside [0, V) that is not `ignore_index` is an `AssumptionError` at the caller's line
+in the interpreter and under ASYNCDSL_DEBUG=1; elsewhere it reads its logit as 0.  int64 targets
 (torch's) are read as their low 32-bit words: the kernels take targets as int32 (N,) or as the
 (N, 2) int32 words of little-endian int64s.
 """
@@ -143,6 +144,8 @@ def cross_entropy_rows(logits, targets, count, losses, dlogits, IGNORE: constexp
     row = ad.iota((ROWS,), ad.int32, dim=0) + ad.program_id(0) * ROWS
     target = ad.load(_targets(targets, row), other=IGNORE)
     valid = target != IGNORE
+    ad.check_all((target == IGNORE) | ((target >= 0) & (target < logits.shape[1])),
+                 f"a target is outside [0, {logits.shape[1]}) and is not ignore_index ({IGNORE})")
     scale = ad.where(valid, 1.0 / ad.load(count.at[ad.ds(0, 1)]) if MEAN else 1.0, 0.0)
     picked = ad.load(logits.at[row, target], mask=valid).astype(ad.float32)
     ad.store(losses.at[rows.rows], (lse - picked) * scale)

@@ -72,6 +72,15 @@ def test_with_every_row_ignored_the_mean_is_zero_and_so_are_the_gradients():
     assert loss == 0 and not dlogits.any()
 
 
+@pytest.mark.parametrize("bad", [300, -1])
+def test_a_target_outside_the_vocabulary_is_reported_at_the_callers_line(bad):
+    targets = _targets(4, 300)
+    targets[2] = bad
+    with pytest.raises(ad.AssumptionError, match=r"a target is outside \[0, 300\)") as caught:
+        K.cross_entropy(_logits((4, 300), np.float32), targets)
+    assert "test_cross_entropy.py" in str(caught.value)
+
+
 def test_an_unknown_reduction_is_refused():
     with pytest.raises(ad.ArgumentError, match=r"reduction must be one of \(.*\), got 'avg'"):
         K.cross_entropy(np.zeros((2, 8), np.float32), np.zeros(2, np.int64), reduction="avg")
