@@ -30,7 +30,7 @@ import math
 
 import numpy as np
 
-from asyncdsl.blocks.mma_operands import tensor_core_layout
+from asyncdsl.blocks.attention_loads import AttentionLoads
 from asyncdsl.blocks.online_softmax import OnlineSoftmax
 from asyncdsl.blocks.paged_kv import PagedSequence
 from asyncdsl.blocks.split_kv_merge import merge_splits
@@ -46,7 +46,7 @@ from asyncdsl.kernels.outputs import empty
 LOG2E = 1.4426950408889634
 PAGE_SIZES = (16, 64)
 ROWS = 64  # rows of the wgmma tile: query heads of a group times queries, padded
-HIDDEN = -1.0e30  # a hidden key's score: finite, so that a split with no key is no NaN
+HIDDEN = -1.0e30  # the lse of a split that saw no key of a row: finite, so that the merge is no NaN
 HOST_SMS = 132  # the multiprocessors `choose_splits` plans for in the interpreter (an H100's, H200's)
 
 
@@ -62,7 +62,8 @@ def paged_decode_attention(q, k_cache, v_cache, block_table, seq_lens, *, k_scal
                                user_location())
     if splits is None:
         sms = HOST_SMS if on_host(q) else _sms(q)
-        splits = choose_splits(batch * k_cache.shape[2], block_table.shape[1] * k_cache.shape[1], block, sms)
+        splits = choose_splits(batch * k_cache.shape[2], block_table.shape[1] * k_cache.shape[1],
+                               min(block, k_cache.shape[1]), sms)
     scaled = k_scale is not None or v_scale is not None
     scales = _scales(q, k_scale, v_scale) if scaled else empty(q, (2,), np.float32)  # unread unscaled
     o = empty(q, q4.shape, q.dtype)
@@ -99,73 +100,97 @@ def _grid(q, k_cache, v_cache, block_table, seq_lens, scales, o, part, lse, SPLI
     return (SPLITS, q.shape[0] * k_cache.shape[2])
 
 
-@kernel(grid=_grid, block=128, name="paged_decode")
+@kernel(grid=_grid, block=256, name="paged_decode")
 def paged_decode_kernel(q, k_cache, v_cache, block_table, seq_lens, scales, o, part, lse,
                         SPLITS: constexpr = 1, SCALED: constexpr = False, BK: constexpr = 64):
     """o (SPLITS = 1), else each split's part and lse, of the paged decode (see the module)."""
     B, Q, H, D = q.shape
     PAGES, PAGE, H_KV, _ = k_cache.shape
     _check(q, k_cache, v_cache, block_table, seq_lens, o, part, SPLITS, BK)
-    G = H // H_KV
-    per_split = ad.cdiv(ad.cdiv(block_table.shape[1] * PAGE, BK), SPLITS)  # blocks of a split
+    BK, G = min(BK, PAGE), H // H_KV  # a block never spans pages: one TMA box
     split, pair = ad.program_id(0), ad.program_id(1)
     b, h_kv = pair // H_KV, pair % H_KV
     seq = PagedSequence(block_table, seq_lens, b, PAGES, PAGE)
+    # The split's share of the sequence's own blocks: a short sequence costs a few blocks, and a
+    # length past the table is cut to it, so no entry past the table is read.
+    blocks = (ad.load_index(seq_lens.at[b]).min(seq.capacity).max(0) + BK - 1) // BK
+    per_split = (blocks + SPLITS - 1) // SPLITS
+    first_block = split * per_split
+    count = (blocks - first_block).min(per_split).max(0)
+    loads = AttentionLoads(ad.bfloat16, ROWS, 1, BK, ad.bfloat16, ad.bfloat16, D, ring_stages(BK, D))
 
-    row = ad.iota((ROWS,), ad.int32, 0, layout=ad.WGMMA_ROW)  # row = query * G + head in the group
-    query, head = row // G, h_kv * G + row % G
-    live = row < Q * G
-    columns = ad.iota((1, D), ad.int32, 1)
-    q_s = ad.smem((ROWS, D), ad.bfloat16, **tensor_core_layout(ROWS))  # in SMEM: registers are scarce
-    q_s[...] = ad.load(q.at[b, query[:, None], head[:, None], columns], layout=ad.WGMMA,
-                       mask=live[:, None])
-    last_key = seq.length(ROWS, ad.WGMMA_ROW) - Q + query  # the last key each row sees
-    length, scored_length = seq.length(BK), seq.length(BK, ad.WGMMA_COL)  # for the gathers, the scores
+    def rows_of(cache, i):
+        """Block i's rows of the cache: a box of the page the table names, a traced coordinate.
+        An entry outside the cache is read as its nearest page, whose keys the scores hide: no
+        coordinate is ever out of bounds, which a copy that merges dims would alias."""
+        first = (first_block + i) * BK
+        page = ad.load_index(block_table.at[b, first // PAGE]).max(0).min(PAGES - 1)
+        return cache.at[page, ad.ds(first % PAGE, BK), h_kv, :]
 
-    k_s = ad.smem((BK, D), ad.bfloat16, **tensor_core_layout(BK))
-    v_s = ad.smem((BK, D), ad.bfloat16, **tensor_core_layout(BK))
-    s = ad.registers((ROWS, BK), ad.float32, layout=ad.WGMMA)
-    acc = ad.registers((ROWS, D), ad.float32, layout=ad.WGMMA)
-    # Scores are scaled before the softmax (which then takes 2^x as is) so that a hidden score
-    # minus a maximum that is itself hidden is exactly 0, never a rounding residue's 2^(huge).
-    scale = LOG2E / math.sqrt(D)
-    if SCALED:  # the keys' scale multiplies the scores, the values' the output
-        k_scale, v_scale = (ad.load(scales.at[ad.zeros((ROWS,), ad.int32, layout=ad.WGMMA_ROW) + i],
-                                    layout=ad.WGMMA_ROW) for i in range(2))
-        row_scale = (k_scale * scale)[:, None]
-    state = OnlineSoftmax(ROWS, 1.0)
-    state.start()
-    acc[...] = ad.zeros((ROWS, D), ad.float32)
-    for j in ad.range(per_split):
-        first = (split * per_split + j) * BK
-        block = seq.block(first, BK, length)
-        k_s[...] = block.rows(k_cache, h_kv).astype(ad.bfloat16)
+    with ad.warpgroup_role(1):  # the producer
+        if k_cache.dtype == ad.bfloat16:
+            for j in ad.range(count):
+                loads.load(j, lambda i: rows_of(k_cache, i), lambda i: rows_of(v_cache, i))
+        else:  # fp8 pages become the tensor cores' bf16 through the threads (see the module)
+            length = seq.length(BK)
+            for j in ad.range(count):
+                block = seq.block((first_block + j) * BK, BK, length)
+                loads.fill(j, lambda i: block.rows(k_cache, h_kv).astype(ad.bfloat16),
+                           lambda i: block.rows(v_cache, h_kv).astype(ad.bfloat16))
+
+    with ad.warpgroup_role(0):  # the consumer
+        row = ad.iota((ROWS,), ad.int32, 0, layout=ad.WGMMA_ROW)  # row = query * G + head in the group
+        query, head = row // G, h_kv * G + row % G
+        live = row < Q * G
+        columns = ad.iota((1, D), ad.int32, 1)
+        q_s = loads.q.at[0]  # in SMEM: registers are scarce
+        q_s[...] = ad.load(q.at[b, query[:, None], head[:, None], columns], layout=ad.WGMMA,
+                           mask=live[:, None])
         ad.fence_async_smem()  # the tensor cores read what the threads wrote
-        ad.warpgroup_barrier()
-        ad.wgmma(s, q_s, k_s.T, accumulate=False)
-        values = block.rows(v_cache, h_kv)  # in flight while q kᵀ and the softmax run
-        ad.wgmma_wait(0)
-        scores = s[...] * row_scale if SCALED else s[...] * scale
-        key = first + ad.iota((ROWS, BK), ad.int32, 1, layout=ad.WGMMA)
-        scored = seq.block(first, BK, scored_length, ad.WGMMA_COL)  # which keys exist, by score column
-        scored.check()
-        hidden = (key > last_key[:, None]) | ~scored.present[None, :]
-        p, alpha = state.update(ad.where(hidden, HIDDEN, scores), ad.bfloat16)
-        acc[...] = acc[...] * alpha[:, None]
-        v_s[...] = values.astype(ad.bfloat16)
-        ad.fence_async_smem()
-        ad.warpgroup_barrier()
-        ad.wgmma(acc, p, v_s)
-        ad.wgmma_wait(0)
-        ad.warpgroup_barrier()  # all are done with k_s and v_s before they are overwritten
-    out = state.normalize(acc[...]) * v_scale[:, None] if SCALED else state.normalize(acc[...])
-    if SPLITS == 1:
-        ad.store(o.at[b, query[:, None], head[:, None], columns], out.astype(o.dtype),
-                 mask=live[:, None])
-    else:
-        flat = (b * Q + query) * H + head  # the row of (b, query, head) among B·Q·H
-        ad.store(part.at[split, flat[:, None], columns], out, mask=live[:, None])
-        ad.store(lse.at[split, flat], state.log_sum_exp(), mask=live)
+        last_key = seq.length(ROWS, ad.WGMMA_ROW) - Q + query  # the last key each row sees
+        scored_length = seq.length(BK, ad.WGMMA_COL)
+        s = ad.registers((ROWS, BK), ad.float32, layout=ad.WGMMA)
+        acc = ad.registers((ROWS, D), ad.float32, layout=ad.WGMMA)
+        scale = LOG2E / math.sqrt(D)  # the scores are scaled before the softmax, which takes 2^x
+        if SCALED:  # the keys' scale multiplies the scores, the values' the output
+            k_scale, v_scale = (ad.load(scales.at[ad.zeros((ROWS,), ad.int32, layout=ad.WGMMA_ROW) + i],
+                                        layout=ad.WGMMA_ROW) for i in range(2))
+            scale = (k_scale * scale)[:, None]
+        state = OnlineSoftmax(ROWS, 1.0, empty_rows=True)  # a split may see no key of a row
+        state.start()
+        acc[...] = ad.zeros((ROWS, D), ad.float32)
+        for j in ad.range(count):
+            slot, first = loads.slot(j), (first_block + j) * BK
+            loads.wait_keys(slot)
+            ad.wgmma(s, q_s, loads.keys(slot), accumulate=False)
+            ad.wgmma_wait(0)
+            loads.release_keys(slot)
+            key = first + ad.iota((ROWS, BK), ad.int32, 1, layout=ad.WGMMA)
+            scored = seq.block(first, BK, scored_length, ad.WGMMA_COL)  # which keys exist, by column
+            scored.check()
+            hidden = (key > last_key[:, None]) | ~scored.present[None, :]
+            p, alpha = state.update(ad.where(hidden, -math.inf, s[...] * scale), ad.bfloat16)
+            acc[...] = acc[...] * alpha[:, None]
+            loads.wait_values(slot)
+            ad.wgmma(acc, p, loads.values(slot))
+            ad.wgmma_wait(0)
+            loads.release_values(slot)
+        out = state.normalize(acc[...]) * v_scale[:, None] if SCALED else state.normalize(acc[...])
+        if SPLITS == 1:
+            ad.store(o.at[b, query[:, None], head[:, None], columns], out.astype(o.dtype),
+                     mask=live[:, None])
+        else:
+            flat = (b * Q + query) * H + head  # the row of (b, query, head) among B·Q·H
+            ad.store(part.at[split, flat[:, None], columns], out, mask=live[:, None])
+            # A split without a key of a row weighs nothing in the merge: its lse is hugely
+            # negative, never -inf (a row no split saw would merge to NaN).
+            ad.store(lse.at[split, flat], ad.maximum(state.log_sum_exp(), HIDDEN), mask=live)
+
+
+def ring_stages(BK: int, d: int) -> int:
+    """Blocks in flight: as many as about 100 KiB of shared memory holds beside the query tile
+    (two CTAs a multiprocessor), 2 to 8."""
+    return max(2, min(8, (100 * 1024 - ROWS * d * 2) // (2 * BK * d * 2)))
 
 
 @kernel(grid=lambda part, lse, o: (ad.cdiv(part.shape[1], ROWS),), block=128, name="paged_decode_merge")
