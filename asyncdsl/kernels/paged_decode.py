@@ -8,18 +8,18 @@ k_cache and v_cache are (pages, page_size, H_kv, D), bfloat16 or float8_e4m3fn (
 new tokens included.  Query i of sequence b sees keys 0 .. len_b - Q + i (causal within the
 query block).  o is like q.
 
-One CTA (one warpgroup) takes one KV head of one sequence and one split of its positions: the
-G = H / H_kv query heads of the group times the Q queries are the rows of one 64-row wgmma tile
-(so each key is read once for the group), keys and values are gathered through the block table
-(`asyncdsl.blocks.paged_kv`) a block of BK positions at a time into shared memory, and the
-online softmax of `asyncdsl.blocks.online_softmax` runs over the blocks.  Lengths are data on
-the device and no loop bound may depend on data, so every CTA walks the blocks of its split of
-the table's whole width; positions past a sequence's length read nothing and are hidden.  With
-more than one split each writes its rows' output and log-sum-exp to a float32 workspace and a
-second kernel merges them in split order (`asyncdsl.blocks.split_kv_merge`), deterministic.
-`splits` defaults to `choose_splits`: enough CTAs to fill the device twice over, each split at
-least four blocks.  Launch shapes depend only on the arrays' shapes, never on their contents, so
-a call captures in a CUDA graph.
+A CTA takes one KV head of one sequence and one split of its blocks of BK = min(block,
+page_size) positions, bounded by the sequence's length read on the device (a short one costs
+little); the group's G = H / H_kv heads times the Q queries are the rows of one 64-row wgmma
+tile, so each key is read once for the group.  A producer warpgroup copies each block's keys
+and values by TMA, the page number from the table a traced coordinate (`blocks.paged_kv`), into
+the ring of `blocks.attention_loads`, blocks ahead of the consumer's q kᵀ, online softmax and
+p v.  fp8 pages are gathered by the producer's threads and written as bf16 (wgmma takes fp8
+only with fp8 q and K-major values).  The scores hide positions past a row's last key and on
+pages outside the cache, whose copies read the nearest page: nothing outside the cache is read,
+and a bad table is reported.  Splits write their rows' output and log-sum-exp to a float32
+workspace, merged in split order (`blocks.split_kv_merge`).  Launch shapes depend only on the
+arrays' shapes, so a call captures in a CUDA graph.
 
 Page sizes 16 and 64, head dims 64 and 128, Q·G at most 64.
 """
@@ -96,52 +96,36 @@ def _scales(q, k_scale, v_scale):
                                         device=q.device).reshape(()) for s in (k_scale, v_scale)])
 
 
-def _grid(q, k_cache, v_cache, block_table, seq_lens, scales, o, part, lse, SPLITS, **_):
-    return (SPLITS, q.shape[0] * k_cache.shape[2])
-
-
-@kernel(grid=_grid, block=256, name="paged_decode")
+@kernel(grid=lambda q, k_cache, *_, SPLITS, **__: (SPLITS, q.shape[0] * k_cache.shape[2]), block=256,
+        name="paged_decode")
 def paged_decode_kernel(q, k_cache, v_cache, block_table, seq_lens, scales, o, part, lse,
                         SPLITS: constexpr = 1, SCALED: constexpr = False, BK: constexpr = 64):
     """o (SPLITS = 1), else each split's part and lse, of the paged decode (see the module)."""
-    B, Q, H, D = q.shape
+    _, Q, H, D = q.shape
     PAGES, PAGE, H_KV, _ = k_cache.shape
     _check(q, k_cache, v_cache, block_table, seq_lens, o, part, SPLITS, BK)
     BK, G = min(BK, PAGE), H // H_KV  # a block never spans pages: one TMA box
     split, pair = ad.program_id(0), ad.program_id(1)
     b, h_kv = pair // H_KV, pair % H_KV
     seq = PagedSequence(block_table, seq_lens, b, PAGES, PAGE)
-    # The split's share of the sequence's own blocks: a short sequence costs a few blocks, and a
-    # length past the table is cut to it, so no entry past the table is read.
-    blocks = (ad.load_index(seq_lens.at[b]).min(seq.capacity).max(0) + BK - 1) // BK
-    per_split = (blocks + SPLITS - 1) // SPLITS
-    first_block = split * per_split
-    count = (blocks - first_block).min(per_split).max(0)
+    first_block, count = seq.split_blocks(BK, split, SPLITS)  # the split's share of the sequence
     loads = AttentionLoads(ad.bfloat16, ROWS, 1, BK, ad.bfloat16, ad.bfloat16, D, ring_stages(BK, D))
-
-    def rows_of(cache, i):
-        """Block i's rows of the cache: a box of the page the table names, a traced coordinate.
-        An entry outside the cache is read as its nearest page, whose keys the scores hide: no
-        coordinate is ever out of bounds, which a copy that merges dims would alias."""
-        first = (first_block + i) * BK
-        page = ad.load_index(block_table.at[b, first // PAGE]).max(0).min(PAGES - 1)
-        return cache.at[page, ad.ds(first % PAGE, BK), h_kv, :]
 
     with ad.warpgroup_role(1):  # the producer
         if k_cache.dtype == ad.bfloat16:
             for j in ad.range(count):
-                loads.load(j, lambda i: rows_of(k_cache, i), lambda i: rows_of(v_cache, i))
+                loads.load(j, *(lambda i, c=c: seq.box(c, (first_block + i) * BK, BK, h_kv)
+                                for c in (k_cache, v_cache)))
         else:  # fp8 pages become the tensor cores' bf16 through the threads (see the module)
             length = seq.length(BK)
             for j in ad.range(count):
                 block = seq.block((first_block + j) * BK, BK, length)
-                loads.fill(j, lambda i: block.rows(k_cache, h_kv).astype(ad.bfloat16),
-                           lambda i: block.rows(v_cache, h_kv).astype(ad.bfloat16))
+                loads.fill(j, *(lambda i, c=c, block=block: block.rows(c, h_kv).astype(ad.bfloat16)
+                                for c in (k_cache, v_cache)))
 
     with ad.warpgroup_role(0):  # the consumer
         row = ad.iota((ROWS,), ad.int32, 0, layout=ad.WGMMA_ROW)  # row = query * G + head in the group
-        query, head = row // G, h_kv * G + row % G
-        live = row < Q * G
+        query, head, live = row // G, h_kv * G + row % G, row < Q * G
         columns = ad.iota((1, D), ad.int32, 1)
         q_s = loads.q.at[0]  # in SMEM: registers are scarce
         q_s[...] = ad.load(q.at[b, query[:, None], head[:, None], columns], layout=ad.WGMMA,
@@ -182,14 +166,12 @@ def paged_decode_kernel(q, k_cache, v_cache, block_table, seq_lens, scales, o, p
         else:
             flat = (b * Q + query) * H + head  # the row of (b, query, head) among B·Q·H
             ad.store(part.at[split, flat[:, None], columns], out, mask=live[:, None])
-            # A split without a key of a row weighs nothing in the merge: its lse is hugely
-            # negative, never -inf (a row no split saw would merge to NaN).
+            # A row this split saw no key of: an lse that weighs nothing, never -inf (a NaN).
             ad.store(lse.at[split, flat], ad.maximum(state.log_sum_exp(), HIDDEN), mask=live)
 
 
 def ring_stages(BK: int, d: int) -> int:
-    """Blocks in flight: as many as about 100 KiB of shared memory holds beside the query tile
-    (two CTAs a multiprocessor), 2 to 8."""
+    """Blocks in flight, 2 to 8: what 100 KiB of SMEM holds beside q (two CTAs a multiprocessor)."""
     return max(2, min(8, (100 * 1024 - ROWS * d * 2) // (2 * BK * d * 2)))
 
 
@@ -204,8 +186,7 @@ def merge_kernel(part, lse, o):
 
 def _check(q, k_cache, v_cache, block_table, seq_lens, o, part, SPLITS, BK) -> None:
     """Refuse at trace time what the kernel does not compute."""
-    B, Q, H, D = q.shape
-    PAGES, PAGE, H_KV, _ = k_cache.shape
+    (B, Q, H, D), (_, PAGE, H_KV, _) = q.shape, k_cache.shape
     if PAGE not in PAGE_SIZES:
         raise ad.TraceError(f"page size {PAGE}: the paged decode takes pages of "
                             f"{' or '.join(map(str, PAGE_SIZES))} positions", user_location())
@@ -217,8 +198,8 @@ def _check(q, k_cache, v_cache, block_table, seq_lens, o, part, SPLITS, BK) -> N
         raise ad.TraceError(f"q must be bfloat16 and the caches both bfloat16 or both float8_e4m3fn, got "
                             f"{q.dtype}, {k_cache.dtype} and {v_cache.dtype}", user_location())
     if D not in (64, 128):
-        raise ad.TraceError(f"head dim {D}: the paged decode takes 64 or 128 (the output, the scores and a "
-                            "block's gathered keys share the registers)", user_location())
+        raise ad.TraceError(f"head dim {D}: the paged decode takes 64 or 128 (the output and a block's "
+                            "scores share the consumer's registers)", user_location())
     if H % H_KV or Q * (H // H_KV) > ROWS:
         raise ad.TraceError(f"{H} query heads over {H_KV} KV heads with {Q} queries: the heads must group "
                             f"evenly and queries × group at most {ROWS} (one wgmma tile)", user_location())
@@ -230,7 +211,7 @@ def _check(q, k_cache, v_cache, block_table, seq_lens, o, part, SPLITS, BK) -> N
     if BK not in (32, 64):
         raise ad.TraceError(f"BK, the positions of a step, must be 32 or 64, got {BK!r}", user_location())
     if not isinstance(SPLITS, int) or isinstance(SPLITS, bool) or SPLITS < 1 or part.shape[0] != SPLITS:
-        raise ad.TraceError(f"SPLITS must be a positive int, the workspace's first dim, got {SPLITS!r}",
+        raise ad.TraceError(f"SPLITS must be a positive int, the workspace's first dim: {SPLITS!r}",
                             user_location())
     if o.shape != q.shape:
         raise ad.TraceError(f"o has shape {tuple(o.shape)}, expected {tuple(q.shape)}", user_location())
