@@ -171,8 +171,8 @@ def paged_decode_kernel(q, k_cache, v_cache, block_table, seq_lens, scales, o, p
 
 
 def ring_stages(BK: int, d: int) -> int:
-    """Blocks in flight, 2 to 8: what 100 KiB of SMEM holds beside q (two CTAs a multiprocessor)."""
-    return max(2, min(8, (100 * 1024 - ROWS * d * 2) // (2 * BK * d * 2)))
+    """Blocks in flight, 2 to 8: what 200 KiB of SMEM holds beside q (one CTA a multiprocessor)."""
+    return max(2, min(8, (200 * 1024 - ROWS * d * 2) // (2 * BK * d * 2)))
 
 
 @kernel(grid=lambda part, lse, o: (ad.cdiv(part.shape[1], ROWS),), block=128, name="paged_decode_merge")
