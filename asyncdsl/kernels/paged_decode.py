@@ -145,12 +145,12 @@ def paged_decode_kernel(q, k_cache, v_cache, block_table, seq_lens, scales, o, p
         acc[...] = ad.zeros((ROWS, D), ad.float32)
         for j in ad.range(count):
             slot, first = loads.slot(j), (first_block + j) * BK
+            scored = seq.block(first, BK, scored_length, ad.WGMMA_COL)  # keys that exist, read early
             loads.wait_keys(slot)
             ad.wgmma(s, q_s, loads.keys(slot), accumulate=False)
             ad.wgmma_wait(0)
             loads.release_keys(slot)
             key = first + ad.iota((ROWS, BK), ad.int32, 1, layout=ad.WGMMA)
-            scored = seq.block(first, BK, scored_length, ad.WGMMA_COL)  # which keys exist, by column
             scored.check()
             hidden = (key > last_key[:, None]) | ~scored.present[None, :]
             p, alpha = state.update(ad.where(hidden, -math.inf, s[...] * scale), ad.bfloat16)
