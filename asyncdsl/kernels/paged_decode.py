@@ -140,25 +140,46 @@ def paged_decode_kernel(q, k_cache, v_cache, block_table, seq_lens, scales, o, p
             k_scale, v_scale = (ad.load(scales.at[ad.zeros((ROWS,), ad.int32, layout=ad.WGMMA_ROW) + i],
                                         layout=ad.WGMMA_ROW) for i in range(2))
             scale = (k_scale * scale)[:, None]
+        p = ad.registers((ROWS, BK), ad.bfloat16, layout=ad.WGMMA)  # block j - 1's probabilities
         state = OnlineSoftmax(ROWS, 1.0, empty_rows=True)  # a split may see no key of a row
         state.start()
         acc[...] = ad.zeros((ROWS, D), ad.float32)
-        for j in ad.range(count):
-            slot, first = loads.slot(j), (first_block + j) * BK
-            scored = seq.block(first, BK, scored_length, ad.WGMMA_COL)  # keys that exist, read early
-            loads.wait_keys(slot)
-            ad.wgmma(s, q_s, loads.keys(slot), accumulate=False)
-            ad.wgmma_wait(0)
-            loads.release_keys(slot)
-            key = first + ad.iota((ROWS, BK), ad.int32, 1, layout=ad.WGMMA)
+
+        def scores(j):
+            """Issue s = q k_jᵀ; the keys that exist (the table's entries) are read meanwhile."""
+            first = (first_block + j) * BK
+            scored = seq.block(first, BK, scored_length, ad.WGMMA_COL)
+            loads.wait_keys(loads.slot(j))
+            ad.wgmma(s, q_s, loads.keys(loads.slot(j)), accumulate=False)
+            return first + ad.iota((ROWS, BK), ad.int32, 1, layout=ad.WGMMA), scored
+
+        def softmax(key, scored):
             scored.check()
             hidden = (key > last_key[:, None]) | ~scored.present[None, :]
-            p, alpha = state.update(ad.where(hidden, -math.inf, s[...] * scale), ad.bfloat16)
-            acc[...] = acc[...] * alpha[:, None]
-            loads.wait_values(slot)
-            ad.wgmma(acc, p, loads.values(slot))
+            return state.update(ad.where(hidden, -math.inf, s[...] * scale), ad.bfloat16)
+
+        with ad.when(count > 0):  # as `blocks.attention_forward`: s_j runs beside p_{j-1} v_{j-1}
+            block = scores(0)
             ad.wgmma_wait(0)
-            loads.release_values(slot)
+            loads.release_keys(loads.slot(0))
+            p[...], _ = softmax(*block)
+            for j in ad.range(1, count):
+                block = scores(j)
+                loads.wait_values(loads.slot(j - 1))
+                ad.wgmma(acc, p[...], loads.values(loads.slot(j - 1)))
+                ad.wgmma_wait(1)  # s_j is done, p v may still run
+                loads.release_keys(loads.slot(j))
+                probabilities, alpha = softmax(*block)
+                ad.warpgroup_barrier()  # keeps ptxas from hoisting the wait above the softmax
+                ad.wgmma_wait(0)
+                loads.release_values(loads.slot(j - 1))
+                p[...] = probabilities
+                acc[...] = acc[...] * alpha[:, None]
+            last = loads.slot(count - 1)
+            loads.wait_values(last)
+            ad.wgmma(acc, p[...], loads.values(last))
+            ad.wgmma_wait(0)
+            loads.release_values(last)
         out = state.normalize(acc[...]) * v_scale[:, None] if SCALED else state.normalize(acc[...])
         if SPLITS == 1:
             ad.store(o.at[b, query[:, None], head[:, None], columns], out.astype(o.dtype),
@@ -215,30 +236,6 @@ def _check(q, k_cache, v_cache, block_table, seq_lens, o, part, SPLITS, BK) -> N
                             user_location())
     if o.shape != q.shape:
         raise ad.TraceError(f"o has shape {tuple(o.shape)}, expected {tuple(q.shape)}", user_location())
-
-
-def reference(q, k_cache, v_cache, block_table, seq_lens, k_scale=1.0, v_scale=1.0) -> np.ndarray:
-    """The paged decode in float64 from the inputs, (B, Q, H, D) (q (B, H, D) taken as Q = 1);
-    keys on a page outside the cache, or past the table, are left out."""
-    q4 = q.reshape(q.shape[0], 1, *q.shape[1:]) if q.ndim == 3 else q
-    batch, queries, heads, d = q4.shape
-    pages, page, h_kv, _ = k_cache.shape
-    out = np.zeros(q4.shape, np.float64)
-    for b in range(batch):
-        length = min(int(seq_lens[b]), block_table.shape[1] * page)
-        where = [(int(block_table[b, t // page]), t % page) for t in range(length)]
-        for i in range(queries):
-            seen = [(p, r) for t, (p, r) in enumerate(where) if t <= length - queries + i and 0 <= p < pages]
-            if not seen:
-                continue
-            rows = tuple(np.array(seen).T)
-            for h in range(heads):
-                k = k_cache[rows + (h // (heads // h_kv),)].astype(np.float64) * k_scale
-                v = v_cache[rows + (h // (heads // h_kv),)].astype(np.float64) * v_scale
-                logits = k @ q4[b, i, h].astype(np.float64) / math.sqrt(d)
-                weights = np.exp(logits - logits.max())
-                out[b, i, h] = weights @ v / weights.sum()
-    return out
 
 
 # Arguments `asyncdsl dump` traces the kernel with.
