@@ -7,7 +7,8 @@ B 32 and 64 at contexts of 4k and 8k, B 1 at 64k, and 32 sequences of Zipf-distr
 from 128 to 32k (the peers mask each sequence's keys past its length).  Each figure is the median
 device time over rounds in which the contenders take turns (`common.rounds_of_gpu_ms`, an L2
 flush before each launch); errors are the largest absolute difference from float64 attention on
-the GPU over a sample of sequences.  `--sweep` adds the kernel's block of 32 positions.
+the GPU over a sample of sequences.  `--sweep` adds the kernel on the same keys in pages of 64
+(whole pages a block, in sequence order).
 
     python benchmarks/paged_decode.py [--sweep]
 """
@@ -58,6 +59,16 @@ def dense(cache, table):
     return cache[table.reshape(-1).long()].reshape(b, width * PAGE, KV_HEADS, D).transpose(1, 2).contiguous()
 
 
+def repaged(torch, dense_cache, page: int):
+    """The dense cache (B, H_kv, positions, D) in pages of `page`, each sequence's in order
+    (the positions padded to whole pages): the cache and its table."""
+    b, h, n, d = dense_cache.shape
+    padded = torch.nn.functional.pad(dense_cache, (0, 0, 0, -n % page))
+    width = padded.shape[2] // page
+    cache = padded.transpose(1, 2).reshape(b * width, page, h, d).contiguous()
+    return cache, torch.arange(b * width, device="cuda", dtype=torch.int32).reshape(b, width)
+
+
 def float64_rows(q, k_dense, v_dense, lens, b):
     """Sequence b's attention in float64, (H, D)."""
     kb = k_dense[b, :, :lens[b]].double().repeat_interleave(HEADS // KV_HEADS, 0)
@@ -106,7 +117,9 @@ def measure(torch, lens: list[int], sweep: bool) -> dict:
     contenders = {"device copy": lambda: target.copy_(source),
                   "asyncdsl": lambda: K.paged_decode_attention(q, k, v, table, seq_lens)}
     if sweep:
-        contenders["asyncdsl block 32"] = lambda: K.paged_decode_attention(q, k, v, table, seq_lens, block=32)
+        k64, table64 = repaged(torch, k_dense, 64)
+        v64, _ = repaged(torch, v_dense, 64)
+        contenders["asyncdsl pages of 64"] = lambda: K.paged_decode_attention(q, k64, v64, table64, seq_lens)
     contenders.update(peers(torch, q, k_dense, v_dense, lens))
     outputs = {name: fn() for name, fn in contenders.items() if name != "device copy"}
     for name in list(outputs):

@@ -13,14 +13,16 @@ gathered through its block table, as serving engines lay the cache out.
             ad.store(out.at[ad.program_id(0), ad.ds(j * BK, BK), :], block.rows(cache, 0))
 
 The cache is (pages, page_size, H_kv, D); position t of sequence b lies on page
-`table[b, t // page_size]`, row t % page_size.  A `PagedBlock` is BK positions from `first`:
-their pages, looked up once, and whether each holds a key that exists (before the length, on a
-page inside the cache), which attention uses to hide the others.  `rows` gathers one head of the
-block's keys or values (the page numbers are data, so no copy engine can take them as
-coordinates; a row of consecutive elements goes as one access), reading only the positions that
-exist: an entry past the cache or negative, or a length past the table, reads nothing (those
-rows are zeros), so a bad table never reads outside the cache.  `check` states that the table
-is good, which the interpreter (and a kernel compiled with ASYNCDSL_DEBUG=1) reports as an
+`table[b, t // page_size]`, row t % page_size.  `split_blocks` gives the blocks a split of the
+sequence walks, bounded by its own length, and `box` the view of positions on one page that one
+TMA copy takes (the page number read with `asyncdsl.load_index`, a traced coordinate).  A
+`PagedBlock` is BK positions from `first`: their pages, looked up once, and whether each holds
+a key that exists (before the length, on a page inside the cache), which attention uses to hide
+the others.  `rows` gathers one head of the block's keys or values with the threads (for a
+block across pages, or a cache converted on the way), reading only the positions that exist: an
+entry past the cache or negative, or a length past the table, reads nothing (those rows are
+zeros), so a bad table never reads outside the cache.  `check` states that the table is good,
+which the interpreter (and a kernel compiled with ASYNCDSL_DEBUG=1) reports as an
 `AssumptionError` where it is not; entries past a sequence's last page are never looked at.
 """
 
@@ -46,6 +48,23 @@ class PagedSequence:
         """The length clamped to what the table can name (`rows` equal elements): read it once,
         before a loop over blocks, and hand it to each `block`."""
         return ad.minimum(self.stored_length(rows, layout), self.capacity)
+
+    def split_blocks(self, size: int, split, splits: int):
+        """(first, count): the blocks of `size` positions that split `split` of `splits` takes,
+        its share of the sequence's own blocks (the length read as an index, cut to the table),
+        so that a short sequence costs a few blocks and no entry past the table is read."""
+        blocks = (ad.load_index(self.lens.at[self.b]).min(self.capacity).max(0) + size - 1) // size
+        per_split = (blocks + splits - 1) // splits
+        first = split * per_split
+        return first, (blocks - first).min(per_split).max(0)
+
+    def box(self, cache, first, count: int, head):
+        """Head `head` of positions first .. first + count - 1, all on one page, as a view of
+        the cache for one TMA copy: the page number is a traced coordinate.  An entry outside
+        the cache gives its nearest page, whose keys `PagedBlock.present` hides: no coordinate
+        is out of bounds (a copy that merges dims would alias one)."""
+        page = ad.load_index(self.table.at[self.b, first // self.page_size]).max(0).min(self.pages - 1)
+        return cache.at[page, ad.ds(first % self.page_size, count), head, :]
 
     def block(self, first, count: int, length, layout=None) -> PagedBlock:
         """Positions first .. first + count - 1, `length` from `length(count, layout)`."""

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from docstring_examples import run_example
 
+import asyncdsl as ad
 from asyncdsl.blocks import paged_kv
 
 
@@ -45,3 +46,35 @@ def test_a_bad_table_reads_nothing_outside_the_cache():
     unpaged.interpret(whole[:6], table, lens, out, BK=32)
     assert not np.isnan(out).any()
     np.testing.assert_array_equal(out, dense(whole[:6], table, lens, 128))
+
+
+@ad.kernel(grid=lambda cache, table, lens, out, SPLITS, BK: (SPLITS, table.shape[0]), block=128)
+def split_copies(cache, table, lens, out, SPLITS: ad.constexpr, BK: ad.constexpr):
+    """out[b]: head 0 of the positions of sequence b, each split copying its blocks by TMA."""
+    split, b = ad.program_id(0), ad.program_id(1)
+    seq = paged_kv.PagedSequence(table, lens, b, cache.shape[0], cache.shape[1])
+    first, count = seq.split_blocks(BK, split, SPLITS)
+    rows, landed = ad.smem((BK, cache.shape[3]), cache.dtype), ad.barrier()
+    for j in ad.range(count):
+        ad.async_copy(seq.box(cache, (first + j) * BK, BK, 0), rows, barrier=landed)
+        landed.wait()
+        ad.store(out.at[b, ad.ds((first + j) * BK, BK), :], rows[...])
+        ad.warpgroup_barrier()  # all have read the rows before the next copy lands
+
+
+@pytest.mark.parametrize("page,block,splits", [(16, 16, 3), (64, 32, 2), (64, 64, 1)])
+def test_splits_copy_their_share_of_each_sequences_own_blocks(page, block, splits):
+    """Blocks past a sequence's length are not walked (their rows keep their NaN); an entry
+    past the cache or negative copies its nearest page; a length past the table is cut to it."""
+    rng = np.random.default_rng(page + block)
+    cache = rng.standard_normal((6, page, 2, 64)).astype(np.float32)
+    table = rng.integers(0, 6, (4, 256 // page), dtype=np.int32)
+    table[1, 0], table[2, 1] = 9, -4
+    lens = np.array([1, page + 3, 2 * page, 1000], np.int32)
+    out = np.full((4, 256, 64), np.nan, np.float32)
+    split_copies.interpret(cache, table, lens, out, SPLITS=splits, BK=block)
+    for b, length in enumerate(np.minimum(lens, 256)):
+        walked = -(-length // block) * block  # whole blocks: the last one's rows past the length too
+        pages = np.clip(table[b, np.arange(walked) // page], 0, 5)
+        np.testing.assert_array_equal(out[b, :walked], cache[pages, np.arange(walked) % page, 0])
+        assert np.isnan(out[b, walked:]).all()

@@ -13,7 +13,8 @@ from gpu_support import gpu_and_interpreter, hopper_or_skip
 
 import asyncdsl as ad
 import asyncdsl.kernels as K
-from asyncdsl.kernels.paged_decode import paged_decode_kernel, reference
+from asyncdsl.kernels.paged_decode import paged_decode_kernel
+from asyncdsl.kernels.paged_decode_reference import reference
 
 hopper_or_skip()
 pytestmark = pytest.mark.gpu
