@@ -66,16 +66,15 @@ def _launch(a, b, c, sizes, layout, ctas, stream) -> None:
 
 
 def group_bounds(sizes, rows: int, groups: int, layout: str):
-    """bounds(g): (first row, end) of group g, read from `sizes` (offsets or counts, int32 on the
-    device) where the tile scheduler asks, clamped to the `rows` of a."""
+    """bounds(g, before): (first row, end) of group g, read from `sizes` (offsets or counts, int32
+    on the device) where the tile scheduler asks, clamped to the `rows` of a; `before` is where
+    group g - 1 ended."""
     capacity = rows // groups
 
-    def offsets(g):
-        end = ad.load_index(sizes.at[g]).min(rows)
-        first = 0 if g == 0 else ad.load_index(sizes.at[g - 1]).min(rows)
-        return first, end.max(first)
+    def offsets(g, before):
+        return before, ad.load_index(sizes.at[g]).min(rows).max(before)
 
-    def counts(g):
+    def counts(g, before):
         return g * capacity, ad.load_index(sizes.at[g]).max(0).min(capacity) + g * capacity
 
     return offsets if layout == "offsets" else counts
