@@ -142,3 +142,15 @@ def test_the_benchmark_shapes_assemble_without_spills(groups, rows, n, k, ptxas)
     for ptx in (bf16, fp8):
         report = assemble(ptx, verbose=True)[1]
         assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in report
+
+
+def test_block_scales_of_the_wrong_shape_are_refused():
+    rng = np.random.default_rng(2)
+    a, sa, b, sb = fp8_inputs(rng, 128, 2, 128, 256)
+    offsets = np.array([64, 128], np.int32)
+    with pytest.raises(ad.ArgumentError, match="b_scales must be"):
+        K.grouped_gemm_fp8_blockscaled(a, sa, b, sb[0], offsets)
+    with pytest.raises(ad.ArgumentError, match="a_scales must be"):
+        K.grouped_gemm_fp8_blockscaled(a, sa[:, :1], b, sb, offsets)
+    with pytest.raises(ad.ArgumentError, match="a_scales must be"):
+        K.grouped_gemm_fp8_blockscaled_masked(a.reshape(2, 64, 256), sa, b, sb, np.array([1, 2], np.int32))
