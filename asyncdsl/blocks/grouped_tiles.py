@@ -6,8 +6,8 @@ times its own weights, walked by persistent CTAs with a stride (as `PersistentTi
 
     @ad.kernel(grid=lambda c, ends, CTAS: (CTAS,))
     def numbered(c, ends, CTAS: ad.constexpr):    # c's rows in groups ending at ends[g] (int32)
-        def bounds(g):                            # (first row, end) of group g, read on the device
-            return (0 if g == 0 else ad.load_index(ends.at[g - 1])), ad.load_index(ends.at[g])
+        def bounds(g, before):                    # (first row, end) of group g, read on the device
+            return before, ad.load_index(ends.at[g])  # (before: where group g - 1 ended)
         tiles = GroupedTiles(ends.shape[0], bounds, c.shape[1], 64, 64, CTAS, ragged=True)
         for work in tiles:                        # this CTA's tiles of every group
             value = ad.zeros((64, 64), ad.float32) + work.group
@@ -29,23 +29,25 @@ from asyncdsl.frontend import language as ad
 
 class GroupedTiles:
     """The (BM, BN) tiles of `groups` groups of rows of an (rows, N) product, group g's rows
-    `bounds(g)` = (first row, end), tiles row by row, groups in order; CTAS CTAs take tiles cta,
+    `bounds(g, before)` = (first row, end), `before` the end of group g - 1 (0 before the first),
+    tiles row by row, groups in order; CTAS CTAs take tiles cta,
     cta + CTAS, ... (`count` of them this CTA).  With `ragged`, groups may be empty or end inside
     a tile, whose rows from `work.end` on the kernel must not store (the next group's); without
     it each group is a positive multiple of BM rows, known when tracing."""
 
     def __init__(self, groups: int, bounds, N: int, BM: int, BN: int, CTAS: int, ragged: bool = False):
         if not ragged:
+            end = 0
             for g in range(groups):
-                first, end = bounds(g)
+                first, end = bounds(g, end)
                 if not isinstance(end - first, int) or (end - first) % BM or end <= first:
                     raise ad.TraceError(f"grouped tiles: each group's rows must be a positive multiple of "
                                         f"{BM} (tiles may not run into the next group), got {end - first}")
         self.groups, self.bounds, self.BM, self.BN = groups, bounds, BM, BN
         self.n_tiles = ad.cdiv(N, BN)
-        row_tiles = 0
+        row_tiles, end = 0, 0
         for g in range(groups):
-            first, end = bounds(g)
+            first, end = bounds(g, end)
             row_tiles = row_tiles + ad.cdiv(_at_least_zero(end - first), BM)
         self.cta, self.ctas = ad.program_id(0), CTAS
         self.count = (row_tiles * self.n_tiles - self.cta + CTAS - 1) // CTAS
@@ -64,11 +66,11 @@ class GroupedTiles:
         """The CTA's t-th tile: its first row, column, group and the end of its group's rows."""
         tile = self.cta + t * self.ctas
         row_tile = tile // self.n_tiles  # among the row tiles of all groups, one after the other
-        group, first_tile, first_row, end = 0, 0, *self.bounds(0)
+        group, first_tile, first_row, end = 0, 0, *self.bounds(0, 0)
         previous = (0, first_row, end)  # group g - 1's first row tile, first row and end
         tiles = ad.cdiv(_at_least_zero(end - first_row), self.BM)
         for g in range(1, self.groups):
-            first_g, end_g = self.bounds(g)
+            first_g, end_g = self.bounds(g, previous[2])
             start = previous[0] + tiles  # group g's first row tile
             # 1 at or past group g's first row tile, else 0; an empty group starts where the next
             # does, so the sums below telescope to the last group that starts at or before the tile

@@ -51,7 +51,7 @@ def matmul_grouped(a, b, c, CTAS: constexpr, ROWS: constexpr, BN: constexpr = 25
     check_16_bit(a, b, c)
     half, k_steps = BM // 2, ad.cdiv(K, BK)
     firsts = [sum(ROWS[:g]) for g in range(len(ROWS))]
-    tiles = GroupedTiles(len(ROWS), lambda g: (firsts[g], firsts[g] + ROWS[g]), N, BM, BN, CTAS)
+    tiles = GroupedTiles(len(ROWS), lambda g, before: (firsts[g], firsts[g] + ROWS[g]), N, BM, BN, CTAS)
     a_ring = ad.smem((STAGES, 2, half, BK), a.dtype, **tensor_core_layout(half))
     b_ring = ad.smem((STAGES, BK, BN), b.dtype, **tensor_core_layout(BK))
     c_out = store_ring(2, c.dtype)

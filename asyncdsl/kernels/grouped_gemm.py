@@ -30,7 +30,7 @@ from asyncdsl.frontend import language as ad
 from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
-from asyncdsl.kernels.block_scales import tma_layout
+from asyncdsl.kernels.block_scales import check_scale_shapes, tma_layout
 from asyncdsl.kernels.dispatch import launch, on_host
 from asyncdsl.kernels.gemm import INTERPRETED_CTAS, _sms
 from asyncdsl.kernels.gemm_fp8_blockscaled import BLOCK, blockscaled
@@ -66,16 +66,15 @@ def _launch(a, b, c, sizes, layout, ctas, stream) -> None:
 
 
 def group_bounds(sizes, rows: int, groups: int, layout: str):
-    """bounds(g): (first row, end) of group g, read from `sizes` (offsets or counts, int32 on the
-    device) where the tile scheduler asks, clamped to the `rows` of a."""
+    """bounds(g, before): (first row, end) of group g, read from `sizes` (offsets or counts, int32
+    on the device) where the tile scheduler asks, clamped to the `rows` of a; `before` is where
+    group g - 1 ended."""
     capacity = rows // groups
 
-    def offsets(g):
-        end = ad.load_index(sizes.at[g]).min(rows)
-        first = 0 if g == 0 else ad.load_index(sizes.at[g - 1]).min(rows)
-        return first, end.max(first)
+    def offsets(g, before):
+        return before, ad.load_index(sizes.at[g]).min(rows).max(before)
 
-    def counts(g):
+    def counts(g, before):
         return g * capacity, ad.load_index(sizes.at[g]).max(0).min(capacity) + g * capacity
 
     return offsets if layout == "offsets" else counts
@@ -151,6 +150,9 @@ def grouped_gemm_fp8_blockscaled_masked(a, a_scales, b, b_scales, counts, *, out
     b[g]ᵀ (b (G, N, K)), float8 e4m3, a_scales (G, capacity, K/128), b_scales (G, N/128, K/128)."""
     groups, capacity, k = a.shape
     rows, n = groups * capacity, b.shape[1]
+    if tuple(a_scales.shape) != (groups, capacity, -(-k // BLOCK)):
+        raise ad.ArgumentError(f"a_scales must be (G, capacity, K/128) = "
+                               f"{(groups, capacity, -(-k // BLOCK))}, got {tuple(a_scales.shape)}")
     c = empty(a, (groups, capacity, n), ad.bfloat16) if out is None else out
     _launch_fp8(a.reshape(rows, k), a_scales.reshape(rows, -(-k // BLOCK)), b, b_scales, c.reshape(rows, n),
                 counts, "masked", ctas, stream)
@@ -159,6 +161,10 @@ def grouped_gemm_fp8_blockscaled_masked(a, a_scales, b, b_scales, counts, *, out
 
 def _launch_fp8(a, a_scales, b, b_scales, c, sizes, layout, ctas, stream) -> None:
     groups, n, k = b.shape
+    if len(b_scales.shape) != 3 or b_scales.shape[0] != groups:
+        raise ad.ArgumentError(f"b_scales must be (G, N/128, K/128) for b {tuple(b.shape)}, got "
+                               f"{tuple(b_scales.shape)}")
+    check_scale_shapes(a, a_scales, b[0], b_scales[0], BLOCK)
     ctas = ctas or (INTERPRETED_CTAS if on_host(a) else _sms(a))
     stacked_scales = b_scales.reshape(groups * b_scales.shape[1], b_scales.shape[2])
     launch(matmul_grouped_fp8_blockscaled, a, tma_layout(a_scales), b.reshape(groups * n, k),

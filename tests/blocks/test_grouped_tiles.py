@@ -30,7 +30,7 @@ def test_every_row_of_every_group_is_taken_and_knows_its_group(sizes, columns, c
 def test_groups_of_rows_that_are_not_whole_tiles_are_refused_unless_ragged():
     @ad.kernel(grid=(1,))
     def tiles_of(c):
-        block.GroupedTiles(2, lambda g: (g * 100, g * 100 + 100), 64, 64, 64, 1)
+        block.GroupedTiles(2, lambda g, before: (before, before + 100), 64, 64, 64, 1)
 
     with pytest.raises(ad.TraceError, match="positive multiple of 64"):
         tiles_of.interpret(np.zeros((200, 64), np.float32))

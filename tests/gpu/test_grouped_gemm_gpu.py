@@ -2,7 +2,8 @@
 the interpreter's bytes (uneven groups, an empty one), and the host functions on torch tensors
 are bit-exact against float64 on small integers for uneven, empty and even groups, the masked
 layout, and agree with `torch._grouped_mm` where this torch has it; one launch serves any
-routing without a host sync (captured in a CUDA graph, replayed over new offsets)."""
+routing without a host sync (captured in a CUDA graph, replayed over new offsets); the
+block-scaled fp8 forms are bit-exact against float64 on exact inputs."""
 
 from __future__ import annotations
 
@@ -90,3 +91,52 @@ def test_one_graph_serves_any_routing():
         for g, end in enumerate(np.cumsum(sizes).tolist()):
             assert torch.equal(c[first:end], (a[first:end].double() @ b[g].double()).to(torch.bfloat16))
             first = end
+
+
+def _fp8_inputs(torch, rows, groups, n, k, seed):
+    generator = torch.Generator().manual_seed(seed)
+    kb = -(-k // 128)
+
+    def small(shape):
+        return torch.randint(-4, 5, shape, generator=generator).to("cuda", torch.float8_e4m3fn)
+
+    def powers(shape):
+        return (2.0 ** torch.randint(-3, 4, shape, generator=generator)).to("cuda", torch.float32)
+
+    return small((rows, k)), powers((rows, kb)), small((groups, n, k)), powers((groups, n // 128, kb))
+
+
+def _block_scaled(torch, a, a_scales, b, b_scales):
+    total = torch.zeros(a.shape[0], b.shape[0], device="cuda", dtype=torch.float64)
+    for i in range(a_scales.shape[1]):
+        part = slice(i * 128, (i + 1) * 128)
+        total += ((a[:, part].double() @ b[:, part].double().t()) * a_scales[:, i, None].double()
+                  * b_scales[:, i].double().repeat_interleave(128)[None, :])
+    return total.to(torch.bfloat16)
+
+
+def test_block_scaled_fp8_groups_are_bit_exact():
+    torch = pytest.importorskip("torch")
+    sizes = [0, 700, 1, 0, 1000, 347]
+    a, a_scales, b, b_scales = _fp8_inputs(torch, sum(sizes), len(sizes), 512, 1024, 7)
+    offsets = torch.tensor(np.cumsum(sizes), dtype=torch.int32, device="cuda")
+    c = K.grouped_gemm_fp8_blockscaled(a, a_scales, b, b_scales, offsets)
+    first = 0
+    for g, end in enumerate(np.cumsum(sizes).tolist()):
+        wanted = _block_scaled(torch, a[first:end], a_scales[first:end], b[g], b_scales[g])
+        assert torch.equal(c[first:end], wanted), g
+        first = end
+
+
+def test_block_scaled_fp8_masked_groups_are_bit_exact():
+    torch = pytest.importorskip("torch")
+    groups, capacity = 4, 192
+    a, a_scales, b, b_scales = _fp8_inputs(torch, groups * capacity, groups, 256, 512, 8)
+    a, a_scales = a.reshape(groups, capacity, -1), a_scales.reshape(groups, capacity, -1)
+    counts = torch.tensor([192, 0, 65, 1], dtype=torch.int32, device="cuda")
+    c = torch.full((groups, capacity, 256), float("nan"), device="cuda", dtype=torch.bfloat16)
+    K.grouped_gemm_fp8_blockscaled_masked(a, a_scales, b, b_scales, counts, out=c)
+    for g, count in enumerate(counts.tolist()):
+        wanted = _block_scaled(torch, a[g, :count], a_scales[g, :count], b[g], b_scales[g])
+        assert torch.equal(c[g, :count], wanted), g
+        assert torch.isnan(c[g, count:]).all()

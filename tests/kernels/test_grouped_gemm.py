@@ -120,3 +120,37 @@ def test_block_scaled_fp8_masked_groups_are_bit_exact():
         wanted = reference(a[g, :count], sa[g, :count], b[g], sb[g])
         assert np.array_equal(bits(c[g, :count]), bits(wanted)), g
         assert np.isnan(c[g, count:].astype(np.float32)).all()
+
+
+BENCHMARK_SHAPES = [(8, 4096, 7168, 2048), (4, 8192, 4096, 7168), (128, 256, 768, 2048)]
+
+
+@pytest.mark.parametrize("groups,rows,n,k", BENCHMARK_SHAPES, ids=str)
+def test_the_benchmark_shapes_assemble_without_spills(groups, rows, n, k, ptxas):
+    import importlib
+
+    from asyncdsl.runtime.ptxas import assemble
+
+    module = importlib.import_module("asyncdsl.kernels.grouped_gemm")
+    spec, f8, total, kb = ad.ArraySpec, ad.float8_e4m3fn, groups * rows, -(-k // 128)
+    sizes, c = spec((groups,), ad.int32), spec((total, n), ad.bfloat16)
+    bf16 = module.matmul_grouped_sizes.ptx(spec((total, k), ad.bfloat16), spec((groups * k, n), ad.bfloat16),
+                                           c, sizes, CTAS=132, BN=128 if n <= 1024 else 256)
+    fp8 = module.matmul_grouped_fp8_blockscaled.ptx(
+        spec((total, k), f8), spec((kb, total), ad.float32), spec((groups * n, k), f8),
+        spec((groups * n // 128, -(-kb // 4) * 4), ad.float32), c, sizes, CTAS=132)
+    for ptx in (bf16, fp8):
+        report = assemble(ptx, verbose=True)[1]
+        assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in report
+
+
+def test_block_scales_of_the_wrong_shape_are_refused():
+    rng = np.random.default_rng(2)
+    a, sa, b, sb = fp8_inputs(rng, 128, 2, 128, 256)
+    offsets = np.array([64, 128], np.int32)
+    with pytest.raises(ad.ArgumentError, match="b_scales must be"):
+        K.grouped_gemm_fp8_blockscaled(a, sa, b, sb[0], offsets)
+    with pytest.raises(ad.ArgumentError, match="a_scales must be"):
+        K.grouped_gemm_fp8_blockscaled(a, sa[:, :1], b, sb, offsets)
+    with pytest.raises(ad.ArgumentError, match="a_scales must be"):
+        K.grouped_gemm_fp8_blockscaled_masked(a.reshape(2, 64, 256), sa, b, sb, np.array([1, 2], np.int32))
