@@ -24,7 +24,7 @@ from xdsl.ir import SSAValue
 
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects import ptx
-from asyncdsl.dialects.layout_attrs import layout_of
+from asyncdsl.dialects.layout_attrs import inferred_layout, layout_of
 from asyncdsl.hw.fragments import Layout, SplatLayout, replicated_layout
 from asyncdsl.hw.layout_choice import strided_layout
 from asyncdsl.hw.smem_layout import SmemLayout
@@ -286,7 +286,7 @@ def _vector_of(element) -> VectorType:
 
 
 def _load(ctx: KernelLowering, op: ir.LoadSmemOp) -> None:
-    layout = layout_of(op.result)
+    layout = inferred_layout(op.result)
     shape = tuple(op.result.type.get_shape())
     read_layout, read_shape = layout, shape
     if isinstance(layout, SplatLayout):

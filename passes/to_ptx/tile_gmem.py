@@ -27,7 +27,7 @@ from xdsl.ir import SSAValue
 
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects import ptx
-from asyncdsl.dialects.layout_attrs import layout_of
+from asyncdsl.dialects.layout_attrs import inferred_layout, layout_of
 from asyncdsl.errors import LayoutError
 from asyncdsl.hw.fragments import Layout, SplatLayout, replicated_layout
 from asyncdsl.hw.gmem_runs import contiguous_strides
@@ -208,7 +208,7 @@ def _tile_layout(op, value: SSAValue) -> Layout | None:
 
 
 def _load(ctx: KernelLowering, op: ir.LoadGmemOp) -> None:
-    layout = layout_of(op.result)
+    layout = inferred_layout(op.result)
     shape = tuple(op.result.type.get_shape())
     registers_shape = layout.registers_shape(shape)
     if isinstance(layout, SplatLayout):
@@ -366,7 +366,7 @@ def _indexed_elements(ctx: KernelLowering, op, layout: Layout, count: int):
 def _gather(ctx: KernelLowering, op: ir.GatherGmemOp) -> None:
     """Each element one guarded `ld.global` at its own address; `other` where the guard fails."""
     b = ctx.b
-    layout = layout_of(op.result)
+    layout = inferred_layout(op.result)
     registers_shape = layout.registers_shape(tuple(op.result.type.get_shape()))
     kind, size = register_kind(op.result.type.element_type), ir.element_bits(op.gmem.type) // 8
     guards, addresses = _indexed_elements(ctx, op, layout, math.prod(registers_shape))
@@ -386,7 +386,8 @@ def _scatter(ctx: KernelLowering, op: ir.ScatterGmemOp) -> None:
     one value) the warpgroup's leader thread stores it once."""
     shape = tuple(op.value.type.get_shape())
     kind, size = register_kind(op.value.type.element_type), ir.element_bits(op.gmem.type) // 8
-    layouts = [layout_of(v) for v in (op.value, *op.indices, *([op.mask] if op.mask is not None else []))]
+    tiles = (op.value, *op.indices, *([op.mask] if op.mask is not None else []))
+    layouts = [inferred_layout(v) for v in tiles]
     layout = next((found for found in layouts if not isinstance(found, SplatLayout)), None)
     if layout is None:
         guards, addresses = _indexed_elements(ctx, op, layouts[0], 1)

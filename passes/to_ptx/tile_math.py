@@ -27,7 +27,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 
 from asyncdsl import dtypes
 from asyncdsl.dialects import asyncdsl as ir
-from asyncdsl.dialects.layout_attrs import layout_of
+from asyncdsl.dialects.layout_attrs import inferred_layout
 from asyncdsl.dialects.tile_functions import TILE_FUNCTIONS, TileFunction
 from asyncdsl.passes.to_ptx.context import KernelLowering, Rule
 from asyncdsl.passes.to_ptx.integer_division import floor_quotient, floor_quotient_by
@@ -381,7 +381,7 @@ def elementwise(rule: ElementRule, index_rule: Rule | None) -> Rule:
             element = result.type
             ctx.bind(result, rule(ctx, op, element, [ctx.reg(v) for v in op.operands]))
             return
-        layout = layout_of(result)
+        layout = inferred_layout(result)
         operands = [tile_of(ctx, v).expanded(layout) for v in op.operands]
         element = result.type.element_type
         if isinstance(op, ir.CompareOp):

@@ -24,7 +24,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, SSAValue
 
 from asyncdsl import dtypes
-from asyncdsl.dialects.layout_attrs import layout_of
+from asyncdsl.dialects.layout_attrs import inferred_layout
 from asyncdsl.errors import LayoutError
 from asyncdsl.hw.fragments import Layout, SplatLayout
 from asyncdsl.hw.tiling import THREADS, flat_index
@@ -85,8 +85,7 @@ def tile_of(ctx: KernelLowering, value: SSAValue) -> TileRegisters:
 
 
 def bind_tile(ctx: KernelLowering, value: SSAValue, regs: np.ndarray) -> None:
-    layout = layout_of(value)
-    assert layout is not None, f"{value} has no layout: infer-layouts must run first"
+    layout = inferred_layout(value)
     shape = tuple(value.type.get_shape())
     expected = layout.registers_shape(shape)
     assert regs.shape == expected, (regs.shape, expected)
