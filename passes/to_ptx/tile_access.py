@@ -301,7 +301,7 @@ def _load(ctx: KernelLowering, op: ir.LoadSmemOp) -> None:
 
 def _store(ctx: KernelLowering, op: ir.StoreSmemOp) -> None:
     tile = tile_of(ctx, op.value)
-    element = op.value.type.element_type
+    element = ir.shaped_type(op.value.type).element_type
     layout, regs = tile.layout, tile.regs
     b = ctx.b
     private = _thread_private(ctx, op)
@@ -345,7 +345,7 @@ def _thread_private_buffers(accesses: list[ir.LoadSmemOp | ir.StoreSmemOp]) -> f
         if layout is None or isinstance(layout, SplatLayout) or layout.replication != 1:
             kinds[root] = None
         elif (known := kinds.setdefault(root, set())) is not None:
-            known.add((layout, tuple(tile.type.get_shape())))
+            known.add((layout, tuple(ir.shaped_type(tile.type).get_shape())))
     return frozenset(root for root, known in kinds.items() if known is not None and len(known) == 1)
 
 
@@ -361,7 +361,7 @@ def _store_splat_elementwise(ctx: KernelLowering, op: ir.StoreSmemOp, value: SSA
         if start + THREADS > count:
             guard = b.emit("setp.lt.u32 {}, {}, {};", "pred", ctx.facts.thread, count - start)
         store_piece(ctx, address, start * element_bytes, [value], element_bytes,
-                    register_kind(op.value.type.element_type), guard, space)
+                    register_kind(ir.shaped_type(op.value.type).element_type), guard, space)
 
 
 def _rank(ctx: KernelLowering, op: ir.LoadSmemOp | ir.StoreSmemOp) -> SSAValue | None:

@@ -202,7 +202,7 @@ def _tile_layout(op, value: SSAValue) -> Layout | None:
         return layout
     if op.mask is not None and not isinstance(layout_of(op.mask), SplatLayout):
         return layout_of(op.mask)
-    shape = tuple(value.type.get_shape())
+    shape = tuple(ir.shaped_type(value.type).get_shape())
     layout = strided_layout(shape, ir.element_bits(value.type) / 8) if shape else None
     return layout if layout is not None and thread_linear(layout, shape) else None
 
@@ -265,8 +265,8 @@ def _store(ctx: KernelLowering, op: ir.StoreGmemOp) -> None:
     if layout is None:
         _store_splat_elementwise(ctx, op, tile.flat()[0])
         return
-    shape = tuple(op.value.type.get_shape())
-    element = op.value.type.element_type
+    shape = tuple(ir.shaped_type(op.value.type).get_shape())
+    element = ir.shaped_type(op.value.type).element_type
     window = _window(op, layout, shape)
     kind, size = register_kind(element), window.element_bytes
     values = tile.expanded(layout).reshape(-1).tolist()
@@ -317,7 +317,7 @@ def _store_splat_elementwise(ctx: KernelLowering, op: ir.StoreGmemOp, value: SSA
             inside = _and(ctx, inside, b.emit("setp.lt.u32 {}, {}, {};", "pred", register, extent))
         else:
             checked[dim] = register
-    kind = register_kind(op.value.type.element_type)
+    kind = register_kind(ir.shaped_type(op.value.type).element_type)
     number = b.mov("b32", ctx.facts.thread)  # this thread's element: t, t + 128, ...
     head, done = b.new_label("splat"), b.new_label("splat_end")
     b.label(head)
@@ -384,8 +384,8 @@ def _scatter(ctx: KernelLowering, op: ir.ScatterGmemOp) -> None:
     """Each element one guarded `st.global` at its own address, from one thread (replicated
     layouts: the first copy's).  With tile, indices and mask all splats (one array element,
     one value) the warpgroup's leader thread stores it once."""
-    shape = tuple(op.value.type.get_shape())
-    kind, size = register_kind(op.value.type.element_type), ir.element_bits(op.gmem.type) // 8
+    shape = tuple(ir.shaped_type(op.value.type).get_shape())
+    kind, size = register_kind(ir.shaped_type(op.value.type).element_type), ir.element_bits(op.gmem.type) // 8
     tiles = (op.value, *op.indices, *([op.mask] if op.mask is not None else []))
     layouts = [inferred_layout(v) for v in tiles]
     layout = next((found for found in layouts if not isinstance(found, SplatLayout)), None)

@@ -148,7 +148,7 @@ def _nan_bits_unseen(value: SSAValue) -> bool:
     for use in value.uses:
         user = use.operation
         if isinstance(user, ir.ReduceOp):
-            shape = user.operand.type.get_shape()
+            shape = ir.shaped_type(user.operand.type).get_shape()
             if math.prod(shape[axis] for axis in user.axes.get_values()) < 2:
                 return False
         elif not isinstance(user, _NAN_BLIND_USERS):
@@ -385,7 +385,7 @@ def elementwise(rule: ElementRule, index_rule: Rule | None) -> Rule:
         operands = [tile_of(ctx, v).expanded(layout) for v in op.operands]
         element = result.type.element_type
         if isinstance(op, ir.CompareOp):
-            element = op.lhs.type.element_type
+            element = ir.shaped_type(op.lhs.type).element_type
         out = np.empty(layout.registers_shape(tuple(result.type.get_shape())), dtype=object)
         if isinstance(op, ir.ConvertOp) and _pairs_to_float8(op, element, out.shape):
             _convert_pairs(ctx, element_of(op.value), element, operands[0], out)

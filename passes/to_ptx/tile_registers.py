@@ -24,6 +24,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, SSAValue
 
 from asyncdsl import dtypes
+from asyncdsl.dialects.ir_utils import shaped_type
 from asyncdsl.dialects.layout_attrs import inferred_layout
 from asyncdsl.errors import LayoutError
 from asyncdsl.hw.fragments import Layout, SplatLayout
@@ -86,7 +87,7 @@ def tile_of(ctx: KernelLowering, value: SSAValue) -> TileRegisters:
 
 def bind_tile(ctx: KernelLowering, value: SSAValue, regs: np.ndarray) -> None:
     layout = inferred_layout(value)
-    shape = tuple(value.type.get_shape())
+    shape = tuple(shaped_type(value.type).get_shape())
     expected = layout.registers_shape(shape)
     assert regs.shape == expected, (regs.shape, expected)
     ctx.tiles[value] = TileRegisters(layout, shape, regs)

@@ -40,7 +40,7 @@ from asyncdsl.passes.to_ptx.tile_registers import (
 
 
 def _shape(value: SSAValue) -> tuple[int, ...]:
-    return tuple(value.type.get_shape())
+    return tuple(ir.shaped_type(value.type).get_shape())
 
 
 def _splat(ctx: KernelLowering, value: SSAValue, register: SSAValue) -> None:
@@ -104,7 +104,7 @@ _COMBINE = {
 
 
 def _combiner(op: ir.ReduceOp):
-    element = op.operand.type.element_type
+    element = ir.shaped_type(op.operand.type).element_type
     is_float = not isinstance(element, IntegerType)
     rule = ELEMENT_RULES[_COMBINE[(TileReduction(op.kind.data), is_float)]]
     return lambda ctx, a, b: rule(ctx, None, element, [a, b])
@@ -213,7 +213,7 @@ def _relayout(ctx: KernelLowering, op: ir.RelayoutOp) -> None:
         return
     if isinstance(target, SplatLayout):
         raise AssertionError("infer-layouts never relayouts a tile to a splat")
-    element = op.operand.type.element_type
+    element = ir.shaped_type(op.operand.type).element_type
     scratch = ctx.facts.tile_scratch
     b = ctx.b
     mask = register_kind(element) == "pred"
