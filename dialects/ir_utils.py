@@ -9,7 +9,9 @@ from collections.abc import Sequence
 from typing import TypeGuard, get_args
 
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import AnyFloat, BoolAttr, IndexType, IntegerAttr, IntegerType, MemRefType, i1, i64
+from xdsl.dialects.builtin import AnyFloat, BoolAttr, IndexType, IntegerAttr, IntegerType, MemRefType
+from xdsl.dialects.builtin import VectorType
+from xdsl.dialects.builtin import i1, i64
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import AttrSizedOperandSegments, IRDLOperation, result_def
 from xdsl.utils.exceptions import VerifyException
@@ -117,9 +119,9 @@ def _smem_type(shape: tuple[int, ...], element_type: Attribute, layout: SmemLayo
                       memory_space=SMEM if layout is None else SharedMemorySpaceAttr(layout))
 
 
-def smem_layout(type_: MemRefType) -> SmemLayout | None:
+def smem_layout(type_: Attribute) -> SmemLayout | None:
     """The layout a shared-memory buffer carries (None: row-major in its memref shape)."""
-    return _layout(type_.memory_space)
+    return _layout(memref_type(type_).memory_space)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -127,10 +129,10 @@ def _layout(space: SharedMemorySpaceAttr) -> SmemLayout | None:
     return space.layout
 
 
-def logical_shape(type_: MemRefType) -> tuple[int, ...]:
+def logical_shape(type_: Attribute) -> tuple[int, ...]:
     """The shape kernel code sees of a shared-memory buffer (the memref's unless it has a layout)."""
     layout = smem_layout(type_)
-    return tuple(type_.get_shape()) if layout is None else layout.logical_shape
+    return tuple(memref_type(type_).get_shape()) if layout is None else layout.logical_shape
 
 
 _FLOAT_TYPES: tuple[type, ...] = get_args(AnyFloat)
@@ -154,18 +156,35 @@ def integer_type(type_: Attribute) -> IntegerType:
     raise TypeError(f"{type_} is not an integer type")
 
 
+# xDSL types every operand's type as any attribute; what an op's definition guarantees it is, the
+# helpers below take it as.
+def memref_type(type_: Attribute) -> MemRefType:
+    """`type_` as the memref type it must be (a GMEM array's or a shared-memory buffer's)."""
+    if isinstance(type_, MemRefType):
+        return type_
+    raise TypeError(f"{type_} is not a memref type")
+
+
+def shaped_type(type_: Attribute) -> MemRefType | VectorType:
+    """`type_` as the memref (a buffer) or vector (a register tile) type it must be."""
+    if isinstance(type_, (MemRefType, VectorType)):
+        return type_
+    raise TypeError(f"{type_} is neither a memref nor a vector type")
+
+
 def shape_of(value: SSAValue) -> tuple[int, ...]:
     assert isinstance(value.type, MemRefType)
     return tuple(value.type.get_shape())
 
 
-def element_bits(type_: MemRefType) -> int:
-    return dtypes.from_mlir(type_.element_type).bits
+def element_bits(type_: Attribute) -> int:
+    """Bits of one element of a buffer or a tile."""
+    return dtypes.from_mlir(shaped_type(type_).element_type).bits
 
 
-def buffer_bytes(type_: MemRefType) -> int:
+def buffer_bytes(type_: Attribute) -> int:
     count = 1
-    for d in type_.get_shape():
+    for d in shaped_type(type_).get_shape():
         count *= d
     return count * element_bits(type_) // 8
 

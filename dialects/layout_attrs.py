@@ -136,4 +136,13 @@ def layout_of(value: SSAValue) -> Layout | None:
     return None
 
 
+def inferred_layout(value: SSAValue) -> Layout:
+    """The layout of the tile `value`, for the passes after infer-layouts, which gives every tile
+    one."""
+    layout = layout_of(value)
+    if layout is None:
+        raise RuntimeError(f"{value} has no layout: infer-layouts must run first")
+    return layout
+
+
 ATTRIBUTES = (LayoutAttr,)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects.builtin import I64, ArrayAttr, IndexType, IntegerAttr, StringAttr, UnitAttr
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def, opt_operand_def, opt_prop_def, prop_def
 from xdsl.irdl import result_def
 from xdsl.utils.exceptions import VerifyException
@@ -83,7 +83,7 @@ class ArriveOp(Arrival):
 
     def __init__(self, barriers: SSAValue, index: SSAValue, count: int = 1, collective: Sequence[str] = (),
                  sync: bool = True):
-        properties = {"count": int_prop(count)}
+        properties: dict[str, Attribute] = {"count": int_prop(count)}
         if collective:
             properties["collective"] = ArrayAttr(StringAttr(d) for d in collective)
         if not sync:

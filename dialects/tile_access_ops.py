@@ -38,11 +38,11 @@ from collections.abc import Sequence
 from xdsl.dialects.builtin import DenseArrayBase, FloatAttr, IndexType, IntegerAttr, IntegerType, MemRefType
 from xdsl.dialects.builtin import VectorType, i64
 from xdsl.ir import Operation, SSAValue
-from xdsl.irdl import IRDLOperation, ParsePropInAttrDict, irdl_op_definition, operand_def, opt_operand_def
-from xdsl.irdl import opt_prop_def, prop_def, result_def, var_operand_def
+from xdsl.irdl import AttrSizedOperandSegments, IRDLOperation, ParsePropInAttrDict, irdl_op_definition
+from xdsl.irdl import operand_def, opt_operand_def, opt_prop_def, prop_def, result_def, var_operand_def
 from xdsl.utils.exceptions import VerifyException
 
-from asyncdsl.dialects.ir_utils import SegmentedOperands, is_smem, logical_shape
+from asyncdsl.dialects.ir_utils import is_smem, logical_shape
 from asyncdsl.dialects.layout_attrs import LayoutAttr, layout_props
 from asyncdsl.hw.fragments import Layout
 
@@ -112,7 +112,7 @@ def _gmem_tile_shape(gmem: MemRefType, sizes: Sequence[int]) -> tuple[int, ...]:
     return tuple(size for size in sizes if size != SQUEEZED)
 
 
-class _GmemWindow(SegmentedOperands):
+class _GmemWindow(IRDLOperation):
     """Every element of the window of GMEM array `gmem` at `starts` (`sizes[d]` along dim d, -1
     for an index), except those outside the array or where the bool tile `mask` is false."""
 
@@ -121,7 +121,7 @@ class _GmemWindow(SegmentedOperands):
     mask = opt_operand_def(VectorType)
     sizes = prop_def(DenseArrayBase)
 
-    irdl_options = (ParsePropInAttrDict(),)
+    irdl_options = (AttrSizedOperandSegments(as_property=True), ParsePropInAttrDict())
 
     def verify_window(self, tile: VectorType, what: str) -> None:
         sizes = tuple(self.sizes.get_values())
@@ -138,7 +138,7 @@ class _GmemWindow(SegmentedOperands):
             raise VerifyException(f"{what}: the mask must be a bool tile of the window's shape")
 
 
-class _GmemIndexed(SegmentedOperands):
+class _GmemIndexed(IRDLOperation):
     """Element (indices[0][e], indices[1][e], ...) of GMEM array `gmem` for each element e of the
     int32 index tiles, except where the indices fall outside the array or `mask` is false."""
 
@@ -146,7 +146,7 @@ class _GmemIndexed(SegmentedOperands):
     indices = var_operand_def(VectorType)
     mask = opt_operand_def(VectorType)
 
-    irdl_options = (ParsePropInAttrDict(),)
+    irdl_options = (AttrSizedOperandSegments(as_property=True), ParsePropInAttrDict())
 
     def verify_indexed(self, tile: VectorType, what: str) -> None:
         shape = tuple(tile.get_shape())

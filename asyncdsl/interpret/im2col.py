@@ -143,7 +143,7 @@ class Im2colFunctions(WarpgroupFunctions):
         if predicated_off(op, values):
             return ()
         warpgroup, cta = self.warpgroup, self.warpgroup.cta
-        spec = tma.descriptor_spec(op.descriptor)
+        spec: Im2colTensorMapSpec = op.descriptor.spec()  # the im2col encoding, not a tiled one
         barrier = warpgroup.mbarrier(barrier_address(op, values))
         if op.expect_tx_bytes.value.data:
             barrier.arrive_expect_tx(op.expect_tx_bytes.value.data, warpgroup.clock,

@@ -90,10 +90,14 @@ def _instruction(function: TileFunction) -> Compute:
         function.name, x, ftz=function.flushes(arith.FastMathFlag.APPROX_FUNC in op.fastmath.data))
 
 
-def _square_root(op: Operation, x: np.ndarray) -> np.ndarray:
+def _square_root(op: xmath.SqrtOp, x: np.ndarray) -> np.ndarray:
     if arith.FastMathFlag.APPROX_FUNC in op.fastmath.data:  # approx=True: `sqrt.approx.ftz.f32`
         return numerics.approximate("sqrt", x, ftz=True)
     return numerics.sqrt(x)
+
+
+def _select(op: ir.SelectOp, mask: np.ndarray, yes: np.ndarray, no: np.ndarray) -> np.ndarray:
+    return np.where(mask, yes, no)
 
 
 def _floor_divide(op: Operation, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -159,5 +163,5 @@ class TileMathFunctions(_TileFunctionImpls):
     run_compare = _elementwise(
         ir.CompareOp, lambda op, a, b: numerics.compare(op.predicate.data.value, a, b), FLOATS | INTEGERS
     )
-    run_select = _elementwise(ir.SelectOp, lambda op, mask, a, b: np.where(mask, a, b), None, checked=1)
+    run_select = _elementwise(ir.SelectOp, _select, None, checked=1)
     run_convert = _elementwise(ir.ConvertOp, _convert, None)

@@ -63,15 +63,24 @@ _OOB_NAN_HALFWORD = b"\xf7\x7f"  # f32 out-of-bounds NaN reads back 0x7FF77FF7 [
 
 
 class TensorMapView(Protocol):
-    """What the emulation needs of a tiled tensor map (all in array order)."""
+    """What the emulation needs of a tiled tensor map (all in array order), read-only: the specs
+    are frozen dataclasses, hashable for the caches of their shapes."""
 
-    element_bytes: int
-    global_dims: tuple[int, ...]
-    global_strides: tuple[int, ...]  # bytes
-    box_dims: tuple[int, ...]
-    element_strides: tuple[int, ...]  # empty means all ones
-    base_offset_bytes: int
-    oob_nan: bool
+    @property
+    def element_bytes(self) -> int: ...
+    @property
+    def global_dims(self) -> tuple[int, ...]: ...
+    @property
+    def global_strides(self) -> tuple[int, ...]: ...  # bytes
+    @property
+    def box_dims(self) -> tuple[int, ...]: ...
+    @property
+    def element_strides(self) -> tuple[int, ...]: ...  # empty means all ones
+    @property
+    def base_offset_bytes(self) -> int: ...
+    @property
+    def oob_nan(self) -> bool: ...
+    def __hash__(self) -> int: ...
 
 
 @lru_cache(maxsize=512)

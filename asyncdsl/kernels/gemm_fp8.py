@@ -69,7 +69,8 @@ def matmul_fp8(a, b, a_scale, b_scale, c, CTAS: constexpr, BM: constexpr = 128, 
     if PROMOTE and BN > 192:  # two 64 x BN float32 tiles a consumer thread: BN / 2 registers each
         raise ad.TraceError("PROMOTE keeps a float32 total beside the accumulator, which fits the consumers' "
                             f"232 registers a thread for BN <= 192, got BN={BN}")
-    group = PROMOTE or 1
+    # A group longer than K is one group of all of K: no more steps than K's are unrolled.
+    group = min(PROMOTE, ad.cdiv(K, BK)) if PROMOTE else 1
     k_steps = ad.cdiv(ad.cdiv(K, BK), group) * group  # whole groups: steps past K read zeros
     tiles = PersistentTiles(M, N, BM, BN, CTAS, SNAKE)
     pair = tiles.pair
@@ -97,7 +98,7 @@ def matmul_fp8(a, b, a_scale, b_scale, c, CTAS: constexpr, BM: constexpr = 128, 
             row, col = work.row + me * half, work.col
             operands = lambda slot: (a_ring.at[slot, me], b_ring.at[slot].T)  # noqa: E731
             if PROMOTE:
-                promoted_mma_loop(acc, total, ring, work.index, k_steps, PROMOTE, operands)
+                promoted_mma_loop(acc, total, ring, work.index, k_steps, group, operands)
                 scales = tile_scales(a_scale, b_scale, row, col, half, BN)
             else:
                 mma_loop(acc, ring, work.index, k_steps, operands)

@@ -45,7 +45,7 @@ def resolve_bulk(copy: ir.AsyncCopyOp) -> None:
     "promise_in_bounds"; for a store under "undefined", a clamped run that stays in the window).
     A failing check moves a load's window to the array's start and skips a store, instead of
     faulting or writing other elements."""
-    shape, dtype = ir.shape_of(copy.gmem), dtypes.from_mlir(copy.gmem.type.element_type)
+    shape, dtype = ir.shape_of(copy.gmem), dtypes.from_mlir(ir.shaped_type(copy.gmem.type).element_type)
     check_bulk_copy(
         shape, dtype, static_starts(copy.starts), copy.sizes, ir.shape_of(copy.smem), copy.oob.data,
         store=not copy.is_load,

@@ -30,7 +30,7 @@ def resolve_cp_async(copy: ir.AsyncCopyOp) -> None:
     """Replace the cp.async `copy` by the warpgroup-wide per-thread copy."""
     plan = plan_cp_async_copy(
         ir.shape_of(copy.gmem),
-        dtypes.from_mlir(copy.gmem.type.element_type),
+        dtypes.from_mlir(ir.shaped_type(copy.gmem.type).element_type),
         static_starts(copy.starts),
         copy.sizes,
         tuple(transform_from_attr(t) for t in copy.transforms),
@@ -40,9 +40,10 @@ def resolve_cp_async(copy: ir.AsyncCopyOp) -> None:
     builder = IndexBuilder(copy)
     conditions = Conditions(builder)
     starts = traced_starts(copy.starts, builder)
+    element = dtypes.from_mlir(ir.shaped_type(copy.gmem.type).element_type)
     check_window(
-        conditions, ir.shape_of(copy.gmem), dtypes.from_mlir(copy.gmem.type.element_type), starts, copy.sizes,
-        plan.chunk_bytes, True, f"cp.async (in {plan.chunk_bytes}-byte chunks)",
+        conditions, ir.shape_of(copy.gmem), element, starts, copy.sizes, plan.chunk_bytes, True,
+        f"cp.async (in {plan.chunk_bytes}-byte chunks)",
     )
     new = ir.CpAsyncLoadOp(
         copy.gmem, copy.smem, conditions.guarded_starts(list(copy.starts)), copy.sizes, plan,

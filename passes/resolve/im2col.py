@@ -51,7 +51,7 @@ def resolve_im2col(copy: ir.AsyncCopyIm2colOp) -> None:
 
 def im2col_spec(copy: ir.AsyncCopyIm2colOp) -> Im2colTensorMapSpec:
     """The host encoding of the descriptor `copy` reads through."""
-    dtype = dtypes.from_mlir(copy.source.type.element_type)
+    dtype = dtypes.from_mlir(ir.shaped_type(copy.source.type).element_type)
     image = ir.shape_of(copy.source)
     return Im2colTensorMapSpec(
         arg_index=copy.source.index,

@@ -28,7 +28,7 @@ def resolve_prefetch(prefetch: ir.AsyncPrefetchOp) -> None:
     builder = IndexBuilder(prefetch)
     plan = plan_tiled_copy(
         ir.shape_of(prefetch.gmem),
-        dtypes.from_mlir(prefetch.gmem.type.element_type),
+        dtypes.from_mlir(ir.shaped_type(prefetch.gmem.type).element_type),
         slice_entries(prefetch.starts, prefetch.sizes, builder),
         tuple(transform_from_attr(t) for t in prefetch.transforms),
         prefetch.swizzle.value.data,

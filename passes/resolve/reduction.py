@@ -31,5 +31,5 @@ def hardware_reduction(copy: ir.AsyncCopyOp) -> HardwareReduction | None:
     """The reduction `copy` performs, or None for a plain copy (raises CopyError if refused)."""
     if copy.reduction is None:
         return None
-    dtype = dtypes.from_mlir(copy.gmem.type.element_type)
+    dtype = dtypes.from_mlir(ir.shaped_type(copy.gmem.type).element_type)
     return HardwareReduction(*reduction.resolve(copy.reduction.data, dtype))

@@ -69,7 +69,7 @@ def resolve_row_copy(copy: ir.AsyncCopyRowsOp) -> None:
 
 def row_descriptor_spec(copy: ir.AsyncCopyRowsOp) -> TiledTensorMapSpec:
     """The tiled descriptor of a row copy: the whole 2-D array, a box of one window row."""
-    dtype = dtypes.from_mlir(copy.gmem.type.element_type)
+    dtype = dtypes.from_mlir(ir.shaped_type(copy.gmem.type).element_type)
     rows, columns = ir.shape_of(copy.gmem)
     return TiledTensorMapSpec(
         arg_index=copy.gmem.index,

@@ -97,7 +97,7 @@ def resolve_tile_boxes(copy: ir.AsyncCopyOp, resolve_box) -> None:
     r, c = _tiling(copy)
     row_dim, column_dim = _window_dims(copy)
     window = (copy.sizes[row_dim], copy.sizes[column_dim])
-    element = dtypes.from_mlir(copy.gmem.type.element_type)
+    element = dtypes.from_mlir(ir.shaped_type(copy.gmem.type).element_type)
     _check_buffer(copy, window, (r, c), element)
     columns_of_tiles = window[1] // c
     builder = IndexBuilder(copy)

@@ -87,7 +87,7 @@ def plan_copy(copy: ir.AsyncCopyOp, entries: list) -> TmaCopyPlan:
     `slice_entries`, or a CTA's part of it) through its transforms and swizzle into its SMEM buffer."""
     return plan_tiled_copy(
         ir.shape_of(copy.gmem),
-        dtypes.from_mlir(copy.gmem.type.element_type),
+        dtypes.from_mlir(ir.shaped_type(copy.gmem.type).element_type),
         entries,
         tuple(transform_from_attr(t) for t in copy.transforms),
         copy.swizzle.value.data,

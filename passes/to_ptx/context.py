@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from xdsl.dialects.builtin import IntegerType
 from xdsl.ir import Block, Operation, SSAValue
@@ -19,7 +19,9 @@ from asyncdsl.passes.to_ptx.builder import PtxBuilder
 if TYPE_CHECKING:
     from asyncdsl.passes.to_ptx.profile import ProfileRecord
 
-Rule = Callable[["KernelLowering", Operation], None]
+# A rule takes an op of the class its table keys it by (`KernelLowering.lower` looks it up by the
+# op's class): the op's type is the key's, which a dict's type cannot say, so it is Any here.
+Rule = Callable[["KernelLowering", Any], None]
 Rules = dict[type[Operation], Rule]
 
 
@@ -62,12 +64,23 @@ class KernelLowering:
         # 8-bit elements converted two at a time (`tile_math`): each element's register -> the
         # halfword holding the pair and the element's byte in it, for stores to pack whole pairs.
         self.byte_pairs: dict[SSAValue, tuple[SSAValue, int]] = {}
-        self.facts: KernelFacts | None = None
+        self._facts: KernelFacts | None = None
         # Per barrier group (its alloc value): the register of phase bits this thread tracks.
         self.phase_bits: dict[SSAValue, SSAValue] = {}
         # What a rule found about the whole kernel, kept for its next use (keyed by the rule's
         # own function): one walk of the kernel instead of one per op.
         self.analyses: dict[object, object] = {}
+
+    @property
+    def facts(self) -> KernelFacts:
+        """What the prologue computed for the whole kernel: set before any rule runs."""
+        if self._facts is None:
+            raise RuntimeError("the kernel's facts are read before the prologue computed them")
+        return self._facts
+
+    @facts.setter
+    def facts(self, facts: KernelFacts) -> None:
+        self._facts = facts
 
     def ops_of(self, *classes: type[Operation]) -> list[Operation]:
         """The kernel's ops of these classes, in walk order."""

@@ -32,7 +32,8 @@ def window_offset(ctx: KernelLowering, gmem: SSAValue, starts: Sequence[SSAValue
     """Bytes from the array's start to the window's first element: an int when every start is
     a constant, else a b64 register."""
     b = ctx.b
-    strides = gmem_runs.byte_strides(ir.shape_of(gmem), dtypes.from_mlir(gmem.type.element_type))
+    element = dtypes.from_mlir(ir.shaped_type(gmem.type).element_type)
+    strides = gmem_runs.byte_strides(ir.shape_of(gmem), element)
     static, traced = 0, None
     for start, stride in zip(starts, strides):
         known = ctx.constant(start)

@@ -7,14 +7,14 @@ from __future__ import annotations
 import numpy as np
 
 from asyncdsl.dialects import asyncdsl as ir
-from asyncdsl.dialects.layout_attrs import layout_of
+from asyncdsl.dialects.layout_attrs import inferred_layout
 from asyncdsl.hw.fragments import register_window
 from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
 from asyncdsl.passes.to_ptx.tile_registers import TileRegisters, bind_tile, register_kind, tile_of
 
 
 def _alloc(ctx: KernelLowering, op: ir.AllocRegistersOp) -> None:
-    layout = layout_of(op.result)
+    layout = inferred_layout(op.result)
     tile = op.result.type.tile
     shape = tuple(tile.get_shape())
     kind = register_kind(tile.element_type)

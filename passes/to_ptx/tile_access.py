@@ -24,7 +24,7 @@ from xdsl.ir import SSAValue
 
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects import ptx
-from asyncdsl.dialects.layout_attrs import layout_of
+from asyncdsl.dialects.layout_attrs import inferred_layout, layout_of
 from asyncdsl.hw.fragments import Layout, SplatLayout, replicated_layout
 from asyncdsl.hw.layout_choice import strided_layout
 from asyncdsl.hw.smem_layout import SmemLayout
@@ -291,7 +291,7 @@ def _vector_of(element) -> VectorType:
 
 
 def _load(ctx: KernelLowering, op: ir.LoadSmemOp) -> None:
-    layout = layout_of(op.result)
+    layout = inferred_layout(op.result)
     shape = tuple(op.result.type.get_shape())
     read_layout, read_shape = layout, shape
     if isinstance(layout, SplatLayout):
@@ -306,7 +306,7 @@ def _load(ctx: KernelLowering, op: ir.LoadSmemOp) -> None:
 
 def _store(ctx: KernelLowering, op: ir.StoreSmemOp) -> None:
     tile = tile_of(ctx, op.value)
-    element = op.value.type.element_type
+    element = ir.shaped_type(op.value.type).element_type
     layout, regs = tile.layout, tile.regs
     b = ctx.b
     private = _thread_private(ctx, op)
@@ -350,7 +350,7 @@ def _thread_private_buffers(accesses: list[ir.LoadSmemOp | ir.StoreSmemOp]) -> f
         if layout is None or isinstance(layout, SplatLayout) or layout.replication != 1:
             kinds[root] = None
         elif (known := kinds.setdefault(root, set())) is not None:
-            known.add((layout, tuple(tile.type.get_shape())))
+            known.add((layout, tuple(ir.shaped_type(tile.type).get_shape())))
     return frozenset(root for root, known in kinds.items() if known is not None and len(known) == 1)
 
 
@@ -366,7 +366,7 @@ def _store_splat_elementwise(ctx: KernelLowering, op: ir.StoreSmemOp, value: SSA
         if start + THREADS > count:
             guard = b.emit("setp.lt.u32 {}, {}, {};", "pred", ctx.facts.thread, count - start)
         store_piece(ctx, address, start * element_bytes, [value], element_bytes,
-                    register_kind(op.value.type.element_type), guard, space)
+                    register_kind(ir.shaped_type(op.value.type).element_type), guard, space)
 
 
 def _rank(ctx: KernelLowering, op: ir.LoadSmemOp | ir.StoreSmemOp) -> SSAValue | None:

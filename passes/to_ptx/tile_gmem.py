@@ -28,7 +28,7 @@ from xdsl.ir import SSAValue
 
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects import ptx
-from asyncdsl.dialects.layout_attrs import layout_of
+from asyncdsl.dialects.layout_attrs import inferred_layout, layout_of
 from asyncdsl.errors import LayoutError
 from asyncdsl.hw.fragments import Layout, SplatLayout, replicated_layout
 from asyncdsl.hw.gmem_runs import contiguous_strides
@@ -203,13 +203,13 @@ def _tile_layout(op, value: SSAValue) -> Layout | None:
         return layout
     if op.mask is not None and not isinstance(layout_of(op.mask), SplatLayout):
         return layout_of(op.mask)
-    shape = tuple(value.type.get_shape())
+    shape = tuple(ir.shaped_type(value.type).get_shape())
     layout = strided_layout(shape, ir.element_bits(value.type) / 8) if shape else None
     return layout if layout is not None and thread_linear(layout, shape) else None
 
 
 def _load(ctx: KernelLowering, op: ir.LoadGmemOp) -> None:
-    layout = layout_of(op.result)
+    layout = inferred_layout(op.result)
     shape = tuple(op.result.type.get_shape())
     registers_shape = layout.registers_shape(shape)
     if isinstance(layout, SplatLayout):
@@ -266,8 +266,8 @@ def _store(ctx: KernelLowering, op: ir.StoreGmemOp) -> None:
     if layout is None:
         _store_splat_elementwise(ctx, op, tile.flat()[0])
         return
-    shape = tuple(op.value.type.get_shape())
-    element = op.value.type.element_type
+    shape = tuple(ir.shaped_type(op.value.type).get_shape())
+    element = ir.shaped_type(op.value.type).element_type
     window = _window(op, layout, shape)
     kind, size = register_kind(element), window.element_bytes
     values = tile.expanded(layout).reshape(-1).tolist()
@@ -318,7 +318,7 @@ def _store_splat_elementwise(ctx: KernelLowering, op: ir.StoreGmemOp, value: SSA
             inside = _and(ctx, inside, b.emit("setp.lt.u32 {}, {}, {};", "pred", register, extent))
         else:
             checked[dim] = register
-    kind = register_kind(op.value.type.element_type)
+    kind = register_kind(ir.shaped_type(op.value.type).element_type)
     number = b.mov("b32", ctx.facts.thread)  # this thread's element: t, t + 128, ...
     head, done = b.new_label("splat"), b.new_label("splat_end")
     b.label(head)
@@ -376,7 +376,7 @@ def _gather(ctx: KernelLowering, op: ir.GatherGmemOp) -> None:
     """Each element one guarded `ld.global` at its own address; `other` where the guard fails.
     Where the gather reads whole runs of rows (`_row_runs`), each run is one wider access."""
     b = ctx.b
-    layout = layout_of(op.result)
+    layout = inferred_layout(op.result)
     registers_shape = layout.registers_shape(tuple(op.result.type.get_shape()))
     kind, size = register_kind(op.result.type.element_type), ir.element_bits(op.gmem.type) // 8
     run = _row_runs(ctx, op, layout)
@@ -460,9 +460,10 @@ def _scatter(ctx: KernelLowering, op: ir.ScatterGmemOp) -> None:
     """Each element one guarded `st.global` at its own address, from one thread (replicated
     layouts: the first copy's).  With tile, indices and mask all splats (one array element,
     one value) the warpgroup's leader thread stores it once."""
-    shape = tuple(op.value.type.get_shape())
-    kind, size = register_kind(op.value.type.element_type), ir.element_bits(op.gmem.type) // 8
-    layouts = [layout_of(v) for v in (op.value, *op.indices, *([op.mask] if op.mask is not None else []))]
+    shape = tuple(ir.shaped_type(op.value.type).get_shape())
+    kind, size = register_kind(ir.shaped_type(op.value.type).element_type), ir.element_bits(op.gmem.type) // 8
+    tiles = (op.value, *op.indices, *([op.mask] if op.mask is not None else []))
+    layouts = [inferred_layout(v) for v in tiles]
     layout = next((found for found in layouts if not isinstance(found, SplatLayout)), None)
     if layout is None:
         guards, addresses = _indexed_elements(ctx, op, layouts[0], 1)

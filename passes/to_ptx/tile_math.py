@@ -27,7 +27,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 
 from asyncdsl import dtypes
 from asyncdsl.dialects import asyncdsl as ir
-from asyncdsl.dialects.layout_attrs import layout_of
+from asyncdsl.dialects.layout_attrs import inferred_layout
 from asyncdsl.dialects.tile_functions import TILE_FUNCTIONS, TileFunction
 from asyncdsl.passes.to_ptx.context import KernelLowering, Rule
 from asyncdsl.passes.to_ptx.integer_division import floor_quotient, floor_quotient_by
@@ -148,7 +148,7 @@ def _nan_bits_unseen(value: SSAValue) -> bool:
     for use in value.uses:
         user = use.operation
         if isinstance(user, ir.ReduceOp):
-            shape = user.operand.type.get_shape()
+            shape = ir.shaped_type(user.operand.type).get_shape()
             if math.prod(shape[axis] for axis in user.axes.get_values()) < 2:
                 return False
         elif not isinstance(user, _NAN_BLIND_USERS):
@@ -381,11 +381,11 @@ def elementwise(rule: ElementRule, index_rule: Rule | None) -> Rule:
             element = result.type
             ctx.bind(result, rule(ctx, op, element, [ctx.reg(v) for v in op.operands]))
             return
-        layout = layout_of(result)
+        layout = inferred_layout(result)
         operands = [tile_of(ctx, v).expanded(layout) for v in op.operands]
         element = result.type.element_type
         if isinstance(op, ir.CompareOp):
-            element = op.lhs.type.element_type
+            element = ir.shaped_type(op.lhs.type).element_type
         out = np.empty(layout.registers_shape(tuple(result.type.get_shape())), dtype=object)
         if isinstance(op, ir.ConvertOp) and _pairs_to_float8(op, element, out.shape):
             _convert_pairs(ctx, element_of(op.value), element, operands[0], out)

@@ -24,7 +24,8 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, SSAValue
 
 from asyncdsl import dtypes
-from asyncdsl.dialects.layout_attrs import layout_of
+from asyncdsl.dialects.ir_utils import shaped_type
+from asyncdsl.dialects.layout_attrs import inferred_layout
 from asyncdsl.errors import LayoutError
 from asyncdsl.hw.fragments import Layout, SplatLayout
 from asyncdsl.hw.tiling import THREADS, flat_index
@@ -85,9 +86,8 @@ def tile_of(ctx: KernelLowering, value: SSAValue) -> TileRegisters:
 
 
 def bind_tile(ctx: KernelLowering, value: SSAValue, regs: np.ndarray) -> None:
-    layout = layout_of(value)
-    assert layout is not None, f"{value} has no layout: infer-layouts must run first"
-    shape = tuple(value.type.get_shape())
+    layout = inferred_layout(value)
+    shape = tuple(shaped_type(value.type).get_shape())
     expected = layout.registers_shape(shape)
     assert regs.shape == expected, (regs.shape, expected)
     ctx.tiles[value] = TileRegisters(layout, shape, regs)

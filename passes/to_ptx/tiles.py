@@ -19,7 +19,7 @@ from xdsl.ir import SSAValue
 from asyncdsl import dtypes
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects import ptx
-from asyncdsl.dialects.layout_attrs import layout_of
+from asyncdsl.dialects.layout_attrs import inferred_layout
 from asyncdsl.hw.fragments import SplatLayout
 from asyncdsl.hw.options import TileReduction
 from asyncdsl.hw.reduction_tree import reduction_tree
@@ -40,11 +40,12 @@ from asyncdsl.passes.to_ptx.tile_registers import (
 
 
 def _shape(value: SSAValue) -> tuple[int, ...]:
-    return tuple(value.type.get_shape())
+    return tuple(ir.shaped_type(value.type).get_shape())
 
 
 def _splat(ctx: KernelLowering, value: SSAValue, register: SSAValue) -> None:
-    bind_tile(ctx, value, np.full(layout_of(value).registers_shape(_shape(value)), register, dtype=object))
+    registers = inferred_layout(value).registers_shape(_shape(value))
+    bind_tile(ctx, value, np.full(registers, register, dtype=object))
 
 
 def _full(ctx: KernelLowering, op: ir.FullOp) -> None:
@@ -56,7 +57,7 @@ def _splat_op(ctx: KernelLowering, op: ir.SplatOp) -> None:
 
 
 def _iota(ctx: KernelLowering, op: ir.IotaOp) -> None:
-    layout, shape, dim = layout_of(op.result), _shape(op.result), op.dim.value.data
+    layout, shape, dim = inferred_layout(op.result), _shape(op.result), op.dim.value.data
     along = layout.coordinates(shape)[..., dim].reshape(128, -1)  # (threads, slots)
     per_thread = along[:, 0] - along[0, 0]
     term = thread_term(ctx, thread_coefficients(per_thread, f"iota along dim {dim}"))
@@ -73,7 +74,7 @@ def _iota(ctx: KernelLowering, op: ir.IotaOp) -> None:
 
 def _broadcast(ctx: KernelLowering, op: ir.BroadcastInDimOp) -> None:
     source = tile_of(ctx, op.operand)
-    target_layout = layout_of(op.result)
+    target_layout = inferred_layout(op.result)
     if source.is_splat:
         _splat(ctx, op.result, source.flat()[0])
         return
@@ -103,7 +104,7 @@ _COMBINE = {
 
 
 def _combiner(op: ir.ReduceOp):
-    element = op.operand.type.element_type
+    element = ir.shaped_type(op.operand.type).element_type
     is_float = not isinstance(element, IntegerType)
     rule = ELEMENT_RULES[_COMBINE[(TileReduction(op.kind.data), is_float)]]
     return lambda ctx, a, b: rule(ctx, None, element, [a, b])
@@ -148,7 +149,7 @@ def _reduce(ctx: KernelLowering, op: ir.ReduceOp) -> None:
         values = [[combine(ctx, v, _shuffle(ctx, v, mask)) for v in vector] for vector in values]
     if tree.warp_groups:  # stage 3: across warps, through the scratch
         values = _across_warps(ctx, op, tree, values)
-    result_layout = layout_of(op.result)
+    result_layout = inferred_layout(op.result)
     flat = np.array([v for vector in values for v in vector], dtype=object)
     bind_tile(ctx, op.result, flat.reshape(result_layout.registers_shape(_shape(op.result))))
 
@@ -205,14 +206,14 @@ def _field_mask(group: tuple[int, ...]) -> int:
 
 def _relayout(ctx: KernelLowering, op: ir.RelayoutOp) -> None:
     source = tile_of(ctx, op.operand)
-    target = layout_of(op.result)
+    target = inferred_layout(op.result)
     shape = source.shape
     if source.layout == target or source.is_splat:
         bind_tile(ctx, op.result, source.expanded(target))
         return
     if isinstance(target, SplatLayout):
         raise AssertionError("infer-layouts never relayouts a tile to a splat")
-    element = op.operand.type.element_type
+    element = ir.shaped_type(op.operand.type).element_type
     scratch = ctx.facts.tile_scratch
     b = ctx.b
     mask = register_kind(element) == "pred"

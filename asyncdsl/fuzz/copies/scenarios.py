@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 from . import expr
 from .cases import Case, Condition, Entry, Span, Squeeze, Window
@@ -129,7 +130,7 @@ def tma_case(d: Draw, name: str, direction: str, reduction: str | None = None) -
     if whole:
         key, chain = None, ()
         smem_shape, swizzle = shape, None
-    kwargs = dict(transforms=chain, swizzle=swizzle, grid=d.grid, reduction=reduction)
+    kwargs: dict[str, Any] = dict(transforms=chain, swizzle=swizzle, grid=d.grid, reduction=reduction)
     if c.chance(0.06):
         kwargs["oob"] = c.choice(["undefined", "promise_in_bounds"])
     return Case(name, direction, dtype, shape, None if key is None else tuple(key), smem_shape,
@@ -185,7 +186,7 @@ def bulk_case(d: Draw, name: str) -> Case:
     if len(trailing) == 1 and c.chance(0.3):
         chain = (Tile((c.choice(divisors(size)), trailing[0])),)
     oob = c.choice(["undefined", "undefined", "promise_in_bounds"])
-    kwargs = dict(transforms=chain, grid=d.grid, oob=oob)
+    kwargs: dict[str, Any] = dict(transforms=chain, grid=d.grid, oob=oob)
     key = hide_full_dims(c, key)
     smem_shape = smem_shape_for(c, chain, window)
     features = _features(d, kwargs, direction)
@@ -231,8 +232,8 @@ def cp_async_case(d: Draw, name: str) -> Case:
         col_start = Const(cols_total - cols + c.integer(1, 4))  # past the end
     key += [Window(row_start, rows), Window(col_start, cols)]
     smem_shape = smem_shape_for(c, chain, (rows, cols))
-    kwargs = dict(transforms=chain, swizzle=swizzle, grid=d.grid, implementation="cp_async",
-                  barrier=c.chance(0.6))
+    kwargs: dict[str, Any] = dict(transforms=chain, swizzle=swizzle, grid=d.grid, implementation="cp_async",
+                                  barrier=c.chance(0.6))
     if c.chance(0.03):
         kwargs["predicate"] = d.condition()
     if c.chance(0.03):
@@ -277,8 +278,8 @@ def collective_case(d: Draw, name: str, partition: bool = False) -> Case:
         index = Const(c.integer(0, shape[0] - 1)) if c.chance(0.5) else c.choice(d.uniform_ids)
         key.insert(0, Squeeze(index))
     smem_shape = smem_shape_for(c, chain, (rows, cols))
-    kwargs = dict(transforms=chain, swizzle=d.swizzle(smem_shape, dtype), grid=d.grid, cluster=d.cluster,
-                  collective=collective)
+    kwargs: dict[str, Any] = dict(transforms=chain, swizzle=d.swizzle(smem_shape, dtype), grid=d.grid,
+                                  cluster=d.cluster, collective=collective)
     if partition:
         kwargs["partition"] = c.choice(["replicated", "partitioned"])
         kwargs["arch"] = c.choice(["sm_90a", "sm_100a"])

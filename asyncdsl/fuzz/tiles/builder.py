@@ -28,11 +28,29 @@ class Builder:
         self.outputs: list[Output] = []
         self.steps: list[str] = []
         self.shape: tuple[int, ...] = ()
-        self.t: np.ndarray | None = None
+        self._t: np.ndarray | None = None
         self.dt = ""
-        self.u: np.ndarray | None = None
+        self._u: np.ndarray | None = None
         self.u_dt = ""
         self._names = 0
+
+    # The models of the program's two tiles: the first steps (`generate.py`) set both before any
+    # other step reads them.
+    @property
+    def t(self) -> np.ndarray:
+        if self._t is None:
+            raise RuntimeError("a step read the tile t before the program loaded it")
+        return self._t
+
+    @property
+    def u(self) -> np.ndarray:
+        if self._u is None:
+            raise RuntimeError("a step read the tile u before the program made it")
+        return self._u
+
+    @u.setter
+    def u(self, value: np.ndarray) -> None:
+        self._u = value
 
     # -- writing -----------------------------------------------------------------------------------
     def emit(self, *lines: str) -> None:
@@ -107,7 +125,7 @@ class Builder:
     # -- the two tiles -----------------------------------------------------------------------------
     def set_t(self, line: str, value: np.ndarray, dtype: str | None = None) -> None:
         self.emit(line)
-        self.t = (
+        self._t = (
             np.broadcast_to(value, self.shape).astype(value.dtype) if value.shape != self.shape else value
         )
         if dtype:
