@@ -42,7 +42,7 @@ from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.kernels.attention import LOG2E, key_block
-from asyncdsl.kernels.dispatch import launch
+from asyncdsl.kernels.dispatch import launch, on_host
 from asyncdsl.kernels.outputs import empty
 
 
@@ -58,11 +58,30 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int, max
                                f"and lengths >= 0, got q of shape {tuple(q.shape)}, "
                                f"max_seqlen_q={max_seqlen_q}, max_seqlen_k={max_seqlen_k}", user_location())
     total, h, _ = q.shape
+    check_offsets(cu_seqlens_q, int(max_seqlen_q), total, "q")
+    check_offsets(cu_seqlens_k, int(max_seqlen_k), k.shape[0], "k")
     o = empty(q, q.shape, q.dtype) if out is None else out
     lse = empty(q, (h, total), np.float32) if lse is None else lse
     launch(attention_varlen_kernel, q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q),
            stream=stream, CAUSAL=bool(causal))
     return o, lse
+
+
+def check_offsets(cu_seqlens, max_seqlen: int, total: int, name: str) -> None:
+    """Offsets in host memory (numpy: the interpreter's) are checked, as the GPU's cannot be
+    without a sync: ascending, within the packed tensor's `total` rows, no sequence longer than
+    `max_seqlen` (the grid would leave its last rows unwritten).  On the GPU bad offsets make
+    empty sequences or read zeros, never an access outside the arrays."""
+    if not on_host(cu_seqlens):
+        return
+    offsets = np.asarray(cu_seqlens, np.int64)
+    lengths = np.diff(offsets)
+    if offsets.ndim != 1 or len(offsets) < 2 or offsets[0] < 0 or offsets[-1] > total or (lengths < 0).any():
+        raise ad.ArgumentError(f"cu_seqlens_{name} must be ascending offsets from 0 to at most the {total} "
+                               f"rows of {name}, got {offsets.tolist()[:8]}", user_location())
+    if lengths.max() > max_seqlen:
+        raise ad.ArgumentError(f"max_seqlen_{name} is {max_seqlen} but a sequence has {lengths.max()} rows: "
+                               "the grid is sized by it", user_location())
 
 
 def _grid(q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, BQ, **_):

@@ -35,6 +35,8 @@ from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.kernels.attention import LOG2E
+from asyncdsl.kernels.attention_varlen import check_offsets
+from asyncdsl.kernels.attention_varlen import reference as varlen_reference
 from asyncdsl.kernels.dispatch import launch
 from asyncdsl.kernels.outputs import empty
 
@@ -51,6 +53,7 @@ def paged_prefill(q, k_cache, v_cache, block_table, seq_lens, cu_seqlens_q, max_
         raise ad.ArgumentError(f"paged_prefill takes packed q (total, heads, head dim) and max_seqlen_q "
                                f">= 0, got q of shape {tuple(q.shape)} and {max_seqlen_q}", user_location())
     total, h, _ = q.shape
+    check_offsets(cu_seqlens_q, int(max_seqlen_q), total, "q")
     o = empty(q, q.shape, q.dtype) if out is None else out
     lse = empty(q, (h, total), np.float32) if lse is None else lse
     launch(paged_prefill_kernel, q, k_cache, v_cache, o, lse, block_table, seq_lens, cu_seqlens_q,
@@ -129,8 +132,6 @@ def _check(q, k_cache, v_cache, o, lse, block_table, seq_lens, cu_seqlens_q) -> 
 def reference(q, k_cache, v_cache, block_table, seq_lens, cu_seqlens_q) -> tuple[np.ndarray, np.ndarray]:
     """Chunked prefill in float64: each sequence's context gathered from its pages, then
     `attention_varlen`'s reference, causal aligned to the end."""
-    from asyncdsl.kernels.attention_varlen import reference as varlen_reference
-
     page = k_cache.shape[1]
     gathered = [np.concatenate([cache[block_table[b, j]] for j in range(-(-int(n) // page))])[:n]
                 if n else cache[:0, 0] for b, n in enumerate(seq_lens) for cache in (k_cache, v_cache)]

@@ -125,3 +125,15 @@ def test_the_host_function_refuses_unpacked_tensors():
     with pytest.raises(ad.ArgumentError, match="attention_varlen takes packed q, k, v of 3 dims") as caught:
         K.attention_varlen(q, q, q, offsets((128,)), offsets((128,)), 128, 128)
     assert caught.value.location.file == __file__
+
+
+@pytest.mark.parametrize("cu_q,max_q,fragment", [
+    ((0, 100, 90), 100, "cu_seqlens_q must be ascending offsets from 0 to at most the 128 rows"),
+    ((0, 100, 140), 100, "cu_seqlens_q must be ascending"),
+    ((0, 100, 128), 64, "max_seqlen_q is 64 but a sequence has 100 rows"),
+])
+def test_bad_offsets_in_host_memory_are_refused(cu_q, max_q, fragment):
+    q = np.zeros((128, 1, 64), BF16)
+    cu_k = offsets((64, 64))
+    with pytest.raises(ad.ArgumentError, match=fragment):
+        K.attention_varlen(q, q, q, np.array(cu_q, np.int32), cu_k, max_q, 64)
