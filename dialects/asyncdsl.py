@@ -61,8 +61,7 @@ from asyncdsl.dialects.distributed_ops import DeviceIdOp, SignalOp, WaitSignalOp
 from asyncdsl.dialects.im2col_ops import AsyncCopyIm2colOp, Im2colDescriptorAttr, TmaIm2colLoadOp
 from asyncdsl.dialects.index_load_ops import LoadIndexOp
 from asyncdsl.dialects.ir_utils import buffer_bytes, element_bits, is_gmem, is_smem, logical_shape, shape_of
-from asyncdsl.dialects.ir_utils import constant_value, smem_layout
-from asyncdsl.dialects.ir_utils import shaped_type, smem_layout
+from asyncdsl.dialects.ir_utils import constant_value, shaped_type, smem_layout
 from asyncdsl.dialects.prefetch_ops import AsyncPrefetchOp, TmaPrefetchOp
 from asyncdsl.dialects.profile_ops import RegionBeginOp, RegionEndOp, region_names
 from asyncdsl.dialects.registers_ops import AllocRegistersOp, ReadRegistersOp, WriteRegistersOp
