@@ -67,6 +67,7 @@ from asyncdsl.jit.warmup import Specialization, WarmupReport, warmup
 # binaries come from the disk, `runtime/binary_cache.py`) never load it.
 _LAZY = {
     "multiple_of": "asyncdsl.frontend.assume",
+    "check_all": "asyncdsl.frontend.assume",
     "range": "asyncdsl.frontend.control",
     "when": "asyncdsl.frontend.control",
     "CopyPartition": "asyncdsl.frontend.copy",
@@ -192,6 +193,7 @@ __all__ = [
     "cluster_cta_id",
     "cluster_id",
     "cluster_shape",
+    "check_all",
     "constexpr",
     "cos",
     "cta_barrier",

@@ -29,7 +29,6 @@ which the interpreter (and a kernel compiled with ASYNCDSL_DEBUG=1) reports as a
 from __future__ import annotations
 
 from asyncdsl.frontend import language as ad
-from asyncdsl.frontend.assume import check_all
 
 
 class PagedSequence:
@@ -94,7 +93,7 @@ class PagedBlock:
         positions before it lies on a page inside the cache."""
         seq = self.seq
         stored = seq.stored_length(self.count, self.layout)
-        check_all(stored <= seq.capacity, f"a sequence length runs past its block table's {seq.capacity} "
+        ad.check_all(stored <= seq.capacity, f"a sequence length runs past its block table's {seq.capacity} "
                   "positions (the positions past the table are left out)")
-        check_all((self.positions >= stored) | self.present, f"a block table entry names no page of the "
+        ad.check_all((self.positions >= stored) | self.present, f"a block table entry names no page of the "
                   f"cache's {seq.pages} (the positions on it are left out)")

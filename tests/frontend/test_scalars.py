@@ -12,6 +12,7 @@ import asyncdsl as ad
 from asyncdsl.runtime.module_cache import cubin_key
 
 F32 = ad.ArraySpec((256, 64), ad.float32)
+F32_3D = ad.ArraySpec((2, 128, 64), ad.float32)
 B = 16
 
 
@@ -98,16 +99,18 @@ def test_the_disk_cache_key_holds_the_kind_but_not_the_value():
     assert cubin_key(as_float.ptx, "sm_90a", 13000, "c") != cubin_key(as_int.ptx, "sm_90a", 13000, "c")
 
 
-def test_a_multiple_of_16_is_what_a_tiled_copy_needs_proven():
+def test_a_multiple_of_8_is_what_a_3d_tiled_copy_needs_proven():
     @ad.kernel(grid=(1,))
     def tiled(x, y, row0: int):
-        buf = ad.smem((2, 1, 8, 64), x.dtype)
+        buf = ad.smem((2, 2, 1, 8, 64), x.dtype)
         bar = ad.barrier()
-        ad.async_copy(x.at[ad.ds(row0, 16), :], buf, barrier=bar, transforms=(ad.TileTransform((8, 64)),))
+        ad.async_copy(x.at[:, ad.ds(row0, 16), :], buf, barrier=bar, transforms=(ad.TileTransform((8, 64)),))
         bar.wait()
 
-    tiled.compile(F32, F32, 32)
-    expect(ad.CopyError, tiled, (F32, F32, 8), {}, "can only prove it a multiple of 1",
+    # A specialization on 32 proves a multiple of 16; on 8 nothing, and a 3-d window goes one
+    # tensor map through the tiling (a 2-d one would go a box a tile from any row).
+    tiled.compile(F32_3D, F32_3D, 32)
+    expect(ad.CopyError, tiled, (F32_3D, F32_3D, 8), {}, "can only prove it a multiple of 1",
            "multiple_of(start, 8)", line_text="ad.async_copy(x.at")
     # A hint proves more than the specialization knows.
     @ad.kernel(grid=(1,))
