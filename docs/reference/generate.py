@@ -37,7 +37,7 @@ PAGES: dict[str, tuple[str, str, list[str], list[str]]] = {
         "Indices of the CTA, its cluster and its warpgroup, and indices read from device memory; "
         "loops and branches that run on the GPU.",
         ["program_id", "num_programs", "cluster_id", "cluster_cta_id", "cluster_shape",
-         "warpgroup_idx", "load_index", "range", "when", "multiple_of"],
+         "warpgroup_idx", "load_index", "range", "when", "multiple_of", "check_all"],
         ["asyncdsl.frontend.scalars.Scalar"],
     ),
     "memory-and-copies": (
