@@ -72,6 +72,34 @@ def attention_backward(q, k, v, o, lse, do, *, causal=False, deterministic=False
             _like(_bhsd(per_key_head(dv), layout), v))
 
 
+def _sequences(cu_seqlens_q, cu_seqlens_k):
+    """(query rows, key rows) of each packed sequence that has queries."""
+    ends_q, ends_k = cu_seqlens_q.tolist(), cu_seqlens_k.tolist()
+    return [(slice(a, b), slice(c, d)) for a, b, c, d in zip(ends_q, ends_q[1:], ends_k, ends_k[1:]) if b > a]
+
+
+def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, *, causal=False):
+    import torch
+
+    o, lse = torch.zeros_like(q), torch.zeros(q.shape[1], q.shape[0])
+    for rows, keys in _sequences(cu_seqlens_q, cu_seqlens_k):
+        one_o, one_lse = attention(q[None, rows], k[None, keys], v[None, keys], causal=causal, layout="BSHD")
+        o[rows], lse[:, rows] = one_o[0], one_lse[0]
+    return o, lse
+
+
+def attention_varlen_backward(q, k, v, o, lse, do, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, *,
+                              causal=False, deterministic=False):
+    import torch
+
+    dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+    for rows, keys in _sequences(cu_seqlens_q, cu_seqlens_k):
+        dq[rows], dk[keys], dv[keys] = (g[0] for g in attention_backward(
+            q[None, rows], k[None, keys], v[None, keys], o[None, rows], lse[None, :, rows], do[None, rows],
+            causal=causal, layout="BSHD"))
+    return dq, dk, dv
+
+
 def rms_norm_forward(x, w, eps):
     wx = _wide(x)
     rstd = 1 / np.sqrt((wx * wx).mean(-1) + eps)
@@ -169,7 +197,8 @@ def grouped_gemm(a, b, offsets):
     return _like(c, a)
 
 
-REFERENCES = {f.__name__: f for f in (attention, attention_backward, rms_norm_forward, rms_norm_backward,
+REFERENCES = {f.__name__: f for f in (attention, attention_backward, attention_varlen,
+                                     attention_varlen_backward, rms_norm_forward, rms_norm_backward,
                                    layer_norm_forward, layer_norm_backward, swiglu, swiglu_backward,
                                    cross_entropy, linear_cross_entropy, paged_decode_attention, grouped_gemm)}
 
