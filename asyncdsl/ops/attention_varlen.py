@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 
 from asyncdsl import kernels
-from asyncdsl.torch import library_op
+from asyncdsl.torch import library_call, library_op
 
 
 def attention_varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: torch.Tensor,
@@ -32,8 +32,8 @@ def attention_varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqle
 
 
 def _forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, deterministic):
-    return kernels.attention_varlen(q.contiguous(), k.contiguous(), v.contiguous(), cu_seqlens_q,
-                                    cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal=causal)
+    return library_call(kernels.attention_varlen, q.contiguous(), k.contiguous(), v.contiguous(),
+                        cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal=causal)
 
 
 def _forward_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, deterministic):
@@ -48,9 +48,10 @@ attention_varlen_forward = library_op(
 
 def _backward(q, k, v, o, lse, do, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal,
               deterministic):
-    dq, dk, dv = kernels.attention_varlen_backward(
-        q.contiguous(), k.contiguous(), v.contiguous(), o, lse, do.contiguous(), cu_seqlens_q, cu_seqlens_k,
-        max_seqlen_q, max_seqlen_k, causal=causal, deterministic=deterministic)
+    dq, dk, dv = library_call(
+        kernels.attention_varlen_backward, q.contiguous(), k.contiguous(), v.contiguous(), o, lse,
+        do.contiguous(), cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal=causal,
+        deterministic=deterministic)
     return dq, dk, dv
 
 
