@@ -18,7 +18,8 @@ On CPU tensors the operator runs the kernel in the interpreter under `ASYNCDSL_I
 
 `library_op` registers a function of the kernel library instead (one that picks its kernel per
 shape and makes its outputs, as `asyncdsl.kernels.attention` does) under a schema written out;
-`asyncdsl.ops` builds its differentiable operators from it.
+`asyncdsl.ops` builds its differentiable operators from it, calling the library through
+`library_call`, which hands CPU tensors over as the numpy arrays the interpreter runs on.
 
 torch is imported by this module and `asyncdsl.ops` only: `import asyncdsl` never imports it.
 """
@@ -29,6 +30,7 @@ import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 from asyncdsl.errors import ArgumentError
@@ -104,6 +106,41 @@ def library_op(name: str, function: Callable[..., Any], *, schema: str, fake: Ca
     all `torch.compile` runs while it traces.  The operator (a `torch.library.CustomOpDef`) takes
     an autograd formula by `register_autograd`."""
     return _register(name, function, schema, fake, ())
+
+
+def library_call(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """`function(*args, **kwargs)` for a function of the kernel library, whose GPU tensors it
+    launches on and whose numpy arrays it interprets: CPU tensors among the arguments go in as
+    numpy arrays (sharing their memory) and the numpy arrays it returns (alone or in a tuple)
+    come back as CPU tensors, so an operator runs the same code on either device."""
+    result = function(*(_host(a) for a in args), **{key: _host(a) for key, a in kwargs.items()})
+    if isinstance(result, tuple):
+        return tuple(_tensor(r) for r in result)
+    return _tensor(result)
+
+
+# torch dtypes numpy has only through ml_dtypes: handed over as integers of their width.
+_CARRIERS = {torch.bfloat16: torch.int16, torch.float8_e4m3fn: torch.int8, torch.float8_e5m2: torch.int8}
+
+
+def _host(value: Any) -> Any:
+    if not isinstance(value, torch.Tensor) or value.device.type != "cpu":
+        return value
+    value = value.detach()
+    if value.dtype in _CARRIERS:
+        import ml_dtypes
+
+        return value.view(_CARRIERS[value.dtype]).numpy().view(getattr(ml_dtypes, str(value.dtype)[6:]))
+    return value.numpy()
+
+
+def _tensor(value: Any) -> Any:
+    if not isinstance(value, np.ndarray):
+        return value
+    for dtype, carrier in _CARRIERS.items():
+        if value.dtype.name == str(dtype)[6:]:
+            return torch.from_numpy(value.view(str(carrier)[6:])).view(dtype)
+    return torch.from_numpy(value)
 
 
 def _register(name: str, implementation: Callable[..., Any], schema: str, fake: Callable[..., Any],

@@ -97,3 +97,18 @@ def test_misuse_is_an_argument_error():
         adt.custom_op(scale_tile, "asyncdsl_tests::bad4", outputs={"y": lambda x: torch.empty_like(x)})
     with pytest.raises(ArgumentError, match="takes an @asyncdsl.kernel"):
         adt.custom_op(lambda x: x, "asyncdsl_tests::bad5")
+
+
+def test_library_call_hands_cpu_tensors_over_as_numpy_arrays():
+    x = torch.randn(3, 5).to(torch.bfloat16)
+    scales = torch.ones(3, dtype=torch.float8_e4m3fn)
+    seen = []
+
+    def library_function(a, n, *, scales):
+        seen.append((type(a), a.dtype.name, n, scales.dtype.name))
+        return a.astype(np.float32) * 2, scales
+
+    doubled, same = adt.library_call(library_function, x, 7, scales=scales)
+    assert seen == [(np.ndarray, "bfloat16", 7, "float8_e4m3fn")]
+    assert doubled.dtype == torch.float32 and torch.equal(doubled, x.float() * 2)
+    assert same.dtype == torch.float8_e4m3fn and torch.equal(same.view(torch.int8), scales.view(torch.int8))

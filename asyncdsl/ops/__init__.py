@@ -4,6 +4,7 @@
     import asyncdsl.ops as ops
 
     o = ops.attention(q, k, v, causal=True)        # bf16 (B, H, S, D); layout="BSHD", GQA
+    o = ops.attention_varlen(q, k, v, cu_q, cu_k, max_q, max_k, causal=True)   # packed sequences
     y = ops.rms_norm(x, weight)                    # and layer_norm(x, weight, bias)
     h = ops.swiglu(gate, up)                       # silu(gate) · up
     loss = ops.cross_entropy(logits, targets)      # or linear_cross_entropy(h, weight, targets)
@@ -17,13 +18,14 @@ training operators have a backward pass that is one too, their forward passes ke
 needs.  The serving operators (paged decode attention, grouped GEMM) have none.
 Importing this package imports torch.
 
-Modules: `attention`, `rms_norm`, `layer_norm`, `swiglu`, `cross_entropy`,
+Modules: `attention`, `attention_varlen`, `rms_norm`, `layer_norm`, `swiglu`, `cross_entropy`,
 `linear_cross_entropy`, `paged_decode_attention`, `grouped_gemm` (one operator each), `llama`
 (transformers models on them).
 """
 
 from asyncdsl.ops import llama
 from asyncdsl.ops.attention import attention
+from asyncdsl.ops.attention_varlen import attention_varlen
 from asyncdsl.ops.cross_entropy import cross_entropy
 from asyncdsl.ops.grouped_gemm import grouped_gemm
 from asyncdsl.ops.layer_norm import layer_norm
@@ -32,5 +34,5 @@ from asyncdsl.ops.paged_decode_attention import paged_decode_attention
 from asyncdsl.ops.rms_norm import rms_norm
 from asyncdsl.ops.swiglu import swiglu
 
-__all__ = ["attention", "cross_entropy", "grouped_gemm", "layer_norm", "linear_cross_entropy", "llama",
-           "paged_decode_attention", "rms_norm", "swiglu"]
+__all__ = ["attention", "attention_varlen", "cross_entropy", "grouped_gemm", "layer_norm",
+           "linear_cross_entropy", "llama", "paged_decode_attention", "rms_norm", "swiglu"]

@@ -16,7 +16,7 @@ import torch
 
 from asyncdsl import kernels
 from asyncdsl.errors import ArgumentError, user_location
-from asyncdsl.torch import library_op
+from asyncdsl.torch import library_call, library_op
 
 LAYOUTS = ("BHSD", "BSHD")
 
@@ -34,7 +34,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
 
 
 def _forward(q, k, v, causal, layout, deterministic):
-    return kernels.attention(q.contiguous(), k.contiguous(), v.contiguous(), causal=causal, layout=layout)
+    return library_call(kernels.attention, q.contiguous(), k.contiguous(), v.contiguous(), causal=causal,
+                        layout=layout)
 
 
 def _forward_fake(q, k, v, causal, layout, deterministic):
@@ -48,9 +49,9 @@ attention_forward = library_op(
 
 
 def _backward(q, k, v, o, lse, do, causal, layout, deterministic):
-    dq, dk, dv = kernels.attention_backward(q.contiguous(), k.contiguous(), v.contiguous(), o, lse,
-                                            do.contiguous(), causal=causal, deterministic=deterministic,
-                                            layout=layout)
+    dq, dk, dv = library_call(kernels.attention_backward, q.contiguous(), k.contiguous(), v.contiguous(), o,
+                              lse, do.contiguous(), causal=causal, deterministic=deterministic,
+                              layout=layout)
     return dq, dk, dv
 
 

@@ -16,7 +16,7 @@ import torch
 
 from asyncdsl import kernels
 from asyncdsl.errors import ArgumentError, user_location
-from asyncdsl.torch import library_op
+from asyncdsl.torch import library_call, library_op
 
 REDUCTIONS = ("mean", "sum", "none")
 
@@ -34,9 +34,9 @@ def cross_entropy(logits: torch.Tensor, targets: torch.Tensor, *, ignore_index: 
 
 
 def _forward(logits, targets, ignore_index, reduction):
-    loss, dlogits = kernels.cross_entropy(logits.reshape(-1, logits.shape[-1]).contiguous(),
-                                          targets.reshape(-1).contiguous(), ignore_index=ignore_index,
-                                          reduction=reduction)
+    loss, dlogits = library_call(kernels.cross_entropy, logits.reshape(-1, logits.shape[-1]).contiguous(),
+                                 targets.reshape(-1).contiguous(), ignore_index=ignore_index,
+                                 reduction=reduction)
     return loss.view(targets.shape if reduction == "none" else ()), dlogits.view(logits.shape)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 from asyncdsl import kernels
-from asyncdsl.torch import library_op
+from asyncdsl.torch import library_call, library_op
 
 
 def grouped_gemm(a: torch.Tensor, b: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
@@ -24,7 +24,7 @@ def grouped_gemm(a: torch.Tensor, b: torch.Tensor, offsets: torch.Tensor) -> tor
 
 
 def _multiply(a, b, offsets):
-    return kernels.grouped_gemm(a.contiguous(), b.contiguous(), offsets)
+    return library_call(kernels.grouped_gemm, a.contiguous(), b.contiguous(), offsets)
 
 
 grouped_gemm_op = library_op("asyncdsl::grouped_gemm", _multiply,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 from asyncdsl import kernels
-from asyncdsl.torch import library_op
+from asyncdsl.torch import library_call, library_op
 
 
 def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
@@ -28,7 +28,8 @@ def _rows(x: torch.Tensor) -> torch.Tensor:
 
 
 def _forward(x, weight, bias, eps):
-    y, mean, rstd = kernels.layer_norm_forward(_rows(x), weight.contiguous(), bias.contiguous(), eps)
+    y, mean, rstd = library_call(kernels.layer_norm_forward, _rows(x), weight.contiguous(), bias.contiguous(),
+                                 eps)
     return y.view(x.shape), mean, rstd
 
 
@@ -44,7 +45,8 @@ layer_norm_forward = library_op(
 
 
 def _backward(dy, x, weight, mean, rstd):
-    dx, dw, db = kernels.layer_norm_backward(_rows(dy), _rows(x), weight.contiguous(), mean, rstd)
+    dx, dw, db = library_call(kernels.layer_norm_backward, _rows(dy), _rows(x), weight.contiguous(), mean,
+                              rstd)
     return dx.view(x.shape), dw.to(weight.dtype), db.to(weight.dtype)
 
 

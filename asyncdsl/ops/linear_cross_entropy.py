@@ -18,7 +18,7 @@ import torch
 
 from asyncdsl import kernels
 from asyncdsl.errors import ArgumentError, user_location
-from asyncdsl.torch import library_op
+from asyncdsl.torch import library_call, library_op
 
 REDUCTIONS = ("mean", "sum")
 
@@ -36,9 +36,9 @@ def linear_cross_entropy(h: torch.Tensor, weight: torch.Tensor, targets: torch.T
 
 
 def _forward(h, weight, targets, ignore_index, reduction):
-    loss, dh, dweight = kernels.linear_cross_entropy(
-        h.reshape(-1, h.shape[-1]).contiguous(), weight.contiguous(), targets.reshape(-1).contiguous(),
-        ignore_index=ignore_index, reduction=reduction)
+    loss, dh, dweight = library_call(
+        kernels.linear_cross_entropy, h.reshape(-1, h.shape[-1]).contiguous(), weight.contiguous(),
+        targets.reshape(-1).contiguous(), ignore_index=ignore_index, reduction=reduction)
     return loss.view(()), dh.view(h.shape), dweight.to(weight.dtype)
 
 

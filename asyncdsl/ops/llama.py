@@ -19,6 +19,7 @@ import torch
 
 from asyncdsl.errors import ArgumentError, user_location
 from asyncdsl.ops.attention import attention as asyncdsl_attention
+from asyncdsl.ops.attention_varlen import attention_varlen
 from asyncdsl.ops.cross_entropy import cross_entropy
 from asyncdsl.ops.rms_norm import rms_norm
 from asyncdsl.ops.swiglu import swiglu
@@ -27,7 +28,7 @@ NAME = "asyncdsl"
 NORMS = ("LlamaRMSNorm", "MistralRMSNorm", "Qwen2RMSNorm")
 MLPS = ("LlamaMLP", "MistralMLP", "Qwen2MLP")
 # Options of transformers' attention call that change what it computes, which this one refuses.
-REFUSED = ("sliding_window", "softcap", "cu_seq_lens_q", "cu_seq_lens_k", "s_aux")
+REFUSED = ("sliding_window", "softcap", "s_aux")
 
 
 def apply(model: torch.nn.Module, *, attention: bool = True, norms: bool = True, mlp: bool = True,
@@ -80,8 +81,10 @@ def attention_function(module: torch.nn.Module, query: torch.Tensor, key: torch.
                        dropout: float = 0.0, **kwargs) -> tuple[torch.Tensor, None]:
     """transformers' attention call on `asyncdsl.ops.attention`: query (B, H, S, D) and key, value
     (B, H_kv, S_kv, D) after the rotary embedding; returns the output (B, S, H, D) and no weights.
+    Sequences packed into one row (B = 1) with `cu_seq_lens_q`, `cu_seq_lens_k`, `max_length_q`
+    and `max_length_k` (transformers' flattening collator) go to `asyncdsl.ops.attention_varlen`.
     Refuses what the kernels do not compute: padding masks, dropout, another scale than 1/√D,
-    sliding windows, soft caps, packed sequences, and causal attention of fewer queries than keys."""
+    sliding windows, soft caps, and causal attention of fewer queries than keys."""
     d = query.shape[-1]
     causal = bool(kwargs.get("is_causal", getattr(module, "is_causal", True)))
     refused = [option for option in REFUSED if kwargs.get(option) is not None]
@@ -91,10 +94,18 @@ def attention_function(module: torch.nn.Module, query: torch.Tensor, key: torch.
         refused.append(f"dropout {dropout}")
     if scaling is not None and abs(scaling * d**0.5 - 1) > 1e-6:
         refused.append(f"scale {scaling} (asyncdsl's is 1/sqrt({d}))")
-    if causal and query.shape[2] != key.shape[2]:
+    packed = kwargs.get("cu_seq_lens_q") is not None
+    if packed and query.shape[0] != 1:
+        refused.append(f"packed sequences in a batch of {query.shape[0]} rows (they come in one)")
+    if causal and query.shape[2] != key.shape[2] and not packed:
         refused.append(f"causal attention of {query.shape[2]} queries over {key.shape[2]} keys")
     if refused:
         raise ArgumentError(f"asyncdsl's attention does not take {', '.join(refused)}", user_location())
+    if packed:
+        q, k, v = (x[0].transpose(0, 1) for x in (query, key, value))
+        o = attention_varlen(q, k, v, kwargs["cu_seq_lens_q"], kwargs["cu_seq_lens_k"],
+                             kwargs["max_length_q"], kwargs["max_length_k"], causal=causal)
+        return o[None], None
     # transformers' projections are (B, S, H, D) seen transposed: read them in place where they are.
     if query.transpose(1, 2).is_contiguous():
         q, k, v = (x.transpose(1, 2) for x in (query, key, value))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 from asyncdsl import kernels
-from asyncdsl.torch import library_op
+from asyncdsl.torch import library_call, library_op
 
 
 def paged_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
@@ -28,8 +28,8 @@ def paged_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
 
 
 def _decode(q, k_cache, v_cache, block_table, seq_lens, k_scale, v_scale):
-    return kernels.paged_decode_attention(q.contiguous(), k_cache, v_cache, block_table, seq_lens,
-                                          k_scale=k_scale, v_scale=v_scale)
+    return library_call(kernels.paged_decode_attention, q.contiguous(), k_cache, v_cache, block_table,
+                        seq_lens, k_scale=k_scale, v_scale=v_scale)
 
 
 def _decode_fake(q, k_cache, v_cache, block_table, seq_lens, k_scale, v_scale):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 from asyncdsl import kernels
-from asyncdsl.torch import library_op
+from asyncdsl.torch import library_call, library_op
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
@@ -28,7 +28,7 @@ def _rows(x: torch.Tensor) -> torch.Tensor:
 
 
 def _forward(x, weight, eps):
-    y, rstd = kernels.rms_norm_forward(_rows(x), weight.contiguous(), eps)
+    y, rstd = library_call(kernels.rms_norm_forward, _rows(x), weight.contiguous(), eps)
     return y.view(x.shape), rstd
 
 
@@ -41,7 +41,7 @@ rms_norm_forward = library_op("asyncdsl::rms_norm", _forward, fake=_forward_fake
 
 
 def _backward(dy, x, weight, rstd):
-    dx, dw = kernels.rms_norm_backward(_rows(dy), _rows(x), weight.contiguous(), rstd)
+    dx, dw = library_call(kernels.rms_norm_backward, _rows(dy), _rows(x), weight.contiguous(), rstd)
     return dx.view(x.shape), dw.to(weight.dtype)
 
 

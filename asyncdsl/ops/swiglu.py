@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from asyncdsl import kernels
-from asyncdsl.torch import library_op
+from asyncdsl.torch import library_call, library_op
 
 
 def swiglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
@@ -25,7 +25,7 @@ def _rows(x: torch.Tensor) -> torch.Tensor:
 
 
 def _forward(gate, up):
-    return kernels.swiglu(_rows(gate), _rows(up)).view(gate.shape)
+    return library_call(kernels.swiglu, _rows(gate), _rows(up)).view(gate.shape)
 
 
 swiglu_forward = library_op("asyncdsl::swiglu", _forward, fake=lambda gate, up: gate.new_empty(gate.shape),
@@ -33,7 +33,7 @@ swiglu_forward = library_op("asyncdsl::swiglu", _forward, fake=lambda gate, up: 
 
 
 def _backward(dy, gate, up):
-    dgate, dup = kernels.swiglu_backward(_rows(dy), _rows(gate), _rows(up))
+    dgate, dup = library_call(kernels.swiglu_backward, _rows(dy), _rows(gate), _rows(up))
     return dgate.view(gate.shape), dup.view(up.shape)
 
 

@@ -81,6 +81,24 @@ def test_attention_gradients(b, h, h_kv, s, d, causal, layout):
              f"attention {b, h, h_kv, s, d, causal, layout}")
 
 
+def test_varlen_attention_gradients():
+    needs("attention_varlen", "attention_varlen_backward")
+    lengths = [1, 300, 129, 1000, 64]  # some of one token, some longer than a block
+    ends = torch.tensor([0, *lengths], device="cuda").cumsum(0).to(torch.int32)
+    total = sum(lengths)
+    inputs = (randn(total, 8, 128, seed=1), randn(total, 2, 128, seed=2), randn(total, 2, 128, seed=3))
+
+    def per_sequence(q, k, v):
+        outs = []
+        for a, b in zip(ends.tolist(), ends.tolist()[1:]):
+            one = [t[a:b].transpose(0, 1) for t in (q, k, v)]
+            outs.append(F.scaled_dot_product_attention(*one, is_causal=True, enable_gqa=True).transpose(0, 1))
+        return torch.cat(outs)
+
+    no_worse(lambda q, k, v: ops.attention_varlen(q, k, v, ends, ends, 1000, 1000, causal=True), per_sequence,
+             inputs, "attention_varlen")
+
+
 def test_deterministic_attention_backward_is_bit_identical():
     needs("attention_backward")
     q, k, v = (randn(2, 1024, heads, 128, seed=s).to(torch.bfloat16).requires_grad_()

@@ -1,5 +1,6 @@
 """Float64 references of the kernel library's training and serving functions, in the host signatures
-`asyncdsl.ops` calls (torch tensors in and out), and fixtures that put them in
+`asyncdsl.ops` calls (numpy arrays in and out, as `asyncdsl.torch.library_call` hands over the
+tensors of the CPU), and fixtures that put them in
 `asyncdsl.kernels`: `missing_kernels` where the library has no such function, `reference_kernels`
 in place of every one (float64 throughout, for `torch.autograd.gradcheck`).  They are written from
 the formulas, not from torch's autograd, which the tests compare them with."""
@@ -10,27 +11,17 @@ import numpy as np
 import pytest
 
 
-def _wide(tensor) -> np.ndarray:
-    import torch
-
-    return tensor.detach().to(torch.float64).numpy()
+def _wide(array) -> np.ndarray:
+    return np.asarray(array, np.float64)
 
 
-def _like(array: np.ndarray, tensor):
-    """`array` as a torch tensor of `tensor`'s dtype."""
-    return torch_tensor(array, tensor.dtype)
+def _like(array, like: np.ndarray) -> np.ndarray:
+    """`array` in `like`'s dtype, row-major as the kernels make their outputs."""
+    return np.array(array, like.dtype, order="C")
 
 
-def _float32(array: np.ndarray):
-    import torch
-
-    return torch_tensor(array, torch.float32)
-
-
-def torch_tensor(array: np.ndarray, dtype):
-    import torch
-
-    return torch.from_numpy(np.array(array, order="C")).to(dtype)
+def _float32(array) -> np.ndarray:
+    return np.array(array, np.float32, order="C")
 
 
 def _bhsd(x: np.ndarray, layout: str) -> np.ndarray:
@@ -70,6 +61,30 @@ def attention_backward(q, k, v, o, lse, do, *, causal=False, deterministic=False
 
     return (_like(_bhsd(dq, layout), q), _like(_bhsd(per_key_head(dk), layout), k),
             _like(_bhsd(per_key_head(dv), layout), v))
+
+
+def _sequences(cu_seqlens_q, cu_seqlens_k):
+    """(query rows, key rows) of each packed sequence that has queries."""
+    ends_q, ends_k = cu_seqlens_q.tolist(), cu_seqlens_k.tolist()
+    return [(slice(a, b), slice(c, d)) for a, b, c, d in zip(ends_q, ends_q[1:], ends_k, ends_k[1:]) if b > a]
+
+
+def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, *, causal=False):
+    o, lse = np.zeros_like(q), np.zeros((q.shape[1], q.shape[0]), np.float32)
+    for rows, keys in _sequences(cu_seqlens_q, cu_seqlens_k):
+        one_o, one_lse = attention(q[None, rows], k[None, keys], v[None, keys], causal=causal, layout="BSHD")
+        o[rows], lse[:, rows] = one_o[0], one_lse[0]
+    return o, lse
+
+
+def attention_varlen_backward(q, k, v, o, lse, do, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, *,
+                              causal=False, deterministic=False):
+    dq, dk, dv = np.zeros_like(q), np.zeros_like(k), np.zeros_like(v)
+    for rows, keys in _sequences(cu_seqlens_q, cu_seqlens_k):
+        dq[rows], dk[keys], dv[keys] = (g[0] for g in attention_backward(
+            q[None, rows], k[None, keys], v[None, keys], o[None, rows], lse[None, :, rows], do[None, rows],
+            causal=causal, layout="BSHD"))
+    return dq, dk, dv
 
 
 def rms_norm_forward(x, w, eps):
@@ -132,20 +147,20 @@ def _losses(z: np.ndarray, targets: np.ndarray, ignore_index: int, reduction: st
 
 
 def cross_entropy(logits, targets, *, ignore_index=-100, reduction="mean"):
-    loss, dz = _losses(_wide(logits), targets.numpy(), ignore_index, reduction)
-    return _float32(np.asarray(loss)), _like(dz, logits)
+    loss, dz = _losses(_wide(logits), np.asarray(targets), ignore_index, reduction)
+    return _float32(loss), _like(dz, logits)
 
 
 def linear_cross_entropy(h, weight, targets, *, ignore_index=-100, reduction="mean"):
     wh, ww = _wide(h), _wide(weight)
-    loss, dz = _losses(wh @ ww.T, targets.numpy(), ignore_index, reduction)
-    return _float32(np.asarray(loss)), _like(dz @ ww, h), _like(dz.T @ wh, weight)
+    loss, dz = _losses(wh @ ww.T, np.asarray(targets), ignore_index, reduction)
+    return _float32(loss), _like(dz @ ww, h), _like(dz.T @ wh, weight)
 
 
 def paged_decode_attention(q, k_cache, v_cache, block_table, seq_lens, *, k_scale=None, v_scale=None):
     """Each sequence's keys and values gathered from its pages; L > 1 new tokens a sequence see
     the keys up to their own position."""
-    wq = _wide(q) if q.dim() == 4 else _wide(q)[:, None]
+    wq = _wide(q) if q.ndim == 4 else _wide(q)[:, None]
     caches = [_wide(c) * (1 if s is None else _wide(s)) for c, s in ((k_cache, k_scale), (v_cache, v_scale))]
     page = k_cache.shape[1]
     o = np.empty_like(wq)
@@ -158,7 +173,7 @@ def paged_decode_attention(q, k_cache, v_cache, block_table, seq_lens, *, k_scal
         s = np.where(np.arange(length)[None, :] <= length - tokens + np.arange(tokens)[:, None], s, -np.inf)
         p = np.exp(s - s.max(-1, keepdims=True))
         o[b] = np.einsum("hlk,hkd->lhd", p / p.sum(-1, keepdims=True), np.repeat(v, group, 0))
-    return _like(o if q.dim() == 4 else o[:, 0], q)
+    return _like(o if q.ndim == 4 else o[:, 0], q)
 
 
 def grouped_gemm(a, b, offsets):
@@ -169,18 +184,14 @@ def grouped_gemm(a, b, offsets):
     return _like(c, a)
 
 
-REFERENCES = {f.__name__: f for f in (attention, attention_backward, rms_norm_forward, rms_norm_backward,
+REFERENCES = {f.__name__: f for f in (attention, attention_backward, attention_varlen,
+                                     attention_varlen_backward, rms_norm_forward, rms_norm_backward,
                                    layer_norm_forward, layer_norm_backward, swiglu, swiglu_backward,
                                    cross_entropy, linear_cross_entropy, paged_decode_attention, grouped_gemm)}
 
 
 @pytest.fixture
-def interpreted(monkeypatch):
-    monkeypatch.setenv("ASYNCDSL_INTERPRET", "1")
-
-
-@pytest.fixture
-def missing_kernels(monkeypatch, interpreted):
+def missing_kernels(monkeypatch):
     """The references stand in for the functions `asyncdsl.kernels` does not have; those it
     has run in the interpreter."""
     import asyncdsl.kernels

@@ -91,6 +91,18 @@ def test_the_model_compiles_whole(reference_kernels):
         torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
 
 
+def test_packed_sequences_attend_each_to_itself(reference_kernels):
+    model = llama.apply(small_llama())
+    ids = tokens(1, 24)
+    with torch.no_grad():
+        packed = model(input_ids=ids, position_ids=torch.cat([torch.arange(10), torch.arange(14)])[None],
+                       cu_seq_lens_q=torch.tensor([0, 10, 24], dtype=torch.int32),
+                       cu_seq_lens_k=torch.tensor([0, 10, 24], dtype=torch.int32), max_length_q=14,
+                       max_length_k=14).logits
+        alone = [model(input_ids=ids[:, :10]).logits, model(input_ids=ids[:, 10:]).logits]
+    assert_near(packed, torch.cat(alone, 1), 1e-12)
+
+
 def test_what_the_kernels_do_not_compute_is_refused(reference_kernels):
     model = llama.apply(small_llama())
     ids = tokens()
