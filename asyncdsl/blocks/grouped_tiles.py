@@ -66,7 +66,8 @@ class GroupedTiles:
         """The CTA's t-th tile: its first row, column, group and the end of its group's rows."""
         tile = self.cta + t * self.ctas
         row_tile = tile // self.n_tiles  # among the row tiles of all groups, one after the other
-        group, first_tile, first_row, end = 0, 0, *self.bounds(0, 0)
+        first_row, end = self.bounds(0, 0)
+        group, first_tile = 0, 0
         previous = (0, first_row, end)  # group g - 1's first row tile, first row and end
         tiles = ad.cdiv(_at_least_zero(end - first_row), self.BM)
         for g in range(1, self.groups):

@@ -154,12 +154,13 @@ def main() -> int:
     if on_gpu:
         import torch
 
-        y = moe_layer(*(torch.from_numpy(a.view(np.uint16)).view(torch.bfloat16).cuda() for a in arrays),
-                      top_k).float().cpu().numpy()
+        x_, router, gate, up, down = (torch.from_numpy(a.view(np.uint16)).view(torch.bfloat16).cuda()
+                                      for a in arrays)
+        y = moe_layer(x_, router, gate, up, down, top_k).float().cpu().numpy()
     else:
-        y = moe_layer(*arrays, top_k).astype(np.float32)
+        y = moe_layer(x, arrays[1], arrays[2], arrays[3], arrays[4], top_k).astype(np.float32)
     elapsed = time.perf_counter() - start
-    exact = reference(*arrays, top_k)
+    exact = reference(x, arrays[1], arrays[2], arrays[3], arrays[4], top_k)
     error = float(np.linalg.norm(y - exact) / np.linalg.norm(exact))
     ok = error < 2 ** -7  # bf16 rounding of the layer's intermediate results
     where = "GPU" if on_gpu else "interpreter"

@@ -143,9 +143,13 @@ def blockscaled(a, a_scales, b, b_scales, c, CTAS, config: GemmConfig, running=N
     if grouped and (N % BLOCK or SPLIT_K > 1):
         raise ad.TraceError(f"grouped: each group's N must be a multiple of {BLOCK} and K whole, got N={N}, "
                             f"SPLIT_K={SPLIT_K}")
-    tiles = (GroupedTiles(*grouped, N, BM, BN, CTAS, ragged=True) if grouped
-             else PersistentTiles(M, N, BM, BN, CTAS, config.SNAKE, SPLIT_K))
-    if running is not None:
+    tiles: GroupedTiles | PersistentTiles
+    if grouped:
+        tiles = GroupedTiles(grouped[0], grouped[1], N, BM, BN, CTAS, ragged=True)
+    else:
+        tiles = PersistentTiles(M, N, BM, BN, CTAS, config.SNAKE, SPLIT_K)
+    if running is not None:  # split K: never grouped (refused above)
+        assert isinstance(tiles, PersistentTiles)
         check_running(running, c, 2 * tiles.m_tiles * tiles.n_tiles, SPLIT_K,
                       tiles.units(tiles.m_tiles * tiles.n_tiles, SPLIT_K), tiles.clusters, 1)
 

@@ -141,7 +141,7 @@ def reference(q, k_cache, v_cache, block_table, seq_lens, cu_seqlens_q) -> tuple
 
 
 # Arguments `asyncdsl dump` traces the kernel with.
-EXAMPLE_ARGS = {"paged_prefill_kernel": (
+EXAMPLE_ARGS: dict[str, tuple[tuple, dict]] = {"paged_prefill_kernel": (
     (ArraySpec((300, 4, 128), ad.bfloat16), *(ArraySpec((64, 16, 2, 128), ad.bfloat16) for _ in range(2)),
      ArraySpec((300, 4, 128), ad.bfloat16), ArraySpec((4, 300), ad.float32), ArraySpec((3, 32), ad.int32),
      ArraySpec((3,), ad.int32), ArraySpec((4,), ad.int32), 200), {})}
