@@ -9,8 +9,8 @@ in the interpreter.
     c = K.gemm_fp8_blockscaled(a, sa, b, sb)   # scales a 1 x 128 group of a, a 128 x 128 block of b
     c = K.gemm_bias_activation(a, b, bias, "gelu")   # gelu(a @ b + bias), one kernel
     c = K.gemm_stream_k(a, b)         # stream-K: shapes whose tiles do not make whole waves
-    c = K.gemm_grouped(a, b, rows)    # groups of rows of a, each times its own b[g]
-    c = K.grouped_gemm(a, b, offsets) # the same, the groups' ends on the device (torch._grouped_mm)
+    c = K.grouped_gemm(a, b, offsets) # groups of rows of a, each times its own b[g]; the groups'
+                                      # ends on the device, as torch._grouped_mm's offs
     c = K.grouped_gemm_fp8_blockscaled(a, sa, b, sb, offsets)   # and block-scaled fp8
     q, s = K.gemm_fp8_rows(a, b)      # the product in e4m3 with a scale per tile row
     o, lse = K.attention(q, k, v, causal=True)   # bf16 (B, H, S, D); also layout="BSHD", GQA
@@ -37,7 +37,6 @@ from asyncdsl.kernels.gemm import gemm
 from asyncdsl.kernels.gemm_epilogue import gemm_bias_activation, gemm_fp8_rows
 from asyncdsl.kernels.gemm_fp8 import gemm_fp8
 from asyncdsl.kernels.gemm_fp8_blockscaled import gemm_fp8_blockscaled
-from asyncdsl.kernels.gemm_grouped import gemm_grouped
 from asyncdsl.kernels.gemm_stream_k import gemm_stream_k
 from asyncdsl.kernels.grouped_gemm import (
     grouped_gemm,
@@ -59,9 +58,9 @@ from asyncdsl.kernels.swiglu import swiglu
 from asyncdsl.kernels.swiglu_backward import swiglu_backward
 
 __all__ = ["all_gather", "attention", "attention_backward", "attention_varlen", "cross_entropy", "gemm",
-           "gemm_bias_activation", "gemm_fp8", "gemm_fp8_blockscaled", "gemm_fp8_rows", "gemm_grouped",
-           "gemm_stream_k", "grouped_gemm", "grouped_gemm_fp8_blockscaled",
-           "grouped_gemm_fp8_blockscaled_masked", "grouped_gemm_masked", "layer_norm", "layer_norm_backward",
-           "layer_norm_forward", "linear_cross_entropy", "paged_decode_attention", "paged_prefill",
-           "permute_bhsd", "quantize_fp8", "reduce_scatter", "rms_norm", "rms_norm_backward",
-           "rms_norm_forward", "softmax", "swiglu", "swiglu_backward"]
+           "gemm_bias_activation", "gemm_fp8", "gemm_fp8_blockscaled", "gemm_fp8_rows", "gemm_stream_k",
+           "grouped_gemm", "grouped_gemm_fp8_blockscaled", "grouped_gemm_fp8_blockscaled_masked",
+           "grouped_gemm_masked", "layer_norm", "layer_norm_backward", "layer_norm_forward",
+           "linear_cross_entropy", "paged_decode_attention", "paged_prefill", "permute_bhsd", "quantize_fp8",
+           "reduce_scatter", "rms_norm", "rms_norm_backward", "rms_norm_forward", "softmax", "swiglu",
+           "swiglu_backward"]
