@@ -33,7 +33,6 @@ from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.kernels.dispatch import launch, on_host
 from asyncdsl.kernels.outputs import empty
-from asyncdsl.runtime.streams import current_stream_source, launch_stream
 
 INTERPRETED_CTAS = 4
 
@@ -76,12 +75,10 @@ _WORKSPACES: dict = {}
 
 
 def _workspace(a, m: int, n: int, config: GemmConfig, stream) -> tuple:
-    """Split K's float32 partial sums and zeroed flags for an (m, n) c, made once per device,
-    stream and shape (the kernel leaves the flags at zero), numpy ones afresh.  Launches on one
-    stream run one after another, so they can share theirs; launches on two streams may overlap,
-    and sharing one workspace would mix their partial sums."""
-    on_stream = None if on_host(a) else launch_stream(stream, current_stream_source([a]))
-    key = (str(getattr(a, "device", "host")), on_stream, m, n, config.SPLIT_K, config.BN)
+    """Split K's float32 partial sums and zeroed flags (left at zero) for an (m, n) c, made once
+    per device, stream and shape (launches on two streams may overlap), numpy ones afresh."""
+    key = (str(getattr(a, "device", "host")), None if on_host(a) else runtime.streams.launch_stream(
+        stream, runtime.streams.current_stream_source([a])), m, n, config.SPLIT_K, config.BN)
     if on_host(a) or key not in _WORKSPACES:
         flags = empty(a, (split_k_flags(m, n, config.BN),), ad.int32)
         flags[...] = 0
