@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import sys
 import traceback
 import types
@@ -51,13 +52,18 @@ class SourceLocation:
         return f"{self.file}:{self.line}"
 
 
+_TORCH_FILE = re.compile(r"[/\\](site|dist)-packages[/\\]torch[/\\]")
+
+
 @functools.cache  # per source file: tracing asks for every op, of each frame on the stack
 def _is_own_frame(filename: str) -> bool:
     path = os.path.abspath(filename)
     if path.startswith(_EXAMPLES_ROOT):
         return False  # the bundled examples are user code
-    # contextlib's frames sit between a `with asyncdsl.when(...)` line and our code.
-    return path.startswith(_OWN_ROOTS) or "/xdsl/" in path or path.endswith("contextlib.py")
+    # contextlib's frames sit between a `with asyncdsl.when(...)` line and our code, torch's
+    # between a call of an `asyncdsl.ops` operator and the library function it dispatches to.
+    return (path.startswith(_OWN_ROOTS) or "/xdsl/" in path or path.endswith("contextlib.py")
+            or _TORCH_FILE.search(path) is not None)
 
 
 def _is_library_frame(code) -> bool:

@@ -49,3 +49,13 @@ def test_at_names_a_line_once_and_keeps_the_class_and_its_data():
     assert deadlock.at(there) is deadlock
     failed = CudaError("cuLaunchKernelEx failed", code=700).at(here)
     assert failed.code == 700 and failed.location == here
+
+
+def test_torchs_frames_between_an_operator_call_and_the_library_are_skipped():
+    # An `asyncdsl.ops` operator reaches the library through torch's dispatcher: the line a
+    # refusal names is the caller's, not a frame of torch's custom_ops.py.
+    dispatcher = {"user_location": errors.user_location}
+    exec(compile("def dispatch():\n    return user_location(1)\n",
+                 "/env/lib/python3.12/site-packages/torch/_library/custom_ops.py", "exec"), dispatcher)
+    location = dispatcher["dispatch"]()
+    assert location is not None and location.file == __file__
