@@ -37,18 +37,26 @@ class KeyTile:
     """The query blocks (of BM rows) the CTA's BN keys meet, over the `group` query heads of
     key/value head `h_kv`."""
 
-    def __init__(self, S: int, S_KV: int, BN: int, BM: int, causal: bool, group: int, h_kv, ordered: bool):
+    def __init__(self, S, S_KV, BN: int, BM: int, causal: bool, group: int, h_kv, ordered: bool):
         self.BN, self.BM, self.causal, self.group, self.h_kv = BN, BM, causal, group, h_kv
-        self.key_blocks = ad.cdiv(S_KV, BN)
-        self.query_blocks = ad.cdiv(S, BM)
+        self.S, self.S_KV = S, S_KV
+        self.static = isinstance(S, int) and isinstance(S_KV, int)
+        # Traced and causal, query row i sees keys up to i + S_KV - S (the diagonal aligned to
+        # the last key, as the variable-length forward's).
+        self.offset = S_KV - S if causal and not self.static else 0
+        self.key_blocks = ad.cdiv(S_KV, BN) if self.static else (S_KV + BN - 1) // BN
+        self.query_blocks = ad.cdiv(S, BM) if self.static else (S + BM - 1) // BM
         x = ad.program_id(0)
+        self.live = None if self.static else x < self.key_blocks
         self.j = (self.key_blocks - 1 - x) if ordered else x
         self.first_key = self.j * BN
         self.first = 0
-        if causal:  # BN is a multiple of BM; the first BN / BM blocks cross the diagonal
+        if causal and self.static:  # BN is a multiple of BM; the first BN / BM blocks cross the diagonal
             first = self.first_key // BM
             self.diagonal = (first + BN // BM).min(self.query_blocks)
             self.first = first
+        elif causal:  # the first query block with a row that sees the block's first key
+            self.first = (self.first_key - self.offset).max(0) // BM
         self.per_head = self.query_blocks - self.first
         self.steps = group * self.per_head
 
@@ -58,7 +66,10 @@ class KeyTile:
         for g in ad.range(self.group):
             h = self.h_kv * self.group + g
             base = g * self.per_head - self.first
-            if self.causal:
+            if not self.static:  # lengths of a packed batch's sequence: every block is masked
+                for i in ad.range(self.first, self.query_blocks):
+                    step(base + i, h, i, masked=True)
+            elif self.causal:
                 for i in ad.range(self.first, self.diagonal):
                     step(base + i, h, i, masked=True)
                 for i in ad.range(self.diagonal, self.query_blocks):
@@ -69,17 +80,30 @@ class KeyTile:
 
     def mask(self, s_t, first_key, i, hidden: float = -float("inf")):
         """The scores s_t (keys × queries, keys from `first_key`, query block i) with the keys
-        after each query's own at `hidden` (-inf for scores, 0 for probabilities)."""
+        after each query's own at `hidden` (-inf for scores, 0 for probabilities); traced
+        lengths, also the keys and query rows past the sequence's (its neighbours' rows)."""
         keys = first_key + ad.iota(s_t.shape, ad.int32, 0)
         queries = i * self.BM + ad.iota(s_t.shape, ad.int32, 1)
-        return ad.where(keys > queries, hidden, s_t)
+        if self.static:
+            return ad.where(keys > queries, hidden, s_t)
+        # The last key each query sees; -1 for the rows past the sequence's.
+        last = queries + self.offset if self.causal else queries * 0 + (self.S_KV - 1)
+        return ad.where(keys > ad.where(queries < self.S, last, -1), hidden, s_t)
+
+    def seen(self, lse):
+        """The rows' log-sum-exp as the exponentials take it: traced lengths, a row that sees no
+        key (lse = -inf, all its scores masked) gets a large finite one, so that its masked
+        scores give exp(-inf) = 0 rather than exp(-inf + inf)."""
+        return lse if self.static else ad.maximum(lse, -1e30)
 
     def rank(self, i, me, adders: int):
         """Consumer `me`'s place among the dq adds into query block i (deterministic mode): key
         blocks right to left, each with `adders` consumers adding in their order."""
         last = self.key_blocks - 1
-        if self.causal:
+        if self.causal and self.static:
             last = (((i + 1) * self.BM - 1) // self.BN).min(last)
+        elif self.causal:  # key block 0 meets every query block
+            last = (((i + 1) * self.BM - 1 + self.offset).max(0) // self.BN).min(last)
         return adders * (last - self.j) + me
 
 
