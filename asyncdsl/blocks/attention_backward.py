@@ -93,7 +93,7 @@ def differentiate(tile: KeyTile, loads: AttentionLoads, head: GradientRows, *, s
             """Query block i of head h: p, ds, and their products with do, q and k."""
             slot = loads.slot(t)
             rows = ad.ds(i * BM, BM)
-            lse_i = tile.seen(ad.load(head.lse(h, rows), layout=ad.WGMMA_COL))[None, :] * -LOG2E
+            lse_i = tile.row_lse(head.lse(h, rows), i)[None, :] * -LOG2E
             with ad.region("issue s, dp"):
                 loads.wait_keys(slot)
                 ad.wgmma(s_t, loads.q.at[me], loads.keys(slot), accumulate=False)
@@ -101,8 +101,11 @@ def differentiate(tile: KeyTile, loads: AttentionLoads, head: GradientRows, *, s
                 ad.wgmma(dp_t, values.at[me], loads.v.at[slot].T, accumulate=False)
             ad.wgmma_wait(1)  # sᵀ is done; dpᵀ runs while its exponentials are taken
             with ad.region("p"):
-                scores = tile.mask(s_t[...], first_key, i) if masked else s_t[...]
-                s_t[...] = ad.exp2(ad.fma(scores, scale, lse_i), approx=True)
+                # Traced lengths mask every step: after the exponentials, where the indices
+                # need not live beside sᵀ and lse (ptxas spills otherwise at D = 128).
+                scores = tile.mask(s_t[...], first_key, i) if masked and tile.static else s_t[...]
+                p_t = ad.exp2(ad.fma(scores, scale, lse_i), approx=True)
+                s_t[...] = tile.mask(p_t, first_key, i, hidden=0.0) if masked and not tile.static else p_t
             with ad.region("wait dp"):
                 ad.warpgroup_barrier()  # keeps ptxas from hoisting the wait above the exponentials
                 ad.wgmma_wait(0)
@@ -147,14 +150,14 @@ def _store(tile: KeyTile, me, first_key, buffers, windows, gradients) -> None:
             buffer.at[me][...] = gradient().astype(buffer.dtype)
         _copy_out(me, buffers, windows, first_key)
         return
-    rows = [gradient().astype(buffer.dtype) for buffer, gradient in zip(buffers, gradients)]
     left = tile.S_KV - first_key  # of the 64 keys, those below `left` are the sequence's
     with ad.when(left >= 64):
-        for buffer, value in zip(buffers, rows):
-            buffer.at[me][...] = value
+        for buffer, gradient in zip(buffers, gradients):
+            buffer.at[me][...] = gradient().astype(buffer.dtype)
         _copy_out(me, buffers, windows, first_key)
     with ad.when(left < 64):
-        for window, value in zip(windows, rows):
+        for buffer, window, gradient in zip(buffers, windows, gradients):
+            value = gradient().astype(buffer.dtype)
             ad.store(window(first_key, 64), value, mask=ad.iota(value.shape, ad.int32, 0) < left)
 
 

@@ -81,20 +81,25 @@ class KeyTile:
     def mask(self, s_t, first_key, i, hidden: float = -float("inf")):
         """The scores s_t (keys × queries, keys from `first_key`, query block i) with the keys
         after each query's own at `hidden` (-inf for scores, 0 for probabilities); traced
-        lengths, also the keys and query rows past the sequence's (its neighbours' rows)."""
+        lengths, also the keys past the sequence's (its neighbours' rows)."""
+        if self.causal and not self.static:  # keys > queries + offset: the keys counted from the offset
+            first_key = first_key - self.offset
         keys = first_key + ad.iota(s_t.shape, ad.int32, 0)
         queries = i * self.BM + ad.iota(s_t.shape, ad.int32, 1)
-        if self.static:
+        if self.static or self.causal:
             return ad.where(keys > queries, hidden, s_t)
-        # The last key each query sees; -1 for the rows past the sequence's.
-        last = queries + self.offset if self.causal else queries * 0 + (self.S_KV - 1)
-        return ad.where(keys > ad.where(queries < self.S, last, -1), hidden, s_t)
+        # Query rows past the sequence's are hidden by their log-sum-exp (`row_lse`).
+        return ad.where(keys >= self.S_KV, hidden, s_t)
 
-    def seen(self, lse):
-        """The rows' log-sum-exp as the exponentials take it: traced lengths, a row that sees no
-        key (lse = -inf, all its scores masked) gets a large finite one, so that its masked
-        scores give exp(-inf) = 0 rather than exp(-inf + inf)."""
-        return lse if self.static else ad.maximum(lse, -1e30)
+    def row_lse(self, lse, i):
+        """The log-sum-exp of query block i's rows (`lse` their GMEM window) as the exponentials
+        take it.  Traced lengths: a row past the sequence's gets +inf, so that all its
+        probabilities are 0.  (A row that sees no key has lse = -inf and infinite
+        probabilities, all of them masked to 0 after the exponentials.)"""
+        if self.static:
+            return ad.load(lse, layout=ad.WGMMA_COL)
+        rows = ad.iota((self.BM,), ad.int32, 0) < self.S - i * self.BM
+        return ad.load(lse, layout=ad.WGMMA_COL, mask=rows, other=float("inf"))
 
     def rank(self, i, me, adders: int):
         """Consumer `me`'s place among the dq adds into query block i (deterministic mode): key

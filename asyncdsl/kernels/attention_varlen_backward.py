@@ -161,9 +161,8 @@ def reference(q, k, v, do, cu_seqlens_q, cu_seqlens_k, causal: bool):
         dp = dos @ vs.transpose(0, 2, 1)
         ds = p * (dp - (p * dp).sum(axis=-1, keepdims=True)) * scale
         dq[q0:q1] = (ds @ ks).transpose(1, 0, 2)
-        heads = k.shape[1]
-        dk[k0:k1] = (ds.transpose(0, 2, 1) @ qs).reshape(heads, group, k1 - k0, -1).sum(axis=1).transpose(1, 0, 2)
-        dv[k0:k1] = (p.transpose(0, 2, 1) @ dos).reshape(heads, group, k1 - k0, -1).sum(axis=1).transpose(1, 0, 2)
+        for out, grads in ((dk, ds.transpose(0, 2, 1) @ qs), (dv, p.transpose(0, 2, 1) @ dos)):
+            out[k0:k1] = grads.reshape(k.shape[1], group, k1 - k0, k.shape[2]).sum(axis=1).transpose(1, 0, 2)
     return dq, dk, dv
 
 
