@@ -54,8 +54,8 @@ def attention_varlen_backward(q, k, v, o, lse, do, cu_seqlens_q, cu_seqlens_k, m
     `deterministic` adds the key blocks' shares of dq in a fixed order: the same bits on every
     run."""
     if len(q.shape) != 3 or int(max_seqlen_q) < 0 or int(max_seqlen_k) < 0:
-        raise ad.ArgumentError(f"attention_varlen_backward takes packed q, k, v of 3 dims (total, heads, head "
-                               f"dim) and lengths >= 0, got q of shape {tuple(q.shape)}, "
+        raise ad.ArgumentError(f"attention_varlen_backward takes packed q, k, v of 3 dims (total, heads, "
+                               f"head dim) and lengths >= 0, got q of shape {tuple(q.shape)}, "
                                f"max_seqlen_q={max_seqlen_q}, max_seqlen_k={max_seqlen_k}", user_location())
     total, h, d = q.shape
     check_offsets(cu_seqlens_q, int(max_seqlen_q), total, "q")
@@ -67,7 +67,8 @@ def attention_varlen_backward(q, k, v, o, lse, do, cu_seqlens_q, cu_seqlens_k, m
     dq, dk, dv = empty(q, q.shape, q.dtype), empty(k, k.shape, k.dtype), empty(v, v.shape, v.dtype)
     launch(prepare, o, do, delta, workspace, flags, cu_seqlens_q, int(max_seqlen_q), stream=stream)
     launch(attention_varlen_backward_kernel, q, k, v, do, lse, delta, workspace, dk, dv, flags, cu_seqlens_q,
-           cu_seqlens_k, int(max_seqlen_k), stream=stream, CAUSAL=bool(causal), DETERMINISTIC=bool(deterministic))
+           cu_seqlens_k, int(max_seqlen_k), stream=stream, CAUSAL=bool(causal),
+           DETERMINISTIC=bool(deterministic))
     launch(finish_dq, workspace, dq, cu_seqlens_q, int(max_seqlen_q), stream=stream)
     return dq, dk, dv
 
@@ -77,9 +78,9 @@ def _grid(q, k, v, do, lse, delta, workspace, dk, dv, flags, cu_seqlens_q, cu_se
 
 
 @kernel(grid=_grid, block=384, name="attention_varlen_backward")
-def attention_varlen_backward_kernel(q, k, v, do, lse, delta, workspace, dk, dv, flags, cu_seqlens_q, cu_seqlens_k,
-                                     max_seqlen_k: int, STAGES: constexpr = 2, CAUSAL: constexpr = False,
-                                     DETERMINISTIC: constexpr = False):
+def attention_varlen_backward_kernel(q, k, v, do, lse, delta, workspace, dk, dv, flags, cu_seqlens_q,
+                                     cu_seqlens_k, max_seqlen_k: int, STAGES: constexpr = 2,
+                                     CAUSAL: constexpr = False, DETERMINISTIC: constexpr = False):
     """dk, dv of one block of a sequence's keys, and its shares of dq added into `workspace`
     (see the module's docstring); `max_seqlen_k` sizes the grid only."""
     _check(q, k, v, do, lse, delta, workspace, dk, dv, flags, cu_seqlens_q, cu_seqlens_k)
@@ -107,7 +108,8 @@ def attention_varlen_backward_kernel(q, k, v, do, lse, delta, workspace, dk, dv,
         grad_keys=key_rows(dk), grad_values=key_rows(dv),
         lse=lambda h, rows: lse.at[h, ad.ds(q_start + rows.start, rows.size)],
         delta=lambda h, rows: delta.at[h, ad.ds(q_start + rows.start, rows.size)],
-        workspace=lambda h, rows, c: workspace.at[h, ad.ds(dq_start + rows.start, rows.size), ad.ds(c * 64, 64)],
+        workspace=lambda h, rows, c: workspace.at[h, ad.ds(dq_start + rows.start, rows.size),
+                                                  ad.ds(c * 64, 64)],
         flag=lambda h, i: flags.at[b, h, i])
     differentiate(tile, loads, head_of, scale=LOG2E / math.sqrt(D), deterministic=DETERMINISTIC)
 
@@ -155,7 +157,8 @@ def reference(q, k, v, do, cu_seqlens_q, cu_seqlens_k, causal: bool):
         if causal:
             visible = np.arange(k1 - k0)[None, :] <= np.arange(q1 - q0)[:, None] + (k1 - k0) - (q1 - q0)
         logits = np.where(visible, qs @ ks.transpose(0, 2, 1) * scale, -np.inf)
-        top = np.where(visible.any(axis=-1, keepdims=True), logits.max(axis=-1, keepdims=True, initial=-np.inf), 0)
+        seen = visible.any(axis=-1, keepdims=True)
+        top = np.where(seen, logits.max(axis=-1, keepdims=True, initial=-np.inf), 0)
         p = np.exp(logits - top)
         p /= np.maximum(p.sum(axis=-1, keepdims=True), 1e-300)
         dp = dos @ vs.transpose(0, 2, 1)

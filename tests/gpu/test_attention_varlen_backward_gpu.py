@@ -48,8 +48,8 @@ def _on_gpu(arrays, *args, **kwargs):
 def _close(got, expected, rows=(slice(None),) * 3):
     # ex2.approx on the GPU, exact exp2 in the interpreter; p and ds are bf16 for the tensor cores.
     for name, a, b, mine in zip(("dq", "dk", "dv"), got, expected, rows):
-        np.testing.assert_allclose(a[mine].astype(np.float64), b[mine].astype(np.float64), atol=2e-2, rtol=2e-2,
-                                   err_msg=name)
+        np.testing.assert_allclose(a[mine].astype(np.float64), b[mine].astype(np.float64), atol=2e-2,
+                                   rtol=2e-2, err_msg=name)
 
 
 @pytest.mark.parametrize("lengths_q,lengths_k,heads,kv_heads,d,causal", [
@@ -82,7 +82,8 @@ def test_one_sequence_with_poisoned_neighbours_writes_only_its_rows(causal, monk
     for x, (start, end) in zip(poisoned, ((q0, q1), (k0, k1), (k0, k1), (q0, q1), (q0, q1))):
         x[:start], x[end:] = 1000.0, -1000.0  # finite: their weights are exactly 0
     lse[:, :q0], lse[:, q1:] = -1000.0, 1000.0
-    expected = K.attention_varlen_backward(*poisoned[:4], lse, poisoned[4], *one, q1 - q0, k1 - k0, causal=causal)
+    expected = K.attention_varlen_backward(*poisoned[:4], lse, poisoned[4], *one, q1 - q0, k1 - k0,
+                                           causal=causal)
     monkeypatch.setattr(module, "empty", filled)
     got = _on_gpu([*poisoned[:4], lse, poisoned[4], *one], q1 - q0, k1 - k0, causal=causal)
     mine_q, mine_k = np.zeros(400, bool), np.zeros(420, bool)
@@ -113,7 +114,8 @@ def test_the_host_function_on_torch_tensors_matches_float64(causal):
     k, v = (torch.randn(sum(lengths), 4, 128, device="cuda").to(torch.bfloat16) for _ in range(2))
     o, lse = K.attention_varlen(q, k, v, cu, cu, max(lengths), max(lengths), causal=causal)
     got = K.attention_varlen_backward(q, k, v, o, lse, do, cu, cu, max(lengths), max(lengths), causal=causal)
-    assert [x.shape for x in got] == [q.shape, k.shape, v.shape] and all(x.dtype == torch.bfloat16 for x in got)
+    assert [x.shape for x in got] == [q.shape, k.shape, v.shape]
+    assert all(x.dtype == torch.bfloat16 for x in got)
     host = [t.float().cpu().numpy().astype(BF16) for t in (q, k, v, do)]
     expected = reference(*host, _offsets(lengths), _offsets(lengths), causal)
     for name, a, b in zip(("dq", "dk", "dv"), got, expected):

@@ -123,7 +123,8 @@ def _specs(total_q=4096, total_k=4096, heads=16, kv_heads=4, d=128, batch=8, wor
     rows = ad.ArraySpec((heads, total_q), ad.float32)
     workspace = ad.ArraySpec((heads, workspace_rows or total_q + batch * 64, d), ad.float32)
     cu = ad.ArraySpec((batch + 1,), ad.int32)
-    return (q, kv, kv, q, rows, rows, workspace, kv, kv, ad.ArraySpec((batch, heads, 16), ad.int32), cu, cu, 1024)
+    flags = ad.ArraySpec((batch, heads, 16), ad.int32)
+    return (q, kv, kv, q, rows, rows, workspace, kv, kv, flags, cu, cu, 1024)
 
 
 def _assembles_cleanly(ptx, spill_bytes: int = 0):
