@@ -12,6 +12,11 @@ longest walks start first; in deterministic mode from the right, so that the key
 into each query block's dq right to left, each waiting only for blocks that started before it
 (a CTA never waits for one not yet running).
 
+S and S_KV may be traced, the lengths of a packed batch's sequence (`asyncdsl.kernels.
+attention_varlen_backward`): then the CTAs past the sequence's key blocks are not `live`, the
+causal diagonal is aligned to the last key, and every step is masked, the query rows past the
+sequence by their log-sum-exp (`row_lse`).
+
 `add_dq` adds a consumer's dq (64 query rows × D, float32 registers in 64-column pieces) into
 the float32 workspace by TMA reduce-add through one SMEM slot.  Deterministic, the adds into
 one query block of one head go in a fixed order: a flag per (batch, head, query block), reset to

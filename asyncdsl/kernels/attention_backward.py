@@ -8,7 +8,8 @@ whole blocks.  Three launches:
 
 1. `prepare` (`attention_backward_rows`): δ = rowsum(o ∘ do) in float32, and zeros into the
    float32 dq workspace and the order flags.
-2. The main kernel, one CTA per block of BN = 128 keys of one (batch, key/value head): a producer
+2. The main kernel (`asyncdsl.blocks.attention_backward`, the rows addressed in a (batch, head)
+   of the dense tensors), one CTA per block of BN = 128 keys of one (batch, key/value head): a producer
    warpgroup (2) loads the CTA's keys and values once, then streams q and do of every query
    block and query head that meets them through a ring (`asyncdsl.blocks.attention_loads`, the
    roles of queries and keys swapped).  Each consumer warpgroup (0, 1) owns 64 of the keys and
