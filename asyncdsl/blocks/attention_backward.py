@@ -101,8 +101,8 @@ def differentiate(tile: KeyTile, loads: AttentionLoads, head: GradientRows, *, s
                 ad.wgmma(dp_t, values.at[me], loads.v.at[slot].T, accumulate=False)
             ad.wgmma_wait(1)  # sᵀ is done; dpᵀ runs while its exponentials are taken
             with ad.region("p"):
-                # Traced lengths mask every step: after the exponentials, where the indices
-                # need not live beside sᵀ and lse (ptxas spills otherwise at D = 128).
+                # Traced lengths mask after the exponentials, where the indices need not live
+                # beside sᵀ and lse (ptxas spills more otherwise at D = 128).
                 scores = tile.mask(s_t[...], first_key, i) if masked and tile.static else s_t[...]
                 p_t = ad.exp2(ad.fma(scores, scale, lse_i), approx=True)
                 s_t[...] = tile.mask(p_t, first_key, i, hidden=0.0) if masked and not tile.static else p_t

@@ -14,8 +14,9 @@ into each query block's dq right to left, each waiting only for blocks that star
 
 S and S_KV may be traced, the lengths of a packed batch's sequence (`asyncdsl.kernels.
 attention_varlen_backward`): then the CTAs past the sequence's key blocks are not `live`, the
-causal diagonal is aligned to the last key, and every step is masked, the query rows past the
-sequence by their log-sum-exp (`row_lse`).
+causal diagonal is aligned to the last key, and the steps that may see keys past the sequence's
+are masked too (not causal: every step); the query rows past the sequence are hidden by their
+log-sum-exp (`row_lse`).
 
 `add_dq` adds a consumer's dq (64 query rows × D, float32 registers in 64-column pieces) into
 the float32 workspace by TMA reduce-add through one SMEM slot.  Deterministic, the adds into
@@ -62,6 +63,10 @@ class KeyTile:
             self.first = first
         elif causal:  # the first query block with a row that sees the block's first key
             self.first = (self.first_key - self.offset).max(0) // BM
+            # From the first query block whose rows all see the block's last key on, no step
+            # needs the mask (nor do those rows see a key past the sequence's).
+            last_key = (self.first_key + BN - 1 - self.offset).max(0)
+            self.diagonal = ((last_key + BM - 1) // BM).max(self.first).min(self.query_blocks)
         self.per_head = self.query_blocks - self.first
         self.steps = group * self.per_head
 
@@ -71,8 +76,8 @@ class KeyTile:
         for g in ad.range(self.group):
             h = self.h_kv * self.group + g
             base = g * self.per_head - self.first
-            if not self.static:  # lengths of a packed batch's sequence: every block is masked
-                for i in ad.range(self.first, self.query_blocks):
+            if not self.static and not self.causal:  # any block may run past the sequence's keys
+                for i in ad.range(self.query_blocks):
                     step(base + i, h, i, masked=True)
             elif self.causal:
                 for i in ad.range(self.first, self.diagonal):

@@ -15,8 +15,8 @@ key as in the forward.  Head dims 64 and 128.  Three launches, as the dense back
    addressed from the sequence's first row: one CTA per 128 keys of one (sequence, key/value
    head), grid (⌈max_k / 128⌉, B·H_KV); a CTA reads its sequence's offsets on the device
    (`asyncdsl.load_index`) and does nothing past the sequence's keys.  TMA loads whole blocks,
-   so a sequence's last blocks run into its neighbours' rows: every step is masked to the
-   sequence's keys and queries (those rows must hold finite numbers, as a packed batch's do),
+   so a sequence's last blocks run into its neighbours' rows: their keys are masked, their query
+   rows get a log-sum-exp of +inf (those rows must hold finite numbers, as a packed batch's do),
    and dk, dv of a last, partial part of 64 keys go out by stores masked to the sequence's rows.
 3. `finish_dq`: dq = workspace / √D for the sequence's rows.
 
