@@ -15,8 +15,8 @@ into each query block's dq right to left, each waiting only for blocks that star
 S and S_KV may be traced, the lengths of a packed batch's sequence (`asyncdsl.kernels.
 attention_varlen_backward`): then the CTAs past the sequence's key blocks are not `live`, the
 causal diagonal is aligned to the last key, and the steps that may see keys past the sequence's
-are masked too (not causal: every step); the query rows past the sequence are hidden by their
-log-sum-exp (`row_lse`).
+are masked too (not causal: every step of a CTA whose keys run past them); the query rows past
+the sequence are hidden by their log-sum-exp (`row_lse`).
 
 `add_dq` adds a consumer's dq (64 query rows × D, float32 registers in 64-column pieces) into
 the float32 workspace by TMA reduce-add through one SMEM slot.  Deterministic, the adds into
@@ -76,9 +76,13 @@ class KeyTile:
         for g in ad.range(self.group):
             h = self.h_kv * self.group + g
             base = g * self.per_head - self.first
-            if not self.static and not self.causal:  # any block may run past the sequence's keys
-                for i in ad.range(self.query_blocks):
-                    step(base + i, h, i, masked=True)
+            if not self.static and not self.causal:  # masked if the CTA's keys run past the sequence's
+                with ad.when(self.first_key + self.BN <= self.S_KV):
+                    for i in ad.range(self.query_blocks):
+                        step(base + i, h, i, masked=False)
+                with ad.when(self.first_key + self.BN > self.S_KV):
+                    for i in ad.range(self.query_blocks):
+                        step(base + i, h, i, masked=True)
             elif self.causal:
                 for i in ad.range(self.first, self.diagonal):
                     step(base + i, h, i, masked=True)
