@@ -107,10 +107,15 @@ def test_equal_lengths_give_the_dense_kernels_bytes(causal):
         assert np.array_equal(a.view(np.uint16), b.reshape(512, 2, 64).view(np.uint16))
 
 
-@pytest.mark.parametrize("causal", [False, True])
-def test_the_deterministic_mode_gives_the_same_bits_every_run(causal):
-    """Three key blocks add into each query block of both heads of a group."""
-    data = inputs((300, 1), (300, 1), 2, 1, 64, seed=4)
+@pytest.mark.parametrize("lengths_q,lengths_k,causal", [
+    ((300, 1), (300, 1), False), ((300, 1), (300, 1), True),
+    ((3, 200, 40), (70, 260, 10), True),  # the diagonal at the last key: fewer and more keys than queries
+    ((130, 300), (300, 130), True),
+])
+def test_the_deterministic_mode_gives_the_same_bits_every_run(lengths_q, lengths_k, causal):
+    """Up to three key blocks add into each query block of both heads of a group, in the order
+    of their ranks (a wrong rank would never be reached)."""
+    data = inputs(lengths_q, lengths_k, 2, 1, 64, seed=4)
     first = gradients(*data, causal, deterministic=True)
     check(first, reference(*data, causal))
     again = gradients(*data, causal, deterministic=True)
