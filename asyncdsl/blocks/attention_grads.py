@@ -12,6 +12,12 @@ longest walks start first; in deterministic mode from the right, so that the key
 into each query block's dq right to left, each waiting only for blocks that started before it
 (a CTA never waits for one not yet running).
 
+S and S_KV may be traced, the lengths of a packed batch's sequence (`asyncdsl.kernels.
+attention_varlen_backward`): then the CTAs past the sequence's key blocks are not `live`, the
+causal diagonal is aligned to the last key, and the steps that may see keys past the sequence's
+are masked too (not causal: every step of a CTA whose keys run past them); the query rows past
+the sequence are hidden by their log-sum-exp (`row_lse`).
+
 `add_dq` adds a consumer's dq (64 query rows × D, float32 registers in 64-column pieces) into
 the float32 workspace by TMA reduce-add through one SMEM slot.  Deterministic, the adds into
 one query block of one head go in a fixed order: a flag per (batch, head, query block), reset to
@@ -37,18 +43,30 @@ class KeyTile:
     """The query blocks (of BM rows) the CTA's BN keys meet, over the `group` query heads of
     key/value head `h_kv`."""
 
-    def __init__(self, S: int, S_KV: int, BN: int, BM: int, causal: bool, group: int, h_kv, ordered: bool):
+    def __init__(self, S, S_KV, BN: int, BM: int, causal: bool, group: int, h_kv, ordered: bool):
         self.BN, self.BM, self.causal, self.group, self.h_kv = BN, BM, causal, group, h_kv
-        self.key_blocks = ad.cdiv(S_KV, BN)
-        self.query_blocks = ad.cdiv(S, BM)
+        self.S, self.S_KV = S, S_KV
+        self.static = isinstance(S, int) and isinstance(S_KV, int)
+        # Traced and causal, query row i sees keys up to i + S_KV - S (the diagonal aligned to
+        # the last key, as the variable-length forward's).
+        self.offset = S_KV - S if causal and not self.static else 0
+        self.key_blocks = ad.cdiv(S_KV, BN) if self.static else (S_KV + BN - 1) // BN
+        self.query_blocks = ad.cdiv(S, BM) if self.static else (S + BM - 1) // BM
         x = ad.program_id(0)
+        self.live = None if self.static else x < self.key_blocks
         self.j = (self.key_blocks - 1 - x) if ordered else x
         self.first_key = self.j * BN
         self.first = 0
-        if causal:  # BN is a multiple of BM; the first BN / BM blocks cross the diagonal
+        if causal and self.static:  # BN is a multiple of BM; the first BN / BM blocks cross the diagonal
             first = self.first_key // BM
             self.diagonal = (first + BN // BM).min(self.query_blocks)
             self.first = first
+        elif causal:  # the first query block with a row that sees the block's first key
+            self.first = (self.first_key - self.offset).max(0) // BM
+            # From the first query block whose rows all see the block's last key on, no step
+            # needs the mask (nor do those rows see a key past the sequence's).
+            last_key = (self.first_key + BN - 1 - self.offset).max(0)
+            self.diagonal = ((last_key + BM - 1) // BM).max(self.first).min(self.query_blocks)
         self.per_head = self.query_blocks - self.first
         self.steps = group * self.per_head
 
@@ -58,7 +76,14 @@ class KeyTile:
         for g in ad.range(self.group):
             h = self.h_kv * self.group + g
             base = g * self.per_head - self.first
-            if self.causal:
+            if not self.static and not self.causal:  # masked if the CTA's keys run past the sequence's
+                with ad.when(self.first_key + self.BN <= self.S_KV):
+                    for i in ad.range(self.query_blocks):
+                        step(base + i, h, i, masked=False)
+                with ad.when(self.first_key + self.BN > self.S_KV):
+                    for i in ad.range(self.query_blocks):
+                        step(base + i, h, i, masked=True)
+            elif self.causal:
                 for i in ad.range(self.first, self.diagonal):
                     step(base + i, h, i, masked=True)
                 for i in ad.range(self.diagonal, self.query_blocks):
@@ -69,17 +94,35 @@ class KeyTile:
 
     def mask(self, s_t, first_key, i, hidden: float = -float("inf")):
         """The scores s_t (keys × queries, keys from `first_key`, query block i) with the keys
-        after each query's own at `hidden` (-inf for scores, 0 for probabilities)."""
+        after each query's own at `hidden` (-inf for scores, 0 for probabilities); traced
+        lengths, also the keys past the sequence's (its neighbours' rows)."""
+        if self.causal and not self.static:  # keys > queries + offset: the keys counted from the offset
+            first_key = first_key - self.offset
         keys = first_key + ad.iota(s_t.shape, ad.int32, 0)
         queries = i * self.BM + ad.iota(s_t.shape, ad.int32, 1)
-        return ad.where(keys > queries, hidden, s_t)
+        if self.static or self.causal:
+            return ad.where(keys > queries, hidden, s_t)
+        # Query rows past the sequence's are hidden by their log-sum-exp (`row_lse`).
+        return ad.where(keys >= self.S_KV, hidden, s_t)
+
+    def row_lse(self, lse, i):
+        """The log-sum-exp of query block i's rows (`lse` their GMEM window) as the exponentials
+        take it.  Traced lengths: a row past the sequence's gets +inf, so that all its
+        probabilities are 0.  (A row that sees no key has lse = -inf and infinite
+        probabilities, all of them masked to 0 after the exponentials.)"""
+        if self.static:
+            return ad.load(lse, layout=ad.WGMMA_COL)
+        rows = ad.iota((self.BM,), ad.int32, 0) < self.S - i * self.BM
+        return ad.load(lse, layout=ad.WGMMA_COL, mask=rows, other=float("inf"))
 
     def rank(self, i, me, adders: int):
         """Consumer `me`'s place among the dq adds into query block i (deterministic mode): key
         blocks right to left, each with `adders` consumers adding in their order."""
         last = self.key_blocks - 1
-        if self.causal:
+        if self.causal and self.static:
             last = (((i + 1) * self.BM - 1) // self.BN).min(last)
+        elif self.causal:  # key block 0 meets every query block
+            last = (((i + 1) * self.BM - 1 + self.offset).max(0) // self.BN).min(last)
         return adders * (last - self.j) + me
 
 

@@ -16,6 +16,7 @@ in the interpreter.
     o, lse = K.attention(q, k, v, causal=True)   # bf16 (B, H, S, D); also layout="BSHD", GQA
     dq, dk, dv = K.attention_backward(q, k, v, o, lse, do, causal=True)   # its gradients
     o, lse = K.attention_varlen(q, k, v, cu_q, cu_k, max_q, max_k)   # packed (total, H, D) sequences
+    dq, dk, dv = K.attention_varlen_backward(q, k, v, o, lse, do, cu_q, cu_k, max_q, max_k)
     o, lse = K.paged_prefill(q, k_cache, v_cache, block_table, seq_lens, cu_q, max_q)  # paged KV
     o = K.paged_decode_attention(q, kc, vc, table, lens)   # decode over a paged KV cache
     y = K.softmax(x)                  # rows of a (M, N) bfloat16 matrix
@@ -31,6 +32,7 @@ in the interpreter.
 from asyncdsl.kernels.attention import attention
 from asyncdsl.kernels.attention_backward import attention_backward
 from asyncdsl.kernels.attention_varlen import attention_varlen
+from asyncdsl.kernels.attention_varlen_backward import attention_varlen_backward
 from asyncdsl.kernels.collectives import all_gather, reduce_scatter
 from asyncdsl.kernels.cross_entropy import cross_entropy
 from asyncdsl.kernels.gemm import gemm
@@ -57,10 +59,10 @@ from asyncdsl.kernels.softmax import softmax
 from asyncdsl.kernels.swiglu import swiglu
 from asyncdsl.kernels.swiglu_backward import swiglu_backward
 
-__all__ = ["all_gather", "attention", "attention_backward", "attention_varlen", "cross_entropy", "gemm",
-           "gemm_bias_activation", "gemm_fp8", "gemm_fp8_blockscaled", "gemm_fp8_rows", "gemm_stream_k",
-           "grouped_gemm", "grouped_gemm_fp8_blockscaled", "grouped_gemm_fp8_blockscaled_masked",
-           "grouped_gemm_masked", "layer_norm", "layer_norm_backward", "layer_norm_forward",
-           "linear_cross_entropy", "paged_decode_attention", "paged_prefill", "permute_bhsd", "quantize_fp8",
-           "reduce_scatter", "rms_norm", "rms_norm_backward", "rms_norm_forward", "softmax", "swiglu",
-           "swiglu_backward"]
+__all__ = ["all_gather", "attention", "attention_backward", "attention_varlen", "attention_varlen_backward",
+           "cross_entropy", "gemm", "gemm_bias_activation", "gemm_fp8", "gemm_fp8_blockscaled",
+           "gemm_fp8_rows", "gemm_stream_k", "grouped_gemm", "grouped_gemm_fp8_blockscaled",
+           "grouped_gemm_fp8_blockscaled_masked", "grouped_gemm_masked", "layer_norm", "layer_norm_backward",
+           "layer_norm_forward", "linear_cross_entropy", "paged_decode_attention", "paged_prefill",
+           "permute_bhsd", "quantize_fp8", "reduce_scatter", "rms_norm", "rms_norm_backward",
+           "rms_norm_forward", "softmax", "swiglu", "swiglu_backward"]

@@ -8,7 +8,8 @@ whole blocks.  Three launches:
 
 1. `prepare` (`attention_backward_rows`): δ = rowsum(o ∘ do) in float32, and zeros into the
    float32 dq workspace and the order flags.
-2. The main kernel, one CTA per block of BN = 128 keys of one (batch, key/value head): a producer
+2. The main kernel (`asyncdsl.blocks.attention_backward`, the rows addressed in a (batch, head)
+   of the dense tensors), one CTA per block of BN = 128 keys of one (batch, key/value head): a producer
    warpgroup (2) loads the CTA's keys and values once, then streams q and do of every query
    block and query head that meets them through a ring (`asyncdsl.blocks.attention_loads`, the
    roles of queries and keys swapped).  Each consumer warpgroup (0, 1) owns 64 of the keys and
@@ -31,10 +32,10 @@ import math
 
 import numpy as np
 
-from asyncdsl.blocks.attention_grads import KeyTile, add_dq, check_gradients, head_window
+from asyncdsl.blocks.attention_backward import GradientRows, differentiate
+from asyncdsl.blocks.attention_grads import KeyTile, check_gradients, head_window
 from asyncdsl.blocks.attention_loads import AttentionLoads
 from asyncdsl.blocks.attention_tiles import head_rows, head_shapes
-from asyncdsl.blocks.mma_operands import tensor_core_layout
 from asyncdsl.errors import user_location
 from asyncdsl.frontend import language as ad
 from asyncdsl.jit.binding import constexpr
@@ -87,87 +88,22 @@ def attention_backward_kernel(q, k, v, do, lse, delta, workspace, dk, dv, flags,
     head = ad.program_id(1)
     b, h_kv = head // H_KV, head % H_KV
     tile = KeyTile(S, S_KV, BN, BM, CAUSAL, H // H_KV, h_kv, DETERMINISTIC)
-    columns = D // 64
-
     # Keys in the ring's `q` (A of k qᵀ), queries in its "keys" (B of k qᵀ as .T, of dk += dsᵀ q
     # as rows), do in its "values" (B of dv += pᵀ do as rows, of v doᵀ as .T).
     loads = AttentionLoads(k.dtype, 64, 2, BM, q.dtype, do.dtype, D, STAGES)
-    values = ad.smem((2, 64, D), v.dtype, **tensor_core_layout(64))  # [consumer], A of v doᵀ
-    key_columns = ad.smem((2, columns, 64, 64), k.dtype, **tensor_core_layout(64))  # B of ds k
-    ds_s = ad.smem((2, 64, BM), q.dtype, **tensor_core_layout(64))  # [consumer] dsᵀ, A of ds k as .T
-    dq_slot = ad.smem((2, 64, 64), ad.float32, **tensor_core_layout(64, 32))  # [consumer]
-    values_landed = ad.barrier(arrival_count=2 * (1 + columns))
-
-    with ad.warpgroup_role(2, registers=40):
-        for part in range(2):
-            rows = tile.first_key + part * 64
-            loads.load_query(part, head_rows(k, LAYOUT, b, h_kv, rows, 64))
-            ad.async_copy(head_rows(v, LAYOUT, b, h_kv, rows, 64), values.at[part], barrier=values_landed)
-            for c in range(columns):
-                ad.async_copy(head_window(k, LAYOUT, b, h_kv, rows, 64, c * 64, 64), key_columns.at[part, c],
-                              barrier=values_landed)
-        tile.walk(lambda t, h, i, masked: loads.load(t, lambda _: head_rows(q, LAYOUT, b, h, i * BM, BM),
-                                                     lambda _: head_rows(do, LAYOUT, b, h, i * BM, BM)))
-
-    with ad.warpgroup_role((0, 1), registers=232):
-        me = ad.warpgroup_idx()
-        first_key = tile.first_key + me * 64
-        s_t = ad.registers((64, BM), ad.float32, layout=ad.WGMMA)  # sᵀ, then dq's columns 0..63
-        dp_t = ad.registers((64, BM), ad.float32, layout=ad.WGMMA)  # dpᵀ, then dq's columns 64..127
-        dk_acc = ad.registers((64, D), ad.float32, layout=ad.WGMMA)
-        dv_acc = ad.registers((64, D), ad.float32, layout=ad.WGMMA)
-        dq_pieces = (s_t, dp_t)[:columns]
-        dk_acc[...] = ad.zeros((64, D), ad.float32)
-        dv_acc[...] = ad.zeros((64, D), ad.float32)
-        loads.query_landed.wait()
-        values_landed.wait()
-
-        def step(t, h, i, masked: bool):
-            """Query block i of head h: p, ds, and their products with do, q and k."""
-            slot = loads.slot(t)
-            rows = ad.ds(i * BM, BM)
-            lse_i = ad.load(lse.at[b, h, rows], layout=ad.WGMMA_COL)[None, :] * -LOG2E
-            with ad.region("issue s, dp"):
-                loads.wait_keys(slot)
-                ad.wgmma(s_t, loads.q.at[me], loads.keys(slot), accumulate=False)
-                loads.wait_values(slot)
-                ad.wgmma(dp_t, values.at[me], loads.v.at[slot].T, accumulate=False)
-            ad.wgmma_wait(1)  # sᵀ is done; dpᵀ runs while its exponentials are taken
-            with ad.region("p"):
-                scores = tile.mask(s_t[...], first_key, i) if masked else s_t[...]
-                s_t[...] = ad.exp2(ad.fma(scores, scale, lse_i), approx=True)
-            with ad.region("wait dp"):
-                ad.warpgroup_barrier()  # keeps ptxas from hoisting the wait above the exponentials
-                ad.wgmma_wait(0)
-            with ad.region("ds"):
-                p_t = s_t[...]
-                delta_i = ad.load(delta.at[b, h, rows], layout=ad.WGMMA_COL)[None, :]
-                ds_t = (p_t * (dp_t[...] - delta_i)).astype(q.dtype)
-                ds_s.at[me][...] = ds_t
-                ad.fence_async_smem()
-                ad.warpgroup_barrier()  # every thread's part of dsᵀ is in SMEM for the tensor cores
-            with ad.region("issue dv, dk, dq"):
-                ad.wgmma(dv_acc, p_t.astype(do.dtype), loads.values(slot))
-                ad.wgmma(dk_acc, ds_t, loads.k.at[slot])
-                ad.wgmma_wait(0)  # p and ds leave the registers before dq takes those of sᵀ, dpᵀ
-                for c, piece in enumerate(dq_pieces):
-                    ad.wgmma(piece, ds_s.at[me].T, key_columns.at[me, c], accumulate=False)
-                ad.wgmma_wait(0)
-            loads.release_keys(slot)
-            loads.release_values(slot)
-            with ad.region("add dq"):
-                flag = flags.at[b, h, i] if DETERMINISTIC else None
-                add_dq(dq_pieces, dq_slot.at[me], lambda c: workspace.at[b, h, rows, ad.ds(c * 64, 64)],
-                       flag, tile.rank(i, me, adders=2) if DETERMINISTIC else None)
-
-        tile.walk(step)
-        # k and v are read by this consumer only: their buffers take dk / √D and dv out.
-        loads.q.at[me][...] = (dk_acc[...] * (1.0 / math.sqrt(D))).astype(dk.dtype)
-        values.at[me][...] = dv_acc[...].astype(dv.dtype)
-        ad.fence_async_smem()
-        ad.async_copy(loads.q.at[me], head_rows(dk, LAYOUT, b, h_kv, first_key, 64))
-        ad.async_copy(values.at[me], head_rows(dv, LAYOUT, b, h_kv, first_key, 64))
-        ad.await_async_copy(0)
+    head_of = GradientRows(
+        query=lambda h, start, count: head_rows(q, LAYOUT, b, h, start, count),
+        grad_out=lambda h, start, count: head_rows(do, LAYOUT, b, h, start, count),
+        keys=lambda start, count: head_rows(k, LAYOUT, b, h_kv, start, count),
+        values=lambda start, count: head_rows(v, LAYOUT, b, h_kv, start, count),
+        key_columns=lambda start, count, column, width: head_window(k, LAYOUT, b, h_kv, start, count, column,
+                                                                   width),
+        grad_keys=lambda start, count: head_rows(dk, LAYOUT, b, h_kv, start, count),
+        grad_values=lambda start, count: head_rows(dv, LAYOUT, b, h_kv, start, count),
+        lse=lambda h, rows: lse.at[b, h, rows], delta=lambda h, rows: delta.at[b, h, rows],
+        workspace=lambda h, rows, c: workspace.at[b, h, rows, ad.ds(c * 64, 64)],
+        flag=lambda h, i: flags.at[b, h, i])
+    differentiate(tile, loads, head_of, scale=scale, deterministic=DETERMINISTIC)
 
 
 def reference(q, k, v, do, causal: bool, layout: str = "BHSD") -> tuple[np.ndarray, np.ndarray, np.ndarray]:

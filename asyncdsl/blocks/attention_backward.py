@@ -1,0 +1,173 @@
+"""The work of an attention backward CTA at head dims 64 and 128: a producer warpgroup that
+loads the CTA's BN = 128 keys and values once and streams q and do of every query block (of
+every query head of the group) that meets them, and two consumer warpgroups that each own 64 of
+the keys, keep their dk and dv in registers and add their shares of dq into a float32 workspace.
+
+    differentiate(tile, loads, head, scale=..., deterministic=False)
+
+must be called at the kernel's top level (it opens the warpgroup roles), with a `KeyTile` of
+128 keys a CTA and 64 query rows a step, the `AttentionLoads` of 2 parts of 64 keys (the roles of
+queries and keys swapped: keys in its `q`, query rows in its "keys", do in its "values"), and the
+`GradientRows` that say where the CTA's rows lie.  `asyncdsl.kernels.attention_backward` and
+`attention_varlen_backward` differ only in those: a (batch, head) of a dense tensor, or a
+sequence's rows of a packed one.  Where the tile's lengths are traced the CTAs past the
+sequence's keys do nothing, and dk, dv go out only to the sequence's rows.
+
+Per query block a consumer computes, transposed so that p and ds feed the tensor cores from
+registers,
+    sᵀ = k qᵀ,  dpᵀ = v doᵀ,  pᵀ = exp(sᵀ/√D - lse),  dsᵀ = pᵀ ∘ (dpᵀ - δ),
+    dv += pᵀ do,  dk += dsᵀ q,  dq_part = ds k   (dsᵀ through SMEM, read transposed),
+and adds dq_part into the workspace by TMA reduce-add (`asyncdsl.blocks.attention_grads.add_dq`).
+dq_part reuses the registers of sᵀ and dpᵀ, 64 columns each, so k is also kept in 64-column
+tiles, dq's B operand.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from asyncdsl.blocks.attention_grads import KeyTile, add_dq
+from asyncdsl.blocks.attention_loads import AttentionLoads
+from asyncdsl.blocks.mma_operands import tensor_core_layout
+from asyncdsl.frontend import language as ad
+
+LOG2E = 1.4426950408889634
+
+
+@dataclass(frozen=True)
+class GradientRows:
+    """Where this CTA's rows lie, as GMEM views: `query`, `grad_out` (h, start, count) rows of
+    query head h of q and do; `keys`, `values`, `grad_keys`, `grad_values` (start, count) rows of
+    the key/value head of k, v, dk, dv; `key_columns` (start, count, column, width) a window of
+    k; `lse`, `delta` (h, rows) the float32 rows (an `ad.ds`) of head h; `workspace` (h, rows, c)
+    columns c·64.. of the float32 dq sum; `flag` (h, i) query block i's order flag."""
+
+    query: Callable
+    grad_out: Callable
+    keys: Callable
+    values: Callable
+    key_columns: Callable
+    grad_keys: Callable
+    grad_values: Callable
+    lse: Callable
+    delta: Callable
+    workspace: Callable
+    flag: Callable
+
+
+def differentiate(tile: KeyTile, loads: AttentionLoads, head: GradientRows, *, scale: float,
+                  deterministic: bool) -> None:
+    """The CTA's producer and consumers (see the module's docstring); `scale` = log2(e) / √D."""
+    BM, D = tile.BM, loads.q.shape[2]
+    columns = D // 64
+    values = ad.smem((2, 64, D), loads.v.dtype, **tensor_core_layout(64))  # [consumer], A of v doᵀ
+    key_columns = ad.smem((2, columns, 64, 64), loads.q.dtype, **tensor_core_layout(64))  # B of ds k
+    ds_s = ad.smem((2, 64, BM), loads.k.dtype, **tensor_core_layout(64))  # [consumer] dsᵀ, A of ds k as .T
+    dq_slot = ad.smem((2, 64, 64), ad.float32, **tensor_core_layout(64, 32))  # [consumer]
+    values_landed = ad.barrier(arrival_count=2 * (1 + columns))
+
+    with ad.warpgroup_role(2, registers=40), _live(tile):
+        for part in range(2):
+            rows = tile.first_key + part * 64
+            loads.load_query(part, head.keys(rows, 64))
+            ad.async_copy(head.values(rows, 64), values.at[part], barrier=values_landed)
+            for c in range(columns):
+                ad.async_copy(head.key_columns(rows, 64, c * 64, 64), key_columns.at[part, c],
+                              barrier=values_landed)
+        tile.walk(lambda t, h, i, masked: loads.load(t, lambda _: head.query(h, i * BM, BM),
+                                                     lambda _: head.grad_out(h, i * BM, BM)))
+
+    with ad.warpgroup_role((0, 1), registers=232):
+        me = ad.warpgroup_idx()
+        first_key = tile.first_key + me * 64
+        s_t = ad.registers((64, BM), ad.float32, layout=ad.WGMMA)  # sᵀ, then dq's columns 0..63
+        dp_t = ad.registers((64, BM), ad.float32, layout=ad.WGMMA)  # dpᵀ, then dq's columns 64..127
+        dk_acc = ad.registers((64, D), ad.float32, layout=ad.WGMMA)
+        dv_acc = ad.registers((64, D), ad.float32, layout=ad.WGMMA)
+        dq_pieces = (s_t, dp_t)[:columns]
+
+        def step(t, h, i, masked: bool):
+            """Query block i of head h: p, ds, and their products with do, q and k."""
+            slot = loads.slot(t)
+            rows = ad.ds(i * BM, BM)
+            lse_i = tile.row_lse(head.lse(h, rows), i)[None, :] * -LOG2E
+            with ad.region("issue s, dp"):
+                loads.wait_keys(slot)
+                ad.wgmma(s_t, loads.q.at[me], loads.keys(slot), accumulate=False)
+                loads.wait_values(slot)
+                ad.wgmma(dp_t, values.at[me], loads.v.at[slot].T, accumulate=False)
+            ad.wgmma_wait(1)  # sᵀ is done; dpᵀ runs while its exponentials are taken
+            with ad.region("p"):
+                # Traced lengths mask after the exponentials, where the indices need not live
+                # beside sᵀ and lse (ptxas spills more otherwise at D = 128).
+                scores = tile.mask(s_t[...], first_key, i) if masked and tile.static else s_t[...]
+                p_t = ad.exp2(ad.fma(scores, scale, lse_i), approx=True)
+                s_t[...] = tile.mask(p_t, first_key, i, hidden=0.0) if masked and not tile.static else p_t
+            with ad.region("wait dp"):
+                ad.warpgroup_barrier()  # keeps ptxas from hoisting the wait above the exponentials
+                ad.wgmma_wait(0)
+            with ad.region("ds"):
+                p_t = s_t[...]
+                delta_i = ad.load(head.delta(h, rows), layout=ad.WGMMA_COL)[None, :]
+                ds_t = (p_t * (dp_t[...] - delta_i)).astype(loads.k.dtype)
+                ds_s.at[me][...] = ds_t
+                ad.fence_async_smem()
+                ad.warpgroup_barrier()  # every thread's part of dsᵀ is in SMEM for the tensor cores
+            with ad.region("issue dv, dk, dq"):
+                ad.wgmma(dv_acc, p_t.astype(loads.v.dtype), loads.values(slot))
+                ad.wgmma(dk_acc, ds_t, loads.k.at[slot])
+                ad.wgmma_wait(0)  # p and ds leave the registers before dq takes those of sᵀ, dpᵀ
+                for c, piece in enumerate(dq_pieces):
+                    ad.wgmma(piece, ds_s.at[me].T, key_columns.at[me, c], accumulate=False)
+                ad.wgmma_wait(0)
+            loads.release_keys(slot)
+            loads.release_values(slot)
+            with ad.region("add dq"):
+                flag = head.flag(h, i) if deterministic else None
+                add_dq(dq_pieces, dq_slot.at[me], lambda c: head.workspace(h, rows, c),
+                       flag, tile.rank(i, me, adders=2) if deterministic else None)
+
+        with _live(tile):  # registers are the kernel's: allocated outside the condition
+            dk_acc[...] = ad.zeros((64, D), ad.float32)
+            dv_acc[...] = ad.zeros((64, D), ad.float32)
+            loads.query_landed.wait()
+            values_landed.wait()
+            tile.walk(step)
+            # k and v are read by this consumer only: their buffers take dk / √D and dv out.
+            _store(tile, me, first_key, (loads.q, values), (head.grad_keys, head.grad_values),
+                   (lambda: dk_acc[...] * (1.0 / math.sqrt(D)), lambda: dv_acc[...]))
+
+
+def _store(tile: KeyTile, me, first_key, buffers, windows, gradients) -> None:
+    """dk and dv of the consumer's 64 keys from `first_key` out through its part `me` of the
+    SMEM `buffers`; where the tile's lengths are traced, a last, partial part by register
+    stores masked to the sequence's keys."""
+    if tile.static:
+        for buffer, gradient in zip(buffers, gradients):
+            buffer.at[me][...] = gradient().astype(buffer.dtype)
+        _copy_out(me, buffers, windows, first_key)
+        return
+    left = tile.S_KV - first_key  # of the 64 keys, those below `left` are the sequence's
+    with ad.when(left >= 64):
+        for buffer, gradient in zip(buffers, gradients):
+            buffer.at[me][...] = gradient().astype(buffer.dtype)
+        _copy_out(me, buffers, windows, first_key)
+    with ad.when(left < 64):
+        for buffer, window, gradient in zip(buffers, windows, gradients):
+            value = gradient().astype(buffer.dtype)
+            ad.store(window(first_key, 64), value, mask=ad.iota(value.shape, ad.int32, 0) < left)
+
+
+def _copy_out(me, buffers, windows, first_key) -> None:
+    ad.fence_async_smem()
+    for buffer, window in zip(buffers, windows):
+        ad.async_copy(buffer.at[me], window(first_key, 64))
+    ad.await_async_copy(0)
+
+
+def _live(tile: KeyTile):
+    """Where the tile's lengths are traced, only the CTAs with keys of the sequence work."""
+    return contextlib.nullcontext() if tile.live is None else ad.when(tile.live)
