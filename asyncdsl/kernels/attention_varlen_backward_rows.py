@@ -64,7 +64,7 @@ def finish_dq(workspace, dq, cu_seqlens_q, max_seqlen_q: int):
 
 
 # Arguments `asyncdsl dump` traces the kernels with.
-EXAMPLE_ARGS = {
+EXAMPLE_ARGS: dict[str, tuple[tuple, dict]] = {
     "prepare": ((ArraySpec((300, 2, 64), ad.bfloat16), ArraySpec((300, 2, 64), ad.bfloat16),
                  ArraySpec((2, 300), ad.float32), ArraySpec((2, 492, 64), ad.float32),
                  ArraySpec((3, 2, 4), ad.int32), ArraySpec((4,), ad.int32), 200), {}),
