@@ -53,18 +53,24 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int, max
     at least the longest query sequence (max_seqlen_k is not needed: the key loops read their
     lengths on the device).  Returns o (like q, or `out`) and the rows' natural log-sum-exp
     (H, total_q) float32 (or `lse`)."""
-    if len(q.shape) != 3 or int(max_seqlen_q) < 0 or int(max_seqlen_k) < 0:
-        raise ad.ArgumentError(f"attention_varlen takes packed q, k, v of 3 dims (total, heads, head dim) "
-                               f"and lengths >= 0, got q of shape {tuple(q.shape)}, "
-                               f"max_seqlen_q={max_seqlen_q}, max_seqlen_k={max_seqlen_k}", user_location())
+    check_packed("attention_varlen", q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     total, h, _ = q.shape
-    check_offsets(cu_seqlens_q, int(max_seqlen_q), total, "q")
-    check_offsets(cu_seqlens_k, int(max_seqlen_k), k.shape[0], "k")
     o = empty(q, q.shape, q.dtype) if out is None else out
     lse = empty(q, (h, total), np.float32) if lse is None else lse
     launch(attention_varlen_kernel, q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q),
            stream=stream, CAUSAL=bool(causal))
     return o, lse
+
+
+def check_packed(what: str, q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k) -> None:
+    """The packed batch's arguments of `what` (the varlen forward or backward): q of 3 dims,
+    lengths >= 0, and each side's offsets (`check_offsets`)."""
+    if len(q.shape) != 3 or int(max_seqlen_q) < 0 or int(max_seqlen_k) < 0:
+        raise ad.ArgumentError(f"{what} takes packed q, k, v of 3 dims (total, heads, head dim) "
+                               f"and lengths >= 0, got q of shape {tuple(q.shape)}, "
+                               f"max_seqlen_q={max_seqlen_q}, max_seqlen_k={max_seqlen_k}", user_location())
+    check_offsets(cu_seqlens_q, int(max_seqlen_q), q.shape[0], "q")
+    check_offsets(cu_seqlens_k, int(max_seqlen_k), k.shape[0], "k")
 
 
 def check_offsets(cu_seqlens, max_seqlen: int, total: int, name: str) -> None:

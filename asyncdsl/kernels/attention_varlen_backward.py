@@ -37,7 +37,7 @@ from asyncdsl.frontend import language as ad
 from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
-from asyncdsl.kernels.attention_varlen import check_offsets
+from asyncdsl.kernels.attention_varlen import check_packed
 from asyncdsl.kernels.attention_varlen_backward_rows import ROWS, finish_dq, prepare
 from asyncdsl.kernels.dispatch import launch
 from asyncdsl.kernels.outputs import empty
@@ -53,13 +53,8 @@ def attention_varlen_backward(q, k, v, o, lse, do, cu_seqlens_q, cu_seqlens_k, m
     log-sum-exp `lse` (H, total_q) float32 and the output's gradient do (like o).
     `deterministic` adds the key blocks' shares of dq in a fixed order: the same bits on every
     run."""
-    if len(q.shape) != 3 or int(max_seqlen_q) < 0 or int(max_seqlen_k) < 0:
-        raise ad.ArgumentError(f"attention_varlen_backward takes packed q, k, v of 3 dims (total, heads, "
-                               f"head dim) and lengths >= 0, got q of shape {tuple(q.shape)}, "
-                               f"max_seqlen_q={max_seqlen_q}, max_seqlen_k={max_seqlen_k}", user_location())
+    check_packed("attention_varlen_backward", q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     total, h, d = q.shape
-    check_offsets(cu_seqlens_q, int(max_seqlen_q), total, "q")
-    check_offsets(cu_seqlens_k, int(max_seqlen_k), k.shape[0], "k")
     batch = cu_seqlens_q.shape[0] - 1
     delta = empty(q, (h, total), np.float32)
     workspace = empty(q, (h, total + batch * BM, d), np.float32)
