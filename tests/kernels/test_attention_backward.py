@@ -146,7 +146,8 @@ def test_the_host_function_refuses_layouts_it_does_not_know():
 def test_the_host_function_refuses_a_switch_that_is_no_truth_value(switch):
     q = np.zeros((1, 1, 128, 64), ml_dtypes.bfloat16)
     (flag,) = (name.upper() for name in switch)
-    with pytest.raises(ad.ArgumentError, match=f"constexpr {flag} is a flag .*: it takes True or False") as caught:
+    rule = f"constexpr {flag} is a flag .*: it takes True or False"
+    with pytest.raises(ad.ArgumentError, match=rule) as caught:
         K.attention_backward(q, q, q, q, np.zeros((1, 1, 128), np.float32), q, **switch)
     assert caught.value.location == SourceLocation(__file__, caught.tb.tb_lineno)
 
