@@ -5,8 +5,8 @@
 one pass over them (an online log-sum-exp a row); the operator keeps that gradient, and the
 backward pass only scales it by the loss's incoming gradient (a device tensor: nothing is read
 back to the host).  Rows whose target is `ignore_index` add nothing and get a zero gradient;
-"mean" divides by the count of the other rows (none: nan, as torch's).  The forward pass is the `torch.library` operator
-`asyncdsl::cross_entropy` with a fake implementation, traced whole by
+"mean" divides by the count of the other rows (none: nan, as torch's).  The forward pass is the
+`torch.library` operator `asyncdsl::cross_entropy` with a fake implementation, traced whole by
 `torch.compile(fullgraph=True)` and captured by CUDA graphs.
 """
 
