@@ -92,9 +92,9 @@ def test_torchs_generated_graphs_are_not_the_users_line(tmp_path):
     fx_graph: dict = {}
     exec(compile("def forward(fn):\n    return fn()\n", "<eval_with_key>.3", "exec"), fx_graph)
     inductor = _module_at(tmp_path / "torchinductor" / "c3" / "cabc.py", "torch._inductor.codecache.cabc",
-                          "def call(fn):\n    return fn()\n")
-    location = inductor.call(lambda: fx_graph["forward"](errors.user_location))
-    assert location is not None and location.file == __file__
+                          "def call(graph, fn):\n    return graph(fn)\n")
+    location, line = inductor.call(fx_graph["forward"], errors.user_location), inspect.currentframe().f_lineno
+    assert location == SourceLocation(__file__, line)
 
 
 def test_a_users_folder_named_torch_holds_user_lines(tmp_path):
