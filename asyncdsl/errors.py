@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 import sys
 import traceback
 import types
@@ -52,33 +51,40 @@ class SourceLocation:
         return f"{self.file}:{self.line}"
 
 
-_TORCH_FILE = re.compile(r"[/\\](site|dist)-packages[/\\]torch[/\\]")
-
-
 @functools.cache  # per source file: tracing asks for every op, of each frame on the stack
-def _is_own_frame(filename: str) -> bool:
+def _is_own_file(filename: str) -> bool:
     path = os.path.abspath(filename)
     if path.startswith(_EXAMPLES_ROOT):
         return False  # the bundled examples are user code
-    # contextlib's frames sit between a `with asyncdsl.when(...)` line and our code, torch's
-    # between a call of an `asyncdsl.ops` operator and the library function it dispatches to.
-    return (path.startswith(_OWN_ROOTS) or "/xdsl/" in path or path.endswith("contextlib.py")
-            or _TORCH_FILE.search(path) is not None)
+    # contextlib's frames sit between a `with asyncdsl.when(...)` line and our code.
+    return path.startswith(_OWN_ROOTS) or "/xdsl/" in path or path.endswith("contextlib.py")
 
 
-def _is_library_frame(code) -> bool:
-    """Our own code, or a method that a class of ours (a dataclass, an xDSL op) had generated: its
-    source is "<string>", which is no line of the user's."""
+def _is_torch_frame(frame: types.FrameType) -> bool:
+    """Torch's frames sit between a call of an `asyncdsl.ops` operator and the library function it
+    dispatches to (its dispatcher, custom ops, autograd; the code torch.compile generated), and
+    are none of the user's lines wherever torch is installed: a frame belongs to torch when its
+    module is `torch` or one of its submodules (inductor's output code included), or when it
+    runs a graph torch.fx generated (its source is "<eval_with_key>.N")."""
+    module = frame.f_globals.get("__name__")
+    return ((isinstance(module, str) and (module == "torch" or module.startswith("torch.")))
+            or frame.f_code.co_filename.startswith("<eval_with_key>"))
+
+
+def _is_library_frame(frame: types.FrameType) -> bool:
+    """Our own code, torch's, or a method that a class of ours (a dataclass, an xDSL op) had
+    generated: its source is "<string>", which is no line of the user's."""
+    code = frame.f_code
     generated = (code.co_filename == "<string>" and code.co_name.startswith("__")
                  and code.co_name.endswith("__"))
-    return generated or _is_own_frame(code.co_filename)
+    return generated or _is_own_file(code.co_filename) or _is_torch_frame(frame)
 
 
 def user_location(skip: int = 1) -> SourceLocation | None:
     """The innermost frame of the caller's stack that is not asyncdsl's own code."""
     frame: types.FrameType | None = sys._getframe(skip)
     while frame is not None:
-        if not _is_library_frame(frame.f_code):
+        if not _is_library_frame(frame):
             return SourceLocation(frame.f_code.co_filename, frame.f_lineno)
         frame = frame.f_back
     return None
@@ -88,7 +94,7 @@ def raising_location(error: BaseException) -> SourceLocation | None:
     """The innermost frame of user code in the traceback of `error` (where kernel code raised it)."""
     found = None
     for frame, line in traceback.walk_tb(error.__traceback__):
-        if not _is_library_frame(frame.f_code):
+        if not _is_library_frame(frame):
             found = SourceLocation(frame.f_code.co_filename, line)
     return found
 

@@ -32,7 +32,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from common import interleaved_ms, plot_result, write_result  # noqa: E402
+from common import TflopsTable, best_peer_ratio, interleaved_ms, plot_result, runnable, tflops  # noqa: E402
 
 SAMPLE_HEADS = 2
 
@@ -127,22 +127,6 @@ def sdpa_peers(torch, q, k, v, lengths, causal: bool) -> dict:
             "torch flex_attention": flex, "torch varlen_attn": varlen}
 
 
-def runnable(torch, candidates: dict) -> dict:
-    """The candidates (name -> function building the contender) that build and run once
-    without error, as (run, wait); the others reported."""
-    kept = {}
-    for name, build in candidates.items():
-        try:
-            fn = build()
-            fn()
-            torch.cuda.synchronize()
-        except Exception as error:  # noqa: BLE001 - a peer that cannot run is reported, not fatal
-            print(f"{name} unavailable: {type(error).__name__}: {str(error).splitlines()[0][:160]}")
-            continue
-        kept[name] = (fn, torch.cuda.synchronize)
-    return kept
-
-
 def measure_equal(torch, tokens: int, heads: int, d: int, causal: bool) -> dict:
     """4 sequences of tokens / 4: varlen against the dense kernel on the same bytes."""
     import torch.nn.functional as F
@@ -168,8 +152,7 @@ def measure_equal(torch, tokens: int, heads: int, d: int, causal: bool) -> dict:
     times = interleaved_ms(runnable(torch, contenders), rounds=5, launches=10)
     out = poisoned_run(torch, lambda **o: K.attention_varlen(q, k, v, cu, cu, s, s, causal=causal, **o), q,
                        heads)
-    flops = 4 * d * heads * pairs([s] * 4, [s] * 4, causal)
-    return {"TFLOP/s": {name: flops / ms / 1e9 for name, ms in times.items()},
+    return {"TFLOP/s": tflops(4 * d * heads * pairs([s] * 4, [s] * 4, causal), times),
             "asyncdsl varlen / asyncdsl dense": times["asyncdsl dense"] / times["asyncdsl varlen"],
             "max abs error vs float64": float64_error(torch, out, q, k, v, [s] * 4, [s] * 4, causal)}
 
@@ -186,11 +169,8 @@ def measure_ragged(torch, tokens: int, heads: int, d: int, causal: bool) -> dict
     times = interleaved_ms(runnable(torch, contenders), rounds=5, launches=10)
     out = poisoned_run(torch, lambda **o: K.attention_varlen(q, k, v, cu, cu, longest, longest, causal=causal,
                                                              **o), q, heads)
-    flops = 4 * d * heads * pairs(lengths, lengths, causal)
-    tflops = {name: flops / ms / 1e9 for name, ms in times.items()}
-    peers = [value for name, value in tflops.items() if not name.startswith("asyncdsl")]
-    return {"TFLOP/s": tflops, "lengths": lengths,
-            **({"asyncdsl / best peer": tflops["asyncdsl varlen"] / max(peers)} if peers else {}),
+    speed = tflops(4 * d * heads * pairs(lengths, lengths, causal), times)
+    return {"TFLOP/s": speed, "lengths": lengths, **best_peer_ratio(speed, "asyncdsl varlen"),
             "max abs error vs float64": float64_error(torch, out, q, k, v, lengths, lengths, causal)}
 
 
@@ -221,8 +201,7 @@ def measure_prefill(torch, heads: int, d: int, page: int, batch: int = 8, chunk:
     times = interleaved_ms(runnable(torch, contenders), rounds=5, launches=10)
     out = poisoned_run(torch, lambda **o: K.paged_prefill(q, k_cache, v_cache, table, seq_lens, cu_q, chunk,
                                                           **o), q, heads)
-    flops = 4 * d * heads * pairs([chunk] * batch, [context] * batch, True)
-    return {"TFLOP/s": {name: flops / ms / 1e9 for name, ms in times.items()},
+    return {"TFLOP/s": tflops(4 * d * heads * pairs([chunk] * batch, [context] * batch, True), times),
             "paged / gathered": times["asyncdsl varlen, gathered cache"] / times["asyncdsl paged_prefill"],
             "max abs error vs float64": float64_error(torch, out, q, k, v, [chunk] * batch, [context] * batch,
                                                       True)}
@@ -237,30 +216,22 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--dim", type=int, default=128)
     options = parser.parse_args(argv)
     tokens, heads, d = options.tokens, options.heads, options.dim
-    payload: dict = {"unit": "TFLOP/s"}
-    details = {}
+    table = TflopsTable()
     for causal in (False, True):
-        label = " causal" if causal else ""
         for kind, measure in (("equal lengths", measure_equal), ("ragged", measure_ragged)):
-            name = f"{kind} {tokens} tokens H{heads} D{d}{label}"
-            row = details[name] = measure(torch, tokens, heads, d, causal)
-            payload[f"{name} (TFLOP/s)"] = row["TFLOP/s"]
-            print(name, {key: round(value) for key, value in row["TFLOP/s"].items()},
-                  {key: round(value, 3) for key, value in row.items() if " / " in key},
-                  f"error={row['max abs error vs float64']:.1e}", flush=True)
+            row = measure(torch, tokens, heads, d, causal)
+            table.add(f"{kind} {tokens} tokens H{heads} D{d}{' causal' if causal else ''}", row,
+                      {key: round(value, 3) for key, value in row.items() if " / " in key},
+                      f"error={row['max abs error vs float64']:.1e}")
     for page in (16, 64):
-        name = f"chunked prefill 8 x 512 after 3584, pages of {page}, H{heads} D{d}"
-        row = details[name] = measure_prefill(torch, heads, d, page)
-        payload[f"{name} (TFLOP/s)"] = row["TFLOP/s"]
-        print(name, {key: round(value) for key, value in row["TFLOP/s"].items()},
-              f"paged / gathered={row['paged / gathered']:.3f}",
-              f"error={row['max abs error vs float64']:.1e}", flush=True)
-    ratios = [row["asyncdsl varlen / asyncdsl dense"] for row in details.values()
-              if "asyncdsl varlen / asyncdsl dense" in row]
-    payload["asyncdsl varlen / asyncdsl dense, worst row"] = min(ratios)
-    payload["details"] = details
-    print(f"varlen / dense on equal lengths, worst row: {min(ratios):.3f} (held to >= 0.95)")
-    plot_result(write_result("attention_varlen", payload))
+        row = measure_prefill(torch, heads, d, page)
+        table.add(f"chunked prefill 8 x 512 after 3584, pages of {page}, H{heads} D{d}", row,
+                  f"paged / gathered={row['paged / gathered']:.3f}",
+                  f"error={row['max abs error vs float64']:.1e}")
+    worst = min(row["asyncdsl varlen / asyncdsl dense"] for row in table.details.values()
+                if "asyncdsl varlen / asyncdsl dense" in row)
+    print(f"varlen / dense on equal lengths, worst row: {worst:.3f} (held to >= 0.95)")
+    plot_result(table.write("attention_varlen", {"asyncdsl varlen / asyncdsl dense, worst row": worst}))
 
 
 if __name__ == "__main__":

@@ -32,8 +32,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from attention_varlen import offsets, pairs, ragged_lengths, runnable  # noqa: E402
-from common import interleaved_ms, plot_result, write_result  # noqa: E402
+from attention_varlen import offsets, pairs, ragged_lengths  # noqa: E402
+from common import TflopsTable, best_peer_ratio, interleaved_ms, plot_result, runnable, tflops  # noqa: E402
 
 
 def float64_errors(torch, got, q, k, v, do, lengths, causal: bool) -> dict:
@@ -122,16 +122,13 @@ def measure(torch, lengths, heads: int, d: int, causal: bool, equal: bool) -> di
     got = poisoned_run(torch, ours(), [(q.shape, torch.bfloat16), (k.shape, torch.bfloat16),
                                        (v.shape, torch.bfloat16), ((heads, tokens + 64 * len(lengths), d),
                                                                    torch.float32)])
-    flops = 10 * d * heads * pairs(lengths, lengths, causal)
-    tflops = {name: flops / ms / 1e9 for name, ms in times.items()}
+    speed = tflops(10 * d * heads * pairs(lengths, lengths, causal), times)
     cost = times["asyncdsl varlen deterministic"] / times["asyncdsl varlen"] - 1
-    row = {"TFLOP/s": tflops, "deterministic cost": cost,
+    row = {"TFLOP/s": speed, "deterministic cost": cost,
            "max abs error vs float64": float64_errors(torch, got, q, k, v, do, lengths, causal)}
     if "asyncdsl dense" in times:
         row["asyncdsl varlen / asyncdsl dense"] = times["asyncdsl dense"] / times["asyncdsl varlen"]
-    peers = [value for name, value in tflops.items() if not name.startswith("asyncdsl")]
-    if peers:
-        row["asyncdsl / best peer"] = tflops["asyncdsl varlen"] / max(peers)
+    row |= best_peer_ratio(speed, "asyncdsl varlen")
     if not equal:
         row["lengths"] = lengths
     return row
@@ -146,24 +143,20 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--dim", type=int, default=128)
     options = parser.parse_args(argv)
     tokens, heads, d = options.tokens, options.heads, options.dim
-    payload: dict = {"unit": "TFLOP/s"}
-    details = {}
+    table = TflopsTable()
     for causal in (False, True):
         for kind, lengths in (("equal lengths", [tokens // 4] * 4), ("ragged", ragged_lengths(tokens))):
-            name = f"backward, {kind} {tokens} tokens H{heads} D{d}{' causal' if causal else ''}"
-            row = details[name] = measure(torch, lengths, heads, d, causal, kind == "equal lengths")
-            payload[f"{name} (TFLOP/s)"] = row["TFLOP/s"]
-            print(name, {key: round(value) for key, value in row["TFLOP/s"].items()},
-                  {key: round(value, 3) for key, value in row.items()
-                   if " / " in key or key.endswith("cost")},
-                  {key: f"{value:.1e}" for key, value in row["max abs error vs float64"].items()}, flush=True)
-    ratios = [row["asyncdsl varlen / asyncdsl dense"] for row in details.values()
+            row = measure(torch, lengths, heads, d, causal, kind == "equal lengths")
+            table.add(f"backward, {kind} {tokens} tokens H{heads} D{d}{' causal' if causal else ''}", row,
+                      {key: round(value, 3) for key, value in row.items()
+                       if " / " in key or key.endswith("cost")},
+                      {key: f"{value:.1e}" for key, value in row["max abs error vs float64"].items()})
+    ratios = [row["asyncdsl varlen / asyncdsl dense"] for row in table.details.values()
               if "asyncdsl varlen / asyncdsl dense" in row]
+    summary = {"asyncdsl varlen / asyncdsl dense, worst row": min(ratios)} if ratios else {}
     if ratios:
-        payload["asyncdsl varlen / asyncdsl dense, worst row"] = min(ratios)
         print(f"varlen / dense backward on equal lengths, worst row: {min(ratios):.3f} (held to >= 0.95)")
-    payload["details"] = details
-    plot_result(write_result("attention_varlen_backward", payload))
+    plot_result(table.write("attention_varlen_backward", summary))
 
 
 if __name__ == "__main__":

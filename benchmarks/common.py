@@ -1,4 +1,5 @@
-"""Shared pieces of the benchmarks: timing in a fresh process, GPU timing, result files and
+"""Shared pieces of the benchmarks: timing in a fresh process, GPU timing, the contenders of a
+table (peers that run, poisoned outputs, timed turns) and its rows of TFLOP/s, result files and
 their pictures."""
 
 from __future__ import annotations
@@ -173,6 +174,110 @@ def graph_ms_by_round(contenders: dict, rounds: int = 7, launches: int = 20) -> 
         return start.elapsed_time(stop) / launches
 
     return in_turns(contenders, rounds, per_launch)
+
+
+def shape_arguments(argv: list[str], default) -> list[tuple[int, ...]]:
+    """The shapes named on the command line ("4096x7168x16384" each), else `default`."""
+    return [tuple(int(x) for x in arg.split("x")) for arg in argv] or [tuple(shape) for shape in default]
+
+
+def tflops(flops: float, times: dict[str, float]) -> dict[str, float]:
+    """Per contender, the TFLOP/s of `flops` done in its time (ms)."""
+    return {name: flops / ms / 1e9 for name, ms in times.items()}
+
+
+def best_peer_ratio(tflops_by_name: dict[str, float], own: str) -> dict[str, float]:
+    """{"asyncdsl / best peer": own's TFLOP/s over the fastest contender not asyncdsl's}, or {}
+    when no peer ran."""
+    peers = [value for name, value in tflops_by_name.items() if not name.startswith("asyncdsl")]
+    return {"asyncdsl / best peer": tflops_by_name[own] / max(peers)} if peers else {}
+
+
+def runnable(torch, candidates: dict) -> dict:
+    """The candidates (name -> a function building the contender, a callable) that build and run
+    once without error, as (run, wait) for `interleaved_ms`; the others reported and left out (a
+    peer this torch lacks or cannot run on the inputs)."""
+    kept = {}
+    for name, build in candidates.items():
+        try:
+            fn = build()
+            fn()
+            torch.cuda.synchronize()
+        except Exception as error:  # noqa: BLE001 - a peer that cannot run is reported, not fatal
+            print(f"{name} unavailable: {type(error).__name__}: {str(error).splitlines()[0][:160]}")
+            continue
+        kept[name] = (fn, torch.cuda.synchronize)
+    return kept
+
+
+def relative_error(got, exact) -> float:
+    """‖got − exact‖ / ‖exact‖ (torch tensors), in float64."""
+    return float((got.double() - exact).norm() / exact.norm())
+
+
+def poisoned_outputs(torch, launchers: dict, shape, dtype, not_run: dict | None = None) -> dict:
+    """Per launcher (name -> launch(out)), the output of one launch into its own NaN-filled
+    tensor of `shape` and `dtype`: what the launch returned where it returns one (a peer with no
+    `out=` makes its own), else the poisoned buffer, every element of which must then have been
+    written for its error against float64 to be finite.  With `not_run`, a launcher that raises
+    a RuntimeError is a peer this torch cannot run on the inputs: its error's first line goes
+    there under its name and it leaves `launchers`."""
+    outputs = {}
+    for name, launch in list(launchers.items()):
+        out = torch.full(shape, float("nan"), device="cuda", dtype=dtype)
+        try:
+            produced = launch(out)
+            torch.cuda.synchronize()
+        except RuntimeError as error:
+            if not_run is None:
+                raise
+            not_run[name] = str(error).splitlines()[0]
+            del launchers[name]
+            continue
+        outputs[name] = out if produced is None else produced
+    return outputs
+
+
+def rotated_ms(torch, launchers: dict, rotation: OutputRotation, rounds: int, device: bool = True,
+               rep: int = 30) -> tuple[dict[str, float], str]:
+    """Per launcher (name -> launch(out)), its time (ms) writing `rotation`'s output of the round,
+    and a line saying how it was taken: on the device, one launch after an L2 flush, the median
+    of `rounds` rounds (`rounds_of_gpu_ms`), or with `device=False` the wall time of 20 launches
+    in a row, the median of 7 rounds (`interleaved_ms`, for kernels long enough to hide the
+    host); the contenders take turns either way."""
+    if device:
+        times = rounds_of_gpu_ms({name: lambda launch=launch: launch(rotation.current)
+                                  for name, launch in launchers.items()},
+                                 rounds=rounds, rep=rep, before_round=rotation.advance)
+        return times, ("device: CUDA events around single launches after a cache flush, median of "
+                       f"{rounds} rounds")
+    times = interleaved_ms({name: (lambda launch=launch: launch(rotation.current), torch.cuda.synchronize)
+                            for name, launch in launchers.items()}, rounds=7, launches=20,
+                           before_round=rotation.advance)
+    return times, "wall clock of 20 launches in a row, contenders taking turns, median of 7 rounds"
+
+
+class TflopsTable:
+    """A benchmark's result, a row per workload: the row's TFLOP/s by contender (the payload's
+    "NAME (TFLOP/s)" entries, which `plot_result` draws) and its whole measurement under
+    "details"; each row is printed as it is added."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, dict[str, float]] = {}
+        self.details: dict[str, dict] = {}
+
+    def add(self, name: str, measured: dict, *notes, shown=lambda contender: True) -> dict:
+        """Record `measured` (a dict whose "TFLOP/s" holds each contender's) as the row `name`,
+        its TFLOP/s of the contenders `shown` picks (all by default), and print it with `notes`."""
+        self.details[name] = measured
+        self.rows[name] = {key: value for key, value in measured["TFLOP/s"].items() if shown(key)}
+        print(name, {key: round(value) for key, value in measured["TFLOP/s"].items()}, *notes, flush=True)
+        return measured
+
+    def write(self, name: str, summary: dict | None = None) -> Path:
+        """results/NAME.json (`write_result`): the unit, the rows, the `summary` entries, the details."""
+        rows = {f"{row} (TFLOP/s)": values for row, values in self.rows.items()}
+        return write_result(name, {"unit": "TFLOP/s", **rows, **(summary or {}), "details": self.details})
 
 
 def measured_commit() -> str | None:

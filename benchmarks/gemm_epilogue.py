@@ -17,7 +17,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from common import interleaved_ms, write_result  # noqa: E402
+from common import interleaved_ms, relative_error, shape_arguments, tflops, write_result  # noqa: E402
 
 SHAPES = ((8192, 8192, 8192), (4096, 14336, 4096))
 
@@ -38,19 +38,17 @@ def measure(m: int, n: int, k: int, rounds: int = 7, launches: int = 20) -> dict
     exact = torch.nn.functional.gelu(a.double() @ b.double() + bias.double(), approximate="tanh")
     runs = {"torch addmm + gelu": eager, "torch.compile max-autotune": compiled,
             "asyncdsl": lambda: K.gemm_bias_activation(a, b, bias, "gelu")}
-    errors = {name: float((run().double() - exact).norm() / exact.norm()) for name, run in runs.items()}
+    errors = {name: relative_error(run(), exact) for name, run in runs.items()}
     contenders = {name: (run, torch.cuda.synchronize) for name, run in runs.items()}
-    times = interleaved_ms(contenders, rounds, launches)
-    tflops = {name: 2 * m * n * k / ms / 1e9 for name, ms in times.items()}
-    return {"TFLOP/s": tflops, "relative error vs float64": errors,
-            "ratio to torch addmm + gelu": tflops["asyncdsl"] / tflops["torch addmm + gelu"],
-            "ratio to torch.compile": tflops["asyncdsl"] / tflops["torch.compile max-autotune"]}
+    speed = tflops(2 * m * n * k, interleaved_ms(contenders, rounds, launches))
+    return {"TFLOP/s": speed, "relative error vs float64": errors,
+            "ratio to torch addmm + gelu": speed["asyncdsl"] / speed["torch addmm + gelu"],
+            "ratio to torch.compile": speed["asyncdsl"] / speed["torch.compile max-autotune"]}
 
 
 def main(argv: list[str]) -> int:
-    shapes = [tuple(int(x) for x in arg.split("x")) for arg in argv] or SHAPES
     results = {}
-    for m, n, k in shapes:
+    for m, n, k in shape_arguments(argv, SHAPES):
         results[f"{m}x{n}x{k}"] = row = measure(m, n, k)
         print(f"{m}x{n}x{k}: " + ", ".join(f"{name} {value:.0f}" for name, value in row["TFLOP/s"].items())
               + f" TFLOP/s; {row['ratio to torch addmm + gelu']:.2f}x addmm+gelu, "

@@ -24,7 +24,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from common import OutputRotation, interleaved_ms, rounds_of_gpu_ms, write_result  # noqa: E402
+from common import OutputRotation, TflopsTable, poisoned_outputs, relative_error, rotated_ms  # noqa: E402
+from common import shape_arguments, tflops  # noqa: E402
 from matmul import DEVICE_ROUNDS, DEVICE_TIMED_FLOPS, OUTPUT_BUFFERS  # noqa: E402
 
 SHAPES = ((4096, 7168, 16384), (4096, 4096, 7168), (4096, 2112, 7168), (64, 7168, 16384), (128, 24576, 1536),
@@ -103,48 +104,34 @@ def measure(m: int, n: int, k: int) -> dict:
             name = f"asyncdsl sweep BM={config.BM} BN={config.BN} SPLIT_K={config.SPLIT_K}"
             launchers[name] = lambda c, config=config: blockscaled.gemm_fp8_blockscaled(
                 a, a_scales, b, b_scales, out=c, ctas=sms, config=config)
-    outputs = {}
-    for name, launch in launchers.items():
-        outputs[name] = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
-        launch(outputs[name])
-    torch.cuda.synchronize()
-    if 2 * m * n * k < DEVICE_TIMED_FLOPS:
-        timing = ("device: CUDA events around single launches after a cache flush, median of "
-                  f"{DEVICE_ROUNDS} rounds")
-        times = rounds_of_gpu_ms({name: lambda launch=launch: launch(rotation.current)
-                                  for name, launch in launchers.items()},
-                                 rounds=DEVICE_ROUNDS, rep=30, before_round=rotation.advance)
-    else:
-        timing = "wall clock of 20 launches in a row, contenders taking turns, median of 7 rounds"
-        times = interleaved_ms({name: (lambda launch=launch: launch(rotation.current), torch.cuda.synchronize)
-                                for name, launch in launchers.items()}, rounds=7, launches=20,
-                               before_round=rotation.advance)
-    errors = {name: float((out.double() - exact).norm() / exact.norm()) for name, out in outputs.items()}
-    tflops = {name: 2 * m * n * k / ms / 1e9 for name, ms in times.items()}
-    return {"peer": peer_name, "TFLOP/s": tflops, "relative error vs float64": errors,
+    outputs = poisoned_outputs(torch, launchers, (m, n), torch.bfloat16)
+    small = 2 * m * n * k < DEVICE_TIMED_FLOPS  # timed on the device; larger ones by the wall clock
+    times, timing = rotated_ms(torch, launchers, rotation, DEVICE_ROUNDS, device=small)
+    errors = {name: relative_error(out, exact) for name, out in outputs.items()}
+    tflops_by_name = tflops(2 * m * n * k, times)
+    return {"peer": peer_name, "TFLOP/s": tflops_by_name, "relative error vs float64": errors,
             "chosen": f"BM={chosen.BM} BN={chosen.BN} SPLIT_K={chosen.SPLIT_K}",
-            "ratio": tflops["asyncdsl"] / tflops[peer_name], "timing": timing}
+            "ratio": tflops_by_name["asyncdsl"] / tflops_by_name[peer_name], "timing": timing}
 
 
 def main(argv: list[str]) -> None:
-    shapes = [tuple(int(x) for x in s.split("x")) for s in argv] or SHAPES
-    payload: dict = {"unit": "TFLOP/s"}
-    details = {}
-    for m, n, k in shapes:
-        name = f"{m}x{n}x{k}"
-        details[name] = result = measure(m, n, k)
-        payload[f"{name} (TFLOP/s)"] = {key: value for key, value in result["TFLOP/s"].items()
-                                         if not key.startswith("asyncdsl sweep")}
+    table = TflopsTable()
+    for m, n, k in shape_arguments(argv, SHAPES):
+        result = measure(m, n, k)
         bar = BARS.get((m, n, k))
-        print(name, {key: round(value) for key, value in result["TFLOP/s"].items()},
-              f"ratio {result['ratio']:.3f}" + (f" (bar {bar})" if bar else ""),
-              {key: f"{value:.2e}" for key, value in result["relative error vs float64"].items()
-               if not key.startswith("asyncdsl sweep")}, flush=True)
-    payload["details"] = details
+        table.add(f"{m}x{n}x{k}", result, f"ratio {result['ratio']:.3f}" + (f" (bar {bar})" if bar else ""),
+                  {key: f"{value:.2e}" for key, value in result["relative error vs float64"].items()
+                   if not _swept(key)}, shown=lambda contender: not _swept(contender))
+    summary = {}
     if not argv:
-        payload["rows at their bar"] = sum(details[f"{m}x{n}x{k}"]["ratio"] >= bar
+        summary["rows at their bar"] = sum(table.details[f"{m}x{n}x{k}"]["ratio"] >= bar
                                            for (m, n, k), bar in BARS.items())
-    print(write_result("gemm_fp8_blockscaled", payload))
+    print(table.write("gemm_fp8_blockscaled", summary))
+
+
+def _swept(contender: str) -> bool:
+    """A configuration of the sweep: in the details, not in the row."""
+    return contender.startswith("asyncdsl sweep")
 
 
 if __name__ == "__main__":

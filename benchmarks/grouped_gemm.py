@@ -20,7 +20,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from common import OutputRotation, rounds_of_gpu_ms, write_result  # noqa: E402
+from common import OutputRotation, TflopsTable, poisoned_outputs, relative_error, rotated_ms  # noqa: E402
+from common import shape_arguments, tflops  # noqa: E402
 from matmul import DEVICE_ROUNDS, OUTPUT_BUFFERS  # noqa: E402
 
 SHAPES = ((8, 4096, 7168, 2048), (4, 8192, 4096, 7168), (128, 256, 768, 2048))
@@ -61,6 +62,7 @@ def measure(groups: int, rows: int, n: int, k: int) -> dict:
     result: dict = {"TFLOP/s": {}, "relative error vs float64": {},
                     "fp8 peer": "torch._scaled_grouped_mm with a scale a row of a and of b[g] (rowwise: "
                                 "fewer scales than the block-scaled product, not the same numbers)"}
+    not_run: dict[str, str] = {}  # the peers this torch cannot run on these shapes, and why
     for routing, sizes in (("even", [rows] * groups), ("uneven", uneven(groups, rows))):
         offsets = torch.tensor(np.cumsum(sizes), dtype=torch.int32, device="cuda")
         launchers = {f"asyncdsl {routing}": lambda c, offsets=offsets: K.grouped_gemm(a, b, offsets, out=c),
@@ -80,50 +82,32 @@ def measure(groups: int, rows: int, n: int, k: int) -> dict:
             exact[""][first:end] = a[first:end].double() @ b[g].double()
             exact["fp8"][first:end] = a_wide[first:end] @ b_wide[g].t()
             first = end
-        for name, launch in list(launchers.items()):
-            out = torch.full((total, n), float("nan"), device="cuda", dtype=torch.bfloat16)
-            try:
-                produced = launch(out)
-                torch.cuda.synchronize()
-            except RuntimeError as error:  # a peer this torch does not run on these shapes
-                result.setdefault("peers not run", {})[name] = str(error).splitlines()[0]
-                del launchers[name]
-                continue
-            out = produced if produced is not None else out
-            if not name.startswith("torch._scaled"):
-                wanted = exact["fp8" if " fp8 " in name else ""]
-                error = float((out.double() - wanted).norm() / wanted.norm())
-                result["relative error vs float64"][name] = error
-        times = rounds_of_gpu_ms({name: lambda launch=launch: launch(rotation.current)
-                                  for name, launch in launchers.items()},
-                                 rounds=DEVICE_ROUNDS, rep=30, before_round=rotation.advance)
-        result["TFLOP/s"] |= {name: 2 * total * n * k / ms / 1e9 for name, ms in times.items()}
+        outputs = poisoned_outputs(torch, launchers, (total, n), torch.bfloat16, not_run)
+        result["relative error vs float64"] |= {
+            name: relative_error(out, exact["fp8" if " fp8 " in name else ""])
+            for name, out in outputs.items() if not name.startswith("torch._scaled")}
+        times, result["timing"] = rotated_ms(torch, launchers, rotation, DEVICE_ROUNDS)
+        result["TFLOP/s"] |= tflops(2 * total * n * k, times)
         result[f"sizes {routing}"] = sizes
+    if not_run:
+        result["peers not run"] = not_run
     flops = result["TFLOP/s"]
     result["ratio"] = {f"{kind}{routing}": flops[f"asyncdsl {kind}{routing}"] / flops[f"{peer} {routing}"]
                        for kind, peer in (("", "torch._grouped_mm"), ("fp8 ", "torch._scaled_grouped_mm"))
                        for routing in ("even", "uneven") if f"{peer} {routing}" in flops}
     result["uneven / even time (asyncdsl)"] = {kind or "bf16": flops[f"asyncdsl {kind}even"]
                                                / flops[f"asyncdsl {kind}uneven"] for kind in ("", "fp8 ")}
-    result["timing"] = ("device: CUDA events around single launches after a cache flush, median of "
-                        f"{DEVICE_ROUNDS} rounds")
     return result
 
 
 def main(argv: list[str]) -> None:
-    shapes = [tuple(int(x) for x in s.split("x")) for s in argv] or SHAPES
-    payload: dict = {"unit": "TFLOP/s"}
-    details = {}
-    for shape in shapes:
-        name = "x".join(map(str, shape))
-        details[name] = result = measure(*shape)
-        payload[f"{name} (TFLOP/s)"] = result["TFLOP/s"]
-        print(name, {key: round(value) for key, value in result["TFLOP/s"].items()},
-              {key: f"{value:.3f}" for key, value in result["ratio"].items()},
-              {key: f"{value:.3f}" for key, value in result["uneven / even time (asyncdsl)"].items()},
-              flush=True)
-    payload["details"] = details
-    print(write_result("grouped_gemm", payload))
+    table = TflopsTable()
+    for shape in shape_arguments(argv, SHAPES):
+        result = measure(*shape)
+        table.add("x".join(map(str, shape)), result,
+                  *({key: f"{value:.3f}" for key, value in result[entry].items()}
+                    for entry in ("ratio", "uneven / even time (asyncdsl)")))
+    print(table.write("grouped_gemm"))
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from common import rounds_of_gpu_ms, write_result  # noqa: E402
+from common import TflopsTable, relative_error, rounds_of_gpu_ms, shape_arguments, tflops  # noqa: E402
 from matmul import DEVICE_ROUNDS  # noqa: E402
 
 SHAPES = ((16384, 4096, 14336, 8, 2), (4096, 4096, 14336, 8, 2))
@@ -69,29 +69,21 @@ def measure(tokens: int, hidden: int, ffn: int, experts: int, top_k: int) -> dic
               weights(experts, ffn, hidden))
     layers = {"asyncdsl": moe_layer, "torch._grouped_mm": torch_layer}
     exact = reference(*arrays, top_k)
-    errors = {name: float((layer(*arrays, top_k).double() - exact).norm() / exact.norm())
-              for name, layer in layers.items()}
+    errors = {name: relative_error(layer(*arrays, top_k), exact) for name, layer in layers.items()}
     times = rounds_of_gpu_ms({name: lambda layer=layer: layer(*arrays, top_k)
                               for name, layer in layers.items()}, rounds=DEVICE_ROUNDS, rep=20)
-    flops = 2 * tokens * top_k * 3 * hidden * ffn
-    return {"TFLOP/s": {name: flops / ms / 1e9 for name, ms in times.items()}, "ms": times,
+    return {"TFLOP/s": tflops(2 * tokens * top_k * 3 * hidden * ffn, times), "ms": times,
             "relative error vs float64": errors, "ratio": times["torch._grouped_mm"] / times["asyncdsl"],
             "timing": "device: CUDA events around one layer after a cache flush, median of rounds"}
 
 
 def main(argv: list[str]) -> None:
-    shapes = [tuple(int(x) for x in s.split("x")) for s in argv] or SHAPES
-    payload: dict = {"unit": "TFLOP/s"}
-    details = {}
-    for shape in shapes:
-        name = "x".join(map(str, shape))
-        details[name] = result = measure(*shape)
-        payload[f"{name} (TFLOP/s)"] = result["TFLOP/s"]
-        print(name, {key: round(value) for key, value in result["TFLOP/s"].items()},
-              f"ratio {result['ratio']:.3f}",
-              {key: f"{value:.2e}" for key, value in result["relative error vs float64"].items()}, flush=True)
-    payload["details"] = details
-    print(write_result("moe_layer", payload))
+    table = TflopsTable()
+    for shape in shape_arguments(argv, SHAPES):
+        result = measure(*shape)
+        table.add("x".join(map(str, shape)), result, f"ratio {result['ratio']:.3f}",
+                  {key: f"{value:.2e}" for key, value in result["relative error vs float64"].items()})
+    print(table.write("moe_layer"))
 
 
 if __name__ == "__main__":

@@ -4,12 +4,15 @@ that says when it is raised (the reference is made from them); `at` keeps the cl
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
 
+import ml_dtypes
+import numpy as np
 import pytest
 
 import asyncdsl as ad
-from asyncdsl import errors
+from asyncdsl import errors, kernels
 from asyncdsl.errors import AsyncDSLError, CudaError, InterpretError, SourceLocation
 
 CLASSES = [value for value in vars(errors).values()
@@ -51,11 +54,52 @@ def test_at_names_a_line_once_and_keeps_the_class_and_its_data():
     assert failed.code == 700 and failed.location == here
 
 
-def test_torchs_frames_between_an_operator_call_and_the_library_are_skipped():
-    # An `asyncdsl.ops` operator reaches the library through torch's dispatcher: the line a
-    # refusal names is the caller's, not a frame of torch's custom_ops.py.
-    dispatcher = {"user_location": errors.user_location}
-    exec(compile("def dispatch():\n    return user_location(1)\n",
-                 "/env/lib/python3.12/site-packages/torch/_library/custom_ops.py", "exec"), dispatcher)
-    location = dispatcher["dispatch"]()
-    assert location is not None and location.file == __file__
+def _module_at(path, name: str, source: str):
+    """The module `name` run from the file `path` (not entered in sys.modules): a frame of its
+    functions has that file and that module, as a frame of an installed package does."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _torch_at(root):
+    """torch's path from an operator call to the library function it dispatches to, as modules
+    of a `torch` package under `root` (anywhere, not only in site-packages): autograd's `apply`
+    calling the custom op, the custom op calling the function registered for it."""
+    custom_ops = _module_at(root / "torch" / "_library" / "custom_ops.py", "torch._library.custom_ops",
+                            "def dispatch(fn, *args, **kwargs):\n    return fn(*args, **kwargs)\n")
+    function = _module_at(root / "torch" / "autograd" / "function.py", "torch.autograd.function",
+                          "def apply(op, fn, *args, **kwargs):\n    return op(fn, *args, **kwargs)\n")
+    return function.apply, custom_ops.dispatch
+
+
+def test_an_argument_error_through_torchs_frames_names_the_callers_line(tmp_path):
+    # An `asyncdsl.ops` operator reaches the library through torch's autograd and dispatcher,
+    # wherever torch is installed: the line a refusal names is the caller's, not torch's.
+    apply, dispatch = _torch_at(tmp_path / "src")
+    q = np.zeros((1, 128, 64), ml_dtypes.bfloat16)
+    with pytest.raises(ad.ArgumentError, match="attention takes 4-dim q, k, v") as caught:
+        apply(dispatch, kernels.attention, q, q, q)
+    assert caught.value.location == SourceLocation(__file__, caught.tb.tb_lineno)
+
+
+def test_torchs_generated_graphs_are_not_the_users_line(tmp_path):
+    # torch.compile's graphs run as code torch generated: an fx graph ("<eval_with_key>.N") and
+    # inductor's output module (a submodule of torch's code cache, in a temporary folder).
+    fx_graph: dict = {}
+    exec(compile("def forward(fn):\n    return fn()\n", "<eval_with_key>.3", "exec"), fx_graph)
+    inductor = _module_at(tmp_path / "torchinductor" / "c3" / "cabc.py", "torch._inductor.codecache.cabc",
+                          "def call(graph, fn):\n    return graph(fn)\n")
+    location, line = inductor.call(fx_graph["forward"], errors.user_location), inspect.currentframe().f_lineno
+    assert location == SourceLocation(__file__, line)
+
+
+def test_a_users_folder_named_torch_holds_user_lines(tmp_path):
+    # What makes a frame torch's is its module, not a folder's name on the user's disk.
+    script = _module_at(tmp_path / "torch" / "train.py", "train",
+                        "def step(locate):\n    return locate()\n")
+    location = script.step(errors.user_location)
+    assert location == SourceLocation(str(tmp_path / "torch" / "train.py"), 2)

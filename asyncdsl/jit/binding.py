@@ -28,7 +28,9 @@ if TYPE_CHECKING:  # to a type checker, a constexpr parameter is whatever value 
 else:
     class constexpr:  # noqa: N801 - spelled like Triton's `tl.constexpr`, which users know
         """Annotation for kernel parameters whose values are known while tracing
-        (`BLOCK: asyncdsl.constexpr`). Each distinct value compiles its own specialisation."""
+        (`BLOCK: asyncdsl.constexpr`). Each distinct value compiles its own specialisation.
+        One whose default is True or False is a flag (`CAUSAL: asyncdsl.constexpr = False`): a
+        call gives it True or False (or 1 or 0); any other value is an `ArgumentError`."""
 
 
 def declared_kind(annotation: Any) -> str | None:
@@ -101,6 +103,9 @@ class KernelSignature:
         self.constexpr_names = tuple(n for n, kind in declared.items() if kind == "constexpr")
         self.runtime_names = tuple(n for n, kind in declared.items() if kind != "constexpr")
         self.scalar_kinds = {n: kind for n, kind in declared.items() if kind in ("int", "float")}
+        # A flag's value is only tested for truth while tracing, so a value that is no truth value
+        # (2, "no", None) would compile silently as one; binding refuses it instead.
+        self.flags = tuple(n for n in self.constexpr_names if isinstance(self.defaults.get(n), bool))
 
     def bind(self, args: tuple, kwargs: dict, location: SourceLocation | None) -> BoundCall:
         """The call `(*args, **kwargs)` bound to these parameters, defaults applied; errors at
@@ -126,7 +131,17 @@ class KernelSignature:
             except TypeError:
                 raise ArgumentError(f"constexpr {n} must be hashable, got {type(v).__name__}",
                                     location) from None
+        for n in self.flags:
+            if not _is_truth_value(constexprs[n]):
+                raise ArgumentError(
+                    f"{self.kernel_name}'s constexpr {n} is a flag (its default is {self.defaults[n]}): "
+                    f"it takes True or False (or 1 or 0), got {constexprs[n]!r}", location)
         return BoundCall(runtime_values, kinds, constexprs)
+
+
+def _is_truth_value(value: Any) -> bool:
+    """True, False, 1 or 0: what a flag takes (bool subclasses int, so `in (0, 1)` admits both)."""
+    return isinstance(value, int) and value in (0, 1)
 
 
 def _python_scalar(value: Any) -> Any:

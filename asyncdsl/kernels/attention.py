@@ -58,7 +58,7 @@ def attention(q, k, v, *, causal: bool = False, layout: str = "BHSD", out=None, 
     b, h, s = (q.shape[layout.index(axis)] for axis in "BHS")
     o = empty(q, q.shape, q.dtype) if out is None else out
     lse = empty(q, (b, h, s), np.float32) if lse is None else lse
-    launch(attention_kernel, q, k, v, o, lse, stream=stream, CAUSAL=bool(causal), LAYOUT=layout)
+    launch(attention_kernel, q, k, v, o, lse, stream=stream, CAUSAL=causal, LAYOUT=layout)
     return o, lse
 
 

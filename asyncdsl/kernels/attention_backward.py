@@ -65,8 +65,8 @@ def attention_backward(q, k, v, o, lse, do, *, causal: bool = False, determinist
     dq, dk, dv = empty(q, q.shape, q.dtype), empty(k, k.shape, k.dtype), empty(v, v.shape, v.dtype)
     launch(prepare, o, do, delta, workspace, flags, stream=stream, LAYOUT=layout)
     main = attention_backward_kernel if d <= 128 else attention_backward_wide_kernel
-    launch(main, q, k, v, do, lse, delta, workspace, dk, dv, flags, stream=stream, CAUSAL=bool(causal),
-           DETERMINISTIC=bool(deterministic), LAYOUT=layout)
+    launch(main, q, k, v, do, lse, delta, workspace, dk, dv, flags, stream=stream, CAUSAL=causal,
+           DETERMINISTIC=deterministic, LAYOUT=layout)
     launch(finish_dq, workspace, dq, stream=stream, LAYOUT=layout)
     return dq, dk, dv
 

@@ -58,7 +58,7 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int, max
     o = empty(q, q.shape, q.dtype) if out is None else out
     lse = empty(q, (h, total), np.float32) if lse is None else lse
     launch(attention_varlen_kernel, q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q),
-           stream=stream, CAUSAL=bool(causal))
+           stream=stream, CAUSAL=causal)
     return o, lse
 
 

@@ -62,8 +62,8 @@ def attention_varlen_backward(q, k, v, o, lse, do, cu_seqlens_q, cu_seqlens_k, m
     dq, dk, dv = empty(q, q.shape, q.dtype), empty(k, k.shape, k.dtype), empty(v, v.shape, v.dtype)
     launch(prepare, o, do, delta, workspace, flags, cu_seqlens_q, int(max_seqlen_q), stream=stream)
     launch(attention_varlen_backward_kernel, q, k, v, do, lse, delta, workspace, dk, dv, flags, cu_seqlens_q,
-           cu_seqlens_k, int(max_seqlen_k), stream=stream, CAUSAL=bool(causal),
-           DETERMINISTIC=bool(deterministic))
+           cu_seqlens_k, int(max_seqlen_k), stream=stream, CAUSAL=causal,
+           DETERMINISTIC=deterministic)
     launch(finish_dq, workspace, dq, cu_seqlens_q, int(max_seqlen_q), stream=stream)
     return dq, dk, dv
 

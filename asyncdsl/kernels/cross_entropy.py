@@ -5,7 +5,8 @@ float32) and integer targets (N,), rows whose target is `ignore_index` adding no
     lse = log Σ_j exp(z_j),  loss_i = lse − z_{y_i},  dz = (softmax(z) − onehot(y)) · scale,
 
 scale = 1 / (valid rows) for reduction="mean", 1 for "sum" and "none" (dlogits is then the
-gradient of the rows' losses summed), 0 on ignored rows.
+gradient of the rows' losses summed), 0 on ignored rows.  The mean of no valid rows is nan (0/0,
+as torch's is) and its gradient 0.
 
 `cross_entropy_rows` takes ROWS rows a CTA (one row for vocabularies wider than one window) and
 sweeps each row twice in windows of WIDTH columns (`asyncdsl.blocks.rows.padded_rows`, -inf past
@@ -49,7 +50,9 @@ def cross_entropy(logits, targets, *, ignore_index: int = -100, reduction: str =
                   inplace: bool = False, stream=None):
     """(loss, dlogits): the cross-entropy of the rows of `logits` against `targets` (a float32
     scalar array for "mean" and "sum", the (N,) float32 losses for "none") and its gradient, in
-    a new array like logits or over logits itself (`inplace`)."""
+    a new array like logits or over logits itself (`inplace`).  Rows whose target is
+    `ignore_index` add 0 to the loss and get a zero gradient; with every row ignored, "mean" is
+    nan (0/0, as torch's `cross_entropy` gives) and the gradient 0."""
     if reduction not in REDUCTIONS:
         raise ad.ArgumentError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}", user_location())
     n = row_length("logits", logits)
@@ -146,9 +149,13 @@ def cross_entropy_rows(logits, targets, count, losses, dlogits, IGNORE: constexp
     valid = target != IGNORE
     ad.check_all((target == IGNORE) | ((target >= 0) & (target < logits.shape[1])),
                  f"a target is outside [0, {logits.shape[1]}) and is not ignore_index ({IGNORE})")
-    scale = ad.where(valid, 1.0 / ad.load(count.at[ad.ds(0, 1)]) if MEAN else 1.0, 0.0)
+    share = 1.0 / ad.load(count.at[ad.ds(0, 1)]) if MEAN else 1.0  # a valid row's weight in the loss
+    scale = ad.where(valid, share, 0.0)
     picked = ad.load(logits.at[row, target], mask=valid).astype(ad.float32)
-    ad.store(losses.at[rows.rows], (lse - picked) * scale)
+    loss = ad.where(valid, lse - picked, 0.0)
+    # "mean" weighs an ignored row's 0 too: 0 while some row is valid, 0 · ∞ = nan when none is,
+    # so that the mean of no rows is 0/0 = nan, as torch's is (the gradient stays 0).
+    ad.store(losses.at[rows.rows], loss * share if MEAN else loss)
     shift = (lse * LOG2E)[:, None]
     for c in rows.pieces():  # the gradient, window by window
         p = ad.exp2(ad.fma(rows.piece(c), LOG2E, -shift), approx=True)
@@ -167,9 +174,10 @@ def reference(logits: np.ndarray, targets: np.ndarray, ignore_index: int = -100,
     losses = np.where(valid, lse - z[np.arange(len(z)), safe], 0.0)
     grad = np.exp(z - lse[:, None])
     grad[np.arange(len(z)), safe] -= 1
-    scale = np.where(valid, 1.0 / max(valid.sum(), 1) if reduction == "mean" else 1.0, 0.0)
-    loss = losses if reduction == "none" else losses.sum() * (scale.max() if reduction == "mean" else 1.0)
-    return loss, grad * scale[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):  # the mean of no rows: 0/0 = nan
+        share = 1.0 / valid.sum() if reduction == "mean" else 1.0
+        loss = losses if reduction == "none" else losses.sum() * share
+    return loss, grad * np.where(valid, share, 0.0)[:, None]
 
 
 def _specs(n: int, v: int, dtype=ad.bfloat16) -> tuple:

@@ -40,8 +40,9 @@ from asyncdsl.kernels.outputs import empty, zeros
 def linear_cross_entropy(h, weight, targets, *, ignore_index: int = -100, reduction: str = "mean",
                          chunk: int | None = None, stream=None):
     """(loss, dh, dweight) of cross_entropy(h @ weightᵀ, targets), the logits made CHUNK rows at
-    a time (`chunk`, default `chunk_rows`); loss as `asyncdsl.kernels.cross_entropy` gives it,
-    dh like h, dweight float32."""
+    a time (`chunk`, default `chunk_rows`); loss as `asyncdsl.kernels.cross_entropy` gives it
+    (with every target ignored, "mean" is nan and the gradients 0, as torch's are), dh like h,
+    dweight float32."""
     if reduction not in REDUCTIONS:
         raise ad.ArgumentError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}", user_location())
     n, hidden = len(h), row_length("h", h)

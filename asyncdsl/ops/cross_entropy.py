@@ -5,8 +5,8 @@
 one pass over them (an online log-sum-exp a row); the operator keeps that gradient, and the
 backward pass only scales it by the loss's incoming gradient (a device tensor: nothing is read
 back to the host).  Rows whose target is `ignore_index` add nothing and get a zero gradient;
-"mean" divides by the count of the other rows.  The forward pass is the `torch.library` operator
-`asyncdsl::cross_entropy` with a fake implementation, traced whole by
+"mean" divides by the count of the other rows (none: nan, as torch's).  The forward pass is the
+`torch.library` operator `asyncdsl::cross_entropy` with a fake implementation, traced whole by
 `torch.compile(fullgraph=True)` and captured by CUDA graphs.
 """
 
@@ -25,7 +25,9 @@ def cross_entropy(logits: torch.Tensor, targets: torch.Tensor, *, ignore_index: 
                   reduction: str = "mean") -> torch.Tensor:
     """−log softmax(logits)[target] of each row of logits (..., V) with targets (...) of integer
     class indices, reduced by "mean" (over the rows not ignored), "sum" or "none"; float32,
-    differentiable in the logits."""
+    differentiable in the logits.  Rows whose target is `ignore_index` add 0 and get a zero
+    gradient; with every row ignored, "mean" is nan (0/0) and the gradient 0, as
+    `torch.nn.functional.cross_entropy` gives them."""
     if reduction not in REDUCTIONS:
         raise ArgumentError(f"cross_entropy's reduction is one of {REDUCTIONS}, got {reduction!r}",
                             user_location())

@@ -27,7 +27,8 @@ def linear_cross_entropy(h: torch.Tensor, weight: torch.Tensor, targets: torch.T
                          ignore_index: int = -100, reduction: str = "mean") -> torch.Tensor:
     """cross_entropy(h @ weightᵀ, targets) for bf16 h (..., H), weight (V, H) and targets (...)
     of class indices, reduced by "mean" (over the rows not ignored) or "sum"; float32,
-    differentiable in h and weight."""
+    differentiable in h and weight.  With every target ignored, "mean" is nan (0/0) and the
+    gradients 0, as torch's `cross_entropy` of the logits gives them."""
     if reduction not in REDUCTIONS:
         raise ArgumentError(f"linear_cross_entropy's reduction is one of {REDUCTIONS}, got {reduction!r}",
                             user_location())

@@ -207,6 +207,25 @@ def test_cross_entropy_is_within_twice_torchs_bf16_error_and_deterministic(v, re
     assert torch.equal(mine, dz)
 
 
+def test_with_every_target_ignored_the_losses_and_gradients_are_torchs():
+    torch = pytest.importorskip("torch")
+    import torch.nn.functional as F
+
+    g = torch.Generator(device="cuda").manual_seed(3)
+    h = torch.randn(300, 512, device="cuda", generator=g).bfloat16()
+    weight = (torch.randn(32000, 512, device="cuda", generator=g) * 0.02).bfloat16()
+    targets = torch.full((300,), -100, device="cuda")
+    logits = (h @ weight.T).requires_grad_()
+    for reduction in ("mean", "sum", "none"):
+        theirs = F.cross_entropy(logits, targets, reduction=reduction)
+        (their_grad,) = torch.autograd.grad(theirs.sum(), logits)
+        loss, dz = K.cross_entropy(logits.detach(), targets, reduction=reduction)
+        torch.testing.assert_close(loss, theirs.float(), rtol=0, atol=0, equal_nan=True)
+        assert torch.equal(dz.float(), their_grad.float()), reduction
+    loss, dh, dweight = K.linear_cross_entropy(h, weight, targets)  # "mean": torch's 0/0
+    assert loss.isnan() and not dh.any() and not dweight.any()
+
+
 @pytest.mark.parametrize("tokens,hidden,v", [(4096, 2048, 32000), (1000, 4096, 128256)])
 def test_linear_cross_entropy_is_within_twice_torchs_bf16_error(tokens, hidden, v):
     torch = pytest.importorskip("torch")

@@ -3,11 +3,18 @@ scalars and arrays, what a call gave each, and the errors of a call that does no
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+import re
+
 import numpy as np
 import pytest
 
 import asyncdsl as ad
+from asyncdsl import kernels
+from asyncdsl.errors import SourceLocation
 from asyncdsl.examples.tile_copy import tile_copy
+from asyncdsl.jit.kernel import Kernel
 from asyncdsl.jit.specs import ScalarSpec
 
 X = ad.ArraySpec((64, 64), ad.float32)
@@ -52,3 +59,51 @@ def test_a_kernel_taking_star_args_is_refused_at_its_definition():
     with pytest.raises(ad.TraceError, match="kernel spread cannot take \\*args or \\*\\*kwargs") as caught:
         ad.kernel(spread)
     assert caught.value.location.line == spread.__code__.co_firstlineno
+
+
+def masked(x, CAUSAL: ad.constexpr = False, TURNS: ad.constexpr = True, N: ad.constexpr = 0):
+    pass
+
+
+@pytest.mark.parametrize("value", [False, True, 0, 1, np.bool_(True), np.int32(1)])
+def test_a_flag_takes_a_truth_value(value):
+    # A constexpr whose default is True or False is a flag; an int default leaves N a number.
+    signature = ad.kernel(masked).signature
+    call = signature.bind((X,), {"CAUSAL": value, "N": 7}, None)
+    assert signature.flags == ("CAUSAL", "TURNS")
+    assert call.constexprs == {"CAUSAL": value, "TURNS": True, "N": 7}
+
+
+@pytest.mark.parametrize("value", [2, -1, "no", None, 1.0, (1,)])
+def test_a_flag_refuses_any_other_value_at_the_callers_line(value):
+    rule = (r"masked's constexpr TURNS is a flag \(its default is True\): it takes True or False "
+            rf"\(or 1 or 0\), got {re.escape(repr(value))}")
+    with pytest.raises(ad.ArgumentError, match=rule) as caught:
+        ad.kernel(masked).compile(X, TURNS=value)
+    assert caught.value.location == SourceLocation(__file__, caught.tb.tb_lineno)
+
+
+def _library_flags():
+    """Each flag of each kernel of the library (CAUSAL, TURNS, DETERMINISTIC, ...)."""
+    for module in pkgutil.iter_modules(kernels.__path__):
+        for kernel in vars(importlib.import_module(f"asyncdsl.kernels.{module.name}")).values():
+            if isinstance(kernel, Kernel):
+                yield from ((kernel, flag) for flag in kernel.signature.flags)
+
+
+LIBRARY_FLAGS = sorted(set(_library_flags()), key=lambda pair: (pair[0].__name__, pair[1]))
+
+
+def test_the_library_kernels_declare_their_switches_as_flags():
+    names = {f"{kernel.__name__}.{flag}" for kernel, flag in LIBRARY_FLAGS}
+    assert {"attention_kernel.CAUSAL", "attention_kernel.TURNS"} <= names
+    assert {flag for kernel, flag in LIBRARY_FLAGS} >= {"CAUSAL", "DETERMINISTIC", "TURNS"}
+
+
+@pytest.mark.parametrize("kernel,flag", LIBRARY_FLAGS, ids=[f"{k.__name__}-{f}" for k, f in LIBRARY_FLAGS])
+def test_a_library_kernel_refuses_a_flag_that_is_no_truth_value(kernel, flag):
+    arguments = [X] * len(kernel.runtime_names)
+    constexprs = {name: 1 for name in kernel.constexpr_names if name not in kernel.signature.defaults}
+    with pytest.raises(ad.ArgumentError, match=f"{kernel.__name__}'s constexpr {flag} is a flag") as caught:
+        kernel.compile(*arguments, **{**constexprs, flag: 2})
+    assert caught.value.location == SourceLocation(__file__, caught.tb.tb_lineno)

@@ -15,6 +15,7 @@ import pytest
 
 import asyncdsl as ad
 import asyncdsl.kernels as K
+from asyncdsl.errors import SourceLocation
 from asyncdsl.kernels.attention import attention_kernel, reference
 from asyncdsl.kernels.dispatch import launch
 from asyncdsl.runtime.ptxas import assemble
@@ -149,3 +150,12 @@ def test_the_host_function_refuses_layouts_it_does_not_know(layout, shape):
     with pytest.raises(ad.ArgumentError, match=refusal) as caught:
         K.attention(q, q, q, layout=layout)
     assert caught.value.location.file == __file__
+
+
+@pytest.mark.parametrize("causal", [2, "no", None])
+def test_the_host_function_refuses_a_causal_that_is_no_truth_value(causal):
+    q = np.zeros((1, 1, 128, 64), ml_dtypes.bfloat16)
+    with pytest.raises(ad.ArgumentError, match=r"attention_kernel's constexpr CAUSAL is a flag \(its default "
+                                               r"is False\): it takes True or False \(or 1 or 0\)") as caught:
+        K.attention(q, q, q, causal=causal)
+    assert caught.value.location == SourceLocation(__file__, caught.tb.tb_lineno)

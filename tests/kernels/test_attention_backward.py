@@ -16,6 +16,7 @@ import pytest
 
 import asyncdsl as ad
 import asyncdsl.kernels as K
+from asyncdsl.errors import SourceLocation
 from asyncdsl.kernels.attention import reference as forward_reference
 from asyncdsl.kernels.attention_backward import attention_backward_kernel, reference
 from asyncdsl.kernels.attention_backward_rows import finish_dq, prepare
@@ -139,6 +140,16 @@ def test_the_host_function_refuses_layouts_it_does_not_know():
     with pytest.raises(ad.ArgumentError, match="attention_backward takes 4-dim q, k, v") as caught:
         K.attention_backward(q, q, q, q, np.zeros((1, 1, 128), np.float32), q, layout="BHDS")
     assert caught.value.location.file == __file__
+
+
+@pytest.mark.parametrize("switch", [{"causal": 2}, {"deterministic": "yes"}])
+def test_the_host_function_refuses_a_switch_that_is_no_truth_value(switch):
+    q = np.zeros((1, 1, 128, 64), ml_dtypes.bfloat16)
+    (flag,) = (name.upper() for name in switch)
+    rule = f"constexpr {flag} is a flag .*: it takes True or False"
+    with pytest.raises(ad.ArgumentError, match=rule) as caught:
+        K.attention_backward(q, q, q, q, np.zeros((1, 1, 128), np.float32), q, **switch)
+    assert caught.value.location == SourceLocation(__file__, caught.tb.tb_lineno)
 
 
 def _assembles_cleanly(ptx, spill_bytes: int = 0):

@@ -66,10 +66,14 @@ def test_int32_targets_in_place_and_a_different_ignore_index_give_the_same_resul
     assert np.isclose(loss, reference(logits, targets, ignore_index=7)[0], rtol=1e-5)
 
 
-def test_with_every_row_ignored_the_mean_is_zero_and_so_are_the_gradients():
-    logits = _logits((3, 50), np.float32)
-    loss, dlogits = K.cross_entropy(logits, np.full(3, -100))
-    assert loss == 0 and not dlogits.any()
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_with_every_row_ignored_the_loss_is_that_of_no_rows_and_the_gradient_zero(reduction):
+    # torch's cross_entropy: the mean of no rows is 0/0 = nan, their sum 0, each ignored row's loss 0.
+    logits, targets = _logits((3, 50), np.float32), np.full(3, -100)
+    loss, dlogits = K.cross_entropy(logits, targets, reduction=reduction)
+    expected_loss, expected_grad = reference(logits, targets, reduction=reduction)
+    assert np.isnan(expected_loss).all() == (reduction == "mean") and not expected_grad.any()
+    assert np.array_equal(loss, expected_loss, equal_nan=True) and np.array_equal(dlogits, expected_grad)
 
 
 @pytest.mark.parametrize("bad", [300, -1])

@@ -71,6 +71,17 @@ def test_loss_and_gradients_match_float64_over_chunks(n, chunk, reduction, targe
     assert not dh[::7].astype(np.float32).any()  # ignored rows
 
 
+def test_with_every_target_ignored_the_mean_is_nan_and_the_gradients_zero():
+    # as torch's cross_entropy(h @ weightᵀ, targets): the mean of no rows is 0/0
+    h, weight, _ = _inputs(130, 64, 136)
+    targets = np.full(130, -100)
+    loss, dh, dweight = K.linear_cross_entropy(h, weight, targets, chunk=128)
+    expected_loss, expected_dh, expected_dweight = reference(h, weight, targets)
+    assert np.isnan(expected_loss) and np.isnan(loss) and loss.dtype == np.float32
+    assert not expected_dh.any() and not dh.astype(np.float32).any()
+    assert not expected_dweight.any() and not dweight.any()
+
+
 def test_chunks_hold_logits_about_the_size_of_h():
     assert chunk_rows(16384, 32000, 4096) == 4096  # 16384 · 4096 / 32000 = 2097 rows, rounded up
     assert chunk_rows(8192, 128256, 4096) == 512

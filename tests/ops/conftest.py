@@ -141,8 +141,9 @@ def _losses(z: np.ndarray, targets: np.ndarray, ignore_index: int, reduction: st
     dz = np.exp(z - lse[:, None])
     dz[np.arange(len(z)), safe] -= 1
     dz *= kept[:, None]
-    if reduction == "mean":
-        return rows.sum() / kept.sum(), dz / kept.sum()
+    if reduction == "mean":  # of no rows: a loss of 0/0 = nan, a gradient of 0 (as torch's)
+        with np.errstate(invalid="ignore"):
+            return rows.sum() / kept.sum(), dz / max(kept.sum(), 1)
     return (rows.sum(), dz) if reduction == "sum" else (rows, dz)
 
 

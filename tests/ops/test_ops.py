@@ -188,6 +188,23 @@ def test_loss_gradients_bf16(missing_kernels):
                 (randn(24, 64, seed=2), randn(296, 64, seed=3), labels), 0.02)
 
 
+@pytest.mark.parametrize("kernels", ["missing_kernels", "reference_kernels"])
+def test_with_every_target_ignored_the_mean_and_its_gradients_are_torchs(kernels, request):
+    # torch's mean of no rows is 0/0 = nan; the ignored rows' gradients stay 0.
+    request.getfixturevalue(kernels)
+    labels = torch.full((6,), -100)
+    z, h, w = randn(6, 40, seed=1), randn(6, 16, seed=2), randn(40, 16, seed=3)
+    for function, reference, inputs in (
+            (ops.cross_entropy, F.cross_entropy, (z,)),
+            (ops.linear_cross_entropy, lambda h, w, t: F.cross_entropy(h @ w.T, t), (h, w))):
+        low = [t.detach().to(torch.bfloat16 if function is ops.linear_cross_entropy else torch.float32)
+               .requires_grad_() for t in inputs]
+        got, want = function(*low, labels), reference(*inputs, labels)
+        assert got.isnan() and want.isnan()
+        for mine, torchs in zip(torch.autograd.grad(got, low), torch.autograd.grad(want, inputs)):
+            assert torch.equal(mine.double(), torchs) and not torchs.any()
+
+
 class Block(torch.nn.Module):
     """Every operator in one model: norms, attention, a gated MLP and both losses."""
 
