@@ -71,10 +71,15 @@ def cross_entropy(logits, targets, *, ignore_index: int = -100, reduction: str =
 
 
 def target_words(targets):
-    """int64 targets as (N, 2) int32 words (a view), int32 ones as they are."""
+    """int64 targets as (N, 2) int32 words (a view), int32 ones as they are.  Targets that start
+    off a 16-byte boundary, as the labels a causal LM shifts by one position do, are copied first:
+    every kernel argument must be aligned, and the copy is N integers against N x V logits."""
+    on_numpy = isinstance(targets, np.ndarray)
+    if (targets.ctypes.data if on_numpy else targets.data_ptr()) % 16:
+        targets = targets.copy() if on_numpy else targets.clone()
     if str(targets.dtype) not in ("int64", "torch.int64"):
         return targets
-    int32 = np.int32 if isinstance(targets, np.ndarray) else sys.modules["torch"].int32
+    int32 = np.int32 if on_numpy else sys.modules["torch"].int32
     return targets.view(int32).reshape(-1, 2)
 
 

@@ -66,6 +66,20 @@ def test_int32_targets_in_place_and_a_different_ignore_index_give_the_same_resul
     assert np.isclose(loss, reference(logits, targets, ignore_index=7)[0], rtol=1e-5)
 
 
+def test_labels_shifted_by_one_position_are_taken_though_they_start_off_16_bytes():
+    """A causal LM's loss takes labels[1:]: an int64 view 8 bytes past its buffer's start."""
+    logits = _logits((5, 300), ml_dtypes.bfloat16)
+    labels = np.empty(8, np.int64)[2:]  # 16 bytes in, so that labels[1:] is 8 bytes off
+    labels[:] = _targets(6, 300)
+    shifted = labels[1:]
+    assert shifted.ctypes.data % 16 == 8
+    loss, dlogits = K.cross_entropy(logits, shifted)
+    expected_loss, expected_grad = reference(logits, shifted)
+    assert np.isclose(loss, expected_loss, rtol=1e-5)
+    assert np.allclose(dlogits.astype(np.float64), expected_grad, rtol=2 ** -8, atol=2 ** -8)
+    assert np.array_equal(shifted, labels[1:])  # the caller's labels are left as they were
+
+
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 def test_with_every_row_ignored_the_loss_is_that_of_no_rows_and_the_gradient_zero(reduction):
     # torch's cross_entropy: the mean of no rows is 0/0 = nan, their sum 0, each ignored row's loss 0.
