@@ -173,7 +173,7 @@ def _check_tile_boxes(case: Case, dims: tuple[Dim, ...]) -> None:
     """One box a tile lands each at the tile's offset in the buffer, which TMA must be able to
     write (128 bytes); a column of tiles goes in boxes of up to 256 rows."""
     tile = case.transforms[0]
-    assert isinstance(tile, Tile), "a copy goes one box a tile through one tiling"
+    assert isinstance(tile, Tile), "a copy in boxes of its tiles has one 2-d tiling (`tile_boxes`)"
     rows, columns = tile.tiling
     if window_shape(dims)[1] == columns:
         return
