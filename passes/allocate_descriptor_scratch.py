@@ -32,6 +32,9 @@ from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase, IntegerAttr, Module
 from xdsl.passes import ModulePass
 
 from asyncdsl.dialects import kernel_attrs as attrs
+from asyncdsl.dialects.copy_bases import TmaDescribed
+from asyncdsl.dialects.descriptor_attrs import DescriptorAttr
+from asyncdsl.dialects.im2col_ops import TmaIm2colLoadOp
 from asyncdsl.hw.limits import DESCRIPTOR_BYTES
 from asyncdsl.hw.options import DESCRIPTOR_MODES as MODES
 
@@ -46,19 +49,19 @@ class AllocateDescriptorScratch(ModulePass):
         if self.mode not in MODES:
             raise ValueError(f"descriptor mode must be one of {MODES}, got {self.mode!r}")
         for fn in attrs.kernels(op):
-            numbered: dict = {}
-            peer_groups: dict = {}
+            numbered: dict[DescriptorAttr, int] = {}
+            peer_groups: dict[DescriptorAttr, int] = {}
             for copy in fn.walk():
-                if "descriptor" not in copy.properties:
+                if not isinstance(copy, (TmaDescribed, TmaIm2colLoadOp)):  # no tensor map
                     continue
                 if getattr(copy, "peer", None) is None:
                     index = numbered.setdefault(copy.descriptor, len(numbered))
+                elif copy.descriptor in peer_groups:
+                    index = peer_groups[copy.descriptor]
                 else:
-                    index = peer_groups.get(copy.descriptor)
-                    if index is None:
-                        index = peer_groups[copy.descriptor] = len(numbered)
-                        for pe in range(attrs.devices(fn)):
-                            numbered[_on_peer(copy.descriptor, pe)] = len(numbered)
+                    index = peer_groups[copy.descriptor] = len(numbered)
+                    for pe in range(attrs.devices(fn)):
+                        numbered[_on_peer(copy.descriptor, pe)] = len(numbered)
                 copy.properties["descriptor_index"] = IntegerAttr(index, i64)
             mode = "scratch" if peer_groups else self.mode
             fn.attributes[attrs.DESCRIPTORS] = ArrayAttr(list(numbered))
@@ -68,6 +71,6 @@ class AllocateDescriptorScratch(ModulePass):
                 fn.attributes[attrs.DESCRIPTOR_SLOTS] = DenseArrayBase.from_list(i64, slots)
 
 
-def _on_peer(descriptor, pe: int):
+def _on_peer(descriptor: DescriptorAttr, pe: int) -> DescriptorAttr:
     """`descriptor` (of an argument) as the host encodes it for device `pe`'s copy."""
     return type(descriptor).from_spec(replace(descriptor.spec(), peer=pe))

@@ -26,16 +26,22 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, ModuleOp, i64
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
 
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects import kernel_attrs as attrs
-from asyncdsl.errors import ResourceError
+from asyncdsl.dialects.copy_bases import Row4Copy, TmaBox
+from asyncdsl.errors import ResourceError, SourceLocation
 from asyncdsl.hw.limits import BARRIER_BYTES, MAX_SMEM_PER_BLOCK, SMEM_ALIGNMENT_SLACK
 from asyncdsl.ir_locations import from_ir_location
 
 TILE_SCRATCH_ALIGNMENT = 16  # the widest shared-memory access
+
+
+# What takes shared memory: a buffer, a barrier group, or the kernel's register-tile scratch.
+Allocation = ir.AllocSmemOp | ir.AllocBarriersOp | func.FuncOp
+Placed = tuple[Allocation, int, int]  # an allocation, its offset and its bytes
 
 
 @dataclass(frozen=True)
@@ -51,7 +57,7 @@ class AllocateSmem(ModulePass):
     def _allocate(self, fn: func.FuncOp) -> None:
         swizzles = _swizzle_of_buffers(fn)
         offset = 0
-        plan: list[tuple[Operation, int, int]] = []
+        plan: list[Placed] = []
         allocations = [op for op in fn.walk() if isinstance(op, (ir.AllocSmemOp, ir.AllocBarriersOp))]
         # Buffers first, in program order; barrier groups (8-byte aligned, small) after them.
         allocations.sort(key=lambda op: isinstance(op, ir.AllocBarriersOp))
@@ -87,7 +93,7 @@ def _swizzle_of_buffers(fn: func.FuncOp) -> dict[SSAValue, int]:
     found: dict[SSAValue, int] = {}
     for op in fn.walk():
         # Every hardware copy with an SMEM side and a descriptor (tiled, im2col, gather4, ...).
-        if "descriptor" in op.properties and hasattr(op, "smem"):
+        if isinstance(op, (TmaBox, Row4Copy, ir.TmaIm2colLoadOp)):
             buffer = ir.root_buffer(op.smem)
             swizzle = op.descriptor.swizzle_bytes.data
             found[buffer] = max(found.get(buffer, 0), swizzle)
@@ -98,7 +104,7 @@ def _swizzle_of_buffers(fn: func.FuncOp) -> dict[SSAValue, int]:
 
 
 
-def _describe(alloc: Operation) -> str:
+def _describe(alloc: Allocation) -> str:
     if isinstance(alloc, func.FuncOp):
         return "register tile scratch"
     if isinstance(alloc, ir.AllocSmemOp):
@@ -107,7 +113,7 @@ def _describe(alloc: Operation) -> str:
     return f"{alloc.result.type.count.data} barrier(s)"
 
 
-def _overflow_report(fn: func.FuncOp, plan, total: int, usable: int) -> str:
+def _overflow_report(fn: func.FuncOp, plan: list[Placed], total: int, usable: int) -> str:
     lines = [
         f"kernel {fn.sym_name.data} needs {total} bytes of shared memory, but a CTA can use "
         f"{usable} ({MAX_SMEM_PER_BLOCK} per block on H100/H200 minus {SMEM_ALIGNMENT_SLACK} "
@@ -120,7 +126,7 @@ def _overflow_report(fn: func.FuncOp, plan, total: int, usable: int) -> str:
     return "\n".join(lines)
 
 
-def _first_overflow(plan, usable: int):
+def _first_overflow(plan: list[Placed], usable: int) -> SourceLocation | None:
     for alloc, offset, size in plan:
         if offset + size > usable:
             return from_ir_location(alloc)

@@ -87,7 +87,9 @@ def is_tile(value: SSAValue) -> bool:
 
 
 def _tile_type(value: SSAValue) -> VectorType:
-    return value.type.tile if isinstance(value.type, RegistersType) else value.type
+    type_ = value.type.tile if isinstance(value.type, RegistersType) else value.type
+    assert isinstance(type_, VectorType), f"{value} is not a register tile"
+    return type_
 
 
 def _shape(value: SSAValue) -> tuple[int, ...]:
@@ -225,8 +227,8 @@ def _infer(fn: func.FuncOp) -> None:
                 layout = solver.layout_of(result)
                 _check_holds(layout, result, op)
                 op.attributes[INFERRED] = LayoutAttr(layout)
-        if isinstance(op, ir.ReadRegistersOp) and op.window_offsets is not None:
-            _check_window(op, solver)
+        if isinstance(op, ir.ReadRegistersOp) and (offsets := op.window_offsets) is not None:
+            _check_window(op, offsets, solver)
         if isinstance(op, ir.ReduceOp) and op.result not in splats:
             _check_reduction(op, solver)
         if isinstance(op, ir.BroadcastInDimOp) and op.result not in splats:
@@ -337,6 +339,7 @@ class _Solver:
             for op, squeeze in _broadcasts_of(member):
                 if op.result in self.splats:
                     continue
+                result: Layout | None
                 if first:
                     try:
                         result = self.layout_of(op.result, first=True)
@@ -378,7 +381,7 @@ class _Solver:
         holds, the strided layout."""
         if not any(member in self.reduced for member in members):
             return None
-        candidates = [row_layout(shape, size), WGMMA]
+        candidates: list[Layout | None] = [row_layout(shape, size), WGMMA]
         reductions = [use.operation for member in members for use in member.uses
                       if isinstance(use.operation, ir.ReduceOp) and not _squeezes(use.operation)]
         totals = all(shape[axis] == 1 for op in reductions for axis in _kept_axes(op))
@@ -511,10 +514,11 @@ def _check_holds(layout: Layout, value: SSAValue, op: Operation) -> None:
         raise LayoutError(error.message, from_ir_location(op)) from None
 
 
-def _check_window(op: ir.ReadRegistersOp, solver: _Solver) -> None:
-    """A window of a register ref is registers the ref holds: whole tiles of its layout."""
+def _check_window(op: ir.ReadRegistersOp, offsets: tuple[int, ...], solver: _Solver) -> None:
+    """A window (at `offsets`) of a register ref is registers the ref holds: whole tiles of its
+    layout."""
     try:
-        register_window(solver.layout_of(op.ref), _shape(op.ref), op.window_offsets, _shape(op.result))
+        register_window(solver.layout_of(op.ref), _shape(op.ref), offsets, _shape(op.result))
     except LayoutError as error:
         raise LayoutError(error.message, from_ir_location(op)) from None
 

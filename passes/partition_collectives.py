@@ -85,6 +85,7 @@ class PartitionCollectives(ModulePass):
 def _cluster_arrive(arrive: ir.ArriveOp, group: CollectiveGroup) -> None:
     """An arrival on the barrier in every CTA of the group; a group of one CTA (dims along which
     the cluster has one CTA drop out, as for copies) arrives here only."""
+    new: ir.ClusterArriveOp | ir.ArriveOp
     if group.size > 1:
         new = ir.ClusterArriveOp(arrive.barriers, arrive.index, arrive.count.value.data, group.dims,
                                  group.cluster, sync=arrive.unsynced is None)

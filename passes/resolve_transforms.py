@@ -24,10 +24,13 @@ becomes
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 
 from asyncdsl.dialects import asyncdsl as ir
@@ -37,7 +40,8 @@ from asyncdsl.ir_locations import from_ir_location
 from asyncdsl.passes.resolve import copy, im2col, prefetch, row_gather
 
 # The user-level copy ops and what replaces each by hardware copies.
-RESOLVERS = {
+# Each resolver takes an op of the class it is keyed by, which a dict's type cannot say: Any.
+RESOLVERS: dict[type[Operation], Callable[[Any], None]] = {
     ir.AsyncCopyOp: copy.resolve_copy,
     ir.AsyncCopyIm2colOp: im2col.resolve_im2col,
     ir.AsyncCopyRowsOp: row_gather.resolve_row_copy,

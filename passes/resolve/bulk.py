@@ -24,6 +24,7 @@ from asyncdsl.hw.bulk import check_bulk_copy, is_contiguous_run
 from asyncdsl.hw.limits import BULK_ALIGNMENT
 from asyncdsl.hw.options import Implementation, Oob
 from asyncdsl.passes.resolve.checks import Conditions, check_clamped_store, check_smem_alignment, check_window
+from asyncdsl.passes.resolve.copy_operands import load_barrier
 from asyncdsl.passes.resolve.index_builder import IndexBuilder, static_starts, traced_starts
 
 
@@ -62,10 +63,11 @@ def resolve_bulk(copy: ir.AsyncCopyOp) -> None:
     if not copy.is_load and copy.oob.data == Oob.UNDEFINED and any(type(s) is not int for s in starts):
         check_clamped_store(conditions, shape, starts, copy.sizes, engine)
     arrive = bool(copy.arrive.value.data)
+    new: ir.BulkLoadOp | ir.BulkStoreOp
     if copy.is_load:
         window = (copy.gmem, copy.smem, conditions.guarded_starts(list(copy.starts)), copy.sizes)
-        barrier = (copy.barriers, copy.barrier_index)
-        new = ir.BulkLoadOp(*window, *barrier, oob=copy.oob.data, arrive=arrive, predicate=copy.predicate)
+        new = ir.BulkLoadOp(*window, *load_barrier(copy), oob=copy.oob.data, arrive=arrive,
+                            predicate=copy.predicate)
     else:
         window = (copy.gmem, copy.smem, list(copy.starts), copy.sizes)
         predicate = conditions.guarded_predicate(copy.predicate)

@@ -17,7 +17,6 @@ collective="x")` becomes `asyncdsl.tma_load` of the 128-row box with `collective
 
 from __future__ import annotations
 
-from xdsl.dialects import func
 from xdsl.rewriter import Rewriter
 
 from asyncdsl.dialects import asyncdsl as ir
@@ -27,6 +26,7 @@ from asyncdsl.dialects.option_attrs import eviction_of
 from asyncdsl.errors import CopyError
 from asyncdsl.hw.collective import CollectiveGroup, check_leader_tracked, collective_group
 from asyncdsl.hw.options import Implementation, Partition
+from asyncdsl.passes.resolve.copy_operands import argument_index, enclosing_kernel, load_barrier
 from asyncdsl.passes.resolve.index_builder import IndexBuilder, slice_entries
 from asyncdsl.passes.resolve.tma import plan_copy
 
@@ -57,14 +57,14 @@ def resolve_collective_copy(copy: ir.AsyncCopyOp) -> ir.TmaLoadOp:
     builder = IndexBuilder(copy)
     entries = slice_entries(copy.starts, copy.sizes, builder)
     if partition == Partition.PARTITIONED:
+        assert copy.partition_axis is not None, "a partitioned copy names its axis (verified)"
         entries = _own_half(entries, copy.partition_axis.value.data, group, builder)
     plan = plan_copy(copy, entries)
     load = ir.TmaLoadOp(
         copy.smem,
         [builder.value(c) for c in plan.coords],
-        copy.barriers,
-        copy.barrier_index,
-        TmaDescriptorAttr.from_spec(plan.tensor_map_spec(copy.gmem.index)),
+        *load_barrier(copy),
+        TmaDescriptorAttr.from_spec(plan.tensor_map_spec(argument_index(copy.gmem))),
         plan.box_bytes if copy.arrive.value.data else 0,
         predicate=copy.predicate,
         collective=copy.cluster_dims,
@@ -83,13 +83,6 @@ def cluster_cta_ids(builder: IndexBuilder, group: CollectiveGroup) -> list:
         builder.wrap(builder.emit(ir.ClusterCtaIdOp(axis))) if axis in group.axes else 0
         for axis in range(3)
     ]
-
-
-def enclosing_kernel(op) -> func.FuncOp:
-    parent = op.parent_op()
-    while not isinstance(parent, func.FuncOp):
-        parent = parent.parent_op()
-    return parent
 
 
 def _own_half(entries: list, axis: int, group: CollectiveGroup, builder: IndexBuilder) -> list:

@@ -29,6 +29,7 @@ from asyncdsl import dtypes
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.hw.gmem_runs import contiguous_strides
 from asyncdsl.kernel_binary import Im2colTensorMapSpec
+from asyncdsl.passes.resolve.copy_operands import argument_index
 
 
 def resolve_im2col(copy: ir.AsyncCopyIm2colOp) -> None:
@@ -54,7 +55,7 @@ def im2col_spec(copy: ir.AsyncCopyIm2colOp) -> Im2colTensorMapSpec:
     dtype = dtypes.from_mlir(ir.shaped_type(copy.source.type).element_type)
     image = ir.shape_of(copy.source)
     return Im2colTensorMapSpec(
-        arg_index=copy.source.index,
+        arg_index=argument_index(copy.source),
         dtype_code=dtype.tma_code,
         element_bytes=dtype.itemsize,
         global_dims=image,

@@ -20,6 +20,7 @@ from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects.descriptor_attrs import TmaDescriptorAttr
 from asyncdsl.dialects.transform_attrs import transform_from_attr
 from asyncdsl.hw.tma import plan_tiled_copy
+from asyncdsl.passes.resolve.copy_operands import argument_index
 from asyncdsl.passes.resolve.index_builder import IndexBuilder, slice_entries
 
 
@@ -33,7 +34,7 @@ def resolve_prefetch(prefetch: ir.AsyncPrefetchOp) -> None:
         tuple(transform_from_attr(t) for t in prefetch.transforms),
         prefetch.swizzle.value.data,
     )
-    descriptor = TmaDescriptorAttr.from_spec(plan.tensor_map_spec(prefetch.gmem.index))
+    descriptor = TmaDescriptorAttr.from_spec(plan.tensor_map_spec(argument_index(prefetch.gmem)))
     new = ir.TmaPrefetchOp([builder.value(c) for c in plan.coords], descriptor, predicate=prefetch.predicate)
     new.location = prefetch.location
     Rewriter.replace_op(prefetch, new, new_results=[])

@@ -18,7 +18,6 @@ idx: 8xui32, buf: 8x64xf32 becomes
 
 from __future__ import annotations
 
-from xdsl.dialects import func
 from xdsl.ir import Operation
 from xdsl.rewriter import Rewriter
 
@@ -30,11 +29,12 @@ from asyncdsl.errors import UnsupportedTargetError
 from asyncdsl.hw.limits import GATHER4_ROWS
 from asyncdsl.hw.options import BLACKWELL
 from asyncdsl.kernel_binary import TiledTensorMapSpec
+from asyncdsl.passes.resolve.copy_operands import argument_index, enclosing_kernel, load_barrier
 
 
 def resolve_row_copy(copy: ir.AsyncCopyRowsOp) -> None:
     """Replace `copy` by its gather4/scatter4 instructions (and the gather's one arrival)."""
-    arch = attrs.arch(_kernel_of(copy))
+    arch = attrs.arch(enclosing_kernel(copy))
     if arch != BLACKWELL:
         kind = "gathers" if copy.is_load else "scatters"
         raise UnsupportedTargetError(
@@ -48,11 +48,12 @@ def resolve_row_copy(copy: ir.AsyncCopyRowsOp) -> None:
     groups = range(0, copy.row_count, GATHER4_ROWS)
     new: list[Operation] = []
     if copy.is_load:
+        barriers, barrier_index = load_barrier(copy)
         if arrive:
             row_bytes = spec.box_dims[1] * spec.element_bytes
-            new.append(ir.ArriveExpectTxOp(copy.barriers, copy.barrier_index, copy.row_count * row_bytes))
+            new.append(ir.ArriveExpectTxOp(barriers, barrier_index, copy.row_count * row_bytes))
         new += [
-            ir.TmaGather4Op(copy.smem, copy.rows, copy.column_start, copy.barriers, copy.barrier_index,
+            ir.TmaGather4Op(copy.smem, copy.rows, copy.column_start, barriers, barrier_index,
                             descriptor, first)
             for first in groups
         ]
@@ -72,7 +73,7 @@ def row_descriptor_spec(copy: ir.AsyncCopyRowsOp) -> TiledTensorMapSpec:
     dtype = dtypes.from_mlir(ir.shaped_type(copy.gmem.type).element_type)
     rows, columns = ir.shape_of(copy.gmem)
     return TiledTensorMapSpec(
-        arg_index=copy.gmem.index,
+        arg_index=argument_index(copy.gmem),
         dtype_code=dtype.tma_code,
         element_bytes=dtype.itemsize,
         global_dims=(rows, columns),
@@ -82,8 +83,3 @@ def row_descriptor_spec(copy: ir.AsyncCopyRowsOp) -> TiledTensorMapSpec:
     )
 
 
-def _kernel_of(op: Operation) -> func.FuncOp:
-    parent = op.parent_op()
-    while not isinstance(parent, func.FuncOp):
-        parent = parent.parent_op()
-    return parent

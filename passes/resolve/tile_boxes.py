@@ -94,8 +94,10 @@ def _check_buffer(copy: ir.AsyncCopyOp, window: tuple[int, int], tiling: tuple[i
 def resolve_tile_boxes(copy: ir.AsyncCopyOp, resolve_box) -> None:
     """Replace `copy` by one untiled copy per run of tiles, each resolved by `resolve_box`
     (which replaces it by its hardware op and returns that)."""
-    r, c = _tiling(copy)
-    row_dim, column_dim = _window_dims(copy)
+    tiling, dims = _tiling(copy), _window_dims(copy)
+    assert tiling is not None and dims is not None, "a copy in tile boxes is one of a tiled 2-d window"
+    r, c = tiling
+    row_dim, column_dim = dims
     window = (copy.sizes[row_dim], copy.sizes[column_dim])
     element = dtypes.from_mlir(ir.shaped_type(copy.gmem.type).element_type)
     _check_buffer(copy, window, (r, c), element)

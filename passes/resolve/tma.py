@@ -15,6 +15,7 @@ from asyncdsl.errors import CopyError
 from asyncdsl.hw.limits import MAX_TMA_RANK, TMA_SMEM_ALIGNMENT
 from asyncdsl.hw.tma import TmaCopyPlan, plan_tiled_copy
 from asyncdsl.passes.resolve.checks import Conditions, check_smem_alignment
+from asyncdsl.passes.resolve.copy_operands import argument_index, load_barrier
 from asyncdsl.passes.resolve.index_builder import IndexBuilder, slice_entries
 from asyncdsl.passes.resolve.reduction import hardware_reduction
 
@@ -33,15 +34,16 @@ def resolve_tma(copy: ir.AsyncCopyOp) -> ir.TmaLoadOp | ir.TmaStoreOp:
     if not copy.is_load:
         check_store_coordinates(conditions, plan)
     coords = [builder.value(c) for c in plan.coords]
-    spec = plan.tensor_map_spec(copy.gmem.index)
+    spec = plan.tensor_map_spec(argument_index(copy.gmem))
     if reduction is not None:
         spec = replace(spec, dtype_code=reduction.type_code)
     descriptor = TmaDescriptorAttr.from_spec(spec)
     predicate = copy.predicate
     arrive = bool(copy.arrive.value.data)
+    new: ir.TmaLoadOp | ir.TmaStoreOp
     if copy.is_load:
         new = ir.TmaLoadOp(
-            copy.smem, coords, copy.barriers, copy.barrier_index, descriptor,
+            copy.smem, coords, *load_barrier(copy), descriptor,
             plan.box_bytes if arrive else 0, predicate=predicate, peer=copy.peer,
             eviction=eviction_of(copy),
         )

@@ -55,6 +55,7 @@ def _report_unless(ctx: KernelLowering, holds: SSAValue, number: int, every_thre
     """Report check `number` where `holds` is false: in the warpgroup's leader (a uniform
     condition), or in every thread whose own `holds` is false."""
     b, buffer = ctx.b, ctx.facts.error_buffer
+    assert buffer is not None, "checks get numbers in debug mode only, where the kernel has an error buffer"
     failed = b.emit("not.pred {}, {};", "pred", holds)
     if not every_thread:
         b.run("and.pred {}, {}, {};", failed, failed, ctx.facts.leader)

@@ -24,6 +24,13 @@ from asyncdsl.dialects.ptx_instr import Instruction
 Arg: TypeAlias = SSAValue | int | str | Sequence["Arg"]
 
 
+def register_class(register: SSAValue) -> str:
+    """The PTX register class (`b32`, `pred`, ...) of a register the builder made."""
+    type_ = register.type
+    assert isinstance(type_, ptx.RegType), f"{register} is not a PTX register"
+    return type_.kind.data
+
+
 class PtxBuilder:
     """Appends instructions to the body of one `ptx.kernel`."""
 
@@ -105,7 +112,7 @@ class PtxBuilder:
 
     def assign(self, target: SSAValue, source: SSAValue | int) -> None:
         """Overwrite register `target` (registers are mutable: loop counters, phase bits)."""
-        kind = target.type.kind.data
+        kind = register_class(target)
         self.run(f"mov.{kind} {{}}, {{}};", target, source)
 
     def new_label(self, hint: str) -> str:

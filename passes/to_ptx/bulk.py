@@ -70,6 +70,7 @@ def _bulk_load(ctx: KernelLowering, op: ir.BulkLoadOp) -> None:
         b.run("mbarrier.arrive.expect_tx.shared::cta.b64 _, [{}], {};", bar, moved, guard=issuer,
               instr=ptx.MbarrierArriveOp)
     elif op.oob.data == Oob.UNDEFINED:
+        missing: SSAValue | int
         if isinstance(moved, int):
             missing = transfer - moved
         else:

@@ -29,6 +29,8 @@ barrier's address into each target CTA and arrives there (docs/hardware.md §7.4
 
 from __future__ import annotations
 
+from xdsl.ir import SSAValue
+
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects import ptx
 from asyncdsl.hw.collective import CollectiveGroup
@@ -88,6 +90,7 @@ def _cluster_arrive(ctx: KernelLowering, op: ir.ClusterArriveOp) -> None:
     for rank in range(group.cluster[0] * group.cluster[1] * group.cluster[2]):
         if not group.base_mask >> rank & 1:
             continue
+        target: SSAValue | int
         if shift is None:
             target = rank
         else:
@@ -101,11 +104,13 @@ def _smem_slice(ctx: KernelLowering, op: ir.SmemSliceOp) -> None:
     ctx.bind(op.result, ctx.b.emit("add.s32 {}, {}, {};", "b32", ctx.reg(op.source), ctx.operand(op.offset)))
 
 
-def collective_load_form(ctx: KernelLowering, op: ir.TmaLoadOp, barrier) -> tuple[str, str, object, list]:
+def collective_load_form(ctx: KernelLowering, op: ir.TmaLoadOp,
+                         barrier: SSAValue) -> tuple[str, str, SSAValue, list[SSAValue]]:
     """(destination state space, instruction modifiers, barrier operand, trailing operands) of a
     multicast or leader-tracked TMA load whose own CTA's barrier is at `barrier`."""
     b = ctx.b
-    space, modifiers, extra = "shared::cluster", "", []
+    space, modifiers = "shared::cluster", ""
+    extra: list[SSAValue] = []
     if op.multicast_mask is not None:
         modifiers, extra = ".multicast::cluster", [b16_register(ctx, op.multicast_mask)]
     if op.partition is not None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from xdsl.dialects.builtin import IntegerType
 from xdsl.ir import Block, Operation, SSAValue
@@ -18,11 +18,16 @@ from asyncdsl.passes.to_ptx.builder import PtxBuilder
 
 if TYPE_CHECKING:
     from asyncdsl.passes.to_ptx.profile import ProfileRecord
+    from asyncdsl.passes.to_ptx.tile_registers import TileRegisters
 
 # A rule takes an op of the class its table keys it by (`KernelLowering.lower` looks it up by the
 # op's class): the op's type is the key's, which a dict's type cannot say, so it is Any here.
 Rule = Callable[["KernelLowering", Any], None]
 Rules = dict[type[Operation], Rule]
+
+A = TypeVar("A", bound=Operation)
+B = TypeVar("B", bound=Operation)
+C = TypeVar("C", bound=Operation)
 
 
 @dataclass
@@ -60,7 +65,7 @@ class KernelLowering:
         self._registers: dict[SSAValue, SSAValue] = {}
         self._constants: dict[SSAValue, int] = {}
         # Register tiles: each value's `tile_registers.TileRegisters` (its registers by layout).
-        self.tiles: dict[SSAValue, object] = {}
+        self.tiles: dict[SSAValue, TileRegisters] = {}
         # 8-bit elements converted two at a time (`tile_math`): each element's register -> the
         # halfword holding the pair and the element's byte in it, for stores to pack whole pairs.
         self.byte_pairs: dict[SSAValue, tuple[SSAValue, int]] = {}
@@ -82,7 +87,14 @@ class KernelLowering:
     def facts(self, facts: KernelFacts) -> None:
         self._facts = facts
 
-    def ops_of(self, *classes: type[Operation]) -> list[Operation]:
+    @overload
+    def ops_of(self, cls: type[A], /) -> list[A]: ...
+    @overload
+    def ops_of(self, cls: type[A], other: type[B], /) -> list[A | B]: ...
+    @overload
+    def ops_of(self, cls: type[A], other: type[B], third: type[C], /) -> list[A | B | C]: ...
+
+    def ops_of(self, *classes: type[Operation]) -> Sequence[Operation]:
         """The kernel's ops of these classes, in walk order."""
         return [op for op in self._kernel_ops if isinstance(op, classes)]
 

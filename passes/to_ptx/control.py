@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from xdsl.dialects import scf
 
+from asyncdsl.passes.to_ptx.builder import register_class
 from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
 from asyncdsl.passes.to_ptx.scalars import register_kind
 
@@ -67,7 +68,7 @@ def _lower_branch(ctx: KernelLowering, block, outputs) -> None:
 
 def _assign_all(ctx: KernelLowering, targets, sources) -> None:
     """Parallel assignment: copy through temporaries so that swaps come out right."""
-    temporaries = [ctx.b.mov(t.type.kind.data, s) for t, s in zip(targets, sources)]
+    temporaries = [ctx.b.mov(register_class(t), s) for t, s in zip(targets, sources)]
     for target, temporary in zip(targets, temporaries):
         ctx.b.assign(target, temporary)
 

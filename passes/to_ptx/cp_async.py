@@ -70,7 +70,7 @@ def _cp_async_load(ctx: KernelLowering, op: ir.CpAsyncLoadOp) -> None:
     b.run("add.u32 {}, {}, {};", chunk, chunk, WARPGROUP_THREADS)
     b.branch(head)
     b.label(done)
-    if op.barriers is not None:
+    if op.barriers is not None and op.barrier_index is not None:  # both or neither
         bar = barrier_address(ctx, op.barriers, op.barrier_index)
         b.run("cp.async.mbarrier.arrive.shared::cta.b64 [{}];", bar, instr=ptx.MbarrierArriveOp)
         if op.arrive.value.data:

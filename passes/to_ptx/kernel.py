@@ -156,6 +156,7 @@ def emit_prologue(ctx: KernelLowering, fn: func.FuncOp, params: tuple[KernelPara
     for group in groups:
         count = group.result.type.count.data
         arrivals = group.arrival_count.value.data
+        assert group.offset is not None, "allocate-smem places every barrier group"
         first = b.emit("add.s32 {}, {}, {};", "b32", base, group.offset.value.data)
         for i in range(count):
             b.run(f"mbarrier.init.shared::cta.b64 [{{}}+{8 * i}], {arrivals};", first, guard=cta_leader,

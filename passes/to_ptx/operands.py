@@ -10,8 +10,9 @@ prefetches, im2col, gather4/scatter4, bulk copies) build alike.
 
 from __future__ import annotations
 
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import SSAValue
 
+from asyncdsl.dialects.copy_bases import DescriptorSlot
 from asyncdsl.passes.to_ptx.context import KernelLowering
 
 
@@ -26,7 +27,8 @@ def tma_coordinates(ctx: KernelLowering, coords) -> list:
     return [ctx.operand(c) for c in reversed(coords)]
 
 
-def descriptor_address(ctx: KernelLowering, op: Operation) -> SSAValue:
+def descriptor_address(ctx: KernelLowering, op: DescriptorSlot) -> SSAValue:
+    assert op.descriptor_index is not None, "allocate-descriptor-scratch numbers every descriptor"
     return ctx.facts.descriptor_addresses[op.descriptor_index.value.data]
 
 

@@ -77,6 +77,7 @@ def emit_exit(ctx: KernelLowering) -> None:
     """Stamp the kernel exit, the SM and the event count into this warpgroup's record."""
     b, facts = ctx.b, ctx.facts
     profile = facts.profile
+    assert profile is not None, "only a profiled kernel stamps its exit"
     _stamp_time(ctx, profile.record, layout.EXIT_TIMER, layout.EXIT_CLOCK)
     sm = b.emit("mov.u32 {}, %smid;", "b32")
     b.run(f"st.global.u32 [{{}}+{layout.SM_ID}], {{}};", profile.record, sm, guard=facts.leader,

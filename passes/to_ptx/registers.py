@@ -9,6 +9,7 @@ import numpy as np
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects.layout_attrs import inferred_layout
 from asyncdsl.hw.fragments import register_window
+from asyncdsl.passes.to_ptx.builder import register_class
 from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
 from asyncdsl.passes.to_ptx.tile_registers import TileRegisters, bind_tile, register_kind, tile_of
 
@@ -39,7 +40,7 @@ def _read(ctx: KernelLowering, op: ir.ReadRegistersOp) -> None:
     if op.window_offsets is not None:
         regs = regs[
             register_window(ref.layout, ref.shape, op.window_offsets, tuple(op.result.type.get_shape()))]
-    copies = np.array([ctx.b.mov(r.type.kind.data, r) for r in regs.reshape(-1)], dtype=object)
+    copies = np.array([ctx.b.mov(register_class(r), r) for r in regs.reshape(-1)], dtype=object)
     bind_tile(ctx, op.result, copies.reshape(regs.shape))
 
 

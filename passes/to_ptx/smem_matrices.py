@@ -83,6 +83,7 @@ def matrix_plan(plan: AccessPlan, element_bytes: int, replicated: bool,
             return None
         constants.append(int(linear[0]))
         accesses.append(MatrixAccess(group, len(constants) - 1))
+    assert lane_term is not None, "a plan has a piece (piece 0's rows were checked above)"
     addresses = LaneAddresses(lane_term, constants, plan.swizzle, base_alignment, "a matrix row's address")
     if addresses.mode is AddressMode.RUNTIME:
         return None

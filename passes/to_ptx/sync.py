@@ -10,6 +10,8 @@ is ordered before the release.  Barrier groups are initialised in the kernel pro
 
 from __future__ import annotations
 
+from xdsl.ir import SSAValue
+
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects import ptx
 from asyncdsl.hw.limits import BARRIER_BYTES
@@ -17,7 +19,7 @@ from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
 from asyncdsl.passes.to_ptx.core import allocation_address
 
 
-def barrier_address(ctx: KernelLowering, barriers, index):
+def barrier_address(ctx: KernelLowering, barriers: SSAValue, index: SSAValue) -> SSAValue:
     """The shared address of `barriers[index]`."""
     known = ctx.constant(index)
     if known is not None:

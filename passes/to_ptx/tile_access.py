@@ -17,6 +17,7 @@ writes.  Layouts that replicate elements store each element once (from the lowes
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 from xdsl.dialects.builtin import VectorType
@@ -126,8 +127,8 @@ def pack_words(ctx: KernelLowering, elements: list[SSAValue], element_bytes: int
 def _converted_pairs(ctx: KernelLowering, group: list[SSAValue]) -> list[SSAValue] | None:
     """The halfwords of `ctx.byte_pairs` that hold a group's 8-bit elements (two or four) in
     their order, or None when the group is not made of such pairs."""
-    found = [ctx.byte_pairs.get(element) for element in group]
-    if len(group) % 2 or None in found:
+    found = [pair for element in group if (pair := ctx.byte_pairs.get(element)) is not None]
+    if len(group) % 2 or len(found) != len(group):
         return None
     halves = [found[start][0] for start in range(0, len(group), 2)]
     return halves if found == [(half, byte) for half in halves for byte in (0, 1)] else None
@@ -155,6 +156,7 @@ def load_piece(ctx: KernelLowering, address: SSAValue, offset: int, piece: int, 
         if guard is None:
             loaded = b.emit(template, "b16", address, instr=ptx.MemoryOp)
         else:
+            assert other is not None, "a guarded load needs the value where its guard fails"
             fallback = _halfword(ctx, pack_words(ctx, [other, other], 1)[0]) if pair else other
             loaded = b.mov("b16", fallback)
             b.run(template, loaded, address, guard=guard, instr=ptx.MemoryOp)
@@ -167,6 +169,7 @@ def load_piece(ctx: KernelLowering, address: SSAValue, offset: int, piece: int, 
     if guard is None:
         words = b.emit_many(template, [word_kind] * count, address, instr=ptx.MemoryOp)
     else:  # the fallback words first, then the load over them where the guard holds
+        assert other is not None, "a guarded load needs the value where its guard fails"
         fallback = (other if element_bytes == 4
                     else pack_words(ctx, [other] * (4 // element_bytes), element_bytes)[0])
         words = [b.mov(word_kind, fallback) for _ in range(count)]
@@ -197,7 +200,8 @@ def store_piece(ctx: KernelLowering, address: SSAValue, offset: int, elements: l
 # -- whole tiles ---------------------------------------------------------------------------------
 
 
-def _in_cta(ctx: KernelLowering, addresses: list[tuple[SSAValue, int]], cta: SSAValue | None):
+def _in_cta(ctx: KernelLowering, addresses: list[tuple[SSAValue, int]],
+            cta: SSAValue | int | None) -> tuple[list[tuple[SSAValue, int]], str]:
     """The piece addresses (register, immediate offset) of this CTA's buffer, or with `cta` of
     its copy in the CTA of that cluster rank: each distinct register mapped once by `mapa`, whose
     window keeps offsets (PTX ISA, *mapa*), so the immediates stay; and the state space to use."""
@@ -212,7 +216,7 @@ def _in_cta(ctx: KernelLowering, addresses: list[tuple[SSAValue, int]], cta: SSA
 
 
 def read_tile(ctx: KernelLowering, base: SSAValue, alignment: int, layout: Layout, shape, element,
-              buffer_layout: SmemLayout | None = None, cta: SSAValue | None = None) -> np.ndarray:
+              buffer_layout: SmemLayout | None = None, cta: SSAValue | int | None = None) -> np.ndarray:
     """The registers of a `shape` tile in `layout` read from the buffer at `base` (row-major, or
     laid out by `buffer_layout`), in this CTA or in the CTA of cluster rank `cta`."""
     element_bytes = ir.element_bits(_vector_of(element)) // 8
@@ -234,7 +238,7 @@ def read_tile(ctx: KernelLowering, base: SSAValue, alignment: int, layout: Layou
 def _load_matrices(ctx: KernelLowering, base: SSAValue, plan: AccessPlan,
                    matrices: MatrixPlan) -> list[SSAValue]:
     """The plan's pieces by `ldmatrix`, one 16-bit register per element in piece order."""
-    words: list[SSAValue | None] = [None] * len(plan.pieces)
+    words: dict[int, SSAValue] = {}  # piece -> its word
     addresses = piece_addresses(ctx, base, matrices.addresses)
     for access in matrices.accesses:
         address, offset = addresses[access.address]
@@ -245,7 +249,7 @@ def _load_matrices(ctx: KernelLowering, base: SSAValue, plan: AccessPlan,
             ["b32"] * count, address, instr=ptx.MemoryOp)
         for piece, word in zip(access.pieces, loaded):
             words[piece] = word
-    return _split_words(ctx, words, 2)
+    return _split_words(ctx, [words[piece] for piece in range(len(plan.pieces))], 2)
 
 
 def _store_matrices(ctx: KernelLowering, base: SSAValue, plan: AccessPlan, matrices: MatrixPlan,
@@ -266,7 +270,7 @@ def _store_matrices(ctx: KernelLowering, base: SSAValue, plan: AccessPlan, matri
 
 def write_tile(ctx: KernelLowering, base: SSAValue, alignment: int, layout: Layout, shape, element,
                regs: np.ndarray,
-               buffer_layout: SmemLayout | None = None, cta: SSAValue | None = None) -> None:
+               buffer_layout: SmemLayout | None = None, cta: SSAValue | int | None = None) -> None:
     """Write the registers `regs` of a `shape` tile in `layout` to the buffer at `base`, in this
     CTA or in the CTA of cluster rank `cta`."""
     element_bytes = ir.element_bits(_vector_of(element)) // 8
@@ -313,12 +317,12 @@ def _store(ctx: KernelLowering, op: ir.StoreSmemOp) -> None:
     if not private:
         b.bar("sync", ctx.facts.named_barrier, 128)
     if isinstance(layout, SplatLayout):
-        layout = strided_layout(tile.shape, ir.element_bits(op.value.type) / 8)
-        if layout is None:
+        strided = strided_layout(tile.shape, ir.element_bits(op.value.type) / 8)
+        if strided is None:
             _store_splat_elementwise(ctx, op, tile.flat()[0], math.prod(tile.shape))
         else:
-            write_tile(ctx, ctx.reg(op.smem), buffer_alignment(ctx, op.smem), layout, tile.shape, element,
-                       tile.expanded(layout), ir.smem_layout(op.smem.type), _rank(ctx, op))
+            write_tile(ctx, ctx.reg(op.smem), buffer_alignment(ctx, op.smem), strided, tile.shape, element,
+                       tile.expanded(strided), ir.smem_layout(op.smem.type), _rank(ctx, op))
     else:
         write_tile(ctx, ctx.reg(op.smem), buffer_alignment(ctx, op.smem), layout, tile.shape, element, regs,
                    ir.smem_layout(op.smem.type), _rank(ctx, op))
@@ -333,13 +337,13 @@ def _thread_private(ctx: KernelLowering, op: ir.StoreSmemOp) -> bool:
     and the store needs no barrier around it (async readers and writers synchronise through
     fences and mbarriers as usual).  Found for all buffers at once, at the kernel's first store."""
     private = ctx.analyses.get(_thread_private)
-    if private is None:
+    if not isinstance(private, frozenset):  # the kernel's first store
         accesses = ctx.ops_of(ir.LoadSmemOp, ir.StoreSmemOp)
         private = ctx.analyses[_thread_private] = _thread_private_buffers(accesses)
     return ir.root_buffer(op.smem) in private
 
 
-def _thread_private_buffers(accesses: list[ir.LoadSmemOp | ir.StoreSmemOp]) -> frozenset[SSAValue]:
+def _thread_private_buffers(accesses: Sequence[ir.LoadSmemOp | ir.StoreSmemOp]) -> frozenset[SSAValue]:
     """The root buffers whose register-tile accesses all have one shape and one unreplicated
     layout."""
     kinds: dict[SSAValue, set | None] = {}  # root buffer -> its accesses' (layout, shape); None: shared
@@ -369,8 +373,9 @@ def _store_splat_elementwise(ctx: KernelLowering, op: ir.StoreSmemOp, value: SSA
                     register_kind(ir.shaped_type(op.value.type).element_type), guard, space)
 
 
-def _rank(ctx: KernelLowering, op: ir.LoadSmemOp | ir.StoreSmemOp) -> SSAValue | None:
-    """The cluster rank of the CTA whose buffer the access reaches (None: this CTA's)."""
+def _rank(ctx: KernelLowering, op: ir.LoadSmemOp | ir.StoreSmemOp) -> SSAValue | int | None:
+    """The cluster rank (a register or an immediate) of the CTA whose buffer the access reaches
+    (None: this CTA's)."""
     return None if op.cta is None else ctx.operand(op.cta)
 
 

@@ -68,7 +68,8 @@ class _Window:
                    else coordinates[..., next(axis)]
                    for size in self.sizes]
         self.dims = [self._affine(c, f"the coordinate along dim {d}") for d, c in enumerate(per_dim)]
-        offset = sum(c * stride for c, stride in zip(per_dim, contiguous_strides(self.shape)))
+        offset = sum((c * stride for c, stride in zip(per_dim, contiguous_strides(self.shape))),
+                     np.zeros_like(per_dim[0]))
         self.offset = self._affine(offset, "the element offset")
         self.vector = layout.vector_length
 
@@ -80,7 +81,7 @@ class _Window:
     def in_bounds(self, ctx: KernelLowering, op) -> list[tuple[int, SSAValue | None, int]]:
         """The dims whose coordinate needs a run-time check: (dim, coordinate base register or
         None for a constant base, constant base)."""
-        checks = []
+        checks: list[tuple[int, SSAValue | None, int]] = []
         for dim, (start, size, extent) in enumerate(zip(op.starts, self.sizes, self.shape)):
             known = ctx.constant(start)
             width = 1 if size == ir.SQUEEZED else size
@@ -439,7 +440,7 @@ def _iota_along(value: SSAValue, axis: int) -> bool:
     broadcast to more dims."""
     owner = value.owner
     while isinstance(owner, (ir.BroadcastInDimOp, ir.ReduceOp)):
-        operand_shape = owner.operand.type.get_shape()
+        operand_shape = ir.shaped_type(owner.operand.type).get_shape()
         if isinstance(owner, ir.ReduceOp):  # dropping unit dims only: each element is the operand's
             reduced = list(owner.axes.get_values())
             if any(operand_shape[a] != 1 for a in reduced):
@@ -450,7 +451,7 @@ def _iota_along(value: SSAValue, axis: int) -> bool:
             if axis not in dims:
                 return False
             inner = dims.index(axis)
-            if operand_shape[inner] != value.type.get_shape()[axis]:
+            if operand_shape[inner] != ir.shaped_type(value.type).get_shape()[axis]:
                 return False
         value, axis, owner = owner.operand, inner, owner.operand.owner
     return isinstance(owner, ir.IotaOp) and owner.dim.value.data == axis
@@ -465,6 +466,7 @@ def _scatter(ctx: KernelLowering, op: ir.ScatterGmemOp) -> None:
     tiles = (op.value, *op.indices, *([op.mask] if op.mask is not None else []))
     layouts = [inferred_layout(v) for v in tiles]
     layout = next((found for found in layouts if not isinstance(found, SplatLayout)), None)
+    primary: SSAValue | None  # where the thread holds the element's first copy
     if layout is None:
         guards, addresses = _indexed_elements(ctx, op, layouts[0], 1)
         values, primary = [tile_of(ctx, op.value).flat()[0]], ctx.facts.leader

@@ -27,6 +27,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 
 from asyncdsl import dtypes
 from asyncdsl.dialects import asyncdsl as ir
+from asyncdsl.dialects.ir_utils import integer_type
 from asyncdsl.dialects.layout_attrs import inferred_layout
 from asyncdsl.dialects.tile_functions import TILE_FUNCTIONS, TileFunction
 from asyncdsl.passes.to_ptx.context import KernelLowering, Rule
@@ -40,7 +41,8 @@ from asyncdsl.passes.to_ptx.tile_registers import (
     tile_of,
 )
 
-ElementRule = Callable[[KernelLowering, Operation, Attribute, list[SSAValue]], SSAValue]
+# A rule's op is None where a reduction combines two registers with no op of its own.
+ElementRule = Callable[[KernelLowering, Operation | None, Attribute, list[SSAValue]], SSAValue]
 
 SIGN_BIT = {"f32": 0x80000000, "b32": 0x80000000, "b16": 0x8000}
 
@@ -261,7 +263,7 @@ def from_f32(ctx: KernelLowering, element: Attribute, reg: SSAValue) -> SSAValue
 
 def _int_letter(element: Attribute) -> str:
     """How PTX reads an integer element: `u` for the unsigned storage types, else `s`."""
-    return "u" if element.signedness.data == Signedness.UNSIGNED else "s"
+    return "u" if integer_type(element).signedness.data == Signedness.UNSIGNED else "s"
 
 
 def _convert(ctx, op, element, regs):
@@ -300,7 +302,7 @@ def _convert(ctx, op, element, regs):
     return b.emit(f"cvt.u{max(_bits(element), 16)}.u{_bits(source)} {{}}, {{}};", target_kind, value)
 
 
-def _pairs_to_float8(op: Operation, element: Attribute, registers_shape: tuple[int, ...]) -> bool:
+def _pairs_to_float8(op: ir.ConvertOp, element: Attribute, registers_shape: tuple[int, ...]) -> bool:
     """Whether a conversion converts its tile's elements two at a time: floats to float8, in
     vectors of an even length (the pair one thread holds side by side)."""
     source = element_of(op.value)
@@ -391,7 +393,10 @@ def elementwise(rule: ElementRule, index_rule: Rule | None) -> Rule:
             _convert_pairs(ctx, element_of(op.value), element, operands[0], out)
         else:
             for position in np.ndindex(out.shape):
-                out[position] = rule(ctx, op, element, [array[position] for array in operands])
+                # A full index of an object array is its element; numpy's stubs type an index by a
+                # tuple of ints as a sub-array.
+                registers = [array[position] for array in operands]
+                out[position] = rule(ctx, op, element, registers)  # type: ignore[arg-type]
         bind_tile(ctx, result, out)
 
     return lower

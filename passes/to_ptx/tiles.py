@@ -10,11 +10,12 @@ scratch (`asyncdsl.tile_scratch`): every thread writes what it holds, then reads
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import Float32Type, IntegerType
-from xdsl.ir import SSAValue
+from xdsl.ir import Operation, SSAValue
 
 from asyncdsl import dtypes
 from asyncdsl.dialects import asyncdsl as ir
@@ -24,6 +25,7 @@ from asyncdsl.hw.fragments import SplatLayout
 from asyncdsl.hw.options import TileReduction
 from asyncdsl.hw.reduction_tree import reduction_tree
 from asyncdsl.hw.tiling import WARP_LANES, WARPS
+from asyncdsl.passes.to_ptx.builder import register_class
 from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
 from asyncdsl.passes.to_ptx.tile_access import read_tile, write_tile
 from asyncdsl.passes.to_ptx.tile_math import ELEMENT_RULES
@@ -93,7 +95,7 @@ def _broadcast(ctx: KernelLowering, op: ir.BroadcastInDimOp) -> None:
 
 # -- reductions ----------------------------------------------------------------------------------
 
-_COMBINE = {
+_COMBINE: dict[tuple[TileReduction, bool], type[Operation]] = {
     (TileReduction.SUM, True): arith.AddfOp,
     (TileReduction.SUM, False): arith.AddiOp,
     (TileReduction.MAX, True): arith.MaximumfOp,
@@ -103,7 +105,7 @@ _COMBINE = {
 }
 
 
-def _combiner(op: ir.ReduceOp):
+def _combiner(op: ir.ReduceOp) -> Callable[[KernelLowering, SSAValue, SSAValue], SSAValue]:
     element = ir.shaped_type(op.operand.type).element_type
     is_float = not isinstance(element, IntegerType)
     rule = ELEMENT_RULES[_COMBINE[(TileReduction(op.kind.data), is_float)]]
@@ -113,7 +115,7 @@ def _combiner(op: ir.ReduceOp):
 def _shuffle(ctx: KernelLowering, value: SSAValue, mask: int) -> SSAValue:
     """Lane `lane ^ mask`'s `value` (`shfl.sync.bfly`, 32 bits: 16-bit values widen)."""
     b = ctx.b
-    kind = value.type.kind.data
+    kind = register_class(value)
     if kind == "b16":
         wide = b.emit("cvt.u32.u16 {}, {};", "b32", value)
         other = b.emit(f"shfl.sync.bfly.b32 {{}}, {{}}, {mask}, 0x1f, 0xffffffff;", "b32", wide)
@@ -158,13 +160,14 @@ def _across_warps(ctx: KernelLowering, op: ir.ReduceOp, tree,
                   values: list[list[SSAValue]]) -> list[list[SSAValue]]:
     b = ctx.b
     combine = _combiner(op)
-    kind = values[0][0].type.kind.data
+    kind = register_class(values[0][0])
     size = 2 if kind == "b16" else 4
     store_type = {"b16": "b16", "f32": "f32", "b32": "b32"}[kind]
     per_thread = len(values) * len(values[0])  # registers × vector lanes, [warp][lane][register][lane]
     warp_stride = WARP_LANES * per_thread * size
-    mine = b.emit("mad.lo.s32 {}, {}, {}, {};", "b32", ctx.facts.thread, per_thread * size,
-                  ctx.facts.tile_scratch)
+    scratch = ctx.facts.tile_scratch
+    assert scratch is not None, "allocate-smem gives a kernel that reduces across warps a tile scratch"
+    mine = b.emit("mad.lo.s32 {}, {}, {}, {};", "b32", ctx.facts.thread, per_thread * size, scratch)
     for index, value in enumerate(v for vector in values for v in vector):
         b.run(f"st.shared.{store_type} [{{}}+{index * size}], {{}};", mine, value, instr=ptx.MemoryOp)
     b.bar("sync", ctx.facts.named_barrier, 128)
@@ -178,14 +181,15 @@ def _across_warps(ctx: KernelLowering, op: ir.ReduceOp, tree,
     reduced_bits = b.emit("and.b32 {}, {}, {};", "b32", warp, mask)
     first = b.emit("mul.lo.s32 {}, {}, {};", "b32", reduced_bits, warp_stride)
     first = b.emit("sub.s32 {}, {}, {};", "b32", mine, first)  # this lane's entry of the group's first warp
-    out = []
+    out: list[SSAValue] = []
     for index in range(per_thread):
-        accumulator = None
+        accumulator: SSAValue | None = None
         for offset in offsets:
             read = b.emit(
                 f"ld.shared.{store_type} {{}}, [{{}}+{offset * warp_stride + index * size}];", kind, first,
                 instr=ptx.MemoryOp)
             accumulator = read if accumulator is None else combine(ctx, accumulator, read)
+        assert accumulator is not None, "a warp group has at least one warp"
         out.append(accumulator)
     b.bar("sync", ctx.facts.named_barrier, 128)  # the scratch is free for the next use
     width = len(values[0])
@@ -215,6 +219,7 @@ def _relayout(ctx: KernelLowering, op: ir.RelayoutOp) -> None:
         raise AssertionError("infer-layouts never relayouts a tile to a splat")
     element = ir.shaped_type(op.operand.type).element_type
     scratch = ctx.facts.tile_scratch
+    assert scratch is not None, "allocate-smem gives a kernel that relayouts tiles a tile scratch"
     b = ctx.b
     mask = register_kind(element) == "pred"
     regs = source.regs

@@ -6,6 +6,8 @@ innermost first (`operands`).
 
 from __future__ import annotations
 
+from xdsl.ir import SSAValue
+
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects import ptx
 from asyncdsl.hw import reduction
@@ -29,7 +31,8 @@ def _tma_load(ctx: KernelLowering, op: ir.TmaLoadOp) -> None:
     if expect:
         b.run("mbarrier.arrive.expect_tx.shared::cta.b64 _, [{}], {};", bar, expect, guard=issuer,
               instr=ptx.MbarrierArriveOp)
-    space, suffix, extra = "shared::cluster", "", []
+    space, suffix = "shared::cluster", ""
+    extra: list[SSAValue] = []
     if op.multicast_mask is not None or op.partition is not None:
         space, suffix, bar, extra = collective_load_form(ctx, op, bar)
     if op.eviction is not None:  # the cache policy operand comes last (PTX ISA, cp.async.bulk.tensor)

@@ -24,6 +24,7 @@ from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects import ptx
 from asyncdsl.hw.fragments import WGMMA
 from asyncdsl.hw.wgmma import INSTRUCTION_M, OperandPlan, wgmma_a_registers
+from asyncdsl.passes.to_ptx.builder import Arg
 from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
 from asyncdsl.passes.to_ptx.tile_registers import tile_of
 
@@ -81,23 +82,26 @@ def _wgmma(ctx: KernelLowering, op: ir.WgmmaOp) -> None:
     types = op.types
     (m, n), (_, k), _ = op.shapes
     a_plan = op.a_plan.spec() if op.a_plan is not None else None
+    assert op.b_plan is not None, "plan-smem-access plans every SMEM operand"
     b_plan = op.b_plan.spec()
     acc = tile_of(ctx, op.acc).flat()
     per_group = n // 2  # 32-bit accumulator registers of one 64-row group
     accumulate = ctx.operand(op.accumulate)
     first_scale = int(bool(accumulate)) if isinstance(accumulate, int) else accumulate
     b_descriptors = _Descriptors(ctx, ctx.reg(op.b), b_plan)
-    a_descriptors = _Descriptors(ctx, ctx.reg(op.a), a_plan) if a_plan is not None else None
-    a_words = _register_a(ctx, op) if a_plan is None else None
+    # A in shared memory (descriptors) or in registers (its packed words).
+    a_source = _Descriptors(ctx, ctx.reg(op.a), a_plan) if a_plan is not None else _register_a(ctx, op)
     tail = _immediates(op, a_plan, b_plan)
     instruction = f"wgmma.mma_async.sync.aligned.m{INSTRUCTION_M}n{n}k{types.k}.{types.ptx}"
     b.append(ptx.WgmmaFenceOp())
     for group in range(m // INSTRUCTION_M):
         registers = acc[group * per_group:(group + 1) * per_group]
         for step in range(k // types.k):
-            a_operand = (a_descriptors.at(group, step) if a_descriptors is not None
-                         else list(a_words[group, step]))
-            a_text = "{}" if a_descriptors is not None else "{{{}}}"
+            a_operand: Arg
+            if isinstance(a_source, _Descriptors):
+                a_operand, a_text = a_source.at(group, step), "{}"
+            else:
+                a_operand, a_text = list(a_source[group, step]), "{{{}}}"
             scale = first_scale if step == 0 else 1
             b.run(f"{instruction} {{{{{{}}}}}}, {a_text}, {{}}, {{}}{tail};",
                   registers, a_operand, b_descriptors.at(0, step), scale, instr=ptx.WgmmaMmaOp)

@@ -15,9 +15,10 @@ import functools
 import pytest
 from gpu_support import hopper_or_skip
 
-from asyncdsl.fuzz.copies.pool import cpu_count, run_cases
+from asyncdsl.fuzz.copies.pool import cpu_count, run_pool
 from asyncdsl.fuzz.tiles import generate as tiles
 from asyncdsl.fuzz.tiles.gpu import run_on_gpu
+from asyncdsl.fuzz.tiles.run import Result
 from asyncdsl.fuzz.tiles.summary import Summary
 from asyncdsl.fuzz.wgmma import generate as wgmma
 
@@ -35,8 +36,8 @@ def _on_the_gpu(draw, wanted: int, compile_only: bool) -> Summary:
     run = functools.partial(run_on_gpu, draw=draw, compile_only=compile_only)
     start, batch = 0, wanted + wanted // 20
     while _reached_the_device(summary) < wanted and start < 3 * wanted:
-        for index, result in run_cases(SEED, range(start, start + batch), JOBS, BUDGET, run,
-                                       on_gpu=not compile_only):
+        for index, result in run_pool(SEED, range(start, start + batch), JOBS, BUDGET, run, Result.lost,
+                                      on_gpu=not compile_only):
             summary.add(index, result)
         start += batch
         batch = max(16, wanted - _reached_the_device(summary) + 8)

@@ -148,6 +148,7 @@ def known_divisor(expr: Expr) -> int:
         return 1
     if isinstance(expr, Hint):
         return math.lcm(known_divisor(expr.value), expr.multiple)
+    assert isinstance(expr, Binary), "a literal has a static value"
     lhs, rhs = known_divisor(expr.lhs), known_divisor(expr.rhs)
     divisor = static_value(expr.rhs)
     if expr.op in ("+", "-"):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import ml_dtypes
 import numpy as np
@@ -114,30 +115,33 @@ def transformed(chain: Sequence[Transform], array: np.ndarray) -> np.ndarray:
     return array
 
 
-def transformed_labels(chain: Sequence[Transform], labels: Sequence[object]) -> list[object]:
+Label = TypeVar("Label")  # what names a window dim: its GMEM dim, say
+
+
+def transformed_labels(chain: Sequence[Transform], labels: Sequence[Label | None]) -> list[Label | None]:
     """Which window dim each transformed dim comes from: a window dim's label while it is whole,
     None once a tiling has cut it (tile counts and tiles are no GMEM dim of their own)."""
-    labels = list(labels)
+    found = list(labels)
     for transform in chain:
         if isinstance(transform, Tile):
             rank = len(transform.tiling)
-            labels = labels[: len(labels) - rank] + [None] * (2 * rank)
+            found = found[: len(found) - rank] + [None] * (2 * rank)
         else:
-            labels = [labels[p] for p in transform.permutation]
-    return labels
+            found = [found[p] for p in transform.permutation]
+    return found
 
 
-def tiled_dims(chain: Sequence[Transform], labels: Sequence[object]) -> list[tuple[object, int, bool]]:
+def tiled_dims(chain: Sequence[Transform], labels: Sequence[Label]) -> list[tuple[Label, int, bool]]:
     """(window dim label, tile size, rounds down) for every whole window dim a tiling cuts."""
-    labels = list(labels)
+    current: list[Label | None] = list(labels)
     cuts = []
     for transform in chain:
         if isinstance(transform, Tile):
             rank = len(transform.tiling)
-            for label, tile in zip(labels[len(labels) - rank:], transform.tiling):
+            for label, tile in zip(current[len(current) - rank:], transform.tiling):
                 if label is not None:
                     cuts.append((label, tile, transform.round_down))
-        labels = transformed_labels((transform,), labels)
+        current = transformed_labels((transform,), current)
     return cuts
 
 

@@ -108,7 +108,7 @@ def window_mask(dims: tuple[Dim, ...], starts: list[int], sizes: list[int]) -> t
     index = []
     position = 0
     for dim, start, size in zip(dims, starts, sizes):
-        if dim.squeezed:
+        if dim.size is None:  # squeezed
             if not 0 <= start < size:
                 inside[...] = False
             index.append(np.full(shape, min(max(start, 0), size - 1), np.int64))

@@ -5,6 +5,10 @@ a case that overruns its budget, and the parent kills a worker that does not ans
 (a loop inside numpy or C code ignores the signal) and starts a fresh one.  A worker that dies
 (a crash, or memory: workers run under an address-space limit so that a runaway allocation
 fails instead of swapping) costs only its case, reported `internal`.
+
+The pool serves any fuzzer: `run_pool` takes its case runner and how it reports a case that
+ended without a result of its own (killed, or its worker died), so that every result a fuzzer
+sees is of its own kind; `run_cases` is the copy fuzzer's.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import traceback
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
+from typing import Protocol, TypeVar
 
 from .cases import Case
 from .run import Result, run_case, run_indexed
@@ -29,13 +34,25 @@ CASES_PER_WORKER = 400  # then a fresh worker: memory stays bounded
 MEMORY_LIMIT_BYTES = 6 << 30
 
 
+class CaseResult(Protocol):
+    """What the pool reads of a case's result."""
+
+    @property
+    def fatal(self) -> bool:
+        """The device may be unusable now: the worker must not run another case."""
+        ...
+
+
+ResultT = TypeVar("ResultT", bound=CaseResult)
+
+
 class FuzzerError(Exception):
     """The fuzzer itself failed on a case (not asyncdsl): its own bug, reported loudly."""
 
 
 def _worker(
-    connection: Connection, budget: float, run: Callable[[int, int, str, float], Result], limit_memory: bool,
-    directory: str,
+    connection: Connection, budget: float, run: Callable[[int, int, str, float], CaseResult],
+    limit_memory: bool, directory: str,
 ) -> None:
     if limit_memory:
         try:
@@ -62,7 +79,7 @@ def _worker(
 
 @dataclass
 class _Slot:
-    process: multiprocessing.Process
+    process: multiprocessing.process.BaseProcess
     connection: Connection
     directory: str  # the worker's case files: made and removed by the parent, which may kill it
     served: int = 0
@@ -78,10 +95,26 @@ def run_cases(
     run: Callable[[int, int, str, float], Result] = run_indexed,
     on_gpu: bool = False,
 ) -> Iterator[tuple[int, Result]]:
-    """Yield (index, result) for every case index, in completion order.  GPU workers are
-    spawned, not forked (CUDA does not survive a fork), so `run` must be a module-level
-    function then, and run without the memory limit (CUDA reserves much address space)."""
-    context = multiprocessing.get_context("spawn" if on_gpu else "fork")
+    """The copy fuzzer's cases, by `run_pool`."""
+    return run_pool(seed, indices, jobs, budget, run, Result.lost, on_gpu)
+
+
+def run_pool(
+    seed: int,
+    indices: Iterable[int],
+    jobs: int,
+    budget: float,
+    run: Callable[[int, int, str, float], ResultT],
+    lost: Callable[[str, str, str], ResultT],
+    on_gpu: bool = False,
+) -> Iterator[tuple[int, ResultT]]:
+    """Yield (index, result) for every case index, in completion order; `run(seed, index,
+    directory, budget)` runs one case, `lost(name, outcome, detail)` makes the result of one
+    that ended without its own: `hang` (killed past its budget) or `internal` (its worker
+    died).  GPU workers are spawned, not forked (CUDA does not survive a fork), so `run` must be
+    a module-level function then, and run without the memory limit (CUDA reserves much address
+    space)."""
+    context = multiprocessing.get_context("spawn") if on_gpu else multiprocessing.get_context("fork")
     pending = list(indices)[::-1]
     slots: list[_Slot] = []
 
@@ -124,10 +157,11 @@ def run_cases(
             for slot in list(slots):
                 if slot.connection in ready:
                     index = slot.index
+                    assert index is not None, "only a worker running a case answers"
                     try:
                         answer = slot.connection.recv()
                     except (EOFError, OSError):
-                        answer = _died(seed, index, slot.process)
+                        answer = lost(f"{seed}:{index}", "internal", _died(slot.process))
                         retire(slot, kill=True)
                         yield index, answer
                         continue
@@ -141,7 +175,7 @@ def run_cases(
                     index = slot.index
                     retire(slot, kill=True)
                     killed = f"killed after {budget + GRACE_SECONDS} s"
-                    yield index, Result(f"{seed}:{index}", "hang", killed, "", "", "")
+                    yield index, lost(f"{seed}:{index}", "hang", killed)
     finally:
         for slot in list(slots):
             retire(slot, kill=True)
@@ -158,11 +192,12 @@ def _run_given(case: Case, seed: int, index: int, directory: str, budget: float)
     return run_case(case, directory, budget, (seed, index))
 
 
-def _died(seed: int, index: int, process: multiprocessing.Process) -> Result:
+def _died(process: multiprocessing.process.BaseProcess) -> str:
+    """Why a worker that stopped answering is gone."""
     process.join(5)
     code = process.exitcode
     why = f"signal {-code}" if code is not None and code < 0 else f"exit status {code}"
-    return Result(f"{seed}:{index}", "internal", f"the worker died ({why}) running the case", "", "", "")
+    return f"the worker died ({why}) running the case"
 
 
 def cpu_count() -> int:

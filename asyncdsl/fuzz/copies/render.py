@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import expr
-from .cases import Case, Condition, Rest, Span, Squeeze, Window
+from .cases import Case, Condition, Entry, Rest, Span, Squeeze, Window
 from .layout import Tile
 
 KERNEL_NAME = "fuzz_kernel"
@@ -39,9 +39,9 @@ def array_names(case: Case) -> tuple[str, ...]:
     return ("x", "dump", "fill") if case.needs_fill else ("x", "dump")
 
 
-def render_key(case: Case) -> str:
+def render_key(key: tuple[Entry, ...]) -> str:
     parts = []
-    for entry in case.key:
+    for entry in key:
         if isinstance(entry, Squeeze):
             parts.append(expr.render(entry.index))
         elif isinstance(entry, Window):
@@ -157,7 +157,7 @@ def render(case: Case, expected_bytes: int) -> Source:
     names = array_names(case)
     smem_side = f"buf.at[{expr.render(case.slot)}]" if case.slots else "buf"
     gmem_array = names[0] if case.direction == "load" else names[1]
-    key = render_key(case) if case.key else None
+    key = render_key(case.key) if case.key else None
     if case.misuse and case.misuse[0] == "key":
         key = case.misuse[1]
     gmem_side = gmem_array if key is None else f"{gmem_array}.at[{key}]"
@@ -170,7 +170,7 @@ def render(case: Case, expected_bytes: int) -> Source:
             body += _harness_into_buffer(case, "fill", True, "filled")
             if case.collective:
                 body.append("ad.cluster_barrier()  # no peer multicasts into a buffer still being filled")
-        if predicated:
+        if case.predicate is not None:
             body.append(f"cond = {render_condition(case.predicate)}")
         if not case.arrive:
             announce = f"done.arrive_expect_tx({expected_bytes})"
@@ -191,7 +191,7 @@ def render(case: Case, expected_bytes: int) -> Source:
     else:
         body.append(f"loaded = {harness_barrier(case)}")
         body += _harness_into_buffer(case, "src", False, "loaded")
-        if predicated:
+        if case.predicate is not None:
             body.append(f"cond = {render_condition(case.predicate)}")
         body.append(f"ad.async_copy({smem_side}, {gmem_side}, {_copy_options(case, None)})  # the copy")
         copy_index = len(body)

@@ -124,8 +124,9 @@ def _check_common(case: Case, dims: tuple[Dim, ...]) -> None:
         raise UserError(f"swizzle {case.swizzle} is not 0, 32, 64 or 128")
     if case.reduction and not reduction_allowed(case.reduction, case.element):
         raise UserError(f"reduction {case.reduction!r} does not take {case.dtype}")
-    if case.slots and not expr.is_traced(case.slot) and not 0 <= case.slot.value < case.slots:
-        raise UserError(f"buffer slot {case.slot.value} out of range")
+    slot = None if expr.is_traced(case.slot) else expr.static_value(case.slot)
+    if case.slots and slot is not None and not 0 <= slot < case.slots:
+        raise UserError(f"buffer slot {slot} out of range")
     try:
         shape = transformed_shape(case.transforms, window_shape(dims))
     except Unfit as unfit:
@@ -139,7 +140,7 @@ def _check_packed(case: Case, dims: tuple[Dim, ...]) -> None:
     if case.gmem_shape[-1] % 2:
         raise UserError("4-bit array with an odd minor dim")
     minor = dims[-1]
-    if minor.squeezed:
+    if minor.size is None:  # squeezed
         raise UserError("4-bit copies must take a window of the minor dim, not index it")
     if minor.size % 2:
         raise UserError("4-bit minor window of odd size")
@@ -171,7 +172,9 @@ def tile_boxes(case: Case, dims: tuple[Dim, ...]) -> bool:
 def _check_tile_boxes(case: Case, dims: tuple[Dim, ...]) -> None:
     """One box a tile lands each at the tile's offset in the buffer, which TMA must be able to
     write (128 bytes); a column of tiles goes in boxes of up to 256 rows."""
-    rows, columns = case.transforms[0].tiling
+    tile = case.transforms[0]
+    assert isinstance(tile, Tile), "a copy in boxes of its tiles has one 2-d tiling (`tile_boxes`)"
+    rows, columns = tile.tiling
     if window_shape(dims)[1] == columns:
         return
     if rows > MAX_BOX:
@@ -311,7 +314,7 @@ def _check_cp_async(case: Case, dims: tuple[Dim, ...]) -> None:
             raise UserError("cp.async takes no transforms or one 2-D tiling")
         if len(shape) != 2 or window_gmem_dims(dims)[-1] != len(case.gmem_shape) - 1:
             raise UserError("tiled/swizzled cp.async needs a 2-D window of the array's minor dim")
-        row = tile.tiling[1] if tile else shape[1]
+        row = tile.tiling[1] if isinstance(tile, Tile) else shape[1]
         if swizzle_bytes(case) and row * case.element.numpy.itemsize != case.swizzle:
             raise UserError("cp.async swizzle with rows of another width")
 
@@ -485,8 +488,11 @@ def _cp_async_certain(case: Case, dims: tuple[Dim, ...]) -> str | None:
         return None
     item = case.element.numpy.itemsize
     rows, cols = window_shape(dims)
-    row_bytes = (case.transforms[0].tiling[1] if case.transforms else cols) * item
-    offset = (dims[0].start.value * case.gmem_shape[1] + dims[1].start.value) * item
+    tile = case.transforms[0] if case.transforms else None  # one 2-D tiling at most (`_check_cp_async`)
+    row_bytes = (tile.tiling[1] if isinstance(tile, Tile) else cols) * item
+    row_start, column_start = (expr.static_value(d.start) for d in dims)
+    assert row_start is not None and column_start is not None, "the starts are static"
+    offset = (row_start * case.gmem_shape[1] + column_start) * item
     needs = (row_bytes, case.gmem_shape[1] * item if rows > 1 else 0, offset, cols * item)
     if any(n % 4 for n in needs):
         return None

@@ -30,7 +30,7 @@ import asyncdsl as ad
 
 from .cases import Case
 from .generate import case_for
-from .model import element_bytes
+from .model import Outcome, element_bytes
 from .oracle import Expectation, expect, expect_compile_only
 from .render import Source, render
 from .toolchain import assemble_ptx
@@ -57,6 +57,11 @@ class Result:
     fatal: bool = False  # the device may be unusable now: the worker must not run another case
     seconds: float = 0.0
 
+    @classmethod
+    def lost(cls, name: str, outcome: str, detail: str) -> Result:
+        """A case that ended without a result of its own (`pool`): no source or scenario known."""
+        return cls(name, outcome, detail, "", "")
+
 
 def _on_alarm(signum, frame):
     raise CaseTimeout()
@@ -64,6 +69,8 @@ def _on_alarm(signum, frame):
 
 def load_module(path: str, name: str):
     spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"{path} cannot be loaded as a Python module")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     try:
@@ -83,7 +90,7 @@ def is_clean(error: BaseException, path: str, source: Source) -> bool:
     return source.names_user_line(error.location.line)
 
 
-def arguments(case: Case, expectation: Expectation | None) -> list:
+def arguments(case: Case, expectation: Expectation) -> list:
     """The kernel's arguments: fresh copies of the model's arrays, or specs for compile-only
     cases (whose arrays would not fit in memory)."""
     if case.compile_only:
@@ -202,16 +209,16 @@ def _judge_run(case, expectation: Expectation, args, source) -> Result:
         return Result(case.name, "ok", "not modelled", source.text, scenario, "compare")
     if expectation.outcome.accepts(output):
         return Result(case.name, "ok", "", source.text, scenario, "compare")
-    detail = describe_difference(expectation, output)
+    detail = describe_difference(expectation.outcome, output)
     return Result(case.name, "mismatch", detail, source.text, scenario, "compare")
 
 
-def describe_difference(expectation: Expectation, output: np.ndarray) -> str:
-    expected = expectation.outcome.alternatives[0]
+def describe_difference(outcome: Outcome, output: np.ndarray) -> str:
+    expected = outcome.alternatives[0]
     got, want = element_bytes(output), element_bytes(expected)
     wrong = np.flatnonzero((got != want).any(axis=1))
-    if expectation.outcome.dont_care is not None:
-        wrong = wrong[~expectation.outcome.dont_care.reshape(-1)[wrong]]
+    if outcome.dont_care is not None:
+        wrong = wrong[~outcome.dont_care.reshape(-1)[wrong]]
     shown = ", ".join(
         f"{np.unravel_index(i, output.shape)}: got {got[i].tobytes().hex()} want {want[i].tobytes().hex()}"
         for i in wrong[:6]

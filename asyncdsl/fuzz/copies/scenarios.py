@@ -36,28 +36,28 @@ def _tensor_window(d: Draw, dtype: str, shape: tuple[int, ...], direction: str):
     """(key, transforms, smem shape, swizzle) of a TMA-style window of `shape`."""
     c = d.c
     rank = len(shape)
-    plan = []  # per dim: ("squeeze",) | ("window", size) | ("span", Span) | ("full",)
+    plan: list[int | Span | str] = []  # per dim: a window's size, a Span, "squeeze" or "full"
     for dim, size in enumerate(shape):
         minor = dim == rank - 1
         weights = [("squeeze", 0.3), ("window", 6), ("full", 3), ("span", 1)] if minor else [
             ("squeeze", 3), ("window", 4), ("full", 2), ("span", 1)]
         kind = weighted(c, weights)
         if kind == "window":
-            plan.append(("window", d.window_size(size, minor, dtype)))
+            plan.append(d.window_size(size, minor, dtype))
         elif kind == "span":
-            plan.append(("span", d.span(size)))
+            plan.append(d.span(size))
         else:
-            plan.append((kind,))
+            plan.append(kind)
     window_dims, window = [], []
     for dim, (item, size) in enumerate(zip(plan, shape)):
-        if item[0] == "window":
+        if isinstance(item, int):
             window_dims.append(dim)
-            window.append(item[1])
-        elif item[0] == "full":
+            window.append(item)
+        elif item == "full":
             window_dims.append(dim)
             window.append(size)
-        elif item[0] == "span":
-            lo, hi, _ = slice(item[1].lo, item[1].hi).indices(size)
+        elif isinstance(item, Span):
+            lo, hi, _ = slice(item.lo, item.hi).indices(size)
             window_dims.append(dim)
             window.append(max(1, hi - lo))
     chain = d.transforms(window, dtype, [shape[g] for g in window_dims]) if window else ()
@@ -65,17 +65,18 @@ def _tensor_window(d: Draw, dtype: str, shape: tuple[int, ...], direction: str):
     packed = ELEMENT_TYPES[dtype].packed
     key: list[Entry] = []
     for dim, (item, size) in enumerate(zip(plan, shape)):
-        if item[0] == "squeeze":
+        if item == "squeeze":
             key.append(Squeeze(d.squeeze_index(size)))
-        elif item[0] == "full":
+        elif item == "full":
             key.append(Span())
-        elif item[0] == "span":
-            key.append(item[1])
+        elif isinstance(item, Span):
+            key.append(item)
         else:
+            assert isinstance(item, int)
             align = aligned.get(dim, 1)
             if packed and dim == rank - 1:
                 align = math.lcm(align, 2)
-            key.append(Window(start_for(d, size, item[1], align, direction), item[1]))
+            key.append(Window(start_for(d, size, item, align, direction), item))
     smem_shape = smem_shape_for(c, chain, window)
     return hide_full_dims(c, key), chain, smem_shape, d.swizzle(smem_shape, dtype)
 
@@ -304,6 +305,8 @@ def huge_case(d: Draw, name: str) -> Case:
     ])
     d.grid = (2, 1, 1)
     pid = CtaId("program_id", 0)
+    shape: tuple[int, ...]
+    key: tuple[Entry, ...]
     if kind == "bulk-window":
         dtype = c.choice(["int8", "float32"])
         shape = (32768, 32768)
@@ -382,7 +385,8 @@ MISUSES = (
     ("kernel-option", "block=96", None),
     ("kernel-option", "descriptors='texture'", None),
 )
-NEUTRAL = {
+# Per misused keyword: the case fields it resets, so that only the misuse is in play.
+NEUTRAL: dict[str, dict[str, Any]] = {
     "swizzle": {"swizzle": None}, "collective": {"collective": (), "cluster": (1, 1, 1)},
     "reduction": {"reduction": None}, "oob": {"oob": "zeros"}, "implementation": {"implementation": "tma"},
     "predicate": {"predicate": None}, "partition": {"partition": None}, "arrive": {"arrive": True},
@@ -396,7 +400,7 @@ def misuse_case(d: Draw, name: str) -> Case:
     where, text, keyword = c.choice(MISUSES)
     if where == "key" and case.key is None:
         case = replace(case, key=(Span(),))
-    changes = dict(NEUTRAL.get(keyword, {}))
+    changes = dict(NEUTRAL.get(keyword, {})) if keyword is not None else {}
     if keyword == "collective" or case.collective:
         changes.update(collective=(), cluster=(1, 1, 1))
     return replace(case, misuse=(where, text), **changes)

@@ -88,7 +88,7 @@ def resolve_key(case: Case) -> tuple[Dim, ...]:
 
 def window_shape(dims: tuple[Dim, ...]) -> tuple[int, ...]:
     """The window's shape with squeezed dims gone: what the transforms see."""
-    return tuple(d.size for d in dims if not d.squeezed)
+    return tuple(d.size for d in dims if d.size is not None)
 
 
 def window_gmem_dims(dims: tuple[Dim, ...]) -> list[int]:

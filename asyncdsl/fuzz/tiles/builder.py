@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 
 import numpy as np
+import numpy.typing as npt
 
 from . import numerics as nx
 from .program import Output, Program, numpy_dtype
@@ -64,7 +65,7 @@ class Builder:
         self.inputs.append((name, array))
 
     def add_output(
-        self, expected: np.ndarray, what: str, initial: np.ndarray | None = None, **compare
+        self, expected: npt.ArrayLike, what: str, initial: np.ndarray | None = None, **compare
     ) -> str:
         name = f"o{len(self.outputs)}"
         expected = np.asarray(expected)
@@ -137,7 +138,7 @@ class Builder:
             return "u", self.u
         return f"u.astype(ad.{dtype})", nx.convert(self.u, self.u_dt, dtype)
 
-    def operand(self) -> tuple[str, np.ndarray]:
+    def operand(self) -> tuple[str, np.ndarray | np.int32]:
         """A second operand for `t`: the tile `u` in t's dtype, or a Python number."""
         if self.chance(0.5):
             return self.u_as(self.dt)

@@ -15,9 +15,9 @@ import functools
 import sys
 import tempfile
 
-from asyncdsl.fuzz.copies.pool import cpu_count, run_cases
+from asyncdsl.fuzz.copies.pool import cpu_count, run_pool
 
-from .run import OUTCOMES, run_indexed, run_program
+from .run import OUTCOMES, Result, run_indexed, run_program
 from .summary import Summary
 
 
@@ -73,8 +73,8 @@ def main(argv: list[str] | None, prog: str, program_for) -> int:
     summary = Summary()
     indices = range(args.start, args.start + args.count)
     on_gpu = args.gpu and not args.compile_only
-    for index, result in run_cases(
-        args.seed, indices, args.jobs or cpu_count(), args.budget, run, on_gpu=on_gpu
+    for index, result in run_pool(
+        args.seed, indices, args.jobs or cpu_count(), args.budget, run, Result.lost, on_gpu=on_gpu
     ):
         summary.add(index, result)
     if args.report:

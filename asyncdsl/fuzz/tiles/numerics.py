@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import ml_dtypes
 import numpy as np
+import numpy.typing as npt
 
 
 @dataclass(frozen=True)
@@ -39,14 +40,16 @@ FORMATS = {
     "float8_e5m2": Format("float8_e5m2", 3, -16, 57344.0, ml_dtypes.float8_e5m2, saturates=True),
 }
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
-INTEGERS = {"int32": np.int32, "int16": np.int16, "int8": np.int8, "uint8": np.uint8, "uint16": np.uint16}
+INTEGERS: dict[str, type[np.integer]] = {
+    "int32": np.int32, "int16": np.int16, "int8": np.int8, "uint8": np.uint8, "uint16": np.uint16
+}
 
 
 def is_float(dtype: str) -> bool:
     return dtype in FORMATS
 
 
-def round_to(values: np.ndarray, dtype: str) -> np.ndarray:
+def round_to(values: npt.ArrayLike, dtype: str) -> np.ndarray:
     """float64 values rounded to nearest even in `dtype`, as an array of that dtype."""
     fmt = FORMATS[dtype]
     x = np.asarray(values, np.float64)
@@ -64,13 +67,13 @@ def round_to(values: np.ndarray, dtype: str) -> np.ndarray:
         return rounded.astype(fmt.numpy)
 
 
-def wide(values: np.ndarray) -> np.ndarray:
+def wide(values: npt.ArrayLike) -> np.ndarray:
     """Any tile's values as float64 (exact for every tile dtype), NaN payloads ignored."""
     with np.errstate(invalid="ignore"):
         return np.asarray(values).astype(np.float64)
 
 
-def wrap32(values: np.ndarray) -> np.ndarray:
+def wrap32(values: npt.ArrayLike) -> np.ndarray:
     """Python integers (int64 or float64 holding integers) wrapped to int32."""
     as_int = np.asarray(values).astype(np.int64)
     return ((as_int - INT32_MIN) % (2**32) + INT32_MIN).astype(np.int32)
@@ -91,7 +94,7 @@ def _two_sum(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return s, (a - (s - bb)) + (b - bb)
 
 
-def fma(a: np.ndarray, b: np.ndarray, c: np.ndarray, dtype: str) -> np.ndarray:
+def fma(a: npt.ArrayLike, b: npt.ArrayLike, c: npt.ArrayLike, dtype: str) -> np.ndarray:
     """a·b + c rounded once (a·b is exact in float64 for every float tile dtype)."""
     with np.errstate(all="ignore"):
         product, addend = wide(a) * wide(b), wide(c)
@@ -100,7 +103,7 @@ def fma(a: np.ndarray, b: np.ndarray, c: np.ndarray, dtype: str) -> np.ndarray:
     return round_to(exact, dtype)
 
 
-def arithmetic(op: str, a: np.ndarray, b: np.ndarray, dtype: str) -> np.ndarray:
+def arithmetic(op: str, a: npt.ArrayLike, b: npt.ArrayLike, dtype: str) -> np.ndarray:
     """a op b in `dtype` (float: once rounded; int32: wrapping, Python's floor division)."""
     if is_float(dtype):
         x, y = wide(a), wide(b)
@@ -123,16 +126,16 @@ def arithmetic(op: str, a: np.ndarray, b: np.ndarray, dtype: str) -> np.ndarray:
     return wrap32(result)
 
 
-def sqrt(a: np.ndarray, dtype: str) -> np.ndarray:
+def sqrt(a: npt.ArrayLike, dtype: str) -> np.ndarray:
     with np.errstate(invalid="ignore"):
         return round_to(np.sqrt(wide(a)), dtype)
 
 
-def negate(a: np.ndarray, dtype: str) -> np.ndarray:
+def negate(a: npt.ArrayLike, dtype: str) -> np.ndarray:
     return round_to(-wide(a), dtype) if is_float(dtype) else wrap32(-np.asarray(a).astype(np.int64))
 
 
-def absolute(a: np.ndarray, dtype: str) -> np.ndarray:
+def absolute(a: npt.ArrayLike, dtype: str) -> np.ndarray:
     return (
         round_to(np.abs(wide(a)), dtype)
         if is_float(dtype)
@@ -140,7 +143,7 @@ def absolute(a: np.ndarray, dtype: str) -> np.ndarray:
     )
 
 
-def extremum(which: str, a: np.ndarray, b: np.ndarray, dtype: str) -> np.ndarray:
+def extremum(which: str, a: npt.ArrayLike, b: npt.ArrayLike, dtype: str) -> np.ndarray:
     """maximum / minimum: NaN if either is NaN, -0 below +0."""
     if not is_float(dtype):
         return (np.maximum if which == "max" else np.minimum)(a, b).astype(np.int32)
@@ -156,7 +159,7 @@ def extremum(which: str, a: np.ndarray, b: np.ndarray, dtype: str) -> np.ndarray
     return round_to(np.where(np.isnan(x) | np.isnan(y), np.nan, result), dtype)
 
 
-def compare(op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def compare(op: str, a: npt.ArrayLike, b: npt.ArrayLike) -> np.ndarray:
     with np.errstate(invalid="ignore"):
         x, y = wide(a), wide(b)
         return {
@@ -169,7 +172,7 @@ def compare(op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         }[op](x, y)
 
 
-def convert(a: np.ndarray, source: str, target: str) -> np.ndarray:
+def convert(a: npt.ArrayLike, source: str, target: str) -> np.ndarray:
     """`astype`: floats round to nearest even (float8 saturating), float → int truncates toward
     zero and saturates, NaN → 0; int → int wraps; bool → 0 or 1."""
     if is_float(target):
@@ -187,7 +190,7 @@ def convert(a: np.ndarray, source: str, target: str) -> np.ndarray:
     return ((x - info.min) % span + info.min).astype(INTEGERS[target])
 
 
-def constant(value: float | int, dtype: str) -> np.ndarray:
+def constant(value: float | int, dtype: str) -> np.ndarray | np.int32:
     """A Python number taken by a tile of `dtype` (a weak scalar): rounded once to it."""
     return round_to(np.float64(value), dtype) if is_float(dtype) else np.int32(value)
 

@@ -49,6 +49,11 @@ class Result:
     fatal: bool = False  # the device may be unusable now: the worker must not run another
     seconds: float = 0.0
 
+    @classmethod
+    def lost(cls, name: str, outcome: str, detail: str) -> Result:
+        """A program that ended without a result of its own (`pool`): no source or steps known."""
+        return cls(name, outcome, detail, "")
+
 
 def _on_alarm(signum, frame):
     raise ProgramTimeout()

@@ -7,7 +7,10 @@ and shift amounts are nonzero and in range constants."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
+import numpy.typing as npt
 
 from . import numerics as nx
 from .builder import FLOATS, Builder
@@ -83,12 +86,12 @@ def extremum(b: Builder) -> None:
         b.set_t(f"t = ad.minimum(ad.maximum(t, {low}), {high})", value)
         return
     which = b.pick(("max", "min"))
-    text, value = b.operand()
+    text, operand = b.operand()
     first = b.chance(0.5)
     args = f"{text}, t" if first else f"t, {text}"
     b.set_t(
         f"t = ad.{which}imum({args})",
-        nx.extremum(which, value, b.t, b.dt) if first else nx.extremum(which, b.t, value, b.dt),
+        nx.extremum(which, operand, b.t, b.dt) if first else nx.extremum(which, b.t, operand, b.dt),
     )
 
 
@@ -243,6 +246,7 @@ def side_reduce(b: Builder) -> None:
     two_d = len(b.shape) == 2
     kind = b.pick(("max", "min", "argmax", "argmin", "count") if two_d else ("max", "min", "count"))
     axis = b.rnd.randrange(len(b.shape)) if kind.startswith("arg") or b.chance(0.6) else None
+    value: npt.ArrayLike  # a numpy scalar where the whole tile reduces
     if kind in ("max", "min"):
         value = nx.extreme(kind, b.t, axis, b.dt)
         text = f"t.{kind}()" if axis is None else f"t.{kind}(axis={axis})"
@@ -262,8 +266,11 @@ def loop(b: Builder) -> None:
     n = b.rnd.randint(1, 3)
     acc = b.fresh("acc")
     op = b.pick(("+", "-", "*") if nx.is_float(b.dt) else ("+", "-", "^"))
-    text, value = b.u_as(b.dt) if b.chance(0.5) else (b.constant(), None)
-    if value is None:
+    value: np.ndarray | np.int32
+    if b.chance(0.5):
+        text, value = b.u_as(b.dt)
+    else:
+        text = b.constant()
         value = nx.constant(eval(text), b.dt)  # noqa: S307 - our own literal
         text = f"({text})"
     b.emit(
@@ -302,7 +309,8 @@ def smem_round_trip(b: Builder) -> None:
     b.emit("ad.cta_barrier()")
 
 
-APPROXIMATE = {  # function: (call, float64 model, ulps, absolute floor)
+# function: (call, float64 model, ulps, absolute floor)
+APPROXIMATE: dict[str, tuple[str, Callable[[np.ndarray], np.ndarray], int, float]] = {
     "exp2": ("ad.exp2(t)", np.exp2, 1, 0.0),
     "exp2_ftz": ("ad.exp2(t, approx=True)", np.exp2, 1, 2.0**-126),
     "log2": ("ad.log2(t)", np.log2, 1, 0.0),
