@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from asyncdsl.errors import ArgumentError, user_location
+
 
 def on_host(array) -> bool:
     """Whether `array` (or, for a kernel run on several emulated devices, each array of the list)
@@ -35,3 +37,13 @@ def walkers(array, interpreted: int = 3) -> int:
         return interpreted
     from asyncdsl import runtime
     return runtime.device_facts(runtime.device_array(array).device).multiprocessor_count
+
+
+def flag(value, name: str) -> bool:
+    """A host function's yes/no keyword (`causal=`): True or False (numpy's too) or 1 or 0, as
+    the kernels' flag constexprs take; anything else is refused at the caller's line rather than
+    read for its truth (`causal="no"` is no causal=False)."""
+    if isinstance(value, (bool, np.bool_)) or (isinstance(value, (int, np.integer)) and value in (0, 1)):
+        return bool(value)
+    raise ArgumentError(f"{name} is a flag: it takes True or False (or 1 or 0), got {value!r}",
+                        user_location())

@@ -15,6 +15,7 @@ from __future__ import annotations
 import torch
 
 from asyncdsl import kernels
+from asyncdsl.kernels.dispatch import flag
 from asyncdsl.errors import ArgumentError, user_location
 from asyncdsl.torch import library_call, library_op
 
@@ -29,7 +30,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
     run."""
     if layout not in LAYOUTS:
         raise ArgumentError(f"attention takes layout 'BHSD' or 'BSHD', got {layout!r}", user_location())
-    o, _ = attention_forward(q, k, v, bool(causal), layout, bool(deterministic))
+    o, _ = attention_forward(q, k, v, flag(causal, "causal"), layout, flag(deterministic, "deterministic"))
     return o
 
 

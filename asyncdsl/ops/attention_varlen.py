@@ -15,6 +15,7 @@ from __future__ import annotations
 import torch
 
 from asyncdsl import kernels
+from asyncdsl.kernels.dispatch import flag
 from asyncdsl.torch import library_call, library_op
 
 
@@ -27,7 +28,8 @@ def attention_varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqle
     likewise of k and v; max_seqlen_q/k bound the lengths.  Returns o like q, differentiable in q,
     k and v; `deterministic=True` as `asyncdsl.ops.attention`'s."""
     o, _ = attention_varlen_forward(q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q),
-                                    int(max_seqlen_k), bool(causal), bool(deterministic))
+                                    int(max_seqlen_k), flag(causal, "causal"),
+                                    flag(deterministic, "deterministic"))
     return o
 
 

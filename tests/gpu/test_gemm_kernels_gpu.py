@@ -112,7 +112,8 @@ def test_gemm_fp8_rows_of_torch_tensors_rounds_the_product_to_e4m3_with_row_scal
     # rounded value is the float32 accumulator's, off the exact product by the K-long sum's own
     # rounding, well under 2^-22 of sum |a| |b| (it shows on products near 0 at K = 4096)
     accumulated = (a.double().abs() @ b.double().abs()).cpu() * 2.0 ** -22
-    bound = torch.maximum((exact.abs() + accumulated) * 2.0 ** -4, tile_scales * 2.0 ** -9) * 1.01 + accumulated
+    rounding = torch.maximum((exact.abs() + accumulated) * 2.0 ** -4, tile_scales * 2.0 ** -9)
+    bound = rounding * 1.01 + accumulated
     assert ((q.cpu().double() * tile_scales - exact).abs() <= bound).all()
 
 
