@@ -62,3 +62,28 @@ def test_a_launch_of_a_kernel_on_disk_leaves_the_compiler_unloaded():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     count, loaded = done.stdout.strip().split(" ", 1)
     assert int(count) >= 20 and loaded == "[]"
+
+
+# What a first compile of a TMA tile copy has no use for: the lowering rules of register tiles,
+# tensor cores and the other copy engines, and the op modules of features it does not use.  The
+# compiler loads the op modules of the ops a kernel's IR holds (dialects/asyncdsl.py) and their
+# rules (lower_to_ptx.RULE_MODULES); the whole dialect loads only to parse IR text.
+NOT_FOR_A_TILE_COPY = (
+    "asyncdsl.passes.to_ptx.tiles", "asyncdsl.passes.to_ptx.tile_access", "asyncdsl.passes.to_ptx.tile_gmem",
+    "asyncdsl.passes.to_ptx.registers", "asyncdsl.passes.to_ptx.wgmma", "asyncdsl.passes.to_ptx.bulk",
+    "asyncdsl.passes.to_ptx.cp_async", "asyncdsl.passes.to_ptx.im2col", "asyncdsl.passes.to_ptx.row_gather",
+    "asyncdsl.passes.to_ptx.prefetch", "asyncdsl.dialects.turns_ops", "asyncdsl.dialects.index_load_ops",
+)
+
+
+def test_a_first_compile_loads_the_compiler_parts_its_kernel_uses():
+    code = (
+        "import sys, asyncdsl as ad\n"
+        "from asyncdsl.examples.tile_copy import tile_copy\n"
+        "spec = ad.ArraySpec((1000, 528), ad.float32)\n"
+        "assert '.entry tile_copy' in tile_copy.ptx(spec, spec, BM=64, BN=64)\n"
+        "assert 'asyncdsl.passes.to_ptx.tma' in sys.modules\n"
+        f"print([m for m in {NOT_FOR_A_TILE_COPY!r} if m in sys.modules])"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert done.stdout.strip() == "[]"
