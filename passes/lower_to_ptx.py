@@ -81,6 +81,7 @@ class RuleTable(Rules):
         super().__init__()
         self._loaded: set[str] = set()
 
+    # `KernelLowering.lower` looks rules up with `get`: overridden in its plain (key, default) form.
     def get(self, op_class: type[Operation], default: Rule | None = None) -> Rule | None:  # type: ignore[override]
         if op_class not in self and op_class.__module__ not in self._loaded:
             self.load(op_class.__module__)
