@@ -87,3 +87,26 @@ def test_a_first_compile_loads_the_compiler_parts_its_kernel_uses():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert done.stdout.strip() == "[]"
+
+
+# What a first compile of the library's softmax (register tiles, through the kernel language
+# `asyncdsl.frontend.language`) has no use for: tensor cores, mutable registers, turns, other
+# devices, the other copy engines.
+NOT_FOR_A_SOFTMAX = (
+    "asyncdsl.frontend.wgmma", "asyncdsl.frontend.registers", "asyncdsl.frontend.turns",
+    "asyncdsl.frontend.distributed", "asyncdsl.frontend.im2col", "asyncdsl.frontend.row_gather",
+    "asyncdsl.frontend.index_loads", "asyncdsl.passes.to_ptx.wgmma", "asyncdsl.passes.to_ptx.registers",
+    "asyncdsl.passes.to_ptx.turns", "asyncdsl.passes.to_ptx.im2col", "asyncdsl.passes.to_ptx.row_gather",
+)
+
+
+def test_the_kernel_language_loads_the_modules_of_what_a_kernel_calls():
+    code = (
+        "import importlib, sys\n"
+        "module = importlib.import_module('asyncdsl.kernels.softmax')\n"
+        "specs, constexprs = module.EXAMPLE_ARGS['softmax_rows']\n"
+        "assert '.entry' in module.softmax_rows.ptx(*specs, **constexprs)\n"
+        f"print([m for m in {NOT_FOR_A_SOFTMAX!r} if m in sys.modules])"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert done.stdout.strip() == "[]"
