@@ -110,3 +110,24 @@ def test_the_kernel_language_loads_the_modules_of_what_a_kernel_calls():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_a_warm_up_imports_the_whole_compiler_before_its_workers_fork():
+    # Forked workers inherit what the parent imported: compiles in them must find every module
+    # of the compiler loaded, not import what their kernels need each.
+    code = (
+        "import importlib, sys\n"
+        "from asyncdsl.jit import warmup\n"
+        "warmup._import_the_compiler()\n"
+        "before = set(sys.modules)\n"
+        "kernels = (('asyncdsl.kernels.softmax', 'softmax_rows'), ('asyncdsl.kernels.gemm', 'matmul'),\n"
+        "           ('asyncdsl.examples.tile_copy', 'tile_copy'))\n"
+        "for name, kernel in kernels:\n"
+        "    module = importlib.import_module(name)\n"
+        "    specs, constexprs = module.EXAMPLE_ARGS[kernel]\n"
+        "    getattr(module, kernel).ptx(*specs, **constexprs)\n"
+        "library = ('asyncdsl.kernels', 'asyncdsl.examples', 'asyncdsl.blocks')  # the kernels' own code\n"
+        "print(sorted(m for m in set(sys.modules) - before if not m.startswith(library)))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert done.stdout.strip() == "[]"
