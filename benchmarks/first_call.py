@@ -190,8 +190,8 @@ load_kernel(binary) if on_gpu else assemble(binary.ptx, binary.arch)
 t4 = time.perf_counter()
 imports = clock.by_group("compile")
 print(json.dumps({"import asyncdsl": t1 - t0, "import the GEMM's module": t2 - t1, "compile or disk": t3 - t2,
-                  **{f"  its imports: {group}": seconds for group, seconds in imports.items()},
-                  "  trace, passes, PTX (or the disk)": t3 - t2 - sum(imports.values()),
+                  **{f"compile: imports, {group}": seconds for group, seconds in imports.items()},
+                  "compile: trace, passes, PTX (or the disk)": t3 - t2 - sum(imports.values()),
                   ("driver JIT and load" if on_gpu else "ptxas"): t4 - t3, "first call's work": t4 - t2}))
 """
 
