@@ -17,12 +17,20 @@ Each case is a fresh Python process with its own empty `ASYNCDSL_CACHE_DIR` and,
 On a GPU each kernel is loaded (the driver's JIT compile); without one (`--cpu`, or no GPU
 found) nothing is loaded and the GEMM's PTX is assembled by ptxas instead.
 
+The package's modules are compiled to bytecode first, as an install from a wheel leaves them
+(pip compiles them at install): an editable install under PYTHONDONTWRITEBYTECODE has none, and
+then every process compiles the compiler's modules from source, a third of its import.  The
+GEMM's first compile is broken down into the imports it ran, by package (`ImportClock`: each
+module's own code, its imports excluded), and the rest: trace, passes and PTX.
+
     python benchmarks/first_call.py          # on the GPU: printed, and kept with the other results
     python benchmarks/first_call.py --cpu    # compile only, printed
 """
 
 from __future__ import annotations
 
+import compileall
+import importlib.abc
 import json
 import os
 import statistics
@@ -95,9 +103,72 @@ def workload(sms: int = 132) -> list:
     return specializations
 
 
+class ImportClock(importlib.abc.MetaPathFinder):
+    """The seconds each module's own code takes to import (the modules it imports excluded),
+    summed by package group and by the phase of the case it is imported in.  First on
+    `sys.meta_path`, it sees every import, `importlib.import_module`'s (the compiler's lazy
+    loads) as well as `import` statements; it times a module by wrapping its loader's
+    `exec_module`."""
+
+    GROUPS = ("xdsl.dialects", "xDSL core", "asyncdsl.dialects", "asyncdsl.passes", "asyncdsl, the rest",
+              "other modules")
+
+    def __init__(self) -> None:
+        self.phase = "start"
+        self.seconds: dict[tuple[str, str], float] = {}
+        self._inner: list[float] = []  # per module being imported: its imports' seconds
+
+    @classmethod
+    def installed(cls) -> ImportClock:
+        clock = cls()
+        sys.meta_path.insert(0, clock)
+        return clock
+
+    def find_spec(self, name, path, target=None):
+        for finder in sys.meta_path:
+            if finder is not self and hasattr(finder, "find_spec"):
+                spec = finder.find_spec(name, path, target)
+                if spec is not None:
+                    loader = spec.loader
+                    # Built-in and frozen modules' loaders are classes shared by all: not timed.
+                    if loader is not None and not isinstance(loader, type) and hasattr(loader, "exec_module"):
+                        loader.exec_module = self._timed(name, loader.exec_module)
+                    return spec
+        return None
+
+    def _timed(self, name: str, exec_module):
+        def exec_timed(module) -> None:
+            start = time.perf_counter()
+            self._inner.append(0.0)
+            try:
+                exec_module(module)
+            finally:
+                seconds, inner = time.perf_counter() - start, self._inner.pop()
+                if self._inner:
+                    self._inner[-1] += seconds
+                key = (self.phase, self.group(name))
+                self.seconds[key] = self.seconds.get(key, 0.0) + seconds - inner
+        return exec_timed
+
+    @staticmethod
+    def group(name: str) -> str:
+        if name.startswith("xdsl.dialects."):
+            return "xdsl.dialects"
+        for group in ("asyncdsl.dialects", "asyncdsl.passes"):
+            if name == group or name.startswith(group + "."):
+                return group
+        top = name.split(".")[0]
+        return {"xdsl": "xDSL core", "asyncdsl": "asyncdsl, the rest"}.get(top, "other modules")
+
+    def by_group(self, phase: str) -> dict[str, float]:
+        return {group: self.seconds.get((phase, group), 0.0) for group in self.GROUPS}
+
+
 # A fresh process: imports, then the case; prints one JSON line of seconds.
 GEMM_CASE = r"""
 import json, sys, time
+from first_call import ImportClock
+clock = ImportClock.installed()
 t0 = time.perf_counter()
 import asyncdsl as ad
 t1 = time.perf_counter()
@@ -111,11 +182,16 @@ if on_gpu:
     sms = device_facts(0).multiprocessor_count
 specialization = gemm_specializations(sms)[0]
 t2 = time.perf_counter()
+clock.phase = "compile"
 binary = specialization.binary()
 t3 = time.perf_counter()
+clock.phase = "load"
 load_kernel(binary) if on_gpu else assemble(binary.ptx, binary.arch)
 t4 = time.perf_counter()
+imports = clock.by_group("compile")
 print(json.dumps({"import asyncdsl": t1 - t0, "import the GEMM's module": t2 - t1, "compile or disk": t3 - t2,
+                  **{f"compile: imports, {group}": seconds for group, seconds in imports.items()},
+                  "compile: trace, passes, PTX (or the disk)": t3 - t2 - sum(imports.values()),
                   ("driver JIT and load" if on_gpu else "ptxas"): t4 - t3, "first call's work": t4 - t2}))
 """
 
@@ -171,10 +247,21 @@ def ranks_at_once(mode: str, caches: dict) -> dict:
             "kernels": reports[0]["kernels"], "compiles between them": sum(r["compiled"] for r in reports)}
 
 
+def compile_bytecode() -> None:
+    """The package's modules compiled to bytecode, where they have none (see the docstring)."""
+    import asyncdsl.dialects
+    import asyncdsl.passes
+
+    for package in (asyncdsl, asyncdsl.dialects, asyncdsl.passes):  # apart in a source tree
+        for folder in package.__path__:
+            compileall.compile_dir(folder, quiet=1)
+
+
 def main() -> None:
     from asyncdsl.runtime import has_gpu
 
     mode = "cpu" if "--cpu" in sys.argv or not has_gpu() else "gpu"
+    compile_bytecode()
     gemm_cold: dict[str, list[float]] = {}
     workload_cold: dict[str, list[float]] = {"1 process": [], "a worker per CPU": []}
     for _ in range(COLD_PROCESSES):  # in turns, so that a slow spell of the host falls on all alike

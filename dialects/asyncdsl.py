@@ -42,41 +42,93 @@ passes import this module as `ir` and find every op and the shared helpers of `i
 
 from __future__ import annotations
 
-from xdsl.ir import Dialect, Operation, SSAValue
+import importlib
+from typing import TYPE_CHECKING
 
-from asyncdsl.dialects import assume_ops, bulk_ops, collective_ops, copy_ops, core_ops, cp_async_ops
-from asyncdsl.dialects import descriptor_attrs, distributed_ops, im2col_ops, index_load_ops, layout_attrs
-from asyncdsl.dialects import memory_attrs
-from asyncdsl.dialects import option_attrs, prefetch_ops, profile_ops, registers_ops, roles_ops
-from asyncdsl.dialects import row_gather_ops, sync_ops, tile_access_ops, tile_math_ops, tiles_ops, tma_ops
-from asyncdsl.dialects import transform_attrs, turns_ops, wgmma_ops
-from asyncdsl.dialects.assume_ops import CheckOp, CheckTileOp, MultipleOfOp, check_message
-from asyncdsl.dialects.bulk_ops import BulkLoadOp, BulkStoreOp
-from asyncdsl.dialects.collective_ops import ClusterArriveOp, ClusterCollectiveMaskOp, SmemSliceOp
-from asyncdsl.dialects.copy_ops import AsyncCopyOp, AwaitAsyncCopyOp
-from asyncdsl.dialects.core_ops import AllocSmemOp, ClusterCtaIdOp, ClusterIdOp, NumProgramsOp, ProgramIdOp
-from asyncdsl.dialects.core_ops import SmemViewOp, SmemWindowOp, WarpgroupIdxOp
-from asyncdsl.dialects.cp_async_ops import AwaitCpAsyncCopyOp, CpAsyncLoadOp
-from asyncdsl.dialects.distributed_ops import DeviceIdOp, SignalOp, WaitSignalOp
-from asyncdsl.dialects.im2col_ops import AsyncCopyIm2colOp, Im2colDescriptorAttr, TmaIm2colLoadOp
-from asyncdsl.dialects.index_load_ops import LoadIndexOp
+from xdsl.ir import Attribute, Dialect, Operation, SSAValue
+
+from asyncdsl.dialects.collective_ops import SmemSliceOp
+from asyncdsl.dialects.core_ops import AllocSmemOp, SmemViewOp, SmemWindowOp
 from asyncdsl.dialects.ir_utils import buffer_bytes, element_bits, is_gmem, is_smem, logical_shape, shape_of
 from asyncdsl.dialects.ir_utils import constant_value, shaped_type, smem_layout
-from asyncdsl.dialects.prefetch_ops import AsyncPrefetchOp, TmaPrefetchOp
-from asyncdsl.dialects.profile_ops import RegionBeginOp, RegionEndOp, region_names
-from asyncdsl.dialects.registers_ops import AllocRegistersOp, ReadRegistersOp, WriteRegistersOp
-from asyncdsl.dialects.roles_ops import WarpgroupRoleOp
-from asyncdsl.dialects.row_gather_ops import AsyncCopyRowsOp, TmaGather4Op, TmaScatter4Op
-from asyncdsl.dialects.sync_ops import AllocBarriersOp, ArriveExpectTxOp, ArriveOp, ClusterBarrierOp
-from asyncdsl.dialects.sync_ops import CtaBarrierOp, FenceAsyncSmemOp, WaitOp, WarpgroupBarrierOp
-from asyncdsl.dialects.tile_access_ops import SQUEEZED, GatherGmemOp, LoadGmemOp, LoadSmemOp, ScatterGmemOp
-from asyncdsl.dialects.tile_access_ops import StoreGmemOp, StoreSmemOp
-from asyncdsl.dialects.tile_math_ops import CompareOp, ConvertOp, SelectOp
-from asyncdsl.dialects.tiles_ops import BroadcastInDimOp, FullOp, IotaOp, ReduceOp, RelayoutOp, SplatOp
-from asyncdsl.dialects.tiles_ops import scratch_bytes
-from asyncdsl.dialects.tma_ops import TmaLoadOp, TmaStoreOp
-from asyncdsl.dialects.turns_ops import AllocTurnsOp, PassTurnOp, TakeTurnOp
-from asyncdsl.dialects.wgmma_ops import WgmmaOp, WgmmaOperandAttr, WgmmaWaitOp
+
+if TYPE_CHECKING:
+    from asyncdsl.dialects.assume_ops import CheckOp, CheckTileOp, MultipleOfOp, check_message
+    from asyncdsl.dialects.bulk_ops import BulkLoadOp, BulkStoreOp
+    from asyncdsl.dialects.collective_ops import ClusterArriveOp, ClusterCollectiveMaskOp
+    from asyncdsl.dialects.copy_ops import AsyncCopyOp, AwaitAsyncCopyOp
+    from asyncdsl.dialects.core_ops import ClusterCtaIdOp, ClusterIdOp, NumProgramsOp, ProgramIdOp
+    from asyncdsl.dialects.core_ops import WarpgroupIdxOp
+    from asyncdsl.dialects.cp_async_ops import AwaitCpAsyncCopyOp, CpAsyncLoadOp
+    from asyncdsl.dialects.distributed_ops import DeviceIdOp, SignalOp, WaitSignalOp
+    from asyncdsl.dialects.im2col_ops import AsyncCopyIm2colOp, Im2colDescriptorAttr, TmaIm2colLoadOp
+    from asyncdsl.dialects.index_load_ops import LoadIndexOp
+    from asyncdsl.dialects.prefetch_ops import AsyncPrefetchOp, TmaPrefetchOp
+    from asyncdsl.dialects.profile_ops import RegionBeginOp, RegionEndOp, region_names
+    from asyncdsl.dialects.registers_ops import AllocRegistersOp, ReadRegistersOp, WriteRegistersOp
+    from asyncdsl.dialects.roles_ops import WarpgroupRoleOp
+    from asyncdsl.dialects.row_gather_ops import AsyncCopyRowsOp, TmaGather4Op, TmaScatter4Op
+    from asyncdsl.dialects.sync_ops import AllocBarriersOp, ArriveExpectTxOp, ArriveOp, ClusterBarrierOp
+    from asyncdsl.dialects.sync_ops import CtaBarrierOp, FenceAsyncSmemOp, WaitOp, WarpgroupBarrierOp
+    from asyncdsl.dialects.tile_access_ops import SQUEEZED, GatherGmemOp, LoadGmemOp, LoadSmemOp
+    from asyncdsl.dialects.tile_access_ops import ScatterGmemOp, StoreGmemOp, StoreSmemOp
+    from asyncdsl.dialects.tile_math_ops import CompareOp, ConvertOp, SelectOp
+    from asyncdsl.dialects.tiles_ops import BroadcastInDimOp, FullOp, IotaOp, ReduceOp, RelayoutOp, SplatOp
+    from asyncdsl.dialects.tiles_ops import scratch_bytes
+    from asyncdsl.dialects.tma_ops import TmaLoadOp, TmaStoreOp
+    from asyncdsl.dialects.turns_ops import AllocTurnsOp, PassTurnOp, TakeTurnOp
+    from asyncdsl.dialects.wgmma_ops import WgmmaOp, WgmmaOperandAttr, WgmmaWaitOp
+
+    OPERATIONS: tuple[type[Operation], ...]
+    ATTRIBUTES: tuple[type[Attribute], ...]
+    AsyncDSL: Dialect
+
+# The op modules in the dialect's order, and where each module keeps its attribute classes.
+_OP_MODULES = (
+    "core_ops", "sync_ops", "turns_ops", "copy_ops", "tma_ops", "bulk_ops", "cp_async_ops", "prefetch_ops",
+    "collective_ops", "im2col_ops", "row_gather_ops", "assume_ops", "tiles_ops", "tile_math_ops",
+    "tile_access_ops", "registers_ops", "profile_ops", "wgmma_ops", "roles_ops", "distributed_ops",
+    "index_load_ops",
+)
+_ATTRIBUTE_TUPLES = (
+    ("memory_attrs", "ATTRIBUTES"), ("descriptor_attrs", "ATTRIBUTES"), ("option_attrs", "ATTRIBUTES"),
+    ("transform_attrs", "TRANSFORM_ATTRS"), ("im2col_ops", "ATTRIBUTES"), ("layout_attrs", "ATTRIBUTES"),
+    ("wgmma_ops", "ATTRIBUTES"),
+)
+
+# The names this module passes on, by the op module that defines them.  An op module loads with
+# the first use of one of its names (`__getattr__`): a compile loads the modules of the ops its
+# kernel's IR holds (xDSL's definition of an op costs about a millisecond), the whole dialect
+# loads only for `AsyncDSL` (parsing IR text) and `OPERATIONS`.
+_EXPORTS = {
+    name: module
+    for module, names in (
+        ("assume_ops", "CheckOp CheckTileOp MultipleOfOp check_message"),
+        ("bulk_ops", "BulkLoadOp BulkStoreOp"),
+        ("collective_ops", "ClusterArriveOp ClusterCollectiveMaskOp"),
+        ("copy_ops", "AsyncCopyOp AwaitAsyncCopyOp"),
+        ("core_ops", "ClusterCtaIdOp ClusterIdOp NumProgramsOp ProgramIdOp WarpgroupIdxOp"),
+        ("cp_async_ops", "AwaitCpAsyncCopyOp CpAsyncLoadOp"),
+        ("distributed_ops", "DeviceIdOp SignalOp WaitSignalOp"),
+        ("im2col_ops", "AsyncCopyIm2colOp Im2colDescriptorAttr TmaIm2colLoadOp"),
+        ("index_load_ops", "LoadIndexOp"),
+        ("prefetch_ops", "AsyncPrefetchOp TmaPrefetchOp"),
+        ("profile_ops", "RegionBeginOp RegionEndOp region_names"),
+        ("registers_ops", "AllocRegistersOp ReadRegistersOp WriteRegistersOp"),
+        ("roles_ops", "WarpgroupRoleOp"),
+        ("row_gather_ops", "AsyncCopyRowsOp TmaGather4Op TmaScatter4Op"),
+        ("sync_ops", "AllocBarriersOp ArriveExpectTxOp ArriveOp ClusterBarrierOp CtaBarrierOp "
+                     "FenceAsyncSmemOp WaitOp WarpgroupBarrierOp"),
+        ("tile_access_ops", "SQUEEZED GatherGmemOp LoadGmemOp LoadSmemOp ScatterGmemOp StoreGmemOp "
+                            "StoreSmemOp"),
+        ("tile_math_ops", "CompareOp ConvertOp SelectOp"),
+        ("tiles_ops", "BroadcastInDimOp FullOp IotaOp ReduceOp RelayoutOp SplatOp scratch_bytes"),
+        ("tma_ops", "TmaLoadOp TmaStoreOp"),
+        ("turns_ops", "AllocTurnsOp PassTurnOp TakeTurnOp"),
+        ("wgmma_ops", "WgmmaOp WgmmaOperandAttr WgmmaWaitOp"),
+    )
+    for name in names.split()
+}
 
 __all__ = [
     "OPERATIONS",
@@ -166,41 +218,32 @@ __all__ = [
     "smem_layout",
 ]
 
-OPERATIONS: tuple[type[Operation], ...] = (
-    *core_ops.OPERATIONS,
-    *sync_ops.OPERATIONS,
-    *turns_ops.OPERATIONS,
-    *copy_ops.OPERATIONS,
-    *tma_ops.OPERATIONS,
-    *bulk_ops.OPERATIONS,
-    *cp_async_ops.OPERATIONS,
-    *prefetch_ops.OPERATIONS,
-    *collective_ops.OPERATIONS,
-    *im2col_ops.OPERATIONS,
-    *row_gather_ops.OPERATIONS,
-    *assume_ops.OPERATIONS,
-    *tiles_ops.OPERATIONS,
-    *tile_math_ops.OPERATIONS,
-    *tile_access_ops.OPERATIONS,
-    *registers_ops.OPERATIONS,
-    *profile_ops.OPERATIONS,
-    *wgmma_ops.OPERATIONS,
-    *roles_ops.OPERATIONS,
-    *distributed_ops.OPERATIONS,
-    *index_load_ops.OPERATIONS,
-)
 
-ATTRIBUTES = (
-    *memory_attrs.ATTRIBUTES,
-    *descriptor_attrs.ATTRIBUTES,
-    *option_attrs.ATTRIBUTES,
-    *transform_attrs.TRANSFORM_ATTRS,
-    *im2col_ops.ATTRIBUTES,
-    *layout_attrs.ATTRIBUTES,
-    *wgmma_ops.ATTRIBUTES,
-)
+def _module(name: str):
+    return importlib.import_module(f"asyncdsl.dialects.{name}")
 
-AsyncDSL = Dialect("asyncdsl", list(OPERATIONS), list(ATTRIBUTES))
+
+def _whole_dialect(name: str):
+    if name == "OPERATIONS":
+        return tuple(op for module in _OP_MODULES for op in _module(module).OPERATIONS)
+    if name == "ATTRIBUTES":
+        return tuple(attr for module, names in _ATTRIBUTE_TUPLES for attr in getattr(_module(module), names))
+    return Dialect("asyncdsl", list(__getattr__("OPERATIONS")), list(__getattr__("ATTRIBUTES")))
+
+
+def __getattr__(name: str):
+    if name in ("OPERATIONS", "ATTRIBUTES", "AsyncDSL"):
+        value = _whole_dialect(name)
+    elif name in _EXPORTS:
+        value = getattr(_module(_EXPORTS[name]), name)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value  # the next use is a plain lookup
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS, "OPERATIONS", "ATTRIBUTES", "AsyncDSL"})
 
 
 def root_buffer(value: SSAValue) -> SSAValue:

@@ -19,44 +19,20 @@ becomes, in the printed PTX,
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 
 from asyncdsl.dialects import kernel_attrs as attrs
 from asyncdsl.dialects import ptx
 from asyncdsl.kernel_binary import KernelParam
-from asyncdsl.passes.to_ptx import (
-    assume,
-    barriers,
-    bulk,
-    collective,
-    control,
-    copy,
-    core,
-    cp_async,
-    distributed,
-    im2col,
-    index_loads,
-    prefetch,
-    profile,
-    registers,
-    roles,
-    row_gather,
-    scalars,
-    sync,
-    tile_access,
-    tile_gmem,
-    tile_math,
-    tiles,
-    tma,
-    turns,
-    wgmma,
-)
-from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
+from asyncdsl.passes.to_ptx import barriers, roles
+from asyncdsl.passes.to_ptx.context import KernelLowering, Rule, Rules
 from asyncdsl.passes.to_ptx.kernel import (
     emit_epilogue,
     emit_prologue,
@@ -64,36 +40,71 @@ from asyncdsl.passes.to_ptx.kernel import (
     param_kinds,
 )
 
-# Every op the pass lowers, by feature (one `passes/to_ptx` module each).
-RULES: Rules = {
-    **scalars.RULES,
-    **control.RULES,
-    **core.RULES,
-    **sync.RULES,
-    **turns.RULES,
-    **copy.RULES,
-    **tma.RULES,
-    **bulk.RULES,
-    **cp_async.RULES,
-    **collective.RULES,
-    **prefetch.RULES,
-    **im2col.RULES,
-    **row_gather.RULES,
-    **assume.RULES,
-    **tiles.RULES,
-    **tile_access.RULES,
-    **tile_gmem.RULES,
-    **registers.RULES,
-    **profile.RULES,
-    **wgmma.RULES,
-    **roles.RULES,
-    **distributed.RULES,
-    **index_loads.RULES,
+# The rule modules (`passes/to_ptx`, each with its `RULES` table) that lower the ops of each op
+# module.
+RULE_MODULES: dict[str, tuple[str, ...]] = {
+    "xdsl.dialects.arith": ("scalars",),
+    "xdsl.dialects.scf": ("control",),
+    "asyncdsl.dialects.core_ops": ("core",),
+    "asyncdsl.dialects.sync_ops": ("sync",),
+    "asyncdsl.dialects.turns_ops": ("turns",),
+    "asyncdsl.dialects.copy_ops": ("copy",),
+    "asyncdsl.dialects.tma_ops": ("tma",),
+    "asyncdsl.dialects.bulk_ops": ("bulk",),
+    "asyncdsl.dialects.cp_async_ops": ("cp_async",),
+    "asyncdsl.dialects.collective_ops": ("collective",),
+    "asyncdsl.dialects.prefetch_ops": ("prefetch",),
+    "asyncdsl.dialects.im2col_ops": ("im2col",),
+    "asyncdsl.dialects.row_gather_ops": ("row_gather",),
+    "asyncdsl.dialects.assume_ops": ("assume",),
+    "asyncdsl.dialects.tiles_ops": ("tiles",),
+    "asyncdsl.dialects.tile_access_ops": ("tile_access", "tile_gmem"),
+    "asyncdsl.dialects.registers_ops": ("registers",),
+    "asyncdsl.dialects.profile_ops": ("profile",),
+    "asyncdsl.dialects.wgmma_ops": ("wgmma",),
+    "asyncdsl.dialects.roles_ops": ("roles",),
+    "asyncdsl.dialects.distributed_ops": ("distributed",),
+    "asyncdsl.dialects.index_load_ops": ("index_loads",),
 }
-# `arith` and `math` ops on tiles and non-index scalars are per-element rules; the index
-# arithmetic among them keeps its rule (`scalars.py`), chosen per op by its operand types.
-RULES.update({op_class: tile_math.elementwise(rule, RULES.get(op_class))
-              for op_class, rule in tile_math.ELEMENT_RULES.items()})
+# The op modules whose ops on tiles and non-index scalars are per-element rules
+# (`tile_math.ELEMENT_RULES`); the index arithmetic among them keeps its rule (`scalars.py`),
+# chosen per op by its operand types.
+ELEMENTWISE_OP_MODULES = ("xdsl.dialects.arith", "xdsl.dialects.math", "asyncdsl.dialects.tile_math_ops")
+
+
+class RuleTable(Rules):
+    """Every op the pass lowers, by class: the rules of an op module load with the first op of
+    it that a kernel holds, so that a compile loads the rule modules, and through them the op
+    modules, of the ops its kernel uses and no others."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._loaded: set[str] = set()
+
+    # `KernelLowering.lower` looks rules up with `get`: overridden in its plain (key, default) form.
+    def get(self, op_class: type[Operation], default: Rule | None = None) -> Rule | None:  # type: ignore[override]
+        if op_class not in self and op_class.__module__ not in self._loaded:
+            self.load(op_class.__module__)
+        return super().get(op_class, default)
+
+    def load(self, op_module: str) -> None:
+        """Add the rules of the ops of `op_module` (all at once: a compile in another thread
+        finds an op's rule complete or not at all)."""
+        rules: Rules = {}
+        for name in RULE_MODULES.get(op_module, ()):
+            rules.update(importlib.import_module(f"asyncdsl.passes.to_ptx.{name}").RULES)
+        table = dict(rules)
+        if op_module in ELEMENTWISE_OP_MODULES:
+            from asyncdsl.passes.to_ptx import tile_math
+
+            for op_class, rule in tile_math.ELEMENT_RULES.items():
+                if op_class.__module__ == op_module:
+                    table[op_class] = tile_math.elementwise(rule, rules.get(op_class))
+        self.update(table)
+        self._loaded.add(op_module)
+
+
+RULES = RuleTable()
 
 
 @dataclass(frozen=True)

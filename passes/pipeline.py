@@ -25,7 +25,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
-from xdsl.dialects import arith, builtin, func, math, scf
 from xdsl.dialects.builtin import MemRefType, ModuleOp
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
@@ -34,7 +33,6 @@ from xdsl.printer import Printer
 from asyncdsl.config import knobs
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects import kernel_attrs as attrs
-from asyncdsl.dialects.asyncdsl import AsyncDSL
 from asyncdsl.dialects.ptx import Ptx, print_ptx
 from asyncdsl.errors import ResourceError
 from asyncdsl.hw.limits import SMEM_ALIGNMENT_SLACK
@@ -72,6 +70,12 @@ PASS_NAMES = tuple(p.name for p in default_pipeline())
 
 def make_context() -> Context:
     """An xDSL context that knows every dialect asyncdsl's IR uses (for parsing it back)."""
+    # Loaded here, not with the module: a compile needs only the ops its kernel holds, and the
+    # whole `asyncdsl` dialect and xDSL's `math` take a good part of the compiler's import.
+    from xdsl.dialects import arith, builtin, func, math, scf
+
+    from asyncdsl.dialects.asyncdsl import AsyncDSL
+
     ctx = Context()
     for dialect in (builtin.Builtin, func.Func, arith.Arith, math.Math, scf.Scf, AsyncDSL, Ptx):
         ctx.load_dialect(dialect)
@@ -133,7 +137,7 @@ def _collector_paused() -> Iterator[None]:
 
 def _compile(trace: Callable[[], ModuleOp], descriptor_mode: str, keep_stages: bool,
              on_stage: Callable[[str, str], None] | None) -> CompiledKernel:
-    ctx = make_context()
+    ctx = Context()  # the passes parse nothing: no dialect need be loaded into it
     dump = on_stage or (_dump_to_stderr if knobs.dump_ir else None)
     stages: list[tuple[str, str]] = []
 

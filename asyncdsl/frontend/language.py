@@ -18,6 +18,8 @@ earlier process compiled (docs/hardware.md §19: loading it cost such a call hal
 
 from __future__ import annotations
 
+import importlib
+
 from asyncdsl import dtypes as _dtypes
 from asyncdsl import errors as _errors
 from asyncdsl.frontend import cdiv as _cdiv
@@ -26,6 +28,10 @@ from asyncdsl.hw import transforms as _transforms
 
 # Light modules: what host code (grid functions, host functions) uses too, without the compiler.
 _LIGHT = (_dtypes, _errors, _cdiv, _fragments, _transforms)
+# The modules of what kernel bodies call, the most used first.
+_CALL_MODULES = ("control", "core", "refs", "copy", "sync", "tile_access", "tiles", "tile_functions",
+                 "registers", "wgmma", "pipeline", "roles", "turns", "distributed", "im2col", "prefetch",
+                 "profile", "row_gather", "assume", "index_loads")
 
 
 def __getattr__(name: str):
@@ -34,33 +40,10 @@ def __getattr__(name: str):
     for module in _LIGHT:
         if name in vars(module):
             return _found(name, vars(module)[name])
-    # The kernel body's calls: imported on first use, while a kernel is traced.
-    from asyncdsl.frontend import (
-        assume,
-        control,
-        copy,
-        core,
-        distributed,
-        im2col,
-        index_loads,
-        pipeline,
-        prefetch,
-        profile,
-        refs,
-        registers,
-        roles,
-        row_gather,
-        sync,
-        tile_access,
-        tile_functions,
-        tiles,
-        turns,
-        wgmma,
-    )
-
-    for module in (control, core, refs, copy, sync, tile_access, tiles, tile_functions, registers, wgmma,
-                   pipeline, roles, turns, distributed, im2col, prefetch, profile, row_gather, assume,
-                   index_loads):
+    # The kernel body's calls: imported on first use, while a kernel is traced, one module at a
+    # time in this order until one has the name (a kernel loads the modules of what it calls).
+    for stem in _CALL_MODULES:
+        module = importlib.import_module(f"asyncdsl.frontend.{stem}")
         if name in vars(module):
             return _found(name, vars(module)[name])
     raise AttributeError(f"the kernel language has no {name!r}")

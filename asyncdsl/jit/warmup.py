@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import pkgutil
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -190,9 +191,7 @@ def _compile_in_workers(jobs: list[Specialization], workers: int) -> dict[int, t
 
     if "fork" not in multiprocessing.get_all_start_methods():
         return {}
-    # Imported before the fork, so that the workers inherit the compiler instead of each importing it.
-    importlib.import_module("asyncdsl.jit.specialize")
-    importlib.import_module("asyncdsl.passes.pipeline")
+    _import_the_compiler()
     _jobs = jobs
     try:
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
@@ -201,6 +200,22 @@ def _compile_in_workers(jobs: list[Specialization], workers: int) -> dict[int, t
         return {}
     finally:
         _jobs = []
+
+
+# The packages of the compiler's modules: the passes, and what a compile loads as its kernel
+# needs it (the op modules, the lowering and resolution rules, the kernel language's calls).
+_COMPILER_PACKAGES = ("asyncdsl.passes", "asyncdsl.passes.resolve", "asyncdsl.passes.to_ptx",
+                      "asyncdsl.dialects", "asyncdsl.frontend")
+
+
+def _import_the_compiler() -> None:
+    """Every module of the compiler, imported before the pool forks, so that the workers inherit
+    them instead of each importing those its kernels need."""
+    importlib.import_module("asyncdsl.jit.specialize")
+    for name in _COMPILER_PACKAGES:
+        package = importlib.import_module(name)
+        for info in pkgutil.iter_modules(package.__path__):
+            importlib.import_module(f"{name}.{info.name}")
 
 
 def _compile_job(index: int) -> tuple[float, bool] | None:
