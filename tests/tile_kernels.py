@@ -239,6 +239,15 @@ def mask_relayout(a, out, SOURCE: ad.constexpr, TARGET: ad.constexpr):
 
 
 @ad.kernel(grid=(1,))
+def negated_extremes(x, y, FORM: ad.constexpr):
+    """An int32 tile negated (`-t`, `0 - t` or `t * -1`) then shifted by its maximum and minimum:
+    the pattern ptxas miscompiles when it folds the negation into a min/max (docs/hardware.md §20)."""
+    t = ad.load(x.at[:, :])
+    t = {"neg": lambda: -t, "zero_minus": lambda: 0 - t, "times_minus_one": lambda: t * -1}[FORM]()
+    ad.store(y.at[:, :], t + t.max() - t.min())
+
+
+@ad.kernel(grid=(1,))
 def accumulate(x, y):
     """y = sum over k of x[k] (bf16 stages, float32 sum in registers across a loop), scaled by
     the program id through a splat of a traced index."""

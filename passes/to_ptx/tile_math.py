@@ -186,6 +186,35 @@ def _integer(template: str) -> ElementRule:
     return rule
 
 
+def _negating(template: str, negated_operand) -> ElementRule:
+    """An integer op that `negated_operand(op)` may show to be a negation (0 - x, x * -1): that
+    one as `not` then `add 1`, the rest by `template`.  ptxas 13.0 (and the H200 driver's JIT)
+    folds a negation it recognises into a three-input integer min/max (VIMNMX3) and drops it
+    there (docs/hardware.md §20); `not` + `add 1` is the same two's complement, which it leaves
+    alone."""
+    plain = _integer(template)
+
+    def rule(ctx, op, element, regs):
+        negated = negated_operand(op)
+        if negated is None:
+            return plain(ctx, op, element, regs)
+        kind, width = register_kind(element), _bits(element)
+        flipped = ctx.b.emit(f"not.b{width} {{}}, {{}};", kind, regs[negated])
+        return ctx.b.emit(f"add.s{width} {{}}, {{}}, 1;", kind, flipped)
+
+    return rule
+
+
+def _subtracted_from_zero(op) -> int | None:
+    return 1 if _constant_element(op.lhs) == 0 else None
+
+
+def _times_minus_one(op) -> int | None:
+    if _constant_element(op.rhs) == -1:
+        return 0
+    return 1 if _constant_element(op.lhs) == -1 else None
+
+
 def _floor_divide(ctx, op, element, regs):
     divisor = _constant_element(op.rhs)
     if isinstance(divisor, int) and divisor != 0:
@@ -344,8 +373,8 @@ ELEMENT_RULES: dict[type[Operation], ElementRule] = {
     arith.MaximumfOp: _nan_extremum("max"),
     arith.MinimumfOp: _nan_extremum("min"),
     arith.AddiOp: _integer("add.{s}"),
-    arith.SubiOp: _integer("sub.{s}"),
-    arith.MuliOp: _integer("mul.lo.{s}"),
+    arith.SubiOp: _negating("sub.{s}", _subtracted_from_zero),
+    arith.MuliOp: _negating("mul.lo.{s}", _times_minus_one),
     arith.AndIOp: _integer("and.{b}"),
     arith.OrIOp: _integer("or.{b}"),
     arith.XOrIOp: _integer("xor.{b}"),

@@ -37,6 +37,7 @@ from tile_kernels import (
     gmem_round_trip,
     index_on_the_left,
     mask_relayout,
+    negated_extremes,
     masked_element,
     masked_rows,
     masked_rows_reference,
@@ -222,6 +223,18 @@ def test_a_register_accumulator_across_a_loop():
     wide = x.astype(np.float32)
     expected = (((wide[0] + wide[1]) + wide[2]) + wide[3]) * np.float32(2)
     assert np.array_equal(gpu, expected)
+
+
+@pytest.mark.parametrize("form", ["neg", "zero_minus", "times_minus_one"])
+def test_negated_int32_tiles_keep_their_sign_under_min_and_max(form):
+    # docs/hardware.md §20: ptxas lost such negations inside a three-input min/max
+    x = np.random.default_rng(9).integers(-2**31, 2**31, (64, 64)).astype(np.int32)
+    x[0, :3] = [-2**31, 2**31 - 1, 0]
+    (gpu,), (cpu,) = gpu_and_interpreter(negated_extremes, [x], [np.zeros_like(x)], FORM=form)
+    with np.errstate(over="ignore"):
+        negated = (np.int32(0) - x).astype(np.int32)
+        assert np.array_equal(cpu, negated + negated.max() - negated.min())
+    assert np.array_equal(gpu, cpu)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16], ids=lambda d: np.dtype(d).name)

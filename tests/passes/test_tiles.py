@@ -29,6 +29,7 @@ from tile_kernels import (
     gmem_round_trip,
     index_on_the_left,
     mask_relayout,
+    negated_extremes,
     masked_element,
     masked_rows,
     op_matrix,
@@ -548,3 +549,23 @@ def test_floats_convert_to_float8_a_pair_at_a_time_and_store_the_pairs_whole(
     expected = np.clip(x, -finite, finite).astype(target.numpy)  # saturating; NaN stays NaN
     assert np.array_equal(np.isnan(y.astype(np.float32)), np.isnan(x))
     assert np.array_equal(y[~np.isnan(x)].view(np.uint8), expected[~np.isnan(x)].view(np.uint8))
+
+
+@pytest.mark.parametrize("form", ["neg", "zero_minus", "times_minus_one"])
+def test_an_integer_negation_is_not_then_add_one_which_ptxas_keeps_under_min_max(ptxas, form):
+    # ptxas folds a negation it recognises into a three-input min/max and loses it (docs/hardware.md
+    # §20); `not` + `add 1` is the same two's complement, wrapping at -2^31 alike.
+    x = np.random.default_rng(5).integers(-2**31, 2**31, (64, 64)).astype(np.int32)
+    x[0, :3] = [-2**31, 2**31 - 1, 0]
+    y = np.zeros_like(x)
+    spec = ad.ArraySpec((64, 64), ad.int32)
+    ptx = negated_extremes.ptx(spec, spec, FORM=form)
+    zero = re.findall(r"mov\.b32 (%r\d+), 0x0;", ptx)
+    assert ptx.count("not.b32") == 64 * 64 // 128  # each thread's 32 elements
+    from_zero = [line for line in ptx.splitlines() if "sub.s32" in line and any(f", {z}, " in line for z in zero)]
+    assert not from_zero
+    ptxas(ptx)
+    negated_extremes.interpret(x, y, FORM=form)
+    with np.errstate(over="ignore"):
+        negated = (np.int32(0) - x).astype(np.int32)
+        assert np.array_equal(y, negated + negated.max() - negated.min())
