@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from typing import TypeGuard, get_args
+from typing import TypeGuard, TypeVar, get_args
 
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import AnyFloat, BoolAttr, IndexType, IntegerAttr, IntegerType, MemRefType
@@ -17,7 +17,7 @@ from xdsl.irdl import AttrSizedOperandSegments, IRDLOperation, result_def
 from xdsl.utils.exceptions import VerifyException
 
 from asyncdsl import dtypes
-from asyncdsl.dialects.memory_attrs import SMEM, SharedMemorySpaceAttr
+from asyncdsl.dialects.memory_attrs import SMEM, RegistersType, SharedMemorySpaceAttr
 from asyncdsl.hw.collective import CLUSTER_DIMS
 from asyncdsl.hw.limits import MAX_PENDING_GROUPS, MAX_TMA_RANK, SWIZZLE_SPANS, TMA_COORDINATE_BITS
 from asyncdsl.hw.smem_layout import SmemLayout
@@ -136,6 +136,7 @@ def logical_shape(type_: Attribute) -> tuple[int, ...]:
 
 
 _FLOAT_TYPES: tuple[type, ...] = get_args(AnyFloat)
+_AttributeT = TypeVar("_AttributeT", bound=Attribute)
 
 
 def _is_float_type(type_: Attribute) -> TypeGuard[AnyFloat]:
@@ -149,20 +150,32 @@ def float_type(type_: Attribute) -> AnyFloat:
     raise TypeError(f"{type_} is not a float type")
 
 
-def integer_type(type_: Attribute) -> IntegerType:
-    """`type_` as the MLIR integer type it must be (the type of an integer constant)."""
-    if isinstance(type_, IntegerType):
-        return type_
-    raise TypeError(f"{type_} is not an integer type")
-
-
 # xDSL types every operand's type as any attribute; what an op's definition guarantees it is, the
 # helpers below take it as.
+def _narrowed(type_: Attribute, kind: type[_AttributeT], what: str) -> _AttributeT:
+    if isinstance(type_, kind):
+        return type_
+    raise TypeError(f"{type_} is not {what}")
+
+
+def integer_type(type_: Attribute) -> IntegerType:
+    """`type_` as the MLIR integer type it must be (the type of an integer constant)."""
+    return _narrowed(type_, IntegerType, "an integer type")
+
+
 def memref_type(type_: Attribute) -> MemRefType:
     """`type_` as the memref type it must be (a GMEM array's or a shared-memory buffer's)."""
-    if isinstance(type_, MemRefType):
-        return type_
-    raise TypeError(f"{type_} is not a memref type")
+    return _narrowed(type_, MemRefType, "a memref type")
+
+
+def vector_type(type_: Attribute) -> VectorType:
+    """`type_` as the vector type it must be (a register tile's)."""
+    return _narrowed(type_, VectorType, "a vector type")
+
+
+def registers_type(type_: Attribute) -> RegistersType:
+    """`type_` as the type of a ref to a mutable register tile it must be."""
+    return _narrowed(type_, RegistersType, "a register tile ref type")
 
 
 def shaped_type(type_: Attribute) -> MemRefType | VectorType:
