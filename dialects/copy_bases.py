@@ -147,7 +147,7 @@ class TmaBox(TmaDescribed):
 
 
 class PeerArray(IRDLOperation):
-    """A copy whose GMEM side may be device `peer`'s array (`distributed_ops`)."""
+    """A copy (or a signal) whose GMEM array may be device `peer`'s (`distributed_ops`)."""
 
     peer = opt_operand_def(IndexType)
 

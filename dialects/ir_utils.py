@@ -9,11 +9,11 @@ from collections.abc import Sequence
 from typing import TypeGuard, TypeVar, get_args
 
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import AnyFloat, BoolAttr, IndexType, IntegerAttr, IntegerType, MemRefType
-from xdsl.dialects.builtin import VectorType
+from xdsl.dialects.builtin import AnyFloat, ArrayAttr, BoolAttr, IndexType, IntegerAttr, IntegerType
+from xdsl.dialects.builtin import MemRefType, StringAttr, VectorType
 from xdsl.dialects.builtin import i1, i64
 from xdsl.ir import Attribute, Operation, SSAValue
-from xdsl.irdl import AttrSizedOperandSegments, IRDLOperation, result_def
+from xdsl.irdl import AttrSizedOperandSegments, IRDLOperation, opt_prop_def, result_def
 from xdsl.utils.exceptions import VerifyException
 
 from asyncdsl import dtypes
@@ -55,6 +55,26 @@ class IndexQuery(IRDLOperation):
 
     def __init__(self) -> None:
         super().__init__(result_types=[IndexType()])
+
+
+def collective_prop(dims: Sequence[str]) -> ArrayAttr:
+    """`collective` of an op: the cluster dims it names."""
+    return ArrayAttr(StringAttr(d) for d in dims)
+
+
+class OptionallyCollective(IRDLOperation):
+    """An op that, with `collective` (cluster dims), acts in every CTA of this CTA's group along
+    those dims, not in this CTA alone."""
+
+    collective = opt_prop_def(ArrayAttr)
+
+    @property
+    def cluster_dims(self) -> tuple[str, ...]:
+        return tuple(d.data for d in self.collective) if self.collective is not None else ()
+
+    def verify_collective(self) -> None:
+        if self.collective is not None:
+            verify_collective_dims(self.cluster_dims, empty_allowed=False)
 
 
 def optional_operand(value: SSAValue | None) -> list[SSAValue]:
@@ -271,6 +291,20 @@ def verify_swizzled_row(swizzle: int, count: int, item_bytes: int, unit: str) ->
             f"swizzle {swizzle} needs each row to span exactly {swizzle} bytes ({swizzle // item_bytes} "
             f"{unit}), got {count} {unit} ({row_bytes} bytes)"
         )
+
+
+def verify_int32_element(array: SSAValue, indices: Sequence[SSAValue], subject: str, verb: str,
+                          elements: str) -> None:
+    """`array[indices]` is one 32-bit integer element (what the op `verb`s, its `elements`) of a
+    GMEM array argument."""
+    if not is_gmem(array.type):
+        raise VerifyException(f"{subject} {verb} a GMEM array argument")
+    rank = len(shape_of(array))
+    if len(indices) != rank:
+        raise VerifyException(f"{subject} takes one index per dim of its array ({rank}), got {len(indices)}")
+    element = memref_type(array.type).element_type
+    if not isinstance(element, IntegerType) or element.width.data != 32:
+        raise VerifyException(f"{subject} {verb} 32-bit integer {elements}, not {element}")
 
 
 def verify_barrier_pair(barriers: SSAValue | None, barrier_index: SSAValue | None) -> None:
