@@ -27,15 +27,16 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def, prop_def, result_def, var_operand_def
 from xdsl.utils.exceptions import VerifyException
 
+from asyncdsl.dialects.ir_utils import IndexValued
+
 
 @irdl_op_definition
-class MultipleOfOp(IRDLOperation):
+class MultipleOfOp(IndexValued):
     """`value`, which the user promises is a multiple of `divisor`."""
 
     name = "asyncdsl.multiple_of"
     value = operand_def(IndexType)
     divisor = prop_def(IntegerAttr[I64])
-    result = result_def(IndexType)
 
     assembly_format = "$value `,` $divisor attr-dict"
 

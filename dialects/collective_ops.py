@@ -23,8 +23,8 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def, prop_def, result_def
 from xdsl.utils.exceptions import VerifyException
 
-from asyncdsl.dialects.ir_utils import CLUSTER_DIMS, buffer_bytes, int_prop, is_smem, shape_of, smem_type
-from asyncdsl.dialects.ir_utils import collective_prop, verify_collective_dims
+from asyncdsl.dialects.ir_utils import CLUSTER_DIMS, IndexValued, buffer_bytes, int_prop, is_smem, shape_of
+from asyncdsl.dialects.ir_utils import collective_prop, smem_type, verify_collective_dims
 from asyncdsl.dialects.sync_ops import Arrival
 from asyncdsl.hw.collective import CollectiveGroup
 from asyncdsl.hw.limits import MAX_MULTICAST_CTAS
@@ -62,13 +62,12 @@ def _group_props(collective: Sequence[str], cluster: Sequence[int]) -> dict[str,
 
 
 @irdl_op_definition
-class ClusterCollectiveMaskOp(_CollectiveGroup):
+class ClusterCollectiveMaskOp(_CollectiveGroup, IndexValued):
     """The multicast mask of this CTA's group in a `cluster` for copies along the `collective`
     dims: bit r set for each CTA of cluster rank r (`%cluster_ctarank`) sharing this CTA's
     coordinates along the other dims."""
 
     name = "asyncdsl.cluster_collective_mask"
-    result = result_def(IndexType)
 
     def __init__(self, collective: Sequence[str], cluster: Sequence[int]):
         super().__init__(properties=_group_props(collective, cluster), result_types=[IndexType()])

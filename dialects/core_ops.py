@@ -12,7 +12,7 @@ from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def, opt_prop_d
 from xdsl.irdl import var_operand_def
 from xdsl.utils.exceptions import VerifyException
 
-from asyncdsl.dialects.ir_utils import IndexQuery, buffer_bytes, element_bits, int_prop, is_smem
+from asyncdsl.dialects.ir_utils import IndexQuery, IndexValued, buffer_bytes, element_bits, int_prop, is_smem
 from asyncdsl.dialects.ir_utils import logical_shape, shape_of, smem_layout, smem_type
 from asyncdsl.errors import TransformError
 from asyncdsl.hw.smem_layout import SmemLayout
@@ -21,9 +21,8 @@ from asyncdsl.hw.smem_layout import SmemLayout
 # Identifiers of the running program.
 
 
-class _AxisIdOp(IRDLOperation):
+class _AxisIdOp(IndexValued):
     axis = prop_def(IntegerAttr[I64])
-    result = result_def(IndexType)
 
     assembly_format = "$axis attr-dict"  # %0 = asyncdsl.program_id 0
 

@@ -14,20 +14,19 @@ from collections.abc import Sequence
 
 from xdsl.dialects.builtin import IndexType, MemRefType
 from xdsl.ir import Operation, SSAValue
-from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def, result_def, var_operand_def
+from xdsl.irdl import irdl_op_definition, operand_def, var_operand_def
 
-from asyncdsl.dialects.ir_utils import verify_int32_element
+from asyncdsl.dialects.ir_utils import IndexValued, verify_int32_element
 
 
 @irdl_op_definition
-class LoadIndexOp(IRDLOperation):
+class LoadIndexOp(IndexValued):
     """The 32-bit integer `array[indices]` of a GMEM array argument, as an index."""
 
     name = "asyncdsl.load_index"
 
     array = operand_def(MemRefType)
     indices = var_operand_def(IndexType)
-    result = result_def(IndexType)
 
     def __init__(self, array: SSAValue, indices: Sequence[SSAValue]):
         super().__init__(operands=[array, indices], result_types=[IndexType()])

@@ -45,11 +45,16 @@ class SegmentedOperands(IRDLOperation):
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
 
-class IndexQuery(IRDLOperation):
-    """An op that reads one index of where the program runs (which warpgroup, which device):
-    no operands, one `index` result, printed as `%0 = asyncdsl.device_id`."""
+class IndexValued(IRDLOperation):
+    """An op whose one result is an index: an id of where the program runs, an index loaded or
+    hinted at, a multicast mask."""
 
     result = result_def(IndexType)
+
+
+class IndexQuery(IndexValued):
+    """An op that reads one index of where the program runs (which warpgroup, which device):
+    no operands, one `index` result, printed as `%0 = asyncdsl.device_id`."""
 
     assembly_format = "attr-dict"
 
