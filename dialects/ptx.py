@@ -46,6 +46,29 @@ class LabelOp(IRDLOperation):
         super().__init__(properties={"label": StringAttr(label)})
 
 
+class EntryParameters(IRDLOperation):
+    """The parameters of an `.entry`, by kind in order (`PARAM_KINDS`): 64-bit pointers, 32-bit
+    integers and floats, and 128-byte TMA descriptors."""
+
+    param_kinds = prop_def(ArrayAttr)
+
+    def parameters(self, kernel: str) -> list[str]:
+        """The parameter declarations, each named `<kernel>_param_<index>`."""
+        declared = []
+        for index, kind in enumerate(self.param_kinds):
+            name = _param_name(kernel, index)
+            if kind.data == "tensor_map":
+                declared.append(f"    .param .align 64 .b8 {name}[128]")
+            else:
+                declared.append(f"    .param .{kind.data} {name}")
+        return declared
+
+    def verify_(self) -> None:
+        for kind in self.param_kinds:
+            if kind.data not in PARAM_KINDS:
+                raise VerifyException(f"unknown kernel parameter kind {kind.data!r}")
+
+
 class EntryDirectives(IRDLOperation):
     """The performance-tuning directives of an `.entry` that ptxas reads: the CTA's thread count
     (`.reqntid`), the cluster's CTA count where the kernel has one (`.explicitcluster`,
@@ -69,13 +92,12 @@ class EntryDirectives(IRDLOperation):
 
 
 @irdl_op_definition
-class KernelOp(EntryDirectives):
-    """One `.entry`: its parameters (kinds in order), launch directives and instructions."""
+class KernelOp(EntryParameters, EntryDirectives):
+    """One `.entry`: its parameters, launch directives and instructions."""
 
     name = "ptx.kernel"
 
     sym_name = prop_def(StringAttr)
-    param_kinds = prop_def(ArrayAttr)
     uses_dynamic_smem = prop_def(IntegerAttr)
     body = region_def("single_block")
     traits = traits_def(NoTerminator(), IsolatedFromAbove())
@@ -100,11 +122,6 @@ class KernelOp(EntryDirectives):
         if maxnreg is not None:
             properties["maxnreg"] = IntegerAttr(maxnreg, i64)
         super().__init__(properties=properties, regions=[Region(Block())])
-
-    def verify_(self) -> None:
-        for kind in self.param_kinds:
-            if kind.data not in PARAM_KINDS:
-                raise VerifyException(f"unknown kernel parameter kind {kind.data!r}")
 
 
 INSTRUCTIONS: tuple[type[Instruction], ...] = (
@@ -159,15 +176,8 @@ def _param_name(kernel: str, index: int) -> str:
 
 def _print_kernel(kernel: KernelOp) -> list[str]:
     name = kernel.sym_name.data
-    params = []
-    for index, kind in enumerate(kernel.param_kinds):
-        pname = _param_name(name, index)
-        if kind.data == "tensor_map":
-            params.append(f"    .param .align 64 .b8 {pname}[128]")
-        else:
-            params.append(f"    .param .{kind.data} {pname}")
     lines = [f".visible .entry {name}("]
-    lines.append(",\n".join(params))
+    lines.append(",\n".join(kernel.parameters(name)))
     lines.append(")")
     lines += kernel.directives()
     lines.append("{")
