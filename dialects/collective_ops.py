@@ -24,7 +24,7 @@ from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def, prop_def, 
 from xdsl.utils.exceptions import VerifyException
 
 from asyncdsl.dialects.ir_utils import CLUSTER_DIMS, IndexValued, buffer_bytes, int_prop, is_smem, shape_of
-from asyncdsl.dialects.ir_utils import collective_prop, smem_type, verify_collective_dims
+from asyncdsl.dialects.ir_utils import collective_prop, memref_type, smem_type, verify_collective_dims
 from asyncdsl.dialects.sync_ops import Arrival
 from asyncdsl.hw.collective import CollectiveGroup
 from asyncdsl.hw.limits import MAX_MULTICAST_CTAS
@@ -39,7 +39,8 @@ class _CollectiveGroup(IRDLOperation):
 
     def group(self) -> CollectiveGroup:
         axes = tuple(sorted(CLUSTER_DIMS.index(d.data) for d in self.collective))
-        return CollectiveGroup(self._extents(), axes)
+        x, y, z = self._extents()
+        return CollectiveGroup((x, y, z), axes)
 
     def _extents(self) -> tuple[int, ...]:
         return tuple(self.cluster.get_values())
@@ -115,13 +116,13 @@ class SmemSliceOp(IRDLOperation):
 
     def __init__(self, source: SSAValue, offset: SSAValue, shape: Sequence[int]):
         super().__init__(
-            operands=[source, offset], result_types=[smem_type(shape, source.type.element_type)]
+            operands=[source, offset], result_types=[smem_type(shape, memref_type(source.type).element_type)]
         )
 
     def verify_(self) -> None:
         if not (is_smem(self.source.type) and is_smem(self.result.type)):
             raise VerifyException("smem_slice takes and gives shared-memory buffers")
-        if self.source.type.element_type != self.result.type.element_type:
+        if memref_type(self.source.type).element_type != self.result.type.element_type:
             raise VerifyException("smem_slice keeps the element type")
         if buffer_bytes(self.result.type) > buffer_bytes(self.source.type):
             raise VerifyException(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from typing import cast
 
 from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase, IntegerAttr, ModuleOp, StringAttr, i64
 from xdsl.ir import Attribute, Block, Dialect, Region, SSAValue
@@ -204,17 +205,17 @@ def _format_instr(op: Instruction, kernel: str, names: _RegisterNames) -> str:
     pieces = list(_pieces(op.text.data))
     for i in range(1, len(pieces), 2):
         key = pieces[i]
-        if type(key) is int:
+        if isinstance(key, int):
             pieces[i] = names.name(registers[key])
         elif key == "smem":
             pieces[i] = SMEM_SYMBOL
         else:
             pieces[i] = _param_name(kernel, int(key[6:]))
-    text = "".join(pieces)
-    guard = op.guard
-    if guard is not None:
-        bang = "!" if op.guard_negated.value.data else ""
-        text = f"@{bang}{names.name(guard)} {text}"
+    text = "".join(cast("list[str]", pieces))  # every key is its text now
+    negated = op.guard_negated
+    if negated is not None:
+        bang = "!" if negated.value.data else ""
+        text = f"@{bang}{names.name(op.operands[0])} {text}"
     return text
 
 
@@ -223,10 +224,11 @@ def _pieces(text: str) -> tuple[str | int, ...]:
     """`text` split at its placeholders: literal text at even positions, between them the keys, a
     register's as its index. Cached: a kernel repeats few instruction texts many times, and
     splitting each anew cost a third of the printing."""
-    pieces: list[str | int] = PLACEHOLDER.split(text)
-    for i in range(1, len(pieces), 2):
-        if pieces[i].isdigit():
-            pieces[i] = int(pieces[i])
+    split: list[str] = PLACEHOLDER.split(text)
+    pieces: list[str | int] = list(split)
+    for i in range(1, len(split), 2):
+        if split[i].isdigit():
+            pieces[i] = int(split[i])
     return tuple(pieces)
 
 
@@ -242,7 +244,9 @@ class _RegisterNames:
     def name(self, value: SSAValue) -> str:
         found = self._names.get(id(value))
         if found is None:
-            kind = value.type.kind.data
+            register = value.type
+            assert isinstance(register, RegType)
+            kind = register.kind.data
             self._counts[kind] += 1
             found = f"{REGISTER_CLASSES[kind][1]}{self._counts[kind]}"
             self._names[id(value)] = found

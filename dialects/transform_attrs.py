@@ -15,7 +15,7 @@ convert between the two (the algebra itself, `asyncdsl.hw.transforms`, knows not
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import ClassVar
 
 from xdsl.dialects.builtin import ArrayAttr, IntAttr, NoneAttr, StringAttr
@@ -66,12 +66,10 @@ class TransformAttr(ParametrizedAttribute, ABC):
 
 class IntListTransformAttr(TransformAttr, ABC):
     """Base of the transform attributes whose only parameter is a list of integers, `<[...]>`: the
-    one argument of their transform, `TRANSFORM`."""
+    one argument of their transform, of class `TRANSFORM`.  They are built from that list as an
+    `ArrayAttr` of `IntAttr`s."""
 
-    TRANSFORM: ClassVar[Callable[[tuple[int, ...]], MemRefTransform]]
-
-    def __init__(self, values: Sequence[int]):
-        super().__init__(_int_array(values))
+    TRANSFORM: ClassVar[type[TransposeTransform | DropUnitDimsTransform]]
 
     @property
     def values(self) -> tuple[int, ...]:
@@ -204,11 +202,11 @@ def transform_attr(transform: MemRefTransform) -> TransformAttr:
     if isinstance(transform, TileTransform):
         return TileTransformAttr(transform.tiling, transform.rounding.value if transform.rounding else None)
     if isinstance(transform, TransposeTransform):
-        return TransposeTransformAttr(transform.permutation)
+        return TransposeTransformAttr(_int_array(transform.permutation))
     if isinstance(transform, CollapseLeadingIndicesTransform):
         return CollapseTransformAttr(transform.strides, transform.batch_rank)
     if isinstance(transform, DropUnitDimsTransform):
-        return DropUnitDimsTransformAttr(transform.unit_dims)
+        return DropUnitDimsTransformAttr(_int_array(transform.unit_dims))
     raise TransformError(f"{transform!r} is not a memref transform asyncdsl can put in its IR")
 
 
