@@ -49,15 +49,20 @@ class MultipleOfOp(IndexValued):
             raise VerifyException(f"multiple_of needs a positive divisor, got {self.divisor.value.data}")
 
 
+class _Checked(IRDLOperation):
+    """A condition checked at run time; `message` says what breaks where it is false."""
+
+    message = prop_def(StringAttr)
+
+
 @irdl_op_definition
-class CheckOp(IRDLOperation):
+class CheckOp(_Checked):
     """The compiler's assumption `condition` about the traced indices `values`; `message` says
     what breaks when it is false (a failure reports the values too)."""
 
     name = "asyncdsl.check"
     condition = operand_def(i1)
     values = var_operand_def(IndexType)
-    message = prop_def(StringAttr)
     result = result_def(i1)
 
     assembly_format = "$condition $message (`of` $values^)? attr-dict"
@@ -68,12 +73,11 @@ class CheckOp(IRDLOperation):
 
 
 @irdl_op_definition
-class CheckTileOp(IRDLOperation):
+class CheckTileOp(_Checked):
     """Every element of the bool tile `condition` holds; `message` says what a false one means."""
 
     name = "asyncdsl.check_tile"
     condition = operand_def(VectorType)
-    message = prop_def(StringAttr)
 
     assembly_format = "$condition $message attr-dict `:` type($condition)"
 

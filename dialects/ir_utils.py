@@ -1,6 +1,6 @@
 """Helpers shared by the op modules of the `asyncdsl` dialect: property and operand builders,
-constant indices, memory-space tests, shapes and sizes of memrefs, the views of a copy that goes
-either way (`EitherWayCopy`), and the verifier rules that several copy ops share."""
+constant indices, memory-space tests, shapes and sizes of memrefs, and the verifier rules that
+several copy ops share."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from collections.abc import Sequence
 from typing import TypeGuard, TypeVar, get_args
 
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import AnyFloat, ArrayAttr, BoolAttr, IndexType, IntegerAttr, IntegerType
-from xdsl.dialects.builtin import MemRefType, StringAttr, VectorType
+from xdsl.dialects.builtin import AnyFloat, ArrayAttr, BoolAttr, FloatAttr, IndexType, IntegerAttr
+from xdsl.dialects.builtin import IntegerType, MemRefType, StringAttr, VectorType
 from xdsl.dialects.builtin import i1, i64
 from xdsl.ir import Attribute, Operation, SSAValue
-from xdsl.irdl import AttrSizedOperandSegments, IRDLOperation, opt_prop_def, result_def
+from xdsl.irdl import AttrSizedOperandSegments, IRDLOperation, base, operand_def, opt_prop_def, result_def
 from xdsl.utils.exceptions import VerifyException
 
 from asyncdsl import dtypes
@@ -35,6 +35,11 @@ def int_prop(value: int) -> IntegerAttr:
 @functools.lru_cache(maxsize=4, typed=True)
 def bool_prop(value: bool) -> BoolAttr:
     return IntegerAttr(int(value), i1)
+
+
+# The constraint of a constant a tile is filled with (`full`'s value, the elements a masked read
+# leaves out), written with `base` so that the property is typed as either attribute.
+TILE_CONSTANT = base(FloatAttr) | base(IntegerAttr)
 
 
 class SegmentedOperands(IRDLOperation):
@@ -60,6 +65,17 @@ class IndexQuery(IndexValued):
 
     def __init__(self) -> None:
         super().__init__(result_types=[IndexType()])
+
+
+class WritesTile(IRDLOperation):
+    """An op that writes the register tile `value` (into memory or a register ref); the ops list
+    this base first, as `value` is their first operand."""
+
+    value = operand_def(VectorType)
+
+    @property
+    def tile(self) -> VectorType:
+        return vector_type(self.value.type)
 
 
 def collective_prop(dims: Sequence[str]) -> ArrayAttr:
@@ -227,28 +243,11 @@ def buffer_bytes(type_: Attribute) -> int:
     return count * element_bits(type_) // 8
 
 
-class EitherWayCopy:
-    """Mixin of the user-level copy ops that go GMEM -> SMEM (a load) or SMEM -> GMEM (a store)
-    between their `source` and `destination` operands."""
-
-    @property
-    def is_load(self) -> bool:
-        return is_gmem(self.source.type)
-
-    @property
-    def gmem(self) -> SSAValue:
-        return self.source if self.is_load else self.destination
-
-    @property
-    def smem(self) -> SSAValue:
-        return self.destination if self.is_load else self.source
-
-
-def verify_copy_sides(subject: str, source: MemRefType, destination: MemRefType) -> None:
+def verify_copy_sides(subject: str, source: Attribute, destination: Attribute) -> None:
     """A copy goes between GMEM and SMEM, one each, and keeps the element type."""
     if not ((is_gmem(source) and is_smem(destination)) or (is_smem(source) and is_gmem(destination))):
         raise VerifyException(f"{subject} copies between GMEM and SMEM: exactly one side must be each")
-    verify_same_element_type(subject, source, destination)
+    verify_same_element_type(subject, memref_type(source), memref_type(destination))
 
 
 def verify_same_element_type(subject: str, source: MemRefType, destination: MemRefType) -> None:

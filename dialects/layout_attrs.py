@@ -16,7 +16,7 @@ import re
 
 from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import Operation, ParametrizedAttribute, SSAValue
-from xdsl.irdl import irdl_attr_definition
+from xdsl.irdl import IRDLOperation, irdl_attr_definition, opt_prop_def
 from xdsl.parser import AttrParser
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
@@ -118,6 +118,13 @@ class LayoutAttr(ParametrizedAttribute):
         except LayoutError as error:
             parser.raise_error(error.message)
         return (StringAttr(text),)
+
+
+class GivenLayout(IRDLOperation):
+    """An op that makes a tile (or a register ref) in the register layout `layout` where the user
+    gave one (`layout_props`), else in the one infer-layouts picks."""
+
+    layout = opt_prop_def(LayoutAttr)
 
 
 def layout_props(layout: Layout | None) -> dict[str, LayoutAttr]:

@@ -23,18 +23,17 @@ from xdsl.irdl import IRDLOperation, ParsePropInAttrDict, irdl_op_definition, op
 from xdsl.irdl import result_def
 from xdsl.utils.exceptions import VerifyException
 
-from asyncdsl.dialects.ir_utils import registers_type
-from asyncdsl.dialects.layout_attrs import LayoutAttr, layout_props
+from asyncdsl.dialects.ir_utils import WritesTile, registers_type
+from asyncdsl.dialects.layout_attrs import GivenLayout, layout_props
 from asyncdsl.dialects.memory_attrs import RegistersType
 from asyncdsl.hw.fragments import Layout
 
 
 @irdl_op_definition
-class AllocRegistersOp(IRDLOperation):
+class AllocRegistersOp(GivenLayout):
     """A mutable register tile, in `layout` if given (else inferred from its reads and writes)."""
 
     name = "asyncdsl.alloc_registers"
-    layout = opt_prop_def(LayoutAttr)
     result = result_def(RegistersType)
 
     assembly_format = "(`layout` $layout^)? attr-dict `:` type($result)"
@@ -101,11 +100,10 @@ class ReadRegistersOp(_RegistersAccess):
 
 
 @irdl_op_definition
-class WriteRegistersOp(_RegistersAccess):
+class WriteRegistersOp(WritesTile, _RegistersAccess):
     """Make a register ref hold `value`."""
 
     name = "asyncdsl.write_registers"
-    value = operand_def(VectorType)
 
     assembly_format = "$value `,` $ref attr-dict `:` type($value) `,` type($ref)"
 
@@ -113,8 +111,8 @@ class WriteRegistersOp(_RegistersAccess):
         super().__init__(operands=[value, ref])
 
     def verify_(self) -> None:
-        if self.value.type != self.held:
-            raise VerifyException(f"a {self.ref.type} holds {self.held} tiles, not {self.value.type}")
+        if self.tile != self.held:
+            raise VerifyException(f"a {self.ref.type} holds {self.held} tiles, not {self.tile}")
 
 
 OPERATIONS: tuple[type[Operation], ...] = (AllocRegistersOp, ReadRegistersOp, WriteRegistersOp)

@@ -22,12 +22,12 @@ from collections.abc import Sequence
 
 from xdsl.dialects.builtin import I64, DenseArrayBase, FloatAttr, IntegerAttr, IntegerType, VectorType, i64
 from xdsl.ir import Attribute, Operation, SSAValue
-from xdsl.irdl import IRDLOperation, ParsePropInAttrDict, irdl_op_definition, operand_def, opt_prop_def
+from xdsl.irdl import IRDLOperation, ParsePropInAttrDict, irdl_op_definition, operand_def
 from xdsl.irdl import prop_def, result_def
 from xdsl.utils.exceptions import VerifyException
 
-from asyncdsl.dialects.ir_utils import element_bits, vector_type
-from asyncdsl.dialects.layout_attrs import LayoutAttr, layout_of, layout_props
+from asyncdsl.dialects.ir_utils import TILE_CONSTANT, element_bits, vector_type
+from asyncdsl.dialects.layout_attrs import GivenLayout, LayoutAttr, layout_of, layout_props
 from asyncdsl.dialects.option_attrs import TileReductionAttr
 from asyncdsl.hw.fragments import Layout, SplatLayout
 from asyncdsl.hw.options import TileReduction
@@ -43,10 +43,9 @@ def _ints(values: Sequence[int]) -> DenseArrayBase:
     return DenseArrayBase.from_list(i64, list(values))
 
 
-class _MakesTile(IRDLOperation):
-    """An op that makes a tile (in register layout `layout` where the user gave one)."""
+class _MakesTile(GivenLayout):
+    """An op that makes a tile."""
 
-    layout = opt_prop_def(LayoutAttr)
     result = result_def(VectorType)
 
     def verify_element(self, given: Attribute, subject: str) -> None:
@@ -60,7 +59,7 @@ class FullOp(_MakesTile):
     """A tile whose every element is the constant `value`."""
 
     name = "asyncdsl.full"
-    value = prop_def(FloatAttr | IntegerAttr)
+    value = prop_def(TILE_CONSTANT)
 
     assembly_format = "$value (`layout` $layout^)? attr-dict `:` type($result)"
 
