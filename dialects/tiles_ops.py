@@ -113,10 +113,6 @@ class _TileToTile(IRDLOperation):
     operand = operand_def(VectorType)
     result = result_def(VectorType)
 
-    @property
-    def operand_type(self) -> VectorType:
-        return vector_type(self.operand.type)
-
 
 @irdl_op_definition
 class BroadcastInDimOp(_TileToTile):
@@ -141,7 +137,7 @@ class BroadcastInDimOp(_TileToTile):
                 f"broadcast dims {dims} must be increasing dims of the result, one per operand dim")
         if any(size not in (1, target[d]) for size, d in zip(source, dims)):
             raise VerifyException(f"cannot broadcast a {source} tile to {target} along {dims}")
-        if self.operand_type.element_type != self.result.type.element_type:
+        if vector_type(self.operand.type).element_type != self.result.type.element_type:
             raise VerifyException("broadcast_in_dim keeps the element type")
 
 
