@@ -42,7 +42,7 @@ passes import this module as `ir` and find every op and the shared helpers of `i
 
 from __future__ import annotations
 
-from xdsl.ir import Attribute, Dialect, Operation, SSAValue
+from xdsl.ir import Dialect, Operation, SSAValue
 
 from asyncdsl.dialects import assume_ops, bulk_ops, collective_ops, copy_ops, core_ops, cp_async_ops
 from asyncdsl.dialects import descriptor_attrs, distributed_ops, im2col_ops, index_load_ops, layout_attrs
@@ -190,7 +190,7 @@ OPERATIONS: tuple[type[Operation], ...] = (
     *index_load_ops.OPERATIONS,
 )
 
-ATTRIBUTES: tuple[type[Attribute], ...] = (
+ATTRIBUTES = (
     *memory_attrs.ATTRIBUTES,
     *descriptor_attrs.ATTRIBUTES,
     *option_attrs.ATTRIBUTES,

@@ -301,5 +301,5 @@ class TmaIm2colLoadOp(_FilterTap, DescriptorSlot, TxCounted, Predicated, Segment
             )
 
 
-ATTRIBUTES = (Im2colDescriptorAttr,)
+ATTRIBUTES: tuple[type[Attribute], ...] = (Im2colDescriptorAttr,)
 OPERATIONS: tuple[type[Operation], ...] = (AsyncCopyIm2colOp, TmaIm2colLoadOp)

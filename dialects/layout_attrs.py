@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 
 from xdsl.dialects.builtin import StringAttr
-from xdsl.ir import Operation, ParametrizedAttribute, SSAValue
+from xdsl.ir import Attribute, Operation, ParametrizedAttribute, SSAValue
 from xdsl.irdl import IRDLOperation, irdl_attr_definition, opt_prop_def
 from xdsl.parser import AttrParser
 from xdsl.printer import Printer
@@ -152,4 +152,4 @@ def inferred_layout(value: SSAValue) -> Layout:
     return layout
 
 
-ATTRIBUTES = (LayoutAttr,)
+ATTRIBUTES: tuple[type[Attribute], ...] = (LayoutAttr,)

@@ -92,5 +92,7 @@ def optional_copy_options(**options: str | None) -> dict[str, Attribute]:
     return {name: _OPTIONAL_COPY_OPTIONS[name](value) for name, value in options.items() if value is not None}
 
 
-ATTRIBUTES = (ImplementationAttr, OobAttr, EvictionAttr, ReductionAttr, PartitionAttr, TileReductionAttr,
-              ComparisonAttr, ArchAttr)
+ATTRIBUTES: tuple[type[Attribute], ...] = (
+    ImplementationAttr, OobAttr, EvictionAttr, ReductionAttr, PartitionAttr, TileReductionAttr,
+    ComparisonAttr, ArchAttr,
+)

@@ -166,4 +166,4 @@ class WgmmaWaitOp(IRDLOperation):
 
 
 OPERATIONS: tuple[type[Operation], ...] = (WgmmaOp, WgmmaWaitOp)
-ATTRIBUTES = (WgmmaOperandAttr,)
+ATTRIBUTES: tuple[type[Attribute], ...] = (WgmmaOperandAttr,)
