@@ -1,6 +1,7 @@
-"""Helpers shared by the op modules of the `asyncdsl` dialect: property and operand builders,
-constant indices, memory-space tests, shapes and sizes of memrefs, and the verifier rules that
-several copy ops share."""
+"""Helpers shared by the op modules of the `asyncdsl` dialect: property and operand builders, the
+op bases of declarations several modules repeat (segmented operands, an index result, a written
+tile, optional collective dims), constant indices, memory-space tests, typed views of operand
+types, shapes and sizes of memrefs, and the verifier rules that several copy ops share."""
 
 from __future__ import annotations
 
