@@ -27,15 +27,16 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def, prop_def, result_def, var_operand_def
 from xdsl.utils.exceptions import VerifyException
 
+from asyncdsl.dialects.ir_utils import IndexValued
+
 
 @irdl_op_definition
-class MultipleOfOp(IRDLOperation):
+class MultipleOfOp(IndexValued):
     """`value`, which the user promises is a multiple of `divisor`."""
 
     name = "asyncdsl.multiple_of"
     value = operand_def(IndexType)
     divisor = prop_def(IntegerAttr[I64])
-    result = result_def(IndexType)
 
     assembly_format = "$value `,` $divisor attr-dict"
 
@@ -48,15 +49,20 @@ class MultipleOfOp(IRDLOperation):
             raise VerifyException(f"multiple_of needs a positive divisor, got {self.divisor.value.data}")
 
 
+class _Checked(IRDLOperation):
+    """A condition checked at run time; `message` says what breaks where it is false."""
+
+    message = prop_def(StringAttr)
+
+
 @irdl_op_definition
-class CheckOp(IRDLOperation):
+class CheckOp(_Checked):
     """The compiler's assumption `condition` about the traced indices `values`; `message` says
     what breaks when it is false (a failure reports the values too)."""
 
     name = "asyncdsl.check"
     condition = operand_def(i1)
     values = var_operand_def(IndexType)
-    message = prop_def(StringAttr)
     result = result_def(i1)
 
     assembly_format = "$condition $message (`of` $values^)? attr-dict"
@@ -67,12 +73,11 @@ class CheckOp(IRDLOperation):
 
 
 @irdl_op_definition
-class CheckTileOp(IRDLOperation):
+class CheckTileOp(_Checked):
     """Every element of the bool tile `condition` holds; `message` says what a false one means."""
 
     name = "asyncdsl.check_tile"
     condition = operand_def(VectorType)
-    message = prop_def(StringAttr)
 
     assembly_format = "$condition $message attr-dict `:` type($condition)"
 

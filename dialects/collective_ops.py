@@ -19,70 +19,71 @@ from collections.abc import Sequence
 
 from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase, IndexType, MemRefType
 from xdsl.dialects.builtin import StringAttr, UnitAttr, i64
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def, prop_def, result_def
 from xdsl.utils.exceptions import VerifyException
 
-from asyncdsl.dialects.ir_utils import CLUSTER_DIMS, buffer_bytes, int_prop, is_smem, shape_of, smem_type
-from asyncdsl.dialects.ir_utils import verify_collective_dims
+from asyncdsl.dialects.ir_utils import CLUSTER_DIMS, IndexValued, buffer_bytes, int_prop, is_smem, shape_of
+from asyncdsl.dialects.ir_utils import collective_prop, memref_type, smem_type, verify_collective_dims
 from asyncdsl.dialects.sync_ops import Arrival
 from asyncdsl.hw.collective import CollectiveGroup
 from asyncdsl.hw.limits import MAX_MULTICAST_CTAS
 
 
-def _group(collective: ArrayAttr, cluster: DenseArrayBase) -> CollectiveGroup:
-    axes = tuple(sorted(CLUSTER_DIMS.index(d.data) for d in collective))
-    return CollectiveGroup(tuple(cluster.get_values()), axes)
+class _CollectiveGroup(IRDLOperation):
+    """An op on this CTA's group in a `cluster` along the `collective` dims: the CTAs sharing its
+    coordinates along the other dims."""
+
+    collective = prop_def(ArrayAttr)
+    cluster = prop_def(DenseArrayBase)
+
+    def group(self) -> CollectiveGroup:
+        axes = tuple(sorted(CLUSTER_DIMS.index(d.data) for d in self.collective))
+        x, y, z = self._extents()
+        return CollectiveGroup((x, y, z), axes)
+
+    def _extents(self) -> tuple[int, ...]:
+        return tuple(self.cluster.get_values())
+
+    def verify_group(self) -> None:
+        cluster = self._extents()
+        if len(cluster) != 3 or any(extent < 1 for extent in cluster):
+            raise VerifyException(f"cluster must be 3 positive extents, got {cluster}")
+        if math.prod(cluster) > MAX_MULTICAST_CTAS:
+            raise VerifyException(
+                f"a multicast mask has {MAX_MULTICAST_CTAS} bits; cluster {cluster} has more CTAs"
+            )
+        dims = [d.data if isinstance(d, StringAttr) else d for d in self.collective]
+        verify_collective_dims(dims, empty_allowed=False)
 
 
-def _verify_group(collective: ArrayAttr, cluster_attr: DenseArrayBase) -> None:
-    cluster = tuple(cluster_attr.get_values())
-    if len(cluster) != 3 or any(extent < 1 for extent in cluster):
-        raise VerifyException(f"cluster must be 3 positive extents, got {cluster}")
-    if math.prod(cluster) > MAX_MULTICAST_CTAS:
-        raise VerifyException(
-            f"a multicast mask has {MAX_MULTICAST_CTAS} bits; cluster {cluster} has more CTAs"
-        )
-    dims = [d.data if isinstance(d, StringAttr) else d for d in collective]
-    verify_collective_dims(dims, empty_allowed=False)
+def _group_props(collective: Sequence[str], cluster: Sequence[int]) -> dict[str, Attribute]:
+    return {"collective": collective_prop(collective),
+            "cluster": DenseArrayBase.from_list(i64, list(cluster))}
 
 
 @irdl_op_definition
-class ClusterCollectiveMaskOp(IRDLOperation):
+class ClusterCollectiveMaskOp(_CollectiveGroup, IndexValued):
     """The multicast mask of this CTA's group in a `cluster` for copies along the `collective`
     dims: bit r set for each CTA of cluster rank r (`%cluster_ctarank`) sharing this CTA's
     coordinates along the other dims."""
 
     name = "asyncdsl.cluster_collective_mask"
-    collective = prop_def(ArrayAttr)
-    cluster = prop_def(DenseArrayBase)
-    result = result_def(IndexType)
 
     def __init__(self, collective: Sequence[str], cluster: Sequence[int]):
-        super().__init__(
-            properties={
-                "collective": ArrayAttr(StringAttr(d) for d in collective),
-                "cluster": DenseArrayBase.from_list(i64, list(cluster)),
-            },
-            result_types=[IndexType()],
-        )
-
-    def group(self) -> CollectiveGroup:
-        return _group(self.collective, self.cluster)
+        super().__init__(properties=_group_props(collective, cluster), result_types=[IndexType()])
 
     def verify_(self) -> None:
-        _verify_group(self.collective, self.cluster)
+        self.verify_group()
 
 
 @irdl_op_definition
-class ClusterArriveOp(Arrival):
+class ClusterArriveOp(Arrival, _CollectiveGroup):
     """The warpgroup's arrivals (`Arrival`) on `barriers[index]` of every CTA of this CTA's group
     in a `cluster` along the `collective` dims (this CTA included): the CTAs a collective copy
     along those dims multicasts to.  One elected thread issues the remote arrivals."""
 
     name = "asyncdsl.cluster_arrive"
-    collective = prop_def(ArrayAttr)
-    cluster = prop_def(DenseArrayBase)
 
     def __init__(
         self, barriers: SSAValue, index: SSAValue, count: int, collective: Sequence[str],
@@ -93,17 +94,13 @@ class ClusterArriveOp(Arrival):
             operands=[barriers, index],
             properties={
                 "count": int_prop(count),
-                "collective": ArrayAttr(StringAttr(d) for d in collective),
-                "cluster": DenseArrayBase.from_list(i64, list(cluster)),
+                **_group_props(collective, cluster),
                 **({} if sync else {"unsynced": UnitAttr()}),
             },
         )
 
-    def group(self) -> CollectiveGroup:
-        return _group(self.collective, self.cluster)
-
     def verify_(self) -> None:
-        _verify_group(self.collective, self.cluster)
+        self.verify_group()
         self.verify_count()
 
 
@@ -119,13 +116,13 @@ class SmemSliceOp(IRDLOperation):
 
     def __init__(self, source: SSAValue, offset: SSAValue, shape: Sequence[int]):
         super().__init__(
-            operands=[source, offset], result_types=[smem_type(shape, source.type.element_type)]
+            operands=[source, offset], result_types=[smem_type(shape, memref_type(source.type).element_type)]
         )
 
     def verify_(self) -> None:
         if not (is_smem(self.source.type) and is_smem(self.result.type)):
             raise VerifyException("smem_slice takes and gives shared-memory buffers")
-        if self.source.type.element_type != self.result.type.element_type:
+        if memref_type(self.source.type).element_type != self.result.type.element_type:
             raise VerifyException("smem_slice keeps the element type")
         if buffer_bytes(self.result.type) > buffer_bytes(self.source.type):
             raise VerifyException(

@@ -14,11 +14,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects.builtin import DenseArrayBase, IndexType, IntegerAttr, IntegerType, MemRefType, i64
+from xdsl.ir import SSAValue
 from xdsl.irdl import IRDLOperation, operand_def, opt_operand_def, opt_prop_def, prop_def, var_operand_def
 from xdsl.utils.exceptions import VerifyException
 
 from asyncdsl.dialects.descriptor_attrs import TmaDescriptorAttr
-from asyncdsl.dialects.ir_utils import EitherWayCopy, buffer_bytes, is_gmem, is_smem, shape_of
+from asyncdsl.dialects.ir_utils import buffer_bytes, is_gmem, is_smem, shape_of
 from asyncdsl.dialects.ir_utils import verify_barrier_pair, verify_descriptor_coordinates
 from asyncdsl.dialects.memory_attrs import BarriersType
 from asyncdsl.hw.limits import GATHER4_ROWS
@@ -29,12 +30,24 @@ def sizes_prop(sizes: Sequence[int]) -> DenseArrayBase:
     return DenseArrayBase.from_list(i64, list(sizes))
 
 
-class CopySides(EitherWayCopy, IRDLOperation):
+class CopySides(IRDLOperation):
     """A user-level copy from `source` to `destination`: GMEM -> SMEM (a load) or SMEM -> GMEM
     (a store)."""
 
     source = operand_def(MemRefType)
     destination = operand_def(MemRefType)
+
+    @property
+    def is_load(self) -> bool:
+        return is_gmem(self.source.type)
+
+    @property
+    def gmem(self) -> SSAValue:
+        return self.source if self.is_load else self.destination
+
+    @property
+    def smem(self) -> SSAValue:
+        return self.destination if self.is_load else self.source
 
 
 class GmemSlice(IRDLOperation):
@@ -147,7 +160,7 @@ class TmaBox(TmaDescribed):
 
 
 class PeerArray(IRDLOperation):
-    """A copy whose GMEM side may be device `peer`'s array (`distributed_ops`)."""
+    """A copy (or a signal) whose GMEM array may be device `peer`'s (`distributed_ops`)."""
 
     peer = opt_operand_def(IndexType)
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects.builtin import I64, ArrayAttr, BoolAttr, IntegerAttr
-from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import IRDLOperation, irdl_op_definition
 from xdsl.irdl import opt_prop_def, prop_def
@@ -14,7 +13,8 @@ from xdsl.utils.exceptions import VerifyException
 
 from asyncdsl.dialects.copy_bases import Arrives, CopySides, GmemSlice, OptionalBarrierTarget, PeerArray
 from asyncdsl.dialects.copy_bases import Predicated, sizes_prop
-from asyncdsl.dialects.ir_utils import SegmentedOperands, bool_prop, int_prop, optional_operand, shape_of
+from asyncdsl.dialects.ir_utils import SegmentedOperands, bool_prop, collective_prop, int_prop
+from asyncdsl.dialects.ir_utils import optional_operand, shape_of
 from asyncdsl.dialects.ir_utils import verify_allow_groups, verify_collective_dims
 from asyncdsl.dialects.ir_utils import verify_copy_sides, verify_gmem_slice, verify_predicate, verify_swizzle
 from asyncdsl.dialects.option_attrs import EvictionAttr, ImplementationAttr, OobAttr, PartitionAttr
@@ -73,7 +73,7 @@ class AsyncCopyOp(
             "transforms": ArrayAttr(transforms),
             "swizzle": int_prop(swizzle),
             "arrive": bool_prop(arrive),
-            "collective": ArrayAttr(StringAttr(d) for d in collective),
+            "collective": collective_prop(collective),
             "implementation": ImplementationAttr(Implementation(implementation)),
             "oob": OobAttr(Oob(oob)),
             **optional_copy_options(partition=partition),

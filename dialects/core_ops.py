@@ -12,8 +12,8 @@ from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def, opt_prop_d
 from xdsl.irdl import var_operand_def
 from xdsl.utils.exceptions import VerifyException
 
-from asyncdsl.dialects.ir_utils import IndexQuery, buffer_bytes, element_bits, int_prop, is_smem
-from asyncdsl.dialects.ir_utils import logical_shape, shape_of, smem_layout, smem_type
+from asyncdsl.dialects.ir_utils import IndexQuery, IndexValued, buffer_bytes, element_bits, int_prop, is_smem
+from asyncdsl.dialects.ir_utils import logical_shape, memref_type, shape_of, smem_layout, smem_type
 from asyncdsl.errors import TransformError
 from asyncdsl.hw.smem_layout import SmemLayout
 
@@ -21,9 +21,8 @@ from asyncdsl.hw.smem_layout import SmemLayout
 # Identifiers of the running program.
 
 
-class _AxisIdOp(IRDLOperation):
+class _AxisIdOp(IndexValued):
     axis = prop_def(IntegerAttr[I64])
-    result = result_def(IndexType)
 
     assembly_format = "$axis attr-dict"  # %0 = asyncdsl.program_id 0
 
@@ -135,7 +134,7 @@ class SmemViewOp(IRDLOperation):
         view = None if layout is None else layout.view(len(indices))
         super().__init__(
             operands=[source, indices],
-            result_types=[smem_type(shape, source.type.element_type, view)],
+            result_types=[smem_type(shape, memref_type(source.type).element_type, view)],
         )
 
     def verify_(self) -> None:
@@ -177,7 +176,7 @@ class SmemWindowOp(IRDLOperation):
     def __init__(self, source: SSAValue, start: SSAValue, rows: int):
         super().__init__(
             operands=[source, start], properties={"rows": int_prop(rows)},
-            result_types=[_window_type(source.type, rows)],
+            result_types=[_window_type(memref_type(source.type), rows)],
         )
 
     @property
@@ -200,7 +199,7 @@ class SmemWindowOp(IRDLOperation):
         if not is_smem(self.source.type):
             raise VerifyException("smem_window takes a shared-memory buffer")
         try:
-            expected = _window_type(self.source.type, self.rows.value.data)
+            expected = _window_type(memref_type(self.source.type), self.rows.value.data)
         except TransformError as error:
             raise VerifyException(f"smem_window: {error.message}") from None
         if self.result.type != expected:

@@ -143,4 +143,4 @@ class TmaDescriptorAttr(DescriptorAttr):
     peer: IntAttr
 
 
-ATTRIBUTES = (TmaDescriptorAttr,)
+ATTRIBUTES: tuple[type[Attribute], ...] = (TmaDescriptorAttr,)

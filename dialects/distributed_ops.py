@@ -22,11 +22,11 @@ from collections.abc import Sequence
 
 from xdsl.dialects.builtin import IndexType, MemRefType, StringAttr
 from xdsl.ir import Operation, SSAValue
-from xdsl.irdl import irdl_op_definition, operand_def
-from xdsl.irdl import opt_operand_def, prop_def, var_operand_def
+from xdsl.irdl import irdl_op_definition, operand_def, prop_def, var_operand_def
 from xdsl.utils.exceptions import VerifyException
 
-from asyncdsl.dialects.ir_utils import IndexQuery, SegmentedOperands, is_gmem, optional_operand, shape_of
+from asyncdsl.dialects.copy_bases import PeerArray
+from asyncdsl.dialects.ir_utils import IndexQuery, SegmentedOperands, optional_operand, verify_int32_element
 
 SIGNAL_OPS = ("set", "add")
 WAIT_COMPARISONS = ("eq", "ge")
@@ -39,28 +39,25 @@ class DeviceIdOp(IndexQuery):
     name = "asyncdsl.device_id"
 
 
-def _verify_cell(flags: SSAValue, indices: Sequence[SSAValue], what: str) -> None:
-    if not isinstance(flags.type, MemRefType) or not is_gmem(flags.type):
-        raise VerifyException(f"{what} addresses a GMEM array argument")
-    if len(indices) != len(shape_of(flags)):
-        raise VerifyException(
-            f"{what} takes one index per dim of its array ({len(shape_of(flags))}), got {len(indices)}")
-    element = flags.type.element_type
-    if getattr(element, "width", None) is None or element.width.data != 32:
-        raise VerifyException(f"{what} addresses 32-bit integer cells, not {element}")
+class _SignalCell(SegmentedOperands):
+    """An op on the 32-bit cell `flags[indices]` of a GMEM array argument, with the operand
+    `value`."""
+
+    flags = operand_def(MemRefType)
+    indices = var_operand_def(IndexType)
+    value = operand_def(IndexType)
+
+    def verify_cell(self, subject: str) -> None:
+        verify_int32_element(self.flags, self.indices, subject, "addresses", "cells")
 
 
 @irdl_op_definition
-class SignalOp(SegmentedOperands):
+class SignalOp(_SignalCell, PeerArray):
     """Set (`op = "set"`) or add to (`"add"`) the 32-bit cell `flags[indices]` on device `peer`
     (this device without it), after everything this warpgroup did before (release)."""
 
     name = "asyncdsl.signal"
 
-    flags = operand_def(MemRefType)
-    indices = var_operand_def(IndexType)
-    value = operand_def(IndexType)
-    peer = opt_operand_def(IndexType)
     op = prop_def(StringAttr)
 
     def __init__(self, flags: SSAValue, indices: Sequence[SSAValue], value: SSAValue, op: str,
@@ -69,28 +66,25 @@ class SignalOp(SegmentedOperands):
                          properties={"op": StringAttr(op)})
 
     def verify_(self) -> None:
-        _verify_cell(self.flags, self.indices, "a signal")
+        self.verify_cell("a signal")
         if self.op.data not in SIGNAL_OPS:
             raise VerifyException(f"a signal sets or adds ({', '.join(SIGNAL_OPS)}), not {self.op.data!r}")
 
 
 @irdl_op_definition
-class WaitSignalOp(SegmentedOperands):
+class WaitSignalOp(_SignalCell):
     """Spin until this device's 32-bit cell `flags[indices]` compares `cmp` with `value`
     (unsigned), then see everything the signaller did before its signal (acquire)."""
 
     name = "asyncdsl.wait_signal"
 
-    flags = operand_def(MemRefType)
-    indices = var_operand_def(IndexType)
-    value = operand_def(IndexType)
     cmp = prop_def(StringAttr)
 
     def __init__(self, flags: SSAValue, indices: Sequence[SSAValue], value: SSAValue, cmp: str):
         super().__init__(operands=[flags, indices, value], properties={"cmp": StringAttr(cmp)})
 
     def verify_(self) -> None:
-        _verify_cell(self.flags, self.indices, "a signal wait")
+        self.verify_cell("a signal wait")
         if self.cmp.data not in WAIT_COMPARISONS:
             raise VerifyException(
                 f"a signal wait compares with {', '.join(WAIT_COMPARISONS)}, not {self.cmp.data!r}")

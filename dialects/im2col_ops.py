@@ -24,7 +24,7 @@ from asyncdsl.dialects.descriptor_attrs import BOX_ENCODING_FIELDS, TENSOR_FIELD
 from asyncdsl.dialects.descriptor_attrs import DescriptorField
 from asyncdsl.dialects.ir_utils import bool_prop, constant_value, element_bits, int_prop, is_gmem, is_smem
 from asyncdsl.dialects.ir_utils import SegmentedOperands
-from asyncdsl.dialects.ir_utils import optional_operand, shape_of, verify_coordinates
+from asyncdsl.dialects.ir_utils import memref_type, optional_operand, shape_of, verify_coordinates
 from asyncdsl.dialects.ir_utils import verify_same_element_type, verify_swizzle, verify_swizzled_row
 from asyncdsl.hw.im2col import corner_range, offset_bits, offset_range
 from asyncdsl.hw.limits import GMEM_STRIDE_ALIGNMENT, IM2COL_IMAGE_RANKS, IM2COL_MAX_CHANNELS
@@ -150,7 +150,8 @@ class AsyncCopyIm2colOp(
                 "async_copy_im2col loads from a GMEM image batch (a kernel array argument) into a "
                 "shared-memory buffer"
             )
-        verify_same_element_type("async_copy_im2col", self.source.type, self.destination.type)
+        verify_same_element_type(
+            "async_copy_im2col", memref_type(self.source.type), memref_type(self.destination.type))
         bits = element_bits(self.source.type)
         if bits < 8:
             raise VerifyException(
@@ -300,5 +301,5 @@ class TmaIm2colLoadOp(_FilterTap, DescriptorSlot, TxCounted, Predicated, Segment
             )
 
 
-ATTRIBUTES = (Im2colDescriptorAttr,)
+ATTRIBUTES: tuple[type[Attribute], ...] = (Im2colDescriptorAttr,)
 OPERATIONS: tuple[type[Operation], ...] = (AsyncCopyIm2colOp, TmaIm2colLoadOp)

@@ -14,34 +14,25 @@ from collections.abc import Sequence
 
 from xdsl.dialects.builtin import IndexType, MemRefType
 from xdsl.ir import Operation, SSAValue
-from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def, result_def, var_operand_def
-from xdsl.utils.exceptions import VerifyException
+from xdsl.irdl import irdl_op_definition, operand_def, var_operand_def
 
-from asyncdsl.dialects.ir_utils import is_gmem, shape_of
+from asyncdsl.dialects.ir_utils import IndexValued, verify_int32_element
 
 
 @irdl_op_definition
-class LoadIndexOp(IRDLOperation):
+class LoadIndexOp(IndexValued):
     """The 32-bit integer `array[indices]` of a GMEM array argument, as an index."""
 
     name = "asyncdsl.load_index"
 
     array = operand_def(MemRefType)
     indices = var_operand_def(IndexType)
-    result = result_def(IndexType)
 
     def __init__(self, array: SSAValue, indices: Sequence[SSAValue]):
         super().__init__(operands=[array, indices], result_types=[IndexType()])
 
     def verify_(self) -> None:
-        if not isinstance(self.array.type, MemRefType) or not is_gmem(self.array.type):
-            raise VerifyException("load_index reads a GMEM array argument")
-        if len(self.indices) != len(shape_of(self.array)):
-            raise VerifyException(f"load_index takes one index per dim of its array "
-                                  f"({len(shape_of(self.array))}), got {len(self.indices)}")
-        element = self.array.type.element_type
-        if getattr(element, "width", None) is None or element.width.data != 32:
-            raise VerifyException(f"load_index reads 32-bit integer elements, not {element}")
+        verify_int32_element(self.array, self.indices, "load_index", "reads", "elements")
 
 
 OPERATIONS: tuple[type[Operation], ...] = (LoadIndexOp,)

@@ -1,23 +1,24 @@
-"""Helpers shared by the op modules of the `asyncdsl` dialect: property and operand builders,
-constant indices, memory-space tests, shapes and sizes of memrefs, the views of a copy that goes
-either way (`EitherWayCopy`), and the verifier rules that several copy ops share."""
+"""Helpers shared by the op modules of the `asyncdsl` dialect: property and operand builders, the
+op bases of declarations several modules repeat (segmented operands, an index result, a written
+tile, optional collective dims), constant indices, memory-space tests, typed views of operand
+types, shapes and sizes of memrefs, and the verifier rules that several copy ops share."""
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from typing import TypeGuard, get_args
+from typing import TypeGuard, TypeVar, get_args
 
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import AnyFloat, BoolAttr, IndexType, IntegerAttr, IntegerType, MemRefType
-from xdsl.dialects.builtin import VectorType
+from xdsl.dialects.builtin import AnyFloat, ArrayAttr, BoolAttr, FloatAttr, IndexType, IntegerAttr
+from xdsl.dialects.builtin import IntegerType, MemRefType, StringAttr, VectorType
 from xdsl.dialects.builtin import i1, i64
 from xdsl.ir import Attribute, Operation, SSAValue
-from xdsl.irdl import AttrSizedOperandSegments, IRDLOperation, result_def
+from xdsl.irdl import AttrSizedOperandSegments, IRDLOperation, base, operand_def, opt_prop_def, result_def
 from xdsl.utils.exceptions import VerifyException
 
 from asyncdsl import dtypes
-from asyncdsl.dialects.memory_attrs import SMEM, SharedMemorySpaceAttr
+from asyncdsl.dialects.memory_attrs import SMEM, RegistersType, SharedMemorySpaceAttr
 from asyncdsl.hw.collective import CLUSTER_DIMS
 from asyncdsl.hw.limits import MAX_PENDING_GROUPS, MAX_TMA_RANK, SWIZZLE_SPANS, TMA_COORDINATE_BITS
 from asyncdsl.hw.smem_layout import SmemLayout
@@ -37,6 +38,11 @@ def bool_prop(value: bool) -> BoolAttr:
     return IntegerAttr(int(value), i1)
 
 
+# The constraint of a constant a tile is filled with (`full`'s value, the elements a masked read
+# leaves out), written with `base` so that the property is typed as either attribute.
+TILE_CONSTANT = base(FloatAttr) | base(IntegerAttr)
+
+
 class SegmentedOperands(IRDLOperation):
     """An op with more than one optional or variadic operand group: IRDL cannot tell the groups
     apart in the flat operand list, so the op records each group's length in its
@@ -45,16 +51,52 @@ class SegmentedOperands(IRDLOperation):
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
 
-class IndexQuery(IRDLOperation):
-    """An op that reads one index of where the program runs (which warpgroup, which device):
-    no operands, one `index` result, printed as `%0 = asyncdsl.device_id`."""
+class IndexValued(IRDLOperation):
+    """An op whose one result is an index: an id of where the program runs, an index loaded or
+    hinted at, a multicast mask."""
 
     result = result_def(IndexType)
+
+
+class IndexQuery(IndexValued):
+    """An op that reads one index of where the program runs (which warpgroup, which device):
+    no operands, one `index` result, printed as `%0 = asyncdsl.device_id`."""
 
     assembly_format = "attr-dict"
 
     def __init__(self) -> None:
         super().__init__(result_types=[IndexType()])
+
+
+class WritesTile(IRDLOperation):
+    """An op that writes the register tile `value` (into memory or a register ref); the ops list
+    this base first, as `value` is their first operand."""
+
+    value = operand_def(VectorType)
+
+    @property
+    def tile(self) -> VectorType:
+        return vector_type(self.value.type)
+
+
+def collective_prop(dims: Sequence[str]) -> ArrayAttr:
+    """`collective` of an op: the cluster dims it names."""
+    return ArrayAttr(StringAttr(d) for d in dims)
+
+
+class OptionallyCollective(IRDLOperation):
+    """An op that, with `collective` (cluster dims), acts in every CTA of this CTA's group along
+    those dims, not in this CTA alone."""
+
+    collective = opt_prop_def(ArrayAttr)
+
+    @property
+    def cluster_dims(self) -> tuple[str, ...]:
+        return tuple(d.data for d in self.collective) if self.collective is not None else ()
+
+    def verify_collective(self) -> None:
+        if self.collective is not None:
+            verify_collective_dims(self.cluster_dims, empty_allowed=False)
 
 
 def optional_operand(value: SSAValue | None) -> list[SSAValue]:
@@ -136,6 +178,7 @@ def logical_shape(type_: Attribute) -> tuple[int, ...]:
 
 
 _FLOAT_TYPES: tuple[type, ...] = get_args(AnyFloat)
+_AttributeT = TypeVar("_AttributeT", bound=Attribute)
 
 
 def _is_float_type(type_: Attribute) -> TypeGuard[AnyFloat]:
@@ -149,20 +192,32 @@ def float_type(type_: Attribute) -> AnyFloat:
     raise TypeError(f"{type_} is not a float type")
 
 
-def integer_type(type_: Attribute) -> IntegerType:
-    """`type_` as the MLIR integer type it must be (the type of an integer constant)."""
-    if isinstance(type_, IntegerType):
-        return type_
-    raise TypeError(f"{type_} is not an integer type")
-
-
 # xDSL types every operand's type as any attribute; what an op's definition guarantees it is, the
 # helpers below take it as.
+def _narrowed(type_: Attribute, kind: type[_AttributeT], what: str) -> _AttributeT:
+    if isinstance(type_, kind):
+        return type_
+    raise TypeError(f"{type_} is not {what}")
+
+
+def integer_type(type_: Attribute) -> IntegerType:
+    """`type_` as the MLIR integer type it must be (the type of an integer constant)."""
+    return _narrowed(type_, IntegerType, "an integer type")
+
+
 def memref_type(type_: Attribute) -> MemRefType:
     """`type_` as the memref type it must be (a GMEM array's or a shared-memory buffer's)."""
-    if isinstance(type_, MemRefType):
-        return type_
-    raise TypeError(f"{type_} is not a memref type")
+    return _narrowed(type_, MemRefType, "a memref type")
+
+
+def vector_type(type_: Attribute) -> VectorType:
+    """`type_` as the vector type it must be (a register tile's)."""
+    return _narrowed(type_, VectorType, "a vector type")
+
+
+def registers_type(type_: Attribute) -> RegistersType:
+    """`type_` as the type of a ref to a mutable register tile it must be."""
+    return _narrowed(type_, RegistersType, "a register tile ref type")
 
 
 def shaped_type(type_: Attribute) -> MemRefType | VectorType:
@@ -189,28 +244,11 @@ def buffer_bytes(type_: Attribute) -> int:
     return count * element_bits(type_) // 8
 
 
-class EitherWayCopy:
-    """Mixin of the user-level copy ops that go GMEM -> SMEM (a load) or SMEM -> GMEM (a store)
-    between their `source` and `destination` operands."""
-
-    @property
-    def is_load(self) -> bool:
-        return is_gmem(self.source.type)
-
-    @property
-    def gmem(self) -> SSAValue:
-        return self.source if self.is_load else self.destination
-
-    @property
-    def smem(self) -> SSAValue:
-        return self.destination if self.is_load else self.source
-
-
-def verify_copy_sides(subject: str, source: MemRefType, destination: MemRefType) -> None:
+def verify_copy_sides(subject: str, source: Attribute, destination: Attribute) -> None:
     """A copy goes between GMEM and SMEM, one each, and keeps the element type."""
     if not ((is_gmem(source) and is_smem(destination)) or (is_smem(source) and is_gmem(destination))):
         raise VerifyException(f"{subject} copies between GMEM and SMEM: exactly one side must be each")
-    verify_same_element_type(subject, source, destination)
+    verify_same_element_type(subject, memref_type(source), memref_type(destination))
 
 
 def verify_same_element_type(subject: str, source: MemRefType, destination: MemRefType) -> None:
@@ -258,6 +296,20 @@ def verify_swizzled_row(swizzle: int, count: int, item_bytes: int, unit: str) ->
             f"swizzle {swizzle} needs each row to span exactly {swizzle} bytes ({swizzle // item_bytes} "
             f"{unit}), got {count} {unit} ({row_bytes} bytes)"
         )
+
+
+def verify_int32_element(array: SSAValue, indices: Sequence[SSAValue], subject: str, verb: str,
+                          elements: str) -> None:
+    """`array[indices]` is one 32-bit integer element (what the op `verb`s, its `elements`) of a
+    GMEM array argument."""
+    if not is_gmem(array.type):
+        raise VerifyException(f"{subject} {verb} a GMEM array argument")
+    rank = len(shape_of(array))
+    if len(indices) != rank:
+        raise VerifyException(f"{subject} takes one index per dim of its array ({rank}), got {len(indices)}")
+    element = memref_type(array.type).element_type
+    if not isinstance(element, IntegerType) or element.width.data != 32:
+        raise VerifyException(f"{subject} {verb} 32-bit integer {elements}, not {element}")
 
 
 def verify_barrier_pair(barriers: SSAValue | None, barrier_index: SSAValue | None) -> None:

@@ -50,7 +50,8 @@ DEVICES = "asyncdsl.devices"
 def dims(fn: func.FuncOp, name: str) -> tuple[int, int, int]:
     attr = fn.attributes[name]
     assert isinstance(attr, DenseArrayBase)
-    return tuple(attr.get_values())
+    x, y, z = attr.get_values()
+    return x, y, z
 
 
 def devices(fn: func.FuncOp) -> int:
@@ -100,7 +101,10 @@ def descriptor_slots(fn: func.FuncOp) -> tuple[int, ...]:
 def tile_scratch(fn: func.FuncOp) -> tuple[int, int] | None:
     """(offset, bytes per warpgroup) of the register tiles' shared-memory scratch, if any."""
     attr = fn.attributes.get(TILE_SCRATCH)
-    return tuple(attr.get_values()) if isinstance(attr, DenseArrayBase) else None
+    if not isinstance(attr, DenseArrayBase):
+        return None
+    offset, size = attr.get_values()
+    return offset, size
 
 
 def debug(fn: func.FuncOp) -> bool:

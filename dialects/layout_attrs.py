@@ -15,8 +15,8 @@ from __future__ import annotations
 import re
 
 from xdsl.dialects.builtin import StringAttr
-from xdsl.ir import Operation, ParametrizedAttribute, SSAValue
-from xdsl.irdl import irdl_attr_definition
+from xdsl.ir import Attribute, Operation, ParametrizedAttribute, SSAValue
+from xdsl.irdl import IRDLOperation, irdl_attr_definition, opt_prop_def
 from xdsl.parser import AttrParser
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
@@ -120,6 +120,13 @@ class LayoutAttr(ParametrizedAttribute):
         return (StringAttr(text),)
 
 
+class GivenLayout(IRDLOperation):
+    """An op that makes a tile (or a register ref) in the register layout `layout` where the user
+    gave one (`layout_props`), else in the one infer-layouts picks."""
+
+    layout = opt_prop_def(LayoutAttr)
+
+
 def layout_props(layout: Layout | None) -> dict[str, LayoutAttr]:
     """An op's optional `layout` property: the user's layout where one was given, else none
     (infer-layouts chooses)."""
@@ -145,4 +152,4 @@ def inferred_layout(value: SSAValue) -> Layout:
     return layout
 
 
-ATTRIBUTES = (LayoutAttr,)
+ATTRIBUTES: tuple[type[Attribute], ...] = (LayoutAttr,)

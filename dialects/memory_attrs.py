@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 from xdsl.dialects.builtin import ArrayAttr, IntAttr, VectorType
-from xdsl.ir import ParametrizedAttribute, TypeAttribute
+from xdsl.ir import Attribute, ParametrizedAttribute, TypeAttribute
 from xdsl.irdl import irdl_attr_definition
 from xdsl.parser import AttrParser
 from xdsl.printer import Printer
@@ -141,4 +141,4 @@ class RegistersType(ParametrizedAttribute, TypeAttribute):
         return (tile,)
 
 
-ATTRIBUTES = (SharedMemorySpaceAttr, BarriersType, RegistersType)
+ATTRIBUTES: tuple[type[Attribute], ...] = (SharedMemorySpaceAttr, BarriersType, RegistersType)

@@ -12,6 +12,7 @@ or parsed: the frontend turns the user's strings into members first (`frontend/o
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
 from xdsl.dialects.utils import EnumAttribute
 from xdsl.ir import Attribute, SpacedOpaqueSyntaxAttribute
@@ -21,49 +22,59 @@ from asyncdsl.hw.options import Arch, Comparison, Eviction, Implementation, Oob,
 from asyncdsl.hw.options import TileReduction
 
 
+# xDSL bounds EnumAttribute's parameter by its own `StrEnum` class, which predates Python's; these
+# enums are Python's `enum.StrEnum`, which xDSL handles alike (it only reads their values), hence
+# the `type-var` ignores below.
 @irdl_attr_definition
-class ImplementationAttr(EnumAttribute[Implementation], SpacedOpaqueSyntaxAttribute):
+class ImplementationAttr(EnumAttribute[Implementation], SpacedOpaqueSyntaxAttribute):  # type: ignore[type-var]
     name = "asyncdsl.implementation"
 
 
 @irdl_attr_definition
-class OobAttr(EnumAttribute[Oob], SpacedOpaqueSyntaxAttribute):
+class OobAttr(EnumAttribute[Oob], SpacedOpaqueSyntaxAttribute):  # type: ignore[type-var]
     name = "asyncdsl.oob"
 
 
 @irdl_attr_definition
-class EvictionAttr(EnumAttribute[Eviction], SpacedOpaqueSyntaxAttribute):
+class EvictionAttr(EnumAttribute[Eviction], SpacedOpaqueSyntaxAttribute):  # type: ignore[type-var]
     name = "asyncdsl.eviction"
 
 
-def eviction_of(op) -> Eviction | None:
+class _CarriesEviction(Protocol):
+    """An op with an optional L2 eviction policy (a copy, a TMA load)."""
+
+    @property
+    def eviction(self) -> EvictionAttr | None: ...
+
+
+def eviction_of(op: _CarriesEviction) -> Eviction | None:
     """The L2 eviction policy a copy or load op carries (None: the default), for the ops a pass
     rewrites it into to carry on."""
     return op.eviction.data if op.eviction is not None else None
 
 
 @irdl_attr_definition
-class ReductionAttr(EnumAttribute[Reduction], SpacedOpaqueSyntaxAttribute):
+class ReductionAttr(EnumAttribute[Reduction], SpacedOpaqueSyntaxAttribute):  # type: ignore[type-var]
     name = "asyncdsl.reduction"
 
 
 @irdl_attr_definition
-class PartitionAttr(EnumAttribute[Partition], SpacedOpaqueSyntaxAttribute):
+class PartitionAttr(EnumAttribute[Partition], SpacedOpaqueSyntaxAttribute):  # type: ignore[type-var]
     name = "asyncdsl.partition"
 
 
 @irdl_attr_definition
-class TileReductionAttr(EnumAttribute[TileReduction], SpacedOpaqueSyntaxAttribute):
+class TileReductionAttr(EnumAttribute[TileReduction], SpacedOpaqueSyntaxAttribute):  # type: ignore[type-var]
     name = "asyncdsl.tile_reduction"
 
 
 @irdl_attr_definition
-class ComparisonAttr(EnumAttribute[Comparison], SpacedOpaqueSyntaxAttribute):
+class ComparisonAttr(EnumAttribute[Comparison], SpacedOpaqueSyntaxAttribute):  # type: ignore[type-var]
     name = "asyncdsl.comparison"
 
 
 @irdl_attr_definition
-class ArchAttr(EnumAttribute[Arch], SpacedOpaqueSyntaxAttribute):
+class ArchAttr(EnumAttribute[Arch], SpacedOpaqueSyntaxAttribute):  # type: ignore[type-var]
     name = "asyncdsl.arch"
 
 
@@ -81,5 +92,7 @@ def optional_copy_options(**options: str | None) -> dict[str, Attribute]:
     return {name: _OPTIONAL_COPY_OPTIONS[name](value) for name, value in options.items() if value is not None}
 
 
-ATTRIBUTES = (ImplementationAttr, OobAttr, EvictionAttr, ReductionAttr, PartitionAttr, TileReductionAttr,
-              ComparisonAttr, ArchAttr)
+ATTRIBUTES: tuple[type[Attribute], ...] = (
+    ImplementationAttr, OobAttr, EvictionAttr, ReductionAttr, PartitionAttr, TileReductionAttr,
+    ComparisonAttr, ArchAttr,
+)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from typing import cast
 
 from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase, IntegerAttr, ModuleOp, StringAttr, i64
 from xdsl.ir import Attribute, Block, Dialect, Region, SSAValue
@@ -46,6 +47,29 @@ class LabelOp(IRDLOperation):
         super().__init__(properties={"label": StringAttr(label)})
 
 
+class EntryParameters(IRDLOperation):
+    """The parameters of an `.entry`, by kind in order (`PARAM_KINDS`): 64-bit pointers, 32-bit
+    integers and floats, and 128-byte TMA descriptors."""
+
+    param_kinds = prop_def(ArrayAttr)
+
+    def parameters(self, kernel: str) -> list[str]:
+        """The parameter declarations, each named `<kernel>_param_<index>`."""
+        declared = []
+        for index, kind in enumerate(self.param_kinds):
+            name = _param_name(kernel, index)
+            if kind.data == "tensor_map":
+                declared.append(f"    .param .align 64 .b8 {name}[128]")
+            else:
+                declared.append(f"    .param .{kind.data} {name}")
+        return declared
+
+    def verify_(self) -> None:
+        for kind in self.param_kinds:
+            if kind.data not in PARAM_KINDS:
+                raise VerifyException(f"unknown kernel parameter kind {kind.data!r}")
+
+
 class EntryDirectives(IRDLOperation):
     """The performance-tuning directives of an `.entry` that ptxas reads: the CTA's thread count
     (`.reqntid`), the cluster's CTA count where the kernel has one (`.explicitcluster`,
@@ -69,13 +93,12 @@ class EntryDirectives(IRDLOperation):
 
 
 @irdl_op_definition
-class KernelOp(EntryDirectives):
-    """One `.entry`: its parameters (kinds in order), launch directives and instructions."""
+class KernelOp(EntryParameters, EntryDirectives):
+    """One `.entry`: its parameters, launch directives and instructions."""
 
     name = "ptx.kernel"
 
     sym_name = prop_def(StringAttr)
-    param_kinds = prop_def(ArrayAttr)
     uses_dynamic_smem = prop_def(IntegerAttr)
     body = region_def("single_block")
     traits = traits_def(NoTerminator(), IsolatedFromAbove())
@@ -100,11 +123,6 @@ class KernelOp(EntryDirectives):
         if maxnreg is not None:
             properties["maxnreg"] = IntegerAttr(maxnreg, i64)
         super().__init__(properties=properties, regions=[Region(Block())])
-
-    def verify_(self) -> None:
-        for kind in self.param_kinds:
-            if kind.data not in PARAM_KINDS:
-                raise VerifyException(f"unknown kernel parameter kind {kind.data!r}")
 
 
 INSTRUCTIONS: tuple[type[Instruction], ...] = (
@@ -159,15 +177,8 @@ def _param_name(kernel: str, index: int) -> str:
 
 def _print_kernel(kernel: KernelOp) -> list[str]:
     name = kernel.sym_name.data
-    params = []
-    for index, kind in enumerate(kernel.param_kinds):
-        pname = _param_name(name, index)
-        if kind.data == "tensor_map":
-            params.append(f"    .param .align 64 .b8 {pname}[128]")
-        else:
-            params.append(f"    .param .{kind.data} {pname}")
     lines = [f".visible .entry {name}("]
-    lines.append(",\n".join(params))
+    lines.append(",\n".join(kernel.parameters(name)))
     lines.append(")")
     lines += kernel.directives()
     lines.append("{")
@@ -194,17 +205,17 @@ def _format_instr(op: Instruction, kernel: str, names: _RegisterNames) -> str:
     pieces = list(_pieces(op.text.data))
     for i in range(1, len(pieces), 2):
         key = pieces[i]
-        if type(key) is int:
+        if isinstance(key, int):
             pieces[i] = names.name(registers[key])
         elif key == "smem":
             pieces[i] = SMEM_SYMBOL
         else:
             pieces[i] = _param_name(kernel, int(key[6:]))
-    text = "".join(pieces)
-    guard = op.guard
-    if guard is not None:
-        bang = "!" if op.guard_negated.value.data else ""
-        text = f"@{bang}{names.name(guard)} {text}"
+    text = "".join(cast("list[str]", pieces))  # every key is its text now
+    negated = op.guard_negated
+    if negated is not None:
+        bang = "!" if negated.value.data else ""
+        text = f"@{bang}{names.name(op.operands[0])} {text}"
     return text
 
 
@@ -213,10 +224,11 @@ def _pieces(text: str) -> tuple[str | int, ...]:
     """`text` split at its placeholders: literal text at even positions, between them the keys, a
     register's as its index. Cached: a kernel repeats few instruction texts many times, and
     splitting each anew cost a third of the printing."""
-    pieces: list[str | int] = PLACEHOLDER.split(text)
-    for i in range(1, len(pieces), 2):
-        if pieces[i].isdigit():
-            pieces[i] = int(pieces[i])
+    split: list[str] = PLACEHOLDER.split(text)
+    pieces: list[str | int] = list(split)
+    for i in range(1, len(split), 2):
+        if split[i].isdigit():
+            pieces[i] = int(split[i])
     return tuple(pieces)
 
 
@@ -232,7 +244,9 @@ class _RegisterNames:
     def name(self, value: SSAValue) -> str:
         found = self._names.get(id(value))
         if found is None:
-            kind = value.type.kind.data
+            register = value.type
+            assert isinstance(register, RegType)
+            kind = register.kind.data
             self._counts[kind] += 1
             found = f"{REGISTER_CLASSES[kind][1]}{self._counts[kind]}"
             self._names[id(value)] = found

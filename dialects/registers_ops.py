@@ -23,17 +23,17 @@ from xdsl.irdl import IRDLOperation, ParsePropInAttrDict, irdl_op_definition, op
 from xdsl.irdl import result_def
 from xdsl.utils.exceptions import VerifyException
 
-from asyncdsl.dialects.layout_attrs import LayoutAttr, layout_props
+from asyncdsl.dialects.ir_utils import WritesTile, registers_type
+from asyncdsl.dialects.layout_attrs import GivenLayout, layout_props
 from asyncdsl.dialects.memory_attrs import RegistersType
 from asyncdsl.hw.fragments import Layout
 
 
 @irdl_op_definition
-class AllocRegistersOp(IRDLOperation):
+class AllocRegistersOp(GivenLayout):
     """A mutable register tile, in `layout` if given (else inferred from its reads and writes)."""
 
     name = "asyncdsl.alloc_registers"
-    layout = opt_prop_def(LayoutAttr)
     result = result_def(RegistersType)
 
     assembly_format = "(`layout` $layout^)? attr-dict `:` type($result)"
@@ -45,12 +45,22 @@ class AllocRegistersOp(IRDLOperation):
         )
 
 
+class _RegistersAccess(IRDLOperation):
+    """An op that reads or writes the register tile `ref` refers to."""
+
+    ref = operand_def(RegistersType)
+
+    @property
+    def held(self) -> VectorType:
+        """The type of the tile the ref holds."""
+        return registers_type(self.ref.type).tile
+
+
 @irdl_op_definition
-class ReadRegistersOp(IRDLOperation):
+class ReadRegistersOp(_RegistersAccess):
     """The tile a register ref holds now."""
 
     name = "asyncdsl.read_registers"
-    ref = operand_def(RegistersType)
     offsets = opt_prop_def(DenseArrayBase)
     result = result_def(VectorType)
 
@@ -59,14 +69,15 @@ class ReadRegistersOp(IRDLOperation):
 
     def __init__(self, ref: SSAValue, window: tuple[tuple[int, ...], tuple[int, ...]] | None = None):
         """The whole tile, or the `window` (offsets, shape) of it."""
+        tile = registers_type(ref.type).tile
         if window is None:
-            super().__init__(operands=[ref], result_types=[ref.type.tile])
+            super().__init__(operands=[ref], result_types=[tile])
             return
         offsets, shape = window
         super().__init__(
             operands=[ref],
             properties={"offsets": DenseArrayBase.from_list(i64, list(offsets))},
-            result_types=[VectorType(ref.type.tile.element_type, shape)],
+            result_types=[VectorType(tile.element_type, shape)],
         )
 
     @property
@@ -74,7 +85,7 @@ class ReadRegistersOp(IRDLOperation):
         return None if self.offsets is None else tuple(self.offsets.get_values())
 
     def verify_(self) -> None:
-        tile = self.ref.type.tile
+        tile = self.held
         if self.result.type.element_type != tile.element_type:
             raise VerifyException(f"reading a {self.ref.type} gives {tile.element_type} elements")
         shape, full = tuple(self.result.type.get_shape()), tuple(tile.get_shape())
@@ -89,12 +100,10 @@ class ReadRegistersOp(IRDLOperation):
 
 
 @irdl_op_definition
-class WriteRegistersOp(IRDLOperation):
+class WriteRegistersOp(WritesTile, _RegistersAccess):
     """Make a register ref hold `value`."""
 
     name = "asyncdsl.write_registers"
-    value = operand_def(VectorType)
-    ref = operand_def(RegistersType)
 
     assembly_format = "$value `,` $ref attr-dict `:` type($value) `,` type($ref)"
 
@@ -102,9 +111,8 @@ class WriteRegistersOp(IRDLOperation):
         super().__init__(operands=[value, ref])
 
     def verify_(self) -> None:
-        if self.value.type != self.ref.type.tile:
-            raise VerifyException(
-                f"a {self.ref.type} holds {self.ref.type.tile} tiles, not {self.value.type}")
+        if self.tile != self.held:
+            raise VerifyException(f"a {self.ref.type} holds {self.held} tiles, not {self.tile}")
 
 
 OPERATIONS: tuple[type[Operation], ...] = (AllocRegistersOp, ReadRegistersOp, WriteRegistersOp)

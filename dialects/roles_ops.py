@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects.builtin import I64, DenseArrayBase, IntegerAttr, i64
-from xdsl.ir import Block, Operation, Region
+from xdsl.ir import Attribute, Block, Operation, Region
 from xdsl.irdl import IRDLOperation, irdl_op_definition, opt_prop_def, prop_def, region_def, traits_def
 from xdsl.traits import NoTerminator
 from xdsl.utils.exceptions import VerifyException
@@ -38,7 +38,7 @@ class WarpgroupRoleOp(IRDLOperation):
     traits = traits_def(NoTerminator())
 
     def __init__(self, warpgroups: Sequence[int], registers: int | None = None, body: Block | None = None):
-        properties = {"warpgroups": DenseArrayBase.from_list(i64, list(warpgroups))}
+        properties: dict[str, Attribute] = {"warpgroups": DenseArrayBase.from_list(i64, list(warpgroups))}
         if registers is not None:
             properties["registers"] = int_prop(registers)
         super().__init__(properties=properties, regions=[Region(body or Block())])
@@ -57,7 +57,7 @@ class WarpgroupRoleOp(IRDLOperation):
             raise VerifyException(f"a role names distinct warpgroups (at least one), got {indices}")
         if self.registers is not None:
             try:
-                check_registers(self.register_count)
+                check_registers(self.registers.value.data)
             except TraceError as error:
                 raise VerifyException(error.message) from None
         parent = self.parent_op()

@@ -22,7 +22,7 @@ from asyncdsl.dialects.copy_bases import Arrives, BarrierTarget, Commits, CopySi
 from asyncdsl.dialects.copy_bases import Row4Copy
 from asyncdsl.dialects.descriptor_attrs import TmaDescriptorAttr
 from asyncdsl.dialects.ir_utils import SegmentedOperands, bool_prop, element_bits, int_prop, is_smem
-from asyncdsl.dialects.ir_utils import optional_operand, shape_of, verify_coordinates
+from asyncdsl.dialects.ir_utils import memref_type, optional_operand, shape_of, verify_coordinates
 from asyncdsl.dialects.ir_utils import verify_copy_sides, verify_swizzle, verify_swizzled_row
 from asyncdsl.hw.limits import GATHER4_ROWS, GATHER4_SMEM_ALIGNMENT, GMEM_STRIDE_ALIGNMENT, MAX_BOX_DIM
 
@@ -143,7 +143,7 @@ class AsyncCopyRowsOp(CopySides, _RowIndices, OptionalBarrierTarget, Arrives, Se
             raise VerifyException(
                 f"the row indices must be a 1-D shared-memory buffer, got {self.rows.type}"
             )
-        problem = _row_index_error(self.rows.type.element_type)
+        problem = _row_index_error(memref_type(self.rows.type).element_type)
         if problem:
             raise VerifyException(problem)
         if self.row_count % GATHER4_ROWS:

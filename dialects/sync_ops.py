@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects.builtin import I64, ArrayAttr, IndexType, IntegerAttr, StringAttr, UnitAttr
+from xdsl.dialects.builtin import I64, IndexType, IntegerAttr, UnitAttr
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def, opt_operand_def, opt_prop_def, prop_def
 from xdsl.irdl import result_def
 from xdsl.utils.exceptions import VerifyException
 
-from asyncdsl.dialects.ir_utils import int_prop, verify_collective_dims
+from asyncdsl.dialects.ir_utils import OptionallyCollective, collective_prop, int_prop
 from asyncdsl.dialects.memory_attrs import BarriersType
 from asyncdsl.hw.limits import MAX_ARRIVAL_COUNT, MAX_BARRIERS_PER_GROUP, MAX_EXPECT_TX_BYTES
 
@@ -65,7 +65,7 @@ class AllocBarriersOp(IRDLOperation):
 
 
 @irdl_op_definition
-class ArriveOp(Arrival):
+class ArriveOp(Arrival, OptionallyCollective):
     """The warpgroup's arrivals on `barriers[index]` (`Arrival`).
 
     With `collective` (cluster dims), it arrives on the barrier at the same offset in every CTA
@@ -74,7 +74,6 @@ class ArriveOp(Arrival):
     """
 
     name = "asyncdsl.arrive"
-    collective = opt_prop_def(ArrayAttr)
 
     assembly_format = (
         "$barriers `[` $index `]` `count` $count (`collective` $collective^)? (`unsynced` $unsynced^)? "
@@ -85,19 +84,14 @@ class ArriveOp(Arrival):
                  sync: bool = True):
         properties: dict[str, Attribute] = {"count": int_prop(count)}
         if collective:
-            properties["collective"] = ArrayAttr(StringAttr(d) for d in collective)
+            properties["collective"] = collective_prop(collective)
         if not sync:
             properties["unsynced"] = UnitAttr()
         super().__init__(operands=[barriers, index], properties=properties)
 
-    @property
-    def cluster_dims(self) -> tuple[str, ...]:
-        return tuple(d.data for d in self.collective) if self.collective is not None else ()
-
     def verify_(self) -> None:
         self.verify_count()
-        if self.collective is not None:
-            verify_collective_dims(self.cluster_dims, empty_allowed=False)
+        self.verify_collective()
 
 
 @irdl_op_definition

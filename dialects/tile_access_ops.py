@@ -37,22 +37,24 @@ from collections.abc import Sequence
 
 from xdsl.dialects.builtin import DenseArrayBase, FloatAttr, IndexType, IntegerAttr, IntegerType, MemRefType
 from xdsl.dialects.builtin import VectorType, i64
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import AttrSizedOperandSegments, IRDLOperation, ParsePropInAttrDict, irdl_op_definition
-from xdsl.irdl import operand_def, opt_operand_def, opt_prop_def, prop_def, result_def, var_operand_def
+from xdsl.irdl import operand_def, opt_operand_def, prop_def, result_def, var_operand_def
 from xdsl.utils.exceptions import VerifyException
 
-from asyncdsl.dialects.ir_utils import is_smem, logical_shape
-from asyncdsl.dialects.layout_attrs import LayoutAttr, layout_props
+from asyncdsl.dialects.ir_utils import TILE_CONSTANT, WritesTile, is_smem, logical_shape, memref_type
+from asyncdsl.dialects.ir_utils import vector_type
+from asyncdsl.dialects.layout_attrs import GivenLayout, layout_props
 from asyncdsl.hw.fragments import Layout
 
 SQUEEZED = -1  # the size of an indexed (squeezed) dim in a GMEM window
 
 
-def _same_tile(buffer: MemRefType, tile: VectorType, what: str) -> None:
+def _same_tile(buffer: Attribute, tile: VectorType, what: str) -> None:
     if not is_smem(buffer):
         raise VerifyException(f"{what} takes a shared-memory buffer")
-    if logical_shape(buffer) != tuple(tile.get_shape()) or buffer.element_type != tile.element_type:
+    element = memref_type(buffer).element_type
+    if logical_shape(buffer) != tuple(tile.get_shape()) or element != tile.element_type:
         raise VerifyException(
             f"{what} moves a whole buffer: the tile ({tile}) must have the buffer's (logical) shape and "
             f"element type ({buffer})"
@@ -68,18 +70,17 @@ class _SmemTile(IRDLOperation):
 
 
 @irdl_op_definition
-class LoadSmemOp(_SmemTile):
+class LoadSmemOp(_SmemTile, GivenLayout):
     """The tile the buffer holds."""
 
     name = "asyncdsl.load_smem"
-    layout = opt_prop_def(LayoutAttr)
     result = result_def(VectorType)
 
     assembly_format = ("$smem (`in` `cta` $cta^)? (`layout` $layout^)? attr-dict `:` type($smem) "
                        "`->` type($result)")
 
     def __init__(self, smem: SSAValue, layout: Layout | None = None, cta: SSAValue | None = None):
-        buffer = smem.type
+        buffer = memref_type(smem.type)
         super().__init__(
             operands=[smem, [] if cta is None else [cta]],
             properties=layout_props(layout),
@@ -91,11 +92,10 @@ class LoadSmemOp(_SmemTile):
 
 
 @irdl_op_definition
-class StoreSmemOp(_SmemTile):
+class StoreSmemOp(WritesTile, _SmemTile):
     """Write the tile `value` into the buffer."""
 
     name = "asyncdsl.store_smem"
-    value = operand_def(VectorType)
 
     assembly_format = "$value `,` $smem (`in` `cta` $cta^)? attr-dict `:` type($value) `,` type($smem)"
 
@@ -103,12 +103,12 @@ class StoreSmemOp(_SmemTile):
         super().__init__(operands=[value, smem, [] if cta is None else [cta]])
 
     def verify_(self) -> None:
-        _same_tile(self.smem.type, self.value.type, "store_smem")
+        _same_tile(self.smem.type, self.tile, "store_smem")
 
 
 
 
-def _gmem_tile_shape(gmem: MemRefType, sizes: Sequence[int]) -> tuple[int, ...]:
+def _gmem_tile_shape(sizes: Sequence[int]) -> tuple[int, ...]:
     return tuple(size for size in sizes if size != SQUEEZED)
 
 
@@ -125,13 +125,14 @@ class _GmemWindow(IRDLOperation):
 
     def verify_window(self, tile: VectorType, what: str) -> None:
         sizes = tuple(self.sizes.get_values())
-        shape = tuple(self.gmem.type.get_shape())
+        gmem = memref_type(self.gmem.type)
+        shape = tuple(gmem.get_shape())
         if len(sizes) != len(shape) or len(self.starts) != len(shape):
             raise VerifyException(f"{what}: one start and one size per dim of the {shape} array")
         if any(size != SQUEEZED and not 0 < size for size in sizes):
             raise VerifyException(f"{what}: window sizes {sizes} must be positive (or -1 for an index)")
-        if (_gmem_tile_shape(self.gmem.type, sizes) != tuple(tile.get_shape())
-                or tile.element_type != self.gmem.type.element_type):
+        if (_gmem_tile_shape(sizes) != tuple(tile.get_shape())
+                or tile.element_type != gmem.element_type):
             raise VerifyException(
                 f"{what}: the tile ({tile}) must have the window's shape and the array's element type")
         if self.mask is not None and self.mask.type != VectorType(IntegerType(1), tile.get_shape()):
@@ -150,7 +151,7 @@ class _GmemIndexed(IRDLOperation):
 
     def verify_indexed(self, tile: VectorType, what: str) -> None:
         shape = tuple(tile.get_shape())
-        gmem = self.gmem.type
+        gmem = memref_type(self.gmem.type)
         if len(self.indices) != len(gmem.get_shape()):
             raise VerifyException(f"{what}: one index tile per dim of the {tuple(gmem.get_shape())} array")
         for index in self.indices:
@@ -163,12 +164,11 @@ class _GmemIndexed(IRDLOperation):
             raise VerifyException(f"{what}: the mask must be a bool tile of the indices' shape")
 
 
-class _FilledRead(IRDLOperation):
-    """A GMEM read into a tile (in `layout` if given): the elements it does not read hold `other`,
-    a constant of the tile's element type."""
+class _FilledRead(GivenLayout):
+    """A GMEM read into a tile: the elements it does not read hold `other`, a constant of the
+    tile's element type."""
 
-    other = prop_def(FloatAttr | IntegerAttr)
-    layout = opt_prop_def(LayoutAttr)
+    other = prop_def(TILE_CONSTANT)
     result = result_def(VectorType)
 
     def verify_other(self, what: str) -> None:
@@ -188,16 +188,16 @@ class LoadGmemOp(_GmemWindow, _FilledRead):
         "attr-dict `:` type($gmem) `->` type($result)"
     )
 
-    def __init__(self, gmem: SSAValue, starts: Sequence[SSAValue], sizes: Sequence[int], other,
-                 mask=None, layout=None):
-        element = gmem.type.element_type
+    def __init__(self, gmem: SSAValue, starts: Sequence[SSAValue], sizes: Sequence[int],
+                 other: FloatAttr | IntegerAttr, mask: SSAValue | None = None, layout: Layout | None = None):
+        element = memref_type(gmem.type).element_type
         super().__init__(
             operands=[gmem, list(starts), [mask] if mask is not None else []],
             properties={
                 "sizes": DenseArrayBase.from_list(i64, list(sizes)), "other": other,
                 **layout_props(layout),
             },
-            result_types=[VectorType(element, _gmem_tile_shape(gmem.type, sizes))],
+            result_types=[VectorType(element, _gmem_tile_shape(sizes))],
         )
 
     def verify_(self) -> None:
@@ -206,11 +206,10 @@ class LoadGmemOp(_GmemWindow, _FilledRead):
 
 
 @irdl_op_definition
-class StoreGmemOp(_GmemWindow):
+class StoreGmemOp(WritesTile, _GmemWindow):
     """Write tile `value` into the window (the elements left out are left alone)."""
 
     name = "asyncdsl.store_gmem"
-    value = operand_def(VectorType)
 
     assembly_format = (
         "$value `,` $gmem `[` $starts `]` (`mask` $mask^ `:` type($mask))? attr-dict `:` "
@@ -218,14 +217,14 @@ class StoreGmemOp(_GmemWindow):
     )
 
     def __init__(self, value: SSAValue, gmem: SSAValue, starts: Sequence[SSAValue],
-                 sizes: Sequence[int], mask=None):
+                 sizes: Sequence[int], mask: SSAValue | None = None):
         super().__init__(
             operands=[value, gmem, list(starts), [mask] if mask is not None else []],
             properties={"sizes": DenseArrayBase.from_list(i64, list(sizes))},
         )
 
     def verify_(self) -> None:
-        self.verify_window(self.value.type, "store_gmem")
+        self.verify_window(self.tile, "store_gmem")
 
 
 @irdl_op_definition
@@ -239,12 +238,13 @@ class GatherGmemOp(_GmemIndexed, _FilledRead):
         "attr-dict `:` type($gmem) `,` type($indices) `->` type($result)"
     )
 
-    def __init__(self, gmem: SSAValue, indices: Sequence[SSAValue], other, mask=None, layout=None):
-        shape = indices[0].type.get_shape()
+    def __init__(self, gmem: SSAValue, indices: Sequence[SSAValue], other: FloatAttr | IntegerAttr,
+                 mask: SSAValue | None = None, layout: Layout | None = None):
+        shape = vector_type(indices[0].type).get_shape()
         super().__init__(
             operands=[gmem, list(indices), [mask] if mask is not None else []],
             properties={"other": other, **layout_props(layout)},
-            result_types=[VectorType(gmem.type.element_type, shape)],
+            result_types=[VectorType(memref_type(gmem.type).element_type, shape)],
         )
 
     def verify_(self) -> None:
@@ -253,23 +253,23 @@ class GatherGmemOp(_GmemIndexed, _FilledRead):
 
 
 @irdl_op_definition
-class ScatterGmemOp(_GmemIndexed):
+class ScatterGmemOp(WritesTile, _GmemIndexed):
     """Write element e of tile `value` to the element its indices name.  Two elements written to
     one array element leave it undefined (the interpreter refuses them)."""
 
     name = "asyncdsl.scatter_gmem"
-    value = operand_def(VectorType)
 
     assembly_format = (
         "$value `,` $gmem `[` $indices `]` (`mask` $mask^ `:` type($mask))? attr-dict "
         "`:` type($value) `,` type($gmem) `,` type($indices)"
     )
 
-    def __init__(self, value: SSAValue, gmem: SSAValue, indices: Sequence[SSAValue], mask=None):
+    def __init__(self, value: SSAValue, gmem: SSAValue, indices: Sequence[SSAValue],
+                 mask: SSAValue | None = None):
         super().__init__(operands=[value, gmem, list(indices), [mask] if mask is not None else []])
 
     def verify_(self) -> None:
-        self.verify_indexed(self.value.type, "scatter_gmem")
+        self.verify_indexed(self.tile, "scatter_gmem")
 
 
 OPERATIONS: tuple[type[Operation], ...] = (

@@ -20,6 +20,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def, prop_def, result_def
 from xdsl.utils.exceptions import VerifyException
 
+from asyncdsl.dialects.ir_utils import vector_type
 from asyncdsl.dialects.option_attrs import ComparisonAttr
 from asyncdsl.hw.options import Comparison
 
@@ -48,7 +49,7 @@ class CompareOp(IRDLOperation):
         super().__init__(
             operands=[lhs, rhs],
             properties={"predicate": ComparisonAttr(Comparison(predicate))},
-            result_types=[VectorType(IntegerType(1), lhs.type.get_shape())],
+            result_types=[VectorType(IntegerType(1), vector_type(lhs.type).get_shape())],
         )
 
     def verify_(self) -> None:

@@ -21,13 +21,13 @@ import math
 from collections.abc import Sequence
 
 from xdsl.dialects.builtin import I64, DenseArrayBase, FloatAttr, IntegerAttr, IntegerType, VectorType, i64
-from xdsl.ir import Operation, SSAValue
-from xdsl.irdl import IRDLOperation, ParsePropInAttrDict, irdl_op_definition, operand_def, opt_prop_def
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.irdl import IRDLOperation, ParsePropInAttrDict, irdl_op_definition, operand_def
 from xdsl.irdl import prop_def, result_def
 from xdsl.utils.exceptions import VerifyException
 
-from asyncdsl.dialects.ir_utils import element_bits
-from asyncdsl.dialects.layout_attrs import LayoutAttr, layout_of, layout_props
+from asyncdsl.dialects.ir_utils import TILE_CONSTANT, element_bits, vector_type
+from asyncdsl.dialects.layout_attrs import GivenLayout, LayoutAttr, layout_of, layout_props
 from asyncdsl.dialects.option_attrs import TileReductionAttr
 from asyncdsl.hw.fragments import Layout, SplatLayout
 from asyncdsl.hw.options import TileReduction
@@ -43,14 +43,23 @@ def _ints(values: Sequence[int]) -> DenseArrayBase:
     return DenseArrayBase.from_list(i64, list(values))
 
 
+class _MakesTile(GivenLayout):
+    """An op that makes a tile."""
+
+    result = result_def(VectorType)
+
+    def verify_element(self, given: Attribute, subject: str) -> None:
+        """The tile's elements are of the type `given` (`subject` names what the op was given)."""
+        if given != self.result.type.element_type:
+            raise VerifyException(f"{subject} makes a tile of {self.result.type.element_type}")
+
+
 @irdl_op_definition
-class FullOp(IRDLOperation):
+class FullOp(_MakesTile):
     """A tile whose every element is the constant `value`."""
 
     name = "asyncdsl.full"
-    value = prop_def(FloatAttr | IntegerAttr)
-    layout = opt_prop_def(LayoutAttr)
-    result = result_def(VectorType)
+    value = prop_def(TILE_CONSTANT)
 
     assembly_format = "$value (`layout` $layout^)? attr-dict `:` type($result)"
 
@@ -58,19 +67,15 @@ class FullOp(IRDLOperation):
         super().__init__(properties={"value": value, **layout_props(layout)}, result_types=[result_type])
 
     def verify_(self) -> None:
-        if self.value.type != self.result.type.element_type:
-            raise VerifyException(
-                f"full of {self.value.type} makes a tile of {self.result.type.element_type}")
+        self.verify_element(self.value.type, f"full of {self.value.type}")
 
 
 @irdl_op_definition
-class SplatOp(IRDLOperation):
+class SplatOp(_MakesTile):
     """A tile whose every element is the traced scalar `scalar` (of the tile's element type)."""
 
     name = "asyncdsl.splat"
     scalar = operand_def()
-    layout = opt_prop_def(LayoutAttr)
-    result = result_def(VectorType)
 
     assembly_format = "$scalar (`layout` $layout^)? attr-dict `:` type($scalar) `->` type($result)"
 
@@ -78,19 +83,15 @@ class SplatOp(IRDLOperation):
         super().__init__(operands=[scalar], properties=layout_props(layout), result_types=[result_type])
 
     def verify_(self) -> None:
-        if self.scalar.type != self.result.type.element_type:
-            raise VerifyException(
-                f"splat of a {self.scalar.type} makes a tile of {self.result.type.element_type}")
+        self.verify_element(self.scalar.type, f"splat of a {self.scalar.type}")
 
 
 @irdl_op_definition
-class IotaOp(IRDLOperation):
+class IotaOp(_MakesTile):
     """A tile of integers: each element's index along `dim`."""
 
     name = "asyncdsl.iota"
     dim = prop_def(IntegerAttr[I64])
-    layout = opt_prop_def(LayoutAttr)
-    result = result_def(VectorType)
 
     assembly_format = "`dim` $dim (`layout` $layout^)? attr-dict `:` type($result)"
 
@@ -106,15 +107,20 @@ class IotaOp(IRDLOperation):
                 f"iota along dim {self.dim.value.data} of a rank-{self.result.type.get_num_dims()} tile")
 
 
+class _TileToTile(IRDLOperation):
+    """An op that makes a tile of another, `operand`."""
+
+    operand = operand_def(VectorType)
+    result = result_def(VectorType)
+
+
 @irdl_op_definition
-class BroadcastInDimOp(IRDLOperation):
+class BroadcastInDimOp(_TileToTile):
     """`operand` repeated along the dims of the result it does not have (numpy broadcasting):
     its dim i becomes the result's dim `dims[i]`, of the same size or of size 1 broadcast."""
 
     name = "asyncdsl.broadcast_in_dim"
-    operand = operand_def(VectorType)
     dims = prop_def(DenseArrayBase)
-    result = result_def(VectorType)
 
     assembly_format = "$operand attr-dict `:` type($operand) `->` type($result)"
     irdl_options = (ParsePropInAttrDict(),)
@@ -131,19 +137,17 @@ class BroadcastInDimOp(IRDLOperation):
                 f"broadcast dims {dims} must be increasing dims of the result, one per operand dim")
         if any(size not in (1, target[d]) for size, d in zip(source, dims)):
             raise VerifyException(f"cannot broadcast a {source} tile to {target} along {dims}")
-        if self.operand.type.element_type != self.result.type.element_type:
+        if vector_type(self.operand.type).element_type != self.result.type.element_type:
             raise VerifyException("broadcast_in_dim keeps the element type")
 
 
 @irdl_op_definition
-class ReduceOp(IRDLOperation):
+class ReduceOp(_TileToTile):
     """`operand` reduced with `kind` over `axes` (in the fixed order of `hw.reduction_tree`)."""
 
     name = "asyncdsl.reduce"
-    operand = operand_def(VectorType)
     kind = prop_def(TileReductionAttr)
     axes = prop_def(DenseArrayBase)
-    result = result_def(VectorType)
 
     assembly_format = "$kind $operand attr-dict `:` type($operand) `->` type($result)"
     irdl_options = (ParsePropInAttrDict(),)
@@ -154,7 +158,7 @@ class ReduceOp(IRDLOperation):
         super().__init__(
             operands=[operand],
             properties={"kind": TileReductionAttr(TileReduction(kind)), "axes": _ints(sorted(axes))},
-            result_types=[VectorType(operand.type.element_type, kept)],
+            result_types=[VectorType(vector_type(operand.type).element_type, kept)],
         )
 
     def verify_(self) -> None:
@@ -166,13 +170,11 @@ class ReduceOp(IRDLOperation):
 
 
 @irdl_op_definition
-class RelayoutOp(IRDLOperation):
+class RelayoutOp(_TileToTile):
     """`operand` in register layout `layout` (the user's `tile.to_layout(L)`)."""
 
     name = "asyncdsl.relayout"
-    operand = operand_def(VectorType)
     layout = prop_def(LayoutAttr)
-    result = result_def(VectorType)
 
     assembly_format = "$operand $layout attr-dict `:` type($operand) `->` type($result)"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects.builtin import ArrayAttr, IndexType, StringAttr
+from xdsl.dialects.builtin import IndexType
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import IRDLOperation, irdl_op_definition, opt_operand_def
 from xdsl.irdl import opt_prop_def
@@ -13,8 +13,8 @@ from xdsl.utils.exceptions import VerifyException
 
 from asyncdsl.dialects.copy_bases import Commits, PeerArray, Predicated, TmaBox, TxCounted
 from asyncdsl.dialects.descriptor_attrs import TmaDescriptorAttr
-from asyncdsl.dialects.ir_utils import bool_prop, int_prop, optional_operand, verify_collective_dims
-from asyncdsl.dialects.ir_utils import SegmentedOperands
+from asyncdsl.dialects.ir_utils import OptionallyCollective, SegmentedOperands, bool_prop, collective_prop
+from asyncdsl.dialects.ir_utils import int_prop, optional_operand
 from asyncdsl.dialects.option_attrs import EvictionAttr, PartitionAttr, ReductionAttr, optional_copy_options
 from asyncdsl.hw.options import Partition
 from asyncdsl.hw.reduction import hardware_violation
@@ -27,7 +27,8 @@ class _MulticastMask(IRDLOperation):
 
 
 @irdl_op_definition
-class TmaLoadOp(TmaBox, TxCounted, Predicated, _MulticastMask, PeerArray, SegmentedOperands):
+class TmaLoadOp(TmaBox, TxCounted, Predicated, _MulticastMask, PeerArray, OptionallyCollective,
+                SegmentedOperands):
     """One `cp.async.bulk.tensor` load of the box at `coords` (descriptor dims, array order) into
     `smem`, completing `expect_tx_bytes` on `barriers[barrier_index]` (0: the user arrives).
 
@@ -40,7 +41,6 @@ class TmaLoadOp(TmaBox, TxCounted, Predicated, _MulticastMask, PeerArray, Segmen
 
     name = "asyncdsl.tma_load"
 
-    collective = opt_prop_def(ArrayAttr)
     partition = opt_prop_def(PartitionAttr)
     eviction = opt_prop_def(EvictionAttr)  # the L2 eviction priority of the loaded lines
 
@@ -64,7 +64,7 @@ class TmaLoadOp(TmaBox, TxCounted, Predicated, _MulticastMask, PeerArray, Segmen
             "expect_tx_bytes": int_prop(expect_tx_bytes),
         }
         if collective:
-            properties["collective"] = ArrayAttr(StringAttr(d) for d in collective)
+            properties["collective"] = collective_prop(collective)
         properties |= optional_copy_options(partition=partition, eviction=eviction)
         super().__init__(
             operands=[
@@ -75,14 +75,9 @@ class TmaLoadOp(TmaBox, TxCounted, Predicated, _MulticastMask, PeerArray, Segmen
             properties=properties,
         )
 
-    @property
-    def cluster_dims(self) -> tuple[str, ...]:
-        return tuple(d.data for d in self.collective) if self.collective is not None else ()
-
     def verify_(self) -> None:
         self.verify_box()
-        if self.collective is not None:
-            verify_collective_dims(self.cluster_dims, empty_allowed=False)
+        self.verify_collective()
         if self.collective is not None and self.multicast_mask is not None:
             raise VerifyException("a load still to be split among its collective has no multicast mask yet")
         if self.partition is not None:

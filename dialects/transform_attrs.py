@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from typing import ClassVar
 
 from xdsl.dialects.builtin import ArrayAttr, IntAttr, NoneAttr, StringAttr
 from xdsl.ir import Attribute, ParametrizedAttribute
@@ -64,7 +65,20 @@ class TransformAttr(ParametrizedAttribute, ABC):
 
 
 class IntListTransformAttr(TransformAttr, ABC):
-    """Base of the transform attributes whose only parameter is a list of integers, `<[...]>`."""
+    """Base of the transform attributes whose only parameter is a list of integers, `<[...]>`: the
+    one argument of their transform, of class `TRANSFORM`.  They are built from that list as an
+    `ArrayAttr` of `IntAttr`s."""
+
+    TRANSFORM: ClassVar[type[TransposeTransform | DropUnitDimsTransform]]
+
+    @property
+    def values(self) -> tuple[int, ...]:
+        (values,) = self.parameters
+        assert isinstance(values, ArrayAttr)
+        return _ints(values)
+
+    def to_transform(self) -> MemRefTransform:
+        return self.TRANSFORM(self.values)
 
     @classmethod
     def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
@@ -72,9 +86,30 @@ class IntListTransformAttr(TransformAttr, ABC):
             return (_parse_int_list(parser),)
 
     def print_parameters(self, printer: Printer) -> None:
-        (values,) = self.parameters
         with printer.in_angle_brackets():
-            _print_int_list(printer, _ints(values))
+            _print_int_list(printer, self.values)
+
+
+@irdl_attr_definition
+class TransposeTransformAttr(IntListTransformAttr):
+    """`#asyncdsl.transpose<[permutation...]>`."""
+
+    name = "asyncdsl.transpose"
+
+    TRANSFORM = TransposeTransform
+
+    permutation: ArrayAttr[IntAttr]
+
+
+@irdl_attr_definition
+class DropUnitDimsTransformAttr(IntListTransformAttr):
+    """`#asyncdsl.drop_unit_dims<[dims...]>`."""
+
+    name = "asyncdsl.drop_unit_dims"
+
+    TRANSFORM = DropUnitDimsTransform
+
+    unit_dims: ArrayAttr[IntAttr]
 
 
 @irdl_attr_definition
@@ -117,21 +152,6 @@ class TileTransformAttr(TransformAttr):
 
 
 @irdl_attr_definition
-class TransposeTransformAttr(IntListTransformAttr):
-    """`#asyncdsl.transpose<[permutation...]>`."""
-
-    name = "asyncdsl.transpose"
-
-    permutation: ArrayAttr[IntAttr]
-
-    def __init__(self, permutation: Sequence[int]):
-        super().__init__(_int_array(permutation))
-
-    def to_transform(self) -> MemRefTransform:
-        return TransposeTransform(_ints(self.permutation))
-
-
-@irdl_attr_definition
 class CollapseTransformAttr(TransformAttr):
     """`#asyncdsl.collapse<[strides...]>`, with `, batch_rank = k` when batched."""
 
@@ -164,21 +184,6 @@ class CollapseTransformAttr(TransformAttr):
                 printer.print_string(f", batch_rank = {self.batch_rank.data}")
 
 
-@irdl_attr_definition
-class DropUnitDimsTransformAttr(IntListTransformAttr):
-    """`#asyncdsl.drop_unit_dims<[dims...]>`."""
-
-    name = "asyncdsl.drop_unit_dims"
-
-    unit_dims: ArrayAttr[IntAttr]
-
-    def __init__(self, unit_dims: Sequence[int]):
-        super().__init__(_int_array(unit_dims))
-
-    def to_transform(self) -> MemRefTransform:
-        return DropUnitDimsTransform(_ints(self.unit_dims))
-
-
 TRANSFORM_ATTRS: tuple[type[TransformAttr], ...] = (
     TileTransformAttr,
     TransposeTransformAttr,
@@ -197,11 +202,11 @@ def transform_attr(transform: MemRefTransform) -> TransformAttr:
     if isinstance(transform, TileTransform):
         return TileTransformAttr(transform.tiling, transform.rounding.value if transform.rounding else None)
     if isinstance(transform, TransposeTransform):
-        return TransposeTransformAttr(transform.permutation)
+        return TransposeTransformAttr(_int_array(transform.permutation))
     if isinstance(transform, CollapseLeadingIndicesTransform):
         return CollapseTransformAttr(transform.strides, transform.batch_rank)
     if isinstance(transform, DropUnitDimsTransform):
-        return DropUnitDimsTransformAttr(transform.unit_dims)
+        return DropUnitDimsTransformAttr(_int_array(transform.unit_dims))
     raise TransformError(f"{transform!r} is not a memref transform asyncdsl can put in its IR")
 
 

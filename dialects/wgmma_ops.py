@@ -17,14 +17,15 @@ from __future__ import annotations
 
 from xdsl.dialects.builtin import ArrayAttr, IntAttr, IntegerAttr, IntegerType, MemRefType, UnitAttr
 from xdsl.dialects.builtin import VectorType, i1
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import IRDLOperation, ParsePropInAttrDict, irdl_attr_definition, irdl_op_definition
 from xdsl.irdl import operand_def, opt_prop_def, prop_def
 from xdsl.utils.exceptions import VerifyException
 
 from asyncdsl import dtypes
 from asyncdsl.dialects.descriptor_attrs import DescriptorAttr, DescriptorField
-from asyncdsl.dialects.ir_utils import int_prop, is_smem, logical_shape, smem_layout
+from asyncdsl.dialects.ir_utils import int_prop, is_smem, logical_shape, registers_type, shaped_type
+from asyncdsl.dialects.ir_utils import smem_layout
 from asyncdsl.dialects.memory_attrs import RegistersType
 from asyncdsl.errors import MmaError
 from asyncdsl.hw.wgmma import MmaTypes, OperandPlan, check_shapes, mma_types, plan_operand
@@ -55,15 +56,22 @@ class WgmmaOperandAttr(DescriptorAttr):
     mn_offsets: ArrayAttr[IntAttr]
 
 
-def _dtype(type_) -> dtypes.DType:
-    return dtypes.from_mlir(type_.element_type)
+def _dtype(type_: Attribute) -> dtypes.DType:
+    return dtypes.from_mlir(shaped_type(type_).element_type)
 
 
-def _matrix(type_, transposed: bool) -> tuple[int, int]:
-    shape = tuple(logical_shape(type_)) if isinstance(type_, MemRefType) else tuple(type_.get_shape())
+def _matrix(type_: Attribute, transposed: bool) -> tuple[int, int]:
+    shape = logical_shape(type_) if isinstance(type_, MemRefType) else tuple(shaped_type(type_).get_shape())
     if len(shape) != 2:
         raise MmaError(f"a wgmma operand is a 2-d matrix, got shape {shape}")
-    return (shape[1], shape[0]) if transposed else shape
+    rows, columns = shape
+    return (columns, rows) if transposed else (rows, columns)
+
+
+def _plan(buffer: SSAValue, k_is_column: bool, types: MmaTypes, role: str) -> OperandPlan:
+    """The descriptor plan of the SMEM operand `buffer` (its layout's), K its stored column or row."""
+    return plan_operand(smem_layout(buffer.type), logical_shape(buffer.type), _dtype(buffer.type),
+                        k_is_column, types, role, whole_mn=role == "wgmma's B")
 
 
 @irdl_op_definition
@@ -88,7 +96,7 @@ class WgmmaOp(IRDLOperation):
 
     def __init__(self, acc: SSAValue, a: SSAValue, b: SSAValue, accumulate: SSAValue,
                  a_transposed: bool = False, b_transposed: bool = False):
-        properties = {}
+        properties: dict[str, Attribute] = {}
         if a_transposed:
             properties["a_transposed"] = UnitAttr()
         if b_transposed:
@@ -100,32 +108,27 @@ class WgmmaOp(IRDLOperation):
         return isinstance(self.a.type, VectorType)
 
     @property
-    def shapes(self) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int]]:
-        """(acc, a, b) as the matrices of `acc += a @ b`."""
-        acc = tuple(self.acc.type.tile.get_shape())
-        return (acc, _matrix(self.a.type, self.a_transposed is not None),
+    def accumulator(self) -> VectorType:
+        """The type of the accumulator tile."""
+        return registers_type(self.acc.type).tile
+
+    @property
+    def shapes(self) -> tuple[tuple[int, ...], tuple[int, int], tuple[int, int]]:
+        """(acc, a, b) as the matrices of `acc += a @ b` (the accumulator's shape as it is, which
+        `check_shapes` checks)."""
+        return (tuple(self.accumulator.get_shape()), _matrix(self.a.type, self.a_transposed is not None),
                 _matrix(self.b.type, self.b_transposed is not None))
 
     @property
     def types(self) -> MmaTypes:
-        return mma_types(_dtype(self.acc.type.tile), _dtype(self.a.type), _dtype(self.b.type))
+        return mma_types(_dtype(self.accumulator), _dtype(self.a.type), _dtype(self.b.type))
 
     def operand_plans(self) -> tuple[OperandPlan | None, OperandPlan]:
         """The descriptor plans of the SMEM operands (None for a register A), from their layouts."""
         types = self.types
-        plans = []
-        for value, transposed, role, k_is_column in (
-            (self.a, self.a_transposed is not None, "wgmma's A", True),
-            (self.b, self.b_transposed is not None, "wgmma's B", False),
-        ):
-            if isinstance(value.type, VectorType):
-                plans.append(None)
-                continue
-            stored = tuple(logical_shape(value.type))
-            # A is (M, K): K is the stored column unless transposed; B is (K, N): the reverse.
-            plans.append(plan_operand(smem_layout(value.type), stored, _dtype(value.type),
-                                      k_is_column != transposed, types, role, whole_mn=role == "wgmma's B"))
-        return plans[0], plans[1]
+        # A is (M, K): K is the stored column unless transposed; B is (K, N): the reverse.
+        a = None if self.a_in_registers else _plan(self.a, self.a_transposed is None, types, "wgmma's A")
+        return a, _plan(self.b, self.b_transposed is not None, types, "wgmma's B")
 
     def verify_(self) -> None:
         if self.accumulate.type != i1:
@@ -163,4 +166,4 @@ class WgmmaWaitOp(IRDLOperation):
 
 
 OPERATIONS: tuple[type[Operation], ...] = (WgmmaOp, WgmmaWaitOp)
-ATTRIBUTES = (WgmmaOperandAttr,)
+ATTRIBUTES: tuple[type[Attribute], ...] = (WgmmaOperandAttr,)
