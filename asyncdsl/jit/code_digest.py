@@ -4,9 +4,9 @@ skips tracing only when the code is what it was when the kernel was compiled.
 
 Tracing runs the kernel function's Python, which may call helpers anywhere in the user's code and
 read its globals, through asyncdsl's frontend and passes.  The digest covers every source file of
-asyncdsl (loaded or not), every loaded module outside the standard library and the site-packages
-directories (the user's code, whatever imported it) and the kernel's own file: each file's path,
-size and modification time, taken when this process first looks at it (a module's code was loaded
+asyncdsl (loaded or not), every loaded module outside the standard library, the site-packages
+directories and folders pip installed into (`_installed_package`): the user's code, whatever
+imported it; and the kernel's own file: each file's path, size and modification time, taken when this process first looks at it (a module's code was loaded
 from the file then, not from a later edit); the Python version; and which installation of xDSL,
 numpy and ml_dtypes the process finds.
 Other third-party packages are taken not to change traces.  A kernel defined where there is no
@@ -52,9 +52,29 @@ _seen: dict[str, tuple[str, int, int] | None] = {}
 def _identity(name: str, module: ModuleType) -> tuple[str, int, int] | None:
     path = getattr(module, "__file__", None)
     if (not isinstance(path, str) or name == "asyncdsl" or name.startswith("asyncdsl.")
-            or path.startswith(_THIRD_PARTY)):
+            or path.startswith(_THIRD_PARTY) or _installed_package(name)):
         return None  # asyncdsl's own files are all counted (`_asyncdsl_files`), loaded or not
     return file_identity(path)
+
+
+def _installed_package(name: str) -> bool:
+    """Whether module `name` belongs to a package installed outside site-packages (`pip install
+    --target DIR` on PYTHONPATH): third-party code like site-packages'.  Counting its modules
+    would make the digest depend on which of them happen to be loaded when a key is taken (xDSL
+    loads its parts lazily), and a second process would miss kernels the first one filed."""
+    top = sys.modules.get(name.partition(".")[0])
+    path = getattr(top, "__file__", None)
+    return isinstance(path, str) and _holds_distributions(os.path.dirname(os.path.dirname(path)))
+
+
+@functools.cache
+def _holds_distributions(folder: str) -> bool:
+    """Whether `folder` holds `*.dist-info` records, as a folder pip installs into does (a
+    project's own source folder does not: an editable install records itself in site-packages)."""
+    try:
+        return any(entry.endswith(".dist-info") for entry in os.listdir(folder))
+    except OSError:
+        return False
 
 
 @functools.cache

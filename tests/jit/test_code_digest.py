@@ -103,3 +103,28 @@ def test_an_edited_source_file_is_new_code(tmp_path, monkeypatch):
     monkeypatch.setattr(digest_module, "_seen", {})  # a new process sees the file as it is now
     assert digest_module.code_digest(__file__) != before
     monkeypatch.delitem(sys.modules, "user_helpers")
+
+
+def test_packages_installed_outside_site_packages_are_third_party(tmp_path, monkeypatch):
+    """pip --target puts packages (and their *.dist-info) in a folder on PYTHONPATH: their
+    modules, loaded lazily or not, leave the digest as it was; the user's code beside no
+    dist-info still counts."""
+    installed, users = tmp_path / "site", tmp_path / "project"
+    (installed / "lazy_package").mkdir(parents=True)
+    (installed / "lazy_package" / "__init__.py").write_text("")
+    (installed / "lazy_package" / "part.py").write_text("X = 1\n")
+    (installed / "lazy_package-1.0.dist-info").mkdir()
+    users.mkdir()
+    (users / "user_tools.py").write_text("Y = 2\n")
+    for folder in (installed, users):
+        monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.setattr(digest_module, "_seen", {})
+    import lazy_package  # noqa: F401
+
+    before = digest_module.code_digest(__file__)
+    import lazy_package.part  # noqa: F401 - loaded later, as xDSL loads its dialects
+    assert digest_module.code_digest(__file__) == before
+    import user_tools  # noqa: F401
+    assert digest_module.code_digest(__file__) != before
+    for name in ("lazy_package", "lazy_package.part", "user_tools"):
+        monkeypatch.delitem(sys.modules, name)
