@@ -6,8 +6,9 @@ Tracing runs the kernel function's Python, which may call helpers anywhere in th
 read its globals, through asyncdsl's frontend and passes.  The digest covers every source file of
 asyncdsl (loaded or not), every loaded module outside the standard library, the site-packages
 directories and folders pip installed into (`_installed_package`): the user's code, whatever
-imported it; and the kernel's own file: each file's path, size and modification time, taken when this process first looks at it (a module's code was loaded
-from the file then, not from a later edit); the Python version; and which installation of xDSL,
+imported it; and the kernel's own file: each file's path, size and modification time, taken
+when this process first looks at it (a module's code was loaded from the file then, not from a
+later edit); the Python version; and which installation of xDSL,
 numpy and ml_dtypes the process finds.
 Other third-party packages are taken not to change traces.  A kernel defined where there is no
 file (an interactive session) has no digest and is traced in every process.
