@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+import assembled
 import pytest
 from hypothesis import settings
 
@@ -12,7 +13,11 @@ from ptx_digests import pytest_addoption, pytest_configure  # noqa: F401 - pytes
 
 from asyncdsl import runtime
 from asyncdsl.jit import specializations as specializations_module
-from asyncdsl.runtime.ptxas import assemble, find_ptxas
+from asyncdsl.runtime import ptxas as ptxas_module
+from asyncdsl.runtime.ptxas import find_ptxas
+
+# Installed before any test module imports `assemble`: each distinct PTX is assembled once a run.
+_assembled_directory = assembled.install()
 
 # The shared helpers (support.py) assert too: let pytest explain their failures as it does the tests'.
 pytest.register_assert_rewrite("support")
@@ -28,13 +33,18 @@ settings.register_profile("asyncdsl", deadline=None)
 settings.load_profile("asyncdsl")
 
 
+def pytest_unconfigure(config):
+    if _assembled_directory is not None:
+        assembled.remove(_assembled_directory)
+
+
 @pytest.fixture(scope="session")
 def ptxas():
     """Assemble PTX for sm_90a (the `test` extra installs ptxas; its absence is a failure)."""
     assert find_ptxas() is not None, "ptxas is required: pip install 'asyncdsl[test]'"
 
     def run(ptx: str, arch: str = "sm_90a") -> str:
-        return assemble(ptx, arch)[1]
+        return ptxas_module.assemble(ptx, arch)[1]
 
     return run
 
