@@ -28,8 +28,10 @@ os.environ.setdefault("ASYNCDSL_KERNEL_CACHE", "0")
 
 # Hypothesis's per-example deadline (200 ms) times the machine, not the law: in a parallel run on
 # a small CI machine one slow example of a law that holds fails it.  Examples stay bounded by
-# each test's max_examples.
-settings.register_profile("asyncdsl", deadline=None)
+# each test's max_examples, which `support.examples` scales by the profile: the default profile
+# (CI's) draws half of each test's count, `--hypothesis-profile=deep` all of it.
+settings.register_profile("asyncdsl", deadline=None, max_examples=50)
+settings.register_profile("deep", deadline=None, max_examples=100)
 settings.load_profile("asyncdsl")
 
 
