@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+import assembled
 import pytest
 from hypothesis import settings
 
@@ -12,7 +13,11 @@ from ptx_digests import pytest_addoption, pytest_configure  # noqa: F401 - pytes
 
 from asyncdsl import runtime
 from asyncdsl.jit import specializations as specializations_module
-from asyncdsl.runtime.ptxas import assemble, find_ptxas
+from asyncdsl.runtime import ptxas as ptxas_module
+from asyncdsl.runtime.ptxas import find_ptxas
+
+# Installed before any test module imports `assemble`: each distinct PTX is assembled once a run.
+_assembled_directory = assembled.install()
 
 # The shared helpers (support.py) assert too: let pytest explain their failures as it does the tests'.
 pytest.register_assert_rewrite("support")
@@ -23,9 +28,16 @@ os.environ.setdefault("ASYNCDSL_KERNEL_CACHE", "0")
 
 # Hypothesis's per-example deadline (200 ms) times the machine, not the law: in a parallel run on
 # a small CI machine one slow example of a law that holds fails it.  Examples stay bounded by
-# each test's max_examples.
-settings.register_profile("asyncdsl", deadline=None)
+# each test's max_examples, which `support.examples` scales by the profile: the default profile
+# (CI's) draws half of each test's count, `--hypothesis-profile=deep` all of it.
+settings.register_profile("asyncdsl", deadline=None, max_examples=50)
+settings.register_profile("deep", deadline=None, max_examples=100)
 settings.load_profile("asyncdsl")
+
+
+def pytest_unconfigure(config):
+    if _assembled_directory is not None:
+        assembled.remove(_assembled_directory)
 
 
 @pytest.fixture(scope="session")
@@ -34,7 +46,7 @@ def ptxas():
     assert find_ptxas() is not None, "ptxas is required: pip install 'asyncdsl[test]'"
 
     def run(ptx: str, arch: str = "sm_90a") -> str:
-        return assemble(ptx, arch)[1]
+        return ptxas_module.assemble(ptx, arch)[1]
 
     return run
 

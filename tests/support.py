@@ -9,8 +9,18 @@ import sys
 
 import numpy as np
 import pytest
+from hypothesis import settings
 
 import asyncdsl as ad
+
+
+def examples(count: int) -> int:
+    """How many examples a property test that names `count` draws under the loaded hypothesis
+    profile: `count` scaled as the profile scales hypothesis's default of 100 (conftest.py's
+    profiles: half in the default one CI runs, all under `--hypothesis-profile=deep`), and never
+    fewer than 20 where `count` asks for more."""
+    return max(min(count, 20), count * settings.default.max_examples // 100)
+
 
 POISON = 0xA5  # a byte no copy writes by chance: output bytes a copy should not touch keep it
 

@@ -26,6 +26,7 @@ lists its modules lists every one.  Each rule is one test whose failure names ev
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -92,18 +93,18 @@ def _type_checking_blocks(tree: ast.AST) -> set[int]:
     return inside
 
 
-def imports(module: str, *, run_time_only: bool = False) -> set[str]:
+def imports(module: str) -> tuple[set[str], set[str]]:
     """The asyncdsl modules `module` imports (a name imported from a package counts as its
-    submodule when it is one); with `run_time_only`, not those under `if TYPE_CHECKING:`."""
+    submodule when it is one): all of them, and those it imports at run time (not under
+    `if TYPE_CHECKING:`)."""
     tree = ast.parse(MODULES[module].read_text())
-    skipped = _type_checking_blocks(tree) if run_time_only else set()
-    found = set()
+    skipped = _type_checking_blocks(tree)
+    every, run_time = set(), set()
     package = module if MODULES[module].name == "__init__.py" else module.rsplit(".", 1)[0]
     for node in ast.walk(tree):
-        if id(node) in skipped:
-            continue
+        found = set()
         if isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
+            found = {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
@@ -112,11 +113,20 @@ def imports(module: str, *, run_time_only: bool = False) -> set[str]:
             for alias in node.names:
                 candidate = f"{base}.{alias.name}"
                 found.add(candidate if candidate in MODULES else base)
-    return {name for name in found if name in MODULES and name != module}
+        found = {name for name in found if name in MODULES and name != module}
+        every |= found
+        if id(node) not in skipped:
+            run_time |= found
+    return every, run_time
 
 
-GRAPH = {module: imports(module) for module in MODULES}
-RUN_TIME_GRAPH = {module: imports(module, run_time_only=True) for module in MODULES}
+@functools.cache
+def graphs() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """The import graph and its run-time part, module -> the modules it imports: read once, when a
+    test first asks (not at collection, which every pytest-xdist worker repeats)."""
+    edges = {module: imports(module) for module in MODULES}
+    return ({module: every for module, (every, _) in edges.items()},
+            {module: run_time for module, (_, run_time) in edges.items()})
 
 
 def offenders(found: list[str]) -> str:
@@ -126,26 +136,29 @@ def offenders(found: list[str]) -> str:
 
 def test_the_import_graph_is_read():
     # A few edges the code certainly has: a scanner that found none would pass every rule.
-    assert "asyncdsl.passes.pipeline" in GRAPH["asyncdsl.jit.specializations"]
-    assert "asyncdsl.frontend.tracer" in GRAPH["asyncdsl.jit.specialize"]
-    assert "asyncdsl.hw.limits" in GRAPH["asyncdsl.hw.tma"]
-    assert "asyncdsl.dialects.asyncdsl" in GRAPH["asyncdsl.interpret.tma"]
+    graph, _ = graphs()
+    assert "asyncdsl.passes.pipeline" in graph["asyncdsl.jit.specializations"]
+    assert "asyncdsl.frontend.tracer" in graph["asyncdsl.jit.specialize"]
+    assert "asyncdsl.hw.limits" in graph["asyncdsl.hw.tma"]
+    assert "asyncdsl.dialects.asyncdsl" in graph["asyncdsl.interpret.tma"]
     assert layer("asyncdsl.runtime.launch") == "runtime" and layer("asyncdsl.errors") == "ground"
     assert layer("asyncdsl.jit.kernel") == "jit" and layer("asyncdsl.cli") == "top"
-    assert "asyncdsl.torch" in GRAPH["asyncdsl.ops.rms_norm"] and layer("asyncdsl.ops.llama") == "ops"
+    assert "asyncdsl.torch" in graph["asyncdsl.ops.rms_norm"] and layer("asyncdsl.ops.llama") == "ops"
 
 
 def test_layers_import_only_downward():
+    graph, _ = graphs()
     wrong = []
     for module in sorted(MODULES):
         own = layer(module)
         allowed = ALLOWED[own] | {own, "ground"}
         wrong += [f"{module} ({own}) imports {target} ({layer(target)})"
-                  for target in sorted(GRAPH[module]) if layer(target) not in allowed]
+                  for target in sorted(graph[module]) if layer(target) not in allowed]
     assert not wrong, offenders(wrong)
 
 
 def test_no_import_cycles():
+    _, run_time_graph = graphs()
     # Tarjan's strongly connected components over the module graph.
     index, low, stack, on_stack, cycles = {}, {}, [], set(), []
 
@@ -153,7 +166,7 @@ def test_no_import_cycles():
         index[node] = low[node] = len(index)
         stack.append(node)
         on_stack.add(node)
-        for target in RUN_TIME_GRAPH[node]:
+        for target in run_time_graph[node]:
             if target not in index:
                 visit(target)
                 low[node] = min(low[node], low[target])
@@ -171,7 +184,7 @@ def test_no_import_cycles():
             if len(component) > 1:
                 cycles.append(" <-> ".join(sorted(component)))
 
-    for module in sorted(RUN_TIME_GRAPH):
+    for module in sorted(run_time_graph):
         if module not in index:
             visit(module)
     assert not cycles, offenders(cycles)

@@ -9,6 +9,7 @@ import pytest
 from docstring_examples import run_example
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import examples
 
 from asyncdsl.blocks import online_softmax
 
@@ -33,7 +34,7 @@ def test_the_docstring_example_matches_the_softmax_of_whole_rows(blocks, spread)
     np.testing.assert_allclose(o, expected_o, rtol=1e-5, atol=1e-6)
 
 
-@settings(max_examples=6, deadline=None)
+@settings(max_examples=examples(6), deadline=None)
 @given(blocks=st.integers(1, 3), spread=st.floats(0.1, 50.0), seed=st.integers(0, 2**16))
 def test_the_log_sum_exp_does_not_depend_on_the_order_of_the_blocks(blocks, spread, seed):
     """ln Σ e^x over a row is the same whichever block comes first: the running maximum and the

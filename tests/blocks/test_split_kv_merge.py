@@ -8,6 +8,7 @@ import numpy as np
 from docstring_examples import run_example
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import examples
 
 from asyncdsl.blocks import split_kv_merge
 
@@ -24,7 +25,7 @@ def parts_of(scores, values, cuts):
     return np.array(parts, np.float32), np.array(lses, np.float32)
 
 
-@settings(max_examples=6, deadline=None)
+@settings(max_examples=examples(6), deadline=None)
 @given(seed=st.integers(0, 2**16), cuts=st.lists(st.integers(1, 95), min_size=1, max_size=4, unique=True),
        spread=st.floats(0.1, 20.0))
 def test_merging_the_parts_of_any_split_gives_the_whole_softmax(seed, cuts, spread):

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import examples
 
 from asyncdsl.fuzz.copies.toolchain import have_ptxas
 from asyncdsl.fuzz.tiles import numerics as nx
@@ -50,7 +51,7 @@ def test_programs_are_the_same_every_time():
 finite_floats = st.floats(allow_nan=False, allow_infinity=False, width=64)
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(st.lists(finite_floats, min_size=1, max_size=8))
 def test_rounding_is_numpys_where_numpy_rounds_once(values):
     x = np.array(values)
@@ -60,7 +61,7 @@ def test_rounding_is_numpys_where_numpy_rounds_once(values):
                                   x.astype(numpy).view(f"u{np.dtype(numpy).itemsize}"))
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(st.lists(finite_floats, min_size=1, max_size=8))
 def test_rounding_is_idempotent_and_monotonic(values):
     x = np.sort(np.array(values))

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import examples
 
 from asyncdsl import dtypes
 from asyncdsl.errors import CopyError
@@ -59,7 +60,7 @@ def run_windows(draw):
     return shape, tuple(starts), tuple(sizes)
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=examples(600), deadline=None)
 @given(run_windows())
 def test_the_rule_is_what_the_clamped_run_writes(window):
     shape, starts, sizes = window

@@ -8,6 +8,7 @@ import math
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import examples
 
 import asyncdsl as ad
 from asyncdsl.hw.collective import CollectiveGroup, collective_group, split_box
@@ -93,7 +94,7 @@ def test_split_fails_when_nothing_divides(box, size, swizzled):
         split_box(box, size, 0, swizzled=swizzled)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     box=st.lists(st.sampled_from([1, 2, 3, 4, 6, 8, 16]), min_size=1, max_size=5),
     size=st.sampled_from([2, 4, 8, 16]),

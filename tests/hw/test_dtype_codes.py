@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from packed_kernels import PACKED, dump_tiled, random_4bit, through_second_slot, tile_round_trip
-from support import line_of
+from support import examples, line_of
 
 import asyncdsl as ad
 from asyncdsl import dtypes
@@ -84,7 +84,7 @@ def test_packed_layout_puts_the_first_element_in_the_low_nibble():
     assert packed.unpack(packed_bytes, ad.float4_e2m1fn, values.shape).tobytes() == values.tobytes()
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(st.sampled_from(PACKED), st.lists(st.integers(1, 7), min_size=1, max_size=3))
 def test_pack_and_unpack_round_trip(dtype, shape):
     values = random_4bit(tuple(shape), dtype, seed=sum(shape))

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from support import examples
 
 from asyncdsl.errors import LayoutError
 from asyncdsl.hw.fragments import (
@@ -35,7 +36,7 @@ from asyncdsl.hw.layout_choice import narrow_row_layout, thread_linear
 from asyncdsl.hw.reduction_tree import reduction_tree
 from asyncdsl.hw.wgmma import wgmma_a_registers
 
-LAWS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+LAWS = settings(max_examples=examples(120), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 THREAD = np.arange(128)
 WARP, LANE = THREAD // 32, THREAD % 32

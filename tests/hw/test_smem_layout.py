@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support import examples
 
 from asyncdsl.errors import TransformError
 from asyncdsl.hw.smem_layout import SmemLayout, make_layout
@@ -24,7 +25,7 @@ from asyncdsl.hw.transforms import (
 )
 from asyncdsl.interpret.tma import box_to_smem_bytes
 
-LAWS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+LAWS = settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 transforms = st.one_of(
     st.lists(st.integers(1, 8), min_size=1, max_size=3).map(lambda t: TileTransform(tuple(t))),

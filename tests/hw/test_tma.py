@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from support import Traced, evaluated
+from support import Traced, evaluated, examples
 
 from asyncdsl import dtypes
 from asyncdsl.errors import CopyError, OutOfBoundsError, TransformError
@@ -156,7 +156,7 @@ def copy_cases(draw):
     return dtype, shape, tuple(gmem_slice), tuple(chain)
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(copy_cases())
 def test_planned_copy_moves_the_transformed_slice(case):
     dtype, shape, gmem_slice, chain = case

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import Traced, evaluated
+from support import Traced, evaluated, examples
 from xdsl.context import Context
 from xdsl.dialects.builtin import ArrayAttr, Builtin, IntAttr, ModuleOp
 from xdsl.ir import Dialect
@@ -39,7 +39,7 @@ from asyncdsl.hw.transforms import (
     batch_chain,
 )
 
-LAWS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+LAWS = settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def element_strides(shape):
@@ -284,7 +284,7 @@ def _context() -> Context:
     return ctx
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(array_and_transform(), st.integers(0, 2))
 def test_attribute_round_trip(case, leading):
     _, transform = case

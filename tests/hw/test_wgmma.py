@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support import examples
 
 from asyncdsl import dtypes
 from asyncdsl.errors import MmaError
@@ -28,7 +29,7 @@ from asyncdsl.hw.wgmma import (
     plan_operand,
 )
 
-LAWS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+LAWS = settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 BF16 = mma_types(dtypes.float32, dtypes.bfloat16, dtypes.bfloat16)
 
 

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+from support import examples
 
 import asyncdsl as ad
 
@@ -42,7 +43,7 @@ def _ulps(got: np.ndarray, true: np.ndarray) -> np.ndarray:
 FLOATS = hnp.arrays(np.float32, SHAPE, elements=st.floats(width=32, allow_nan=True, allow_infinity=True))
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(FLOATS)
 def test_tanh_and_sin_are_odd_and_cos_even_bit_for_bit(x):
     y = _run(x)
@@ -54,7 +55,7 @@ def test_tanh_and_sin_are_odd_and_cos_even_bit_for_bit(x):
     assert (np.abs(y[0][~np.isnan(x)]) <= 1).all()
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(hnp.arrays(np.float32, SHAPE, elements=st.floats(-2.0**23, 2.0**23, width=32)))
 def test_within_their_bounds_of_the_true_functions(x):
     y = _run(x)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support import random_bits, same_bytes
+from support import examples, random_bits, same_bytes
 
 import asyncdsl as ad
 from asyncdsl.examples.tile_copy import tile_copy
@@ -347,7 +347,7 @@ def test_barriers_and_fences_of_a_lone_warpgroup():
     assert same_bytes(x, y)
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=examples(20), deadline=None)
 @given(
     rows=st.integers(1, 160),
     cols=st.sampled_from([4, 8, 12, 36, 64, 100]),

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import examples
 
 from asyncdsl.errors import OutOfBoundsError
 from asyncdsl.interpret import tma
@@ -41,7 +42,7 @@ def buffer_for(spec: TiledTensorMapSpec, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, 256, size, dtype=np.uint8)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(boxes())
 def test_loads_agree_with_the_reference(case):
     spec, coords = case
@@ -51,7 +52,7 @@ def test_loads_agree_with_the_reference(case):
     assert ours.tobytes() == reference.tobytes()
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(boxes())
 def test_stores_agree_with_the_reference(case):
     spec, coords = case

@@ -9,6 +9,7 @@ import ml_dtypes
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import examples
 
 from asyncdsl.interpret.mma_numerics import fp8_step, mma_step
 
@@ -79,7 +80,7 @@ _FP8_VALUES = st.binary(min_size=8 * 32, max_size=8 * 32).map(
     lambda raw: _without_nan(np.frombuffer(raw, np.uint8).reshape(8, 32)))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(_FP8_VALUES, _FP8_VALUES, st.floats(-1e4, 1e4, width=32), st.booleans())
 def test_negating_the_inputs_negates_the_sum(a_bits, b_bits, old, accumulate):
     a, b = a_bits.view(E4M3), b_bits.view(E4M3).T
@@ -89,7 +90,7 @@ def test_negating_the_inputs_negates_the_sum(a_bits, b_bits, old, accumulate):
     np.testing.assert_array_equal(forward, -backward)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(_FP8_VALUES, _FP8_VALUES, st.permutations(range(32)))
 def test_the_order_of_k_does_not_matter(a_bits, b_bits, order):
     a, b = a_bits.view(E4M3), b_bits.view(E4M3).T

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from support import examples
 
 from asyncdsl.interpret import numerics
 
@@ -244,7 +245,7 @@ def test_approximate_functions_are_the_float64_function_rounded_and_ftz_flushes(
 finite_doubles = st.floats(allow_nan=False, allow_infinity=False, min_value=-1e38, max_value=1e38)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.floats(allow_nan=False, allow_infinity=False, width=32),
        st.floats(allow_nan=False, allow_infinity=False, width=32))
 def test_rounding_a_sum_to_odd_then_to_float32_rounds_it_once(a, b):
@@ -256,7 +257,7 @@ def test_rounding_a_sum_to_odd_then_to_float32_rounds_it_once(a, b):
     )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(finite_doubles, st.sampled_from([ref.BF16, ref.F16, ref.E4M3, ref.E5M2]))
 def test_rounding_through_float32_to_odd_equals_rounding_directly(x, dtype):
     got = numerics.round_float(np.array(x), dtype)
@@ -270,7 +271,7 @@ float_bits = st.sampled_from(ref.FLOATS).flatmap(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(float_bits)
 def test_maximum_and_minimum_commute_bit_for_bit(drawn):
     dtype, x, y = drawn
@@ -282,7 +283,7 @@ def test_maximum_and_minimum_commute_bit_for_bit(drawn):
             == ref.bits(numerics.maximum(zero, negative_zero)) == 0)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(float_bits)
 def test_narrow_floats_round_trip_through_float32(drawn):
     dtype, x, _ = drawn
@@ -294,14 +295,14 @@ def test_narrow_floats_round_trip_through_float32(drawn):
         assert ref.same_bits(back, value)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.integers(-(2**15), 2**15 - 1))
 def test_small_integers_round_trip_through_float32(x):
     value = np.array(x, np.int16)
     assert numerics.float_to_int(numerics.int_to_float(value, np.float32), np.int16) == value
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(float_bits, st.integers(-160, 160))
 def test_dividing_by_a_power_of_two_is_multiplying_by_its_reciprocal(drawn, k):
     # What lets the lowering replace x / 2^k by x * 2^-k when both powers fit the dtype.

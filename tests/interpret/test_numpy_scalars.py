@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support import line_of
+from support import examples, line_of
 
 import asyncdsl as ad
 
@@ -56,7 +56,7 @@ def _tile_values(dtype) -> np.ndarray:
     return values.astype(dtype)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(st.sampled_from(TILE_DTYPES), st.sampled_from(SCALAR_TYPES), st.sampled_from(sorted(OPERATIONS)),
        st.integers(-3, 3))
 def test_numpy_scalars_promote_as_numpy_2_does(dtype, scalar_type, operation, value):

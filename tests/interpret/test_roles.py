@@ -17,7 +17,7 @@ from roles_kernels import (
     producer_consumer,
     turn_order,
 )
-from support import random_bits, same_bytes
+from support import examples, random_bits, same_bytes
 
 import asyncdsl as ad
 from asyncdsl.jit.persistent import INTERPRETED_CLUSTERS
@@ -194,7 +194,7 @@ def turns_complete(counts: tuple[int, ...]) -> bool:
     return all(b <= a for a, b in zip(counts, counts[1:])) and counts[0] <= counts[-1] + 1
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(st.lists(st.integers(0, 3), min_size=2, max_size=3).map(tuple))
 def test_turns_complete_exactly_when_the_counts_follow_the_rule(counts):
     x = np.zeros((8, 64), np.float32)

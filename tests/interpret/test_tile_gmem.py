@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support import line_of
+from support import examples, line_of
 from tile_kernels import (
     LAYOUTS,
     gather_inputs,
@@ -62,7 +62,7 @@ def test_windows_inside_the_array_round_trip_in_every_layout(layout, dtype):
     assert y.tobytes() == expected.tobytes()
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(
     shape=st.sampled_from([(1, 128), (2, 128), (3, 128), (4, 256), (8, 64), (16, 32), (64, 64), (32, 512)]),
     dtype=st.sampled_from([np.float32, np.int32]), seed=st.integers(0, 2**16))

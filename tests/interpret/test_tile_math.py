@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import examples
 from tile_ir import BOOL, LINE, run_op
 from xdsl.dialects import arith
 from xdsl.dialects import math as xmath
@@ -235,7 +236,7 @@ def test_a_zero_divisor_is_an_error_at_the_op():
 INT32 = st.integers(-(2**31), 2**31 - 1)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(st.tuples(INT32, INT32.filter(bool)), min_size=128, max_size=128))
 def test_floor_division_leaves_a_remainder_smaller_than_the_divisor_with_its_sign(pairs):
     # The law of floor division: a = q·b + r with 0 <= r < b or b < r <= 0; the only quotient
@@ -250,7 +251,7 @@ def test_floor_division_leaves_a_remainder_smaller_than_the_divisor_with_its_sig
         assert (0 <= r < y) if y > 0 else (y < r <= 0), (x, y, q)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(st.tuples(INT32, st.integers(0, 31)), min_size=128, max_size=128))
 def test_shifts_by_less_than_32_multiply_and_floor_divide_by_powers_of_two(pairs):
     a, k = (np.array(column, np.int64).astype(np.int32).reshape(8, 16) for column in zip(*pairs))

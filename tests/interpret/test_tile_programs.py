@@ -10,6 +10,7 @@ import itertools
 import numpy as np
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from support import examples
 from tile_programs import tile_programs
 
 from asyncdsl.errors import AsyncDSLError
@@ -17,7 +18,8 @@ from asyncdsl.errors import AsyncDSLError
 _names = itertools.count()
 
 
-@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(150),
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(program=tile_programs(), seed=st.integers(0, 2**16))
 def test_a_tile_program_computes_what_numpy_does_or_is_refused_at_its_line(
         program, seed, tmp_path_factory, ptxas):

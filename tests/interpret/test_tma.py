@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import examples
 
 from asyncdsl import dtypes
 from asyncdsl.errors import CopyError, InterpretError, OutOfBoundsError
@@ -150,7 +151,7 @@ def swizzle_cases(draw):
     return span, np.dtype(f"u{element_bytes}"), outer + (inner,), base
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(swizzle_cases())
 def test_smem_layout_matches_the_documented_formula(case):
     span, dtype, shape, base = case

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support import examples
 from wgmma_kernels import CASES, cases, integer_inputs, ptx, reference, run
 
 import asyncdsl as ad
@@ -420,7 +421,7 @@ def test_a_window_of_registers_and_a_release_without_a_meeting():
         _windows_and_releases.interpret(a, b, c, d, True)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases())
 def test_any_wgmma_is_exact_on_integers_and_assembles(case):
     from asyncdsl.runtime.ptxas import assemble

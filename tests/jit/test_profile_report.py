@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from profile_kernels import specialized_copy
-from support import random_bits
+from support import examples, random_bits
 
 import asyncdsl as ad
 from asyncdsl.hw.profile import RegionEvent, WarpgroupRecord
@@ -257,7 +257,7 @@ def _event_sequences(draw):
 
 
 @given(_event_sequences())
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 def test_the_array_pairing_of_events_is_the_stack_walks(events):
     record = WarpgroupRecord(0, 1, 0, 0.0, 1000.0, tuple(events), len(events))
     expected = _stack_spans(events)

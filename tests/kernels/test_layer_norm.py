@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from row_support import ANY_LENGTH, SHAPES, assert_refused, matrix, random_rows, vector
+from support import examples
 
 import asyncdsl as ad
 import asyncdsl.kernels as K
@@ -34,7 +35,7 @@ def test_layer_norm_matches_numpy_on_every_path(shape):
     assert _close(y, x, w, b)
 
 
-@settings(max_examples=12)
+@settings(max_examples=examples(12))
 @given(rows=st.integers(1, 4), n=st.integers(1, 9000), offset=st.sampled_from([0.0, 100.0, -1000.0]),
        spread=st.sampled_from([1e-2, 1.0, 30.0]), seed=st.integers(0, 2 ** 16))
 def test_layer_norm_matches_numpy_at_any_row_length_mean_and_spread(rows, n, offset, spread, seed):

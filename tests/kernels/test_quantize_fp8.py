@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from row_support import assert_refused, random_rows
+from support import examples
 
 import asyncdsl as ad
 import asyncdsl.kernels as K
@@ -47,7 +48,7 @@ def test_quantisation_matches_numpy_bit_for_bit_on_every_path(shape):
     _assert_exact(q, scales, x)
 
 
-@settings(max_examples=12)
+@settings(max_examples=examples(12))
 @given(rows=st.integers(1, 4), n=st.integers(1, 40000), seed=st.integers(0, 2 ** 16))
 def test_quantisation_matches_numpy_bit_for_bit_at_any_row_length(rows, n, seed):
     x = random_rows((rows, n), seed)

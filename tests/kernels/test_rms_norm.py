@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from row_support import ANY_LENGTH, SHAPES, assert_refused, matrix, random_rows, vector
-from support import line_of
+from support import examples, line_of
 
 import asyncdsl as ad
 import asyncdsl.kernels as K
@@ -31,7 +31,7 @@ def test_rms_norm_matches_numpy_on_every_path(shape):
     assert _close(y, x, w)
 
 
-@settings(max_examples=12)
+@settings(max_examples=examples(12))
 @given(rows=st.integers(1, 4), n=st.integers(1, 40000), eps=st.sampled_from([1e-6, 1e-5]),
        seed=st.integers(0, 2 ** 16))
 def test_rms_norm_matches_numpy_at_any_row_length(rows, n, eps, seed):

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from row_support import ANY_LENGTH, SHAPES, assert_refused, matrix, random_rows
-from support import line_of
+from support import examples, line_of
 
 import asyncdsl as ad
 import asyncdsl.kernels as K
@@ -31,7 +31,7 @@ def test_softmax_matches_numpy_on_every_path(shape):
     assert _error(y, x) <= 2 ** -8  # a bfloat16 ulp of 1
 
 
-@settings(max_examples=12)
+@settings(max_examples=examples(12))
 @given(rows=st.integers(1, 4), n=st.integers(1, 40000), seed=st.integers(0, 2 ** 16))
 def test_softmax_matches_numpy_at_any_row_length(rows, n, seed):
     x = random_rows((rows, n), seed)

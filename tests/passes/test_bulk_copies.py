@@ -19,7 +19,7 @@ from bulk_cp_async_kernels import (
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support import line_of, poisoned, random_bits, raw
+from support import examples, line_of, poisoned, random_bits, raw
 from xdsl.parser import Parser
 
 import asyncdsl as ad
@@ -98,7 +98,7 @@ def _run_by_offsets(gmem_shape, sizes, transforms, smem_shape) -> bool:
     return laid_out.shape == tuple(smem_shape) and bool(np.array_equal(flat, np.arange(flat.size)))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.data())
 def test_a_run_is_found_exactly_where_the_window_offsets_say(data):
     rank = data.draw(st.integers(1, 3))

@@ -18,7 +18,7 @@ from bulk_cp_async_kernels import (
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support import poisoned, random_bits, raw
+from support import examples, poisoned, random_bits, raw
 from xdsl.parser import Parser
 
 import asyncdsl as ad
@@ -59,7 +59,7 @@ def test_rows_merge_where_the_window_is_contiguous():
     assert (plan.rows, plan.row_bytes) == (1, 32)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     rows=st.sampled_from([8, 16, 24]),
     col_tiles=st.integers(1, 3),

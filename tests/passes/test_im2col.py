@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support import expect, line_of, random_bits, same_bytes
+from support import examples, expect, line_of, random_bits, same_bytes
 from xdsl.parser import Parser
 
 import asyncdsl as ad
@@ -225,7 +225,7 @@ def im2col_cases(draw):
     return rank, (batch, *sizes, channels), lower, upper, strides, coords, offsets, pixels, per_pixel
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(im2col_cases())
 def test_vectorised_walk_matches_the_one_window_at_a_time_walk(case):
     rank, shape, lower, upper, strides, coords, offsets, pixels, per_pixel = case

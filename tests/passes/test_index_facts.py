@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import examples
 from xdsl.dialects import arith, scf
 from xdsl.dialects.builtin import IndexType, i1
 from xdsl.ir import Block, SSAValue
@@ -102,7 +103,7 @@ def expressions(draw, depth: int = 3) -> Traced:
     return Traced(op(lhs.value, rhs.value).result, [evaluate(a, b) for a, b in pairs])
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(expressions())
 def test_every_value_is_at_least_the_proved_bound(expression):
     bound = known_lower_bound(expression.value)

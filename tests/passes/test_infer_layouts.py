@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support import line_of
+from support import examples, line_of
 from xdsl.parser import Parser
 
 import asyncdsl as ad
@@ -94,7 +94,7 @@ def test_gmem_rows_that_start_off_a_vector_boundary_get_narrower_vectors(columns
     assert found["asyncdsl.load_gmem"][0].vector_length == vector
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(columns=st.integers(1, 20000), dtype=st.sampled_from([ad.bfloat16, ad.float32, ad.float8_e4m3fn]))
 def test_an_inferred_gmem_vector_always_divides_the_rows_and_is_as_wide_as_they_allow(columns, dtype):
     spec = ad.ArraySpec((4, columns), dtype)

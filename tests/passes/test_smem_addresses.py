@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support import examples
 
 import asyncdsl as ad
 from asyncdsl.hw.smem_layout import SmemLayout
@@ -16,7 +17,7 @@ from asyncdsl.hw.tiling import THREADS
 from asyncdsl.hw.transforms import TileTransform, TransposeTransform
 from asyncdsl.passes.to_ptx.smem_addresses import AccessPlan, AddressMode
 
-LAWS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+LAWS = settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @st.composite

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support import line_of
+from support import examples, line_of
 from tile_kernels import (
     APPROX_OPS,
     COMPUTE,
@@ -202,7 +202,7 @@ def test_a_splat_into_a_large_window_is_one_store_in_a_loop(ptxas):
 WINDOWS = st.tuples(st.integers(1, 4), st.integers(1, 300))
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(shape=WINDOWS, row=st.integers(-5, 9), col=st.integers(-320, 320))
 def test_a_splat_lands_where_its_window_meets_the_array(shape, row, col):
     y = np.full((7, 300), -1.0, np.float32)
@@ -463,7 +463,7 @@ def test_a_floor_division_by_a_constant_divides_no_integer(divisor, instruction)
     assert " 0 bytes stack frame, 0 bytes spill stores" in log, log
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.integers(-(2**31), 2**31 - 1), st.integers(1, 2**31 - 1))
 def test_floor_division_by_a_positive_divisor_is_an_unsigned_one_of_the_magnitude(a, d):
     # What the lowering emits for a constant d > 0: s = a >> 31, then s ^ ((a ^ s) / d) with an
@@ -477,7 +477,7 @@ def _int32(value: int) -> int:
     return (value + 2**31) % 2**32 - 2**31
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.one_of(st.integers(-(2**31), 2**31 - 1),
                  st.sampled_from([-(2**31), -(2**31) + 1, -1, 0, 1, 2**31 - 1])),
        st.one_of(st.integers(1, 2**31), st.sampled_from([1, 2, 3, 2**31 - 1, 2**31])))
@@ -491,7 +491,7 @@ def test_floor_division_by_a_negative_divisor_is_an_unsigned_one_of_the_magnitud
     assert _int32(~(u ^ (magnitude // m))) == _int32(a // -m)
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(st.integers(3, 2**31 - 1).filter(lambda d: d & (d - 1)), st.data())
 def test_a_multiply_high_and_a_shift_divide_every_magnitude_up_to_two_to_the_31(d, data):
     multiplier, shift = reciprocal_multiplier(d)
