@@ -238,12 +238,38 @@ def mask_relayout(a, out, SOURCE: ad.constexpr, TARGET: ad.constexpr):
     ad.store(out.at[:, :], ad.where(positive, ad.load(a.at[:, :], layout=target), row))
 
 
+# The spellings of an int32 negation, the constant on either side or broadcast from size-1 dims.
+NEGATIONS = {
+    "neg": lambda t: -t,
+    "zero_minus": lambda t: 0 - t,
+    "times_minus_one": lambda t: t * -1,
+    "minus_one_times": lambda t: -1 * t,
+    "broadcast_zero_minus": lambda t: ad.full((1, t.shape[1]), 0, ad.int32) - t,
+    "times_broadcast_minus_one": lambda t: t * ad.full((t.shape[0], 1), -1, ad.int32),
+}
+
+
+# Integer ops with a constant that only look like a negation, each with its numpy reference.
+NOT_NEGATIONS = {
+    "five_minus": (lambda t: 5 - t, lambda x: 5 - x),
+    "minus_zero": (lambda t: t - 0, lambda x: x),
+    "times_one": (lambda t: t * 1, lambda x: x),
+    # a sum of two -1s broadcast: -2, not the -1 of the `full` under it
+    "times_summed_minus_ones": (
+        lambda t: t * ad.full((t.shape[0], 2), -1, ad.int32).sum(axis=1, keepdims=True), lambda x: x * -2),
+}
+
+
+@ad.kernel(grid=(1,))
+def not_negated(x, y, FORM: ad.constexpr):
+    ad.store(y.at[:, :], NOT_NEGATIONS[FORM][0](ad.load(x.at[:, :])))
+
+
 @ad.kernel(grid=(1,))
 def negated_extremes(x, y, FORM: ad.constexpr):
-    """An int32 tile negated (`-t`, `0 - t` or `t * -1`) then shifted by its maximum and minimum:
-    the pattern ptxas miscompiles when it folds the negation into a min/max (docs/hardware.md §20)."""
-    t = ad.load(x.at[:, :])
-    t = {"neg": lambda: -t, "zero_minus": lambda: 0 - t, "times_minus_one": lambda: t * -1}[FORM]()
+    """An int32 tile negated (one of `NEGATIONS`) then shifted by its maximum and minimum: the
+    pattern ptxas miscompiles when it folds the negation into a min/max (docs/hardware.md §20)."""
+    t = NEGATIONS[FORM](ad.load(x.at[:, :]))
     ad.store(y.at[:, :], t + t.max() - t.min())
 
 

@@ -30,7 +30,8 @@ else:
         """Annotation for kernel parameters whose values are known while tracing
         (`BLOCK: asyncdsl.constexpr`). Each distinct value compiles its own specialisation.
         One whose default is True or False is a flag (`CAUSAL: asyncdsl.constexpr = False`): a
-        call gives it True or False (or 1 or 0); any other value is an `ArgumentError`."""
+        call gives it True or False (or 1 or 0, which the kernel sees as True or False); any other
+        value is an `ArgumentError`."""
 
 
 def declared_kind(annotation: Any) -> str | None:
@@ -136,6 +137,9 @@ class KernelSignature:
                 raise ArgumentError(
                     f"{self.kernel_name}'s constexpr {n} is a flag (its default is {self.defaults[n]}): "
                     f"it takes True or False (or 1 or 0), got {constexprs[n]!r}", location)
+            # as a bool, a flag is one to the options it is passed on to (`approx=`, which
+            # refuses 1) and one specialisation whether a call gave 1 or True
+            constexprs[n] = bool(constexprs[n])
         return BoundCall(runtime_values, kinds, constexprs)
 
 

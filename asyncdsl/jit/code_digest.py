@@ -5,7 +5,7 @@ skips tracing only when the code is what it was when the kernel was compiled.
 Tracing runs the kernel function's Python, which may call helpers anywhere in the user's code and
 read its globals, through asyncdsl's frontend and passes.  The digest covers every source file of
 asyncdsl (loaded or not), every loaded module outside the standard library, the site-packages
-directories and folders pip installed into (`_installed_package`): the user's code, whatever
+directories and packages pip installed elsewhere (`_installed_package`): the user's code, whatever
 imported it; and the kernel's own file: each file's path, size and modification time, taken
 when this process first looks at it (a module's code was loaded from the file then, not from a
 later edit); the Python version; and which installation of xDSL,
@@ -26,6 +26,7 @@ ASYNCDSL_KERNEL_CACHE=0.
 
 from __future__ import annotations
 
+import csv
 import functools
 import hashlib
 import importlib.util
@@ -53,29 +54,46 @@ _seen: dict[str, tuple[str, int, int] | None] = {}
 def _identity(name: str, module: ModuleType) -> tuple[str, int, int] | None:
     path = getattr(module, "__file__", None)
     if (not isinstance(path, str) or name == "asyncdsl" or name.startswith("asyncdsl.")
-            or path.startswith(_THIRD_PARTY) or _installed_package(name)):
+            or path.startswith(_THIRD_PARTY) or _installed_package(module, path)):
         return None  # asyncdsl's own files are all counted (`_asyncdsl_files`), loaded or not
     return file_identity(path)
 
 
-def _installed_package(name: str) -> bool:
-    """Whether module `name` belongs to a package installed outside site-packages (`pip install
-    --target DIR` on PYTHONPATH): third-party code like site-packages'.  Counting its modules
-    would make the digest depend on which of them happen to be loaded when a key is taken (xDSL
-    loads its parts lazily), and a second process would miss kernels the first one filed."""
-    top = sys.modules.get(name.partition(".")[0])
-    path = getattr(top, "__file__", None)
-    return isinstance(path, str) and _holds_distributions(os.path.dirname(os.path.dirname(path)))
+def _installed_package(module: ModuleType, path: str) -> bool:
+    """Whether `module` (loaded from `path`) belongs to a package installed outside site-packages
+    (`pip install --target DIR` on PYTHONPATH): third-party code like site-packages'.  Counting
+    its modules would make the digest depend on which of them happen to be loaded when a key is
+    taken (xDSL loads its parts lazily), and a second process would miss kernels the first one
+    filed.  Such a module's file is one a `*.dist-info` record in the folder it was imported
+    from lists; the user's code beside them (dependencies installed into a project's own folder)
+    is listed by none and counts: a module wrongly taken for the user's costs a compile, one
+    wrongly taken for a package's a stale kernel."""
+    spec = getattr(module, "__spec__", None)
+    name = getattr(spec, "name", None) or module.__name__  # __main__ run with -m: its own name
+    folder = path = os.path.abspath(path)
+    for _ in range(name.count(".") + 1 + (os.path.basename(path) == "__init__.py")):
+        folder = os.path.dirname(folder)
+    return os.path.relpath(path, folder).replace(os.sep, "/") in _recorded_files(folder)
 
 
 @functools.cache
-def _holds_distributions(folder: str) -> bool:
-    """Whether `folder` holds `*.dist-info` records, as a folder pip installs into does (a
-    project's own source folder does not: an editable install records itself in site-packages)."""
+def _recorded_files(folder: str) -> frozenset[str]:
+    """The files the `*.dist-info` records in `folder` list as installed there (their RECORD's
+    paths): none in a project's own source folder, whose editable install records itself in
+    site-packages."""
     try:
-        return any(entry.endswith(".dist-info") for entry in os.listdir(folder))
+        records = [os.path.join(folder, entry, "RECORD") for entry in os.listdir(folder)
+                   if entry.endswith(".dist-info")]
     except OSError:
-        return False
+        return frozenset()
+    files: set[str] = set()
+    for record in records:
+        try:
+            with open(record, newline="", encoding="utf-8") as lines:
+                files |= {row[0] for row in csv.reader(lines) if row}
+        except (OSError, UnicodeDecodeError, csv.Error):
+            continue  # no record, or one not written whole: it lists nothing
+    return frozenset(files)
 
 
 @functools.cache

@@ -71,15 +71,24 @@ def cross_entropy(logits, targets, *, ignore_index: int = -100, reduction: str =
 
 
 def target_words(targets):
-    """int64 targets as (N, 2) int32 words (a view), int32 ones as they are.  Targets that start
-    off a 16-byte boundary, as the labels a causal LM shifts by one position do, are copied first:
-    every kernel argument must be aligned, and the copy is N integers against N x V logits."""
-    on_numpy = isinstance(targets, np.ndarray)
-    if (targets.ctypes.data if on_numpy else targets.data_ptr()) % 16:
-        targets = targets.copy() if on_numpy else targets.clone()
+    """int64 targets as (N, 2) int32 words (a view), int32 ones as they are.  numpy and torch
+    targets that start off a 16-byte boundary, as the labels a causal LM shifts by one position
+    do, or that are strided (a column of a table) are copied first, contiguous: every kernel
+    argument must be aligned and dense, and the copy is N integers against N x V logits.  Other
+    GPU arrays are taken as they are (the launch refuses a misaligned one)."""
+    torch = sys.modules.get("torch")
+    if isinstance(targets, np.ndarray):
+        if targets.ctypes.data % 16 or not targets.flags.c_contiguous:
+            targets = np.array(targets, order="C")  # a new buffer, aligned as numpy allocates
+        int32 = np.int32
+    elif torch is not None and isinstance(targets, torch.Tensor):
+        if targets.data_ptr() % 16 or not targets.is_contiguous():
+            targets = targets.clone(memory_format=torch.contiguous_format)
+        int32 = torch.int32
+    else:
+        return targets
     if str(targets.dtype) not in ("int64", "torch.int64"):
         return targets
-    int32 = np.int32 if on_numpy else sys.modules["torch"].int32
     return targets.view(int32).reshape(-1, 2)
 
 

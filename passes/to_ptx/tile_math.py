@@ -65,13 +65,22 @@ def _binary_float(name: str) -> ElementRule:
 
 def _constant_element(value: SSAValue) -> int | float | None:
     """The number every element of `value` is, where its defining op says so (a constant scalar,
-    a `full` tile, or a broadcast of one)."""
+    a `full` tile, or a broadcast of one).  A broadcast of a tile with size-1 dims reduces them
+    away first (`frontend/tiles.py: broadcast_to`), a reduction of one element each, which
+    leaves the value as it is."""
     owner = value.owner
-    if isinstance(owner, ir.BroadcastInDimOp):
+    while isinstance(owner, (ir.BroadcastInDimOp, ir.ReduceOp)):
+        if isinstance(owner, ir.ReduceOp) and _combines_elements(owner):
+            return None
         owner = owner.operand.owner
     if isinstance(owner, (arith.ConstantOp, ir.FullOp)) and isinstance(owner.value, (FloatAttr, IntegerAttr)):
         return owner.value.value.data
     return None
+
+
+def _combines_elements(reduction: ir.ReduceOp) -> bool:
+    shape = ir.shaped_type(reduction.operand.type).get_shape()
+    return math.prod(shape[axis] for axis in reduction.axes.get_values()) > 1
 
 
 def _exact_reciprocal(divisor: float | None, element: Attribute) -> float | None:
@@ -150,8 +159,7 @@ def _nan_bits_unseen(value: SSAValue) -> bool:
     for use in value.uses:
         user = use.operation
         if isinstance(user, ir.ReduceOp):
-            shape = ir.shaped_type(user.operand.type).get_shape()
-            if math.prod(shape[axis] for axis in user.axes.get_values()) < 2:
+            if not _combines_elements(user):
                 return False
         elif not isinstance(user, _NAN_BLIND_USERS):
             return False

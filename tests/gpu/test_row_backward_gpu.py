@@ -226,6 +226,27 @@ def test_with_every_target_ignored_the_losses_and_gradients_are_torchs():
     assert loss.isnan() and not dh.any() and not dweight.any()
 
 
+def test_shifted_and_strided_torch_targets_give_what_a_dense_copy_gives():
+    """labels[1:] starts 8 bytes off 16, a column of a table is strided: both are copied dense
+    before the launch (`target_words`), the caller's tensor left as it was."""
+    torch = pytest.importorskip("torch")
+
+    g = torch.Generator(device="cuda").manual_seed(5)
+    h = torch.randn(300, 512, device="cuda", generator=g).bfloat16()
+    weight = (torch.randn(32000, 512, device="cuda", generator=g) * 0.02).bfloat16()
+    labels = torch.randint(0, 32000, (301,), device="cuda", generator=g)
+    table = torch.randint(0, 32000, (300, 3), device="cuda", generator=g)
+    logits = h @ weight.T
+    for targets in (labels[1:], table[:, 1], labels.int()[1:]):  # int32 4 bytes off
+        before = targets.clone()
+        dense = targets.clone(memory_format=torch.contiguous_format)
+        for mine, theirs in ((K.cross_entropy(logits, targets), K.cross_entropy(logits, dense)),
+                             (K.linear_cross_entropy(h, weight, targets),
+                              K.linear_cross_entropy(h, weight, dense))):
+            assert all(torch.equal(a, b) for a, b in zip(mine, theirs))
+        assert torch.equal(targets, before)
+
+
 @pytest.mark.parametrize("tokens,hidden,v", [(4096, 2048, 32000), (1000, 4096, 128256)])
 def test_linear_cross_entropy_is_within_twice_torchs_bf16_error(tokens, hidden, v):
     torch = pytest.importorskip("torch")

@@ -20,6 +20,7 @@ from tile_kernels import (
     APPROX_OPS,
     COMPUTE,
     LAYOUTS,
+    NEGATIONS,
     REDUCIBLE,
     C,
     R,
@@ -225,7 +226,7 @@ def test_a_register_accumulator_across_a_loop():
     assert np.array_equal(gpu, expected)
 
 
-@pytest.mark.parametrize("form", ["neg", "zero_minus", "times_minus_one"])
+@pytest.mark.parametrize("form", NEGATIONS)
 def test_negated_int32_tiles_keep_their_sign_under_min_and_max(form):
     # docs/hardware.md §20: ptxas lost such negations inside a three-input min/max
     x = np.random.default_rng(9).integers(-2**31, 2**31, (64, 64)).astype(np.int32)

@@ -83,6 +83,22 @@ def test_a_flag_refuses_any_other_value_at_the_callers_line(value):
     assert caught.value.location == SourceLocation(__file__, caught.tb.tb_lineno)
 
 
+def square_root(x, y, APPROX: ad.constexpr = False):
+    ad.store(y.at[:, :], ad.sqrt(ad.load(x.at[:, :]), approx=APPROX))
+
+
+def test_a_flag_given_as_1_or_0_is_a_bool_to_the_options_it_is_passed_on_to(compilations):
+    kernel = ad.kernel(grid=(1,))(square_root)
+    x = np.linspace(0, 4, 64 * 64, dtype=np.float32).reshape(64, 64)
+    approximate, exact = "sqrt.approx.ftz.f32", "sqrt.rn.f32"
+    for approx, instruction in ((1, approximate), (True, approximate), (0, exact)):
+        assert instruction in kernel.ptx(X, X, APPROX=approx)
+        y = np.zeros_like(x)
+        kernel.interpret(x, y, APPROX=approx)
+        assert np.allclose(y, np.sqrt(x), rtol=1e-6)
+    assert compilations[0] == 2  # 1 and True are one specialisation
+
+
 def _library_flags():
     """Each flag of each kernel of the library (CAUSAL, TURNS, DETERMINISTIC, ...)."""
     for module in pkgutil.iter_modules(kernels.__path__):

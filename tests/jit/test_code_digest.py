@@ -4,6 +4,7 @@ arrays among them by their bytes."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 
@@ -105,15 +106,23 @@ def test_an_edited_source_file_is_new_code(tmp_path, monkeypatch):
     monkeypatch.delitem(sys.modules, "user_helpers")
 
 
+def _pip_target(folder, distribution: str, files: dict[str, str]) -> None:
+    """`files` written into `folder` with the *.dist-info record pip --target writes for them."""
+    for name, text in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
+    record = folder / f"{distribution}-1.0.dist-info" / "RECORD"
+    record.parent.mkdir(parents=True)
+    record.write_text("".join(f"{name},,\n" for name in files) + f"{distribution}-1.0.dist-info/RECORD,,\n")
+
+
 def test_packages_installed_outside_site_packages_are_third_party(tmp_path, monkeypatch):
     """pip --target puts packages (and their *.dist-info) in a folder on PYTHONPATH: their
     modules, loaded lazily or not, leave the digest as it was; the user's code beside no
     dist-info still counts."""
     installed, users = tmp_path / "site", tmp_path / "project"
-    (installed / "lazy_package").mkdir(parents=True)
-    (installed / "lazy_package" / "__init__.py").write_text("")
-    (installed / "lazy_package" / "part.py").write_text("X = 1\n")
-    (installed / "lazy_package-1.0.dist-info").mkdir()
+    _pip_target(installed, "lazy_package",
+                {"lazy_package/__init__.py": "", "lazy_package/part.py": "X = 1\n"})
     users.mkdir()
     (users / "user_tools.py").write_text("Y = 2\n")
     for folder in (installed, users):
@@ -128,3 +137,47 @@ def test_packages_installed_outside_site_packages_are_third_party(tmp_path, monk
     assert digest_module.code_digest(__file__) != before
     for name in ("lazy_package", "lazy_package.part", "user_tools"):
         monkeypatch.delitem(sys.modules, name)
+
+
+def test_the_users_code_beside_packages_installed_into_its_folder_counts(tmp_path, monkeypatch):
+    """Dependencies installed into the project's own folder (`pip install --target .`, as for a
+    zipped deployment): the user's package and module there are listed by no record, so each
+    counts, as does a module of a namespace package the record lists no file of."""
+    project = tmp_path / "project"
+    _pip_target(project, "dependency", {"dependency/__init__.py": "", "shared/dependency_part.py": ""})
+    (project / "user_package").mkdir()
+    (project / "user_package" / "__init__.py").write_text("")
+    (project / "user_package" / "blocks.py").write_text("B = 1\n")
+    (project / "user_module.py").write_text("M = 1\n")
+    (project / "shared" / "user_part.py").write_text("S = 1\n")  # `shared`: a namespace package
+    monkeypatch.syspath_prepend(str(project))
+    monkeypatch.setattr(digest_module, "_seen", {})
+    import dependency  # noqa: F401
+    import shared.dependency_part  # noqa: F401
+
+    digests = [digest_module.code_digest(__file__)]
+    for name in ("user_package", "user_package.blocks", "user_module", "shared.user_part"):
+        importlib.import_module(name)
+        digests.append(digest_module.code_digest(__file__))
+    assert len(set(digests)) == len(digests)
+    for name in ("dependency", "shared", "shared.dependency_part", "user_package", "user_package.blocks",
+                 "user_module", "shared.user_part"):
+        monkeypatch.delitem(sys.modules, name)
+
+
+def test_a_main_module_is_placed_by_the_name_it_was_run_as(tmp_path):
+    """`python -m tool_package.cli` runs a package's file as __main__: its record lists it by the
+    spec's name; a script run by path (no spec) is the user's."""
+    import importlib.util
+    import types
+
+    _pip_target(tmp_path, "tool_package", {"tool_package/__init__.py": "", "tool_package/cli.py": ""})
+    cli = str(tmp_path / "tool_package" / "cli.py")
+    run_with_m = types.ModuleType("__main__")
+    run_with_m.__spec__ = importlib.util.spec_from_file_location("tool_package.cli", cli)
+    script = types.ModuleType("__main__")
+    script.__spec__ = None
+    assert digest_module._installed_package(run_with_m, cli)
+    assert not digest_module._installed_package(script, cli)
+    (tmp_path / "train.py").write_text("")
+    assert not digest_module._installed_package(script, str(tmp_path / "train.py"))

@@ -80,6 +80,27 @@ def test_labels_shifted_by_one_position_are_taken_though_they_start_off_16_bytes
     assert np.array_equal(shifted, labels[1:])  # the caller's labels are left as they were
 
 
+@pytest.mark.parametrize("dtype", [np.int64, np.int32])
+def test_strided_targets_are_copied_dense(dtype):
+    """A column of a table of labels: every other integer of its buffer."""
+    logits = _logits((5, 300), np.float32)
+    table = np.stack([_targets(5, 300), np.arange(5)], axis=1).astype(dtype)
+    column = table[:, 0]
+    assert not column.flags.c_contiguous
+    loss, dlogits = K.cross_entropy(logits, column, reduction="sum")
+    expected_loss, expected_grad = reference(logits, column, reduction="sum")
+    assert np.isclose(loss, expected_loss, rtol=1e-5)
+    assert np.allclose(dlogits, expected_grad, rtol=1e-5, atol=1e-6)
+
+
+def test_targets_of_other_gpu_arrays_are_passed_on_as_they_are():
+    # A DeviceArray (or CuPy's) has no data_ptr(); the launch checks its address as any argument's.
+    from asyncdsl.kernels.cross_entropy import target_words
+
+    array = ad.runtime.DeviceArray(0x1008, (6,), (1,), ad.int32, 0)
+    assert target_words(array) is array
+
+
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 def test_with_every_row_ignored_the_loss_is_that_of_no_rows_and_the_gradient_zero(reduction):
     # torch's cross_entropy: the mean of no rows is 0/0 = nan, their sum 0, each ignored row's loss 0.

@@ -16,6 +16,8 @@ from tile_kernels import (
     APPROX_OPS,
     COMPUTE,
     LAYOUTS,
+    NEGATIONS,
+    NOT_NEGATIONS,
     REDUCIBLE,
     C,
     R,
@@ -30,6 +32,7 @@ from tile_kernels import (
     index_on_the_left,
     mask_relayout,
     negated_extremes,
+    not_negated,
     masked_element,
     masked_rows,
     op_matrix,
@@ -551,7 +554,7 @@ def test_floats_convert_to_float8_a_pair_at_a_time_and_store_the_pairs_whole(
     assert np.array_equal(y[~np.isnan(x)].view(np.uint8), expected[~np.isnan(x)].view(np.uint8))
 
 
-@pytest.mark.parametrize("form", ["neg", "zero_minus", "times_minus_one"])
+@pytest.mark.parametrize("form", NEGATIONS)
 def test_an_integer_negation_is_not_then_add_one_which_ptxas_keeps_under_min_max(ptxas, form):
     # ptxas folds a negation it recognises into a three-input min/max and loses it (docs/hardware.md
     # §20); `not` + `add 1` is the same two's complement, wrapping at -2^31 alike.
@@ -569,3 +572,16 @@ def test_an_integer_negation_is_not_then_add_one_which_ptxas_keeps_under_min_max
     with np.errstate(over="ignore"):
         negated = (np.int32(0) - x).astype(np.int32)
         assert np.array_equal(y, negated + negated.max() - negated.min())
+
+
+@pytest.mark.parametrize("form", NOT_NEGATIONS)
+def test_integer_ops_that_only_look_like_a_negation_keep_their_instruction(ptxas, form):
+    x = np.random.default_rng(6).integers(-2**31, 2**31, (64, 64)).astype(np.int32)
+    y = np.zeros_like(x)
+    spec = ad.ArraySpec((64, 64), ad.int32)
+    ptx = not_negated.ptx(spec, spec, FORM=form)
+    assert "not.b32" not in ptx
+    ptxas(ptx)
+    not_negated.interpret(x, y, FORM=form)
+    with np.errstate(over="ignore"):
+        assert np.array_equal(y, NOT_NEGATIONS[form][1](x).astype(np.int32))
