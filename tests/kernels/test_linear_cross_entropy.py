@@ -96,6 +96,14 @@ def test_shapes_the_gemms_cannot_take_are_refused(h_shape, weight_shape):
         K.linear_cross_entropy(np.zeros(h_shape, BF16), np.zeros(weight_shape, BF16), np.zeros(8, np.int64))
 
 
+@pytest.mark.parametrize("chunk", [6, 0, -4, 4.0, True])
+def test_a_chunk_that_would_misalign_the_losses_is_refused_at_the_callers_line(chunk):
+    with pytest.raises(ad.ArgumentError, match="chunk must be a positive multiple of 4") as caught:
+        K.linear_cross_entropy(np.zeros((8, 64), BF16), np.zeros((64, 64), BF16), np.zeros(8, np.int64),
+                               chunk=chunk)
+    assert "test_linear_cross_entropy.py" in str(caught.value)
+
+
 @pytest.mark.parametrize("v,hidden", [(32000, 2048), (128256, 4096)])
 def test_the_chunk_gemms_at_llama_shapes_assemble_without_spills(v, hidden, ptxas):
     rows = chunk_rows(16384, v, hidden)
