@@ -51,7 +51,7 @@ def linear_cross_entropy(h, weight, targets, *, ignore_index: int = -100, reduct
         raise ad.ArgumentError(f"h (N, Hd) = {tuple(h.shape)} and weight (V, Hd) = {tuple(weight.shape)} "
                                "must share Hd, and V and Hd must be multiples of 8", user_location())
     v = weight.shape[0]
-    if chunk is not None and (not isinstance(chunk, int) or isinstance(chunk, bool) or chunk <= 0 or chunk % 4):
+    if chunk is not None and (type(chunk) is not int or chunk <= 0 or chunk % 4):
         raise ad.ArgumentError(f"chunk must be a positive multiple of 4 rows (each chunk's float32 losses "
                                f"start on a 16-byte boundary), got {chunk!r}", user_location())
     rows = chunk or chunk_rows(n, v, hidden)

@@ -86,7 +86,7 @@ def attention_function(module: torch.nn.Module, query: torch.Tensor, key: torch.
     Refuses what the kernels do not compute: padding masks, dropout, another scale than 1/√D,
     sliding windows, soft caps, and causal attention of fewer queries than keys."""
     d = query.shape[-1]
-    is_causal = kwargs.get("is_causal")  # None, given or not, means the module's own (as transformers reads it)
+    is_causal = kwargs.get("is_causal")  # None, given or not: the module's own, as transformers reads it
     causal = bool(getattr(module, "is_causal", True) if is_causal is None else is_causal)
     refused = [option for option in REFUSED if kwargs.get(option) is not None]
     if attention_mask is not None:
