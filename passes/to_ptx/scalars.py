@@ -135,11 +135,38 @@ def _select(ctx: KernelLowering, op: arith.SelectOp) -> None:
              ctx.b.emit("selp.b32 {}, {}, {}, {};", "b32", ctx.reg(op.lhs), ctx.reg(op.rhs), condition))
 
 
+def _negating(instruction: str, negated_operand):
+    """`_binary(instruction)`, but where `negated_operand(ctx, op)` shows the op to be a negation
+    (0 - x, x * -1), `not` then `add 1`: ptxas drops a negation it folds into a three-input
+    min/max (docs/hardware.md §20), index arithmetic's bounds and clamps included."""
+    plain = _binary(instruction)
+
+    def rule(ctx: KernelLowering, op) -> None:
+        negated = negated_operand(ctx, op)
+        if negated is None:
+            plain(ctx, op)
+            return
+        flipped = ctx.b.emit("not.b32 {}, {};", "b32", ctx.reg(negated))
+        ctx.bind(op.result, ctx.b.emit("add.s32 {}, {}, 1;", "b32", flipped))
+
+    return rule
+
+
+def _subtracted_from_zero(ctx: KernelLowering, op):
+    return op.rhs if ctx.constant(op.lhs) == 0 and ctx.constant(op.rhs) is None else None
+
+
+def _times_minus_one(ctx: KernelLowering, op):
+    if ctx.constant(op.rhs) == -1 and ctx.constant(op.lhs) is None:
+        return op.lhs
+    return op.rhs if ctx.constant(op.lhs) == -1 and ctx.constant(op.rhs) is None else None
+
+
 RULES: Rules = {
     arith.ConstantOp: _constant,
     arith.AddiOp: _binary("add.s32"),
-    arith.SubiOp: _binary("sub.s32"),
-    arith.MuliOp: _binary("mul.lo.s32"),
+    arith.SubiOp: _negating("sub.s32", _subtracted_from_zero),
+    arith.MuliOp: _negating("mul.lo.s32", _times_minus_one),
     arith.DivSIOp: _binary("div.s32"),
     arith.RemSIOp: _binary("rem.s32"),
     arith.MinSIOp: _binary("min.s32"),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 from scalar_kernels import scale_tile
 from xdsl.parser import Parser
@@ -123,3 +124,23 @@ def test_a_bulk_copy_needs_no_check_of_a_start_known_to_be_a_multiple_of_16(star
     resolved = bulk.stages(ad.ArraySpec((1024,), ad.float32), start)["resolve-transforms"]
     assert '"asyncdsl.bulk_load"' in resolved
     assert ("16-byte aligned" in resolved) is not proven
+
+
+@ad.kernel(grid=(1,))
+def _twice_negated_start(x, y, n: int, FORM: ad.constexpr):
+    start = {"neg": lambda: -(-n), "zero_minus": lambda: 0 - (0 - n),
+             "times_minus_one": lambda: (n * -1) * -1}[FORM]()
+    ad.store(y.at[ad.ds(start, B), :], ad.load(x.at[ad.ds(start, B), :]))
+
+
+@pytest.mark.parametrize("form", ["neg", "zero_minus", "times_minus_one"])
+def test_a_negated_index_is_not_then_add_one(ptxas, form):
+    # As for tiles (docs/hardware.md §20): ptxas loses a negation it folds into a three-input
+    # min/max, and index arithmetic clamps with min and max.
+    x = np.arange(256 * 64, dtype=np.float32).reshape(256, 64)
+    y = np.zeros_like(x)
+    ptx = _twice_negated_start.ptx(F32, F32, int, FORM=form)
+    assert ptx.count("not.b32") == 2  # both negations
+    ptxas(ptx)
+    _twice_negated_start.interpret(x, y, 48, FORM=form)
+    assert np.array_equal(y[48:48 + B], x[48:48 + B]) and not y[:48].any() and not y[48 + B:].any()
