@@ -12,6 +12,7 @@ the discardable attribute `asyncdsl.layout` of the op that makes it.
 
 from __future__ import annotations
 
+import functools
 import re
 
 from xdsl.dialects.builtin import StringAttr
@@ -49,8 +50,10 @@ def layout_text(layout: Layout) -> str:
 _TILED = re.compile(r"tiled (\[.*\]) warps (\[.*?\]) lanes (\[.*?\]) vector (-?\d+)")
 
 
+@functools.lru_cache(maxsize=1024)
 def layout_from_text(text: str) -> Layout:
-    """The layout `layout_text` printed as `text` (LayoutError if it is none)."""
+    """The layout `layout_text` printed as `text` (LayoutError if it is none).  Remembered: a
+    layout is immutable, and the passes and the interpreter ask for the same few again and again."""
     text = text.strip()
     if text in NAMED_LAYOUTS:
         return NAMED_LAYOUTS[text]

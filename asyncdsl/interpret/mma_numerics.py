@@ -47,18 +47,59 @@ def _truncated(x: np.ndarray, quantum: np.ndarray) -> np.ndarray:
     return np.trunc(x / quantum) * quantum
 
 
+def _all_finite(*arrays: np.ndarray) -> bool:
+    return all(bool(np.isfinite(x).all()) for x in arrays)
+
+
+def _products(a64: np.ndarray, b64: np.ndarray) -> np.ndarray:
+    """The (K, M, N) products of a (M, K) and b (K, N), exact in float64.  K leads so that the
+    reductions over it run along whole (M, N) planes."""
+    return np.ascontiguousarray(a64.T)[:, :, None] * b64[:, None, :]
+
+
+def _scaled_sum(products: np.ndarray, old: np.ndarray | None, scale: np.ndarray) -> np.ndarray:
+    """The sum over K of the (K, M, N) products and `old`, each times `scale` (a power of two per
+    (M, N)) truncated toward zero: integers below 2**35, so the float64 sum is exact in any order.
+    The products are scaled in place."""
+    products *= scale
+    np.trunc(products, out=products)
+    total = products.sum(axis=0)
+    if old is not None:
+        total += np.trunc(old * scale)
+    return total
+
+
 def mma_step(acc: np.ndarray, a: np.ndarray, b: np.ndarray, accumulate: bool,
              tf32: bool = False) -> np.ndarray:
     """One instruction: `acc (M, N) float32 (+)= a (M, K) @ b (K, N)` in the hardware's arithmetic."""
     if tf32:
         a, b = _tf32(a), _tf32(b)
-    products = a.astype(np.float64)[:, :, None] * b.astype(np.float64)[None, :, :]  # (M, K, N), exact
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    old = acc.astype(np.float64) if accumulate else None
+    if not _all_finite(a64, b64, *(() if old is None else (old,))):
+        return _mma_step_nonfinite(a64, b64, old)
+    # Finite inputs give finite terms far from float64's limits: each aligned term is an integer
+    # number of quanta below 2**26, so the terms are scaled to integers, summed and scaled back.
+    products = _products(a64, b64)
+    largest = np.maximum(products.max(axis=0), -products.min(axis=0))
+    if old is not None:
+        np.maximum(largest, np.abs(old), out=largest)
+    _, exponent = np.frexp(largest)  # largest = m * 2**exponent, m in [0.5, 1)
+    quantum = np.ldexp(1.0, exponent - _SIGNIFICANT_BITS)
+    total = _scaled_sum(products, old, np.ldexp(1.0, _SIGNIFICANT_BITS - exponent))
+    return _toward_zero_f32(total * quantum)
+
+
+def _mma_step_nonfinite(a64: np.ndarray, b64: np.ndarray, old: np.ndarray | None) -> np.ndarray:
+    """`mma_step` where an input is infinite or NaN: the sums of rows with such a term are IEEE
+    sums of the terms in order (their NaN's sign and payload follow from that order)."""
+    products = a64[:, :, None] * b64[None, :, :]  # (M, K, N)
     terms = np.moveaxis(products, 1, -1)  # (M, N, K)
-    if accumulate:
-        terms = np.concatenate([terms, acc.astype(np.float64)[..., None]], axis=-1)
+    if old is not None:
+        terms = np.concatenate([terms, old[..., None]], axis=-1)
     finite = np.isfinite(terms).all(axis=-1)
     largest = np.abs(np.where(np.isfinite(terms), terms, 0)).max(axis=-1)
-    _, exponent = np.frexp(largest)  # largest = m * 2**exponent, m in [0.5, 1)
+    _, exponent = np.frexp(largest)
     quantum = np.ldexp(1.0, exponent - _SIGNIFICANT_BITS)[..., None]
     with np.errstate(invalid="ignore", over="ignore"):
         aligned = _truncated(terms, quantum)
@@ -76,12 +117,28 @@ def fp8_step(acc: np.ndarray, a: np.ndarray, b: np.ndarray, accumulate: bool) ->
     """One instruction on 8-bit float inputs: `acc (M, N) float32 (+)= a (M, K) @ b (K, N)` in the
     hardware's arithmetic (the module docstring's fp8 model)."""
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    old = acc.astype(np.float64) if accumulate else np.zeros(acc.shape)
+    if not _all_finite(a64, b64, old):
+        return _fp8_step_nonfinite(a64, b64, old)
+    # As in `mma_step`, every truncated term is an integer number of quanta (below 2**15).
+    # A zero operand's exponent (-4096) keeps its product's sum below -2048 whatever the other
+    # operand's, where the zero products of the model count as -4096: the maximum is the same.
+    exponents = _exponent(a64).astype(np.int32).T[:, :, None] + _exponent(b64).astype(np.int32)[:, None, :]
+    largest = np.maximum(exponents.max(axis=0), _exponent(old))
+    largest = np.where(largest < -2048, 0, largest)  # every term zero: any scale
+    total = _scaled_sum(_products(a64, b64), old, np.ldexp(1.0, _FP8_TERM_BITS - largest))
+    total *= np.ldexp(1.0, largest - _FP8_TERM_BITS)
+    _, top = np.frexp(total)
+    return _truncated(total, np.ldexp(1.0, top - _FP8_SUM_BITS)).astype(np.float32)
+
+
+def _fp8_step_nonfinite(a64: np.ndarray, b64: np.ndarray, old: np.ndarray) -> np.ndarray:
+    """`fp8_step` where an input is infinite or NaN (see `_mma_step_nonfinite`)."""
     products = np.moveaxis(a64[:, :, None] * b64[None, :, :], 1, -1)  # (M, N, K), exact
     exponents = _exponent(a64)[:, None, :] + _exponent(b64).T[None, :, :]
     largest = np.where(products != 0, exponents, np.int64(-4096)).max(axis=-1)
-    old = acc.astype(np.float64) if accumulate else np.zeros(acc.shape)
     largest = np.maximum(largest, _exponent(old))
-    largest = np.where(largest < -2048, 0, largest)  # every term zero: any scale
+    largest = np.where(largest < -2048, 0, largest)
     quantum = np.ldexp(1.0, largest - _FP8_TERM_BITS)
     with np.errstate(invalid="ignore", over="ignore"):
         total = _truncated(products, quantum[..., None]).sum(axis=-1) + _truncated(old, quantum)

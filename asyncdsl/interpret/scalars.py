@@ -4,8 +4,9 @@ xDSL's implementations are used for everything they cover: their index semantics
 lowering's 32-bit registers (wrapping, `floordivsi` flooring, `divsi`/`remsi` truncating, signed
 and unsigned `cmpi`).  Added here: `arith.minsi`/`arith.maxsi`, which the frontend emits for
 `Scalar.min`/`max`; `arith.constant` remembered per op (xDSL builds a new attribute on every
-run, which was most of the time a small kernel took); and a diagnostic for division by zero,
-which xDSL asserts on and the GPU silently answers with garbage.
+run, which was most of the time a small kernel took); integer ops answered from a table of the
+results each op gave (`memoized`); and a diagnostic for division by zero, which xDSL asserts on
+and the GPU silently answers with garbage.
 
 Float32 scalars (a kernel's `float` arguments): xDSL's `addf`, `subf`, `mulf` and `cmpf` compute in
 Python floats and round to the result type (`FloatAttr`), which is IEEE float32 arithmetic (a
@@ -15,12 +16,22 @@ these ops and for division); added here are `divf` (by zero too), `negf` and `si
 
 from __future__ import annotations
 
+import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Final
 
 import numpy as np
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import FloatAttr, IndexType
-from xdsl.interpreter import Interpreter, InterpreterFunctions, PythonValues, impl, register_impls
+from xdsl.interpreter import (
+    Interpreter,
+    InterpreterFunctions,
+    OpImplResult,
+    PythonValues,
+    impl,
+    register_impls,
+)
 from xdsl.interpreters.arith import ArithFunctions
 from xdsl.interpreters.builtin import scalar_attr
 from xdsl.ir import Attribute, Operation
@@ -30,6 +41,38 @@ from asyncdsl.errors import InterpretError
 from asyncdsl.ir_locations import from_ir_location
 
 _ARITH = ArithFunctions()
+_RESULTS_PER_OP: Final = 4096  # a table that outgrows this starts again
+
+IntegerOpImpl = Callable[[Interpreter, Operation, PythonValues], OpImplResult]
+
+
+def memoized(run: IntegerOpImpl) -> IntegerOpImpl:
+    """`run`, an implementation of a scalar integer op (whose result is a function of the op and
+    its operands' values), answering values it has seen from a table.  Building xDSL's result
+    attribute, verified on construction, costs far more than the arithmetic, and index
+    arithmetic repeats the same values in every iteration, warpgroup and CTA.  The table holds
+    each op weakly, so it goes with its module."""
+    tables: weakref.WeakKeyDictionary[Operation, dict[tuple, OpImplResult]] = weakref.WeakKeyDictionary()
+
+    def run_memoized(interpreter: Interpreter, op: Operation, args: PythonValues) -> OpImplResult:
+        table = tables.get(op)
+        if table is None:
+            table = tables[op] = {}
+        key = (interpreter.index_bitwidth, *(arg.value.data for arg in args))
+        result = table.get(key)
+        if result is None:
+            if len(table) >= _RESULTS_PER_OP:
+                table.clear()
+            result = table[key] = run(interpreter, op, args)
+        return result
+
+    return run_memoized
+
+
+_CMPI = memoized(_ARITH.run_cmpi)
+_DIVSI = memoized(_ARITH.run_divsi)
+_REMSI = memoized(_ARITH.run_remsi)
+_FLOORDIVSI = memoized(_ARITH.run_floordivsi)
 
 
 def _nonzero_divisor(op: Operation, args: PythonValues) -> None:
@@ -71,20 +114,24 @@ class IndexArithFunctions(InterpreterFunctions):
         lhs, rhs = (a.value.data for a in args)
         return (scalar_attr(max(lhs, rhs), op.result.type, interpreter.index_bitwidth),)
 
+    @impl(arith.CmpiOp)
+    def run_cmpi(self, interpreter: Interpreter, op: arith.CmpiOp, args: PythonValues):
+        return _CMPI(interpreter, op, args).values
+
     @impl(arith.DivSIOp)
     def run_divsi(self, interpreter: Interpreter, op: arith.DivSIOp, args: PythonValues):
         _nonzero_divisor(op, args)
-        return _ARITH.run_divsi(interpreter, op, args).values
+        return _DIVSI(interpreter, op, args).values
 
     @impl(arith.RemSIOp)
     def run_remsi(self, interpreter: Interpreter, op: arith.RemSIOp, args: PythonValues):
         _nonzero_divisor(op, args)
-        return _ARITH.run_remsi(interpreter, op, args).values
+        return _REMSI(interpreter, op, args).values
 
     @impl(arith.FloorDivSIOp)
     def run_floordivsi(self, interpreter: Interpreter, op: arith.FloorDivSIOp, args: PythonValues):
         _nonzero_divisor(op, args)
-        return _ARITH.run_floordivsi(interpreter, op, args).values
+        return _FLOORDIVSI(interpreter, op, args).values
 
 
 @register_impls

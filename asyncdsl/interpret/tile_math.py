@@ -30,7 +30,7 @@ from asyncdsl.errors import InterpretError
 from asyncdsl.interpret import numerics
 from asyncdsl.interpret.diagnosis import diagnosed
 from asyncdsl.interpret.functions import WarpgroupFunctions
-from asyncdsl.interpret.scalars import FloatArithFunctions, IndexArithFunctions
+from asyncdsl.interpret.scalars import FloatArithFunctions, IndexArithFunctions, memoized
 from asyncdsl.interpret.tiles import (
     BITWISE,
     FLOAT32,
@@ -146,14 +146,14 @@ class TileMathFunctions(_TileFunctionImpls):
     run_sqrt = _elementwise(xmath.SqrtOp, _square_root, FLOATS)
 
     # -- integer and bool arithmetic -----------------------------------------------------------------
-    run_addi = _elementwise(arith.AddiOp, _binary(numerics.add), INTEGERS, _ARITH.run_addi)
-    run_subi = _elementwise(arith.SubiOp, _binary(numerics.subtract), INTEGERS, _ARITH.run_subi)
-    run_muli = _elementwise(arith.MuliOp, _binary(numerics.multiply), INTEGERS, _ARITH.run_muli)
-    run_andi = _elementwise(arith.AndIOp, _binary(np.bitwise_and), BITWISE, _ARITH.run_andi)
-    run_ori = _elementwise(arith.OrIOp, _binary(np.bitwise_or), BITWISE, _ARITH.run_ori)
-    run_xori = _elementwise(arith.XOrIOp, _binary(np.bitwise_xor), BITWISE, _ARITH.run_xori)
-    run_maxsi = _elementwise(arith.MaxSIOp, _binary(numerics.maximum), INTEGERS, _INDEX_ARITH.run_maxsi)
-    run_minsi = _elementwise(arith.MinSIOp, _binary(numerics.minimum), INTEGERS, _INDEX_ARITH.run_minsi)
+    run_addi = _elementwise(arith.AddiOp, _binary(numerics.add), INTEGERS, memoized(_ARITH.run_addi))
+    run_subi = _elementwise(arith.SubiOp, _binary(numerics.subtract), INTEGERS, memoized(_ARITH.run_subi))
+    run_muli = _elementwise(arith.MuliOp, _binary(numerics.multiply), INTEGERS, memoized(_ARITH.run_muli))
+    run_andi = _elementwise(arith.AndIOp, _binary(np.bitwise_and), BITWISE, memoized(_ARITH.run_andi))
+    run_ori = _elementwise(arith.OrIOp, _binary(np.bitwise_or), BITWISE, memoized(_ARITH.run_ori))
+    run_xori = _elementwise(arith.XOrIOp, _binary(np.bitwise_xor), BITWISE, memoized(_ARITH.run_xori))
+    run_maxsi = _elementwise(arith.MaxSIOp, _binary(numerics.maximum), INTEGERS, memoized(_INDEX_ARITH.run_maxsi))
+    run_minsi = _elementwise(arith.MinSIOp, _binary(numerics.minimum), INTEGERS, memoized(_INDEX_ARITH.run_minsi))
     run_absi = _elementwise(xmath.AbsIOp, lambda op, x: numerics.absolute(x), INTEGERS)
     run_floordivsi = _elementwise(arith.FloorDivSIOp, _floor_divide, INTEGERS, _INDEX_ARITH.run_floordivsi)
     run_shli = _elementwise(arith.ShLIOp, _binary(numerics.shift_left), INTEGERS)

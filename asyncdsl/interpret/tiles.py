@@ -11,6 +11,8 @@ element arithmetic is `numerics` (docs/register-tiles.md); elementwise math is `
 
 from __future__ import annotations
 
+import functools
+
 import ml_dtypes
 import numpy as np
 from xdsl.dialects.builtin import FloatAttr, VectorType
@@ -23,7 +25,7 @@ from asyncdsl.dialects.layout_attrs import layout_of
 from asyncdsl.errors import ArgumentError, InterpretError
 from asyncdsl.hw.fragments import SplatLayout
 from asyncdsl.hw.options import TileReduction
-from asyncdsl.hw.reduction_tree import reduction_tree
+from asyncdsl.hw.reduction_tree import ReductionTree, reduction_tree
 from asyncdsl.hw.tiling import THREADS, WARP_LANES, WARPS
 from asyncdsl.interpret import numerics
 from asyncdsl.interpret.diagnosis import diagnosed
@@ -82,10 +84,17 @@ _REDUCTION_STEPS = {
 }
 
 
+@functools.lru_cache(maxsize=256)
+def _tree(layout, shape: tuple[int, ...], axes: tuple[int, ...]) -> ReductionTree:
+    """`reduction_tree`, derived once per layout, shape and axes: a loop reduces the same tile
+    in every iteration."""
+    return reduction_tree(layout, shape, axes)
+
+
 def _tree_reduce(values: np.ndarray, layout, axes: tuple[int, ...], step,
                  result_shape: tuple[int, ...]) -> np.ndarray:
     """`values` reduced in the order of `hw.reduction_tree` (its docstring is the walk)."""
-    tree = reduction_tree(layout, values.shape, axes)
+    tree = _tree(layout, values.shape, axes)
     coordinates = layout.coordinates(values.shape)  # (threads, *registers, rank)
     held = values[tuple(np.moveaxis(coordinates, -1, 0))].reshape(THREADS, -1, layout.vector_length)
     terms = np.array(tree.register_terms)  # (result registers, folded registers)

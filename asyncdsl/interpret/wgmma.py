@@ -17,6 +17,8 @@ What it checks, as the GPU needs:
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from xdsl.interpreter import Interpreter, PythonValues, impl, register_impls
 
@@ -29,6 +31,15 @@ from asyncdsl.interpret.functions import WarpgroupFunctions
 from asyncdsl.interpret.memory import SmemBuffer
 from asyncdsl.interpret.mma_numerics import fp8_step, integer_step, mma_step
 from asyncdsl.interpret.races import WgmmaRead
+
+
+@functools.lru_cache(maxsize=4096)
+def _addresses(descriptor: int, k_major: bool, element_bytes: int, mn: int, k: int) -> np.ndarray:
+    """`operand_addresses`, decoded once per descriptor: a pipeline reads the same few stages
+    over and over.  Read-only, as it is shared."""
+    addresses = operand_addresses(descriptor, k_major, element_bytes, mn, k)
+    addresses.setflags(write=False)
+    return addresses
 
 
 @register_impls
@@ -46,7 +57,7 @@ class WgmmaFunctions(WarpgroupFunctions):
             steps = []
             for step in range(k // instruction_k):
                 descriptor = plan.descriptor(buffer.offset, group, step)
-                addresses = operand_addresses(descriptor, plan.k_major, element.itemsize, mn, instruction_k)
+                addresses = _addresses(descriptor, plan.k_major, element.itemsize, mn, instruction_k)
                 steps.append(np.ascontiguousarray(cta.smem.bytes[addresses]).view(element.numpy)[..., 0])
             blocks.append(np.concatenate(steps, axis=1))
         return np.concatenate(blocks, axis=0)

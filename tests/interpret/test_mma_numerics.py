@@ -1,9 +1,13 @@
 """The interpreter's model of the tensor cores' sums of 8-bit float products (`fp8_step`,
 docs/hardware.md §14.2): the terms truncated toward zero at 2**(largest exponent - 13), the sum
 to 14 significant bits; exact where every partial sum is a small integer; its laws (sign
-symmetry, any order of K) as properties."""
+symmetry, any order of K) as properties.  Both models (`mma_step` for 16-bit and tf32 inputs
+too) against the module docstring's recipe computed term by term in exact rationals."""
 
 from __future__ import annotations
+
+import math
+from fractions import Fraction
 
 import ml_dtypes
 import numpy as np
@@ -96,3 +100,75 @@ def test_the_order_of_k_does_not_matter(a_bits, b_bits, order):
     a, b = a_bits.view(E4M3), b_bits.view(E4M3).T
     acc = np.zeros((8, 8), np.float32)
     np.testing.assert_array_equal(fp8_step(acc, a, b, False), fp8_step(acc, a[:, order], b[order], False))
+
+
+def _toward_zero_f32(exact: Fraction) -> np.float32:
+    nearest = np.float32(float(exact))
+    return np.nextafter(nearest, np.float32(0)) if abs(Fraction(float(nearest))) > abs(exact) else nearest
+
+
+def _truncated(x: Fraction, quantum: Fraction) -> Fraction:
+    return math.trunc(x / quantum) * quantum
+
+
+def _rational_mma(acc, a, b, accumulate):
+    """mma_step's recipe, one output at a time: every term aligned to the largest's exponent and
+    truncated to 26 significant bits, the exact sum truncated to float32."""
+    out = np.empty(acc.shape, np.float32)
+    for m, n in np.ndindex(*acc.shape):
+        terms = [Fraction(float(x)) * Fraction(float(y)) for x, y in zip(a[m], b[:, n])]
+        terms += [Fraction(float(acc[m, n]))] if accumulate else []
+        _, exponent = math.frexp(float(max(abs(t) for t in terms)))  # exact: a float64 product
+        quantum = Fraction(2) ** (exponent - 26)
+        out[m, n] = _toward_zero_f32(sum(_truncated(t, quantum) for t in terms))
+    return out
+
+
+def _floor_log2(x: float) -> int:
+    return math.frexp(x)[1] - 1 if x else -4096
+
+
+def _rational_fp8(acc, a, b, accumulate):
+    """fp8_step's recipe, one output at a time: the scale from the operands' exponents, each
+    term truncated to 2**(scale - 13), the exact sum truncated to 14 significant bits."""
+    out = np.empty(acc.shape, np.float32)
+    for m, n in np.ndindex(*acc.shape):
+        pairs = [(float(x), float(y)) for x, y in zip(a[m], b[:, n])]
+        old = float(acc[m, n]) if accumulate else 0.0
+        scales = [_floor_log2(x) + _floor_log2(y) for x, y in pairs if x * y] + [_floor_log2(old)]
+        scale = max(scales) if max(scales) > -2048 else 0
+        quantum = Fraction(2) ** (scale - _FP8_TERM_BITS)
+        total = sum(_truncated(Fraction(x) * Fraction(y), quantum) for x, y in pairs)
+        total += _truncated(Fraction(old), quantum)
+        if total:
+            total = _truncated(total, Fraction(2) ** (math.frexp(float(total))[1] - 14))
+        out[m, n] = np.float32(float(total))
+    return out
+
+
+_FP8_TERM_BITS = 13
+_INPUTS = st.sampled_from([ml_dtypes.bfloat16, np.float16, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2])
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(_INPUTS, st.integers(0, 2**32 - 1), st.sampled_from(["normal", "wide", "small integers"]),
+       st.booleans())
+def test_both_models_give_the_bits_of_their_recipe_in_exact_arithmetic(dtype, seed, kind, accumulate):
+    rng = np.random.default_rng(seed)
+    k = 32 if np.dtype(dtype).itemsize == 1 else 16
+    shape = {"a": (3, k), "b": (k, 4), "acc": (3, 4)}
+    draw = {
+        "normal": lambda s: rng.standard_normal(s),
+        "wide": lambda s: rng.standard_normal(s) * np.exp2(rng.integers(-12, 12, s)),
+        "small integers": lambda s: rng.integers(-3, 4, s).astype(np.float64),
+    }[kind]
+    with np.errstate(over="ignore"):
+        a, b = draw(shape["a"]).astype(dtype), draw(shape["b"]).astype(dtype)
+    a, b = np.where(np.isfinite(a), a, 0).astype(dtype), np.where(np.isfinite(b), b, 0).astype(dtype)
+    a[0, 0], b[1, 0] = -0.0, 0.0  # signed zeros among the terms
+    acc = (draw(shape["acc"]) * 8).astype(np.float32)
+    if np.dtype(dtype).itemsize == 1:
+        expected, got = _rational_fp8(acc, a, b, accumulate), fp8_step(acc, a, b, accumulate)
+    else:
+        expected, got = _rational_mma(acc, a, b, accumulate), mma_step(acc, a, b, accumulate)
+    np.testing.assert_array_equal(got.view(np.uint32), expected.view(np.uint32))
