@@ -19,7 +19,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, TypeVar
 
 import numpy as np
 from xdsl.dialects import arith
@@ -44,9 +44,10 @@ _ARITH = ArithFunctions()
 _RESULTS_PER_OP: Final = 4096  # a table that outgrows this starts again
 
 IntegerOpImpl = Callable[[Interpreter, Operation, PythonValues], OpImplResult]
+AnOp = TypeVar("AnOp", bound=Operation)
 
 
-def memoized(run: IntegerOpImpl) -> IntegerOpImpl:
+def memoized(run: Callable[[Interpreter, AnOp, PythonValues], OpImplResult]) -> IntegerOpImpl:
     """`run`, an implementation of a scalar integer op (whose result is a function of the op and
     its operands' values), answering values it has seen from a table.  Building xDSL's result
     attribute, verified on construction, costs far more than the arithmetic, and index
@@ -55,6 +56,7 @@ def memoized(run: IntegerOpImpl) -> IntegerOpImpl:
     tables: weakref.WeakKeyDictionary[Operation, dict[tuple, OpImplResult]] = weakref.WeakKeyDictionary()
 
     def run_memoized(interpreter: Interpreter, op: Operation, args: PythonValues) -> OpImplResult:
+        # `op` is the class `run` implements: the interpreter dispatches by class
         table = tables.get(op)
         if table is None:
             table = tables[op] = {}
@@ -63,7 +65,7 @@ def memoized(run: IntegerOpImpl) -> IntegerOpImpl:
         if result is None:
             if len(table) >= _RESULTS_PER_OP:
                 table.clear()
-            result = table[key] = run(interpreter, op, args)
+            result = table[key] = run(interpreter, op, args)  # type: ignore[arg-type]
         return result
 
     return run_memoized

@@ -152,8 +152,10 @@ class TileMathFunctions(_TileFunctionImpls):
     run_andi = _elementwise(arith.AndIOp, _binary(np.bitwise_and), BITWISE, memoized(_ARITH.run_andi))
     run_ori = _elementwise(arith.OrIOp, _binary(np.bitwise_or), BITWISE, memoized(_ARITH.run_ori))
     run_xori = _elementwise(arith.XOrIOp, _binary(np.bitwise_xor), BITWISE, memoized(_ARITH.run_xori))
-    run_maxsi = _elementwise(arith.MaxSIOp, _binary(numerics.maximum), INTEGERS, memoized(_INDEX_ARITH.run_maxsi))
-    run_minsi = _elementwise(arith.MinSIOp, _binary(numerics.minimum), INTEGERS, memoized(_INDEX_ARITH.run_minsi))
+    run_maxsi = _elementwise(arith.MaxSIOp, _binary(numerics.maximum), INTEGERS,
+                             memoized(_INDEX_ARITH.run_maxsi))
+    run_minsi = _elementwise(arith.MinSIOp, _binary(numerics.minimum), INTEGERS,
+                             memoized(_INDEX_ARITH.run_minsi))
     run_absi = _elementwise(xmath.AbsIOp, lambda op, x: numerics.absolute(x), INTEGERS)
     run_floordivsi = _elementwise(arith.FloorDivSIOp, _floor_divide, INTEGERS, _INDEX_ARITH.run_floordivsi)
     run_shli = _elementwise(arith.ShLIOp, _binary(numerics.shift_left), INTEGERS)
