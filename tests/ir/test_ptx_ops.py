@@ -74,7 +74,7 @@ _INSTRUCTION = re.compile(r'"(ptx\.\w+)"\(.*?text = "((?:[^"\\]|\\.)*)"')
 
 @pytest.mark.parametrize("kernel,args,kwargs", list(example_kernels()))
 def test_every_instruction_is_lowered_as_the_op_its_mnemonic_names(kernel, args, kwargs):
-    lowered = kernel.stages(*args, **kwargs)["lower-to-ptx"]
+    lowered = kernel.ir(*args, after="lower-to-ptx", **kwargs)
     found = _INSTRUCTION.findall(lowered)
     assert found
     wrong = sorted({f"{op}: {text}" for op, text in found if op != expected_op(text)})
