@@ -20,7 +20,7 @@ from __future__ import annotations
 import gc
 import io
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -66,6 +66,7 @@ def default_pipeline(descriptor_mode: str = "grid_constant") -> tuple[ModulePass
 
 
 PASS_NAMES = tuple(p.name for p in default_pipeline())
+STAGE_NAMES = ("trace", *PASS_NAMES, "ptx")  # what `compile_module` can keep, in order
 
 
 def make_context() -> Context:
@@ -110,10 +111,14 @@ def compile_module(
     trace: Callable[[], ModuleOp],
     *,
     descriptor_mode: str = "grid_constant",
-    keep_stages: bool = False,
+    keep_stages: bool | Collection[str] = False,
     on_stage: Callable[[str, str], None] | None = None,
 ) -> CompiledKernel:
-    """Run the pipeline on the module `trace` builds and print its PTX."""
+    """Run the pipeline on the module `trace` builds and print its PTX.  `keep_stages` keeps the
+    text of every stage (`True`) or of the named ones (of `STAGE_NAMES`) in `CompiledKernel.stages`:
+    printing the IR after a pass can cost as much as running it, so a caller prints only what it reads."""
+    if isinstance(keep_stages, bool):
+        keep_stages = STAGE_NAMES if keep_stages else ()
     with _collector_paused():
         return _compile(trace, descriptor_mode, keep_stages, on_stage)
 
@@ -135,16 +140,17 @@ def _collector_paused() -> Iterator[None]:
         gc.enable()
 
 
-def _compile(trace: Callable[[], ModuleOp], descriptor_mode: str, keep_stages: bool,
+def _compile(trace: Callable[[], ModuleOp], descriptor_mode: str, keep_stages: Collection[str],
              on_stage: Callable[[str, str], None] | None) -> CompiledKernel:
     ctx = Context()  # the passes parse nothing: no dialect need be loaded into it
     dump = on_stage or (_dump_to_stderr if knobs.dump_ir else None)
     stages: list[tuple[str, str]] = []
 
     def record(name: str, text_of: Callable[[], str]) -> None:
-        if keep_stages or dump:
+        keep = name in keep_stages
+        if keep or dump:
             text = text_of()
-            if keep_stages:
+            if keep:
                 stages.append((name, text))
             if dump:
                 dump(name, text)

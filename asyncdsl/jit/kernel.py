@@ -113,11 +113,15 @@ class Kernel:
         return self.specializations.stages(call.specs(location), call.constexprs, profile)
 
     def ir(self, *args, after: str | None = None, profile: bool = False, **kwargs) -> str:
-        """The IR as traced (`after=None`), or after the named pass, for arguments like these."""
-        stages = self.stages(*args, profile=profile, **kwargs)
-        stage = after or "trace"
+        """The IR as traced (`after=None`), or after the named pass, for arguments like these; the
+        kernel compiles through every pass, but only this stage is printed."""
+        location, stage = user_location(), after or "trace"
+        call = self.signature.bind(args, kwargs, location)
+        stages = self.specializations.stages(call.specs(location), call.constexprs, profile, only=(stage,))
         if stage not in stages:
-            raise ArgumentError(f"unknown pass {stage!r}; passes: {', '.join(stages)}", user_location())
+            from asyncdsl.passes.pipeline import STAGE_NAMES  # loaded with the compiler, just used
+
+            raise ArgumentError(f"unknown pass {stage!r}; passes: {', '.join(STAGE_NAMES)}", location)
         return stages[stage]
 
     # -- running ------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ first traced: `import asyncdsl` and launches of kernels compiled by earlier proc
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 from functools import partial
 from types import FunctionType
@@ -130,11 +130,18 @@ class Specializations:
                 cache.store(disk_key, binary)
         return binary
 
-    def stages(self, specs: Specs, constexprs: Mapping[str, Any], profile: bool = False) -> dict[str, str]:
-        """The IR after tracing and after every pass, then the PTX (compiled anew, not kept)."""
+    def stages(self, specs: Specs, constexprs: Mapping[str, Any], profile: bool = False,
+               only: Collection[str] | None = None) -> dict[str, str]:
+        """The IR after tracing and after every pass, then the PTX; with `only`, just the stages it
+        names (of `passes.pipeline.STAGE_NAMES`), the others not printed.  Compiled anew, as a
+        compile keeps no text; that compile then serves the specialisation's `compile` calls."""
         trace = self._tracing(specs, constexprs, profile)
-        compiled = compile_module(trace, descriptor_mode=self._options.descriptor_mode, keep_stages=True)
-        return dict(compiled.stages)
+        compiled = compile_module(trace, descriptor_mode=self._options.descriptor_mode,
+                                  keep_stages=True if only is None else only)
+        stages = dict(compiled.stages)
+        compiled.stages.clear()
+        self.compiled.setdefault(_specialization(specs, constexprs, profile, 1), compiled)
+        return stages
 
     def disk_key(self, specs: Specs, constexprs: Mapping[str, Any], profile: bool,
                  devices: int) -> str | None:

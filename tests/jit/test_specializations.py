@@ -148,6 +148,24 @@ def test_equal_constexprs_of_other_types_are_other_kernels(kernel_cache):
     assert len(keys) == 3
 
 
+def test_ir_prints_only_the_stage_it_returns_and_its_compile_serves_the_next(compilations, monkeypatch):
+    from asyncdsl.passes import pipeline
+
+    printed = []
+    ir_text = pipeline.ir_text
+    monkeypatch.setattr(pipeline, "ir_text", lambda module: printed.append(1) or ir_text(module))
+    kernel = copy_kernel()
+    resolved = kernel.ir(X, X, BM=128, after="resolve-transforms")
+    assert "asyncdsl.kernel" in resolved and len(printed) == 1
+    assert set(kernel.stages(X, X, BM=128)) == set(pipeline.STAGE_NAMES)
+    assert kernel.stages(X, X, BM=128)["resolve-transforms"] == resolved
+    compiled = compilations[0]
+    kernel.ptx(X, X, BM=128)
+    assert compilations[0] == compiled  # the specialisation the stages compiled
+    with pytest.raises(ad.ArgumentError, match="unknown pass 'fuse'; passes: trace, infer-layouts"):
+        kernel.ir(X, X, BM=128, after="fuse")
+
+
 def test_a_kernel_without_a_source_file_or_with_an_address_in_a_constexpr_or_closure_is_not_filed(
         kernel_cache, compilations):
     assert digest_module.code_digest("<stdin>") is None
