@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -14,29 +15,32 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFERRED = ("cuda.bindings", "ml_dtypes", "asyncdsl.interpret", "xdsl.interpreters", "torch")
 
 
+def loaded_after(code: str, watched: tuple[str, ...]) -> list[str]:
+    """Which of the `watched` modules a fresh Python process has loaded after running `code`."""
+    probe = f"{code}\nimport sys\nprint([m for m in {watched!r} if m in sys.modules])"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, check=True)
+    return ast.literal_eval(done.stdout.strip().splitlines()[-1])
+
+
 def test_import_loads_nothing_only_some_calls_need():
-    code = f"import sys, asyncdsl; print([m for m in {DEFERRED!r} if m in sys.modules])"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
-    assert done.stdout.strip() == "[]"
+    assert loaded_after("import asyncdsl", DEFERRED) == []
 
 
 def test_importing_the_kernel_library_leaves_them_unloaded_too():
     # ml_dtypes alone took longer to import than the whole library: only numpy references need it.
-    code = f"import sys, asyncdsl.kernels; print([m for m in {DEFERRED!r} if m in sys.modules])"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
-    assert done.stdout.strip() == "[]"
+    assert loaded_after("import asyncdsl.kernels", DEFERRED) == []
+
+
+TILE_COPY_PTX = (
+    "import sys, asyncdsl as ad\n"
+    "from asyncdsl.examples.tile_copy import tile_copy\n"
+    "spec = ad.ArraySpec((1000, 528), ad.float32)\n"
+    "assert '.entry tile_copy' in tile_copy.ptx(spec, spec, BM=64, BN=64)"
+)
 
 
 def test_a_first_trace_to_ptx_leaves_them_unloaded_too():
-    code = (
-        "import sys, asyncdsl as ad\n"
-        "from asyncdsl.examples.tile_copy import tile_copy\n"
-        "spec = ad.ArraySpec((1000, 528), ad.float32)\n"
-        "assert '.entry tile_copy' in tile_copy.ptx(spec, spec, BM=64, BN=64)\n"
-        f"print([m for m in {DEFERRED!r} if m in sys.modules])"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
-    assert done.stdout.strip() == "[]"
+    assert loaded_after(TILE_COPY_PTX, DEFERRED) == []
 
 
 def test_a_launch_of_a_kernel_on_disk_leaves_the_compiler_unloaded():
@@ -77,16 +81,8 @@ NOT_FOR_A_TILE_COPY = (
 
 
 def test_a_first_compile_loads_the_compiler_parts_its_kernel_uses():
-    code = (
-        "import sys, asyncdsl as ad\n"
-        "from asyncdsl.examples.tile_copy import tile_copy\n"
-        "spec = ad.ArraySpec((1000, 528), ad.float32)\n"
-        "assert '.entry tile_copy' in tile_copy.ptx(spec, spec, BM=64, BN=64)\n"
-        "assert 'asyncdsl.passes.to_ptx.tma' in sys.modules\n"
-        f"print([m for m in {NOT_FOR_A_TILE_COPY!r} if m in sys.modules])"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
-    assert done.stdout.strip() == "[]"
+    code = TILE_COPY_PTX + "\nassert 'asyncdsl.passes.to_ptx.tma' in sys.modules"
+    assert loaded_after(code, NOT_FOR_A_TILE_COPY) == []
 
 
 # What a first compile of the library's softmax (register tiles, through the kernel language
@@ -102,14 +98,12 @@ NOT_FOR_A_SOFTMAX = (
 
 def test_the_kernel_language_loads_the_modules_of_what_a_kernel_calls():
     code = (
-        "import importlib, sys\n"
+        "import importlib\n"
         "module = importlib.import_module('asyncdsl.kernels.softmax')\n"
         "specs, constexprs = module.EXAMPLE_ARGS['softmax_rows']\n"
-        "assert '.entry' in module.softmax_rows.ptx(*specs, **constexprs)\n"
-        f"print([m for m in {NOT_FOR_A_SOFTMAX!r} if m in sys.modules])"
+        "assert '.entry' in module.softmax_rows.ptx(*specs, **constexprs)"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
-    assert done.stdout.strip() == "[]"
+    assert loaded_after(code, NOT_FOR_A_SOFTMAX) == []
 
 
 def test_a_warm_up_imports_the_whole_compiler_before_its_workers_fork():
