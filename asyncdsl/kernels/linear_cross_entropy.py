@@ -22,6 +22,8 @@ scales every chunk alike.  V and Hd must be multiples of 8 (16-byte rows for the
 
 from __future__ import annotations
 
+import numbers
+
 from asyncdsl.blocks.gemm_config import GemmConfig
 from asyncdsl.blocks.shapes import row_length
 from asyncdsl.errors import user_location
@@ -51,10 +53,11 @@ def linear_cross_entropy(h, weight, targets, *, ignore_index: int = -100, reduct
         raise ad.ArgumentError(f"h (N, Hd) = {tuple(h.shape)} and weight (V, Hd) = {tuple(weight.shape)} "
                                "must share Hd, and V and Hd must be multiples of 8", user_location())
     v = weight.shape[0]
-    if chunk is not None and (type(chunk) is not int or chunk <= 0 or chunk % 4):
+    if chunk is not None and (isinstance(chunk, bool) or not isinstance(chunk, numbers.Integral)
+                              or chunk <= 0 or chunk % 4):
         raise ad.ArgumentError(f"chunk must be a positive multiple of 4 rows (each chunk's float32 losses "
                                f"start on a 16-byte boundary), got {chunk!r}", user_location())
-    rows = chunk or chunk_rows(n, v, hidden)
+    rows = int(chunk) if chunk is not None else chunk_rows(n, v, hidden)
     ctas = INTERPRETED_CTAS if on_host(h) else _sms(h) // 2 * 2
     words = target_words(targets)
     count = empty(h, (1,), ad.float32)

@@ -55,7 +55,7 @@ def test_the_gemm_reads_a_transposed_adding_into_float32_and_b_transposed_into_b
 
 @pytest.mark.parametrize("n,chunk,reduction,target_type",
                          [(200, 128, "mean", np.int64), (64, None, "sum", np.int32),
-                          (130, 128, "none", np.int64)],
+                          (130, np.int64(128), "none", np.int64)],  # a numpy integer chunk too
                          ids=str)
 def test_loss_and_gradients_match_float64_over_chunks(n, chunk, reduction, target_type):
     h, weight, targets = _inputs(n, 64, 136)
