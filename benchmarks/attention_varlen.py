@@ -207,15 +207,20 @@ def measure_prefill(torch, heads: int, d: int, page: int, batch: int = 8, chunk:
                                                       True)}
 
 
-def main(argv: list[str]) -> None:
-    import torch
-
+def packed_shape(argv: list[str]) -> tuple[int, int, int]:
+    """The packed batch the command line names: --tokens, --heads, --dim (head dim)."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--tokens", type=int, default=16384)
     parser.add_argument("--heads", type=int, default=16)
     parser.add_argument("--dim", type=int, default=128)
     options = parser.parse_args(argv)
-    tokens, heads, d = options.tokens, options.heads, options.dim
+    return options.tokens, options.heads, options.dim
+
+
+def main(argv: list[str]) -> None:
+    import torch
+
+    tokens, heads, d = packed_shape(argv)
     table = TflopsTable()
     for causal in (False, True):
         for kind, measure in (("equal lengths", measure_equal), ("ragged", measure_ragged)):

@@ -23,7 +23,6 @@ first and last sequences' first key/value head (and its query heads).
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import sys
@@ -32,7 +31,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from attention_varlen import offsets, pairs, ragged_lengths  # noqa: E402
+from attention_varlen import offsets, packed_shape, pairs, ragged_lengths  # noqa: E402
 from common import TflopsTable, best_peer_ratio, interleaved_ms, plot_result, runnable, tflops  # noqa: E402
 
 
@@ -137,12 +136,7 @@ def measure(torch, lengths, heads: int, d: int, causal: bool, equal: bool) -> di
 def main(argv: list[str]) -> None:
     import torch
 
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--tokens", type=int, default=16384)
-    parser.add_argument("--heads", type=int, default=16)
-    parser.add_argument("--dim", type=int, default=128)
-    options = parser.parse_args(argv)
-    tokens, heads, d = options.tokens, options.heads, options.dim
+    tokens, heads, d = packed_shape(argv)
     table = TflopsTable()
     for causal in (False, True):
         for kind, lengths in (("equal lengths", [tokens // 4] * 4), ("ragged", ragged_lengths(tokens))):
