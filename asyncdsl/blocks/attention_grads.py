@@ -28,6 +28,7 @@ waits for its writes to complete, then raises it.
 from __future__ import annotations
 
 from asyncdsl.blocks.attention_tiles import head_shapes
+from asyncdsl.blocks.shapes import check_causal_lengths, check_head_groups
 from asyncdsl.errors import user_location
 from asyncdsl.frontend import language as ad
 
@@ -157,9 +158,6 @@ def check_gradients(q, k, v, do, lse, delta, workspace, dk, dv, flags, BM: int, 
     if D not in dims:
         raise ad.TraceError(f"head dim {D}: this backward kernel takes {' or '.join(map(str, dims))}",
                             user_location())
-    if H % H_KV:
-        raise ad.TraceError(f"{H} query heads cannot be grouped over {H_KV} key/value heads (not a divisor)",
-                            user_location())
-    if causal and S_KV != S:
-        raise ad.TraceError(f"causal attention takes as many keys as queries, got {S_KV} keys for {S} "
-                            "queries", user_location())
+    check_head_groups(H, H_KV)
+    if causal:
+        check_causal_lengths(S, S_KV)

@@ -55,6 +55,20 @@ def check_rows(source: tuple[str, Shaped], out: tuple[str, Shaped],
             raise ad.TraceError(f"{name} must be float32, got {array.dtype}", user_location())
 
 
+def check_head_groups(heads: int, kv_heads: int) -> None:
+    """Attention's query heads in whole groups over its key/value heads (grouped-query attention)."""
+    if heads % kv_heads:
+        raise ad.TraceError(f"{heads} query heads cannot be grouped over {kv_heads} key/value heads (not a "
+                            "divisor)", user_location())
+
+
+def check_causal_lengths(queries: int, keys: int) -> None:
+    """Causal attention's keys: as many as its queries (the diagonal is where they meet)."""
+    if keys != queries:
+        raise ad.TraceError(f"causal attention takes as many keys as queries, got {keys} keys for {queries} "
+                            "queries", user_location())
+
+
 def row_length(name: str, x) -> int:
     """The length of the rows of `x`, which a host function picks its kernel by: refused, at the
     caller's line, unless x is a matrix of rows that are not empty."""

@@ -37,6 +37,7 @@ import numpy as np
 from asyncdsl.blocks.attention_forward import HeadRows, attend
 from asyncdsl.blocks.attention_loads import AttentionLoads
 from asyncdsl.blocks.attention_tiles import QueryTile, head_rows, head_shapes
+from asyncdsl.blocks.shapes import check_causal_lengths, check_head_groups
 from asyncdsl.errors import user_location
 from asyncdsl.frontend import language as ad
 from asyncdsl.jit.binding import constexpr
@@ -115,12 +116,9 @@ def _check(q, k, v, o, lse, B, H, S, D, H_KV, S_KV, BK, CAUSAL, LAYOUT) -> None:
     if D % 64 or not 64 <= D <= 256:
         raise ad.TraceError(f"head dim {D}: this kernel takes 64, 128, 192 or 256 (columns of 64 elements, "
                             "one 128-byte swizzled row each; a wgmma's N is at most 256)", user_location())
-    if H % H_KV:
-        raise ad.TraceError(f"{H} query heads cannot be grouped over {H_KV} key/value heads (not a divisor)",
-                            user_location())
-    if CAUSAL and S_KV != S:
-        raise ad.TraceError(f"causal attention takes as many keys as queries, got {S_KV} keys for {S} "
-                            "queries", user_location())
+    check_head_groups(H, H_KV)
+    if CAUSAL:
+        check_causal_lengths(S, S_KV)
 
 
 def reference(q, k, v, causal: bool, layout: str = "BHSD") -> tuple[np.ndarray, np.ndarray]:

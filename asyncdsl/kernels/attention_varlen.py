@@ -36,6 +36,7 @@ import numpy as np
 from asyncdsl.blocks.attention_forward import HeadRows, attend, sequence_rows_finish
 from asyncdsl.blocks.attention_loads import AttentionLoads
 from asyncdsl.blocks.attention_tiles import QueryTile
+from asyncdsl.blocks.shapes import check_head_groups
 from asyncdsl.errors import user_location
 from asyncdsl.frontend import language as ad
 from asyncdsl.jit.binding import constexpr
@@ -133,9 +134,7 @@ def _check(q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, BK) -> None:
     if k.shape[2] != D or D % 64 or not 64 <= D <= 256:
         raise ad.TraceError(f"head dim {D} (k: {k.shape[2]}): this kernel takes 64, 128, 192 or 256 for both",
                             user_location())
-    if H % H_KV:
-        raise ad.TraceError(f"{H} query heads cannot be grouped over {H_KV} key/value heads (not a divisor)",
-                            user_location())
+    check_head_groups(H, H_KV)
     offsets = (cu_seqlens_q.shape, cu_seqlens_k.shape)
     if len(offsets[0]) != 1 or offsets[0] != offsets[1] or offsets[0][0] < 2:
         raise ad.TraceError(f"cu_seqlens_q and cu_seqlens_k must both be (B + 1,) offsets, B >= 1, got "

@@ -32,6 +32,7 @@ import numpy as np
 from asyncdsl.blocks.attention_backward import GradientRows, differentiate
 from asyncdsl.blocks.attention_grads import KeyTile
 from asyncdsl.blocks.attention_loads import AttentionLoads
+from asyncdsl.blocks.shapes import check_head_groups
 from asyncdsl.errors import user_location
 from asyncdsl.frontend import language as ad
 from asyncdsl.jit.binding import constexpr
@@ -133,9 +134,7 @@ def _check(q, k, v, do, lse, delta, workspace, dk, dv, flags, cu_seqlens_q, cu_s
     if k.shape[2] != D or D not in (64, 128):
         raise ad.TraceError(f"head dim {D} (k: {k.shape[2]}): this kernel takes 64 or 128 for both",
                             user_location())
-    if H % H_KV:
-        raise ad.TraceError(f"{H} query heads cannot be grouped over {H_KV} key/value heads (not a divisor)",
-                            user_location())
+    check_head_groups(H, H_KV)
 
 
 def reference(q, k, v, do, cu_seqlens_q, cu_seqlens_k, causal: bool):

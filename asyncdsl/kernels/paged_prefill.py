@@ -29,6 +29,7 @@ import numpy as np
 from asyncdsl.blocks.attention_forward import HeadRows, attend, sequence_rows_finish
 from asyncdsl.blocks.attention_loads import AttentionLoads
 from asyncdsl.blocks.attention_tiles import QueryTile
+from asyncdsl.blocks.shapes import check_head_groups
 from asyncdsl.errors import user_location
 from asyncdsl.frontend import language as ad
 from asyncdsl.jit.binding import constexpr
@@ -118,9 +119,7 @@ def _check(q, k_cache, v_cache, o, lse, block_table, seq_lens, cu_seqlens_q) -> 
     if D_KV != D or D % 64 or not 64 <= D <= 256:
         raise ad.TraceError(f"head dim {D} (caches: {D_KV}): this kernel takes 64, 128, 192 or 256 for both",
                             user_location())
-    if H % H_KV:
-        raise ad.TraceError(f"{H} query heads cannot be grouped over {H_KV} key/value heads (not a divisor)",
-                            user_location())
+    check_head_groups(H, H_KV)
     batch = seq_lens.shape[0] if len(seq_lens.shape) == 1 else None
     if batch is None or cu_seqlens_q.shape != (batch + 1,) or len(block_table.shape) != 2 \
             or block_table.shape[0] != batch:
