@@ -17,6 +17,22 @@ def hopper_or_skip() -> None:
         pytest.skip(f"needs a Hopper GPU (sm_90); {device_facts(0)} is not one", allow_module_level=True)
 
 
+class ExactBlockScaled:
+    """Inputs of block-scaled fp8 products whose every sum is exact: small integers in e4m3 and
+    power-of-two float32 scales, drawn on the host from `seed` and moved to the GPU."""
+
+    def __init__(self, torch, seed: int):
+        self.torch, self.generator = torch, torch.Generator().manual_seed(seed)
+
+    def values(self, shape):
+        torch = self.torch
+        return torch.randint(-4, 5, shape, generator=self.generator).to("cuda", torch.float8_e4m3fn)
+
+    def scales(self, shape):
+        torch = self.torch
+        return (2.0 ** torch.randint(-3, 4, shape, generator=self.generator)).to("cuda", torch.float32)
+
+
 def gpu_and_interpreter(kernel, inputs, outputs, **constexprs):
     """The outputs after a GPU launch and after the interpreter, from the same inputs (lists)."""
     on_gpu = [to_device(a) for a in (*inputs, *outputs)]

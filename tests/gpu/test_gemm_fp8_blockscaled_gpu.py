@@ -11,7 +11,7 @@ import importlib
 import ml_dtypes
 import numpy as np
 import pytest
-from gpu_support import hopper_or_skip
+from gpu_support import ExactBlockScaled, hopper_or_skip
 
 import asyncdsl.kernels as K
 from asyncdsl.runtime import to_device, to_host
@@ -50,16 +50,8 @@ def test_kernels_agree_with_the_interpreter(kernel_name):
 
 
 def _exact_torch_inputs(torch, m, n, k, seed):
-    generator = torch.Generator().manual_seed(seed)
-    kb = -(-k // 128)
-
-    def small(shape):
-        return torch.randint(-4, 5, shape, generator=generator).to("cuda", torch.float8_e4m3fn)
-
-    def powers(shape):
-        return (2.0 ** torch.randint(-3, 4, shape, generator=generator)).to("cuda", torch.float32)
-
-    return small((m, k)), powers((kb, m)).t(), small((n, k)), powers((-(-n // 128), kb))
+    draw, kb = ExactBlockScaled(torch, seed), -(-k // 128)
+    return draw.values((m, k)), draw.scales((kb, m)).t(), draw.values((n, k)), draw.scales((-(-n // 128), kb))
 
 
 def _float64_reference(torch, a, a_scales, b, b_scales):

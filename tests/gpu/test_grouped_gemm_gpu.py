@@ -11,7 +11,7 @@ import importlib
 
 import numpy as np
 import pytest
-from gpu_support import hopper_or_skip
+from gpu_support import ExactBlockScaled, hopper_or_skip
 
 import asyncdsl.kernels as K
 from asyncdsl.runtime import to_device, to_host
@@ -94,16 +94,9 @@ def test_one_graph_serves_any_routing():
 
 
 def _fp8_inputs(torch, rows, groups, n, k, seed):
-    generator = torch.Generator().manual_seed(seed)
-    kb = -(-k // 128)
-
-    def small(shape):
-        return torch.randint(-4, 5, shape, generator=generator).to("cuda", torch.float8_e4m3fn)
-
-    def powers(shape):
-        return (2.0 ** torch.randint(-3, 4, shape, generator=generator)).to("cuda", torch.float32)
-
-    return small((rows, k)), powers((rows, kb)), small((groups, n, k)), powers((groups, n // 128, kb))
+    draw, kb = ExactBlockScaled(torch, seed), -(-k // 128)
+    a, a_scales = draw.values((rows, k)), draw.scales((rows, kb))
+    return a, a_scales, draw.values((groups, n, k)), draw.scales((groups, n // 128, kb))
 
 
 def _block_scaled(torch, a, a_scales, b, b_scales):
