@@ -110,6 +110,13 @@ class PtxBuilder:
         spelled = {"pred": "pred", "b16": "b16", "b32": "b32", "b64": "b64", "f32": "f32"}[kind]
         return self.emit(f"mov.{spelled} {{}}, {{}};", kind, source)
 
+    def negated(self, kind: str, value: SSAValue, bits: int = 32) -> SSAValue:
+        """-value in two's complement, as `not` then `add 1`: ptxas folds a negation it recognises
+        (`sub 0, x`, `neg`, `mul x, -1`) into a three-input integer min/max and drops it there
+        (docs/hardware.md §20); this form it leaves alone."""
+        flipped = self.emit(f"not.b{bits} {{}}, {{}};", kind, value)
+        return self.emit(f"add.s{bits} {{}}, {{}}, 1;", kind, flipped)
+
     def assign(self, target: SSAValue, source: SSAValue | int) -> None:
         """Overwrite register `target` (registers are mutable: loop counters, phase bits)."""
         kind = register_class(target)

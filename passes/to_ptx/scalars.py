@@ -137,8 +137,8 @@ def _select(ctx: KernelLowering, op: arith.SelectOp) -> None:
 
 def _negating(instruction: str, negated_operand):
     """`_binary(instruction)`, but where `negated_operand(ctx, op)` shows the op to be a negation
-    (0 - x, x * -1), `not` then `add 1`: ptxas drops a negation it folds into a three-input
-    min/max (docs/hardware.md §20), index arithmetic's bounds and clamps included."""
+    (0 - x, x * -1), the builder's `negated` (a form ptxas keeps under min/max, which index
+    arithmetic's bounds and clamps are made of)."""
     plain = _binary(instruction)
 
     def rule(ctx: KernelLowering, op) -> None:
@@ -146,8 +146,7 @@ def _negating(instruction: str, negated_operand):
         if negated is None:
             plain(ctx, op)
             return
-        flipped = ctx.b.emit("not.b32 {}, {};", "b32", ctx.reg(negated))
-        ctx.bind(op.result, ctx.b.emit("add.s32 {}, {}, 1;", "b32", flipped))
+        ctx.bind(op.result, ctx.b.negated("b32", ctx.reg(negated)))
 
     return rule
 

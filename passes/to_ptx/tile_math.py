@@ -196,19 +196,14 @@ def _integer(template: str) -> ElementRule:
 
 def _negating(template: str, negated_operand) -> ElementRule:
     """An integer op that `negated_operand(op)` may show to be a negation (0 - x, x * -1): that
-    one as `not` then `add 1`, the rest by `template`.  ptxas 13.0 (and the H200 driver's JIT)
-    folds a negation it recognises into a three-input integer min/max (VIMNMX3) and drops it
-    there (docs/hardware.md §20); `not` + `add 1` is the same two's complement, which it leaves
-    alone."""
+    one by the builder's `negated` (a form ptxas keeps under min/max), the rest by `template`."""
     plain = _integer(template)
 
     def rule(ctx, op, element, regs):
         negated = negated_operand(op)
         if negated is None:
             return plain(ctx, op, element, regs)
-        kind, width = register_kind(element), _bits(element)
-        flipped = ctx.b.emit(f"not.b{width} {{}}, {{}};", kind, regs[negated])
-        return ctx.b.emit(f"add.s{width} {{}}, {{}}, 1;", kind, flipped)
+        return ctx.b.negated(register_kind(element), regs[negated], _bits(element))
 
     return rule
 
