@@ -133,7 +133,7 @@ class KernelSignature:
                 raise ArgumentError(f"constexpr {n} must be hashable, got {type(v).__name__}",
                                     location) from None
         for n in self.flags:
-            if not _is_truth_value(constexprs[n]):
+            if not is_truth_value(constexprs[n]):
                 raise ArgumentError(
                     f"{self.kernel_name}'s constexpr {n} is a flag (its default is {self.defaults[n]}): "
                     f"it takes True or False (or 1 or 0), got {constexprs[n]!r}", location)
@@ -143,9 +143,10 @@ class KernelSignature:
         return BoundCall(runtime_values, kinds, constexprs)
 
 
-def _is_truth_value(value: Any) -> bool:
-    """True, False, 1 or 0: what a flag takes (bool subclasses int, so `in (0, 1)` admits both)."""
-    return isinstance(value, int) and value in (0, 1)
+def is_truth_value(value: Any) -> bool:
+    """True, False, 1 or 0, numpy's too: what a flag takes (a constexpr whose default is a bool,
+    a host function's `causal=`)."""
+    return isinstance(value, (bool, np.bool_)) or (isinstance(value, (int, np.integer)) and value in (0, 1))
 
 
 def _python_scalar(value: Any) -> Any:

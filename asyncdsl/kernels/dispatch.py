@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from asyncdsl.errors import ArgumentError, user_location
+from asyncdsl.jit.binding import is_truth_value
 
 
 def on_host(array) -> bool:
@@ -43,7 +44,7 @@ def flag(value, name: str) -> bool:
     """A host function's yes/no keyword (`causal=`): True or False (numpy's too) or 1 or 0, as
     the kernels' flag constexprs take; anything else is refused at the caller's line rather than
     read for its truth (`causal="no"` is no causal=False)."""
-    if isinstance(value, (bool, np.bool_)) or (isinstance(value, (int, np.integer)) and value in (0, 1)):
+    if is_truth_value(value):
         return bool(value)
     raise ArgumentError(f"{name} is a flag: it takes True or False (or 1 or 0), got {value!r}",
                         user_location())
