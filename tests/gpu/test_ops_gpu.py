@@ -39,18 +39,23 @@ def labels(rows: int, vocab: int, seed: int) -> torch.Tensor:
     return torch.where(torch.arange(rows, device="cuda") % 5 == 2, -100, drawn)
 
 
-def errors(function, reference, inputs) -> list[float]:
-    """Relative max errors of `function`'s output and input gradients on bf16 copies of `inputs`
-    against `reference` (torch's own path) in float64 (integer inputs passed as they are)."""
+def errors(functions, reference, inputs) -> list[list[float]]:
+    """For each of `functions`, the relative max errors of its output and input gradients on
+    bf16 copies of `inputs` against `reference` (torch's own path) in float64, which runs once
+    (integer inputs passed as they are)."""
     wide = [t.clone().requires_grad_() if t.is_floating_point() else t for t in inputs]
-    low = [t.detach().to(torch.bfloat16).requires_grad_() if t.is_floating_point() else t for t in inputs]
-    want, got = reference(*wide), function(*low)
+    want = reference(*wide)
     seed = randn(*want.shape, seed=99)
     floats = [i for i, t in enumerate(inputs) if t.is_floating_point()]
     want_grads = torch.autograd.grad(want, [wide[i] for i in floats], seed)
-    got_grads = torch.autograd.grad(got, [low[i] for i in floats], seed.to(got.dtype))
-    return [((g.double() - w).abs().max() / w.abs().max()).item()
-            for g, w in zip((got, *got_grads), (want, *want_grads))]
+    found = []
+    for function in functions:
+        low = [t.detach().to(torch.bfloat16).requires_grad_() if t.is_floating_point() else t for t in inputs]
+        got = function(*low)
+        got_grads = torch.autograd.grad(got, [low[i] for i in floats], seed.to(got.dtype))
+        found.append([((g.double() - w).abs().max() / w.abs().max()).item()
+                      for g, w in zip((got, *got_grads), (want, *want_grads))])
+    return found
 
 
 def upcast(t: torch.Tensor) -> torch.Tensor:
@@ -61,7 +66,7 @@ def upcast(t: torch.Tensor) -> torch.Tensor:
 def no_worse(ours, torch_path, inputs, what: str) -> None:
     """Each error of `ours` at most twice torch's bf16 error (or 1e-3 of the largest value), both
     against `torch_path` in float64."""
-    mine_all, theirs_all = errors(ours, torch_path, inputs), errors(torch_path, torch_path, inputs)
+    mine_all, theirs_all = errors((ours, torch_path), torch_path, inputs)
     for i, (mine, theirs) in enumerate(zip(mine_all, theirs_all)):
         assert mine <= max(2 * theirs, 1e-3), (
             f"{what}: output/gradient {i}: {mine:.2e} against torch's {theirs:.2e}")
