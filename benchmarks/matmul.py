@@ -20,6 +20,8 @@ before the timing, in an output of its own poisoned with NaN.
                                             # matmul_table_small.json
     python benchmarks/matmul.py --table 1000x1000x1000 128x4096x4096   # those rows, the table's
                                             # contenders, into matmul_table_rows.json
+    python benchmarks/matmul.py --table --no-sweep   # the table's peers and asyncdsl's own
+                                            # choice only, no configuration sweep beside it
 
 In the table, problems with fewer 128x256 tiles than SMs also get 128x64 tiles and split-K
 contenders (`matmul_split_k`: the units of a tile add up in order into the bf16 c, through a
@@ -254,11 +256,14 @@ def measure(m: int, n: int, k: int, configs=CONFIGS, rounds: int = 7, launches: 
     tflops = {name: _tflops(m, n, k, ms) for name, ms in times.items()}
     errors = {name: _relative_error(c, exact) for name, c in outputs.items()}
     sweep = {name: value for name, value in tflops.items() if name.startswith("asyncdsl ")}
-    best = max(sweep, key=sweep.get)
+    best = max(sweep, key=sweep.get) if sweep else None
     row = {name: value for name, value in tflops.items() if name not in sweep}
     row["asyncdsl"] = row.pop("asyncdsl.kernels.gemm")
     peers = max(v for key, v in row.items() if key in ("cuBLAS (torch)", "mosaic pallas"))
+    from asyncdsl.kernels.gemm_choice import plan
+
     return {"TFLOP/s": row, "asyncdsl sweep TFLOP/s": sweep, "best config": best, "timing": timing,
+            "asyncdsl's own choice": repr(plan(m, n, k, sms // 2 * 2)),
             "ratio to max(cuBLAS, mosaic)": row["asyncdsl"] / peers,
             "ratio to cuBLAS": row["asyncdsl"] / row["cuBLAS (torch)"],
             "relative error vs float32": errors}
@@ -309,8 +314,9 @@ def main(argv: list[str]) -> None:
     details = {}
     for m, n, k in shapes:
         name = f"{m}x{n}x{k}"
-        details[name] = (measure(m, n, k, TABLE_CONFIGS, rounds=5, launches=10, device_ms=30) if table
-                         else measure(m, n, k))
+        configs = () if "--no-sweep" in argv else TABLE_CONFIGS if table else CONFIGS
+        details[name] = (measure(m, n, k, configs, rounds=5, launches=10, device_ms=30) if table
+                         else measure(m, n, k, configs))
         payload[f"{name} (TFLOP/s)"] = {**details[name]["TFLOP/s"], **details[name]["asyncdsl sweep TFLOP/s"]}
         row = details[name]["TFLOP/s"]
         print(name, " ".join(f"{key}={value:.0f}" for key, value in row.items()),

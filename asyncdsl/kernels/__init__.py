@@ -35,7 +35,7 @@ from asyncdsl.kernels.attention_varlen import attention_varlen
 from asyncdsl.kernels.attention_varlen_backward import attention_varlen_backward
 from asyncdsl.kernels.collectives import all_gather, reduce_scatter
 from asyncdsl.kernels.cross_entropy import cross_entropy
-from asyncdsl.kernels.gemm import gemm
+from asyncdsl.kernels.gemm_choice import gemm
 from asyncdsl.kernels.gemm_epilogue import gemm_bias_activation, gemm_fp8_rows
 from asyncdsl.kernels.gemm_fp8 import gemm_fp8
 from asyncdsl.kernels.gemm_fp8_blockscaled import gemm_fp8_blockscaled

@@ -13,8 +13,8 @@ edges and clips stores: K and N multiples of 8.
 
 Few tiles: SPLIT_K units a tile, adding into a float32 c by TMA reduce-add (`matmul`), or in the
 order of the splits into a bf16 c (`matmul_split_k`, `split_k_sum.add_in_order`); or one
-consumer a CTA owning whole 64-row tiles (`matmul_narrow`).  `gemm` picks among them
-(`choose`).
+consumer a CTA owning whole 64-row tiles (`matmul_narrow`).  The host function
+`asyncdsl.kernels.gemm` picks among them and the ping-pong kernel (`gemm_choice`).
 """
 
 from __future__ import annotations
@@ -31,59 +31,8 @@ from asyncdsl.frontend import language as ad
 from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
-from asyncdsl.kernels.dispatch import launch, on_host
-from asyncdsl.kernels.outputs import empty
 
 INTERPRETED_CTAS = 4
-
-
-def gemm(a, b, *, out=None, config: GemmConfig | None = None, ctas: int | None = None, stream=None):
-    """c = a @ b for a (M, K) and b (K, N), both bfloat16 (or float16), in a new (M, N) array
-    like a or in `out`; `config` overrides the one `choose` picks for the shape (SPLIT_K > 1:
-    the splits add up in order through float32 partial sums made here)."""
-    (m, k), n = a.shape, b.shape[1]
-    c = empty(a, (m, n), a.dtype) if out is None else out
-    ctas = ctas or (INTERPRETED_CTAS if on_host(a) else _sms(a) // 2 * 2)
-    config = config or choose(m, n, k, ctas)
-    if config.SPLIT_K > 1:
-        partial, flags = _workspace(a, m, n, config, stream)
-        launch(matmul_split_k, a, b, c, partial, flags, stream=stream, CTAS=ctas, SPLIT_K=config.SPLIT_K,
-               BN=config.BN, STAGES=config.STAGES, BK=config.BK)
-    else:
-        launch(matmul, a, b, c, stream=stream, CTAS=ctas, **config.constexprs())
-    return c
-
-
-def choose(m: int, n: int, k: int, ctas: int) -> GemmConfig:
-    """The configuration for an m x n x k product on `ctas` CTAs: 128 x 256 tiles when they fill
-    the CTAs (128 x 192 when those make whole waves where 256 leaves the last one less than half
-    full), 128 x 64 tiles in a deep ring when 128 x 256 ones leave CTAs idle, split K in order
-    when even those leave half the CTAs idle and K is long."""
-    def tiles(bn):
-        return -(-m // 128) * -(-n // bn)
-
-    if tiles(256) >= ctas:
-        if tiles(192) % ctas == 0 and tiles(256) % ctas < ctas / 2:
-            return GemmConfig(BN=192)
-        return GemmConfig()
-    if tiles(64) >= ctas // 2 or k < 2048:
-        return GemmConfig(BN=64, STAGES=8)
-    return GemmConfig(BN=64, BK=64, STAGES=8, SPLIT_K=min(4, ctas // tiles(64)))
-
-
-_WORKSPACES: dict = {}
-
-
-def _workspace(a, m: int, n: int, config: GemmConfig, stream) -> tuple:
-    """Split K's float32 partial sums and zeroed flags (left at zero) for an (m, n) c, made once
-    per device, stream and shape (launches on two streams may overlap), numpy ones afresh."""
-    key = (str(getattr(a, "device", "host")), None if on_host(a) else runtime.streams.launch_stream(
-        stream, runtime.streams.current_stream_source([a])), m, n, config.SPLIT_K, config.BN)
-    if on_host(a) or key not in _WORKSPACES:
-        flags = empty(a, (split_k_flags(m, n, config.BN),), ad.int32)
-        flags[...] = 0
-        _WORKSPACES[key] = empty(a, (config.SPLIT_K - 1, m, n), ad.float32), flags
-    return _WORKSPACES[key]
 
 
 def _sms(array) -> int:

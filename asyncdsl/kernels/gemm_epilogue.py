@@ -25,7 +25,8 @@ from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.kernels.dispatch import launch, on_host
-from asyncdsl.kernels.gemm import INTERPRETED_CTAS, _sms, choose, cooperative
+from asyncdsl.kernels.gemm import INTERPRETED_CTAS, _sms, cooperative
+from asyncdsl.kernels.gemm_choice import choose
 from asyncdsl.kernels.gemm import example_inputs as _integer_inputs
 from asyncdsl.kernels.outputs import empty
 

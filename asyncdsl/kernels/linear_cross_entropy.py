@@ -35,7 +35,8 @@ from asyncdsl.kernels.cross_entropy import REDUCTIONS, count_valid, cross_entrop
 from asyncdsl.kernels.cross_entropy import vector_total
 from asyncdsl.kernels.cross_entropy import config as cross_entropy_config
 from asyncdsl.kernels.dispatch import launch, on_host
-from asyncdsl.kernels.gemm import INTERPRETED_CTAS, _sms, cooperative, gemm
+from asyncdsl.kernels.gemm import INTERPRETED_CTAS, _sms, cooperative
+from asyncdsl.kernels.gemm_choice import gemm
 from asyncdsl.kernels.outputs import empty, zeros
 
 

@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 
 import asyncdsl.kernels as K
+import asyncdsl as ad
+from asyncdsl.errors import ArgumentError
 from asyncdsl.blocks.gemm_config import GemmConfig
-from asyncdsl.kernels.gemm import choose
+from asyncdsl.kernels.gemm_choice import GemmPlan, choose, plan
 
 
 def _operands(m, n, k, seed=0):
@@ -23,9 +25,12 @@ def _exact(a, b):
 
 
 @pytest.mark.parametrize("shape,config", [
-    ((256, 512, 192), None),                                      # chosen: 128 x 256 tiles
+    ((256, 512, 192), None),                                      # chosen on 6 CTAs: ping-pong
     ((200, 264, 200), GemmConfig(BN=64, STAGES=8)),                # ragged edges, narrow tiles
     ((128, 128, 320), GemmConfig(BN=64, BK=64, STAGES=8, SPLIT_K=3)),  # split K in order into bf16
+    ((200, 264, 320), GemmPlan("narrow", GemmConfig(BM=64, BN=64, BK=128, STAGES=6, EVICT_FIRST="ab"))),
+    ((300, 264, 200), GemmPlan("cooperative", GemmConfig(BM=256, BN=128, SHARE="b"), pair=True)),
+    ((128, 128, 320), GemmPlan("cooperative", GemmConfig(BN=64, SPLIT_K=2, SHARE="a"), pair=True)),
 ], ids=str)
 def test_gemm_of_numpy_arrays_is_exact(shape, config):
     m, n, k = shape
@@ -50,3 +55,46 @@ def test_gemm_writes_into_out_when_given():
 ], ids=str)
 def test_the_configuration_follows_how_many_tiles_fill_the_ctas(shape, expected):
     assert choose(*shape, ctas=132) == expected
+
+
+# The rows of `benchmarks/matmul.py --table` on the H200's 132 CTAs, and what the sweep beside
+# them measured fastest (within its noise).
+@pytest.mark.parametrize("shape,expected", [
+    ((8192, 8192, 8192), GemmPlan("cooperative")),
+    ((2048, 2048, 2048), GemmPlan("cooperative")),                   # 128 tiles: nearly a wave
+    ((8192, 4096, 4096), GemmPlan("pingpong", GemmConfig(BN=128))),  # K short, 15 waves of 128x128
+    ((8192, 4096, 14336), GemmPlan("cooperative")),                  # K long: the epilogue is cheap
+    ((3000, 4104, 2056), GemmPlan("cooperative", GemmConfig(BM=256, BN=128, SHARE="b"), pair=True)),
+    ((512, 4096, 14336), GemmPlan("pingpong", GemmConfig(BN=128, STAGES=6))),
+    ((128, 14336, 4096), GemmPlan("cooperative", GemmConfig(BN=128, BK=128, STAGES=3, EVICT_FIRST="b"))),
+    ((1024, 1024, 1024), GemmPlan("narrow", GemmConfig(BM=64, BN=128, BK=128, STAGES=4))),
+    ((128, 4096, 4096), GemmPlan("narrow", GemmConfig(BM=64, BN=64, BK=128, STAGES=6, EVICT_FIRST="ab"))),
+    ((64, 2048, 8192), GemmPlan("cooperative", GemmConfig(BN=64, STAGES=8, SPLIT_K=4))),  # 32 tiles
+], ids=str)
+def test_the_plan_follows_how_many_tiles_fill_the_ctas(shape, expected):
+    assert plan(*shape, ctas=132) == expected
+
+
+def test_every_plan_names_a_kernel_that_takes_its_configuration(ptxas):
+    """What `gemm` launches for any shape on the GPU's CTAs: each distinct plan's kernel compiles
+    with the plan's constexprs and ptxas assembles it."""
+    shapes = [(m, n, k) for m in (1, 64, 128, 512, 3000, 8192) for n in (8, 1000, 4104, 14336)
+              for k in (8, 1000, 4096, 8192)]
+    plans = {plan(m, n, k, ctas=132) for m, n, k in shapes}
+    assert {p.schedule for p in plans} == {"cooperative", "pingpong", "narrow"}
+    assert any(p.pair for p in plans) and any(p.config.SPLIT_K > 1 for p in plans)
+    bf16 = ad.bfloat16
+    for chosen in plans - {p for p in plans if p.config.SPLIT_K > 1}:  # split K: the test above
+        ptxas(chosen.kernel().ptx(ad.ArraySpec((512, 1024), bf16), ad.ArraySpec((1024, 1000), bf16),
+                                  ad.ArraySpec((512, 1000), bf16), CTAS=132, **chosen.constexprs()))
+
+
+def test_a_plan_the_kernels_cannot_run_is_refused_at_the_callers_line():
+    a, b = _operands(128, 128, 64)
+    with pytest.raises(ArgumentError, match="schedule is one of") as error:
+        K.gemm(a, b, config=GemmPlan("stream"))
+    assert error.value.location.file == __file__
+    with pytest.raises(ArgumentError, match="pair=False"):
+        K.gemm(a, b, config=GemmPlan("pingpong", pair=True))
+    with pytest.raises(ArgumentError, match="GemmConfig or a GemmPlan"):
+        K.gemm(a, b, config={"BN": 64})

@@ -58,7 +58,7 @@ def test_the_benchmarks_kernels_assemble_without_spills(shape, ptxas):
     """What `benchmarks/gemm_epilogue.py` runs: the configuration `choose` picks on 132 CTAs."""
     import re
 
-    from asyncdsl.kernels.gemm import choose
+    from asyncdsl.kernels.gemm_choice import choose
     from asyncdsl.kernels.gemm_epilogue import matmul_bias_activation
     from asyncdsl.runtime.ptxas import assemble
 

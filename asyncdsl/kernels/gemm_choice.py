@@ -1,0 +1,170 @@
+"""Which of the bf16 GEMM kernels a problem gets, and with what configuration: the host function
+`asyncdsl.kernels.gemm(a, b)`.
+
+    from asyncdsl.kernels.gemm_choice import plan
+
+    plan(8192, 4096, 4096, ctas=132)   # GemmPlan("pingpong", GemmConfig(BN=128, ...))
+
+The choice counts tiles against the CTAs (one a multiprocessor, persistent):
+- enough 128 x 256 tiles for a wave: the cooperative kernel (`gemm.matmul`), unless its last
+  wave would be mostly idle where 256 x 128 tiles in CTA pairs sharing b make whole waves
+  (3000 x 4104: 3.1 waves against 3), or K is short and the tiles make many waves, where the
+  ping-pong kernel hides each tile's epilogue behind the other consumer's K loop
+  (`gemm_pingpong`): the epilogue's share of a tile's time grows as K shrinks;
+- fewer: the largest tiles of which there are about a wave, 128 x 128 (ping-pong from two rows
+  of tiles on), then 64 x 128 and 64 x 64 with one consumer a CTA (`gemm.matmul_narrow`) and a
+  deep ring of slices 128 deep, since a CTA of few tiles waits on memory;
+- fewer still and K long: split K, the units of a tile adding up in order.
+A problem of one row of tiles reads each slice of b once: L2 gives it up first (`EVICT_FIRST`).
+The rules follow the configuration sweep of `benchmarks/matmul.py --table` on the H200
+(docs/performance.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from asyncdsl import runtime
+from asyncdsl.blocks.gemm_config import GemmConfig
+from asyncdsl.blocks.split_k_sum import split_k_flags
+from asyncdsl.errors import ArgumentError, user_location
+from asyncdsl.frontend import language as ad
+from asyncdsl.kernels.dispatch import launch, on_host
+from asyncdsl.kernels.gemm import (
+    INTERPRETED_CTAS,
+    _sms,
+    matmul,
+    matmul_2cta,
+    matmul_narrow,
+    matmul_narrow_2cta,
+    matmul_split_k,
+    matmul_split_k_2cta,
+)
+from asyncdsl.kernels.gemm_pingpong import matmul_pingpong
+from asyncdsl.kernels.outputs import empty
+
+# The constexprs each schedule's kernel takes from the configuration.
+_FIELDS = {
+    "cooperative": None,  # all of them
+    "pingpong": ("BM", "BN", "BK", "STAGES", "SNAKE"),
+    "narrow": ("BM", "BN", "BK", "STAGES", "SNAKE", "IN_FLIGHT", "SHARE", "EVICT_FIRST"),
+}
+# A wave of tiles counts as full from this share of the CTAs on.
+_FULL_WAVE = 0.9
+_NEAR_WAVE = 0.75
+
+
+@dataclass(frozen=True)
+class GemmPlan:
+    """A GEMM kernel and its configuration: SCHEDULE "cooperative" (two consumers share a tile,
+    `gemm.matmul`; SPLIT_K > 1: `gemm.matmul_split_k`), "pingpong" (each consumer its own tile,
+    `gemm_pingpong.matmul_pingpong`) or "narrow" (one consumer a CTA, `gemm.matmul_narrow`);
+    PAIR: in clusters of two CTAs sharing `config.SHARE`'s slices."""
+
+    schedule: str
+    config: GemmConfig = GemmConfig()
+    pair: bool = False
+
+    def kernel(self):
+        if self.schedule not in _FIELDS:
+            raise ArgumentError(f"a GemmPlan's schedule is one of {', '.join(_FIELDS)}, "
+                                f"got {self.schedule!r}", user_location())
+        if self.pair and self.schedule == "pingpong":
+            raise ArgumentError("the ping-pong GEMM runs one CTA a cluster: a GemmPlan of it takes "
+                                "pair=False", user_location())
+        if self.config.SPLIT_K > 1:
+            return matmul_split_k_2cta if self.pair else matmul_split_k
+        return {"cooperative": (matmul, matmul_2cta), "pingpong": (matmul_pingpong,),
+                "narrow": (matmul_narrow, matmul_narrow_2cta)}[self.schedule][self.pair]
+
+    def constexprs(self) -> dict:
+        fields = _FIELDS[self.schedule]
+        every = self.config.constexprs()
+        return every if fields is None else {name: every[name] for name in fields}
+
+
+def gemm(a, b, *, out=None, config: GemmConfig | GemmPlan | None = None, ctas: int | None = None,
+         stream=None):
+    """c = a @ b for a (M, K) and b (K, N), both bfloat16 (or float16), in a new (M, N) array
+    like a or in `out`, by the kernel `plan` picks for the shape; `config` overrides it (a
+    `GemmConfig` for the cooperative kernel; SPLIT_K > 1: the splits add up in order through
+    float32 partial sums made here)."""
+    (m, k), n = a.shape, b.shape[1]
+    c = empty(a, (m, n), a.dtype) if out is None else out
+    ctas = ctas or (INTERPRETED_CTAS if on_host(a) else _sms(a) // 2 * 2)
+    chosen = plan(m, n, k, ctas) if config is None else config
+    if isinstance(chosen, GemmConfig):
+        chosen = GemmPlan("cooperative", chosen)
+    if not isinstance(chosen, GemmPlan):
+        raise ArgumentError(f"config is a GemmConfig or a GemmPlan, got {config!r}", user_location())
+    kernel, split_k = chosen.kernel(), chosen.config.SPLIT_K
+    if split_k > 1:
+        partial, flags = _workspace(a, m, n, chosen.config, chosen.pair, stream)
+        launch(kernel, a, b, c, partial, flags, stream=stream, CTAS=ctas, SPLIT_K=split_k,
+               BN=chosen.config.BN, STAGES=chosen.config.STAGES, BK=chosen.config.BK)
+    else:
+        launch(kernel, a, b, c, stream=stream, CTAS=ctas, **chosen.constexprs())
+    return c
+
+
+def plan(m: int, n: int, k: int, ctas: int) -> GemmPlan:
+    """The kernel and configuration for an m x n x k product on `ctas` CTAs (the module's
+    docstring says why)."""
+    def tiles(bm, bn):
+        return -(-m // bm) * -(-n // bn)
+
+    def filled(count):  # the share of the CTA slots the tiles' waves fill
+        return count / (-(-count // ctas) * ctas)
+
+    if tiles(128, 256) >= _FULL_WAVE * ctas:
+        if m >= 256 and filled(tiles(128, 256)) < 0.8 and filled(tiles(256, 128)) > filled(tiles(128, 256)):
+            return GemmPlan("cooperative", GemmConfig(BM=256, BN=128, SHARE="b"), pair=True)
+        if k <= 4096 and tiles(128, 128) >= 15 * ctas:
+            return GemmPlan("pingpong", GemmConfig(BN=128))
+        if tiles(128, 192) % ctas == 0 and tiles(128, 256) % ctas < ctas / 2:
+            return GemmPlan("cooperative", GemmConfig(BN=192))  # whole waves where 256 leaves one idle
+        return GemmPlan("cooperative")
+    one_row = m <= 128
+    if tiles(128, 128) >= _NEAR_WAVE * ctas:
+        if one_row:
+            return GemmPlan("cooperative", GemmConfig(BN=128, BK=128, STAGES=3, EVICT_FIRST="b"))
+        return GemmPlan("pingpong", GemmConfig(BN=128, STAGES=6))
+    if tiles(64, 128) >= _NEAR_WAVE * ctas:
+        return GemmPlan("narrow", GemmConfig(BM=64, BN=128, BK=128, STAGES=4))
+    if tiles(64, 64) >= _NEAR_WAVE * ctas or k < 2048:
+        return GemmPlan("narrow", GemmConfig(BM=64, BN=64, BK=128, STAGES=6, EVICT_FIRST="ab"))
+    splits = max(2, min(4, ctas // tiles(128, 64)))
+    return GemmPlan("cooperative", GemmConfig(BN=64, STAGES=8, SPLIT_K=splits))
+
+
+def choose(m: int, n: int, k: int, ctas: int) -> GemmConfig:
+    """The cooperative kernel's configuration for an m x n x k product on `ctas` CTAs (the GEMMs
+    with an epilogue of their own run only that kernel): 128 x 256 tiles when they fill the CTAs
+    (128 x 192 when those make whole waves where 256 leaves the last one less than half full),
+    128 x 64 tiles in a deep ring when 128 x 256 ones leave CTAs idle, split K in order when even
+    those leave half the CTAs idle and K is long."""
+    def tiles(bn):
+        return -(-m // 128) * -(-n // bn)
+
+    if tiles(256) >= ctas:
+        if tiles(192) % ctas == 0 and tiles(256) % ctas < ctas / 2:
+            return GemmConfig(BN=192)
+        return GemmConfig()
+    if tiles(64) >= ctas // 2 or k < 2048:
+        return GemmConfig(BN=64, STAGES=8)
+    return GemmConfig(BN=64, BK=64, STAGES=8, SPLIT_K=min(4, ctas // tiles(64)))
+
+
+_WORKSPACES: dict = {}
+
+
+def _workspace(a, m: int, n: int, config: GemmConfig, pair: bool, stream) -> tuple:
+    """Split K's float32 partial sums and zeroed flags (left at zero) for an (m, n) c, made once
+    per device, stream and shape (launches on two streams may overlap), numpy ones afresh."""
+    key = (str(getattr(a, "device", "host")), None if on_host(a) else runtime.streams.launch_stream(
+        stream, runtime.streams.current_stream_source([a])), m, n, config.SPLIT_K, config.BN, pair)
+    if on_host(a) or key not in _WORKSPACES:
+        flags = empty(a, (split_k_flags(m, n, config.BN, 2 if pair else 1),), ad.int32)
+        flags[...] = 0
+        _WORKSPACES[key] = empty(a, (config.SPLIT_K - 1, m, n), ad.float32), flags
+    return _WORKSPACES[key]
