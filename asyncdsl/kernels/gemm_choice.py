@@ -49,17 +49,18 @@ _FIELDS = {
     "pingpong": ("BM", "BN", "BK", "STAGES", "SNAKE"),
     "narrow": ("BM", "BN", "BK", "STAGES", "SNAKE", "IN_FLIGHT", "SHARE", "EVICT_FIRST"),
 }
-# A wave of tiles counts as full from this share of the CTAs on.
+# 128 x 256 tiles for this share of the CTAs count as a wave (2048^3: 128 tiles on 132); below
+# it, the largest tiles of which there are _NEAR_WAVE of a wave.
 _FULL_WAVE = 0.9
 _NEAR_WAVE = 0.75
 
 
 @dataclass(frozen=True)
 class GemmPlan:
-    """A GEMM kernel and its configuration: SCHEDULE "cooperative" (two consumers share a tile,
+    """A GEMM kernel and its configuration: `schedule` "cooperative" (two consumers share a tile,
     `gemm.matmul`; SPLIT_K > 1: `gemm.matmul_split_k`), "pingpong" (each consumer its own tile,
     `gemm_pingpong.matmul_pingpong`) or "narrow" (one consumer a CTA, `gemm.matmul_narrow`);
-    PAIR: in clusters of two CTAs sharing `config.SHARE`'s slices."""
+    `pair`: in clusters of two CTAs sharing `config.SHARE`'s slices."""
 
     schedule: str
     config: GemmConfig = GemmConfig()
