@@ -1,8 +1,9 @@
 """Training steps of a transformers `LlamaForCausalLM` of about 1.1 B parameters (hidden 2048, 16
 layers, 32 query and 8 key/value heads, MLP 8192, vocabulary 32000), randomly initialised, bf16,
 AdamW, sequences of 4096 tokens: the model on asyncdsl's operators (`asyncdsl.ops.llama.apply`:
-attention, RMSNorm, SwiGLU, the loss) against transformers' own with torch's SDPA, eager and under
-`torch.compile`, and asyncdsl's under `torch.compile` too.  Every variant starts from the same
+attention, RMSNorm, SwiGLU, the loss; "+linear_loss": the last layer and its loss in one operator)
+against transformers' own with torch's SDPA, eager and under `torch.compile`, and asyncdsl's under
+`torch.compile` too.  Every variant starts from the same
 weights (one state dict) and takes the same seeded random batches, so their losses differ only
 by the operators' rounding: printed per step with the relative difference from eager SDPA's.
 
@@ -25,7 +26,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 from common import write_result  # noqa: E402
 
-VARIANTS = ("sdpa", "compile", "asyncdsl", "asyncdsl+compile")
+VARIANTS = ("sdpa", "compile", "asyncdsl", "asyncdsl+linear_loss", "asyncdsl+compile")
 CONFIG = dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32,
               num_key_value_heads=8, vocab_size=32000, max_position_embeddings=4096, hidden_act="silu")
 SEQUENCE = 4096
@@ -55,7 +56,7 @@ def variant_model(config, state: dict, variant: str):
     if variant.startswith("asyncdsl"):
         import asyncdsl.ops
 
-        asyncdsl.ops.llama.apply(model)
+        asyncdsl.ops.llama.apply(model, linear_loss="+linear_loss" in variant)
     return torch.compile(model) if variant.endswith("compile") else model
 
 

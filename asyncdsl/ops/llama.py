@@ -8,12 +8,17 @@ name "asyncdsl" (with the flash-attention mask function, which gives no mask for
 padding) and selects it for the model; it replaces each RMSNorm module by `RMSNorm` and each gated
 MLP by `SwiGLUMLP`, which keep the same parameters under the same names, so checkpoints load and
 save as before; and it makes `causal_lm_loss` the model's loss function, the cross-entropy of
-the bf16 logits without the float32 copy transformers' own makes.  The families whose modules
-compute what Llama's do: Llama, Mistral, Qwen2.
+the bf16 logits without the float32 copy transformers' own makes.  With `linear_loss=True` a call
+given labels computes the last layer and its loss in one operator instead
+(`asyncdsl.ops.linear_cross_entropy`): the (tokens x vocabulary) logits and their gradient are
+never made, and the output's logits are None.  The families whose modules compute what Llama's
+do: Llama, Mistral, Qwen2.
 transformers is imported by `apply` only.
 """
 
 from __future__ import annotations
+
+import types
 
 import torch
 
@@ -21,6 +26,7 @@ from asyncdsl.errors import ArgumentError, user_location
 from asyncdsl.ops.attention import attention as asyncdsl_attention
 from asyncdsl.ops.attention_varlen import attention_varlen
 from asyncdsl.ops.cross_entropy import cross_entropy
+from asyncdsl.ops.linear_cross_entropy import linear_cross_entropy
 from asyncdsl.ops.rms_norm import rms_norm
 from asyncdsl.ops.swiglu import swiglu
 
@@ -32,10 +38,11 @@ REFUSED = ("sliding_window", "softcap", "s_aux")
 
 
 def apply(model: torch.nn.Module, *, attention: bool = True, norms: bool = True, mlp: bool = True,
-          loss: bool = True) -> torch.nn.Module:
+          loss: bool = True, linear_loss: bool = False) -> torch.nn.Module:
     """Put `model` (a transformers Llama-family model) on asyncdsl's operators, in place: its
     attention (`attention`), its RMSNorm modules (`norms`), the gate of its MLPs (`mlp`) and,
-    for a causal language model, its loss (`loss`).  Returns the model."""
+    for a causal language model, its loss (`loss`), or its last layer and loss in one
+    operator (`linear_loss`).  Returns the model."""
     if attention:
         from transformers import AttentionInterface
         from transformers.masking_utils import AttentionMaskInterface, flash_attention_mask
@@ -55,7 +62,39 @@ def apply(model: torch.nn.Module, *, attention: bool = True, norms: bool = True,
                 setattr(parent, name, SwiGLUMLP(child.gate_proj, child.up_proj, child.down_proj))
     if loss and hasattr(model, "loss_function"):
         model.loss_function = causal_lm_loss
+    if linear_loss:
+        head = getattr(model, "lm_head", None)
+        if not isinstance(head, torch.nn.Linear) or head.bias is not None:
+            raise ArgumentError(f"linear_loss takes a causal language model whose lm_head is a Linear layer "
+                                f"without bias; {type(model).__name__} has {head!r}", user_location())
+        model.forward = types.MethodType(linear_loss_forward, model)
     return model
+
+
+def linear_loss_forward(model: torch.nn.Module, *args, labels: torch.Tensor | None = None,
+                        num_items_in_batch: torch.Tensor | int | None = None,
+                        shift_labels: torch.Tensor | None = None, ignore_index: int = -100, **kwargs):
+    """The causal language model's forward with labels: the decoder's last hidden states through
+    `lm_head` into the loss by `asyncdsl.ops.linear_cross_entropy`, labels shifted as
+    `causal_lm_loss` shifts them; the output's logits are None.  Without labels, transformers'
+    own forward (the logits, for generation and evaluation)."""
+    from transformers.modeling_outputs import CausalLMOutputWithPast
+
+    if labels is None and shift_labels is None:
+        return type(model).forward(model, *args, **kwargs)
+    kwargs.pop("logits_to_keep", None)
+    outputs = model.model(*args, **kwargs)
+    hidden = outputs.last_hidden_state
+    if shift_labels is None:
+        shift_labels = torch.nn.functional.pad(labels, (0, 1), value=ignore_index)[..., 1:]
+    reduction = "mean" if num_items_in_batch is None else "sum"
+    loss = linear_cross_entropy(hidden, model.lm_head.weight, shift_labels.to(hidden.device),
+                                ignore_index=ignore_index, reduction=reduction)
+    if num_items_in_batch is not None:
+        loss = loss / (num_items_in_batch.to(loss.device) if isinstance(num_items_in_batch, torch.Tensor)
+                       else num_items_in_batch)
+    return CausalLMOutputWithPast(loss=loss, logits=None, past_key_values=outputs.past_key_values,
+                                  hidden_states=outputs.hidden_states, attentions=outputs.attentions)
 
 
 def causal_lm_loss(logits: torch.Tensor, labels: torch.Tensor, vocab_size: int,

@@ -91,6 +91,46 @@ def test_the_model_compiles_whole(reference_kernels):
         torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
 
 
+def test_the_linear_loss_gives_transformers_loss_and_gradients_without_logits(reference_kernels):
+    torch_model = small_llama()
+    model = llama.apply(copy.deepcopy(torch_model), linear_loss=True)
+    ids = tokens()
+    labels = ids.clone()
+    labels[0, :5] = -100
+    for count in (None, 37):
+        output = model(input_ids=ids, labels=labels, num_items_in_batch=count)
+        want = torch_model(input_ids=ids, labels=labels, num_items_in_batch=count).loss
+        assert output.logits is None
+        assert_near(output.loss, want, 1e-6)
+        grads = torch.autograd.grad(output.loss, list(model.parameters()))
+        want_grads = torch.autograd.grad(want, list(torch_model.parameters()))
+        for got, expected in zip(grads, want_grads):
+            assert_near(got, expected, 1e-6)
+    with torch.no_grad():  # without labels: the logits, as transformers gives them
+        assert_near(model(input_ids=ids).logits, torch_model(input_ids=ids).logits, 1e-6)
+
+
+def test_the_linear_loss_compiles_whole_and_refuses_a_head_with_bias(reference_kernels):
+    model = llama.apply(small_llama(), linear_loss=True)
+    graphs = []
+
+    def backend(graph_module, example_inputs):
+        graphs.append(graph_module)
+        return torch._dynamo.backends.debugging.aot_eager(graph_module, example_inputs)
+
+    ids = tokens()
+    eager_loss, _ = loss_and_grads(model, ids)
+    loss, _ = loss_and_grads(torch.compile(model, fullgraph=True, backend=backend), ids)
+    called = {str(node.target) for node in graphs[0].graph.nodes if node.op == "call_function"}
+    assert len(graphs) == 1 and "asyncdsl.linear_cross_entropy.default" in called
+    torch.testing.assert_close(loss, eager_loss, rtol=1e-12, atol=0)
+    biased = small_llama()
+    biased.lm_head = torch.nn.Linear(64, 100, bias=True, dtype=torch.float64)
+    with pytest.raises(ArgumentError, match="without bias") as error:
+        llama.apply(biased, linear_loss=True)
+    assert error.value.location.file == __file__
+
+
 def test_packed_sequences_attend_each_to_itself(reference_kernels):
     model = llama.apply(small_llama())
     ids = tokens(1, 24)
