@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import sys
 import time
+from types import SimpleNamespace
 
 import ml_dtypes
 import numpy as np
@@ -30,7 +31,7 @@ import asyncdsl.kernels as K
 def moe_layer(x, w_router, w_gate, w_up, w_down, top_k: int):
     """The layer's output for tokens x (T, H): w_router (H, E), w_gate and w_up (E, H, F),
     w_down (E, F, H), all bfloat16; each token's top_k experts' outputs, weighted."""
-    ops = _TorchOps() if not isinstance(x, np.ndarray) else _NumpyOps()
+    ops = _torch_ops() if not isinstance(x, np.ndarray) else _numpy_ops()
     experts = w_gate.shape[0]
     logits = ops.float32(x) @ ops.float32(w_router)
     chosen, weights = ops.top_k(logits, top_k)                       # (T, k) each
@@ -44,86 +45,47 @@ def moe_layer(x, w_router, w_gate, w_up, w_down, top_k: int):
     return ops.bfloat16(ops.add_rows(ops.zeros_like(logits, x.shape), tokens, weighted))
 
 
-class _NumpyOps:
-    @staticmethod
-    def float32(a):
-        return a.astype(np.float32)
+def _top_k_numpy(logits, k):
+    chosen = np.argsort(-logits, axis=1, kind="stable")[:, :k]
+    top = np.take_along_axis(logits, chosen, axis=1)
+    weights = np.exp(top - top.max(axis=1, keepdims=True))
+    return chosen, weights / weights.sum(axis=1, keepdims=True)
 
-    @staticmethod
-    def bfloat16(a):
-        return a.astype(ml_dtypes.bfloat16)
 
-    @staticmethod
-    def int32(a):
-        return a.astype(np.int32)
+def _add_rows_numpy(out, rows, values):
+    np.add.at(out, rows, values)
+    return out
 
-    @staticmethod
+
+# The routing's array operations, in numpy and in torch: the layer's code is the same for both.
+def _numpy_ops():
+    return SimpleNamespace(
+        float32=lambda a: a.astype(np.float32), bfloat16=lambda a: a.astype(ml_dtypes.bfloat16),
+        int32=lambda a: a.astype(np.int32), top_k=_top_k_numpy,
+        stable_argsort=lambda a: np.argsort(a, kind="stable"),
+        bincount=lambda a, n: np.bincount(a, minlength=n), cumsum=np.cumsum,
+        zeros_like=lambda like, shape: np.zeros(shape, np.float32), add_rows=_add_rows_numpy)
+
+
+def _torch_ops():
+    import torch
+
     def top_k(logits, k):
-        chosen = np.argsort(-logits, axis=1, kind="stable")[:, :k]
-        top = np.take_along_axis(logits, chosen, axis=1)
-        weights = np.exp(top - top.max(axis=1, keepdims=True))
-        return chosen, weights / weights.sum(axis=1, keepdims=True)
+        top, chosen = torch.topk(logits, k, dim=1)
+        return chosen, torch.softmax(top, dim=1)
 
-    @staticmethod
-    def stable_argsort(a):
-        return np.argsort(a, kind="stable")
-
-    @staticmethod
-    def bincount(a, length):
-        return np.bincount(a, minlength=length)
-
-    @staticmethod
-    def cumsum(a):
-        return np.cumsum(a)
-
-    @staticmethod
-    def zeros_like(like, shape):
-        return np.zeros(shape, np.float32)
-
-    @staticmethod
-    def add_rows(out, rows, values):
-        np.add.at(out, rows, values)
-        return out
-
-
-class _TorchOps:
-    def __init__(self):
-        import torch
-
-        self.torch = torch
-
-    def float32(self, a):
-        return a.float()
-
-    def bfloat16(self, a):
-        return a.to(self.torch.bfloat16)
-
-    def int32(self, a):
-        return a.to(self.torch.int32)
-
-    def top_k(self, logits, k):
-        top, chosen = self.torch.topk(logits, k, dim=1)
-        return chosen, self.torch.softmax(top, dim=1)
-
-    def stable_argsort(self, a):
-        return self.torch.argsort(a, stable=True)
-
-    def bincount(self, a, length):
-        return self.torch.bincount(a, minlength=length)
-
-    def cumsum(self, a):
-        return self.torch.cumsum(a, 0)
-
-    def zeros_like(self, like, shape):
-        return self.torch.zeros(shape, device=like.device, dtype=self.torch.float32)
-
-    def add_rows(self, out, rows, values):
-        return out.index_add_(0, rows, values)
+    return SimpleNamespace(
+        float32=lambda a: a.float(), bfloat16=lambda a: a.to(torch.bfloat16),
+        int32=lambda a: a.to(torch.int32), top_k=top_k,
+        stable_argsort=lambda a: torch.argsort(a, stable=True),
+        bincount=lambda a, n: torch.bincount(a, minlength=n), cumsum=lambda a: torch.cumsum(a, 0),
+        zeros_like=lambda like, shape: torch.zeros(shape, device=like.device, dtype=torch.float32),
+        add_rows=lambda out, rows, values: out.index_add_(0, rows, values))
 
 
 def reference(x, w_router, w_gate, w_up, w_down, top_k: int) -> np.ndarray:
     """The layer in float64, token by token (numpy arrays), from the same routing."""
-    ops = _NumpyOps()
+    ops = _numpy_ops()
     chosen, weights = ops.top_k(x.astype(np.float32) @ w_router.astype(np.float32), top_k)
     x64 = x.astype(np.float64)
     out = np.zeros(x.shape)
