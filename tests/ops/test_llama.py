@@ -70,20 +70,25 @@ def test_the_loss_follows_transformers_with_ignored_labels_and_a_count_of_items(
         assert_near(torch.autograd.grad(got, logits)[0], torch.autograd.grad(want, logits)[0], 1e-6)
 
 
-def test_the_model_compiles_whole(reference_kernels):
-    model = llama.apply(small_llama())
+def compiled_whole(model):
+    """`model` under `torch.compile(fullgraph=True)`, and the operators each graph it made calls."""
     graphs = []
 
     def backend(graph_module, example_inputs):
-        graphs.append(graph_module)
+        graphs.append({str(node.target) for node in graph_module.graph.nodes if node.op == "call_function"})
         return torch._dynamo.backends.debugging.aot_eager(graph_module, example_inputs)
 
+    return torch.compile(model, fullgraph=True, backend=backend), graphs
+
+
+def test_the_model_compiles_whole(reference_kernels):
+    model = llama.apply(small_llama())
     ids = tokens()
     eager_loss, eager_grads = loss_and_grads(model, ids)
-    compiled = torch.compile(model, fullgraph=True, backend=backend)
+    compiled, graphs = compiled_whole(model)
     loss, grads = loss_and_grads(compiled, ids)
     assert len(graphs) == 1
-    called = {str(node.target) for node in graphs[0].graph.nodes if node.op == "call_function"}
+    called = graphs[0]
     assert {"asyncdsl.attention.default", "asyncdsl.rms_norm.default", "asyncdsl.swiglu.default",
             "asyncdsl.cross_entropy.default"} <= called
     torch.testing.assert_close(loss, eager_loss, rtol=1e-12, atol=0)
@@ -112,17 +117,11 @@ def test_the_linear_loss_gives_transformers_loss_and_gradients_without_logits(re
 
 def test_the_linear_loss_compiles_whole_and_refuses_a_head_with_bias(reference_kernels):
     model = llama.apply(small_llama(), linear_loss=True)
-    graphs = []
-
-    def backend(graph_module, example_inputs):
-        graphs.append(graph_module)
-        return torch._dynamo.backends.debugging.aot_eager(graph_module, example_inputs)
-
     ids = tokens()
     eager_loss, _ = loss_and_grads(model, ids)
-    loss, _ = loss_and_grads(torch.compile(model, fullgraph=True, backend=backend), ids)
-    called = {str(node.target) for node in graphs[0].graph.nodes if node.op == "call_function"}
-    assert len(graphs) == 1 and "asyncdsl.linear_cross_entropy.default" in called
+    compiled, graphs = compiled_whole(model)
+    loss, _ = loss_and_grads(compiled, ids)
+    assert len(graphs) == 1 and "asyncdsl.linear_cross_entropy.default" in graphs[0]
     torch.testing.assert_close(loss, eager_loss, rtol=1e-12, atol=0)
     biased = small_llama()
     biased.lm_head = torch.nn.Linear(64, 100, bias=True, dtype=torch.float64)
