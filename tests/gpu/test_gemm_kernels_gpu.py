@@ -123,8 +123,8 @@ def test_gemm_fp8_rows_of_torch_tensors_rounds_the_product_to_e4m3_with_row_scal
 def test_split_k_gemms_on_two_streams_at_once_keep_their_own_sums():
     torch = pytest.importorskip("torch")
     m, n, k = 128, 1024, 4096  # split K (few tiles, long K)
-    from asyncdsl.kernels.gemm import choose
-    assert choose(m, n, k, 132).SPLIT_K > 1
+    from asyncdsl.kernels.gemm_choice import plan
+    assert plan(m, n, k, 132).config.SPLIT_K > 1
     pairs = [(_small_integers((m, k), torch, 10 + i), _small_integers((k, n), torch, 20 + i))
              for i in range(8)]
     torch.cuda.synchronize()
