@@ -43,9 +43,11 @@ from asyncdsl.kernels.gemm import (
 from asyncdsl.kernels.gemm_pingpong import matmul_pingpong
 from asyncdsl.kernels.outputs import empty
 
+_SCHEDULES = ("cooperative", "pingpong", "narrow")
 # The constexprs each schedule's kernel takes from the configuration.
 _FIELDS = {
     "cooperative": None,  # all of them
+    "split_k": ("SPLIT_K", "BN", "STAGES", "BK"),  # the cooperative kernel with SPLIT_K > 1
     "pingpong": ("BM", "BN", "BK", "STAGES", "SNAKE"),
     "narrow": ("BM", "BN", "BK", "STAGES", "SNAKE", "IN_FLIGHT", "SHARE", "EVICT_FIRST"),
 }
@@ -67,8 +69,8 @@ class GemmPlan:
     pair: bool = False
 
     def kernel(self):
-        if self.schedule not in _FIELDS:
-            raise ArgumentError(f"a GemmPlan's schedule is one of {', '.join(_FIELDS)}, "
+        if self.schedule not in _SCHEDULES:
+            raise ArgumentError(f"a GemmPlan's schedule is one of {', '.join(_SCHEDULES)}, "
                                 f"got {self.schedule!r}", user_location())
         if self.pair and self.schedule == "pingpong":
             raise ArgumentError("the ping-pong GEMM runs one CTA a cluster: a GemmPlan of it takes "
@@ -79,7 +81,7 @@ class GemmPlan:
                 "narrow": (matmul_narrow, matmul_narrow_2cta)}[self.schedule][self.pair]
 
     def constexprs(self) -> dict:
-        fields = _FIELDS[self.schedule]
+        fields = _FIELDS["split_k" if self.config.SPLIT_K > 1 else self.schedule]
         every = self.config.constexprs()
         return every if fields is None else {name: every[name] for name in fields}
 
@@ -98,13 +100,9 @@ def gemm(a, b, *, out=None, config: GemmConfig | GemmPlan | None = None, ctas: i
         chosen = GemmPlan("cooperative", chosen)
     if not isinstance(chosen, GemmPlan):
         raise ArgumentError(f"config is a GemmConfig or a GemmPlan, got {config!r}", user_location())
-    kernel, split_k = chosen.kernel(), chosen.config.SPLIT_K
-    if split_k > 1:
-        partial, flags = _workspace(a, m, n, chosen.config, chosen.pair, stream)
-        launch(kernel, a, b, c, partial, flags, stream=stream, CTAS=ctas, SPLIT_K=split_k,
-               BN=chosen.config.BN, STAGES=chosen.config.STAGES, BK=chosen.config.BK)
-    else:
-        launch(kernel, a, b, c, stream=stream, CTAS=ctas, **chosen.constexprs())
+    kernel = chosen.kernel()
+    workspace = _workspace(a, m, n, chosen.config, chosen.pair, stream) if chosen.config.SPLIT_K > 1 else ()
+    launch(kernel, a, b, c, *workspace, stream=stream, CTAS=ctas, **chosen.constexprs())
     return c
 
 
@@ -122,9 +120,7 @@ def plan(m: int, n: int, k: int, ctas: int) -> GemmPlan:
             return GemmPlan("cooperative", GemmConfig(BM=256, BN=128, SHARE="b"), pair=True)
         if k <= 4096 and tiles(128, 128) >= 15 * ctas:
             return GemmPlan("pingpong", GemmConfig(BN=128))
-        if tiles(128, 192) % ctas == 0 and tiles(128, 256) % ctas < ctas / 2:
-            return GemmPlan("cooperative", GemmConfig(BN=192))  # whole waves where 256 leaves one idle
-        return GemmPlan("cooperative")
+        return GemmPlan("cooperative", _wave_filling(m, n, ctas))
     one_row = m <= 128
     if tiles(128, 128) >= _NEAR_WAVE * ctas:
         if one_row:
@@ -148,12 +144,19 @@ def choose(m: int, n: int, k: int, ctas: int) -> GemmConfig:
         return -(-m // 128) * -(-n // bn)
 
     if tiles(256) >= ctas:
-        if tiles(192) % ctas == 0 and tiles(256) % ctas < ctas / 2:
-            return GemmConfig(BN=192)
-        return GemmConfig()
+        return _wave_filling(m, n, ctas)
     if tiles(64) >= ctas // 2 or k < 2048:
         return GemmConfig(BN=64, STAGES=8)
     return GemmConfig(BN=64, BK=64, STAGES=8, SPLIT_K=min(4, ctas // tiles(64)))
+
+
+def _wave_filling(m: int, n: int, ctas: int) -> GemmConfig:
+    """The cooperative kernel's tiles for a problem of at least a wave of them: 128 x 256, or
+    128 x 192 where those make whole waves and 128 x 256 leave the last one less than half full."""
+    def tiles(bn):
+        return -(-m // 128) * -(-n // bn)
+
+    return GemmConfig(BN=192) if tiles(192) % ctas == 0 and tiles(256) % ctas < ctas / 2 else GemmConfig()
 
 
 _WORKSPACES: dict = {}
