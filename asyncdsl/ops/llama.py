@@ -85,14 +85,11 @@ def linear_loss_forward(model: torch.nn.Module, *args, labels: torch.Tensor | No
     kwargs.pop("logits_to_keep", None)
     outputs = model.model(*args, **kwargs)
     hidden = outputs.last_hidden_state
-    if shift_labels is None:
-        shift_labels = torch.nn.functional.pad(labels, (0, 1), value=ignore_index)[..., 1:]
-    reduction = "mean" if num_items_in_batch is None else "sum"
-    loss = linear_cross_entropy(hidden, model.lm_head.weight, shift_labels.to(hidden.device),
-                                ignore_index=ignore_index, reduction=reduction)
-    if num_items_in_batch is not None:
-        loss = loss / (num_items_in_batch.to(loss.device) if isinstance(num_items_in_batch, torch.Tensor)
-                       else num_items_in_batch)
+    rows = hidden.reshape(-1, hidden.shape[-1])
+    loss = next_token_loss(
+        lambda targets, reduction: linear_cross_entropy(rows, model.lm_head.weight, targets,
+                                                        ignore_index=ignore_index, reduction=reduction),
+        labels, shift_labels, num_items_in_batch, ignore_index, hidden.device)
     return CausalLMOutputWithPast(loss=loss, logits=None, past_key_values=outputs.past_key_values,
                                   hidden_states=outputs.hidden_states, attentions=outputs.attentions)
 
@@ -104,12 +101,26 @@ def causal_lm_loss(logits: torch.Tensor, labels: torch.Tensor, vocab_size: int,
     logits against the next token's label (`labels` shifted left, the last position ignored,
     unless `shift_labels` are given), the mean over the labels not `ignore_index`, or the sum
     divided by `num_items_in_batch` when given (batches accumulated over several steps)."""
+    rows = logits.reshape(-1, vocab_size)
+    return next_token_loss(
+        lambda targets, reduction: cross_entropy(rows, targets, ignore_index=ignore_index,
+                                                 reduction=reduction),
+        labels, shift_labels, num_items_in_batch, ignore_index, logits.device)
+
+
+def next_token_loss(loss_of, labels: torch.Tensor | None, shift_labels: torch.Tensor | None,
+                    num_items_in_batch: torch.Tensor | int | None, ignore_index: int,
+                    device: torch.device) -> torch.Tensor:
+    """transformers' causal language-model reduction around `loss_of(targets, reduction)`: the
+    targets are `labels` shifted left, the last position `ignore_index` (or `shift_labels`),
+    flattened onto `device`; the mean over the targets not ignored, or the sum divided by
+    `num_items_in_batch` when given."""
     if shift_labels is None:
         shift_labels = torch.nn.functional.pad(labels, (0, 1), value=ignore_index)[..., 1:]
-    targets = shift_labels.reshape(-1).to(logits.device)
+    targets = shift_labels.reshape(-1).to(device)
     if num_items_in_batch is None:
-        return cross_entropy(logits.reshape(-1, vocab_size), targets, ignore_index=ignore_index)
-    total = cross_entropy(logits.reshape(-1, vocab_size), targets, ignore_index=ignore_index, reduction="sum")
+        return loss_of(targets, "mean")
+    total = loss_of(targets, "sum")
     if isinstance(num_items_in_batch, torch.Tensor):
         num_items_in_batch = num_items_in_batch.to(total.device)
     return total / num_items_in_batch
