@@ -36,7 +36,7 @@ from common import empty_dir, fresh_process_seconds, plot_result, write_result  
 
 FIRST_CALL = r"""
 import time, torch
-from asyncdsl.kernels.gemm import matmul
+from asyncdsl.kernels.gemm_cooperative import matmul
 from asyncdsl.runtime import driver
 driver.api()  # cuda-python's import (~80 ms) is import time, as torch's and triton's are
 a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)

@@ -48,7 +48,7 @@ RANKS = 8
 
 def gemm():
     """The library's GEMM kernel (the one place that says where it lives)."""
-    from asyncdsl.kernels.gemm import matmul
+    from asyncdsl.kernels.gemm_cooperative import matmul
 
     return matmul
 

@@ -165,7 +165,7 @@ def measure(m: int, n: int, k: int, configs=CONFIGS, rounds: int = 7, launches: 
     import torch
     from triton_peers import triton_matmul
 
-    from asyncdsl.kernels.gemm import (
+    from asyncdsl.kernels.gemm_cooperative import (
         matmul,
         matmul_2cta,
         matmul_narrow,

@@ -1,10 +1,11 @@
-"""What the on-device profiler costs a kernel: the bf16 GEMM of `asyncdsl/kernels/gemm.py`, launched
-plainly and profiled (its regions timed: a dozen per K step of a CTA, from the producer's
-"wait free" and "load" to each consumer's "k step", "wait loaded", "mma", "wait mma" and
-"release"), taking turns in a random order each round, each launch alone between two CUDA events
-enqueued while the stream is held (as `kernel.profile` records them, `runtime/profile.py`), so
-that neither includes the host's launch time.  Also: how far the trace's
-span (first warpgroup entry to last exit) is from the events' time, in the last profiled run.
+"""What the on-device profiler costs a kernel: the bf16 GEMM of
+`asyncdsl/kernels/gemm_cooperative.py`, launched plainly and profiled (its regions timed: a
+dozen per K step of a CTA, from the producer's "wait free" and "load" to each consumer's "k
+step", "wait loaded", "mma", "wait mma" and "release"), taking turns in a random order each
+round, each launch alone between two CUDA events enqueued while the stream is held (as
+`kernel.profile` records them, `runtime/profile.py`), so that neither includes the host's launch
+time. Also: how far the trace's span (first warpgroup entry to last exit) is from the events'
+time, in the last profiled run.
 
     python benchmarks/profiler_overhead.py [MxNxK ...]
 """
@@ -28,7 +29,7 @@ HOLD_CYCLES = 1_000_000  # about 0.5 ms of the SMs' clock
 def measure(m: int, n: int, k: int) -> dict:
     import torch
 
-    from asyncdsl.kernels.gemm import matmul
+    from asyncdsl.kernels.gemm_cooperative import matmul
     from asyncdsl.runtime import device_facts
 
     ctas = device_facts(0).multiprocessor_count

@@ -33,7 +33,7 @@ from asyncdsl.blocks.load_ring import produce
 from asyncdsl.blocks.mma_loop import drain, mma_loop
 from asyncdsl.blocks.mma_operands import tensor_core_layout
 from asyncdsl.blocks.persistent_tiles import PersistentTiles
-from asyncdsl.kernels.gemm import example_inputs  # small integers: exact sums
+from asyncdsl.kernels.gemm_cooperative import example_inputs  # small integers: exact sums
 
 
 @ad.kernel(grid=lambda a, b, c, CTAS, **_: (CTAS,), block=384)

@@ -32,7 +32,7 @@ import numpy as np
 
 import asyncdsl as ad
 from asyncdsl.blocks.mma_operands import tensor_core_layout
-from asyncdsl.kernels.gemm import example_inputs  # small integers: exact sums
+from asyncdsl.kernels.gemm_cooperative import example_inputs  # small integers: exact sums
 
 
 @ad.kernel(grid=lambda a, b, c, BM=64, BN=128, **_: (ad.cdiv(c.shape[0], BM), ad.cdiv(c.shape[1], BN)),

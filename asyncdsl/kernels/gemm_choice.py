@@ -30,7 +30,7 @@ from asyncdsl.blocks.split_k_sum import split_k_flags
 from asyncdsl.errors import ArgumentError, user_location
 from asyncdsl.frontend import language as ad
 from asyncdsl.kernels.dispatch import launch, on_host
-from asyncdsl.kernels.gemm import (
+from asyncdsl.kernels.gemm_cooperative import (
     INTERPRETED_CTAS,
     _sms,
     matmul,

@@ -1,7 +1,7 @@
 """GEMMs with fused epilogues: c = activation(a @ b + bias) in bf16, in one kernel:
 `c = asyncdsl.kernels.gemm_bias_activation(a, b, bias, "gelu")`.
 
-The cooperative GEMM of `asyncdsl.kernels.gemm` with an epilogue function: while a tile's last
+The cooperative GEMM of `asyncdsl.kernels.gemm_cooperative` with an epilogue function: while a tile's last
 wgmma runs, each consumer loads its columns' bias (64 a piece, in the accumulator's column
 layout); each 64 x 64 piece of the float32 accumulator then gets its bias added and the
 activation applied in registers before it is converted and stored
@@ -25,9 +25,9 @@ from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.kernels.dispatch import launch, on_host
-from asyncdsl.kernels.gemm import INTERPRETED_CTAS, _sms, cooperative
+from asyncdsl.kernels.gemm_cooperative import INTERPRETED_CTAS, _sms, cooperative
 from asyncdsl.kernels.gemm_choice import choose
-from asyncdsl.kernels.gemm import example_inputs as _integer_inputs
+from asyncdsl.kernels.gemm_cooperative import example_inputs as _integer_inputs
 from asyncdsl.kernels.outputs import empty
 
 E4M3_MAX = 448.0  # the largest finite float8_e4m3fn

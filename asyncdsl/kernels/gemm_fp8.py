@@ -9,7 +9,7 @@ slices of 128 at a time, each sum then added into a float32 total in registers
 (`mma_loop.promoted_mma_loop`; tiles at most 192 wide).  The scales are applied once to the sum
 in registers, before the conversion to bf16 (`epilogue_functions.tile_scales`).
 
-`matmul_fp8` is the cooperative kernel of `asyncdsl.kernels.gemm` with 128-byte slices of K;
+`matmul_fp8` is the cooperative kernel of `asyncdsl.kernels.gemm_cooperative` with 128-byte slices of K;
 `matmul_fp8_pingpong` gives each consumer whole 128 x BN tiles, the two taking turns; the
 `_2cta` forms run in clusters of two CTAs that share every b slice (multicast).
 """
@@ -28,7 +28,7 @@ from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.kernels.dispatch import launch, on_host
-from asyncdsl.kernels.gemm import INTERPRETED_CTAS, _sms
+from asyncdsl.kernels.gemm_cooperative import INTERPRETED_CTAS, _sms
 from asyncdsl.kernels.outputs import empty
 
 

@@ -38,7 +38,7 @@ from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.kernels.block_scales import check_scale_shapes, tma_layout
 from asyncdsl.kernels.dispatch import launch, on_host
-from asyncdsl.kernels.gemm import INTERPRETED_CTAS, _sms
+from asyncdsl.kernels.gemm_cooperative import INTERPRETED_CTAS, _sms
 from asyncdsl.kernels.outputs import empty
 
 BLOCK = 128  # the scales' block of K (and of b's rows)

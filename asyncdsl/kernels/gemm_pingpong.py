@@ -1,6 +1,6 @@
 """bf16 matrix multiply with ping-pong consumers: c = a @ b, float32 accumulation, bf16 out.
 
-The persistent, warp-specialized GEMM of `asyncdsl.kernels.gemm`, scheduled the other way round:
+The persistent, warp-specialized GEMM of `asyncdsl.kernels.gemm_cooperative`, scheduled the other way round:
 each consumer warpgroup owns whole (BM, BN) tiles, the CTA's tiles taken in turn
 (`PersistentTiles.taken_in_turn`), and the two consumers take turns (`asyncdsl.turns`) to run
 their K loops (`mma_loop.ping_pong_k_loop`).  While one issues its tile's wgmmas, the other
@@ -21,7 +21,7 @@ from asyncdsl.frontend import language as ad
 from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
-from asyncdsl.kernels.gemm import example_inputs
+from asyncdsl.kernels.gemm_cooperative import example_inputs
 
 __all__ = ["EXAMPLE_ARGS", "example_inputs", "matmul_pingpong"]  # inputs: the GEMM's small integers
 

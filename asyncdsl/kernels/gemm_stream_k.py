@@ -1,7 +1,7 @@
 """bf16 GEMM scheduled stream-K, for shapes whose tiles do not make whole waves:
 `c = asyncdsl.kernels.gemm_stream_k(a, b)`.
 
-The warp-specialized GEMM of `asyncdsl.kernels.gemm` (a producer, two consumers halving each
+The warp-specialized GEMM of `asyncdsl.kernels.gemm_cooperative` (a producer, two consumers halving each
 tile by rows, a load ring, 64 x 64 epilogue pieces) walking a `StreamKPlan`: every CTA first
 takes its run of K iterations over the last tiles (`StreamKTiles.segments`), then its
 data-parallel tiles.  A consumer whose piece of a run ends inside a tile stores its float32 sum
@@ -24,7 +24,7 @@ from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.kernels.dispatch import launch, on_host
-from asyncdsl.kernels.gemm import INTERPRETED_CTAS, _sms
+from asyncdsl.kernels.gemm_cooperative import INTERPRETED_CTAS, _sms
 from asyncdsl.kernels.outputs import empty
 
 

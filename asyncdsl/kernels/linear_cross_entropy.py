@@ -35,7 +35,7 @@ from asyncdsl.kernels.cross_entropy import REDUCTIONS, count_valid, cross_entrop
 from asyncdsl.kernels.cross_entropy import vector_total
 from asyncdsl.kernels.cross_entropy import config as cross_entropy_config
 from asyncdsl.kernels.dispatch import launch, on_host
-from asyncdsl.kernels.gemm import INTERPRETED_CTAS, _sms, cooperative
+from asyncdsl.kernels.gemm_cooperative import INTERPRETED_CTAS, _sms, cooperative
 from asyncdsl.kernels.gemm_choice import gemm
 from asyncdsl.kernels.outputs import empty, zeros
 
@@ -93,7 +93,7 @@ def chunk_rows(n: int, v: int, hidden: int) -> int:
 
 @kernel(grid=lambda a, b, c, CTAS, **_: (CTAS,), block=384)
 def matmul_transposed(a, b, c, CTAS: constexpr, TRANSPOSED: constexpr, ADDS: constexpr = False):
-    """`asyncdsl.kernels.gemm`'s cooperative kernel with a (TRANSPOSED "a": a is (K, M)) or b
+    """`asyncdsl.kernels.gemm_cooperative`'s kernel with a (TRANSPOSED "a": a is (K, M)) or b
     ("b": b is (N, K)) read transposed; ADDS: the product added into a float32 c (TMA
     reduce-adds)."""
     if TRANSPOSED not in ("a", "b"):

@@ -40,7 +40,7 @@ from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.kernels.dispatch import launch, on_host
-from asyncdsl.kernels.gemm import _sms
+from asyncdsl.kernels.gemm_cooperative import _sms
 from asyncdsl.kernels.outputs import empty
 
 LOG2E = 1.4426950408889634

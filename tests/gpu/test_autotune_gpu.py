@@ -9,7 +9,7 @@ import numpy as np
 from gpu_support import hopper_or_skip
 
 import asyncdsl as ad
-from asyncdsl.kernels.gemm import matmul, matmul_narrow
+from asyncdsl.kernels.gemm_cooperative import matmul, matmul_narrow
 from asyncdsl.runtime import to_device, to_host
 
 hopper_or_skip()

@@ -12,7 +12,7 @@ import pytest
 from eviction_kernels import arrays, load_with_policy
 from gpu_support import hopper_or_skip
 
-from asyncdsl.kernels.gemm import matmul_narrow
+from asyncdsl.kernels.gemm_cooperative import matmul_narrow
 from asyncdsl.runtime import to_device, to_host
 
 hopper_or_skip()

@@ -18,7 +18,7 @@ hopper_or_skip()
 pytestmark = pytest.mark.gpu
 
 MODULES = [importlib.import_module(f"asyncdsl.kernels.{name}") for name in (
-    "gemm", "gemm_pingpong", "gemm_fp8", "gemm_epilogue", "gemm_stream_k")]
+    "gemm_cooperative", "gemm_pingpong", "gemm_fp8", "gemm_epilogue", "gemm_stream_k")]
 
 
 # Kernels whose epilogue uses ex2/lg2.approx, which the interpreter computes correctly rounded

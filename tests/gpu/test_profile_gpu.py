@@ -125,7 +125,7 @@ def test_a_profiled_gemm_keeps_program_order_in_every_warpgroup_and_spans_the_ev
     CUDA-event time within 5 %."""
     import ml_dtypes
 
-    from asyncdsl.kernels.gemm import matmul
+    from asyncdsl.kernels.gemm_cooperative import matmul
 
     m, n, k = 8192, 8192, 2048
     ctas = device_facts(0).multiprocessor_count

@@ -118,7 +118,7 @@ GEMM_CASES = [  # (m, n, k, config): whole tiles, and arrays of any M with K and
 @pytest.mark.parametrize("two_ctas", [False, True], ids=["1cta", "2cta"])
 @pytest.mark.parametrize("m,n,k,config", GEMM_CASES)
 def test_the_gemm_example_is_exact_on_integers(m, n, k, config, two_ctas):
-    from asyncdsl.kernels.gemm import matmul, matmul_2cta
+    from asyncdsl.kernels.gemm_cooperative import matmul, matmul_2cta
 
     rng = np.random.default_rng(3)
     a = rng.integers(-3, 4, (m, k)).astype(ml_dtypes.bfloat16)
@@ -136,7 +136,7 @@ def test_the_gemm_example_is_exact_on_integers(m, n, k, config, two_ctas):
     (136, 520, 4096, {"BN": 128, "BK": 128, "STAGES": 4, "SHARE": "a"}),
 ])
 def test_the_one_consumer_gemm_is_exact_on_integers(m, n, k, config, two_ctas):
-    from asyncdsl.kernels.gemm import matmul_narrow, matmul_narrow_2cta
+    from asyncdsl.kernels.gemm_cooperative import matmul_narrow, matmul_narrow_2cta
 
     rng = np.random.default_rng(4)
     a = rng.integers(-3, 4, (m, k)).astype(ml_dtypes.bfloat16)
@@ -150,7 +150,7 @@ def test_the_one_consumer_gemm_is_exact_on_integers(m, n, k, config, two_ctas):
 
 @pytest.mark.parametrize("two_ctas", [False, True], ids=["1cta", "2cta"])
 def test_split_k_adds_every_part(two_ctas):
-    from asyncdsl.kernels.gemm import matmul, matmul_2cta
+    from asyncdsl.kernels.gemm_cooperative import matmul, matmul_2cta
 
     m, n, k = 200, 264, 1000
     rng = np.random.default_rng(5)
@@ -171,7 +171,7 @@ def test_split_k_in_order_ends_in_bf16_on_every_launch(shape, split_k, bn, pair,
     alone and in CTA pairs sharing a."""
     import torch
 
-    from asyncdsl.kernels.gemm import matmul_split_k, matmul_split_k_2cta, split_k_flags
+    from asyncdsl.kernels.gemm_cooperative import matmul_split_k, matmul_split_k_2cta, split_k_flags
 
     kernel = matmul_split_k if pair == 1 else matmul_split_k_2cta
     ctas = device_facts(0).multiprocessor_count // 2 * 2
@@ -206,7 +206,7 @@ def test_split_k_in_order_ends_in_bf16_on_every_launch(shape, split_k, bn, pair,
 def test_the_gemm_example_is_as_accurate_as_cublas():
     import torch
 
-    from asyncdsl.kernels.gemm import matmul
+    from asyncdsl.kernels.gemm_cooperative import matmul
 
     m = n = k = 2048
     a_t = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)

@@ -84,7 +84,7 @@ def test_the_gemm_host_function_is_exact_in_the_interpreter(shape):
 @pytest.mark.parametrize("shape,config",
                          [((512, 512, 192), {}), ((300, 504, 200), {"STAGES": 3, "EPILOGUE": "tma"})])
 def test_the_two_cta_gemm_multicasts_b_and_is_exact(shape, config):
-    from asyncdsl.kernels.gemm import matmul_2cta
+    from asyncdsl.kernels.gemm_cooperative import matmul_2cta
 
     m, n, k = shape
     rng = np.random.default_rng(2)
@@ -101,7 +101,7 @@ def test_the_two_cta_gemm_multicasts_b_and_is_exact(shape, config):
 @pytest.mark.parametrize("two_ctas,shape,split_k", [(False, (128, 512, 640), 4), (False, (200, 264, 456), 3),
                                                      (True, (256, 256, 512), 2)])
 def test_split_k_adds_every_part_into_a_float32_c(two_ctas, shape, split_k):
-    from asyncdsl.kernels.gemm import matmul, matmul_2cta
+    from asyncdsl.kernels.gemm_cooperative import matmul, matmul_2cta
 
     m, n, k = shape
     rng = np.random.default_rng(4)
@@ -114,7 +114,7 @@ def test_split_k_adds_every_part_into_a_float32_c(two_ctas, shape, split_k):
 
 
 def test_split_k_wants_a_float32_c_and_says_so_at_the_kernels_line():
-    example = importlib.import_module("asyncdsl.kernels.gemm")
+    example = importlib.import_module("asyncdsl.kernels.gemm_cooperative")
 
     with pytest.raises(ad.TraceError, match="must be float32, not bfloat16") as caught:
         example.matmul.compile(ad.ArraySpec((128, 64), ad.bfloat16), ad.ArraySpec((64, 256), ad.bfloat16),
@@ -130,7 +130,7 @@ def test_split_k_wants_a_float32_c_and_says_so_at_the_kernels_line():
     ((200, 264, 456), 2, 64, 20, 1, 128), ((128, 256, 712), 2, 64, 8, 2, 128)])
 def test_split_k_in_order_ends_in_bf16_and_leaves_the_flags_at_zero(shape, split_k, bn, ctas, pair, bk):
     """Alone, and in CTA pairs side by side sharing a (`pair` 2); slices 64 or 128 deep in K."""
-    from asyncdsl.kernels.gemm import matmul_split_k, matmul_split_k_2cta, split_k_flags
+    from asyncdsl.kernels.gemm_cooperative import matmul_split_k, matmul_split_k_2cta, split_k_flags
 
     m, n, k = shape
     rng = np.random.default_rng(6)
@@ -147,7 +147,7 @@ def test_split_k_in_order_ends_in_bf16_and_leaves_the_flags_at_zero(shape, split
 
 
 def test_cta_pairs_can_share_a_instead_of_b():
-    from asyncdsl.kernels.gemm import matmul_2cta
+    from asyncdsl.kernels.gemm_cooperative import matmul_2cta
 
     # One band of tiles 128 rows high, three 256 wide: the one pair of CTAs takes two pairs of
     # tiles side by side, the second running past n; five slices of K go round the 4-slot ring.
@@ -162,7 +162,7 @@ def test_cta_pairs_can_share_a_instead_of_b():
 
 
 def test_sharing_something_else_than_a_or_b_is_refused_at_the_kernels_line():
-    example = importlib.import_module("asyncdsl.kernels.gemm")
+    example = importlib.import_module("asyncdsl.kernels.gemm_cooperative")
 
     with pytest.raises(ad.TraceError, match="SHARE says which operand the CTAs of a cluster share") as caught:
         example.matmul_2cta.compile(ad.ArraySpec((256, 64), ad.bfloat16),
@@ -179,7 +179,7 @@ def test_sharing_something_else_than_a_or_b_is_refused_at_the_kernels_line():
     ({"SNAKE": -1}, "SNAKE is the width of the bands of tiles .* got -1"),
 ])
 def test_a_configuration_the_gemm_cannot_be_built_for_is_refused_at_the_kernels_line(config, message):
-    example = importlib.import_module("asyncdsl.kernels.gemm")
+    example = importlib.import_module("asyncdsl.kernels.gemm_cooperative")
 
     spec = ad.ArraySpec((256, 256), ad.bfloat16)
     with pytest.raises(ad.TraceError, match=message) as caught:
@@ -206,7 +206,7 @@ def test_arrays_that_do_not_make_a_product_are_refused_at_the_kernels_line(kerne
     """A K or an (M, N) that disagree would be multiplied as far as the smaller array reaches,
     the rest of c left as it was: refused when traced, as are rows TMA cannot copy and element
     types the layouts do not hold."""
-    example = importlib.import_module("asyncdsl.kernels.gemm")
+    example = importlib.import_module("asyncdsl.kernels.gemm_cooperative")
     matmul_pingpong = importlib.import_module("asyncdsl.kernels.gemm_pingpong")
 
     def spec(shape):
@@ -222,7 +222,7 @@ def test_arrays_that_do_not_make_a_product_are_refused_at_the_kernels_line(kerne
 
 @pytest.mark.parametrize("ctas", [0, -1, 1.5, True])
 def test_a_count_of_ctas_that_is_no_positive_int_is_refused(ctas):
-    example = importlib.import_module("asyncdsl.kernels.gemm")
+    example = importlib.import_module("asyncdsl.kernels.gemm_cooperative")
 
     spec = ad.ArraySpec((128, 128), BF16)
     with pytest.raises(ad.TraceError, match=f"CTAS .* must be a positive int, got {ctas!r}"):
@@ -253,7 +253,7 @@ def test_split_k_in_order_sums_the_splits_in_their_order():
     """Parts p0 = 1 + 2^-8, p1 = p2 = 2^-24 (each one exact product): in float32 (p0 + p1) + p2
     ties back to p0 twice, which rounds to 1.0 in bf16; summed any other way (p1 + p2 first, or
     from the last split down) it is p0 + 2^-23, which rounds up to 1 + 2^-7."""
-    from asyncdsl.kernels.gemm import matmul_split_k, split_k_flags
+    from asyncdsl.kernels.gemm_cooperative import matmul_split_k, split_k_flags
 
     m, n, k = 128, 64, 192  # three splits of one 64-deep K step each
     a = np.zeros((m, k), ml_dtypes.bfloat16)
@@ -278,7 +278,7 @@ def test_split_k_in_order_sums_the_splits_in_their_order():
     ({"c": ad.ArraySpec((128, 256), ad.float32)}, "c must be bfloat16 or float16"),
 ])
 def test_split_k_in_order_says_what_its_arguments_lack(change, message):
-    example = importlib.import_module("asyncdsl.kernels.gemm")
+    example = importlib.import_module("asyncdsl.kernels.gemm_cooperative")
 
     arguments = {"a": ad.ArraySpec((128, 512), ad.bfloat16), "b": ad.ArraySpec((512, 256), ad.bfloat16),
                  "c": ad.ArraySpec((128, 256), ad.bfloat16),
@@ -459,7 +459,7 @@ def test_a_constant_register_a_is_every_register_of_the_layout():
 
 @pytest.mark.parametrize("block_n", [64, 192])
 def test_an_odd_number_of_epilogue_pieces_does_not_race_the_next_tile(block_n):
-    from asyncdsl.kernels.gemm import matmul
+    from asyncdsl.kernels.gemm_cooperative import matmul
 
     m, n, k = 128, 3 * block_n, 64
     rng = np.random.default_rng(7)
@@ -486,7 +486,7 @@ def test_the_tile_order_is_row_by_row_or_a_planar_snake_with_a_short_last_band(m
 
 
 def test_a_gemm_whose_last_band_of_tile_rows_is_short_is_exact():
-    from asyncdsl.kernels.gemm import matmul
+    from asyncdsl.kernels.gemm_cooperative import matmul
 
     rng = np.random.default_rng(0)
     a = rng.integers(-3, 4, (300, 200)).astype(ml_dtypes.bfloat16)
@@ -499,7 +499,7 @@ def test_a_gemm_whose_last_band_of_tile_rows_is_short_is_exact():
 
 @pytest.mark.parametrize("two_ctas", [False, True])
 def test_the_gemm_with_slices_128_deep_in_k_is_exact(two_ctas):
-    from asyncdsl.kernels.gemm import matmul, matmul_2cta
+    from asyncdsl.kernels.gemm_cooperative import matmul, matmul_2cta
 
     rng = np.random.default_rng(2)
     a = rng.integers(-3, 4, (300, 328)).astype(ml_dtypes.bfloat16)  # K: two slices and a ragged one
@@ -517,7 +517,7 @@ def test_the_gemm_with_slices_128_deep_in_k_is_exact(two_ctas):
     (True, (136, 520, 136), {"BM": 128, "BN": 64, "STAGES": 3, "SHARE": "a"}),  # side by side sharing a
 ])
 def test_the_one_consumer_gemm_is_exact(two_ctas, shape, config):
-    from asyncdsl.kernels.gemm import matmul_narrow, matmul_narrow_2cta
+    from asyncdsl.kernels.gemm_cooperative import matmul_narrow, matmul_narrow_2cta
 
     m, n, k = shape
     rng = np.random.default_rng(6)
@@ -531,7 +531,7 @@ def test_the_one_consumer_gemm_is_exact(two_ctas, shape, config):
 
 @pytest.mark.parametrize("two_ctas,share", [(False, "b"), (True, "b"), (True, "a")])
 def test_the_gemm_with_192_wide_tiles_is_exact(two_ctas, share):
-    from asyncdsl.kernels.gemm import matmul, matmul_2cta
+    from asyncdsl.kernels.gemm_cooperative import matmul, matmul_2cta
 
     rng = np.random.default_rng(1)
     a = rng.integers(-3, 4, (512, 128)).astype(ml_dtypes.bfloat16)

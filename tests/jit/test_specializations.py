@@ -242,7 +242,7 @@ def test_a_second_process_does_not_trace_or_load_the_compiler(tmp_path):
     script.write_text(textwrap.dedent("""
         import sys
         import asyncdsl as ad
-        from asyncdsl.kernels.gemm import matmul
+        from asyncdsl.kernels.gemm_cooperative import matmul
         specs = (ad.ArraySpec((256, 320), ad.bfloat16), ad.ArraySpec((320, 512), ad.bfloat16),
                  ad.ArraySpec((256, 512), ad.bfloat16))
         binary = matmul.binary(specs, {"CTAS": 3})

@@ -13,7 +13,7 @@ from support import line_of
 from xdsl.parser import Parser
 
 import asyncdsl as ad
-from asyncdsl.kernels.gemm import matmul_narrow
+from asyncdsl.kernels.gemm_cooperative import matmul_narrow
 from asyncdsl.passes.pipeline import PASS_NAMES, ir_text, make_context
 
 

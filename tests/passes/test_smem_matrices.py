@@ -97,7 +97,7 @@ def test_the_wgmma_layouts_of_16_bit_tiles_move_as_matrices():
 
 
 def test_the_gemm_epilogue_stores_by_stmatrix_and_assembles():
-    from asyncdsl.kernels.gemm import matmul
+    from asyncdsl.kernels.gemm_cooperative import matmul
 
     a = ad.ArraySpec((8192, 8192), ad.bfloat16)
     ptx = matmul.ptx(a, a, a, CTAS=132)

@@ -34,7 +34,7 @@ def test_every_case_assembles_without_spills_or_advisories(case):
 
 @pytest.mark.parametrize("bn", [256, 192], ids=["128x256", "128x192"])
 def test_the_gemm_example_assembles_clean(bn):
-    from asyncdsl.kernels.gemm import matmul
+    from asyncdsl.kernels.gemm_cooperative import matmul
 
     a = np.zeros((8192, 8192), ml_dtypes.bfloat16)
     text = matmul.ptx(a, a, a, CTAS=132, BN=bn)
@@ -48,7 +48,7 @@ def test_the_gemm_example_assembles_clean(bn):
 
 
 def test_the_split_k_gemm_assembles_clean_and_adds_by_tma():
-    from asyncdsl.kernels.gemm import matmul
+    from asyncdsl.kernels.gemm_cooperative import matmul
 
     a = np.zeros((128, 4096), ml_dtypes.bfloat16)
     b = np.zeros((4096, 4096), ml_dtypes.bfloat16)
@@ -61,7 +61,7 @@ def test_the_split_k_gemm_assembles_clean_and_adds_by_tma():
                          [((128, 4096, 4096), 64, 64, 8), ((128, 4096, 4096), 64, 128, 4),
                           ((512, 4096, 4096), 256, 64, 4), ((1024, 1024, 1024), 128, 64, 6)])
 def test_the_in_order_split_k_gemm_assembles_clean_and_passes_the_sum_by_flags(shape, bn, bk, stages):
-    from asyncdsl.kernels.gemm import matmul_split_k, split_k_flags
+    from asyncdsl.kernels.gemm_cooperative import matmul_split_k, split_k_flags
 
     m, n, k = shape
     text = matmul_split_k.ptx(ad.ArraySpec((m, k), ad.bfloat16), ad.ArraySpec((k, n), ad.bfloat16),
@@ -76,7 +76,7 @@ def test_the_in_order_split_k_gemm_assembles_clean_and_passes_the_sum_by_flags(s
 
 
 def test_the_in_order_split_k_gemm_in_cta_pairs_multicasts_a():
-    from asyncdsl.kernels.gemm import matmul_split_k_2cta, split_k_flags
+    from asyncdsl.kernels.gemm_cooperative import matmul_split_k_2cta, split_k_flags
 
     m, n, k = 128, 4096, 4096
     text = matmul_split_k_2cta.ptx(ad.ArraySpec((m, k), ad.bfloat16), ad.ArraySpec((k, n), ad.bfloat16),
@@ -90,7 +90,7 @@ def test_the_in_order_split_k_gemm_in_cta_pairs_multicasts_a():
 @pytest.mark.parametrize("config", [{}, {"BN": 192, "SHARE": "a"}, {"BN": 64, "BK": 128, "STAGES": 4}],
                          ids=["share_b", "share_a_192", "bk128"])
 def test_the_two_cta_gemm_assembles_clean(config):
-    from asyncdsl.kernels.gemm import matmul_2cta
+    from asyncdsl.kernels.gemm_cooperative import matmul_2cta
 
     a = np.zeros((8192, 8192), ml_dtypes.bfloat16)
     _clean(matmul_2cta.ptx(a, a, a, CTAS=132, **config))
@@ -102,7 +102,7 @@ def test_the_two_cta_gemm_assembles_clean(config):
     ((1000, 1000, 1000), True, {"BN": 128, "BK": 128, "STAGES": 4}),
 ], ids=["64x64", "128x64", "pairs_64x128"])
 def test_the_one_consumer_gemm_assembles_clean_in_256_threads(shape, two_ctas, config):
-    from asyncdsl.kernels.gemm import matmul_narrow, matmul_narrow_2cta
+    from asyncdsl.kernels.gemm_cooperative import matmul_narrow, matmul_narrow_2cta
 
     m, n, k = shape
     a, b, c = (np.zeros(dims, ml_dtypes.bfloat16) for dims in ((m, k), (k, n), (m, n)))
@@ -150,7 +150,7 @@ def test_the_ping_pong_fp8_gemm_assembles_clean(two_ctas, config):
 
 
 def test_the_plan_of_each_operand_is_in_the_ir():
-    from asyncdsl.kernels.gemm import matmul
+    from asyncdsl.kernels.gemm_cooperative import matmul
 
     a = np.zeros((512, 512), ml_dtypes.bfloat16)
     stages = matmul.stages(a, a, a, CTAS=2)
@@ -162,7 +162,7 @@ def test_the_plan_of_each_operand_is_in_the_ir():
 
 
 def test_a_tiled_copy_from_an_array_that_is_not_whole_tiles_goes_one_box_per_column():
-    from asyncdsl.kernels.gemm import matmul
+    from asyncdsl.kernels.gemm_cooperative import matmul
 
     a = np.zeros((300, 200), ml_dtypes.bfloat16)
     b = np.zeros((200, 504), ml_dtypes.bfloat16)
