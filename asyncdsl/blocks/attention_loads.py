@@ -104,8 +104,10 @@ class AttentionLoads:
         """The keys in `slot`, K-major: the B operand of q @ kᵀ."""
         return self.k.at[slot].T
 
-    def release_keys(self, slot) -> None:
-        self.k_empty[slot].arrive(sync=False)
+    def release_keys(self, *slots) -> None:
+        """For a consumer: free the keys of these slots (one or several)."""
+        for slot in slots:
+            self.k_empty[slot].arrive(sync=False)
 
     def wait_values(self, slot) -> None:
         """For a consumer: wait until the values in `slot` have landed."""
@@ -115,5 +117,7 @@ class AttentionLoads:
         """The values in `slot`: the B operand of p @ v."""
         return self.v.at[slot]
 
-    def release_values(self, slot) -> None:
-        self.v_empty[slot].arrive(sync=False)
+    def release_values(self, *slots) -> None:
+        """For a consumer: free the values of these slots (one or several)."""
+        for slot in slots:
+            self.v_empty[slot].arrive(sync=False)

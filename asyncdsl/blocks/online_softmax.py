@@ -56,15 +56,26 @@ class OnlineSoftmax:
 
     def update(self, x, dtype):
         """Take the block of scores x into the state; returns its probabilities 2^(scale·x -
-        scale·m') in `dtype` and α, the factor for what was summed before."""
-        new_max = ad.maximum(self.row_max[...], x.max(axis=1))
+        scale·m') in `dtype` and α, the factor for what was summed before.  x may be a list of
+        tiles, the block's columns in pieces (each the accumulator of its own wgmma): they are
+        taken as one block, one maximum and one α, and the probabilities come back as a list."""
+        pieces = x if isinstance(x, list) else [x]
+        old_max, block_max = self.row_max[...], pieces[0].max(axis=1)
+        for piece in pieces[1:]:
+            block_max = ad.maximum(block_max, piece.max(axis=1))
+        new_max = ad.maximum(old_max, block_max)
         # The maximum the exponentials are taken against: 0 for a row that has seen no key yet.
         base = ad.where(new_max == -math.inf, 0.0, new_max) if self.empty_rows else new_max
         alpha = ad.exp2((self.row_max[...] - base) * self.scale, approx=True)
-        probabilities = ad.exp2(ad.fma(x, self.scale, (base * -self.scale)[:, None]), approx=True)
-        self.row_sum[...] = self.row_sum[...] * alpha + probabilities.sum(axis=1)
+        shift = (base * -self.scale)[:, None]
+        probabilities = [ad.exp2(ad.fma(piece, self.scale, shift), approx=True) for piece in pieces]
+        kept, block_sum = self.row_sum[...] * alpha, probabilities[0].sum(axis=1)
+        for piece in probabilities[1:]:
+            block_sum = block_sum + piece.sum(axis=1)
+        self.row_sum[...] = kept + block_sum
         self.row_max[...] = new_max
-        return probabilities.astype(dtype), alpha
+        converted = [piece.astype(dtype) for piece in probabilities]
+        return (converted if isinstance(x, list) else converted[0]), alpha
 
     def log_sum_exp(self):
         """Each row's natural log of its sum of exponentials, ln Σ e^(scale·x·ln 2)."""

@@ -62,7 +62,11 @@ class PagedSequence:
         the cache for one TMA copy: the page number is a traced coordinate.  An entry outside
         the cache gives its nearest page, whose keys `PagedBlock.present` hides: no coordinate
         is out of bounds (a copy that merges dims would alias one)."""
-        page = ad.load_index(self.table.at[self.b, first // self.page_size]).max(0).min(self.pages - 1)
+        # A block's positions past the table (the last block of a table that is not whole
+        # blocks) read its last entry: they are hidden as past the length.
+        entry, last = first // self.page_size, self.table.shape[1] - 1
+        entry = min(entry, last) if isinstance(entry, int) else entry.min(last)
+        page = ad.load_index(self.table.at[self.b, entry]).max(0).min(self.pages - 1)
         return cache.at[page, ad.ds(first % self.page_size, count), head, :]
 
     def block(self, first, count: int, length, layout=None) -> PagedBlock:

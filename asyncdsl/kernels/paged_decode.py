@@ -8,18 +8,20 @@ k_cache and v_cache are (pages, page_size, H_kv, D), bfloat16 or float8_e4m3fn (
 new tokens included.  Query i of sequence b sees keys 0 .. len_b - Q + i (causal within the
 query block).  o is like q.
 
-A CTA takes one KV head of one sequence and one split of its blocks of BK = min(block,
-page_size) positions, bounded by the sequence's length read on the device (a short one costs
-little); the group's G = H / H_kv heads times the Q queries are the rows of one 64-row wgmma
-tile, so each key is read once for the group.  A producer warpgroup copies each block's keys
-and values by TMA, the page number from the table a traced coordinate (`blocks.paged_kv`), into
-the ring of `blocks.attention_loads`, blocks ahead of the consumer's q kᵀ, online softmax and
-p v.  fp8 pages are gathered by the producer's threads and written as bf16 (wgmma takes fp8
-only with fp8 q and K-major values).  The scores hide positions past a row's last key and on
-pages outside the cache, whose copies read the nearest page: nothing outside the cache is read,
-and a bad table is reported.  Splits write their rows' output and log-sum-exp to a float32
-workspace, merged in split order (`blocks.split_kv_merge`).  Launch shapes depend only on the
-arrays' shapes, so a call captures in a CUDA graph.
+A CTA takes one KV head of one sequence and one split of its blocks of BK = `block` positions,
+bounded by the sequence's length read on the device (a short one costs little); the group's G =
+H / H_kv heads times the Q queries are the rows of one 64-row wgmma tile, so each key is read
+once for the group. A producer warpgroup copies the keys and values by TMA, a page (or a block
+of a large page) a slot of the ring of `blocks.attention_loads`, the page number from the table
+a traced coordinate (`blocks.paged_kv`), slots ahead of the consumer. The consumer takes a block
+a step whatever the page size: q kᵀ as a wgmma a slot, one online-softmax update over the
+block's pieces, p v a wgmma a slot, so pages of 16 cost no more steps than pages of 64. fp8
+pages are gathered by the producer's threads and written as bf16 (wgmma takes fp8 only with fp8
+q and K-major values). The scores hide positions past a row's last key and on pages outside the
+cache, whose copies read the nearest page: nothing outside the cache is read, and a bad table is
+reported. Splits write their rows' output and log-sum-exp to a float32 workspace, merged in
+split order (`blocks.split_kv_merge`). Launch shapes depend only on the arrays' shapes, so a
+call captures in a CUDA graph.
 
 Page sizes 16 and 64, head dims 64 and 128, Q·G at most 64.
 """
@@ -42,10 +44,9 @@ from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.kernels.dispatch import launch, on_host
 from asyncdsl.kernels.gemm_cooperative import _sms
 from asyncdsl.kernels.outputs import empty
+from asyncdsl.kernels.paged_decode_checks import ROWS, check_shapes
 
 LOG2E = 1.4426950408889634
-PAGE_SIZES = (16, 64)
-ROWS = 64  # rows of the wgmma tile: query heads of a group times queries, padded
 HIDDEN = -1.0e30  # the lse of a split that saw no key of a row: finite, so that the merge is no NaN
 HOST_SMS = 132  # the multiprocessors `choose_splits` plans for in the interpreter (an H100's, H200's)
 
@@ -103,23 +104,25 @@ def paged_decode_kernel(q, k_cache, v_cache, block_table, seq_lens, scales, o, p
     """o (SPLITS = 1), else each split's part and lse, of the paged decode (see the module)."""
     _, Q, H, D = q.shape
     PAGES, PAGE, H_KV, _ = k_cache.shape
-    _check(q, k_cache, v_cache, block_table, seq_lens, o, part, SPLITS, BK)
-    BK, G = min(BK, PAGE), H // H_KV  # a block never spans pages: one TMA box
+    check_shapes(q, k_cache, v_cache, block_table, seq_lens, o, part, SPLITS, BK)
+    G, SLOT = H // H_KV, min(BK, PAGE)  # a slot of the ring holds positions of one page: one TMA box
+    P = BK // SLOT  # slots a block: the consumer takes BK keys a step whatever the page size
     split, pair = ad.program_id(0), ad.program_id(1)
     b, h_kv = pair // H_KV, pair % H_KV
     seq = PagedSequence(block_table, seq_lens, b, PAGES, PAGE)
     first_block, count = seq.split_blocks(BK, split, SPLITS)  # the split's share of the sequence
-    loads = AttentionLoads(ad.bfloat16, ROWS, 1, BK, ad.bfloat16, ad.bfloat16, D, ring_stages(BK, D))
+    loads = AttentionLoads(ad.bfloat16, ROWS, 1, SLOT, ad.bfloat16, ad.bfloat16, D, P * ring_stages(BK, D))
 
-    with ad.warpgroup_role(1):  # the producer
+    with ad.warpgroup_role(1):  # the producer, a slot at a time
+        first_slot = first_block * P
         if k_cache.dtype == ad.bfloat16:
-            for j in ad.range(count):
-                loads.load(j, *(lambda i, c=c: seq.box(c, (first_block + i) * BK, BK, h_kv)
+            for j in ad.range(count * P):
+                loads.load(j, *(lambda i, c=c: seq.box(c, (first_slot + i) * SLOT, SLOT, h_kv)
                                 for c in (k_cache, v_cache)))
         else:  # fp8 pages become the tensor cores' bf16 through the threads (see the module)
-            length = seq.length(BK)
-            for j in ad.range(count):
-                block = seq.block((first_block + j) * BK, BK, length)
+            length = seq.length(SLOT)
+            for j in ad.range(count * P):
+                block = seq.block((first_slot + j) * SLOT, SLOT, length)
                 loads.fill(j, *(lambda i, c=c, block=block: block.rows(c, h_kv).astype(ad.bfloat16)
                                 for c in (k_cache, v_cache)))
 
@@ -132,54 +135,71 @@ def paged_decode_kernel(q, k_cache, v_cache, block_table, seq_lens, scales, o, p
                            mask=live[:, None])
         ad.fence_async_smem()  # the tensor cores read what the threads wrote
         last_key = seq.length(ROWS, ad.WGMMA_ROW) - Q + query  # the last key each row sees
-        scored_length = seq.length(BK, ad.WGMMA_COL)
-        s = ad.registers((ROWS, BK), ad.float32, layout=ad.WGMMA)
+        scored_length = seq.length(SLOT, ad.WGMMA_COL)
+        # A block's scores and probabilities, a tile a slot (each slot's keys are one wgmma's).
+        s = [ad.registers((ROWS, SLOT), ad.float32, layout=ad.WGMMA) for _ in range(P)]
+        p = [ad.registers((ROWS, SLOT), ad.bfloat16, layout=ad.WGMMA) for _ in range(P)]  # block j - 1's
         acc = ad.registers((ROWS, D), ad.float32, layout=ad.WGMMA)
         scale = LOG2E / math.sqrt(D)  # the scores are scaled before the softmax, which takes 2^x
         if SCALED:  # the keys' scale multiplies the scores, the values' the output
             k_scale, v_scale = (ad.load(scales.at[ad.zeros((ROWS,), ad.int32, layout=ad.WGMMA_ROW) + i],
                                         layout=ad.WGMMA_ROW) for i in range(2))
             scale = (k_scale * scale)[:, None]
-        p = ad.registers((ROWS, BK), ad.bfloat16, layout=ad.WGMMA)  # block j - 1's probabilities
         state = OnlineSoftmax(ROWS, 1.0, empty_rows=True)  # a split may see no key of a row
         state.start()
         acc[...] = ad.zeros((ROWS, D), ad.float32)
 
-        def scores(j):
-            """Issue s = q k_jᵀ; the keys that exist (the table's entries) are read meanwhile."""
-            first = (first_block + j) * BK
-            scored = seq.block(first, BK, scored_length, ad.WGMMA_COL)
-            loads.wait_keys(loads.slot(j))
-            ad.wgmma(s, q_s, loads.keys(loads.slot(j)), accumulate=False)
-            return first + ad.iota((ROWS, BK), ad.int32, 1, layout=ad.WGMMA), scored
+        def slots(j):
+            return [loads.slot(j * P + i) for i in range(P)]
 
-        def softmax(key, scored):
-            scored.check()
-            hidden = (key > last_key[:, None]) | ~scored.present[None, :]
-            return state.update(ad.where(hidden, -math.inf, s[...] * scale), ad.bfloat16)
+        def scores(j):
+            """Issue s = q k_jᵀ, a wgmma a slot; the keys that exist (the table's entries) are
+            read meanwhile."""
+            first = (first_block + j) * BK
+            scored = [seq.block(first + i * SLOT, SLOT, scored_length, ad.WGMMA_COL) for i in range(P)]
+            for piece, slot in zip(s, slots(j)):
+                loads.wait_keys(slot)
+                ad.wgmma(piece, q_s, loads.keys(slot), accumulate=False)
+            return first, scored
+
+        def softmax(first, scored):
+            pieces = []
+            for i, block in enumerate(scored):
+                block.check()
+                key = first + i * SLOT + ad.iota((ROWS, SLOT), ad.int32, 1, layout=ad.WGMMA)
+                hidden = (key > last_key[:, None]) | ~block.present[None, :]
+                pieces.append(ad.where(hidden, -math.inf, s[i][...] * scale))
+            return state.update(pieces, ad.bfloat16)
+
+        def keep(probabilities):
+            for piece, kept in zip(p, probabilities):
+                piece[...] = kept
+
+        def values(j):
+            """Issue acc += p_j v_j, a wgmma a slot."""
+            for piece, slot in zip(p, slots(j)):
+                loads.wait_values(slot)
+                ad.wgmma(acc, piece[...], loads.values(slot))
 
         with ad.when(count > 0):  # as `blocks.attention_forward`: s_j runs beside p_{j-1} v_{j-1}
             block = scores(0)
             ad.wgmma_wait(0)
-            loads.release_keys(loads.slot(0))
-            p[...], _ = softmax(*block)
+            loads.release_keys(*slots(0))
+            keep(softmax(*block)[0])
             for j in ad.range(1, count):
                 block = scores(j)
-                loads.wait_values(loads.slot(j - 1))
-                ad.wgmma(acc, p[...], loads.values(loads.slot(j - 1)))
-                ad.wgmma_wait(1)  # s_j is done, p v may still run
-                loads.release_keys(loads.slot(j))
+                values(j - 1)
+                ad.wgmma_wait(P)  # s_j is done (its P wgmmas went first), p v may still run
+                loads.release_keys(*slots(j))
                 probabilities, alpha = softmax(*block)
                 ad.warpgroup_barrier()  # keeps ptxas from hoisting the wait above the softmax
                 ad.wgmma_wait(0)
-                loads.release_values(loads.slot(j - 1))
-                p[...] = probabilities
+                loads.release_values(*slots(j - 1))
+                keep(probabilities)
                 acc[...] = acc[...] * alpha[:, None]
-            last = loads.slot(count - 1)
-            loads.wait_values(last)
-            ad.wgmma(acc, p[...], loads.values(last))
+            values(count - 1)
             ad.wgmma_wait(0)
-            loads.release_values(last)
+            loads.release_values(*slots(count - 1))
         out = state.normalize(acc[...]) * v_scale[:, None] if SCALED else state.normalize(acc[...])
         if SPLITS == 1:
             ad.store(o.at[b, query[:, None], head[:, None], columns], out.astype(o.dtype),
@@ -203,39 +223,6 @@ def merge_kernel(part, lse, o):
     merged, _ = merge_splits(part.shape[0], lambda c: ad.load(part.at[c, rows, :], layout=ad.WGMMA),
                              lambda c: ad.load(lse.at[c, rows], layout=ad.WGMMA_ROW))
     ad.store(o.at[rows, :], merged.astype(o.dtype))
-
-
-def _check(q, k_cache, v_cache, block_table, seq_lens, o, part, SPLITS, BK) -> None:
-    """Refuse at trace time what the kernel does not compute."""
-    (B, Q, H, D), (_, PAGE, H_KV, _) = q.shape, k_cache.shape
-    if PAGE not in PAGE_SIZES:
-        raise ad.TraceError(f"page size {PAGE}: the paged decode takes pages of "
-                            f"{' or '.join(map(str, PAGE_SIZES))} positions", user_location())
-    if v_cache.shape != k_cache.shape or k_cache.shape[3] != D:
-        raise ad.TraceError(f"k_cache {tuple(k_cache.shape)} and v_cache {tuple(v_cache.shape)} must both "
-                            f"be (pages, page_size, H_kv, {D}) for q of head dim {D}", user_location())
-    caches = (ad.bfloat16, ad.float8_e4m3fn)
-    if q.dtype != ad.bfloat16 or k_cache.dtype not in caches or v_cache.dtype != k_cache.dtype:
-        raise ad.TraceError(f"q must be bfloat16 and the caches both bfloat16 or both float8_e4m3fn, got "
-                            f"{q.dtype}, {k_cache.dtype} and {v_cache.dtype}", user_location())
-    if D not in (64, 128):
-        raise ad.TraceError(f"head dim {D}: the paged decode takes 64 or 128 (the output and a block's "
-                            "scores share the consumer's registers)", user_location())
-    if H % H_KV or Q * (H // H_KV) > ROWS:
-        raise ad.TraceError(f"{H} query heads over {H_KV} KV heads with {Q} queries: the heads must group "
-                            f"evenly and queries × group at most {ROWS} (one wgmma tile)", user_location())
-    if block_table.shape[0] != B or tuple(seq_lens.shape) != (B,) or \
-            (block_table.dtype, seq_lens.dtype) != (ad.int32, ad.int32):
-        raise ad.TraceError(f"block_table must be ({B}, max_pages) int32 and seq_lens ({B},) int32, got "
-                            f"{tuple(block_table.shape)} {block_table.dtype} and {tuple(seq_lens.shape)} "
-                            f"{seq_lens.dtype}", user_location())
-    if BK not in (32, 64):
-        raise ad.TraceError(f"BK, the positions of a step, must be 32 or 64, got {BK!r}", user_location())
-    if not isinstance(SPLITS, int) or isinstance(SPLITS, bool) or SPLITS < 1 or part.shape[0] != SPLITS:
-        raise ad.TraceError(f"SPLITS must be a positive int, the workspace's first dim: {SPLITS!r}",
-                            user_location())
-    if o.shape != q.shape:
-        raise ad.TraceError(f"o has shape {tuple(o.shape)}, expected {tuple(q.shape)}", user_location())
 
 
 # Arguments `asyncdsl dump` traces the kernel with.

@@ -78,3 +78,27 @@ def test_splits_copy_their_share_of_each_sequences_own_blocks(page, block, split
         pages = np.clip(table[b, np.arange(walked) // page], 0, 5)
         np.testing.assert_array_equal(out[b, :walked], cache[pages, np.arange(walked) % page, 0])
         assert np.isnan(out[b, walked:]).all()
+
+
+@ad.kernel(grid=lambda cache, table, out, FIRST: (table.shape[0],), block=128)
+def one_box(cache, table, out, FIRST: ad.constexpr):
+    """out[b]: head 0 of the page `box` gives for position FIRST of sequence b."""
+    b = ad.program_id(0)
+    lens = table.at[:, 0]  # unread: box looks only at the table
+    seq = paged_kv.PagedSequence(table, lens, b, cache.shape[0], cache.shape[1])
+    rows, landed = ad.smem(out.shape[1:], cache.dtype), ad.barrier()
+    ad.async_copy(seq.box(cache, FIRST + 0 * b, cache.shape[1], 0), rows, barrier=landed)
+    landed.wait()
+    ad.store(out.at[b], rows[...])
+
+
+@pytest.mark.parametrize("first", [32, 48, 64, 208])
+def test_a_box_past_the_table_reads_its_last_entry(first):
+    """The last block of a table that is not whole blocks runs past it: its positions there read
+    the table's last entry (hidden as past the length), never the next row of the table."""
+    rng = np.random.default_rng(first)
+    cache = rng.standard_normal((6, 16, 2, 64)).astype(np.float32)
+    table = rng.integers(0, 6, (3, 3), dtype=np.int32)  # 48 positions a sequence
+    out = np.full((3, 16, 64), np.nan, np.float32)
+    one_box.interpret(cache, table, out, FIRST=first)
+    np.testing.assert_array_equal(out, cache[table[:, min(first // 16, 2)], :, 0])

@@ -1,0 +1,42 @@
+"""What the paged decode (`asyncdsl.kernels.paged_decode`) takes, refused at trace time otherwise."""
+
+from __future__ import annotations
+
+from asyncdsl.errors import user_location
+from asyncdsl.frontend import language as ad
+
+PAGE_SIZES = (16, 64)
+ROWS = 64  # rows of the wgmma tile: query heads of a group times queries, padded
+
+
+def check_shapes(q, k_cache, v_cache, block_table, seq_lens, o, part, SPLITS, BK) -> None:
+    """Refuse at trace time what the kernel does not compute."""
+    (B, Q, H, D), (_, PAGE, H_KV, _) = q.shape, k_cache.shape
+    if PAGE not in PAGE_SIZES:
+        raise ad.TraceError(f"page size {PAGE}: the paged decode takes pages of "
+                            f"{' or '.join(map(str, PAGE_SIZES))} positions", user_location())
+    if v_cache.shape != k_cache.shape or k_cache.shape[3] != D:
+        raise ad.TraceError(f"k_cache {tuple(k_cache.shape)} and v_cache {tuple(v_cache.shape)} must both "
+                            f"be (pages, page_size, H_kv, {D}) for q of head dim {D}", user_location())
+    caches = (ad.bfloat16, ad.float8_e4m3fn)
+    if q.dtype != ad.bfloat16 or k_cache.dtype not in caches or v_cache.dtype != k_cache.dtype:
+        raise ad.TraceError(f"q must be bfloat16 and the caches both bfloat16 or both float8_e4m3fn, got "
+                            f"{q.dtype}, {k_cache.dtype} and {v_cache.dtype}", user_location())
+    if D not in (64, 128):
+        raise ad.TraceError(f"head dim {D}: the paged decode takes 64 or 128 (the output and a block's "
+                            "scores share the consumer's registers)", user_location())
+    if H % H_KV or Q * (H // H_KV) > ROWS:
+        raise ad.TraceError(f"{H} query heads over {H_KV} KV heads with {Q} queries: the heads must group "
+                            f"evenly and queries × group at most {ROWS} (one wgmma tile)", user_location())
+    if block_table.shape[0] != B or tuple(seq_lens.shape) != (B,) or \
+            (block_table.dtype, seq_lens.dtype) != (ad.int32, ad.int32):
+        raise ad.TraceError(f"block_table must be ({B}, max_pages) int32 and seq_lens ({B},) int32, got "
+                            f"{tuple(block_table.shape)} {block_table.dtype} and {tuple(seq_lens.shape)} "
+                            f"{seq_lens.dtype}", user_location())
+    if BK not in (32, 64):
+        raise ad.TraceError(f"BK, the positions of a step, must be 32 or 64, got {BK!r}", user_location())
+    if not isinstance(SPLITS, int) or isinstance(SPLITS, bool) or SPLITS < 1 or part.shape[0] != SPLITS:
+        raise ad.TraceError(f"SPLITS must be a positive int, the workspace's first dim: {SPLITS!r}",
+                            user_location())
+    if o.shape != q.shape:
+        raise ad.TraceError(f"o has shape {tuple(o.shape)}, expected {tuple(q.shape)}", user_location())
