@@ -97,7 +97,9 @@ def _scales(q, k_scale, v_scale):
                                         device=q.device).reshape(()) for s in (k_scale, v_scale)])
 
 
-@kernel(grid=lambda q, k_cache, *_, SPLITS, **__: (SPLITS, q.shape[0] * k_cache.shape[2]), block=256,
+# The (sequence, KV head) pairs go first in the grid: the CTAs of a sequence's heads, which read
+# the same pages, run at once, and batches of more than 65,535 pairs launch.
+@kernel(grid=lambda q, k_cache, *_, SPLITS, **__: (q.shape[0] * k_cache.shape[2], SPLITS), block=256,
         name="paged_decode")
 def paged_decode_kernel(q, k_cache, v_cache, block_table, seq_lens, scales, o, part, lse,
                         SPLITS: constexpr = 1, SCALED: constexpr = False, BK: constexpr = 64):
@@ -107,7 +109,7 @@ def paged_decode_kernel(q, k_cache, v_cache, block_table, seq_lens, scales, o, p
     check_shapes(q, k_cache, v_cache, block_table, seq_lens, o, part, SPLITS, BK)
     G, SLOT = H // H_KV, min(BK, PAGE)  # a slot of the ring holds positions of one page: one TMA box
     P = BK // SLOT  # slots a block: the consumer takes BK keys a step whatever the page size
-    split, pair = ad.program_id(0), ad.program_id(1)
+    pair, split = ad.program_id(0), ad.program_id(1)
     b, h_kv = pair // H_KV, pair % H_KV
     seq = PagedSequence(block_table, seq_lens, b, PAGES, PAGE)
     first_block, count = seq.split_blocks(BK, split, SPLITS)  # the split's share of the sequence
