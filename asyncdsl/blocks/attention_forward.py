@@ -62,20 +62,28 @@ def attend(tile: QueryTile, loads: AttentionLoads, head: HeadRows, *, scale: flo
     """The CTA's producer and consumers (see the module's docstring); `finish(me, first_row,
     state, acc)` stores consumer `me`'s rows from `first_row`: its `OnlineSoftmax` and its
     output accumulator (not yet divided by the rows' sums)."""
-    BQ, BK, D = loads.q.shape[1], loads.k.shape[1], loads.q.shape[2]
+    BQ, SLOT, D = loads.q.shape[1], loads.k.shape[1], loads.q.shape[2]
+    P = tile.BK // SLOT  # slots a key block: the ring's slots may hold a piece of a block each
     q_s, p_dtype = loads.q, loads.v.dtype  # q_s: [consumer]
+
+    def slot(j, i=0):
+        """The ring slot of piece i of key block j."""
+        return loads.slot(j) if P == 1 else loads.slot(j * P + i)
+
+    def slots(j):
+        return [slot(j, i) for i in range(P)]
 
     with ad.warpgroup_role(2, registers=40), _live(tile):
         for half in range(2):
             loads.load_query(half, head.query(tile.first_row + half * BQ, BQ))
-        for j in ad.range(tile.blocks):
-            loads.load(j, lambda i: head.keys(i * BK, BK), lambda i: head.values(i * BK, BK))
+        for j in ad.range(tile.blocks if P == 1 else tile.blocks * P):
+            loads.load(j, lambda i: head.keys(i * SLOT, SLOT), lambda i: head.values(i * SLOT, SLOT))
 
     with ad.warpgroup_role((0, 1), registers=232):
         me = ad.warpgroup_idx()
         my_first_row = tile.first_row + me * BQ
-        s = ad.registers((BQ, BK), ad.float32, layout=ad.WGMMA)  # q @ kᵀ of one block
-        p = ad.registers((BQ, BK), p_dtype, layout=ad.WGMMA)  # its probabilities, A of p @ v
+        s = [ad.registers((BQ, SLOT), ad.float32, layout=ad.WGMMA) for _ in range(P)]  # q @ kᵀ of a block
+        p = [ad.registers((BQ, SLOT), p_dtype, layout=ad.WGMMA) for _ in range(P)]  # its probabilities
         acc = ad.registers((BQ, D), ad.float32, layout=ad.WGMMA)
         state = OnlineSoftmax(BQ, scale, empty_rows)
 
@@ -84,13 +92,22 @@ def attend(tile: QueryTile, loads: AttentionLoads, head: HeadRows, *, scale: flo
             return turns.turn() if turns is not None else contextlib.nullcontext()
 
         def scores(j):
-            """Issue s = q @ k_jᵀ."""
-            loads.wait_keys(loads.slot(j))
-            ad.wgmma(s, q_s.at[me], loads.keys(loads.slot(j)), accumulate=False)
+            """Issue s = q @ k_jᵀ (a wgmma a slot)."""
+            for i, piece in enumerate(s):
+                loads.wait_keys(slot(j, i))
+                ad.wgmma(piece, q_s.at[me], loads.keys(slot(j, i)), accumulate=False)
 
         def softmax(j, masked: bool):
-            """Block j's probabilities (bf16) and the factor the output so far is scaled by."""
-            return state.update(tile.mask(s[...], j, my_first_row) if masked else s[...], p_dtype)
+            """Block j's probabilities (bf16, a tile a slot) and the factor the output so far is
+            scaled by."""
+            pieces = [tile.mask(piece[...], j, my_first_row, i * SLOT) if masked else piece[...]
+                      for i, piece in enumerate(s)]
+            probabilities, alpha = state.update(pieces if P > 1 else pieces[0], p_dtype)
+            return (probabilities if P > 1 else [probabilities]), alpha
+
+        def keep(probabilities):
+            for piece, kept in zip(p, probabilities):
+                piece[...] = kept
 
         def step(j, masked: bool):
             """Block j while block j - 1's p @ v runs: issue s_j, then o += p_{j-1} @ v_{j-1};
@@ -100,11 +117,12 @@ def attend(tile: QueryTile, loads: AttentionLoads, head: HeadRows, *, scale: flo
                     with ad.region("issue s"):
                         scores(j)
                     with ad.region("issue pv"):
-                        loads.wait_values(loads.slot(j - 1))
-                        ad.wgmma(acc, p[...], loads.values(loads.slot(j - 1)))
+                        for i, piece in enumerate(p):
+                            loads.wait_values(slot(j - 1, i))
+                            ad.wgmma(acc, piece[...], loads.values(slot(j - 1, i)))
                 with ad.region("wait s"):
-                    ad.wgmma_wait(1)  # s_j is done, p_{j-1} @ v_{j-1} may still run
-                loads.release_keys(loads.slot(j))
+                    ad.wgmma_wait(P)  # s_j is done (its wgmmas went first), p_{j-1} @ v_{j-1} may still run
+                loads.release_keys(*slots(j))
                 with ad.region("softmax"):
                     probabilities, alpha = softmax(j, masked)
                 with ad.region("wait pv"):
@@ -113,9 +131,9 @@ def attend(tile: QueryTile, loads: AttentionLoads, head: HeadRows, *, scale: flo
                     # a barrier (docs/hardware.md §14.6).
                     ad.warpgroup_barrier()
                     ad.wgmma_wait(0)
-                loads.release_values(loads.slot(j - 1))
+                loads.release_values(*slots(j - 1))
                 with ad.region("rescale"):
-                    p[...] = probabilities
+                    keep(probabilities)
                     acc[...] = acc[...] * alpha[:, None]
 
         with _live(tile):  # registers are the kernel's: allocated outside the condition
@@ -125,15 +143,17 @@ def attend(tile: QueryTile, loads: AttentionLoads, head: HeadRows, *, scale: flo
             with turn():
                 scores(0)
             ad.wgmma_wait(0)
-            loads.release_keys(loads.slot(0))
-            p[...], _ = softmax(0, masked=tile.first_block_masked())
+            loads.release_keys(*slots(0))
+            keep(softmax(0, masked=tile.first_block_masked())[0])
             tile.walk_after_first(step)
-            last = loads.slot(tile.blocks - 1)
-            loads.wait_values(last)
+            last = slots(tile.blocks - 1)
+            for last_slot in last:
+                loads.wait_values(last_slot)
             with turn():
-                ad.wgmma(acc, p[...], loads.values(last))
+                for piece, last_slot in zip(p, last):
+                    ad.wgmma(acc, piece[...], loads.values(last_slot))
             ad.wgmma_wait(0)
-            loads.release_values(last)
+            loads.release_values(*last)
             finish(me, my_first_row, state, acc)
 
 

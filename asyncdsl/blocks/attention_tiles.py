@@ -91,13 +91,16 @@ class QueryTile:
         """The last key query row `row` sees, causal."""
         return row if isinstance(self.offset, int) and self.offset == 0 else row + self.offset
 
-    def mask(self, x, j, first_row):
+    def mask(self, x, j, first_row, column: int = 0):
         """x, scores of key block j for the query rows from `first_row`, with the keys they must
-        not see at -inf: those after the row's own (causal), else those past S_KV."""
-        rows = x.shape[0]
-        keys = j * self.BK + ad.iota((rows, self.BK), ad.int32, 1)
+        not see at -inf: those after the row's own (causal), else those past S_KV.  x may be a
+        piece of the block's columns, from `column`."""
+        rows, columns = x.shape
+        keys = j * self.BK + ad.iota((rows, columns), ad.int32, 1)
+        if column:
+            keys = keys + column
         if self.causal:
-            hidden = keys > self._diagonal(first_row) + ad.iota((rows, self.BK), ad.int32, 0)
+            hidden = keys > self._diagonal(first_row) + ad.iota((rows, columns), ad.int32, 0)
         else:
             hidden = keys >= self.S_KV
         return ad.where(hidden, -math.inf, x)

@@ -13,9 +13,10 @@ attention).  `lse` (H, total_q) float32 holds the rows' natural log-sum-exp.  Pa
 
 Nothing goes through the host: offsets, lengths and page numbers are read on the device
 (`asyncdsl.load_index`), the grid is (⌈max_q / 128⌉, B·H).  It is the varlen kernel's work
-(`asyncdsl.blocks.attention_forward`) with key blocks of one page: block j of a sequence is one
-TMA box of the page block_table[b, j] (a page's rows are contiguous, those of neighbouring
-blocks are not), so keys are walked 16 or 64 at a time.  A bad table never makes the kernel
+(`asyncdsl.blocks.attention_forward`) with key blocks of 64 keys: a page's rows are contiguous,
+those of neighbouring pages are not, so each page is one TMA box into a slot of the ring, four
+slots a block for pages of 16 (the consumers take the block's scores a wgmma a slot, then one
+online-softmax update).  A bad table never makes the kernel
 read outside the cache: a page number past the cache (or negative) reads zeros, and a length
 past the table's pages is cut to them (the pages the table names).
 """
@@ -80,12 +81,17 @@ def paged_prefill_kernel(q, k_cache, v_cache, o, lse, block_table, seq_lens, cu_
     S = ad.load_index(cu_seqlens_q.at[b + 1]) - q_start
     # A length past the table's pages is cut to them: no page number is read past the table.
     S_KV = ad.load_index(seq_lens.at[b]).min(block_table.shape[1] * PAGE)
-    tile = QueryTile(S, S_KV, 2 * BQ, PAGE, causal=True)
-    STAGES = ring_stages(PAGE, D, BQ) if STAGES is None else STAGES
+    # Key blocks of BK = 64 keys, a page of 16 a slot of the ring (pieces of a block) or a page
+    # of 64 a block: the consumers take 64 keys a step whatever the page size.
+    BK = max(PAGE, 64)
+    tile = QueryTile(S, S_KV, 2 * BQ, BK, causal=True)
+    STAGES = BK // PAGE * ring_stages(BK, D, BQ) if STAGES is None else STAGES
 
     def page(start, count):
-        """The page holding keys start.. (a block of one page): a number read from the table."""
-        return ad.load_index(block_table.at[b, start // PAGE])
+        """The page holding keys start.. (a slot of one page): a number read from the table; the
+        last block's pieces past the table read its last entry (their keys are masked)."""
+        entry = start // PAGE if BK == PAGE else (start // PAGE).min(block_table.shape[1] - 1)
+        return ad.load_index(block_table.at[b, entry])
 
     loads = AttentionLoads(q.dtype, BQ, 2, PAGE, k_cache.dtype, v_cache.dtype, D, STAGES)
     head_of = HeadRows(lambda start, count: q.at[ad.ds(q_start + start, count), h, :],
@@ -95,11 +101,11 @@ def paged_prefill_kernel(q, k_cache, v_cache, o, lse, block_table, seq_lens, cu_
     attend(tile, loads, head_of, scale=LOG2E / math.sqrt(D), finish=finish, empty_rows=True)
 
 
-def ring_stages(page: int, d: int, BQ: int) -> int:
-    """Pages in flight: as many as 200 KiB of shared memory holds beside the query tile, up to 8
-    (a page of 16 keys is little work for the latency of its load), at least 2."""
-    page_bytes, query_bytes = 2 * page * d * 2, 2 * BQ * d * 2  # k and v of a page; q, bf16
-    return max(2, min(8, (200 * 1024 - query_bytes) // page_bytes))
+def ring_stages(block: int, d: int, BQ: int) -> int:
+    """Key blocks in flight: as many as 200 KiB of shared memory holds beside the query tile,
+    up to 8, at least 2."""
+    block_bytes, query_bytes = 2 * block * d * 2, 2 * BQ * d * 2  # k and v of a block; q, bf16
+    return max(2, min(8, (200 * 1024 - query_bytes) // block_bytes))
 
 
 def _check(q, k_cache, v_cache, o, lse, block_table, seq_lens, cu_seqlens_q) -> None:

@@ -48,6 +48,14 @@ def test_paged_prefill_matches_float64(page, chunks, contexts, heads, kv_heads, 
     check(o, lse, *reference(q, k_cache, v_cache, table, seq_lens, cu_q))
 
 
+def test_a_table_that_is_not_whole_blocks_is_read_only_within_its_width():
+    """Pages of 16 go four to a block of 64 keys: a table of 5 pages ends inside the second
+    block, whose pieces past it read the last entry, masked as past the length."""
+    q, k_cache, v_cache, table, seq_lens, cu_q = batch((9, 30), (80, 75), 16, max_pages=5)
+    o, lse = K.paged_prefill(q, k_cache, v_cache, table, seq_lens, cu_q, 30)
+    check(o, lse, *reference(q, k_cache, v_cache, table, seq_lens, cu_q))
+
+
 def test_a_bad_table_reads_zeros_or_is_cut_to_its_pages():
     """Page numbers past the cache and below 0 read zero keys and values (a score of 0 each);
     a length past the table's pages is cut to them."""
