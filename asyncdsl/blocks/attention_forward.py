@@ -21,11 +21,13 @@ through the key blocks with the online softmax, then hand their output to an epi
         attend(tile, loads, rows, scale=1.4426950408889634 / 8, finish=finish)
 
 `attend` must be called at the kernel's top level (it opens the warpgroup roles), with the
-`AttentionLoads` of 2 parts of BQ query rows and ring slots of BK keys, and a `QueryTile` of 2·BQ
-rows and BK keys a block: `asyncdsl.kernels.attention` and `attention_varlen` differ only in
-how they address a head's rows (`HeadRows`) and store the output (`finish`).  Where the tile's
-lengths are traced (a variable-length batch) the CTAs whose tile lies past the sequence's end
-do nothing (`QueryTile.live`).
+`AttentionLoads` of 2 parts of BQ query rows and ring slots of BK keys, and a `QueryTile` of
+2·BQ rows and BK keys a block (or slots of BK / P keys, P slots a block: a paged cache's pages
+of 16 in blocks of 64, each slot its own wgmma, the block one online-softmax update):
+`asyncdsl.kernels.attention` and `attention_varlen` differ only in how they address a head's
+rows (`HeadRows`) and store the output (`finish`). Where the tile's lengths are traced (a
+variable-length batch) the CTAs whose tile lies past the sequence's end do nothing
+(`QueryTile.live`).
 
 For block j a consumer issues s = q @ k_jᵀ (one wgmma), then o += p_{j-1} @ v_{j-1} (p straight
 from registers as wgmma's A operand); once s is done, the online softmax of s runs while that
