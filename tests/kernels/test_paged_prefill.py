@@ -90,7 +90,7 @@ def _specs(page=64, d=128, heads=32, kv_heads=8, cache_heads=None, lse_shape=Non
             ad.ArraySpec((cu or batch + 1,), ad.int32), 512)
 
 
-@pytest.mark.parametrize("page,d", [(16, 64), (16, 128), (64, 64), (64, 128), (64, 256)])
+@pytest.mark.parametrize("page,d", [(16, 64), (16, 128), (16, 256), (64, 64), (64, 128), (64, 256)])
 def test_paged_prefill_assembles_without_spills_or_advisories(page, d):
     _, log = assemble(paged_prefill_kernel.ptx(*_specs(page, d)), verbose=True)
     assert not re.search(r"C75\d\d", log), log
