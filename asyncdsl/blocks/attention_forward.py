@@ -104,8 +104,7 @@ def attend(tile: QueryTile, loads: AttentionLoads, head: HeadRows, *, scale: flo
             scaled by."""
             pieces = [tile.mask(piece[...], j, my_first_row, i * SLOT) if masked else piece[...]
                       for i, piece in enumerate(s)]
-            probabilities, alpha = state.update(pieces if P > 1 else pieces[0], p_dtype)
-            return (probabilities if P > 1 else [probabilities]), alpha
+            return state.update(pieces, p_dtype)
 
         def keep(probabilities):
             for piece, kept in zip(p, probabilities):
