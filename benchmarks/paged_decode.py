@@ -8,7 +8,8 @@ from 128 to 32k (the peers mask each sequence's keys past its length).  Each fig
 device time over rounds in which the contenders take turns (`common.rounds_of_gpu_ms`, an L2
 flush before each launch); errors are the largest absolute difference from float64 attention on
 the GPU over a sample of sequences.  `--sweep` adds the kernel on the same keys in pages of 64
-(whole pages a block, in sequence order).
+(whole pages a block, in sequence order) and with the splits planned for one CTA a
+multiprocessor instead of two (one wave where the library's choice makes two).
 
     python benchmarks/paged_decode.py [--sweep]
 """
@@ -110,6 +111,7 @@ def measure(torch, lens: list[int], sweep: bool) -> dict:
     from asyncdsl.kernels.paged_decode import choose_splits
 
     q, k, v, table, seq_lens = paged_inputs(torch, lens)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
     kv_bytes = 2 * sum(lens) * KV_HEADS * D * k.element_size()
     source = torch.randn(kv_bytes // 4, device="cuda")
     target = torch.empty_like(source)
@@ -120,6 +122,9 @@ def measure(torch, lens: list[int], sweep: bool) -> dict:
         k64, table64 = repaged(torch, k_dense, 64)
         v64, _ = repaged(torch, v_dense, 64)
         contenders["asyncdsl pages of 64"] = lambda: K.paged_decode_attention(q, k64, v64, table64, seq_lens)
+        one_wave = choose_splits(len(lens) * KV_HEADS, table.shape[1] * PAGE, 64, sms // 2)
+        contenders["asyncdsl one CTA a multiprocessor"] = (
+            lambda: K.paged_decode_attention(q, k, v, table, seq_lens, splits=one_wave))
     contenders.update(peers(torch, q, k_dense, v_dense, lens))
     outputs = {name: fn() for name, fn in contenders.items() if name != "device copy"}
     for name in list(outputs):
@@ -133,7 +138,6 @@ def measure(torch, lens: list[int], sweep: bool) -> dict:
     for name, out in outputs.items():
         errors[name] = max(float((out[b].double() - float64_rows(q, k_dense, v_dense, lens, b)).abs().max())
                            for b in sample)
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
     return {"KV read (TB/s)": tbps, "device copy (TB/s)": copy_tbps,
             "asyncdsl / device copy": tbps["asyncdsl"] / copy_tbps,
             "asyncdsl / best peer": tbps["asyncdsl"] / max(v for n, v in tbps.items() if "asyncdsl" not in n),

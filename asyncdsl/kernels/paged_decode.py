@@ -63,8 +63,7 @@ def paged_decode_attention(q, k_cache, v_cache, block_table, seq_lens, *, k_scal
                                user_location())
     if splits is None:
         sms = HOST_SMS if on_host(q) else _sms(q)
-        splits = choose_splits(batch * k_cache.shape[2], block_table.shape[1] * k_cache.shape[1],
-                               min(block, k_cache.shape[1]), sms)
+        splits = choose_splits(batch * k_cache.shape[2], block_table.shape[1] * k_cache.shape[1], block, sms)
     scaled = k_scale is not None or v_scale is not None
     scales = _scales(q, k_scale, v_scale) if scaled else empty(q, (2,), np.float32)  # unread unscaled
     o = empty(q, q4.shape, q.dtype)

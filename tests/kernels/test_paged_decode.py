@@ -128,6 +128,19 @@ def test_splits_fill_the_device_where_pairs_are_few_and_never_go_under_four_bloc
     assert choose_splits(pairs=8, positions=1024, block=32, sms=132) == 8
 
 
+@pytest.mark.parametrize("page", [16, 64])
+def test_the_chosen_splits_count_blocks_of_64_keys_whatever_the_page_size(page, monkeypatch):
+    """256 positions are four blocks of 64 keys in pages of 16 as in pages of 64: no split (a
+    block per page of 16 would have counted sixteen blocks, four splits of one block each)."""
+    import asyncdsl.kernels.paged_decode as module
+
+    launched = []
+    monkeypatch.setattr(module, "launch", lambda kernel, *args, **options: launched.append(options))
+    q, k, v, table, seq_lens = inputs(1, 1, 8, 1, 64, page, 64, 256 // page, (256,))
+    K.paged_decode_attention(q[:, 0], k, v, table, seq_lens)
+    assert launched[0]["SPLITS"] == 1 and launched[0]["BK"] == 64
+
+
 def specs(batch=4, queries=1, heads=32, kv_heads=8, d=128, page=16, dtype=ad.bfloat16, splits=1, pages=1024):
     rows = batch * queries * heads
     return (ad.ArraySpec((batch, queries, heads, d), ad.bfloat16),
