@@ -117,8 +117,9 @@ def paged_decode_kernel(q, k_cache, v_cache, block_table, seq_lens, scales, o, p
     with ad.warpgroup_role(1):  # the producer, a slot at a time
         first_slot = first_block * P
         if k_cache.dtype == ad.bfloat16:
+            last = seq.last_entry()
             for j in ad.range(count * P):
-                loads.load(j, *(lambda i, c=c: seq.box(c, (first_slot + i) * SLOT, SLOT, h_kv)
+                loads.load(j, *(lambda i, c=c: seq.box(c, (first_slot + i) * SLOT, SLOT, h_kv, last)
                                 for c in (k_cache, v_cache)))
         else:  # fp8 pages become the tensor cores' bf16 through the threads (see the module)
             length = seq.length(SLOT)

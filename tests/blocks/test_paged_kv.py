@@ -55,8 +55,9 @@ def split_copies(cache, table, lens, out, SPLITS: ad.constexpr, BK: ad.constexpr
     seq = paged_kv.PagedSequence(table, lens, b, cache.shape[0], cache.shape[1])
     first, count = seq.split_blocks(BK, split, SPLITS)
     rows, landed = ad.smem((BK, cache.shape[3]), cache.dtype), ad.barrier()
+    last = seq.last_entry()
     for j in ad.range(count):
-        ad.async_copy(seq.box(cache, (first + j) * BK, BK, 0), rows, barrier=landed)
+        ad.async_copy(seq.box(cache, (first + j) * BK, BK, 0, last), rows, barrier=landed)
         landed.wait()
         ad.store(out.at[b, ad.ds((first + j) * BK, BK), :], rows[...])
         ad.warpgroup_barrier()  # all have read the rows before the next copy lands
@@ -80,25 +81,29 @@ def test_splits_copy_their_share_of_each_sequences_own_blocks(page, block, split
         assert np.isnan(out[b, walked:]).all()
 
 
-@ad.kernel(grid=lambda cache, table, out, FIRST: (table.shape[0],), block=128)
-def one_box(cache, table, out, FIRST: ad.constexpr):
+@ad.kernel(grid=lambda cache, table, lens, out, FIRST: (table.shape[0],), block=128)
+def one_box(cache, table, lens, out, FIRST: ad.constexpr):
     """out[b]: head 0 of the page `box` gives for position FIRST of sequence b."""
     b = ad.program_id(0)
-    lens = table.at[:, 0]  # unread: box looks only at the table
     seq = paged_kv.PagedSequence(table, lens, b, cache.shape[0], cache.shape[1])
     rows, landed = ad.smem(out.shape[1:], cache.dtype), ad.barrier()
-    ad.async_copy(seq.box(cache, FIRST + 0 * b, cache.shape[1], 0), rows, barrier=landed)
+    ad.async_copy(seq.box(cache, FIRST + 0 * b, cache.shape[1], 0, seq.last_entry()), rows, barrier=landed)
     landed.wait()
     ad.store(out.at[b], rows[...])
 
 
-@pytest.mark.parametrize("first", [32, 48, 64, 208])
-def test_a_box_past_the_table_reads_its_last_entry(first):
-    """The last block of a table that is not whole blocks runs past it: its positions there read
-    the table's last entry (hidden as past the length), never the next row of the table."""
+@pytest.mark.parametrize("first", [0, 16, 32, 48, 64, 208])
+def test_a_box_past_the_sequences_last_page_reads_that_page(first):
+    """The last block of a sequence whose length is not whole blocks of several pages runs past
+    its last page: its positions there read that page again (hidden as past the length), never
+    the padding entries after it (a page that may hold anything, NaN included) nor the next row
+    of the table; a length past the table counts as the table's width, an empty sequence as one
+    page."""
     rng = np.random.default_rng(first)
     cache = rng.standard_normal((6, 16, 2, 64)).astype(np.float32)
-    table = rng.integers(0, 6, (3, 3), dtype=np.int32)  # 48 positions a sequence
-    out = np.full((3, 16, 64), np.nan, np.float32)
-    one_box.interpret(cache, table, out, FIRST=first)
-    np.testing.assert_array_equal(out, cache[table[:, min(first // 16, 2)], :, 0])
+    table = rng.integers(0, 6, (4, 3), dtype=np.int32)  # 48 positions a sequence
+    lens = np.array([20, 48, 1000, 0], np.int32)
+    out = np.full((4, 16, 64), np.nan, np.float32)
+    one_box.interpret(cache, table, lens, out, FIRST=first)
+    last = (np.clip(lens, 1, 48) - 1) // 16
+    np.testing.assert_array_equal(out, cache[table[np.arange(4), np.minimum(first // 16, last)], :, 0])

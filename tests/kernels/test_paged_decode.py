@@ -112,6 +112,20 @@ def test_debug_mode_compiles_the_table_checks(monkeypatch):
     assemble(compiled.ptx)
 
 
+@pytest.mark.parametrize("splits", [1, 2])
+def test_padding_entries_past_a_sequences_last_page_are_never_read(splits):
+    """A block of 64 keys over pages of 16 runs past a sequence's last page: the entries after
+    it are padding (here page 0, full of NaN, as an uninitialised pool may be) and never read."""
+    q, k, v, table, _ = inputs(2, 1, 4, 1, 64, 16, 8, 8, (0, 0))
+    table[:, 2:] = 0
+    table[:, :2] = np.where(table[:, :2] == 0, 1, table[:, :2])  # the live pages hold numbers
+    k[0], v[0] = np.nan, np.nan
+    seq_lens = np.array([20, 32], np.int32)
+    o = K.paged_decode_attention(q[:, 0], k, v, table, seq_lens, splits=splits)
+    assert not np.isnan(o.astype(np.float32)).any()
+    check(o, reference(q[:, 0], k, v, table, seq_lens)[:, 0])
+
+
 def test_an_empty_sequence_gives_zeros():
     q, k, v, table, seq_lens = inputs(2, 1, 2, 1, 64, 16, 8, 4, (0, 5))
     o = K.paged_decode_attention(q[:, 0], k, v, table, seq_lens, splits=2)
