@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from asyncdsl.blocks.attention_loads import AttentionLoads
 from asyncdsl.blocks.attention_tiles import QueryTile
 from asyncdsl.blocks.online_softmax import OnlineSoftmax
+from asyncdsl.errors import user_location
 from asyncdsl.frontend import language as ad
 
 
@@ -66,6 +67,12 @@ def attend(tile: QueryTile, loads: AttentionLoads, head: HeadRows, *, scale: flo
     output accumulator (not yet divided by the rows' sums)."""
     BQ, SLOT, D = loads.q.shape[1], loads.k.shape[1], loads.q.shape[2]
     P = tile.BK // SLOT  # slots a key block: the ring's slots may hold a piece of a block each
+    if loads.stages < 2 * P - 1:
+        # The keys of block j + 1 land while block j - 1's values are still read (p @ v runs a
+        # block behind the scores): a smaller ring would never free a slot for them.
+        raise ad.TraceError(f"a ring of {loads.stages} slots cannot stream blocks of {P} slots: the keys "
+                            f"of a block land while the values of the block two before are still read, "
+                            f"so the ring needs at least {2 * P - 1} slots", user_location())
     q_s, p_dtype = loads.q, loads.v.dtype  # q_s: [consumer]
 
     def slot(j, i=0):

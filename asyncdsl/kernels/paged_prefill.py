@@ -70,7 +70,8 @@ def _grid(q, k_cache, v_cache, o, lse, block_table, seq_lens, cu_seqlens_q, max_
 @kernel(grid=_grid, block=384, name="paged_prefill", profile_events=1536)
 def paged_prefill_kernel(q, k_cache, v_cache, o, lse, block_table, seq_lens, cu_seqlens_q, max_seqlen_q: int,
                          BQ: constexpr = 64, STAGES: constexpr = None):
-    """Chunked prefill (see the module's docstring); `max_seqlen_q` sizes the grid only."""
+    """Chunked prefill (see the module's docstring); `max_seqlen_q` sizes the grid only;
+    `STAGES` key blocks in flight (`ring_stages` where None)."""
     _, H, D = q.shape
     _, PAGE, H_KV, _ = k_cache.shape
     _check(q, k_cache, v_cache, o, lse, block_table, seq_lens, cu_seqlens_q)
@@ -85,12 +86,15 @@ def paged_prefill_kernel(q, k_cache, v_cache, o, lse, block_table, seq_lens, cu_
     # of 64 a block: the consumers take 64 keys a step whatever the page size.
     BK = max(PAGE, 64)
     tile = QueryTile(S, S_KV, 2 * BQ, BK, causal=True)
-    STAGES = BK // PAGE * ring_stages(BK, D, BQ) if STAGES is None else STAGES
+    STAGES = BK // PAGE * (ring_stages(BK, D, BQ) if STAGES is None else STAGES)  # slots of the ring
+    # The entry of the sequence's last page, where a block is several pages.
+    last = (S_KV.max(1) - 1) // PAGE if BK != PAGE else None
 
     def page(start, count):
         """The page holding keys start.. (a slot of one page): a number read from the table; the
-        last block's pieces past the table read its last entry (their keys are masked)."""
-        entry = start // PAGE if BK == PAGE else (start // PAGE).min(block_table.shape[1] - 1)
+        last block's pieces past the sequence's last page read that page again (their keys are
+        masked), never the padding entries after it."""
+        entry = start // PAGE if last is None else (start // PAGE).min(last)
         return ad.load_index(block_table.at[b, entry])
 
     loads = AttentionLoads(q.dtype, BQ, 2, PAGE, k_cache.dtype, v_cache.dtype, D, STAGES)

@@ -56,6 +56,29 @@ def test_a_table_that_is_not_whole_blocks_is_read_only_within_its_width():
     check(o, lse, *reference(q, k_cache, v_cache, table, seq_lens, cu_q))
 
 
+def test_padding_entries_past_a_sequences_last_page_are_never_read():
+    """A block of 64 keys over pages of 16 runs past a sequence's last page: the entries after
+    it are padding (here page 0, full of NaN, as an uninitialised pool may be) and never read."""
+    q, k_cache, v_cache, table, _, cu_q = batch((3, 5), (0, 0), 16, max_pages=8)
+    table[:, 2:] = 0
+    k_cache[0], v_cache[0] = np.nan, np.nan
+    table[:, :2] = np.where(table[:, :2] == 0, 1, table[:, :2])  # the live pages hold numbers
+    seq_lens = np.array([20, 32], np.int32)
+    o, lse = K.paged_prefill(q, k_cache, v_cache, table, seq_lens, cu_q, 5)
+    assert not np.isnan(o.astype(np.float32)).any()
+    check(o, lse, *reference(q, k_cache, v_cache, table, seq_lens, cu_q))
+
+
+def test_a_ring_too_small_for_blocks_of_several_pages_is_refused_at_the_callers_line():
+    """With pages of 16, a block is 4 slots of the ring: one block in flight (STAGES=1) would
+    leave the producer waiting for values the consumers read a block later, a hang."""
+    specs = _specs(page=16, d=64)
+    with pytest.raises(ad.TraceError, match="the ring needs at least 7 slots") as refused:
+        paged_prefill_kernel.ptx(*specs, STAGES=1)
+    assert refused.value.location.file == __file__
+    paged_prefill_kernel.ptx(*_specs(page=64, d=64), STAGES=1)  # a block a slot: one is enough
+
+
 def test_a_bad_table_reads_zeros_or_is_cut_to_its_pages():
     """Page numbers past the cache and below 0 read zero keys and values (a score of 0 each);
     a length past the table's pages is cut to them."""
