@@ -122,7 +122,10 @@ def measure(torch, lens: list[int], sweep: bool) -> dict:
         k64, table64 = repaged(torch, k_dense, 64)
         v64, _ = repaged(torch, v_dense, 64)
         contenders["asyncdsl pages of 64"] = lambda: K.paged_decode_attention(q, k64, v64, table64, seq_lens)
-        one_wave = choose_splits(len(lens) * KV_HEADS, table.shape[1] * PAGE, 64, sms // 2)
+        # At most as many CTAs as multiprocessors (choose_splits plans for two a multiprocessor
+        # and rounds up), no more splits than the library's own choice.
+        pairs = len(lens) * KV_HEADS
+        one_wave = min(choose_splits(pairs, table.shape[1] * PAGE, 64, sms), max(1, sms // pairs))
         contenders["asyncdsl one CTA a multiprocessor"] = (
             lambda: K.paged_decode_attention(q, k, v, table, seq_lens, splits=one_wave))
     contenders.update(peers(torch, q, k_dense, v_dense, lens))
