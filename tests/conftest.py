@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 
 import assembled
@@ -38,6 +39,12 @@ settings.load_profile("asyncdsl")
 def pytest_unconfigure(config):
     if _assembled_directory is not None:
         assembled.remove(_assembled_directory)
+    # After this hook pytest collects garbage five times over, for exceptions raised in finalizers
+    # of objects in reference cycles; a run ends holding every kernel its tests compiled, and each
+    # collection walks all of it (11 s of a two-worker run's CPU).  One collection finds those
+    # exceptions; what survives it is frozen out of the other four.
+    gc.collect()
+    gc.freeze()
 
 
 @pytest.fixture(scope="session")
