@@ -30,7 +30,8 @@ def needs(*names: str) -> None:
 
 def randn(*shape, seed: int, scale: float = 1.0) -> torch.Tensor:
     generator = torch.Generator(device="cuda").manual_seed(seed)
-    return torch.randn(*shape, device="cuda", generator=generator, dtype=torch.float64) * scale
+    # The shape as one tuple: a loss's is (), and torch.randn(device=...) names no size.
+    return torch.randn(shape, device="cuda", generator=generator, dtype=torch.float64) * scale
 
 
 def labels(rows: int, vocab: int, seed: int) -> torch.Tensor:
