@@ -181,6 +181,61 @@ def collective_rows(payload: dict) -> list[Row]:
     return found
 
 
+def decode_rows(payload: dict) -> list[Row]:
+    """Paged decode: KV bytes read a second against the same run's device copy (bytes read and
+    written a second), then against the fastest peer, which reads the cache gathered dense."""
+    found = []
+    for key, figures in payload.items():
+        if not (isinstance(figures, dict) and key.endswith("(TB/s)")):
+            continue
+        name = key[: -len(" (TB/s)")]
+        found.append(Row(name, figures["asyncdsl"], "device copy", figures["device copy"], "TB/s"))
+        peers = [peer for peer in figures if not peer.startswith("asyncdsl") and peer != "device copy"]
+        if peers:
+            peer, theirs = _best(figures, peers)
+            found.append(Row(f"{name}, against peers", figures["asyncdsl"], peer, theirs, "TB/s"))
+    return found
+
+
+def training_rows(payload: dict) -> list[Row]:
+    """The model's training step on asyncdsl's operators against transformers' own (eager SDPA,
+    and `torch.compile` where it ran): tokens a second, then peak memory."""
+    found = []
+    ours = [name for name in payload if name.startswith("asyncdsl") and isinstance(payload[name], dict)]
+    peers = [(name, label) for name, label in (("sdpa", "transformers, SDPA"),
+                                               ("compile", "transformers, torch.compile"))
+             if isinstance(payload.get(name), dict)]
+    for mine in ours:
+        for peer, label in peers:
+            found.append(Row(f"{mine}, tokens/s", payload[mine]["tokens/s"], label,
+                             payload[peer]["tokens/s"], "tokens/s"))
+        for peer, label in peers[:1]:
+            found.append(Row(f"{mine}, peak memory", payload[mine]["peak memory GiB"], label,
+                             payload[peer]["peak memory GiB"], "GiB", False))
+    return found
+
+
+def warm_up_rows(payload: dict) -> list[Row]:
+    """A workload's kernels ready: asyncdsl's ways against its slower ones (no peer compiles
+    these kernels)."""
+    kernels = next(key for key in payload if key.startswith("workload of"))
+    workload = payload[kernels]
+    empty, disk = payload["GEMM, empty caches (s)"], payload["GEMM, disk cache (s)"]
+    shared = payload["8 processes, one empty cache"]
+    count = kernels[len("workload of "):].split(" (")[0]
+    return [
+        Row("GEMM's first call in a fresh process, disk cache", disk["first call's work"],
+            "the same, empty caches", empty["first call's work"], "s", False),
+        Row(f"{count}, empty caches, a worker a CPU", workload["empty caches, a worker per CPU (16)"],
+            "one process", workload["empty caches, 1 process"], "s", False),
+        Row(f"{count}, disk cache", workload["disk cache"], "empty caches, one process",
+            workload["empty caches, 1 process"], "s", False),
+        Row(f"{count}, 8 processes sharing one empty cache, every rank ready",
+            shared["seconds until every rank is ready"], "one process alone",
+            workload["empty caches, 1 process"], "s", False),
+    ]
+
+
 GEMM_PEERS = ("cuBLAS (torch)", "triton", "mosaic pallas")
 WORKLOADS = (
     Workload("bf16 GEMM", "matmul", "matmul.py", "cuBLAS (torch), Triton, Mosaic GPU",
@@ -201,6 +256,11 @@ WORKLOADS = (
     Workload("Variable-length attention and chunked prefill", "attention_varlen", "attention_varlen.py",
              "torch SDPA (cuDNN, flash; per sequence, nested), flex_attention; a paged cache against "
              "the same cache gathered first", first_against_peers, ("attention_varlen.png",)),
+    Workload("Paged decode attention", "paged_decode", "paged_decode.py --sweep",
+             "the same run's device copy; torch SDPA and flex_attention on the cache gathered dense",
+             decode_rows, ("paged_decode.png",)),
+    Workload("Training steps of a 1.1 B Llama model", "llama_train", "llama_train.py",
+             "transformers' own LlamaForCausalLM (SDPA, eager and `torch.compile`)", training_rows, ()),
     Workload("Fused row kernels (softmax, RMSNorm, LayerNorm, SwiGLU, fp8 quantisation)", "register_tiles",
              "register_tiles.py", "Triton, torch.compile, torch eager (flushed L2, single launches)",
              best_peer("TB/s", "asyncdsl", ("triton", "torch.compile", "torch eager")),
@@ -228,6 +288,8 @@ WORKLOADS = (
     Workload("First call of the GEMM", "compile_latency", "compile_latency.py",
              "Triton's persistent TMA matmul (bf16, 8192 x 8192 x 8192)",
              first_call_rows, ("compile_latency.png",)),
+    Workload("A workload's kernels ready", "first_call", "first_call.py",
+             "asyncdsl's slower ways: empty caches, one process", warm_up_rows, ()),
     Workload("Where TMA descriptors travel", "descriptor_modes", "descriptor_modes.py",
              "asyncdsl's two placements: by-value parameters (the default) against a GMEM scratch",
              descriptor_rows, ("descriptor_modes.png",)),
