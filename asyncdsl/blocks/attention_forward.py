@@ -53,11 +53,16 @@ from asyncdsl.frontend import language as ad
 @dataclass(frozen=True)
 class HeadRows:
     """Where this CTA's head lies: each of `query`, `keys` and `values` maps (start, count) to
-    rows start.. of that head of q, k or v, a (count, D) GMEM view."""
+    rows start.. of that head of q, k or v, a (count, D) GMEM view.  With `locate`, keys and
+    values take a third argument, `locate(start)` for the slot at key `start`: what the slot's
+    copies must first read from global memory (a paged cache's page number), read for a whole
+    key block before the producer waits for its slots, so that the latency of those reads is
+    spent once a block, behind the waits, not once a slot after each."""
 
     query: Callable
     keys: Callable
     values: Callable
+    locate: Callable | None = None
 
 
 def attend(tile: QueryTile, loads: AttentionLoads, head: HeadRows, *, scale: float, finish: Callable,
@@ -85,8 +90,16 @@ def attend(tile: QueryTile, loads: AttentionLoads, head: HeadRows, *, scale: flo
     with ad.warpgroup_role(2, registers=40), _live(tile):
         for half in range(2):
             loads.load_query(half, head.query(tile.first_row + half * BQ, BQ))
-        for j in ad.range(tile.blocks if P == 1 else tile.blocks * P):
-            loads.load(j, lambda i: head.keys(i * SLOT, SLOT), lambda i: head.values(i * SLOT, SLOT))
+        if head.locate is None:
+            for j in ad.range(tile.blocks if P == 1 else tile.blocks * P):
+                loads.load(j, lambda i: head.keys(i * SLOT, SLOT), lambda i: head.values(i * SLOT, SLOT))
+        else:
+            for j in ad.range(tile.blocks):
+                starts = [(j * P + i) * SLOT for i in range(P)]
+                found = [head.locate(start) for start in starts]
+                for i, (start, where) in enumerate(zip(starts, found)):
+                    loads.load(j * P + i, lambda _, at=start, w=where: head.keys(at, SLOT, w),
+                               lambda _, at=start, w=where: head.values(at, SLOT, w))
 
     with ad.warpgroup_role((0, 1), registers=232):
         me = ad.warpgroup_idx()

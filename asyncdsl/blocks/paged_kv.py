@@ -14,9 +14,9 @@ gathered through its block table, as serving engines lay the cache out.
 
 The cache is (pages, page_size, H_kv, D); position t of sequence b lies on page
 `table[b, t // page_size]`, row t % page_size.  `split_blocks` gives the blocks a split of the
-sequence walks, bounded by its own length, and `box` the view of positions on one page that one
-TMA copy takes (the page number read with `asyncdsl.load_index`, a traced coordinate; a
-position past the sequence's last page reads that page).  A
+sequence walks, bounded by its own length, `page` the page of a position (read with
+`asyncdsl.load_index`, a traced coordinate; a position past the sequence's last page reads that
+page) and `box` the view of positions on one page that one TMA copy takes.  A
 `PagedBlock` is BK positions from `first`: their pages, looked up once, and whether each holds
 a key that exists (before the length, on a page inside the cache), which attention uses to hide
 the others.  `rows` gathers one head of the block's keys or values with the threads (for a
@@ -63,17 +63,23 @@ class PagedSequence:
         an empty sequence), an index for `box`: read it once, before a loop of copies."""
         return (ad.load_index(self.lens.at[self.b]).min(self.capacity).max(1) - 1) // self.page_size
 
-    def box(self, cache, first, count: int, head, last):
-        """Head `head` of positions first .. first + count - 1, all on one page, as a view of
-        the cache for one TMA copy: the page number is a traced coordinate.  An entry outside
-        the cache gives its nearest page, whose keys `PagedBlock.present` hides: no coordinate
-        is out of bounds (a copy that merges dims would alias one).  `last` is `last_entry()`:
-        a block's positions past the sequence's last page (its last block, where the length is
-        not whole blocks of several pages) read that page again and are hidden as past the
-        length, so the padding entries after it are never read, nor rows of the table past it."""
+    def page(self, first, last):
+        """The page holding position `first`, a traced index for `box`.  `last` is
+        `last_entry()`: a block's positions past the sequence's last page (its last block, where
+        the length is not whole blocks of several pages) read that page again and are hidden as
+        past the length, so the padding entries after it are never read, nor rows of the table
+        past it.  An entry outside the cache gives its nearest page, whose keys
+        `PagedBlock.present` hides: no coordinate is out of bounds (a copy that merges dims would
+        alias one).  Look a block's pages up before waiting for the slots they fill: each is a
+        read of global memory, and a producer that reads one after each wait spends that
+        latency once a page instead of once a block."""
         entry = first // self.page_size
         entry = last.min(entry) if isinstance(entry, int) else entry.min(last)
-        page = ad.load_index(self.table.at[self.b, entry]).max(0).min(self.pages - 1)
+        return ad.load_index(self.table.at[self.b, entry]).max(0).min(self.pages - 1)
+
+    def box(self, cache, page, first, count: int, head):
+        """Head `head` of positions first .. first + count - 1, all on `page` (from `page`), as
+        a view of the cache for one TMA copy."""
         return cache.at[page, ad.ds(first % self.page_size, count), head, :]
 
     def block(self, first, count: int, length, layout=None) -> PagedBlock:

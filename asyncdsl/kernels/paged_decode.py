@@ -13,7 +13,9 @@ bounded by the sequence's length read on the device (a short one costs little); 
 H / H_kv heads times the Q queries are the rows of one 64-row wgmma tile, so each key is read
 once for the group. A producer warpgroup copies the keys and values by TMA, a page (or a block
 of a large page) a slot of the ring of `blocks.attention_loads`, the page number from the table
-a traced coordinate (`blocks.paged_kv`), slots ahead of the consumer. The consumer takes a block
+a traced coordinate (`blocks.paged_kv`), slots ahead of the consumer; a block's page numbers are
+read together, before the waits for its slots, so that pages of 16 cost one latency of global
+memory a block as pages of 64 do. The consumer takes a block
 a step whatever the page size: q kᵀ as a wgmma a slot, one online-softmax update over the
 block's pieces, p v a wgmma a slot, so pages of 16 cost no more steps than pages of 64. fp8
 pages are gathered by the producer's threads and written as bf16 (wgmma takes fp8 only with fp8
@@ -115,14 +117,18 @@ def paged_decode_kernel(q, k_cache, v_cache, block_table, seq_lens, scales, o, p
     loads = AttentionLoads(ad.bfloat16, ROWS, 1, SLOT, ad.bfloat16, ad.bfloat16, D, P * ring_stages(BK, D))
 
     with ad.warpgroup_role(1):  # the producer, a slot at a time
-        first_slot = first_block * P
         if k_cache.dtype == ad.bfloat16:
             last = seq.last_entry()
-            for j in ad.range(count * P):
-                loads.load(j, *(lambda i, c=c: seq.box(c, (first_slot + i) * SLOT, SLOT, h_kv, last)
-                                for c in (k_cache, v_cache)))
+            for j in ad.range(count):
+                first = (first_block + j) * BK
+                # The block's P pages, read from the table together and before the waits for
+                # their slots: one latency of global memory a block, hidden behind the waits.
+                pages = [seq.page(first + i * SLOT, last) for i in range(P)]
+                for i, page in enumerate(pages):
+                    loads.load(j * P + i, *(lambda _, c=c, page=page, at=first + i * SLOT:
+                                            seq.box(c, page, at, SLOT, h_kv) for c in (k_cache, v_cache)))
         else:  # fp8 pages become the tensor cores' bf16 through the threads (see the module)
-            length = seq.length(SLOT)
+            length, first_slot = seq.length(SLOT), first_block * P
             for j in ad.range(count * P):
                 block = seq.block((first_slot + j) * SLOT, SLOT, length)
                 loads.fill(j, *(lambda i, c=c, block=block: block.rows(c, h_kv).astype(ad.bfloat16)

@@ -90,7 +90,7 @@ def paged_prefill_kernel(q, k_cache, v_cache, o, lse, block_table, seq_lens, cu_
     # The entry of the sequence's last page, where a block is several pages.
     last = (S_KV.max(1) - 1) // PAGE if BK != PAGE else None
 
-    def page(start, count):
+    def page(start):
         """The page holding keys start.. (a slot of one page): a number read from the table; the
         last block's pieces past the sequence's last page read that page again (their keys are
         masked), never the padding entries after it."""
@@ -99,8 +99,8 @@ def paged_prefill_kernel(q, k_cache, v_cache, o, lse, block_table, seq_lens, cu_
 
     loads = AttentionLoads(q.dtype, BQ, 2, PAGE, k_cache.dtype, v_cache.dtype, D, STAGES)
     head_of = HeadRows(lambda start, count: q.at[ad.ds(q_start + start, count), h, :],
-                       lambda start, count: k_cache.at[page(start, count), :, h_kv, :],
-                       lambda start, count: v_cache.at[page(start, count), :, h_kv, :])
+                       lambda start, count, page: k_cache.at[page, :, h_kv, :],
+                       lambda start, count, page: v_cache.at[page, :, h_kv, :], locate=page)
     finish = sequence_rows_finish(loads, o, lse, h, q_start, S)  # only the sequence's rows
     attend(tile, loads, head_of, scale=LOG2E / math.sqrt(D), finish=finish, empty_rows=True)
 

@@ -57,7 +57,8 @@ def split_copies(cache, table, lens, out, SPLITS: ad.constexpr, BK: ad.constexpr
     rows, landed = ad.smem((BK, cache.shape[3]), cache.dtype), ad.barrier()
     last = seq.last_entry()
     for j in ad.range(count):
-        ad.async_copy(seq.box(cache, (first + j) * BK, BK, 0, last), rows, barrier=landed)
+        ad.async_copy(seq.box(cache, seq.page((first + j) * BK, last), (first + j) * BK, BK, 0), rows,
+                      barrier=landed)
         landed.wait()
         ad.store(out.at[b, ad.ds((first + j) * BK, BK), :], rows[...])
         ad.warpgroup_barrier()  # all have read the rows before the next copy lands
@@ -87,7 +88,8 @@ def one_box(cache, table, lens, out, FIRST: ad.constexpr):
     b = ad.program_id(0)
     seq = paged_kv.PagedSequence(table, lens, b, cache.shape[0], cache.shape[1])
     rows, landed = ad.smem(out.shape[1:], cache.dtype), ad.barrier()
-    ad.async_copy(seq.box(cache, FIRST + 0 * b, cache.shape[1], 0, seq.last_entry()), rows, barrier=landed)
+    at = FIRST + 0 * b
+    ad.async_copy(seq.box(cache, seq.page(at, seq.last_entry()), at, cache.shape[1], 0), rows, barrier=landed)
     landed.wait()
     ad.store(out.at[b], rows[...])
 
