@@ -8,8 +8,9 @@ from 128 to 32k (the peers mask each sequence's keys past its length).  Each fig
 device time over rounds in which the contenders take turns (`common.rounds_of_gpu_ms`, an L2
 flush before each launch); errors are the largest absolute difference from float64 attention on
 the GPU over a sample of sequences.  `--sweep` adds the kernel on the same keys in pages of 64
-(whole pages a block, in sequence order) and with the splits planned for one CTA a
-multiprocessor instead of two (one wave where the library's choice makes two).
+(whole pages a block, in sequence order), with the splits planned for one CTA a
+multiprocessor instead of two (one wave where the library's choice makes two), and with the
+library's splits and a ring of 3 blocks, small enough for two CTAs a multiprocessor.
 
     python benchmarks/paged_decode.py [--sweep]
 """
@@ -128,6 +129,10 @@ def measure(torch, lens: list[int], sweep: bool) -> dict:
         one_wave = min(choose_splits(pairs, table.shape[1] * PAGE, 64, sms), max(1, sms // pairs))
         contenders["asyncdsl one CTA a multiprocessor"] = (
             lambda: K.paged_decode_attention(q, k, v, table, seq_lens, splits=one_wave))
+        # The library's splits (planned for two CTAs a multiprocessor) with a ring two CTAs of
+        # the 228 KiB a multiprocessor holds can each keep: 3 blocks of keys and values.
+        contenders["asyncdsl two CTAs a multiprocessor"] = (
+            lambda: K.paged_decode_attention(q, k, v, table, seq_lens, stages=3))
     contenders.update(peers(torch, q, k_dense, v_dense, lens))
     outputs = {name: fn() for name, fn in contenders.items() if name != "device copy"}
     for name in list(outputs):

@@ -54,9 +54,11 @@ HOST_SMS = 132  # the multiprocessors `choose_splits` plans for in the interpret
 
 
 def paged_decode_attention(q, k_cache, v_cache, block_table, seq_lens, *, k_scale=None, v_scale=None,
-                           splits: int | None = None, block: int = 64, stream=None):
+                           splits: int | None = None, block: int = 64, stages: int | None = None,
+                           stream=None):
     """Attention of q (B, H, D) or (B, Q, H, D) over the paged caches (see the module's
-    docstring); returns o like q.  `block`: positions a step (32 or 64)."""
+    docstring); returns o like q.  `block`: positions a step (32 or 64); `stages`: blocks in
+    flight, 2 to 8 (`ring_stages` where None)."""
     q4 = q.reshape(q.shape[0], 1, *q.shape[1:]) if len(q.shape) == 3 else q
     batch, queries, heads, d = q4.shape
     if len(k_cache.shape) != 4 or len(block_table.shape) != 2:
@@ -72,7 +74,7 @@ def paged_decode_attention(q, k_cache, v_cache, block_table, seq_lens, *, k_scal
     rows = batch * queries * heads if splits > 1 else 1  # one split writes o itself
     part, lse = empty(q, (splits, rows, d), np.float32), empty(q, (splits, rows), np.float32)
     launch(paged_decode_kernel, q4, k_cache, v_cache, block_table, seq_lens, scales, o, part, lse,
-           stream=stream, SPLITS=splits, SCALED=scaled, BK=block)
+           stream=stream, SPLITS=splits, SCALED=scaled, BK=block, STAGES=stages)
     if splits > 1:
         launch(merge_kernel, part, lse, o.reshape(rows, d), stream=stream)
     return o.reshape(q.shape)
@@ -103,18 +105,21 @@ def _scales(q, k_scale, v_scale):
 @kernel(grid=lambda q, k_cache, *_, SPLITS, **__: (q.shape[0] * k_cache.shape[2], SPLITS), block=256,
         name="paged_decode")
 def paged_decode_kernel(q, k_cache, v_cache, block_table, seq_lens, scales, o, part, lse,
-                        SPLITS: constexpr = 1, SCALED: constexpr = False, BK: constexpr = 64):
-    """o (SPLITS = 1), else each split's part and lse, of the paged decode (see the module)."""
+                        SPLITS: constexpr = 1, SCALED: constexpr = False, BK: constexpr = 64,
+                        STAGES: constexpr = None):
+    """o (SPLITS = 1), else each split's part and lse, of the paged decode (see the module);
+    `STAGES` blocks in flight (`ring_stages` where None)."""
     _, Q, H, D = q.shape
     PAGES, PAGE, H_KV, _ = k_cache.shape
-    check_shapes(q, k_cache, v_cache, block_table, seq_lens, o, part, SPLITS, BK)
+    check_shapes(q, k_cache, v_cache, block_table, seq_lens, o, part, SPLITS, BK, STAGES)
     G, SLOT = H // H_KV, min(BK, PAGE)  # a slot of the ring holds positions of one page: one TMA box
     P = BK // SLOT  # slots a block: the consumer takes BK keys a step whatever the page size
     pair, split = ad.program_id(0), ad.program_id(1)
     b, h_kv = pair // H_KV, pair % H_KV
     seq = PagedSequence(block_table, seq_lens, b, PAGES, PAGE)
     first_block, count = seq.split_blocks(BK, split, SPLITS)  # the split's share of the sequence
-    loads = AttentionLoads(ad.bfloat16, ROWS, 1, SLOT, ad.bfloat16, ad.bfloat16, D, P * ring_stages(BK, D))
+    STAGES = ring_stages(BK, D) if STAGES is None else STAGES
+    loads = AttentionLoads(ad.bfloat16, ROWS, 1, SLOT, ad.bfloat16, ad.bfloat16, D, P * STAGES)
 
     with ad.warpgroup_role(1):  # the producer, a slot at a time
         if k_cache.dtype == ad.bfloat16:

@@ -9,7 +9,10 @@ PAGE_SIZES = (16, 64)
 ROWS = 64  # rows of the wgmma tile: query heads of a group times queries, padded
 
 
-def check_shapes(q, k_cache, v_cache, block_table, seq_lens, o, part, SPLITS, BK) -> None:
+SMEM_BYTES = 227 * 1024  # a CTA's most on sm_90
+
+
+def check_shapes(q, k_cache, v_cache, block_table, seq_lens, o, part, SPLITS, BK, STAGES=None) -> None:
     """Refuse at trace time what the kernel does not compute."""
     (B, Q, H, D), (_, PAGE, H_KV, _) = q.shape, k_cache.shape
     if PAGE not in PAGE_SIZES:
@@ -37,6 +40,12 @@ def check_shapes(q, k_cache, v_cache, block_table, seq_lens, o, part, SPLITS, BK
         raise ad.TraceError(f"BK, the positions of a step, must be 32 or 64, got {BK!r}", user_location())
     if not isinstance(SPLITS, int) or isinstance(SPLITS, bool) or SPLITS < 1 or part.shape[0] != SPLITS:
         raise ad.TraceError(f"SPLITS must be a positive int, the workspace's first dim: {SPLITS!r}",
+                            user_location())
+    most = (SMEM_BYTES - ROWS * D * 2 - 1024) // (2 * BK * D * 2)  # beside q and the barriers
+    if STAGES is not None and (not isinstance(STAGES, int) or isinstance(STAGES, bool)
+                               or not 2 <= STAGES <= most):
+        raise ad.TraceError(f"STAGES, the key blocks in flight, must be an int from 2 to {most} (what shared "
+                            f"memory holds of blocks of {BK} keys of head dim {D}), got {STAGES!r}",
                             user_location())
     if o.shape != q.shape:
         raise ad.TraceError(f"o has shape {tuple(o.shape)}, expected {tuple(q.shape)}", user_location())

@@ -206,3 +206,18 @@ def test_a_page_size_it_does_not_take_is_refused_through_the_host_function():
     q, k, v, table, seq_lens = inputs(1, 1, 2, 1, 64, 16, 8, 4, (5,))
     with pytest.raises(ad.TraceError, match="page size 8"):
         K.paged_decode_attention(q[:, 0], k.reshape(16, 8, 1, 64), v.reshape(16, 8, 1, 64), table, seq_lens)
+
+
+@pytest.mark.parametrize("stages", [1, 7, "3"])
+def test_a_ring_shared_memory_cannot_hold_or_too_short_to_stream_is_refused_at_the_callers_line(stages):
+    q, k, v, table, seq_lens = inputs(1, 1, 2, 1, 128, 16, 4, 4, (40,))
+    with pytest.raises(ad.TraceError, match="STAGES, the key blocks in flight, must be an int from 2 to 6") as caught:
+        K.paged_decode_attention(q[:, 0], k, v, table, seq_lens, stages=stages)
+    assert caught.value.location.file == __file__
+
+
+def test_a_smaller_ring_gives_the_same_bytes():
+    q, k, v, table, seq_lens = inputs(2, 1, 2, 1, 128, 16, 20, 16, (250, 77))
+    ours, theirs = (K.paged_decode_attention(q[:, 0], k, v, table, seq_lens, splits=2, stages=stages)
+                    for stages in (None, 2))
+    assert np.array_equal(ours.view(np.uint16), theirs.view(np.uint16))
