@@ -211,7 +211,8 @@ def test_a_page_size_it_does_not_take_is_refused_through_the_host_function():
 @pytest.mark.parametrize("stages", [1, 7, "3"])
 def test_a_ring_shared_memory_cannot_hold_or_too_short_to_stream_is_refused_at_the_callers_line(stages):
     q, k, v, table, seq_lens = inputs(1, 1, 2, 1, 128, 16, 4, 4, (40,))
-    with pytest.raises(ad.TraceError, match="STAGES, the key blocks in flight, must be an int from 2 to 6") as caught:
+    refusal = "STAGES, the key blocks in flight, must be an int from 2 to 6"
+    with pytest.raises(ad.TraceError, match=refusal) as caught:
         K.paged_decode_attention(q[:, 0], k, v, table, seq_lens, stages=stages)
     assert caught.value.location.file == __file__
 
