@@ -56,6 +56,7 @@ from asyncdsl.kernels.quantize_fp8 import quantize_fp8
 from asyncdsl.kernels.rms_norm import rms_norm
 from asyncdsl.kernels.rms_norm_backward import rms_norm_backward, rms_norm_forward
 from asyncdsl.kernels.softmax import softmax
+from asyncdsl.kernels.rotary import rotary
 from asyncdsl.kernels.swiglu import swiglu
 from asyncdsl.kernels.swiglu_backward import swiglu_backward
 
@@ -65,4 +66,4 @@ __all__ = ["all_gather", "attention", "attention_backward", "attention_varlen", 
            "grouped_gemm_fp8_blockscaled_masked", "grouped_gemm_masked", "layer_norm", "layer_norm_backward",
            "layer_norm_forward", "linear_cross_entropy", "paged_decode_attention", "paged_prefill",
            "permute_bhsd", "quantize_fp8", "reduce_scatter", "rms_norm", "rms_norm_backward",
-           "rms_norm_forward", "softmax", "swiglu", "swiglu_backward"]
+           "rms_norm_forward", "rotary", "softmax", "swiglu", "swiglu_backward"]
