@@ -58,7 +58,7 @@ def paged_decode_attention(q, k_cache, v_cache, block_table, seq_lens, *, k_scal
                            stream=None):
     """Attention of q (B, H, D) or (B, Q, H, D) over the paged caches (see the module's
     docstring); returns o like q.  `block`: positions a step (32 or 64); `stages`: blocks in
-    flight, 2 to 8 (`ring_stages` where None)."""
+    flight, from 2 to what shared memory holds (`ring_stages` where None)."""
     q4 = q.reshape(q.shape[0], 1, *q.shape[1:]) if len(q.shape) == 3 else q
     batch, queries, heads, d = q4.shape
     if len(k_cache.shape) != 4 or len(block_table.shape) != 2:

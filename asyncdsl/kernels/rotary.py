@@ -79,9 +79,11 @@ def _check(q, k, cos, sin, q_out, k_out, inverse) -> None:
         raise ad.TraceError(f"q and k must be (B, S, H, D) and (B, S, H_kv, D), got {tuple(q.shape)} and "
                             f"{tuple(k.shape)}", user_location())
     B, S, _, D = q.shape
-    if D % 16 or D < 16:
-        raise ad.TraceError(f"head dim {D}: the halves of a head are read as 16-byte vectors, so D must be "
-                            "a positive multiple of 16", user_location())
+    if D < 16 or D > TILE or D & (D - 1):
+        # A CTA's tokens times D / 2 must be whole passes of its 128 threads' 8-element vectors
+        # (1024 elements), which tokens(D) makes only where D is a power of two.
+        raise ad.TraceError(f"head dim {D}: the rotary kernel takes head dims that are powers of two from "
+                            f"16 to {TILE}", user_location())
     if q.dtype != k.dtype or q.dtype not in (ad.bfloat16, ad.float16):
         raise ad.TraceError(f"q and k must both be bfloat16 or both float16, got {q.dtype} and {k.dtype}",
                             user_location())

@@ -222,3 +222,11 @@ def test_a_smaller_ring_gives_the_same_bytes():
     ours, theirs = (K.paged_decode_attention(q[:, 0], k, v, table, seq_lens, splits=2, stages=stages)
                     for stages in (None, 2))
     assert np.array_equal(ours.view(np.uint16), theirs.view(np.uint16))
+
+
+def test_a_ring_of_more_slots_than_a_barrier_group_holds_is_refused():
+    """Pages of 16 in blocks of 64 take four slots a block: 9 blocks would be 36 barriers."""
+    q, k, v, table, seq_lens = inputs(1, 1, 2, 1, 64, 16, 8, 8, (100,))
+    K.paged_decode_attention(q[:, 0], k, v, table, seq_lens, splits=1, stages=8)
+    with pytest.raises(ad.TraceError, match="must be an int from 2 to 8 .* at most 32 ring slots of 16 keys"):
+        K.paged_decode_attention(q[:, 0], k, v, table, seq_lens, splits=1, stages=9)

@@ -67,7 +67,8 @@ def test_tokens_past_the_sequence_are_never_touched_and_outputs_given_are_writte
 
 
 @pytest.mark.parametrize("change,rule", [
-    (dict(d=24), "D must be a positive multiple of 16"),
+    (dict(d=24), "head dim 24: the rotary kernel takes head dims that are powers of two from 16"),
+    (dict(d=96), "head dim 96: the rotary kernel takes head dims that are powers of two from 16"),
     (dict(kv_shape=(1, 40, 1, 32)), r"q and k must be \(B, S, H, D\) and \(B, S, H_kv, D\)"),
     (dict(cos_shape=(1, 40, 32)), r"cos must have shape \(1, 40, 64\)"),
     (dict(k_dtype=ad.float32), "q and k must both be bfloat16 or both float16"),
