@@ -113,4 +113,4 @@ def reference(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, inverse: bool = F
 # Arguments `asyncdsl dump` traces the kernel with.
 _Q, _K = ArraySpec((2, 100, 8, 128), ad.bfloat16), ArraySpec((2, 100, 2, 128), ad.bfloat16)
 _ANGLES = ArraySpec((2, 100, 128), ad.float32)
-EXAMPLE_ARGS = {"rotary_kernel": ((_Q, _K, _ANGLES, _ANGLES, _Q, _K), {})}
+EXAMPLE_ARGS: dict[str, tuple[tuple, dict]] = {"rotary_kernel": ((_Q, _K, _ANGLES, _ANGLES, _Q, _K), {})}
