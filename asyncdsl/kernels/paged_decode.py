@@ -127,7 +127,7 @@ def paged_decode_kernel(q, k_cache, v_cache, block_table, seq_lens, scales, o, p
             for j in ad.range(count):
                 first = (first_block + j) * BK
                 # The block's P pages, read from the table together and before the waits for
-                # their slots: one latency of global memory a block, hidden behind the waits.
+                # their slots: one latency of global memory a block, overlapping the waits.
                 pages = [seq.page(first + i * SLOT, last) for i in range(P)]
                 for i, page in enumerate(pages):
                     loads.load(j * P + i, *(lambda _, c=c, page=page, at=first + i * SLOT:
