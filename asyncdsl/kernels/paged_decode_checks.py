@@ -4,13 +4,10 @@ from __future__ import annotations
 
 from asyncdsl.errors import user_location
 from asyncdsl.frontend import language as ad
+from asyncdsl.hw.limits import MAX_BARRIERS_PER_GROUP, MAX_SMEM_PER_BLOCK, SMEM_ALIGNMENT_SLACK
 
 PAGE_SIZES = (16, 64)
 ROWS = 64  # rows of the wgmma tile: query heads of a group times queries, padded
-
-
-SMEM_BYTES = 227 * 1024  # a CTA's most on sm_90
-MAX_SLOTS = 32  # a ring's slots: each has a barrier of a group, and a group holds up to 32
 
 
 def check_shapes(q, k_cache, v_cache, block_table, seq_lens, o, part, SPLITS, BK, STAGES=None) -> None:
@@ -42,14 +39,16 @@ def check_shapes(q, k_cache, v_cache, block_table, seq_lens, o, part, SPLITS, BK
     if not isinstance(SPLITS, int) or isinstance(SPLITS, bool) or SPLITS < 1 or part.shape[0] != SPLITS:
         raise ad.TraceError(f"SPLITS must be a positive int, the workspace's first dim: {SPLITS!r}",
                             user_location())
-    # The ring: what shared memory holds beside q and the barriers, and at most 32 slots (a
-    # barrier group's most), a block being P slots where it spans P pages.
+    # The ring: what shared memory holds beside q and the base's alignment slack, and a slot's
+    # barrier each in one group, a block being P slots where it spans P pages.
     slots = BK // min(BK, PAGE)
-    most = min((SMEM_BYTES - ROWS * D * 2 - 1024) // (2 * BK * D * 2), MAX_SLOTS // slots)
+    most = min((MAX_SMEM_PER_BLOCK - SMEM_ALIGNMENT_SLACK - ROWS * D * 2) // (2 * BK * D * 2),
+               MAX_BARRIERS_PER_GROUP // slots)
     if STAGES is not None and (not isinstance(STAGES, int) or isinstance(STAGES, bool)
                                or not 2 <= STAGES <= most):
         raise ad.TraceError(f"STAGES, the key blocks in flight, must be an int from 2 to {most} (what shared "
-                            f"memory holds of blocks of {BK} keys of head dim {D}, in at most {MAX_SLOTS} "
-                            f"ring slots of {BK // slots} keys), got {STAGES!r}", user_location())
+                            f"memory holds of blocks of {BK} keys of head dim {D}, in at most "
+                            f"{MAX_BARRIERS_PER_GROUP} ring slots of {BK // slots} keys), got {STAGES!r}",
+                            user_location())
     if o.shape != q.shape:
         raise ad.TraceError(f"o has shape {tuple(o.shape)}, expected {tuple(q.shape)}", user_location())
