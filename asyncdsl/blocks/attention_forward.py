@@ -95,11 +95,9 @@ def attend(tile: QueryTile, loads: AttentionLoads, head: HeadRows, *, scale: flo
                 loads.load(j, lambda i: head.keys(i * SLOT, SLOT), lambda i: head.values(i * SLOT, SLOT))
         else:
             for j in ad.range(tile.blocks):
-                starts = [(j * P + i) * SLOT for i in range(P)]
-                found = [head.locate(start) for start in starts]
-                for i, (start, where) in enumerate(zip(starts, found)):
-                    loads.load(j * P + i, lambda _, at=start, w=where: head.keys(at, SLOT, w),
-                               lambda _, at=start, w=where: head.values(at, SLOT, w))
+                loads.load_located(j, [(j * P + i) * SLOT for i in range(P)], head.locate,
+                                   lambda at, w: head.keys(at, SLOT, w),
+                                   lambda at, w: head.values(at, SLOT, w))
 
     with ad.warpgroup_role((0, 1), registers=232):
         me = ad.warpgroup_idx()

@@ -77,6 +77,17 @@ class AttentionLoads:
             self.v_empty[slot].wait()
         ad.async_copy(v_rows(j), self.v.at[slot], barrier=self.v_full[slot])
 
+    def load_located(self, j, starts, locate, k_rows, v_rows) -> None:
+        """For the producer: key block j of P = len(starts) slots (j * P + i), piece i from key
+        starts[i].  `locate(start)`, what a piece's copies must first read from global memory (a
+        paged cache's page number), runs for every piece before the first wait for a slot, so
+        those reads' latency is spent once a block, overlapping the waits; then `k_rows(start,
+        found)` and `v_rows(start, found)` give each piece's GMEM refs as `load` takes them."""
+        found = [locate(start) for start in starts]
+        for i, (start, where) in enumerate(zip(starts, found)):
+            self.load(j * len(starts) + i, lambda _, at=start, w=where: k_rows(at, w),
+                      lambda _, at=start, w=where: v_rows(at, w))
+
     def fill(self, j, k_tile, v_tile) -> None:
         """For the producer: write block j's keys and values into its slot with the threads, as
         `load` copies them: for data no copy can land as the tensor cores take it (a cache of

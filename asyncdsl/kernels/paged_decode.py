@@ -124,14 +124,11 @@ def paged_decode_kernel(q, k_cache, v_cache, block_table, seq_lens, scales, o, p
     with ad.warpgroup_role(1):  # the producer, a slot at a time
         if k_cache.dtype == ad.bfloat16:
             last = seq.last_entry()
-            for j in ad.range(count):
+            for j in ad.range(count):  # a block's P pages read from the table before its waits
                 first = (first_block + j) * BK
-                # The block's P pages, read from the table together and before the waits for
-                # their slots: one latency of global memory a block, overlapping the waits.
-                pages = [seq.page(first + i * SLOT, last) for i in range(P)]
-                for i, page in enumerate(pages):
-                    loads.load(j * P + i, *(lambda _, c=c, page=page, at=first + i * SLOT:
-                                            seq.box(c, page, at, SLOT, h_kv) for c in (k_cache, v_cache)))
+                loads.load_located(j, [first + i * SLOT for i in range(P)], lambda at: seq.page(at, last),
+                                   *(lambda at, page, c=c: seq.box(c, page, at, SLOT, h_kv)
+                                     for c in (k_cache, v_cache)))
         else:  # fp8 pages become the tensor cores' bf16 through the threads (see the module)
             length, first_slot = seq.length(SLOT), first_block * P
             for j in ad.range(count * P):
