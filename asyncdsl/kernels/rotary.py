@@ -2,8 +2,9 @@
 launch for both: `q_out, k_out = asyncdsl.kernels.rotary(q, k, cos, sin)`.
 
 q is (B, S, H, D) and k (B, S, H_kv, D), bfloat16, each token's heads side by side as the
-projections leave them; cos and sin are (B, S, D) (transformers' position embeddings, of any
-float dtype the kernels read: bfloat16, float16, float32).  With x1, x2 the halves of a head's D
+projections leave them; cos and sin are (B, S, D), or (1, S, D) for positions every sequence
+shares (transformers' position embeddings, of any float dtype the kernels read: bfloat16,
+float16, float32).  With x1, x2 the halves of a head's D
 elements and c1, c2, s1, s2 those of cos and sin at its position, a head becomes
 
     (x1 · c1 - x2 · s1,  x2 · c2 + x1 · s2)
@@ -56,19 +57,20 @@ def rotary_kernel(q, k, cos, sin, q_out, k_out, INVERSE: constexpr = False):
     _check(q, k, cos, sin, q_out, k_out, INVERSE)
     HALF, ROWS = q.shape[3] // 2, tokens(q.shape[3])
     rows, b = ad.ds(ad.program_id(0) * ROWS, ROWS), ad.program_id(1)
+    angles_b = b if cos.shape[0] == q.shape[0] else 0  # angles shared by the batch
     layout = ad.strided(8)
 
-    def halves(x, *head):
-        return [ad.load(x.at[(b, rows, *head, ad.ds(i * HALF, HALF))], layout=layout).astype(ad.float32)
+    def halves(x, batch, *head):
+        return [ad.load(x.at[(batch, rows, *head, ad.ds(i * HALF, HALF))], layout=layout).astype(ad.float32)
                 for i in range(2)]
 
-    c1, c2 = halves(cos)
-    s1, s2 = halves(sin)
+    c1, c2 = halves(cos, angles_b)
+    s1, s2 = halves(sin, angles_b)
     if INVERSE:  # the transpose: x2's weight in the first half is s2, x1's in the second -s1
         s1, s2 = -s2, -s1
     for x, out in ((q, q_out), (k, k_out)):
         for h in ad.range(x.shape[2]):
-            x1, x2 = halves(x, h)
+            x1, x2 = halves(x, b, h)
             for i, half in enumerate((x1 * c1 - x2 * s1, x2 * c2 + x1 * s2)):
                 ad.store(out.at[b, rows, h, ad.ds(i * HALF, HALF)], half.astype(out.dtype))
 
@@ -88,7 +90,9 @@ def _check(q, k, cos, sin, q_out, k_out, inverse) -> None:
         raise ad.TraceError(f"q and k must both be bfloat16 or both float16, got {q.dtype} and {k.dtype}",
                             user_location())
     for name, table in (("cos", cos), ("sin", sin)):
-        check_shape(name, table, (B, S, D), "one angle a position of each sequence")
+        if tuple(table.shape) != (1, S, D):
+            shared = f"(1, {S}, {D}) for positions the sequences share"
+            check_shape(name, table, (B, S, D), f"one angle a position of each sequence, or {shared}")
         if table.dtype not in (ad.bfloat16, ad.float16, ad.float32):
             raise ad.TraceError(f"{name} must be bfloat16, float16 or float32, got {table.dtype}",
                                 user_location())

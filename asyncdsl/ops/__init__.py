@@ -7,6 +7,7 @@
     o = ops.attention_varlen(q, k, v, cu_q, cu_k, max_q, max_k, causal=True)   # packed sequences
     y = ops.rms_norm(x, weight)                    # and layer_norm(x, weight, bias)
     h = ops.swiglu(gate, up)                       # silu(gate) · up
+    q, k = ops.rotary(q, k, cos, sin)              # the rotary position embedding, (B, S, H, D)
     loss = ops.cross_entropy(logits, targets)      # or linear_cross_entropy(h, weight, targets)
     ops.llama.apply(model)                         # a transformers Llama-family model on them
 
@@ -19,7 +20,7 @@ needs.  The serving operators (paged decode attention, grouped GEMM) have none.
 Importing this package imports torch.
 
 Modules: `attention`, `attention_varlen`, `rms_norm`, `layer_norm`, `swiglu`, `cross_entropy`,
-`linear_cross_entropy`, `paged_decode_attention`, `grouped_gemm` (one operator each), `llama`
+`linear_cross_entropy`, `rotary`, `paged_decode_attention`, `grouped_gemm` (one operator each), `llama`
 (transformers models on them).
 """
 
@@ -32,7 +33,9 @@ from asyncdsl.ops.layer_norm import layer_norm
 from asyncdsl.ops.linear_cross_entropy import linear_cross_entropy
 from asyncdsl.ops.paged_decode_attention import paged_decode_attention
 from asyncdsl.ops.rms_norm import rms_norm
+from asyncdsl.ops.rotary import rotary
 from asyncdsl.ops.swiglu import swiglu
 
 __all__ = ["attention", "attention_varlen", "cross_entropy", "grouped_gemm", "layer_norm",
-           "linear_cross_entropy", "llama", "paged_decode_attention", "rms_norm", "swiglu"]
+           "linear_cross_entropy", "llama", "paged_decode_attention", "rms_norm", "rotary",
+           "swiglu"]

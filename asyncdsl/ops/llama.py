@@ -3,15 +3,17 @@
     model = transformers.LlamaForCausalLM(config).to(device="cuda", dtype=torch.bfloat16)
     asyncdsl.ops.llama.apply(model)
 
-`apply` registers `attention_function` in transformers' attention-function registry under the
-name "asyncdsl" (with the flash-attention mask function, which gives no mask for a batch without
-padding) and selects it for the model; it replaces each RMSNorm module by `RMSNorm` and each gated
-MLP by `SwiGLUMLP`, which keep the same parameters under the same names, so checkpoints load and
-save as before; and it makes `causal_lm_loss` the model's loss function, the cross-entropy of
-the bf16 logits without the float32 copy transformers' own makes.  With `linear_loss=True` a call
-given labels computes the last layer and its loss in one operator instead
-(`asyncdsl.ops.linear_cross_entropy`): the (tokens x vocabulary) logits and their gradient are
-never made, and the output's logits are None.  The families whose modules compute what Llama's
+`apply` registers `attention_function` in transformers' attention-function registry under the name
+"asyncdsl" (with the flash-attention mask function, which gives no mask for a batch without
+padding) and selects it for the model, and gives each attention module `attention_forward`, which
+rotates its queries and keys in one kernel (`asyncdsl.ops.rotary`) where transformers makes about
+ten elementwise passes forward and as many backward; it replaces each RMSNorm module by `RMSNorm`
+and each gated MLP by `SwiGLUMLP`, which keep the same parameters under the same names, so
+checkpoints load and save as before; and it makes `causal_lm_loss` the model's loss function, the
+cross-entropy of the bf16 logits without the float32 copy transformers' own makes.  With
+`linear_loss=True` a call given labels computes the last layer and its loss in one operator
+instead (`asyncdsl.ops.linear_cross_entropy`): the (tokens x vocabulary) logits and their gradient
+are never made, and the output's logits are None.  The families whose modules compute what Llama's
 do: Llama, Mistral, Qwen2.
 transformers is imported by `apply` only.
 """
@@ -28,21 +30,26 @@ from asyncdsl.ops.attention_varlen import attention_varlen
 from asyncdsl.ops.cross_entropy import cross_entropy
 from asyncdsl.ops.linear_cross_entropy import linear_cross_entropy
 from asyncdsl.ops.rms_norm import rms_norm
+from asyncdsl.ops.rotary import rotary as rotary_embedding
 from asyncdsl.ops.swiglu import swiglu
 
 NAME = "asyncdsl"
 NORMS = ("LlamaRMSNorm", "MistralRMSNorm", "Qwen2RMSNorm")
+ATTENTIONS = ("LlamaAttention", "MistralAttention", "Qwen2Attention")
+# The names transformers versions give the attention module's KV-cache argument.
+CACHES = ("cache", "past_key_values", "past_key_value")
 MLPS = ("LlamaMLP", "MistralMLP", "Qwen2MLP")
 # Options of transformers' attention call that change what it computes, which this one refuses.
 REFUSED = ("sliding_window", "softcap", "s_aux")
 
 
-def apply(model: torch.nn.Module, *, attention: bool = True, norms: bool = True, mlp: bool = True,
-          loss: bool = True, linear_loss: bool = False) -> torch.nn.Module:
+def apply(model: torch.nn.Module, *, attention: bool = True, rotary: bool = True, norms: bool = True,
+          mlp: bool = True, loss: bool = True, linear_loss: bool = False) -> torch.nn.Module:
     """Put `model` (a transformers Llama-family model) on asyncdsl's operators, in place: its
-    attention (`attention`), its RMSNorm modules (`norms`), the gate of its MLPs (`mlp`) and,
-    for a causal language model, its loss (`loss`), or its last layer and loss in one
-    operator (`linear_loss`).  Returns the model."""
+    attention (`attention`) and with it the rotary embedding of the queries and keys (`rotary`), its
+    RMSNorm modules (`norms`), the gate of its MLPs (`mlp`) and, for a causal language model,
+    its loss (`loss`), or its last layer and loss in one operator (`linear_loss`).  Returns the
+    model."""
     if attention:
         from transformers import AttentionInterface
         from transformers.masking_utils import AttentionMaskInterface, flash_attention_mask
@@ -53,7 +60,9 @@ def apply(model: torch.nn.Module, *, attention: bool = True, norms: bool = True,
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
             kind = type(child).__name__
-            if norms and kind in NORMS:
+            if attention and rotary and kind in ATTENTIONS:
+                child.forward = types.MethodType(attention_forward, child)
+            elif norms and kind in NORMS:
                 setattr(parent, name, RMSNorm(child.weight, child.variance_epsilon))
             elif mlp and kind in MLPS:
                 if child.config.hidden_act != "silu":
@@ -162,6 +171,31 @@ def attention_function(module: torch.nn.Module, query: torch.Tensor, key: torch.
         q, k, v = (x.transpose(1, 2) for x in (query, key, value))
         return asyncdsl_attention(q, k, v, causal=causal, layout="BSHD"), None
     return asyncdsl_attention(query, key, value, causal=causal).transpose(1, 2), None
+
+
+def attention_forward(module: torch.nn.Module, hidden_states: torch.Tensor,
+                      position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None,
+                      attention_mask: torch.Tensor | None = None, **kwargs) -> tuple[torch.Tensor, None]:
+    """A Llama-family attention module's forward with its queries and keys rotated by
+    `asyncdsl.ops.rotary`, in the (B, S, H, D) layout the projections leave them in, then
+    `attention_function` and the output projection: what transformers' forward computes.  The
+    module's own forward runs where the model's attention is no longer asyncdsl's or a KV cache
+    other than the dynamic one is given (the others place keys by the version's own arguments)."""
+    cache = next((kwargs[name] for name in CACHES if kwargs.get(name) is not None), None)
+    if (position_embeddings is None or module.config._attn_implementation != NAME
+            or (cache is not None and type(cache).__name__ != "DynamicCache")):
+        return type(module).forward(module, hidden_states, position_embeddings, attention_mask, **kwargs)
+    heads = (*hidden_states.shape[:-1], -1, module.head_dim)
+    projections = (module.q_proj, module.k_proj, module.v_proj)
+    q, k, v = (project(hidden_states).view(heads) for project in projections)
+    q, k = rotary_embedding(q, k, *position_embeddings)
+    q, k, v = (x.transpose(1, 2) for x in (q, k, v))  # transformers' (B, H, S, D) views
+    if cache is not None:
+        k, v = cache.update(k, v, module.layer_idx)
+    options = {"sliding_window": getattr(module, "sliding_window", None), **kwargs}
+    o, _ = attention_function(module, q, k, v, attention_mask, scaling=module.scaling,
+                              dropout=module.attention_dropout if module.training else 0.0, **options)
+    return module.o_proj(o.reshape(*hidden_states.shape[:-1], -1)), None
 
 
 class RMSNorm(torch.nn.Module):

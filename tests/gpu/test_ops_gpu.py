@@ -139,6 +139,23 @@ def test_norm_and_swiglu_gradients():
              "swiglu")
 
 
+def test_rotary_gradients():
+    needs("rotary")
+    half = torch.rand(2, 1000, 64, device="cuda", dtype=torch.float64,
+                      generator=torch.Generator(device="cuda").manual_seed(5)) * 1000
+    theta = torch.cat([half, half], -1)
+    cos, sin = theta.cos().to(torch.bfloat16), theta.sin().to(torch.bfloat16)
+
+    def transformers_rotary(q, k):  # apply_rotary_pos_emb on (B, S, H, D) tensors, flattened together
+        c, s = cos[:, :, None].to(q.dtype), sin[:, :, None].to(q.dtype)
+        def rotate_half(x):
+            return torch.cat([-x[..., 64:], x[..., :64]], -1)
+        return torch.cat([(x * c + rotate_half(x) * s).flatten() for x in (q, k)])
+
+    no_worse(lambda q, k: torch.cat([x.flatten() for x in ops.rotary(q, k, cos, sin)]), transformers_rotary,
+             (randn(2, 1000, 32, 128, seed=6), randn(2, 1000, 8, 128, seed=7)), "rotary")
+
+
 def test_loss_gradients():
     needs("cross_entropy", "linear_cross_entropy")
     targets = labels(4096, 32000, 1)

@@ -59,6 +59,14 @@ def test_the_inverse_is_the_transpose_of_the_map():
                           np.vdot(y.astype(np.float64), forward), rtol=1e-2)
 
 
+def test_angles_of_one_sequence_serve_the_whole_batch():
+    # transformers' position embeddings of shared positions are (1, S, D).
+    q, k, cos, sin = inputs(3, 20, 2, 1, 32)
+    q_out, k_out = K.rotary(q, k, cos[:1], sin[:1])
+    assert_close(q_out, q, cos[:1], sin[:1])
+    assert_close(k_out, k, cos[:1], sin[:1])
+
+
 def test_tokens_past_the_sequence_are_never_touched_and_outputs_given_are_written():
     q, k, cos, sin = inputs(1, 40, 2, 1, 64)
     q_out, k_out = (np.full_like(x, np.nan) for x in (q, k))
@@ -71,15 +79,18 @@ def test_tokens_past_the_sequence_are_never_touched_and_outputs_given_are_writte
     (dict(d=96), "head dim 96: the rotary kernel takes head dims that are powers of two from 16"),
     (dict(kv_shape=(1, 40, 1, 32)), r"q and k must be \(B, S, H, D\) and \(B, S, H_kv, D\)"),
     (dict(cos_shape=(1, 40, 32)), r"cos must have shape \(1, 40, 64\)"),
+    (dict(batch=3, cos_shape=(2, 40, 64)),
+     r"cos must have shape \(3, 40, 64\) \(one angle a position of each sequence, or \(1, 40, 64\) for "
+     "positions the sequences share"),
     (dict(k_dtype=ad.float32), "q and k must both be bfloat16 or both float16"),
 ])
 def test_what_the_kernel_does_not_compute_is_refused_at_the_callers_line(change, rule):
-    d = change.get("d", 64)
-    q = ad.ArraySpec((1, 40, 2, d), ad.bfloat16)
-    k = ad.ArraySpec(change.get("kv_shape", (1, 40, 1, d)), change.get("k_dtype", ad.bfloat16))
-    angles = ad.ArraySpec(change.get("cos_shape", (1, 40, d)), ad.float32)
+    d, batch = change.get("d", 64), change.get("batch", 1)
+    q = ad.ArraySpec((batch, 40, 2, d), ad.bfloat16)
+    k = ad.ArraySpec(change.get("kv_shape", (batch, 40, 1, d)), change.get("k_dtype", ad.bfloat16))
+    angles = ad.ArraySpec(change.get("cos_shape", (batch, 40, d)), ad.float32)
     with pytest.raises(ad.TraceError, match=rule) as caught:
-        rotary_kernel.compile(q, k, angles, ad.ArraySpec((1, 40, d), ad.float32), q, k)
+        rotary_kernel.compile(q, k, angles, ad.ArraySpec((batch, 40, d), ad.float32), q, k)
     assert caught.value.location.file == __file__
 
 

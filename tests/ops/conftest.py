@@ -158,6 +158,24 @@ def linear_cross_entropy(h, weight, targets, *, ignore_index=-100, reduction="me
     return _float32(loss), _like(dz @ ww, h), _like(dz.T @ wh, weight)
 
 
+def rotary(q, k, cos, sin, *, inverse=False):
+    """x · cos + rotate_half(x) · sin for q and k (B, S, H, D), cos and sin (B or 1, S, D); the
+    transpose of that map when `inverse`."""
+    c, s = _wide(cos)[:, :, None], _wide(sin)[:, :, None]
+
+    def rotate_half(x):
+        half = x.shape[-1] // 2
+        return np.concatenate([-x[..., half:], x[..., :half]], axis=-1)
+
+    def rotate(x):
+        wx = _wide(x)
+        if inverse:  # the transpose: rotate_half's is -rotate_half
+            return _like(wx * c - rotate_half(wx * s), x)
+        return _like(wx * c + rotate_half(wx) * s, x)
+
+    return rotate(q), rotate(k)
+
+
 def paged_decode_attention(q, k_cache, v_cache, block_table, seq_lens, *, k_scale=None, v_scale=None):
     """Each sequence's keys and values gathered from its pages; L > 1 new tokens a sequence see
     the keys up to their own position."""
@@ -188,7 +206,8 @@ def grouped_gemm(a, b, offsets):
 REFERENCES = {f.__name__: f for f in (attention, attention_backward, attention_varlen,
                                      attention_varlen_backward, rms_norm_forward, rms_norm_backward,
                                    layer_norm_forward, layer_norm_backward, swiglu, swiglu_backward,
-                                   cross_entropy, linear_cross_entropy, paged_decode_attention, grouped_gemm)}
+                                   cross_entropy, linear_cross_entropy, rotary, paged_decode_attention,
+                                   grouped_gemm)}
 
 
 @pytest.fixture

@@ -51,12 +51,35 @@ def test_apply_keeps_the_parameters_and_computes_what_transformers_does(referenc
     assert "LlamaRMSNorm" not in kinds and "LlamaMLP" not in kinds
     assert list(model.state_dict()) == list(torch_model.state_dict())
     assert model.loss_function is llama.causal_lm_loss
+    assert all(layer.self_attn.forward.__func__ is llama.attention_forward for layer in model.model.layers)
     ids = tokens()
     loss, grads = loss_and_grads(model, ids)
     want_loss, want_grads = loss_and_grads(torch_model, ids)
     assert_near(loss, want_loss, 1e-6)  # transformers' loss rounds the logits to float32
     for got, want in zip(grads, want_grads):
         assert_near(got, want, 1e-6)
+
+
+def test_the_kv_cache_holds_what_transformers_puts_there(reference_kernels):
+    # The rotated keys go into transformers' dynamic cache as its own forward puts them.
+    torch_model = small_llama().eval()
+    model = llama.apply(copy.deepcopy(torch_model))
+    ids = tokens()
+    with torch.no_grad():
+        got, want = model(input_ids=ids, use_cache=True), torch_model(input_ids=ids, use_cache=True)
+    assert_near(got.logits, want.logits, 1e-6)
+    for layer in range(LAYERS):
+        for name in ("keys", "values"):
+            cached = getattr(got.past_key_values.layers[layer], name)
+            assert_near(cached, getattr(want.past_key_values.layers[layer], name), 1e-6)
+
+
+def test_without_rotary_the_attention_modules_keep_their_forward(reference_kernels):
+    model = llama.apply(small_llama(), rotary=False)
+    assert all("forward" not in vars(layer.self_attn) for layer in model.model.layers)
+    model = llama.apply(small_llama(), attention=False)
+    assert model.config._attn_implementation == "sdpa"
+    assert all("forward" not in vars(layer.self_attn) for layer in model.model.layers)
 
 
 def test_the_loss_follows_transformers_with_ignored_labels_and_a_count_of_items(reference_kernels):
@@ -90,8 +113,8 @@ def test_the_model_compiles_whole(reference_kernels):
     loss, grads = loss_and_grads(compiled, ids)
     assert len(graphs) == 1
     called = graphs[0]
-    assert {"asyncdsl.attention.default", "asyncdsl.rms_norm.default", "asyncdsl.swiglu.default",
-            "asyncdsl.cross_entropy.default"} <= called
+    assert {"asyncdsl.attention.default", "asyncdsl.rotary.default", "asyncdsl.rms_norm.default",
+            "asyncdsl.swiglu.default", "asyncdsl.cross_entropy.default"} <= called
     torch.testing.assert_close(loss, eager_loss, rtol=1e-12, atol=0)
     for got, want in zip(grads, eager_grads):
         torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)

@@ -21,6 +21,7 @@ from asyncdsl.ops.cross_entropy import cross_entropy_forward  # noqa: E402
 from asyncdsl.ops.layer_norm import layer_norm_backward, layer_norm_forward  # noqa: E402
 from asyncdsl.ops.linear_cross_entropy import linear_cross_entropy_forward  # noqa: E402
 from asyncdsl.ops.rms_norm import rms_norm_backward, rms_norm_forward  # noqa: E402
+from asyncdsl.ops.rotary import rotary_forward  # noqa: E402
 from asyncdsl.ops.swiglu import swiglu_backward, swiglu_forward  # noqa: E402
 
 
@@ -45,6 +46,7 @@ def test_the_operators_have_their_schemas():
         "layer_norm_backward": "(Tensor dy, Tensor x, Tensor weight, Tensor mean, Tensor rstd) -> "
                                "(Tensor, Tensor, Tensor)",
         "swiglu": "(Tensor gate, Tensor up) -> Tensor",
+        "rotary": "(Tensor q, Tensor k, Tensor cos, Tensor sin, bool inverse) -> (Tensor, Tensor)",
         "cross_entropy": "(Tensor logits, Tensor targets, int ignore_index, str reduction) -> "
                          "(Tensor, Tensor)",
         "linear_cross_entropy": "(Tensor h, Tensor weight, Tensor targets, int ignore_index, "
@@ -52,6 +54,13 @@ def test_the_operators_have_their_schemas():
     }
     for name, schema in schemas.items():
         assert str(getattr(torch.ops.asyncdsl, name).default._schema) == f"asyncdsl::{name}{schema}"
+
+
+def angles(batch: int, seq: int, d: int, seed: int, dtype=torch.float64) -> tuple[torch.Tensor, torch.Tensor]:
+    """Llama's cos and sin (B, S, D): the two halves of each position's angles equal."""
+    half = torch.rand(batch, seq, d // 2, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    theta = torch.cat([half, half], -1) * 100
+    return theta.cos().to(dtype), theta.sin().to(dtype)
 
 
 def _opcheck_cases():
@@ -74,6 +83,10 @@ def _opcheck_cases():
         (layer_norm_forward, (x, w, b, 1e-5)),
         (layer_norm_backward, (torch.randn_like(x0), x0, w0, torch.randn(6), rows)),
         (swiglu_forward, (x, torch.randn_like(x))),
+        (rotary_forward, (randn(2, 5, 4, 16, seed=17), randn(2, 5, 2, 16, seed=18), *angles(1, 5, 16, 19),
+                          False)),
+        (rotary_forward, (randn(2, 5, 4, 16, seed=17), randn(2, 5, 2, 16, seed=18), *angles(2, 5, 16, 19),
+                          True)),
         (swiglu_backward, (torch.randn_like(x0), x0, torch.randn_like(x0))),
         (cross_entropy_forward, (randn(7, 50, seed=7), targets(7, 50, 8), -100, "mean")),
         (cross_entropy_forward, (randn(7, 50, seed=7), targets(7, 50, 8), -100, "none")),
@@ -104,6 +117,8 @@ GRADCHECK_CASES = {
     "layer_norm": (lambda x, w, b: ops.layer_norm(x, w, b), (randn(4, 16, seed=9), randn(16, seed=10),
                                                             randn(16, seed=11))),
     "swiglu": (ops.swiglu, (randn(2, 3, 16, seed=12), randn(2, 3, 16, seed=13))),
+    "rotary": (lambda q, k: ops.rotary(q, k, *angles(1, 3, 16, seed=20)),
+               (randn(2, 3, 4, 16, seed=21), randn(2, 3, 2, 16, seed=22))),
 }
 
 
@@ -177,6 +192,20 @@ def test_norm_and_swiglu_gradients_bf16(missing_kernels):
     _bf16_grads(lambda x, w: ops.rms_norm(x, w, 1e-6), rms, (x, w), 0.02)
     _bf16_grads(ops.layer_norm, lambda x, w, b: F.layer_norm(x, (256,), w, b), (x, w, b), 0.02)
     _bf16_grads(ops.swiglu, lambda a, b: F.silu(a) * b, (x, randn(3, 5, 256, seed=4)), 0.02)
+
+
+def test_rotary_gradients_bf16(missing_kernels):
+    cos, sin = angles(2, 40, 64, seed=1, dtype=torch.float32)
+
+    def rotate_half(x):
+        return torch.cat([-x[..., 32:], x[..., :32]], -1)
+
+    def reference(q, k):  # transformers' apply_rotary_pos_emb on (B, S, H, D) tensors
+        c, s = cos.double()[:, :, None], sin.double()[:, :, None]
+        return torch.cat([(x * c + rotate_half(x) * s).flatten() for x in (q, k)])
+
+    _bf16_grads(lambda q, k: torch.cat([x.flatten() for x in ops.rotary(q, k, cos, sin)]), reference,
+                (randn(2, 40, 4, 64, seed=2), randn(2, 40, 2, 64, seed=3)), 0.01)
 
 
 def test_loss_gradients_bf16(missing_kernels):
@@ -255,6 +284,8 @@ def test_a_model_compiles_whole_forward_and_backward(reference_kernels):
 
 def test_misuse_is_an_argument_error():
     q = torch.zeros(1, 2, 4, 8)
+    with pytest.raises(ArgumentError, match="differentiable in q and k only; cos and sin must not require"):
+        ops.rotary(q, q, *(t.requires_grad_() for t in angles(1, 2, 8, seed=1)))
     with pytest.raises(ArgumentError, match="layout 'BHSD' or 'BSHD', got 'SBHD'"):
         ops.attention(q, q, q, layout="SBHD")
     with pytest.raises(ArgumentError, match="reduction is one of .* got 'max'"):
