@@ -180,9 +180,11 @@ def attention_forward(module: torch.nn.Module, hidden_states: torch.Tensor,
     `asyncdsl.ops.rotary`, in the (B, S, H, D) layout the projections leave them in, then
     `attention_function` and the output projection: what transformers' forward computes.  The
     module's own forward runs where the model's attention is no longer asyncdsl's or a KV cache
-    other than the dynamic one is given (the others place keys by the version's own arguments)."""
+    other than the dynamic one is given (the others place keys by the version's own arguments), and
+    where the head dim is not one the rotary kernel takes (a power of two)."""
     cache = next((kwargs[name] for name in CACHES if kwargs.get(name) is not None), None)
-    if (position_embeddings is None or module.config._attn_implementation != NAME
+    d = module.head_dim
+    if (position_embeddings is None or module.config._attn_implementation != NAME or d & (d - 1)
             or (cache is not None and type(cache).__name__ != "DynamicCache")):
         return type(module).forward(module, hidden_states, position_embeddings, attention_mask, **kwargs)
     heads = (*hidden_states.shape[:-1], -1, module.head_dim)
@@ -192,7 +194,10 @@ def attention_forward(module: torch.nn.Module, hidden_states: torch.Tensor,
     q, k, v = (x.transpose(1, 2) for x in (q, k, v))  # transformers' (B, H, S, D) views
     if cache is not None:
         k, v = cache.update(k, v, module.layer_idx)
-    options = {"sliding_window": getattr(module, "sliding_window", None), **kwargs}
+    # The window as the module's own forward passes it: Qwen2's module has one, Mistral's config.
+    window = (module.sliding_window if hasattr(module, "sliding_window")
+              else getattr(module.config, "sliding_window", None))
+    options = {"sliding_window": window, **kwargs}
     o, _ = attention_function(module, q, k, v, attention_mask, scaling=module.scaling,
                               dropout=module.attention_dropout if module.training else 0.0, **options)
     return module.o_proj(o.reshape(*hidden_states.shape[:-1], -1)), None

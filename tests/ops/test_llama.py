@@ -74,6 +74,24 @@ def test_the_kv_cache_holds_what_transformers_puts_there(reference_kernels):
             assert_near(cached, getattr(want.past_key_values.layers[layer], name), 1e-6)
 
 
+def test_mistrals_sliding_window_is_refused_and_other_head_dims_keep_transformers_rotary(reference_kernels):
+    # Mistral keeps its window in the config, not the module: still refused, never ignored.
+    config = transformers.MistralConfig(hidden_size=64, intermediate_size=96, num_hidden_layers=1,
+                                        num_attention_heads=4, num_key_value_heads=2, vocab_size=100,
+                                        sliding_window=4)
+    mistral = llama.apply(transformers.MistralForCausalLM._from_config(config, dtype=torch.float64))
+    with pytest.raises(ArgumentError, match="does not take sliding_window"):
+        mistral(input_ids=tokens())
+    # A head dim of 24 (not a power of two): transformers rotates, asyncdsl attends.
+    config = transformers.LlamaConfig(hidden_size=96, intermediate_size=96, num_hidden_layers=1,
+                                      num_attention_heads=4, num_key_value_heads=2, vocab_size=100)
+    torch_model = transformers.LlamaForCausalLM._from_config(config, attn_implementation="sdpa",
+                                                             dtype=torch.float64)
+    model = llama.apply(copy.deepcopy(torch_model))
+    ids = tokens()
+    assert_near(model(input_ids=ids).logits, torch_model(input_ids=ids).logits, 1e-6)
+
+
 def test_without_rotary_the_attention_modules_keep_their_forward(reference_kernels):
     model = llama.apply(small_llama(), rotary=False)
     assert all("forward" not in vars(layer.self_attn) for layer in model.model.layers)
