@@ -23,6 +23,7 @@ The rules follow the configuration sweep of `benchmarks/matmul.py --table` on th
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from asyncdsl import runtime
 from asyncdsl.blocks.gemm_config import GemmConfig
@@ -95,15 +96,25 @@ def gemm(a, b, *, out=None, config: GemmConfig | GemmPlan | None = None, ctas: i
     (m, k), n = a.shape, b.shape[1]
     c = empty(a, (m, n), a.dtype) if out is None else out
     ctas = ctas or (INTERPRETED_CTAS if on_host(a) else _sms(a) // 2 * 2)
-    chosen = plan(m, n, k, ctas) if config is None else config
-    if isinstance(chosen, GemmConfig):
-        chosen = GemmPlan("cooperative", chosen)
-    if not isinstance(chosen, GemmPlan):
-        raise ArgumentError(f"config is a GemmConfig or a GemmPlan, got {config!r}", user_location())
-    kernel = chosen.kernel()
+    if config is None:
+        chosen, kernel, constexprs = _planned(m, n, k, ctas)
+    else:
+        chosen = GemmPlan("cooperative", config) if isinstance(config, GemmConfig) else config
+        if not isinstance(chosen, GemmPlan):
+            raise ArgumentError(f"config is a GemmConfig or a GemmPlan, got {config!r}", user_location())
+        kernel, constexprs = chosen.kernel(), chosen.constexprs()
     workspace = _workspace(a, m, n, chosen.config, chosen.pair, stream) if chosen.config.SPLIT_K > 1 else ()
-    launch(kernel, a, b, c, *workspace, stream=stream, CTAS=ctas, **chosen.constexprs())
+    launch(kernel, a, b, c, *workspace, stream=stream, CTAS=ctas, **constexprs)
     return c
+
+
+@lru_cache(maxsize=1024)
+def _planned(m: int, n: int, k: int, ctas: int) -> tuple:
+    """`plan`'s choice for a shape with its kernel and constexprs, worked out once a shape: a
+    call of `gemm` then costs a dictionary lookup on top of the kernel's launch (the plan and
+    its keyword arguments took about 18 us of Python a call)."""
+    chosen = plan(m, n, k, ctas)
+    return chosen, chosen.kernel(), chosen.constexprs()
 
 
 def plan(m: int, n: int, k: int, ctas: int) -> GemmPlan:

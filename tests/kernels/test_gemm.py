@@ -11,7 +11,7 @@ import asyncdsl.kernels as K
 import asyncdsl as ad
 from asyncdsl.errors import ArgumentError
 from asyncdsl.blocks.gemm_config import GemmConfig
-from asyncdsl.kernels.gemm_choice import GemmPlan, choose, plan
+from asyncdsl.kernels.gemm_choice import GemmPlan, _planned, choose, plan
 
 
 def _operands(m, n, k, seed=0):
@@ -45,6 +45,22 @@ def test_gemm_writes_into_out_when_given():
     out = np.full((128, 256), np.nan, ml_dtypes.bfloat16)
     assert K.gemm(a, b, out=out) is out
     assert np.array_equal(out.view(np.uint16), _exact(a, b).view(np.uint16))
+
+
+def test_a_shape_is_planned_once_and_runs_the_plans_kernel(monkeypatch):
+    a, b = _operands(256, 512, 192)
+    _planned.cache_clear()
+    planned = []
+    monkeypatch.setattr("asyncdsl.kernels.gemm_choice.plan",
+                        lambda *shape: planned.append(shape) or plan(*shape))
+    launched = []
+    monkeypatch.setattr("asyncdsl.kernels.gemm_choice.launch",
+                        lambda kernel, *args, **kwargs: launched.append((kernel, kwargs)))
+    for _ in range(3):
+        K.gemm(a, b, ctas=6)
+    chosen = plan(256, 512, 192, 6)
+    assert planned == [(256, 512, 192, 6)]
+    assert launched == 3 * [(chosen.kernel(), {"stream": None, "CTAS": 6, **chosen.constexprs()})]
 
 
 @pytest.mark.parametrize("shape,expected", [
