@@ -42,6 +42,13 @@ def tokens(d: int) -> int:
     return max(1, TILE // d)
 
 
+def takes_head_dim(d: int) -> bool:
+    """Whether the kernel rotates heads of d elements: powers of two from 16 to TILE (a CTA's
+    tokens times D / 2 must be whole passes of its 128 threads' 8-element vectors, 1024
+    elements, which tokens(D) makes only where D is a power of two)."""
+    return 16 <= d <= TILE and not d & (d - 1)
+
+
 def rotary(q, k, cos, sin, *, inverse: bool = False, q_out=None, k_out=None, stream=None):
     """q and k (see the module's docstring) rotated by cos and sin, in new arrays like them or
     in `q_out` and `k_out`; `inverse`: by the transposed map (the backward pass)."""
@@ -81,9 +88,7 @@ def _check(q, k, cos, sin, q_out, k_out, inverse) -> None:
         raise ad.TraceError(f"q and k must be (B, S, H, D) and (B, S, H_kv, D), got {tuple(q.shape)} and "
                             f"{tuple(k.shape)}", user_location())
     B, S, _, D = q.shape
-    if D < 16 or D > TILE or D & (D - 1):
-        # A CTA's tokens times D / 2 must be whole passes of its 128 threads' 8-element vectors
-        # (1024 elements), which tokens(D) makes only where D is a power of two.
+    if not takes_head_dim(D):
         raise ad.TraceError(f"head dim {D}: the rotary kernel takes head dims that are powers of two from "
                             f"16 to {TILE}", user_location())
     if q.dtype != k.dtype or q.dtype not in (ad.bfloat16, ad.float16):

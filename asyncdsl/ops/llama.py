@@ -25,6 +25,7 @@ import types
 import torch
 
 from asyncdsl.errors import ArgumentError, user_location
+from asyncdsl.kernels.rotary import takes_head_dim
 from asyncdsl.ops.attention import attention as asyncdsl_attention
 from asyncdsl.ops.attention_varlen import attention_varlen
 from asyncdsl.ops.cross_entropy import cross_entropy
@@ -181,10 +182,10 @@ def attention_forward(module: torch.nn.Module, hidden_states: torch.Tensor,
     `attention_function` and the output projection: what transformers' forward computes.  The
     module's own forward runs where the model's attention is no longer asyncdsl's or a KV cache
     other than the dynamic one is given (the others place keys by the version's own arguments), and
-    where the head dim is not one the rotary kernel takes (a power of two)."""
+    where the head dim is not one the rotary kernel takes (`kernels.rotary.takes_head_dim`)."""
     cache = next((kwargs[name] for name in CACHES if kwargs.get(name) is not None), None)
-    d = module.head_dim
-    if (position_embeddings is None or module.config._attn_implementation != NAME or d & (d - 1)
+    if (position_embeddings is None or module.config._attn_implementation != NAME
+            or not takes_head_dim(module.head_dim)
             or (cache is not None and type(cache).__name__ != "DynamicCache")):
         return type(module).forward(module, hidden_states, position_embeddings, attention_mask, **kwargs)
     heads = (*hidden_states.shape[:-1], -1, module.head_dim)
