@@ -55,8 +55,8 @@ from asyncdsl.kernels.permute_bhsd import permute_bhsd
 from asyncdsl.kernels.quantize_fp8 import quantize_fp8
 from asyncdsl.kernels.rms_norm import rms_norm
 from asyncdsl.kernels.rms_norm_backward import rms_norm_backward, rms_norm_forward
-from asyncdsl.kernels.softmax import softmax
 from asyncdsl.kernels.rotary import rotary
+from asyncdsl.kernels.softmax import softmax
 from asyncdsl.kernels.swiglu import swiglu
 from asyncdsl.kernels.swiglu_backward import swiglu_backward
 
