@@ -125,7 +125,8 @@ class WarmLaunches:
                 parts.append(float)
                 scalars.append(value)
             elif kind is DeviceArray:
-                parts.append((value.shape, value.dtype, value.strides, value.device))
+                # The dtype by name: a DType's own hash is a dataclass's, hashing its fields.
+                parts.append((value.shape, value.dtype.name, value.strides, value.device))
                 address = value.address
                 address_bits |= address
                 addresses.append(address)

@@ -155,6 +155,7 @@ def test_a_remembered_layout_launches_warm_on_the_stream_of_its_source():
 @pytest.mark.parametrize("args, kwargs", [
     ((_array(0x10008), _array(0x20000), 32, 64), {}),  # misaligned: the full path names it
     ((_array(0x10000, (128, 32)), _array(0x20000), 32, 64), {}),  # another shape
+    ((device_array((64, 32), 0x10000, dtypes.int32), _array(0x20000), 32, 64), {}),  # another dtype
     ((_array(0x10000), _array(0x20000), 31, 64), {}),  # an int of the other divisibility
     ((_array(0x10000), _array(0x20000), 32.0, 64), {}),  # a float where an int was
     ((_array(0x10000), _array(0x20000), 32, 32), {}),  # another constexpr
