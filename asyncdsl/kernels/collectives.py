@@ -29,14 +29,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from asyncdsl import runtime
 from asyncdsl.blocks.strided_tiles import strided_tiles
 from asyncdsl.dtypes import as_dtype
 from asyncdsl.errors import user_location
 from asyncdsl.frontend import language as ad
 from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
-from asyncdsl.kernels.dispatch import launch, on_host
+from asyncdsl.kernels.dispatch import launch, multiprocessors, on_host
 from asyncdsl.kernels.outputs import empty
 from asyncdsl.runtime import symmetric
 
@@ -81,8 +80,7 @@ def _config(array, ctas: int | None, rows: int, stages: int) -> dict:
     `stages` in flight, and `ctas` CTAs (default: one a streaming multiprocessor)."""
     first = array[0] if isinstance(array, list) else array
     if ctas is None:
-        ctas = INTERPRETED_CTAS if on_host(array) else runtime.device_facts(
-            runtime.device_array(array).device).multiprocessor_count
+        ctas = INTERPRETED_CTAS if on_host(array) else multiprocessors(array)
     return {"CTAS": ctas, "BM": rows, "BN": 256 // as_dtype(first.dtype).itemsize, "STAGES": stages}
 
 

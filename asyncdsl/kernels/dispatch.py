@@ -6,6 +6,8 @@ asyncdsl's `DeviceArray`, ...) on the GPU, so that one host function serves both
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from asyncdsl.errors import ArgumentError, user_location
@@ -34,10 +36,23 @@ def walkers(array, interpreted: int = 3) -> int:
     """How many CTAs a kernel that walks its work in a loop (a CTA a multiprocessor) launches
     where `array` lives: the GPU's multiprocessors, or a few in the interpreter (enough that
     every CTA walks several blocks of a test's rows)."""
-    if on_host(array):
-        return interpreted
+    return interpreted if on_host(array) else multiprocessors(array)
+
+
+def multiprocessors(array) -> int:
+    """The multiprocessors of the GPU `array` lives on.  A torch tensor's or a `DeviceArray`'s
+    device is read off it: host functions ask on every call, and checking the whole array as a
+    kernel argument (`runtime.device_array`) costs microseconds the launch checks again."""
     from asyncdsl import runtime
-    return runtime.device_facts(runtime.device_array(array).device).multiprocessor_count
+
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(array, torch.Tensor) and array.is_cuda:
+        device = array.get_device()
+    elif isinstance(array, runtime.DeviceArray):
+        device = array.device
+    else:  # any other GPU array, or what is refused as one
+        device = runtime.device_array(array).device
+    return runtime.device_facts(device).multiprocessor_count
 
 
 def flag(value, name: str) -> bool:

@@ -30,10 +30,9 @@ from asyncdsl.blocks.gemm_config import GemmConfig
 from asyncdsl.blocks.split_k_sum import split_k_flags
 from asyncdsl.errors import ArgumentError, user_location
 from asyncdsl.frontend import language as ad
-from asyncdsl.kernels.dispatch import launch, on_host
+from asyncdsl.kernels.dispatch import launch, multiprocessors, on_host
 from asyncdsl.kernels.gemm_cooperative import (
     INTERPRETED_CTAS,
-    _sms,
     matmul,
     matmul_2cta,
     matmul_narrow,
@@ -95,7 +94,7 @@ def gemm(a, b, *, out=None, config: GemmConfig | GemmPlan | None = None, ctas: i
     float32 partial sums made here)."""
     (m, k), n = a.shape, b.shape[1]
     c = empty(a, (m, n), a.dtype) if out is None else out
-    ctas = ctas or (INTERPRETED_CTAS if on_host(a) else _sms(a) // 2 * 2)
+    ctas = ctas or (INTERPRETED_CTAS if on_host(a) else multiprocessors(a) // 2 * 2)
     if config is None:
         chosen, kernel, constexprs = _planned(m, n, k, ctas)
     else:

@@ -19,7 +19,6 @@ consumer a CTA owning whole 64-row tiles (`matmul_narrow`).  The host function
 
 from __future__ import annotations
 
-from asyncdsl import runtime
 from asyncdsl.blocks.epilogues import store_in_pieces, store_ring, store_whole
 from asyncdsl.blocks.gemm_config import GemmConfig, eviction_policies
 from asyncdsl.blocks.load_ring import produce
@@ -31,12 +30,13 @@ from asyncdsl.frontend import language as ad
 from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
+from asyncdsl.kernels.dispatch import multiprocessors
 
 INTERPRETED_CTAS = 4
 
 
 def _sms(array) -> int:
-    return runtime.device_facts(runtime.device_array(array).device).multiprocessor_count
+    return multiprocessors(array)
 
 
 @kernel(grid=lambda a, b, c, CTAS, **_: (CTAS,), block=384, profile_events=32768)

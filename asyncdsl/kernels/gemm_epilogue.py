@@ -24,8 +24,8 @@ from asyncdsl.frontend import language as ad
 from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
-from asyncdsl.kernels.dispatch import launch, on_host
-from asyncdsl.kernels.gemm_cooperative import INTERPRETED_CTAS, _sms, cooperative
+from asyncdsl.kernels.dispatch import launch, multiprocessors, on_host
+from asyncdsl.kernels.gemm_cooperative import INTERPRETED_CTAS, cooperative
 from asyncdsl.kernels.gemm_choice import choose
 from asyncdsl.kernels.gemm_cooperative import example_inputs as _integer_inputs
 from asyncdsl.kernels.outputs import empty
@@ -42,7 +42,7 @@ def gemm_bias_activation(a, b, bias, activation_name: str = "gelu", *, out=None,
                             user_location())
     (m, k), n = a.shape, b.shape[1]
     c = empty(a, (m, n), a.dtype) if out is None else out
-    ctas = ctas or (INTERPRETED_CTAS if on_host(a) else _sms(a) // 2 * 2)
+    ctas = ctas or (INTERPRETED_CTAS if on_host(a) else multiprocessors(a) // 2 * 2)
     config = choose(m, n, k, ctas)
     if config.SPLIT_K > 1:  # the epilogue needs whole sums: tiles that split no K
         config = config.with_(SPLIT_K=1)
@@ -74,7 +74,7 @@ def gemm_fp8_rows(a, b, *, ctas: int | None = None, stream=None):
     j // 256] is the product rounded to e4m3, the tile row's largest magnitude mapped to 448."""
     m, n = a.shape[0], b.shape[1]
     q, scales = empty(a, (m, n), ad.float8_e4m3fn), empty(a, (m, -(-n // 256)), ad.float32)
-    ctas = ctas or (INTERPRETED_CTAS if on_host(a) else _sms(a) // 2 * 2)
+    ctas = ctas or (INTERPRETED_CTAS if on_host(a) else multiprocessors(a) // 2 * 2)
     launch(matmul_fp8_rows, a, b, q, scales, stream=stream, CTAS=ctas)
     return q, scales
 

@@ -27,8 +27,8 @@ from asyncdsl.frontend import language as ad
 from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
-from asyncdsl.kernels.dispatch import launch, on_host
-from asyncdsl.kernels.gemm_cooperative import INTERPRETED_CTAS, _sms
+from asyncdsl.kernels.dispatch import launch, multiprocessors, on_host
+from asyncdsl.kernels.gemm_cooperative import INTERPRETED_CTAS
 from asyncdsl.kernels.outputs import empty
 
 
@@ -38,7 +38,7 @@ def gemm_fp8(a, b, a_scale, b_scale, *, out=None, ctas: int | None = None, strea
     128 x 192 tiles for longer K (whose sum on the tensor cores alone loses too much)."""
     (m, k), n = a.shape, b.shape[0]
     c = empty(a, (m, n), ad.bfloat16) if out is None else out
-    ctas = ctas or (INTERPRETED_CTAS if on_host(a) else _sms(a) // 2 * 2)
+    ctas = ctas or (INTERPRETED_CTAS if on_host(a) else multiprocessors(a) // 2 * 2)
     if k <= 4096:
         launch(matmul_fp8_pingpong, a, b, a_scale, b_scale, c, stream=stream, CTAS=ctas)
     else:

@@ -37,8 +37,8 @@ from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.kernels.block_scales import check_scale_shapes, tma_layout
-from asyncdsl.kernels.dispatch import launch, on_host
-from asyncdsl.kernels.gemm_cooperative import INTERPRETED_CTAS, _sms
+from asyncdsl.kernels.dispatch import launch, multiprocessors, on_host
+from asyncdsl.kernels.gemm_cooperative import INTERPRETED_CTAS
 from asyncdsl.kernels.outputs import empty
 
 BLOCK = 128  # the scales' block of K (and of b's rows)
@@ -55,7 +55,7 @@ def gemm_fp8_blockscaled(a, a_scales, b, b_scales, *, out=None, config: GemmConf
     `choose` picks for the shape."""
     (m, k), n = a.shape, b.shape[0]
     check_scale_shapes(a, a_scales, b, b_scales, BLOCK)
-    ctas = ctas or (INTERPRETED_CTAS if on_host(a) else _sms(a) // 2 * 2)
+    ctas = ctas or (INTERPRETED_CTAS if on_host(a) else multiprocessors(a) // 2 * 2)
     config = config or choose(m, n, k, ctas)
     c = empty(a, (m, n), ad.bfloat16) if out is None else out
     sa, sb = tma_layout(a_scales), tma_layout(b_scales.T)

@@ -23,8 +23,8 @@ from asyncdsl.frontend import language as ad
 from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
-from asyncdsl.kernels.dispatch import launch, on_host
-from asyncdsl.kernels.gemm_cooperative import INTERPRETED_CTAS, _sms
+from asyncdsl.kernels.dispatch import launch, multiprocessors, on_host
+from asyncdsl.kernels.gemm_cooperative import INTERPRETED_CTAS
 from asyncdsl.kernels.outputs import empty
 
 
@@ -38,7 +38,7 @@ def gemm_stream_k(a, b, *, out=None, ctas: int | None = None, BN: int = 128, str
     workspace and flags are made here."""
     (m, k), n = a.shape, b.shape[1]
     c = empty(a, (m, n), a.dtype) if out is None else out
-    ctas = ctas or (INTERPRETED_CTAS if on_host(a) else _sms(a))
+    ctas = ctas or (INTERPRETED_CTAS if on_host(a) else multiprocessors(a))
     plan = plan_for(m, n, k, ctas, bn=BN)
     workspace = empty(a, plan.workspace_shape(128, BN), ad.float32)
     flags = empty(a, (2 * plan.tiles,), ad.int32)

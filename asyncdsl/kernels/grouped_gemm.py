@@ -31,8 +31,8 @@ from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.kernels.block_scales import check_scale_shapes, tma_layout
-from asyncdsl.kernels.dispatch import launch, on_host
-from asyncdsl.kernels.gemm_cooperative import INTERPRETED_CTAS, _sms
+from asyncdsl.kernels.dispatch import launch, multiprocessors, on_host
+from asyncdsl.kernels.gemm_cooperative import INTERPRETED_CTAS
 from asyncdsl.kernels.gemm_fp8_blockscaled import BLOCK, blockscaled
 from asyncdsl.kernels.outputs import empty
 
@@ -60,7 +60,7 @@ def grouped_gemm_masked(a, b, counts, *, out=None, ctas: int | None = None, stre
 
 
 def _launch(a, b, c, sizes, layout, ctas, stream) -> None:
-    ctas = ctas or (INTERPRETED_CTAS if on_host(a) else _sms(a))
+    ctas = ctas or (INTERPRETED_CTAS if on_host(a) else multiprocessors(a))
     bn = 128 if c.shape[1] <= 1024 else 256
     launch(matmul_grouped_sizes, a, b, c, sizes, stream=stream, CTAS=ctas, LAYOUT=layout, BN=bn)
 
@@ -165,7 +165,7 @@ def _launch_fp8(a, a_scales, b, b_scales, c, sizes, layout, ctas, stream) -> Non
         raise ad.ArgumentError(f"b_scales must be (G, N/128, K/128) for b {tuple(b.shape)}, got "
                                f"{tuple(b_scales.shape)}")
     check_scale_shapes(a, a_scales, b[0], b_scales[0], BLOCK)
-    ctas = ctas or (INTERPRETED_CTAS if on_host(a) else _sms(a))
+    ctas = ctas or (INTERPRETED_CTAS if on_host(a) else multiprocessors(a))
     stacked_scales = b_scales.reshape(groups * b_scales.shape[1], b_scales.shape[2])
     launch(matmul_grouped_fp8_blockscaled, a, tma_layout(a_scales), b.reshape(groups * n, k),
            tma_layout(stacked_scales.T), c, sizes, stream=stream, CTAS=ctas, LAYOUT=layout)

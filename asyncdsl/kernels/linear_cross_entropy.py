@@ -34,8 +34,8 @@ from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.kernels.cross_entropy import REDUCTIONS, count_valid, cross_entropy_rows, target_words
 from asyncdsl.kernels.cross_entropy import vector_total
 from asyncdsl.kernels.cross_entropy import config as cross_entropy_config
-from asyncdsl.kernels.dispatch import launch, on_host
-from asyncdsl.kernels.gemm_cooperative import INTERPRETED_CTAS, _sms, cooperative
+from asyncdsl.kernels.dispatch import launch, multiprocessors, on_host
+from asyncdsl.kernels.gemm_cooperative import INTERPRETED_CTAS, cooperative
 from asyncdsl.kernels.gemm_choice import gemm
 from asyncdsl.kernels.outputs import empty, zeros
 
@@ -59,7 +59,7 @@ def linear_cross_entropy(h, weight, targets, *, ignore_index: int = -100, reduct
         raise ad.ArgumentError(f"chunk must be a positive multiple of 4 rows (each chunk's float32 losses "
                                f"start on a 16-byte boundary), got {chunk!r}", user_location())
     rows = int(chunk) if chunk is not None else chunk_rows(n, v, hidden)
-    ctas = INTERPRETED_CTAS if on_host(h) else _sms(h) // 2 * 2
+    ctas = INTERPRETED_CTAS if on_host(h) else multiprocessors(h) // 2 * 2
     words = target_words(targets)
     count = empty(h, (1,), ad.float32)
     launch(count_valid, words, count, stream=stream, IGNORE=ignore_index)

@@ -27,3 +27,24 @@ def test_other_values_are_refused_at_the_callers_line(value):
 def test_numpy_arrays_run_on_the_host_and_lists_of_them_too():
     assert on_host(np.zeros(2)) and on_host([np.zeros(2), np.zeros(2)])
     assert not on_host([]) and not on_host(memoryview(b"ab"))
+
+
+
+def test_multiprocessors_are_those_of_the_arrays_device(monkeypatch):
+    import dataclasses
+
+    from runtime_fakes import device_facts_of
+    from support import device_array
+
+    from asyncdsl.kernels.dispatch import multiprocessors, walkers
+    from asyncdsl.runtime import driver
+
+    h200 = device_facts_of(9, 0)
+    monkeypatch.setattr(driver, "_facts", {0: h200, 1: dataclasses.replace(h200, ordinal=1, multiprocessor_count=114)})
+    array = device_array((64, 32), 0x10000)
+    assert multiprocessors(array) == walkers(array) == 132
+    assert walkers(np.zeros(2), interpreted=5) == 5
+    array.device = 1
+    assert multiprocessors(array) == 114
+    with pytest.raises(ad.ArgumentError, match="host"):
+        multiprocessors([1.0, 2.0])  # no GPU array: refused as a kernel argument would be
