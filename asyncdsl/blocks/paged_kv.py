@@ -13,10 +13,11 @@ gathered through its block table, as serving engines lay the cache out.
             ad.store(out.at[ad.program_id(0), ad.ds(j * BK, BK), :], block.rows(cache, 0))
 
 The cache is (pages, page_size, H_kv, D); position t of sequence b lies on page
-`table[b, t // page_size]`, row t % page_size.  `blocks` counts the sequence's blocks and
-`split_blocks` gives the blocks a split of the sequence walks, bounded by its own length, `page` the page of a position (read with
-`asyncdsl.load_index`, a traced coordinate; a position past the sequence's last page reads that
-page) and `box` the view of positions on one page that one TMA copy takes.  A
+`table[b, t // page_size]`, row t % page_size.  `blocks` counts the sequence's blocks,
+`split_blocks` gives the blocks a split of the sequence walks, bounded by its own length,
+`page` the page of a position (read with `asyncdsl.load_index`, a traced coordinate; a position
+past the sequence's last page reads that page) and `box` the view of positions on one page that
+one TMA copy takes.  A
 `PagedBlock` is BK positions from `first`: their pages, looked up once, and whether each holds
 a key that exists (before the length, on a page inside the cache), which attention uses to hide
 the others.  `rows` gathers one head of the block's keys or values with the threads (for a
