@@ -167,7 +167,7 @@ class SplitWork:
     """What CTA slot `slot` of a plan does, as traced indices: sequence `b`, its blocks
     first .. first + count - 1 of `blocks` (`blocks(b)`: the sequence's blocks, read on the
     device), and where it writes: `direct` (the output itself), else `partial` at workspace
-    slot `part`.  An idle slot has count 0 and neither."""
+    slot `part`.  An idle slot (not `live`) has count 0 and neither."""
 
     def __init__(self, plan, slot, blocks):
         seq, self.split = ad.load_index(plan.at[SEQ, slot]), ad.load_index(plan.at[SPLIT, slot])
@@ -177,8 +177,9 @@ class SplitWork:
         total = blocks(self.b)
         self.first = self.split * total // splits
         self.count = ((self.split + 1) * total // splits - self.first) * live
-        self.direct = (live > 0) & (splits == 1)
-        self.partial = (live > 0) & (splits > 1)
+        self.live = seq >= 0
+        self.direct = self.live & (splits == 1)
+        self.partial = self.live & (splits > 1)
         self.part = first_part.max(0) + self.split
 
 

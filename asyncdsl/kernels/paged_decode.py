@@ -150,85 +150,86 @@ def paged_decode_kernel(q, k_cache, v_cache, block_table, seq_lens, scales, plan
         row = ad.iota((ROWS,), ad.int32, 0, layout=ad.WGMMA_ROW)  # row = query * G + head in the group
         query, head, live = row // G, h_kv * G + row % G, row < Q * G
         columns = ad.iota((1, D), ad.int32, 1)
-        q_s = loads.q.at[0]  # in SMEM: registers are scarce
-        q_s[...] = ad.load(q.at[b, query[:, None], head[:, None], columns], layout=ad.WGMMA,
-                           mask=live[:, None])
-        ad.fence_async_smem()  # the tensor cores read what the threads wrote
-        last_key = seq.length(ROWS, ad.WGMMA_ROW) - Q + query  # the last key each row sees
-        scored_length = seq.length(SLOT, ad.WGMMA_COL)
         # A block's scores and probabilities, a tile a slot (each slot's keys are one wgmma's).
         s = [ad.registers((ROWS, SLOT), ad.float32, layout=ad.WGMMA) for _ in range(P)]
         p = [ad.registers((ROWS, SLOT), ad.bfloat16, layout=ad.WGMMA) for _ in range(P)]  # block j - 1's
         acc = ad.registers((ROWS, D), ad.float32, layout=ad.WGMMA)
-        scale = LOG2E / math.sqrt(D)  # the scores are scaled before the softmax, which takes 2^x
-        if SCALED:  # the keys' scale multiplies the scores, the values' the output
-            k_scale, v_scale = (ad.load(scales.at[ad.zeros((ROWS,), ad.int32, layout=ad.WGMMA_ROW) + i],
-                                        layout=ad.WGMMA_ROW) for i in range(2))
-            scale = (k_scale * scale)[:, None]
         state = OnlineSoftmax(ROWS, 1.0, empty_rows=True)  # a split may see no key of a row
-        state.start()
-        acc[...] = ad.zeros((ROWS, D), ad.float32)
+        with ad.when(work.live):  # an idle slot reads nothing more
+            q_s = loads.q.at[0]  # in SMEM: registers are scarce
+            q_s[...] = ad.load(q.at[b, query[:, None], head[:, None], columns], layout=ad.WGMMA,
+                               mask=live[:, None])
+            ad.fence_async_smem()  # the tensor cores read what the threads wrote
+            last_key = seq.length(ROWS, ad.WGMMA_ROW) - Q + query  # the last key each row sees
+            scored_length = seq.length(SLOT, ad.WGMMA_COL)
+            scale = LOG2E / math.sqrt(D)  # the scores are scaled before the softmax, which takes 2^x
+            if SCALED:  # the keys' scale multiplies the scores, the values' the output
+                k_scale, v_scale = (ad.load(scales.at[ad.zeros((ROWS,), ad.int32, layout=ad.WGMMA_ROW) + i],
+                                            layout=ad.WGMMA_ROW) for i in range(2))
+                scale = (k_scale * scale)[:, None]
+            state.start()
+            acc[...] = ad.zeros((ROWS, D), ad.float32)
 
-        def slots(j):
-            return [loads.slot(j * P + i) for i in range(P)]
+            def slots(j):
+                return [loads.slot(j * P + i) for i in range(P)]
 
-        def scores(j):
-            """Issue s = q k_jᵀ, a wgmma a slot; the keys that exist (the table's entries) are
-            read meanwhile."""
-            first = (first_block + j) * BK
-            scored = [seq.block(first + i * SLOT, SLOT, scored_length, ad.WGMMA_COL) for i in range(P)]
-            for piece, slot in zip(s, slots(j)):
-                loads.wait_keys(slot)
-                ad.wgmma(piece, q_s, loads.keys(slot), accumulate=False)
-            return first, scored
+            def scores(j):
+                """Issue s = q k_jᵀ, a wgmma a slot; the keys that exist (the table's entries) are
+                read meanwhile."""
+                first = (first_block + j) * BK
+                scored = [seq.block(first + i * SLOT, SLOT, scored_length, ad.WGMMA_COL) for i in range(P)]
+                for piece, slot in zip(s, slots(j)):
+                    loads.wait_keys(slot)
+                    ad.wgmma(piece, q_s, loads.keys(slot), accumulate=False)
+                return first, scored
 
-        def softmax(first, scored):
-            pieces = []
-            for i, block in enumerate(scored):
-                block.check()
-                key = first + i * SLOT + ad.iota((ROWS, SLOT), ad.int32, 1, layout=ad.WGMMA)
-                hidden = (key > last_key[:, None]) | ~block.present[None, :]
-                pieces.append(ad.where(hidden, -math.inf, s[i][...] * scale))
-            return state.update(pieces, ad.bfloat16)
+            def softmax(first, scored):
+                pieces = []
+                for i, block in enumerate(scored):
+                    block.check()
+                    key = first + i * SLOT + ad.iota((ROWS, SLOT), ad.int32, 1, layout=ad.WGMMA)
+                    hidden = (key > last_key[:, None]) | ~block.present[None, :]
+                    pieces.append(ad.where(hidden, -math.inf, s[i][...] * scale))
+                return state.update(pieces, ad.bfloat16)
 
-        def keep(probabilities):
-            for piece, kept in zip(p, probabilities):
-                piece[...] = kept
+            def keep(probabilities):
+                for piece, kept in zip(p, probabilities):
+                    piece[...] = kept
 
-        def values(j):
-            """Issue acc += p_j v_j, a wgmma a slot."""
-            for piece, slot in zip(p, slots(j)):
-                loads.wait_values(slot)
-                ad.wgmma(acc, piece[...], loads.values(slot))
+            def values(j):
+                """Issue acc += p_j v_j, a wgmma a slot."""
+                for piece, slot in zip(p, slots(j)):
+                    loads.wait_values(slot)
+                    ad.wgmma(acc, piece[...], loads.values(slot))
 
-        with ad.when(count > 0):  # as `blocks.attention_forward`: s_j runs beside p_{j-1} v_{j-1}
-            block = scores(0)
-            ad.wgmma_wait(0)
-            loads.release_keys(*slots(0))
-            keep(softmax(*block)[0])
-            for j in ad.range(1, count):
-                block = scores(j)
-                values(j - 1)
-                ad.wgmma_wait(P)  # s_j is done (its P wgmmas went first), p v may still run
-                loads.release_keys(*slots(j))
-                probabilities, alpha = softmax(*block)
-                ad.warpgroup_barrier()  # keeps ptxas from hoisting the wait above the softmax
+            with ad.when(count > 0):  # as `blocks.attention_forward`: s_j runs beside p_{j-1} v_{j-1}
+                block = scores(0)
                 ad.wgmma_wait(0)
-                loads.release_values(*slots(j - 1))
-                keep(probabilities)
-                acc[...] = acc[...] * alpha[:, None]
-            values(count - 1)
-            ad.wgmma_wait(0)
-            loads.release_values(*slots(count - 1))
-        out = state.normalize(acc[...]) * v_scale[:, None] if SCALED else state.normalize(acc[...])
-        with ad.when(work.direct):
-            ad.store(o.at[b, query[:, None], head[:, None], columns], out.astype(o.dtype),
-                     mask=live[:, None])
-        with ad.when(work.partial):
-            flat = query * H + head  # the row of (query, head) among the sequence's Q·H
-            ad.store(part.at[work.part, flat[:, None], columns], out, mask=live[:, None])
-            # A row this split saw no key of: an lse that weighs nothing, never -inf (a NaN).
-            ad.store(lse.at[work.part, flat], ad.maximum(state.log_sum_exp(), HIDDEN), mask=live)
+                loads.release_keys(*slots(0))
+                keep(softmax(*block)[0])
+                for j in ad.range(1, count):
+                    block = scores(j)
+                    values(j - 1)
+                    ad.wgmma_wait(P)  # s_j is done (its P wgmmas went first), p v may still run
+                    loads.release_keys(*slots(j))
+                    probabilities, alpha = softmax(*block)
+                    ad.warpgroup_barrier()  # keeps ptxas from hoisting the wait above the softmax
+                    ad.wgmma_wait(0)
+                    loads.release_values(*slots(j - 1))
+                    keep(probabilities)
+                    acc[...] = acc[...] * alpha[:, None]
+                values(count - 1)
+                ad.wgmma_wait(0)
+                loads.release_values(*slots(count - 1))
+            out = state.normalize(acc[...]) * v_scale[:, None] if SCALED else state.normalize(acc[...])
+            with ad.when(work.direct):
+                ad.store(o.at[b, query[:, None], head[:, None], columns], out.astype(o.dtype),
+                         mask=live[:, None])
+            with ad.when(work.partial):
+                flat = query * H + head  # the row of (query, head) among the sequence's Q·H
+                ad.store(part.at[work.part, flat[:, None], columns], out, mask=live[:, None])
+                # A row this split saw no key of: an lse that weighs nothing, never -inf (a NaN).
+                ad.store(lse.at[work.part, flat], ad.maximum(state.log_sum_exp(), HIDDEN), mask=live)
 
 
 def ring_stages(BK: int, d: int, resident: int = 1) -> int:
