@@ -247,4 +247,4 @@ EXAMPLE_ARGS = {"paged_decode_kernel": ((ArraySpec((2, 1, 8, 128), ad.bfloat16),
                                          ArraySpec((2,), ad.float32), ArraySpec((5, 6), ad.int32),
                                          ArraySpec((2, 1, 8, 128), ad.bfloat16),
                                          ArraySpec((8, 8, 128), ad.float32), ArraySpec((8, 8), ad.float32)),
-                                        {})}
+                                        {"BK": 64})}
