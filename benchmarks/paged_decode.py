@@ -8,9 +8,11 @@ from 128 to 32k (the peers mask each sequence's keys past its length).  Each fig
 device time over rounds in which the contenders take turns (`common.rounds_of_gpu_ms`, an L2
 flush before each launch); errors are the largest absolute difference from float64 attention on
 the GPU over a sample of sequences.  `--sweep` adds the kernel on the same keys in pages of 64
-(whole pages a block, in sequence order), with the splits planned for one CTA a
-multiprocessor instead of two (one wave where the library's choice makes two), and with the
-library's splits and a ring of 3 blocks, small enough for two CTAs a multiprocessor.
+(whole pages a block, in sequence order), with its splits balanced for 1, 2 and 4 CTAs a
+multiprocessor (`ctas_per_sm`: the default is the library's `CTAS_PER_SM`; one CTA fits a
+multiprocessor at once, so 2 and 4 run in waves of smaller pieces), and unsplit (`splits=1`:
+one CTA a sequence and KV head, no merge).  Each row also reports the plan: the CTAs the
+decode launches and the most splits a sequence took.
 
     python benchmarks/paged_decode.py [--sweep]
 """
@@ -107,9 +109,19 @@ def peers(torch, q, k_dense, v_dense, lens):
     return found
 
 
+def plan_of(lens: list[int], sms: int, ctas_per_sm: int) -> dict:
+    """The plan the library makes for `lens` (numpy's copy of the device's): CTAs, most splits."""
+    from asyncdsl.blocks.balanced_splits import SPLITS, SplitBudget, host_plan
+
+    budget = SplitBudget.make(len(lens), KV_HEADS, ctas_per_sm * sms)
+    splits = host_plan(lens, max(-(-n // PAGE) for n in lens) * PAGE, 64, budget.units)[SPLITS, :len(lens)]
+    return {"CTAs": KV_HEADS * budget.slots, "most splits": int(splits.max()),
+            "split sequences": int((splits > 1).sum())}
+
+
 def measure(torch, lens: list[int], sweep: bool) -> dict:
     import asyncdsl.kernels as K
-    from asyncdsl.kernels.paged_decode import choose_splits
+    from asyncdsl.kernels.paged_decode import CTAS_PER_SM
 
     q, k, v, table, seq_lens = paged_inputs(torch, lens)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -123,16 +135,10 @@ def measure(torch, lens: list[int], sweep: bool) -> dict:
         k64, table64 = repaged(torch, k_dense, 64)
         v64, _ = repaged(torch, v_dense, 64)
         contenders["asyncdsl pages of 64"] = lambda: K.paged_decode_attention(q, k64, v64, table64, seq_lens)
-        # At most as many CTAs as multiprocessors (choose_splits plans for two a multiprocessor
-        # and rounds up), no more splits than the library's own choice.
-        pairs = len(lens) * KV_HEADS
-        one_wave = min(choose_splits(pairs, table.shape[1] * PAGE, 64, sms), max(1, sms // pairs))
-        contenders["asyncdsl one CTA a multiprocessor"] = (
-            lambda: K.paged_decode_attention(q, k, v, table, seq_lens, splits=one_wave))
-        # The library's splits (planned for two CTAs a multiprocessor) with a ring two CTAs of
-        # the 228 KiB a multiprocessor holds can each keep: 3 blocks of keys and values.
-        contenders["asyncdsl two CTAs a multiprocessor"] = (
-            lambda: K.paged_decode_attention(q, k, v, table, seq_lens, stages=3))
+        for ctas in (1, 2, 4):  # the CTA budget of the balanced splits
+            contenders[f"asyncdsl {ctas} CTAs a multiprocessor"] = (
+                lambda ctas=ctas: K.paged_decode_attention(q, k, v, table, seq_lens, ctas_per_sm=ctas))
+        contenders["asyncdsl unsplit"] = lambda: K.paged_decode_attention(q, k, v, table, seq_lens, splits=1)
     contenders.update(peers(torch, q, k_dense, v_dense, lens))
     outputs = {name: fn() for name, fn in contenders.items() if name != "device copy"}
     for name in list(outputs):
@@ -150,7 +156,8 @@ def measure(torch, lens: list[int], sweep: bool) -> dict:
             "asyncdsl / device copy": tbps["asyncdsl"] / copy_tbps,
             "asyncdsl / best peer": tbps["asyncdsl"] / max(v for n, v in tbps.items() if "asyncdsl" not in n),
             "max abs error vs float64 (sampled sequences)": errors,
-            "splits": choose_splits(len(lens) * KV_HEADS, table.shape[1] * PAGE, 64, sms),
+            "plan": {ctas: plan_of(lens, sms, ctas) for ctas in sorted({1, 2, 4, CTAS_PER_SM})},
+            "default CTAs a multiprocessor": CTAS_PER_SM,
             "KV MiB": kv_bytes / 2**20}
 
 
@@ -166,7 +173,8 @@ def main(argv: list[str]) -> None:
         errors = row["max abs error vs float64 (sampled sequences)"]
         print(name, {k: round(v, 3) for k, v in row["KV read (TB/s)"].items()},
               f"copy={row['device copy (TB/s)']:.3f}", f"ratio to copy={row['asyncdsl / device copy']:.3f}",
-              f"splits={row['splits']}", {k: f"{v:.1e}" for k, v in errors.items()}, flush=True)
+              f"plan={row['plan'][row['default CTAs a multiprocessor']]}",
+              {k: f"{v:.1e}" for k, v in errors.items()}, flush=True)
     payload["details"] = details
     path = write_result("paged_decode", payload)
     plot_result(path)

@@ -13,10 +13,11 @@ gathered through its block table, as serving engines lay the cache out.
             ad.store(out.at[ad.program_id(0), ad.ds(j * BK, BK), :], block.rows(cache, 0))
 
 The cache is (pages, page_size, H_kv, D); position t of sequence b lies on page
-`table[b, t // page_size]`, row t % page_size.  `split_blocks` gives the blocks a split of the
-sequence walks, bounded by its own length, `page` the page of a position (read with
-`asyncdsl.load_index`, a traced coordinate; a position past the sequence's last page reads that
-page) and `box` the view of positions on one page that one TMA copy takes.  A
+`table[b, t // page_size]`, row t % page_size.  `blocks` counts the sequence's blocks,
+`split_blocks` gives the blocks a split of the sequence walks, bounded by its own length,
+`page` the page of a position (read with `asyncdsl.load_index`, a traced coordinate; a position
+past the sequence's last page reads that page) and `box` the view of positions on one page that
+one TMA copy takes.  A
 `PagedBlock` is BK positions from `first`: their pages, looked up once, and whether each holds
 a key that exists (before the length, on a page inside the cache), which attention uses to hide
 the others.  `rows` gathers one head of the block's keys or values with the threads (for a
@@ -49,11 +50,16 @@ class PagedSequence:
         before a loop over blocks, and hand it to each `block`."""
         return ad.minimum(self.stored_length(rows, layout), self.capacity)
 
+    def blocks(self, size: int):
+        """The sequence's blocks of `size` positions, a traced index: its length read as an
+        index and cut to the table (a negative one counts none)."""
+        return (ad.load_index(self.lens.at[self.b]).min(self.capacity).max(0) + size - 1) // size
+
     def split_blocks(self, size: int, split, splits: int):
         """(first, count): the blocks of `size` positions that split `split` of `splits` takes,
         its share of the sequence's own blocks (the length read as an index, cut to the table),
         so that a short sequence costs a few blocks and no entry past the table is read."""
-        blocks = (ad.load_index(self.lens.at[self.b]).min(self.capacity).max(0) + size - 1) // size
+        blocks = self.blocks(size)
         per_split = (blocks + splits - 1) // splits
         first = split * per_split
         return first, (blocks - first).min(per_split).max(0)

@@ -24,6 +24,8 @@ SETMAXNREG_RANGE = (24, 256)  # setmaxnreg's immediate: a multiple of 8 in this 
 
 # -- Shared memory --------------------------------------------------------------------------
 MAX_SMEM_PER_BLOCK = 232448  # the opt-in maximum of dynamic shared memory per block (H100/H200)
+SMEM_PER_SM = 233472  # what the CTAs resident on one multiprocessor share (H100/H200)
+SMEM_RESERVED_PER_BLOCK = 1024  # taken from SMEM_PER_SM for each resident CTA, beside its own
 # Dynamic shared memory is requested with this much slack, so the kernel can round its base up to
 # 1024 bytes at run time (not every load path honours `.extern .shared .align 1024`).
 SMEM_BASE_ALIGNMENT = 1024

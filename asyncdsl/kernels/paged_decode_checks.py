@@ -1,4 +1,5 @@
-"""What the paged decode (`asyncdsl.kernels.paged_decode`) takes, refused at trace time otherwise."""
+"""What the paged decode (`asyncdsl.kernels.paged_decode`) takes, refused at the caller's line
+(its host function's arguments) or at trace time otherwise."""
 
 from __future__ import annotations
 
@@ -10,7 +11,21 @@ PAGE_SIZES = (16, 64)
 ROWS = 64  # rows of the wgmma tile: query heads of a group times queries, padded
 
 
-def check_shapes(q, k_cache, v_cache, block_table, seq_lens, o, part, SPLITS, BK, STAGES=None) -> None:
+def check_arguments(q, k_cache, block_table, splits, ctas_per_sm) -> None:
+    """Refuse host function arguments the decode does not take, at the caller's line."""
+    if len(k_cache.shape) != 4 or len(block_table.shape) != 2:
+        raise ad.ArgumentError(f"the caches are (pages, page_size, H_kv, D) and the block table (B, "
+                               f"max_pages), got {tuple(k_cache.shape)} and {tuple(block_table.shape)}",
+                               user_location())
+    if ctas_per_sm is not None and (ctas_per_sm not in (1, 2, 3, 4) or isinstance(ctas_per_sm, bool)):
+        raise ad.ArgumentError(f"ctas_per_sm, the CTAs a multiprocessor the splits are planned for, must "
+                               f"be 1 to 4, got {ctas_per_sm!r}", user_location())
+    if splits is not None and (not isinstance(splits, int) or isinstance(splits, bool) or splits < 1):
+        raise ad.ArgumentError(f"splits, the most a sequence takes, must be a positive int or None, got "
+                               f"{splits!r}", user_location())
+
+
+def check_shapes(q, k_cache, v_cache, block_table, seq_lens, plan, o, part, BK, STAGES=None) -> None:
     """Refuse at trace time what the kernel does not compute."""
     (B, Q, H, D), (_, PAGE, H_KV, _) = q.shape, k_cache.shape
     if PAGE not in PAGE_SIZES:
@@ -36,8 +51,11 @@ def check_shapes(q, k_cache, v_cache, block_table, seq_lens, o, part, SPLITS, BK
                             f"{seq_lens.dtype}", user_location())
     if BK not in (32, 64):
         raise ad.TraceError(f"BK, the positions of a step, must be 32 or 64, got {BK!r}", user_location())
-    if not isinstance(SPLITS, int) or isinstance(SPLITS, bool) or SPLITS < 1 or part.shape[0] != SPLITS:
-        raise ad.TraceError(f"SPLITS must be a positive int, the workspace's first dim: {SPLITS!r}",
+    if len(plan.shape) != 2 or plan.shape[0] != 5 or plan.shape[1] <= B or plan.dtype != ad.int32:
+        raise ad.TraceError(f"the plan must be (5, units + {B}) int32 (blocks.balanced_splits), got "
+                            f"{tuple(plan.shape)} {plan.dtype}", user_location())
+    if tuple(part.shape[1:]) != (Q * H, D):
+        raise ad.TraceError(f"the workspace must be (slots, {Q * H}, {D}), got {tuple(part.shape)}",
                             user_location())
     # The ring: what shared memory holds beside q and the base's alignment slack, and a slot's
     # barrier each in one group, a block being P slots where it spans P pages.
