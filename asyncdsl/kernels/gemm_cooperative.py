@@ -30,13 +30,8 @@ from asyncdsl.frontend import language as ad
 from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
-from asyncdsl.kernels.dispatch import multiprocessors
 
 INTERPRETED_CTAS = 4
-
-
-def _sms(array) -> int:
-    return multiprocessors(array)
 
 
 @kernel(grid=lambda a, b, c, CTAS, **_: (CTAS,), block=384, profile_events=32768)

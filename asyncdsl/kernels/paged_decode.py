@@ -53,8 +53,7 @@ from asyncdsl.hw.limits import SMEM_ALIGNMENT_SLACK, SMEM_PER_SM, SMEM_RESERVED_
 from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
-from asyncdsl.kernels.dispatch import launch, on_host
-from asyncdsl.kernels.gemm_cooperative import _sms
+from asyncdsl.kernels.dispatch import launch, multiprocessors, on_host
 from asyncdsl.kernels.outputs import empty
 from asyncdsl.kernels.paged_decode_checks import ROWS, check_arguments, check_shapes
 from asyncdsl.kernels.paged_decode_splits import HIDDEN, merge_kernel, plan_kernel
@@ -80,7 +79,7 @@ def paged_decode_attention(q, k_cache, v_cache, block_table, seq_lens, *, k_scal
     q4 = q.reshape(q.shape[0], 1, *q.shape[1:]) if len(q.shape) == 3 else q
     batch, queries, heads, d = q4.shape
     ctas_per_sm = CTAS_PER_SM if ctas_per_sm is None else ctas_per_sm
-    sms = HOST_SMS if on_host(q) else _sms(q)
+    sms = HOST_SMS if on_host(q) else multiprocessors(q)
     budget = SplitBudget.make(batch, k_cache.shape[2], ctas_per_sm * sms)
     scaled = k_scale is not None or v_scale is not None
     scales = _scales(q, k_scale, v_scale) if scaled else empty(q, (2,), np.float32)  # unread unscaled

@@ -40,7 +40,8 @@ def test_multiprocessors_are_those_of_the_arrays_device(monkeypatch):
     from asyncdsl.runtime import driver
 
     h200 = device_facts_of(9, 0)
-    monkeypatch.setattr(driver, "_facts", {0: h200, 1: dataclasses.replace(h200, ordinal=1, multiprocessor_count=114)})
+    other = dataclasses.replace(h200, ordinal=1, multiprocessor_count=114)
+    monkeypatch.setattr(driver, "_facts", {0: h200, 1: other})
     array = device_array((64, 32), 0x10000)
     assert multiprocessors(array) == walkers(array) == 132
     assert walkers(np.zeros(2), interpreted=5) == 5
