@@ -136,7 +136,7 @@ def measure(torch, lens: list[int], sweep: bool) -> dict:
         v64, _ = repaged(torch, v_dense, 64)
         contenders["asyncdsl pages of 64"] = lambda: K.paged_decode_attention(q, k64, v64, table64, seq_lens)
         for ctas in (1, 2, 4):  # the CTA budget of the balanced splits
-            contenders[f"asyncdsl {ctas} CTAs a multiprocessor"] = (
+            contenders[f"asyncdsl, a budget of {ctas} CTA{'s' if ctas > 1 else ''} a multiprocessor"] = (
                 lambda ctas=ctas: K.paged_decode_attention(q, k, v, table, seq_lens, ctas_per_sm=ctas))
         contenders["asyncdsl unsplit"] = lambda: K.paged_decode_attention(q, k, v, table, seq_lens, splits=1)
     contenders.update(peers(torch, q, k_dense, v_dense, lens))
