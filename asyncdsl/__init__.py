@@ -61,6 +61,7 @@ from asyncdsl.jit.kernel import Kernel, kernel
 from asyncdsl.jit.persistent import PersistentGrid, persistent_grid
 from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.jit.warmup import Specialization, WarmupReport, warmup
+from asyncdsl.jit.workload_file import load_workload, save_workload, seen_specializations
 
 # What kernel bodies call comes with the compiler (xDSL, the dialects, the passes): loaded on first
 # use, so that `import asyncdsl` and launches of kernels compiled by earlier processes (their
@@ -220,6 +221,7 @@ __all__ = [
     "kernel",
     "load",
     "load_index",
+    "load_workload",
     "log",
     "log2",
     "maximum",
@@ -233,6 +235,8 @@ __all__ = [
     "region",
     "registers",
     "rsqrt",
+    "save_workload",
+    "seen_specializations",
     "signal",
     "sin",
     "smem",

@@ -25,6 +25,8 @@ module's own code, its imports excluded), and the rest: trace, passes and PTX.
 
     python benchmarks/first_call.py          # on the GPU: printed, and kept with the other results
     python benchmarks/first_call.py --cpu    # compile only, printed
+    python benchmarks/first_call.py --workload llama.workload   # a run's kernels as the workload
+                                             # (`llama_train.py --save-workload llama.workload`)
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from common import empty_dir, plot_result, write_result  # noqa: E402
 
 COLD_PROCESSES = 3
 RANKS = 8
+WORKLOAD_FILE: list[str] = []  # `--workload PATH`: the workload's kernels read from PATH
 
 
 def gemm():
@@ -206,7 +209,7 @@ if on_gpu:
     from asyncdsl.runtime import device_facts
     sms = device_facts(0).multiprocessor_count
 processes = int(sys.argv[2]) or None
-specializations = workload(sms)
+specializations = ad.load_workload(sys.argv[3]) if len(sys.argv) > 3 else workload(sms)
 report = ad.warmup(specializations, processes=processes, load=on_gpu)
 print(json.dumps({"seconds": report.seconds, "kernels": len(report.kernels),
                   "compiled": report.count("compiled"), "from disk": report.count("disk"),
@@ -234,8 +237,8 @@ def ranks_at_once(mode: str, caches: dict) -> dict:
     path = os.pathsep.join(p for p in (os.path.dirname(__file__), os.environ.get("PYTHONPATH")) if p)
     start = time.time()
     environment = {**os.environ, "PYTHONPATH": path, **caches}
-    ranks = [subprocess.Popen([sys.executable, "-c", WORKLOAD_CASE, mode, "1"], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env=environment)
+    ranks = [subprocess.Popen([sys.executable, "-c", WORKLOAD_CASE, mode, "1", *WORKLOAD_FILE],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment)
              for _ in range(RANKS)]
     reports = []
     for rank in ranks:
@@ -261,27 +264,32 @@ def main() -> None:
     from asyncdsl.runtime import has_gpu
 
     mode = "cpu" if "--cpu" in sys.argv or not has_gpu() else "gpu"
+    if "--workload" in sys.argv:  # a run's kernels (`asyncdsl.save_workload`) instead of `workload()`
+        WORKLOAD_FILE.append(os.path.abspath(sys.argv[sys.argv.index("--workload") + 1]))
     compile_bytecode()
     gemm_cold: dict[str, list[float]] = {}
     workload_cold: dict[str, list[float]] = {"1 process": [], "a worker per CPU": []}
     for _ in range(COLD_PROCESSES):  # in turns, so that a slow spell of the host falls on all alike
         for name, seconds in fresh(GEMM_CASE, mode, caches=empty_caches()).items():
             gemm_cold.setdefault(name, []).append(seconds)
-        workload_cold["1 process"].append(fresh(WORKLOAD_CASE, mode, "1", caches=empty_caches())["seconds"])
+        workload_cold["1 process"].append(
+            fresh(WORKLOAD_CASE, mode, "1", *WORKLOAD_FILE, caches=empty_caches())["seconds"])
         workload_cold["a worker per CPU"].append(
-            fresh(WORKLOAD_CASE, mode, "0", caches=empty_caches())["seconds"])
+            fresh(WORKLOAD_CASE, mode, "0", *WORKLOAD_FILE, caches=empty_caches())["seconds"])
         print("cold, so far:", json.dumps(gemm_cold), json.dumps(workload_cold), flush=True)
     caches = empty_caches()
     fresh(GEMM_CASE, mode, caches=caches)
     gemm_warm = [fresh(GEMM_CASE, mode, caches=caches) for _ in range(COLD_PROCESSES)]
-    first = fresh(WORKLOAD_CASE, mode, "1", caches=caches)
-    from_disk = [fresh(WORKLOAD_CASE, mode, "1", caches=caches) for _ in range(COLD_PROCESSES)]
+    first = fresh(WORKLOAD_CASE, mode, "1", *WORKLOAD_FILE, caches=caches)
+    from_disk = [fresh(WORKLOAD_CASE, mode, "1", *WORKLOAD_FILE, caches=caches)
+                 for _ in range(COLD_PROCESSES)]
     assert all(report["from disk"] == report["kernels"] for report in from_disk), from_disk
     results = {
         "GEMM, empty caches (s)": {name: statistics.median(values) for name, values in gemm_cold.items()},
         "GEMM, disk cache (s)": {name: statistics.median(case[name] for case in gemm_warm)
                                  for name in gemm_warm[0]},
-        f"workload of {first['kernels']} kernels (s)": {
+        f"{os.path.basename(WORKLOAD_FILE[0]) if WORKLOAD_FILE else 'workload'} of {first['kernels']} "
+        "kernels (s)": {
             "empty caches, 1 process": statistics.median(workload_cold["1 process"]),
             f"empty caches, a worker per CPU ({os.cpu_count()})":
                 statistics.median(workload_cold["a worker per CPU"]),

@@ -13,6 +13,7 @@ median over the steps after WARMUP (the first ones compile) gives tokens/s.  Pea
 Each variant runs in the same process one after another, its model freed before the next.
 
     python benchmarks/llama_train.py [--steps 30] [--batch 1] [--variants sdpa,compile,asyncdsl,...]
+                                     [--save-workload llama.workload]
 """
 
 from __future__ import annotations
@@ -106,6 +107,9 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--save-workload", metavar="PATH",
+                        help="write the asyncdsl kernels the steps compiled (asyncdsl.save_workload), for "
+                             "benchmarks/first_call.py --workload")
     args = parser.parse_args(argv)
     chosen = args.variants.split(",")
     if unknown := sorted(set(chosen) - set(VARIANTS)):
@@ -132,6 +136,11 @@ def main(argv: list[str]) -> None:
         model = None
         gc.collect()  # an operator bound to the model (a patched forward) makes a cycle
         torch.cuda.empty_cache()
+    if args.save_workload:
+        import asyncdsl
+
+        asyncdsl.save_workload(args.save_workload)
+        print(f"{len(asyncdsl.seen_specializations())} asyncdsl kernels written to {args.save_workload}")
     reference = runs.get("sdpa")
     print(f"{'step':>4} " + " ".join(f"{name:>22}" for name in runs))
     for step in range(args.steps):

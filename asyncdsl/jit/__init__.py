@@ -21,5 +21,6 @@ cache's key), `specialize` (tracing one), `code_digest` (the code a trace depend
 `interpreter` (interpreted runs), `profile` (profiled runs),
 `profile_report` (`Profile`), `profile_export` (its files), `autotune` (`asyncdsl.autotune`),
 `tunings` (what autotuning found, in memory and on disk), `warmup` (`asyncdsl.warmup`: a
-workload's kernels compiled before its first call).
+workload's kernels compiled before its first call), `workload_file` (`asyncdsl.save_workload`
+and `load_workload`: the kernels a run compiled, in a file for the next run's warm-up).
 """

@@ -12,6 +12,7 @@ launchers (`launch` for the GPU, `prepared`, `interpreter`, `profile`).  Outputs
 from __future__ import annotations
 
 import inspect
+import weakref
 from collections.abc import Callable, Mapping
 from types import FunctionType
 from typing import TYPE_CHECKING, Any
@@ -33,6 +34,10 @@ from asyncdsl.kernel_binary import KernelBinary
 
 if TYPE_CHECKING:
     from asyncdsl.passes.pipeline import CompiledKernel
+
+
+# Every kernel made, weakly: a kernel defined in a function and dropped goes.
+_DEFINED: list[weakref.ref] = []
 
 
 class Kernel:
@@ -74,6 +79,16 @@ class Kernel:
                                         self.launch.cluster)
         self._profiler = Profiler(self.__name__, self.signature, self.grid_rule, self.specializations,
                                   self.launch, self.definition)
+        _DEFINED.append(weakref.ref(self))
+
+    @staticmethod
+    def defined() -> list[Kernel]:
+        """Every kernel of this process still alive, in the order they were defined (what
+        `asyncdsl.seen_specializations` walks)."""
+        alive = [kernel for kernel in (ref() for ref in _DEFINED) if kernel is not None]
+        if len(alive) < len(_DEFINED):
+            _DEFINED[:] = [weakref.ref(kernel) for kernel in alive]
+        return alive
 
     # -- compiling ----------------------------------------------------------------------------
     def specialize(self, specs: Specs, constexprs: Mapping[str, Any], profile: bool = False,

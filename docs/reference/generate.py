@@ -29,7 +29,8 @@ PAGES: dict[str, tuple[str, str, list[str], list[str]]] = {
         "The decorator, what a kernel call takes, the tools that choose a kernel's grid and "
         "constexprs, and compiling a workload's kernels ahead of its first call.",
         ["kernel", "constexpr", "Kernel", "ArraySpec", "cdiv", "autotune", "Choice", "Autotuned",
-         "persistent_grid", "PersistentGrid", "warmup", "Specialization", "WarmupReport"],
+         "persistent_grid", "PersistentGrid", "warmup", "Specialization", "WarmupReport",
+         "seen_specializations", "save_workload", "load_workload"],
         [],
     ),
     "grid-and-control": (

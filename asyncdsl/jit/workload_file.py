@@ -1,0 +1,118 @@
+"""A workload's kernels in a file: what one run of a program compiled, warmed up by the next.
+
+    step(model, batch)                                  # a run that calls every kernel once
+    asyncdsl.save_workload("llama.workload")            # every specialisation it compiled or loaded
+    ...
+    asyncdsl.warmup(asyncdsl.load_workload("llama.workload"))   # at the next start: compile them all
+
+A serving engine or a training job knows its kernels only by running: the host functions pick
+kernels and constexprs from the shapes (`asyncdsl.kernels.gemm`'s plan, the attention's blocks).
+`seen_specializations` lists every specialisation the process's kernels hold for the GPU, and
+`save_workload` writes them as JSON: each kernel by its module and the name it is bound to
+there, the argument specs (shapes, dtypes, scalar kinds) and the constexprs (ints, floats,
+bools, strings, None, asyncdsl dtypes and tuples of these).  `load_workload` imports the
+modules and gives `Specialization`s back, which `asyncdsl.warmup` compiles side by side into the
+disk cache.  A kernel that is no module's global (made inside a function) or a constexpr of
+another type cannot be named in a file, and is refused when saving, with its name.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+from collections.abc import Iterable
+from typing import Any
+
+from asyncdsl import dtypes
+from asyncdsl.errors import ArgumentError, user_location
+from asyncdsl.jit.kernel import Kernel
+from asyncdsl.jit.specs import ArraySpec, ScalarSpec
+from asyncdsl.jit.warmup import Specialization
+
+FORMAT = "asyncdsl workload 1"
+
+
+def seen_specializations() -> list[Specialization]:
+    """Every specialisation this process compiled or read from the disk cache for the GPU (not
+    those compiled only for profiling or for several devices), kernel by kernel in the order the
+    kernels were defined, each kernel's in the order first used."""
+    seen = []
+    for kernel in Kernel.defined():
+        held = kernel.specializations
+        keys = dict.fromkeys([*held.binaries, *held.compiled])
+        for specs, constexprs, _debug, profile, devices in keys:
+            if not profile and devices == 1:
+                specialization = Specialization(kernel, specs, {name: value for name, _, value in constexprs})
+                if specialization not in seen:  # the same kernel in and out of debug mode
+                    seen.append(specialization)
+    return seen
+
+
+def save_workload(path: str | os.PathLike, specializations: Iterable[Specialization] | None = None) -> None:
+    """Write `specializations` (default: `seen_specializations()`) to the file `path`."""
+    chosen = seen_specializations() if specializations is None else list(specializations)
+    entries = [_entry(specialization) for specialization in chosen]
+    with open(path, "w") as file:
+        json.dump({"format": FORMAT, "kernels": entries}, file, indent=1)
+
+
+def load_workload(path: str | os.PathLike) -> list[Specialization]:
+    """The specialisations `save_workload` wrote to `path`, their kernels imported."""
+    with open(path) as file:
+        try:
+            saved = json.load(file)
+        except json.JSONDecodeError as error:
+            raise ArgumentError(f"{os.fspath(path)} is no workload file: {error}", user_location()) from None
+    if not isinstance(saved, dict) or saved.get("format") != FORMAT:
+        raise ArgumentError(f"{os.fspath(path)} is no workload file of this version ({FORMAT!r})",
+                            user_location())
+    return [_specialization(entry, os.fspath(path)) for entry in saved["kernels"]]
+
+
+def _entry(specialization: Specialization) -> dict:
+    kernel = specialization.kernel
+    module = kernel.fn.__module__
+    name = next((global_name for global_name, value in vars(importlib.import_module(module)).items()
+                 if value is kernel), None) if module else None
+    if name is None:
+        raise ArgumentError(f"kernel {kernel.__name__} (defined at {kernel.definition}) is no global of its "
+                            "module, so a workload file cannot name it: define it at a module's top level",
+                            user_location())
+    specs = [{"shape": list(spec.shape), "dtype": spec.dtype.name} if isinstance(spec, ArraySpec)
+             else {"scalar": spec.kind, "divisor": spec.divisor} for spec in specialization.specs]
+    constexprs = {key: _value(value, f"{kernel.__name__}'s constexpr {key}")
+                  for key, value in specialization.constexprs.items()}
+    return {"module": module, "kernel": name, "specs": specs, "constexprs": constexprs}
+
+
+def _value(value: Any, what: str) -> Any:
+    """A constexpr as JSON: plain values as they are, tuples and dtypes tagged."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, tuple):
+        return {"tuple": [_value(item, what) for item in value]}
+    if isinstance(value, dtypes.DType):
+        return {"dtype": value.name}
+    raise ArgumentError(f"{what} is {value!r}, a {type(value).__name__}: a workload file keeps ints, "
+                        "floats, bools, strings, None, asyncdsl dtypes and tuples of them", user_location())
+
+
+def _constexpr(value: Any) -> Any:
+    if isinstance(value, dict):
+        if "tuple" in value:
+            return tuple(_constexpr(item) for item in value["tuple"])
+        return dtypes.as_dtype(value["dtype"])
+    return value
+
+
+def _specialization(entry: dict, path: str) -> Specialization:
+    module, name = entry["module"], entry["kernel"]
+    kernel = getattr(importlib.import_module(module), name, None)
+    if not isinstance(kernel, Kernel):
+        raise ArgumentError(f"{path} names kernel {module}.{name}, which that module no longer defines",
+                            user_location())
+    specs = tuple(ArraySpec(tuple(spec["shape"]), spec["dtype"]) if "shape" in spec
+                  else ScalarSpec(spec["scalar"], spec["divisor"]) for spec in entry["specs"])
+    constexprs = {key: _constexpr(value) for key, value in entry["constexprs"].items()}
+    return Specialization(kernel, specs, constexprs)
