@@ -21,6 +21,8 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import sys
+import warnings
 from collections.abc import Iterable
 from typing import Any
 
@@ -49,12 +51,27 @@ def seen_specializations() -> list[Specialization]:
     return seen
 
 
-def save_workload(path: str | os.PathLike, specializations: Iterable[Specialization] | None = None) -> None:
-    """Write `specializations` (default: `seen_specializations()`) to the file `path`."""
-    chosen = seen_specializations() if specializations is None else list(specializations)
-    entries = [_entry(specialization) for specialization in chosen]
+def save_workload(path: str | os.PathLike,
+                  specializations: Iterable[Specialization] | None = None) -> list[Specialization]:
+    """Write `specializations` to the file `path` (one a file cannot name is an `ArgumentError`);
+    by default `seen_specializations()`, leaving out those a file cannot name with a warning
+    that names them.  Returns what it wrote."""
+    written, entries, left_out = [], [], []
+    for specialization in seen_specializations() if specializations is None else specializations:
+        try:
+            entries.append(_entry(specialization))
+        except ArgumentError as refusal:
+            if specializations is not None:
+                raise
+            left_out.append(refusal.message)
+            continue
+        written.append(specialization)
     with open(path, "w") as file:
         json.dump({"format": FORMAT, "kernels": entries}, file, indent=1)
+    if left_out:
+        warnings.warn(f"asyncdsl.save_workload left out {len(left_out)} specialisation(s): "
+                      + "; ".join(dict.fromkeys(left_out)), stacklevel=2)
+    return written
 
 
 def load_workload(path: str | os.PathLike) -> list[Specialization]:
@@ -73,8 +90,9 @@ def load_workload(path: str | os.PathLike) -> list[Specialization]:
 def _entry(specialization: Specialization) -> dict:
     kernel = specialization.kernel
     module = kernel.fn.__module__
-    name = next((global_name for global_name, value in vars(importlib.import_module(module)).items()
-                 if value is kernel), None) if module else None
+    loaded = sys.modules.get(module) if module else None  # none for code run by exec
+    name = next((global_name for global_name, value in vars(loaded).items() if value is kernel),
+                None) if loaded is not None else None
     if name is None:
         raise ArgumentError(f"kernel {kernel.__name__} (defined at {kernel.definition}) is no global of its "
                             "module, so a workload file cannot name it: define it at a module's top level",

@@ -108,3 +108,19 @@ def test_a_file_that_is_no_workload_or_names_a_kernel_gone_is_refused(tmp_path):
     (tmp_path / "c").write_text(json.dumps(gone))
     with pytest.raises(ad.ArgumentError, match="tile_copy.no_such_kernel, which that module no longer"):
         ad.load_workload(tmp_path / "c")
+
+
+def test_by_default_what_a_file_cannot_name_is_left_out_with_a_warning(cache, tmp_path):
+    def made_here(x, y):
+        ad.store(y, ad.load(x))
+
+    spec = ad.ArraySpec((128,), ad.float32)
+    local = ad.kernel(made_here, grid=(1,), block=128)  # alive while the test runs: seen
+    local.compile(spec, spec)
+    wanted = compiled_here()
+    with pytest.warns(UserWarning, match=r"left out \d+ specialisation.*made_here"):
+        written = ad.save_workload(tmp_path / "w")
+    assert all(specialization in written for specialization in wanted)
+    assert all(specialization.kernel.__name__ != "made_here" for specialization in written)
+    assert ad.load_workload(tmp_path / "w") == written
+
