@@ -30,7 +30,8 @@ from asyncdsl.blocks.gemm_config import GemmConfig
 from asyncdsl.blocks.split_k_sum import split_k_flags
 from asyncdsl.errors import ArgumentError, user_location
 from asyncdsl.frontend import language as ad
-from asyncdsl.kernels.dispatch import launch, multiprocessors, on_host
+from asyncdsl.jit.autotune import Choice, autotune
+from asyncdsl.kernels.dispatch import flag, launch, multiprocessors, on_host
 from asyncdsl.kernels.gemm_cooperative import (
     INTERPRETED_CTAS,
     matmul,
@@ -86,15 +87,21 @@ class GemmPlan:
         return every if fields is None else {name: every[name] for name in fields}
 
 
-def gemm(a, b, *, out=None, config: GemmConfig | GemmPlan | None = None, ctas: int | None = None,
-         stream=None):
+def gemm(a, b, *, out=None, config: GemmConfig | GemmPlan | None = None, tune: bool = False,
+         ctas: int | None = None, stream=None):
     """c = a @ b for a (M, K) and b (K, N), both bfloat16 (or float16), in a new (M, N) array
     like a or in `out`, by the kernel `plan` picks for the shape; `config` overrides it (a
     `GemmConfig` for the cooperative kernel; SPLIT_K > 1: the splits add up in order through
-    float32 partial sums made here)."""
+    float32 partial sums made here).  `tune=True`: the plan's choice and its `candidates` timed
+    on the GPU on a shape's first call, the fastest kept on disk for later calls and processes."""
     (m, k), n = a.shape, b.shape[1]
     c = empty(a, (m, n), a.dtype) if out is None else out
     ctas = ctas or (INTERPRETED_CTAS if on_host(a) else multiprocessors(a) // 2 * 2)
+    if config is None and flag(tune, "tune") and not on_host(a):  # the interpreter times nothing
+        tuned = _tuned(m, n, k, ctas)
+        if tuned is not None:
+            tuned(a, b, c, stream=stream, CTAS=ctas)
+            return c
     if config is None:
         chosen, kernel, constexprs = _planned(m, n, k, ctas)
     else:
@@ -114,6 +121,41 @@ def _planned(m: int, n: int, k: int, ctas: int) -> tuple:
     its keyword arguments took about 18 us of Python a call)."""
     chosen = plan(m, n, k, ctas)
     return chosen, chosen.kernel(), chosen.constexprs()
+
+
+# The neighbours `candidates` adds to `plan`'s choice: for problems of a wave of 128 x 256 tiles
+# or more, the other tile shapes of the table's sweep that won rows of it; for fewer tiles, the
+# few-tile rings that won the small rows (docs/notes/2026-12-03-gemm-table-shapes.md: pairs of
+# 128 x 64 tiles sharing a at 1000^3, 64 x 128 tiles 64 deep in 8 stages at 1024^3).
+_WAVE_NEIGHBOURS = (GemmPlan("cooperative", GemmConfig()), GemmPlan("pingpong", GemmConfig(BN=128)),
+                    GemmPlan("cooperative", GemmConfig(BN=192)),
+                    GemmPlan("cooperative", GemmConfig(BM=256, BN=128, SHARE="b"), pair=True))
+_FEW_TILE_NEIGHBOURS = (
+    GemmPlan("narrow", GemmConfig(BM=128, BN=64, BK=128, STAGES=4, SHARE="a"), pair=True),
+    GemmPlan("narrow", GemmConfig(BM=64, BN=128, BK=64, STAGES=8)),
+    GemmPlan("narrow", GemmConfig(BM=64, BN=128, BK=128, STAGES=4)),
+    GemmPlan("cooperative", GemmConfig(BN=64, BK=128, STAGES=4)))
+
+
+def candidates(m: int, n: int, k: int, ctas: int) -> list[GemmPlan]:
+    """What `gemm(tune=True)` times for an m x n x k product: `plan`'s choice first, then its
+    neighbours of the same kind of problem; a split-K plan alone (its units need workspaces
+    the others do not take)."""
+    chosen = plan(m, n, k, ctas)
+    if chosen.config.SPLIT_K > 1:
+        return [chosen]
+    many = -(-m // 128) * -(-n // 256) >= _FULL_WAVE * ctas
+    neighbours = _WAVE_NEIGHBOURS if many else _FEW_TILE_NEIGHBOURS
+    return [chosen, *(other for other in neighbours if other != chosen)]
+
+
+@lru_cache(maxsize=256)
+def _tuned(m: int, n: int, k: int, ctas: int):
+    """The `asyncdsl.autotune` call of a shape's `candidates`, None where there is one."""
+    plans = candidates(m, n, k, ctas)
+    if len(plans) == 1:
+        return None
+    return autotune([Choice(chosen.kernel(), **chosen.constexprs()) for chosen in plans])
 
 
 def plan(m: int, n: int, k: int, ctas: int) -> GemmPlan:

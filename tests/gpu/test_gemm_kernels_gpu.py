@@ -62,6 +62,23 @@ def test_gemm_of_torch_tensors_is_exact_on_every_path(shape):
     assert torch.equal(c.cpu(), (a.double() @ b.double()).to(torch.bfloat16).cpu())
 
 
+@pytest.mark.parametrize("shape", [(1000, 1000, 1000), (2048, 2048, 512)], ids=str)
+def test_a_tuned_gemm_times_its_candidates_once_and_is_exact(shape):
+    """`gemm(tune=True)`: the first call of a shape times the candidates and keeps one; every
+    call's product is exact on small integers."""
+    torch = pytest.importorskip("torch")
+    from asyncdsl.kernels.gemm_choice import _tuned, candidates
+
+    m, n, k = shape
+    a, b = _small_integers((m, k), torch, 5), _small_integers((k, n), torch, 6)
+    exact = (a.double() @ b.double()).to(torch.bfloat16).cpu()
+    for _ in range(2):
+        assert torch.equal(K.gemm(a, b, tune=True).cpu(), exact)
+    ctas = torch.cuda.get_device_properties(0).multi_processor_count // 2 * 2
+    timed = _tuned(m, n, k, ctas).timings
+    assert len(timed) == 1 and len(next(iter(timed.values()))) == len(candidates(m, n, k, ctas))
+
+
 @pytest.mark.parametrize("k", [1024, 8192])  # ping-pong, promoted
 def test_gemm_fp8_of_torch_tensors_is_exact(k):
     torch = pytest.importorskip("torch")

@@ -11,7 +11,7 @@ import asyncdsl.kernels as K
 import asyncdsl as ad
 from asyncdsl.errors import ArgumentError
 from asyncdsl.blocks.gemm_config import GemmConfig
-from asyncdsl.kernels.gemm_choice import GemmPlan, _planned, choose, plan
+from asyncdsl.kernels.gemm_choice import GemmPlan, _planned, candidates, choose, plan
 
 
 def _operands(m, n, k, seed=0):
@@ -114,3 +114,34 @@ def test_a_plan_the_kernels_cannot_run_is_refused_at_the_callers_line():
         K.gemm(a, b, config=GemmPlan("pingpong", pair=True))
     with pytest.raises(ArgumentError, match="GemmConfig or a GemmPlan"):
         K.gemm(a, b, config={"BN": 64})
+
+
+PAIRS_SHARING_A = GemmPlan("narrow", GemmConfig(BM=128, BN=64, BK=128, STAGES=4, SHARE="a"), pair=True)
+
+
+@pytest.mark.parametrize("shape,neighbour", [
+    ((1000, 1000, 1000), PAIRS_SHARING_A),
+    ((8192, 4096, 4096), GemmPlan("cooperative")),
+    ((3000, 4104, 2056), GemmPlan("pingpong", GemmConfig(BN=128))),
+], ids=str)
+def test_tuning_times_the_plan_first_and_its_neighbours(shape, neighbour, ptxas):
+    """`gemm(tune=True)` times `candidates`: the plan's choice first, then distinct neighbours of
+    the same kind of problem, each a kernel that compiles for the shape and assembles."""
+    tried = candidates(*shape, ctas=132)
+    assert tried[0] == plan(*shape, ctas=132) and neighbour in tried and len(set(tried)) == len(tried) > 2
+    m, n, k = shape
+    bf16 = ad.bfloat16
+    for chosen in tried:
+        ptxas(chosen.kernel().ptx(ad.ArraySpec((m, k), bf16), ad.ArraySpec((k, n), bf16),
+                                  ad.ArraySpec((m, n), bf16), CTAS=132, **chosen.constexprs()))
+
+
+def test_a_split_k_plan_is_tuned_against_nothing_and_the_interpreter_times_nothing():
+    assert candidates(64, 2048, 8192, ctas=132) == [plan(64, 2048, 8192, ctas=132)]
+    a, b = _operands(256, 512, 192)
+    tuned = K.gemm(a, b, tune=True, ctas=6)  # numpy: the plan's own choice runs
+    assert np.array_equal(tuned.view(np.uint16), K.gemm(a, b, ctas=6).view(np.uint16))
+    with pytest.raises(ArgumentError, match="tune is a flag") as error:
+        K.gemm(a, b, tune="fast")
+    assert error.value.location.file == __file__
+
