@@ -11,6 +11,7 @@ so that TMA copies the scales of one K block: the (K/128, M') array a's scales a
 
 from __future__ import annotations
 
+from asyncdsl.errors import user_location
 from asyncdsl.frontend import language as ad
 from asyncdsl.kernels.outputs import empty
 
@@ -24,7 +25,7 @@ def check_scale_shapes(a, a_scales, b, b_scales, block: int = 128) -> None:
                                       ("b_scales", b_scales, (-(-n // block), k_blocks), "block of b")):
         if tuple(scales.shape) != shape:
             raise ad.ArgumentError(f"{name} must be {shape} (one scale a {each}) for a {tuple(a.shape)} and "
-                                   f"b {tuple(b.shape)}, got {tuple(scales.shape)}")
+                                   f"b {tuple(b.shape)}, got {tuple(scales.shape)}", user_location())
 
 
 def tma_layout(scales):

@@ -26,6 +26,7 @@ from asyncdsl.blocks.grouped_tiles import GroupedTiles
 from asyncdsl.blocks.load_ring import produce
 from asyncdsl.blocks.mma_loop import drain, mma_loop
 from asyncdsl.blocks.mma_operands import check_16_bit, tensor_core_layout
+from asyncdsl.errors import user_location
 from asyncdsl.frontend import language as ad
 from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
@@ -52,6 +53,9 @@ def grouped_gemm_masked(a, b, counts, *, out=None, ctas: int | None = None, stre
     """c (G, capacity, N): the first counts[g] rows of a[g] (a (G, capacity, K)) times b[g]
     (b (G, K, N)); counts (G,) int32 on the device with a."""
     groups, capacity, k = a.shape
+    if len(b.shape) != 3 or tuple(b.shape[:2]) != (groups, k):
+        raise ad.ArgumentError(f"b must be (G, K, N) = ({groups}, {k}, N) for a (G, capacity, K) = "
+                               f"{tuple(a.shape)}, got {tuple(b.shape)}", user_location())
     n = b.shape[2]
     c = empty(a, (groups, capacity, n), a.dtype) if out is None else out
     rows = groups * capacity
@@ -152,7 +156,8 @@ def grouped_gemm_fp8_blockscaled_masked(a, a_scales, b, b_scales, counts, *, out
     rows, n = groups * capacity, b.shape[1]
     if tuple(a_scales.shape) != (groups, capacity, -(-k // BLOCK)):
         raise ad.ArgumentError(f"a_scales must be (G, capacity, K/128) = "
-                               f"{(groups, capacity, -(-k // BLOCK))}, got {tuple(a_scales.shape)}")
+                               f"{(groups, capacity, -(-k // BLOCK))}, got {tuple(a_scales.shape)}",
+                               user_location())
     c = empty(a, (groups, capacity, n), ad.bfloat16) if out is None else out
     _launch_fp8(a.reshape(rows, k), a_scales.reshape(rows, -(-k // BLOCK)), b, b_scales, c.reshape(rows, n),
                 counts, "masked", ctas, stream)
@@ -163,7 +168,10 @@ def _launch_fp8(a, a_scales, b, b_scales, c, sizes, layout, ctas, stream) -> Non
     groups, n, k = b.shape
     if len(b_scales.shape) != 3 or b_scales.shape[0] != groups:
         raise ad.ArgumentError(f"b_scales must be (G, N/128, K/128) for b {tuple(b.shape)}, got "
-                               f"{tuple(b_scales.shape)}")
+                               f"{tuple(b_scales.shape)}", user_location())
+    if tuple(sizes.shape) != (groups,):
+        raise ad.ArgumentError(f"the group sizes must be ({groups},), one a group of b {tuple(b.shape)} "
+                               f"(masked: a's groups too), got {tuple(sizes.shape)}", user_location())
     check_scale_shapes(a, a_scales, b[0], b_scales[0], BLOCK)
     ctas = ctas or (INTERPRETED_CTAS if on_host(a) else multiprocessors(a))
     stacked_scales = b_scales.reshape(groups * b_scales.shape[1], b_scales.shape[2])

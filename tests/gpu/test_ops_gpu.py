@@ -2,13 +2,18 @@
 of torch's own bf16 path (SDPA, its norms, silu, cross-entropy), the deterministic attention
 backward bit-identical over five runs, training steps captured in a CUDA graph and compiled with
 `torch.compile(fullgraph=True, mode="reduce-overhead")`, and a small transformers Llama on the
-operators against transformers' SDPA model.  A test whose kernel function `asyncdsl.kernels` does
-not have is skipped, naming it.
+operators against transformers' SDPA model.  The serving operators (paged decode and prefill, the
+block-scaled fp8 and grouped GEMMs): each the kernel function bit for bit, and captured in a CUDA
+graph that, replayed after new inputs (values, group sizes, lengths) are written in place, gives
+the kernel function's result on them.  A test whose kernel function `asyncdsl.kernels` does not
+have is skipped, naming it.
 
 Run:  python -m pytest tests/gpu/test_ops_gpu.py -v -rA
 """
 
 from __future__ import annotations
+
+from itertools import accumulate
 
 import pytest
 from gpu_support import hopper_or_skip
@@ -235,3 +240,131 @@ def test_a_small_llama_trains_as_transformers_does():
             optimizer.zero_grad()
             losses.append(loss.item())
         assert abs(losses[1] / losses[0] - 1) < 0.01, losses
+
+
+# The serving operators: the kernel functions bit for bit, and a CUDA graph replayed over new
+# inputs written in place.  Each case makes its inputs for a step; the steps' shapes are the
+# same, their values and their groups' sizes or sequences' lengths differ.
+
+def fp8(*shape, seed: int) -> torch.Tensor:
+    return (randn(*shape, seed=seed) * 2).to(torch.float8_e4m3fn)
+
+
+def scales(*shape, seed: int) -> torch.Tensor:
+    generator = torch.Generator(device="cuda").manual_seed(seed)
+    return torch.rand(shape, device="cuda", generator=generator) * 1.5 + 0.5
+
+
+def bf16(*shape, seed: int) -> torch.Tensor:
+    return randn(*shape, seed=seed).to(torch.bfloat16)
+
+
+def int32(values) -> torch.Tensor:
+    return torch.tensor(list(values), dtype=torch.int32, device="cuda")
+
+
+def fp8_gemm(m: int, n: int, k: int, m_major: bool):
+    def make(step: int):
+        kb, s = -(-k // 128), 10 * step
+        a_scales = scales(m, kb, seed=s + 3)
+        if m_major:  # DeepGEMM's layout, read in place: the (K/128, M rounded up to 4) array transposed
+            a_scales = torch.zeros(kb, -(-m // 4) * 4, device="cuda").t()[:m].copy_(a_scales)
+        return fp8(m, k, seed=s + 1), a_scales, fp8(n, k, seed=s + 2), scales(-(-n // 128), kb, seed=s + 4)
+    return make
+
+
+def grouped(step: int):
+    sizes = [[0, 300, 1, 699], [400, 0, 350, 0]][step]  # the second leaves rows past the groups
+    a, b = bf16(1000, 256, seed=10 * step + 1), bf16(4, 256, 384, seed=10 * step + 2)
+    return a, b, int32(accumulate(sizes))
+
+
+def grouped_masked(step: int):
+    counts = [[128, 0, 37, 1], [5, 128, 0, 100]][step]
+    return bf16(4, 128, 256, seed=10 * step + 1), bf16(4, 256, 384, seed=10 * step + 2), int32(counts)
+
+
+def grouped_fp8(step: int):
+    sizes, s = [[0, 650, 50], [300, 300, 0]][step], 10 * step
+    return (fp8(700, 512, seed=s + 1), scales(700, 4, seed=s + 2), fp8(3, 256, 512, seed=s + 3),
+            scales(3, 2, 4, seed=s + 4), int32(accumulate(sizes)))
+
+
+def grouped_fp8_masked(step: int):
+    counts, s = [[128, 0, 65], [1, 128, 7]][step], 10 * step
+    return (fp8(3, 128, 512, seed=s + 1), scales(3, 128, 4, seed=s + 2), fp8(3, 256, 512, seed=s + 3),
+            scales(3, 2, 4, seed=s + 4), int32(counts))
+
+
+def page_table(batch: int, max_pages: int, pages: int, seed: int) -> torch.Tensor:
+    generator = torch.Generator(device="cuda").manual_seed(seed)
+    return torch.randint(0, pages, (batch, max_pages), device="cuda", generator=generator, dtype=torch.int32)
+
+
+def decode(step: int):
+    lens, s = [[1, 500, 37, 1000], [1000, 1, 64, 300]][step], 10 * step
+    return (bf16(4, 8, 128, seed=s + 1), bf16(256, 16, 2, 128, seed=s + 2), bf16(256, 16, 2, 128, seed=s + 3),
+            page_table(4, 64, 256, s + 4), int32(lens))
+
+
+def prefill(step: int):
+    """Chunks of 1, 100 and 37 new tokens (then 100, 37 and 1) after their sequences' cached ones."""
+    chunks, contexts, s = [[1, 100, 37], [100, 37, 1]][step], [[300, 100, 50], [150, 500, 1]][step], 10 * step
+    return (bf16(138, 8, 128, seed=s + 1), bf16(64, 16, 2, 128, seed=s + 2), bf16(64, 16, 2, 128, seed=s + 3),
+            page_table(3, 32, 64, s + 4), int32(contexts), int32(accumulate([0, *chunks])), 100)
+
+
+SERVING = {  # name: (the operator's function, the kernel function, the inputs of a step)
+    "gemm_fp8_blockscaled": (ops.gemm_fp8_blockscaled, asyncdsl.kernels.gemm_fp8_blockscaled,
+                             fp8_gemm(300, 320, 528, m_major=False)),
+    "gemm_fp8_blockscaled split K": (ops.gemm_fp8_blockscaled, asyncdsl.kernels.gemm_fp8_blockscaled,
+                                     fp8_gemm(62, 256, 2048, m_major=True)),
+    "grouped_gemm": (ops.grouped_gemm, asyncdsl.kernels.grouped_gemm, grouped),
+    "grouped_gemm_masked": (ops.grouped_gemm_masked, asyncdsl.kernels.grouped_gemm_masked, grouped_masked),
+    "grouped_gemm_fp8_blockscaled": (ops.grouped_gemm_fp8_blockscaled,
+                                     asyncdsl.kernels.grouped_gemm_fp8_blockscaled, grouped_fp8),
+    "grouped_gemm_fp8_blockscaled_masked": (ops.grouped_gemm_fp8_blockscaled_masked,
+                                            asyncdsl.kernels.grouped_gemm_fp8_blockscaled_masked,
+                                            grouped_fp8_masked),
+    "paged_decode_attention": (ops.paged_decode_attention, asyncdsl.kernels.paged_decode_attention, decode),
+    "paged_prefill": (ops.paged_prefill, asyncdsl.kernels.paged_prefill, prefill),
+}
+
+
+def covered(name: str, result, inputs) -> list[torch.Tensor]:
+    """The parts of the outputs that the groups cover: the rest is never written."""
+    outputs = list(result) if isinstance(result, tuple) else [result]
+    if name.endswith("_masked"):
+        return [c[g, :n] for c in outputs for g, n in enumerate(inputs[-1].tolist())]
+    if name.startswith("grouped_gemm"):
+        return [c[: inputs[-1][-1].item()] for c in outputs]
+    return outputs
+
+
+@pytest.mark.parametrize("name", SERVING)
+def test_a_serving_operator_is_its_kernel_function(name):
+    operator, function, make = SERVING[name]
+    inputs = make(0)
+    got, want = covered(name, operator(*inputs), inputs), covered(name, function(*inputs), inputs)
+    assert len(got) == len(want) and all(torch.equal(g, w) for g, w in zip(got, want)), name
+
+
+@pytest.mark.parametrize("name", SERVING)
+def test_a_serving_operator_replays_in_a_cuda_graph_over_new_inputs(name):
+    operator, function, make = SERVING[name]
+    inputs = make(0)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # compile and load the kernels (and make split K's workspace) first
+        operator(*inputs)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = operator(*inputs)
+    step = make(1)
+    for tensor, value in zip(inputs, step):
+        if isinstance(tensor, torch.Tensor):
+            tensor.copy_(value)
+    graph.replay()
+    got, want = covered(name, captured, step), covered(name, function(*step), step)
+    assert len(got) == len(want) and all(torch.equal(g, w) for g, w in zip(got, want)), name

@@ -103,8 +103,9 @@ def test_choose_picks_row_tiles_and_split_k_by_shape(m, n, k, ctas, wanted):
 
 def test_scales_of_the_wrong_shape_are_refused():
     a, sa, b, sb = exact_inputs(64, 128, 256)
-    with pytest.raises(ad.ArgumentError, match=r"b_scales must be \(1, 2\)"):
+    with pytest.raises(ad.ArgumentError, match=r"b_scales must be \(1, 2\)") as error:
         K.gemm_fp8_blockscaled(a, sa, b, np.ones((1, 3), np.float32))
+    assert error.value.location.file == __file__  # the caller's line
     with pytest.raises(ad.TraceError, match="BN must divide 128"):
         K.gemm_fp8_blockscaled(a, sa, b, sb, config=GemmConfig(BM=128, BN=256, BK=128))
     with pytest.raises(ad.TraceError, match="a_scales must be float32"):  # the kernel's own layout

@@ -152,5 +152,21 @@ def test_block_scales_of_the_wrong_shape_are_refused():
         K.grouped_gemm_fp8_blockscaled(a, sa, b, sb[0], offsets)
     with pytest.raises(ad.ArgumentError, match="a_scales must be"):
         K.grouped_gemm_fp8_blockscaled(a, sa[:, :1], b, sb, offsets)
-    with pytest.raises(ad.ArgumentError, match="a_scales must be"):
+    with pytest.raises(ad.ArgumentError, match="a_scales must be") as error:
         K.grouped_gemm_fp8_blockscaled_masked(a.reshape(2, 64, 256), sa, b, sb, np.array([1, 2], np.int32))
+    assert error.value.location.file == __file__
+
+
+def test_group_counts_that_do_not_match_b_are_refused():
+    rng = np.random.default_rng(3)
+    a, sa, b, sb = fp8_inputs(rng, 128, 2, 128, 256)
+    with pytest.raises(ad.ArgumentError, match=r"group sizes must be \(2,\)") as error:
+        K.grouped_gemm_fp8_blockscaled(a, sa, b, sb, np.array([64, 100, 128], np.int32))
+    assert error.value.location.file == __file__
+    with pytest.raises(ad.ArgumentError, match=r"group sizes must be \(2,\)"):  # a has 4 groups, b 2
+        K.grouped_gemm_fp8_blockscaled_masked(a.reshape(4, 32, 256), sa.reshape(4, 32, 2), b, sb,
+                                              np.ones(4, np.int32))
+    bf16 = ml_dtypes.bfloat16
+    with pytest.raises(ad.ArgumentError, match=r"b must be \(G, K, N\) = \(2, 16, N\)") as error:
+        K.grouped_gemm_masked(np.zeros((2, 8, 16), bf16), np.zeros((2, 32, 8), bf16), np.ones(2, np.int32))
+    assert error.value.location.file == __file__
