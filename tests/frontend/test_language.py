@@ -15,7 +15,8 @@ from asyncdsl.frontend import language
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 HOST_SIDE = {"Kernel", "kernel", "constexpr", "ArraySpec", "PersistentGrid", "persistent_grid", "Autotuned",
-             "Choice", "autotune", "Profile", "warmup", "WarmupReport", "Specialization"}
+             "Choice", "autotune", "Profile", "warmup", "WarmupReport", "Specialization",
+             "seen_specializations", "save_workload", "load_workload"}
 
 
 @pytest.mark.parametrize("name", sorted(set(asyncdsl.__all__) - HOST_SIDE))
