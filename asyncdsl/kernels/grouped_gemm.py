@@ -153,6 +153,9 @@ def grouped_gemm_fp8_blockscaled_masked(a, a_scales, b, b_scales, counts, *, out
     """c (G, capacity, N) bfloat16: the first counts[g] rows of a[g] (a (G, capacity, K)) times
     b[g]ᵀ (b (G, N, K)), float8 e4m3, a_scales (G, capacity, K/128), b_scales (G, N/128, K/128)."""
     groups, capacity, k = a.shape
+    if len(b.shape) != 3 or b.shape[0] != groups or b.shape[2] != k:
+        raise ad.ArgumentError(f"b must be (G, N, K) = ({groups}, N, {k}) for a (G, capacity, K) = "
+                               f"{tuple(a.shape)}, got {tuple(b.shape)}", user_location())
     rows, n = groups * capacity, b.shape[1]
     if tuple(a_scales.shape) != (groups, capacity, -(-k // BLOCK)):
         raise ad.ArgumentError(f"a_scales must be (G, capacity, K/128) = "

@@ -163,9 +163,11 @@ def test_group_counts_that_do_not_match_b_are_refused():
     with pytest.raises(ad.ArgumentError, match=r"group sizes must be \(2,\)") as error:
         K.grouped_gemm_fp8_blockscaled(a, sa, b, sb, np.array([64, 100, 128], np.int32))
     assert error.value.location.file == __file__
-    with pytest.raises(ad.ArgumentError, match=r"group sizes must be \(2,\)"):  # a has 4 groups, b 2
-        K.grouped_gemm_fp8_blockscaled_masked(a.reshape(4, 32, 256), sa.reshape(4, 32, 2), b, sb,
-                                              np.ones(4, np.int32))
+    # a has 4 groups, b 2: refused, never a's groups 0 and 1 taken as b's group 0.
+    for counts in (np.ones(4, np.int32), np.ones(2, np.int32)):
+        with pytest.raises(ad.ArgumentError, match=r"b must be \(G, N, K\) = \(4, N, 256\)") as error:
+            K.grouped_gemm_fp8_blockscaled_masked(a.reshape(4, 32, 256), sa.reshape(4, 32, 2), b, sb, counts)
+        assert error.value.location.file == __file__
     bf16 = ml_dtypes.bfloat16
     with pytest.raises(ad.ArgumentError, match=r"b must be \(G, K, N\) = \(2, 16, N\)") as error:
         K.grouped_gemm_masked(np.zeros((2, 8, 16), bf16), np.zeros((2, 32, 8), bf16), np.ones(2, np.int32))
