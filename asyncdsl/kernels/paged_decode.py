@@ -109,10 +109,10 @@ def _scales(q, k_scale, v_scale):
                                         device=q.device).reshape(()) for s in (k_scale, v_scale)])
 
 
-# The KV heads of a slot go first in the grid: the CTAs of a sequence's heads, which read the
-# same pages, run at once.
+# The KV heads of a slot are neighbours in the grid, so the CTAs of a sequence's heads, which
+# read the same pages, run at once; one dimension of slots x heads, so any batch launches.
 @kernel(grid=lambda q, k_cache, v_cache, block_table, seq_lens, scales, plan, *_, **__:
-        (k_cache.shape[2], plan.shape[1]), block=256, name="paged_decode")
+        (k_cache.shape[2] * plan.shape[1],), block=256, name="paged_decode")
 def paged_decode_kernel(q, k_cache, v_cache, block_table, seq_lens, scales, plan, o, part, lse,
                         SCALED: constexpr = False, BK: constexpr = 64, STAGES: constexpr = None):
     """For the work `plan` gives each slot (`blocks.balanced_splits`), o of a sequence of one
@@ -122,8 +122,8 @@ def paged_decode_kernel(q, k_cache, v_cache, block_table, seq_lens, scales, plan
     check_shapes(q, k_cache, v_cache, block_table, seq_lens, plan, o, part, BK, STAGES)
     G, SLOT = H // H_KV, min(BK, PAGE)  # a slot of the ring holds positions of one page: one TMA box
     P = BK // SLOT  # slots a block: the consumer takes BK keys a step whatever the page size
-    h_kv = ad.program_id(0)
-    work = SplitWork(plan, ad.program_id(1),
+    h_kv, slot = ad.program_id(0) % H_KV, ad.program_id(0) // H_KV
+    work = SplitWork(plan, slot,
                      lambda b: PagedSequence(block_table, seq_lens, b, PAGES, PAGE).blocks(BK))
     b, first_block, count = work.b, work.first, work.count
     seq = PagedSequence(block_table, seq_lens, b, PAGES, PAGE)
