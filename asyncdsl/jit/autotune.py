@@ -61,7 +61,7 @@ class Choice:
     @property
     def name(self) -> str:
         settings = ", ".join(f"{name}={value!r}" for name, value in self.constexprs.items())
-        return f"{self.kernel.__name__}({settings})"
+        return f"{self.kernel.name}({settings})"  # the kernel's own name: one function may make several
 
     def __repr__(self) -> str:
         return f"Choice({self.name})"

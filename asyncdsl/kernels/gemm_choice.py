@@ -93,11 +93,13 @@ def gemm(a, b, *, out=None, config: GemmConfig | GemmPlan | None = None, tune: b
     like a or in `out`, by the kernel `plan` picks for the shape; `config` overrides it (a
     `GemmConfig` for the cooperative kernel; SPLIT_K > 1: the splits add up in order through
     float32 partial sums made here).  `tune=True`: the plan's choice and its `candidates` timed
-    on the GPU on a shape's first call, the fastest kept on disk for later calls and processes."""
+    on the GPU on a shape's first call, the fastest kept on disk for later calls and processes
+    (that first call times kernels, so it cannot be captured in a CUDA graph)."""
+    tune = flag(tune, "tune")
     (m, k), n = a.shape, b.shape[1]
     c = empty(a, (m, n), a.dtype) if out is None else out
     ctas = ctas or (INTERPRETED_CTAS if on_host(a) else multiprocessors(a) // 2 * 2)
-    if config is None and flag(tune, "tune") and not on_host(a):  # the interpreter times nothing
+    if config is None and tune and not on_host(a):  # the interpreter times nothing
         tuned = _tuned(m, n, k, ctas)
         if tuned is not None:
             tuned(a, b, c, stream=stream, CTAS=ctas)

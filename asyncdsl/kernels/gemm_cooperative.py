@@ -157,11 +157,12 @@ def cooperative(a, b, c, CTAS, config: GemmConfig, running=None, consumers: int 
 # The same kernels in clusters of two CTAs, which share (multicast) every slice of b (tiles one
 # above the other) or, for split K, of a (tiles side by side).
 matmul_2cta = kernel(grid=lambda a, b, c, CTAS, **_: (CTAS,), block=384, cluster=(2, 1, 1),
-                     profile_events=32768)(matmul.fn)
+                     name="matmul_2cta", profile_events=32768)(matmul.fn)
 matmul_split_k_2cta = kernel(grid=lambda a, b, c, partial, flags, CTAS, **_: (CTAS,), block=384,
-                             cluster=(2, 1, 1), profile_events=32768)(matmul_split_k.fn)
+                             cluster=(2, 1, 1), name="matmul_split_k_2cta",
+                             profile_events=32768)(matmul_split_k.fn)
 matmul_narrow_2cta = kernel(grid=lambda a, b, c, CTAS, **_: (CTAS,), block=256, cluster=(2, 1, 1),
-                            profile_events=32768)(matmul_narrow.fn)
+                            name="matmul_narrow_2cta", profile_events=32768)(matmul_narrow.fn)
 
 
 def example_inputs(specs, rng) -> list:
