@@ -12,8 +12,11 @@ kernels and constexprs from the shapes (`asyncdsl.kernels.gemm`'s plan, the atte
 there, the argument specs (shapes, dtypes, scalar kinds) and the constexprs (ints, floats,
 bools, strings, None, asyncdsl dtypes and tuples of these).  `load_workload` imports the
 modules and gives `Specialization`s back, which `asyncdsl.warmup` compiles side by side into the
-disk cache.  A kernel that is no module's global (made inside a function) or a constexpr of
-another type cannot be named in a file, and is refused when saving, with its name.
+disk cache.  A kernel that is no importable module's global (made inside a function, or in the
+script run as `__main__`, which another process cannot import) or a constexpr of another type
+(a numpy scalar: its type is part of the kernel's key) cannot be named in a file: a
+list given to `save_workload` holding one is refused with its name; by default such
+specialisations are left out with a warning naming them.
 """
 
 from __future__ import annotations
@@ -36,9 +39,9 @@ FORMAT = "asyncdsl workload 1"
 
 
 def seen_specializations() -> list[Specialization]:
-    """Every specialisation this process compiled or read from the disk cache for the GPU (not
-    those compiled only for profiling or for several devices), kernel by kernel in the order the
-    kernels were defined, each kernel's in the order first used."""
+    """Every specialisation this process compiled (for the GPU or the interpreter) or read from
+    the disk cache, not those compiled only for profiling or for several devices, kernel by
+    kernel in the order the kernels were defined, each kernel's in the order first used."""
     seen = []
     for kernel in Kernel.defined():
         held = kernel.specializations
@@ -90,13 +93,14 @@ def load_workload(path: str | os.PathLike) -> list[Specialization]:
 def _entry(specialization: Specialization) -> dict:
     kernel = specialization.kernel
     module = kernel.fn.__module__
-    loaded = sys.modules.get(module) if module else None  # none for code run by exec
+    # None for code run by exec; the script run as __main__ is another process's own script.
+    loaded = sys.modules.get(module) if module and module != "__main__" else None
     name = next((global_name for global_name, value in vars(loaded).items() if value is kernel),
                 None) if loaded is not None else None
     if name is None:
-        raise ArgumentError(f"kernel {kernel.__name__} (defined at {kernel.definition}) is no global of its "
-                            "module, so a workload file cannot name it: define it at a module's top level",
-                            user_location())
+        raise ArgumentError(f"kernel {kernel.__name__} (defined at {kernel.definition}) is no global of "
+                            "an importable module, so a workload file cannot name it: define it at the top "
+                            "level of a module the program imports (not the script it runs)", user_location())
     specs = [{"shape": list(spec.shape), "dtype": spec.dtype.name} if isinstance(spec, ArraySpec)
              else {"scalar": spec.kind, "divisor": spec.divisor} for spec in specialization.specs]
     constexprs = {key: _value(value, f"{kernel.__name__}'s constexpr {key}")
@@ -106,11 +110,11 @@ def _entry(specialization: Specialization) -> dict:
 
 def _value(value: Any, what: str) -> Any:
     """A constexpr as JSON: plain values as they are, tuples and dtypes tagged."""
-    if value is None or isinstance(value, (bool, int, float, str)):
+    if value is None or type(value) in (bool, int, float, str):  # a subclass keys another kernel
         return value
-    if isinstance(value, tuple):
+    if type(value) is tuple:
         return {"tuple": [_value(item, what) for item in value]}
-    if isinstance(value, dtypes.DType):
+    if type(value) is dtypes.DType:
         return {"dtype": value.name}
     raise ArgumentError(f"{what} is {value!r}, a {type(value).__name__}: a workload file keeps ints, "
                         "floats, bools, strings, None, asyncdsl dtypes and tuples of them", user_location())
@@ -120,7 +124,8 @@ def _constexpr(value: Any) -> Any:
     if isinstance(value, dict):
         if "tuple" in value:
             return tuple(_constexpr(item) for item in value["tuple"])
-        return dtypes.as_dtype(value["dtype"])
+        name = value["dtype"]
+        return dtypes.BOOL if name == dtypes.BOOL.name else dtypes.as_dtype(name)
     return value
 
 

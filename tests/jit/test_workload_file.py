@@ -8,11 +8,13 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 import asyncdsl as ad
-from asyncdsl.jit.specs import ScalarSpec
+from asyncdsl import dtypes
 from asyncdsl.examples.tile_copy import tile_copy
+from asyncdsl.jit.specs import ScalarSpec
 
 
 @ad.kernel(grid=(1,), block=128)
@@ -89,11 +91,26 @@ def test_what_a_file_cannot_name_is_refused_when_saving(cache, tmp_path):
 
     local = ad.kernel(made_here, grid=(1,), block=128)
     spec = ad.ArraySpec((128,), ad.float32)
-    with pytest.raises(ad.ArgumentError, match="made_here .* is no global of its module"):
+    with pytest.raises(ad.ArgumentError, match="made_here .* is no global of an importable module"):
         ad.save_workload(tmp_path / "w", [local.specialization(spec, spec, B=1)])
     refusal = "NOTE is <built-in function len>, a builtin_function_or_method: a workload file keeps"
     with pytest.raises(ad.ArgumentError, match=refusal):
         ad.save_workload(tmp_path / "w", [scaled_rows.specialization(spec, spec, 1, SHAPE=(128,), NOTE=len)])
+    # A subclass of a kept type is part of the kernel's key, and would load as its base type.
+    with pytest.raises(ad.ArgumentError, match=r"NOTE is np.float64\(2.0\), a float64"):
+        ad.save_workload(tmp_path / "w",
+                         [scaled_rows.specialization(spec, spec, 1, SHAPE=(128,), NOTE=np.float64(2.0))])
+    script = ad.kernel(made_here, grid=(1,), block=128)
+    script.fn.__module__ = "__main__"  # a kernel of the script a process runs: another cannot import it
+    with pytest.raises(ad.ArgumentError, match="not the script it runs"):
+        ad.save_workload(tmp_path / "w", [script.specialization(spec, spec, B=1)])
+
+
+def test_a_bool_dtype_constexpr_survives_the_file(cache, tmp_path):
+    rows = ad.ArraySpec((256,), ad.float32)
+    wanted = [scaled_rows.specialization(rows, rows, 3, SHAPE=(128,), NOTE=("mask", dtypes.BOOL))]
+    ad.save_workload(tmp_path / "w", wanted)
+    assert ad.load_workload(tmp_path / "w") == wanted
 
 
 def test_a_file_that_is_no_workload_or_names_a_kernel_gone_is_refused(tmp_path):
