@@ -56,7 +56,7 @@ from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.kernels.dispatch import launch, multiprocessors, on_host
 from asyncdsl.kernels.outputs import empty
 from asyncdsl.kernels.paged_decode_checks import ROWS, check_arguments, check_shapes
-from asyncdsl.kernels.paged_decode_splits import HIDDEN, merge_kernel, plan_kernel
+from asyncdsl.kernels.paged_decode_splits import HIDDEN, merge_kernel, plan_kernel, workspace
 
 LOG2E = 1.4426950408889634
 HOST_SMS = 4  # the multiprocessors the interpreter plans for: few, so its idle CTAs are few
@@ -83,10 +83,8 @@ def paged_decode_attention(q, k_cache, v_cache, block_table, seq_lens, *, k_scal
     budget = SplitBudget.make(batch, k_cache.shape[2], ctas_per_sm * sms)
     scaled = k_scale is not None or v_scale is not None
     scales = _scales(q, k_scale, v_scale) if scaled else empty(q, (2,), np.float32)  # unread unscaled
-    o, plan = empty(q, q4.shape, q.dtype), empty(q, budget.plan_shape, np.int32)
-    slots = budget.workspace if splits != 1 else 1  # unwritten where no sequence splits
-    part = empty(q, (slots, queries * heads, d), np.float32)
-    lse = empty(q, (slots, queries * heads), np.float32)
+    o = empty(q, q4.shape, q.dtype)
+    plan, part, lse = workspace(q, budget, queries * heads, d, splits != 1, stream)
     launch(plan_kernel, seq_lens, plan, stream=stream, CAPACITY=block_table.shape[1] * k_cache.shape[1],
            BK=block, MAX_SPLITS=splits)
     stages = ring_stages(block, d, min(ctas_per_sm, RESIDENT)) if stages is None else stages
