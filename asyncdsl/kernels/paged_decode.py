@@ -26,7 +26,7 @@ reported.
 The splits balance the batch's work (`blocks.balanced_splits`): a first small launch reads the
 lengths and plans pieces of about equal blocks over a budget of `ctas_per_sm` CTAs a
 multiprocessor, so the few long sequences of a skewed batch take many CTAs and the short ones
-one each; the decode's grid is (H_kv, units + B) slots, each reading its sequence and blocks
+one each; the decode's grid is (units + B) slots × H_kv CTAs, each reading its sequence and blocks
 from the plan (an idle slot walks no block and stores nothing).  One CTA fits a multiprocessor
 at once (`RESIDENT`: registers), so a budget of two runs in two waves of pieces half a
 multiprocessor's share, which a skewed batch packs better than whole shares and a uniform one
