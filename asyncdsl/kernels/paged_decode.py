@@ -29,8 +29,7 @@ multiprocessor, so the few long sequences of a skewed batch take many CTAs and t
 one each; the decode's grid is (units + B) slots × H_kv CTAs, each reading its sequence and blocks
 from the plan (an idle slot walks no block and stores nothing).  One CTA fits a multiprocessor
 at once (`RESIDENT`: registers), so a budget of two runs in two waves of pieces half a
-multiprocessor's share, which a skewed batch packs better than whole shares and a uniform one
-slightly worse.  A sequence of one split writes o itself; the
+multiprocessor's share.  A sequence of one split writes o itself; the
 pieces of the others go to a float32 workspace and a merge launch folds each sequence's in split
 order (`blocks.split_kv_merge`), so results do not depend on which CTA finished first.  Launch
 shapes depend only on the arrays' shapes, so a call captures in a CUDA graph.
@@ -60,7 +59,11 @@ from asyncdsl.kernels.paged_decode_splits import HIDDEN, merge_kernel, plan_kern
 
 LOG2E = 1.4426950408889634
 HOST_SMS = 4  # the multiprocessors the interpreter plans for: few, so its idle CTAs are few
-CTAS_PER_SM = 2  # the CTAs a multiprocessor the splits are planned for, by default (1 to 4)
+# The CTAs a multiprocessor the splits are planned for by default (1 to 4): one, what fits at
+# once.  On the H200 (2026-12-06, the splits then planned from the table's width) one CTA a
+# multiprocessor beat two on every uniform batch (B 32 and 64 at 4k and 8k: 1.00-1.09x) and at
+# B 1, 64k (1.34x): a second wave adds a merge and a wave's tail.
+CTAS_PER_SM = 1
 # The decode's CTAs that fit a multiprocessor at once: two of 256 threads would need at most 128
 # registers a thread, and ptxas -v gives blocks of 64 keys about 160 (D 64) and 210 (D 128).
 RESIDENT = 1
