@@ -25,7 +25,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from asyncdsl import runtime
 from asyncdsl.blocks.gemm_config import GemmConfig
 from asyncdsl.blocks.split_k_sum import split_k_flags
 from asyncdsl.errors import ArgumentError, user_location
@@ -42,7 +41,7 @@ from asyncdsl.kernels.gemm_cooperative import (
     matmul_split_k_2cta,
 )
 from asyncdsl.kernels.gemm_pingpong import matmul_pingpong
-from asyncdsl.kernels.outputs import empty
+from asyncdsl.kernels.outputs import empty, kept
 
 _SCHEDULES = ("cooperative", "pingpong", "narrow")
 # The constexprs each schedule's kernel takes from the configuration.
@@ -213,16 +212,12 @@ def _wave_filling(m: int, n: int, ctas: int) -> GemmConfig:
     return GemmConfig(BN=192) if tiles(192) % ctas == 0 and tiles(256) % ctas < ctas / 2 else GemmConfig()
 
 
-_WORKSPACES: dict = {}
-
-
 def _workspace(a, m: int, n: int, config: GemmConfig, pair: bool, stream) -> tuple:
-    """Split K's float32 partial sums and zeroed flags (left at zero) for an (m, n) c, made once
-    per device, stream and shape (launches on two streams may overlap), numpy ones afresh."""
-    key = (str(getattr(a, "device", "host")), None if on_host(a) else runtime.streams.launch_stream(
-        stream, runtime.streams.current_stream_source([a])), m, n, config.SPLIT_K, config.BN, pair)
-    if on_host(a) or key not in _WORKSPACES:
+    """Split K's float32 partial sums and zeroed flags (left at zero) for an (m, n) c, kept per
+    device, stream and shape (`outputs.kept`)."""
+    def make():
         flags = empty(a, (split_k_flags(m, n, config.BN, 2 if pair else 1),), ad.int32)
         flags[...] = 0
-        _WORKSPACES[key] = empty(a, (config.SPLIT_K - 1, m, n), ad.float32), flags
-    return _WORKSPACES[key]
+        return empty(a, (config.SPLIT_K - 1, m, n), ad.float32), flags
+
+    return kept(a, stream, ("split K", m, n, config.SPLIT_K, config.BN, pair), make)

@@ -39,7 +39,7 @@ from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.kernels.block_scales import check_scale_shapes, tma_layout
 from asyncdsl.kernels.dispatch import launch, multiprocessors, on_host
 from asyncdsl.kernels.gemm_cooperative import INTERPRETED_CTAS
-from asyncdsl.kernels.outputs import empty
+from asyncdsl.kernels.outputs import empty, kept
 
 BLOCK = 128  # the scales' block of K (and of b's rows)
 # A step's box of b_scales: 8 rows of blocks of b (the tile's first; a TMA slot is 128 bytes) by the
@@ -60,7 +60,7 @@ def gemm_fp8_blockscaled(a, a_scales, b, b_scales, *, out=None, config: GemmConf
     c = empty(a, (m, n), ad.bfloat16) if out is None else out
     sa, sb = tma_layout(a_scales), tma_layout(b_scales.T)
     if config.SPLIT_K > 1:
-        partial, flags = _workspace(a, m, n, config)
+        partial, flags = _workspace(a, m, n, config, stream)
         launch(matmul_fp8_blockscaled_split_k, a, sa, b, sb, c, partial, flags, stream=stream, CTAS=ctas,
                **constexprs(config))
     else:
@@ -86,18 +86,15 @@ def constexprs(config: GemmConfig) -> dict:
             "SNAKE": config.SNAKE, **({"SPLIT_K": config.SPLIT_K} if config.SPLIT_K > 1 else {})}
 
 
-_WORKSPACES: dict = {}
-
-
-def _workspace(a, m: int, n: int, config: GemmConfig) -> tuple:
-    """Split K's float32 partial sums and zeroed flags (one per consumer's part of a tile), made
-    once per device and shape (the kernel leaves the flags at zero); numpy ones afresh."""
-    key = (str(getattr(a, "device", "host")), m, n, config.SPLIT_K, config.BM, config.BN)
-    if on_host(a) or key not in _WORKSPACES:
+def _workspace(a, m: int, n: int, config: GemmConfig, stream) -> tuple:
+    """Split K's float32 partial sums and zeroed flags (one per consumer's part of a tile; the
+    kernel leaves them at zero), kept per device, stream and shape (`outputs.kept`)."""
+    def make():
         flags = empty(a, (2 * -(-m // config.BM) * -(-n // config.BN),), ad.int32)
         flags[...] = 0
-        _WORKSPACES[key] = empty(a, (config.SPLIT_K - 1, m, n), ad.float32), flags
-    return _WORKSPACES[key]
+        return empty(a, (config.SPLIT_K - 1, m, n), ad.float32), flags
+
+    return kept(a, stream, ("fp8 block-scaled split K", m, n, config.SPLIT_K, config.BM, config.BN), make)
 
 
 @kernel(grid=lambda a, a_scales, b, b_scales, c, CTAS, **_: (CTAS,), block=384)

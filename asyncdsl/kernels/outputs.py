@@ -5,6 +5,7 @@ and asyncdsl's own `DeviceArray` for any other GPU array."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -37,3 +38,23 @@ def zeros(like: Any, shape: tuple[int, ...], dtype: Any) -> Any:
         return np.zeros(tuple(shape), element.numpy)
     device = like.device if isinstance(like, runtime.DeviceArray) else 0
     return runtime.to_device(np.zeros(tuple(shape), element.numpy), device)
+
+
+_KEPT: dict = {}
+
+
+def kept(like: Any, stream: Any, key: tuple, make: Callable[[], Any]) -> Any:
+    """A kernel's workspace beside the array `like`: what `make()` returns, made once per device,
+    launch stream and `key` (the shapes it depends on) and kept, so that a launch on another
+    stream than the caller's current one never has its workspace freed and handed out while it
+    runs, and a call captured in a CUDA graph uses the one its warm-up made; numpy ones afresh."""
+    if isinstance(like, np.ndarray):
+        return make()
+    streams = runtime.streams
+    where = (str(getattr(like, "device", "")),
+             streams.launch_stream(stream, streams.current_stream_source([like])))
+    found = _KEPT.get((*where, *key))
+    if found is None:
+        found = _KEPT[(*where, *key)] = make()
+    return found
+

@@ -7,14 +7,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from asyncdsl import runtime
 from asyncdsl.blocks.balanced_splits import SplitBudget, merge_work, write_plan
 from asyncdsl.blocks.split_kv_merge import merge_splits_in_order
 from asyncdsl.frontend import language as ad
 from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
-from asyncdsl.kernels.dispatch import on_host
-from asyncdsl.kernels.outputs import empty
+from asyncdsl.kernels.outputs import empty, kept
 from asyncdsl.kernels.paged_decode_checks import ROWS
 
 HIDDEN = -1.0e30  # the lse of a split that saw no key of a row: finite, so that the merge is no NaN
@@ -43,20 +41,11 @@ def merge_kernel(plan, part, lse, o):
     ad.store(o.at[b, row[:, None], columns], merged.astype(o.dtype), mask=inside[:, None])
 
 
-_WORKSPACES: dict = {}
-
-
 def workspace(q, budget: SplitBudget, rows: int, d: int, split: bool, stream) -> tuple:
     """The plan table and the pieces' float32 parts (slots, rows, d) and log-sum-exps of a decode
-    beside q, made once per device, stream and shapes (numpy ones afresh): made anew on each
-    call, torch's allocator would free them on the caller's current stream while the kernels
-    still run on another `stream`, and a call captured in a CUDA graph reads those its warm-up
-    made.  One slot where no sequence splits (nothing writes the pieces)."""
+    beside q, kept per device, stream and shapes (`outputs.kept`).  One slot where no sequence
+    splits (nothing writes the pieces)."""
     slots = budget.workspace if split else 1
-    key = (str(getattr(q, "device", "host")), None if on_host(q) else runtime.streams.launch_stream(
-        stream, runtime.streams.current_stream_source([q])), budget.plan_shape, slots, rows, d)
-    if on_host(q) or key not in _WORKSPACES:
-        _WORKSPACES[key] = (empty(q, budget.plan_shape, np.int32), empty(q, (slots, rows, d), np.float32),
-                            empty(q, (slots, rows), np.float32))
-    return _WORKSPACES[key]
-
+    return kept(q, stream, ("paged decode", budget.plan_shape, slots, rows, d), lambda: (
+        empty(q, budget.plan_shape, np.int32), empty(q, (slots, rows, d), np.float32),
+        empty(q, (slots, rows), np.float32)))
