@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import math
 import numbers
+import struct
 from dataclasses import dataclass, field
 
 from asyncdsl.errors import ArgumentError, user_location
@@ -156,6 +157,31 @@ INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 # Kernels are specialized on whether each int argument is a multiple of this (Triton's choice: 16
 # bytes is what TMA and bulk copies need of addresses), never on the value.
 INT_SPECIALIZATION_DIVISOR = 16
+
+
+def constexpr_key(value: object) -> tuple:
+    """What a kernel is specialised on for constexpr `value`: its type with it (1, 1.0 and True
+    are equal but trace different kernels), a float by its bits (0.0 and -0.0 are equal but not
+    the same constant, and a NaN equals nothing, not even itself), a tuple item by item.
+    `constexpr_value` turns a key back into the value."""
+    kind = type(value)
+    if kind is float:
+        return float, struct.pack("<d", value)
+    if kind is tuple:
+        return tuple, tuple(constexpr_key(item) for item in value)  # type: ignore[attr-defined]
+    return kind, value
+
+
+def constexpr_value(key: tuple) -> object:
+    """The constexpr `constexpr_key` made `key` of."""
+    kind, part = key
+    if kind is float:
+        return struct.unpack("<d", part)[0]
+    if kind is tuple:
+        return tuple(constexpr_value(item) for item in part)
+    return part
+
+
 # The least magnitude that rounds to infinity in float32 (halfway past the largest finite value).
 _FLOAT32_OVERFLOW = 2.0**128 - 2.0**103
 

@@ -42,6 +42,7 @@ from asyncdsl.jit.kernel import Kernel
 from asyncdsl.jit.code_digest import keyable, value_text
 from asyncdsl.jit.tunings import TUNINGS_FORMAT, TuningFiles, Tunings
 from asyncdsl.jit.warmup import Specialization
+from asyncdsl.kernel_binary import constexpr_key
 from asyncdsl.runtime.buffers import copy_on_stream, empty
 from asyncdsl.runtime.streams import current_stream_source, launch_stream
 from asyncdsl.runtime.timing import device_milliseconds
@@ -264,6 +265,8 @@ def _layout_key(args: tuple, kwargs: dict) -> tuple:
         shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
         if shape is not None and dtype is not None:
             return "array", tuple(int(extent) for extent in shape), str(dtype)
+        if type(value) is float:  # by its bits: a NaN equals no value, and would tune every call
+            return constexpr_key(value)
         try:
             hash(value)
         except TypeError:

@@ -31,6 +31,7 @@ import functools
 import hashlib
 import importlib.util
 import os
+import struct
 import sys
 import sysconfig
 from types import CodeType, FunctionType, ModuleType
@@ -237,6 +238,8 @@ def value_text(value, depth: int = 0) -> str:
             return _UNREADABLE  # its bytes are addresses
         return (f"{value.dtype}{value.shape}:"
                 f"{hashlib.sha256(np.ascontiguousarray(value).tobytes()).hexdigest()}")
+    if type(value) is float and value != value:  # NaNs of other bits trace other constants
+        return f"nan({struct.pack('<d', value).hex()})"
     return repr(value)
 
 

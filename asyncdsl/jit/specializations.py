@@ -28,7 +28,7 @@ from asyncdsl.errors import SourceLocation
 from asyncdsl.jit.code_digest import bound_values, code_digest, keyable, value_text
 from asyncdsl.jit.options import KernelOptions
 from asyncdsl.jit.specs import ArraySpec, ScalarSpec
-from asyncdsl.kernel_binary import KernelBinary
+from asyncdsl.kernel_binary import KernelBinary, constexpr_key
 
 if TYPE_CHECKING:
     from xdsl.dialects.builtin import ModuleOp
@@ -190,7 +190,11 @@ class Specializations:
 
 
 def _specialization(specs: Specs, constexprs: Mapping[str, Any], profile: bool, devices: int) -> tuple:
-    """The in-process key of a specialisation.  Constexprs go with their types: 1, 1.0 and True
-    are equal keys but may trace different kernels."""
-    constexpr_key = tuple(sorted((name, type(value), value) for name, value in constexprs.items()))
-    return (specs, constexpr_key, knobs.debug, profile, devices)
+    """The in-process key of a specialisation: the constexprs by `constexpr_key` (1, 1.0 and True,
+    0.0 and -0.0 are equal values that trace different kernels; a NaN is equal to no value)."""
+    return (specs, constexpr_keys(constexprs), knobs.debug, profile, devices)
+
+
+def constexpr_keys(constexprs: Mapping[str, Any]) -> tuple:
+    """The constexprs of a specialisation, by name, each by its `constexpr_key`."""
+    return tuple(sorted((name, constexpr_key(value)) for name, value in constexprs.items()))

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from asyncdsl import runtime
 from asyncdsl.config import knobs
 from asyncdsl.errors import ArgumentError, user_location
-from asyncdsl.jit.specializations import Specs
+from asyncdsl.jit.specializations import Specs, constexpr_keys
 from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.kernel_binary import KernelBinary
 
@@ -40,14 +40,24 @@ if TYPE_CHECKING:
     from asyncdsl.jit.kernel import Kernel
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Specialization:
     """One kernel for one argument layout: what `asyncdsl.warmup` compiles (`Kernel.specialization`
-    makes them)."""
+    makes them).  Two are equal when they name the same kernel binary: the constexprs compare by
+    `constexpr_key`, so a NaN equals a NaN of the same bits."""
 
     kernel: Kernel
     specs: Specs
     constexprs: Mapping[str, Any]
+
+    def _identity(self) -> tuple:
+        return self.kernel, self.specs, constexpr_keys(self.constexprs)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Specialization) and self._identity() == other._identity()
+
+    def __hash__(self) -> int:
+        return hash(self._identity())
 
     @property
     def name(self) -> str:

@@ -10,20 +10,22 @@ kernels and constexprs from the shapes (`asyncdsl.kernels.gemm`'s plan, the atte
 `seen_specializations` lists every specialisation the process's kernels hold for the GPU, and
 `save_workload` writes them as JSON: each kernel by its module and the name it is bound to
 there, the argument specs (shapes, dtypes, scalar kinds) and the constexprs (ints, floats,
-bools, strings, None, asyncdsl dtypes and tuples of these).  `load_workload` imports the
-modules and gives `Specialization`s back, which `asyncdsl.warmup` compiles side by side into the
-disk cache.  A kernel that is no importable module's global (made inside a function, or in the
-script run as `__main__`, which another process cannot import) or a constexpr of another type
-(a numpy scalar: its type is part of the kernel's key) cannot be named in a file: a
-list given to `save_workload` holding one is refused with its name; by default such
-specialisations are left out with a warning naming them.
+bools, strings, None, asyncdsl dtypes and tuples of these; a NaN keeps its bits).
+`load_workload` imports the modules and gives `Specialization`s back, which `asyncdsl.warmup`
+compiles side by side into the disk cache.  A kernel that is no importable module's global
+(made inside a function, or in the script run as `__main__`, which another process cannot
+import) or a constexpr of another type (a numpy scalar: its type is part of the kernel's key)
+cannot be named in a file: a list given to `save_workload` holding one is refused with its
+name; by default such specialisations are left out with a warning naming them.
 """
 
 from __future__ import annotations
 
 import importlib
 import json
+import math
 import os
+import struct
 import sys
 import warnings
 from collections.abc import Iterable
@@ -34,6 +36,7 @@ from asyncdsl.errors import ArgumentError, user_location
 from asyncdsl.jit.kernel import Kernel
 from asyncdsl.jit.specs import ArraySpec, ScalarSpec
 from asyncdsl.jit.warmup import Specialization
+from asyncdsl.kernel_binary import constexpr_value
 
 FORMAT = "asyncdsl workload 1"
 
@@ -48,7 +51,8 @@ def seen_specializations() -> list[Specialization]:
         keys = dict.fromkeys([*held.binaries, *held.compiled])
         for specs, constexprs, _debug, profile, devices in keys:
             if not profile and devices == 1:
-                specialization = Specialization(kernel, specs, {name: value for name, _, value in constexprs})
+                specialization = Specialization(kernel, specs, {name: constexpr_value(key)
+                                                                for name, key in constexprs})
                 if specialization not in seen:  # the same kernel in and out of debug mode
                     seen.append(specialization)
     return seen
@@ -109,7 +113,10 @@ def _entry(specialization: Specialization) -> dict:
 
 
 def _value(value: Any, what: str) -> Any:
-    """A constexpr as JSON: plain values as they are, tuples and dtypes tagged."""
+    """A constexpr as JSON: plain values as they are, tuples, dtypes and non-finite floats tagged
+    (a NaN by its bits, which JSON's NaN drops; standard JSON has neither NaN nor infinity)."""
+    if type(value) is float and not math.isfinite(value):
+        return {"float": struct.pack("<d", value).hex()}
     if value is None or type(value) in (bool, int, float, str):  # a subclass keys another kernel
         return value
     if type(value) is tuple:
@@ -124,6 +131,8 @@ def _constexpr(value: Any) -> Any:
     if isinstance(value, dict):
         if "tuple" in value:
             return tuple(_constexpr(item) for item in value["tuple"])
+        if "float" in value:
+            return struct.unpack("<d", bytes.fromhex(value["float"]))[0]
         name = value["dtype"]
         return dtypes.BOOL if name == dtypes.BOOL.name else dtypes.as_dtype(name)
     return value

@@ -22,7 +22,7 @@ from typing import Any
 
 from asyncdsl.config import knobs
 from asyncdsl.hw.limits import GMEM_ADDRESS_ALIGNMENT
-from asyncdsl.kernel_binary import INT_SPECIALIZATION_DIVISOR
+from asyncdsl.kernel_binary import INT_SPECIALIZATION_DIVISOR, constexpr_key
 from asyncdsl.runtime.arrays import DeviceArray
 from asyncdsl.runtime.launch import LoadedKernel, PreparedLaunch
 from asyncdsl.runtime.streams import launch_stream
@@ -114,10 +114,10 @@ class WarmLaunches:
         scalars: list[int | float] = []
         address_bits = 0
         for value, constexpr in zip(values, self._constexpr):
-            if constexpr:
-                parts.append((type(value), value))  # 1, 1.0 and True are equal but trace differently
-                continue
             kind = type(value)
+            if constexpr:  # 1, 1.0 and True are equal but trace differently; floats go by their bits
+                parts.append(constexpr_key(value) if kind is float or kind is tuple else (kind, value))
+                continue
             if kind is int:
                 parts.append(value % INT_SPECIALIZATION_DIVISOR == 0)
                 scalars.append(value)

@@ -91,6 +91,13 @@ def test_each_argument_layout_is_tuned_once(interpreted):
     assert len(by_dtype.timings) == 2
 
 
+def test_a_float_argument_keys_the_tuning_by_its_bits():
+    # A NaN equals no value, not even another NaN: keyed by value, every such call would tune again.
+    layout = autotune_module._layout_key
+    assert layout((float("nan"),), {"s": float("nan")}) == layout((float("nan"),), {"s": float("nan")})
+    assert layout((0.0,), {}) != layout((-0.0,), {}) and layout((1.0,), {}) != layout((1,), {})
+
+
 def test_a_key_function_decides_which_calls_share_a_choice(interpreted):
     tuned = ad.autotune([square(16)], key=lambda x, y: x.shape[1])
     tuned(*_arrays((64, 64)))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import os
 import pickle
+import struct
 import subprocess
 import sys
 import textwrap
@@ -19,6 +20,8 @@ from support import DeviceTensor, HostTensor
 
 import asyncdsl as ad
 from asyncdsl.jit import code_digest as digest_module
+from asyncdsl.jit.specializations import _specialization
+from asyncdsl.kernel_binary import constexpr_key, constexpr_value
 from asyncdsl.runtime.binary_cache import BinaryCache
 
 X = ad.ArraySpec((256, 64), ad.float32)
@@ -146,6 +149,21 @@ def test_equal_constexprs_of_other_types_are_other_kernels(kernel_cache):
     kernel = copy_kernel()
     keys = {kernel.specializations.disk_key((X, X), {"BM": value}, False, 1) for value in (1, 1.0, True)}
     assert len(keys) == 3
+
+
+def test_a_float_constexpr_is_keyed_by_its_bits(kernel_cache):
+    # 0.0 == -0.0, (1, 2) == (1.0, 2.0) and nan != nan, yet a kernel traced with one sign of zero
+    # computes x * C differently, and one NaN must find the kernel another of its bits compiled.
+    nan, other_nan = float("nan"), struct.unpack("<d", struct.pack("<d", float("nan")))[0]
+    assert nan is not other_nan
+    kernel = copy_kernel()
+    values = (0.0, -0.0, (1, 2), (1.0, 2.0), nan, other_nan, -nan)
+    memory = {_specialization((X, X), {"C": value}, False, 1) for value in values}
+    disk = {kernel.specializations.disk_key((X, X), {"C": value}, False, 1) for value in values}
+    assert len(memory) == len(disk) == 6  # the two NaNs of the same bits are one kernel
+    for value in (0.0, -0.0, (1, (2.5, -0.0)), nan, -nan, "x", None, ad.bfloat16):
+        again = constexpr_value(constexpr_key(value))
+        assert type(again) is type(value) and constexpr_key(again) == constexpr_key(value)
 
 
 def test_ir_prints_only_the_stage_it_returns_and_its_compile_serves_the_next(compilations, monkeypatch):

@@ -5,6 +5,7 @@ warms up from the disk cache without tracing; what a file cannot name is refused
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 
@@ -111,6 +112,16 @@ def test_a_bool_dtype_constexpr_survives_the_file(cache, tmp_path):
     wanted = [scaled_rows.specialization(rows, rows, 3, SHAPE=(128,), NOTE=("mask", dtypes.BOOL))]
     ad.save_workload(tmp_path / "w", wanted)
     assert ad.load_workload(tmp_path / "w") == wanted
+
+
+def test_floats_come_back_with_their_bits(cache, tmp_path):
+    rows = ad.ArraySpec((256,), ad.float32)
+    wanted = [scaled_rows.specialization(rows, rows, 3, SHAPE=(128,), NOTE=value)
+              for value in (float("nan"), -float("nan"), -0.0, (0.5, float("inf")))]
+    ad.save_workload(tmp_path / "w", wanted)
+    loaded = ad.load_workload(tmp_path / "w")
+    assert loaded == wanted and len(set(loaded)) == 4  # a NaN is the NaN of its bits, -0.0 not 0.0
+    assert math.copysign(1.0, loaded[2].constexprs["NOTE"]) == -1.0
 
 
 def test_a_file_that_is_no_workload_or_names_a_kernel_gone_is_refused(tmp_path):

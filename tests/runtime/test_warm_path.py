@@ -171,6 +171,19 @@ def test_other_calls_take_the_full_path(args, kwargs):
     assert loaded.launches == []
 
 
+def test_a_float_constexpr_launches_warm_only_with_its_own_bits():
+    loaded = RecordingLoadedKernel()
+    warm = _warm()
+    nan = float("nan")
+    warm.remember((_array(0x10000), _array(0x20000), 32, 0.0), {}, loaded, (2, 1, 1), None)
+    warm.remember((_array(0x10000), _array(0x20000), 32, nan), {}, loaded, (2, 1, 1), None)
+    assert not warm.launch((_array(0x10000), _array(0x20000), 32, -0.0), {}, None)  # equal, not the same
+    assert not warm.launch((_array(0x10000), _array(0x20000), 32, -nan), {}, None)  # the sign bit set
+    assert warm.launch((_array(0x10000), _array(0x20000), 32, 0.0), {}, None)
+    assert warm.launch((_array(0x10000), _array(0x20000), 32, float("nan")), {}, None)  # another object
+    assert len(loaded.launches) == 2
+
+
 def test_parameters_left_to_their_defaults_launch_warm():
     loaded = RecordingLoadedKernel()
     warm = WarmLaunches(("src", "dst", "n", "B"), frozenset({"B"}), None, {"B": 64})
