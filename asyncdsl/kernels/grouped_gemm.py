@@ -43,7 +43,11 @@ LAYOUTS = ("offsets", "masked")
 def grouped_gemm(a, b, offsets, *, out=None, ctas: int | None = None, stream=None):
     """c (rows, N): rows offsets[g-1] .. offsets[g] of a (rows, K) times b[g] (b (G, K, N)),
     bfloat16 or float16; offsets (G,) int32 on the device with a."""
-    groups, k, n = b.shape
+    k = a.shape[-1]
+    if len(b.shape) != 3 or b.shape[1] != k or tuple(offsets.shape) != (b.shape[0],):
+        raise ad.ArgumentError(f"b must be (G, K, N) with K = {k} of a {tuple(a.shape)} and offsets (G,), "
+                               f"got b {tuple(b.shape)} and offsets {tuple(offsets.shape)}", user_location())
+    groups, _, n = b.shape
     c = empty(a, (a.shape[0], n), a.dtype) if out is None else out
     _launch(a, b.reshape(groups * k, n), c, offsets, "offsets", ctas, stream)
     return c

@@ -66,7 +66,7 @@ def test_sizes_that_are_not_int32_one_a_group_are_refused():
     a, b = np.zeros((128, 64), BF16), np.zeros((2, 64, 64), BF16)
     with pytest.raises(ad.TraceError, match="sizes int32"):
         K.grouped_gemm(a, b, np.array([64, 128], np.int64))
-    with pytest.raises(ad.TraceError, match="sizes int32"):
+    with pytest.raises(ad.ArgumentError, match=r"offsets \(G,\), got b \(2, 64, 64\) and offsets \(1,\)"):
         K.grouped_gemm(a, b, np.array([128], np.int32))
 
 
@@ -169,6 +169,10 @@ def test_group_counts_that_do_not_match_b_are_refused():
             K.grouped_gemm_fp8_blockscaled_masked(a.reshape(4, 32, 256), sa.reshape(4, 32, 2), b, sb, counts)
         assert error.value.location.file == __file__
     bf16 = ml_dtypes.bfloat16
+    # b (2, 128, 128) read as (256, 128) would pass for 4 groups of K 64: refused, K is not a's.
+    with pytest.raises(ad.ArgumentError, match=r"b must be \(G, K, N\) with K = 64") as error:
+        K.grouped_gemm(np.zeros((256, 64), bf16), np.zeros((2, 128, 128), bf16), np.full(4, 64, np.int32))
+    assert error.value.location.file == __file__
     with pytest.raises(ad.ArgumentError, match=r"b must be \(G, K, N\) = \(2, 16, N\)") as error:
         K.grouped_gemm_masked(np.zeros((2, 8, 16), bf16), np.zeros((2, 32, 8), bf16), np.ones(2, np.int32))
     assert error.value.location.file == __file__
