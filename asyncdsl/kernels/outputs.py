@@ -12,6 +12,7 @@ import numpy as np
 
 from asyncdsl import runtime
 from asyncdsl.dtypes import DType, as_dtype
+from asyncdsl.errors import ArgumentError, user_location
 
 
 def empty(like: Any, shape: tuple[int, ...], dtype: Any) -> Any:
@@ -47,14 +48,25 @@ def kept(like: Any, stream: Any, key: tuple, make: Callable[[], Any]) -> Any:
     """A kernel's workspace beside the array `like`: what `make()` returns, made once per device,
     launch stream and `key` (the shapes it depends on) and kept, so that a launch on another
     stream than the caller's current one never has its workspace freed and handed out while it
-    runs, and a call captured in a CUDA graph uses the one its warm-up made; numpy ones afresh."""
+    runs; numpy ones afresh.  A call captured in a CUDA graph uses the one made before, or makes
+    its own for the graph alone (a torch tensor of the graph's memory pool): what `make()` sets
+    (zeroed flags) is only recorded then, done when the graph first replays, so no other call
+    may take that workspace."""
     if isinstance(like, np.ndarray):
         return make()
     streams = runtime.streams
-    where = (str(getattr(like, "device", "")),
-             streams.launch_stream(stream, streams.current_stream_source([like])))
+    handle = streams.launch_stream(stream, streams.current_stream_source([like]))
+    where = (str(getattr(like, "device", "")), handle)
     found = _KEPT.get((*where, *key))
-    if found is None:
-        found = _KEPT[(*where, *key)] = make()
+    if found is not None:
+        return found
+    if streams.capturing(handle):
+        torch = sys.modules.get("torch")
+        if torch is None or not isinstance(like, torch.Tensor):
+            raise ArgumentError("this call needs a workspace of a shape not used before, which cannot be "
+                                "made while its stream is captured into a CUDA graph: make the same call "
+                                "once before the capture", user_location())
+        return make()
+    found = _KEPT[(*where, *key)] = make()
     return found
 

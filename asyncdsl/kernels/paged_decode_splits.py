@@ -43,9 +43,12 @@ def merge_kernel(plan, part, lse, o):
 
 def workspace(q, budget: SplitBudget, rows: int, d: int, split: bool, stream) -> tuple:
     """The plan table and the pieces' float32 parts (slots, rows, d) and log-sum-exps of a decode
-    beside q, kept per device, stream and shapes (`outputs.kept`).  One slot where no sequence
-    splits (nothing writes the pieces)."""
+    beside q, kept per device, stream and shapes (`outputs.kept`): the pieces apart from the
+    plan, which alone grows with the batch, so that the batch sizes a server captures share
+    them.  One slot where no sequence splits (nothing writes the pieces)."""
     slots = budget.workspace if split else 1
-    return kept(q, stream, ("paged decode", budget.plan_shape, slots, rows, d), lambda: (
-        empty(q, budget.plan_shape, np.int32), empty(q, (slots, rows, d), np.float32),
-        empty(q, (slots, rows), np.float32)))
+    plan = kept(q, stream, ("paged decode plan", budget.plan_shape),
+                lambda: empty(q, budget.plan_shape, np.int32))
+    part, lse = kept(q, stream, ("paged decode pieces", slots, rows, d), lambda: (
+        empty(q, (slots, rows, d), np.float32), empty(q, (slots, rows), np.float32)))
+    return plan, part, lse

@@ -97,6 +97,16 @@ def dlpack_stream(handle: int) -> int:
     return _LEGACY_STREAM if handle == DEFAULT_STREAM else handle
 
 
+def capturing(handle: int) -> bool:
+    """Whether work launched on stream `handle` now is recorded into a CUDA graph rather than run
+    (an error asking counts as capturing: the legacy stream answers one while a blocking stream
+    captures)."""
+    cu = driver.api()
+    driver.activate_if_none()
+    result, status = cu.cuStreamIsCapturing(cu.CUstream(handle))
+    return bool(result) or int(status) != int(cu.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE)
+
+
 def wait_for_stream(consumer: int, producer: int) -> None:
     """Order all work later submitted to `consumer` after the work already submitted to
     `producer`, without blocking the host (an event recorded on one, waited on by the other)."""

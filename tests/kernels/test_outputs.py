@@ -1,0 +1,69 @@
+"""`asyncdsl.kernels.outputs.kept`: a kernel's workspace, made once per device, launch stream and
+shapes and kept; under CUDA graph capture, one made before is reused, and a new one is the
+graph's alone (what making it sets is only recorded, done when the graph first replays)."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import numpy as np
+import pytest
+
+import asyncdsl as ad
+from asyncdsl.kernels import outputs
+
+
+class GpuArray:
+    """An array of a library the runtime does not know: on device 0, the legacy default stream."""
+
+    device = 0
+
+
+class Tensor(GpuArray):
+    """A torch tensor as `kept` sees one (a host tensor, so its stream is the default one)."""
+
+    is_cuda = False
+
+
+@pytest.fixture
+def capture(monkeypatch):
+    """Whether the launch stream captures, as the test sets it; a clean set of kept workspaces."""
+    monkeypatch.setattr(outputs, "_KEPT", {})
+    state = {"capturing": False}
+    monkeypatch.setattr(outputs.runtime.streams, "capturing", lambda handle: state["capturing"])
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(Tensor=Tensor))
+    return state
+
+
+def test_a_workspace_is_made_once_per_key_and_stream(capture):
+    made = []
+
+    def make():
+        made.append(object())
+        return made[-1]
+
+    like = GpuArray()
+    first = outputs.kept(like, None, ("w", 1), make)
+    assert outputs.kept(like, None, ("w", 1), make) is first
+    assert outputs.kept(like, 7, ("w", 1), make) is not first  # another stream
+    assert outputs.kept(like, None, ("w", 2), make) is not first  # another shape
+    assert len(made) == 3
+
+
+def test_under_capture_a_kept_workspace_is_reused_and_a_new_one_is_the_graphs_alone(capture):
+    like, tensor = GpuArray(), Tensor()
+    before = outputs.kept(like, None, ("w", 1), object)
+    capture["capturing"] = True
+    assert outputs.kept(like, None, ("w", 1), object) is before
+    graphs = [outputs.kept(tensor, None, ("w", 2), object) for _ in range(2)]
+    assert graphs[0] is not graphs[1]  # each capture its own, none kept
+    with pytest.raises(ad.ArgumentError, match="make the same call once before the capture"):
+        outputs.kept(like, None, ("w", 3), object)
+    capture["capturing"] = False
+    assert outputs.kept(tensor, None, ("w", 2), object) is not graphs[1]
+
+
+def test_numpy_arrays_get_a_workspace_each_call(capture):
+    x = np.zeros(4)
+    assert outputs.kept(x, None, ("w",), list) is not outputs.kept(x, None, ("w",), list)
