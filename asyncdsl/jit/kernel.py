@@ -12,6 +12,7 @@ launchers (`launch` for the GPU, `prepared`, `interpreter`, `profile`).  Outputs
 from __future__ import annotations
 
 import inspect
+import threading
 import weakref
 from collections.abc import Callable, Mapping
 from types import FunctionType
@@ -36,8 +37,10 @@ if TYPE_CHECKING:
     from asyncdsl.passes.pipeline import CompiledKernel
 
 
-# Every kernel made, weakly: a kernel defined in a function and dropped goes.
+# Every kernel made, weakly: a kernel defined in a function and dropped goes.  The lock keeps a
+# kernel defined by one thread while another prunes the list.
 _DEFINED: list[weakref.ref] = []
+_DEFINED_LOCK = threading.Lock()
 
 
 class Kernel:
@@ -79,15 +82,17 @@ class Kernel:
                                         self.launch.cluster)
         self._profiler = Profiler(self.__name__, self.signature, self.grid_rule, self.specializations,
                                   self.launch, self.definition)
-        _DEFINED.append(weakref.ref(self))
+        with _DEFINED_LOCK:
+            _DEFINED.append(weakref.ref(self))
 
     @staticmethod
     def defined() -> list[Kernel]:
         """Every kernel of this process still alive, in the order they were defined (what
         `asyncdsl.seen_specializations` walks)."""
-        alive = [kernel for kernel in (ref() for ref in _DEFINED) if kernel is not None]
-        if len(alive) < len(_DEFINED):
-            _DEFINED[:] = [weakref.ref(kernel) for kernel in alive]
+        with _DEFINED_LOCK:
+            alive = [kernel for kernel in (ref() for ref in _DEFINED) if kernel is not None]
+            if len(alive) < len(_DEFINED):
+                _DEFINED[:] = [weakref.ref(kernel) for kernel in alive]
         return alive
 
     # -- compiling ----------------------------------------------------------------------------

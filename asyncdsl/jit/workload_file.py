@@ -27,6 +27,7 @@ import math
 import os
 import struct
 import sys
+import threading
 import warnings
 from collections.abc import Iterable
 from typing import Any
@@ -73,8 +74,12 @@ def save_workload(path: str | os.PathLike,
             left_out.append(refusal.message)
             continue
         written.append(specialization)
-    with open(path, "w") as file:
+    # Written beside and moved into place: ranks of one job saving to one path, or a reader at
+    # the next start, never see half a file.
+    partial = f"{os.fspath(path)}.{os.getpid()}.{threading.get_ident()}.partial"
+    with open(partial, "w") as file:
         json.dump({"format": FORMAT, "kernels": entries}, file, indent=1)
+    os.replace(partial, path)
     if left_out:
         warnings.warn(f"asyncdsl.save_workload left out {len(left_out)} specialisation(s): "
                       + "; ".join(dict.fromkeys(left_out)), stacklevel=2)
@@ -91,7 +96,11 @@ def load_workload(path: str | os.PathLike) -> list[Specialization]:
     if not isinstance(saved, dict) or saved.get("format") != FORMAT:
         raise ArgumentError(f"{os.fspath(path)} is no workload file of this version ({FORMAT!r})",
                             user_location())
-    return [_specialization(entry, os.fspath(path)) for entry in saved["kernels"]]
+    entries = saved.get("kernels")
+    if not isinstance(entries, list):
+        raise ArgumentError(f"{os.fspath(path)} is a workload file without its list of kernels",
+                            user_location())
+    return [_specialization(entry, os.fspath(path), number) for number, entry in enumerate(entries)]
 
 
 def _entry(specialization: Specialization) -> dict:
@@ -138,13 +147,22 @@ def _constexpr(value: Any) -> Any:
     return value
 
 
-def _specialization(entry: dict, path: str) -> Specialization:
-    module, name = entry["module"], entry["kernel"]
-    kernel = getattr(importlib.import_module(module), name, None)
+def _specialization(entry: Any, path: str, number: int) -> Specialization:
+    try:
+        module, name = entry["module"], entry["kernel"]
+        specs = tuple(ArraySpec(tuple(spec["shape"]), spec["dtype"]) if "shape" in spec
+                      else ScalarSpec(spec["scalar"], spec["divisor"]) for spec in entry["specs"])
+        constexprs = {key: _constexpr(value) for key, value in entry["constexprs"].items()}
+    except (KeyError, TypeError, ValueError, AttributeError, ArgumentError) as error:
+        detail = error.message if isinstance(error, ArgumentError) else f"{type(error).__name__}: {error}"
+        raise ArgumentError(f"{path}: kernel entry {number} is not one save_workload writes ({detail})",
+                            user_location()) from None
+    try:
+        kernel = getattr(importlib.import_module(module), name, None)
+    except ImportError as error:
+        raise ArgumentError(f"{path} names kernel {module}.{name}, whose module does not import here: "
+                            f"{error}", user_location()) from None
     if not isinstance(kernel, Kernel):
         raise ArgumentError(f"{path} names kernel {module}.{name}, which that module no longer defines",
                             user_location())
-    specs = tuple(ArraySpec(tuple(spec["shape"]), spec["dtype"]) if "shape" in spec
-                  else ScalarSpec(spec["scalar"], spec["divisor"]) for spec in entry["specs"])
-    constexprs = {key: _constexpr(value) for key, value in entry["constexprs"].items()}
     return Specialization(kernel, specs, constexprs)

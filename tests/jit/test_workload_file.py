@@ -119,6 +119,7 @@ def test_floats_come_back_with_their_bits(cache, tmp_path):
     wanted = [scaled_rows.specialization(rows, rows, 3, SHAPE=(128,), NOTE=value)
               for value in (float("nan"), -float("nan"), -0.0, (0.5, float("inf")))]
     ad.save_workload(tmp_path / "w", wanted)
+    assert [path.name for path in tmp_path.iterdir() if path.name.startswith("w")] == ["w"]  # nothing beside
     loaded = ad.load_workload(tmp_path / "w")
     assert loaded == wanted and len(set(loaded)) == 4  # a NaN is the NaN of its bits, -0.0 not 0.0
     assert math.copysign(1.0, loaded[2].constexprs["NOTE"]) == -1.0
@@ -136,6 +137,17 @@ def test_a_file_that_is_no_workload_or_names_a_kernel_gone_is_refused(tmp_path):
     (tmp_path / "c").write_text(json.dumps(gone))
     with pytest.raises(ad.ArgumentError, match="tile_copy.no_such_kernel, which that module no longer"):
         ad.load_workload(tmp_path / "c")
+    moved = {"format": "asyncdsl workload 1", "kernels": [
+        {"module": "no_such_package.kernels", "kernel": "k", "specs": [], "constexprs": {}}]}
+    (tmp_path / "d").write_text(json.dumps(moved))
+    with pytest.raises(ad.ArgumentError, match="no_such_package.kernels.k, whose module does not import"):
+        ad.load_workload(tmp_path / "d")
+    bad_dtype = {"module": "m", "kernel": "k", "specs": [{"shape": [4], "dtype": "bool9"}], "constexprs": {}}
+    for broken in ({"module": "m"}, bad_dtype, "a string"):
+        (tmp_path / "e").write_text(json.dumps({"format": "asyncdsl workload 1", "kernels": [broken]}))
+        with pytest.raises(ad.ArgumentError, match="kernel entry 0 is not one save_workload writes") as error:
+            ad.load_workload(tmp_path / "e")
+        assert error.value.location.file == __file__
 
 
 def test_by_default_what_a_file_cannot_name_is_left_out_with_a_warning(cache, tmp_path):
