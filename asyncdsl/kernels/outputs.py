@@ -55,7 +55,8 @@ def kept(like: Any, stream: Any, key: tuple, make: Callable[[], Any]) -> Any:
     if isinstance(like, np.ndarray):
         return make()
     streams = runtime.streams
-    handle = streams.launch_stream(stream, streams.current_stream_source([like]))
+    source = streams.current_stream_source([like])
+    handle = streams.launch_stream(stream, source)
     where = (str(getattr(like, "device", "")), handle)
     found = _KEPT.get((*where, *key))
     if found is not None:
@@ -68,5 +69,8 @@ def kept(like: Any, stream: Any, key: tuple, make: Callable[[], Any]) -> Any:
                                 "once before the capture", user_location())
         return make()
     found = _KEPT[(*where, *key)] = make()
+    # make() sets its arrays (zeroed flags) on the library's current stream: a launch on another
+    # (`stream=`) must not start before that is done.
+    streams.wait_for_stream(handle, streams.DEFAULT_STREAM if source is None else source())
     return found
 

@@ -32,6 +32,9 @@ def capture(monkeypatch):
     monkeypatch.setattr(outputs, "_KEPT", {})
     state = {"capturing": False}
     monkeypatch.setattr(outputs.runtime.streams, "capturing", lambda handle: state["capturing"])
+    state["waits"] = []
+    monkeypatch.setattr(outputs.runtime.streams, "wait_for_stream",
+                        lambda consumer, producer: state["waits"].append((consumer, producer)))
     monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(Tensor=Tensor))
     return state
 
@@ -49,6 +52,9 @@ def test_a_workspace_is_made_once_per_key_and_stream(capture):
     assert outputs.kept(like, 7, ("w", 1), make) is not first  # another stream
     assert outputs.kept(like, None, ("w", 2), make) is not first  # another shape
     assert len(made) == 3
+    # Each made workspace is set on the current stream (the legacy one here): a launch on stream 7
+    # waits for it.
+    assert capture["waits"] == [(0, 0), (7, 0), (0, 0)]
 
 
 def test_under_capture_a_kept_workspace_is_reused_and_a_new_one_is_the_graphs_alone(capture):
