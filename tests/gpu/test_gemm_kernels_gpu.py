@@ -153,3 +153,19 @@ def test_split_k_gemms_on_two_streams_at_once_keep_their_own_sums():
     torch.cuda.synchronize()
     for (a, b), c in zip(pairs, results):
         assert torch.equal(c, (a.double() @ b.double()).to(torch.bfloat16))
+
+
+def test_a_split_k_gemm_on_a_named_stream_waits_for_its_new_workspace():
+    # The first call of a shape zeroes split K's flags on torch's current stream; the kernel runs
+    # on the stream the call names, which must wait for that.
+    torch = pytest.importorskip("torch")
+    m, n, k = 64, 1536, 8192
+    from asyncdsl.kernels.gemm_choice import plan
+    assert plan(m, n, k, 132).config.SPLIT_K > 1
+    a, b = _small_integers((m, k), torch, 31), _small_integers((k, n), torch, 32)
+    named = torch.cuda.Stream()
+    torch.cuda.synchronize()  # a and b written
+    torch.cuda._sleep(50_000_000)  # the current stream busy, so an unordered kernel would run first
+    c = K.gemm(a, b, stream=named)
+    torch.cuda.synchronize()
+    assert torch.equal(c, (a.double() @ b.double()).to(torch.bfloat16))
