@@ -31,8 +31,17 @@ def cross_entropy(logits: torch.Tensor, targets: torch.Tensor, *, ignore_index: 
     if reduction not in REDUCTIONS:
         raise ArgumentError(f"cross_entropy's reduction is one of {REDUCTIONS}, got {reduction!r}",
                             user_location())
+    check_targets("cross_entropy", "logits", logits, targets)
     loss, _ = cross_entropy_forward(logits, targets, int(ignore_index), reduction)
     return loss
+
+
+def check_targets(operator: str, name: str, rows: torch.Tensor, targets: torch.Tensor) -> None:
+    """One target a row of `rows` (..., V), in its shape: the kernels flatten both, which would
+    pair (2, 3) rows with (3, 2) or (6,) targets in memory order without a word."""
+    if targets.shape != rows.shape[:-1]:
+        raise ArgumentError(f"{operator} takes targets of shape {tuple(rows.shape[:-1])}, one a row of "
+                            f"{name} {tuple(rows.shape)}, got {tuple(targets.shape)}", user_location())
 
 
 def _forward(logits, targets, ignore_index, reduction):

@@ -18,6 +18,7 @@ import torch
 
 from asyncdsl import kernels
 from asyncdsl.errors import ArgumentError, user_location
+from asyncdsl.ops.cross_entropy import check_targets
 from asyncdsl.torch import library_call, library_op
 
 REDUCTIONS = ("mean", "sum")
@@ -32,6 +33,7 @@ def linear_cross_entropy(h: torch.Tensor, weight: torch.Tensor, targets: torch.T
     if reduction not in REDUCTIONS:
         raise ArgumentError(f"linear_cross_entropy's reduction is one of {REDUCTIONS}, got {reduction!r}",
                             user_location())
+    check_targets("linear_cross_entropy", "h", h, targets)
     loss, _, _ = linear_cross_entropy_forward(h, weight, targets, int(ignore_index), reduction)
     return loss
 

@@ -7,6 +7,8 @@ conftest.py.  tests/gpu/test_ops_gpu.py runs the operators on the GPU."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -298,3 +300,29 @@ def test_misuse_is_an_argument_error():
     with pytest.raises(ArgumentError, match=r"reduction is one of \('mean', 'sum'\), got 'none'"):
         ops.linear_cross_entropy(torch.zeros(2, 5), torch.zeros(3, 5), torch.zeros(2, dtype=torch.long),
                                  reduction="none")
+
+
+@pytest.mark.parametrize("target_shape", [(3, 2), (6,)], ids=str)
+def test_targets_not_in_the_rows_shape_are_refused(target_shape):
+    # Flattened, (3, 2) or (6,) targets pair with a (2, 3) batch's rows in memory order: refused at
+    # the caller's line, as torch refuses targets whose shape is not the logits' without the classes.
+    labels = torch.zeros(target_shape, dtype=torch.long)
+    z, h, w = torch.zeros(2, 3, 16), torch.zeros(2, 3, 8, dtype=torch.bfloat16), torch.zeros(16, 8)
+    with pytest.raises(ValueError):
+        F.cross_entropy(z.movedim(-1, 1), labels)
+    refused = r"test_ops.py:\d+: cross_entropy takes targets of shape \(2, 3\), one a row of logits"
+    with pytest.raises(ArgumentError, match=refused):
+        ops.cross_entropy(z, labels, reduction="none")
+    refused = r"linear_cross_entropy takes targets of shape \(2, 3\), one a row of h \(2, 3, 8\), got "
+    with pytest.raises(ArgumentError, match=refused + re.escape(str(target_shape))):
+        ops.linear_cross_entropy(h, w.bfloat16(), labels)
+
+
+def test_swiglu_refuses_gate_and_up_of_different_shapes():
+    # (2, 3, N) and (3, 2, N) have the same rows once flattened; torch's silu(gate) * up refuses them.
+    gate, up = torch.zeros(2, 3, 128, dtype=torch.bfloat16), torch.zeros(3, 2, 128, dtype=torch.bfloat16)
+    with pytest.raises(RuntimeError):
+        F.silu(gate) * up
+    with pytest.raises(ArgumentError, match=r"test_ops.py:\d+: swiglu takes gate and up of one shape, got "
+                                            r"\(2, 3, 128\) and \(3, 2, 128\)"):
+        ops.swiglu(gate, up)
