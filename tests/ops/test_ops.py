@@ -326,3 +326,16 @@ def test_swiglu_refuses_gate_and_up_of_different_shapes():
     with pytest.raises(ArgumentError, match=r"test_ops.py:\d+: swiglu takes gate and up of one shape, got "
                                             r"\(2, 3, 128\) and \(3, 2, 128\)"):
         ops.swiglu(gate, up)
+
+
+def test_the_losses_refuse_a_second_derivative(reference_kernels):
+    # Their backward passes scale a gradient the forward pass made, a constant to autograd: a
+    # gradient of the gradient would leave out the softmax's curvature (torch's has it).
+    labels, z, h, w = targets(6, 40, 1), randn(6, 40, seed=1), randn(6, 16, seed=2), randn(40, 16, seed=3)
+    (dz,) = torch.autograd.grad(F.cross_entropy(z, labels).square(), z, create_graph=True)
+    assert torch.autograd.grad(dz.square().sum(), z)[0].abs().sum() > 0
+    for loss, inputs in ((lambda: ops.cross_entropy(z, labels), (z,)),
+                         (lambda: ops.linear_cross_entropy(h, w, labels), (h, w))):
+        with pytest.raises(ArgumentError, match=r"test_ops.py:\d+: .*cross_entropy has no second derivative"):
+            torch.autograd.grad(loss().square(), inputs, create_graph=True)
+        assert all(g.shape == x.shape for g, x in zip(torch.autograd.grad(loss(), inputs), inputs))
