@@ -339,3 +339,13 @@ def test_the_losses_refuse_a_second_derivative(reference_kernels):
         with pytest.raises(ArgumentError, match=r"test_ops.py:\d+: .*cross_entropy has no second derivative"):
             torch.autograd.grad(loss().square(), inputs, create_graph=True)
         assert all(g.shape == x.shape for g, x in zip(torch.autograd.grad(loss(), inputs), inputs))
+
+
+def test_layer_norm_without_a_weight_or_bias_is_torchs(missing_kernels):
+    # torch's LayerNorm(bias=False) and LayerNorm(elementwise_affine=False) hold None for them.
+    x, w, b = randn(3, 256, seed=1), randn(256, seed=2), randn(256, seed=3)
+    _bf16_grads(lambda x, w: ops.layer_norm(x, w, None), lambda x, w: F.layer_norm(x, (256,), w),
+                (x, w), 0.02)
+    _bf16_grads(lambda x, b: ops.layer_norm(x, None, b), lambda x, b: F.layer_norm(x, (256,), None, b),
+                (x, b), 0.02)
+    _bf16_grads(lambda x: ops.layer_norm(x, None, None), lambda x: F.layer_norm(x, (256,)), (x,), 0.02)
