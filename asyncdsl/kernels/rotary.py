@@ -64,15 +64,15 @@ def rotary_kernel(q, k, cos, sin, q_out, k_out, INVERSE: constexpr = False):
     _check(q, k, cos, sin, q_out, k_out, INVERSE)
     HALF, ROWS = q.shape[3] // 2, tokens(q.shape[3])
     rows, b = ad.ds(ad.program_id(0) * ROWS, ROWS), ad.program_id(1)
-    angles_b = b if cos.shape[0] == q.shape[0] else 0  # angles shared by the batch
     layout = ad.strided(8)
 
     def halves(x, batch, *head):
         return [ad.load(x.at[(batch, rows, *head, ad.ds(i * HALF, HALF))], layout=layout).astype(ad.float32)
                 for i in range(2)]
 
-    c1, c2 = halves(cos, angles_b)
-    s1, s2 = halves(sin, angles_b)
+    # Each table's own batch extent: cos may be per sequence while sin is shared, or the reverse.
+    c1, c2 = halves(cos, b if cos.shape[0] == q.shape[0] else 0)
+    s1, s2 = halves(sin, b if sin.shape[0] == q.shape[0] else 0)
     if INVERSE:  # the transpose: x2's weight in the first half is s2, x1's in the second -s1
         s1, s2 = -s2, -s1
     for x, out in ((q, q_out), (k, k_out)):

@@ -27,12 +27,22 @@ def cross_entropy(logits: torch.Tensor, targets: torch.Tensor, *, ignore_index: 
     class indices, reduced by "mean" (over the rows not ignored), "sum" or "none"; float32,
     differentiable in the logits.  Rows whose target is `ignore_index` add 0 and get a zero
     gradient; with every row ignored, "mean" is nan (0/0) and the gradient 0, as
-    `torch.nn.functional.cross_entropy` gives them."""
+    `torch.nn.functional.cross_entropy` gives them.  Differentiable once: a backward pass under
+    `create_graph=True` is an `ArgumentError`."""
     if reduction not in REDUCTIONS:
         raise ArgumentError(f"cross_entropy's reduction is one of {REDUCTIONS}, got {reduction!r}",
                             user_location())
+    check_targets("cross_entropy", "logits", logits, targets)
     loss, _ = cross_entropy_forward(logits, targets, int(ignore_index), reduction)
     return loss
+
+
+def check_targets(operator: str, name: str, rows: torch.Tensor, targets: torch.Tensor) -> None:
+    """One target a row of `rows` (..., V), in its shape: the kernels flatten both, which would
+    pair (2, 3) rows with (3, 2) or (6,) targets in memory order without a word."""
+    if targets.shape != rows.shape[:-1]:
+        raise ArgumentError(f"{operator} takes targets of shape {tuple(rows.shape[:-1])}, one a row of "
+                            f"{name} {tuple(rows.shape)}, got {tuple(targets.shape)}", user_location())
 
 
 def _forward(logits, targets, ignore_index, reduction):
@@ -59,7 +69,18 @@ def _save(ctx, inputs, output):
     ctx.mark_non_differentiable(dlogits)
 
 
+def refuse_second_derivative(operator: str) -> None:
+    """The gradient a loss's forward pass made is a constant to autograd: a backward pass run to
+    be differentiated again (create_graph=True) would leave out the softmax's curvature, a wrong
+    second derivative without an error, so it is refused."""
+    if torch.is_grad_enabled():
+        raise ArgumentError(f"{operator} has no second derivative: its backward pass scales the gradient "
+                            "its forward pass made, which cannot be differentiated (create_graph=True)",
+                            user_location())
+
+
 def _differentiate(ctx, dloss, _dlogits_grad):
+    refuse_second_derivative("cross_entropy")
     (dlogits,) = ctx.saved_tensors
     if ctx.per_row:
         return (dlogits * dloss.unsqueeze(-1)).to(dlogits.dtype), None, None, None

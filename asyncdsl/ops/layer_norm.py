@@ -16,9 +16,14 @@ from asyncdsl import kernels
 from asyncdsl.torch import library_call, library_op
 
 
-def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
+def layer_norm(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
+               eps: float = 1e-5) -> torch.Tensor:
     """(x - mean) / sqrt(var + eps) · weight + bias over the last axis, for bf16 x (..., N) and
-    weight, bias (N,), differentiable in all three."""
+    weight, bias (N,), differentiable in all three.  A weight or bias of None (torch's
+    `LayerNorm(bias=False)` or `elementwise_affine=False`) scales by 1 or adds 0."""
+    # The kernels always take both: ones and zeros of x's type compute what None means.
+    weight = x.new_ones(x.shape[-1:]) if weight is None else weight
+    bias = x.new_zeros(x.shape[-1:]) if bias is None else bias
     y, _, _ = layer_norm_forward(x, weight, bias, float(eps))
     return y
 

@@ -18,6 +18,7 @@ import torch
 
 from asyncdsl import kernels
 from asyncdsl.errors import ArgumentError, user_location
+from asyncdsl.ops.cross_entropy import check_targets, refuse_second_derivative
 from asyncdsl.torch import library_call, library_op
 
 REDUCTIONS = ("mean", "sum")
@@ -28,10 +29,12 @@ def linear_cross_entropy(h: torch.Tensor, weight: torch.Tensor, targets: torch.T
     """cross_entropy(h @ weightᵀ, targets) for bf16 h (..., H), weight (V, H) and targets (...)
     of class indices, reduced by "mean" (over the rows not ignored) or "sum"; float32,
     differentiable in h and weight.  With every target ignored, "mean" is nan (0/0) and the
-    gradients 0, as torch's `cross_entropy` of the logits gives them."""
+    gradients 0, as torch's `cross_entropy` of the logits gives them.  Differentiable once: a
+    backward pass under `create_graph=True` is an `ArgumentError`."""
     if reduction not in REDUCTIONS:
         raise ArgumentError(f"linear_cross_entropy's reduction is one of {REDUCTIONS}, got {reduction!r}",
                             user_location())
+    check_targets("linear_cross_entropy", "h", h, targets)
     loss, _, _ = linear_cross_entropy_forward(h, weight, targets, int(ignore_index), reduction)
     return loss
 
@@ -60,6 +63,7 @@ def _save(ctx, inputs, output):
 
 
 def _differentiate(ctx, dloss, _dh_grad, _dweight_grad):
+    refuse_second_derivative("linear_cross_entropy")
     dh, dweight = ctx.saved_tensors
     return dh * dloss, dweight * dloss, None, None, None  # 0-dim float32 factors keep the dtypes
 

@@ -67,6 +67,17 @@ def test_angles_of_one_sequence_serve_the_whole_batch():
     assert_close(k_out, k, cos[:1], sin[:1])
 
 
+@pytest.mark.parametrize("shared", ["cos", "sin"])
+def test_one_table_shared_by_the_batch_and_the_other_per_sequence(shared):
+    # Each table is read at its own batch extent: a (1, S, D) sin beside a (B, S, D) cos was read
+    # at the sequence's batch index, past its end.
+    q, k, cos, sin = inputs(3, 20, 2, 1, 32)
+    cos, sin = (cos[:1], sin) if shared == "cos" else (cos, sin[:1])
+    q_out, k_out = K.rotary(q, k, cos, sin)
+    assert_close(q_out, q, cos, sin)
+    assert_close(k_out, k, cos, sin)
+
+
 def test_tokens_past_the_sequence_are_never_touched_and_outputs_given_are_written():
     q, k, cos, sin = inputs(1, 40, 2, 1, 64)
     q_out, k_out = (np.full_like(x, np.nan) for x in (q, k))

@@ -7,6 +7,8 @@ conftest.py.  tests/gpu/test_ops_gpu.py runs the operators on the GPU."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -298,3 +300,52 @@ def test_misuse_is_an_argument_error():
     with pytest.raises(ArgumentError, match=r"reduction is one of \('mean', 'sum'\), got 'none'"):
         ops.linear_cross_entropy(torch.zeros(2, 5), torch.zeros(3, 5), torch.zeros(2, dtype=torch.long),
                                  reduction="none")
+
+
+@pytest.mark.parametrize("target_shape", [(3, 2), (6,)], ids=str)
+def test_targets_not_in_the_rows_shape_are_refused(target_shape):
+    # Flattened, (3, 2) or (6,) targets pair with a (2, 3) batch's rows in memory order: refused at
+    # the caller's line, as torch refuses targets whose shape is not the logits' without the classes.
+    labels = torch.zeros(target_shape, dtype=torch.long)
+    z, h, w = torch.zeros(2, 3, 16), torch.zeros(2, 3, 8, dtype=torch.bfloat16), torch.zeros(16, 8)
+    with pytest.raises(ValueError):
+        F.cross_entropy(z.movedim(-1, 1), labels)
+    refused = r"test_ops.py:\d+: cross_entropy takes targets of shape \(2, 3\), one a row of logits"
+    with pytest.raises(ArgumentError, match=refused):
+        ops.cross_entropy(z, labels, reduction="none")
+    refused = r"linear_cross_entropy takes targets of shape \(2, 3\), one a row of h \(2, 3, 8\), got "
+    with pytest.raises(ArgumentError, match=refused + re.escape(str(target_shape))):
+        ops.linear_cross_entropy(h, w.bfloat16(), labels)
+
+
+def test_swiglu_refuses_gate_and_up_of_different_shapes():
+    # (2, 3, N) and (3, 2, N) have the same rows once flattened; torch's silu(gate) * up refuses them.
+    gate, up = torch.zeros(2, 3, 128, dtype=torch.bfloat16), torch.zeros(3, 2, 128, dtype=torch.bfloat16)
+    with pytest.raises(RuntimeError):
+        F.silu(gate) * up
+    with pytest.raises(ArgumentError, match=r"test_ops.py:\d+: swiglu takes gate and up of one shape, got "
+                                            r"\(2, 3, 128\) and \(3, 2, 128\)"):
+        ops.swiglu(gate, up)
+
+
+def test_the_losses_refuse_a_second_derivative(reference_kernels):
+    # Their backward passes scale a gradient the forward pass made, a constant to autograd: a
+    # gradient of the gradient would leave out the softmax's curvature (torch's has it).
+    labels, z, h, w = targets(6, 40, 1), randn(6, 40, seed=1), randn(6, 16, seed=2), randn(40, 16, seed=3)
+    (dz,) = torch.autograd.grad(F.cross_entropy(z, labels).square(), z, create_graph=True)
+    assert torch.autograd.grad(dz.square().sum(), z)[0].abs().sum() > 0
+    for loss, inputs in ((lambda: ops.cross_entropy(z, labels), (z,)),
+                         (lambda: ops.linear_cross_entropy(h, w, labels), (h, w))):
+        with pytest.raises(ArgumentError, match=r"test_ops.py:\d+: .*cross_entropy has no second derivative"):
+            torch.autograd.grad(loss().square(), inputs, create_graph=True)
+        assert all(g.shape == x.shape for g, x in zip(torch.autograd.grad(loss(), inputs), inputs))
+
+
+def test_layer_norm_without_a_weight_or_bias_is_torchs(missing_kernels):
+    # torch's LayerNorm(bias=False) and LayerNorm(elementwise_affine=False) hold None for them.
+    x, w, b = randn(3, 256, seed=1), randn(256, seed=2), randn(256, seed=3)
+    _bf16_grads(lambda x, w: ops.layer_norm(x, w, None), lambda x, w: F.layer_norm(x, (256,), w),
+                (x, w), 0.02)
+    _bf16_grads(lambda x, b: ops.layer_norm(x, None, b), lambda x, b: F.layer_norm(x, (256,), None, b),
+                (x, b), 0.02)
+    _bf16_grads(lambda x: ops.layer_norm(x, None, None), lambda x: F.layer_norm(x, (256,)), (x,), 0.02)
