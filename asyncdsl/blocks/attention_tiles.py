@@ -27,10 +27,26 @@ from __future__ import annotations
 
 import math
 
+from asyncdsl.dtypes import as_dtype
 from asyncdsl.errors import user_location
 from asyncdsl.frontend import language as ad
 
 LAYOUTS = ("BHSD", "BSHD")
+
+
+def check_operand_types(what: str, lse, **operands) -> None:
+    """Refuse, at the call of host function `what`, operands the tensor cores do not take: all
+    bfloat16 or all float16, and the log-sum-exp `lse` (None: not an input) float32."""
+    types = {name: as_dtype(array.dtype) for name, array in operands.items()}
+    first = next(iter(types.values()))
+    if first not in (ad.bfloat16, ad.float16) or set(types.values()) != {first} or \
+            (lse is not None and as_dtype(lse.dtype) != ad.float32):
+        got = ", ".join(f"{name} {dtype}" for name, dtype in types.items())
+        if lse is not None:
+            got += f", lse {as_dtype(lse.dtype)}"
+        raise ad.ArgumentError(f"{what}: {', '.join(types)} must be all bfloat16 or all float16 (the tensor "
+                               f"cores' operands){' and lse float32' if lse is not None else ''}, got {got}",
+                               user_location())
 
 
 def head_shapes(q, k, layout: str):

@@ -108,6 +108,11 @@ def _check(q, k, v, o, lse, B, H, S, D, H_KV, S_KV, BK, CAUSAL, LAYOUT) -> None:
     if BK is not None and (not isinstance(BK, int) or BK <= 0 or BK % 16):
         raise ad.TraceError("BK, the keys of a block, must be a positive multiple of 16 (p @ v takes them "
                             f"16 at a time), got {BK!r}", user_location())
+    if q.dtype not in (ad.bfloat16, ad.float16) or {k.dtype, v.dtype, o.dtype} != {q.dtype} or \
+            lse.dtype != ad.float32:
+        raise ad.TraceError(f"q, k, v and o must be all bfloat16 or all float16 (the tensor cores' operands) "
+                            f"and lse float32, got {q.dtype}, {k.dtype}, {v.dtype}, {o.dtype}, {lse.dtype}",
+                            user_location())
     expected = {"v": k.shape, "o": q.shape, "lse": (B, H, S)}
     for name, array in (("v", v), ("o", o), ("lse", lse)):
         if array.shape != expected[name]:

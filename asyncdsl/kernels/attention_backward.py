@@ -35,7 +35,7 @@ import numpy as np
 from asyncdsl.blocks.attention_backward import GradientRows, differentiate
 from asyncdsl.blocks.attention_grads import KeyTile, check_gradients, head_window
 from asyncdsl.blocks.attention_loads import AttentionLoads
-from asyncdsl.blocks.attention_tiles import head_rows, head_shapes
+from asyncdsl.blocks.attention_tiles import check_operand_types, head_rows, head_shapes
 from asyncdsl.errors import user_location
 from asyncdsl.frontend import language as ad
 from asyncdsl.jit.binding import constexpr
@@ -58,6 +58,7 @@ def attention_backward(q, k, v, o, lse, do, *, causal: bool = False, determinist
     if layout not in ("BHSD", "BSHD") or len(q.shape) != 4:
         raise ad.ArgumentError(f"attention_backward takes 4-dim q, k, v in layout 'BHSD' or 'BSHD', got "
                                f"layout {layout!r} and q of shape {tuple(q.shape)}", user_location())
+    check_operand_types("attention_backward", lse, q=q, k=k, v=v, o=o, do=do)
     b, h, s, d = (q.shape[layout.index(axis)] for axis in "BHSD")
     delta = empty(q, (b, h, s), np.float32)
     workspace = empty(q, (b, h, s, d), np.float32)

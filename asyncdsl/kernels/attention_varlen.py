@@ -35,7 +35,7 @@ import numpy as np
 
 from asyncdsl.blocks.attention_forward import HeadRows, attend, sequence_rows_finish
 from asyncdsl.blocks.attention_loads import AttentionLoads
-from asyncdsl.blocks.attention_tiles import QueryTile
+from asyncdsl.blocks.attention_tiles import QueryTile, check_operand_types
 from asyncdsl.blocks.shapes import check_head_groups
 from asyncdsl.errors import user_location
 from asyncdsl.frontend import language as ad
@@ -55,6 +55,7 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int, max
     lengths on the device).  Returns o (like q, or `out`) and the rows' natural log-sum-exp
     (H, total_q) float32 (or `lse`)."""
     check_packed("attention_varlen", q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+    check_operand_types("attention_varlen", None, q=q, k=k, v=v)
     total, h, _ = q.shape
     o = empty(q, q.shape, q.dtype) if out is None else out
     lse = empty(q, (h, total), np.float32) if lse is None else lse

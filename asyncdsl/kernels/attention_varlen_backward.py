@@ -32,6 +32,7 @@ import numpy as np
 from asyncdsl.blocks.attention_backward import GradientRows, differentiate
 from asyncdsl.blocks.attention_grads import KeyTile
 from asyncdsl.blocks.attention_loads import AttentionLoads
+from asyncdsl.blocks.attention_tiles import check_operand_types
 from asyncdsl.blocks.shapes import check_head_groups
 from asyncdsl.errors import user_location
 from asyncdsl.frontend import language as ad
@@ -55,6 +56,7 @@ def attention_varlen_backward(q, k, v, o, lse, do, cu_seqlens_q, cu_seqlens_k, m
     `deterministic` adds the key blocks' shares of dq in a fixed order: the same bits on every
     run."""
     check_packed("attention_varlen_backward", q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+    check_operand_types("attention_varlen_backward", lse, q=q, k=k, v=v, o=o, do=do)
     total, h, d = q.shape
     batch = cu_seqlens_q.shape[0] - 1
     delta = empty(q, (h, total), np.float32)

@@ -162,3 +162,11 @@ def test_the_host_function_refuses_a_causal_that_is_no_truth_value(causal):
                                                r"is False\): it takes True or False \(or 1 or 0\)") as caught:
         K.attention(q, q, q, causal=causal)
     assert caught.value.location == SourceLocation(__file__, caught.tb.tb_lineno)
+
+
+@pytest.mark.parametrize("dtypes", [(np.float32,) * 3, (ml_dtypes.bfloat16, np.float16, ml_dtypes.bfloat16)])
+def test_the_host_function_refuses_operands_the_tensor_cores_do_not_take(dtypes):
+    q, k, v = (np.zeros((1, 1, 128, 64), dtype) for dtype in dtypes)
+    with pytest.raises(ad.TraceError, match="q, k, v and o must be all bfloat16 or all float16") as caught:
+        K.attention(q, k, v)
+    assert caught.value.location.file == __file__

@@ -187,3 +187,19 @@ def test_the_row_kernels_assemble(head_dim, layout):
     _assembles_cleanly(prepare.ptx(x, x, ad.ArraySpec((2, 4, 300), ad.float32), workspace,
                                    ad.ArraySpec((2, 4, 5), ad.int32), LAYOUT=layout))
     _assembles_cleanly(finish_dq.ptx(workspace, x, LAYOUT=layout))
+
+
+def test_the_host_functions_refuse_operands_the_tensor_cores_do_not_take():
+    q, lse = np.zeros((1, 1, 128, 64), np.float32), np.zeros((1, 1, 128), np.float32)
+    with pytest.raises(ad.ArgumentError, match=r"attention_backward: q, k, v, o, do must be all bfloat16 or "
+                                               r"all float16 .* got q float32") as caught:
+        K.attention_backward(q, q, q, q, lse, q)
+    assert caught.value.location.file == __file__
+    packed, offsets = np.zeros((128, 1, 64), ml_dtypes.bfloat16), np.array([0, 128], np.int32)
+    with pytest.raises(ad.ArgumentError, match=r"lse float32, got .* lse bfloat16") as caught:
+        K.attention_varlen_backward(packed, packed, packed, packed, np.zeros((1, 128), ml_dtypes.bfloat16),
+                                    packed, offsets, offsets, 128, 128)
+    assert caught.value.location.file == __file__
+    with pytest.raises(ad.ArgumentError, match=r"attention_varlen: q, k, v must be .* got q bfloat16, "
+                                               r"k float16"):
+        K.attention_varlen(packed, packed.astype(np.float16), packed, offsets, offsets, 128, 128)
