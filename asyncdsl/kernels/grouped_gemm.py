@@ -35,7 +35,7 @@ from asyncdsl.kernels.block_scales import check_scale_shapes, tma_layout
 from asyncdsl.kernels.dispatch import launch, multiprocessors, on_host
 from asyncdsl.kernels.gemm_cooperative import INTERPRETED_CTAS
 from asyncdsl.kernels.gemm_fp8_blockscaled import BLOCK, blockscaled
-from asyncdsl.kernels.outputs import empty
+from asyncdsl.kernels.outputs import checked_out, empty
 
 LAYOUTS = ("offsets", "masked")
 
@@ -61,8 +61,8 @@ def grouped_gemm_masked(a, b, counts, *, out=None, ctas: int | None = None, stre
         raise ad.ArgumentError(f"b must be (G, K, N) = ({groups}, {k}, N) for a (G, capacity, K) = "
                                f"{tuple(a.shape)}, got {tuple(b.shape)}", user_location())
     n = b.shape[2]
-    c = empty(a, (groups, capacity, n), a.dtype) if out is None else out
-    rows = groups * capacity
+    shape, rows = (groups, capacity, n), groups * capacity
+    c = empty(a, shape, a.dtype) if out is None else checked_out(out, shape)  # reshaped below
     _launch(a.reshape(rows, k), b.reshape(groups * k, n), c.reshape(rows, n), counts, "masked", ctas, stream)
     return c
 
@@ -165,7 +165,8 @@ def grouped_gemm_fp8_blockscaled_masked(a, a_scales, b, b_scales, counts, *, out
         raise ad.ArgumentError(f"a_scales must be (G, capacity, K/128) = "
                                f"{(groups, capacity, -(-k // BLOCK))}, got {tuple(a_scales.shape)}",
                                user_location())
-    c = empty(a, (groups, capacity, n), ad.bfloat16) if out is None else out
+    shape = (groups, capacity, n)
+    c = empty(a, shape, ad.bfloat16) if out is None else checked_out(out, shape)  # reshaped below
     _launch_fp8(a.reshape(rows, k), a_scales.reshape(rows, -(-k // BLOCK)), b, b_scales, c.reshape(rows, n),
                 counts, "masked", ctas, stream)
     return c

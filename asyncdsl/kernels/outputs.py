@@ -28,7 +28,6 @@ def empty(like: Any, shape: tuple[int, ...], dtype: Any) -> Any:
     return runtime.empty(shape, element, device)
 
 
-
 def zeros(like: Any, shape: tuple[int, ...], dtype: Any) -> Any:
     """A new array of zeros of `shape` and `dtype` beside the array `like` (an accumulator)."""
     element: DType = as_dtype(dtype)
@@ -39,6 +38,27 @@ def zeros(like: Any, shape: tuple[int, ...], dtype: Any) -> Any:
         return np.zeros(tuple(shape), element.numpy)
     device = like.device if isinstance(like, runtime.DeviceArray) else 0
     return runtime.to_device(np.zeros(tuple(shape), element.numpy), device)
+
+
+def contiguous(array: Any) -> bool:
+    """Whether `array` (numpy, torch, or a `DeviceArray`, which always is) is row-major contiguous."""
+    flags = getattr(array, "flags", None)
+    if flags is not None:
+        return bool(flags["C_CONTIGUOUS"])
+    is_contiguous = getattr(array, "is_contiguous", None)
+    return bool(is_contiguous()) if callable(is_contiguous) else True
+
+
+def checked_out(out: Any, shape: tuple[int, ...]) -> Any:
+    """The caller's `out`, refused at the caller's line unless it has `shape` and is contiguous:
+    a host function that reshapes its output for the kernel would otherwise have the kernel
+    write a copy (a reshape of a strided array), the caller's array left as it was, or write an
+    array of another shape but as many elements in another order."""
+    if tuple(out.shape) != tuple(shape) or not contiguous(out):
+        raise ArgumentError(f"out must be a contiguous array of shape {tuple(shape)}, got shape "
+                            f"{tuple(out.shape)}{'' if contiguous(out) else ', not contiguous'}",
+                            user_location())
+    return out
 
 
 _KEPT: dict = {}
