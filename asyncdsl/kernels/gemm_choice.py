@@ -140,14 +140,14 @@ _FEW_TILE_NEIGHBOURS = (
 
 def candidates(m: int, n: int, k: int, ctas: int) -> list[GemmPlan]:
     """What `gemm(tune=True)` times for an m x n x k product: `plan`'s choice first, then its
-    neighbours of the same kind of problem; a split-K plan alone (its units need workspaces
-    the others do not take)."""
+    neighbours of the same kind of problem (in CTA pairs only on an even count of CTAs); a
+    split-K plan alone (its units need workspaces the others do not take)."""
     chosen = plan(m, n, k, ctas)
     if chosen.config.SPLIT_K > 1:
         return [chosen]
     many = -(-m // 128) * -(-n // 256) >= _FULL_WAVE * ctas
     neighbours = _WAVE_NEIGHBOURS if many else _FEW_TILE_NEIGHBOURS
-    return [chosen, *(other for other in neighbours if other != chosen)]
+    return [chosen, *(other for other in neighbours if other != chosen and (ctas % 2 == 0 or not other.pair))]
 
 
 @lru_cache(maxsize=256)
@@ -161,7 +161,7 @@ def _tuned(m: int, n: int, k: int, ctas: int):
 
 def plan(m: int, n: int, k: int, ctas: int) -> GemmPlan:
     """The kernel and configuration for an m x n x k product on `ctas` CTAs (the module's
-    docstring says why)."""
+    docstring says why; CTA pairs only where `ctas` is even)."""
     def tiles(bm, bn):
         return -(-m // bm) * -(-n // bn)
 
@@ -169,7 +169,9 @@ def plan(m: int, n: int, k: int, ctas: int) -> GemmPlan:
         return count / (-(-count // ctas) * ctas)
 
     if tiles(128, 256) >= _FULL_WAVE * ctas:
-        if m >= 256 and filled(tiles(128, 256)) < 0.8 and filled(tiles(256, 128)) > filled(tiles(128, 256)):
+        # CTA pairs only on an even count: the grid is whole clusters of two
+        if m >= 256 and ctas % 2 == 0 and filled(tiles(128, 256)) < 0.8 \
+                and filled(tiles(256, 128)) > filled(tiles(128, 256)):
             return GemmPlan("cooperative", GemmConfig(BM=256, BN=128, SHARE="b"), pair=True)
         if k <= 4096 and tiles(128, 128) >= 15 * ctas:
             return GemmPlan("pingpong", GemmConfig(BN=128))

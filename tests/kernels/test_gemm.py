@@ -105,6 +105,17 @@ def test_every_plan_names_a_kernel_that_takes_its_configuration(ptxas):
                                   ad.ArraySpec((512, 1000), bf16), CTAS=132, **chosen.constexprs()))
 
 
+def test_an_odd_count_of_ctas_is_never_planned_in_cta_pairs():
+    """A pair's grid is whole clusters of two: on 5 CTAs the 256 x 128 tiles in pairs that fill
+    896 x 256 better than 128 x 256 ones (as on 6) would not launch."""
+    assert plan(896, 256, 64, ctas=6).pair and not plan(896, 256, 64, ctas=5).pair
+    assert plan(3000, 4104, 4096, ctas=132).pair and not plan(3000, 4104, 4096, ctas=131).pair
+    assert PAIRS_SHARING_A in candidates(1000, 1000, 1000, ctas=132)
+    assert not any(chosen.pair for chosen in candidates(1000, 1000, 1000, ctas=131))
+    a, b = _operands(896, 256, 64)
+    assert np.array_equal(K.gemm(a, b, ctas=5).view(np.uint16), _exact(a, b).view(np.uint16))
+
+
 def test_a_plan_the_kernels_cannot_run_is_refused_at_the_callers_line():
     a, b = _operands(128, 128, 64)
     with pytest.raises(ArgumentError, match="schedule is one of") as error:
