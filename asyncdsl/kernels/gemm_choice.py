@@ -41,7 +41,7 @@ from asyncdsl.kernels.gemm_cooperative import (
     matmul_split_k_2cta,
 )
 from asyncdsl.kernels.gemm_pingpong import matmul_pingpong
-from asyncdsl.kernels.outputs import empty, kept
+from asyncdsl.kernels.outputs import apart, empty, kept
 
 _SCHEDULES = ("cooperative", "pingpong", "narrow")
 # The constexprs each schedule's kernel takes from the configuration.
@@ -96,7 +96,7 @@ def gemm(a, b, *, out=None, config: GemmConfig | GemmPlan | None = None, tune: b
     (that first call times kernels, so it cannot be captured in a CUDA graph)."""
     tune = flag(tune, "tune")
     (m, k), n = a.shape, b.shape[1]
-    c = empty(a, (m, n), a.dtype) if out is None else out
+    c = empty(a, (m, n), a.dtype) if out is None else apart(out, a=a, b=b)
     ctas = ctas or (INTERPRETED_CTAS if on_host(a) else multiprocessors(a) // 2 * 2)
     if config is None and tune and not on_host(a):  # the interpreter times nothing
         tuned = _tuned(m, n, k, ctas)

@@ -28,7 +28,7 @@ from asyncdsl.kernels.dispatch import launch, multiprocessors, on_host
 from asyncdsl.kernels.gemm_cooperative import INTERPRETED_CTAS, cooperative
 from asyncdsl.kernels.gemm_choice import choose
 from asyncdsl.kernels.gemm_cooperative import example_inputs as _integer_inputs
-from asyncdsl.kernels.outputs import empty
+from asyncdsl.kernels.outputs import apart, empty
 
 E4M3_MAX = 448.0  # the largest finite float8_e4m3fn
 
@@ -41,7 +41,7 @@ def gemm_bias_activation(a, b, bias, activation_name: str = "gelu", *, out=None,
         raise ArgumentError(f"activation must be one of {ACTIVATIONS}, got {activation_name!r}",
                             user_location())
     (m, k), n = a.shape, b.shape[1]
-    c = empty(a, (m, n), a.dtype) if out is None else out
+    c = empty(a, (m, n), a.dtype) if out is None else apart(out, a=a, b=b, bias=bias)
     ctas = ctas or (INTERPRETED_CTAS if on_host(a) else multiprocessors(a) // 2 * 2)
     config = choose(m, n, k, ctas)
     if config.SPLIT_K > 1:  # the epilogue needs whole sums: tiles that split no K

@@ -29,7 +29,7 @@ from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.kernels.dispatch import launch, multiprocessors, on_host
 from asyncdsl.kernels.gemm_cooperative import INTERPRETED_CTAS
-from asyncdsl.kernels.outputs import empty
+from asyncdsl.kernels.outputs import apart, empty
 
 
 def gemm_fp8(a, b, a_scale, b_scale, *, out=None, ctas: int | None = None, stream=None):
@@ -37,7 +37,8 @@ def gemm_fp8(a, b, a_scale, b_scale, *, out=None, ctas: int | None = None, strea
     new bfloat16 (M, N) array or `out`: ping-pong 128 x 128 tiles for K up to 4096, promoted
     128 x 192 tiles for longer K (whose sum on the tensor cores alone loses too much)."""
     (m, k), n = a.shape, b.shape[0]
-    c = empty(a, (m, n), ad.bfloat16) if out is None else out
+    c = empty(a, (m, n), ad.bfloat16) if out is None else apart(out, a=a, b=b, a_scale=a_scale,
+                                                                  b_scale=b_scale)
     ctas = ctas or (INTERPRETED_CTAS if on_host(a) else multiprocessors(a) // 2 * 2)
     if k <= 4096:
         launch(matmul_fp8_pingpong, a, b, a_scale, b_scale, c, stream=stream, CTAS=ctas)

@@ -39,7 +39,7 @@ from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.kernels.block_scales import check_scale_shapes, tma_layout
 from asyncdsl.kernels.dispatch import launch, multiprocessors, on_host
 from asyncdsl.kernels.gemm_cooperative import INTERPRETED_CTAS
-from asyncdsl.kernels.outputs import empty, kept
+from asyncdsl.kernels.outputs import apart, empty, kept
 
 BLOCK = 128  # the scales' block of K (and of b's rows)
 # A step's box of b_scales: 8 rows of blocks of b (the tile's first; a TMA slot is 128 bytes) by the
@@ -57,7 +57,8 @@ def gemm_fp8_blockscaled(a, a_scales, b, b_scales, *, out=None, config: GemmConf
     check_scale_shapes(a, a_scales, b, b_scales, BLOCK)
     ctas = ctas or (INTERPRETED_CTAS if on_host(a) else multiprocessors(a) // 2 * 2)
     config = config or choose(m, n, k, ctas)
-    c = empty(a, (m, n), ad.bfloat16) if out is None else out
+    c = empty(a, (m, n), ad.bfloat16) if out is None else apart(out, a=a, a_scales=a_scales, b=b,
+                                                                  b_scales=b_scales)
     sa, sb = tma_layout(a_scales), tma_layout(b_scales.T)
     if config.SPLIT_K > 1:
         partial, flags = _workspace(a, m, n, config, stream)

@@ -25,7 +25,7 @@ from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.kernels.dispatch import launch, multiprocessors, on_host
 from asyncdsl.kernels.gemm_cooperative import INTERPRETED_CTAS
-from asyncdsl.kernels.outputs import empty
+from asyncdsl.kernels.outputs import apart, empty
 
 
 def plan_for(m: int, n: int, k: int, ctas: int, bm: int = 128, bn: int = 128, bk: int = 64) -> StreamKPlan:
@@ -37,7 +37,7 @@ def gemm_stream_k(a, b, *, out=None, ctas: int | None = None, BN: int = 128, str
     """c = a @ b (bfloat16 a (M, K), b (K, N)) in a new array or `out`, scheduled stream-K; the
     workspace and flags are made here."""
     (m, k), n = a.shape, b.shape[1]
-    c = empty(a, (m, n), a.dtype) if out is None else out
+    c = empty(a, (m, n), a.dtype) if out is None else apart(out, a=a, b=b)
     ctas = ctas or (INTERPRETED_CTAS if on_host(a) else multiprocessors(a))
     plan = plan_for(m, n, k, ctas, bn=BN)
     workspace = empty(a, plan.workspace_shape(128, BN), ad.float32)

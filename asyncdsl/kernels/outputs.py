@@ -61,6 +61,37 @@ def checked_out(out: Any, shape: tuple[int, ...]) -> Any:
     return out
 
 
+def apart(out: Any, **inputs: Any) -> Any:
+    """The caller's `out`, refused at the caller's line where it shares memory with one of the
+    named `inputs`: a kernel reads its inputs tile by tile while it writes, so an out that is
+    (part of) an input, `gemm(a, b, out=a)`, would have parts read after they were overwritten."""
+    for name, array in inputs.items():
+        if _overlap(out, array):
+            raise ArgumentError(f"out shares memory with {name}, which the kernel reads while it writes "
+                                "out: pass a separate array", user_location())
+    return out
+
+
+def _overlap(x: Any, y: Any) -> bool:
+    """Whether arrays x and y may hold some of the same bytes (their spans overlap)."""
+    if isinstance(x, np.ndarray) and isinstance(y, np.ndarray):
+        return bool(np.may_share_memory(x, y))
+    spans = _span(x), _span(y)
+    return None not in spans and spans[0][0] < spans[1][1] and spans[1][0] < spans[0][1]
+
+
+def _span(array: Any) -> tuple[int, int] | None:
+    """The bytes [first, end) a GPU array's elements span: a `DeviceArray`'s, or a torch tensor's
+    by its strides; None for an empty or unknown one."""
+    if isinstance(array, runtime.DeviceArray):
+        return (array.address, array.address + array.nbytes) if array.nbytes else None
+    data_ptr = getattr(array, "data_ptr", None)
+    if not callable(data_ptr) or not array.numel():
+        return None
+    last = sum((extent - 1) * stride for extent, stride in zip(array.shape, array.stride()))
+    return data_ptr(), data_ptr() + (last + 1) * array.element_size()
+
+
 _KEPT: dict = {}
 
 

@@ -34,7 +34,7 @@ from asyncdsl.jit.kernel import Kernel, kernel
 from asyncdsl.jit.persistent import persistent_grid
 from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.kernels.dispatch import launch
-from asyncdsl.kernels.outputs import empty
+from asyncdsl.kernels.outputs import apart, empty
 
 E4M3_MAX = 448.0
 CHUNK = 8192  # elements of a row held in registers at once: 64 per thread
@@ -56,6 +56,11 @@ def quantize_fp8(x, *, out=None, stream=None):
     chosen, constexprs = choose(row_length("x", x))
     if out is None:
         out = empty(x, x.shape, ad.float8_e4m3fn), empty(x, x.shape[:1], ad.float32)
+    elif not isinstance(out, (tuple, list)) or len(out) != 2:
+        raise ad.ArgumentError(f"out is the pair (q, scales), got {type(out).__name__}", user_location())
+    else:  # the scales are written while the rows are read
+        apart(out[0], x=x)
+        apart(out[1], x=x, q=out[0])
     q, scales = out
     launch(chosen, x, q, scales, stream=stream, **constexprs)
     return q, scales

@@ -105,6 +105,23 @@ def test_every_plan_names_a_kernel_that_takes_its_configuration(ptxas):
                                   ad.ArraySpec((512, 1000), bf16), CTAS=132, **chosen.constexprs()))
 
 
+def test_an_out_sharing_memory_with_an_input_is_refused():
+    """The kernels read a and b tile by tile while they write c: c = a had tiles of a read after
+    they were overwritten (a wrong product, no error)."""
+    a, b = _operands(128, 128, 128)
+    kept = a.copy()
+    def bias_of_out(a, b, out):
+        return K.gemm_bias_activation(a, b, out[0], "relu", out=out)
+
+    calls = ((K.gemm, a, "a"), (K.gemm, b[:, :], "b"), (K.gemm_stream_k, b, "b"),
+             (bias_of_out, np.empty_like(a), "bias"))
+    for call, out, name in calls:
+        with pytest.raises(ArgumentError, match=f"out shares memory with {name}") as error:
+            call(a, b, out=out)
+        assert error.value.location.file == __file__
+    assert np.array_equal(a.view(np.uint16), kept.view(np.uint16))
+
+
 def test_an_odd_count_of_ctas_is_never_planned_in_cta_pairs():
     """A pair's grid is whole clusters of two: on 5 CTAs the 256 x 128 tiles in pairs that fill
     896 x 256 better than 128 x 256 ones (as on 6) would not launch."""

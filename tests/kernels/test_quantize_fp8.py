@@ -91,6 +91,17 @@ def test_the_host_function_writes_the_outputs_given():
     _assert_exact(q, scales, x)
 
 
+def test_an_out_that_is_not_a_pair_apart_from_x_is_refused():
+    """out is (q, scales); scales written over x's first row (which is read while they are
+    written) gave wrong scales without an error, and a lone q array an internal unpacking error."""
+    x = random_rows((4, 1024), 3)
+    with pytest.raises(ad.ArgumentError, match=r"out is the pair \(q, scales\), got ndarray") as error:
+        K.quantize_fp8(x, out=np.zeros(x.shape, ml_dtypes.float8_e4m3fn))
+    assert error.value.location.file == __file__
+    with pytest.raises(ad.ArgumentError, match="out shares memory with x"):
+        K.quantize_fp8(x, out=(np.zeros(x.shape, ml_dtypes.float8_e4m3fn), x[0, :8].view(np.float32)))
+
+
 @pytest.mark.parametrize("kernel,specs,constexprs,message", [
     (rowwise_fp8_quant, (*_specs(64, 3000)[:1], ad.ArraySpec((64, 2000), ad.float8_e4m3fn), _specs(64, 1)[2]),
      {"CHUNK": 1024}, r"q must have shape \(64, 3000\)"),
