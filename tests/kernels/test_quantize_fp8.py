@@ -112,6 +112,11 @@ def test_an_out_that_is_not_a_pair_apart_from_x_is_refused():
     (rowwise_fp8_quant_ring, _specs(4, 1000), {}, "rows of 1000 elements do not split into 4 shares"),
     (rowwise_fp8_quant, _specs(4, 3000), {"CHUNK": 1000}, "CHUNK must be a positive multiple of 1024"),
     (rowwise_fp8_quant, _specs(4, 3000), {"CHUNK": 3}, "CHUNK must be a positive multiple of 1024"),
-], ids=["q", "scales", "scales-dtype", "ring-rows", "chunk-1000", "chunk-3"])
+    # rows converted to q's type: a uint8 q got rounded integers, an int16 x was read as integers
+    (rowwise_fp8_quant_pairs, (*_specs(5, 2000)[:1], ad.ArraySpec((5, 2000), ad.uint8), _specs(5, 1)[2]), {},
+     "q float8_e4m3fn, got bfloat16 and uint8"),
+    (rowwise_fp8_quant_split, (ad.ArraySpec((5, 4096), ad.int16), *_specs(5, 4096)[1:]), {},
+     "x must be bfloat16, float16 or float32"),
+], ids=["q", "scales", "scales-dtype", "ring-rows", "chunk-1000", "chunk-3", "q-uint8", "x-int16"])
 def test_arguments_the_kernels_cannot_take_are_refused(kernel, specs, constexprs, message):
     assert_refused(kernel, specs, constexprs, message)
