@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from asyncdsl.blocks.gemm_config import GemmConfig
+from asyncdsl.blocks.shapes import product_shape
 from asyncdsl.blocks.split_k_sum import split_k_flags
 from asyncdsl.errors import ArgumentError, user_location
 from asyncdsl.frontend import language as ad
@@ -95,7 +96,7 @@ def gemm(a, b, *, out=None, config: GemmConfig | GemmPlan | None = None, tune: b
     on the GPU on a shape's first call, the fastest kept on disk for later calls and processes
     (that first call times kernels, so it cannot be captured in a CUDA graph)."""
     tune = flag(tune, "tune")
-    (m, k), n = a.shape, b.shape[1]
+    m, n, k = product_shape(a, b)
     c = empty(a, (m, n), a.dtype) if out is None else apart(out, a=a, b=b)
     ctas = ctas or (INTERPRETED_CTAS if on_host(a) else multiprocessors(a) // 2 * 2)
     if config is None and tune and not on_host(a):  # the interpreter times nothing

@@ -31,6 +31,7 @@ from asyncdsl.blocks.load_ring import produce
 from asyncdsl.blocks.mma_loop import block_scaled_mma_loop
 from asyncdsl.blocks.mma_operands import check_block_scales, check_fp8_matrices, tensor_core_layout
 from asyncdsl.blocks.persistent_tiles import PersistentTiles
+from asyncdsl.blocks.shapes import product_shape
 from asyncdsl.blocks.split_k_sum import add_in_order, check_running, part_number
 from asyncdsl.frontend import language as ad
 from asyncdsl.jit.binding import constexpr
@@ -53,7 +54,7 @@ def gemm_fp8_blockscaled(a, a_scales, b, b_scales, *, out=None, config: GemmConf
     scaled by a_scales (M, K/128) float32 (one a row and K block, M-major: see the module) and
     b_scales (N/128, K/128) float32 (one a 128 x 128 block of b).  `config` overrides the one
     `choose` picks for the shape."""
-    (m, k), n = a.shape, b.shape[0]
+    m, n, k = product_shape(a, b, b_is_transposed=True)
     check_scale_shapes(a, a_scales, b, b_scales, BLOCK)
     ctas = ctas or (INTERPRETED_CTAS if on_host(a) else multiprocessors(a) // 2 * 2)
     config = config or choose(m, n, k, ctas)

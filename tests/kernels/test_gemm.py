@@ -122,6 +122,23 @@ def test_an_out_sharing_memory_with_an_input_is_refused():
     assert np.array_equal(a.view(np.uint16), kept.view(np.uint16))
 
 
+def test_operands_that_are_not_matrices_are_refused_at_the_callers_line():
+    """The host functions size c from a's and b's shapes: a vector or a batch of matrices was
+    an internal unpacking error before any check."""
+    a, b = _operands(64, 64, 64)
+    e4m3 = ml_dtypes.float8_e4m3fn
+    calls = ((lambda: K.gemm(a[0], b), r"a must be a matrix, got shape \(64,\)"),
+             (lambda: K.gemm(a, b[None]), r"b must be a matrix, got shape \(1, 64, 64\)"),
+             (lambda: K.gemm_stream_k(a[None], b), "a must be a matrix"),
+             (lambda: K.gemm_bias_activation(a, b.tolist(), b[0]), "b must be a matrix, got list"),
+             (lambda: K.gemm_fp8_rows(a, b[0]), "b must be a matrix"),
+             (lambda: K.gemm_fp8(a.astype(e4m3), b[0].astype(e4m3), a[0], b[0]), "b must be a matrix"))
+    for call, message in calls:
+        with pytest.raises(ArgumentError, match=message) as error:
+            call()
+        assert error.value.location.file == __file__
+
+
 def test_an_odd_count_of_ctas_is_never_planned_in_cta_pairs():
     """A pair's grid is whole clusters of two: on 5 CTAs the 256 x 128 tiles in pairs that fill
     896 x 256 better than 128 x 256 ones (as on 6) would not launch."""
