@@ -79,3 +79,16 @@ def row_length(name: str, x) -> int:
             f"{name} must be a matrix of rows (an array of shape (M, N), M, N >= 1), got {got}",
             user_location())
     return int(shape[1])
+
+
+def product_shape(a, b, b_is_transposed: bool = False) -> tuple[int, int, int]:
+    """(M, N, K) of the product of a (M, K) and b (K, N), or (N, K) where `b_is_transposed`,
+    which a GEMM's host function sizes its output and plan by: refused, at the caller's line,
+    unless both are matrices (whether their K agree, the kernel checks)."""
+    for name, x in (("a", a), ("b", b)):
+        shape = getattr(x, "shape", None)
+        if shape is None or len(shape) != 2:
+            got = f"shape {tuple(shape)}" if shape is not None else type(x).__name__
+            raise ad.ArgumentError(f"{name} must be a matrix, got {got}", user_location())
+    (m, k), n = a.shape, b.shape[0 if b_is_transposed else 1]
+    return int(m), int(n), int(k)

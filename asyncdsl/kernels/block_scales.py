@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from asyncdsl.errors import user_location
 from asyncdsl.frontend import language as ad
-from asyncdsl.kernels.outputs import empty
+from asyncdsl.kernels.outputs import contiguous, empty
 
 
 def check_scale_shapes(a, a_scales, b, b_scales, block: int = 128) -> None:
@@ -35,7 +35,7 @@ def tma_layout(scales):
     copied into one, zeros in the padding."""
     rows, blocks = scales.shape
     base, padded = scales.T, -(-rows // 4) * 4
-    if rows == padded and _contiguous(base):
+    if rows == padded and contiguous(base):
         return base
     if _padded_view(base, padded):  # a torch view of the first rows of a padded array: the array
         return base.as_strided((blocks, padded), (padded, 1))
@@ -43,12 +43,6 @@ def tma_layout(scales):
     fresh[...] = 0
     fresh[:, :rows] = base
     return fresh
-
-
-def _contiguous(array) -> bool:
-    """Whether `array` (numpy or torch) is row-major contiguous."""
-    flags = getattr(array, "flags", None)
-    return bool(flags["C_CONTIGUOUS"]) if flags is not None else array.is_contiguous()
 
 
 def _padded_view(array, padded: int) -> bool:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from asyncdsl.blocks.gemm_config import GemmConfig
+from asyncdsl.blocks.shapes import product_shape
 from asyncdsl.blocks.split_k_sum import split_k_flags
 from asyncdsl.errors import ArgumentError, user_location
 from asyncdsl.frontend import language as ad
@@ -41,7 +42,7 @@ from asyncdsl.kernels.gemm_cooperative import (
     matmul_split_k_2cta,
 )
 from asyncdsl.kernels.gemm_pingpong import matmul_pingpong
-from asyncdsl.kernels.outputs import empty, kept
+from asyncdsl.kernels.outputs import apart, empty, kept
 
 _SCHEDULES = ("cooperative", "pingpong", "narrow")
 # The constexprs each schedule's kernel takes from the configuration.
@@ -95,8 +96,8 @@ def gemm(a, b, *, out=None, config: GemmConfig | GemmPlan | None = None, tune: b
     on the GPU on a shape's first call, the fastest kept on disk for later calls and processes
     (that first call times kernels, so it cannot be captured in a CUDA graph)."""
     tune = flag(tune, "tune")
-    (m, k), n = a.shape, b.shape[1]
-    c = empty(a, (m, n), a.dtype) if out is None else out
+    m, n, k = product_shape(a, b)
+    c = empty(a, (m, n), a.dtype) if out is None else apart(out, a=a, b=b)
     ctas = ctas or (INTERPRETED_CTAS if on_host(a) else multiprocessors(a) // 2 * 2)
     if config is None and tune and not on_host(a):  # the interpreter times nothing
         tuned = _tuned(m, n, k, ctas)
@@ -140,14 +141,14 @@ _FEW_TILE_NEIGHBOURS = (
 
 def candidates(m: int, n: int, k: int, ctas: int) -> list[GemmPlan]:
     """What `gemm(tune=True)` times for an m x n x k product: `plan`'s choice first, then its
-    neighbours of the same kind of problem; a split-K plan alone (its units need workspaces
-    the others do not take)."""
+    neighbours of the same kind of problem (in CTA pairs only on an even count of CTAs); a
+    split-K plan alone (its units need workspaces the others do not take)."""
     chosen = plan(m, n, k, ctas)
     if chosen.config.SPLIT_K > 1:
         return [chosen]
     many = -(-m // 128) * -(-n // 256) >= _FULL_WAVE * ctas
     neighbours = _WAVE_NEIGHBOURS if many else _FEW_TILE_NEIGHBOURS
-    return [chosen, *(other for other in neighbours if other != chosen)]
+    return [chosen, *(other for other in neighbours if other != chosen and (ctas % 2 == 0 or not other.pair))]
 
 
 @lru_cache(maxsize=256)
@@ -161,7 +162,7 @@ def _tuned(m: int, n: int, k: int, ctas: int):
 
 def plan(m: int, n: int, k: int, ctas: int) -> GemmPlan:
     """The kernel and configuration for an m x n x k product on `ctas` CTAs (the module's
-    docstring says why)."""
+    docstring says why; CTA pairs only where `ctas` is even)."""
     def tiles(bm, bn):
         return -(-m // bm) * -(-n // bn)
 
@@ -169,7 +170,9 @@ def plan(m: int, n: int, k: int, ctas: int) -> GemmPlan:
         return count / (-(-count // ctas) * ctas)
 
     if tiles(128, 256) >= _FULL_WAVE * ctas:
-        if m >= 256 and filled(tiles(128, 256)) < 0.8 and filled(tiles(256, 128)) > filled(tiles(128, 256)):
+        # CTA pairs only on an even count: the grid is whole clusters of two
+        if m >= 256 and ctas % 2 == 0 and filled(tiles(128, 256)) < 0.8 \
+                and filled(tiles(256, 128)) > filled(tiles(128, 256)):
             return GemmPlan("cooperative", GemmConfig(BM=256, BN=128, SHARE="b"), pair=True)
         if k <= 4096 and tiles(128, 128) >= 15 * ctas:
             return GemmPlan("pingpong", GemmConfig(BN=128))

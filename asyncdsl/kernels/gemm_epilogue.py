@@ -19,6 +19,7 @@ from __future__ import annotations
 from asyncdsl.blocks.epilogue_functions import ACTIVATIONS, activation, column_vector
 from asyncdsl.blocks.epilogues import piece_of
 from asyncdsl.blocks.gemm_config import GemmConfig
+from asyncdsl.blocks.shapes import product_shape
 from asyncdsl.errors import ArgumentError, user_location
 from asyncdsl.frontend import language as ad
 from asyncdsl.jit.binding import constexpr
@@ -28,7 +29,7 @@ from asyncdsl.kernels.dispatch import launch, multiprocessors, on_host
 from asyncdsl.kernels.gemm_cooperative import INTERPRETED_CTAS, cooperative
 from asyncdsl.kernels.gemm_choice import choose
 from asyncdsl.kernels.gemm_cooperative import example_inputs as _integer_inputs
-from asyncdsl.kernels.outputs import empty
+from asyncdsl.kernels.outputs import apart, empty
 
 E4M3_MAX = 448.0  # the largest finite float8_e4m3fn
 
@@ -40,8 +41,8 @@ def gemm_bias_activation(a, b, bias, activation_name: str = "gelu", *, out=None,
     if activation_name not in ACTIVATIONS:
         raise ArgumentError(f"activation must be one of {ACTIVATIONS}, got {activation_name!r}",
                             user_location())
-    (m, k), n = a.shape, b.shape[1]
-    c = empty(a, (m, n), a.dtype) if out is None else out
+    m, n, k = product_shape(a, b)
+    c = empty(a, (m, n), a.dtype) if out is None else apart(out, a=a, b=b, bias=bias)
     ctas = ctas or (INTERPRETED_CTAS if on_host(a) else multiprocessors(a) // 2 * 2)
     config = choose(m, n, k, ctas)
     if config.SPLIT_K > 1:  # the epilogue needs whole sums: tiles that split no K
@@ -72,7 +73,7 @@ def gemm_fp8_rows(a, b, *, ctas: int | None = None, stream=None):
     """(q, scales): a @ b for bfloat16 a (M, K) and b (K, N) quantised to float8_e4m3fn with one
     float32 scale per row of each 256-wide tile, scales (M, ceil(N / 256)): q[i, j] · scales[i,
     j // 256] is the product rounded to e4m3, the tile row's largest magnitude mapped to 448."""
-    m, n = a.shape[0], b.shape[1]
+    m, n, _ = product_shape(a, b)
     q, scales = empty(a, (m, n), ad.float8_e4m3fn), empty(a, (m, -(-n // 256)), ad.float32)
     ctas = ctas or (INTERPRETED_CTAS if on_host(a) else multiprocessors(a) // 2 * 2)
     launch(matmul_fp8_rows, a, b, q, scales, stream=stream, CTAS=ctas)

@@ -23,21 +23,23 @@ from asyncdsl.blocks.load_ring import produce
 from asyncdsl.blocks.mma_loop import drain, mma_loop, ping_pong_k_loop, promoted_mma_loop
 from asyncdsl.blocks.mma_operands import check_fp8_operands, tensor_core_layout
 from asyncdsl.blocks.persistent_tiles import PersistentTiles
+from asyncdsl.blocks.shapes import product_shape
 from asyncdsl.frontend import language as ad
 from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.kernels.dispatch import launch, multiprocessors, on_host
 from asyncdsl.kernels.gemm_cooperative import INTERPRETED_CTAS
-from asyncdsl.kernels.outputs import empty
+from asyncdsl.kernels.outputs import apart, empty
 
 
 def gemm_fp8(a, b, a_scale, b_scale, *, out=None, ctas: int | None = None, stream=None):
     """c = (a @ bᵀ) · a_scale[:, None] · b_scale[None, :] for float8 a (M, K) and b (N, K), in a
     new bfloat16 (M, N) array or `out`: ping-pong 128 x 128 tiles for K up to 4096, promoted
     128 x 192 tiles for longer K (whose sum on the tensor cores alone loses too much)."""
-    (m, k), n = a.shape, b.shape[0]
-    c = empty(a, (m, n), ad.bfloat16) if out is None else out
+    m, n, k = product_shape(a, b, b_is_transposed=True)
+    c = empty(a, (m, n), ad.bfloat16) if out is None else apart(out, a=a, b=b, a_scale=a_scale,
+                                                                  b_scale=b_scale)
     ctas = ctas or (INTERPRETED_CTAS if on_host(a) else multiprocessors(a) // 2 * 2)
     if k <= 4096:
         launch(matmul_fp8_pingpong, a, b, a_scale, b_scale, c, stream=stream, CTAS=ctas)

@@ -31,6 +31,7 @@ from asyncdsl.blocks.load_ring import produce
 from asyncdsl.blocks.mma_loop import block_scaled_mma_loop
 from asyncdsl.blocks.mma_operands import check_block_scales, check_fp8_matrices, tensor_core_layout
 from asyncdsl.blocks.persistent_tiles import PersistentTiles
+from asyncdsl.blocks.shapes import product_shape
 from asyncdsl.blocks.split_k_sum import add_in_order, check_running, part_number
 from asyncdsl.frontend import language as ad
 from asyncdsl.jit.binding import constexpr
@@ -39,7 +40,7 @@ from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.kernels.block_scales import check_scale_shapes, tma_layout
 from asyncdsl.kernels.dispatch import launch, multiprocessors, on_host
 from asyncdsl.kernels.gemm_cooperative import INTERPRETED_CTAS
-from asyncdsl.kernels.outputs import empty, kept
+from asyncdsl.kernels.outputs import apart, empty, kept
 
 BLOCK = 128  # the scales' block of K (and of b's rows)
 # A step's box of b_scales: 8 rows of blocks of b (the tile's first; a TMA slot is 128 bytes) by the
@@ -53,11 +54,12 @@ def gemm_fp8_blockscaled(a, a_scales, b, b_scales, *, out=None, config: GemmConf
     scaled by a_scales (M, K/128) float32 (one a row and K block, M-major: see the module) and
     b_scales (N/128, K/128) float32 (one a 128 x 128 block of b).  `config` overrides the one
     `choose` picks for the shape."""
-    (m, k), n = a.shape, b.shape[0]
+    m, n, k = product_shape(a, b, b_is_transposed=True)
     check_scale_shapes(a, a_scales, b, b_scales, BLOCK)
     ctas = ctas or (INTERPRETED_CTAS if on_host(a) else multiprocessors(a) // 2 * 2)
     config = config or choose(m, n, k, ctas)
-    c = empty(a, (m, n), ad.bfloat16) if out is None else out
+    c = empty(a, (m, n), ad.bfloat16) if out is None else apart(out, a=a, a_scales=a_scales, b=b,
+                                                                  b_scales=b_scales)
     sa, sb = tma_layout(a_scales), tma_layout(b_scales.T)
     if config.SPLIT_K > 1:
         partial, flags = _workspace(a, m, n, config, stream)

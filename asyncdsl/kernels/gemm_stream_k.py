@@ -17,6 +17,7 @@ from asyncdsl.blocks.epilogues import store_in_pieces, store_ring
 from asyncdsl.blocks.gemm_config import check_tiles
 from asyncdsl.blocks.mma_loop import mma_run
 from asyncdsl.blocks.mma_operands import check_16_bit, check_operands, tensor_core_layout
+from asyncdsl.blocks.shapes import product_shape
 from asyncdsl.blocks.stream_k import StreamKPlan, StreamKTiles
 from asyncdsl.blocks.tile_order import tile_position
 from asyncdsl.frontend import language as ad
@@ -25,7 +26,7 @@ from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.kernels.dispatch import launch, multiprocessors, on_host
 from asyncdsl.kernels.gemm_cooperative import INTERPRETED_CTAS
-from asyncdsl.kernels.outputs import empty
+from asyncdsl.kernels.outputs import apart, empty
 
 
 def plan_for(m: int, n: int, k: int, ctas: int, bm: int = 128, bn: int = 128, bk: int = 64) -> StreamKPlan:
@@ -36,8 +37,8 @@ def plan_for(m: int, n: int, k: int, ctas: int, bm: int = 128, bn: int = 128, bk
 def gemm_stream_k(a, b, *, out=None, ctas: int | None = None, BN: int = 128, stream=None):
     """c = a @ b (bfloat16 a (M, K), b (K, N)) in a new array or `out`, scheduled stream-K; the
     workspace and flags are made here."""
-    (m, k), n = a.shape, b.shape[1]
-    c = empty(a, (m, n), a.dtype) if out is None else out
+    m, n, k = product_shape(a, b)
+    c = empty(a, (m, n), a.dtype) if out is None else apart(out, a=a, b=b)
     ctas = ctas or (INTERPRETED_CTAS if on_host(a) else multiprocessors(a))
     plan = plan_for(m, n, k, ctas, bn=BN)
     workspace = empty(a, plan.workspace_shape(128, BN), ad.float32)

@@ -35,7 +35,7 @@ from asyncdsl.kernels.block_scales import check_scale_shapes, tma_layout
 from asyncdsl.kernels.dispatch import launch, multiprocessors, on_host
 from asyncdsl.kernels.gemm_cooperative import INTERPRETED_CTAS
 from asyncdsl.kernels.gemm_fp8_blockscaled import BLOCK, blockscaled
-from asyncdsl.kernels.outputs import empty
+from asyncdsl.kernels.outputs import apart, checked_out, empty
 
 LAYOUTS = ("offsets", "masked")
 
@@ -48,7 +48,7 @@ def grouped_gemm(a, b, offsets, *, out=None, ctas: int | None = None, stream=Non
         raise ad.ArgumentError(f"b must be (G, K, N) with K = {k} of a {tuple(a.shape)} and offsets (G,), "
                                f"got b {tuple(b.shape)} and offsets {tuple(offsets.shape)}", user_location())
     groups, _, n = b.shape
-    c = empty(a, (a.shape[0], n), a.dtype) if out is None else out
+    c = empty(a, (a.shape[0], n), a.dtype) if out is None else apart(out, a=a, b=b, offsets=offsets)
     _launch(a, b.reshape(groups * k, n), c, offsets, "offsets", ctas, stream)
     return c
 
@@ -61,8 +61,8 @@ def grouped_gemm_masked(a, b, counts, *, out=None, ctas: int | None = None, stre
         raise ad.ArgumentError(f"b must be (G, K, N) = ({groups}, {k}, N) for a (G, capacity, K) = "
                                f"{tuple(a.shape)}, got {tuple(b.shape)}", user_location())
     n = b.shape[2]
-    c = empty(a, (groups, capacity, n), a.dtype) if out is None else out
-    rows = groups * capacity
+    shape, rows = (groups, capacity, n), groups * capacity
+    c = empty(a, shape, a.dtype) if out is None else apart(checked_out(out, shape), a=a, b=b, counts=counts)
     _launch(a.reshape(rows, k), b.reshape(groups * k, n), c.reshape(rows, n), counts, "masked", ctas, stream)
     return c
 
@@ -147,7 +147,8 @@ def grouped_gemm_fp8_blockscaled(a, a_scales, b, b_scales, offsets, *, out=None,
     K)), float8 e4m3, block-scaled as `gemm_fp8_blockscaled`: a_scales (rows, K/128), b_scales
     (G, N/128, K/128); N a multiple of 128."""
     groups, n, k = b.shape
-    c = empty(a, (a.shape[0], n), ad.bfloat16) if out is None else out
+    c = empty(a, (a.shape[0], n), ad.bfloat16) if out is None else apart(
+        out, a=a, a_scales=a_scales, b=b, b_scales=b_scales, offsets=offsets)
     _launch_fp8(a, a_scales, b, b_scales, c, offsets, "offsets", ctas, stream)
     return c
 
@@ -165,7 +166,9 @@ def grouped_gemm_fp8_blockscaled_masked(a, a_scales, b, b_scales, counts, *, out
         raise ad.ArgumentError(f"a_scales must be (G, capacity, K/128) = "
                                f"{(groups, capacity, -(-k // BLOCK))}, got {tuple(a_scales.shape)}",
                                user_location())
-    c = empty(a, (groups, capacity, n), ad.bfloat16) if out is None else out
+    shape = (groups, capacity, n)
+    c = empty(a, shape, ad.bfloat16) if out is None else apart(  # reshaped below
+        checked_out(out, shape), a=a, a_scales=a_scales, b=b, b_scales=b_scales, counts=counts)
     _launch_fp8(a.reshape(rows, k), a_scales.reshape(rows, -(-k // BLOCK)), b, b_scales, c.reshape(rows, n),
                 counts, "masked", ctas, stream)
     return c

@@ -28,7 +28,6 @@ def empty(like: Any, shape: tuple[int, ...], dtype: Any) -> Any:
     return runtime.empty(shape, element, device)
 
 
-
 def zeros(like: Any, shape: tuple[int, ...], dtype: Any) -> Any:
     """A new array of zeros of `shape` and `dtype` beside the array `like` (an accumulator)."""
     element: DType = as_dtype(dtype)
@@ -39,6 +38,58 @@ def zeros(like: Any, shape: tuple[int, ...], dtype: Any) -> Any:
         return np.zeros(tuple(shape), element.numpy)
     device = like.device if isinstance(like, runtime.DeviceArray) else 0
     return runtime.to_device(np.zeros(tuple(shape), element.numpy), device)
+
+
+def contiguous(array: Any) -> bool:
+    """Whether `array` (numpy, torch, or a `DeviceArray`, which always is) is row-major contiguous."""
+    flags = getattr(array, "flags", None)
+    if flags is not None:
+        return bool(flags["C_CONTIGUOUS"])
+    is_contiguous = getattr(array, "is_contiguous", None)
+    return bool(is_contiguous()) if callable(is_contiguous) else True
+
+
+def checked_out(out: Any, shape: tuple[int, ...]) -> Any:
+    """The caller's `out`, refused at the caller's line unless it has `shape` and is contiguous:
+    a host function that reshapes its output for the kernel would otherwise have the kernel
+    write a copy (a reshape of a strided array), the caller's array left as it was, or write an
+    array of another shape but as many elements in another order."""
+    if tuple(out.shape) != tuple(shape) or not contiguous(out):
+        raise ArgumentError(f"out must be a contiguous array of shape {tuple(shape)}, got shape "
+                            f"{tuple(out.shape)}{'' if contiguous(out) else ', not contiguous'}",
+                            user_location())
+    return out
+
+
+def apart(out: Any, **inputs: Any) -> Any:
+    """The caller's `out`, refused at the caller's line where it shares memory with one of the
+    named `inputs`: a kernel reads its inputs tile by tile while it writes, so an out that is
+    (part of) an input, `gemm(a, b, out=a)`, would have parts read after they were overwritten."""
+    for name, array in inputs.items():
+        if _overlap(out, array):
+            raise ArgumentError(f"out shares memory with {name}, which the kernel reads while it writes "
+                                "out: pass a separate array", user_location())
+    return out
+
+
+def _overlap(x: Any, y: Any) -> bool:
+    """Whether arrays x and y may hold some of the same bytes (their spans overlap)."""
+    if isinstance(x, np.ndarray) and isinstance(y, np.ndarray):
+        return bool(np.may_share_memory(x, y))
+    spans = _span(x), _span(y)
+    return None not in spans and spans[0][0] < spans[1][1] and spans[1][0] < spans[0][1]
+
+
+def _span(array: Any) -> tuple[int, int] | None:
+    """The bytes [first, end) a GPU array's elements span: a `DeviceArray`'s, or a torch tensor's
+    by its strides; None for an empty or unknown one."""
+    if isinstance(array, runtime.DeviceArray):
+        return (array.address, array.address + array.nbytes) if array.nbytes else None
+    data_ptr = getattr(array, "data_ptr", None)
+    if not callable(data_ptr) or not array.numel():
+        return None
+    last = sum((extent - 1) * stride for extent, stride in zip(array.shape, array.stride()))
+    return data_ptr(), data_ptr() + (last + 1) * array.element_size()
 
 
 _KEPT: dict = {}

@@ -34,7 +34,7 @@ from asyncdsl.jit.kernel import Kernel, kernel
 from asyncdsl.jit.persistent import persistent_grid
 from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.kernels.dispatch import launch
-from asyncdsl.kernels.outputs import empty
+from asyncdsl.kernels.outputs import apart, empty
 
 E4M3_MAX = 448.0
 CHUNK = 8192  # elements of a row held in registers at once: 64 per thread
@@ -56,6 +56,11 @@ def quantize_fp8(x, *, out=None, stream=None):
     chosen, constexprs = choose(row_length("x", x))
     if out is None:
         out = empty(x, x.shape, ad.float8_e4m3fn), empty(x, x.shape[:1], ad.float32)
+    elif not isinstance(out, (tuple, list)) or len(out) != 2:
+        raise ad.ArgumentError(f"out is the pair (q, scales), got {type(out).__name__}", user_location())
+    else:  # the scales are written while the rows are read
+        apart(out[0], x=x)
+        apart(out[1], x=x, q=out[0])
     q, scales = out
     launch(chosen, x, q, scales, stream=stream, **constexprs)
     return q, scales
@@ -77,7 +82,7 @@ def choose(n: int) -> tuple[Kernel, dict]:
 @kernel(grid=lambda x, q, scales, **_: (x.shape[0],), block=128)
 def rowwise_fp8_quant(x, q, scales, CHUNK: constexpr = CHUNK):
     """One row a CTA, in windows of up to CHUNK elements (a multiple of 1024)."""
-    check_rows(("x", x), ("q", q), ("scales", scales))
+    _check(x, q, scales)
     if not is_int(CHUNK) or CHUNK <= 0 or CHUNK % 1024:
         raise ad.TraceError(f"CHUNK must be a positive multiple of 1024 (a window is whole 16-byte vectors "
                             f"of all 128 threads), got {CHUNK!r}", user_location())
@@ -88,8 +93,18 @@ def rowwise_fp8_quant(x, q, scales, CHUNK: constexpr = CHUNK):
 def rowwise_fp8_quant_pairs(x, q, scales):
     """Two rows a CTA, one a warpgroup, each quantised on its own as `rowwise_fp8_quant` does (a
     second row past the array's end is never read or written)."""
-    check_rows(("x", x), ("q", q), ("scales", scales))
+    _check(x, q, scales)
     _quantize_row(x, q, scales, ad.ds(ad.program_id(0) * 2 + ad.warpgroup_idx(), 1), CHUNK)
+
+
+def _check(x, q, scales) -> None:
+    """The kernels' arguments (`check_rows`), x floating point and q float8_e4m3fn: the rows are
+    converted to q's type, so a uint8 or int8 q (fp8 bytes as some code holds them) would get
+    rounded integers, and an int16 x would be read as integers, not as bfloat16's bits."""
+    check_rows(("x", x), ("q", q), ("scales", scales))
+    if x.dtype not in (ad.bfloat16, ad.float16, ad.float32) or q.dtype != ad.float8_e4m3fn:
+        raise ad.TraceError(f"x must be bfloat16, float16 or float32 and q float8_e4m3fn, got {x.dtype} and "
+                            f"{q.dtype}", user_location())
 
 
 def _quantize_row(x, q, scales, row, chunk: int) -> None:
@@ -115,7 +130,7 @@ def rowwise_fp8_quant_split(x, q, scales):
     """One row a CTA of PARTS warpgroups: warpgroup w holds its share of the row, elements
     [w·n/PARTS, (w+1)·n/PARTS), in registers; the shares' absolute maxima meet in shared memory
     and all take the largest in the same order, so they scale by the same factor."""
-    check_rows(("x", x), ("q", q), ("scales", scales))
+    _check(x, q, scales)
     share = x.shape[1] // PARTS
     row = ad.ds(ad.program_id(0), 1)
     me = ad.warpgroup_idx()
@@ -137,7 +152,7 @@ def rowwise_fp8_quant_ring(x, q, scales, STAGES: constexpr = 3):
     row's before the others read this one's), and all take the largest in the same order.
     Rows of any multiple of 512 elements up to 32768 (64 per thread; STAGES slots of a row
     each must fit in shared memory)."""
-    check_rows(("x", x), ("q", q), ("scales", scales))
+    _check(x, q, scales)
     ring = RowRing(x, STAGES, PARTS)
     peaks = ad.smem((2, PARTS, 1), ad.float32)
     for t in ad.range(ring.count):

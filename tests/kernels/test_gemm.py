@@ -105,6 +105,51 @@ def test_every_plan_names_a_kernel_that_takes_its_configuration(ptxas):
                                   ad.ArraySpec((512, 1000), bf16), CTAS=132, **chosen.constexprs()))
 
 
+def test_an_out_sharing_memory_with_an_input_is_refused():
+    """The kernels read a and b tile by tile while they write c: c = a had tiles of a read after
+    they were overwritten (a wrong product, no error)."""
+    a, b = _operands(128, 128, 128)
+    kept = a.copy()
+    def bias_of_out(a, b, out):
+        return K.gemm_bias_activation(a, b, out[0], "relu", out=out)
+
+    calls = ((K.gemm, a, "a"), (K.gemm, b[:, :], "b"), (K.gemm_stream_k, b, "b"),
+             (bias_of_out, np.empty_like(a), "bias"))
+    for call, out, name in calls:
+        with pytest.raises(ArgumentError, match=f"out shares memory with {name}") as error:
+            call(a, b, out=out)
+        assert error.value.location.file == __file__
+    assert np.array_equal(a.view(np.uint16), kept.view(np.uint16))
+
+
+def test_operands_that_are_not_matrices_are_refused_at_the_callers_line():
+    """The host functions size c from a's and b's shapes: a vector or a batch of matrices was
+    an internal unpacking error before any check."""
+    a, b = _operands(64, 64, 64)
+    e4m3 = ml_dtypes.float8_e4m3fn
+    calls = ((lambda: K.gemm(a[0], b), r"a must be a matrix, got shape \(64,\)"),
+             (lambda: K.gemm(a, b[None]), r"b must be a matrix, got shape \(1, 64, 64\)"),
+             (lambda: K.gemm_stream_k(a[None], b), "a must be a matrix"),
+             (lambda: K.gemm_bias_activation(a, b.tolist(), b[0]), "b must be a matrix, got list"),
+             (lambda: K.gemm_fp8_rows(a, b[0]), "b must be a matrix"),
+             (lambda: K.gemm_fp8(a.astype(e4m3), b[0].astype(e4m3), a[0], b[0]), "b must be a matrix"))
+    for call, message in calls:
+        with pytest.raises(ArgumentError, match=message) as error:
+            call()
+        assert error.value.location.file == __file__
+
+
+def test_an_odd_count_of_ctas_is_never_planned_in_cta_pairs():
+    """A pair's grid is whole clusters of two: on 5 CTAs the 256 x 128 tiles in pairs that fill
+    896 x 256 better than 128 x 256 ones (as on 6) would not launch."""
+    assert plan(896, 256, 64, ctas=6).pair and not plan(896, 256, 64, ctas=5).pair
+    assert plan(3000, 4104, 4096, ctas=132).pair and not plan(3000, 4104, 4096, ctas=131).pair
+    assert PAIRS_SHARING_A in candidates(1000, 1000, 1000, ctas=132)
+    assert not any(chosen.pair for chosen in candidates(1000, 1000, 1000, ctas=131))
+    a, b = _operands(896, 256, 64)
+    assert np.array_equal(K.gemm(a, b, ctas=5).view(np.uint16), _exact(a, b).view(np.uint16))
+
+
 def test_a_plan_the_kernels_cannot_run_is_refused_at_the_callers_line():
     a, b = _operands(128, 128, 64)
     with pytest.raises(ArgumentError, match="schedule is one of") as error:

@@ -176,3 +176,24 @@ def test_group_counts_that_do_not_match_b_are_refused():
     with pytest.raises(ad.ArgumentError, match=r"b must be \(G, K, N\) = \(2, 16, N\)") as error:
         K.grouped_gemm_masked(np.zeros((2, 8, 16), bf16), np.zeros((2, 32, 8), bf16), np.ones(2, np.int32))
     assert error.value.location.file == __file__
+
+
+def test_a_masked_out_that_is_strided_or_of_another_shape_is_refused():
+    """The masked forms reshape out to (G·capacity, N) for the kernel: a strided out would be
+    copied by the reshape (the kernel writing the copy, out left as it was) and one of another
+    shape but as many elements written in another order."""
+    rng = np.random.default_rng(6)
+    a, b, counts = small(rng, (2, 64, 64)), small(rng, (2, 64, 128)), np.array([5, 64], np.int32)
+    strided = np.zeros((2, 128, 128), BF16)[:, :64]
+    for out, what in ((strided, "not contiguous"), (np.zeros((2, 64 * 128), BF16), r"got shape \(2, 8192\)")):
+        with pytest.raises(ad.ArgumentError, match=what) as error:
+            K.grouped_gemm_masked(a, b, counts, out=out)
+        assert error.value.location.file == __file__
+    assert not strided.astype(np.float32).any()
+    a8, sa, b8, sb = fp8_inputs(rng, 128, 2, 128, 256)
+    with pytest.raises(ad.ArgumentError, match="not contiguous"):
+        K.grouped_gemm_fp8_blockscaled_masked(a8.reshape(2, 64, 256), sa.reshape(2, 64, 2), b8, sb, counts,
+                                              out=strided)
+    c = np.zeros((2, 64, 128), BF16)  # the right out: written in place
+    assert K.grouped_gemm_masked(a, b, counts, out=c) is c
+    assert np.array_equal(c[1].astype(np.float64), a[1].astype(np.float64) @ b[1].astype(np.float64))

@@ -73,3 +73,35 @@ def test_under_capture_a_kept_workspace_is_reused_and_a_new_one_is_the_graphs_al
 def test_numpy_arrays_get_a_workspace_each_call(capture):
     x = np.zeros(4)
     assert outputs.kept(x, None, ("w",), list) is not outputs.kept(x, None, ("w",), list)
+
+
+class Strided:
+    """A torch tensor as `outputs.apart` sees one: a start address, shape, strides, element size."""
+
+    def __init__(self, start, shape, strides, size=2):
+        self.start, self.shape, self._strides, self.size = start, shape, strides, size
+
+    def data_ptr(self):
+        return self.start
+
+    def numel(self):
+        return int(np.prod(self.shape))
+
+    def stride(self):
+        return self._strides
+
+    def element_size(self):
+        return self.size
+
+
+def test_an_out_is_refused_where_its_bytes_meet_an_inputs():
+    whole = Strided(1000, (8, 8), (8, 1))  # bytes 1000 .. 1128
+    assert outputs.apart(Strided(1128, (8, 8), (8, 1)), a=whole) is not None  # the next matrix
+    for inside in (Strided(1032, (2, 8), (8, 1)), Strided(1000, (8, 8), (1, 8)), Strided(1126, (1,), (1,))):
+        with pytest.raises(ad.ArgumentError, match="out shares memory with a") as error:
+            outputs.apart(inside, a=whole)
+        assert error.value.location.file == __file__
+    assert outputs.apart(Strided(1000, (0, 8), (8, 1)), a=whole) is not None  # empty: no bytes
+    x = np.zeros((4, 4))
+    with pytest.raises(ad.ArgumentError, match="out shares memory with b"):
+        outputs.apart(x[1:], a=np.zeros(3), b=x[:2])

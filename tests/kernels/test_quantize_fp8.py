@@ -91,6 +91,17 @@ def test_the_host_function_writes_the_outputs_given():
     _assert_exact(q, scales, x)
 
 
+def test_an_out_that_is_not_a_pair_apart_from_x_is_refused():
+    """out is (q, scales); scales written over x's first row (which is read while they are
+    written) gave wrong scales without an error, and a lone q array an internal unpacking error."""
+    x = random_rows((4, 1024), 3)
+    with pytest.raises(ad.ArgumentError, match=r"out is the pair \(q, scales\), got ndarray") as error:
+        K.quantize_fp8(x, out=np.zeros(x.shape, ml_dtypes.float8_e4m3fn))
+    assert error.value.location.file == __file__
+    with pytest.raises(ad.ArgumentError, match="out shares memory with x"):
+        K.quantize_fp8(x, out=(np.zeros(x.shape, ml_dtypes.float8_e4m3fn), x[0, :8].view(np.float32)))
+
+
 @pytest.mark.parametrize("kernel,specs,constexprs,message", [
     (rowwise_fp8_quant, (*_specs(64, 3000)[:1], ad.ArraySpec((64, 2000), ad.float8_e4m3fn), _specs(64, 1)[2]),
      {"CHUNK": 1024}, r"q must have shape \(64, 3000\)"),
@@ -101,6 +112,11 @@ def test_the_host_function_writes_the_outputs_given():
     (rowwise_fp8_quant_ring, _specs(4, 1000), {}, "rows of 1000 elements do not split into 4 shares"),
     (rowwise_fp8_quant, _specs(4, 3000), {"CHUNK": 1000}, "CHUNK must be a positive multiple of 1024"),
     (rowwise_fp8_quant, _specs(4, 3000), {"CHUNK": 3}, "CHUNK must be a positive multiple of 1024"),
-], ids=["q", "scales", "scales-dtype", "ring-rows", "chunk-1000", "chunk-3"])
+    # rows converted to q's type: a uint8 q got rounded integers, an int16 x was read as integers
+    (rowwise_fp8_quant_pairs, (*_specs(5, 2000)[:1], ad.ArraySpec((5, 2000), ad.uint8), _specs(5, 1)[2]), {},
+     "q float8_e4m3fn, got bfloat16 and uint8"),
+    (rowwise_fp8_quant_split, (ad.ArraySpec((5, 4096), ad.int16), *_specs(5, 4096)[1:]), {},
+     "x must be bfloat16, float16 or float32"),
+], ids=["q", "scales", "scales-dtype", "ring-rows", "chunk-1000", "chunk-3", "q-uint8", "x-int16"])
 def test_arguments_the_kernels_cannot_take_are_refused(kernel, specs, constexprs, message):
     assert_refused(kernel, specs, constexprs, message)
