@@ -51,8 +51,8 @@ def check_operands(a, b, c, CTAS, rows=None, b_is_transposed=False, a_is_transpo
         row_bytes = array.shape[1] * array.dtype.itemsize
         if row_bytes % 16:
             raise ad.TraceError(f"{name}'s rows are {row_bytes} bytes ({array.shape[1]} {array.dtype}): TMA "
-                                "copies rows of a multiple of 16 bytes (K and N multiples of 8 for "
-                                "16-bit elements)")
+                                "copies rows of a multiple of 16 bytes (a multiple of "
+                                f"{16 // array.dtype.itemsize} elements of {array.dtype})")
 
 
 def check_16_bit(a, b, c, c_float32: bool = False, c_float8: bool = False) -> None:

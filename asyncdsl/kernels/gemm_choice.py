@@ -42,7 +42,7 @@ from asyncdsl.kernels.gemm_cooperative import (
     matmul_split_k_2cta,
 )
 from asyncdsl.kernels.gemm_pingpong import matmul_pingpong
-from asyncdsl.kernels.outputs import apart, empty, kept
+from asyncdsl.kernels.outputs import apart, empty, empty_product, kept
 
 _SCHEDULES = ("cooperative", "pingpong", "narrow")
 # The constexprs each schedule's kernel takes from the configuration.
@@ -98,6 +98,8 @@ def gemm(a, b, *, out=None, config: GemmConfig | GemmPlan | None = None, tune: b
     tune = flag(tune, "tune")
     m, n, k = product_shape(a, b)
     c = empty(a, (m, n), a.dtype) if out is None else apart(out, a=a, b=b)
+    if 0 in (m, n, k):
+        return empty_product(a, b, c, k)
     ctas = ctas or (INTERPRETED_CTAS if on_host(a) else multiprocessors(a) // 2 * 2)
     if config is None and tune and not on_host(a):  # the interpreter times nothing
         tuned = _tuned(m, n, k, ctas)

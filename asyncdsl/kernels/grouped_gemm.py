@@ -146,6 +146,8 @@ def grouped_gemm_fp8_blockscaled(a, a_scales, b, b_scales, offsets, *, out=None,
     """c (rows, N) bfloat16: rows offsets[g-1] .. offsets[g] of a (rows, K) times b[g]ᵀ (b (G, N,
     K)), float8 e4m3, block-scaled as `gemm_fp8_blockscaled`: a_scales (rows, K/128), b_scales
     (G, N/128, K/128); N a multiple of 128."""
+    if len(b.shape) != 3:
+        raise ad.ArgumentError(f"b must be (G, N, K), got {tuple(b.shape)}", user_location())
     groups, n, k = b.shape
     c = empty(a, (a.shape[0], n), ad.bfloat16) if out is None else apart(
         out, a=a, a_scales=a_scales, b=b, b_scales=b_scales, offsets=offsets)

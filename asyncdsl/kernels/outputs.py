@@ -40,6 +40,18 @@ def zeros(like: Any, shape: tuple[int, ...], dtype: Any) -> Any:
     return runtime.to_device(np.zeros(tuple(shape), element.numpy), device)
 
 
+def empty_product(a: Any, b: Any, c: Any, k: int) -> Any:
+    """c = a @ b where M, N or K is 0, as torch and numpy give it (no kernel launches): nothing
+    where c is empty, zeros where K is 0; refused where b's K or c's shape does not match."""
+    m, n = c.shape
+    if tuple(b.shape)[0] != k or tuple(a.shape) != (m, k):
+        raise ArgumentError(f"a {tuple(a.shape)} and b {tuple(b.shape)} do not multiply into c "
+                            f"{tuple(c.shape)}", user_location())
+    if m and n:
+        c[...] = 0  # a sum of no terms
+    return c
+
+
 def contiguous(array: Any) -> bool:
     """Whether `array` (numpy, torch, or a `DeviceArray`, which always is) is row-major contiguous."""
     flags = getattr(array, "flags", None)

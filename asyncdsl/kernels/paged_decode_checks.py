@@ -13,6 +13,8 @@ ROWS = 64  # rows of the wgmma tile: query heads of a group times queries, padde
 
 def check_arguments(q, k_cache, block_table, splits, ctas_per_sm) -> None:
     """Refuse host function arguments the decode does not take, at the caller's line."""
+    if len(q.shape) not in (3, 4):
+        raise ad.ArgumentError(f"q is (B, H, D) or (B, Q, H, D), got {tuple(q.shape)}", user_location())
     if len(k_cache.shape) != 4 or len(block_table.shape) != 2:
         raise ad.ArgumentError(f"the caches are (pages, page_size, H_kv, D) and the block table (B, "
                                f"max_pages), got {tuple(k_cache.shape)} and {tuple(block_table.shape)}",

@@ -40,6 +40,18 @@ def test_gemm_of_numpy_arrays_is_exact(shape, config):
     assert np.array_equal(c.view(np.uint16), _exact(a, b).view(np.uint16))
 
 
+@pytest.mark.parametrize("m,n,k", [(0, 64, 64), (64, 0, 64), (64, 64, 0), (0, 0, 0)])
+def test_an_empty_product_is_numpys(m, n, k):
+    a, b = _operands(m, n, k)
+    c = K.gemm(a, b)
+    assert c.shape == (m, n) and np.array_equal(c.view(np.uint16), _exact(a, b).view(np.uint16))
+    out = np.full((m, n), np.nan, ml_dtypes.bfloat16)
+    assert K.gemm(a, b, out=out) is out and not np.isnan(out.astype(np.float32)).any()  # zeros where K is 0
+    with pytest.raises(ArgumentError, match=r"do not multiply into c") as caught:
+        K.gemm(a, np.zeros((k + 1, n), ml_dtypes.bfloat16), out=out)
+    assert caught.value.location.file == __file__
+
+
 def test_gemm_writes_into_out_when_given():
     a, b = _operands(128, 256, 64)
     out = np.full((128, 256), np.nan, ml_dtypes.bfloat16)

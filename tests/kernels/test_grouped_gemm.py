@@ -168,6 +168,9 @@ def test_group_counts_that_do_not_match_b_are_refused():
         with pytest.raises(ad.ArgumentError, match=r"b must be \(G, N, K\) = \(4, N, 256\)") as error:
             K.grouped_gemm_fp8_blockscaled_masked(a.reshape(4, 32, 256), sa.reshape(4, 32, 2), b, sb, counts)
         assert error.value.location.file == __file__
+    with pytest.raises(ad.ArgumentError, match=r"b must be \(G, N, K\), got \(128, 256\)") as error:
+        K.grouped_gemm_fp8_blockscaled(a, sa, b[0], sb, np.array([64, 128], np.int32))
+    assert error.value.location.file == __file__
     bf16 = ml_dtypes.bfloat16
     # b (2, 128, 128) read as (256, 128) would pass for 4 groups of K 64: refused, K is not a's.
     with pytest.raises(ad.ArgumentError, match=r"b must be \(G, K, N\) with K = 64") as error:

@@ -208,6 +208,10 @@ def test_a_budget_it_does_not_plan_for_is_refused_at_the_callers_line():
         with pytest.raises(ad.ArgumentError, match="ctas_per_sm, the CTAs a multiprocessor") as caught:
             K.paged_decode_attention(q[:, 0], k, v, table, seq_lens, ctas_per_sm=bad)
         assert caught.value.location.file == __file__
+    with pytest.raises(ad.ArgumentError, match=r"q is \(B, H, D\) or \(B, Q, H, D\), got \(2, 64\)") as \
+            caught:
+        K.paged_decode_attention(q[0, 0], k, v, table, seq_lens)
+    assert caught.value.location.file == __file__
 
 
 def specs(batch=4, queries=1, heads=32, kv_heads=8, d=128, page=16, dtype=ad.bfloat16, units=33, pages=1024):
