@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from asyncdsl.errors import ArgumentError
+from asyncdsl.errors import ArgumentError, user_location
 from asyncdsl.jit.kernel import Kernel
 
 _SCHEMA_TYPES = {"int": "int", "float": "float"}
@@ -106,6 +106,15 @@ def library_op(name: str, function: Callable[..., Any], *, schema: str, fake: Ca
     all `torch.compile` runs while it traces.  The operator (a `torch.library.CustomOpDef`) takes
     an autograd formula by `register_autograd`."""
     return _register(name, function, schema, fake, ())
+
+
+def check_rows(what: str, **tensors: torch.Tensor) -> None:
+    """Refuse, at the caller's line, a 0-d tensor where operator `what` takes rows along the last
+    axis (every other axis flattened)."""
+    for name, tensor in tensors.items():
+        if tensor.dim() == 0:
+            raise ArgumentError(f"{what} takes {name} of rows along its last axis, got a 0-d tensor",
+                                user_location())
 
 
 def library_call(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

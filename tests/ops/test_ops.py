@@ -328,6 +328,17 @@ def test_swiglu_refuses_gate_and_up_of_different_shapes():
         ops.swiglu(gate, up)
 
 
+def test_the_row_operators_refuse_a_0d_tensor_at_the_callers_line():
+    x, w = torch.zeros((), dtype=torch.bfloat16), torch.ones(4, dtype=torch.bfloat16)
+    calls = {"rms_norm": lambda: ops.rms_norm(x, w), "layer_norm": lambda: ops.layer_norm(x, w, w),
+             "swiglu": lambda: ops.swiglu(x, x), "cross_entropy": lambda: ops.cross_entropy(x, x.long()),
+             "linear_cross_entropy": lambda: ops.linear_cross_entropy(x, w[None], x.long())}
+    for name, call in calls.items():
+        with pytest.raises(ArgumentError, match=rf"test_ops.py:\d+: {name} takes \w+ of rows along its last "
+                                                r"axis, got a 0-d tensor"):
+            call()
+
+
 def test_the_losses_refuse_a_second_derivative(reference_kernels):
     # Their backward passes scale a gradient the forward pass made, a constant to autograd: a
     # gradient of the gradient would leave out the softmax's curvature (torch's has it).
