@@ -120,7 +120,7 @@ def paged_decode_kernel(q, k_cache, v_cache, block_table, seq_lens, scales, plan
     split, else the split's part and lse; `STAGES` blocks in flight (`ring_stages` where None)."""
     _, Q, H, D = q.shape
     PAGES, PAGE, H_KV, _ = k_cache.shape
-    check_shapes(q, k_cache, v_cache, block_table, seq_lens, plan, o, part, BK, STAGES)
+    check_shapes(q, k_cache, v_cache, block_table, seq_lens, plan, o, part, lse, BK, STAGES)
     G, SLOT = H // H_KV, min(BK, PAGE)  # a slot of the ring holds positions of one page: one TMA box
     P = BK // SLOT  # slots a block: the consumer takes BK keys a step whatever the page size
     h_kv, slot = ad.program_id(0) % H_KV, ad.program_id(0) // H_KV

@@ -27,7 +27,7 @@ def check_arguments(q, k_cache, block_table, splits, ctas_per_sm) -> None:
                                f"{splits!r}", user_location())
 
 
-def check_shapes(q, k_cache, v_cache, block_table, seq_lens, plan, o, part, BK, STAGES=None) -> None:
+def check_shapes(q, k_cache, v_cache, block_table, seq_lens, plan, o, part, lse, BK, STAGES=None) -> None:
     """Refuse at trace time what the kernel does not compute."""
     (B, Q, H, D), (_, PAGE, H_KV, _) = q.shape, k_cache.shape
     if PAGE not in PAGE_SIZES:
@@ -56,9 +56,11 @@ def check_shapes(q, k_cache, v_cache, block_table, seq_lens, plan, o, part, BK, 
     if len(plan.shape) != 2 or plan.shape[0] != 5 or plan.shape[1] <= B or plan.dtype != ad.int32:
         raise ad.TraceError(f"the plan must be (5, units + {B}) int32 (blocks.balanced_splits), got "
                             f"{tuple(plan.shape)} {plan.dtype}", user_location())
-    if tuple(part.shape[1:]) != (Q * H, D):
-        raise ad.TraceError(f"the workspace must be (slots, {Q * H}, {D}), got {tuple(part.shape)}",
-                            user_location())
+    if len(part.shape) != 3 or tuple(part.shape[1:]) != (Q * H, D) or tuple(lse.shape) != part.shape[:2] or \
+            (part.dtype, lse.dtype) != (ad.float32, ad.float32):
+        raise ad.TraceError(f"the workspace must be float32 parts (slots, {Q * H}, {D}) and log-sum-exps "
+                            f"(slots, {Q * H}), got {tuple(part.shape)} {part.dtype} and {tuple(lse.shape)} "
+                            f"{lse.dtype}", user_location())
     # The ring: what shared memory holds beside q and the base's alignment slack, and a slot's
     # barrier each in one group, a block being P slots where it spans P pages.
     slots = BK // min(BK, PAGE)

@@ -268,6 +268,14 @@ def test_shapes_the_kernel_does_not_take_are_refused_at_its_line(change, message
     assert caught.value.location.file.endswith("paged_decode.py")
 
 
+def test_a_workspace_of_other_slots_or_types_is_refused_at_its_line():
+    *arguments, part, lse = specs()
+    for bad in ((part, ad.ArraySpec((65, 32), ad.float32)), (part, ad.ArraySpec((66, 32), ad.bfloat16)),
+                (ad.ArraySpec((66, 32), ad.float32), lse)):
+        with pytest.raises(ad.TraceError, match=r"the workspace must be float32 parts \(slots, 32, 128\)"):
+            paged_decode_kernel.ptx(*arguments, *bad)
+
+
 def test_a_page_size_it_does_not_take_is_refused_through_the_host_function():
     q, k, v, table, seq_lens = inputs(1, 1, 2, 1, 64, 16, 8, 4, (5,))
     with pytest.raises(ad.TraceError, match="page size 8"):
