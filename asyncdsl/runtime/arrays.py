@@ -77,7 +77,7 @@ def device_array(value: Any, name: str | int = 0, *, stream: Any = None) -> Devi
         return value
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(value, torch.Tensor):
-        return _from_torch(value, name)
+        return _from_torch(torch, value, name)
     if hasattr(value, "__dlpack__") and hasattr(value, "__dlpack_device__"):
         return _from_dlpack(value, name, stream)
     try:
@@ -104,9 +104,15 @@ def _host_array_error(value: Any, name: str | int, where: str = "in host (CPU) m
     )
 
 
-def _from_torch(tensor: Any, name: str | int) -> DeviceArray:
+def _from_torch(torch: Any, tensor: Any, name: str | int) -> DeviceArray:
     if not tensor.is_cuda:
         raise _host_array_error(tensor, name, f"on device {tensor.device}")
+    if tensor.layout is not torch.strided:  # sparse tensors have no data pointer nor strides to read
+        raise ArgumentError(
+            f"{argument_label(name)} is a {tensor.layout} tensor; kernels take dense (strided) tensors: "
+            "pass x.to_dense()",
+            user_location(),
+        )
     return _validated(
         tensor.data_ptr(), tuple(tensor.shape), tuple(tensor.stride()), torch_dtype(tensor, name),
         tensor.get_device(), name, tensor

@@ -71,7 +71,7 @@ class _TorchBool:
 class _BoolTensor:
     """A contiguous CUDA torch tensor of booleans, as far as a launch reads one."""
 
-    dtype, is_cuda = _TorchBool(), True
+    dtype, is_cuda, layout = _TorchBool(), True, "torch.strided"
 
     def __init__(self, shape, address):
         self.shape, self._address = shape, address
@@ -94,7 +94,7 @@ class _BoolTensor:
 
 def test_torch_bool_tensors_launch_as_bytes(recorded, monkeypatch):
     torch = types.ModuleType("torch")
-    torch.Tensor = _BoolTensor
+    torch.Tensor, torch.strided = _BoolTensor, _BoolTensor.layout
     torch._C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda device: 0x700)
     monkeypatch.setitem(sys.modules, "torch", torch)
     copy(_BoolTensor((128, 128), 0x10000), _BoolTensor((128, 128), 0x20000), B=64)
