@@ -208,6 +208,8 @@ def as_dtype(value: Any) -> DType:
     except TypeError:
         # torch.bfloat16 and friends: their str() is "torch.bfloat16".
         text = str(value).rsplit(".", 1)[-1]
+        if text == "bool":  # torch.bool: booleans travel as bytes, as numpy's do (below)
+            return uint8
         if text in _BY_NAME or text in _ALIASES:
             return as_dtype(text)
         raise ArgumentError(f"cannot interpret {value!r} as an element type") from None

@@ -77,7 +77,7 @@ def device_array(value: Any, name: str | int = 0, *, stream: Any = None) -> Devi
         return value
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(value, torch.Tensor):
-        return _from_torch(value, name)
+        return _from_torch(torch, value, name)
     if hasattr(value, "__dlpack__") and hasattr(value, "__dlpack_device__"):
         return _from_dlpack(value, name, stream)
     try:
@@ -104,20 +104,41 @@ def _host_array_error(value: Any, name: str | int, where: str = "in host (CPU) m
     )
 
 
-def _from_torch(tensor: Any, name: str | int) -> DeviceArray:
+def _from_torch(torch: Any, tensor: Any, name: str | int) -> DeviceArray:
     if not tensor.is_cuda:
         raise _host_array_error(tensor, name, f"on device {tensor.device}")
-    dtype = _torch_dtypes.get(tensor.dtype)
-    if dtype is None:
-        # str(torch.bfloat16) == "torch.bfloat16"; as_dtype knows the part after the dot, and
-        # booleans travel as bytes (as numpy's do).
-        text = str(tensor.dtype).rsplit(".", 1)[-1]
-        dtype = _checked_dtype(lambda: as_dtype(np.bool_ if text == "bool" else text), tensor.dtype, name)
-        _torch_dtypes[tensor.dtype] = dtype
+    if tensor.layout is not torch.strided:  # sparse tensors have no data pointer nor strides to read
+        raise ArgumentError(
+            f"{argument_label(name)} is a {tensor.layout} tensor; kernels take dense (strided) tensors: "
+            "pass x.to_dense()",
+            user_location(),
+        )
     return _validated(
-        tensor.data_ptr(), tuple(tensor.shape), tuple(tensor.stride()), dtype,
+        tensor.data_ptr(), tuple(tensor.shape), tuple(tensor.stride()), torch_dtype(tensor, name),
         tensor.get_device(), name, tensor
     )
+
+
+def torch_dtype(tensor: Any, name: str | int) -> DType:
+    """The element type of torch tensor `tensor`, passed as argument `name`: torch's of the same
+    name, bool as uint8 (booleans travel as bytes, as numpy's do); `ArgumentError` for one
+    asyncdsl cannot move."""
+    dtype = _torch_dtypes.get(tensor.dtype)
+    if dtype is None:
+        # str(torch.bfloat16) == "torch.bfloat16"; as_dtype knows the part after the dot.
+        text = str(tensor.dtype).rsplit(".", 1)[-1]
+        dtype = _checked_dtype(lambda: as_dtype(np.bool_ if text == "bool" else text), tensor.dtype, name)
+        if dtype.bits != 8 * tensor.element_size():
+            # torch.uint4 and torch.int4 hold one value a byte, where asyncdsl's pack two a byte:
+            # read as packed, a tensor would be taken for the first half of its bytes.
+            raise ArgumentError(
+                f"{argument_label(name)} has element type {tensor.dtype}, one {dtype.bits}-bit value a byte, "
+                f"but asyncdsl's {dtype} is packed two a byte: pack the values (asyncdsl.hw.packed.pack) "
+                f"and pass the bytes as a DeviceArray of {dtype}",
+                user_location(),
+            )
+        _torch_dtypes[tensor.dtype] = dtype
+    return dtype
 
 
 def _from_dlpack(value: Any, name: str | int, stream: Any) -> DeviceArray:

@@ -18,7 +18,7 @@ import numpy as np
 
 from asyncdsl.dtypes import as_dtype
 from asyncdsl.errors import ArgumentError, SourceLocation
-from asyncdsl.runtime.arrays import DeviceArray, check_alignment
+from asyncdsl.runtime.arrays import DeviceArray, check_alignment, torch_dtype
 from asyncdsl.runtime.buffers import copy_to_device, to_host
 
 _NUMPY_UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
@@ -87,7 +87,7 @@ def _torch_copy(torch, name: str, tensor, location: SourceLocation | None) -> Ho
     if not tensor.is_contiguous():
         raise _not_contiguous(name, tensor.shape, location)
     check_alignment(tensor.data_ptr(), name, location)
-    dtype = as_dtype(tensor.dtype)
+    dtype = torch_dtype(tensor, name)  # the element type a GPU launch would see (bool as uint8)
     # Through a same-width integer view: numpy has no bfloat16/fp8, torch no ml_dtypes.
     bits_dtype = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[dtype.itemsize]
     bits = tensor.detach().view(bits_dtype)

@@ -176,7 +176,6 @@ class LoadedKernel:
         self._configure_function(facts)
         reports = [param for param in binary.params if isinstance(param, ErrorBufferParam)]
         self._errors = ErrorBuffer(reports[0], binary.name, device) if reports else None
-        self._scratch_pool = DeviceScratchPool(device)
         self._params = self.new_params()
         self.scratches: list[DescriptorScratch] = self._params.scratches
         self._config = self.new_launch_config()
@@ -230,9 +229,13 @@ class LoadedKernel:
             set_(attribute.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
 
     def new_params(self) -> KernelParams:
-        """A parameter block of this kernel (sharing its descriptor caches and scratch buffers)."""
+        """A parameter block of this kernel (sharing its descriptor caches, with scratch buffers of
+        its own)."""
         error_buffer = self._errors.address if self._errors else 0
-        return KernelParams(self.binary, self.device, self.tensor_maps, self._scratch_pool, error_buffer)
+        # A pool per block: a scratch cache that fills up frees every buffer of its pool, which
+        # another block's cache would still hand out (and its launches read) after the free.
+        return KernelParams(self.binary, self.device, self.tensor_maps, DeviceScratchPool(self.device),
+                            error_buffer)
 
     def new_launch_config(self) -> Any:
         """A `CUlaunchConfig` of this kernel on the legacy default stream, its grid not set yet."""

@@ -99,7 +99,7 @@ class DeviceScratch:
 
 
 class DeviceScratchPool:
-    """Device buffers for the scratch images of the kernels of one device."""
+    """Device buffers for the scratch images of one parameter block, on one device."""
 
     def __init__(self, device: int):
         self._device = device

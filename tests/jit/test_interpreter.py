@@ -33,6 +33,18 @@ def test_interpret_env_copies_torch_tensors_back_in_place(monkeypatch):
     assert torch.equal(x, y)
 
 
+def test_interpret_env_takes_torch_tensors_of_the_element_types_a_launch_takes(monkeypatch):
+    torch = pytest.importorskip("torch")
+    monkeypatch.setenv("ASYNCDSL_INTERPRET", "1")
+    x = torch.rand(64, 64) < 0.5
+    y = torch.zeros_like(x)
+    tile_copy(x, y, BM=32, BN=32)  # bool as bytes, as a GPU launch takes it
+    assert torch.equal(x, y)
+    with pytest.raises(ad.ArgumentError, match="argument 'src' has element type torch.complex64") as caught:
+        tile_copy(x.to(torch.complex64), y, BM=32, BN=32)
+    assert caught.value.location.file == __file__
+
+
 def test_interpret_env_refuses_jax_arrays(monkeypatch):
     # A stand-in `jax` module: only `isinstance(value, jax.Array)` is consulted.
     fake_jax = types.ModuleType("jax")

@@ -3,6 +3,9 @@ layout seen first, then the warm path; a persistent grid asked of the loaded ker
 
 from __future__ import annotations
 
+import sys
+import types
+
 import pytest
 from support import device_array
 
@@ -58,6 +61,47 @@ def test_arguments_by_keyword_or_position_take_the_warm_path_alike(recorded):
         ("warm", (2, 1, 1), (0x30000, 0x40000)),
         ("warm", (2, 1, 1), (0x50000, 0x60000)),
     ]
+
+
+class _TorchBool:
+    def __str__(self):
+        return "torch.bool"
+
+
+class _BoolTensor:
+    """A contiguous CUDA torch tensor of booleans, as far as a launch reads one."""
+
+    dtype, is_cuda, layout = _TorchBool(), True, "torch.strided"
+
+    def __init__(self, shape, address):
+        self.shape, self._address = shape, address
+
+    def stride(self):
+        return (self.shape[1], 1)
+
+    def data_ptr(self):
+        return self._address
+
+    def get_device(self):
+        return 0
+
+    def element_size(self):
+        return 1
+
+    def is_contiguous(self):
+        return True
+
+
+def test_torch_bool_tensors_launch_as_bytes(recorded, monkeypatch):
+    torch = types.ModuleType("torch")
+    torch.Tensor, torch.strided = _BoolTensor, _BoolTensor.layout
+    torch._C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda device: 0x700)
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    copy(_BoolTensor((128, 128), 0x10000), _BoolTensor((128, 128), 0x20000), B=64)
+    copy(_BoolTensor((128, 128), 0x30000), _BoolTensor((128, 128), 0x40000), B=64)
+    assert calls(recorded) == [("checked", (2, 2, 1), (0x10000, 0x20000)),
+                               ("warm", (2, 2, 1), (0x30000, 0x40000))]
+    assert [binary.arg_names for binary in recorded] == [("src", "dst")]
 
 
 def test_host_arrays_are_refused_with_a_pointer_to_interpret(recorded):

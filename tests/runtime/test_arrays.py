@@ -201,7 +201,14 @@ class _FakeTorchDtype:
         return f"torch.{self.name}"
 
 
+# Bytes a torch element takes (torch's 4-bit integer types hold one value a byte).
+_ELEMENT_BYTES = {"float32": 4, "bfloat16": 2, "bool": 1, "float8_e4m3fn": 1, "complex64": 8, "uint4": 1,
+                  "int4": 1}
+
+
 class _FakeTensor:
+    layout = "torch.strided"
+
     def __init__(self, shape, strides, dtype="float32", is_cuda=True, device=0, address=0x7F0000001000):
         self.shape, self._strides, self.dtype = shape, strides, _FakeTorchDtype(dtype)
         self.is_cuda, self._device, self._address = is_cuda, device, address
@@ -209,6 +216,9 @@ class _FakeTensor:
 
     def stride(self):
         return self._strides
+
+    def element_size(self):
+        return _ELEMENT_BYTES[self.dtype.name]
 
     def data_ptr(self):
         return self._address
@@ -221,6 +231,7 @@ class _FakeTensor:
 def fake_torch(monkeypatch):
     module = types.ModuleType("torch")
     module.Tensor = _FakeTensor
+    module.strided = _FakeTensor.layout
     monkeypatch.setitem(sys.modules, "torch", module)
     monkeypatch.setattr(arrays, "_torch_dtypes", {})
 
@@ -243,3 +254,23 @@ def test_torch_errors(fake_torch):
         device_array(_FakeTensor((4,), (1,), "complex64"), "w")
     with pytest.raises(ArgumentError, match="not 16-byte aligned"):
         device_array(_FakeTensor((4,), (1,), address=0x7F0000001002), "w")
+
+
+def test_torch_sparse_tensors_are_refused(fake_torch):
+    class SparseTensor(_FakeTensor):
+        layout = "torch.sparse_coo"
+
+        def data_ptr(self):  # as torch's sparse tensors do
+            raise RuntimeError("Cannot access data pointer of Tensor that doesn't have storage")
+
+    with pytest.raises(ArgumentError, match=r"argument 'w' is a torch.sparse_coo tensor; kernels take dense"):
+        device_array(SparseTensor((4, 4), (0, 0)), "w")
+
+
+@pytest.mark.parametrize("name", ["uint4", "int4"])
+def test_torch_4_bit_integers_are_refused(fake_torch, name):
+    # torch holds them one a byte: described as asyncdsl's packed type, the kernel would read the
+    # first half of the tensor's bytes as all of its values.
+    with pytest.raises(ArgumentError, match=rf"argument 'q' has element type torch.{name}, one 4-bit value "
+                                            rf"a byte, but asyncdsl's {name} is packed two a byte"):
+        device_array(_FakeTensor((64,), (1,), name), "q")

@@ -162,6 +162,54 @@ def test_a_profiled_launch_that_fails_still_opens_its_stream(fake_driver, monkey
     assert ("cuMemFree", (0x9000,)) in failing.calls
 
 
+class _ScratchDriver(RecordingDriver):
+    """The recording driver with what scratch uploads add: every allocation at an address of its
+    own, and which are still allocated."""
+
+    def __init__(self):
+        super().__init__()
+        self.live = set()
+        self._next = 0x7F0010000000
+
+    def allocation_address(self, size):
+        self._next += 0x10000
+        self.live.add(self._next)
+        return self._next
+
+    def cuMemFree(self, address):
+        self.live.discard(int(address))
+        return super().cuMemFree(address)
+
+    def cuMemcpyHtoDAsync(self, target, source, nbytes, stream):
+        return (self.success,)
+
+    def cuCtxSynchronize(self):
+        return (self.success,)
+
+
+def test_a_full_scratch_cache_frees_only_its_own_buffers(fake_driver, monkeypatch):
+    from asyncdsl.kernel_binary import DescriptorScratchParam, KernelBinary
+
+    fake_driver()
+    scratch_driver = _ScratchDriver()
+    replace = REPLACE_ADDRESS(lambda image, address: 0)
+    scratch_driver.entry_points["cuTensorMapReplaceAddress"] = replace
+    monkeypatch.setattr(driver, "_driver_module", scratch_driver)
+    binary = KernelBinary(name="s", ptx=pointer_binary().ptx, block=(128, 1, 1), arg_names=("x",),
+                          descriptors=(tiled_spec(arg_index=0),), params=(DescriptorScratchParam((0,)),))
+    kernel = launch.load_kernel(binary)
+    x = DeviceArray(0x7F0000100000, (256, 192), (192, 1), dtypes.float32, 0)
+    kernel.launch(1, [x])  # the kernel's own parameter block uploads a scratch for x
+    prepared = kernel.prepare(1)  # a warm layout's block, whose scratch cache fills up and starts over
+    monkeypatch.setattr(prepared._params.scratches[0], "capacity", 1)
+    for address in (0x7F0000200000, 0x7F0000300000):
+        prepared.launch((address,), 0)
+    kernel.launch(1, [x])  # x's scratch again: it must still be allocated
+    scratches = [args[4] for name, args in scratch_driver.calls if name == "cuLaunchKernelEx"]
+    assert scratches[-1] == scratches[0] and scratches[-1] in scratch_driver.live
+    del replace
+
+
 def test_the_compiler_the_knob_picks_is_part_of_the_installed_compilers_name(monkeypatch):
     from asyncdsl.runtime import jit_link
 

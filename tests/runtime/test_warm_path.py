@@ -57,7 +57,6 @@ class RecordingLoadedKernel:
         self.binary, self.device, self.name = binary, 0, binary.name
         self.tensor_maps = [tensormap.TensorMapCache(spec, functools.partial(_image, 1), _patch)
                             for spec in binary.descriptors]
-        self._scratch_pool = None
         self._errors = None
         self._function = object()
         self.launches = []
