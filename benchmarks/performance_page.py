@@ -218,15 +218,19 @@ def training_rows(payload: dict) -> list[Row]:
 def warm_up_rows(payload: dict) -> list[Row]:
     """A workload's kernels ready: asyncdsl's ways against its slower ones (no peer compiles
     these kernels)."""
-    kernels = next(key for key in payload if key.startswith("workload of"))
+    # "workload of 17 kernels (s)", or "llama.workload of 40 kernels (s)" for a saved workload
+    # (first_call.py --workload PATH): a file's name is kept in the rows' labels
+    kernels = next(key for key in payload if re.fullmatch(r".+ of \d+ kernels \(s\)", key))
     workload = payload[kernels]
     empty, disk = payload["GEMM, empty caches (s)"], payload["GEMM, disk cache (s)"]
     shared = payload["8 processes, one empty cache"]
-    count = kernels[len("workload of "):].split(" (")[0]
+    source, count = kernels[:-len(" (s)")].split(" of ", 1)
+    count = count if source == "workload" else f"{source}'s {count}"
+    per_cpu = next(key for key in workload if key.startswith("empty caches, a worker per CPU"))  # (CPUs)
     return [
         Row("GEMM's first call in a fresh process, disk cache", disk["first call's work"],
             "the same, empty caches", empty["first call's work"], "s", False),
-        Row(f"{count}, empty caches, a worker a CPU", workload["empty caches, a worker per CPU (16)"],
+        Row(f"{count}, empty caches, a worker a CPU", workload[per_cpu],
             "one process", workload["empty caches, 1 process"], "s", False),
         Row(f"{count}, disk cache", workload["disk cache"], "empty caches, one process",
             workload["empty caches, 1 process"], "s", False),

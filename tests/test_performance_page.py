@@ -66,3 +66,15 @@ def test_a_benchmark_overwrites_its_latest_result_with_the_date_commit_and_gpu(t
     assert re.fullmatch(r"\d{4}-\d\d-\d\d", payload["date"])
     monkeypatch.delenv("BENCHMARK_COMMIT")
     assert re.fullmatch(r"[0-9a-f]{12}(\+changes)?", common.measured_commit())  # this checkout's HEAD
+
+
+def test_the_warm_up_rows_read_a_saved_workloads_result_on_any_cpu_count():
+    # first_call.py --workload llama.workload names its kernels by the file, on the host's CPUs
+    module = _load("performance_page", ROOT / "benchmarks" / "performance_page.py")
+    payload = json.loads((RESULTS / "first_call.json").read_text())
+    kernels = next(key for key in payload if key.startswith("workload of"))
+    figures = {key.replace("(16)", "(32)"): value for key, value in payload.pop(kernels).items()}
+    payload["llama.workload of 40 kernels (s)"] = figures
+    rows = module.warm_up_rows(payload)
+    assert [row.label.split(",")[0] for row in rows[1:]] == ["llama.workload's 40 kernels"] * 3
+    assert rows[1].ours == figures["empty caches, a worker per CPU (32)"]
