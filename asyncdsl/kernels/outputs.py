@@ -88,8 +88,8 @@ def _overlap(x: Any, y: Any) -> bool:
     """Whether arrays x and y may hold some of the same bytes (their spans overlap)."""
     if isinstance(x, np.ndarray) and isinstance(y, np.ndarray):
         return bool(np.may_share_memory(x, y))
-    spans = _span(x), _span(y)
-    return None not in spans and spans[0][0] < spans[1][1] and spans[1][0] < spans[0][1]
+    first, second = _span(x), _span(y)
+    return first is not None and second is not None and first[0] < second[1] and second[0] < first[1]
 
 
 def _span(array: Any) -> tuple[int, int] | None:
