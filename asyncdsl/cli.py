@@ -32,6 +32,7 @@ import argparse
 import ast
 import importlib.util
 import inspect
+import os
 import re
 import sys
 from pathlib import Path
@@ -287,8 +288,25 @@ def main(argv: list[str] | None = None) -> int:
             return cache(options.clear)
         return info()
     except AsyncDSLError as error:
-        print(f"asyncdsl: {error}", file=sys.stderr)
+        print(f"asyncdsl {options.command}: {_users_text(error)}", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        # The reader went away (`asyncdsl dump ... | head`): stop quietly, as other commands do.
+        # stdout is pointed at /dev/null so that flushing it at exit does not fail once more.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+
+
+def _users_text(error: AsyncDSLError) -> str:
+    """`error` as its user should read it.  An error of the call the command makes (a value of
+    `--args` the kernel cannot take) is located at the first frame outside asyncdsl, the
+    command's own entry point (runpy's `<frozen runpy>`, the `asyncdsl` script), which is no line
+    of the user's: only its message is shown."""
+    where = error.location
+    if where is not None and (where.file.startswith("<")
+                              or Path(where.file).resolve() == Path(sys.argv[0]).resolve()):
+        return error.message
+    return str(error)
 
 
 if __name__ == "__main__":
