@@ -170,7 +170,17 @@ def _examples(target: str, command: str, specs: str | None = None):
                 f"in the file: "
                 f"EXAMPLE_ARGS = {{{name!r}: ((asyncdsl.ArraySpec(shape, dtype), ...), {{constexprs}})}}"
             )
-        args, kwargs = examples[name]
+        example = examples[name]
+        # A malformed entry (the arguments alone, no dict of keyword arguments) would otherwise end
+        # in a TypeError or ValueError from unpacking it, far from the file that declared it.
+        if not (isinstance(example, (tuple, list)) and len(example) == 2
+                and isinstance(example[0], (tuple, list)) and isinstance(example[1], dict)):
+            raise SystemExit(
+                f"asyncdsl {command}: {path}: EXAMPLE_ARGS[{name!r}] must be a pair (args, kwargs), a "
+                f"tuple of the positional arguments and a dict of the keyword ones, as in "
+                f"((asyncdsl.ArraySpec(shape, dtype), ...), {{'BM': 64}}); got {example!r}"
+            )
+        args, kwargs = example
         found.append((name, kernel, args, kwargs))
     return path, found
 

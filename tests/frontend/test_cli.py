@@ -53,6 +53,23 @@ def test_dump_explains_missing_example_arguments(tmp_path):
         main(["dump", f"{source}:other"])
 
 
+@pytest.mark.parametrize("entry", ["(spec, spec)", "((spec,),)", "((spec,), None)"])
+def test_dump_explains_malformed_example_arguments(tmp_path, entry):
+    source = tmp_path / "kernels.py"
+    source.write_text(textwrap.dedent(f'''
+        import asyncdsl as ad
+
+        @ad.kernel
+        def lonely(x):
+            ad.smem((8, 8), x.dtype)
+
+        spec = ad.ArraySpec((8, 8), ad.float32)
+        EXAMPLE_ARGS = {{"lonely": {entry}}}
+    '''))
+    with pytest.raises(SystemExit, match=r"EXAMPLE_ARGS\['lonely'\] must be a pair \(args, kwargs\)"):
+        main(["dump", str(source)])
+
+
 def test_dump_reports_kernel_errors_with_their_line(tmp_path, capsys):
     source = tmp_path / "broken.py"
     source.write_text(textwrap.dedent('''
