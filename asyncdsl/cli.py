@@ -32,6 +32,7 @@ import argparse
 import ast
 import importlib.util
 import inspect
+import os
 import re
 import sys
 from pathlib import Path
@@ -169,7 +170,17 @@ def _examples(target: str, command: str, specs: str | None = None):
                 f"in the file: "
                 f"EXAMPLE_ARGS = {{{name!r}: ((asyncdsl.ArraySpec(shape, dtype), ...), {{constexprs}})}}"
             )
-        args, kwargs = examples[name]
+        example = examples[name]
+        # A malformed entry (the arguments alone, no dict of keyword arguments) would otherwise end
+        # in a TypeError or ValueError from unpacking it, far from the file that declared it.
+        if not (isinstance(example, (tuple, list)) and len(example) == 2
+                and isinstance(example[0], (tuple, list)) and isinstance(example[1], dict)):
+            raise SystemExit(
+                f"asyncdsl {command}: {path}: EXAMPLE_ARGS[{name!r}] must be a pair (args, kwargs), a "
+                f"tuple of the positional arguments and a dict of the keyword ones, as in "
+                f"((asyncdsl.ArraySpec(shape, dtype), ...), {{'BM': 64}}); got {example!r}"
+            )
+        args, kwargs = example
         found.append((name, kernel, args, kwargs))
     return path, found
 
@@ -287,8 +298,25 @@ def main(argv: list[str] | None = None) -> int:
             return cache(options.clear)
         return info()
     except AsyncDSLError as error:
-        print(f"asyncdsl: {error}", file=sys.stderr)
+        print(f"asyncdsl {options.command}: {_users_text(error)}", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        # The reader went away (`asyncdsl dump ... | head`): stop quietly, as other commands do.
+        # stdout is pointed at /dev/null so that flushing it at exit does not fail once more.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+
+
+def _users_text(error: AsyncDSLError) -> str:
+    """`error` as its user should read it.  An error of the call the command makes (a value of
+    `--args` the kernel cannot take) is located at the first frame outside asyncdsl, the
+    command's own entry point (runpy's `<frozen runpy>`, the `asyncdsl` script), which is no line
+    of the user's: only its message is shown."""
+    where = error.location
+    if where is not None and (where.file.startswith("<")
+                              or Path(where.file).resolve() == Path(sys.argv[0]).resolve()):
+        return error.message
+    return str(error)
 
 
 if __name__ == "__main__":

@@ -53,6 +53,23 @@ def test_dump_explains_missing_example_arguments(tmp_path):
         main(["dump", f"{source}:other"])
 
 
+@pytest.mark.parametrize("entry", ["(spec, spec)", "((spec,),)", "((spec,), None)"])
+def test_dump_explains_malformed_example_arguments(tmp_path, entry):
+    source = tmp_path / "kernels.py"
+    source.write_text(textwrap.dedent(f'''
+        import asyncdsl as ad
+
+        @ad.kernel
+        def lonely(x):
+            ad.smem((8, 8), x.dtype)
+
+        spec = ad.ArraySpec((8, 8), ad.float32)
+        EXAMPLE_ARGS = {{"lonely": {entry}}}
+    '''))
+    with pytest.raises(SystemExit, match=r"EXAMPLE_ARGS\['lonely'\] must be a pair \(args, kwargs\)"):
+        main(["dump", str(source)])
+
+
 def test_dump_reports_kernel_errors_with_their_line(tmp_path, capsys):
     source = tmp_path / "broken.py"
     source.write_text(textwrap.dedent('''
@@ -82,6 +99,16 @@ def test_python_dash_m_entry_point():
     )
     assert done.returncode == 0, done.stderr
     assert "asyncdsl.async_copy" in done.stdout
+
+
+def test_a_closed_pipe_stops_the_command_quietly():
+    # `asyncdsl dump ... | head`: the reader is gone before the first line is printed.
+    command = subprocess.Popen([sys.executable, "-m", "asyncdsl", "dump", EXAMPLE],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    command.stdout.close()
+    err = command.stderr.read()
+    assert command.wait() == 1
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
 
 
 def test_dump_env_prints_stages_as_kernels_compile(monkeypatch, capsys):
@@ -230,3 +257,15 @@ def test_profile_takes_the_arguments_from_the_command_line(tmp_path, capsys, mon
                  "--args", "src=f32[128,32] dst=f32[128,32] scale=1.0 BM=64"]) == 0
     assert (tmp_path / "scaled_rows.trace.json").is_file()
     assert "kernel scaled_rows" in capsys.readouterr().out
+
+
+def test_an_argument_the_kernel_refuses_names_no_line_of_the_command_itself(tmp_path):
+    source = tmp_path / "rows.py"
+    source.write_text(LONE_COPY)
+    done = subprocess.run([sys.executable, "-m", "asyncdsl", "dump", str(source), "--ptx",
+                           "--args", "src=f32[128,32] dst=f32[128,32] scale='x' BM=64"],
+                          capture_output=True, text=True)
+    assert done.returncode == 1
+    # The error belongs to the call the command made, whose caller is runpy's frame: no user line.
+    assert done.stderr.startswith("asyncdsl dump: argument 'scale'"), done.stderr
+    assert "<frozen" not in done.stderr

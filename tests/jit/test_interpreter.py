@@ -73,6 +73,19 @@ def test_interpret_refuses_non_contiguous_arrays():
         tile_copy.interpret(x, y, BM=32, BN=32)
 
 
+def test_interpret_reads_read_only_arrays_and_refuses_writing_them():
+    x = np.frombuffer(np.arange(32 * 32, dtype=np.float32).tobytes(), np.float32).reshape(32, 32)
+    y = np.zeros_like(x)
+    tile_copy.interpret(x, y, BM=32, BN=32)  # a read-only source is fine
+    assert np.array_equal(x, y)
+    y.setflags(write=False)
+    with pytest.raises(ad.ArgumentError, match="argument 'dst' is a read-only numpy array, but the kernel "
+                                               "writes it") as caught:
+        tile_copy.interpret(np.ones_like(x), y, BM=32, BN=32)
+    assert caught.value.location.file == __file__
+    assert np.array_equal(x, y)
+
+
 def test_grid_must_be_whole_clusters():
     @ad.kernel(grid=(3,), cluster=(2, 1, 1))
     def noop(x):
