@@ -41,8 +41,9 @@ class GemmConfig:
     SHARE: str = "b"
     EVICT_FIRST: str = ""
 
-    def check(self) -> None:
-        """Refuse, at trace time, a configuration the kernel cannot be built for."""
+    def check(self, consumers: int = 2) -> None:
+        """Refuse, at trace time, a configuration the kernel cannot be built for, with `consumers`
+        warpgroups sharing each tile (`parts`)."""
         check_tiles(self.BM, self.BN, self.BK, self.STAGES)
         if not isinstance(self.SPLIT_K, int) or self.SPLIT_K < 1:
             raise ad.TraceError(f"SPLIT_K must be a positive int, got {self.SPLIT_K!r}")
@@ -59,6 +60,16 @@ class GemmConfig:
         if self.IN_FLIGHT not in (0, 1):
             raise ad.TraceError(
                 f"IN_FLIGHT says whether one wgmma stays in flight: 0 or 1, got {self.IN_FLIGHT!r}")
+        a_parts, b_parts = self.parts(consumers)
+        rows, columns = self.BM // a_parts, self.BN // b_parts
+        if rows % 64 or columns % 64 or columns > 256:  # one wgmma's accumulator, 64 x 64 store pieces
+            halved = "" if consumers == 1 else f", halved by {'rows' if self.SPLIT == 'm' else 'columns'},"
+            raise ad.TraceError(f"a BM x BN = {self.BM} x {self.BN} tile{halved} gives each consumer a "
+                                f"{rows} x {columns} accumulator: its rows and columns must be multiples of "
+                                f"64, its columns 256 at most (one wgmma's N)")
+        if self.IN_FLIGHT and self.STAGES < 2:  # its slot is held while the next step waits for one
+            raise ad.TraceError(f"IN_FLIGHT=1 keeps a wgmma and its slot busy while the next K step waits "
+                                f"for a slot: STAGES must be 2 or more, got {self.STAGES} (or IN_FLIGHT=0)")
 
     def parts(self, consumers: int = 2) -> tuple[int, int]:
         """How many parts the a and the b slice of a step are cut into, one per consumer

@@ -22,10 +22,21 @@ from __future__ import annotations
 from asyncdsl.frontend import language as ad
 
 
+def check_ring(ring, in_flight: int = 1) -> None:
+    """Refuse, at trace time, a ring of one slot under a K loop that keeps a wgmma in flight: that
+    wgmma holds its slot until the next step's is issued, and the next step waits for a free
+    slot, so the loop would hang at its second step."""
+    if in_flight and ring.stages < 2:
+        raise ad.TraceError(f"a K loop keeping one wgmma in flight needs a ring of 2 slots or more (the "
+                            f"wgmma in flight holds its slot while the next step waits for one), got "
+                            f"{ring.stages}: more STAGES, or in_flight=0")
+
+
 def mma_loop(acc, ring, index, k_steps, operands, in_flight: int = 1) -> None:
     """Unit `index`'s K loop: steps index * k_steps .. + k_steps of `ring`, one wgmma of
     `operands(slot)` into `acc` a step.  With `in_flight` 1 the last wgmma is left running and
     its slot held (`drain`), so that the caller can overlap the wait with other work."""
+    check_ring(ring, in_flight)
     for kk in ad.range(k_steps):
         step = index * k_steps + kk
         with ad.region("k step"):
@@ -56,6 +67,7 @@ def ping_pong_k_loop(acc, ring, k_loops, first, k_steps, operands) -> None:
     waits with the phase parity of each step, (step // stages) % 2), one wgmma of
     `operands(slot)` a step, one kept in flight, each slot released once the next wgmma has
     retired it; the last stays in flight and unreleased for the caller (`drain`)."""
+    check_ring(ring)
     with k_loops.turn(), ad.region("k loop"):
         for kk in ad.range(k_steps):
             step = first + kk
@@ -72,6 +84,7 @@ def promoted_mma_loop(acc, total, ring, index, k_steps, every: int, operands) ->
     """Unit `index`'s K loop summing `every` slices at a time on the tensor cores into `acc`,
     each group's sum then added into the float32 `total` (zeroed first) on the CUDA cores.
     `k_steps` is a multiple of `every`; every wgmma is done and every slot released at the end."""
+    check_ring(ring, every > 1)
     total[...] = ad.zeros(total.shape, ad.float32)
     for g in ad.range(k_steps // every):
         for i in range(every):  # the tensor cores' sum of one group
@@ -89,6 +102,7 @@ def promoted_mma_loop(acc, total, ring, index, k_steps, every: int, operands) ->
 def mma_run(acc, ring, first, count, operands) -> None:
     """`count` K steps from ring step `first` (traced bounds: a piece of a stream-K run), one
     wgmma a step, one in flight; every wgmma is done and every slot released at the end."""
+    check_ring(ring)
     for kk in ad.range(count):
         slot = ring.consume(first + kk)
         ad.wgmma(acc, *operands(slot), accumulate=kk > 0)

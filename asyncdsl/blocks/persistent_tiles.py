@@ -43,7 +43,7 @@ class Work:
 class PersistentTiles:
     """The units of the (M, N) product in (BM, BN) tiles that this CTA takes (`count` of them),
     CTAS CTAs walking them with a stride.  `split_k` units a tile; `groups` copies of the tile
-    grid one after the other (unit u is in copy u // tiles, or (first_group + u // tiles) %
+    grid one after the other (unit u is in copy u // (tiles · split_k), or (first_group + that) %
     groups); in clusters of two along x the CTAs
     of a pair take tiles one above the other (sharing the slices of b) or, with `share` "a", side
     by side."""
@@ -87,9 +87,9 @@ class PersistentTiles:
         """The CTA's t-th unit."""
         unit = self.cluster + t * self.clusters
         group = 0
-        if self.groups > 1:
-            tiles = self.m_tiles * self.n_tiles
-            group, unit = unit // tiles, unit % tiles
+        if self.groups > 1:  # a copy of the grid holds split_k units a tile
+            per_copy = self.m_tiles * self.n_tiles * self.split_k
+            group, unit = unit // per_copy, unit % per_copy
         tile, split = (unit, 0) if self.split_k == 1 else (unit // self.split_k, unit % self.split_k)
         m, n = tile_position(tile, self.m_tiles, self.n_tiles, self.snake)
         if self.first_group is not None:  # the copies taken from `first_group` on, round

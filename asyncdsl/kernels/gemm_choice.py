@@ -52,6 +52,8 @@ _FIELDS = {
     "pingpong": ("BM", "BN", "BK", "STAGES", "SNAKE"),
     "narrow": ("BM", "BN", "BK", "STAGES", "SNAKE", "IN_FLIGHT", "SHARE", "EVICT_FIRST"),
 }
+# Fields a kernel does not take but fixes, at the value it runs with: asking for that is no change.
+_FIXED: dict[str, dict[str, object]] = {"split_k": {"SHARE": "a"}, "narrow": {"REGISTERS": None}}
 # 128 x 256 tiles for this share of the CTAs count as a wave (2048^3: 128 tiles on 132); below
 # it, the largest tiles of which there are _NEAR_WAVE of a wave.
 _FULL_WAVE = 0.9
@@ -63,7 +65,8 @@ class GemmPlan:
     """A GEMM kernel and its configuration: `schedule` "cooperative" (two consumers share a tile,
     `gemm.matmul`; SPLIT_K > 1: `gemm.matmul_split_k`), "pingpong" (each consumer its own tile,
     `gemm_pingpong.matmul_pingpong`) or "narrow" (one consumer a CTA, `gemm.matmul_narrow`);
-    `pair`: in clusters of two CTAs sharing `config.SHARE`'s slices."""
+    `pair`: in clusters of two CTAs sharing `config.SHARE`'s slices.  A field of `config` its
+    kernel does not take must keep its default (split K takes SPLIT_K, BN, STAGES and BK)."""
 
     schedule: str
     config: GemmConfig = GemmConfig()
@@ -77,14 +80,29 @@ class GemmPlan:
             raise ArgumentError("the ping-pong GEMM runs one CTA a cluster: a GemmPlan of it takes "
                                 "pair=False", user_location())
         if self.config.SPLIT_K > 1:
+            if self.schedule != "cooperative":  # it would run the cooperative kernel all the same
+                raise ArgumentError(f"split K is a schedule of the cooperative kernel: a GemmPlan with "
+                                    f"SPLIT_K={self.config.SPLIT_K} is 'cooperative', got {self.schedule!r}",
+                                    user_location())
             return matmul_split_k_2cta if self.pair else matmul_split_k
         return {"cooperative": (matmul, matmul_2cta), "pingpong": (matmul_pingpong,),
                 "narrow": (matmul_narrow, matmul_narrow_2cta)}[self.schedule][self.pair]
 
     def constexprs(self) -> dict:
-        fields = _FIELDS["split_k" if self.config.SPLIT_K > 1 else self.schedule]
-        every = self.config.constexprs()
-        return every if fields is None else {name: every[name] for name in fields}
+        kind = "split_k" if self.config.SPLIT_K > 1 else self.schedule
+        fields, every = _FIELDS[kind], self.config.constexprs()
+        if fields is None:
+            return every
+        # A field the kernel does not take, set to anything but the default, would run another
+        # configuration than the one asked for (split K ran BM=128 tiles of any schedule).
+        default, fixed = GemmConfig().constexprs(), _FIXED.get(kind, {})
+        ignored = [f"{name}={value!r}" for name, value in every.items() if name not in fields
+                   and value != default[name] and (name not in fixed or value != fixed[name])]
+        if ignored:
+            kernel = "the split-K kernel" if kind == "split_k" else f"the {kind} kernel"
+            raise ArgumentError(f"a GemmPlan of {kernel} takes {', '.join(fields)} of its GemmConfig, "
+                                f"not {', '.join(ignored)}", user_location())
+        return {name: every[name] for name in fields}
 
 
 def gemm(a, b, *, out=None, config: GemmConfig | GemmPlan | None = None, tune: bool = False,

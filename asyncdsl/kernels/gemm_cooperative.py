@@ -82,7 +82,7 @@ def cooperative(a, b, c, CTAS, config: GemmConfig, running=None, consumers: int 
     check_operands(a, b, c, CTAS, b_is_transposed=b_t, a_is_transposed=a_t)
     check_16_bit(a, b, c, c_float32=adds, c_float8=width == 128)
     (M, K), N = a.shape[::-1] if a_t else a.shape, b.shape[0] if b_t else b.shape[1]
-    config.check()
+    config.check(consumers)
     BM, BN, BK, STAGES, SPLIT_K = config.BM, config.BN, config.BK, config.STAGES, config.SPLIT_K
     policy = eviction_policies(config.EVICT_FIRST)
     # Split K: each unit takes the same number of K steps; those past the end of K read zeros.

@@ -173,6 +173,29 @@ def test_a_plan_the_kernels_cannot_run_is_refused_at_the_callers_line():
         K.gemm(a, b, config={"BN": 64})
 
 
+@pytest.mark.parametrize("chosen,message", [
+    (GemmPlan("cooperative", GemmConfig(BM=256, BN=64, SPLIT_K=2)), "split-K kernel takes .*not BM=256"),
+    (GemmPlan("pingpong", GemmConfig(BN=128, EPILOGUE="tma")), "pingpong kernel takes .*not EPILOGUE='tma'"),
+    (GemmPlan("narrow", GemmConfig(BM=64, BN=64, SPLIT="n")), "narrow kernel takes .*not SPLIT='n'"),
+    (GemmPlan("narrow", GemmConfig(BM=64, BN=64, SPLIT_K=2)), "SPLIT_K=2 is 'cooperative', got 'narrow'"),
+], ids=str)
+def test_a_plan_whose_kernel_would_not_take_some_of_its_configuration_is_refused(chosen, message):
+    # Each ran a kernel of another configuration than the plan's, silently (split K: BM=128 tiles
+    # of the cooperative kernel whatever the schedule).
+    a, b = _operands(128, 128, 256)
+    with pytest.raises(ArgumentError, match=message) as error:
+        K.gemm(a, b, config=chosen, ctas=4)
+    assert error.value.location.file == __file__
+
+
+def test_a_plan_asking_for_what_its_kernel_fixes_runs():
+    a, b = _operands(128, 128, 256)
+    for chosen in (GemmPlan("cooperative", GemmConfig(BN=64, SPLIT_K=2, SHARE="a")),
+                   GemmPlan("narrow", GemmConfig(BM=64, BN=64, REGISTERS=None))):
+        c = K.gemm(a, b, config=chosen, ctas=4)
+        assert np.array_equal(c.view(np.uint16), _exact(a, b).view(np.uint16))
+
+
 PAIRS_SHARING_A = GemmPlan("narrow", GemmConfig(BM=128, BN=64, BK=128, STAGES=4, SHARE="a"), pair=True)
 
 
