@@ -60,7 +60,8 @@ def all_gather(shard, flags, epoch: int, *, out=None, ctas: int | None = None, s
 
 def reduce_scatter(x, flags, epoch: int, *, out=None, ctas: int | None = None, stream=None):
     """This device's chunk of the sum over devices: the float32 sum of every device's x[rank]
-    (x is (devices, rows, columns) on every device), rounded once, in a new array or in `out`."""
+    (x is floating-point, (devices, rows, columns) on every device), rounded once, in a new array
+    or in `out`."""
     if isinstance(x, np.ndarray):  # one device, in the interpreter
         return reduce_scatter([x], [flags], epoch, out=None if out is None else [out], ctas=ctas)[0]
     if out is None:
@@ -128,6 +129,10 @@ def reduce_scatter_kernel(x, out, ready, epoch: int, CTAS: constexpr = 1, BM: co
                           BN: constexpr = 64, STAGES: constexpr = 2):
     rows, columns = out.shape
     devices, rank = _devices(f"reduce_scatter into {rows}x{columns}", ("x", x), ready, out.shape)
+    for name, array in (("x", x), ("out", out)):
+        if not array.dtype.is_float:  # the float32 sum would round integers past 2**24 silently
+            raise ad.TraceError(f"reduce_scatter sums floating-point arrays in float32; {name} holds "
+                                f"{array.dtype}", user_location())
     cta = ad.program_id(0)
     with ad.when(cta == 0):
         for pe in range(devices):

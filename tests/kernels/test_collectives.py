@@ -87,6 +87,17 @@ def test_outputs_of_the_wrong_shape_are_trace_errors():
                                         [np.zeros((8, 16), np.float32)] * 2, _flags(2), 1, devices=2)
 
 
+@pytest.mark.parametrize("dtype", [np.int32, np.int16])
+def test_a_reduce_scatter_of_integers_is_refused_rather_than_rounded(dtype):
+    # Summed in float32, int32 values past 2**24 would come back rounded: 16777217 + 0 -> 16777216.
+    xs = [np.full((2, 8, 64), 2**24 + 1 if dtype is np.int32 else 1, dtype), np.zeros((2, 8, 64), dtype)]
+    with pytest.raises(ad.TraceError, match=f"floating-point arrays in float32; x holds {np.dtype(dtype)}"):
+        K.reduce_scatter(xs, _flags(2), 1)
+    with pytest.raises(ad.TraceError, match="out holds int32"):
+        K.reduce_scatter([x.astype(np.float32) for x in xs], _flags(2), 1,
+                         out=[np.zeros((8, 64), np.int32) for _ in range(2)])
+
+
 @pytest.mark.parametrize("devices", [1, 2, 8])
 def test_the_configurations_the_host_functions_pick_assemble(devices, ptxas):
     """bf16 on an H200 (132 SMs), as `benchmarks/collectives.py` runs them."""
