@@ -24,12 +24,17 @@ the arrays); all are imported on first use.
 from __future__ import annotations
 
 import multiprocessing
+import queue
+import time
 import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from asyncdsl.errors import ArgumentError, DistributedError, is_int, user_location
 from asyncdsl.runtime import symmetric
+
+_GRACE_S = 10.0  # how long spawn lets the other PEs of a failed one report before stopping them
+_STOPPED = "stopped after another PE of the job had failed"
 
 
 def init(group: Any = None, *, device: int | None = None) -> None:
@@ -131,14 +136,42 @@ def spawn(work: Callable[..., Any], world_size: int, *args: Any,
                  for r in range(world_size)]
     for process in processes:
         process.start()
-    outcomes = dict(results.get() for _ in processes)
+    outcomes = _outcomes(processes, results)
     for process in processes:
         process.join()
     failed = {r: text for r, (ok, text) in outcomes.items() if not ok}
     if failed:
-        first = min(failed)
+        first = min(failed, key=lambda r: (failed[r] == _STOPPED, r))  # a cause before its casualties
         raise DistributedError(f"PE {first} of {world_size} failed:\n{failed[first]}", user_location())
     return [outcomes[r][1] for r in range(world_size)]
+
+
+def _outcomes(processes: list, results: Any) -> dict[int, tuple[bool, Any]]:
+    """Each process's (ok, result or traceback), by rank.  A process that ends without one (killed,
+    or ended by native code: NVSHMEM aborts on some errors) failed; once one has failed, those
+    still running after a grace period are stopped, since they wait in collectives for it, and
+    a plain wait for their results would never return."""
+    outcomes: dict[int, tuple[bool, Any]] = {}
+    stop_at = None
+    while len(outcomes) < len(processes):
+        try:
+            rank, outcome = results.get(timeout=0.2)
+            outcomes[rank] = outcome
+        except queue.Empty:
+            ended = [(rank, process.exitcode) for rank, process in enumerate(processes)
+                     if rank not in outcomes and process.exitcode is not None]
+            if results.empty():  # what a process put is in the pipe before it ends
+                for rank, code in ended:
+                    outcomes[rank] = (False, f"the process ended with exit code {code} before reporting "
+                                             "a result")
+        if stop_at is None and any(not ok for ok, _ in outcomes.values()):
+            stop_at = time.monotonic() + _GRACE_S
+        if stop_at is not None and time.monotonic() > stop_at:
+            for rank, process in enumerate(processes):
+                if rank not in outcomes:
+                    process.terminate()
+                    outcomes[rank] = (False, _STOPPED)
+    return outcomes
 
 
 def _member(rank: int, size: int, device: int, ids: Any, results: Any, work: Callable, args: tuple) -> None:

@@ -13,6 +13,8 @@ symmetric heap: `c = all_gather_gemm(a, b)`.
 
 from __future__ import annotations
 
+import numpy as np
+
 from asyncdsl.blocks.epilogues import store_in_pieces, store_ring
 from asyncdsl.blocks.load_ring import produce
 from asyncdsl.blocks.mma_loop import drain, mma_loop
@@ -67,12 +69,16 @@ def all_gather_matmul(a, b, c, CTAS: constexpr, BM: constexpr = 128, BN: constex
 def all_gather_gemm(a, b, *, out=None, ctas: int = 8, stream=None):
     """c = concat(a of every device) @ b on this device, in a new array or `out`.  On GPUs `a` is
     this PE's shard on the symmetric heap, ready on every PE before the call; in the interpreter
-    `a` and `b` are lists of one numpy array a device, and so is the result."""
+    `a` and `b` are lists of one numpy array a device, and so is the result (numpy arrays: one
+    device).  Without an NVSHMEM job it runs on this GPU alone, as a GEMM."""
+    if isinstance(a, np.ndarray):  # one device, in the interpreter
+        return all_gather_gemm([a], [b], out=None if out is None else [out], ctas=ctas)[0]
     if on_host(a):
         devices = len(a)
-        c = out or [empty(x, (devices * x.shape[0], y.shape[1]), x.dtype) for x, y in zip(a, b)]
+        c = out if out is not None else [empty(x, (devices * x.shape[0], y.shape[1]), x.dtype)
+                                          for x, y in zip(a, b)]
         launch(all_gather_matmul, a, b, c, devices=devices, CTAS=ctas)
         return c
-    c = empty(a, (symmetric.running().size * a.shape[0], b.shape[1]), a.dtype) if out is None else out
+    c = empty(a, (symmetric.world_size() * a.shape[0], b.shape[1]), a.dtype) if out is None else out
     launch(all_gather_matmul, a, b, c, stream=stream, CTAS=ctas)
     return c

@@ -31,7 +31,7 @@ import numpy as np
 
 from asyncdsl.blocks.strided_tiles import strided_tiles
 from asyncdsl.dtypes import as_dtype
-from asyncdsl.errors import user_location
+from asyncdsl.errors import ArgumentError, is_int, user_location
 from asyncdsl.frontend import language as ad
 from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
@@ -54,18 +54,22 @@ def all_gather(shard, flags, epoch: int, *, out=None, ctas: int | None = None, s
         shape = (devices, *shard.shape)
         in_job = symmetric.world() is not None
         out = symmetric.allocate(shape, shard.dtype) if in_job else empty(shard, shape, shard.dtype)
-    _launch(all_gather_kernel, shard, out, flags, epoch, stream, _config(shard, ctas, 128, 4))
+    config = _config(shard, ctas, 128, 4)
+    _check_epoch("all_gather", flags, epoch, config["CTAS"])  # each CTA adds one a call
+    _launch(all_gather_kernel, shard, out, flags, epoch, stream, config)
     return out
 
 
 def reduce_scatter(x, flags, epoch: int, *, out=None, ctas: int | None = None, stream=None):
     """This device's chunk of the sum over devices: the float32 sum of every device's x[rank]
-    (x is (devices, rows, columns) on every device), rounded once, in a new array or in `out`."""
+    (x is floating-point, (devices, rows, columns) on every device), rounded once, in a new array
+    or in `out`."""
     if isinstance(x, np.ndarray):  # one device, in the interpreter
         return reduce_scatter([x], [flags], epoch, out=None if out is None else [out], ctas=ctas)[0]
     if out is None:
         out = ([np.empty(a.shape[1:], a.dtype) for a in x] if isinstance(x, list)
                else empty(x, x.shape[1:], x.dtype))
+    _check_epoch("reduce_scatter", flags, epoch, 1)  # each call sets the flags to its epoch
     _launch(reduce_scatter_kernel, x, out, flags, epoch, stream, _config(x, ctas, 32, 2))
     return out
 
@@ -73,6 +77,23 @@ def reduce_scatter(x, flags, epoch: int, *, out=None, ctas: int | None = None, s
 def _launch(kernel, source, out, flags, epoch: int, stream, config: dict) -> None:
     devices = len(source) if isinstance(source, list) else None
     launch(kernel, source, out, flags, epoch, stream=stream, devices=devices, **config)
+
+
+def _check_epoch(what: str, flags, epoch, per_call: int) -> None:
+    """Refuse an epoch other than a positive int, and, in the interpreter, flags that call `epoch`
+    of a job does not find: call k - 1's `(k - 1) * per_call` everywhere.  With a stale epoch (or
+    another `ctas` than the calls before) the waits pass before the peers have delivered: wrong
+    data on the GPU, which the interpreter's schedule hides."""
+    if not is_int(epoch) or epoch < 1:
+        raise ArgumentError(f"{what}: epoch must be a positive int (call k of a job passes k), got {epoch!r}",
+                            user_location())
+    before = (epoch - 1) * per_call
+    for device, cells in enumerate(flags if on_host(flags) and isinstance(flags, list) else ()):
+        if (cells != before).any():
+            left = "zero before a job's first call" if epoch == 1 else f"as call {epoch - 1} leaves them"
+            raise ArgumentError(
+                f"{what}, epoch {epoch}: device {device}'s flags hold {cells.tolist()}, not {before} "
+                f"({left}): call k of a job passes epoch k, with the same ctas every call", user_location())
 
 
 def _config(array, ctas: int | None, rows: int, stages: int) -> dict:
@@ -128,6 +149,10 @@ def reduce_scatter_kernel(x, out, ready, epoch: int, CTAS: constexpr = 1, BM: co
                           BN: constexpr = 64, STAGES: constexpr = 2):
     rows, columns = out.shape
     devices, rank = _devices(f"reduce_scatter into {rows}x{columns}", ("x", x), ready, out.shape)
+    for name, array in (("x", x), ("out", out)):
+        if not array.dtype.is_float:  # the float32 sum would round integers past 2**24 silently
+            raise ad.TraceError(f"reduce_scatter sums floating-point arrays in float32; {name} holds "
+                                f"{array.dtype}", user_location())
     cta = ad.program_id(0)
     with ad.when(cta == 0):
         for pe in range(devices):

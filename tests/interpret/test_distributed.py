@@ -205,3 +205,31 @@ def test_the_all_gather_matmul_is_exact(devices):
 def test_the_all_gather_matmul_wants_whole_tiles_of_rows():
     with pytest.raises(ad.TraceError, match="whole 128-row tiles"):
         _all_gather_gemm_is_exact(2, rows=64)
+
+
+def _integer_operands(make, rows: int = 128, k: int = 64, n: int = 256):
+    rng = np.random.default_rng(3)
+    return make(rng.integers(-3, 4, (rows, k))), make(rng.integers(-3, 4, (k, n)))
+
+
+def test_the_all_gather_matmul_of_numpy_arrays_runs_on_one_device():
+    import ml_dtypes
+
+    from asyncdsl.kernels.all_gather_gemm import all_gather_gemm
+
+    a, b = _integer_operands(lambda x: x.astype(ml_dtypes.bfloat16))
+    c = all_gather_gemm(a, b, ctas=2)  # as the collectives take one array: it was an IndexError
+    expected = (a.astype(np.float64) @ b.astype(np.float64)).astype(ml_dtypes.bfloat16)
+    assert c.view(np.uint16).tobytes() == expected.view(np.uint16).tobytes()
+
+
+def test_the_all_gather_matmul_of_gpu_arrays_runs_without_a_job(monkeypatch):
+    # Torch tensors take the GPU path (interpreted here): without NVSHMEM a one-device GEMM, as
+    # every one-device kernel runs, where it was a DistributedError asking for a job.
+    torch = pytest.importorskip("torch")
+    from asyncdsl.kernels.all_gather_gemm import all_gather_gemm
+
+    monkeypatch.setenv("ASYNCDSL_INTERPRET", "1")
+    a, b = _integer_operands(lambda x: torch.from_numpy(x).to(torch.bfloat16))
+    c = all_gather_gemm(a, b, ctas=2)
+    assert torch.equal(c, (a.double() @ b.double()).to(torch.bfloat16))

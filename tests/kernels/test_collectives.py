@@ -87,6 +87,38 @@ def test_outputs_of_the_wrong_shape_are_trace_errors():
                                         [np.zeros((8, 16), np.float32)] * 2, _flags(2), 1, devices=2)
 
 
+def test_an_epoch_the_flags_are_not_at_is_refused():
+    # A repeated epoch (or another ctas) would let the waits pass before the peers deliver: on a
+    # GPU the output holds what was there before, though the interpreter's schedule hides it.
+    shards = [np.ones((8, 64), np.float32), np.zeros((8, 64), np.float32)]
+    flags = _flags(2)
+    assert np.array_equal(K.all_gather(shards, flags, 1, ctas=2)[1], np.stack(shards))
+    assert all((f == 2).all() for f in flags)
+    with pytest.raises(ad.ArgumentError, match=r"epoch 1: device 0's flags hold \[2, 2\], not 0 \(zero"):
+        K.all_gather(shards, flags, 1, ctas=2)
+    with pytest.raises(ad.ArgumentError, match=r"flags hold \[2, 2\], not 3 \(as call 1 leaves"):
+        K.all_gather(shards, flags, 2, ctas=3)
+    assert np.array_equal(K.all_gather(shards, flags, 2, ctas=2)[0], np.stack(shards))
+    ready = _flags(2)
+    K.reduce_scatter([np.ones((2, 8, 64), np.float32)] * 2, ready, 1)
+    with pytest.raises(ad.ArgumentError, match=r"reduce_scatter, epoch 1: .* not 0 \("):
+        K.reduce_scatter([np.ones((2, 8, 64), np.float32)] * 2, ready, 1)
+    for epoch in (0, -1, 1.0):
+        with pytest.raises(ad.ArgumentError, match="epoch must be a positive int"):
+            K.all_gather(shards, _flags(2), epoch)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int16])
+def test_a_reduce_scatter_of_integers_is_refused_rather_than_rounded(dtype):
+    # Summed in float32, int32 values past 2**24 would come back rounded: 16777217 + 0 -> 16777216.
+    xs = [np.full((2, 8, 64), 2**24 + 1 if dtype is np.int32 else 1, dtype), np.zeros((2, 8, 64), dtype)]
+    with pytest.raises(ad.TraceError, match=f"floating-point arrays in float32; x holds {np.dtype(dtype)}"):
+        K.reduce_scatter(xs, _flags(2), 1)
+    with pytest.raises(ad.TraceError, match="out holds int32"):
+        K.reduce_scatter([x.astype(np.float32) for x in xs], _flags(2), 1,
+                         out=[np.zeros((8, 64), np.int32) for _ in range(2)])
+
+
 @pytest.mark.parametrize("devices", [1, 2, 8])
 def test_the_configurations_the_host_functions_pick_assemble(devices, ptxas):
     """bf16 on an H200 (132 SMs), as `benchmarks/collectives.py` runs them."""

@@ -3,6 +3,8 @@ of everything that needs a job (no GPU needed)."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 import asyncdsl as ad
@@ -42,6 +44,19 @@ def test_spawn_checks_its_arguments_before_starting_anything():
         dist.spawn(print, 0)
     with pytest.raises(ad.ArgumentError, match="2 devices for 3 processes"):
         dist.spawn(print, 3, devices=[0, 1])
+
+
+class _EndsTheProcessWhenUnpickled:
+    """A spawn argument whose unpickling ends the process at once, as a native abort does."""
+
+    def __reduce__(self):
+        return os._exit, (3,)
+
+
+def test_spawn_reports_a_process_that_ends_without_a_result():
+    # It waited for every process's result, for ever when one never came.
+    with pytest.raises(ad.DistributedError, match="PE 0 of 2 failed:\nthe process ended with exit code 3"):
+        dist.spawn(print, 2, _EndsTheProcessWhenUnpickled())
 
 
 def test_freeing_an_array_the_job_did_not_allocate_is_refused():
