@@ -55,6 +55,11 @@ def all_gather(shard, flags, epoch: int, *, out=None, ctas: int | None = None, s
         in_job = symmetric.world() is not None
         out = symmetric.allocate(shape, shard.dtype) if in_job else empty(shard, shape, shard.dtype)
     config = _config(shard, ctas, 128, 4)
+    if not isinstance(shard, list) and not on_host(shard) and config["CTAS"] > multiprocessors(shard):
+        # Each CTA waits for every CTA of every device to signal: all must run at once, and one
+        # fills a multiprocessor's shared memory (a ring of 4 tiles of 32 KB).
+        raise ad.ArgumentError(f"all_gather runs at most one CTA a multiprocessor ({multiprocessors(shard)} "
+                               f"here), got ctas={config['CTAS']}", user_location())
     _check_epoch("all_gather", flags, epoch, config["CTAS"])  # each CTA adds one a call
     _launch(all_gather_kernel, shard, out, flags, epoch, stream, config)
     return out
@@ -102,6 +107,8 @@ def _config(array, ctas: int | None, rows: int, stages: int) -> dict:
     first = array[0] if isinstance(array, list) else array
     if ctas is None:
         ctas = INTERPRETED_CTAS if on_host(array) else multiprocessors(array)
+    if not isinstance(ctas, int) or isinstance(ctas, bool) or ctas < 1:
+        raise ad.ArgumentError(f"ctas must be a positive int, got {ctas!r}", user_location())
     return {"CTAS": ctas, "BM": rows, "BN": 256 // as_dtype(first.dtype).itemsize, "STAGES": stages}
 
 

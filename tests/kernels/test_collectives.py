@@ -108,6 +108,24 @@ def test_an_epoch_the_flags_are_not_at_is_refused():
             K.all_gather(shards, _flags(2), epoch)
 
 
+def test_a_count_of_ctas_that_cannot_all_run_at_once_is_refused(monkeypatch):
+    # Every all-gather CTA waits for all the others: more than one a multiprocessor would hang.
+    from runtime_fakes import device_facts_of
+    from support import device_array
+
+    from asyncdsl.runtime import driver
+
+    monkeypatch.setattr(driver, "_facts", {0: device_facts_of(9, 0)})
+    shard = device_array((128, 128), 0x10000)
+    with pytest.raises(ad.ArgumentError, match=r"at most one CTA a multiprocessor \(132 here\), got ctas=133"):
+        K.all_gather(shard, device_array((1,), 0x20000, ad.int32), 1, out=device_array((1, 128, 128), 0x30000),
+                     ctas=133)
+    for ctas in (0, 2.0, True):
+        with pytest.raises(ad.ArgumentError, match="ctas must be a positive int") as caught:
+            K.all_gather(np.zeros((8, 64), np.float32), _flags(1)[0], 1, ctas=ctas)
+        assert caught.value.location.file == __file__
+
+
 @pytest.mark.parametrize("dtype", [np.int32, np.int16])
 def test_a_reduce_scatter_of_integers_is_refused_rather_than_rounded(dtype):
     # Summed in float32, int32 values past 2**24 would come back rounded: 16777217 + 0 -> 16777216.
