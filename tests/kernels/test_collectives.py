@@ -116,10 +116,10 @@ def test_a_count_of_ctas_that_cannot_all_run_at_once_is_refused(monkeypatch):
     from asyncdsl.runtime import driver
 
     monkeypatch.setattr(driver, "_facts", {0: device_facts_of(9, 0)})
-    shard = device_array((128, 128), 0x10000)
-    with pytest.raises(ad.ArgumentError, match=r"at most one CTA a multiprocessor \(132 here\), got ctas=133"):
-        K.all_gather(shard, device_array((1,), 0x20000, ad.int32), 1, out=device_array((1, 128, 128), 0x30000),
-                     ctas=133)
+    shard, out = device_array((128, 128), 0x10000), device_array((1, 128, 128), 0x30000)
+    refusal = r"at most one CTA a multiprocessor \(132 here\), got ctas=133"
+    with pytest.raises(ad.ArgumentError, match=refusal):
+        K.all_gather(shard, device_array((1,), 0x20000, ad.int32), 1, out=out, ctas=133)
     for ctas in (0, 2.0, True):
         with pytest.raises(ad.ArgumentError, match="ctas must be a positive int") as caught:
             K.all_gather(np.zeros((8, 64), np.float32), _flags(1)[0], 1, ctas=ctas)
