@@ -106,6 +106,7 @@ class DistributedFunctions(WarpgroupFunctions):
         device = launch.device if peer is None else peer
         argument = launch.argument(argument_index(op.flags), peer)
         flat, _ = _cell(argument, [values[i].value.data for i in op.indices], device)
+        argument.writable("a signal")
         cells = _flags(argument)
         value = values[op.value].value.data & _MASK
         cells[flat] = value if op.op.data == "set" else (int(cells[flat]) + value) & _MASK

@@ -15,7 +15,7 @@ import numpy as np
 from xdsl.dialects.builtin import MemRefType
 
 from asyncdsl import dtypes
-from asyncdsl.errors import InterpretError, OutOfBoundsError
+from asyncdsl.errors import ArgumentError, InterpretError, OutOfBoundsError
 from asyncdsl.hw.limits import BARRIER_BYTES
 
 
@@ -29,6 +29,14 @@ class GlobalArgument:
     @property
     def raw(self) -> np.ndarray:
         return self.array.reshape(-1).view(np.uint8)
+
+    def writable(self, what: str) -> np.ndarray:
+        """`raw`, for `what` (an op that writes the argument) to write: refused where the
+        caller's numpy array is read-only (`np.frombuffer`, a memmap opened "r"), which numpy
+        would refuse from deep inside the interpreter."""
+        if not self.array.flags.writeable:
+            raise ArgumentError(f"{what} to argument {self.name!r}, whose numpy array is read-only")
+        return self.raw
 
 
 class SharedMemory:

@@ -65,10 +65,12 @@ def _write(array: np.ndarray, indices, allowed: np.ndarray, tile) -> None:
     array[tuple(i[allowed] for i in indices)] = tile[allowed]
 
 
-def _array(argument: GlobalArgument, op, tile) -> np.ndarray:
-    """The argument's elements, as the array the window indexes (a view: stores write through)."""
+def _array(argument: GlobalArgument, op, tile, writes: str | None = None) -> np.ndarray:
+    """The argument's elements, as the array the window indexes (a view: stores write through);
+    `writes`: the op that writes them (refused on a read-only array)."""
     dtype = element_dtype(tile.type, op)
-    return argument.raw.view(dtype).reshape(tuple(op.gmem.type.get_shape()))
+    raw = argument.raw if writes is None else argument.writable(writes)
+    return raw.view(dtype).reshape(tuple(op.gmem.type.get_shape()))
 
 
 @register_impls
@@ -93,7 +95,7 @@ class TileGmemFunctions(WarpgroupFunctions):
     @diagnosed
     def run_scatter_gmem(self, interpreter: Interpreter, op: ir.ScatterGmemOp, args: PythonValues):
         values = operand_values(op, args)
-        array = _array(values[op.gmem], op, op.value)
+        array = _array(values[op.gmem], op, op.value, "a scatter")
         shape = tuple(vector_of(op.value).get_shape())
         indices, allowed = _indexed(op, values, array.shape, shape)
         written = (np.ravel_multi_index(tuple(i[allowed] for i in indices), array.shape) if array.ndim
@@ -110,6 +112,6 @@ class TileGmemFunctions(WarpgroupFunctions):
     @diagnosed
     def run_store_gmem(self, interpreter: Interpreter, op: ir.StoreGmemOp, args: PythonValues):
         values = operand_values(op, args)
-        array = _array(values[op.gmem], op, op.value)
+        array = _array(values[op.gmem], op, op.value, "a store")
         _write(array, *_window(op, values), values[op.value])
         return ()

@@ -13,8 +13,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-import numpy as np
-
 from asyncdsl import runtime
 from asyncdsl.errors import ArgumentError, SourceLocation, is_int
 from asyncdsl.hw.profile import WarpgroupRecord
@@ -81,11 +79,10 @@ class Interpreter:
         grid = runtime.launch_grid(self._grid.for_call(first, location), self._cluster)
         from asyncdsl import interpret  # the interpreter's engine loads only for interpreted calls
 
-        by_device = [list(arrays) for arrays in zip(*per_device.values())]
-        held = [_writable(device_arrays) for device_arrays in by_device]
-        interpret.launch_devices(compiled.module, list(per_device), held, grid, call.scalars())
-        for device, (device_arrays, copies) in enumerate(zip(by_device, held)):
-            _check_read_only([f"{name}[{device}]" for name in per_device], device_arrays, copies, location)
+        interpret.launch_devices(
+            compiled.module, list(per_device), [list(arrays) for arrays in zip(*per_device.values())], grid,
+            call.scalars(),
+        )
 
     def _run(self, call: BoundCall, location: SourceLocation | None, profile: bool) -> Interpreted:
         """Interpret `call`, whose arrays are C-contiguous numpy arrays; with `profile`, traced for
@@ -94,30 +91,11 @@ class Interpreter:
         grid = runtime.launch_grid(self._grid.for_call(call, location), self._cluster)
         from asyncdsl import interpret  # the interpreter's engine loads only for interpreted calls
 
-        names, arrays = [n for n, _ in call.arrays()], [a for _, a in call.arrays()]
-        held = _writable(arrays)
-        records = interpret.launch(compiled.module, names, held, grid, call.scalars())
-        _check_read_only(names, arrays, held, location)
+        arrays = call.arrays()
+        records = interpret.launch(
+            compiled.module, [n for n, _ in arrays], [a for _, a in arrays], grid, call.scalars()
+        )
         return Interpreted(compiled, records)
-
-
-def _writable(arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """The arrays a launch runs on: each argument itself, or a copy of a read-only one (from
-    `np.frombuffer`, a memmap opened "r"), which a kernel that only reads it may well be given."""
-    return [array if array.flags.writeable else array.copy() for array in arrays]
-
-
-def _check_read_only(names: Sequence[str], arrays: Sequence[np.ndarray], held: Sequence[np.ndarray],
-                     location: SourceLocation | None) -> None:
-    """Refuse, by name and at the caller's line, a read-only argument whose copy the kernel wrote
-    (numpy's own error would come from deep inside the interpreter)."""
-    for name, array, copy in zip(names, arrays, held):
-        if copy is not array and not np.array_equal(array.reshape(-1).view(np.uint8),
-                                                    copy.reshape(-1).view(np.uint8)):
-            raise ArgumentError(
-                f"argument {name!r} is a read-only numpy array, but the kernel writes it: pass a "
-                "writable array (np.array(x) copies one)", location,
-            )
 
 
 def _symmetric_arrays(
