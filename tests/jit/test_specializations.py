@@ -13,6 +13,7 @@ import struct
 import subprocess
 import sys
 import textwrap
+import threading
 
 import numpy as np
 import pytest
@@ -315,3 +316,45 @@ def test_the_garbage_collector_waits_while_a_kernel_compiles():
         assert seen[-1] is False and not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_kernels_compiled_in_two_threads_at_once_are_each_their_own():
+    """Tracing keeps the kernel being traced in one stack for the process: a trace let in while
+    another one is running (here: the first waits for the second to begin before it emits its
+    ops, the second for the first's ops) would put its ops in the other kernel."""
+    first_inside, second_inside, first_emitted = threading.Event(), threading.Event(), threading.Event()
+
+    def first(x, y):
+        first_inside.set()
+        second_inside.wait(timeout=0.5)  # the second trace has begun, if it may begin now
+        copy_rows(x, y, 64, 0)
+        first_emitted.set()
+
+    def second(x, y):
+        second_inside.set()
+        first_emitted.wait(timeout=0.5)
+        copy_rows(x, y, 128, 0)
+
+    def kernel(body):
+        return ad.kernel(grid=(1,), block=128)(body)
+
+    for event in (first_inside, second_inside, first_emitted):
+        event.set()
+    alone = [kernel(body).compile(X, X).binary.ptx for body in (first, second)]
+    for event in (first_inside, second_inside, first_emitted):
+        event.clear()
+    results: list = [None, None]
+
+    def compile_in_thread(which: int) -> None:
+        try:
+            results[which] = kernel((first, second)[which]).compile(X, X).binary.ptx
+        except Exception as error:  # noqa: BLE001 - compared below
+            results[which] = error
+
+    threads = [threading.Thread(target=compile_in_thread, args=(which,)) for which in (0, 1)]
+    threads[0].start()
+    first_inside.wait(timeout=30)
+    threads[1].start()
+    for thread in threads:
+        thread.join()
+    assert results == alone
