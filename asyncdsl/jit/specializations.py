@@ -136,7 +136,11 @@ class Specializations:
             binary = cache.load(disk_key)
             if binary is None:
                 binary = self.compile(specs, constexprs, profile, devices).binary
-                cache.store(disk_key, binary)
+                # A trace that imported a module of the user's (or set a value the key reads) ran
+                # code the key did not cover: a process that has not imported it computes the same
+                # key, and must not find this kernel under it.
+                if self.disk_key(specs, constexprs, profile, devices) == disk_key:
+                    cache.store(disk_key, binary)
         return binary
 
     def stages(self, specs: Specs, constexprs: Mapping[str, Any], profile: bool = False,

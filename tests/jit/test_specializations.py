@@ -135,6 +135,34 @@ def test_an_attribute_of_the_users_module_of_another_value_is_another_kernel(
     monkeypatch.delitem(sys.modules, "tile_settings")
 
 
+def test_a_module_the_trace_imports_leaves_the_kernel_unfiled_under_the_key_it_missed(
+        kernel_cache, compilations, monkeypatch, tmp_path):
+    """The key taken before the trace did not cover a module the trace imported: a process that
+    has not imported it takes that key too, and must not find a kernel traced from other code."""
+    (tmp_path / "lazy_rows.py").write_text("ROWS = 64\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def lazy_kernel():
+        def tile_copy(x, y):
+            import lazy_rows
+
+            copy_rows(x, y, lazy_rows.ROWS, 0)
+
+        return ad.kernel(grid=(1,), block=128)(tile_copy)
+
+    monkeypatch.setattr(digest_module, "_seen", dict(digest_module._seen))
+    first = lazy_kernel().binary((X, X), {})
+    assert lazy_kernel().binary((X, X), {}) == first and compilations[0] == 2  # filed now: imported
+    # A new process, after an edit of the module it has not imported yet.
+    monkeypatch.delitem(sys.modules, "lazy_rows")
+    monkeypatch.setattr(digest_module, "_seen", {})
+    (tmp_path / "lazy_rows.py").write_text("ROWS = 128\n")
+    importlib.invalidate_caches()
+    second = lazy_kernel().binary((X, X), {})
+    assert compilations[0] == 3 and second.ptx != first.ptx
+    monkeypatch.delitem(sys.modules, "lazy_rows")
+
+
 def test_a_kernel_given_an_array_the_host_cannot_read_has_no_disk_key(kernel_cache):
     """Its bytes cannot go into the key: it is traced in every process instead of taken from disk
     (where another process's tensor may have left a kernel traced from other values)."""
