@@ -14,19 +14,21 @@ Other third-party packages are taken not to change traces.  A kernel defined whe
 file (an interactive session) has no digest and is traced in every process.
 
 Values the kernel's code names are part of the key too (`bound_values`): its closure's cells (a
-kernel made by a factory, `make(chunk)`, is the same code for every chunk) and the module globals
-it reads, which the file holds only as the code that computed them at import, and the same of the
-user's functions it names, and the attributes of the user's modules it reads (`config.BLOCK`,
-one level deep).  Arrays go by their bytes, not their repr, which elides the middle of a long
-one; an array whose bytes the host cannot read (a GPU tensor) leaves the kernel without a key, so
-it is traced in every process.  What a trace reads in other ways (environment variables, files,
-random numbers, an attribute of an attribute) is not seen: for such kernels set
-ASYNCDSL_KERNEL_CACHE=0.
+kernel made by a factory, `make(chunk)`, is the same code for every chunk), its default arguments
+and the module globals it reads, which the file holds only as the code that computed them at
+import, and the same of the user's functions it names, and the attributes of the user's modules
+and classes it reads (`config.BLOCK`, `Tiles.ROWS`, one level deep; a function among them is
+followed).  Arrays go by their bytes, not their repr, which elides the middle of a long one, and
+dataclasses field by field; an array whose bytes the host cannot read (a GPU tensor) leaves the
+kernel without a key, so it is traced in every process.  What a trace reads in other ways
+(environment variables, files, random numbers, an attribute of an attribute) is not seen: for
+such kernels set ASYNCDSL_KERNEL_CACHE=0.
 """
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import functools
 import hashlib
 import importlib.util
@@ -132,7 +134,8 @@ def code_digest(kernel_file: str) -> str | None:
     for name, module in list(sys.modules.items()):
         if name not in _seen and module is not None:
             _seen[name] = _identity(name, module)
-    files = sorted({identity for identity in _seen.values() if identity is not None} | {own}
+    # A copy of the values: another thread's digest may add modules to `_seen` meanwhile.
+    files = sorted({identity for identity in list(_seen.values()) if identity is not None} | {own}
                    | set(_asyncdsl_files()))
     digest = hashlib.sha256()
     for part in (sys.version, _installed("xdsl"), _installed("numpy"), _installed("ml_dtypes")):
@@ -143,12 +146,13 @@ def code_digest(kernel_file: str) -> str | None:
 
 
 def bound_values(fn: FunctionType) -> str | None:
-    """The values `fn`'s code names besides its arguments, as text for a key: each closure cell
-    and each module global its code (nested functions' too) reads, by name, type and text
-    (`value_text`).  A function of the user's among them is followed (its name and its own bound
-    values), a `functools.partial` goes by the arguments it binds; modules, classes and other
-    callables are code, which the digest covers by file.  None when the text is not `keyable`
-    (a repr names an object's address, or an array's bytes cannot be read on the host)."""
+    """The values `fn`'s code names besides its arguments, as text for a key: each closure cell,
+    default argument and module global its code (nested functions' too) reads, by name, type and
+    text (`value_text`), and the attributes it reads of the user's modules and classes.  A function
+    of the user's among them is followed (its name and its own bound values), a `functools.partial`
+    goes by the arguments it binds; modules, classes and other callables are code, which the
+    digest covers by file.  None when the text is not `keyable` (a repr names an object's address,
+    or an array's bytes cannot be read on the host)."""
     parts = _bound(fn, set())
     return parts if keyable(parts) else None
 
@@ -170,26 +174,49 @@ def _bound(fn: FunctionType, seen: set[int]) -> str:
     scope = fn.__globals__
     names = _global_names(fn.__code__)  # attribute names too: `config.BLOCK` reads "config", "BLOCK"
     values += [(name, scope[name]) for name in sorted(names) if name in scope]
+    # Defaults are values the function was made with, as its file does not say (`n=n` in a factory).
+    given = fn.__defaults__ or ()
+    positional = fn.__code__.co_varnames[: fn.__code__.co_argcount]
+    defaults = {**dict(zip(positional[len(positional) - len(given) :], given)), **(fn.__kwdefaults__ or {})}
+    values += [(f"{name} default", value) for name, value in sorted(defaults.items())]
     parts = [part for name, value in values if (part := _value(name, value, seen))]
-    parts += [_module_values(name, value, names) for name, value in values if _users_module(value)]
+    parts += [_attribute_values(name, value, names, seen)
+              for name, value in values if _users_namespace(value)]
     return "; ".join(part for part in parts if part)
 
 
-def _users_module(value) -> bool:
-    """Whether `value` is a module of the user's code (not asyncdsl's, the standard library's or
-    a package's)."""
+def _users_namespace(value) -> bool:
+    """Whether `value` is a module or a class of the user's code (not asyncdsl's, the standard
+    library's or a package's)."""
+    if isinstance(value, type):
+        value = sys.modules.get(value.__module__)
     return isinstance(value, ModuleType) and _identity(value.__name__, value) is not None
 
 
-def _module_values(name: str, module: ModuleType, names: set[str]) -> str:
-    """The values a user's module holds under the names the code reads (`config.BLOCK`): the
-    module's file holds only the code that computed them, and a process may set them before it
-    traces.  Every attribute whose name the code uses anywhere is taken, as names alone do not
-    say which object an attribute is read from."""
-    values = [(f"{name}.{attribute}", getattr(module, attribute)) for attribute in sorted(names)
-              if attribute in vars(module)]
-    return "; ".join(f"{label}={type(value).__qualname__}:{value_text(value)}" for label, value in values
-                     if not (isinstance(value, ModuleType) or callable(value)))
+def _attribute_values(name: str, holder: ModuleType | type, names: set[str], seen: set[int]) -> str:
+    """The values a user's module or class holds under the names the code reads (`config.BLOCK`,
+    `Tiles.ROWS`): its file holds only the code that computed them, and a process may set them
+    before it traces.  Every attribute whose name the code uses anywhere is taken, as names alone
+    do not say which object an attribute is read from; a function among them is followed as one
+    the code names (`helpers.rows()` reads the globals of `rows`).  A class's attributes are its
+    own and those of the user's classes it derives from; its other descriptors (properties) are
+    code."""
+    if isinstance(holder, ModuleType):
+        found = vars(holder)
+    else:
+        found = {}
+        for base in reversed(holder.__mro__):
+            if base is holder or _users_namespace(base):
+                found.update(vars(base))
+    parts = []
+    for attribute in sorted(names & found.keys()):
+        value = found[attribute]
+        if isinstance(value, (staticmethod, classmethod)):
+            value = value.__func__
+        elif not isinstance(value, FunctionType) and hasattr(type(value), "__get__"):
+            continue
+        parts.append(_value(f"{name}.{attribute}", value, seen))
+    return "; ".join(part for part in parts if part)
 
 
 def _value(name: str, value, seen: set[int]) -> str:
@@ -216,14 +243,22 @@ def value_text(value, depth: int = 0) -> str:
     """`value` as text that differs when it does: an array's repr elides all but its ends (numpy
     and torch print ...), so arrays (numpy's, and whatever numpy can view: a torch CPU tensor)
     go by dtype, shape and a hash of their bytes; one numpy cannot read (on a GPU, or of a type
-    numpy lacks) is `_UNREADABLE`.  Tuples, lists and dicts are written element by element, so
-    an array inside one is too (a few levels deep; deeper is `_UNREADABLE`)."""
+    numpy lacks) is `_UNREADABLE`.  Tuples, lists, dicts and dataclasses (every field, those its
+    repr leaves out too) are written element by element, so an array inside one is too (a few
+    levels deep; deeper is `_UNREADABLE`)."""
     if isinstance(value, (tuple, list, dict)):
         if depth == _DEPTH:
             return _UNREADABLE
         items = value.items() if isinstance(value, dict) else enumerate(value)
         inner = ", ".join(f"{value_text(key, depth + 1)}: {value_text(item, depth + 1)}"
                           for key, item in items)
+        return f"{type(value).__qualname__}({inner})"
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        # Field by field: its repr leaves out fields with repr=False and elides arrays.
+        if depth == _DEPTH:
+            return _UNREADABLE
+        inner = ", ".join(f"{field.name}={value_text(getattr(value, field.name), depth + 1)}"
+                          for field in dataclasses.fields(value))
         return f"{type(value).__qualname__}({inner})"
     if not isinstance(value, np.ndarray) and any(
         hasattr(value, protocol)

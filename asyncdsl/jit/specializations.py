@@ -16,6 +16,7 @@ first traced: `import asyncdsl` and launches of kernels compiled by earlier proc
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 from functools import partial
@@ -36,6 +37,11 @@ if TYPE_CHECKING:
     from asyncdsl.passes.pipeline import CompiledKernel
 
 Specs = tuple[ArraySpec | ScalarSpec, ...]
+
+# Held while a kernel is traced and compiled: the frontend keeps the kernel being traced in one
+# stack for the process (`frontend.tracer`), so traces in two threads at once would put each
+# other's ops in their kernels.  Compiling is Python, one thread at a time anyway.
+_compiling = threading.RLock()
 
 
 def trace_kernel(*args, **kwargs) -> ModuleOp:
@@ -72,9 +78,12 @@ class Specializations:
         key = _specialization(specs, constexprs, profile, devices)
         compiled = self.compiled.get(key)
         if compiled is None:
-            compiled = compile_module(self._tracing(specs, constexprs, profile, devices),
-                                      descriptor_mode=self._options.descriptor_mode)
-            self.compiled[key] = compiled
+            with _compiling:
+                compiled = self.compiled.get(key)  # compiled by the thread this one waited for
+                if compiled is None:
+                    compiled = compile_module(self._tracing(specs, constexprs, profile, devices),
+                                              descriptor_mode=self._options.descriptor_mode)
+                    self.compiled[key] = compiled
         return compiled
 
     def binary(self, specs: Specs, constexprs: Mapping[str, Any], profile: bool = False) -> KernelBinary:
@@ -127,7 +136,11 @@ class Specializations:
             binary = cache.load(disk_key)
             if binary is None:
                 binary = self.compile(specs, constexprs, profile, devices).binary
-                cache.store(disk_key, binary)
+                # A trace that imported a module of the user's (or set a value the key reads) ran
+                # code the key did not cover: a process that has not imported it computes the same
+                # key, and must not find this kernel under it.
+                if self.disk_key(specs, constexprs, profile, devices) == disk_key:
+                    cache.store(disk_key, binary)
         return binary
 
     def stages(self, specs: Specs, constexprs: Mapping[str, Any], profile: bool = False,
@@ -136,8 +149,9 @@ class Specializations:
         names (of `passes.pipeline.STAGE_NAMES`), the others not printed.  Compiled anew, as a
         compile keeps no text; that compile then serves the specialisation's `compile` calls."""
         trace = self._tracing(specs, constexprs, profile)
-        compiled = compile_module(trace, descriptor_mode=self._options.descriptor_mode,
-                                  keep_stages=True if only is None else only)
+        with _compiling:
+            compiled = compile_module(trace, descriptor_mode=self._options.descriptor_mode,
+                                      keep_stages=True if only is None else only)
         stages = dict(compiled.stages)
         compiled.stages.clear()
         self.compiled.setdefault(_specialization(specs, constexprs, profile, 1), compiled)

@@ -181,3 +181,127 @@ def test_a_main_module_is_placed_by_the_name_it_was_run_as(tmp_path):
     assert not digest_module._installed_package(script, cli)
     (tmp_path / "train.py").write_text("")
     assert not digest_module._installed_package(script, str(tmp_path / "train.py"))
+
+
+def test_functions_read_through_the_users_module_are_followed(tmp_path, monkeypatch):
+    """`helpers.rows()` reads `helpers.ROWS` through the helper's globals, and a process may
+    rebind `helpers.pick` (to another function or a partial) before it traces."""
+    import functools
+
+    (tmp_path / "tile_helpers.py").write_text(
+        "ROWS = 64\ndef rows():\n    return ROWS\ndef small():\n    return 64\npick = small\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    helpers = importlib.import_module("tile_helpers")
+
+    def kernel(x):
+        return helpers.rows() + helpers.pick()
+
+    texts = [digest_module.bound_values(kernel)]
+    monkeypatch.setattr(helpers, "ROWS", 128)
+    texts.append(digest_module.bound_values(kernel))
+    monkeypatch.setattr(helpers, "pick", _rows_of_helper)
+    texts.append(digest_module.bound_values(kernel))
+    monkeypatch.setattr(helpers, "pick", functools.partial(max, 2))
+    texts.append(digest_module.bound_values(kernel))
+    assert None not in texts and len(set(texts)) == len(texts), texts
+    monkeypatch.delitem(sys.modules, "tile_helpers")
+
+
+class Tiles:
+    """Settings a kernel reads as class attributes, which a process may set before it traces."""
+
+    ROWS = 64
+
+    @staticmethod
+    def rows() -> int:
+        return ROWS
+
+    @property
+    def shape(self) -> tuple:  # code, whatever its name: not a value of the key
+        return (self.ROWS,)
+
+
+def test_the_attributes_of_the_users_classes_are_values(monkeypatch):
+    def kernel(x):
+        return Tiles.ROWS + Tiles.rows() + x.shape[0]
+
+    before = digest_module.bound_values(kernel)
+    assert before is not None and "Tiles.ROWS=int:64" in before and f"ROWS=int:{ROWS}" in before
+    monkeypatch.setattr(Tiles, "ROWS", 128)
+    assert digest_module.bound_values(kernel) != before
+    monkeypatch.setitem(globals(), "ROWS", ROWS + 1)  # read by the static method
+    monkeypatch.setattr(Tiles, "ROWS", 64)
+    assert digest_module.bound_values(kernel) not in (before, None)
+
+
+def _rows_by_default(rows=ROWS, *, scale=1):
+    return rows * scale
+
+
+def test_default_arguments_are_values(monkeypatch):
+    def kernel(x):
+        return _rows_by_default()
+
+    texts = [digest_module.bound_values(kernel)]
+    monkeypatch.setattr(_rows_by_default, "__defaults__", (128,))
+    texts.append(digest_module.bound_values(kernel))
+    monkeypatch.setattr(_rows_by_default, "__kwdefaults__", {"scale": 2})
+    texts.append(digest_module.bound_values(kernel))
+    assert None not in texts and len(set(texts)) == 3, texts
+
+
+def test_a_dataclass_goes_by_every_field():
+    """Its repr leaves out fields declared with repr=False, and elides the middle of an array."""
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Plan:
+        name: str
+        rows: int = dataclasses.field(default=64, repr=False)
+        table: object = None
+
+    table = np.arange(5000)
+    changed = table.copy()
+    changed[2500] = -1
+    plans = [Plan("p"), Plan("p", rows=128), Plan("p", table=table), Plan("p", table=changed)]
+    assert len({repr(plan) for plan in plans}) < len(plans)
+    texts = {digest_module.bound_values(_closing_over(plan)) for plan in plans}
+    assert None not in texts and len(texts) == len(plans)
+
+
+def test_digests_taken_in_threads_while_modules_load(monkeypatch):
+    """Each digest adds the modules loaded since to the modules seen, which another thread's
+    digest is reading meanwhile: it reads a copy."""
+    import threading
+    import time
+    import types
+
+    monkeypatch.setattr(digest_module, "_seen", {})
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads take turns as often as they can
+    errors: list[Exception] = []
+    loading = threading.Event()
+
+    def digests() -> None:
+        while loading.is_set() and not errors:
+            try:
+                digest_module.code_digest(__file__)
+            except Exception as error:  # noqa: BLE001 - reported below
+                errors.append(error)
+
+    loading.set()
+    threads = [threading.Thread(target=digests) for _ in range(2)]
+    began = time.perf_counter()
+    try:
+        for thread in threads:
+            thread.start()
+        number = 0
+        while not errors and time.perf_counter() - began < 2:
+            monkeypatch.setitem(sys.modules, f"loaded_meanwhile_{number}", types.ModuleType("m"))
+            number += 1
+    finally:
+        loading.clear()
+        for thread in threads:
+            thread.join()
+        sys.setswitchinterval(interval)
+    assert not errors

@@ -13,6 +13,7 @@ import struct
 import subprocess
 import sys
 import textwrap
+import threading
 
 import numpy as np
 import pytest
@@ -132,6 +133,34 @@ def test_an_attribute_of_the_users_module_of_another_value_is_another_kernel(
     assert compilations[0] == 2 and first.ptx != second.ptx
     assert settings_kernel().binary((X, X), {}) == second and compilations[0] == 2  # from disk
     monkeypatch.delitem(sys.modules, "tile_settings")
+
+
+def test_a_module_the_trace_imports_leaves_the_kernel_unfiled_under_the_key_it_missed(
+        kernel_cache, compilations, monkeypatch, tmp_path):
+    """The key taken before the trace did not cover a module the trace imported: a process that
+    has not imported it takes that key too, and must not find a kernel traced from other code."""
+    (tmp_path / "lazy_rows.py").write_text("ROWS = 64\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def lazy_kernel():
+        def tile_copy(x, y):
+            import lazy_rows
+
+            copy_rows(x, y, lazy_rows.ROWS, 0)
+
+        return ad.kernel(grid=(1,), block=128)(tile_copy)
+
+    monkeypatch.setattr(digest_module, "_seen", dict(digest_module._seen))
+    first = lazy_kernel().binary((X, X), {})
+    assert lazy_kernel().binary((X, X), {}) == first and compilations[0] == 2  # filed now: imported
+    # A new process, after an edit of the module it has not imported yet.
+    monkeypatch.delitem(sys.modules, "lazy_rows")
+    monkeypatch.setattr(digest_module, "_seen", {})
+    (tmp_path / "lazy_rows.py").write_text("ROWS = 128\n")
+    importlib.invalidate_caches()
+    second = lazy_kernel().binary((X, X), {})
+    assert compilations[0] == 3 and second.ptx != first.ptx
+    monkeypatch.delitem(sys.modules, "lazy_rows")
 
 
 def test_a_kernel_given_an_array_the_host_cannot_read_has_no_disk_key(kernel_cache):
@@ -315,3 +344,45 @@ def test_the_garbage_collector_waits_while_a_kernel_compiles():
         assert seen[-1] is False and not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_kernels_compiled_in_two_threads_at_once_are_each_their_own():
+    """Tracing keeps the kernel being traced in one stack for the process: a trace let in while
+    another one is running (here: the first waits for the second to begin before it emits its
+    ops, the second for the first's ops) would put its ops in the other kernel."""
+    first_inside, second_inside, first_emitted = threading.Event(), threading.Event(), threading.Event()
+
+    def first(x, y):
+        first_inside.set()
+        second_inside.wait(timeout=0.5)  # the second trace has begun, if it may begin now
+        copy_rows(x, y, 64, 0)
+        first_emitted.set()
+
+    def second(x, y):
+        second_inside.set()
+        first_emitted.wait(timeout=0.5)
+        copy_rows(x, y, 128, 0)
+
+    def kernel(body):
+        return ad.kernel(grid=(1,), block=128)(body)
+
+    for event in (first_inside, second_inside, first_emitted):
+        event.set()
+    alone = [kernel(body).compile(X, X).binary.ptx for body in (first, second)]
+    for event in (first_inside, second_inside, first_emitted):
+        event.clear()
+    results: list = [None, None]
+
+    def compile_in_thread(which: int) -> None:
+        try:
+            results[which] = kernel((first, second)[which]).compile(X, X).binary.ptx
+        except Exception as error:  # noqa: BLE001 - compared below
+            results[which] = error
+
+    threads = [threading.Thread(target=compile_in_thread, args=(which,)) for which in (0, 1)]
+    threads[0].start()
+    first_inside.wait(timeout=30)
+    threads[1].start()
+    for thread in threads:
+        thread.join()
+    assert results == alone
