@@ -131,11 +131,13 @@ def code_digest(kernel_file: str) -> str | None:
     own = file_identity(kernel_file)
     if own is None:
         return None
-    for name, module in list(sys.modules.items()):
+    # Copies, taken by dict.copy (one C call: list(d.items()) allocates a tuple an item, and a
+    # collection it triggers may run finalizers that let another thread import a module or add
+    # to `_seen` half way through).
+    for name, module in sys.modules.copy().items():
         if name not in _seen and module is not None:
             _seen[name] = _identity(name, module)
-    # A copy of the values: another thread's digest may add modules to `_seen` meanwhile.
-    files = sorted({identity for identity in list(_seen.values()) if identity is not None} | {own}
+    files = sorted({identity for identity in _seen.copy().values() if identity is not None} | {own}
                    | set(_asyncdsl_files()))
     digest = hashlib.sha256()
     for part in (sys.version, _installed("xdsl"), _installed("numpy"), _installed("ml_dtypes")):
