@@ -136,8 +136,16 @@ def _predicates(ctx: KernelLowering, window: _Window, checks, mask_regs: list[SS
 
 
 def _thread_address(ctx: KernelLowering, op, window: _Window) -> SSAValue:
+    """The window's address plus this thread's offset into it.  The offset (in elements) is a
+    32-bit sum widened once, unless its largest value may not fit 32 bits (threads over rows of
+    2^24 elements or more: thread 127 of a 64-row tile of rows of 2^28 lies 15 * 2^28 elements
+    in), when each of its terms is widened as it is multiplied."""
     base = window_address(ctx, op.gmem, window_offset(ctx, op.gmem, list(op.starts)))
-    term = thread_term(ctx, window.offset[0])
+    coefficients = window.offset[0]
+    if sum(abs(c) for c in coefficients) >= _S32:
+        term = thread_term(ctx, coefficients, wide_factor=window.element_bytes)
+        return base if isinstance(term, int) else ctx.b.emit("add.s64 {}, {}, {};", "b64", base, term)
+    term = thread_term(ctx, coefficients)
     if isinstance(term, int):
         return base
     return ctx.b.emit("add.s64 {}, {}, {};", "b64", base,
