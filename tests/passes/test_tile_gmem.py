@@ -61,3 +61,26 @@ def test_a_tile_over_rows_past_32_bit_offsets_addresses_them_in_64_bits(columns,
         assert len(wide) == 2 and not narrow, (wide, narrow)  # the load's and the store's
     else:  # offsets that fit 32 bits keep their 32-bit sum, widened once
         assert not wide and len(narrow) == 2, (wide, narrow)
+
+
+@ad.kernel(grid=(1,))
+def far_windows(x, i, y):
+    """A window at a traced start, a gather, a scatter and a splat store of 3 elements, all in a
+    dim of x that may be past 2^31 elements."""
+    at = ad.program_id(0) * 1024
+    ad.store(y.at[:], ad.load(x.at[ad.ds(at, 1024)]))
+    ad.store(x.at[ad.load(i.at[:])], ad.load(y.at[:]))
+    ad.store(x.at[ad.ds(at + 5, 3)], ad.load(x.at[ad.load(i.at[:])]).astype(ad.int32).max().astype(ad.int8))
+
+
+@pytest.mark.parametrize("extent", [2**31 + 1024, 2**32 + 64, 5000])
+def test_checks_of_dims_past_2_31_elements_bound_the_coordinate_by_2_31(extent, ptxas):
+    # A check `coordinate < extent` printed the extent as the immediate of a 32-bit comparison:
+    # ptxas cut 2^32 + 64 to 64, so every element past the 64th was out of bounds on the GPU (a
+    # load gave `other`, a store was skipped) while the interpreter moved it.  No signed 32-bit
+    # coordinate reaches past 2^31 - 1, so 2^31 bounds it exactly.
+    ptx = far_windows.ptx(ad.ArraySpec((extent,), ad.int8), ad.ArraySpec((1024,), ad.int32),
+                          ad.ArraySpec((1024,), ad.int8))
+    ptxas(ptx)
+    bounds = {int(n) for n in re.findall(r"setp\.lt\.u32 %p\d+, %r\d+, (\d+);", ptx)}
+    assert min(extent, 2**31) in bounds and all(n <= 2**31 for n in bounds), bounds
