@@ -50,7 +50,7 @@ def window_offset(ctx: KernelLowering, gmem: SSAValue, starts: Sequence[SSAValue
 def wide_product(ctx: KernelLowering, value: SSAValue, factor: int, *, signed: bool) -> SSAValue:
     """`value` (b32) times `factor` as a b64 register."""
     kind = "s" if signed else "u"
-    if factor <= _S32_MAX:
+    if (-_S32_MAX - 1 if signed else 0) <= factor <= _S32_MAX:
         return ctx.b.emit(f"mul.wide.{kind}32 {{}}, {{}}, {{}};", "b64", value, factor)
     wide = ctx.b.emit(f"cvt.{kind}64.{kind}32 {{}}, {{}};", "b64", value)
     return ctx.b.emit("mul.lo.s64 {}, {}, {};", "b64", wide, factor)

@@ -54,6 +54,13 @@ from asyncdsl.passes.to_ptx.tile_registers import (
 _S32 = 2**31
 
 
+def _reachable(extent: int) -> int:
+    """The bound of a dim's unsigned check `coordinate < bound`: its extent, or 2^31 for a dim of
+    more elements, which no signed 32-bit coordinate reaches past (and which as an immediate of a
+    32-bit comparison ptxas would cut to 32 bits: a dim of 2^32 + 64 checked `< 64`)."""
+    return min(extent, _S32)
+
+
 class _Window:
     """Where each element of a tile in `layout` sits in the GMEM window of `op`: per GMEM dim, the
     thread coefficients and per-element constants of its coordinate, and of the flat offset."""
@@ -128,7 +135,7 @@ def _predicates(ctx: KernelLowering, window: _Window, checks, mask_regs: list[SS
                     predicate = b.emit("setp.ne.u32 {}, 0, 0;", "pred")  # never: out of bounds
                 continue
             coordinate = b.emit("add.s32 {}, {}, {};", "b32", base, value) if value else base
-            inside = b.emit("setp.lt.u32 {}, {}, {};", "pred", coordinate, extent)
+            inside = b.emit("setp.lt.u32 {}, {}, {};", "pred", coordinate, _reachable(extent))
             predicate = (inside if predicate is None
                          else b.emit("and.pred {}, {}, {};", "pred", predicate, inside))
         out.append(predicate)
@@ -136,8 +143,16 @@ def _predicates(ctx: KernelLowering, window: _Window, checks, mask_regs: list[SS
 
 
 def _thread_address(ctx: KernelLowering, op, window: _Window) -> SSAValue:
+    """The window's address plus this thread's offset into it.  The offset (in elements) is a
+    32-bit sum widened once, unless its largest value may not fit 32 bits (threads over rows of
+    2^24 elements or more: thread 127 of a 64-row tile of rows of 2^28 lies 15 * 2^28 elements
+    in), when each of its terms is widened as it is multiplied."""
     base = window_address(ctx, op.gmem, window_offset(ctx, op.gmem, list(op.starts)))
-    term = thread_term(ctx, window.offset[0])
+    coefficients = window.offset[0]
+    if sum(abs(c) for c in coefficients) >= _S32:
+        term = thread_term(ctx, coefficients, wide_factor=window.element_bytes)
+        return base if isinstance(term, int) else ctx.b.emit("add.s64 {}, {}, {};", "b64", base, term)
+    term = thread_term(ctx, coefficients)
     if isinstance(term, int):
         return base
     return ctx.b.emit("add.s64 {}, {}, {};", "b64", base,
@@ -316,7 +331,8 @@ def _store_splat_elementwise(ctx: KernelLowering, op: ir.StoreGmemOp, value: SSA
             continue
         register = ctx.reg(start) if known is None else b.mov("b32", known)
         if size == ir.SQUEEZED:
-            inside = _and(ctx, inside, b.emit("setp.lt.u32 {}, {}, {};", "pred", register, extent))
+            below = b.emit("setp.lt.u32 {}, {}, {};", "pred", register, _reachable(extent))
+            inside = _and(ctx, inside, below)
         else:
             checked[dim] = register
     kind = register_kind(ir.shaped_type(op.value.type).element_type)
@@ -332,7 +348,7 @@ def _store_splat_elementwise(ctx: KernelLowering, op: ir.StoreGmemOp, value: SSA
             coordinate = unsigned_remainder(b, coordinate, sizes[dim])
         if dim in checked:
             at = b.emit("add.s32 {}, {}, {};", "b32", checked[dim], coordinate)
-            guard = _and(ctx, guard, b.emit("setp.lt.u32 {}, {}, {};", "pred", at, extents[dim]))
+            guard = _and(ctx, guard, b.emit("setp.lt.u32 {}, {}, {};", "pred", at, _reachable(extents[dim])))
         step = wide_product(ctx, coordinate, strides[dim] * element_bytes, signed=False)
         address = b.emit("add.s64 {}, {}, {};", "b64", address, step)
     store_piece(ctx, address, 0, [value], element_bytes, kind, guard, space="global")
@@ -364,7 +380,8 @@ def _indexed_elements(ctx: KernelLowering, op, layout: Layout, count: int, eleme
             register = registers[element]
             if register not in terms:
                 checked = checked_last or dim != last
-                inside = b.emit("setp.lt.u32 {}, {}, {};", "pred", register, extent) if checked else None
+                inside = (b.emit("setp.lt.u32 {}, {}, {};", "pred", register, _reachable(extent)) if checked
+                          else None)
                 terms[register] = (inside, wide_product(ctx, register, stride, signed=True))
             inside, offset = terms[register]
             if inside is not None:

@@ -30,6 +30,7 @@ from asyncdsl.errors import LayoutError
 from asyncdsl.hw.fragments import Layout, SplatLayout
 from asyncdsl.hw.tiling import THREADS, flat_index
 from asyncdsl.passes.to_ptx.context import KernelLowering
+from asyncdsl.passes.to_ptx.gmem_addresses import wide_product
 
 
 @dataclass(frozen=True)
@@ -132,9 +133,13 @@ def thread_coefficients(per_thread: np.ndarray, what: str) -> list[int]:
     return coefficients
 
 
-def thread_term(ctx: KernelLowering, coefficients: list[int]) -> SSAValue | int:
+def thread_term(ctx: KernelLowering, coefficients: list[int],
+                wide_factor: int | None = None) -> SSAValue | int:
     """Sum over the bits of the thread's index in its warpgroup of bit b × `coefficients[b]`,
-    as a register (or 0).  Runs of bits whose coefficients double are one shift-mask-multiply."""
+    as a register (or 0).  Runs of bits whose coefficients double are one shift-mask-multiply.
+    With `wide_factor`, the sum times it as a b64 register, each run's field widened as it is
+    multiplied (`mul.wide`), for sums that may not fit 32 bits (a GMEM tile whose threads span
+    rows of 2^24 elements or more)."""
     b = ctx.b
     thread = ctx.facts.thread
     terms: list[SSAValue] = []
@@ -148,15 +153,18 @@ def thread_term(ctx: KernelLowering, coefficients: list[int]) -> SSAValue | int:
             end += 1
         field = b.emit("bfe.u32 {}, {}, {}, {};", "b32", thread, bit, end - bit) if bit or end < 7 else thread
         scale = coefficients[bit]
-        if scale != 1:
+        if wide_factor is not None:
+            field = wide_product(ctx, field, scale * wide_factor, signed=True)
+        elif scale != 1:
             field = b.emit("mul.lo.s32 {}, {}, {};", "b32", field, scale)
         terms.append(field)
         bit = end
     if not terms:
         return 0
     total = terms[0]
+    add = "add.s32" if wide_factor is None else "add.s64"
     for term in terms[1:]:
-        total = b.emit("add.s32 {}, {}, {};", "b32", total, term)
+        total = b.emit(f"{add} {{}}, {{}}, {{}};", "b32" if wide_factor is None else "b64", total, term)
     return total
 
 
