@@ -80,11 +80,18 @@ def _is_library_frame(frame: types.FrameType) -> bool:
     return generated or _is_own_file(code.co_filename) or _is_torch_frame(frame)
 
 
-def user_location(skip: int = 1) -> SourceLocation | None:
-    """The innermost frame of the caller's stack that is not asyncdsl's own code."""
+def _package(frame: types.FrameType) -> str | None:
+    """The top-level package of the module whose code `frame` runs."""
+    module = frame.f_globals.get("__name__")
+    return module.partition(".")[0] if isinstance(module, str) else None
+
+
+def user_location(skip: int = 1, packages: tuple[str, ...] = ()) -> SourceLocation | None:
+    """The innermost frame of the caller's stack that is not asyncdsl's own code (nor torch's, nor
+    that of a module of `packages`, top-level names such as "transformers")."""
     frame: types.FrameType | None = sys._getframe(skip)
     while frame is not None:
-        if not _is_library_frame(frame):
+        if not _is_library_frame(frame) and not (packages and _package(frame) in packages):
             return SourceLocation(frame.f_code.co_filename, frame.f_lineno)
         frame = frame.f_back
     return None

@@ -9,8 +9,8 @@ padding) and selects it for the model, and gives each attention module `attentio
 rotates its queries and keys in one kernel (`asyncdsl.ops.rotary`) where transformers makes about
 ten elementwise passes forward and as many backward; it replaces each RMSNorm module by `RMSNorm`
 and each gated MLP by `SwiGLUMLP`, which keep the same parameters under the same names, so
-checkpoints load and save as before; and it makes `causal_lm_loss` the model's loss function, the
-cross-entropy of the bf16 logits without the float32 copy transformers' own makes.  With
+checkpoints load and save as before; and it makes `causal_lm_loss` a causal language model's loss
+function, the cross-entropy of the bf16 logits without the float32 copy transformers' own makes.  With
 `linear_loss=True` a call given labels computes the last layer and its loss in one operator
 instead (`asyncdsl.ops.linear_cross_entropy`): the (tokens x vocabulary) logits and their gradient
 are never made, and the output's logits are None.  The families whose modules compute what Llama's
@@ -21,6 +21,7 @@ transformers is imported by `apply` only.
 from __future__ import annotations
 
 import types
+import weakref
 
 import torch
 
@@ -70,7 +71,9 @@ def apply(model: torch.nn.Module, *, attention: bool = True, rotary: bool = True
                     raise ArgumentError(f"{kind} {name!r} gates with {child.config.hidden_act!r}; asyncdsl's "
                                         "SwiGLU gates with silu", user_location())
                 setattr(parent, name, SwiGLUMLP(child.gate_proj, child.up_proj, child.down_proj))
-    if loss and hasattr(model, "loss_function"):
+    # Only a causal language model's: the classification and question-answering heads call their
+    # loss_function with other arguments, for another loss.
+    if loss and getattr(model, "loss_type", None) == "ForCausalLM":
         model.loss_function = causal_lm_loss
     if linear_loss:
         head = getattr(model, "lm_head", None)
@@ -142,7 +145,8 @@ def attention_function(module: torch.nn.Module, query: torch.Tensor, key: torch.
     """transformers' attention call on `asyncdsl.ops.attention`: query (B, H, S, D) and key, value
     (B, H_kv, S_kv, D) after the rotary embedding; returns the output (B, S, H, D) and no weights.
     Sequences packed into one row (B = 1) with `cu_seq_lens_q`, `cu_seq_lens_k`, `max_length_q`
-    and `max_length_k` (transformers' flattening collator) go to `asyncdsl.ops.attention_varlen`.
+    and `max_length_k` (transformers' flattening collator) go to `asyncdsl.ops.attention_varlen`,
+    and so do rows whose `position_ids` restart (`sequences_of_positions`), outside torch.compile.
     Refuses what the kernels do not compute: padding masks, dropout, another scale than 1/√D,
     sliding windows, soft caps, and causal attention of fewer queries than keys."""
     d = query.shape[-1]
@@ -158,20 +162,60 @@ def attention_function(module: torch.nn.Module, query: torch.Tensor, key: torch.
     packed = kwargs.get("cu_seq_lens_q") is not None
     if packed and query.shape[0] != 1:
         refused.append(f"packed sequences in a batch of {query.shape[0]} rows (they come in one)")
+    # Rows whose positions restart hold several sequences (the flattening collator's default gives
+    # position_ids only): transformers' masks and FlashAttention keep each sequence to itself.
+    by_positions = None
+    if not packed and attention_mask is None and query.shape[2] == key.shape[2]:
+        by_positions = sequences_of_positions(kwargs.get("position_ids"), query.shape[0], query.shape[2])
     if causal and query.shape[2] != key.shape[2] and not packed:
         refused.append(f"causal attention of {query.shape[2]} queries over {key.shape[2]} keys")
     if refused:
-        raise ArgumentError(f"asyncdsl's attention does not take {', '.join(refused)}", user_location())
-    if packed:
-        q, k, v = (x[0].transpose(0, 1) for x in (query, key, value))
-        o = attention_varlen(q, k, v, kwargs["cu_seq_lens_q"], kwargs["cu_seq_lens_k"],
-                             kwargs["max_length_q"], kwargs["max_length_k"], causal=causal)
-        return o[None], None
+        raise ArgumentError(f"asyncdsl's attention does not take {', '.join(refused)}",
+                            # the line that called the model, not transformers' that called this
+                            user_location(packages=("transformers",)))
+    if packed or by_positions is not None:
+        ends_q, ends_k, longest_q, longest_k = by_positions or (
+            kwargs["cu_seq_lens_q"], kwargs["cu_seq_lens_k"], kwargs["max_length_q"], kwargs["max_length_k"])
+        # (B, H, S, D) to the rows end to end, (B * S, H, D), and back as (B, S, H, D).
+        q, k, v = (x.transpose(1, 2).reshape(-1, *x.shape[1::2]) for x in (query, key, value))
+        o = attention_varlen(q, k, v, ends_q, ends_k, longest_q, longest_k, causal=causal)
+        return o.view(query.shape[0], query.shape[2], *o.shape[1:]), None
     # transformers' projections are (B, S, H, D) seen transposed: read them in place where they are.
     if query.transpose(1, 2).is_contiguous():
         q, k, v = (x.transpose(1, 2) for x in (query, key, value))
         return asyncdsl_attention(q, k, v, causal=causal, layout="BSHD"), None
     return asyncdsl_attention(query, key, value, causal=causal).transpose(1, 2), None
+
+
+# The last position_ids read and their sequences: the layers of a call share one tensor, read once.
+_last_positions: list = [None, None, None]  # [weak reference, (version, batch), sequences]
+
+
+def sequences_of_positions(positions: torch.Tensor | None, batch: int,
+                           length: int) -> tuple[torch.Tensor, torch.Tensor, int, int] | None:
+    """The boundaries of the sequences packed in the `batch` rows of `length` tokens where
+    `positions` (B or 1, length) restart (a position not one past the last begins a sequence, as
+    transformers' masks read them), for `attention_varlen` over the rows end to end:
+    (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k).  None where each row is one
+    sequence, where `positions` is not of that shape, and under `torch.compile`, which cannot
+    read them (packed sequences are then given by their lengths, `cu_seq_lens_q` and the rest)."""
+    if (positions is None or positions.dim() != 2 or positions.shape[0] not in (1, batch)
+            or positions.shape[1] != length or length == 1 or torch.compiler.is_compiling()):
+        return None
+    reference, key, known = _last_positions
+    if reference is not None and reference() is positions and key == (positions._version, batch):
+        return known
+    rows = positions.expand(batch, -1)
+    starts = torch.diff(rows, dim=-1, prepend=rows[:, :1] - 1) != 1
+    starts[:, 0] = True
+    found = None
+    if int(starts.sum()) > batch:  # the one read of the positions by the host, for all layers
+        total = torch.tensor([starts.numel()], device=starts.device)
+        ends = torch.cat([starts.reshape(-1).nonzero().flatten(), total]).to(torch.int32)
+        longest = int(ends.diff().max())
+        found = (ends, ends, longest, longest)
+    _last_positions[:] = weakref.ref(positions), (positions._version, batch), found
+    return found
 
 
 def attention_forward(module: torch.nn.Module, hidden_states: torch.Tensor,

@@ -184,13 +184,49 @@ def test_packed_sequences_attend_each_to_itself(reference_kernels):
     assert_near(packed, torch.cat(alone, 1), 1e-12)
 
 
+def test_sequences_packed_by_their_positions_alone_attend_each_to_itself(reference_kernels):
+    # The flattening collator's default: position_ids that restart, no lengths.  transformers' masks
+    # keep each sequence to itself; asyncdsl's attention attended across them.
+    torch_model = small_llama()
+    model = llama.apply(copy.deepcopy(torch_model))
+    ids = tokens()
+    one_row = torch.cat([torch.arange(10), torch.arange(14)])[None]
+    two_rows = torch.stack([one_row[0], torch.cat([torch.arange(5), torch.arange(7), torch.arange(12)])])
+    for rows, positions in ((ids[:1], one_row), (ids, two_rows)):
+        inputs = {"input_ids": rows, "position_ids": positions, "labels": rows, "use_cache": False}
+        got, want = model(**inputs), torch_model(**inputs)
+        assert_near(got.logits, want.logits, 1e-6)
+        assert_near(got.loss, want.loss, 1e-6)
+        grads = torch.autograd.grad(got.loss, list(model.parameters()))
+        want_grads = torch.autograd.grad(want.loss, list(torch_model.parameters()))
+        for got_grad, want_grad in zip(grads, want_grads):
+            assert_near(got_grad, want_grad, 1e-6)
+    with torch.no_grad():
+        alone = [model(input_ids=ids[:1, :10]).logits, model(input_ids=ids[:1, 10:]).logits]
+        assert_near(model(input_ids=ids[:1], position_ids=one_row).logits, torch.cat(alone, 1), 1e-12)
+
+
+def test_a_classification_head_keeps_its_loss(reference_kernels):
+    # Its loss_function takes other arguments, for another loss: not the causal LM's.
+    config = small_llama().config
+    config.num_labels, config.pad_token_id = 3, 0
+    torch.manual_seed(0)
+    torch_model = transformers.LlamaForSequenceClassification._from_config(
+        config, attn_implementation="sdpa", dtype=torch.float64)
+    model = llama.apply(copy.deepcopy(torch_model))
+    ids, labels = tokens(), torch.tensor([0, 2])
+    want = torch_model(input_ids=ids, labels=labels).loss
+    assert_near(model(input_ids=ids, labels=labels).loss, want, 1e-6)
+
+
 def test_what_the_kernels_do_not_compute_is_refused(reference_kernels):
     model = llama.apply(small_llama())
     ids = tokens()
     padded = torch.ones_like(ids)
     padded[0, :5] = 0
-    with pytest.raises(ArgumentError, match="does not take a padding mask"):
+    with pytest.raises(ArgumentError, match="does not take a padding mask") as error:
         model(input_ids=ids, attention_mask=padded)
+    assert error.value.location.file == __file__  # the model's caller, not transformers' attention module
     model(input_ids=ids, attention_mask=torch.ones_like(ids))  # no padding: no mask
     q = torch.zeros(1, 4, 3, 16)
     with pytest.raises(ArgumentError, match=r"scale 0.5 \(asyncdsl's is 1/sqrt\(16\)\).*causal attention of "
