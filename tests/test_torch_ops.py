@@ -11,6 +11,7 @@ torch = pytest.importorskip("torch")
 
 from scalar_kernels import copy_loop, copy_tiles, scale_tile  # noqa: E402
 
+import asyncdsl as ad  # noqa: E402
 import asyncdsl.torch as adt  # noqa: E402
 from asyncdsl.errors import ArgumentError  # noqa: E402
 from asyncdsl.examples.tile_copy import tile_copy  # noqa: E402
@@ -18,6 +19,23 @@ from asyncdsl.examples.tile_copy import tile_copy  # noqa: E402
 scale = adt.custom_op(scale_tile, "asyncdsl_tests::scale", outputs={"y": lambda x, **_: torch.empty_like(x)})
 copy_into = adt.custom_op(tile_copy, "asyncdsl_tests::copy_into", mutates=("dst",), BM=32, BN=32)
 copy_rows = adt.custom_op(copy_loop, "asyncdsl_tests::copy_rows", mutates=("y",))
+
+
+@ad.kernel(grid=(1,))
+def affine(x, y, scale: float = 2.0, *, shift: int = 1, NEGATE: ad.constexpr = False):
+    """y = x * scale + shift (negated with NEGATE), for a 64 x 64 float32 x."""
+    buf = ad.smem((64, 64), ad.float32)
+    bar = ad.barrier()
+    ad.async_copy(x, buf, barrier=bar)
+    bar.wait()
+    t = buf[...] * scale + shift
+    buf[...] = -t if NEGATE else t
+    ad.fence_async_smem()
+    ad.async_copy(buf, y)
+    ad.await_async_copy(0)
+
+
+affine_op = adt.custom_op(affine, "asyncdsl_tests::affine", outputs={"y": lambda x, **_: torch.empty_like(x)})
 
 
 def scale_reference(x: np.ndarray, factor: float, shift: int) -> np.ndarray:
@@ -97,6 +115,41 @@ def test_misuse_is_an_argument_error():
         adt.custom_op(scale_tile, "asyncdsl_tests::bad4", outputs={"y": lambda x: torch.empty_like(x)})
     with pytest.raises(ArgumentError, match="takes an @asyncdsl.kernel"):
         adt.custom_op(lambda x: x, "asyncdsl_tests::bad5")
+
+
+def test_an_operator_that_neither_returns_nor_mutates_is_refused():
+    # its schema would promise no effect, and torch.compile dropped its calls: eager and compiled differed
+    with pytest.raises(ArgumentError, match="neither returns nor mutates an array") as error:
+        adt.custom_op(tile_copy, "asyncdsl_tests::no_effect", BM=32, BN=32)
+    assert error.value.location.file == __file__
+    with pytest.raises(ArgumentError, match=r"not the string 'dst' \(write mutates=\('dst',\)\)"):
+        adt.custom_op(tile_copy, "asyncdsl_tests::letters", mutates="dst", BM=32, BN=32)
+
+
+def test_a_name_taken_is_refused():
+    # torch re-points the name at the new implementation: calls of the earlier handle ran it (or crashed)
+    with pytest.raises(ArgumentError, match="'asyncdsl_tests::scale' exists already") as error:
+        adt.custom_op(copy_loop, "asyncdsl_tests::scale", mutates=("y",))
+    assert error.value.location.file == __file__
+    with pytest.raises(ArgumentError, match="'aten::add' exists already"):
+        adt.custom_op(scale_tile, "aten::add", outputs={"y": lambda x, **_: torch.empty_like(x)})
+    for _ in range(2):  # the same operator again (a module reloaded) replaces itself, as torch allows
+        adt.custom_op(copy_loop, "asyncdsl_tests::copy_rows_again", mutates=("y",))
+
+
+def test_defaults_and_keyword_only_parameters_carry_over(interpreted):
+    assert (str(affine_op._opoverload._schema)
+            == "asyncdsl_tests::affine(Tensor x, float scale=2., *, int shift=1) -> Tensor")
+    negated = adt.custom_op(affine, "asyncdsl_tests::affine_negated", NEGATE=True,
+                            outputs={"y": lambda x, **_: torch.empty_like(x)})
+    x = torch.randn(64, 64, generator=torch.Generator().manual_seed(3))
+    assert torch.equal(affine_op(x), x * 2 + 1)
+    assert torch.equal(affine_op(x, 0.5, shift=-3), x * 0.5 - 3)
+    assert torch.equal(negated(x, shift=2), -(x * 2 + 2))
+    compiled = torch.compile(lambda x: affine_op(x) - affine_op(x, shift=4), fullgraph=True,
+                             backend="aot_eager")
+    assert torch.equal(compiled(x), (x * 2 + 1) - (x * 2 + 4))
+    torch.library.opcheck(affine_op, (x,), {"shift": 5})
 
 
 def test_library_call_hands_cpu_tensors_over_as_numpy_arrays():
