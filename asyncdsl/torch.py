@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from asyncdsl.config import knobs
 from asyncdsl.errors import ArgumentError, SourceLocation, user_location
 from asyncdsl.jit.kernel import Kernel
 
@@ -113,7 +114,16 @@ def custom_op(
     def launch(*args: Any, **kwargs: Any) -> Any:
         values = arguments(args, kwargs)
         made = made_outputs(values)
+        # Interpreted, a call can afford to check that the inputs the schema calls read-only are
+        # unchanged: torch.compile would reorder or drop a write to one, silently.
+        kept = _read_only_inputs(values, made, mutates) if knobs.interpret else {}
         kernel(**values, **made, **constexprs)
+        for input_name, before in kept.items():
+            if not _same_bytes(values[input_name], before):
+                raise ArgumentError(f"operator {name!r}: kernel {kernel.__name__} wrote its input "
+                                    f"{input_name!r}, which the operator takes for read-only: name it in "
+                                    "mutates (torch.compile may reorder or drop a write it is not told of)",
+                                    user_location())
         return returned(made)
 
     def fake(*args: Any, **kwargs: Any) -> Any:
@@ -207,6 +217,22 @@ def _exists(name: str) -> bool:
     except (AttributeError, RuntimeError):
         return False
     return True
+
+
+def _read_only_inputs(values: dict[str, Any], made: dict[str, torch.Tensor],
+                      mutates: Sequence[str]) -> dict[str, torch.Tensor]:
+    """A copy of each CPU tensor among `values` that the call may not write: not mutated, and
+    sharing no storage with an array it writes (`copy(x, out=x)` changes x through out)."""
+    written = [t for t in [*made.values(), *(values[n] for n in mutates)] if isinstance(t, torch.Tensor)]
+    storages = {t.untyped_storage().data_ptr() for t in written}
+    return {n: value.clone() for n, value in values.items()
+            if n not in mutates and isinstance(value, torch.Tensor) and value.device.type == "cpu"
+            and value.untyped_storage().data_ptr() not in storages}
+
+
+def _same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Bit for bit (NaNs are equal to themselves here, as no value comparison has them)."""
+    return torch.equal(a.reshape(-1).view(torch.uint8), b.reshape(-1).view(torch.uint8))
 
 
 def _operator_signature(kernel: Kernel, inputs: tuple[str, ...]) -> inspect.Signature:

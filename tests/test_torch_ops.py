@@ -126,6 +126,20 @@ def test_an_operator_that_neither_returns_nor_mutates_is_refused():
         adt.custom_op(tile_copy, "asyncdsl_tests::letters", mutates="dst", BM=32, BN=32)
 
 
+def test_an_interpreted_call_refuses_a_write_to_an_input_the_schema_calls_read_only(interpreted):
+    # dst is written but not declared: torch.compile takes it for unchanged and may drop the write
+    undeclared = adt.custom_op(copy_loop, "asyncdsl_tests::copy_rows_undeclared",
+                               outputs={"x": lambda y, **_: torch.ones_like(y)})
+    with pytest.raises(ArgumentError, match="wrote its input 'y', which the operator takes for read-only") \
+            as error:
+        undeclared(torch.zeros(64, 32), 0, 1, 16)
+    assert error.value.location.file == __file__
+    x = torch.randn(64, 64)
+    copy_into(x, x)  # one tensor read and written: declared through dst
+    nans = torch.full((64, 64), float("nan"))
+    copy_into(nans, torch.zeros(64, 64))  # unchanged bit for bit, though NaN != NaN
+
+
 def test_a_name_taken_is_refused():
     # torch re-points the name at the new implementation: calls of the earlier handle ran it (or crashed)
     with pytest.raises(ArgumentError, match="'asyncdsl_tests::scale' exists already") as error:
