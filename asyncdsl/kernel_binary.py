@@ -184,6 +184,10 @@ def constexpr_value(key: tuple) -> object:
 
 # The least magnitude that rounds to infinity in float32 (halfway past the largest finite value).
 _FLOAT32_OVERFLOW = 2.0**128 - 2.0**103
+# A NaN argument is the canonical float32 NaN, 0x7fffffff, as the interpreter takes it: the
+# parameter's bits reach memory unchanged through `mov`, `selp` and stores, and `ctypes.c_float`
+# would pass 0x7fc00000 for float("nan") (0xffc00000 for its negation, a numpy NaN's payload).
+_CANONICAL_NAN = struct.unpack("<f", struct.pack("<I", 0x7FFFFFFF))[0]
 
 
 def scalar_argument(kind: str, value: object, name: str) -> int | float:
@@ -217,6 +221,8 @@ def scalar_argument(kind: str, value: object, name: str) -> int | float:
                 "parameters (it would round to infinity)",
                 user_location(),
             )
+        if math.isnan(number):
+            return _CANONICAL_NAN
         return ctypes.c_float(number).value
     shown = f" {value!r}" if isinstance(value, numbers.Number) else ""
     raise ArgumentError(

@@ -17,6 +17,7 @@ from xdsl.interpreter import Interpreter, PythonValues, impl, register_impls
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.errors import InterpretError
 from asyncdsl.interpret.diagnosis import diagnosed
+from asyncdsl.interpret import numerics
 from asyncdsl.interpret.functions import WarpgroupFunctions
 from asyncdsl.interpret.memory import GlobalArgument
 from asyncdsl.interpret.operands import operand_values, vector_of
@@ -55,7 +56,9 @@ def _indexed(op, values: dict, extents: tuple[int, ...], shape: tuple[int, ...])
 
 def _read(op, array: np.ndarray, indices, allowed: np.ndarray) -> np.ndarray:
     """The elements at `indices` where `allowed`, the op's `other` elsewhere."""
-    other = np.asarray(op.other.value.data).astype(array.dtype)
+    value = np.asarray(op.other.value.data)
+    # A NaN is the canonical NaN, as for every float constant (`tiles.tile_array`).
+    other = numerics.canonical_nan(array.dtype) if np.isnan(value) else value.astype(array.dtype)
     return np.where(allowed, array[indices], other).astype(array.dtype)
 
 

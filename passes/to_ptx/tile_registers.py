@@ -9,6 +9,7 @@ all 128 threads (layouts are affine in the thread's bits, which makes it so).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -170,14 +171,19 @@ def thread_term(ctx: KernelLowering, coefficients: list[int],
 
 def constant_register(ctx: KernelLowering, attr: FloatAttr | IntegerAttr, element) -> SSAValue:
     """A register holding `attr` as an element of type `element` (its bits, rounded by numpy as
-    the interpreter rounds it)."""
+    the interpreter rounds it; a NaN is the canonical NaN, every bit but the sign set, as the
+    interpreter makes a NaN constant: numpy's quiet NaN, `0x7fc00000`, would reach memory as it
+    is, through `mov`, `selp` and stores)."""
     b = ctx.b
     kind = register_kind(element)
     if kind == "pred":
         return b.emit("setp.ne.u32 {}, {}, 0;", "pred", b.mov("b32", int(bool(attr.value.data))))
     dtype = dtypes.from_mlir(element)
-    bits = int(
-        np.asarray(attr.value.data).astype(dtype.numpy).reshape(1).view(f"u{max(dtype.bits, 8) // 8}")[0])
+    if isinstance(attr, FloatAttr) and math.isnan(attr.value.data):
+        bits = (1 << (dtype.bits - 1)) - 1
+    else:
+        bits = int(
+            np.asarray(attr.value.data).astype(dtype.numpy).reshape(1).view(f"u{max(dtype.bits, 8) // 8}")[0])
     if kind == "f32":
         return b.mov("f32", f"0f{bits:08X}")
     return b.mov(kind, f"{bits:#x}")

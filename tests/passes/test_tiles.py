@@ -55,6 +55,7 @@ from tile_kernels import (
 )
 
 import asyncdsl as ad
+from asyncdsl.interpret import numerics
 from asyncdsl.passes.to_ptx.integer_division import reciprocal_multiplier
 from asyncdsl.runtime.ptxas import assemble
 
@@ -585,3 +586,33 @@ def test_integer_ops_that_only_look_like_a_negation_keep_their_instruction(ptxas
     not_negated.interpret(x, y, FORM=form)
     with np.errstate(over="ignore"):
         assert np.array_equal(y, NOT_NEGATIONS[form][1](x).astype(np.int32))
+
+
+ROW = 1024  # one strided(8) row: 8 elements a thread
+
+
+@ad.kernel(grid=lambda x, y: (1,))
+def _nan_constants(x, y):
+    """y[0] = x where it is positive, else a NaN constant; y[1] = x's row loaded past its end
+    (the NaN `other` fills the columns from ROW - 8 on)."""
+    v = ad.load(x.at[ad.ds(0, 1), ad.ds(0, ROW)], layout=ad.strided(8))
+    ad.store(y.at[ad.ds(0, 1), ad.ds(0, ROW)], ad.where(v > 0.0, v, float("nan")))
+    past = ad.load(x.at[ad.ds(0, 1), ad.ds(8, ROW)], layout=ad.strided(8), other=float("nan"))
+    ad.store(y.at[ad.ds(1, 1), ad.ds(0, ROW)], past)
+
+
+@pytest.mark.parametrize("dtype", [ad.float32, ad.bfloat16, ad.float16], ids=str)
+def test_a_nan_constant_is_the_canonical_nan_in_registers_and_in_the_interpreter(dtype):
+    # A NaN constant reaches memory through `mov`, `selp` and a store bit for bit: the immediate
+    # must be the NaN the interpreter gives the constant, not numpy's 0x7fc00000.
+    x = np.linspace(-1.0, 1.0, ROW).reshape(1, ROW).astype(dtype.numpy)
+    y = np.zeros((2, ROW), dtype.numpy)
+    _nan_constants.interpret(x, y)
+    unsigned = f"u{dtype.numpy.itemsize}"
+    nans = {int(bits) for bits in y.view(unsigned)[np.isnan(y.astype(np.float32))]}
+    assert nans == {int(numerics.canonical_nan(dtype.numpy).view(unsigned))}
+    ptx = _nan_constants.ptx(ad.ArraySpec((1, ROW), dtype), ad.ArraySpec((2, ROW), dtype))
+    moved = re.findall(r"mov\.\w+ %\w+, (0f[0-9A-F]{8}|0x[0-9a-f]+);", ptx)
+    immediates = {int(text[2:], 16) for text in moved}
+    assert nans <= immediates
+    assert not immediates & {0x7FC00000, 0x7FC0, 0x7E00}

@@ -65,6 +65,17 @@ def test_floats_are_rounded_to_float32_and_refused_beyond_its_range():
         scalar_argument("float", False, "s")
 
 
+
+PAYLOAD_NAN = np.array(0x7FA00001, np.uint32).view(np.float32)[()]
+
+
+@pytest.mark.parametrize("value", [float("nan"), -float("nan"), PAYLOAD_NAN])
+def test_a_nan_float_argument_passes_as_the_canonical_nan_the_interpreter_gives_it(value):
+    # A splat of the parameter reaches memory with its bits; the interpreter takes any NaN
+    # argument as 0x7fffffff, and ctypes would pass 0x7fc00000, 0xffc00000 or the payload.
+    cell = ctypes.c_float(scalar_argument("float", value, "s"))
+    assert bytes(cell) == struct.pack("<I", 0x7FFFFFFF)
+
 # -- the parameter block ---------------------------------------------------------------------------
 
 
