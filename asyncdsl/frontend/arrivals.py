@@ -183,12 +183,17 @@ def _event(op: Operation) -> _Arrivals | _Wait:
     if isinstance(op, ir.AsyncCopyOp):
         if op.predicate is not None or op.cluster_dims or op.partition is not None:
             raise _Uncountable
-        return _Arrivals(int(bool(op.arrive.value.data)), [op])
+        return _copy_arrivals(op)
     if isinstance(op, (ir.AsyncCopyIm2colOp, ir.AsyncCopyRowsOp)):
         if getattr(op, "predicate", None) is not None:
             raise _Uncountable
-        return _Arrivals(int(bool(op.arrive.value.data)), [op])
+        return _copy_arrivals(op)
     raise _Uncountable
+
+
+def _copy_arrivals(op: ir.AsyncCopyOp | ir.AsyncCopyIm2colOp | ir.AsyncCopyRowsOp) -> _Arrivals:
+    # An `arrive=False` copy only adds bytes: the error's list of arrivals leaves it out.
+    return _Arrivals(1, [op]) if op.arrive.value.data else _Arrivals(0)
 
 
 def _check(events: list[_Arrivals | _Wait], barrier: ir.AllocBarriersOp, index: int, warpgroups: int) -> None:

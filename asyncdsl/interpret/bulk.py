@@ -27,6 +27,7 @@ from asyncdsl.interpret.functions import WarpgroupFunctions
 from asyncdsl.interpret.memory import GlobalArgument
 from asyncdsl.interpret.operands import barrier_address, operand_values, predicated_off
 from asyncdsl.interpret.races import AsyncRead, AsyncWrite
+from asyncdsl.ir_locations import from_ir_location
 
 
 def _moved_range(op, argument: GlobalArgument, values: dict, what: str) -> tuple[int, int]:
@@ -91,7 +92,8 @@ class BulkFunctions(WarpgroupFunctions):
         cta.smem.bytes[start : start + moved] = argument.raw[offset : offset + moved]
         phase = barrier.complete_tx(moved)
         cta.accesses.record_write(
-            AsyncWrite(start, start + moved, barrier.key, phase, barrier.name, origin(op), copy="bulk load")
+            AsyncWrite(start, start + moved, barrier.key, phase, barrier.name, origin(op), copy="bulk load",
+                       location=from_ir_location(op))
         )
         return ()
 

@@ -26,7 +26,7 @@ from xdsl.interpreters.scf import ScfFunctions
 
 from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects import kernel_attrs as attrs
-from asyncdsl.errors import AsyncDSLError
+from asyncdsl.errors import AsyncDSLError, RaceError
 from asyncdsl.hw.profile import WarpgroupRecord
 from asyncdsl.interpret.assume import AssumeFunctions
 from asyncdsl.interpret.bulk import BulkFunctions
@@ -261,6 +261,7 @@ def _run_solo(program: _Program, launch: Launch, barriers: list[BarrierInit]) ->
         if launch.profile is not None:
             launch.profile.enter_kernel(warpgroup)
         interpreter.call_op(program.kernel, launch.call_arguments)
+        _check_loads_landed(warpgroup.cta)
         if launch.profile is not None:
             launch.profile.exit_kernel(warpgroup)
 
@@ -312,5 +313,23 @@ def _run_warpgroup(program: _Program, warpgroup: Warpgroup) -> None:
     if launch.profile is not None:
         launch.profile.exit_kernel(warpgroup)
     warpgroup.exited = True
+    if all(w.exited for w in warpgroup.cta.warpgroups):
+        _check_loads_landed(warpgroup.cta)
     warpgroup.cta.cta_barrier.release_if_complete()
     cluster_barrier.release_if_complete()
+
+
+def _check_loads_landed(cta: Cta) -> None:
+    """A CTA that exits while an async load may still write its shared memory (one whose
+    barrier phase none of its warpgroups waited for: a producer that issued more loads than the
+    consumers took, a multicast into a peer that does not wait for it) leaves the copy engine
+    writing the shared memory of the next CTA on the SM: refuse it."""
+    load = cta.accesses.unlanded_load([w.clock for w in cta.warpgroups])
+    if load is not None:
+        raise RaceError(
+            f"kernel {cta.launch.kernel}, {cta.label}: the CTA exits while the {load.copy} at "
+            f"{load.origin} may still be writing its shared memory bytes [{load.start}, {load.end}): "
+            f"no warpgroup of the CTA waited for phase {load.phase} of {load.barrier_name} that it "
+            "completes on (wait for every load issued, or issue only the loads that are consumed)",
+            load.location,
+        )

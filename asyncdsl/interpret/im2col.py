@@ -45,6 +45,7 @@ from asyncdsl.interpret.functions import WarpgroupFunctions
 from asyncdsl.interpret.operands import barrier_address, operand_values, predicated_off
 from asyncdsl.interpret.races import AsyncWrite
 from asyncdsl.kernel_binary import Im2colTensorMapSpec
+from asyncdsl.ir_locations import from_ir_location
 
 
 def traversal_strides(spec: Im2colTensorMapSpec) -> tuple[int, ...]:
@@ -158,5 +159,6 @@ class Im2colFunctions(WarpgroupFunctions):
         )
         tma.write_smem_rows(cta.smem.bytes, start, end, spec, rows)
         phase = barrier.complete_tx(end - start)
-        cta.accesses.record_write(AsyncWrite(start, end, barrier.key, phase, barrier.name, origin(op)))
+        cta.accesses.record_write(AsyncWrite(start, end, barrier.key, phase, barrier.name, origin(op),
+                                             location=from_ir_location(op)))
         return ()

@@ -25,10 +25,10 @@ swizzled box stays inside the rows it pads.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
-from dataclasses import dataclass
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
 
-from asyncdsl.errors import RaceError
+from asyncdsl.errors import RaceError, SourceLocation
 from asyncdsl.interpret.clocks import VectorClock
 
 
@@ -44,6 +44,7 @@ class AsyncWrite:
     barrier_name: str
     origin: str
     copy: str = "TMA load"
+    location: SourceLocation | None = field(default=None, compare=False)  # `origin`, for errors
 
     def over_for(self, clock: VectorClock) -> bool:
         return clock.knows(self.barrier_key, self.phase + 1)
@@ -211,6 +212,14 @@ class AsyncAccessLog:
         for write in self._writes:
             if isinstance(write, GenericWrite) and write.fenced is None and write.done_for(clock):
                 write.fenced = fence
+
+    def unlanded_load(self, clocks: Sequence[VectorClock]) -> AsyncWrite | None:
+        """An async load into this CTA that none of `clocks` (its warpgroups at exit) knows has
+        landed: one whose barrier phase nobody waited for."""
+        for write in self._writes:
+            if isinstance(write, AsyncWrite) and not any(write.over_for(clock) for clock in clocks):
+                return write
+        return None
 
     def record_write(self, write: AsyncWrite | GenericWrite) -> None:
         # Accesses the new write covers are over for everyone who passed check_write, and the

@@ -21,6 +21,7 @@ from asyncdsl.interpret.diagnosis import diagnosed, origin
 from asyncdsl.interpret.functions import WarpgroupFunctions
 from asyncdsl.interpret.operands import barrier_address, memref_of, operand_values
 from asyncdsl.interpret.races import AsyncRead, AsyncWrite
+from asyncdsl.ir_locations import from_ir_location
 
 _SIGN = 1 << 31
 
@@ -62,7 +63,8 @@ class RowGatherFunctions(WarpgroupFunctions):
             [tma.read_gmem_box(argument.raw, spec, (row, column), argument.name) for row in rows])
         tma.write_smem_rows(cta.smem.bytes, start, end, spec, box)
         phase = barrier.complete_tx(end - start)
-        cta.accesses.record_write(AsyncWrite(start, end, barrier.key, phase, barrier.name, origin(op)))
+        cta.accesses.record_write(AsyncWrite(start, end, barrier.key, phase, barrier.name, origin(op),
+                                             location=from_ir_location(op)))
         return ()
 
     @impl(ir.TmaScatter4Op)

@@ -57,6 +57,7 @@ from asyncdsl.interpret.races import AsyncRead, AsyncWrite
 from asyncdsl.interpret.reduction import combine
 from asyncdsl.interpret.state import Warpgroup
 from asyncdsl.kernel_binary import TiledTensorMapSpec
+from asyncdsl.ir_locations import from_ir_location
 
 _UINT_OF_SIZE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 _OOB_NAN_HALFWORD = b"\xf7\x7f"  # f32 out-of-bounds NaN reads back 0x7FF77FF7 [HW]
@@ -475,7 +476,8 @@ class TmaFunctions(WarpgroupFunctions):
                     raise
                 raise type(error)(f"in {owner.label}: {error.message}") from None
             name = barrier.name if owner is cta else f"{barrier.name} in {owner.label}"
-            destination.accesses.record_write(AsyncWrite(start, end, barrier.key, phase, name, origin(op)))
+            destination.accesses.record_write(AsyncWrite(start, end, barrier.key, phase, name, origin(op),
+                                                         location=from_ir_location(op)))
         return ()
 
     @impl(ir.TmaStoreOp)

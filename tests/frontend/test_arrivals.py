@@ -125,3 +125,25 @@ def test_an_uncountable_barrier_is_left_to_the_interpreter():
     deadlock = r"the phase expects 2 arrival\(s\) \(its arrival_count\) and got 1"
     with pytest.raises(ad.DeadlockError, match=deadlock):
         _predicated.interpret(x, y)
+
+
+@ad.kernel(grid=(1,), block=128)
+def _announced(x, y):
+    buf = ad.smem((R, C), ad.float32)
+    bar = ad.barrier(arrival_count=1)
+    ad.async_copy(x.at[ad.ds(0, R), :], buf, barrier=bar, arrive=False)
+    bar.arrive_expect_tx(R * C * 4)
+    bar.arrive()  # one arrival too many
+    bar.wait()
+    ad.async_copy(buf, y.at[ad.ds(0, R), :])
+    ad.await_async_copy(0)
+
+
+def test_a_copy_without_arrival_is_not_listed_among_the_arrivals():
+    x, y = _arrays()
+    with pytest.raises(ad.TraceError) as caught:
+        _announced.interpret(x, y)
+    fn, here = _announced.fn, __file__
+    assert (f"2 arrival(s) come before the wait here (arrive(1) at {here}:{line_of(fn, 'bar.arrive()')}; "
+            f"arrive_expect_tx at {here}:{line_of(fn, 'bar.arrive_expect_tx')}), where 1 are expected"
+            ) in caught.value.message

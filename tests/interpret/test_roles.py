@@ -203,3 +203,28 @@ def test_turns_complete_exactly_when_the_counts_follow_the_rule(counts):
     else:
         with pytest.raises(ad.DeadlockError, match="whose turn it is"):
             turn_counts.interpret(x, COUNTS=counts)
+
+
+def test_a_load_nobody_waits_for_at_exit_is_refused_at_its_line():
+    # The producer runs one step more than the consumer: its last load lands in a slot whose
+    # phase no warpgroup waits for, and the CTA exits with the copy engine still writing it.
+    @ad.kernel(grid=(1,), block=256)
+    def kernel(x, y, steps):
+        ring = ad.Pipeline(stages=2)
+        slots = ad.smem((2, 64, 64), x.dtype)
+        with ad.warpgroup_role(0):
+            for step in ad.range(steps + 1):
+                slot, landed = ring.produce(step)
+                ad.async_copy(x.at[ad.ds(step * 64, 64), :], slots.at[slot], barrier=landed)  # extra
+        with ad.warpgroup_role(1):
+            for step in ad.range(steps):
+                slot = ring.consume(step)
+                ad.async_copy(slots.at[slot], y.at[ad.ds(step * 64, 64), :])
+                ad.await_async_copy(0, read_only=True)
+                ring.release(step, after_wgmma=False)
+
+    x = random_bits((4 * 64, 64), ad.float32, seed=6)
+    refusal = r"exits while the TMA load at .*no warpgroup of the CTA waited"
+    with pytest.raises(ad.RaceError, match=refusal) as caught:
+        kernel.interpret(x, np.zeros_like(x), 3)
+    assert caught.value.location.line == kernel.fn.__code__.co_firstlineno + 7

@@ -107,6 +107,7 @@ def stage_reused(x, y, EARLY: ad.constexpr):
         buf[...]  # the consumer reads the stage
         if not EARLY:
             empty.arrive()
+        full.wait()  # the refill lands before the CTA exits
 
 
 def test_a_tma_load_refilling_a_stage_must_know_the_consumer_read_it():
