@@ -107,7 +107,7 @@ def _config(array, ctas: int | None, rows: int, stages: int) -> dict:
     first = array[0] if isinstance(array, list) else array
     if ctas is None:
         ctas = INTERPRETED_CTAS if on_host(array) else multiprocessors(array)
-    if not isinstance(ctas, int) or isinstance(ctas, bool) or ctas < 1:
+    if not is_int(ctas) or ctas < 1:
         raise ad.ArgumentError(f"ctas must be a positive int, got {ctas!r}", user_location())
     return {"CTAS": ctas, "BM": rows, "BN": 256 // as_dtype(first.dtype).itemsize, "STAGES": stages}
 
