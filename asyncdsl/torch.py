@@ -145,7 +145,7 @@ def library_op(name: str, function: Callable[..., Any], *, schema: str, fake: Ca
     return _register(name, function, schema, fake, (), identity, user_location())
 
 
-def check_rows(what: str, **tensors: torch.Tensor) -> None:
+def check_not_0d(what: str, **tensors: torch.Tensor) -> None:
     """Refuse, at the caller's line, a 0-d tensor where operator `what` takes rows along the last
     axis (every other axis flattened)."""
     for name, tensor in tensors.items():

@@ -16,7 +16,7 @@ import torch
 
 from asyncdsl import kernels
 from asyncdsl.errors import ArgumentError, user_location
-from asyncdsl.torch import check_rows, library_call, library_op
+from asyncdsl.torch import check_not_0d, library_call, library_op
 
 REDUCTIONS = ("mean", "sum", "none")
 
@@ -40,7 +40,7 @@ def cross_entropy(logits: torch.Tensor, targets: torch.Tensor, *, ignore_index: 
 def check_targets(operator: str, name: str, rows: torch.Tensor, targets: torch.Tensor) -> None:
     """One target a row of `rows` (..., V), in its shape: the kernels flatten both, which would
     pair (2, 3) rows with (3, 2) or (6,) targets in memory order without a word."""
-    check_rows(operator, **{name: rows})
+    check_not_0d(operator, **{name: rows})
     if targets.shape != rows.shape[:-1]:
         raise ArgumentError(f"{operator} takes targets of shape {tuple(rows.shape[:-1])}, one a row of "
                             f"{name} {tuple(rows.shape)}, got {tuple(targets.shape)}", user_location())

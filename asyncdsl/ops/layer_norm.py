@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 from asyncdsl import kernels
-from asyncdsl.torch import check_rows, library_call, library_op
+from asyncdsl.torch import check_not_0d, library_call, library_op
 
 
 def layer_norm(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
@@ -21,7 +21,7 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor 
     """(x - mean) / sqrt(var + eps) · weight + bias over the last axis, for bf16 x (..., N) and
     weight, bias (N,), differentiable in all three.  A weight or bias of None (torch's
     `LayerNorm(bias=False)` or `elementwise_affine=False`) scales by 1 or adds 0."""
-    check_rows("layer_norm", x=x)
+    check_not_0d("layer_norm", x=x)
     # The kernels always take both: ones and zeros of x's type compute what None means.
     weight = x.new_ones(x.shape[-1:]) if weight is None else weight
     bias = x.new_zeros(x.shape[-1:]) if bias is None else bias

@@ -13,13 +13,13 @@ from __future__ import annotations
 import torch
 
 from asyncdsl import kernels
-from asyncdsl.torch import check_rows, library_call, library_op
+from asyncdsl.torch import check_not_0d, library_call, library_op
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     """x / sqrt(mean(x², last axis) + eps) · weight, for bf16 x (..., N) and weight (N,),
     differentiable in both."""
-    check_rows("rms_norm", x=x)
+    check_not_0d("rms_norm", x=x)
     y, _ = rms_norm_forward(x, weight, float(eps))
     return y
 

@@ -13,12 +13,12 @@ import torch
 
 from asyncdsl import kernels
 from asyncdsl.errors import ArgumentError, user_location
-from asyncdsl.torch import check_rows, library_call, library_op
+from asyncdsl.torch import check_not_0d, library_call, library_op
 
 
 def swiglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     """silu(gate) · up element by element, for bf16 tensors of one shape, differentiable in both."""
-    check_rows("swiglu", gate=gate, up=up)
+    check_not_0d("swiglu", gate=gate, up=up)
     if gate.shape != up.shape:  # the kernels take rows: (2, 3, N) and (3, 2, N) flatten alike
         raise ArgumentError(f"swiglu takes gate and up of one shape, got {tuple(gate.shape)} and "
                             f"{tuple(up.shape)}", user_location())
