@@ -29,7 +29,6 @@ from asyncdsl.blocks.gemm_config import GemmConfig
 from asyncdsl.blocks.shapes import product_shape
 from asyncdsl.blocks.split_k_sum import split_k_flags
 from asyncdsl.errors import ArgumentError, user_location
-from asyncdsl.frontend import language as ad
 from asyncdsl.jit.autotune import Choice, autotune
 from asyncdsl.kernels.dispatch import flag, launch, multiprocessors, on_host
 from asyncdsl.kernels.gemm_cooperative import (
@@ -42,7 +41,7 @@ from asyncdsl.kernels.gemm_cooperative import (
     matmul_split_k_2cta,
 )
 from asyncdsl.kernels.gemm_pingpong import matmul_pingpong
-from asyncdsl.kernels.outputs import apart, empty, empty_product, kept
+from asyncdsl.kernels.outputs import apart, empty, empty_product, partial_sums
 
 _SCHEDULES = ("cooperative", "pingpong", "narrow")
 # The constexprs each schedule's kernel takes from the configuration.
@@ -236,11 +235,6 @@ def _wave_filling(m: int, n: int, ctas: int) -> GemmConfig:
 
 
 def _workspace(a, m: int, n: int, config: GemmConfig, pair: bool, stream) -> tuple:
-    """Split K's float32 partial sums and zeroed flags (left at zero) for an (m, n) c, kept per
-    device, stream and shape (`outputs.kept`)."""
-    def make():
-        flags = empty(a, (split_k_flags(m, n, config.BN, 2 if pair else 1),), ad.int32)
-        flags[...] = 0
-        return empty(a, (config.SPLIT_K - 1, m, n), ad.float32), flags
-
-    return kept(a, stream, ("split K", m, n, config.SPLIT_K, config.BN, pair), make)
+    """Split K's float32 partial sums and flags for an (m, n) c (`outputs.partial_sums`)."""
+    return partial_sums(a, stream, ("split K", m, n, config.SPLIT_K, config.BN, pair),
+                        (config.SPLIT_K - 1, m, n), split_k_flags(m, n, config.BN, 2 if pair else 1))

@@ -40,7 +40,7 @@ from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.kernels.block_scales import check_scale_shapes, tma_layout
 from asyncdsl.kernels.dispatch import launch, multiprocessors, on_host
 from asyncdsl.kernels.gemm_cooperative import INTERPRETED_CTAS
-from asyncdsl.kernels.outputs import apart, empty, kept
+from asyncdsl.kernels.outputs import apart, empty, partial_sums
 
 BLOCK = 128  # the scales' block of K (and of b's rows)
 # A step's box of b_scales: 8 rows of blocks of b (the tile's first; a TMA slot is 128 bytes) by the
@@ -89,14 +89,10 @@ def constexprs(config: GemmConfig) -> dict:
 
 
 def _workspace(a, m: int, n: int, config: GemmConfig, stream) -> tuple:
-    """Split K's float32 partial sums and zeroed flags (one per consumer's part of a tile; the
-    kernel leaves them at zero), kept per device, stream and shape (`outputs.kept`)."""
-    def make():
-        flags = empty(a, (2 * -(-m // config.BM) * -(-n // config.BN),), ad.int32)
-        flags[...] = 0
-        return empty(a, (config.SPLIT_K - 1, m, n), ad.float32), flags
-
-    return kept(a, stream, ("fp8 block-scaled split K", m, n, config.SPLIT_K, config.BM, config.BN), make)
+    """Split K's float32 partial sums and flags, one per consumer's part of a tile
+    (`outputs.partial_sums`)."""
+    return partial_sums(a, stream, ("fp8 block-scaled split K", m, n, config.SPLIT_K, config.BM, config.BN),
+                        (config.SPLIT_K - 1, m, n), 2 * -(-m // config.BM) * -(-n // config.BN))
 
 
 @kernel(grid=lambda a, a_scales, b, b_scales, c, CTAS, **_: (CTAS,), block=384)

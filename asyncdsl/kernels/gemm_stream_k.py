@@ -26,7 +26,7 @@ from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.kernels.dispatch import launch, multiprocessors, on_host
 from asyncdsl.kernels.gemm_cooperative import INTERPRETED_CTAS
-from asyncdsl.kernels.outputs import apart, empty
+from asyncdsl.kernels.outputs import apart, empty, partial_sums
 
 
 def plan_for(m: int, n: int, k: int, ctas: int, bm: int = 128, bn: int = 128, bk: int = 64) -> StreamKPlan:
@@ -36,14 +36,13 @@ def plan_for(m: int, n: int, k: int, ctas: int, bm: int = 128, bn: int = 128, bk
 
 def gemm_stream_k(a, b, *, out=None, ctas: int | None = None, BN: int = 128, stream=None):
     """c = a @ b (bfloat16 a (M, K), b (K, N)) in a new array or `out`, scheduled stream-K; the
-    workspace and flags are made here."""
+    workspace and flags are kept per device, stream and shape (`outputs.partial_sums`)."""
     m, n, k = product_shape(a, b)
     c = empty(a, (m, n), a.dtype) if out is None else apart(out, a=a, b=b)
     ctas = ctas or (INTERPRETED_CTAS if on_host(a) else multiprocessors(a))
     plan = plan_for(m, n, k, ctas, bn=BN)
-    workspace = empty(a, plan.workspace_shape(128, BN), ad.float32)
-    flags = empty(a, (2 * plan.tiles,), ad.int32)
-    flags[...] = 0
+    workspace, flags = partial_sums(a, stream, ("stream-K", m, n, k, ctas, BN), plan.workspace_shape(128, BN),
+                                    2 * plan.tiles)
     launch(matmul_stream_k, a, b, c, workspace, flags, stream=stream, CTAS=ctas, BN=BN)
     return c
 

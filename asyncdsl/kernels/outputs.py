@@ -104,6 +104,18 @@ def _span(array: Any) -> tuple[int, int] | None:
     return data_ptr(), data_ptr() + (last + 1) * array.element_size()
 
 
+def partial_sums(like: Any, stream: Any, key: tuple, shape: tuple[int, ...], flags: int) -> tuple:
+    """The workspace of a kernel that adds partial sums across CTAs (split K, stream-K): float32
+    sums of `shape` and `flags` int32 flags made zero, which the kernels leave at zero when they
+    finish, so one workspace serves every call: `kept` per device, stream and `key`."""
+    def make():
+        zeroed = empty(like, (flags,), "int32")
+        zeroed[...] = 0
+        return empty(like, shape, "float32"), zeroed
+
+    return kept(like, stream, key, make)
+
+
 _KEPT: dict = {}
 
 

@@ -105,3 +105,9 @@ def test_an_out_is_refused_where_its_bytes_meet_an_inputs():
     x = np.zeros((4, 4))
     with pytest.raises(ad.ArgumentError, match="out shares memory with b"):
         outputs.apart(x[1:], a=np.zeros(3), b=x[:2])
+
+
+def test_partial_sums_are_float32_beside_flags_made_zero(capture):
+    sums, flags = outputs.partial_sums(np.zeros(4, np.float16), None, ("w",), (3, 8, 16), 12)
+    assert sums.shape == (3, 8, 16) and sums.dtype == np.float32
+    assert flags.shape == (12,) and flags.dtype == np.int32 and not flags.any()
