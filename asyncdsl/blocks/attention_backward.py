@@ -16,10 +16,15 @@ sequence's keys do nothing, and dk, dv go out only to the sequence's rows.
 Per query block a consumer computes, transposed so that p and ds feed the tensor cores from
 registers,
     sᵀ = k qᵀ,  dpᵀ = v doᵀ,  pᵀ = exp(sᵀ/√D - lse),  dsᵀ = pᵀ ∘ (dpᵀ - δ),
-    dv += pᵀ do,  dk += dsᵀ q,  dq_part = ds k   (dsᵀ through SMEM, read transposed),
-and adds dq_part into the workspace by TMA reduce-add (`asyncdsl.blocks.attention_grads.add_dq`).
-dq_part reuses the registers of sᵀ and dpᵀ, 64 columns each, so k is also kept in 64-column
-tiles, dq's B operand.
+    dv += pᵀ do,  dk += dsᵀ q,
+and writes its dsᵀ into SMEM.  The CTA's share of dq, ds k over all its 128 keys, is then made
+from both consumers' dsᵀ (read transposed) and k in 64-column tiles, dq's B operand, and added
+into the workspace by TMA reduce-add (`asyncdsl.blocks.attention_grads.add_dq`): one add a CTA
+and query block, where each consumer adding its own 64 keys' share would add twice the bytes
+and, deterministic, hand the order on twice a step.  At D = 128 consumer c makes and adds dq's
+columns c·64.. (the two adds are of different cells, so need no order between them); at D = 64,
+where dq has one 64-column piece, the consumers take turns, consumer t % 2 at step t.  The
+piece reuses the registers of sᵀ.
 """
 
 from __future__ import annotations
@@ -65,7 +70,10 @@ def differentiate(tile: KeyTile, loads: AttentionLoads, head: GradientRows, *, s
     columns = D // 64
     values = ad.smem((2, 64, D), loads.v.dtype, **tensor_core_layout(64))  # [consumer], A of v doᵀ
     key_columns = ad.smem((2, columns, 64, 64), loads.q.dtype, **tensor_core_layout(64))  # B of ds k
-    ds_s = ad.smem((2, 64, BM), loads.k.dtype, **tensor_core_layout(64))  # [consumer] dsᵀ, A of ds k as .T
+    # [step % 2, consumer] dsᵀ, A of ds k as .T; two steps of them, so that a consumer writes
+    # step t + 1's while the other may still read step t's.
+    ds_s = ad.smem((2, 2, 64, BM), loads.k.dtype, **tensor_core_layout(64))
+    ds_stored = ad.barrier(arrival_count=2, num=2)  # [step % 2] both consumers' dsᵀ are in ds_s
     dq_slot = ad.smem((2, 64, 64), ad.float32, **tensor_core_layout(64, 32))  # [consumer]
     values_landed = ad.barrier(arrival_count=2 * (1 + columns))
 
@@ -83,11 +91,24 @@ def differentiate(tile: KeyTile, loads: AttentionLoads, head: GradientRows, *, s
     with ad.warpgroup_role((0, 1), registers=232):
         me = ad.warpgroup_idx()
         first_key = tile.first_key + me * 64
-        s_t = ad.registers((64, BM), ad.float32, layout=ad.WGMMA)  # sᵀ, then dq's columns 0..63
-        dp_t = ad.registers((64, BM), ad.float32, layout=ad.WGMMA)  # dpᵀ, then dq's columns 64..127
+        s_t = ad.registers((64, BM), ad.float32, layout=ad.WGMMA)  # sᵀ, then the consumer's dq piece
+        dp_t = ad.registers((64, BM), ad.float32, layout=ad.WGMMA)  # dpᵀ
         dk_acc = ad.registers((64, D), ad.float32, layout=ad.WGMMA)
         dv_acc = ad.registers((64, D), ad.float32, layout=ad.WGMMA)
-        dq_pieces = (s_t, dp_t)[:columns]
+
+        def add_share(t, h, i, rows):
+            """Step t's dq piece of this consumer (see the module's docstring), made from both
+            consumers' dsᵀ and added into the workspace."""
+            column = me if columns == 2 else 0
+            buffer = t % 2
+            ds_stored[buffer].wait(parity=(t // 2) % 2)  # a consumer not adding this step skips it
+            for part in range(2):
+                ad.wgmma(s_t, ds_s.at[buffer, part].T, key_columns.at[part, column], accumulate=part > 0)
+            ad.wgmma_wait(0)
+            with ad.region("add dq"):
+                # Deterministic: the key blocks in their order, each adding `columns` pieces.
+                flag, after = (head.flag(h, i), tile.order(i) * columns) if deterministic else (None, None)
+                add_dq((s_t,), dq_slot.at[me], lambda _: head.workspace(h, rows, column), flag, after)
 
         def step(t, h, i, masked: bool):
             """Query block i of head h: p, ds, and their products with do, q and k."""
@@ -113,22 +134,21 @@ def differentiate(tile: KeyTile, loads: AttentionLoads, head: GradientRows, *, s
                 p_t = s_t[...]
                 delta_i = ad.load(head.delta(h, rows), layout=ad.WGMMA_COL)[None, :]
                 ds_t = (p_t * (dp_t[...] - delta_i)).astype(loads.k.dtype)
-                ds_s.at[me][...] = ds_t
-                ad.fence_async_smem()
-                ad.warpgroup_barrier()  # every thread's part of dsᵀ is in SMEM for the tensor cores
-            with ad.region("issue dv, dk, dq"):
+                ds_s.at[t % 2, me][...] = ds_t
+                ad.fence_async_smem()  # (the warpgroup meets) for the tensor cores of both consumers
+                ds_stored[t % 2].arrive(sync=False)
+            with ad.region("issue dv, dk"):
                 ad.wgmma(dv_acc, p_t.astype(loads.v.dtype), loads.values(slot))
                 ad.wgmma(dk_acc, ds_t, loads.k.at[slot])
-                ad.wgmma_wait(0)  # p and ds leave the registers before dq takes those of sᵀ, dpᵀ
-                for c, piece in enumerate(dq_pieces):
-                    ad.wgmma(piece, ds_s.at[me].T, key_columns.at[me, c], accumulate=False)
-                ad.wgmma_wait(0)
+                ad.wgmma_wait(0)  # p and ds leave the registers before dq takes those of sᵀ
             loads.release_keys(slot)
             loads.release_values(slot)
-            with ad.region("add dq"):
-                flag = head.flag(h, i) if deterministic else None
-                add_dq(dq_pieces, dq_slot.at[me], lambda c: head.workspace(h, rows, c),
-                       flag, tile.rank(i, me, adders=2) if deterministic else None)
+            with ad.region("dq"):
+                if columns == 2:
+                    add_share(t, h, i, rows)
+                else:
+                    with ad.when(t % 2 == me):
+                        add_share(t, h, i, rows)
 
         with _live(tile):  # registers are the kernel's: allocated outside the condition
             dk_acc[...] = ad.zeros((64, D), ad.float32)

@@ -18,11 +18,12 @@ causal diagonal is aligned to the last key, and the steps that may see keys past
 are masked too (not causal: every step of a CTA whose keys run past them); the query rows past
 the sequence are hidden by their log-sum-exp (`row_lse`).
 
-`add_dq` adds a consumer's dq (64 query rows × D, float32 registers in 64-column pieces) into
-the float32 workspace by TMA reduce-add through one SMEM slot.  Deterministic, the adds into
-one query block of one head go in a fixed order: a flag per (batch, head, query block), reset to
-0 before the launch, counts the adds done; a consumer waits until it equals its rank, adds,
-waits for its writes to complete, then raises it.
+`add_dq` adds a share of dq (64 query rows, float32 registers in 64-column pieces) into the
+float32 workspace by TMA reduce-add through one SMEM slot.  Deterministic, the adds into one
+query block of one head go in a fixed order: a flag per (batch, head, query block), reset to 0
+before the launch, counts the adds done; an adder waits until it counts the adds before its own
+(`KeyTile.order` times the adds a key block makes), adds, waits for its writes to complete, then
+counts its own.
 """
 
 from __future__ import annotations
@@ -116,23 +117,24 @@ class KeyTile:
         rows = ad.iota((self.BM,), ad.int32, 0) < self.S - i * self.BM
         return ad.load(lse, layout=ad.WGMMA_COL, mask=rows, other=float("inf"))
 
-    def rank(self, i, me, adders: int):
-        """Consumer `me`'s place among the dq adds into query block i (deterministic mode): key
-        blocks right to left, each with `adders` consumers adding in their order."""
+    def order(self, i):
+        """How many key blocks add into query block i's dq before this one (deterministic
+        mode): the key blocks that meet it, right to left."""
         last = self.key_blocks - 1
         if self.causal and self.static:
             last = (((i + 1) * self.BM - 1) // self.BN).min(last)
         elif self.causal:  # key block 0 meets every query block
             last = (((i + 1) * self.BM - 1 + self.offset).max(0) // self.BN).min(last)
-        return adders * (last - self.j) + me
+        return last - self.j
 
 
-def add_dq(pieces, slot, workspace_rows, flag=None, rank=None) -> None:
+def add_dq(pieces, slot, workspace_rows, flag=None, after=None) -> None:
     """Add the float32 register pieces (each 64 rows × 64 columns, retired) into
     `workspace_rows(c)`, the GMEM window of piece c, through the consumer's SMEM `slot`; with a
-    `flag`, in order: wait until it is `rank`, add, raise it to rank + 1."""
+    `flag`, in order: wait until `after` adds are done, add, then count this one (+1, so that
+    adds of different cells, such as two consumers' column pieces, may wait for the same count)."""
     if flag is not None:
-        ad.wait_signal(flag, "eq", rank)
+        ad.wait_signal(flag, "ge", after)
     for c, piece in enumerate(pieces):
         ad.await_async_copy(0, read_only=True)  # the last add has read the slot
         slot[...] = piece[...]
@@ -140,7 +142,7 @@ def add_dq(pieces, slot, workspace_rows, flag=None, rank=None) -> None:
         ad.async_copy(slot, workspace_rows(c), reduction="add")
     if flag is not None:
         ad.await_async_copy(0)  # the adds' writes are complete before the next may start
-        ad.signal(flag, rank + 1)
+        ad.signal(flag, 1, op="add")
 
 
 def check_gradients(q, k, v, do, lse, delta, workspace, dk, dv, flags, BM: int, dims, causal: bool,

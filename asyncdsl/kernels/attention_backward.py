@@ -16,10 +16,11 @@ whole blocks.  Three launches:
    keeps their dk and dv in registers; per query block it computes, transposed so that p and ds
    feed the tensor cores from registers,
        sᵀ = k qᵀ,  dpᵀ = v doᵀ,  pᵀ = exp(sᵀ/√D - lse),  dsᵀ = pᵀ ∘ (dpᵀ - δ),
-       dv += pᵀ do,  dk += dsᵀ q,  dq_part = ds k   (dsᵀ through SMEM, read transposed),
-   and adds dq_part into the workspace by TMA reduce-add (`asyncdsl.blocks.attention_grads`),
-   in any order, or in a fixed one with `deterministic=True`.  dq_part reuses the registers of
-   sᵀ and dpᵀ, 64 columns each, so k is also kept in 64-column tiles, dq's B operand.
+       dv += pᵀ do,  dk += dsᵀ q;
+   the CTA's share of dq, ds k over its 128 keys, is made from both consumers' dsᵀ (through
+   SMEM, read transposed) and added into the workspace by TMA reduce-add, one add a CTA and
+   query block (`asyncdsl.blocks.attention_grads`), in any order, or in a fixed one with
+   `deterministic=True`.
 3. `finish_dq`: dq = workspace / √D in the input dtype.
 
 Head dims 64 and 128; at 192 and 256, where dk and dv of 64 keys take 192 or more of a

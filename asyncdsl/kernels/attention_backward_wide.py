@@ -100,10 +100,10 @@ def attention_backward_wide_kernel(q, k, v, do, lse, delta, workspace, dk, dv, f
             ad.wgmma_wait(0)
             if c == columns - 1:
                 ds_empty[handed].arrive(sync=False)  # the tensor cores are done with the slot
-            # Deterministic: each piece's add has its own rank, the key blocks' in their order.
-            rank = tile.rank(i, 0, adders=1) * columns + c if DETERMINISTIC else None
+            # Deterministic: each piece waits for the adds before it, the key blocks in their order.
+            after = tile.order(i) * columns + c if DETERMINISTIC else None
             add_dq((s_t,), dq_slot, lambda _, c=c: workspace.at[b, h, rows, ad.ds(c * 64, 64)],
-                   flags.at[b, h, i] if DETERMINISTIC else None, rank)
+                   flags.at[b, h, i] if DETERMINISTIC else None, after)
 
     def keys_and_ds(t, h, i, masked: bool):
         """Consumer 1: dpᵀ, dsᵀ, dk += dsᵀ q, dsᵀ handed to consumer 0."""
