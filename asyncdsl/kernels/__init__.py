@@ -49,8 +49,8 @@ from asyncdsl.kernels.grouped_gemm import (
 from asyncdsl.kernels.layer_norm import layer_norm
 from asyncdsl.kernels.layer_norm_backward import layer_norm_backward, layer_norm_forward
 from asyncdsl.kernels.linear_cross_entropy import linear_cross_entropy
-from asyncdsl.kernels.paged_prefill import paged_prefill
 from asyncdsl.kernels.paged_decode import paged_decode_attention
+from asyncdsl.kernels.paged_prefill import paged_prefill
 from asyncdsl.kernels.permute_bhsd import permute_bhsd
 from asyncdsl.kernels.quantize_fp8 import quantize_fp8
 from asyncdsl.kernels.rms_norm import rms_norm

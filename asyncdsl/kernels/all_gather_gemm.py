@@ -23,7 +23,7 @@ from asyncdsl.blocks.persistent_tiles import PersistentTiles
 from asyncdsl.frontend import language as ad
 from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
-from asyncdsl.kernels.dispatch import launch, on_host
+from asyncdsl.kernels.dispatch import launch, on_host, on_stream
 from asyncdsl.kernels.outputs import empty
 from asyncdsl.runtime import symmetric
 
@@ -66,6 +66,7 @@ def all_gather_matmul(a, b, c, CTAS: constexpr, BM: constexpr = 128, BN: constex
         ad.await_async_copy(0)
 
 
+@on_stream
 def all_gather_gemm(a, b, *, out=None, ctas: int = 8, stream=None):
     """c = concat(a of every device) @ b on this device, in a new array or `out`.  On GPUs `a` is
     this PE's shard on the symmetric heap, ready on every PE before the call; in the interpreter

@@ -43,12 +43,13 @@ from asyncdsl.frontend import language as ad
 from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
-from asyncdsl.kernels.dispatch import launch
+from asyncdsl.kernels.dispatch import launch, on_stream
 from asyncdsl.kernels.outputs import empty
 
 LOG2E = 1.4426950408889634
 
 
+@on_stream
 def attention(q, k, v, *, causal: bool = False, layout: str = "BHSD", out=None, lse=None, stream=None):
     """softmax(q kᵀ / √D) v of bf16 q (B, H, S, D) and k, v (B, H_kv, S_kv, D) (or "BSHD" for
     `layout`), causal or not: returns o (like q, or `out`) and the rows' natural log-sum-exp

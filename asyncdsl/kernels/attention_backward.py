@@ -44,13 +44,14 @@ from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.kernels.attention_backward_rows import finish_dq, prepare
 from asyncdsl.kernels.attention_backward_wide import attention_backward_wide_kernel
-from asyncdsl.kernels.dispatch import launch
+from asyncdsl.kernels.dispatch import launch, on_stream
 from asyncdsl.kernels.outputs import empty
 
 LOG2E = 1.4426950408889634
 BN, BM = 128, 64  # keys a CTA (64 a consumer), query rows a step
 
 
+@on_stream
 def attention_backward(q, k, v, o, lse, do, *, causal: bool = False, deterministic: bool = False,
                        layout: str = "BHSD", stream=None):
     """dq, dk, dv of attention (`asyncdsl.kernels.attention`) from its inputs, its output o, its

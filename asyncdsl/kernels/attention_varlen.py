@@ -43,10 +43,11 @@ from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.kernels.attention import LOG2E, key_block
-from asyncdsl.kernels.dispatch import launch, on_host
+from asyncdsl.kernels.dispatch import launch, on_host, on_stream
 from asyncdsl.kernels.outputs import empty
 
 
+@on_stream
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int, max_seqlen_k: int, *,
                      causal: bool = False, out=None, lse=None, stream=None):
     """softmax(q kᵀ / √D) v of each sequence of a packed batch: q (total_q, H, D), k, v

@@ -41,13 +41,14 @@ from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.kernels.attention_varlen import check_packed
 from asyncdsl.kernels.attention_varlen_backward_rows import ROWS, finish_dq, prepare
-from asyncdsl.kernels.dispatch import launch
+from asyncdsl.kernels.dispatch import launch, on_stream
 from asyncdsl.kernels.outputs import empty
 
 LOG2E = 1.4426950408889634
 BN, BM = 128, ROWS  # keys a CTA (64 a consumer), query rows a step
 
 
+@on_stream
 def attention_varlen_backward(q, k, v, o, lse, do, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int,
                               max_seqlen_k: int, *, causal: bool = False, deterministic: bool = False,
                               stream=None):

@@ -35,13 +35,14 @@ from asyncdsl.errors import ArgumentError, is_int, user_location
 from asyncdsl.frontend import language as ad
 from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
-from asyncdsl.kernels.dispatch import launch, multiprocessors, on_host
+from asyncdsl.kernels.dispatch import launch, multiprocessors, on_host, on_stream
 from asyncdsl.kernels.outputs import empty
 from asyncdsl.runtime import symmetric
 
 INTERPRETED_CTAS = 2  # CTAs of a collective in the interpreter
 
 
+@on_stream
 def all_gather(shard, flags, epoch: int, *, out=None, ctas: int | None = None, stream=None):
     """Every device's (rows, columns) shard, stacked in rank order: (devices, rows, columns), in a
     new array (on the symmetric heap in a job) or in `out`."""
@@ -65,6 +66,7 @@ def all_gather(shard, flags, epoch: int, *, out=None, ctas: int | None = None, s
     return out
 
 
+@on_stream
 def reduce_scatter(x, flags, epoch: int, *, out=None, ctas: int | None = None, stream=None):
     """This device's chunk of the sum over devices: the float32 sum of every device's x[rank]
     (x is floating-point, (devices, rows, columns) on every device), rounded once, in a new array

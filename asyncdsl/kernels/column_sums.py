@@ -17,12 +17,13 @@ from asyncdsl.frontend import language as ad
 from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
-from asyncdsl.kernels.dispatch import launch
+from asyncdsl.kernels.dispatch import launch, on_stream
 
 ROWS = 32  # rows a step: 8 a warp
 WIDTH = 128  # columns a CTA: one 16-byte vector a lane a row, and many CTAs for a few thousand columns
 
 
+@on_stream
 def sum_columns(partial, out, *, stream=None):
     """out[j] = Σ_i partial[i, j] (float32 sums in a fixed order, rounded once to out's type);
     returns out."""

@@ -36,7 +36,7 @@ from asyncdsl.frontend import language as ad
 from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
-from asyncdsl.kernels.dispatch import launch
+from asyncdsl.kernels.dispatch import launch, on_stream
 from asyncdsl.kernels.outputs import empty
 
 LOG2E = 1.4426950408889634
@@ -46,6 +46,7 @@ SWEEP = 1024  # elements of the targets or losses the one-CTA kernels take a ste
 REDUCTIONS = ("mean", "sum", "none")
 
 
+@on_stream
 def cross_entropy(logits, targets, *, ignore_index: int = -100, reduction: str = "mean",
                   inplace: bool = False, stream=None):
     """(loss, dlogits): the cross-entropy of the rows of `logits` against `targets` (a float32

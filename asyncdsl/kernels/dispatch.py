@@ -6,6 +6,8 @@ asyncdsl's `DeviceArray`, ...) on the GPU, so that one host function serves both
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import sys
 
 import numpy as np
@@ -30,6 +32,40 @@ def launch(kernel, *args, stream=None, devices: int | None = None, **constexprs)
         kernel.interpret(*args, devices=devices, **constexprs)
     else:
         kernel(*args, stream=stream, **constexprs)
+
+
+def on_stream(host_function):
+    """`host_function(..., stream=s)` runs as under `with torch.cuda.stream(s):` where its
+    arrays are torch tensors: its outputs and temporaries are made on the stream its kernels
+    run on, and so are any torch operations it runs (zeroing).  Made on the caller's current
+    stream, a temporary freed on return could be handed to the caller's next tensor while the
+    kernels on `s` still use it, and a zeroing could land after the kernel that reads it."""
+    @functools.wraps(host_function)
+    def scoped(*args, stream=None, **kwargs):
+        if stream is None:
+            return host_function(*args, **kwargs)
+        with _torch_stream(stream, args):
+            return host_function(*args, stream=stream, **kwargs)
+
+    return scoped
+
+
+def _torch_stream(stream, args):
+    """torch's `stream` context for the device of the first torch GPU tensor in `args` (none
+    where there is no such tensor: other arrays' memory is not torch's to hand out)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return contextlib.nullcontext()
+    tensor = next((a for a in args if isinstance(a, torch.Tensor) and a.is_cuda), None)
+    if tensor is None:
+        return contextlib.nullcontext()
+    if not isinstance(stream, torch.cuda.Stream):
+        from asyncdsl import runtime
+
+        handle = runtime.streams.stream_handle(stream)
+        stream = (torch.cuda.ExternalStream(handle, device=tensor.device) if handle
+                  else torch.cuda.default_stream(tensor.device))
+    return torch.cuda.stream(stream)
 
 
 def walkers(array, interpreted: int = 3) -> int:

@@ -30,7 +30,7 @@ from asyncdsl.blocks.shapes import product_shape
 from asyncdsl.blocks.split_k_sum import split_k_flags
 from asyncdsl.errors import ArgumentError, user_location
 from asyncdsl.jit.autotune import Choice, autotune
-from asyncdsl.kernels.dispatch import flag, launch, multiprocessors, on_host
+from asyncdsl.kernels.dispatch import flag, launch, multiprocessors, on_host, on_stream
 from asyncdsl.kernels.gemm_cooperative import (
     INTERPRETED_CTAS,
     matmul,
@@ -104,6 +104,7 @@ class GemmPlan:
         return {name: every[name] for name in fields}
 
 
+@on_stream
 def gemm(a, b, *, out=None, config: GemmConfig | GemmPlan | None = None, tune: bool = False,
          ctas: int | None = None, stream=None):
     """c = a @ b for a (M, K) and b (K, N), both bfloat16 (or float16), in a new (M, N) array

@@ -25,15 +25,16 @@ from asyncdsl.frontend import language as ad
 from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
-from asyncdsl.kernels.dispatch import launch, multiprocessors, on_host
-from asyncdsl.kernels.gemm_cooperative import INTERPRETED_CTAS, cooperative
+from asyncdsl.kernels.dispatch import launch, multiprocessors, on_host, on_stream
 from asyncdsl.kernels.gemm_choice import choose
+from asyncdsl.kernels.gemm_cooperative import INTERPRETED_CTAS, cooperative
 from asyncdsl.kernels.gemm_cooperative import example_inputs as _integer_inputs
 from asyncdsl.kernels.outputs import apart, empty
 
 E4M3_MAX = 448.0  # the largest finite float8_e4m3fn
 
 
+@on_stream
 def gemm_bias_activation(a, b, bias, activation_name: str = "gelu", *, out=None, ctas: int | None = None,
                          stream=None):
     """c = activation(a @ b + bias) for bfloat16 a (M, K), b (K, N) and bias (N,), in a new
@@ -69,6 +70,7 @@ def matmul_bias_activation(a, b, bias, c, CTAS: constexpr, BM: constexpr = 128, 
     cooperative(a, b, c, CTAS, GemmConfig(BM, BN, BK, STAGES, SNAKE=SNAKE), epilogue=epilogue)
 
 
+@on_stream
 def gemm_fp8_rows(a, b, *, ctas: int | None = None, stream=None):
     """(q, scales): a @ b for bfloat16 a (M, K) and b (K, N) quantised to float8_e4m3fn with one
     float32 scale per row of each 256-wide tile, scales (M, ceil(N / 256)): q[i, j] · scales[i,

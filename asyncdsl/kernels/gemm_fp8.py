@@ -28,11 +28,12 @@ from asyncdsl.frontend import language as ad
 from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
-from asyncdsl.kernels.dispatch import launch, multiprocessors, on_host
+from asyncdsl.kernels.dispatch import launch, multiprocessors, on_host, on_stream
 from asyncdsl.kernels.gemm_cooperative import INTERPRETED_CTAS
 from asyncdsl.kernels.outputs import apart, empty
 
 
+@on_stream
 def gemm_fp8(a, b, a_scale, b_scale, *, out=None, ctas: int | None = None, stream=None):
     """c = (a @ bᵀ) · a_scale[:, None] · b_scale[None, :] for float8 a (M, K) and b (N, K), in a
     new bfloat16 (M, N) array or `out`: ping-pong 128 x 128 tiles for K up to 4096, promoted
@@ -98,7 +99,7 @@ def matmul_fp8(a, b, a_scale, b_scale, c, CTAS: constexpr, BM: constexpr = 128, 
         total = ad.registers((half, BN), ad.float32, layout=ad.WGMMA) if PROMOTE else acc
         for work in tiles:
             row, col = work.row + me * half, work.col
-            operands = lambda slot: (a_ring.at[slot, me], b_ring.at[slot].T)  # noqa: E731
+            operands = lambda slot: (a_ring.at[slot, me], b_ring.at[slot].T)
             if PROMOTE:
                 promoted_mma_loop(acc, total, ring, work.index, k_steps, group, operands)
                 scales = tile_scales(a_scale, b_scale, row, col, half, BN)

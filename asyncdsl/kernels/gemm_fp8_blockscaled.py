@@ -38,7 +38,7 @@ from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.kernels.block_scales import check_scale_shapes, tma_layout
-from asyncdsl.kernels.dispatch import launch, multiprocessors, on_host
+from asyncdsl.kernels.dispatch import launch, multiprocessors, on_host, on_stream
 from asyncdsl.kernels.gemm_cooperative import INTERPRETED_CTAS
 from asyncdsl.kernels.outputs import apart, empty, partial_sums
 
@@ -48,6 +48,7 @@ BLOCK = 128  # the scales' block of K (and of b's rows)
 B_SCALES_BOX = (8, 4)
 
 
+@on_stream
 def gemm_fp8_blockscaled(a, a_scales, b, b_scales, *, out=None, config: GemmConfig | None = None,
                          ctas: int | None = None, stream=None):
     """c (M, N) bfloat16 = a (M, K) times b (N, K)ᵀ, float8 e4m3, each 128-deep slice of the product

@@ -24,7 +24,7 @@ from asyncdsl.frontend import language as ad
 from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
-from asyncdsl.kernels.dispatch import launch, multiprocessors, on_host
+from asyncdsl.kernels.dispatch import launch, multiprocessors, on_host, on_stream
 from asyncdsl.kernels.gemm_cooperative import INTERPRETED_CTAS
 from asyncdsl.kernels.outputs import apart, empty, partial_sums
 
@@ -34,6 +34,7 @@ def plan_for(m: int, n: int, k: int, ctas: int, bm: int = 128, bn: int = 128, bk
     return StreamKPlan.make(-(-m // bm) * -(-n // bn), -(-k // bk), ctas)
 
 
+@on_stream
 def gemm_stream_k(a, b, *, out=None, ctas: int | None = None, BN: int = 128, stream=None):
     """c = a @ b (bfloat16 a (M, K), b (K, N)) in a new array or `out`, scheduled stream-K; the
     workspace and flags are kept per device, stream and shape (`outputs.partial_sums`)."""

@@ -32,7 +32,7 @@ from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.kernels.block_scales import check_scale_shapes, tma_layout
-from asyncdsl.kernels.dispatch import launch, multiprocessors, on_host
+from asyncdsl.kernels.dispatch import launch, multiprocessors, on_host, on_stream
 from asyncdsl.kernels.gemm_cooperative import INTERPRETED_CTAS
 from asyncdsl.kernels.gemm_fp8_blockscaled import BLOCK, blockscaled
 from asyncdsl.kernels.outputs import apart, checked_out, empty
@@ -40,6 +40,7 @@ from asyncdsl.kernels.outputs import apart, checked_out, empty
 LAYOUTS = ("offsets", "masked")
 
 
+@on_stream
 def grouped_gemm(a, b, offsets, *, out=None, ctas: int | None = None, stream=None):
     """c (rows, N): rows offsets[g-1] .. offsets[g] of a (rows, K) times b[g] (b (G, K, N)),
     bfloat16 or float16; offsets (G,) int32 on the device with a."""
@@ -53,6 +54,7 @@ def grouped_gemm(a, b, offsets, *, out=None, ctas: int | None = None, stream=Non
     return c
 
 
+@on_stream
 def grouped_gemm_masked(a, b, counts, *, out=None, ctas: int | None = None, stream=None):
     """c (G, capacity, N): the first counts[g] rows of a[g] (a (G, capacity, K)) times b[g]
     (b (G, K, N)); counts (G,) int32 on the device with a."""
@@ -141,6 +143,7 @@ def matmul_grouped_sizes(a, b, c, sizes, CTAS: constexpr, LAYOUT: constexpr = "o
         ad.await_async_copy(0)
 
 
+@on_stream
 def grouped_gemm_fp8_blockscaled(a, a_scales, b, b_scales, offsets, *, out=None, ctas: int | None = None,
                                   stream=None):
     """c (rows, N) bfloat16: rows offsets[g-1] .. offsets[g] of a (rows, K) times b[g]ᵀ (b (G, N,
@@ -155,6 +158,7 @@ def grouped_gemm_fp8_blockscaled(a, a_scales, b, b_scales, offsets, *, out=None,
     return c
 
 
+@on_stream
 def grouped_gemm_fp8_blockscaled_masked(a, a_scales, b, b_scales, counts, *, out=None,
                                          ctas: int | None = None, stream=None):
     """c (G, capacity, N) bfloat16: the first counts[g] rows of a[g] (a (G, capacity, K)) times

@@ -27,7 +27,7 @@ from asyncdsl.frontend import language as ad
 from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import Kernel, kernel
 from asyncdsl.jit.specs import ArraySpec
-from asyncdsl.kernels.dispatch import launch
+from asyncdsl.kernels.dispatch import launch, on_stream
 from asyncdsl.kernels.outputs import empty
 
 WHOLE = 8192  # rows up to this long are held in registers at once (64 floats a thread)
@@ -35,6 +35,7 @@ CHUNK = 4096  # longer rows sweep in pieces of this (or of a divisor of it)
 PADDED_WHOLE = 7168  # padded rows whose window of whole vectors is at most this wide take one
 
 
+@on_stream
 def layer_norm(x, w, b, eps: float = 1e-5, *, out=None, stream=None):
     """LayerNorm of each row of the matrix x (bfloat16) with the weight w and the bias b (one of
     each a column), in a new array like x or in `out`."""

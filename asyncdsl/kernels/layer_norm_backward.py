@@ -26,12 +26,13 @@ from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.kernels.column_sums import sum_columns
-from asyncdsl.kernels.dispatch import launch, walkers
+from asyncdsl.kernels.dispatch import launch, on_stream, walkers
 from asyncdsl.kernels.layer_norm import CHUNK, PADDED_WHOLE, _layer_norm
 from asyncdsl.kernels.outputs import empty
 from asyncdsl.kernels.rms_norm_backward import backward_config
 
 
+@on_stream
 def layer_norm_forward(x, w, b, eps: float = 1e-5, *, stream=None):
     """(y, mean, rstd): LayerNorm of the rows of x (bfloat16) with the weight w and the bias b,
     and each row's float32 mean and 1 / sqrt(var + eps), which `layer_norm_backward` takes."""
@@ -47,6 +48,7 @@ def stats_config(n: int, eps: float = 1e-5) -> dict:
     return {"EPS": eps, **row_plans.padded_config(n, PADDED_WHOLE, CHUNK)}
 
 
+@on_stream
 def layer_norm_backward(dy, x, w, mean, rstd, *, stream=None):
     """(dx, dw, db) of y = layer_norm(x, w, b) given dy (x's shape and type) and the forward's
     mean and rstd."""

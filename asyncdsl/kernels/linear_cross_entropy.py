@@ -31,15 +31,21 @@ from asyncdsl.frontend import language as ad
 from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
-from asyncdsl.kernels.cross_entropy import REDUCTIONS, count_valid, cross_entropy_rows, target_words
-from asyncdsl.kernels.cross_entropy import vector_total
+from asyncdsl.kernels.cross_entropy import (
+    REDUCTIONS,
+    count_valid,
+    cross_entropy_rows,
+    target_words,
+    vector_total,
+)
 from asyncdsl.kernels.cross_entropy import config as cross_entropy_config
-from asyncdsl.kernels.dispatch import launch, multiprocessors, on_host
-from asyncdsl.kernels.gemm_cooperative import INTERPRETED_CTAS, cooperative
+from asyncdsl.kernels.dispatch import launch, multiprocessors, on_host, on_stream
 from asyncdsl.kernels.gemm_choice import gemm
+from asyncdsl.kernels.gemm_cooperative import INTERPRETED_CTAS, cooperative
 from asyncdsl.kernels.outputs import empty, zeros
 
 
+@on_stream
 def linear_cross_entropy(h, weight, targets, *, ignore_index: int = -100, reduction: str = "mean",
                          chunk: int | None = None, stream=None):
     """(loss, dh, dweight) of cross_entropy(h @ weightᵀ, targets), the logits made CHUNK rows at

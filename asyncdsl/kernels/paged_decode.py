@@ -52,7 +52,7 @@ from asyncdsl.hw.limits import SMEM_ALIGNMENT_SLACK, SMEM_PER_SM, SMEM_RESERVED_
 from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
-from asyncdsl.kernels.dispatch import launch, multiprocessors, on_host
+from asyncdsl.kernels.dispatch import launch, multiprocessors, on_host, on_stream
 from asyncdsl.kernels.outputs import empty
 from asyncdsl.kernels.paged_decode_checks import ROWS, check_arguments, check_shapes
 from asyncdsl.kernels.paged_decode_splits import HIDDEN, merge_kernel, plan_kernel, workspace
@@ -69,6 +69,7 @@ CTAS_PER_SM = 1
 RESIDENT = 1
 
 
+@on_stream
 def paged_decode_attention(q, k_cache, v_cache, block_table, seq_lens, *, k_scale=None, v_scale=None,
                            splits: int | None = None, ctas_per_sm: int | None = None, block: int = 64,
                            stages: int | None = None, stream=None):

@@ -39,12 +39,13 @@ from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.kernels.attention import LOG2E
 from asyncdsl.kernels.attention_varlen import check_offsets
 from asyncdsl.kernels.attention_varlen import reference as varlen_reference
-from asyncdsl.kernels.dispatch import launch
+from asyncdsl.kernels.dispatch import launch, on_stream
 from asyncdsl.kernels.outputs import empty
 
 PAGE_SIZES = (16, 64)
 
 
+@on_stream
 def paged_prefill(q, k_cache, v_cache, block_table, seq_lens, cu_seqlens_q, max_seqlen_q: int, *, out=None,
                   lse=None, stream=None):
     """Causal attention of each sequence's new queries (q packed (total_q, H, D) bf16, offsets

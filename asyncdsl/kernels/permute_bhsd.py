@@ -18,12 +18,13 @@ from asyncdsl.frontend import language as ad
 from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
-from asyncdsl.kernels.dispatch import launch
+from asyncdsl.kernels.dispatch import launch, on_stream
 from asyncdsl.kernels.outputs import empty
 
 TILE_BYTES = 64 * 1024  # the most a CTA's (BS, H, D) tile takes by default
 
 
+@on_stream
 def permute_bhsd(x, *, block_s: int | None = None, out=None, stream=None):
     """x (B, H, S, D) as (B, S, H, D), in a new array like x or in `out`; `block_s` sequence
     positions a CTA (default: 16, fewer where the tile would pass TILE_BYTES)."""

@@ -33,7 +33,7 @@ from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import Kernel, kernel
 from asyncdsl.jit.persistent import persistent_grid
 from asyncdsl.jit.specs import ArraySpec
-from asyncdsl.kernels.dispatch import launch
+from asyncdsl.kernels.dispatch import launch, on_stream
 from asyncdsl.kernels.outputs import apart, empty
 
 E4M3_MAX = 448.0
@@ -50,6 +50,7 @@ RING_FROM = 16384
 PAIRS_FROM, PAIRS_UP_TO = 2048, 4096
 
 
+@on_stream
 def quantize_fp8(x, *, out=None, stream=None):
     """(q, scales): the rows of the matrix x quantised to float8_e4m3fn and their float32 scales,
     in new arrays beside x or in `out` = (q, scales)."""

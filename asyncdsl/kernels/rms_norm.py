@@ -28,13 +28,14 @@ from asyncdsl.frontend import language as ad
 from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import Kernel, kernel
 from asyncdsl.jit.specs import ArraySpec
-from asyncdsl.kernels.dispatch import launch
+from asyncdsl.kernels.dispatch import launch, on_stream
 from asyncdsl.kernels.outputs import empty
 
 WHOLE = 8192  # rows up to this long are held in registers at once (64 floats a thread)
 CHUNK = 4096  # longer rows sweep in pieces of this (or of a divisor of it)
 
 
+@on_stream
 def rms_norm(x, w, eps: float = 1e-6, *, out=None, stream=None):
     """RMSNorm of each row of the matrix x (bfloat16) with the weight w (one a column), in a new
     array like x or in `out`."""

@@ -28,7 +28,7 @@ from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.kernels.column_sums import sum_columns
-from asyncdsl.kernels.dispatch import launch, walkers
+from asyncdsl.kernels.dispatch import launch, on_stream, walkers
 from asyncdsl.kernels.outputs import empty
 from asyncdsl.kernels.rms_norm import CHUNK, WHOLE, _rms_norm
 
@@ -36,6 +36,7 @@ MOST = 8192  # longest rows the backward holds in registers (64 floats a thread 
 ELEMENTS = 2048  # elements of rows a CTA takes at a time: small CTAs, several to a multiprocessor
 
 
+@on_stream
 def rms_norm_forward(x, w, eps: float = 1e-6, *, stream=None):
     """(y, rstd): RMSNorm of the rows of x (bfloat16) with the weight w, and each row's float32
     1 / sqrt(mean(x²) + eps), which `rms_norm_backward` takes."""
@@ -50,6 +51,7 @@ def stats_config(n: int, eps: float = 1e-6) -> dict:
     return {"EPS": eps, **row_plans.padded_config(n, WHOLE, CHUNK)}
 
 
+@on_stream
 def rms_norm_backward(dy, x, w, rstd, *, stream=None):
     """(dx, dw) of y = rms_norm(x, w) given dy (x's shape and type) and the forward's rstd."""
     constexprs = backward_config(row_length("x", x), x.shape[0], walkers(x))

@@ -29,7 +29,7 @@ from asyncdsl.frontend import language as ad
 from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
-from asyncdsl.kernels.dispatch import launch
+from asyncdsl.kernels.dispatch import launch, on_stream
 from asyncdsl.kernels.outputs import empty
 
 TILE = 4096  # elements of a head's tokens a CTA takes at a time: 32 tokens of D = 128, 64 of 64
@@ -49,6 +49,7 @@ def takes_head_dim(d: int) -> bool:
     return 16 <= d <= TILE and not d & (d - 1)
 
 
+@on_stream
 def rotary(q, k, cos, sin, *, inverse: bool = False, q_out=None, k_out=None, stream=None):
     """q and k (see the module's docstring) rotated by cos and sin, in new arrays like them or
     in `q_out` and `k_out`; `inverse`: by the transposed map (the backward pass)."""

@@ -36,7 +36,7 @@ from asyncdsl.frontend import language as ad
 from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import Kernel, kernel
 from asyncdsl.jit.specs import ArraySpec
-from asyncdsl.kernels.dispatch import launch
+from asyncdsl.kernels.dispatch import launch, on_stream
 from asyncdsl.kernels.outputs import empty
 
 LOG2E = 1.4426950408889634
@@ -44,6 +44,7 @@ CHUNK = 8192  # elements of a row one pass holds in registers: 64 floats per thr
 HALVES_FROM = 4096  # longer rows of up to CHUNK elements go to `softmax_halves`
 
 
+@on_stream
 def softmax(x, *, out=None, stream=None):
     """The softmax of each row of the matrix x (bfloat16), in a new array like x or in `out`."""
     chosen, constexprs = choose(row_length("x", x))

@@ -23,13 +23,14 @@ from asyncdsl.frontend import language as ad
 from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
-from asyncdsl.kernels.dispatch import launch
+from asyncdsl.kernels.dispatch import launch, on_stream
 from asyncdsl.kernels.outputs import empty
 
 LOG2E = 1.4426950408889634
 CHUNK = 2048  # elements of a row per step: 16 of each input per thread (2 vectors of 8)
 
 
+@on_stream
 def swiglu(a, b, *, out=None, stream=None):
     """silu(a) · b of the matrices a and b (bfloat16, of one shape), in a new array like a or in
     `out`."""

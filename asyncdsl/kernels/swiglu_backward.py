@@ -19,11 +19,12 @@ from asyncdsl.frontend import language as ad
 from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
-from asyncdsl.kernels.dispatch import launch
+from asyncdsl.kernels.dispatch import launch, on_stream
 from asyncdsl.kernels.outputs import empty
 from asyncdsl.kernels.swiglu import CHUNK, LOG2E, check_chunk
 
 
+@on_stream
 def swiglu_backward(dy, a, b, *, stream=None):
     """(da, db), the gradients of y = silu(a) · b given dy (all bfloat16 matrices of one shape)."""
     da, db = empty(a, a.shape, a.dtype), empty(b, b.shape, b.dtype)

@@ -137,3 +137,35 @@ def test_new_addresses_patch_one_encoding_and_copy_right():
         for address, image in list(cache.images.items())[1:4]:
             fresh = TensorMapEncoder(cache.spec).encode(address + cache.spec.base_offset_bytes)
             assert np.array_equal(np.frombuffer(image.data(), np.uint8), np.frombuffer(fresh, np.uint8))
+
+
+@pytest.mark.parametrize("spelling", ["torch", "handle"])
+def test_a_host_function_given_a_stream_makes_its_arrays_on_that_stream(monkeypatch, spelling):
+    """Temporaries and outputs of `stream=` calls belong to that stream (as under
+    `torch.cuda.stream`): made on the caller's stream and freed on return, the caching allocator
+    could hand them to the caller's next tensor while the kernels still use them."""
+    import asyncdsl.kernels as K
+    from asyncdsl.kernels import outputs
+
+    side = torch.cuda.Stream()
+    made_on = []
+    real_empty = outputs.empty
+
+    def recording(like, shape, dtype):
+        made_on.append(torch.cuda.current_stream().cuda_stream)
+        return real_empty(like, shape, dtype)
+
+    monkeypatch.setattr(outputs, "empty", recording)
+    for module in ("attention_backward", "attention"):
+        monkeypatch.setattr(f"asyncdsl.kernels.{module}.empty", recording)
+    q, k, v, do = (torch.randn(1, 2, 256, 64, device="cuda", dtype=torch.bfloat16) for _ in range(4))
+    o, lse = K.attention(q, k, v)
+    made_on.clear()
+    stream = side if spelling == "torch" else side.cuda_stream
+    dq, dk, dv = K.attention_backward(q, k, v, o, lse, do, stream=stream)
+    assert made_on and set(made_on) == {side.cuda_stream}
+    side.synchronize()
+    torch.cuda.current_stream().wait_stream(side)
+    again = K.attention_backward(q, k, v, o, lse, do)
+    for got, expected in zip((dq, dk, dv), again):
+        torch.testing.assert_close(got.float(), expected.float(), atol=2e-2, rtol=0)  # adds in any order
