@@ -20,6 +20,7 @@ from pathlib import Path
 from asyncdsl.errors import ArgumentError
 
 _FALSE = ("", "0", "false", "no", "off")
+_TRUE = ("1", "true", "yes", "on")
 
 
 @dataclass(frozen=True)
@@ -77,12 +78,23 @@ _ENCODED = {knob.variable: os.environ.encodekey(knob.variable) for knob in (INTE
     _ENTRIES is not None and hasattr(os.environ, "encodekey")) else {}
 
 
-def _flag(knob: Knob) -> bool:
+def _flag(knob: Knob, default: str = "0") -> bool:
     encoded = _ENCODED.get(knob.variable)
     if encoded is None or _ENTRIES is None:
-        return os.environ.get(knob.variable, "").strip().lower() not in _FALSE
+        return _truth(knob, os.environ.get(knob.variable, default))
     raw = _ENTRIES.get(encoded)
-    return raw is not None and os.environ.decodevalue(raw).strip().lower() not in _FALSE
+    return raw is not None and _truth(knob, os.environ.decodevalue(raw))
+
+
+def _truth(knob: Knob, value: str) -> bool:
+    """An on/off knob's value; one that is neither (`maybe`, a typo) is refused rather than read
+    as on."""
+    value = value.strip().lower()
+    if value in _FALSE:
+        return False
+    if value in _TRUE:
+        return True
+    raise ArgumentError(f"{knob.variable}={value!r}: expected 1 or 0 (also true/false, yes/no, on/off)")
 
 
 class Knobs:
@@ -106,7 +118,7 @@ class Knobs:
 
     @property
     def kernel_cache(self) -> bool:
-        return os.environ.get(KERNEL_CACHE.variable, "1").strip().lower() not in _FALSE
+        return _flag(KERNEL_CACHE, "1")
 
     @property
     def cache_dir(self) -> Path:
