@@ -35,8 +35,21 @@ def swiglu(a, b, *, out=None, stream=None):
     """silu(a) · b of the matrices a and b (bfloat16, of one shape), in a new array like a or in
     `out`."""
     y = empty(a, a.shape, a.dtype) if out is None else out
-    launch(swiglu_kernel, a, b, y, stream=stream)
+    if not empty_elementwise(a, b=b, out=y):
+        launch(swiglu_kernel, a, b, y, stream=stream)
     return y
+
+
+def empty_elementwise(a, **others) -> bool:
+    """Whether a has no elements, in which case an elementwise host function has nothing to
+    launch (a grid of no CTAs is no launch); `others` must then have a's shape."""
+    if all(a.shape):
+        return False
+    for name, array in others.items():
+        if tuple(array.shape) != tuple(a.shape):
+            raise ad.ArgumentError(f"{name} has shape {tuple(array.shape)}, expected a's {tuple(a.shape)} "
+                                   "(element by element)", user_location())
+    return True
 
 
 @kernel(grid=lambda a, b, y, CHUNK=CHUNK, **_: (a.shape[0] * -(-a.shape[1] // CHUNK),), block=128,

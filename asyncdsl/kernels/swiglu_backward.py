@@ -21,14 +21,15 @@ from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.kernels.dispatch import launch, on_stream
 from asyncdsl.kernels.outputs import empty
-from asyncdsl.kernels.swiglu import CHUNK, LOG2E, check_chunk
+from asyncdsl.kernels.swiglu import CHUNK, LOG2E, check_chunk, empty_elementwise
 
 
 @on_stream
 def swiglu_backward(dy, a, b, *, stream=None):
     """(da, db), the gradients of y = silu(a) · b given dy (all bfloat16 matrices of one shape)."""
     da, db = empty(a, a.shape, a.dtype), empty(b, b.shape, b.dtype)
-    launch(swiglu_backward_kernel, dy, a, b, da, db, stream=stream, CHUNK=CHUNK)
+    if not empty_elementwise(a, b=b, dy=dy):
+        launch(swiglu_backward_kernel, dy, a, b, da, db, stream=stream, CHUNK=CHUNK)
     return da, db
 
 

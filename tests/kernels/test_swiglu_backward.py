@@ -50,3 +50,15 @@ def test_a_chunk_that_is_no_multiple_of_1024_is_refused():
 def test_the_training_shapes_assemble_without_spills(n, ptxas):
     spec = ad.ArraySpec((16384, n), ad.bfloat16)
     assert_no_spills(swiglu_backward_kernel.ptx(*(spec,) * 5, CHUNK=1024 * 2))
+
+
+@pytest.mark.parametrize("shape", [(0, 256), (4, 0)])
+def test_no_elements_give_empty_results_and_a_mismatch_is_still_refused(shape):
+    import ml_dtypes
+
+    a = np.zeros(shape, ml_dtypes.bfloat16)
+    y = K.swiglu(a, a.copy())
+    da, db = K.swiglu_backward(a.copy(), a, a.copy())
+    assert y.shape == da.shape == db.shape == shape
+    with pytest.raises(ad.ArgumentError, match=r"b has shape \(0, 128\)"):
+        K.swiglu(np.zeros((0, 256), ml_dtypes.bfloat16), np.zeros((0, 128), ml_dtypes.bfloat16))
