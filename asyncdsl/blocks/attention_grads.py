@@ -2,25 +2,22 @@
 reaches the float32 sum: a CTA holds BN keys and values and streams the query blocks that see
 them, for every query head of its key/value head's group (grouped-query attention).
 
-    tile = KeyTile(S, S_KV, BN, BM, causal, group, h_kv, key_block)
+    tile = KeyTile(S, S_KV, BN, BM, causal, group, h_kv, DETERMINISTIC)
     tile.walk(lambda t, h, i, masked: ...)     # step t: query head h, query block i
 
 Not causal, every key block meets every query block.  Causal, key block j meets the query
 blocks from the one holding its first key's own query (`first`); the first BN / BM of them cross
 the diagonal and are masked.
 
-The grid (`grid`, `place`) runs the key blocks of a window of W heads as its fast dimension,
-key block j of each of the W heads, then j + 1 of each, and the windows one after another: a
-window's CTAs run side by side and share their q and do, and their dq sums, in L2, and causal,
-the longest walks (key block 0) start first.  In deterministic mode the key blocks add into
-each query block's dq left to right, key block 0 (which meets every query block) first; with W
-= 1 a head's key blocks all start at once and each would wait one step longer than the one
-before it at every query block.  With W heads in a window, key block j starts W CTAs after key
-block j - 1 of its head: once the first CTAs finish, CTAs start about 1 / multiprocessors of a
-walk apart, so with W a step's worth of them (`heads_together`), key block j starts a step or
-more behind j - 1 and rarely waits.  A CTA waits only for CTAs with lower program ids, which
-the GPU starts first, so no wait is for a CTA that cannot get a multiprocessor, whatever the
-grid.
+The grid (`grid`, `place`) runs the key blocks of every head as its fast dimension: a head's
+CTAs run side by side and share their q and do in L2, and causal, the longest walks (key block
+0) start first.  In deterministic mode the key blocks add into each query block's dq left to
+right, key block 0 (which meets every query block) first, and the grid runs the heads as its
+fast dimension instead: key block j of a head starts a whole sweep of heads after key block
+j - 1, which has then usually added into every query block already.  (Every CTA of a head
+starting at once, each would wait one step longer than the one before it at every query block.)
+A CTA waits only for CTAs with lower program ids, which the GPU starts first, so no wait is for
+a CTA that cannot get a multiprocessor, whatever the grid.
 
 S and S_KV may be traced, the lengths of a packed batch's sequence (`asyncdsl.kernels.
 attention_varlen_backward`): then the CTAs past the sequence's key blocks are not `live`, the
@@ -132,28 +129,17 @@ class KeyTile:
         return self.j
 
 
-def heads_together(heads: int, query_blocks: int, multiprocessors: int) -> int:
-    """W for the deterministic mode's grid: the fewest heads, a divisor of `heads`, whose key
-    blocks start two steps of a walk of `query_blocks` apart once the GPU's `multiprocessors`
-    each start a CTA a walk (see the module's docstring)."""
-    wanted = -(-2 * multiprocessors // max(query_blocks, 1))
-    return min(w for w in range(1, heads + 1) if heads % w == 0 and (w >= wanted or w == heads))
-
-
-def grid(key_blocks, heads, together: int) -> tuple:
+def grid(key_blocks, heads, deterministic: bool) -> tuple:
     """A backward kernel's grid over `key_blocks` blocks of keys of `heads` (batch, key/value
-    head) pairs in windows of `together` heads (see the module's docstring); `place` reads a
-    CTA's position back."""
-    return (key_blocks * together, heads // together)
+    head) pairs: the key blocks the fast dimension, in deterministic mode the heads (see the
+    module's docstring); `place` reads a CTA's position back."""
+    return (heads, key_blocks) if deterministic else (key_blocks, heads)
 
 
-def place(heads: int, together: int) -> tuple:
-    """This CTA's (key block, head) in a `grid` of windows of `together` of the `heads`."""
-    if not isinstance(together, int) or isinstance(together, bool) or together < 1 or heads % together:
-        raise ad.TraceError(f"HEADS_TOGETHER must be a divisor of the {heads} (batch, key/value head) pairs, "
-                            f"got {together!r}", user_location())
-    x = ad.program_id(0)
-    return x // together, ad.program_id(1) * together + x % together
+def place(deterministic: bool) -> tuple:
+    """This CTA's (key block, head) in a `grid` of that mode."""
+    x, y = ad.program_id(0), ad.program_id(1)
+    return (y, x) if deterministic else (x, y)
 
 
 def add_dq(pieces, slot, workspace_rows, flag=None, after=None) -> None:

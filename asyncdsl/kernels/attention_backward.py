@@ -34,7 +34,7 @@ import math
 import numpy as np
 
 from asyncdsl.blocks.attention_backward import GradientRows, differentiate
-from asyncdsl.blocks.attention_grads import KeyTile, check_gradients, grid, head_window, heads_together, place
+from asyncdsl.blocks.attention_grads import KeyTile, check_gradients, grid, head_window, place
 from asyncdsl.blocks.attention_loads import AttentionLoads
 from asyncdsl.blocks.attention_tiles import check_operand_types, head_rows, head_shapes
 from asyncdsl.errors import user_location
@@ -44,7 +44,7 @@ from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.kernels.attention_backward_rows import finish_dq, prepare
 from asyncdsl.kernels.attention_backward_wide import attention_backward_wide_kernel
-from asyncdsl.kernels.dispatch import launch, on_stream, walkers
+from asyncdsl.kernels.dispatch import launch, on_stream
 from asyncdsl.kernels.outputs import empty
 
 LOG2E = 1.4426950408889634
@@ -68,30 +68,27 @@ def attention_backward(q, k, v, o, lse, do, *, causal: bool = False, determinist
     dq, dk, dv = empty(q, q.shape, q.dtype), empty(k, k.shape, k.dtype), empty(v, v.shape, v.dtype)
     launch(prepare, o, do, delta, workspace, flags, stream=stream, LAYOUT=layout)
     main = attention_backward_kernel if d <= 128 else attention_backward_wide_kernel
-    heads = b * k.shape[layout.index("H")]
-    together = heads_together(heads, -(-s // BM), walkers(q)) if deterministic else 1
     launch(main, q, k, v, do, lse, delta, workspace, dk, dv, flags, stream=stream, CAUSAL=causal,
-           DETERMINISTIC=deterministic, HEADS_TOGETHER=together, LAYOUT=layout)
+           DETERMINISTIC=deterministic, LAYOUT=layout)
     launch(finish_dq, workspace, dq, stream=stream, LAYOUT=layout)
     return dq, dk, dv
 
 
-def _grid(q, k, v, do, lse, delta, workspace, dk, dv, flags, LAYOUT, HEADS_TOGETHER=1, **_):
+def _grid(q, k, v, do, lse, delta, workspace, dk, dv, flags, LAYOUT, DETERMINISTIC=False, **_):
     (b, _, _, _), (h_kv, s_kv) = head_shapes(q, k, LAYOUT)
-    return grid(ad.cdiv(s_kv, BN), b * h_kv, HEADS_TOGETHER)
+    return grid(ad.cdiv(s_kv, BN), b * h_kv, DETERMINISTIC)
 
 
 @kernel(grid=_grid, block=384, name="attention_backward")
 def attention_backward_kernel(q, k, v, do, lse, delta, workspace, dk, dv, flags, STAGES: constexpr = 2,
                               CAUSAL: constexpr = False, DETERMINISTIC: constexpr = False,
-                              HEADS_TOGETHER: constexpr = 1, LAYOUT: constexpr = "BHSD"):
+                              LAYOUT: constexpr = "BHSD"):
     """dk, dv of one block of keys, and its shares of dq added into `workspace` (see the
-    module's docstring); the grid runs the key blocks of HEADS_TOGETHER heads as its fast
-    dimension (`asyncdsl.blocks.attention_grads.grid`)."""
+    module's docstring)."""
     (_, H, S, D), (H_KV, S_KV) = head_shapes(q, k, LAYOUT)
     check_gradients(q, k, v, do, lse, delta, workspace, dk, dv, flags, BM, (64, 128), CAUSAL, LAYOUT)
     scale = LOG2E / math.sqrt(D)  # e^(x / √D) = 2^(scale·x)
-    key_block, head = place(q.shape[0] * H_KV, HEADS_TOGETHER)
+    key_block, head = place(DETERMINISTIC)
     b, h_kv = head // H_KV, head % H_KV
     tile = KeyTile(S, S_KV, BN, BM, CAUSAL, H // H_KV, h_kv, key_block)
     # Keys in the ring's `q` (A of k qᵀ), queries in its "keys" (B of k qᵀ as .T, of dk += dsᵀ q

@@ -34,22 +34,21 @@ LOG2E = 1.4426950408889634
 BN, BM = 64, 64  # keys a CTA, query rows a step
 
 
-def _grid(q, k, v, do, lse, delta, workspace, dk, dv, flags, LAYOUT, HEADS_TOGETHER=1, **_):
+def _grid(q, k, v, do, lse, delta, workspace, dk, dv, flags, LAYOUT, DETERMINISTIC=False, **_):
     (b, _, _, _), (h_kv, s_kv) = head_shapes(q, k, LAYOUT)
-    return grid(ad.cdiv(s_kv, BN), b * h_kv, HEADS_TOGETHER)
+    return grid(ad.cdiv(s_kv, BN), b * h_kv, DETERMINISTIC)
 
 
 @kernel(grid=_grid, block=384, name="attention_backward_wide")
 def attention_backward_wide_kernel(q, k, v, do, lse, delta, workspace, dk, dv, flags,
                                    CAUSAL: constexpr = False, DETERMINISTIC: constexpr = False,
-                                   HEADS_TOGETHER: constexpr = 1,
                                    LAYOUT: constexpr = "BHSD"):
     """dk, dv of 64 keys and their shares of dq at head dims 192 and 256 (see the module's
     docstring)."""
     (_, H, S, D), (H_KV, S_KV) = head_shapes(q, k, LAYOUT)
     check_gradients(q, k, v, do, lse, delta, workspace, dk, dv, flags, BM, (192, 256), CAUSAL, LAYOUT)
     scale = LOG2E / math.sqrt(D)
-    key_block, head = place(q.shape[0] * H_KV, HEADS_TOGETHER)
+    key_block, head = place(DETERMINISTIC)
     b, h_kv = head // H_KV, head % H_KV
     tile = KeyTile(S, S_KV, BN, BM, CAUSAL, H // H_KV, h_kv, key_block)
     columns = D // 64

@@ -31,7 +31,7 @@ import math
 import numpy as np
 
 from asyncdsl.blocks.attention_backward import GradientRows, differentiate
-from asyncdsl.blocks.attention_grads import KeyTile, grid, heads_together, place
+from asyncdsl.blocks.attention_grads import KeyTile, grid, place
 from asyncdsl.blocks.attention_loads import AttentionLoads
 from asyncdsl.blocks.attention_tiles import check_operand_types
 from asyncdsl.blocks.shapes import check_head_groups
@@ -42,7 +42,7 @@ from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.kernels.attention_varlen import check_packed
 from asyncdsl.kernels.attention_varlen_backward_rows import ROWS, finish_dq, prepare
-from asyncdsl.kernels.dispatch import launch, on_stream, walkers
+from asyncdsl.kernels.dispatch import launch, on_stream
 from asyncdsl.kernels.outputs import empty
 
 LOG2E = 1.4426950408889634
@@ -66,31 +66,28 @@ def attention_varlen_backward(q, k, v, o, lse, do, cu_seqlens_q, cu_seqlens_k, m
     flags = empty(q, (batch, h, max(-(-int(max_seqlen_q) // BM), 1)), np.int32)
     dq, dk, dv = empty(q, q.shape, q.dtype), empty(k, k.shape, k.dtype), empty(v, v.shape, v.dtype)
     launch(prepare, o, do, delta, workspace, flags, cu_seqlens_q, int(max_seqlen_q), stream=stream)
-    heads = batch * k.shape[1]
-    together = heads_together(heads, -(-int(max_seqlen_q) // BM), walkers(q)) if deterministic else 1
     launch(attention_varlen_backward_kernel, q, k, v, do, lse, delta, workspace, dk, dv, flags, cu_seqlens_q,
            cu_seqlens_k, int(max_seqlen_k), stream=stream, CAUSAL=causal,
-           DETERMINISTIC=deterministic, HEADS_TOGETHER=together)
+           DETERMINISTIC=deterministic)
     launch(finish_dq, workspace, dq, cu_seqlens_q, int(max_seqlen_q), stream=stream)
     return dq, dk, dv
 
 
 def _grid(q, k, v, do, lse, delta, workspace, dk, dv, flags, cu_seqlens_q, cu_seqlens_k, max_seqlen_k,
-          HEADS_TOGETHER=1, **_):
-    return grid(max(ad.cdiv(max_seqlen_k, BN), 1), (cu_seqlens_k.shape[0] - 1) * k.shape[1], HEADS_TOGETHER)
+          DETERMINISTIC=False, **_):
+    return grid(max(ad.cdiv(max_seqlen_k, BN), 1), (cu_seqlens_k.shape[0] - 1) * k.shape[1], DETERMINISTIC)
 
 
 @kernel(grid=_grid, block=384, name="attention_varlen_backward")
 def attention_varlen_backward_kernel(q, k, v, do, lse, delta, workspace, dk, dv, flags, cu_seqlens_q,
                                      cu_seqlens_k, max_seqlen_k: int, STAGES: constexpr = 2,
-                                     CAUSAL: constexpr = False, DETERMINISTIC: constexpr = False,
-                                     HEADS_TOGETHER: constexpr = 1):
+                                     CAUSAL: constexpr = False, DETERMINISTIC: constexpr = False):
     """dk, dv of one block of a sequence's keys, and its shares of dq added into `workspace`
     (see the module's docstring); `max_seqlen_k` sizes the grid only."""
     _check(q, k, v, do, lse, delta, workspace, dk, dv, flags, cu_seqlens_q, cu_seqlens_k)
     _, H, D = q.shape
     H_KV = k.shape[1]
-    key_block, head = place((cu_seqlens_k.shape[0] - 1) * H_KV, HEADS_TOGETHER)
+    key_block, head = place(DETERMINISTIC)
     b, h_kv = head // H_KV, head % H_KV
     q_start, k_start = ad.load_index(cu_seqlens_q.at[b]), ad.load_index(cu_seqlens_k.at[b])
     S = ad.load_index(cu_seqlens_q.at[b + 1]) - q_start

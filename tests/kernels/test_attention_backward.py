@@ -16,7 +16,6 @@ import pytest
 
 import asyncdsl as ad
 import asyncdsl.kernels as K
-from asyncdsl.blocks.attention_grads import heads_together
 from asyncdsl.errors import SourceLocation
 from asyncdsl.kernels.attention import reference as forward_reference
 from asyncdsl.kernels.attention_backward import attention_backward_kernel, reference
@@ -204,41 +203,3 @@ def test_the_host_functions_refuse_operands_the_tensor_cores_do_not_take():
     with pytest.raises(ad.ArgumentError, match=r"attention_varlen: q, k, v must be .* got q bfloat16, "
                                                r"k float16"):
         K.attention_varlen(packed, packed.astype(np.float16), packed, offsets, offsets, 128, 128)
-
-
-@pytest.mark.parametrize("causal", [False, True])
-def test_deterministic_bits_do_not_depend_on_how_many_heads_run_together(causal):
-    """The adds into a query block go in key-block order whatever the grid's windows of heads:
-    (batch, key/value head) pairs 4, so windows of 1, 2 and 4 heads; 3 query blocks."""
-    q, k, v, do = inputs((2, 4, 192, 64), 2, "BHSD", None, 3)
-    o, lse = K.attention(q, k, v, causal=causal)
-    assert heads_together(4, 3, multiprocessors=3) == 2  # what the host function picks here
-    results = []
-    for together in (1, 2, 4):
-        delta, workspace = np.empty((2, 4, 192), np.float32), np.empty((2, 4, 192, 64), np.float32)
-        flags = np.empty((2, 4, 3), np.int32)
-        prepare.interpret(o, do, delta, workspace, flags)
-        dk, dv = np.empty_like(k), np.empty_like(v)
-        attention_backward_kernel.interpret(q, k, v, do, lse, delta, workspace, dk, dv, flags, CAUSAL=causal,
-                                            DETERMINISTIC=True, HEADS_TOGETHER=together)
-        dq = np.empty_like(q)
-        finish_dq.interpret(workspace, dq)
-        results.append((dq, dk, dv))
-    check(results[0], reference(q, k, v, do, causal, "BHSD"))
-    for other in results[1:]:
-        for a, b in zip(results[0], other):
-            assert np.array_equal(a.view(np.uint16), b.view(np.uint16))
-
-
-@pytest.mark.parametrize("heads,query_blocks,multiprocessors,expected", [
-    (256, 64, 132, 8), (128, 128, 132, 4), (128, 256, 132, 2), (7, 64, 132, 7), (1, 4, 132, 1),
-    (6, 1000, 132, 1)])
-def test_heads_together_is_the_least_divisor_starting_key_blocks_two_steps_apart(heads, query_blocks,
-                                                                                 multiprocessors, expected):
-    assert heads_together(heads, query_blocks, multiprocessors) == expected
-
-
-def test_a_window_of_heads_that_does_not_divide_them_is_refused():
-    with pytest.raises(ad.TraceError, match="HEADS_TOGETHER must be a divisor of the 2"):
-        attention_backward_kernel.ptx(*_specs((1, 2, 256, 64), (1, 2, 256, 64), "BHSD"), DETERMINISTIC=True,
-                                      HEADS_TOGETHER=3)
