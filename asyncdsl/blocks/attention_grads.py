@@ -7,17 +7,10 @@ them, for every query head of its key/value head's group (grouped-query attentio
 
 Not causal, every key block meets every query block.  Causal, key block j meets the query
 blocks from the one holding its first key's own query (`first`); the first BN / BM of them cross
-the diagonal and are masked.
-
-The grid (`grid`, `place`) runs the key blocks of every head as its fast dimension: a head's
-CTAs run side by side and share their q and do in L2, and causal, the longest walks (key block
-0) start first.  In deterministic mode the key blocks add into each query block's dq left to
-right, key block 0 (which meets every query block) first, and the grid runs the heads as its
-fast dimension instead: key block j of a head starts a whole sweep of heads after key block
-j - 1, which has then usually added into every query block already.  (Every CTA of a head
-starting at once, each would wait one step longer than the one before it at every query block.)
-A CTA waits only for CTAs with lower program ids, which the GPU starts first, so no wait is for
-a CTA that cannot get a multiprocessor, whatever the grid.
+the diagonal and are masked.  Key block j is program id 0 counted from the left: causal, the
+longest walks start first; in deterministic mode from the right, so that the key blocks add
+into each query block's dq right to left, each waiting only for blocks that started before it
+(a CTA never waits for one not yet running).
 
 S and S_KV may be traced, the lengths of a packed batch's sequence (`asyncdsl.kernels.
 attention_varlen_backward`): then the CTAs past the sequence's key blocks are not `live`, the
@@ -52,7 +45,7 @@ class KeyTile:
     """The query blocks (of BM rows) the CTA's BN keys meet, over the `group` query heads of
     key/value head `h_kv`."""
 
-    def __init__(self, S, S_KV, BN: int, BM: int, causal: bool, group: int, h_kv, key_block):
+    def __init__(self, S, S_KV, BN: int, BM: int, causal: bool, group: int, h_kv, ordered: bool):
         self.BN, self.BM, self.causal, self.group, self.h_kv = BN, BM, causal, group, h_kv
         self.S, self.S_KV = S, S_KV
         self.static = isinstance(S, int) and isinstance(S_KV, int)
@@ -61,8 +54,9 @@ class KeyTile:
         self.offset = S_KV - S if causal and not self.static else 0
         self.key_blocks = ad.cdiv(S_KV, BN) if self.static else (S_KV + BN - 1) // BN
         self.query_blocks = ad.cdiv(S, BM) if self.static else (S + BM - 1) // BM
-        self.live = None if self.static else key_block < self.key_blocks
-        self.j = key_block
+        x = ad.program_id(0)
+        self.live = None if self.static else x < self.key_blocks
+        self.j = (self.key_blocks - 1 - x) if ordered else x
         self.first_key = self.j * BN
         self.first = 0
         if causal and self.static:  # BN is a multiple of BM; the first BN / BM blocks cross the diagonal
@@ -125,21 +119,13 @@ class KeyTile:
 
     def order(self, i):
         """How many key blocks add into query block i's dq before this one (deterministic
-        mode): those left of it, which all meet the query blocks this one meets."""
-        return self.j
-
-
-def grid(key_blocks, heads, deterministic: bool) -> tuple:
-    """A backward kernel's grid over `key_blocks` blocks of keys of `heads` (batch, key/value
-    head) pairs: the key blocks the fast dimension, in deterministic mode the heads (see the
-    module's docstring); `place` reads a CTA's position back."""
-    return (heads, key_blocks) if deterministic else (key_blocks, heads)
-
-
-def place(deterministic: bool) -> tuple:
-    """This CTA's (key block, head) in a `grid` of that mode."""
-    x, y = ad.program_id(0), ad.program_id(1)
-    return (y, x) if deterministic else (x, y)
+        mode): the key blocks that meet it, right to left."""
+        last = self.key_blocks - 1
+        if self.causal and self.static:
+            last = (((i + 1) * self.BM - 1) // self.BN).min(last)
+        elif self.causal:  # key block 0 meets every query block
+            last = (((i + 1) * self.BM - 1 + self.offset).max(0) // self.BN).min(last)
+        return last - self.j
 
 
 def add_dq(pieces, slot, workspace_rows, flag=None, after=None) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 
-from asyncdsl.blocks.attention_grads import KeyTile, add_dq, check_gradients, grid, head_window, place
+from asyncdsl.blocks.attention_grads import KeyTile, add_dq, check_gradients, head_window
 from asyncdsl.blocks.attention_loads import AttentionLoads
 from asyncdsl.blocks.attention_tiles import head_rows, head_shapes
 from asyncdsl.blocks.mma_operands import tensor_core_layout
@@ -34,9 +34,9 @@ LOG2E = 1.4426950408889634
 BN, BM = 64, 64  # keys a CTA, query rows a step
 
 
-def _grid(q, k, v, do, lse, delta, workspace, dk, dv, flags, LAYOUT, DETERMINISTIC=False, **_):
+def _grid(q, k, v, do, lse, delta, workspace, dk, dv, flags, LAYOUT, **_):
     (b, _, _, _), (h_kv, s_kv) = head_shapes(q, k, LAYOUT)
-    return grid(ad.cdiv(s_kv, BN), b * h_kv, DETERMINISTIC)
+    return (ad.cdiv(s_kv, BN), b * h_kv)
 
 
 @kernel(grid=_grid, block=384, name="attention_backward_wide")
@@ -48,9 +48,9 @@ def attention_backward_wide_kernel(q, k, v, do, lse, delta, workspace, dk, dv, f
     (_, H, S, D), (H_KV, S_KV) = head_shapes(q, k, LAYOUT)
     check_gradients(q, k, v, do, lse, delta, workspace, dk, dv, flags, BM, (192, 256), CAUSAL, LAYOUT)
     scale = LOG2E / math.sqrt(D)
-    key_block, head = place(DETERMINISTIC)
+    head = ad.program_id(1)
     b, h_kv = head // H_KV, head % H_KV
-    tile = KeyTile(S, S_KV, BN, BM, CAUSAL, H // H_KV, h_kv, key_block)
+    tile = KeyTile(S, S_KV, BN, BM, CAUSAL, H // H_KV, h_kv, DETERMINISTIC)
     columns = D // 64
 
     # The ring's tile loaded once holds k (part 0) and v (part 1); its slots q and do.

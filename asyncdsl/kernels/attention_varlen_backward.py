@@ -13,9 +13,8 @@ key as in the forward.  Head dims 64 and 128.  Three launches, as the dense back
    that no TMA reduce-add of a sequence's last block reaches its neighbour's) and the order flags.
 2. The main kernel, the dense one's work (`asyncdsl.blocks.attention_backward`) with its rows
    addressed from the sequence's first row: one CTA per 128 keys of one (sequence, key/value
-   head), grid (⌈max_k / 128⌉, B·H_KV), transposed in deterministic mode; a CTA reads its
-   sequence's offsets on the device (`asyncdsl.load_index`) and does nothing past the
-   sequence's keys.  TMA loads whole blocks,
+   head), grid (⌈max_k / 128⌉, B·H_KV); a CTA reads its sequence's offsets on the device
+   (`asyncdsl.load_index`) and does nothing past the sequence's keys.  TMA loads whole blocks,
    so a sequence's last blocks run into its neighbours' rows: their keys are masked, their query
    rows get a log-sum-exp of +inf (those rows must hold finite numbers, as a packed batch's do),
    and dk, dv of a last, partial part of 64 keys go out by stores masked to the sequence's rows.
@@ -31,7 +30,7 @@ import math
 import numpy as np
 
 from asyncdsl.blocks.attention_backward import GradientRows, differentiate
-from asyncdsl.blocks.attention_grads import KeyTile, grid, place
+from asyncdsl.blocks.attention_grads import KeyTile
 from asyncdsl.blocks.attention_loads import AttentionLoads
 from asyncdsl.blocks.attention_tiles import check_operand_types
 from asyncdsl.blocks.shapes import check_head_groups
@@ -73,9 +72,8 @@ def attention_varlen_backward(q, k, v, o, lse, do, cu_seqlens_q, cu_seqlens_k, m
     return dq, dk, dv
 
 
-def _grid(q, k, v, do, lse, delta, workspace, dk, dv, flags, cu_seqlens_q, cu_seqlens_k, max_seqlen_k,
-          DETERMINISTIC=False, **_):
-    return grid(max(ad.cdiv(max_seqlen_k, BN), 1), (cu_seqlens_k.shape[0] - 1) * k.shape[1], DETERMINISTIC)
+def _grid(q, k, v, do, lse, delta, workspace, dk, dv, flags, cu_seqlens_q, cu_seqlens_k, max_seqlen_k, **_):
+    return (max(ad.cdiv(max_seqlen_k, BN), 1), (cu_seqlens_k.shape[0] - 1) * k.shape[1])
 
 
 @kernel(grid=_grid, block=384, name="attention_varlen_backward")
@@ -87,13 +85,13 @@ def attention_varlen_backward_kernel(q, k, v, do, lse, delta, workspace, dk, dv,
     _check(q, k, v, do, lse, delta, workspace, dk, dv, flags, cu_seqlens_q, cu_seqlens_k)
     _, H, D = q.shape
     H_KV = k.shape[1]
-    key_block, head = place(DETERMINISTIC)
+    head = ad.program_id(1)
     b, h_kv = head // H_KV, head % H_KV
     q_start, k_start = ad.load_index(cu_seqlens_q.at[b]), ad.load_index(cu_seqlens_k.at[b])
     S = ad.load_index(cu_seqlens_q.at[b + 1]) - q_start
     S_KV = ad.load_index(cu_seqlens_k.at[b + 1]) - k_start
     dq_start = q_start + b * BM  # the sequence's first row of the workspace
-    tile = KeyTile(S, S_KV, BN, BM, CAUSAL, H // H_KV, h_kv, key_block)
+    tile = KeyTile(S, S_KV, BN, BM, CAUSAL, H // H_KV, h_kv, DETERMINISTIC)
     loads = AttentionLoads(k.dtype, 64, 2, BM, q.dtype, do.dtype, D, STAGES)
 
     def key_rows(x):
