@@ -1,7 +1,8 @@
 """The work of an attention backward CTA at head dims 64 and 128: a producer warpgroup that
-loads the CTA's BN = 128 keys and values once and streams q and do of every query block (of
-every query head of the group) that meets them, and two consumer warpgroups that each own 64 of
-the keys, keep their dk and dv in registers and add their shares of dq into a float32 workspace.
+loads the CTA's BN = 128 keys and values once, streams q and do of every query block (of every
+query head of the group) that meets them and adds the CTA's shares of dq into a float32
+workspace, and two consumer warpgroups that each own 64 of the keys, keep their dk and dv in
+registers and make the shares of dq.
 
     differentiate(tile, loads, head, scale=..., deterministic=False)
 
@@ -18,13 +19,14 @@ registers,
     sᵀ = k qᵀ,  dpᵀ = v doᵀ,  pᵀ = exp(sᵀ/√D - lse),  dsᵀ = pᵀ ∘ (dpᵀ - δ),
     dv += pᵀ do,  dk += dsᵀ q,
 and writes its dsᵀ into SMEM.  The CTA's share of dq, ds k over all its 128 keys, is then made
-from both consumers' dsᵀ (read transposed) and k in 64-column tiles, dq's B operand, and added
-into the workspace by TMA reduce-add (`asyncdsl.blocks.attention_grads.add_dq`): one add a CTA
-and query block, where each consumer adding its own 64 keys' share would add twice the bytes
-and, deterministic, hand the order on twice a step.  At D = 128 consumer c makes and adds dq's
-columns c·64.. (the two adds are of different cells, so need no order between them); at D = 64,
-where dq has one 64-column piece, the consumers take turns, consumer t % 2 at step t.  The
-piece reuses the registers of sᵀ.
+from both consumers' dsᵀ (read transposed) and k in 64-column tiles, dq's B operand: at D = 128
+consumer c makes dq's columns c·64.., at D = 64, where dq has one 64-column piece, the
+consumers take turns, consumer t % 2 at step t.  One piece a consumer, not a piece of each
+consumer's own 64 keys, halves the bytes added.  The consumers hand their pieces to the
+producer through SMEM (`asyncdsl.blocks.attention_grads.DqAdder`), which adds step t's into
+the float32 workspace by TMA reduce-add after loading step t + 2's q and do: in deterministic
+mode the waits for the adds of the key blocks before this one, and for its own to land, are the
+producer's, off the consumers' path while they take less than a step.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from asyncdsl.blocks.attention_grads import KeyTile, add_dq
+from asyncdsl.blocks.attention_grads import DqAdder, KeyTile
 from asyncdsl.blocks.attention_loads import AttentionLoads
 from asyncdsl.blocks.mma_operands import tensor_core_layout
 from asyncdsl.frontend import language as ad
@@ -74,8 +76,24 @@ def differentiate(tile: KeyTile, loads: AttentionLoads, head: GradientRows, *, s
     # step t + 1's while the other may still read step t's.
     ds_s = ad.smem((2, 2, 64, BM), loads.k.dtype, **tensor_core_layout(64))
     ds_stored = ad.barrier(arrival_count=2, num=2)  # [step % 2] both consumers' dsᵀ are in ds_s
-    dq_slot = ad.smem((2, 64, 64), ad.float32, **tensor_core_layout(64, 32))  # [consumer]
+    adder = DqAdder()
     values_landed = ad.barrier(arrival_count=2 * (1 + columns))
+
+    def dq_pieces(t):
+        """The (consumer, writes, workspace window) of step t's dq pieces: at D = 128 both
+        consumers' (columns 0.. and 64..), each handing one a step; at D = 64 consumer t % 2's,
+        handing one every other step."""
+        h, i = tile.locate(t)
+        rows = ad.ds(i * BM, BM)
+        if columns == 2:
+            return [(c, t, head.workspace(h, rows, c)) for c in range(2)], h, i
+        return [(t % 2, t // 2, head.workspace(h, rows, 0))], h, i
+
+    def add_step(t):
+        """For the producer: add step t's dq pieces (deterministic: after those of the key blocks
+        before this one)."""
+        pieces, h, i = dq_pieces(t)
+        adder.add(pieces, *((head.flag(h, i), tile.order(i)) if deterministic else ()))
 
     with ad.warpgroup_role(2, registers=40), _live(tile):
         for part in range(2):
@@ -85,8 +103,22 @@ def differentiate(tile: KeyTile, loads: AttentionLoads, head: GradientRows, *, s
             for c in range(columns):
                 ad.async_copy(head.key_columns(rows, 64, c * 64, 64), key_columns.at[part, c],
                               barrier=values_landed)
-        tile.walk(lambda t, h, i, masked: loads.load(t, lambda _: head.query(h, i * BM, BM),
-                                                     lambda _: head.grad_out(h, i * BM, BM)))
+
+        def step(t, h, i, masked: bool):
+            """Load step t's q and do (once the consumers are done with step t - STAGES), then
+            add step t - 2's dq, which the consumers hand over as they end step t - 2."""
+            loads.load(t, lambda _: head.query(h, i * BM, BM), lambda _: head.grad_out(h, i * BM, BM))
+            with ad.when(t >= 2):
+                add_step(t - 2)
+
+        tile.walk(step)
+        for back in (2, 1):  # the last two steps' dq
+            if isinstance(tile.steps, int):
+                if tile.steps >= back:
+                    add_step(tile.steps - back)
+            else:
+                with ad.when(tile.steps >= back):
+                    add_step(tile.steps - back)
 
     with ad.warpgroup_role((0, 1), registers=232):
         me = ad.warpgroup_idx()
@@ -96,19 +128,16 @@ def differentiate(tile: KeyTile, loads: AttentionLoads, head: GradientRows, *, s
         dk_acc = ad.registers((64, D), ad.float32, layout=ad.WGMMA)
         dv_acc = ad.registers((64, D), ad.float32, layout=ad.WGMMA)
 
-        def add_share(t, h, i, rows):
+        def hand_share(t):
             """Step t's dq piece of this consumer (see the module's docstring), made from both
-            consumers' dsᵀ and added into the workspace."""
+            consumers' dsᵀ and handed to the producer."""
             column = me if columns == 2 else 0
             buffer = t % 2
             ds_stored[buffer].wait(parity=(t // 2) % 2)  # a consumer not adding this step skips it
             for part in range(2):
                 ad.wgmma(s_t, ds_s.at[buffer, part].T, key_columns.at[part, column], accumulate=part > 0)
             ad.wgmma_wait(0)
-            with ad.region("add dq"):
-                # Deterministic: the key blocks in their order, each adding `columns` pieces.
-                flag, after = (head.flag(h, i), tile.order(i) * columns) if deterministic else (None, None)
-                add_dq((s_t,), dq_slot.at[me], lambda _: head.workspace(h, rows, column), flag, after)
+            adder.hand(me, t if columns == 2 else t // 2, s_t)
 
         def step(t, h, i, masked: bool):
             """Query block i of head h: p, ds, and their products with do, q and k."""
@@ -145,10 +174,10 @@ def differentiate(tile: KeyTile, loads: AttentionLoads, head: GradientRows, *, s
             loads.release_values(slot)
             with ad.region("dq"):
                 if columns == 2:
-                    add_share(t, h, i, rows)
+                    hand_share(t)
                 else:
                     with ad.when(t % 2 == me):
-                        add_share(t, h, i, rows)
+                        hand_share(t)
 
         with _live(tile):  # registers are the kernel's: allocated outside the condition
             dk_acc[...] = ad.zeros((64, D), ad.float32)

@@ -18,17 +18,20 @@ causal diagonal is aligned to the last key, and the steps that may see keys past
 are masked too (not causal: every step of a CTA whose keys run past them); the query rows past
 the sequence are hidden by their log-sum-exp (`row_lse`).
 
-`add_dq` adds a share of dq (64 query rows, float32 registers in 64-column pieces) into the
-float32 workspace by TMA reduce-add through one SMEM slot.  Deterministic, the adds into one
-query block of one head go in a fixed order: a flag per (batch, head, query block), reset to 0
-before the launch, counts the adds done; an adder waits until it counts the adds before its own
-(`KeyTile.order` times the adds a key block makes), adds, waits for its writes to complete, then
-counts its own.
+A share of dq (64 query rows, float32, in 64-column pieces) goes into the float32 workspace by
+TMA reduce-add through SMEM: `DqAdder` hands the consumers' pieces to the producer warpgroup,
+which adds them (the kernel at head dims 64 and 128), `add_dq` has a consumer add its own (the
+kernel at head dims 192 and 256).  Deterministic, the adds into one query
+block of one head go in a fixed order: a flag per (batch, head, query block), reset to 0 before
+the launch, counts the adds done; an adder waits until it counts the adds before its own
+(`KeyTile.order` times the adds a key block makes), adds, waits for its writes to complete,
+then counts its own.
 """
 
 from __future__ import annotations
 
 from asyncdsl.blocks.attention_tiles import head_shapes
+from asyncdsl.blocks.mma_operands import tensor_core_layout
 from asyncdsl.blocks.shapes import check_causal_lengths, check_head_groups
 from asyncdsl.errors import user_location
 from asyncdsl.frontend import language as ad
@@ -94,6 +97,12 @@ class KeyTile:
                 for i in ad.range(self.query_blocks):
                     step(base + i, h, i, masked=False)
 
+    def locate(self, t):
+        """(query head, query block) of step t of `walk`."""
+        g = t // self.per_head if self.group > 1 else 0
+        i = self.first + (t % self.per_head if self.group > 1 else t)
+        return self.h_kv * self.group + g, i
+
     def mask(self, s_t, first_key, i, hidden: float = -float("inf")):
         """The scores s_t (keys × queries, keys from `first_key`, query block i) with the keys
         after each query's own at `hidden` (-inf for scores, 0 for probabilities); traced
@@ -126,6 +135,44 @@ class KeyTile:
         elif self.causal:  # key block 0 meets every query block
             last = (((i + 1) * self.BM - 1 + self.offset).max(0) // self.BN).min(last)
         return last - self.j
+
+
+class DqAdder:
+    """The consumers' dq pieces (64 query rows × 64 columns, float32), handed over through one
+    SMEM slot a consumer to the producer warpgroup, which adds them into the workspace by TMA
+    reduce-add, in deterministic mode in order: the wait for the adds before a CTA's, and for
+    its own to land, is then not on the consumers' path.  A consumer's k-th piece (`writes` =
+    k) waits until the producer has read its (k-1)-th out of the slot."""
+
+    def __init__(self):
+        self.slot = ad.smem((2, 64, 64), ad.float32, **tensor_core_layout(64, 32))  # [consumer]
+        self.ready = ad.barrier(num=2)  # [consumer] its piece is in the slot
+        self.read = ad.barrier(num=2)  # [consumer] the producer's add has read the slot
+
+    def hand(self, me, writes, piece) -> None:
+        """For consumer `me`: put its `writes`-th piece (registers, retired) into its slot."""
+        with ad.when(writes >= 1):
+            self.read[me].wait(parity=(writes - 1) % 2)
+        self.slot.at[me][...] = piece[...]
+        ad.fence_async_smem()  # (the warpgroup meets) the copy engine reads what the threads wrote
+        self.ready[me].arrive(sync=False)
+
+    def add(self, pieces, flag=None, after=None) -> None:
+        """For the producer: add `pieces`, (consumer, writes, workspace window) each, into the
+        workspace; with a `flag`, in order: wait until it counts `after` adds, add, wait for
+        the writes to land, count one more."""
+        for consumer, writes, _ in pieces:
+            self.ready[consumer].wait(parity=writes % 2)
+        if flag is not None:
+            ad.wait_signal(flag, "ge", after)
+        for consumer, _, window in pieces:
+            ad.async_copy(self.slot.at[consumer], window, reduction="add")
+        ad.await_async_copy(0, read_only=True)
+        for consumer, _, _ in pieces:
+            self.read[consumer].arrive()
+        if flag is not None:
+            ad.await_async_copy(0)  # the adds' writes are complete before the next may start
+            ad.signal(flag, 1, op="add")
 
 
 def add_dq(pieces, slot, workspace_rows, flag=None, after=None) -> None:

@@ -18,9 +18,9 @@ whole blocks.  Three launches:
        sᵀ = k qᵀ,  dpᵀ = v doᵀ,  pᵀ = exp(sᵀ/√D - lse),  dsᵀ = pᵀ ∘ (dpᵀ - δ),
        dv += pᵀ do,  dk += dsᵀ q;
    the CTA's share of dq, ds k over its 128 keys, is made from both consumers' dsᵀ (through
-   SMEM, read transposed) and added into the workspace by TMA reduce-add, one add a CTA and
-   query block (`asyncdsl.blocks.attention_grads`), in any order, or in a fixed one with
-   `deterministic=True`.
+   SMEM, read transposed), handed to the producer through SMEM and added by it into the
+   workspace by TMA reduce-add (`asyncdsl.blocks.attention_grads.DqAdder`), in any order, or
+   in a fixed one with `deterministic=True`.
 3. `finish_dq`: dq = workspace / √D in the input dtype.
 
 Head dims 64 and 128; at 192 and 256, where dk and dv of 64 keys take 192 or more of a
