@@ -80,9 +80,9 @@ def differentiate(tile: KeyTile, loads: AttentionLoads, head: GradientRows, *, s
     values_landed = ad.barrier(arrival_count=2 * (1 + columns))
 
     def dq_pieces(t):
-        """The (consumer, writes, workspace window) of step t's dq pieces: at D = 128 both
-        consumers' (columns 0.. and 64..), each handing one a step; at D = 64 consumer t % 2's,
-        handing one every other step."""
+        """The (slot, writes, workspace window) of step t's dq pieces, a slot a consumer: at
+        D = 128 both consumers' (columns 0.. and 64..), each handing one a step; at D = 64
+        consumer t % 2's, handing one every other step."""
         h, i = tile.locate(t)
         rows = ad.ds(i * BM, BM)
         if columns == 2:
@@ -93,7 +93,7 @@ def differentiate(tile: KeyTile, loads: AttentionLoads, head: GradientRows, *, s
         """For the producer: add step t's dq pieces (deterministic: after those of the key blocks
         before this one)."""
         pieces, h, i = dq_pieces(t)
-        adder.add(pieces, *((head.flag(h, i), tile.order(i)) if deterministic else ()))
+        adder.add([pieces], *((head.flag(h, i), tile.order(i)) if deterministic else ()))
 
     with ad.warpgroup_role(2, registers=40), _live(tile):
         for part in range(2):

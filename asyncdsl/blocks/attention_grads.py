@@ -19,13 +19,11 @@ are masked too (not causal: every step of a CTA whose keys run past them); the q
 the sequence are hidden by their log-sum-exp (`row_lse`).
 
 A share of dq (64 query rows, float32, in 64-column pieces) goes into the float32 workspace by
-TMA reduce-add through SMEM: `DqAdder` hands the consumers' pieces to the producer warpgroup,
-which adds them (the kernel at head dims 64 and 128), `add_dq` has a consumer add its own (the
-kernel at head dims 192 and 256).  Deterministic, the adds into one query
-block of one head go in a fixed order: a flag per (batch, head, query block), reset to 0 before
-the launch, counts the adds done; an adder waits until it counts the adds before its own
-(`KeyTile.order` times the adds a key block makes), adds, waits for its writes to complete,
-then counts its own.
+TMA reduce-add: `DqAdder` hands the consumers' pieces through SMEM to the producer warpgroup,
+which adds them.  Deterministic, the adds into one query block of one head go in a fixed order:
+a flag per (batch, head, query block), reset to 0 before the launch, counts the key blocks
+whose adds are done; the producer waits until it counts those before its own
+(`KeyTile.order`), adds, waits for its writes to complete, then counts its own.
 """
 
 from __future__ import annotations
@@ -138,58 +136,42 @@ class KeyTile:
 
 
 class DqAdder:
-    """The consumers' dq pieces (64 query rows × 64 columns, float32), handed over through one
-    SMEM slot a consumer to the producer warpgroup, which adds them into the workspace by TMA
-    reduce-add, in deterministic mode in order: the wait for the adds before a CTA's, and for
-    its own to land, is then not on the consumers' path.  A consumer's k-th piece (`writes` =
-    k) waits until the producer has read its (k-1)-th out of the slot."""
+    """dq pieces (64 query rows × 64 columns, float32) handed over by the consumers through two
+    SMEM slots to the producer warpgroup, which adds them into the workspace by TMA reduce-add,
+    in deterministic mode in order: the waits for the adds before a CTA's, and for its own to
+    land, are then not on the consumers' path.  A slot's k-th piece (`writes` = k) waits until
+    the producer's add has read the (k-1)-th out of it."""
 
     def __init__(self):
-        self.slot = ad.smem((2, 64, 64), ad.float32, **tensor_core_layout(64, 32))  # [consumer]
-        self.ready = ad.barrier(num=2)  # [consumer] its piece is in the slot
-        self.read = ad.barrier(num=2)  # [consumer] the producer's add has read the slot
+        self.slot = ad.smem((2, 64, 64), ad.float32, **tensor_core_layout(64, 32))
+        self.ready = ad.barrier(num=2)  # [slot] a piece is in it
+        self.read = ad.barrier(num=2)  # [slot] the producer's add has read it
 
-    def hand(self, me, writes, piece) -> None:
-        """For consumer `me`: put its `writes`-th piece (registers, retired) into its slot."""
+    def hand(self, slot, writes, piece) -> None:
+        """For a consumer: put the `writes`-th piece of `slot` (registers, retired) into it."""
         with ad.when(writes >= 1):
-            self.read[me].wait(parity=(writes - 1) % 2)
-        self.slot.at[me][...] = piece[...]
+            self.read[slot].wait(parity=(writes - 1) % 2)
+        self.slot.at[slot][...] = piece[...]
         ad.fence_async_smem()  # (the warpgroup meets) the copy engine reads what the threads wrote
-        self.ready[me].arrive(sync=False)
+        self.ready[slot].arrive(sync=False)
 
-    def add(self, pieces, flag=None, after=None) -> None:
-        """For the producer: add `pieces`, (consumer, writes, workspace window) each, into the
-        workspace; with a `flag`, in order: wait until it counts `after` adds, add, wait for
-        the writes to land, count one more."""
-        for consumer, writes, _ in pieces:
-            self.ready[consumer].wait(parity=writes % 2)
+    def add(self, rounds, flag=None, after=None) -> None:
+        """For the producer: add the pieces of `rounds`, lists of (slot, writes, workspace
+        window) in different slots, a round once its pieces are in; with a `flag`, in order:
+        wait until it counts `after` adds, add, wait for the writes to land, count one more."""
         if flag is not None:
             ad.wait_signal(flag, "ge", after)
-        for consumer, _, window in pieces:
-            ad.async_copy(self.slot.at[consumer], window, reduction="add")
-        ad.await_async_copy(0, read_only=True)
-        for consumer, _, _ in pieces:
-            self.read[consumer].arrive()
+        for pieces in rounds:
+            for slot, writes, _ in pieces:
+                self.ready[slot].wait(parity=writes % 2)
+            for slot, _, window in pieces:
+                ad.async_copy(self.slot.at[slot], window, reduction="add")
+            ad.await_async_copy(0, read_only=True)
+            for slot, _, _ in pieces:
+                self.read[slot].arrive()
         if flag is not None:
             ad.await_async_copy(0)  # the adds' writes are complete before the next may start
             ad.signal(flag, 1, op="add")
-
-
-def add_dq(pieces, slot, workspace_rows, flag=None, after=None) -> None:
-    """Add the float32 register pieces (each 64 rows × 64 columns, retired) into
-    `workspace_rows(c)`, the GMEM window of piece c, through the consumer's SMEM `slot`; with a
-    `flag`, in order: wait until `after` adds are done, add, then count this one (+1, so that
-    adds of different cells, such as two consumers' column pieces, may wait for the same count)."""
-    if flag is not None:
-        ad.wait_signal(flag, "ge", after)
-    for c, piece in enumerate(pieces):
-        ad.await_async_copy(0, read_only=True)  # the last add has read the slot
-        slot[...] = piece[...]
-        ad.fence_async_smem()
-        ad.async_copy(slot, workspace_rows(c), reduction="add")
-    if flag is not None:
-        ad.await_async_copy(0)  # the adds' writes are complete before the next may start
-        ad.signal(flag, 1, op="add")
 
 
 def check_gradients(q, k, v, do, lse, delta, workspace, dk, dv, flags, BM: int, dims, causal: bool,

@@ -9,7 +9,9 @@ no probabilities cross between them); then
 - consumer 1: dpᵀ = v doᵀ, dsᵀ = pᵀ ∘ (dpᵀ - δ), dk += dsᵀ q, and dsᵀ into one of two SMEM
   slots;
 - consumer 0: dv += pᵀ do, and once consumer 1 filled the slot, dq_part = ds k, 64 columns at a
-  time in two accumulators, added into the workspace (`asyncdsl.blocks.attention_grads.add_dq`).
+  time, each piece handed to the producer through two SMEM slots in turn; the producer adds
+  them into the workspace between its loads (`asyncdsl.blocks.attention_grads.DqAdder`), so
+  that in deterministic mode the waits for the other key blocks' adds are not consumer 0's.
 
 Each does three of the six products.  A pair of barriers a slot hands dsᵀ over (full: consumer
 1 wrote it; empty: consumer 0's products that read it are done).  The producer loads k (as rows,
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import math
 
-from asyncdsl.blocks.attention_grads import KeyTile, add_dq, check_gradients, head_window
+from asyncdsl.blocks.attention_grads import DqAdder, KeyTile, check_gradients, head_window
 from asyncdsl.blocks.attention_loads import AttentionLoads
 from asyncdsl.blocks.attention_tiles import head_rows, head_shapes
 from asyncdsl.blocks.mma_operands import tensor_core_layout
@@ -58,8 +60,21 @@ def attention_backward_wide_kernel(q, k, v, do, lse, delta, workspace, dk, dv, f
     key_columns = ad.smem((columns, BN, 64), k.dtype, **tensor_core_layout(BN))  # B of ds k
     ds_s = ad.smem((2, BN, BM), q.dtype, **tensor_core_layout(BN))  # dsᵀ, A of ds k as .T
     ds_full, ds_empty = ad.barrier(num=2), ad.barrier(num=2)
-    dq_slot = ad.smem((64, 64), ad.float32, **tensor_core_layout(64, 32))
+    adder = DqAdder()  # consumer 0's dq pieces to the producer, piece c through slot c % 2
     columns_landed = ad.barrier(arrival_count=columns)
+
+    def writes(t, c):
+        """How many pieces slot c % 2 held before step t's piece c."""
+        return t * len(range(c % 2, columns, 2)) + c // 2
+
+    def add_step(t):
+        """For the producer: add step t's dq pieces, two at a time (deterministic: after those
+        of the key blocks before this one)."""
+        h, i = tile.locate(t)
+        rows = ad.ds(i * BM, BM)
+        pieces = [(c % 2, writes(t, c), workspace.at[b, h, rows, ad.ds(c * 64, 64)]) for c in range(columns)]
+        adder.add([pieces[c:c + 2] for c in range(0, columns, 2)],
+                  *((flags.at[b, h, i], tile.order(i)) if DETERMINISTIC else ()))
 
     with ad.warpgroup_role(2, registers=40):
         loads.load_query(0, head_rows(k, LAYOUT, b, h_kv, tile.first_key, BN))
@@ -67,8 +82,21 @@ def attention_backward_wide_kernel(q, k, v, do, lse, delta, workspace, dk, dv, f
         for c in range(columns):
             ad.async_copy(head_window(k, LAYOUT, b, h_kv, tile.first_key, BN, c * 64, 64), key_columns.at[c],
                           barrier=columns_landed)
-        tile.walk(lambda t, h, i, masked: loads.load(t, lambda _: head_rows(q, LAYOUT, b, h, i * BM, BM),
-                                                     lambda _: head_rows(do, LAYOUT, b, h, i * BM, BM)))
+
+        def step(t, h, i, masked: bool):
+            """Load step t's q and do once the consumers are done with the ring's slot, then add
+            step t - 1's dq, which consumer 0 hands over as it ends step t - 1."""
+            loads.load(t, lambda _: head_rows(q, LAYOUT, b, h, i * BM, BM),
+                       lambda _: head_rows(do, LAYOUT, b, h, i * BM, BM))
+            with ad.when(t >= 1):
+                add_step(t - 1)
+
+        tile.walk(step)
+        if not isinstance(tile.steps, int):
+            with ad.when(tile.steps >= 1):
+                add_step(tile.steps - 1)
+        elif tile.steps >= 1:
+            add_step(tile.steps - 1)
 
     s_t = ad.registers((BN, BM), ad.float32, layout=ad.WGMMA)  # sᵀ; consumer 0: then dq's pieces
     dp_t = ad.registers((BN, BM), ad.float32, layout=ad.WGMMA)  # consumer 1's dpᵀ
@@ -85,7 +113,8 @@ def attention_backward_wide_kernel(q, k, v, do, lse, delta, workspace, dk, dv, f
         return tile.mask(p_t, tile.first_key, i, hidden=0.0) if masked else p_t
 
     def values_and_dq(t, h, i, masked: bool):
-        """Consumer 0: dv += pᵀ do, then dq_part = ds k from consumer 1's dsᵀ."""
+        """Consumer 0: dv += pᵀ do, then dq_part = ds k from consumer 1's dsᵀ, handed to the
+        producer a 64-column piece at a time."""
         slot, handed = loads.slot(t), t % 2
         p_t = probabilities(slot, h, i, masked)
         loads.release_keys(slot)
@@ -94,16 +123,12 @@ def attention_backward_wide_kernel(q, k, v, do, lse, delta, workspace, dk, dv, f
         ad.wgmma_wait(0)
         loads.release_values(slot)
         ds_full[handed].wait()
-        rows = ad.ds(i * BM, BM)
         for c in range(columns):  # 64 columns at a time, in sᵀ's registers
             ad.wgmma(s_t, ds_s.at[handed].T, key_columns.at[c], accumulate=False)
             ad.wgmma_wait(0)
             if c == columns - 1:
                 ds_empty[handed].arrive(sync=False)  # the tensor cores are done with the slot
-            # Deterministic: each piece waits for the adds before it, the key blocks in their order.
-            after = tile.order(i) * columns + c if DETERMINISTIC else None
-            add_dq((s_t,), dq_slot, lambda _, c=c: workspace.at[b, h, rows, ad.ds(c * 64, 64)],
-                   flags.at[b, h, i] if DETERMINISTIC else None, after)
+            adder.hand(c % 2, writes(t, c), s_t)
 
     def keys_and_ds(t, h, i, masked: bool):
         """Consumer 1: dpᵀ, dsᵀ, dk += dsᵀ q, dsᵀ handed to consumer 0."""
