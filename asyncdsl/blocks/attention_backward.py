@@ -103,22 +103,11 @@ def differentiate(tile: KeyTile, loads: AttentionLoads, head: GradientRows, *, s
             for c in range(columns):
                 ad.async_copy(head.key_columns(rows, 64, c * 64, 64), key_columns.at[part, c],
                               barrier=values_landed)
-
-        def step(t, h, i, masked: bool):
-            """Load step t's q and do (once the consumers are done with step t - STAGES), then
-            add step t - 2's dq, which the consumers hand over as they end step t - 2."""
-            loads.load(t, lambda _: head.query(h, i * BM, BM), lambda _: head.grad_out(h, i * BM, BM))
-            with ad.when(t >= 2):
-                add_step(t - 2)
-
-        tile.walk(step)
-        for back in (2, 1):  # the last two steps' dq
-            if isinstance(tile.steps, int):
-                if tile.steps >= back:
-                    add_step(tile.steps - back)
-            else:
-                with ad.when(tile.steps >= back):
-                    add_step(tile.steps - back)
+        # Step t's q and do once the consumers are done with step t - STAGES, then step t - 2's
+        # dq, which the consumers hand over as they end step t - 2.
+        tile.walk_trailing(lambda t, h, i, masked: loads.load(t, lambda _: head.query(h, i * BM, BM),
+                                                              lambda _: head.grad_out(h, i * BM, BM)),
+                           add_step, lag=2)
 
     with ad.warpgroup_role((0, 1), registers=232):
         me = ad.warpgroup_idx()

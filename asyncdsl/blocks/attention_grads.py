@@ -95,6 +95,24 @@ class KeyTile:
                 for i in ad.range(self.query_blocks):
                     step(base + i, h, i, masked=False)
 
+    def walk_trailing(self, step, behind, lag: int) -> None:
+        """`walk(step)`, each step t followed by behind(t - lag), and the last `lag` steps'
+        behind() after the walk: for a producer that works on what the consumers finished
+        `lag` steps earlier."""
+        def ahead_then_behind(t, h, i, masked: bool):
+            step(t, h, i, masked)
+            with ad.when(t >= lag):
+                behind(t - lag)
+
+        self.walk(ahead_then_behind)
+        for back in range(lag, 0, -1):
+            if isinstance(self.steps, int):  # a static walk: no step -1 is traced
+                if self.steps >= back:
+                    behind(self.steps - back)
+            else:
+                with ad.when(self.steps >= back):
+                    behind(self.steps - back)
+
     def locate(self, t):
         """(query head, query block) of step t of `walk`."""
         g = t // self.per_head if self.group > 1 else 0

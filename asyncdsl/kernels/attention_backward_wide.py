@@ -82,21 +82,13 @@ def attention_backward_wide_kernel(q, k, v, do, lse, delta, workspace, dk, dv, f
         for c in range(columns):
             ad.async_copy(head_window(k, LAYOUT, b, h_kv, tile.first_key, BN, c * 64, 64), key_columns.at[c],
                           barrier=columns_landed)
-
-        def step(t, h, i, masked: bool):
-            """Load step t's q and do once the consumers are done with the ring's slot, then add
-            step t - 1's dq, which consumer 0 hands over as it ends step t - 1."""
+        # Step t's q and do once the consumers are done with the ring's slot, then step t - 1's
+        # dq, which consumer 0 hands over as it ends step t - 1.
+        def load(t, h, i, masked: bool):
             loads.load(t, lambda _: head_rows(q, LAYOUT, b, h, i * BM, BM),
                        lambda _: head_rows(do, LAYOUT, b, h, i * BM, BM))
-            with ad.when(t >= 1):
-                add_step(t - 1)
 
-        tile.walk(step)
-        if not isinstance(tile.steps, int):
-            with ad.when(tile.steps >= 1):
-                add_step(tile.steps - 1)
-        elif tile.steps >= 1:
-            add_step(tile.steps - 1)
+        tile.walk_trailing(load, add_step, lag=1)
 
     s_t = ad.registers((BN, BM), ad.float32, layout=ad.WGMMA)  # sᵀ; consumer 0: then dq's pieces
     dp_t = ad.registers((BN, BM), ad.float32, layout=ad.WGMMA)  # consumer 1's dpᵀ
