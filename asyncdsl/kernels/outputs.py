@@ -52,6 +52,18 @@ def empty_product(a: Any, b: Any, c: Any, k: int) -> Any:
     return c
 
 
+def empty_elementwise(a: Any, **others: Any) -> bool:
+    """Whether a has no elements, in which case an elementwise host function has nothing to
+    launch (a grid of no CTAs is no launch); `others` must then have a's shape."""
+    if all(a.shape):
+        return False
+    for name, array in others.items():
+        if tuple(array.shape) != tuple(a.shape):
+            raise ArgumentError(f"{name} has shape {tuple(array.shape)}, expected a's {tuple(a.shape)} "
+                                   "(element by element)", user_location())
+    return True
+
+
 def contiguous(array: Any) -> bool:
     """Whether `array` (numpy, torch, or a `DeviceArray`, which always is) is row-major contiguous."""
     flags = getattr(array, "flags", None)

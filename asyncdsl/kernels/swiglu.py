@@ -24,7 +24,7 @@ from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.kernels.dispatch import launch, on_stream
-from asyncdsl.kernels.outputs import empty
+from asyncdsl.kernels.outputs import empty, empty_elementwise
 
 LOG2E = 1.4426950408889634
 CHUNK = 2048  # elements of a row per step: 16 of each input per thread (2 vectors of 8)
@@ -38,18 +38,6 @@ def swiglu(a, b, *, out=None, stream=None):
     if not empty_elementwise(a, b=b, out=y):
         launch(swiglu_kernel, a, b, y, stream=stream)
     return y
-
-
-def empty_elementwise(a, **others) -> bool:
-    """Whether a has no elements, in which case an elementwise host function has nothing to
-    launch (a grid of no CTAs is no launch); `others` must then have a's shape."""
-    if all(a.shape):
-        return False
-    for name, array in others.items():
-        if tuple(array.shape) != tuple(a.shape):
-            raise ad.ArgumentError(f"{name} has shape {tuple(array.shape)}, expected a's {tuple(a.shape)} "
-                                   "(element by element)", user_location())
-    return True
 
 
 @kernel(grid=lambda a, b, y, CHUNK=CHUNK, **_: (a.shape[0] * -(-a.shape[1] // CHUNK),), block=128,

@@ -20,8 +20,8 @@ from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.kernels.dispatch import launch, on_stream
-from asyncdsl.kernels.outputs import empty
-from asyncdsl.kernels.swiglu import CHUNK, LOG2E, check_chunk, empty_elementwise
+from asyncdsl.kernels.outputs import empty, empty_elementwise
+from asyncdsl.kernels.swiglu import CHUNK, LOG2E, check_chunk
 
 
 @on_stream
