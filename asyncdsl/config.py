@@ -83,7 +83,7 @@ def _flag(knob: Knob, default: str = "0") -> bool:
     if encoded is None or _ENTRIES is None:
         return _truth(knob, os.environ.get(knob.variable, default))
     raw = _ENTRIES.get(encoded)
-    return raw is not None and _truth(knob, os.environ.decodevalue(raw))
+    return default == "1" if raw is None else _truth(knob, os.environ.decodevalue(raw))
 
 
 def _truth(knob: Knob, value: str) -> bool:
