@@ -53,15 +53,13 @@ def on_stream(host_function):
 def _torch_stream(stream, args):
     """torch's `stream` context for the device of the first torch GPU tensor in `args` (none
     where there is no such tensor: other arrays' memory is not torch's to hand out)."""
-    torch = sys.modules.get("torch")
-    if torch is None:
-        return contextlib.nullcontext()
-    tensor = next((a for a in args if isinstance(a, torch.Tensor) and a.is_cuda), None)
+    from asyncdsl import runtime
+
+    tensor = runtime.streams.torch_gpu_tensor(args)
     if tensor is None:
         return contextlib.nullcontext()
+    torch = sys.modules["torch"]
     if not isinstance(stream, torch.cuda.Stream):
-        from asyncdsl import runtime
-
         handle = runtime.streams.stream_handle(stream)
         stream = (torch.cuda.ExternalStream(handle, device=tensor.device) if handle
                   else torch.cuda.default_stream(tensor.device))

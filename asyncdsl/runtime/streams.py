@@ -51,17 +51,24 @@ def stream_handle(stream: Any) -> int:
     )
 
 
+def torch_gpu_tensor(arrays: Sequence[Any]) -> Any:
+    """The first of `arrays` that is a torch tensor on the GPU, or None (torch not imported
+    counts as none: a caller's tensors would have imported it)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    return next((a for a in arrays if isinstance(a, torch.Tensor) and a.is_cuda), None)
+
+
 def current_stream_source(arrays: Sequence[Any]) -> Callable[[], int] | None:
     """A function that returns the handle of the current stream of the library `arrays` come
     from (torch, then CuPy), or None when no argument is one of theirs: the legacy default stream.
 
     The function, not the handle, is what a warm call keeps: the current stream changes with
     `with torch.cuda.stream(...)`, graph capture, or `with cupy.cuda.Stream():`."""
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        for array in arrays:
-            if isinstance(array, torch.Tensor) and array.is_cuda:
-                return _torch_current_stream(torch, array.get_device())
+    tensor = torch_gpu_tensor(arrays)
+    if tensor is not None:
+        return _torch_current_stream(sys.modules["torch"], tensor.get_device())
     cupy = sys.modules.get("cupy")
     if cupy is not None and any(isinstance(array, cupy.ndarray) for array in arrays):
         return lambda: cupy.cuda.get_current_stream().ptr
