@@ -122,7 +122,8 @@ class AttentionLoads:
 
     def wait_values(self, slot) -> None:
         """For a consumer: wait until the values in `slot` have landed."""
-        self.v_full[slot].wait()
+        with ad.region("wait v"):
+            self.v_full[slot].wait()
 
     def values(self, slot):
         """The values in `slot`: the B operand of p @ v."""

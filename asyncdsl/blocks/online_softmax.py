@@ -60,18 +60,14 @@ class OnlineSoftmax:
         tiles, the block's columns in pieces (each the accumulator of its own wgmma): they are
         taken as one block, one maximum and one α, and the probabilities come back as a list."""
         pieces = x if isinstance(x, list) else [x]
-        old_max, block_max = self.row_max[...], pieces[0].max(axis=1)
-        for piece in pieces[1:]:
-            block_max = ad.maximum(block_max, piece.max(axis=1))
+        old_max, block_max = self.row_max[...], _across(pieces, ad.maximum).max(axis=1)
         new_max = ad.maximum(old_max, block_max)
         # The maximum the exponentials are taken against: 0 for a row that has seen no key yet.
         base = ad.where(new_max == -math.inf, 0.0, new_max) if self.empty_rows else new_max
         alpha = ad.exp2((self.row_max[...] - base) * self.scale, approx=True)
         shift = (base * -self.scale)[:, None]
         probabilities = [ad.exp2(ad.fma(piece, self.scale, shift), approx=True) for piece in pieces]
-        kept, block_sum = self.row_sum[...] * alpha, probabilities[0].sum(axis=1)
-        for piece in probabilities[1:]:
-            block_sum = block_sum + piece.sum(axis=1)
+        kept, block_sum = self.row_sum[...] * alpha, _across(probabilities, lambda a, b: a + b).sum(axis=1)
         self.row_sum[...] = kept + block_sum
         self.row_max[...] = new_max
         converted = [piece.astype(dtype) for piece in probabilities]
@@ -88,3 +84,13 @@ class OnlineSoftmax:
         if self.empty_rows:
             inverse = ad.where(self.row_sum[...] == 0.0, 0.0, inverse)
         return acc * inverse[:, None]
+
+
+def _across(pieces: list, combine):
+    """The pieces of a block combined element by element (pieces of one shape and layout, as
+    wgmma accumulators of one width are), so that the row reduction after it runs once a block:
+    a row of a wgmma tile lies across four threads, and each reduction of one costs shuffles."""
+    combined = pieces[0]
+    for piece in pieces[1:]:
+        combined = combine(combined, piece)
+    return combined

@@ -114,7 +114,8 @@ def _scales(q, k_scale, v_scale):
 # The KV heads of a slot are neighbours in the grid, so the CTAs of a sequence's heads, which
 # read the same pages, run at once; one dimension of slots x heads, so any batch launches.
 @kernel(grid=lambda q, k_cache, v_cache, block_table, seq_lens, scales, plan, *_, **__:
-        (k_cache.shape[2] * plan.shape[1],), block=256, name="paged_decode")
+        (k_cache.shape[2] * plan.shape[1],), block=256, name="paged_decode",
+        profile_events=2048)
 def paged_decode_kernel(q, k_cache, v_cache, block_table, seq_lens, scales, plan, o, part, lse,
                         SCALED: constexpr = False, BK: constexpr = 64, STAGES: constexpr = None):
     """For the work `plan` gives each slot (`blocks.balanced_splits`), o of a sequence of one
@@ -209,16 +210,22 @@ def paged_decode_kernel(q, k_cache, v_cache, block_table, seq_lens, scales, plan
                 loads.release_keys(*slots(0))
                 keep(softmax(*block)[0])
                 for j in ad.range(1, count):
-                    block = scores(j)
-                    values(j - 1)
-                    ad.wgmma_wait(P)  # s_j is done (its P wgmmas went first), p v may still run
+                    with ad.region("issue s"):
+                        block = scores(j)
+                    with ad.region("issue pv"):
+                        values(j - 1)
+                    with ad.region("wait s"):
+                        ad.wgmma_wait(P)  # s_j is done (its P wgmmas went first), p v may still run
                     loads.release_keys(*slots(j))
-                    probabilities, alpha = softmax(*block)
-                    ad.warpgroup_barrier()  # keeps ptxas from hoisting the wait above the softmax
-                    ad.wgmma_wait(0)
+                    with ad.region("softmax"):
+                        probabilities, alpha = softmax(*block)
+                    with ad.region("wait pv"):
+                        ad.warpgroup_barrier()  # keeps ptxas from hoisting the wait above the softmax
+                        ad.wgmma_wait(0)
                     loads.release_values(*slots(j - 1))
-                    keep(probabilities)
-                    acc[...] = acc[...] * alpha[:, None]
+                    with ad.region("rescale"):
+                        keep(probabilities)
+                        acc[...] = acc[...] * alpha[:, None]
                 values(count - 1)
                 ad.wgmma_wait(0)
                 loads.release_values(*slots(count - 1))
