@@ -59,6 +59,8 @@ ALLOWED = {
 LAYERS = ("hw", "dialects", "passes", "interpret", "runtime", "frontend", "jit", "blocks", "kernels",
           "ops", "examples", "fuzz")
 MAX_LINES = 600
+# A library kernel reads in one sitting; a tutorial is shorter still.
+READABLE_LINES = {"kernels": 250, "examples": 150}
 
 
 def _modules() -> dict[str, Path]:
@@ -194,6 +196,13 @@ def test_modules_stay_small():
     sizes = {module: len(path.read_text().splitlines()) for module, path in MODULES.items()}
     large = [f"{module} has {lines} lines" for module, lines in sorted(sizes.items()) if lines > MAX_LINES]
     assert not large, f"split these by concept (at most {MAX_LINES} lines): " + offenders(large)
+
+
+def test_kernels_and_tutorials_read_in_one_sitting():
+    long = [f"{module} has {lines} lines (at most {limit})" for module, path in sorted(MODULES.items())
+            for layer, limit in READABLE_LINES.items() if module.startswith(f"asyncdsl.{layer}.")
+            and (lines := len(path.read_text().splitlines())) > limit]
+    assert not long, "build these from blocks: " + offenders(long)
 
 
 def test_the_environment_is_read_in_config_only():

@@ -38,6 +38,7 @@ import math
 from asyncdsl.frontend import language as ad
 
 LN2 = 0.6931471805599453
+LOG2E = 1.4426950408889634  # e^x = 2^(x·LOG2E): attention's scale folds it into the exponent
 
 
 class OnlineSoftmax:

@@ -37,6 +37,7 @@ import numpy as np
 from asyncdsl.blocks.attention_forward import HeadRows, attend
 from asyncdsl.blocks.attention_loads import AttentionLoads
 from asyncdsl.blocks.attention_tiles import QueryTile, head_rows, head_shapes
+from asyncdsl.blocks.online_softmax import LOG2E
 from asyncdsl.blocks.shapes import check_causal_lengths, check_head_groups
 from asyncdsl.errors import user_location
 from asyncdsl.frontend import language as ad
@@ -45,8 +46,6 @@ from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.kernels.dispatch import launch, on_stream
 from asyncdsl.kernels.outputs import empty
-
-LOG2E = 1.4426950408889634
 
 
 @on_stream

@@ -37,6 +37,7 @@ from asyncdsl.blocks.attention_backward import GradientRows, differentiate
 from asyncdsl.blocks.attention_grads import KeyTile, check_gradients, head_window
 from asyncdsl.blocks.attention_loads import AttentionLoads
 from asyncdsl.blocks.attention_tiles import check_operand_types, head_rows, head_shapes
+from asyncdsl.blocks.online_softmax import LOG2E
 from asyncdsl.errors import user_location
 from asyncdsl.frontend import language as ad
 from asyncdsl.jit.binding import constexpr
@@ -47,7 +48,6 @@ from asyncdsl.kernels.attention_backward_wide import attention_backward_wide_ker
 from asyncdsl.kernels.dispatch import launch, on_stream
 from asyncdsl.kernels.outputs import empty
 
-LOG2E = 1.4426950408889634
 BN, BM = 128, 64  # keys a CTA (64 a consumer), query rows a step
 
 

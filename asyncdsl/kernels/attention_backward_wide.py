@@ -27,12 +27,12 @@ from asyncdsl.blocks.attention_grads import DqAdder, KeyTile, check_gradients, h
 from asyncdsl.blocks.attention_loads import AttentionLoads
 from asyncdsl.blocks.attention_tiles import head_rows, head_shapes
 from asyncdsl.blocks.mma_operands import tensor_core_layout
+from asyncdsl.blocks.online_softmax import LOG2E
 from asyncdsl.frontend import language as ad
 from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
 
-LOG2E = 1.4426950408889634
 BN, BM = 64, 64  # keys a CTA, query rows a step
 
 

@@ -33,6 +33,7 @@ from asyncdsl.blocks.attention_backward import GradientRows, differentiate
 from asyncdsl.blocks.attention_grads import KeyTile
 from asyncdsl.blocks.attention_loads import AttentionLoads
 from asyncdsl.blocks.attention_tiles import check_operand_types
+from asyncdsl.blocks.online_softmax import LOG2E
 from asyncdsl.blocks.shapes import check_head_groups
 from asyncdsl.errors import user_location
 from asyncdsl.frontend import language as ad
@@ -44,7 +45,6 @@ from asyncdsl.kernels.attention_varlen_backward_rows import ROWS, finish_dq, pre
 from asyncdsl.kernels.dispatch import launch, on_stream
 from asyncdsl.kernels.outputs import empty
 
-LOG2E = 1.4426950408889634
 BN, BM = 128, ROWS  # keys a CTA (64 a consumer), query rows a step
 
 

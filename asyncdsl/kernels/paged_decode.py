@@ -13,26 +13,23 @@ bounded by the sequence's length read on the device (a short one costs little); 
 H / H_kv heads times the Q queries are the rows of one 64-row wgmma tile, so each key is read
 once for the group. A producer warpgroup copies the keys and values by TMA, a page (or a block
 of a large page) a slot of the ring of `blocks.attention_loads`, the page number from the table
-a traced coordinate (`blocks.paged_kv`), slots ahead of the consumer; a block's page numbers are
-read together, before the waits for its slots, so that pages of 16 cost one latency of global
-memory a block as pages of 64 do. The consumer takes a block
-a step whatever the page size: q kᵀ as a wgmma a slot, one online-softmax update over the
-block's pieces, p v a wgmma a slot, so pages of 16 cost no more steps than pages of 64. fp8
-pages are gathered by the producer's threads and written as bf16 (wgmma takes fp8 only with fp8
-q and K-major values). The scores hide positions past a row's last key and on pages outside the
-cache, whose copies read the nearest page: nothing outside the cache is read, and a bad table is
-reported.
+a traced coordinate (`blocks.paged_kv`); a block's page numbers are read together, before the
+waits for its slots (one latency of global memory a block). The consumer takes a block a step
+whatever the page size: q kᵀ as a wgmma a slot, one online-softmax update over the block's
+pieces, p v a wgmma a slot. fp8 pages are gathered by the producer's threads and written as
+bf16 (wgmma takes fp8 only with fp8 q and K-major values). The scores hide positions past a
+row's last key and on pages outside the cache, whose copies read the nearest page: nothing
+outside the cache is read, and a bad table is reported.
 
 The splits balance the batch's work (`blocks.balanced_splits`): a first small launch reads the
 lengths and plans pieces of about equal blocks over a budget of `ctas_per_sm` CTAs a
 multiprocessor, so the few long sequences of a skewed batch take many CTAs and the short ones
 one each; the decode's grid is (units + B) slots × H_kv CTAs, each reading its sequence and blocks
 from the plan (an idle slot walks no block and stores nothing).  One CTA fits a multiprocessor
-at once (`RESIDENT`: registers), so a budget of two runs in two waves of pieces half a
-multiprocessor's share.  A sequence of one split writes o itself; the
-pieces of the others go to a float32 workspace and a merge launch folds each sequence's in split
-order (`blocks.split_kv_merge`), so results do not depend on which CTA finished first.  Launch
-shapes depend only on the arrays' shapes, so a call captures in a CUDA graph.
+at once (`RESIDENT`: registers), so a budget of two runs in two waves.  A sequence of one split
+writes o itself; the pieces of the others go to a float32 workspace and a merge launch folds
+each sequence's in split order (`blocks.split_kv_merge`), so results do not depend on which CTA
+finished first.  Launch shapes depend only on the arrays' shapes: a call captures in a CUDA graph.
 
 Page sizes 16 and 64, head dims 64 and 128, Q·G at most 64.
 """
@@ -45,7 +42,7 @@ import numpy as np
 
 from asyncdsl.blocks.attention_loads import AttentionLoads
 from asyncdsl.blocks.balanced_splits import SplitBudget, SplitWork
-from asyncdsl.blocks.online_softmax import OnlineSoftmax
+from asyncdsl.blocks.online_softmax import LOG2E, OnlineSoftmax
 from asyncdsl.blocks.paged_kv import PagedSequence
 from asyncdsl.frontend import language as ad
 from asyncdsl.hw.limits import SMEM_ALIGNMENT_SLACK, SMEM_PER_SM, SMEM_RESERVED_PER_BLOCK
@@ -57,12 +54,10 @@ from asyncdsl.kernels.outputs import empty
 from asyncdsl.kernels.paged_decode_checks import ROWS, check_arguments, check_shapes
 from asyncdsl.kernels.paged_decode_splits import HIDDEN, merge_kernel, plan_kernel, workspace
 
-LOG2E = 1.4426950408889634
 HOST_SMS = 4  # the multiprocessors the interpreter plans for: few, so its idle CTAs are few
 # The CTAs a multiprocessor the splits are planned for by default (1 to 4): one, what fits at
-# once.  On the H200 (2026-12-06, the splits then planned from the table's width) one CTA a
-# multiprocessor beat two on every uniform batch (B 32 and 64 at 4k and 8k: 1.00-1.09x) and at
-# B 1, 64k (1.34x): a second wave adds a merge and a wave's tail.
+# once; on the H200 one beat two on every row of the benchmark (docs/performance.md): a second
+# wave adds a merge and a wave's tail.
 CTAS_PER_SM = 1
 # The decode's CTAs that fit a multiprocessor at once: two of 256 threads would need at most 128
 # registers a thread, and ptxas -v gives blocks of 64 keys about 160 (D 64) and 210 (D 128).
@@ -114,8 +109,7 @@ def _scales(q, k_scale, v_scale):
 # The KV heads of a slot are neighbours in the grid, so the CTAs of a sequence's heads, which
 # read the same pages, run at once; one dimension of slots x heads, so any batch launches.
 @kernel(grid=lambda q, k_cache, v_cache, block_table, seq_lens, scales, plan, *_, **__:
-        (k_cache.shape[2] * plan.shape[1],), block=256, name="paged_decode",
-        profile_events=2048)
+        (k_cache.shape[2] * plan.shape[1],), block=256, name="paged_decode", profile_events=2048)
 def paged_decode_kernel(q, k_cache, v_cache, block_table, seq_lens, scales, plan, o, part, lse,
                         SCALED: constexpr = False, BK: constexpr = 64, STAGES: constexpr = None):
     """For the work `plan` gives each slot (`blocks.balanced_splits`), o of a sequence of one
@@ -210,9 +204,8 @@ def paged_decode_kernel(q, k_cache, v_cache, block_table, seq_lens, scales, plan
                 loads.release_keys(*slots(0))
                 keep(softmax(*block)[0])
                 for j in ad.range(1, count):
-                    with ad.region("issue s"):
+                    with ad.region("issue"):
                         block = scores(j)
-                    with ad.region("issue pv"):
                         values(j - 1)
                     with ad.region("wait s"):
                         ad.wgmma_wait(P)  # s_j is done (its P wgmmas went first), p v may still run
@@ -223,9 +216,8 @@ def paged_decode_kernel(q, k_cache, v_cache, block_table, seq_lens, scales, plan
                         ad.warpgroup_barrier()  # keeps ptxas from hoisting the wait above the softmax
                         ad.wgmma_wait(0)
                     loads.release_values(*slots(j - 1))
-                    with ad.region("rescale"):
-                        keep(probabilities)
-                        acc[...] = acc[...] * alpha[:, None]
+                    keep(probabilities)
+                    acc[...] = acc[...] * alpha[:, None]
                 values(count - 1)
                 ad.wgmma_wait(0)
                 loads.release_values(*slots(count - 1))
