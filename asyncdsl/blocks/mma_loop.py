@@ -113,19 +113,34 @@ def mma_run(acc, ring, first, count, operands) -> None:
     ring.release(first + count - 1)
 
 
-def block_scaled_mma_loop(acc, total, ring, first, count, operands, scale) -> None:
-    """`count` K steps from ring step `first`, each one wgmma of `operands(slot)` into `acc` alone,
-    whose sum is multiplied by `scale(slot, kk)` (a tile broadcasting against acc, which the
-    consumer's threads read from the slot of the unit's step kk while the wgmma runs) and added
-    into the float32 `total`, zeroed first, rounded once (fma).  Every wgmma is done and every
-    slot released at the end."""
+def block_scaled_mma_loop(accs, total, ring, first, count, operands, scale) -> None:
+    """`count` K steps from ring step `first`, each one wgmma of `operands(slot)` alone into one of
+    the two accumulators `accs`, whose sum is multiplied by `scale(slot, kk)` (a tile broadcasting
+    against them, which the consumer's threads read from the slot of the unit's step kk) and
+    added into the float32 `total`, zeroed first, rounded once (fma).  Two slices at a time: the
+    second's wgmma runs while the first's sum is scaled and added.  (A wgmma left running into
+    the next pair would overlap more, but ptxas does not follow which wgmma a wait leaves running
+    across a loop's back edge, and serializes every wgmma of the kernel, advisory C7514.)  Every
+    wgmma is done and every slot released at the end."""
+    check_ring(ring)
     total[...] = ad.zeros(total.shape, ad.float32)
-    for kk in ad.range(count):
-        step = first + kk
-        slot = ring.consume(step)
-        ad.wgmma(acc, *operands(slot), accumulate=False)
-        factor = scale(slot, kk)
-        ad.wgmma_wait(0)
-        ring.release(step, after_wgmma=False)  # the threads read the scales: wait for all of them
+
+    def issue(kk, acc):
+        ad.wgmma(acc, *operands(ring.consume(first + kk)), accumulate=False)
+
+    def add(kk, acc, in_flight: int):
+        """Slice kk's sum, in `acc`, into the total once only `in_flight` wgmmas still run."""
+        factor = scale((first + kk) % ring.stages, kk)
+        ad.wgmma_wait(in_flight)
+        ring.release(first + kk, after_wgmma=False)  # the threads read the scales: wait for all of them
         with ad.region("promote"):
             total[...] = ad.fma(acc[...], factor, total[...])
+
+    for pair in ad.range(count // 2):
+        issue(2 * pair, accs[0])
+        issue(2 * pair + 1, accs[1])
+        add(2 * pair, accs[0], 1)
+        add(2 * pair + 1, accs[1], 0)
+    with ad.when(count % 2 == 1):
+        issue(count - 1, accs[0])
+        add(count - 1, accs[0], 0)

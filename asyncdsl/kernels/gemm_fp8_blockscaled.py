@@ -176,7 +176,7 @@ def blockscaled(a, a_scales, b, b_scales, c, CTAS, config: GemmConfig, running=N
     with ad.warpgroup_role((0, 1), registers=232):
         me = ad.warpgroup_idx()
         a_part, b_part = (me, 0) if a_parts == 2 else (0, me)
-        acc = ad.registers((pm, pn), ad.float32, layout=ad.WGMMA)
+        accs = [ad.registers((pm, pn), ad.float32, layout=ad.WGMMA) for _ in range(2)]
         total = ad.registers((pm, pn), ad.float32, layout=ad.WGMMA)
 
         def scale(slot, k_block, row):  # this part's rows' scales times the tile's block's
@@ -189,7 +189,7 @@ def blockscaled(a, a_scales, b, b_scales, c, CTAS, config: GemmConfig, running=N
         for work in tiles:
             row, col = work.row + a_part * pm, work.col + b_part * pn
             first = work.split * k_steps
-            block_scaled_mma_loop(acc, total, ring, work.index * k_steps, k_steps,
+            block_scaled_mma_loop(accs, total, ring, work.index * k_steps, k_steps,
                                   lambda slot: (a_ring.at[slot, a_part], b_ring.at[slot, b_part].T),
                                   lambda slot, kk, first=first, row=row: scale(slot, first + kk, row))
             if grouped:

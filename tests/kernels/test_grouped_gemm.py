@@ -142,6 +142,7 @@ def test_the_benchmark_shapes_assemble_without_spills(groups, rows, n, k, ptxas)
     for ptx in (bf16, fp8):
         report = assemble(ptx, verbose=True)[1]
         assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in report
+        assert "C75" not in report, report  # advisories: wgmmas serialized, for one
 
 
 def test_block_scales_of_the_wrong_shape_are_refused():
