@@ -15,6 +15,8 @@
     asyncdsl.profile           i64: traced for profiling, with room for this many region events
                                per warpgroup (`Kernel.profile`)
     asyncdsl.devices           i64: traced for this many devices (`distributed_ops`); absent: one
+    asyncdsl.ctas_per_sm       i64: built for this many CTAs a multiprocessor at once (registers
+                               and shared memory shared among them); absent: one
 
 and on an `index` argument (a runtime int):
 
@@ -45,6 +47,7 @@ TILE_SCRATCH = "asyncdsl.tile_scratch"
 PROFILE = "asyncdsl.profile"
 ARG_DIVISOR = "asyncdsl.divisor"
 DEVICES = "asyncdsl.devices"
+CTAS_PER_SM = "asyncdsl.ctas_per_sm"
 
 
 def dims(fn: func.FuncOp, name: str) -> tuple[int, int, int]:
@@ -57,6 +60,12 @@ def dims(fn: func.FuncOp, name: str) -> tuple[int, int, int]:
 def devices(fn: func.FuncOp) -> int:
     """How many devices the kernel was traced for (1 unless `asyncdsl.devices` says more)."""
     attr = fn.attributes.get(DEVICES)
+    return attr.value.data if isinstance(attr, IntegerAttr) else 1
+
+
+def ctas_per_sm(fn: func.FuncOp) -> int:
+    """How many CTAs of the kernel a multiprocessor is to hold at once (1 unless it says more)."""
+    attr = fn.attributes.get(CTAS_PER_SM)
     return attr.value.data if isinstance(attr, IntegerAttr) else 1
 
 

@@ -33,7 +33,13 @@ from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects import kernel_attrs as attrs
 from asyncdsl.dialects.copy_bases import Row4Copy, TmaBox
 from asyncdsl.errors import ResourceError, SourceLocation
-from asyncdsl.hw.limits import BARRIER_BYTES, MAX_SMEM_PER_BLOCK, SMEM_ALIGNMENT_SLACK
+from asyncdsl.hw.limits import (
+    BARRIER_BYTES,
+    MAX_SMEM_PER_BLOCK,
+    SMEM_ALIGNMENT_SLACK,
+    SMEM_PER_SM,
+    SMEM_RESERVED_PER_BLOCK,
+)
 from asyncdsl.ir_locations import from_ir_location
 
 TILE_SCRATCH_ALIGNMENT = 16  # the widest shared-memory access
@@ -82,9 +88,10 @@ class AllocateSmem(ModulePass):
             fn.attributes[attrs.TILE_SCRATCH] = DenseArrayBase.from_list(i64, [offset, scratch])
             plan.append((fn, offset, scratch * warpgroups))
             offset += scratch * warpgroups
-        usable = self.limit_bytes - SMEM_ALIGNMENT_SLACK
+        limit = cta_share(self.limit_bytes, attrs.ctas_per_sm(fn))
+        usable = limit - SMEM_ALIGNMENT_SLACK
         if offset > usable:
-            raise ResourceError(_overflow_report(fn, plan, offset, usable), _first_overflow(plan, usable))
+            raise ResourceError(_overflow_report(fn, plan, offset, limit), _first_overflow(plan, usable))
         fn.attributes[attrs.SMEM_BYTES] = IntegerAttr(offset, i64)
 
 
@@ -113,10 +120,19 @@ def _describe(alloc: Allocation) -> str:
     return f"{alloc.result.type.count.data} barrier(s)"
 
 
-def _overflow_report(fn: func.FuncOp, plan: list[Placed], total: int, usable: int) -> str:
+def cta_share(limit: int, ctas_per_sm: int) -> int:
+    """The shared memory one CTA may take where `ctas_per_sm` are to share a multiprocessor's
+    (each also costs the multiprocessor `SMEM_RESERVED_PER_BLOCK`); `limit` where one."""
+    return limit if ctas_per_sm == 1 else min(limit, SMEM_PER_SM // ctas_per_sm - SMEM_RESERVED_PER_BLOCK)
+
+
+def _overflow_report(fn: func.FuncOp, plan: list[Placed], total: int, limit: int) -> str:
+    ctas = attrs.ctas_per_sm(fn)
+    whose = (f"{limit} per block on H100/H200" if ctas == 1 else
+             f"{limit}, its share of a multiprocessor's {SMEM_PER_SM} where {ctas} CTAs are to fit at once")
     lines = [
         f"kernel {fn.sym_name.data} needs {total} bytes of shared memory, but a CTA can use "
-        f"{usable} ({MAX_SMEM_PER_BLOCK} per block on H100/H200 minus {SMEM_ALIGNMENT_SLACK} "
+        f"{limit - SMEM_ALIGNMENT_SLACK} ({whose}, minus {SMEM_ALIGNMENT_SLACK} "
         "reserved to align the base to 1024 bytes). Allocations:"
     ]
     for alloc, offset, size in plan:

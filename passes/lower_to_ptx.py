@@ -130,7 +130,7 @@ def lower_kernel(fn: func.FuncOp, params: tuple[KernelParam, ...] | None = None)
         param_kinds(params),
         block,
         cluster if cluster != (1, 1, 1) else None,
-        maxnreg=roles.entry_registers(kernel_ops, block[0] * block[1] * block[2]),
+        maxnreg=roles.entry_registers(kernel_ops, block[0] * block[1] * block[2], attrs.ctas_per_sm(fn)),
     )
     lowering = KernelLowering(kernel.body.block, RULES, kernel_ops)
     emit_prologue(lowering, fn, params)

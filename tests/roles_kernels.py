@@ -10,6 +10,8 @@
   each cluster stores the tile at rows (2 * tile + x) * 64, so every tile appears twice.
 - `persistent_copy`: `grid=asyncdsl.persistent_grid`; CTA p copies rows p, p + n, p + 2n, ...
   (n = `num_programs(0)`) and fills row p of `seen` with n.
+- `paired_persistent_copy`: `persistent_copy` with a producer warpgroup (40 registers) and a
+  consumer (216), built for two CTAs a multiprocessor (`ctas_per_sm=2`), with 32 KiB of rows.
 - `turn_order`: warpgroups 0 and 1 take turns updating one shared row, v = 3 v + (w + 1) in the
   turn of warpgroup w; the result depends on the order of the updates, and without the turns
   (`TAKE_TURNS=False`) they race.  Warpgroup 0 takes one more turn to store the row.
@@ -88,6 +90,25 @@ def persistent_copy(x, y, seen):
         ad.async_copy(row, y.at[ad.ds(r, 1), :])
         ad.await_async_copy(0)
     ad.store(seen.at[ad.ds(program, 1), :], ad.full((1, seen.shape[1]), programs, seen.dtype))
+
+
+@ad.kernel(grid=ad.persistent_grid, block=256, ctas_per_sm=2)
+def paired_persistent_copy(x, y, seen):
+    program, programs = ad.program_id(0), ad.num_programs(0)
+    rows = ad.smem((TILE, x.shape[1]), x.dtype)
+    landed, stored = ad.barrier(), ad.barrier()
+    tiles = (x.shape[0] // TILE - program + programs - 1) // programs
+    with ad.warpgroup_role(1, registers=40):
+        for i in ad.range(tiles):
+            with ad.when(i > 0):
+                stored.wait()
+            ad.async_copy(x.at[ad.ds((program + i * programs) * TILE, TILE), :], rows, barrier=landed)
+    with ad.warpgroup_role(0, registers=216):
+        for i in ad.range(tiles):
+            landed.wait()
+            ad.store(y.at[ad.ds((program + i * programs) * TILE, TILE), :], rows[...])
+            stored.arrive()
+        ad.store(seen.at[ad.ds(program, 1), :], ad.full((1, seen.shape[1]), programs, seen.dtype))
 
 
 @ad.kernel(grid=(1,), block=256)

@@ -20,6 +20,7 @@ class LaunchShape:
     cluster: tuple[int, int, int]
     arch: Arch = Arch.SM_90A
     devices: int = 1  # how many devices run it at once (`asyncdsl.num_devices()`)
+    ctas_per_sm: int = 1  # CTAs a multiprocessor holds at once: they share its registers
 
     @property
     def num_warpgroups(self) -> int:

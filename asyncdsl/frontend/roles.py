@@ -38,8 +38,9 @@ def warpgroup_role(warpgroups: int | tuple[int, ...], registers: int | None = No
     with `registers` (a multiple of 8 in [24, 256]), those warpgroups first set their per-thread
     register count to it.  Roles are disjoint, do not nest, and sit at the kernel's top level.
     Once any role sets registers, every warpgroup needs a role (one without `registers` keeps
-    what ptxas gives each thread: 65536 / threads rounded down to a multiple of 8, at most 255)
-    and the roles together may use at most that many per thread on average.
+    what ptxas gives each thread: 65536 / threads rounded down to a multiple of 8, at most 255;
+    65536 / (threads × ctas_per_sm) for a kernel of `ctas_per_sm`) and the roles together may
+    use at most that many per thread on average.
 
     The interpreter runs the body in the named warpgroups and ignores `registers`.
     """
@@ -77,7 +78,7 @@ def check_roles(body: Block, launch: LaunchShape) -> None:
     """The rules that involve every role of a traced kernel body, reported at its last role."""
     ops = _roles(body)
     try:
-        check_budget([_role(op) for op in ops], launch.num_warpgroups)
+        check_budget([_role(op) for op in ops], launch.num_warpgroups, launch.ctas_per_sm)
     except TraceError as error:
         raise error.at(from_ir_location(ops[-1])) from None
 
@@ -110,8 +111,10 @@ def register_budget(tracer: tracing.Tracer) -> tuple[int, str]:
     role = enclosing_role(tracer.block)
     if role is not None and role.register_count is not None:
         return role.register_count, f"the role of warpgroups {role.warpgroup_indices}"
-    threads = tracer.launch.num_warpgroups * WARPGROUP_THREADS
-    return register_cap(threads), f"this {threads}-thread CTA"
+    launch = tracer.launch
+    threads = launch.num_warpgroups * WARPGROUP_THREADS
+    sharing = f", {launch.ctas_per_sm} a multiprocessor" if launch.ctas_per_sm > 1 else ""
+    return register_cap(threads, launch.ctas_per_sm), f"this {threads}-thread CTA{sharing}"
 
 
 def enclosing_role(block: Block) -> ir.WarpgroupRoleOp | None:

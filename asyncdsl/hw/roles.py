@@ -6,7 +6,8 @@ consumers) its own per-thread register count: the role's code starts with
 
 - `n` is a multiple of 8 in [24, 256] (PTX ISA, setmaxnreg).
 - Every thread starts with the cap: 65536 / threads, rounded down to a multiple of 8, at most
-  255 (168 at 384 threads, which `ptxas -v` reports).  A kernel whose roles set registers states
+  255 (168 at 384 threads, which `ptxas -v` reports); a kernel built to hold `ctas_per_sm` CTAs a
+  multiprocessor at once shares the 65536 among all their threads.  A kernel whose roles set registers states
   it as `.maxnreg` beside its `.reqntid`, without which ptxas ignores `setmaxnreg` (C7508).
   A role below the cap releases registers (`dec`), one above takes them (`inc`); `inc` blocks
   until the CTA's pool has them, so roles that take more than the others release hang forever.  Hence the
@@ -32,9 +33,10 @@ from asyncdsl.hw.limits import (
 )
 
 
-def register_cap(threads: int) -> int:
-    """The per-thread register count ptxas gives a kernel with `.reqntid threads`."""
-    per_thread = REGISTERS_PER_CTA // threads
+def register_cap(threads: int, ctas_per_sm: int = 1) -> int:
+    """The per-thread register count ptxas gives a kernel with `.reqntid threads` (`.maxnreg`
+    of that, where `ctas_per_sm` CTAs share a multiprocessor's registers)."""
+    per_thread = REGISTERS_PER_CTA // (threads * ctas_per_sm)
     return min(MAX_REGISTERS_PER_THREAD, per_thread - per_thread % REGISTER_ALLOCATION_UNIT)
 
 
@@ -49,9 +51,9 @@ def check_registers(registers: int) -> None:
         )
 
 
-def setmaxnreg_direction(registers: int, threads: int) -> str | None:
+def setmaxnreg_direction(registers: int, threads: int, ctas_per_sm: int = 1) -> str | None:
     """"dec" or "inc" for a role of `registers` in a CTA of `threads`; None when it keeps the cap."""
-    cap = register_cap(threads)
+    cap = register_cap(threads, ctas_per_sm)
     if registers == cap:
         return None
     return "dec" if registers < cap else "inc"
@@ -88,12 +90,12 @@ def check_disjoint(role: Role, earlier: Sequence[Role]) -> None:
             )
 
 
-def check_budget(roles: Sequence[Role], num_warpgroups: int) -> None:
+def check_budget(roles: Sequence[Role], num_warpgroups: int, ctas_per_sm: int = 1) -> None:
     """When any role sets registers: the roles cover every warpgroup and spend at most the CTA's
     registers (the message shows the sum)."""
     if not any(role.registers is not None for role in roles):
         return
-    cap = register_cap(num_warpgroups * WARPGROUP_THREADS)
+    cap = register_cap(num_warpgroups * WARPGROUP_THREADS, ctas_per_sm)
     covered = {index for role in roles for index in role.warpgroups}
     missing = sorted(set(range(num_warpgroups)) - covered)
     if missing:
@@ -109,5 +111,10 @@ def check_budget(roles: Sequence[Role], num_warpgroups: int) -> None:
         raise TraceError(
             f"the roles take more registers than the CTA has: {sum_text} = {spent} > "
             f"{cap}*{num_warpgroups} = {budget} ({cap} per thread is what ptxas gives each of "
-            f"{num_warpgroups * WARPGROUP_THREADS} threads); setmaxnreg.inc would wait forever"
+            f"{num_warpgroups * WARPGROUP_THREADS} threads{_sharing(ctas_per_sm)}); setmaxnreg.inc would "
+            "wait forever"
         )
+
+
+def _sharing(ctas_per_sm: int) -> str:
+    return f", {ctas_per_sm} CTAs sharing a multiprocessor" if ctas_per_sm > 1 else ""

@@ -56,6 +56,7 @@ class Kernel:
         arch: str = "sm_90a",
         descriptors: str = "grid_constant",
         profile_events: int = DEFAULT_EVENTS_PER_WARPGROUP,
+        ctas_per_sm: int = 1,
     ):
         if not inspect.isfunction(fn):
             raise ArgumentError(f"asyncdsl.kernel decorates a Python function (def ...), got "
@@ -67,7 +68,7 @@ class Kernel:
         code = fn.__code__
         self.definition = SourceLocation(code.co_filename, code.co_firstlineno)
         options = KernelOptions.checked(fn.__name__, name, block, cluster, arch, descriptors, profile_events,
-                                        self.definition)
+                                        self.definition, ctas_per_sm)
         self.name, self.launch = options.name, options.launch
         self.descriptor_mode, self.profile_events = options.descriptor_mode, options.profile_events
         self.signature = KernelSignature(fn, self.definition)
@@ -208,6 +209,7 @@ def kernel(
     arch: str = "sm_90a",
     descriptors: str = "grid_constant",
     profile_events: int = DEFAULT_EVENTS_PER_WARPGROUP,
+    ctas_per_sm: int = 1,
 ):
     """Decorate a function as a kernel: `@asyncdsl.kernel(grid=..., block=128, cluster=(1, 1, 1))`.
 
@@ -220,8 +222,12 @@ def kernel(
     upload per launch) or "scratch" (one GMEM buffer the host fills before launch).
     `profile_events` is how many region entries and exits each warpgroup can record when the
     kernel runs under `Kernel.profile` (more is an error that names the number needed).
+    `ctas_per_sm` builds the kernel for that many CTAs a multiprocessor at once: its threads'
+    registers are capped at 65536 / (threads × ctas_per_sm) (`warpgroup_role` budgets share
+    that), its shared memory at a CTA's share of the multiprocessor's, an error where it needs
+    more; for a kernel bound by memory whose one CTA keeps a multiprocessor half idle.
     """
     def wrap(function: Callable) -> Kernel:
-        return Kernel(function, grid, block, cluster, name, arch, descriptors, profile_events)
+        return Kernel(function, grid, block, cluster, name, arch, descriptors, profile_events, ctas_per_sm)
 
     return wrap(fn) if fn is not None else wrap

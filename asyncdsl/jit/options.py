@@ -1,6 +1,7 @@
 """What `@asyncdsl.kernel(...)` fixes for every specialisation of a kernel, checked once when the
-kernel is declared: the PTX entry's name, the launch shape (block, cluster, target), where TMA
-descriptors travel, and how many region events a profiled warpgroup can record.
+kernel is declared: the PTX entry's name, the launch shape (block, cluster, target, the CTAs a
+multiprocessor is to hold at once), where TMA descriptors travel, and how many region events a
+profiled warpgroup can record.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 from asyncdsl.errors import ArgumentError, SourceLocation, is_int
 from asyncdsl.frontend.launch_shape import LaunchShape
 from asyncdsl.frontend.options import option
+from asyncdsl.hw.limits import MAX_CTAS_PER_SM, MAX_THREADS_PER_SM
 from asyncdsl.hw.options import DESCRIPTOR_MODES, Arch
 from asyncdsl.hw.profile import MAX_EVENTS_PER_WARPGROUP
 from asyncdsl.jit.grid import dims3
@@ -29,7 +31,7 @@ class KernelOptions:
     @staticmethod
     def checked(
         function_name: str, name: Any, block: Any, cluster: Any, arch: Any, descriptors: Any,
-        profile_events: Any, definition: SourceLocation | None,
+        profile_events: Any, definition: SourceLocation | None, ctas_per_sm: Any = 1,
     ) -> KernelOptions:
         """The options of kernel `function_name`, each refused at its `definition` line when the
         hardware or the compiler cannot take it."""
@@ -44,7 +46,13 @@ class KernelOptions:
                 definition,
             )
         target = option(Arch, arch, "arch", ArgumentError, definition)
-        launch = LaunchShape(block, dims3(cluster, "cluster", definition), target)
+        most = min(MAX_CTAS_PER_SM, MAX_THREADS_PER_SM // threads)
+        if not is_int(ctas_per_sm) or not 1 <= ctas_per_sm <= most:
+            raise ArgumentError(
+                f"ctas_per_sm (the CTAs a multiprocessor is to hold at once) must be an int in 1 .. {most} "
+                f"for {threads}-thread CTAs (a multiprocessor holds {MAX_THREADS_PER_SM} threads), "
+                f"got {ctas_per_sm!r}", definition)
+        launch = LaunchShape(block, dims3(cluster, "cluster", definition), target, ctas_per_sm=ctas_per_sm)
         if descriptors not in DESCRIPTOR_MODES:
             raise ArgumentError(f"descriptors must be one of {DESCRIPTOR_MODES}, got {descriptors!r}",
                                 definition)

@@ -94,6 +94,8 @@ def trace_kernel(
     function.attributes[attrs.ARCH] = ArchAttr(launch.arch)
     if launch.devices > 1:
         function.attributes[attrs.DEVICES] = IntegerAttr(launch.devices, i64)
+    if launch.ctas_per_sm > 1:
+        function.attributes[attrs.CTAS_PER_SM] = IntegerAttr(launch.ctas_per_sm, i64)
     if debug:
         function.attributes[attrs.DEBUG] = UnitAttr()
     if profile_events is not None:

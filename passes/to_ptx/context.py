@@ -47,6 +47,7 @@ class KernelFacts:
     tile_scratch: SSAValue | None = None  # this warpgroup's shared scratch for register tiles
     profile: ProfileRecord | None = None  # a profiled kernel: this warpgroup's profile record
     threads: int = 128  # threads per CTA (`.reqntid`), which fixes each thread's registers at entry
+    ctas_per_sm: int = 1  # CTAs to share a multiprocessor's registers (`asyncdsl.ctas_per_sm`)
     peer_table: SSAValue | None = None  # a multi-device kernel: its rank and peer offsets (`distributed.py`)
 
 

@@ -136,6 +136,7 @@ def emit_prologue(ctx: KernelLowering, fn: func.FuncOp, params: tuple[KernelPara
     ctx.facts = KernelFacts(tid, thread, warpgroup, named_barrier, leader, base, addresses, cluster_size,
                             attrs.arch(fn))
     ctx.facts.threads = block[0] * block[1] * block[2]
+    ctx.facts.ctas_per_sm = attrs.ctas_per_sm(fn)
     for position, param in enumerate(params):
         if isinstance(param, ProfileBufferParam):
             profile.emit_entry(ctx, fn, position, param)  # first, so the kernel's time includes the prologue

@@ -29,11 +29,13 @@ from asyncdsl.hw.roles import register_cap, setmaxnreg_direction
 from asyncdsl.passes.to_ptx.context import KernelLowering, Rules
 
 
-def entry_registers(kernel_ops: Iterable[Operation], threads: int) -> int | None:
+def entry_registers(kernel_ops: Iterable[Operation], threads: int, ctas_per_sm: int = 1) -> int | None:
     """The `.maxnreg` of a kernel of `threads` threads (`kernel_ops`: all its ops): the cap when a
-    role sets registers."""
-    if any(isinstance(op, ir.WarpgroupRoleOp) and op.registers is not None for op in kernel_ops):
-        return register_cap(threads)
+    role sets registers, or where `ctas_per_sm` CTAs are to share a multiprocessor's registers
+    (more a thread and they would not fit at once)."""
+    if ctas_per_sm > 1 or any(isinstance(op, ir.WarpgroupRoleOp) and op.registers is not None
+                              for op in kernel_ops):
+        return register_cap(threads, ctas_per_sm)
     return None
 
 
@@ -65,7 +67,7 @@ def _warpgroup_role(ctx: KernelLowering, op: ir.WarpgroupRoleOp) -> None:
         b.branch(end, predicate, negate=True)
     registers = op.register_count
     if registers is not None:
-        direction = setmaxnreg_direction(registers, threads)
+        direction = setmaxnreg_direction(registers, threads, ctx.facts.ctas_per_sm)
         if direction is not None:
             b.run(f"setmaxnreg.{direction}.sync.aligned.u32 {registers};", instr=ptx.InstrOp)
     ctx.lower_block(op.body.block)

@@ -13,6 +13,7 @@ from roles_kernels import (
     expected_multicast_ring,
     expected_turn_order,
     multicast_ring,
+    paired_persistent_copy,
     persistent_copy,
     producer_consumer,
     turn_order,
@@ -53,6 +54,20 @@ def test_persistent_grid_fills_the_device_in_whole_clusters():
     programs = grid[0]
     # 128-thread CTAs with a few KiB of shared memory: the SMs hold several clusters of 2 each.
     assert programs % 2 == 0 and programs >= device_facts(0).multiprocessor_count
+    assert (seen[:programs] == programs).all() and (seen[programs:] == -1).all()
+
+
+def test_a_kernel_built_for_two_ctas_a_multiprocessor_gets_them():
+    x = random_bits((2000 * 64, 128), ad.float32, seed=14)
+    seen = np.full((1024, 128), -1, np.int32)
+    arrays = [to_device(a) for a in (x, np.zeros_like(x), seen)]
+    paired_persistent_copy(*arrays)
+    y, seen = to_host(arrays[1]), to_host(arrays[2])
+    assert same_bytes(y, x)
+    compiled = paired_persistent_copy.compile(*arrays)
+    programs = runtime.persistent_grid(runtime.load_kernel(compiled.binary))[0]
+    # The roles' 40 + 216 registers are two CTAs' 2 x 256 x 128; one CTA would start at 248 each.
+    assert programs == 2 * device_facts(0).multiprocessor_count
     assert (seen[:programs] == programs).all() and (seen[programs:] == -1).all()
 
 
