@@ -8,10 +8,11 @@ from 128 to 32k (the peers mask each sequence's keys past its length).  Each fig
 device time over rounds in which the contenders take turns (`common.rounds_of_gpu_ms`, an L2
 flush before each launch); errors are the largest absolute difference from float64 attention on
 the GPU over a sample of sequences.  `--sweep` adds the kernel on the same keys in pages of 64
-(whole pages a block, in sequence order), with its splits balanced for 1, 2 and 4 CTAs a
-multiprocessor (`ctas_per_sm`: the default is the library's `CTAS_PER_SM`; one CTA fits a
-multiprocessor at once, so 2 and 4 run in waves of smaller pieces), and unsplit (`splits=1`:
-one CTA a sequence and KV head, no merge).  Each row also reports the plan: the CTAs the
+(whole pages a block, in sequence order; with a budget of one and of two CTAs a multiprocessor),
+with its splits balanced for 1, 2 and 4 CTAs a multiprocessor (`ctas_per_sm`: the default is the
+library's `CTAS_PER_SM`; 1 runs the build of one CTA a multiprocessor, 2 and 4 the paired build,
+two CTAs a multiprocessor at once, 4 in two waves), and unsplit (`splits=1`: one CTA a sequence
+and KV head, no merge).  Each row also reports the plan: the CTAs the
 decode launches and the most splits a sequence took.
 
     python benchmarks/paged_decode.py [--sweep]
@@ -121,7 +122,7 @@ def plan_of(lens: list[int], sms: int, ctas_per_sm: int) -> dict:
 
 def measure(torch, lens: list[int], sweep: bool) -> dict:
     import asyncdsl.kernels as K
-    from asyncdsl.kernels.paged_decode import CTAS_PER_SM
+    from asyncdsl.kernels.paged_decode_config import CTAS_PER_SM
 
     q, k, v, table, seq_lens = paged_inputs(torch, lens)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -135,6 +136,8 @@ def measure(torch, lens: list[int], sweep: bool) -> dict:
         k64, table64 = repaged(torch, k_dense, 64)
         v64, _ = repaged(torch, v_dense, 64)
         contenders["asyncdsl pages of 64"] = lambda: K.paged_decode_attention(q, k64, v64, table64, seq_lens)
+        contenders["asyncdsl pages of 64, two CTAs a multiprocessor"] = (
+            lambda: K.paged_decode_attention(q, k64, v64, table64, seq_lens, ctas_per_sm=2))
         for ctas in (1, 2, 4):  # the CTA budget of the balanced splits
             contenders[f"asyncdsl, a budget of {ctas} CTA{'s' if ctas > 1 else ''} a multiprocessor"] = (
                 lambda ctas=ctas: K.paged_decode_attention(q, k, v, table, seq_lens, ctas_per_sm=ctas))

@@ -33,13 +33,8 @@ from asyncdsl.dialects import asyncdsl as ir
 from asyncdsl.dialects import kernel_attrs as attrs
 from asyncdsl.dialects.copy_bases import Row4Copy, TmaBox
 from asyncdsl.errors import ResourceError, SourceLocation
-from asyncdsl.hw.limits import (
-    BARRIER_BYTES,
-    MAX_SMEM_PER_BLOCK,
-    SMEM_ALIGNMENT_SLACK,
-    SMEM_PER_SM,
-    SMEM_RESERVED_PER_BLOCK,
-)
+from asyncdsl.hw.limits import BARRIER_BYTES, MAX_SMEM_PER_BLOCK, SMEM_ALIGNMENT_SLACK, SMEM_PER_SM
+from asyncdsl.hw.occupancy import smem_per_cta
 from asyncdsl.ir_locations import from_ir_location
 
 TILE_SCRATCH_ALIGNMENT = 16  # the widest shared-memory access
@@ -88,7 +83,7 @@ class AllocateSmem(ModulePass):
             fn.attributes[attrs.TILE_SCRATCH] = DenseArrayBase.from_list(i64, [offset, scratch])
             plan.append((fn, offset, scratch * warpgroups))
             offset += scratch * warpgroups
-        limit = cta_share(self.limit_bytes, attrs.ctas_per_sm(fn))
+        limit = min(self.limit_bytes, smem_per_cta(attrs.ctas_per_sm(fn)))
         usable = limit - SMEM_ALIGNMENT_SLACK
         if offset > usable:
             raise ResourceError(_overflow_report(fn, plan, offset, limit), _first_overflow(plan, usable))
@@ -118,12 +113,6 @@ def _describe(alloc: Allocation) -> str:
         shape = "x".join(map(str, ir.shape_of(alloc.result)))
         return f"buffer {shape}x{alloc.result.type.element_type}"
     return f"{alloc.result.type.count.data} barrier(s)"
-
-
-def cta_share(limit: int, ctas_per_sm: int) -> int:
-    """The shared memory one CTA may take where `ctas_per_sm` are to share a multiprocessor's
-    (each also costs the multiprocessor `SMEM_RESERVED_PER_BLOCK`); `limit` where one."""
-    return limit if ctas_per_sm == 1 else min(limit, SMEM_PER_SM // ctas_per_sm - SMEM_RESERVED_PER_BLOCK)
 
 
 def _overflow_report(fn: func.FuncOp, plan: list[Placed], total: int, limit: int) -> str:

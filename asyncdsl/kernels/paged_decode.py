@@ -25,8 +25,10 @@ The splits balance the batch's work (`blocks.balanced_splits`): a first small la
 lengths and plans pieces of about equal blocks over a budget of `ctas_per_sm` CTAs a
 multiprocessor, so the few long sequences of a skewed batch take many CTAs and the short ones
 one each; the decode's grid is (units + B) slots × H_kv CTAs, each reading its sequence and blocks
-from the plan (an idle slot walks no block and stores nothing).  One CTA fits a multiprocessor
-at once (`RESIDENT`: registers), so a budget of two runs in two waves.  A sequence of one split
+from the plan (an idle slot walks no block and stores nothing).  A plan for one CTA a
+multiprocessor runs on the build of one (all its registers and shared memory), one for two or
+more on the paired build, two CTAs a multiprocessor at once (`paged_decode_config`; more than two
+run in waves).  A sequence of one split
 writes o itself; the pieces of the others go to a float32 workspace and a merge launch folds
 each sequence's in split order (`blocks.split_kv_merge`), so results do not depend on which CTA
 finished first.  Launch shapes depend only on the arrays' shapes: a call captures in a CUDA graph.
@@ -45,23 +47,16 @@ from asyncdsl.blocks.balanced_splits import SplitBudget, SplitWork
 from asyncdsl.blocks.online_softmax import LOG2E, OnlineSoftmax
 from asyncdsl.blocks.paged_kv import PagedSequence
 from asyncdsl.frontend import language as ad
-from asyncdsl.hw.limits import SMEM_ALIGNMENT_SLACK, SMEM_PER_SM, SMEM_RESERVED_PER_BLOCK
 from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.kernels.dispatch import launch, multiprocessors, on_host, on_stream
 from asyncdsl.kernels.outputs import empty
-from asyncdsl.kernels.paged_decode_checks import ROWS, check_arguments, check_shapes
+from asyncdsl.kernels.paged_decode_checks import ROWS, check_arguments, check_shapes, scales_of
+from asyncdsl.kernels.paged_decode_config import (CTAS_PER_SM, HOST_SMS, PAIRED_REGISTERS, resident,
+                                                  ring_stages)
 from asyncdsl.kernels.paged_decode_splits import HIDDEN, merge_kernel, plan_kernel, workspace
 
-HOST_SMS = 4  # the multiprocessors the interpreter plans for: few, so its idle CTAs are few
-# The CTAs a multiprocessor the splits are planned for by default (1 to 4): one, what fits at
-# once; on the H200 one beat two on every row of the benchmark (docs/performance.md): a second
-# wave adds a merge and a wave's tail.
-CTAS_PER_SM = 1
-# The decode's CTAs that fit a multiprocessor at once: two of 256 threads would need at most 128
-# registers a thread, and ptxas -v gives blocks of 64 keys about 160 (D 64) and 210 (D 128).
-RESIDENT = 1
 
 
 @on_stream
@@ -81,42 +76,46 @@ def paged_decode_attention(q, k_cache, v_cache, block_table, seq_lens, *, k_scal
     sms = HOST_SMS if on_host(q) else multiprocessors(q)
     budget = SplitBudget.make(batch, k_cache.shape[2], ctas_per_sm * sms)
     scaled = k_scale is not None or v_scale is not None
-    scales = _scales(q, k_scale, v_scale) if scaled else empty(q, (2,), np.float32)  # unread unscaled
+    scales = scales_of(q, k_scale, v_scale) if scaled else empty(q, (2,), np.float32)  # unread unscaled
     o = empty(q, q4.shape, q.dtype)
     plan, part, lse = workspace(q, budget, queries * heads, d, splits != 1, stream)
     launch(plan_kernel, seq_lens, plan, stream=stream, CAPACITY=block_table.shape[1] * k_cache.shape[1],
            BK=block, MAX_SPLITS=splits)
-    stages = ring_stages(block, d, min(ctas_per_sm, RESIDENT)) if stages is None else stages
-    launch(paged_decode_kernel, q4, k_cache, v_cache, block_table, seq_lens, scales, plan, o, part, lse,
-           stream=stream, SCALED=scaled, BK=block, STAGES=stages)
+    stages = ring_stages(block, d, resident(ctas_per_sm)) if stages is None else stages
+    decode = paired_decode_kernel if resident(ctas_per_sm) == 2 else paged_decode_kernel
+    launch(decode, q4, k_cache, v_cache, block_table, seq_lens, scales, plan, o, part, lse, stream=stream,
+           SCALED=scaled, BK=block, STAGES=stages)
     if splits != 1:
         launch(merge_kernel, plan, part, lse, o.reshape(batch, queries * heads, d), stream=stream)
     return o.reshape(q.shape)
 
 
-def _scales(q, k_scale, v_scale):
-    """k_scale and v_scale (floats, or one-element float32 arrays: on the GPU, tensors keep a
-    call free of host copies) as one (2,) float32 array beside q."""
-    if on_host(q):
-        return np.array([1.0 if s is None else np.asarray(s, np.float32).reshape(-1)[0]
-                         for s in (k_scale, v_scale)], np.float32)
-    import torch
-
-    return torch.stack([torch.as_tensor(1.0 if s is None else s, dtype=torch.float32,
-                                        device=q.device).reshape(()) for s in (k_scale, v_scale)])
+def _grid(q, k_cache, v_cache, block_table, seq_lens, scales, plan, *_, **__):
+    # The KV heads of a slot are neighbours in the grid, so the CTAs of a sequence's heads, which
+    # read the same pages, run at once; one dimension of slots x heads, so any batch launches.
+    return (k_cache.shape[2] * plan.shape[1],)
 
 
-# The KV heads of a slot are neighbours in the grid, so the CTAs of a sequence's heads, which
-# read the same pages, run at once; one dimension of slots x heads, so any batch launches.
-@kernel(grid=lambda q, k_cache, v_cache, block_table, seq_lens, scales, plan, *_, **__:
-        (k_cache.shape[2] * plan.shape[1],), block=256, name="paged_decode", profile_events=2048)
+@kernel(grid=_grid, block=256, name="paged_decode", profile_events=2048)
 def paged_decode_kernel(q, k_cache, v_cache, block_table, seq_lens, scales, plan, o, part, lse,
                         SCALED: constexpr = False, BK: constexpr = 64, STAGES: constexpr = None):
     """For the work `plan` gives each slot (`blocks.balanced_splits`), o of a sequence of one
     split, else the split's part and lse; `STAGES` blocks in flight (`ring_stages` where None)."""
+    _decode(1, q, k_cache, v_cache, block_table, seq_lens, scales, plan, o, part, lse, SCALED, BK, STAGES)
+
+
+@kernel(grid=_grid, block=256, name="paired_decode", profile_events=2048, ctas_per_sm=2)
+def paired_decode_kernel(q, k_cache, v_cache, block_table, seq_lens, scales, plan, o, part, lse,
+                         SCALED: constexpr = False, BK: constexpr = 64, STAGES: constexpr = None):
+    """`paged_decode_kernel` built for two CTAs a multiprocessor (`PAIRED_REGISTERS`)."""
+    _decode(2, q, k_cache, v_cache, block_table, seq_lens, scales, plan, o, part, lse, SCALED, BK, STAGES)
+
+
+def _decode(resident, q, k_cache, v_cache, block_table, seq_lens, scales, plan, o, part, lse, SCALED, BK,
+            STAGES):
     _, Q, H, D = q.shape
     PAGES, PAGE, H_KV, _ = k_cache.shape
-    check_shapes(q, k_cache, v_cache, block_table, seq_lens, plan, o, part, lse, BK, STAGES)
+    check_shapes(q, k_cache, v_cache, block_table, seq_lens, plan, o, part, lse, BK, STAGES, resident)
     G, SLOT = H // H_KV, min(BK, PAGE)  # a slot of the ring holds positions of one page: one TMA box
     P = BK // SLOT  # slots a block: the consumer takes BK keys a step whatever the page size
     h_kv, slot = ad.program_id(0) % H_KV, ad.program_id(0) // H_KV
@@ -124,10 +123,12 @@ def paged_decode_kernel(q, k_cache, v_cache, block_table, seq_lens, scales, plan
                      lambda b: PagedSequence(block_table, seq_lens, b, PAGES, PAGE).blocks(BK))
     b, first_block, count = work.b, work.first, work.count
     seq = PagedSequence(block_table, seq_lens, b, PAGES, PAGE)
-    STAGES = ring_stages(BK, D) if STAGES is None else STAGES
+    STAGES = ring_stages(BK, D, resident) if STAGES is None else STAGES
     loads = AttentionLoads(ad.bfloat16, ROWS, 1, SLOT, ad.bfloat16, ad.bfloat16, D, P * STAGES)
 
-    with ad.warpgroup_role(1):  # the producer, a slot at a time
+    producer, consumer = PAIRED_REGISTERS["bf16" if k_cache.dtype == ad.bfloat16 else "fp8"] \
+        if resident == 2 else (None, None)
+    with ad.warpgroup_role(1, registers=producer):  # the producer, a slot at a time
         if k_cache.dtype == ad.bfloat16:
             last = seq.last_entry()
             for j in ad.range(count):  # a block's P pages read from the table before its waits
@@ -142,7 +143,7 @@ def paged_decode_kernel(q, k_cache, v_cache, block_table, seq_lens, scales, plan
                 loads.fill(j, *(lambda i, c=c, block=block: block.rows(c, h_kv).astype(ad.bfloat16)
                                 for c in (k_cache, v_cache)))
 
-    with ad.warpgroup_role(0):  # the consumer
+    with ad.warpgroup_role(0, registers=consumer):  # the consumer
         row = ad.iota((ROWS,), ad.int32, 0, layout=ad.WGMMA_ROW)  # row = query * G + head in the group
         query, head, live = row // G, h_kv * G + row % G, row < Q * G
         columns = ad.iota((1, D), ad.int32, 1)
@@ -232,19 +233,9 @@ def paged_decode_kernel(q, k_cache, v_cache, block_table, seq_lens, scales, plan
                 ad.store(lse.at[work.part, flat], ad.maximum(state.log_sum_exp(), HIDDEN), mask=live)
 
 
-def ring_stages(BK: int, d: int, resident: int = 1) -> int:
-    """Blocks in flight, 2 to 8: what shared memory holds beside q for `resident` CTAs a
-    multiprocessor at once (200 KiB for one; for two, half the multiprocessor's less what each
-    CTA reserves, the base's alignment slack and 1 KiB for the barriers)."""
-    budget = min(200 * 1024, SMEM_PER_SM // resident - SMEM_RESERVED_PER_BLOCK - SMEM_ALIGNMENT_SLACK - 1024)
-    return max(2, min(8, (budget - ROWS * d * 2) // (2 * BK * d * 2)))
-
-
 # Arguments `asyncdsl dump` traces the kernel with.
-EXAMPLE_ARGS = {"paged_decode_kernel": ((ArraySpec((2, 1, 8, 128), ad.bfloat16),
-                                         *(ArraySpec((16, 16, 2, 128), ad.bfloat16) for _ in range(2)),
-                                         ArraySpec((2, 8), ad.int32), ArraySpec((2,), ad.int32),
-                                         ArraySpec((2,), ad.float32), ArraySpec((5, 6), ad.int32),
-                                         ArraySpec((2, 1, 8, 128), ad.bfloat16),
-                                         ArraySpec((8, 8, 128), ad.float32), ArraySpec((8, 8), ad.float32)),
-                                        {"BK": 64})}
+_EXAMPLE = ((ArraySpec((2, 1, 8, 128), ad.bfloat16), *(ArraySpec((16, 16, 2, 128), ad.bfloat16),) * 2,
+             ArraySpec((2, 8), ad.int32), ArraySpec((2,), ad.int32), ArraySpec((2,), ad.float32),
+             ArraySpec((5, 6), ad.int32), ArraySpec((2, 1, 8, 128), ad.bfloat16),
+             ArraySpec((8, 8, 128), ad.float32), ArraySpec((8, 8), ad.float32)), {"BK": 64})
+EXAMPLE_ARGS = {"paged_decode_kernel": _EXAMPLE, "paired_decode_kernel": _EXAMPLE}

@@ -1,11 +1,15 @@
 """What the paged decode (`asyncdsl.kernels.paged_decode`) takes, refused at the caller's line
-(its host function's arguments) or at trace time otherwise."""
+(its host function's arguments) or at trace time otherwise, and its scales as the kernel reads them."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from asyncdsl.errors import user_location
 from asyncdsl.frontend import language as ad
-from asyncdsl.hw.limits import MAX_BARRIERS_PER_GROUP, MAX_SMEM_PER_BLOCK, SMEM_ALIGNMENT_SLACK
+from asyncdsl.hw.limits import MAX_BARRIERS_PER_GROUP, SMEM_ALIGNMENT_SLACK
+from asyncdsl.hw.occupancy import smem_per_cta
+from asyncdsl.kernels.dispatch import on_host
 
 PAGE_SIZES = (16, 64)
 ROWS = 64  # rows of the wgmma tile: query heads of a group times queries, padded
@@ -27,8 +31,10 @@ def check_arguments(q, k_cache, block_table, splits, ctas_per_sm) -> None:
                                f"{splits!r}", user_location())
 
 
-def check_shapes(q, k_cache, v_cache, block_table, seq_lens, plan, o, part, lse, BK, STAGES=None) -> None:
-    """Refuse at trace time what the kernel does not compute."""
+def check_shapes(q, k_cache, v_cache, block_table, seq_lens, plan, o, part, lse, BK, STAGES=None,
+                 resident: int = 1) -> None:
+    """Refuse at trace time what the kernel (built for `resident` CTAs a multiprocessor) does not
+    compute."""
     (B, Q, H, D), (_, PAGE, H_KV, _) = q.shape, k_cache.shape
     if PAGE not in PAGE_SIZES:
         raise ad.TraceError(f"page size {PAGE}: the paged decode takes pages of "
@@ -64,7 +70,7 @@ def check_shapes(q, k_cache, v_cache, block_table, seq_lens, plan, o, part, lse,
     # The ring: what shared memory holds beside q and the base's alignment slack, and a slot's
     # barrier each in one group, a block being P slots where it spans P pages.
     slots = BK // min(BK, PAGE)
-    most = min((MAX_SMEM_PER_BLOCK - SMEM_ALIGNMENT_SLACK - ROWS * D * 2) // (2 * BK * D * 2),
+    most = min((smem_per_cta(resident) - SMEM_ALIGNMENT_SLACK - ROWS * D * 2) // (2 * BK * D * 2),
                MAX_BARRIERS_PER_GROUP // slots)
     if STAGES is not None and (not isinstance(STAGES, int) or isinstance(STAGES, bool)
                                or not 2 <= STAGES <= most):
@@ -74,3 +80,15 @@ def check_shapes(q, k_cache, v_cache, block_table, seq_lens, plan, o, part, lse,
                             user_location())
     if o.shape != q.shape:
         raise ad.TraceError(f"o has shape {tuple(o.shape)}, expected {tuple(q.shape)}", user_location())
+
+
+def scales_of(q, k_scale, v_scale):
+    """k_scale and v_scale (floats, or one-element float32 arrays: on the GPU, tensors keep a
+    call free of host copies) as one (2,) float32 array beside q."""
+    if on_host(q):
+        return np.array([1.0 if s is None else np.asarray(s, np.float32).reshape(-1)[0]
+                         for s in (k_scale, v_scale)], np.float32)
+    import torch
+
+    return torch.stack([torch.as_tensor(1.0 if s is None else s, dtype=torch.float32,
+                                        device=q.device).reshape(()) for s in (k_scale, v_scale)])

@@ -16,7 +16,7 @@ from gpu_support import gpu_and_interpreter, hopper_or_skip
 import asyncdsl as ad
 import asyncdsl.kernels as K
 from asyncdsl.blocks.balanced_splits import SPLITS, host_plan
-from asyncdsl.kernels.paged_decode import paged_decode_kernel
+from asyncdsl.kernels.paged_decode import paged_decode_kernel, paired_decode_kernel
 from asyncdsl.kernels.paged_decode_splits import merge_kernel, plan_kernel
 from asyncdsl.kernels.paged_decode_reference import reference
 
@@ -37,15 +37,15 @@ def _inputs(batch, queries, heads, kv_heads, d, page, pages, max_pages, lens, dt
     return q, k, v, table, np.array(lens, np.int32)
 
 
-def _decode_on_both(q, k, v, table, seq_lens, block, units, dtype):
-    """The decode kernel, then the merge, on the GPU and in the interpreter from the same inputs
+def _decode_on_both(q, k, v, table, seq_lens, block, units, dtype, decode=paged_decode_kernel):
+    """The decode kernel (`decode`: either build), then the merge, on the GPU and in the interpreter from the same inputs
     and numpy's plan for `units` units; each launch's outputs compared."""
     _, queries, heads, d = q.shape
     plan = host_plan(seq_lens, table.shape[1] * k.shape[1], block, units)
     scales = np.array([0.5, 2.0], np.float32)
     outputs = [np.full(q.shape, np.nan, BF16), np.full((2 * units, queries * heads, d), np.nan, np.float32),
                np.full((2 * units, queries * heads), np.nan, np.float32)]
-    gpu, host = gpu_and_interpreter(paged_decode_kernel, [q, k, v, table, seq_lens, scales, plan], outputs,
+    gpu, host = gpu_and_interpreter(decode, [q, k, v, table, seq_lens, scales, plan], outputs,
                                     SCALED=dtype != BF16, BK=block)
     for got, expected in zip(gpu, host):
         np.testing.assert_allclose(got.astype(np.float64), expected.astype(np.float64), atol=TOLERANCE,
@@ -60,11 +60,12 @@ def _decode_on_both(q, k, v, table, seq_lens, block, units, dtype):
 @pytest.mark.parametrize("page,d,queries,heads,kv_heads,block,dtype", [
     (16, 128, 1, 8, 2, 64, BF16), (64, 64, 1, 4, 4, 64, BF16), (16, 64, 4, 8, 1, 32, BF16),
     (64, 128, 8, 8, 1, 32, BF16), (16, 128, 2, 4, 2, 64, ml_dtypes.float8_e4m3fn)])
-def test_the_kernel_on_the_gpu_is_the_interpreters(page, d, queries, heads, kv_heads, block, dtype):
+@pytest.mark.parametrize("decode", [paged_decode_kernel, paired_decode_kernel], ids=["single", "paired"])
+def test_the_kernel_on_the_gpu_is_the_interpreters(page, d, queries, heads, kv_heads, block, dtype, decode):
     lens = (1, 77, 200) if queries == 1 else (queries, 77, 200)
     # The narrowest table (13 pages of 16: a last block of 64 keys past the last page).
     q, k, v, table, seq_lens = _inputs(3, queries, heads, kv_heads, d, page, 24, -(-200 // page), lens, dtype)
-    _decode_on_both(q, k, v, table, seq_lens, block, 2, dtype)
+    _decode_on_both(q, k, v, table, seq_lens, block, 2, dtype, decode)
 
 
 @pytest.mark.parametrize("page,queries,dtype", [(16, 1, BF16), (64, 4, BF16),

@@ -18,7 +18,8 @@ import asyncdsl as ad
 import asyncdsl.kernels as K
 import asyncdsl.kernels.paged_decode as module
 from asyncdsl.blocks.balanced_splits import SPLITS, SplitBudget, host_plan
-from asyncdsl.kernels.paged_decode import RESIDENT, paged_decode_kernel, ring_stages
+from asyncdsl.kernels.paged_decode import paged_decode_kernel, paired_decode_kernel
+from asyncdsl.kernels.paged_decode_config import ring_stages
 from asyncdsl.kernels.paged_decode_reference import reference
 from asyncdsl.kernels.paged_decode_splits import merge_kernel, plan_kernel
 from asyncdsl.runtime.ptxas import assemble
@@ -192,14 +193,30 @@ def test_the_plan_counts_blocks_of_64_keys_whatever_the_page_size(page, monkeypa
 
 
 def test_the_ring_follows_the_ctas_a_multiprocessor_holds_at_once():
-    """Two CTAs of 256 threads share a multiprocessor only at 128 registers a thread or fewer:
-    blocks of 64 keys take more at D 64 and 128, so one is resident and its ring takes 200 KiB."""
-    assert RESIDENT == 1 and ring_stages(64, 128) == 5
+    """The single build takes a multiprocessor's registers (blocks of 64 keys need more than the
+    128 a thread two CTAs of 256 threads could each have) and a ring of 200 KiB; the paired build
+    starts at 128, hands the producer's share to the consumer, and takes half the shared memory."""
+    assert ring_stages(64, 128) == 5
     assert ring_stages(64, 64, 2) == 6 and ring_stages(64, 128, 2) == 2  # two: 113 KiB each beside q
     for d in (64, 128):
         _, log = assemble(paged_decode_kernel.ptx(*specs(d=d)), verbose=True)
-        registers = int(re.findall(r"Used (\d+) registers", log)[0])
-        assert registers > 65536 // (2 * 256), (d, registers)
+        assert int(re.findall(r"Used (\d+) registers", log)[0]) > 65536 // (2 * 256), (d, log)
+        ptx = paired_decode_kernel.ptx(*specs(d=d))
+        assert ".maxnreg 128" in ptx and "setmaxnreg.inc.sync.aligned.u32 216;" in ptx
+        assert "Used 128 registers" in assemble(ptx, verbose=True)[1]
+
+
+@pytest.mark.parametrize("ctas_per_sm,kernel", [(1, "paged_decode_kernel"), (2, "paired_decode_kernel"),
+                                                (4, "paired_decode_kernel")])
+def test_a_plan_for_two_ctas_a_multiprocessor_or_more_runs_on_the_paired_build(ctas_per_sm, kernel,
+                                                                                monkeypatch):
+    launched = []
+    monkeypatch.setattr(module, "launch", lambda k, *args, **options: launched.append((k, options)))
+    q, k, v, table, seq_lens = inputs(1, 1, 8, 1, 128, 16, 64, 32, (512,))
+    K.paged_decode_attention(q[:, 0], k, v, table, seq_lens, ctas_per_sm=ctas_per_sm)
+    decode, options = launched[1]
+    assert decode is getattr(module, kernel)
+    assert options["STAGES"] == ring_stages(64, 128, min(ctas_per_sm, 2))
 
 
 def test_a_budget_it_does_not_plan_for_is_refused_at_the_callers_line():
@@ -228,9 +245,10 @@ def specs(batch=4, queries=1, heads=32, kv_heads=8, d=128, page=16, dtype=ad.bfl
     (16, 128, ad.bfloat16, 1), (64, 128, ad.bfloat16, 1), (16, 64, ad.bfloat16, 8),
     (64, 64, ad.float8_e4m3fn, 1), (16, 128, ad.float8_e4m3fn, 4)])
 @pytest.mark.parametrize("block", [32, 64])
-def test_the_paged_decode_assembles_without_spills_or_advisories(page, d, dtype, queries, block):
+@pytest.mark.parametrize("decode", [paged_decode_kernel, paired_decode_kernel], ids=["single", "paired"])
+def test_the_paged_decode_assembles_without_spills_or_advisories(page, d, dtype, queries, block, decode):
     heads = 64 // queries if queries > 1 else 32
-    kernel_ptx = paged_decode_kernel.ptx(*specs(queries=queries, heads=heads, d=d, page=page, dtype=dtype),
+    kernel_ptx = decode.ptx(*specs(queries=queries, heads=heads, d=d, page=page, dtype=dtype),
                                          SCALED=dtype != ad.bfloat16, BK=block)
     _, log = assemble(kernel_ptx, verbose=True)
     assert not re.search(r"C75\d\d", log), log
