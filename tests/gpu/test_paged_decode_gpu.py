@@ -37,7 +37,8 @@ def _inputs(batch, queries, heads, kv_heads, d, page, pages, max_pages, lens, dt
     return q, k, v, table, np.array(lens, np.int32)
 
 
-def _decode_on_both(q, k, v, table, seq_lens, block, units, dtype, decode=paged_decode_kernel):
+def _decode_on_both(q, k, v, table, seq_lens, block, units, dtype,
+                    decode=paged_decode_kernel):
     """The decode kernel (`decode`: either build), then the merge, on the GPU and in the interpreter from the same inputs
     and numpy's plan for `units` units; each launch's outputs compared."""
     _, queries, heads, d = q.shape
