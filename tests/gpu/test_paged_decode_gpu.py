@@ -37,10 +37,10 @@ def _inputs(batch, queries, heads, kv_heads, d, page, pages, max_pages, lens, dt
     return q, k, v, table, np.array(lens, np.int32)
 
 
-def _decode_on_both(q, k, v, table, seq_lens, block, units, dtype,
-                    decode=paged_decode_kernel):
-    """The decode kernel (`decode`: either build), then the merge, on the GPU and in the interpreter from the same inputs
-    and numpy's plan for `units` units; each launch's outputs compared."""
+def _decode_on_both(q, k, v, table, seq_lens, block, units, dtype, decode=paged_decode_kernel):
+    """The decode kernel (`decode`: either build), then the merge, on the GPU and in the
+    interpreter from the same inputs and numpy's plan for `units` units; each launch's outputs
+    compared."""
     _, queries, heads, d = q.shape
     plan = host_plan(seq_lens, table.shape[1] * k.shape[1], block, units)
     scales = np.array([0.5, 2.0], np.float32)
