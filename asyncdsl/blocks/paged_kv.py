@@ -83,10 +83,11 @@ class PagedSequence:
         entry = last.min(entry) if isinstance(entry, int) else entry.min(last)
         return ad.load_index(self.table.at[self.b, entry]).max(0).min(self.pages - 1)
 
-    def box(self, cache, page, first, count: int, head):
+    def box(self, cache, page, first, count: int, head, chunk=None):
         """Head `head` of positions first .. first + count - 1, all on `page` (from `page`), as
-        a view of the cache for one TMA copy."""
-        return cache.at[page, ad.ds(first % self.page_size, count), head, :]
+        a view of the cache for one TMA copy: every column, or the 64 of `chunk` (64·chunk..)."""
+        columns = slice(None) if chunk is None else ad.ds(64 * chunk, 64)
+        return cache.at[page, ad.ds(first % self.page_size, count), head, columns]
 
     def block(self, first, count: int, length, layout=None) -> PagedBlock:
         """Positions first .. first + count - 1, `length` from `length(count, layout)`."""
@@ -104,10 +105,11 @@ class PagedBlock:
         self.page = ad.load(lookup, layout=layout, mask=self.positions < length, other=-1)
         self.present = (self.page >= 0) & (self.page < seq.pages)
 
-    def rows(self, cache, head):
-        """Head `head` of the block's positions in the cache, (count, D) in the cache's dtype:
-        zeros where `present` is false."""
-        columns = ad.iota((1, cache.shape[3]), ad.int32, 1)
+    def rows(self, cache, head, chunk=None):
+        """Head `head` of the block's positions in the cache, (count, D) in the cache's dtype, or
+        the 64 columns of `chunk` (64·chunk..): zeros where `present` is false."""
+        columns = (ad.iota((1, cache.shape[3]), ad.int32, 1) if chunk is None
+                   else ad.iota((1, 64), ad.int32, 1) + 64 * chunk)
         where = cache.at[self.page[:, None], (self.positions % self.seq.page_size)[:, None], head, columns]
         return ad.load(where, mask=self.present[:, None], other=0)
 

@@ -11,12 +11,12 @@ query block).  o is like q.
 A CTA takes one KV head of one sequence and one split of its blocks of BK = `block` positions,
 bounded by the sequence's length read on the device (a short one costs little); the group's G =
 H / H_kv heads times the Q queries are the rows of one 64-row wgmma tile, so each key is read
-once for the group. A producer warpgroup copies the keys and values by TMA, a page (or a block
-of a large page) a slot of the ring of `blocks.attention_loads`, the page number from the table
-a traced coordinate (`blocks.paged_kv`); a block's page numbers are read together, before the
-waits for its slots (one latency of global memory a block). The consumer takes a block a step
-whatever the page size: q kᵀ as a wgmma a slot, one online-softmax update over the block's
-pieces, p v a wgmma a slot. fp8 pages are gathered by the producer's threads and written as
+once for the group. A producer warpgroup copies each block's keys and values by TMA page by
+page into one slot of a ring (`blocks.paged_loads`), the page numbers from the table traced
+coordinates (`blocks.paged_kv`) read together before the waits for the slot (one latency of
+global memory a block); the slot holds them so that the tensor cores take the whole block at
+once whatever the page size: q kᵀ is a wgmma a 64-column chunk, then one online-softmax update
+and one wgmma p v a block. fp8 pages are gathered by the producer's threads and written as
 bf16 (wgmma takes fp8 only with fp8 q and K-major values). The scores hide positions past a
 row's last key and on pages outside the cache, whose copies read the nearest page: nothing
 outside the cache is read, and a bad table is reported.
@@ -42,10 +42,10 @@ import math
 
 import numpy as np
 
-from asyncdsl.blocks.attention_loads import AttentionLoads
 from asyncdsl.blocks.balanced_splits import SplitBudget, SplitWork
 from asyncdsl.blocks.online_softmax import LOG2E, OnlineSoftmax
 from asyncdsl.blocks.paged_kv import PagedSequence
+from asyncdsl.blocks.paged_loads import FILL_ROWS, PagedLoads
 from asyncdsl.frontend import language as ad
 from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
@@ -116,49 +116,47 @@ def _decode(resident, q, k_cache, v_cache, block_table, seq_lens, scales, plan, 
     _, Q, H, D = q.shape
     PAGES, PAGE, H_KV, _ = k_cache.shape
     check_shapes(q, k_cache, v_cache, block_table, seq_lens, plan, o, part, lse, BK, STAGES, resident)
-    G, SLOT = H // H_KV, min(BK, PAGE)  # a slot of the ring holds positions of one page: one TMA box
-    P = BK // SLOT  # slots a block: the consumer takes BK keys a step whatever the page size
+    G, PIECE = H // H_KV, min(BK, PAGE)  # a piece of a block: one page's positions, one copy
     h_kv, slot = ad.program_id(0) % H_KV, ad.program_id(0) // H_KV
     work = SplitWork(plan, slot,
                      lambda b: PagedSequence(block_table, seq_lens, b, PAGES, PAGE).blocks(BK))
     b, first_block, count = work.b, work.first, work.count
     seq = PagedSequence(block_table, seq_lens, b, PAGES, PAGE)
     STAGES = ring_stages(BK, D, resident) if STAGES is None else STAGES
-    loads = AttentionLoads(ad.bfloat16, ROWS, 1, SLOT, ad.bfloat16, ad.bfloat16, D, P * STAGES)
+    bf16 = k_cache.dtype == ad.bfloat16
+    loads = PagedLoads(ROWS, BK, PAGE, D, STAGES, filled=not bf16)
 
-    producer, consumer = PAIRED_REGISTERS["bf16" if k_cache.dtype == ad.bfloat16 else "fp8"] \
-        if resident == 2 else (None, None)
-    with ad.warpgroup_role(1, registers=producer):  # the producer, a slot at a time
-        if k_cache.dtype == ad.bfloat16:
+    producer, consumer = PAIRED_REGISTERS if resident == 2 else (None, None)
+    with ad.warpgroup_role(1, registers=producer):  # the producer, a block at a time
+        if bf16:
             last = seq.last_entry()
-            for j in ad.range(count):  # a block's P pages read from the table before its waits
+            for j in ad.range(count):
                 first = (first_block + j) * BK
-                loads.load_located(j, [first + i * SLOT for i in range(P)], lambda at: seq.page(at, last),
-                                   *(lambda at, page, c=c: seq.box(c, page, at, SLOT, h_kv)
-                                     for c in (k_cache, v_cache)))
+                starts = [first + i * PIECE for i in range(BK // PIECE)]
+                pages = [seq.page(at, last) for at in starts]  # read from the table before the waits
+                loads.load(j, pages, lambda i, page, c: seq.box(k_cache, page, starts[i], PIECE, h_kv, c),
+                           lambda i, page: seq.box(v_cache, page, starts[i], PIECE, h_kv))
         else:  # fp8 pages become the tensor cores' bf16 through the threads (see the module)
-            length, first_slot = seq.length(SLOT), first_block * P
-            for j in ad.range(count * P):
-                block = seq.block((first_slot + j) * SLOT, SLOT, length)
-                loads.fill(j, *(lambda i, c=c, block=block: block.rows(c, h_kv).astype(ad.bfloat16)
-                                for c in (k_cache, v_cache)))
+            length = seq.length(FILL_ROWS)
+            for j in ad.range(count):
+                def rows(cache, r, c=None, first=(first_block + j) * BK):
+                    return seq.block(first + r, FILL_ROWS, length).rows(cache, h_kv, c).astype(ad.bfloat16)
+
+                loads.fill(j, lambda r, c: rows(k_cache, r, c), lambda r: rows(v_cache, r))
 
     with ad.warpgroup_role(0, registers=consumer):  # the consumer
         row = ad.iota((ROWS,), ad.int32, 0, layout=ad.WGMMA_ROW)  # row = query * G + head in the group
         query, head, live = row // G, h_kv * G + row % G, row < Q * G
-        columns = ad.iota((1, D), ad.int32, 1)
-        # A block's scores and probabilities, a tile a slot (each slot's keys are one wgmma's).
-        s = [ad.registers((ROWS, SLOT), ad.float32, layout=ad.WGMMA) for _ in range(P)]
-        p = [ad.registers((ROWS, SLOT), ad.bfloat16, layout=ad.WGMMA) for _ in range(P)]  # block j - 1's
+        columns, chunk = ad.iota((1, D), ad.int32, 1), ad.iota((1, 64), ad.int32, 1)
+        s = ad.registers((ROWS, BK), ad.float32, layout=ad.WGMMA)  # a block's scores
+        p = ad.registers((ROWS, BK), ad.bfloat16, layout=ad.WGMMA)  # block j - 1's probabilities
         acc = ad.registers((ROWS, D), ad.float32, layout=ad.WGMMA)
         state = OnlineSoftmax(ROWS, 1.0, empty_rows=True)  # a split may see no key of a row
         with ad.when(work.live):  # an idle slot reads nothing more
-            q_s = loads.q.at[0]  # in SMEM: registers are scarce
-            q_s[...] = ad.load(q.at[b, query[:, None], head[:, None], columns], layout=ad.WGMMA,
-                               mask=live[:, None])
-            ad.fence_async_smem()  # the tensor cores read what the threads wrote
+            loads.write_query(lambda c: ad.load(q.at[b, query[:, None], head[:, None], chunk + 64 * c],
+                                                layout=ad.WGMMA, mask=live[:, None]))
             last_key = seq.length(ROWS, ad.WGMMA_ROW) - Q + query  # the last key each row sees
-            scored_length = seq.length(SLOT, ad.WGMMA_COL)
+            scored_length = seq.length(BK, ad.WGMMA_COL)
             scale = LOG2E / math.sqrt(D)  # the scores are scaled before the softmax, which takes 2^x
             if SCALED:  # the keys' scale multiplies the scores, the values' the output
                 k_scale, v_scale = (ad.load(scales.at[ad.zeros((ROWS,), ad.int32, layout=ad.WGMMA_ROW) + i],
@@ -167,61 +165,48 @@ def _decode(resident, q, k_cache, v_cache, block_table, seq_lens, scales, plan, 
             state.start()
             acc[...] = ad.zeros((ROWS, D), ad.float32)
 
-            def slots(j):
-                return [loads.slot(j * P + i) for i in range(P)]
-
             def scores(j):
-                """Issue s = q k_jᵀ, a wgmma a slot; the keys that exist (the table's entries) are
-                read meanwhile."""
+                """Issue s = q k_jᵀ; the keys that exist (the table's entries) are read meanwhile."""
                 first = (first_block + j) * BK
-                scored = [seq.block(first + i * SLOT, SLOT, scored_length, ad.WGMMA_COL) for i in range(P)]
-                for piece, slot in zip(s, slots(j)):
-                    loads.wait_keys(slot)
-                    ad.wgmma(piece, q_s, loads.keys(slot), accumulate=False)
+                scored = seq.block(first, BK, scored_length, ad.WGMMA_COL)
+                loads.wait_keys(loads.slot(j))
+                loads.scores(s, loads.slot(j))
                 return first, scored
 
             def softmax(first, scored):
-                pieces = []
-                for i, block in enumerate(scored):
-                    block.check()
-                    key = first + i * SLOT + ad.iota((ROWS, SLOT), ad.int32, 1, layout=ad.WGMMA)
-                    hidden = (key > last_key[:, None]) | ~block.present[None, :]
-                    pieces.append(ad.where(hidden, -math.inf, s[i][...] * scale))
-                return state.update(pieces, ad.bfloat16)
-
-            def keep(probabilities):
-                for piece, kept in zip(p, probabilities):
-                    piece[...] = kept
+                scored.check()
+                key = first + ad.iota((ROWS, BK), ad.int32, 1, layout=ad.WGMMA)
+                hidden = (key > last_key[:, None]) | ~scored.present[None, :]
+                return state.update(ad.where(hidden, -math.inf, s[...] * scale), ad.bfloat16)
 
             def values(j):
-                """Issue acc += p_j v_j, a wgmma a slot."""
-                for piece, slot in zip(p, slots(j)):
-                    loads.wait_values(slot)
-                    ad.wgmma(acc, piece[...], loads.values(slot))
+                """Issue acc += p_j v_j."""
+                loads.wait_values(loads.slot(j))
+                ad.wgmma(acc, p[...], loads.values(loads.slot(j)))
 
             with ad.when(count > 0):  # as `blocks.attention_forward`: s_j runs beside p_{j-1} v_{j-1}
                 block = scores(0)
                 ad.wgmma_wait(0)
-                loads.release_keys(*slots(0))
-                keep(softmax(*block)[0])
+                loads.release_keys(loads.slot(0))
+                p[...] = softmax(*block)[0]
                 for j in ad.range(1, count):
                     with ad.region("issue"):
                         block = scores(j)
                         values(j - 1)
                     with ad.region("wait s"):
-                        ad.wgmma_wait(P)  # s_j is done (its P wgmmas went first), p v may still run
-                    loads.release_keys(*slots(j))
+                        ad.wgmma_wait(1)  # s_j is done (its wgmmas went first), p v may still run
+                    loads.release_keys(loads.slot(j))
                     with ad.region("softmax"):
                         probabilities, alpha = softmax(*block)
                     with ad.region("wait pv"):
                         ad.warpgroup_barrier()  # keeps ptxas from hoisting the wait above the softmax
                         ad.wgmma_wait(0)
-                    loads.release_values(*slots(j - 1))
-                    keep(probabilities)
+                    loads.release_values(loads.slot(j - 1))
+                    p[...] = probabilities
                     acc[...] = acc[...] * alpha[:, None]
                 values(count - 1)
                 ad.wgmma_wait(0)
-                loads.release_values(*slots(count - 1))
+                loads.release_values(loads.slot(count - 1))
             out = state.normalize(acc[...]) * v_scale[:, None] if SCALED else state.normalize(acc[...])
             with ad.when(work.direct):
                 ad.store(o.at[b, query[:, None], head[:, None], columns], out.astype(o.dtype),

@@ -14,10 +14,10 @@ HOST_SMS = 4  # the multiprocessors the interpreter plans for: few, so its idle 
 # once (the paired build) have not been measured yet.
 CTAS_PER_SM = 1
 # The paired build's registers a thread, (producer, consumer): two CTAs of 256 threads share 2 x
-# 128; the producer hands its share to the consumer, less where it converts fp8 pages with its
-# threads (ptxas -v: no spills at either, every head dim, page, block and query count).  The
-# single build leaves both at 248, what ptxas gives one CTA's threads.
-PAIRED_REGISTERS = {"bf16": (40, 216), "fp8": (72, 184)}
+# 128, and the producer, which issues copies (or converts fp8 pages 16 rows at a time), hands most
+# of its share to the consumer (ptxas -v: no spills, every head dim, page, block, query count and
+# cache dtype).  The single build leaves both at 248, what ptxas gives one CTA's threads.
+PAIRED_REGISTERS = (40, 216)
 
 
 def resident(ctas_per_sm: int) -> int:

@@ -147,10 +147,11 @@ def test_debug_mode_compiles_the_table_checks(monkeypatch):
     compiled = paged_decode_kernel.compile(*specs())
     checks = compiled.binary.params[-1].checks
     # Beside the table's checks, the copies' own of their page coordinate, which the kernel
-    # clamps into the cache: never failing, whatever the table holds.  Four a page (the page and
-    # the head of the key's copy and of the value's), four pages of 16 a block of 64 keys.
+    # clamps into the cache: never failing, whatever the table holds.  Six a page (the page and
+    # the head of the keys' two copies of 64 columns and of the values'), four pages of 16 a
+    # block of 64 keys.
     copies = [check for check in checks if check.message.startswith("a traced index of a copy")]
-    assert len(copies) == 4 * 4
+    assert len(copies) == 6 * 4
     table = [check.message.split(" (")[0] for check in checks if check not in copies]
     assert list(dict.fromkeys(table)) == [  # each made where a block's scores are (the first, the rest)
         "a sequence length runs past its block table's 4096 positions",
