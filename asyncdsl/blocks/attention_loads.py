@@ -88,20 +88,6 @@ class AttentionLoads:
             self.load(j * len(starts) + i, lambda _, at=start, w=where: k_rows(at, w),
                       lambda _, at=start, w=where: v_rows(at, w))
 
-    def fill(self, j, k_tile, v_tile) -> None:
-        """For the producer: write block j's keys and values into its slot with the threads, as
-        `load` copies them: for data no copy can land as the tensor cores take it (a cache of
-        another dtype).  `k_tile(j)` and `v_tile(j)` give the `kv_rows` × `d` register tiles,
-        each traced after the wait for the slot."""
-        slot = j % self.stages
-        for tile, ring, full, empty in ((k_tile, self.k, self.k_full, self.k_empty),
-                                        (v_tile, self.v, self.v_full, self.v_empty)):
-            with ad.when(j >= self.stages):
-                empty[slot].wait()
-            ring.at[slot][...] = tile(j)
-            ad.fence_async_smem()  # the tensor cores read what the threads wrote
-            full[slot].arrive()
-
     def slot(self, j):
         """The slot of block j."""
         return j % self.stages
