@@ -43,23 +43,21 @@ values, the B operand of p @ v.
 
 from __future__ import annotations
 
+from asyncdsl.blocks.kv_ring import KeyValueRing
 from asyncdsl.blocks.mma_operands import tensor_core_layout
 from asyncdsl.frontend import language as ad
 
 
-class AttentionLoads:
+class AttentionLoads(KeyValueRing):
     """A query tile of `parts` × `q_rows` rows and a ring of `stages` slots of `kv_rows` keys and
     values, all of `d` elements a row.  Make it at the kernel's top level."""
 
     def __init__(self, q_dtype, q_rows: int, parts: int, kv_rows: int, k_dtype, v_dtype, d: int, stages: int):
-        self.stages = stages
         self.q = ad.smem((parts, q_rows, d), q_dtype, **tensor_core_layout(q_rows))  # [consumer]
         self.k = ad.smem((stages, kv_rows, d), k_dtype, **tensor_core_layout(kv_rows))
         self.v = ad.smem((stages, kv_rows, d), v_dtype, **tensor_core_layout(kv_rows))
         self.query_landed = ad.barrier(arrival_count=parts)
-        self.k_full, self.v_full = ad.barrier(num=stages), ad.barrier(num=stages)
-        self.k_empty = ad.barrier(arrival_count=parts, num=stages)
-        self.v_empty = ad.barrier(arrival_count=parts, num=stages)
+        super().__init__(stages, consumers=parts)
 
     def load_query(self, part, rows) -> None:
         """For the producer: copy `rows` (a GMEM ref of `q_rows` × `d`) into the query tile's `part`."""
@@ -88,34 +86,6 @@ class AttentionLoads:
             self.load(j * len(starts) + i, lambda _, at=start, w=where: k_rows(at, w),
                       lambda _, at=start, w=where: v_rows(at, w))
 
-    def slot(self, j):
-        """The slot of block j."""
-        return j % self.stages
-
-    def wait_keys(self, slot) -> None:
-        """For a consumer: wait until the keys in `slot` have landed."""
-        with ad.region("wait k"):
-            self.k_full[slot].wait()
-
     def keys(self, slot):
         """The keys in `slot`, K-major: the B operand of q @ kᵀ."""
         return self.k.at[slot].T
-
-    def release_keys(self, *slots) -> None:
-        """For a consumer: free the keys of these slots (one or several)."""
-        for slot in slots:
-            self.k_empty[slot].arrive(sync=False)
-
-    def wait_values(self, slot) -> None:
-        """For a consumer: wait until the values in `slot` have landed."""
-        with ad.region("wait v"):
-            self.v_full[slot].wait()
-
-    def values(self, slot):
-        """The values in `slot`: the B operand of p @ v."""
-        return self.v.at[slot]
-
-    def release_values(self, *slots) -> None:
-        """For a consumer: free the values of these slots (one or several)."""
-        for slot in slots:
-            self.v_empty[slot].arrive(sync=False)

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from asyncdsl.blocks.kv_ring import KeyValueRing
 from asyncdsl.blocks.mma_operands import tensor_core_layout
 from asyncdsl.frontend import language as ad
 
@@ -52,7 +53,7 @@ CHUNK = 64  # columns a swizzled row of bf16 holds: the keys' and q's chunks
 FILL_ROWS = 16  # rows `fill` writes at a time: few registers for the producer's threads
 
 
-class PagedLoads:
+class PagedLoads(KeyValueRing):
     """q (`rows` × `d`) and a ring of `stages` slots of `block` keys and values (bf16, `d` a
     multiple of 64) gathered from pages of `page` positions; `filled`: the producer writes the
     slots with its threads (`fill`) rather than copying them (`load`).  Make it at the kernel's
@@ -63,21 +64,15 @@ class PagedLoads:
             raise ad.TraceError(f"paged loads take head dims of whole {CHUNK}-column chunks and blocks of "
                                 f"whole pages (or pages of whole blocks), got d={d}, block={block}, "
                                 f"page={page}")
-        self.stages, self.block, self.chunks = stages, block, d // CHUNK
+        self.block, self.chunks = block, d // CHUNK
         self.piece = min(block, page)  # rows a copy lands: a page, or a block of a larger page
         self.pieces = block // self.piece
         self.q = ad.smem((self.chunks, rows, CHUNK), ad.bfloat16, **tensor_core_layout(rows))  # [chunk]
         tile = FILL_ROWS if filled else self.piece  # rows a window of the slots may start at
         self.k = ad.smem((stages, self.chunks, block, CHUNK), ad.bfloat16, **tensor_core_layout(tile))
         self.v = ad.smem((stages, block, d), ad.bfloat16, **tensor_core_layout(tile))
-        keys, values = (1, 1) if filled else (self.pieces * self.chunks, self.pieces)
-        self.k_full = ad.barrier(arrival_count=keys, num=stages)
-        self.v_full = ad.barrier(arrival_count=values, num=stages)
-        self.k_empty, self.v_empty = ad.barrier(num=stages), ad.barrier(num=stages)
-
-    def slot(self, j):
-        """The slot of block j."""
-        return j % self.stages
+        copies = (1, 1) if filled else (self.pieces * self.chunks, self.pieces)  # a slot's keys, values
+        super().__init__(stages, *copies)
 
     def _rows(self, buffer, i):
         """Piece i's rows of a slot's (block, ...) buffer."""
@@ -127,29 +122,7 @@ class PagedLoads:
             self.q.at[c].store(chunk(c))
         ad.fence_async_smem()  # the tensor cores read what the threads wrote
 
-    def wait_keys(self, slot) -> None:
-        """For the consumer: wait until the keys in `slot` have landed."""
-        with ad.region("wait k"):
-            self.k_full[slot].wait()
-
     def scores(self, s, slot) -> None:
         """For the consumer: issue s = q kᵀ over the keys in `slot`, a wgmma a chunk (one group)."""
         for c in range(self.chunks):
             ad.wgmma(s, self.q.at[c], self.k.at[slot, c].T, accumulate=c > 0)
-
-    def release_keys(self, slot) -> None:
-        """For the consumer, once the wgmmas reading them are done: free the keys of `slot`."""
-        self.k_empty[slot].arrive(sync=False)
-
-    def wait_values(self, slot) -> None:
-        """For the consumer: wait until the values in `slot` have landed."""
-        with ad.region("wait v"):
-            self.v_full[slot].wait()
-
-    def values(self, slot):
-        """The values in `slot`: the B operand of p @ v."""
-        return self.v.at[slot]
-
-    def release_values(self, slot) -> None:
-        """For the consumer, once the wgmma reading them is done: free the values of `slot`."""
-        self.v_empty[slot].arrive(sync=False)

@@ -42,33 +42,29 @@ def test_collective_arrivals_let_both_producers_refill_the_slot():
     assert same_bytes(on_gpu, expected) and same_bytes(interpreted, expected)
 
 
-def test_persistent_grid_fills_the_device_in_whole_clusters():
-    x = random_bits((5000, 32), ad.float32, seed=13)
+def persistent_run(kernel, x) -> int:
+    """Run a persistent copy of x; check the copy and that every CTA, and only those, saw the
+    grid's size; the CTAs the persistent grid launched."""
     seen = np.full((1024, 128), -1, np.int32)
     arrays = [to_device(a) for a in (x, np.zeros_like(x), seen)]
-    persistent_copy(*arrays)
+    kernel(*arrays)
     y, seen = to_host(arrays[1]), to_host(arrays[2])
     assert same_bytes(y, x)
-    compiled = persistent_copy.compile(*arrays)
-    grid = runtime.persistent_grid(runtime.load_kernel(compiled.binary))
-    programs = grid[0]
+    programs = runtime.persistent_grid(runtime.load_kernel(kernel.compile(*arrays).binary))[0]
+    assert (seen[:programs] == programs).all() and (seen[programs:] == -1).all()
+    return programs
+
+
+def test_persistent_grid_fills_the_device_in_whole_clusters():
+    programs = persistent_run(persistent_copy, random_bits((5000, 32), ad.float32, seed=13))
     # 128-thread CTAs with a few KiB of shared memory: the SMs hold several clusters of 2 each.
     assert programs % 2 == 0 and programs >= device_facts(0).multiprocessor_count
-    assert (seen[:programs] == programs).all() and (seen[programs:] == -1).all()
 
 
 def test_a_kernel_built_for_two_ctas_a_multiprocessor_gets_them():
-    x = random_bits((2000 * 64, 128), ad.float32, seed=14)
-    seen = np.full((1024, 128), -1, np.int32)
-    arrays = [to_device(a) for a in (x, np.zeros_like(x), seen)]
-    paired_persistent_copy(*arrays)
-    y, seen = to_host(arrays[1]), to_host(arrays[2])
-    assert same_bytes(y, x)
-    compiled = paired_persistent_copy.compile(*arrays)
-    programs = runtime.persistent_grid(runtime.load_kernel(compiled.binary))[0]
+    programs = persistent_run(paired_persistent_copy, random_bits((2000 * 64, 128), ad.float32, seed=14))
     # The roles' 40 + 216 registers are two CTAs' 2 x 256 x 128; one CTA would start at 248 each.
     assert programs == 2 * device_facts(0).multiprocessor_count
-    assert (seen[:programs] == programs).all() and (seen[programs:] == -1).all()
 
 
 def test_warpgroups_take_turns_in_order():
