@@ -30,13 +30,13 @@ import numpy as np
 from asyncdsl.blocks.attention_forward import HeadRows, attend, sequence_rows_finish
 from asyncdsl.blocks.attention_loads import AttentionLoads
 from asyncdsl.blocks.attention_tiles import QueryTile
+from asyncdsl.blocks.online_softmax import LOG2E
 from asyncdsl.blocks.shapes import check_head_groups
 from asyncdsl.errors import user_location
 from asyncdsl.frontend import language as ad
 from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
-from asyncdsl.kernels.attention import LOG2E
 from asyncdsl.kernels.attention_varlen import check_offsets
 from asyncdsl.kernels.attention_varlen import reference as varlen_reference
 from asyncdsl.kernels.dispatch import launch, on_stream
