@@ -7,7 +7,7 @@ import numpy as np
 
 from asyncdsl.errors import user_location
 from asyncdsl.frontend import language as ad
-from asyncdsl.hw.limits import MAX_BARRIERS_PER_GROUP, SMEM_ALIGNMENT_SLACK
+from asyncdsl.hw.limits import SMEM_ALIGNMENT_SLACK
 from asyncdsl.hw.occupancy import smem_per_cta
 from asyncdsl.kernels.dispatch import on_host
 
@@ -67,16 +67,13 @@ def check_shapes(q, k_cache, v_cache, block_table, seq_lens, plan, o, part, lse,
         raise ad.TraceError(f"the workspace must be float32 parts (slots, {Q * H}, {D}) and log-sum-exps "
                             f"(slots, {Q * H}), got {tuple(part.shape)} {part.dtype} and {tuple(lse.shape)} "
                             f"{lse.dtype}", user_location())
-    # The ring: what shared memory holds beside q and the base's alignment slack, and a slot's
-    # barrier each in one group, a block being P slots where it spans P pages.
-    slots = BK // min(BK, PAGE)
-    most = min((smem_per_cta(resident) - SMEM_ALIGNMENT_SLACK - ROWS * D * 2) // (2 * BK * D * 2),
-               MAX_BARRIERS_PER_GROUP // slots)
+    # The ring: what shared memory holds beside q and the base's alignment slack (a CTA's share
+    # where two are to fit a multiprocessor).
+    most = (smem_per_cta(resident) - SMEM_ALIGNMENT_SLACK - ROWS * D * 2) // (2 * BK * D * 2)
     if STAGES is not None and (not isinstance(STAGES, int) or isinstance(STAGES, bool)
                                or not 2 <= STAGES <= most):
         raise ad.TraceError(f"STAGES, the key blocks in flight, must be an int from 2 to {most} (what shared "
-                            f"memory holds of blocks of {BK} keys of head dim {D}, in at most "
-                            f"{MAX_BARRIERS_PER_GROUP} ring slots of {BK // slots} keys), got {STAGES!r}",
+                            f"memory holds of blocks of {BK} keys of head dim {D}), got {STAGES!r}",
                             user_location())
     if o.shape != q.shape:
         raise ad.TraceError(f"o has shape {tuple(o.shape)}, expected {tuple(q.shape)}", user_location())

@@ -317,9 +317,12 @@ def test_a_smaller_ring_gives_the_same_bytes():
     assert np.array_equal(ours.view(np.uint16), theirs.view(np.uint16))
 
 
-def test_a_ring_of_more_slots_than_a_barrier_group_holds_is_refused():
-    """Pages of 16 in blocks of 64 take four slots a block: 9 blocks would be 36 barriers."""
+def test_a_ring_of_blocks_of_pages_takes_a_slot_and_a_barrier_a_block():
+    """Pages of 16 in blocks of 64 keys: 13 blocks of head dim 64 fill a multiprocessor's shared
+    memory, one barrier each; a paired build holds 6."""
     q, k, v, table, seq_lens = inputs(1, 1, 2, 1, 64, 16, 8, 8, (100,))
-    K.paged_decode_attention(q[:, 0], k, v, table, seq_lens, splits=1, stages=8)
-    with pytest.raises(ad.TraceError, match="must be an int from 2 to 8 .* at most 32 ring slots of 16 keys"):
-        K.paged_decode_attention(q[:, 0], k, v, table, seq_lens, splits=1, stages=9)
+    K.paged_decode_attention(q[:, 0], k, v, table, seq_lens, splits=1, stages=13)
+    K.paged_decode_attention(q[:, 0], k, v, table, seq_lens, splits=1, ctas_per_sm=2, stages=6)
+    for ctas, most in ((1, 13), (2, 6)):
+        with pytest.raises(ad.TraceError, match=f"must be an int from 2 to {most} "):
+            K.paged_decode_attention(q[:, 0], k, v, table, seq_lens, splits=1, ctas_per_sm=ctas, stages=most + 1)
