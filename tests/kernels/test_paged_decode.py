@@ -325,4 +325,5 @@ def test_a_ring_of_blocks_of_pages_takes_a_slot_and_a_barrier_a_block():
     K.paged_decode_attention(q[:, 0], k, v, table, seq_lens, splits=1, ctas_per_sm=2, stages=6)
     for ctas, most in ((1, 13), (2, 6)):
         with pytest.raises(ad.TraceError, match=f"must be an int from 2 to {most} "):
-            K.paged_decode_attention(q[:, 0], k, v, table, seq_lens, splits=1, ctas_per_sm=ctas, stages=most + 1)
+            K.paged_decode_attention(q[:, 0], k, v, table, seq_lens, splits=1, ctas_per_sm=ctas,
+                                     stages=most + 1)
