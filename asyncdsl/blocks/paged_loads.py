@@ -123,6 +123,6 @@ class PagedLoads(KeyValueRing):
         ad.fence_async_smem()  # the tensor cores read what the threads wrote
 
     def scores(self, s, slot) -> None:
-        """For the consumer: issue s = q kᵀ over the keys in `slot`, a wgmma a chunk (one group)."""
+        """For the consumer: issue s = q kᵀ over the keys in `slot`, a wgmma group a chunk."""
         for c in range(self.chunks):
             ad.wgmma(s, self.q.at[c], self.k.at[slot, c].T, accumulate=c > 0)

@@ -194,7 +194,7 @@ def _decode(resident, q, k_cache, v_cache, block_table, seq_lens, scales, plan, 
                         block = scores(j)
                         values(j - 1)
                     with ad.region("wait s"):
-                        ad.wgmma_wait(1)  # s_j is done (its wgmmas went first), p v may still run
+                        ad.wgmma_wait(1)  # s_j is done (its groups went first), p v may still run
                     loads.release_keys(loads.slot(j))
                     with ad.region("softmax"):
                         probabilities, alpha = softmax(*block)
