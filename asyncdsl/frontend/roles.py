@@ -28,6 +28,7 @@ from asyncdsl.hw.roles import (
     check_registers,
     check_warpgroups,
     register_cap,
+    sharing,
 )
 from asyncdsl.ir_locations import from_ir_location
 
@@ -111,10 +112,8 @@ def register_budget(tracer: tracing.Tracer) -> tuple[int, str]:
     role = enclosing_role(tracer.block)
     if role is not None and role.register_count is not None:
         return role.register_count, f"the role of warpgroups {role.warpgroup_indices}"
-    launch = tracer.launch
-    threads = launch.num_warpgroups * WARPGROUP_THREADS
-    sharing = f", {launch.ctas_per_sm} a multiprocessor" if launch.ctas_per_sm > 1 else ""
-    return register_cap(threads, launch.ctas_per_sm), f"this {threads}-thread CTA{sharing}"
+    threads, ctas = tracer.launch.num_warpgroups * WARPGROUP_THREADS, tracer.launch.ctas_per_sm
+    return register_cap(threads, ctas), f"this {threads}-thread CTA{sharing(ctas)}"
 
 
 def enclosing_role(block: Block) -> ir.WarpgroupRoleOp | None:

@@ -8,7 +8,5 @@ from asyncdsl.hw.limits import MAX_SMEM_PER_BLOCK, SMEM_PER_SM, SMEM_RESERVED_PE
 
 def smem_per_cta(ctas_per_sm: int = 1) -> int:
     """The dynamic shared memory one CTA may take where `ctas_per_sm` are to be resident at once:
-    the opt-in maximum for one, else its share of the multiprocessor's."""
-    if ctas_per_sm == 1:
-        return MAX_SMEM_PER_BLOCK
+    its share of the multiprocessor's, at most the opt-in maximum (which is one CTA's share)."""
     return min(MAX_SMEM_PER_BLOCK, SMEM_PER_SM // ctas_per_sm - SMEM_RESERVED_PER_BLOCK)

@@ -7,8 +7,9 @@ consumers) its own per-thread register count: the role's code starts with
 - `n` is a multiple of 8 in [24, 256] (PTX ISA, setmaxnreg).
 - Every thread starts with the cap: 65536 / threads, rounded down to a multiple of 8, at most
   255 (168 at 384 threads, which `ptxas -v` reports); a kernel built to hold `ctas_per_sm` CTAs a
-  multiprocessor at once shares the 65536 among all their threads.  A kernel whose roles set registers states
-  it as `.maxnreg` beside its `.reqntid`, without which ptxas ignores `setmaxnreg` (C7508).
+  multiprocessor at once shares the 65536 among all their threads.  A kernel whose roles set
+  registers states it as `.maxnreg` beside its `.reqntid`, without which ptxas ignores
+  `setmaxnreg` (C7508).
   A role below the cap releases registers (`dec`), one above takes them (`inc`); `inc` blocks
   until the CTA's pool has them, so roles that take more than the others release hang forever.  Hence the
   budget: Σ (n × warpgroups of the role) ≤ cap ×
@@ -111,10 +112,11 @@ def check_budget(roles: Sequence[Role], num_warpgroups: int, ctas_per_sm: int = 
         raise TraceError(
             f"the roles take more registers than the CTA has: {sum_text} = {spent} > "
             f"{cap}*{num_warpgroups} = {budget} ({cap} per thread is what ptxas gives each of "
-            f"{num_warpgroups * WARPGROUP_THREADS} threads{_sharing(ctas_per_sm)}); setmaxnreg.inc would "
+            f"{num_warpgroups * WARPGROUP_THREADS} threads{sharing(ctas_per_sm)}); setmaxnreg.inc would "
             "wait forever"
         )
 
 
-def _sharing(ctas_per_sm: int) -> str:
+def sharing(ctas_per_sm: int) -> str:
+    """", n CTAs sharing a multiprocessor" for messages about a kernel of `ctas_per_sm` n > 1."""
     return f", {ctas_per_sm} CTAs sharing a multiprocessor" if ctas_per_sm > 1 else ""

@@ -111,22 +111,22 @@ def paired_decode_kernel(q, k_cache, v_cache, block_table, seq_lens, scales, pla
     _decode(2, q, k_cache, v_cache, block_table, seq_lens, scales, plan, o, part, lse, SCALED, BK, STAGES)
 
 
-def _decode(resident, q, k_cache, v_cache, block_table, seq_lens, scales, plan, o, part, lse, SCALED, BK,
+def _decode(ctas_per_sm, q, k_cache, v_cache, block_table, seq_lens, scales, plan, o, part, lse, SCALED, BK,
             STAGES):
     _, Q, H, D = q.shape
     PAGES, PAGE, H_KV, _ = k_cache.shape
-    check_shapes(q, k_cache, v_cache, block_table, seq_lens, plan, o, part, lse, BK, STAGES, resident)
+    check_shapes(q, k_cache, v_cache, block_table, seq_lens, plan, o, part, lse, BK, STAGES, ctas_per_sm)
     G, PIECE = H // H_KV, min(BK, PAGE)  # a piece of a block: one page's positions, one copy
     h_kv, slot = ad.program_id(0) % H_KV, ad.program_id(0) // H_KV
     work = SplitWork(plan, slot,
                      lambda b: PagedSequence(block_table, seq_lens, b, PAGES, PAGE).blocks(BK))
     b, first_block, count = work.b, work.first, work.count
     seq = PagedSequence(block_table, seq_lens, b, PAGES, PAGE)
-    STAGES = ring_stages(BK, D, resident) if STAGES is None else STAGES
+    STAGES = ring_stages(BK, D, ctas_per_sm) if STAGES is None else STAGES
     bf16 = k_cache.dtype == ad.bfloat16
     loads = PagedLoads(ROWS, BK, PAGE, D, STAGES, filled=not bf16)
 
-    producer, consumer = PAIRED_REGISTERS if resident == 2 else (None, None)
+    producer, consumer = PAIRED_REGISTERS if ctas_per_sm == 2 else (None, None)
     with ad.warpgroup_role(1, registers=producer):  # the producer, a block at a time
         if bf16:
             last = seq.last_entry()
