@@ -60,7 +60,7 @@ def empty_elementwise(a: Any, **others: Any) -> bool:
     for name, array in others.items():
         if tuple(array.shape) != tuple(a.shape):
             raise ArgumentError(f"{name} has shape {tuple(array.shape)}, expected a's {tuple(a.shape)} "
-                                   "(element by element)", user_location())
+                                "(element by element)", user_location())
     return True
 
 
