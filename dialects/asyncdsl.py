@@ -273,7 +273,7 @@ def static_smem_offset(value: SSAValue) -> int | None:
             known = constant_value(owner.start)
             if known is None:
                 return None
-            offset += known * owner.row_bytes
+            offset += known * owner.unit_bytes
         elif isinstance(owner, SmemSliceOp):
             known = constant_value(owner.offset)
             if known is None:

@@ -160,65 +160,80 @@ class SmemViewOp(IRDLOperation):
 
 @irdl_op_definition
 class SmemWindowOp(IRDLOperation):
-    """Rows `start` .. `start + rows` of a shared-memory buffer's leading dim, every other dim
-    whole: the contiguous bytes `start` × `row_bytes` into the source.  A buffer with a layout
-    takes windows its layout can express (`SmemLayout.window`), starting at a multiple of
-    `step` rows (the interpreter checks a traced start)."""
+    """Indices `start` .. `start + size` of one dim of a shared-memory buffer, every other dim
+    whole: the leading dim (rows), or with `dim` the last one (columns).  The window is the
+    contiguous bytes `start` × `unit_bytes` into the source: a buffer with a layout takes the
+    windows its layout can express (`SmemLayout.window`), starting at a multiple of `step`
+    indices (the interpreter checks a traced start); a plain row-major buffer, windows of rows."""
 
     name = "asyncdsl.smem_window"
     source = operand_def(MemRefType)
     start = operand_def(IndexType)
-    rows = prop_def(IntegerAttr[I64])
+    size = prop_def(IntegerAttr[I64])
+    dim = opt_prop_def(IntegerAttr[I64])  # absent: the leading dim
     result = result_def(MemRefType)
 
-    assembly_format = "$source `[` $start `rows` $rows `]` attr-dict `:` type($source) `->` type($result)"
+    assembly_format = ("$source `[` $start `size` $size (`dim` $dim^)? `]` attr-dict `:` type($source) `->` "
+                       "type($result)")
 
-    def __init__(self, source: SSAValue, start: SSAValue, rows: int):
-        super().__init__(
-            operands=[source, start], properties={"rows": int_prop(rows)},
-            result_types=[_window_type(memref_type(source.type), rows)],
-        )
-
-    @property
-    def source_rows(self) -> int:
-        """The rows of the source's leading dim (logical)."""
-        return logical_shape(self.source.type)[0]
+    def __init__(self, source: SSAValue, start: SSAValue, size: int, dim: int = 0):
+        source_type = memref_type(source.type)
+        properties = {"size": int_prop(size)}
+        if dim:
+            properties["dim"] = int_prop(dim)
+        super().__init__(operands=[source, start], properties=properties,
+                         result_types=[_window_type(source_type, size, dim)])
 
     @property
-    def row_bytes(self) -> int:
-        """The bytes of one row of the leading dim (every other dim whole)."""
-        return buffer_bytes(self.source.type) // self.source_rows
+    def axis(self) -> int:
+        """The windowed dim of the source."""
+        return 0 if self.dim is None else self.dim.value.data
+
+    @property
+    def extent(self) -> int:
+        """The source's indices along the windowed dim (logical)."""
+        return logical_shape(self.source.type)[self.axis]
+
+    @property
+    def unit_bytes(self) -> int:
+        """The bytes one index of the windowed dim spans (every other dim whole)."""
+        return buffer_bytes(self.source.type) // self.extent
 
     @property
     def step(self) -> int:
-        """The rows the window's start is a multiple of."""
+        """The indices the window's start is a multiple of."""
         layout = smem_layout(self.source.type)
-        return 1 if layout is None else layout.window_step(element_bits(self.source.type) // 8)
+        return 1 if layout is None else layout.window_step(element_bits(self.source.type) // 8, self.axis)
 
     def verify_(self) -> None:
         if not is_smem(self.source.type):
             raise VerifyException("smem_window takes a shared-memory buffer")
         try:
-            expected = _window_type(memref_type(self.source.type), self.rows.value.data)
+            expected = _window_type(memref_type(self.source.type), self.size.value.data, self.axis)
         except TransformError as error:
             raise VerifyException(f"smem_window: {error.message}") from None
         if self.result.type != expected:
             raise VerifyException(f"smem_window of {self.source.type} must give {expected}")
 
 
-def _window_type(source: MemRefType, rows: int) -> MemRefType:
-    """The type of a window of `rows` leading-dim rows of a buffer of type `source`."""
+def _window_type(source: MemRefType, size: int, dim: int = 0) -> MemRefType:
+    """The type of a window of `size` indices of `dim` of a buffer of type `source`."""
     shape = logical_shape(source)
-    if not 0 < rows <= shape[0]:
-        raise TransformError(f"a window of {rows} row(s) of a leading dim of {shape[0]}")
-    if len(shape) == 1 or math.prod(shape[1:]) * element_bits(source) % 8:
-        raise TransformError(f"a window's rows must be whole bytes; rows of {shape[1:]} elements of "
-                             f"{element_bits(source)} bits are not")
     layout = smem_layout(source)
+    if dim not in (0, len(shape) - 1) or (dim and layout is None):
+        raise TransformError(f"a window of dim {dim} of {shape}: windows are of the leading dim, or of the "
+                             f"last where a layout lays that out in blocks")
+    if not 0 < size <= shape[dim]:
+        raise TransformError(f"a window of {size} of the {shape[dim]} indices of dim {dim}")
+    if len(shape) == 1 or math.prod(shape) // shape[dim] * element_bits(source) % 8:
+        raise TransformError(f"a window's units must be whole bytes; those of dim {dim} of {shape}, elements "
+                             f"of {element_bits(source)} bits, are not")
+    window = list(shape)
+    window[dim] = size
     if layout is None:
-        return smem_type((rows, *shape[1:]), source.element_type)
-    window = layout.window(rows)
-    return smem_type(window.physical_shape, source.element_type, window)
+        return smem_type(tuple(window), source.element_type)
+    laid = layout.window(size, dim)
+    return smem_type(laid.physical_shape, source.element_type, laid)
 
 
 OPERATIONS: tuple[type[Operation], ...] = (

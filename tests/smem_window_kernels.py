@@ -102,3 +102,40 @@ def multicast_into_a_window(x, y, SWIZZLE: ad.constexpr):
     loaded.wait()
     ad.async_copy(buf.at[ad.ds(half, half)], y.at[ad.ds(ad.program_id(0) * half, half)])
     ad.await_async_copy(0)
+
+
+@ad.kernel(grid=(2,))
+def columns_through_windows(x, y, SWIZZLE: ad.constexpr):
+    """x (R, C) -> a buffer tiled in whole columns of one swizzle span, R rows a tile (its column
+    tiles one after the other), one TMA load a span into its window of columns; CTA p reads
+    each span into registers from a traced start, p spans on (cyclically), writes `t * t - t`
+    into the same columns of a second buffer, which TMA stores to y[p]."""
+    rows, width = x.shape
+    span = (SWIZZLE or 64) * 8 // x.dtype.bits
+    layout = dict(transforms=ad.TileTransform((rows, span)), swizzle=SWIZZLE)
+    inbox, outbox = ad.smem(x.shape, x.dtype, **layout), ad.smem(x.shape, x.dtype, **layout)
+    spans = width // span
+    landed = ad.barrier(arrival_count=spans)
+    for k in range(spans):
+        ad.async_copy(x.at[:, ad.ds(k * span, span)], inbox.at[:, ad.ds(k * span, span)], barrier=landed)
+    landed.wait()
+    for k in range(spans):
+        tile = ad.load(inbox.at[:, ad.ds((ad.program_id(0) + k) % spans * span, span)], layout=ad.WGMMA)
+        outbox.at[:, ad.ds(k * span, span)][...] = tile * tile - tile
+    ad.fence_async_smem()
+    ad.async_copy(outbox, y.at[ad.program_id(0)])
+    ad.await_async_copy(0)
+
+
+@ad.kernel(grid=(1,))
+def wgmma_on_column_windows(a, c):
+    """c = a[:, :64] @ a[:, 64:]ᵀ for a (64, 128) bf16 in one buffer tiled (64, 64): its two
+    column windows are the A operand and, transposed, the B operand of one wgmma."""
+    a_s = ad.smem(a.shape, a.dtype, transforms=ad.TileTransform((64, 64)), swizzle=128)
+    loaded = ad.barrier()
+    ad.async_copy(a, a_s, barrier=loaded)
+    loaded.wait()
+    acc = ad.registers((64, 64), ad.float32, layout=ad.WGMMA)
+    ad.wgmma(acc, a_s.at[:, ad.ds(0, 64)], a_s.at[:, ad.ds(64, 64)].T, accumulate=False)
+    ad.wgmma_wait(0)
+    ad.store(c, acc[...])

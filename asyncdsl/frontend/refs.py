@@ -358,22 +358,33 @@ class SmemRef:
 
     def _view(self, key) -> SmemRef:
         """`buf.at[i, ..., ds(r, n)]`: integer indices on leading dims, then at most one window
-        of the next dim with every later dim whole, the contiguous views of a buffer."""
+        of the next dim with every later dim whole, the contiguous views of a buffer; or, of a
+        buffer whose layout lays out the last dim in contiguous blocks (64-column tiles), a
+        window of the last dim with every other dim whole (`buf.at[s, :, ds(64 * c, 64)]`)."""
         dims = parse_indices(key, self.shape, "shared-memory view .at[...]", coordinates=False)
         kept = next((position for position, dim in enumerate(dims) if not dim.squeezed), None)
         if kept is None:
             raise TraceError(f"a shared-memory view keeps at least one dim; {len(dims)} integer indices "
                              f"index every dim of {self.shape}", user_location())
         leading = [dim.start for dim in dims[:kept]]
-        window = dims[kept]
-        for position, dim in enumerate(dims[len(leading) + 1:], start=len(leading) + 1):
-            if dim.squeezed or not _whole(dim, self.shape[position]):
-                raise TraceError(
-                    "a shared-memory view must stay contiguous: integer indices on leading dims, then "
-                    f"at most one window (asyncdsl.ds or a slice) on the next dim and every later dim "
-                    f"whole; dim {position} of {self.shape} is not whole", user_location(),
-                )
+        window, columns = dims[kept], None
+        for position, dim in enumerate(dims[kept + 1:], start=kept + 1):
+            if not dim.squeezed and _whole(dim, self.shape[position]):
+                continue
+            if (position == len(dims) - 1 and not dim.squeezed and self.layout is not None
+                    and _whole(window, self.shape[kept])):
+                columns = dim  # a window of the last dim alone: its layout may make it contiguous
+                continue
+            raise TraceError(
+                "a shared-memory view must stay contiguous: integer indices on leading dims, then "
+                f"at most one window (asyncdsl.ds or a slice) on the next dim and every later dim "
+                f"whole (or, where the buffer's layout tiles the last dim, a window of the last dim "
+                f"alone); dim {position} of {self.shape} is not whole", user_location(),
+            )
         view = self._leading(leading)
+        if columns is not None:
+            assert columns.size is not None  # not squeezed
+            return view._window(columns.start, columns.size, dim=view.ndim - 1)
         if _whole(window, self.shape[len(leading)]):
             return view
         assert window.size is not None  # the first dim not squeezed
@@ -395,33 +406,38 @@ class SmemRef:
         op = tracer.emit(ir.SmemViewOp(self.value, [index_value(i) for i in leading]))
         return SmemRef(op.results[0], self.shape[len(leading):], self.dtype, view_layout, self.origin)
 
-    def _window(self, start: IndexLike, rows: int) -> SmemRef:
-        where = f" from row {start}" if isinstance(start, int) else ""
-        what = f"shared-memory window of {rows} row(s){where} of the buffer allocated at {self.origin}"
-        row_bits = self.dtype.bits * math.prod(self.shape[1:])
-        if self.ndim == 1 or row_bits % 8:
+    def _window(self, start: IndexLike, size: int, dim: int = 0) -> SmemRef:
+        """Indices start .. start + size of `dim` (the leading one, rows; or the last, columns),
+        every other dim whole."""
+        unit = "row" if dim == 0 else "column"
+        where = f" from {unit} {start}" if isinstance(start, int) else ""
+        what = f"shared-memory window of {size} {unit}(s){where} of the buffer allocated at {self.origin}"
+        extent = self.shape[dim]
+        unit_bits = self.dtype.bits * math.prod(self.shape) // extent
+        if self.ndim == 1 or unit_bits % 8:
             raise TraceError(f"{what}: a window's rows must be whole bytes; rows of {self.shape[1:]} "
                              f"{self.dtype} elements are not (window a leading dim of whole bytes)",
                              user_location())
-        if isinstance(start, int) and not 0 <= start <= self.shape[0] - rows:
-            raise TraceError(f"{what}: the window lies outside the dim's {self.shape[0]} rows",
-                             user_location())
+        if isinstance(start, int) and not 0 <= start <= extent - size:
+            raise TraceError(f"{what}: the window lies outside the dim's {extent} {unit}s", user_location())
         layout, step = None, 1
         if self.layout is not None:
             try:
-                layout = self.layout.window(rows)
-                step = self.layout.window_step(self.dtype.bits // 8)
+                layout = self.layout.window(size, dim)
+                step = self.layout.window_step(self.dtype.bits // 8, dim)
             except TransformError as error:
                 raise TraceError(f"{what}: {error.message}", user_location()) from None
             if isinstance(start, int) and start % step:
                 atom = (f", a whole swizzle atom of {self.layout.alignment} bytes"
                         if self.layout.swizzle_bytes else "")
                 raise TraceError(
-                    f"{what}: a window of this layout starts at a multiple of {step} rows (whole "
-                    f"blocks of {describe_chain(self.layout.transforms)}{atom}), not at row {start}",
+                    f"{what}: a window of this layout starts at a multiple of {step} {unit}s (whole "
+                    f"blocks of {describe_chain(self.layout.transforms)}{atom}), not at {unit} {start}",
                     user_location())
-        op = tracing.current("SmemRef.at").emit(ir.SmemWindowOp(self.value, index_value(start), rows))
-        return SmemRef(op.results[0], (rows, *self.shape[1:]), self.dtype, layout, self.origin)
+        op = tracing.current("SmemRef.at").emit(ir.SmemWindowOp(self.value, index_value(start), size, dim))
+        shape = list(self.shape)
+        shape[dim] = size
+        return SmemRef(op.results[0], tuple(shape), self.dtype, layout, self.origin)
 
     # -- register tiles: `tile = buf[...]`, `buf[...] = tile` ----------------------------------------
     def __getitem__(self, key) -> RegisterTile:

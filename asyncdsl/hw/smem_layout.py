@@ -13,8 +13,11 @@ leading dims (`buf.at[slot]`) has the chain unbatched from those dims, which the
 dims the chain leaves in place.  A window of whole rows of the leading dim (`buf.at[ds(r, n)]`)
 has the same chain over fewer rows: the layout expresses windows of whole blocks (the fewest
 rows in which it repeats, contiguous and laid out as the chain lays out one block: a tiling's
-tile rows) that start on a whole swizzle atom.  The layout is a bijection: rounding tilings
-(which drop elements) are refused, so every logical element has its own physical place and back.
+tile rows) that start on a whole swizzle atom.  The same holds along the last dim where the
+layout comes in contiguous blocks of columns (`buf.at[:, ds(64 * c, 64)]` of a (rows, 128)
+buffer tiled (rows, 64): its 64-column tiles lie one after the other).  The layout is a
+bijection: rounding tilings (which drop elements) are refused, so every logical element has its
+own physical place and back.
 """
 
 from __future__ import annotations
@@ -89,17 +92,20 @@ class SmemLayout:
             return self
         return _view(self, leading_rank)
 
-    def window(self, rows: int) -> SmemLayout:
-        """The layout of a window of `rows` rows of the leading dim, every other dim whole, that
-        starts at a multiple of `window_step` rows (TransformError for one it cannot express)."""
-        return _window(self, rows)
+    def window(self, size: int, dim: int = 0) -> SmemLayout:
+        """The layout of a window of `size` indices of `dim` (the leading dim, or the last),
+        every other dim whole, that starts at a multiple of `window_step` indices
+        (TransformError for one it cannot express)."""
+        return _window(self, size, _windowed(self, dim))
 
-    def window_step(self, element_bytes: int) -> int:
-        """The rows a window's start is a multiple of: whole periods of the layout (`window`),
-        and a whole swizzle atom from the buffer's start, so the window starts its pattern."""
-        row_bytes = math.prod(self.logical_shape[1:]) * element_bytes
-        atom_rows = self.alignment // math.gcd(self.alignment, row_bytes)
-        return math.lcm(_period(self), atom_rows)
+    def window_step(self, element_bytes: int, dim: int = 0) -> int:
+        """The indices of `dim` a window's start is a multiple of: whole periods of the layout
+        (`window`), and a whole swizzle atom from the buffer's start, so the window starts its
+        pattern."""
+        dim = _windowed(self, dim)
+        unit_bytes = math.prod(self.logical_shape) // self.logical_shape[dim] * element_bytes
+        atom_units = self.alignment // math.gcd(self.alignment, unit_bytes)
+        return math.lcm(_period(self, dim), atom_units)
 
     def element_offsets(self, indices: Sequence[np.ndarray] | np.ndarray) -> np.ndarray:
         """The physical (row-major) element offset of each logical index (one array per dim)."""
@@ -135,45 +141,66 @@ def _view(layout: SmemLayout, leading_rank: int) -> SmemLayout:
     return view
 
 
+def _windowed(layout: SmemLayout, dim: int) -> int:
+    """`dim` as a non-negative index: windows are taken of the leading dim or of the last."""
+    dim = dim % len(layout.logical_shape)
+    if dim not in (0, len(layout.logical_shape) - 1):
+        raise TransformError(f"a window of dim {dim} of {layout.logical_shape}: windows are of the leading "
+                             f"dim or of the last")
+    return dim
+
+
+def _by_dim(layout: SmemLayout, dim: int) -> np.ndarray:
+    """The element offsets of the whole buffer, `dim` first: [index of dim, the rest row-major]."""
+    offsets = layout.element_offsets(np.indices(layout.logical_shape))
+    return np.moveaxis(offsets, dim, 0).reshape(layout.logical_shape[dim], -1)
+
+
 @functools.lru_cache(maxsize=256)
-def _period(layout: SmemLayout) -> int:
-    """The fewest leading-dim rows in which the layout comes in blocks: each block of that many
-    rows fills its own contiguous elements, laid out as the chain lays out a buffer of one block."""
-    rows = layout.logical_shape[0]
-    offsets = layout.element_offsets(np.indices(layout.logical_shape)).reshape(rows, -1)
-    row_elements = offsets.shape[1]
-    for period in (p for p in range(1, rows) if rows % p == 0):
-        blocks = offsets.reshape(rows // period, period * row_elements)
-        shifts = np.arange(rows // period)[:, None] * period * row_elements
-        if (blocks == blocks[:1] + shifts).all() and _lays_out(layout, period, blocks[0]):
+def _period(layout: SmemLayout, dim: int = 0) -> int:
+    """The fewest indices of `dim` in which the layout comes in blocks: each block of that many
+    fills its own contiguous elements, laid out as the chain lays out a buffer of one block."""
+    extent = layout.logical_shape[dim]
+    offsets = _by_dim(layout, dim)
+    unit = offsets.shape[1]  # elements of one index of dim
+    for period in (p for p in range(1, extent) if extent % p == 0):
+        blocks = offsets.reshape(extent // period, period * unit)
+        shifts = np.arange(extent // period)[:, None] * period * unit
+        if (blocks == blocks[:1] + shifts).all() and _lays_out(layout, period, dim):
             return period
-    return rows  # the whole buffer, one block
+    return extent  # the whole buffer, one block
 
 
-def _lays_out(layout: SmemLayout, rows: int, offsets: np.ndarray) -> bool:
-    """Whether the layout's chain over `rows` rows puts the elements at `offsets` (row-major)."""
+def _lays_out(layout: SmemLayout, size: int, dim: int) -> bool:
+    """Whether the layout's chain over a buffer of `size` indices of `dim` puts each element
+    where the buffer's chain puts the same element of its first `size` indices."""
+    shape = list(layout.logical_shape)
+    shape[dim] = size
     try:
-        window = SmemLayout((rows, *layout.logical_shape[1:]), layout.transforms, layout.swizzle_bytes)
+        window = SmemLayout(tuple(shape), layout.transforms, layout.swizzle_bytes)
     except TransformError:
         return False
-    return bool((window.element_offsets(np.indices(window.logical_shape)).reshape(-1) == offsets).all())
+    first = np.indices(window.logical_shape)
+    return bool((window.element_offsets(first) == layout.element_offsets(first)).all())
 
 
 @functools.lru_cache(maxsize=1024)
-def _window(layout: SmemLayout, rows: int) -> SmemLayout:
-    period = _period(layout)
+def _window(layout: SmemLayout, size: int, dim: int) -> SmemLayout:
+    period = _period(layout, dim)
     shape = layout.logical_shape
-    if rows % period or rows > shape[0]:
+    what = "row(s)" if dim == 0 else f"index(es) of dim {dim}"
+    if size % period or size > shape[dim]:
         raise TransformError(
-            f"a window of {rows} row(s): the transforms {describe_chain(layout.transforms)} lay out "
-            f"{shape} in blocks of {period} row(s) of the leading dim, so a window is whole blocks "
-            f"({period}, {2 * period}, ... rows)")
-    whole = layout.element_offsets(np.indices(shape))[:rows].reshape(-1)
-    if not _lays_out(layout, rows, whole):
+            f"a window of {size} {what}: the transforms {describe_chain(layout.transforms)} lay out "
+            f"{shape} in blocks of {period} {what}, so a window is whole blocks "
+            f"({period}, {2 * period}, ... of them)")
+    if not _lays_out(layout, size, dim):
         raise TransformError(
-            f"a window of {rows} row(s): the transforms {describe_chain(layout.transforms)} lay out "
-            f"({rows}, ...) otherwise than they lay out those rows of {shape}")
-    return SmemLayout((rows, *shape[1:]), layout.transforms, layout.swizzle_bytes)
+            f"a window of {size} {what}: the transforms {describe_chain(layout.transforms)} lay out "
+            f"that window otherwise than they lay out those {what} of {shape}")
+    window = list(shape)
+    window[dim] = size
+    return SmemLayout(tuple(window), layout.transforms, layout.swizzle_bytes)
 
 
 def describe_chain(chain: TransformChain) -> str:

@@ -53,4 +53,5 @@ class CoreFunctions(WarpgroupFunctions):
     @diagnosed
     def run_smem_window(self, interpreter: Interpreter, op: ir.SmemWindowOp, args: PythonValues):
         source, start = args
-        return (source.window(start.value.data, op.rows.value.data, op.source_rows, op.step, op.result.type),)
+        size = op.size.value.data
+        return (source.window(start.value.data, size, op.axis, op.extent, op.step, op.result.type),)

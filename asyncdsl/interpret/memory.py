@@ -98,22 +98,25 @@ class SmemBuffer:
             offset += index * stride
         return SmemBuffer(offset, self.shape[len(indices):], self.element_bytes, self.origin)
 
-    def window(self, start: int, rows: int, total_rows: int, step: int, memref: MemRefType) -> SmemBuffer:
-        """Rows [start, start + rows) of the `total_rows` logical rows of the leading dim (as
-        `smem_window` addresses it; `memref` the window's type), `start` a multiple of `step`."""
-        if not 0 <= start <= total_rows - rows:
+    def window(self, start: int, size: int, dim: int, extent: int, step: int,
+               memref: MemRefType) -> SmemBuffer:
+        """Indices [start, start + size) of the `extent` logical indices of `dim`, the leading
+        dim (rows) or the last (columns), as `smem_window` addresses them (`memref` the window's
+        type), `start` a multiple of `step`."""
+        what = "rows" if dim == 0 else "columns"
+        if not 0 <= start <= extent - size:
             raise OutOfBoundsError(
-                f"the window of rows {start} .. {start + rows - 1} of the shared-memory buffer of "
-                f"{total_rows} rows allocated at {self.origin} (valid starts: 0 .. {total_rows - rows}): "
+                f"the window of {what} {start} .. {start + size - 1} of the shared-memory buffer of "
+                f"{extent} {what} allocated at {self.origin} (valid starts: 0 .. {extent - size}): "
                 "on the GPU it would overlap other shared memory"
             )
         if start % step:
             raise InterpretError(
-                f"the window starting at row {start} of the shared-memory buffer allocated at "
-                f"{self.origin} must start at a multiple of {step} rows (whole tiles of its layout, "
-                "a whole swizzle atom): on the GPU its rows would be read in another layout"
+                f"the window starting at {what[:-1]} {start} of the shared-memory buffer allocated at "
+                f"{self.origin} must start at a multiple of {step} {what} (whole tiles of its layout, "
+                f"a whole swizzle atom): on the GPU its {what} would be read in another layout"
             )
-        return SmemBuffer.of_type(self.offset + start * (self.nbytes // total_rows), memref, self.origin)
+        return SmemBuffer.of_type(self.offset + start * (self.nbytes // extent), memref, self.origin)
 
 
 @dataclass(frozen=True)

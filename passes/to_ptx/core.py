@@ -47,10 +47,12 @@ def _smem_view(ctx: KernelLowering, op: ir.SmemViewOp) -> None:
 
 def _smem_window(ctx: KernelLowering, op: ir.SmemWindowOp) -> None:
     known = ctx.constant(op.start)
-    if known is not None:
-        address = ctx.b.emit("add.s32 {}, {}, {};", "b32", ctx.reg(op.source), known * op.row_bytes)
+    if known == 0:
+        address = ctx.reg(op.source)
+    elif known is not None:
+        address = ctx.b.emit("add.s32 {}, {}, {};", "b32", ctx.reg(op.source), known * op.unit_bytes)
     else:
-        address = ctx.b.emit("mad.lo.s32 {}, {}, {}, {};", "b32", ctx.reg(op.start), op.row_bytes,
+        address = ctx.b.emit("mad.lo.s32 {}, {}, {}, {};", "b32", ctx.reg(op.start), op.unit_bytes,
                              ctx.reg(op.source))
     ctx.bind(op.result, address)
 

@@ -49,9 +49,9 @@ def buffer_alignment(ctx: KernelLowering, value: SSAValue) -> int:
         return alignment
     if isinstance(owner, ir.SmemWindowOp):
         # A traced start is a multiple of the window's step (the interpreter checks it).
-        rows = ctx.constant(owner.start)
-        rows = owner.step if rows is None else rows
-        return math.gcd(buffer_alignment(ctx, owner.source), rows * owner.row_bytes)
+        start = ctx.constant(owner.start)
+        start = owner.step if start is None else start
+        return math.gcd(buffer_alignment(ctx, owner.source), start * owner.unit_bytes)
     if isinstance(owner, ir.AllocSmemOp):
         return owner.alignment.value.data
     return 1

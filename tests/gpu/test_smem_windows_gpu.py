@@ -1,6 +1,7 @@
 """Windows of shared-memory buffers on the H200: TMA loads and stores into windows at static and
 traced starts, a cluster's multicast load, register loads and stores (`ldmatrix`/`stmatrix`
-among them) and wgmma operands through windows give the interpreter's bytes."""
+among them) and wgmma operands through windows, of rows and of whole column tiles, give the
+interpreter's bytes."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ from gpu_support import gpu_and_interpreter, hopper_or_skip
 from smem_window_kernels import (
     REGISTER_LAYOUTS,
     SWIZZLES,
+    columns_through_windows,
     multicast_into_a_window,
     registers_through_windows,
     tma_through_halves,
     tma_traced_window,
+    wgmma_on_column_windows,
     wgmma_on_windows,
 )
 from support import random_bits
@@ -74,3 +77,21 @@ def test_wgmma_on_windows(n):
     (gpu,), (cpu,) = gpu_and_interpreter(wgmma_on_windows, [a, b], [c], N=n)
     assert gpu.tobytes() == cpu.tobytes()
     np.testing.assert_array_equal(gpu, a.astype(np.float64) @ b[64:].astype(np.float64))
+
+
+@pytest.mark.parametrize("dtype", (ad.float32, ad.bfloat16), ids=str)
+@pytest.mark.parametrize("swizzle", SWIZZLES)
+def test_windows_of_whole_column_tiles(dtype, swizzle):
+    span = (swizzle or 64) // dtype.itemsize
+    x = special_values(dtype, (64, 3 * span), 10)
+    (gpu,), (cpu,) = gpu_and_interpreter(columns_through_windows, [x], [np.zeros((2, *x.shape), x.dtype)],
+                                         SWIZZLE=swizzle)
+    assert gpu.view(np.uint8).tobytes() == cpu.view(np.uint8).tobytes()
+
+
+def test_column_windows_are_wgmma_operands():
+    a = np.random.default_rng(6).integers(-8, 8, (64, 128)).astype(ad.bfloat16.numpy)
+    c = np.full((64, 64), np.nan, np.float32)
+    (gpu,), (cpu,) = gpu_and_interpreter(wgmma_on_column_windows, [a], [c])
+    assert gpu.tobytes() == cpu.tobytes()
+    np.testing.assert_array_equal(gpu, a[:, :64].astype(np.float64) @ a[:, 64:].astype(np.float64).T)

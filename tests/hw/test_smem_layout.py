@@ -106,6 +106,36 @@ def test_a_window_is_the_buffer_at_the_window_offset(layout, element_bytes, data
     assert (window.byte_addresses(base + start * row_bytes, element_bytes) == whole).all()
 
 
+@LAWS
+@given(tiled_layouts(), st.sampled_from((1, 2, 4)), st.data())
+def test_a_window_of_columns_is_the_buffer_at_the_window_offset(layout, element_bytes, data):
+    columns = layout.logical_shape[-1]
+    size = data.draw(st.sampled_from([n for n in range(1, columns + 1) if columns % n == 0]))
+    try:
+        window = layout.window(size, dim=-1)
+        step = layout.window_step(element_bytes, dim=-1)
+    except TransformError:
+        return  # the law is about the windows taken; refusals are tested where they are made
+    start = data.draw(st.sampled_from(range(0, columns - size + 1, step)))
+    column_bytes = math.prod(layout.logical_shape[:-1]) * element_bytes
+    base = 1024 * data.draw(st.integers(0, 3))
+    whole = layout.byte_addresses(base, element_bytes)[..., start:start + size, :]
+    assert (window.byte_addresses(base + start * column_bytes, element_bytes) == whole).all()
+
+
+def test_column_tiles_spanning_every_row_are_windows_and_others_are_not():
+    layout = SmemLayout((64, 256), (TileTransform((64, 64)),), 128)
+    assert layout.window(64, dim=1).logical_shape == (64, 64) and layout.window_step(2, dim=1) == 64
+    assert layout.window(128, dim=1).logical_shape == (64, 128)
+    with pytest.raises(TransformError, match="blocks of 64 index"):
+        layout.window(32, dim=1)
+    rows_of_8 = SmemLayout((64, 256), (TileTransform((8, 64)),), 128)  # a column's tiles lie apart
+    with pytest.raises(TransformError, match="blocks of 256 index"):
+        rows_of_8.window(64, dim=1)
+    with pytest.raises(TransformError, match="windows are of the leading dim or of the last"):
+        SmemLayout((2, 64, 64), (), 0).window(32, dim=1)
+
+
 @pytest.mark.parametrize("swizzle", (32, 64, 128))
 def test_a_swizzled_window_starts_on_an_atom_and_repeats_its_rows(swizzle):
     span = swizzle // 2  # bfloat16 elements of one swizzle span

@@ -11,11 +11,13 @@ import pytest
 from smem_window_kernels import (
     REGISTER_LAYOUTS,
     SWIZZLES,
+    columns_through_windows,
     multicast_into_a_window,
     registers_through_windows,
     tiling,
     tma_through_halves,
     tma_traced_window,
+    wgmma_on_column_windows,
     wgmma_on_windows,
 )
 from support import expect, random_bits
@@ -73,6 +75,44 @@ def test_a_multicast_load_into_a_window(swizzle):
     y = np.zeros((128, 64), x.dtype)
     multicast_into_a_window.interpret(x, y, SWIZZLE=swizzle)
     assert y.tobytes() == np.concatenate([x, x]).tobytes()
+
+
+@pytest.mark.parametrize("dtype", (ad.float32, ad.bfloat16), ids=str)
+@pytest.mark.parametrize("swizzle", SWIZZLES)
+def test_windows_of_whole_column_tiles(dtype, swizzle):
+    span = (swizzle or 64) // dtype.itemsize
+    x = np.random.default_rng(5).integers(-8, 8, (64, 3 * span)).astype(dtype.numpy)
+    y = np.zeros((2, *x.shape), x.dtype)
+    columns_through_windows.interpret(x, y, SWIZZLE=swizzle)
+    t = x.astype(np.float64)
+    t = (t * t - t).astype(dtype.numpy)  # small integers: exact in either dtype
+    spans = np.split(t, 3, axis=1)
+    for p in (0, 1):
+        assert np.array_equal(y[p], np.concatenate(spans[p:] + spans[:p], axis=1))
+
+
+def test_column_windows_are_wgmma_operands():
+    a = np.random.default_rng(6).integers(-4, 4, (64, 128)).astype(ad.bfloat16.numpy)
+    c = np.zeros((64, 64), np.float32)
+    wgmma_on_column_windows.interpret(a, c)
+    assert np.array_equal(c, a[:, :64].astype(np.float64) @ a[:, 64:].astype(np.float64).T)
+
+
+@ad.kernel(grid=(1,))
+def take_columns(x, START: ad.constexpr, COLUMNS: ad.constexpr, TILE_ROWS: ad.constexpr):
+    buf = ad.smem((64, 128), x.dtype, transforms=ad.TileTransform((TILE_ROWS, 64)), swizzle=128)
+    view = buf.at[:, ad.ds(START, COLUMNS)]  # the view
+    view[...] = ad.zeros(view.shape, x.dtype)
+
+
+@pytest.mark.parametrize("start, columns, tile_rows, fragments", [
+    (0, 32, 64, ("blocks of 64 index(es) of dim 1",)),  # part of a column tile
+    (32, 64, 64, ("multiple of 64 columns", "not at column 32")),  # across two
+    (0, 64, 8, ("blocks of 128 index(es) of dim 1",)),  # tiles of 8 rows: a column's tiles are apart
+])
+def test_column_windows_a_layout_cannot_express_are_refused(start, columns, tile_rows, fragments):
+    expect(TraceError, take_columns, (SPEC,), dict(START=start, COLUMNS=columns, TILE_ROWS=tile_rows),
+           *fragments, line_text="the view")
 
 
 # -- refusals ------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """PTX of kernels over windows of shared-memory buffers assembles for sm_90a, and a window's
-address is its buffer's plus the window's rows: an immediate for a static start, one
-multiply-add for a traced one.  Their IR prints and parses back at every stage."""
+address is its buffer's plus the window's rows (or whole column tiles): an immediate for a
+static start, one multiply-add for a traced one.  Their IR prints and parses back at every stage."""
 
 from __future__ import annotations
 
@@ -10,10 +10,12 @@ import pytest
 from smem_window_kernels import (
     REGISTER_LAYOUTS,
     SWIZZLES,
+    columns_through_windows,
     multicast_into_a_window,
     registers_through_windows,
     tma_through_halves,
     tma_traced_window,
+    wgmma_on_column_windows,
     wgmma_on_windows,
 )
 from xdsl.parser import Parser
@@ -69,11 +71,32 @@ def test_wgmma_on_windows_assembles(ptxas, n):
     assert ptx.count("wgmma.mma_async") == 2 * 64 // 16  # two halves, four K steps each
 
 
+@pytest.mark.parametrize("swizzle", SWIZZLES)
+def test_column_windows_assemble(ptxas, swizzle):
+    span = (swizzle or 64) // 2
+    x = ad.ArraySpec((64, 3 * span), ad.bfloat16)
+    ptx = columns_through_windows.compile(x, ad.ArraySpec((2, 64, 3 * span), ad.bfloat16),
+                                          SWIZZLE=swizzle).binary.ptx
+    ptxas(ptx)
+    # A column of a (64, span) tile spans 128 bytes: a traced start of whole tiles, one multiply-add.
+    assert re.search(r"mad\.lo\.s32 %r\d+, %r\d+, 128, %r\d+;", ptx), ptx
+
+
+def test_wgmma_on_column_windows_assembles(ptxas):
+    ptx = wgmma_on_column_windows.compile(ad.ArraySpec((64, 128), ad.bfloat16),
+                                          ad.ArraySpec((64, 64), ad.float32)).binary.ptx
+    ptxas(ptx)
+    assert ptx.count("wgmma.mma_async") == 64 // 16
+
+
 @pytest.mark.parametrize("stage", ["trace", *PASS_NAMES])
 def test_windows_round_trip_through_every_stage(stage):
     text = tma_traced_window.stages(SPEC, SPEC, SWIZZLE=128)[stage]
+    columns = columns_through_windows.stages(ad.ArraySpec((64, 192), ad.bfloat16),
+                                             ad.ArraySpec((2, 64, 192), ad.bfloat16), SWIZZLE=128)[stage]
     if stage == "trace":
-        assert "asyncdsl.smem_window" in text
-    parsed = Parser(make_context(), text).parse_module()
-    parsed.verify()
-    assert ir_text(parsed) == text
+        assert "asyncdsl.smem_window" in text and " dim 1]" in columns
+    for printed in (text, columns):
+        parsed = Parser(make_context(), printed).parse_module()
+        parsed.verify()
+        assert ir_text(parsed) == printed
