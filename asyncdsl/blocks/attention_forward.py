@@ -21,15 +21,15 @@ through the key blocks with the online softmax, then hand their output to an epi
         attend(tile, loads, rows, scale=1.4426950408889634 / 8, finish=finish)
 
 `attend` must be called at the kernel's top level (it opens the warpgroup roles), with the
-`AttentionLoads` of 2 parts of BQ query rows and ring slots of BK keys, and a `QueryTile` of
-2·BQ rows and BK keys a block (or slots of BK / P keys, P slots a block: a paged cache's pages
-of 16 in blocks of 64, each slot its own wgmma, the block one online-softmax update):
-`asyncdsl.kernels.attention` and `attention_varlen` differ only in how they address a head's
-rows (`HeadRows`) and store the output (`finish`). Where the tile's lengths are traced (a
+loads of 2 parts of BQ query rows and ring slots of BK keys and a `QueryTile` of 2·BQ rows and
+BK keys a block: `AttentionLoads`, or for a paged cache `PagedLoads` (a block gathered page by
+page, `query_copied`, with `HeadRows.locate`).  `asyncdsl.kernels.attention`,
+`attention_varlen` and `paged_prefill` differ only in how they address a head's rows
+(`HeadRows`) and store the output (`finish`). Where the tile's lengths are traced (a
 variable-length batch) the CTAs whose tile lies past the sequence's end do nothing
 (`QueryTile.live`).
 
-For block j a consumer issues s = q @ k_jᵀ (one wgmma), then o += p_{j-1} @ v_{j-1} (p straight
+For block j a consumer issues s = q @ k_jᵀ (`loads.scores`), then o += p_{j-1} @ v_{j-1} (p straight
 from registers as wgmma's A operand); once s is done, the online softmax of s runs while that
 second wgmma does, and o is scaled by α after it.  A warpgroup barrier before the wait for p @ v
 keeps ptxas from hoisting that wait above the exponentials (docs/hardware.md §14.6).  The
@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from asyncdsl.blocks.attention_loads import AttentionLoads
 from asyncdsl.blocks.attention_tiles import QueryTile
 from asyncdsl.blocks.online_softmax import OnlineSoftmax
+from asyncdsl.blocks.paged_loads import PagedLoads
 from asyncdsl.errors import user_location
 from asyncdsl.frontend import language as ad
 
@@ -53,11 +54,11 @@ from asyncdsl.frontend import language as ad
 @dataclass(frozen=True)
 class HeadRows:
     """Where this CTA's head lies: each of `query`, `keys` and `values` maps (start, count) to
-    rows start.. of that head of q, k or v, a (count, D) GMEM view.  With `locate`, keys and
-    values take a third argument, `locate(start)` for the slot at key `start`: what the slot's
-    copies must first read from global memory (a paged cache's page number), read for a whole
-    key block before the producer waits for its slots, so that the latency of those reads is
-    spent once a block, behind the waits, not once a slot after each."""
+    rows start.. of that head of q, k or v, a (count, D) GMEM view.  With `locate` (a paged
+    cache, loaded by `PagedLoads`), `locate(start)` is the page holding key `start`, read from
+    global memory for each of a block's pages before the producer waits for the block's slot
+    (their latency spent once a block, behind the wait); keys then take (start, count, page,
+    chunk), the 64 columns of `chunk`, and values (start, count, page)."""
 
     query: Callable
     keys: Callable
@@ -65,45 +66,35 @@ class HeadRows:
     locate: Callable | None = None
 
 
-def attend(tile: QueryTile, loads: AttentionLoads, head: HeadRows, *, scale: float, finish: Callable,
-           turns=None, empty_rows: bool = False) -> None:
+def attend(tile: QueryTile, loads: AttentionLoads | PagedLoads, head: HeadRows, *, scale: float,
+           finish: Callable, turns=None, empty_rows: bool = False) -> None:
     """The CTA's producer and consumers (see the module's docstring); `finish(me, first_row,
     state, acc)` stores consumer `me`'s rows from `first_row`: its `OnlineSoftmax` and its
     output accumulator (not yet divided by the rows' sums)."""
-    BQ, SLOT, D = loads.q.shape[1], loads.k.shape[1], loads.q.shape[2]
-    P = tile.BK // SLOT  # slots a key block: the ring's slots may hold a piece of a block each
-    if loads.stages < 2 * P - 1:
-        # The keys of block j + 1 land while block j - 1's values are still read (p @ v runs a
-        # block behind the scores): a smaller ring would never free a slot for them.
-        raise ad.TraceError(f"a ring of {loads.stages} slots cannot stream blocks of {P} slots: the keys "
-                            f"of a block land while the values of the block two before are still read, "
-                            f"so the ring needs at least {2 * P - 1} slots", user_location())
-    q_s, p_dtype = loads.q, loads.v.dtype  # q_s: [consumer]
-
-    def slot(j, i=0):
-        """The ring slot of piece i of key block j."""
-        return loads.slot(j) if P == 1 else loads.slot(j * P + i)
-
-    def slots(j):
-        return [slot(j, i) for i in range(P)]
+    BQ, BK, D = loads.q.shape[1], loads.block, loads.q.shape[2]
+    if BK != tile.BK:
+        raise ad.TraceError(f"the ring's slots hold {BK} keys and the tile's blocks {tile.BK}: a block is a "
+                            f"slot", user_location())
+    p_dtype = loads.v.dtype
 
     with ad.warpgroup_role(2, registers=40), _live(tile):
         for half in range(2):
             loads.load_query(half, head.query(tile.first_row + half * BQ, BQ))
-        if head.locate is None:
-            for j in ad.range(tile.blocks if P == 1 else tile.blocks * P):
-                loads.load(j, lambda i: head.keys(i * SLOT, SLOT), lambda i: head.values(i * SLOT, SLOT))
-        else:
-            for j in ad.range(tile.blocks):
-                loads.load_located(j, [(j * P + i) * SLOT for i in range(P)], head.locate,
-                                   lambda at, w: head.keys(at, SLOT, w),
-                                   lambda at, w: head.values(at, SLOT, w))
+        for j in ad.range(tile.blocks):
+            if head.locate is None:
+                loads.load(j, lambda i: head.keys(i * BK, BK), lambda i: head.values(i * BK, BK))
+            else:  # a paged cache: each page's number read before the wait for the slot
+                assert isinstance(loads, PagedLoads)
+                starts = [j * BK + i * loads.piece for i in range(loads.pieces)]
+                loads.load(j, [head.locate(start) for start in starts],
+                           lambda i, page, c: head.keys(starts[i], loads.piece, page, c),
+                           lambda i, page: head.values(starts[i], loads.piece, page))
 
     with ad.warpgroup_role((0, 1), registers=232):
         me = ad.warpgroup_idx()
         my_first_row = tile.first_row + me * BQ
-        s = [ad.registers((BQ, SLOT), ad.float32, layout=ad.WGMMA) for _ in range(P)]  # q @ kᵀ of a block
-        p = [ad.registers((BQ, SLOT), p_dtype, layout=ad.WGMMA) for _ in range(P)]  # its probabilities
+        s = ad.registers((BQ, BK), ad.float32, layout=ad.WGMMA)  # q @ kᵀ of a block
+        p = ad.registers((BQ, BK), p_dtype, layout=ad.WGMMA)  # its probabilities
         acc = ad.registers((BQ, D), ad.float32, layout=ad.WGMMA)
         state = OnlineSoftmax(BQ, scale, empty_rows)
 
@@ -112,21 +103,13 @@ def attend(tile: QueryTile, loads: AttentionLoads, head: HeadRows, *, scale: flo
             return turns.turn() if turns is not None else contextlib.nullcontext()
 
         def scores(j):
-            """Issue s = q @ k_jᵀ (a wgmma a slot)."""
-            for i, piece in enumerate(s):
-                loads.wait_keys(slot(j, i))
-                ad.wgmma(piece, q_s.at[me], loads.keys(slot(j, i)), accumulate=False)
+            """Issue s = q @ k_jᵀ."""
+            loads.wait_keys(loads.slot(j))
+            loads.scores(s, loads.slot(j), me)
 
         def softmax(j, masked: bool):
-            """Block j's probabilities (bf16, a tile a slot) and the factor the output so far is
-            scaled by."""
-            pieces = [tile.mask(piece[...], j, my_first_row, i * SLOT) if masked else piece[...]
-                      for i, piece in enumerate(s)]
-            return state.update(pieces, p_dtype)
-
-        def keep(probabilities):
-            for piece, kept in zip(p, probabilities):
-                piece[...] = kept
+            """Block j's probabilities (bf16) and the factor the output so far is scaled by."""
+            return state.update(tile.mask(s[...], j, my_first_row) if masked else s[...], p_dtype)
 
         def step(j, masked: bool):
             """Block j while block j - 1's p @ v runs: issue s_j, then o += p_{j-1} @ v_{j-1};
@@ -136,12 +119,11 @@ def attend(tile: QueryTile, loads: AttentionLoads, head: HeadRows, *, scale: flo
                     with ad.region("issue s"):
                         scores(j)
                     with ad.region("issue pv"):
-                        for i, piece in enumerate(p):
-                            loads.wait_values(slot(j - 1, i))
-                            ad.wgmma(acc, piece[...], loads.values(slot(j - 1, i)))
+                        loads.wait_values(loads.slot(j - 1))
+                        ad.wgmma(acc, p[...], loads.values(loads.slot(j - 1)))
                 with ad.region("wait s"):
-                    ad.wgmma_wait(P)  # s_j is done (its wgmmas went first), p_{j-1} @ v_{j-1} may still run
-                loads.release_keys(*slots(j))
+                    ad.wgmma_wait(1)  # s_j is done (its wgmmas went first), p_{j-1} @ v_{j-1} may still run
+                loads.release_keys(loads.slot(j))
                 with ad.region("softmax"):
                     probabilities, alpha = softmax(j, masked)
                 with ad.region("wait pv"):
@@ -150,9 +132,9 @@ def attend(tile: QueryTile, loads: AttentionLoads, head: HeadRows, *, scale: flo
                     # a barrier (docs/hardware.md §14.6).
                     ad.warpgroup_barrier()
                     ad.wgmma_wait(0)
-                loads.release_values(*slots(j - 1))
+                loads.release_values(loads.slot(j - 1))
                 with ad.region("rescale"):
-                    keep(probabilities)
+                    p[...] = probabilities
                     acc[...] = acc[...] * alpha[:, None]
 
         with _live(tile):  # registers are the kernel's: allocated outside the condition
@@ -162,17 +144,15 @@ def attend(tile: QueryTile, loads: AttentionLoads, head: HeadRows, *, scale: flo
             with turn():
                 scores(0)
             ad.wgmma_wait(0)
-            loads.release_keys(*slots(0))
-            keep(softmax(0, masked=tile.first_block_masked())[0])
+            loads.release_keys(loads.slot(0))
+            p[...] = softmax(0, masked=tile.first_block_masked())[0]
             tile.walk_after_first(step)
-            last = slots(tile.blocks - 1)
-            for last_slot in last:
-                loads.wait_values(last_slot)
+            last = loads.slot(tile.blocks - 1)
+            loads.wait_values(last)
             with turn():
-                for piece, last_slot in zip(p, last):
-                    ad.wgmma(acc, piece[...], loads.values(last_slot))
+                ad.wgmma(acc, p[...], loads.values(last))
             ad.wgmma_wait(0)
-            loads.release_values(*last)
+            loads.release_values(last)
             finish(me, my_first_row, state, acc)
 
 

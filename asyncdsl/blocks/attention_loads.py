@@ -57,6 +57,7 @@ class AttentionLoads(KeyValueRing):
         self.k = ad.smem((stages, kv_rows, d), k_dtype, **tensor_core_layout(kv_rows))
         self.v = ad.smem((stages, kv_rows, d), v_dtype, **tensor_core_layout(kv_rows))
         self.query_landed = ad.barrier(arrival_count=parts)
+        self.block = kv_rows  # keys a slot
         super().__init__(stages, consumers=parts)
 
     def load_query(self, part, rows) -> None:
@@ -75,17 +76,11 @@ class AttentionLoads(KeyValueRing):
             self.v_empty[slot].wait()
         ad.async_copy(v_rows(j), self.v.at[slot], barrier=self.v_full[slot])
 
-    def load_located(self, j, starts, locate, k_rows, v_rows) -> None:
-        """For the producer: key block j of P = len(starts) slots (j * P + i), piece i from key
-        starts[i].  `locate(start)`, what a piece's copies must first read from global memory (a
-        paged cache's page number), runs for every piece before the first wait for a slot, so
-        those reads' latency is spent once a block, overlapping the waits; then `k_rows(start,
-        found)` and `v_rows(start, found)` give each piece's GMEM refs as `load` takes them."""
-        found = [locate(start) for start in starts]
-        for i, (start, where) in enumerate(zip(starts, found)):
-            self.load(j * len(starts) + i, lambda _, at=start, w=where: k_rows(at, w),
-                      lambda _, at=start, w=where: v_rows(at, w))
-
     def keys(self, slot):
         """The keys in `slot`, K-major: the B operand of q @ kᵀ."""
         return self.k.at[slot].T
+
+    def scores(self, s, slot, part) -> None:
+        """For consumer `part`: issue s = q kᵀ of its query rows over the keys in `slot` (one
+        wgmma)."""
+        ad.wgmma(s, self.q.at[part], self.keys(slot), accumulate=False)

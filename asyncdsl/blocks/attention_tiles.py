@@ -107,14 +107,11 @@ class QueryTile:
         """The last key query row `row` sees, causal."""
         return row if isinstance(self.offset, int) and self.offset == 0 else row + self.offset
 
-    def mask(self, x, j, first_row, column: int = 0):
+    def mask(self, x, j, first_row):
         """x, scores of key block j for the query rows from `first_row`, with the keys they must
-        not see at -inf: those after the row's own (causal), else those past S_KV.  x may be a
-        piece of the block's columns, from `column`."""
+        not see at -inf: those after the row's own (causal), else those past S_KV."""
         rows, columns = x.shape
         keys = j * self.BK + ad.iota((rows, columns), ad.int32, 1)
-        if column:
-            keys = keys + column
         if self.causal:
             hidden = keys > self._diagonal(first_row) + ad.iota((rows, columns), ad.int32, 0)
         else:

@@ -57,22 +57,16 @@ class OnlineSoftmax:
 
     def update(self, x, dtype):
         """Take the block of scores x into the state; returns its probabilities 2^(scale·x -
-        scale·m') in `dtype` and α, the factor for what was summed before.  x may be a list of
-        tiles, the block's columns in pieces (each the accumulator of its own wgmma): they are
-        taken as one block, one maximum and one α, and the probabilities come back as a list."""
-        pieces = x if isinstance(x, list) else [x]
-        old_max, block_max = self.row_max[...], _across(pieces, ad.maximum).max(axis=1)
+        scale·m') in `dtype` and α, the factor for what was summed before."""
+        old_max, block_max = self.row_max[...], x.max(axis=1)
         new_max = ad.maximum(old_max, block_max)
         # The maximum the exponentials are taken against: 0 for a row that has seen no key yet.
         base = ad.where(new_max == -math.inf, 0.0, new_max) if self.empty_rows else new_max
         alpha = ad.exp2((self.row_max[...] - base) * self.scale, approx=True)
-        shift = (base * -self.scale)[:, None]
-        probabilities = [ad.exp2(ad.fma(piece, self.scale, shift), approx=True) for piece in pieces]
-        kept, block_sum = self.row_sum[...] * alpha, _across(probabilities, lambda a, b: a + b).sum(axis=1)
-        self.row_sum[...] = kept + block_sum
+        probabilities = ad.exp2(ad.fma(x, self.scale, (base * -self.scale)[:, None]), approx=True)
+        self.row_sum[...] = self.row_sum[...] * alpha + probabilities.sum(axis=1)
         self.row_max[...] = new_max
-        converted = [piece.astype(dtype) for piece in probabilities]
-        return (converted if isinstance(x, list) else converted[0]), alpha
+        return probabilities.astype(dtype), alpha
 
     def log_sum_exp(self):
         """Each row's natural log of its sum of exponentials, ln Σ e^(scale·x·ln 2)."""
@@ -86,12 +80,3 @@ class OnlineSoftmax:
             inverse = ad.where(self.row_sum[...] == 0.0, 0.0, inverse)
         return acc * inverse[:, None]
 
-
-def _across(pieces: list, combine):
-    """The pieces of a block combined element by element (pieces of one shape and layout, as
-    wgmma accumulators of one width are), so that the row reduction after it runs once a block:
-    a row of a wgmma tile lies across four threads, and each reduction of one costs shuffles."""
-    combined = pieces[0]
-    for piece in pieces[1:]:
-        combined = combine(combined, piece)
-    return combined

@@ -54,12 +54,14 @@ FILL_ROWS = 16  # rows `fill` writes at a time: few registers for the producer's
 
 
 class PagedLoads(KeyValueRing):
-    """q (`rows` × `d`) and a ring of `stages` slots of `block` keys and values (bf16, `d` a
-    multiple of 64) gathered from pages of `page` positions; `filled`: the producer writes the
-    slots with its threads (`fill`) rather than copying them (`load`).  Make it at the kernel's
-    top level."""
+    """q (`parts` tiles of `rows` × `d`, one a consumer warpgroup) and a ring of `stages` slots of
+    `block` keys and values (bf16, `d` a multiple of 64) gathered from pages of `page` positions;
+    `filled`: the producer writes the slots with its threads (`fill`) rather than copying them
+    (`load`); `query_copied`: q is copied in (`load_query`) rather than written by the consumers
+    (`write_query`).  Make it at the kernel's top level."""
 
-    def __init__(self, rows: int, block: int, page: int, d: int, stages: int, filled: bool = False):
+    def __init__(self, rows: int, block: int, page: int, d: int, stages: int, filled: bool = False,
+                 parts: int = 1, query_copied: bool = False):
         if d % CHUNK or (block % page and page % block):
             raise ad.TraceError(f"paged loads take head dims of whole {CHUNK}-column chunks and blocks of "
                                 f"whole pages (or pages of whole blocks), got d={d}, block={block}, "
@@ -67,12 +69,15 @@ class PagedLoads(KeyValueRing):
         self.block, self.chunks = block, d // CHUNK
         self.piece = min(block, page)  # rows a copy lands: a page, or a block of a larger page
         self.pieces = block // self.piece
-        self.q = ad.smem((self.chunks, rows, CHUNK), ad.bfloat16, **tensor_core_layout(rows))  # [chunk]
+        # [consumer]: each tile's 64-column chunks one after the other, the keys' way
+        self.q = ad.smem((parts, rows, d), ad.bfloat16, **tensor_core_layout(rows))
+        if query_copied:
+            self.query_landed = ad.barrier(arrival_count=parts)
         tile = FILL_ROWS if filled else self.piece  # rows a window of the slots may start at
         self.k = ad.smem((stages, self.chunks, block, CHUNK), ad.bfloat16, **tensor_core_layout(tile))
         self.v = ad.smem((stages, block, d), ad.bfloat16, **tensor_core_layout(tile))
         copies = (1, 1) if filled else (self.pieces * self.chunks, self.pieces)  # a slot's keys, values
-        super().__init__(stages, *copies)
+        super().__init__(stages, *copies, consumers=parts)
 
     def _rows(self, buffer, i):
         """Piece i's rows of a slot's (block, ...) buffer."""
@@ -116,13 +121,24 @@ class PagedLoads(KeyValueRing):
             ad.fence_async_smem()  # the tensor cores read what the threads wrote
             full[slot].arrive()
 
-    def write_query(self, chunk: Callable) -> None:
-        """For the consumer: write q, `chunk(c)` its columns 64c.. (`rows` × 64, bf16 registers)."""
+    def load_query(self, part, rows) -> None:
+        """For the producer (of `query_copied` loads): copy `rows` (a GMEM ref of `rows` × `d`)
+        into q's tile `part`, landing on `query_landed`."""
+        ad.async_copy(rows, self.q.at[part], barrier=self.query_landed)
+
+    def write_query(self, chunk: Callable, part=0) -> None:
+        """For a consumer: write its q tile, `chunk(c)` its columns 64c.. (`rows` × 64, bf16
+        registers)."""
         for c in range(self.chunks):
-            self.q.at[c].store(chunk(c))
+            self._chunk(self.q.at[part], c).store(chunk(c))
         ad.fence_async_smem()  # the tensor cores read what the threads wrote
 
-    def scores(self, s, slot) -> None:
-        """For the consumer: issue s = q kᵀ over the keys in `slot`, a wgmma group a chunk."""
+    def scores(self, s, slot, part=0) -> None:
+        """For a consumer: issue s = q kᵀ of its q tile over the keys in `slot`, a wgmma group a
+        chunk."""
         for c in range(self.chunks):
-            ad.wgmma(s, self.q.at[c], self.k.at[slot, c].T, accumulate=c > 0)
+            ad.wgmma(s, self._chunk(self.q.at[part], c), self.k.at[slot, c].T, accumulate=c > 0)
+
+    def _chunk(self, tile, c):
+        """Columns 64c.. of a q tile."""
+        return tile if self.chunks == 1 else tile.at[:, ad.ds(c * CHUNK, CHUNK)]

@@ -13,12 +13,13 @@ attention).  `lse` (H, total_q) float32 holds the rows' natural log-sum-exp.  Pa
 
 Nothing goes through the host: offsets, lengths and page numbers are read on the device
 (`asyncdsl.load_index`), the grid is (⌈max_q / 128⌉, B·H).  It is the varlen kernel's work
-(`asyncdsl.blocks.attention_forward`) with key blocks of 64 keys: a page's rows are contiguous,
-those of neighbouring pages are not, so each page is one TMA box into a slot of the ring, four
-slots a block for pages of 16 (the consumers take the block's scores a wgmma a slot, then one
-online-softmax update).  A bad table never makes the kernel
-read outside the cache: a page number past the cache (or negative) reads zeros, and a length
-past the table's pages is cut to them (the pages the table names).
+(`asyncdsl.blocks.attention_forward`) with key blocks of 64 keys gathered page by page
+(`asyncdsl.blocks.paged_loads`): a page's rows are contiguous, those of neighbouring pages are
+not, so each page is copied on its own into its rows of the block's slot, laid out so that the
+tensor cores take the whole block at once (q kᵀ a wgmma a 64-column chunk, p v one) whatever
+the page size.  A bad table never makes the kernel read outside the cache: a page number past
+the cache (or negative) reads zeros, and a length past the table's pages is cut to them (the
+pages the table names).
 """
 
 from __future__ import annotations
@@ -28,9 +29,9 @@ import math
 import numpy as np
 
 from asyncdsl.blocks.attention_forward import HeadRows, attend, sequence_rows_finish
-from asyncdsl.blocks.attention_loads import AttentionLoads
 from asyncdsl.blocks.attention_tiles import QueryTile
 from asyncdsl.blocks.online_softmax import LOG2E
+from asyncdsl.blocks.paged_loads import PagedLoads
 from asyncdsl.blocks.shapes import check_head_groups
 from asyncdsl.errors import user_location
 from asyncdsl.frontend import language as ad
@@ -83,24 +84,24 @@ def paged_prefill_kernel(q, k_cache, v_cache, o, lse, block_table, seq_lens, cu_
     S = ad.load_index(cu_seqlens_q.at[b + 1]) - q_start
     # A length past the table's pages is cut to them: no page number is read past the table.
     S_KV = ad.load_index(seq_lens.at[b]).min(block_table.shape[1] * PAGE)
-    # Key blocks of BK = 64 keys, a page of 16 a slot of the ring (pieces of a block) or a page
-    # of 64 a block: the consumers take 64 keys a step whatever the page size.
-    BK = max(PAGE, 64)
+    # Key blocks of BK = 64 keys, four pages of 16 or one of 64: the consumers take 64 keys a
+    # step whatever the page size.
+    BK = 64
     tile = QueryTile(S, S_KV, 2 * BQ, BK, causal=True)
-    STAGES = BK // PAGE * (ring_stages(BK, D, BQ) if STAGES is None else STAGES)  # slots of the ring
     # The entry of the sequence's last page, where a block is several pages.
     last = (S_KV.max(1) - 1) // PAGE if BK != PAGE else None
 
     def page(start):
-        """The page holding keys start.. (a slot of one page): a number read from the table; the
-        last block's pieces past the sequence's last page read that page again (their keys are
-        masked), never the padding entries after it."""
+        """The page holding keys start..: a number read from the table; the last block's pages
+        past the sequence's last page read that page again (their keys are masked), never the
+        padding entries after it."""
         entry = start // PAGE if last is None else (start // PAGE).min(last)
         return ad.load_index(block_table.at[b, entry])
 
-    loads = AttentionLoads(q.dtype, BQ, 2, PAGE, k_cache.dtype, v_cache.dtype, D, STAGES)
+    loads = PagedLoads(BQ, BK, PAGE, D, ring_stages(BK, D, BQ) if STAGES is None else STAGES, parts=2,
+                       query_copied=True)
     head_of = HeadRows(lambda start, count: q.at[ad.ds(q_start + start, count), h, :],
-                       lambda start, count, page: k_cache.at[page, :, h_kv, :],
+                       lambda start, count, page, c: k_cache.at[page, :, h_kv, ad.ds(64 * c, 64)],
                        lambda start, count, page: v_cache.at[page, :, h_kv, :], locate=page)
     finish = sequence_rows_finish(loads, o, lse, h, q_start, S)  # only the sequence's rows
     attend(tile, loads, head_of, scale=LOG2E / math.sqrt(D), finish=finish, empty_rows=True)
@@ -127,6 +128,9 @@ def _check(q, k_cache, v_cache, o, lse, block_table, seq_lens, cu_seqlens_q) -> 
     if page not in PAGE_SIZES:
         sizes = " or ".join(map(str, PAGE_SIZES))
         raise ad.TraceError(f"page size {page}: this kernel takes pages of {sizes} tokens", user_location())
+    if (q.dtype, k_cache.dtype, v_cache.dtype, o.dtype) != (ad.bfloat16,) * 4:
+        raise ad.TraceError(f"q, the caches and o must be bfloat16, got {q.dtype}, {k_cache.dtype}, "
+                            f"{v_cache.dtype} and {o.dtype}", user_location())
     if D_KV != D or D % 64 or not 64 <= D <= 256:
         raise ad.TraceError(f"head dim {D} (caches: {D_KV}): this kernel takes 64, 128, 192 or 256 for both",
                             user_location())

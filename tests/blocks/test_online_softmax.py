@@ -11,7 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support import examples
 
-import asyncdsl as ad
 from asyncdsl.blocks import online_softmax
 
 
@@ -48,34 +47,3 @@ def test_the_log_sum_exp_does_not_depend_on_the_order_of_the_blocks(blocks, spre
     reversed_blocks = np.ascontiguousarray(x.reshape(64, blocks, 64)[:, ::-1].reshape(64, -1))
     weighted.interpret(reversed_blocks, v, np.zeros((64, 64), np.float32), lse_reversed)
     np.testing.assert_allclose(lse, lse_reversed, rtol=1e-6, atol=1e-5)
-
-
-@ad.kernel(block=128)
-def pieces_and_whole(x, p_pieces, p_whole, lse_pieces, lse_whole, PIECES: ad.constexpr):
-    """Each block of 64 scores of x taken whole by one state and in PIECES column pieces by another."""
-    whole, pieced = (online_softmax.OnlineSoftmax(64, scale=1.4426950408889634) for _ in range(2))
-    whole.start()
-    pieced.start()
-    width = 64 // PIECES
-    for j in range(x.shape[1] // 64):
-        p, alpha = whole.update(ad.load(x.at[:, ad.ds(j * 64, 64)], layout=ad.WGMMA), ad.float32)
-        ad.store(p_whole.at[:, ad.ds(j * 64, 64)], p)
-        parts = [ad.load(x.at[:, ad.ds(j * 64 + i * width, width)], layout=ad.WGMMA) for i in range(PIECES)]
-        probabilities, alpha_pieced = pieced.update(parts, ad.float32)
-        for i, piece in enumerate(probabilities):
-            ad.store(p_pieces.at[:, ad.ds(j * 64 + i * width, width)], piece)
-        ad.check_all(alpha == alpha_pieced, "the pieces' alpha is the whole block's")
-    ad.store(lse_whole, whole.log_sum_exp())
-    ad.store(lse_pieces, pieced.log_sum_exp())
-
-
-@pytest.mark.parametrize("pieces", [2, 4])
-def test_a_block_in_pieces_is_the_whole_block(pieces):
-    """The same maximum, α and probabilities bit for bit; the sums differ only by the order of
-    their additions."""
-    x = (np.random.default_rng(pieces).standard_normal((64, 192)) * 8).astype(np.float32)
-    p_pieces, p_whole = (np.full((64, 192), np.nan, np.float32) for _ in range(2))
-    lse_pieces, lse_whole = (np.full(64, np.nan, np.float32) for _ in range(2))
-    pieces_and_whole.interpret(x, p_pieces, p_whole, lse_pieces, lse_whole, PIECES=pieces)
-    np.testing.assert_array_equal(p_pieces, p_whole)
-    np.testing.assert_allclose(lse_pieces, lse_whole, rtol=1e-6, atol=1e-6)
