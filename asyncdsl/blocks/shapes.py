@@ -71,12 +71,13 @@ def check_causal_lengths(queries: int, keys: int) -> None:
 
 def row_length(name: str, x) -> int:
     """The length of the rows of `x`, which a host function picks its kernel by: refused, at the
-    caller's line, unless x is a matrix of rows that are not empty."""
+    caller's line, unless x is a matrix of rows that are not empty (of none or more rows: a host
+    function launches nothing for none)."""
     shape = getattr(x, "shape", None)
-    if shape is None or len(shape) != 2 or not all(shape):
+    if shape is None or len(shape) != 2 or not shape[1]:
         got = f"shape {tuple(shape)}" if shape is not None else type(x).__name__
         raise ad.ArgumentError(
-            f"{name} must be a matrix of rows (an array of shape (M, N), M, N >= 1), got {got}",
+            f"{name} must be a matrix of rows (an array of shape (M, N), N >= 1), got {got}",
             user_location())
     return int(shape[1])
 

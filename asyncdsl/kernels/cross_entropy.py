@@ -37,7 +37,7 @@ from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.kernels.dispatch import launch, on_stream
-from asyncdsl.kernels.outputs import empty
+from asyncdsl.kernels.outputs import empty, full
 
 LOG2E = 1.4426950408889634
 WINDOW = 4096  # columns a sweep step: 32 logits a thread
@@ -57,6 +57,8 @@ def cross_entropy(logits, targets, *, ignore_index: int = -100, reduction: str =
     if reduction not in REDUCTIONS:
         raise ad.ArgumentError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}", user_location())
     n = row_length("logits", logits)
+    if not logits.shape[0]:
+        return no_rows(logits, (0,), reduction), logits if inplace else empty(logits, logits.shape, logits.dtype)
     targets = target_words(targets)
     count = empty(logits, (1,), ad.float32)
     launch(count_valid, targets, count, stream=stream, IGNORE=ignore_index)
@@ -100,6 +102,14 @@ def _targets(targets, rows):
         raise ad.TraceError("targets must be int32 (N,) or the (N, 2) int32 words of int64 ones, got "
                             f"{targets.dtype} {tuple(targets.shape)}", user_location())
     return targets.at[(rows,) if len(targets.shape) == 1 else (rows, 0)]
+
+
+def no_rows(like, losses: tuple[int, ...], reduction: str):
+    """The loss of no rows, as torch gives it: no losses ("none"), 0 ("sum"), or nan (0/0,
+    "mean")."""
+    if reduction == "none":
+        return empty(like, losses, ad.float32)
+    return full(like, (), ad.float32, float("nan") if reduction == "mean" else 0.0)
 
 
 def config(v: int) -> dict:

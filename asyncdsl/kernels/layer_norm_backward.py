@@ -28,7 +28,7 @@ from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.kernels.column_sums import sum_columns
 from asyncdsl.kernels.dispatch import launch, on_stream, walkers
 from asyncdsl.kernels.layer_norm import CHUNK, PADDED_WHOLE, _layer_norm
-from asyncdsl.kernels.outputs import empty
+from asyncdsl.kernels.outputs import empty, zeros
 from asyncdsl.kernels.rms_norm_backward import backward_config
 
 
@@ -39,7 +39,8 @@ def layer_norm_forward(x, w, b, eps: float = 1e-5, *, stream=None):
     n = row_length("x", x)
     y = empty(x, x.shape, x.dtype)
     mean, rstd = (empty(x, x.shape[:1], ad.float32) for _ in range(2))
-    launch(layer_norm_stats, x, w, b, y, mean, rstd, stream=stream, **stats_config(n, eps))
+    if x.shape[0]:  # no rows, nothing to launch
+        launch(layer_norm_stats, x, w, b, y, mean, rstd, stream=stream, **stats_config(n, eps))
     return y, mean, rstd
 
 
@@ -53,6 +54,8 @@ def layer_norm_backward(dy, x, w, mean, rstd, *, stream=None):
     """(dx, dw, db) of y = layer_norm(x, w, b) given dy (x's shape and type) and the forward's
     mean and rstd."""
     constexprs = backward_config(row_length("x", x), x.shape[0], walkers(x), sums=2)
+    if not x.shape[0]:  # no rows: dw and db sum none
+        return empty(x, x.shape, x.dtype), zeros(w, w.shape, w.dtype), zeros(w, w.shape, w.dtype)
     partial_w, partial_b = (empty(x, (constexprs["CTAS"], x.shape[1]), ad.float32) for _ in range(2))
     dx = empty(x, x.shape, x.dtype)
     launch(layer_norm_backward_rows, dy, x, w, mean, rstd, dx, partial_w, partial_b, stream=stream,

@@ -30,14 +30,19 @@ def empty(like: Any, shape: tuple[int, ...], dtype: Any) -> Any:
 
 def zeros(like: Any, shape: tuple[int, ...], dtype: Any) -> Any:
     """A new array of zeros of `shape` and `dtype` beside the array `like` (an accumulator)."""
+    return full(like, shape, dtype, 0)
+
+
+def full(like: Any, shape: tuple[int, ...], dtype: Any, value: float) -> Any:
+    """A new array of `shape` and `dtype` holding `value` everywhere, beside the array `like`."""
     element: DType = as_dtype(dtype)
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(like, torch.Tensor):
-        return torch.zeros(tuple(shape), dtype=getattr(torch, element.name), device=like.device)
+        return torch.full(tuple(shape), value, dtype=getattr(torch, element.name), device=like.device)
     if isinstance(like, np.ndarray):
-        return np.zeros(tuple(shape), element.numpy)
+        return np.full(tuple(shape), value, element.numpy)
     device = like.device if isinstance(like, runtime.DeviceArray) else 0
-    return runtime.to_device(np.zeros(tuple(shape), element.numpy), device)
+    return runtime.to_device(np.full(tuple(shape), value, element.numpy), device)
 
 
 def empty_product(a: Any, b: Any, c: Any, k: int) -> Any:

@@ -41,7 +41,8 @@ def rms_norm(x, w, eps: float = 1e-6, *, out=None, stream=None):
     array like x or in `out`."""
     chosen, constexprs = choose(row_length("x", x), eps)
     y = empty(x, x.shape, x.dtype) if out is None else out
-    launch(chosen, x, w, y, stream=stream, **constexprs)
+    if x.shape[0]:  # no rows, nothing to launch
+        launch(chosen, x, w, y, stream=stream, **constexprs)
     return y
 
 

@@ -29,7 +29,7 @@ from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.kernels.column_sums import sum_columns
 from asyncdsl.kernels.dispatch import launch, on_stream, walkers
-from asyncdsl.kernels.outputs import empty
+from asyncdsl.kernels.outputs import empty, zeros
 from asyncdsl.kernels.rms_norm import CHUNK, WHOLE, _rms_norm
 
 MOST = 8192  # longest rows the backward holds in registers (64 floats a thread of each of dy, x, dw)
@@ -42,7 +42,8 @@ def rms_norm_forward(x, w, eps: float = 1e-6, *, stream=None):
     1 / sqrt(mean(x²) + eps), which `rms_norm_backward` takes."""
     n = row_length("x", x)
     y, rstd = empty(x, x.shape, x.dtype), empty(x, x.shape[:1], ad.float32)
-    launch(rms_norm_stats, x, w, y, rstd, stream=stream, **stats_config(n, eps))
+    if x.shape[0]:  # no rows, nothing to launch
+        launch(rms_norm_stats, x, w, y, rstd, stream=stream, **stats_config(n, eps))
     return y, rstd
 
 
@@ -55,6 +56,8 @@ def stats_config(n: int, eps: float = 1e-6) -> dict:
 def rms_norm_backward(dy, x, w, rstd, *, stream=None):
     """(dx, dw) of y = rms_norm(x, w) given dy (x's shape and type) and the forward's rstd."""
     constexprs = backward_config(row_length("x", x), x.shape[0], walkers(x))
+    if not x.shape[0]:  # no rows: dw sums none
+        return empty(x, x.shape, x.dtype), zeros(w, w.shape, w.dtype)
     partial = empty(x, (constexprs["CTAS"], x.shape[1]), ad.float32)
     dx = empty(x, x.shape, x.dtype)
     launch(rms_norm_backward_rows, dy, x, w, rstd, dx, partial, stream=stream, **constexprs)
