@@ -57,8 +57,9 @@ def cross_entropy(logits, targets, *, ignore_index: int = -100, reduction: str =
     if reduction not in REDUCTIONS:
         raise ad.ArgumentError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}", user_location())
     n = row_length("logits", logits)
-    if not logits.shape[0]:
-        return no_rows(logits, (0,), reduction), logits if inplace else empty(logits, logits.shape, logits.dtype)
+    if not logits.shape[0]:  # no rows, nothing to launch
+        dlogits = logits if inplace else empty(logits, logits.shape, logits.dtype)
+        return no_rows(logits, (0,), reduction), dlogits
     targets = target_words(targets)
     count = empty(logits, (1,), ad.float32)
     launch(count_valid, targets, count, stream=stream, IGNORE=ignore_index)

@@ -66,7 +66,8 @@ def linear_cross_entropy(h, weight, targets, *, ignore_index: int = -100, reduct
         raise ad.ArgumentError(f"chunk must be a positive multiple of 4 rows (each chunk's float32 losses "
                                f"start on a 16-byte boundary), got {chunk!r}", user_location())
     if not n:  # no rows: nothing to launch, dweight sums none
-        return no_rows(h, (0,), reduction), empty(h, h.shape, h.dtype), zeros(weight, weight.shape, ad.float32)
+        dweight = zeros(weight, weight.shape, ad.float32)
+        return no_rows(h, (0,), reduction), empty(h, h.shape, h.dtype), dweight
     rows = int(chunk) if chunk is not None else chunk_rows(n, v, hidden)
     ctas = INTERPRETED_CTAS if on_host(h) else multiprocessors(h) // 2 * 2
     words = target_words(targets)
