@@ -19,9 +19,9 @@ registers,
     sᵀ = k qᵀ,  dpᵀ = v doᵀ,  pᵀ = exp(sᵀ/√D - lse),  dsᵀ = pᵀ ∘ (dpᵀ - δ),
     dv += pᵀ do,  dk += dsᵀ q,
 and writes its dsᵀ into SMEM.  The CTA's share of dq, ds k over all its 128 keys, is then made
-from both consumers' dsᵀ (read transposed) and k in 64-column tiles, dq's B operand: at D = 128
-consumer c makes dq's columns c·64.., at D = 64, where dq has one 64-column piece, the
-consumers take turns, consumer t % 2 at step t.  One piece a consumer, not a piece of each
+from both consumers' dsᵀ (read transposed) and k's 64-column tiles (windows of the keys' own
+buffer), dq's B operand: at D = 128 consumer c makes dq's columns c·64.., at D = 64, where dq
+has one 64-column piece, the consumers take turns, consumer t % 2 at step t.  One piece a consumer, not a piece of each
 consumer's own 64 keys, halves the bytes added.  The consumers hand their pieces to the
 producer through SMEM (`asyncdsl.blocks.attention_grads.DqAdder`), which adds step t's into
 the float32 workspace by TMA reduce-add after loading step t + 2's q and do: in deterministic
@@ -48,15 +48,14 @@ LOG2E = 1.4426950408889634
 class GradientRows:
     """Where this CTA's rows lie, as GMEM views: `query`, `grad_out` (h, start, count) rows of
     query head h of q and do; `keys`, `values`, `grad_keys`, `grad_values` (start, count) rows of
-    the key/value head of k, v, dk, dv; `key_columns` (start, count, column, width) a window of
-    k; `lse`, `delta` (h, rows) the float32 rows (an `ad.ds`) of head h; `workspace` (h, rows, c)
-    columns c·64.. of the float32 dq sum; `flag` (h, i) query block i's order flag."""
+    the key/value head of k, v, dk, dv; `lse`, `delta` (h, rows) the float32 rows (an `ad.ds`) of
+    head h; `workspace` (h, rows, c) columns c·64.. of the float32 dq sum; `flag` (h, i) query
+    block i's order flag."""
 
     query: Callable
     grad_out: Callable
     keys: Callable
     values: Callable
-    key_columns: Callable
     grad_keys: Callable
     grad_values: Callable
     lse: Callable
@@ -71,13 +70,17 @@ def differentiate(tile: KeyTile, loads: AttentionLoads, head: GradientRows, *, s
     BM, D = tile.BM, loads.q.shape[2]
     columns = D // 64
     values = ad.smem((2, 64, D), loads.v.dtype, **tensor_core_layout(64))  # [consumer], A of v doᵀ
-    key_columns = ad.smem((2, columns, 64, 64), loads.q.dtype, **tensor_core_layout(64))  # B of ds k
     # [step % 2, consumer] dsᵀ, A of ds k as .T; two steps of them, so that a consumer writes
     # step t + 1's while the other may still read step t's.
     ds_s = ad.smem((2, 2, 64, BM), loads.k.dtype, **tensor_core_layout(64))
     ds_stored = ad.barrier(arrival_count=2, num=2)  # [step % 2] both consumers' dsᵀ are in ds_s
     adder = DqAdder()
-    values_landed = ad.barrier(arrival_count=2 * (1 + columns))
+    values_landed = ad.barrier(arrival_count=2)
+    keys_read = ad.barrier(arrival_count=2)  # both consumers are done reading each other's keys
+
+    def key_columns(part, column):
+        """Columns column·64.. of the keys of consumer `part`: B of ds k."""
+        return loads.q.at[part, :, ad.ds(column * 64, 64)]
 
     def dq_pieces(t):
         """The (slot, writes, workspace window) of step t's dq pieces, a slot a consumer: at
@@ -100,9 +103,6 @@ def differentiate(tile: KeyTile, loads: AttentionLoads, head: GradientRows, *, s
             rows = tile.first_key + part * 64
             loads.load_query(part, head.keys(rows, 64))
             ad.async_copy(head.values(rows, 64), values.at[part], barrier=values_landed)
-            for c in range(columns):
-                ad.async_copy(head.key_columns(rows, 64, c * 64, 64), key_columns.at[part, c],
-                              barrier=values_landed)
         # Step t's q and do once the consumers are done with step t - STAGES, then step t - 2's
         # dq, which the consumers hand over as they end step t - 2.
         tile.walk_trailing(lambda t, h, i, masked: loads.load(t, lambda _: head.query(h, i * BM, BM),
@@ -124,7 +124,7 @@ def differentiate(tile: KeyTile, loads: AttentionLoads, head: GradientRows, *, s
             buffer = t % 2
             ds_stored[buffer].wait(parity=(t // 2) % 2)  # a consumer not adding this step skips it
             for part in range(2):
-                ad.wgmma(s_t, ds_s.at[buffer, part].T, key_columns.at[part, column], accumulate=part > 0)
+                ad.wgmma(s_t, ds_s.at[buffer, part].T, key_columns(part, column), accumulate=part > 0)
             ad.wgmma_wait(0)
             adder.hand(me, t if columns == 2 else t // 2, s_t)
 
@@ -174,7 +174,10 @@ def differentiate(tile: KeyTile, loads: AttentionLoads, head: GradientRows, *, s
             loads.query_landed.wait()
             values_landed.wait()
             tile.walk(step)
-            # k and v are read by this consumer only: their buffers take dk / √D and dv out.
+            # dk / √D and dv go out through the consumer's k and v buffers, once the other
+            # consumer has made its last share of dq from these keys.
+            keys_read.arrive()
+            keys_read.wait()
             _store(tile, me, first_key, (loads.q, values), (head.grad_keys, head.grad_values),
                    (lambda: dk_acc[...] * (1.0 / math.sqrt(D)), lambda: dv_acc[...]))
 

@@ -34,7 +34,7 @@ import math
 import numpy as np
 
 from asyncdsl.blocks.attention_backward import GradientRows, differentiate
-from asyncdsl.blocks.attention_grads import KeyTile, check_gradients, head_window
+from asyncdsl.blocks.attention_grads import KeyTile, check_gradients
 from asyncdsl.blocks.attention_loads import AttentionLoads
 from asyncdsl.blocks.attention_tiles import check_operand_types, head_rows, head_shapes
 from asyncdsl.blocks.online_softmax import LOG2E
@@ -99,8 +99,6 @@ def attention_backward_kernel(q, k, v, do, lse, delta, workspace, dk, dv, flags,
         grad_out=lambda h, start, count: head_rows(do, LAYOUT, b, h, start, count),
         keys=lambda start, count: head_rows(k, LAYOUT, b, h_kv, start, count),
         values=lambda start, count: head_rows(v, LAYOUT, b, h_kv, start, count),
-        key_columns=lambda start, count, column, width: head_window(k, LAYOUT, b, h_kv, start, count, column,
-                                                                   width),
         grad_keys=lambda start, count: head_rows(dk, LAYOUT, b, h_kv, start, count),
         grad_values=lambda start, count: head_rows(dv, LAYOUT, b, h_kv, start, count),
         lse=lambda h, rows: lse.at[b, h, rows], delta=lambda h, rows: delta.at[b, h, rows],

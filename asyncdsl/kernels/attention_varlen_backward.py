@@ -102,8 +102,6 @@ def attention_varlen_backward_kernel(q, k, v, do, lse, delta, workspace, dk, dv,
 
     head_of = GradientRows(
         query=query_rows(q), grad_out=query_rows(do), keys=key_rows(k), values=key_rows(v),
-        key_columns=lambda start, count, column, width: k.at[ad.ds(k_start + start, count), h_kv,
-                                                             ad.ds(column, width)],
         grad_keys=key_rows(dk), grad_values=key_rows(dv),
         lse=lambda h, rows: lse.at[h, ad.ds(q_start + rows.start, rows.size)],
         delta=lambda h, rows: delta.at[h, ad.ds(q_start + rows.start, rows.size)],
