@@ -23,10 +23,10 @@ from both consumers' dsᵀ (read transposed) and k's 64-column tiles (windows of
 buffer), dq's B operand: at D = 128 consumer c makes dq's columns c·64.., at D = 64, where dq
 has one 64-column piece, the consumers take turns, consumer t % 2 at step t.  One piece a
 consumer, not a piece of each consumer's own 64 keys, halves the bytes added.  The consumers
-hand their pieces to the producer through SMEM (`asyncdsl.blocks.attention_grads.DqAdder`), which adds step t's into
-the float32 workspace by TMA reduce-add after loading step t + 2's q and do: in deterministic
-mode the waits for the adds of the key blocks before this one, and for its own to land, are the
-producer's, off the consumers' path while they take less than a step.
+hand their pieces to the producer through SMEM (`asyncdsl.blocks.attention_grads.DqAdder`),
+which adds step t's into the float32 workspace by TMA reduce-add after loading step t + 2's q
+and do: in deterministic mode the waits for the adds of the key blocks before this one, and for
+its own to land, are the producer's, off the consumers' path while they take less than a step.
 """
 
 from __future__ import annotations
