@@ -7,7 +7,8 @@ CUDA 12.9 and later), in the first scale layout it accepts whose result matches 
 reference; where this torch has none, `torch._scaled_mm` with one scale a row and a column
 (rowwise: fewer scales, not the same product) stands in, and the payload says so.  asyncdsl runs the
 configuration `choose` picks ("asyncdsl") and a small sweep around it ("asyncdsl sweep": 64- and
-128-row tiles, 64- and 128-wide ones, split K 1 to 4); the ratio is the chosen configuration's.
+128-row tiles, 64- and 128-wide ones, split K 1 to 4, clusters of two CTAs sharing b's slices);
+the ratio is the chosen configuration's.
 Every contender writes into preallocated outputs (no copy timed), once into its own NaN-poisoned
 output, checked against float64.  Problems under `matmul.DEVICE_TIMED_FLOPS` are timed on the
 device, one launch after an L2 flush, median of rounds; larger ones as wall time of launches in a
@@ -35,16 +36,19 @@ BARS = {(4096, 7168, 16384): 1.05, (4096, 4096, 7168): 1.05, (4096, 2112, 7168):
 
 
 def sweep(m: int, n: int, k: int, sms: int):
-    """The configurations tried beside `choose`'s: tile rows, tile columns, split K."""
+    """The configurations tried beside `choose`'s, (config, pair): tile rows, tile columns, split
+    K, clusters of two CTAs."""
     from asyncdsl.blocks.gemm_config import GemmConfig
 
-    for bm, bn, split_k in ((64, 128, 1), (64, 128, 2), (64, 128, 4), (128, 128, 1), (128, 128, 2),
-                            (128, 64, 1), (128, 64, 2)):
+    for bm, bn, split_k, pair in ((64, 128, 1, False), (64, 128, 2, False), (64, 128, 4, False),
+                                  (128, 128, 1, False), (128, 128, 2, False), (128, 64, 1, False),
+                                  (128, 64, 2, False), (128, 128, 1, True), (64, 128, 1, True)):
         tiles = -(-m // bm) * -(-n // bn)
         if split_k > 1 and tiles * split_k > sms:
             continue
         stages = 7 if bm == 64 else 5 if bn == 128 else 7
-        yield GemmConfig(BM=bm, BN=bn, BK=128, STAGES=stages, SPLIT="n" if bm == 64 else "m", SPLIT_K=split_k)
+        yield GemmConfig(BM=bm, BN=bn, BK=128, STAGES=stages, SPLIT="n" if bm == 64 else "m",
+                         SPLIT_K=split_k), pair
 
 
 def torch_blockwise(torch, a, a_scales, b, b_scales, reference):
@@ -99,11 +103,12 @@ def measure(m: int, n: int, k: int) -> dict:
     chosen = blockscaled.choose(m, n, k, sms)
     launchers["asyncdsl"] = lambda c: blockscaled.gemm_fp8_blockscaled(a, a_scales, b, b_scales, out=c,
                                                                        ctas=sms)
-    for config in sweep(m, n, k, sms):
-        if config != chosen:
-            name = f"asyncdsl sweep BM={config.BM} BN={config.BN} SPLIT_K={config.SPLIT_K}"
-            launchers[name] = lambda c, config=config: blockscaled.gemm_fp8_blockscaled(
-                a, a_scales, b, b_scales, out=c, ctas=sms, config=config)
+    for config, pair in sweep(m, n, k, sms):
+        if config != chosen or pair:
+            name = (f"asyncdsl sweep BM={config.BM} BN={config.BN} SPLIT_K={config.SPLIT_K}"
+                    f"{' pairs' if pair else ''}")
+            launchers[name] = lambda c, config=config, pair=pair: blockscaled.gemm_fp8_blockscaled(
+                a, a_scales, b, b_scales, out=c, ctas=sms, config=config, pair=pair)
     outputs = poisoned_outputs(torch, launchers, (m, n), torch.bfloat16)
     small = 2 * m * n * k < DEVICE_TIMED_FLOPS  # timed on the device; larger ones by the wall clock
     times, timing = rotated_ms(torch, launchers, rotation, DEVICE_ROUNDS, device=small)

@@ -1,7 +1,8 @@
 """Block scales as the block-scaled fp8 kernels read them: a float32 scale per group of 128
 elements of a row (a's scales, (M, K/128)) or per 128 x 128 block (b's, (N/128, K/128)), laid out
 so that TMA copies the scales of one K block: the (K/128, M') array a's scales are the transpose of
-(M-major, M' = M rounded up to 4 for TMA's 16-byte rows), b's row-major with K/128 rounded up.
+(M-major, M' = M rounded up to 4 for TMA's 16-byte rows), b's row-major with K/128 rounded up;
+and `reference`, the product such scales define, in float64.
 
     from asyncdsl.kernels.block_scales import check_scale_shapes, tma_layout
 
@@ -53,3 +54,20 @@ def _padded_view(array, padded: int) -> bool:
         return False
     end = (array.storage_offset() + array.shape[0] * padded) * array.element_size()
     return end <= array.untyped_storage().nbytes()
+
+
+def reference(a, a_scales, b, b_scales):
+    """The block-scaled product a (M, K) times b (N, K)ᵀ in float64, each 128-deep block of K
+    scaled by its row's and block's scales (a_scales (M, K/128), b_scales (N/128, K/128)),
+    rounded to bf16 once: what the block-scaled kernels compute."""
+    import ml_dtypes
+    import numpy as np
+
+    (m, k), n = a.shape, b.shape[0]
+    total = np.zeros((m, n))
+    for kb in range(-(-k // 128)):
+        part = slice(kb * 128, (kb + 1) * 128)
+        product = a[:, part].astype(np.float64) @ b[:, part].astype(np.float64).T
+        column_scales = np.repeat(b_scales[:, kb].astype(np.float64), 128)[:n]
+        total += product * a_scales[:, kb].astype(np.float64)[:, None] * column_scales[None, :]
+    return total.astype(ml_dtypes.bfloat16)

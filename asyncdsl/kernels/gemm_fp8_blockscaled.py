@@ -20,6 +20,9 @@ starts).
 Tiles: the cooperative GEMM's (a producer, two consumers), BM x BN with BN dividing 128 so that a
 tile meets one block of b's scales; 64-row tiles split by columns between the consumers for small
 M, split K adding in order (`split_k_sum.add_in_order`) when the tiles are fewer than the SMs.
+With `pair=True` (`matmul_fp8_blockscaled_2cta`) clusters of two CTAs take tiles one above the
+other and multicast each slice of b they share, a quarter less from L2 a step; each CTA loads
+its own box of b's scales (128 bytes, which TMA would not split).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from asyncdsl.blocks.mma_operands import check_block_scales, check_fp8_matrices,
 from asyncdsl.blocks.persistent_tiles import PersistentTiles
 from asyncdsl.blocks.shapes import product_shape
 from asyncdsl.blocks.split_k_sum import add_in_order, check_running, part_number
+from asyncdsl.errors import user_location
 from asyncdsl.frontend import language as ad
 from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
@@ -50,11 +54,12 @@ B_SCALES_BOX = (8, 4)
 
 @on_stream
 def gemm_fp8_blockscaled(a, a_scales, b, b_scales, *, out=None, config: GemmConfig | None = None,
-                         ctas: int | None = None, stream=None):
+                         pair: bool = False, ctas: int | None = None, stream=None):
     """c (M, N) bfloat16 = a (M, K) times b (N, K)ᵀ, float8 e4m3, each 128-deep slice of the product
     scaled by a_scales (M, K/128) float32 (one a row and K block, M-major: see the module) and
     b_scales (N/128, K/128) float32 (one a 128 x 128 block of b).  `config` overrides the one
-    `choose` picks for the shape."""
+    `choose` picks for the shape; `pair` runs it in clusters of two CTAs sharing b's slices (not
+    with split K)."""
     m, n, k = product_shape(a, b, b_is_transposed=True)
     check_scale_shapes(a, a_scales, b, b_scales, BLOCK)
     ctas = ctas or (INTERPRETED_CTAS if on_host(a) else multiprocessors(a) // 2 * 2)
@@ -62,12 +67,17 @@ def gemm_fp8_blockscaled(a, a_scales, b, b_scales, *, out=None, config: GemmConf
     c = empty(a, (m, n), ad.bfloat16) if out is None else apart(out, a=a, a_scales=a_scales, b=b,
                                                                   b_scales=b_scales)
     sa, sb = tma_layout(a_scales), tma_layout(b_scales.T)
+    if pair and (config.SPLIT_K > 1 or config.SHARE != "b" or ctas % 2):
+        raise ad.ArgumentError(f"pair: clusters of two CTAs share b's slices, on an even count of CTAs and "
+                               f"without split K, got SPLIT_K={config.SPLIT_K}, SHARE={config.SHARE!r} and "
+                               f"{ctas} CTAs", user_location())
     if config.SPLIT_K > 1:
         partial, flags = _workspace(a, m, n, config, stream)
         launch(matmul_fp8_blockscaled_split_k, a, sa, b, sb, c, partial, flags, stream=stream, CTAS=ctas,
                **constexprs(config))
     else:
-        launch(matmul_fp8_blockscaled, a, sa, b, sb, c, stream=stream, CTAS=ctas, **constexprs(config))
+        kernel = matmul_fp8_blockscaled_2cta if pair else matmul_fp8_blockscaled
+        launch(kernel, a, sa, b, sb, c, stream=stream, CTAS=ctas, **constexprs(config))
     return c
 
 
@@ -106,6 +116,13 @@ def matmul_fp8_blockscaled(a, a_scales, b, b_scales, c, CTAS: constexpr, BM: con
                 GemmConfig(BM=BM, BN=BN, BK=BLOCK, STAGES=STAGES, SPLIT=SPLIT, SNAKE=SNAKE))
 
 
+# The same kernel in clusters of two CTAs, which take tiles one above the other and share
+# (multicast) every slice of b.
+matmul_fp8_blockscaled_2cta = kernel(grid=lambda a, a_scales, b, b_scales, c, CTAS, **_: (CTAS,), block=384,
+                                     cluster=(2, 1, 1), name="matmul_fp8_blockscaled_2cta")(
+    matmul_fp8_blockscaled.fn)
+
+
 @kernel(grid=lambda a, a_scales, b, b_scales, c, partial, flags, CTAS, **_: (CTAS,), block=384)
 def matmul_fp8_blockscaled_split_k(a, a_scales, b, b_scales, c, partial, flags, CTAS: constexpr,
                                    SPLIT_K: constexpr = 2, BM: constexpr = 128, BN: constexpr = 128,
@@ -140,10 +157,15 @@ def blockscaled(a, a_scales, b, b_scales, c, CTAS, config: GemmConfig, running=N
         raise ad.TraceError(f"grouped: each group's N must be a multiple of {BLOCK} and K whole, got N={N}, "
                             f"SPLIT_K={SPLIT_K}")
     tiles: GroupedTiles | PersistentTiles
+    pair = ad.cluster_shape()[0]
+    if pair > 1 and (grouped or SPLIT_K > 1 or config.SHARE != "b"):
+        raise ad.TraceError(f"in clusters of two the CTAs share b's slices, not grouped nor with split K; "
+                            f"got SPLIT_K={SPLIT_K}, SHARE={config.SHARE!r}{', grouped' if grouped else ''}")
     if grouped:
         tiles = GroupedTiles(grouped[0], grouped[1], N, BM, BN, CTAS, ragged=True)
     else:
-        tiles = PersistentTiles(M, N, BM, BN, CTAS, config.SNAKE, SPLIT_K)
+        tiles = PersistentTiles(M, N, BM, BN, CTAS, config.SNAKE, SPLIT_K)  # pairs: tiles one above the other
+    shared = "x" if pair > 1 else None  # b's slices, multicast to both CTAs of a pair
     if running is not None:  # split K: never grouped (refused above)
         assert isinstance(tiles, PersistentTiles)
         check_running(running, c, 2 * tiles.m_tiles * tiles.n_tiles, SPLIT_K,
@@ -154,7 +176,8 @@ def blockscaled(a, a_scales, b, b_scales, c, CTAS, config: GemmConfig, running=N
     a_scale_ring = None if grouped else ad.smem((STAGES, a_parts, pm), ad.float32)
     b_scale_ring = ad.smem((STAGES, *B_SCALES_BOX), ad.float32)
     c_out = store_ring(2, c.dtype)
-    ring = ad.Pipeline(STAGES, loads=(1 if grouped else 2) * a_parts + b_parts + 1, consumers=2)
+    ring = ad.Pipeline(STAGES, loads=(1 if grouped else 2) * a_parts + b_parts + 1, consumers=2,
+                       collective=shared)
 
     def load(work, kk, slot, landed):
         k_block, b_col = work.split * k_steps + kk, work.col + (work.group * N if grouped else 0)
@@ -165,7 +188,7 @@ def blockscaled(a, a_scales, b, b_scales, c, CTAS, config: GemmConfig, running=N
                 ad.async_copy(a_scales.at[k_block, rows], a_scale_ring.at[slot, h], barrier=landed)
         for h in range(b_parts):
             ad.async_copy(b.at[ad.ds(b_col + h * pn, pn), ad.ds(k_block * BLOCK, BLOCK)],
-                          b_ring.at[slot, h], barrier=landed)
+                          b_ring.at[slot, h], barrier=landed, collective=shared)
         rows, blocks = B_SCALES_BOX
         ad.async_copy(b_scales.at[ad.ds(b_col // BLOCK, rows), ad.ds(k_block // blocks * blocks, blocks)],
                       b_scale_ring.at[slot], barrier=landed)
@@ -218,24 +241,10 @@ def problem_specs(m: int, n: int, k: int) -> tuple:
 EXAMPLE_ARGS = {
     # ragged at both ends: M, N and K not multiples of the tiles
     "matmul_fp8_blockscaled": (problem_specs(200, 320, 400), {"CTAS": 3}),
+    # pairs of 128-row tiles sharing b, the last pair's lower tile past M
+    "matmul_fp8_blockscaled_2cta": (problem_specs(384, 256, 512), {"CTAS": 4}),
     # 64-row tiles, the consumers halving the columns, K in two
     "matmul_fp8_blockscaled_split_k": ((*problem_specs(64, 256, 1024), ArraySpec((1, 64, 256), ad.float32),
                                         ArraySpec((4,), ad.int32)),
                                        {"CTAS": 8, "SPLIT_K": 2, "BM": 64, "SPLIT": "n", "STAGES": 7}),
 }
-
-
-def reference(a, a_scales, b, b_scales):
-    """The product in float64, each 128-deep block of K scaled by its row's and block's scales,
-    rounded to bf16 once."""
-    import ml_dtypes
-    import numpy as np
-
-    (m, k), n = a.shape, b.shape[0]
-    total = np.zeros((m, n))
-    for kb in range(-(-k // BLOCK)):
-        part = slice(kb * BLOCK, (kb + 1) * BLOCK)
-        product = a[:, part].astype(np.float64) @ b[:, part].astype(np.float64).T
-        column_scales = np.repeat(b_scales[:, kb].astype(np.float64), BLOCK)[:n]
-        total += product * a_scales[:, kb].astype(np.float64)[:, None] * column_scales[None, :]
-    return total.astype(ml_dtypes.bfloat16)

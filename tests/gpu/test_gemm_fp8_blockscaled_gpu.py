@@ -1,7 +1,7 @@
-"""The block-scaled fp8 GEMM on the GPU: both kernels at their EXAMPLE_ARGS give the interpreter's
+"""The block-scaled fp8 GEMM on the GPU: its kernels at their EXAMPLE_ARGS give the interpreter's
 bytes on exact inputs (small integers, power-of-two scales), the host function on torch tensors is
 bit-exact against float64 on every path `choose` takes (64- and 128-row tiles, split K, M = 1, M
-not a multiple of 4, ragged N and K), and on random e4m3 values at a DeepSeek-V3 shape its error
+not a multiple of 4, ragged N and K) and in pairs of CTAs sharing b, and on random e4m3 values at a DeepSeek-V3 shape its error
 against float64 is that of the tensor cores' rounding."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import pytest
 from gpu_support import ExactBlockScaled, hopper_or_skip
 
 import asyncdsl.kernels as K
+from asyncdsl.blocks.gemm_config import GemmConfig
 from asyncdsl.runtime import to_device, to_host
 
 hopper_or_skip()
@@ -77,6 +78,15 @@ def test_host_function_is_bit_exact_on_every_path(shape):
     assert torch.equal(c, wanted)
     row_major = K.gemm_fp8_blockscaled(a, a_scales.contiguous(), b, b_scales)  # copied into M-major
     assert torch.equal(row_major, wanted)
+
+
+@pytest.mark.parametrize("shape", [(1024, 2048, 1024), (300, 520, 1008), (4096, 1024, 2048)], ids=str)
+def test_pairs_of_ctas_sharing_b_are_bit_exact(shape):
+    torch = pytest.importorskip("torch")
+    a, a_scales, b, b_scales = _exact_torch_inputs(torch, *shape, seed=sum(shape) + 1)
+    config = GemmConfig(BM=128, BN=128, BK=128, STAGES=5)  # whole tiles, no split K, whatever the shape
+    c = K.gemm_fp8_blockscaled(a, a_scales, b, b_scales, config=config, pair=True)
+    assert torch.equal(c, _float64_reference(torch, a, a_scales, b, b_scales).to(torch.bfloat16))
 
 
 def test_random_values_within_the_tensor_cores_rounding():

@@ -11,13 +11,14 @@ import pytest
 import asyncdsl as ad
 import asyncdsl.kernels as K
 from asyncdsl.blocks.gemm_config import GemmConfig
+from asyncdsl.kernels.block_scales import reference
 from asyncdsl.kernels.gemm_fp8_blockscaled import (
     choose,
     constexprs,
     matmul_fp8_blockscaled,
+    matmul_fp8_blockscaled_2cta,
     matmul_fp8_blockscaled_split_k,
     problem_specs,
-    reference,
 )
 from asyncdsl.runtime.ptxas import assemble
 
@@ -56,6 +57,23 @@ def test_exact_products_are_bit_exact(m, n, k, config):
     a, sa, b, sb = exact_inputs(m, n, k)
     c = K.gemm_fp8_blockscaled(a, sa, b, sb, config=config, ctas=4 if config.SPLIT_K == 1 else 40)
     assert np.array_equal(bits(c), bits(reference(a, sa, b, sb)))
+
+
+@pytest.mark.parametrize("config", [CONFIGS["128x128"], CONFIGS["64 rows, columns halved"]], ids=str)
+# tiles in pairs one above the other: an odd count of tile rows leaves the last pair's lower tile past M
+@pytest.mark.parametrize("m,n,k", [(200, 320, 400), (384, 256, 512), (1, 136, 256)], ids=str)
+def test_pairs_of_ctas_sharing_b_are_bit_exact(m, n, k, config):
+    a, sa, b, sb = exact_inputs(m, n, k, seed=11)
+    c = K.gemm_fp8_blockscaled(a, sa, b, sb, config=config, pair=True, ctas=4)
+    assert np.array_equal(bits(c), bits(reference(a, sa, b, sb)))
+
+
+def test_pairs_take_neither_split_k_nor_an_odd_count_of_ctas():
+    a, sa, b, sb = exact_inputs(64, 128, 256)
+    for config, ctas in ((CONFIGS["split K 2"], 4), (CONFIGS["128x128"], 3)):
+        with pytest.raises(ad.ArgumentError, match="clusters of two CTAs share b's slices") as error:
+            K.gemm_fp8_blockscaled(a, sa, b, sb, config=config, pair=True, ctas=ctas)
+        assert error.value.location.file == __file__  # the caller's line
 
 
 def test_each_block_has_its_own_scales():
@@ -131,3 +149,11 @@ def test_chosen_configurations_assemble_without_spills(m, n, k, ptxas):
     report = assemble(ptx, verbose=True)[1]
     assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in report
     assert "C75" not in report, report  # advisories: wgmmas serialized, for one
+
+
+def test_pairs_assemble_without_spills():
+    ptx = matmul_fp8_blockscaled_2cta.ptx(*problem_specs(4096, 7168, 16384), CTAS=132,
+                                          **constexprs(choose(4096, 7168, 16384, 132)))
+    report = assemble(ptx, verbose=True)[1]
+    assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in report
+    assert "C75" not in report and ".multicast::cluster" in ptx, report

@@ -92,7 +92,7 @@ def fp8_inputs(rng, rows, groups, n, k):
 
 @pytest.mark.parametrize("offsets", [(100, 100, 300), (1, 250, 299)], ids=str)
 def test_block_scaled_fp8_groups_are_bit_exact(offsets):
-    from asyncdsl.kernels.gemm_fp8_blockscaled import reference
+    from asyncdsl.kernels.block_scales import reference
 
     rng = np.random.default_rng(sum(offsets))
     a, sa, b, sb = fp8_inputs(rng, 300, 3, 128, 256)
@@ -107,7 +107,7 @@ def test_block_scaled_fp8_groups_are_bit_exact(offsets):
 
 
 def test_block_scaled_fp8_masked_groups_are_bit_exact():
-    from asyncdsl.kernels.gemm_fp8_blockscaled import reference
+    from asyncdsl.kernels.block_scales import reference
 
     rng = np.random.default_rng(9)
     groups, capacity = 2, 128
