@@ -1,8 +1,8 @@
 """The block-scaled fp8 GEMM on the GPU: its kernels at their EXAMPLE_ARGS give the interpreter's
-bytes on exact inputs (small integers, power-of-two scales), the host function on torch tensors is
-bit-exact against float64 on every path `choose` takes (64- and 128-row tiles, split K, M = 1, M
-not a multiple of 4, ragged N and K) and in pairs of CTAs sharing b, and on random e4m3 values at a DeepSeek-V3 shape its error
-against float64 is that of the tensor cores' rounding."""
+bytes on exact inputs (small integers, power-of-two scales), the host function on torch tensors
+is bit-exact against float64 on every path `choose` takes (64- and 128-row tiles, split K, M =
+1, M not a multiple of 4, ragged N and K) and in pairs of CTAs sharing b, and on random e4m3
+values at a DeepSeek-V3 shape its error against float64 is that of the tensor cores' rounding."""
 
 from __future__ import annotations
 
