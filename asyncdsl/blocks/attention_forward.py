@@ -29,12 +29,13 @@ page, `query_copied`, with `HeadRows.locate`).  `asyncdsl.kernels.attention`,
 variable-length batch) the CTAs whose tile lies past the sequence's end do nothing
 (`QueryTile.live`).
 
-For block j a consumer issues s = q @ k_jᵀ (`loads.scores`), then o += p_{j-1} @ v_{j-1} (p straight
-from registers as wgmma's A operand); once s is done, the online softmax of s runs while that
-second wgmma does, and o is scaled by α after it.  A warpgroup barrier before the wait for p @ v
-keeps ptxas from hoisting that wait above the exponentials (docs/hardware.md §14.6).  The
-producer keeps 40 registers a thread and hands the rest to the consumers (232 each).  With
-`turns` (an `asyncdsl.turns((0, 1))`) the consumers take turns to issue their wgmmas.
+For block j a consumer issues s = q @ k_jᵀ (`loads.scores`), then o += p_{j-1} @ v_{j-1} (p
+straight from registers as wgmma's A operand); once s is done, the online softmax of s runs
+while that second wgmma does, and o is scaled by α after it.  A warpgroup barrier before the
+wait for p @ v keeps ptxas from hoisting that wait above the exponentials (docs/hardware.md
+§14.6).  The producer keeps 40 registers a thread and hands the rest to the consumers (232
+each).  With `turns` (an `asyncdsl.turns((0, 1))`) the consumers take turns to issue their
+wgmmas.
 """
 
 from __future__ import annotations
@@ -75,20 +76,23 @@ def attend(tile: QueryTile, loads: AttentionLoads | PagedLoads, head: HeadRows, 
     if BK != tile.BK:
         raise ad.TraceError(f"the ring's slots hold {BK} keys and the tile's blocks {tile.BK}: a block is a "
                             f"slot", user_location())
+    locate = head.locate
+    if isinstance(loads, PagedLoads) != (locate is not None):
+        raise ad.TraceError("a paged ring (PagedLoads) takes the page of each key from HeadRows.locate, and "
+                            "only it does", user_location())
     p_dtype = loads.v.dtype
 
     with ad.warpgroup_role(2, registers=40), _live(tile):
         for half in range(2):
             loads.load_query(half, head.query(tile.first_row + half * BQ, BQ))
         for j in ad.range(tile.blocks):
-            if head.locate is None:
-                loads.load(j, lambda i: head.keys(i * BK, BK), lambda i: head.values(i * BK, BK))
-            else:  # a paged cache: each page's number read before the wait for the slot
-                assert isinstance(loads, PagedLoads)
+            if isinstance(loads, PagedLoads) and locate is not None:  # each page's number read first
                 starts = [j * BK + i * loads.piece for i in range(loads.pieces)]
-                loads.load(j, [head.locate(start) for start in starts],
+                loads.load(j, [locate(start) for start in starts],
                            lambda i, page, c: head.keys(starts[i], loads.piece, page, c),
                            lambda i, page: head.values(starts[i], loads.piece, page))
+            elif isinstance(loads, AttentionLoads):
+                loads.load(j, lambda i: head.keys(i * BK, BK), lambda i: head.values(i * BK, BK))
 
     with ad.warpgroup_role((0, 1), registers=232):
         me = ad.warpgroup_idx()
@@ -156,7 +160,7 @@ def attend(tile: QueryTile, loads: AttentionLoads | PagedLoads, head: HeadRows, 
             finish(me, my_first_row, state, acc)
 
 
-def sequence_rows_finish(loads: AttentionLoads, o, lse, h, q_start, S) -> Callable:
+def sequence_rows_finish(loads: AttentionLoads | PagedLoads, o, lse, h, q_start, S) -> Callable:
     """The `finish` of a packed batch's CTA: o (total, H, D) and lse (H, total) receive head h's
     rows of the sequence whose S rows start at row `q_start`, and no other row.  A consumer's
     rows wholly inside the sequence go out by TMA through its q buffer; a last, partial part
