@@ -1,6 +1,7 @@
 """The CTA work of attention forward (`asyncdsl.blocks.attention_forward`) in the interpreter: the
 docstring's one-head kernel against float64 causal attention, on whole and ragged lengths; and
-an online softmax of rows that see no key (`empty_rows`) giving 0 and -inf, not NaN."""
+an online softmax of rows that see no key (`empty_rows`) giving 0 and -inf, not NaN; a paged
+ring without the pages refused."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ import ml_dtypes
 import numpy as np
 import pytest
 from docstring_examples import run_example
+from support import expect
 
 import asyncdsl as ad
 from asyncdsl.blocks import attention_forward
 from asyncdsl.blocks.online_softmax import OnlineSoftmax
+from asyncdsl.blocks.paged_loads import PagedLoads
 
 
 @pytest.mark.parametrize("length", [256, 200])
@@ -52,3 +55,19 @@ def test_rows_that_see_nothing_are_zero_with_a_log_sum_exp_of_minus_infinity():
     wide = x[32:].astype(np.float64)
     np.testing.assert_allclose(lse[32:], np.log(np.exp(wide).sum(axis=1)), rtol=1e-6)
     np.testing.assert_allclose(o[32:], np.exp(wide) / np.exp(wide).sum(axis=1, keepdims=True), rtol=1e-5)
+
+
+@ad.kernel(block=384)
+def paged_without_pages(q, cache, o, lse):
+    """A paged ring given rows with no `locate`: which page holds a key, it cannot know."""
+    tile = attention_forward.QueryTile(128, 128, rows=128, BK=64, causal=True)
+    loads = PagedLoads(64, 64, 16, 64, stages=2, parts=2, query_copied=True)
+    rows = attention_forward.HeadRows(*(lambda start, count, x=x: x.at[ad.ds(start, count), :]
+                                        for x in (q, cache, cache)))
+    attention_forward.attend(tile, loads, rows, scale=0.18, finish=lambda *_: None)  # the call
+
+
+def test_a_paged_ring_without_pages_is_refused_at_the_callers_line():
+    spec = ad.ArraySpec((128, 64), ad.bfloat16)
+    expect(ad.TraceError, paged_without_pages, (spec, spec, spec, ad.ArraySpec((128,), ad.float32)), {},
+           "takes the page of each key from HeadRows.locate", line_text="the call")
