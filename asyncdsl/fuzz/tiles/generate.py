@@ -60,7 +60,7 @@ def _mask_text(b: Builder) -> tuple[str, np.ndarray]:
 
 def load_t(b: Builder, dtype: str) -> None:
     """`t` from a GMEM window of x (maybe past x's end, maybe masked, `other` there), straight or
-    through shared memory."""
+    through shared memory (a buffer of its own, or a window of whole column tiles of a wider one)."""
     starts = tuple(b.pick((0, 0, 1, 3)) for _ in b.shape)
     extent = tuple(max(1, start + size + b.pick((0, 0, 2, -1, -5))) for start, size in zip(starts, b.shape))
     x = b.values(extent, dtype)
@@ -79,11 +79,16 @@ def load_t(b: Builder, dtype: str) -> None:
         arguments = f"{window}, mask={mask}, other={other}"
     if b.chance(0.3):
         staged = b.fresh("staged")
-        b.emit(
-            f"{staged} = ad.smem({b.shape}, ad.{dtype})",
-            f"{staged}[...] = ad.load({arguments})",
-            "ad.cta_barrier()",
-        )
+        if len(b.shape) == 2 and b.chance(0.4):
+            # one column tile of a buffer of several, tiled (rows, columns): a window of columns
+            rows, columns = b.shape
+            tiles, k = b.pick((2, 3)), b.rnd.randrange(2)
+            b.emit(f"{staged}_all = ad.smem(({rows}, {tiles * columns}), ad.{dtype}, "
+                   f"transforms=ad.TileTransform(({rows}, {columns})))",
+                   f"{staged} = {staged}_all.at[:, ad.ds({k * columns}, {columns})]")
+        else:
+            b.emit(f"{staged} = ad.smem({b.shape}, ad.{dtype})")
+        b.emit(f"{staged}[...] = ad.load({arguments})", "ad.cta_barrier()")
         b.set_t(f"t = {staged}[...]", loaded, dtype)
     else:
         b.set_t(f"t = ad.load({arguments})", loaded, dtype)
