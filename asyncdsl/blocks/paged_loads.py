@@ -36,9 +36,11 @@ one TMA copy a page and 64 columns (the slot holds them one 64-column chunk afte
 each chunk's rows in page order, which is how a wgmma reads BK keys of one chunk at once), the
 values one copy a page (the slot holds them page after page, each page's chunks side by side,
 which is how a wgmma's K steps of 16 keys read them).  q is held the keys' way, one 64-column
-chunk after the other, so q kᵀ is one wgmma a chunk into the same scores.  A page of a block's
-size or more is one copy a block.  `fill` writes a block with the threads instead (a cache of
-another dtype converted on the way).  One consumer warpgroup releases each slot.
+chunk after the other, so q kᵀ is one wgmma a chunk (a window of q's columns) into the same
+scores.  A page of a block's size or more is one copy a block.  `fill` writes a block with the
+threads instead (a cache of another dtype converted on the way).  With `parts` consumer
+warpgroups, each has a q tile of its own and every one of them releases each slot; q is
+written by them (`write_query`) or copied in by the producer (`load_query`, `query_copied`).
 """
 
 from __future__ import annotations
