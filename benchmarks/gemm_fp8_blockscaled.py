@@ -127,6 +127,8 @@ def main(argv: list[str]) -> None:
         table.add(f"{m}x{n}x{k}", result, f"ratio {result['ratio']:.3f}" + (f" (bar {bar})" if bar else ""),
                   {key: f"{value:.2e}" for key, value in result["relative error vs float64"].items()
                    if not _swept(key)}, shown=lambda contender: not _swept(contender))
+        print("  sweep:", {key.removeprefix("asyncdsl sweep "): round(value)
+                           for key, value in result["TFLOP/s"].items() if _swept(key)}, flush=True)
     summary = {}
     if not argv:
         summary["rows at their bar"] = sum(table.details[f"{m}x{n}x{k}"]["ratio"] >= bar
