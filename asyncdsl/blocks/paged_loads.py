@@ -142,5 +142,5 @@ class PagedLoads(KeyValueRing):
             ad.wgmma(s, self._chunk(self.q.at[part], c), self.k.at[slot, c].T, accumulate=c > 0)
 
     def _chunk(self, tile, c):
-        """Columns 64c.. of a q tile."""
-        return tile if self.chunks == 1 else tile.at[:, ad.ds(c * CHUNK, CHUNK)]
+        """Columns 64c.. of a q tile (the tile itself where it has no others)."""
+        return tile.at[:, ad.ds(c * CHUNK, CHUNK)]

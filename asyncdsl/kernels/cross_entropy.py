@@ -59,7 +59,7 @@ def cross_entropy(logits, targets, *, ignore_index: int = -100, reduction: str =
     n = row_length("logits", logits)
     if not logits.shape[0]:  # no rows, nothing to launch
         dlogits = logits if inplace else empty(logits, logits.shape, logits.dtype)
-        return no_rows(logits, (0,), reduction), dlogits
+        return no_rows(logits, reduction), dlogits
     targets = target_words(targets)
     count = empty(logits, (1,), ad.float32)
     launch(count_valid, targets, count, stream=stream, IGNORE=ignore_index)
@@ -105,11 +105,11 @@ def _targets(targets, rows):
     return targets.at[(rows,) if len(targets.shape) == 1 else (rows, 0)]
 
 
-def no_rows(like, losses: tuple[int, ...], reduction: str):
+def no_rows(like, reduction: str):
     """The loss of no rows, as torch gives it: no losses ("none"), 0 ("sum"), or nan (0/0,
     "mean")."""
     if reduction == "none":
-        return empty(like, losses, ad.float32)
+        return empty(like, (0,), ad.float32)
     return full(like, (), ad.float32, float("nan") if reduction == "mean" else 0.0)
 
 

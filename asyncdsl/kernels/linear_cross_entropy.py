@@ -67,7 +67,7 @@ def linear_cross_entropy(h, weight, targets, *, ignore_index: int = -100, reduct
                                f"start on a 16-byte boundary), got {chunk!r}", user_location())
     if not n:  # no rows: nothing to launch, dweight sums none
         dweight = zeros(weight, weight.shape, ad.float32)
-        return no_rows(h, (0,), reduction), empty(h, h.shape, h.dtype), dweight
+        return no_rows(h, reduction), empty(h, h.shape, h.dtype), dweight
     rows = int(chunk) if chunk is not None else chunk_rows(n, v, hidden)
     ctas = INTERPRETED_CTAS if on_host(h) else multiprocessors(h) // 2 * 2
     words = target_words(targets)
