@@ -13,7 +13,9 @@ The choice counts tiles against the CTAs (one a multiprocessor, persistent):
   (`gemm_pingpong`): the epilogue's share of a tile's time grows as K shrinks;
 - fewer: the largest tiles of which there are about a wave, 128 x 128 (ping-pong from two rows
   of tiles on), then 64 x 128 and 64 x 64 with one consumer a CTA (`gemm.matmul_narrow`) and a
-  deep ring of slices 128 deep, since a CTA of few tiles waits on memory;
+  deep ring of slices 128 deep, since a CTA of few tiles waits on memory; where a's rows do not
+  start on 128-byte lines (K not a multiple of 64), 128 x 64 tiles in CTA pairs sharing each a
+  slice instead of 64 x 128 ones, halving the ragged rows each CTA reads (1000^3);
 - fewer still and K long: split K, the units of a tile adding up in order.
 A problem of one row of tiles reads each slice of b once: L2 gives it up first (`EVICT_FIRST`).
 The rules follow the configuration sweep of `benchmarks/matmul.py --table` on the H200
@@ -203,6 +205,8 @@ def plan(m: int, n: int, k: int, ctas: int) -> GemmPlan:
             return GemmPlan("cooperative", GemmConfig(BN=128, BK=128, STAGES=3, EVICT_FIRST="b"))
         return GemmPlan("pingpong", GemmConfig(BN=128, STAGES=6))
     if tiles(64, 128) >= _NEAR_WAVE * ctas:
+        if k % 64 and ctas % 2 == 0:  # a's rows of 2k bytes start inside 128-byte lines
+            return GemmPlan("narrow", GemmConfig(BM=128, BN=64, BK=128, STAGES=4, SHARE="a"), pair=True)
         return GemmPlan("narrow", GemmConfig(BM=64, BN=128, BK=128, STAGES=4))
     if tiles(64, 64) >= _NEAR_WAVE * ctas or k < 2048:
         return GemmPlan("narrow", GemmConfig(BM=64, BN=64, BK=128, STAGES=6, EVICT_FIRST="ab"))
