@@ -97,7 +97,8 @@ def test_the_configuration_follows_how_many_tiles_fill_the_ctas(shape, expected)
     ((128, 14336, 4096), GemmPlan("cooperative", GemmConfig(BN=128, BK=128, STAGES=3, EVICT_FIRST="b"))),
     ((1024, 1024, 1024), GemmPlan("narrow", GemmConfig(BM=64, BN=128, BK=128, STAGES=4))),
     # a's rows of 2000 bytes start inside 128-byte lines: pairs share each slice of them
-    ((1000, 1000, 1000), GemmPlan("narrow", GemmConfig(BM=128, BN=64, BK=128, STAGES=4, SHARE="a"), pair=True)),
+    ((1000, 1000, 1000),
+     GemmPlan("narrow", GemmConfig(BM=128, BN=64, BK=128, STAGES=4, SHARE="a"), pair=True)),
     ((128, 4096, 4096), GemmPlan("narrow", GemmConfig(BM=64, BN=64, BK=128, STAGES=6, EVICT_FIRST="ab"))),
     ((64, 2048, 8192), GemmPlan("cooperative", GemmConfig(BN=64, STAGES=8, SPLIT_K=4))),  # 32 tiles
 ], ids=str)
