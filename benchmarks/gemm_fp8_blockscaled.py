@@ -75,6 +75,7 @@ def torch_blockwise(torch, a, a_scales, b, b_scales, reference):
 def measure(m: int, n: int, k: int) -> dict:
     import torch
 
+    from asyncdsl.kernels.gemm_fp8_blockscaled_choice import choose
     from asyncdsl.runtime import device_facts
 
     blockscaled = importlib.import_module("asyncdsl.kernels.gemm_fp8_blockscaled")
@@ -100,7 +101,7 @@ def measure(m: int, n: int, k: int) -> dict:
                 lambda c: torch._scaled_mm(a, b.t(), scale_a=row_scale, scale_b=column_scale,
                                            out_dtype=torch.bfloat16, out=c))
     peer_name, launchers[peer[0]] = peer
-    chosen = blockscaled.choose(m, n, k, sms)
+    chosen = choose(m, n, k, sms)
     launchers["asyncdsl"] = lambda c: blockscaled.gemm_fp8_blockscaled(a, a_scales, b, b_scales, out=c,
                                                                        ctas=sms)
     for config, pair in sweep(m, n, k, sms):

@@ -43,10 +43,10 @@ from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.kernels.block_scales import check_scale_shapes, tma_layout
 from asyncdsl.kernels.dispatch import launch, multiprocessors, on_host, on_stream
+from asyncdsl.kernels.gemm_fp8_blockscaled_choice import BLOCK, choose, constexprs
 from asyncdsl.kernels.gemm_cooperative import INTERPRETED_CTAS
 from asyncdsl.kernels.outputs import apart, empty, partial_sums
 
-BLOCK = 128  # the scales' block of K (and of b's rows)
 # A step's box of b_scales: 8 rows of blocks of b (the tile's first; a TMA slot is 128 bytes) by the
 # 4 blocks of K that make the 16-byte-aligned piece holding the step's
 B_SCALES_BOX = (8, 4)
@@ -79,24 +79,6 @@ def gemm_fp8_blockscaled(a, a_scales, b, b_scales, *, out=None, config: GemmConf
         kernel = matmul_fp8_blockscaled_2cta if pair else matmul_fp8_blockscaled
         launch(kernel, a, sa, b, sb, c, stream=stream, CTAS=ctas, **constexprs(config))
     return c
-
-
-def choose(m: int, n: int, k: int, ctas: int) -> GemmConfig:
-    """The configuration for an m x n x k product on `ctas` CTAs: 128 x 128 tiles; 64-row tiles
-    (consumers halving the columns) where M is small; split K, two to four ways, where the tiles
-    make less than half a wave and K is long enough to share."""
-    bm = 64 if m <= 64 else 128
-    tiles, k_blocks, split = -(-m // bm) * -(-n // 128), -(-k // BLOCK), 1
-    while split < 4 and tiles * split * 2 <= ctas and k_blocks >= 8 * split * 2:
-        split *= 2
-    return GemmConfig(BM=bm, BN=128, BK=BLOCK, STAGES=7 if bm == 64 else 5, SPLIT="n" if bm == 64 else "m",
-                      SPLIT_K=split)
-
-
-def constexprs(config: GemmConfig) -> dict:
-    """The kernel's constexprs of `config`."""
-    return {"BM": config.BM, "BN": config.BN, "STAGES": config.STAGES, "SPLIT": config.SPLIT,
-            "SNAKE": config.SNAKE, **({"SPLIT_K": config.SPLIT_K} if config.SPLIT_K > 1 else {})}
 
 
 def _workspace(a, m: int, n: int, config: GemmConfig, stream) -> tuple:
