@@ -48,11 +48,12 @@ def _small_integers(shape, torch, seed):
 
 
 # Every plan `gemm` picks on 132 SMs (`gemm_choice.plan`): 128 x 256 tiles; 256 x 128 in CTA pairs;
-# one consumer with 64 x 64 and 64 x 128 tiles; split K in order; ping-pong over many tiles and
-# over about a wave of them; 128 x 128 tiles of one row.
+# one consumer with 64 x 64 and 64 x 128 tiles, and 128 x 64 ones in pairs sharing a (rows of a
+# off 128-byte lines); split K in order; ping-pong over many tiles and over about a wave of them;
+# 128 x 128 tiles of one row.
 @pytest.mark.parametrize("shape", [
-    (2048, 2048, 512), (3000, 4104, 264), (128, 4096, 1024), (1000, 1000, 1000), (128, 1024, 4096),
-    (8192, 4096, 256), (512, 4096, 2048), (128, 14336, 512)], ids=str)
+    (2048, 2048, 512), (3000, 4104, 264), (128, 4096, 1024), (1024, 1024, 1024), (1000, 1000, 1000),
+    (128, 1024, 4096), (8192, 4096, 256), (512, 4096, 2048), (128, 14336, 512)], ids=str)
 def test_gemm_of_torch_tensors_is_exact_on_every_path(shape):
     torch = pytest.importorskip("torch")
     m, n, k = shape
