@@ -43,8 +43,8 @@ from asyncdsl.jit.kernel import kernel
 from asyncdsl.jit.specs import ArraySpec
 from asyncdsl.kernels.block_scales import check_scale_shapes, tma_layout
 from asyncdsl.kernels.dispatch import launch, multiprocessors, on_host, on_stream
-from asyncdsl.kernels.gemm_fp8_blockscaled_choice import BLOCK, choose, constexprs
 from asyncdsl.kernels.gemm_cooperative import INTERPRETED_CTAS
+from asyncdsl.kernels.gemm_fp8_blockscaled_choice import BLOCK, choose, constexprs
 from asyncdsl.kernels.outputs import apart, empty, partial_sums
 
 # A step's box of b_scales: 8 rows of blocks of b (the tile's first; a TMA slot is 128 bytes) by the
