@@ -154,8 +154,10 @@ def _planned(m: int, n: int, k: int, ctas: int) -> tuple:
 _WAVE_NEIGHBOURS = (GemmPlan("cooperative", GemmConfig()), GemmPlan("pingpong", GemmConfig(BN=128)),
                     GemmPlan("cooperative", GemmConfig(BN=192)),
                     GemmPlan("cooperative", GemmConfig(BM=256, BN=128, SHARE="b"), pair=True))
+# Pairs of 128 x 64 tiles sharing each slice of a: `plan`'s choice where a's rows are ragged.
+_PAIRS_SHARING_A = GemmPlan("narrow", GemmConfig(BM=128, BN=64, BK=128, STAGES=4, SHARE="a"), pair=True)
 _FEW_TILE_NEIGHBOURS = (
-    GemmPlan("narrow", GemmConfig(BM=128, BN=64, BK=128, STAGES=4, SHARE="a"), pair=True),
+    _PAIRS_SHARING_A,
     GemmPlan("narrow", GemmConfig(BM=64, BN=128, BK=64, STAGES=8)),
     GemmPlan("narrow", GemmConfig(BM=64, BN=128, BK=128, STAGES=4)),
     GemmPlan("cooperative", GemmConfig(BN=64, BK=128, STAGES=4)))
@@ -206,7 +208,7 @@ def plan(m: int, n: int, k: int, ctas: int) -> GemmPlan:
         return GemmPlan("pingpong", GemmConfig(BN=128, STAGES=6))
     if tiles(64, 128) >= _NEAR_WAVE * ctas:
         if k % 64 and ctas % 2 == 0:  # a's rows of 2k bytes start inside 128-byte lines
-            return GemmPlan("narrow", GemmConfig(BM=128, BN=64, BK=128, STAGES=4, SHARE="a"), pair=True)
+            return _PAIRS_SHARING_A
         return GemmPlan("narrow", GemmConfig(BM=64, BN=128, BK=128, STAGES=4))
     if tiles(64, 64) >= _NEAR_WAVE * ctas or k < 2048:
         return GemmPlan("narrow", GemmConfig(BM=64, BN=64, BK=128, STAGES=6, EVICT_FIRST="ab"))

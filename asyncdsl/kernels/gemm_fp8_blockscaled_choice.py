@@ -24,12 +24,15 @@ def choose(m: int, n: int, k: int, ctas: int) -> GemmConfig:
     wave and K is long enough to share."""
     bm = 64 if m <= 64 else 128
 
+    def tiles(bn):
+        return -(-m // bm) * -(-n // bn)
+
     def waves(bn):
-        return -(-(-(-m // bm) * -(-n // bn)) // ctas)
+        return -(-tiles(bn) // ctas)
 
     bn = 64 if bm == 128 and waves(64) * _HALF_TILE < waves(128) else 128
-    tiles, k_blocks, split = -(-m // bm) * -(-n // bn), -(-k // BLOCK), 1
-    while split < 4 and tiles * split * 2 <= ctas and k_blocks >= 8 * split * 2:
+    k_blocks, split = -(-k // BLOCK), 1
+    while split < 4 and tiles(bn) * split * 2 <= ctas and k_blocks >= 8 * split * 2:
         split *= 2
     return GemmConfig(BM=bm, BN=bn, BK=BLOCK, STAGES=5 if (bm, bn) == (128, 128) else 7,
                       SPLIT="n" if bm == 64 else "m", SPLIT_K=split)
