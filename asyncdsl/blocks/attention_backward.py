@@ -1,8 +1,9 @@
 """The work of an attention backward CTA at head dims 64 and 128: a producer warpgroup that
 loads the CTA's BN = 128 keys and values once, streams q and do of every query block (of every
-query head of the group) that meets them and adds the CTA's shares of dq into a float32
-workspace, and two consumer warpgroups that each own 64 of the keys, keep their dk and dv in
-registers and make the shares of dq.
+query head of the group) that meets them, with their rows' lse and δ (`asyncdsl.blocks.
+query_row_stats`), and adds the CTA's shares of dq into a float32 workspace, and two consumer
+warpgroups that each own 64 of the keys, keep their dk and dv in registers and make the shares
+of dq.
 
     differentiate(tile, loads, head, scale=..., deterministic=False)
 
@@ -39,6 +40,7 @@ from dataclasses import dataclass
 from asyncdsl.blocks.attention_grads import DqAdder, KeyTile
 from asyncdsl.blocks.attention_loads import AttentionLoads
 from asyncdsl.blocks.mma_operands import tensor_core_layout
+from asyncdsl.blocks.query_row_stats import QueryRowStats
 from asyncdsl.frontend import language as ad
 
 LOG2E = 1.4426950408889634
@@ -75,6 +77,7 @@ def differentiate(tile: KeyTile, loads: AttentionLoads, head: GradientRows, *, s
     ds_s = ad.smem((2, 2, 64, BM), loads.k.dtype, **tensor_core_layout(64))
     ds_stored = ad.barrier(arrival_count=2, num=2)  # [step % 2] both consumers' dsᵀ are in ds_s
     adder = DqAdder()
+    stats = QueryRowStats(loads.stages, BM)  # each slot's rows' lse·(-log2 e) and δ
     values_landed = ad.barrier(arrival_count=2)
     keys_read = ad.barrier(arrival_count=2)  # both consumers are done reading each other's keys
 
@@ -103,11 +106,17 @@ def differentiate(tile: KeyTile, loads: AttentionLoads, head: GradientRows, *, s
             rows = tile.first_key + part * 64
             loads.load_query(part, head.keys(rows, 64))
             ad.async_copy(head.values(rows, 64), values.at[part], barrier=values_landed)
-        # Step t's q and do once the consumers are done with step t - STAGES, then step t - 2's
-        # dq, which the consumers hand over as they end step t - 2.
-        tile.walk_trailing(lambda t, h, i, masked: loads.load(t, lambda _: head.query(h, i * BM, BM),
-                                                              lambda _: head.grad_out(h, i * BM, BM)),
-                           add_step, lag=2)
+        def load_step(t, h, i, masked: bool):
+            """Step t's q, do, lse and δ, into the slot the consumers are done with at step
+            t - STAGES (the rows' numbers read before the waits for it)."""
+            rows = ad.ds(i * BM, BM)
+            lse_i = tile.row_lse(head.lse(h, rows), i, layout=ad.WGMMA_ROW) * -LOG2E
+            delta_i = ad.load(head.delta(h, rows), layout=ad.WGMMA_ROW)
+            loads.load(t, lambda _: head.query(h, i * BM, BM), lambda _: head.grad_out(h, i * BM, BM))
+            stats.put(loads.slot(t), lse_i, delta_i)
+
+        # Step t's loads, then step t - 2's dq, which the consumers hand over as they end step t - 2.
+        tile.walk_trailing(load_step, add_step, lag=2)
 
     with ad.warpgroup_role((0, 1), registers=232):
         me = ad.warpgroup_idx()
@@ -131,8 +140,6 @@ def differentiate(tile: KeyTile, loads: AttentionLoads, head: GradientRows, *, s
         def step(t, h, i, masked: bool):
             """Query block i of head h: p, ds, and their products with do, q and k."""
             slot = loads.slot(t)
-            rows = ad.ds(i * BM, BM)
-            lse_i = tile.row_lse(head.lse(h, rows), i)[None, :] * -LOG2E
             with ad.region("issue s, dp"):
                 loads.wait_keys(slot)
                 ad.wgmma(s_t, loads.q.at[me], loads.keys(slot), accumulate=False)
@@ -140,6 +147,8 @@ def differentiate(tile: KeyTile, loads: AttentionLoads, head: GradientRows, *, s
                 ad.wgmma(dp_t, values.at[me], loads.v.at[slot].T, accumulate=False)
             ad.wgmma_wait(1)  # sᵀ is done; dpᵀ runs while its exponentials are taken
             with ad.region("p"):
+                stats.wait(slot)
+                lse_i = stats.lse(slot)
                 # Traced lengths mask after the exponentials, where the indices need not live
                 # beside sᵀ and lse (ptxas spills more otherwise at D = 128).
                 scores = tile.mask(s_t[...], first_key, i) if masked and tile.static else s_t[...]
@@ -150,8 +159,7 @@ def differentiate(tile: KeyTile, loads: AttentionLoads, head: GradientRows, *, s
                 ad.wgmma_wait(0)
             with ad.region("ds"):
                 p_t = s_t[...]
-                delta_i = ad.load(head.delta(h, rows), layout=ad.WGMMA_COL)[None, :]
-                ds_t = (p_t * (dp_t[...] - delta_i)).astype(loads.k.dtype)
+                ds_t = (p_t * (dp_t[...] - stats.delta(slot))).astype(loads.k.dtype)
                 ds_s.at[t % 2, me][...] = ds_t
                 ad.fence_async_smem()  # (the warpgroup meets) for the tensor cores of both consumers
                 ds_stored[t % 2].arrive(sync=False)

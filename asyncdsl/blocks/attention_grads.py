@@ -132,15 +132,15 @@ class KeyTile:
         # Query rows past the sequence's are hidden by their log-sum-exp (`row_lse`).
         return ad.where(keys >= self.S_KV, hidden, s_t)
 
-    def row_lse(self, lse, i):
+    def row_lse(self, lse, i, layout=ad.WGMMA_COL):
         """The log-sum-exp of query block i's rows (`lse` their GMEM window) as the exponentials
-        take it.  Traced lengths: a row past the sequence's gets +inf, so that all its
-        probabilities are 0.  (A row that sees no key has lse = -inf and infinite
+        take it, in `layout`.  Traced lengths: a row past the sequence's gets +inf, so that all
+        its probabilities are 0.  (A row that sees no key has lse = -inf and infinite
         probabilities, all of them masked to 0 after the exponentials.)"""
         if self.static:
-            return ad.load(lse, layout=ad.WGMMA_COL)
-        rows = ad.iota((self.BM,), ad.int32, 0) < self.S - i * self.BM
-        return ad.load(lse, layout=ad.WGMMA_COL, mask=rows, other=float("inf"))
+            return ad.load(lse, layout=layout)
+        rows = ad.iota((self.BM,), ad.int32, 0, layout=layout) < self.S - i * self.BM
+        return ad.load(lse, layout=layout, mask=rows, other=float("inf"))
 
     def order(self, i):
         """How many key blocks add into query block i's dq before this one (deterministic

@@ -1,0 +1,56 @@
+"""The two float32 numbers of each query row that attention's backward pass needs beside q and
+do, its log-sum-exp (scaled for `exp2`) and δ = rowsum(o ∘ do), staged in SMEM by the producer
+warpgroup with the ring slot that holds the rows' q and do.
+
+    stats = QueryRowStats(stages, rows=64)
+    # producer, step t:
+    lse = ad.load(lse_window, layout=ad.WGMMA_ROW) * -LOG2E  # issued before the ring's waits
+    delta = ad.load(delta_window, layout=ad.WGMMA_ROW)
+    ...                                                      # the ring's loads of step t
+    stats.put(slot, lse, delta)
+    # consumer, step t:
+    stats.wait(slot); lse = stats.lse(slot); ...; delta = stats.delta(slot)
+
+The consumers would otherwise read the rows from GMEM in every step, each thread 16 of each in
+the columns' layout (`asyncdsl.WGMMA_COL`): the loads sit on their path (δ's right after the
+wait for dpᵀ) and the indices live in their registers.  The producer reads them in the rows'
+layout (`asyncdsl.WGMMA_ROW`, two of each a thread: it runs on few registers), issues the reads
+before it waits for the slot and stores them once both waits are over; the consumers read the
+SMEM in the columns' layout.  A slot's numbers are free when its keys are (the consumers
+`release_keys` after their last read of them, past a warpgroup meeting), so they need no
+barrier of their own for that.
+"""
+
+from __future__ import annotations
+
+from asyncdsl.frontend import language as ad
+
+
+class QueryRowStats:
+    """`stages` slots of `rows` query rows' scaled log-sum-exp and δ.  Make it at the kernel's
+    top level."""
+
+    def __init__(self, stages: int, rows: int):
+        self.buffer = ad.smem((stages, 2, rows), ad.float32)  # [slot, lse·scale / δ]
+        self.full = ad.barrier(num=stages)
+
+    def put(self, slot, lse, delta) -> None:
+        """For the producer: store `lse` and `delta`, register tiles (rows,) float32 (read in
+        `asyncdsl.WGMMA_ROW` before the ring's waits for the slot), into `slot`, free once those
+        waits are over, and tell the consumers."""
+        self.buffer.at[slot, 0][...] = lse
+        self.buffer.at[slot, 1][...] = delta
+        self.full[slot].arrive()  # after the warpgroup meets: every thread's stores are in
+
+    def wait(self, slot) -> None:
+        """For a consumer: wait until `slot`'s numbers are in."""
+        with ad.region("wait stats"):
+            self.full[slot].wait()
+
+    def lse(self, slot):
+        """For a consumer: the log-sum-exp in `slot`, as put, (1, rows) in the columns' layout."""
+        return ad.load(self.buffer.at[slot, 0], layout=ad.WGMMA_COL)[None, :]
+
+    def delta(self, slot):
+        """For a consumer: δ in `slot`, (1, rows) in the columns' layout."""
+        return ad.load(self.buffer.at[slot, 1], layout=ad.WGMMA_COL)[None, :]
