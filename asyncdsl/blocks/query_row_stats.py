@@ -2,14 +2,29 @@
 do, its log-sum-exp (scaled for `exp2`) and δ = rowsum(o ∘ do), staged in SMEM by the producer
 warpgroup with the ring slot that holds the rows' q and do.
 
-    stats = QueryRowStats(stages, rows=64)
-    # producer, step t:
-    lse = ad.load(lse_window, layout=ad.WGMMA_ROW) * -LOG2E  # issued before the ring's waits
-    delta = ad.load(delta_window, layout=ad.WGMMA_ROW)
-    ...                                                      # the ring's loads of step t
-    stats.put(slot, lse, delta)
-    # consumer, step t:
-    stats.wait(slot); lse = stats.lse(slot); ...; delta = stats.delta(slot)
+    import asyncdsl as ad
+    from asyncdsl.blocks.query_row_stats import QueryRowStats
+
+    @ad.kernel(block=256)                             # consumer 0, producer 1
+    def spread(lse, delta, out):                      # out[j, r, c] = lse[64 j + c] - δ[64 j + c]
+        stats = QueryRowStats(2, 64)
+        free = ad.barrier(num=2)                      # (in the backward: the ring's keys)
+        blocks = out.shape[0]
+        with ad.warpgroup_role(1):
+            for j in ad.range(blocks):
+                rows = ad.ds(j * 64, 64)
+                lse_j = ad.load(lse.at[rows], layout=ad.WGMMA_ROW)  # issued before the wait
+                delta_j = ad.load(delta.at[rows], layout=ad.WGMMA_ROW)
+                with ad.when(j >= 2):
+                    free[j % 2].wait()
+                stats.put(j % 2, lse_j, delta_j)
+        with ad.warpgroup_role(0):
+            for j in ad.range(blocks):
+                stats.wait(j % 2)
+                spread_j = ad.zeros((64, 64), ad.float32, layout=ad.WGMMA) + stats.lse(j % 2)
+                spread_j = spread_j - stats.delta(j % 2)
+                free[j % 2].arrive()                  # after the warpgroup meets: its reads are over
+                ad.store(out.at[j], spread_j)
 
 The consumers would otherwise read the rows from GMEM in every step, each thread 16 of each in
 the columns' layout (`asyncdsl.WGMMA_COL`): the loads sit on their path (δ's right after the
