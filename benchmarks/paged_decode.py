@@ -12,7 +12,8 @@ the GPU over a sample of sequences.  `--sweep` adds the kernel on the same keys 
 with its splits balanced for 1, 2 and 4 CTAs a multiprocessor (`ctas_per_sm`: the default is the
 library's `CTAS_PER_SM`; 1 runs the build of one CTA a multiprocessor, 2 and 4 the paired build,
 two CTAs a multiprocessor at once, 4 in two waves), and unsplit (`splits=1`: one CTA a sequence
-and KV head, no merge).  Each row also reports the plan: the CTAs the
+and KV head, no merge), and with the pages of 16 gathered by the producer's threads' cp.async
+on one and two CTAs a multiprocessor (`gather="cp_async"`).  Each row also reports the plan: the CTAs the
 decode launches and the most splits a sequence took.
 
     python benchmarks/paged_decode.py [--sweep]
@@ -142,6 +143,11 @@ def measure(torch, lens: list[int], sweep: bool) -> dict:
             contenders[f"asyncdsl, a budget of {ctas} CTA{'s' if ctas > 1 else ''} a multiprocessor"] = (
                 lambda ctas=ctas: K.paged_decode_attention(q, k, v, table, seq_lens, ctas_per_sm=ctas))
         contenders["asyncdsl unsplit"] = lambda: K.paged_decode_attention(q, k, v, table, seq_lens, splits=1)
+        for ctas in (1, 2):  # pages gathered by the producer's threads rather than a TMA copy each
+            name = f"asyncdsl, cp.async gathers, {ctas} CTA{'s' if ctas > 1 else ''} a multiprocessor"
+            contenders[name] = (
+                lambda ctas=ctas: K.paged_decode_attention(q, k, v, table, seq_lens, ctas_per_sm=ctas,
+                                                           gather="cp_async"))
     contenders.update(peers(torch, q, k_dense, v_dense, lens))
     outputs = {name: fn() for name, fn in contenders.items() if name != "device copy"}
     for name in list(outputs):

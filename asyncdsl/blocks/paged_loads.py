@@ -63,12 +63,14 @@ class PagedLoads(KeyValueRing):
     (`write_query`).  Make it at the kernel's top level."""
 
     def __init__(self, rows: int, block: int, page: int, d: int, stages: int, filled: bool = False,
-                 parts: int = 1, query_copied: bool = False):
+                 parts: int = 1, query_copied: bool = False, gather: str = "tma"):
         if d % CHUNK or (block % page and page % block):
             raise ad.TraceError(f"paged loads take head dims of whole {CHUNK}-column chunks and blocks of "
                                 f"whole pages (or pages of whole blocks), got d={d}, block={block}, "
                                 f"page={page}")
-        self.block, self.chunks = block, d // CHUNK
+        if gather not in ("tma", "cp_async"):
+            raise ad.TraceError(f"paged loads gather pages by 'tma' or 'cp_async', got {gather!r}")
+        self.block, self.chunks, self.gather = block, d // CHUNK, gather
         self.piece = min(block, page)  # rows a copy lands: a page, or a block of a larger page
         self.pieces = block // self.piece
         # [consumer]: each tile's 64-column chunks one after the other, the keys' way
@@ -96,11 +98,13 @@ class PagedLoads(KeyValueRing):
             self.k_empty[slot].wait()
         for i, page in enumerate(pages):
             for c in range(self.chunks):
-                ad.async_copy(keys(i, page, c), self._rows(self.k.at[slot, c], i), barrier=self.k_full[slot])
+                ad.async_copy(keys(i, page, c), self._rows(self.k.at[slot, c], i), barrier=self.k_full[slot],
+                              implementation=self.gather)
         with ad.region("wait v slot"), ad.when(j >= self.stages):
             self.v_empty[slot].wait()
         for i, page in enumerate(pages):
-            ad.async_copy(values(i, page), self._rows(self.v.at[slot], i), barrier=self.v_full[slot])
+            ad.async_copy(values(i, page), self._rows(self.v.at[slot], i), barrier=self.v_full[slot],
+                          implementation=self.gather)
 
     def fill(self, j, keys: Callable, values: Callable) -> None:
         """For the producer (of `filled` loads): write block j's keys and values into its slot
@@ -122,6 +126,19 @@ class PagedLoads(KeyValueRing):
                 write(r * FILL_ROWS)
             ad.fence_async_smem()  # the tensor cores read what the threads wrote
             full[slot].arrive()
+
+    def wait_keys(self, slot) -> None:
+        """For a consumer: wait until the keys in `slot` have landed (gathered by the threads'
+        cp.async, which writes through the generic proxy: then fenced for the tensor cores)."""
+        super().wait_keys(slot)
+        if self.gather == "cp_async":
+            ad.fence_async_smem()
+
+    def wait_values(self, slot) -> None:
+        """For a consumer: wait until the values in `slot` have landed (fenced as the keys)."""
+        super().wait_values(slot)
+        if self.gather == "cp_async":
+            ad.fence_async_smem()
 
     def load_query(self, part, rows) -> None:
         """For the producer (of `query_copied` loads): copy `rows` (a GMEM ref of `rows` × `d`)

@@ -62,14 +62,15 @@ from asyncdsl.kernels.paged_decode_splits import HIDDEN, merge_kernel, plan_kern
 @on_stream
 def paged_decode_attention(q, k_cache, v_cache, block_table, seq_lens, *, k_scale=None, v_scale=None,
                            splits: int | None = None, ctas_per_sm: int | None = None, block: int = 64,
-                           stages: int | None = None, stream=None):
+                           stages: int | None = None, gather: str = "tma", stream=None):
     """Attention of q (B, H, D) or (B, Q, H, D) over the paged caches (see the module's
     docstring); returns o like q.  `ctas_per_sm`: the CTAs a multiprocessor the splits are
     planned for, 1 to 4 (`CTAS_PER_SM` where None; more than fit at once run in waves of smaller
     pieces); `splits`: at most this many splits a sequence (1: none); `block`: positions a step
     (32 or 64); `stages`: blocks in flight, from 2 to what shared memory holds (`ring_stages`
-    where None, for the CTAs that fit a multiprocessor at once)."""
-    check_arguments(q, k_cache, block_table, splits, ctas_per_sm)
+    where None, for the CTAs that fit a multiprocessor at once); `gather`: how bf16 pages reach
+    shared memory, "tma" (a copy a page) or "cp_async" (the producer's threads, 16 bytes each)."""
+    check_arguments(q, k_cache, block_table, splits, ctas_per_sm, gather)
     q4 = q.reshape(q.shape[0], 1, *q.shape[1:]) if len(q.shape) == 3 else q
     batch, queries, heads, d = q4.shape
     ctas_per_sm = CTAS_PER_SM if ctas_per_sm is None else ctas_per_sm
@@ -84,7 +85,7 @@ def paged_decode_attention(q, k_cache, v_cache, block_table, seq_lens, *, k_scal
     stages = ring_stages(block, d, resident(ctas_per_sm)) if stages is None else stages
     decode = paired_decode_kernel if resident(ctas_per_sm) == 2 else paged_decode_kernel
     launch(decode, q4, k_cache, v_cache, block_table, seq_lens, scales, plan, o, part, lse, stream=stream,
-           SCALED=scaled, BK=block, STAGES=stages)
+           SCALED=scaled, BK=block, STAGES=stages, GATHER=gather)
     if splits != 1:
         launch(merge_kernel, plan, part, lse, o.reshape(batch, queries * heads, d), stream=stream)
     return o.reshape(q.shape)
@@ -98,21 +99,25 @@ def _grid(q, k_cache, v_cache, block_table, seq_lens, scales, plan, *_, **__):
 
 @kernel(grid=_grid, block=256, name="paged_decode", profile_events=2048)
 def paged_decode_kernel(q, k_cache, v_cache, block_table, seq_lens, scales, plan, o, part, lse,
-                        SCALED: constexpr = False, BK: constexpr = 64, STAGES: constexpr = None):
+                        SCALED: constexpr = False, BK: constexpr = 64, STAGES: constexpr = None,
+                        GATHER: constexpr = "tma"):
     """For the work `plan` gives each slot (`blocks.balanced_splits`), o of a sequence of one
     split, else the split's part and lse; `STAGES` blocks in flight (`ring_stages` where None)."""
-    _decode(1, q, k_cache, v_cache, block_table, seq_lens, scales, plan, o, part, lse, SCALED, BK, STAGES)
+    _decode(1, q, k_cache, v_cache, block_table, seq_lens, scales, plan, o, part, lse, SCALED, BK, STAGES,
+            GATHER)
 
 
 @kernel(grid=_grid, block=256, name="paired_decode", profile_events=2048, ctas_per_sm=2)
 def paired_decode_kernel(q, k_cache, v_cache, block_table, seq_lens, scales, plan, o, part, lse,
-                         SCALED: constexpr = False, BK: constexpr = 64, STAGES: constexpr = None):
+                         SCALED: constexpr = False, BK: constexpr = 64, STAGES: constexpr = None,
+                         GATHER: constexpr = "tma"):
     """`paged_decode_kernel` built for two CTAs a multiprocessor (`PAIRED_REGISTERS`)."""
-    _decode(2, q, k_cache, v_cache, block_table, seq_lens, scales, plan, o, part, lse, SCALED, BK, STAGES)
+    _decode(2, q, k_cache, v_cache, block_table, seq_lens, scales, plan, o, part, lse, SCALED, BK, STAGES,
+            GATHER)
 
 
 def _decode(ctas_per_sm, q, k_cache, v_cache, block_table, seq_lens, scales, plan, o, part, lse, SCALED, BK,
-            STAGES):
+            STAGES, GATHER):
     _, Q, H, D = q.shape
     PAGES, PAGE, H_KV, _ = k_cache.shape
     check_shapes(q, k_cache, v_cache, block_table, seq_lens, plan, o, part, lse, BK, STAGES, ctas_per_sm)
@@ -124,7 +129,7 @@ def _decode(ctas_per_sm, q, k_cache, v_cache, block_table, seq_lens, scales, pla
     seq = PagedSequence(block_table, seq_lens, b, PAGES, PAGE)
     STAGES = ring_stages(BK, D, ctas_per_sm) if STAGES is None else STAGES
     bf16 = k_cache.dtype == ad.bfloat16
-    loads = PagedLoads(ROWS, BK, PAGE, D, STAGES, filled=not bf16)
+    loads = PagedLoads(ROWS, BK, PAGE, D, STAGES, filled=not bf16, gather=GATHER)
 
     producer, consumer = PAIRED_REGISTERS if ctas_per_sm == 2 else (None, None)
     with ad.warpgroup_role(1, registers=producer):  # the producer, a block at a time

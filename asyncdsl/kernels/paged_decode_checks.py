@@ -15,7 +15,7 @@ PAGE_SIZES = (16, 64)
 ROWS = 64  # rows of the wgmma tile: query heads of a group times queries, padded
 
 
-def check_arguments(q, k_cache, block_table, splits, ctas_per_sm) -> None:
+def check_arguments(q, k_cache, block_table, splits, ctas_per_sm, gather="tma") -> None:
     """Refuse host function arguments the decode does not take, at the caller's line."""
     if len(q.shape) not in (3, 4):
         raise ad.ArgumentError(f"q is (B, H, D) or (B, Q, H, D), got {tuple(q.shape)}", user_location())
@@ -29,6 +29,9 @@ def check_arguments(q, k_cache, block_table, splits, ctas_per_sm) -> None:
     if splits is not None and (not isinstance(splits, int) or isinstance(splits, bool) or splits < 1):
         raise ad.ArgumentError(f"splits, the most a sequence takes, must be a positive int or None, got "
                                f"{splits!r}", user_location())
+    if gather not in ("tma", "cp_async"):
+        raise ad.ArgumentError(f"gather, how pages reach shared memory, is 'tma' or 'cp_async', got "
+                               f"{gather!r}", user_location())
 
 
 def check_shapes(q, k_cache, v_cache, block_table, seq_lens, plan, o, part, lse, BK, STAGES=None,

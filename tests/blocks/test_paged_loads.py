@@ -39,12 +39,12 @@ def test_the_docstring_example_takes_every_block_through_the_ring(blocks):
 
 @ad.kernel(block=256)
 def gathered(q, k_cache, v_cache, table, s_out, o_out, BK: ad.constexpr, STAGES: ad.constexpr,
-             FILLED: ad.constexpr):
+             FILLED: ad.constexpr, GATHER: ad.constexpr = "tma"):
     """s_out[j] = q k_jᵀ and o_out[j] = (s_out[j] in bf16) v_j for each block j of BK positions, the
     pages of block j being table[j * pieces ..] (or part of one page: table[j // pages_a_block])."""
     page, d = k_cache.shape[1], k_cache.shape[2]
     piece = min(BK, page)
-    loads = PagedLoads(64, BK, page, d, STAGES, filled=FILLED)
+    loads = PagedLoads(64, BK, page, d, STAGES, filled=FILLED, gather=GATHER)
     blocks = s_out.shape[0]
     with ad.warpgroup_role(1):
         for j in ad.range(blocks):
@@ -85,9 +85,13 @@ def gathered(q, k_cache, v_cache, table, s_out, o_out, BK: ad.constexpr, STAGES:
 CASES = [(16, 64, 64), (16, 32, 128), (64, 64, 128), (64, 32, 64), (32, 64, 128)]
 
 
-@pytest.mark.parametrize("filled", [False, True], ids=["copied", "filled"])
+HOW = [(False, "tma"), (False, "cp_async"), (True, "tma")]
+HOW_IDS = ["copied", "gathered by cp.async", "filled"]
+
+
+@pytest.mark.parametrize("filled,gather", HOW, ids=HOW_IDS)
 @pytest.mark.parametrize("page,block,d", CASES, ids=str)
-def test_each_block_is_its_pages_keys_and_values(page, block, d, filled):
+def test_each_block_is_its_pages_keys_and_values(page, block, d, filled, gather):
     rng = np.random.default_rng(page + block + d)
     blocks, positions = 5, 5 * block
     pages = -(-positions // page)
@@ -96,7 +100,8 @@ def test_each_block_is_its_pages_keys_and_values(page, block, d, filled):
     q = small_integers(rng, (64, d))
     s_out = np.full((blocks, 64, block), np.nan, np.float32)
     o_out = np.full((blocks, 64, d), np.nan, np.float32)
-    gathered.interpret(q, k_cache, v_cache, table, s_out, o_out, BK=block, STAGES=2, FILLED=filled)
+    gathered.interpret(q, k_cache, v_cache, table, s_out, o_out, BK=block, STAGES=2, FILLED=filled,
+                       GATHER=gather)
     keys, values = (c[table].reshape(-1, d)[:positions].astype(np.float64) for c in (k_cache, v_cache))
     for j in range(blocks):
         rows = slice(j * block, (j + 1) * block)
@@ -105,13 +110,13 @@ def test_each_block_is_its_pages_keys_and_values(page, block, d, filled):
         assert np.array_equal(o_out[j], s.astype(np.float32).astype(BF16).astype(np.float64) @ values[rows])
 
 
-@pytest.mark.parametrize("filled", [False, True], ids=["copied", "filled"])
+@pytest.mark.parametrize("filled,gather", HOW, ids=HOW_IDS)
 @pytest.mark.parametrize("page,block,d", CASES, ids=str)
-def test_the_layouts_assemble(page, block, d, filled):
+def test_the_layouts_assemble(page, block, d, filled, gather):
     spec = ad.ArraySpec
     ptx = gathered.ptx(spec((64, d), ad.bfloat16), *(spec((12, page, d), ad.bfloat16) for _ in "kv"),
                        spec((12 * page // min(page, block),), ad.int32), spec((3, 64, block), ad.float32),
-                       spec((3, 64, d), ad.float32), BK=block, STAGES=2, FILLED=filled)
+                       spec((3, 64, d), ad.float32), BK=block, STAGES=2, FILLED=filled, GATHER=gather)
     log = assemble(ptx, verbose=True)[1]
     assert "0 bytes spill stores" in log and "C75" not in log, log
 

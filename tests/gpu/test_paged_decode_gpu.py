@@ -37,7 +37,7 @@ def _inputs(batch, queries, heads, kv_heads, d, page, pages, max_pages, lens, dt
     return q, k, v, table, np.array(lens, np.int32)
 
 
-def _decode_on_both(q, k, v, table, seq_lens, block, units, dtype, decode=paged_decode_kernel):
+def _decode_on_both(q, k, v, table, seq_lens, block, units, dtype, decode=paged_decode_kernel, gather="tma"):
     """The decode kernel (`decode`: either build), then the merge, on the GPU and in the
     interpreter from the same inputs and numpy's plan for `units` units; each launch's outputs
     compared."""
@@ -47,7 +47,7 @@ def _decode_on_both(q, k, v, table, seq_lens, block, units, dtype, decode=paged_
     outputs = [np.full(q.shape, np.nan, BF16), np.full((2 * units, queries * heads, d), np.nan, np.float32),
                np.full((2 * units, queries * heads), np.nan, np.float32)]
     gpu, host = gpu_and_interpreter(decode, [q, k, v, table, seq_lens, scales, plan], outputs,
-                                    SCALED=dtype != BF16, BK=block)
+                                    SCALED=dtype != BF16, BK=block, GATHER=gather)
     for got, expected in zip(gpu, host):
         np.testing.assert_allclose(got.astype(np.float64), expected.astype(np.float64), atol=TOLERANCE,
                                    rtol=0, equal_nan=True)
@@ -67,6 +67,14 @@ def test_the_kernel_on_the_gpu_is_the_interpreters(page, d, queries, heads, kv_h
     # The narrowest table (13 pages of 16: a last block of 64 keys past the last page).
     q, k, v, table, seq_lens = _inputs(3, queries, heads, kv_heads, d, page, 24, -(-200 // page), lens, dtype)
     _decode_on_both(q, k, v, table, seq_lens, block, 2, dtype, decode)
+
+
+@pytest.mark.parametrize("page,d,queries,block", [(16, 128, 1, 64), (16, 64, 4, 32), (64, 128, 2, 64)])
+@pytest.mark.parametrize("decode", [paged_decode_kernel, paired_decode_kernel], ids=["single", "paired"])
+def test_pages_gathered_by_cp_async_on_the_gpu_are_the_interpreters(page, d, queries, block, decode):
+    lens = (queries, 77, 200)
+    q, k, v, table, seq_lens = _inputs(3, queries, 8, 2, d, page, 24, -(-200 // page), lens)
+    _decode_on_both(q, k, v, table, seq_lens, block, 2, BF16, decode, gather="cp_async")
 
 
 @pytest.mark.parametrize("page,queries,dtype", [(16, 1, BF16), (64, 4, BF16),

@@ -101,6 +101,18 @@ def test_fp8_caches_are_dequantised_by_their_scales():
     check(o, reference(q, k, v, table, seq_lens, k_scale=0.5, v_scale=2.0))
 
 
+@pytest.mark.parametrize("page,ctas_per_sm", [(16, 1), (16, 2), (64, 1)])
+def test_pages_gathered_by_the_threads_cp_async_give_the_bytes_of_tma_copies(page, ctas_per_sm):
+    """Both builds; a long sequence split, a short one, an empty one."""
+    lens = (700, 5, 0)
+    width = -(-max(lens) // page)
+    q, k, v, table, seq_lens = inputs(len(lens), 1, 8, 2, 128, page, 3 * width, width, lens)
+    by_tma, by_threads = (K.paged_decode_attention(q, k, v, table, seq_lens, ctas_per_sm=ctas_per_sm,
+                                                   gather=gather) for gather in ("tma", "cp_async"))
+    assert np.array_equal(by_tma.view(np.uint16), by_threads.view(np.uint16))
+    check(by_threads, reference(q, k, v, table, seq_lens))
+
+
 @pytest.mark.parametrize("ctas_per_sm", [1, 4])
 def test_splits_merge_in_order_to_the_same_bytes_every_call(ctas_per_sm):
     q, k, v, table, seq_lens = inputs(3, 1, 4, 1, 64, 16, 40, 40, (600, 20, 300))
@@ -226,6 +238,9 @@ def test_a_budget_it_does_not_plan_for_is_refused_at_the_callers_line():
         with pytest.raises(ad.ArgumentError, match="ctas_per_sm, the CTAs a multiprocessor") as caught:
             K.paged_decode_attention(q[:, 0], k, v, table, seq_lens, ctas_per_sm=bad)
         assert caught.value.location.file == __file__
+    with pytest.raises(ad.ArgumentError, match="gather, how pages reach shared memory") as caught:
+        K.paged_decode_attention(q[:, 0], k, v, table, seq_lens, gather="ldg")
+    assert caught.value.location.file == __file__
     with pytest.raises(ad.ArgumentError, match=r"q is \(B, H, D\) or \(B, Q, H, D\), got \(2, 64\)") as \
             caught:
         K.paged_decode_attention(q[0, 0], k, v, table, seq_lens)
