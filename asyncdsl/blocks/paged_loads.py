@@ -59,8 +59,10 @@ class PagedLoads(KeyValueRing):
     """q (`parts` tiles of `rows` × `d`, one a consumer warpgroup) and a ring of `stages` slots of
     `block` keys and values (bf16, `d` a multiple of 64) gathered from pages of `page` positions;
     `filled`: the producer writes the slots with its threads (`fill`) rather than copying them
-    (`load`); `query_copied`: q is copied in (`load_query`) rather than written by the consumers
-    (`write_query`).  Make it at the kernel's top level."""
+    (`load`); `gather`: how `load` copies, "tma" (a copy a page and chunk) or "cp_async" (the
+    producer's threads, 16 bytes at a time, one arrival a block; the consumer's waits then fence
+    the slot for the tensor cores); `query_copied`: q is copied in (`load_query`) rather than
+    written by the consumers (`write_query`).  Make it at the kernel's top level."""
 
     def __init__(self, rows: int, block: int, page: int, d: int, stages: int, filled: bool = False,
                  parts: int = 1, query_copied: bool = False, gather: str = "tma"):
@@ -80,7 +82,9 @@ class PagedLoads(KeyValueRing):
         tile = FILL_ROWS if filled else self.piece  # rows a window of the slots may start at
         self.k = ad.smem((stages, self.chunks, block, CHUNK), ad.bfloat16, **tensor_core_layout(tile))
         self.v = ad.smem((stages, block, d), ad.bfloat16, **tensor_core_layout(tile))
-        copies = (1, 1) if filled else (self.pieces * self.chunks, self.pieces)  # a slot's keys, values
+        # Arrivals a slot's keys, values: a TMA copy is one each; the threads' writes and cp.async
+        # gathers arrive once for the whole block (a warpgroup meeting each, not one a copy).
+        copies = (1, 1) if filled or gather == "cp_async" else (self.pieces * self.chunks, self.pieces)
         super().__init__(stages, *copies, consumers=parts)
 
     def _rows(self, buffer, i):
@@ -96,15 +100,20 @@ class PagedLoads(KeyValueRing):
         slot = self.slot(j)
         with ad.region("wait k slot"), ad.when(j >= self.stages):
             self.k_empty[slot].wait()
+        by_threads = self.gather == "cp_async"
         for i, page in enumerate(pages):
             for c in range(self.chunks):
                 ad.async_copy(keys(i, page, c), self._rows(self.k.at[slot, c], i), barrier=self.k_full[slot],
-                              implementation=self.gather)
+                              implementation=self.gather, arrive=not by_threads)
+        if by_threads:
+            self.k_full[slot].arrive()  # once every thread's gathers are tracked by the barrier
         with ad.region("wait v slot"), ad.when(j >= self.stages):
             self.v_empty[slot].wait()
         for i, page in enumerate(pages):
             ad.async_copy(values(i, page), self._rows(self.v.at[slot], i), barrier=self.v_full[slot],
-                          implementation=self.gather)
+                          implementation=self.gather, arrive=not by_threads)
+        if by_threads:
+            self.v_full[slot].arrive()
 
     def fill(self, j, keys: Callable, values: Callable) -> None:
         """For the producer (of `filled` loads): write block j's keys and values into its slot
