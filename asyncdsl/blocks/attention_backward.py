@@ -110,10 +110,10 @@ def differentiate(tile: KeyTile, loads: AttentionLoads, head: GradientRows, *, s
             """Step t's q, do, lse and δ, into the slot the consumers are done with at step
             t - STAGES (the rows' numbers read before the waits for it)."""
             rows = ad.ds(i * BM, BM)
-            lse_i = tile.row_lse(head.lse(h, rows), i, layout=ad.WGMMA_ROW) * -LOG2E
+            lse_i = tile.row_lse(head.lse(h, rows), i, layout=ad.WGMMA_ROW)
             delta_i = ad.load(head.delta(h, rows), layout=ad.WGMMA_ROW)
             loads.load(t, lambda _: head.query(h, i * BM, BM), lambda _: head.grad_out(h, i * BM, BM))
-            stats.put(loads.slot(t), lse_i, delta_i)
+            stats.put(loads.slot(t), lse_i * -LOG2E, delta_i)  # scaled once the loads are needed
 
         # Step t's loads, then step t - 2's dq, which the consumers hand over as they end step t - 2.
         tile.walk_trailing(load_step, add_step, lag=2)
@@ -167,6 +167,8 @@ def differentiate(tile: KeyTile, loads: AttentionLoads, head: GradientRows, *, s
                 ad.wgmma(dv_acc, p_t.astype(loads.v.dtype), loads.values(slot))
                 ad.wgmma(dk_acc, ds_t, loads.k.at[slot])
                 ad.wgmma_wait(0)  # p and ds leave the registers before dq takes those of sᵀ
+            # The slot's lse and δ were last read before the warpgroup met in fence_async_smem
+            # ("ds"), so the arrivals without a meeting free them too.
             loads.release_keys(slot)
             loads.release_values(slot)
             with ad.region("dq"):

@@ -73,6 +73,8 @@ class PagedLoads(KeyValueRing):
         if gather not in ("tma", "cp_async"):
             raise ad.TraceError(f"paged loads gather pages by 'tma' or 'cp_async', got {gather!r}")
         self.block, self.chunks, self.gather = block, d // CHUNK, gather
+        # The consumer fences what cp.async gathered; `fill` fences its own writes.
+        self.fenced_by_consumer = gather == "cp_async" and not filled
         self.piece = min(block, page)  # rows a copy lands: a page, or a block of a larger page
         self.pieces = block // self.piece
         # [consumer]: each tile's 64-column chunks one after the other, the keys' way
@@ -140,13 +142,13 @@ class PagedLoads(KeyValueRing):
         """For a consumer: wait until the keys in `slot` have landed (gathered by the threads'
         cp.async, which writes through the generic proxy: then fenced for the tensor cores)."""
         super().wait_keys(slot)
-        if self.gather == "cp_async":
+        if self.fenced_by_consumer:
             ad.fence_async_smem()
 
     def wait_values(self, slot) -> None:
         """For a consumer: wait until the values in `slot` have landed (fenced as the keys)."""
         super().wait_values(slot)
-        if self.gather == "cp_async":
+        if self.fenced_by_consumer:
             ad.fence_async_smem()
 
     def load_query(self, part, rows) -> None:
