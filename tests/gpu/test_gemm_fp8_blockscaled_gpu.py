@@ -1,7 +1,7 @@
 """The block-scaled fp8 GEMM on the GPU: its kernels at their EXAMPLE_ARGS give the interpreter's
 bytes on exact inputs (small integers, power-of-two scales), the host function on torch tensors
-is bit-exact against float64 on every path `choose` takes (64- and 128-row tiles, 128 x 64 ones, split K, M =
-1, M not a multiple of 4, ragged N and K) and in pairs of CTAs sharing b, and on random e4m3
+is bit-exact against float64 on every path `choose` takes (64- and 128-row tiles, split K, M = 1,
+M not a multiple of 4, ragged N and K) and in pairs of CTAs sharing b, and on random e4m3
 values at a DeepSeek-V3 shape its error against float64 is that of the tensor cores' rounding."""
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def _float64_reference(torch, a, a_scales, b, b_scales):
     return total
 
 
-# 128 x 128 tiles; 128 x 64 ones (alone and split K 2); 64-row tiles split K 4; M = 1; M not a multiple
+# 128 x 128 tiles (alone and split K 2); 64-row tiles split K 4; M = 1; M not a multiple
 # of 4; ragged N and K (rows of fp8 a and b stay a multiple of the 16 bytes TMA copies)
 @pytest.mark.parametrize("shape", [(1024, 2048, 1024), (64, 1024, 4096), (1, 2048, 7168), (70, 1024, 2048),
                                    (300, 520, 1008), (256, 24576, 1536)], ids=str)
