@@ -13,8 +13,8 @@ with its splits balanced for 1, 2 and 4 CTAs a multiprocessor (`ctas_per_sm`: th
 library's `CTAS_PER_SM`; 1 runs the build of one CTA a multiprocessor, 2 and 4 the paired build,
 two CTAs a multiprocessor at once, 4 in two waves), and unsplit (`splits=1`: one CTA a sequence
 and KV head, no merge), and with the pages of 16 gathered by the producer's threads' cp.async
-on one and two CTAs a multiprocessor (`gather="cp_async"`).  Each row also reports the plan: the CTAs the
-decode launches and the most splits a sequence took.
+on one and two CTAs a multiprocessor (`gather="cp_async"`).  Each row also reports the plan:
+the CTAs the decode launches and the most splits a sequence took.
 
     python benchmarks/paged_decode.py [--sweep]
 """

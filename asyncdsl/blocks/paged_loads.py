@@ -53,6 +53,7 @@ from asyncdsl.frontend import language as ad
 
 CHUNK = 64  # columns a swizzled row of bf16 holds: the keys' and q's chunks
 FILL_ROWS = 16  # rows `fill` writes at a time: few registers for the producer's threads
+GATHERS = ("tma", "cp_async")  # how `load` may copy the pages
 
 
 class PagedLoads(KeyValueRing):
@@ -70,7 +71,7 @@ class PagedLoads(KeyValueRing):
             raise ad.TraceError(f"paged loads take head dims of whole {CHUNK}-column chunks and blocks of "
                                 f"whole pages (or pages of whole blocks), got d={d}, block={block}, "
                                 f"page={page}")
-        if gather not in ("tma", "cp_async"):
+        if gather not in GATHERS:
             raise ad.TraceError(f"paged loads gather pages by 'tma' or 'cp_async', got {gather!r}")
         self.block, self.chunks, self.gather = block, d // CHUNK, gather
         # The consumer fences what cp.async gathered; `fill` fences its own writes.

@@ -18,7 +18,7 @@ def choose(m: int, n: int, k: int, ctas: int) -> GemmConfig:
     (consumers halving the columns) where M is small; split K, two to four ways, where the tiles
     make less than half a wave and K is long enough to share.  (128 x 64 tiles, which end the
     waves of 4096 x 2112 sooner, ran at 0.77x the 128 x 128 ones there on the H200:
-    docs/performance.md.)"""
+    docs/notes/2026-12-07-backward-and-blockscaled-run.md.)"""
     bm = 64 if m <= 64 else 128
     tiles, k_blocks, split = -(-m // bm) * -(-n // 128), -(-k // BLOCK), 1
     while split < 4 and tiles * split * 2 <= ctas and k_blocks >= 8 * split * 2:

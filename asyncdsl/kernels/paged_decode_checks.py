@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from asyncdsl.blocks.paged_loads import GATHERS
 from asyncdsl.errors import user_location
 from asyncdsl.frontend import language as ad
 from asyncdsl.hw.limits import SMEM_ALIGNMENT_SLACK
@@ -29,8 +30,8 @@ def check_arguments(q, k_cache, block_table, splits, ctas_per_sm, gather="tma") 
     if splits is not None and (not isinstance(splits, int) or isinstance(splits, bool) or splits < 1):
         raise ad.ArgumentError(f"splits, the most a sequence takes, must be a positive int or None, got "
                                f"{splits!r}", user_location())
-    if gather not in ("tma", "cp_async"):
-        raise ad.ArgumentError(f"gather, how pages reach shared memory, is 'tma' or 'cp_async', got "
+    if gather not in GATHERS:
+        raise ad.ArgumentError(f"gather, how pages reach shared memory, is one of {GATHERS}, got "
                                f"{gather!r}", user_location())
 
 
