@@ -8,6 +8,8 @@ Run:  python -m pytest tests/gpu/test_torch_gpu.py -v -rA
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import pytest
 from gpu_support import hopper_or_skip
@@ -156,8 +158,8 @@ def test_a_host_function_given_a_stream_makes_its_arrays_on_that_stream(monkeypa
         return real_empty(like, shape, dtype)
 
     monkeypatch.setattr(outputs, "empty", recording)
-    for module in ("attention_backward", "attention"):
-        monkeypatch.setattr(f"asyncdsl.kernels.{module}.empty", recording)
+    for name in ("attention_backward", "attention"):  # modules the package shadows with their functions
+        monkeypatch.setattr(importlib.import_module(f"asyncdsl.kernels.{name}"), "empty", recording)
     q, k, v, do = (torch.randn(1, 2, 256, 64, device="cuda", dtype=torch.bfloat16) for _ in range(4))
     o, lse = K.attention(q, k, v)
     made_on.clear()
