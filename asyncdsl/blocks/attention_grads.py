@@ -2,15 +2,17 @@
 reaches the float32 sum: a CTA holds BN keys and values and streams the query blocks that see
 them, for every query head of its key/value head's group (grouped-query attention).
 
-    tile = KeyTile(S, S_KV, BN, BM, causal, group, h_kv, DETERMINISTIC)
+    x, head = grid_position(DETERMINISTIC)
+    tile = KeyTile(S, S_KV, BN, BM, causal, group, h_kv, DETERMINISTIC, x)
     tile.walk(lambda t, h, i, masked: ...)     # step t: query head h, query block i
 
 Not causal, every key block meets every query block.  Causal, key block j meets the query
 blocks from the one holding its first key's own query (`first`); the first BN / BM of them cross
-the diagonal and are masked.  Key block j is program id 0 counted from the left: causal, the
-longest walks start first; in deterministic mode from the right, so that the key blocks add
-into each query block's dq right to left, each waiting only for blocks that started before it
-(a CTA never waits for one not yet running).
+the diagonal and are masked.  Key block j is the CTA's `x` (`grid_position`: its place in the
+launch order among its head's key blocks) counted from the left: causal, the longest walks
+start first; in deterministic mode from the right, so that the key blocks add into each query
+block's dq right to left, each waiting only for blocks that started before it (a CTA never
+waits for one not yet running).
 
 S and S_KV may be traced, the lengths of a packed batch's sequence (`asyncdsl.kernels.
 attention_varlen_backward`): then the CTAs past the sequence's key blocks are not `live`, the
@@ -42,11 +44,42 @@ def head_window(x, layout: str, b, head, start, count, column: int, width: int):
     return x.at[b, ad.ds(start, count), head, ad.ds(column, width)]
 
 
+# Key blocks of one (batch, head) that start side by side in deterministic mode (`grid_position`)
+ORDERED_CHUNK = 8
+
+
+def grid_position(ordered: bool) -> tuple:
+    """(x, head) of this CTA: its key block counted in launch order (`KeyTile` counts it from
+    the left, or in deterministic mode from the right) and its (batch, key/value head), from a
+    grid of (key blocks, batch × heads).  Unordered, they are program ids 0 and 1: a head's
+    key blocks run side by side and share its q and do in L2.  Ordered, `ordered_position`."""
+    if not ordered:
+        return ad.program_id(0), ad.program_id(1)
+    blocks, heads = ad.num_programs(0), ad.num_programs(1)
+    return ordered_position(ad.program_id(0) + blocks * ad.program_id(1), blocks, heads)
+
+
+def ordered_position(launched, blocks, heads) -> tuple:
+    """(x, head) of the CTA launched `launched`-th of a grid of `blocks` key blocks by `heads`
+    in deterministic mode (ints or traced scalars).  There the adds into a query block's dq wait
+    for each other along the head's key blocks, a microsecond or so each (the reduce-add landing,
+    the count seen), so a head whose key blocks all start at once ends that many microseconds
+    after its first: the CTAs start `ORDERED_CHUNK` key blocks of every head, then the next such
+    chunk of every head, and so on, so that the waits in a row are at most a chunk's.  A key
+    block still starts after every block it waits for: those to its right, in the chunks before
+    or earlier in its own."""
+    chunk = launched // (ORDERED_CHUNK * heads)  # the chunks before the last are whole
+    within = launched - chunk * ORDERED_CHUNK * heads
+    left = blocks - chunk * ORDERED_CHUNK
+    width = min(left, ORDERED_CHUNK) if isinstance(left, int) else left.min(ORDERED_CHUNK)
+    return chunk * ORDERED_CHUNK + within % width, within // width
+
+
 class KeyTile:
     """The query blocks (of BM rows) the CTA's BN keys meet, over the `group` query heads of
-    key/value head `h_kv`."""
+    key/value head `h_kv`, the CTA's key block `x` counted as `grid_position` gives it."""
 
-    def __init__(self, S, S_KV, BN: int, BM: int, causal: bool, group: int, h_kv, ordered: bool):
+    def __init__(self, S, S_KV, BN: int, BM: int, causal: bool, group: int, h_kv, ordered: bool, x):
         self.BN, self.BM, self.causal, self.group, self.h_kv = BN, BM, causal, group, h_kv
         self.S, self.S_KV = S, S_KV
         self.static = isinstance(S, int) and isinstance(S_KV, int)
@@ -55,7 +88,6 @@ class KeyTile:
         self.offset = S_KV - S if causal and not self.static else 0
         self.key_blocks = ad.cdiv(S_KV, BN) if self.static else (S_KV + BN - 1) // BN
         self.query_blocks = ad.cdiv(S, BM) if self.static else (S + BM - 1) // BM
-        x = ad.program_id(0)
         self.live = None if self.static else x < self.key_blocks
         self.j = (self.key_blocks - 1 - x) if ordered else x
         self.first_key = self.j * BN

@@ -34,7 +34,7 @@ import math
 import numpy as np
 
 from asyncdsl.blocks.attention_backward import GradientRows, differentiate
-from asyncdsl.blocks.attention_grads import KeyTile, check_gradients
+from asyncdsl.blocks.attention_grads import KeyTile, check_gradients, grid_position
 from asyncdsl.blocks.attention_loads import AttentionLoads
 from asyncdsl.blocks.attention_tiles import check_operand_types, head_rows, head_shapes
 from asyncdsl.blocks.online_softmax import LOG2E
@@ -88,9 +88,9 @@ def attention_backward_kernel(q, k, v, do, lse, delta, workspace, dk, dv, flags,
     (_, H, S, D), (H_KV, S_KV) = head_shapes(q, k, LAYOUT)
     check_gradients(q, k, v, do, lse, delta, workspace, dk, dv, flags, BM, (64, 128), CAUSAL, LAYOUT)
     scale = LOG2E / math.sqrt(D)  # e^(x / √D) = 2^(scale·x)
-    head = ad.program_id(1)
+    x, head = grid_position(DETERMINISTIC)
     b, h_kv = head // H_KV, head % H_KV
-    tile = KeyTile(S, S_KV, BN, BM, CAUSAL, H // H_KV, h_kv, DETERMINISTIC)
+    tile = KeyTile(S, S_KV, BN, BM, CAUSAL, H // H_KV, h_kv, DETERMINISTIC, x)
     # Keys in the ring's `q` (A of k qᵀ), queries in its "keys" (B of k qᵀ as .T, of dk += dsᵀ q
     # as rows), do in its "values" (B of dv += pᵀ do as rows, of v doᵀ as .T).
     loads = AttentionLoads(k.dtype, 64, 2, BM, q.dtype, do.dtype, D, STAGES)

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import math
 
-from asyncdsl.blocks.attention_grads import DqAdder, KeyTile, check_gradients, head_window
+from asyncdsl.blocks.attention_grads import (DqAdder, KeyTile, check_gradients, grid_position,
+                                             head_window)
 from asyncdsl.blocks.attention_loads import AttentionLoads
 from asyncdsl.blocks.attention_tiles import head_rows, head_shapes
 from asyncdsl.blocks.mma_operands import tensor_core_layout
@@ -50,9 +51,9 @@ def attention_backward_wide_kernel(q, k, v, do, lse, delta, workspace, dk, dv, f
     (_, H, S, D), (H_KV, S_KV) = head_shapes(q, k, LAYOUT)
     check_gradients(q, k, v, do, lse, delta, workspace, dk, dv, flags, BM, (192, 256), CAUSAL, LAYOUT)
     scale = LOG2E / math.sqrt(D)
-    head = ad.program_id(1)
+    x, head = grid_position(DETERMINISTIC)
     b, h_kv = head // H_KV, head % H_KV
-    tile = KeyTile(S, S_KV, BN, BM, CAUSAL, H // H_KV, h_kv, DETERMINISTIC)
+    tile = KeyTile(S, S_KV, BN, BM, CAUSAL, H // H_KV, h_kv, DETERMINISTIC, x)
     columns = D // 64
 
     # The ring's tile loaded once holds k (part 0) and v (part 1); its slots q and do.

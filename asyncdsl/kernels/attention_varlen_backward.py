@@ -30,7 +30,7 @@ import math
 import numpy as np
 
 from asyncdsl.blocks.attention_backward import GradientRows, differentiate
-from asyncdsl.blocks.attention_grads import KeyTile
+from asyncdsl.blocks.attention_grads import KeyTile, grid_position
 from asyncdsl.blocks.attention_loads import AttentionLoads
 from asyncdsl.blocks.attention_tiles import check_operand_types
 from asyncdsl.blocks.online_softmax import LOG2E
@@ -85,13 +85,13 @@ def attention_varlen_backward_kernel(q, k, v, do, lse, delta, workspace, dk, dv,
     _check(q, k, v, do, lse, delta, workspace, dk, dv, flags, cu_seqlens_q, cu_seqlens_k)
     _, H, D = q.shape
     H_KV = k.shape[1]
-    head = ad.program_id(1)
+    x, head = grid_position(DETERMINISTIC)
     b, h_kv = head // H_KV, head % H_KV
     q_start, k_start = ad.load_index(cu_seqlens_q.at[b]), ad.load_index(cu_seqlens_k.at[b])
     S = ad.load_index(cu_seqlens_q.at[b + 1]) - q_start
     S_KV = ad.load_index(cu_seqlens_k.at[b + 1]) - k_start
     dq_start = q_start + b * BM  # the sequence's first row of the workspace
-    tile = KeyTile(S, S_KV, BN, BM, CAUSAL, H // H_KV, h_kv, DETERMINISTIC)
+    tile = KeyTile(S, S_KV, BN, BM, CAUSAL, H // H_KV, h_kv, DETERMINISTIC, x)
     loads = AttentionLoads(k.dtype, 64, 2, BM, q.dtype, do.dtype, D, STAGES)
 
     def key_rows(x):
