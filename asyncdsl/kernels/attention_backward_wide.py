@@ -16,7 +16,8 @@ no probabilities cross between them); then
 Each does three of the six products.  A pair of barriers a slot hands dsᵀ over (full: consumer
 1 wrote it; empty: consumer 0's products that read it are done).  The producer loads k (as rows,
 A of k qᵀ, and as 64-column tiles, B of ds k) and v once, and streams q and do through a ring of
-two slots at D = 192, one at 256 (shared memory holds no more).
+two slots at D = 192, one at 256 (shared memory holds no more), with the rows' lse and δ staged
+beside them (`asyncdsl.blocks.query_row_stats`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from asyncdsl.blocks.attention_loads import AttentionLoads
 from asyncdsl.blocks.attention_tiles import head_rows, head_shapes
 from asyncdsl.blocks.mma_operands import tensor_core_layout
 from asyncdsl.blocks.online_softmax import LOG2E
+from asyncdsl.blocks.query_row_stats import QueryRowStats
 from asyncdsl.frontend import language as ad
 from asyncdsl.jit.binding import constexpr
 from asyncdsl.jit.kernel import kernel
@@ -62,6 +64,7 @@ def attention_backward_wide_kernel(q, k, v, do, lse, delta, workspace, dk, dv, f
     ds_s = ad.smem((2, BN, BM), q.dtype, **tensor_core_layout(BN))  # dsᵀ, A of ds k as .T
     ds_full, ds_empty = ad.barrier(num=2), ad.barrier(num=2)
     adder = DqAdder()  # consumer 0's dq pieces to the producer, piece c through slot c % 2
+    stats = QueryRowStats(loads.stages, BM)  # each slot's rows' lse·(-log2 e) and δ
     columns_landed = ad.barrier(arrival_count=columns)
 
     def writes(t, c):
@@ -83,11 +86,16 @@ def attention_backward_wide_kernel(q, k, v, do, lse, delta, workspace, dk, dv, f
         for c in range(columns):
             ad.async_copy(head_window(k, LAYOUT, b, h_kv, tile.first_key, BN, c * 64, 64), key_columns.at[c],
                           barrier=columns_landed)
-        # Step t's q and do once the consumers are done with the ring's slot, then step t - 1's
-        # dq, which consumer 0 hands over as it ends step t - 1.
+        # Step t's q, do, lse and δ once the consumers are done with the ring's slot (the rows'
+        # numbers read before the waits), then step t - 1's dq, which consumer 0 hands over as it
+        # ends step t - 1.
         def load(t, h, i, masked: bool):
+            rows = ad.ds(i * BM, BM)
+            lse_i = tile.row_lse(lse.at[b, h, rows], i, layout=ad.WGMMA_ROW)
+            delta_i = ad.load(delta.at[b, h, rows], layout=ad.WGMMA_ROW)
             loads.load(t, lambda _: head_rows(q, LAYOUT, b, h, i * BM, BM),
                        lambda _: head_rows(do, LAYOUT, b, h, i * BM, BM))
+            stats.put(loads.slot(t), lse_i * -LOG2E, delta_i)
 
         tile.walk_trailing(load, add_step, lag=1)
 
@@ -97,10 +105,12 @@ def attention_backward_wide_kernel(q, k, v, do, lse, delta, workspace, dk, dv, f
 
     def probabilities(slot, h, i, masked: bool):
         """pᵀ of query block i (float32), from sᵀ issued on the slot's q."""
-        lse_i = ad.load(lse.at[b, h, ad.ds(i * BM, BM)], layout=ad.WGMMA_COL)[None, :] * -LOG2E
         loads.wait_keys(slot)
         ad.wgmma(s_t, loads.q.at[0], loads.keys(slot), accumulate=False)
+        stats.wait(slot)
+        lse_i = stats.lse(slot)
         ad.wgmma_wait(0)
+        ad.warpgroup_barrier()  # every thread's reads of the lse are over: the releases after do not meet
         p_t = ad.exp2(ad.fma(s_t[...], scale, lse_i), approx=True)
         # Masked after the exponentials: the indices then need not live beside sᵀ and lse.
         return tile.mask(p_t, tile.first_key, i, hidden=0.0) if masked else p_t
@@ -126,13 +136,12 @@ def attention_backward_wide_kernel(q, k, v, do, lse, delta, workspace, dk, dv, f
     def keys_and_ds(t, h, i, masked: bool):
         """Consumer 1: dpᵀ, dsᵀ, dk += dsᵀ q, dsᵀ handed to consumer 0."""
         slot, handed = loads.slot(t), t % 2
-        delta_i = ad.load(delta.at[b, h, ad.ds(i * BM, BM)], layout=ad.WGMMA_COL)[None, :]
         p_t = probabilities(slot, h, i, masked)
         loads.wait_values(slot)
         ad.wgmma(dp_t, loads.q.at[1], loads.v.at[slot].T, accumulate=False)
         ad.wgmma_wait(0)
         loads.release_values(slot)
-        ds_t = (p_t * (dp_t[...] - delta_i)).astype(q.dtype)
+        ds_t = (p_t * (dp_t[...] - stats.delta(slot))).astype(q.dtype)
         ad.wgmma(acc, ds_t, loads.k.at[slot])
         with ad.when(t >= 2):
             ds_empty[handed].wait()
