@@ -113,15 +113,23 @@ def mma_run(acc, ring, first, count, operands) -> None:
     ring.release(first + count - 1)
 
 
+# Slices a group of the block-scaled loop: the wgmmas of a group alternate between the two
+# accumulators, so each slice's sum is scaled and added while the next slice's wgmma runs, and
+# only the group's last addition leaves the tensor cores idle.
+SCALED_GROUP = 4
+
+
 def block_scaled_mma_loop(accs, total, ring, first, count, operands, scale) -> None:
     """`count` K steps from ring step `first`, each one wgmma of `operands(slot)` alone into one of
     the two accumulators `accs`, whose sum is multiplied by `scale(slot, kk)` (a tile broadcasting
     against them, which the consumer's threads read from the slot of the unit's step kk) and
-    added into the float32 `total`, zeroed first, rounded once (fma).  Two slices at a time: the
-    second's wgmma runs while the first's sum is scaled and added.  (A wgmma left running into
-    the next pair would overlap more, but ptxas does not follow which wgmma a wait leaves running
-    across a loop's back edge, and serializes every wgmma of the kernel, advisory C7514.)  Every
-    wgmma is done and every slot released at the end."""
+    added into the float32 `total`, zeroed first, rounded once (fma).  In groups of
+    `SCALED_GROUP` slices (the last group what is left): slice s + 1's wgmma is issued before
+    slice s's sum is scaled and added, so the tensor cores idle only through a group's last
+    addition.  (A wgmma left running into the next group would hide that one too, but ptxas
+    does not follow which wgmma a wait leaves running across a loop's back edge, and serializes
+    every wgmma of the kernel, advisory C7514.)  Every wgmma is done and every slot released at
+    the end."""
     check_ring(ring)
     total[...] = ad.zeros(total.shape, ad.float32)
 
@@ -136,11 +144,22 @@ def block_scaled_mma_loop(accs, total, ring, first, count, operands, scale) -> N
         with ad.region("promote"):
             total[...] = ad.fma(acc[...], factor, total[...])
 
-    for pair in ad.range(count // 2):
-        issue(2 * pair, accs[0])
-        issue(2 * pair + 1, accs[1])
-        add(2 * pair, accs[0], 1)
-        add(2 * pair + 1, accs[1], 0)
-    with ad.when(count % 2 == 1):
-        issue(count - 1, accs[0])
-        add(count - 1, accs[0], 0)
+    def group(start, size: int):
+        """Slices start.. start + size (a Python int of them), the next one's wgmma issued
+        before each addition."""
+        issue(start, accs[0])
+        for s in range(1, size):
+            issue(start + s, accs[s % 2])  # its accumulator's last sum was added before
+            add(start + s - 1, accs[(s - 1) % 2], 1)
+        add(start + size - 1, accs[(size - 1) % 2], 0)
+
+    for g in ad.range(count // SCALED_GROUP):
+        group(g * SCALED_GROUP, SCALED_GROUP)
+    left = count % SCALED_GROUP
+    if isinstance(left, int):
+        if left:
+            group(count - left, left)
+        return
+    for size in range(1, SCALED_GROUP):
+        with ad.when(left == size):
+            group(count - size, size)
