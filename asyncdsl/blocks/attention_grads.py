@@ -65,9 +65,10 @@ def ordered_position(launched, blocks, heads) -> tuple:
     for each other along the head's key blocks, a microsecond or so each (the reduce-add landing,
     the count seen), so a head whose key blocks all start at once ends that many microseconds
     after its first: the CTAs start `ORDERED_CHUNK` key blocks of every head, then the next such
-    chunk of every head, and so on, so that the waits in a row are at most a chunk's.  A key
-    block still starts after every block it waits for: those to its right, in the chunks before
-    or earlier in its own."""
+    chunk of every head, and so on.  The waits in a row are then those of the chunks of a head
+    running at once: one or two where a chunk of every head fills the GPU (B · H_kv · 8 CTAs
+    or more), more with fewer heads, the whole row with one.  A key block still starts after
+    every block it waits for: those to its right, in the chunks before or earlier in its own."""
     chunk = launched // (ORDERED_CHUNK * heads)  # the chunks before the last are whole
     within = launched - chunk * ORDERED_CHUNK * heads
     left = blocks - chunk * ORDERED_CHUNK
