@@ -89,8 +89,8 @@ def scaled_sum(a, b, scales, count, c, STAGES: ad.constexpr, FIRST: ad.constexpr
         def scale(slot, kk):  # slice kk's scale, broadcast over the accumulator
             return ad.load(scales.at[ad.ds(kk, 1)])[None, :] + ad.zeros((64, 1), ad.float32)
 
-        block_scaled_mma_loop(accs, total, ring, FIRST, steps, lambda slot: (a_ring.at[slot], b_ring.at[slot]),
-                              scale)
+        operands = lambda slot: (a_ring.at[slot], b_ring.at[slot])  # noqa: E731
+        block_scaled_mma_loop(accs, total, ring, FIRST, steps, operands, scale)
         ad.store(c, total[...])
 
 
