@@ -43,8 +43,6 @@ from asyncdsl.blocks.mma_operands import tensor_core_layout
 from asyncdsl.blocks.query_row_stats import QueryRowStats
 from asyncdsl.frontend import language as ad
 
-LOG2E = 1.4426950408889634
-
 
 @dataclass(frozen=True)
 class GradientRows:
@@ -108,12 +106,10 @@ def differentiate(tile: KeyTile, loads: AttentionLoads, head: GradientRows, *, s
             ad.async_copy(head.values(rows, 64), values.at[part], barrier=values_landed)
         def load_step(t, h, i, masked: bool):
             """Step t's q, do, lse and δ, into the slot the consumers are done with at step
-            t - STAGES (the rows' numbers read before the waits for it)."""
+            t - STAGES."""
             rows = ad.ds(i * BM, BM)
-            lse_i = tile.row_lse(head.lse(h, rows), i, layout=ad.WGMMA_ROW)
-            delta_i = ad.load(head.delta(h, rows), layout=ad.WGMMA_ROW)
-            loads.load(t, lambda _: head.query(h, i * BM, BM), lambda _: head.grad_out(h, i * BM, BM))
-            stats.put(loads.slot(t), lse_i * -LOG2E, delta_i)  # scaled once the loads are needed
+            stats.load_step(loads, t, tile, i, head.lse(h, rows), head.delta(h, rows),
+                            lambda _: head.query(h, i * BM, BM), lambda _: head.grad_out(h, i * BM, BM))
 
         # Step t's loads, then step t - 2's dq, which the consumers hand over as they end step t - 2.
         tile.walk_trailing(load_step, add_step, lag=2)

@@ -38,6 +38,7 @@ barrier of their own for that.
 
 from __future__ import annotations
 
+from asyncdsl.blocks.online_softmax import LOG2E
 from asyncdsl.frontend import language as ad
 
 
@@ -56,6 +57,17 @@ class QueryRowStats:
         self.buffer.at[slot, 0][...] = lse
         self.buffer.at[slot, 1][...] = delta
         self.full[slot].arrive()  # after the warpgroup meets: every thread's stores are in
+
+    def load_step(self, loads, t, tile, i, lse, delta, query, grad_out) -> None:
+        """For the producer of attention's backward: step t's query rows, those of block i of
+        `tile` (an `asyncdsl.blocks.attention_grads.KeyTile`), into the ring `loads` with their
+        numbers.  `lse` and `delta` are the rows' GMEM windows, read first; `query` and
+        `grad_out` make the GMEM views of q and do for the ring's `load`, which waits for the
+        slot; the numbers are stored, the log-sum-exp times -log2(e), once it is free."""
+        lse_i = tile.row_lse(lse, i, layout=ad.WGMMA_ROW)
+        delta_i = ad.load(delta, layout=ad.WGMMA_ROW)
+        loads.load(t, query, grad_out)
+        self.put(loads.slot(t), lse_i * -LOG2E, delta_i)
 
     def wait(self, slot) -> None:
         """For a consumer: wait until `slot`'s numbers are in."""

@@ -91,11 +91,9 @@ def attention_backward_wide_kernel(q, k, v, do, lse, delta, workspace, dk, dv, f
         # ends step t - 1.
         def load(t, h, i, masked: bool):
             rows = ad.ds(i * BM, BM)
-            lse_i = tile.row_lse(lse.at[b, h, rows], i, layout=ad.WGMMA_ROW)
-            delta_i = ad.load(delta.at[b, h, rows], layout=ad.WGMMA_ROW)
-            loads.load(t, lambda _: head_rows(q, LAYOUT, b, h, i * BM, BM),
-                       lambda _: head_rows(do, LAYOUT, b, h, i * BM, BM))
-            stats.put(loads.slot(t), lse_i * -LOG2E, delta_i)
+            stats.load_step(loads, t, tile, i, lse.at[b, h, rows], delta.at[b, h, rows],
+                            lambda _: head_rows(q, LAYOUT, b, h, i * BM, BM),
+                            lambda _: head_rows(do, LAYOUT, b, h, i * BM, BM))
 
         tile.walk_trailing(load, add_step, lag=1)
 
