@@ -30,7 +30,8 @@ barriers.
 
 The query tile `q` holds one part of `q_rows` rows for each of `parts` consumers; both parts
 land on `query_landed`.  Block j of keys and values lies in slot `slot(j)` = j % stages; the
-consumers' methods take a slot.  The producer waits for a slot's keys to be released before it
+consumers' methods take a slot.  (With fewer `value_stages`, block j's values lie in
+`value_slot(j)` = j % value_stages.)  The producer waits for a slot's keys to be released before it
 copies block j's keys in (from the ring's second round on), then does the same for the values:
 a consumer that is done with a block's keys (s = q kᵀ issued and complete) frees them while
 p @ v still reads the values of the block before, so the next keys land earlier than one
@@ -49,30 +50,34 @@ from asyncdsl.frontend import language as ad
 
 
 class AttentionLoads(KeyValueRing):
-    """A query tile of `parts` × `q_rows` rows and a ring of `stages` slots of `kv_rows` keys and
-    values, all of `d` elements a row.  Make it at the kernel's top level."""
+    """A query tile of `parts` × `q_rows` rows and a ring of `stages` slots of `kv_rows` keys
+    (`value_stages`, by default as many, of values), all of `d` elements a row.  Make it at the
+    kernel's top level."""
 
-    def __init__(self, q_dtype, q_rows: int, parts: int, kv_rows: int, k_dtype, v_dtype, d: int, stages: int):
+    def __init__(self, q_dtype, q_rows: int, parts: int, kv_rows: int, k_dtype, v_dtype, d: int, stages: int,
+                 value_stages: int | None = None):
+        value_stages = stages if value_stages is None else value_stages
         self.q = ad.smem((parts, q_rows, d), q_dtype, **tensor_core_layout(q_rows))  # [consumer]
         self.k = ad.smem((stages, kv_rows, d), k_dtype, **tensor_core_layout(kv_rows))
-        self.v = ad.smem((stages, kv_rows, d), v_dtype, **tensor_core_layout(kv_rows))
+        self.v = ad.smem((value_stages, kv_rows, d), v_dtype, **tensor_core_layout(kv_rows))
         self.query_landed = ad.barrier(arrival_count=parts)
         self.block = kv_rows  # keys a slot
-        super().__init__(stages, consumers=parts)
+        super().__init__(stages, consumers=parts, value_stages=value_stages)
 
     def load_query(self, part, rows) -> None:
         """For the producer: copy `rows` (a GMEM ref of `q_rows` × `d`) into the query tile's `part`."""
         ad.async_copy(rows, self.q.at[part], barrier=self.query_landed)
 
     def load(self, j, k_rows, v_rows) -> None:
-        """For the producer: copy block j's keys and values into its slot, each once the
+        """For the producer: copy block j's keys and values into their slots, each once the
         consumers released what the slot held.  `k_rows(j)` and `v_rows(j)` give block j's GMEM
         refs (`kv_rows` × `d`), each traced when its copy is issued, after the wait for the slot."""
-        slot = j % self.stages
+        slot = self.slot(j)
         with ad.region("wait k slot"), ad.when(j >= self.stages):
             self.k_empty[slot].wait()
         ad.async_copy(k_rows(j), self.k.at[slot], barrier=self.k_full[slot])
-        with ad.region("wait v slot"), ad.when(j >= self.stages):
+        slot = self.value_slot(j)
+        with ad.region("wait v slot"), ad.when(j >= self.value_stages):
             self.v_empty[slot].wait()
         ad.async_copy(v_rows(j), self.v.at[slot], barrier=self.v_full[slot])
 

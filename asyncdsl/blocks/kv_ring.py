@@ -10,21 +10,29 @@ from asyncdsl.frontend import language as ad
 
 
 class KeyValueRing:
-    """`stages` slots whose keys and values land on `keys`/`values` arrivals each and are freed by
-    `consumers` warpgroups (`release_*` arrive without a warpgroup-wide sync: call them after the
-    wgmma that read the slot is known complete).  The subclass allocates `k` and `v`, (stages,
-    ...) buffers, before calling this."""
+    """`stages` slots of keys and `value_stages` (by default as many) of values, which land on
+    `keys`/`values` arrivals each and are freed by `consumers` warpgroups (`release_*` arrive
+    without a warpgroup-wide sync: call them after the wgmma that read the slot is known
+    complete).  Fewer value slots suit a consumer that frees a block's values well before its
+    keys.  The subclass allocates `k` and `v`, (stages, ...) and (value_stages, ...) buffers,
+    before calling this."""
 
-    def __init__(self, stages: int, keys: int = 1, values: int = 1, consumers: int = 1):
+    def __init__(self, stages: int, keys: int = 1, values: int = 1, consumers: int = 1,
+                 value_stages: int | None = None):
         self.stages = stages
+        self.value_stages = stages if value_stages is None else value_stages
         self.k_full = ad.barrier(arrival_count=keys, num=stages)
-        self.v_full = ad.barrier(arrival_count=values, num=stages)
+        self.v_full = ad.barrier(arrival_count=values, num=self.value_stages)
         self.k_empty = ad.barrier(arrival_count=consumers, num=stages)
-        self.v_empty = ad.barrier(arrival_count=consumers, num=stages)
+        self.v_empty = ad.barrier(arrival_count=consumers, num=self.value_stages)
 
     def slot(self, j):
-        """The slot of block j."""
+        """The slot of block j's keys (and of its values, where the ring has as many of each)."""
         return j % self.stages
+
+    def value_slot(self, j):
+        """The slot of block j's values."""
+        return j % self.value_stages
 
     def wait_keys(self, slot) -> None:
         """For a consumer: wait until the keys in `slot` have landed."""

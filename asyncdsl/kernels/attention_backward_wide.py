@@ -14,18 +14,18 @@ no probabilities cross between them); then
   that in deterministic mode the waits for the other key blocks' adds are not consumer 0's.
 
 Each does three of the six products.  A pair of barriers a slot hands dsᵀ over (full: consumer
-1 wrote it; empty: consumer 0's products that read it are done).  The producer loads k (as rows,
-A of k qᵀ, and as 64-column tiles, B of ds k) and v once, and streams q and do through a ring of
-two slots at D = 192, one at 256 (shared memory holds no more), with the rows' lse and δ staged
-beside them (`asyncdsl.blocks.query_row_stats`).
+1 wrote it; empty: consumer 0's products that read it are done).  The producer loads k (A of
+k qᵀ as rows, B of ds k as windows of 64 columns) and v once, and streams q and do through a
+ring, with the rows' lse and δ staged beside q (`asyncdsl.blocks.query_row_stats`): two slots
+of each at D = 192; at 256 two of q and one of do, which shared memory holds (q's second slot
+matters more: consumer 1 frees q only after its last product, do after its first).
 """
 
 from __future__ import annotations
 
 import math
 
-from asyncdsl.blocks.attention_grads import (DqAdder, KeyTile, check_gradients, grid_position,
-                                             head_window)
+from asyncdsl.blocks.attention_grads import DqAdder, KeyTile, check_gradients, grid_position
 from asyncdsl.blocks.attention_loads import AttentionLoads
 from asyncdsl.blocks.attention_tiles import head_rows, head_shapes
 from asyncdsl.blocks.mma_operands import tensor_core_layout
@@ -59,13 +59,11 @@ def attention_backward_wide_kernel(q, k, v, do, lse, delta, workspace, dk, dv, f
     columns = D // 64
 
     # The ring's tile loaded once holds k (part 0) and v (part 1); its slots q and do.
-    loads = AttentionLoads(k.dtype, BN, 2, BM, q.dtype, do.dtype, D, 2 if D <= 192 else 1)
-    key_columns = ad.smem((columns, BN, 64), k.dtype, **tensor_core_layout(BN))  # B of ds k
+    loads = AttentionLoads(k.dtype, BN, 2, BM, q.dtype, do.dtype, D, 2, value_stages=2 if D <= 192 else 1)
     ds_s = ad.smem((2, BN, BM), q.dtype, **tensor_core_layout(BN))  # dsᵀ, A of ds k as .T
     ds_full, ds_empty = ad.barrier(num=2), ad.barrier(num=2)
     adder = DqAdder()  # consumer 0's dq pieces to the producer, piece c through slot c % 2
     stats = QueryRowStats(loads.stages, BM)  # each slot's rows' lse·(-log2 e) and δ
-    columns_landed = ad.barrier(arrival_count=columns)
 
     def writes(t, c):
         """How many pieces slot c % 2 held before step t's piece c."""
@@ -83,9 +81,6 @@ def attention_backward_wide_kernel(q, k, v, do, lse, delta, workspace, dk, dv, f
     with ad.warpgroup_role(2, registers=40):
         loads.load_query(0, head_rows(k, LAYOUT, b, h_kv, tile.first_key, BN))
         loads.load_query(1, head_rows(v, LAYOUT, b, h_kv, tile.first_key, BN))
-        for c in range(columns):
-            ad.async_copy(head_window(k, LAYOUT, b, h_kv, tile.first_key, BN, c * 64, 64), key_columns.at[c],
-                          barrier=columns_landed)
         # Step t's q, do, lse and δ once the consumers are done with the ring's slot (the rows'
         # numbers read before the waits), then step t - 1's dq, which consumer 0 hands over as it
         # ends step t - 1.
@@ -116,16 +111,16 @@ def attention_backward_wide_kernel(q, k, v, do, lse, delta, workspace, dk, dv, f
     def values_and_dq(t, h, i, masked: bool):
         """Consumer 0: dv += pᵀ do, then dq_part = ds k from consumer 1's dsᵀ, handed to the
         producer a 64-column piece at a time."""
-        slot, handed = loads.slot(t), t % 2
+        slot, values, handed = loads.slot(t), loads.value_slot(t), t % 2
         p_t = probabilities(slot, h, i, masked)
         loads.release_keys(slot)
-        loads.wait_values(slot)
-        ad.wgmma(acc, p_t.astype(do.dtype), loads.values(slot))
+        loads.wait_values(values)
+        ad.wgmma(acc, p_t.astype(do.dtype), loads.values(values))
         ad.wgmma_wait(0)
-        loads.release_values(slot)
+        loads.release_values(values)
         ds_full[handed].wait()
         for c in range(columns):  # 64 columns at a time, in sᵀ's registers
-            ad.wgmma(s_t, ds_s.at[handed].T, key_columns.at[c], accumulate=False)
+            ad.wgmma(s_t, ds_s.at[handed].T, loads.q.at[0, :, ad.ds(c * 64, 64)], accumulate=False)
             ad.wgmma_wait(0)
             if c == columns - 1:
                 ds_empty[handed].arrive(sync=False)  # the tensor cores are done with the slot
@@ -133,12 +128,12 @@ def attention_backward_wide_kernel(q, k, v, do, lse, delta, workspace, dk, dv, f
 
     def keys_and_ds(t, h, i, masked: bool):
         """Consumer 1: dpᵀ, dsᵀ, dk += dsᵀ q, dsᵀ handed to consumer 0."""
-        slot, handed = loads.slot(t), t % 2
+        slot, values, handed = loads.slot(t), loads.value_slot(t), t % 2
         p_t = probabilities(slot, h, i, masked)
-        loads.wait_values(slot)
-        ad.wgmma(dp_t, loads.q.at[1], loads.v.at[slot].T, accumulate=False)
+        loads.wait_values(values)
+        ad.wgmma(dp_t, loads.q.at[1], loads.v.at[values].T, accumulate=False)
         ad.wgmma_wait(0)
-        loads.release_values(slot)
+        loads.release_values(values)
         ds_t = (p_t * (dp_t[...] - stats.delta(slot))).astype(q.dtype)
         ad.wgmma(acc, ds_t, loads.k.at[slot])
         with ad.when(t >= 2):
@@ -153,13 +148,12 @@ def attention_backward_wide_kernel(q, k, v, do, lse, delta, workspace, dk, dv, f
     with ad.warpgroup_role(0, registers=224):
         acc[...] = ad.zeros((BN, D), ad.float32)
         loads.query_landed.wait()
-        columns_landed.wait()
         tile.walk(values_and_dq)
-        for c in range(columns):  # the key columns are read by this consumer only: dv goes out through them
-            key_columns.at[c][...] = acc[:, c * 64:(c + 1) * 64].astype(dv.dtype)
+        # dv goes out through k's buffer: consumer 1's last read of it, the last step's sᵀ, was
+        # complete before it handed that step's dsᵀ over.
+        loads.q.at[0][...] = acc[...].astype(dv.dtype)
         ad.fence_async_smem()
-        for c in range(columns):
-            ad.async_copy(key_columns.at[c], head_window(dv, LAYOUT, b, h_kv, tile.first_key, BN, c * 64, 64))
+        ad.async_copy(loads.q.at[0], head_rows(dv, LAYOUT, b, h_kv, tile.first_key, BN))
         ad.await_async_copy(0)
     with ad.warpgroup_role(1, registers=240):
         acc[...] = ad.zeros((BN, D), ad.float32)
