@@ -46,7 +46,8 @@ class CollectiveFunctions(WarpgroupFunctions):
     @diagnosed
     def run_cluster_arrive(self, interpreter: Interpreter, op: ir.ClusterArriveOp, args: PythonValues):
         # The arrival lands on the barrier at the same offset in each CTA of the group, with
-        # what this warpgroup knows (a release at cluster scope).
+        # what this warpgroup knows: that its reads of the slot are over, and (a kernel whose
+        # threads reach other CTAs' buffers releases at cluster scope then) what it wrote.
         synced(self.warpgroup, op)
         group, index = args
         address = group.address(index.value.data)

@@ -24,7 +24,9 @@ An arrival on a barrier in every CTA of the group (`bar.arrive(collective=...)`)
 barrier's address into each target CTA and arrives there (docs/hardware.md §7.4):
 
     mapa.shared::cluster.u32 %r12, %r9, 1;
-    @%p1 mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%r12], 1;
+    @%p1 mbarrier.arrive.release.cta.shared::cluster.b64 _, [%r12], 1;
+
+(at cluster scope where the kernel's threads load or store other CTAs' shared memory).
 """
 
 from __future__ import annotations
@@ -67,21 +69,35 @@ def _collective_mask(ctx: KernelLowering, op: ir.ClusterCollectiveMaskOp) -> Non
     ctx.bind(op.result, b.emit("shl.b32 {}, {}, {};", "b32", b.mov("b32", group.base_mask), shift))
 
 
+def _threads_reach_peers(ctx: KernelLowering) -> bool:
+    """Whether the kernel's threads load or store another CTA's shared memory (a register tile
+    `in cta %r`): only then can a peer read, through the generic proxy, what they wrote."""
+    found = ctx.analyses.get(_threads_reach_peers)
+    if found is None:
+        found = any(access.cta is not None for access in ctx.ops_of(ir.LoadSmemOp, ir.StoreSmemOp))
+        ctx.analyses[_threads_reach_peers] = found
+    return bool(found)
+
+
 def _cluster_arrive(ctx: KernelLowering, op: ir.ClusterArriveOp) -> None:
     """The leader arrives on the barrier's copy in each CTA of the group (its own included): the
     barrier's shared::cta address mapped to each target rank's shared::cluster window (`mapa`),
     then a remote arrive.  As for a plain arrive, the warpgroup syncs first, so that what its
-    threads did is ordered before a release at cluster scope.
+    threads did is ordered before the release.
 
-    An unsynced arrival (`arrive(sync=False)`) publishes nothing its threads wrote: it only says
-    that reads the tensor cores made, already ended by `wgmma_wait`, are over.  It releases at
-    CTA scope (the instruction's default, as CUTLASS's cluster pipelines do): a cluster-scope
-    release makes the thread wait until its earlier writes are visible to the whole cluster,
-    which halved the speed of the 2-CTA GEMM on the H200 (docs/hardware.md §7.4)."""
+    The release is at cluster scope only where it has something to publish to the other CTAs:
+    where the kernel's threads reach other CTAs' shared memory (`_threads_reach_peers`), a synced
+    arrival publishes what they wrote.  Elsewhere a peer sees this CTA's shared memory only
+    through its copy engine writing into it (multicast), and the arrival only says that this
+    CTA's reads of a slot are over (the tensor cores', ended by `wgmma_wait`, or the threads'
+    own, ordered by the sync); it releases at CTA scope, the instruction's default, as CUTLASS's
+    cluster pipelines do.  A cluster-scope release makes the thread wait until its earlier
+    writes are visible to the whole cluster, which halved the speed of the 2-CTA GEMM on the
+    H200 (docs/hardware.md §7.4)."""
     b = ctx.b
     group = op.group()
     address = barrier_address(ctx, op.barriers, op.index)
-    scope = "cta" if op.unsynced is not None else "cluster"
+    scope = "cluster" if op.unsynced is None and _threads_reach_peers(ctx) else "cta"
     if op.unsynced is None:
         b.bar("sync", ctx.facts.named_barrier, 128)
     shift = _group_shift(ctx, group)

@@ -88,7 +88,7 @@ def test_collective_arrive_maps_the_barrier_into_every_cta_of_the_group():
     ptx = multicast_ring.ptx(X, ad.ArraySpec((1024, 64), ad.float32))
     arrivals = re.findall(
         r"mapa\.shared::cluster\.u32 (%r\d+), (%r\d+), (\d);\n\s+@(%p\d+) "
-        r"mbarrier\.arrive\.release\.cluster\.shared::cluster\.b64 _, \[\1\], 1;",
+        r"mbarrier\.arrive\.release\.cta\.shared::cluster\.b64 _, \[\1\], 1;",
         ptx,
     )
     # The initial release and the one per step, each to ranks 0 and 1 of the 2-CTA cluster.
@@ -109,7 +109,7 @@ def test_collective_arrive_along_x_of_a_2x2_cluster_targets_this_row():
     # Group = the CTAs sharing this CTA's y: ranks 2*y and 2*y + 1.
     assert re.search(
         r"mov\.u32 (%r\d+), %cluster_ctaid\.y;\n\s+mul\.lo\.s32 (%r\d+), \1, 2;\n\s+"
-        r"mapa\.shared::cluster\.u32 (%r\d+), (%r\d+), \2;\n\s+@%p\d+ mbarrier\.arrive\.release\.cluster"
+        r"mapa\.shared::cluster\.u32 (%r\d+), (%r\d+), \2;\n\s+@%p\d+ mbarrier\.arrive\.release\.cta"
         r"\.shared::cluster\.b64 _, \[\3\], 1;\n\s+add\.s32 (%r\d+), \2, 1;\n\s+"
         r"mapa\.shared::cluster\.u32 (%r\d+), \4, \5;",
         ptx,
@@ -125,22 +125,29 @@ def test_collective_arrive_keeps_its_count():
         bar.wait()
 
     ptx = kernel.ptx(X)
-    assert ptx.count("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [") == 4
+    assert ptx.count("mbarrier.arrive.release.cta.shared::cluster.b64 _, [") == 4
     assert ptx.count("], 2;") >= 4
     assemble(ptx)
 
 
-@pytest.mark.parametrize("sync,scope", [(True, "cluster"), (False, "cta")])
-def test_a_collective_arrive_releases_at_cluster_scope_only_when_it_publishes_writes(sync, scope):
+@pytest.mark.parametrize("sync,reach_peer,scope", [(True, True, "cluster"), (False, True, "cta"),
+                                                    (True, False, "cta"), (False, False, "cta")])
+def test_a_collective_arrive_releases_at_cluster_scope_only_when_it_publishes_writes(sync, reach_peer, scope):
+    """Cluster scope only for a synced arrival in a kernel whose threads reach other CTAs' shared
+    memory (here: a store into the peer's buffer); elsewhere a peer sees this CTA's shared memory
+    only through copies into it, and the arrival has nothing of the threads' to publish."""
     @ad.kernel(grid=(2,), cluster=(2, 1, 1))
     def kernel(x):
+        buf = ad.smem((64, 64), ad.float32)
         bar = ad.barrier(arrival_count=2)
+        if reach_peer:
+            buf.peer(1 - ad.cluster_cta_id(0))[...] = ad.zeros((64, 64), ad.float32)
         bar.arrive(collective="x", sync=sync)
         bar.wait()
 
     ptx = kernel.ptx(X)
     assert ptx.count(f"mbarrier.arrive.release.{scope}.shared::cluster.b64 _, [") == 2
-    assert ("bar.sync" in ptx) == sync
+    assert ("st.shared::cluster" in ptx) == reach_peer
     assemble(ptx)
 
 
