@@ -10,7 +10,7 @@ import pytest
 from hypothesis import Phase, given, settings
 
 from asyncdsl.fuzz.copies.cases import Case, Squeeze, Window
-from asyncdsl.fuzz.copies.expr import Const
+from asyncdsl.fuzz.copies.expr import Const, CtaId
 from asyncdsl.fuzz.copies.generate import case_for, cases
 from asyncdsl.fuzz.copies.layout import Tile
 from asyncdsl.fuzz.copies.oracle import expect
@@ -84,3 +84,17 @@ def test_a_literal_negative_index_counts_from_the_end(index, runs):
     error, _ = _verdict(case)
     assert (error is None) == runs, error
     assert run_isolated(case, BUDGET).outcome == ("ok" if runs else "clean_error")
+
+
+@pytest.mark.parametrize("tiling", [(2, 16), (8, 4)])
+def test_a_tiled_window_at_a_traced_start_off_its_tiles_goes_one_box_a_tile(tiling):
+    """Rows from a traced start (the CTA's index, not provably a multiple of the tile's rows): the
+    copy goes one box a tile, as a sequence's rows in a packed batch do, and lands what the model
+    says."""
+    rows = tiling[0] * 4
+    key = (Window(CtaId("program_id", 0), rows), Window(Const(0), 16))
+    case = Case(name="traced-tile-start", direction="load", dtype="float32", gmem_shape=(64, 128), key=key,
+                smem_shape=(4, 16 // tiling[1], *tiling), transforms=(Tile(tiling),), grid=(2, 1, 1))
+    error, _ = _verdict(case)
+    assert error is None, error
+    assert run_isolated(case, BUDGET).outcome == "ok"

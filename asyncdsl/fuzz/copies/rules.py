@@ -159,14 +159,17 @@ def _check_packed(case: Case, dims: tuple[Dim, ...]) -> None:
 def tile_boxes(case: Case, dims: tuple[Dim, ...]) -> bool:
     """Whether the copy goes one TMA box per tile (or column of tiles) through the untiled array:
     a 2-d window through one 2-d tiling, not rounding, that some window dim of the array is
-    neither at most nor a multiple of.  Boxes need no tile boundary and cut nothing."""
+    neither at most nor a multiple of, or whose start along a window dim is traced and not
+    provably a multiple of its tile.  Boxes need no tile boundary and cut nothing."""
     if len(case.transforms) != 1 or not isinstance(case.transforms[0], Tile):
         return False
     tile = case.transforms[0]
     labels = window_gmem_dims(dims)
     if len(tile.tiling) != 2 or tile.round_down or len(labels) != 2:
         return False
-    return any(case.gmem_shape[d] > t and case.gmem_shape[d] % t for d, t in zip(labels, tile.tiling))
+    return any((case.gmem_shape[d] > t and case.gmem_shape[d] % t)
+               or (dims[d].traced and not expr.provably_multiple(dims[d].start, t))
+               for d, t in zip(labels, tile.tiling))
 
 
 def _check_tile_boxes(case: Case, dims: tuple[Dim, ...]) -> None:
