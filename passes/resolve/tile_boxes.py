@@ -81,7 +81,7 @@ def _check_buffer(copy: ir.AsyncCopyOp, window: tuple[int, int], tiling: tuple[i
     if ir.shape_of(copy.smem) != tiled:
         raise CopyError(f"SMEM buffer shape {ir.shape_of(copy.smem)} does not match the transformed slice "
                         f"shape {tiled}")
-    tile_bytes = tiling[0] * tiling[1] * element.itemsize
+    tile_bytes = tiling[0] * tiling[1] * element.bits // 8  # 4-bit elements pack two to a byte
     if window[1] != tiling[1] and tile_bytes % TMA_SMEM_ALIGNMENT:
         raise CopyError(
             f"the GMEM array is not whole {tiling} tiles, so this copy goes one TMA box per tile, and its "
@@ -109,7 +109,7 @@ def resolve_tile_boxes(copy: ir.AsyncCopyOp, resolve_box) -> None:
         # A single column of tiles is its rows one after another; else tile (i, j) is number
         # i * columns_of_tiles + j.
         tile_number = (row // r) * columns_of_tiles + column // c
-        offset = (row * c if columns_of_tiles == 1 else tile_number * r * c) * element.itemsize
+        offset = (row * c if columns_of_tiles == 1 else tile_number * r * c) * element.bits // 8
         part = ir.SmemSliceOp(copy.smem, builder.value(offset), (rows, c))
         Rewriter.insert_op(part, InsertPoint.before(copy))
         starts, gmem_sizes = list(copy.starts), list(copy.sizes)

@@ -98,3 +98,16 @@ def test_a_tiled_window_at_a_traced_start_off_its_tiles_goes_one_box_a_tile(tili
     error, _ = _verdict(case)
     assert error is None, error
     assert run_isolated(case, BUDGET).outcome == "ok"
+
+
+@pytest.mark.parametrize("dtype", ["int4", "float4_e2m1fn", "int8"])
+def test_tile_boxes_of_packed_elements_land_at_their_tiles_bytes(dtype):
+    """Two columns of (2, 128) tiles from a traced start, one box a tile: with 4-bit elements a
+    tile is 128 bytes, and the boxes land 128 bytes apart (they landed twice as far, past the
+    buffer's end from the ninth tile on)."""
+    key = (Window(CtaId("program_id", 0), 16), Window(Const(0), 256))
+    case = Case(name="packed-tile-boxes", direction="load", dtype=dtype, gmem_shape=(64, 256), key=key,
+                smem_shape=(8, 2, 2, 128), transforms=(Tile((2, 128)),), grid=(2, 1, 1))
+    error, _ = _verdict(case)
+    assert error is None, error
+    assert run_isolated(case, BUDGET).outcome == "ok"
