@@ -6,26 +6,26 @@ barriers.
     from asyncdsl.blocks.attention_loads import AttentionLoads
 
     @ad.kernel(block=384)                            # consumers 0 and 1, producer 2
-    def summed(q, k, v, out):                        # out[w] = q_w + Σ_j (k_j + v_j), consumer w
-        loads = AttentionLoads(q.dtype, 64, 2, 64, k.dtype, v.dtype, 64, stages=2)
+    def summed(q, k, v, out, VALUE_STAGES: ad.constexpr = 2):  # out[w] = q_w + Σ_j (k_j + v_j)
+        loads = AttentionLoads(q.dtype, 64, 2, 64, k.dtype, v.dtype, 64, stages=2, value_stages=VALUE_STAGES)
         blocks = k.shape[0] // 64
         with ad.warpgroup_role(2):
             for w in range(2):
                 loads.load_query(w, q.at[ad.ds(w * 64, 64), :])
             for j in ad.range(blocks):
                 loads.load(j, lambda i: k.at[ad.ds(i * 64, 64), :], lambda i: v.at[ad.ds(i * 64, 64), :])
-        with ad.warpgroup_role((0, 1)):
+        with ad.warpgroup_role((0, 1)):              # consumer w: out[w] (its 64 rows)
             me = ad.warpgroup_idx()
             loads.query_landed.wait()
             total = loads.q.at[me][...].astype(ad.float32)
             for j in range(blocks):
-                slot = loads.slot(j)
+                slot, values = loads.slot(j), loads.value_slot(j)
                 loads.wait_keys(slot)
-                loads.wait_values(slot)
-                total = total + (loads.k.at[slot][...] + loads.values(slot)[...]).astype(ad.float32)
+                loads.wait_values(values)
+                total = total + (loads.k.at[slot][...] + loads.values(values)[...]).astype(ad.float32)
                 ad.warpgroup_barrier()               # all have read the slot (attention: a wgmma wait)
                 loads.release_keys(slot)
-                loads.release_values(slot)
+                loads.release_values(values)
             ad.store(out.at[ad.ds(me * 64, 64), :], total)
 
 The query tile `q` holds one part of `q_rows` rows for each of `parts` consumers; both parts
