@@ -6,7 +6,7 @@ from __future__ import annotations
 from . import expr
 from .cases import Case, Rest, Squeeze, Window
 from .layout import tiled_dims
-from .rules import engine
+from .rules import engine, tile_boxes
 from .window import UserError, resolve_key, window_gmem_dims
 
 
@@ -63,4 +63,6 @@ def patterns(case: Case) -> list[str]:
         found.append("collapsed-squeezes-out-of-bounds")  # past 5 dims, squeezed dims merge
     if any(isinstance(e, Window) and e.size > 256 for e in key):
         found.append("box-over-256")
+    if case.element.packed and tile_boxes(case, dims):
+        found.append("4bit-tile-boxes")  # their offsets once counted an element as a byte
     return sorted(set(found))
