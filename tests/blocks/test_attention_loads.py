@@ -26,7 +26,6 @@ def test_the_docstring_example_sums_every_block_once_for_each_consumer(blocks):
     assert np.array_equal(out, q.astype(np.float32) + np.concatenate([blocks_sum, blocks_sum]))
 
 
-
 @pytest.mark.parametrize("value_stages,blocks", [(1, 5), (3, 4), (2, 7)])
 def test_keys_and_values_may_have_rings_of_their_own_lengths(value_stages, blocks):
     """Fewer value slots than key slots (as the wide attention backward at D = 256 takes) and

@@ -86,15 +86,22 @@ def test_a_literal_negative_index_counts_from_the_end(index, runs):
     assert run_isolated(case, BUDGET).outcome == ("ok" if runs else "clean_error")
 
 
+
+def _traced_start_case(name, dtype, array, rows, columns, tiling):
+    """A (rows, columns) window of an `array`-shaped array from the CTA's index (2 CTAs), through
+    `tiling`: the start is traced and not provably on a tile."""
+    key = (Window(CtaId("program_id", 0), rows), Window(Const(0), columns))
+    smem = (rows // tiling[0], columns // tiling[1], *tiling)
+    return Case(name=name, direction="load", dtype=dtype, gmem_shape=array, key=key,
+                smem_shape=smem, transforms=(Tile(tiling),), grid=(2, 1, 1))
+
+
 @pytest.mark.parametrize("tiling", [(2, 16), (8, 4)])
 def test_a_tiled_window_at_a_traced_start_off_its_tiles_goes_one_box_a_tile(tiling):
     """Rows from a traced start (the CTA's index, not provably a multiple of the tile's rows): the
     copy goes one box a tile, as a sequence's rows in a packed batch do, and lands what the model
     says."""
-    rows = tiling[0] * 4
-    key = (Window(CtaId("program_id", 0), rows), Window(Const(0), 16))
-    case = Case(name="traced-tile-start", direction="load", dtype="float32", gmem_shape=(64, 128), key=key,
-                smem_shape=(4, 16 // tiling[1], *tiling), transforms=(Tile(tiling),), grid=(2, 1, 1))
+    case = _traced_start_case("traced-tile-start", "float32", (64, 128), tiling[0] * 4, 16, tiling)
     error, _ = _verdict(case)
     assert error is None, error
     assert run_isolated(case, BUDGET).outcome == "ok"
@@ -105,9 +112,7 @@ def test_tile_boxes_of_packed_elements_land_at_their_tiles_bytes(dtype):
     """Two columns of (2, 128) tiles from a traced start, one box a tile: with 4-bit elements a
     tile is 128 bytes, and the boxes land 128 bytes apart (they landed twice as far, past the
     buffer's end from the ninth tile on)."""
-    key = (Window(CtaId("program_id", 0), 16), Window(Const(0), 256))
-    case = Case(name="packed-tile-boxes", direction="load", dtype=dtype, gmem_shape=(64, 256), key=key,
-                smem_shape=(8, 2, 2, 128), transforms=(Tile((2, 128)),), grid=(2, 1, 1))
+    case = _traced_start_case("packed-tile-boxes", dtype, (64, 256), 16, 256, (2, 128))
     error, _ = _verdict(case)
     assert error is None, error
     assert run_isolated(case, BUDGET).outcome == "ok"

@@ -148,6 +148,8 @@ def test_a_collective_arrive_releases_at_cluster_scope_only_when_it_publishes_wr
     ptx = kernel.ptx(X)
     assert ptx.count(f"mbarrier.arrive.release.{scope}.shared::cluster.b64 _, [") == 2
     assert ("st.shared::cluster" in ptx) == reach_peer
+    if not reach_peer:  # (the store into the peer meets the warpgroup itself)
+        assert ("bar.sync" in ptx) == sync
     assemble(ptx)
 
 
